@@ -1,0 +1,127 @@
+r"""Input validation shared by the maths modules.
+
+Every public function of qae_lab checks its input with these helpers, so a bad call
+fails at once with a :class:`ValueError` that names the argument and the allowed range,
+instead of returning a silently wrong number. The checks on tensor *values* (finite,
+0/1 mask, ...) read one boolean back from the device; they are cheap next to a
+forward pass.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+
+__all__ = [
+    "as_real_tensor",
+    "check_group_size",
+    "check_k",
+    "check_finite_scalar",
+    "check_choice",
+    "check_mask",
+    "quantile_rank",
+]
+
+
+def as_real_tensor(x, name: str, *, ndim: int | None = None) -> torch.Tensor:
+    r"""Return ``x`` as a real floating tensor, or raise ``ValueError`` naming ``name``.
+
+    Lists and numpy arrays are converted; bool and integer tensors become float32;
+    half/bfloat16 are upcast to float32 (quantiles and cumulative sums need it).
+    Complex tensors and non-numeric input are rejected, as are NaN and +-inf.
+    """
+    if not isinstance(x, torch.Tensor):
+        try:
+            x = torch.as_tensor(x)
+        except (TypeError, ValueError, RuntimeError) as err:
+            raise ValueError(f"{name} must be a real-valued tensor, got {type(x).__name__}") from err
+    if x.is_complex():
+        raise ValueError(f"{name} must be real-valued, got dtype {x.dtype}")
+    if x.dtype == torch.bool or not x.is_floating_point():
+        x = x.to(torch.float32)
+    elif x.dtype in (torch.float16, torch.bfloat16):
+        x = x.float()
+    if ndim is not None and x.dim() != ndim:
+        raise ValueError(f"{name} must have {ndim} dimension(s), got shape {tuple(x.shape)}")
+    if x.numel() and not bool(torch.isfinite(x).all()):
+        raise ValueError(f"{name} must be finite (no NaN or inf)")
+    return x
+
+
+def check_group_size(group_size, n: int, *, name: str = "group_size") -> int:
+    r"""Check that ``group_size`` is an int >= 2 that divides ``n`` (> 0); return it."""
+    if isinstance(group_size, bool) or not isinstance(group_size, numbers.Integral):
+        raise ValueError(f"{name} must be an int >= 2, got {group_size!r}")
+    group_size = int(group_size)
+    if group_size < 2:
+        raise ValueError(f"{name} must be >= 2 (a group needs at least two responses), got {group_size}")
+    if n == 0:
+        raise ValueError("rewards must hold at least one group, got an empty tensor")
+    if n % group_size:
+        raise ValueError(
+            f"rewards has {n} entries, not a multiple of {name}={group_size}: "
+            "ragged groups are not allowed (responses of one prompt must be contiguous, G per prompt)"
+        )
+    return group_size
+
+
+def check_finite_scalar(x, name: str) -> float:
+    r"""Return ``x`` as a Python float, or raise if it is not a finite real number."""
+    if isinstance(x, torch.Tensor):
+        if x.numel() != 1:
+            raise ValueError(f"{name} must be a scalar, got a tensor of shape {tuple(x.shape)}")
+        x = x.item()
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):
+        raise ValueError(f"{name} must be a finite real number, got {x!r}")
+    x = float(x)
+    if not math.isfinite(x):
+        raise ValueError(f"{name} must be finite, got {x}")
+    return x
+
+
+def check_k(k, name: str = "k") -> float:
+    r"""Return the quantile level ``k`` as a float; it must lie strictly inside (0, 1)."""
+    k = check_finite_scalar(k, name)
+    if not 0.0 < k < 1.0:
+        raise ValueError(f"{name} must lie in the open interval (0, 1), got {k}")
+    return k
+
+
+def check_choice(value, name: str, allowed: tuple[str, ...]) -> str:
+    r"""Return ``value`` if it is one of ``allowed``; otherwise raise naming them."""
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+    return value
+
+
+def check_mask(mask, shape: torch.Size, name: str = "mask") -> torch.Tensor:
+    r"""Return a float 0/1 mask of ``shape``; reject other shapes and other values."""
+    if not isinstance(mask, torch.Tensor):
+        mask = torch.as_tensor(mask)
+    if tuple(mask.shape) != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(mask.shape)}")
+    if mask.is_complex():
+        raise ValueError(f"{name} must be real-valued, got dtype {mask.dtype}")
+    if mask.dtype != torch.bool and mask.numel() and not bool(((mask == 0) | (mask == 1)).all()):
+        raise ValueError(f"{name} must hold only 0 and 1 (or be a bool tensor)")
+    return mask.to(torch.float32)
+
+
+def quantile_rank(k: float, group_size: int) -> int:
+    r"""The rank r = ceil(K * G) (1-based) of the paper's K-quantile in a group of G.
+
+    b_K = inf{x : F(x) >= K} is the r-th smallest reward, r = ceil(K * G). The product
+    K * G is computed in binary floating point, which can land a hair above an integer
+    (0.6 * 5 == 3.0000000000000004), and ``math.ceil`` would then jump to the next rank.
+    A product within 1e-9 (relative) of an integer is taken as that integer.
+
+    >>> quantile_rank(0.6, 5), quantile_rank(0.4, 8), quantile_rank(0.4, 16), quantile_rank(0.01, 4)
+    (3, 4, 7, 1)
+    """
+    x = k * group_size
+    nearest = round(x)
+    r = nearest if abs(x - nearest) <= 1e-9 * max(1.0, abs(x)) else math.ceil(x)
+    # K > 0 so the infimum is at least the smallest reward (rank 1); K < 1 keeps r <= G.
+    return min(max(int(r), 1), group_size)

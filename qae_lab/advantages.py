@@ -1,0 +1,246 @@
+r"""Group-relative advantages: GRPO's mean baseline and QAE's K-quantile baseline.
+
+Implements, for a batch of B prompts with G responses each (N = B*G, the responses of
+one prompt contiguous, shape legend B, G, N as everywhere in qae_lab):
+
+* GRPO / DAPO (Shao et al. 2024; Yu et al. 2025):
+  A_i = (R_i - mean_j R_j) / (std_j R_j + eps)
+* Dr.GRPO (Liu et al. 2025): the same without the std division.
+* QAE, "Quantile Advantage Estimation for Entropy-Safe Reasoning" (arXiv 2509.22611),
+  eqs. for the empirical CDF and quantile baseline:
+  F_q(x) = (1/G) #{j : R_j <= x},   b_K(q) = inf{x : F_q(x) >= K},
+  A_i = (R_i - b_K(q)) / (std_j R_j + eps).
+
+Where this departs from the paper, and why:
+
+* Two quantile conventions. ``method="paper"`` is the definition above, the
+  ceil(K*G)-th smallest reward. ``method="linear"`` is ``torch.quantile`` with linear
+  interpolation, which the official QAE code (a verl fork) calls. They differ for small
+  G (G=8, K=0.4, 5 of 8 correct: paper 1.0, linear 0.8). The paper's is the default.
+* std is Bessel-corrected (``torch.std``), as in TRL and verl; ``scale="batch"`` divides
+  by the std of the whole batch (TRL's ``scale_rewards="batch"``).
+* A group whose rewards are all equal gets exactly 0. With the mean baseline the float
+  mean of G equal values can be off by one rounding step, and dividing that by
+  (std + eps) ~ eps turns it into a spurious O(0.1) advantage; engines that compute
+  (R - mean) / (std + eps) naively have this bug.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from qae_lab._checks import (
+    as_real_tensor,
+    check_choice,
+    check_finite_scalar,
+    check_group_size,
+    check_k,
+    quantile_rank,
+)
+
+__all__ = [
+    "quantile_baseline",
+    "mean_baseline",
+    "group_advantages",
+    "hard_regime",
+    "advantage_stats",
+    "QUANTILE_METHODS",
+    "BASELINES",
+    "SCALES",
+]
+
+QUANTILE_METHODS = ("paper", "linear")
+BASELINES = ("mean", "quantile")
+SCALES = ("group", "batch", "none")
+
+
+def _grouped(rewards, group_size) -> tuple[torch.Tensor, int]:
+    """Validate (N,) rewards and return them as (B, G) with G."""
+    rewards = as_real_tensor(rewards, "rewards", ndim=1)
+    group_size = check_group_size(group_size, rewards.numel())
+    return rewards.view(-1, group_size), group_size  # (B, G)
+
+
+def quantile_baseline(rewards, group_size: int, k: float, method: str = "paper") -> torch.Tensor:
+    r"""QAE's per-prompt baseline b_K(q), the group K-quantile of the rewards.
+
+    Paper: arXiv 2509.22611, eq. b_K(q) = inf{x : F_q(x) >= K} with the group's
+    empirical CDF F_q(x) = (1/G) #{j : R_j <= x}.
+
+    Args:
+        rewards: (N,) real tensor, N = B*G, the G responses of each prompt contiguous.
+            Binary or not; bool/int are accepted and treated as float.
+        group_size: G >= 2, must divide N.
+        k: the quantile level K in the open interval (0, 1).
+        method: ``"paper"`` (the ceil(K*G)-th smallest reward, robust to K*G landing a
+            hair off an integer in floating point) or ``"linear"`` (``torch.quantile``
+            with linear interpolation at position K*(G-1), as the official code).
+
+    Returns:
+        (B,) tensor of baselines, float32 (float64 if the rewards are float64).
+
+    >>> r = torch.tensor([1., 1, 1, 1, 1, 0, 0, 0])      # G=8, 5 of 8 correct
+    >>> quantile_baseline(r, 8, 0.4), quantile_baseline(r, 8, 0.4, method="linear")
+    (tensor([1.]), tensor([0.8000]))
+    >>> quantile_baseline(torch.tensor([3., 1, 2, 0.5, 0.5, 0.5]), 3, 0.5)
+    tensor([2.0000, 0.5000])
+    """
+    r, _ = _grouped(rewards, group_size)  # (B, G)
+    return _row_quantiles(r, check_k(k), check_choice(method, "method", QUANTILE_METHODS))
+
+
+def _row_quantiles(r: torch.Tensor, k: float, method: str) -> torch.Tensor:
+    """The K-quantile of each row of validated (B, G) rewards -> (B,)."""
+    if method == "linear":
+        return torch.quantile(r, k, dim=1, interpolation="linear")  # (B,)
+    # b_K = inf{x : F(x) >= K} = the ceil(K*G)-th smallest reward of the group
+    r_sorted, _ = torch.sort(r, dim=1)  # (B, G)
+    return r_sorted[:, quantile_rank(k, r.shape[1]) - 1]  # (B,)
+
+
+def mean_baseline(rewards, group_size: int) -> torch.Tensor:
+    r"""GRPO's per-prompt baseline, the group mean of the rewards: (N,) -> (B,).
+
+    >>> mean_baseline(torch.tensor([1., 0, 0, 0, 1, 1]), 3)
+    tensor([0.3333, 0.6667])
+    """
+    r, _ = _grouped(rewards, group_size)  # (B, G)
+    return r.mean(dim=1)
+
+
+def group_advantages(
+    rewards,
+    group_size: int,
+    *,
+    baseline: str = "quantile",
+    k: float = 0.4,
+    quantile_method: str = "paper",
+    scale: str = "group",
+    eps: float = 1e-6,
+) -> torch.Tensor:
+    r"""Response-level advantages A_i = (R_i - b(q)) / (std + eps), one per response.
+
+    GRPO/DAPO: ``baseline="mean", scale="group"``; Dr.GRPO: ``scale="none"``;
+    QAE (arXiv 2509.22611): ``baseline="quantile"`` (b = b_K, default K = 0.4).
+
+    Args:
+        rewards: (N,) real tensor, N = B*G, each prompt's G responses contiguous.
+        group_size: G >= 2, must divide N.
+        baseline: ``"mean"`` (GRPO) or ``"quantile"`` (QAE).
+        k: QAE's K in (0, 1); checked even when unused, so a typo never hides.
+        quantile_method: ``"paper"`` or ``"linear"``, see :func:`quantile_baseline`.
+        scale: divide by the group's std (``"group"``), the whole batch's std
+            (``"batch"``) or nothing (``"none"``, Dr.GRPO). std is Bessel-corrected.
+        eps: added to the std, finite and >= 0. With eps = 0 an all-equal group still
+            gets A = 0 (not 0/0).
+
+    Returns:
+        (N,) advantages, same float dtype as the (upcast) rewards. Responses whose
+        reward equals the baseline get exactly 0.
+
+    >>> r = torch.tensor([1., 0, 0, 0,   1, 1, 1, 0])     # a hard and an easy prompt, G=4
+    >>> group_advantages(r, 4, baseline="quantile", k=0.4, scale="none")
+    tensor([ 1.,  0.,  0.,  0.,  0.,  0.,  0., -1.])
+    >>> group_advantages(r, 4, baseline="mean", scale="none")
+    tensor([ 0.7500, -0.2500, -0.2500, -0.2500,  0.2500,  0.2500,  0.2500, -0.7500])
+    """
+    r, _ = _grouped(rewards, group_size)  # (B, G)
+    check_choice(baseline, "baseline", BASELINES)
+    check_choice(scale, "scale", SCALES)
+    check_choice(quantile_method, "quantile_method", QUANTILE_METHODS)
+    k = check_k(k)
+    eps = check_finite_scalar(eps, "eps")
+    if eps < 0:
+        raise ValueError(f"eps must be >= 0, got {eps}")
+    if baseline == "mean":
+        b = r.mean(dim=1)  # (B,)
+    else:
+        b = _row_quantiles(r, k, quantile_method)  # (B,)
+    # A_i = R_i - b(q), the baseline broadcast over the group
+    adv = r - b[:, None]  # (B, G)
+    # an all-equal group carries no signal: exactly 0, even where the float mean of G equal
+    # values is off by rounding (which the std division below would blow up)
+    adv = adv.masked_fill((r.amax(dim=1) == r.amin(dim=1))[:, None], 0.0)  # (B, G)
+    if scale != "none":
+        # A_i / (std_j R_j + eps): std over the prompt's G responses, or over the batch
+        denom = r.std(dim=1, keepdim=True) + eps if scale == "group" else r.std() + eps  # (B, 1) or ()
+        # std = 0 means the group is all equal, so R_i - b = 0 too: keep 0 rather than 0/0 when eps = 0
+        adv = torch.where(denom > 0, adv / denom.clamp_min(torch.finfo(r.dtype).tiny), torch.zeros_like(adv))
+    return adv.reshape(-1)  # (N,)
+
+
+def hard_regime(success_count: torch.Tensor, group_size: int, k: float) -> torch.Tensor:
+    r"""QAE's two-regime gate: is the prompt "hard" (p <= 1 - K) given its success count?
+
+    With binary rewards, b_K = 0 exactly when at least ceil(K*G) of the G rewards are 0,
+    i.e. when #correct <= G - ceil(K*G), which is p <= 1 - K for p = #correct / G.
+    Integer arithmetic here avoids the floating-point edge of comparing p with 1 - K.
+    Hard prompts reinforce only their successes; the others ("easy") penalise only
+    their failures (arXiv 2509.22611, sec. on the two-regime gate).
+
+    Args:
+        success_count: integer or float tensor of any shape, values in [0, G].
+        group_size: G >= 2.
+        k: K in (0, 1).
+
+    Returns:
+        bool tensor, same shape as ``success_count``.
+
+    >>> hard_regime(torch.arange(9), 8, 0.4)    # G=8, K=0.4: hard while #correct <= 4
+    tensor([ True,  True,  True,  True,  True, False, False, False, False])
+    """
+    k = check_k(k)
+    g = check_group_size(group_size, group_size)
+    return success_count <= g - quantile_rank(k, g)
+
+
+def advantage_stats(
+    rewards,
+    advantages,
+    group_size: int,
+    k: float,
+    *,
+    success_threshold: float = 0.5,
+) -> dict[str, float]:
+    r"""Per-batch sparsity and regime statistics (the ``qae/*`` training metrics).
+
+    Args:
+        rewards: (N,) rewards, N = B*G, each prompt's G responses contiguous.
+        advantages: (N,) advantages computed from them (any baseline).
+        group_size: G >= 2.
+        k: K in (0, 1), used to classify prompts into the two regimes.
+        success_threshold: a response counts as a success when its reward is
+            >= this value (0.5 suits 0/1 rewards; pass the correctness bonus for
+            composite rewards).
+
+    Returns:
+        dict of Python floats:
+        ``zero_adv_frac``, ``pos_frac``, ``neg_frac`` (fractions of responses with
+        advantage exactly 0, > 0, < 0), ``hard_frac`` and ``easy_frac`` (fractions of
+        prompts with success rate p <= 1-K and p > 1-K; they sum to 1),
+        ``all_equal_frac`` (prompts whose rewards are all equal) and
+        ``success_rate`` (mean of p over prompts).
+
+    >>> r = torch.tensor([1., 0, 0, 0,   1, 1, 1, 0])
+    >>> a = group_advantages(r, 4, k=0.4)
+    >>> s = advantage_stats(r, a, 4, 0.4)
+    >>> s["zero_adv_frac"], s["hard_frac"], s["success_rate"]
+    (0.75, 0.5, 0.5)
+    """
+    r, g = _grouped(rewards, group_size)  # (B, G)
+    a = as_real_tensor(advantages, "advantages", ndim=1)
+    if a.shape[0] != r.numel():
+        raise ValueError(f"advantages must have shape ({r.numel()},) like rewards, got {tuple(a.shape)}")
+    k = check_k(k)
+    threshold = check_finite_scalar(success_threshold, "success_threshold")
+    n_success = (r >= threshold).sum(dim=1)  # (B,)
+    hard = hard_regime(n_success, g, k)  # (B,)
+    return {
+        "zero_adv_frac": (a == 0).float().mean().item(),
+        "pos_frac": (a > 0).float().mean().item(),
+        "neg_frac": (a < 0).float().mean().item(),
+        "hard_frac": hard.float().mean().item(),
+        "easy_frac": (~hard).float().mean().item(),
+        "all_equal_frac": (r.amax(dim=1) == r.amin(dim=1)).float().mean().item(),
+        "success_rate": (n_success.float() / g).mean().item(),
+    }

@@ -1,0 +1,136 @@
+r"""QAE as a verl advantage estimator (``algorithm.adv_estimator=qae``).
+
+verl looks advantage estimators up by name in a registry filled by
+``verl.trainer.ppo.core_algos.register_adv_est``. :func:`compute_qae_outcome_advantage`
+has the signature verl calls estimators with; :func:`register` adds it under "qae".
+The maths is :func:`qae_lab.advantages.group_advantages` (arXiv 2509.22611):
+A_i = (R_i - b_K(q)) / (std_j R_j + eps), broadcast over the response's tokens.
+
+Departures from verl's GRPO estimator, and why:
+
+* verl's batch holds a prompt's responses anywhere, tied by a uid in ``index``; they are
+  grouped here by uid. Groups of unequal size are allowed (each gets its own K-quantile
+  and std); a uid seen only once is an error, since neither a quantile baseline nor a
+  std means anything for one response (verl's GRPO silently uses 0 and 1 there).
+* ``config["quantile_method"]`` picks the quantile convention, "paper" by default; the
+  official QAE code uses ``torch.quantile``, i.e. ``"linear"``.
+
+Usage, before verl builds its trainer (e.g. in a module named by
+``VERL_USE_EXTERNAL_MODULES``)::
+
+    from qae_lab.integrations import verl as qae_verl
+    qae_verl.register()          # then: algorithm.adv_estimator=qae algorithm.quantile_k=0.4
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from qae_lab._checks import as_real_tensor, check_finite_scalar, check_k
+from qae_lab.advantages import QUANTILE_METHODS, group_advantages
+
+__all__ = ["compute_qae_outcome_advantage", "register", "DEFAULT_K", "ESTIMATOR_NAME"]
+
+DEFAULT_K = 0.4
+ESTIMATOR_NAME = "qae"
+
+
+def _config_value(config: Any, key: str, default: Any) -> Any:
+    """Read ``key`` from a dict, an OmegaConf DictConfig or a verl config dataclass."""
+    if config is None:
+        return default
+    if isinstance(config, Mapping) or hasattr(config, "get"):
+        value = config.get(key, None)
+    else:
+        value = getattr(config, key, None)
+    return default if value is None else value
+
+
+def _group_ids(index, n: int) -> np.ndarray:
+    """Map prompt uids (any hashable values) to integer group ids (N,)."""
+    uids = np.asarray(index, dtype=object) if not isinstance(index, np.ndarray) else index
+    if uids.ndim != 1 or uids.shape[0] != n:
+        raise ValueError(f"index must be a 1-D array of {n} prompt uids (one per response), got shape {uids.shape}")
+    _, gid = np.unique(uids.astype(str), return_inverse=True)
+    return gid.reshape(-1)
+
+
+def compute_qae_outcome_advantage(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: np.ndarray,
+    epsilon: float = 1e-6,
+    norm_adv_by_std_in_grpo: bool = True,
+    config: Any = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""QAE outcome advantages with verl's estimator signature.
+
+    Args:
+        token_level_rewards: (bs, T) rewards; a response's score is their sum over T.
+        response_mask: (bs, T) 0/1 mask of response tokens.
+        index: (bs,) array of prompt uids; a prompt's responses need not be contiguous.
+        epsilon: added to the group std.
+        norm_adv_by_std_in_grpo: divide by the group std (GRPO) or not (Dr.GRPO).
+        config: mapping or verl ``AlgoConfig`` with ``quantile_k`` (default 0.4) and
+            optionally ``quantile_method`` ("paper" or "linear", default "paper").
+        **kwargs: ignored (verl passes extra keyword arguments to every estimator).
+
+    Returns:
+        (advantages, returns), both (bs, T): the response's advantage on its tokens,
+        0 on padding (verl returns the same tensor twice for outcome estimators).
+
+    >>> r = torch.zeros(6, 3); r[[0, 3, 5], 2] = 1.0          # scores 1,0,0,1,0,1
+    >>> uid = np.array(["a", "b", "a", "b", "a", "b"])        # interleaved: a = 1,0,0  b = 0,1,1
+    >>> adv, _ = compute_qae_outcome_advantage(r, torch.ones(6, 3), uid,
+    ...                                        norm_adv_by_std_in_grpo=False, config={"quantile_k": 0.4})
+    >>> adv[:, 0]
+    tensor([ 1., -1.,  0.,  0.,  0.,  0.])
+    """
+    rewards = as_real_tensor(token_level_rewards, "token_level_rewards", ndim=2)
+    if not isinstance(response_mask, torch.Tensor) or tuple(response_mask.shape) != tuple(rewards.shape):
+        raise ValueError(f"response_mask must be a tensor of shape {tuple(rewards.shape)} like token_level_rewards")
+    if not isinstance(norm_adv_by_std_in_grpo, bool):
+        raise ValueError(f"norm_adv_by_std_in_grpo must be a bool, got {norm_adv_by_std_in_grpo!r}")
+    eps = check_finite_scalar(epsilon, "epsilon")
+    k = check_k(_config_value(config, "quantile_k", DEFAULT_K), "config.quantile_k")
+    method = _config_value(config, "quantile_method", "paper")
+    if method not in QUANTILE_METHODS:
+        raise ValueError(f"config.quantile_method must be one of {QUANTILE_METHODS}, got {method!r}")
+    scores = rewards.sum(dim=-1)  # (bs,)
+    gid = _group_ids(index, scores.shape[0])  # (bs,)
+    sizes = np.bincount(gid)
+    if sizes.min() < 2:
+        bad = int(np.argmin(sizes))
+        raise ValueError(f"index: every prompt uid must appear at least twice (group size >= 2); "
+                         f"uid #{bad} appears {int(sizes[bad])} time(s)")
+    scale = "group" if norm_adv_by_std_in_grpo else "none"
+    adv = torch.empty_like(scores)  # (bs,)
+    # Groups of one size at a time: gather them contiguous, compute, scatter back.
+    for g in np.unique(sizes):
+        rows = np.flatnonzero(sizes[gid] == g)
+        rows = torch.as_tensor(rows[np.argsort(gid[rows], kind="stable")], device=scores.device)
+        adv[rows] = group_advantages(scores[rows], int(g), baseline="quantile", k=k,
+                                     quantile_method=method, scale=scale, eps=eps)
+    advantages = adv[:, None] * response_mask.to(adv.dtype)  # (bs, T)
+    return advantages, advantages
+
+
+def register() -> None:
+    r"""Register :func:`compute_qae_outcome_advantage` with verl under the name "qae".
+
+    Raises:
+        ImportError: verl is not installed (install it, or call the function directly).
+    """
+    try:
+        from verl.trainer.ppo.core_algos import register_adv_est
+    except ImportError as err:
+        raise ImportError(
+            "qae_lab.integrations.verl.register() needs verl (pip install verl); "
+            "compute_qae_outcome_advantage itself works without it"
+        ) from err
+    register_adv_est(ESTIMATOR_NAME)(compute_qae_outcome_advantage)

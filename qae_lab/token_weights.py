@@ -1,0 +1,217 @@
+r"""Entropy-adaptive horizon weights of SA-AH-GRPO.
+
+Paper: "Selective-Advantage Entropy-Adaptive Horizon GRPO: Asymmetric Token-Level
+Discounting for Efficient RL of Language Models" (arXiv 2606.05434). Equations:
+
+* normalised entropy   H~_t = H(pi(. | y_<t)) / log V           (top-k estimate, k = 500)
+* per-step discount    g_t  = exp(-alpha * H~_t)
+* horizon weight       w_t  = prod_{s<=t} g_s = exp(-alpha * sum_{s<=t} H~_s)
+* AH-GRPO: every rollout weighted by w_t; SA-AH-GRPO: only rollouts with A_i < 0
+  (A_i >= 0 keep weight 1)
+* loss normalised by the effective token count: L = sum_t w_t l_t / sum_t w_t
+
+Shapes: N responses, T completion tokens, V vocabulary (qae_lab's legend).
+
+Where this departs from the paper, and why:
+
+* The top-k estimate renormalises the k largest probabilities before taking the
+  entropy and still divides by log V (not log k), as the paper's H_topk / log V reads;
+  ``top_k >= V`` is the exact entropy.
+* Weights are detached (no gradient flows through them), as the paper states, and
+  masked (padding) positions get weight 0 so that sum(w) counts real tokens only.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from qae_lab._checks import as_real_tensor, check_finite_scalar, check_mask
+
+__all__ = [
+    "normalized_entropy",
+    "horizon_weights",
+    "sa_ah_weights",
+    "weighted_token_mean",
+    "weight_stats",
+]
+
+_H_TOL = 1e-4  # float32 rounding slack on H~ in [0, 1]
+
+
+def normalized_entropy(logits: torch.Tensor, top_k: int | None = None, *, chunk_rows: int = 256) -> torch.Tensor:
+    r"""Normalised Shannon entropy H~_t = H(softmax(z_t)) / log V of each position.
+
+    SA-AH-GRPO (arXiv 2606.05434), eq. for H~_t; with ``top_k`` the paper's estimate
+    H_topk / log V from the k largest logits (renormalised), k = 500 in the paper.
+
+    Args:
+        logits: (N, T, V) floating tensor (any leading dims: (..., V) -> (...)). Computed
+            in float32 (float64 kept), in chunks of ``chunk_rows`` positions to bound
+            memory for large V. -inf logits (masked vocabulary) are allowed.
+        top_k: None for the exact entropy, or an int >= 1; values >= V give the exact one.
+        chunk_rows: positions per chunk, >= 1.
+
+    Returns:
+        (N, T) tensor in [0, 1]. Gradients flow if ``logits`` requires them; wrap the
+        call in ``torch.no_grad()`` when only weights are wanted.
+
+    >>> normalized_entropy(torch.zeros(1, 2, 8)).round(decimals=4)     # uniform -> 1
+    tensor([[1., 1.]])
+    >>> z = torch.tensor([[[0.0, 0.0, -1e9, -1e9]]])      # two equal tokens of V = 4
+    >>> normalized_entropy(z), normalized_entropy(z, top_k=2)
+    (tensor([[0.5000]]), tensor([[0.5000]]))
+    """
+    if not isinstance(logits, torch.Tensor) or not logits.is_floating_point():
+        raise ValueError(f"logits must be a floating-point tensor of shape (N, T, V), got {type(logits).__name__}"
+                         + (f" of dtype {logits.dtype}" if isinstance(logits, torch.Tensor) else ""))
+    if logits.dim() < 1 or logits.shape[-1] < 2:
+        raise ValueError(f"logits must have a vocabulary dimension V >= 2 last, got shape {tuple(logits.shape)}")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+        raise ValueError(f"top_k must be None or an int >= 1, got {top_k!r}")
+    if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
+        raise ValueError(f"chunk_rows must be an int >= 1, got {chunk_rows!r}")
+    v = logits.shape[-1]
+    flat = logits.reshape(-1, v)  # (N*T, V)
+    out = []
+    for z in flat.split(chunk_rows):  # (chunk, V)
+        z = z.float() if z.dtype != torch.float64 else z
+        if top_k is not None and top_k < v:
+            z = z.topk(top_k, dim=-1).values  # (chunk, k): the renormalised top-k estimate
+        log_p = torch.log_softmax(z, dim=-1)
+        p = log_p.exp()
+        # H = -sum_v p_v log p_v, with 0 log 0 = 0 for masked (-inf) logits
+        out.append(-(p * torch.where(p > 0, log_p, torch.zeros_like(log_p))).sum(-1))
+    # H~ = H / log V
+    h_norm = torch.cat(out).reshape(logits.shape[:-1]) / math.log(v)  # (N, T)
+    if h_norm.numel() and not bool(torch.isfinite(h_norm).all()):
+        raise ValueError("logits must be finite or -inf (NaN or +inf found)")
+    return h_norm
+
+
+def horizon_weights(h_norm, mask, alpha: float) -> torch.Tensor:
+    r"""AH-GRPO's cumulative horizon weight w_t = exp(-alpha * sum_{s<=t} H~_s).
+
+    SA-AH-GRPO (arXiv 2606.05434), eq. w_t = prod_{s<=t} exp(-alpha H~_s). The sum runs
+    over real tokens only (mask 1) and includes position t itself.
+
+    Args:
+        h_norm: (N, T) normalised entropies in [0, 1] (from :func:`normalized_entropy`).
+        mask: (N, T) 0/1 or bool, 1 on completion tokens, 0 on padding.
+        alpha: finite real. 0 gives plain GRPO (w = 1), > 0 discounts, < 0 amplifies.
+
+    Returns:
+        (N, T) detached weights, 0 where ``mask`` is 0. For alpha >= 0 they lie in
+        (0, 1] on real tokens and never increase along t.
+
+    >>> h = torch.tensor([[0.5, 0.0, 0.5, 0.3]]); m = torch.tensor([[1, 1, 1, 0]])
+    >>> horizon_weights(h, m, 2.0)                       # exp(-2 * [0.5, 0.5, 1.0]), then pad
+    tensor([[0.3679, 0.3679, 0.1353, 0.0000]])
+    """
+    h = as_real_tensor(h_norm, "h_norm", ndim=2).detach()
+    if h.numel() and not bool(((h >= -_H_TOL) & (h <= 1 + _H_TOL)).all()):
+        raise ValueError("h_norm must hold normalised entropies in [0, 1] (divide by log V)")
+    m = check_mask(mask, h.shape).to(h.dtype)
+    alpha = check_finite_scalar(alpha, "alpha")
+    # w_t = exp(-alpha * sum_{s<=t} H~_s), padding excluded from the sum
+    w = torch.exp(-alpha * torch.cumsum(h * m, dim=-1)) * m  # (N, T)
+    if not bool(torch.isfinite(w).all()):
+        raise ValueError(f"alpha={alpha} makes exp(-alpha * cumulative entropy) overflow; use a smaller |alpha|")
+    return w
+
+
+def sa_ah_weights(h_norm, mask, advantages, alpha: float, selective: bool = True) -> torch.Tensor:
+    r"""SA-AH-GRPO token weights: horizon weights on negative-advantage rollouts only.
+
+    SA-AH-GRPO (arXiv 2606.05434): w_{i,t} = w_t if A_i < 0 else 1 (selective); AH-GRPO
+    (``selective=False``) uses w_t for every rollout.
+
+    Args:
+        h_norm: (N, T) normalised entropies in [0, 1].
+        mask: (N, T) 0/1 or bool completion mask.
+        advantages: (N,) response-level advantages.
+        alpha: finite real discount strength (paper: 0.5).
+        selective: True for SA-AH-GRPO, False for AH-GRPO.
+
+    Returns:
+        (N, T) detached weights; 0 on masked positions, 1 on every real token of a
+        rollout with A_i >= 0 when selective.
+
+    >>> h = torch.full((2, 3), 0.5); m = torch.ones(2, 3)
+    >>> sa_ah_weights(h, m, torch.tensor([1.0, -1.0]), 2.0)
+    tensor([[1.0000, 1.0000, 1.0000],
+            [0.3679, 0.1353, 0.0498]])
+    """
+    if not isinstance(selective, bool):
+        raise ValueError(f"selective must be True (SA-AH-GRPO) or False (AH-GRPO), got {selective!r}")
+    w = horizon_weights(h_norm, mask, alpha)  # (N, T)
+    a = as_real_tensor(advantages, "advantages", ndim=1)
+    if a.shape[0] != w.shape[0]:
+        raise ValueError(f"advantages must have shape ({w.shape[0]},), one per row of h_norm, got {tuple(a.shape)}")
+    if not selective:
+        return w
+    m = check_mask(mask, w.shape).to(w.dtype)
+    # A_i >= 0: weight 1 on every real token; A_i < 0: the horizon weight
+    return torch.where(a.to(w.device)[:, None] < 0, w, m)  # (N, T)
+
+
+def weighted_token_mean(per_token_loss: torch.Tensor, weights) -> torch.Tensor:
+    r"""Loss normalised by the effective token count: sum(w * l) / sum(w).
+
+    SA-AH-GRPO (arXiv 2606.05434), the weighted token-level normalisation. With 0/1
+    weights this is the masked token mean of DAPO's token-level loss.
+
+    Args:
+        per_token_loss: (N, T) floating tensor (gradients flow through it).
+        weights: (N, T) non-negative finite weights; detached here.
+
+    Returns:
+        0-dim tensor. If every weight is 0 the result is 0 (no token contributes).
+
+    >>> weighted_token_mean(torch.tensor([[1., 2.], [3., 4.]]), torch.tensor([[1., 0.], [0.5, 0.5]]))
+    tensor(2.2500)
+    """
+    if not isinstance(per_token_loss, torch.Tensor) or not per_token_loss.is_floating_point():
+        raise ValueError("per_token_loss must be a floating-point tensor")
+    w = as_real_tensor(weights, "weights").detach()
+    if tuple(w.shape) != tuple(per_token_loss.shape):
+        raise ValueError(f"weights must have the shape of per_token_loss {tuple(per_token_loss.shape)}, "
+                         f"got {tuple(w.shape)}")
+    if w.numel() and not bool((w >= 0).all()):
+        raise ValueError("weights must be >= 0")
+    w = w.to(per_token_loss.dtype)
+    denom = w.sum()
+    # L = sum_t w_t l_t / sum_t w_t
+    return (w * per_token_loss).sum() / torch.where(denom > 0, denom, torch.ones_like(denom))
+
+
+def weight_stats(weights, mask, advantages) -> dict[str, float]:
+    r"""Summaries of token weights for logging (the ``saah/*`` metrics).
+
+    Args:
+        weights: (N, T) token weights (e.g. from :func:`sa_ah_weights`).
+        mask: (N, T) 0/1 completion mask.
+        advantages: (N,) response-level advantages.
+
+    Returns:
+        dict with ``w_mean_neg`` (mean weight over real tokens of rollouts with A < 0;
+        1.0 when there are none, since nothing is discounted) and
+        ``effective_tokens_frac`` (sum(w) over real tokens / their number).
+
+    >>> w = torch.tensor([[1., 1.], [0.5, 0.25]])
+    >>> weight_stats(w, torch.ones(2, 2), torch.tensor([1.0, -1.0]))["w_mean_neg"]
+    0.375
+    """
+    w = as_real_tensor(weights, "weights", ndim=2)
+    m = check_mask(mask, w.shape).to(w.dtype)
+    a = as_real_tensor(advantages, "advantages", ndim=1)
+    if a.shape[0] != w.shape[0]:
+        raise ValueError(f"advantages must have shape ({w.shape[0]},), got {tuple(a.shape)}")
+    neg = m * (a < 0).to(w.dtype)[:, None]  # (N, T)
+    n_tok = m.sum().item()
+    n_neg = neg.sum().item()
+    return {
+        "w_mean_neg": (w * neg).sum().item() / n_neg if n_neg else 1.0,
+        "effective_tokens_frac": (w * m).sum().item() / n_tok if n_tok else 1.0,
+    }

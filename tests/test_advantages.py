@@ -1,0 +1,279 @@
+"""Tests for qae_lab.advantages: hand-computed cases, a loop reference, properties, bad input."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from reference import ref_advantages, ref_quantile_linear, ref_quantile_paper
+
+from qae_lab.advantages import (
+    advantage_stats,
+    group_advantages,
+    hard_regime,
+    mean_baseline,
+    quantile_baseline,
+)
+
+T = torch.tensor
+
+
+# ---------------------------------------------------------------- hand-computed cases
+
+def test_conventions_differ_g8_k04_five_of_eight():
+    r = T([1.0, 0, 1, 1, 0, 1, 0, 1])  # 5 of 8 correct, shuffled
+    assert quantile_baseline(r, 8, 0.4).item() == 1.0  # paper: 4th smallest of 0,0,0,1,1,1,1,1
+    assert quantile_baseline(r, 8, 0.4, method="linear").item() == pytest.approx(0.8)  # pos 2.8
+    # ... so the paper's convention puts the prompt in the easy regime (only failures move)
+    a = group_advantages(r, 8, k=0.4, scale="none")
+    assert a.tolist() == [0.0, -1, 0, 0, -1, 0, -1, 0]
+    a_lin = group_advantages(r, 8, k=0.4, quantile_method="linear", scale="none")
+    assert a_lin.tolist() == pytest.approx([0.2, -0.8, 0.2, 0.2, -0.8, 0.2, -0.8, 0.2])
+
+
+@pytest.mark.parametrize("k", [0.2, 0.4, 0.6, 0.8])
+def test_conventions_agree_g16(k):
+    # every success count of a binary group, plus non-binary rewards
+    groups = [[1.0] * c + [0.0] * (16 - c) for c in range(17)]
+    groups.append([float(x) for x in torch.randn(16, generator=torch.Generator().manual_seed(0))])
+    r = T(sum(groups, []))
+    assert torch.equal(quantile_baseline(r, 16, k), quantile_baseline(r, 16, k, method="linear"))
+
+
+def test_float_rank_edge():
+    # K * G can land a hair above an integer in binary floating point; b_K must not jump a rank
+    assert 0.28 * 25 == 7.000000000000001 and 0.56 * 25 == 14.000000000000002
+    r25 = torch.arange(25, 0, -1, dtype=torch.float32)  # 25 .. 1
+    assert quantile_baseline(r25, 25, 0.28).item() == 7.0  # the 7th smallest, not the 8th
+    assert quantile_baseline(r25, 25, 0.56).item() == 14.0
+    r = T([5.0, 4, 3, 2, 1])
+    assert quantile_baseline(r, 5, 0.6).item() == 3.0
+    assert quantile_baseline(r, 5, 0.4).item() == 2.0  # K*G = 2 exactly -> 2nd smallest
+    assert quantile_baseline(r, 5, 0.41).item() == 3.0  # K*G = 2.05 -> ceil = 3
+    assert quantile_baseline(r, 5, 0.7).item() == 4.0  # 0.7 * 5 = 3.5 -> 4th
+
+
+def test_two_regime_gate_hand():
+    # G=4, K=0.4: hard while #correct <= 4 - ceil(1.6) = 2
+    r = T([1.0, 0, 0, 0,  1, 1, 0, 0,  1, 1, 1, 0,  0, 0, 0, 0,  1, 1, 1, 1])
+    a = group_advantages(r, 4, k=0.4, scale="none")
+    assert a.tolist() == [1, 0, 0, 0,  1, 1, 0, 0,  0, 0, 0, -1,  0, 0, 0, 0,  0, 0, 0, 0]
+    # with the group std: {1,0,0,0}: std = 0.5 -> A = 1 / 0.5
+    a = group_advantages(r, 4, k=0.4, eps=0.0)
+    assert a[0].item() == pytest.approx(2.0)
+    assert a[11].item() == pytest.approx(-2.0)
+    assert a[12:].tolist() == [0.0] * 8  # all-equal groups: 0, not 0/0
+
+
+def test_mean_baseline_grpo_and_dr_grpo_hand():
+    r = T([1.0, 0, 0, 0])
+    assert mean_baseline(r, 4).item() == 0.25
+    assert group_advantages(r, 4, baseline="mean", scale="none").tolist() == [0.75, -0.25, -0.25, -0.25]
+    grpo = group_advantages(r, 4, baseline="mean", eps=0.0)
+    assert grpo.tolist() == pytest.approx([1.5, -0.5, -0.5, -0.5])
+
+
+def test_batch_scale_hand():
+    r = T([1.0, 0, 1, 1])  # two groups of 2; batch std (Bessel) = 0.5
+    a = group_advantages(r, 2, baseline="mean", scale="batch", eps=0.0)
+    assert a.tolist() == pytest.approx([1.0, -1.0, 0.0, 0.0])
+
+
+def test_non_binary_quantile_hand():
+    r = T([0.1, 0.9, 0.5, 0.7, 0.3])  # sorted 0.1 0.3 0.5 0.7 0.9
+    assert quantile_baseline(r, 5, 0.5).item() == pytest.approx(0.5)  # ceil(2.5) = 3rd
+    assert quantile_baseline(r, 5, 0.5, method="linear").item() == pytest.approx(0.5)
+    assert quantile_baseline(r, 5, 0.3, method="linear").item() == pytest.approx(0.34)  # pos 1.2: 0.3 + 0.2*0.2
+
+
+def test_dtypes_and_devices():
+    r64 = torch.tensor([1.0, 0, 0, 1], dtype=torch.float64)
+    assert group_advantages(r64, 2).dtype == torch.float64
+    assert group_advantages(torch.tensor([1, 0, 0, 1]), 2).dtype == torch.float32  # ints accepted
+    # bools: b = 0 (1st smallest), std(1, 0) = 1/sqrt(2) -> A = sqrt(2), 0
+    assert group_advantages(torch.tensor([True, False]), 2).tolist() == pytest.approx([2 ** 0.5, 0.0], abs=1e-4)
+    bf = torch.tensor([1.0, 0, 0, 0], dtype=torch.bfloat16)
+    assert torch.allclose(group_advantages(bf, 4), group_advantages(bf.float(), 4))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_matches_cpu():
+    g = torch.Generator().manual_seed(1)
+    r = (torch.rand(64 * 16, generator=g) < 0.4).float()
+    for method in ("paper", "linear"):
+        cpu = group_advantages(r, 16, quantile_method=method)
+        gpu = group_advantages(r.cuda(), 16, quantile_method=method)
+        assert gpu.device.type == "cuda"
+        torch.testing.assert_close(gpu.cpu(), cpu)
+
+
+# ---------------------------------------------------------------- against the loop reference
+
+@pytest.mark.parametrize("binary", [True, False])
+@pytest.mark.parametrize("method", ["paper", "linear"])
+def test_matches_reference_random(binary, method):
+    rng = random.Random(1234 + binary)
+    for _ in range(150):
+        g = rng.randint(2, 32)
+        b = rng.randint(1, 6)
+        k = round(rng.uniform(0.01, 0.99), 3)
+        if binary:
+            p = rng.random()
+            rewards = [float(rng.random() < p) for _ in range(b * g)]
+        else:
+            rewards = [round(rng.gauss(0, 2), 2) for _ in range(b * g)]
+        r = torch.tensor(rewards, dtype=torch.float64)
+        want_b = [(ref_quantile_paper if method == "paper" else ref_quantile_linear)(rewards[i:i + g], k)
+                  for i in range(0, b * g, g)]
+        torch.testing.assert_close(quantile_baseline(r, g, k, method=method), torch.tensor(want_b, dtype=torch.float64))
+        for baseline in ("mean", "quantile"):
+            for scale in ("group", "batch", "none"):
+                got = group_advantages(r, g, baseline=baseline, k=k, quantile_method=method, scale=scale)
+                want = ref_advantages(rewards, g, baseline, k, method, scale, 1e-6)
+                torch.testing.assert_close(got, torch.tensor(want, dtype=torch.float64), rtol=1e-9, atol=1e-9)
+
+
+# ---------------------------------------------------------------- properties
+
+groups = st.integers(2, 16).flatmap(
+    lambda g: st.tuples(st.just(g), st.integers(1, 4).flatmap(
+        lambda b: st.lists(st.floats(-10, 10, allow_nan=False, width=32), min_size=b * g, max_size=b * g))))
+ks = st.floats(0.01, 0.99)
+
+
+@given(st.integers(2, 16), st.integers(1, 4), st.floats(-5, 5, width=32), ks, st.sampled_from(["paper", "linear"]),
+       st.sampled_from(["mean", "quantile"]), st.sampled_from(["group", "batch", "none"]))
+def test_all_equal_groups_get_zero(g, b, value, k, method, baseline, scale):
+    # exactly zero, although the float32 mean of G copies of a value can differ from it by rounding
+    r = torch.full((b * g,), value)
+    a = group_advantages(r, g, baseline=baseline, k=k, quantile_method=method, scale=scale)
+    assert torch.count_nonzero(a) == 0
+
+
+@given(groups, st.sampled_from(["group", "none"]))
+def test_mean_baseline_sums_to_zero(gr, scale):
+    g, rewards = gr
+    a = group_advantages(torch.tensor(rewards, dtype=torch.float64), g, baseline="mean", scale=scale)
+    assert torch.allclose(a.view(-1, g).sum(1), torch.zeros(len(rewards) // g, dtype=torch.float64), atol=1e-6)
+
+
+@given(groups, ks, st.sampled_from(["paper", "linear"]))
+def test_quantile_within_group_range(gr, k, method):
+    g, rewards = gr
+    r = torch.tensor(rewards)
+    b = quantile_baseline(r, g, k, method=method)
+    assert torch.all(b >= r.view(-1, g).amin(1)) and torch.all(b <= r.view(-1, g).amax(1))
+
+
+@given(st.integers(2, 32).flatmap(lambda g: st.tuples(st.just(g), st.lists(st.booleans(), min_size=g, max_size=4 * g)
+                                                        .map(lambda x: x[: len(x) // g * g]))), ks,
+       st.sampled_from(["group", "batch", "none"]))
+def test_binary_zero_fraction_matches_gate(gr, k, scale):
+    g, bits = gr
+    r = torch.tensor(bits, dtype=torch.float32)
+    a = group_advantages(r, g, k=k, scale=scale)
+    # the gate: hard (p <= 1-K) -> failures get 0 (G - c zeros); easy -> successes get 0 (c zeros)
+    want = 0
+    for start in range(0, len(bits), g):
+        c = sum(bits[start:start + g])
+        hard = c <= g - math.ceil(round(k * g, 9))
+        want += (g - c) if hard else c
+    assert int((a == 0).sum()) == want
+    stats = advantage_stats(r, a, g, k)
+    assert stats["zero_adv_frac"] == pytest.approx(want / len(bits))
+    assert stats["hard_frac"] + stats["easy_frac"] == pytest.approx(1.0)
+    assert stats["zero_adv_frac"] + stats["pos_frac"] + stats["neg_frac"] == pytest.approx(1.0)
+
+
+@settings(max_examples=50)
+@given(st.integers(2, 32), ks)
+def test_hard_regime_is_p_le_one_minus_k(g, k):
+    counts = torch.arange(g + 1)
+    got = hard_regime(counts, g, k)
+    # p <= 1 - K, with the same tolerance for K*G sitting on an integer
+    want = torch.tensor([c <= g - math.ceil(round(k * g, 9)) for c in range(g + 1)])
+    assert torch.equal(got, want)
+    # ... and it is exactly "the paper's baseline is 0"
+    r = torch.cat([torch.tensor([1.0] * c + [0.0] * (g - c)) for c in range(g + 1)])
+    assert torch.equal(quantile_baseline(r, g, k) == 0, want)
+
+
+def test_advantage_stats_hand():
+    r = T([1.0, 0, 0, 0,  1, 1, 1, 0,  0, 0, 0, 0])
+    a = group_advantages(r, 4, k=0.4)
+    s = advantage_stats(r, a, 4, 0.4)
+    assert s == pytest.approx({"zero_adv_frac": 10 / 12, "pos_frac": 1 / 12, "neg_frac": 1 / 12,
+                               "hard_frac": 2 / 3, "easy_frac": 1 / 3, "all_equal_frac": 1 / 3,
+                               "success_rate": 4 / 12})
+    # composite rewards: successes are those at or above the threshold
+    s = advantage_stats(r * 5 + 1, a, 4, 0.4, success_threshold=6.0)
+    assert s["success_rate"] == pytest.approx(4 / 12)
+
+
+# ---------------------------------------------------------------- bad input
+
+GOOD = T([1.0, 0, 0, 1])
+
+
+@pytest.mark.parametrize("k", [0, 1, -0.1, 1.5, float("nan"), float("inf"), True, "0.4", None, T([0.2, 0.3])])
+def test_bad_k(k):
+    with pytest.raises(ValueError, match="k"):
+        quantile_baseline(GOOD, 2, k)
+    with pytest.raises(ValueError, match="k"):
+        group_advantages(GOOD, 2, k=k)
+    with pytest.raises(ValueError, match="k"):
+        advantage_stats(GOOD, GOOD, 2, k)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_non_finite_rewards(bad):
+    r = T([1.0, bad, 0, 0])
+    for fn in (lambda: quantile_baseline(r, 2, 0.4), lambda: group_advantages(r, 2),
+               lambda: mean_baseline(r, 2), lambda: advantage_stats(r, GOOD, 2, 0.4)):
+        with pytest.raises(ValueError, match="rewards must be finite"):
+            fn()
+
+
+@pytest.mark.parametrize("g,msg", [(3, "not a multiple"), (1, ">= 2"), (0, ">= 2"), (-2, ">= 2"),
+                                   (2.0, "int"), (True, "int"), ("2", "int")])
+def test_bad_group_size(g, msg):
+    with pytest.raises(ValueError, match=msg):
+        group_advantages(GOOD, g)
+    with pytest.raises(ValueError, match=msg):
+        quantile_baseline(GOOD, g, 0.4)
+
+
+@pytest.mark.parametrize("rewards,msg", [
+    (torch.ones(2, 2), "dimension"), (torch.tensor(1.0), "dimension"), (torch.empty(0), "empty"),
+    (torch.ones(4, dtype=torch.complex64), "real"), ("1,0,0,1", "real-valued tensor"), ([[1, 0], [1]], "tensor"),
+])
+def test_bad_rewards(rewards, msg):
+    with pytest.raises(ValueError, match=msg):
+        group_advantages(rewards, 2)
+
+
+def test_lists_are_accepted():
+    assert group_advantages([1, 0, 0, 1], 2, scale="none").tolist() == [1.0, 0.0, 0.0, 1.0]
+
+
+@pytest.mark.parametrize("kwargs,name", [({"baseline": "median"}, "baseline"), ({"scale": "std"}, "scale"),
+                                         ({"quantile_method": "nearest"}, "quantile_method"),
+                                         ({"eps": -1e-6}, "eps"), ({"eps": float("nan")}, "eps")])
+def test_bad_options(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        group_advantages(GOOD, 2, **kwargs)
+
+
+def test_bad_method_and_stats_shapes():
+    with pytest.raises(ValueError, match="method"):
+        quantile_baseline(GOOD, 2, 0.4, method="lower")
+    with pytest.raises(ValueError, match="advantages must have shape"):
+        advantage_stats(GOOD, T([1.0, 0]), 2, 0.4)
+    with pytest.raises(ValueError, match="success_threshold"):
+        advantage_stats(GOOD, GOOD, 2, 0.4, success_threshold=float("nan"))
+    with pytest.raises(ValueError, match="advantages must be finite"):
+        advantage_stats(GOOD, T([1.0, float("nan"), 0, 0]), 2, 0.4)

@@ -1,0 +1,227 @@
+"""Tests for qae_lab.token_weights: entropies, horizon / SA-AH weights, the weighted mean."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from reference import ref_entropy, ref_horizon_weights
+
+from qae_lab.token_weights import (
+    horizon_weights,
+    normalized_entropy,
+    sa_ah_weights,
+    weight_stats,
+    weighted_token_mean,
+)
+
+T = torch.tensor
+
+
+# ---------------------------------------------------------------- normalized_entropy
+
+def test_entropy_extremes():
+    v = 50
+    assert torch.allclose(normalized_entropy(torch.zeros(2, 3, v)), torch.ones(2, 3))
+    peaked = torch.full((1, 1, v), -1e4)
+    peaked[..., 7] = 0.0
+    assert normalized_entropy(peaked).item() == pytest.approx(0.0, abs=1e-6)
+
+
+def test_entropy_matches_reference():
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(3, 4, 37, generator=g, dtype=torch.float64) * 3
+    got = normalized_entropy(logits)
+    assert got.dtype == torch.float64
+    for i in range(3):
+        for t in range(4):
+            want = ref_entropy(logits[i, t].tolist()) / math.log(37)
+            assert got[i, t].item() == pytest.approx(want, rel=1e-10)
+
+
+def test_top_k_estimate():
+    g = torch.Generator().manual_seed(1)
+    logits = torch.randn(2, 5, 64, generator=g, dtype=torch.float64)
+    got = normalized_entropy(logits, top_k=10)
+    for i in range(2):
+        for t in range(5):
+            top = sorted(logits[i, t].tolist(), reverse=True)[:10]
+            assert got[i, t].item() == pytest.approx(ref_entropy(top) / math.log(64), rel=1e-10)  # / log V, not log k
+    assert torch.equal(normalized_entropy(logits, top_k=64), normalized_entropy(logits))
+    assert torch.equal(normalized_entropy(logits, top_k=500), normalized_entropy(logits))  # k >= V: exact
+    # the estimate ignores the tail, so it is below the exact entropy here
+    assert torch.all(got <= normalized_entropy(logits) + 1e-12)
+
+
+def test_entropy_chunking_dtype_and_masked_vocab():
+    g = torch.Generator().manual_seed(2)
+    logits = torch.randn(4, 6, 20, generator=g)
+    assert torch.allclose(normalized_entropy(logits, chunk_rows=1), normalized_entropy(logits, chunk_rows=1000))
+    assert normalized_entropy(logits.bfloat16()).dtype == torch.float32
+    z = T([[[1.0, 1.0, float("-inf"), float("-inf")]]])  # masked vocabulary entries
+    assert normalized_entropy(z).item() == pytest.approx(math.log(2) / math.log(4))
+
+
+def test_entropy_gradient_flows():
+    logits = torch.randn(1, 2, 5, requires_grad=True)
+    normalized_entropy(logits).sum().backward()
+    assert logits.grad is not None and torch.isfinite(logits.grad).all()
+
+
+@pytest.mark.parametrize("kwargs,msg", [
+    ({"logits": torch.zeros(2, 3, dtype=torch.long)}, "floating-point"),
+    ({"logits": [[0.0, 1.0]]}, "floating-point"),
+    ({"logits": torch.zeros(2, 3, 1)}, "V >= 2"),
+    ({"logits": torch.zeros(2, 3, 4), "top_k": 0}, "top_k"),
+    ({"logits": torch.zeros(2, 3, 4), "top_k": 2.5}, "top_k"),
+    ({"logits": torch.zeros(2, 3, 4), "chunk_rows": 0}, "chunk_rows"),
+    ({"logits": torch.full((1, 1, 4), float("nan"))}, "finite"),
+])
+def test_entropy_bad_input(kwargs, msg):
+    with pytest.raises(ValueError, match=msg):
+        normalized_entropy(**kwargs)
+
+
+# ---------------------------------------------------------------- horizon_weights
+
+def test_horizon_weights_hand():
+    h = T([[0.5, 0.0, 0.5, 0.3], [0.2, 0.2, 0.2, 0.2]])
+    m = T([[1, 1, 1, 0], [1, 1, 1, 1]])
+    w = horizon_weights(h, m, 2.0)
+    e = math.exp
+    want = [[e(-1.0), e(-1.0), e(-2.0), 0.0], [e(-0.4), e(-0.8), e(-1.2), e(-1.6)]]
+    torch.testing.assert_close(w, T(want))
+
+
+def test_horizon_weights_reference_random_with_left_and_right_padding():
+    rng = random.Random(5)
+    for _ in range(30):
+        n, t = rng.randint(1, 5), rng.randint(1, 12)
+        h = [[rng.random() for _ in range(t)] for _ in range(n)]
+        mask = []
+        for _ in range(n):
+            lo, hi = sorted(rng.sample(range(t + 1), 2)) if t > 0 else (0, 0)
+            mask.append([int(lo <= j < hi) for j in range(t)])
+        alpha = rng.uniform(-1, 2)
+        got = horizon_weights(T(h, dtype=torch.float64), T(mask), alpha)
+        torch.testing.assert_close(got, T(ref_horizon_weights(h, mask, alpha), dtype=torch.float64))
+
+
+h_and_mask = st.integers(1, 4).flatmap(lambda n: st.integers(1, 16).flatmap(lambda t: st.tuples(
+    st.lists(st.lists(st.floats(0, 1), min_size=t, max_size=t), min_size=n, max_size=n),
+    st.lists(st.lists(st.booleans(), min_size=t, max_size=t), min_size=n, max_size=n))))
+
+
+@given(h_and_mask, st.floats(0, 5))
+def test_weights_in_unit_interval_and_non_increasing(hm, alpha):
+    h, mask = T(hm[0], dtype=torch.float64), T(hm[1])
+    w = horizon_weights(h, mask, alpha)
+    real = w[mask]
+    assert torch.all(real > 0) and torch.all(real <= 1)
+    assert torch.all(w[~mask] == 0)
+    for row, m in zip(w, mask):
+        vals = row[m]
+        assert torch.all(vals[1:] <= vals[:-1])
+
+
+@given(h_and_mask)
+def test_alpha_zero_is_plain_grpo(hm):
+    h, mask = T(hm[0]), T(hm[1])
+    assert torch.equal(horizon_weights(h, mask, 0.0), mask.float())
+    adv = torch.linspace(-1, 1, h.shape[0])
+    assert torch.equal(sa_ah_weights(h, mask, adv, 0.0), mask.float())
+    assert torch.equal(sa_ah_weights(h, mask, adv, 0.0, selective=False), mask.float())
+
+
+def test_negative_alpha_amplifies():
+    w = horizon_weights(torch.full((1, 3), 0.5), torch.ones(1, 3), -0.25)
+    assert torch.all(w > 1) and torch.all(w[0, 1:] > w[0, :-1])
+
+
+def test_weights_are_detached():
+    h = torch.full((2, 3), 0.4, requires_grad=True)
+    assert not horizon_weights(h, torch.ones(2, 3), 0.5).requires_grad
+    assert not sa_ah_weights(h, torch.ones(2, 3), T([1.0, -1.0]), 0.5).requires_grad
+
+
+@pytest.mark.parametrize("args,msg", [
+    ((torch.full((2, 3), 1.5), torch.ones(2, 3), 0.5), "h_norm must hold normalised entropies"),
+    ((torch.full((2, 3), -0.1), torch.ones(2, 3), 0.5), "h_norm"),
+    ((torch.full((2, 3), float("nan")), torch.ones(2, 3), 0.5), "h_norm must be finite"),
+    ((torch.zeros(6), torch.ones(6), 0.5), "h_norm must have 2"),
+    ((torch.zeros(2, 3), torch.ones(3, 2), 0.5), "mask must have shape"),
+    ((torch.zeros(2, 3), torch.full((2, 3), 2), 0.5), "mask must hold only 0 and 1"),
+    ((torch.zeros(2, 3), torch.ones(2, 3), float("nan")), "alpha"),
+    ((torch.zeros(2, 3), torch.ones(2, 3), float("inf")), "alpha"),
+    ((torch.zeros(2, 3), torch.ones(2, 3), "0.5"), "alpha"),
+    ((torch.ones(1, 200), torch.ones(1, 200), -1.0), "overflow"),
+])
+def test_horizon_bad_input(args, msg):
+    with pytest.raises(ValueError, match=msg):
+        horizon_weights(*args)
+
+
+# ---------------------------------------------------------------- sa_ah_weights
+
+def test_sa_ah_selective_vs_symmetric():
+    h = torch.full((3, 3), 0.5)
+    m = T([[1, 1, 1], [1, 1, 0], [1, 1, 1]])
+    adv = T([0.7, -0.3, 0.0])
+    w_h = horizon_weights(h, m, 1.0)
+    sa = sa_ah_weights(h, m, adv, 1.0)
+    torch.testing.assert_close(sa[0], m[0].float())  # A > 0: full signal
+    torch.testing.assert_close(sa[1], w_h[1])  # A < 0: discounted, padding 0
+    torch.testing.assert_close(sa[2], m[2].float())  # A == 0 counts as non-negative
+    assert sa[1, 2] == 0
+    torch.testing.assert_close(sa_ah_weights(h, m, adv, 1.0, selective=False), w_h)
+
+
+@pytest.mark.parametrize("args,kwargs,msg", [
+    ((torch.zeros(2, 3), torch.ones(2, 3), T([1.0]), 0.5), {}, "advantages must have shape"),
+    ((torch.zeros(2, 3), torch.ones(2, 3), T([1.0, float("nan")]), 0.5), {}, "advantages must be finite"),
+    ((torch.zeros(2, 3), torch.ones(2, 3), T([1.0, 0.0]), 0.5), {"selective": "yes"}, "selective"),
+])
+def test_sa_ah_bad_input(args, kwargs, msg):
+    with pytest.raises(ValueError, match=msg):
+        sa_ah_weights(*args, **kwargs)
+
+
+# ---------------------------------------------------------------- weighted_token_mean
+
+def test_weighted_mean_hand_and_gradient():
+    loss = T([[1.0, 2.0, 9.0], [3.0, 4.0, 9.0]], requires_grad=True)
+    w = T([[1.0, 0.5, 0.0], [0.25, 0.25, 0.0]])
+    out = weighted_token_mean(loss, w)
+    assert out.item() == pytest.approx((1 + 1 + 0.75 + 1) / 2.0)
+    out.backward()
+    torch.testing.assert_close(loss.grad, w / w.sum())  # d/dl_t = w_t / sum(w)
+
+
+def test_weighted_mean_with_mask_is_token_mean_and_zero_weights_give_zero():
+    loss = torch.randn(3, 4)
+    m = T([[1, 1, 0, 0], [1, 1, 1, 1], [1, 0, 0, 0]]).float()
+    torch.testing.assert_close(weighted_token_mean(loss, m), loss[m.bool()].mean())
+    assert weighted_token_mean(loss, torch.zeros(3, 4)).item() == 0.0
+
+
+@pytest.mark.parametrize("loss,w,msg", [
+    (torch.ones(2, 2), torch.ones(2, 3), "shape"),
+    (torch.ones(2, 2), -torch.ones(2, 2), ">= 0"),
+    (torch.ones(2, 2), torch.full((2, 2), float("inf")), "finite"),
+    (torch.ones(2, 2, dtype=torch.long), torch.ones(2, 2), "per_token_loss"),
+])
+def test_weighted_mean_bad_input(loss, w, msg):
+    with pytest.raises(ValueError, match=msg):
+        weighted_token_mean(loss, w)
+
+
+def test_weight_stats():
+    w = T([[1.0, 1.0, 0.0], [0.5, 0.25, 0.0]])
+    m = T([[1, 1, 0], [1, 1, 0]])
+    s = weight_stats(w, m, T([1.0, -1.0]))
+    assert s == pytest.approx({"w_mean_neg": 0.375, "effective_tokens_frac": 2.75 / 4})
+    assert weight_stats(w, m, T([1.0, 0.0]))["w_mean_neg"] == 1.0  # no negative rollout
