@@ -18,23 +18,26 @@ __all__ = [
     "as_real_tensor",
     "check_group_size",
     "check_k",
+    "check_k_list",
     "check_finite_scalar",
+    "check_positive",
     "check_choice",
     "check_mask",
     "quantile_rank",
+    "snap_to_integer",
 ]
 
 
 def as_real_tensor(x, name: str, *, ndim: int | None = None) -> torch.Tensor:
     r"""Return ``x`` as a real floating tensor, or raise ``ValueError`` naming ``name``.
 
-    Lists and numpy arrays are converted; bool and integer tensors become float32;
+    Python numbers, lists and numpy arrays become float64; bool and integer tensors float32;
     half/bfloat16 are upcast to float32 (quantiles and cumulative sums need it).
     Complex tensors and non-numeric input are rejected, as are NaN and +-inf.
     """
     if not isinstance(x, torch.Tensor):
-        try:
-            x = torch.as_tensor(x)
+        try:  # Python numbers and lists mean what they say: float64, not torch's float32 default
+            x = torch.as_tensor(x, dtype=torch.float64)
         except (TypeError, ValueError, RuntimeError) as err:
             raise ValueError(f"{name} must be a real-valued tensor, got {type(x).__name__}") from err
     if x.is_complex():
@@ -81,12 +84,35 @@ def check_finite_scalar(x, name: str) -> float:
     return x
 
 
+def check_positive(x, name: str) -> float:
+    r"""Return ``x`` as a float; it must be finite and > 0."""
+    x = check_finite_scalar(x, name)
+    if x <= 0:
+        raise ValueError(f"{name} must be > 0, got {x}")
+    return x
+
+
 def check_k(k, name: str = "k") -> float:
     r"""Return the quantile level ``k`` as a float; it must lie strictly inside (0, 1)."""
     k = check_finite_scalar(k, name)
     if not 0.0 < k < 1.0:
         raise ValueError(f"{name} must lie in the open interval (0, 1), got {k}")
     return k
+
+
+def check_k_list(ks, name: str = "ks") -> list[float]:
+    r"""A non-empty sequence of K values as Python floats, each in (0, 1).
+
+    A list like [0.2] is not turned into a float32 tensor first, which would make it
+    0.20000000298... and move quantile positions off their integers.
+
+    >>> check_k_list(torch.tensor([0.5, 0.25], dtype=torch.float64))
+    [0.5, 0.25]
+    """
+    ks = ks.tolist() if isinstance(ks, torch.Tensor) else list(ks)
+    if not ks:
+        raise ValueError(f"{name} must hold at least one K")
+    return [check_k(k, name) for k in ks]
 
 
 def check_choice(value, name: str, allowed: tuple[str, ...]) -> str:
@@ -120,8 +146,16 @@ def quantile_rank(k: float, group_size: int) -> int:
     >>> quantile_rank(0.6, 5), quantile_rank(0.4, 8), quantile_rank(0.4, 16), quantile_rank(0.01, 4)
     (3, 4, 7, 1)
     """
-    x = k * group_size
-    nearest = round(x)
-    r = nearest if abs(x - nearest) <= 1e-9 * max(1.0, abs(x)) else math.ceil(x)
+    x = snap_to_integer(k * group_size)
     # K > 0 so the infimum is at least the smallest reward (rank 1); K < 1 keeps r <= G.
-    return min(max(int(r), 1), group_size)
+    return min(max(math.ceil(x), 1), group_size)
+
+
+def snap_to_integer(x: float) -> float:
+    r"""``x`` rounded to the nearest integer if it lies within 1e-9 (relative) of it, else ``x``.
+
+    >>> snap_to_integer(0.28 * 25), snap_to_integer(0.2 * 15), snap_to_integer(2.5)
+    (7.0, 3.0, 2.5)
+    """
+    nearest = round(x)
+    return float(nearest) if abs(x - nearest) <= 1e-9 * max(1.0, abs(x)) else x

@@ -17,6 +17,10 @@ Where this departs from the paper, and why:
   ceil(K*G)-th smallest reward. ``method="linear"`` is ``torch.quantile`` with linear
   interpolation, which the official QAE code (a verl fork) calls. They differ for small
   G (G=8, K=0.4, 5 of 8 correct: paper 1.0, linear 0.8). The paper's is the default.
+  ``"linear"`` interpolates like ``torch.quantile`` but snaps a position K*(G-1) lying
+  within 1e-9 of an integer onto it: ``torch.quantile`` puts K=0.28, G=26 at position
+  7.000000000000001 and returns 9e-16 instead of 0 for a group with 7 zeros below a 1,
+  which would turn exact zero advantages into tiny non-zero ones.
 * std is Bessel-corrected (``torch.std``), as in TRL and verl; ``scale="batch"`` divides
   by the std of the whole batch (TRL's ``scale_rewards="batch"``).
 * A group whose rewards are all equal gets exactly 0. With the mean baseline the float
@@ -27,6 +31,8 @@ Where this departs from the paper, and why:
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from qae_lab._checks import (
@@ -36,6 +42,7 @@ from qae_lab._checks import (
     check_group_size,
     check_k,
     quantile_rank,
+    snap_to_integer,
 )
 
 __all__ = [
@@ -73,8 +80,8 @@ def quantile_baseline(rewards, group_size: int, k: float, method: str = "paper")
         group_size: G >= 2, must divide N.
         k: the quantile level K in the open interval (0, 1).
         method: ``"paper"`` (the ceil(K*G)-th smallest reward, robust to K*G landing a
-            hair off an integer in floating point) or ``"linear"`` (``torch.quantile``
-            with linear interpolation at position K*(G-1), as the official code).
+            hair off an integer in floating point) or ``"linear"`` (linear interpolation
+            at position K*(G-1), as ``torch.quantile`` in the official code).
 
     Returns:
         (B,) tensor of baselines, float32 (float64 if the rewards are float64).
@@ -91,10 +98,14 @@ def quantile_baseline(rewards, group_size: int, k: float, method: str = "paper")
 
 def _row_quantiles(r: torch.Tensor, k: float, method: str) -> torch.Tensor:
     """The K-quantile of each row of validated (B, G) rewards -> (B,)."""
-    if method == "linear":
-        return torch.quantile(r, k, dim=1, interpolation="linear")  # (B,)
-    # b_K = inf{x : F(x) >= K} = the ceil(K*G)-th smallest reward of the group
     r_sorted, _ = torch.sort(r, dim=1)  # (B, G)
+    if method == "linear":
+        # torch.quantile(..., interpolation="linear"): position K*(G-1) between order statistics
+        pos = snap_to_integer(k * (r.shape[1] - 1))
+        lo = math.floor(pos)
+        hi = min(lo + 1, r.shape[1] - 1)
+        return torch.lerp(r_sorted[:, lo], r_sorted[:, hi], pos - lo) if pos > lo else r_sorted[:, lo]  # (B,)
+    # b_K = inf{x : F(x) >= K} = the ceil(K*G)-th smallest reward of the group
     return r_sorted[:, quantile_rank(k, r.shape[1]) - 1]  # (B,)
 
 

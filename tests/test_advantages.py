@@ -277,3 +277,19 @@ def test_bad_method_and_stats_shapes():
         advantage_stats(GOOD, GOOD, 2, 0.4, success_threshold=float("nan"))
     with pytest.raises(ValueError, match="advantages must be finite"):
         advantage_stats(GOOD, T([1.0, float("nan"), 0, 0]), 2, 0.4)
+
+
+def test_linear_matches_torch_quantile_and_keeps_exact_zeros():
+    g = torch.Generator().manual_seed(3)
+    for G in (2, 3, 5, 8, 16, 31):
+        for dtype in (torch.float32, torch.float64):
+            r = torch.randn(7 * G, generator=g, dtype=dtype)
+            for k in (0.05, 0.2, 0.4, 0.5, 0.6, 0.8, 0.93):
+                want = torch.quantile(r.view(-1, G), k, dim=1, interpolation="linear")
+                torch.testing.assert_close(quantile_baseline(r, G, k, method="linear"), want)
+    # K*(G-1) = 0.28 * 25 = 7.000000000000001: torch.quantile returns ~9e-16 for a group whose 8th
+    # smallest reward is 1 and 7th is 0; the advantages of its zeros must stay exactly 0
+    r = torch.tensor([0.0] * 8 + [1.0] * 18, dtype=torch.float64)
+    assert 0 < torch.quantile(r, 0.28, interpolation="linear").item() < 1e-12
+    assert quantile_baseline(r, 26, 0.28, method="linear").item() == 0.0
+    assert int((group_advantages(r, 26, k=0.28, quantile_method="linear") == 0).sum()) == 8

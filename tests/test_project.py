@@ -27,6 +27,10 @@ def test_ci_runs_exactly_the_readme_test_command():
     # torch's CPU wheel goes in before anything that could pull a CUDA build
     assert ci.index("torch==2.13.0") < ci.index('-e ".[train,lab,dev]"')
     assert 'pip install -e ".[train,lab,dev]"' in _readme_block("Set up")
+    # the Colab-versions job runs before the main suite, and pins what Colab ships
+    assert ci.index("bash .ci/colab-compat") < ci.rindex(test_cmd)
+    compat = (ROOT / ".ci/colab-compat").read_text()
+    assert all(pin in compat for pin in ("ipywidgets==7.7.1", "plotly==5.24.1", "ipykernel>=6,<7", "torch==2.13.0"))
 
 
 def test_pyproject_dependencies():

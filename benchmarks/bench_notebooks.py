@@ -1,0 +1,53 @@
+"""Wall time of each notebook, executed headless in smoke mode (CI) and in full mode (workshop).
+
+Both modes of one notebook run back to back in fresh kernels, so the printed full/smoke
+ratio is measured side by side. The CI budget is 60 s per notebook in smoke mode on
+2 cores. Usage:
+
+    python benchmarks/bench_notebooks.py [notebooks/01_*.ipynb ...] [--smoke-only]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+BUDGET_S = 60.0
+
+
+def run(path: Path, smoke: bool) -> float:
+    nb = nbformat.read(path, as_version=4)
+    old = os.environ.get("QAE_LAB_SMOKE")
+    os.environ["QAE_LAB_SMOKE"] = "1" if smoke else "0"  # the kernel inherits it
+    try:
+        t0 = time.perf_counter()
+        NotebookClient(nb, timeout=1800, kernel_name="python3").execute()
+        return time.perf_counter() - t0
+    finally:
+        if old is None:
+            os.environ.pop("QAE_LAB_SMOKE")
+        else:
+            os.environ["QAE_LAB_SMOKE"] = old
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("notebooks", nargs="*", type=Path)
+    p.add_argument("--smoke-only", action="store_true")
+    a = p.parse_args()
+    paths = a.notebooks or sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+    print(f"{'notebook':<48} {'smoke (s)':>9} {'of budget':>9} {'full (s)':>9} {'full/smoke':>10}")
+    for path in paths:
+        smoke = run(path, smoke=True)
+        full = None if a.smoke_only else run(path, smoke=False)
+        tail = f"{full:9.1f} {full / smoke:9.1f}x" if full is not None else f"{'-':>9} {'-':>10}"
+        print(f"{path.name:<48} {smoke:9.1f} {smoke / BUDGET_S:8.0%} {tail}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,19 @@
+"""Test-session settings shared by the unit tests, doctests and notebooks (nbmake).
+
+Notebooks run headless in smoke mode (fewer Monte-Carlo samples and steps) unless the
+caller set QAE_LAB_SMOKE already; the kernels nbmake starts inherit this environment.
+"""
+
+import os
+
+os.environ.setdefault("QAE_LAB_SMOKE", "1")
+
+# Property tests run torch code whose first call can be slow on a busy 2-core machine:
+# no per-example deadline, so a slow example is never mistaken for a failure.
+try:
+    from hypothesis import settings
+except ImportError:  # hypothesis is a dev extra
+    pass
+else:
+    settings.register_profile("qae_lab", deadline=None)
+    settings.load_profile("qae_lab")

@@ -1,0 +1,53 @@
+r"""Small helpers the notebooks share: smoke mode, Colab detection, the repository's address.
+
+Notebooks run in two sizes. A workshop runs the full one; CI and quick checks set the
+environment variable ``QAE_LAB_SMOKE=1`` and every notebook shrinks its Monte-Carlo
+samples and training steps through :func:`pick`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+__all__ = ["SMOKE_ENV", "REPO", "smoke_mode", "pick", "in_colab", "colab_url"]
+
+SMOKE_ENV = "QAE_LAB_SMOKE"
+REPO = "qae-lab/qae_lab"  # GitHub owner/name used by the Colab badges and the install cell
+
+
+def smoke_mode(environ=None) -> bool:
+    r"""True when ``QAE_LAB_SMOKE`` is set to 1/true/yes (case-insensitive) in ``environ``.
+
+    ``environ`` defaults to ``os.environ``.
+
+    >>> smoke_mode({SMOKE_ENV: "1"}), smoke_mode({SMOKE_ENV: "0"}), smoke_mode({})
+    (True, False, False)
+    """
+    value = (os.environ if environ is None else environ).get(SMOKE_ENV, "").strip().lower()
+    if value not in ("", "0", "1", "true", "false", "yes", "no"):
+        raise ValueError(f"{SMOKE_ENV} must be 1/0, true/false or yes/no, got {value!r}")
+    return value in ("1", "true", "yes")
+
+
+def pick(full, smoke, environ=None):
+    r"""``smoke`` in smoke mode, ``full`` otherwise (e.g. ``n_groups = pick(4000, 200)``).
+
+    >>> pick(4000, 200, {SMOKE_ENV: "1"}), pick(4000, 200, {})
+    (200, 4000)
+    """
+    return smoke if smoke_mode(environ) else full
+
+
+def in_colab() -> bool:
+    """True inside Google Colab."""
+    return "google.colab" in sys.modules
+
+
+def colab_url(notebook: str) -> str:
+    r"""The Colab address that opens ``notebooks/<notebook>`` from the repository's main branch.
+
+    >>> colab_url("01_softmax_entropy_proofs.ipynb")
+    'https://colab.research.google.com/github/qae-lab/qae_lab/blob/main/notebooks/01_softmax_entropy_proofs.ipynb'
+    """
+    return f"https://colab.research.google.com/github/{REPO}/blob/main/notebooks/{notebook}"

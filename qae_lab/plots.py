@@ -1,0 +1,204 @@
+r"""Plotly figures for the notebooks, and a view that re-draws them when a slider moves.
+
+Every function returns a plain ``plotly.graph_objects.Figure``; the notebooks only call
+them. :class:`FigureView` shows a figure and replaces it in place. It uses
+``go.FigureWidget`` where that renders (JupyterLab with a current ipywidgets), and
+otherwise falls back to re-drawing a plain figure into an ``ipywidgets.Output``: Colab
+ships ipywidgets 7.7 and plotly 5.24, where a FigureWidget shows nothing. Set the
+environment variable ``QAE_LAB_PLOTS`` to ``widget`` or ``static`` to force a mode.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+
+import ipywidgets as widgets
+import plotly.graph_objects as go
+
+__all__ = ["line_figure", "heatmap_figure", "bar_figure", "gate_heatmap", "figure_widget_supported", "FigureView",
+           "interactive"]
+
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#7f7f7f")
+
+
+def _layout(fig: go.Figure, title: str, x_title: str, y_title: str, height: int) -> go.Figure:
+    fig.update_layout(title=title, xaxis_title=x_title, yaxis_title=y_title, height=height,
+                      template="plotly_white", margin={"l": 60, "r": 20, "t": 60, "b": 50},
+                      legend={"orientation": "h", "y": -0.2})
+    return fig
+
+
+def line_figure(x: Sequence, series: Mapping[str, Sequence], *, title: str = "", x_title: str = "",
+                y_title: str = "", log_x: bool = False, log_y: bool = False, markers: bool = False,
+                bands: Mapping[str, Sequence] | None = None, height: int = 380) -> go.Figure:
+    r"""Lines sharing one x axis: ``series`` maps a legend name to its y values.
+
+    ``bands`` optionally maps a series name to a +- half-width per point (shaded band).
+
+    >>> fig = line_figure([1, 2, 3], {"a": [1, 4, 9]}, title="squares")
+    >>> fig.data[0].name, list(fig.data[0].y)
+    ('a', [1.0, 4.0, 9.0])
+    """
+    fig = go.Figure()
+    x = list(x)
+    for i, (name, y) in enumerate(series.items()):
+        color = PALETTE[i % len(PALETTE)]
+        y = [float(v) for v in y]
+        if bands and name in bands:
+            half = [float(v) for v in bands[name]]
+            upper = [a + h for a, h in zip(y, half)]
+            lower = [a - h for a, h in zip(y, half)]
+            fig.add_trace(go.Scatter(x=x + x[::-1], y=upper + lower[::-1],
+                                     fill="toself", fillcolor=color, opacity=0.2, line={"width": 0},
+                                     hoverinfo="skip", showlegend=False))
+        fig.add_trace(go.Scatter(x=x, y=y, name=name, mode="lines+markers" if markers else "lines",
+                                 line={"color": color}))
+    fig.update_xaxes(type="log" if log_x else "linear")
+    fig.update_yaxes(type="log" if log_y else "linear")
+    return _layout(fig, title, x_title, y_title, height)
+
+
+def heatmap_figure(z: Sequence[Sequence[float]], x: Sequence, y: Sequence, *, title: str = "", x_title: str = "",
+                   y_title: str = "", text: Sequence[Sequence[str]] | None = None, colorscale="RdBu",
+                   zmid: float | None = 0.0, zmin: float | None = None, zmax: float | None = None,
+                   height: int = 420) -> go.Figure:
+    r"""A heatmap of z[row][col] with rows labelled by ``y`` and columns by ``x``.
+
+    >>> heatmap_figure([[1, -1]], x=[0, 1], y=["K=0.4"]).data[0].type
+    'heatmap'
+    """
+    fig = go.Figure(go.Heatmap(z=[list(map(float, row)) for row in z], x=list(x), y=list(y),
+                               text=[list(r) for r in text] if text is not None else None,
+                               texttemplate="%{text}" if text is not None else None,
+                               colorscale=colorscale, zmid=zmid, zmin=zmin, zmax=zmax))
+    return _layout(fig, title, x_title, y_title, height)
+
+
+def bar_figure(categories: Sequence, series: Mapping[str, Sequence], *, title: str = "", x_title: str = "",
+               y_title: str = "", height: int = 360) -> go.Figure:
+    r"""Grouped bars: ``series`` maps a legend name to one value per category.
+
+    >>> len(bar_figure(["a", "b"], {"mean": [1, 2], "quantile": [0, 1]}).data)
+    2
+    """
+    fig = go.Figure([go.Bar(x=list(categories), y=[float(v) for v in ys], name=name,
+                            marker_color=PALETTE[i % len(PALETTE)]) for i, (name, ys) in enumerate(series.items())])
+    fig.update_layout(barmode="group")
+    return _layout(fig, title, x_title, y_title, height)
+
+
+GATE_SYMBOLS = {-1: "−", 0: "0", 1: "+", 2: "±"}
+
+
+def gate_heatmap(table, ks: Sequence[float], *, title: str = "", height: int = 420) -> go.Figure:
+    r"""The two-regime gate as a heatmap: rows K, columns the success count c = 0..G.
+
+    ``table`` is :func:`qae_lab.sparsity.gate_table`'s output: +1 only successes move (green),
+    -1 only failures (red), 0 nobody (grey), 2 both (purple, the linear convention only).
+
+    >>> import torch
+    >>> gate_heatmap(torch.tensor([[0, 1, -1, 0]]), [0.4]).data[0].text[0]
+    ['0', '+', '−', '0']
+    """
+    rows = [[int(v) for v in row] for row in table]
+    colorscale = [[0.0, "#d62728"], [0.25, "#d62728"], [0.25, "#e5e5e5"], [0.5, "#e5e5e5"],
+                  [0.5, "#2ca02c"], [0.75, "#2ca02c"], [0.75, "#9467bd"], [1.0, "#9467bd"]]
+    fig = heatmap_figure(rows, x=list(range(len(rows[0]))), y=[f"K={k:g}" for k in ks], title=title,
+                         x_title="correct responses c in the group", y_title="K",
+                         text=[[GATE_SYMBOLS[v] for v in row] for row in rows], colorscale=colorscale,
+                         zmid=None, zmin=-1.5, zmax=2.5, height=height)
+    fig.update_traces(showscale=False)
+    return fig
+
+
+def figure_widget_supported() -> bool:
+    r"""Whether ``go.FigureWidget`` can be expected to render here.
+
+    False in Colab (its ipywidgets 7.7 front end shows no FigureWidget), where the
+    environment forces ``QAE_LAB_PLOTS=static``, or where building one fails (plotly 6
+    without anywidget). ``QAE_LAB_PLOTS=widget`` forces True.
+    """
+    mode = os.environ.get("QAE_LAB_PLOTS", "auto").strip().lower()
+    if mode not in ("auto", "widget", "static"):
+        raise ValueError(f"QAE_LAB_PLOTS must be one of 'auto', 'widget', 'static', got {mode!r}")
+    if mode != "auto":
+        return mode == "widget"
+    if "google.colab" in sys.modules:
+        return False
+    try:
+        go.FigureWidget()
+    except Exception:  # plotly raises ImportError or ValueError when its widget stack is missing
+        return False
+    return True
+
+
+class FigureView:
+    r"""Shows a figure and replaces it in place when :meth:`update` is called.
+
+    Attributes:
+        widget: the ipywidgets object to display (a FigureWidget or an Output).
+        figure: the plain ``go.Figure`` shown last (what tests and exercises inspect).
+        mode: ``"widget"`` or ``"static"``.
+
+    >>> view = FigureView(line_figure([0, 1], {"a": [0, 1]}), mode="static")
+    >>> view.update(line_figure([0, 1], {"b": [1, 0]})); view.figure.data[0].name
+    'b'
+    """
+
+    def __init__(self, fig: go.Figure | None = None, mode: str = "auto"):
+        if mode not in ("auto", "widget", "static"):
+            raise ValueError(f"mode must be 'auto', 'widget' or 'static', got {mode!r}")
+        self.mode = ("widget" if figure_widget_supported() else "static") if mode == "auto" else mode
+        self.figure = go.Figure() if fig is None else fig
+        if self.mode == "widget":
+            self.widget = go.FigureWidget(self.figure)
+        else:
+            self.widget = widgets.Output()
+            self._draw()
+
+    def _draw(self) -> None:
+        from IPython import get_ipython
+        from IPython.display import display
+
+        if get_ipython() is None:  # plain Python (scripts, doctests): nothing to draw into
+            return
+        with self.widget:
+            self.widget.clear_output(wait=True)
+            display(self.figure)
+
+    def update(self, fig: go.Figure) -> None:
+        """Show ``fig`` instead of the current figure."""
+        self.figure = fig
+        if self.mode == "static":
+            self._draw()
+            return
+        with self.widget.batch_update():
+            self.widget.data = ()
+            self.widget.add_traces(list(fig.data))
+            self.widget.layout = fig.layout
+
+
+def interactive(build: Callable[..., go.Figure], controls: Mapping[str, widgets.ValueWidget],
+                mode: str = "auto") -> widgets.VBox:
+    r"""Controls above a figure that ``build(**values)`` re-makes whenever a control changes.
+
+    Works without a browser: setting ``control.value`` in code re-builds the figure too.
+    The returned box carries ``.view`` (its :class:`FigureView`) and ``.controls``.
+
+    >>> s = widgets.IntSlider(value=2, min=1, max=5, description="n")
+    >>> box = interactive(lambda n: line_figure(range(n), {"y": range(n)}), {"n": s}, mode="static")
+    >>> s.value = 4; len(box.view.figure.data[0].x)
+    4
+    """
+    view = FigureView(build(**{name: c.value for name, c in controls.items()}), mode=mode)
+
+    def refresh(_change=None) -> None:
+        view.update(build(**{name: c.value for name, c in controls.items()}))
+
+    for c in controls.values():
+        c.observe(refresh, names="value")
+    box = widgets.VBox([widgets.HBox(list(controls.values()), layout={"flex_flow": "row wrap"}), view.widget])
+    box.view, box.controls, box.refresh = view, dict(controls), refresh
+    return box

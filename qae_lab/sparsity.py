@@ -1,0 +1,183 @@
+r"""Sparsity of QAE's two-regime gate: who gets a zero advantage, and how often.
+
+QAE (arXiv 2509.22611, sec. 4-5): with binary rewards the K-quantile baseline of a group
+with c successes out of G is b_K = 0 while c <= G - ceil(K G) (hard prompt: only the
+successes get A != 0) and b_K = 1 otherwise (easy prompt: only the failures). So
+zeros(c) = G - c for a hard group and c for an easy one, and
+
+    E[zero fraction | p] = sum_c C(G, c) p^c (1 - p)^(G - c) zeros(c) / G        (Binomial)
+    E[zero fraction]     = sum_c C(G, c) B(c + a, G - c + b) / B(a, b) zeros(c) / G
+                           for per-prompt success rates p ~ Beta(a, b)          (Beta-Binomial)
+
+Every count here is computed by :func:`qae_lab.advantages.group_advantages` on the
+canonical groups, so the same functions serve the official code's ``"linear"`` quantile,
+whose interpolated baseline can move both sides of a group. Departures: the Beta spread of
+difficulties is the notebook's modelling assumption, not the paper's.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from qae_lab._checks import as_real_tensor, check_group_size, check_k_list, check_positive
+from qae_lab.advantages import group_advantages, quantile_baseline
+
+__all__ = [
+    "canonical_groups",
+    "convention_disagreements",
+    "gate_zero_counts",
+    "gate_table",
+    "expected_zero_fraction",
+    "expected_zero_fraction_beta",
+    "sampled_zero_fraction",
+]
+
+
+def canonical_groups(group_size: int) -> torch.Tensor:
+    r"""All binary groups of size G up to order: group c holds c ones then G - c zeros.
+
+    Returns:
+        ((G+1)*G,) float64 rewards, ready for :func:`qae_lab.advantages.group_advantages`.
+
+    >>> canonical_groups(2)
+    tensor([0., 0., 1., 0., 1., 1.], dtype=torch.float64)
+    """
+    g = check_group_size(group_size, group_size)
+    c = torch.arange(g + 1)
+    return (torch.arange(g)[None, :] < c[:, None]).double().reshape(-1)  # (G+1)*G
+
+
+def convention_disagreements(group_size: int, ks) -> torch.Tensor:
+    r"""Where the paper's and the official code's K-quantiles of a binary group differ.
+
+    Returns:
+        (len(ks), G+1) bool tensor: True where, with c successes out of G, the
+        ``"paper"`` baseline differs from the ``"linear"`` (``torch.quantile``) one.
+
+    >>> convention_disagreements(8, [0.4])[0].nonzero().flatten().tolist()    # only c = 5 of 8
+    [5]
+    >>> bool(convention_disagreements(16, [0.2, 0.4, 0.6, 0.8]).any())
+    False
+    """
+    g = check_group_size(group_size, group_size)
+    groups = canonical_groups(g)
+    return torch.stack([quantile_baseline(groups, g, k) != quantile_baseline(groups, g, k, method="linear")
+                        for k in check_k_list(ks)])
+
+
+def gate_zero_counts(group_size: int, k: float, method: str = "paper") -> torch.Tensor:
+    r"""How many of G binary responses get A = 0 under QAE, for each success count c = 0..G.
+
+    Computed by :func:`qae_lab.advantages.group_advantages` on one group per c, so it holds
+    for either quantile convention. Paper convention: G - c if the prompt is hard
+    (c <= G - ceil(K G)), else c.
+
+    >>> gate_zero_counts(4, 0.4)       # hard while c <= 2: failures get 0; easy: successes get 0
+    tensor([4, 3, 2, 3, 4])
+    """
+    g = check_group_size(group_size, group_size)
+    adv = group_advantages(canonical_groups(g), g, baseline="quantile", k=k, quantile_method=method, scale="none")
+    return (adv.view(g + 1, g) == 0).sum(1)
+
+
+def gate_table(group_size: int, ks, method: str = "paper") -> torch.Tensor:
+    r"""Which responses QAE moves, for each K (rows) and success count c = 0..G (columns).
+
+    Entries: +1 only successes get A != 0 (A > 0, the hard regime), -1 only failures
+    (A < 0, easy), 0 nobody (all-equal group), 2 both (the linear convention's
+    interpolated baseline can sit strictly between 0 and 1).
+
+    >>> gate_table(4, [0.4, 0.8])
+    tensor([[ 0,  1,  1, -1,  0],
+            [ 0, -1, -1, -1,  0]])
+    """
+    g = check_group_size(group_size, group_size)
+    groups = canonical_groups(g)
+    rows = []
+    for k in check_k_list(ks):
+        adv = group_advantages(groups, g, baseline="quantile", k=k, quantile_method=method, scale="none").view(g + 1, g)
+        pos, neg = (adv > 0).any(1), (adv < 0).any(1)
+        rows.append(torch.where(pos & neg, 2, torch.where(pos, 1, torch.where(neg, -1, 0))))
+    return torch.stack(rows)  # (len(ks), G+1)
+
+
+def _zero_share(pmf: torch.Tensor, zeros: torch.Tensor, drop_all_equal: bool) -> torch.Tensor:
+    """sum_c P(c) zeros(c), optionally conditioned on 0 < c < G (DAPO's dynamic sampling)."""
+    if not isinstance(drop_all_equal, bool):
+        raise ValueError(f"drop_all_equal must be a bool, got {drop_all_equal!r}")
+    if not drop_all_equal:
+        return (pmf * zeros).sum(-1)
+    pmf = pmf[..., 1:-1]
+    return (pmf * zeros[1:-1]).sum(-1) / pmf.sum(-1)  # NaN where no group can be mixed (p in {0, 1})
+
+
+def expected_zero_fraction(p, group_size: int, k: float, method: str = "paper", *,
+                           drop_all_equal: bool = False) -> torch.Tensor:
+    r"""Exact E[fraction of a group with A = 0] when the success count is Binomial(G, p).
+
+    Args:
+        p: float or tensor of success rates in [0, 1]. Returns the same shape, float64.
+        drop_all_equal: condition on the group not being all-correct or all-wrong, as
+            after DAPO's dynamic sampling (NaN for p in {0, 1}, where no group is kept).
+
+    >>> expected_zero_fraction(torch.tensor([0.0, 0.5, 1.0]), 16, 0.4)
+    tensor([1.0000, 0.5764, 1.0000], dtype=torch.float64)
+    """
+    p = as_real_tensor(p, "p").double()
+    if not bool(((p >= 0) & (p <= 1)).all()):
+        raise ValueError("p must lie in [0, 1]")
+    g = check_group_size(group_size, group_size)
+    zeros = gate_zero_counts(g, k, method).double() / g  # (G+1,)
+    c = torch.arange(g + 1, dtype=torch.float64)
+    log_comb = torch.lgamma(torch.tensor(g + 1.0, dtype=torch.float64)) - torch.lgamma(c + 1) - torch.lgamma(g - c + 1)
+    pp = p[..., None]
+    # P(c) = C(G, c) p^c (1-p)^(G-c), with 0^0 = 1 at p in {0, 1}
+    pmf = torch.exp(log_comb) * torch.where(c == 0, 1.0, pp ** c) * torch.where(c == g, 1.0, (1 - pp) ** (g - c))
+    return _zero_share(pmf, zeros, drop_all_equal)
+
+
+def expected_zero_fraction_beta(a: float, b: float, group_size: int, k: float, method: str = "paper", *,
+                                drop_all_equal: bool = False) -> float:
+    r"""E[zero-advantage fraction] when per-prompt success rates follow Beta(a, b).
+
+    ``drop_all_equal`` conditions on mixed groups, as in :func:`expected_zero_fraction`.
+
+    Exact: the success count is then Beta-Binomial(G, a, b),
+    P(c) = C(G, c) B(c + a, G - c + b) / B(a, b).
+
+    >>> round(expected_zero_fraction_beta(1.0, 1.0, 16, 0.4), 4)   # p uniform: 206 / (16 * 17)
+    0.7574
+    """
+    a, b = check_positive(a, "a"), check_positive(b, "b")
+    g = check_group_size(group_size, group_size)
+    zeros = gate_zero_counts(g, k, method).double() / g
+    c = torch.arange(g + 1, dtype=torch.float64)
+
+    def lbeta(x, y):
+        return torch.lgamma(x) - torch.lgamma(x + y) + torch.lgamma(y)
+
+    log_comb = math.lgamma(g + 1) - torch.lgamma(c + 1) - torch.lgamma(g - c + 1)
+    av, bv = torch.tensor(a, dtype=torch.float64), torch.tensor(b, dtype=torch.float64)
+    pmf = torch.exp(log_comb + lbeta(c + a, g - c + b) - lbeta(av, bv))  # (G+1,)
+    return float(_zero_share(pmf, zeros, drop_all_equal))
+
+
+def sampled_zero_fraction(p, group_size: int, k: float, method: str = "paper", *, seed: int = 0) -> float:
+    r"""Sampled counterpart of the expected zero fraction: one Binomial group per success rate.
+
+    Draws G binary rewards for every p in ``p``, computes QAE advantages with
+    :func:`qae_lab.advantages.group_advantages` and returns the share that is exactly 0.
+
+    >>> sampled_zero_fraction(torch.full((2000,), 0.5), 16, 0.4) - 0.5764 < 0.02
+    True
+    """
+    p = as_real_tensor(p, "p", ndim=1).double()
+    if not bool(((p >= 0) & (p <= 1)).all()):
+        raise ValueError("p must lie in [0, 1]")
+    g = check_group_size(group_size, group_size)
+    gen = torch.Generator().manual_seed(seed)
+    rewards = (torch.rand(p.shape[0], g, generator=gen, dtype=torch.float64) < p[:, None]).double()  # (P, G)
+    adv = group_advantages(rewards.reshape(-1), g, baseline="quantile", k=k, quantile_method=method, scale="none")
+    return float((adv == 0).double().mean())

@@ -1,0 +1,236 @@
+"""Tests for qae_lab.plots: the figures' traces and axes, the widget/static choice, live re-drawing."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import IPython
+import IPython.display
+import ipywidgets as widgets
+import plotly.graph_objects as go
+import pytest
+
+from qae_lab import plots
+from qae_lab.plots import (
+    FigureView,
+    bar_figure,
+    figure_widget_supported,
+    gate_heatmap,
+    heatmap_figure,
+    interactive,
+    line_figure,
+)
+from qae_lab.sparsity import gate_table
+
+
+@pytest.fixture
+def no_plots_env(monkeypatch):
+    """No QAE_LAB_PLOTS and no Colab, whatever the machine running the tests has."""
+    monkeypatch.delenv("QAE_LAB_PLOTS", raising=False)
+    monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+
+
+@pytest.fixture
+def colab(monkeypatch):
+    monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
+
+
+# ---------------------------------------------------------------- figures
+
+def test_line_figure_traces_and_axes():
+    fig = line_figure([1, 10, 100], {"mean": [3, 2, 1], "quantile": [1, 2, 3]}, title="t",
+                      x_title="eta", y_title="err", log_x=True, log_y=True, markers=True)
+    assert isinstance(fig, go.Figure)
+    assert [t.name for t in fig.data] == ["mean", "quantile"]
+    assert all(t.type == "scatter" and t.mode == "lines+markers" for t in fig.data)
+    assert list(fig.data[0].x) == [1, 10, 100] and list(fig.data[1].y) == [1.0, 2.0, 3.0]
+    assert fig.data[0].line.color != fig.data[1].line.color
+    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
+    assert fig.layout.title.text == "t"
+    assert fig.layout.xaxis.title.text == "eta" and fig.layout.yaxis.title.text == "err"
+    lin = line_figure(range(3), {"a": [0, 1, 2]})
+    assert lin.layout.xaxis.type == "linear" and lin.layout.yaxis.type == "linear"
+    assert lin.data[0].mode == "lines" and list(lin.data[0].x) == [0, 1, 2]  # a range is accepted
+    assert line_figure([0, 1], {"a": [0, 1]}, log_y=True).layout.xaxis.type == "linear"
+
+
+def test_line_figure_bands_add_a_fill_trace():
+    fig = line_figure([0, 1, 2], {"a": [1, 2, 3], "b": [0, 0, 0]}, bands={"a": [0.5, 0.1, 0.2]})
+    assert len(fig.data) == 3  # band of "a", "a", "b": only "a" has a band
+    band, a, b = fig.data
+    assert band.fill == "toself" and band.showlegend is False
+    assert (a.name, b.name) == ("a", "b") and a.fill is None
+    # the band runs along the upper edge and back along the lower one
+    assert list(band.x) == [0, 1, 2, 2, 1, 0]
+    assert list(band.y) == pytest.approx([1.5, 2.1, 3.2, 2.8, 1.9, 0.5])
+    assert band.fillcolor == a.line.color
+
+
+def test_heatmap_figure():
+    fig = heatmap_figure([[0, 1, -1], [2, 0, 1]], x=[0, 1, 2], y=["K=0.4", "K=0.6"], text=[["a", "b", "c"]] * 2,
+                         title="gate", zmid=0.0)
+    (hm,) = fig.data
+    assert hm.type == "heatmap"
+    assert [list(row) for row in hm.z] == [[0.0, 1.0, -1.0], [2.0, 0.0, 1.0]]
+    assert list(hm.x) == [0, 1, 2] and list(hm.y) == ["K=0.4", "K=0.6"]
+    assert hm.texttemplate == "%{text}" and [list(row) for row in hm.text] == [["a", "b", "c"]] * 2
+    assert hm.zmid == 0.0 and fig.layout.title.text == "gate"
+    plain = heatmap_figure([[1.0]], x=[0], y=[0], zmid=None, zmin=-1, zmax=1)
+    assert plain.data[0].text is None and plain.data[0].texttemplate is None
+    assert (plain.data[0].zmin, plain.data[0].zmax) == (-1, 1)
+
+
+def test_bar_figure():
+    fig = bar_figure(["G=4", "G=8"], {"mean": [0.1, 0.2], "quantile": [0.6, 0.7]}, y_title="zero frac")
+    assert [t.type for t in fig.data] == ["bar", "bar"]
+    assert [t.name for t in fig.data] == ["mean", "quantile"]
+    assert list(fig.data[1].x) == ["G=4", "G=8"] and list(fig.data[1].y) == [0.6, 0.7]
+    assert fig.layout.barmode == "group" and fig.layout.yaxis.title.text == "zero frac"
+    assert fig.data[0].marker.color != fig.data[1].marker.color
+
+
+def test_gate_heatmap_symbols_and_colours():
+    # G=8, linear convention: c = 5 (K=0.4) and c = 3 (K=0.6) move both sides (entry 2)
+    table = gate_table(8, [0.4, 0.6], "linear")
+    fig = gate_heatmap(table, [0.4, 0.6], title="gate")
+    (hm,) = fig.data
+    assert [list(row) for row in hm.z] == [[float(v) for v in row] for row in table.tolist()]
+    assert list(hm.y) == ["K=0.4", "K=0.6"] and list(hm.x) == list(range(9))
+    assert list(hm.text[0]) == ["0", "+", "+", "+", "+", "±", "−", "−", "0"]
+    assert hm.showscale is False and fig.layout.title.text == "gate"
+    # each entry falls in its own colour band: -1 red, 0 grey, +1 green, 2 purple
+
+    def colour(v):
+        x = (v - hm.zmin) / (hm.zmax - hm.zmin)
+        stops = hm.colorscale
+        return next(c for (lo, c), (hi, _) in zip(stops[:-1], stops[1:]) if lo <= x <= hi and lo < hi)
+
+    assert [colour(v) for v in (-1, 0, 1, 2)] == ["#d62728", "#e5e5e5", "#2ca02c", "#9467bd"]
+
+
+# ---------------------------------------------------------------- widget or static
+
+@pytest.mark.parametrize("value,want", [("widget", True), ("static", False), (" Widget ", True), ("STATIC", False)])
+def test_figure_widget_supported_env(monkeypatch, colab, value, want):
+    # the variable wins, even in Colab
+    monkeypatch.setenv("QAE_LAB_PLOTS", value)
+    assert figure_widget_supported() is want
+
+
+@pytest.mark.parametrize("value", ["on", "1", "widgets", "plotly"])
+def test_figure_widget_supported_invalid_env(monkeypatch, value):
+    monkeypatch.setenv("QAE_LAB_PLOTS", value)
+    with pytest.raises(ValueError, match="QAE_LAB_PLOTS"):
+        figure_widget_supported()
+    with pytest.raises(ValueError, match="QAE_LAB_PLOTS"):
+        FigureView(mode="auto")
+
+
+def test_figure_widget_supported_false_in_colab(no_plots_env, colab):
+    assert figure_widget_supported() is False
+    assert FigureView(mode="auto").mode == "static"
+
+
+@pytest.mark.parametrize("env", [None, "auto", " AUTO "])
+def test_figure_widget_supported_auto_outside_colab(no_plots_env, monkeypatch, env):
+    if env is not None:
+        monkeypatch.setenv("QAE_LAB_PLOTS", env)
+    # auto: whether a FigureWidget can be built here
+    try:
+        go.FigureWidget()
+        can_build = True
+    except Exception:
+        can_build = False
+    assert figure_widget_supported() is can_build
+
+    def broken(*args, **kwargs):
+        raise ImportError("no anywidget")
+
+    monkeypatch.setattr(plots.go, "FigureWidget", broken)
+    assert figure_widget_supported() is False
+
+
+def test_auto_mode_follows_the_env(monkeypatch):
+    monkeypatch.setenv("QAE_LAB_PLOTS", "static")
+    view = FigureView(line_figure([0, 1], {"a": [0, 1]}))
+    assert view.mode == "static" and isinstance(view.widget, widgets.Output)
+    monkeypatch.setenv("QAE_LAB_PLOTS", "widget")
+    view = FigureView(line_figure([0, 1], {"a": [0, 1]}))
+    assert view.mode == "widget" and isinstance(view.widget, go.FigureWidget)
+
+
+# ---------------------------------------------------------------- FigureView
+
+def test_figure_view_static_update_replaces_the_figure():
+    first, second = line_figure([0, 1], {"a": [0, 1]}), bar_figure(["x"], {"b": [2]})
+    view = FigureView(first, mode="static")
+    assert view.mode == "static" and isinstance(view.widget, widgets.Output)
+    assert view.figure is first
+    view.update(second)
+    assert view.figure is second and view.figure.data[0].name == "b"
+    assert isinstance(FigureView(mode="static").figure, go.Figure)  # no figure yet: an empty one
+
+
+def test_figure_view_static_redraws_into_its_output(monkeypatch):
+    # in a kernel, static mode displays each new figure in its Output; fake the kernel and record display()
+    shown = []
+    monkeypatch.setattr(IPython, "get_ipython", lambda: object())
+    monkeypatch.setattr(IPython.display, "display", lambda obj, *a, **kw: shown.append(obj))
+    first, second = line_figure([0, 1], {"a": [0, 1]}), line_figure([0, 1], {"b": [1, 0]})
+    view = FigureView(first, mode="static")
+    view.update(second)
+    assert shown == [first, second]
+
+
+def test_figure_view_widget_update_replaces_the_traces():
+    first = line_figure([0, 1, 2], {"a": [0, 1, 2], "b": [2, 1, 0]}, title="first")
+    view = FigureView(first, mode="widget")
+    assert view.mode == "widget" and isinstance(view.widget, go.FigureWidget)
+    assert [t.name for t in view.widget.data] == ["a", "b"]
+    second = line_figure([0, 1], {"c": [5, 6]}, title="second", log_y=True)
+    view.update(second)
+    assert view.figure is second
+    assert [t.name for t in view.widget.data] == ["c"]
+    assert list(view.widget.data[0].y) == [5.0, 6.0]
+    assert view.widget.layout.title.text == "second" and view.widget.layout.yaxis.type == "log"
+    view.update(bar_figure(["x", "y"], {"m": [1, 2], "q": [3, 4]}))
+    assert [t.type for t in view.widget.data] == ["bar", "bar"]
+
+
+@pytest.mark.parametrize("mode", ["Static", "widgets", "", None])
+def test_figure_view_bad_mode(mode):
+    with pytest.raises(ValueError, match="mode"):
+        FigureView(mode=mode)
+    with pytest.raises(ValueError, match="mode"):
+        interactive(lambda n: line_figure(range(n), {"y": range(n)}), {"n": widgets.IntSlider(value=2)}, mode=mode)
+
+
+# ---------------------------------------------------------------- interactive
+
+@pytest.mark.parametrize("mode", ["static", "widget"])
+def test_interactive_rebuilds_on_control_change(mode):
+    calls = []
+
+    def build(n, kind):
+        calls.append((n, kind))
+        return line_figure(range(n), {kind: [i * i for i in range(n)]})
+
+    n = widgets.IntSlider(value=2, min=1, max=10)
+    kind = widgets.Dropdown(options=["mean", "quantile"], value="mean")
+    box = interactive(build, {"n": n, "kind": kind}, mode=mode)
+    assert isinstance(box, widgets.VBox)
+    assert box.view.mode == mode and box.controls == {"n": n, "kind": kind}
+    assert box.children[1] is box.view.widget and list(box.children[0].children) == [n, kind]
+    assert calls == [(2, "mean")]
+    n.value = 5
+    assert calls[-1] == (5, "mean") and len(box.view.figure.data[0].x) == 5
+    kind.value = "quantile"
+    assert calls[-1] == (5, "quantile") and box.view.figure.data[0].name == "quantile"
+    if mode == "widget":
+        assert [t.name for t in box.view.widget.data] == ["quantile"]
+        assert list(box.view.widget.data[0].y) == [0.0, 1.0, 4.0, 9.0, 16.0]
+    n.value = 5  # no change, no re-build
+    assert len(calls) == 3
+    box.refresh()
+    assert len(calls) == 4

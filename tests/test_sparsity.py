@@ -1,0 +1,188 @@
+"""Tests for qae_lab.sparsity: the two-regime gate's zero counts and zero-advantage fractions.
+
+Reference quantiles from ``tests/reference.py`` stand in for the gate; exact Binomial and
+Beta-Binomial sums are checked against direct sums, numerical integration and sampling.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from reference import ref_quantile_linear, ref_quantile_paper
+
+from qae_lab.advantages import group_advantages
+from qae_lab.sparsity import (
+    expected_zero_fraction,
+    expected_zero_fraction_beta,
+    gate_table,
+    gate_zero_counts,
+)
+
+F64 = torch.float64
+
+
+def T(x, dtype=F64) -> torch.Tensor:
+    return torch.tensor(x, dtype=dtype)
+
+
+def ref_gate(c: int, g: int, k: float, method: str) -> tuple[int, int]:
+    """(#responses with A = 0, gate_table entry) for a binary group with c successes, from the reference quantiles.
+
+    The entry is 0 for an all-equal group, +1 if b = 0 (only successes move, up), -1 if b = 1 (only failures
+    move, down), 2 if b lies strictly between (both move).
+    """
+    if c in (0, g):
+        return g, 0
+    group = [0.0] * (g - c) + [1.0] * c
+    b = (ref_quantile_paper if method == "paper" else ref_quantile_linear)(group, k)
+    return sum(1 for x in group if x == b), (1 if b == 0.0 else -1 if b == 1.0 else 2)
+
+
+def ref_zero_count(c: int, g: int, k: float, method: str) -> int:
+    return ref_gate(c, g, k, method)[0]
+
+
+def zero_fraction_per_group(rewards: torch.Tensor, g: int, k: float, method: str) -> torch.Tensor:
+    """(M, G) binary rewards -> (M,) fraction of each group with A = 0, via group_advantages."""
+    adv = group_advantages(rewards.reshape(-1), g, baseline="quantile", k=k, quantile_method=method, scale="none")
+    return (adv.view(-1, g) == 0).double().mean(1)
+
+
+
+# ---------------------------------------------------------------- the gate: zero counts and table
+
+def test_gate_hand_g4():
+    # G=4, K=0.4. Paper: b = 2nd smallest (ceil 1.6 = 2), hard (b = 0) while c <= 2.
+    assert gate_zero_counts(4, 0.4).tolist() == [4, 3, 2, 3, 4]
+    assert gate_table(4, [0.4]).tolist() == [[0, 1, 1, -1, 0]]
+    # Linear: position 0.4 * 3 = 1.2 in 0..0 1..1; c = 2 gives sorted (0, 0, 1, 1) and b = 0.2: both sides move
+    assert gate_zero_counts(4, 0.4, "linear").tolist() == [4, 3, 0, 3, 4]
+    assert gate_table(4, [0.4], "linear").tolist() == [[0, 1, 2, -1, 0]]
+
+
+def test_gate_hand_g8():
+    # Paper, K=0.4: b = 4th smallest; b = 0 iff 8 - c >= 4 iff c <= 4.
+    assert gate_zero_counts(8, 0.4).tolist() == [8, 7, 6, 5, 4, 5, 6, 7, 8]
+    # Linear, K=0.4: position 2.8, b = s[2] + 0.8 (s[3] - s[2]); c = 5: s[2] = 0, s[3] = 1, b = 0.8 (+ and -)
+    assert gate_zero_counts(8, 0.4, "linear").tolist() == [8, 7, 6, 5, 4, 0, 6, 7, 8]
+    # K=0.6: paper b = 5th smallest, hard iff c <= 3; linear position 4.2, c = 3 gives b = 0.2
+    want = {"paper": [[0, 1, 1, 1, 1, -1, -1, -1, 0], [0, 1, 1, 1, -1, -1, -1, -1, 0]],
+            "linear": [[0, 1, 1, 1, 1, 2, -1, -1, 0], [0, 1, 1, 2, -1, -1, -1, -1, 0]]}
+    for method, rows in want.items():
+        assert gate_table(8, [0.4, 0.6], method).tolist() == rows
+        assert gate_table(8, torch.tensor([0.4, 0.6]), method).tolist() == rows  # a float32 tensor of K too
+
+
+@pytest.mark.parametrize("method", ["paper", "linear"])
+def test_gate_matches_reference_quantiles(method):
+    for g in (2, 3, 5, 8, 13, 16):
+        ks = [0.1, 0.2, 0.25, 0.4, 0.5, 0.6, 0.75, 0.8, 0.95]
+        table = gate_table(g, ks, method)
+        assert table.shape == (len(ks), g + 1)
+        for row, k in zip(table.tolist(), ks):
+            zeros = gate_zero_counts(g, k, method).tolist()
+            for c in range(g + 1):
+                n0, entry = ref_gate(c, g, k, method)
+                assert (zeros[c], row[c]) == (n0, entry)
+                # the entry says which side keeps A = 0: failures (+1), successes (-1), everyone (0), nobody (2)
+                assert n0 == {0: g, 1: g - c, -1: c, 2: 0}[entry]
+            if method == "paper":
+                hard = [c <= g - math.ceil(round(k * g, 9)) for c in range(g + 1)]
+                assert zeros == [g - c if h else c for c, h in zip(range(g + 1), hard)]
+
+
+def test_gate_bad_input():
+    with pytest.raises(ValueError, match="group_size"):
+        gate_zero_counts(1, 0.4)
+    with pytest.raises(ValueError, match="k"):
+        gate_zero_counts(4, 1.0)
+    with pytest.raises(ValueError, match="method"):
+        gate_zero_counts(4, 0.4, "nearest")
+    with pytest.raises(ValueError, match="ks"):
+        gate_table(4, [0.4, 0.0])
+    with pytest.raises(ValueError, match="ks"):
+        gate_table(4, [float("nan")])
+
+
+def test_gate_table_empty_ks_is_a_value_error():
+    with pytest.raises(ValueError, match="ks"):
+        gate_table(4, [])
+
+
+# ---------------------------------------------------------------- expected zero fraction
+
+@pytest.mark.parametrize("method", ["paper", "linear"])
+def test_expected_zero_fraction_matches_binomial_sum(method):
+    ps = [0.0, 0.01, 0.2, 0.37, 0.5, 0.6, 0.83, 0.99, 1.0]
+    for g in (4, 8, 16):
+        for k in (0.2, 0.4, 0.6, 0.8):
+            got = expected_zero_fraction(T(ps), g, k, method)
+            assert got.shape == (len(ps),) and got.dtype == F64
+            for p, e in zip(ps, got.tolist()):
+                want = sum(math.comb(g, c) * p ** c * (1 - p) ** (g - c) * ref_zero_count(c, g, k, method) / g
+                           for c in range(g + 1))
+                assert e == pytest.approx(want, abs=1e-12)
+    assert expected_zero_fraction(T([0.0, 1.0]), 8, 0.4).tolist() == [1.0, 1.0]
+    assert expected_zero_fraction(torch.full((2, 3), 0.5), 8, 0.4).shape == (2, 3)
+    assert expected_zero_fraction(0.5, 8, 0.4).shape == ()
+
+
+@pytest.mark.parametrize("method", ["paper", "linear"])
+def test_expected_zero_fraction_matches_sampled_groups(method):
+    gen = torch.Generator().manual_seed(12)
+    g, k, m = 8, 0.4, 20000
+    for p in (0.1, 0.35, 0.6, 0.85):
+        rewards = (torch.rand(m, g, generator=gen, dtype=F64) < p).double()  # success count ~ Binomial(G, p)
+        frac = zero_fraction_per_group(rewards, g, k, method)  # (M,)
+        se = frac.std().item() / math.sqrt(m)
+        assert abs(frac.mean().item() - expected_zero_fraction(p, g, k, method).item()) <= 4 * se
+
+
+def test_expected_zero_fraction_beta_uniform_hand():
+    # Beta(1, 1): the success count is uniform on 0..G. G=16, K=0.4 (paper): zeros 16-c for c <= 9 (16+...+7 = 115)
+    # and c for c >= 10 (10+...+16 = 91): E = 206 / (16 * 17)
+    assert expected_zero_fraction_beta(1.0, 1.0, 16, 0.4) == pytest.approx(206 / 272, abs=1e-12)
+
+
+@pytest.mark.parametrize("a,b,g,k,method", [(1.0, 1.0, 8, 0.4, "paper"), (2.0, 5.0, 16, 0.4, "paper"),
+                                            (3.5, 2.5, 8, 0.6, "linear"), (1.0, 2.5, 8, 0.4, "linear")])
+def test_expected_zero_fraction_beta_is_binomial_averaged_over_beta(a, b, g, k, method):
+    # midpoint rule for int_0^1 E[zero frac | p] Beta(p; a, b) dp. With a, b in {1} or >= 2 the integrand is
+    # bounded with a bounded derivative, so the rule's error is O(1/n^2) ~ 1e-9 (a = 1.5 would give O(n^-1.5))
+    n = 20000
+    p = (torch.arange(n, dtype=F64) + 0.5) / n
+    log_norm = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+    pdf = torch.exp(log_norm + (a - 1) * torch.log(p) + (b - 1) * torch.log1p(-p))
+    want = float((expected_zero_fraction(p, g, k, method) * pdf).sum() / n)
+    assert expected_zero_fraction_beta(a, b, g, k, method) == pytest.approx(want, abs=1e-7)
+
+
+@pytest.mark.parametrize("a,b", [(0.5, 0.5), (2.0, 3.0)])
+def test_expected_zero_fraction_beta_matches_sampling(a, b):
+    g, k, m = 8, 0.4, 20000
+    with torch.random.fork_rng():  # Beta.sample draws from the global generator; keep it untouched
+        torch.manual_seed(13)
+        p = torch.distributions.Beta(torch.tensor(a, dtype=F64), torch.tensor(b, dtype=F64)).sample((m,))  # (M,)
+    gen = torch.Generator().manual_seed(14)
+    rewards = (torch.rand(m, g, generator=gen, dtype=F64) < p[:, None]).double()  # (M, G)
+    frac = zero_fraction_per_group(rewards, g, k, "paper")
+    se = frac.std().item() / math.sqrt(m)
+    assert abs(frac.mean().item() - expected_zero_fraction_beta(a, b, g, k)) <= 4 * se
+
+
+def test_expected_zero_fraction_bad_input():
+    for p in (-0.1, 1.1, float("nan")):
+        with pytest.raises(ValueError, match="p"):
+            expected_zero_fraction(p, 8, 0.4)
+    with pytest.raises(ValueError, match="group_size"):
+        expected_zero_fraction(0.5, 1, 0.4)
+    with pytest.raises(ValueError, match="k"):
+        expected_zero_fraction(0.5, 8, 0.0)
+    for bad in ({"a": 0.0}, {"b": -1.0}, {"a": float("nan")}):
+        args = {"a": 1.0, "b": 1.0} | bad
+        with pytest.raises(ValueError, match=rf"^{next(iter(bad))} "):
+            expected_zero_fraction_beta(args["a"], args["b"], 8, 0.4)
+    with pytest.raises(ValueError, match="k"):
+        expected_zero_fraction_beta(1.0, 1.0, 8, 1.0)
