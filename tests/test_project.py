@@ -69,3 +69,17 @@ def test_core_import_needs_no_trainer_stack():
     code = ("import sys; sys.modules.update({m: None for m in ('trl', 'transformers', 'peft', 'verl')}); "
             "import qae_lab, qae_lab.advantages, qae_lab.token_weights, qae_lab.integrations.verl")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_wheel_carries_the_package_and_the_embedded_model(tmp_path):
+    # a non-editable install (e.g. `pip install git+...` in Colab) must bring data/embedded along
+    import zipfile
+
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                    str(tmp_path), str(ROOT)], check=True, capture_output=True)
+    (wheel,) = tmp_path.glob("qae_lab-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for f in ("model.safetensors", "tokenizer.json", "config.json", "chat_template.jinja"):
+        assert f"qae_lab/embedded_model/{f}" in names, f
+    modules = {p.relative_to(ROOT).as_posix() for p in (ROOT / "qae_lab").rglob("*.py")}
+    assert modules <= names  # every module of every subpackage is packaged

@@ -1,0 +1,222 @@
+r"""Prompts for RL with verifiable rewards: GSM8K, a synthetic arithmetic task, chat prompts.
+
+Every loader returns *records*, plain dicts of one shape whatever the source::
+
+    {"id": "gsm8k-test-17", "question": "...", "answer": "...\n#### 72",
+     "gold": "72", "level": None, "source": "gsm8k", "steps": ["48 / 2 = 24", ...]}
+
+``answer`` is GSM8K's solution text (calculator annotations ``<<48/2=24>>`` and all),
+``gold`` the final answer after ``####`` as a canonical integer string (no thousands
+commas), ``steps`` the solution's lines without annotations, ``level`` the synthetic
+difficulty (1-5) or None. :func:`to_grpo_dataset` turns records into what TRL's
+``GRPOTrainer`` expects: a conversational ``prompt`` column plus ``gold`` (which TRL hands
+to every reward function as a keyword argument).
+
+GSM8K (openai/grade-school-math, MIT): train 7,473 and test 1,319 problems. It loads from
+the Hub through ``datasets`` (``openai/gsm8k``, config ``main``), or from a local folder of
+the original ``train.jsonl`` / ``test.jsonl``: the ``path`` argument, else the environment
+variable ``QAE_LAB_GSM8K_DIR``. Nothing of GSM8K is stored in this project.
+
+The synthetic task mirrors GSM8K's shape with short word problems at five difficulty
+levels (one- and two-step addition, subtraction, multiplication), deterministic by seed,
+so that a tiny model reaches a spread of per-prompt success rates: QAE's two regimes
+(hard and easy prompts) both need to be populated.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "SYSTEM_PROMPT", "GSM8K_ENV", "LEVELS", "load_gsm8k", "gsm8k_gold", "sa_ah_split", "synthetic_task",
+    "chat_messages", "prompt_text", "xml_completion", "to_grpo_dataset", "seeded_subset",
+]
+
+GSM8K_ENV = "QAE_LAB_GSM8K_DIR"
+GSM8K_HUB_ID, GSM8K_CONFIG = "openai/gsm8k", "main"
+SYSTEM_PROMPT = (
+    "Solve the problem. Respond in the following format:\n"
+    "<reasoning>\n...\n</reasoning>\n<answer>\n...\n</answer>"
+)
+LEVELS = (1, 2, 3, 4, 5)
+_ANNOTATION = re.compile(r"<<[^<>]*>>")
+_GOLD = re.compile(r"####\s*(.+?)\s*$", re.S)
+
+
+def gsm8k_gold(answer: str) -> str:
+    r"""The final answer of a GSM8K solution, after ``####``, as a canonical integer string.
+
+    >>> gsm8k_gold("She pays 2 * 500 = <<2*500=1000>>1000.\n#### 1,000"), gsm8k_gold("#### -3")
+    ('1000', '-3')
+    """
+    m = _GOLD.search(answer) if isinstance(answer, str) else None
+    value = m.group(1).replace(",", "") if m else ""
+    if not re.fullmatch(r"-?\d+", value):
+        raise ValueError(f"answer must end in '#### <integer>' (GSM8K format), got {answer!r:.80}")
+    return str(int(value))
+
+
+def _gsm8k_record(row: dict, split: str, i: int) -> dict[str, Any]:
+    answer = row["answer"]
+    body = answer[: answer.rfind("####")]
+    steps = [_ANNOTATION.sub("", line).strip() for line in body.splitlines() if line.strip()]
+    return {"id": f"gsm8k-{split}-{i}", "question": row["question"].strip(), "answer": answer,
+            "gold": gsm8k_gold(answer), "level": None, "source": "gsm8k", "steps": steps}
+
+
+def seeded_subset(records: list[dict], n: int | None, seed: int = 0) -> list[dict]:
+    r"""``n`` records drawn without replacement by ``seed`` (all, in order, when n is None).
+
+    >>> [r["id"] for r in seeded_subset([{"id": i} for i in range(5)], 3, seed=1)]
+    [1, 0, 4]
+    """
+    if n is None:
+        return list(records)
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 < n <= len(records):
+        raise ValueError(f"n must be an int in [1, {len(records)}] (the number of records), got {n!r}")
+    return random.Random(seed).sample(list(records), n)
+
+
+def load_gsm8k(split: str = "train", *, path: str | os.PathLike | None = None, n: int | None = None,
+               seed: int = 0) -> list[dict[str, Any]]:
+    r"""GSM8K records of one split: from a local folder if given, else from the Hub.
+
+    Args:
+        split: ``"train"`` or ``"test"``.
+        path: folder holding ``train.jsonl`` / ``test.jsonl``; defaults to the environment
+            variable ``QAE_LAB_GSM8K_DIR``; when neither is set, ``datasets.load_dataset
+            ("openai/gsm8k", "main")`` downloads it.
+        n: a seeded random subset of this size (None: the whole split, in file order).
+        seed: the subset's seed.
+
+    Returns:
+        list of records (see the module docstring).
+    """
+    if split not in ("train", "test"):
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    path = path if path is not None else os.environ.get(GSM8K_ENV) or None
+    if path is not None:
+        file = Path(path) / f"{split}.jsonl"
+        if not file.is_file():
+            raise FileNotFoundError(f"no {file.name} in {Path(path)} (set path= or {GSM8K_ENV} to the GSM8K folder)")
+        with file.open(encoding="utf-8") as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+    else:
+        from datasets import load_dataset
+
+        rows = list(load_dataset(GSM8K_HUB_ID, GSM8K_CONFIG, split=split))
+    return seeded_subset([_gsm8k_record(row, split, i) for i, row in enumerate(rows)], n, seed)
+
+
+def sa_ah_split(*, path: str | os.PathLike | None = None, n_train: int = 800, n_eval: int = 500,
+                seed: int = 0) -> tuple[list[dict], list[dict]]:
+    r"""SA-AH-GRPO's set-up (arXiv 2606.05434): 800 training problems from GSM8K's train
+    split and 500 evaluation problems from its test split, drawn by ``seed``."""
+    return (load_gsm8k("train", path=path, n=n_train, seed=seed),
+            load_gsm8k("test", path=path, n=n_eval, seed=seed))
+
+
+_NAMES = ("Ava", "Ben", "Cleo", "Dev", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jade", "Kai", "Lena", "Milo", "Nia")
+_ITEMS = ("apples", "pens", "cards", "stamps", "books", "shells", "coins", "marbles", "stickers", "cookies")
+
+
+def _problem(level: int, rng: random.Random) -> tuple[str, list[str], int]:
+    """One word problem of a level: (question, solution steps, answer)."""
+    name, item = rng.choice(_NAMES), rng.choice(_ITEMS)
+    if level == 1:  # one-digit addition
+        a, b = rng.randint(0, 9), rng.randint(0, 9)
+        return f"{name} has {a} {item} and gets {b} more. How many {item} does {name} have now?", \
+            [f"{a} + {b} = {a + b}"], a + b
+    if level == 2:  # two-digit plus one-digit
+        a, b = rng.randint(10, 49), rng.randint(1, 9)
+        return f"{name} has {a} {item}. A friend gives {name} {b} more. How many {item} does {name} have?", \
+            [f"{a} + {b} = {a + b}"], a + b
+    if level == 3:  # two-digit minus one-digit
+        a, b = rng.randint(10, 49), rng.randint(1, 9)
+        return f"{name} has {a} {item} and gives away {b}. How many {item} are left?", [f"{a} - {b} = {a - b}"], a - b
+    if level == 4:  # one-digit multiplication
+        a, b = rng.randint(2, 9), rng.randint(2, 9)
+        return f"There are {a} boxes with {b} {item} in each box. How many {item} are there?", \
+            [f"{a} * {b} = {a * b}"], a * b
+    if level == 5:  # two steps: multiply, then add
+        a, b, c = rng.randint(1, 20), rng.randint(2, 5), rng.randint(2, 5)
+        return (f"{name} has {a} {item} and buys {b} packs with {c} {item} in each pack. "
+                f"How many {item} does {name} have now?"), [f"{b} * {c} = {b * c}", f"{a} + {b * c} = {a + b * c}"], \
+            a + b * c
+    raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+
+
+def synthetic_task(n: int, *, levels=LEVELS, seed: int = 0) -> list[dict[str, Any]]:
+    r"""``n`` synthetic arithmetic word problems in GSM8K's record shape, deterministic by ``seed``.
+
+    Levels (difficulty for a small model): 1 one-digit addition, 2 two-digit plus one-digit,
+    3 two-digit minus one-digit, 4 one-digit multiplication, 5 multiply then add. Levels
+    are cycled so every level gets n / len(levels) problems.
+
+    >>> r = synthetic_task(2, levels=(1, 4), seed=3)
+    >>> [x["level"] for x in r], r[0]["answer"].splitlines()[-1] == "#### " + r[0]["gold"]
+    ([1, 4], True)
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be an int >= 1, got {n!r}")
+    levels = tuple(levels)
+    if not levels or any(lv not in LEVELS for lv in levels):
+        raise ValueError(f"levels must be a non-empty subset of {LEVELS}, got {levels!r}")
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        level = levels[i % len(levels)]
+        question, steps, value = _problem(level, rng)
+        out.append({"id": f"synthetic-{seed}-{i}", "question": question,
+                    "answer": "\n".join(steps) + f"\n#### {value}", "gold": str(value), "level": level,
+                    "source": "synthetic", "steps": steps})
+    return out
+
+
+def chat_messages(record: dict) -> list[dict[str, str]]:
+    r"""The conversation that asks ``record``'s question: the format system prompt, then the user turn.
+
+    >>> [m["role"] for m in chat_messages({"question": "What is 2 + 2?"})]
+    ['system', 'user']
+    """
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": record["question"]}]
+
+
+def prompt_text(record: dict, tokenizer) -> str:
+    r"""The prompt string a model generates from: :func:`chat_messages` through the tokenizer's
+    chat template, ending with the assistant turn's opening."""
+    if getattr(tokenizer, "chat_template", None) is None:
+        raise ValueError("tokenizer has no chat_template; use an instruct model's tokenizer or qae_lab's embedded one")
+    return tokenizer.apply_chat_template(chat_messages(record), tokenize=False, add_generation_prompt=True)
+
+
+def xml_completion(record: dict, answer: str | None = None) -> str:
+    r"""The completion in the requested format, from the record's steps and its gold (or ``answer``).
+
+    >>> print(xml_completion({"steps": ["3 + 4 = 7"], "gold": "7"}))
+    <reasoning>
+    3 + 4 = 7
+    </reasoning>
+    <answer>
+    7
+    </answer>
+    """
+    steps = "\n".join(record["steps"])
+    return f"<reasoning>\n{steps}\n</reasoning>\n<answer>\n{record['gold'] if answer is None else answer}\n</answer>"
+
+
+def to_grpo_dataset(records: list[dict]):
+    r"""A ``datasets.Dataset`` for TRL's GRPOTrainer: conversational ``prompt``, ``gold``,
+    ``level`` (0 for GSM8K) and ``id``. TRL applies the chat template itself and passes
+    ``gold`` and ``level`` to the reward functions as keyword lists."""
+    from datasets import Dataset
+
+    if not records:
+        raise ValueError("records must not be empty")
+    return Dataset.from_list([{"prompt": chat_messages(r), "gold": r["gold"], "level": r["level"] or 0,
+                               "id": r["id"]} for r in records])

@@ -1,0 +1,185 @@
+r"""The embedded model: a tiny Qwen2 the project trains itself, so everything runs offline on a CPU.
+
+``python -m qae_lab.embedded`` rebuilds it from scratch (a few minutes on 2 cores) into
+``data/embedded/``: a byte-level BPE tokenizer (digits split one by one, Qwen's chat
+markers ``<|im_start|>`` / ``<|im_end|>``, a Qwen-style chat template) and a
+``transformers.Qwen2ForCausalLM`` of about a million parameters, supervised on the
+synthetic arithmetic task of :mod:`qae_lab.data` in the XML answer format.
+
+Why noisy targets. RLVR mostly sharpens what a model can already sample: it turns pass@k
+into pass@1. A tiny model whose errors are pure incapacity leaves RL nothing to find in a
+short run. So the supervised targets are right only part of the time, at a rate that
+falls with the difficulty level (:data:`CORRECT_RATE`); the wrong targets change the last
+step's result by a small offset, consistently in the reasoning and the answer. The model
+learns to put real but partial probability on the right answer: sampled pass@1 in the
+middle, pass@8 far higher, and per-prompt success rates spread over (0, 1), so that
+both of QAE's regimes are populated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import time
+from pathlib import Path
+
+import torch
+
+from qae_lab.data import LEVELS, SYSTEM_PROMPT, chat_messages, synthetic_task, xml_completion
+
+__all__ = ["CORRECT_RATE", "CHAT_TEMPLATE", "DEFAULT_DIR", "build_tokenizer", "embedded_config", "noisy_example",
+           "train_embedded", "main"]
+
+DEFAULT_DIR = Path(__file__).resolve().parents[1] / "data" / "embedded"
+CORRECT_RATE = {1: 0.85, 2: 0.7, 3: 0.55, 4: 0.45, 5: 0.35}  # P(supervised target is right) per level
+WRONG_OFFSETS = (-10, -2, -1, 1, 2, 10)
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+CHAT_TEMPLATE = (
+    "{%- for message in messages %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+
+
+def noisy_example(record: dict, rng: random.Random, correct_rate: dict[int, float] = CORRECT_RATE) -> str:
+    r"""The supervised completion for a synthetic record: right with probability ``correct_rate[level]``,
+    else the last step's result moved by one of :data:`WRONG_OFFSETS` (reasoning and answer agree).
+
+    >>> rec = {"steps": ["3 + 4 = 7"], "gold": "7", "level": 1}
+    >>> noisy_example(rec, random.Random(0), {1: 1.0}).splitlines()[-2]
+    '7'
+    >>> noisy_example(rec, random.Random(0), {1: 0.0}).splitlines()[1]
+    '3 + 4 = 8'
+    """
+    if rng.random() < correct_rate[record["level"]]:
+        return xml_completion(record)
+    wrong = int(record["gold"]) + rng.choice(WRONG_OFFSETS)
+    *head, last = record["steps"]
+    last = last.rsplit("=", 1)[0] + f"= {wrong}"
+    return xml_completion({"steps": [*head, last], "gold": str(wrong)})
+
+
+def _corpus(n: int, seed: int) -> list[str]:
+    """Texts the tokenizer learns its merges from: whole chats of the synthetic task."""
+    rng = random.Random(seed)
+    texts = []
+    for rec in synthetic_task(n, seed=seed):
+        chat = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in chat_messages(rec))
+        texts.append(chat + "<|im_start|>assistant\n" + noisy_example(rec, rng) + "<|im_end|>\n")
+    return texts
+
+
+def build_tokenizer(vocab_size: int = 640, *, seed: int = 0):
+    r"""A byte-level BPE tokenizer for the synthetic task, wrapped as a transformers fast tokenizer.
+
+    Digits are split one by one before BPE (arithmetic on whole-number tokens is much harder
+    for a small model); ``<|im_end|>`` ends a turn and is the EOS token; ``<|endoftext|>``
+    pads. Any text round-trips (byte-level), so GSM8K text also encodes, just long.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                                 pre_tokenizers.ByteLevel(add_prefix_space=False)])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(_corpus(4000, seed) + [SYSTEM_PROMPT], trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                                   bos_token=None, unk_token=None, model_max_length=512, padding_side="left")
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def embedded_config(vocab_size: int, *, hidden: int = 128, layers: int = 4, heads: int = 4):
+    r"""A Qwen2 architecture small enough to train in minutes on a CPU (about 1M parameters)."""
+    from transformers import Qwen2Config
+
+    return Qwen2Config(vocab_size=vocab_size, hidden_size=hidden, intermediate_size=3 * hidden,
+                       num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads // 2,
+                       max_position_embeddings=512, tie_word_embeddings=True, rope_theta=10000.0,
+                       use_sliding_window=False)
+
+
+def _batch(tokenizer, rng: random.Random, batch_size: int, correct_rate) -> dict[str, torch.Tensor]:
+    """A fresh batch of (prompt, noisy completion) pairs; the loss covers completion tokens only."""
+    records = synthetic_task(batch_size, seed=rng.randrange(2**31))
+    ids, labels = [], []
+    for rec in records:
+        prompt = tokenizer.apply_chat_template(chat_messages(rec), tokenize=False, add_generation_prompt=True)
+        p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        c_ids = tokenizer(noisy_example(rec, rng, correct_rate) + "<|im_end|>", add_special_tokens=False)["input_ids"]
+        ids.append(p_ids + c_ids)
+        labels.append([-100] * len(p_ids) + c_ids)
+    t = max(map(len, ids))
+    pad = tokenizer.pad_token_id
+    input_ids = torch.tensor([x + [pad] * (t - len(x)) for x in ids])  # (B, T), right-padded for training
+    label_t = torch.tensor([y + [-100] * (t - len(y)) for y in labels])
+    attention = torch.tensor([[1] * len(x) + [0] * (t - len(x)) for x in ids])
+    return {"input_ids": input_ids, "labels": label_t, "attention_mask": attention}
+
+
+def train_embedded(out_dir: str | Path = DEFAULT_DIR, *, steps: int = 1500, batch_size: int = 48, lr: float = 3e-3,
+                   seed: int = 0, correct_rate: dict[int, float] = CORRECT_RATE, log_every: int = 100) -> Path:
+    r"""Build the tokenizer, train the tiny Qwen2 by SFT on noisy synthetic targets, save both.
+
+    Every step draws fresh problems (no epoch, no overfitting to a fixed set). AdamW with
+    linear warm-up and cosine decay. Saves safetensors weights and the tokenizer into
+    ``out_dir`` and returns it.
+    """
+    from transformers import Qwen2ForCausalLM
+
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
+    tokenizer = build_tokenizer(seed=seed)
+    model = Qwen2ForCausalLM(embedded_config(len(tokenizer)))
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.98))
+    warmup = max(1, steps // 20)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps)))
+    t0 = time.time()
+    n_params = sum(p.numel() for p in model.parameters())
+    print(f"embedded model: {n_params / 1e6:.2f}M parameters, vocab {len(tokenizer)}, {steps} steps of {batch_size}")
+    for step in range(1, steps + 1):
+        loss = model(**_batch(tokenizer, rng, batch_size, correct_rate)).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        if step % log_every == 0 or step == steps:
+            print(f"step {step:5d}  loss {loss.item():.4f}  {time.time() - t0:6.0f}s", flush=True)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.config.eos_token_id = tokenizer.eos_token_id
+    model.config.pad_token_id = tokenizer.pad_token_id
+    model.eval()
+    model.save_pretrained(out_dir, safe_serialization=True)
+    tokenizer.save_pretrained(out_dir)
+    return out_dir
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line: rebuild the embedded model (``python -m qae_lab.embedded --help``)."""
+    p = argparse.ArgumentParser(prog="python -m qae_lab.embedded", description="Rebuild qae_lab's embedded tiny "
+                                "Qwen2 model from scratch (SFT on noisy synthetic arithmetic targets).")
+    p.add_argument("--out", type=Path, default=DEFAULT_DIR, help="output folder (default: data/embedded)")
+    p.add_argument("--steps", type=int, default=1500, help="optimisation steps (default 1500)")
+    p.add_argument("--batch-size", type=int, default=48)
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--seed", type=int, default=0)
+    a = p.parse_args(argv)
+    if a.steps < 1 or a.batch_size < 1 or not a.lr > 0:
+        p.error("--steps and --batch-size must be >= 1 and --lr > 0")
+    out = train_embedded(a.out, steps=a.steps, batch_size=a.batch_size, lr=a.lr, seed=a.seed)
+    print(f"saved to {out}; levels {LEVELS}, target correct rates {CORRECT_RATE}")
+
+
+if __name__ == "__main__":
+    main()

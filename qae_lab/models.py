@@ -1,0 +1,123 @@
+r"""Policies to train: Qwen2.5-Instruct from the Hub, or the project's embedded tiny Qwen2, with LoRA.
+
+``load_policy(name_or_path)`` returns ``(model, tokenizer)``:
+
+* ``"embedded"``: the tiny Qwen2 trained by ``python -m qae_lab.embedded`` and committed in
+  ``data/embedded/`` (installed as ``qae_lab/embedded_model/``); loads offline, runs on a CPU.
+* ``"qwen2.5-0.5b"``, ``"qwen2.5-1.5b"``, ``"qwen2.5-3b"``: the Instruct models of the SA-AH
+  paper's set-up (Qwen/Qwen2.5-*-Instruct), from the Hub or its local cache.
+* any other Hub id or local folder of a causal LM with a chat template.
+
+Weights load as safetensors only and never with ``trust_remote_code``: a model repository
+cannot run code here. LoRA (SA-AH's set-up: r = 16 on the attention and MLP projections)
+comes from :func:`lora_config`, either applied here (``lora=True``) or handed to TRL's
+``GRPOTrainer(peft_config=...)``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+__all__ = ["QWEN_MODELS", "LORA_TARGETS", "EMBEDDED_ENV", "embedded_dir", "resolve_name", "lora_config",
+           "load_policy"]
+
+QWEN_MODELS = {
+    "qwen2.5-0.5b": "Qwen/Qwen2.5-0.5B-Instruct",
+    "qwen2.5-1.5b": "Qwen/Qwen2.5-1.5B-Instruct",
+    "qwen2.5-3b": "Qwen/Qwen2.5-3B-Instruct",
+}
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+EMBEDDED_ENV = "QAE_LAB_EMBEDDED_DIR"
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def embedded_dir() -> Path:
+    r"""Where the embedded model's files are: ``$QAE_LAB_EMBEDDED_DIR``, else ``data/embedded``
+    of a source checkout, else the copy installed inside the package."""
+    here = Path(__file__).resolve().parent
+    candidates = [Path(os.environ[EMBEDDED_ENV])] if os.environ.get(EMBEDDED_ENV) else []
+    candidates += [here.parent / "data" / "embedded", here / "embedded_model"]
+    for path in candidates:
+        if (path / "config.json").is_file():
+            return path
+    raise FileNotFoundError(
+        f"the embedded model is not in {', '.join(map(str, candidates))}; rebuild it with "
+        f"`python -m qae_lab.embedded --out <folder>` and point {EMBEDDED_ENV} at the folder")
+
+
+def resolve_name(name_or_path: str) -> str:
+    r"""The folder or Hub id behind a name: ``"embedded"``, a :data:`QWEN_MODELS` alias, or as given.
+
+    >>> resolve_name("qwen2.5-1.5b"), resolve_name("Qwen/Qwen2.5-3B-Instruct")
+    ('Qwen/Qwen2.5-1.5B-Instruct', 'Qwen/Qwen2.5-3B-Instruct')
+    """
+    if not isinstance(name_or_path, (str, os.PathLike)) or not str(name_or_path).strip():
+        raise ValueError(f"name_or_path must be 'embedded', one of {sorted(QWEN_MODELS)}, a Hub id or a folder, "
+                         f"got {name_or_path!r}")
+    name = str(name_or_path)
+    if name == "embedded":
+        return str(embedded_dir())
+    return QWEN_MODELS.get(name.lower(), name)
+
+
+def lora_config(r: int = 16, alpha: int | None = None, dropout: float = 0.05, targets=LORA_TARGETS):
+    r"""PEFT LoRA for a causal LM: rank ``r`` (SA-AH: 16) on the attention and MLP projections,
+    ``lora_alpha = 2 r`` unless given."""
+    from peft import LoraConfig
+
+    if isinstance(r, bool) or not isinstance(r, int) or r < 1:
+        raise ValueError(f"r must be an int >= 1 (the LoRA rank), got {r!r}")
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout must lie in [0, 1), got {dropout!r}")
+    return LoraConfig(r=r, lora_alpha=2 * r if alpha is None else alpha, lora_dropout=dropout,
+                      target_modules=list(targets), task_type="CAUSAL_LM", bias="none")
+
+
+def _dtype(dtype, device: str) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype == "auto":  # bf16 where the GPU does it natively, float32 elsewhere (CPU, old GPUs)
+        cuda = device.startswith("cuda") and torch.cuda.is_available()
+        return torch.bfloat16 if cuda and torch.cuda.is_bf16_supported() else torch.float32
+    if dtype not in _DTYPES:
+        raise ValueError(f"dtype must be 'auto', one of {sorted(_DTYPES)} or a torch.dtype, got {dtype!r}")
+    return _DTYPES[dtype]
+
+
+def load_policy(name_or_path: str = "embedded", *, lora=None, dtype="auto", device: str | None = None,
+                gradient_checkpointing: bool = False):
+    r"""Load a causal LM and its tokenizer, optionally wrapped with LoRA.
+
+    Args:
+        name_or_path: ``"embedded"``, ``"qwen2.5-0.5b" | "qwen2.5-1.5b" | "qwen2.5-3b"``, a Hub
+            id or a local folder.
+        lora: None/False (full model), True (:func:`lora_config` defaults, r = 16) or a
+            ``peft.LoraConfig``.
+        dtype: ``"auto"`` (bf16 on a bf16-capable GPU, else float32), a name or a torch.dtype.
+        device: ``"cuda"``, ``"cpu"``, ...; default cuda when available.
+        gradient_checkpointing: trade compute for memory (16 GB cards).
+
+    Returns:
+        (model, tokenizer); the tokenizer pads on the left (for generation) and has a pad token.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    source = resolve_name(name_or_path)
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "left"
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=_dtype(dtype, device), use_safetensors=True,
+                                                 trust_remote_code=False).to(device)
+    if gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+        model.config.use_cache = False
+    if lora:
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(model, lora if isinstance(lora, LoraConfig) else lora_config())
+    return model, tokenizer

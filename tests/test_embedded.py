@@ -1,0 +1,104 @@
+"""Tests for qae_lab.embedded: noisy targets, the tokenizer, the config, a tiny rebuild, the committed model."""
+
+from __future__ import annotations
+
+import random
+import re
+import subprocess
+import sys
+
+import pytest
+
+from qae_lab.data import synthetic_task
+from qae_lab.embedded import (
+    CORRECT_RATE,
+    SPECIAL_TOKENS,
+    WRONG_OFFSETS,
+    build_tokenizer,
+    embedded_config,
+    noisy_example,
+    train_embedded,
+)
+
+_XML = re.compile(r"^<reasoning>\n(.+)\n</reasoning>\n<answer>\n(-?\d+)\n</answer>$", re.S)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return build_tokenizer()
+
+
+def test_noisy_targets_hit_their_rate_and_stay_consistent():
+    rng = random.Random(0)
+    recs = synthetic_task(5000, seed=1)
+    right = {lv: [] for lv in CORRECT_RATE}
+    for rec in recs:
+        text = noisy_example(rec, rng)
+        steps, answer = _XML.match(text).groups()
+        last = steps.splitlines()[-1]
+        assert last.rsplit("= ", 1)[1] == answer  # reasoning and answer agree, right or wrong
+        assert steps.splitlines()[:-1] == rec["steps"][:-1]  # only the last step is changed
+        offset = int(answer) - int(rec["gold"])
+        assert offset == 0 or offset in WRONG_OFFSETS
+        right[rec["level"]].append(offset == 0)
+    for level, hits in right.items():
+        q, n = CORRECT_RATE[level], len(hits)
+        assert abs(sum(hits) / n - q) < 4 * (q * (1 - q) / n) ** 0.5, level  # within 4 standard errors
+    assert list(CORRECT_RATE.values()) == sorted(CORRECT_RATE.values(), reverse=True)  # harder -> noisier
+
+
+def test_tokenizer_digits_special_tokens_and_round_trip(tokenizer):
+    ids = tokenizer("Ava has 1234 pens.", add_special_tokens=False)["input_ids"]
+    tokens = tokenizer.convert_ids_to_tokens(ids)
+    assert [t.lstrip("Ġ") for t in tokens if t.lstrip("Ġ").isdigit()] == ["1", "2", "3", "4"]
+    for s in SPECIAL_TOKENS:
+        assert len(tokenizer(s, add_special_tokens=False)["input_ids"]) == 1
+    text = "Ünïcode and GSM8K: $1,234.50 — fine\n<answer>\n7\n</answer>"
+    assert tokenizer.decode(tokenizer(text, add_special_tokens=False)["input_ids"]) == text
+    assert tokenizer.eos_token == "<|im_end|>" and tokenizer.pad_token == "<|endoftext|>"
+    msgs = [{"role": "user", "content": "hi"}]
+    assert tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True) == \
+        "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+
+
+def test_config_is_a_small_qwen2():
+    cfg = embedded_config(500)
+    assert cfg.model_type == "qwen2" and cfg.vocab_size == 500 and cfg.tie_word_embeddings
+    assert cfg.num_attention_heads % cfg.num_key_value_heads == 0
+
+
+def test_a_tiny_rebuild_saves_a_loadable_model(tmp_path, monkeypatch):
+    from qae_lab.models import EMBEDDED_ENV, load_policy
+
+    out = train_embedded(tmp_path / "emb", steps=2, batch_size=4, log_every=1)
+    assert (out / "model.safetensors").is_file() and (out / "tokenizer.json").is_file()
+    assert not list(out.glob("*.bin")) and not list(out.glob("*.pt"))  # safetensors only
+    monkeypatch.setenv(EMBEDDED_ENV, str(out))
+    model, tok = load_policy("embedded", device="cpu")
+    assert model.config.eos_token_id == tok.eos_token_id and model.generation_config.pad_token_id == tok.pad_token_id
+
+
+def test_command_line_help():
+    out = subprocess.run([sys.executable, "-m", "qae_lab.embedded", "--help"], capture_output=True, text=True,
+                         check=True).stdout
+    assert "--steps" in out and "--out" in out
+    bad = subprocess.run([sys.executable, "-m", "qae_lab.embedded", "--steps", "0"], capture_output=True, text=True)
+    assert bad.returncode != 0 and "--steps" in bad.stderr
+
+
+def test_committed_model_lands_in_its_measured_band():
+    """The committed model, evaluated offline on CPU: the band measured at build time (data/embedded/README.md:
+    sampled pass@1 0.38, pass@8 0.89, greedy 0.76 on 500 problems) with room for sampling noise on 100."""
+    from qae_lab.evaluate import evaluate
+    from qae_lab.models import load_policy
+
+    model, tok = load_policy("embedded", device="cpu")
+    result = evaluate(model, tok, synthetic_task(100, seed=1000), num_samples=8, ks=(1, 8), max_new_tokens=48,
+                      batch_size=25, seed=0, progress=False)
+    s = result.summary
+    assert 0.28 <= s["pass@1"] <= 0.50, s
+    assert s["pass@8"] >= 0.80 and 0.65 <= s["greedy_pass@1"] <= 0.90, s
+    assert s["extracted_frac"] >= 0.95, s  # it answers in the format
+    assert result.by_level[1]["pass@1"] > result.by_level[5]["pass@1"]  # harder levels are harder
+    rates = result.success_rates()
+    assert sum(p <= 0.6 for p in rates) >= 15 and sum(p > 0.6 for p in rates) >= 15  # both QAE regimes (K = 0.4)

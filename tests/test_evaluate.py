@@ -1,0 +1,359 @@
+"""Tests for qae_lab.evaluate: pass@k against brute force, generation on a tiny random Qwen2,
+evaluate's bookkeeping with a stubbed generator, JSON round-trip, bad input."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from fractions import Fraction
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+import qae_lab.evaluate as ev
+from qae_lab.data import SYSTEM_PROMPT, synthetic_task, xml_completion
+from qae_lab.evaluate import EvalResult, evaluate, generate, pass_at_k
+
+# ---------------------------------------------------------------- pass@k: hand cases
+
+def test_pass_at_k_hand():
+    assert pass_at_k(8, 0, 1) == 0.0 and pass_at_k(8, 0, 8) == 0.0
+    assert pass_at_k(8, 8, 1) == 1.0 and pass_at_k(8, 8, 8) == 1.0
+    for c in range(9):
+        assert pass_at_k(8, c, 1) == pytest.approx(c / 8, abs=1e-15)
+    assert pass_at_k(8, 2, 4) == pytest.approx(1 - 15 / 70, abs=1e-15)  # C(6,4)/C(8,4) = 15/70
+    assert pass_at_k(8, 1, 8) == 1.0  # n - c = 7 < k
+    assert pass_at_k(8, 5, 4) == 1.0  # n - c = 3 < k: exactly 1, no rounding
+    assert pass_at_k(1, 1, 1) == 1.0 and pass_at_k(1, 0, 1) == 0.0
+
+
+# ---------------------------------------------------------------- pass@k: brute force
+
+def brute_force_pass_at_k(n: int, c: int, k: int) -> Fraction:
+    """The fraction of k-subsets of n samples (the first c correct) holding a correct one."""
+    subsets = list(itertools.combinations(range(n), k))
+    return Fraction(sum(any(i < c for i in s) for s in subsets), len(subsets))
+
+
+def test_pass_at_k_matches_brute_force():
+    for n in range(1, 11):
+        for c in range(n + 1):
+            for k in range(1, n + 1):
+                assert abs(pass_at_k(n, c, k) - float(brute_force_pass_at_k(n, c, k))) <= 1e-12, (n, c, k)
+
+
+@given(st.integers(1, 2000).flatmap(lambda n: st.tuples(st.just(n), st.integers(0, n), st.integers(1, n))))
+def test_pass_at_k_matches_exact_binomials_large_n(nck):
+    n, c, k = nck
+    exact = 1 - Fraction(math.comb(n - c, k), math.comb(n, k))  # exact rational (huge integers, reference only)
+    assert pass_at_k(n, c, k) == pytest.approx(float(exact), rel=1e-9, abs=1e-12)
+
+
+@given(st.integers(1, 300).flatmap(lambda n: st.tuples(st.just(n), st.integers(0, n), st.integers(1, n))))
+def test_pass_at_k_monotone_in_k_and_c(nck):
+    n, c, k = nck
+    p = pass_at_k(n, c, k)
+    assert 0.0 <= p <= 1.0
+    if k < n:
+        assert pass_at_k(n, c, k + 1) >= p
+    if c < n:
+        assert pass_at_k(n, c + 1, k) >= p
+
+
+@pytest.mark.parametrize("n,c,k,name", [
+    (0, 0, 1, "n"), (-1, 0, 1, "n"), (8, -1, 1, "c"), (8, 9, 1, "c"), (8, 2, 0, "k"), (8, 2, 9, "k"),
+    (8.0, 2, 1, "n"), (8, 2.5, 1, "c"), (8, 2, True, "k"), ("8", 2, 1, "n"), (8, None, 1, "c"),
+])
+def test_pass_at_k_bad_input(n, c, k, name):
+    with pytest.raises(ValueError, match=rf"^{name} must"):
+        pass_at_k(n, c, k)
+
+
+# ---------------------------------------------------------------- a tiny model, no download
+
+@pytest.fixture(scope="session")
+def tiny():
+    """A byte-level BPE tokenizer with a Qwen-style chat template and a random 2-layer Qwen2."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+    from qae_lab.embedded import CHAT_TEMPLATE
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+                                  show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    bpe.train_from_iterator([SYSTEM_PROMPT] + [r["question"] for r in synthetic_task(20)], trainer)
+    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                                  padding_side="right")  # right: generate must switch to left and back
+    tok.chat_template = CHAT_TEMPLATE
+    torch.manual_seed(0)
+    cfg = Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=256,
+                      eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    model = Qwen2ForCausalLM(cfg)
+    return model, tok
+
+
+@pytest.fixture(scope="session")
+def prompts(tiny):
+    from qae_lab.data import prompt_text
+
+    _, tok = tiny
+    # levels 1, 3, 5 have questions of different lengths: the batch needs real left padding
+    ps = [prompt_text(r, tok) for r in synthetic_task(3, levels=(1, 3, 5), seed=7)]
+    assert len({len(tok(p, add_special_tokens=False)["input_ids"]) for p in ps}) == 3
+    return ps
+
+
+def test_generate_shapes_and_padding_side_restored(tiny, prompts):
+    model, tok = tiny
+    out = generate(model, tok, prompts, num_samples=3, do_sample=True, max_new_tokens=6, batch_size=2,
+                   progress=False)
+    assert len(out) == len(prompts) and all(len(s) == 3 for s in out)
+    assert all(isinstance(x, str) for s in out for x in s)
+    assert not any(x.startswith("<|im_start|>") or "Solve the problem" in x for s in out for x in s)  # no echo
+    assert tok.padding_side == "right"
+    # one new token: each completion is the decoding of a single vocabulary entry, not of the prompt
+    one = generate(model, tok, prompts, num_samples=2, do_sample=True, max_new_tokens=1, progress=False)
+    vocab = {tok.decode([i], skip_special_tokens=True) for i in range(len(tok))}
+    assert all(x in vocab for s in one for x in s)
+    greedy = generate(model, tok, prompts, max_new_tokens=6, progress=False)
+    assert len(greedy) == 3 and all(len(s) == 1 for s in greedy)
+    assert tok.padding_side == "right"
+
+
+def test_left_padding_does_not_change_greedy(tiny, prompts):
+    model, tok = tiny
+    batched = generate(model, tok, prompts, max_new_tokens=8, batch_size=3, progress=False)
+    single = [generate(model, tok, [p], max_new_tokens=8, batch_size=1, progress=False)[0] for p in prompts]
+    assert batched == single
+    assert generate(model, tok, prompts, max_new_tokens=8, batch_size=3, progress=False) == batched  # repeatable
+
+
+def test_sampling_deterministic_by_seed_and_leaves_rng_alone(tiny, prompts):
+    model, tok = tiny
+    kw = {"num_samples": 2, "do_sample": True, "max_new_tokens": 6, "batch_size": 2, "progress": False}
+    torch.manual_seed(123)
+    state = torch.get_rng_state()
+    a = generate(model, tok, prompts, seed=5, **kw)
+    assert torch.equal(torch.get_rng_state(), state)  # the caller's random stream is untouched
+    assert generate(model, tok, prompts, seed=5, **kw) == a
+    assert generate(model, tok, prompts, seed=6, **kw) != a
+    assert len({x for s in a for x in s}) == 6  # distinct samples (a random model spreads its mass)
+
+
+def test_checkpoint_sampling_defaults_do_not_leak(tiny, prompts, monkeypatch):
+    # a checkpoint shipping top_k=1 would make every sample the greedy one; we sample from the full softmax
+    model, tok = tiny
+    monkeypatch.setattr(model.generation_config, "top_k", 1)
+    monkeypatch.setattr(model.generation_config, "repetition_penalty", 5.0)
+    out = generate(model, tok, prompts[:1], num_samples=4, do_sample=True, max_new_tokens=6, progress=False)
+    assert len(set(out[0])) == 4
+
+
+def test_model_eos_ids_stop_generation(tiny, prompts, monkeypatch):
+    model, tok = tiny
+    with torch.no_grad():  # the greedy first token, by a plain forward pass
+        t0 = int(model(**tok(prompts[0], return_tensors="pt", add_special_tokens=False)).logits[0, -1].argmax())
+    first = tok.decode([t0], skip_special_tokens=True)
+    assert generate(model, tok, prompts[:1], max_new_tokens=8, progress=False) != [[first]]
+    # the model's generation_config names an extra EOS id (as Qwen2.5-Instruct's does): generation stops there
+    monkeypatch.setattr(model.generation_config, "eos_token_id", [tok.eos_token_id, t0])
+    assert generate(model, tok, prompts[:1], max_new_tokens=8, progress=False) == [[first]]
+
+
+def test_generate_restores_state_on_error(tiny, prompts, monkeypatch):
+    model, tok = tiny
+    model.train()
+
+    def boom(*args, **kwargs):
+        assert not model.training and tok.padding_side == "left" and not torch.is_grad_enabled()
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(model, "generate", boom)
+    with pytest.raises(RuntimeError, match="boom"):
+        generate(model, tok, prompts, progress=False)
+    assert model.training and tok.padding_side == "right"
+    model.eval()
+
+
+def test_generate_progress_bar(tiny, prompts, capsys):
+    model, tok = tiny
+    generate(model, tok, prompts[:1], max_new_tokens=1, progress=True)
+    assert "greedy" in capsys.readouterr().err
+    generate(model, tok, prompts[:1], num_samples=2, do_sample=True, max_new_tokens=1, progress=True)
+    assert "sampling x2" in capsys.readouterr().err
+
+
+def test_evaluate_end_to_end_tiny_model(tiny, tmp_path):
+    model, tok = tiny
+    records = synthetic_task(3, levels=(1, 2), seed=1) + [
+        {"id": "gsm8k-test-0", "question": "A pen costs 3 dollars. What do 4 pens cost?", "gold": "12", "level": None}]
+    kw = {"num_samples": 2, "ks": (1, 2), "max_new_tokens": 4, "batch_size": 4, "progress": False}
+    res = evaluate(model, tok, records, **kw)
+    assert set(res.summary) == {"n_problems", "n_samples", "greedy_pass@1", "pass@1", "pass@2", "extracted_frac"}
+    assert res.summary["n_problems"] == 4 and sorted(res.by_level) == [0, 1, 2]
+    assert [p["id"] for p in res.problems] == [r["id"] for r in records]
+    assert all(len(p["samples"]) == 2 for p in res.problems) and len(res.success_rates()) == 4
+    assert evaluate(model, tok, records, **kw).problems == res.problems  # deterministic by seed
+    assert tok.padding_side == "right"
+
+
+# ---------------------------------------------------------------- evaluate's bookkeeping, stubbed generator
+
+class FakeTokenizer:
+    """Just enough for qae_lab.data.prompt_text: the 'prompt' is the question itself."""
+
+    chat_template = "fake"
+
+    def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=True):
+        return messages[-1]["content"]
+
+
+RECORDS = synthetic_task(4, levels=(1, 2), seed=11) + [
+    {"id": "gsm8k-test-5", "question": "How many legs do 3 cats have?", "gold": "12", "level": None}]
+# per problem: greedy right?, and (right, wrong, unformatted) among its n = 4 samples
+#        level    greedy   c   samples
+PLAN = [(1, False, 0, ["wrong", "wrong", "junk", "wrong"]),
+        (2, True, 1, ["wrong", "right", "wrong", "junk"]),
+        (1, False, 2, ["right", "wrong", "right", "junk"]),
+        (2, True, 4, ["right", "right", "right", "right"]),
+        (0, True, 3, ["right", "junk", "right", "right"])]
+
+
+def completion(record: dict, kind: str) -> str:
+    if kind == "junk":  # no number at all: nothing to extract
+        return "<reasoning>\nI am not sure.\n</reasoning>\n<answer>\nno idea\n</answer>"
+    gold = int(record["gold"])
+    return xml_completion({"steps": ["..."], "gold": record["gold"]}, answer=str(gold if kind == "right" else gold + 1))
+
+
+@pytest.fixture
+def stub(monkeypatch):
+    calls = []
+    by_question = {r["question"]: (r, plan) for r, plan in zip(RECORDS, PLAN)}
+
+    def fake_generate(model, tokenizer, prompts, *, num_samples=1, do_sample=False, **kwargs):
+        calls.append({"num_samples": num_samples, "do_sample": do_sample, **kwargs})
+        out = []
+        for p in prompts:
+            rec, (_, greedy_right, _, kinds) = by_question[p]
+            out.append([completion(rec, k) for k in kinds] if do_sample
+                       else [completion(rec, "right" if greedy_right else "wrong")])
+        return out
+
+    monkeypatch.setattr(ev, "generate", fake_generate)
+    return calls
+
+
+def test_evaluate_bookkeeping_hand(stub):
+    assert [r["level"] for r in RECORDS] == [p[0] or None for p in PLAN]
+    res = evaluate(None, FakeTokenizer(), RECORDS, num_samples=4, ks=(4, 1, 2), temperature=0.7, top_p=0.9,
+                   max_new_tokens=32, batch_size=2, seed=3, progress=False)
+    # one greedy pass, then one sampled pass, with the options passed through
+    assert [(c["num_samples"], c["do_sample"]) for c in stub] == [(1, False), (4, True)]
+    assert stub[1]["temperature"] == 0.7 and stub[1]["top_p"] == 0.9 and stub[1]["seed"] == 3
+    assert all(c["max_new_tokens"] == 32 and c["batch_size"] == 2 for c in stub)
+
+    assert [p["n_correct"] for p in res.problems] == [0, 1, 2, 4, 3]
+    assert res.success_rates() == [0.0, 0.25, 0.5, 1.0, 0.75]
+    assert [p["level"] for p in res.problems] == [1, 2, 1, 2, 0]
+    assert [p["greedy"]["correct"] for p in res.problems] == [False, True, False, True, True]
+    p1 = res.problems[1]
+    assert p1["gold"] == RECORDS[1]["gold"] and p1["id"] == RECORDS[1]["id"]
+    assert [s["correct"] for s in p1["samples"]] == [False, True, False, False]
+    assert p1["samples"][1]["extracted"] == RECORDS[1]["gold"]
+    assert p1["samples"][0]["extracted"] == str(int(RECORDS[1]["gold"]) + 1)
+    assert p1["samples"][3]["extracted"] is None
+
+    # pass@2 per problem, 1 - C(4-c, 2)/C(4, 2): c=0 -> 0, 1 -> 1/2, 2 -> 5/6, 3 -> 1, 4 -> 1
+    assert res.summary == pytest.approx({
+        "n_problems": 5, "n_samples": 4,
+        "greedy_pass@1": 3 / 5,
+        "pass@1": (0 + 0.25 + 0.5 + 1 + 0.75) / 5,
+        "pass@2": (0 + 1 / 2 + 5 / 6 + 1 + 1) / 5,
+        "pass@4": 4 / 5,
+        "extracted_frac": 16 / 20,
+    }, abs=1e-12)
+    assert list(res.by_level) == [0, 1, 2]
+    assert res.by_level[1] == pytest.approx({"n_problems": 2, "n_samples": 4, "greedy_pass@1": 0.0,
+                                             "pass@1": 0.25, "pass@2": 5 / 12, "pass@4": 0.5,
+                                             "extracted_frac": 6 / 8}, abs=1e-12)
+    assert res.by_level[2] == pytest.approx({"n_problems": 2, "n_samples": 4, "greedy_pass@1": 1.0,
+                                             "pass@1": 0.625, "pass@2": 0.75, "pass@4": 1.0,
+                                             "extracted_frac": 7 / 8}, abs=1e-12)
+    assert res.by_level[0] == pytest.approx({"n_problems": 1, "n_samples": 4, "greedy_pass@1": 1.0,
+                                             "pass@1": 0.75, "pass@2": 1.0, "pass@4": 1.0,
+                                             "extracted_frac": 3 / 4}, abs=1e-12)
+
+
+def test_evaluate_pass1_equals_mean_success_rate_exactly(stub):
+    res = evaluate(None, FakeTokenizer(), RECORDS, num_samples=4, ks=(1,), progress=False)
+    assert res.summary["pass@1"] == sum(res.success_rates()) / len(RECORDS)
+    assert "pass@4" not in res.summary
+
+
+def test_evaluate_without_greedy(stub):
+    res = evaluate(None, FakeTokenizer(), RECORDS, num_samples=4, ks=(1, 4), greedy=False, progress=False)
+    assert [c["do_sample"] for c in stub] == [True]
+    assert "greedy_pass@1" not in res.summary and all(p["greedy"] is None for p in res.problems)
+    assert res.summary["pass@4"] == pytest.approx(0.8)
+
+
+def test_to_json_round_trip(stub, tmp_path):
+    res = evaluate(None, FakeTokenizer(), RECORDS, num_samples=4, ks=(1, 2, 4), progress=False)
+    path = res.to_json(tmp_path / "eval.json")
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    assert set(raw) == {"summary", "by_level", "problems"} and set(raw["by_level"]) == {"0", "1", "2"}
+    back = EvalResult.from_json(path)
+    assert back == res
+    assert back.success_rates() == res.success_rates()
+
+
+# ---------------------------------------------------------------- bad input
+
+@pytest.mark.parametrize("kwargs,name", [
+    ({"num_samples": 0}, "num_samples"), ({"num_samples": 2.0}, "num_samples"),
+    ({"ks": (1, 9)}, "ks"), ({"ks": (0,)}, "ks"), ({"ks": (1.5,)}, "ks"), ({"ks": "8"}, "ks"), ({"ks": None}, "ks"),
+    ({"temperature": 0}, "temperature"), ({"temperature": -1.0}, "temperature"),
+    ({"temperature": float("nan")}, "temperature"), ({"temperature": float("inf")}, "temperature"),
+    ({"top_p": 0}, "top_p"), ({"top_p": 1.5}, "top_p"), ({"top_p": "0.9"}, "top_p"),
+    ({"max_new_tokens": 0}, "max_new_tokens"), ({"batch_size": 0}, "batch_size"), ({"batch_size": True}, "batch_size"),
+    ({"seed": -1}, "seed"), ({"greedy": 1}, "greedy"),
+])
+def test_evaluate_bad_options(kwargs, name, stub):
+    with pytest.raises(ValueError, match=rf"^{name} must"):
+        evaluate(None, FakeTokenizer(), RECORDS, **kwargs)
+    assert stub == []  # rejected before any generation
+
+
+@pytest.mark.parametrize("records", [[], None, "abc", [{"question": "q"}], [{"gold": "1"}], [RECORDS[0], 3]])
+def test_evaluate_bad_records(records, stub):
+    with pytest.raises(ValueError, match="records"):
+        evaluate(None, FakeTokenizer(), records)
+
+
+def test_generate_bad_input(tiny, prompts):
+    model, tok = tiny
+    for kwargs, name in [({"num_samples": 2}, "num_samples"), ({"num_samples": 0, "do_sample": True}, "num_samples"),
+                         ({"do_sample": "yes"}, "do_sample"), ({"temperature": 0.0}, "temperature"),
+                         ({"top_p": 0.0}, "top_p"), ({"max_new_tokens": 0}, "max_new_tokens"),
+                         ({"batch_size": 0}, "batch_size"), ({"seed": 1.5}, "seed")]:
+        with pytest.raises(ValueError, match=rf"^{name} must"):
+            generate(model, tok, prompts, progress=False, **kwargs)
+    for bad in ([], "a prompt", [1, 2]):
+        with pytest.raises(ValueError, match="prompts"):
+            generate(model, tok, bad, progress=False)
+    pad = tok.pad_token
+    tok.pad_token = None
+    try:
+        with pytest.raises(ValueError, match="pad_token"):
+            generate(model, tok, prompts, progress=False)
+    finally:
+        tok.pad_token = pad
+    assert tok.padding_side == "right"
