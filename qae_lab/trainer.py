@@ -1,0 +1,237 @@
+r"""QAE and SA-AH-GRPO inside TRL's ``GRPOTrainer``: a config and a thin subclass.
+
+The subclass only calls library functions; everything else (generation, vLLM, PEFT,
+clipping, GSPO, accelerate/DeepSpeed) stays TRL's:
+
+* advantages: :func:`qae_lab.advantages.group_advantages` on the rewards TRL gathered
+  across processes, then sliced per process, replacing TRL's mean-baseline advantages
+  (also in TRL's logged completion table);
+* token weights: :func:`qae_lab.token_weights.sa_ah_weights` from the entropies of the
+  loss's own forward pass (TRL computes them there), detached, applied as per-token
+  advantages A_i * w_t (TRL accepts (B, T) advantages), rescaled so that the loss type's
+  token normaliser becomes the effective token count sum(w);
+* sparse update: rows with A_i = 0 exactly are left out of the loss's forward and backward,
+  with the normaliser kept as for the full batch, so the gradient is unchanged.
+
+Departures, and why:
+
+* ``sum(w)`` normalisation is exact for ``loss_type="bnpo"`` and ``"grpo"`` (per sequence).
+  For ``"dapo"`` TRL normalises by the token count of the whole generation batch, which a
+  micro-batch cannot know in weighted form before its forward; each micro-batch then uses
+  its own sum(w), exact when one micro-batch holds the generation batch (the CPU demo).
+  Other loss types reject token weighting.
+* Sparse skipping stays off with AH-GRPO (``token_weighting="ah"``): it weights every row,
+  and its token normaliser needs the weights of the zero-advantage rows too.
+* When sparse skipping leaves rows out, TRL's per-token ``entropy`` metric would cover the
+  updated rows only; it is logged as ``entropy/updated_rows`` instead, and ``entropy`` is not
+  logged for that step (set ``sparse_update=False`` for entropy curves over all responses).
+* Regime statistics count a response as a success when its total reward is at least
+  ``success_threshold`` (0.5 suits the 0/1 correctness reward).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass, field
+
+import torch
+from trl import GRPOConfig, GRPOTrainer
+
+from qae_lab._checks import check_choice, check_finite_scalar, check_k
+from qae_lab.advantages import BASELINES, QUANTILE_METHODS, advantage_stats, group_advantages
+from qae_lab.token_weights import sa_ah_weights, weight_stats
+
+__all__ = ["QAEConfig", "QAETrainer", "TOKEN_WEIGHTINGS", "WEIGHTED_LOSS_TYPES"]
+
+TOKEN_WEIGHTINGS = ("none", "ah", "sa_ah")
+WEIGHTED_LOSS_TYPES = ("bnpo", "dapo", "grpo")
+
+
+@dataclass
+class QAEConfig(GRPOConfig):
+    r"""``trl.GRPOConfig`` plus the knobs of QAE and SA-AH-GRPO. Std scaling is TRL's
+    ``scale_rewards`` ("group" | "batch" | "none"), read by the QAE estimator too."""
+
+    baseline: str = field(default="quantile", metadata={"help": "Response-level baseline: 'mean' (GRPO) or "
+                          "'quantile' (QAE, arXiv 2509.22611: the group K-quantile)."})
+    quantile_k: float = field(default=0.4, metadata={"help": "QAE's K in (0, 1); prompts with success rate "
+                              "p <= 1-K are 'hard' (only successes move). Paper default 0.4."})
+    quantile_method: str = field(default="paper", metadata={"help": "'paper' (ceil(K*G)-th smallest reward) or "
+                                 "'linear' (torch.quantile, as the official QAE code)."})
+    advantage_eps: float = field(default=1e-4, metadata={"help": "Added to the std when scaling (TRL uses 1e-4)."})
+    token_weighting: str = field(default="none", metadata={"help": "'none', 'ah' (AH-GRPO: every rollout) or "
+                                 "'sa_ah' (SA-AH-GRPO, arXiv 2606.05434: negative-advantage rollouts only)."})
+    alpha: float = field(default=0.5, metadata={"help": "SA-AH's discount strength: w_t = exp(-alpha * cumulative "
+                         "normalised entropy). 0 is plain GRPO; the paper uses 0.5."})
+    sparse_update: bool = field(default=True, metadata={"help": "Skip the forward/backward of responses with "
+                                "advantage exactly 0 (same gradient); dense when beta != 0 or an entropy bonus is on."})
+    success_threshold: float = field(default=0.5, metadata={"help": "Reward at or above which a response counts "
+                                     "as a success in the qae/* regime metrics."})
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_choice(self.baseline, "baseline", BASELINES)
+        check_k(self.quantile_k, "quantile_k")
+        check_choice(self.quantile_method, "quantile_method", QUANTILE_METHODS)
+        check_choice(self.token_weighting, "token_weighting", TOKEN_WEIGHTINGS)
+        check_finite_scalar(self.alpha, "alpha")
+        check_finite_scalar(self.success_threshold, "success_threshold")
+        if not check_finite_scalar(self.advantage_eps, "advantage_eps") >= 0:
+            raise ValueError(f"advantage_eps must be >= 0, got {self.advantage_eps}")
+        if self.token_weighting != "none" and self.loss_type not in WEIGHTED_LOSS_TYPES:
+            raise ValueError(f"token_weighting={self.token_weighting!r} needs loss_type in {WEIGHTED_LOSS_TYPES}, "
+                             f"got {self.loss_type!r}")
+
+
+class QAETrainer(GRPOTrainer):
+    r"""``GRPOTrainer`` with QAE advantages, SA-AH/AH token weights and sparse updates.
+
+    ``quantile_k``, ``alpha``, ``baseline`` and ``token_weighting`` are live: change them
+    with :meth:`set_knobs` (thread-safe) between steps, e.g. from a widget or callback; the
+    next generation / loss reads them, and ``qae/k`` and ``saah/alpha`` log what was used.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if not isinstance(self.args, QAEConfig):
+            raise ValueError("args must be a qae_lab.trainer.QAEConfig")
+        self._knob_lock = threading.Lock()
+        self._knobs = {"quantile_k": self.args.quantile_k, "alpha": self.args.alpha,
+                       "baseline": self.args.baseline, "token_weighting": self.args.token_weighting}
+        self._rewards_per_func = None
+        self._loss_inputs = None
+        self._skipped_tokens = 0.0
+
+    # ---------------------------------------------------------------- live knobs
+    def set_knobs(self, **knobs) -> None:
+        """Set any of quantile_k, alpha, baseline, token_weighting for the next step (validated)."""
+        checks = {"quantile_k": lambda v: check_k(v, "quantile_k"), "alpha": lambda v: check_finite_scalar(v, "alpha"),
+                  "baseline": lambda v: check_choice(v, "baseline", BASELINES),
+                  "token_weighting": lambda v: check_choice(v, "token_weighting", TOKEN_WEIGHTINGS)}
+        unknown = set(knobs) - set(checks)
+        if unknown:
+            raise ValueError(f"unknown knob(s) {sorted(unknown)}; allowed: {sorted(checks)}")
+        clean = {name: checks[name](value) for name, value in knobs.items()}
+        if clean.get("token_weighting", "none") != "none" and self.loss_type not in WEIGHTED_LOSS_TYPES:
+            raise ValueError(f"token_weighting needs loss_type in {WEIGHTED_LOSS_TYPES}, got {self.loss_type!r}")
+        with self._knob_lock:
+            self._knobs.update(clean)
+
+    def knobs(self) -> dict:
+        """A consistent snapshot of the live knobs."""
+        with self._knob_lock:
+            return dict(self._knobs)
+
+    # ---------------------------------------------------------------- advantages
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        self._rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        return self._rewards_per_func  # (N_all, n_funcs), gathered across processes
+
+    def _generate_and_score_completions(self, inputs):
+        out = super()._generate_and_score_completions(inputs)
+        mode = "train" if self.model.training else "eval"
+        g = self.num_generations if mode == "train" else self.num_generations_eval
+        knobs = self.knobs()
+        rpf = self._rewards_per_func
+        if torch.isnan(rpf).all(dim=1).any():
+            raise ValueError("a completion got no reward from any reward function (all None); QAE needs every reward")
+        rewards = (rpf * self.reward_weights.to(rpf.device).unsqueeze(0)).nansum(dim=1)  # (N_all,), as TRL
+        adv = group_advantages(rewards, g, baseline=knobs["baseline"], k=knobs["quantile_k"],
+                               quantile_method=self.args.quantile_method, scale=self.scale_rewards,
+                               eps=self.args.advantage_eps)
+        n_local = out["completion_ids"].shape[0]
+        start = self.accelerator.process_index * n_local
+        out["advantages"] = adv[start:start + n_local].to(out["completion_ids"].device)
+        logged = self._logs["advantages"]  # TRL logged its mean-baseline advantages: replace them
+        for _ in range(min(adv.numel(), len(logged))):
+            logged.pop()
+        logged.extend(adv.tolist())
+        stats = advantage_stats(rewards, adv, g, knobs["quantile_k"], success_threshold=self.args.success_threshold)
+        metrics = self._metrics[mode]
+        metrics["qae/k"].append(knobs["quantile_k"])
+        metrics["qae/quantile_baseline"].append(float(knobs["baseline"] == "quantile"))
+        for key in ("zero_adv_frac", "pos_frac", "neg_frac", "hard_frac", "easy_frac", "all_equal_frac",
+                    "success_rate"):
+            metrics[f"qae/{key}"].append(stats[key])
+        return out
+
+    # ---------------------------------------------------------------- loss
+    def _sparse_active(self, knobs: dict) -> bool:
+        # AH weights every row, zero-advantage ones included, and its token normaliser needs their weights
+        return bool(self.args.sparse_update and self.beta == 0.0 and not self._entropy_bonus_enabled
+                    and not self.aux_loss_enabled and self.model.training and knobs["token_weighting"] != "ah")
+
+    def _compute_loss(self, model, inputs):
+        knobs = self.knobs()
+        self._loss_knobs = knobs
+        adv = inputs["advantages"]
+        keep = adv != 0 if self._sparse_active(knobs) else None
+        if keep is not None and bool(keep.all()):
+            keep = None
+        if keep is not None and not bool(keep.any()):  # nothing to learn from: a zero loss with a graph
+            return sum(p.sum() * 0.0 for p in model.parameters() if p.requires_grad)
+        sub = inputs if keep is None else self._rows(inputs, keep)
+        mask = inputs["completion_mask"]
+        self._skipped_tokens = 0.0 if keep is None else float(mask[~keep].sum())
+        self._loss_inputs = sub if knobs["token_weighting"] != "none" else None
+        original = sub["advantages"]
+        try:
+            loss = super()._compute_loss(model, sub)
+        finally:
+            sub["advantages"] = original
+            self._loss_inputs = None
+        if keep is None:
+            return loss
+        self._relabel_entropy_metric()
+        return loss * self._sparse_scale(mask, keep)
+
+    @staticmethod
+    def _rows(inputs: dict, keep: torch.Tensor) -> dict:
+        """The kept rows of every per-response tensor of a micro-batch."""
+        n = keep.shape[0]
+        return {k: (v[keep] if isinstance(v, torch.Tensor) and v.dim() > 0 and v.shape[0] == n else v)
+                for k, v in inputs.items()}
+
+    def _sparse_scale(self, mask: torch.Tensor, keep: torch.Tensor) -> torch.Tensor | float:
+        """Factor that restores the full micro-batch's normaliser after rows were left out."""
+        if self.loss_type == "bnpo":  # sum(l m) / sum(m): the denominator must count every row's tokens
+            return mask[keep].sum() / mask.sum()
+        if self.loss_type in ("grpo", "sapo", "dr_grpo", "luspo"):  # a mean over rows
+            return keep.sum() / keep.numel()
+        return 1.0  # dapo / cispo / vespo divide by the generation batch's token count, unchanged
+
+    def _relabel_entropy_metric(self) -> None:
+        metrics = self._metrics["train"]
+        if metrics.get("entropy"):
+            metrics["entropy/updated_rows"].append(metrics["entropy"].pop())
+
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
+        logps, entropies, aux = super()._get_per_token_logps_and_entropies(
+            model, input_ids, attention_mask, logits_to_keep, *args, **kwargs)
+        inputs = self._loss_inputs
+        if inputs is not None and entropies is not None:  # the loss's own forward: weight its advantages
+            inputs["advantages"] = self._weighted_advantages(inputs, entropies)
+        return logps, entropies, aux
+
+    def _weighted_advantages(self, inputs: dict, entropies: torch.Tensor) -> torch.Tensor:
+        knobs = self._loss_knobs
+        mask = inputs["completion_mask"]
+        if "tool_mask" in inputs:
+            mask = mask * inputs["tool_mask"]
+        adv = inputs["advantages"]
+        vocab = self.accelerator.unwrap_model(self.model).config.get_text_config().vocab_size
+        # H~_t = H_t / log V, detached (the weights carry no gradient)
+        h_norm = (entropies.detach().float() / math.log(vocab)).clamp(0.0, 1.0)
+        w = sa_ah_weights(h_norm, mask, adv, knobs["alpha"], selective=knobs["token_weighting"] == "sa_ah")  # (B, T)
+        m = mask.to(w.dtype)
+        if self.loss_type == "grpo":  # per-sequence normaliser: sum_t w_t instead of sum_t m_t
+            factor = m.sum(-1, keepdim=True) / w.sum(-1, keepdim=True).clamp_min(1e-12)
+        else:  # token-level normaliser; skipped rows (weight 1 on every token) still count
+            factor = (m.sum() + self._skipped_tokens) / (w.sum() + self._skipped_tokens).clamp_min(1e-12)
+        stats = weight_stats(w, m, adv)
+        metrics = self._metrics["train" if self.model.training else "eval"]
+        metrics["saah/alpha"].append(knobs["alpha"])
+        metrics["saah/w_mean_neg"].append(stats["w_mean_neg"])
+        metrics["saah/effective_tokens_frac"].append(stats["effective_tokens_frac"])
+        return adv.unsqueeze(1) * (w * factor).to(adv.dtype)  # (B, T): A_i * w_t, normaliser -> sum(w)
