@@ -25,6 +25,8 @@ Departures, and why:
 * When sparse skipping leaves rows out, TRL's per-token ``entropy`` metric would cover the
   updated rows only; it is logged as ``entropy/updated_rows`` instead, and ``entropy`` is not
   logged for that step (set ``sparse_update=False`` for entropy curves over all responses).
+* The live knobs are per process: in a multi-process run, set them on every rank (a
+  callback does, since every rank runs the callbacks).
 * Regime statistics count a response as a success when its total reward is at least
   ``success_threshold`` (0.5 suits the 0/1 correctness reward).
 """
@@ -159,20 +161,28 @@ class QAETrainer(GRPOTrainer):
     # ---------------------------------------------------------------- loss
     def _sparse_active(self, knobs: dict) -> bool:
         # AH weights every row, zero-advantage ones included, and its token normaliser needs their weights
+        # TRL's top-entropy mask takes a quantile over the micro-batch's tokens: skipping rows would move it
         return bool(self.args.sparse_update and self.beta == 0.0 and not self._entropy_bonus_enabled
-                    and not self.aux_loss_enabled and self.model.training and knobs["token_weighting"] != "ah")
+                    and not self.aux_loss_enabled and self.model.training and knobs["token_weighting"] != "ah"
+                    and self.top_entropy_quantile >= 1.0)
 
     def _compute_loss(self, model, inputs):
         knobs = self.knobs()
         self._loss_knobs = knobs
         adv = inputs["advantages"]
         keep = adv != 0 if self._sparse_active(knobs) else None
+        if keep is not None and self.accelerator.num_processes > 1:
+            # TRL's loss gathers per-row metrics across ranks: every rank keeps the same number of rows
+            # (padding with zero-advantage rows, which add nothing to the loss)
+            n_keep = int(self.accelerator.gather(keep.sum().reshape(1)).max())
+            keep = keep.clone()
+            keep[(~keep).nonzero().flatten()[: n_keep - int(keep.sum())]] = True
         if keep is not None and bool(keep.all()):
             keep = None
         if keep is not None and not bool(keep.any()):  # nothing to learn from: a zero loss with a graph
             return sum(p.sum() * 0.0 for p in model.parameters() if p.requires_grad)
         sub = inputs if keep is None else self._rows(inputs, keep)
-        mask = inputs["completion_mask"]
+        mask = self._loss_mask(inputs)
         self._skipped_tokens = 0.0 if keep is None else float(mask[~keep].sum())
         self._loss_inputs = sub if knobs["token_weighting"] != "none" else None
         original = sub["advantages"]
@@ -185,6 +195,12 @@ class QAETrainer(GRPOTrainer):
             return loss
         self._relabel_entropy_metric()
         return loss * self._sparse_scale(mask, keep)
+
+    @staticmethod
+    def _loss_mask(inputs: dict) -> torch.Tensor:
+        """The token mask TRL's loss uses: completion tokens, minus tool output where there is some."""
+        mask = inputs["completion_mask"]
+        return mask * inputs["tool_mask"] if "tool_mask" in inputs else mask
 
     @staticmethod
     def _rows(inputs: dict, keep: torch.Tensor) -> dict:
@@ -216,9 +232,7 @@ class QAETrainer(GRPOTrainer):
 
     def _weighted_advantages(self, inputs: dict, entropies: torch.Tensor) -> torch.Tensor:
         knobs = self._loss_knobs
-        mask = inputs["completion_mask"]
-        if "tool_mask" in inputs:
-            mask = mask * inputs["tool_mask"]
+        mask = self._loss_mask(inputs)
         adv = inputs["advantages"]
         vocab = self.accelerator.unwrap_model(self.model).config.get_text_config().vocab_size
         # H~_t = H_t / log V, detached (the weights carry no gradient)

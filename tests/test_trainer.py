@@ -1,0 +1,595 @@
+"""Tests for qae_lab.trainer: QAETrainer's gradients against a plain-torch reference written from
+the papers' equations, parity with TRL's GRPOTrainer, sparse updates, live knobs, logging, a LoRA
+step, config validation and a two-process run.
+
+Generation is replaced by fixed completions (TRL's ``_generate_single_turn`` seam) and the reward
+function returns fixed rewards from a dataset column, so ``_generate_and_score_completions`` runs
+end to end on known tokens and rewards. Models are tiny random Qwen2s in float64 (or the project's
+embedded model for the LoRA step); nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import transformers
+from datasets import Dataset
+from reference import ref_advantages, ref_horizon_weights
+from trl import GRPOConfig, GRPOTrainer
+
+from qae_lab.advantages import group_advantages
+from qae_lab.data import synthetic_task, to_grpo_dataset
+from qae_lab.models import load_policy
+from qae_lab.rewards import correctness_reward
+from qae_lab.trainer import QAEConfig, QAETrainer
+
+G = 4  # group size of every hand-built batch
+PROMPTS = ["What is 2 + 3?", "Add seven and five, then double it.", "Hi", "Ben has 4 apples and buys 9 more."]
+# binary rewards with both regimes under K = 0.4, G = 4 (hard while #correct <= 2):
+# hard 1/4 (only the success moves), easy 3/4 (only the failure moves), all-equal, hard 2/4
+REWARDS = [1.0, 0, 0, 0,   1, 1, 0, 1,   0, 0, 0, 0,   0, 1, 1, 0]
+GRAD_TOL = {"rtol": 1e-6, "atol": 1e-6}
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch):
+    """Any attempt to reach a hub fails loudly instead of hanging."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Tiny models run far faster on one thread than on a busy 2-core machine's two."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def tok():
+    """The embedded model's tokenizer (left padding, pad token set)."""
+    return load_policy("embedded", device="cpu")[1]
+
+
+# ---------------------------------------------------------------- helpers
+
+def fixed_reward(completions, reward, **kwargs) -> list[float]:
+    """Reward function that returns the ``reward`` column of the batch, whatever was generated."""
+    return [float(r) for r in reward]
+
+
+def tiny_model(tok, seed: int = 0) -> transformers.Qwen2ForCausalLM:
+    """A tiny random Qwen2 in float64 on the embedded tokenizer's vocabulary (high entropy: weights far from 1)."""
+    cfg = transformers.Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                                   tie_word_embeddings=True, pad_token_id=tok.pad_token_id,
+                                   eos_token_id=tok.eos_token_id)
+    torch.manual_seed(seed)
+    return transformers.Qwen2ForCausalLM(cfg).double().train()
+
+
+def completion_ids(n: int, vocab: int, seed: int = 0) -> list[list[int]]:
+    """n ragged completions (3..9 tokens) of ordinary token ids (no pad / eos)."""
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(3, 10, (n,), generator=g).tolist()
+    return [torch.randint(10, vocab, (length,), generator=g).tolist() for length in lengths]
+
+
+def rows(rewards, prompts=PROMPTS) -> list[dict]:
+    """The local generation batch TRL's sampler hands over: each prompt repeated G times, with its rewards."""
+    return [{"prompt": prompts[i // G], "reward": r} for i, r in enumerate(rewards)]
+
+
+def make_trainer(tmp_path, tok, model=None, *, n: int = len(REWARDS), trainer_cls=QAETrainer, config_cls=QAEConfig,
+                 completions=None, **kwargs):
+    """A trainer on fixed completions: one micro-batch of n responses per generation, no KL, on the CPU."""
+    model = tiny_model(tok) if model is None else model
+    settings = {"output_dir": str(tmp_path), "use_cpu": True, "bf16": False, "beta": 0.0, "report_to": [],
+                "per_device_train_batch_size": n, "num_generations": G, "steps_per_generation": 1,
+                "gradient_accumulation_steps": 1, "num_iterations": 1, "logging_steps": 1, "save_strategy": "no"}
+    args = config_cls(**{**settings, **kwargs})
+    trainer = trainer_cls(model=model, reward_funcs=fixed_reward, args=args, processing_class=tok,
+                          train_dataset=Dataset.from_list(rows(REWARDS[:n])))
+    trainer.current_gradient_accumulation_steps = 1  # set by the training loop; _compute_loss reads it
+    fixed = completion_ids(n, len(tok)) if completions is None else completions
+
+    def generate_single_turn(prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        assert len(prompt_ids) == len(fixed)
+        return [list(c) for c in fixed], None  # (completion ids, sampling logprobs)
+
+    trainer._generate_single_turn = generate_single_turn
+    return trainer
+
+
+def trainer_grads(trainer, inputs) -> dict[str, torch.Tensor]:
+    """Gradients of one QAETrainer / GRPOTrainer loss on a micro-batch."""
+    model = trainer.model
+    model.zero_grad(set_to_none=True)
+    trainer._compute_loss(model, inputs).backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad(set_to_none=True)
+    return grads
+
+
+def reference_loss(model, inputs, adv, *, loss_type: str, weighting: str = "none", alpha: float = 0.5):
+    r"""The policy-gradient loss of one micro-batch, from the equations (SPEC sections 1-3).
+
+    At the first step the PPO ratio is exp(logp - logp.detach()) = 1, so the clipped objective is
+    -A_i * ratio_t per token; SA-AH/AH weight token t by w_t = exp(-alpha * sum_{s<=t} H~_s)
+    (H~ the exact entropy of softmax(logits) / log V, detached), on rows with A_i < 0 only for
+    SA-AH; the loss is normalised by sum(w): over the micro-batch (bnpo, dapo with one
+    micro-batch) or per sequence and then averaged over rows (grpo).
+    """
+    ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)  # (N, P+T)
+    attention = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)  # (N, P+T)
+    t = inputs["completion_ids"].shape[1]
+    logits = model(input_ids=ids, attention_mask=attention).logits  # (N, P+T, V)
+    z = logits[:, -t - 1:-1]  # (N, T, V): the logits at position p predict token p+1
+    log_p = torch.log_softmax(z, dim=-1)  # (N, T, V)
+    logp = log_p.gather(-1, inputs["completion_ids"].unsqueeze(-1)).squeeze(-1)  # (N, T)
+    m = inputs["completion_mask"].to(logp.dtype)  # (N, T)
+    a = torch.as_tensor(adv, dtype=logp.dtype)  # (N,)
+    if weighting == "none":
+        w = m
+    else:
+        # H~_t = H(softmax(z_t)) / log V, no gradient
+        h_norm = (-(log_p.exp() * log_p).sum(-1) / math.log(z.shape[-1])).detach()  # (N, T)
+        w = torch.tensor(ref_horizon_weights(h_norm.tolist(), m.long().tolist(), alpha), dtype=logp.dtype)
+        if weighting == "sa_ah":  # A_i >= 0: weight 1 on every real token
+            w = torch.where(a[:, None] < 0, w, m)
+    ratio = torch.exp(logp - logp.detach())  # (N, T), = 1 in value
+    per_token = -a[:, None] * ratio * w  # (N, T)
+    if loss_type == "grpo":
+        return (per_token.sum(-1) / w.sum(-1)).mean()
+    return per_token.sum() / w.sum()
+
+
+def reference_grads(model, inputs, adv, **kwargs) -> dict[str, torch.Tensor]:
+    """Parameter gradients of :func:`reference_loss`."""
+    model.zero_grad(set_to_none=True)
+    reference_loss(model, inputs, adv, **kwargs).backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad(set_to_none=True)
+    return grads
+
+
+def assert_same_grads(got: dict, want: dict, **tol):
+    assert got.keys() == want.keys() and got
+    for name, value in want.items():
+        torch.testing.assert_close(got[name], value, **(tol or GRAD_TOL), msg=lambda s, name=name: f"{name}: {s}")
+
+
+def any_nonzero(grads: dict) -> bool:
+    return any(bool(g.abs().max() > 0) for g in grads.values())
+
+
+def qae_advantages(rewards, baseline="quantile", k=0.4, method="paper", scale="group", eps=1e-4) -> list[float]:
+    """The independent loop reference of tests/reference.py."""
+    return ref_advantages([float(r) for r in rewards], G, baseline, k, method, scale, eps)
+
+
+# ---------------------------------------------------------------- 1. gradients vs a plain-torch reference
+
+@pytest.mark.parametrize("weighting", ["none", "sa_ah", "ah"])
+@pytest.mark.parametrize("baseline", ["mean", "quantile"])
+@pytest.mark.parametrize("loss_type", ["bnpo", "grpo", "dapo"])
+def test_one_step_gradients_match_reference(tmp_path, tok, loss_type, baseline, weighting):
+    trainer = make_trainer(tmp_path, tok, loss_type=loss_type, baseline=baseline, token_weighting=weighting,
+                           alpha=0.3, sparse_update=False)
+    inputs = trainer._generate_and_score_completions(rows(REWARDS))
+    want_adv = qae_advantages(REWARDS, baseline=baseline)
+    assert inputs["advantages"].tolist() == pytest.approx(want_adv, abs=1e-6)
+    # the prompts are left-padded, the completions right-padded and ragged
+    assert bool((inputs["prompt_mask"][:, 0] == 0).any()) and bool((inputs["prompt_mask"][:, -1] == 1).all())
+    assert len(set(inputs["completion_mask"].sum(1).tolist())) > 1
+    got = trainer_grads(trainer, inputs)
+    want = reference_grads(trainer.model, inputs, want_adv, loss_type=loss_type, weighting=weighting, alpha=0.3)
+    assert any_nonzero(want)
+    assert_same_grads(got, want)
+
+
+def test_sa_ah_weights_really_discount(tmp_path, tok):
+    # the reference is sensitive to the weights: SA-AH, AH and unweighted gradients differ on this batch
+    trainer = make_trainer(tmp_path, tok, loss_type="bnpo", token_weighting="sa_ah", alpha=0.3, sparse_update=False)
+    inputs = trainer._generate_and_score_completions(rows(REWARDS))
+    adv = qae_advantages(REWARDS)
+    assert sum(a < 0 for a in adv) == 1  # one easy-regime failure: the only row SA-AH discounts
+    grads = {w: reference_grads(trainer.model, inputs, adv, loss_type="bnpo", weighting=w, alpha=0.3)
+             for w in ("none", "sa_ah", "ah")}
+    for a, b in (("none", "sa_ah"), ("sa_ah", "ah")):
+        diff = max((grads[a][n] - grads[b][n]).abs().max().item() for n in grads[a])
+        assert diff > 1e-3, (a, b)
+    trainer_grads(trainer, inputs)
+    w_neg = trainer._metrics["train"]["saah/w_mean_neg"]
+    assert len(w_neg) == 1 and 0.0 < w_neg[0] < 0.9  # a random model is uncertain: strong discount
+    assert trainer._metrics["train"]["saah/alpha"] == [0.3]
+
+
+# ---------------------------------------------------------------- 2. parity with TRL's GRPOTrainer
+
+@pytest.mark.parametrize("scale", ["group", "batch", "none"])
+@pytest.mark.parametrize("loss_type", ["bnpo", "grpo", "dapo"])
+def test_mean_baseline_reproduces_trl(tmp_path, tok, loss_type, scale):
+    rewards = [1.0, 0, 0, 0,   0.25, 0.5, 1, 0,   0, 0, 0, 0,   0.9, 0.1, 0.6, 0.6]  # not only binary
+    common = {"loss_type": loss_type, "scale_rewards": scale, "advantage_eps": 1e-4}
+    qae = make_trainer(tmp_path / "qae", tok, tiny_model(tok, seed=1), baseline="mean", token_weighting="none",
+                       sparse_update=False, **common)
+    common.pop("advantage_eps")  # TRL hard-codes 1e-4
+    trl_trainer = make_trainer(tmp_path / "trl", tok, tiny_model(tok, seed=1), trainer_cls=GRPOTrainer,
+                               config_cls=GRPOConfig, **common)
+    assert type(trl_trainer) is GRPOTrainer
+    ours = qae._generate_and_score_completions(rows(rewards))
+    theirs = trl_trainer._generate_and_score_completions(rows(rewards))
+    for key in ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask"):
+        assert torch.equal(ours[key], theirs[key]), key
+    torch.testing.assert_close(ours["advantages"], theirs["advantages"], rtol=1e-6, atol=1e-6)
+    assert_same_grads(trainer_grads(qae, ours), trainer_grads(trl_trainer, theirs))
+
+
+# ---------------------------------------------------------------- 3. sparse updates
+
+def spy_rows(trainer) -> list[int]:
+    """Record how many rows each forward of the loss's log-prob function sees."""
+    seen: list[int] = []
+    original = trainer._get_per_token_logps_and_entropies
+
+    def spy(model, input_ids, *args, **kwargs):
+        seen.append(input_ids.shape[0])
+        return original(model, input_ids, *args, **kwargs)
+
+    trainer._get_per_token_logps_and_entropies = spy
+    return seen
+
+
+def sparse_and_dense_grads(trainer, inputs):
+    """Gradients with sparse_update on, then off, and the rows each forward saw."""
+    seen = spy_rows(trainer)
+    trainer.args.sparse_update = True
+    sparse = trainer_grads(trainer, inputs)
+    n_sparse = list(seen)
+    seen.clear()
+    trainer.args.sparse_update = False
+    dense = trainer_grads(trainer, inputs)
+    return sparse, dense, n_sparse, list(seen)
+
+
+@pytest.mark.parametrize("weighting", ["none", "sa_ah"])
+@pytest.mark.parametrize("loss_type", ["bnpo", "grpo", "dapo"])
+def test_sparse_update_same_gradient_fewer_rows(tmp_path, tok, loss_type, weighting):
+    trainer = make_trainer(tmp_path, tok, loss_type=loss_type, token_weighting=weighting, alpha=0.3)
+    inputs = trainer._generate_and_score_completions(rows(REWARDS))
+    adv = inputs["advantages"]
+    assert (adv == 0).float().mean().item() == 0.75  # QAE's sparsity: 12 of 16 responses get exactly 0
+    sparse, dense, n_sparse, n_dense = sparse_and_dense_grads(trainer, inputs)
+    assert n_sparse == [4] and n_dense == [16]  # only the non-zero-advantage rows went through the model
+    assert any_nonzero(dense)
+    assert_same_grads(sparse, dense)
+    # ... and both equal the reference
+    want = reference_grads(trainer.model, inputs, adv.tolist(), loss_type=loss_type, weighting=weighting, alpha=0.3)
+    assert_same_grads(dense, want)
+    # the entropy of the updated rows only is logged under its own name
+    metrics = trainer._metrics["train"]
+    assert len(metrics["entropy/updated_rows"]) == 1 and len(metrics["entropy"]) == 1
+
+
+def test_sparse_update_all_zero_batch_skips_the_forward(tmp_path, tok):
+    flat = [1.0] * 8 + [0.0] * 8  # every group all-equal: nothing to learn
+    trainer = make_trainer(tmp_path, tok, loss_type="bnpo", token_weighting="sa_ah")
+    inputs = trainer._generate_and_score_completions(rows(flat))
+    assert inputs["advantages"].abs().max().item() == 0.0
+    sparse, dense, n_sparse, n_dense = sparse_and_dense_grads(trainer, inputs)
+    assert n_sparse == [] and n_dense == [16]
+    assert not any_nonzero(dense)
+    assert_same_grads(sparse, dense)
+
+
+@pytest.mark.parametrize("case", ["ah", "entropy_bonus", "kl"])
+def test_sparse_falls_back_to_dense(tmp_path, tok, case):
+    # AH weights zero-advantage rows too (its normaliser needs them); an entropy bonus and a KL
+    # term give those rows a gradient of their own: every row must go through the model
+    trainer = make_trainer(tmp_path, tok, loss_type="bnpo", token_weighting="ah" if case == "ah" else "sa_ah",
+                           entropy_coef=0.01 if case == "entropy_bonus" else 0.0)
+    inputs = trainer._generate_and_score_completions(rows(REWARDS))
+    if case == "kl":  # beta != 0 needs reference log-probs: any fixed ones will do
+        trainer.beta = 0.04
+        with torch.no_grad():
+            logps = trainer._get_per_token_logps_and_entropies(
+                trainer.model, torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], 1),
+                torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1), inputs["completion_ids"].shape[1])[0]
+        g = torch.Generator().manual_seed(1)
+        inputs["ref_per_token_logps"] = logps + 0.1 * torch.randn(logps.shape, generator=g, dtype=logps.dtype)
+    assert trainer.args.sparse_update and not trainer._sparse_active(trainer.knobs())
+    sparse, dense, n_sparse, n_dense = sparse_and_dense_grads(trainer, inputs)
+    assert n_sparse == n_dense == [16]
+    assert_same_grads(sparse, dense)
+    if case == "kl":  # the KL of the zero-advantage rows is part of the gradient: skipping them would be wrong
+        trainer.beta = 0.0
+        without_kl = trainer_grads(trainer, {k: v for k, v in inputs.items() if k != "ref_per_token_logps"})
+        assert max((dense[n] - without_kl[n]).abs().max().item() for n in dense) > 1e-4
+
+
+def test_sparse_active_switches(tmp_path, tok):
+    trainer = make_trainer(tmp_path, tok, loss_type="bnpo", token_weighting="sa_ah")
+    knobs = trainer.knobs()
+    assert trainer._sparse_active(knobs)
+    assert not trainer._sparse_active({**knobs, "token_weighting": "ah"})
+    trainer.set_knobs(token_weighting="ah")  # the live knob decides, not the config
+    assert not trainer._sparse_active(trainer.knobs())
+    trainer.model.eval()  # evaluation: no skipping
+    assert not trainer._sparse_active(knobs)
+    trainer.model.train()
+    trainer.args.sparse_update = False
+    assert not trainer._sparse_active(knobs)
+
+
+def test_sparse_update_same_gradient_with_top_entropy_quantile(tmp_path, tok):
+    # TRL's 80/20 forking-token mask thresholds the micro-batch's entropies at a quantile; leaving
+    # zero-advantage rows out must not move that threshold (or sparse skipping must turn itself off)
+    trainer = make_trainer(tmp_path, tok, loss_type="bnpo", top_entropy_quantile=0.5)
+    inputs = trainer._generate_and_score_completions(rows(REWARDS))
+    sparse, dense, _, _ = sparse_and_dense_grads(trainer, inputs)
+    assert_same_grads(sparse, dense)
+
+
+@pytest.mark.parametrize("weighting", ["none", "sa_ah"])
+@pytest.mark.parametrize("loss_type", ["bnpo", "grpo", "dapo"])
+def test_sparse_update_same_gradient_with_tool_mask(tmp_path, tok, loss_type, weighting):
+    # multi-turn rollouts carry a tool_mask (0 on tool-output tokens); TRL's loss mask is
+    # completion_mask * tool_mask, so the sparse normaliser must count the same tokens
+    trainer = make_trainer(tmp_path, tok, loss_type=loss_type, token_weighting=weighting, alpha=0.3)
+    inputs = trainer._generate_and_score_completions(rows(REWARDS))
+    tool_mask = torch.ones_like(inputs["completion_mask"])
+    tool_mask[1, :2] = 0  # tool tokens in a skipped (zero-advantage) row ...
+    tool_mask[0, 1] = 0  # ... and in an updated one
+    inputs["tool_mask"] = tool_mask
+    sparse, dense, _, _ = sparse_and_dense_grads(trainer, inputs)
+    assert_same_grads(sparse, dense)
+
+
+# ---------------------------------------------------------------- 4. live knobs
+
+def test_set_knobs_k_changes_next_advantages_and_metric(tmp_path, tok):
+    rewards = [0.0, 1, 1, 0] * 4  # 2 of 4 correct: hard for K = 0.4 (b = 0), easy for K = 0.6 (b = 1)
+    trainer = make_trainer(tmp_path, tok, loss_type="bnpo")
+    first = trainer._generate_and_score_completions(rows(rewards))["advantages"]
+    trainer.set_knobs(quantile_k=0.6)
+    assert trainer.knobs()["quantile_k"] == 0.6
+    second = trainer._generate_and_score_completions(rows(rewards))["advantages"]
+    assert first.tolist() == pytest.approx(qae_advantages(rewards, k=0.4), abs=1e-6)
+    assert second.tolist() == pytest.approx(qae_advantages(rewards, k=0.6), abs=1e-6)
+    assert bool((first >= 0).all()) and bool((second <= 0).all()) and not torch.equal(first, second)
+    metrics = trainer._metrics["train"]
+    assert metrics["qae/k"] == [0.4, 0.6]
+    assert metrics["qae/hard_frac"] == [1.0, 0.0] and metrics["qae/easy_frac"] == [0.0, 1.0]
+    assert metrics["qae/quantile_baseline"] == [1.0, 1.0]
+    trainer.set_knobs(baseline="mean")
+    third = trainer._generate_and_score_completions(rows(rewards))["advantages"]
+    assert third.tolist() == pytest.approx(qae_advantages(rewards, baseline="mean"), abs=1e-6)
+    assert metrics["qae/quantile_baseline"][-1] == 0.0
+
+
+def test_set_knobs_alpha_changes_weights_and_metric(tmp_path, tok):
+    trainer = make_trainer(tmp_path, tok, loss_type="bnpo", token_weighting="sa_ah", alpha=0.3, sparse_update=False)
+    inputs = trainer._generate_and_score_completions(rows(REWARDS))
+    adv = qae_advantages(REWARDS)
+    before = trainer_grads(trainer, inputs)
+    trainer.set_knobs(alpha=1.5)
+    after = trainer_grads(trainer, inputs)
+    metrics = trainer._metrics["train"]
+    assert metrics["saah/alpha"] == [0.3, 1.5]
+    assert metrics["saah/w_mean_neg"][1] < metrics["saah/w_mean_neg"][0]  # a stronger discount
+    assert_same_grads(after, reference_grads(trainer.model, inputs, adv, loss_type="bnpo", weighting="sa_ah",
+                                             alpha=1.5))
+    assert max((before[n] - after[n]).abs().max().item() for n in before) > 1e-4
+    # token_weighting is live too: AH from the next loss on
+    trainer.set_knobs(token_weighting="ah")
+    assert_same_grads(trainer_grads(trainer, inputs),
+                      reference_grads(trainer.model, inputs, adv, loss_type="bnpo", weighting="ah", alpha=1.5))
+
+
+def test_set_knobs_validates(tmp_path, tok):
+    trainer = make_trainer(tmp_path, tok, loss_type="bnpo")
+    before = trainer.knobs()
+    for knobs, name in (({"quantile_k": 0.0}, "quantile_k"), ({"quantile_k": 1.0}, "quantile_k"),
+                        ({"quantile_k": float("nan")}, "quantile_k"), ({"quantile_k": "0.4"}, "quantile_k"),
+                        ({"alpha": float("nan")}, "alpha"), ({"alpha": float("inf")}, "alpha"),
+                        ({"baseline": "median"}, "baseline"), ({"token_weighting": "sa-ah"}, "token_weighting"),
+                        ({"k": 0.5}, "unknown knob"), ({"quantile_k": 0.5, "beta": 0.1}, "unknown knob"),
+                        ({"quantile_k": 0.5, "alpha": float("nan")}, "alpha")):
+        with pytest.raises(ValueError, match=name):
+            trainer.set_knobs(**knobs)
+    assert trainer.knobs() == before  # a rejected call changes nothing, not even its valid part
+    trainer.set_knobs(quantile_k=0.25, alpha=0.0)
+    assert trainer.knobs() == {**before, "quantile_k": 0.25, "alpha": 0.0}
+    dr = make_trainer(tmp_path / "dr", tok, loss_type="dr_grpo")
+    with pytest.raises(ValueError, match="loss_type"):
+        dr.set_knobs(token_weighting="sa_ah")
+
+
+# ---------------------------------------------------------------- 5. logged advantages
+
+def test_logged_advantages_are_qae_ones(tmp_path, tok):
+    trainer = make_trainer(tmp_path, tok, loss_type="bnpo")
+    out = trainer._generate_and_score_completions(rows(REWARDS))
+    want = qae_advantages(REWARDS)
+    trl_mean = qae_advantages(REWARDS, baseline="mean")
+    logged = list(trainer._logs["advantages"])
+    assert logged == pytest.approx(want, abs=1e-6) and logged == out["advantages"].tolist()
+    assert logged != pytest.approx(trl_mean, abs=1e-3)
+    assert len(trainer._logs["prompt"]) == len(logged) == len(REWARDS)  # still one row per completion
+    # a second generation replaces the first one's entries instead of piling up behind them
+    trainer.set_knobs(quantile_k=0.8)
+    trainer._generate_and_score_completions(rows(REWARDS))
+    assert list(trainer._logs["advantages"]) == pytest.approx(qae_advantages(REWARDS, k=0.8), abs=1e-6)
+
+
+# ---------------------------------------------------------------- 6. a LoRA step through trainer.train()
+
+def test_lora_train_step_moves_adapter_only(tmp_path):
+    model, tok = load_policy("embedded", lora=True, device="cpu")
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    args = QAEConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to=[], per_device_train_batch_size=16,
+                     num_generations=4, max_completion_length=40, max_steps=1, learning_rate=1e-2, logging_steps=1,
+                     save_strategy="no", seed=0)
+    trainer = QAETrainer(model=model, reward_funcs=correctness_reward, args=args, processing_class=tok,
+                         train_dataset=to_grpo_dataset(synthetic_task(4, seed=0)))
+    trainer.train()
+    assert any(a != 0 for a in trainer._logs["advantages"])  # the premise: something to learn from
+    log = trainer.state.log_history[0]
+    assert log["qae/k"] == 0.4 and math.isfinite(log["loss"]) and log["grad_norm"] > 0
+    params = dict(trainer.model.named_parameters())
+    assert params.keys() == before.keys()
+    base = [n for n in params if "lora_" not in n]
+    lora_b = [n for n in params if "lora_B" in n]
+    assert base and lora_b
+    assert all(torch.equal(params[n].detach(), before[n]) for n in base)  # every base weight bit-identical
+    assert all(not torch.equal(params[n].detach(), before[n]) for n in lora_b)  # the adapter moved
+
+
+# ---------------------------------------------------------------- 7. config validation
+
+@pytest.mark.parametrize("kwargs, name", [
+    ({"baseline": "median"}, "baseline"),
+    ({"baseline": None}, "baseline"),
+    ({"quantile_k": 0.0}, "quantile_k"),
+    ({"quantile_k": 1.0}, "quantile_k"),
+    ({"quantile_k": float("nan")}, "quantile_k"),
+    ({"quantile_k": True}, "quantile_k"),
+    ({"quantile_method": "nearest"}, "quantile_method"),
+    ({"token_weighting": "sa-ah"}, "token_weighting"),
+    ({"alpha": float("nan")}, "alpha"),
+    ({"alpha": float("-inf")}, "alpha"),
+    ({"advantage_eps": -1e-6}, "advantage_eps"),
+    ({"advantage_eps": float("nan")}, "advantage_eps"),
+    ({"success_threshold": float("nan")}, "success_threshold"),
+    ({"token_weighting": "sa_ah", "loss_type": "dr_grpo"}, "token_weighting"),
+    ({"token_weighting": "ah", "loss_type": "cispo"}, "loss_type"),
+])
+def test_config_rejects_bad_values(tmp_path, kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        QAEConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], **kwargs)
+
+
+def test_config_defaults_and_accepted_values(tmp_path):
+    cfg = QAEConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[])
+    assert (cfg.baseline, cfg.quantile_k, cfg.quantile_method, cfg.token_weighting, cfg.alpha, cfg.advantage_eps,
+            cfg.sparse_update) == ("quantile", 0.4, "paper", "none", 0.5, 1e-4, True)
+    for loss_type in ("bnpo", "grpo", "dapo"):
+        QAEConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], token_weighting="sa_ah", loss_type=loss_type)
+    QAEConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], loss_type="dr_grpo", advantage_eps=0.0,
+              alpha=-0.25, quantile_method="linear", baseline="mean")
+
+
+def test_trainer_needs_qae_config(tmp_path, tok):
+    with pytest.raises(ValueError, match="QAEConfig"):
+        make_trainer(tmp_path, tok, config_cls=GRPOConfig)
+
+
+# ---------------------------------------------------------------- 8. two processes (gloo)
+
+MP_REWARDS = [1.0, 0, 0, 0,   0, 1, 1, 0,   1, 1, 0, 0]  # 3 groups over 2 ranks of 6: group 2 spans both
+MP_WORKER = r'''
+"""One rank of the two-process check: generation on fixed completions, then sparse vs dense losses."""
+import datetime, json, os, sys
+
+import torch
+
+torch.set_num_threads(1)
+out, tests_dir = sys.argv[1], sys.argv[2]
+sys.path.insert(0, tests_dir)
+from test_trainer import MP_REWARDS, completion_ids, make_trainer, rows, trainer_grads  # noqa: E402
+
+from qae_lab.models import load_policy  # noqa: E402
+
+# a short collective timeout: a rank stuck waiting for another fails instead of hanging the test
+torch.distributed.init_process_group("gloo", timeout=datetime.timedelta(seconds=15))
+rank, n = int(os.environ["RANK"]), len(MP_REWARDS) // 2
+tok = load_policy("embedded", device="cpu")[1]
+local = slice(rank * n, (rank + 1) * n)
+trainer = make_trainer(os.path.join(out, f"run{rank}"), tok, n=n, completions=completion_ids(2 * n, len(tok))[local],
+                       loss_type="bnpo", token_weighting="sa_ah")
+assert trainer.accelerator.num_processes == 2 and trainer.accelerator.process_index == rank
+inputs = trainer._generate_and_score_completions(rows(MP_REWARDS)[local])
+with open(os.path.join(out, f"adv{rank}.json"), "w") as f:
+    json.dump({"local": inputs["advantages"].tolist(), "logged": list(trainer._logs["advantages"]),
+               "zero_adv_frac": trainer._metrics["train"]["qae/zero_adv_frac"]}, f)
+
+
+def max_diff(idx, name):
+    """Sparse vs dense gradients of the rows idx of this rank's batch; both ranks call it together."""
+    sub = {k: (v[idx] if isinstance(v, torch.Tensor) and v.dim() and v.shape[0] == n else v)
+           for k, v in inputs.items()}
+    trainer.args.sparse_update = False
+    dense = trainer_grads(trainer, sub)
+    trainer.args.sparse_update = True
+    sparse = trainer_grads(trainer, sub)
+    diff = max((sparse[p] - dense[p]).abs().max().item() for p in dense)
+    with open(os.path.join(out, f"{name}{rank}.json"), "w") as f:
+        json.dump({"max_diff": diff, "kept": int((sub["advantages"] != 0).sum())}, f)
+
+
+# the ranks keep different numbers of non-zero-advantage rows (2 and 3) ...
+max_diff(torch.arange(n), "uneven")
+# ... and one rank's micro-batch is all zero-advantage while the other's is not
+max_diff(torch.tensor([1, 2, 3]) if rank == 0 else torch.tensor([0, 1, 2]), "allzero")
+torch.distributed.barrier()
+torch.distributed.destroy_process_group()
+'''
+
+
+@pytest.fixture(scope="module")
+def two_process_run(tmp_path_factory):
+    """Launch MP_WORKER on 2 CPU processes (torchrun, gloo) once; return its output folder and log."""
+    out = tmp_path_factory.mktemp("two_process")
+    script = out / "worker.py"
+    script.write_text(MP_WORKER)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc_per_node", "2",
+           str(script), str(out), str(Path(__file__).resolve().parent)]
+    try:
+        proc = subprocess.run(cmd, check=False, env=env, capture_output=True, text=True, timeout=120)
+        text = proc.stdout + proc.stderr
+        key = [line for line in text.splitlines() if any(s in line for s in ("what()", "Error", "trainer.py"))]
+        log = "\n".join(dict.fromkeys(key)) + "\n...\n" + text[-3000:]
+    except subprocess.TimeoutExpired as err:
+        log = f"timed out: {err}"
+    return out, log
+
+
+def read_ranks(out: Path, name: str, log: str) -> list[dict]:
+    paths = [out / f"{name}{rank}.json" for rank in range(2)]
+    assert all(p.exists() for p in paths), f"a rank did not get through '{name}':\n{log}"
+    return [json.loads(p.read_text()) for p in paths]
+
+
+@pytest.mark.slow
+def test_two_processes_same_advantages_as_one(two_process_run):
+    out, log = two_process_run
+    ranks = read_ranks(out, "adv", log)
+    want = group_advantages(torch.tensor(MP_REWARDS), G, eps=1e-4).tolist()
+    assert want == pytest.approx(qae_advantages(MP_REWARDS), abs=1e-6)
+    n = len(MP_REWARDS) // 2
+    for rank, got in enumerate(ranks):
+        assert got["local"] == pytest.approx(want[rank * n:(rank + 1) * n], abs=1e-6)  # each rank its own slice
+        assert got["logged"] == pytest.approx(want, abs=1e-6)  # the gathered batch in the completion table
+        assert got["zero_adv_frac"] == [pytest.approx(7 / 12)]
+
+
+@pytest.mark.slow
+def test_two_processes_sparse_update_same_gradient(two_process_run):
+    # sparse skipping leaves a different number of rows on each rank; TRL's loss then gathers
+    # per-row metrics and reduces per-token ones across ranks, which needs every rank to take part
+    out, log = two_process_run
+    for name, kept in (("uneven", [2, 3]), ("allzero", [0, 2])):
+        ranks = read_ranks(out, name, log)
+        assert [r["kept"] for r in ranks] == kept
+        assert all(r["max_diff"] < 1e-6 for r in ranks), ranks
