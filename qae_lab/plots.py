@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 import ipywidgets as widgets
 import plotly.graph_objects as go
 
-__all__ = ["line_figure", "heatmap_figure", "bar_figure", "gate_heatmap", "figure_widget_supported", "FigureView",
-           "interactive"]
+__all__ = ["line_figure", "heatmap_figure", "bar_figure", "gate_heatmap", "run_curves_figure", "RUN_CURVES",
+           "figure_widget_supported", "FigureView", "interactive"]
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#7f7f7f")
 
@@ -110,6 +110,55 @@ def gate_heatmap(table, ks: Sequence[float], *, title: str = "", height: int = 4
                          text=[[GATE_SYMBOLS[v] for v in row] for row in rows], colorscale=colorscale,
                          zmid=None, zmin=-1.5, zmax=2.5, height=height)
     fig.update_traces(showscale=False)
+    return fig
+
+
+# panel title -> the logged metrics it draws (TRL's names and qae_lab's qae/*, saah/*)
+RUN_CURVES = {
+    "reward": ("reward",),
+    "entropy": ("entropy", "entropy/updated_rows"),
+    "zero-advantage fraction": ("qae/zero_adv_frac",),
+    "hard / easy prompt fractions": ("qae/hard_frac", "qae/easy_frac"),
+    "K": ("qae/k",),
+    "alpha": ("saah/alpha",),
+    "SA-AH mean weight, negative rollouts": ("saah/w_mean_neg",),
+    "completion length (tokens)": ("completions/mean_length",),
+}
+
+
+def run_curves_figure(rows: Sequence[Mapping], panels: Mapping[str, Sequence[str]] = RUN_CURVES, *,
+                      title: str = "", height_per_row: int = 260) -> go.Figure:
+    r"""Training curves from log rows (dicts with ``step`` and metrics), one panel per entry of ``panels``.
+
+    A metric missing from every row (e.g. ``saah/*`` without token weighting) leaves its
+    panel with a "not logged" note; a row where it is None is skipped.
+
+    >>> fig = run_curves_figure([{"step": 1, "reward": 0.2}, {"step": 2, "reward": 0.4}], {"reward": ("reward",)})
+    >>> list(fig.data[0].x), list(fig.data[0].y)
+    ([1, 2], [0.2, 0.4])
+    """
+    from plotly.subplots import make_subplots
+
+    names = list(panels)
+    n_rows = (len(names) + 1) // 2
+    fig = make_subplots(rows=n_rows, cols=2, subplot_titles=names, vertical_spacing=0.3 / max(n_rows, 1))
+    color = 0
+    for i, (name, keys) in enumerate(panels.items()):
+        r, c = i // 2 + 1, i % 2 + 1
+        drawn = False
+        for key in keys:
+            pts = [(row["step"], float(row[key])) for row in rows if row.get(key) is not None]
+            if not pts:
+                continue
+            fig.add_trace(go.Scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], name=key, mode="lines",
+                                     line={"color": PALETTE[color % len(PALETTE)]}), row=r, col=c)
+            color, drawn = color + 1, True
+        if not drawn:
+            fig.add_annotation(text="not logged in this run", showarrow=False, xref="x domain", yref="y domain",
+                               x=0.5, y=0.5, row=r, col=c)
+        fig.update_xaxes(title_text="step", row=r, col=c)
+    fig.update_layout(title=title, height=height_per_row * n_rows, template="plotly_white",
+                      margin={"l": 50, "r": 20, "t": 60, "b": 40}, legend={"orientation": "h", "y": -0.05})
     return fig
 
 

@@ -1,0 +1,8 @@
+"""``python -m qae_lab ...``: the command line of :mod:`qae_lab.cli`."""
+
+import sys
+
+from qae_lab.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,315 @@
+r"""``python -m qae_lab train --preset cpu-demo``: a whole RLVR run from the command line.
+
+A run: evaluate the policy on held-out problems, train it with
+:class:`qae_lab.trainer.QAETrainer`, evaluate again. The output folder (default
+``runs/<preset>-<timestamp>``) then holds ``config.json``, ``log.jsonl`` (one line per step,
+:mod:`qae_lab.runlog`), ``eval_before.json`` / ``eval_after.json``
+(:class:`qae_lab.evaluate.EvalResult`), ``report.html`` (curves and the pass@1 table, one
+self-contained file) and ``model/`` (the final weights, or LoRA adapters)::
+
+    python -m qae_lab train --preset cpu-demo                       # or: qae-lab train ...
+    python -m qae_lab train --preset cpu-demo --method qae_sa_ah --set quantile_k=0.6 --set max_steps=50
+    python -m qae_lab train --preset qwen2.5-1.5b-gsm8k --dry-run   # print the config, load nothing
+    python -m qae_lab train --preset cpu-demo --resume runs/cpu-demo-20260101-120000   # after Ctrl-C
+    python -m qae_lab presets                                       # list the presets
+
+Presets, methods and ``--set name=value`` overrides: :mod:`qae_lab.presets`. Ctrl-C during
+training saves a resumable checkpoint (:func:`qae_lab.runlog.train_resumable`) and exits
+with status 130; ``--resume`` continues it in the same folder and log.
+
+The end-of-answer rule: one verdict for the reward and for evaluation. A completion is
+correct only when :func:`qae_lab.rewards.is_correct` accepts it AND it stops right after
+its closing ``</answer>`` tag, whitespace aside (:func:`strict_is_correct`). The training
+reward (:func:`strict_correctness_reward`, 0/1) and every pass@1 this module prints or
+writes (:func:`strict_eval` re-judges :func:`qae_lab.evaluate.evaluate`'s completions) call
+that one function. Why: ``is_correct`` reads the last ``<answer>`` block wherever it sits,
+so a completion that answers and then runs on (more text, more tags, to the length limit)
+still scores; a tiny model rewarded that way can stop emitting EOS while its training
+reward holds and exact-match evaluation falls to zero. With the rule, "answer, then stop"
+is the only way to earn reward. The check reads the decoded text (TRL and
+:func:`qae_lab.evaluate.generate` strip special tokens such as EOS), so a completion cut
+by the length limit exactly after ``</answer>`` would pass; in the cpu-demo completions
+are ~31 tokens against a 48-token limit. Evaluation also keeps the lenient verdict
+(``lenient_pass@1``, ``lenient_greedy_pass@1``), so any gap between the two stays visible.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from qae_lab.presets import METHODS, PRESETS, RunArgs, build, command_line, field_types, parse_sets
+from qae_lab.rewards import completion_text, is_correct
+
+__all__ = ["ends_at_answer", "strict_is_correct", "strict_correctness_reward", "strict_eval", "load_records",
+           "train", "main"]
+
+# ---------------------------------------------------------------- the verdict
+
+_ENDS_AT_ANSWER = re.compile(r"<[ \t]*/[ \t]*answer[ \t]*>\s*\Z", re.IGNORECASE)
+
+
+def ends_at_answer(text: str) -> bool:
+    r"""True iff the text stops right after a closing ``</answer>`` tag (whitespace may follow).
+
+    >>> ends_at_answer("<answer>\n7\n</answer>\n"), ends_at_answer("<answer>7</answer> Now another: <answer>")
+    (True, False)
+    """
+    return _ENDS_AT_ANSWER.search(text) is not None
+
+
+def strict_is_correct(completion, gold) -> bool:
+    r"""The one verdict of training and evaluation: :func:`qae_lab.rewards.is_correct` and :func:`ends_at_answer`.
+
+    >>> c = "<reasoning>\n3 + 4 = 7\n</reasoning>\n<answer>\n7\n</answer>"
+    >>> strict_is_correct(c, "7"), strict_is_correct(c + "\n<reasoning>\n1 + 1 = 2", "7"), is_correct(c + "xx", "7")
+    (True, False, True)
+    """
+    return ends_at_answer(completion_text(completion)) and is_correct(completion, gold)
+
+
+def strict_correctness_reward(completions, gold, **kwargs) -> list[float]:
+    r"""TRL reward: 1.0 iff :func:`strict_is_correct`, else 0.0 (QAE's binary R_i).
+
+    >>> strict_correctness_reward(["<answer>5</answer>", "<answer>5</answer> and more", "<answer>6</answer>"],
+    ...                           gold=["5", "5", "5"])
+    [1.0, 0.0, 0.0]
+    """
+    return [1.0 if strict_is_correct(c, g) else 0.0 for c, g in zip(completions, gold, strict=True)]
+
+
+def strict_eval(result, ks=(1, 8)):
+    r"""Re-judge an :class:`~qae_lab.evaluate.EvalResult` with :func:`strict_is_correct`.
+
+    Every sample's and greedy completion's ``correct`` becomes the strict verdict (the
+    lenient one is kept as ``correct_lenient``); summary and per-level metrics are
+    recomputed, plus ``lenient_pass@1`` / ``lenient_greedy_pass@1`` for comparison.
+    """
+    from qae_lab.evaluate import EvalResult, _metrics
+
+    lenient = result.summary
+    problems = []
+    for p in result.problems:  # copies: the result passed in is left as it was
+        p = {**p, "samples": [dict(s) for s in p["samples"]], "greedy": dict(p["greedy"]) if p["greedy"] else None}
+        for s in [*p["samples"], *([p["greedy"]] if p["greedy"] else [])]:
+            s["correct_lenient"] = s.get("correct_lenient", s["correct"])
+            s["correct"] = strict_is_correct(s["completion"], p["gold"])
+        p["n_correct"] = sum(s["correct"] for s in p["samples"])
+        p["success_rate"] = p["n_correct"] / len(p["samples"])
+        problems.append(p)
+    greedy = problems[0]["greedy"] is not None
+    ks = [k for k in ks if k <= len(problems[0]["samples"])]
+    summary = _metrics(problems, ks, greedy)
+    summary["lenient_pass@1"] = lenient["pass@1"]
+    if greedy:
+        summary["lenient_greedy_pass@1"] = lenient["greedy_pass@1"]
+    levels = sorted({p["level"] for p in problems})
+    by_level = {lv: _metrics([p for p in problems if p["level"] == lv], ks, greedy) for lv in levels}
+    return EvalResult(summary, by_level, problems)
+
+
+# ---------------------------------------------------------------- the run
+
+def load_records(run: RunArgs) -> tuple[list[dict], list[dict]]:
+    r"""(training records, held-out evaluation records) of the run's task.
+
+    >>> tr, ev = load_records(RunArgs(n_train=8, n_eval=4, levels=(2, 5)))
+    >>> [r["level"] for r in ev], tr[0]["id"] != ev[0]["id"]
+    ([2, 5, 2, 5], True)
+    """
+    from qae_lab.data import sa_ah_split, synthetic_task
+
+    if run.task == "gsm8k":
+        return sa_ah_split(path=run.gsm8k_path, n_train=run.n_train, n_eval=run.n_eval, seed=run.data_seed)
+    return (synthetic_task(run.n_train, levels=run.levels, seed=run.data_seed),
+            synthetic_task(run.n_eval, levels=run.levels, seed=run.data_seed + 1))
+
+
+def _evaluate(model, tok, records, run: RunArgs, cfg, path: Path, *, reuse: bool = False):
+    """Strict-verdict evaluation of ``records``, written to ``path`` (read back instead when ``reuse`` and it exists)."""
+    from qae_lab.evaluate import EvalResult, evaluate
+
+    if reuse and path.exists():
+        print(f"(evaluation read back from {path})", flush=True)
+        return EvalResult.from_json(path)
+    res = evaluate(model, tok, records, num_samples=run.eval_samples, ks=(1, run.eval_samples),
+                   temperature=cfg.temperature, max_new_tokens=run.eval_max_new_tokens or cfg.max_completion_length,
+                   batch_size=run.eval_batch_size, seed=run.data_seed, progress=not cfg.disable_tqdm)
+    res = strict_eval(res, ks=(1, run.eval_samples))
+    res.to_json(path)
+    return res
+
+
+def _eval_line(name: str, res) -> str:
+    s = res.summary
+    levels = " ".join(f"L{lv}={m['pass@1']:.3f}" for lv, m in res.by_level.items())
+    return (f"{name}: greedy pass@1 {s['greedy_pass@1']:.3f}, sampled pass@1 {s['pass@1']:.3f} "
+            f"(n={int(s['n_samples'])}; lenient {s['lenient_pass@1']:.3f}) on {int(s['n_problems'])} problems [{levels}]")
+
+
+def train(run: RunArgs, cfg, *, preset: str | None = None, command: str | None = None,
+          resume_from_checkpoint: str | None = None, callbacks=()) -> dict[str, Any]:
+    r"""Evaluate, train with :class:`~qae_lab.trainer.QAETrainer`, evaluate, write the run folder.
+
+    Args:
+        run, cfg: from :func:`qae_lab.presets.build`.
+        preset, command: recorded in ``config.json`` and the report.
+        resume_from_checkpoint: a checkpoint folder to continue (the "before" evaluation is
+            read back from the run folder when there).
+        callbacks: further ``TrainerCallback`` objects.
+
+    Returns:
+        dict with ``output_dir``, ``interrupted``, ``checkpoint`` (when interrupted), ``global_step``,
+        ``wall_s``, ``before`` / ``after`` (evaluation summaries or None) and ``report`` (its path).
+    """
+    import torch
+
+    threads = torch.get_num_threads()
+    if run.torch_threads:
+        torch.set_num_threads(run.torch_threads)
+    try:
+        return _run(run, cfg, preset, command, resume_from_checkpoint, callbacks)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run(run: RunArgs, cfg, preset, command, resume_from_checkpoint, callbacks) -> dict[str, Any]:
+    from qae_lab.data import to_grpo_dataset
+    from qae_lab.models import load_policy, lora_config
+    from qae_lab.runlog import RunLogger, train_resumable, use_compact_progress
+    from qae_lab.trainer import QAETrainer
+
+    t0 = time.time()
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model, tok = load_policy(run.model, device="cpu" if cfg.use_cpu else None)
+    train_recs, eval_recs = load_records(run)
+    before = (_evaluate(model, tok, eval_recs, run, cfg, out / "eval_before.json",
+                        reuse=resume_from_checkpoint is not None) if run.evaluate else None)
+    if before:
+        print(_eval_line("before", before), flush=True)
+    run_info = {**dataclasses.asdict(run), "command": command, "method": _method_name(cfg)}
+    trainer = QAETrainer(model=model, reward_funcs=[strict_correctness_reward], args=cfg,
+                         train_dataset=to_grpo_dataset(train_recs), processing_class=tok,
+                         peft_config=lora_config(run.lora_r) if run.lora else None,
+                         callbacks=[RunLogger(preset=preset, run=run_info), *callbacks])
+    use_compact_progress(trainer)
+    outcome = train_resumable(trainer, resume_from_checkpoint)
+    after = None
+    if outcome.interrupted:
+        print(f"interrupted at step {outcome.global_step}; checkpoint: {outcome.checkpoint}\n"
+              f"resume with: {command or 'python -m qae_lab train ...'} --resume {outcome.checkpoint}", flush=True)
+    else:
+        if run.save_model:
+            trainer.save_model(str(out / "model"))
+        if run.evaluate:
+            after = _evaluate(trainer.model, tok, eval_recs, run, cfg, out / "eval_after.json")
+            print(_eval_line("after", after), flush=True)
+    wall = time.time() - t0
+    report = _report(out, run, cfg, preset, command, outcome, wall, before, after)
+    print(f"run folder: {out}  (report: {report})", flush=True)
+    return {"output_dir": str(out), "interrupted": outcome.interrupted, "checkpoint": outcome.checkpoint,
+            "global_step": outcome.global_step, "wall_s": wall, "report": str(report),
+            "before": before.summary if before else None, "after": after.summary if after else None}
+
+
+def _report(out: Path, run: RunArgs, cfg, preset, command, outcome, wall: float, before, after) -> Path:
+    """``report.html`` of a run: its facts, the before/after table, the curves of ``log.jsonl``."""
+    from qae_lab.runlog import read_log, write_report
+
+    evals = {name: {"overall": r.summary, "levels": r.by_level} for name, r in (("before", before), ("after", after))
+             if r is not None}
+    summary = {"preset": preset, "command": command, "model": run.model, "task": run.task,
+               "levels": ",".join(map(str, run.levels)) if run.task == "synthetic" else "—",
+               "method": _method_name(cfg), "K": cfg.quantile_k, "alpha": cfg.alpha, "learning rate": cfg.learning_rate,
+               "steps": f"{outcome.global_step} / {cfg.max_steps}" + (" (interrupted)" if outcome.interrupted else ""),
+               "prompts x completions per step": f"{cfg.generation_batch_size // cfg.num_generations} x "
+                                                 f"{cfg.num_generations}",
+               "wall time (this process)": f"{wall:.0f} s"}
+    notes = [("Verdict: correct (qae_lab.rewards.is_correct) AND stopped right after </answer> "
+              "(qae_lab.cli.strict_is_correct), in the training reward and in every pass@1 here; "
+              "'lenient' ignores the stop."),
+             ("Sampled pass@1: the mean over problems of c/n, n completions each at the training temperature; "
+              "greedy pass@1: one argmax completion per problem. Same problems and seeds before and after."),
+             ("With sparse updates (sparse_update=True) TRL's entropy covers only the updated responses and is "
+              "drawn as entropy/updated_rows.")][:3 if cfg.sparse_update else 2]
+    return write_report(out, title=f"qae_lab run: {preset or run.model}", rows=read_log(out),
+                        summary=summary, evals=evals, notes=notes)
+
+
+def _method_name(cfg) -> str:
+    for name, knobs in METHODS.items():
+        if knobs == {"baseline": cfg.baseline, "token_weighting": cfg.token_weighting}:
+            return name
+    return f"{cfg.baseline}+{cfg.token_weighting}"
+
+
+def _resume_target(path: str) -> str:
+    """A checkpoint folder as given, or a run folder's last checkpoint."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    p = Path(path)
+    if (p / "trainer_state.json").exists():
+        return str(p)
+    last = get_last_checkpoint(str(p)) if p.is_dir() else None
+    if last is None:
+        raise ValueError(f"--resume {path}: neither a checkpoint folder nor a run folder holding one")
+    return last
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="qae-lab", description="QAE / SA-AH-GRPO runs with TRL (see qae_lab.cli).")
+    sub = p.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("train", help="evaluate, train, evaluate; write the run folder",
+                       description="Run a preset. Fields of RunArgs: " + ", ".join(field_types(RunArgs))
+                       + "; and every field of qae_lab.trainer.QAEConfig (TRL's GRPOConfig + QAE/SA-AH knobs).")
+    t.add_argument("--preset", default="cpu-demo", choices=sorted(PRESETS))
+    t.add_argument("--method", choices=sorted(METHODS), help="sets baseline and token_weighting")
+    t.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME=VALUE",
+                   help="override a RunArgs or QAEConfig field (repeatable), e.g. --set quantile_k=0.6")
+    t.add_argument("--output-dir", help="run folder (default runs/<preset>-<timestamp>; with --resume: its run)")
+    t.add_argument("--resume", metavar="PATH", help="checkpoint folder, or run folder (its last checkpoint)")
+    t.add_argument("--dry-run", action="store_true", help="print the resolved configuration and exit")
+    sub.add_parser("presets", help="list the presets")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    r"""The ``qae-lab`` / ``python -m qae_lab`` entry point; returns the exit status (130 when interrupted)."""
+    args = _parser().parse_args(argv)
+    if args.command == "presets":
+        for name, preset in PRESETS.items():
+            print(f"{name}: {json.dumps(preset, default=str)}")
+        return 0
+    try:
+        resume = _resume_target(args.resume) if args.resume else None
+        output_dir = args.output_dir or (str(Path(resume).parent) if resume else None)
+        run, cfg = build(args.preset, args.sets, args.method, output_dir=output_dir)
+    except ValueError as err:
+        print(f"qae-lab: error: {err}", file=sys.stderr)
+        return 2
+    command = command_line(args.preset, args.sets, args.method)
+    if args.dry_run:
+        print(json.dumps(_resolved(args, run, cfg, command), indent=1, default=str))
+        return 0
+    try:
+        result = train(run, cfg, preset=args.preset, command=command, resume_from_checkpoint=resume)
+    except KeyboardInterrupt:  # outside the training loop (loading, evaluation): nothing to checkpoint
+        print("interrupted", file=sys.stderr)
+        return 130
+    return 130 if result["interrupted"] else 0
+
+
+def _resolved(args, run: RunArgs, cfg, command: str) -> dict[str, Any]:
+    """What a dry run prints: the command, the RunArgs, and the resolved value of every overridden QAEConfig field."""
+    overrides = {**PRESETS[args.preset], **(METHODS.get(args.method) or {}), **parse_sets(args.sets)}
+    trainer = {k: getattr(cfg, k) for k in overrides if k in field_types(type(cfg))}
+    trainer.update(output_dir=cfg.output_dir, generation_batch_size=cfg.generation_batch_size,
+                   steps_per_generation=cfg.steps_per_generation)
+    return {"command": command, "run": dataclasses.asdict(run), "trainer": trainer}

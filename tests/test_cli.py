@@ -1,0 +1,254 @@
+"""Tests for qae_lab.cli and qae_lab.presets: the end-of-answer verdict shared by reward and
+evaluation, presets and ``--set`` overrides, the GPU presets built without a model, and tiny
+real runs through the entry function (the embedded model on the CPU: 2 steps of 2 prompts x 4
+completions, 8 evaluation problems x 2 samples), including Ctrl-C and ``--resume``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import TrainerCallback
+
+from qae_lab import cli
+from qae_lab.cli import ends_at_answer, main, strict_correctness_reward, strict_eval, strict_is_correct
+from qae_lab.evaluate import EvalResult
+from qae_lab.presets import METHODS, PRESETS, build, command_line, parse_sets, parse_value
+from qae_lab.rewards import correctness_reward, is_correct
+from qae_lab.runlog import read_log, step_rows
+
+ROOT = Path(__file__).resolve().parents[1]
+GOOD = "<reasoning>\n3 + 4 = 7\n</reasoning>\n<answer>\n7\n</answer>"
+RAN_ON = GOOD + "\n<reasoning>\n7 + 1 = 8\n</reasoning>\n<answer>\n8 and so on"  # answered, then kept going
+GARBAGE = GOOD + " 1 2 3 blah"
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """The tiny model runs far faster on one thread than on a busy 2-core machine's two."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+# ---------------------------------------------------------------- the verdict
+
+def test_trailing_garbage_after_a_correct_answer_scores_zero_in_the_reward():
+    assert is_correct(GARBAGE, "7")  # the lenient check still finds the answer ...
+    assert strict_correctness_reward([GOOD, GARBAGE, GOOD + "\n\n"], gold=["7", "7", "7"]) == [1.0, 0.0, 1.0]
+    assert correctness_reward([GARBAGE], gold=["7"]) == [1.0]  # ... which is why the lenient reward is not used
+    conversational = [[{"role": "assistant", "content": GARBAGE}], [{"role": "assistant", "content": GOOD}]]
+    assert strict_correctness_reward(conversational, gold=["7", "7"]) == [0.0, 1.0]
+    assert not strict_is_correct(GOOD.replace("7\n</answer>", "8\n</answer>"), "7")  # stopped but wrong
+
+
+def test_ends_at_answer():
+    assert ends_at_answer(GOOD) and ends_at_answer(GOOD + " \n") and ends_at_answer("<answer>7</ANSWER >")
+    assert not ends_at_answer(RAN_ON) and not ends_at_answer(GARBAGE) and not ends_at_answer("7")
+
+
+def _judged(c: str) -> dict:
+    return {"completion": c, "extracted": "7", "correct": is_correct(c, "7")}
+
+
+def test_trailing_garbage_scores_zero_in_the_printed_eval_verdict():
+    problems = [{"id": 0, "level": 2, "question": "q", "gold": "7", "greedy": _judged(GARBAGE),
+                 "samples": [_judged(GARBAGE), _judged(RAN_ON)], "n_correct": 2, "success_rate": 1.0},
+                {"id": 1, "level": 3, "question": "q", "gold": "7", "greedy": _judged(GOOD),
+                 "samples": [_judged(GOOD), _judged(GARBAGE)], "n_correct": 2, "success_rate": 1.0}]
+    lenient = EvalResult({"greedy_pass@1": 1.0, "pass@1": 1.0}, {}, problems)
+    res = strict_eval(lenient, ks=(1, 2))
+    assert res.summary["greedy_pass@1"] == 0.5 and res.summary["pass@1"] == 0.25
+    assert res.summary["lenient_pass@1"] == 1.0 and res.summary["lenient_greedy_pass@1"] == 1.0
+    assert res.by_level[2]["pass@1"] == 0.0 and res.by_level[3]["pass@1"] == 0.5
+    assert res.problems[0]["samples"][0]["correct_lenient"] and not res.problems[0]["samples"][0]["correct"]
+    assert lenient.problems[0]["samples"][0]["correct"]  # the input is not modified
+    line = cli._eval_line("after", res)
+    assert "greedy pass@1 0.500, sampled pass@1 0.250" in line and "lenient 1.000" in line
+
+
+# ---------------------------------------------------------------- presets and overrides
+
+def test_every_preset_builds_and_methods_map_to_knobs(tmp_path):
+    for name in PRESETS:
+        _, cfg = build(name, output_dir=str(tmp_path / name))
+        assert cfg.output_dir == str(tmp_path / name) and cfg.num_generations == 8
+    for method, knobs in METHODS.items():
+        _, cfg = build("cpu-demo", method=method, output_dir=str(tmp_path))
+        assert (cfg.baseline, cfg.token_weighting) == (knobs["baseline"], knobs["token_weighting"])
+    _, cfg = build("cpu-demo", ["token_weighting=none"], method="qae_sa_ah", output_dir=str(tmp_path))
+    assert cfg.token_weighting == "none"  # --set wins over --method
+
+
+def test_cpu_demo_preset_is_what_the_readme_says(tmp_path):
+    run, cfg = build("cpu-demo", output_dir=str(tmp_path))
+    assert (run.model, run.task, run.levels, run.eval_samples) == ("embedded", "synthetic", (2, 3, 4, 5), 8)
+    assert (cfg.baseline, cfg.quantile_k, cfg.token_weighting) == ("quantile", 0.4, "none")
+    assert cfg.use_cpu and not cfg.bf16 and cfg.beta == 0.0 and cfg.loss_type == "bnpo"
+    assert (cfg.per_device_train_batch_size, cfg.num_generations, cfg.max_completion_length) == (64, 8, 48)
+    assert cfg.generation_batch_size == 64 and cfg.temperature == 1.0 and not cfg.activation_checkpointing
+    assert cfg.logging_steps == 1 and not cfg.disable_tqdm
+
+
+def test_default_output_dir_is_runs_preset_timestamp():
+    _, cfg = build("cpu-demo")
+    assert Path(cfg.output_dir).parent == Path("runs") and Path(cfg.output_dir).name.startswith("cpu-demo-")
+    assert not Path(cfg.output_dir).exists()  # building creates nothing
+
+
+@pytest.mark.parametrize("name,model,max_len", [("qwen2.5-0.5b-gsm8k", "qwen2.5-0.5b", 384),
+                                                ("qwen2.5-1.5b-gsm8k", "qwen2.5-1.5b", 384),
+                                                ("qwen2.5-3b-gsm8k", "qwen2.5-3b", 512)])
+def test_gpu_presets_build_without_loading_a_model(name, model, max_len, monkeypatch, capsys, tmp_path):
+    import transformers
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("a dry run must not load a model")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", no_loading)
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", no_loading)
+    run, cfg = build(name, ["quantile_k=0.6"], method="qae_sa_ah", output_dir=str(tmp_path))
+    assert (run.model, run.task, run.n_train, run.n_eval, run.lora, run.lora_r) == (model, "gsm8k", 800, 500, True, 16)
+    assert cfg.learning_rate == 5e-6 and cfg.max_completion_length == max_len and cfg.activation_checkpointing
+    assert cfg.generation_batch_size == 64 and cfg.num_generations == 8  # 8 prompts x 8 completions per step
+    assert (cfg.quantile_k, cfg.token_weighting) == (0.6, "sa_ah")
+    assert cfg.bf16 == (torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+    assert main(["train", "--preset", name, "--set", "max_steps=7", "--dry-run"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["command"] == f"python -m qae_lab train --preset {name} --set max_steps=7"
+    assert out["run"]["model"] == model and out["trainer"]["max_steps"] == 7
+    assert out["trainer"]["steps_per_generation"] == 4
+
+
+def test_parse_value_types():
+    assert parse_value("0.6", float) == 0.6 and parse_value("12", int) == 12
+    assert parse_value("False", bool) is False and parse_value("yes", bool) is True
+    assert parse_value("none", str | None) is None and parse_value("abc", str | None) == "abc"
+    assert parse_value("3", int | str | None) == 3 and parse_value("x", int | str | None) == "x"
+    assert parse_value("3,4,5", tuple[int, ...]) == (3, 4, 5) and parse_value("[2]", tuple[int, ...]) == (2,)
+    assert parse_value('{"a": 1}', dict | str | None) == {"a": 1}
+    for raw, tp in (("abc", int), ("maybe", bool), ("1.5", int), ("[1, 2]", dict)):
+        with pytest.raises(ValueError):
+            parse_value(raw, tp)
+
+
+def test_parse_sets_reaches_every_field_kind():
+    got = parse_sets(["quantile_k=0.6", "token_weighting=sa_ah", "levels=3,5", "n_eval=12", "bf16=false",
+                      "lr_scheduler_type=cosine", "report_to=none", "max-steps=3"])
+    assert got == {"quantile_k": 0.6, "token_weighting": "sa_ah", "levels": (3, 5), "n_eval": 12, "bf16": False,
+                   "lr_scheduler_type": "cosine", "report_to": None, "max_steps": 3}
+
+
+@pytest.mark.parametrize("sets,message", [
+    (["quantile_kk=0.6"], "unknown field.*'quantile_kk'.*did you mean 'quantile_k'"),
+    (["quantile_k"], "needs name=value"),
+    (["max_steps=ten"], "max_steps expects"),
+    (["quantile_k=1.5"], "quantile_k must lie in"),
+    (["token_weighting=everything"], "token_weighting"),
+    (["task=mnist"], "task must be"),
+    (["levels=0,7"], "levels must be"),
+    (["n_eval=0"], "n_eval must be >= 1"),
+])
+def test_bad_overrides_are_rejected_clearly(sets, message, capsys):
+    with pytest.raises(ValueError, match=message):
+        build("cpu-demo", sets, output_dir="unused")
+    assert main(["train", *[a for s in sets for a in ("--set", s)], "--dry-run"]) == 2
+    assert "qae-lab: error:" in capsys.readouterr().err
+
+
+def test_unknown_preset_and_method_are_rejected():
+    with pytest.raises(ValueError, match="unknown preset"):
+        build("gpu-please")
+    with pytest.raises(ValueError, match="unknown method"):
+        build("cpu-demo", method="ppo")
+    with pytest.raises(SystemExit):  # argparse's own choices check
+        main(["train", "--preset", "gpu-please"])
+
+
+def test_command_line_quotes_values():
+    assert command_line("cpu-demo", ["report_to=[\"a b\"]"]) == \
+        "python -m qae_lab train --preset cpu-demo --set 'report_to=[\"a b\"]'"
+
+
+def test_console_script_and_module_entry_point():
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts == {"qae-lab": "qae_lab.cli:main"}
+    out = subprocess.run([sys.executable, "-m", "qae_lab", "presets"], capture_output=True, text=True, check=True)
+    assert set(PRESETS) == {line.split(":")[0] for line in out.stdout.splitlines()}
+
+
+# ---------------------------------------------------------------- tiny real runs
+
+TINY = ["max_steps=2", "per_device_train_batch_size=8", "num_generations=4", "n_train=16", "n_eval=8",
+        "eval_samples=2", "disable_tqdm=true", "torch_threads=1"]
+
+
+def _sets(extra=()) -> list[str]:
+    return [a for s in [*TINY, *extra] for a in ("--set", s)]
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cli") / "run"
+    assert main(["train", "--preset", "cpu-demo", "--output-dir", str(out), *_sets()]) == 0
+    return out
+
+
+@pytest.mark.slow
+def test_tiny_run_writes_config_log_evals_and_report(tiny_run):
+    assert {"config.json", "log.jsonl", "report.html", "eval_before.json", "eval_after.json", "model"} <= \
+        {p.name for p in tiny_run.iterdir()}
+    config = json.loads((tiny_run / "config.json").read_text())
+    assert config["preset"] == "cpu-demo" and config["run"]["method"] == "qae" and config["run"]["n_eval"] == 8
+    assert config["trainer"]["max_steps"] == 2 and config["trainer"]["quantile_k"] == 0.4
+    assert config["run"]["command"].startswith("python -m qae_lab train --preset cpu-demo --set max_steps=2")
+    assert {"qae_lab", "trl", "transformers", "torch"} <= set(config["versions"])
+    rows = step_rows(read_log(tiny_run))
+    assert [r["step"] for r in rows] == [1, 2]  # one line per step
+    for r in rows:
+        assert r["qae/k"] == 0.4 and 0.0 <= r["reward"] <= 1.0 and "rewards/strict_correctness_reward/mean" in r
+        assert {"qae/zero_adv_frac", "qae/hard_frac", "qae/easy_frac", "completions/mean_length"} <= set(r)
+    after = EvalResult.from_json(tiny_run / "eval_after.json")
+    assert after.summary["n_problems"] == 8 and after.summary["n_samples"] == 2
+    assert {"greedy_pass@1", "pass@1", "lenient_pass@1"} <= set(after.summary)
+    html = (tiny_run / "report.html").read_text()
+    assert "Held-out evaluation" in html and "greedy_pass@1" in html and "zero-advantage fraction" in html
+
+
+class InterruptAt(TrainerCallback):
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if state.global_step == self.step:
+            raise KeyboardInterrupt
+
+
+@pytest.mark.slow
+def test_ctrl_c_then_resume_from_the_run_folder(tmp_path, capsys):
+    out = tmp_path / "run"
+    run, cfg = build("cpu-demo", [*TINY, "max_steps=4"], output_dir=str(out))
+    result = cli.train(run, cfg, preset="cpu-demo", command="python -m qae_lab train ...",
+                       callbacks=[InterruptAt(2)])
+    assert result["interrupted"] and result["global_step"] == 2 and result["after"] is None
+    assert Path(result["checkpoint"]) == out / "checkpoint-2"
+    assert "--resume" in capsys.readouterr().out  # tells how to continue
+    assert [r["step"] for r in step_rows(read_log(out))] == [1, 2] and (out / "report.html").exists()
+    before = (out / "eval_before.json").read_text()
+
+    assert main(["train", "--resume", str(out), *_sets(["max_steps=4"])]) == 0  # output dir = the run folder
+    assert [r["step"] for r in step_rows(read_log(out))] == [1, 2, 3, 4]
+    assert (out / "eval_before.json").read_text() == before  # the "before" evaluation is not redone
+    assert (out / "eval_after.json").exists()

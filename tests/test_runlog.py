@@ -1,0 +1,191 @@
+"""Tests for qae_lab.runlog: the config and log files, the tolerant reader, the report, and
+interruption: a KeyboardInterrupt raised from a callback leaves a complete log and a checkpoint
+that ``trainer.train(resume_from_checkpoint=...)`` continues to the same weights as an
+uninterrupted run. Training runs are real QAETrainer runs of the embedded model on the CPU
+(2 prompts x 4 completions per step); nothing is downloaded."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import TrainerCallback
+
+from qae_lab import runlog
+from qae_lab.data import synthetic_task, to_grpo_dataset
+from qae_lab.models import load_policy
+from qae_lab.rewards import correctness_reward
+from qae_lab.runlog import (
+    CONFIG_NAME,
+    LOG_NAME,
+    RunLogger,
+    read_log,
+    step_rows,
+    train_resumable,
+    write_config,
+    write_report,
+)
+from qae_lab.trainer import QAEConfig, QAETrainer
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """The tiny model runs far faster on one thread than on a busy 2-core machine's two."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+# ---------------------------------------------------------------- files, without training
+
+def _args(out: Path) -> QAEConfig:
+    return QAEConfig(output_dir=str(out), use_cpu=True, bf16=False, report_to=[], quantile_k=0.6,
+                     activation_checkpointing=False)
+
+
+def _state(step: int = 0):
+    return SimpleNamespace(global_step=step, epoch=step / 10, is_world_process_zero=True)
+
+
+def test_write_config_has_the_trainer_config_versions_and_preset(tmp_path):
+    path = write_config(tmp_path, _args(tmp_path), preset="cpu-demo", run={"model": "embedded", "levels": (2, 3)})
+    data = json.loads(path.read_text())
+    assert data["preset"] == "cpu-demo" and data["run"] == {"model": "embedded", "levels": [2, 3]}
+    assert data["trainer"]["quantile_k"] == 0.6 and data["trainer"]["baseline"] == "quantile"
+    assert set(data["versions"]) >= {"qae_lab", "trl", "transformers", "torch"}
+    assert data["versions"]["torch"] == torch.__version__
+
+
+def test_logger_writes_one_fsynced_line_per_log_call(tmp_path, monkeypatch):
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(runlog.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    args, cb = _args(tmp_path), RunLogger(preset="p", run={"a": 1})
+    cb.on_train_begin(args, _state(), None)
+    assert json.loads((tmp_path / CONFIG_NAME).read_text())["run"] == {"a": 1}
+    for step in (1, 2):
+        cb.on_log(args, _state(step), None, logs={"reward": 0.25 * step, "qae/k": 0.6, "entropy": None,
+                                                  "bad": float("nan")})
+    assert len(synced) == 2  # every line reached the disk before on_log returned
+    rows = read_log(tmp_path)
+    assert [r["step"] for r in rows] == [1, 2] and rows[1]["reward"] == 0.5 and rows[0]["qae/k"] == 0.6
+    assert rows[0]["entropy"] is None and rows[0]["bad"] is None  # NaN written as null: strict JSON
+    assert {"epoch", "time", "elapsed_s"} <= set(rows[0])
+
+
+def test_read_log_drops_only_a_truncated_last_line(tmp_path):
+    log = tmp_path / LOG_NAME
+    log.write_text('{"step": 1, "reward": 0.1}\n{"step": 2, "reward": 0.2}\n{"step": 3, "rew')
+    assert [r["step"] for r in read_log(log)] == [1, 2]
+    assert read_log(tmp_path) == read_log(log)  # a run folder works too
+    with pytest.raises(ValueError, match="line 3"):
+        read_log(log, strict=True)
+    log.write_text('{"step": 1}\n{"step": 2, "rew\n{"step": 3}\n')  # corruption in the middle is an error
+    with pytest.raises(ValueError, match="line 2"):
+        read_log(log)
+
+
+def test_resumed_logger_drops_lines_after_the_checkpoint(tmp_path):
+    (tmp_path / LOG_NAME).write_text("".join(json.dumps({"step": s, "reward": 0.0}) + "\n" for s in (1, 2, 3)))
+    RunLogger().on_train_begin(_args(tmp_path), _state(2), None)  # resumed from checkpoint-2
+    assert [r["step"] for r in read_log(tmp_path)] == [1, 2]
+    RunLogger().on_train_begin(_args(tmp_path), _state(0), None)  # a fresh run in the same folder
+    assert read_log(tmp_path) == []
+
+
+def test_compact_progress_shows_metrics_instead_of_printing_the_log(capsys):
+    class Bar:
+        postfix = None
+
+        def set_postfix(self, shown, refresh=False):
+            self.postfix = shown
+
+        def write(self, text):
+            raise AssertionError("the log dict must not be printed")
+
+    cb = runlog.CompactProgress()
+    cb.training_bar = Bar()
+    cb.on_log(None, _state(3), None, logs={"reward": 0.625, "qae/zero_adv_frac": 0.75, "entropy": None, "loss": 1.0})
+    assert cb.training_bar.postfix == {"reward": "0.625", "zero_adv": "0.75"}
+    assert capsys.readouterr().out == ""
+
+
+def test_step_rows_skip_the_summary_line():
+    rows = [{"step": 1, "reward": 0.5}, {"step": 1, "train_runtime": 2.0}, {"step": 2, "reward": None}]
+    assert step_rows(rows) == [{"step": 1, "reward": 0.5}]
+
+
+def test_report_is_one_self_contained_file(tmp_path):
+    rows = [{"step": s, "reward": 0.1 * s, "qae/k": 0.4, "qae/zero_adv_frac": 0.8, "qae/hard_frac": 0.7,
+             "qae/easy_frac": 0.3, "completions/mean_length": 30.0} for s in (1, 2, 3)]
+    evals = {"before": {"overall": {"greedy_pass@1": 0.7, "pass@1": 0.3}, "levels": {2: {"pass@1": 0.4}}},
+             "after": {"overall": {"greedy_pass@1": 0.72, "pass@1": 0.55}, "levels": {2: {"pass@1": 0.7}}}}
+    path = write_report(tmp_path, title="t <run>", rows=rows, summary={"preset": "cpu-demo"}, evals=evals)
+    html = path.read_text()
+    assert "t &lt;run&gt;" in html and "0.550" in html and "level 2" in html
+    assert "zero-advantage fraction" in html and "qae\\u002fzero_adv_frac" in html  # plotly escapes "/"
+    assert "not logged in this run" in html  # the saah/* panels: no token weighting here
+    assert "<script" in html and "src=\"http" not in html  # plotly.js inlined: opens offline
+
+
+# ---------------------------------------------------------------- interruption and resume
+
+class InterruptAt(TrainerCallback):
+    """Raises KeyboardInterrupt as step ``step + 1`` begins, as a Ctrl-C during that step's generation would."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if state.global_step == self.step:
+            raise KeyboardInterrupt
+
+
+def _trainer(out: Path, callbacks=()) -> QAETrainer:
+    model, tok = load_policy("embedded", device="cpu")
+    cfg = QAEConfig(output_dir=str(out), per_device_train_batch_size=8, num_generations=4, max_completion_length=48,
+                    learning_rate=1e-4, report_to=[], use_cpu=True, bf16=False, beta=0.0, save_strategy="no",
+                    disable_tqdm=True, loss_type="bnpo", logging_steps=1, max_steps=4, seed=3,
+                    activation_checkpointing=False)
+    return QAETrainer(model=model, reward_funcs=[correctness_reward], args=cfg, processing_class=tok,
+                      train_dataset=to_grpo_dataset(synthetic_task(32, levels=(2, 3), seed=5)),
+                      callbacks=[RunLogger(preset="test"), *callbacks])
+
+
+@pytest.mark.slow
+def test_interrupt_leaves_log_and_checkpoint_and_resume_matches_an_uninterrupted_run(tmp_path):
+    outcome = train_resumable(_trainer(tmp_path / "cut", [InterruptAt(2)]))
+    ckpt = Path(outcome.checkpoint)
+    assert outcome.interrupted and outcome.global_step == 2 and ckpt == tmp_path / "cut" / "checkpoint-2"
+    assert json.loads((ckpt / "trainer_state.json").read_text())["global_step"] == 2
+    assert {"model.safetensors", "optimizer.pt", "scheduler.pt", "rng_state.pth"} <= {p.name for p in ckpt.iterdir()}
+    rows = read_log(tmp_path / "cut")
+    assert [r["step"] for r in rows] == [1, 2]  # every finished step, nothing after
+    assert all(r["qae/k"] == 0.4 and 0.0 <= r["reward"] <= 1.0 for r in rows)
+
+    resumed = _trainer(tmp_path / "cut")
+    assert not train_resumable(resumed, resume_from_checkpoint=str(ckpt)).interrupted
+    assert resumed.state.global_step == 4
+    assert [r["step"] for r in step_rows(read_log(tmp_path / "cut"))] == [1, 2, 3, 4]
+
+    whole = _trainer(tmp_path / "whole")
+    train_resumable(whole)
+    cut_rows, whole_rows = step_rows(read_log(tmp_path / "cut")), step_rows(read_log(tmp_path / "whole"))
+    assert [r["reward"] for r in cut_rows] == [r["reward"] for r in whole_rows]
+    resumed.save_model(str(tmp_path / "cut_model"))
+    whole.save_model(str(tmp_path / "whole_model"))
+    a = load_file(tmp_path / "cut_model" / "model.safetensors")
+    b = load_file(tmp_path / "whole_model" / "model.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)  # the same weights: nothing lost, nothing repeated
