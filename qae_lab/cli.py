@@ -132,7 +132,7 @@ def load_records(run: RunArgs) -> tuple[list[dict], list[dict]]:
 
 
 def _evaluate(model, tok, records, run: RunArgs, cfg, path: Path, *, reuse: bool = False):
-    """Strict-verdict evaluation of ``records``, written to ``path`` (read back instead when ``reuse`` and it exists)."""
+    """Strict-verdict evaluation of ``records``, written to ``path`` (read back when ``reuse`` and it exists)."""
     from qae_lab.evaluate import EvalResult, evaluate
 
     if reuse and path.exists():
@@ -150,7 +150,8 @@ def _eval_line(name: str, res) -> str:
     s = res.summary
     levels = " ".join(f"L{lv}={m['pass@1']:.3f}" for lv, m in res.by_level.items())
     return (f"{name}: greedy pass@1 {s['greedy_pass@1']:.3f}, sampled pass@1 {s['pass@1']:.3f} "
-            f"(n={int(s['n_samples'])}; lenient {s['lenient_pass@1']:.3f}) on {int(s['n_problems'])} problems [{levels}]")
+            f"(n={int(s['n_samples'])}; lenient {s['lenient_pass@1']:.3f}) "
+            f"on {int(s['n_problems'])} problems [{levels}]")
 
 
 def train(run: RunArgs, cfg, *, preset: str | None = None, command: str | None = None,
