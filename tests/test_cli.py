@@ -28,19 +28,8 @@ RAN_ON = GOOD + "\n<reasoning>\n7 + 1 = 8\n</reasoning>\n<answer>\n8 and so on" 
 GARBAGE = GOOD + " 1 2 3 blah"
 
 
-@pytest.fixture(autouse=True)
-def offline(monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """The tiny model runs far faster on one thread than on a busy 2-core machine's two."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 # ---------------------------------------------------------------- the verdict

@@ -10,13 +10,6 @@ from qae_lab.data import prompt_text, synthetic_task
 from qae_lab.models import LORA_TARGETS, QWEN_MODELS, embedded_dir, load_policy, lora_config, resolve_name
 
 
-@pytest.fixture(autouse=True)
-def offline(monkeypatch):
-    """Any attempt to reach a hub fails loudly instead of hanging."""
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
-
-
 def test_embedded_loads_offline_and_generates():
     model, tok = load_policy("embedded", device="cpu")
     assert type(model).__name__ == "Qwen2ForCausalLM" and model.dtype == torch.float32

@@ -1,4 +1,4 @@
-"""The committed reference runs (data/reference_runs/, made by benchmarks/reference_runs.py) are complete and consistent."""
+"""The committed reference runs (data/reference_runs/, from benchmarks/reference_runs.py) are complete."""
 
 from __future__ import annotations
 

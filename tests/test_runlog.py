@@ -32,22 +32,6 @@ from qae_lab.runlog import (
 )
 from qae_lab.trainer import QAEConfig, QAETrainer
 
-
-@pytest.fixture(autouse=True)
-def offline(monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """The tiny model runs far faster on one thread than on a busy 2-core machine's two."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 # ---------------------------------------------------------------- files, without training
 
 def _args(out: Path) -> QAEConfig:

@@ -38,20 +38,8 @@ REWARDS = [1.0, 0, 0, 0,   1, 1, 0, 1,   0, 0, 0, 0,   0, 1, 1, 0]
 GRAD_TOL = {"rtol": 1e-6, "atol": 1e-6}
 
 
-@pytest.fixture(autouse=True)
-def offline(monkeypatch):
-    """Any attempt to reach a hub fails loudly instead of hanging."""
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models run far faster on one thread than on a busy 2-core machine's two."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")
