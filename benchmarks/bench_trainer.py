@@ -27,6 +27,7 @@ import torch
 from transformers import Qwen2ForCausalLM
 from trl import GRPOConfig, GRPOTrainer
 
+from qae_lab.advantages import advantage_stats, group_advantages
 from qae_lab.data import synthetic_task, to_grpo_dataset
 from qae_lab.embedded import embedded_config
 from qae_lab.models import load_policy
@@ -78,16 +79,12 @@ def main() -> None:
         trainer._rewards_per_func = rewards[:, None]
         t = time.perf_counter()
         if isinstance(trainer, QAETrainer):
-            from qae_lab.advantages import advantage_stats, group_advantages
-
             adv = group_advantages(rewards, a.group, k=0.4, eps=1e-4)
             advantage_stats(rewards, adv, a.group, 0.4)
         else:
             r = rewards.view(-1, a.group)
             ((r - r.mean(1, keepdim=True)) / (r.std(1, keepdim=True) + 1e-4)).view(-1)
         return time.perf_counter() - t
-
-    from qae_lab.advantages import group_advantages
 
     inputs_mean = dict(gen_out)
     inputs_qae = dict(gen_out, advantages=group_advantages(rewards, a.group, k=0.4, eps=1e-4))

@@ -19,6 +19,7 @@ __all__ = [
     "check_group_size",
     "check_k",
     "check_k_list",
+    "check_int",
     "check_finite_scalar",
     "check_positive",
     "check_choice",
@@ -68,6 +69,21 @@ def check_group_size(group_size, n: int, *, name: str = "group_size") -> int:
             "ragged groups are not allowed (responses of one prompt must be contiguous, G per prompt)"
         )
     return group_size
+
+
+def check_int(x, name: str, lo: int, hi: int | None = None) -> int:
+    r"""``x`` as an int in [lo, hi] (hi None: unbounded); bools and floats are rejected.
+
+    >>> check_int(3, "n", 1), check_int(0, "steps", 0)
+    (3, 0)
+    """
+    rng = f"[{lo}, {hi}]" if hi is not None else f">= {lo}"
+    if isinstance(x, bool) or not isinstance(x, numbers.Integral):
+        raise ValueError(f"{name} must be an int {rng}, got {x!r}")
+    x = int(x)
+    if x < lo or (hi is not None and x > hi):
+        raise ValueError(f"{name} must be an int {rng}, got {x}")
+    return x
 
 
 def check_finite_scalar(x, name: str) -> float:

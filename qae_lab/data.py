@@ -32,6 +32,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from qae_lab._checks import check_int
+
 __all__ = [
     "SYSTEM_PROMPT", "GSM8K_ENV", "LEVELS", "load_gsm8k", "gsm8k_gold", "sa_ah_split", "synthetic_task",
     "chat_messages", "prompt_text", "xml_completion", "to_grpo_dataset", "seeded_subset",
@@ -77,8 +79,7 @@ def seeded_subset(records: list[dict], n: int | None, seed: int = 0) -> list[dic
     """
     if n is None:
         return list(records)
-    if isinstance(n, bool) or not isinstance(n, int) or not 0 < n <= len(records):
-        raise ValueError(f"n must be an int in [1, {len(records)}] (the number of records), got {n!r}")
+    check_int(n, "n", 1, len(records))
     return random.Random(seed).sample(list(records), n)
 
 
@@ -162,8 +163,7 @@ def synthetic_task(n: int, *, levels=LEVELS, seed: int = 0) -> list[dict[str, An
     >>> [x["level"] for x in r], r[0]["answer"].splitlines()[-1] == "#### " + r[0]["gold"]
     ([1, 4], True)
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be an int >= 1, got {n!r}")
+    check_int(n, "n", 1)
     levels = tuple(levels)
     if not levels or any(lv not in LEVELS for lv in levels):
         raise ValueError(f"levels must be a non-empty subset of {LEVELS}, got {levels!r}")

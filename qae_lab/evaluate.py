@@ -48,23 +48,13 @@ from typing import Any
 
 import torch
 
+from qae_lab._checks import check_int
 from qae_lab.data import prompt_text
 
 __all__ = ["pass_at_k", "generate", "evaluate", "EvalResult"]
 
 
 # ---------------------------------------------------------------- validation helpers
-
-def _check_int(x, name: str, lo: int, hi: int | None = None) -> int:
-    """``x`` as an int in [lo, hi] (hi None: unbounded), else ValueError naming ``name``."""
-    rng = f"[{lo}, {hi}]" if hi is not None else f">= {lo}"
-    if isinstance(x, bool) or not isinstance(x, numbers.Integral):
-        raise ValueError(f"{name} must be an int {rng}, got {x!r}")
-    x = int(x)
-    if x < lo or (hi is not None and x > hi):
-        raise ValueError(f"{name} must be an int {rng}, got {x}")
-    return x
-
 
 def _check_real(x, name: str, lo: float, hi: float, *, lo_open: bool, hi_open: bool) -> float:
     """``x`` as a float in the interval between lo and hi, open or closed at each end."""
@@ -83,8 +73,8 @@ def _check_sampling(temperature, top_p, max_new_tokens, batch_size) -> tuple[flo
     """The generation options shared by :func:`generate` and :func:`evaluate`, validated."""
     return (_check_real(temperature, "temperature", 0.0, float("inf"), lo_open=True, hi_open=True),
             _check_real(top_p, "top_p", 0.0, 1.0, lo_open=True, hi_open=False),
-            _check_int(max_new_tokens, "max_new_tokens", 1),
-            _check_int(batch_size, "batch_size", 1))
+            check_int(max_new_tokens, "max_new_tokens", 1),
+            check_int(batch_size, "batch_size", 1))
 
 
 # ---------------------------------------------------------------- pass@k
@@ -112,9 +102,9 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     >>> round(pass_at_k(8, 2, 4), 6)     # 1 - C(6,4)/C(8,4) = 1 - 15/70
     0.785714
     """
-    n = _check_int(n, "n", 1)
-    c = _check_int(c, "c", 0, n)
-    k = _check_int(k, "k", 1, n)
+    n = check_int(n, "n", 1)
+    c = check_int(c, "c", 0, n)
+    k = check_int(k, "k", 1, n)
     if n - c < k:  # fewer wrong samples than k: every k-subset contains a correct one
         return 1.0
     if c == 0:
@@ -200,13 +190,13 @@ def generate(model, tokenizer, prompts: list[str], *, num_samples: int = 1, do_s
     """
     if not isinstance(prompts, (list, tuple)) or not prompts or not all(isinstance(p, str) for p in prompts):
         raise ValueError(f"prompts must be a non-empty list of str, got {type(prompts).__name__} {prompts!r:.80}")
-    num_samples = _check_int(num_samples, "num_samples", 1)
+    num_samples = check_int(num_samples, "num_samples", 1)
     if not isinstance(do_sample, bool):
         raise ValueError(f"do_sample must be a bool, got {do_sample!r}")
     if not do_sample and num_samples != 1:
         raise ValueError(f"num_samples must be 1 for greedy decoding (do_sample=False), got {num_samples}")
     temperature, top_p, max_new_tokens, batch_size = _check_sampling(temperature, top_p, max_new_tokens, batch_size)
-    seed = _check_int(seed, "seed", 0)
+    seed = check_int(seed, "seed", 0)
     if tokenizer.pad_token_id is None:
         raise ValueError("tokenizer has no pad_token; set one first, e.g. tokenizer.pad_token = tokenizer.eos_token")
     from tqdm.auto import tqdm
@@ -364,12 +354,12 @@ def evaluate(model, tokenizer, records, *, num_samples: int = 8, ks=(1, 8), gree
     ['extracted_frac', 'greedy_pass@1', 'n_problems', 'n_samples', 'pass@1', 'pass@4', 'pass@8']
     """
     records = _check_records(records)
-    num_samples = _check_int(num_samples, "num_samples", 1)
+    num_samples = check_int(num_samples, "num_samples", 1)
     ks = _check_ks(ks, num_samples)
     if not isinstance(greedy, bool):
         raise ValueError(f"greedy must be a bool, got {greedy!r}")
     _check_sampling(temperature, top_p, max_new_tokens, batch_size)
-    _check_int(seed, "seed", 0)
+    check_int(seed, "seed", 0)
     prompts = [prompt_text(rec, tokenizer) for rec in records]
     common = {"max_new_tokens": max_new_tokens, "batch_size": batch_size, "seed": seed, "progress": progress}
     greedy_out = generate(model, tokenizer, prompts, **common) if greedy else None

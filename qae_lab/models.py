@@ -21,6 +21,8 @@ from pathlib import Path
 
 import torch
 
+from qae_lab._checks import check_int
+
 __all__ = ["QWEN_MODELS", "LORA_TARGETS", "EMBEDDED_ENV", "embedded_dir", "resolve_name", "lora_config",
            "load_policy"]
 
@@ -68,8 +70,7 @@ def lora_config(r: int = 16, alpha: int | None = None, dropout: float = 0.05, ta
     ``lora_alpha = 2 r`` unless given."""
     from peft import LoraConfig
 
-    if isinstance(r, bool) or not isinstance(r, int) or r < 1:
-        raise ValueError(f"r must be an int >= 1 (the LoRA rank), got {r!r}")
+    check_int(r, "r", 1)
     if not 0.0 <= dropout < 1.0:
         raise ValueError(f"dropout must lie in [0, 1), got {dropout!r}")
     return LoraConfig(r=r, lora_alpha=2 * r if alpha is None else alpha, lora_dropout=dropout,

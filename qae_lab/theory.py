@@ -39,6 +39,7 @@ from qae_lab._checks import (
     check_choice,
     check_finite_scalar,
     check_group_size,
+    check_int,
     check_k,
     check_k_list,
     check_positive,
@@ -223,8 +224,7 @@ def sample_group_steps(z, r, group_size: int, n_groups: int, *, baseline: str = 
     if z.dim() != 1:
         raise ValueError(f"z must be a single policy of shape (A,), got {tuple(z.shape)}")
     r = _rewards_like(r, z)
-    if isinstance(n_groups, bool) or not isinstance(n_groups, int) or n_groups < 1:
-        raise ValueError(f"n_groups must be an int >= 1, got {n_groups!r}")
+    check_int(n_groups, "n_groups", 1)
     check_group_size(group_size, group_size)
     pi = torch.softmax(z, -1)
     actions = torch.multinomial(pi.expand(n_groups, -1), group_size, replacement=True, generator=generator)  # (M, G)
@@ -295,8 +295,7 @@ def check_proposition_42(z, r, k: float, eta: float, n_b: int = 101) -> dict[str
         (dH(b_K) <= dH(b) for all b if hard, >= if easy, up to 1e-15).
     """
     z, r = _logits(z), _rewards_like(r, _logits(z))
-    if isinstance(n_b, bool) or not isinstance(n_b, int) or n_b < 2:
-        raise ValueError(f"n_b must be an int >= 2 (baselines compared over [0, 1]), got {n_b!r}")
+    check_int(n_b, "n_b", 2)
     if z.dim() != 1 or not bool(((r == 0) | (r == 1)).all()):
         raise ValueError("check_proposition_42 needs one policy z of shape (A,) and binary rewards r in {0, 1}")
     b_k = population_quantile(z, r, k)
@@ -356,8 +355,7 @@ def make_bandits(p, n_actions: int, sharpness: float, generator: torch.Generator
     p = as_real_tensor(p, "p", ndim=1).double()
     if not bool(((p > 0) & (p < 1)).all()):
         raise ValueError("p must lie in the open interval (0, 1) for every bandit")
-    if isinstance(n_actions, bool) or not isinstance(n_actions, int) or n_actions < 2:
-        raise ValueError(f"n_actions must be an int >= 2, got {n_actions!r}")
+    check_int(n_actions, "n_actions", 2)
     sharpness = check_finite_scalar(sharpness, "sharpness")
     if sharpness < 0:
         raise ValueError(f"sharpness must be >= 0, got {sharpness}")
@@ -463,9 +461,7 @@ def simulate_training(p0, *, steps: int, group_size: int, n_actions: int = 32, s
     >>> len(out["entropy"]), len(out["zero_adv_frac"])
     (4, 3)
     """
-    for name, v in (("steps", steps),):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise ValueError(f"{name} must be an int >= 0, got {v!r}")
+    check_int(steps, "steps", 0)
     check_choice(baseline, "baseline", BASELINES)
     check_choice(scale, "scale", SCALES)
     check_choice(quantile_method, "quantile_method", QUANTILE_METHODS)

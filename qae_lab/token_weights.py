@@ -27,7 +27,7 @@ import math
 
 import torch
 
-from qae_lab._checks import as_real_tensor, check_finite_scalar, check_mask
+from qae_lab._checks import as_real_tensor, check_finite_scalar, check_int, check_mask
 
 __all__ = [
     "normalized_entropy",
@@ -68,10 +68,9 @@ def normalized_entropy(logits: torch.Tensor, top_k: int | None = None, *, chunk_
                          + (f" of dtype {logits.dtype}" if isinstance(logits, torch.Tensor) else ""))
     if logits.dim() < 1 or logits.shape[-1] < 2:
         raise ValueError(f"logits must have a vocabulary dimension V >= 2 last, got shape {tuple(logits.shape)}")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
-        raise ValueError(f"top_k must be None or an int >= 1, got {top_k!r}")
-    if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
-        raise ValueError(f"chunk_rows must be an int >= 1, got {chunk_rows!r}")
+    if top_k is not None:
+        check_int(top_k, "top_k", 1)
+    check_int(chunk_rows, "chunk_rows", 1)
     v = logits.shape[-1]
     flat = logits.reshape(-1, v)  # (N*T, V)
     out = []

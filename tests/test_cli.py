@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import TrainerCallback
+from callbacks import InterruptAt
 
 from qae_lab import cli
 from qae_lab.cli import ends_at_answer, main, strict_correctness_reward, strict_eval, strict_is_correct
@@ -214,15 +214,6 @@ def test_tiny_run_writes_config_log_evals_and_report(tiny_run):
     assert {"greedy_pass@1", "pass@1", "lenient_pass@1"} <= set(after.summary)
     html = (tiny_run / "report.html").read_text()
     assert "Held-out evaluation" in html and "greedy_pass@1" in html and "zero-advantage fraction" in html
-
-
-class InterruptAt(TrainerCallback):
-    def __init__(self, step: int):
-        self.step = step
-
-    def on_step_begin(self, args, state, control, **kwargs):
-        if state.global_step == self.step:
-            raise KeyboardInterrupt
 
 
 @pytest.mark.slow

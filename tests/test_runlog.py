@@ -13,8 +13,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from callbacks import InterruptAt
 from safetensors.torch import load_file
-from transformers import TrainerCallback
 
 from qae_lab import runlog
 from qae_lab.data import synthetic_task, to_grpo_dataset
@@ -125,17 +125,6 @@ def test_report_is_one_self_contained_file(tmp_path):
 
 
 # ---------------------------------------------------------------- interruption and resume
-
-class InterruptAt(TrainerCallback):
-    """Raises KeyboardInterrupt as step ``step + 1`` begins, as a Ctrl-C during that step's generation would."""
-
-    def __init__(self, step: int):
-        self.step = step
-
-    def on_step_begin(self, args, state, control, **kwargs):
-        if state.global_step == self.step:
-            raise KeyboardInterrupt
-
 
 def _trainer(out: Path, callbacks=()) -> QAETrainer:
     model, tok = load_policy("embedded", device="cpu")

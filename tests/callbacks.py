@@ -1,0 +1,14 @@
+"""Trainer callbacks shared by the tests."""
+
+from transformers import TrainerCallback
+
+
+class InterruptAt(TrainerCallback):
+    """Raises KeyboardInterrupt as step ``step + 1`` begins, as a Ctrl-C during that step's generation would."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if state.global_step == self.step:
+            raise KeyboardInterrupt
