@@ -7,10 +7,12 @@ variants, repeats interleaved so machine noise hits every variant alike:
    + update (the loss's forward and backward), for plain GRPOTrainer, QAETrainer with QAE,
    and QAETrainer with QAE + SA-AH. Generation, the bulk of a real step, is timed once and
    added to every variant, so the printed ratios are whole-step ratios.
-2. Update phase with sparse skipping vs dense at the batch's zero-advantage fraction,
-   with the gradients checked equal. The embedded model is so small that its forward and
-   backward cost is mostly fixed overhead, not proportional to the rows (32 rows take 70%
-   of the time of 128 on 2 cores); so the update phase is also timed on a wider random
+2. Update phase with sparse skipping vs dense, with the gradients checked equal: at the
+   generated batch's zero-advantage fraction, and on the same completions with rewards laid
+   out for ~80% zero advantages; plus the bare model's floor (kept rows vs all rows). The
+   embedded model is so small that its forward and backward cost is mostly fixed overhead,
+   not proportional to the rows (32 rows take 70% of the time of 128 on 2 cores); so the
+   update phase is also timed on a wider random
    Qwen2 (hidden 512, 6 layers, ~20M parameters, same tokenizer and completions), where
    cost scales with the rows as it does for real models.
 
@@ -100,23 +102,51 @@ def main() -> None:
         step = statistics.median(ts) + t_gen
         print(f"{name:<14} {statistics.median(ts):16.3f} {step:15.2f} {step / base:8.3f}x")
 
-    zero = float((inputs_qae["advantages"] == 0).float().mean())
+    # the generated batch's own sparsity, and a batch of the same completions with rewards laid out
+    # so that QAE leaves ~80% of responses at exactly zero advantage (the papers' typical figure)
+    designed = _rewards_at_80(a.prompts, a.group)
+    batches = {"generated": inputs_qae,
+               "designed": dict(gen_out, advantages=group_advantages(designed, a.group, k=0.4, eps=1e-4))}
     wide = Qwen2ForCausalLM(embedded_config(len(tok), hidden=512, layers=6, heads=8)).train()
     wide_trainer = _trainer(QAETrainer, QAEConfig, wide, tok, a.prompts, a.group)
-    print(f"\nupdate phase at {zero:.0%} zero-advantage responses (ideal sparse/dense {1 - zero:.2f}x):")
-    for name, trainer, net in (("embedded", qae, model), ("wide random", wide_trainer, wide)):
-        dense_t, sparse_t = [], []
-        for _ in range(a.repeats):
-            trainer.args.sparse_update = False
-            t_d, g_d = _update(trainer, net, inputs_qae)
-            trainer.args.sparse_update = True
-            t_s, g_s = _update(trainer, net, inputs_qae)
-            dense_t.append(t_d)
-            sparse_t.append(t_s)
-        same = all(torch.allclose(x, y, atol=1e-6, rtol=1e-5) for x, y in zip(g_d, g_s))
-        d, sp = statistics.median(dense_t), statistics.median(sparse_t)
-        print(f"  {name:<12} dense {d:7.3f} s  sparse {sp:7.3f} s  -> {sp / d:.2f}x; gradients equal: {same}")
+    lengths = gen_out["completion_mask"].sum(1)
+    print(f"\nupdate phase, sparse vs dense (completion lengths {int(lengths.min())}..{int(lengths.max())} tokens):")
+    for batch_name, inputs in batches.items():
+        zero = float((inputs["advantages"] == 0).float().mean())
+        print(f" {batch_name} rewards: {zero:.1%} zero-advantage responses (ideal sparse/dense {1 - zero:.2f}x)")
+        for name, trainer, net in (("embedded", qae, model), ("wide random", wide_trainer, wide)):
+            dense_t, sparse_t = [], []
+            for _ in range(a.repeats):
+                trainer.args.sparse_update = False
+                t_d, g_d = _update(trainer, net, inputs)
+                trainer.args.sparse_update = True
+                t_s, g_s = _update(trainer, net, inputs)
+                dense_t.append(t_d)
+                sparse_t.append(t_s)
+            same = all(torch.allclose(x, y, atol=1e-6, rtol=1e-5) for x, y in zip(g_d, g_s))
+            d, sp = statistics.median(dense_t), statistics.median(sparse_t)
+            print(f"  {name:<12} dense {d:7.3f} s  sparse {sp:7.3f} s  -> {sp / d:.2f}x; gradients equal: {same}")
+    # the floor on this machine: a bare forward+backward of the kept rows' share vs all rows, no trainer
+    ids = torch.cat([gen_out["prompt_ids"], gen_out["completion_ids"]], 1)
+    n_keep = int((batches["designed"]["advantages"] != 0).sum())
+    bare = {n: [] for n in (n_keep, ids.shape[0])}
+    for _ in range(a.repeats):
+        for n in bare:
+            wide.zero_grad(set_to_none=True)
+            t = time.perf_counter()
+            wide(input_ids=ids[:n]).logits.logsumexp(-1).sum().backward()
+            bare[n].append(time.perf_counter() - t)
+    floor = statistics.median(bare[n_keep]) / statistics.median(bare[ids.shape[0]])
+    print(f"  bare wide model, {n_keep} vs {ids.shape[0]} rows (the machine's floor): {floor:.2f}x")
 
+
+def _rewards_at_80(prompts: int, group: int) -> torch.Tensor:
+    """0/1 rewards whose QAE advantages (K = 0.4) are zero for ~80% of responses: per group, the
+    success counts cycle through hard (few successes: only they move), easy (few failures: only
+    they move) and all-equal groups (nothing moves)."""
+    counts = [1, 1, 1, 1, group - 1, group - 1, group - 1, group - 1, 2, 2, group - 2, group - 2, 3, group // 2,
+              group - 3, group]
+    return torch.tensor([float(j < counts[i % len(counts)]) for i in range(prompts) for j in range(group)])
 
 if __name__ == "__main__":
     main()

@@ -31,6 +31,7 @@ from qae_lab._checks import as_real_tensor, check_finite_scalar, check_int, chec
 
 __all__ = [
     "normalized_entropy",
+    "head_normalized_entropy",
     "horizon_weights",
     "sa_ah_weights",
     "weighted_token_mean",
@@ -87,6 +88,53 @@ def normalized_entropy(logits: torch.Tensor, top_k: int | None = None, *, chunk_
     if h_norm.numel() and not bool(torch.isfinite(h_norm).all()):
         raise ValueError("logits must be finite or -inf (NaN or +inf found)")
     return h_norm
+
+
+def head_normalized_entropy(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *,
+                            temperature: float = 1.0, top_k: int | None = None,
+                            chunk_rows: int = 256) -> torch.Tensor:
+    r"""H~_t of the logits z_t = (W h_t + b) / temperature, projected chunk by chunk.
+
+    SA-AH-GRPO (arXiv 2606.05434), eq. for H~_t (exact, or the top-k estimate H_topk / log V),
+    for when only the final hidden states are at hand, as in a fused LM head that never
+    materialises the (N, T, V) logits: at most ``chunk_rows`` positions are projected at a
+    time, so memory stays at (chunk_rows, V). Same result as
+    ``normalized_entropy(torch.nn.functional.linear(hidden, weight, bias) / temperature, top_k)``.
+
+    Args:
+        hidden: (N, T, H) floating tensor (any leading dims).
+        weight: (V, H) LM-head weight; ``bias``: (V,) or None.
+        temperature: finite, > 0 (the sampling temperature the logits are divided by).
+        top_k, chunk_rows: as in :func:`normalized_entropy`.
+
+    Returns:
+        (N, T) tensor in [0, 1], computed without gradient.
+
+    >>> w = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0], [0.0, 0.0]])      # V = 4, H = 2
+    >>> head_normalized_entropy(torch.zeros(1, 1, 2), w)                      # uniform -> 1
+    tensor([[1.]])
+    >>> h = torch.tensor([[[30.0, 30.0]]])      # two tokens share the mass: H = log 2 = log V / 2
+    >>> head_normalized_entropy(h, w).round(decimals=4), head_normalized_entropy(h, w, top_k=2)
+    (tensor([[0.5000]]), tensor([[0.5000]]))
+    """
+    if not isinstance(hidden, torch.Tensor) or not hidden.is_floating_point():
+        raise ValueError(f"hidden must be a floating-point tensor of shape (N, T, H), got {type(hidden).__name__}")
+    if not isinstance(weight, torch.Tensor) or weight.dim() != 2 or weight.shape[1] != hidden.shape[-1]:
+        raise ValueError(f"weight must be a (V, H) tensor with H = {hidden.shape[-1]} (hidden's last dim), got "
+                         f"{tuple(weight.shape) if isinstance(weight, torch.Tensor) else type(weight).__name__}")
+    if bias is not None and (not isinstance(bias, torch.Tensor) or tuple(bias.shape) != (weight.shape[0],)):
+        raise ValueError(f"bias must be None or a ({weight.shape[0]},) tensor")
+    if not check_finite_scalar(temperature, "temperature") > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    if top_k is not None:
+        check_int(top_k, "top_k", 1)
+    check_int(chunk_rows, "chunk_rows", 1)
+    flat = hidden.reshape(-1, hidden.shape[-1])  # (N*T, H)
+    with torch.no_grad():
+        # z_t = (W h_t + b) / temperature, then H~_t, one chunk of positions at a time
+        out = [normalized_entropy(torch.nn.functional.linear(h.to(weight.dtype), weight, bias) / temperature,
+                                  top_k, chunk_rows=chunk_rows) for h in flat.split(chunk_rows)]
+    return (torch.cat(out) if out else flat.new_zeros(0)).reshape(hidden.shape[:-1])
 
 
 def horizon_weights(h_norm, mask, alpha: float) -> torch.Tensor:

@@ -11,7 +11,8 @@ clipping, GSPO, accelerate/DeepSpeed) stays TRL's:
   advantages A_i * w_t (TRL accepts (B, T) advantages), rescaled so that the loss type's
   token normaliser becomes the effective token count sum(w);
 * sparse update: rows with A_i = 0 exactly are left out of the loss's forward and backward,
-  with the normaliser kept as for the full batch, so the gradient is unchanged.
+  with the normaliser kept as for the full batch, so the gradient is unchanged; completion
+  padding columns beyond the longest kept completion are dropped as well.
 
 Departures, and why:
 
@@ -25,6 +26,10 @@ Departures, and why:
 * When sparse skipping leaves rows out, TRL's per-token ``entropy`` metric would cover the
   updated rows only; it is logged as ``entropy/updated_rows`` instead, and ``entropy`` is not
   logged for that step (set ``sparse_update=False`` for entropy curves over all responses).
+* ``entropy_top_k=k``: TRL's fused LM head returns exact entropies only, never the logits.
+  The top-k estimate hooks the same forward's final hidden states and projects them again
+  through the LM head without gradient, in chunks (a (chunk, V) matmul per chunk, not a
+  second model forward). Models that rescale or soft-cap their logits are refused.
 * The live knobs are per process: in a multi-process run, set them on every rank (a
   callback does, since every rank runs the callbacks).
 * Regime statistics count a response as a success when its total reward is at least
@@ -40,14 +45,19 @@ from dataclasses import dataclass, field
 import torch
 from trl import GRPOConfig, GRPOTrainer
 
-from qae_lab._checks import check_choice, check_finite_scalar, check_k
+from qae_lab._checks import check_choice, check_finite_scalar, check_int, check_k
 from qae_lab.advantages import BASELINES, QUANTILE_METHODS, advantage_stats, group_advantages
-from qae_lab.token_weights import sa_ah_weights, weight_stats
+from qae_lab.token_weights import head_normalized_entropy, sa_ah_weights, weight_stats
 
 __all__ = ["QAEConfig", "QAETrainer", "TOKEN_WEIGHTINGS", "WEIGHTED_LOSS_TYPES"]
 
 TOKEN_WEIGHTINGS = ("none", "ah", "sa_ah")
 WEIGHTED_LOSS_TYPES = ("bnpo", "dapo", "grpo")
+# (N, T) inputs whose trailing completion-padding columns sparse updates may drop; other keys: no trimming
+_TRIMMABLE = {"completion_ids", "completion_mask", "tool_mask", "old_per_token_logps", "sampling_per_token_logps",
+              "ref_per_token_logps", "importance_sampling_ratio"}
+_LOGIT_RESCALERS = ("final_logit_softcapping", "logit_scale", "output_multiplier", "lm_head_multiplier",
+                    "logits_scaling")
 
 
 @dataclass
@@ -66,6 +76,10 @@ class QAEConfig(GRPOConfig):
                                  "'sa_ah' (SA-AH-GRPO, arXiv 2606.05434: negative-advantage rollouts only)."})
     alpha: float = field(default=0.5, metadata={"help": "SA-AH's discount strength: w_t = exp(-alpha * cumulative "
                          "normalised entropy). 0 is plain GRPO; the paper uses 0.5."})
+    entropy_top_k: int | None = field(default=None, metadata={"help": "H~_t for the SA-AH/AH weights: None for "
+                                      "the exact entropy of the loss's forward, or k for SA-AH's top-k estimate "
+                                      "H_topk / log V (arXiv 2606.05434 uses k = 500; an extra no-grad LM-head "
+                                      "projection of the same forward's hidden states)."})
     sparse_update: bool = field(default=True, metadata={"help": "Skip the forward/backward of responses with "
                                 "advantage exactly 0 (same gradient); dense when beta != 0 or an entropy bonus is on."})
     success_threshold: float = field(default=0.5, metadata={"help": "Reward at or above which a response counts "
@@ -79,6 +93,8 @@ class QAEConfig(GRPOConfig):
         check_choice(self.token_weighting, "token_weighting", TOKEN_WEIGHTINGS)
         check_finite_scalar(self.alpha, "alpha")
         check_finite_scalar(self.success_threshold, "success_threshold")
+        if self.entropy_top_k is not None:
+            check_int(self.entropy_top_k, "entropy_top_k", 1)
         if not check_finite_scalar(self.advantage_eps, "advantage_eps") >= 0:
             raise ValueError(f"advantage_eps must be >= 0, got {self.advantage_eps}")
         if self.token_weighting != "none" and self.loss_type not in WEIGHTED_LOSS_TYPES:
@@ -98,6 +114,11 @@ class QAETrainer(GRPOTrainer):
         super().__init__(*args, **kwargs)
         if not isinstance(self.args, QAEConfig):
             raise ValueError("args must be a qae_lab.trainer.QAEConfig")
+        text = self.accelerator.unwrap_model(self.model).config.get_text_config()
+        rescaled = [a for a in _LOGIT_RESCALERS if getattr(text, a, None) not in (None, 1.0)]
+        if self.args.entropy_top_k is not None and rescaled:
+            raise ValueError(f"entropy_top_k projects hidden states through the plain LM head, but this model also "
+                             f"applies {rescaled} to its logits; use entropy_top_k=None (exact entropy)")
         self._knob_lock = threading.Lock()
         self._knobs = {"quantile_k": self.args.quantile_k, "alpha": self.args.alpha,
                        "baseline": self.args.baseline, "token_weighting": self.args.token_weighting}
@@ -180,6 +201,8 @@ class QAETrainer(GRPOTrainer):
         if keep is not None and bool(keep.all()):
             keep = None
         if keep is not None and not bool(keep.any()):  # nothing to learn from: a zero loss with a graph
+            if knobs["token_weighting"] != "none":  # the alpha in force, though no row needed weights
+                self._metrics["train"]["saah/alpha"].append(knobs["alpha"])
             return sum(p.sum() * 0.0 for p in model.parameters() if p.requires_grad)
         sub = inputs if keep is None else self._rows(inputs, keep)
         mask = self._loss_mask(inputs)
@@ -204,10 +227,17 @@ class QAETrainer(GRPOTrainer):
 
     @staticmethod
     def _rows(inputs: dict, keep: torch.Tensor) -> dict:
-        """The kept rows of every per-response tensor of a micro-batch."""
+        """The kept rows of every per-response tensor of a micro-batch, without the completion-padding
+        columns no kept row reaches (trailing: causal attention, so earlier positions are unchanged)."""
         n = keep.shape[0]
-        return {k: (v[keep] if isinstance(v, torch.Tensor) and v.dim() > 0 and v.shape[0] == n else v)
-                for k, v in inputs.items()}
+        sub = {k: (v[keep] if isinstance(v, torch.Tensor) and v.dim() > 0 and v.shape[0] == n else v)
+               for k, v in inputs.items()}
+        width = int(sub["completion_mask"].sum(0).nonzero().max()) + 1 if bool(sub["completion_mask"].any()) else 1
+        if set(sub) <= _TRIMMABLE | {"prompt_ids", "prompt_mask", "advantages", "num_items_in_batch"}:
+            t = sub["completion_mask"].shape[1]
+            sub.update({k: sub[k][:, :width] for k in _TRIMMABLE & set(sub) if sub[k].dim() == 2
+                        and sub[k].shape[1] == t})
+        return sub
 
     def _sparse_scale(self, mask: torch.Tensor, keep: torch.Tensor) -> torch.Tensor | float:
         """Factor that restores the full micro-batch's normaliser after rows were left out."""
@@ -223,20 +253,34 @@ class QAETrainer(GRPOTrainer):
             metrics["entropy/updated_rows"].append(metrics["entropy"].pop())
 
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
-        logps, entropies, aux = super()._get_per_token_logps_and_entropies(
-            model, input_ids, attention_mask, logits_to_keep, *args, **kwargs)
         inputs = self._loss_inputs
+        top_k = self.args.entropy_top_k if inputs is not None else None
+        hidden, hook = [], None
+        if top_k is not None:  # keep the same forward's final hidden states for the top-k estimate
+            decoder = self.accelerator.unwrap_model(model).get_decoder()
+            hook = decoder.register_forward_hook(
+                lambda module, args_, out: hidden.append(out[0][:, -logits_to_keep - 1:-1].detach()))
+        try:
+            logps, entropies, aux = super()._get_per_token_logps_and_entropies(
+                model, input_ids, attention_mask, logits_to_keep, *args, **kwargs)
+        finally:
+            if hook is not None:
+                hook.remove()
         if inputs is not None and entropies is not None:  # the loss's own forward: weight its advantages
-            inputs["advantages"] = self._weighted_advantages(inputs, entropies)
+            if top_k is None:  # H~_t = H_t / log V
+                vocab = self.accelerator.unwrap_model(self.model).config.get_text_config().vocab_size
+                h_norm = (entropies.detach().float() / math.log(vocab)).clamp(0.0, 1.0)
+            else:  # the hidden state at position p predicts token p + 1, as the fused head scores it
+                head = self.accelerator.unwrap_model(model).get_output_embeddings()
+                h_norm = head_normalized_entropy(torch.cat(hidden), head.weight, head.bias,
+                                                 temperature=self.temperature, top_k=top_k).float()
+            inputs["advantages"] = self._weighted_advantages(inputs, h_norm)
         return logps, entropies, aux
 
-    def _weighted_advantages(self, inputs: dict, entropies: torch.Tensor) -> torch.Tensor:
+    def _weighted_advantages(self, inputs: dict, h_norm: torch.Tensor) -> torch.Tensor:
         knobs = self._loss_knobs
         mask = self._loss_mask(inputs)
         adv = inputs["advantages"]
-        vocab = self.accelerator.unwrap_model(self.model).config.get_text_config().vocab_size
-        # H~_t = H_t / log V, detached (the weights carry no gradient)
-        h_norm = (entropies.detach().float() / math.log(vocab)).clamp(0.0, 1.0)
         w = sa_ah_weights(h_norm, mask, adv, knobs["alpha"], selective=knobs["token_weighting"] == "sa_ah")  # (B, T)
         m = mask.to(w.dtype)
         if self.loss_type == "grpo":  # per-sequence normaliser: sum_t w_t instead of sum_t m_t

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from reference import ref_entropy, ref_horizon_weights
 
 from qae_lab.token_weights import (
+    head_normalized_entropy,
     horizon_weights,
     normalized_entropy,
     sa_ah_weights,
@@ -64,6 +65,39 @@ def test_entropy_chunking_dtype_and_masked_vocab():
     assert normalized_entropy(logits.bfloat16()).dtype == torch.float32
     z = T([[[1.0, 1.0, float("-inf"), float("-inf")]]])  # masked vocabulary entries
     assert normalized_entropy(z).item() == pytest.approx(math.log(2) / math.log(4))
+
+
+@pytest.mark.parametrize("top_k", [None, 3, 37])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_head_entropy_matches_projected_logits(top_k, with_bias):
+    g = torch.Generator().manual_seed(3)
+    hidden, weight = torch.randn(3, 7, 8, generator=g, dtype=torch.float64), torch.randn(37, 8, generator=g,
+                                                                                      dtype=torch.float64)
+    bias = torch.randn(37, generator=g, dtype=torch.float64) if with_bias else None
+    z = (hidden @ weight.T + (0 if bias is None else bias)) / 0.7  # (3, 7, V): the logits, by hand
+    want = normalized_entropy(z, top_k)
+    for chunk in (1, 5, 1000):  # chunk boundaries inside and across rows
+        got = head_normalized_entropy(hidden, weight, bias, temperature=0.7, top_k=top_k, chunk_rows=chunk)
+        assert got.shape == (3, 7) and torch.allclose(got, want, atol=1e-12)
+    hidden.requires_grad_(True)
+    assert not head_normalized_entropy(hidden, weight).requires_grad  # weights only: no graph
+    assert head_normalized_entropy(torch.zeros(0, 4, 8), weight.float()).shape == (0, 4)
+
+
+@pytest.mark.parametrize("kwargs,msg", [
+    ({"hidden": torch.zeros(2, 3, 4, dtype=torch.long)}, "hidden"),
+    ({"weight": torch.zeros(5, 3)}, "weight"),
+    ({"weight": torch.zeros(5)}, "weight"),
+    ({"bias": torch.zeros(4)}, "bias"),
+    ({"temperature": 0.0}, "temperature"),
+    ({"temperature": float("nan")}, "temperature"),
+    ({"top_k": 0}, "top_k"),
+    ({"chunk_rows": 0}, "chunk_rows"),
+])
+def test_head_entropy_bad_input(kwargs, msg):
+    args = {"hidden": torch.zeros(2, 3, 4), "weight": torch.zeros(5, 4), **kwargs}
+    with pytest.raises(ValueError, match=msg):
+        head_normalized_entropy(args.pop("hidden"), args.pop("weight"), **args)
 
 
 def test_entropy_gradient_flows():

@@ -38,10 +38,6 @@ REWARDS = [1.0, 0, 0, 0,   1, 1, 0, 1,   0, 0, 0, 0,   0, 1, 1, 0]
 GRAD_TOL = {"rtol": 1e-6, "atol": 1e-6}
 
 
-
-
-
-
 @pytest.fixture(scope="module")
 def tok():
     """The embedded model's tokenizer (left padding, pad token set)."""
@@ -108,14 +104,16 @@ def trainer_grads(trainer, inputs) -> dict[str, torch.Tensor]:
     return grads
 
 
-def reference_loss(model, inputs, adv, *, loss_type: str, weighting: str = "none", alpha: float = 0.5):
+def reference_loss(model, inputs, adv, *, loss_type: str, weighting: str = "none", alpha: float = 0.5,
+                   top_k: int | None = None):
     r"""The policy-gradient loss of one micro-batch, from the equations (SPEC sections 1-3).
 
     At the first step the PPO ratio is exp(logp - logp.detach()) = 1, so the clipped objective is
     -A_i * ratio_t per token; SA-AH/AH weight token t by w_t = exp(-alpha * sum_{s<=t} H~_s)
     (H~ the exact entropy of softmax(logits) / log V, detached), on rows with A_i < 0 only for
     SA-AH; the loss is normalised by sum(w): over the micro-batch (bnpo, dapo with one
-    micro-batch) or per sequence and then averaged over rows (grpo).
+    micro-batch) or per sequence and then averaged over rows (grpo). With ``top_k`` H~ is the
+    entropy of the renormalised k largest probabilities, still divided by log V.
     """
     ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)  # (N, P+T)
     attention = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)  # (N, P+T)
@@ -130,7 +128,8 @@ def reference_loss(model, inputs, adv, *, loss_type: str, weighting: str = "none
         w = m
     else:
         # H~_t = H(softmax(z_t)) / log V, no gradient
-        h_norm = (-(log_p.exp() * log_p).sum(-1) / math.log(z.shape[-1])).detach()  # (N, T)
+        log_q = log_p if top_k is None else torch.log_softmax(z.topk(top_k, dim=-1).values, dim=-1)
+        h_norm = (-(log_q.exp() * log_q).sum(-1) / math.log(z.shape[-1])).detach()  # (N, T)
         w = torch.tensor(ref_horizon_weights(h_norm.tolist(), m.long().tolist(), alpha), dtype=logp.dtype)
         if weighting == "sa_ah":  # A_i >= 0: weight 1 on every real token
             w = torch.where(a[:, None] < 0, w, m)
@@ -202,6 +201,41 @@ def test_sa_ah_weights_really_discount(tmp_path, tok):
     assert trainer._metrics["train"]["saah/alpha"] == [0.3]
 
 
+@pytest.mark.parametrize("loss_type", ["bnpo", "grpo"])
+@pytest.mark.parametrize("weighting", ["sa_ah", "ah"])
+def test_top_k_entropy_gradients_match_reference(tmp_path, tok, loss_type, weighting):
+    # k = 5 of V = 640 on a random model: the top-k estimate is far from the exact entropy
+    trainer = make_trainer(tmp_path, tok, loss_type=loss_type, token_weighting=weighting, alpha=0.7,
+                           entropy_top_k=5, sparse_update=False)
+    inputs = trainer._generate_and_score_completions(rows(REWARDS))
+    adv = qae_advantages(REWARDS)
+    got = trainer_grads(trainer, inputs)
+    want = reference_grads(trainer.model, inputs, adv, loss_type=loss_type, weighting=weighting, alpha=0.7, top_k=5)
+    exact = reference_grads(trainer.model, inputs, adv, loss_type=loss_type, weighting=weighting, alpha=0.7)
+    assert max((want[n] - exact[n]).abs().max().item() for n in want) > 1e-4  # the test can tell them apart
+    assert_same_grads(got, want)
+    # the exact-entropy metric TRL logs is untouched
+    assert trainer._metrics["train"]["entropy"][-1] > 0.9 * math.log(len(tok))
+
+
+def test_top_k_at_least_vocab_is_exact_and_sparse_still_applies(tmp_path, tok):
+    grads = {}
+    for top_k, sparse in ((None, False), (len(tok), False), (len(tok), True)):
+        trainer = make_trainer(tmp_path, tok, token_weighting="sa_ah", alpha=0.3, entropy_top_k=top_k,
+                               sparse_update=sparse)
+        inputs = trainer._generate_and_score_completions(rows(REWARDS))
+        grads[top_k, sparse] = trainer_grads(trainer, inputs)
+    assert_same_grads(grads[len(tok), False], grads[None, False])
+    assert_same_grads(grads[len(tok), True], grads[None, False])
+
+
+def test_top_k_refuses_models_that_rescale_logits(tmp_path, tok):
+    model = tiny_model(tok)
+    model.config.final_logit_softcapping = 30.0
+    with pytest.raises(ValueError, match="entropy_top_k"):
+        make_trainer(tmp_path, tok, model, token_weighting="sa_ah", entropy_top_k=500)
+
+
 # ---------------------------------------------------------------- 2. parity with TRL's GRPOTrainer
 
 @pytest.mark.parametrize("scale", ["group", "batch", "none"])
@@ -269,6 +303,45 @@ def test_sparse_update_same_gradient_fewer_rows(tmp_path, tok, loss_type, weight
     assert len(metrics["entropy/updated_rows"]) == 1 and len(metrics["entropy"]) == 1
 
 
+@pytest.mark.parametrize("loss_type", ["bnpo", "grpo", "dapo"])
+def test_sparse_update_drops_trailing_padding_columns(tmp_path, tok, loss_type):
+    # the non-zero-advantage rows (0, 6, 13, 14) have 3 tokens, the others 9: kept rows need 3 columns
+    short = {0, 6, 13, 14}
+    fixed = [[20 + i] * (3 if i in short else 9) for i in range(len(REWARDS))]
+    trainer = make_trainer(tmp_path, tok, loss_type=loss_type, token_weighting="sa_ah", completions=fixed)
+    inputs = trainer._generate_and_score_completions(rows(REWARDS))
+    assert set((inputs["advantages"] != 0).nonzero().flatten().tolist()) == short
+    widths: list[int] = []
+    original = trainer._get_per_token_logps_and_entropies
+
+    def spy(model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
+        widths.append(logits_to_keep)
+        return original(model, input_ids, attention_mask, logits_to_keep, *args, **kwargs)
+
+    trainer._get_per_token_logps_and_entropies = spy
+    sparse = trainer_grads(trainer, inputs)
+    trainer.args.sparse_update = False
+    dense = trainer_grads(trainer, inputs)
+    assert widths == [3, 9]
+    assert_same_grads(sparse, dense)
+
+
+def test_row_selection_trims_known_per_token_keys_only(tmp_path, tok):
+    mask = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1], [1, 0, 0, 0]])
+    inputs = {"prompt_ids": torch.ones(3, 4, dtype=torch.long), "prompt_mask": torch.ones(3, 4),
+              "completion_ids": torch.arange(12).view(3, 4), "completion_mask": mask,
+              "old_per_token_logps": torch.randn(3, 4), "advantages": torch.tensor([1.0, 0.0, -1.0]),
+              "num_items_in_batch": torch.tensor(7)}
+    keep = inputs["advantages"] != 0
+    sub = QAETrainer._rows(inputs, keep)
+    assert sub["completion_ids"].tolist() == [[0, 1], [8, 9]] and sub["completion_mask"].tolist() == [[1, 1], [1, 0]]
+    assert sub["old_per_token_logps"].shape == (2, 2) and sub["prompt_ids"].shape == (2, 4)  # prompts: never
+    assert sub["num_items_in_batch"] is inputs["num_items_in_batch"]
+    # an (N, T) input the trimmer does not know about: rows only, no column is dropped anywhere
+    sub = QAETrainer._rows({**inputs, "token_type_ids": torch.zeros(3, 4)}, keep)
+    assert sub["completion_ids"].shape == (2, 4) and sub["token_type_ids"].shape == (2, 4)
+
+
 def test_sparse_update_all_zero_batch_skips_the_forward(tmp_path, tok):
     flat = [1.0] * 8 + [0.0] * 8  # every group all-equal: nothing to learn
     trainer = make_trainer(tmp_path, tok, loss_type="bnpo", token_weighting="sa_ah")
@@ -278,6 +351,7 @@ def test_sparse_update_all_zero_batch_skips_the_forward(tmp_path, tok):
     assert n_sparse == [] and n_dense == [16]
     assert not any_nonzero(dense)
     assert_same_grads(sparse, dense)
+    assert trainer._metrics["train"]["saah/alpha"] == [0.5, 0.5]  # the alpha in force is logged either way
 
 
 @pytest.mark.parametrize("case", ["ah", "entropy_bonus", "kl"])
@@ -459,6 +533,8 @@ def test_lora_train_step_moves_adapter_only(tmp_path):
     ({"advantage_eps": -1e-6}, "advantage_eps"),
     ({"advantage_eps": float("nan")}, "advantage_eps"),
     ({"success_threshold": float("nan")}, "success_threshold"),
+    ({"entropy_top_k": 0}, "entropy_top_k"),
+    ({"entropy_top_k": 2.5}, "entropy_top_k"),
     ({"token_weighting": "sa_ah", "loss_type": "dr_grpo"}, "token_weighting"),
     ({"token_weighting": "ah", "loss_type": "cispo"}, "loss_type"),
 ])
