@@ -44,11 +44,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from qae_lab.presets import METHODS, PRESETS, RunArgs, build, command_line, field_types, parse_sets
+from qae_lab.presets import METHODS, PRESETS, RunArgs, build, command_line, field_types, method_of, parse_sets
 from qae_lab.rewards import completion_text, is_correct
 
 __all__ = ["ends_at_answer", "strict_is_correct", "strict_correctness_reward", "strict_eval", "load_records",
-           "train", "main"]
+           "evaluate_run", "eval_line", "make_trainer", "method_name", "train", "main"]
 
 # ---------------------------------------------------------------- the verdict
 
@@ -131,22 +131,27 @@ def load_records(run: RunArgs) -> tuple[list[dict], list[dict]]:
             synthetic_task(run.n_eval, levels=run.levels, seed=run.data_seed + 1))
 
 
-def _evaluate(model, tok, records, run: RunArgs, cfg, path: Path, *, reuse: bool = False):
-    """Strict-verdict evaluation of ``records``, written to ``path`` (read back when ``reuse`` and it exists)."""
+def evaluate_run(model, tok, records, run: RunArgs, cfg, path: Path | None = None, *, reuse: bool = False,
+                 progress: bool | None = None):
+    """Strict-verdict evaluation of ``records`` as the run is configured (samples, temperature, length),
+    written to ``path`` when given (read back instead when ``reuse`` and it exists)."""
     from qae_lab.evaluate import EvalResult, evaluate
 
-    if reuse and path.exists():
+    if reuse and path is not None and path.exists():
         print(f"(evaluation read back from {path})", flush=True)
         return EvalResult.from_json(path)
     res = evaluate(model, tok, records, num_samples=run.eval_samples, ks=(1, run.eval_samples),
                    temperature=cfg.temperature, max_new_tokens=run.eval_max_new_tokens or cfg.max_completion_length,
-                   batch_size=run.eval_batch_size, seed=run.data_seed, progress=not cfg.disable_tqdm)
+                   batch_size=run.eval_batch_size, seed=run.data_seed,
+                   progress=not cfg.disable_tqdm if progress is None else progress)
     res = strict_eval(res, ks=(1, run.eval_samples))
-    res.to_json(path)
+    if path is not None:
+        res.to_json(path)
     return res
 
 
-def _eval_line(name: str, res) -> str:
+def eval_line(name: str, res) -> str:
+    """One line: greedy and sampled pass@1 overall and per level."""
     s = res.summary
     levels = " ".join(f"L{lv}={m['pass@1']:.3f}" for lv, m in res.by_level.items())
     return (f"{name}: greedy pass@1 {s['greedy_pass@1']:.3f}, sampled pass@1 {s['pass@1']:.3f} "
@@ -180,27 +185,40 @@ def train(run: RunArgs, cfg, *, preset: str | None = None, command: str | None =
         torch.set_num_threads(threads)
 
 
-def _run(run: RunArgs, cfg, preset, command, resume_from_checkpoint, callbacks) -> dict[str, Any]:
+def make_trainer(run: RunArgs, cfg, *, preset: str | None = None, command: str | None = None, callbacks=()):
+    r"""The run's :class:`~qae_lab.trainer.QAETrainer` (model, data, strict reward, LoRA, :class:`RunLogger`).
+
+    Returns:
+        ``(trainer, tokenizer, eval_records)``; the trainer's progress display is
+        :func:`qae_lab.runlog.use_compact_progress`'s.
+    """
     from qae_lab.data import to_grpo_dataset
     from qae_lab.models import load_policy, lora_config
-    from qae_lab.runlog import RunLogger, train_resumable, use_compact_progress
+    from qae_lab.runlog import RunLogger, use_compact_progress
     from qae_lab.trainer import QAETrainer
 
-    t0 = time.time()
-    out = Path(cfg.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    Path(cfg.output_dir).mkdir(parents=True, exist_ok=True)
     model, tok = load_policy(run.model, device="cpu" if cfg.use_cpu else None)
     train_recs, eval_recs = load_records(run)
-    before = (_evaluate(model, tok, eval_recs, run, cfg, out / "eval_before.json",
-                        reuse=resume_from_checkpoint is not None) if run.evaluate else None)
-    if before:
-        print(_eval_line("before", before), flush=True)
-    run_info = {**dataclasses.asdict(run), "command": command, "method": _method_name(cfg)}
+    run_info = {**dataclasses.asdict(run), "command": command, "method": method_name(cfg)}
     trainer = QAETrainer(model=model, reward_funcs=[strict_correctness_reward], args=cfg,
                          train_dataset=to_grpo_dataset(train_recs), processing_class=tok,
                          peft_config=lora_config(run.lora_r) if run.lora else None,
                          callbacks=[RunLogger(preset=preset, run=run_info), *callbacks])
     use_compact_progress(trainer)
+    return trainer, tok, eval_recs
+
+
+def _run(run: RunArgs, cfg, preset, command, resume_from_checkpoint, callbacks) -> dict[str, Any]:
+    from qae_lab.runlog import train_resumable
+
+    t0 = time.time()
+    out = Path(cfg.output_dir)
+    trainer, tok, eval_recs = make_trainer(run, cfg, preset=preset, command=command, callbacks=callbacks)
+    before = (evaluate_run(trainer.model, tok, eval_recs, run, cfg, out / "eval_before.json",
+                           reuse=resume_from_checkpoint is not None) if run.evaluate else None)
+    if before:
+        print(eval_line("before", before), flush=True)
     outcome = train_resumable(trainer, resume_from_checkpoint)
     after = None
     if outcome.interrupted:
@@ -210,8 +228,8 @@ def _run(run: RunArgs, cfg, preset, command, resume_from_checkpoint, callbacks) 
         if run.save_model:
             trainer.save_model(str(out / "model"))
         if run.evaluate:
-            after = _evaluate(trainer.model, tok, eval_recs, run, cfg, out / "eval_after.json")
-            print(_eval_line("after", after), flush=True)
+            after = evaluate_run(trainer.model, tok, eval_recs, run, cfg, out / "eval_after.json")
+            print(eval_line("after", after), flush=True)
     wall = time.time() - t0
     report = _report(out, run, cfg, preset, command, outcome, wall, before, after)
     print(f"run folder: {out}  (report: {report})", flush=True)
@@ -228,7 +246,7 @@ def _report(out: Path, run: RunArgs, cfg, preset, command, outcome, wall: float,
              if r is not None}
     summary = {"preset": preset, "command": command, "model": run.model, "task": run.task,
                "levels": ",".join(map(str, run.levels)) if run.task == "synthetic" else "—",
-               "method": _method_name(cfg), "K": cfg.quantile_k, "alpha": cfg.alpha, "learning rate": cfg.learning_rate,
+               "method": method_name(cfg), "K": cfg.quantile_k, "alpha": cfg.alpha, "learning rate": cfg.learning_rate,
                "steps": f"{outcome.global_step} / {cfg.max_steps}" + (" (interrupted)" if outcome.interrupted else ""),
                "prompts x completions per step": f"{cfg.generation_batch_size // cfg.num_generations} x "
                                                  f"{cfg.num_generations}",
@@ -244,11 +262,9 @@ def _report(out: Path, run: RunArgs, cfg, preset, command, outcome, wall: float,
                         summary=summary, evals=evals, notes=notes)
 
 
-def _method_name(cfg) -> str:
-    for name, knobs in METHODS.items():
-        if knobs == {"baseline": cfg.baseline, "token_weighting": cfg.token_weighting}:
-            return name
-    return f"{cfg.baseline}+{cfg.token_weighting}"
+def method_name(cfg) -> str:
+    """The METHODS name of a config's baseline and token weighting ("qae", "sa_ah", ...), else "baseline+weighting"."""
+    return method_of(cfg.baseline, cfg.token_weighting)
 
 
 def _resume_target(path: str) -> str:

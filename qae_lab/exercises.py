@@ -13,10 +13,13 @@ from collections.abc import Callable
 import torch
 
 from qae_lab.advantages import quantile_baseline
+from qae_lab.compare import detrended_variance
 from qae_lab.sparsity import gate_zero_counts
 from qae_lab.theory import knob_slope
+from qae_lab.token_weights import horizon_weights
 
-__all__ = ["check_quantile_baseline", "check_knob_slope", "check_zero_count"]
+__all__ = ["check_quantile_baseline", "check_knob_slope", "check_zero_count", "check_training_variance",
+           "check_horizon_weights", "check_k_changes"]
 
 NOT_ATTEMPTED = "Not attempted yet: replace the stub's `return None` and run this cell again."
 
@@ -77,3 +80,78 @@ def check_zero_count(fn: Callable) -> str:
             got = torch.tensor([fn(c, g, k) for c in range(g + 1)])
             _compare(got, want, f"zero counts for c = 0..{g}, G={g}, K={k}")
     return "Correct: your count matches the two-regime gate for every c, G in {4, 8, 16}, K in {0.2, 0.4, 0.6, 0.8}."
+
+
+def check_training_variance(fn: Callable) -> str:
+    r"""Check ``fn(values, window) -> float``, the detrended training variance of a per-step series.
+
+    The population variance of r_t = x_t - m_t over the full windows t = w-1 .. n-1, m_t the
+    trailing mean of the last w values (:func:`qae_lab.compare.detrended_variance`).
+
+    >>> check_training_variance(lambda values, window: None) == NOT_ATTEMPTED
+    True
+    >>> check_training_variance(detrended_variance)
+    'Correct: your training variance matches qae_lab.compare.detrended_variance on 12 reward curves.'
+    """
+    gen = torch.Generator().manual_seed(2)
+    if fn([0.0, 0.5, 0.0, 0.5], 2) is None:
+        return NOT_ATTEMPTED
+    cases = 0
+    for n in (6, 40, 120):
+        for w in (2, 3, 5, 20):
+            w = min(w, n - 1)
+            t = torch.arange(n, dtype=torch.float64)
+            x = (0.3 + 0.4 * t / n + 0.1 * torch.randn(n, generator=gen, dtype=torch.float64)).tolist()  # trend + noise
+            _compare(fn(list(x), w), torch.tensor(detrended_variance(x, w)), f"window={w}, values={x}")
+            cases += 1
+    return f"Correct: your training variance matches qae_lab.compare.detrended_variance on {cases} reward curves."
+
+
+def check_horizon_weights(fn: Callable) -> str:
+    r"""Check ``fn(h_norm, mask, alpha) -> (N, T)``, SA-AH's w_t = exp(-alpha * sum_{s<=t} H~_s), 0 on padding.
+
+    >>> check_horizon_weights(lambda h, m, alpha: None) == NOT_ATTEMPTED
+    True
+    >>> check_horizon_weights(horizon_weights)
+    'Correct: your weights match qae_lab.token_weights.horizon_weights on 15 cases.'
+    """
+    gen = torch.Generator().manual_seed(2)
+    if fn(torch.full((1, 2), 0.5), torch.ones(1, 2), 1.0) is None:
+        return NOT_ATTEMPTED
+    cases = 0
+    for n, t in ((1, 1), (2, 5), (4, 9)):
+        for alpha in (-0.25, 0.0, 0.1, 0.5, 2.0):
+            h = torch.rand(n, t, generator=gen, dtype=torch.float64)  # H~ in [0, 1]
+            lengths = torch.randint(1, t + 1, (n,), generator=gen)
+            mask = (torch.arange(t)[None, :] < lengths[:, None]).double()  # (N, T) right-padded
+            _compare(fn(h.clone(), mask.clone(), alpha), horizon_weights(h, mask, alpha),
+                     f"alpha={alpha}, h_norm={h.tolist()}, mask={mask.tolist()}")
+            cases += 1
+    return f"Correct: your weights match qae_lab.token_weights.horizon_weights on {cases} cases."
+
+
+def check_k_changes(fn: Callable) -> str:
+    r"""Check ``fn(rows) -> list[int]``: the steps of a run log whose ``qae/k`` differs from the step
+    before, the first step included (the K part of :func:`qae_lab.live.knob_changes`).
+
+    >>> check_k_changes(lambda rows: None) == NOT_ATTEMPTED
+    True
+    >>> check_k_changes(lambda rows: [r["step"] for i, r in enumerate(rows)
+    ...                               if i == 0 or r["qae/k"] != rows[i - 1]["qae/k"]])
+    'Correct: your change points match qae_lab.live.knob_changes on 20 logs.'
+    """
+    from qae_lab.live import knob_changes  # the trainer stack: imported only when this exercise runs
+
+    gen = torch.Generator().manual_seed(4)
+    if fn([{"step": 1, "qae/k": 0.4}]) is None:
+        return NOT_ATTEMPTED
+    for case in range(20):
+        n = int(torch.randint(1, 30, (1,), generator=gen))
+        ks = torch.tensor([0.2, 0.4, 0.6])[torch.randint(0, 3, (n,), generator=gen)]
+        ks[torch.rand(n, generator=gen) < 0.7] = 0.4 if case % 2 else 0.6  # long runs of one value
+        rows = [{"step": i + 1, "qae/k": float(k), "reward": 0.5} for i, k in enumerate(ks)]
+        want = [c["step"] for c in knob_changes(rows)]
+        got = fn([dict(r) for r in rows])
+        if list(got) != want:
+            raise AssertionError(f"K values {[r['qae/k'] for r in rows]}: expected steps {want}, got {list(got)}")
+    return "Correct: your change points match qae_lab.live.knob_changes on 20 logs."

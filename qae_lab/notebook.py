@@ -2,7 +2,9 @@ r"""Small helpers the notebooks share: smoke mode, Colab detection, the reposito
 
 Notebooks run in two sizes. A workshop runs the full one; CI and quick checks set the
 environment variable ``QAE_LAB_SMOKE=1`` and every notebook shrinks its Monte-Carlo
-samples and training steps through :func:`pick`.
+samples and training steps through :func:`pick`. ``QAE_LAB_HEADLESS=1`` (set by the test
+session for nbmake) says nobody is at the notebook: cells that would leave a background
+training run going wait for it instead (:func:`headless`).
 """
 
 from __future__ import annotations
@@ -10,10 +12,18 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["SMOKE_ENV", "REPO", "smoke_mode", "pick", "in_colab", "colab_url"]
+__all__ = ["SMOKE_ENV", "HEADLESS_ENV", "REPO", "smoke_mode", "headless", "pick", "in_colab", "colab_url"]
 
 SMOKE_ENV = "QAE_LAB_SMOKE"
+HEADLESS_ENV = "QAE_LAB_HEADLESS"
 REPO = "qae-lab/qae_lab"  # GitHub owner/name used by the Colab badges and the install cell
+
+
+def _flag(name: str, environ=None) -> bool:
+    value = (os.environ if environ is None else environ).get(name, "").strip().lower()
+    if value not in ("", "0", "1", "true", "false", "yes", "no"):
+        raise ValueError(f"{name} must be 1/0, true/false or yes/no, got {value!r}")
+    return value in ("1", "true", "yes")
 
 
 def smoke_mode(environ=None) -> bool:
@@ -24,10 +34,16 @@ def smoke_mode(environ=None) -> bool:
     >>> smoke_mode({SMOKE_ENV: "1"}), smoke_mode({SMOKE_ENV: "0"}), smoke_mode({})
     (True, False, False)
     """
-    value = (os.environ if environ is None else environ).get(SMOKE_ENV, "").strip().lower()
-    if value not in ("", "0", "1", "true", "false", "yes", "no"):
-        raise ValueError(f"{SMOKE_ENV} must be 1/0, true/false or yes/no, got {value!r}")
-    return value in ("1", "true", "yes")
+    return _flag(SMOKE_ENV, environ)
+
+
+def headless(environ=None) -> bool:
+    r"""True when ``QAE_LAB_HEADLESS`` is 1/true/yes: the notebook runs unattended (CI).
+
+    >>> headless({HEADLESS_ENV: "1"}), headless({})
+    (True, False)
+    """
+    return _flag(HEADLESS_ENV, environ)
 
 
 def pick(full, smoke, environ=None):

@@ -153,9 +153,10 @@ def run_curves_figure(rows: Sequence[Mapping], panels: Mapping[str, Sequence[str
             fig.add_trace(go.Scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], name=key, mode="lines",
                                      line={"color": PALETTE[color % len(PALETTE)]}), row=r, col=c)
             color, drawn = color + 1, True
-        if not drawn:
-            fig.add_annotation(text="not logged in this run", showarrow=False, xref="x domain", yref="y domain",
-                               x=0.5, y=0.5, row=r, col=c)
+        if not drawn:  # centred on the panel in paper coordinates (its axes have no data to anchor to)
+            panel = fig.get_subplot(r, c)
+            fig.add_annotation(text="not logged in this run", showarrow=False, xref="paper", yref="paper",
+                               x=sum(panel.xaxis.domain) / 2, y=sum(panel.yaxis.domain) / 2)
         fig.update_xaxes(title_text="step", row=r, col=c)
     fig.update_layout(title=title, height=height_per_row * n_rows, template="plotly_white",
                       margin={"l": 50, "r": 20, "t": 60, "b": 40}, legend={"orientation": "h", "y": -0.05})
@@ -209,13 +210,17 @@ class FigureView:
 
     def _draw(self) -> None:
         from IPython import get_ipython
-        from IPython.display import display
 
         if get_ipython() is None:  # plain Python (scripts, doctests): nothing to draw into
             return
-        with self.widget:
-            self.widget.clear_output(wait=True)
-            display(self.figure)
+        # the Output's content replaced in one assignment, not with ``with output: display(...)``:
+        # no flicker, and safe from a background thread (a live training run's dashboard). The
+        # bundle is the default renderer's (Colab: HTML; Jupyter: plotly's mimetype + HTML).
+        data = dict(self.figure._repr_mimebundle_() or {})
+        if not data:  # an external default renderer (a browser tab): embed the figure as HTML instead
+            data["text/html"] = self.figure.to_html(include_plotlyjs="cdn", full_html=False)
+        data.setdefault("text/plain", f"<plotly figure: {self.figure.layout.title.text or 'untitled'}>")
+        self.widget.outputs = ({"output_type": "display_data", "data": data, "metadata": {}},)
 
     def update(self, fig: go.Figure) -> None:
         """Show ``fig`` instead of the current figure."""

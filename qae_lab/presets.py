@@ -34,7 +34,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RunArgs", "PRESETS", "METHODS", "parse_value", "parse_sets", "build", "command_line", "field_types"]
+__all__ = ["RunArgs", "PRESETS", "METHODS", "method_of", "parse_value", "parse_sets", "build", "command_line",
+           "field_types"]
 
 
 @dataclass
@@ -95,6 +96,17 @@ METHODS = {
     "sa_ah": {"baseline": "mean", "token_weighting": "sa_ah"},         # SA-AH-GRPO, arXiv 2606.05434
     "qae_sa_ah": {"baseline": "quantile", "token_weighting": "sa_ah"},  # both
 }
+
+
+def method_of(baseline: str, token_weighting: str) -> str:
+    r"""The :data:`METHODS` name of a baseline and token weighting, else ``"<baseline>+<token_weighting>"``.
+
+    >>> method_of("quantile", "sa_ah"), method_of("mean", "ah")
+    ('qae_sa_ah', 'mean+ah')
+    """
+    knobs = {"baseline": baseline, "token_weighting": token_weighting}
+    return next((name for name, m in METHODS.items() if m == knobs), f"{baseline}+{token_weighting}")
+
 
 _CPU_COMMON = {"use_cpu": True, "bf16": False, "activation_checkpointing": False, "dataloader_num_workers": 0}
 _LOG = {"logging_steps": 1, "report_to": [], "disable_tqdm": False}

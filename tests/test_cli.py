@@ -64,7 +64,7 @@ def test_trailing_garbage_scores_zero_in_the_printed_eval_verdict():
     assert res.by_level[2]["pass@1"] == 0.0 and res.by_level[3]["pass@1"] == 0.5
     assert res.problems[0]["samples"][0]["correct_lenient"] and not res.problems[0]["samples"][0]["correct"]
     assert lenient.problems[0]["samples"][0]["correct"]  # the input is not modified
-    line = cli._eval_line("after", res)
+    line = cli.eval_line("after", res)
     assert "greedy pass@1 0.500, sampled pass@1 0.250" in line and "lenient 1.000" in line
 
 

@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from qae_lab.notebook import REPO, SMOKE_ENV, colab_url, in_colab, pick, smoke_mode
+from qae_lab.notebook import HEADLESS_ENV, REPO, SMOKE_ENV, colab_url, headless, in_colab, pick, smoke_mode
 
 
 def test_smoke_env_name():
@@ -76,3 +76,11 @@ def test_colab_url():
         "https://colab.research.google.com/github/qae-lab/qae_lab/blob/main/notebooks/03_sampled_groups.ipynb")
     assert colab_url("01_softmax_entropy_proofs.ipynb").startswith(
         f"https://colab.research.google.com/github/{REPO}/blob/main/notebooks/")
+
+
+@pytest.mark.parametrize("value,expected", [("1", True), ("yes", True), ("0", False), ("", False)])
+def test_headless_flag(value, expected):
+    assert headless({HEADLESS_ENV: value}) is expected
+    assert headless({}) is False and headless({SMOKE_ENV: "1"}) is False  # smoke mode alone is not headless
+    with pytest.raises(ValueError, match="QAE_LAB_HEADLESS"):
+        headless({HEADLESS_ENV: "maybe"})

@@ -81,3 +81,61 @@ spread.controls["a"].value = 4.0
 spread.controls["b"].value = 4.0
 assert max(spread.view.figure.data[0].y) < max(before)   # middling difficulty: fewer zeros
 """)
+
+
+def test_notebook05_controls_redraw_figures():
+    _run_with_probe(NB_DIR / "05_compare_runs.ipynb", """
+def line(method):
+    return next(t for t in curves.view.figure.data if t.name and t.name.startswith(method + " ("))
+def wiggle(y):
+    return sum(abs(b - a) for a, b in zip(y[:-1], y[1:]))
+curves.controls["window"].value = 1
+rough = wiggle(line("mean").y)
+curves.controls["window"].value = 50
+assert "over 50 step(s)" in curves.view.figure.layout.title.text
+assert wiggle(line("mean").y) < rough / 2                 # a longer trailing average smooths the curve
+curves.controls["metric"].value = "saah/w_mean_neg"
+assert "SA-AH" in curves.view.figure.layout.yaxis.title.text
+assert {t.name.split(" (")[0] for t in curves.view.figure.data if t.name} == {"sa_ah", "qae_sa_ah"}
+curves.controls["metric"].value = "qae/zero_adv_frac"
+assert all(0 <= v <= 1 for t in curves.view.figure.data if t.name for v in t.y)
+assert min(line("qae").y) > max(line("mean").y)           # the quantile gate's zeros on top of all-equal groups
+passes.controls["metric"].value = "greedy pass@1"
+assert "greedy" in passes.view.figure.layout.title.text
+old = detrend.view.figure.layout.title.text
+detrend.controls["window"].value = 5
+assert "window 5" in detrend.view.figure.layout.title.text and detrend.view.figure.layout.title.text != old
+""")
+
+
+def test_notebook03_sliders_redraw_figures():
+    _run_with_probe(NB_DIR / "03_token_entropy_discount.ipynb", """
+from qae_lab.advantages import hard_regime
+weights.controls["alpha"].value = 0.25
+low = weights.view.figure.layout.meta
+weights.controls["alpha"].value = 2.0
+high = weights.view.figure.layout.meta
+assert "α = 2" in weights.view.figure.layout.title.text
+assert high["saah"]["w_mean_neg"] < low["saah"]["w_mean_neg"] < 1      # a larger alpha discounts more
+assert high["ah"]["effective_tokens_frac"] < high["saah"]["effective_tokens_frac"]   # AH discounts successes too
+labels, z = weights.view.figure.data[0].y, weights.view.figure.data[0].z
+kept = [row for name, row in zip(labels, z) if name.startswith("SA-AH") and "A=-" not in name]
+assert kept and all(v == 1.0 for row in kept for v in row if v == v)   # SA-AH: A >= 0 rollouts keep w = 1
+
+def gate(K):                       # QAE + SA-AH touches exactly the failures of easy groups (p > 1 - K)
+    touched.controls["K"].value = K
+    easy = ~hard_regime(ro.success_counts, G, K)
+    want = [i for i in range(len(ro.completions)) if ro.rewards[i] == 0 and easy[i // G]]
+    meta = touched.view.figure.layout.meta
+    assert meta["K"] == K and meta["touched"] == want and meta["in_hard"] == [], (K, meta, want)
+    return set(want)
+
+touched.controls["baseline"].value = "quantile"
+low_k, high_k = gate(0.2), gate(0.8)
+moved = hard_regime(ro.success_counts, G, 0.2) & ~hard_regime(ro.success_counts, G, 0.8)   # hard -> easy
+assert low_k <= high_k and (low_k < high_k) == bool(moved.any())   # raising K only turns prompts easy
+touched.controls["baseline"].value = "mean"
+mean_touched = set(touched.view.figure.layout.meta["touched"])
+mixed_failures = {i for i in range(len(ro.completions)) if ro.rewards[i] == 0 and 0 < ro.success_counts[i // G] < G}
+assert mean_touched == mixed_failures
+""")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import types
 
@@ -173,14 +174,30 @@ def test_figure_view_static_update_replaces_the_figure():
 
 
 def test_figure_view_static_redraws_into_its_output(monkeypatch):
-    # in a kernel, static mode displays each new figure in its Output; fake the kernel and record display()
-    shown = []
+    # in a kernel, static mode replaces its Output's content with the new figure's display data,
+    # also when the update comes from a background thread (a live run's dashboard)
+    import threading
+
+    import plotly.io as pio
+
     monkeypatch.setattr(IPython, "get_ipython", lambda: object())
-    monkeypatch.setattr(IPython.display, "display", lambda obj, *a, **kw: shown.append(obj))
-    first, second = line_figure([0, 1], {"a": [0, 1]}), line_figure([0, 1], {"b": [1, 0]})
+    monkeypatch.setattr(pio.renderers, "default", "plotly_mimetype")  # what a Jupyter kernel picks
+    first, second = line_figure([0, 1], {"first-trace": [0, 1]}), line_figure([0, 1], {"second-trace": [1, 0]})
     view = FigureView(first, mode="static")
-    view.update(second)
-    assert shown == [first, second]
+
+    def shown() -> str:
+        (out,) = view.widget.outputs
+        assert out["output_type"] == "display_data"
+        return json.dumps(out["data"])
+
+    assert 'first-trace' in shown() and 'second-trace' not in shown()
+    worker = threading.Thread(target=view.update, args=(second,))
+    worker.start()
+    worker.join()
+    assert 'second-trace' in shown() and 'first-trace' not in shown()
+    monkeypatch.setattr(pio.renderers, "default", "browser")  # no mime bundle: embedded HTML instead
+    view.update(first)
+    assert "text/html" in view.widget.outputs[0]["data"] and 'first-trace' in shown()
 
 
 def test_figure_view_widget_update_replaces_the_traces():
@@ -234,3 +251,19 @@ def test_interactive_rebuilds_on_control_change(mode):
     assert len(calls) == 3
     box.refresh()
     assert len(calls) == 4
+
+
+def test_run_curves_figure_panels_and_not_logged_note():
+    from qae_lab.plots import run_curves_figure
+
+    rows = [{"step": 1, "reward": 0.2, "qae/k": 0.4, "entropy": None},
+            {"step": 2, "reward": 0.4, "qae/k": 0.7, "entropy": 0.5}]
+    panels = {"reward": ("reward",), "entropy": ("entropy",), "alpha": ("saah/alpha",), "K": ("qae/k",)}
+    fig = run_curves_figure(rows, panels)
+    by_name = {t.name: t for t in fig.data}
+    assert list(by_name["entropy"].x) == [2]  # a None value is skipped, not drawn as 0
+    assert (by_name["reward"].xaxis, by_name["entropy"].xaxis, by_name["qae/k"].xaxis) == ("x", "x2", "x4")
+    (note,) = [a for a in fig.layout.annotations if a.text == "not logged in this run"]
+    alpha_panel = fig.get_subplot(2, 1)  # the third panel: row 2, column 1
+    assert note.xref == "paper" and alpha_panel.xaxis.domain[0] < note.x < alpha_panel.xaxis.domain[1]
+    assert alpha_panel.yaxis.domain[0] < note.y < alpha_panel.yaxis.domain[1]

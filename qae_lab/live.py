@@ -1,0 +1,389 @@
+r"""The live lab: widget knobs bound to a running :class:`~qae_lab.trainer.QAETrainer`, training in a
+background thread, and a dashboard that grows as the steps arrive.
+
+Why a thread: a notebook kernel handles widget events only between cells, so a cell that runs
+``trainer.train()`` would leave every slider dead until training ends. :meth:`LiveRun.start`
+returns at once; the training loop runs in a daemon thread and reads the controls at every step.
+
+* :class:`Controls` — K, alpha, baseline (mean | quantile), token weighting (none | ah | sa_ah)
+  and a Stop button. Widget callbacks write one dict under a lock; the trainer thread reads a
+  copy under the same lock (:meth:`Controls.snapshot`), so K and alpha never come from two
+  different moments (no torn reads).
+* :class:`LiveKnobs` — the ``TrainerCallback`` that applies a snapshot with
+  ``trainer.set_knobs`` at every ``on_step_begin`` (the step's generation and loss both see it;
+  the trainer logs what it used as ``qae/k`` and ``saah/alpha``) and ends training at the step
+  boundary after Stop, with a checkpoint (``control.should_save``).
+* :class:`Dashboard` — reward and pass rate, entropy, zero-advantage fraction, hard/easy regime
+  fractions, SA-AH's mean weight on negative rollouts, and the K and alpha in force, one panel
+  each, plus a progress bar. It draws through :class:`qae_lab.plots.FigureView`: a
+  ``FigureWidget`` where that renders, else a plain figure re-drawn into an ``Output`` (Colab's
+  ipywidgets 7.7 / plotly 5.24). Redraws are throttled; every step is kept in ``rows``.
+* :class:`LiveRun` — wires the three to a trainer, runs it, shows errors of the training thread
+  in the notebook (and re-raises them from :meth:`LiveRun.wait`), and runs follow-up work
+  (:meth:`LiveRun.then`, e.g. the after-training evaluation) in the same thread.
+
+Stopping: the Stop button, or :meth:`LiveRun.stop`. A kernel interrupt does not reach a
+background thread, so use Stop. The run's ``log.jsonl`` (:class:`qae_lab.runlog.RunLogger`) keeps
+every finished step either way.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+import ipywidgets as widgets
+from transformers import TrainerCallback
+from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+from qae_lab._checks import check_choice, check_finite_scalar, check_k
+from qae_lab.advantages import BASELINES
+from qae_lab.plots import FigureView, run_curves_figure
+
+__all__ = ["LIVE_PANELS", "KNOB_METRICS", "Controls", "LiveKnobs", "Dashboard", "DashboardFeed", "LiveRun",
+           "auto_preset", "knob_changes"]
+
+# panel title -> logged metrics drawn in it (names: docs/metrics.md)
+LIVE_PANELS = {
+    "reward and pass rate": ("reward", "qae/success_rate"),
+    "entropy": ("entropy", "entropy/updated_rows"),
+    "zero-advantage fraction": ("qae/zero_adv_frac",),
+    "hard / easy prompt fractions": ("qae/hard_frac", "qae/easy_frac"),
+    "SA-AH mean weight, negative rollouts": ("saah/w_mean_neg",),
+    "K and alpha in force": ("qae/k", "saah/alpha"),
+}
+# the logged metrics that record the knobs in force at each step
+KNOB_METRICS = ("qae/k", "qae/quantile_baseline", "saah/alpha")
+TOKEN_WEIGHTING_OPTIONS = (("none", "none"), ("AH", "ah"), ("SA-AH", "sa_ah"))
+
+
+def auto_preset(gpu_preset: str = "qwen2.5-1.5b-gsm8k") -> tuple[str, str]:
+    r"""``(preset, reason)``: ``gpu_preset`` where CUDA is available, else the CPU demo.
+
+    >>> auto_preset("qwen2.5-1.5b-gsm8k")[0] in ("qwen2.5-1.5b-gsm8k", "cpu-demo")
+    True
+    """
+    import torch
+
+    if torch.cuda.is_available():
+        return gpu_preset, f"GPU found ({torch.cuda.get_device_name(0)}): {gpu_preset}"
+    return "cpu-demo", (f"no GPU here, so the embedded tiny model on the synthetic task (cpu-demo) "
+                        f"instead of {gpu_preset}")
+
+
+def knob_changes(rows) -> list[dict]:
+    r"""The log rows where the knobs in force (:data:`KNOB_METRICS`) changed: the first step's values,
+    then one entry per step whose values differ from the step before. ``saah/alpha`` is None on
+    steps without token weighting.
+
+    Args:
+        rows: training-step log rows (:func:`qae_lab.runlog.step_rows`), in step order.
+
+    >>> rows = [{"step": 1, "qae/k": 0.4}, {"step": 2, "qae/k": 0.4}, {"step": 3, "qae/k": 0.7}]
+    >>> [(c["step"], c["qae/k"], c["saah/alpha"]) for c in knob_changes(rows)]
+    [(1, 0.4, None), (3, 0.7, None)]
+    """
+    changes, last = [], None
+    for row in rows:
+        if "step" not in row:
+            raise ValueError(f"rows must be log rows with a 'step', got keys {sorted(row)}")
+        now = tuple(row.get(m) for m in KNOB_METRICS)
+        if now != last:
+            changes.append({"step": row["step"], **dict(zip(KNOB_METRICS, now))})
+            last = now
+    return changes
+
+
+class Controls:
+    r"""The knobs as widgets, with a thread-safe copy of their values.
+
+    Args:
+        quantile_k, alpha, baseline, token_weighting: starting values (validated as in
+            :class:`~qae_lab.trainer.QAEConfig`).
+
+    Attributes: ``k``, ``alpha``, ``baseline``, ``token_weighting`` (the value widgets),
+    ``stop_button``, ``widget`` (the box to display).
+
+    >>> c = Controls(quantile_k=0.4, alpha=0.5)
+    >>> c.k.value = 0.7                      # what a slider move does
+    >>> c.snapshot()["quantile_k"], c.stop_requested
+    (0.7, False)
+    """
+
+    def __init__(self, quantile_k: float = 0.4, alpha: float = 0.5, baseline: str = "quantile",
+                 token_weighting: str = "none"):
+        self._lock = threading.RLock()  # re-entrant: set() holds it while the widget callbacks write
+        self._stop = threading.Event()
+        self._values = {"quantile_k": round(check_k(quantile_k, "quantile_k"), 6),
+                        "alpha": round(check_finite_scalar(alpha, "alpha"), 6),
+                        "baseline": check_choice(baseline, "baseline", BASELINES),
+                        "token_weighting": check_choice(token_weighting, "token_weighting",
+                                                        [v for _, v in TOKEN_WEIGHTING_OPTIONS])}
+        style = {"description_width": "110px"}
+        self.k = widgets.FloatSlider(value=self._values["quantile_k"], min=0.05, max=0.95, step=0.05,
+                                     description="K (QAE)", continuous_update=False, style=style)
+        self.alpha = widgets.FloatSlider(value=self._values["alpha"], min=-0.5, max=2.0, step=0.05,
+                                         description="alpha (SA-AH)", continuous_update=False, style=style)
+        self.baseline = widgets.ToggleButtons(options=[("mean (GRPO)", "mean"), ("K-quantile (QAE)", "quantile")],
+                                              value=baseline, description="baseline", style=style)
+        self.token_weighting = widgets.ToggleButtons(options=list(TOKEN_WEIGHTING_OPTIONS), value=token_weighting,
+                                                     description="token weights", style=style)
+        self.stop_button = widgets.Button(description="Stop", button_style="danger", icon="stop",
+                                          tooltip="end training after the current step (log and checkpoint kept)")
+        for name, w in (("quantile_k", self.k), ("alpha", self.alpha), ("baseline", self.baseline),
+                        ("token_weighting", self.token_weighting)):
+            w.observe(lambda change, name=name: self._set(name, change["new"]), names="value")
+        self.stop_button.on_click(lambda _button: self.request_stop())
+        self.widget = widgets.VBox([widgets.HBox([self.k, self.alpha]), self.baseline, self.token_weighting,
+                                    self.stop_button])
+
+    @classmethod
+    def for_trainer(cls, trainer) -> Controls:
+        """Controls starting at the trainer's current knobs; token weighting is locked where the
+        trainer's loss type cannot weight tokens."""
+        from qae_lab.trainer import WEIGHTED_LOSS_TYPES
+
+        controls = cls(**trainer.knobs())
+        if trainer.loss_type not in WEIGHTED_LOSS_TYPES:
+            controls.token_weighting.disabled = True
+        return controls
+
+    def _set(self, name: str, value) -> None:
+        # the widget callback (kernel thread): one locked write; floats rounded off the slider's step noise
+        with self._lock:
+            self._values[name] = round(float(value), 6) if isinstance(value, float) else value
+
+    def set(self, **values) -> None:
+        """Move several controls at once, as one change: no snapshot sees some moved and others not.
+
+        Keys: quantile_k, alpha, baseline, token_weighting (validated)."""
+        checks = {"quantile_k": lambda v: check_k(v, "quantile_k"), "alpha": lambda v: check_finite_scalar(v, "alpha"),
+                  "baseline": lambda v: check_choice(v, "baseline", BASELINES),
+                  "token_weighting": lambda v: check_choice(v, "token_weighting",
+                                                            [o for _, o in TOKEN_WEIGHTING_OPTIONS])}
+        unknown = set(values) - set(checks)
+        if unknown:
+            raise ValueError(f"unknown control(s) {sorted(unknown)}; allowed: {sorted(checks)}")
+        clean = {name: checks[name](v) for name, v in values.items()}
+        boxes = {"quantile_k": self.k, "alpha": self.alpha, "baseline": self.baseline,
+                 "token_weighting": self.token_weighting}
+        for name in ("quantile_k", "alpha"):  # a slider would clamp silently
+            if name in clean and not boxes[name].min <= clean[name] <= boxes[name].max:
+                raise ValueError(f"{name} must be in [{boxes[name].min}, {boxes[name].max}] (the slider's range), "
+                                 f"got {clean[name]}")
+        with self._lock:
+            for name, value in clean.items():
+                boxes[name].value = value  # its observer writes the value under the same (re-entrant) lock
+
+    def snapshot(self) -> dict:
+        """A consistent copy of all four knob values."""
+        with self._lock:
+            return dict(self._values)
+
+    def request_stop(self) -> None:
+        """Ask the run to end after the current step."""
+        self._stop.set()
+        self.stop_button.disabled, self.stop_button.description = True, "Stopping..."
+
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop.is_set()
+
+
+class LiveKnobs(TrainerCallback):
+    r"""Applies :meth:`Controls.snapshot` to the trainer before every step; ends training after Stop.
+
+    The snapshot goes through ``trainer.set_knobs`` (validated); the step's generation and loss
+    both read it. After Stop, ``on_step_end`` asks the Trainer to save a checkpoint and stop,
+    so the run ends at a step boundary with its log complete.
+    """
+
+    def __init__(self, controls: Controls, trainer):
+        self.controls, self.trainer = controls, trainer
+        self.applied: list[tuple[int, dict]] = []  # (global step about to run, knobs set)
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        knobs = self.controls.snapshot()
+        self.trainer.set_knobs(**knobs)
+        self.applied.append((state.global_step + 1, knobs))
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.controls.stop_requested:
+            control.should_save = True
+            control.should_training_stop = True
+
+
+class Dashboard:
+    r"""Live training curves (:data:`LIVE_PANELS`), a progress bar and a status line.
+
+    Args:
+        max_steps: the progress bar's length.
+        mode: :class:`~qae_lab.plots.FigureView`'s ``"auto"``, ``"widget"`` or ``"static"``.
+        min_interval_s: least time between two redraws (the last step is always drawn by
+            :meth:`refresh`); every row is kept in ``rows`` regardless.
+
+    >>> d = Dashboard(max_steps=4, mode="static")
+    >>> d.add({"step": 1, "reward": 0.25, "qae/k": 0.4}); d.refresh()
+    >>> d.progress.value, [t.name for t in d.view.figure.data]
+    (1, ['reward', 'qae/k'])
+    """
+
+    def __init__(self, max_steps: int, *, mode: str = "auto", min_interval_s: float = 0.5):
+        self.rows: list[dict] = []
+        self._lock = threading.Lock()
+        self._last_draw = 0.0
+        self.min_interval_s = check_finite_scalar(min_interval_s, "min_interval_s")
+        self.view = FigureView(run_curves_figure([], LIVE_PANELS), mode=mode)
+        self.progress = widgets.IntProgress(value=0, min=0, max=max(int(max_steps), 1), description="step")
+        self.status = widgets.HTML(value="not started")
+        self.widget = widgets.VBox([widgets.HBox([self.progress, self.status]), self.view.widget])
+
+    def add(self, row: dict) -> None:
+        """Record one step's metrics (``row["step"]`` is the global step) and redraw when due."""
+        with self._lock:
+            self.rows.append(dict(row))
+            self.progress.value = min(int(row["step"]), self.progress.max)
+            due = time.monotonic() - self._last_draw >= self.min_interval_s
+        if due:
+            self.refresh()
+
+    def refresh(self) -> None:
+        """Redraw every recorded step now."""
+        with self._lock:
+            rows = list(self.rows)
+            self._last_draw = time.monotonic()
+        last = rows[-1] if rows else {}
+        title = (f"step {last.get('step', 0)} / {self.progress.max}: K = {last.get('qae/k', float('nan')):.2f}"
+                 + (f", alpha = {last['saah/alpha']:.2f}" if last.get("saah/alpha") is not None else ""))
+        self.view.update(run_curves_figure(rows, LIVE_PANELS, title=title if rows else ""))
+
+    def set_status(self, text: str) -> None:
+        self.status.value = text
+
+
+class DashboardFeed(TrainerCallback):
+    r"""Sends every logged training step (a log with ``reward``) to a :class:`Dashboard`."""
+
+    def __init__(self, dashboard: Dashboard):
+        self.dashboard = dashboard
+        self._t0 = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self._t0 = time.monotonic()
+        self.dashboard.set_status("training")
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs and logs.get("reward") is not None:
+            self.dashboard.add({"step": state.global_step, **logs})
+            per_step = (time.monotonic() - self._t0) / max(state.global_step, 1)
+            self.dashboard.set_status(f"training: {per_step:.2f} s/step")
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.dashboard.refresh()
+
+
+class LiveRun:
+    r"""A trainer with live :class:`Controls` and a :class:`Dashboard`, trained in a background thread.
+
+    Args:
+        trainer: a :class:`~qae_lab.trainer.QAETrainer` (its ``RunLogger`` keeps ``log.jsonl``).
+        controls, dashboard: made from the trainer when None.
+        resume_from_checkpoint: passed to ``trainer.train``.
+
+    ``display(run)`` (or the cell's last expression) shows controls, dashboard and a message
+    area; :meth:`start` returns at once; :meth:`wait` blocks until the thread ends and returns
+    the :class:`~qae_lab.runlog.TrainOutcome` (``interrupted`` is True after Stop).
+    """
+
+    def __init__(self, trainer, *, controls: Controls | None = None, dashboard: Dashboard | None = None,
+                 resume_from_checkpoint: str | None = None):
+        self.trainer = trainer
+        self.controls = controls or Controls.for_trainer(trainer)
+        self.dashboard = dashboard or Dashboard(trainer.args.max_steps)
+        self.messages = widgets.Output()
+        self.resume_from_checkpoint = resume_from_checkpoint
+        self.knobs = LiveKnobs(self.controls, trainer)
+        # progress bars or log printing from a thread would land in whichever cell runs: the dashboard replaces
+        # them (transformers picks NotebookProgressCallback inside a notebook, ProgressCallback elsewhere)
+        from transformers.utils.notebook import NotebookProgressCallback
+
+        for cls in (ProgressCallback, NotebookProgressCallback, PrinterCallback):
+            while any(isinstance(cb, cls) for cb in trainer.callback_handler.callbacks):
+                trainer.remove_callback(cls)
+        trainer.add_callback(self.knobs)
+        trainer.add_callback(DashboardFeed(self.dashboard))
+        self.outcome = None
+        self.error: BaseException | None = None
+        self._after: list[Callable] = []
+        self._thread: threading.Thread | None = None
+        self.widget = widgets.VBox([self.controls.widget, self.dashboard.widget, self.messages])
+
+    def _ipython_display_(self):
+        from IPython.display import display
+
+        display(self.widget)
+
+    def then(self, fn: Callable) -> LiveRun:
+        """Run ``fn(self)`` in the training thread after training ends (also after Stop, not after an
+        error); a returned string is shown under the dashboard, another non-None value displayed."""
+        self._after.append(fn)
+        return self
+
+    def start(self) -> LiveRun:
+        """Start training in a background thread and return at once."""
+        if self._thread is not None:
+            raise RuntimeError("this LiveRun was already started; make a new one (resume_from_checkpoint) to go on")
+        self._thread = threading.Thread(target=self._train, name="qae_lab-live-training", daemon=True)
+        self._thread.start()
+        return self
+
+    def _train(self) -> None:
+        from qae_lab.runlog import TrainOutcome
+
+        try:
+            self.trainer.train(resume_from_checkpoint=self.resume_from_checkpoint)
+            step = self.trainer.state.global_step
+            stopped = self.controls.stop_requested
+            ckpt = Path(self.trainer.args.output_dir) / f"checkpoint-{step}"
+            self.outcome = TrainOutcome(stopped, str(ckpt) if stopped else None, step)
+            self.dashboard.set_status(f"stopped after step {step}; checkpoint {ckpt}" if stopped
+                                      else f"finished: {step} steps")
+            for fn in self._after:
+                self._show(fn(self))
+        except BaseException as err:  # shown in the notebook, re-raised by wait()
+            self.error = err
+            self.dashboard.set_status(f"<b style='color:#c00'>failed: {type(err).__name__}: {err}</b>")
+            self.messages.append_stderr(traceback.format_exc())
+        finally:
+            self.controls.stop_button.disabled = True
+
+    def _show(self, value) -> None:
+        if isinstance(value, str):
+            self.messages.append_stdout(value + "\n")
+        elif value is not None:
+            self.messages.append_display_data(value)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def stop(self) -> None:
+        """Same as pressing Stop: end after the current step, with a checkpoint."""
+        self.controls.request_stop()
+
+    def wait(self, timeout: float | None = None):
+        """Block until the run ends; its TrainOutcome. Re-raises the training thread's error.
+
+        Blocking a notebook cell also blocks the widgets: call it only where nobody is using them
+        (scripts, tests, a headless notebook run)."""
+        if self._thread is None:
+            raise RuntimeError("not started: call start() first")
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise TimeoutError(f"training still running after {timeout} s")
+        if self.error is not None:
+            raise RuntimeError(f"training failed in the background thread: {self.error!r}") from self.error
+        return self.outcome
