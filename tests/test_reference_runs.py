@@ -13,8 +13,8 @@ from qae_lab.runlog import read_log
 RUNS = sorted((Path(__file__).resolve().parents[1] / "data" / "reference_runs").glob("*-seed*"))
 
 
-def test_every_method_has_a_run():
-    assert {p.name.rsplit("-seed", 1)[0] for p in RUNS} == set(METHODS)
+def test_every_method_has_three_seeds():
+    assert {p.name for p in RUNS} == {f"{m}-seed{s}" for m in METHODS for s in (0, 1, 2)}
 
 
 @pytest.mark.parametrize("run", RUNS, ids=lambda p: p.name)
