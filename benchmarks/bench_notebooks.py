@@ -2,7 +2,8 @@
 
 Both modes of one notebook run back to back in fresh kernels, so the printed full/smoke
 ratio is measured side by side. The CI budget is 60 s per notebook in smoke mode on
-2 cores. Usage:
+2 cores. ``QAE_LAB_HEADLESS=1`` is set, as in CI, so notebook 04 waits for its background
+training run (400 steps and two evaluations in full mode on a CPU). Usage:
 
     python benchmarks/bench_notebooks.py [notebooks/01_*.ipynb ...] [--smoke-only]
 """
@@ -21,12 +22,14 @@ BUDGET_S = 60.0
 
 
 def run(path: Path, smoke: bool) -> float:
+    os.environ["QAE_LAB_HEADLESS"] = "1"  # nobody at the notebook: background runs are waited for
     nb = nbformat.read(path, as_version=4)
     old = os.environ.get("QAE_LAB_SMOKE")
     os.environ["QAE_LAB_SMOKE"] = "1" if smoke else "0"  # the kernel inherits it
     try:
         t0 = time.perf_counter()
-        NotebookClient(nb, timeout=1800, kernel_name="python3").execute()
+        NotebookClient(nb, timeout=1800, kernel_name="python3",
+                       resources={"metadata": {"path": str(path.parent)}}).execute()
         return time.perf_counter() - t0
     finally:
         if old is None:

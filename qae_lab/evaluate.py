@@ -51,7 +51,9 @@ import torch
 from qae_lab._checks import check_int
 from qae_lab.data import prompt_text
 
-__all__ = ["pass_at_k", "generate", "evaluate", "EvalResult"]
+__all__ = ["pass_at_k", "generate", "evaluate", "EvalResult",
+           # shared with qae_lab.rollouts, which samples the same way
+           "sampling_options", "eos_token_ids", "decoding_kwargs", "validate_records"]
 
 
 # ---------------------------------------------------------------- validation helpers
@@ -69,7 +71,7 @@ def _check_real(x, name: str, lo: float, hi: float, *, lo_open: bool, hi_open: b
     return x
 
 
-def _check_sampling(temperature, top_p, max_new_tokens, batch_size) -> tuple[float, float, int, int]:
+def sampling_options(temperature, top_p, max_new_tokens, batch_size) -> tuple[float, float, int, int]:
     """The generation options shared by :func:`generate` and :func:`evaluate`, validated."""
     return (_check_real(temperature, "temperature", 0.0, float("inf"), lo_open=True, hi_open=True),
             _check_real(top_p, "top_p", 0.0, 1.0, lo_open=True, hi_open=False),
@@ -124,7 +126,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 # ---------------------------------------------------------------- generation
 
-def _eos_ids(model, tokenizer) -> list[int]:
+def eos_token_ids(model, tokenizer) -> list[int]:
     """Every end-of-sequence id the tokenizer or the model's generation config names."""
     ids = []
     for src in (tokenizer.eos_token_id, getattr(getattr(model, "generation_config", None), "eos_token_id", None)):
@@ -138,7 +140,7 @@ def _eos_ids(model, tokenizer) -> list[int]:
     return ids
 
 
-def _generation_kwargs(do_sample: bool, temperature: float, top_p: float) -> dict[str, Any]:
+def decoding_kwargs(do_sample: bool, temperature: float, top_p: float) -> dict[str, Any]:
     """Explicit decoding options, so that none leak in from the checkpoint's generation_config."""
     neutral = {"num_beams": 1, "repetition_penalty": 1.0, "no_repeat_ngram_size": 0}
     if not do_sample:
@@ -195,16 +197,16 @@ def generate(model, tokenizer, prompts: list[str], *, num_samples: int = 1, do_s
         raise ValueError(f"do_sample must be a bool, got {do_sample!r}")
     if not do_sample and num_samples != 1:
         raise ValueError(f"num_samples must be 1 for greedy decoding (do_sample=False), got {num_samples}")
-    temperature, top_p, max_new_tokens, batch_size = _check_sampling(temperature, top_p, max_new_tokens, batch_size)
+    temperature, top_p, max_new_tokens, batch_size = sampling_options(temperature, top_p, max_new_tokens, batch_size)
     seed = check_int(seed, "seed", 0)
     if tokenizer.pad_token_id is None:
         raise ValueError("tokenizer has no pad_token; set one first, e.g. tokenizer.pad_token = tokenizer.eos_token")
     from tqdm.auto import tqdm
 
     device = getattr(model, "device", None) or next(model.parameters()).device
-    gen_kwargs = _generation_kwargs(do_sample, temperature, top_p)
+    gen_kwargs = decoding_kwargs(do_sample, temperature, top_p)
     gen_kwargs.update(max_new_tokens=max_new_tokens, num_return_sequences=num_samples,
-                      eos_token_id=_eos_ids(model, tokenizer), pad_token_id=tokenizer.pad_token_id)
+                      eos_token_id=eos_token_ids(model, tokenizer), pad_token_id=tokenizer.pad_token_id)
     cuda = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else []
     starts = range(0, len(prompts), batch_size)
     was_training, old_side = model.training, tokenizer.padding_side
@@ -274,7 +276,8 @@ class EvalResult:
         return cls(data["summary"], {int(k): v for k, v in data["by_level"].items()}, data["problems"])
 
 
-def _check_records(records) -> list[dict]:
+def validate_records(records) -> list[dict]:
+    """Problem records (dicts with prompt, gold, level) checked, as a list."""
     if not isinstance(records, (list, tuple)) or not records:
         raise ValueError(f"records must be a non-empty list of dicts, got {type(records).__name__}")
     for i, rec in enumerate(records):
@@ -353,12 +356,12 @@ def evaluate(model, tokenizer, records, *, num_samples: int = 8, ks=(1, 8), gree
     >>> sorted(res.summary)                                              # doctest: +SKIP
     ['extracted_frac', 'greedy_pass@1', 'n_problems', 'n_samples', 'pass@1', 'pass@4', 'pass@8']
     """
-    records = _check_records(records)
+    records = validate_records(records)
     num_samples = check_int(num_samples, "num_samples", 1)
     ks = _check_ks(ks, num_samples)
     if not isinstance(greedy, bool):
         raise ValueError(f"greedy must be a bool, got {greedy!r}")
-    _check_sampling(temperature, top_p, max_new_tokens, batch_size)
+    sampling_options(temperature, top_p, max_new_tokens, batch_size)
     check_int(seed, "seed", 0)
     prompts = [prompt_text(rec, tokenizer) for rec in records]
     common = {"max_new_tokens": max_new_tokens, "batch_size": batch_size, "seed": seed, "progress": progress}

@@ -37,7 +37,7 @@ import torch
 from qae_lab._checks import check_finite_scalar, check_int, check_mask
 from qae_lab.cli import strict_is_correct
 from qae_lab.data import prompt_text
-from qae_lab.evaluate import _check_records, _check_sampling, _eos_ids, _generation_kwargs
+from qae_lab.evaluate import decoding_kwargs, eos_token_ids, sampling_options, validate_records
 from qae_lab.token_weights import normalized_entropy
 
 __all__ = ["Rollouts", "sample_groups", "completion_logits", "completion_entropies", "top_k_errors",
@@ -125,15 +125,15 @@ def sample_groups(model, tokenizer, records, group_size: int, *, temperature: fl
     >>> len(ro.completions), tuple(ro.mask.shape) == tuple(ro.completion_ids.shape), ro.rewards.shape
     (8, True, torch.Size([8]))
     """
-    records = _check_records(records)
+    records = validate_records(records)
     group_size = check_int(group_size, "group_size", 2)
-    temperature, top_p, max_new_tokens, batch_size = _check_sampling(temperature, top_p, max_new_tokens, batch_size)
+    temperature, top_p, max_new_tokens, batch_size = sampling_options(temperature, top_p, max_new_tokens, batch_size)
     seed = check_int(seed, "seed", 0)
     if tokenizer.pad_token_id is None:
         raise ValueError("tokenizer has no pad_token; set one first, e.g. tokenizer.pad_token = tokenizer.eos_token")
     prompts = [prompt_text(r, tokenizer) for r in records]
-    eos_ids, pad_id, device = _eos_ids(model, tokenizer), tokenizer.pad_token_id, _device(model)
-    gen_kwargs = _generation_kwargs(True, temperature, top_p)
+    eos_ids, pad_id, device = eos_token_ids(model, tokenizer), tokenizer.pad_token_id, _device(model)
+    gen_kwargs = decoding_kwargs(True, temperature, top_p)
     gen_kwargs.update(max_new_tokens=max_new_tokens, num_return_sequences=group_size, eos_token_id=eos_ids,
                       pad_token_id=pad_id)
     cuda = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else []
