@@ -39,9 +39,9 @@ import ipywidgets as widgets
 from transformers import TrainerCallback
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
-from qae_lab._checks import check_choice, check_finite_scalar, check_k
-from qae_lab.advantages import BASELINES
+from qae_lab._checks import check_finite_scalar
 from qae_lab.plots import FigureView, run_curves_figure
+from qae_lab.trainer import validate_knobs
 
 __all__ = ["LIVE_PANELS", "KNOB_METRICS", "Controls", "LiveKnobs", "Dashboard", "DashboardFeed", "LiveRun",
            "auto_preset", "knob_changes"]
@@ -117,11 +117,8 @@ class Controls:
                  token_weighting: str = "none"):
         self._lock = threading.RLock()  # re-entrant: set() holds it while the widget callbacks write
         self._stop = threading.Event()
-        self._values = {"quantile_k": round(check_k(quantile_k, "quantile_k"), 6),
-                        "alpha": round(check_finite_scalar(alpha, "alpha"), 6),
-                        "baseline": check_choice(baseline, "baseline", BASELINES),
-                        "token_weighting": check_choice(token_weighting, "token_weighting",
-                                                        [v for _, v in TOKEN_WEIGHTING_OPTIONS])}
+        clean = validate_knobs(quantile_k=quantile_k, alpha=alpha, baseline=baseline, token_weighting=token_weighting)
+        self._values = {**clean, "quantile_k": round(clean["quantile_k"], 6), "alpha": round(clean["alpha"], 6)}
         style = {"description_width": "110px"}
         self.k = widgets.FloatSlider(value=self._values["quantile_k"], min=0.05, max=0.95, step=0.05,
                                      description="K (QAE)", continuous_update=False, style=style)
@@ -160,14 +157,7 @@ class Controls:
         """Move several controls at once, as one change: no snapshot sees some moved and others not.
 
         Keys: quantile_k, alpha, baseline, token_weighting (validated)."""
-        checks = {"quantile_k": lambda v: check_k(v, "quantile_k"), "alpha": lambda v: check_finite_scalar(v, "alpha"),
-                  "baseline": lambda v: check_choice(v, "baseline", BASELINES),
-                  "token_weighting": lambda v: check_choice(v, "token_weighting",
-                                                            [o for _, o in TOKEN_WEIGHTING_OPTIONS])}
-        unknown = set(values) - set(checks)
-        if unknown:
-            raise ValueError(f"unknown control(s) {sorted(unknown)}; allowed: {sorted(checks)}")
-        clean = {name: checks[name](v) for name, v in values.items()}
+        clean = validate_knobs(**values)
         boxes = {"quantile_k": self.k, "alpha": self.alpha, "baseline": self.baseline,
                  "token_weighting": self.token_weighting}
         for name in ("quantile_k", "alpha"):  # a slider would clamp silently

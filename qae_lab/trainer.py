@@ -49,7 +49,7 @@ from qae_lab._checks import check_choice, check_finite_scalar, check_int, check_
 from qae_lab.advantages import BASELINES, QUANTILE_METHODS, advantage_stats, group_advantages
 from qae_lab.token_weights import head_normalized_entropy, sa_ah_weights, weight_stats
 
-__all__ = ["QAEConfig", "QAETrainer", "TOKEN_WEIGHTINGS", "WEIGHTED_LOSS_TYPES"]
+__all__ = ["QAEConfig", "QAETrainer", "TOKEN_WEIGHTINGS", "WEIGHTED_LOSS_TYPES", "validate_knobs"]
 
 TOKEN_WEIGHTINGS = ("none", "ah", "sa_ah")
 WEIGHTED_LOSS_TYPES = ("bnpo", "dapo", "grpo")
@@ -58,6 +58,22 @@ _TRIMMABLE = {"completion_ids", "completion_mask", "tool_mask", "old_per_token_l
               "ref_per_token_logps", "importance_sampling_ratio"}
 _LOGIT_RESCALERS = ("final_logit_softcapping", "logit_scale", "output_multiplier", "lm_head_multiplier",
                     "logits_scaling")
+
+
+def validate_knobs(**knobs) -> dict:
+    r"""The live knobs checked and cleaned: any of quantile_k (in (0, 1)), alpha (finite), baseline
+    (:data:`~qae_lab.advantages.BASELINES`), token_weighting (:data:`TOKEN_WEIGHTINGS`).
+
+    >>> validate_knobs(quantile_k=0.6, baseline="mean")
+    {'quantile_k': 0.6, 'baseline': 'mean'}
+    """
+    checks = {"quantile_k": lambda v: check_k(v, "quantile_k"), "alpha": lambda v: check_finite_scalar(v, "alpha"),
+              "baseline": lambda v: check_choice(v, "baseline", BASELINES),
+              "token_weighting": lambda v: check_choice(v, "token_weighting", TOKEN_WEIGHTINGS)}
+    unknown = set(knobs) - set(checks)
+    if unknown:
+        raise ValueError(f"unknown knob(s) {sorted(unknown)}; allowed: {sorted(checks)}")
+    return {name: checks[name](value) for name, value in knobs.items()}
 
 
 @dataclass
@@ -129,13 +145,7 @@ class QAETrainer(GRPOTrainer):
     # ---------------------------------------------------------------- live knobs
     def set_knobs(self, **knobs) -> None:
         """Set any of quantile_k, alpha, baseline, token_weighting for the next step (validated)."""
-        checks = {"quantile_k": lambda v: check_k(v, "quantile_k"), "alpha": lambda v: check_finite_scalar(v, "alpha"),
-                  "baseline": lambda v: check_choice(v, "baseline", BASELINES),
-                  "token_weighting": lambda v: check_choice(v, "token_weighting", TOKEN_WEIGHTINGS)}
-        unknown = set(knobs) - set(checks)
-        if unknown:
-            raise ValueError(f"unknown knob(s) {sorted(unknown)}; allowed: {sorted(checks)}")
-        clean = {name: checks[name](value) for name, value in knobs.items()}
+        clean = validate_knobs(**knobs)
         if clean.get("token_weighting", "none") != "none" and self.loss_type not in WEIGHTED_LOSS_TYPES:
             raise ValueError(f"token_weighting needs loss_type in {WEIGHTED_LOSS_TYPES}, got {self.loss_type!r}")
         with self._knob_lock:

@@ -74,7 +74,7 @@ def test_controls_start_values_snapshot_and_validation():
             Controls(**kwargs)
     with pytest.raises(ValueError, match=r"quantile_k must be in \[0.05, 0.95\]"):
         c.set(quantile_k=0.99)  # the slider would clamp it silently
-    with pytest.raises(ValueError, match="unknown control"):
+    with pytest.raises(ValueError, match="unknown knob"):
         c.set(beta=0.1)
 
 
