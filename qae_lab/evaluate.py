@@ -38,6 +38,7 @@ Where this departs from the references, and why:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import numbers
@@ -53,7 +54,8 @@ from qae_lab.data import prompt_text
 
 __all__ = ["pass_at_k", "generate", "evaluate", "EvalResult",
            # shared with qae_lab.rollouts, which samples the same way
-           "sampling_options", "eos_token_ids", "decoding_kwargs", "validate_records"]
+           "sampling_options", "eos_token_ids", "decoding_kwargs", "validate_records", "generation_mode",
+           "model_device"]
 
 
 # ---------------------------------------------------------------- validation helpers
@@ -149,6 +151,24 @@ def decoding_kwargs(do_sample: bool, temperature: float, top_p: float) -> dict[s
             "typical_p": 1.0, "epsilon_cutoff": 0.0, "eta_cutoff": 0.0, **neutral}
 
 
+@contextlib.contextmanager
+def generation_mode(model, tokenizer):
+    """Eval mode and left padding for the block; the previous state afterwards, even on error."""
+    was_training, old_side = model.training, tokenizer.padding_side
+    try:
+        model.eval()
+        tokenizer.padding_side = "left"
+        yield
+    finally:
+        tokenizer.padding_side = old_side
+        model.train(was_training)
+
+
+def model_device(model) -> torch.device:
+    """The device a model's inputs go to."""
+    return getattr(model, "device", None) or next(model.parameters()).device
+
+
 def generate(model, tokenizer, prompts: list[str], *, num_samples: int = 1, do_sample: bool = False,
              temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 256, batch_size: int = 16,
              seed: int = 0, progress: bool = True) -> list[list[str]]:
@@ -203,31 +223,24 @@ def generate(model, tokenizer, prompts: list[str], *, num_samples: int = 1, do_s
         raise ValueError("tokenizer has no pad_token; set one first, e.g. tokenizer.pad_token = tokenizer.eos_token")
     from tqdm.auto import tqdm
 
-    device = getattr(model, "device", None) or next(model.parameters()).device
+    device = model_device(model)
     gen_kwargs = decoding_kwargs(do_sample, temperature, top_p)
     gen_kwargs.update(max_new_tokens=max_new_tokens, num_return_sequences=num_samples,
                       eos_token_id=eos_token_ids(model, tokenizer), pad_token_id=tokenizer.pad_token_id)
     cuda = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else []
     starts = range(0, len(prompts), batch_size)
-    was_training, old_side = model.training, tokenizer.padding_side
     out: list[list[str]] = []
-    try:
-        model.eval()
-        tokenizer.padding_side = "left"
-        with torch.inference_mode(), torch.random.fork_rng(devices=cuda):
-            desc = f"sampling x{num_samples}" if do_sample else "greedy"
-            for i, start in enumerate(tqdm(starts, desc=desc, unit="batch", disable=not progress)):
-                batch = tokenizer(list(prompts[start:start + batch_size]), return_tensors="pt", padding=True,
-                                  add_special_tokens=False).to(device)
-                torch.manual_seed(seed + i)
-                seqs = model.generate(**batch, **gen_kwargs)  # (b * num_samples, T_prompt + T_new)
-                # left padding: every prompt ends at column T_prompt, the new tokens follow
-                texts = tokenizer.batch_decode(seqs[:, batch["input_ids"].shape[1]:], skip_special_tokens=True)
-                # num_return_sequences keeps each prompt's samples contiguous
-                out.extend(texts[j:j + num_samples] for j in range(0, len(texts), num_samples))
-    finally:
-        tokenizer.padding_side = old_side
-        model.train(was_training)
+    with generation_mode(model, tokenizer), torch.inference_mode(), torch.random.fork_rng(devices=cuda):
+        desc = f"sampling x{num_samples}" if do_sample else "greedy"
+        for i, start in enumerate(tqdm(starts, desc=desc, unit="batch", disable=not progress)):
+            batch = tokenizer(list(prompts[start:start + batch_size]), return_tensors="pt", padding=True,
+                              add_special_tokens=False).to(device)
+            torch.manual_seed(seed + i)
+            seqs = model.generate(**batch, **gen_kwargs)  # (b * num_samples, T_prompt + T_new)
+            # left padding: every prompt ends at column T_prompt, the new tokens follow
+            texts = tokenizer.batch_decode(seqs[:, batch["input_ids"].shape[1]:], skip_special_tokens=True)
+            # num_return_sequences keeps each prompt's samples contiguous
+            out.extend(texts[j:j + num_samples] for j in range(0, len(texts), num_samples))
     return out
 
 

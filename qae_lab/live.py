@@ -41,7 +41,7 @@ from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
 from qae_lab._checks import check_finite_scalar
 from qae_lab.plots import FigureView, run_curves_figure
-from qae_lab.trainer import validate_knobs
+from qae_lab.trainer import TOKEN_WEIGHTINGS, validate_knobs
 
 __all__ = ["LIVE_PANELS", "KNOB_METRICS", "Controls", "LiveKnobs", "Dashboard", "DashboardFeed", "LiveRun",
            "auto_preset", "knob_changes"]
@@ -57,7 +57,8 @@ LIVE_PANELS = {
 }
 # the logged metrics that record the knobs in force at each step
 KNOB_METRICS = ("qae/k", "qae/quantile_baseline", "saah/alpha")
-TOKEN_WEIGHTING_OPTIONS = (("none", "none"), ("AH", "ah"), ("SA-AH", "sa_ah"))
+_WEIGHTING_LABELS = {"none": "none", "ah": "AH", "sa_ah": "SA-AH"}
+TOKEN_WEIGHTING_OPTIONS = tuple((_WEIGHTING_LABELS[w], w) for w in TOKEN_WEIGHTINGS)  # (label, value)
 
 
 def auto_preset(gpu_preset: str = "qwen2.5-1.5b-gsm8k") -> tuple[str, str]:

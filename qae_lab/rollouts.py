@@ -28,7 +28,6 @@ Where this departs from the papers / TRL, and why:
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -37,7 +36,14 @@ import torch
 from qae_lab._checks import check_finite_scalar, check_int, check_mask
 from qae_lab.cli import strict_is_correct
 from qae_lab.data import prompt_text
-from qae_lab.evaluate import decoding_kwargs, eos_token_ids, sampling_options, validate_records
+from qae_lab.evaluate import (
+    decoding_kwargs,
+    eos_token_ids,
+    generation_mode,
+    model_device,
+    sampling_options,
+    validate_records,
+)
 from qae_lab.token_weights import normalized_entropy
 
 __all__ = ["Rollouts", "sample_groups", "completion_logits", "completion_entropies", "top_k_errors",
@@ -78,23 +84,6 @@ class Rollouts:
         return self.mask.sum(1)
 
 
-@contextlib.contextmanager
-def _eval_mode(model, tokenizer):
-    """Eval mode and left padding for the block; the previous state afterwards, even on error."""
-    was_training, old_side = model.training, tokenizer.padding_side
-    try:
-        model.eval()
-        tokenizer.padding_side = "left"
-        yield
-    finally:
-        tokenizer.padding_side = old_side
-        model.train(was_training)
-
-
-def _device(model) -> torch.device:
-    return getattr(model, "device", None) or next(model.parameters()).device
-
-
 def _completion_mask(new_ids: torch.Tensor, eos_ids: list[int]) -> torch.Tensor:
     """(n, T) 0/1 mask: 1 up to and including the first EOS of each row (every token if none)."""
     is_eos = torch.isin(new_ids, torch.tensor(eos_ids, device=new_ids.device)).long()  # (n, T)
@@ -132,13 +121,13 @@ def sample_groups(model, tokenizer, records, group_size: int, *, temperature: fl
     if tokenizer.pad_token_id is None:
         raise ValueError("tokenizer has no pad_token; set one first, e.g. tokenizer.pad_token = tokenizer.eos_token")
     prompts = [prompt_text(r, tokenizer) for r in records]
-    eos_ids, pad_id, device = eos_token_ids(model, tokenizer), tokenizer.pad_token_id, _device(model)
+    eos_ids, pad_id, device = eos_token_ids(model, tokenizer), tokenizer.pad_token_id, model_device(model)
     gen_kwargs = decoding_kwargs(True, temperature, top_p)
     gen_kwargs.update(max_new_tokens=max_new_tokens, num_return_sequences=group_size, eos_token_id=eos_ids,
                       pad_token_id=pad_id)
     cuda = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else []
     chunks = []
-    with _eval_mode(model, tokenizer), torch.inference_mode(), torch.random.fork_rng(devices=cuda):
+    with generation_mode(model, tokenizer), torch.inference_mode(), torch.random.fork_rng(devices=cuda):
         for i, start in enumerate(range(0, len(prompts), batch_size)):
             batch = tokenizer(prompts[start:start + batch_size], return_tensors="pt", padding=True,
                               add_special_tokens=False).to(device)
@@ -197,8 +186,8 @@ def _logit_chunks(model, tokenizer, prompts, completion_ids, mask, temperature: 
     real_ids = ids[m.bool()]
     if real_ids.numel() and (int(real_ids.min()) < 0 or int(real_ids.max()) >= n_vocab):
         raise ValueError(f"completion_ids must lie in [0, {n_vocab}) (the model's vocabulary) where mask is 1")
-    device, t = _device(model), ids.shape[1]
-    with _eval_mode(model, tokenizer), torch.no_grad():
+    device, t = model_device(model), ids.shape[1]
+    with generation_mode(model, tokenizer), torch.no_grad():
         for start in range(0, ids.shape[0], batch_size):
             enc = tokenizer(texts[start:start + batch_size], return_tensors="pt", padding=True,
                             add_special_tokens=False)  # left-padded (n, P)

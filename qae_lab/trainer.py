@@ -200,6 +200,8 @@ class QAETrainer(GRPOTrainer):
     def _compute_loss(self, model, inputs):
         knobs = self.knobs()
         self._loss_knobs = knobs
+        if knobs["token_weighting"] != "none":  # the alpha in force, also when no row ends up weighted
+            self._metrics["train" if self.model.training else "eval"]["saah/alpha"].append(knobs["alpha"])
         adv = inputs["advantages"]
         keep = adv != 0 if self._sparse_active(knobs) else None
         if keep is not None and self.accelerator.num_processes > 1:
@@ -211,8 +213,6 @@ class QAETrainer(GRPOTrainer):
         if keep is not None and bool(keep.all()):
             keep = None
         if keep is not None and not bool(keep.any()):  # nothing to learn from: a zero loss with a graph
-            if knobs["token_weighting"] != "none":  # the alpha in force, though no row needed weights
-                self._metrics["train"]["saah/alpha"].append(knobs["alpha"])
             return sum(p.sum() * 0.0 for p in model.parameters() if p.requires_grad)
         sub = inputs if keep is None else self._rows(inputs, keep)
         mask = self._loss_mask(inputs)
@@ -242,9 +242,10 @@ class QAETrainer(GRPOTrainer):
         n = keep.shape[0]
         sub = {k: (v[keep] if isinstance(v, torch.Tensor) and v.dim() > 0 and v.shape[0] == n else v)
                for k, v in inputs.items()}
-        width = int(sub["completion_mask"].sum(0).nonzero().max()) + 1 if bool(sub["completion_mask"].any()) else 1
         if set(sub) <= _TRIMMABLE | {"prompt_ids", "prompt_mask", "advantages", "num_items_in_batch"}:
-            t = sub["completion_mask"].shape[1]
+            m = sub["completion_mask"]
+            width = int(m.sum(0).nonzero().max()) + 1 if bool(m.any()) else 1
+            t = m.shape[1]
             sub.update({k: sub[k][:, :width] for k in _TRIMMABLE & set(sub) if sub[k].dim() == 2
                         and sub[k].shape[1] == t})
         return sub
@@ -299,7 +300,6 @@ class QAETrainer(GRPOTrainer):
             factor = (m.sum() + self._skipped_tokens) / (w.sum() + self._skipped_tokens).clamp_min(1e-12)
         stats = weight_stats(w, m, adv)
         metrics = self._metrics["train" if self.model.training else "eval"]
-        metrics["saah/alpha"].append(knobs["alpha"])
         metrics["saah/w_mean_neg"].append(stats["w_mean_neg"])
         metrics["saah/effective_tokens_frac"].append(stats["effective_tokens_frac"])
         return adv.unsqueeze(1) * (w * factor).to(adv.dtype)  # (B, T): A_i * w_t, normaliser -> sum(w)

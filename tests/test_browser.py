@@ -12,7 +12,6 @@ which drives the system browser: no browser download. Skips with a message where
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import secrets
@@ -54,18 +53,11 @@ def _wait_until(predicate, timeout: float, what: str, poll: float = 0.5):
 
 
 def _log_rows(root: Path) -> list[dict]:
+    """The training-step rows logged so far by the notebook's run (a line being written is dropped)."""
+    from qae_lab.runlog import read_log, step_rows
+
     logs = sorted(root.glob("runs/*/log.jsonl"))
-    if not logs:
-        return []
-    rows = []
-    for line in logs[-1].read_text().splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:  # a line being written
-            continue
-        if row.get("reward") is not None:
-            rows.append(row)
-    return rows
+    return step_rows(read_log(logs[-1])) if logs else []
 
 
 @pytest.fixture(params=["widget", "static"])
