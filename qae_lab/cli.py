@@ -198,7 +198,7 @@ def make_trainer(run: RunArgs, cfg, *, preset: str | None = None, command: str |
     from qae_lab.trainer import QAETrainer
 
     Path(cfg.output_dir).mkdir(parents=True, exist_ok=True)
-    model, tok = load_policy(run.model, device="cpu" if cfg.use_cpu else None)
+    model, tok = load_policy(run.model, dtype=run.dtype, device="cpu" if cfg.use_cpu else None)
     train_recs, eval_recs = load_records(run)
     run_info = {**dataclasses.asdict(run), "command": command, "method": method_name(cfg)}
     trainer = QAETrainer(model=model, reward_funcs=[strict_correctness_reward], args=cfg,

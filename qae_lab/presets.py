@@ -17,7 +17,10 @@ Presets:
 * ``qwen2.5-{0.5b,1.5b,3b}-gsm8k``: SA-AH-GRPO's set-up (arXiv 2606.05434) on one GPU:
   Qwen2.5-Instruct with LoRA r = 16, GSM8K 800 train / 500 test problems, lr 5e-6,
   8 prompts x 8 completions per step (16 per micro-batch x 4 accumulation steps),
-  activation checkpointing, bf16 where the GPU supports it.
+  activation checkpointing, bf16 where the GPU supports it, and the fast generation path
+  (``fast_generation``, static KV cache, compiled decoding).
+* ``qwen2.5-1.5b-gsm8k-live``: the 1.5B preset made quicker per step for steering by hand
+  (notebook 04 on a GPU): 4 prompts x 8 completions of at most 256 tokens per step.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import re
 import shlex
 import time
 import types
@@ -36,6 +40,9 @@ from typing import Any
 
 __all__ = ["RunArgs", "PRESETS", "METHODS", "method_of", "parse_value", "parse_sets", "build", "command_line",
            "field_types"]
+
+
+DTYPES = ("auto", "bfloat16", "float16", "float32")
 
 
 @dataclass
@@ -72,6 +79,8 @@ class RunArgs:
     """save the final weights (or adapters) to <output_dir>/model"""
     torch_threads: int | None = None
     """torch.set_num_threads for the run (None: torch's default); 1 helps a tiny model on a busy machine"""
+    dtype: str = "auto"
+    """model weights: 'auto' (bf16 on a bf16-capable GPU, else float32), 'bfloat16', 'float16' or 'float32'"""
 
     def __post_init__(self):
         from qae_lab.data import LEVELS
@@ -84,6 +93,8 @@ class RunArgs:
         for name in ("n_train", "n_eval", "eval_samples", "eval_batch_size", "lora_r"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
         for name in ("eval_max_new_tokens", "torch_threads"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be None or >= 1, got {getattr(self, name)}")
@@ -108,8 +119,37 @@ def method_of(baseline: str, token_weighting: str) -> str:
     return next((name for name, m in METHODS.items() if m == knobs), f"{baseline}+{token_weighting}")
 
 
-_CPU_COMMON = {"use_cpu": True, "bf16": False, "activation_checkpointing": False, "dataloader_num_workers": 0}
+def _checkpointing_field() -> str:
+    r"""The installed transformers' ``TrainingArguments`` name of activation checkpointing.
+
+    transformers 5.23 renamed ``gradient_checkpointing`` to ``activation_checkpointing`` (the old
+    name stays a deprecated alias there); older versions only know ``gradient_checkpointing``. The
+    presets use whichever the installed version has, so each builds on every supported version.
+    Either name is a plain field where it exists, so ``--set activation_checkpointing=true``
+    works on transformers >= 5.23 and ``--set gradient_checkpointing=true`` before it. (On >= 5.23
+    the alias is ignored once the preset sets the new name: set ``activation_checkpointing`` there.)
+    Decided from the installed version's metadata: importing transformers here would add seconds
+    to every ``import qae_lab.presets`` (the CLI's ``presets`` listing, :mod:`qae_lab.compare`).
+
+    >>> _checkpointing_field() in ("activation_checkpointing", "gradient_checkpointing")
+    True
+    """
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        installed = version("transformers")
+    except PackageNotFoundError:  # no train extra: nothing can be built, the name does not matter
+        return "activation_checkpointing"
+    release = tuple(int(part) for part in re.findall(r"\d+", installed)[:2])
+    return "activation_checkpointing" if release >= (5, 23) else "gradient_checkpointing"
+
+
+_CPU_COMMON = {"use_cpu": True, "bf16": False, _checkpointing_field(): False, "dataloader_num_workers": 0}
 _LOG = {"logging_steps": 1, "report_to": [], "disable_tqdm": False}
+# In-loop generation of the GPU presets (README, "On a GPU"): eval mode with LoRA merged
+# (qae_lab.generation.generation_policy), a static KV cache, and transformers' compiled decode step,
+# which TRL switches off. --set compile_generation=false falls back to eager decoding.
+_FAST_GENERATION = {"fast_generation": True, "cache_implementation": "static", "compile_generation": True}
 
 
 def _gsm8k_preset(model: str, max_len: int) -> dict[str, Any]:
@@ -123,8 +163,19 @@ def _gsm8k_preset(model: str, max_len: int) -> dict[str, Any]:
             "learning_rate": 5e-6, "num_generations": 8, "per_device_train_batch_size": 16,
             "gradient_accumulation_steps": 4,  # 64 completions = 8 prompts x 8 per optimizer step
             "max_completion_length": max_len, "temperature": 1.0, "beta": 0.0, "loss_type": "bnpo",
-            "activation_checkpointing": True, "max_steps": 200, "save_strategy": "steps", "save_steps": 50,
-            **_LOG}
+            _checkpointing_field(): True, "max_steps": 200, "save_strategy": "steps", "save_steps": 50,
+            **_FAST_GENERATION, **_LOG}
+
+
+def _live_preset(model: str) -> dict[str, Any]:
+    """A GPU preset for steering by hand (notebook 04): a step every few seconds instead of every ~10-50.
+
+    Trades, against :func:`_gsm8k_preset`: 4 prompts x 8 completions per step instead of 8 x 8 (a
+    noisier gradient, so a slider's effect takes more steps to read in the curves) and 256-token
+    completions instead of 384 (a long GSM8K solution is cut and scores 0, which also rewards
+    brevity), one micro-batch of 32 instead of 4 x 16 (more activation memory).
+    """
+    return {**_gsm8k_preset(model, 256), "per_device_train_batch_size": 32, "gradient_accumulation_steps": 1}
 
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -142,6 +193,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "qwen2.5-0.5b-gsm8k": _gsm8k_preset("qwen2.5-0.5b", 384),
     "qwen2.5-1.5b-gsm8k": _gsm8k_preset("qwen2.5-1.5b", 384),
     "qwen2.5-3b-gsm8k": _gsm8k_preset("qwen2.5-3b", 512),
+    "qwen2.5-1.5b-gsm8k-live": _live_preset("qwen2.5-1.5b"),
 }
 
 

@@ -34,6 +34,14 @@ Departures, and why:
   callback does, since every rank runs the callbacks).
 * Regime statistics count a response as a success when its total reward is at least
   ``success_threshold`` (0.5 suits the 0/1 correctness reward).
+* ``fast_generation=True`` (the GPU presets): TRL samples with the policy as it trains, in train
+  mode with PEFT's unmerged LoRA branches, so every decode step runs LoRA dropout and two extra
+  matmuls per adapted layer (about twice the kernels of the bare model). Here generation runs in
+  eval mode with the adapters merged into the base weights (:func:`qae_lab.generation.generation_policy`), and the base
+  weights are restored bit-exactly afterwards. The sampled policy is then pi_theta without dropout,
+  which is also what the loss's log-probs assume when LoRA dropout is 0; with dropout on, TRL's
+  default path samples from a dropout-perturbed policy. ``compile_generation=True`` undoes TRL's
+  ``disable_compile=True`` so that transformers compiles the decode step (static cache, GPU only).
 """
 
 from __future__ import annotations
@@ -47,6 +55,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 from qae_lab._checks import check_choice, check_finite_scalar, check_int, check_k
 from qae_lab.advantages import BASELINES, QUANTILE_METHODS, advantage_stats, group_advantages
+from qae_lab.generation import generation_policy
 from qae_lab.token_weights import head_normalized_entropy, sa_ah_weights, weight_stats
 
 __all__ = ["QAEConfig", "QAETrainer", "TOKEN_WEIGHTINGS", "WEIGHTED_LOSS_TYPES", "validate_knobs"]
@@ -100,6 +109,13 @@ class QAEConfig(GRPOConfig):
                                 "advantage exactly 0 (same gradient); dense when beta != 0 or an entropy bonus is on."})
     success_threshold: float = field(default=0.5, metadata={"help": "Reward at or above which a response counts "
                                      "as a success in the qae/* regime metrics."})
+    fast_generation: bool = field(default=False, metadata={"help": "Sample in eval mode (no dropout) with LoRA "
+                                  "merged into the base weights, restored bit-exactly after (qae_lab.trainer."
+                                  "generation_policy): the bare model's kernels per decode step instead of TRL's "
+                                  "unmerged LoRA in train mode. Transformers generation only (not vLLM)."})
+    compile_generation: bool = field(default=False, metadata={"help": "Let transformers compile the decode step "
+                                     "(TRL passes disable_compile=True). Takes effect with "
+                                     "cache_implementation='static' on a GPU; the first steps compile."})
 
     def __post_init__(self):
         super().__post_init__()
@@ -113,17 +129,41 @@ class QAEConfig(GRPOConfig):
             check_int(self.entropy_top_k, "entropy_top_k", 1)
         if not check_finite_scalar(self.advantage_eps, "advantage_eps") >= 0:
             raise ValueError(f"advantage_eps must be >= 0, got {self.advantage_eps}")
+        if (self.fast_generation or self.compile_generation) and self.use_vllm:
+            raise ValueError("fast_generation / compile_generation apply to transformers' generate; with use_vllm=True "
+                             "vLLM generates: set both to False")
         if self.token_weighting != "none" and self.loss_type not in WEIGHTED_LOSS_TYPES:
             raise ValueError(f"token_weighting={self.token_weighting!r} needs loss_type in {WEIGHTED_LOSS_TYPES}, "
                              f"got {self.loss_type!r}")
 
 
 class QAETrainer(GRPOTrainer):
-    r"""``GRPOTrainer`` with QAE advantages, SA-AH/AH token weights and sparse updates.
+    r"""``GRPOTrainer`` with QAE advantages, SA-AH/AH token weights, sparse updates and fast generation.
 
     ``quantile_k``, ``alpha``, ``baseline`` and ``token_weighting`` are live: change them
     with :meth:`set_knobs` (thread-safe) between steps, e.g. from a widget or callback; the
     next generation / loss reads them, and ``qae/k`` and ``saah/alpha`` log what was used.
+
+    Tested with trl 1.16.0 only (pyproject caps trl below 1.17): these TRL methods are
+    overridden (all private in TRL), each calling TRL's own implementation inside,
+
+    ====================================== ===============================================================
+    overridden TRL method                  what this class does there
+    ====================================== ===============================================================
+    ``_generate_single_turn``              wraps TRL's call in ``generation_policy`` (``fast_generation``)
+    ``_calculate_rewards``                 keeps TRL's (N_all, n_funcs) rewards for the QAE baseline
+    ``_generate_and_score_completions``    replaces ``advantages`` with QAE's; logs ``qae/*``
+    ``_compute_loss``                      sparse row selection, token-weight set-up, normaliser
+    ``_get_per_token_logps_and_entropies`` SA-AH/AH weights from the same forward's entropies
+    ====================================== ===============================================================
+
+    and these TRL attributes are read (the private ones can change in any TRL release):
+    private ``_metrics`` and ``_logs`` (metric and completion-table buffers),
+    ``_entropy_bonus_enabled``; public ``reward_weights``, ``num_generations``,
+    ``num_generations_eval``, ``scale_rewards``, ``loss_type``, ``beta``, ``temperature``,
+    ``top_entropy_quantile``, ``aux_loss_enabled``, ``use_vllm``, ``generation_config`` (its
+    ``disable_compile`` is set with ``compile_generation``); and the generation batch's keys
+    ``completion_ids``, ``completion_mask``, ``tool_mask``, ``advantages``, ``prompt_ids``.
     """
 
     def __init__(self, *args, **kwargs):
@@ -140,7 +180,13 @@ class QAETrainer(GRPOTrainer):
                        "baseline": self.args.baseline, "token_weighting": self.args.token_weighting}
         self._rewards_per_func = None
         self._loss_inputs = None
+        self._loss_knobs = self.knobs()
         self._skipped_tokens = 0.0
+        if self.args.fast_generation and (self.is_deepspeed_enabled or self.is_fsdp_enabled):
+            raise ValueError("fast_generation merges LoRA into whole weights, which DeepSpeed ZeRO / FSDP shard: "
+                             "set fast_generation=False")
+        if self.args.compile_generation and getattr(self, "generation_config", None) is not None:
+            self.generation_config.disable_compile = False  # TRL builds it with disable_compile=True
 
     # ---------------------------------------------------------------- live knobs
     def set_knobs(self, **knobs) -> None:
@@ -155,6 +201,13 @@ class QAETrainer(GRPOTrainer):
         """A consistent snapshot of the live knobs."""
         with self._knob_lock:
             return dict(self._knobs)
+
+    # ---------------------------------------------------------------- generation
+    def _generate_single_turn(self, *args, **kwargs):
+        if not self.args.fast_generation or self.use_vllm:
+            return super()._generate_single_turn(*args, **kwargs)
+        with generation_policy(self.accelerator.unwrap_model(self.model_wrapped)):
+            return super()._generate_single_turn(*args, **kwargs)
 
     # ---------------------------------------------------------------- advantages
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):

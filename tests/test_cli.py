@@ -18,7 +18,7 @@ from callbacks import InterruptAt
 from qae_lab import cli
 from qae_lab.cli import ends_at_answer, main, strict_correctness_reward, strict_eval, strict_is_correct
 from qae_lab.evaluate import EvalResult
-from qae_lab.presets import METHODS, PRESETS, build, command_line, parse_sets, parse_value
+from qae_lab.presets import METHODS, PRESETS, _checkpointing_field, build, command_line, parse_sets, parse_value
 from qae_lab.rewards import correctness_reward, is_correct
 from qae_lab.runlog import read_log, step_rows
 
@@ -87,7 +87,7 @@ def test_cpu_demo_preset_is_what_the_readme_says(tmp_path):
     assert (cfg.baseline, cfg.quantile_k, cfg.token_weighting) == ("quantile", 0.4, "none")
     assert cfg.use_cpu and not cfg.bf16 and cfg.beta == 0.0 and cfg.loss_type == "bnpo"
     assert (cfg.per_device_train_batch_size, cfg.num_generations, cfg.max_completion_length) == (64, 8, 48)
-    assert cfg.generation_batch_size == 64 and cfg.temperature == 1.0 and not cfg.activation_checkpointing
+    assert cfg.generation_batch_size == 64 and cfg.temperature == 1.0 and not getattr(cfg, _checkpointing_field())
     assert cfg.logging_steps == 1 and not cfg.disable_tqdm
 
 
@@ -110,7 +110,7 @@ def test_gpu_presets_build_without_loading_a_model(name, model, max_len, monkeyp
     monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", no_loading)
     run, cfg = build(name, ["quantile_k=0.6"], method="qae_sa_ah", output_dir=str(tmp_path))
     assert (run.model, run.task, run.n_train, run.n_eval, run.lora, run.lora_r) == (model, "gsm8k", 800, 500, True, 16)
-    assert cfg.learning_rate == 5e-6 and cfg.max_completion_length == max_len and cfg.activation_checkpointing
+    assert cfg.learning_rate == 5e-6 and cfg.max_completion_length == max_len and getattr(cfg, _checkpointing_field())
     assert cfg.generation_batch_size == 64 and cfg.num_generations == 8  # 8 prompts x 8 completions per step
     assert (cfg.quantile_k, cfg.token_weighting) == (0.6, "sa_ah")
     assert cfg.bf16 == (torch.cuda.is_available() and torch.cuda.is_bf16_supported())
@@ -232,3 +232,10 @@ def test_ctrl_c_then_resume_from_the_run_folder(tmp_path, capsys):
     assert [r["step"] for r in step_rows(read_log(out))] == [1, 2, 3, 4]
     assert (out / "eval_before.json").read_text() == before  # the "before" evaluation is not redone
     assert (out / "eval_after.json").exists()
+
+
+def test_make_trainer_loads_the_run_dtype(tmp_path):
+    run, cfg = build("cpu-demo", ["dtype=bfloat16", "n_train=8", "n_eval=8", "max_steps=1"],
+                     output_dir=str(tmp_path / "run"))
+    trainer, _, _ = cli.make_trainer(run, cfg, preset="cpu-demo")
+    assert {p.dtype for p in trainer.model.parameters()} == {torch.bfloat16}

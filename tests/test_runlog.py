@@ -35,8 +35,7 @@ from qae_lab.trainer import QAEConfig, QAETrainer
 # ---------------------------------------------------------------- files, without training
 
 def _args(out: Path) -> QAEConfig:
-    return QAEConfig(output_dir=str(out), use_cpu=True, bf16=False, report_to=[], quantile_k=0.6,
-                     activation_checkpointing=False)
+    return QAEConfig(output_dir=str(out), use_cpu=True, bf16=False, report_to=[], quantile_k=0.6)
 
 
 def _state(step: int = 0):
@@ -130,8 +129,7 @@ def _trainer(out: Path, callbacks=()) -> QAETrainer:
     model, tok = load_policy("embedded", device="cpu")
     cfg = QAEConfig(output_dir=str(out), per_device_train_batch_size=8, num_generations=4, max_completion_length=48,
                     learning_rate=1e-4, report_to=[], use_cpu=True, bf16=False, beta=0.0, save_strategy="no",
-                    disable_tqdm=True, loss_type="bnpo", logging_steps=1, max_steps=4, seed=3,
-                    activation_checkpointing=False)
+                    disable_tqdm=True, loss_type="bnpo", logging_steps=1, max_steps=4, seed=3)
     return QAETrainer(model=model, reward_funcs=[correctness_reward], args=cfg, processing_class=tok,
                       train_dataset=to_grpo_dataset(synthetic_task(32, levels=(2, 3), seed=5)),
                       callbacks=[RunLogger(preset="test"), *callbacks])

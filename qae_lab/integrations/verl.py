@@ -14,12 +14,18 @@ Departures from verl's GRPO estimator, and why:
   std means anything for one response (verl's GRPO silently uses 0 and 1 there).
 * ``config["quantile_method"]`` picks the quantile convention, "paper" by default; the
   official QAE code uses ``torch.quantile``, i.e. ``"linear"``.
+* verl's ``compute_advantage`` hands a registered estimator only the rewards, the mask, the
+  uids and ``config=algorithm`` (not ``epsilon`` nor ``norm_adv_by_std_in_grpo``, which go to
+  its built-in GRPO alone), so ``algorithm.norm_adv_by_std_in_grpo`` is read from ``config``.
 
 Usage, before verl builds its trainer (e.g. in a module named by
 ``VERL_USE_EXTERNAL_MODULES``)::
 
     from qae_lab.integrations import verl as qae_verl
-    qae_verl.register()          # then: algorithm.adv_estimator=qae algorithm.quantile_k=0.4
+    qae_verl.register()          # then: algorithm.adv_estimator=qae +algorithm.quantile_k=0.4
+
+(``+``: ``quantile_k`` is not a key of verl's ``algorithm`` config, and Hydra's struct mode
+refuses a plain override of a missing key.)
 """
 
 from __future__ import annotations
@@ -64,7 +70,7 @@ def compute_qae_outcome_advantage(
     response_mask: torch.Tensor,
     index: np.ndarray,
     epsilon: float = 1e-6,
-    norm_adv_by_std_in_grpo: bool = True,
+    norm_adv_by_std_in_grpo: bool | None = None,
     config: Any = None,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -75,9 +81,11 @@ def compute_qae_outcome_advantage(
         response_mask: (bs, T) 0/1 mask of response tokens.
         index: (bs,) array of prompt uids; a prompt's responses need not be contiguous.
         epsilon: added to the group std.
-        norm_adv_by_std_in_grpo: divide by the group std (GRPO) or not (Dr.GRPO).
+        norm_adv_by_std_in_grpo: divide by the group std (GRPO) or not (Dr.GRPO). None (the
+            default, and what verl leaves it at): ``config["norm_adv_by_std_in_grpo"]``, else True.
         config: mapping or verl ``AlgoConfig`` with ``quantile_k`` (default 0.4) and
-            optionally ``quantile_method`` ("paper" or "linear", default "paper").
+            optionally ``quantile_method`` ("paper" or "linear", default "paper") and
+            ``norm_adv_by_std_in_grpo``.
         **kwargs: ignored (verl passes extra keyword arguments to every estimator).
 
     Returns:
@@ -94,6 +102,8 @@ def compute_qae_outcome_advantage(
     rewards = as_real_tensor(token_level_rewards, "token_level_rewards", ndim=2)
     if not isinstance(response_mask, torch.Tensor) or tuple(response_mask.shape) != tuple(rewards.shape):
         raise ValueError(f"response_mask must be a tensor of shape {tuple(rewards.shape)} like token_level_rewards")
+    if norm_adv_by_std_in_grpo is None:
+        norm_adv_by_std_in_grpo = _config_value(config, "norm_adv_by_std_in_grpo", True)
     if not isinstance(norm_adv_by_std_in_grpo, bool):
         raise ValueError(f"norm_adv_by_std_in_grpo must be a bool, got {norm_adv_by_std_in_grpo!r}")
     eps = check_finite_scalar(epsilon, "epsilon")
@@ -123,8 +133,11 @@ def compute_qae_outcome_advantage(
 def register() -> None:
     r"""Register :func:`compute_qae_outcome_advantage` with verl under the name "qae".
 
+    Calling it again is a no-op: verl accepts the same function under the same name.
+
     Raises:
         ImportError: verl is not installed (install it, or call the function directly).
+        ValueError: (from verl) another function is already registered as "qae".
     """
     try:
         from verl.trainer.ppo.core_algos import register_adv_est
