@@ -36,7 +36,7 @@ def test_smoke_runs_every_section_and_the_fast_path_has_the_bare_models_ops(tmp_
     assert update["grad_check_ok"] and update["grad_rel_diff_sparse_vs_dense"] < 1e-4
     assert 0.7 < update["zero_adv_frac"] < 0.9
     assert {"QAE/TRL", "QAE+SA-AH/TRL", "sparse/dense", "floor_kept/all"} <= update.keys()
-    assert [row["what"] for row in sections["more"]] == ["1.5B, float32"]
+    assert [row["what"] for row in sections["more"]] == ["1.5B live preset (notebook 04)", "1.5B, float32"]
     assert (tmp_path / "models" / "qwen2.5-1.5b-smoke-random" / "config.json").exists()
 
 
