@@ -47,8 +47,7 @@ from bench_trainer import _rewards_at_80  # noqa: E402  (the same ~80%-zero rewa
 
 from qae_lab import cli, presets  # noqa: E402
 from qae_lab.advantages import group_advantages  # noqa: E402
-from qae_lab.generation import generation_policy  # noqa: E402
-from qae_lab.models import QWEN_MODELS, embedded_dir  # noqa: E402
+from qae_lab.models import QWEN_MODELS, embedded_dir, load_policy  # noqa: E402
 
 # Qwen2.5-*-Instruct architectures (their config.json), for random weights when none are cached
 ARCH = {"qwen2.5-0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14),
@@ -205,10 +204,8 @@ def decode_section(trainer, tok, source: str, n_seq: int, new_tokens: int, repea
     gen_cfg = trainer.generation_config
     saved = {k: getattr(gen_cfg, k) for k in ("max_new_tokens", "min_new_tokens", "cache_implementation",
                                                "disable_compile")}
-    saved_args = (trainer.args.fast_generation,)
+    saved_fast = trainer.args.fast_generation
     policy = trainer.accelerator.unwrap_model(trainer.model)
-    from qae_lab.models import load_policy
-
     bare, _ = load_policy(source, device=str(policy.device))  # the same weights, no LoRA, no trainer
     bare.eval()
     width = max(map(len, prompts))
@@ -257,8 +254,7 @@ def decode_section(trainer, tok, source: str, n_seq: int, new_tokens: int, repea
     finally:
         for k, v in saved.items():
             setattr(gen_cfg, k, v)
-        (trainer.args.fast_generation,) = saved_args
-        del bare
+        trainer.args.fast_generation = saved_fast
         reset_peak()
     return out
 
