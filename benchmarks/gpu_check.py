@@ -365,6 +365,7 @@ def main(argv=None) -> int:
         return 2
     budget = Budget(a.budget_s)
     work = Path(a.workdir or tempfile.mkdtemp(prefix="qae_gpu_check_"))
+    work.mkdir(parents=True, exist_ok=True)
     smoke = a.smoke
     data = gsm8k_dir(a.gsm8k) if a.gsm8k or not smoke else None  # smoke: short synthetic prompts unless asked
     n_seq, new_tokens, repeats, steps = (4, 8, 1, 2) if smoke else (64, 256, 2, 3)
@@ -376,7 +377,9 @@ def main(argv=None) -> int:
     print(f"model qwen2.5-1.5b: {how}", flush=True)
 
     print("\n1. the qwen2.5-1.5b-gsm8k preset as the CLI runs it")
-    main_run = step_section("1.5B, preset precision", "qwen2.5-1.5b", source, data, work / "run-1.5b", smoke, steps)
+    # run folders: new, under a folder of this invocation's own, so a reused --workdir keeps earlier runs intact
+    runs = Path(tempfile.mkdtemp(prefix="runs-", dir=work))
+    main_run = step_section("1.5B, preset precision", "qwen2.5-1.5b", source, data, runs / "1.5b", smoke, steps)
     report["sections"]["step_1.5b"] = main_run["row"]
     trainer, tok = main_run["trainer"], main_run["tok"]
 
@@ -403,7 +406,7 @@ def main(argv=None) -> int:
         if smoke and "fp16=true" in sets:
             sets = [s for s in sets if s != "fp16=true"]  # no fp16 mixed precision on a CPU
         src, how = model_source(name, smoke, work)
-        folder = work / f"run-{len(report['sections']['more'])}"
+        folder = runs / f"more-{len(report['sections']['more'])}"
         run = step_section(label, name, src, data, folder, smoke, 3 if preset else 2, sets, preset)
         report["sections"]["more"].append({**run["row"], "model": how})
         del run

@@ -5,13 +5,14 @@ with PEFT's LoRA branches unmerged. Each adapted linear layer then runs, at ever
 the base matmul plus dropout, ``lora_A``, ``lora_B``, a scale and an add, so a LoRA policy
 decodes with about twice the kernels of the bare model (``benchmarks/gpu_check.py --smoke``:
 4,965 vs 2,221 aten ops per decode step on a 28-layer Qwen2 with r = 16 on all seven
-projections, Qwen2.5-1.5B's layout). Decoding a 1.5B model for 64 sequences is bound by those launches, not by
-arithmetic, so they set the step time.
+projections, Qwen2.5-1.5B's layout). Decoding a 1.5B model for 64 sequences is bound by those
+launches, not by arithmetic, so they set the step time.
 
 :func:`generation_policy` removes them without a new inference engine: eval mode switches
 dropout off, PEFT's own ``merge_adapter`` folds W + (alpha/r) B A into the base weights for the
 duration of the ``generate`` call, and PEFT's wrapper layers step out of the module tree meanwhile
-(their Python runs at every layer of every decode step even when merged). Departures from TRL's default, and why:
+(their Python runs at every layer of every decode step even when merged). Departures from TRL's
+default, and why:
 
 * Dropout off while sampling. With LoRA dropout on, TRL samples from a randomly perturbed
   policy, not from pi_theta; the loss then scores those completions under pi_theta. Eval-mode
@@ -33,34 +34,29 @@ import torch
 __all__ = ["generation_policy", "lora_base_params"]
 
 
+def _lora_layers(model: torch.nn.Module) -> list[tuple[torch.nn.Module, str, torch.nn.Module]]:
+    """(parent, name, LoRA layer) for each PEFT LoRA layer in the module tree."""
+    try:
+        from peft.tuners.lora import LoraLayer  # the `train` extra provides peft
+    except ImportError:
+        return []
+    return [(parent, name, child) for parent in model.modules() for name, child in parent.named_children()
+            if isinstance(child, LoraLayer)]
+
+
 def lora_base_params(model: torch.nn.Module) -> list[torch.nn.Parameter]:
     r"""The base-layer parameters PEFT's LoRA merge writes into (weight and bias of each adapted layer).
 
     >>> lora_base_params(torch.nn.Linear(2, 2))   # no LoRA layers
     []
     """
-    try:
-        from peft.tuners.lora import LoraLayer  # the `train` extra provides peft
-    except ImportError:
-        return []
-    params = {}
-    for module in model.modules():
-        if isinstance(module, LoraLayer):
-            for p in module.get_base_layer().parameters(recurse=False):
-                params[id(p)] = p
+    return _base_params(_lora_layers(model))
+
+
+def _base_params(layers) -> list[torch.nn.Parameter]:
+    """The distinct parameters of the (parent, name, LoRA layer) triples' base layers."""
+    params = {id(p): p for _, _, layer in layers for p in layer.get_base_layer().parameters(recurse=False)}
     return list(params.values())
-
-
-def _unwrap_lora_layers(model: torch.nn.Module) -> list[tuple[torch.nn.Module, str, torch.nn.Module]]:
-    """Put each merged LoRA layer's base layer in its place (its weights hold the merge), so a forward
-    skips PEFT's per-layer Python wrapper; returns (parent, name, LoRA layer) to put back."""
-    from peft.tuners.lora import LoraLayer  # the `train` extra provides peft
-
-    swaps = [(parent, name, child) for parent in model.modules() for name, child in parent.named_children()
-             if isinstance(child, LoraLayer) and child.merged]
-    for parent, name, child in swaps:
-        setattr(parent, name, child.get_base_layer())
-    return swaps
 
 
 @contextmanager
@@ -71,11 +67,10 @@ def generation_policy(model: torch.nn.Module, merge_lora: bool = True):
     adapters are merged into the base weights (``merge_adapter``) and each LoRA layer is replaced
     by its base layer in the module tree, so a decode step runs the bare model's kernels and
     Python instead of base + dropout + A + B + PEFT's wrapper per adapted layer. On exit the
-    LoRA layers are put back, the adapters are
-    unmerged and the base weights are then copied back from a snapshot, so they are bit-identical
-    to before (an unmerge alone leaves bf16 rounding in them, which would add up step after
-    step), and the train/eval mode is restored. Costs one copy of the adapted layers' weights
-    while inside.
+    LoRA layers are put back, the adapters are unmerged and the base weights are then copied
+    back from a snapshot, so they are bit-identical to before (an unmerge alone leaves bf16
+    rounding in them, which would add up step after step), and the train/eval mode is
+    restored. Costs one copy of the adapted layers' weights while inside.
 
     >>> net = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout(0.5)).train()
     >>> with generation_policy(net):
@@ -85,16 +80,21 @@ def generation_policy(model: torch.nn.Module, merge_lora: bool = True):
     True
     """
     was_training = model.training
-    merge = merge_lora and hasattr(model, "merge_adapter") and not getattr(model, "merged", False)
-    params = lora_base_params(model) if merge else []
+    layers = _lora_layers(model) if merge_lora and hasattr(model, "merge_adapter") else []
+    if any(layer.merged for _, _, layer in layers):  # merged by the caller already: theirs to keep, eval mode only
+        layers = []
+    params = _base_params(layers)
     snapshot = [p.detach().clone() for p in params]
     merged, swaps = False, []
     try:
         model.eval()
-        if params:
+        if layers:
             model.merge_adapter()
             merged = True
-            swaps = _unwrap_lora_layers(model)
+            # each merged layer's base layer in its place (its weights hold the merge): no PEFT wrapper per call
+            swaps = [(parent, name, layer) for parent, name, layer in layers if layer.merged]
+            for parent, name, layer in swaps:
+                setattr(parent, name, layer.get_base_layer())
         yield model
     finally:
         for parent, name, layer in swaps:

@@ -144,7 +144,8 @@ def _checkpointing_field() -> str:
     return "activation_checkpointing" if release >= (5, 23) else "gradient_checkpointing"
 
 
-_CPU_COMMON = {"use_cpu": True, "bf16": False, _checkpointing_field(): False, "dataloader_num_workers": 0}
+_CHECKPOINTING = _checkpointing_field()
+_CPU_COMMON = {"use_cpu": True, "bf16": False, _CHECKPOINTING: False, "dataloader_num_workers": 0}
 _LOG = {"logging_steps": 1, "report_to": [], "disable_tqdm": False}
 # In-loop generation of the GPU presets (README, "On a GPU"): eval mode with LoRA merged
 # (qae_lab.generation.generation_policy), a static KV cache, and transformers' compiled decode step,
@@ -163,7 +164,7 @@ def _gsm8k_preset(model: str, max_len: int) -> dict[str, Any]:
             "learning_rate": 5e-6, "num_generations": 8, "per_device_train_batch_size": 16,
             "gradient_accumulation_steps": 4,  # 64 completions = 8 prompts x 8 per optimizer step
             "max_completion_length": max_len, "temperature": 1.0, "beta": 0.0, "loss_type": "bnpo",
-            _checkpointing_field(): True, "max_steps": 200, "save_strategy": "steps", "save_steps": 50,
+            _CHECKPOINTING: True, "max_steps": 200, "save_strategy": "steps", "save_steps": 50,
             **_FAST_GENERATION, **_LOG}
 
 

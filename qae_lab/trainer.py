@@ -37,8 +37,9 @@ Departures, and why:
 * ``fast_generation=True`` (the GPU presets): TRL samples with the policy as it trains, in train
   mode with PEFT's unmerged LoRA branches, so every decode step runs LoRA dropout and two extra
   matmuls per adapted layer (about twice the kernels of the bare model). Here generation runs in
-  eval mode with the adapters merged into the base weights (:func:`qae_lab.generation.generation_policy`), and the base
-  weights are restored bit-exactly afterwards. The sampled policy is then pi_theta without dropout,
+  eval mode with the adapters merged into the base weights
+  (:func:`qae_lab.generation.generation_policy`), and the base weights are restored bit-exactly
+  afterwards. The sampled policy is then pi_theta without dropout,
   which is also what the loss's log-probs assume when LoRA dropout is 0; with dropout on, TRL's
   default path samples from a dropout-perturbed policy. ``compile_generation=True`` undoes TRL's
   ``disable_compile=True`` so that transformers compiles the decode step (static cache, GPU only).
@@ -110,7 +111,7 @@ class QAEConfig(GRPOConfig):
     success_threshold: float = field(default=0.5, metadata={"help": "Reward at or above which a response counts "
                                      "as a success in the qae/* regime metrics."})
     fast_generation: bool = field(default=False, metadata={"help": "Sample in eval mode (no dropout) with LoRA "
-                                  "merged into the base weights, restored bit-exactly after (qae_lab.trainer."
+                                  "merged into the base weights, restored bit-exactly after (qae_lab.generation."
                                   "generation_policy): the bare model's kernels per decode step instead of TRL's "
                                   "unmerged LoRA in train mode. Transformers generation only (not vLLM)."})
     compile_generation: bool = field(default=False, metadata={"help": "Let transformers compile the decode step "

@@ -197,3 +197,14 @@ def test_compile_generation_lifts_trls_disable_compile(tmp_path):
 def test_fast_generation_refuses_vllm(tmp_path):
     with pytest.raises(ValueError, match="fast_generation"):
         QAEConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], fast_generation=True, use_vllm=True)
+
+
+def test_a_caller_merged_adapter_is_left_merged():
+    # the caller merged on purpose: only eval mode applies, and their merge (weights and PEFT's flag) survives
+    model, _ = lora_policy()
+    model.merge_adapter()
+    before = snapshot(model)
+    with generation_policy(model) as m:
+        assert not m.training
+    assert all(torch.equal(p.detach(), before[n]) for n, p in model.named_parameters())
+    assert all(layer.merged for layer in model.modules() if hasattr(layer, "merged_adapters"))
