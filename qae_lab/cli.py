@@ -38,7 +38,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import re
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -46,12 +48,36 @@ from typing import Any
 
 from qae_lab.presets import METHODS, PRESETS, RunArgs, build, command_line, field_types, method_of, parse_sets
 from qae_lab.rewards import completion_text, is_correct
+from qae_lab.runfolder import (
+    CONFIG_NAME,
+    EVAL_AFTER,
+    LOG_NAME,
+    MODEL_DIR,
+    SAFE_ON_RESUME,
+    STAGING_DIR,
+    SUPERSEDED_NAME,
+    RunFolderError,
+    append_line,
+    check_resume_point,
+    checkpoint_problems,
+    claim_fresh,
+    jsonable,
+    latest_complete_checkpoint,
+    publish_dir,
+    read_json,
+    read_log_lines,
+    resume_changes,
+    resume_log,
+    run_files,
+    step_rows,
+)
 
 __all__ = ["ends_at_answer", "strict_is_correct", "strict_correctness_reward", "strict_eval", "load_records",
            "evaluate_run", "eval_line", "make_trainer", "method_name", "train", "main"]
 
 # ---------------------------------------------------------------- the verdict
 
+_CHECKPOINT_NAME = re.compile(r"^checkpoint-\d+$")
 _ENDS_AT_ANSWER = re.compile(r"<[ \t]*/[ \t]*answer[ \t]*>\s*\Z", re.IGNORECASE)
 
 
@@ -160,7 +186,7 @@ def eval_line(name: str, res) -> str:
 
 
 def train(run: RunArgs, cfg, *, preset: str | None = None, command: str | None = None,
-          resume_from_checkpoint: str | None = None, callbacks=()) -> dict[str, Any]:
+          resume_from_checkpoint: str | None = None, callbacks=(), recipe: dict | None = None) -> dict[str, Any]:
     r"""Evaluate, train with :class:`~qae_lab.trainer.QAETrainer`, evaluate, write the run folder.
 
     Args:
@@ -169,6 +195,11 @@ def train(run: RunArgs, cfg, *, preset: str | None = None, command: str | None =
         resume_from_checkpoint: a checkpoint folder to continue (the "before" evaluation is
             read back from the run folder when there).
         callbacks: further ``TrainerCallback`` objects.
+        recipe: ``{"preset", "method", "sets"}``, recorded for ``--resume`` (:func:`make_trainer`).
+
+    A fresh run refuses a folder that holds another run; a resume checks its settings and
+    checkpoint first (:func:`qae_lab.runlog.RunLogger`). Resuming a finished run (a larger
+    ``max_steps``) first moves its ``eval_after.json`` and ``model/`` to ``finished-step<S>/``.
 
     Returns:
         dict with ``output_dir``, ``interrupted``, ``checkpoint`` (when interrupted), ``global_step``,
@@ -180,13 +211,25 @@ def train(run: RunArgs, cfg, *, preset: str | None = None, command: str | None =
     if run.torch_threads:
         torch.set_num_threads(run.torch_threads)
     try:
-        return _run(run, cfg, preset, command, resume_from_checkpoint, callbacks)
+        return _run(run, cfg, preset, command, resume_from_checkpoint, callbacks, recipe)
     finally:
         torch.set_num_threads(threads)
 
 
-def make_trainer(run: RunArgs, cfg, *, preset: str | None = None, command: str | None = None, callbacks=()):
+def make_trainer(run: RunArgs, cfg, *, preset: str | None = None, command: str | None = None, callbacks=(),
+                 resume: bool = False, recipe: dict | None = None):
     r"""The run's :class:`~qae_lab.trainer.QAETrainer` (model, data, strict reward, LoRA, :class:`RunLogger`).
+
+    Args:
+        run, cfg: from :func:`qae_lab.presets.build`.
+        preset, command: recorded in ``config.json``.
+        callbacks: further ``TrainerCallback`` objects.
+        resume: the trainer will resume a checkpoint of ``cfg.output_dir``; otherwise the folder must
+            not hold another run (:func:`qae_lab.runfolder.claim_fresh`, checked before anything loads).
+        recipe: ``{"preset", "method", "sets"}`` that built ``run`` and ``cfg``, recorded so that
+            ``--resume`` rebuilds the same settings.
+
+    The data is read before the model loads, so a bad data file fails in seconds.
 
     Returns:
         ``(trainer, tokenizer, eval_records)``; the trainer's progress display is
@@ -197,24 +240,52 @@ def make_trainer(run: RunArgs, cfg, *, preset: str | None = None, command: str |
     from qae_lab.runlog import RunLogger, use_compact_progress
     from qae_lab.trainer import QAETrainer
 
-    Path(cfg.output_dir).mkdir(parents=True, exist_ok=True)
-    model, tok = load_policy(run.model, dtype=run.dtype, device="cpu" if cfg.use_cpu else None)
+    if not resume:
+        claim_fresh(cfg.output_dir)
     train_recs, eval_recs = load_records(run)
-    run_info = {**dataclasses.asdict(run), "command": command, "method": method_name(cfg)}
+    model, tok = load_policy(run.model, dtype=run.dtype, device="cpu" if cfg.use_cpu else None)
     trainer = QAETrainer(model=model, reward_funcs=[strict_correctness_reward], args=cfg,
                          train_dataset=to_grpo_dataset(train_recs), processing_class=tok,
                          peft_config=lora_config(run.lora_r) if run.lora else None,
-                         callbacks=[RunLogger(preset=preset, run=run_info), *callbacks])
+                         callbacks=[RunLogger(preset=preset, run=run_record(run, cfg, command=command, recipe=recipe)),
+                                    *callbacks])
     use_compact_progress(trainer)
     return trainer, tok, eval_recs
 
 
-def _run(run: RunArgs, cfg, preset, command, resume_from_checkpoint, callbacks) -> dict[str, Any]:
+def run_record(run: RunArgs, cfg, *, command: str | None = None, recipe: dict | None = None) -> dict[str, Any]:
+    r"""What ``config.json`` records under ``"run"``: the RunArgs fields, the method, the command and the recipe.
+
+    >>> run_record(RunArgs(n_train=8), build("cpu-demo", output_dir="/tmp/x")[1])["method"]
+    'qae'
+    """
+    return {**dataclasses.asdict(run), "command": command, "method": method_name(cfg), "build": recipe}
+
+
+def _set_aside_finished(out: Path) -> None:
+    """Before a finished run trains on: its after-training evaluation and model move to ``finished-step<S>/``."""
+    done = [out / name for name in (EVAL_AFTER, MODEL_DIR) if (out / name).exists()]
+    if not done:
+        return
+    steps = [r["step"] for r in read_log_lines(out / LOG_NAME)[0] if "train_runtime" in r]
+    aside = out / f"finished-step{steps[-1] if steps else 'unknown'}"
+    aside.mkdir(exist_ok=True)
+    for path in done:
+        os.rename(path, aside / path.name)
+    append_line(out / LOG_NAME, {"event": "set_aside", "step": steps[-1] if steps else None, "time": time.time(),
+                                 "moved": [p.name for p in done], "to": aside.name})
+    print(f"the run had finished: its {', '.join(p.name for p in done)} moved to {aside}", flush=True)
+
+
+def _run(run: RunArgs, cfg, preset, command, resume_from_checkpoint, callbacks, recipe=None) -> dict[str, Any]:
     from qae_lab.runlog import train_resumable
 
     t0 = time.time()
     out = Path(cfg.output_dir)
-    trainer, tok, eval_recs = make_trainer(run, cfg, preset=preset, command=command, callbacks=callbacks)
+    if resume_from_checkpoint is not None:
+        _set_aside_finished(out)
+    trainer, tok, eval_recs = make_trainer(run, cfg, preset=preset, command=command, callbacks=callbacks,
+                                           resume=resume_from_checkpoint is not None, recipe=recipe)
     before = (evaluate_run(trainer.model, tok, eval_recs, run, cfg, out / "eval_before.json",
                            reuse=resume_from_checkpoint is not None) if run.evaluate else None)
     if before:
@@ -222,11 +293,15 @@ def _run(run: RunArgs, cfg, preset, command, resume_from_checkpoint, callbacks) 
     outcome = train_resumable(trainer, resume_from_checkpoint)
     after = None
     if outcome.interrupted:
-        print(f"interrupted at step {outcome.global_step}; checkpoint: {outcome.checkpoint}\n"
-              f"resume with: {command or 'python -m qae_lab train ...'} --resume {outcome.checkpoint}", flush=True)
+        print(f"interrupted at step {outcome.global_step}" + (f" ({outcome.note})" if outcome.note else "")
+              + (f"; checkpoint: {outcome.checkpoint}\nresume with: python -m qae_lab train --resume {out}"
+                 if outcome.checkpoint else "; no checkpoint to resume"), flush=True)
     else:
-        if run.save_model:
-            trainer.save_model(str(out / "model"))
+        if run.save_model:  # staged and renamed, like the checkpoints: never a half model/
+            staged = out / STAGING_DIR / MODEL_DIR
+            shutil.rmtree(staged, ignore_errors=True)
+            trainer.save_model(str(staged))
+            publish_dir(staged, out / MODEL_DIR)
         if run.evaluate:
             after = evaluate_run(trainer.model, tok, eval_recs, run, cfg, out / "eval_after.json")
             print(eval_line("after", after), flush=True)
@@ -267,17 +342,76 @@ def method_name(cfg) -> str:
     return method_of(cfg.baseline, cfg.token_weighting)
 
 
-def _resume_target(path: str) -> str:
-    """A checkpoint folder as given, or a run folder's last checkpoint."""
-    from transformers.trainer_utils import get_last_checkpoint
+def _resume_target(path: str) -> tuple[Path, list[str]]:
+    r"""The checkpoint to resume: a checkpoint folder as given (checked), or a run folder's latest complete one.
 
+    Returns ``(checkpoint, notes)``; the notes name later checkpoints skipped as incomplete.
+    Raises :class:`~qae_lab.runfolder.RunFolderError` naming each missing or damaged file.
+    """
     p = Path(path)
-    if (p / "trainer_state.json").exists():
-        return str(p)
-    last = get_last_checkpoint(str(p)) if p.is_dir() else None
-    if last is None:
-        raise ValueError(f"--resume {path}: neither a checkpoint folder nor a run folder holding one")
-    return last
+    if not p.exists():
+        raise RunFolderError(f"--resume {path}: no such folder")
+    if (p / "trainer_state.json").exists() or _CHECKPOINT_NAME.match(p.name):
+        problems = checkpoint_problems(p)
+        if problems:
+            raise RunFolderError(f"--resume {path}: the checkpoint cannot be resumed: {'; '.join(problems)}")
+        return p, []
+    latest, notes = latest_complete_checkpoint(p)
+    if latest is None:
+        raise RunFolderError(f"--resume {path}: no complete checkpoint in this run folder"
+                             + (f" ({'; '.join(notes)})" if notes else ""))
+    return latest, notes
+
+
+def _plan(args) -> dict[str, Any]:
+    r"""Everything ``train`` checks before anything loads: settings, the run folder, the checkpoint to resume.
+
+    Returns ``{"run", "cfg", "preset", "method", "sets", "resume", "notes", "overwrite"}``; raises
+    ``ValueError`` (or its :class:`~qae_lab.runfolder.RunFolderError`) with the reason.
+    """
+    sets, notes = list(args.sets), []
+    preset, method, resume = args.preset, args.method, None
+    if args.resume:
+        if args.overwrite:
+            raise RunFolderError("--overwrite starts a new run; --resume continues one: choose one")
+        resume, notes = _resume_target(args.resume)
+        out = resume.parent
+        if args.output_dir and Path(args.output_dir).resolve() != out.resolve():
+            raise RunFolderError(f"--resume continues its own run folder {out}/; --output-dir {args.output_dir} "
+                                 f"differs (to branch off, start a new run)")
+        stored = read_json(out / CONFIG_NAME, "run config")
+        recipe = (stored.get("run") or {}).get("build") or {}
+        preset = preset or recipe.get("preset") or stored.get("preset")
+        method = method or recipe.get("method")
+        sets = [*recipe.get("sets", []), *sets]
+        if preset not in PRESETS:
+            raise RunFolderError(f"{out / CONFIG_NAME} does not say which preset built the run: give --preset "
+                                 f"(and the --set values it was run with)")
+        run, cfg = build(preset, sets, method, output_dir=str(out))
+        step = read_json(resume / "trainer_state.json", "checkpoint state")["global_step"]
+        changes = resume_changes(stored, jsonable(cfg.to_dict()), jsonable(run_record(run, cfg)), checkpoint_step=step)
+        check_resume_point(out, step)
+        rows, cut = read_log_lines(out / LOG_NAME)
+        history = read_json(resume / "trainer_state.json", "checkpoint state").get("log_history", [])
+        _kept, later, restored = resume_log(rows, step, history)
+        notes.append(f"resuming {resume} (step {step})"
+                     + (f"; changed: {', '.join(f'{k} {a} -> {b}' for k, (a, b) in changes.items())}" if changes else "")
+                     + (f"; steps {', '.join(map(str, sorted({r['step'] for r in step_rows(later)})))} were logged "
+                        f"after the checkpoint and are trained again (their rows move to {SUPERSEDED_NAME})"
+                        if step_rows(later) else "")
+                     + (f"; the log's last line was cut short (moves to {SUPERSEDED_NAME})" if cut else "")
+                     + (f"; steps {', '.join(map(str, restored))} missing from the log are restored from the "
+                        f"checkpoint" if restored else ""))
+    else:
+        preset = preset or "cpu-demo"
+        run, cfg = build(preset, sets, method, output_dir=args.output_dir)
+        found = run_files(cfg.output_dir)
+        if found and not args.overwrite:
+            claim_fresh(cfg.output_dir)  # raises, with the ways on
+        if found:
+            notes.append(f"--overwrite: deleting the previous run's {', '.join(found)} in {cfg.output_dir}/")
+    return {"run": run, "cfg": cfg, "preset": preset, "method": method, "sets": sets, "resume": resume,
+            "notes": notes, "overwrite": args.overwrite}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -286,46 +420,66 @@ def _parser() -> argparse.ArgumentParser:
     t = sub.add_parser("train", help="evaluate, train, evaluate; write the run folder",
                        description="Run a preset. Fields of RunArgs: " + ", ".join(field_types(RunArgs))
                        + "; and every field of qae_lab.trainer.QAEConfig (TRL's GRPOConfig + QAE/SA-AH knobs).")
-    t.add_argument("--preset", default="cpu-demo", choices=sorted(PRESETS))
+    t.add_argument("--preset", choices=sorted(PRESETS),
+                   help="default cpu-demo; with --resume, the run's own (from its config.json)")
     t.add_argument("--method", choices=sorted(METHODS), help="sets baseline and token_weighting")
     t.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME=VALUE",
-                   help="override a RunArgs or QAEConfig field (repeatable), e.g. --set quantile_k=0.6")
-    t.add_argument("--output-dir", help="run folder (default runs/<preset>-<timestamp>; with --resume: its run)")
-    t.add_argument("--resume", metavar="PATH", help="checkpoint folder, or run folder (its last checkpoint)")
-    t.add_argument("--dry-run", action="store_true", help="print the resolved configuration and exit")
+                   help="override a RunArgs or QAEConfig field (repeatable), e.g. --set quantile_k=0.6; with --resume "
+                        "only " + ", ".join(SAFE_ON_RESUME) + " may change")
+    t.add_argument("--output-dir", help="run folder (default runs/<preset>-<timestamp>); it must not hold another run")
+    t.add_argument("--overwrite", action="store_true",
+                   help="delete the run already in --output-dir (its config, log, evaluations, model, checkpoints)")
+    t.add_argument("--resume", metavar="PATH", help="checkpoint folder, or run folder (its latest complete checkpoint)"
+                   "; the run's settings come from its config.json")
+    t.add_argument("--dry-run", action="store_true", help="check everything, print the resolved configuration, exit")
     sub.add_parser("presets", help="list the presets")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    r"""The ``qae-lab`` / ``python -m qae_lab`` entry point; returns the exit status (130 when interrupted)."""
+    r"""The ``qae-lab`` / ``python -m qae_lab`` entry point; returns the exit status (130 when interrupted).
+
+    Every check (settings, data folder, run folder, checkpoint) runs before anything loads, with
+    ``--dry-run`` too; a failed one prints ``qae-lab: error: ...`` and returns 2.
+    """
     args = _parser().parse_args(argv)
     if args.command == "presets":
         for name, preset in PRESETS.items():
             print(f"{name}: {json.dumps(preset, default=str)}")
         return 0
     try:
-        resume = _resume_target(args.resume) if args.resume else None
-        output_dir = args.output_dir or (str(Path(resume).parent) if resume else None)
-        run, cfg = build(args.preset, args.sets, args.method, output_dir=output_dir)
+        plan = _plan(args)
     except ValueError as err:
         print(f"qae-lab: error: {err}", file=sys.stderr)
         return 2
-    command = command_line(args.preset, args.sets, args.method)
+    run, cfg = plan["run"], plan["cfg"]
+    command = command_line(plan["preset"], plan["sets"], plan["method"])
+    for note in plan["notes"]:
+        print(note, flush=True)
     if args.dry_run:
-        print(json.dumps(_resolved(args, run, cfg, command), indent=1, default=str))
+        print(json.dumps(_resolved(plan, run, cfg, command), indent=1, default=str))
         return 0
+    if plan["overwrite"]:
+        claim_fresh(cfg.output_dir, overwrite=True)
+    recipe = {"preset": plan["preset"], "method": plan["method"], "sets": plan["sets"]}
     try:
-        result = train(run, cfg, preset=args.preset, command=command, resume_from_checkpoint=resume)
-    except KeyboardInterrupt:  # outside the training loop (loading, evaluation): nothing to checkpoint
-        print("interrupted", file=sys.stderr)
+        result = train(run, cfg, preset=plan["preset"], command=command,
+                       resume_from_checkpoint=str(plan["resume"]) if plan["resume"] else None, recipe=recipe)
+    except KeyboardInterrupt:  # outside the training loop (loading, evaluation, a save): say what is on disk
+        latest, _ = latest_complete_checkpoint(cfg.output_dir)
+        print(f"interrupted; run folder {cfg.output_dir}: "
+              + (f"latest complete checkpoint {latest.name}, resume with: python -m qae_lab train --resume "
+                 f"{cfg.output_dir}" if latest else "no checkpoint to resume"), file=sys.stderr)
         return 130
+    except RunFolderError as err:
+        print(f"qae-lab: error: {err}", file=sys.stderr)
+        return 2
     return 130 if result["interrupted"] else 0
 
 
-def _resolved(args, run: RunArgs, cfg, command: str) -> dict[str, Any]:
+def _resolved(plan: dict, run: RunArgs, cfg, command: str) -> dict[str, Any]:
     """What a dry run prints: the command, the RunArgs, and the resolved value of every overridden QAEConfig field."""
-    overrides = {**PRESETS[args.preset], **(METHODS.get(args.method) or {}), **parse_sets(args.sets)}
+    overrides = {**PRESETS[plan["preset"]], **(METHODS.get(plan["method"]) or {}), **parse_sets(plan["sets"])}
     trainer = {k: getattr(cfg, k) for k in overrides if k in field_types(type(cfg))}
     trainer.update(output_dir=cfg.output_dir, generation_batch_size=cfg.generation_batch_size,
                    steps_per_generation=cfg.steps_per_generation)

@@ -51,6 +51,7 @@ import torch
 
 from qae_lab._checks import check_int
 from qae_lab.data import prompt_text
+from qae_lab.runfolder import RunFolderError, atomic_write_text, read_json
 
 __all__ = ["pass_at_k", "generate", "evaluate", "EvalResult",
            # shared with qae_lab.rollouts, which samples the same way
@@ -275,17 +276,19 @@ class EvalResult:
         return [p["success_rate"] for p in self.problems]
 
     def to_json(self, path: str | os.PathLike) -> Path:
-        r"""Write summary, by_level and problems to ``path`` as JSON (level keys become strings); return the path."""
-        path = Path(path)
+        r"""Write summary, by_level and problems to ``path`` as JSON (level keys become strings); return the path.
+
+        Atomic (:func:`qae_lab.runfolder.atomic_write_text`): an interrupted write leaves the old file or none."""
         data = {"summary": self.summary, "by_level": {str(k): v for k, v in self.by_level.items()},
                 "problems": self.problems}
-        path.write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
-        return path
+        return atomic_write_text(path, json.dumps(data, indent=1, ensure_ascii=False))
 
     @classmethod
     def from_json(cls, path: str | os.PathLike) -> EvalResult:
-        r"""Read back what :meth:`to_json` wrote (level keys as ints again)."""
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        r"""Read back what :meth:`to_json` wrote (level keys as ints again); a damaged file is named."""
+        data = read_json(path, "evaluation")
+        if not isinstance(data, dict) or not {"summary", "by_level", "problems"} <= set(data):
+            raise RunFolderError(f"evaluation {path} is damaged (needs summary, by_level and problems)")
         return cls(data["summary"], {int(k): v for k, v in data["by_level"].items()}, data["problems"])
 
 

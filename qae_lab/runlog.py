@@ -1,10 +1,10 @@
 r"""A training run's record on disk: its config, a crash-safe metrics log, interruption checkpoints, a report.
 
-One folder per run (``<output_dir>``)::
+One folder per run (``<output_dir>``; its layout and rules: :mod:`qae_lab.runfolder`)::
 
-    config.json    QAEConfig.to_dict() + library versions + the preset and run options
-    log.jsonl      one JSON object per ``Trainer.log`` call: step, epoch, time, every metric
-    checkpoint-N/  a resumable Trainer checkpoint (written on KeyboardInterrupt, or by save_strategy)
+    config.json    QAEConfig.to_dict() + library versions + the preset and run options (+ every resume)
+    log.jsonl      one JSON object per ``Trainer.log`` call: step, epoch, time, every metric; and events
+    checkpoint-N/  a complete, resumable Trainer checkpoint (on Ctrl-C / Stop, or by save_strategy)
     report.html    curves and before/after pass@1, one self-contained file (see :func:`write_report`)
 
 :class:`RunLogger` is a ``transformers.TrainerCallback``. Each log line is written, flushed
@@ -27,19 +27,30 @@ those the report draws:
 ==========================  ==============================================================
 
 Interruption and resume: :func:`train_resumable` runs ``trainer.train`` and, on
-``KeyboardInterrupt``, saves a full checkpoint with the Trainer's own
-``_save_checkpoint`` (weights, optimizer, scheduler, RNG states, ``trainer_state.json``:
-what ``trainer.train(resume_from_checkpoint=...)`` reads), then returns instead of
-raising. A resumed run appends to the same ``log.jsonl``, first dropping any lines of
-steps after its checkpoint (resuming from an earlier, periodic checkpoint), so the log
-reads as one run.
+``KeyboardInterrupt``, saves a full checkpoint (weights, optimizer, scheduler, RNG states,
+``trainer_state.json``: what ``trainer.train(resume_from_checkpoint=...)`` reads), then
+returns instead of raising. :class:`~qae_lab.trainer.QAETrainer` writes every checkpoint
+into ``.staging/`` and renames it when complete, so a second Ctrl-C or a kill during the
+save leaves the previous checkpoint as the resume point, never a half one.
+
+A resumed run continues the same ``log.jsonl`` (:meth:`RunLogger.on_train_begin`):
+
+* steps logged after the checkpoint (a crash lost their state, so they are trained again)
+  move to ``log.superseded.jsonl``, and a cut last line goes there too;
+* steps up to the checkpoint that the log lacks (a line cut by the crash, the Ctrl-C
+  checkpoint of a step whose line never reached the disk) are restored from the checkpoint's
+  ``trainer_state.json`` (``"restored_from"`` marks them);
+* one ``{"event": "resume", ...}`` row records the step, what moved or was restored, and the
+  settings the resume changed (only :data:`qae_lab.runfolder.SAFE_ON_RESUME` may change),
+  which ``config.json`` also lists under ``resumes``.
+
+So the log holds every step exactly once, and nothing logged is deleted.
 """
 
 from __future__ import annotations
 
 import html
 import json
-import math
 import os
 import time
 import typing
@@ -50,10 +61,28 @@ from typing import Any
 from transformers import TrainerCallback
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
-__all__ = ["LOG_NAME", "CONFIG_NAME", "REPORT_NAME", "RunLogger", "CompactProgress", "use_compact_progress",
-           "versions", "write_config", "read_log", "step_rows", "TrainOutcome", "train_resumable", "write_report"]
+from qae_lab.runfolder import (
+    CONFIG_NAME,
+    LOG_NAME,
+    REPORT_NAME,
+    SUPERSEDED_NAME,
+    RunFolderError,
+    append_line,
+    atomic_write_text,
+    check_resume_point,
+    jsonable,
+    latest_complete_checkpoint,
+    read_json,
+    read_log,
+    read_log_lines,
+    resume_changes,
+    resume_log,
+    step_rows,
+)
 
-LOG_NAME, CONFIG_NAME, REPORT_NAME = "log.jsonl", "config.json", "report.html"
+__all__ = ["LOG_NAME", "CONFIG_NAME", "REPORT_NAME", "RunLogger", "CompactProgress", "use_compact_progress",
+           "versions", "write_config", "read_log", "step_rows", "resume_log", "check_resume_point", "TrainOutcome",
+           "train_resumable", "write_report"]
 
 
 def versions() -> dict[str, str]:
@@ -74,72 +103,15 @@ def versions() -> dict[str, str]:
             "torch": torch.__version__, "python": platform.python_version()}
 
 
-def _jsonable(x: Any) -> Any:
-    """x with NaN/inf as None and tuples/sets as lists, so the JSON is strict."""
-    if isinstance(x, float):
-        return x if math.isfinite(x) else None
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple, set)):
-        return [_jsonable(v) for v in x]
-    if x is None or isinstance(x, (str, int, bool)):
-        return x
-    return str(x)
+def _config_text(data: dict) -> str:
+    return json.dumps(jsonable(data), indent=1, sort_keys=False) + "\n"
 
 
 def write_config(output_dir: str | os.PathLike, args, *, preset: str | None = None,
                  run: dict | None = None) -> Path:
-    r"""Write ``config.json``: ``{"preset", "run", "trainer": args.to_dict(), "versions"}``."""
-    path = Path(output_dir) / CONFIG_NAME
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = {"preset": preset, "run": run or {}, "trainer": args.to_dict(), "versions": versions()}
-    path.write_text(json.dumps(_jsonable(data), indent=1, sort_keys=False) + "\n", encoding="utf-8")
-    return path
-
-
-def _append_line(path: Path, row: dict) -> None:
-    """One JSON line appended, flushed and fsync-ed: on disk before the call returns."""
-    with path.open("a", encoding="utf-8") as f:
-        f.write(json.dumps(_jsonable(row), allow_nan=False) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def read_log(path: str | os.PathLike, *, strict: bool = False) -> list[dict]:
-    r"""The rows of a ``log.jsonl`` (a file or the run folder), in order.
-
-    A last line that does not parse (the process died while writing it) is dropped,
-    unless ``strict``; a bad line anywhere else always raises ``ValueError``.
-
-    >>> import tempfile
-    >>> p = Path(tempfile.mkdtemp()) / "log.jsonl"
-    >>> _ = p.write_text('{"step": 1, "reward": 0.5}\n{"step": 2, "rew')
-    >>> read_log(p)
-    [{'step': 1, 'reward': 0.5}]
-    """
-    path = Path(path)
-    path = path / LOG_NAME if path.is_dir() else path
-    lines = path.read_text(encoding="utf-8").splitlines()
-    rows = []
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as err:
-            if i == len(lines) - 1 and not strict:
-                break  # a line cut short by the interruption
-            raise ValueError(f"{path}: line {i + 1} is not JSON ({err})") from None
-    return rows
-
-
-def step_rows(rows: list[dict]) -> list[dict]:
-    r"""The training-step rows of a log (those with a ``reward``), without the end-of-training summary.
-
-    >>> step_rows([{"step": 1, "reward": 0.5}, {"step": 1, "train_runtime": 3.0}])
-    [{'step': 1, 'reward': 0.5}]
-    """
-    return [r for r in rows if r.get("reward") is not None]
+    r"""Write ``config.json`` (atomically): ``{"preset", "run", "trainer": args.to_dict(), "versions", "resumes"}``."""
+    data = {"preset": preset, "run": run or {}, "trainer": args.to_dict(), "versions": versions(), "resumes": []}
+    return atomic_write_text(Path(output_dir) / CONFIG_NAME, _config_text(data))
 
 
 class RunLogger(TrainerCallback):
@@ -151,24 +123,63 @@ class RunLogger(TrainerCallback):
 
     Each line holds ``step``, ``epoch``, ``time`` (Unix seconds), ``elapsed_s`` (since this
     process began training) and every metric of the log call. Only the main process writes.
+
+    A fresh run (step 0) refuses a folder that already holds a log or a config
+    (:func:`qae_lab.runfolder.claim_fresh` decides before anything loads; this is the last
+    guard). A resumed run checks its settings against ``config.json``
+    (:func:`qae_lab.runfolder.resume_changes`) and its resume point
+    (:func:`check_resume_point`), then continues the log (:func:`resume_log`); ``resume_event``
+    holds the event row it wrote.
     """
 
     def __init__(self, preset: str | None = None, run: dict | None = None):
         self.preset, self.run = preset, dict(run or {})
         self.start = None
+        self.resume_event: dict | None = None
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.start = time.time()
         if not state.is_world_process_zero:
             return
         out = Path(args.output_dir)
-        write_config(out, args, preset=self.preset, run=self.run)
-        log = out / LOG_NAME
-        if log.exists():  # resuming: keep the lines up to the checkpoint's step (a fresh run: none)
-            kept = [r for r in read_log(log) if r.get("step", 0) <= state.global_step]
-            tmp = log.with_suffix(".tmp")
-            tmp.write_text("".join(json.dumps(r) + "\n" for r in kept), encoding="utf-8")
-            os.replace(tmp, log)
+        if state.global_step == 0:
+            rows, cut = read_log_lines(out / LOG_NAME)
+            if rows or cut or (out / CONFIG_NAME).exists():
+                raise RunFolderError(f"{out}/ already holds a run (config.json or log.jsonl): a new run would "
+                                     f"overwrite it; resume it, or use another folder")
+            write_config(out, args, preset=self.preset, run=self.run)
+        else:
+            self.resume_event = self._continue(out, args, state)
+
+    def _continue(self, out: Path, args, state) -> dict:
+        step = state.global_step
+        config_path = out / CONFIG_NAME
+        stored = read_json(config_path, "run config") if config_path.exists() else None
+        changes = (resume_changes(stored, jsonable(args.to_dict()), jsonable(self.run), checkpoint_step=step)
+                   if stored is not None else {})
+        check_resume_point(out, step)
+        rows, cut = read_log_lines(out / LOG_NAME)
+        kept, later, restored = resume_log(rows, step, list(state.log_history))
+        event = {"event": "resume", "step": step, "time": time.time(), "changed": changes,
+                 "superseded_steps": [r["step"] for r in step_rows(later)], "restored_steps": restored,
+                 "cut_line": cut is not None}
+        if later or cut is not None:  # kept beside the log before the log drops them
+            for row in later:
+                append_line(out / SUPERSEDED_NAME, row)
+            if cut is not None:
+                append_line(out / SUPERSEDED_NAME, {"cut_line": cut})
+        atomic_write_text(out / LOG_NAME, "".join(json.dumps(jsonable(r)) + "\n" for r in [*kept, event]))
+        if stored is None:
+            write_config(out, args, preset=self.preset, run=self.run)
+        else:
+            for name, (_old, new) in changes.items():
+                stored["trainer" if name in stored.get("trainer", {}) else "run"][name] = new
+            now = versions()
+            stored.setdefault("resumes", []).append(
+                {"step": step, "time": event["time"], "changed": changes,
+                 **({"versions": now} if now != stored.get("versions") else {})})
+            atomic_write_text(config_path, _config_text(stored))
+        return event
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero:
@@ -176,7 +187,7 @@ class RunLogger(TrainerCallback):
         now = time.time()
         row = {"step": state.global_step, "epoch": state.epoch, "time": now,
                "elapsed_s": now - (self.start if self.start is not None else now), **(logs or {})}
-        _append_line(Path(args.output_dir) / LOG_NAME, row)
+        append_line(Path(args.output_dir) / LOG_NAME, row)
 
 
 class CompactProgress(ProgressCallback):
@@ -203,28 +214,47 @@ def use_compact_progress(trainer) -> None:
 
 @dataclass
 class TrainOutcome:
-    r"""How :func:`train_resumable` ended: ``interrupted`` and, if so, the ``checkpoint`` it saved."""
+    r"""How :func:`train_resumable` ended.
+
+    ``interrupted``: stopped before ``max_steps``; ``checkpoint``: the checkpoint to resume from
+    (None when there is none); ``global_step``: the last finished step; ``note``: what happened
+    to the interruption's checkpoint when it is not the obvious one.
+    """
 
     interrupted: bool
     checkpoint: str | None
     global_step: int
+    note: str = ""
 
 
 def train_resumable(trainer, resume_from_checkpoint: str | None = None) -> TrainOutcome:
     r"""``trainer.train(...)``; on ``KeyboardInterrupt`` save a resumable checkpoint and return.
 
-    The checkpoint is ``<output_dir>/checkpoint-<global_step>``, written by the Trainer's
-    ``_save_checkpoint``: the state after the last *finished* optimizer step (the
-    interrupted step's partial work is discarded). Continue with
+    The checkpoint is ``<output_dir>/checkpoint-<global_step>``: the state after the last
+    *finished* optimizer step (the interrupted step's partial work is discarded). A second
+    Ctrl-C during that save abandons it; the outcome then names the run's latest complete
+    checkpoint (:func:`qae_lab.runfolder.latest_complete_checkpoint`), which the abandoned save
+    cannot have touched (checkpoints are staged and renamed). Interrupted before any step
+    finished: nothing to save, ``checkpoint`` is None. Continue with
     ``trainer.train(resume_from_checkpoint=outcome.checkpoint)`` (same config and data).
     """
+    out = Path(trainer.args.output_dir)
     try:
         trainer.train(resume_from_checkpoint=resume_from_checkpoint)
     except KeyboardInterrupt:
-        trainer.model.zero_grad(set_to_none=True)  # a half-accumulated gradient is not part of any step
-        trainer._save_checkpoint(trainer.model, trial=None)
         step = trainer.state.global_step
-        return TrainOutcome(True, str(Path(trainer.args.output_dir) / f"checkpoint-{step}"), step)
+        try:
+            if step == 0:
+                return TrainOutcome(True, None, 0, "interrupted before the first step finished: nothing to resume")
+            trainer.model.zero_grad(set_to_none=True)  # a half-accumulated gradient is not part of any step
+            trainer._save_checkpoint(trainer.model, trial=None)
+            return TrainOutcome(True, str(out / f"checkpoint-{step}"), step)
+        except KeyboardInterrupt:
+            latest, _ = latest_complete_checkpoint(out)
+            return TrainOutcome(True, str(latest) if latest else None, step,
+                                f"interrupted again while saving checkpoint-{step}: that save was abandoned; "
+                                + (f"the latest complete checkpoint is {latest.name}" if latest
+                                   else "the run has no complete checkpoint to resume"))
     return TrainOutcome(False, None, trainer.state.global_step)
 
 
@@ -271,6 +301,4 @@ def write_report(output_dir: str | os.PathLike, *, title: str, rows: list[dict],
              "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}")
     page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title><style>{style}</style>"
             f"</head><body>{''.join(parts)}</body></html>")
-    path = Path(output_dir) / REPORT_NAME
-    path.write_text(page, encoding="utf-8")
-    return path
+    return atomic_write_text(Path(output_dir) / REPORT_NAME, page)

@@ -48,8 +48,11 @@ Departures, and why:
 from __future__ import annotations
 
 import math
+import os
+import shutil
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from trl import GRPOConfig, GRPOTrainer
@@ -57,6 +60,7 @@ from trl import GRPOConfig, GRPOTrainer
 from qae_lab._checks import check_choice, check_finite_scalar, check_int, check_k
 from qae_lab.advantages import BASELINES, QUANTILE_METHODS, advantage_stats, group_advantages
 from qae_lab.generation import generation_policy
+from qae_lab.runfolder import STAGING_DIR, RunFolderError, checkpoint_problems, latest_complete_checkpoint, publish_dir
 from qae_lab.token_weights import head_normalized_entropy, sa_ah_weights, weight_stats
 
 __all__ = ["QAEConfig", "QAETrainer", "TOKEN_WEIGHTINGS", "WEIGHTED_LOSS_TYPES", "validate_knobs"]
@@ -84,6 +88,68 @@ def validate_knobs(**knobs) -> dict:
     if unknown:
         raise ValueError(f"unknown knob(s) {sorted(unknown)}; allowed: {sorted(checks)}")
     return {name: checks[name](value) for name, value in knobs.items()}
+
+
+def _in(lo: float, hi: float, *, lo_open: bool = False, hi_open: bool = False, none: bool = False):
+    """A range check for :data:`_SETTING_RANGES`: (test, words for the message)."""
+    def test(v) -> bool:
+        if v is None:
+            return none
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            return False
+        return (v > lo if lo_open else v >= lo) and (v < hi if hi_open else v <= hi)
+    words = ("(" if lo_open else "[") + f"{lo}, {hi}" + (")" if hi_open else "]")
+    return test, f"a number in {words}".replace("inf]", "inf)") + (" or None" if none else "")
+
+
+_INF = math.inf
+# GRPOConfig / TrainingArguments fields neither transformers nor TRL range-checks: name -> (test, allowed)
+_SETTING_RANGES = {
+    "learning_rate": _in(0, _INF),
+    "temperature": _in(0, _INF, lo_open=True),
+    "top_p": _in(0, 1, lo_open=True),
+    "min_p": _in(0, 1, none=True),
+    "top_k": _in(0, _INF, none=True),
+    "repetition_penalty": _in(0, _INF, lo_open=True),
+    "max_completion_length": _in(1, _INF),
+    "beta": _in(0, _INF),
+    "epsilon": _in(0, _INF),
+    "epsilon_high": _in(0, _INF, none=True),
+    "num_train_epochs": _in(0, _INF, lo_open=True),
+    "per_device_train_batch_size": _in(1, _INF),
+    "gradient_accumulation_steps": _in(1, _INF),
+    "num_iterations": _in(1, _INF),
+    "steps_per_generation": _in(1, _INF, none=True),
+    "save_steps": _in(0, _INF, lo_open=True),
+    "save_total_limit": _in(1, _INF, none=True),
+    "weight_decay": _in(0, _INF),
+    "max_grad_norm": _in(0, _INF),
+    "warmup_steps": _in(0, _INF),
+    "seed": _in(0, 2**32 - 1),
+}
+_INT_SETTINGS = ("max_completion_length", "per_device_train_batch_size", "gradient_accumulation_steps",
+                 "num_iterations", "steps_per_generation", "save_total_limit", "seed", "top_k", "max_steps")
+
+
+def _check_training_settings(cfg) -> None:
+    r"""Refuse the trainer settings that would fail late or train silently wrong, each named with its range.
+
+    ``max_steps`` must be -1 (train ``num_train_epochs`` epochs) or >= 1: 0 would run one step at
+    learning rate 0 and other negatives silently train by epochs. ``temperature`` must be > 0
+    (sampling; greedy decoding gives a group identical completions and so zero advantages).
+    """
+    bad = []
+    for name in _INT_SETTINGS:
+        value = getattr(cfg, name, None)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            bad.append(f"{name} must be a whole number, got {value!r}")
+    if isinstance(cfg.max_steps, int) and not (cfg.max_steps == -1 or cfg.max_steps >= 1):
+        bad.append(f"max_steps must be -1 (train num_train_epochs epochs) or >= 1, got {cfg.max_steps}")
+    for name, (test, allowed) in _SETTING_RANGES.items():
+        if hasattr(cfg, name) and not test(getattr(cfg, name)):
+            bad.append(f"{name} must be {allowed}, got {getattr(cfg, name)!r}")
+    if bad:
+        raise ValueError("; ".join(bad))
 
 
 @dataclass
@@ -119,6 +185,7 @@ class QAEConfig(GRPOConfig):
                                      "cache_implementation='static' on a GPU; the first steps compile."})
 
     def __post_init__(self):
+        _check_training_settings(self)  # before TRL's own checks, whose messages name fewer ranges
         super().__post_init__()
         check_choice(self.baseline, "baseline", BASELINES)
         check_k(self.quantile_k, "quantile_k")
@@ -156,6 +223,9 @@ class QAETrainer(GRPOTrainer):
     ``_generate_and_score_completions``    replaces ``advantages`` with QAE's; logs ``qae/*``
     ``_compute_loss``                      sparse row selection, token-weight set-up, normaliser
     ``_get_per_token_logps_and_entropies`` SA-AH/AH weights from the same forward's entropies
+    ``train`` (transformers)               checks the checkpoint to resume; ``True``: latest complete one
+    ``_save_checkpoint``                   writes into ``.staging/``, renames when complete, then rotates
+    ``_get_output_dir`` (transformers)     points at ``.staging/`` while a checkpoint is being written
     ====================================== ===============================================================
 
     and these TRL attributes are read (the private ones can change in any TRL release):
@@ -183,11 +253,66 @@ class QAETrainer(GRPOTrainer):
         self._loss_inputs = None
         self._loss_knobs = self.knobs()
         self._skipped_tokens = 0.0
+        self._staging = False  # True while _save_checkpoint writes into .staging/
         if self.args.fast_generation and (self.is_deepspeed_enabled or self.is_fsdp_enabled):
             raise ValueError("fast_generation merges LoRA into whole weights, which DeepSpeed ZeRO / FSDP shard: "
                              "set fast_generation=False")
         if self.args.compile_generation and getattr(self, "generation_config", None) is not None:
             self.generation_config.disable_compile = False  # TRL builds it with disable_compile=True
+
+    # ---------------------------------------------------------------- checkpoints
+    def train(self, resume_from_checkpoint=None, *args, **kwargs):
+        """``Trainer.train``, with the checkpoint to resume checked first.
+
+        A missing or damaged file of the checkpoint is named (:func:`qae_lab.runfolder.checkpoint_problems`)
+        instead of failing inside ``torch.load``; ``resume_from_checkpoint=True`` takes the latest
+        *complete* checkpoint of ``output_dir``.
+        """
+        if resume_from_checkpoint is True:
+            latest, notes = latest_complete_checkpoint(self.args.output_dir)
+            if latest is None:
+                raise RunFolderError(f"resume_from_checkpoint=True: {self.args.output_dir}/ holds no complete "
+                                     f"checkpoint" + (f" ({'; '.join(notes)})" if notes else ""))
+            resume_from_checkpoint = str(latest)
+        if resume_from_checkpoint:
+            problems = checkpoint_problems(resume_from_checkpoint)
+            if problems:
+                raise RunFolderError(f"cannot resume from {resume_from_checkpoint}: " + "; ".join(problems))
+        return super().train(resume_from_checkpoint, *args, **kwargs)
+
+    def _get_output_dir(self, trial):
+        out = super()._get_output_dir(trial)
+        return os.path.join(out, STAGING_DIR) if self._staging else out
+
+    def _save_checkpoint(self, model, trial):
+        """Write ``checkpoint-N`` into ``<output_dir>/.staging/`` and rename it into place when complete.
+
+        So an interrupted save (a second Ctrl-C, a kill) never leaves a half ``checkpoint-N`` for a
+        resume to pick. A complete checkpoint of the same step is kept (the state is the same).
+        Checkpoint rotation (``save_total_limit``) runs on the run folder after the rename.
+        """
+        out = Path(super()._get_output_dir(trial))
+        final = out / f"checkpoint-{self.state.global_step}"
+        if final.is_dir() and not checkpoint_problems(final):
+            return
+        staging = out / STAGING_DIR
+        if self.args.should_save:
+            shutil.rmtree(staging, ignore_errors=True)  # an abandoned save's leftovers
+        self._staging = True
+        try:
+            super()._save_checkpoint(model, trial)
+        finally:
+            self._staging = False
+        if self.args.should_save:
+            publish_dir(staging / final.name, final)
+            shutil.rmtree(staging, ignore_errors=True)
+            if hasattr(self, "_rotate_checkpoints"):  # transformers < 5.x's method, else the function
+                self._rotate_checkpoints(use_mtime=True, output_dir=str(out))
+            else:
+                from transformers.trainer_utils import rotate_checkpoints
+
+                rotate_checkpoints(output_dir=str(out), save_total_limit=self.args.save_total_limit,
+                                   best_model_checkpoint=self.state.best_model_checkpoint, use_mtime=True)
 
     # ---------------------------------------------------------------- live knobs
     def set_knobs(self, **knobs) -> None:

@@ -20,6 +20,7 @@ from qae_lab import runlog
 from qae_lab.data import synthetic_task, to_grpo_dataset
 from qae_lab.models import load_policy
 from qae_lab.rewards import correctness_reward
+from qae_lab.runfolder import SUPERSEDED_NAME, RunFolderError
 from qae_lab.runlog import (
     CONFIG_NAME,
     LOG_NAME,
@@ -39,7 +40,7 @@ def _args(out: Path) -> QAEConfig:
 
 
 def _state(step: int = 0):
-    return SimpleNamespace(global_step=step, epoch=step / 10, is_world_process_zero=True)
+    return SimpleNamespace(global_step=step, epoch=step / 10, is_world_process_zero=True, log_history=[])
 
 
 def test_write_config_has_the_trainer_config_versions_and_preset(tmp_path):
@@ -58,6 +59,7 @@ def test_logger_writes_one_fsynced_line_per_log_call(tmp_path, monkeypatch):
     args, cb = _args(tmp_path), RunLogger(preset="p", run={"a": 1})
     cb.on_train_begin(args, _state(), None)
     assert json.loads((tmp_path / CONFIG_NAME).read_text())["run"] == {"a": 1}
+    synced.clear()  # config.json's own fsyncs (file and folder: it is written atomically)
     for step in (1, 2):
         cb.on_log(args, _state(step), None, logs={"reward": 0.25 * step, "qae/k": 0.6, "entropy": None,
                                                   "bad": float("nan")})
@@ -80,12 +82,17 @@ def test_read_log_drops_only_a_truncated_last_line(tmp_path):
         read_log(log)
 
 
-def test_resumed_logger_drops_lines_after_the_checkpoint(tmp_path):
+def test_resumed_logger_moves_lines_after_the_checkpoint_aside_and_a_fresh_run_refuses_the_folder(tmp_path):
     (tmp_path / LOG_NAME).write_text("".join(json.dumps({"step": s, "reward": 0.0}) + "\n" for s in (1, 2, 3)))
-    RunLogger().on_train_begin(_args(tmp_path), _state(2), None)  # resumed from checkpoint-2
-    assert [r["step"] for r in read_log(tmp_path)] == [1, 2]
-    RunLogger().on_train_begin(_args(tmp_path), _state(0), None)  # a fresh run in the same folder
-    assert read_log(tmp_path) == []
+    logger = RunLogger()
+    logger.on_train_begin(_args(tmp_path), _state(2), None)  # resumed from checkpoint-2
+    rows = read_log(tmp_path)
+    assert [r["step"] for r in step_rows(rows)] == [1, 2]
+    assert rows[-1] == logger.resume_event and logger.resume_event["superseded_steps"] == [3]
+    assert [r["step"] for r in read_log(tmp_path / SUPERSEDED_NAME)] == [3]  # kept, not deleted
+    with pytest.raises(RunFolderError, match="already holds a run"):
+        RunLogger().on_train_begin(_args(tmp_path), _state(0), None)  # a fresh run in the same folder
+    assert [r["step"] for r in step_rows(read_log(tmp_path))] == [1, 2]
 
 
 def test_compact_progress_shows_metrics_instead_of_printing_the_log(capsys):
