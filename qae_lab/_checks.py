@@ -16,6 +16,7 @@ import torch
 
 __all__ = [
     "as_real_tensor",
+    "as_count_tensor",
     "check_group_size",
     "check_k",
     "check_k_list",
@@ -51,6 +52,40 @@ def as_real_tensor(x, name: str, *, ndim: int | None = None) -> torch.Tensor:
         raise ValueError(f"{name} must have {ndim} dimension(s), got shape {tuple(x.shape)}")
     if x.numel() and not bool(torch.isfinite(x).all()):
         raise ValueError(f"{name} must be finite (no NaN or inf)")
+    return x
+
+
+def as_count_tensor(x, name: str, hi: int, hi_name: str) -> torch.Tensor:
+    r"""Return ``x`` (tensor, list or number) as a tensor of whole numbers in [0, hi], or raise.
+
+    Integer tensors keep their dtype; floating ones must hold whole numbers (3.0, not 2.5).
+    Bool and complex tensors are rejected: a count is not a success flag. ``hi_name`` says
+    where the upper bound comes from (e.g. ``"group_size=8"``).
+
+    >>> as_count_tensor([0, 3], "success_count", 8, "group_size=8")
+    tensor([0, 3])
+    """
+    rng = f"[0, {hi_name}]"
+    if not isinstance(x, torch.Tensor):
+        try:
+            t = torch.as_tensor(x)
+            # Python floats: read as float64, so 2.0000001 is not rounded to a whole float32 2
+            x = torch.as_tensor(x, dtype=torch.float64) if t.is_floating_point() else t
+        except (TypeError, ValueError, RuntimeError) as err:
+            raise ValueError(f"{name} must be whole numbers in {rng}, got {type(x).__name__}") from err
+    if x.dtype == torch.bool or x.is_complex():
+        raise ValueError(f"{name} must be whole numbers in {rng} (an integer or float tensor), got dtype {x.dtype}")
+    if not x.numel():
+        return x
+    if x.is_floating_point():
+        if not bool(torch.isfinite(x).all()):
+            raise ValueError(f"{name} must be finite whole numbers in {rng} (no NaN or inf)")
+        bad = x != x.round()
+        if bool(bad.any()):
+            raise ValueError(f"{name} must be whole numbers in {rng}, got {x[bad].flatten()[0].item()}")
+    bad = (x < 0) | (x > hi)
+    if bool(bad.any()):
+        raise ValueError(f"{name} must lie in {rng}, got {x[bad].flatten()[0].item()}")
     return x
 
 
@@ -125,7 +160,11 @@ def check_k_list(ks, name: str = "ks") -> list[float]:
     >>> check_k_list(torch.tensor([0.5, 0.25], dtype=torch.float64))
     [0.5, 0.25]
     """
-    ks = ks.tolist() if isinstance(ks, torch.Tensor) else list(ks)
+    if isinstance(ks, torch.Tensor):
+        ks = ks.tolist()  # a 0-dim tensor gives a float, refused below like a bare number
+    if isinstance(ks, (str, bytes)) or not hasattr(ks, "__iter__"):
+        raise ValueError(f"{name} must be a sequence of K values in (0, 1) (e.g. [0.4]), got {ks!r}")
+    ks = list(ks)
     if not ks:
         raise ValueError(f"{name} must hold at least one K")
     return [check_k(k, name) for k in ks]

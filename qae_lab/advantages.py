@@ -27,6 +27,15 @@ Where this departs from the paper, and why:
   mean of G equal values can be off by one rounding step, and dividing that by
   (std + eps) ~ eps turns it into a spurious O(0.1) advantage; engines that compute
   (R - mean) / (std + eps) naively have this bug.
+* Huge rewards (|R| near the dtype's largest finite value, e.g. 3e38 in float32) do not
+  overflow. The mean, the linear quantile and the std-scaled advantages are computed on
+  R / s, where s is a power of two with max_j |R_j| / 2 < s <= max_j |R_j| (s = 1 when
+  every |R| < 1, so ordinary rewards are untouched); dividing by a power of two is exact,
+  and (R - b) / (std + eps) = (R/s - b/s) / (std(R/s) + eps/s). This costs one max per
+  group, unlike a float64 copy, and it also covers float64 rewards. With ``scale="none"``
+  the advantages R_i - b are returned unscaled; when they exceed the dtype's range (rewards
+  3e38 and -3e38 in one float32 group) there is no right answer to return, so a
+  ``ValueError`` is raised instead of an inf.
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ import math
 import torch
 
 from qae_lab._checks import (
+    as_count_tensor,
     as_real_tensor,
     check_choice,
     check_finite_scalar,
@@ -66,6 +76,24 @@ def _grouped(rewards, group_size) -> tuple[torch.Tensor, int]:
     rewards = as_real_tensor(rewards, "rewards", ndim=1)
     group_size = check_group_size(group_size, rewards.numel())
     return rewards.view(-1, group_size), group_size  # (B, G)
+
+
+def _pow2_scale(r: torch.Tensor) -> torch.Tensor:
+    """A power of two s per row of (B, G) rewards, max|R| / 2 < s <= max|R| (and s >= 1): (B, 1).
+
+    R / s is then exact and lies in [-2, 2], so sums, squares and differences cannot overflow.
+    """
+    m = r.abs().amax(dim=1, keepdim=True)  # (B, 1)
+    # m = mantissa * 2^e with mantissa in [0.5, 1); s = 2^(e-1) is representable even for m = float max
+    e = torch.frexp(m).exponent
+    return torch.ldexp(torch.ones_like(m), (e - 1).clamp_min(0))  # (B, 1)
+
+
+def _row_means(r: torch.Tensor) -> torch.Tensor:
+    """The mean of each row of validated (B, G) rewards -> (B,), without overflow for huge rewards."""
+    s = _pow2_scale(r)  # (B, 1)
+    # mean_j R_j = s * mean_j (R_j / s), exact scaling by a power of two
+    return (r / s).mean(dim=1) * s[:, 0]  # (B,)
 
 
 def quantile_baseline(rewards, group_size: int, k: float, method: str = "paper") -> torch.Tensor:
@@ -104,7 +132,11 @@ def _row_quantiles(r: torch.Tensor, k: float, method: str) -> torch.Tensor:
         pos = snap_to_integer(k * (r.shape[1] - 1))
         lo = math.floor(pos)
         hi = min(lo + 1, r.shape[1] - 1)
-        return torch.lerp(r_sorted[:, lo], r_sorted[:, hi], pos - lo) if pos > lo else r_sorted[:, lo]  # (B,)
+        if pos == lo:
+            return r_sorted[:, lo]  # (B,)
+        # lerp computes R_hi - R_lo, which overflows for 3e38 and -3e38: interpolate on R / s
+        s = _pow2_scale(r)[:, 0]  # (B,)
+        return torch.lerp(r_sorted[:, lo] / s, r_sorted[:, hi] / s, pos - lo) * s  # (B,)
     # b_K = inf{x : F(x) >= K} = the ceil(K*G)-th smallest reward of the group
     return r_sorted[:, quantile_rank(k, r.shape[1]) - 1]  # (B,)
 
@@ -116,7 +148,7 @@ def mean_baseline(rewards, group_size: int) -> torch.Tensor:
     tensor([0.3333, 0.6667])
     """
     r, _ = _grouped(rewards, group_size)  # (B, G)
-    return r.mean(dim=1)
+    return _row_means(r)
 
 
 def group_advantages(
@@ -163,24 +195,31 @@ def group_advantages(
     eps = check_finite_scalar(eps, "eps")
     if eps < 0:
         raise ValueError(f"eps must be >= 0, got {eps}")
-    if baseline == "mean":
-        b = r.mean(dim=1)  # (B,)
+    b = _row_means(r) if baseline == "mean" else _row_quantiles(r, k, quantile_method)  # (B,)
+    if scale == "none":
+        # A_i = R_i - b(q), the baseline broadcast over the group
+        adv = r - b[:, None]  # (B, G)
+        if not bool(torch.isfinite(adv).all()):
+            raise ValueError(f"rewards span more than {r.dtype} can hold: R_i - b(q) overflows with scale='none' "
+                             f"(max |R| = {r.abs().max().item():.3g}); rescale the rewards, pass float64 ones, "
+                             "or use scale='group' or 'batch'")
     else:
-        b = _row_quantiles(r, k, quantile_method)  # (B,)
-    # A_i = R_i - b(q), the baseline broadcast over the group
-    adv = r - b[:, None]  # (B, G)
-    # an all-equal group carries no signal: exactly 0, even where the float mean of G equal
-    # values is off by rounding (which the std division below would blow up)
-    adv = adv.masked_fill((r.amax(dim=1) == r.amin(dim=1))[:, None], 0.0)  # (B, G)
-    if scale != "none":
-        # A_i / (std_j R_j + eps): std over the prompt's G responses, or over the batch
-        denom = r.std(dim=1, keepdim=True) + eps if scale == "group" else r.std() + eps  # (B, 1) or ()
+        # A_i = (R_i - b(q)) / (std + eps) = (R_i/s - b/s) / (std(R/s) + eps/s), s a power of two
+        # per group (scale="group") or for the batch ("batch"), so nothing overflows for huge R
+        s = _pow2_scale(r) if scale == "group" else _pow2_scale(r.reshape(1, -1))  # (B, 1) or (1, 1)
+        r_s = r / s  # (B, G)
+        adv = r_s - b[:, None] / s  # (B, G)
+        std = r_s.std(dim=1, keepdim=True) if scale == "group" else r_s.std()  # (B, 1) or ()
+        denom = std + eps / s  # (B, 1) or (1, 1)
         # std = 0 means the group is all equal, so R_i - b = 0 too: keep 0 rather than 0/0 when eps = 0
         adv = torch.where(denom > 0, adv / denom.clamp_min(torch.finfo(r.dtype).tiny), torch.zeros_like(adv))
+    # an all-equal group carries no signal: exactly 0, even where the float mean of G equal
+    # values is off by rounding (which the std division would blow up)
+    adv = adv.masked_fill((r.amax(dim=1) == r.amin(dim=1))[:, None], 0.0)  # (B, G)
     return adv.reshape(-1)  # (N,)
 
 
-def hard_regime(success_count: torch.Tensor, group_size: int, k: float) -> torch.Tensor:
+def hard_regime(success_count, group_size: int, k: float) -> torch.Tensor:
     r"""QAE's two-regime gate: is the prompt "hard" (p <= 1 - K) given its success count?
 
     With binary rewards, b_K = 0 exactly when at least ceil(K*G) of the G rewards are 0,
@@ -190,8 +229,10 @@ def hard_regime(success_count: torch.Tensor, group_size: int, k: float) -> torch
     their failures (arXiv 2509.22611, sec. on the two-regime gate).
 
     Args:
-        success_count: integer or float tensor of any shape, values in [0, G].
-        group_size: G >= 2.
+        success_count: counts of correct responses, any shape: an integer or float tensor,
+            a list or a number. Each must be a whole number in [0, G]; anything else
+            (2.5, -1, G + 1, NaN, a bool tensor) raises ``ValueError``.
+        group_size: G >= 2 (as everywhere in this module).
         k: K in (0, 1).
 
     Returns:
@@ -202,7 +243,9 @@ def hard_regime(success_count: torch.Tensor, group_size: int, k: float) -> torch
     """
     k = check_k(k)
     g = check_group_size(group_size, group_size)
-    return success_count <= g - quantile_rank(k, g)
+    c = as_count_tensor(success_count, "success_count", g, f"group_size={g}")
+    # hard <=> b_K = 0 <=> c <= G - ceil(K*G)
+    return c <= g - quantile_rank(k, g)
 
 
 def advantage_stats(

@@ -363,6 +363,22 @@ def _resume_target(path: str) -> tuple[Path, list[str]]:
     return latest, notes
 
 
+def _sets_from_config(stored: dict, preset: str) -> list[str]:
+    r"""``--set`` values that rebuild a stored run's settings from its preset (for runs made without a recipe,
+    e.g. by :func:`train` from a notebook): every stored field that the preset alone sets otherwise."""
+    run, cfg = build(preset, output_dir="unused")
+    built = {"trainer": jsonable(cfg.to_dict()), "run": jsonable(dataclasses.asdict(run))}
+    settable = {"trainer": set(field_types(type(cfg))) - set(field_types(RunArgs)), "run": set(field_types(RunArgs))}
+    sets = []
+    for section in ("trainer", "run"):
+        for name, value in (stored.get(section) or {}).items():
+            if (name in settable[section] and name in built[section] and value != built[section][name]
+                    and name not in ("output_dir", "logging_dir", "run_name")):
+                raw = "none" if value is None else json.dumps(value) if isinstance(value, (list, dict, bool)) else str(value)
+                sets.append(f"{name}={raw}")
+    return sets
+
+
 def _plan(args) -> dict[str, Any]:
     r"""Everything ``train`` checks before anything loads: settings, the run folder, the checkpoint to resume.
 
@@ -382,11 +398,11 @@ def _plan(args) -> dict[str, Any]:
         stored = read_json(out / CONFIG_NAME, "run config")
         recipe = (stored.get("run") or {}).get("build") or {}
         preset = preset or recipe.get("preset") or stored.get("preset")
-        method = method or recipe.get("method")
-        sets = [*recipe.get("sets", []), *sets]
         if preset not in PRESETS:
             raise RunFolderError(f"{out / CONFIG_NAME} does not say which preset built the run: give --preset "
                                  f"(and the --set values it was run with)")
+        method = method or recipe.get("method")
+        sets = [*(recipe["sets"] if "sets" in recipe else _sets_from_config(stored, preset)), *sets]
         run, cfg = build(preset, sets, method, output_dir=str(out))
         step = read_json(resume / "trainer_state.json", "checkpoint state")["global_step"]
         changes = resume_changes(stored, jsonable(cfg.to_dict()), jsonable(run_record(run, cfg)), checkpoint_step=step)

@@ -47,40 +47,104 @@ SYSTEM_PROMPT = (
 )
 LEVELS = (1, 2, 3, 4, 5)
 _ANNOTATION = re.compile(r"<<[^<>]*>>")
-_GOLD = re.compile(r"####\s*(.+?)\s*$", re.S)
+_INTEGER = re.compile(r"-?\d+")
+_MAX_GOLD_DIGITS = 4000  # int() refuses longer strings (sys.get_int_max_str_digits)
 
 
 def gsm8k_gold(answer: str) -> str:
     r"""The final answer of a GSM8K solution, after ``####``, as a canonical integer string.
 
+    The text after the first ``####``, stripped of whitespace and thousands commas, must be
+    an integer. Linear time in ``len(answer)`` (string methods, no backtracking regex).
+
     >>> gsm8k_gold("She pays 2 * 500 = <<2*500=1000>>1000.\n#### 1,000"), gsm8k_gold("#### -3")
     ('1000', '-3')
     """
-    m = _GOLD.search(answer) if isinstance(answer, str) else None
-    value = m.group(1).replace(",", "") if m else ""
-    if not re.fullmatch(r"-?\d+", value):
+    marker = answer.find("####") if isinstance(answer, str) else -1
+    value = answer[marker + 4:].strip().replace(",", "") if marker >= 0 else ""
+    if len(value) > _MAX_GOLD_DIGITS or not _INTEGER.fullmatch(value):
         raise ValueError(f"answer must end in '#### <integer>' (GSM8K format), got {answer!r:.80}")
     return str(int(value))
 
 
-def _gsm8k_record(row: dict, split: str, i: int) -> dict[str, Any]:
+def _gsm8k_record(row, split: str, i: int, where: str) -> dict[str, Any]:
+    """Record ``i`` of a split from one raw row; ValueError naming ``where`` (file and line) and the field."""
+    if not isinstance(row, dict):
+        raise ValueError(f"{where}: not a JSON object with 'question' and 'answer', got {type(row).__name__}")
+    for field in ("question", "answer"):
+        if field not in row:
+            raise ValueError(f"{where}: no field {field!r} (fields: {', '.join(map(str, row)) or 'none'})")
+        if not isinstance(row[field], str):
+            raise ValueError(f"{where}: field {field!r} must be a str, got {type(row[field]).__name__}")
     answer = row["answer"]
+    try:
+        gold = gsm8k_gold(answer)
+    except ValueError as err:
+        raise ValueError(f"{where}: field 'answer': {err}") from None
     body = answer[: answer.rfind("####")]
     steps = [_ANNOTATION.sub("", line).strip() for line in body.splitlines() if line.strip()]
     return {"id": f"gsm8k-{split}-{i}", "question": row["question"].strip(), "answer": answer,
-            "gold": gsm8k_gold(answer), "level": None, "source": "gsm8k", "steps": steps}
+            "gold": gold, "level": None, "source": "gsm8k", "steps": steps}
 
 
-def seeded_subset(records: list[dict], n: int | None, seed: int = 0) -> list[dict]:
+def _read_jsonl(file: Path) -> list[tuple[str, Any]]:
+    """(where, row) for each non-blank line of a JSON-lines file; ValueError naming file and line."""
+    rows = []
+    with file.open("rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            where = f"{file} line {lineno}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise ValueError(f"{where}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+            if not line.strip():
+                continue
+            try:
+                rows.append((where, json.loads(line)))
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{where}: not JSON ({err.msg} at column {err.colno})") from None
+    return rows
+
+
+def seeded_subset(records: list[dict], n: int | None, seed: int = 0, *, name: str = "n",
+                  source: str = "records") -> list[dict]:
     r"""``n`` records drawn without replacement by ``seed`` (all, in order, when n is None).
+
+    ``name`` and ``source`` only word the error when ``n`` is more than there are records.
 
     >>> [r["id"] for r in seeded_subset([{"id": i} for i in range(5)], 3, seed=1)]
     [1, 0, 4]
     """
     if n is None:
         return list(records)
-    check_int(n, "n", 1, len(records))
+    check_int(n, name, 1)
+    if not records:
+        raise ValueError(f"{source} holds no problems, so none can be drawn ({name}={n})")
+    if n > len(records):
+        raise ValueError(f"{name} must be an int [1, {len(records)}] ({source} holds {len(records)} problems), got {n}")
     return random.Random(seed).sample(list(records), n)
+
+
+def _load_gsm8k(split: str, path, n: int | None, seed: int, name: str) -> list[dict[str, Any]]:
+    """:func:`load_gsm8k`, with ``name`` the argument that ``n`` came in as (for error messages)."""
+    if split not in ("train", "test"):
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    path = path if path is not None else os.environ.get(GSM8K_ENV) or None
+    if path is not None:
+        file = Path(path) / f"{split}.jsonl"
+        if not file.is_file():
+            raise FileNotFoundError(f"no {file.name} in {Path(path)} (set path= or {GSM8K_ENV} to the GSM8K folder)")
+        source, rows = str(file), _read_jsonl(file)
+    else:
+        from datasets import load_dataset  # the [train] extra provides it
+
+        source = f"{GSM8K_HUB_ID} ({GSM8K_CONFIG}, split {split!r})"
+        rows = [(f"{source} row {i}", row) for i, row in enumerate(load_dataset(GSM8K_HUB_ID, GSM8K_CONFIG,
+                                                                                 split=split))]
+    if not rows:
+        raise ValueError(f"{source} holds no problems")
+    records = [_gsm8k_record(row, split, i, where) for i, (where, row) in enumerate(rows)]
+    return seeded_subset(records, n, seed, name=name, source=source)
 
 
 def load_gsm8k(split: str = "train", *, path: str | os.PathLike | None = None, n: int | None = None,
@@ -97,29 +161,22 @@ def load_gsm8k(split: str = "train", *, path: str | os.PathLike | None = None, n
 
     Returns:
         list of records (see the module docstring).
-    """
-    if split not in ("train", "test"):
-        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
-    path = path if path is not None else os.environ.get(GSM8K_ENV) or None
-    if path is not None:
-        file = Path(path) / f"{split}.jsonl"
-        if not file.is_file():
-            raise FileNotFoundError(f"no {file.name} in {Path(path)} (set path= or {GSM8K_ENV} to the GSM8K folder)")
-        with file.open(encoding="utf-8") as f:
-            rows = [json.loads(line) for line in f if line.strip()]
-    else:
-        from datasets import load_dataset
 
-        rows = list(load_dataset(GSM8K_HUB_ID, GSM8K_CONFIG, split=split))
-    return seeded_subset([_gsm8k_record(row, split, i) for i, row in enumerate(rows)], n, seed)
+    Raises:
+        ValueError: naming the file and line (or Hub row) and the field, for a line that is
+            not JSON, a row without ``question`` / ``answer`` or with one that is not a str,
+            an answer not ending in ``#### <integer>``; naming the file for an empty split
+            or an ``n`` larger than the split.
+    """
+    return _load_gsm8k(split, path, n, seed, "n")
 
 
 def sa_ah_split(*, path: str | os.PathLike | None = None, n_train: int = 800, n_eval: int = 500,
                 seed: int = 0) -> tuple[list[dict], list[dict]]:
     r"""SA-AH-GRPO's set-up (arXiv 2606.05434): 800 training problems from GSM8K's train
     split and 500 evaluation problems from its test split, drawn by ``seed``."""
-    return (load_gsm8k("train", path=path, n=n_train, seed=seed),
-            load_gsm8k("test", path=path, n=n_eval, seed=seed))
+    return (_load_gsm8k("train", path, n_train, seed, "n_train"),
+            _load_gsm8k("test", path, n_eval, seed, "n_eval"))
 
 
 _NAMES = ("Ava", "Ben", "Cleo", "Dev", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jade", "Kai", "Lena", "Milo", "Nia")

@@ -95,6 +95,9 @@ class RunArgs:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
+        if self.gsm8k_path is not None and not Path(self.gsm8k_path).is_dir():
+            raise ValueError(f"gsm8k_path {self.gsm8k_path} is not a folder (it must hold GSM8K's train.jsonl and "
+                             f"test.jsonl; None reads $QAE_LAB_GSM8K_DIR, else the Hub)")
         for name in ("eval_max_new_tokens", "torch_threads"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be None or >= 1, got {getattr(self, name)}")
@@ -330,12 +333,21 @@ def build(preset: str = "cpu-demo", sets: list[str] = (), method: str | None = N
         raise ValueError(f"preset {preset!r} with overrides {dict(parse_sets(list(sets)))}: {err}") from None
     if output_dir is not None:
         cfg_kw["output_dir"] = output_dir
-    cfg_kw.setdefault("output_dir", str(Path("runs") / f"{preset}-{time.strftime('%Y%m%d-%H%M%S')}"))
+    cfg_kw.setdefault("output_dir", _new_folder(Path("runs") / f"{preset}-{time.strftime('%Y%m%d-%H%M%S')}"))
     try:
         cfg = QAEConfig(**cfg_kw)
     except ValueError as err:
         raise ValueError(f"preset {preset!r} with overrides {dict(parse_sets(list(sets)))}: {err}") from None
     return run, cfg
+
+
+def _new_folder(path: Path) -> str:
+    """``path``, or ``path-2``, ``path-3``, ... when it exists: two runs started in the same second get two folders."""
+    candidate, n = path, 1
+    while candidate.exists():
+        n += 1
+        candidate = path.with_name(f"{path.name}-{n}")
+    return str(candidate)
 
 
 def command_line(preset: str, sets: list[str] = (), method: str | None = None) -> str:

@@ -28,8 +28,12 @@ Where this departs from the papers or from common harnesses, and why:
   "0,1", "1,2", "1,,000" or "1,234,56" are not numbers, and a comma-separated list such as
   "0, 1" is no single number: the answer is None rather than a guess ("0,1" -> "01" is a
   known harness bug). "%" is dropped like a unit ("50%" -> "50"): GSM8K states percentages
-  as bare numbers. Words ("eighteen"), exponents ("1e3") and mixed numbers ("2 1/2") are
-  not read.
+  as bare numbers. Words ("eighteen") are not read.
+* A number is read whole or not at all, never cut to a prefix: exponents and powers ("1e9",
+  "2.5e3", "10^3", "10**3", "1.5 × 10^3"), letters, digits or "_" attached ("12abc", "5kg",
+  "3rd", "1_000"), "3.4.5", "10:30", mixed numbers ("2 1/2") and space-grouped thousands
+  ("1 000", "1\,000") all give None. "1 000" is not read as 1000 on purpose: "3 100-metre
+  races" looks the same, and a missed reward costs less than a wrong one.
 * Which number is the answer, where harnesses differ (:func:`extract_answer` lists the
   order): the last ``<answer>`` block decides alone (no number in it -> None, even if the
   reasoning has one); inside a block or ``\boxed{}``, the first number after the last ``=``
@@ -67,13 +71,24 @@ __all__ = [
 
 MAX_DIGITS = 30  # longer numbers are ignored: bounded work per number, whatever the model writes
 
-# one number token: sign, currency, digits with commas, decimals, an optional /denominator;
-# "junk" catches a trailing ".5", "/4", ",5" that makes the token malformed ("3.14.15", "2/3/4")
+# one number token: sign, currency, digits with commas, decimals, an optional /denominator.
+# It starts on no letter, digit, "_", "." or "^" ("x2", "H2O", the "9" of "e9" are no numbers), and
+# "junk" takes in all that would continue it, so a malformed token is read whole and rejected, never
+# cut to a prefix: ".5", ",5", "/4", ":30", "'000" ("3.14.15", "2/3/4", "10:30", "1'000"), letters,
+# digits and "_" attached ("12abc", "1e9", "2.5E-3", "5kg", "1_000", "10²"), powers ("10^3",
+# "10^{-3}", "10**3") and a "x 10^k" / "\times 10^{k}" scale ("1.5 × 10^3").
 _NUMBER = re.compile(
-    r"(?<![0-9.])(?P<sign>(?<![0-9A-Za-z])[-−+])?+[$€£]?+"
+    r"(?<![0-9A-Za-z_.^])(?P<sign>(?<![0-9A-Za-z])[-−+])?+[$€£]?+"
     r"(?:(?P<int>[0-9]++(?:,++[0-9]++)*+)(?:\.(?P<frac>[0-9]++))?+|\.(?P<frac0>[0-9]++))"
-    r"(?:/(?P<den>[0-9]++(?:,++[0-9]++)*+))?+(?P<junk>(?:[.,/][0-9]++)*+)"
+    r"(?:/(?P<den>[0-9]++(?:,++[0-9]++)*+))?+"
+    r"(?P<junk>(?:[0-9A-Za-z_¹²³⁰-⁹]|[.,/:'](?=[0-9])|(?<=[eE])[-+−]|\^\{?+[-+−]?+|\*\*[-+−]?+(?=[0-9])"
+    r"|[ \t]*+(?:[x×·*]|\\times|\\cdot)[ \t]*+10(?=[ \t]*+(?:\^|\*\*)))*+)"
 )
+# a number next to another across a space is no single number: "1 000" (space-grouped thousands,
+# also "1\,000", "1~000"), "2 1/2" (a mixed number), "3 4" (a list)
+_SPACE = r"(?:[ \t\u00a0\u2009\u202f~]|\\[,;:! ])"
+_SPACED_NEXT = re.compile(_SPACE + r"++[$€£]?+\.?[0-9]")
+_SPACED_PREV = re.compile(r"[0-9]" + _SPACE + r"++[-−+]?+[$€£]?+\Z")
 _THOUSANDS = re.compile(r"[1-9][0-9]{0,2}(?:,[0-9]{3})++")
 _TUPLE_NEXT = re.compile(r"[ \t]*+,[ \t]*+[-−+]?[$€£]?\.?[0-9]")
 _TUPLE_PREV = re.compile(r"[0-9][ \t]*+,[ \t]*+\Z")
@@ -141,9 +156,10 @@ def parse_number(text: str) -> Fraction | None:
     Grammar: optional sign (``-``, unicode ``−``, ``+``), optional currency symbol
     (``$ € £``), digits with optional well-formed thousands commas, optional decimals
     (``.5`` allowed), or an integer fraction ``a/b``; surrounding whitespace is ignored.
-    Units, words, ``%``, exponents and trailing periods are not part of it (that is
-    :func:`extract_answer`'s job). At most ``MAX_DIGITS`` digits (leading zeros not
-    counted). Every string :func:`extract_answer` returns parses here.
+    Units, words, ``%`` and trailing periods are not part of it (that is
+    :func:`extract_answer`'s job); exponents ("1e9", "10^3"), attached letters ("12abc")
+    and space-grouped thousands ("1 000") are no number at all. At most ``MAX_DIGITS``
+    digits (leading zeros not counted). Every string :func:`extract_answer` returns parses here.
 
     Args:
         text: the string.
@@ -173,6 +189,8 @@ def _pick(span: str, *, last: bool = False) -> str | None:
     before = span[max(0, m.start() - 40):m.start()]
     if _TUPLE_NEXT.match(span, m.end()) or _TUPLE_PREV.search(before):
         return None  # "0, 1": a list of numbers, no single answer
+    if _SPACED_NEXT.match(span, m.end()) or _SPACED_PREV.search(span, 0, m.start()):
+        return None  # "1 000", "2 1/2": not one number, and neither part is the answer
     value = _token_value(m)
     return None if value is None else _canonical(value)
 
@@ -217,6 +235,11 @@ def _marked_answer(text: str) -> tuple[bool, str | None]:
     return False, None
 
 
+def _frac_slash(m: re.Match) -> str:
+    r"""'\frac{a}{b}' -> 'a/b'; after a digit ('2\frac{1}{2}', a mixed number) -> ' a/b', not '21/2'."""
+    return (" " if m.start() and m.string[m.start() - 1] in "0123456789" else "") + f"{m[1]}/{m[2]}"
+
+
 def _delimited_answer(span: str) -> str | None:
     """The number of a span that is all answer: after its last '=', the first number."""
     return _pick(span[span.rfind("=") + 1:])
@@ -238,8 +261,9 @@ def extract_answer(text: str) -> str | None:
 
     The chosen number is returned in canonical form (module docstring): ``$``, ``€``, ``£``,
     ``%``, bold ``**``, units and trailing words or periods around it are ignored,
-    ``\frac{a}{b}`` reads as a/b; a malformed number ("0,1", "1,,000") or one in a
-    comma-separated list gives None.
+    ``\frac{a}{b}`` reads as a/b; a malformed number ("0,1", "1,,000"), one in a
+    comma-separated list, and one that goes on as a number ("1e9", "10^3", "12abc",
+    "3.4.5", "1 000", "2 1/2") give None: never the prefix "1", "10", "12", "3", "1", "2".
 
     Args:
         text: the completion text.
@@ -253,10 +277,12 @@ def extract_answer(text: str) -> str | None:
     ('1234', '0.75', '1/3')
     >>> extract_answer("<answer>0,1</answer>") is None
     True
+    >>> [extract_answer(f"<answer>{s}</answer>") for s in ("1e9", "10^3", "12abc", "1 000", "1.5 × 10^3")]
+    [None, None, None, None, None]
     """
     if not isinstance(text, str):
         raise ValueError(f"text must be a str, got {type(text).__name__}")
-    text = _FRAC.sub(r"\1/\2", text.replace("{,}", ","))  # LaTeX: \frac{3}{4} -> 3/4, 1{,}000 -> 1,000
+    text = _FRAC.sub(_frac_slash, text.replace("{,}", ","))  # LaTeX: \frac{3}{4} -> 3/4, 1{,}000 -> 1,000
     tag = _last(_OPEN, text)
     if tag is not None:
         close = _CLOSE.search(text, tag.end())

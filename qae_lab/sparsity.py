@@ -21,8 +21,8 @@ import math
 
 import torch
 
-from qae_lab._checks import as_real_tensor, check_group_size, check_k_list, check_positive
-from qae_lab.advantages import group_advantages, quantile_baseline
+from qae_lab._checks import as_real_tensor, check_choice, check_group_size, check_int, check_k_list, check_positive
+from qae_lab.advantages import QUANTILE_METHODS, group_advantages, quantile_baseline
 
 __all__ = [
     "canonical_groups",
@@ -78,6 +78,7 @@ def gate_zero_counts(group_size: int, k: float, method: str = "paper") -> torch.
     tensor([4, 3, 2, 3, 4])
     """
     g = check_group_size(group_size, group_size)
+    check_choice(method, "method", QUANTILE_METHODS)
     adv = group_advantages(canonical_groups(g), g, baseline="quantile", k=k, quantile_method=method, scale="none")
     return (adv.view(g + 1, g) == 0).sum(1)
 
@@ -94,6 +95,7 @@ def gate_table(group_size: int, ks, method: str = "paper") -> torch.Tensor:
             [ 0, -1, -1, -1,  0]])
     """
     g = check_group_size(group_size, group_size)
+    check_choice(method, "method", QUANTILE_METHODS)
     groups = canonical_groups(g)
     rows = []
     for k in check_k_list(ks):
@@ -113,6 +115,13 @@ def _zero_share(pmf: torch.Tensor, zeros: torch.Tensor, drop_all_equal: bool) ->
     return (pmf * zeros[1:-1]).sum(-1) / pmf.sum(-1)  # NaN where no group can be mixed (p in {0, 1})
 
 
+def _check_rates(p: torch.Tensor) -> None:
+    """Success rates must lie in [0, 1]; name the first one that does not."""
+    bad = (p < 0) | (p > 1)
+    if bool(bad.any()):
+        raise ValueError(f"p must hold success rates in [0, 1], got {p[bad].flatten()[0].item()}")
+
+
 def expected_zero_fraction(p, group_size: int, k: float, method: str = "paper", *,
                            drop_all_equal: bool = False) -> torch.Tensor:
     r"""Exact E[fraction of a group with A = 0] when the success count is Binomial(G, p).
@@ -126,8 +135,7 @@ def expected_zero_fraction(p, group_size: int, k: float, method: str = "paper", 
     tensor([1.0000, 0.5764, 1.0000], dtype=torch.float64)
     """
     p = as_real_tensor(p, "p").double()
-    if not bool(((p >= 0) & (p <= 1)).all()):
-        raise ValueError("p must lie in [0, 1]")
+    _check_rates(p)
     g = check_group_size(group_size, group_size)
     zeros = gate_zero_counts(g, k, method).double() / g  # (G+1,)
     c = torch.arange(g + 1, dtype=torch.float64)
@@ -174,10 +182,9 @@ def sampled_zero_fraction(p, group_size: int, k: float, method: str = "paper", *
     True
     """
     p = as_real_tensor(p, "p", ndim=1).double()
-    if not bool(((p >= 0) & (p <= 1)).all()):
-        raise ValueError("p must lie in [0, 1]")
+    _check_rates(p)
     g = check_group_size(group_size, group_size)
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator().manual_seed(check_int(seed, "seed", 0))
     rewards = (torch.rand(p.shape[0], g, generator=gen, dtype=torch.float64) < p[:, None]).double()  # (P, G)
     adv = group_advantages(rewards.reshape(-1), g, baseline="quantile", k=k, quantile_method=method, scale="none")
     return float((adv == 0).double().mean())

@@ -19,6 +19,10 @@ Where this departs from the paper, and why:
   ``top_k >= V`` is the exact entropy.
 * Weights are detached (no gradient flows through them), as the paper states, and
   masked (padding) positions get weight 0 so that sum(w) counts real tokens only.
+* :func:`head_normalized_entropy` refuses integer (and bool/complex) ``hidden``, ``weight``
+  and ``bias`` rather than promoting them: an integer LM head is a quantised one whose
+  scales live elsewhere, and the entropy is not scale-invariant, so promoting it would
+  return the entropy of the wrong logits. Dequantise first.
 """
 
 from __future__ import annotations
@@ -102,8 +106,9 @@ def head_normalized_entropy(hidden: torch.Tensor, weight: torch.Tensor, bias: to
     ``normalized_entropy(torch.nn.functional.linear(hidden, weight, bias) / temperature, top_k)``.
 
     Args:
-        hidden: (N, T, H) floating tensor (any leading dims).
-        weight: (V, H) LM-head weight; ``bias``: (V,) or None.
+        hidden: (N, T, H) floating tensor (any leading dims); cast to ``weight``'s dtype.
+        weight: (V, H) floating LM-head weight; ``bias``: (V,) floating tensor or None.
+            Integer (quantised) weights are refused: dequantise them first.
         temperature: finite, > 0 (the sampling temperature the logits are divided by).
         top_k, chunk_rows: as in :func:`normalized_entropy`.
 
@@ -117,13 +122,18 @@ def head_normalized_entropy(hidden: torch.Tensor, weight: torch.Tensor, bias: to
     >>> head_normalized_entropy(h, w).round(decimals=4), head_normalized_entropy(h, w, top_k=2)
     (tensor([[0.5000]]), tensor([[0.5000]]))
     """
-    if not isinstance(hidden, torch.Tensor) or not hidden.is_floating_point():
-        raise ValueError(f"hidden must be a floating-point tensor of shape (N, T, H), got {type(hidden).__name__}")
-    if not isinstance(weight, torch.Tensor) or weight.dim() != 2 or weight.shape[1] != hidden.shape[-1]:
-        raise ValueError(f"weight must be a (V, H) tensor with H = {hidden.shape[-1]} (hidden's last dim), got "
-                         f"{tuple(weight.shape) if isinstance(weight, torch.Tensor) else type(weight).__name__}")
-    if bias is not None and (not isinstance(bias, torch.Tensor) or tuple(bias.shape) != (weight.shape[0],)):
-        raise ValueError(f"bias must be None or a ({weight.shape[0]},) tensor")
+    tensors = {"hidden": hidden, "weight": weight, **({"bias": bias} if bias is not None else {})}
+    for name, x in tensors.items():
+        # an integer weight would be a quantised head without its scales: refuse, do not promote
+        if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+            raise ValueError(f"{name} must be a floating-point tensor (float16/bfloat16/float32/float64; dequantise "
+                             f"integer weights first), got {type(x).__name__}"
+                             + (f" of dtype {x.dtype}" if isinstance(x, torch.Tensor) else ""))
+    if weight.dim() != 2 or weight.shape[1] != hidden.shape[-1]:
+        raise ValueError(f"weight must be a (V, H) tensor with H = {hidden.shape[-1]} (hidden's last dim), "
+                         f"got shape {tuple(weight.shape)}")
+    if bias is not None and tuple(bias.shape) != (weight.shape[0],):
+        raise ValueError(f"bias must be None or a ({weight.shape[0]},) tensor, got shape {tuple(bias.shape)}")
     if not check_finite_scalar(temperature, "temperature") > 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
     if top_k is not None:
@@ -132,7 +142,8 @@ def head_normalized_entropy(hidden: torch.Tensor, weight: torch.Tensor, bias: to
     flat = hidden.reshape(-1, hidden.shape[-1])  # (N*T, H)
     with torch.no_grad():
         # z_t = (W h_t + b) / temperature, then H~_t, one chunk of positions at a time
-        out = [normalized_entropy(torch.nn.functional.linear(h.to(weight.dtype), weight, bias) / temperature,
+        b = bias.to(weight.dtype) if bias is not None else None
+        out = [normalized_entropy(torch.nn.functional.linear(h.to(weight.dtype), weight, b) / temperature,
                                   top_k, chunk_rows=chunk_rows) for h in flat.split(chunk_rows)]
     return (torch.cat(out) if out else flat.new_zeros(0)).reshape(hidden.shape[:-1])
 

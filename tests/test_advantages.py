@@ -293,3 +293,125 @@ def test_linear_matches_torch_quantile_and_keeps_exact_zeros():
     assert 0 < torch.quantile(r, 0.28, interpolation="linear").item() < 1e-12
     assert quantile_baseline(r, 26, 0.28, method="linear").item() == 0.0
     assert int((group_advantages(r, 26, k=0.28, quantile_method="linear") == 0).sum()) == 8
+
+
+# ---------------------------------------------------------------- huge rewards (issue 11, case 10)
+
+F32_MAX = torch.finfo(torch.float32).max
+
+
+@pytest.mark.parametrize("dtype,big", [(torch.float32, 3e38), (torch.float64, 1.5e308)])
+def test_huge_rewards_hand(dtype, big):
+    # R = [x, -x, x, -x]: R_i - b and the std's squares overflow if computed directly
+    r = torch.tensor([big, -big, big, -big], dtype=dtype)
+    big = r[0].item()  # the value the dtype holds
+    # mean: b = 0, std = x * 2/sqrt(3) -> A = +-sqrt(3)/2
+    a = group_advantages(r, 4, baseline="mean")
+    torch.testing.assert_close(a, torch.tensor([1, -1, 1, -1], dtype=dtype) * 3 ** 0.5 / 2)
+    # K = 0.4: b = 2nd smallest = -x -> A = 2x / std = sqrt(3) for +x, 0 for -x
+    for scale in ("group", "batch"):
+        a = group_advantages(r, 4, k=0.4, scale=scale)
+        torch.testing.assert_close(a, torch.tensor([1, 0, 1, 0], dtype=dtype) * 3 ** 0.5)
+    assert group_advantages(r, 4, baseline="mean", scale="none").tolist() == [big, -big, big, -big]
+    # baselines alone: the mean of [x, x, 0, 0] is x/2 (its sum 2x overflows), the median of [x, -x] is 0
+    assert mean_baseline(torch.tensor([big, big, 0, 0], dtype=dtype), 4).item() == big / 2
+    assert quantile_baseline(torch.tensor([big, -big], dtype=dtype), 2, 0.5, method="linear").item() == 0.0
+    assert quantile_baseline(torch.tensor([big, -big], dtype=dtype), 2, 0.25, method="linear").item() == -big / 2
+
+
+def test_huge_rewards_match_float64_reference():
+    r = torch.tensor([3e38, 0, 0, 0, 3e38, 3e38, -3e38, 1.0])
+    for baseline in ("mean", "quantile"):
+        for method in ("paper", "linear"):
+            for scale in ("group", "batch"):
+                got = group_advantages(r, 4, baseline=baseline, k=0.4, quantile_method=method, scale=scale)
+                want = ref_advantages(r.double().tolist(), 4, baseline, 0.4, method, scale, 1e-6)
+                torch.testing.assert_close(got, torch.tensor(want, dtype=torch.float32))
+
+
+def test_huge_rewards_with_scale_none_refuse_rather_than_overflow():
+    # R - b = 6e38 has no float32 value: an error naming rewards and scale, not inf
+    r = torch.tensor([3e38, -3e38, 3e38, -3e38])
+    with pytest.raises(ValueError, match=r"rewards .*overflows with scale='none'"):
+        group_advantages(r, 4, k=0.4, scale="none")
+    # ... while the same rewards in float64 are fine
+    x = r[0].item()
+    assert group_advantages(r.double(), 4, k=0.4, scale="none").tolist() == [2 * x, 0, 2 * x, 0]
+
+
+def any_finite_groups(width):
+    return st.integers(2, 8).flatmap(lambda g: st.tuples(st.just(g), st.integers(1, 3).flatmap(
+        lambda b: st.lists(st.floats(allow_nan=False, allow_infinity=False, width=width),
+                           min_size=b * g, max_size=b * g))))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@given(data=st.data(), k=ks, method=st.sampled_from(["paper", "linear"]), baseline=st.sampled_from(["mean", "quantile"]),
+       scale=st.sampled_from(["group", "batch", "none"]))
+def test_finite_rewards_give_finite_advantages(dtype, data, k, method, baseline, scale):
+    # any finite rewards, up to the dtype's largest value: finite baselines and advantages
+    g, rewards = data.draw(any_finite_groups(32 if dtype == torch.float32 else 64))
+    r = torch.tensor(rewards, dtype=dtype)
+    b = quantile_baseline(r, g, k, method=method) if baseline == "quantile" else mean_baseline(r, g)
+    assert bool(torch.isfinite(b).all())
+    try:
+        a = group_advantages(r, g, baseline=baseline, k=k, quantile_method=method, scale=scale)
+    except ValueError as err:  # only scale="none" may refuse, and only when R - b truly overflows
+        assert scale == "none" and "overflows" in str(err)
+        rows = [rewards[i:i + g] for i in range(0, len(rewards), g)]  # Python floats: 2x max still finite
+        assert max(max(row) / 2 - min(row) / 2 for row in rows) > torch.finfo(dtype).max / 2
+        return
+    assert bool(torch.isfinite(a).all())
+    if scale == "group":  # |R_i - b| <= range <= sqrt(2 (G-1)) std (Bessel): bounded advantages
+        assert a.abs().max().item() <= math.sqrt(2 * (g - 1)) + 1e-3
+
+
+@given(st.integers(2, 8).flatmap(lambda g: st.tuples(st.just(g), st.integers(1, 3).flatmap(
+           lambda b: st.lists(st.integers(-1000, 1000), min_size=b * g, max_size=b * g)))),
+       st.integers(0, 118), ks, st.sampled_from(["paper", "linear"]), st.sampled_from(["mean", "quantile"]),
+       st.sampled_from(["group", "batch", "none"]))
+def test_scaling_rewards_by_a_power_of_two_is_exact(gr, j, k, method, baseline, scale):
+    # A(2^j R) = A(R) with the std scale (eps = 0), 2^j A(R) without; exactly, up to |R| = 3.3e38
+    g, rewards = gr
+    r = torch.tensor(rewards, dtype=torch.float32)
+    kw = {"baseline": baseline, "k": k, "quantile_method": method, "scale": scale, "eps": 0.0}
+    small = group_advantages(r, g, **kw)
+    if scale == "none" and (small.abs().max().item() * 2.0 ** j > F32_MAX):
+        with pytest.raises(ValueError, match="overflows"):
+            group_advantages(r * 2.0 ** j, g, **kw)
+        return
+    big = group_advantages(r * 2.0 ** j, g, **kw)
+    assert torch.equal(big, small * 2.0 ** j if scale == "none" else small)
+
+
+# ---------------------------------------------------------------- hard_regime input (issue 11, case 10)
+
+def test_hard_regime_accepts_lists_and_whole_floats():
+    assert hard_regime([1, 2, 4, 5], 8, 0.4).tolist() == [True, True, True, False]
+    assert hard_regime(T([4.0, 5.0]), 8, 0.4).tolist() == [True, False]
+    assert hard_regime(3, 8, 0.4).item() is True
+    assert hard_regime(torch.tensor([[0, 8]], dtype=torch.uint8), 8, 0.4).tolist() == [[True, False]]
+
+
+@pytest.mark.parametrize("counts,msg", [
+    ([-5, 2], r"success_count must lie in \[0, group_size=8\], got -5"),
+    (torch.tensor([100]), r"success_count must lie in \[0, group_size=8\], got 100"),
+    (9, r"\[0, group_size=8\], got 9"),
+    ([2.5], r"success_count must be whole numbers in \[0, group_size=8\], got 2.5"),
+    ([2.0000001], "whole numbers"),
+    (T([float("nan")]), "finite"),
+    (torch.tensor([True, False]), "bool"),
+    ("3", "success_count"),
+    ([[1, 2], [3]], "success_count"),
+])
+def test_hard_regime_bad_counts(counts, msg):
+    with pytest.raises(ValueError, match=msg):
+        hard_regime(counts, 8, 0.4)
+
+
+@pytest.mark.parametrize("g,k,msg", [(1, 0.4, "group_size must be >= 2"), (0, 0.4, "group_size"),
+                                     (8.0, 0.4, "group_size must be an int"), (8, 0.0, r"k must lie in .*\(0, 1\)"),
+                                     (8, 1.0, r"\(0, 1\)"), (8, float("nan"), "k")])
+def test_hard_regime_bad_group_size_and_k(g, k, msg):
+    with pytest.raises(ValueError, match=msg):
+        hard_regime([1, 2], g, k)

@@ -239,3 +239,182 @@ def test_make_trainer_loads_the_run_dtype(tmp_path):
                      output_dir=str(tmp_path / "run"))
     trainer, _, _ = cli.make_trainer(run, cfg, preset="cpu-demo")
     assert {p.dtype for p in trainer.model.parameters()} == {torch.bfloat16}
+
+
+# ---------------------------------------------------------------- run folders lose nothing (issue 11)
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _no_loading(monkeypatch):
+    """Checks must come before anything loads: loading the model fails the test."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("the model was loaded before the settings were checked")
+    monkeypatch.setattr("qae_lab.models.load_policy", refuse)
+
+
+@pytest.mark.slow
+def test_a_new_run_never_overwrites_a_run_folder(tiny_run, monkeypatch, capsys, tmp_path):
+    before = _snapshot(tiny_run)
+    _no_loading(monkeypatch)
+    for extra in ([], ["--dry-run"]):
+        assert main(["train", "--output-dir", str(tiny_run), *_sets(), *extra]) == 2
+        err = capsys.readouterr().err
+        assert "already holds a run" in err and "--resume" in err and "--overwrite" in err
+    assert _snapshot(tiny_run) == before  # nothing cut, nothing replaced
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for name, data in before.items():
+        (copy / name).parent.mkdir(parents=True, exist_ok=True)
+        (copy / name).write_bytes(data)
+    (copy / "my_notes.txt").write_text("keep me")
+    monkeypatch.undo()
+    assert main(["train", "--output-dir", str(copy), "--overwrite", *_sets(["evaluate=false"])]) == 0
+    assert "deleting the previous run's" in capsys.readouterr().out
+    assert (copy / "my_notes.txt").read_text() == "keep me" and not (copy / "eval_before.json").exists()
+    assert [r["step"] for r in step_rows(read_log(copy))] == [1, 2]
+
+
+def test_default_run_folders_never_collide(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("qae_lab.presets.time.strftime", lambda fmt: "20260101-120000")
+    first = build("cpu-demo")[1].output_dir
+    Path(first).mkdir(parents=True)
+    assert build("cpu-demo")[1].output_dir == first + "-2"
+
+
+@pytest.mark.parametrize("sets, message", [
+    (["max_steps=0"], "max_steps must be -1 (train num_train_epochs epochs) or >= 1, got 0"),
+    (["max_steps=-3"], "max_steps must be -1"),
+    (["learning_rate=-1"], "learning_rate must be a number in [0, inf), got -1.0"),
+    (["temperature=0"], "temperature must be a number in (0, inf), got 0.0"),
+    (["top_p=1.5"], "top_p must be a number in (0, 1], got 1.5"),
+    (["beta=-0.1"], "beta must be a number in [0, inf)"),
+    (["max_completion_length=0"], "max_completion_length must be a number in [1, inf)"),
+    (["per_device_train_batch_size=0"], "per_device_train_batch_size must be"),
+    (["task=gsm8k", "gsm8k_path=/nonexistent/gsm8k"], "gsm8k_path /nonexistent/gsm8k"),
+])
+def test_settings_are_refused_before_anything_loads_dry_run_included(sets, message, monkeypatch, capsys, tmp_path):
+    _no_loading(monkeypatch)
+    for extra in (["--dry-run"], []):
+        assert main(["train", "--output-dir", str(tmp_path / "r"), *[a for s in sets for a in ("--set", s)],
+                     *extra]) == 2
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.fixture(scope="module")
+def saved_run(tmp_path_factory):
+    """A finished 4-step run with a checkpoint every 2 steps (checkpoint-2, checkpoint-4)."""
+    out = tmp_path_factory.mktemp("saved") / "run"
+    assert main(["train", "--output-dir", str(out),
+                 *_sets(["max_steps=4", "save_strategy=steps", "save_steps=2"])]) == 0
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("change", [["--set", "quantile_k=0.6"], ["--method", "mean"], ["--set", "n_train=32"],
+                                    ["--set", "seed=7"]])
+def test_resume_refuses_changed_settings_and_touches_nothing(saved_run, change, monkeypatch, capsys):
+    before = _snapshot(saved_run)
+    _no_loading(monkeypatch)
+    assert main(["train", "--resume", str(saved_run / "checkpoint-4"), *change]) == 2
+    err = capsys.readouterr().err
+    assert "other settings than the run was trained with" in err and change[1].split("=")[0] in err + "baseline"
+    assert main(["train", "--resume", str(saved_run / "checkpoint-2")]) == 2  # older than checkpoint-4
+    assert "checkpoint-2 is not the run's latest checkpoint (checkpoint-4 is)" in capsys.readouterr().err
+    assert _snapshot(saved_run) == before
+
+
+@pytest.mark.slow
+def test_extending_a_finished_run_is_an_event_not_a_rewrite(saved_run, tmp_path, capsys):
+    run = tmp_path / "run"
+    for name, data in _snapshot(saved_run).items():
+        (run / name).parent.mkdir(parents=True, exist_ok=True)
+        (run / name).write_bytes(data)
+    first = read_log(run)
+    after = (run / "eval_after.json").read_bytes()
+    assert main(["train", "--resume", str(run), "--set", "max_steps=6"]) == 0
+    assert "changed: max_steps 4 -> 6" in capsys.readouterr().out
+    rows = read_log(run)
+    assert rows[:len(first)] == first  # every logged line kept, in place
+    events = [r for r in rows if r.get("event") == "resume"]
+    assert len(events) == 1 and events[0]["step"] == 4 and events[0]["changed"] == {"max_steps": [4, 6]}
+    assert [r["step"] for r in step_rows(rows)] == [1, 2, 3, 4, 5, 6]
+    config = json.loads((run / "config.json").read_text())
+    assert config["trainer"]["max_steps"] == 6 and config["resumes"][0]["changed"] == {"max_steps": [4, 6]}
+    assert config["trainer"]["quantile_k"] == 0.4 and config["run"]["method"] == "qae"
+    assert (run / "finished-step4" / "model").is_dir()  # the first finish's model and evaluation, kept
+    assert (run / "finished-step4" / "eval_after.json").read_bytes() == after
+    assert (run / "eval_after.json").exists() and (run / "model").is_dir()
+
+
+@pytest.mark.slow
+def test_a_second_ctrl_c_during_the_save_leaves_no_half_checkpoint(tmp_path, capsys, monkeypatch):
+    from qae_lab.trainer import QAETrainer
+
+    out = tmp_path / "run"
+    run, cfg = build("cpu-demo", [*TINY, "max_steps=4", "evaluate=false", "save_strategy=steps", "save_steps=2"],
+                     output_dir=str(out))
+    real = QAETrainer._save_rng_state
+    calls = []
+
+    def second_ctrl_c(self, output_dir):  # Ctrl-C again while the interruption's checkpoint is being written
+        calls.append(output_dir)
+        if self.state.global_step == 3:
+            raise KeyboardInterrupt
+        return real(self, output_dir)
+
+    monkeypatch.setattr(QAETrainer, "_save_rng_state", second_ctrl_c)
+    result = cli.train(run, cfg, preset="cpu-demo", callbacks=[InterruptAt(3)])
+    printed = capsys.readouterr().out
+    assert result["interrupted"] and result["global_step"] == 3
+    assert Path(result["checkpoint"]) == out / "checkpoint-2"  # the latest complete one
+    assert "interrupted again while saving checkpoint-3" in printed and "checkpoint-2" in printed
+    assert not (out / "checkpoint-3").exists() and {c.name for c in out.glob("checkpoint-*")} == {"checkpoint-2"}
+    monkeypatch.undo()
+    assert main(["train", "--resume", str(out)]) == 0  # the latest complete checkpoint
+    out_text = capsys.readouterr().out
+    assert "resuming" in out_text and "checkpoint-2" in out_text and "steps 3 were logged" in out_text
+    assert [r["step"] for r in step_rows(read_log(out))] == [1, 2, 3, 4]
+    assert [r["step"] for r in read_log(out / "log.superseded.jsonl")] == [3]
+
+
+@pytest.mark.slow
+def test_damaged_checkpoint_files_are_named_and_the_resume_takes_the_latest_complete_one(saved_run, tmp_path, capsys,
+                                                                                          monkeypatch):
+    run = tmp_path / "run"
+    for name, data in _snapshot(saved_run).items():
+        (run / name).parent.mkdir(parents=True, exist_ok=True)
+        (run / name).write_bytes(data)
+    _no_loading(monkeypatch)
+    state = run / "checkpoint-4" / "trainer_state.json"
+    state.write_text(state.read_text()[:100])
+    assert main(["train", "--resume", str(run / "checkpoint-4"), "--dry-run"]) == 2
+    assert "checkpoint-4: the checkpoint cannot be resumed: trainer_state.json is damaged" in capsys.readouterr().err
+    rng = run / "checkpoint-2" / "rng_state.pth"
+    rng.write_bytes(rng.read_bytes()[:200])
+    assert main(["train", "--resume", str(run / "checkpoint-2"), "--dry-run"]) == 2
+    assert "rng_state.pth is damaged or cut short" in capsys.readouterr().err
+    assert main(["train", "--resume", str(run), "--dry-run"]) == 2  # no complete checkpoint is left
+    err = capsys.readouterr().err
+    assert "no complete checkpoint" in err and "checkpoint-4 skipped: trainer_state.json is damaged" in err
+
+
+@pytest.mark.slow
+def test_a_cut_last_log_line_is_restored_from_the_checkpoint(tmp_path, capsys):
+    out = tmp_path / "run"
+    run, cfg = build("cpu-demo", [*TINY, "max_steps=5", "evaluate=false"], output_dir=str(out))
+    assert cli.train(run, cfg, preset="cpu-demo", callbacks=[InterruptAt(4)])["checkpoint"] == str(out / "checkpoint-4")
+    log = out / "log.jsonl"
+    text = log.read_text()
+    log.write_text(text[: text.rindex('{"step": 4') + 30])  # step 4's line cut by a crash, after its checkpoint
+    assert main(["train", "--resume", str(out)]) == 0
+    assert "last line was cut short" in capsys.readouterr().out
+    rows = read_log(out)
+    assert [r["step"] for r in step_rows(rows)] == [1, 2, 3, 4, 5]  # no jump from 3 to 5
+    restored = step_rows(rows)[3]
+    assert restored["restored_from"] == "checkpoint-4/trainer_state.json" and 0.0 <= restored["reward"] <= 1.0
+    event = next(r for r in rows if r.get("event") == "resume")
+    assert event["cut_line"] and event["restored_steps"] == [4]

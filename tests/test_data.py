@@ -102,6 +102,124 @@ def test_gsm8k_errors(tmp_path):
         seeded_subset([{"id": 1}], 2)
 
 
+def _write_train(folder: Path, text: str) -> Path:
+    (folder / "train.jsonl").write_text(text, encoding="utf-8")
+    return folder / "train.jsonl"
+
+
+_GOOD = json.dumps({"question": "q", "answer": "1 + 1 = 2\n#### 2"}) + "\n"
+
+FILE_ERRORS = [
+    # (train.jsonl text, the error after "<file> ")
+    # a blank line 3 is skipped but counted
+    (_GOOD * 2 + "\n" + '{"question": "q", "answer": "#### 1"\n', r"line 4: not JSON \(.*column"),
+    (_GOOD + "#### 5\n", r"line 2: not JSON"),
+    (_GOOD * 2 + json.dumps({"question": "q", "solution": "#### 1"}) + "\n",
+     r"line 3: no field 'answer' \(fields: question, solution\)"),
+    (json.dumps({"answer": "#### 1"}) + "\n", r"line 1: no field 'question' \(fields: answer\)"),
+    (json.dumps({}) + "\n", r"line 1: no field 'question' \(fields: none\)"),
+    (_GOOD + json.dumps({"question": "q", "answer": 72}) + "\n", r"line 2: field 'answer' must be a str, got int"),
+    (json.dumps({"question": ["q"], "answer": "#### 1"}) + "\n", r"line 1: field 'question' must be a str, got list"),
+    (_GOOD + json.dumps(["q", "#### 1"]) + "\n", r"line 2: not a JSON object .*got list"),
+    (_GOOD * 6 + json.dumps({"question": "q", "answer": "72"}) + "\n", r"line 7: field 'answer': .*####"),
+]
+
+
+@pytest.mark.parametrize("text, error", FILE_ERRORS, ids=[
+    "not-json-after-blank-line", "bare-text", "no-answer", "no-question", "empty-object", "answer-int",
+    "question-list", "row-list", "no-marker"])
+def test_gsm8k_file_errors_name_file_line_and_field(tmp_path, text, error):
+    file = _write_train(tmp_path, text)
+    with pytest.raises(ValueError, match=re.escape(str(file)) + " " + error):
+        load_gsm8k("train", path=tmp_path)
+
+
+def test_gsm8k_file_not_utf8_names_file_and_line(tmp_path):
+    (tmp_path / "train.jsonl").write_bytes(_GOOD.encode() + b'{"question": "\xff"}\n')
+    with pytest.raises(ValueError, match=re.escape(str(tmp_path / "train.jsonl")) + " line 2: not UTF-8"):
+        load_gsm8k("train", path=tmp_path)
+
+
+def test_gsm8k_empty_or_short_file_names_file_and_counts(tmp_path):
+    for empty in ("", "\n  \n"):
+        file = _write_train(tmp_path, empty)
+        with pytest.raises(ValueError, match=re.escape(f"{file} holds no problems")):
+            load_gsm8k("train", path=tmp_path)
+        with pytest.raises(ValueError, match="holds no problems"):
+            sa_ah_split(path=tmp_path)
+    file = _write_train(tmp_path, _GOOD * 10)
+    (tmp_path / "test.jsonl").write_text(_GOOD * 3)
+    with pytest.raises(ValueError, match=re.escape(f"n must be an int [1, 10] ({file} holds 10 problems), got 64")):
+        load_gsm8k("train", path=tmp_path, n=64)
+    message = f"n_train must be an int [1, 10] ({file} holds 10 problems), got 64"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        sa_ah_split(path=tmp_path, n_train=64, n_eval=3)
+    with pytest.raises(ValueError, match=r"n_eval must be an int \[1, 3\] \(.*test.jsonl holds 3 problems\), got 500"):
+        sa_ah_split(path=tmp_path, n_train=10)
+    train, evals = sa_ah_split(path=tmp_path, n_train=10, n_eval=3)
+    assert (len(train), len(evals)) == (10, 3)
+    with pytest.raises(ValueError, match=r"records holds no problems"):
+        seeded_subset([], 3)
+
+
+def test_gsm8k_hub_row_errors_name_the_row(monkeypatch):
+    import datasets
+
+    rows = {"train": [{"question": "Q", "answer": "#### 1"}, {"question": "R"}], "test": []}
+    monkeypatch.delenv("QAE_LAB_GSM8K_DIR", raising=False)
+    monkeypatch.setattr(datasets, "load_dataset", lambda name, config, split: rows[split])
+    with pytest.raises(ValueError, match=r"openai/gsm8k .*'train'.* row 1: no field 'answer' \(fields: question\)"):
+        load_gsm8k("train")
+    with pytest.raises(ValueError, match=r"openai/gsm8k .*'test'.* holds no problems"):
+        load_gsm8k("test")
+
+
+def _gsm8k_gold_reference(answer: str) -> str:
+    """The earlier implementation, kept as a reference (its regex is quadratic on long whitespace)."""
+    m = re.search(r"####\s*(.+?)\s*$", answer, re.S)
+    value = m.group(1).replace(",", "") if m else ""
+    if not re.fullmatch(r"-?\d+", value):
+        raise ValueError("no gold")
+    return str(int(value))
+
+
+def _outcome(fn, answer):
+    try:
+        return fn(answer)
+    except ValueError:
+        return ValueError
+
+
+def test_gsm8k_gold_matches_reference_on_gsm8k(gsm8k_dir):
+    for split in ("train", "test"):
+        with (gsm8k_dir / f"{split}.jsonl").open(encoding="utf-8") as f:
+            answers = [json.loads(line)["answer"] for line in f if line.strip()]
+        for a in answers:
+            assert gsm8k_gold(a) == _gsm8k_gold_reference(a), a
+            assert _outcome(gsm8k_gold, a + " \n") == _outcome(_gsm8k_gold_reference, a + " \n")
+
+
+@pytest.mark.parametrize("answer", [
+    "#### 72", "x\n####72", "#### 1,000\n", "####\t-3 \n\n", "#### 007", "####", "#### ", "####\n", "no marker",
+    "#### 5 ####", "##### 5", "#### 5\n#### 6", "#### 1 2", "#### 1.5", "#### 1,,0", "#### \u00a05\u2003", "#### ٣",
+    "#### +3", "#### --3", "# ### 5",
+])
+def test_gsm8k_gold_matches_reference_by_hand(answer):
+    assert _outcome(gsm8k_gold, answer) == _outcome(_gsm8k_gold_reference, answer)
+
+
+def test_gsm8k_gold_is_linear_on_long_whitespace():
+    # No clock here (machines are noisy): 1 MB inputs that the earlier regex needed about an
+    # hour for (5 s at 40 KB, quadratic), so a quadratic version stalls the suite instead.
+    n = 1_000_000
+    assert gsm8k_gold("#### " + " \t\n" * (n // 3) + "72" + " \n" * (n // 2)) == "72"
+    for bad in ("#### 5" + " " * n + "x", "#### 1" + "\n" * n + "2", "####" + " " * n):
+        with pytest.raises(ValueError, match="answer"):
+            gsm8k_gold(bad)
+    with pytest.raises(ValueError, match="answer"):
+        gsm8k_gold("#### " + "1" * 5_000)  # longer than int() converts: our error, not Python's
+
+
 # ---------------------------------------------------------------- the synthetic task
 
 _STEP = re.compile(r"^(-?\d+) ([+\-*]) (-?\d+) = (-?\d+)$")

@@ -202,6 +202,93 @@ def test_decimals_vs_fraction(d):
     assert parse_number(extract_answer(s)) == Fraction(s)
 
 
+# ---------------------------------------------------------------- a number is read whole, never as a prefix
+
+PREFIX_CASES = [
+    # (completion, the prefix/suffix an earlier version read, what is read now)
+    ("<answer>1e9</answer>", "1", None),                     # exponents are not read
+    ("<answer>1e-9</answer>", "1", None),
+    ("#### 2.5E3", "2.5", None),
+    ("The answer is 10^3.", "10", None),                     # powers
+    (r"<answer>10^{3}</answer>", "10", None),
+    ("<answer>10**3</answer>", "10", None),
+    ("<answer>10²</answer>", "10", None),
+    ("<answer>1.5 × 10^3</answer>", "1.5", None),            # scientific notation
+    (r"\boxed{1.5 \times 10^{3}}", "1.5", None),
+    ("<answer>12abc</answer>", "12", None),                  # letters attached
+    ("<answer>5kg</answer>", "5", None),
+    ("<answer>0x1F</answer>", "0", None),
+    ("<answer>1_000</answer>", "1", None),
+    ("<answer>3.4.5</answer>", "3.4", None),
+    ("<answer>10:30</answer>", "10", None),                  # a time or a ratio
+    ("<answer>1'000</answer>", "1", None),
+    ("<answer>1 000</answer>", "1", None),                   # space-grouped thousands: None, not 1000
+    ("The answer is 1 000 dollars.", "1", None),
+    ("<answer>1\u202f000</answer>", "1", None),               # narrow no-break space
+    (r"<answer>1\,000</answer>", "1", None),                 # LaTeX thin space
+    ("<answer>2 1/2</answer>", "2", None),                   # mixed numbers are not read
+    (r"<answer>2\frac{1}{2}</answer>", "21/2", None),        # was glued into 21/2
+    ("so it is 1e9", "9", None),                             # fallback (last number): no suffix either
+    ("in total 2.5e3", "3", None),
+    ("we meet at 10:30", "30", None),
+    ("she ate 2 1/2", "0.5", None),
+    ("about 1 000", "0", None),
+    # still read
+    ("<answer>18.</answer>", "1", "18"),
+    ("<answer>$1,234.50.</answer>", "1", "1234.5"),
+    ("<answer>5 kg</answer>", "0", "5"),
+    ("<answer>6 ft 2 in</answer>", "0", "6"),
+    ("<answer>5'</answer>", "0", "5"),
+    ("<answer>**73**.</answer>", "0", "73"),
+    ("<answer>18 (9 * 2)</answer>", "9", "18"),
+    ("<answer>x = -3</answer>", "3", "-3"),
+    ("<answer>50%</answer>", "5", "50"),
+    (r"<answer>-\frac{3}{4}</answer>", "3/4", "-0.75"),
+    ("First 3 apples, then 5 more, so 8 in total", "5", "8"),
+]
+
+
+@pytest.mark.parametrize("completion, prefix, want", PREFIX_CASES)
+def test_no_prefix_read(completion, prefix, want):
+    assert extract_answer(completion) == want
+    assert is_correct(completion, prefix) is False
+    if want is not None:
+        assert is_correct(completion, want)
+
+
+def test_parse_number_reads_whole_or_nothing():
+    for bad in ["1e9", "2.5e3", "10^3", "10**3", "12abc", "3.4.5", "10:30", "1 000", "2 1/2", "5kg"]:
+        assert parse_number(bad) is None, bad
+
+
+_literal = st.one_of(
+    st.integers(0, 10**9).map(str),
+    st.integers(1000, 10**9).map(lambda n: f"{n:,}"),
+    st.decimals(0, 10**6, places=2, allow_nan=False, allow_infinity=False).map(lambda d: f"{d:f}"),
+    st.tuples(st.integers(1, 999), st.integers(1, 999)).map(lambda t: f"{t[0]}/{t[1]}"),
+)
+_continuation = st.one_of(
+    st.from_regex(r"[eE][-+]?[0-9]{1,3}", fullmatch=True),            # exponent
+    st.from_regex(r"\^\{?-?[0-9]{1,3}\}?", fullmatch=True),           # power
+    st.from_regex(r"\*\*[0-9]{1,2}", fullmatch=True),
+    st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,5}", fullmatch=True),      # letters attached
+    st.from_regex(r"[.:][0-9]{1,3}[.:][0-9]{1,3}", fullmatch=True),    # "3.4.5", "10:30:00"
+    st.from_regex(r" [0-9]{3}", fullmatch=True),                      # "1 000"
+    st.from_regex(r" [1-9]/[1-9]", fullmatch=True),                   # "2 1/2"
+)
+_CONTEXTS = ["<answer>{}</answer>", "#### {}", "The answer is {}.", "\\boxed{{{}}}", "So it is {}", "{}"]
+
+
+@given(st.sampled_from(["", "-", "$", "-$"]), _literal, _continuation)
+def test_number_then_continuation_is_never_the_prefix(sign, literal, continuation):
+    prefix = sign + literal
+    for context in _CONTEXTS:
+        text = context.format(prefix + continuation)
+        assert extract_answer(text) is None, text
+        assert not is_correct(text, prefix), text
+    assert parse_number(prefix + continuation) is None
+
+
 # ---------------------------------------------------------------- chat messages, gold handling
 
 def test_chat_completions_match_strings():
@@ -387,6 +474,8 @@ def test_parse_number_never_raises(text):
     "the answer is " * 7_200, "A:" * 50_000, "1" * 100_000, "1/" * 50_000, "- 1" * 33_000, " ,1" * 33_000,
     "<reasoning>\n" + "x\n</reasoning>\n<answer>\n" * 4_000, "</reasoning> " * 8_000, "1 + 1\n" * 16_000,
     "answer" + " " * 100_000, "####" + " \t" * 50_000 + "x",
+    "1e" * 50_000, "1 " * 50_000, "10^" * 33_000, "1 x 10" * 16_000, "1 \\times 10^" * 7_000, "1" + " " * 100_000 + "x",
+    "1\\," * 33_000, "\\frac{1}{2}" * 8_000,
 ])
 def test_no_catastrophic_backtracking(adversarial):
     start = time.perf_counter()

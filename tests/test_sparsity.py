@@ -14,10 +14,12 @@ from reference import ref_quantile_linear, ref_quantile_paper
 
 from qae_lab.advantages import group_advantages
 from qae_lab.sparsity import (
+    convention_disagreements,
     expected_zero_fraction,
     expected_zero_fraction_beta,
     gate_table,
     gate_zero_counts,
+    sampled_zero_fraction,
 )
 
 F64 = torch.float64
@@ -186,3 +188,36 @@ def test_expected_zero_fraction_bad_input():
             expected_zero_fraction_beta(args["a"], args["b"], 8, 0.4)
     with pytest.raises(ValueError, match="k"):
         expected_zero_fraction_beta(1.0, 1.0, 8, 1.0)
+
+
+# ---------------------------------------------------------------- input holes (issue 11, case 10)
+
+def test_lists_and_bare_numbers():
+    # p may be a list; ks must be a sequence: a bare K is refused with a ValueError naming ks
+    assert expected_zero_fraction([0.0, 1.0], 4, 0.4).tolist() == [1.0, 1.0]
+    assert sampled_zero_fraction([0.0, 1.0], 4, 0.4) == 1.0
+    for fn in (lambda ks: gate_table(4, ks), lambda ks: convention_disagreements(4, ks)):
+        with pytest.raises(ValueError, match=r"ks must be a sequence of K values in \(0, 1\)"):
+            fn(0.4)
+        with pytest.raises(ValueError, match="ks must be a sequence"):
+            fn(torch.tensor(0.4))
+        with pytest.raises(ValueError, match="ks must be a sequence"):
+            fn("0.4")
+    assert gate_table(4, torch.tensor([0.4])).tolist() == [[0, 1, 1, -1, 0]]
+
+
+def test_bad_rates_method_and_seed_are_named():
+    with pytest.raises(ValueError, match=r"p must hold success rates in \[0, 1\], got 1.5"):
+        expected_zero_fraction([0.5, 1.5], 4, 0.4)
+    with pytest.raises(ValueError, match=r"p must hold success rates in \[0, 1\], got -0.25"):
+        sampled_zero_fraction([-0.25], 4, 0.4)
+    with pytest.raises(ValueError, match=r"^method must be one of"):  # the caller's name, not quantile_method
+        gate_table(4, [0.4], method="nearest")
+    with pytest.raises(ValueError, match=r"^method must be one of"):
+        expected_zero_fraction(0.5, 4, 0.4, method="nearest")
+    for seed in (2.5, True, "0", -1):
+        with pytest.raises(ValueError, match="seed must be an int >= 0"):
+            sampled_zero_fraction([0.5], 4, 0.4, seed=seed)
+    for g in (1, 0, 8.0, True):
+        with pytest.raises(ValueError, match="group_size"):
+            sampled_zero_fraction([0.5], g, 0.4)

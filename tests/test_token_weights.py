@@ -84,11 +84,32 @@ def test_head_entropy_matches_projected_logits(top_k, with_bias):
     assert head_normalized_entropy(torch.zeros(0, 4, 8), weight.float()).shape == (0, 4)
 
 
+def test_head_entropy_integer_weight_is_refused_not_truncated():
+    # V = 4, H = 1: z = W h = [8 * 0.5, 0, 0, 0] = [4, 0, 0, 0]
+    p1 = math.exp(4) / (math.exp(4) + 3)
+    p0 = 1 / (math.exp(4) + 3)
+    want = -(p1 * math.log(p1) + 3 * p0 * math.log(p0)) / math.log(4)  # 0.18887
+    h = torch.tensor([[[0.5]]])
+    w = torch.tensor([[8], [0], [0], [0]])
+    assert head_normalized_entropy(h, w.float()).item() == pytest.approx(want, abs=1e-6)
+    # an int64 head used to truncate h to 0 and return the uniform 1.0; now it is refused
+    with pytest.raises(ValueError, match=r"weight must be a floating-point tensor .*torch.int64"):
+        head_normalized_entropy(h, w)
+    # a bias of another floating dtype than the weight is cast to it
+    assert head_normalized_entropy(h, w.double(), torch.zeros(4)).item() == pytest.approx(want, abs=1e-12)
+
+
 @pytest.mark.parametrize("kwargs,msg", [
     ({"hidden": torch.zeros(2, 3, 4, dtype=torch.long)}, "hidden"),
     ({"weight": torch.zeros(5, 3)}, "weight"),
     ({"weight": torch.zeros(5)}, "weight"),
     ({"bias": torch.zeros(4)}, "bias"),
+    ({"weight": torch.zeros(5, 4, dtype=torch.int64)}, "weight must be a floating-point tensor"),
+    ({"weight": torch.zeros(5, 4, dtype=torch.int8)}, "weight .*dequantise"),
+    ({"weight": torch.zeros(5, 4, dtype=torch.bool)}, "weight .*torch.bool"),
+    ({"weight": [[0.0] * 4] * 5}, "weight must be a floating-point tensor .*got list"),
+    ({"bias": torch.zeros(5, dtype=torch.int64)}, "bias must be a floating-point tensor"),
+    ({"hidden": torch.zeros(2, 3, 4, dtype=torch.int32)}, "hidden .*torch.int32"),
     ({"temperature": 0.0}, "temperature"),
     ({"temperature": float("nan")}, "temperature"),
     ({"top_k": 0}, "top_k"),
