@@ -57,7 +57,6 @@ from qae_lab.runfolder import (
     STAGING_DIR,
     SUPERSEDED_NAME,
     RunFolderError,
-    append_line,
     check_resume_point,
     checkpoint_problems,
     claim_fresh,
@@ -262,30 +261,44 @@ def run_record(run: RunArgs, cfg, *, command: str | None = None, recipe: dict | 
     return {**dataclasses.asdict(run), "command": command, "method": method_name(cfg), "build": recipe}
 
 
-def _set_aside_finished(out: Path) -> None:
-    """Before a finished run trains on: its after-training evaluation and model move to ``finished-step<S>/``."""
+def _finished_step(out: Path) -> int | None:
+    """The step at which the run in ``out`` last finished training (its end-of-training log row), else None."""
+    steps = [r["step"] for r in read_log_lines(out / LOG_NAME)[0] if "train_runtime" in r]
+    return steps[-1] if steps else None
+
+
+def _set_aside_finished(out: Path, step: int) -> dict[str, Any]:
+    """Before a finished run trains on: its after-training evaluation and model move to ``finished-step<S>/``
+    (a new name if that exists), renamed, not copied. Returns what moved where (for the resume event)."""
     done = [out / name for name in (EVAL_AFTER, MODEL_DIR) if (out / name).exists()]
     if not done:
-        return
-    steps = [r["step"] for r in read_log_lines(out / LOG_NAME)[0] if "train_runtime" in r]
-    aside = out / f"finished-step{steps[-1] if steps else 'unknown'}"
-    aside.mkdir(exist_ok=True)
+        return {}
+    aside, n = out / f"finished-step{step}", 1
+    while aside.exists():
+        n += 1
+        aside = out / f"finished-step{step}-{n}"
+    aside.mkdir()
     for path in done:
         os.rename(path, aside / path.name)
-    append_line(out / LOG_NAME, {"event": "set_aside", "step": steps[-1] if steps else None, "time": time.time(),
-                                 "moved": [p.name for p in done], "to": aside.name})
-    print(f"the run had finished: its {', '.join(p.name for p in done)} moved to {aside}", flush=True)
+    print(f"the run had finished at step {step}: its {', '.join(p.name for p in done)} moved to {aside}", flush=True)
+    return {"set_aside": [p.name for p in done], "set_aside_to": aside.name}
 
 
 def _run(run: RunArgs, cfg, preset, command, resume_from_checkpoint, callbacks, recipe=None) -> dict[str, Any]:
-    from qae_lab.runlog import train_resumable
+    from qae_lab.runlog import RunLogger, train_resumable
 
     t0 = time.time()
     out = Path(cfg.output_dir)
-    if resume_from_checkpoint is not None:
-        _set_aside_finished(out)
+    resuming = resume_from_checkpoint is not None
+    finished = _finished_step(out) if resuming else None
+    trains_on = finished is None or cfg.max_steps > finished  # a finished run resumed as it was trains nothing
     trainer, tok, eval_recs = make_trainer(run, cfg, preset=preset, command=command, callbacks=callbacks,
-                                           resume=resume_from_checkpoint is not None, recipe=recipe)
+                                           resume=resuming, recipe=recipe)
+    if finished is not None and trains_on:
+        moved = _set_aside_finished(out, finished)
+        for cb in trainer.callback_handler.callbacks:
+            if isinstance(cb, RunLogger):
+                cb.resume_extra.update(moved)
     before = (evaluate_run(trainer.model, tok, eval_recs, run, cfg, out / "eval_before.json",
                            reuse=resume_from_checkpoint is not None) if run.evaluate else None)
     if before:
@@ -297,13 +310,13 @@ def _run(run: RunArgs, cfg, preset, command, resume_from_checkpoint, callbacks, 
               + (f"; checkpoint: {outcome.checkpoint}\nresume with: python -m qae_lab train --resume {out}"
                  if outcome.checkpoint else "; no checkpoint to resume"), flush=True)
     else:
-        if run.save_model:  # staged and renamed, like the checkpoints: never a half model/
+        if run.save_model and (trains_on or not (out / MODEL_DIR).is_dir()):  # staged and renamed: never half
             staged = out / STAGING_DIR / MODEL_DIR
             shutil.rmtree(staged, ignore_errors=True)
             trainer.save_model(str(staged))
             publish_dir(staged, out / MODEL_DIR)
         if run.evaluate:
-            after = evaluate_run(trainer.model, tok, eval_recs, run, cfg, out / "eval_after.json")
+            after = evaluate_run(trainer.model, tok, eval_recs, run, cfg, out / "eval_after.json", reuse=not trains_on)
             print(eval_line("after", after), flush=True)
     wall = time.time() - t0
     report = _report(out, run, cfg, preset, command, outcome, wall, before, after)

@@ -8,7 +8,8 @@ returns at once; the training loop runs in a daemon thread and reads the control
 * :class:`Controls` — K, alpha, baseline (mean | quantile), token weighting (none | ah | sa_ah)
   and a Stop button. Widget callbacks write one dict under a lock; the trainer thread reads a
   copy under the same lock (:meth:`Controls.snapshot`), so K and alpha never come from two
-  different moments (no torn reads).
+  different moments (no torn reads). K and alpha are :class:`KnobSlider` widgets: a slider shows
+  the value the trainer gets (no silent clamping, no snapping to a coarser step).
 * :class:`LiveKnobs` — the ``TrainerCallback`` that applies a snapshot with
   ``trainer.set_knobs`` at every ``on_step_begin`` (the step's generation and loss both see it;
   the trainer logs what it used as ``qae/k`` and ``saah/alpha``) and ends training at the step
@@ -18,9 +19,10 @@ returns at once; the training loop runs in a daemon thread and reads the control
   each, plus a progress bar. It draws through :class:`qae_lab.plots.FigureView`: a
   ``FigureWidget`` where that renders, else a plain figure re-drawn into an ``Output`` (Colab's
   ipywidgets 7.7 / plotly 5.24). Redraws are throttled; every step is kept in ``rows``.
-* :class:`LiveRun` — wires the three to a trainer, runs it, shows errors of the training thread
-  in the notebook (and re-raises them from :meth:`LiveRun.wait`), and runs follow-up work
-  (:meth:`LiveRun.then`, e.g. the after-training evaluation) in the same thread.
+* :class:`LiveRun` — wires the three to a trainer, runs it, shows errors and warnings of the
+  training thread under the dashboard (errors are re-raised by :meth:`LiveRun.wait`), runs
+  follow-up work (:meth:`LiveRun.then`, e.g. the after-training evaluation) in the same thread,
+  and reads the steps logged so far (:meth:`LiveRun.logged_steps`).
 
 Stopping: the Stop button, or :meth:`LiveRun.stop`. A kernel interrupt does not reach a
 background thread, so use Stop. The run's ``log.jsonl`` (:class:`qae_lab.runlog.RunLogger`) keeps
@@ -29,22 +31,27 @@ every finished step either way.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import traceback
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
 import ipywidgets as widgets
+from traitlets import TraitError, validate
 from transformers import TrainerCallback
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
 from qae_lab._checks import check_finite_scalar
 from qae_lab.plots import FigureView, run_curves_figure
+from qae_lab.runfolder import LOG_NAME, read_log, step_rows
+from qae_lab.runlog import TrainOutcome
 from qae_lab.trainer import TOKEN_WEIGHTINGS, validate_knobs
 
-__all__ = ["LIVE_PANELS", "KNOB_METRICS", "Controls", "LiveKnobs", "Dashboard", "DashboardFeed", "LiveRun",
-           "auto_preset", "knob_changes"]
+__all__ = ["LIVE_PANELS", "KNOB_METRICS", "K_RANGE", "ALPHA_RANGE", "KnobSlider", "Controls", "LiveKnobs",
+           "Dashboard", "DashboardFeed", "LiveRun", "auto_preset", "knob_changes"]
 
 # panel title -> logged metrics drawn in it (names: docs/metrics.md)
 LIVE_PANELS = {
@@ -59,6 +66,8 @@ LIVE_PANELS = {
 KNOB_METRICS = ("qae/k", "qae/quantile_baseline", "saah/alpha")
 _WEIGHTING_LABELS = {"none": "none", "ah": "AH", "sa_ah": "SA-AH"}
 TOKEN_WEIGHTING_OPTIONS = tuple((_WEIGHTING_LABELS[w], w) for w in TOKEN_WEIGHTINGS)  # (label, value)
+# the K and alpha sliders' ranges, widened to take in a start value outside them
+K_RANGE, ALPHA_RANGE = (0.05, 0.95), (-0.5, 2.0)
 
 
 def auto_preset(gpu_preset: str = "qwen2.5-1.5b-gsm8k") -> tuple[str, str]:
@@ -98,20 +107,114 @@ def knob_changes(rows) -> list[dict]:
     return changes
 
 
+def _decimals(x: float) -> int:
+    """Digits after the point of ``x`` written with 6 decimals (0.99 -> 2, 3.0 -> 0)."""
+    return len(f"{x:.6f}".rstrip("0").split(".")[1])
+
+
+def _grid_step(*values: float) -> float:
+    """The coarsest step of 0.01, 0.001, ... whose grid holds every one of ``values``."""
+    return 10.0 ** -max(2, *(_decimals(v) for v in values))
+
+
+class KnobSlider(widgets.FloatSlider):
+    r"""A ``FloatSlider`` for one live knob that shows exactly the value the trainer gets.
+
+    A plain ``FloatSlider`` clamps a value outside [min, max] silently, and its frontend snaps the
+    handle and the readout to ``min + n * step``: either way it can show another number than the
+    one the trainer uses. This one
+
+    * widens its range to take in the start value (validated by :func:`~qae_lab.trainer.validate_knobs`);
+    * refuses, with a ``TraitError`` naming the knob and the range, a value outside the range or
+      invalid for the knob, and a min or max that would move the value;
+    * rounds values to 6 decimals (a browser's float noise, 0.30000000000000004) and keeps its step
+      and readout fine enough for the value to sit on the step grid (0.123: step 0.001).
+
+    It overrides the validators of ipywidgets' ``_BoundedFloat`` (``_validate_value``,
+    ``_validate_min``, ``_validate_max``: the same names in ipywidgets 7.7, Colab's, and 8).
+
+    Args:
+        knob: ``"quantile_k"`` or ``"alpha"``.
+        value: the start value.
+        lo, hi: the range to show, widened to take in ``value``.
+        **kwargs: further ``FloatSlider`` options (description, style, ...).
+
+    >>> s = KnobSlider("quantile_k", 0.99, *K_RANGE, description="K")   # K_RANGE is (0.05, 0.95)
+    >>> s.value, (s.min, s.max), s.step, s.readout_format
+    (0.99, (0.05, 0.99), 0.01, '.2f')
+    >>> s.value = 1.5
+    Traceback (most recent call last):
+    ...
+    traitlets.traitlets.TraitError: quantile_k must be in [0.05, 0.99] (the range of the slider 'K'), got 1.5
+    """
+
+    def __init__(self, knob: str, value: float, lo: float, hi: float, **kwargs):
+        self.knob = knob  # read by the validators, which run inside super().__init__
+        value = round(validate_knobs(**{knob: value})[knob], 6)
+        lo, hi = min(lo, value), max(hi, value)
+        step = _grid_step(value, lo, hi)
+        super().__init__(value=value, min=lo, max=hi, step=step, readout_format=f".{_decimals(step)}f", **kwargs)
+
+    def check(self, value) -> float:
+        """``value`` as the slider would hold it; ``ValueError`` naming the knob where it cannot."""
+        value = round(float(value), 6)
+        if not self.min <= value <= self.max:
+            raise ValueError(f"{self.knob} must be in [{self.min}, {self.max}] (the range of the slider "
+                             f"{self.description!r}), got {value}")
+        return validate_knobs(**{self.knob: value})[self.knob]
+
+    def _fit_grid(self, value: float, lo: float, hi: float) -> None:
+        # the frontend shows lo + n * step nearest to value: refine the step (and readout) until value is on it
+        n = (value - lo) / self.step
+        if abs(n - round(n)) > 1e-6:
+            self.step = _grid_step(value, lo, hi)
+            self.readout_format = f".{_decimals(self.step)}f"
+
+    @validate("value")
+    def _validate_value(self, proposal):  # replaces ipywidgets' clamping
+        try:
+            value = self.check(proposal["value"])
+        except ValueError as err:
+            raise TraitError(str(err)) from None
+        self._fit_grid(value, self.min, self.max)
+        return value
+
+    @validate("min")
+    def _validate_min(self, proposal):  # replaces ipywidgets' moving the value up to the new min
+        lo = proposal["value"]
+        if lo > self.value:
+            raise TraitError(f"{self.knob}: min {lo} would move the value {self.value} of the slider "
+                             f"{self.description!r}; set the value first")
+        self._fit_grid(self.value, lo, self.max)
+        return lo
+
+    @validate("max")
+    def _validate_max(self, proposal):  # replaces ipywidgets' moving the value down to the new max
+        hi = proposal["value"]
+        if hi < self.value:
+            raise TraitError(f"{self.knob}: max {hi} would move the value {self.value} of the slider "
+                             f"{self.description!r}; set the value first")
+        return hi
+
+
 class Controls:
     r"""The knobs as widgets, with a thread-safe copy of their values.
 
     Args:
         quantile_k, alpha, baseline, token_weighting: starting values (validated as in
-            :class:`~qae_lab.trainer.QAEConfig`).
+            :class:`~qae_lab.trainer.QAEConfig`); the K and alpha sliders span :data:`K_RANGE` and
+            :data:`ALPHA_RANGE`, widened to take in their start value.
 
-    Attributes: ``k``, ``alpha``, ``baseline``, ``token_weighting`` (the value widgets),
-    ``stop_button``, ``widget`` (the box to display).
+    Attributes: ``k``, ``alpha`` (:class:`KnobSlider`), ``baseline``, ``token_weighting`` (the value
+    widgets), ``stop_button``, ``widget`` (the box to display).
 
     >>> c = Controls(quantile_k=0.4, alpha=0.5)
     >>> c.k.value = 0.7                      # what a slider move does
     >>> c.snapshot()["quantile_k"], c.stop_requested
     (0.7, False)
+    >>> c = Controls(quantile_k=0.99, alpha=3.0)
+    >>> (c.k.value, c.alpha.value) == (c.snapshot()["quantile_k"], c.snapshot()["alpha"]) == (0.99, 3.0)
+    True
     """
 
     def __init__(self, quantile_k: float = 0.4, alpha: float = 0.5, baseline: str = "quantile",
@@ -119,12 +222,12 @@ class Controls:
         self._lock = threading.RLock()  # re-entrant: set() holds it while the widget callbacks write
         self._stop = threading.Event()
         clean = validate_knobs(quantile_k=quantile_k, alpha=alpha, baseline=baseline, token_weighting=token_weighting)
-        self._values = {**clean, "quantile_k": round(clean["quantile_k"], 6), "alpha": round(clean["alpha"], 6)}
         style = {"description_width": "110px"}
-        self.k = widgets.FloatSlider(value=self._values["quantile_k"], min=0.05, max=0.95, step=0.05,
-                                     description="K (QAE)", continuous_update=False, style=style)
-        self.alpha = widgets.FloatSlider(value=self._values["alpha"], min=-0.5, max=2.0, step=0.05,
-                                         description="alpha (SA-AH)", continuous_update=False, style=style)
+        self.k = KnobSlider("quantile_k", clean["quantile_k"], *K_RANGE, description="K (QAE)",
+                            continuous_update=False, style=style)
+        self.alpha = KnobSlider("alpha", clean["alpha"], *ALPHA_RANGE, description="alpha (SA-AH)",
+                                continuous_update=False, style=style)
+        self._values = {**clean, "quantile_k": self.k.value, "alpha": self.alpha.value}  # as the sliders hold them
         self.baseline = widgets.ToggleButtons(options=[("mean (GRPO)", "mean"), ("K-quantile (QAE)", "quantile")],
                                               value=baseline, description="baseline", style=style)
         self.token_weighting = widgets.ToggleButtons(options=list(TOKEN_WEIGHTING_OPTIONS), value=token_weighting,
@@ -150,9 +253,9 @@ class Controls:
         return controls
 
     def _set(self, name: str, value) -> None:
-        # the widget callback (kernel thread): one locked write; floats rounded off the slider's step noise
+        # the widget callback (kernel thread): one locked write of the value the widget now holds
         with self._lock:
-            self._values[name] = round(float(value), 6) if isinstance(value, float) else value
+            self._values[name] = value
 
     def set(self, **values) -> None:
         """Move several controls at once, as one change: no snapshot sees some moved and others not.
@@ -161,10 +264,9 @@ class Controls:
         clean = validate_knobs(**values)
         boxes = {"quantile_k": self.k, "alpha": self.alpha, "baseline": self.baseline,
                  "token_weighting": self.token_weighting}
-        for name in ("quantile_k", "alpha"):  # a slider would clamp silently
-            if name in clean and not boxes[name].min <= clean[name] <= boxes[name].max:
-                raise ValueError(f"{name} must be in [{boxes[name].min}, {boxes[name].max}] (the slider's range), "
-                                 f"got {clean[name]}")
+        for name in ("quantile_k", "alpha"):  # checked before any control moves
+            if name in clean:
+                clean[name] = boxes[name].check(clean[name])
         with self._lock:
             for name, value in clean.items():
                 boxes[name].value = value  # its observer writes the value under the same (re-entrant) lock
@@ -276,6 +378,33 @@ class DashboardFeed(TrainerCallback):
         self.dashboard.refresh()
 
 
+@contextlib.contextmanager
+def _thread_warnings_to(output: widgets.Output):
+    r"""Show the warnings that the calling thread raises inside the block in ``output``; other threads'
+    warnings go where they went before.
+
+    A background thread's warnings otherwise land in whichever notebook cell happens to run.
+    ``warnings.catch_warnings`` cannot help: it swaps process-wide state (before Python 3.14), so
+    this wraps ``warnings.showwarning`` for the block and dispatches on the thread. Filters
+    (``-W error``, pytest's) apply as before.
+    """
+    thread, before, active = threading.get_ident(), warnings.showwarning, [True]
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if active[0] and threading.get_ident() == thread:
+            output.append_stderr(warnings.formatwarning(message, category, filename, lineno, line))
+        else:  # another thread, or this hook left installed by someone's catch_warnings after the block
+            before(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        active[0] = False
+        if warnings.showwarning is show:
+            warnings.showwarning = before
+
+
 class LiveRun:
     r"""A trainer with live :class:`Controls` and a :class:`Dashboard`, trained in a background thread.
 
@@ -285,8 +414,10 @@ class LiveRun:
         resume_from_checkpoint: passed to ``trainer.train``.
 
     ``display(run)`` (or the cell's last expression) shows controls, dashboard and a message
-    area; :meth:`start` returns at once; :meth:`wait` blocks until the thread ends and returns
-    the :class:`~qae_lab.runlog.TrainOutcome` (``interrupted`` is True after Stop).
+    area (``messages``: the training thread's warnings, errors and follow-up results); :meth:`start`
+    returns at once; :meth:`logged_steps` reads the steps logged so far; :meth:`wait` blocks until
+    the thread ends and returns the :class:`~qae_lab.runlog.TrainOutcome` (``interrupted`` is True
+    after Stop).
     """
 
     def __init__(self, trainer, *, controls: Controls | None = None, dashboard: Dashboard | None = None,
@@ -332,8 +463,10 @@ class LiveRun:
         return self
 
     def _train(self) -> None:
-        from qae_lab.runlog import TrainOutcome
+        with _thread_warnings_to(self.messages):
+            self._train_and_follow_up()
 
+    def _train_and_follow_up(self) -> None:
         try:
             self.trainer.train(resume_from_checkpoint=self.resume_from_checkpoint)
             step = self.trainer.state.global_step
@@ -356,6 +489,13 @@ class LiveRun:
             self.messages.append_stdout(value + "\n")
         elif value is not None:
             self.messages.append_display_data(value)
+
+    def logged_steps(self) -> list[dict]:
+        r"""The training-step rows (:func:`~qae_lab.runlog.step_rows`) of the run folder's ``log.jsonl``
+        so far, in step order: ``[]`` before the first step is written. Safe to call while training
+        goes on (a line being written is not read half)."""
+        log = Path(self.trainer.args.output_dir) / LOG_NAME
+        return step_rows(read_log(log)) if log.is_file() else []
 
     @property
     def running(self) -> bool:

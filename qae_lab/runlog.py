@@ -136,6 +136,7 @@ class RunLogger(TrainerCallback):
         self.preset, self.run = preset, dict(run or {})
         self.start = None
         self.resume_event: dict | None = None
+        self.resume_extra: dict = {}  # further facts for the resume event (e.g. what the CLI set aside)
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.start = time.time()
@@ -162,7 +163,7 @@ class RunLogger(TrainerCallback):
         kept, later, restored = resume_log(rows, step, list(state.log_history))
         event = {"event": "resume", "step": step, "time": time.time(), "changed": changes,
                  "superseded_steps": [r["step"] for r in step_rows(later)], "restored_steps": restored,
-                 "cut_line": cut is not None}
+                 "cut_line": cut is not None, **self.resume_extra}
         if later or cut is not None:  # kept beside the log before the log drops them
             for row in later:
                 append_line(out / SUPERSEDED_NAME, row)

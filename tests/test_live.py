@@ -1,6 +1,7 @@
-"""Tests for qae_lab.live, headless: the controls' thread-safe values, knob changes reaching the next
-step (checked in the run's log.jsonl), Stop at a step boundary with a resumable checkpoint, the
-dashboard receiving every step, and errors of the training thread surfacing.
+"""Tests for qae_lab.live, headless: the controls' thread-safe values, sliders showing exactly the knobs
+the trainer gets, knob changes reaching the next step (checked in the run's log.jsonl), Stop at a step
+boundary with a resumable checkpoint, the dashboard receiving every step, the steps logged so far,
+and errors and warnings of the training thread surfacing under the dashboard.
 
 Runs train the embedded model on a few tiny steps of the synthetic task (no download). A gate
 callback holds the training thread at the end of a chosen step while the test moves a control,
@@ -10,13 +11,16 @@ so "the next step" is exact rather than a race.
 from __future__ import annotations
 
 import threading
+import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from traitlets import TraitError
 from transformers import TrainerCallback
 
 from qae_lab import cli, presets
-from qae_lab.live import LIVE_PANELS, Controls, Dashboard, LiveRun, auto_preset
+from qae_lab.live import LIVE_PANELS, Controls, Dashboard, KnobSlider, LiveKnobs, LiveRun, auto_preset
 from qae_lab.runlog import read_log, step_rows
 
 TINY = ["max_steps=5", "per_device_train_batch_size=8", "num_generations=4", "max_completion_length=24",
@@ -47,9 +51,33 @@ class FailAt(TrainerCallback):
             raise ValueError("boom: a failure inside the training thread")
 
 
-def tiny_trainer(tmp_path: Path, *sets: str, method: str = "qae", callbacks=()):
+class WarnAt(TrainerCallback):
+    def __init__(self, at: int):
+        self.at = at
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if state.global_step + 1 == self.at:
+            warnings.warn("qae_lab test: a warning from the training thread", FutureWarning)
+
+
+class KnobRecorder:
+    """Stands in for a QAETrainer where only its knobs matter: ``knobs()`` and ``set_knobs`` (recorded)."""
+
+    loss_type = "dapo"
+
+    def __init__(self, **knobs):
+        self._knobs, self.received = knobs, []
+
+    def knobs(self):
+        return dict(self._knobs)
+
+    def set_knobs(self, **knobs):
+        self.received.append(knobs)
+
+
+def tiny_trainer(tmp_path: Path, *sets: str, method: str = "qae", callbacks=(), resume: bool = False):
     run, cfg = presets.build("cpu-demo", [*TINY, *sets], method=method, output_dir=str(tmp_path / "run"))
-    trainer, _, _ = cli.make_trainer(run, cfg, preset="cpu-demo", callbacks=list(callbacks))
+    trainer, _, _ = cli.make_trainer(run, cfg, preset="cpu-demo", callbacks=list(callbacks), resume=resume)
     return trainer
 
 
@@ -73,9 +101,61 @@ def test_controls_start_values_snapshot_and_validation():
         with pytest.raises(ValueError, match=name):
             Controls(**kwargs)
     with pytest.raises(ValueError, match=r"quantile_k must be in \[0.05, 0.95\]"):
-        c.set(quantile_k=0.99)  # the slider would clamp it silently
+        c.set(quantile_k=0.99, alpha=0.75)  # outside the slider's range: refused, nothing moved
+    assert c.snapshot()["alpha"] == 1.5
     with pytest.raises(ValueError, match="unknown knob"):
         c.set(beta=0.1)
+
+
+def shown(slider: KnobSlider) -> float:
+    """The number a browser shows: the frontend snaps the handle and readout to min + n * step, then
+    formats it with readout_format."""
+    n = round((slider.value - slider.min) / slider.step)
+    return float(format(slider.min + n * slider.step, slider.readout_format))
+
+
+@pytest.mark.parametrize("k, alpha", [(0.99, 3.0), (0.4, 0.5), (0.123, 0.123), (0.01, -1.25)])
+def test_sliders_show_the_knobs_the_trainer_gets(k, alpha):
+    trainer = KnobRecorder(quantile_k=k, alpha=alpha, baseline="quantile", token_weighting="sa_ah")
+    c = Controls.for_trainer(trainer)
+    knobs = LiveKnobs(c, trainer)
+    knobs.on_step_begin(None, SimpleNamespace(global_step=0), None)
+    c.baseline.value = "mean"  # moving another control keeps K and alpha as shown
+    knobs.on_step_begin(None, SimpleNamespace(global_step=1), None)
+    for slider, name, want in ((c.k, "quantile_k", k), (c.alpha, "alpha", alpha)):
+        assert slider.value == shown(slider) == c.snapshot()[name] == want
+        assert [got[name] for got in trainer.received] == [want, want]
+    assert trainer.received[-1]["baseline"] == "mean"
+
+
+def test_slider_refuses_what_it_cannot_show():
+    c = Controls(quantile_k=0.99, alpha=3.0)
+    before = c.snapshot()
+    for slider, bad, match in ((c.k, 1.5, r"quantile_k must be in \[0.05, 0.99\] \(the range of the slider 'K "),
+                               (c.k, 0.01, r"quantile_k must be in \[0.05, 0.99\]"),
+                               (c.alpha, 3.5, r"alpha must be in \[-0.5, 3.0\]"),
+                               (c.alpha, float("nan"), "alpha must be in")):
+        with pytest.raises(TraitError, match=match):
+            slider.value = bad  # ipywidgets would clamp it silently
+        assert (c.k.value, c.alpha.value) == (0.99, 3.0) and c.snapshot() == before
+    with pytest.raises(TraitError, match="min 0.995 would move the value 0.99"):
+        c.k.min = 0.995
+    with pytest.raises(TraitError, match="max 2.0 would move the value 3.0"):
+        c.alpha.max = 2.0
+    c.k.max = 1.5  # a range beyond the knob's validity: the knob's own check still refuses
+    with pytest.raises(TraitError, match=r"quantile_k must lie in the open interval \(0, 1\)"):
+        c.k.value = 1.2
+    assert (c.k.value, c.k.min, c.alpha.max) == (0.99, 0.05, 3.0) and c.snapshot() == before
+    c.k.value = 0.4567  # off the 0.01 grid: the step follows, so the browser shows 0.4567 too
+    assert shown(c.k) == c.k.value == c.snapshot()["quantile_k"] == 0.4567 and c.k.readout_format == ".4f"
+
+
+def test_controls_for_a_trainer_with_knobs_beyond_the_default_ranges(tmp_path):
+    trainer = tiny_trainer(tmp_path, "quantile_k=0.99", "alpha=3.0", "token_weighting=sa_ah")
+    c = Controls.for_trainer(trainer)
+    LiveKnobs(c, trainer).on_step_begin(None, SimpleNamespace(global_step=0), None)
+    assert (shown(c.k), shown(c.alpha)) == (c.k.value, c.alpha.value) == (0.99, 3.0)
+    assert (trainer.knobs()["quantile_k"], trainer.knobs()["alpha"]) == (0.99, 3.0)
 
 
 def test_controls_stop_button_and_no_torn_reads():
@@ -169,7 +249,7 @@ def test_stop_ends_at_a_step_boundary_with_log_and_checkpoint(tmp_path):
     with pytest.raises(RuntimeError, match="already started"):
         live.start()
     # the checkpoint resumes: a new trainer in the same folder continues to its max_steps, one log
-    resumed = LiveRun(tiny_trainer(tmp_path, "max_steps=4"), resume_from_checkpoint=str(ckpt)).start()
+    resumed = LiveRun(tiny_trainer(tmp_path, "max_steps=4", resume=True), resume_from_checkpoint=str(ckpt)).start()
     assert resumed.wait(300).global_step == 4
     assert [r["step"] for r in step_rows(read_log(trainer.args.output_dir))] == [1, 2, 3, 4]
 
@@ -182,3 +262,25 @@ def test_errors_in_the_training_thread_are_shown_and_reraised(tmp_path):
     assert "failed: ValueError: boom" in live.dashboard.status.value
     assert any("boom" in o.get("text", "") and o.get("name") == "stderr" for o in live.messages.outputs)
     assert [r["step"] for r in live.dashboard.rows] == [1]
+
+
+def test_logged_steps_and_the_training_threads_warnings(tmp_path, recwarn):
+    gate = Gate(at=1)
+    trainer = tiny_trainer(tmp_path, "max_steps=2", callbacks=[gate, WarnAt(1)])
+    live = LiveRun(trainer)
+    assert live.logged_steps() == []  # no log.jsonl yet
+    live.start()
+    wait_gate(gate, live)
+    assert live.logged_steps() == []  # step 1 ends before its log line is written
+    warnings.warn("qae_lab test: a warning from the test's thread", FutureWarning)
+    gate.release()
+    live.wait(300)
+    assert [r["step"] for r in live.logged_steps()] == [1, 2]
+    assert [r["step"] for r in live.logged_steps()] == [r["step"] for r in step_rows(read_log(trainer.args.output_dir))]
+    # the training thread's warning is shown under the dashboard, the test thread's where it went before
+    errs = "".join(o["text"] for o in live.messages.outputs if o.get("name") == "stderr")
+    assert "FutureWarning: qae_lab test: a warning from the training thread" in errs
+    recorded = [str(w.message) for w in recwarn]
+    assert "qae_lab test: a warning from the test's thread" in recorded
+    assert not any("training thread" in m for m in recorded)
+    assert "test's thread" not in errs

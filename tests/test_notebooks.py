@@ -2,7 +2,8 @@
 
 nbmake (``--nbmake`` in pyproject.toml) runs every notebook top to bottom. Here we check
 what it cannot: outputs are stripped, each opens with a Colab badge and an install cell,
-smoke mode is honoured, and moving a slider in a real kernel re-draws the figure.
+smoke mode is honoured, moving a slider in a real kernel re-draws the figure, and notebook 04's
+"Run all" works with somebody at it (training goes on in the background past the last cell).
 """
 
 from __future__ import annotations
@@ -139,3 +140,36 @@ mean_touched = set(touched.view.figure.layout.meta["touched"])
 mixed_failures = {i for i in range(len(ro.completions)) if ro.rewards[i] == 0 and 0 < ro.success_counts[i // G] < G}
 assert mean_touched == mixed_failures
 """)
+
+
+def test_notebook04_run_all_in_a_live_session(tmp_path, monkeypatch):
+    # nbmake runs it headless (QAE_LAB_HEADLESS=1: the cell after lab.start() waits for the run); here the
+    # cells after lab.start() run while training goes on, as after "Run all" in a workshop
+    monkeypatch.delenv("QAE_LAB_HEADLESS", raising=False)
+    monkeypatch.setenv("QAE_LAB_SMOKE", "1")
+    nb = nbformat.read(NB_DIR / "04_lora_grpo_qwen25.ipynb", as_version=4)
+    start = next(i for i, c in enumerate(nb.cells) if "lab.start()" in c.source)
+    nb.cells.append(nbformat.v4.new_code_cell("""
+from pathlib import Path
+assert not headless()
+lab.stop()                                # what the Stop button does; the kernel then shuts down cleanly
+outcome = lab.wait(timeout=900)           # a safety net, not a bound
+assert outcome.interrupted or outcome.global_step == STEPS, outcome
+assert not outcome.interrupted or Path(outcome.checkpoint).is_dir()
+assert [r["step"] for r in lab.logged_steps()] == list(range(1, outcome.global_step + 1))
+assert any(o.get("text", "").startswith("after:") for o in lab.messages.outputs)   # the evaluation after training
+"""))
+    # the kernel works in tmp_path (the run folder is relative); allow_errors: every failing cell is reported below
+    NotebookClient(nb, timeout=1200, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    outputs = [(i, o) for i, c in enumerate(nb.cells) if c.cell_type == "code" for o in c.outputs]
+    errors = [(i, o.ename, o.evalue) for i, o in outputs if o.output_type == "error"]
+    assert errors == [], errors
+    stderr = [(i, o.text) for i, o in outputs if o.output_type == "stream" and o.name == "stderr"]
+    assert not [t for _, t in stderr if "Traceback" in t], stderr
+    # the training thread's warnings go under the dashboard (lab.messages), not into the cells after the start
+    assert [t for i, t in stderr if i > start and "Warning" in t] == []
+    text = {i: "".join(o.get("text", "") for o in c.outputs) for i, c in enumerate(nb.cells) if c.cell_type == "code"}
+    log_cell = next(i for i, c in enumerate(nb.cells) if "lab.logged_steps()" in c.source)
+    assert re.match(r"\d+ steps logged so far", text[log_cell]), text[log_cell]
+    assert "Not attempted yet" in text[len(nb.cells) - 2]  # the exercise, checked against the library
