@@ -132,11 +132,12 @@ def test_report_is_one_self_contained_file(tmp_path):
 
 # ---------------------------------------------------------------- interruption and resume
 
-def _trainer(out: Path, callbacks=()) -> QAETrainer:
+def _trainer(out: Path, callbacks=(), **settings) -> QAETrainer:
     model, tok = load_policy("embedded", device="cpu")
-    cfg = QAEConfig(output_dir=str(out), per_device_train_batch_size=8, num_generations=4, max_completion_length=48,
-                    learning_rate=1e-4, report_to=[], use_cpu=True, bf16=False, beta=0.0, save_strategy="no",
-                    disable_tqdm=True, loss_type="bnpo", logging_steps=1, max_steps=4, seed=3)
+    cfg = QAEConfig(**{"output_dir": str(out), "per_device_train_batch_size": 8, "num_generations": 4,
+                       "max_completion_length": 48, "learning_rate": 1e-4, "report_to": [], "use_cpu": True,
+                       "bf16": False, "beta": 0.0, "save_strategy": "no", "disable_tqdm": True, "loss_type": "bnpo",
+                       "logging_steps": 1, "max_steps": 4, "seed": 3, **settings})
     return QAETrainer(model=model, reward_funcs=[correctness_reward], args=cfg, processing_class=tok,
                       train_dataset=to_grpo_dataset(synthetic_task(32, levels=(2, 3), seed=5)),
                       callbacks=[RunLogger(preset="test"), *callbacks])
@@ -167,3 +168,36 @@ def test_interrupt_leaves_log_and_checkpoint_and_resume_matches_an_uninterrupted
     a = load_file(tmp_path / "cut_model" / "model.safetensors")
     b = load_file(tmp_path / "whole_model" / "model.safetensors")
     assert all(torch.equal(a[k], b[k]) for k in a)  # the same weights: nothing lost, nothing repeated
+
+
+@pytest.mark.slow
+def test_checkpoints_are_staged_renamed_rotated_and_checked_before_a_resume(tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    seen = []
+    real = QAETrainer._save_rng_state
+
+    def watch(self, output_dir):  # where the Trainer writes while a checkpoint is being saved
+        seen.append(Path(output_dir).relative_to(out).as_posix())
+        return real(self, output_dir)
+
+    monkeypatch.setattr(QAETrainer, "_save_rng_state", watch)
+    trainer = _trainer(out, [InterruptAt(4)], max_steps=6, save_strategy="steps", save_steps=1, save_total_limit=2)
+    outcome = train_resumable(trainer)  # Ctrl-C as step 5 begins: checkpoint-4 is already saved and complete
+    assert outcome.interrupted and outcome.checkpoint == str(out / "checkpoint-4")
+    assert seen == [f".staging/checkpoint-{s}" for s in (1, 2, 3, 4)]  # never into checkpoint-N itself
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(("checkpoint-", ".staging"))) == \
+        ["checkpoint-3", "checkpoint-4"]  # renamed into place, rotated by save_total_limit, no staging left
+    monkeypatch.undo()
+
+    rng = out / "checkpoint-4" / "rng_state.pth"
+    rng.write_bytes(rng.read_bytes()[:100])  # as a crash mid-write would leave it, were it not staged
+    with pytest.raises(RunFolderError, match=r"checkpoint-4: rng_state.pth is damaged or cut short"):
+        _trainer(out, max_steps=6, save_strategy="steps", save_steps=1, save_total_limit=2).train(
+            resume_from_checkpoint=str(out / "checkpoint-4"))
+    resumed = _trainer(out, max_steps=6, save_strategy="steps", save_steps=1, save_total_limit=2)
+    resumed.train(resume_from_checkpoint=True)  # True: the latest *complete* checkpoint, checkpoint-3
+    assert resumed.state.global_step == 6
+    rows = read_log(out)
+    event = next(r for r in rows if r.get("event") == "resume")
+    assert event["step"] == 3 and event["superseded_steps"] == [4] and event["changed"] == {}
+    assert [r["step"] for r in step_rows(rows)] == [1, 2, 3, 4, 5, 6]
