@@ -113,7 +113,13 @@ def _decimals(x: float) -> int:
 
 
 def _grid_step(*values: float) -> float:
-    """The coarsest step of 0.01, 0.001, ... whose grid holds every one of ``values``."""
+    """The coarsest step of 0.05, 0.01, 0.001, ... whose grid holds every one of ``values``.
+
+    >>> _grid_step(0.4, 0.05, 0.95), _grid_step(0.99, 0.05, 0.99), _grid_step(0.123, 0.05, 0.95)
+    (0.05, 0.01, 0.001)
+    """
+    if all(abs(v * 20 - round(v * 20)) < 1e-9 for v in values):
+        return 0.05
     return 10.0 ** -max(2, *(_decimals(v) for v in values))
 
 

@@ -135,12 +135,17 @@ def test_notebook04_k_slider_reaches_the_run_log(lab):
             slider.locator(".noUi-handle").focus()
             for _ in range(4):
                 page.keyboard.press("ArrowRight")
-            _wait_until(lambda: "0.60" in slider.locator(".widget-readout").inner_text(), 30, "the readout 0.60")
-            moved_at = len(_log_rows(lab["root"]))
-            rows = _wait_until(lambda: [r for r in _log_rows(lab["root"]) if r["qae/k"] == pytest.approx(0.6)],
-                               120, "a logged step with K = 0.6")
-            # the new K applies at most two steps later (the step under way when the slider moved runs on)
-            assert rows[0]["step"] <= moved_at + 2
+            _wait_until(lambda: "0.60" in slider.locator(".widget-readout").inner_text(), 120, "the readout 0.60")
+            _wait_until(lambda: [r for r in _log_rows(lab["root"]) if r["qae/k"] == pytest.approx(0.6)],
+                        300, "a logged step with K = 0.6")
+            # the move reached the trainer and stuck: K climbs from 0.4 through the slider's positions (a step
+            # may begin between two key presses) to 0.6 and stays there. When, in steps, depends on the
+            # machine's speed: tests/test_live.py holds the training thread to check that a change applies
+            # exactly from the next step.
+            ks = [round(r["qae/k"], 6) for r in _log_rows(lab["root"])]
+            switch = ks.index(0.6)
+            assert ks[0] == 0.4 and ks == sorted(ks) and set(ks) <= {0.4, 0.45, 0.5, 0.55, 0.6}, ks
+            assert set(ks[switch:]) == {0.6}, ks
             # the dashboard (a FigureWidget, or a plain figure re-drawn from the training thread) shows it
             page.get_by_text(re.compile(r"step \d+ / \d+: K = 0\.60")).first.wait_for(timeout=60_000)
             page.screenshot(path=str(artifacts / f"notebook04_live_k_{lab['plots']}.png"), full_page=True)
