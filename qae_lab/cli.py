@@ -439,6 +439,8 @@ def _plan(args) -> dict[str, Any]:
             claim_fresh(cfg.output_dir)  # raises, with the ways on
         if found:
             notes.append(f"--overwrite: deleting the previous run's {', '.join(found)} in {cfg.output_dir}/")
+    if run.task == "gsm8k" and (run.gsm8k_path or os.environ.get("QAE_LAB_GSM8K_DIR")):
+        load_records(run)  # a local data file is read now (seconds): its errors name the file, line and field
     return {"run": run, "cfg": cfg, "preset": preset, "method": method, "sets": sets, "resume": resume,
             "notes": notes, "overwrite": args.overwrite}
 

@@ -276,14 +276,6 @@ def test_a_new_run_never_overwrites_a_run_folder(tiny_run, monkeypatch, capsys, 
     assert [r["step"] for r in step_rows(read_log(copy))] == [1, 2]
 
 
-def test_default_run_folders_never_collide(monkeypatch, tmp_path):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("qae_lab.presets.time.strftime", lambda fmt: "20260101-120000")
-    first = build("cpu-demo")[1].output_dir
-    Path(first).mkdir(parents=True)
-    assert build("cpu-demo")[1].output_dir == first + "-2"
-
-
 @pytest.mark.parametrize("sets, message", [
     (["max_steps=0"], "max_steps must be -1 (train num_train_epochs epochs) or >= 1, got 0"),
     (["max_steps=-3"], "max_steps must be -1"),
@@ -570,3 +562,14 @@ def read_log_rows(run: Path) -> list[dict]:
     from qae_lab.runfolder import read_log_lines
 
     return read_log_lines(run / "log.jsonl")[0]
+
+
+def test_a_bad_local_data_file_fails_the_dry_run_with_file_and_line(tmp_path, monkeypatch, capsys):
+    _no_loading(monkeypatch)
+    data = tmp_path / "gsm8k"
+    data.mkdir()
+    (data / "train.jsonl").write_text('{"question": "1+1?", "answer": "2 #### 2"}\n{"question": "2+2?"\n')
+    (data / "test.jsonl").write_text('{"question": "1+1?", "answer": "2 #### 2"}\n')
+    assert main(["train", "--preset", "qwen2.5-0.5b-gsm8k", "--set", f"gsm8k_path={data}", "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert f"{data / 'train.jsonl'} line 2" in err and "not JSON" in err

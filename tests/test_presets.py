@@ -11,6 +11,7 @@ import importlib.metadata
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import transformers
@@ -132,3 +133,16 @@ def test_dtype_is_a_run_setting(dtype, tmp_path):
 def test_bad_dtype_names_the_field(tmp_path):
     with pytest.raises(ValueError, match="dtype must be one of"):
         build("cpu-demo", ["dtype=fp8"], output_dir=str(tmp_path))
+
+
+def test_default_run_folders_never_collide(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("qae_lab.presets.time.strftime", lambda fmt: "20260101-120000")
+    first = build("cpu-demo")[1].output_dir
+    Path(first).mkdir(parents=True)
+    assert build("cpu-demo")[1].output_dir == first + "-2"  # a second run in the same second: its own folder
+
+
+def test_a_missing_gsm8k_folder_is_refused_at_build(tmp_path):
+    with pytest.raises(ValueError, match=r"gsm8k_path .*nowhere is not a folder"):
+        build("qwen2.5-0.5b-gsm8k", [f"gsm8k_path={tmp_path / 'nowhere'}"], output_dir=str(tmp_path / "r"))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -657,3 +658,18 @@ def test_two_processes_sparse_update_same_gradient(two_process_run):
         ranks = read_ranks(out, name, log)
         assert [r["kept"] for r in ranks] == kept
         assert all(r["max_diff"] < 1e-6 for r in ranks), ranks
+
+
+@pytest.mark.parametrize("field, value, allowed", [
+    ("max_steps", 0, "-1 (train num_train_epochs epochs) or >= 1"), ("max_steps", -3, "-1 (train"),
+    ("learning_rate", -1.0, "a number in [0, inf)"), ("learning_rate", math.nan, "a number in [0, inf)"),
+    ("temperature", 0.0, "a number in (0, inf)"), ("top_p", 0.0, "a number in (0, 1]"),
+    ("beta", -0.5, "a number in [0, inf)"), ("epsilon_high", -1.0, "a number in [0, inf) or None"),
+    ("max_completion_length", 0, "a number in [1, inf)"), ("gradient_accumulation_steps", 0, "a number in [1, inf)"),
+    ("seed", -1, "a number in [0, 4294967295]"), ("save_total_limit", 0, "a number in [1, inf) or None"),
+    ("max_completion_length", 2.5, "a whole number"),
+])
+def test_training_settings_are_range_checked_with_their_names(tmp_path, field, value, allowed):
+    with pytest.raises(ValueError, match=rf"{field} must be {re.escape(allowed)}"):
+        QAEConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to=[], **{field: value})
+    QAEConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to=[])  # the defaults pass
