@@ -36,6 +36,7 @@ are ~31 tokens against a 48-token limit. Evaluation also keeps the lenient verdi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -315,6 +316,8 @@ def _run(run: RunArgs, cfg, preset, command, resume_from_checkpoint, callbacks, 
             shutil.rmtree(staged, ignore_errors=True)
             trainer.save_model(str(staged))
             publish_dir(staged, out / MODEL_DIR)
+            with contextlib.suppress(OSError):  # the staging folder, now empty
+                staged.parent.rmdir()
         if run.evaluate:
             after = evaluate_run(trainer.model, tok, eval_recs, run, cfg, out / "eval_after.json", reuse=not trains_on)
             print(eval_line("after", after), flush=True)

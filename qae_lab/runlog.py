@@ -175,6 +175,8 @@ class RunLogger(TrainerCallback):
         else:
             for name, (_old, new) in changes.items():
                 stored["trainer" if name in stored.get("trainer", {}) else "run"][name] = new
+            if self.run.get("build"):  # how to rebuild the settings now in force (the next --resume reads it)
+                stored.setdefault("run", {})["build"] = self.run["build"]
             now = versions()
             stored.setdefault("resumes", []).append(
                 {"step": step, "time": event["time"], "changed": changes,

@@ -55,6 +55,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from transformers.trainer_callback import TrainerState
+from transformers.trainer_utils import TrainOutput
 from trl import GRPOConfig, GRPOTrainer
 
 from qae_lab._checks import check_choice, check_finite_scalar, check_int, check_k
@@ -223,7 +225,8 @@ class QAETrainer(GRPOTrainer):
     ``_generate_and_score_completions``    replaces ``advantages`` with QAE's; logs ``qae/*``
     ``_compute_loss``                      sparse row selection, token-weight set-up, normaliser
     ``_get_per_token_logps_and_entropies`` SA-AH/AH weights from the same forward's entropies
-    ``train`` (transformers)               checks the checkpoint to resume; ``True``: latest complete one
+    ``train`` (transformers)               checks the checkpoint to resume; ``True``: latest complete one;
+                                           one at or past ``max_steps`` is loaded, not trained past
     ``_save_checkpoint``                   writes into ``.staging/``, renames when complete, then rotates
     ``_get_output_dir`` (transformers)     points at ``.staging/`` while a checkpoint is being written
     ====================================== ===============================================================
@@ -278,7 +281,22 @@ class QAETrainer(GRPOTrainer):
             problems = checkpoint_problems(resume_from_checkpoint)
             if problems:
                 raise RunFolderError(f"cannot resume from {resume_from_checkpoint}: " + "; ".join(problems))
+            state = TrainerState.load_from_json(os.path.join(resume_from_checkpoint, "trainer_state.json"))
+            if 0 < self.args.max_steps <= state.global_step:
+                return self._resume_finished(resume_from_checkpoint, state)
         return super().train(resume_from_checkpoint, *args, **kwargs)
+
+    def _resume_finished(self, checkpoint: str, state) -> TrainOutput:
+        """A checkpoint at or past ``max_steps``: load it, run the callbacks' begin and end, train nothing.
+
+        transformers' loop would run one step past ``max_steps`` here (it checks the limit only after
+        a step), so a resumed finished run would gain a step it was never meant to have.
+        """
+        self._load_from_checkpoint(checkpoint)
+        self.state = state
+        self.control = self.callback_handler.on_train_begin(self.args, self.state, self.control)
+        self.control = self.callback_handler.on_train_end(self.args, self.state, self.control)
+        return TrainOutput(self.state.global_step, 0.0, {})
 
     def _get_output_dir(self, trial):
         out = super()._get_output_dir(trial)

@@ -340,6 +340,13 @@ def test_extending_a_finished_run_is_an_event_not_a_rewrite(saved_run, tmp_path,
     assert (run / "finished-step4" / "model").is_dir()  # the first finish's model and evaluation, kept
     assert (run / "finished-step4" / "eval_after.json").read_bytes() == after
     assert (run / "eval_after.json").exists() and (run / "model").is_dir()
+    capsys.readouterr()
+    done = _snapshot(run)
+    assert main(["train", "--resume", str(run)]) == 0  # again, as it now is: nothing left to train
+    assert "resuming" in capsys.readouterr().out
+    assert [r["step"] for r in step_rows(read_log(run))] == [1, 2, 3, 4, 5, 6]
+    assert all(_snapshot(run)[name] == data for name, data in done.items()
+               if name.startswith(("model/", "eval_after", "finished-step4/")))  # kept, not redone
 
 
 @pytest.mark.slow
