@@ -45,7 +45,8 @@ from trl import GRPOTrainer
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_trainer import _rewards_at_80  # noqa: E402  (the same ~80%-zero reward layout as the CPU benchmark)
 
-from qae_lab import cli, presets  # noqa: E402
+from qae_lab import presets  # noqa: E402
+from qae_lab import run as pipeline  # noqa: E402
 from qae_lab.advantages import group_advantages  # noqa: E402
 from qae_lab.models import QWEN_MODELS, embedded_dir, load_policy  # noqa: E402
 
@@ -123,7 +124,7 @@ def build_trainer(name: str, source: str, data: str | None, out: Path, smoke: bo
         overrides += ["use_cpu=true", "bf16=false", "per_device_train_batch_size=8", "gradient_accumulation_steps=1",
                       "max_completion_length=8", "n_train=16", "n_eval=8"]
     run, cfg = presets.build(preset, [*overrides, *sets], method=method, output_dir=str(out))
-    trainer, tok, _ = cli.make_trainer(run, cfg, preset=preset)
+    trainer, tok, _ = pipeline.make_trainer(run, cfg, preset=preset)
     return trainer, tok
 
 

@@ -1,451 +1,32 @@
-r"""``python -m qae_lab train --preset cpu-demo``: a whole RLVR run from the command line.
+r"""``python -m qae_lab train --preset cpu-demo``: a whole RLVR run from the command line (argument parsing only).
 
-A run: evaluate the policy on held-out problems, train it with
-:class:`qae_lab.trainer.QAETrainer`, evaluate again. The output folder (default
-``runs/<preset>-<timestamp>``) then holds ``config.json``, ``log.jsonl`` (one line per step,
-:mod:`qae_lab.runlog`), ``eval_before.json`` / ``eval_after.json``
-(:class:`qae_lab.evaluate.EvalResult`), ``report.html`` (curves and the pass@1 table, one
-self-contained file) and ``model/`` (the final weights, or LoRA adapters)::
+What a run does: :mod:`qae_lab.run`; its folder: :mod:`qae_lab.runfolder`; presets, methods and
+``--set name=value`` overrides: :mod:`qae_lab.presets`::
 
     python -m qae_lab train --preset cpu-demo                       # or: qae-lab train ...
     python -m qae_lab train --preset cpu-demo --method qae_sa_ah --set quantile_k=0.6 --set max_steps=50
-    python -m qae_lab train --preset qwen2.5-1.5b-gsm8k --dry-run   # print the config, load nothing
-    python -m qae_lab train --preset cpu-demo --resume runs/cpu-demo-20260101-120000   # after Ctrl-C
+    python -m qae_lab train --preset qwen2.5-1.5b-gsm8k --dry-run   # check everything, print the config, load nothing
+    python -m qae_lab train --resume runs/cpu-demo-20260101-120000  # after Ctrl-C: the run's own settings
     python -m qae_lab presets                                       # list the presets
 
-Presets, methods and ``--set name=value`` overrides: :mod:`qae_lab.presets`. Ctrl-C during
-training saves a resumable checkpoint (:func:`qae_lab.runlog.train_resumable`) and exits
-with status 130; ``--resume`` continues it in the same folder and log.
-
-The end-of-answer rule: one verdict for the reward and for evaluation. A completion is
-correct only when :func:`qae_lab.rewards.is_correct` accepts it AND it stops right after
-its closing ``</answer>`` tag, whitespace aside (:func:`strict_is_correct`). The training
-reward (:func:`strict_correctness_reward`, 0/1) and every pass@1 this module prints or
-writes (:func:`strict_eval` re-judges :func:`qae_lab.evaluate.evaluate`'s completions) call
-that one function. Why: ``is_correct`` reads the last ``<answer>`` block wherever it sits,
-so a completion that answers and then runs on (more text, more tags, to the length limit)
-still scores; a tiny model rewarded that way can stop emitting EOS while its training
-reward holds and exact-match evaluation falls to zero. With the rule, "answer, then stop"
-is the only way to earn reward. The check reads the decoded text (TRL and
-:func:`qae_lab.evaluate.generate` strip special tokens such as EOS), so a completion cut
-by the length limit exactly after ``</answer>`` would pass; in the cpu-demo completions
-are ~31 tokens against a 48-token limit. Evaluation also keeps the lenient verdict
-(``lenient_pass@1``, ``lenient_greedy_pass@1``), so any gap between the two stays visible.
+Ctrl-C during training saves a resumable checkpoint (:func:`qae_lab.callbacks.train_resumable`)
+and exits with status 130; a failed check exits with status 2 and says why.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import json
-import os
-import re
-import shutil
 import sys
-import time
-from pathlib import Path
 from typing import Any
 
-from qae_lab.presets import METHODS, PRESETS, RunArgs, build, command_line, field_types, method_of, parse_sets
-from qae_lab.rewards import completion_text, is_correct
-from qae_lab.runfolder import (
-    CONFIG_NAME,
-    EVAL_AFTER,
-    LOG_NAME,
-    MODEL_DIR,
-    SAFE_ON_RESUME,
-    STAGING_DIR,
-    SUPERSEDED_NAME,
-    RunFolderError,
-    check_resume_point,
-    checkpoint_problems,
-    claim_fresh,
-    jsonable,
-    latest_complete_checkpoint,
-    publish_dir,
-    read_json,
-    read_log_lines,
-    resume_changes,
-    resume_log,
-    run_files,
-    step_rows,
-)
+from qae_lab.checkpoints import SAFE_ON_RESUME, latest_complete_checkpoint
+from qae_lab.presets import METHODS, PRESETS, RunArgs, command_line, field_types, parse_sets
+from qae_lab.run import plan, train
+from qae_lab.runfolder import RunFolderError, claim_fresh
 
-__all__ = ["ends_at_answer", "strict_is_correct", "strict_correctness_reward", "strict_eval", "load_records",
-           "evaluate_run", "eval_line", "make_trainer", "method_name", "train", "main"]
-
-# ---------------------------------------------------------------- the verdict
-
-_CHECKPOINT_NAME = re.compile(r"^checkpoint-\d+$")
-_ENDS_AT_ANSWER = re.compile(r"<[ \t]*/[ \t]*answer[ \t]*>\s*\Z", re.IGNORECASE)
-
-
-def ends_at_answer(text: str) -> bool:
-    r"""True iff the text stops right after a closing ``</answer>`` tag (whitespace may follow).
-
-    >>> ends_at_answer("<answer>\n7\n</answer>\n"), ends_at_answer("<answer>7</answer> Now another: <answer>")
-    (True, False)
-    """
-    return _ENDS_AT_ANSWER.search(text) is not None
-
-
-def strict_is_correct(completion, gold) -> bool:
-    r"""The one verdict of training and evaluation: :func:`qae_lab.rewards.is_correct` and :func:`ends_at_answer`.
-
-    >>> c = "<reasoning>\n3 + 4 = 7\n</reasoning>\n<answer>\n7\n</answer>"
-    >>> strict_is_correct(c, "7"), strict_is_correct(c + "\n<reasoning>\n1 + 1 = 2", "7"), is_correct(c + "xx", "7")
-    (True, False, True)
-    """
-    return ends_at_answer(completion_text(completion)) and is_correct(completion, gold)
-
-
-def strict_correctness_reward(completions, gold, **kwargs) -> list[float]:
-    r"""TRL reward: 1.0 iff :func:`strict_is_correct`, else 0.0 (QAE's binary R_i).
-
-    >>> strict_correctness_reward(["<answer>5</answer>", "<answer>5</answer> and more", "<answer>6</answer>"],
-    ...                           gold=["5", "5", "5"])
-    [1.0, 0.0, 0.0]
-    """
-    return [1.0 if strict_is_correct(c, g) else 0.0 for c, g in zip(completions, gold, strict=True)]
-
-
-def strict_eval(result, ks=(1, 8)):
-    r"""Re-judge an :class:`~qae_lab.evaluate.EvalResult` with :func:`strict_is_correct`.
-
-    Every sample's and greedy completion's ``correct`` becomes the strict verdict (the
-    lenient one is kept as ``correct_lenient``); summary and per-level metrics are
-    recomputed, plus ``lenient_pass@1`` / ``lenient_greedy_pass@1`` for comparison.
-    """
-    from qae_lab.evaluate import EvalResult, _metrics
-
-    lenient = result.summary
-    problems = []
-    for p in result.problems:  # copies: the result passed in is left as it was
-        p = {**p, "samples": [dict(s) for s in p["samples"]], "greedy": dict(p["greedy"]) if p["greedy"] else None}
-        for s in [*p["samples"], *([p["greedy"]] if p["greedy"] else [])]:
-            s["correct_lenient"] = s.get("correct_lenient", s["correct"])
-            s["correct"] = strict_is_correct(s["completion"], p["gold"])
-        p["n_correct"] = sum(s["correct"] for s in p["samples"])
-        p["success_rate"] = p["n_correct"] / len(p["samples"])
-        problems.append(p)
-    greedy = problems[0]["greedy"] is not None
-    ks = [k for k in ks if k <= len(problems[0]["samples"])]
-    summary = _metrics(problems, ks, greedy)
-    summary["lenient_pass@1"] = lenient["pass@1"]
-    if greedy:
-        summary["lenient_greedy_pass@1"] = lenient["greedy_pass@1"]
-    levels = sorted({p["level"] for p in problems})
-    by_level = {lv: _metrics([p for p in problems if p["level"] == lv], ks, greedy) for lv in levels}
-    return EvalResult(summary, by_level, problems)
-
-
-# ---------------------------------------------------------------- the run
-
-def load_records(run: RunArgs) -> tuple[list[dict], list[dict]]:
-    r"""(training records, held-out evaluation records) of the run's task.
-
-    >>> tr, ev = load_records(RunArgs(n_train=8, n_eval=4, levels=(2, 5)))
-    >>> [r["level"] for r in ev], tr[0]["id"] != ev[0]["id"]
-    ([2, 5, 2, 5], True)
-    """
-    from qae_lab.data import sa_ah_split, synthetic_task
-
-    if run.task == "gsm8k":
-        return sa_ah_split(path=run.gsm8k_path, n_train=run.n_train, n_eval=run.n_eval, seed=run.data_seed)
-    return (synthetic_task(run.n_train, levels=run.levels, seed=run.data_seed),
-            synthetic_task(run.n_eval, levels=run.levels, seed=run.data_seed + 1))
-
-
-def evaluate_run(model, tok, records, run: RunArgs, cfg, path: Path | None = None, *, reuse: bool = False,
-                 progress: bool | None = None):
-    """Strict-verdict evaluation of ``records`` as the run is configured (samples, temperature, length),
-    written to ``path`` when given (read back instead when ``reuse`` and it exists)."""
-    from qae_lab.evaluate import EvalResult, evaluate
-
-    if reuse and path is not None and path.exists():
-        print(f"(evaluation read back from {path})", flush=True)
-        return EvalResult.from_json(path)
-    res = evaluate(model, tok, records, num_samples=run.eval_samples, ks=(1, run.eval_samples),
-                   temperature=cfg.temperature, max_new_tokens=run.eval_max_new_tokens or cfg.max_completion_length,
-                   batch_size=run.eval_batch_size, seed=run.data_seed,
-                   progress=not cfg.disable_tqdm if progress is None else progress)
-    res = strict_eval(res, ks=(1, run.eval_samples))
-    if path is not None:
-        res.to_json(path)
-    return res
-
-
-def eval_line(name: str, res) -> str:
-    """One line: greedy and sampled pass@1 overall and per level."""
-    s = res.summary
-    levels = " ".join(f"L{lv}={m['pass@1']:.3f}" for lv, m in res.by_level.items())
-    return (f"{name}: greedy pass@1 {s['greedy_pass@1']:.3f}, sampled pass@1 {s['pass@1']:.3f} "
-            f"(n={int(s['n_samples'])}; lenient {s['lenient_pass@1']:.3f}) "
-            f"on {int(s['n_problems'])} problems [{levels}]")
-
-
-def train(run: RunArgs, cfg, *, preset: str | None = None, command: str | None = None,
-          resume_from_checkpoint: str | None = None, callbacks=(), recipe: dict | None = None) -> dict[str, Any]:
-    r"""Evaluate, train with :class:`~qae_lab.trainer.QAETrainer`, evaluate, write the run folder.
-
-    Args:
-        run, cfg: from :func:`qae_lab.presets.build`.
-        preset, command: recorded in ``config.json`` and the report.
-        resume_from_checkpoint: a checkpoint folder to continue (the "before" evaluation is
-            read back from the run folder when there).
-        callbacks: further ``TrainerCallback`` objects.
-        recipe: ``{"preset", "method", "sets"}``, recorded for ``--resume`` (:func:`make_trainer`).
-
-    A fresh run refuses a folder that holds another run; a resume checks its settings and
-    checkpoint first (:func:`qae_lab.runlog.RunLogger`). Resuming a finished run (a larger
-    ``max_steps``) first moves its ``eval_after.json`` and ``model/`` to ``finished-step<S>/``.
-
-    Returns:
-        dict with ``output_dir``, ``interrupted``, ``checkpoint`` (when interrupted), ``global_step``,
-        ``wall_s``, ``before`` / ``after`` (evaluation summaries or None) and ``report`` (its path).
-    """
-    import torch
-
-    threads = torch.get_num_threads()
-    if run.torch_threads:
-        torch.set_num_threads(run.torch_threads)
-    try:
-        return _run(run, cfg, preset, command, resume_from_checkpoint, callbacks, recipe)
-    finally:
-        torch.set_num_threads(threads)
-
-
-def make_trainer(run: RunArgs, cfg, *, preset: str | None = None, command: str | None = None, callbacks=(),
-                 resume: bool = False, recipe: dict | None = None):
-    r"""The run's :class:`~qae_lab.trainer.QAETrainer` (model, data, strict reward, LoRA, :class:`RunLogger`).
-
-    Args:
-        run, cfg: from :func:`qae_lab.presets.build`.
-        preset, command: recorded in ``config.json``.
-        callbacks: further ``TrainerCallback`` objects.
-        resume: the trainer will resume a checkpoint of ``cfg.output_dir``; otherwise the folder must
-            not hold another run (:func:`qae_lab.runfolder.claim_fresh`, checked before anything loads).
-        recipe: ``{"preset", "method", "sets"}`` that built ``run`` and ``cfg``, recorded so that
-            ``--resume`` rebuilds the same settings.
-
-    The data is read before the model loads, so a bad data file fails in seconds.
-
-    Returns:
-        ``(trainer, tokenizer, eval_records)``; the trainer's progress display is
-        :func:`qae_lab.runlog.use_compact_progress`'s.
-    """
-    from qae_lab.data import to_grpo_dataset
-    from qae_lab.models import load_policy, lora_config
-    from qae_lab.runlog import RunLogger, use_compact_progress
-    from qae_lab.trainer import QAETrainer
-
-    if not resume:
-        claim_fresh(cfg.output_dir)
-    train_recs, eval_recs = load_records(run)
-    model, tok = load_policy(run.model, dtype=run.dtype, device="cpu" if cfg.use_cpu else None)
-    trainer = QAETrainer(model=model, reward_funcs=[strict_correctness_reward], args=cfg,
-                         train_dataset=to_grpo_dataset(train_recs), processing_class=tok,
-                         peft_config=lora_config(run.lora_r) if run.lora else None,
-                         callbacks=[RunLogger(preset=preset, run=run_record(run, cfg, command=command, recipe=recipe)),
-                                    *callbacks])
-    use_compact_progress(trainer)
-    return trainer, tok, eval_recs
-
-
-def run_record(run: RunArgs, cfg, *, command: str | None = None, recipe: dict | None = None) -> dict[str, Any]:
-    r"""What ``config.json`` records under ``"run"``: the RunArgs fields, the method, the command and the recipe.
-
-    >>> run_record(RunArgs(n_train=8), build("cpu-demo", output_dir="/tmp/x")[1])["method"]
-    'qae'
-    """
-    return {**dataclasses.asdict(run), "command": command, "method": method_name(cfg), "build": recipe}
-
-
-def _finished_step(out: Path) -> int | None:
-    """The step at which the run in ``out`` last finished training (its end-of-training log row), else None."""
-    steps = [r["step"] for r in read_log_lines(out / LOG_NAME)[0] if "train_runtime" in r]
-    return steps[-1] if steps else None
-
-
-def _set_aside_finished(out: Path, step: int) -> dict[str, Any]:
-    """Before a finished run trains on: its after-training evaluation and model move to ``finished-step<S>/``
-    (a new name if that exists), renamed, not copied. Returns what moved where (for the resume event)."""
-    done = [out / name for name in (EVAL_AFTER, MODEL_DIR) if (out / name).exists()]
-    if not done:
-        return {}
-    aside, n = out / f"finished-step{step}", 1
-    while aside.exists():
-        n += 1
-        aside = out / f"finished-step{step}-{n}"
-    aside.mkdir()
-    for path in done:
-        os.rename(path, aside / path.name)
-    print(f"the run had finished at step {step}: its {', '.join(p.name for p in done)} moved to {aside}", flush=True)
-    return {"set_aside": [p.name for p in done], "set_aside_to": aside.name}
-
-
-def _run(run: RunArgs, cfg, preset, command, resume_from_checkpoint, callbacks, recipe=None) -> dict[str, Any]:
-    from qae_lab.runlog import RunLogger, train_resumable
-
-    t0 = time.time()
-    out = Path(cfg.output_dir)
-    resuming = resume_from_checkpoint is not None
-    finished = _finished_step(out) if resuming else None
-    trains_on = finished is None or cfg.max_steps > finished  # a finished run resumed as it was trains nothing
-    trainer, tok, eval_recs = make_trainer(run, cfg, preset=preset, command=command, callbacks=callbacks,
-                                           resume=resuming, recipe=recipe)
-    if finished is not None and trains_on:
-        moved = _set_aside_finished(out, finished)
-        for cb in trainer.callback_handler.callbacks:
-            if isinstance(cb, RunLogger):
-                cb.resume_extra.update(moved)
-    before = (evaluate_run(trainer.model, tok, eval_recs, run, cfg, out / "eval_before.json",
-                           reuse=resume_from_checkpoint is not None) if run.evaluate else None)
-    if before:
-        print(eval_line("before", before), flush=True)
-    outcome = train_resumable(trainer, resume_from_checkpoint)
-    after = None
-    if outcome.interrupted:
-        print(f"interrupted at step {outcome.global_step}" + (f" ({outcome.note})" if outcome.note else "")
-              + (f"; checkpoint: {outcome.checkpoint}\nresume with: python -m qae_lab train --resume {out}"
-                 if outcome.checkpoint else "; no checkpoint to resume"), flush=True)
-    else:
-        if run.save_model and (trains_on or not (out / MODEL_DIR).is_dir()):  # staged and renamed: never half
-            staged = out / STAGING_DIR / MODEL_DIR
-            shutil.rmtree(staged, ignore_errors=True)
-            trainer.save_model(str(staged))
-            publish_dir(staged, out / MODEL_DIR)
-            with contextlib.suppress(OSError):  # the staging folder, now empty
-                staged.parent.rmdir()
-        if run.evaluate:
-            after = evaluate_run(trainer.model, tok, eval_recs, run, cfg, out / "eval_after.json", reuse=not trains_on)
-            print(eval_line("after", after), flush=True)
-    wall = time.time() - t0
-    report = _report(out, run, cfg, preset, command, outcome, wall, before, after)
-    print(f"run folder: {out}  (report: {report})", flush=True)
-    return {"output_dir": str(out), "interrupted": outcome.interrupted, "checkpoint": outcome.checkpoint,
-            "global_step": outcome.global_step, "wall_s": wall, "report": str(report),
-            "before": before.summary if before else None, "after": after.summary if after else None}
-
-
-def _report(out: Path, run: RunArgs, cfg, preset, command, outcome, wall: float, before, after) -> Path:
-    """``report.html`` of a run: its facts, the before/after table, the curves of ``log.jsonl``."""
-    from qae_lab.runlog import read_log, write_report
-
-    evals = {name: {"overall": r.summary, "levels": r.by_level} for name, r in (("before", before), ("after", after))
-             if r is not None}
-    summary = {"preset": preset, "command": command, "model": run.model, "task": run.task,
-               "levels": ",".join(map(str, run.levels)) if run.task == "synthetic" else "—",
-               "method": method_name(cfg), "K": cfg.quantile_k, "alpha": cfg.alpha, "learning rate": cfg.learning_rate,
-               "steps": f"{outcome.global_step} / {cfg.max_steps}" + (" (interrupted)" if outcome.interrupted else ""),
-               "prompts x completions per step": f"{cfg.generation_batch_size // cfg.num_generations} x "
-                                                 f"{cfg.num_generations}",
-               "wall time (this process)": f"{wall:.0f} s"}
-    notes = [("Verdict: correct (qae_lab.rewards.is_correct) AND stopped right after </answer> "
-              "(qae_lab.cli.strict_is_correct), in the training reward and in every pass@1 here; "
-              "'lenient' ignores the stop."),
-             ("Sampled pass@1: the mean over problems of c/n, n completions each at the training temperature; "
-              "greedy pass@1: one argmax completion per problem. Same problems and seeds before and after."),
-             ("With sparse updates (sparse_update=True) TRL's entropy covers only the updated responses and is "
-              "drawn as entropy/updated_rows.")][:3 if cfg.sparse_update else 2]
-    return write_report(out, title=f"qae_lab run: {preset or run.model}", rows=read_log(out),
-                        summary=summary, evals=evals, notes=notes)
-
-
-def method_name(cfg) -> str:
-    """The METHODS name of a config's baseline and token weighting ("qae", "sa_ah", ...), else "baseline+weighting"."""
-    return method_of(cfg.baseline, cfg.token_weighting)
-
-
-def _resume_target(path: str) -> tuple[Path, list[str]]:
-    r"""The checkpoint to resume: a checkpoint folder as given (checked), or a run folder's latest complete one.
-
-    Returns ``(checkpoint, notes)``; the notes name later checkpoints skipped as incomplete.
-    Raises :class:`~qae_lab.runfolder.RunFolderError` naming each missing or damaged file.
-    """
-    p = Path(path)
-    if not p.exists():
-        raise RunFolderError(f"--resume {path}: no such folder")
-    if (p / "trainer_state.json").exists() or _CHECKPOINT_NAME.match(p.name):
-        problems = checkpoint_problems(p)
-        if problems:
-            raise RunFolderError(f"--resume {path}: the checkpoint cannot be resumed: {'; '.join(problems)}")
-        return p, []
-    latest, notes = latest_complete_checkpoint(p)
-    if latest is None:
-        raise RunFolderError(f"--resume {path}: no complete checkpoint in this run folder"
-                             + (f" ({'; '.join(notes)})" if notes else ""))
-    return latest, notes
-
-
-def _sets_from_config(stored: dict, preset: str) -> list[str]:
-    r"""``--set`` values that rebuild a stored run's settings from its preset (for runs made without a recipe,
-    e.g. by :func:`train` from a notebook): every stored field that the preset alone sets otherwise."""
-    run, cfg = build(preset, output_dir="unused")
-    built = {"trainer": jsonable(cfg.to_dict()), "run": jsonable(dataclasses.asdict(run))}
-    settable = {"trainer": set(field_types(type(cfg))) - set(field_types(RunArgs)), "run": set(field_types(RunArgs))}
-    sets = []
-    for section in ("trainer", "run"):
-        for name, value in (stored.get(section) or {}).items():
-            if (name in settable[section] and name in built[section] and value != built[section][name]
-                    and name not in ("output_dir", "logging_dir", "run_name")):
-                raw = "none" if value is None else json.dumps(value) if isinstance(value, (list, dict, bool)) else str(value)
-                sets.append(f"{name}={raw}")
-    return sets
-
-
-def _plan(args) -> dict[str, Any]:
-    r"""Everything ``train`` checks before anything loads: settings, the run folder, the checkpoint to resume.
-
-    Returns ``{"run", "cfg", "preset", "method", "sets", "resume", "notes", "overwrite"}``; raises
-    ``ValueError`` (or its :class:`~qae_lab.runfolder.RunFolderError`) with the reason.
-    """
-    sets, notes = list(args.sets), []
-    preset, method, resume = args.preset, args.method, None
-    if args.resume:
-        if args.overwrite:
-            raise RunFolderError("--overwrite starts a new run; --resume continues one: choose one")
-        resume, notes = _resume_target(args.resume)
-        out = resume.parent
-        if args.output_dir and Path(args.output_dir).resolve() != out.resolve():
-            raise RunFolderError(f"--resume continues its own run folder {out}/; --output-dir {args.output_dir} "
-                                 f"differs (to branch off, start a new run)")
-        stored = read_json(out / CONFIG_NAME, "run config")
-        recipe = (stored.get("run") or {}).get("build") or {}
-        preset = preset or recipe.get("preset") or stored.get("preset")
-        if preset not in PRESETS:
-            raise RunFolderError(f"{out / CONFIG_NAME} does not say which preset built the run: give --preset "
-                                 f"(and the --set values it was run with)")
-        method = method or recipe.get("method")
-        sets = [*(recipe["sets"] if "sets" in recipe else _sets_from_config(stored, preset)), *sets]
-        run, cfg = build(preset, sets, method, output_dir=str(out))
-        step = read_json(resume / "trainer_state.json", "checkpoint state")["global_step"]
-        changes = resume_changes(stored, jsonable(cfg.to_dict()), jsonable(run_record(run, cfg)), checkpoint_step=step)
-        check_resume_point(out, step)
-        rows, cut = read_log_lines(out / LOG_NAME)
-        history = read_json(resume / "trainer_state.json", "checkpoint state").get("log_history", [])
-        _kept, later, restored = resume_log(rows, step, history)
-        notes.append(f"resuming {resume} (step {step})"
-                     + (f"; changed: {', '.join(f'{k} {a} -> {b}' for k, (a, b) in changes.items())}" if changes else "")
-                     + (f"; steps {', '.join(map(str, sorted({r['step'] for r in step_rows(later)})))} were logged "
-                        f"after the checkpoint and are trained again (their rows move to {SUPERSEDED_NAME})"
-                        if step_rows(later) else "")
-                     + (f"; the log's last line was cut short (moves to {SUPERSEDED_NAME})" if cut else "")
-                     + (f"; steps {', '.join(map(str, restored))} missing from the log are restored from the "
-                        f"checkpoint" if restored else ""))
-    else:
-        preset = preset or "cpu-demo"
-        run, cfg = build(preset, sets, method, output_dir=args.output_dir)
-        found = run_files(cfg.output_dir)
-        if found and not args.overwrite:
-            claim_fresh(cfg.output_dir)  # raises, with the ways on
-        if found:
-            notes.append(f"--overwrite: deleting the previous run's {', '.join(found)} in {cfg.output_dir}/")
-    if run.task == "gsm8k" and (run.gsm8k_path or os.environ.get("QAE_LAB_GSM8K_DIR")):
-        load_records(run)  # a local data file is read now (seconds): its errors name the file, line and field
-    return {"run": run, "cfg": cfg, "preset": preset, "method": method, "sets": sets, "resume": resume,
-            "notes": notes, "overwrite": args.overwrite}
+__all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -482,23 +63,23 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: {json.dumps(preset, default=str)}")
         return 0
     try:
-        plan = _plan(args)
+        ready = plan(args)
     except ValueError as err:
         print(f"qae-lab: error: {err}", file=sys.stderr)
         return 2
-    run, cfg = plan["run"], plan["cfg"]
-    command = command_line(plan["preset"], plan["sets"], plan["method"])
-    for note in plan["notes"]:
+    run, cfg = ready["run"], ready["cfg"]
+    command = command_line(ready["preset"], ready["sets"], ready["method"])
+    for note in ready["notes"]:
         print(note, flush=True)
     if args.dry_run:
-        print(json.dumps(_resolved(plan, run, cfg, command), indent=1, default=str))
+        print(json.dumps(_resolved(ready, run, cfg, command), indent=1, default=str))
         return 0
-    if plan["overwrite"]:
+    if ready["overwrite"]:
         claim_fresh(cfg.output_dir, overwrite=True)
-    recipe = {"preset": plan["preset"], "method": plan["method"], "sets": plan["sets"]}
+    recipe = {"preset": ready["preset"], "method": ready["method"], "sets": ready["sets"]}
     try:
-        result = train(run, cfg, preset=plan["preset"], command=command,
-                       resume_from_checkpoint=str(plan["resume"]) if plan["resume"] else None, recipe=recipe)
+        result = train(run, cfg, preset=ready["preset"], command=command,
+                       resume_from_checkpoint=str(ready["resume"]) if ready["resume"] else None, recipe=recipe)
     except KeyboardInterrupt:  # outside the training loop (loading, evaluation, a save): say what is on disk
         latest, _ = latest_complete_checkpoint(cfg.output_dir)
         print(f"interrupted; run folder {cfg.output_dir}: "

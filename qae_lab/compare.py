@@ -41,6 +41,7 @@ from typing import NamedTuple
 
 from qae_lab._checks import check_int
 from qae_lab.presets import METHODS, method_of
+from qae_lab.runfolder import read_log, step_rows
 
 __all__ = ["Run", "method_name", "load_run", "load_runs", "find_up", "find_reference_runs", "series",
            "moving_average", "detrended_variance", "training_variance", "Stat", "stat", "within_spread",
@@ -59,7 +60,7 @@ class Run:
             or ``<baseline>+<token_weighting>`` for a combination without a name.
         seed: the trainer's seed (None when the config does not say).
         config: ``config.json``: ``{"preset", "run", "trainer", "versions"}``.
-        rows: the training-step rows of ``log.jsonl`` (:func:`qae_lab.runlog.step_rows`).
+        rows: the training-step rows of ``log.jsonl`` (:func:`qae_lab.runfolder.step_rows`).
         before, after: the evaluation summaries (``pass@1``, ``greedy_pass@1``, ``pass@8``, ...)
             before and after training, or None when the run has none (interrupted, or evaluate off).
     """
@@ -108,7 +109,6 @@ def _evals(path: Path) -> tuple[dict | None, dict | None]:
 
 def load_run(path: str | os.PathLike) -> Run:
     r"""Read one run folder into a :class:`Run` (see the module docstring for the two layouts)."""
-    from qae_lab.runlog import read_log, step_rows  # runlog imports transformers: seconds, so only when needed
 
     path = Path(path)
     if not path.is_dir() or not _is_run(path):

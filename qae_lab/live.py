@@ -25,7 +25,7 @@ returns at once; the training loop runs in a daemon thread and reads the control
   and reads the steps logged so far (:meth:`LiveRun.logged_steps`).
 
 Stopping: the Stop button, or :meth:`LiveRun.stop`. A kernel interrupt does not reach a
-background thread, so use Stop. The run's ``log.jsonl`` (:class:`qae_lab.runlog.RunLogger`) keeps
+background thread, so use Stop. The run's ``log.jsonl`` (:class:`qae_lab.callbacks.RunLogger`) keeps
 every finished step either way.
 """
 
@@ -46,8 +46,8 @@ from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
 from qae_lab._checks import check_finite_scalar
 from qae_lab.plots import FigureView, run_curves_figure
+from qae_lab.callbacks import TrainOutcome
 from qae_lab.runfolder import LOG_NAME, read_log, step_rows
-from qae_lab.runlog import TrainOutcome
 from qae_lab.trainer import TOKEN_WEIGHTINGS, validate_knobs
 
 __all__ = ["LIVE_PANELS", "KNOB_METRICS", "K_RANGE", "ALPHA_RANGE", "KnobSlider", "Controls", "LiveKnobs",
@@ -90,7 +90,7 @@ def knob_changes(rows) -> list[dict]:
     steps without token weighting.
 
     Args:
-        rows: training-step log rows (:func:`qae_lab.runlog.step_rows`), in step order.
+        rows: training-step log rows (:func:`qae_lab.runfolder.step_rows`), in step order.
 
     >>> rows = [{"step": 1, "qae/k": 0.4}, {"step": 2, "qae/k": 0.4}, {"step": 3, "qae/k": 0.7}]
     >>> [(c["step"], c["qae/k"], c["saah/alpha"]) for c in knob_changes(rows)]
@@ -422,7 +422,7 @@ class LiveRun:
     ``display(run)`` (or the cell's last expression) shows controls, dashboard and a message
     area (``messages``: the training thread's warnings, errors and follow-up results); :meth:`start`
     returns at once; :meth:`logged_steps` reads the steps logged so far; :meth:`wait` blocks until
-    the thread ends and returns the :class:`~qae_lab.runlog.TrainOutcome` (``interrupted`` is True
+    the thread ends and returns the :class:`~qae_lab.callbacks.TrainOutcome` (``interrupted`` is True
     after Stop).
     """
 
@@ -497,7 +497,7 @@ class LiveRun:
             self.messages.append_display_data(value)
 
     def logged_steps(self) -> list[dict]:
-        r"""The training-step rows (:func:`~qae_lab.runlog.step_rows`) of the run folder's ``log.jsonl``
+        r"""The training-step rows (:func:`~qae_lab.runfolder.step_rows`) of the run folder's ``log.jsonl``
         so far, in step order: ``[]`` before the first step is written. Safe to call while training
         goes on (a line being written is not read half)."""
         log = Path(self.trainer.args.output_dir) / LOG_NAME

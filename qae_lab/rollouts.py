@@ -17,7 +17,7 @@ Where this departs from the papers / TRL, and why:
 
 * The completion mask covers the tokens up to and including the first EOS (as TRL's
   ``completion_mask``): the EOS token was sampled too and its distribution has an entropy.
-* The reward is :func:`qae_lab.cli.strict_is_correct`, the project's single verdict, not
+* The reward is :func:`qae_lab.answers.strict_is_correct`, the project's single verdict, not
   SA-AH's composite reward (r_max = 7.5): QAE's gate needs binary rewards.
 * Logits are divided by the sampling temperature before the entropy, as TRL does for its
   log-probabilities and entropies; at T = 1 this is the policy's own distribution.
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import torch
 
 from qae_lab._checks import check_finite_scalar, check_int, check_mask
-from qae_lab.cli import strict_is_correct
+from qae_lab.answers import strict_is_correct
 from qae_lab.data import prompt_text
 from qae_lab.evaluate import (
     decoding_kwargs,
@@ -62,7 +62,7 @@ class Rollouts:
             rows i*G .. i*G + G - 1.
         completion_ids: (N, T) long token ids, the pad id after each completion's end.
         mask: (N, T) float 0/1, 1 on the completion's tokens (EOS included).
-        rewards: (N,) float 0/1, :func:`qae_lab.cli.strict_is_correct`.
+        rewards: (N,) float 0/1, :func:`qae_lab.answers.strict_is_correct`.
     """
 
     records: list[dict]

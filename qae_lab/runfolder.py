@@ -8,12 +8,12 @@ A run folder is someone's data. Three rules hold for everything qae_lab writes i
 2. **Every write that can be interrupted leaves the old state or the new one, never half.**
    Small files are written to a temporary file and renamed over the old one
    (:func:`atomic_write_text`); checkpoints are written into ``.staging/checkpoint-N`` and renamed
-   to ``checkpoint-N`` once complete (:func:`publish_dir`); the log is append-only, one
+   to ``checkpoint-N`` once complete (:func:`qae_lab.checkpoints.publish_dir`); the log is append-only, one
    ``fsync``-ed line per step. A process killed at any moment (Ctrl-C twice, SIGKILL, a power
    cut after the fsync) leaves at worst a cut last log line and a stale ``.staging`` folder,
    neither of which a resume mistakes for data.
-3. **A resume continues the same experiment.** :func:`resume_changes` compares the settings of a
-   resume with those in ``config.json``: only the fields in :data:`SAFE_ON_RESUME` may change,
+3. **A resume continues the same experiment.** :func:`qae_lab.checkpoints.resume_changes` compares the settings of a
+   resume with those in ``config.json``: only the fields in :data:`qae_lab.checkpoints.SAFE_ON_RESUME` may change,
    and each accepted change is recorded (an ``event`` row in ``log.jsonl`` and the ``resumes``
    list of ``config.json``), never by deleting logged steps.
 
@@ -24,49 +24,38 @@ Layout::
     log.jsonl               one JSON object per logged step, plus ``{"event": ...}`` rows
     log.superseded.jsonl    rows of steps that a resume trained again (they were after the last checkpoint)
     eval_before.json, eval_after.json, report.html, model/
-    checkpoint-N/           complete, resumable Trainer checkpoints (:func:`checkpoint_problems` is empty)
+    checkpoint-N/           complete, resumable Trainer checkpoints (:mod:`qae_lab.checkpoints`)
     .staging/               a checkpoint being written (removed by the next save)
 
-This module is pure: files and JSON only, no torch or transformers import.
+This module is pure (files and JSON; plotly only to draw the report): no torch or transformers
+import. Checkpoints and the rules of a resume: :mod:`qae_lab.checkpoints`; the callbacks that
+write during training: :mod:`qae_lab.callbacks`.
 """
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import os
+import platform
 import re
 import shutil
-import struct
-import time
-import zipfile
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from qae_lab.plots import run_curves_figure
+
 __all__ = ["CONFIG_NAME", "LOG_NAME", "SUPERSEDED_NAME", "REPORT_NAME", "EVAL_BEFORE", "EVAL_AFTER", "MODEL_DIR",
-           "STAGING_DIR", "SAFE_ON_RESUME", "RunFolderError", "atomic_write_text", "fsync_dir", "read_json",
-           "run_files", "claim_fresh", "checkpoint_problems", "checkpoints", "latest_complete_checkpoint",
-           "publish_dir", "resume_changes", "jsonable", "append_line", "read_log_lines", "read_log", "step_rows", "check_resume_point", "resume_log"]
+           "STAGING_DIR", "RunFolderError", "fsync_dir", "atomic_write_text", "read_json", "jsonable", "append_line",
+           "read_log_lines", "read_log", "step_rows", "run_files", "claim_fresh", "versions", "write_config",
+           "write_report"]
 
 CONFIG_NAME, LOG_NAME, SUPERSEDED_NAME, REPORT_NAME = "config.json", "log.jsonl", "log.superseded.jsonl", "report.html"
 EVAL_BEFORE, EVAL_AFTER, MODEL_DIR, STAGING_DIR = "eval_before.json", "eval_after.json", "model", ".staging"
 _RUN_FILES = (CONFIG_NAME, LOG_NAME, SUPERSEDED_NAME, EVAL_BEFORE, EVAL_AFTER, REPORT_NAME, MODEL_DIR)
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
-
-# Settings a resume may change, and why each is safe. Everything else in config.json must match.
-SAFE_ON_RESUME = {
-    "max_steps": "may grow past the checkpoint's step (a schedule that decays over max_steps is stretched from there)",
-    "save_strategy": "when checkpoints are written",
-    "save_steps": "when checkpoints are written",
-    "save_total_limit": "how many checkpoints are kept",
-    "torch_threads": "speed only",
-    "dataloader_num_workers": "speed only",
-    "disable_tqdm": "display only",
-    "report_to": "where metrics are also sent",
-    "compile_generation": "speed only (the same sampling distribution, compiled or eager)",
-}
-# Fields that name the folder or how the command was typed, not what is trained
-_NOT_SETTINGS = {"output_dir", "logging_dir", "run_name", "command", "build", "hub_model_id"}
 
 
 class RunFolderError(ValueError):
@@ -138,295 +127,6 @@ def read_json(path: str | os.PathLike, what: str = "file") -> Any:
         return json.loads(text)
     except json.JSONDecodeError as err:
         raise RunFolderError(f"{what} {path} is damaged (not JSON: {err})") from None
-
-
-# ---------------------------------------------------------------- a fresh run
-
-def run_files(folder: str | os.PathLike) -> list[str]:
-    r"""The names in ``folder`` that a run writes (config, log, evaluations, report, model, checkpoints), sorted.
-
-    >>> import tempfile
-    >>> d = Path(tempfile.mkdtemp()); (d / "notes.txt").touch(); (d / "log.jsonl").touch(); (d / "checkpoint-2").mkdir()
-    >>> run_files(d)
-    ['checkpoint-2', 'log.jsonl']
-    """
-    folder = Path(folder)
-    if not folder.is_dir():
-        return []
-    return sorted(p.name for p in folder.iterdir() if p.name in _RUN_FILES or _CHECKPOINT.match(p.name))
-
-
-def claim_fresh(folder: str | os.PathLike, *, overwrite: bool = False) -> list[str]:
-    r"""Make ``folder`` ready for a new run; refuse one that holds another run's files unless ``overwrite``.
-
-    Other files in the folder are left alone. With ``overwrite=True`` the previous run's files
-    (:func:`run_files`, and a stale ``.staging``) are deleted: the caller chose that explicitly.
-
-    Returns:
-        the names deleted (empty unless ``overwrite``).
-
-    Raises:
-        RunFolderError: the folder holds a run and ``overwrite`` is False; the message lists the
-        files and the three ways on.
-
-    >>> import tempfile
-    >>> d = Path(tempfile.mkdtemp()); _ = (d / "log.jsonl").write_text('{"step": 1}\n')
-    >>> claim_fresh(d)
-    Traceback (most recent call last):
-    ...
-    qae_lab.runfolder.RunFolderError: .../ already holds a run (log.jsonl): ...
-    >>> claim_fresh(d, overwrite=True), run_files(d)
-    (['log.jsonl'], [])
-    """
-    folder = Path(folder)
-    found = run_files(folder)
-    if found and not overwrite:
-        raise RunFolderError(
-            f"{folder}/ already holds a run ({', '.join(found)}): a new run would overwrite it. Either continue it "
-            f"(--resume {folder}), or replace it (--overwrite; deletes those files), or choose another folder "
-            f"(--output-dir).")
-    for name in found:
-        path = folder / name
-        shutil.rmtree(path) if path.is_dir() else path.unlink()
-    shutil.rmtree(folder / STAGING_DIR, ignore_errors=True)
-    folder.mkdir(parents=True, exist_ok=True)
-    return found if overwrite else []
-
-
-# ---------------------------------------------------------------- checkpoints
-
-def _zip_problem(path: Path) -> str | None:
-    """torch.save writes a zip archive, whose directory sits at its end: a cut file has none. Cheap: reads no data."""
-    size = path.stat().st_size
-    try:
-        with zipfile.ZipFile(path) as z:
-            for info in z.infolist():
-                if info.header_offset + info.compress_size > size:
-                    return f"{path.name} is cut short (member {info.filename} runs past the end)"
-    except (zipfile.BadZipFile, OSError, ValueError) as err:
-        return f"{path.name} is damaged or cut short ({type(err).__name__}: {err}; {size} bytes)"
-    return None
-
-
-def _safetensors_problem(path: Path) -> str | None:
-    """A safetensors file: 8-byte header length, a JSON header, then exactly the tensors' bytes."""
-    size = path.stat().st_size
-    try:
-        with path.open("rb") as f:
-            (n,) = struct.unpack("<Q", f.read(8))
-            if n > size - 8:
-                return f"{path.name} is cut short (header of {n} bytes in a {size}-byte file)"
-            header = json.loads(f.read(n))
-    except (struct.error, json.JSONDecodeError, UnicodeDecodeError, OSError) as err:
-        return f"{path.name} is damaged ({type(err).__name__}: {err})"
-    end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"), default=0)
-    if 8 + n + end != size:
-        return f"{path.name} is cut short ({size} bytes, {8 + n + end} expected)"
-    return None
-
-
-def checkpoint_problems(checkpoint: str | os.PathLike) -> list[str]:
-    r"""What is missing or damaged in a Trainer checkpoint folder; empty when it can be resumed.
-
-    Checks that ``trainer_state.json`` parses and names its step, that model weights are there,
-    and that every JSON, torch (``.pt``/``.pth``/``.bin``) and safetensors file in it is whole
-    (their structure, read cheaply: a cut file is caught, a bit flip inside the data is not).
-
-    >>> import tempfile
-    >>> d = Path(tempfile.mkdtemp()) / "checkpoint-4"; d.mkdir()
-    >>> _ = (d / "trainer_state.json").write_text('{"global_step": 4'); _ = (d / "optimizer.pt").write_bytes(b"PK..")
-    >>> for p in checkpoint_problems(d): print(p)
-    trainer_state.json is damaged (not JSON: Expecting ',' delimiter: line 1 column 18 (char 17))
-    no model weights (model.safetensors, adapter_model.safetensors, pytorch_model.bin or a sharded index)
-    optimizer.pt is damaged or cut short (BadZipFile: File is not a zip file; 4 bytes)
-    """
-    folder = Path(checkpoint)
-    if not folder.is_dir():
-        return [f"{folder} is not a folder"]
-    problems = []
-    state = folder / "trainer_state.json"
-    if not state.is_file():
-        problems.append("trainer_state.json is missing")
-    else:
-        try:
-            step = json.loads(state.read_text(encoding="utf-8")).get("global_step")
-            if not isinstance(step, int):
-                problems.append("trainer_state.json names no global_step")
-        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as err:
-            problems.append(f"trainer_state.json is damaged (not JSON: {err})")
-    names = {p.name for p in folder.iterdir()}
-    weights = {"model.safetensors", "adapter_model.safetensors", "pytorch_model.bin", "adapter_model.bin",
-               "model.safetensors.index.json", "pytorch_model.bin.index.json"}
-    if not names & weights:
-        problems.append("no model weights (model.safetensors, adapter_model.safetensors, pytorch_model.bin or "
-                        "a sharded index)")
-    for path in sorted(folder.iterdir()):
-        if not path.is_file() or path.name == "trainer_state.json":
-            continue
-        if path.suffix == ".json":
-            try:
-                json.loads(path.read_text(encoding="utf-8"))
-            except (json.JSONDecodeError, UnicodeDecodeError) as err:
-                problems.append(f"{path.name} is damaged (not JSON: {err})")
-        elif path.suffix in (".pt", ".pth", ".bin"):
-            problems.append(_zip_problem(path))
-        elif path.suffix == ".safetensors":
-            problems.append(_safetensors_problem(path))
-    for index in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
-        if index in names:
-            try:
-                shards = set(json.loads((folder / index).read_text(encoding="utf-8"))["weight_map"].values())
-                problems += [f"{s} (listed in {index}) is missing" for s in sorted(shards - names)]
-            except (json.JSONDecodeError, KeyError, AttributeError, UnicodeDecodeError):
-                pass  # reported above as damaged JSON, or an index without a weight map
-    return [p for p in problems if p]
-
-
-def checkpoints(folder: str | os.PathLike) -> list[tuple[int, Path]]:
-    r"""``(step, path)`` of every ``checkpoint-N`` folder in a run folder, by step (complete or not).
-
-    >>> import tempfile
-    >>> d = Path(tempfile.mkdtemp()); _ = [(d / n).mkdir() for n in ("checkpoint-10", "checkpoint-2", "x")]
-    >>> [s for s, _ in checkpoints(d)]
-    [2, 10]
-    """
-    folder = Path(folder)
-    if not folder.is_dir():
-        return []
-    found = [(int(m.group(1)), p) for p in folder.iterdir() if p.is_dir() and (m := _CHECKPOINT.match(p.name))]
-    return sorted(found)
-
-
-def latest_complete_checkpoint(folder: str | os.PathLike) -> tuple[Path | None, list[str]]:
-    r"""The run folder's latest checkpoint with no :func:`checkpoint_problems`, and a note per later damaged one.
-
-    Returns:
-        ``(path or None, notes)``: each note names a skipped checkpoint and what is wrong with it.
-    """
-    notes = []
-    for _step, path in reversed(checkpoints(folder)):
-        problems = checkpoint_problems(path)
-        if not problems:
-            return path, notes
-        notes.append(f"{path.name} skipped: " + "; ".join(problems))
-    return None, notes
-
-
-def publish_dir(staged: str | os.PathLike, final: str | os.PathLike) -> Path:
-    r"""Make a fully written folder visible under its final name in one rename.
-
-    Every file in ``staged`` is ``fsync``-ed first, so the renamed folder never holds a file
-    whose data is still only in memory. A folder already at ``final`` is kept: renamed to
-    ``.replaced-<name>-<time>`` (nothing is deleted).
-    """
-    staged, final = Path(staged), Path(final)
-    for path in staged.rglob("*"):
-        if path.is_file():
-            with path.open("rb") as f:
-                os.fsync(f.fileno())
-    fsync_dir(staged)
-    if final.exists():
-        os.rename(final, final.with_name(f".replaced-{final.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"))
-    os.rename(staged, final)
-    fsync_dir(final.parent)
-    return final
-
-
-# ---------------------------------------------------------------- a resume
-
-def _differ(old: Any, new: Any) -> bool:
-    if isinstance(old, (int, float)) and isinstance(new, (int, float)) and not isinstance(old, bool):
-        return float(old) != float(new)
-    return old != new
-
-
-def resume_changes(stored: dict, trainer: dict, run: dict, *, checkpoint_step: int) -> dict[str, list]:
-    r"""The settings a resume changes, ``{name: [old, new]}``; refuses any change not in :data:`SAFE_ON_RESUME`.
-
-    Args:
-        stored: the run folder's ``config.json`` (``{"trainer": ..., "run": ...}``).
-        trainer, run: the resume's settings in the same JSON form (``QAEConfig.to_dict()``, RunArgs fields).
-        checkpoint_step: the step the resume starts from (``max_steps`` must exceed it).
-
-    Fields present on one side only (another TRL version) are not compared.
-
-    Raises:
-        RunFolderError: listing every unsafe change (name, stored value, new value) and the safe fields.
-
-    >>> stored = {"trainer": {"quantile_k": 0.4, "max_steps": 20, "seed": 1}, "run": {"n_train": 64}}
-    >>> resume_changes(stored, {"quantile_k": 0.4, "max_steps": 40, "seed": 1}, {"n_train": 64}, checkpoint_step=20)
-    {'max_steps': [20, 40]}
-    >>> resume_changes(stored, {"quantile_k": 0.6, "max_steps": 20, "seed": 1}, {"n_train": 64}, checkpoint_step=5)
-    Traceback (most recent call last):
-    ...
-    qae_lab.runfolder.RunFolderError: resuming with other settings than the run was trained with: quantile_k 0.4 -> 0.6. ...
-    """
-    changes: dict[str, list] = {}
-    for section, new in (("trainer", trainer), ("run", run)):
-        old = stored.get(section) or {}
-        for name in sorted(set(old) & set(new) - _NOT_SETTINGS):
-            if _differ(old[name], new[name]):
-                changes[name] = [old[name], new[name]]
-    unsafe = {k: v for k, v in changes.items() if k not in SAFE_ON_RESUME}
-    if unsafe:
-        said = ", ".join(f"{k} {v[0]!r} -> {v[1]!r}" for k, v in unsafe.items())
-        raise RunFolderError(
-            f"resuming with other settings than the run was trained with: {said}. A resume continues the same "
-            f"experiment; only {', '.join(SAFE_ON_RESUME)} may change. For other settings start a new run "
-            f"(another --output-dir).")
-    if "max_steps" in changes and not changes["max_steps"][1] > checkpoint_step:
-        raise RunFolderError(f"max_steps must exceed the checkpoint's step {checkpoint_step} to train on, "
-                             f"got {changes['max_steps'][1]}")
-    return changes
-
-
-def check_resume_point(output_dir: str | os.PathLike, step: int) -> None:
-    r"""Refuse to resume a run folder from step ``step`` when that would train logged, kept steps again.
-
-    Allowed: the latest complete checkpoint of a run that was interrupted (steps logged after it
-    were never saved, so they are trained again and their old rows kept aside), or any step of a
-    finished run's last checkpoint. Refused: a checkpoint older than a later complete one, or older
-    than the end of a finished run; the message says how to go on.
-    """
-    out = Path(output_dir)
-    later = [s for s, path in checkpoints(out) if s > step and not checkpoint_problems(path)]
-    if later:
-        raise RunFolderError(
-            f"{out}/checkpoint-{step} is not the run's latest checkpoint (checkpoint-{later[-1]} is): resuming it in "
-            f"{out}/ would train steps {step + 1}-{later[-1]} again over their logged rows. Resume "
-            f"checkpoint-{later[-1]}, or start a new run folder to try something else from step {step}.")
-    rows, _ = read_log_lines(out / LOG_NAME)
-    finished = [r["step"] for r in rows if "train_runtime" in r and r.get("step", 0) > step]
-    if finished:
-        raise RunFolderError(
-            f"the run in {out}/ finished at step {finished[-1]}, after checkpoint-{step}: resuming it would train "
-            f"logged steps {step + 1}-{finished[-1]} again. To train on, resume from a checkpoint at step "
-            f"{finished[-1]} (save_strategy='steps' keeps one at the end); to try something else from step {step}, "
-            f"start a new run folder.")
-
-
-def resume_log(rows: list[dict], step: int, log_history: list[dict]) -> tuple[list[dict], list[dict], list[int]]:
-    r"""A log continued from a checkpoint at ``step``: ``(kept rows, superseded rows, restored steps)``.
-
-    Rows after ``step`` are superseded (trained again). Training steps up to ``step`` that the
-    log lacks are restored from the checkpoint's ``log_history`` (marked ``restored_from``).
-
-    >>> rows = [{"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.2}, {"step": 3, "reward": 0.3}]
-    >>> history = [{"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.2}]
-    >>> kept, later, restored = resume_log(rows, 2, history)
-    >>> [r["step"] for r in kept], [r["step"] for r in later], restored
-    ([1, 2], [3], [])
-    >>> kept, later, restored = resume_log(rows[:1], 2, history)
-    >>> [(r["step"], r.get("restored_from")) for r in kept], restored
-    ([(1, None), (2, 'checkpoint-2/trainer_state.json')], [2])
-    """
-    kept = [r for r in rows if r.get("step", 0) <= step]
-    later = [r for r in rows if r.get("step", 0) > step]
-    have = {r["step"] for r in step_rows(kept)}
-    restored = [{**h, "restored_from": f"checkpoint-{step}/trainer_state.json"} for h in log_history
-                if h.get("reward") is not None and h.get("step", 0) <= step and h.get("step") not in have]
-    merged = sorted(kept + restored, key=lambda r: r.get("step", 0))  # stable: events keep their place
-    return merged, later, [r["step"] for r in restored]
 
 
 # ---------------------------------------------------------------- the log
@@ -527,3 +227,129 @@ def step_rows(rows: list[dict]) -> list[dict]:
     [{'step': 1, 'reward': 0.5}]
     """
     return [r for r in rows if r.get("reward") is not None and "event" not in r]
+
+
+# ---------------------------------------------------------------- a fresh run, its config
+
+def run_files(folder: str | os.PathLike) -> list[str]:
+    r"""The names in ``folder`` that a run writes (config, log, evaluations, report, model, checkpoints), sorted.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp()); (d / "notes.txt").touch(); (d / "log.jsonl").touch(); (d / "checkpoint-2").mkdir()
+    >>> run_files(d)
+    ['checkpoint-2', 'log.jsonl']
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    return sorted(p.name for p in folder.iterdir() if p.name in _RUN_FILES or _CHECKPOINT.match(p.name))
+
+
+def claim_fresh(folder: str | os.PathLike, *, overwrite: bool = False) -> list[str]:
+    r"""Make ``folder`` ready for a new run; refuse one that holds another run's files unless ``overwrite``.
+
+    Other files in the folder are left alone. With ``overwrite=True`` the previous run's files
+    (:func:`run_files`, and a stale ``.staging``) are deleted: the caller chose that explicitly.
+
+    Returns:
+        the names deleted (empty unless ``overwrite``).
+
+    Raises:
+        RunFolderError: the folder holds a run and ``overwrite`` is False; the message lists the
+        files and the three ways on.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp()); _ = (d / "log.jsonl").write_text('{"step": 1}\n')
+    >>> claim_fresh(d)
+    Traceback (most recent call last):
+    ...
+    qae_lab.runfolder.RunFolderError: .../ already holds a run (log.jsonl): ...
+    >>> claim_fresh(d, overwrite=True), run_files(d)
+    (['log.jsonl'], [])
+    """
+    folder = Path(folder)
+    found = run_files(folder)
+    if found and not overwrite:
+        raise RunFolderError(
+            f"{folder}/ already holds a run ({', '.join(found)}): a new run would overwrite it. Either continue it "
+            f"(--resume {folder}), or replace it (--overwrite; deletes those files), or choose another folder "
+            f"(--output-dir).")
+    for name in found:
+        path = folder / name
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    shutil.rmtree(folder / STAGING_DIR, ignore_errors=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    return found if overwrite else []
+
+
+def versions() -> dict[str, str]:
+    r"""Versions of the libraries a run's numbers depend on (read from the installed packages' metadata).
+
+    >>> sorted(versions())
+    ['python', 'qae_lab', 'torch', 'transformers', 'trl']
+    """
+    def installed(name: str) -> str:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    return {**{name: installed(name.replace("_", "-")) for name in ("qae_lab", "trl", "transformers", "torch")},
+            "python": platform.python_version()}
+
+
+def _config_text(data: dict) -> str:
+    return json.dumps(jsonable(data), indent=1, sort_keys=False) + "\n"
+
+
+def write_config(output_dir: str | os.PathLike, args, *, preset: str | None = None,
+                 run: dict | None = None) -> Path:
+    r"""Write ``config.json`` (atomically): ``{"preset", "run", "trainer": args.to_dict(), "versions", "resumes"}``."""
+    data = {"preset": preset, "run": run or {}, "trainer": args.to_dict(), "versions": versions(), "resumes": []}
+    return atomic_write_text(Path(output_dir) / CONFIG_NAME, _config_text(data))
+
+
+# ---------------------------------------------------------------- the report
+
+def _table_html(header: list[str], rows: list[list]) -> str:
+    def cell(v):
+        return f"{v:.3f}" if isinstance(v, float) else ("—" if v is None else html.escape(str(v)))
+
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def write_report(output_dir: str | os.PathLike, *, title: str, rows: list[dict], summary: dict[str, Any],
+                 evals: dict[str, dict] | None = None, notes: list[str] = ()) -> Path:
+    r"""Write ``report.html``: a summary table, the pass@1 table and the training curves.
+
+    Args:
+        output_dir: the run folder.
+        title: the page title.
+        rows: the log rows (:func:`read_log`).
+        summary: key -> value facts of the run (preset, method, steps, wall time, ...).
+        evals: ``{"before": {...}, "after": {...}}``, each ``{"overall": metrics, "levels":
+            {level: metrics}}`` with metrics as in :attr:`qae_lab.evaluate.EvalResult.summary`.
+        notes: paragraphs of text under the title.
+
+    Returns:
+        the path. The page embeds plotly.js: one file that opens offline.
+    """
+    title = html.escape(title)
+    parts = [f"<h1>{title}</h1>", *(f"<p>{html.escape(n)}</p>" for n in notes),
+             "<h2>Run</h2>", _table_html(["", ""], [[k, v] for k, v in summary.items()])]
+    if evals:
+        keys = ("greedy_pass@1", "pass@1", "pass@8", "extracted_frac")
+        table = []
+        for name, ev in evals.items():
+            table.append([name, "all", *(ev["overall"].get(k) for k in keys)])
+            table += [[name, f"level {lv}", *(m.get(k) for k in keys)] for lv, m in ev.get("levels", {}).items()]
+        parts += ["<h2>Held-out evaluation</h2>", _table_html(["model", "problems", *keys], table)]
+    fig = run_curves_figure(step_rows(rows))
+    parts += ["<h2>Training curves</h2>", fig.to_html(include_plotlyjs=True, full_html=False)]
+    style = ("body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-collapse:collapse;margin:8px 0}"
+             "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}")
+    page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title><style>{style}</style>"
+            f"</head><body>{''.join(parts)}</body></html>")
+    return atomic_write_text(Path(output_dir) / REPORT_NAME, page)

@@ -62,8 +62,9 @@ from trl import GRPOConfig, GRPOTrainer
 from qae_lab._checks import check_choice, check_finite_scalar, check_int, check_k
 from qae_lab.advantages import BASELINES, QUANTILE_METHODS, advantage_stats, group_advantages
 from qae_lab.generation import generation_policy
-from qae_lab.runfolder import STAGING_DIR, RunFolderError, checkpoint_problems, latest_complete_checkpoint, publish_dir
-from qae_lab.token_weights import head_normalized_entropy, sa_ah_weights, weight_stats
+from qae_lab.checkpoints import checkpoint_problems, latest_complete_checkpoint, publish_dir
+from qae_lab.runfolder import STAGING_DIR, RunFolderError
+from qae_lab.token_weights import head_normalized_entropy, normaliser_factor, sa_ah_weights, weight_stats
 
 __all__ = ["QAEConfig", "QAETrainer", "TOKEN_WEIGHTINGS", "WEIGHTED_LOSS_TYPES", "validate_knobs"]
 
@@ -267,7 +268,7 @@ class QAETrainer(GRPOTrainer):
     def train(self, resume_from_checkpoint=None, *args, **kwargs):
         """``Trainer.train``, with the checkpoint to resume checked first.
 
-        A missing or damaged file of the checkpoint is named (:func:`qae_lab.runfolder.checkpoint_problems`)
+        A missing or damaged file of the checkpoint is named (:func:`qae_lab.checkpoints.checkpoint_problems`)
         instead of failing inside ``torch.load``; ``resume_from_checkpoint=True`` takes the latest
         *complete* checkpoint of ``output_dir``.
         """
@@ -486,16 +487,21 @@ class QAETrainer(GRPOTrainer):
         return logps, entropies, aux
 
     def _weighted_advantages(self, inputs: dict, h_norm: torch.Tensor) -> torch.Tensor:
+        r"""SA-AH / AH per-token advantages A_i w_t c (arXiv 2606.05434): (B, T).
+
+        c (:func:`qae_lab.token_weights.normaliser_factor`) turns TRL's token normaliser sum(m) into
+        the effective token count sum(w), so the loss is L = sum_t w_t l_t / sum_t w_t as in
+        :func:`qae_lab.token_weights.weighted_token_mean`.
+        """
         knobs = self._loss_knobs
         mask = self._loss_mask(inputs)
         adv = inputs["advantages"]
         w = sa_ah_weights(h_norm, mask, adv, knobs["alpha"], selective=knobs["token_weighting"] == "sa_ah")  # (B, T)
-        m = mask.to(w.dtype)
-        if self.loss_type == "grpo":  # per-sequence normaliser: sum_t w_t instead of sum_t m_t
-            factor = m.sum(-1, keepdim=True) / w.sum(-1, keepdim=True).clamp_min(1e-12)
-        else:  # token-level normaliser; skipped rows (weight 1 on every token) still count
-            factor = (m.sum() + self._skipped_tokens) / (w.sum() + self._skipped_tokens).clamp_min(1e-12)
-        stats = weight_stats(w, m, adv)
+        per_sequence = self.loss_type == "grpo"  # grpo: sum_t w_t per row; bnpo/dapo: sum w over the micro-batch
+        # skipped rows (A = 0: weight 1 on every token) still count in the token-level normaliser
+        factor = normaliser_factor(w, mask, per_sequence=per_sequence,
+                                   skipped_tokens=0.0 if per_sequence else self._skipped_tokens)  # (B, 1) or ()
+        stats = weight_stats(w, mask, adv)
         metrics = self._metrics["train" if self.model.training else "eval"]
         metrics["saah/w_mean_neg"].append(stats["w_mean_neg"])
         metrics["saah/effective_tokens_frac"].append(stats["effective_tokens_frac"])

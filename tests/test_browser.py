@@ -54,7 +54,7 @@ def _wait_until(predicate, timeout: float, what: str, poll: float = 0.5):
 
 def _log_rows(root: Path) -> list[dict]:
     """The training-step rows logged so far by the notebook's run (a line being written is dropped)."""
-    from qae_lab.runlog import read_log, step_rows
+    from qae_lab.runfolder import read_log, step_rows
 
     logs = sorted(root.glob("runs/*/log.jsonl"))
     return step_rows(read_log(logs[-1])) if logs else []

@@ -15,12 +15,14 @@ import pytest
 import torch
 from callbacks import InterruptAt
 
-from qae_lab import cli
-from qae_lab.cli import ends_at_answer, main, strict_correctness_reward, strict_eval, strict_is_correct
+from qae_lab import run as pipeline
+from qae_lab.answers import ends_at_answer, strict_correctness_reward, strict_is_correct
+from qae_lab.cli import main
+from qae_lab.run import strict_eval
 from qae_lab.evaluate import EvalResult
 from qae_lab.presets import METHODS, PRESETS, _checkpointing_field, build, command_line, parse_sets, parse_value
 from qae_lab.rewards import correctness_reward, is_correct
-from qae_lab.runlog import read_log, step_rows
+from qae_lab.runfolder import read_log, step_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 GOOD = "<reasoning>\n3 + 4 = 7\n</reasoning>\n<answer>\n7\n</answer>"
@@ -64,7 +66,7 @@ def test_trailing_garbage_scores_zero_in_the_printed_eval_verdict():
     assert res.by_level[2]["pass@1"] == 0.0 and res.by_level[3]["pass@1"] == 0.5
     assert res.problems[0]["samples"][0]["correct_lenient"] and not res.problems[0]["samples"][0]["correct"]
     assert lenient.problems[0]["samples"][0]["correct"]  # the input is not modified
-    line = cli.eval_line("after", res)
+    line = pipeline.eval_line("after", res)
     assert "greedy pass@1 0.500, sampled pass@1 0.250" in line and "lenient 1.000" in line
 
 
@@ -220,7 +222,7 @@ def test_tiny_run_writes_config_log_evals_and_report(tiny_run):
 def test_ctrl_c_then_resume_from_the_run_folder(tmp_path, capsys):
     out = tmp_path / "run"
     run, cfg = build("cpu-demo", [*TINY, "max_steps=4"], output_dir=str(out))
-    result = cli.train(run, cfg, preset="cpu-demo", command="python -m qae_lab train ...",
+    result = pipeline.train(run, cfg, preset="cpu-demo", command="python -m qae_lab train ...",
                        callbacks=[InterruptAt(2)])
     assert result["interrupted"] and result["global_step"] == 2 and result["after"] is None
     assert Path(result["checkpoint"]) == out / "checkpoint-2"
@@ -237,7 +239,7 @@ def test_ctrl_c_then_resume_from_the_run_folder(tmp_path, capsys):
 def test_make_trainer_loads_the_run_dtype(tmp_path):
     run, cfg = build("cpu-demo", ["dtype=bfloat16", "n_train=8", "n_eval=8", "max_steps=1"],
                      output_dir=str(tmp_path / "run"))
-    trainer, _, _ = cli.make_trainer(run, cfg, preset="cpu-demo")
+    trainer, _, _ = pipeline.make_trainer(run, cfg, preset="cpu-demo")
     assert {p.dtype for p in trainer.model.parameters()} == {torch.bfloat16}
 
 
@@ -366,7 +368,7 @@ def test_a_second_ctrl_c_during_the_save_leaves_no_half_checkpoint(tmp_path, cap
         return real(self, output_dir)
 
     monkeypatch.setattr(QAETrainer, "_save_rng_state", second_ctrl_c)
-    result = cli.train(run, cfg, preset="cpu-demo", callbacks=[InterruptAt(3)])
+    result = pipeline.train(run, cfg, preset="cpu-demo", callbacks=[InterruptAt(3)])
     printed = capsys.readouterr().out
     assert result["interrupted"] and result["global_step"] == 3
     assert Path(result["checkpoint"]) == out / "checkpoint-2"  # the latest complete one
@@ -405,7 +407,7 @@ def test_damaged_checkpoint_files_are_named_and_the_resume_takes_the_latest_comp
 def test_a_cut_last_log_line_is_restored_from_the_checkpoint(tmp_path, capsys):
     out = tmp_path / "run"
     run, cfg = build("cpu-demo", [*TINY, "max_steps=5", "evaluate=false"], output_dir=str(out))
-    assert cli.train(run, cfg, preset="cpu-demo", callbacks=[InterruptAt(4)])["checkpoint"] == str(out / "checkpoint-4")
+    assert pipeline.train(run, cfg, preset="cpu-demo", callbacks=[InterruptAt(4)])["checkpoint"] == str(out / "checkpoint-4")
     log = out / "log.jsonl"
     text = log.read_text()
     log.write_text(text[: text.rindex('{"step": 4') + 30])  # step 4's line cut by a crash, after its checkpoint
@@ -479,11 +481,11 @@ def test_sigkill_at_random_moments_then_resume_loses_nothing(tmp_path):
     import time
 
     import killrun
-    from qae_lab.runfolder import checkpoint_problems, checkpoints, latest_complete_checkpoint
+    from qae_lab.checkpoints import checkpoint_problems, checkpoints, latest_complete_checkpoint
 
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["killrun", "torch", "trl", "qae_lab.cli", "qae_lab.trainer", "qae_lab.models",
-                                "qae_lab.runlog", "qae_lab.data"])
+                                "qae_lab.run", "qae_lab.data"])
     outputs = tmp_path / "outputs"
     outputs.mkdir()
 

@@ -19,9 +19,10 @@ import pytest
 from traitlets import TraitError
 from transformers import TrainerCallback
 
-from qae_lab import cli, presets
+from qae_lab import presets
+from qae_lab import run as pipeline
 from qae_lab.live import LIVE_PANELS, Controls, Dashboard, KnobSlider, LiveKnobs, LiveRun, auto_preset
-from qae_lab.runlog import read_log, step_rows
+from qae_lab.runfolder import read_log, step_rows
 
 TINY = ["max_steps=5", "per_device_train_batch_size=8", "num_generations=4", "max_completion_length=24",
         "n_train=64", "n_eval=4", "evaluate=false", "save_model=false", "disable_tqdm=true", "levels=2,3"]
@@ -77,7 +78,7 @@ class KnobRecorder:
 
 def tiny_trainer(tmp_path: Path, *sets: str, method: str = "qae", callbacks=(), resume: bool = False):
     run, cfg = presets.build("cpu-demo", [*TINY, *sets], method=method, output_dir=str(tmp_path / "run"))
-    trainer, _, _ = cli.make_trainer(run, cfg, preset="cpu-demo", callbacks=list(callbacks), resume=resume)
+    trainer, _, _ = pipeline.make_trainer(run, cfg, preset="cpu-demo", callbacks=list(callbacks), resume=resume)
     return trainer
 
 

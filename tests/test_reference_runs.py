@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from qae_lab.presets import METHODS
-from qae_lab.runlog import read_log
+from qae_lab.runfolder import read_log
 
 RUNS = sorted((Path(__file__).resolve().parents[1] / "data" / "reference_runs").glob("*-seed*"))
 

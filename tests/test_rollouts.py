@@ -7,7 +7,7 @@ import pytest
 import torch
 import transformers
 
-from qae_lab.cli import strict_is_correct
+from qae_lab.answers import strict_is_correct
 from qae_lab.data import prompt_text, synthetic_task
 from qae_lab.evaluate import generate
 from qae_lab.models import load_policy

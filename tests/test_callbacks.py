@@ -1,4 +1,4 @@
-"""Tests for qae_lab.runlog: the config and log files, the tolerant reader, the report, and
+"""Tests for qae_lab.callbacks (and the runfolder writers they call): the config and log files, the tolerant reader, the report, and
 interruption: a KeyboardInterrupt raised from a callback leaves a complete log and a checkpoint
 that ``trainer.train(resume_from_checkpoint=...)`` continues to the same weights as an
 uninterrupted run. Training runs are real QAETrainer runs of the embedded model on the CPU
@@ -16,18 +16,18 @@ import torch
 from callbacks import InterruptAt
 from safetensors.torch import load_file
 
-from qae_lab import runlog
+from qae_lab import runfolder
 from qae_lab.data import synthetic_task, to_grpo_dataset
 from qae_lab.models import load_policy
 from qae_lab.rewards import correctness_reward
-from qae_lab.runfolder import SUPERSEDED_NAME, RunFolderError
-from qae_lab.runlog import (
+from qae_lab.callbacks import CompactProgress, RunLogger, train_resumable
+from qae_lab.runfolder import (
     CONFIG_NAME,
     LOG_NAME,
-    RunLogger,
+    SUPERSEDED_NAME,
+    RunFolderError,
     read_log,
     step_rows,
-    train_resumable,
     write_config,
     write_report,
 )
@@ -55,7 +55,7 @@ def test_write_config_has_the_trainer_config_versions_and_preset(tmp_path):
 def test_logger_writes_one_fsynced_line_per_log_call(tmp_path, monkeypatch):
     synced = []
     real_fsync = os.fsync
-    monkeypatch.setattr(runlog.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    monkeypatch.setattr(runfolder.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
     args, cb = _args(tmp_path), RunLogger(preset="p", run={"a": 1})
     cb.on_train_begin(args, _state(), None)
     assert json.loads((tmp_path / CONFIG_NAME).read_text())["run"] == {"a": 1}
@@ -105,7 +105,7 @@ def test_compact_progress_shows_metrics_instead_of_printing_the_log(capsys):
         def write(self, text):
             raise AssertionError("the log dict must not be printed")
 
-    cb = runlog.CompactProgress()
+    cb = CompactProgress()
     cb.training_bar = Bar()
     cb.on_log(None, _state(3), None, logs={"reward": 0.625, "qae/zero_adv_frac": 0.75, "entropy": None, "loss": 1.0})
     assert cb.training_bar.postfix == {"reward": "0.625", "zero_adv": "0.75"}

@@ -1,4 +1,4 @@
-r"""A training run's record on disk: its config, a crash-safe metrics log, interruption checkpoints, a report.
+r"""The callbacks that keep a run's record while it trains: the log, the progress bar, Ctrl-C.
 
 One folder per run (``<output_dir>``; its layout and rules: :mod:`qae_lab.runfolder`)::
 
@@ -49,69 +49,32 @@ So the log holds every step exactly once, and nothing logged is deleted.
 
 from __future__ import annotations
 
-import html
 import json
-import os
 import time
 import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from transformers import TrainerCallback
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
+from qae_lab.checkpoints import check_resume_point, latest_complete_checkpoint, resume_changes, resume_log
 from qae_lab.runfolder import (
     CONFIG_NAME,
     LOG_NAME,
-    REPORT_NAME,
     SUPERSEDED_NAME,
     RunFolderError,
     append_line,
     atomic_write_text,
-    check_resume_point,
     jsonable,
-    latest_complete_checkpoint,
     read_json,
-    read_log,
     read_log_lines,
-    resume_changes,
-    resume_log,
     step_rows,
+    versions,
+    write_config,
 )
 
-__all__ = ["LOG_NAME", "CONFIG_NAME", "REPORT_NAME", "RunLogger", "CompactProgress", "use_compact_progress",
-           "versions", "write_config", "read_log", "step_rows", "resume_log", "check_resume_point", "TrainOutcome",
-           "train_resumable", "write_report"]
-
-
-def versions() -> dict[str, str]:
-    r"""Versions of the libraries a run's numbers depend on.
-
-    >>> sorted(versions())
-    ['python', 'qae_lab', 'torch', 'transformers', 'trl']
-    """
-    import platform
-
-    import torch
-    import transformers
-    import trl
-
-    import qae_lab
-
-    return {"qae_lab": qae_lab.__version__, "trl": trl.__version__, "transformers": transformers.__version__,
-            "torch": torch.__version__, "python": platform.python_version()}
-
-
-def _config_text(data: dict) -> str:
-    return json.dumps(jsonable(data), indent=1, sort_keys=False) + "\n"
-
-
-def write_config(output_dir: str | os.PathLike, args, *, preset: str | None = None,
-                 run: dict | None = None) -> Path:
-    r"""Write ``config.json`` (atomically): ``{"preset", "run", "trainer": args.to_dict(), "versions", "resumes"}``."""
-    data = {"preset": preset, "run": run or {}, "trainer": args.to_dict(), "versions": versions(), "resumes": []}
-    return atomic_write_text(Path(output_dir) / CONFIG_NAME, _config_text(data))
+__all__ = ["RunLogger", "CompactProgress", "use_compact_progress", "TrainOutcome", "train_resumable"]
 
 
 class RunLogger(TrainerCallback):
@@ -181,7 +144,7 @@ class RunLogger(TrainerCallback):
             stored.setdefault("resumes", []).append(
                 {"step": step, "time": event["time"], "changed": changes,
                  **({"versions": now} if now != stored.get("versions") else {})})
-            atomic_write_text(config_path, _config_text(stored))
+            atomic_write_text(config_path, json.dumps(jsonable(stored), indent=1) + "\n")
         return event
 
     def on_log(self, args, state, control, logs=None, **kwargs):
@@ -259,49 +222,3 @@ def train_resumable(trainer, resume_from_checkpoint: str | None = None) -> Train
                                 + (f"the latest complete checkpoint is {latest.name}" if latest
                                    else "the run has no complete checkpoint to resume"))
     return TrainOutcome(False, None, trainer.state.global_step)
-
-
-def _table_html(header: list[str], rows: list[list]) -> str:
-    def cell(v):
-        return f"{v:.3f}" if isinstance(v, float) else ("—" if v is None else html.escape(str(v)))
-
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def write_report(output_dir: str | os.PathLike, *, title: str, rows: list[dict], summary: dict[str, Any],
-                 evals: dict[str, dict] | None = None, notes: list[str] = ()) -> Path:
-    r"""Write ``report.html``: a summary table, the pass@1 table and the training curves.
-
-    Args:
-        output_dir: the run folder.
-        title: the page title.
-        rows: the log rows (:func:`read_log`).
-        summary: key -> value facts of the run (preset, method, steps, wall time, ...).
-        evals: ``{"before": {...}, "after": {...}}``, each ``{"overall": metrics, "levels":
-            {level: metrics}}`` with metrics as in :attr:`qae_lab.evaluate.EvalResult.summary`.
-        notes: paragraphs of text under the title.
-
-    Returns:
-        the path. The page embeds plotly.js: one file that opens offline.
-    """
-    from qae_lab.plots import run_curves_figure
-
-    title = html.escape(title)
-    parts = [f"<h1>{title}</h1>", *(f"<p>{html.escape(n)}</p>" for n in notes),
-             "<h2>Run</h2>", _table_html(["", ""], [[k, v] for k, v in summary.items()])]
-    if evals:
-        keys = ("greedy_pass@1", "pass@1", "pass@8", "extracted_frac")
-        table = []
-        for name, ev in evals.items():
-            table.append([name, "all", *(ev["overall"].get(k) for k in keys)])
-            table += [[name, f"level {lv}", *(m.get(k) for k in keys)] for lv, m in ev.get("levels", {}).items()]
-        parts += ["<h2>Held-out evaluation</h2>", _table_html(["model", "problems", *keys], table)]
-    fig = run_curves_figure(step_rows(rows))
-    parts += ["<h2>Training curves</h2>", fig.to_html(include_plotlyjs=True, full_html=False)]
-    style = ("body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-collapse:collapse;margin:8px 0}"
-             "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}")
-    page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title><style>{style}</style>"
-            f"</head><body>{''.join(parts)}</body></html>")
-    return atomic_write_text(Path(output_dir) / REPORT_NAME, page)
