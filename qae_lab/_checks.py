@@ -25,7 +25,6 @@ __all__ = [
     "check_positive",
     "check_choice",
     "check_mask",
-    "quantile_rank",
     "snap_to_integer",
 ]
 
@@ -188,22 +187,6 @@ def check_mask(mask, shape: torch.Size, name: str = "mask") -> torch.Tensor:
     if mask.dtype != torch.bool and mask.numel() and not bool(((mask == 0) | (mask == 1)).all()):
         raise ValueError(f"{name} must hold only 0 and 1 (or be a bool tensor)")
     return mask.to(torch.float32)
-
-
-def quantile_rank(k: float, group_size: int) -> int:
-    r"""The rank r = ceil(K * G) (1-based) of the paper's K-quantile in a group of G.
-
-    b_K = inf{x : F(x) >= K} is the r-th smallest reward, r = ceil(K * G). The product
-    K * G is computed in binary floating point, which can land a hair above an integer
-    (0.6 * 5 == 3.0000000000000004), and ``math.ceil`` would then jump to the next rank.
-    A product within 1e-9 (relative) of an integer is taken as that integer.
-
-    >>> quantile_rank(0.6, 5), quantile_rank(0.4, 8), quantile_rank(0.4, 16), quantile_rank(0.01, 4)
-    (3, 4, 7, 1)
-    """
-    x = snap_to_integer(k * group_size)
-    # K > 0 so the infimum is at least the smallest reward (rank 1); K < 1 keeps r <= G.
-    return min(max(math.ceil(x), 1), group_size)
 
 
 def snap_to_integer(x: float) -> float:

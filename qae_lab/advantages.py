@@ -51,11 +51,11 @@ from qae_lab._checks import (
     check_finite_scalar,
     check_group_size,
     check_k,
-    quantile_rank,
     snap_to_integer,
 )
 
 __all__ = [
+    "quantile_rank",
     "quantile_baseline",
     "mean_baseline",
     "group_advantages",
@@ -94,6 +94,32 @@ def _row_means(r: torch.Tensor) -> torch.Tensor:
     s = _pow2_scale(r)  # (B, 1)
     # mean_j R_j = s * mean_j (R_j / s), exact scaling by a power of two
     return (r / s).mean(dim=1) * s[:, 0]  # (B,)
+
+
+def quantile_rank(k: float, group_size: int) -> int:
+    r"""The rank r = ceil(K * G) (1-based) of the paper's K-quantile in a group of G.
+
+    Paper: arXiv 2509.22611, b_K(q) = inf{x : F_q(x) >= K} is the r-th smallest of the
+    G rewards, r = ceil(K * G); :func:`quantile_baseline` takes that reward and
+    :func:`hard_regime` gates on it. The product K * G is computed in binary floating
+    point, which can land a hair above an integer (0.6 * 5 == 3.0000000000000004), and
+    ``math.ceil`` would then jump to the next rank. A product within 1e-9 (relative) of
+    an integer is taken as that integer.
+
+    Args:
+        k: the quantile level K in the open interval (0, 1) (validated by the caller).
+        group_size: G >= 2 (validated by the caller).
+
+    Returns:
+        the rank r as a Python int in [1, G].
+
+    >>> quantile_rank(0.6, 5), quantile_rank(0.4, 8), quantile_rank(0.4, 16), quantile_rank(0.01, 4)
+    (3, 4, 7, 1)
+    """
+    # r = ceil(K G), with K G snapped onto an integer it lies within 1e-9 of
+    x = snap_to_integer(k * group_size)
+    # K > 0 so the infimum is at least the smallest reward (rank 1); K < 1 keeps r <= G.
+    return min(max(math.ceil(x), 1), group_size)
 
 
 def quantile_baseline(rewards, group_size: int, k: float, method: str = "paper") -> torch.Tensor:

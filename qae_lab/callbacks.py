@@ -93,6 +93,15 @@ class RunLogger(TrainerCallback):
     (:func:`qae_lab.runfolder.resume_changes`) and its resume point
     (:func:`check_resume_point`), then continues the log (:func:`resume_log`); ``resume_event``
     holds the event row it wrote.
+
+    >>> import tempfile, types
+    >>> out = tempfile.mkdtemp()
+    >>> args = types.SimpleNamespace(output_dir=out, to_dict=lambda: {"quantile_k": 0.4})
+    >>> state = types.SimpleNamespace(global_step=0, epoch=0.0, is_world_process_zero=True, log_history=[])
+    >>> logger = RunLogger(preset="cpu-demo"); logger.on_train_begin(args, state, None)
+    >>> state.global_step = 1; logger.on_log(args, state, None, logs={"reward": 0.5})
+    >>> [(r["step"], r["reward"]) for r in read_log_lines(Path(out) / LOG_NAME)[0]]
+    [(1, 0.5)]
     """
 
     def __init__(self, preset: str | None = None, run: dict | None = None):
@@ -157,7 +166,11 @@ class RunLogger(TrainerCallback):
 
 
 class CompactProgress(ProgressCallback):
-    r"""transformers' progress bar with a few metrics as its postfix, instead of printing every log dict."""
+    r"""transformers' progress bar with a few metrics as its postfix, instead of printing every log dict.
+
+    >>> sorted(CompactProgress.SHOWN.values())
+    ['H', 'H_upd', 'len', 'reward', 'zero_adv']
+    """
 
     SHOWN: typing.ClassVar[dict[str, str]] = {  # logged name -> short label
         "reward": "reward", "completions/mean_length": "len", "qae/zero_adv_frac": "zero_adv",
@@ -171,7 +184,16 @@ class CompactProgress(ProgressCallback):
 
 
 def use_compact_progress(trainer) -> None:
-    r"""Swap the trainer's log printing for :class:`CompactProgress` (no bar at all with ``disable_tqdm``)."""
+    r"""Swap the trainer's log printing for :class:`CompactProgress` (no bar at all with ``disable_tqdm``).
+
+    >>> import types
+    >>> calls = []
+    >>> trainer = types.SimpleNamespace(args=types.SimpleNamespace(disable_tqdm=False),
+    ...     remove_callback=lambda cls: calls.append(("remove", cls.__name__)),
+    ...     add_callback=lambda cb: calls.append(("add", type(cb).__name__)))
+    >>> use_compact_progress(trainer); calls
+    [('remove', 'ProgressCallback'), ('remove', 'PrinterCallback'), ('add', 'CompactProgress')]
+    """
     trainer.remove_callback(ProgressCallback)
     trainer.remove_callback(PrinterCallback)
     if not trainer.args.disable_tqdm:
@@ -185,6 +207,9 @@ class TrainOutcome:
     ``interrupted``: stopped before ``max_steps``; ``checkpoint``: the checkpoint to resume from
     (None when there is none); ``global_step``: the last finished step; ``note``: what happened
     to the interruption's checkpoint when it is not the obvious one.
+
+    >>> TrainOutcome(True, "runs/x/checkpoint-4", 4)
+    TrainOutcome(interrupted=True, checkpoint='runs/x/checkpoint-4', global_step=4, note='')
     """
 
     interrupted: bool
@@ -203,6 +228,14 @@ def train_resumable(trainer, resume_from_checkpoint: str | None = None) -> Train
     cannot have touched (checkpoints are staged and renamed). Interrupted before any step
     finished: nothing to save, ``checkpoint`` is None. Continue with
     ``trainer.train(resume_from_checkpoint=outcome.checkpoint)`` (same config and data).
+
+    >>> import types
+    >>> def ctrl_c(resume_from_checkpoint=None):
+    ...     raise KeyboardInterrupt
+    >>> trainer = types.SimpleNamespace(args=types.SimpleNamespace(output_dir="runs/x"), train=ctrl_c,
+    ...                                 state=types.SimpleNamespace(global_step=0))
+    >>> train_resumable(trainer)  # Ctrl-C before the first step finished: nothing to save
+    TrainOutcome(interrupted=True, checkpoint=None, global_step=0, note='interrupted before the first step finished: nothing to resume')
     """
     out = Path(trainer.args.output_dir)
     try:

@@ -149,6 +149,11 @@ def latest_complete_checkpoint(folder: str | os.PathLike) -> tuple[Path | None, 
 
     Returns:
         ``(path or None, notes)``: each note names a skipped checkpoint and what is wrong with it.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp()); (d / "checkpoint-6").mkdir()
+    >>> latest_complete_checkpoint(d)
+    (None, ['checkpoint-6 skipped: trainer_state.json is missing; no model weights (model.safetensors, adapter_model.safetensors, pytorch_model.bin or a sharded index)'])
     """
     notes = []
     for _step, path in reversed(checkpoints(folder)):
@@ -165,6 +170,12 @@ def publish_dir(staged: str | os.PathLike, final: str | os.PathLike) -> Path:
     Every file in ``staged`` is ``fsync``-ed first, so the renamed folder never holds a file
     whose data is still only in memory. A folder already at ``final`` is kept: renamed to
     ``.replaced-<name>-<time>`` (nothing is deleted).
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp()); staged = d / ".staging" / "checkpoint-2"; staged.mkdir(parents=True)
+    >>> _ = (staged / "trainer_state.json").write_text('{"global_step": 2}')
+    >>> publish_dir(staged, d / "checkpoint-2").name, sorted(p.name for p in (d / "checkpoint-2").iterdir())
+    ('checkpoint-2', ['trainer_state.json'])
     """
     staged, final = Path(staged), Path(final)
     for path in staged.rglob("*"):
@@ -232,6 +243,15 @@ def check_resume_point(output_dir: str | os.PathLike, step: int) -> None:
     were never saved, so they are trained again and their old rows kept aside), or any step of a
     finished run's last checkpoint. Refused: a checkpoint older than a later complete one, or older
     than the end of a finished run; the message says how to go on.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> _ = (d / "log.jsonl").write_text('{"step": 4, "reward": 0.5}\n{"step": 4, "train_runtime": 9.0}\n')
+    >>> check_resume_point(d, 4)  # the end of the finished run: fine (None)
+    >>> check_resume_point(d, 2)
+    Traceback (most recent call last):
+    ...
+    qae_lab.runfolder.RunFolderError: the run in .../ finished at step 4, after checkpoint-2: ...
     """
     out = Path(output_dir)
     later = [s for s, path in checkpoints(out) if s > step and not checkpoint_problems(path)]

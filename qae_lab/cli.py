@@ -56,6 +56,13 @@ def main(argv: list[str] | None = None) -> int:
 
     Every check (settings, data folder, run folder, checkpoint) runs before anything loads, with
     ``--dry-run`` too; a failed one prints ``qae-lab: error: ...`` and returns 2.
+
+    >>> import contextlib, io
+    >>> with contextlib.redirect_stderr(io.StringIO()) as err:
+    ...     main(["train", "--set", "max_steps=0", "--dry-run"])
+    2
+    >>> print(err.getvalue().strip())
+    qae-lab: error: preset 'cpu-demo' with overrides {'max_steps': 0}: max_steps must be -1 (train num_train_epochs epochs) or >= 1, got 0
     """
     args = _parser().parse_args(argv)
     if args.command == "presets":

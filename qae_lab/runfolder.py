@@ -59,13 +59,24 @@ _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 
 
 class RunFolderError(ValueError):
-    """A run folder cannot be used as asked: it holds another run, a damaged file, or other settings."""
+    """A run folder cannot be used as asked: it holds another run, a damaged file, or other settings.
+
+    A ``ValueError``, so callers that catch bad input catch it too; the CLI prints it and exits with 2.
+
+    >>> issubclass(RunFolderError, ValueError)
+    True
+    """
 
 
 # ---------------------------------------------------------------- atomic writes
 
 def fsync_dir(path: str | os.PathLike) -> None:
-    """Flush a folder's entries (a rename, a new file) to disk; a no-op where folders cannot be opened."""
+    """Flush a folder's entries (a rename, a new file) to disk; a no-op where folders cannot be opened.
+
+    >>> import tempfile
+    >>> fsync_dir(tempfile.mkdtemp()) is None
+    True
+    """
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:  # Windows
@@ -149,7 +160,13 @@ def jsonable(x: Any) -> Any:
 
 
 def append_line(path: str | os.PathLike, row: dict) -> None:
-    """One JSON line appended, flushed and fsync-ed: on disk before the call returns."""
+    r"""One JSON line appended, flushed and fsync-ed: on disk before the call returns (NaN/inf become null).
+
+    >>> import tempfile
+    >>> p = Path(tempfile.mkdtemp()) / "log.jsonl"
+    >>> append_line(p, {"step": 1, "reward": float("nan")}); p.read_text()
+    '{"step": 1, "reward": null}\n'
+    """
     with Path(path).open("a", encoding="utf-8") as f:
         f.write(json.dumps(jsonable(row), allow_nan=False) + "\n")
         f.flush()
@@ -304,7 +321,16 @@ def _config_text(data: dict) -> str:
 
 def write_config(output_dir: str | os.PathLike, args, *, preset: str | None = None,
                  run: dict | None = None) -> Path:
-    r"""Write ``config.json`` (atomically): ``{"preset", "run", "trainer": args.to_dict(), "versions", "resumes"}``."""
+    r"""Write ``config.json`` (atomically): ``{"preset", "run", "trainer": args.to_dict(), "versions", "resumes"}``.
+
+    ``args``: anything with ``to_dict()`` (a ``QAEConfig``).
+
+    >>> import tempfile, types
+    >>> args = types.SimpleNamespace(to_dict=lambda: {"quantile_k": 0.4, "max_steps": 20})
+    >>> path = write_config(tempfile.mkdtemp(), args, preset="cpu-demo", run={"n_train": 64})
+    >>> data = json.loads(path.read_text()); data["trainer"], data["run"], sorted(data["versions"])[:2]
+    ({'quantile_k': 0.4, 'max_steps': 20}, {'n_train': 64}, ['python', 'qae_lab'])
+    """
     data = {"preset": preset, "run": run or {}, "trainer": args.to_dict(), "versions": versions(), "resumes": []}
     return atomic_write_text(Path(output_dir) / CONFIG_NAME, _config_text(data))
 
@@ -335,6 +361,12 @@ def write_report(output_dir: str | os.PathLike, *, title: str, rows: list[dict],
 
     Returns:
         the path. The page embeds plotly.js: one file that opens offline.
+
+    >>> import tempfile
+    >>> rows = [{"step": s, "reward": 0.1 * s, "qae/k": 0.4} for s in (1, 2)]
+    >>> page = write_report(tempfile.mkdtemp(), title="a run", rows=rows, summary={"method": "qae"}).read_text()
+    >>> "<h1>a run</h1>" in page, "<td>method</td><td>qae</td>" in page, "plotly" in page
+    (True, True, True)
     """
     title = html.escape(title)
     parts = [f"<h1>{title}</h1>", *(f"<p>{html.escape(n)}</p>" for n in notes),

@@ -9,6 +9,8 @@ Discounting for Efficient RL of Language Models" (arXiv 2606.05434). Equations:
 * AH-GRPO: every rollout weighted by w_t; SA-AH-GRPO: only rollouts with A_i < 0
   (A_i >= 0 keep weight 1)
 * loss normalised by the effective token count: L = sum_t w_t l_t / sum_t w_t
+  (:func:`weighted_token_mean`; in training, TRL's mask-normalised loss gets there through
+  the rescaling factor of :func:`normaliser_factor`)
 
 Shapes: N responses, T completion tokens, V vocabulary (qae_lab's legend).
 
@@ -39,6 +41,7 @@ __all__ = [
     "horizon_weights",
     "sa_ah_weights",
     "weighted_token_mean",
+    "normaliser_factor",
     "weight_stats",
 ]
 
@@ -242,6 +245,59 @@ def weighted_token_mean(per_token_loss: torch.Tensor, weights) -> torch.Tensor:
     denom = w.sum()
     # L = sum_t w_t l_t / sum_t w_t
     return (w * per_token_loss).sum() / torch.where(denom > 0, denom, torch.ones_like(denom))
+
+
+def normaliser_factor(weights, mask, *, per_sequence: bool = False, skipped_tokens: float = 0.0) -> torch.Tensor:
+    r"""The factor c that turns a mask-normalised loss of weighted tokens into SA-AH's sum(w) one.
+
+    SA-AH-GRPO (arXiv 2606.05434) normalises the loss by the effective token count,
+    L = sum_t w_t l_t / sum_t w_t (:func:`weighted_token_mean`). A trainer whose loss divides
+    by the token count sum_t m_t (TRL's ``bnpo``, ``dapo``) reaches it with per-token
+    advantages A_i w_t c, where
+
+        c = (sum_{i,t} m_{i,t} + S) / (sum_{i,t} w_{i,t} + S)        (token level), or
+        c_i = sum_t m_{i,t} / sum_t w_{i,t}                           (``per_sequence``, TRL's ``grpo``),
+
+    since sum(w c l) / sum(m) = sum(w l) / sum(w). S counts the tokens of rows left out of the
+    loss (sparse updates): they have A_i = 0, so weight 1 and loss 0, and still belong in
+    both counts. Denominators are clamped at 1e-12 (a row without real tokens gets a finite c,
+    multiplied by weights 0).
+
+    Args:
+        weights: (N, T) non-negative finite token weights (e.g. :func:`sa_ah_weights`); only
+            the positions with mask 1 count. Detached.
+        mask: (N, T) 0/1 or bool, 1 on the tokens the loss counts.
+        per_sequence: False for one factor over the micro-batch, True for one per row.
+        skipped_tokens: S >= 0, real tokens of rows left out (token level only; must be 0
+            with ``per_sequence``, where a left-out row is a left-out term of the row mean).
+
+    Returns:
+        () tensor (token level) or (N, 1) tensor (``per_sequence``), in ``weights``' dtype.
+
+    >>> w = torch.tensor([[1.0, 0.5, 0.0], [0.25, 0.25, 0.0]]); m = torch.tensor([[1, 1, 0], [1, 1, 0]])
+    >>> normaliser_factor(w, m), normaliser_factor(w, m, per_sequence=True)
+    (tensor(2.), tensor([[1.3333],
+            [4.0000]]))
+    >>> normaliser_factor(w, m, skipped_tokens=2.0)      # (4 + 2) / (2 + 2)
+    tensor(1.5000)
+    """
+    w = as_real_tensor(weights, "weights", ndim=2).detach()
+    if w.numel() and not bool((w >= 0).all()):
+        raise ValueError("weights must be >= 0")
+    m = check_mask(mask, w.shape).to(w.dtype)
+    skipped = check_finite_scalar(skipped_tokens, "skipped_tokens")
+    if skipped < 0:
+        raise ValueError(f"skipped_tokens must be >= 0, got {skipped}")
+    if not isinstance(per_sequence, bool):
+        raise ValueError(f"per_sequence must be True or False, got {per_sequence!r}")
+    if per_sequence and skipped:
+        raise ValueError("skipped_tokens must be 0 with per_sequence=True (each row is normalised by its own tokens)")
+    w = w * m  # (N, T): padding never counts towards sum(w)
+    if per_sequence:
+        # c_i = sum_t m_{i,t} / sum_t w_{i,t}
+        return m.sum(-1, keepdim=True) / w.sum(-1, keepdim=True).clamp_min(1e-12)  # (N, 1)
+    # c = (sum m + S) / (sum w + S)
+    return (m.sum() + skipped) / (w.sum() + skipped).clamp_min(1e-12)  # ()
 
 
 def weight_stats(weights, mask, advantages) -> dict[str, float]:

@@ -63,6 +63,38 @@ def test_equations_doc_names_real_functions():
         assert callable(obj) or type(obj).__name__ == "module", dotted
 
 
+def test_checks_module_is_generic():
+    # input checks import nothing of qae_lab, so the maths can import them without a cycle;
+    # the paper's rank ceil(K*G) lives beside the quantile baseline that uses it
+    src = (ROOT / "qae_lab/_checks.py").read_text()
+    assert not re.search(r"^\s*(from|import) qae_lab", src, re.M)
+    assert "quantile_rank" not in src
+    assert importlib.import_module("qae_lab.advantages").quantile_rank(0.6, 5) == 3
+
+
+def test_equations_doc_names_the_training_code():
+    # each equation's row goes on to the QAETrainer method that applies it in training, or says "—"
+    text = (ROOT / "docs/equations.md").read_text()
+    trainer_cls = importlib.import_module("qae_lab.trainer").QAETrainer
+    rows, applied = 0, set()
+    for table in re.findall(r"^\| # \|.*?(?=\n\n|\Z)", text, re.S | re.M):
+        header, _, *body = table.splitlines()
+        col = [c.strip() for c in header.strip("|").split("|")].index("in training")
+        for row in body:
+            cell = row.strip("|").split(" | ")[col].strip()
+            methods = re.findall(r"`qae_lab\.trainer\.QAETrainer\.(\w+)`", cell)
+            assert cell.startswith("—") or methods, row
+            applied.update(methods)
+            rows += 1
+    assert rows >= 30
+    # by method name, never by line; our own overrides, not methods TRL would run anyway
+    assert not re.search(r"trainer\.py:\d+|line \d+", text)
+    for method in set(re.findall(r"`qae_lab\.trainer\.QAETrainer\.(\w+)`", text)):
+        assert method in vars(trainer_cls), method
+    assert {"_generate_and_score_completions", "_weighted_advantages",
+            "_get_per_token_logps_and_entropies", "_compute_loss"} <= applied
+
+
 def test_readme_example_runs(tmp_path):
     code = _readme_block("A first look", "python")
     script = tmp_path / "readme_example.py"

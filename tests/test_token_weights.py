@@ -14,6 +14,7 @@ from reference import ref_entropy, ref_horizon_weights
 from qae_lab.token_weights import (
     head_normalized_entropy,
     horizon_weights,
+    normaliser_factor,
     normalized_entropy,
     sa_ah_weights,
     weight_stats,
@@ -272,6 +273,70 @@ def test_weighted_mean_with_mask_is_token_mean_and_zero_weights_give_zero():
 def test_weighted_mean_bad_input(loss, w, msg):
     with pytest.raises(ValueError, match=msg):
         weighted_token_mean(loss, w)
+
+
+# ---------------------------------------------------------------- normaliser_factor
+
+def test_normaliser_factor_hand():
+    w = T([[1.0, 0.5, 0.0], [0.25, 0.25, 0.0]])
+    m = T([[1, 1, 0], [1, 1, 0]])
+    assert normaliser_factor(w, m).item() == 2.0  # 4 tokens / sum(w) = 2
+    torch.testing.assert_close(normaliser_factor(w, m, per_sequence=True), T([[2 / 1.5], [2 / 0.5]]))
+    assert normaliser_factor(w, m, skipped_tokens=4.0).item() == pytest.approx(8 / 6)  # (4 + 4) / (2 + 4)
+    assert normaliser_factor(m.float(), m).item() == 1.0  # weight 1 everywhere: TRL's normaliser unchanged
+    # weight on a padding position is not counted (TRL's loss masks it out)
+    assert normaliser_factor(T([[1.0, 0.5, 7.0]]), T([[1, 1, 0]])).item() == pytest.approx(2 / 1.5)
+
+
+def _trl_token_loss(l, m):   # TRL's bnpo / dapo normaliser: sum(l m) / sum(m)
+    return (l * m).sum() / m.sum()
+
+
+def _trl_sequence_loss(l, m):   # TRL's grpo normaliser: mean_i sum_t(l m) / sum_t m
+    return ((l * m).sum(-1) / m.sum(-1)).mean()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_normaliser_factor_makes_trl_loss_the_weighted_token_mean(seed):
+    # the trainer feeds TRL per-token advantages A_i w_t c; a loss linear in A then becomes w c l
+    gen = torch.Generator().manual_seed(seed)
+    n, t = 6, 9
+    m = (torch.arange(t)[None] < torch.randint(1, t + 1, (n,), generator=gen)[:, None]).long()  # right padding
+    h = torch.rand(n, t, generator=gen)
+    adv = torch.randn(n, generator=gen)
+    w = sa_ah_weights(h, m, adv, 1.5)  # (N, T), 0 on padding
+    l = torch.randn(n, t, generator=gen)
+    mf = m.float()
+    # token level: sum(w c l m) / sum(m) = sum(w l) / sum(w)
+    torch.testing.assert_close(_trl_token_loss(w * normaliser_factor(w, m) * l, mf), weighted_token_mean(l, w))
+    # per sequence: the mean over rows of each row's sum(w l) / sum(w)
+    c_i = normaliser_factor(w, m, per_sequence=True)  # (N, 1)
+    want = torch.stack([weighted_token_mean(l[i:i + 1], w[i:i + 1]) for i in range(n)]).mean()
+    torch.testing.assert_close(_trl_sequence_loss(w * c_i * l, mf), want)
+    # sparse update: rows with A = 0 left out (loss 0, weight 1); the trainer rescales the kept rows'
+    # loss by sum(m_kept) / sum(m); the skipped tokens enter the factor, and the result is the full
+    # batch's weighted token mean
+    keep = torch.arange(n) % 3 != 0
+    w_full, l_full = w.clone(), l.clone()
+    w_full[~keep], l_full[~keep] = mf[~keep], 0.0
+    c = normaliser_factor(w[keep], m[keep], skipped_tokens=float(mf[~keep].sum()))
+    got = _trl_token_loss(w[keep] * c * l[keep], mf[keep]) * mf[keep].sum() / mf.sum()
+    torch.testing.assert_close(got, weighted_token_mean(l_full, w_full))
+
+
+@pytest.mark.parametrize("args,kwargs,msg", [
+    ((torch.ones(2, 2), torch.ones(2, 3)), {}, "shape"),
+    ((-torch.ones(2, 2), torch.ones(2, 2)), {}, ">= 0"),
+    ((torch.full((2, 2), float("nan")), torch.ones(2, 2)), {}, "finite"),
+    ((torch.ones(2), torch.ones(2)), {}, "dimension"),
+    ((torch.ones(2, 2), torch.full((2, 2), 0.5)), {}, "0 and 1"),
+    ((torch.ones(2, 2), torch.ones(2, 2)), {"skipped_tokens": -1.0}, "skipped_tokens"),
+    ((torch.ones(2, 2), torch.ones(2, 2)), {"skipped_tokens": 2.0, "per_sequence": True}, "per_sequence"),
+    ((torch.ones(2, 2), torch.ones(2, 2)), {"per_sequence": "yes"}, "per_sequence"),
+])
+def test_normaliser_factor_bad_input(args, kwargs, msg):
+    with pytest.raises(ValueError, match=msg):
+        normaliser_factor(*args, **kwargs)
 
 
 def test_weight_stats():
