@@ -107,7 +107,7 @@ def trainer_grads(trainer, inputs) -> dict[str, torch.Tensor]:
 
 def reference_loss(model, inputs, adv, *, loss_type: str, weighting: str = "none", alpha: float = 0.5,
                    top_k: int | None = None):
-    r"""The policy-gradient loss of one micro-batch, from the equations (SPEC sections 1-3).
+    r"""The policy-gradient loss of one micro-batch, from the equations (QAE arXiv 2509.22611 sec. 2-4, SA-AH-GRPO arXiv 2606.05434; docs/equations.md).
 
     At the first step the PPO ratio is exp(logp - logp.detach()) = 1, so the clipped objective is
     -A_i * ratio_t per token; SA-AH/AH weight token t by w_t = exp(-alpha * sum_{s<=t} H~_s)
