@@ -35,6 +35,12 @@ def as_real_tensor(x, name: str, *, ndim: int | None = None) -> torch.Tensor:
     Python numbers, lists and numpy arrays become float64; bool and integer tensors float32;
     half/bfloat16 are upcast to float32 (quantiles and cumulative sums need it).
     Complex tensors and non-numeric input are rejected, as are NaN and +-inf.
+
+    >>> as_real_tensor([1, 2], "r"), as_real_tensor(torch.tensor([True, False]), "mask").dtype
+    (tensor([1., 2.], dtype=torch.float64), torch.float32)
+    >>> as_real_tensor([1.0, float("nan")], "rewards")
+    Traceback (most recent call last):
+    ValueError: rewards must be finite (no NaN or inf)
     """
     if not isinstance(x, torch.Tensor):
         try:  # Python numbers and lists mean what they say: float64, not torch's float32 default
@@ -89,7 +95,14 @@ def as_count_tensor(x, name: str, hi: int, hi_name: str) -> torch.Tensor:
 
 
 def check_group_size(group_size, n: int, *, name: str = "group_size") -> int:
-    r"""Check that ``group_size`` is an int >= 2 that divides ``n`` (> 0); return it."""
+    r"""Check that ``group_size`` is an int >= 2 that divides ``n`` (> 0); return it.
+
+    >>> check_group_size(4, 12)
+    4
+    >>> check_group_size(4, 10)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: rewards has 10 entries, not a multiple of group_size=4: ragged groups are not allowed ...
+    """
     if isinstance(group_size, bool) or not isinstance(group_size, numbers.Integral):
         raise ValueError(f"{name} must be an int >= 2, got {group_size!r}")
     group_size = int(group_size)
@@ -121,7 +134,14 @@ def check_int(x, name: str, lo: int, hi: int | None = None) -> int:
 
 
 def check_finite_scalar(x, name: str) -> float:
-    r"""Return ``x`` as a Python float, or raise if it is not a finite real number."""
+    r"""Return ``x`` as a Python float, or raise if it is not a finite real number.
+
+    >>> check_finite_scalar(3, "x"), check_finite_scalar(torch.tensor(0.5), "eta")
+    (3.0, 0.5)
+    >>> check_finite_scalar(float("inf"), "eta")
+    Traceback (most recent call last):
+    ValueError: eta must be finite, got inf
+    """
     if isinstance(x, torch.Tensor):
         if x.numel() != 1:
             raise ValueError(f"{name} must be a scalar, got a tensor of shape {tuple(x.shape)}")
@@ -135,7 +155,14 @@ def check_finite_scalar(x, name: str) -> float:
 
 
 def check_positive(x, name: str) -> float:
-    r"""Return ``x`` as a float; it must be finite and > 0."""
+    r"""Return ``x`` as a float; it must be finite and > 0.
+
+    >>> check_positive(2, "eta")
+    2.0
+    >>> check_positive(0, "eta")
+    Traceback (most recent call last):
+    ValueError: eta must be > 0, got 0.0
+    """
     x = check_finite_scalar(x, name)
     if x <= 0:
         raise ValueError(f"{name} must be > 0, got {x}")
@@ -143,7 +170,14 @@ def check_positive(x, name: str) -> float:
 
 
 def check_k(k, name: str = "k") -> float:
-    r"""Return the quantile level ``k`` as a float; it must lie strictly inside (0, 1)."""
+    r"""Return the quantile level ``k`` as a float; it must lie strictly inside (0, 1).
+
+    >>> check_k(0.4)
+    0.4
+    >>> check_k(1)
+    Traceback (most recent call last):
+    ValueError: k must lie in the open interval (0, 1), got 1.0
+    """
     k = check_finite_scalar(k, name)
     if not 0.0 < k < 1.0:
         raise ValueError(f"{name} must lie in the open interval (0, 1), got {k}")
@@ -170,14 +204,28 @@ def check_k_list(ks, name: str = "ks") -> list[float]:
 
 
 def check_choice(value, name: str, allowed: tuple[str, ...]) -> str:
-    r"""Return ``value`` if it is one of ``allowed``; otherwise raise naming them."""
+    r"""Return ``value`` if it is one of ``allowed``; otherwise raise naming them.
+
+    >>> check_choice("mean", "baseline", ("mean", "quantile"))
+    'mean'
+    >>> check_choice("median", "baseline", ("mean", "quantile"))
+    Traceback (most recent call last):
+    ValueError: baseline must be one of ('mean', 'quantile'), got 'median'
+    """
     if value not in allowed:
         raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
     return value
 
 
 def check_mask(mask, shape: torch.Size, name: str = "mask") -> torch.Tensor:
-    r"""Return a float 0/1 mask of ``shape``; reject other shapes and other values."""
+    r"""Return a float 0/1 mask of ``shape``; reject other shapes and other values.
+
+    >>> check_mask(torch.tensor([True, False, True]), (3,))
+    tensor([1., 0., 1.])
+    >>> check_mask([1, 2], (2,))
+    Traceback (most recent call last):
+    ValueError: mask must hold only 0 and 1 (or be a bool tensor)
+    """
     if not isinstance(mask, torch.Tensor):
         mask = torch.as_tensor(mask)
     if tuple(mask.shape) != tuple(shape):

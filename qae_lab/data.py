@@ -167,6 +167,14 @@ def load_gsm8k(split: str = "train", *, path: str | os.PathLike | None = None, n
             not JSON, a row without ``question`` / ``answer`` or with one that is not a str,
             an answer not ending in ``#### <integer>``; naming the file for an empty split
             or an ``n`` larger than the split.
+
+    >>> import tempfile
+    >>> row = {"question": "Ann has 2 pens and buys 3. How many?", "answer": "2 + 3 = <<2+3=5>>5\n#### 5"}
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     _ = (Path(folder) / "test.jsonl").write_text(json.dumps(row) + "\n")
+    ...     (record,) = load_gsm8k("test", path=folder)
+    >>> record["id"], record["gold"], record["steps"]
+    ('gsm8k-test-0', '5', ['2 + 3 = 5'])
     """
     return _load_gsm8k(split, path, n, seed, "n")
 
@@ -174,7 +182,17 @@ def load_gsm8k(split: str = "train", *, path: str | os.PathLike | None = None, n
 def sa_ah_split(*, path: str | os.PathLike | None = None, n_train: int = 800, n_eval: int = 500,
                 seed: int = 0) -> tuple[list[dict], list[dict]]:
     r"""SA-AH-GRPO's set-up (arXiv 2606.05434): 800 training problems from GSM8K's train
-    split and 500 evaluation problems from its test split, drawn by ``seed``."""
+    split and 500 evaluation problems from its test split, drawn by ``seed``.
+
+    >>> import tempfile
+    >>> rows = "".join(json.dumps({"question": f"{i} + 1?", "answer": f"#### {i + 1}"}) + "\n" for i in range(4))
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     for split in ("train", "test"):
+    ...         _ = (Path(folder) / f"{split}.jsonl").write_text(rows)
+    ...     train, evaluation = sa_ah_split(path=folder, n_train=3, n_eval=2, seed=0)
+    >>> [r["id"] for r in train], [r["id"] for r in evaluation]
+    (['gsm8k-train-3', 'gsm8k-train-1', 'gsm8k-train-0'], ['gsm8k-test-3', 'gsm8k-test-1'])
+    """
     return (_load_gsm8k("train", path, n_train, seed, "n_train"),
             _load_gsm8k("test", path, n_eval, seed, "n_eval"))
 
@@ -246,7 +264,14 @@ def chat_messages(record: dict) -> list[dict[str, str]]:
 
 def prompt_text(record: dict, tokenizer) -> str:
     r"""The prompt string a model generates from: :func:`chat_messages` through the tokenizer's
-    chat template, ending with the assistant turn's opening."""
+    chat template, ending with the assistant turn's opening.
+
+    >>> from transformers import AutoTokenizer
+    >>> from qae_lab.models import embedded_dir
+    >>> text = prompt_text({"question": "What is 2 + 2?"}, AutoTokenizer.from_pretrained(embedded_dir()))
+    >>> text.startswith("<|im_start|>system\nSolve the problem."), text.splitlines()[-3:]
+    (True, ['<|im_start|>user', 'What is 2 + 2?<|im_end|>', '<|im_start|>assistant'])
+    """
     if getattr(tokenizer, "chat_template", None) is None:
         raise ValueError("tokenizer has no chat_template; use an instruct model's tokenizer or qae_lab's embedded one")
     return tokenizer.apply_chat_template(chat_messages(record), tokenize=False, add_generation_prompt=True)
@@ -270,7 +295,13 @@ def xml_completion(record: dict, answer: str | None = None) -> str:
 def to_grpo_dataset(records: list[dict]):
     r"""A ``datasets.Dataset`` for TRL's GRPOTrainer: conversational ``prompt``, ``gold``,
     ``level`` (0 for GSM8K) and ``id``. TRL applies the chat template itself and passes
-    ``gold`` and ``level`` to the reward functions as keyword lists."""
+    ``gold`` and ``level`` to the reward functions as keyword lists.
+
+    >>> ds = to_grpo_dataset(synthetic_task(2, levels=(1, 4)) + [{"id": "gsm8k-test-0", "question": "1 + 1?",
+    ...                                                          "gold": "2", "level": None}])
+    >>> ds.column_names, list(ds["level"]), [m["role"] for m in ds[2]["prompt"]]
+    (['prompt', 'gold', 'level', 'id'], [1, 4, 0], ['system', 'user'])
+    """
     from datasets import Dataset
 
     if not records:

@@ -77,6 +77,12 @@ def build_tokenizer(vocab_size: int = 640, *, seed: int = 0):
     Digits are split one by one before BPE (arithmetic on whole-number tokens is much harder
     for a small model); ``<|im_end|>`` ends a turn and is the EOS token; ``<|endoftext|>``
     pads. Any text round-trips (byte-level), so GSM8K text also encodes, just long.
+
+    >>> tok = build_tokenizer()
+    >>> tok.tokenize("12 + 3"), tok.eos_token, tok.pad_token
+    (['1', '2', 'Ġ+', 'Ġ', '3'], '<|im_end|>', '<|endoftext|>')
+    >>> tok.decode(tok("Zoë pays 1,250 €")["input_ids"])
+    'Zoë pays 1,250 €'
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
@@ -95,7 +101,12 @@ def build_tokenizer(vocab_size: int = 640, *, seed: int = 0):
 
 
 def embedded_config(vocab_size: int, *, hidden: int = 128, layers: int = 4, heads: int = 4):
-    r"""A Qwen2 architecture small enough to train in minutes on a CPU (about 1M parameters)."""
+    r"""A Qwen2 architecture small enough to train in minutes on a CPU (about 1M parameters).
+
+    >>> cfg = embedded_config(470)
+    >>> cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers, cfg.num_key_value_heads
+    (128, 384, 4, 2)
+    """
     from transformers import Qwen2Config
 
     return Qwen2Config(vocab_size=vocab_size, hidden_size=hidden, intermediate_size=3 * hidden,
@@ -129,6 +140,14 @@ def train_embedded(out_dir: str | Path = DEFAULT_DIR, *, steps: int = 1500, batc
     Every step draws fresh problems (no epoch, no overfitting to a fixed set). AdamW with
     linear warm-up and cosine decay. Saves safetensors weights and the tokenizer into
     ``out_dir`` and returns it.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:  # doctest: +ELLIPSIS
+    ...     out = train_embedded(folder, steps=1, batch_size=2)
+    ...     (out / "model.safetensors").is_file(), (out / "tokenizer.json").is_file()
+    embedded model: 0.85M parameters, vocab 470, 1 steps of 2
+    step     1  loss ...
+    (True, True)
     """
     from transformers import Qwen2ForCausalLM
 
@@ -166,7 +185,15 @@ def train_embedded(out_dir: str | Path = DEFAULT_DIR, *, steps: int = 1500, batc
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Command line: rebuild the embedded model (``python -m qae_lab.embedded --help``)."""
+    r"""Command line: rebuild the embedded model (``python -m qae_lab.embedded --help``).
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:  # doctest: +ELLIPSIS
+    ...     main(["--out", folder, "--steps", "1", "--batch-size", "2"])
+    embedded model: 0.85M parameters, vocab 470, 1 steps of 2
+    step     1  loss ...
+    saved to ...; levels (1, 2, 3, 4, 5), target correct rates {1: 0.85, 2: 0.7, 3: 0.55, 4: 0.45, 5: 0.35}
+    """
     p = argparse.ArgumentParser(prog="python -m qae_lab.embedded", description="Rebuild qae_lab's embedded tiny "
                                 "Qwen2 model from scratch (SFT on noisy synthetic arithmetic targets).")
     p.add_argument("--out", type=Path, default=DEFAULT_DIR, help="output folder (default: data/embedded)")

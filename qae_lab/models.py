@@ -38,7 +38,11 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torc
 
 def embedded_dir() -> Path:
     r"""Where the embedded model's files are: ``$QAE_LAB_EMBEDDED_DIR``, else ``data/embedded``
-    of a source checkout, else the copy installed inside the package."""
+    of a source checkout, else the copy installed inside the package.
+
+    >>> (embedded_dir() / "config.json").is_file(), embedded_dir().name in ("embedded", "embedded_model")
+    (True, True)
+    """
     here = Path(__file__).resolve().parent
     candidates = [Path(os.environ[EMBEDDED_ENV])] if os.environ.get(EMBEDDED_ENV) else []
     candidates += [here.parent / "data" / "embedded", here / "embedded_model"]
@@ -67,7 +71,12 @@ def resolve_name(name_or_path: str) -> str:
 
 def lora_config(r: int = 16, alpha: int | None = None, dropout: float = 0.05, targets=LORA_TARGETS):
     r"""PEFT LoRA for a causal LM: rank ``r`` (SA-AH: 16) on the attention and MLP projections,
-    ``lora_alpha = 2 r`` unless given."""
+    ``lora_alpha = 2 r`` unless given.
+
+    >>> cfg = lora_config()
+    >>> cfg.r, cfg.lora_alpha, cfg.lora_dropout, sorted(cfg.target_modules)[:3], lora_config(8, alpha=8).lora_alpha
+    (16, 32, 0.05, ['down_proj', 'gate_proj', 'k_proj'], 8)
+    """
     from peft import LoraConfig
 
     check_int(r, "r", 1)
@@ -103,6 +112,17 @@ def load_policy(name_or_path: str = "embedded", *, lora=None, dtype="auto", devi
 
     Returns:
         (model, tokenizer); the tokenizer pads on the left (for generation) and has a pad token.
+
+    >>> model, tokenizer = load_policy("embedded", device="cpu")
+    >>> type(model).__name__, model.dtype, tokenizer.padding_side, tokenizer.pad_token
+    ('Qwen2ForCausalLM', torch.float32, 'left', '<|endoftext|>')
+
+    LoRA r = 16 on 4 layers: q, o (128 -> 128), k, v (128 -> 64) and gate, up, down (128 <-> 384)
+    train 16 * (4 * 256 + 2 * 192 + 3 * 512) = 38,912 parameters per layer:
+
+    >>> peft_model, _ = load_policy("embedded", lora=True, device="cpu")
+    >>> sum(p.numel() for p in peft_model.parameters() if p.requires_grad)
+    155648
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

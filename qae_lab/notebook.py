@@ -56,7 +56,15 @@ def pick(full, smoke, environ=None):
 
 
 def in_colab() -> bool:
-    """True inside Google Colab."""
+    r"""True inside Google Colab (its ``google.colab`` module is imported).
+
+    >>> from unittest import mock
+    >>> with mock.patch.dict(sys.modules, {"google.colab": mock.MagicMock()}):
+    ...     in_colab()
+    True
+    >>> in_colab()
+    False
+    """
     return "google.colab" in sys.modules
 
 

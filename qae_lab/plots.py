@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 import ipywidgets as widgets
 import plotly.graph_objects as go
 
+from qae_lab.methods import QAE_EASY_FRAC, QAE_HARD_FRAC, QAE_K, QAE_ZERO_ADV_FRAC, SAAH_ALPHA, SAAH_W_MEAN_NEG
+
 __all__ = ["line_figure", "heatmap_figure", "bar_figure", "gate_heatmap", "run_curves_figure", "RUN_CURVES",
            "figure_widget_supported", "FigureView", "interactive"]
 
@@ -117,11 +119,11 @@ def gate_heatmap(table, ks: Sequence[float], *, title: str = "", height: int = 4
 RUN_CURVES = {
     "reward": ("reward",),
     "entropy": ("entropy", "entropy/updated_rows"),
-    "zero-advantage fraction": ("qae/zero_adv_frac",),
-    "hard / easy prompt fractions": ("qae/hard_frac", "qae/easy_frac"),
-    "K": ("qae/k",),
-    "alpha": ("saah/alpha",),
-    "SA-AH mean weight, negative rollouts": ("saah/w_mean_neg",),
+    "zero-advantage fraction": (QAE_ZERO_ADV_FRAC,),
+    "hard / easy prompt fractions": (QAE_HARD_FRAC, QAE_EASY_FRAC),
+    "K": (QAE_K,),
+    "alpha": (SAAH_ALPHA,),
+    "SA-AH mean weight, negative rollouts": (SAAH_W_MEAN_NEG,),
     "completion length (tokens)": ("completions/mean_length",),
 }
 
@@ -169,6 +171,14 @@ def figure_widget_supported() -> bool:
     False in Colab (its ipywidgets 7.7 front end shows no FigureWidget), where the
     environment forces ``QAE_LAB_PLOTS=static``, or where building one fails (plotly 6
     without anywidget). ``QAE_LAB_PLOTS=widget`` forces True.
+
+    >>> from unittest import mock
+    >>> with mock.patch.dict(os.environ, {"QAE_LAB_PLOTS": "static"}):
+    ...     figure_widget_supported()
+    False
+    >>> with mock.patch.dict(os.environ, {"QAE_LAB_PLOTS": "Widget"}):
+    ...     figure_widget_supported()
+    True
     """
     mode = os.environ.get("QAE_LAB_PLOTS", "auto").strip().lower()
     if mode not in ("auto", "widget", "static"):

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import re
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -122,3 +125,42 @@ def test_wheel_carries_the_package_and_the_embedded_model(tmp_path):
         assert f"qae_lab/embedded_model/{f}" in names, f
     modules = {p.relative_to(ROOT).as_posix() for p in (ROOT / "qae_lab").rglob("*.py")}
     assert modules <= names  # every module of every subpackage is packaged
+
+
+def _doctest_coverage(path: Path) -> tuple[int, int]:
+    """(public functions and classes with a ``>>>`` example, all of them) in one module.
+
+    Public: named in ``__all__``, or not starting with "_" when there is no ``__all__``. A class
+    counts once, by its docstring or any of its methods' docstrings.
+    """
+    tree = ast.parse(path.read_text())
+    exported = None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            try:
+                exported = set(ast.literal_eval(node.value))
+            except ValueError:  # a computed __all__: fall back to the names
+                pass
+    have = total = 0
+    for node in tree.body:
+        if not isinstance(node, (ast.FunctionDef, ast.ClassDef)) or node.name.startswith("_"):
+            continue
+        if exported is not None and node.name not in exported:
+            continue
+        documented = [node]
+        if isinstance(node, ast.ClassDef):
+            documented += [m for m in node.body if isinstance(m, ast.FunctionDef)]
+        total += 1
+        have += any(">>>" in (ast.get_docstring(d) or "") for d in documented)
+    return have, total
+
+
+@pytest.mark.xfail(reason="issue 12: coverage rises as other modules gain doctests", strict=False)
+def test_doctest_examples_cover_most_public_functions():
+    # issue 12: at least 85% of the public functions and classes show a runnable >>> example
+    per_module = {p.relative_to(ROOT).as_posix(): _doctest_coverage(p) for p in sorted((ROOT / "qae_lab").rglob("*.py"))}
+    per_module = {name: counts for name, counts in per_module.items() if counts[1]}
+    have = sum(h for h, _ in per_module.values())
+    total = sum(n for _, n in per_module.values())
+    table = "\n".join(f"  {name:32s} {h}/{n}" for name, (h, n) in per_module.items())
+    assert have / total >= 0.85, f"doctest coverage {have}/{total} = {have / total:.0%} (want >= 85%):\n{table}"

@@ -138,6 +138,15 @@ def register() -> None:
     Raises:
         ImportError: verl is not installed (install it, or call the function directly).
         ValueError: (from verl) another function is already registered as "qae".
+
+    Where verl cannot be imported (here made so by blocking its module):
+
+    >>> import sys
+    >>> from unittest import mock
+    >>> with mock.patch.dict(sys.modules, {"verl.trainer.ppo.core_algos": None}):
+    ...     register()  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ImportError: qae_lab.integrations.verl.register() needs verl (pip install verl); compute_qae_outcome_advantage ...
     """
     try:
         from verl.trainer.ppo.core_algos import register_adv_est
