@@ -21,7 +21,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-METHODS = ("mean", "qae", "sa_ah", "qae_sa_ah")
+from qae_lab.methods import METHODS  # mean, qae, sa_ah, qae_sa_ah, in that order
+
 SEEDS = (0, 1, 2)
 DEST = Path(__file__).resolve().parents[1] / "data" / "reference_runs"
 

@@ -59,6 +59,7 @@ from transformers import TrainerCallback
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
 from qae_lab.checkpoints import check_resume_point, latest_complete_checkpoint, resume_changes, resume_log
+from qae_lab.methods import QAE_ZERO_ADV_FRAC
 from qae_lab.runfolder import (
     CONFIG_NAME,
     LOG_NAME,
@@ -173,7 +174,7 @@ class CompactProgress(ProgressCallback):
     """
 
     SHOWN: typing.ClassVar[dict[str, str]] = {  # logged name -> short label
-        "reward": "reward", "completions/mean_length": "len", "qae/zero_adv_frac": "zero_adv",
+        "reward": "reward", "completions/mean_length": "len", QAE_ZERO_ADV_FRAC: "zero_adv",
         "entropy": "H", "entropy/updated_rows": "H_upd"}
 
     def on_log(self, args, state, control, logs=None, **kwargs):

@@ -1,7 +1,7 @@
 r"""``python -m qae_lab train --preset cpu-demo``: a whole RLVR run from the command line (argument parsing only).
 
-What a run does: :mod:`qae_lab.run`; its folder: :mod:`qae_lab.runfolder`; presets, methods and
-``--set name=value`` overrides: :mod:`qae_lab.presets`::
+What a run does: :mod:`qae_lab.run`; its folder: :mod:`qae_lab.runfolder`; presets and ``--set name=value``
+overrides: :mod:`qae_lab.presets`; the ``--method`` names: :mod:`qae_lab.methods`::
 
     python -m qae_lab train --preset cpu-demo                       # or: qae-lab train ...
     python -m qae_lab train --preset cpu-demo --method qae_sa_ah --set quantile_k=0.6 --set max_steps=50
@@ -22,7 +22,8 @@ import sys
 from typing import Any
 
 from qae_lab.checkpoints import SAFE_ON_RESUME, latest_complete_checkpoint
-from qae_lab.presets import METHODS, PRESETS, RunArgs, command_line, field_types, parse_sets
+from qae_lab.methods import METHODS
+from qae_lab.presets import PRESETS, RunArgs, command_line, field_types, parse_sets
 from qae_lab.run import plan, train
 from qae_lab.runfolder import RunFolderError, claim_fresh
 

@@ -40,10 +40,18 @@ from pathlib import Path
 from typing import NamedTuple
 
 from qae_lab._checks import check_int
-from qae_lab.presets import METHODS, method_of
+from qae_lab.methods import (
+    METHODS,
+    QAE_ALL_EQUAL_FRAC,
+    QAE_EASY_FRAC,
+    QAE_HARD_FRAC,
+    QAE_ZERO_ADV_FRAC,
+    SAAH_W_MEAN_NEG,
+    method_name,
+)
 from qae_lab.runfolder import read_log, step_rows
 
-__all__ = ["Run", "method_name", "load_run", "load_runs", "find_up", "find_reference_runs", "series",
+__all__ = ["Run", "load_run", "load_runs", "find_up", "find_reference_runs", "series",
            "moving_average", "detrended_variance", "training_variance", "Stat", "stat", "within_spread",
            "Curve", "group_by_method", "metric_curves", "summary_table", "format_table", "versus_baseline"]
 
@@ -56,7 +64,7 @@ class Run:
 
     Attributes:
         name: the folder's name (``qae-seed0``, ``cpu-demo-20260101-120000``).
-        method: ``mean`` | ``qae`` | ``sa_ah`` | ``qae_sa_ah`` (:data:`qae_lab.presets.METHODS`),
+        method: ``mean`` | ``qae`` | ``sa_ah`` | ``qae_sa_ah`` (:data:`qae_lab.methods.METHODS`),
             or ``<baseline>+<token_weighting>`` for a combination without a name.
         seed: the trainer's seed (None when the config does not say).
         config: ``config.json``: ``{"preset", "run", "trainer", "versions"}``.
@@ -72,23 +80,6 @@ class Run:
     rows: list[dict]
     before: dict | None
     after: dict | None
-
-
-def method_name(config: Mapping) -> str:
-    r"""The run's method: ``config["run"]["method"]``, else named from the trainer's baseline and token weighting.
-
-    >>> method_name({"run": {}, "trainer": {"baseline": "quantile", "token_weighting": "sa_ah"}})
-    'qae_sa_ah'
-    >>> method_name({"trainer": {"baseline": "mean", "token_weighting": "ah"}})
-    'mean+ah'
-    """
-    method = (config.get("run") or {}).get("method")
-    if method:
-        return str(method)
-    trainer = config.get("trainer") or {}
-    if "baseline" not in trainer or "token_weighting" not in trainer:
-        raise ValueError("config must hold run.method or trainer.baseline and trainer.token_weighting")
-    return method_of(trainer["baseline"], trainer["token_weighting"])
 
 
 def _is_run(path: Path) -> bool:
@@ -129,7 +120,7 @@ def _order(run: Run) -> tuple:
 def load_runs(source: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Run]:
     r"""Runs from a parent folder (every sub-folder that is a run), one run folder, or a list of run folders.
 
-    Sorted by method (in :data:`~qae_lab.presets.METHODS` order, others after), then seed.
+    Sorted by method (in :data:`~qae_lab.methods.METHODS` order, others after), then seed.
     Sub-folders of a parent that are not runs (checkpoints, notes) are skipped; a parent
     with none, or a listed folder that is not a run, raises ``ValueError``.
     """
@@ -363,9 +354,9 @@ def summary_table(runs: Iterable[Run], window: int = 20) -> list[dict]:
         for label, key in (("pass@1", "pass@1"), ("greedy pass@1", "greedy_pass@1"), ("pass@8", "pass@8")):
             for when in ("before", "after"):
                 row[f"{label} {when}"] = stat(_eval(r, when, key) for r in group)
-        for label, key in (("zero-adv frac", "qae/zero_adv_frac"), ("all-equal frac", "qae/all_equal_frac"),
-                           ("hard frac", "qae/hard_frac"),
-                           ("easy frac", "qae/easy_frac"), ("w_mean_neg", "saah/w_mean_neg")):
+        for label, key in (("zero-adv frac", QAE_ZERO_ADV_FRAC), ("all-equal frac", QAE_ALL_EQUAL_FRAC),
+                           ("hard frac", QAE_HARD_FRAC),
+                           ("easy frac", QAE_EASY_FRAC), ("w_mean_neg", SAAH_W_MEAN_NEG)):
             row[label] = stat(_mean_of(r, key) for r in group)
         row["final entropy"] = stat(_mean_of(r, "entropy", window) for r in group)
         row["train var"] = stat(training_variance(r.rows, "reward", window)

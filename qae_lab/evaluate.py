@@ -19,9 +19,10 @@ The per-problem success rate p = c/n is also what QAE's regime analysis needs
 (arXiv 2509.22611: a prompt is "hard" when p <= 1 - K), see
 :meth:`EvalResult.success_rates`.
 
-Model output is only ever treated as data: the answer is extracted with a regular
-expression and compared with the gold string (:mod:`qae_lab.rewards`); nothing the model
-writes is evaluated or executed.
+Completions are judged by :func:`evaluate`'s ``verdict``, by default training's,
+:func:`qae_lab.answers.strict_is_correct`; a run also reports the ``lenient`` one
+(:func:`qae_lab.answers.is_correct`) beside it. Model output is only ever treated as data: the
+answer is extracted with regular expressions (:mod:`qae_lab.answers`), never evaluated or executed.
 
 Where this departs from the references, and why:
 
@@ -43,6 +44,7 @@ import json
 import math
 import numbers
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,13 +52,14 @@ from typing import Any
 import torch
 
 from qae_lab._checks import check_int
+from qae_lab.answers import extract_answer, strict_is_correct
 from qae_lab.data import prompt_text
 from qae_lab.runfolder import RunFolderError, atomic_write_text, read_json
 
 __all__ = ["pass_at_k", "generate", "evaluate", "EvalResult",
            # shared with qae_lab.rollouts, which samples the same way
-           "sampling_options", "eos_token_ids", "decoding_kwargs", "validate_records", "generation_mode",
-           "model_device"]
+           "generate_ids", "sampling_options", "eos_token_ids", "decoding_kwargs", "validate_records",
+           "generation_mode", "model_device"]
 
 
 # ---------------------------------------------------------------- validation helpers
@@ -175,7 +178,8 @@ def generate(model, tokenizer, prompts: list[str], *, num_samples: int = 1, do_s
              seed: int = 0, progress: bool = True) -> list[list[str]]:
     r"""Batched ``model.generate``: ``num_samples`` decoded completions for each prompt.
 
-    Prompts are left-padded (``tokenizer.padding_side`` is set to ``"left"`` for the call
+    The token ids come from :func:`generate_ids`, the one sampling loop (also
+    :func:`qae_lab.rollouts.sample_groups`'s). Prompts are left-padded (``tokenizer.padding_side`` is set to ``"left"`` for the call
     and restored afterwards) and tokenized without extra special tokens, since a chat
     template already writes them. Generation stops at the tokenizer's or the model's EOS
     ids. Only the new tokens are decoded, special tokens skipped. The model runs in eval
@@ -211,6 +215,25 @@ def generate(model, tokenizer, prompts: list[str], *, num_samples: int = 1, do_s
     >>> len(out), len(out[0])                                           # doctest: +SKIP
     (1, 4)
     """
+    chunks = generate_ids(model, tokenizer, prompts, num_samples=num_samples, do_sample=do_sample,
+                          temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, batch_size=batch_size,
+                          seed=seed, progress=progress)
+    out: list[list[str]] = []
+    for ids in chunks:  # (b * num_samples, T_b)
+        texts = tokenizer.batch_decode(ids, skip_special_tokens=True)
+        # num_return_sequences keeps each prompt's samples contiguous
+        out.extend(texts[j:j + num_samples] for j in range(0, len(texts), num_samples))
+    return out
+
+
+def generate_ids(model, tokenizer, prompts: list[str], *, num_samples: int = 1, do_sample: bool = False,
+                 temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 256, batch_size: int = 16,
+                 seed: int = 0, progress: bool = True) -> list[torch.Tensor]:
+    r"""The token ids of :func:`generate` (same arguments, padding, seeding), before decoding.
+
+    Returns one (b * num_samples, T_b) long tensor on the CPU per ``model.generate`` call of b
+    prompts: the new tokens (EOS, then pad ids), each prompt's samples contiguous.
+    """
     if not isinstance(prompts, (list, tuple)) or not prompts or not all(isinstance(p, str) for p in prompts):
         raise ValueError(f"prompts must be a non-empty list of str, got {type(prompts).__name__} {prompts!r:.80}")
     num_samples = check_int(num_samples, "num_samples", 1)
@@ -230,7 +253,7 @@ def generate(model, tokenizer, prompts: list[str], *, num_samples: int = 1, do_s
                       eos_token_id=eos_token_ids(model, tokenizer), pad_token_id=tokenizer.pad_token_id)
     cuda = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else []
     starts = range(0, len(prompts), batch_size)
-    out: list[list[str]] = []
+    chunks = []
     with generation_mode(model, tokenizer), torch.inference_mode(), torch.random.fork_rng(devices=cuda):
         desc = f"sampling x{num_samples}" if do_sample else "greedy"
         for i, start in enumerate(tqdm(starts, desc=desc, unit="batch", disable=not progress)):
@@ -239,10 +262,8 @@ def generate(model, tokenizer, prompts: list[str], *, num_samples: int = 1, do_s
             torch.manual_seed(seed + i)
             seqs = model.generate(**batch, **gen_kwargs)  # (b * num_samples, T_prompt + T_new)
             # left padding: every prompt ends at column T_prompt, the new tokens follow
-            texts = tokenizer.batch_decode(seqs[:, batch["input_ids"].shape[1]:], skip_special_tokens=True)
-            # num_return_sequences keeps each prompt's samples contiguous
-            out.extend(texts[j:j + num_samples] for j in range(0, len(texts), num_samples))
-    return out
+            chunks.append(seqs[:, batch["input_ids"].shape[1]:].cpu())  # (b * num_samples, T_new)
+    return chunks
 
 
 # ---------------------------------------------------------------- evaluation
@@ -314,12 +335,22 @@ def _check_ks(ks, num_samples: int) -> list[int]:
     return sorted({int(k) for k in ks})
 
 
-def _judged(completion: str, gold: str) -> dict[str, Any]:
-    """One completion with its extracted answer and verdict (the completion is only ever parsed)."""
-    from qae_lab.rewards import extract_answer, is_correct
+def _judged(completion: str, gold: str, verdict: Callable, lenient: Callable | None) -> dict[str, Any]:
+    """One completion with its extracted answer and verdict(s) (the completion is only ever parsed)."""
+    out = {"completion": completion, "extracted": extract_answer(completion),
+           "correct": bool(verdict(completion, gold))}
+    if lenient is not None:
+        out["correct_lenient"] = bool(lenient(completion, gold))
+    return out
 
-    return {"completion": completion, "extracted": extract_answer(completion),
-            "correct": bool(is_correct(completion, gold))}
+
+def _lenient_metrics(problems: list[dict], num_samples: int, greedy: bool) -> dict[str, float]:
+    """``lenient_pass@1`` (mean c/n by the lenient verdict) and ``lenient_greedy_pass@1``."""
+    out = {"lenient_pass@1": sum(sum(s["correct_lenient"] for s in p["samples"]) / num_samples
+                                 for p in problems) / len(problems)}
+    if greedy:
+        out["lenient_greedy_pass@1"] = sum(p["greedy"]["correct_lenient"] for p in problems) / len(problems)
+    return out
 
 
 def _metrics(problems: list[dict], ks: list[int], greedy: bool) -> dict[str, float]:
@@ -341,12 +372,13 @@ def _metrics(problems: list[dict], ks: list[int], greedy: bool) -> dict[str, flo
 
 def evaluate(model, tokenizer, records, *, num_samples: int = 8, ks=(1, 8), greedy: bool = True,
              temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 256, batch_size: int = 16,
-             seed: int = 0, progress: bool = True) -> EvalResult:
+             seed: int = 0, progress: bool = True, verdict: Callable = strict_is_correct,
+             lenient: Callable | None = None) -> EvalResult:
     r"""Greedy pass@1, sampled pass@1 and pass@k of ``model`` on ``records``.
 
     Each record's prompt is :func:`qae_lab.data.prompt_text` (the format system prompt and
     the question through the tokenizer's chat template). Completions are judged by
-    :func:`qae_lab.rewards.is_correct` against the record's ``gold``.
+    ``verdict`` against the record's ``gold``.
 
     Args:
         model, tokenizer: a causal LM and its tokenizer (with a chat template and a pad token).
@@ -359,6 +391,10 @@ def evaluate(model, tokenizer, records, *, num_samples: int = 8, ks=(1, 8), gree
         top_p: nucleus mass in (0, 1].
         max_new_tokens, batch_size, seed, progress: as in :func:`generate` (batch_size
             counts prompts; the sampled pass runs batch_size * num_samples sequences at once).
+        verdict: ``verdict(completion, gold) -> bool``, what ``correct`` and every pass@ count:
+            :func:`qae_lab.answers.strict_is_correct` (default), or e.g. :func:`qae_lab.answers.is_correct`.
+        lenient: None, or a second verdict recorded per completion as ``correct_lenient`` and
+            summarised as ``lenient_pass@1`` (and ``lenient_greedy_pass@1``); not per level.
 
     Returns:
         :class:`EvalResult` with ``summary``, ``by_level`` and per-problem ``problems``.
@@ -377,6 +413,9 @@ def evaluate(model, tokenizer, records, *, num_samples: int = 8, ks=(1, 8), gree
     ks = _check_ks(ks, num_samples)
     if not isinstance(greedy, bool):
         raise ValueError(f"greedy must be a bool, got {greedy!r}")
+    if not callable(verdict) or not (lenient is None or callable(lenient)):
+        raise ValueError(f"verdict (and lenient, unless None) must be functions (completion, gold) -> bool, "
+                         f"got {verdict!r:.60} and {lenient!r:.60}")
     sampling_options(temperature, top_p, max_new_tokens, batch_size)
     check_int(seed, "seed", 0)
     prompts = [prompt_text(rec, tokenizer) for rec in records]
@@ -387,11 +426,14 @@ def evaluate(model, tokenizer, records, *, num_samples: int = 8, ks=(1, 8), gree
     problems = []
     for i, rec in enumerate(records):
         gold = str(rec["gold"])
-        samples = [_judged(s, gold) for s in sampled[i]]
+        samples = [_judged(s, gold, verdict, lenient) for s in sampled[i]]
         c = sum(s["correct"] for s in samples)
         problems.append({"id": rec.get("id", i), "level": rec.get("level") or 0, "question": rec["question"],
-                         "gold": gold, "greedy": _judged(greedy_out[i][0], gold) if greedy else None,
+                         "gold": gold, "greedy": _judged(greedy_out[i][0], gold, verdict, lenient) if greedy else None,
                          "samples": samples, "n_correct": c, "success_rate": c / num_samples})
     levels = sorted({p["level"] for p in problems})
     by_level = {lv: _metrics([p for p in problems if p["level"] == lv], ks, greedy) for lv in levels}
-    return EvalResult(_metrics(problems, ks, greedy), by_level, problems)
+    summary = _metrics(problems, ks, greedy)
+    if lenient is not None:
+        summary.update(_lenient_metrics(problems, num_samples, greedy))
+    return EvalResult(summary, by_level, problems)

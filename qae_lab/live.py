@@ -47,23 +47,35 @@ from transformers.trainer_callback import PrinterCallback, ProgressCallback
 from qae_lab._checks import check_finite_scalar
 from qae_lab.plots import FigureView, run_curves_figure
 from qae_lab.callbacks import TrainOutcome
+from qae_lab.methods import (
+    QAE_EASY_FRAC,
+    QAE_HARD_FRAC,
+    QAE_K,
+    QAE_QUANTILE_BASELINE,
+    QAE_SUCCESS_RATE,
+    QAE_ZERO_ADV_FRAC,
+    SAAH_ALPHA,
+    SAAH_W_MEAN_NEG,
+    TOKEN_WEIGHTINGS,
+    can_weight_tokens,
+    validate_knobs,
+)
 from qae_lab.runfolder import LOG_NAME, read_log, step_rows
-from qae_lab.trainer import TOKEN_WEIGHTINGS, validate_knobs
 
 __all__ = ["LIVE_PANELS", "KNOB_METRICS", "K_RANGE", "ALPHA_RANGE", "KnobSlider", "Controls", "LiveKnobs",
            "Dashboard", "DashboardFeed", "LiveRun", "auto_preset", "knob_changes"]
 
 # panel title -> logged metrics drawn in it (names: docs/metrics.md)
 LIVE_PANELS = {
-    "reward and pass rate": ("reward", "qae/success_rate"),
+    "reward and pass rate": ("reward", QAE_SUCCESS_RATE),
     "entropy": ("entropy", "entropy/updated_rows"),
-    "zero-advantage fraction": ("qae/zero_adv_frac",),
-    "hard / easy prompt fractions": ("qae/hard_frac", "qae/easy_frac"),
-    "SA-AH mean weight, negative rollouts": ("saah/w_mean_neg",),
-    "K and alpha in force": ("qae/k", "saah/alpha"),
+    "zero-advantage fraction": (QAE_ZERO_ADV_FRAC,),
+    "hard / easy prompt fractions": (QAE_HARD_FRAC, QAE_EASY_FRAC),
+    "SA-AH mean weight, negative rollouts": (SAAH_W_MEAN_NEG,),
+    "K and alpha in force": (QAE_K, SAAH_ALPHA),
 }
 # the logged metrics that record the knobs in force at each step
-KNOB_METRICS = ("qae/k", "qae/quantile_baseline", "saah/alpha")
+KNOB_METRICS = (QAE_K, QAE_QUANTILE_BASELINE, SAAH_ALPHA)
 _WEIGHTING_LABELS = {"none": "none", "ah": "AH", "sa_ah": "SA-AH"}
 TOKEN_WEIGHTING_OPTIONS = tuple((_WEIGHTING_LABELS[w], w) for w in TOKEN_WEIGHTINGS)  # (label, value)
 # the K and alpha sliders' ranges, widened to take in a start value outside them
@@ -130,7 +142,7 @@ class KnobSlider(widgets.FloatSlider):
     handle and the readout to ``min + n * step``: either way it can show another number than the
     one the trainer uses. This one
 
-    * widens its range to take in the start value (validated by :func:`~qae_lab.trainer.validate_knobs`);
+    * widens its range to take in the start value (validated by :func:`~qae_lab.methods.validate_knobs`);
     * refuses, with a ``TraitError`` naming the knob and the range, a value outside the range or
       invalid for the knob, and a min or max that would move the value;
     * rounds values to 6 decimals (a browser's float noise, 0.30000000000000004) and keeps its step
@@ -251,10 +263,8 @@ class Controls:
     def for_trainer(cls, trainer) -> Controls:
         """Controls starting at the trainer's current knobs; token weighting is locked where the
         trainer's loss type cannot weight tokens."""
-        from qae_lab.trainer import WEIGHTED_LOSS_TYPES
-
         controls = cls(**trainer.knobs())
-        if trainer.loss_type not in WEIGHTED_LOSS_TYPES:
+        if not can_weight_tokens(trainer.loss_type):
             controls.token_weighting.disabled = True
         return controls
 
@@ -355,8 +365,8 @@ class Dashboard:
             rows = list(self.rows)
             self._last_draw = time.monotonic()
         last = rows[-1] if rows else {}
-        title = (f"step {last.get('step', 0)} / {self.progress.max}: K = {last.get('qae/k', float('nan')):.2f}"
-                 + (f", alpha = {last['saah/alpha']:.2f}" if last.get("saah/alpha") is not None else ""))
+        title = (f"step {last.get('step', 0)} / {self.progress.max}: K = {last.get(QAE_K, float('nan')):.2f}"
+                 + (f", alpha = {last[SAAH_ALPHA]:.2f}" if last.get(SAAH_ALPHA) is not None else ""))
         self.view.update(run_curves_figure(rows, LIVE_PANELS, title=title if rows else ""))
 
     def set_status(self, text: str) -> None:

@@ -4,7 +4,7 @@ A run is configured by two dataclasses: :class:`RunArgs` (model, data, evaluatio
 ``qae_lab.cli`` needs beyond training) and :class:`qae_lab.trainer.QAEConfig` (TRL's
 ``GRPOConfig`` plus the QAE / SA-AH knobs). A preset is a plain dict of overrides of
 fields of either (:data:`PRESETS`); :func:`build` applies, in order, the defaults, the
-preset, a method (:data:`METHODS`: ``baseline`` + ``token_weighting``) and ``--set
+preset, a method (:data:`qae_lab.methods.METHODS`: ``baseline`` + ``token_weighting``) and ``--set
 name=value`` overrides, each value parsed to its field's type (:func:`parse_value`). Nothing
 here loads a model or data, so a GPU preset's configuration can be built and checked on
 any machine.
@@ -18,7 +18,10 @@ Presets:
   Qwen2.5-Instruct with LoRA r = 16, GSM8K 800 train / 500 test problems, lr 5e-6,
   8 prompts x 8 completions per step (16 per micro-batch x 4 accumulation steps),
   activation checkpointing, bf16 where the GPU supports it, and the fast generation path
-  (``fast_generation``, static KV cache, compiled decoding).
+  (``fast_generation``, static KV cache, compiled decoding). Their reward is SA-AH-GRPO's
+  composite one (``reward="composite"``, r_max = 7.5, correctness by the strict verdict, see
+  :mod:`qae_lab.rewards`), so a response counts as a success at ``success_threshold`` = 5.0;
+  ``--set reward=strict --set success_threshold=0.5`` trains on QAE's 0/1 reward instead.
 * ``qwen2.5-1.5b-gsm8k-live``: the 1.5B preset made quicker per step for steering by hand
   (notebook 04 on a GPU): 4 prompts x 8 completions of at most 256 tokens per step.
 """
@@ -38,8 +41,10 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RunArgs", "PRESETS", "METHODS", "method_of", "parse_value", "parse_sets", "build", "command_line",
-           "field_types"]
+from qae_lab.methods import METHODS
+from qae_lab.rewards import REWARDS, SUCCESS_BANDS
+
+__all__ = ["RunArgs", "PRESETS", "parse_value", "parse_sets", "build", "command_line", "field_types"]
 
 
 DTYPES = ("auto", "bfloat16", "float16", "float32")
@@ -81,6 +86,9 @@ class RunArgs:
     """torch.set_num_threads for the run (None: torch's default); 1 helps a tiny model on a busy machine"""
     dtype: str = "auto"
     """model weights: 'auto' (bf16 on a bf16-capable GPU, else float32), 'bfloat16', 'float16' or 'float32'"""
+    reward: str = "strict"
+    """training reward, a qae_lab.rewards.REWARDS name: 'strict' (0/1) or 'composite' (SA-AH's, r_max 7.5;
+    set success_threshold=5.0 with it)"""
 
     def __post_init__(self):
         from qae_lab.data import LEVELS
@@ -95,31 +103,14 @@ class RunArgs:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
+        if self.reward not in REWARDS:
+            raise ValueError(f"reward must be one of {sorted(REWARDS)}, got {self.reward!r}")
         if self.gsm8k_path is not None and not Path(self.gsm8k_path).is_dir():
             raise ValueError(f"gsm8k_path {self.gsm8k_path} is not a folder (it must hold GSM8K's train.jsonl and "
                              f"test.jsonl; None reads $QAE_LAB_GSM8K_DIR, else the Hub)")
         for name in ("eval_max_new_tokens", "torch_threads"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be None or >= 1, got {getattr(self, name)}")
-
-
-# baseline and token weighting of each method (SPEC sec. 2-4)
-METHODS = {
-    "mean": {"baseline": "mean", "token_weighting": "none"},           # GRPO
-    "qae": {"baseline": "quantile", "token_weighting": "none"},        # QAE, arXiv 2509.22611
-    "sa_ah": {"baseline": "mean", "token_weighting": "sa_ah"},         # SA-AH-GRPO, arXiv 2606.05434
-    "qae_sa_ah": {"baseline": "quantile", "token_weighting": "sa_ah"},  # both
-}
-
-
-def method_of(baseline: str, token_weighting: str) -> str:
-    r"""The :data:`METHODS` name of a baseline and token weighting, else ``"<baseline>+<token_weighting>"``.
-
-    >>> method_of("quantile", "sa_ah"), method_of("mean", "ah")
-    ('qae_sa_ah', 'mean+ah')
-    """
-    knobs = {"baseline": baseline, "token_weighting": token_weighting}
-    return next((name for name, m in METHODS.items() if m == knobs), f"{baseline}+{token_weighting}")
 
 
 def _checkpointing_field() -> str:
@@ -164,6 +155,8 @@ def _gsm8k_preset(model: str, max_len: int) -> dict[str, Any]:
     return {"model": model, "task": "gsm8k", "n_train": 800, "n_eval": 500, "lora": True, "lora_r": 16,
             "eval_samples": 4, "eval_batch_size": 32,
             "baseline": "quantile", "quantile_k": 0.4, "token_weighting": "none", "bf16": bf16,
+            # SA-AH-GRPO's composite reward: correct answers score >= 5, wrong ones <= 2.5
+            "reward": "composite", "success_threshold": 5.0,
             "learning_rate": 5e-6, "num_generations": 8, "per_device_train_batch_size": 16,
             "gradient_accumulation_steps": 4,  # 64 completions = 8 prompts x 8 per optimizer step
             "max_completion_length": max_len, "temperature": 1.0, "beta": 0.0, "loss_type": "bnpo",
@@ -338,6 +331,11 @@ def build(preset: str = "cpu-demo", sets: list[str] = (), method: str | None = N
         cfg = QAEConfig(**cfg_kw)
     except ValueError as err:
         raise ValueError(f"preset {preset!r} with overrides {dict(parse_sets(list(sets)))}: {err}") from None
+    lo, hi = SUCCESS_BANDS[run.reward]  # the qae/* metrics must count exactly the correct responses as successes
+    if not lo < cfg.success_threshold <= hi:
+        raise ValueError(f"preset {preset!r} with overrides {dict(parse_sets(list(sets)))}: success_threshold must "
+                         f"lie in ({lo}, {hi}] with reward {run.reward!r} (wrong answers score at most {lo}, correct "
+                         f"ones at least {hi}), got {cfg.success_threshold}")
     return run, cfg
 
 

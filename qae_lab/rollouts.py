@@ -21,9 +21,9 @@ Where this departs from the papers / TRL, and why:
   SA-AH's composite reward (r_max = 7.5): QAE's gate needs binary rewards.
 * Logits are divided by the sampling temperature before the entropy, as TRL does for its
   log-probabilities and entropies; at T = 1 this is the policy's own distribution.
-* Sampling uses exactly :func:`qae_lab.evaluate.generate`'s explicit decoding options and
-  seeding (batch i after ``torch.manual_seed(seed + i)``), but keeps the token ids that
-  ``generate`` decodes away.
+* Sampling is :func:`qae_lab.evaluate.generate_ids`, the loop behind
+  :func:`qae_lab.evaluate.generate` and so behind evaluation: the same explicit decoding options
+  and seeding (batch i after ``torch.manual_seed(seed + i)``); the token ids are kept.
 """
 
 from __future__ import annotations
@@ -36,14 +36,7 @@ import torch
 from qae_lab._checks import check_finite_scalar, check_int, check_mask
 from qae_lab.answers import strict_is_correct
 from qae_lab.data import prompt_text
-from qae_lab.evaluate import (
-    decoding_kwargs,
-    eos_token_ids,
-    generation_mode,
-    model_device,
-    sampling_options,
-    validate_records,
-)
+from qae_lab.evaluate import eos_token_ids, generate_ids, generation_mode, model_device, validate_records
 from qae_lab.token_weights import normalized_entropy
 
 __all__ = ["Rollouts", "sample_groups", "completion_logits", "completion_entropies", "top_k_errors",
@@ -116,24 +109,11 @@ def sample_groups(model, tokenizer, records, group_size: int, *, temperature: fl
     """
     records = validate_records(records)
     group_size = check_int(group_size, "group_size", 2)
-    temperature, top_p, max_new_tokens, batch_size = sampling_options(temperature, top_p, max_new_tokens, batch_size)
-    seed = check_int(seed, "seed", 0)
-    if tokenizer.pad_token_id is None:
-        raise ValueError("tokenizer has no pad_token; set one first, e.g. tokenizer.pad_token = tokenizer.eos_token")
     prompts = [prompt_text(r, tokenizer) for r in records]
-    eos_ids, pad_id, device = eos_token_ids(model, tokenizer), tokenizer.pad_token_id, model_device(model)
-    gen_kwargs = decoding_kwargs(True, temperature, top_p)
-    gen_kwargs.update(max_new_tokens=max_new_tokens, num_return_sequences=group_size, eos_token_id=eos_ids,
-                      pad_token_id=pad_id)
-    cuda = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else []
-    chunks = []
-    with generation_mode(model, tokenizer), torch.inference_mode(), torch.random.fork_rng(devices=cuda):
-        for i, start in enumerate(range(0, len(prompts), batch_size)):
-            batch = tokenizer(prompts[start:start + batch_size], return_tensors="pt", padding=True,
-                              add_special_tokens=False).to(device)
-            torch.manual_seed(seed + i)
-            seqs = model.generate(**batch, **gen_kwargs)  # (b*G, P + T_b), each prompt's G contiguous
-            chunks.append(seqs[:, batch["input_ids"].shape[1]:].cpu())  # (b*G, T_b): left padding, new tokens
+    chunks = generate_ids(model, tokenizer, prompts, num_samples=group_size, do_sample=True, temperature=temperature,
+                          top_p=top_p, max_new_tokens=max_new_tokens, batch_size=batch_size, seed=seed,
+                          progress=False)  # one (b*G, T_b) per batch, each prompt's G contiguous
+    eos_ids, pad_id = eos_token_ids(model, tokenizer), tokenizer.pad_token_id
     width = max(c.shape[1] for c in chunks)
     ids = torch.cat([torch.nn.functional.pad(c, (0, width - c.shape[1]), value=pad_id) for c in chunks])  # (N, T)
     mask = _completion_mask(ids, eos_ids)  # (N, T)

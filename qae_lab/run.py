@@ -1,13 +1,14 @@
 r"""A whole run: evaluate the policy on held-out problems, train it, evaluate again, write the run folder.
 
 :func:`train` is what ``python -m qae_lab train`` (:mod:`qae_lab.cli`) and notebook 04 run:
-:func:`make_trainer` builds :class:`qae_lab.trainer.QAETrainer` (model, data, the strict reward,
-LoRA, the :class:`~qae_lab.callbacks.RunLogger`), :func:`evaluate_run` measures pass@1 with the
-one verdict of :mod:`qae_lab.answers`, and the folder (:mod:`qae_lab.runfolder`) then holds
-``config.json``, ``log.jsonl``, ``eval_before.json`` / ``eval_after.json``, ``report.html`` and
-``model/``. :func:`plan` checks everything a run needs before anything loads: the settings, the
-run folder (a new run never overwrites another without ``overwrite``), and, for a resume, the
-checkpoint and what the resume changes (:mod:`qae_lab.checkpoints`).
+:func:`make_trainer` builds :class:`qae_lab.trainer.QAETrainer` (model, data, the reward ``run.reward``
+names in :data:`qae_lab.rewards.REWARDS`, LoRA, the :class:`~qae_lab.callbacks.RunLogger`),
+:func:`evaluate_run` measures pass@1 with the one verdict of :mod:`qae_lab.answers`, and the folder
+(:mod:`qae_lab.runfolder`) then holds ``config.json``, ``log.jsonl``, ``eval_before.json`` /
+``eval_after.json``, ``report.html`` and ``model/``. :func:`plan` checks everything a run needs
+before anything loads: the settings, the run folder (a new run never overwrites another without
+``overwrite``), and, for a resume, the checkpoint and what the resume changes
+(:mod:`qae_lab.checkpoints`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from qae_lab.answers import strict_correctness_reward, strict_is_correct
+from qae_lab.answers import is_correct, strict_is_correct
 from qae_lab.callbacks import RunLogger, train_resumable, use_compact_progress
 from qae_lab.checkpoints import (
     check_resume_point,
@@ -33,8 +34,10 @@ from qae_lab.checkpoints import (
     resume_log,
 )
 from qae_lab.data import sa_ah_split, synthetic_task
-from qae_lab.evaluate import EvalResult, _metrics, evaluate
-from qae_lab.presets import PRESETS, RunArgs, build, field_types, method_of
+from qae_lab.evaluate import EvalResult, evaluate
+from qae_lab.methods import method_name
+from qae_lab.presets import PRESETS, RunArgs, build, field_types
+from qae_lab.rewards import REWARDS
 from qae_lab.runfolder import (
     CONFIG_NAME,
     EVAL_AFTER,
@@ -53,7 +56,7 @@ from qae_lab.runfolder import (
     write_report,
 )
 
-__all__ = ["strict_eval", "load_records", "evaluate_run", "eval_line", "make_trainer", "run_record", "method_name", "train", "plan"]
+__all__ = ["load_records", "evaluate_run", "eval_line", "make_trainer", "run_record", "train", "plan"]
 
 _CHECKPOINT_NAME = re.compile(r"^checkpoint-\d+$")
 
@@ -71,46 +74,21 @@ def load_records(run: RunArgs) -> tuple[list[dict], list[dict]]:
             synthetic_task(run.n_eval, levels=run.levels, seed=run.data_seed + 1))
 
 
-def strict_eval(result, ks=(1, 8)):
-    r"""Re-judge an :class:`~qae_lab.evaluate.EvalResult` with :func:`strict_is_correct`.
-
-    Every sample's and greedy completion's ``correct`` becomes the strict verdict (the
-    lenient one is kept as ``correct_lenient``); summary and per-level metrics are
-    recomputed, plus ``lenient_pass@1`` / ``lenient_greedy_pass@1`` for comparison.
-    """
-    lenient = result.summary
-    problems = []
-    for p in result.problems:  # copies: the result passed in is left as it was
-        p = {**p, "samples": [dict(s) for s in p["samples"]], "greedy": dict(p["greedy"]) if p["greedy"] else None}
-        for s in [*p["samples"], *([p["greedy"]] if p["greedy"] else [])]:
-            s["correct_lenient"] = s.get("correct_lenient", s["correct"])
-            s["correct"] = strict_is_correct(s["completion"], p["gold"])
-        p["n_correct"] = sum(s["correct"] for s in p["samples"])
-        p["success_rate"] = p["n_correct"] / len(p["samples"])
-        problems.append(p)
-    greedy = problems[0]["greedy"] is not None
-    ks = [k for k in ks if k <= len(problems[0]["samples"])]
-    summary = _metrics(problems, ks, greedy)
-    summary["lenient_pass@1"] = lenient["pass@1"]
-    if greedy:
-        summary["lenient_greedy_pass@1"] = lenient["greedy_pass@1"]
-    levels = sorted({p["level"] for p in problems})
-    by_level = {lv: _metrics([p for p in problems if p["level"] == lv], ks, greedy) for lv in levels}
-    return EvalResult(summary, by_level, problems)
-
-
 def evaluate_run(model, tok, records, run: RunArgs, cfg, path: Path | None = None, *, reuse: bool = False,
                  progress: bool | None = None):
     """Strict-verdict evaluation of ``records`` as the run is configured (samples, temperature, length),
-    written to ``path`` when given (read back instead when ``reuse`` and it exists)."""
+    written to ``path`` when given (read back instead when ``reuse`` and it exists).
+
+    pass@1 is :func:`~qae_lab.answers.strict_is_correct`'s; the lenient :func:`~qae_lab.answers.is_correct`
+    is kept beside it (each completion's ``correct_lenient``, ``lenient_pass@1``, ``lenient_greedy_pass@1``)."""
     if reuse and path is not None and path.exists():
         print(f"(evaluation read back from {path})", flush=True)
         return EvalResult.from_json(path)
     res = evaluate(model, tok, records, num_samples=run.eval_samples, ks=(1, run.eval_samples),
                    temperature=cfg.temperature, max_new_tokens=run.eval_max_new_tokens or cfg.max_completion_length,
                    batch_size=run.eval_batch_size, seed=run.data_seed,
-                   progress=not cfg.disable_tqdm if progress is None else progress)
-    res = strict_eval(res, ks=(1, run.eval_samples))
+                   progress=not cfg.disable_tqdm if progress is None else progress,
+                   verdict=strict_is_correct, lenient=is_correct)
     if path is not None:
         res.to_json(path)
     return res
@@ -158,7 +136,10 @@ def train(run: RunArgs, cfg, *, preset: str | None = None, command: str | None =
 
 def make_trainer(run: RunArgs, cfg, *, preset: str | None = None, command: str | None = None, callbacks=(),
                  resume: bool = False, recipe: dict | None = None):
-    r"""The run's :class:`~qae_lab.trainer.QAETrainer` (model, data, strict reward, LoRA, :class:`RunLogger`).
+    r"""The run's :class:`~qae_lab.trainer.QAETrainer` (model, data, reward, LoRA, :class:`RunLogger`).
+
+    The reward is ``REWARDS[run.reward]`` (:data:`qae_lab.rewards.REWARDS`): ``"strict"`` (0/1) or
+    ``"composite"`` (SA-AH-GRPO's, r_max = 7.5), both judging correctness by the evaluation's verdict.
 
     Args:
         run, cfg: from :func:`qae_lab.presets.build`.
@@ -183,7 +164,7 @@ def make_trainer(run: RunArgs, cfg, *, preset: str | None = None, command: str |
         claim_fresh(cfg.output_dir)
     train_recs, eval_recs = load_records(run)
     model, tok = load_policy(run.model, dtype=run.dtype, device="cpu" if cfg.use_cpu else None)
-    trainer = QAETrainer(model=model, reward_funcs=[strict_correctness_reward], args=cfg,
+    trainer = QAETrainer(model=model, reward_funcs=[REWARDS[run.reward]], args=cfg,
                          train_dataset=to_grpo_dataset(train_recs), processing_class=tok,
                          peft_config=lora_config(run.lora_r) if run.lora else None,
                          callbacks=[RunLogger(preset=preset, run=run_record(run, cfg, command=command, recipe=recipe)),
@@ -199,11 +180,6 @@ def run_record(run: RunArgs, cfg, *, command: str | None = None, recipe: dict | 
     'qae'
     """
     return {**dataclasses.asdict(run), "command": command, "method": method_name(cfg), "build": recipe}
-
-
-def method_name(cfg) -> str:
-    """The METHODS name of a config's baseline and token weighting ("qae", "sa_ah", ...), else "baseline+weighting"."""
-    return method_of(cfg.baseline, cfg.token_weighting)
 
 
 def _finished_step(out: Path) -> int | None:
@@ -282,7 +258,7 @@ def _report(out: Path, run: RunArgs, cfg, preset, command, outcome, wall: float,
                "prompts x completions per step": f"{cfg.generation_batch_size // cfg.num_generations} x "
                                                  f"{cfg.num_generations}",
                "wall time (this process)": f"{wall:.0f} s"}
-    notes = [("Verdict: correct (qae_lab.rewards.is_correct) AND stopped right after </answer> "
+    notes = [("Verdict: correct (qae_lab.answers.is_correct) AND stopped right after </answer> "
               "(qae_lab.answers.strict_is_correct), in the training reward and in every pass@1 here; "
               "'lenient' ignores the stop."),
              ("Sampled pass@1: the mean over problems of c/n, n completions each at the training temperature; "

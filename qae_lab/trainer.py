@@ -60,37 +60,32 @@ from transformers.trainer_utils import TrainOutput
 from trl import GRPOConfig, GRPOTrainer
 
 from qae_lab._checks import check_choice, check_finite_scalar, check_int, check_k
-from qae_lab.advantages import BASELINES, QUANTILE_METHODS, advantage_stats, group_advantages
+from qae_lab.advantages import advantage_stats, group_advantages
 from qae_lab.generation import generation_policy
 from qae_lab.checkpoints import checkpoint_problems, latest_complete_checkpoint, publish_dir
+from qae_lab.methods import (
+    ADVANTAGE_STAT_METRICS,
+    BASELINES,
+    QAE_K,
+    QAE_QUANTILE_BASELINE,
+    QUANTILE_METHODS,
+    SAAH_ALPHA,
+    SAAH_EFFECTIVE_TOKENS_FRAC,
+    SAAH_W_MEAN_NEG,
+    TOKEN_WEIGHTINGS,
+    check_weighting_loss_type,
+    validate_knobs,
+)
 from qae_lab.runfolder import STAGING_DIR, RunFolderError
 from qae_lab.token_weights import head_normalized_entropy, normaliser_factor, sa_ah_weights, weight_stats
 
-__all__ = ["QAEConfig", "QAETrainer", "TOKEN_WEIGHTINGS", "WEIGHTED_LOSS_TYPES", "validate_knobs"]
+__all__ = ["QAEConfig", "QAETrainer"]
 
-TOKEN_WEIGHTINGS = ("none", "ah", "sa_ah")
-WEIGHTED_LOSS_TYPES = ("bnpo", "dapo", "grpo")
 # (N, T) inputs whose trailing completion-padding columns sparse updates may drop; other keys: no trimming
 _TRIMMABLE = {"completion_ids", "completion_mask", "tool_mask", "old_per_token_logps", "sampling_per_token_logps",
               "ref_per_token_logps", "importance_sampling_ratio"}
 _LOGIT_RESCALERS = ("final_logit_softcapping", "logit_scale", "output_multiplier", "lm_head_multiplier",
                     "logits_scaling")
-
-
-def validate_knobs(**knobs) -> dict:
-    r"""The live knobs checked and cleaned: any of quantile_k (in (0, 1)), alpha (finite), baseline
-    (:data:`~qae_lab.advantages.BASELINES`), token_weighting (:data:`TOKEN_WEIGHTINGS`).
-
-    >>> validate_knobs(quantile_k=0.6, baseline="mean")
-    {'quantile_k': 0.6, 'baseline': 'mean'}
-    """
-    checks = {"quantile_k": lambda v: check_k(v, "quantile_k"), "alpha": lambda v: check_finite_scalar(v, "alpha"),
-              "baseline": lambda v: check_choice(v, "baseline", BASELINES),
-              "token_weighting": lambda v: check_choice(v, "token_weighting", TOKEN_WEIGHTINGS)}
-    unknown = set(knobs) - set(checks)
-    if unknown:
-        raise ValueError(f"unknown knob(s) {sorted(unknown)}; allowed: {sorted(checks)}")
-    return {name: checks[name](value) for name, value in knobs.items()}
 
 
 def _in(lo: float, hi: float, *, lo_open: bool = False, hi_open: bool = False, none: bool = False):
@@ -203,9 +198,7 @@ class QAEConfig(GRPOConfig):
         if (self.fast_generation or self.compile_generation) and self.use_vllm:
             raise ValueError("fast_generation / compile_generation apply to transformers' generate; with use_vllm=True "
                              "vLLM generates: set both to False")
-        if self.token_weighting != "none" and self.loss_type not in WEIGHTED_LOSS_TYPES:
-            raise ValueError(f"token_weighting={self.token_weighting!r} needs loss_type in {WEIGHTED_LOSS_TYPES}, "
-                             f"got {self.loss_type!r}")
+        check_weighting_loss_type(self.token_weighting, self.loss_type)
 
 
 class QAETrainer(GRPOTrainer):
@@ -337,8 +330,7 @@ class QAETrainer(GRPOTrainer):
     def set_knobs(self, **knobs) -> None:
         """Set any of quantile_k, alpha, baseline, token_weighting for the next step (validated)."""
         clean = validate_knobs(**knobs)
-        if clean.get("token_weighting", "none") != "none" and self.loss_type not in WEIGHTED_LOSS_TYPES:
-            raise ValueError(f"token_weighting needs loss_type in {WEIGHTED_LOSS_TYPES}, got {self.loss_type!r}")
+        check_weighting_loss_type(clean.get("token_weighting", "none"), self.loss_type)
         with self._knob_lock:
             self._knobs.update(clean)
 
@@ -380,11 +372,10 @@ class QAETrainer(GRPOTrainer):
         logged.extend(adv.tolist())
         stats = advantage_stats(rewards, adv, g, knobs["quantile_k"], success_threshold=self.args.success_threshold)
         metrics = self._metrics[mode]
-        metrics["qae/k"].append(knobs["quantile_k"])
-        metrics["qae/quantile_baseline"].append(float(knobs["baseline"] == "quantile"))
-        for key in ("zero_adv_frac", "pos_frac", "neg_frac", "hard_frac", "easy_frac", "all_equal_frac",
-                    "success_rate"):
-            metrics[f"qae/{key}"].append(stats[key])
+        metrics[QAE_K].append(knobs["quantile_k"])
+        metrics[QAE_QUANTILE_BASELINE].append(float(knobs["baseline"] == "quantile"))
+        for key, name in ADVANTAGE_STAT_METRICS.items():
+            metrics[name].append(stats[key])
         return out
 
     # ---------------------------------------------------------------- loss
@@ -399,7 +390,7 @@ class QAETrainer(GRPOTrainer):
         knobs = self.knobs()
         self._loss_knobs = knobs
         if knobs["token_weighting"] != "none":  # the alpha in force, also when no row ends up weighted
-            self._metrics["train" if self.model.training else "eval"]["saah/alpha"].append(knobs["alpha"])
+            self._metrics["train" if self.model.training else "eval"][SAAH_ALPHA].append(knobs["alpha"])
         adv = inputs["advantages"]
         keep = adv != 0 if self._sparse_active(knobs) else None
         if keep is not None and self.accelerator.num_processes > 1:
@@ -503,6 +494,6 @@ class QAETrainer(GRPOTrainer):
                                    skipped_tokens=0.0 if per_sequence else self._skipped_tokens)  # (B, 1) or ()
         stats = weight_stats(w, mask, adv)
         metrics = self._metrics["train" if self.model.training else "eval"]
-        metrics["saah/w_mean_neg"].append(stats["w_mean_neg"])
-        metrics["saah/effective_tokens_frac"].append(stats["effective_tokens_frac"])
+        metrics[SAAH_W_MEAN_NEG].append(stats["w_mean_neg"])
+        metrics[SAAH_EFFECTIVE_TOKENS_FRAC].append(stats["effective_tokens_frac"])
         return adv.unsqueeze(1) * (w * factor).to(adv.dtype)  # (B, T): A_i * w_t, normaliser -> sum(w)

@@ -1,5 +1,5 @@
-"""Tests for qae_lab.cli and qae_lab.presets: the end-of-answer verdict shared by reward and
-evaluation, presets and ``--set`` overrides, the GPU presets built without a model, and tiny
+"""Tests for qae_lab.cli and qae_lab.presets: the end-of-answer verdict of a run's evaluation,
+presets and ``--set`` overrides, the GPU presets built without a model, and tiny
 real runs through the entry function (the embedded model on the CPU: 2 steps of 2 prompts x 4
 completions, 8 evaluation problems x 2 samples), including Ctrl-C and ``--resume``."""
 
@@ -10,18 +10,19 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 from callbacks import InterruptAt
 
+import qae_lab.evaluate as ev
 from qae_lab import run as pipeline
-from qae_lab.answers import ends_at_answer, strict_correctness_reward, strict_is_correct
 from qae_lab.cli import main
-from qae_lab.run import strict_eval
 from qae_lab.evaluate import EvalResult
-from qae_lab.presets import METHODS, PRESETS, _checkpointing_field, build, command_line, parse_sets, parse_value
-from qae_lab.rewards import correctness_reward, is_correct
+from qae_lab.methods import METHODS
+from qae_lab.presets import PRESETS, RunArgs, _checkpointing_field, build, command_line, parse_sets, parse_value
+from qae_lab.rewards import REWARDS
 from qae_lab.runfolder import read_log, step_rows
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,44 +31,39 @@ RAN_ON = GOOD + "\n<reasoning>\n7 + 1 = 8\n</reasoning>\n<answer>\n8 and so on" 
 GARBAGE = GOOD + " 1 2 3 blah"
 
 
+# ---------------------------------------------------------------- the verdict of a run's evaluation
+
+class FakeTokenizer:
+    """Just enough for qae_lab.data.prompt_text: the 'prompt' is the question itself."""
+
+    chat_template = "fake"
+
+    def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=True):
+        return messages[-1]["content"]
 
 
+def test_trailing_garbage_scores_zero_in_the_printed_eval_verdict(monkeypatch, tmp_path):
+    # question -> (greedy completion, sampled completions); generation stubbed, the judging is real
+    outputs = {"q0": (GARBAGE, [GARBAGE, RAN_ON]), "q1": (GOOD, [GOOD, GARBAGE])}
 
+    def fake_generate(model, tokenizer, prompts, *, num_samples=1, do_sample=False, **kwargs):
+        return [outputs[p][1] if do_sample else [outputs[p][0]] for p in prompts]
 
-# ---------------------------------------------------------------- the verdict
-
-def test_trailing_garbage_after_a_correct_answer_scores_zero_in_the_reward():
-    assert is_correct(GARBAGE, "7")  # the lenient check still finds the answer ...
-    assert strict_correctness_reward([GOOD, GARBAGE, GOOD + "\n\n"], gold=["7", "7", "7"]) == [1.0, 0.0, 1.0]
-    assert correctness_reward([GARBAGE], gold=["7"]) == [1.0]  # ... which is why the lenient reward is not used
-    conversational = [[{"role": "assistant", "content": GARBAGE}], [{"role": "assistant", "content": GOOD}]]
-    assert strict_correctness_reward(conversational, gold=["7", "7"]) == [0.0, 1.0]
-    assert not strict_is_correct(GOOD.replace("7\n</answer>", "8\n</answer>"), "7")  # stopped but wrong
-
-
-def test_ends_at_answer():
-    assert ends_at_answer(GOOD) and ends_at_answer(GOOD + " \n") and ends_at_answer("<answer>7</ANSWER >")
-    assert not ends_at_answer(RAN_ON) and not ends_at_answer(GARBAGE) and not ends_at_answer("7")
-
-
-def _judged(c: str) -> dict:
-    return {"completion": c, "extracted": "7", "correct": is_correct(c, "7")}
-
-
-def test_trailing_garbage_scores_zero_in_the_printed_eval_verdict():
-    problems = [{"id": 0, "level": 2, "question": "q", "gold": "7", "greedy": _judged(GARBAGE),
-                 "samples": [_judged(GARBAGE), _judged(RAN_ON)], "n_correct": 2, "success_rate": 1.0},
-                {"id": 1, "level": 3, "question": "q", "gold": "7", "greedy": _judged(GOOD),
-                 "samples": [_judged(GOOD), _judged(GARBAGE)], "n_correct": 2, "success_rate": 1.0}]
-    lenient = EvalResult({"greedy_pass@1": 1.0, "pass@1": 1.0}, {}, problems)
-    res = strict_eval(lenient, ks=(1, 2))
-    assert res.summary["greedy_pass@1"] == 0.5 and res.summary["pass@1"] == 0.25
-    assert res.summary["lenient_pass@1"] == 1.0 and res.summary["lenient_greedy_pass@1"] == 1.0
+    monkeypatch.setattr(ev, "generate", fake_generate)
+    records = [{"id": 0, "level": 2, "question": "q0", "gold": "7"}, {"id": 1, "level": 3, "question": "q1", "gold": "7"}]
+    cfg = SimpleNamespace(temperature=1.0, max_completion_length=48, disable_tqdm=True)
+    res = pipeline.evaluate_run(None, FakeTokenizer(), records, RunArgs(eval_samples=2), cfg, tmp_path / "eval.json")
+    # strict: only GOOD counts; lenient: GARBAGE too (RAN_ON's last answer is 8)
+    assert res.summary == {"n_problems": 2, "n_samples": 2, "greedy_pass@1": 0.5, "pass@1": 0.25, "pass@2": 0.5,
+                           "extracted_frac": 1.0, "lenient_pass@1": 0.75, "lenient_greedy_pass@1": 1.0}
     assert res.by_level[2]["pass@1"] == 0.0 and res.by_level[3]["pass@1"] == 0.5
-    assert res.problems[0]["samples"][0]["correct_lenient"] and not res.problems[0]["samples"][0]["correct"]
-    assert lenient.problems[0]["samples"][0]["correct"]  # the input is not modified
+    assert "lenient_pass@1" not in res.by_level[2]
+    first = res.problems[0]["samples"][0]
+    assert list(first) == ["completion", "extracted", "correct", "correct_lenient"]
+    assert first["correct_lenient"] and not first["correct"] and res.problems[0]["n_correct"] == 0
+    assert EvalResult.from_json(tmp_path / "eval.json") == res  # what eval_*.json holds
     line = pipeline.eval_line("after", res)
-    assert "greedy pass@1 0.500, sampled pass@1 0.250" in line and "lenient 1.000" in line
+    assert "greedy pass@1 0.500, sampled pass@1 0.250" in line and "lenient 0.750" in line
 
 
 # ---------------------------------------------------------------- presets and overrides
@@ -91,6 +87,23 @@ def test_cpu_demo_preset_is_what_the_readme_says(tmp_path):
     assert (cfg.per_device_train_batch_size, cfg.num_generations, cfg.max_completion_length) == (64, 8, 48)
     assert cfg.generation_batch_size == 64 and cfg.temperature == 1.0 and not getattr(cfg, _checkpointing_field())
     assert cfg.logging_steps == 1 and not cfg.disable_tqdm
+
+
+def test_the_reward_is_chosen_by_name(tmp_path):
+    run, cfg = build("cpu-demo", output_dir=str(tmp_path))
+    assert run.reward == "strict" and cfg.success_threshold == 0.5
+    for name in ("qwen2.5-0.5b-gsm8k", "qwen2.5-1.5b-gsm8k", "qwen2.5-3b-gsm8k", "qwen2.5-1.5b-gsm8k-live"):
+        run, cfg = build(name, output_dir=str(tmp_path))  # SA-AH-GRPO's composite reward: correct scores >= 5
+        assert run.reward == "composite" and cfg.success_threshold == 5.0
+    run, cfg = build("qwen2.5-1.5b-gsm8k", ["reward=strict", "success_threshold=0.5"], output_dir=str(tmp_path))
+    assert run.reward == "strict"
+    with pytest.raises(ValueError, match=r"success_threshold must lie in \(2.5, 5.0\] with reward 'composite'"):
+        build("cpu-demo", ["reward=composite"], output_dir=str(tmp_path))  # 0.5 would count wrong answers as successes
+    with pytest.raises(ValueError, match="reward must be one of"):
+        build("cpu-demo", ["reward=lenient"], output_dir=str(tmp_path))
+    run, cfg = build("cpu-demo", ["reward=composite", "success_threshold=5", "n_train=8"], output_dir=str(tmp_path))
+    trainer, _, _ = pipeline.make_trainer(run, cfg)
+    assert trainer.reward_funcs == [REWARDS["composite"]]
 
 
 def test_default_output_dir_is_runs_preset_timestamp():

@@ -23,7 +23,6 @@ from qae_lab.compare import (
     group_by_method,
     load_run,
     load_runs,
-    method_name,
     metric_curves,
     moving_average,
     stat,
@@ -32,7 +31,7 @@ from qae_lab.compare import (
     versus_baseline,
     within_spread,
 )
-from qae_lab.presets import METHODS
+from qae_lab.methods import METHODS
 
 # ---------------------------------------------------------------- independent references
 
@@ -143,14 +142,6 @@ def test_bad_inputs_name_the_argument(call, name):
 
 
 # ---------------------------------------------------------------- loading
-
-def test_method_name_from_run_or_trainer():
-    assert method_name({"run": {"method": "sa_ah"}, "trainer": {}}) == "sa_ah"
-    for name, knobs in METHODS.items():
-        assert method_name({"run": {}, "trainer": knobs}) == name
-    with pytest.raises(ValueError, match="config"):
-        method_name({"run": {}})
-
 
 def test_load_reference_and_user_layouts(tmp_path):
     rows = log_rows([0.25, 0.5], entropy=[0.1, 0.2])

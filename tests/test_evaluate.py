@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 import qae_lab.evaluate as ev
 from qae_lab.data import SYSTEM_PROMPT, synthetic_task, xml_completion
-from qae_lab.evaluate import EvalResult, evaluate, generate, pass_at_k
+from qae_lab.answers import is_correct
+from qae_lab.evaluate import EvalResult, evaluate, generate, generate_ids, pass_at_k
 
 # ---------------------------------------------------------------- pass@k: hand cases
 
@@ -124,6 +125,17 @@ def test_generate_shapes_and_padding_side_restored(tiny, prompts):
     assert all(x in vocab for s in one for x in s)
     greedy = generate(model, tok, prompts, max_new_tokens=6, progress=False)
     assert len(greedy) == 3 and all(len(s) == 1 for s in greedy)
+    assert tok.padding_side == "right"
+
+
+def test_generate_decodes_the_one_sampling_loop(tiny, prompts):
+    # generate_ids (also qae_lab.rollouts.sample_groups's loop) gives the ids that generate decodes
+    model, tok = tiny
+    kw = {"num_samples": 2, "do_sample": True, "max_new_tokens": 5, "batch_size": 2, "seed": 4, "progress": False}
+    chunks = generate_ids(model, tok, prompts, **kw)
+    assert [c.shape[0] for c in chunks] == [4, 2] and all(c.shape[1] <= 5 and c.device.type == "cpu" for c in chunks)
+    texts = [t for c in chunks for t in tok.batch_decode(c, skip_special_tokens=True)]
+    assert [x for s in generate(model, tok, prompts, **kw) for x in s] == texts
     assert tok.padding_side == "right"
 
 
@@ -290,6 +302,33 @@ def test_evaluate_bookkeeping_hand(stub):
     assert res.by_level[0] == pytest.approx({"n_problems": 1, "n_samples": 4, "greedy_pass@1": 1.0,
                                              "pass@1": 0.75, "pass@2": 1.0, "pass@4": 1.0,
                                              "extracted_frac": 3 / 4}, abs=1e-12)
+
+
+def test_evaluate_judges_by_the_verdict_it_is_given(monkeypatch):
+    rec = RECORDS[:1]
+    right = completion(rec[0], "right")
+    samples = [right, right + "\nAnd one more thing.", completion(rec[0], "wrong")]  # the 2nd runs on
+
+    def fake_generate(model, tokenizer, prompts, *, num_samples=1, do_sample=False, **kwargs):
+        return [samples if do_sample else [right + " and on"]]
+
+    monkeypatch.setattr(ev, "generate", fake_generate)
+    kw = {"num_samples": 3, "ks": (1, 3), "progress": False}
+    strict = evaluate(None, FakeTokenizer(), rec, **kw)  # default: qae_lab.answers.strict_is_correct
+    assert [s["correct"] for s in strict.problems[0]["samples"]] == [True, False, False]
+    assert strict.summary["greedy_pass@1"] == 0.0 and strict.summary["pass@1"] == 1 / 3
+    assert "lenient_pass@1" not in strict.summary and "correct_lenient" not in strict.problems[0]["samples"][0]
+    lenient = evaluate(None, FakeTokenizer(), rec, verdict=is_correct, **kw)
+    assert [s["correct"] for s in lenient.problems[0]["samples"]] == [True, True, False]
+    both = evaluate(None, FakeTokenizer(), rec, lenient=is_correct, **kw)
+    assert both.problems[0]["samples"][1] == {"completion": samples[1], "extracted": rec[0]["gold"], "correct": False,
+                                              "correct_lenient": True}
+    assert both.summary == {**strict.summary, "lenient_pass@1": lenient.summary["pass@1"],
+                            "lenient_greedy_pass@1": lenient.summary["greedy_pass@1"]}
+    assert both.by_level == strict.by_level  # the lenient figures are overall only
+    for bad in ({"verdict": "strict"}, {"verdict": None}, {"lenient": "yes"}):
+        with pytest.raises(ValueError, match="verdict"):
+            evaluate(None, FakeTokenizer(), rec, **bad, **kw)
 
 
 def test_evaluate_pass1_equals_mean_success_rate_exactly(stub):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from qae_lab.presets import METHODS
+from qae_lab.methods import METHODS
 from qae_lab.runfolder import read_log
 
 RUNS = sorted((Path(__file__).resolve().parents[1] / "data" / "reference_runs").glob("*-seed*"))

@@ -1,0 +1,233 @@
+r"""The method vocabulary: what a method is made of, which knobs it has, and the metric names it logs.
+
+One home for the words every layer above the maths shares (the trainer, the presets, the
+command line, the live lab, the run comparison, the docs). Pure: it imports no TRL,
+transformers or torch of its own, so a notebook or an analysis script can use it anywhere.
+
+* Baselines: :data:`BASELINES` (``mean``: GRPO; ``quantile``: QAE, arXiv 2509.22611) and
+  :data:`QUANTILE_METHODS`, defined in :mod:`qae_lab.advantages` (its maths checks them
+  there) and re-exported here.
+* Token weightings: :data:`TOKEN_WEIGHTINGS` (``none``; ``ah``: AH-GRPO, every rollout;
+  ``sa_ah``: SA-AH-GRPO, arXiv 2606.05434, negative-advantage rollouts only) and the loss types
+  that can apply them, :data:`WEIGHTED_LOSS_TYPES`: :func:`can_weight_tokens` and
+  :func:`check_weighting_loss_type` are the one statement of that rule.
+* Methods: :data:`METHODS` names each (baseline, token weighting) pair the papers compare;
+  :func:`method_of` names a pair and :func:`method_name` a configuration or a run's
+  ``config.json``.
+* Live knobs: :func:`validate_knobs` checks ``quantile_k``, ``alpha``, ``baseline`` and
+  ``token_weighting`` wherever they are set (trainer, widgets).
+* Metric names: one constant per metric the trainer logs, named after it
+  (``"qae/zero_adv_frac"`` is :data:`QAE_ZERO_ADV_FRAC`), grouped in :data:`QAE_METRICS` and
+  :data:`SAAH_METRICS`; ``docs/metrics.md`` says what each measures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from qae_lab._checks import check_choice, check_finite_scalar, check_k
+from qae_lab.advantages import BASELINES, QUANTILE_METHODS
+
+__all__ = [
+    "BASELINES",
+    "QUANTILE_METHODS",
+    "TOKEN_WEIGHTINGS",
+    "WEIGHTED_LOSS_TYPES",
+    "METHODS",
+    "KNOBS",
+    "can_weight_tokens",
+    "check_weighting_loss_type",
+    "method_of",
+    "method_name",
+    "validate_knobs",
+    "QAE_K",
+    "QAE_QUANTILE_BASELINE",
+    "QAE_ZERO_ADV_FRAC",
+    "QAE_POS_FRAC",
+    "QAE_NEG_FRAC",
+    "QAE_HARD_FRAC",
+    "QAE_EASY_FRAC",
+    "QAE_ALL_EQUAL_FRAC",
+    "QAE_SUCCESS_RATE",
+    "SAAH_ALPHA",
+    "SAAH_W_MEAN_NEG",
+    "SAAH_EFFECTIVE_TOKENS_FRAC",
+    "ADVANTAGE_STAT_METRICS",
+    "QAE_METRICS",
+    "SAAH_METRICS",
+]
+
+# ---------------------------------------------------------------- the vocabulary
+
+TOKEN_WEIGHTINGS = ("none", "ah", "sa_ah")
+# loss types whose token normaliser QAETrainer can turn into the effective token count sum(w)
+WEIGHTED_LOSS_TYPES = ("bnpo", "dapo", "grpo")
+
+# baseline and token weighting of each method (SPEC sec. 2-4)
+METHODS = {
+    "mean": {"baseline": "mean", "token_weighting": "none"},           # GRPO
+    "qae": {"baseline": "quantile", "token_weighting": "none"},        # QAE, arXiv 2509.22611
+    "sa_ah": {"baseline": "mean", "token_weighting": "sa_ah"},         # SA-AH-GRPO, arXiv 2606.05434
+    "qae_sa_ah": {"baseline": "quantile", "token_weighting": "sa_ah"},  # both
+}
+
+# the live knobs: read by QAETrainer at every step, set with QAETrainer.set_knobs
+KNOBS = ("quantile_k", "alpha", "baseline", "token_weighting")
+
+# ---------------------------------------------------------------- metric names (docs/metrics.md)
+
+# qae/*: every step, by QAETrainer._generate_and_score_completions
+QAE_K = "qae/k"
+QAE_QUANTILE_BASELINE = "qae/quantile_baseline"
+QAE_ZERO_ADV_FRAC = "qae/zero_adv_frac"
+QAE_POS_FRAC = "qae/pos_frac"
+QAE_NEG_FRAC = "qae/neg_frac"
+QAE_HARD_FRAC = "qae/hard_frac"
+QAE_EASY_FRAC = "qae/easy_frac"
+QAE_ALL_EQUAL_FRAC = "qae/all_equal_frac"
+QAE_SUCCESS_RATE = "qae/success_rate"
+# saah/*: with token weighting only, by QAETrainer._compute_loss (alpha) and _weighted_advantages
+SAAH_ALPHA = "saah/alpha"
+SAAH_W_MEAN_NEG = "saah/w_mean_neg"
+SAAH_EFFECTIVE_TOKENS_FRAC = "saah/effective_tokens_frac"
+
+# key of qae_lab.advantages.advantage_stats -> the metric that logs it
+ADVANTAGE_STAT_METRICS = {
+    "zero_adv_frac": QAE_ZERO_ADV_FRAC,
+    "pos_frac": QAE_POS_FRAC,
+    "neg_frac": QAE_NEG_FRAC,
+    "hard_frac": QAE_HARD_FRAC,
+    "easy_frac": QAE_EASY_FRAC,
+    "all_equal_frac": QAE_ALL_EQUAL_FRAC,
+    "success_rate": QAE_SUCCESS_RATE,
+}
+QAE_METRICS = (QAE_K, QAE_QUANTILE_BASELINE, *ADVANTAGE_STAT_METRICS.values())
+SAAH_METRICS = (SAAH_ALPHA, SAAH_W_MEAN_NEG, SAAH_EFFECTIVE_TOKENS_FRAC)
+
+
+# ---------------------------------------------------------------- rules and names
+
+def can_weight_tokens(loss_type: str) -> bool:
+    r"""Whether QAETrainer can apply token weights under TRL's ``loss_type``.
+
+    The weighted loss divides by the effective token count sum(w) (arXiv 2606.05434); the trainer
+    rescales the loss type's own token normaliser into it, which it can do for
+    :data:`WEIGHTED_LOSS_TYPES` only.
+
+    Args:
+        loss_type: a TRL ``GRPOConfig.loss_type`` (``"bnpo"``, ``"grpo"``, ``"dr_grpo"``, ...).
+
+    >>> can_weight_tokens("bnpo"), can_weight_tokens("dr_grpo")
+    (True, False)
+    """
+    return loss_type in WEIGHTED_LOSS_TYPES
+
+
+def check_weighting_loss_type(token_weighting: str, loss_type: str) -> str:
+    r"""Refuse a token weighting other than ``"none"`` under a loss type that cannot weight tokens.
+
+    The one statement of the rule (:func:`can_weight_tokens`) that ``QAEConfig``,
+    ``QAETrainer.set_knobs`` and the live controls apply.
+
+    Args:
+        token_weighting: one of :data:`TOKEN_WEIGHTINGS`.
+        loss_type: TRL's ``loss_type`` of the trainer.
+
+    Returns:
+        ``token_weighting``, unchanged.
+
+    Raises:
+        ValueError: naming both and the allowed loss types.
+
+    >>> check_weighting_loss_type("sa_ah", "dapo"), check_weighting_loss_type("none", "dr_grpo")
+    ('sa_ah', 'none')
+    >>> check_weighting_loss_type("ah", "dr_grpo")
+    Traceback (most recent call last):
+    ...
+    ValueError: token_weighting='ah' needs loss_type in ('bnpo', 'dapo', 'grpo'), got 'dr_grpo'
+    """
+    if token_weighting != "none" and not can_weight_tokens(loss_type):
+        raise ValueError(f"token_weighting={token_weighting!r} needs loss_type in {WEIGHTED_LOSS_TYPES}, "
+                         f"got {loss_type!r}")
+    return token_weighting
+
+
+def method_of(baseline: str, token_weighting: str) -> str:
+    r"""The :data:`METHODS` name of a baseline and token weighting, else ``"<baseline>+<token_weighting>"``.
+
+    Args:
+        baseline: one of :data:`BASELINES`.
+        token_weighting: one of :data:`TOKEN_WEIGHTINGS`.
+
+    >>> method_of("quantile", "sa_ah"), method_of("mean", "ah")
+    ('qae_sa_ah', 'mean+ah')
+    """
+    knobs = {"baseline": baseline, "token_weighting": token_weighting}
+    return next((name for name, m in METHODS.items() if m == knobs), f"{baseline}+{token_weighting}")
+
+
+def method_name(config) -> str:
+    r"""The method of a trainer configuration or of a run's ``config.json``.
+
+    Args:
+        config: an object with ``baseline`` and ``token_weighting`` attributes (a
+            :class:`~qae_lab.trainer.QAEConfig`), or a run's ``config.json`` as a mapping
+            ``{"run": {"method": ...}, "trainer": {"baseline": ..., "token_weighting": ...}}``,
+            whose ``run.method`` wins when set (the name the run recorded).
+
+    Returns:
+        the :data:`METHODS` name, else ``"<baseline>+<token_weighting>"`` (:func:`method_of`).
+
+    Raises:
+        ValueError: a mapping with neither ``run.method`` nor both trainer fields.
+        TypeError: an object without ``baseline`` and ``token_weighting``.
+
+    >>> method_name({"run": {}, "trainer": {"baseline": "quantile", "token_weighting": "sa_ah"}})
+    'qae_sa_ah'
+    >>> method_name({"run": {"method": "sa_ah"}, "trainer": {}})
+    'sa_ah'
+    >>> from types import SimpleNamespace
+    >>> method_name(SimpleNamespace(baseline="mean", token_weighting="ah"))
+    'mean+ah'
+    """
+    if isinstance(config, Mapping):
+        method = (config.get("run") or {}).get("method")
+        if method:
+            return str(method)
+        trainer = config.get("trainer") or {}
+        if "baseline" not in trainer or "token_weighting" not in trainer:
+            raise ValueError("config must hold run.method or trainer.baseline and trainer.token_weighting")
+        return method_of(trainer["baseline"], trainer["token_weighting"])
+    if not (hasattr(config, "baseline") and hasattr(config, "token_weighting")):
+        raise TypeError(f"config must be a config.json mapping or have baseline and token_weighting attributes, "
+                        f"got {type(config).__name__}")
+    return method_of(config.baseline, config.token_weighting)
+
+
+def validate_knobs(**knobs) -> dict:
+    r"""The live knobs checked and cleaned.
+
+    Args:
+        **knobs: any of :data:`KNOBS`: ``quantile_k`` (in (0, 1)), ``alpha`` (finite),
+            ``baseline`` (:data:`BASELINES`), ``token_weighting`` (:data:`TOKEN_WEIGHTINGS`).
+
+    Returns:
+        the same keys with their checked values (numbers as floats).
+
+    Raises:
+        ValueError: an unknown knob, or a value out of its range, named.
+
+    >>> validate_knobs(quantile_k=0.6, baseline="mean")
+    {'quantile_k': 0.6, 'baseline': 'mean'}
+    >>> validate_knobs(K=0.6)
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown knob(s) ['K']; allowed: ['alpha', 'baseline', 'quantile_k', 'token_weighting']
+    """
+    checks = {"quantile_k": lambda v: check_k(v, "quantile_k"), "alpha": lambda v: check_finite_scalar(v, "alpha"),
+              "baseline": lambda v: check_choice(v, "baseline", BASELINES),
+              "token_weighting": lambda v: check_choice(v, "token_weighting", TOKEN_WEIGHTINGS)}
+    unknown = set(knobs) - set(checks)
+    if unknown:
+        raise ValueError(f"unknown knob(s) {sorted(unknown)}; allowed: {sorted(checks)}")
+    return {name: checks[name](value) for name, value in knobs.items()}

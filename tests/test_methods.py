@@ -1,0 +1,221 @@
+"""Tests for qae_lab.methods: the method table and its names, the live-knob checks, the token-weighting /
+loss-type rule, and the metric names (against what the trainer really logs and the committed reference logs).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from qae_lab import advantages, compare, methods, presets, run, trainer
+from qae_lab.methods import (
+    ADVANTAGE_STAT_METRICS,
+    BASELINES,
+    KNOBS,
+    METHODS,
+    QAE_METRICS,
+    QAE_ZERO_ADV_FRAC,
+    QUANTILE_METHODS,
+    SAAH_METRICS,
+    TOKEN_WEIGHTINGS,
+    WEIGHTED_LOSS_TYPES,
+    can_weight_tokens,
+    check_weighting_loss_type,
+    method_name,
+    method_of,
+    validate_knobs,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# ---------------------------------------------------------------- the vocabulary, in one home
+
+def test_vocabulary_values():
+    assert (BASELINES, QUANTILE_METHODS) == (("mean", "quantile"), ("paper", "linear"))
+    assert BASELINES is advantages.BASELINES and QUANTILE_METHODS is advantages.QUANTILE_METHODS  # re-exported
+    assert TOKEN_WEIGHTINGS == ("none", "ah", "sa_ah")
+    assert WEIGHTED_LOSS_TYPES == ("bnpo", "dapo", "grpo")
+    assert KNOBS == ("quantile_k", "alpha", "baseline", "token_weighting")
+
+
+def test_no_second_home():
+    # the modules that used to define the vocabulary import it and no longer export it
+    assert presets.METHODS is METHODS
+    for module, names in ((presets, ("METHODS", "method_of")), (compare, ("method_name",)), (run, ("method_name",)),
+                          (trainer, ("TOKEN_WEIGHTINGS", "WEIGHTED_LOSS_TYPES", "validate_knobs"))):
+        assert not set(names) & set(module.__all__), module.__name__
+    assert not hasattr(presets, "method_of")
+    assert set(methods.__all__) <= set(vars(methods))
+
+
+def test_methods_module_is_pure():
+    # no TRL / transformers / torch import of its own; it imports with the trainer stack absent
+    src = (ROOT / "qae_lab/methods.py").read_text()
+    imported = re.findall(r"^\s*(?:from|import) ([\w.]+)", src, re.M)
+    assert not [m for m in imported if m.split(".")[0] in ("trl", "transformers", "torch", "peft")]
+    assert {m for m in imported if m.startswith("qae_lab")} <= {"qae_lab._checks", "qae_lab.advantages"}
+    code = ("import sys; sys.modules.update({m: None for m in ('trl', 'transformers', 'peft')}); "
+            "from qae_lab.methods import METHODS; assert len(METHODS) == 4")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ---------------------------------------------------------------- method names
+
+def test_method_of_round_trip_for_every_method():
+    assert list(METHODS) == ["mean", "qae", "sa_ah", "qae_sa_ah"]
+    for name, knobs in METHODS.items():
+        assert set(knobs) == {"baseline", "token_weighting"}
+        assert method_of(**knobs) == name
+        assert METHODS[method_of(knobs["baseline"], knobs["token_weighting"])] == knobs
+
+
+def test_method_of_every_combination():
+    want = {("mean", "none"): "mean", ("mean", "ah"): "mean+ah", ("mean", "sa_ah"): "sa_ah",
+            ("quantile", "none"): "qae", ("quantile", "ah"): "quantile+ah", ("quantile", "sa_ah"): "qae_sa_ah"}
+    assert {(b, w): method_of(b, w) for b in BASELINES for w in TOKEN_WEIGHTINGS} == want
+
+
+def test_method_name_of_configs_and_mappings(tmp_path):
+    # an object: a QAEConfig or anything with the two fields
+    assert method_name(SimpleNamespace(baseline="quantile", token_weighting="none")) == "qae"
+    assert method_name(trainer.QAEConfig(output_dir=str(tmp_path), baseline="mean", token_weighting="sa_ah",
+                                         loss_type="bnpo", use_cpu=True)) == "sa_ah"
+    # a config.json mapping: run.method wins, else the trainer's two fields
+    assert method_name({"run": {"method": "sa_ah"}, "trainer": {}}) == "sa_ah"
+    assert method_name({"run": {"method": "sa_ah"}, "trainer": METHODS["mean"]}) == "sa_ah"
+    for name, knobs in METHODS.items():
+        assert method_name({"run": {}, "trainer": knobs}) == name
+        assert method_name({"run": {"method": None}, "trainer": knobs}) == name
+    assert method_name({"trainer": {"baseline": "mean", "token_weighting": "ah"}}) == "mean+ah"
+    with pytest.raises(ValueError, match="config must hold run.method"):
+        method_name({"run": {}})
+    with pytest.raises(ValueError, match="trainer.token_weighting"):
+        method_name({"trainer": {"baseline": "mean"}})
+    with pytest.raises(TypeError, match="config must be a config.json mapping.*got str"):
+        method_name("qae")
+
+
+def test_run_record_and_loaded_run_agree(tmp_path):
+    # the name a run records and the name a comparison reads back come from the same function
+    _, cfg = presets.build("cpu-demo", method="qae_sa_ah", output_dir=str(tmp_path))
+    assert run.run_record(presets.RunArgs(n_train=8), cfg)["method"] == "qae_sa_ah"
+    assert method_name({"trainer": {"baseline": cfg.baseline, "token_weighting": cfg.token_weighting}}) == "qae_sa_ah"
+
+
+# ---------------------------------------------------------------- live knobs
+
+def test_validate_knobs_cleans():
+    assert validate_knobs() == {}
+    assert validate_knobs(quantile_k=0.25, alpha=1, baseline="mean", token_weighting="ah") == {
+        "quantile_k": 0.25, "alpha": 1.0, "baseline": "mean", "token_weighting": "ah"}
+    assert validate_knobs(alpha=torch.tensor(-0.5)) == {"alpha": -0.5}  # a scalar tensor: a float
+    assert type(validate_knobs(alpha=2)["alpha"]) is float
+
+
+@pytest.mark.parametrize("knobs, message", [
+    ({"quantile_k": 0.0}, r"quantile_k must lie in the open interval \(0, 1\), got 0.0"),
+    ({"quantile_k": 1}, r"quantile_k must lie in the open interval \(0, 1\), got 1.0"),
+    ({"quantile_k": float("nan")}, "quantile_k must be finite, got nan"),
+    ({"quantile_k": "0.4"}, "quantile_k must be a finite real number, got '0.4'"),
+    ({"alpha": float("inf")}, "alpha must be finite, got inf"),
+    ({"alpha": True}, "alpha must be a finite real number, got True"),
+    ({"baseline": "median"}, r"baseline must be one of \('mean', 'quantile'\), got 'median'"),
+    ({"token_weighting": "sa-ah"}, r"token_weighting must be one of \('none', 'ah', 'sa_ah'\), got 'sa-ah'"),
+    ({"k": 0.5}, r"unknown knob\(s\) \['k'\]; allowed: \['alpha', 'baseline', 'quantile_k', 'token_weighting'\]"),
+    ({"quantile_k": 0.5, "beta": 0.1, "K": 1}, r"unknown knob\(s\) \['K', 'beta'\]"),
+])
+def test_validate_knobs_errors_name_the_knob_and_range(knobs, message):
+    with pytest.raises(ValueError, match=message):
+        validate_knobs(**knobs)
+
+
+def test_validate_knobs_knows_exactly_the_knobs():
+    for knob, value in zip(KNOBS, (0.5, 0.5, "mean", "none")):
+        assert validate_knobs(**{knob: value}) == {knob: value}
+
+
+# ---------------------------------------------------------------- the token-weighting / loss-type rule
+
+def test_loss_type_rule():
+    assert [can_weight_tokens(t) for t in ("bnpo", "dapo", "grpo", "dr_grpo", "sapo", "cispo")] == [
+        True, True, True, False, False, False]
+    for loss_type in ("bnpo", "dr_grpo", "anything"):  # no weighting: every loss type
+        assert check_weighting_loss_type("none", loss_type) == "none"
+    for weighting in ("ah", "sa_ah"):
+        for loss_type in WEIGHTED_LOSS_TYPES:
+            assert check_weighting_loss_type(weighting, loss_type) == weighting
+        with pytest.raises(ValueError) as err:
+            check_weighting_loss_type(weighting, "dr_grpo")
+        assert str(err.value) == (f"token_weighting={weighting!r} needs loss_type in ('bnpo', 'dapo', 'grpo'), "
+                                  f"got 'dr_grpo'")
+
+
+def test_config_and_live_controls_apply_the_same_rule(tmp_path):
+    with pytest.raises(ValueError, match=r"token_weighting='sa_ah' needs loss_type in .*got 'dr_grpo'"):
+        trainer.QAEConfig(output_dir=str(tmp_path), token_weighting="sa_ah", loss_type="dr_grpo", use_cpu=True)
+    from qae_lab.live import Controls
+
+    for loss_type, locked in (("dapo", False), ("dr_grpo", True)):
+        fake = SimpleNamespace(loss_type=loss_type, knobs=lambda: {"quantile_k": 0.4, "alpha": 0.5,
+                                                                    "baseline": "quantile", "token_weighting": "none"})
+        assert Controls.for_trainer(fake).token_weighting.disabled is locked
+
+
+# ---------------------------------------------------------------- metric names
+
+def test_metric_constants_are_named_after_their_metric():
+    names = QAE_METRICS + SAAH_METRICS
+    assert len(set(names)) == len(names) == 12
+    assert all(m.startswith("qae/") for m in QAE_METRICS) and all(m.startswith("saah/") for m in SAAH_METRICS)
+    for metric in names:  # "qae/zero_adv_frac" is QAE_ZERO_ADV_FRAC
+        constant = metric.upper().replace("/", "_")
+        assert getattr(methods, constant) == metric and constant in methods.__all__
+    assert QAE_ZERO_ADV_FRAC == "qae/zero_adv_frac"
+
+
+def test_advantage_stat_metrics_cover_advantage_stats():
+    r = torch.tensor([1.0, 0, 0, 0, 1, 1, 1, 0])
+    stats = advantages.advantage_stats(r, advantages.group_advantages(r, 4, k=0.4), 4, 0.4)
+    assert set(ADVANTAGE_STAT_METRICS) == set(stats)
+    assert all(ADVANTAGE_STAT_METRICS[key] == f"qae/{key}" for key in stats)
+
+
+def test_docs_list_every_metric_and_constant():
+    text = (ROOT / "docs/metrics.md").read_text()
+    for metric in QAE_METRICS + SAAH_METRICS:
+        assert f"`{metric}`" in text and f"`{metric.upper().replace('/', '_')}`" in text, metric
+
+
+def test_reference_logs_use_only_the_constants():
+    logs = sorted((ROOT / "data/reference_runs").glob("*/log.jsonl"))
+    assert logs
+    seen = set()
+    for log in logs:
+        for line in log.read_text().splitlines():
+            seen |= {k for k in json.loads(line) if k.startswith(("qae/", "saah/"))}
+    assert seen == set(QAE_METRICS + SAAH_METRICS)
+
+
+@pytest.fixture(scope="module")
+def tok():
+    from qae_lab.models import load_policy
+
+    return load_policy("embedded", device="cpu")[1]
+
+
+def test_trainer_logs_exactly_the_constants(tmp_path, tok):
+    from test_trainer import REWARDS, make_trainer, rows, trainer_grads
+
+    t = make_trainer(tmp_path, tok, loss_type="bnpo", token_weighting="sa_ah", sparse_update=False)
+    trainer_grads(t, t._generate_and_score_completions(rows(REWARDS)))  # the loss logs saah/*
+    logged = {k for k in t._metrics["train"] if k.startswith(("qae/", "saah/"))}
+    assert logged == set(QAE_METRICS + SAAH_METRICS)
+    assert all(len(t._metrics["train"][m]) == 1 for m in logged)  # one value per metric for one step
