@@ -52,7 +52,17 @@ DTYPES = ("auto", "bfloat16", "float16", "float32")
 
 @dataclass
 class RunArgs:
-    r"""What a run needs beyond :class:`~qae_lab.trainer.QAEConfig`: model, data, evaluation."""
+    r"""What a run needs beyond :class:`~qae_lab.trainer.QAEConfig`: model, data, evaluation.
+
+    Every field is checked when the object is made, so a bad value fails before anything loads.
+
+    >>> RunArgs(n_train=64, levels=[3, 4]).levels
+    (3, 4)
+    >>> RunArgs(n_eval=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: n_eval must be >= 1, got 0
+    """
 
     model: str = "embedded"
     """'embedded', 'qwen2.5-0.5b' | 'qwen2.5-1.5b' | 'qwen2.5-3b', a Hub id or a local folder"""
@@ -195,6 +205,11 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 
 def field_types(cls) -> dict[str, Any]:
+    r"""``{field name: type hint}`` of a dataclass's constructor fields (what ``--set`` can set).
+
+    >>> types_ = field_types(RunArgs); types_["n_train"], types_["levels"]
+    (<class 'int'>, tuple[int, ...])
+    """
     hints = typing.get_type_hints(cls)
     return {f.name: hints[f.name] for f in dataclasses.fields(cls) if f.init}
 

@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from qae_lab.answers import is_correct, strict_is_correct
 from qae_lab.callbacks import RunLogger, train_resumable, use_compact_progress
 from qae_lab.checkpoints import (
@@ -33,9 +35,10 @@ from qae_lab.checkpoints import (
     resume_changes,
     resume_log,
 )
-from qae_lab.data import sa_ah_split, synthetic_task
+from qae_lab.data import sa_ah_split, synthetic_task, to_grpo_dataset
 from qae_lab.evaluate import EvalResult, evaluate
 from qae_lab.methods import method_name
+from qae_lab.models import load_policy, lora_config
 from qae_lab.presets import PRESETS, RunArgs, build, field_types
 from qae_lab.rewards import REWARDS
 from qae_lab.runfolder import (
@@ -55,6 +58,7 @@ from qae_lab.runfolder import (
     step_rows,
     write_report,
 )
+from qae_lab.trainer import QAETrainer
 
 __all__ = ["load_records", "evaluate_run", "eval_line", "make_trainer", "run_record", "train", "plan"]
 
@@ -80,7 +84,15 @@ def evaluate_run(model, tok, records, run: RunArgs, cfg, path: Path | None = Non
     written to ``path`` when given (read back instead when ``reuse`` and it exists).
 
     pass@1 is :func:`~qae_lab.answers.strict_is_correct`'s; the lenient :func:`~qae_lab.answers.is_correct`
-    is kept beside it (each completion's ``correct_lenient``, ``lenient_pass@1``, ``lenient_greedy_pass@1``)."""
+    is kept beside it (each completion's ``correct_lenient``, ``lenient_pass@1``, ``lenient_greedy_pass@1``).
+
+    >>> from qae_lab.models import load_policy
+    >>> run, cfg = build("cpu-demo", ["n_eval=2", "eval_samples=2", "disable_tqdm=true"], output_dir="unused")
+    >>> model, tok = load_policy("embedded", device="cpu")
+    >>> res = evaluate_run(model, tok, load_records(run)[1], run, cfg)
+    >>> res.summary["n_problems"], res.summary["n_samples"], sorted(k for k in res.summary if "lenient" in k)
+    (2, 2, ['lenient_greedy_pass@1', 'lenient_pass@1'])
+    """
     if reuse and path is not None and path.exists():
         print(f"(evaluation read back from {path})", flush=True)
         return EvalResult.from_json(path)
@@ -95,7 +107,13 @@ def evaluate_run(model, tok, records, run: RunArgs, cfg, path: Path | None = Non
 
 
 def eval_line(name: str, res) -> str:
-    """One line: greedy and sampled pass@1 overall and per level."""
+    """One line: greedy and sampled pass@1 overall and per level.
+
+    >>> res = EvalResult({"greedy_pass@1": 0.75, "pass@1": 0.5, "n_samples": 8, "lenient_pass@1": 0.5,
+    ...                   "n_problems": 4}, {2: {"pass@1": 0.75}, 3: {"pass@1": 0.25}}, [])
+    >>> eval_line("after", res)
+    'after: greedy pass@1 0.750, sampled pass@1 0.500 (n=8; lenient 0.500) on 4 problems [L2=0.750 L3=0.250]'
+    """
     s = res.summary
     levels = " ".join(f"L{lv}={m['pass@1']:.3f}" for lv, m in res.by_level.items())
     return (f"{name}: greedy pass@1 {s['greedy_pass@1']:.3f}, sampled pass@1 {s['pass@1']:.3f} "
@@ -122,9 +140,16 @@ def train(run: RunArgs, cfg, *, preset: str | None = None, command: str | None =
     Returns:
         dict with ``output_dir``, ``interrupted``, ``checkpoint`` (when interrupted), ``global_step``,
         ``wall_s``, ``before`` / ``after`` (evaluation summaries or None) and ``report`` (its path).
-    """
-    import torch
 
+    >>> import contextlib, io, tempfile
+    >>> out = Path(tempfile.mkdtemp()) / "run"
+    >>> run, cfg = build("cpu-demo", ["max_steps=2", "n_train=16", "per_device_train_batch_size=8", "num_generations=4",
+    ...                               "evaluate=false", "disable_tqdm=true", "torch_threads=1"], output_dir=str(out))
+    >>> with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    ...     result = train(run, cfg, preset="cpu-demo")
+    >>> result["interrupted"], result["global_step"], [r["step"] for r in step_rows(read_log(out))]
+    (False, 2, [1, 2])
+    """
     threads = torch.get_num_threads()
     if run.torch_threads:
         torch.set_num_threads(run.torch_threads)
@@ -155,11 +180,13 @@ def make_trainer(run: RunArgs, cfg, *, preset: str | None = None, command: str |
     Returns:
         ``(trainer, tokenizer, eval_records)``; the trainer's progress display is
         :func:`qae_lab.callbacks.use_compact_progress`'s.
-    """
-    from qae_lab.data import to_grpo_dataset
-    from qae_lab.models import load_policy, lora_config
-    from qae_lab.trainer import QAETrainer
 
+    >>> import tempfile
+    >>> run, cfg = build("cpu-demo", ["n_train=16", "n_eval=4"], output_dir=tempfile.mkdtemp())
+    >>> trainer, tok, eval_records = make_trainer(run, cfg, preset="cpu-demo")
+    >>> type(trainer).__name__, [f.__name__ for f in trainer.reward_funcs], len(trainer.train_dataset), len(eval_records)
+    ('QAETrainer', ['strict_correctness_reward'], 16, 4)
+    """
     if not resume:
         claim_fresh(cfg.output_dir)
     train_recs, eval_recs = load_records(run)
@@ -311,6 +338,21 @@ def plan(args) -> dict[str, Any]:
 
     Returns ``{"run", "cfg", "preset", "method", "sets", "resume", "notes", "overwrite"}``; raises
     ``ValueError`` (or its :class:`~qae_lab.runfolder.RunFolderError`) with the reason.
+
+    ``args``: the ``train`` command's arguments (``preset``, ``method``, ``sets``, ``output_dir``,
+    ``overwrite``, ``resume``).
+
+    >>> import argparse, tempfile
+    >>> args = argparse.Namespace(preset=None, method="mean", sets=["quantile_k=0.6"], output_dir=tempfile.mkdtemp(),
+    ...                           overwrite=False, resume=None)
+    >>> p = plan(args)
+    >>> p["preset"], p["cfg"].baseline, p["cfg"].quantile_k, p["resume"], p["notes"]
+    ('cpu-demo', 'mean', 0.6, None, [])
+    >>> _ = (Path(args.output_dir) / "log.jsonl").write_text('{"step": 1}\n')
+    >>> plan(args)
+    Traceback (most recent call last):
+    ...
+    qae_lab.runfolder.RunFolderError: .../ already holds a run (log.jsonl): a new run would overwrite it. ...
     """
     sets, notes = list(args.sets), []
     preset, method, resume = args.preset, args.method, None
