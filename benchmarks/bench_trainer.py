@@ -34,7 +34,8 @@ from qae_lab.data import synthetic_task, to_grpo_dataset
 from qae_lab.embedded import embedded_config
 from qae_lab.models import load_policy
 from qae_lab.rewards import correctness_reward
-from qae_lab.trainer import QAEConfig, QAETrainer
+from qae_lab.config import QAEConfig
+from qae_lab.trainer import QAETrainer
 
 
 def _trainer(cls, cfg_cls, model, tok, n, g, **extra):

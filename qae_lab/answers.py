@@ -13,7 +13,7 @@ Why the end-of-answer rule: ``is_correct`` reads the last ``<answer>`` block whe
 completion that answers and then runs on (more text, more tags, to the length limit) still scores;
 a tiny model rewarded that way can stop emitting EOS while its training reward holds and
 exact-match evaluation falls to zero. With the rule, "answer, then stop" is the only way to earn
-reward. The check reads the decoded text (TRL and :func:`qae_lab.evaluate.generate` strip special
+reward. The check reads the decoded text (TRL and :func:`qae_lab.sampling.generate` strip special
 tokens such as EOS), so a completion cut by the length limit exactly after ``</answer>`` would
 pass; in the cpu-demo completions are ~31 tokens against a 48-token limit. Evaluation also keeps
 the lenient verdict (``lenient_pass@1``, ``lenient_greedy_pass@1``), so any gap stays visible.

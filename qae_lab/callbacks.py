@@ -1,4 +1,4 @@
-r"""The callbacks that keep a run's record while it trains: the log, the progress bar, Ctrl-C.
+r"""The callbacks around a training run: the log, the progress bar, the live knobs, Ctrl-C.
 
 One folder per run (``<output_dir>``; its layout and rules: :mod:`qae_lab.runfolder`)::
 
@@ -45,6 +45,9 @@ A resumed run continues the same ``log.jsonl`` (:meth:`RunLogger.on_train_begin`
   which ``config.json`` also lists under ``resumes``.
 
 So the log holds every step exactly once, and nothing logged is deleted.
+
+Live knobs: :class:`LiveKnobs` hands the live controls' values (:class:`qae_lab.controls.Controls`)
+to ``trainer.set_knobs`` before every step, and ends training at a step boundary after Stop.
 """
 
 from __future__ import annotations
@@ -75,7 +78,10 @@ from qae_lab.runfolder import (
     write_config,
 )
 
-__all__ = ["RunLogger", "CompactProgress", "use_compact_progress", "TrainOutcome", "train_resumable"]
+if typing.TYPE_CHECKING:
+    from qae_lab.controls import Controls
+
+__all__ = ["RunLogger", "CompactProgress", "use_compact_progress", "LiveKnobs", "TrainOutcome", "train_resumable"]
 
 
 class RunLogger(TrainerCallback):
@@ -199,6 +205,50 @@ def use_compact_progress(trainer) -> None:
     trainer.remove_callback(PrinterCallback)
     if not trainer.args.disable_tqdm:
         trainer.add_callback(CompactProgress())
+
+
+class LiveKnobs(TrainerCallback):
+    r"""Applies :meth:`Controls.snapshot <qae_lab.controls.Controls.snapshot>` to the trainer before every
+    step; ends training after Stop.
+
+    The snapshot goes through ``trainer.set_knobs`` (validated); the step's generation and loss
+    both read it (the trainer logs what it used as ``qae/k`` and ``saah/alpha``). After Stop,
+    ``on_step_end`` asks the Trainer to save a checkpoint and stop, so the run ends at a step
+    boundary with its log complete.
+
+    Args:
+        controls: the live :class:`~qae_lab.controls.Controls`.
+        trainer: a :class:`~qae_lab.trainer.QAETrainer` (anything with ``set_knobs(**knobs)``).
+
+    ``applied`` lists ``(step about to run, knobs set)``, one per step.
+
+    >>> import types
+    >>> from qae_lab.controls import Controls
+    >>> controls, used = Controls(quantile_k=0.4), []
+    >>> knobs = LiveKnobs(controls, types.SimpleNamespace(set_knobs=lambda **k: used.append(k["quantile_k"])))
+    >>> control = types.SimpleNamespace(should_save=False, should_training_stop=False)
+    >>> controls.k.value = 0.7                       # a slider move while step 3 runs
+    >>> knobs.on_step_begin(None, types.SimpleNamespace(global_step=3), control)   # step 4 begins
+    >>> used, knobs.applied[0][0]
+    ([0.7], 4)
+    >>> controls.request_stop(); knobs.on_step_end(None, None, control)
+    >>> control.should_save, control.should_training_stop
+    (True, True)
+    """
+
+    def __init__(self, controls: Controls, trainer):
+        self.controls, self.trainer = controls, trainer
+        self.applied: list[tuple[int, dict]] = []  # (global step about to run, knobs set)
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        knobs = self.controls.snapshot()
+        self.trainer.set_knobs(**knobs)
+        self.applied.append((state.global_step + 1, knobs))
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.controls.stop_requested:
+            control.should_save = True
+            control.should_training_stop = True
 
 
 @dataclass

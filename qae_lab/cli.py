@@ -35,7 +35,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     t = sub.add_parser("train", help="evaluate, train, evaluate; write the run folder",
                        description="Run a preset. Fields of RunArgs: " + ", ".join(field_types(RunArgs))
-                       + "; and every field of qae_lab.trainer.QAEConfig (TRL's GRPOConfig + QAE/SA-AH knobs).")
+                       + "; and every field of qae_lab.config.QAEConfig (TRL's GRPOConfig + QAE/SA-AH knobs).")
     t.add_argument("--preset", choices=sorted(PRESETS),
                    help="default cpu-demo; with --resume, the run's own (from its config.json)")
     t.add_argument("--method", choices=sorted(METHODS), help="sets baseline and token_weighting")

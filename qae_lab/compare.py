@@ -6,38 +6,18 @@ A run folder is what ``python -m qae_lab train`` writes (``config.json``, ``log.
 Both load into a :class:`Run`; runs of one method (different seeds) are grouped by
 :attr:`Run.method` and reported as mean and spread over seeds.
 
-Training variance. SA-AH-GRPO (arXiv 2606.05434) reports a "training variance" (3B:
-0.0885 for GRPO, 0.0246 for SA-AH-GRPO) without a formula. Ours, :func:`training_variance`,
-is a decision, not the paper's definition: the population variance over training steps of
-the per-step mean reward x_t around its trailing moving average m_t over ``window`` steps,
-
-    m_t = (1/w) * sum_{s=t-w+1..t} x_s,        r_t = x_t - m_t,
-    Var_detrended = (1/(n-w+1)) * sum_{t=w-1..n-1} (r_t - mean(r))^2,
-
-so the learning trend itself (reward rising from 0.3 to 0.7) does not count as
-instability; ``detrend=False`` gives the plain variance of x_t. Numbers on our tiny task are
-not comparable to the paper's (different reward scale, model and batch size).
-
-Where this departs from the usual conventions, and why:
-
-* The spread over seeds is the population standard deviation (ddof = 0, as
-  ``benchmarks/reference_runs.py`` prints it) and the seed range [min, max]; with two or
-  three seeds neither is a confidence interval, only an honest "how far apart the seeds were".
-* :func:`moving_average` averages the first ``window - 1`` steps over the steps so far (a
-  shorter window), so a smoothed curve keeps every step; :func:`detrended_variance` uses
-  only the full windows.
+The numbers themselves (moving average, training variance, mean and spread over seeds, and
+where they depart from the usual conventions) are :mod:`qae_lab.runstats`.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 from qae_lab._checks import check_int
 from qae_lab.methods import (
@@ -50,10 +30,10 @@ from qae_lab.methods import (
     method_name,
 )
 from qae_lab.runfolder import read_log, step_rows
+from qae_lab.runstats import Stat, moving_average, stat, training_variance, within_spread
 
-__all__ = ["Run", "load_run", "load_runs", "find_up", "find_reference_runs", "series",
-           "moving_average", "detrended_variance", "training_variance", "Stat", "stat", "within_spread",
-           "Curve", "group_by_method", "metric_curves", "summary_table", "format_table", "versus_baseline"]
+__all__ = ["Run", "load_run", "load_runs", "find_up", "find_reference_runs", "series", "Curve", "group_by_method",
+           "metric_curves", "summary_table", "format_table", "versus_baseline"]
 
 
 # ---------------------------------------------------------------- loading run folders
@@ -71,6 +51,10 @@ class Run:
         rows: the training-step rows of ``log.jsonl`` (:func:`qae_lab.runfolder.step_rows`).
         before, after: the evaluation summaries (``pass@1``, ``greedy_pass@1``, ``pass@8``, ...)
             before and after training, or None when the run has none (interrupted, or evaluate off).
+
+    >>> run = Run("qae-seed0", "qae", 0, {}, [{"step": 1, "reward": 0.25}, {"step": 2, "reward": 0.5}], None, None)
+    >>> run.method, len(run.rows), run.after
+    ('qae', 2, None)
     """
 
     name: str
@@ -99,8 +83,12 @@ def _evals(path: Path) -> tuple[dict | None, dict | None]:
 
 
 def load_run(path: str | os.PathLike) -> Run:
-    r"""Read one run folder into a :class:`Run` (see the module docstring for the two layouts)."""
+    r"""Read one run folder into a :class:`Run` (see the module docstring for the two layouts).
 
+    >>> run = load_run(find_reference_runs() / "qae-seed0")
+    >>> run.name, run.method, run.seed, run.rows[0]["step"], "pass@1" in run.after
+    ('qae-seed0', 'qae', 0, 1, True)
+    """
     path = Path(path)
     if not path.is_dir() or not _is_run(path):
         raise ValueError(f"path {str(path)!r} is not a run folder: it needs config.json and log.jsonl "
@@ -123,6 +111,9 @@ def load_runs(source: str | os.PathLike | Iterable[str | os.PathLike]) -> list[R
     Sorted by method (in :data:`~qae_lab.methods.METHODS` order, others after), then seed.
     Sub-folders of a parent that are not runs (checkpoints, notes) are skipped; a parent
     with none, or a listed folder that is not a run, raises ``ValueError``.
+
+    >>> [run.name for run in load_runs(find_reference_runs())][:4]
+    ['mean-seed0', 'mean-seed1', 'mean-seed2', 'qae-seed0']
     """
     if isinstance(source, (str, os.PathLike)):
         root = Path(source)
@@ -139,7 +130,14 @@ def load_runs(source: str | os.PathLike | Iterable[str | os.PathLike]) -> list[R
 
 
 def find_up(name: str, start: str | os.PathLike | None = None) -> Path | None:
-    r"""The first folder ``<dir>/<name>`` for ``dir`` = ``start`` (default: the cwd) and each parent; None if none."""
+    r"""The first folder ``<dir>/<name>`` for ``dir`` = ``start`` (default: the cwd) and each parent; None if none.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as top:
+    ...     os.makedirs(os.path.join(top, "data", "a", "b"))
+    ...     print(find_up("data", os.path.join(top, "data", "a", "b")).relative_to(Path(top).resolve()))
+    data
+    """
     here = Path(start if start is not None else os.getcwd()).resolve()
     for d in (here, *here.parents):
         if (d / name).is_dir():
@@ -153,6 +151,9 @@ def find_reference_runs(start: str | os.PathLike | None = None) -> Path | None:
     Looked for from ``start`` (default: the cwd, e.g. ``notebooks/``) upwards, then next to
     the imported package (a source checkout or an editable install). A plain
     ``pip install`` carries no data: clone the repository to get the runs.
+
+    >>> find_reference_runs().parts[-2:]    # in a source checkout
+    ('data', 'reference_runs')
     """
     found = find_up(os.path.join("data", "reference_runs"), start)
     beside = Path(__file__).resolve().parents[1] / "data" / "reference_runs"
@@ -162,129 +163,24 @@ def find_reference_runs(start: str | os.PathLike | None = None) -> Path | None:
 # ---------------------------------------------------------------- per-run numbers
 
 def series(run: Run, metric: str) -> tuple[list[int], list[float]]:
-    r"""(steps, values) of one logged metric, skipping steps where it is missing or None."""
+    r"""(steps, values) of one logged metric, skipping steps where it is missing or None.
+
+    >>> series(Run("r", "qae", 0, {}, [{"step": 1, "reward": 0.5}, {"step": 2}], None, None), "reward")
+    ([1], [0.5])
+    """
     pts = [(r["step"], float(r[metric])) for r in run.rows if r.get(metric) is not None]
     return [p[0] for p in pts], [p[1] for p in pts]
 
 
-def _values(values: Sequence[float], name: str) -> list[float]:
-    try:
-        xs = [float(v) for v in values]
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"{name} must be a sequence of real numbers") from err
-    if not xs or not all(math.isfinite(x) for x in xs):
-        raise ValueError(f"{name} must be a non-empty sequence of finite numbers, got {len(xs)} values")
-    return xs
-
-
-def moving_average(values: Sequence[float], window: int) -> list[float]:
-    r"""Trailing moving average: m_t = mean(x_{max(0, t-w+1)} .. x_t), a shorter window for the first w-1 steps.
-
-    Args:
-        values: (n,) the per-step values x_t, finite.
-        window: w >= 1 (1: the values themselves).
-
-    Returns:
-        (n,) list of floats.
-
-    >>> moving_average([0, 2, 4, 6], 2)
-    [0.0, 1.0, 3.0, 5.0]
-    """
-    xs = _values(values, "values")
-    w = check_int(window, "window", 1)
-    out, total = [], 0.0
-    for t, x in enumerate(xs):
-        total += x - (xs[t - w] if t >= w else 0.0)  # running sum of the last w values
-        out.append(total / min(t + 1, w))
-    return out
-
-
-def detrended_variance(values: Sequence[float], window: int) -> float:
-    r"""Population variance of r_t = x_t - m_t (m: the trailing ``window``-step average) over the full windows.
-
-    Args:
-        values: (n,) per-step values x_t, finite, n >= window + 1 (at least two residuals).
-        window: w >= 2.
-
-    >>> detrended_variance([0, 2, 0, 2, 0], 2)    # r = 1, -1, 1, -1
-    1.0
-    >>> detrended_variance([0, 1, 2, 3, 4], 2)    # a steady trend is not variance
-    0.0
-    """
-    xs = _values(values, "values")
-    w = check_int(window, "window", 2, max(len(xs) - 1, 2))
-    if len(xs) < w + 1:
-        raise ValueError(f"values must hold at least window + 1 = {w + 1} steps, got {len(xs)}")
-    m = moving_average(xs, w)
-    # r_t = x_t - m_t, t = w-1 .. n-1 (full windows only)
-    r = [x - mt for x, mt in zip(xs[w - 1:], m[w - 1:])]
-    return statistics.pvariance(r)
-
-
-def training_variance(rows: Sequence[Mapping], metric: str = "reward", window: int = 20, *,
-                      detrend: bool = True) -> float:
-    r"""Training variance of ``metric`` over the steps of a log (see the module docstring: our definition).
-
-    Args:
-        rows: log rows (dicts with ``step`` and metrics); rows without ``metric`` are skipped.
-        metric: the logged per-step value, default ``reward`` (the step's mean reward).
-        window: the trailing moving average's length w (steps) the values are detrended by.
-        detrend: False: the plain population variance of the values (``window`` unused).
-
-    >>> rows = [{"step": t, "reward": x} for t, x in enumerate([0.0, 0.5, 0.0, 0.5, 0.0], 1)]
-    >>> training_variance(rows, window=2), training_variance(rows, detrend=False)
-    (0.0625, 0.06)
-    """
-    if not isinstance(metric, str):
-        raise ValueError(f"metric must be a metric name (str), got {metric!r}")
-    xs = [r[metric] for r in rows if r.get(metric) is not None]
-    if not xs:
-        raise ValueError(f"rows hold no values of metric {metric!r}")
-    if not detrend:
-        return statistics.pvariance(_values(xs, "rows"))
-    return detrended_variance(xs, window)
-
-
 # ---------------------------------------------------------------- over seeds
 
-class Stat(NamedTuple):
-    r"""Mean and spread of one number over a method's seeds: population std and range [lo, hi]."""
-
-    mean: float
-    std: float
-    lo: float
-    hi: float
-    n: int
-
-    def __str__(self) -> str:
-        return f"{self.mean:.3f}±{self.std:.3f}"
-
-
-def stat(values: Iterable[float | None]) -> Stat | None:
-    r"""The :class:`Stat` of the values that are not None; None when there are none.
-
-    >>> s = stat([0.5, 0.7, None]); (round(s.mean, 9), round(s.std, 9), s.lo, s.hi, s.n)
-    (0.6, 0.1, 0.5, 0.7, 2)
-    """
-    xs = [float(v) for v in values if v is not None]
-    if not xs:
-        return None
-    return Stat(statistics.fmean(xs), statistics.pstdev(xs), min(xs), max(xs), len(xs))
-
-
-def within_spread(a: Stat, b: Stat) -> bool | None:
-    r"""Whether two methods' seed ranges overlap (their difference is within seed spread); None with < 2 seeds.
-
-    >>> within_spread(stat([0.58, 0.59]), stat([0.585, 0.60])), within_spread(stat([0.5]), stat([0.6]))
-    (True, None)
-    """
-    if a.n < 2 or b.n < 2:
-        return None
-    return a.lo <= b.hi and b.lo <= a.hi
-
-
 def group_by_method(runs: Iterable[Run]) -> dict[str, list[Run]]:
-    r"""Runs grouped by :attr:`Run.method`, in the order the methods first appear."""
+    r"""Runs grouped by :attr:`Run.method`, in the order the methods first appear.
+
+    >>> groups = group_by_method(load_runs(find_reference_runs()))
+    >>> {method: [run.seed for run in group] for method, group in groups.items()}
+    {'mean': [0, 1, 2], 'qae': [0, 1, 2], 'sa_ah': [0, 1, 2], 'qae_sa_ah': [0, 1, 2]}
+    """
     groups: dict[str, list[Run]] = {}
     for run in runs:
         groups.setdefault(run.method, []).append(run)
@@ -296,6 +192,10 @@ class Curve:
     r"""A method's curve over seeds: per step the mean, population std and range over its runs.
 
     All lists have one entry per step in ``steps`` (the steps every run of the method logged).
+
+    >>> curve = metric_curves(load_runs(find_reference_runs()), "reward", window=10)["qae"]
+    >>> curve.n_runs, curve.steps[:3], len(curve.mean) == len(curve.steps)
+    (3, [1, 2, 3], True)
     """
 
     steps: list[int]
@@ -310,6 +210,12 @@ def metric_curves(runs: Iterable[Run], metric: str, window: int = 1) -> dict[str
     r"""Per method, ``metric`` smoothed per run (trailing average over ``window`` steps), then mean/spread over runs.
 
     Methods whose runs never logged ``metric`` (``saah/*`` without token weighting) are left out.
+
+    >>> runs = [Run(f"qae-seed{i}", "qae", i, {}, [{"step": 1, "reward": x}, {"step": 2, "reward": 2 * x}], None, None)
+    ...         for i, x in enumerate([0.25, 0.5])]
+    >>> curve = metric_curves(runs, "reward")["qae"]
+    >>> curve.steps, curve.mean, curve.std, curve.lo, curve.hi
+    ([1, 2], [0.375, 0.75], [0.125, 0.25], [0.25, 0.5], [0.5, 1.0])
     """
     check_int(window, "window", 1)
     out = {}
@@ -339,13 +245,17 @@ def _eval(run: Run, when: str, key: str) -> float | None:
 
 
 def summary_table(runs: Iterable[Run], window: int = 20) -> list[dict]:
-    r"""One row per method: ``method``, ``seeds`` and a :class:`Stat` (or None) over seeds for each column.
+    r"""One row per method: ``method``, ``seeds`` and a ``Stat`` (or None) over seeds for each column.
 
     Columns: sampled ``pass@1``, ``greedy pass@1`` and ``pass@8`` before and after
     training; the mean over steps of ``zero-adv frac``, ``all-equal frac`` (prompts whose
     rewards are all equal), ``hard frac``, ``easy frac`` and
     ``w_mean_neg`` (SA-AH's mean weight on negative tokens); ``final entropy`` (mean of the
-    last ``window`` steps); ``train var`` (:func:`training_variance` of the reward, ``window``).
+    last ``window`` steps); ``train var`` (:func:`~qae_lab.runstats.training_variance` of the reward, ``window``).
+
+    >>> row = summary_table(load_runs(find_reference_runs()))[1]
+    >>> row["method"], row["seeds"], row["pass@1 after"].n, row["pass@1 after"].mean > row["pass@1 before"].mean
+    ('qae', 3, 3, True)
     """
     check_int(window, "window", 2)
     table = []
@@ -394,7 +304,7 @@ def versus_baseline(table: Sequence[Mapping], column: str, baseline: str = "mean
     r"""Per method, one line for ``column`` of :func:`summary_table`, compared with the ``baseline`` method.
 
     Each line: mean±std over seeds, the seed range, and the difference from ``baseline``'s
-    mean with whether it lies within the seed spread (:func:`within_spread`).
+    mean with whether it lies within the seed spread (:func:`~qae_lab.runstats.within_spread`).
 
     >>> t = [{"method": "mean", "x": stat([0.5, 0.6])}, {"method": "qae", "x": stat([0.58, 0.7])}]
     >>> print(versus_baseline(t, "x"))

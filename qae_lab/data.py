@@ -302,7 +302,7 @@ def to_grpo_dataset(records: list[dict]):
     >>> ds.column_names, list(ds["level"]), [m["role"] for m in ds[2]["prompt"]]
     (['prompt', 'gold', 'level', 'id'], [1, 4, 0], ['system', 'user'])
     """
-    from datasets import Dataset
+    from datasets import Dataset  # the train extra: imported only when used
 
     if not records:
         raise ValueError("records must not be empty")

@@ -84,8 +84,8 @@ def build_tokenizer(vocab_size: int = 640, *, seed: int = 0):
     >>> tok.decode(tok("Zoë pays 1,250 €")["input_ids"])
     'Zoë pays 1,250 €'
     """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # the train extra
+    from transformers import PreTrainedTokenizerFast  # the train extra: imported only when used
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
@@ -107,7 +107,7 @@ def embedded_config(vocab_size: int, *, hidden: int = 128, layers: int = 4, head
     >>> cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers, cfg.num_key_value_heads
     (128, 384, 4, 2)
     """
-    from transformers import Qwen2Config
+    from transformers import Qwen2Config  # the train extra: imported only when used
 
     return Qwen2Config(vocab_size=vocab_size, hidden_size=hidden, intermediate_size=3 * hidden,
                        num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads // 2,
@@ -149,7 +149,7 @@ def train_embedded(out_dir: str | Path = DEFAULT_DIR, *, steps: int = 1500, batc
     step     1  loss ...
     (True, True)
     """
-    from transformers import Qwen2ForCausalLM
+    from transformers import Qwen2ForCausalLM  # the train extra: imported only when used
 
     torch.manual_seed(seed)
     rng = random.Random(seed)

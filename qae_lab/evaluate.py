@@ -24,13 +24,13 @@ Completions are judged by :func:`evaluate`'s ``verdict``, by default training's,
 (:func:`qae_lab.answers.is_correct`) beside it. Model output is only ever treated as data: the
 answer is extracted with regular expressions (:mod:`qae_lab.answers`), never evaluated or executed.
 
+Completions come from :func:`qae_lab.sampling.generate`, the project's one sampling loop
+(batched, seeded per batch, with explicit decoding options); this module only judges and counts.
+
 Where this departs from the references, and why:
 
-* Sampling is pure temperature / nucleus sampling: top_k, min_p, typical_p, repetition
-  penalties and the like are switched off explicitly, because ``model.generate`` would
-  otherwise take them from the checkpoint's ``generation_config.json`` (Qwen2.5-Instruct
-  ships top_k=20 and repetition_penalty=1.05) or from transformers' global default
-  (top_k=50), which changes the distribution pass@k is an estimate for.
+* Sampling is pure temperature / nucleus sampling, with top_k, repetition penalties and the
+  like switched off explicitly (:mod:`qae_lab.sampling` says why).
 * ``pass@1`` is computed as the mean of c/n exactly, not through the product form,
   so that it equals the success-rate mean to the last bit.
 * GSM8K records have no difficulty level (``level`` None); they are grouped, and
@@ -39,9 +39,7 @@ Where this departs from the references, and why:
 
 from __future__ import annotations
 
-import contextlib
 import json
-import math
 import numbers
 import os
 from collections.abc import Callable
@@ -49,40 +47,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from qae_lab._checks import check_int
 from qae_lab.answers import extract_answer, strict_is_correct
 from qae_lab.data import prompt_text
 from qae_lab.runfolder import RunFolderError, atomic_write_text, read_json
+from qae_lab.sampling import generate, sampling_options
 
-__all__ = ["pass_at_k", "generate", "evaluate", "EvalResult",
-           # shared with qae_lab.rollouts, which samples the same way
-           "generate_ids", "sampling_options", "eos_token_ids", "decoding_kwargs", "validate_records",
-           "generation_mode", "model_device"]
-
-
-# ---------------------------------------------------------------- validation helpers
-
-def _check_real(x, name: str, lo: float, hi: float, *, lo_open: bool, hi_open: bool) -> float:
-    """``x`` as a float in the interval between lo and hi, open or closed at each end."""
-    interval = f"{'(' if lo_open else '['}{lo}, {hi}{')' if hi_open else ']'}"
-    if isinstance(x, bool) or not isinstance(x, numbers.Real):
-        raise ValueError(f"{name} must be a real number in {interval}, got {x!r}")
-    x = float(x)
-    below = x <= lo if lo_open else x < lo
-    above = x >= hi if hi_open else x > hi
-    if math.isnan(x) or below or above:
-        raise ValueError(f"{name} must lie in {interval}, got {x}")
-    return x
-
-
-def sampling_options(temperature, top_p, max_new_tokens, batch_size) -> tuple[float, float, int, int]:
-    """The generation options shared by :func:`generate` and :func:`evaluate`, validated."""
-    return (_check_real(temperature, "temperature", 0.0, float("inf"), lo_open=True, hi_open=True),
-            _check_real(top_p, "top_p", 0.0, 1.0, lo_open=True, hi_open=False),
-            check_int(max_new_tokens, "max_new_tokens", 1),
-            check_int(batch_size, "batch_size", 1))
+__all__ = ["pass_at_k", "evaluate", "EvalResult", "validate_records"]
 
 
 # ---------------------------------------------------------------- pass@k
@@ -128,142 +99,6 @@ def pass_at_k(n: int, c: int, k: int) -> float:
         for j in range(n - c + 1, n + 1):
             all_wrong *= (j - k) / j
     return 1.0 - all_wrong
-
-
-# ---------------------------------------------------------------- generation
-
-def eos_token_ids(model, tokenizer) -> list[int]:
-    """Every end-of-sequence id the tokenizer or the model's generation config names."""
-    ids = []
-    for src in (tokenizer.eos_token_id, getattr(getattr(model, "generation_config", None), "eos_token_id", None)):
-        if src is None:
-            continue
-        for i in (src if isinstance(src, (list, tuple)) else [src]):
-            if int(i) not in ids:
-                ids.append(int(i))
-    if not ids:
-        raise ValueError("tokenizer has no eos_token and the model's generation_config names none")
-    return ids
-
-
-def decoding_kwargs(do_sample: bool, temperature: float, top_p: float) -> dict[str, Any]:
-    """Explicit decoding options, so that none leak in from the checkpoint's generation_config."""
-    neutral = {"num_beams": 1, "repetition_penalty": 1.0, "no_repeat_ngram_size": 0}
-    if not do_sample:
-        return {"do_sample": False, **neutral}
-    return {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": 0, "min_p": 0.0,
-            "typical_p": 1.0, "epsilon_cutoff": 0.0, "eta_cutoff": 0.0, **neutral}
-
-
-@contextlib.contextmanager
-def generation_mode(model, tokenizer):
-    """Eval mode and left padding for the block; the previous state afterwards, even on error."""
-    was_training, old_side = model.training, tokenizer.padding_side
-    try:
-        model.eval()
-        tokenizer.padding_side = "left"
-        yield
-    finally:
-        tokenizer.padding_side = old_side
-        model.train(was_training)
-
-
-def model_device(model) -> torch.device:
-    """The device a model's inputs go to."""
-    return getattr(model, "device", None) or next(model.parameters()).device
-
-
-def generate(model, tokenizer, prompts: list[str], *, num_samples: int = 1, do_sample: bool = False,
-             temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 256, batch_size: int = 16,
-             seed: int = 0, progress: bool = True) -> list[list[str]]:
-    r"""Batched ``model.generate``: ``num_samples`` decoded completions for each prompt.
-
-    The token ids come from :func:`generate_ids`, the one sampling loop (also
-    :func:`qae_lab.rollouts.sample_groups`'s). Prompts are left-padded (``tokenizer.padding_side`` is set to ``"left"`` for the call
-    and restored afterwards) and tokenized without extra special tokens, since a chat
-    template already writes them. Generation stops at the tokenizer's or the model's EOS
-    ids. Only the new tokens are decoded, special tokens skipped. The model runs in eval
-    mode under ``torch.inference_mode`` and is put back in training mode afterwards if it
-    was in it.
-
-    Determinism: batch i is sampled after ``torch.manual_seed(seed + i)``, inside
-    ``torch.random.fork_rng`` so that the caller's random state is left as it was. The
-    same seed, batch_size, device and library versions give the same completions.
-
-    Args:
-        model: a causal LM with ``.generate`` (any ``transformers`` ``*ForCausalLM``).
-        tokenizer: its tokenizer; it needs a ``pad_token``.
-        prompts: list of B prompt strings (already through the chat template).
-        num_samples: completions per prompt, >= 1; must be 1 when ``do_sample=False``.
-        do_sample: sample (True) or decode greedily (False).
-        temperature: softmax temperature T > 0 (used when sampling).
-        top_p: nucleus mass in (0, 1]; 1 disables it (used when sampling).
-        max_new_tokens: the most tokens generated per completion, >= 1.
-        batch_size: prompts per ``model.generate`` call, >= 1; one call generates
-            batch_size * num_samples sequences.
-        seed: base seed (int).
-        progress: show a ``tqdm`` progress bar over the batches.
-
-    Returns:
-        list of B lists of ``num_samples`` strings, in the order of ``prompts``.
-
-    >>> from transformers import AutoModelForCausalLM, AutoTokenizer    # doctest: +SKIP
-    >>> tok = AutoTokenizer.from_pretrained("Qwen/Qwen2.5-0.5B-Instruct")  # doctest: +SKIP
-    >>> model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-0.5B-Instruct")  # doctest: +SKIP
-    >>> out = generate(model, tok, ["<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n"],
-    ...                num_samples=4, do_sample=True, temperature=0.7, max_new_tokens=16)  # doctest: +SKIP
-    >>> len(out), len(out[0])                                           # doctest: +SKIP
-    (1, 4)
-    """
-    chunks = generate_ids(model, tokenizer, prompts, num_samples=num_samples, do_sample=do_sample,
-                          temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, batch_size=batch_size,
-                          seed=seed, progress=progress)
-    out: list[list[str]] = []
-    for ids in chunks:  # (b * num_samples, T_b)
-        texts = tokenizer.batch_decode(ids, skip_special_tokens=True)
-        # num_return_sequences keeps each prompt's samples contiguous
-        out.extend(texts[j:j + num_samples] for j in range(0, len(texts), num_samples))
-    return out
-
-
-def generate_ids(model, tokenizer, prompts: list[str], *, num_samples: int = 1, do_sample: bool = False,
-                 temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 256, batch_size: int = 16,
-                 seed: int = 0, progress: bool = True) -> list[torch.Tensor]:
-    r"""The token ids of :func:`generate` (same arguments, padding, seeding), before decoding.
-
-    Returns one (b * num_samples, T_b) long tensor on the CPU per ``model.generate`` call of b
-    prompts: the new tokens (EOS, then pad ids), each prompt's samples contiguous.
-    """
-    if not isinstance(prompts, (list, tuple)) or not prompts or not all(isinstance(p, str) for p in prompts):
-        raise ValueError(f"prompts must be a non-empty list of str, got {type(prompts).__name__} {prompts!r:.80}")
-    num_samples = check_int(num_samples, "num_samples", 1)
-    if not isinstance(do_sample, bool):
-        raise ValueError(f"do_sample must be a bool, got {do_sample!r}")
-    if not do_sample and num_samples != 1:
-        raise ValueError(f"num_samples must be 1 for greedy decoding (do_sample=False), got {num_samples}")
-    temperature, top_p, max_new_tokens, batch_size = sampling_options(temperature, top_p, max_new_tokens, batch_size)
-    seed = check_int(seed, "seed", 0)
-    if tokenizer.pad_token_id is None:
-        raise ValueError("tokenizer has no pad_token; set one first, e.g. tokenizer.pad_token = tokenizer.eos_token")
-    from tqdm.auto import tqdm
-
-    device = model_device(model)
-    gen_kwargs = decoding_kwargs(do_sample, temperature, top_p)
-    gen_kwargs.update(max_new_tokens=max_new_tokens, num_return_sequences=num_samples,
-                      eos_token_id=eos_token_ids(model, tokenizer), pad_token_id=tokenizer.pad_token_id)
-    cuda = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else []
-    starts = range(0, len(prompts), batch_size)
-    chunks = []
-    with generation_mode(model, tokenizer), torch.inference_mode(), torch.random.fork_rng(devices=cuda):
-        desc = f"sampling x{num_samples}" if do_sample else "greedy"
-        for i, start in enumerate(tqdm(starts, desc=desc, unit="batch", disable=not progress)):
-            batch = tokenizer(list(prompts[start:start + batch_size]), return_tensors="pt", padding=True,
-                              add_special_tokens=False).to(device)
-            torch.manual_seed(seed + i)
-            seqs = model.generate(**batch, **gen_kwargs)  # (b * num_samples, T_prompt + T_new)
-            # left padding: every prompt ends at column T_prompt, the new tokens follow
-            chunks.append(seqs[:, batch["input_ids"].shape[1]:].cpu())  # (b * num_samples, T_new)
-    return chunks
 
 
 # ---------------------------------------------------------------- evaluation
@@ -314,7 +149,14 @@ class EvalResult:
 
 
 def validate_records(records) -> list[dict]:
-    """Problem records (dicts with prompt, gold, level) checked, as a list."""
+    r"""Problem records checked (each a dict with at least ``question`` and ``gold``), as a list.
+
+    >>> validate_records(({"question": "2 + 2?", "gold": "4"},))
+    [{'question': '2 + 2?', 'gold': '4'}]
+    >>> validate_records([{"question": "2 + 2?"}])
+    Traceback (most recent call last):
+    ValueError: records[0] must be a dict with 'question' and 'gold' keys, got {'question': '2 + 2?'}
+    """
     if not isinstance(records, (list, tuple)) or not records:
         raise ValueError(f"records must be a non-empty list of dicts, got {type(records).__name__}")
     for i, rec in enumerate(records):
@@ -389,7 +231,7 @@ def evaluate(model, tokenizer, records, *, num_samples: int = 8, ks=(1, 8), gree
         greedy: also decode one greedy completion per problem (``greedy_pass@1``).
         temperature: sampling temperature T > 0.
         top_p: nucleus mass in (0, 1].
-        max_new_tokens, batch_size, seed, progress: as in :func:`generate` (batch_size
+        max_new_tokens, batch_size, seed, progress: as in :func:`qae_lab.sampling.generate` (batch_size
             counts prompts; the sampled pass runs batch_size * num_samples sequences at once).
         verdict: ``verdict(completion, gold) -> bool``, what ``correct`` and every pass@ count:
             :func:`qae_lab.answers.strict_is_correct` (default), or e.g. :func:`qae_lab.answers.is_correct`.
@@ -399,14 +241,18 @@ def evaluate(model, tokenizer, records, *, num_samples: int = 8, ks=(1, 8), gree
     Returns:
         :class:`EvalResult` with ``summary``, ``by_level`` and per-problem ``problems``.
 
-    >>> from qae_lab.embedded import DEFAULT_DIR                         # doctest: +SKIP
-    >>> from transformers import AutoModelForCausalLM, AutoTokenizer     # doctest: +SKIP
-    >>> tok = AutoTokenizer.from_pretrained(DEFAULT_DIR)                 # doctest: +SKIP
-    >>> model = AutoModelForCausalLM.from_pretrained(DEFAULT_DIR)        # doctest: +SKIP
-    >>> from qae_lab.data import synthetic_task                          # doctest: +SKIP
-    >>> res = evaluate(model, tok, synthetic_task(50), num_samples=8, ks=(1, 4, 8))  # doctest: +SKIP
-    >>> sorted(res.summary)                                              # doctest: +SKIP
-    ['extracted_frac', 'greedy_pass@1', 'n_problems', 'n_samples', 'pass@1', 'pass@4', 'pass@8']
+    >>> from qae_lab.models import load_policy; from qae_lab.data import synthetic_task
+    >>> model, tok = load_policy("embedded", device="cpu")
+    >>> res = evaluate(model, tok, synthetic_task(2, seed=0), num_samples=4, ks=(1, 4), max_new_tokens=48,
+    ...                progress=False)
+    >>> sorted(res.summary)
+    ['extracted_frac', 'greedy_pass@1', 'n_problems', 'n_samples', 'pass@1', 'pass@4']
+    >>> [(p["gold"], p["greedy"]["extracted"]) for p in res.problems]   # 6 + 0 right, 41 + 7 = 49 wrong
+    [('6', '6'), ('48', '49')]
+    >>> res.summary["greedy_pass@1"]
+    0.5
+    >>> res.summary["pass@4"] == sum(p["n_correct"] > 0 for p in res.problems) / 2   # k = n: any of the 4 right
+    True
     """
     records = validate_records(records)
     num_samples = check_int(num_samples, "num_samples", 1)

@@ -13,7 +13,8 @@ from collections.abc import Callable
 import torch
 
 from qae_lab.advantages import quantile_baseline
-from qae_lab.compare import detrended_variance
+from qae_lab.runstats import detrended_variance
+from qae_lab.methods import knob_changes
 from qae_lab.sparsity import gate_zero_counts
 from qae_lab.theory import knob_slope
 from qae_lab.token_weights import horizon_weights
@@ -86,12 +87,12 @@ def check_training_variance(fn: Callable) -> str:
     r"""Check ``fn(values, window) -> float``, the detrended training variance of a per-step series.
 
     The population variance of r_t = x_t - m_t over the full windows t = w-1 .. n-1, m_t the
-    trailing mean of the last w values (:func:`qae_lab.compare.detrended_variance`).
+    trailing mean of the last w values (:func:`qae_lab.runstats.detrended_variance`).
 
     >>> check_training_variance(lambda values, window: None) == NOT_ATTEMPTED
     True
     >>> check_training_variance(detrended_variance)
-    'Correct: your training variance matches qae_lab.compare.detrended_variance on 12 reward curves.'
+    'Correct: your training variance matches qae_lab.runstats.detrended_variance on 12 reward curves.'
     """
     gen = torch.Generator().manual_seed(2)
     if fn([0.0, 0.5, 0.0, 0.5], 2) is None:
@@ -104,7 +105,7 @@ def check_training_variance(fn: Callable) -> str:
             x = (0.3 + 0.4 * t / n + 0.1 * torch.randn(n, generator=gen, dtype=torch.float64)).tolist()  # trend + noise
             _compare(fn(list(x), w), torch.tensor(detrended_variance(x, w)), f"window={w}, values={x}")
             cases += 1
-    return f"Correct: your training variance matches qae_lab.compare.detrended_variance on {cases} reward curves."
+    return f"Correct: your training variance matches qae_lab.runstats.detrended_variance on {cases} reward curves."
 
 
 def check_horizon_weights(fn: Callable) -> str:
@@ -132,16 +133,14 @@ def check_horizon_weights(fn: Callable) -> str:
 
 def check_k_changes(fn: Callable) -> str:
     r"""Check ``fn(rows) -> list[int]``: the steps of a run log whose ``qae/k`` differs from the step
-    before, the first step included (the K part of :func:`qae_lab.live.knob_changes`).
+    before, the first step included (the K part of :func:`qae_lab.methods.knob_changes`).
 
     >>> check_k_changes(lambda rows: None) == NOT_ATTEMPTED
     True
     >>> check_k_changes(lambda rows: [r["step"] for i, r in enumerate(rows)
     ...                               if i == 0 or r["qae/k"] != rows[i - 1]["qae/k"]])
-    'Correct: your change points match qae_lab.live.knob_changes on 20 logs.'
+    'Correct: your change points match qae_lab.methods.knob_changes on 20 logs.'
     """
-    from qae_lab.live import knob_changes  # the trainer stack: imported only when this exercise runs
-
     gen = torch.Generator().manual_seed(4)
     if fn([{"step": 1, "qae/k": 0.4}]) is None:
         return NOT_ATTEMPTED
@@ -154,4 +153,4 @@ def check_k_changes(fn: Callable) -> str:
         got = fn([dict(r) for r in rows])
         if list(got) != want:
             raise AssertionError(f"K values {[r['qae/k'] for r in rows]}: expected steps {want}, got {list(got)}")
-    return "Correct: your change points match qae_lab.live.knob_changes on 20 logs."
+    return "Correct: your change points match qae_lab.methods.knob_changes on 20 logs."

@@ -1,28 +1,25 @@
-r"""The live lab: widget knobs bound to a running :class:`~qae_lab.trainer.QAETrainer`, training in a
-background thread, and a dashboard that grows as the steps arrive.
+r"""The live lab: training in a background thread, a dashboard that grows as the steps arrive, and
+the live controls (:mod:`qae_lab.controls`) bound to the running :class:`~qae_lab.trainer.QAETrainer`.
 
 Why a thread: a notebook kernel handles widget events only between cells, so a cell that runs
 ``trainer.train()`` would leave every slider dead until training ends. :meth:`LiveRun.start`
 returns at once; the training loop runs in a daemon thread and reads the controls at every step.
 
-* :class:`Controls` — K, alpha, baseline (mean | quantile), token weighting (none | ah | sa_ah)
-  and a Stop button. Widget callbacks write one dict under a lock; the trainer thread reads a
-  copy under the same lock (:meth:`Controls.snapshot`), so K and alpha never come from two
-  different moments (no torn reads). K and alpha are :class:`KnobSlider` widgets: a slider shows
-  the value the trainer gets (no silent clamping, no snapping to a coarser step).
-* :class:`LiveKnobs` — the ``TrainerCallback`` that applies a snapshot with
-  ``trainer.set_knobs`` at every ``on_step_begin`` (the step's generation and loss both see it;
-  the trainer logs what it used as ``qae/k`` and ``saah/alpha``) and ends training at the step
-  boundary after Stop, with a checkpoint (``control.should_save``).
+* :class:`~qae_lab.controls.Controls` (in :mod:`qae_lab.controls`) — K, alpha, baseline, token
+  weighting and a Stop button, with a thread-safe snapshot of their values;
+  :class:`~qae_lab.callbacks.LiveKnobs` (in :mod:`qae_lab.callbacks`) applies that snapshot with
+  ``trainer.set_knobs`` at every ``on_step_begin`` and ends training after Stop, with a checkpoint.
 * :class:`Dashboard` — reward and pass rate, entropy, zero-advantage fraction, hard/easy regime
   fractions, SA-AH's mean weight on negative rollouts, and the K and alpha in force, one panel
   each, plus a progress bar. It draws through :class:`qae_lab.plots.FigureView`: a
   ``FigureWidget`` where that renders, else a plain figure re-drawn into an ``Output`` (Colab's
   ipywidgets 7.7 / plotly 5.24). Redraws are throttled; every step is kept in ``rows``.
+  :class:`DashboardFeed` is the ``TrainerCallback`` that sends it each logged step.
 * :class:`LiveRun` — wires the three to a trainer, runs it, shows errors and warnings of the
   training thread under the dashboard (errors are re-raised by :meth:`LiveRun.wait`), runs
   follow-up work (:meth:`LiveRun.then`, e.g. the after-training evaluation) in the same thread,
-  and reads the steps logged so far (:meth:`LiveRun.logged_steps`).
+  and reads the steps logged so far (:meth:`LiveRun.logged_steps`; where the knobs changed in
+  them: :func:`qae_lab.methods.knob_changes`).
 
 Stopping: the Stop button, or :meth:`LiveRun.stop`. A kernel interrupt does not reach a
 background thread, so use Stop. The run's ``log.jsonl`` (:class:`qae_lab.callbacks.RunLogger`) keeps
@@ -40,30 +37,28 @@ from collections.abc import Callable
 from pathlib import Path
 
 import ipywidgets as widgets
-from traitlets import TraitError, validate
+import torch
+from IPython.display import display
 from transformers import TrainerCallback
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
+from transformers.utils.notebook import NotebookProgressCallback
 
 from qae_lab._checks import check_finite_scalar
-from qae_lab.plots import FigureView, run_curves_figure
-from qae_lab.callbacks import TrainOutcome
+from qae_lab.callbacks import LiveKnobs, TrainOutcome
+from qae_lab.controls import Controls
 from qae_lab.methods import (
     QAE_EASY_FRAC,
     QAE_HARD_FRAC,
     QAE_K,
-    QAE_QUANTILE_BASELINE,
     QAE_SUCCESS_RATE,
     QAE_ZERO_ADV_FRAC,
     SAAH_ALPHA,
     SAAH_W_MEAN_NEG,
-    TOKEN_WEIGHTINGS,
-    can_weight_tokens,
-    validate_knobs,
 )
+from qae_lab.plots import FigureView, run_curves_figure
 from qae_lab.runfolder import LOG_NAME, read_log, step_rows
 
-__all__ = ["LIVE_PANELS", "KNOB_METRICS", "K_RANGE", "ALPHA_RANGE", "KnobSlider", "Controls", "LiveKnobs",
-           "Dashboard", "DashboardFeed", "LiveRun", "auto_preset", "knob_changes"]
+__all__ = ["LIVE_PANELS", "Dashboard", "DashboardFeed", "LiveRun", "auto_preset"]
 
 # panel title -> logged metrics drawn in it (names: docs/metrics.md)
 LIVE_PANELS = {
@@ -74,13 +69,6 @@ LIVE_PANELS = {
     "SA-AH mean weight, negative rollouts": (SAAH_W_MEAN_NEG,),
     "K and alpha in force": (QAE_K, SAAH_ALPHA),
 }
-# the logged metrics that record the knobs in force at each step
-KNOB_METRICS = (QAE_K, QAE_QUANTILE_BASELINE, SAAH_ALPHA)
-_WEIGHTING_LABELS = {"none": "none", "ah": "AH", "sa_ah": "SA-AH"}
-TOKEN_WEIGHTING_OPTIONS = tuple((_WEIGHTING_LABELS[w], w) for w in TOKEN_WEIGHTINGS)  # (label, value)
-# the K and alpha sliders' ranges, widened to take in a start value outside them
-K_RANGE, ALPHA_RANGE = (0.05, 0.95), (-0.5, 2.0)
-
 
 def auto_preset(gpu_preset: str = "qwen2.5-1.5b-gsm8k") -> tuple[str, str]:
     r"""``(preset, reason)``: ``gpu_preset`` where CUDA is available, else the CPU demo.
@@ -88,241 +76,10 @@ def auto_preset(gpu_preset: str = "qwen2.5-1.5b-gsm8k") -> tuple[str, str]:
     >>> auto_preset("qwen2.5-1.5b-gsm8k")[0] in ("qwen2.5-1.5b-gsm8k", "cpu-demo")
     True
     """
-    import torch
-
     if torch.cuda.is_available():
         return gpu_preset, f"GPU found ({torch.cuda.get_device_name(0)}): {gpu_preset}"
     return "cpu-demo", (f"no GPU here, so the embedded tiny model on the synthetic task (cpu-demo) "
                         f"instead of {gpu_preset}")
-
-
-def knob_changes(rows) -> list[dict]:
-    r"""The log rows where the knobs in force (:data:`KNOB_METRICS`) changed: the first step's values,
-    then one entry per step whose values differ from the step before. ``saah/alpha`` is None on
-    steps without token weighting.
-
-    Args:
-        rows: training-step log rows (:func:`qae_lab.runfolder.step_rows`), in step order.
-
-    >>> rows = [{"step": 1, "qae/k": 0.4}, {"step": 2, "qae/k": 0.4}, {"step": 3, "qae/k": 0.7}]
-    >>> [(c["step"], c["qae/k"], c["saah/alpha"]) for c in knob_changes(rows)]
-    [(1, 0.4, None), (3, 0.7, None)]
-    """
-    changes, last = [], None
-    for row in rows:
-        if "step" not in row:
-            raise ValueError(f"rows must be log rows with a 'step', got keys {sorted(row)}")
-        now = tuple(row.get(m) for m in KNOB_METRICS)
-        if now != last:
-            changes.append({"step": row["step"], **dict(zip(KNOB_METRICS, now))})
-            last = now
-    return changes
-
-
-def _decimals(x: float) -> int:
-    """Digits after the point of ``x`` written with 6 decimals (0.99 -> 2, 3.0 -> 0)."""
-    return len(f"{x:.6f}".rstrip("0").split(".")[1])
-
-
-def _grid_step(*values: float) -> float:
-    """The coarsest step of 0.05, 0.01, 0.001, ... whose grid holds every one of ``values``.
-
-    >>> _grid_step(0.4, 0.05, 0.95), _grid_step(0.99, 0.05, 0.99), _grid_step(0.123, 0.05, 0.95)
-    (0.05, 0.01, 0.001)
-    """
-    if all(abs(v * 20 - round(v * 20)) < 1e-9 for v in values):
-        return 0.05
-    return 10.0 ** -max(2, *(_decimals(v) for v in values))
-
-
-class KnobSlider(widgets.FloatSlider):
-    r"""A ``FloatSlider`` for one live knob that shows exactly the value the trainer gets.
-
-    A plain ``FloatSlider`` clamps a value outside [min, max] silently, and its frontend snaps the
-    handle and the readout to ``min + n * step``: either way it can show another number than the
-    one the trainer uses. This one
-
-    * widens its range to take in the start value (validated by :func:`~qae_lab.methods.validate_knobs`);
-    * refuses, with a ``TraitError`` naming the knob and the range, a value outside the range or
-      invalid for the knob, and a min or max that would move the value;
-    * rounds values to 6 decimals (a browser's float noise, 0.30000000000000004) and keeps its step
-      and readout fine enough for the value to sit on the step grid (0.123: step 0.001).
-
-    It overrides the validators of ipywidgets' ``_BoundedFloat`` (``_validate_value``,
-    ``_validate_min``, ``_validate_max``: the same names in ipywidgets 7.7, Colab's, and 8).
-
-    Args:
-        knob: ``"quantile_k"`` or ``"alpha"``.
-        value: the start value.
-        lo, hi: the range to show, widened to take in ``value``.
-        **kwargs: further ``FloatSlider`` options (description, style, ...).
-
-    >>> s = KnobSlider("quantile_k", 0.99, *K_RANGE, description="K")   # K_RANGE is (0.05, 0.95)
-    >>> s.value, (s.min, s.max), s.step, s.readout_format
-    (0.99, (0.05, 0.99), 0.01, '.2f')
-    >>> s.value = 1.5
-    Traceback (most recent call last):
-    ...
-    traitlets.traitlets.TraitError: quantile_k must be in [0.05, 0.99] (the range of the slider 'K'), got 1.5
-    """
-
-    def __init__(self, knob: str, value: float, lo: float, hi: float, **kwargs):
-        self.knob = knob  # read by the validators, which run inside super().__init__
-        value = round(validate_knobs(**{knob: value})[knob], 6)
-        lo, hi = min(lo, value), max(hi, value)
-        step = _grid_step(value, lo, hi)
-        super().__init__(value=value, min=lo, max=hi, step=step, readout_format=f".{_decimals(step)}f", **kwargs)
-
-    def check(self, value) -> float:
-        """``value`` as the slider would hold it; ``ValueError`` naming the knob where it cannot."""
-        value = round(float(value), 6)
-        if not self.min <= value <= self.max:
-            raise ValueError(f"{self.knob} must be in [{self.min}, {self.max}] (the range of the slider "
-                             f"{self.description!r}), got {value}")
-        return validate_knobs(**{self.knob: value})[self.knob]
-
-    def _fit_grid(self, value: float, lo: float, hi: float) -> None:
-        # the frontend shows lo + n * step nearest to value: refine the step (and readout) until value is on it
-        n = (value - lo) / self.step
-        if abs(n - round(n)) > 1e-6:
-            self.step = _grid_step(value, lo, hi)
-            self.readout_format = f".{_decimals(self.step)}f"
-
-    @validate("value")
-    def _validate_value(self, proposal):  # replaces ipywidgets' clamping
-        try:
-            value = self.check(proposal["value"])
-        except ValueError as err:
-            raise TraitError(str(err)) from None
-        self._fit_grid(value, self.min, self.max)
-        return value
-
-    @validate("min")
-    def _validate_min(self, proposal):  # replaces ipywidgets' moving the value up to the new min
-        lo = proposal["value"]
-        if lo > self.value:
-            raise TraitError(f"{self.knob}: min {lo} would move the value {self.value} of the slider "
-                             f"{self.description!r}; set the value first")
-        self._fit_grid(self.value, lo, self.max)
-        return lo
-
-    @validate("max")
-    def _validate_max(self, proposal):  # replaces ipywidgets' moving the value down to the new max
-        hi = proposal["value"]
-        if hi < self.value:
-            raise TraitError(f"{self.knob}: max {hi} would move the value {self.value} of the slider "
-                             f"{self.description!r}; set the value first")
-        return hi
-
-
-class Controls:
-    r"""The knobs as widgets, with a thread-safe copy of their values.
-
-    Args:
-        quantile_k, alpha, baseline, token_weighting: starting values (validated as in
-            :class:`~qae_lab.trainer.QAEConfig`); the K and alpha sliders span :data:`K_RANGE` and
-            :data:`ALPHA_RANGE`, widened to take in their start value.
-
-    Attributes: ``k``, ``alpha`` (:class:`KnobSlider`), ``baseline``, ``token_weighting`` (the value
-    widgets), ``stop_button``, ``widget`` (the box to display).
-
-    >>> c = Controls(quantile_k=0.4, alpha=0.5)
-    >>> c.k.value = 0.7                      # what a slider move does
-    >>> c.snapshot()["quantile_k"], c.stop_requested
-    (0.7, False)
-    >>> c = Controls(quantile_k=0.99, alpha=3.0)
-    >>> (c.k.value, c.alpha.value) == (c.snapshot()["quantile_k"], c.snapshot()["alpha"]) == (0.99, 3.0)
-    True
-    """
-
-    def __init__(self, quantile_k: float = 0.4, alpha: float = 0.5, baseline: str = "quantile",
-                 token_weighting: str = "none"):
-        self._lock = threading.RLock()  # re-entrant: set() holds it while the widget callbacks write
-        self._stop = threading.Event()
-        clean = validate_knobs(quantile_k=quantile_k, alpha=alpha, baseline=baseline, token_weighting=token_weighting)
-        style = {"description_width": "110px"}
-        self.k = KnobSlider("quantile_k", clean["quantile_k"], *K_RANGE, description="K (QAE)",
-                            continuous_update=False, style=style)
-        self.alpha = KnobSlider("alpha", clean["alpha"], *ALPHA_RANGE, description="alpha (SA-AH)",
-                                continuous_update=False, style=style)
-        self._values = {**clean, "quantile_k": self.k.value, "alpha": self.alpha.value}  # as the sliders hold them
-        self.baseline = widgets.ToggleButtons(options=[("mean (GRPO)", "mean"), ("K-quantile (QAE)", "quantile")],
-                                              value=baseline, description="baseline", style=style)
-        self.token_weighting = widgets.ToggleButtons(options=list(TOKEN_WEIGHTING_OPTIONS), value=token_weighting,
-                                                     description="token weights", style=style)
-        self.stop_button = widgets.Button(description="Stop", button_style="danger", icon="stop",
-                                          tooltip="end training after the current step (log and checkpoint kept)")
-        for name, w in (("quantile_k", self.k), ("alpha", self.alpha), ("baseline", self.baseline),
-                        ("token_weighting", self.token_weighting)):
-            w.observe(lambda change, name=name: self._set(name, change["new"]), names="value")
-        self.stop_button.on_click(lambda _button: self.request_stop())
-        self.widget = widgets.VBox([widgets.HBox([self.k, self.alpha]), self.baseline, self.token_weighting,
-                                    self.stop_button])
-
-    @classmethod
-    def for_trainer(cls, trainer) -> Controls:
-        """Controls starting at the trainer's current knobs; token weighting is locked where the
-        trainer's loss type cannot weight tokens."""
-        controls = cls(**trainer.knobs())
-        if not can_weight_tokens(trainer.loss_type):
-            controls.token_weighting.disabled = True
-        return controls
-
-    def _set(self, name: str, value) -> None:
-        # the widget callback (kernel thread): one locked write of the value the widget now holds
-        with self._lock:
-            self._values[name] = value
-
-    def set(self, **values) -> None:
-        """Move several controls at once, as one change: no snapshot sees some moved and others not.
-
-        Keys: quantile_k, alpha, baseline, token_weighting (validated)."""
-        clean = validate_knobs(**values)
-        boxes = {"quantile_k": self.k, "alpha": self.alpha, "baseline": self.baseline,
-                 "token_weighting": self.token_weighting}
-        for name in ("quantile_k", "alpha"):  # checked before any control moves
-            if name in clean:
-                clean[name] = boxes[name].check(clean[name])
-        with self._lock:
-            for name, value in clean.items():
-                boxes[name].value = value  # its observer writes the value under the same (re-entrant) lock
-
-    def snapshot(self) -> dict:
-        """A consistent copy of all four knob values."""
-        with self._lock:
-            return dict(self._values)
-
-    def request_stop(self) -> None:
-        """Ask the run to end after the current step."""
-        self._stop.set()
-        self.stop_button.disabled, self.stop_button.description = True, "Stopping..."
-
-    @property
-    def stop_requested(self) -> bool:
-        return self._stop.is_set()
-
-
-class LiveKnobs(TrainerCallback):
-    r"""Applies :meth:`Controls.snapshot` to the trainer before every step; ends training after Stop.
-
-    The snapshot goes through ``trainer.set_knobs`` (validated); the step's generation and loss
-    both read it. After Stop, ``on_step_end`` asks the Trainer to save a checkpoint and stop,
-    so the run ends at a step boundary with its log complete.
-    """
-
-    def __init__(self, controls: Controls, trainer):
-        self.controls, self.trainer = controls, trainer
-        self.applied: list[tuple[int, dict]] = []  # (global step about to run, knobs set)
-
-    def on_step_begin(self, args, state, control, **kwargs):
-        knobs = self.controls.snapshot()
-        self.trainer.set_knobs(**knobs)
-        self.applied.append((state.global_step + 1, knobs))
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if self.controls.stop_requested:
-            control.should_save = True
-            control.should_training_stop = True
 
 
 class Dashboard:
@@ -374,7 +131,16 @@ class Dashboard:
 
 
 class DashboardFeed(TrainerCallback):
-    r"""Sends every logged training step (a log with ``reward``) to a :class:`Dashboard`."""
+    r"""Sends every logged training step (a log with ``reward``) to a :class:`Dashboard`.
+
+    >>> import types
+    >>> feed, state = DashboardFeed(Dashboard(max_steps=4, mode="static")), types.SimpleNamespace(global_step=0)
+    >>> feed.on_train_begin(None, state, None); state.global_step = 1
+    >>> feed.on_log(None, state, None, logs={"reward": 0.5, "qae/k": 0.4})
+    >>> feed.on_log(None, state, None, logs={"train_runtime": 9.0})       # no reward: not a training step
+    >>> [row["step"] for row in feed.dashboard.rows], feed.dashboard.status.value.endswith(" s/step")
+    ([1], True)
+    """
 
     def __init__(self, dashboard: Dashboard):
         self.dashboard = dashboard
@@ -422,7 +188,7 @@ def _thread_warnings_to(output: widgets.Output):
 
 
 class LiveRun:
-    r"""A trainer with live :class:`Controls` and a :class:`Dashboard`, trained in a background thread.
+    r"""A trainer with live :class:`~qae_lab.controls.Controls` and a :class:`Dashboard`, trained in a background thread.
 
     Args:
         trainer: a :class:`~qae_lab.trainer.QAETrainer` (its ``RunLogger`` keeps ``log.jsonl``).
@@ -434,6 +200,25 @@ class LiveRun:
     returns at once; :meth:`logged_steps` reads the steps logged so far; :meth:`wait` blocks until
     the thread ends and returns the :class:`~qae_lab.callbacks.TrainOutcome` (``interrupted`` is True
     after Stop).
+
+    A stand-in for a trainer, with what LiveRun uses of one, that trains one step:
+
+    >>> import types
+    >>> knobs, callbacks = {"quantile_k": 0.4, "alpha": 0.5, "baseline": "quantile", "token_weighting": "none"}, []
+    >>> def train(resume_from_checkpoint=None):      # one step, calling the callbacks as the Trainer does
+    ...     for cb in callbacks:
+    ...         cb.on_step_begin(trainer.args, trainer.state, None)
+    ...     trainer.state.global_step = 1
+    >>> trainer = types.SimpleNamespace(
+    ...     knobs=lambda: dict(knobs), set_knobs=knobs.update, loss_type="dapo", train=train,
+    ...     args=types.SimpleNamespace(max_steps=3, output_dir="runs/demo"), state=types.SimpleNamespace(global_step=0),
+    ...     callback_handler=types.SimpleNamespace(callbacks=callbacks), add_callback=callbacks.append)
+    >>> run = LiveRun(trainer, dashboard=Dashboard(max_steps=3, mode="static"))
+    >>> run.controls.k.value = 0.7                   # a slider move before the step
+    >>> run.then(lambda run: "evaluated").start().wait()
+    TrainOutcome(interrupted=False, checkpoint=None, global_step=1, note='')
+    >>> knobs["quantile_k"], run.dashboard.status.value, run.messages.outputs[0]["text"]
+    (0.7, 'finished: 1 steps', 'evaluated\n')
     """
 
     def __init__(self, trainer, *, controls: Controls | None = None, dashboard: Dashboard | None = None,
@@ -446,8 +231,6 @@ class LiveRun:
         self.knobs = LiveKnobs(self.controls, trainer)
         # progress bars or log printing from a thread would land in whichever cell runs: the dashboard replaces
         # them (transformers picks NotebookProgressCallback inside a notebook, ProgressCallback elsewhere)
-        from transformers.utils.notebook import NotebookProgressCallback
-
         for cls in (ProgressCallback, NotebookProgressCallback, PrinterCallback):
             while any(isinstance(cb, cls) for cb in trainer.callback_handler.callbacks):
                 trainer.remove_callback(cls)
@@ -460,8 +243,6 @@ class LiveRun:
         self.widget = widgets.VBox([self.controls.widget, self.dashboard.widget, self.messages])
 
     def _ipython_display_(self):
-        from IPython.display import display
-
         display(self.widget)
 
     def then(self, fn: Callable) -> LiveRun:

@@ -18,7 +18,8 @@ transformers or torch of its own, so a notebook or an analysis script can use it
   ``token_weighting`` wherever they are set (trainer, widgets).
 * Metric names: one constant per metric the trainer logs, named after it
   (``"qae/zero_adv_frac"`` is :data:`QAE_ZERO_ADV_FRAC`), grouped in :data:`QAE_METRICS` and
-  :data:`SAAH_METRICS`; ``docs/metrics.md`` says what each measures.
+  :data:`SAAH_METRICS`; ``docs/metrics.md`` says what each measures. :data:`KNOB_METRICS` are those
+  that record the knobs in force, and :func:`knob_changes` reads from a log where they changed.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ __all__ = [
     "ADVANTAGE_STAT_METRICS",
     "QAE_METRICS",
     "SAAH_METRICS",
+    "KNOB_METRICS",
+    "knob_changes",
 ]
 
 # ---------------------------------------------------------------- the vocabulary
@@ -103,6 +106,8 @@ ADVANTAGE_STAT_METRICS = {
 }
 QAE_METRICS = (QAE_K, QAE_QUANTILE_BASELINE, *ADVANTAGE_STAT_METRICS.values())
 SAAH_METRICS = (SAAH_ALPHA, SAAH_W_MEAN_NEG, SAAH_EFFECTIVE_TOKENS_FRAC)
+# the logged metrics that record the knobs in force at each step
+KNOB_METRICS = (QAE_K, QAE_QUANTILE_BASELINE, SAAH_ALPHA)
 
 
 # ---------------------------------------------------------------- rules and names
@@ -171,7 +176,7 @@ def method_name(config) -> str:
 
     Args:
         config: an object with ``baseline`` and ``token_weighting`` attributes (a
-            :class:`~qae_lab.trainer.QAEConfig`), or a run's ``config.json`` as a mapping
+            :class:`~qae_lab.config.QAEConfig`), or a run's ``config.json`` as a mapping
             ``{"run": {"method": ...}, "trainer": {"baseline": ..., "token_weighting": ...}}``,
             whose ``run.method`` wins when set (the name the run recorded).
 
@@ -231,3 +236,32 @@ def validate_knobs(**knobs) -> dict:
     if unknown:
         raise ValueError(f"unknown knob(s) {sorted(unknown)}; allowed: {sorted(checks)}")
     return {name: checks[name](value) for name, value in knobs.items()}
+
+
+def knob_changes(rows) -> list[dict]:
+    r"""The log rows where the knobs in force (:data:`KNOB_METRICS`) changed: the first step's values,
+    then one entry per step whose values differ from the step before. ``saah/alpha`` is None on
+    steps without token weighting.
+
+    Args:
+        rows: training-step log rows (:func:`qae_lab.runfolder.step_rows`), in step order.
+
+    Returns:
+        one dict per change: ``step`` and the value of each of :data:`KNOB_METRICS` (None where unlogged).
+
+    Raises:
+        ValueError: a row without a ``step``.
+
+    >>> rows = [{"step": 1, "qae/k": 0.4}, {"step": 2, "qae/k": 0.4}, {"step": 3, "qae/k": 0.7}]
+    >>> [(c["step"], c["qae/k"], c["saah/alpha"]) for c in knob_changes(rows)]
+    [(1, 0.4, None), (3, 0.7, None)]
+    """
+    changes, last = [], None
+    for row in rows:
+        if "step" not in row:
+            raise ValueError(f"rows must be log rows with a 'step', got keys {sorted(row)}")
+        now = tuple(row.get(m) for m in KNOB_METRICS)
+        if now != last:
+            changes.append({"step": row["step"], **dict(zip(KNOB_METRICS, now))})
+            last = now
+    return changes

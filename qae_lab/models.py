@@ -77,7 +77,7 @@ def lora_config(r: int = 16, alpha: int | None = None, dropout: float = 0.05, ta
     >>> cfg.r, cfg.lora_alpha, cfg.lora_dropout, sorted(cfg.target_modules)[:3], lora_config(8, alpha=8).lora_alpha
     (16, 32, 0.05, ['down_proj', 'gate_proj', 'k_proj'], 8)
     """
-    from peft import LoraConfig
+    from peft import LoraConfig  # the train extra: imported only when used
 
     check_int(r, "r", 1)
     if not 0.0 <= dropout < 1.0:
@@ -124,7 +124,7 @@ def load_policy(name_or_path: str = "embedded", *, lora=None, dtype="auto", devi
     >>> sum(p.numel() for p in peft_model.parameters() if p.requires_grad)
     155648
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # the train extra: imported only when used
 
     source = resolve_name(name_or_path)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -138,7 +138,7 @@ def load_policy(name_or_path: str = "embedded", *, lora=None, dtype="auto", devi
         model.gradient_checkpointing_enable()
         model.config.use_cache = False
     if lora:
-        from peft import LoraConfig, get_peft_model
+        from peft import LoraConfig, get_peft_model  # the train extra: imported only when used
 
         model = get_peft_model(model, lora if isinstance(lora, LoraConfig) else lora_config())
     return model, tokenizer

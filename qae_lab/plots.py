@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import ipywidgets as widgets
 import plotly.graph_objects as go
+from IPython import get_ipython
+from plotly.subplots import make_subplots
 
 from qae_lab.methods import QAE_EASY_FRAC, QAE_HARD_FRAC, QAE_K, QAE_ZERO_ADV_FRAC, SAAH_ALPHA, SAAH_W_MEAN_NEG
 
@@ -139,8 +141,6 @@ def run_curves_figure(rows: Sequence[Mapping], panels: Mapping[str, Sequence[str
     >>> list(fig.data[0].x), list(fig.data[0].y)
     ([1, 2], [0.2, 0.4])
     """
-    from plotly.subplots import make_subplots
-
     names = list(panels)
     n_rows = (len(names) + 1) // 2
     fig = make_subplots(rows=n_rows, cols=2, subplot_titles=names, vertical_spacing=0.3 / max(n_rows, 1))
@@ -219,8 +219,6 @@ class FigureView:
             self._draw()
 
     def _draw(self) -> None:
-        from IPython import get_ipython
-
         if get_ipython() is None:  # plain Python (scripts, doctests): nothing to draw into
             return
         # the Output's content replaced in one assignment, not with ``with output: display(...)``:

@@ -1,7 +1,7 @@
 r"""Run configurations: :class:`RunArgs`, the presets, the methods, and command-line overrides.
 
 A run is configured by two dataclasses: :class:`RunArgs` (model, data, evaluation: what
-``qae_lab.cli`` needs beyond training) and :class:`qae_lab.trainer.QAEConfig` (TRL's
+``qae_lab.cli`` needs beyond training) and :class:`qae_lab.config.QAEConfig` (TRL's
 ``GRPOConfig`` plus the QAE / SA-AH knobs). A preset is a plain dict of overrides of
 fields of either (:data:`PRESETS`); :func:`build` applies, in order, the defaults, the
 preset, a method (:data:`qae_lab.methods.METHODS`: ``baseline`` + ``token_weighting``) and ``--set
@@ -38,9 +38,13 @@ import types
 import typing
 from dataclasses import dataclass
 from enum import Enum
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from qae_lab.data import LEVELS
 from qae_lab.methods import METHODS
 from qae_lab.rewards import REWARDS, SUCCESS_BANDS
 
@@ -52,7 +56,7 @@ DTYPES = ("auto", "bfloat16", "float16", "float32")
 
 @dataclass
 class RunArgs:
-    r"""What a run needs beyond :class:`~qae_lab.trainer.QAEConfig`: model, data, evaluation.
+    r"""What a run needs beyond :class:`~qae_lab.config.QAEConfig`: model, data, evaluation.
 
     Every field is checked when the object is made, so a bad value fails before anything loads.
 
@@ -101,8 +105,6 @@ class RunArgs:
     set success_threshold=5.0 with it)"""
 
     def __post_init__(self):
-        from qae_lab.data import LEVELS
-
         if self.task not in ("synthetic", "gsm8k"):
             raise ValueError(f"task must be 'synthetic' or 'gsm8k', got {self.task!r}")
         self.levels = tuple(self.levels)
@@ -138,8 +140,6 @@ def _checkpointing_field() -> str:
     >>> _checkpointing_field() in ("activation_checkpointing", "gradient_checkpointing")
     True
     """
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         installed = version("transformers")
     except PackageNotFoundError:  # no train extra: nothing can be built, the name does not matter
@@ -159,8 +159,6 @@ _FAST_GENERATION = {"fast_generation": True, "cache_implementation": "static", "
 
 def _gsm8k_preset(model: str, max_len: int) -> dict[str, Any]:
     """SA-AH-GRPO's set-up (arXiv 2606.05434) on one GPU: LoRA r=16, GSM8K 800 / 500."""
-    import torch
-
     bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
     return {"model": model, "task": "gsm8k", "n_train": 800, "n_eval": 500, "lora": True, "lora_r": 16,
             "eval_samples": 4, "eval_batch_size": 32,
@@ -280,7 +278,7 @@ def parse_value(raw: str, tp) -> Any:
 
 def _split_overrides(overrides: dict[str, Any]) -> tuple[dict, dict]:
     """Overrides split into (RunArgs fields, QAEConfig fields); unknown names raise with a suggestion."""
-    from qae_lab.trainer import QAEConfig
+    from qae_lab.config import QAEConfig  # imports TRL (the train extra, seconds): only to build
 
     run_names, cfg_names = set(field_types(RunArgs)), set(field_types(QAEConfig))
     unknown = [k for k in overrides if k not in run_names | cfg_names]
@@ -299,7 +297,7 @@ def parse_sets(sets: list[str]) -> dict[str, Any]:
     >>> parse_sets(["quantile_k=0.6", "levels=3,4", "token_weighting=sa_ah"])
     {'quantile_k': 0.6, 'levels': (3, 4), 'token_weighting': 'sa_ah'}
     """
-    from qae_lab.trainer import QAEConfig
+    from qae_lab.config import QAEConfig  # imports TRL (the train extra, seconds): only to build
 
     types_ = {**field_types(QAEConfig), **field_types(RunArgs)}
     out = {}
@@ -318,7 +316,7 @@ def parse_sets(sets: list[str]) -> dict[str, Any]:
 
 def build(preset: str = "cpu-demo", sets: list[str] = (), method: str | None = None, *,
           output_dir: str | None = None):
-    r"""The run's :class:`RunArgs` and :class:`~qae_lab.trainer.QAEConfig`, without loading anything.
+    r"""The run's :class:`RunArgs` and :class:`~qae_lab.config.QAEConfig`, without loading anything.
 
     Order: defaults < ``PRESETS[preset]`` < ``METHODS[method]`` < ``--set`` overrides. The output
     folder is ``output_dir``, else a ``--set output_dir=...``, else ``runs/<preset>-<timestamp>``.
@@ -327,7 +325,7 @@ def build(preset: str = "cpu-demo", sets: list[str] = (), method: str | None = N
     >>> run.model, cfg.quantile_k, cfg.token_weighting, cfg.per_device_train_batch_size
     ('embedded', 0.6, 'sa_ah', 64)
     """
-    from qae_lab.trainer import QAEConfig
+    from qae_lab.config import QAEConfig  # imports TRL (the train extra, seconds): only to build
 
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; presets: {sorted(PRESETS)}")

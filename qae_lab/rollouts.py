@@ -21,8 +21,8 @@ Where this departs from the papers / TRL, and why:
   SA-AH's composite reward (r_max = 7.5): QAE's gate needs binary rewards.
 * Logits are divided by the sampling temperature before the entropy, as TRL does for its
   log-probabilities and entropies; at T = 1 this is the policy's own distribution.
-* Sampling is :func:`qae_lab.evaluate.generate_ids`, the loop behind
-  :func:`qae_lab.evaluate.generate` and so behind evaluation: the same explicit decoding options
+* Sampling is :func:`qae_lab.sampling.generate_ids`, the loop behind
+  :func:`qae_lab.sampling.generate` and so behind evaluation: the same explicit decoding options
   and seeding (batch i after ``torch.manual_seed(seed + i)``); the token ids are kept.
 """
 
@@ -36,7 +36,8 @@ import torch
 from qae_lab._checks import check_finite_scalar, check_int, check_mask
 from qae_lab.answers import strict_is_correct
 from qae_lab.data import prompt_text
-from qae_lab.evaluate import eos_token_ids, generate_ids, generation_mode, model_device, validate_records
+from qae_lab.evaluate import validate_records
+from qae_lab.sampling import eos_token_ids, generate_ids, generation_mode, model_device
 from qae_lab.token_weights import normalized_entropy
 
 __all__ = ["Rollouts", "sample_groups", "completion_logits", "completion_entropies", "top_k_errors",
@@ -56,6 +57,13 @@ class Rollouts:
         completion_ids: (N, T) long token ids, the pad id after each completion's end.
         mask: (N, T) float 0/1, 1 on the completion's tokens (EOS included).
         rewards: (N,) float 0/1, :func:`qae_lab.answers.strict_is_correct`.
+
+    >>> recs = [{"question": "1 + 1?", "gold": "2"}, {"question": "2 + 2?", "gold": "4"}]
+    >>> ids = torch.tensor([[5, 2, 0], [5, 6, 2], [7, 2, 0], [2, 0, 0]])  # (N, T), N = B*G = 2*2, pad 0, EOS 2
+    >>> mask = torch.tensor([[1., 1, 0], [1, 1, 1], [1, 1, 0], [1, 0, 0]])
+    >>> ro = Rollouts(recs, ["1 + 1?", "2 + 2?"], 2, ["2", "3", "4", "4"], ids, mask, torch.tensor([1., 0, 1, 1]))
+    >>> ro.success_counts, ro.lengths   # c per prompt; tokens per completion, EOS included
+    (tensor([1., 2.]), tensor([2., 3., 2., 1.]))
     """
 
     records: list[dict]
@@ -197,6 +205,15 @@ def completion_logits(model, tokenizer, prompts, completion_ids, mask, *, temper
 
     Returns:
         (N, T, V) float32 tensor; rows at masked positions are finite but meaningless.
+
+    >>> from qae_lab.models import load_policy; from qae_lab.data import synthetic_task
+    >>> model, tok = load_policy("embedded", device="cpu")
+    >>> ids = tok("<reasoning>\n6 + 0 = 6", return_tensors="pt", add_special_tokens=False)["input_ids"]  # (1, T)
+    >>> z = completion_logits(model, tok, synthetic_task(1, seed=0), ids, torch.ones_like(ids))
+    >>> tuple(z.shape) == (1, ids.shape[1], len(tok)), z.dtype           # (N, T, V)
+    (True, torch.float32)
+    >>> torch.equal(z[0].argmax(-1), ids[0])    # this is the model's greedy completion: argmax z_t = y_t
+    True
     """
     return torch.cat([z for z, _ in _logit_chunks(model, tokenizer, prompts, completion_ids, mask, temperature,
                                                   batch_size)])
@@ -286,6 +303,14 @@ def uncertain_tokens(h_norm, completion_ids, mask, tokenizer, n: int = 10, min_c
 
     Returns:
         list of (token text, mean H~ before it, count), at most ``n`` long.
+
+    >>> from types import SimpleNamespace
+    >>> tok = SimpleNamespace(decode=lambda ids: "abc"[ids[0]])      # token id i is the letter "abc"[i]
+    >>> ids, h = torch.tensor([[0, 1, 0, 2]]), torch.tensor([[0.25, 0.875, 0.75, 0.125]])
+    >>> uncertain_tokens(h, ids, torch.ones(1, 4), tok, n=2, min_count=1)   # "a": (0.25 + 0.75) / 2
+    [('b', 0.875, 1), ('a', 0.5, 2)]
+    >>> uncertain_tokens(h, ids, torch.ones(1, 4), tok, min_count=2)
+    [('a', 0.5, 2)]
     """
     ids, m = _check_completions(completion_ids, mask)
     h = torch.as_tensor(h_norm, dtype=torch.float64)

@@ -1,4 +1,4 @@
-r"""QAE and SA-AH-GRPO inside TRL's ``GRPOTrainer``: a config and a thin subclass.
+r"""QAE and SA-AH-GRPO inside TRL's ``GRPOTrainer``: a thin subclass (its config: :mod:`qae_lab.config`).
 
 The subclass only calls library functions; everything else (generation, vLLM, PEFT,
 clipping, GSPO, accelerate/DeepSpeed) stays TRL's:
@@ -51,154 +51,37 @@ import math
 import os
 import shutil
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from transformers.trainer_callback import TrainerState
 from transformers.trainer_utils import TrainOutput
-from trl import GRPOConfig, GRPOTrainer
+from trl import GRPOTrainer
 
-from qae_lab._checks import check_choice, check_finite_scalar, check_int, check_k
 from qae_lab.advantages import advantage_stats, group_advantages
-from qae_lab.generation import generation_policy
 from qae_lab.checkpoints import checkpoint_problems, latest_complete_checkpoint, publish_dir
+from qae_lab.config import QAEConfig
+from qae_lab.generation import generation_policy
 from qae_lab.methods import (
     ADVANTAGE_STAT_METRICS,
-    BASELINES,
     QAE_K,
     QAE_QUANTILE_BASELINE,
-    QUANTILE_METHODS,
     SAAH_ALPHA,
     SAAH_EFFECTIVE_TOKENS_FRAC,
     SAAH_W_MEAN_NEG,
-    TOKEN_WEIGHTINGS,
     check_weighting_loss_type,
     validate_knobs,
 )
 from qae_lab.runfolder import STAGING_DIR, RunFolderError
 from qae_lab.token_weights import head_normalized_entropy, normaliser_factor, sa_ah_weights, weight_stats
 
-__all__ = ["QAEConfig", "QAETrainer"]
+__all__ = ["QAETrainer"]
 
 # (N, T) inputs whose trailing completion-padding columns sparse updates may drop; other keys: no trimming
 _TRIMMABLE = {"completion_ids", "completion_mask", "tool_mask", "old_per_token_logps", "sampling_per_token_logps",
               "ref_per_token_logps", "importance_sampling_ratio"}
 _LOGIT_RESCALERS = ("final_logit_softcapping", "logit_scale", "output_multiplier", "lm_head_multiplier",
                     "logits_scaling")
-
-
-def _in(lo: float, hi: float, *, lo_open: bool = False, hi_open: bool = False, none: bool = False):
-    """A range check for :data:`_SETTING_RANGES`: (test, words for the message)."""
-    def test(v) -> bool:
-        if v is None:
-            return none
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            return False
-        return (v > lo if lo_open else v >= lo) and (v < hi if hi_open else v <= hi)
-    words = ("(" if lo_open else "[") + f"{lo}, {hi}" + (")" if hi_open else "]")
-    return test, f"a number in {words}".replace("inf]", "inf)") + (" or None" if none else "")
-
-
-_INF = math.inf
-# GRPOConfig / TrainingArguments fields neither transformers nor TRL range-checks: name -> (test, allowed)
-_SETTING_RANGES = {
-    "learning_rate": _in(0, _INF),
-    "temperature": _in(0, _INF, lo_open=True),
-    "top_p": _in(0, 1, lo_open=True),
-    "min_p": _in(0, 1, none=True),
-    "top_k": _in(0, _INF, none=True),
-    "repetition_penalty": _in(0, _INF, lo_open=True),
-    "max_completion_length": _in(1, _INF),
-    "beta": _in(0, _INF),
-    "epsilon": _in(0, _INF),
-    "epsilon_high": _in(0, _INF, none=True),
-    "num_train_epochs": _in(0, _INF, lo_open=True),
-    "per_device_train_batch_size": _in(1, _INF),
-    "gradient_accumulation_steps": _in(1, _INF),
-    "num_iterations": _in(1, _INF),
-    "steps_per_generation": _in(1, _INF, none=True),
-    "save_steps": _in(0, _INF, lo_open=True),
-    "save_total_limit": _in(1, _INF, none=True),
-    "weight_decay": _in(0, _INF),
-    "max_grad_norm": _in(0, _INF),
-    "warmup_steps": _in(0, _INF),
-    "seed": _in(0, 2**32 - 1),
-}
-_INT_SETTINGS = ("max_completion_length", "per_device_train_batch_size", "gradient_accumulation_steps",
-                 "num_iterations", "steps_per_generation", "save_total_limit", "seed", "top_k", "max_steps")
-
-
-def _check_training_settings(cfg) -> None:
-    r"""Refuse the trainer settings that would fail late or train silently wrong, each named with its range.
-
-    ``max_steps`` must be -1 (train ``num_train_epochs`` epochs) or >= 1: 0 would run one step at
-    learning rate 0 and other negatives silently train by epochs. ``temperature`` must be > 0
-    (sampling; greedy decoding gives a group identical completions and so zero advantages).
-    """
-    bad = []
-    for name in _INT_SETTINGS:
-        value = getattr(cfg, name, None)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            bad.append(f"{name} must be a whole number, got {value!r}")
-    if isinstance(cfg.max_steps, int) and not (cfg.max_steps == -1 or cfg.max_steps >= 1):
-        bad.append(f"max_steps must be -1 (train num_train_epochs epochs) or >= 1, got {cfg.max_steps}")
-    for name, (test, allowed) in _SETTING_RANGES.items():
-        if hasattr(cfg, name) and not test(getattr(cfg, name)):
-            bad.append(f"{name} must be {allowed}, got {getattr(cfg, name)!r}")
-    if bad:
-        raise ValueError("; ".join(bad))
-
-
-@dataclass
-class QAEConfig(GRPOConfig):
-    r"""``trl.GRPOConfig`` plus the knobs of QAE and SA-AH-GRPO. Std scaling is TRL's
-    ``scale_rewards`` ("group" | "batch" | "none"), read by the QAE estimator too."""
-
-    baseline: str = field(default="quantile", metadata={"help": "Response-level baseline: 'mean' (GRPO) or "
-                          "'quantile' (QAE, arXiv 2509.22611: the group K-quantile)."})
-    quantile_k: float = field(default=0.4, metadata={"help": "QAE's K in (0, 1); prompts with success rate "
-                              "p <= 1-K are 'hard' (only successes move). Paper default 0.4."})
-    quantile_method: str = field(default="paper", metadata={"help": "'paper' (ceil(K*G)-th smallest reward) or "
-                                 "'linear' (torch.quantile, as the official QAE code)."})
-    advantage_eps: float = field(default=1e-4, metadata={"help": "Added to the std when scaling (TRL uses 1e-4)."})
-    token_weighting: str = field(default="none", metadata={"help": "'none', 'ah' (AH-GRPO: every rollout) or "
-                                 "'sa_ah' (SA-AH-GRPO, arXiv 2606.05434: negative-advantage rollouts only)."})
-    alpha: float = field(default=0.5, metadata={"help": "SA-AH's discount strength: w_t = exp(-alpha * cumulative "
-                         "normalised entropy). 0 is plain GRPO; the paper uses 0.5."})
-    entropy_top_k: int | None = field(default=None, metadata={"help": "H~_t for the SA-AH/AH weights: None for "
-                                      "the exact entropy of the loss's forward, or k for SA-AH's top-k estimate "
-                                      "H_topk / log V (arXiv 2606.05434 uses k = 500; an extra no-grad LM-head "
-                                      "projection of the same forward's hidden states)."})
-    sparse_update: bool = field(default=True, metadata={"help": "Skip the forward/backward of responses with "
-                                "advantage exactly 0 (same gradient); dense when beta != 0 or an entropy bonus is on."})
-    success_threshold: float = field(default=0.5, metadata={"help": "Reward at or above which a response counts "
-                                     "as a success in the qae/* regime metrics."})
-    fast_generation: bool = field(default=False, metadata={"help": "Sample in eval mode (no dropout) with LoRA "
-                                  "merged into the base weights, restored bit-exactly after (qae_lab.generation."
-                                  "generation_policy): the bare model's kernels per decode step instead of TRL's "
-                                  "unmerged LoRA in train mode. Transformers generation only (not vLLM)."})
-    compile_generation: bool = field(default=False, metadata={"help": "Let transformers compile the decode step "
-                                     "(TRL passes disable_compile=True). Takes effect with "
-                                     "cache_implementation='static' on a GPU; the first steps compile."})
-
-    def __post_init__(self):
-        _check_training_settings(self)  # before TRL's own checks, whose messages name fewer ranges
-        super().__post_init__()
-        check_choice(self.baseline, "baseline", BASELINES)
-        check_k(self.quantile_k, "quantile_k")
-        check_choice(self.quantile_method, "quantile_method", QUANTILE_METHODS)
-        check_choice(self.token_weighting, "token_weighting", TOKEN_WEIGHTINGS)
-        check_finite_scalar(self.alpha, "alpha")
-        check_finite_scalar(self.success_threshold, "success_threshold")
-        if self.entropy_top_k is not None:
-            check_int(self.entropy_top_k, "entropy_top_k", 1)
-        if not check_finite_scalar(self.advantage_eps, "advantage_eps") >= 0:
-            raise ValueError(f"advantage_eps must be >= 0, got {self.advantage_eps}")
-        if (self.fast_generation or self.compile_generation) and self.use_vllm:
-            raise ValueError("fast_generation / compile_generation apply to transformers' generate; with use_vllm=True "
-                             "vLLM generates: set both to False")
-        check_weighting_loss_type(self.token_weighting, self.loss_type)
 
 
 class QAETrainer(GRPOTrainer):
@@ -237,7 +120,7 @@ class QAETrainer(GRPOTrainer):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         if not isinstance(self.args, QAEConfig):
-            raise ValueError("args must be a qae_lab.trainer.QAEConfig")
+            raise ValueError("args must be a qae_lab.config.QAEConfig")
         text = self.accelerator.unwrap_model(self.model).config.get_text_config()
         rescaled = [a for a in _LOGIT_RESCALERS if getattr(text, a, None) not in (None, 1.0)]
         if self.args.entropy_top_k is not None and rescaled:
@@ -321,14 +204,30 @@ class QAETrainer(GRPOTrainer):
             if hasattr(self, "_rotate_checkpoints"):  # transformers < 5.x's method, else the function
                 self._rotate_checkpoints(use_mtime=True, output_dir=str(out))
             else:
-                from transformers.trainer_utils import rotate_checkpoints
+                from transformers.trainer_utils import rotate_checkpoints  # not in transformers 5.0
 
                 rotate_checkpoints(output_dir=str(out), save_total_limit=self.args.save_total_limit,
                                    best_model_checkpoint=self.state.best_model_checkpoint, use_mtime=True)
 
     # ---------------------------------------------------------------- live knobs
     def set_knobs(self, **knobs) -> None:
-        """Set any of quantile_k, alpha, baseline, token_weighting for the next step (validated)."""
+        r"""Set any of quantile_k, alpha, baseline, token_weighting for the next step (validated).
+
+        >>> import tempfile
+        >>> from qae_lab import data, models, rewards
+        >>> model, tok = models.load_policy("embedded", device="cpu")  # the committed tiny model: no download
+        >>> with tempfile.TemporaryDirectory() as out:
+        ...     args = QAEConfig(output_dir=out, use_cpu=True, report_to=[], per_device_train_batch_size=4,
+        ...                      num_generations=4, max_completion_length=8)
+        ...     trainer = QAETrainer(model=model, reward_funcs=rewards.correctness_reward, args=args,
+        ...                          processing_class=tok, train_dataset=data.to_grpo_dataset(data.synthetic_task(4)))
+        >>> trainer.set_knobs(quantile_k=0.6, token_weighting="sa_ah")
+        >>> trainer.knobs()
+        {'quantile_k': 0.6, 'alpha': 0.5, 'baseline': 'quantile', 'token_weighting': 'sa_ah'}
+        >>> trainer.set_knobs(quantile_k=1.5)
+        Traceback (most recent call last):
+        ValueError: quantile_k must lie in the open interval (0, 1), got 1.5
+        """
         clean = validate_knobs(**knobs)
         check_weighting_loss_type(clean.get("token_weighting", "none"), self.loss_type)
         with self._knob_lock:

@@ -31,7 +31,8 @@ from qae_lab.runfolder import (
     write_config,
     write_report,
 )
-from qae_lab.trainer import QAEConfig, QAETrainer
+from qae_lab.config import QAEConfig
+from qae_lab.trainer import QAETrainer
 
 # ---------------------------------------------------------------- files, without training
 

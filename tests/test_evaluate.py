@@ -1,5 +1,6 @@
-"""Tests for qae_lab.evaluate: pass@k against brute force, generation on a tiny random Qwen2,
-evaluate's bookkeeping with a stubbed generator, JSON round-trip, bad input."""
+"""Tests for qae_lab.evaluate: pass@k against brute force, evaluate end to end on a tiny random
+Qwen2, its bookkeeping with a stubbed generator, JSON round-trip, bad input (generation itself:
+tests/test_sampling.py)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,13 @@ import math
 from fractions import Fraction
 
 import pytest
-import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
 import qae_lab.evaluate as ev
-from qae_lab.data import SYSTEM_PROMPT, synthetic_task, xml_completion
+from qae_lab.data import synthetic_task, xml_completion
 from qae_lab.answers import is_correct
-from qae_lab.evaluate import EvalResult, evaluate, generate, generate_ids, pass_at_k
+from qae_lab.evaluate import EvalResult, evaluate, pass_at_k
 
 # ---------------------------------------------------------------- pass@k: hand cases
 
@@ -73,137 +73,10 @@ def test_pass_at_k_bad_input(n, c, k, name):
         pass_at_k(n, c, k)
 
 
-# ---------------------------------------------------------------- a tiny model, no download
+# ---------------------------------------------------------------- end to end, a tiny model
 
-@pytest.fixture(scope="session")
-def tiny():
-    """A byte-level BPE tokenizer with a Qwen-style chat template and a random 2-layer Qwen2."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
-
-    from qae_lab.embedded import CHAT_TEMPLATE
-
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-                                  show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    bpe.train_from_iterator([SYSTEM_PROMPT] + [r["question"] for r in synthetic_task(20)], trainer)
-    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                  padding_side="right")  # right: generate must switch to left and back
-    tok.chat_template = CHAT_TEMPLATE
-    torch.manual_seed(0)
-    cfg = Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=256,
-                      eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
-    model = Qwen2ForCausalLM(cfg)
-    return model, tok
-
-
-@pytest.fixture(scope="session")
-def prompts(tiny):
-    from qae_lab.data import prompt_text
-
-    _, tok = tiny
-    # levels 1, 3, 5 have questions of different lengths: the batch needs real left padding
-    ps = [prompt_text(r, tok) for r in synthetic_task(3, levels=(1, 3, 5), seed=7)]
-    assert len({len(tok(p, add_special_tokens=False)["input_ids"]) for p in ps}) == 3
-    return ps
-
-
-def test_generate_shapes_and_padding_side_restored(tiny, prompts):
-    model, tok = tiny
-    out = generate(model, tok, prompts, num_samples=3, do_sample=True, max_new_tokens=6, batch_size=2,
-                   progress=False)
-    assert len(out) == len(prompts) and all(len(s) == 3 for s in out)
-    assert all(isinstance(x, str) for s in out for x in s)
-    assert not any(x.startswith("<|im_start|>") or "Solve the problem" in x for s in out for x in s)  # no echo
-    assert tok.padding_side == "right"
-    # one new token: each completion is the decoding of a single vocabulary entry, not of the prompt
-    one = generate(model, tok, prompts, num_samples=2, do_sample=True, max_new_tokens=1, progress=False)
-    vocab = {tok.decode([i], skip_special_tokens=True) for i in range(len(tok))}
-    assert all(x in vocab for s in one for x in s)
-    greedy = generate(model, tok, prompts, max_new_tokens=6, progress=False)
-    assert len(greedy) == 3 and all(len(s) == 1 for s in greedy)
-    assert tok.padding_side == "right"
-
-
-def test_generate_decodes_the_one_sampling_loop(tiny, prompts):
-    # generate_ids (also qae_lab.rollouts.sample_groups's loop) gives the ids that generate decodes
-    model, tok = tiny
-    kw = {"num_samples": 2, "do_sample": True, "max_new_tokens": 5, "batch_size": 2, "seed": 4, "progress": False}
-    chunks = generate_ids(model, tok, prompts, **kw)
-    assert [c.shape[0] for c in chunks] == [4, 2] and all(c.shape[1] <= 5 and c.device.type == "cpu" for c in chunks)
-    texts = [t for c in chunks for t in tok.batch_decode(c, skip_special_tokens=True)]
-    assert [x for s in generate(model, tok, prompts, **kw) for x in s] == texts
-    assert tok.padding_side == "right"
-
-
-def test_left_padding_does_not_change_greedy(tiny, prompts):
-    model, tok = tiny
-    batched = generate(model, tok, prompts, max_new_tokens=8, batch_size=3, progress=False)
-    single = [generate(model, tok, [p], max_new_tokens=8, batch_size=1, progress=False)[0] for p in prompts]
-    assert batched == single
-    assert generate(model, tok, prompts, max_new_tokens=8, batch_size=3, progress=False) == batched  # repeatable
-
-
-def test_sampling_deterministic_by_seed_and_leaves_rng_alone(tiny, prompts):
-    model, tok = tiny
-    kw = {"num_samples": 2, "do_sample": True, "max_new_tokens": 6, "batch_size": 2, "progress": False}
-    torch.manual_seed(123)
-    state = torch.get_rng_state()
-    a = generate(model, tok, prompts, seed=5, **kw)
-    assert torch.equal(torch.get_rng_state(), state)  # the caller's random stream is untouched
-    assert generate(model, tok, prompts, seed=5, **kw) == a
-    assert generate(model, tok, prompts, seed=6, **kw) != a
-    assert len({x for s in a for x in s}) == 6  # distinct samples (a random model spreads its mass)
-
-
-def test_checkpoint_sampling_defaults_do_not_leak(tiny, prompts, monkeypatch):
-    # a checkpoint shipping top_k=1 would make every sample the greedy one; we sample from the full softmax
-    model, tok = tiny
-    monkeypatch.setattr(model.generation_config, "top_k", 1)
-    monkeypatch.setattr(model.generation_config, "repetition_penalty", 5.0)
-    out = generate(model, tok, prompts[:1], num_samples=4, do_sample=True, max_new_tokens=6, progress=False)
-    assert len(set(out[0])) == 4
-
-
-def test_model_eos_ids_stop_generation(tiny, prompts, monkeypatch):
-    model, tok = tiny
-    with torch.no_grad():  # the greedy first token, by a plain forward pass
-        t0 = int(model(**tok(prompts[0], return_tensors="pt", add_special_tokens=False)).logits[0, -1].argmax())
-    first = tok.decode([t0], skip_special_tokens=True)
-    assert generate(model, tok, prompts[:1], max_new_tokens=8, progress=False) != [[first]]
-    # the model's generation_config names an extra EOS id (as Qwen2.5-Instruct's does): generation stops there
-    monkeypatch.setattr(model.generation_config, "eos_token_id", [tok.eos_token_id, t0])
-    assert generate(model, tok, prompts[:1], max_new_tokens=8, progress=False) == [[first]]
-
-
-def test_generate_restores_state_on_error(tiny, prompts, monkeypatch):
-    model, tok = tiny
-    model.train()
-
-    def boom(*args, **kwargs):
-        assert not model.training and tok.padding_side == "left" and not torch.is_grad_enabled()
-        raise RuntimeError("boom")
-
-    monkeypatch.setattr(model, "generate", boom)
-    with pytest.raises(RuntimeError, match="boom"):
-        generate(model, tok, prompts, progress=False)
-    assert model.training and tok.padding_side == "right"
-    model.eval()
-
-
-def test_generate_progress_bar(tiny, prompts, capsys):
-    model, tok = tiny
-    generate(model, tok, prompts[:1], max_new_tokens=1, progress=True)
-    assert "greedy" in capsys.readouterr().err
-    generate(model, tok, prompts[:1], num_samples=2, do_sample=True, max_new_tokens=1, progress=True)
-    assert "sampling x2" in capsys.readouterr().err
-
-
-def test_evaluate_end_to_end_tiny_model(tiny, tmp_path):
-    model, tok = tiny
+def test_evaluate_end_to_end_tiny_model(tiny_qwen2, tmp_path):
+    model, tok = tiny_qwen2
     records = synthetic_task(3, levels=(1, 2), seed=1) + [
         {"id": "gsm8k-test-0", "question": "A pen costs 3 dollars. What do 4 pens cost?", "gold": "12", "level": None}]
     kw = {"num_samples": 2, "ks": (1, 2), "max_new_tokens": 4, "batch_size": 4, "progress": False}
@@ -375,24 +248,3 @@ def test_evaluate_bad_options(kwargs, name, stub):
 def test_evaluate_bad_records(records, stub):
     with pytest.raises(ValueError, match="records"):
         evaluate(None, FakeTokenizer(), records)
-
-
-def test_generate_bad_input(tiny, prompts):
-    model, tok = tiny
-    for kwargs, name in [({"num_samples": 2}, "num_samples"), ({"num_samples": 0, "do_sample": True}, "num_samples"),
-                         ({"do_sample": "yes"}, "do_sample"), ({"temperature": 0.0}, "temperature"),
-                         ({"top_p": 0.0}, "top_p"), ({"max_new_tokens": 0}, "max_new_tokens"),
-                         ({"batch_size": 0}, "batch_size"), ({"seed": 1.5}, "seed")]:
-        with pytest.raises(ValueError, match=rf"^{name} must"):
-            generate(model, tok, prompts, progress=False, **kwargs)
-    for bad in ([], "a prompt", [1, 2]):
-        with pytest.raises(ValueError, match="prompts"):
-            generate(model, tok, bad, progress=False)
-    pad = tok.pad_token
-    tok.pad_token = None
-    try:
-        with pytest.raises(ValueError, match="pad_token"):
-            generate(model, tok, prompts, progress=False)
-    finally:
-        tok.pad_token = pad
-    assert tok.padding_side == "right"

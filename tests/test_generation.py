@@ -17,7 +17,8 @@ from qae_lab.data import synthetic_task, to_grpo_dataset
 from qae_lab.generation import generation_policy, lora_base_params
 from qae_lab.models import load_policy, lora_config
 from qae_lab.rewards import correctness_reward
-from qae_lab.trainer import QAEConfig, QAETrainer
+from qae_lab.config import QAEConfig
+from qae_lab.trainer import QAETrainer
 
 
 def lora_policy(dropout: float = 0.0, dtype=torch.float32, seed: int = 0):

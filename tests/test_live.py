@@ -1,7 +1,8 @@
-"""Tests for qae_lab.live, headless: the controls' thread-safe values, sliders showing exactly the knobs
-the trainer gets, knob changes reaching the next step (checked in the run's log.jsonl), Stop at a step
-boundary with a resumable checkpoint, the dashboard receiving every step, the steps logged so far,
-and errors and warnings of the training thread surfacing under the dashboard.
+"""Tests for the live lab (qae_lab.live, qae_lab.controls, qae_lab.callbacks.LiveKnobs), headless: the
+controls' thread-safe values, sliders showing exactly the knobs the trainer gets, knob changes reaching
+the next step (checked in the run's log.jsonl), Stop at a step boundary with a resumable checkpoint, the
+dashboard receiving every step, the steps logged so far, and errors and warnings of the training thread
+surfacing under the dashboard.
 
 Runs train the embedded model on a few tiny steps of the synthetic task (no download). A gate
 callback holds the training thread at the end of a chosen step while the test moves a control,
@@ -21,7 +22,9 @@ from transformers import TrainerCallback
 
 from qae_lab import presets
 from qae_lab import run as pipeline
-from qae_lab.live import LIVE_PANELS, Controls, Dashboard, KnobSlider, LiveKnobs, LiveRun, auto_preset
+from qae_lab.callbacks import LiveKnobs
+from qae_lab.controls import Controls, KnobSlider
+from qae_lab.live import LIVE_PANELS, Dashboard, LiveRun, auto_preset
 from qae_lab.runfolder import read_log, step_rows
 
 TINY = ["max_steps=5", "per_device_train_batch_size=8", "num_generations=4", "max_completion_length=24",

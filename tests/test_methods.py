@@ -14,10 +14,12 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from qae_lab import advantages, compare, methods, presets, run, trainer
+from qae_lab import advantages, compare, config, exercises, live, methods, presets, run, trainer
+from qae_lab.controls import Controls
 from qae_lab.methods import (
     ADVANTAGE_STAT_METRICS,
     BASELINES,
+    KNOB_METRICS,
     KNOBS,
     METHODS,
     QAE_METRICS,
@@ -28,6 +30,7 @@ from qae_lab.methods import (
     WEIGHTED_LOSS_TYPES,
     can_weight_tokens,
     check_weighting_loss_type,
+    knob_changes,
     method_name,
     method_of,
     validate_knobs,
@@ -50,9 +53,13 @@ def test_no_second_home():
     # the modules that used to define the vocabulary import it and no longer export it
     assert presets.METHODS is METHODS
     for module, names in ((presets, ("METHODS", "method_of")), (compare, ("method_name",)), (run, ("method_name",)),
-                          (trainer, ("TOKEN_WEIGHTINGS", "WEIGHTED_LOSS_TYPES", "validate_knobs"))):
+                          (trainer, ("TOKEN_WEIGHTINGS", "WEIGHTED_LOSS_TYPES", "validate_knobs")),
+                          (config, ("BASELINES", "QUANTILE_METHODS", "TOKEN_WEIGHTINGS", "check_weighting_loss_type"))):
         assert not set(names) & set(module.__all__), module.__name__
     assert not hasattr(presets, "method_of")
+    # the knob metrics and their change points: here, not in the live lab; the exercise checks against this one
+    assert not {"KNOB_METRICS", "knob_changes", "LiveKnobs", "KnobSlider", "Controls"} & set(live.__all__)
+    assert not hasattr(live, "knob_changes") and exercises.knob_changes is knob_changes
     assert set(methods.__all__) <= set(vars(methods))
 
 
@@ -86,7 +93,7 @@ def test_method_of_every_combination():
 def test_method_name_of_configs_and_mappings(tmp_path):
     # an object: a QAEConfig or anything with the two fields
     assert method_name(SimpleNamespace(baseline="quantile", token_weighting="none")) == "qae"
-    assert method_name(trainer.QAEConfig(output_dir=str(tmp_path), baseline="mean", token_weighting="sa_ah",
+    assert method_name(config.QAEConfig(output_dir=str(tmp_path), baseline="mean", token_weighting="sa_ah",
                                          loss_type="bnpo", use_cpu=True)) == "sa_ah"
     # a config.json mapping: run.method wins, else the trainer's two fields
     assert method_name({"run": {"method": "sa_ah"}, "trainer": {}}) == "sa_ah"
@@ -160,9 +167,7 @@ def test_loss_type_rule():
 
 def test_config_and_live_controls_apply_the_same_rule(tmp_path):
     with pytest.raises(ValueError, match=r"token_weighting='sa_ah' needs loss_type in .*got 'dr_grpo'"):
-        trainer.QAEConfig(output_dir=str(tmp_path), token_weighting="sa_ah", loss_type="dr_grpo", use_cpu=True)
-    from qae_lab.live import Controls
-
+        config.QAEConfig(output_dir=str(tmp_path), token_weighting="sa_ah", loss_type="dr_grpo", use_cpu=True)
     for loss_type, locked in (("dapo", False), ("dr_grpo", True)):
         fake = SimpleNamespace(loss_type=loss_type, knobs=lambda: {"quantile_k": 0.4, "alpha": 0.5,
                                                                     "baseline": "quantile", "token_weighting": "none"})
@@ -179,6 +184,20 @@ def test_metric_constants_are_named_after_their_metric():
         constant = metric.upper().replace("/", "_")
         assert getattr(methods, constant) == metric and constant in methods.__all__
     assert QAE_ZERO_ADV_FRAC == "qae/zero_adv_frac"
+
+
+def test_knob_changes_lists_the_first_step_and_every_change():
+    assert KNOB_METRICS == ("qae/k", "qae/quantile_baseline", "saah/alpha")
+    rows = [{"step": 1, "qae/k": 0.4, "qae/quantile_baseline": 0.0, "reward": 0.1},
+            {"step": 2, "qae/k": 0.4, "qae/quantile_baseline": 0.0, "reward": 0.9},     # only the reward moved
+            {"step": 3, "qae/k": 0.4, "qae/quantile_baseline": 0.0, "saah/alpha": 0.5},  # token weighting on
+            {"step": 4, "qae/k": 0.4, "qae/quantile_baseline": 0.0, "saah/alpha": 1.0},
+            {"step": 5, "qae/k": 0.4, "qae/quantile_baseline": 0.0}]                     # and off again
+    assert [(c["step"], c["saah/alpha"]) for c in knob_changes(rows)] == [(1, None), (3, 0.5), (4, 1.0), (5, None)]
+    assert knob_changes(rows)[0] == {"step": 1, "qae/k": 0.4, "qae/quantile_baseline": 0.0, "saah/alpha": None}
+    assert knob_changes([]) == []
+    with pytest.raises(ValueError, match=r"rows must be log rows with a 'step', got keys \['event'\]"):
+        knob_changes([{"event": "resume"}])
 
 
 def test_advantage_stat_metrics_cover_advantage_stats():

@@ -18,7 +18,7 @@ import transformers
 
 from qae_lab.cli import main
 from qae_lab.presets import PRESETS, _checkpointing_field, build
-from qae_lab.trainer import QAEConfig
+from qae_lab.config import QAEConfig
 
 CHECKPOINTING_NAMES = ("activation_checkpointing", "gradient_checkpointing")
 

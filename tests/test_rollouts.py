@@ -1,5 +1,5 @@
 """Tests for qae_lab.rollouts: entropies against a per-position loop on a tiny random Qwen2,
-sampling against evaluate.generate and the strict verdict, hand cases, bad input."""
+sampling against sampling.generate and the strict verdict, hand cases, bad input."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import transformers
 
 from qae_lab.answers import strict_is_correct
 from qae_lab.data import prompt_text, synthetic_task
-from qae_lab.evaluate import generate
 from qae_lab.models import load_policy
 from qae_lab.rollouts import (
     _completion_mask,
@@ -19,6 +18,7 @@ from qae_lab.rollouts import (
     top_k_errors,
     uncertain_tokens,
 )
+from qae_lab.sampling import generate
 from qae_lab.token_weights import normalized_entropy
 
 
@@ -122,7 +122,7 @@ def test_sample_groups_on_the_embedded_model(embedded):
     last = ro.completion_ids[torch.arange(n), ro.lengths.long() - 1]
     assert bool((last[ended] == tok.eos_token_id).all())
     assert bool((ro.completion_ids[ro.mask == 0] == tok.pad_token_id).all())
-    # the same completions as evaluate.generate with the same options and seeding
+    # the same completions as sampling.generate with the same options and seeding
     same = generate(model, tok, ro.prompts, num_samples=4, do_sample=True, max_new_tokens=40, batch_size=2, seed=3,
                     progress=False)
     assert [c for group in same for c in group] == ro.completions

@@ -149,7 +149,7 @@ def register() -> None:
     ImportError: qae_lab.integrations.verl.register() needs verl (pip install verl); compute_qae_outcome_advantage ...
     """
     try:
-        from verl.trainer.ppo.core_algos import register_adv_est
+        from verl.trainer.ppo.core_algos import register_adv_est  # verl: optional, not a dependency
     except ImportError as err:
         raise ImportError(
             "qae_lab.integrations.verl.register() needs verl (pip install verl); "

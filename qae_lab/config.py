@@ -1,0 +1,152 @@
+r"""The trainer's configuration: TRL's ``GRPOConfig`` plus the knobs of QAE and SA-AH-GRPO.
+
+:class:`QAEConfig` adds the response-level baseline of QAE (arXiv 2509.22611: the group
+K-quantile b_K instead of the group mean) and the token weighting of SA-AH-GRPO (arXiv
+2606.05434: w_t = exp(-alpha * sum_{s<=t} H~_s) on negative-advantage rollouts), each field's
+help citing the paper it comes from. :class:`qae_lab.trainer.QAETrainer` reads it.
+
+Departures from TRL, and why:
+
+* Settings that neither transformers nor TRL range-checks (``temperature``, ``top_p``,
+  ``learning_rate``, ``max_steps``, ...) are checked here first, each error naming the
+  setting and its range: left alone they fail late, deep inside a step, or train silently
+  wrong (``max_steps=0`` runs a step at learning rate 0; ``temperature=0`` gives every group
+  identical completions and so zero advantages).
+* Std scaling is TRL's own ``scale_rewards`` ("group" | "batch" | "none"); the QAE
+  estimator reads it too instead of adding a second field.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from trl import GRPOConfig
+
+from qae_lab._checks import check_choice, check_finite_scalar, check_int, check_k
+from qae_lab.methods import BASELINES, QUANTILE_METHODS, TOKEN_WEIGHTINGS, check_weighting_loss_type
+
+__all__ = ["QAEConfig"]
+
+
+def _in(lo: float, hi: float, *, lo_open: bool = False, hi_open: bool = False, none: bool = False):
+    """A range check for :data:`_SETTING_RANGES`: (test, words for the message)."""
+    def test(v) -> bool:
+        if v is None:
+            return none
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            return False
+        return (v > lo if lo_open else v >= lo) and (v < hi if hi_open else v <= hi)
+    words = ("(" if lo_open else "[") + f"{lo}, {hi}" + (")" if hi_open else "]")
+    return test, f"a number in {words}".replace("inf]", "inf)") + (" or None" if none else "")
+
+
+_INF = math.inf
+# GRPOConfig / TrainingArguments fields neither transformers nor TRL range-checks: name -> (test, allowed)
+_SETTING_RANGES = {
+    "learning_rate": _in(0, _INF),
+    "temperature": _in(0, _INF, lo_open=True),
+    "top_p": _in(0, 1, lo_open=True),
+    "min_p": _in(0, 1, none=True),
+    "top_k": _in(0, _INF, none=True),
+    "repetition_penalty": _in(0, _INF, lo_open=True),
+    "max_completion_length": _in(1, _INF),
+    "beta": _in(0, _INF),
+    "epsilon": _in(0, _INF),
+    "epsilon_high": _in(0, _INF, none=True),
+    "num_train_epochs": _in(0, _INF, lo_open=True),
+    "per_device_train_batch_size": _in(1, _INF),
+    "gradient_accumulation_steps": _in(1, _INF),
+    "num_iterations": _in(1, _INF),
+    "steps_per_generation": _in(1, _INF, none=True),
+    "save_steps": _in(0, _INF, lo_open=True),
+    "save_total_limit": _in(1, _INF, none=True),
+    "weight_decay": _in(0, _INF),
+    "max_grad_norm": _in(0, _INF),
+    "warmup_steps": _in(0, _INF),
+    "seed": _in(0, 2**32 - 1),
+}
+_INT_SETTINGS = ("max_completion_length", "per_device_train_batch_size", "gradient_accumulation_steps",
+                 "num_iterations", "steps_per_generation", "save_total_limit", "seed", "top_k", "max_steps")
+
+
+def _check_training_settings(cfg) -> None:
+    r"""Refuse the trainer settings that would fail late or train silently wrong, each named with its range.
+
+    ``max_steps`` must be -1 (train ``num_train_epochs`` epochs) or >= 1: 0 would run one step at
+    learning rate 0 and other negatives silently train by epochs. ``temperature`` must be > 0
+    (sampling; greedy decoding gives a group identical completions and so zero advantages).
+    """
+    bad = []
+    for name in _INT_SETTINGS:
+        value = getattr(cfg, name, None)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            bad.append(f"{name} must be a whole number, got {value!r}")
+    if isinstance(cfg.max_steps, int) and not (cfg.max_steps == -1 or cfg.max_steps >= 1):
+        bad.append(f"max_steps must be -1 (train num_train_epochs epochs) or >= 1, got {cfg.max_steps}")
+    for name, (test, allowed) in _SETTING_RANGES.items():
+        if hasattr(cfg, name) and not test(getattr(cfg, name)):
+            bad.append(f"{name} must be {allowed}, got {getattr(cfg, name)!r}")
+    if bad:
+        raise ValueError("; ".join(bad))
+
+
+@dataclass
+class QAEConfig(GRPOConfig):
+    r"""``trl.GRPOConfig`` plus the knobs of QAE and SA-AH-GRPO. Std scaling is TRL's
+    ``scale_rewards`` ("group" | "batch" | "none"), read by the QAE estimator too.
+
+    Every setting is checked when the config is built; an error names the field and its range.
+
+    >>> cfg = QAEConfig(output_dir="runs/doc", use_cpu=True, report_to=[], quantile_k=0.6, token_weighting="sa_ah")
+    >>> cfg.baseline, cfg.quantile_k, cfg.token_weighting, cfg.alpha
+    ('quantile', 0.6, 'sa_ah', 0.5)
+    >>> QAEConfig(output_dir="runs/doc", use_cpu=True, report_to=[], temperature=0.0)
+    Traceback (most recent call last):
+    ValueError: temperature must be a number in (0, inf), got 0.0
+    """
+
+    baseline: str = field(default="quantile", metadata={"help": "Response-level baseline: 'mean' (GRPO) or "
+                          "'quantile' (QAE, arXiv 2509.22611: the group K-quantile)."})
+    quantile_k: float = field(default=0.4, metadata={"help": "QAE's K in (0, 1); prompts with success rate "
+                              "p <= 1-K are 'hard' (only successes move). Paper default 0.4."})
+    quantile_method: str = field(default="paper", metadata={"help": "'paper' (ceil(K*G)-th smallest reward) or "
+                                 "'linear' (torch.quantile, as the official QAE code)."})
+    advantage_eps: float = field(default=1e-4, metadata={"help": "Added to the std when scaling (TRL uses 1e-4)."})
+    token_weighting: str = field(default="none", metadata={"help": "'none', 'ah' (AH-GRPO: every rollout) or "
+                                 "'sa_ah' (SA-AH-GRPO, arXiv 2606.05434: negative-advantage rollouts only)."})
+    alpha: float = field(default=0.5, metadata={"help": "SA-AH's discount strength: w_t = exp(-alpha * cumulative "
+                         "normalised entropy). 0 is plain GRPO; the paper uses 0.5."})
+    entropy_top_k: int | None = field(default=None, metadata={"help": "H~_t for the SA-AH/AH weights: None for "
+                                      "the exact entropy of the loss's forward, or k for SA-AH's top-k estimate "
+                                      "H_topk / log V (arXiv 2606.05434 uses k = 500; an extra no-grad LM-head "
+                                      "projection of the same forward's hidden states)."})
+    sparse_update: bool = field(default=True, metadata={"help": "Skip the forward/backward of responses with "
+                                "advantage exactly 0 (same gradient); dense when beta != 0 or an entropy bonus is on."})
+    success_threshold: float = field(default=0.5, metadata={"help": "Reward at or above which a response counts "
+                                     "as a success in the qae/* regime metrics."})
+    fast_generation: bool = field(default=False, metadata={"help": "Sample in eval mode (no dropout) with LoRA "
+                                  "merged into the base weights, restored bit-exactly after (qae_lab.generation."
+                                  "generation_policy): the bare model's kernels per decode step instead of TRL's "
+                                  "unmerged LoRA in train mode. Transformers generation only (not vLLM)."})
+    compile_generation: bool = field(default=False, metadata={"help": "Let transformers compile the decode step "
+                                     "(TRL passes disable_compile=True). Takes effect with "
+                                     "cache_implementation='static' on a GPU; the first steps compile."})
+
+    def __post_init__(self):
+        _check_training_settings(self)  # before TRL's own checks, whose messages name fewer ranges
+        super().__post_init__()
+        check_choice(self.baseline, "baseline", BASELINES)
+        check_k(self.quantile_k, "quantile_k")
+        check_choice(self.quantile_method, "quantile_method", QUANTILE_METHODS)
+        check_choice(self.token_weighting, "token_weighting", TOKEN_WEIGHTINGS)
+        check_finite_scalar(self.alpha, "alpha")
+        check_finite_scalar(self.success_threshold, "success_threshold")
+        if self.entropy_top_k is not None:
+            check_int(self.entropy_top_k, "entropy_top_k", 1)
+        if not check_finite_scalar(self.advantage_eps, "advantage_eps") >= 0:
+            raise ValueError(f"advantage_eps must be >= 0, got {self.advantage_eps}")
+        if (self.fast_generation or self.compile_generation) and self.use_vllm:
+            raise ValueError("fast_generation / compile_generation apply to transformers' generate; with use_vllm=True "
+                             "vLLM generates: set both to False")
+        check_weighting_loss_type(self.token_weighting, self.loss_type)
