@@ -4,11 +4,10 @@ r"""A whole run: evaluate the policy on held-out problems, train it, evaluate ag
 :func:`make_trainer` builds :class:`qae_lab.trainer.QAETrainer` (model, data, the reward ``run.reward``
 names in :data:`qae_lab.rewards.REWARDS`, LoRA, the :class:`~qae_lab.callbacks.RunLogger`),
 :func:`evaluate_run` measures pass@1 with the one verdict of :mod:`qae_lab.answers`, and the folder
-(:mod:`qae_lab.runfolder`) then holds ``config.json``, ``log.jsonl``, ``eval_before.json`` /
-``eval_after.json``, ``report.html`` and ``model/``. :func:`plan` checks everything a run needs
-before anything loads: the settings, the run folder (a new run never overwrites another without
-``overwrite``), and, for a resume, the checkpoint and what the resume changes
-(:mod:`qae_lab.checkpoints`).
+(:mod:`qae_lab.runfolder`) then holds ``config.json``, ``log.jsonl``, ``eval_*.json``, ``report.html``
+and ``model/``. :func:`plan` checks all a run needs before anything loads: the settings, the run
+folder (a new run never overwrites another without ``overwrite``), and, for a resume, the checkpoint
+and what the resume changes (:mod:`qae_lab.checkpoints`).
 """
 
 from __future__ import annotations
@@ -285,13 +284,12 @@ def _report(out: Path, run: RunArgs, cfg, preset, command, outcome, wall: float,
                "prompts x completions per step": f"{cfg.generation_batch_size // cfg.num_generations} x "
                                                  f"{cfg.num_generations}",
                "wall time (this process)": f"{wall:.0f} s"}
-    notes = [("Verdict: correct (qae_lab.answers.is_correct) AND stopped right after </answer> "
-              "(qae_lab.answers.strict_is_correct), in the training reward and in every pass@1 here; "
-              "'lenient' ignores the stop."),
-             ("Sampled pass@1: the mean over problems of c/n, n completions each at the training temperature; "
-              "greedy pass@1: one argmax completion per problem. Same problems and seeds before and after."),
-             ("With sparse updates (sparse_update=True) TRL's entropy covers only the updated responses and is "
-              "drawn as entropy/updated_rows.")][:3 if cfg.sparse_update else 2]
+    notes = ["Verdict: correct (qae_lab.answers.is_correct) AND stopped right after </answer> (qae_lab.answers."
+             "strict_is_correct), in the training reward and in every pass@1 here; 'lenient' ignores the stop.",
+             "Sampled pass@1: the mean over problems of c/n, n completions each at the training temperature; "
+             "greedy pass@1: one argmax completion per problem. Same problems and seeds before and after.",
+             "With sparse updates (sparse_update=True) TRL's entropy covers only the updated responses and is "
+             "drawn as entropy/updated_rows."][:3 if cfg.sparse_update else 2]
     return write_report(out, title=f"qae_lab run: {preset or run.model}", rows=read_log(out),
                         summary=summary, evals=evals, notes=notes)
 

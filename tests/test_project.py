@@ -193,3 +193,10 @@ def test_imports_sit_at_the_top_except_optional_heavy_dependencies_with_a_reason
                 bad.append(f"{path.relative_to(ROOT)}:{lineno}: {text.strip()}")
     assert bad == [], "imports inside functions (move to the top, or an optional dependency with a # reason):\n" + \
         "\n".join(bad)
+
+
+def test_every_module_stays_under_400_lines():
+    # issue 12: a module a maintainer can read whole; a longer one splits along a seam of its ideas
+    long = {p.relative_to(ROOT).as_posix(): n for p in sorted((ROOT / "qae_lab").rglob("*.py"))
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) >= 400}
+    assert long == {}, f"modules of 400 lines or more: {long}"
