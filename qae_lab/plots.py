@@ -14,9 +14,9 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 
+import IPython
 import ipywidgets as widgets
 import plotly.graph_objects as go
-from IPython import get_ipython
 from plotly.subplots import make_subplots
 
 from qae_lab.methods import QAE_EASY_FRAC, QAE_HARD_FRAC, QAE_K, QAE_ZERO_ADV_FRAC, SAAH_ALPHA, SAAH_W_MEAN_NEG
@@ -219,7 +219,7 @@ class FigureView:
             self._draw()
 
     def _draw(self) -> None:
-        if get_ipython() is None:  # plain Python (scripts, doctests): nothing to draw into
+        if IPython.get_ipython() is None:  # plain Python (scripts, doctests): nothing to draw into
             return
         # the Output's content replaced in one assignment, not with ``with output: display(...)``:
         # no flicker, and safe from a background thread (a live training run's dashboard). The

@@ -21,12 +21,14 @@ Both judge correctness by the one verdict, :func:`qae_lab.answers.strict_is_corr
 pass@1 uses. A response counts as a success in the trainer's ``qae/*`` metrics when its reward is
 at least ``success_threshold``; :data:`SUCCESS_BANDS` gives, per reward, the thresholds that count
 exactly the correct responses (0.5 for ``strict``, 5.0 for ``composite``), and
-:func:`qae_lab.presets.build` refuses any other. Not in the table, on purpose: the lenient
-:func:`correctness_reward` and :func:`composite_reward` pay a completion that answers and then
-runs on, the failure the verdict exists for (:mod:`qae_lab.answers`); the format rewards
-(:func:`strict_format_reward`, :func:`soft_format_reward`) alone never look at the answer, and
-the composite already holds both of them (1 and 0.5 of its format weight). They stay for tests,
-benchmarks and rewards of one's own (``QAETrainer(reward_funcs=[...])`` takes any list).
+:func:`qae_lab.presets.build` refuses any other. Two ablations are in the table too, named as
+such: ``"lenient"`` (:func:`correctness_reward`) and ``"lenient_composite"``
+(:func:`composite_reward`) judge by :func:`qae_lab.answers.is_correct`, which pays a completion
+that answers and then runs on, the failure the strict verdict exists for (:mod:`qae_lab.answers`);
+a run with them shows that failure (its training reward holds while strict pass@1 falls). The
+format rewards (:func:`strict_format_reward`, :func:`soft_format_reward`) never look at the
+answer, so none is a training reward alone: they are the composite's format term (1 and 0.5 of
+its format weight), which calls them.
 
 Where this departs from the papers, and why:
 
@@ -249,7 +251,7 @@ def composite_breakdown(completion, gold, weights: CompositeWeights | None = Non
     text = completion_text(completion)
     scores = {
         "correct": 1.0 if _check_verdict(verdict)(text, gold) else 0.0,
-        "format": 1.0 if _strict_ok(text) else 0.5 if _soft_ok(text) else 0.0,
+        "format": strict_format_reward([text])[0] or 0.5 * soft_format_reward([text])[0],  # 1, 0.5 or 0
         "tags": sum(0.25 for tag in _TAGS if text.count(tag) == 1),
         "steps": min(count_reasoning_steps(text), w.max_steps) / w.max_steps,
     }
@@ -320,10 +322,14 @@ def strict_composite_reward(completions, gold, **kwargs) -> list[float]:
 REWARDS: dict[str, Callable] = {
     "strict": strict_correctness_reward,   # QAE's binary R_i in {0, 1}
     "composite": strict_composite_reward,  # SA-AH-GRPO's composite, r_max = 7.5
+    "lenient": correctness_reward,         # ablation: pays an answer that runs on (see the module docstring)
+    "lenient_composite": composite_reward,  # the same ablation of the composite
 }
 # (lo, hi) per reward: wrong completions score at most lo, correct ones at least hi, so a
 # success_threshold t with lo < t <= hi counts exactly the correct responses as successes
 SUCCESS_BANDS: dict[str, tuple[float, float]] = {
     "strict": (0.0, 1.0),
     "composite": (CompositeWeights().r_max - CompositeWeights().correct, float(CompositeWeights().correct)),
+    "lenient": (0.0, 1.0),
+    "lenient_composite": (CompositeWeights().r_max - CompositeWeights().correct, float(CompositeWeights().correct)),
 }

@@ -209,15 +209,20 @@ def test_strict_composite_reward_judges_correctness_by_the_verdict():
 
 
 def test_rewards_table_and_success_bands():
-    assert REWARDS == {"strict": strict_correctness_reward, "composite": strict_composite_reward}
-    assert SUCCESS_BANDS == {"strict": (0.0, 1.0), "composite": (2.5, 5.0)}
-    # every completion of a mixed bag: wrong ones score <= lo, correct ones >= hi, by the one verdict
+    assert REWARDS == {"strict": strict_correctness_reward, "composite": strict_composite_reward,
+                       "lenient": correctness_reward, "lenient_composite": composite_reward}
+    assert SUCCESS_BANDS == {"strict": (0.0, 1.0), "composite": (2.5, 5.0), "lenient": (0.0, 1.0),
+                             "lenient_composite": (2.5, 5.0)}
+    # every completion of a mixed bag: wrong ones score <= lo, correct ones >= hi, by each reward's verdict
     texts = [GOOD, GARBAGE, xml("3+4=7\n1+1=2\n2+2=4\n4+4=8", "7"), xml("3+4=7\n1+1=2\n2+2=4\n4+4=8", "8"),
              "<reasoning>3+4=7</reasoning><answer>7</answer>", "<answer>7</answer>", "#### 7", "", "7"]
     for name, fn in REWARDS.items():
         lo, hi = SUCCESS_BANDS[name]
+        verdict = is_correct if name.startswith("lenient") else strict_is_correct
         for t, r in zip(texts, fn(texts, gold=["7"] * len(texts))):
-            assert (r >= hi) if strict_is_correct(t, "7") else (r <= lo), (name, t, r)
+            assert (r >= hi) if verdict(t, "7") else (r <= lo), (name, t, r)
+    # the ablations differ from the run's rewards exactly on answers that run on
+    assert REWARDS["lenient"]([GARBAGE], gold=["7"]) == [1.0] and REWARDS["strict"]([GARBAGE], gold=["7"]) == [0.0]
 
 
 # ---------------------------------------------------------------- fuzzing: never raise, finite floats
