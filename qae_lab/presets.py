@@ -38,7 +38,7 @@ import types
 import typing
 from dataclasses import dataclass
 from enum import Enum
-from importlib.metadata import PackageNotFoundError, version
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -141,8 +141,8 @@ def _checkpointing_field() -> str:
     True
     """
     try:
-        installed = version("transformers")
-    except PackageNotFoundError:  # no train extra: nothing can be built, the name does not matter
+        installed = metadata.version("transformers")
+    except metadata.PackageNotFoundError:  # no train extra: nothing can be built, the name does not matter
         return "activation_checkpointing"
     release = tuple(int(part) for part in re.findall(r"\d+", installed)[:2])
     return "activation_checkpointing" if release >= (5, 23) else "gradient_checkpointing"

@@ -100,7 +100,8 @@ def test_the_reward_is_chosen_by_name(tmp_path):
     with pytest.raises(ValueError, match=r"success_threshold must lie in \(2.5, 5.0\] with reward 'composite'"):
         build("cpu-demo", ["reward=composite"], output_dir=str(tmp_path))  # 0.5 would count wrong answers as successes
     with pytest.raises(ValueError, match="reward must be one of"):
-        build("cpu-demo", ["reward=lenient"], output_dir=str(tmp_path))
+        build("cpu-demo", ["reward=lenient_strict"], output_dir=str(tmp_path))
+    assert build("cpu-demo", ["reward=lenient"], output_dir=str(tmp_path))[0].reward == "lenient"  # an ablation
     run, cfg = build("cpu-demo", ["reward=composite", "success_threshold=5", "n_train=8"], output_dir=str(tmp_path))
     trainer, _, _ = pipeline.make_trainer(run, cfg)
     assert trainer.reward_funcs == [REWARDS["composite"]]
