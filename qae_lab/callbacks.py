@@ -73,6 +73,7 @@ from qae_lab.runfolder import (
     jsonable,
     read_json,
     read_log_lines,
+    save_config,
     step_rows,
     versions,
     write_config,
@@ -160,7 +161,7 @@ class RunLogger(TrainerCallback):
             stored.setdefault("resumes", []).append(
                 {"step": step, "time": event["time"], "changed": changes,
                  **({"versions": now} if now != stored.get("versions") else {})})
-            atomic_write_text(config_path, json.dumps(jsonable(stored), indent=1) + "\n")
+            save_config(out, stored)
         return event
 
     def on_log(self, args, state, control, logs=None, **kwargs):

@@ -14,19 +14,17 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import struct
 import time
 import zipfile
 from pathlib import Path
 from typing import Any
 
-from qae_lab.runfolder import LOG_NAME, RunFolderError, fsync_dir, read_log_lines, step_rows
+from qae_lab.runfolder import CHECKPOINT_NAME, LOG_NAME, RunFolderError, fsync_dir, read_log_lines, step_rows
 
 __all__ = ["SAFE_ON_RESUME", "checkpoint_problems", "checkpoints", "latest_complete_checkpoint", "publish_dir",
-           "resume_changes", "check_resume_point", "resume_log"]
+           "resume_changes", "check_resume_point", "finished_step", "resume_log"]
 
-_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 
 SAFE_ON_RESUME = {
     "max_steps": "may grow past the checkpoint's step (a schedule that decays over max_steps is stretched from there)",
@@ -140,7 +138,7 @@ def checkpoints(folder: str | os.PathLike) -> list[tuple[int, Path]]:
     folder = Path(folder)
     if not folder.is_dir():
         return []
-    found = [(int(m.group(1)), p) for p in folder.iterdir() if p.is_dir() and (m := _CHECKPOINT.match(p.name))]
+    found = [(int(m.group(1)), p) for p in folder.iterdir() if p.is_dir() and (m := CHECKPOINT_NAME.match(p.name))]
     return sorted(found)
 
 
@@ -260,14 +258,26 @@ def check_resume_point(output_dir: str | os.PathLike, step: int) -> None:
             f"{out}/checkpoint-{step} is not the run's latest checkpoint (checkpoint-{later[-1]} is): resuming it in "
             f"{out}/ would train steps {step + 1}-{later[-1]} again over their logged rows. Resume "
             f"checkpoint-{later[-1]}, or start a new run folder to try something else from step {step}.")
-    rows, _ = read_log_lines(out / LOG_NAME)
-    finished = [r["step"] for r in rows if "train_runtime" in r and r.get("step", 0) > step]
-    if finished:
+    finished = finished_step(out)
+    if finished is not None and finished > step:
         raise RunFolderError(
-            f"the run in {out}/ finished at step {finished[-1]}, after checkpoint-{step}: resuming it would train "
-            f"logged steps {step + 1}-{finished[-1]} again. To train on, resume from a checkpoint at step "
-            f"{finished[-1]} (save_strategy='steps' keeps one at the end); to try something else from step {step}, "
+            f"the run in {out}/ finished at step {finished}, after checkpoint-{step}: resuming it would train "
+            f"logged steps {step + 1}-{finished} again. To train on, resume from a checkpoint at step "
+            f"{finished} (save_strategy='steps' keeps one at the end); to try something else from step {step}, "
             f"start a new run folder.")
+
+
+def finished_step(output_dir: str | os.PathLike) -> int | None:
+    r"""The step at which the run in ``output_dir`` last finished training (its end-of-training log row), else None.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> _ = (d / "log.jsonl").write_text('{"step": 4, "reward": 0.5}\n{"step": 4, "train_runtime": 9.0}\n')
+    >>> finished_step(d), finished_step(tempfile.mkdtemp())
+    (4, None)
+    """
+    steps = [r["step"] for r in read_log_lines(Path(output_dir) / LOG_NAME)[0] if "train_runtime" in r]
+    return steps[-1] if steps else None
 
 
 def resume_log(rows: list[dict], step: int, log_history: list[dict]) -> tuple[list[dict], list[dict], list[int]]:

@@ -56,7 +56,7 @@ from qae_lab.methods import (
     SAAH_W_MEAN_NEG,
 )
 from qae_lab.plots import FigureView, run_curves_figure
-from qae_lab.runfolder import LOG_NAME, read_log, step_rows
+from qae_lab.runfolder import LOG_NAME, read_log_lines, step_rows
 
 __all__ = ["LIVE_PANELS", "Dashboard", "DashboardFeed", "LiveRun", "auto_preset"]
 
@@ -291,8 +291,7 @@ class LiveRun:
         r"""The training-step rows (:func:`~qae_lab.runfolder.step_rows`) of the run folder's ``log.jsonl``
         so far, in step order: ``[]`` before the first step is written. Safe to call while training
         goes on (a line being written is not read half)."""
-        log = Path(self.trainer.args.output_dir) / LOG_NAME
-        return step_rows(read_log(log)) if log.is_file() else []
+        return step_rows(read_log_lines(Path(self.trainer.args.output_dir) / LOG_NAME)[0])
 
     @property
     def running(self) -> bool:

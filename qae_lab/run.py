@@ -16,7 +16,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import re
 import shutil
 import time
 from pathlib import Path
@@ -29,6 +28,7 @@ from qae_lab.callbacks import RunLogger, train_resumable, use_compact_progress
 from qae_lab.checkpoints import (
     check_resume_point,
     checkpoint_problems,
+    finished_step,
     latest_complete_checkpoint,
     publish_dir,
     resume_changes,
@@ -41,6 +41,7 @@ from qae_lab.models import load_policy, lora_config
 from qae_lab.presets import PRESETS, RunArgs, build, field_types
 from qae_lab.rewards import REWARDS
 from qae_lab.runfolder import (
+    CHECKPOINT_NAME,
     CONFIG_NAME,
     EVAL_AFTER,
     LOG_NAME,
@@ -61,7 +62,6 @@ from qae_lab.trainer import QAETrainer
 
 __all__ = ["load_records", "evaluate_run", "eval_line", "make_trainer", "run_record", "train", "plan"]
 
-_CHECKPOINT_NAME = re.compile(r"^checkpoint-\d+$")
 
 
 def load_records(run: RunArgs) -> tuple[list[dict], list[dict]]:
@@ -208,12 +208,6 @@ def run_record(run: RunArgs, cfg, *, command: str | None = None, recipe: dict | 
     return {**dataclasses.asdict(run), "command": command, "method": method_name(cfg), "build": recipe}
 
 
-def _finished_step(out: Path) -> int | None:
-    """The step at which the run in ``out`` last finished training (its end-of-training log row), else None."""
-    steps = [r["step"] for r in read_log_lines(out / LOG_NAME)[0] if "train_runtime" in r]
-    return steps[-1] if steps else None
-
-
 def _set_aside_finished(out: Path, step: int) -> dict[str, Any]:
     """Before a finished run trains on: its after-training evaluation and model move to ``finished-step<S>/``
     (a new name if that exists), renamed, not copied. Returns what moved where (for the resume event)."""
@@ -235,7 +229,7 @@ def _run(run: RunArgs, cfg, preset, command, resume_from_checkpoint, callbacks, 
     t0 = time.time()
     out = Path(cfg.output_dir)
     resuming = resume_from_checkpoint is not None
-    finished = _finished_step(out) if resuming else None
+    finished = finished_step(out) if resuming else None
     trains_on = finished is None or cfg.max_steps > finished  # a finished run resumed as it was trains nothing
     trainer, tok, eval_recs = make_trainer(run, cfg, preset=preset, command=command, callbacks=callbacks,
                                            resume=resuming, recipe=recipe)
@@ -303,7 +297,7 @@ def _resume_target(path: str) -> tuple[Path, list[str]]:
     p = Path(path)
     if not p.exists():
         raise RunFolderError(f"--resume {path}: no such folder")
-    if (p / "trainer_state.json").exists() or _CHECKPOINT_NAME.match(p.name):
+    if (p / "trainer_state.json").exists() or CHECKPOINT_NAME.match(p.name):
         problems = checkpoint_problems(p)
         if problems:
             raise RunFolderError(f"--resume {path}: the checkpoint cannot be resumed: {'; '.join(problems)}")
@@ -371,12 +365,12 @@ def plan(args) -> dict[str, Any]:
         method = method or recipe.get("method")
         sets = [*(recipe["sets"] if "sets" in recipe else _sets_from_config(stored, preset)), *sets]
         run, cfg = build(preset, sets, method, output_dir=str(out))
-        step = read_json(resume / "trainer_state.json", "checkpoint state")["global_step"]
+        state = read_json(resume / "trainer_state.json", "checkpoint state")
+        step = state["global_step"]
         changes = resume_changes(stored, jsonable(cfg.to_dict()), jsonable(run_record(run, cfg)), checkpoint_step=step)
         check_resume_point(out, step)
         rows, cut = read_log_lines(out / LOG_NAME)
-        history = read_json(resume / "trainer_state.json", "checkpoint state").get("log_history", [])
-        _kept, later, restored = resume_log(rows, step, history)
+        _kept, later, restored = resume_log(rows, step, state.get("log_history", []))
         notes.append(f"resuming {resume} (step {step})"
                      + (f"; changed: {', '.join(f'{k} {a} -> {b}' for k, (a, b) in changes.items())}" if changes else "")
                      + (f"; steps {', '.join(map(str, sorted({r['step'] for r in step_rows(later)})))} were logged "

@@ -48,14 +48,14 @@ from typing import Any
 from qae_lab.plots import run_curves_figure
 
 __all__ = ["CONFIG_NAME", "LOG_NAME", "SUPERSEDED_NAME", "REPORT_NAME", "EVAL_BEFORE", "EVAL_AFTER", "MODEL_DIR",
-           "STAGING_DIR", "RunFolderError", "fsync_dir", "atomic_write_text", "read_json", "jsonable", "append_line",
-           "read_log_lines", "read_log", "step_rows", "run_files", "claim_fresh", "versions", "write_config",
+           "STAGING_DIR", "CHECKPOINT_NAME", "RunFolderError", "fsync_dir", "atomic_write_text", "read_json", "jsonable", "append_line",
+           "read_log_lines", "read_log", "step_rows", "run_files", "claim_fresh", "versions", "save_config", "write_config",
            "write_report"]
 
 CONFIG_NAME, LOG_NAME, SUPERSEDED_NAME, REPORT_NAME = "config.json", "log.jsonl", "log.superseded.jsonl", "report.html"
 EVAL_BEFORE, EVAL_AFTER, MODEL_DIR, STAGING_DIR = "eval_before.json", "eval_after.json", "model", ".staging"
 _RUN_FILES = (CONFIG_NAME, LOG_NAME, SUPERSEDED_NAME, EVAL_BEFORE, EVAL_AFTER, REPORT_NAME, MODEL_DIR)
-_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+CHECKPOINT_NAME = re.compile(r"^checkpoint-(\d+)$")  # a Trainer checkpoint folder; group 1: its step
 
 
 class RunFolderError(ValueError):
@@ -204,13 +204,8 @@ def read_log_lines(path: str | os.PathLike) -> tuple[list[dict], str | None]:
                 return rows, line
             raise RunFolderError(f"{path}: line {i + 1} is damaged (not JSON: {err}); only a cut last line "
                                  f"can come from an interruption") from None
-    if tail.strip():
-        try:  # a whole JSON object whose newline never reached the disk still counts as cut: nothing follows it
-            json.loads(tail)
-        except json.JSONDecodeError:
-            pass
-        return rows, tail
-    return rows, None
+    # a last line without its newline is cut, even when it parses: its write did not finish
+    return rows, (tail if tail.strip() else None)
 
 
 def read_log(path: str | os.PathLike, *, strict: bool = False) -> list[dict]:
@@ -259,7 +254,7 @@ def run_files(folder: str | os.PathLike) -> list[str]:
     folder = Path(folder)
     if not folder.is_dir():
         return []
-    return sorted(p.name for p in folder.iterdir() if p.name in _RUN_FILES or _CHECKPOINT.match(p.name))
+    return sorted(p.name for p in folder.iterdir() if p.name in _RUN_FILES or CHECKPOINT_NAME.match(p.name))
 
 
 def claim_fresh(folder: str | os.PathLike, *, overwrite: bool = False) -> list[str]:
@@ -315,8 +310,14 @@ def versions() -> dict[str, str]:
             "python": platform.python_version()}
 
 
-def _config_text(data: dict) -> str:
-    return json.dumps(jsonable(data), indent=1, sort_keys=False) + "\n"
+def save_config(output_dir: str | os.PathLike, data: dict) -> Path:
+    r"""Write a ``config.json`` dict atomically (strict JSON: NaN/inf as null), e.g. one updated by a resume.
+
+    >>> import tempfile
+    >>> json.loads(save_config(tempfile.mkdtemp(), {"run": {"n": 1}, "x": float("nan")}).read_text())
+    {'run': {'n': 1}, 'x': None}
+    """
+    return atomic_write_text(Path(output_dir) / CONFIG_NAME, json.dumps(jsonable(data), indent=1) + "\n")
 
 
 def write_config(output_dir: str | os.PathLike, args, *, preset: str | None = None,
@@ -332,7 +333,7 @@ def write_config(output_dir: str | os.PathLike, args, *, preset: str | None = No
     ({'quantile_k': 0.4, 'max_steps': 20}, {'n_train': 64}, ['python', 'qae_lab'])
     """
     data = {"preset": preset, "run": run or {}, "trainer": args.to_dict(), "versions": versions(), "resumes": []}
-    return atomic_write_text(Path(output_dir) / CONFIG_NAME, _config_text(data))
+    return save_config(output_dir, data)
 
 
 # ---------------------------------------------------------------- the report

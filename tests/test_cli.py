@@ -6,6 +6,7 @@ completions, 8 evaluation problems x 2 samples), including Ctrl-C and ``--resume
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -279,11 +280,7 @@ def test_a_new_run_never_overwrites_a_run_folder(tiny_run, monkeypatch, capsys, 
         err = capsys.readouterr().err
         assert "already holds a run" in err and "--resume" in err and "--overwrite" in err
     assert _snapshot(tiny_run) == before  # nothing cut, nothing replaced
-    copy = tmp_path / "copy"
-    copy.mkdir()
-    for name, data in before.items():
-        (copy / name).parent.mkdir(parents=True, exist_ok=True)
-        (copy / name).write_bytes(data)
+    copy = Path(shutil.copytree(tiny_run, tmp_path / "copy"))
     (copy / "my_notes.txt").write_text("keep me")
     monkeypatch.undo()
     assert main(["train", "--output-dir", str(copy), "--overwrite", *_sets(["evaluate=false"])]) == 0
@@ -337,10 +334,7 @@ def test_resume_refuses_changed_settings_and_touches_nothing(saved_run, change, 
 
 @pytest.mark.slow
 def test_extending_a_finished_run_is_an_event_not_a_rewrite(saved_run, tmp_path, capsys):
-    run = tmp_path / "run"
-    for name, data in _snapshot(saved_run).items():
-        (run / name).parent.mkdir(parents=True, exist_ok=True)
-        (run / name).write_bytes(data)
+    run = Path(shutil.copytree(saved_run, tmp_path / "run"))
     first = read_log(run)
     after = (run / "eval_after.json").read_bytes()
     assert main(["train", "--resume", str(run), "--set", "max_steps=6"]) == 0
@@ -399,10 +393,7 @@ def test_a_second_ctrl_c_during_the_save_leaves_no_half_checkpoint(tmp_path, cap
 @pytest.mark.slow
 def test_damaged_checkpoint_files_are_named_and_the_resume_takes_the_latest_complete_one(saved_run, tmp_path, capsys,
                                                                                           monkeypatch):
-    run = tmp_path / "run"
-    for name, data in _snapshot(saved_run).items():
-        (run / name).parent.mkdir(parents=True, exist_ok=True)
-        (run / name).write_bytes(data)
+    run = Path(shutil.copytree(saved_run, tmp_path / "run"))
     _no_loading(monkeypatch)
     state = run / "checkpoint-4" / "trainer_state.json"
     state.write_text(state.read_text()[:100])
