@@ -298,14 +298,21 @@ def advantage_stats(
         ``zero_adv_frac``, ``pos_frac``, ``neg_frac`` (fractions of responses with
         advantage exactly 0, > 0, < 0), ``hard_frac`` and ``easy_frac`` (fractions of
         prompts with success rate p <= 1-K and p > 1-K; they sum to 1),
-        ``all_equal_frac`` (prompts whose rewards are all equal) and
-        ``success_rate`` (mean of p over prompts).
+        ``all_equal_frac`` (prompts whose rewards are all equal),
+        ``success_rate`` (mean of p over prompts), ``neg_correct`` (the number of successes
+        given a negative advantage: with non-binary rewards a competent answer below an
+        outlier-inflated group mean is punished, QAE paper sec. 1) and ``neg_correct_frac``
+        (that number over the number of successes; 0 when there is none).
 
     >>> r = torch.tensor([1., 0, 0, 0,   1, 1, 1, 0])
     >>> a = group_advantages(r, 4, k=0.4)
     >>> s = advantage_stats(r, a, 4, 0.4)
     >>> s["zero_adv_frac"], s["hard_frac"], s["success_rate"]
     (0.75, 0.5, 0.5)
+    >>> r = torch.tensor([7.5, 7.5, 5.5, 5.5])  # composite rewards: four correct answers (>= 5)
+    >>> [advantage_stats(r, group_advantages(r, 4, baseline=b, k=0.4), 4, 0.4, success_threshold=5.0)["neg_correct"]
+    ...  for b in ("mean", "quantile")]
+    [2.0, 0.0]
     """
     r, g = _grouped(rewards, group_size)  # (B, G)
     a = as_real_tensor(advantages, "advantages", ndim=1)
@@ -315,6 +322,7 @@ def advantage_stats(
     threshold = check_finite_scalar(success_threshold, "success_threshold")
     n_success = (r >= threshold).sum(dim=1)  # (B,)
     hard = hard_regime(n_success, g, k)  # (B,)
+    neg_correct = ((r.flatten() >= threshold) & (a < 0)).sum().item()
     return {
         "zero_adv_frac": (a == 0).float().mean().item(),
         "pos_frac": (a > 0).float().mean().item(),
@@ -323,4 +331,6 @@ def advantage_stats(
         "easy_frac": (~hard).float().mean().item(),
         "all_equal_frac": (r.amax(dim=1) == r.amin(dim=1)).float().mean().item(),
         "success_rate": (n_success.float() / g).mean().item(),
+        "neg_correct": float(neg_correct),
+        "neg_correct_frac": neg_correct / max(int(n_success.sum()), 1),
     }

@@ -22,12 +22,21 @@ import sys
 from typing import Any
 
 from qae_lab.checkpoints import SAFE_ON_RESUME, latest_complete_checkpoint
-from qae_lab.methods import METHODS
+from qae_lab.methods import METHODS, PARTNERS, method_settings
 from qae_lab.presets import PRESETS, RunArgs, command_line, field_types, parse_sets
 from qae_lab.run import plan, train
 from qae_lab.runfolder import RunFolderError, claim_fresh
 
 __all__ = ["main"]
+
+
+def _method(name: str) -> str:
+    """argparse type of ``--method``: a method name that :func:`~qae_lab.methods.method_settings` accepts."""
+    try:
+        method_settings(name)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return name
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -38,7 +47,9 @@ def _parser() -> argparse.ArgumentParser:
                        + "; and every field of qae_lab.config.QAEConfig (TRL's GRPOConfig + QAE/SA-AH knobs).")
     t.add_argument("--preset", choices=sorted(PRESETS),
                    help="default cpu-demo; with --resume, the run's own (from its config.json)")
-    t.add_argument("--method", choices=sorted(METHODS), help="sets baseline and token_weighting")
+    t.add_argument("--method", type=_method, metavar="METHOD[+PARTNER...]",
+                   help=f"sets baseline and token_weighting: one of {', '.join(METHODS)}, each optionally followed by "
+                        f"+partner from {', '.join(PARTNERS)} (e.g. qae+clip_higher)")
     t.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME=VALUE",
                    help="override a RunArgs or QAEConfig field (repeatable), e.g. --set quantile_k=0.6; with --resume "
                         "only " + ", ".join(SAFE_ON_RESUME) + " may change")
@@ -102,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _resolved(plan: dict, run: RunArgs, cfg, command: str) -> dict[str, Any]:
     """What a dry run prints: the command, the RunArgs, and the resolved value of every overridden QAEConfig field."""
-    overrides = {**PRESETS[plan["preset"]], **(METHODS.get(plan["method"]) or {}), **parse_sets(plan["sets"])}
+    overrides = {**PRESETS[plan["preset"]], **(method_settings(plan["method"]) if plan["method"] else {}),
+                 **parse_sets(plan["sets"])}
     trainer = {k: getattr(cfg, k) for k in overrides if k in field_types(type(cfg))}
     trainer.update(output_dir=cfg.output_dir, generation_batch_size=cfg.generation_batch_size,
                    steps_per_generation=cfg.steps_per_generation)

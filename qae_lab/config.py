@@ -24,7 +24,10 @@ from dataclasses import dataclass, field
 from trl import GRPOConfig
 
 from qae_lab._checks import check_choice, check_finite_scalar, check_int, check_k
-from qae_lab.methods import BASELINES, QUANTILE_METHODS, TOKEN_WEIGHTINGS, check_weighting_loss_type
+from qae_lab.behaviour import REFLECTION_WORDS, reflection_pattern
+from qae_lab.methods import (BASELINES, QUANTILE_METHODS, TOKEN_WEIGHTINGS, WEIGHTED_LOSS_TYPES,
+                             check_weighting_loss_type)
+from qae_lab.partners import ADVANTAGE_MASKS, COV_PENALTIES
 
 __all__ = ["QAEConfig"]
 
@@ -133,6 +136,20 @@ class QAEConfig(GRPOConfig):
                                      "(TRL passes disable_compile=True). Takes effect with "
                                      "cache_implementation='static' on a GPU; the first steps compile."})
 
+    advantage_mask: str = field(default="none", metadata={"help": "Sign ablation: 'none', 'pos' (POS-MASK: only "
+                                "positive-advantage responses train) or 'neg' (NEG-MASK: only negative ones)."})
+    cov_penalty: str = field(default="none", metadata={"help": "Covariance-based token control of Cui et al. 2025 "
+                             "(arXiv 2505.22617): 'none', 'clip_cov' or 'kl_cov' (qae_lab.partners)."})
+    clip_cov_ratio: float = field(default=2e-4, metadata={"help": "Clip-Cov: fraction of tokens whose gradient is "
+                                  "detached, in (0, 1] (paper 2e-4; at least one token)."})
+    clip_cov_lb: float = field(default=1.0, metadata={"help": "Clip-Cov: lower end of the covariance band (paper 1)."})
+    clip_cov_ub: float = field(default=5.0, metadata={"help": "Clip-Cov: upper end of the covariance band (paper 5)."})
+    kl_cov_ratio: float = field(default=2e-4, metadata={"help": "KL-Cov: fraction of tokens (largest covariance) "
+                                "that get the KL penalty, in (0, 1] (paper 2e-4 to 2e-3; at least one token)."})
+    kl_cov_coef: float = field(default=1.0, metadata={"help": "KL-Cov: weight of |log pi - log pi_old| (paper 1)."})
+    reflection_words: list[str] = field(default_factory=lambda: list(REFLECTION_WORDS), metadata={
+        "help": "Words counted as reflective in the behaviour/reflect_* metrics (whole words, any case)."})
+
     def __post_init__(self):
         _check_training_settings(self)  # before TRL's own checks, whose messages name fewer ranges
         super().__post_init__()
@@ -150,3 +167,17 @@ class QAEConfig(GRPOConfig):
             raise ValueError("fast_generation / compile_generation apply to transformers' generate; with use_vllm=True "
                              "vLLM generates: set both to False")
         check_weighting_loss_type(self.token_weighting, self.loss_type)
+        check_choice(self.advantage_mask, "advantage_mask", ADVANTAGE_MASKS)
+        check_choice(self.cov_penalty, "cov_penalty", COV_PENALTIES)
+        if self.cov_penalty != "none" and self.loss_type not in WEIGHTED_LOSS_TYPES:
+            raise ValueError(f"cov_penalty={self.cov_penalty!r} needs loss_type in {WEIGHTED_LOSS_TYPES}, "
+                             f"got {self.loss_type!r}")
+        for name in ("clip_cov_ratio", "kl_cov_ratio"):
+            if not 0 < check_finite_scalar(getattr(self, name), name) <= 1:
+                raise ValueError(f"{name} must lie in (0, 1], got {getattr(self, name)}")
+        if not check_finite_scalar(self.clip_cov_lb, "clip_cov_lb") < check_finite_scalar(self.clip_cov_ub,
+                                                                                          "clip_cov_ub"):
+            raise ValueError(f"clip_cov_lb must be < clip_cov_ub, got {self.clip_cov_lb} and {self.clip_cov_ub}")
+        if not check_finite_scalar(self.kl_cov_coef, "kl_cov_coef") >= 0:
+            raise ValueError(f"kl_cov_coef must be >= 0, got {self.kl_cov_coef}")
+        reflection_pattern(self.reflection_words)  # refuses an empty list or an empty word, naming it

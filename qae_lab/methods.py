@@ -14,6 +14,10 @@ transformers or torch of its own, so a notebook or an analysis script can use it
 * Methods: :data:`METHODS` names each (baseline, token weighting) pair the papers compare;
   :func:`method_of` names a pair and :func:`method_name` a configuration or a run's
   ``config.json``.
+* Partners: :data:`PARTNERS` are the token-level and loss-level settings QAE is combined with
+  (Clip-Higher, GSPO, Clip-Cov, KL-Cov) and the sign ablations (POS-MASK, NEG-MASK); a method
+  with partners is written ``"qae+clip_higher"`` and :func:`method_settings` turns it into
+  trainer settings.
 * Live knobs: :func:`validate_knobs` checks ``quantile_k``, ``alpha``, ``baseline`` and
   ``token_weighting`` wherever they are set (trainer, widgets).
 * Metric names: one constant per metric the trainer logs, named after it
@@ -35,7 +39,9 @@ __all__ = [
     "TOKEN_WEIGHTINGS",
     "WEIGHTED_LOSS_TYPES",
     "METHODS",
+    "PARTNERS",
     "KNOBS",
+    "method_settings",
     "can_weight_tokens",
     "check_weighting_loss_type",
     "method_of",
@@ -50,6 +56,13 @@ __all__ = [
     "QAE_EASY_FRAC",
     "QAE_ALL_EQUAL_FRAC",
     "QAE_SUCCESS_RATE",
+    "QAE_NEG_CORRECT",
+    "QAE_NEG_CORRECT_FRAC",
+    "QAE_NEG_CORRECT_IF_MEAN",
+    "BEHAVIOUR_PREFIX",
+    "COV_SELECTED_FRAC",
+    "COV_TOKEN_COV",
+    "COV_METRICS",
     "SAAH_ALPHA",
     "SAAH_W_MEAN_NEG",
     "SAAH_EFFECTIVE_TOKENS_FRAC",
@@ -74,12 +87,23 @@ METHODS = {
     "qae_sa_ah": {"baseline": "quantile", "token_weighting": "sa_ah"},  # both
 }
 
+# settings each partner adds to a method ("qae+clip_higher"); see qae_lab.partners for the maths
+PARTNERS = {
+    "clip_higher": {"epsilon": 0.2, "epsilon_high": 0.28},  # DAPO's Clip-Higher (Yu et al. 2025)
+    # GSPO (Zheng et al. 2025): sequence-level importance ratio, its clipping range, per-sequence loss
+    "gspo": {"importance_sampling_level": "sequence", "epsilon": 3e-4, "epsilon_high": 4e-4, "loss_type": "grpo"},
+    "clip_cov": {"cov_penalty": "clip_cov"},  # Cui et al. 2025 (arXiv 2505.22617)
+    "kl_cov": {"cov_penalty": "kl_cov"},  # Cui et al. 2025 (arXiv 2505.22617)
+    "pos_mask": {"advantage_mask": "pos"},  # POS-MASK: only positive-advantage responses train
+    "neg_mask": {"advantage_mask": "neg"},  # NEG-MASK: only negative-advantage responses train
+}
+
 # the live knobs: read by QAETrainer at every step, set with QAETrainer.set_knobs
 KNOBS = ("quantile_k", "alpha", "baseline", "token_weighting")
 
 # ---------------------------------------------------------------- metric names (docs/metrics.md)
 
-# qae/*: every step, by QAETrainer._generate_and_score_completions
+# qae/*, behaviour/*: every step, by QAETrainer._generate_and_score_completions
 QAE_K = "qae/k"
 QAE_QUANTILE_BASELINE = "qae/quantile_baseline"
 QAE_ZERO_ADV_FRAC = "qae/zero_adv_frac"
@@ -89,6 +113,13 @@ QAE_HARD_FRAC = "qae/hard_frac"
 QAE_EASY_FRAC = "qae/easy_frac"
 QAE_ALL_EQUAL_FRAC = "qae/all_equal_frac"
 QAE_SUCCESS_RATE = "qae/success_rate"
+QAE_NEG_CORRECT = "qae/neg_correct"
+QAE_NEG_CORRECT_FRAC = "qae/neg_correct_frac"
+QAE_NEG_CORRECT_IF_MEAN = "qae/neg_correct_if_mean"  # the same rewards under the mean baseline
+BEHAVIOUR_PREFIX = "behaviour/"  # + each key of qae_lab.behaviour.behaviour_stats
+# cov/*: with cov_penalty only, by QAETrainer._cov_select
+COV_SELECTED_FRAC = "cov/selected_frac"
+COV_TOKEN_COV = "cov/token_cov"
 # saah/*: with token weighting only, by QAETrainer._compute_loss (alpha) and _weighted_advantages
 SAAH_ALPHA = "saah/alpha"
 SAAH_W_MEAN_NEG = "saah/w_mean_neg"
@@ -103,8 +134,11 @@ ADVANTAGE_STAT_METRICS = {
     "easy_frac": QAE_EASY_FRAC,
     "all_equal_frac": QAE_ALL_EQUAL_FRAC,
     "success_rate": QAE_SUCCESS_RATE,
+    "neg_correct": QAE_NEG_CORRECT,
+    "neg_correct_frac": QAE_NEG_CORRECT_FRAC,
 }
-QAE_METRICS = (QAE_K, QAE_QUANTILE_BASELINE, *ADVANTAGE_STAT_METRICS.values())
+QAE_METRICS = (QAE_K, QAE_QUANTILE_BASELINE, *ADVANTAGE_STAT_METRICS.values(), QAE_NEG_CORRECT_IF_MEAN)
+COV_METRICS = (COV_SELECTED_FRAC, COV_TOKEN_COV)
 SAAH_METRICS = (SAAH_ALPHA, SAAH_W_MEAN_NEG, SAAH_EFFECTIVE_TOKENS_FRAC)
 # the logged metrics that record the knobs in force at each step
 KNOB_METRICS = (QAE_K, QAE_QUANTILE_BASELINE, SAAH_ALPHA)
@@ -181,7 +215,8 @@ def method_name(config) -> str:
             whose ``run.method`` wins when set (the name the run recorded).
 
     Returns:
-        the :data:`METHODS` name, else ``"<baseline>+<token_weighting>"`` (:func:`method_of`).
+        the :data:`METHODS` name, else ``"<baseline>+<token_weighting>"`` (:func:`method_of`), followed
+        by ``+partner`` for each of :data:`PARTNERS` whose settings the configuration holds.
 
     Raises:
         ValueError: a mapping with neither ``run.method`` nor both trainer fields.
@@ -194,6 +229,9 @@ def method_name(config) -> str:
     >>> from types import SimpleNamespace
     >>> method_name(SimpleNamespace(baseline="mean", token_weighting="ah"))
     'mean+ah'
+    >>> method_name({"run": {}, "trainer": {"baseline": "quantile", "token_weighting": "none", "epsilon": 0.2,
+    ...                                     "epsilon_high": 0.28, "cov_penalty": "kl_cov"}})
+    'qae+clip_higher+kl_cov'
     """
     if isinstance(config, Mapping):
         method = (config.get("run") or {}).get("method")
@@ -202,11 +240,56 @@ def method_name(config) -> str:
         trainer = config.get("trainer") or {}
         if "baseline" not in trainer or "token_weighting" not in trainer:
             raise ValueError("config must hold run.method or trainer.baseline and trainer.token_weighting")
-        return method_of(trainer["baseline"], trainer["token_weighting"])
+        return _with_partners(method_of(trainer["baseline"], trainer["token_weighting"]), trainer.get)
     if not (hasattr(config, "baseline") and hasattr(config, "token_weighting")):
         raise TypeError(f"config must be a config.json mapping or have baseline and token_weighting attributes, "
                         f"got {type(config).__name__}")
-    return method_of(config.baseline, config.token_weighting)
+    return _with_partners(method_of(config.baseline, config.token_weighting), lambda k: getattr(config, k, None))
+
+
+def _with_partners(base: str, get) -> str:
+    """``base`` plus ``+partner`` for each of :data:`PARTNERS` whose every setting ``get`` returns."""
+    found = [name for name, settings in PARTNERS.items() if all(get(k) == v for k, v in settings.items())]
+    return "+".join([base, *found])
+
+
+def method_settings(method: str) -> dict:
+    r"""The trainer settings of a method name: a :data:`METHODS` name, optionally with ``+partner``s.
+
+    Args:
+        method: e.g. ``"qae"``, ``"mean+clip_higher"``, ``"qae_sa_ah+gspo"``, ``"qae+clip_higher+kl_cov"``.
+
+    Returns:
+        ``{setting: value}``: the method's baseline and token weighting, then each partner's settings.
+
+    Raises:
+        ValueError: an unknown method or partner, a partner named twice, or two partners that set
+            one setting to different values (``gspo`` and ``clip_higher`` both set the clip range).
+
+    >>> method_settings("qae+clip_higher")
+    {'baseline': 'quantile', 'token_weighting': 'none', 'epsilon': 0.2, 'epsilon_high': 0.28}
+    >>> method_settings("mean+pos_mask+neg_mask")
+    Traceback (most recent call last):
+    ...
+    ValueError: method 'mean+pos_mask+neg_mask': pos_mask and neg_mask both set advantage_mask; use one
+    """
+    if not isinstance(method, str):
+        raise ValueError(f"method must be a string such as 'qae+clip_higher', got {method!r}")
+    base, *partners = method.split("+")
+    if base not in METHODS:
+        raise ValueError(f"unknown method {base!r} in {method!r}; methods: {sorted(METHODS)}, "
+                         f"each optionally followed by +partner from {sorted(PARTNERS)}")
+    out, owner = dict(METHODS[base]), {}
+    for partner in partners:
+        if partner not in PARTNERS:
+            raise ValueError(f"unknown partner {partner!r} in method {method!r}; partners: {sorted(PARTNERS)}")
+        if partner in owner.values():
+            raise ValueError(f"method {method!r} names {partner!r} twice")
+        for key, value in PARTNERS[partner].items():
+            if key in owner and out[key] != value:
+                raise ValueError(f"method {method!r}: {owner[key]} and {partner} both set {key}; use one")
+            out[key], owner[key] = value, partner
+    return out
 
 
 def validate_knobs(**knobs) -> dict:

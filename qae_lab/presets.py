@@ -4,7 +4,8 @@ A run is configured by two dataclasses: :class:`RunArgs` (model, data, evaluatio
 ``qae_lab.cli`` needs beyond training) and :class:`qae_lab.config.QAEConfig` (TRL's
 ``GRPOConfig`` plus the QAE / SA-AH knobs). A preset is a plain dict of overrides of
 fields of either (:data:`PRESETS`); :func:`build` applies, in order, the defaults, the
-preset, a method (:data:`qae_lab.methods.METHODS`: ``baseline`` + ``token_weighting``) and ``--set
+preset, a method (:func:`qae_lab.methods.method_settings`: ``baseline`` + ``token_weighting``, plus
+any ``+partner`` such as ``qae+clip_higher``) and ``--set
 name=value`` overrides, each value parsed to its field's type (:func:`parse_value`). Nothing
 here loads a model or data, so a GPU preset's configuration can be built and checked on
 any machine.
@@ -45,7 +46,7 @@ from typing import Any
 import torch
 
 from qae_lab.data import LEVELS
-from qae_lab.methods import METHODS
+from qae_lab.methods import method_settings
 from qae_lab.rewards import REWARDS, SUCCESS_BANDS
 
 __all__ = ["RunArgs", "PRESETS", "parse_value", "parse_sets", "build", "command_line", "field_types"]
@@ -318,7 +319,7 @@ def build(preset: str = "cpu-demo", sets: list[str] = (), method: str | None = N
           output_dir: str | None = None):
     r"""The run's :class:`RunArgs` and :class:`~qae_lab.config.QAEConfig`, without loading anything.
 
-    Order: defaults < ``PRESETS[preset]`` < ``METHODS[method]`` < ``--set`` overrides. The output
+    Order: defaults < ``PRESETS[preset]`` < ``method_settings(method)`` < ``--set`` overrides. The output
     folder is ``output_dir``, else a ``--set output_dir=...``, else ``runs/<preset>-<timestamp>``.
 
     >>> run, cfg = build("cpu-demo", ["quantile_k=0.6"], method="qae_sa_ah", output_dir="/tmp/x")
@@ -329,9 +330,7 @@ def build(preset: str = "cpu-demo", sets: list[str] = (), method: str | None = N
 
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; presets: {sorted(PRESETS)}")
-    if method is not None and method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; methods: {sorted(METHODS)}")
-    overrides = {**PRESETS[preset], **(METHODS[method] if method else {}), **parse_sets(list(sets))}
+    overrides = {**PRESETS[preset], **(method_settings(method) if method else {}), **parse_sets(list(sets))}
     run_kw, cfg_kw = _split_overrides(overrides)
     try:
         run = RunArgs(**run_kw)

@@ -12,7 +12,9 @@ clipping, GSPO, accelerate/DeepSpeed) stays TRL's:
   token normaliser becomes the effective token count sum(w);
 * sparse update: rows with A_i = 0 exactly are left out of the loss's forward and backward,
   with the normaliser kept as for the full batch, so the gradient is unchanged; completion
-  padding columns beyond the longest kept completion are dropped as well.
+  padding columns beyond the longest kept completion are dropped as well;
+* partners (:mod:`qae_lab.partners`, departures there): POS/NEG-MASK zero one sign of the
+  advantages; Clip-Cov zeroes drawn tokens' advantages; KL-Cov adds its penalty to the loss.
 
 Departures, and why:
 
@@ -21,8 +23,8 @@ Departures, and why:
   micro-batch cannot know in weighted form before its forward; each micro-batch then uses
   its own sum(w), exact when one micro-batch holds the generation batch (the CPU demo).
   Other loss types reject token weighting.
-* Sparse skipping stays off with AH-GRPO (``token_weighting="ah"``): it weights every row,
-  and its token normaliser needs the weights of the zero-advantage rows too.
+* Sparse skipping stays off with AH-GRPO (its token normaliser needs the zero-advantage rows'
+  weights) and with Clip-Cov / KL-Cov (Cov_t is centred over all the micro-batch's tokens).
 * When sparse skipping leaves rows out, TRL's per-token ``entropy`` metric would cover the
   updated rows only; it is logged as ``entropy/updated_rows`` instead, and ``entropy`` is not
   logged for that step (set ``sparse_update=False`` for entropy curves over all responses).
@@ -37,9 +39,8 @@ Departures, and why:
 * ``fast_generation=True`` (the GPU presets): TRL samples with the policy as it trains, in train
   mode with PEFT's unmerged LoRA branches, so every decode step runs LoRA dropout and two extra
   matmuls per adapted layer (about twice the kernels of the bare model). Here generation runs in
-  eval mode with the adapters merged into the base weights
-  (:func:`qae_lab.generation.generation_policy`), and the base weights are restored bit-exactly
-  afterwards. The sampled policy is then pi_theta without dropout,
+  eval mode with the adapters merged into the base weights (:func:`qae_lab.generation.generation_policy`),
+  restored bit-exactly afterwards. The sampled policy is then pi_theta without dropout,
   which is also what the loss's log-probs assume when LoRA dropout is 0; with dropout on, TRL's
   default path samples from a dropout-perturbed policy. ``compile_generation=True`` undoes TRL's
   ``disable_compile=True`` so that transformers compiles the decode step (static cache, GPU only).
@@ -48,22 +49,21 @@ Departures, and why:
 from __future__ import annotations
 
 import math
-import os
-import shutil
 import threading
-from pathlib import Path
 
 import torch
-from transformers.trainer_callback import TrainerState
-from transformers.trainer_utils import TrainOutput
 from trl import GRPOTrainer
 
 from qae_lab.advantages import advantage_stats, group_advantages
-from qae_lab.checkpoints import checkpoint_problems, latest_complete_checkpoint, publish_dir
 from qae_lab.config import QAEConfig
 from qae_lab.generation import generation_policy
+from qae_lab.behaviour import behaviour_stats
 from qae_lab.methods import (
     ADVANTAGE_STAT_METRICS,
+    BEHAVIOUR_PREFIX,
+    COV_SELECTED_FRAC,
+    COV_TOKEN_COV,
+    QAE_NEG_CORRECT_IF_MEAN,
     QAE_K,
     QAE_QUANTILE_BASELINE,
     SAAH_ALPHA,
@@ -72,7 +72,16 @@ from qae_lab.methods import (
     check_weighting_loss_type,
     validate_knobs,
 )
-from qae_lab.runfolder import STAGING_DIR, RunFolderError
+from qae_lab.partners import (
+    aggregate_token_loss,
+    clip_cov_select,
+    kl_cov_penalty,
+    kl_cov_select,
+    ppo_clip_active,
+    sign_masked_advantages,
+    token_covariance,
+)
+from qae_lab.staged_checkpoints import StagedCheckpoints
 from qae_lab.token_weights import head_normalized_entropy, normaliser_factor, sa_ah_weights, weight_stats
 
 __all__ = ["QAETrainer"]
@@ -84,7 +93,7 @@ _LOGIT_RESCALERS = ("final_logit_softcapping", "logit_scale", "output_multiplier
                     "logits_scaling")
 
 
-class QAETrainer(GRPOTrainer):
+class QAETrainer(StagedCheckpoints, GRPOTrainer):
     r"""``GRPOTrainer`` with QAE advantages, SA-AH/AH token weights, sparse updates and fast generation.
 
     ``quantile_k``, ``alpha``, ``baseline`` and ``token_weighting`` are live: change them
@@ -99,22 +108,24 @@ class QAETrainer(GRPOTrainer):
     ====================================== ===============================================================
     ``_generate_single_turn``              wraps TRL's call in ``generation_policy`` (``fast_generation``)
     ``_calculate_rewards``                 keeps TRL's (N_all, n_funcs) rewards for the QAE baseline
-    ``_generate_and_score_completions``    replaces ``advantages`` with QAE's; logs ``qae/*``
-    ``_compute_loss``                      sparse row selection, token-weight set-up, normaliser
-    ``_get_per_token_logps_and_entropies`` SA-AH/AH weights from the same forward's entropies
-    ``train`` (transformers)               checks the checkpoint to resume; ``True``: latest complete one;
-                                           one at or past ``max_steps`` is loaded, not trained past
-    ``_save_checkpoint``                   writes into ``.staging/``, renames when complete, then rotates
-    ``_get_output_dir`` (transformers)     points at ``.staging/`` while a checkpoint is being written
+    ``_generate_and_score_completions``    QAE's advantages (sign-masked: ``advantage_mask``); ``qae/*``,
+                                           ``behaviour/*``
+    ``_compute_loss``                      sparse row selection, token-weight set-up, normaliser, KL-Cov
+    ``_get_per_token_logps_and_entropies`` SA-AH/AH weights and Clip-Cov/KL-Cov tokens from the same forward
     ====================================== ===============================================================
 
+    ``train``, ``_save_checkpoint`` and ``_get_output_dir`` (transformers) come from
+    :class:`~qae_lab.staged_checkpoints.StagedCheckpoints`,
+
     and these TRL attributes are read (the private ones can change in any TRL release):
+    ``epsilon_low``, ``epsilon_high``, ``processing_class``, ``current_gradient_accumulation_steps``,
     private ``_metrics`` and ``_logs`` (metric and completion-table buffers),
     ``_entropy_bonus_enabled``; public ``reward_weights``, ``num_generations``,
     ``num_generations_eval``, ``scale_rewards``, ``loss_type``, ``beta``, ``temperature``,
     ``top_entropy_quantile``, ``aux_loss_enabled``, ``use_vllm``, ``generation_config`` (its
     ``disable_compile`` is set with ``compile_generation``); and the generation batch's keys
-    ``completion_ids``, ``completion_mask``, ``tool_mask``, ``advantages``, ``prompt_ids``.
+    ``completion_ids``, ``completion_mask``, ``tool_mask``, ``advantages``, ``prompt_ids``,
+    ``old_per_token_logps``, ``num_items_in_batch``.
     """
 
     def __init__(self, *args, **kwargs):
@@ -133,81 +144,13 @@ class QAETrainer(GRPOTrainer):
         self._loss_inputs = None
         self._loss_knobs = self.knobs()
         self._skipped_tokens = 0.0
-        self._staging = False  # True while _save_checkpoint writes into .staging/
+        self._cov_penalty = None  # KL-Cov's (B, T) penalty from the loss's forward, added in _compute_loss
+        self._cov_draws = (-1, 0)  # (global step, Clip-Cov draws in it): seeds each draw reproducibly
         if self.args.fast_generation and (self.is_deepspeed_enabled or self.is_fsdp_enabled):
             raise ValueError("fast_generation merges LoRA into whole weights, which DeepSpeed ZeRO / FSDP shard: "
                              "set fast_generation=False")
         if self.args.compile_generation and getattr(self, "generation_config", None) is not None:
             self.generation_config.disable_compile = False  # TRL builds it with disable_compile=True
-
-    # ---------------------------------------------------------------- checkpoints
-    def train(self, resume_from_checkpoint=None, *args, **kwargs):
-        """``Trainer.train``, with the checkpoint to resume checked first.
-
-        A missing or damaged file of the checkpoint is named (:func:`qae_lab.checkpoints.checkpoint_problems`)
-        instead of failing inside ``torch.load``; ``resume_from_checkpoint=True`` takes the latest
-        *complete* checkpoint of ``output_dir``.
-        """
-        if resume_from_checkpoint is True:
-            latest, notes = latest_complete_checkpoint(self.args.output_dir)
-            if latest is None:
-                raise RunFolderError(f"resume_from_checkpoint=True: {self.args.output_dir}/ holds no complete "
-                                     f"checkpoint" + (f" ({'; '.join(notes)})" if notes else ""))
-            resume_from_checkpoint = str(latest)
-        if resume_from_checkpoint:
-            problems = checkpoint_problems(resume_from_checkpoint)
-            if problems:
-                raise RunFolderError(f"cannot resume from {resume_from_checkpoint}: " + "; ".join(problems))
-            state = TrainerState.load_from_json(os.path.join(resume_from_checkpoint, "trainer_state.json"))
-            if 0 < self.args.max_steps <= state.global_step:
-                return self._resume_finished(resume_from_checkpoint, state)
-        return super().train(resume_from_checkpoint, *args, **kwargs)
-
-    def _resume_finished(self, checkpoint: str, state) -> TrainOutput:
-        """A checkpoint at or past ``max_steps``: load it, run the callbacks' begin and end, train nothing.
-
-        transformers' loop would run one step past ``max_steps`` here (it checks the limit only after
-        a step), so a resumed finished run would gain a step it was never meant to have.
-        """
-        self._load_from_checkpoint(checkpoint)
-        self.state = state
-        self.control = self.callback_handler.on_train_begin(self.args, self.state, self.control)
-        self.control = self.callback_handler.on_train_end(self.args, self.state, self.control)
-        return TrainOutput(self.state.global_step, 0.0, {})
-
-    def _get_output_dir(self, trial):
-        out = super()._get_output_dir(trial)
-        return os.path.join(out, STAGING_DIR) if self._staging else out
-
-    def _save_checkpoint(self, model, trial):
-        """Write ``checkpoint-N`` into ``<output_dir>/.staging/`` and rename it into place when complete.
-
-        So an interrupted save (a second Ctrl-C, a kill) never leaves a half ``checkpoint-N`` for a
-        resume to pick. A complete checkpoint of the same step is kept (the state is the same).
-        Checkpoint rotation (``save_total_limit``) runs on the run folder after the rename.
-        """
-        out = Path(super()._get_output_dir(trial))
-        final = out / f"checkpoint-{self.state.global_step}"
-        if final.is_dir() and not checkpoint_problems(final):
-            return
-        staging = out / STAGING_DIR
-        if self.args.should_save:
-            shutil.rmtree(staging, ignore_errors=True)  # an abandoned save's leftovers
-        self._staging = True
-        try:
-            super()._save_checkpoint(model, trial)
-        finally:
-            self._staging = False
-        if self.args.should_save:
-            publish_dir(staging / final.name, final)
-            shutil.rmtree(staging, ignore_errors=True)
-            if hasattr(self, "_rotate_checkpoints"):  # transformers < 5.x's method, else the function
-                self._rotate_checkpoints(use_mtime=True, output_dir=str(out))
-            else:
-                from transformers.trainer_utils import rotate_checkpoints  # not in transformers 5.0
-
-                rotate_checkpoints(output_dir=str(out), save_total_limit=self.args.save_total_limit,
-                                   best_model_checkpoint=self.state.best_model_checkpoint, use_mtime=True)
 
     # ---------------------------------------------------------------- live knobs
     def set_knobs(self, **knobs) -> None:
@@ -262,6 +205,7 @@ class QAETrainer(GRPOTrainer):
         adv = group_advantages(rewards, g, baseline=knobs["baseline"], k=knobs["quantile_k"],
                                quantile_method=self.args.quantile_method, scale=self.scale_rewards,
                                eps=self.args.advantage_eps)
+        adv = sign_masked_advantages(adv, self.args.advantage_mask)  # POS-MASK / NEG-MASK ablations
         n_local = out["completion_ids"].shape[0]
         start = self.accelerator.process_index * n_local
         out["advantages"] = adv[start:start + n_local].to(out["completion_ids"].device)
@@ -275,15 +219,33 @@ class QAETrainer(GRPOTrainer):
         metrics[QAE_QUANTILE_BASELINE].append(float(knobs["baseline"] == "quantile"))
         for key, name in ADVANTAGE_STAT_METRICS.items():
             metrics[name].append(stats[key])
+        if_mean = group_advantages(rewards, g, baseline="mean", scale=self.scale_rewards, eps=self.args.advantage_eps)
+        metrics[QAE_NEG_CORRECT_IF_MEAN].append(advantage_stats(
+            rewards, if_mean, g, knobs["quantile_k"], success_threshold=self.args.success_threshold)["neg_correct"])
+        self._log_behaviour(out, rewards, metrics)
         return out
+
+    def _log_behaviour(self, out: dict, rewards: torch.Tensor, metrics) -> None:
+        """``behaviour/*`` (:func:`qae_lab.behaviour.behaviour_stats`) over every process's completions."""
+        ids = out["completion_ids"]
+        lengths = self.accelerator.gather(out["completion_mask"].sum(1))  # (N_all,)
+        texts = self.processing_class.batch_decode(ids, skip_special_tokens=True)
+        if self.accelerator.num_processes > 1:
+            from accelerate.utils import gather_object  # accelerate ships with transformers' Trainer
+
+            texts = gather_object(texts)
+        success = rewards >= self.args.success_threshold
+        for key, value in behaviour_stats(lengths.tolist(), texts, success.tolist(),
+                                          words=self.args.reflection_words).items():
+            metrics[BEHAVIOUR_PREFIX + key].append(value)
 
     # ---------------------------------------------------------------- loss
     def _sparse_active(self, knobs: dict) -> bool:
         # AH weights every row, zero-advantage ones included, and its token normaliser needs their weights
-        # TRL's top-entropy mask takes a quantile over the micro-batch's tokens: skipping rows would move it
+        # TRL's top-entropy mask and Cov_t's centring run over the micro-batch's tokens: skipping rows moves them
         return bool(self.args.sparse_update and self.beta == 0.0 and not self._entropy_bonus_enabled
                     and not self.aux_loss_enabled and self.model.training and knobs["token_weighting"] != "ah"
-                    and self.top_entropy_quantile >= 1.0)
+                    and self.top_entropy_quantile >= 1.0 and self.args.cov_penalty == "none")
 
     def _compute_loss(self, model, inputs):
         knobs = self.knobs()
@@ -305,13 +267,22 @@ class QAETrainer(GRPOTrainer):
         sub = inputs if keep is None else self._rows(inputs, keep)
         mask = self._loss_mask(inputs)
         self._skipped_tokens = 0.0 if keep is None else float(mask[~keep].sum())
-        self._loss_inputs = sub if knobs["token_weighting"] != "none" else None
+        per_token = knobs["token_weighting"] != "none" or self.args.cov_penalty != "none"
+        self._loss_inputs = sub if per_token else None
         original = sub["advantages"]
         try:
             loss = super()._compute_loss(model, sub)
+            if self._cov_penalty is not None:  # KL-Cov: its penalty, normalised as the policy loss
+                training = self.model.training
+                loss = loss + aggregate_token_loss(
+                    self._cov_penalty, mask, self.loss_type,
+                    accumulation=self.current_gradient_accumulation_steps if training else 1,
+                    num_items=sub.get("num_items_in_batch"), num_processes=self.accelerator.num_processes,
+                    steps_per_generation=self.args.steps_per_generation if training else 1)
         finally:
             sub["advantages"] = original
             self._loss_inputs = None
+            self._cov_penalty = None
         if keep is None:
             return loss
         self._relabel_entropy_metric()
@@ -320,8 +291,7 @@ class QAETrainer(GRPOTrainer):
     @staticmethod
     def _loss_mask(inputs: dict) -> torch.Tensor:
         """The token mask TRL's loss uses: completion tokens, minus tool output where there is some."""
-        mask = inputs["completion_mask"]
-        return mask * inputs["tool_mask"] if "tool_mask" in inputs else mask
+        return inputs["completion_mask"] * inputs["tool_mask"] if "tool_mask" in inputs else inputs["completion_mask"]
 
     @staticmethod
     def _rows(inputs: dict, keep: torch.Tensor) -> dict:
@@ -353,7 +323,8 @@ class QAETrainer(GRPOTrainer):
 
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
         inputs = self._loss_inputs
-        top_k = self.args.entropy_top_k if inputs is not None else None
+        weighting = inputs is not None and self._loss_knobs["token_weighting"] != "none"
+        top_k = self.args.entropy_top_k if weighting else None
         hidden, hook = [], None
         if top_k is not None:  # keep the same forward's final hidden states for the top-k estimate
             decoder = self.accelerator.unwrap_model(model).get_decoder()
@@ -365,7 +336,10 @@ class QAETrainer(GRPOTrainer):
         finally:
             if hook is not None:
                 hook.remove()
-        if inputs is not None and entropies is not None:  # the loss's own forward: weight its advantages
+        if inputs is None or entropies is None:  # not the loss's own forward
+            return logps, entropies, aux
+        adv = inputs["advantages"]  # (B,): the response-level advantages, as Cov_t takes them
+        if weighting:
             if top_k is None:  # H~_t = H_t / log V
                 vocab = self.accelerator.unwrap_model(self.model).config.get_text_config().vocab_size
                 h_norm = (entropies.detach().float() / math.log(vocab)).clamp(0.0, 1.0)
@@ -374,7 +348,34 @@ class QAETrainer(GRPOTrainer):
                 h_norm = head_normalized_entropy(torch.cat(hidden), head.weight, head.bias,
                                                  temperature=self.temperature, top_k=top_k).float()
             inputs["advantages"] = self._weighted_advantages(inputs, h_norm)
+        if self.args.cov_penalty != "none":
+            self._cov_select(inputs, logps, adv)
         return logps, entropies, aux
+
+    def _cov_select(self, inputs: dict, logps: torch.Tensor, adv: torch.Tensor) -> None:
+        """Clip-Cov (zero advantages on the drawn tokens) or KL-Cov (keep its penalty), arXiv 2505.22617."""
+        mask = self._loss_mask(inputs)
+        old = inputs.get("old_per_token_logps")
+        old = logps.detach() if old is None else old
+        cov = token_covariance(logps, adv, mask)  # (B, T)
+        a = self.args
+        if a.cov_penalty == "clip_cov":
+            draw = self._cov_draws[1] + 1 if self._cov_draws[0] == self.state.global_step else 1
+            self._cov_draws = (self.state.global_step, draw)  # int tuples hash the same in every process
+            gen = torch.Generator().manual_seed(hash((a.seed, self.state.global_step, draw)) % 2**63)
+            clipped = ppo_clip_active(logps.detach() - old, adv, self.epsilon_low, self.epsilon_high)
+            chosen = clip_cov_select(cov, mask, a.clip_cov_ratio, a.clip_cov_lb, a.clip_cov_ub, exclude=clipped,
+                                     generator=gen)
+            per_token = inputs["advantages"]
+            per_token = per_token[:, None].expand(mask.shape) if per_token.dim() == 1 else per_token
+            inputs["advantages"] = per_token.masked_fill(chosen, 0.0)  # no gradient through the drawn tokens
+        else:
+            chosen = kl_cov_select(cov, mask, a.kl_cov_ratio)
+            self._cov_penalty = kl_cov_penalty(logps, old, chosen, a.kl_cov_coef)  # (B, T)
+        metrics = self._metrics["train" if self.model.training else "eval"]
+        n = mask.sum().clamp(min=1)
+        metrics[COV_SELECTED_FRAC].append((chosen.sum() / n).item())
+        metrics[COV_TOKEN_COV].append((cov.sum() / n).item())
 
     def _weighted_advantages(self, inputs: dict, h_norm: torch.Tensor) -> torch.Tensor:
         r"""SA-AH / AH per-token advantages A_i w_t c (arXiv 2606.05434): (B, T).

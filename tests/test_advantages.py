@@ -208,7 +208,7 @@ def test_advantage_stats_hand():
     s = advantage_stats(r, a, 4, 0.4)
     assert s == pytest.approx({"zero_adv_frac": 10 / 12, "pos_frac": 1 / 12, "neg_frac": 1 / 12,
                                "hard_frac": 2 / 3, "easy_frac": 1 / 3, "all_equal_frac": 1 / 3,
-                               "success_rate": 4 / 12})
+                               "success_rate": 4 / 12, "neg_correct": 0.0, "neg_correct_frac": 0.0})
     # composite rewards: successes are those at or above the threshold
     s = advantage_stats(r * 5 + 1, a, 4, 0.4, success_threshold=6.0)
     assert s["success_rate"] == pytest.approx(4 / 12)

@@ -34,6 +34,16 @@ def test_the_config_has_one_home():
     ({"entropy_top_k": 2.5}, "entropy_top_k"),
     ({"token_weighting": "sa_ah", "loss_type": "dr_grpo"}, "token_weighting"),
     ({"token_weighting": "ah", "loss_type": "cispo"}, "loss_type"),
+    ({"advantage_mask": "positive"}, r"advantage_mask must be one of \('none', 'pos', 'neg'\)"),
+    ({"cov_penalty": "clipcov"}, r"cov_penalty must be one of \('none', 'clip_cov', 'kl_cov'\)"),
+    ({"cov_penalty": "kl_cov", "loss_type": "dr_grpo"}, r"cov_penalty='kl_cov' needs loss_type in"),
+    ({"clip_cov_ratio": 0.0}, r"clip_cov_ratio must lie in \(0, 1\]"),
+    ({"kl_cov_ratio": 1.5}, r"kl_cov_ratio must lie in \(0, 1\]"),
+    ({"kl_cov_ratio": float("nan")}, "kl_cov_ratio must be finite"),
+    ({"clip_cov_lb": 5.0, "clip_cov_ub": 1.0}, "clip_cov_lb must be < clip_cov_ub"),
+    ({"kl_cov_coef": -1.0}, "kl_cov_coef must be >= 0"),
+    ({"reflection_words": []}, "words"),
+    ({"reflection_words": ["wait", "  "]}, "words"),
 ])
 def test_config_rejects_bad_values(tmp_path, kwargs, name):
     with pytest.raises(ValueError, match=name):

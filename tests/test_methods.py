@@ -16,18 +16,25 @@ import torch
 
 from qae_lab import advantages, compare, config, exercises, live, methods, presets, run, trainer
 from qae_lab.controls import Controls
+from qae_lab.behaviour import behaviour_stats
 from qae_lab.methods import (
     ADVANTAGE_STAT_METRICS,
     BASELINES,
+    COV_METRICS,
     KNOB_METRICS,
     KNOBS,
     METHODS,
+    PARTNERS,
     QAE_METRICS,
+    QAE_NEG_CORRECT,
+    QAE_NEG_CORRECT_FRAC,
+    QAE_NEG_CORRECT_IF_MEAN,
     QAE_ZERO_ADV_FRAC,
     QUANTILE_METHODS,
     SAAH_METRICS,
     TOKEN_WEIGHTINGS,
     WEIGHTED_LOSS_TYPES,
+    method_settings,
     can_weight_tokens,
     check_weighting_loss_type,
     knob_changes,
@@ -51,7 +58,7 @@ def test_vocabulary_values():
 
 def test_no_second_home():
     # the modules that used to define the vocabulary import it and no longer export it
-    assert presets.METHODS is METHODS
+    assert presets.method_settings is method_settings
     for module, names in ((presets, ("METHODS", "method_of")), (compare, ("method_name",)), (run, ("method_name",)),
                           (trainer, ("TOKEN_WEIGHTINGS", "WEIGHTED_LOSS_TYPES", "validate_knobs")),
                           (config, ("BASELINES", "QUANTILE_METHODS", "TOKEN_WEIGHTINGS", "check_weighting_loss_type"))):
@@ -177,9 +184,10 @@ def test_config_and_live_controls_apply_the_same_rule(tmp_path):
 # ---------------------------------------------------------------- metric names
 
 def test_metric_constants_are_named_after_their_metric():
-    names = QAE_METRICS + SAAH_METRICS
-    assert len(set(names)) == len(names) == 12
+    names = QAE_METRICS + SAAH_METRICS + COV_METRICS
+    assert len(set(names)) == len(names) == 17
     assert all(m.startswith("qae/") for m in QAE_METRICS) and all(m.startswith("saah/") for m in SAAH_METRICS)
+    assert all(m.startswith("cov/") for m in COV_METRICS)
     for metric in names:  # "qae/zero_adv_frac" is QAE_ZERO_ADV_FRAC
         constant = metric.upper().replace("/", "_")
         assert getattr(methods, constant) == metric and constant in methods.__all__
@@ -209,8 +217,10 @@ def test_advantage_stat_metrics_cover_advantage_stats():
 
 def test_docs_list_every_metric_and_constant():
     text = (ROOT / "docs/metrics.md").read_text()
-    for metric in QAE_METRICS + SAAH_METRICS:
+    for metric in QAE_METRICS + SAAH_METRICS + COV_METRICS:
         assert f"`{metric}`" in text and f"`{metric.upper().replace('/', '_')}`" in text, metric
+    for key in behaviour_stats([3, 5], ["wait", "ok"], [True, False]):
+        assert f"`behaviour/{key}`" in text or f"`behaviour/{key[:-4]}_q10`" in text, key
 
 
 def test_reference_logs_use_only_the_constants():
@@ -219,8 +229,10 @@ def test_reference_logs_use_only_the_constants():
     seen = set()
     for log in logs:
         for line in log.read_text().splitlines():
-            seen |= {k for k in json.loads(line) if k.startswith(("qae/", "saah/"))}
-    assert seen == set(QAE_METRICS + SAAH_METRICS)
+            seen |= {k for k in json.loads(line) if k.startswith(("qae/", "saah/", "cov/"))}
+    # the first reference runs predate qae/neg_correct*; the later ones log every constant
+    assert set(QAE_METRICS + SAAH_METRICS) - {QAE_NEG_CORRECT, QAE_NEG_CORRECT_FRAC, QAE_NEG_CORRECT_IF_MEAN} <= seen
+    assert seen <= set(QAE_METRICS + SAAH_METRICS + COV_METRICS)
 
 
 @pytest.fixture(scope="module")
@@ -237,4 +249,47 @@ def test_trainer_logs_exactly_the_constants(tmp_path, tok):
     trainer_grads(t, t._generate_and_score_completions(rows(REWARDS)))  # the loss logs saah/*
     logged = {k for k in t._metrics["train"] if k.startswith(("qae/", "saah/"))}
     assert logged == set(QAE_METRICS + SAAH_METRICS)
+    assert {k for k in t._metrics["train"] if k.startswith("behaviour/")} >= {"behaviour/length_mean",
+                                                                             "behaviour/reflect_frac"}
     assert all(len(t._metrics["train"][m]) == 1 for m in logged)  # one value per metric for one step
+
+
+# ---------------------------------------------------------------- methods with partners
+
+def test_method_settings_compose_a_method_and_its_partners():
+    assert method_settings("qae") == METHODS["qae"]
+    assert method_settings("mean+clip_higher") == {"baseline": "mean", "token_weighting": "none", "epsilon": 0.2,
+                                                   "epsilon_high": 0.28}
+    gspo = method_settings("qae_sa_ah+gspo")
+    assert gspo["importance_sampling_level"] == "sequence" and gspo["token_weighting"] == "sa_ah"
+    assert method_settings("qae+clip_higher+kl_cov+neg_mask")["advantage_mask"] == "neg"
+    for partner in PARTNERS:  # every partner builds a valid trainer configuration with every method
+        for base in METHODS:
+            cfg = config.QAEConfig(output_dir="/tmp/x", use_cpu=True, report_to=[],
+                                   **{k: v for k, v in method_settings(f"{base}+{partner}").items()})
+            assert methods.method_name(cfg) == f"{base}+{partner}"
+
+
+@pytest.mark.parametrize("name, match", [
+    ("grpo", r"unknown method 'grpo' in 'grpo'"),
+    ("qae+clip", r"unknown partner 'clip' in method 'qae\+clip'; partners: \['clip_cov'"),
+    ("qae+kl_cov+kl_cov", r"names 'kl_cov' twice"),
+    ("qae+gspo+clip_higher", r"gspo and clip_higher both set epsilon; use one"),
+    ("qae+clip_cov+kl_cov", r"clip_cov and kl_cov both set cov_penalty"),
+    (3, r"method must be a string"),
+])
+def test_method_settings_refuse_unknown_and_clashing_partners(name, match):
+    with pytest.raises(ValueError, match=match):
+        method_settings(name)
+
+
+def test_presets_and_cli_take_a_method_with_partners(capsys):
+    run_args, cfg = presets.build("cpu-demo", [], method="mean+clip_higher", output_dir="/tmp/x")
+    assert (cfg.baseline, cfg.epsilon, cfg.epsilon_high) == ("mean", 0.2, 0.28)
+    _, cfg = presets.build("cpu-demo", ["epsilon_high=0.3"], method="qae+clip_higher", output_dir="/tmp/x")
+    assert cfg.epsilon_high == 0.3  # --set still wins
+    from qae_lab.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["train", "--method", "qae+nope", "--dry-run"])
+    assert "unknown partner 'nope'" in capsys.readouterr().err

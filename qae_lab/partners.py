@@ -1,0 +1,308 @@
+r"""Token-level partners of the baselines: Clip-Cov, KL-Cov, and the POS-MASK / NEG-MASK ablations.
+
+QAE (arXiv 2509.22611) changes the response-level baseline and is combined in that paper with
+token-level entropy controls. This module holds the token-level ones as pure tensor functions;
+:class:`qae_lab.trainer.QAETrainer` applies them in its loss (``cov_penalty``, ``advantage_mask``).
+Shape legend: N responses, T completion tokens.
+
+* Token covariance, Cui et al. 2025, "The Entropy Mechanism of Reinforcement Learning for
+  Reasoning Language Models" (arXiv 2505.22617): the first-order entropy change of a
+  softmax policy is driven by Cov(log pi(y_t), A(y_t)); per token of a batch it is estimated
+  by the centred product
+
+      Cov_t = (log pi(y_t) - mean_s log pi(y_s)) * (A_t - mean_s A_s),
+
+  the means over every valid (unmasked) token of the batch (:func:`token_covariance`).
+* Clip-Cov (same paper): among the tokens whose covariance lies in the band (lb, ub), a
+  random ``ratio`` fraction of the batch's tokens (at least one) contributes no gradient
+  (:func:`clip_cov_select`); tokens that PPO's ratio clipping already stops are not drawn
+  (:func:`ppo_clip_active`). Defaults: ratio 2e-4, lb 1, ub 5.
+* KL-Cov (same paper): the top ``ratio`` fraction of tokens by covariance (at least one) gets
+  the penalty ``coef * |log pi_theta(y_t) - log pi_old(y_t)|`` added to its loss
+  (:func:`kl_cov_select`, :func:`kl_cov_penalty`). Defaults: ratio 2e-4, coef 1.
+* POS-MASK / NEG-MASK (the sign ablations): only the positive-advantage (POS-MASK) or only the
+  negative-advantage (NEG-MASK) responses train; the others' advantages become 0
+  (:func:`sign_masked_advantages`).
+
+Departures, and why:
+
+* The covariance is computed on what the loss sees: the micro-batch's tokens, with the
+  response-level advantage of each token (before any SA-AH token weighting), as the
+  authors' verl code computes it per micro-batch.
+* KL-Cov's penalty is |log ratio|; on a step's first pass over its own samples
+  (``num_iterations=1``) log pi_theta = log pi_old, the penalty is 0 and so is its gradient
+  (torch's d|x|/dx at 0 is 0). It acts only off-policy: set ``num_iterations`` > 1 or
+  ``steps_per_generation`` > ``gradient_accumulation_steps``.
+* The authors' KL-Cov drops PPO's ratio clipping; here TRL's clipping stays on every token
+  (ratios near 1 make the two agree; set ``epsilon`` large to drop it).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from qae_lab._checks import as_real_tensor, check_choice, check_finite_scalar, check_mask
+
+__all__ = [
+    "ADVANTAGE_MASKS",
+    "COV_PENALTIES",
+    "token_covariance",
+    "ppo_clip_active",
+    "clip_cov_select",
+    "kl_cov_select",
+    "kl_cov_penalty",
+    "sign_masked_advantages",
+    "aggregate_token_loss",
+]
+
+ADVANTAGE_MASKS = ("none", "pos", "neg")
+COV_PENALTIES = ("none", "clip_cov", "kl_cov")
+
+
+def _token_advantages(advantages, shape, name: str = "advantages") -> torch.Tensor:
+    """(N,) response-level or (N, T) token-level advantages as (N, T)."""
+    a = as_real_tensor(advantages, name)
+    if a.dim() == 1 and a.shape[0] == shape[0]:
+        return a[:, None].expand(shape)
+    if tuple(a.shape) != tuple(shape):
+        raise ValueError(f"{name} must have shape ({shape[0]},) or {tuple(shape)}, got {tuple(a.shape)}")
+    return a
+
+
+def _check_ratio(ratio, name: str) -> float:
+    r = check_finite_scalar(ratio, name)
+    if not 0 < r <= 1:
+        raise ValueError(f"{name} must lie in (0, 1], got {ratio}")
+    return r
+
+
+def token_covariance(logps, advantages, mask) -> torch.Tensor:
+    r"""Per-token centred product Cov_t = (log pi_t - mean log pi) (A_t - mean A) over a batch's tokens.
+
+    Cui et al. 2025 (arXiv 2505.22617), the covariance term of the entropy dynamics; the means are
+    taken over the valid tokens only. Detached (it selects tokens; it is not differentiated).
+
+    Args:
+        logps: (N, T) log-probabilities of the sampled tokens.
+        advantages: (N,) response-level or (N, T) token-level advantages.
+        mask: (N, T) 0/1 or bool: 1 on real completion tokens.
+
+    Returns:
+        (N, T) float tensor, 0 on masked positions (and everywhere when no token is valid).
+
+    >>> lp = torch.tensor([[-1.0, -3.0], [-4.0, -2.0]])
+    >>> token_covariance(lp, torch.tensor([1.0, -1.0]), torch.tensor([[1, 1], [1, 0]]))
+    tensor([[ 1.1111, -0.2222],
+            [ 1.7778,  0.0000]])
+    """
+    lp = as_real_tensor(logps.detach() if isinstance(logps, torch.Tensor) else logps, "logps", ndim=2)
+    m = check_mask(mask, lp.shape).to(lp.device)
+    a = _token_advantages(advantages.detach() if isinstance(advantages, torch.Tensor) else advantages,
+                          lp.shape).to(lp)
+    n = m.sum()
+    if n == 0:
+        return torch.zeros_like(lp)
+    lp_c = lp - (lp * m).sum() / n
+    a_c = a - (a * m).sum() / n
+    return torch.where(m > 0, lp_c * a_c, torch.zeros_like(lp))  # Cov_t, 0 off the mask
+
+
+def ppo_clip_active(log_ratio, advantages, epsilon_low: float, epsilon_high: float) -> torch.Tensor:
+    r"""Where PPO's clipped objective already stops the gradient: -A clip(r) > -A r (r = exp(log_ratio)).
+
+    PPO (Schulman et al. 2017), with DAPO's asymmetric range [1 - eps_low, 1 + eps_high]. Clip-Cov
+    draws its tokens among the others.
+
+    Args:
+        log_ratio: (N, T) log pi_theta - log pi_old.
+        advantages: (N,) or (N, T).
+        epsilon_low, epsilon_high: the clipping range, each >= 0.
+
+    Returns:
+        (N, T) bool.
+
+    >>> ppo_clip_active(torch.tensor([[0.0, 0.5, -0.5]]), torch.tensor([1.0]), 0.2, 0.28)
+    tensor([[False,  True, False]])
+    """
+    lr = as_real_tensor(log_ratio.detach() if isinstance(log_ratio, torch.Tensor) else log_ratio, "log_ratio",
+                        ndim=2)
+    lo, hi = check_finite_scalar(epsilon_low, "epsilon_low"), check_finite_scalar(epsilon_high, "epsilon_high")
+    if lo < 0 or hi < 0:
+        raise ValueError(f"epsilon_low and epsilon_high must be >= 0, got {epsilon_low}, {epsilon_high}")
+    a = _token_advantages(advantages.detach() if isinstance(advantages, torch.Tensor) else advantages,
+                          lr.shape).to(lr)
+    r = lr.exp()
+    return -a * r.clamp(1 - lo, 1 + hi) > -a * r
+
+
+def clip_cov_select(cov, mask, ratio: float = 2e-4, lb: float = 1.0, ub: float = 5.0, *, exclude=None,
+                    generator: torch.Generator | None = None) -> torch.Tensor:
+    r"""Clip-Cov's tokens: a random draw of max(1, floor(ratio * #valid)) tokens with lb < Cov_t < ub.
+
+    Cui et al. 2025 (arXiv 2505.22617), Clip-Cov: the drawn tokens' gradients are detached (their
+    loss terms are zeroed); their count is a fraction of all valid tokens, drawn among the
+    candidates without replacement (all candidates when there are fewer).
+
+    Args:
+        cov: (N, T) token covariances (:func:`token_covariance`).
+        mask: (N, T) 0/1 or bool valid-token mask.
+        ratio: fraction of valid tokens to clip, in (0, 1] (paper: 2e-4).
+        lb, ub: the covariance band, lb < ub (paper: 1 and 5).
+        exclude: optional (N, T) bool of tokens not to draw (PPO-clipped ones, :func:`ppo_clip_active`).
+        generator: a ``torch.Generator`` for the draw (reproducible runs).
+
+    Returns:
+        (N, T) bool, True on the clipped tokens.
+
+    >>> cov = torch.tensor([[0.5, 2.0, 3.0], [6.0, 1.5, 0.0]])
+    >>> clip_cov_select(cov, torch.ones(2, 3), ratio=0.5).sum().item()  # 3 of the 3 candidates in (1, 5)
+    3
+    >>> pick = clip_cov_select(cov, torch.ones(2, 3), ratio=0.2, generator=torch.Generator().manual_seed(0))
+    >>> pick.sum().item(), cov[pick].item() in (2.0, 3.0, 1.5)  # floor(0.2 * 6) = 1 of the 3 candidates
+    (1, True)
+    """
+    c = as_real_tensor(cov, "cov", ndim=2)
+    m = check_mask(mask, c.shape).to(c.device).bool()
+    r = _check_ratio(ratio, "ratio")
+    lb, ub = check_finite_scalar(lb, "lb"), check_finite_scalar(ub, "ub")
+    if not lb < ub:
+        raise ValueError(f"lb must be < ub, got lb={lb}, ub={ub}")
+    cand = m & (c > lb) & (c < ub)
+    if exclude is not None:
+        cand &= ~check_mask(exclude, c.shape).to(c.device).bool()
+    out = torch.zeros_like(m)
+    n_valid = int(m.sum())
+    idx = cand.flatten().nonzero().flatten()
+    if n_valid == 0 or idx.numel() == 0:
+        return out
+    n_clip = max(int(r * n_valid), 1)
+    pick = idx[torch.randperm(idx.numel(), generator=generator)[:n_clip].to(idx.device)]
+    out.view(-1)[pick] = True
+    return out
+
+
+def kl_cov_select(cov, mask, ratio: float = 2e-4) -> torch.Tensor:
+    r"""KL-Cov's tokens: the max(1, floor(ratio * #valid)) valid tokens of largest covariance.
+
+    Cui et al. 2025 (arXiv 2505.22617), KL-Cov: a KL penalty is applied on these tokens only.
+
+    Args:
+        cov: (N, T) token covariances (:func:`token_covariance`).
+        mask: (N, T) 0/1 or bool valid-token mask.
+        ratio: fraction of valid tokens to penalise, in (0, 1] (paper: 2e-4 to 2e-3).
+
+    Returns:
+        (N, T) bool, True on the selected tokens (ties broken by position, as ``torch.topk``).
+
+    >>> kl_cov_select(torch.tensor([[0.5, 2.0, 3.0], [6.0, 1.5, 9.0]]), torch.tensor([[1, 1, 1], [1, 1, 0]]), 0.4)
+    tensor([[False, False,  True],
+            [ True, False, False]])
+    """
+    c = as_real_tensor(cov, "cov", ndim=2)
+    m = check_mask(mask, c.shape).to(c.device).bool()
+    r = _check_ratio(ratio, "ratio")
+    out = torch.zeros_like(m)
+    n_valid = int(m.sum())
+    if n_valid == 0:
+        return out
+    k = max(int(r * n_valid), 1)
+    scores = torch.where(m, c, torch.full_like(c, -torch.inf)).flatten()
+    out.view(-1)[torch.topk(scores, k).indices] = True
+    return out
+
+
+def kl_cov_penalty(logps: torch.Tensor, old_logps, selected, coef: float = 1.0) -> torch.Tensor:
+    r"""KL-Cov's per-token penalty coef * |log pi_theta(y_t) - log pi_old(y_t)| on the selected tokens.
+
+    Cui et al. 2025 (arXiv 2505.22617), KL-Cov; gradients flow through ``logps`` (the policy being
+    trained), not through ``old_logps``.
+
+    Args:
+        logps: (N, T) floating log-probabilities under the current policy.
+        old_logps: (N, T) under the sampling policy.
+        selected: (N, T) bool (:func:`kl_cov_select`).
+        coef: the penalty's weight, >= 0 (paper: 1).
+
+    Returns:
+        (N, T), 0 off the selected tokens.
+
+    >>> kl_cov_penalty(torch.tensor([[-1.0, -2.0]]), torch.tensor([[-1.5, -1.0]]), torch.tensor([[True, False]]), 2.0)
+    tensor([[1., 0.]])
+    """
+    if not isinstance(logps, torch.Tensor) or not logps.is_floating_point() or logps.dim() != 2:
+        raise ValueError("logps must be a 2-dimensional floating-point tensor (N, T)")
+    old = as_real_tensor(old_logps, "old_logps", ndim=2).detach().to(logps)
+    if old.shape != logps.shape:
+        raise ValueError(f"old_logps must have the shape of logps {tuple(logps.shape)}, got {tuple(old.shape)}")
+    sel = check_mask(selected, logps.shape).to(logps)
+    c = check_finite_scalar(coef, "coef")
+    if c < 0:
+        raise ValueError(f"coef must be >= 0, got {coef}")
+    return c * (logps - old).abs() * sel
+
+
+def sign_masked_advantages(advantages, keep: str) -> torch.Tensor:
+    r"""POS-MASK / NEG-MASK: keep only the positive (``"pos"``) or negative (``"neg"``) advantages.
+
+    The sign ablations of the QAE paper's analysis (arXiv 2509.22611): the update from one side
+    of the baseline alone. The other side's advantages become exactly 0, so those responses add
+    nothing to the loss (and sparse updates skip them); ``"none"`` returns them unchanged.
+
+    Args:
+        advantages: (N,) response-level advantages.
+        keep: one of :data:`ADVANTAGE_MASKS`.
+
+    Returns:
+        (N,) tensor of the input's dtype.
+
+    >>> a = torch.tensor([1.5, -0.5, 0.0])
+    >>> sign_masked_advantages(a, "pos"), sign_masked_advantages(a, "neg")
+    (tensor([1.5000, 0.0000, 0.0000]), tensor([ 0.0000, -0.5000,  0.0000]))
+    """
+    keep = check_choice(keep, "advantage_mask", ADVANTAGE_MASKS)
+    a = as_real_tensor(advantages, "advantages", ndim=1)
+    if keep == "none":
+        return a
+    return torch.where(a > 0 if keep == "pos" else a < 0, a, torch.zeros_like(a))
+
+
+def aggregate_token_loss(per_token: torch.Tensor, mask, loss_type: str, *, accumulation: int = 1, num_items=None,
+                         num_processes: int = 1, steps_per_generation: int = 1) -> torch.Tensor:
+    r"""A (N, T) loss term reduced as TRL's ``GRPOTrainer`` reduces its policy loss, so the two add up.
+
+    The KL-Cov penalty (:func:`kl_cov_penalty`) joins the policy loss this way. ``"grpo"``: each
+    response's token mean, then the mean over responses; ``"bnpo"``: the token mean of the
+    micro-batch; both divided by the gradient-accumulation steps. ``"dapo"``: the token sum over
+    the generation batch's token count ``num_items`` per process, times accumulation /
+    steps_per_generation (TRL 1.16's normaliser).
+
+    Args:
+        per_token: (N, T) floating (gradients flow).
+        mask: (N, T) 0/1 or bool.
+        loss_type: ``"grpo"``, ``"bnpo"`` or ``"dapo"``.
+        accumulation: gradient-accumulation steps in force (1 in evaluation), >= 1.
+        num_items: ``"dapo"`` only: the generation batch's token count (a number or 0-dim tensor).
+        num_processes, steps_per_generation: ``"dapo"`` only, >= 1.
+
+    >>> x, m = torch.tensor([[1.0, 3.0], [2.0, 0.0]]), torch.tensor([[1, 1], [1, 0]])
+    >>> [aggregate_token_loss(x, m, t, num_items=3).item() for t in ("grpo", "bnpo", "dapo")]
+    [2.0, 2.0, 2.0]
+    >>> aggregate_token_loss(x, m, "grpo", accumulation=2).item()
+    1.0
+    """
+    if not isinstance(per_token, torch.Tensor) or not per_token.is_floating_point() or per_token.dim() != 2:
+        raise ValueError("per_token must be a 2-dimensional floating-point tensor (N, T)")
+    m = check_mask(mask, per_token.shape).to(per_token)
+    loss_type = check_choice(loss_type, "loss_type", ("grpo", "bnpo", "dapo"))
+    for name, value in (("accumulation", accumulation), ("num_processes", num_processes),
+                        ("steps_per_generation", steps_per_generation)):
+        if not check_finite_scalar(value, name) >= 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
+    if loss_type == "grpo":
+        return ((per_token * m).sum(-1) / m.sum(-1).clamp(min=1.0)).mean() / accumulation
+    if loss_type == "bnpo":
+        return (per_token * m).sum() / m.sum().clamp(min=1.0) / accumulation
+    if num_items is None:
+        raise ValueError("num_items (the generation batch's token count) is needed for loss_type='dapo'")
+    items = torch.as_tensor(num_items, dtype=per_token.dtype, device=per_token.device).clamp(min=1.0)
+    return (per_token * m).sum() / (items / num_processes * accumulation / steps_per_generation)
