@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import torch
 
-from qae_lab.advantages import quantile_baseline
+from qae_lab.advantages import advantage_stats, group_advantages, quantile_baseline
 from qae_lab.runstats import detrended_variance
 from qae_lab.methods import knob_changes
 from qae_lab.sparsity import gate_zero_counts
@@ -20,7 +20,7 @@ from qae_lab.theory import knob_slope
 from qae_lab.token_weights import horizon_weights
 
 __all__ = ["check_quantile_baseline", "check_knob_slope", "check_zero_count", "check_training_variance",
-           "check_horizon_weights", "check_k_changes"]
+           "check_horizon_weights", "check_k_changes", "check_neg_correct"]
 
 NOT_ATTEMPTED = "Not attempted yet: replace the stub's `return None` and run this cell again."
 
@@ -154,3 +154,30 @@ def check_k_changes(fn: Callable) -> str:
         if list(got) != want:
             raise AssertionError(f"K values {[r['qae/k'] for r in rows]}: expected steps {want}, got {list(got)}")
     return "Correct: your change points match qae_lab.methods.knob_changes on 20 logs."
+
+
+def check_neg_correct(fn: Callable) -> str:
+    r"""Check ``fn(rewards, group_size, threshold) -> int``: the correct responses (reward >= threshold)
+    that GRPO's mean baseline gives a negative advantage (:func:`qae_lab.advantages.advantage_stats`).
+
+    >>> check_neg_correct(lambda r, g, t: None) == NOT_ATTEMPTED
+    True
+    >>> def count(r, g, t):
+    ...     groups = [r[i:i + g] for i in range(0, len(r), g)]
+    ...     return sum(x >= t and x < sum(grp) / g for grp in groups for x in grp)
+    >>> check_neg_correct(count)
+    'Correct: your count matches the mean baseline on 30 batches of composite rewards.'
+    """
+    gen = torch.Generator().manual_seed(6)
+    if fn([7.5, 5.5], 2, 5.0) is None:
+        return NOT_ATTEMPTED
+    levels = torch.tensor([0.0, 1.75, 2.0, 5.5, 6.75, 7.0, 7.5])  # composite rewards: wrong <= 2, correct >= 5.5
+    for case in range(30):
+        g = (4, 8)[case % 2]
+        rewards = levels[torch.randint(0, len(levels), (3 * g,), generator=gen)]
+        want = advantage_stats(rewards, group_advantages(rewards, g, baseline="mean"), g, 0.4,
+                               success_threshold=5.0)["neg_correct"]
+        got = fn(rewards.tolist(), g, 5.0)
+        if got != want:
+            raise AssertionError(f"rewards {rewards.tolist()} in groups of {g}: expected {int(want)}, got {got}")
+    return "Correct: your count matches the mean baseline on 30 batches of composite rewards."

@@ -21,7 +21,7 @@ from plotly.subplots import make_subplots
 
 from qae_lab.methods import QAE_EASY_FRAC, QAE_HARD_FRAC, QAE_K, QAE_ZERO_ADV_FRAC, SAAH_ALPHA, SAAH_W_MEAN_NEG
 
-__all__ = ["line_figure", "heatmap_figure", "bar_figure", "gate_heatmap", "run_curves_figure", "RUN_CURVES",
+__all__ = ["line_figure", "band_figure", "heatmap_figure", "bar_figure", "gate_heatmap", "run_curves_figure", "RUN_CURVES",
            "figure_widget_supported", "FigureView", "interactive"]
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#7f7f7f")
@@ -61,6 +61,32 @@ def line_figure(x: Sequence, series: Mapping[str, Sequence], *, title: str = "",
                                  line={"color": color}))
     fig.update_xaxes(type="log" if log_x else "linear")
     fig.update_yaxes(type="log" if log_y else "linear")
+    return _layout(fig, title, x_title, y_title, height)
+
+
+def band_figure(curves: Mapping[str, object], *, title: str = "", y_title: str = "", x_title: str = "step",
+                stride: int = 1, height: int = 380) -> go.Figure:
+    r"""Each method's mean curve over seeds with a +- one-std band (:class:`qae_lab.compare.Curve`).
+
+    ``curves`` maps a legend name to an object with ``steps``, ``mean``, ``std`` and ``n_runs``
+    (:func:`qae_lab.compare.metric_curves`); each curve keeps its own steps, drawn every
+    ``stride``-th. A curve of one run has no band. The legend says how many runs each line averages.
+
+    >>> from types import SimpleNamespace as C
+    >>> fig = band_figure({"qae": C(steps=[1, 2], mean=[0.5, 0.6], std=[0.1, 0.1], n_runs=3)})
+    >>> [t.name for t in fig.data], list(fig.data[0].y)  # the band (hidden from the legend), then the line
+    ([None, 'qae (3 runs)'], [0.6, 0.7, 0.5, 0.4])
+    """
+    fig = go.Figure()
+    for i, (name, c) in enumerate(curves.items()):
+        color, x = PALETTE[i % len(PALETTE)], list(c.steps)[::stride]
+        mean, std = [float(v) for v in c.mean][::stride], [float(v) for v in c.std][::stride]
+        if c.n_runs > 1:  # the band: mean + std forwards, mean - std backwards
+            upper, lower = [m + s for m, s in zip(mean, std)], [m - s for m, s in zip(mean, std)]
+            fig.add_trace(go.Scatter(x=x + x[::-1], y=upper + lower[::-1], fill="toself", fillcolor=color,
+                                     opacity=0.2, line={"width": 0}, hoverinfo="skip", showlegend=False))
+        fig.add_trace(go.Scatter(x=x, y=mean, mode="lines", line={"color": color},
+                                 name=f"{name} ({c.n_runs} run{'s' if c.n_runs != 1 else ''})"))
     return _layout(fig, title, x_title, y_title, height)
 
 
