@@ -2,7 +2,8 @@
 
 For each experiment, method, seed (and K, for the K sweep) this runs
 ``python -m qae_lab train --preset <preset> --method <method> --set <the experiment's sets> --set seed=S``
-(dense updates, so ``entropy`` covers every response), one run at a time on all cores, then keeps the
+(dense updates, so ``entropy`` covers every response), one run at a time (``--threads 1``: two scripts, one per
+experiment, share 2 cores best), then keeps the
 small part of each run folder under ``data/reference_runs/phenomena/<experiment>/<run>/``:
 ``config.json``, ``log.jsonl`` and ``summary.json`` (the before/after evaluation summaries without
 the per-problem completions), and prints each run's wall time.
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -37,7 +39,7 @@ from qae_lab.runfolder import read_log
 DEST = Path(__file__).resolve().parents[1] / "data" / "reference_runs" / "phenomena"
 
 
-def run(work: Path, only: list[str]) -> None:
+def run(work: Path, only: list[str], threads: int | None) -> None:
     for name in only:
         exp = EXPERIMENTS[name]
         for folder, method, sets in run_names(name):
@@ -46,10 +48,12 @@ def run(work: Path, only: list[str]) -> None:
                 continue
             cmd = [sys.executable, "-m", "qae_lab", "train", "--preset", exp["preset"], "--method", method,
                    "--output-dir", str(out)]
-            for s in [*exp["sets"], *sets, "sparse_update=false", "disable_tqdm=true", "save_model=false"]:
+            extra = [f"torch_threads={threads}"] if threads else []
+            for s in [*exp["sets"], *sets, "sparse_update=false", "disable_tqdm=true", "save_model=false", *extra]:
                 cmd += ["--set", s]
             print(" ".join(cmd), flush=True)
-            subprocess.run(cmd, check=True)
+            env = {**os.environ, "OMP_NUM_THREADS": str(threads)} if threads else None
+            subprocess.run(cmd, check=True, env=env)
 
 
 def _summary(path: Path) -> dict:
@@ -81,6 +85,8 @@ def main() -> None:
     p.add_argument("--search", type=Path, help="summarise the exploratory runs in this folder into search.json")
     p.add_argument("--only", nargs="*", choices=sorted(EXPERIMENTS), default=sorted(EXPERIMENTS))
     p.add_argument("--collect-only", action="store_true")
+    p.add_argument("--threads", type=int, help="torch threads per run: 1 lets two of these scripts share 2 cores "
+                   "(two processes of 2 threads each on 2 cores run several times slower than one)")
     args = p.parse_args()
     if args.search:
         rows = [search_row(r) for r in sorted(load_runs(args.search), key=lambda r: r.name)]
@@ -91,7 +97,7 @@ def main() -> None:
     if args.work is None:
         p.error("--work is required (unless --search)")
     if not args.collect_only:
-        run(args.work, args.only)
+        run(args.work, args.only, args.threads)
     collect(args.work, args.only)
 
 

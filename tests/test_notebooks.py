@@ -109,6 +109,23 @@ assert "window 5" in detrend.view.figure.layout.title.text and detrend.view.figu
 """)
 
 
+def test_notebook06_controls_redraw_figures():
+    _run_with_probe(NB_DIR / "06_phenomena_in_miniature.ipynb", """
+old = entropy_view.view.figure
+entropy_view.controls["metric"].value = "reward"
+assert entropy_view.view.figure is not old and "reward" in entropy_view.view.figure.layout.title.text
+assert {t.name.split(" (")[0] for t in entropy_view.view.figure.data if t.name} == {"mean+clip_higher", "qae+clip_higher"}
+count_view.controls["metric"].value = "qae/neg_correct_if_mean"
+assert "neg_correct_if_mean" in count_view.view.figure.layout.title.text
+partners_view.controls["baseline"].value = "quantile"
+assert "quantile baseline, K = 0.4" in partners_view.view.figure.layout.title.text
+partners_view.controls["k"].value = 0.8
+assert "K = 0.8" in partners_view.view.figure.layout.title.text
+sweep.controls["quantity"].value = "pass@8"
+assert "pass@8" in sweep.view.figure.layout.title.text and list(sweep.view.figure.data[-1].x) == [0.2, 0.4, 0.6, 0.8]
+""")
+
+
 def test_notebook03_sliders_redraw_figures():
     _run_with_probe(NB_DIR / "03_token_entropy_discount.ipynb", """
 from qae_lab.advantages import hard_regime
