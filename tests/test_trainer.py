@@ -655,6 +655,18 @@ def test_behaviour_and_counterfactual_metrics_every_step(tmp_path, tok):
     assert metrics["qae/neg_correct"] == [int(((torch.tensor(composite) >= 5.0) & (qae_adv < 0)).sum())]
 
 
+@pytest.mark.parametrize("partner", ["clip_higher", "gspo", "clip_cov", "kl_cov", "pos_mask", "neg_mask"])
+def test_every_partner_trains_a_step_with_both_baselines(tmp_path, tok, partner):
+    from qae_lab.methods import method_settings
+
+    for base in ("mean", "qae"):
+        settings = method_settings(f"{base}+{partner}")
+        trainer = make_trainer(tmp_path, tok, **{"loss_type": "bnpo", **settings})
+        inputs = trainer._generate_and_score_completions(rows(REWARDS))
+        grads = trainer_grads(trainer, inputs)
+        assert any_nonzero(grads) and all(bool(torch.isfinite(g).all()) for g in grads.values())
+
+
 # ---------------------------------------------------------------- 8. two processes (gloo)
 
 MP_REWARDS = [1.0, 0, 0, 0,   0, 1, 1, 0,   1, 1, 0, 0]  # 3 groups over 2 ranks of 6: group 2 spans both
