@@ -27,7 +27,7 @@ from qae_lab._checks import check_int
 from qae_lab.compare import Run, group_by_method, load_runs
 from qae_lab.runstats import Stat, moving_average, stat
 
-__all__ = ["EXPERIMENTS", "PHENOMENA_DIR", "run_names", "load_experiment", "per_method", "window_mean", "Effect",
+__all__ = ["EXPERIMENTS", "PHENOMENA_DIR", "run_names", "load_experiment", "per_method", "window_mean", "peak", "Effect",
            "effect", "describe_effect", "k_sweep_rows", "search_row"]
 
 PHENOMENA_DIR = "phenomena"  # under data/reference_runs/
@@ -130,6 +130,21 @@ def window_mean(rows: Sequence[Mapping], metric: str, start: int = 1, stop: int 
     return statistics.fmean(values) if values else None
 
 
+def peak(values: Sequence[float], window: int) -> float | None:
+    r"""The largest trailing ``window``-value average over the full windows (all values' mean when fewer); None if empty.
+
+    A single noisy value, or the first steps' shorter windows, cannot make the peak.
+
+    >>> peak([0.9, 0.1, 0.1, 0.5, 0.5], 2), peak([0.2, 0.4], 5), peak([], 3)
+    (0.5, 0.30000000000000004, None)
+    """
+    window = check_int(window, "window", 1)
+    if not values:
+        return None
+    averages = moving_average(list(values), window)
+    return max(averages[window - 1:]) if len(values) >= window else statistics.fmean(values)
+
+
 class Effect(NamedTuple):
     r"""Method A against method B over seeds: ``diff`` = mean(A) - mean(B), Cohen's ``d``, and whether apart.
 
@@ -221,7 +236,7 @@ def search_row(run: Run) -> dict:
 
     ``sets`` are the run's ``--method`` and ``--set`` overrides (from ``config.json``'s ``run.build``),
     without the bookkeeping ones; entropy and reward are means over the first and last 20% of the
-    steps that log them, and the peak of a 10-step trailing average of the entropy.
+    steps that log them, and the peak of a 10-row trailing average of the entropy (:func:`peak`).
 
     >>> from qae_lab.compare import Run
     >>> rows = [{"step": s, "entropy": 0.1 if s < 6 else 0.3, "reward": 0.5} for s in range(1, 11)]
@@ -241,7 +256,6 @@ def search_row(run: Run) -> dict:
 
     e_first, e_last, e = ends("entropy")
     r_first, r_last, _ = ends("reward")
-    peak = max(moving_average(e, 10)) if e else None
     return {"name": run.name, "sets": sets, "steps": run.rows[-1]["step"] if run.rows else 0,
-            "entropy_first": e_first, "entropy_last": e_last, "entropy_peak": peak,
+            "entropy_first": e_first, "entropy_last": e_last, "entropy_peak": peak(e, 10),
             "reward_first": r_first, "reward_last": r_last}

@@ -20,6 +20,7 @@ from qae_lab.phenomena import (
     effect,
     k_sweep_rows,
     load_experiment,
+    peak,
     per_method,
     run_names,
     search_row,
@@ -131,8 +132,15 @@ def test_search_row_keeps_the_settings_and_the_figures():
     r = search_row(Run("x", "mean", 0, config, rows, None, None))
     assert r["sets"] == ["--method mean", "learning_rate=3e-4"] and r["steps"] == 10
     assert (r["entropy_first"], r["entropy_last"]) == (1.5, 9.5)   # the first and last 2 of 10 steps
-    assert r["entropy_peak"] == pytest.approx(5.5)                 # the 10-step average at the last step
+    assert r["entropy_peak"] == pytest.approx(5.5)                 # the one full 10-step window
     assert r["reward_first"] == pytest.approx(0.85)
+
+
+def test_peak_uses_full_windows_only():
+    assert peak([0.9, 0.1, 0.1, 0.5, 0.5], 2) == pytest.approx(0.5)   # not the lone first value 0.9
+    assert peak([0.1, 0.3, 0.2], 1) == 0.3 and peak([0.2, 0.4], 5) == pytest.approx(0.3) and peak([], 2) is None
+    with pytest.raises(ValueError, match="window must be"):
+        peak([0.1], 0)
 
 
 def test_the_benchmark_script_names_only_declared_experiments():
