@@ -26,15 +26,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 from qae_lab.compare import load_runs
 from qae_lab.phenomena import EXPERIMENTS, run_names, search_row
-from qae_lab.runfolder import atomic_write_text
-from qae_lab.runfolder import read_log
+from qae_lab.runfolder import atomic_write_text, read_log
+from reference_runs import keep_run  # the sibling script: the same small part of each run folder
 
 DEST = Path(__file__).resolve().parents[1] / "data" / "reference_runs" / "phenomena"
 
@@ -56,12 +55,6 @@ def run(work: Path, only: list[str], threads: int | None) -> None:
             subprocess.run(cmd, check=True, env=env)
 
 
-def _summary(path: Path) -> dict:
-    data = json.loads(path.read_text())
-    return {"summary": data["summary"], "by_level": data["by_level"],
-            "success_rates": [p["success_rate"] for p in data["problems"]]}
-
-
 def collect(work: Path, only: list[str]) -> None:
     for name in only:
         for folder, _, _ in run_names(name):
@@ -69,11 +62,7 @@ def collect(work: Path, only: list[str]) -> None:
             if not (src / "eval_after.json").is_file():
                 print(f"missing: {src}")
                 continue
-            dst.mkdir(parents=True, exist_ok=True)
-            for f in ("config.json", "log.jsonl"):
-                shutil.copy(src / f, dst / f)
-            summary = {"before": _summary(src / "eval_before.json"), "after": _summary(src / "eval_after.json")}
-            (dst / "summary.json").write_text(json.dumps(summary, indent=1))
+            summary = keep_run(src, dst)
             wall = max((r.get("elapsed_s") or 0) for r in read_log(src / "log.jsonl"))
             print(f"{name:<10} {folder:<28} pass@1 {summary['before']['summary']['pass@1']:.3f} -> "
                   f"{summary['after']['summary']['pass@1']:.3f}   {wall:6.0f} s")

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 from qae_lab.methods import METHODS  # mean, qae, sa_ah, qae_sa_ah, in that order
+from qae_lab.runfolder import atomic_write_text
 
 SEEDS = (0, 1, 2)
 DEST = Path(__file__).resolve().parents[1] / "data" / "reference_runs"
@@ -44,6 +45,17 @@ def _summary(path: Path) -> dict:
             "success_rates": [p["success_rate"] for p in data["problems"]]}
 
 
+def keep_run(src: Path, dst: Path) -> dict:
+    """Copy the small part of run folder ``src`` to ``dst``: config.json, log.jsonl and summary.json (the
+    before/after evaluation summaries without per-problem completions). Returns the summary."""
+    dst.mkdir(parents=True, exist_ok=True)
+    for name in ("config.json", "log.jsonl"):
+        shutil.copy(src / name, dst / name)
+    summary = {"before": _summary(src / "eval_before.json"), "after": _summary(src / "eval_after.json")}
+    atomic_write_text(dst / "summary.json", json.dumps(summary, indent=1))
+    return summary
+
+
 def collect(work: Path) -> list[dict]:
     rows = []
     for seed in SEEDS:
@@ -52,11 +64,7 @@ def collect(work: Path) -> list[dict]:
             if not (src / "eval_after.json").is_file():
                 print(f"missing: {src}")
                 continue
-            dst.mkdir(parents=True, exist_ok=True)
-            for name in ("config.json", "log.jsonl"):
-                shutil.copy(src / name, dst / name)
-            summary = {"before": _summary(src / "eval_before.json"), "after": _summary(src / "eval_after.json")}
-            (dst / "summary.json").write_text(json.dumps(summary, indent=1))
+            summary = keep_run(src, dst)
             log = [json.loads(line) for line in (src / "log.jsonl").read_text().splitlines() if line.strip()]
             rows.append({"method": method, "seed": seed, "before": summary["before"]["summary"],
                          "after": summary["after"]["summary"],

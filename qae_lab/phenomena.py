@@ -28,7 +28,7 @@ from qae_lab.compare import Run, group_by_method, load_runs
 from qae_lab.runstats import Stat, moving_average, stat
 
 __all__ = ["EXPERIMENTS", "PHENOMENA_DIR", "run_names", "load_experiment", "per_method", "window_mean", "peak", "Effect",
-           "effect", "describe_effect", "k_sweep_rows", "search_row"]
+           "effect", "describe_effect", "verdict", "k_sweep_rows", "search_row"]
 
 PHENOMENA_DIR = "phenomena"  # under data/reference_runs/
 
@@ -51,7 +51,7 @@ EXPERIMENTS: dict[str, dict] = {
     },
     "k_sweep": {
         "what": "QAE at K = 0.2 ... 0.8: final entropy, pass@1, pass@8 (sec. 6)",
-        "preset": "cpu-demo", "sets": [_STEPS], "methods": ("qae",), "k_values": (0.2, 0.4, 0.6, 0.8), "seeds": (0,),
+        "preset": "cpu-demo", "sets": [_STEPS], "methods": ("qae",), "k_values": (0.2, 0.4, 0.6, 0.8), "seeds": (0, 1),
     },
 }
 
@@ -196,6 +196,25 @@ def describe_effect(name_a: str, name_b: str, what: str, e: Effect | None, digit
     apart = {True: "every seed apart", False: "the seed ranges overlap", None: "too few seeds to say"}[e.apart]
     return (f"{what}: {name_a} {fmt.format(e.a.mean)}±{fmt.format(e.a.std)} vs {name_b} {fmt.format(e.b.mean)}±"
             f"{fmt.format(e.b.std)} ({e.a.n} and {e.b.n} seeds): difference {e.diff:+.{digits}f}, {d}; {apart}")
+
+
+def verdict(e: Effect | None, claim: str) -> str:
+    r"""Whether an :class:`Effect` of A against B bears out the claim "A > B" in plain words.
+
+    "holds" when mean(A) > mean(B) and every seed is apart; "contradicted" when mean(A) < mean(B)
+    and every seed is apart; otherwise "not shown" (the seed ranges overlap, or too few seeds).
+
+    >>> verdict(effect([0.3, 0.32], [0.2, 0.21]), "mean's entropy above QAE's")
+    "mean's entropy above QAE's: holds (every seed apart)"
+    >>> verdict(effect([0.1, 0.12], [0.2, 0.21]), "mean's entropy above QAE's")
+    "mean's entropy above QAE's: contradicted (the other way round, every seed apart)"
+    """
+    if e is None or e.apart is None:
+        return f"{claim}: not shown (too few seeds to say)"
+    if not e.apart:
+        return f"{claim}: not shown (the seed ranges overlap)"
+    return f"{claim}: " + ("holds (every seed apart)" if e.diff > 0 else
+                           "contradicted (the other way round, every seed apart)")
 
 
 def k_sweep_rows(runs: Sequence[Run], last: int = 20) -> list[dict]:

@@ -24,6 +24,7 @@ from qae_lab.phenomena import (
     per_method,
     run_names,
     search_row,
+    verdict,
     window_mean,
 )
 
@@ -146,3 +147,12 @@ def test_peak_uses_full_windows_only():
 def test_the_benchmark_script_names_only_declared_experiments():
     src = (Path(__file__).resolve().parents[1] / "benchmarks" / "phenomena_runs.py").read_text()
     assert "EXPERIMENTS" in src and "run_names" in src and "search_row" in src
+
+
+def test_verdict_in_plain_words():
+    assert verdict(effect([0.3, 0.32], [0.2, 0.21]), "A above B") == "A above B: holds (every seed apart)"
+    assert verdict(effect([0.1, 0.12], [0.2, 0.21]), "A above B").endswith("contradicted (the other way round, "
+                                                                         "every seed apart)")
+    assert verdict(effect([0.1, 0.3], [0.2, 0.21]), "A above B") == "A above B: not shown (the seed ranges overlap)"
+    assert verdict(effect([0.3], [0.2]), "A above B") == "A above B: not shown (too few seeds to say)"
+    assert verdict(None, "A above B") == "A above B: not shown (too few seeds to say)"
