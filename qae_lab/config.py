@@ -27,7 +27,7 @@ from qae_lab._checks import check_choice, check_finite_scalar, check_int, check_
 from qae_lab.behaviour import REFLECTION_WORDS, reflection_pattern
 from qae_lab.methods import (BASELINES, QUANTILE_METHODS, TOKEN_WEIGHTINGS, WEIGHTED_LOSS_TYPES,
                              check_weighting_loss_type)
-from qae_lab.partners import ADVANTAGE_MASKS, COV_PENALTIES
+from qae_lab.partners import ADVANTAGE_MASKS, COV_PENALTIES, check_ratio
 
 __all__ = ["QAEConfig"]
 
@@ -173,8 +173,7 @@ class QAEConfig(GRPOConfig):
             raise ValueError(f"cov_penalty={self.cov_penalty!r} needs loss_type in {WEIGHTED_LOSS_TYPES}, "
                              f"got {self.loss_type!r}")
         for name in ("clip_cov_ratio", "kl_cov_ratio"):
-            if not 0 < check_finite_scalar(getattr(self, name), name) <= 1:
-                raise ValueError(f"{name} must lie in (0, 1], got {getattr(self, name)}")
+            check_ratio(getattr(self, name), name)
         if not check_finite_scalar(self.clip_cov_lb, "clip_cov_lb") < check_finite_scalar(self.clip_cov_ub,
                                                                                           "clip_cov_ub"):
             raise ValueError(f"clip_cov_lb must be < clip_cov_ub, got {self.clip_cov_lb} and {self.clip_cov_ub}")

@@ -46,6 +46,7 @@ from qae_lab._checks import as_real_tensor, check_choice, check_finite_scalar, c
 __all__ = [
     "ADVANTAGE_MASKS",
     "COV_PENALTIES",
+    "check_ratio",
     "token_covariance",
     "ppo_clip_active",
     "clip_cov_select",
@@ -69,7 +70,12 @@ def _token_advantages(advantages, shape, name: str = "advantages") -> torch.Tens
     return a
 
 
-def _check_ratio(ratio, name: str) -> float:
+def check_ratio(ratio, name: str = "ratio") -> float:
+    r"""A token fraction of Clip-Cov / KL-Cov, checked: finite and in (0, 1].
+
+    >>> check_ratio(2e-4), check_ratio(1.0, "kl_cov_ratio")
+    (0.0002, 1.0)
+    """
     r = check_finite_scalar(ratio, name)
     if not 0 < r <= 1:
         raise ValueError(f"{name} must lie in (0, 1], got {ratio}")
@@ -163,7 +169,7 @@ def clip_cov_select(cov, mask, ratio: float = 2e-4, lb: float = 1.0, ub: float =
     """
     c = as_real_tensor(cov, "cov", ndim=2)
     m = check_mask(mask, c.shape).to(c.device).bool()
-    r = _check_ratio(ratio, "ratio")
+    r = check_ratio(ratio, "ratio")
     lb, ub = check_finite_scalar(lb, "lb"), check_finite_scalar(ub, "ub")
     if not lb < ub:
         raise ValueError(f"lb must be < ub, got lb={lb}, ub={ub}")
@@ -200,7 +206,7 @@ def kl_cov_select(cov, mask, ratio: float = 2e-4) -> torch.Tensor:
     """
     c = as_real_tensor(cov, "cov", ndim=2)
     m = check_mask(mask, c.shape).to(c.device).bool()
-    r = _check_ratio(ratio, "ratio")
+    r = check_ratio(ratio, "ratio")
     out = torch.zeros_like(m)
     n_valid = int(m.sum())
     if n_valid == 0:

@@ -34,6 +34,13 @@ def _layout(fig: go.Figure, title: str, x_title: str, y_title: str, height: int)
     return fig
 
 
+def _add_band(fig: go.Figure, x: list, y: list[float], half: list[float], color: str) -> None:
+    """A shaded y +- half band behind a line: the upper edge forwards, the lower edge backwards, no legend entry."""
+    upper, lower = [a + h for a, h in zip(y, half)], [a - h for a, h in zip(y, half)]
+    fig.add_trace(go.Scatter(x=x + x[::-1], y=upper + lower[::-1], fill="toself", fillcolor=color, opacity=0.2,
+                             line={"width": 0}, hoverinfo="skip", showlegend=False))
+
+
 def line_figure(x: Sequence, series: Mapping[str, Sequence], *, title: str = "", x_title: str = "",
                 y_title: str = "", log_x: bool = False, log_y: bool = False, markers: bool = False,
                 bands: Mapping[str, Sequence] | None = None, height: int = 380) -> go.Figure:
@@ -51,12 +58,7 @@ def line_figure(x: Sequence, series: Mapping[str, Sequence], *, title: str = "",
         color = PALETTE[i % len(PALETTE)]
         y = [float(v) for v in y]
         if bands and name in bands:
-            half = [float(v) for v in bands[name]]
-            upper = [a + h for a, h in zip(y, half)]
-            lower = [a - h for a, h in zip(y, half)]
-            fig.add_trace(go.Scatter(x=x + x[::-1], y=upper + lower[::-1],
-                                     fill="toself", fillcolor=color, opacity=0.2, line={"width": 0},
-                                     hoverinfo="skip", showlegend=False))
+            _add_band(fig, x, y, [float(v) for v in bands[name]], color)
         fig.add_trace(go.Scatter(x=x, y=y, name=name, mode="lines+markers" if markers else "lines",
                                  line={"color": color}))
     fig.update_xaxes(type="log" if log_x else "linear")
@@ -81,10 +83,8 @@ def band_figure(curves: Mapping[str, object], *, title: str = "", y_title: str =
     for i, (name, c) in enumerate(curves.items()):
         color, x = PALETTE[i % len(PALETTE)], list(c.steps)[::stride]
         mean, std = [float(v) for v in c.mean][::stride], [float(v) for v in c.std][::stride]
-        if c.n_runs > 1:  # the band: mean + std forwards, mean - std backwards
-            upper, lower = [m + s for m, s in zip(mean, std)], [m - s for m, s in zip(mean, std)]
-            fig.add_trace(go.Scatter(x=x + x[::-1], y=upper + lower[::-1], fill="toself", fillcolor=color,
-                                     opacity=0.2, line={"width": 0}, hoverinfo="skip", showlegend=False))
+        if c.n_runs > 1:
+            _add_band(fig, x, mean, std, color)
         fig.add_trace(go.Scatter(x=x, y=mean, mode="lines", line={"color": color},
                                  name=f"{name} ({c.n_runs} run{'s' if c.n_runs != 1 else ''})"))
     return _layout(fig, title, x_title, y_title, height)

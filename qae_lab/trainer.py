@@ -55,6 +55,7 @@ import torch
 from trl import GRPOTrainer
 
 from qae_lab.advantages import advantage_stats, group_advantages
+from qae_lab.answers import completion_text
 from qae_lab.config import QAEConfig
 from qae_lab.generation import generation_policy
 from qae_lab.behaviour import behaviour_stats
@@ -118,8 +119,8 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
     :class:`~qae_lab.staged_checkpoints.StagedCheckpoints`,
 
     and these TRL attributes are read (the private ones can change in any TRL release):
-    ``epsilon_low``, ``epsilon_high``, ``processing_class``, ``current_gradient_accumulation_steps``,
-    private ``_metrics`` and ``_logs`` (metric and completion-table buffers),
+    ``epsilon_low``, ``epsilon_high``, ``current_gradient_accumulation_steps``,
+    private ``_metrics`` and ``_logs`` (metric and completion-table buffers; the decoded completions are read there),
     ``_entropy_bonus_enabled``; public ``reward_weights``, ``num_generations``,
     ``num_generations_eval``, ``scale_rewards``, ``loss_type``, ``beta``, ``temperature``,
     ``top_entropy_quantile``, ``aux_loss_enabled``, ``use_vllm``, ``generation_config`` (its
@@ -227,13 +228,9 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
 
     def _log_behaviour(self, out: dict, rewards: torch.Tensor, metrics) -> None:
         """``behaviour/*`` (:func:`qae_lab.behaviour.behaviour_stats`) over every process's completions."""
-        ids = out["completion_ids"]
         lengths = self.accelerator.gather(out["completion_mask"].sum(1))  # (N_all,)
-        texts = self.processing_class.batch_decode(ids, skip_special_tokens=True)
-        if self.accelerator.num_processes > 1:
-            from accelerate.utils import gather_object  # accelerate ships with transformers' Trainer
-
-            texts = gather_object(texts)
+        # the texts TRL decoded and gathered for its completion table: this generation's are the last N_all
+        texts = [completion_text(c) for c in list(self._logs["completion"])[-rewards.numel():]]
         success = rewards >= self.args.success_threshold
         for key, value in behaviour_stats(lengths.tolist(), texts, success.tolist(),
                                           words=self.args.reflection_words).items():
