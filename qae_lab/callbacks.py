@@ -242,7 +242,7 @@ class LiveKnobs(TrainerCallback):
         self.applied: list[tuple[int, dict]] = []  # (global step about to run, knobs set)
 
     def on_step_begin(self, args, state, control, **kwargs):
-        knobs = self.controls.snapshot()
+        knobs = self.controls.begin_step(state.global_step + 1)
         self.trainer.set_knobs(**knobs)
         self.applied.append((state.global_step + 1, knobs))
 

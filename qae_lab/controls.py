@@ -133,12 +133,18 @@ class Controls:
             :data:`ALPHA_RANGE`, widened to take in their start value.
 
     Attributes: ``k``, ``alpha`` (:class:`KnobSlider`), ``baseline``, ``token_weighting`` (the value
-    widgets), ``stop_button``, ``widget`` (the box to display).
+    widgets), ``stop_button``, ``widget`` (the box to display), ``changes``: every change the kernel
+    received, as ``(step, knob, value)`` where ``step`` is the step whose knobs were already fixed
+    when it arrived (:meth:`begin_step`; 0 before the first): the change applies from ``step + 1``.
 
     >>> c = Controls(quantile_k=0.4, alpha=0.5)
     >>> c.k.value = 0.7                      # what a slider move does
     >>> c.snapshot()["quantile_k"], c.stop_requested
     (0.7, False)
+    >>> c.begin_step(3)["quantile_k"]        # step 3 starts with K = 0.7 ...
+    0.7
+    >>> c.k.value = 0.5; c.changes           # ... a move while it runs applies from step 4
+    [(0, 'quantile_k', 0.7), (3, 'quantile_k', 0.5)]
     >>> c = Controls(quantile_k=0.99, alpha=3.0)
     >>> (c.k.value, c.alpha.value) == (c.snapshot()["quantile_k"], c.snapshot()["alpha"]) == (0.99, 3.0)
     True
@@ -155,6 +161,8 @@ class Controls:
         self.alpha = KnobSlider("alpha", clean["alpha"], *ALPHA_RANGE, description="alpha (SA-AH)",
                                 continuous_update=False, style=style)
         self._values = {**clean, "quantile_k": self.k.value, "alpha": self.alpha.value}  # as the sliders hold them
+        self._step = 0  # the step whose knobs are fixed (begin_step)
+        self.changes: list[tuple[int, str, object]] = []
         self.baseline = widgets.ToggleButtons(options=[("mean (GRPO)", "mean"), ("K-quantile (QAE)", "quantile")],
                                               value=baseline, description="baseline", style=style)
         self.token_weighting = widgets.ToggleButtons(options=list(TOKEN_WEIGHTING_OPTIONS), value=token_weighting,
@@ -181,6 +189,7 @@ class Controls:
         # the widget callback (kernel thread): one locked write of the value the widget now holds
         with self._lock:
             self._values[name] = value
+            self.changes.append((self._step, name, value))
 
     def set(self, **values) -> None:
         """Move several controls at once, as one change: no snapshot sees some moved and others not.
@@ -200,6 +209,19 @@ class Controls:
         """A consistent copy of all four knob values."""
         with self._lock:
             return dict(self._values)
+
+    def begin_step(self, step: int) -> dict:
+        """The knobs for ``step`` (a :meth:`snapshot`), taken under the same lock that stamps later
+        :attr:`changes` with ``step``: a change stamped ``s`` is in force from step ``s + 1`` on."""
+        with self._lock:
+            self._step = int(step)
+            return dict(self._values)
+
+    def finish(self, failed: bool = False) -> None:
+        """Training has ended: the Stop button is disabled and says how ("Stopped" after Stop, "Failed",
+        "Finished"), instead of "Stopping..." or a live "Stop"."""
+        self.stop_button.disabled = True
+        self.stop_button.description = "Failed" if failed else "Stopped" if self.stop_requested else "Finished"
 
     def request_stop(self) -> None:
         """Ask the run to end after the current step."""

@@ -27,11 +27,23 @@ default, and why:
 
 from __future__ import annotations
 
+import warnings
 from contextlib import contextmanager
 
 import torch
 
-__all__ = ["generation_policy", "lora_base_params"]
+__all__ = ["generation_policy", "lora_base_params", "silence_trl_deprecation"]
+
+
+def silence_trl_deprecation() -> None:
+    """Hide the one FutureWarning that TRL's ``unwrap_model_for_generation`` causes at every generation.
+
+    It reads transformers' deprecated ``is_gradient_checkpointing`` alias. The warning is addressed to
+    TRL, not to whoever trains: shown, it lands under a notebook's cell (or a live run's dashboard) as
+    if something were wrong. Only that message is filtered; :class:`~qae_lab.trainer.QAETrainer` calls
+    this when it is built (a filter added at import could be undone by a ``catch_warnings`` block).
+    """
+    warnings.filterwarnings("ignore", message=r"`is_gradient_checkpointing` is deprecated", category=FutureWarning)
 
 
 def _lora_layers(model: torch.nn.Module) -> list[tuple[torch.nn.Module, str, torch.nn.Module]]:

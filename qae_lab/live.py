@@ -272,6 +272,7 @@ class LiveRun:
             self.outcome = TrainOutcome(stopped, str(ckpt) if stopped else None, step)
             self.dashboard.set_status(f"stopped after step {step}; checkpoint {ckpt}" if stopped
                                       else f"finished: {step} steps")
+            self.controls.finish()  # before the follow-ups (an evaluation can take minutes)
             for fn in self._after:
                 self._show(fn(self))
         except BaseException as err:  # shown in the notebook, re-raised by wait()
@@ -279,7 +280,7 @@ class LiveRun:
             self.dashboard.set_status(f"<b style='color:#c00'>failed: {type(err).__name__}: {err}</b>")
             self.messages.append_stderr(traceback.format_exc())
         finally:
-            self.controls.stop_button.disabled = True
+            self.controls.finish(failed=self.error is not None)
 
     def _show(self, value) -> None:
         if isinstance(value, str):

@@ -2,14 +2,16 @@ r"""Plotly figures for the notebooks, and a view that re-draws them when a slide
 
 Every function returns a plain ``plotly.graph_objects.Figure``; the notebooks only call
 them. :class:`FigureView` shows a figure and replaces it in place. It uses
-``go.FigureWidget`` where that renders (JupyterLab with a current ipywidgets), and
-otherwise falls back to re-drawing a plain figure into an ``ipywidgets.Output``: Colab
-ships ipywidgets 7.7 and plotly 5.24, where a FigureWidget shows nothing. Set the
-environment variable ``QAE_LAB_PLOTS`` to ``widget`` or ``static`` to force a mode.
+By default (:func:`plot_mode`) it re-draws a plain figure into an ``ipywidgets.Output``:
+that figure fills the notebook's column in JupyterLab, Jupyter and Colab alike. A
+``go.FigureWidget`` (``QAE_LAB_PLOTS=widget``) updates in place but keeps plotly.js's
+700 px default width (plotly's anywidget front end lays it out before it is on the page),
+and shows nothing in Colab (ipywidgets 7.7, plotly 5.24).
 """
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -21,16 +23,91 @@ from plotly.subplots import make_subplots
 
 from qae_lab.methods import QAE_EASY_FRAC, QAE_HARD_FRAC, QAE_K, QAE_ZERO_ADV_FRAC, SAAH_ALPHA, SAAH_W_MEAN_NEG
 
-__all__ = ["line_figure", "band_figure", "heatmap_figure", "bar_figure", "gate_heatmap", "run_curves_figure", "RUN_CURVES",
-           "figure_widget_supported", "FigureView", "interactive"]
+__all__ = ["wrap_title", "vline", "line_figure", "band_figure", "heatmap_figure", "bar_figure", "gate_heatmap",
+           "run_curves_figure", "RUN_CURVES", "figure_widget_supported", "plot_mode", "FigureView", "interactive"]
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#7f7f7f")
 
 
+TITLE_CHARS = 80  # a title line longer than this wraps: plotly.js cuts titles at the figure's edge
+TITLE_SIZE = 15
+
+
+def wrap_title(title: str, width: int = TITLE_CHARS) -> str:
+    r"""``title`` broken into lines of at most ``width`` characters at spaces, joined with ``<br>``
+    (plotly.js neither wraps nor shrinks a title: a long one is cut at the figure's edge).
+
+    >>> wrap_title("w_t at alpha = 0.5, prompt 3 (top: SA-AH, bottom: AH)", width=30)
+    'w_t at alpha = 0.5, prompt 3<br>(top: SA-AH, bottom: AH)'
+    >>> wrap_title("short")
+    'short'
+    """
+    if width < 10:
+        raise ValueError(f"width must be >= 10 characters, got {width}")
+    lines: list[str] = []
+    for part in title.split("<br>"):
+        line = ""
+        for word in part.split(" "):
+            if line and len(line) + 1 + len(word) > width:
+                lines.append(line)
+                line = word
+            else:
+                line = f"{line} {word}" if line else word
+        lines.append(line)
+    return "<br>".join(lines)
+
+
+def _title(title: str) -> dict:
+    return {"text": wrap_title(title) if title else "", "font": {"size": TITLE_SIZE}}
+
+
+def _top_margin(title: str) -> int:
+    return 30 + 22 * (wrap_title(title).count("<br>") + 1) if title else 30
+
+
 def _layout(fig: go.Figure, title: str, x_title: str, y_title: str, height: int) -> go.Figure:
-    fig.update_layout(title=title, xaxis_title=x_title, yaxis_title=y_title, height=height,
-                      template="plotly_white", margin={"l": 60, "r": 20, "t": 60, "b": 50},
-                      legend={"orientation": "h", "y": -0.2})
+    top, bottom = _top_margin(title), 50
+    height += top - 60
+    below = 72 if x_title else 36  # px under the plot area: tick labels (and the axis title), then the legend
+    fig.update_layout(title=_title(title), xaxis_title=x_title, yaxis_title=y_title, height=height,
+                      template="plotly_white", margin={"l": 60, "r": 20, "t": top, "b": bottom},
+                      legend={"orientation": "h", "yanchor": "top", "y": -below / (height - top - bottom)})
+    return fig
+
+
+def _styles(ys: Sequence[Sequence[float]]) -> list[dict]:
+    """Line styles that keep every series visible: a series equal to an earlier one is drawn dashed on
+    top of it, and the earlier one widened and paler underneath (otherwise one hides the other)."""
+    styles = [{} for _ in ys]
+    for j, y in enumerate(ys):
+        if any(list(y) == list(ys[i]) for i in range(j)):
+            styles[j] = {"dash": "dash", "width": 2}
+            first = next(i for i in range(j) if list(ys[i]) == list(y))
+            styles[first] = {"width": 6, "opacity": 0.45}
+    return styles
+
+
+def vline(fig: go.Figure, x: float, text: str, dash: str = "dot", side: str = "right") -> go.Figure:
+    r"""A vertical line at data value ``x`` with ``text`` at its top, on the ``side`` of the line,
+    on a linear or a log x axis.
+
+    plotly takes a shape's x in data units but an annotation's x on a log axis in log10 units, so
+    ``fig.add_vline(x=2, annotation_text=...)`` on a log axis writes the label at 100 (or off the
+    chart). Here the label is placed at log10(x) on a log axis.
+
+    >>> fig = vline(line_figure([1, 10, 100], {"a": [1, 2, 3]}, log_x=True), 2, "k = 2")
+    >>> fig.layout.shapes[0].x0, round(fig.layout.annotations[0].x, 4)
+    (2, 0.301)
+    """
+    if side not in ("left", "right"):
+        raise ValueError(f"side must be 'left' or 'right', got {side!r}")
+    log = fig.layout.xaxis.type == "log"
+    if log and not x > 0:
+        raise ValueError(f"x must be > 0 on a log axis, got {x}")
+    fig.add_vline(x=x, line_dash=dash, line_color="#444", line_width=1)
+    fig.add_annotation(x=math.log10(x) if log else x, y=1, xref="x", yref="paper", text=text, showarrow=False,
+                       xanchor="left" if side == "right" else "right", xshift=4 if side == "right" else -4,
+                       yanchor="top", bgcolor="rgba(255,255,255,0.8)")
     return fig
 
 
@@ -51,16 +128,21 @@ def line_figure(x: Sequence, series: Mapping[str, Sequence], *, title: str = "",
     >>> fig = line_figure([1, 2, 3], {"a": [1, 4, 9]}, title="squares")
     >>> fig.data[0].name, list(fig.data[0].y)
     ('a', [1.0, 4.0, 9.0])
+
+    A series equal to an earlier one is drawn dashed on top of it (:func:`_styles`), so neither hides.
+
+    >>> [t.line.dash for t in line_figure([0, 1], {"a": [1, 2], "b": [1, 2]}).data]
+    [None, 'dash']
     """
     fig = go.Figure()
     x = list(x)
-    for i, (name, y) in enumerate(series.items()):
+    ys = [[float(v) for v in y] for y in series.values()]
+    for i, (name, y, style) in enumerate(zip(series, ys, _styles(ys))):
         color = PALETTE[i % len(PALETTE)]
-        y = [float(v) for v in y]
         if bands and name in bands:
             _add_band(fig, x, y, [float(v) for v in bands[name]], color)
         fig.add_trace(go.Scatter(x=x, y=y, name=name, mode="lines+markers" if markers else "lines",
-                                 line={"color": color}))
+                                 opacity=style.pop("opacity", None), line={"color": color, **style}))
     fig.update_xaxes(type="log" if log_x else "linear")
     fig.update_yaxes(type="log" if log_y else "linear")
     return _layout(fig, title, x_title, y_title, height)
@@ -93,16 +175,31 @@ def band_figure(curves: Mapping[str, object], *, title: str = "", y_title: str =
 def heatmap_figure(z: Sequence[Sequence[float]], x: Sequence, y: Sequence, *, title: str = "", x_title: str = "",
                    y_title: str = "", text: Sequence[Sequence[str]] | None = None, colorscale="RdBu",
                    zmid: float | None = 0.0, zmin: float | None = None, zmax: float | None = None,
-                   height: int = 420) -> go.Figure:
-    r"""A heatmap of z[row][col] with rows labelled by ``y`` and columns by ``x``.
+                   height: int = 420, text_size: int = 11) -> go.Figure:
+    r"""A heatmap of z[row][col] with rows labelled by ``y`` and columns by ``x``; ``text`` (same shape
+    as ``z``) is written in the cells at ``text_size`` px (plotly would shrink it to fit, often to dots).
+
+    Labels must be unique: plotly merges rows (or columns) that share a label into one, which would
+    hide data without a word.
 
     >>> heatmap_figure([[1, -1]], x=[0, 1], y=["K=0.4"]).data[0].type
     'heatmap'
+    >>> heatmap_figure([[1], [2]], x=[0], y=["p=1/8", "p=1/8"])
+    Traceback (most recent call last):
+    ...
+    ValueError: y labels must be unique (plotly merges rows with one label): 'p=1/8' appears 2 times
     """
+    for name, labels in (("x", list(x)), ("y", list(y))):
+        twice = [v for v in dict.fromkeys(labels) if labels.count(v) > 1]
+        if twice:
+            what = "rows" if name == "y" else "columns"
+            raise ValueError(f"{name} labels must be unique (plotly merges {what} with one label): "
+                             f"{twice[0]!r} appears {labels.count(twice[0])} times")
     fig = go.Figure(go.Heatmap(z=[list(map(float, row)) for row in z], x=list(x), y=list(y),
                                text=[list(r) for r in text] if text is not None else None,
                                texttemplate="%{text}" if text is not None else None,
-                               colorscale=colorscale, zmid=zmid, zmin=zmin, zmax=zmax))
+                               textfont={"size": text_size}, colorscale=colorscale, zmid=zmid, zmin=zmin,
+                               zmax=zmax))
     return _layout(fig, title, x_title, y_title, height)
 
 
@@ -157,7 +254,7 @@ RUN_CURVES = {
 
 
 def run_curves_figure(rows: Sequence[Mapping], panels: Mapping[str, Sequence[str]] = RUN_CURVES, *,
-                      title: str = "", height_per_row: int = 260) -> go.Figure:
+                      title: str = "", height_per_row: int = 280) -> go.Figure:
     r"""Training curves from log rows (dicts with ``step`` and metrics), one panel per entry of ``panels``.
 
     A metric missing from every row (e.g. ``saah/*`` without token weighting) leaves its
@@ -169,25 +266,31 @@ def run_curves_figure(rows: Sequence[Mapping], panels: Mapping[str, Sequence[str
     """
     names = list(panels)
     n_rows = (len(names) + 1) // 2
-    fig = make_subplots(rows=n_rows, cols=2, subplot_titles=names, vertical_spacing=0.3 / max(n_rows, 1))
+    top, bottom, gap = _top_margin(title) + 10, 110, 70  # px: title, "step" + legend below, between rows
+    height = height_per_row * n_rows + top + bottom
+    plot_h = height - top - bottom
+    fig = make_subplots(rows=n_rows, cols=2, subplot_titles=names, horizontal_spacing=0.1,
+                        vertical_spacing=min(gap / plot_h, 0.9 / max(n_rows - 1, 1)) if n_rows > 1 else 0)
     color = 0
     for i, (name, keys) in enumerate(panels.items()):
         r, c = i // 2 + 1, i % 2 + 1
-        drawn = False
-        for key in keys:
-            pts = [(row["step"], float(row[key])) for row in rows if row.get(key) is not None]
-            if not pts:
-                continue
+        curves = [(key, [(row["step"], float(row[key])) for row in rows if row.get(key) is not None])
+                  for key in keys]
+        curves = [(key, pts) for key, pts in curves if pts]
+        for (key, pts), style in zip(curves, _styles([pts for _, pts in curves])):
             fig.add_trace(go.Scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], name=key, mode="lines",
-                                     line={"color": PALETTE[color % len(PALETTE)]}), row=r, col=c)
-            color, drawn = color + 1, True
-        if not drawn:  # centred on the panel in paper coordinates (its axes have no data to anchor to)
+                                     opacity=style.pop("opacity", None),
+                                     line={"color": PALETTE[color % len(PALETTE)], **style}), row=r, col=c)
+            color += 1
+        if not curves:  # centred on the panel in paper coordinates (its axes have no data to anchor to)
             panel = fig.get_subplot(r, c)
             fig.add_annotation(text="not logged in this run", showarrow=False, xref="paper", yref="paper",
                                x=sum(panel.xaxis.domain) / 2, y=sum(panel.yaxis.domain) / 2)
-        fig.update_xaxes(title_text="step", row=r, col=c)
-    fig.update_layout(title=title, height=height_per_row * n_rows, template="plotly_white",
-                      margin={"l": 50, "r": 20, "t": 60, "b": 40}, legend={"orientation": "h", "y": -0.05})
+        if r == n_rows or (r == n_rows - 1 and i + 2 >= len(names)):  # the lowest panel of each column
+            fig.update_xaxes(title_text="step", title_standoff=4, row=r, col=c)
+    fig.update_layout(title=_title(title), height=height, template="plotly_white",
+                      margin={"l": 50, "r": 20, "t": top, "b": bottom},
+                      legend={"orientation": "h", "yanchor": "top", "y": -52 / plot_h})
     return fig
 
 
@@ -220,13 +323,29 @@ def figure_widget_supported() -> bool:
     return True
 
 
+def plot_mode() -> str:
+    r"""What :class:`FigureView`'s ``mode="auto"`` picks: ``"widget"`` only where ``QAE_LAB_PLOTS=widget``
+    asks for a FigureWidget, ``"static"`` (a plain figure, sized to the column) otherwise.
+
+    >>> from unittest import mock
+    >>> with mock.patch.dict(os.environ, {"QAE_LAB_PLOTS": "auto"}):
+    ...     plot_mode()
+    'static'
+    >>> with mock.patch.dict(os.environ, {"QAE_LAB_PLOTS": "widget"}):
+    ...     plot_mode()
+    'widget'
+    """
+    forced = os.environ.get("QAE_LAB_PLOTS", "auto").strip().lower() == "widget"
+    return "widget" if figure_widget_supported() and forced else "static"
+
+
 class FigureView:
     r"""Shows a figure and replaces it in place when :meth:`update` is called.
 
     Attributes:
         widget: the ipywidgets object to display (a FigureWidget or an Output).
         figure: the plain ``go.Figure`` shown last (what tests and exercises inspect).
-        mode: ``"widget"`` or ``"static"``.
+        mode: ``"widget"`` or ``"static"`` (``"auto"``: :func:`plot_mode`).
 
     >>> view = FigureView(line_figure([0, 1], {"a": [0, 1]}), mode="static")
     >>> view.update(line_figure([0, 1], {"b": [1, 0]})); view.figure.data[0].name
@@ -236,7 +355,7 @@ class FigureView:
     def __init__(self, fig: go.Figure | None = None, mode: str = "auto"):
         if mode not in ("auto", "widget", "static"):
             raise ValueError(f"mode must be 'auto', 'widget' or 'static', got {mode!r}")
-        self.mode = ("widget" if figure_widget_supported() else "static") if mode == "auto" else mode
+        self.mode = plot_mode() if mode == "auto" else mode
         self.figure = go.Figure() if fig is None else fig
         if self.mode == "widget":
             self.widget = go.FigureWidget(self.figure)

@@ -57,7 +57,7 @@ from trl import GRPOTrainer
 from qae_lab.advantages import advantage_stats, group_advantages
 from qae_lab.answers import completion_text
 from qae_lab.config import QAEConfig
-from qae_lab.generation import generation_policy
+from qae_lab.generation import generation_policy, silence_trl_deprecation
 from qae_lab.behaviour import behaviour_stats
 from qae_lab.methods import (
     ADVANTAGE_STAT_METRICS,
@@ -130,6 +130,7 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
     """
 
     def __init__(self, *args, **kwargs):
+        silence_trl_deprecation()
         super().__init__(*args, **kwargs)
         if not isinstance(self.args, QAEConfig):
             raise ValueError("args must be a qae_lab.config.QAEConfig")

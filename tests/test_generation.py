@@ -209,3 +209,17 @@ def test_a_caller_merged_adapter_is_left_merged():
         assert not m.training
     assert all(torch.equal(p.detach(), before[n]) for n, p in model.named_parameters())
     assert all(layer.merged for layer in model.modules() if hasattr(layer, "merged_adapters"))
+
+
+def test_trls_deprecated_checkpointing_read_warns_nobody():
+    # TRL reads model.is_gradient_checkpointing at every generation; transformers 5 deprecated that alias
+    import warnings
+
+    from qae_lab.generation import silence_trl_deprecation
+
+    model, _ = load_policy("embedded", device="cpu")
+    with warnings.catch_warnings(record=True) as seen:
+        silence_trl_deprecation()  # what QAETrainer.__init__ does
+        model.is_gradient_checkpointing  # noqa: B018
+        warnings.warn("another FutureWarning", FutureWarning)
+    assert [str(w.message) for w in seen] == ["another FutureWarning"]  # only that one message is silenced

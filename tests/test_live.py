@@ -183,7 +183,10 @@ def test_controls_stop_button_and_no_torn_reads():
     assert torn == []
     assert not c.stop_requested
     c.stop_button.click()
-    assert c.stop_requested and c.stop_button.disabled
+    assert c.stop_requested and c.stop_button.disabled and c.stop_button.description == "Stopping..."
+    # every move is recorded with the step it arrived in (no step begun: 0), in the order received
+    assert len(c.changes) == 2 * 2001 and {step for step, _, _ in c.changes} == {0}
+    assert c.changes[-2:] == [(0, "quantile_k", 0.2), (0, "alpha", 0.2)]
 
 
 def test_dashboard_keeps_every_row_and_draws_the_panels():
@@ -228,6 +231,9 @@ def test_slider_moves_reach_the_next_step(tmp_path):
     assert [r["qae/k"] for r in rows] == [0.4, 0.4, 0.7, 0.7, 0.7]
     assert [r.get("saah/alpha") for r in rows] == [None, None, 1.25, 1.25, 1.25]  # logged once weighting is on
     assert [step for step, _ in live.knobs.applied] == [1, 2, 3, 4, 5]
+    # the kernel received the moves while step 2's knobs were fixed: stamped 2, in force from step 3
+    assert live.controls.changes == [(2, "quantile_k", 0.7), (2, "token_weighting", "sa_ah"), (2, "alpha", 1.25)]
+    assert live.controls.stop_button.description == "Finished" and live.controls.stop_button.disabled
     # the dashboard received every step, and its last drawing shows them all
     assert [r["step"] for r in live.dashboard.rows] == [1, 2, 3, 4, 5]
     k = next(t for t in live.dashboard.view.figure.data if t.name == "qae/k")
@@ -249,6 +255,7 @@ def test_stop_ends_at_a_step_boundary_with_log_and_checkpoint(tmp_path):
     rows = step_rows(read_log(trainer.args.output_dir))
     assert [r["step"] for r in rows] == [1, 2]  # complete up to the stop, nothing after
     assert "stopped after step 2" in live.dashboard.status.value
+    assert live.controls.stop_button.description == "Stopped"  # no longer "Stopping..."
     assert any("after-hook saw step 2" in o.get("text", "") for o in live.messages.outputs)
     with pytest.raises(RuntimeError, match="already started"):
         live.start()
@@ -266,6 +273,7 @@ def test_errors_in_the_training_thread_are_shown_and_reraised(tmp_path):
     assert "failed: ValueError: boom" in live.dashboard.status.value
     assert any("boom" in o.get("text", "") and o.get("name") == "stderr" for o in live.messages.outputs)
     assert [r["step"] for r in live.dashboard.rows] == [1]
+    assert live.controls.stop_button.description == "Failed" and live.controls.stop_button.disabled
 
 
 def test_logged_steps_and_the_training_threads_warnings(tmp_path, recwarn):

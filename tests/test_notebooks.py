@@ -20,6 +20,7 @@ from qae_lab.notebook import colab_url
 
 NB_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOKS = sorted(NB_DIR.glob("*.ipynb"))
+MAX_CODE_LINE = 100  # characters: what a notebook column shows without scrolling (JupyterLab, Colab)
 
 
 def test_notebooks_exist_and_are_numbered():
@@ -35,6 +36,15 @@ def test_committed_without_outputs(path):
         if cell["cell_type"] == "code":
             assert cell["outputs"] == [] and cell["execution_count"] is None, f"{path.name}: strip outputs"
     assert "widgets" not in nb["metadata"], f"{path.name}: widget state stored in metadata"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_code_lines_fit_the_column(path):
+    # JupyterLab and Colab do not wrap code: a longer line runs off the cell's right edge
+    nb = nbformat.read(path, as_version=4)
+    long = [line for cell in nb.cells if cell.cell_type == "code" for line in cell.source.splitlines()
+            if len(line) > MAX_CODE_LINE]
+    assert long == [], f"{path.name}: {len(long)} code lines over {MAX_CODE_LINE} characters: {long[:3]}"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -154,6 +164,10 @@ moved = hard_regime(ro.success_counts, G, 0.2) & ~hard_regime(ro.success_counts,
 assert low_k <= high_k and (low_k < high_k) == bool(moved.any())   # raising K only turns prompts easy
 touched.controls["baseline"].value = "mean"
 mean_touched = set(touched.view.figure.layout.meta["touched"])
+hm = touched.view.figure.data[0]
+assert len(set(hm.y)) == len(hm.y) == N_PROMPTS          # one row per prompt: no two rows merge under one label
+untouched = [v for i, v in enumerate(x for row in hm.z for x in row) if i not in mean_touched]
+assert all(v == 1.0 for v in untouched)                 # only the counted rollouts are coloured
 mixed_failures = {i for i in range(len(ro.completions)) if ro.rewards[i] == 0 and 0 < ro.success_counts[i // G] < G}
 assert mean_touched == mixed_failures
 """)

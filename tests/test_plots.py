@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 import types
 
@@ -152,6 +153,24 @@ def test_figure_widget_supported_auto_outside_colab(no_plots_env, monkeypatch, e
     assert figure_widget_supported() is False
 
 
+@pytest.mark.parametrize("env", [None, "auto", "static"])
+def test_auto_mode_draws_plain_figures_unless_widget_is_asked_for(no_plots_env, monkeypatch, env):
+    # a FigureWidget keeps plotly.js's 700 px default width in JupyterLab: the default is the plain figure,
+    # which fills the column, wherever a FigureWidget could be built
+    if env is not None:
+        monkeypatch.setenv("QAE_LAB_PLOTS", env)
+    assert plots.plot_mode() == "static"
+    view = FigureView(line_figure([0, 1], {"a": [0, 1]}))
+    assert view.mode == "static" and isinstance(view.widget, widgets.Output)
+
+
+def test_widget_mode_needs_a_buildable_figure_widget(monkeypatch):
+    monkeypatch.setenv("QAE_LAB_PLOTS", "widget")
+    assert plots.plot_mode() == "widget"
+    monkeypatch.setattr(plots, "figure_widget_supported", lambda: False)
+    assert plots.plot_mode() == "static"
+
+
 def test_auto_mode_follows_the_env(monkeypatch):
     monkeypatch.setenv("QAE_LAB_PLOTS", "static")
     view = FigureView(line_figure([0, 1], {"a": [0, 1]}))
@@ -267,3 +286,80 @@ def test_run_curves_figure_panels_and_not_logged_note():
     alpha_panel = fig.get_subplot(2, 1)  # the third panel: row 2, column 1
     assert note.xref == "paper" and alpha_panel.xaxis.domain[0] < note.x < alpha_panel.xaxis.domain[1]
     assert alpha_panel.yaxis.domain[0] < note.y < alpha_panel.yaxis.domain[1]
+
+
+# ---------------------------------------------------------------- what a reader sees
+
+def test_long_titles_wrap_at_words_and_short_ones_stay():
+    title = ("w_t at α = 0.5, prompt 3 (top: SA-AH, bottom: AH) · batch: mean w on A<0 tokens 0.910, "
+             "effective tokens 0.957")
+    lines = plots.wrap_title(title).split("<br>")
+    assert len(lines) == 2 and all(len(line) <= plots.TITLE_CHARS for line in lines)
+    assert " ".join(lines) == title  # nothing lost, broken only at spaces
+    assert plots.wrap_title("a b c", width=10) == "a b c"
+    assert plots.wrap_title("aaaa bbbb<br>cc", width=10) == "aaaa bbbb<br>cc"  # an explicit break stays
+    with pytest.raises(ValueError, match="width must be >= 10"):
+        plots.wrap_title("x", width=3)
+    fig = line_figure([0, 1], {"a": [0, 1]}, title=title)
+    assert fig.layout.title.text.count("<br>") == 1
+    assert fig.layout.margin.t > line_figure([0, 1], {"a": [0, 1]}, title="short").layout.margin.t  # room for it
+
+
+def test_heatmap_refuses_repeated_labels_and_writes_readable_text():
+    with pytest.raises(ValueError, match=r"y labels must be unique .* 'p=5/8 easy' appears 2 times"):
+        heatmap_figure([[1.0], [0.5]], x=["y1"], y=["p=5/8 easy", "p=5/8 easy"])
+    with pytest.raises(ValueError, match="x labels must be unique"):
+        heatmap_figure([[1.0, 0.5]], x=["y1", "y1"], y=["a"])
+    hm = heatmap_figure([[1.0, 0.5]], x=[0, 1], y=["a"], text=[["The", " coins"]]).data[0]
+    assert hm.textfont.size == 11 and list(hm.text[0]) == ["The", " coins"]  # a fixed size, not shrunk to dots
+
+
+def test_equal_series_stay_visible():
+    fig = line_figure([0, 1, 2], {"discounted": [1, 2, 3], "easy failures": [1, 2, 3], "hard": [0, 0, 0]})
+    under, over, other = fig.data
+    assert over.line.dash == "dash" and under.line.width > over.line.width and under.opacity < 1
+    assert other.line.dash is None and other.opacity is None  # a different series keeps the plain style
+    fig = line_figure([0, 1], {"a": [1, 2], "b": [1, 2.5]})
+    assert [t.line.dash for t in fig.data] == [None, None]
+
+
+def test_vline_sits_at_its_value_on_log_and_linear_axes():
+    log = line_figure([1, 10, 100, 500], {"err": [1, 0.1, 0.01, 0.0]}, log_x=True)
+    plots.vline(log, 2, "k = 2")
+    plots.vline(log, 470, "k = V = 470", dash="dash")
+    assert [s.x0 for s in log.layout.shapes] == [2, 470]  # shapes: data units, even on a log axis
+    assert [a.x for a in log.layout.annotations] == pytest.approx([math.log10(2), math.log10(470)])  # labels: log10
+    assert [a.text for a in log.layout.annotations] == ["k = 2", "k = V = 470"]
+    lin = plots.vline(line_figure([0, 1], {"a": [0, 1]}), 0.5, "paper α = 0.5")
+    assert lin.layout.shapes[0].x0 == 0.5 and lin.layout.annotations[0].x == 0.5
+    with pytest.raises(ValueError, match="x must be > 0 on a log axis"):
+        plots.vline(log, 0, "zero")
+    with pytest.raises(ValueError, match="side must be 'left' or 'right'"):
+        plots.vline(log, 2, "k", side="up")
+
+
+def test_run_curves_layout_keeps_titles_labels_and_legend_apart():
+    from qae_lab.live import LIVE_PANELS
+    from qae_lab.plots import run_curves_figure
+
+    rows = [{"step": s, "reward": s % 2, "qae/success_rate": s % 2, "entropy": 0.1, "qae/k": 0.4}
+            for s in range(1, 6)]
+    fig = run_curves_figure(rows, LIVE_PANELS, title="step 5 / 400: K = 0.40")
+    n_rows = 3
+    domains = sorted({fig.get_subplot(r, 1).yaxis.domain for r in range(1, n_rows + 1)}, reverse=True)
+    plot_h = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    gaps_px = [(upper[0] - lower[1]) * plot_h for upper, lower in zip(domains, domains[1:])]
+    assert min(gaps_px) >= 60  # room for the tick labels and the next panel's title
+    titled = [ax for ax in fig.layout if ax.startswith("xaxis") and fig.layout[ax].title.text == "step"]
+    assert sorted(titled) == ["xaxis5", "xaxis6"]  # "step" under the bottom panels only
+    assert fig.layout.legend.yanchor == "top" and fig.layout.legend.y * plot_h <= -40  # below the "step" titles
+    reward, success = (t for t in fig.data if t.name in ("reward", "qae/success_rate"))
+    assert success.line.dash == "dash" and reward.line.width > success.line.width  # 0/1 rewards: equal curves
+
+
+@pytest.mark.parametrize("x_title", ["", "correct responses c"])
+def test_legend_sits_below_the_axis_title(x_title):
+    fig = line_figure([0, 1], {"a": [0, 1], "b": [1, 0]}, title="t", x_title=x_title)
+    plot_h = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    gap_px = -fig.layout.legend.y * plot_h
+    assert fig.layout.legend.yanchor == "top" and gap_px >= (65 if x_title else 30)
