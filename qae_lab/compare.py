@@ -3,8 +3,10 @@ r"""Compare training runs: load run folders, average curves over seeds, a before
 A run folder is what ``python -m qae_lab train`` writes (``config.json``, ``log.jsonl``,
 ``eval_before.json`` / ``eval_after.json``) or a committed reference run under
 ``data/reference_runs/<method>-seed<S>/`` (``config.json``, ``log.jsonl``, ``summary.json``).
-Both load into a :class:`Run`; runs of one method (different seeds) are grouped by
-:attr:`Run.method` and reported as mean and spread over seeds.
+Both load into a :class:`Run`. Curves and tables average over the runs of one
+:class:`~qae_lab.grouping.Group` (:func:`~qae_lab.grouping.group_runs`: one method, the same
+settings and length, each seed once) and report mean and spread over its seeds;
+:func:`versus_baseline` judges a difference against the seed spread only between comparable groups.
 
 The numbers themselves (moving average, training variance, mean and spread over seeds, and
 where they depart from the usual conventions) are :mod:`qae_lab.runstats`.
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qae_lab._checks import check_int
+from qae_lab.grouping import Group, differences, group_runs, spread_verdict
 from qae_lab.methods import (
     METHODS,
     QAE_ALL_EQUAL_FRAC,
@@ -177,6 +180,9 @@ def series(run: Run, metric: str) -> tuple[list[int], list[float]]:
 def group_by_method(runs: Iterable[Run]) -> dict[str, list[Run]]:
     r"""Runs grouped by :attr:`Run.method`, in the order the methods first appear.
 
+    By method only: runs of other settings, lengths or repeated seeds stay together. To average or
+    compare, use :func:`~qae_lab.grouping.group_runs`.
+
     >>> groups = group_by_method(load_runs(find_reference_runs()))
     >>> {method: [run.seed for run in group] for method, group in groups.items()}
     {'mean': [0, 1, 2], 'qae': [0, 1, 2], 'sa_ah': [0, 1, 2], 'qae_sa_ah': [0, 1, 2]}
@@ -187,11 +193,21 @@ def group_by_method(runs: Iterable[Run]) -> dict[str, list[Run]]:
     return groups
 
 
+def _groups(runs: Iterable[Run] | Iterable[Group]) -> list[Group]:
+    """Groups as given, or runs grouped by :func:`~qae_lab.grouping.group_runs` (all as reference runs)."""
+    items = list(runs)
+    if items and all(isinstance(x, Group) for x in items):
+        return items
+    if any(isinstance(x, Group) for x in items):
+        raise ValueError("runs must be all Runs or all Groups (qae_lab.grouping.group_runs), not a mix")
+    return group_runs(items)
+
+
 @dataclass
 class Curve:
-    r"""A method's curve over seeds: per step the mean, population std and range over its runs.
+    r"""A group's curve over seeds: per step the mean, population std and range over its runs.
 
-    All lists have one entry per step in ``steps`` (the steps every run of the method logged).
+    All lists have one entry per step in ``steps`` (the steps every run of the group logged).
 
     >>> curve = metric_curves(load_runs(find_reference_runs()), "reward", window=10)["qae"]
     >>> curve.n_runs, curve.steps[:3], len(curve.mean) == len(curve.steps)
@@ -206,10 +222,12 @@ class Curve:
     n_runs: int
 
 
-def metric_curves(runs: Iterable[Run], metric: str, window: int = 1) -> dict[str, Curve]:
-    r"""Per method, ``metric`` smoothed per run (trailing average over ``window`` steps), then mean/spread over runs.
+def metric_curves(runs: Iterable[Run] | Iterable[Group], metric: str, window: int = 1) -> dict[str, Curve]:
+    r"""Per group, ``metric`` smoothed per run (trailing average over ``window`` steps), then mean/spread over runs.
 
-    Methods whose runs never logged ``metric`` (``saah/*`` without token weighting) are left out.
+    ``runs``: the :class:`~qae_lab.grouping.Group` s of :func:`~qae_lab.grouping.group_runs`, or runs,
+    grouped by it here. Keys are the groups' labels (the method, for the only reference group of a
+    method). Groups whose runs never logged ``metric`` (``saah/*`` without token weighting) are left out.
 
     >>> runs = [Run(f"qae-seed{i}", "qae", i, {}, [{"step": 1, "reward": x}, {"step": 2, "reward": 2 * x}], None, None)
     ...         for i, x in enumerate([0.25, 0.5])]
@@ -219,9 +237,9 @@ def metric_curves(runs: Iterable[Run], metric: str, window: int = 1) -> dict[str
     """
     check_int(window, "window", 1)
     out = {}
-    for method, group in group_by_method(runs).items():
+    for group in _groups(runs):
         per_run = []
-        for run in group:
+        for run in group.runs:
             steps, xs = series(run, metric)
             if xs:
                 per_run.append(dict(zip(steps, moving_average(xs, window))))
@@ -229,8 +247,8 @@ def metric_curves(runs: Iterable[Run], metric: str, window: int = 1) -> dict[str
             continue
         steps = sorted(set.intersection(*(set(d) for d in per_run)))
         stats = [stat([d[s] for d in per_run]) for s in steps]
-        out[method] = Curve(steps, [s.mean for s in stats], [s.std for s in stats], [s.lo for s in stats],
-                            [s.hi for s in stats], len(per_run))
+        out[group.label] = Curve(steps, [s.mean for s in stats], [s.std for s in stats], [s.lo for s in stats],
+                                 [s.hi for s in stats], len(per_run))
     return out
 
 
@@ -244,8 +262,11 @@ def _eval(run: Run, when: str, key: str) -> float | None:
     return None if summary is None else summary.get(key)
 
 
-def summary_table(runs: Iterable[Run], window: int = 20) -> list[dict]:
-    r"""One row per method: ``method``, ``seeds`` and a ``Stat`` (or None) over seeds for each column.
+def summary_table(runs: Iterable[Run] | Iterable[Group], window: int = 20) -> list[dict]:
+    r"""One row per group: ``method`` (the group's label), ``seeds`` (distinct), a ``Stat`` (or None) over seeds
+    for each column, and ``group`` (the :class:`~qae_lab.grouping.Group`, for :func:`versus_baseline`).
+
+    ``runs``: the groups of :func:`~qae_lab.grouping.group_runs`, or runs, grouped by it here.
 
     Columns: sampled ``pass@1``, ``greedy pass@1`` and ``pass@8`` before and after
     training; the mean over steps of ``zero-adv frac``, ``all-equal frac`` (prompts whose
@@ -259,8 +280,9 @@ def summary_table(runs: Iterable[Run], window: int = 20) -> list[dict]:
     """
     check_int(window, "window", 2)
     table = []
-    for method, group in group_by_method(runs).items():
-        row = {"method": method, "seeds": len(group)}
+    for g in _groups(runs):
+        group = g.runs
+        row = {"method": g.label, "seeds": len(group)}
         for label, key in (("pass@1", "pass@1"), ("greedy pass@1", "greedy_pass@1"), ("pass@8", "pass@8")):
             for when in ("before", "after"):
                 row[f"{label} {when}"] = stat(_eval(r, when, key) for r in group)
@@ -271,6 +293,7 @@ def summary_table(runs: Iterable[Run], window: int = 20) -> list[dict]:
         row["final entropy"] = stat(_mean_of(r, "entropy", window) for r in group)
         row["train var"] = stat(training_variance(r.rows, "reward", window)
                                 for r in group if len(series(r, "reward")[1]) > window)
+        row["group"] = g
         table.append(row)
     return table
 
@@ -278,12 +301,14 @@ def summary_table(runs: Iterable[Run], window: int = 20) -> list[dict]:
 def format_table(table: Sequence[Mapping], columns: Sequence[str] | None = None, digits: int = 3) -> str:
     r"""A fixed-width text table of :func:`summary_table` rows (a Stat as mean±std, None as a dash).
 
+    ``columns``: default every key of the first row but ``group``.
+
     >>> print(format_table([{"method": "qae", "seeds": 2, "pass@1 after": stat([0.5, 0.7])}]))
     method  seeds  pass@1 after
     qae         2   0.600±0.100
     """
     check_int(digits, "digits", 0, 12)
-    columns = list(columns or (table[0] if table else []))
+    columns = list(columns or [c for c in (table[0] if table else []) if c != "group"])
 
     def cell(v) -> str:
         if isinstance(v, Stat):
@@ -300,19 +325,46 @@ def format_table(table: Sequence[Mapping], columns: Sequence[str] | None = None,
     return "\n".join(line.rstrip() for line in lines)
 
 
-def versus_baseline(table: Sequence[Mapping], column: str, baseline: str = "mean", digits: int = 3) -> str:
-    r"""Per method, one line for ``column`` of :func:`summary_table`, compared with the ``baseline`` method.
+def _base_row(row: Mapping, bases: Sequence[Mapping], baseline: str) -> Mapping | None:
+    """The baseline row ``row`` is compared with (see :func:`versus_baseline`), or None (it is the baseline)."""
+    if "group" not in row:  # a hand-written row: matched by method
+        return None if row["method"] == baseline else next(iter(bases), None)
+    default = next((b for b in bases if "group" in b and not b["group"].mine), next(iter(bases), None))
+    if row is default:
+        return None
+    comparable = (b for b in bases if b is not row and "group" in b and not differences(row["group"], b["group"]))
+    return next(comparable, default)
 
-    Each line: mean±std over seeds, the seed range, and the difference from ``baseline``'s
-    mean with whether it lies within the seed spread (:func:`~qae_lab.runstats.within_spread`).
+
+def versus_baseline(table: Sequence[Mapping], column: str, baseline: str = "mean", digits: int = 3) -> str:
+    r"""Per row, ``column`` of :func:`summary_table` (mean±std and range over seeds) and its difference from the
+    mean of a ``baseline`` group, with a verdict on the seed spread only where one is honest.
+
+    A row's baseline is, among the rows of method ``baseline``, the first comparable with it (no
+    :func:`~qae_lab.grouping.differences`), else the first reference one (which itself gets no
+    comparison). The verdict is :func:`~qae_lab.grouping.spread_verdict`: within / outside the seed
+    spread for comparable groups of two seeds or more each, otherwise why there is none (the
+    settings and lengths that differ; one seed). Rows written by hand, without a ``group``, are
+    matched by ``method`` and taken as comparable (:func:`~qae_lab.runstats.within_spread`).
 
     >>> t = [{"method": "mean", "x": stat([0.5, 0.6])}, {"method": "qae", "x": stat([0.58, 0.7])}]
     >>> print(versus_baseline(t, "x"))
     mean  0.550±0.050  seeds [0.500, 0.600]
     qae   0.640±0.060  seeds [0.580, 0.700]  +0.090 vs mean: within the seed spread (the seed ranges overlap)
+    >>> from qae_lab.grouping import group_runs
+    >>> ref = [Run(f"mean-seed{s}", "mean", s, {}, [{"step": 400}], None, None) for s in (0, 1)]
+    >>> mean, you = group_runs(ref, [Run("live", "qae", 42, {}, [{"step": 48}], None, None)])
+    >>> t = [{"method": "mean", "x": stat([0.5, 0.6]), "group": mean},
+    ...      {"method": you.label, "x": stat([0.31]), "group": you}]
+    >>> print(versus_baseline(t, "x").splitlines()[1].split("]  ")[1])
+    -0.240 vs mean: no spread verdict: not comparable (steps 48 vs 400); only 1 seed
     """
     check_int(digits, "digits", 0, 12)
-    base = next((row.get(column) for row in table if row["method"] == baseline), None)
+    if not isinstance(column, str) or not isinstance(baseline, str):
+        raise ValueError(f"column and baseline must be a column name and a method name (str), got {column!r}, "
+                         f"{baseline!r}")
+    bases = [row for row in table if row.get(column) is not None
+             and (row["group"].method if "group" in row else row["method"]) == baseline]
     width = max((len(row["method"]) for row in table), default=0)
     verdicts = {True: "within the seed spread (the seed ranges overlap)",
                 False: "outside the seed spread (the ranges of {} and {} seeds do not overlap)",
@@ -324,8 +376,11 @@ def versus_baseline(table: Sequence[Mapping], column: str, baseline: str = "mean
             lines.append(f"{row['method']:<{width}}  —")
             continue
         line = f"{row['method']:<{width}}  {s.mean:{f}}±{s.std:{f}}  seeds [{s.lo:{f}}, {s.hi:{f}}]"
-        if base is not None and row["method"] != baseline:
-            verdict = verdicts[within_spread(s, base)].format(s.n, base.n)
-            line += f"  {s.mean - base.mean:+{f}} vs {baseline}: {verdict}"
+        base = _base_row(row, bases, baseline)
+        if base is not None:
+            b = base[column]
+            verdict = (spread_verdict(row["group"], s, base["group"], b) if "group" in row and "group" in base
+                       else verdicts[within_spread(s, b)].format(s.n, b.n))
+            line += f"  {s.mean - b.mean:+{f}} vs {base['method']}: {verdict}"
         lines.append(line)
     return "\n".join(lines)

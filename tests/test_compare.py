@@ -22,6 +22,7 @@ from qae_lab.compare import (
     summary_table,
     versus_baseline,
 )
+from qae_lab.grouping import group_runs
 from qae_lab.methods import METHODS
 from qae_lab.runstats import stat
 
@@ -111,7 +112,7 @@ def _run(method, seed, rewards, **metrics):
 
 def test_metric_curves_mean_spread_and_smoothing():
     runs = [_run("qae", 0, [0.0, 0.2, 0.4], entropy=[1.0, 3.0, 5.0]),
-            _run("qae", 1, [0.0, 0.4, 0.8, 0.9], entropy=[3.0, 5.0, 7.0, 9.0]),  # a longer run: step 4 dropped
+            _run("qae", 1, [0.0, 0.4, 0.8], entropy=[3.0, 5.0, 7.0]),
             _run("mean", 0, [0.1, 0.1, 0.1])]
     c = metric_curves(runs, "entropy")
     assert list(c) == ["qae"]  # mean never logged entropy here
@@ -124,6 +125,16 @@ def test_metric_curves_mean_spread_and_smoothing():
     assert metric_curves(runs, "reward")["mean"].mean == pytest.approx([0.1, 0.1, 0.1])
     with pytest.raises(ValueError, match="window"):
         metric_curves(runs, "entropy", window=0)
+    # a longer run is not averaged with the shorter ones: it is a group of its own, labelled with its length
+    longer = _run("qae", 2, [0.0, 0.4, 0.8, 0.9], entropy=[3.0, 5.0, 7.0, 9.0])
+    c = metric_curves(runs + [longer], "entropy")
+    assert {k: v.n_runs for k, v in c.items()} == {"qae (reference, 3 steps, seeds 0-1)": 2,
+                                                   "qae (reference, 4 steps, seed 2)": 1}
+    assert c["qae (reference, 4 steps, seed 2)"].mean == [3.0, 5.0, 7.0, 9.0]
+    groups = group_runs(runs + [longer])
+    assert metric_curves(groups, "entropy").keys() == c.keys()  # groups as given, or runs grouped alike
+    with pytest.raises(ValueError, match="runs must be all Runs or all Groups"):
+        metric_curves([groups[0], longer], "entropy")
 
 
 def test_versus_baseline_verdicts():
@@ -165,8 +176,9 @@ def test_committed_reference_runs():
     assert list(groups) == list(METHODS) and all(len(g) >= 2 for g in groups.values())
     for row in summary_table(runs):
         token_weighting = METHODS[row["method"]]["token_weighting"] != "none"
+        assert row["group"].label == row["method"] and row["group"].steps == 400 and row["seeds"] == 3
         for key, value in row.items():
-            if key in ("method", "seeds"):
+            if key in ("method", "seeds", "group"):
                 continue
             if key == "w_mean_neg" and not token_weighting:
                 assert value is None
@@ -174,3 +186,55 @@ def test_committed_reference_runs():
             assert value is not None and all(math.isfinite(x) for x in value), (row["method"], key)
         assert row["pass@1 after"].mean > row["pass@1 before"].mean
     assert set(metric_curves(runs, "saah/w_mean_neg")) == {"sa_ah", "qae_sa_ah"}
+
+
+# ---------------------------------------------------------------- honest comparisons (issue 14)
+
+def test_a_repeated_seed_counts_once(tmp_path):
+    # two runs of yours with one seed, the same settings and length: one seed, the newest run kept
+    for name, t, after in (("live-b", 1.0, 0.2), ("live-a", 2.0, 0.4)):  # live-a is the newer, not the last by name
+        rows = [dict(r, time=t + r["step"]) for r in log_rows([0.25, 0.5, 0.75])]
+        write_run(tmp_path / name, method="qae", seed=42, rows=rows, after={"pass@1": after}, layout="user")
+    mine = load_runs(tmp_path)
+    [g] = group_runs([], mine)
+    assert [r.name for r in g.runs] == ["live-a"] and g.seeds == [42]
+    assert [(r.name, why) for r, why in g.set_aside] == [("live-b", "same seed 42 as live-a: a rerun counts once")]
+    [row] = summary_table([g], window=2)
+    assert row["method"] == "qae (yours, 3 steps, seed 42)" and row["seeds"] == 1
+    assert row["pass@1 after"].n == 1 and row["pass@1 after"].mean == pytest.approx(0.4)
+    assert metric_curves(mine, "reward")["qae"].n_runs == 1  # plain runs: grouped alike, as reference runs
+    assert "too few" not in versus_baseline([row], "pass@1 after")  # no baseline row: no comparison at all
+
+
+def _verdicts(tmp_path) -> dict[str, str]:
+    """versus_baseline's lines by label, for reference mean / qae / sa_ah runs and two groups of your qae runs."""
+    ref, yours = tmp_path / "ref", tmp_path / "runs"
+    six, four = log_rows([0.5] * 6), log_rows([0.5] * 4)
+    for seed, (m, q) in enumerate(((0.5, 0.65), (0.6, 0.7))):
+        write_run(ref / f"mean-seed{seed}", method="mean", seed=seed, rows=six, after={"pass@1": m})
+        write_run(ref / f"qae-seed{seed}", method="qae", seed=seed, rows=six, after={"pass@1": q})
+    write_run(ref / "sa_ah-seed0", method="sa_ah", seed=0, rows=six, after={"pass@1": 0.9})
+    for name, seed, rows, after in (("short-0", 0, four, 0.9), ("short-1", 1, four, 0.95),
+                                    ("full-5", 5, six, 0.3), ("full-6", 6, six, 0.4)):
+        write_run(yours / name, method="qae", seed=seed, rows=rows, after={"pass@1": after}, layout="user")
+    table = summary_table(group_runs(load_runs(ref), load_runs(yours)), window=2)
+    text = versus_baseline(table, "pass@1 after", digits=2)
+    return {row["method"]: line for row, line in zip(table, text.splitlines())}
+
+
+def test_versus_baseline_judges_the_spread_of_comparable_groups_only(tmp_path):
+    lines = _verdicts(tmp_path)
+    assert list(lines) == ["mean", "qae", "sa_ah", "qae (yours, 4 steps, seeds 0-1)", "qae (yours, 6 steps, seeds 5-6)"]
+    assert " vs " not in lines["mean"]  # the baseline itself
+    # same settings and length, 2 seeds each: a verdict, for reference runs and for comparable runs of yours
+    assert lines["qae"].endswith("+0.12 vs mean: outside the seed spread (the ranges of 2 and 2 seeds do not overlap)")
+    assert lines["qae (yours, 6 steps, seeds 5-6)"].endswith(
+        "-0.20 vs mean: outside the seed spread (the ranges of 2 and 2 seeds do not overlap)")
+    # one seed: the numbers, and why there is no verdict
+    assert lines["sa_ah"].endswith("+0.35 vs mean: no spread verdict: only 1 seed")
+
+
+def test_versus_baseline_makes_no_spread_claim_across_lengths(tmp_path):
+    line = _verdicts(tmp_path)["qae (yours, 4 steps, seeds 0-1)"]
+    assert line.endswith("+0.38 vs mean: no spread verdict: not comparable (steps 4 vs 6)")
+    assert "within the seed spread" not in line and "outside the seed spread" not in line
