@@ -154,6 +154,7 @@ class Controls:
                  token_weighting: str = "none"):
         self._lock = threading.RLock()  # re-entrant: set() holds it while the widget callbacks write
         self._stop = threading.Event()
+        self._finished = False
         clean = validate_knobs(quantile_k=quantile_k, alpha=alpha, baseline=baseline, token_weighting=token_weighting)
         style = {"description_width": "110px"}
         self.k = KnobSlider("quantile_k", clean["quantile_k"], *K_RANGE, description="K (QAE)",
@@ -220,11 +221,14 @@ class Controls:
     def finish(self, failed: bool = False) -> None:
         """Training has ended: the Stop button is disabled and says how ("Stopped" after Stop, "Failed",
         "Finished"), instead of "Stopping..." or a live "Stop"."""
+        self._finished = True
         self.stop_button.disabled = True
         self.stop_button.description = "Failed" if failed else "Stopped" if self.stop_requested else "Finished"
 
     def request_stop(self) -> None:
-        """Ask the run to end after the current step."""
+        """Ask the run to end after the current step (after :meth:`finish`: nothing left to stop)."""
+        if self._finished:
+            return
         self._stop.set()
         self.stop_button.disabled, self.stop_button.description = True, "Stopping..."
 

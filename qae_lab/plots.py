@@ -154,14 +154,17 @@ def band_figure(curves: Mapping[str, object], *, title: str = "", y_title: str =
     >>> fig = band_figure({"qae": C(steps=[1, 2], mean=[0.5, 0.6], std=[0.1, 0.1], n_runs=3)})
     >>> [t.name for t in fig.data], list(fig.data[0].y)  # the band (hidden from the legend), then the line
     ([None, 'qae (3 runs)'], [0.6, 0.7, 0.5, 0.4])
+
+    A mean curve equal to an earlier one is drawn dashed over it, as in :func:`line_figure`.
     """
     fig = go.Figure()
-    for i, (name, c) in enumerate(curves.items()):
-        color, x = PALETTE[i % len(PALETTE)], list(c.steps)[::stride]
-        mean, std = [float(v) for v in c.mean][::stride], [float(v) for v in c.std][::stride]
+    points = [list(zip(list(c.steps)[::stride], [float(v) for v in c.mean][::stride])) for c in curves.values()]
+    for i, ((name, c), pts, style) in enumerate(zip(curves.items(), points, _styles(points))):
+        color, x, mean = PALETTE[i % len(PALETTE)], [p[0] for p in pts], [p[1] for p in pts]
         if c.n_runs > 1:
-            _add_band(fig, x, mean, std, color)
-        fig.add_trace(go.Scatter(x=x, y=mean, mode="lines", line={"color": color},
+            _add_band(fig, x, mean, [float(v) for v in c.std][::stride], color)
+        fig.add_trace(go.Scatter(x=x, y=mean, mode="lines", opacity=style.pop("opacity", None),
+                                 line={"color": color, **style},
                                  name=f"{name} ({c.n_runs} run{'s' if c.n_runs != 1 else ''})"))
     return _layout(fig, title, x_title, y_title, height)
 

@@ -234,6 +234,8 @@ def test_slider_moves_reach_the_next_step(tmp_path):
     # the kernel received the moves while step 2's knobs were fixed: stamped 2, in force from step 3
     assert live.controls.changes == [(2, "quantile_k", 0.7), (2, "token_weighting", "sa_ah"), (2, "alpha", 1.25)]
     assert live.controls.stop_button.description == "Finished" and live.controls.stop_button.disabled
+    live.stop()  # Stop after the end (a Run All cell, a late click): nothing to stop, the button says so
+    assert live.controls.stop_button.description == "Finished" and not live.controls.stop_requested
     # the dashboard received every step, and its last drawing shows them all
     assert [r["step"] for r in live.dashboard.rows] == [1, 2, 3, 4, 5]
     k = next(t for t in live.dashboard.view.figure.data if t.name == "qae/k")

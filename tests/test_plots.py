@@ -176,3 +176,13 @@ def test_legend_sits_below_the_axis_title(x_title):
     plot_h = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
     gap_px = -fig.layout.legend.y * plot_h
     assert fig.layout.legend.yanchor == "top" and gap_px >= (65 if x_title else 30)
+
+
+def test_band_figure_keeps_equal_mean_curves_visible():
+    from types import SimpleNamespace as C
+
+    same = dict(steps=[1, 2, 3], mean=[30.8, 30.9, 30.8], std=[0.1, 0.1, 0.1], n_runs=3)
+    fig = plots.band_figure({"mean": C(**same), "qae": C(**same), "sa_ah": C(**{**same, "mean": [31, 31, 31]})})
+    lines = [t for t in fig.data if t.name]
+    assert [t.line.dash for t in lines] == [None, "dash", None]
+    assert lines[0].line.width > lines[1].line.width
