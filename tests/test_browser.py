@@ -1,10 +1,19 @@
-"""Notebook 04 in a real browser: JupyterLab on 127.0.0.1, headless Chromium driven by Playwright.
+"""Every notebook in a real browser: JupyterLab on 127.0.0.1, headless Chromium driven by Playwright.
 
-Runs every cell (smoke mode, a run long enough to steer), moves the K slider with the keyboard as a
-user would, checks that the run's log.jsonl then records the new K and the dashboard shows it,
-then presses Stop and checks that the run ends at a step boundary with a checkpoint. Twice: with
-the dashboard as a plotly FigureWidget, and re-drawn as a plain figure (Colab's path). A screenshot is saved under
-``$QAE_LAB_ARTIFACTS`` (default ``<repo>/.artifacts``).
+For each notebook (a copy, smoke mode): Run All as a person does, in a live session; when it has
+ended, no cell (nor any Output widget) shows an error or anything on stderr, and every plotly
+figure has a drawn plot area. Then one control is moved as a person moves it (the keyboard on a
+slider, a choice in a dropdown) and the figure under it must change. One screenshot per ``## ``
+section goes to ``$QAE_LAB_ARTIFACTS`` (default ``<repo>/.artifacts``), and one on failure.
+
+Notebook 04 (a live training run) also: the K slider is moved while the model trains, then Stop
+is pressed; the run's log must record, at every step, the K that the controls say was in force
+(a change the kernel received while step ``s`` ran applies from step ``s + 1``:
+``Controls.changes``), and the run must end at a step boundary with a checkpoint. Twice: the
+dashboard as a plotly FigureWidget, and re-drawn as a plain figure (the default, Colab's path).
+
+No assertion here depends on the machine's speed: every wait is a hang guard (minutes), and what
+is compared is what the software records, never wall-clock events.
 
 Needs Debian's chromium (``.ci/run`` installs it) and the ``playwright`` package (dev extra),
 which drives the system browser: no browser download. Skips with a message where either is missing.
@@ -12,47 +21,85 @@ which drives the system browser: no browser download. Skips with a message where
 
 from __future__ import annotations
 
-import os
 import re
-import secrets
-import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[1]
-NOTEBOOK = "04_lora_grpo_qwen25.ipynb"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-# flags for a closed network: no background connections, no component updates, no GPU
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
-                 "--disable-background-networking", "--disable-component-update", "--disable-dev-shm-usage"]
+from browser import CHROMIUM, HANG, REPO, Notebook, chromium_page, jupyterlab, screenshot_on_failure, wait_until
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (.ci/run installs Debian's "
                                 "chromium; locally: apt-get install chromium): browser test skipped")
 
+NOTEBOOK04 = "04_lora_grpo_qwen25.ipynb"
+K_START = 0.4  # notebook 04 starts with QAE, K = 0.4
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_until(predicate, timeout: float, what: str, poll: float = 0.5):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(poll)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+# per notebook: the cell (a string of its source), the control's label, and the move: a key pressed
+# on a slider's handle, or the index of a dropdown option. Each control's value is in its figure's title.
+MOVES = {
+    "01_softmax_entropy_proofs.ipynb": ("mc = plots.interactive", "K", "ArrowRight"),
+    "02_two_regime_gating_and_sparsity.ipynb": ("gate = plots.interactive", "G", "ArrowRight"),
+    "03_token_entropy_discount.ipynb": ("weights = plots.interactive", "α", "ArrowRight"),
+    "05_compare_runs.ipynb": ("curves = plots.interactive", "metric", 1),
+    "06_phenomena_in_miniature.ipynb": ("entropy_view = plots.interactive", "smoothing", "ArrowRight"),
+}
 
 
-def _log_rows(root: Path) -> list[dict]:
+@pytest.fixture
+def sync_api():
+    pytest.importorskip("jupyterlab", reason="jupyterlab not installed (lab extra)")
+    return pytest.importorskip("playwright.sync_api", reason="playwright not installed (dev extra)")
+
+
+def _assert_clean(nb: Notebook, when: str) -> None:
+    errors = nb.errors()
+    assert not errors, f"{nb.name}, {when}: error or stderr output\n\n" + "\n\n".join(errors)
+
+
+def _assert_figures_drawn(nb: Notebook) -> list[dict]:
+    figures = nb.figures()
+    assert figures, f"{nb.name}: no plotly figure on the page"
+    empty = [f for f in figures if not (f["width"] > 0 and f["height"] > 0 and f["drawn"] > 0)]
+    assert not empty, f"{nb.name}: figures with an empty plot area: {empty}"
+    return figures
+
+
+def _prefix(notebook: str) -> str:
+    return f"nb{notebook[:2]}"
+
+
+@pytest.mark.parametrize("notebook,plots", [*((name, "static") for name in MOVES),
+                                             ("02_two_regime_gating_and_sparsity.ipynb", "widget")],
+                         ids=lambda v: v[:2] if v.endswith(".ipynb") else v)
+def test_notebook_runs_clean_and_its_controls_redraw(sync_api, tmp_path, notebook, plots):
+    suffix = "" if plots == "static" else f"_{plots}"
+    with jupyterlab(tmp_path, notebook, {"QAE_LAB_SMOKE": "1", "QAE_LAB_PLOTS": plots}) as lab, \
+            chromium_page() as page, screenshot_on_failure(page, _prefix(notebook) + suffix):
+        nb = Notebook(page, lab["url"], notebook)
+        nb.run_all()
+        _assert_clean(nb, "after Run All")
+        _assert_figures_drawn(nb)
+        assert nb.page.evaluate(  # every code cell ran (Run All stops at a failing cell)
+            "() => window.__nb.content.widgets.every(c => c.model.type !== 'code' || c.model.executionCount)")
+
+        marker, label, move = MOVES[notebook]
+        control = nb.control(marker, label)
+        before = control.fingerprint()
+        assert before, f"{notebook}: no figure under the control {label!r}"
+        if isinstance(move, str):
+            control.press(move)
+        else:
+            control.select(move)
+        # the figure changes, its title (which shows the control's value) with it; a FigureWidget
+        # takes its new data and its new layout in two messages: wait for both
+        title = lambda fingerprint: fingerprint.split(":", 2)[2]  # noqa: E731
+        wait_until(lambda: (f := control.fingerprint()) and f != before and title(f) != title(before), HANG,
+                   f"new title of the figure under {label!r} after the move")
+        figure = control.figure()
+        assert figure["drawn"] > 0 and figure["width"] > 0, f"{notebook}: the redrawn figure is empty: {figure}"
+        _assert_clean(nb, f"after moving {label!r}")
+        nb.screenshot_sections(_prefix(notebook), suffix)
+
+
+def _log_rows(root) -> list[dict]:
     """The training-step rows logged so far by the notebook's run (a line being written is dropped)."""
     from qae_lab.runfolder import read_log, step_rows
 
@@ -60,105 +107,63 @@ def _log_rows(root: Path) -> list[dict]:
     return step_rows(read_log(logs[-1])) if logs else []
 
 
-@pytest.fixture(params=["widget", "static"])
-def lab(tmp_path, request):
-    """A JupyterLab server on 127.0.0.1 with token auth, serving a copy of notebook 04; the dashboard
-    as a FigureWidget, or re-drawn into an Output (``QAE_LAB_PLOTS=static``: Colab's path)."""
-    pytest.importorskip("jupyterlab", reason="jupyterlab not installed (lab extra)")
-    root = tmp_path / "lab"
-    root.mkdir()
-    shutil.copy(REPO / "notebooks" / NOTEBOOK, root / NOTEBOOK)
-    port, token = _free_port(), secrets.token_hex(16)
-    env = {**os.environ, "QAE_LAB_PLOTS": request.param, "QAE_LAB_SMOKE": "1", "QAE_LAB_LIVE_STEPS": "400",
-           "HF_HUB_OFFLINE": "1",
-           "JUPYTER_CONFIG_DIR": str(tmp_path / "config"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
-           "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"),
-           "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces")}
-    notes = tmp_path / "settings" / "@jupyterlab" / "apputils-extension"  # no news / update pop-ups
-    notes.mkdir(parents=True)
-    (notes / "notification.jupyterlab-settings").write_text('{"fetchNews": "false", "checkForUpdates": false}')
-    env.pop("QAE_LAB_HEADLESS", None)  # somebody (the browser) is at this notebook: nothing may block
-    cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
-           f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
-           f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True", "--LabApp.news_url=",
-           "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", "--LabApp.extension_manager=readonly",
-           "--ServerApp.terminals_enabled=False"]
-    if hasattr(os, "geteuid") and os.geteuid() == 0:  # CI containers run as root
-        cmd.append("--allow-root")
-    log = (tmp_path / "jupyter.log").open("w")
-    server = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=root)
-    base = f"http://127.0.0.1:{port}"
+@pytest.mark.parametrize("plots", ["widget", "static"])
+def test_notebook04_k_slider_reaches_the_run_log(sync_api, tmp_path, plots):
+    env = {"QAE_LAB_PLOTS": plots, "QAE_LAB_SMOKE": "1", "QAE_LAB_LIVE_STEPS": "400"}
+    suffix = "" if plots == "static" else f"_{plots}"
+    with jupyterlab(tmp_path, NOTEBOOK04, env) as lab, chromium_page() as page, \
+            screenshot_on_failure(page, "nb04" + suffix):
+        nb = Notebook(page, lab["url"], NOTEBOOK04)
+        nb.run_all()  # the run goes on in its thread; the cells below it have run
+        _assert_clean(nb, "after Run All")
+        assert "steps logged so far" in nb.cell_text("rows = lab.logged_steps()")  # "What the log recorded"
+        assert nb.kernel_json("lab.running"), "the live run is not running after Run All"
 
-    def up():
-        try:
-            with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2) as r:
-                return r.status == 200
-        except OSError:
-            return server.poll() is not None and pytest.fail((tmp_path / "jupyter.log").read_text()[-3000:])
+        nb.scroll_to("lab = LiveRun(trainer)")  # up to the controls and the dashboard
+        slider = page.locator(".widget-slider", has_text="K (QAE)")
+        slider.wait_for(timeout=HANG * 1000)
+        wait_until(lambda: _log_rows(lab["root"]), HANG, "first logged step")
+        # a person's move: focus the slider's handle and press the right arrow 4 times (step 0.05)
+        slider.locator(".noUi-handle").focus()
+        for _ in range(4):
+            page.keyboard.press("ArrowRight")
+        wait_until(lambda: "0.60" in slider.locator(".widget-readout").inner_text(), HANG, "readout 0.60")
+        wait_until(lambda: any(r["qae/k"] == pytest.approx(0.6) for r in _log_rows(lab["root"])), HANG,
+                   "logged step with K = 0.6")
+        # the dashboard (a FigureWidget, or a plain figure re-drawn from the training thread) shows it
+        page.get_by_text(re.compile(r"step \d+ / \d+: K = 0\.60")).first.wait_for(timeout=HANG * 1000)
+        _assert_figures_drawn(nb)
 
-    try:
-        _wait_until(up, 90, "JupyterLab to start")
-        yield {"url": f"{base}/lab/tree/{NOTEBOOK}?token={token}", "root": root, "plots": request.param}
-    finally:
-        server.terminate()
-        try:
-            server.wait(20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
+        page.get_by_role("button", name="Stop", exact=True).click()
+        page.get_by_text("stopped after step").wait_for(timeout=HANG * 1000)
+        page.get_by_role("button", name="Stopped", exact=True).wait_for(timeout=HANG * 1000)
+        wait_until(lambda: not nb.kernel_json("lab.running"), HANG, "end of the run's follow-ups (evaluation)",
+                   poll=2)
+
+        # what the controls received, and when (the step whose knobs were fixed), against the log
+        changes = nb.kernel_json("lab.controls.changes")
+        rows = nb.kernel_json("lab.logged_steps()")
+        ks = [(stamp, value) for stamp, knob, value in changes if knob == "quantile_k"]
+        assert ks and ks[-1][1] == pytest.approx(0.6), changes
+        assert [s for s, _ in ks] == sorted(s for s, _ in ks), changes  # stamped in the order received
+        assert [r["step"] for r in rows] == list(range(1, len(rows) + 1)), rows  # every step up to the stop
+        for row in rows:  # K at step n: the last change stamped before n (received before step n began)
+            in_force = [v for s, v in ks if s < row["step"]]
+            expected = in_force[-1] if in_force else K_START
+            assert row["qae/k"] == pytest.approx(expected), (row["step"], row["qae/k"], ks)
+        assert rows[-1]["step"] > ks[-1][0], (rows[-1], ks)  # the last move reached the log
+        assert len(rows) < 400  # Stop ended the run, not max_steps
+        ckpt = next(lab["root"].glob("runs/*")) / f"checkpoint-{rows[-1]['step']}"
+        assert (ckpt / "trainer_state.json").is_file()
+
+        # "What the log recorded", run again by hand after the run: every step, no error
+        nb.run_cell("rows = lab.logged_steps()")
+        assert f"{len(rows)} steps logged so far" in nb.cell_text("rows = lab.logged_steps()")
+        _assert_clean(nb, "after Stop")  # the training thread's warnings included, wherever they went
+        _assert_figures_drawn(nb)
+        nb.screenshot_sections("nb04", suffix)
 
 
-def test_notebook04_k_slider_reaches_the_run_log(lab):
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed (dev extra)")
-    artifacts = Path(os.environ.get("QAE_LAB_ARTIFACTS", REPO / ".artifacts"))
-    artifacts.mkdir(parents=True, exist_ok=True)
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1800})
-        try:
-            page.goto(lab["url"], timeout=120_000)
-            page.wait_for_function("() => window.jupyterapp && document.querySelector('.jp-Notebook .jp-Cell')",
-                                   timeout=120_000)
-            page.wait_for_selector(".jp-Notebook-ExecutionIndicator, .jp-KernelStatus", timeout=60_000)
-            page.wait_for_function(  # the kernel is up before Run all
-                "() => { const w = window.jupyterapp.shell.currentWidget;"
-                " return w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel"
-                " && w.sessionContext.session.kernel.status === 'idle'; }", timeout=120_000)
-            page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
-
-            slider = page.locator(".widget-slider", has_text="K (QAE)")
-            slider.wait_for(timeout=180_000)
-            _wait_until(lambda: len(_log_rows(lab["root"])) >= 2, 180, "the first logged steps")
-            first_k = _log_rows(lab["root"])[0]["qae/k"]
-            assert first_k == pytest.approx(0.4)
-            # a user's move: focus the slider's handle and press the right arrow 4 times (step 0.05)
-            slider.locator(".noUi-handle").focus()
-            for _ in range(4):
-                page.keyboard.press("ArrowRight")
-            _wait_until(lambda: "0.60" in slider.locator(".widget-readout").inner_text(), 120, "the readout 0.60")
-            _wait_until(lambda: [r for r in _log_rows(lab["root"]) if r["qae/k"] == pytest.approx(0.6)],
-                        300, "a logged step with K = 0.6")
-            # the move reached the trainer and stuck: K climbs from 0.4 through the slider's positions (a step
-            # may begin between two key presses) to 0.6 and stays there. When, in steps, depends on the
-            # machine's speed: tests/test_live.py holds the training thread to check that a change applies
-            # exactly from the next step.
-            ks = [round(r["qae/k"], 6) for r in _log_rows(lab["root"])]
-            switch = ks.index(0.6)
-            assert ks[0] == 0.4 and ks == sorted(ks) and set(ks) <= {0.4, 0.45, 0.5, 0.55, 0.6}, ks
-            assert set(ks[switch:]) == {0.6}, ks
-            # the dashboard (a FigureWidget, or a plain figure re-drawn from the training thread) shows it
-            page.get_by_text(re.compile(r"step \d+ / \d+: K = 0\.60")).first.wait_for(timeout=60_000)
-            page.screenshot(path=str(artifacts / f"notebook04_live_k_{lab['plots']}.png"), full_page=True)
-
-            page.get_by_role("button", name="Stop").click()
-            page.get_by_text("stopped after step").wait_for(timeout=120_000)
-            final = _log_rows(lab["root"])
-            ckpt = next(lab["root"].glob("runs/*")) / f"checkpoint-{final[-1]['step']}"
-            assert (ckpt / "trainer_state.json").is_file()
-            assert [r["step"] for r in final] == list(range(1, len(final) + 1))  # every step up to the stop
-            assert len(final) < 400
-        except Exception:
-            page.screenshot(path=str(artifacts / f"notebook04_failure_{lab['plots']}.png"), full_page=True)
-            raise
-        finally:
-            browser.close()
+def test_the_moves_cover_every_notebook_but_04():
+    names = sorted(p.name for p in (REPO / "notebooks").glob("0*.ipynb"))
+    assert sorted([*MOVES, NOTEBOOK04]) == names
