@@ -1,0 +1,377 @@
+"""Helpers of tests/test_browser.py: a JupyterLab server serving a copy of one notebook, and a
+Playwright page that works that notebook as a person does (Run All, a slider moved with the keyboard).
+
+Every wait here is a hang guard (minutes), never a statement about speed: the tests assert what
+the notebooks promise, however slow the machine. Playwright is imported by the tests, not here,
+so this module imports without it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+# flags for a closed network: no background connections, no component updates, no GPU
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
+                 "--disable-background-networking", "--disable-component-update", "--disable-dev-shm-usage"]
+VIEWPORT = {"width": 1400, "height": 1500}
+# s: the longest any single wait may take before the test calls it a hang (never a speed bound)
+HANG = float(os.environ.get("QAE_LAB_BROWSER_HANG", "900"))
+STDERR = "application/vnd.jupyter.stderr"  # JupyterLab renders stderr streams and errors (tracebacks) with it
+
+
+def artifacts_dir() -> Path:
+    """``$QAE_LAB_ARTIFACTS`` (default ``<repo>/.artifacts``), created."""
+    out = Path(os.environ.get("QAE_LAB_ARTIFACTS", REPO / ".artifacts"))
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(predicate, timeout: float, what: str, poll: float = 0.5):
+    """``predicate()``'s first truthy value; AssertionError after ``timeout`` s (a hang guard)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(poll)
+    raise AssertionError(f"no {what} after {timeout:.0f} s (a hang guard, not a speed limit)")
+
+
+@contextmanager
+def jupyterlab(tmp_path: Path, notebook: str, env: dict[str, str]):
+    """A JupyterLab server on 127.0.0.1 with token auth, serving a copy of ``notebooks/<notebook>``.
+
+    The copy sits in ``<tmp>/lab`` next to a link ``data -> <repo>/data``, so that the notebook finds
+    what it reads relative to the repository (``data/reference_runs``: notebooks 05 and 06 look
+    for it upwards from the cwd, :func:`qae_lab.compare.find_reference_runs`) however qae_lab is
+    installed, and writes what it writes (notebook 04's ``runs/``) into the tmp dir, not the repo.
+    Config, settings and workspaces live in ``tmp_path`` (no news or update pop-ups).
+    Yields ``{"url", "root", "log"}``.
+    """
+    root = tmp_path / "lab"
+    root.mkdir()
+    shutil.copy(REPO / "notebooks" / notebook, root / notebook)
+    (root / "data").symlink_to(REPO / "data", target_is_directory=True)
+    port, token = free_port(), secrets.token_hex(16)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1",
+           "JUPYTER_CONFIG_DIR": str(tmp_path / "config"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
+           "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"),
+           "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces"), **env}
+    env.pop("QAE_LAB_HEADLESS", None)  # somebody (the browser) is at this notebook: nothing may block
+    notes = tmp_path / "settings" / "@jupyterlab" / "apputils-extension"  # no news / update pop-ups
+    notes.mkdir(parents=True)
+    (notes / "notification.jupyterlab-settings").write_text('{"fetchNews": "false", "checkForUpdates": false}')
+    cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
+           f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
+           f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True", "--LabApp.news_url=",
+           "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", "--LabApp.extension_manager=readonly",
+           "--ServerApp.terminals_enabled=False"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:  # CI containers run as root
+        cmd.append("--allow-root")
+    log_path = tmp_path / "jupyter.log"
+    log = log_path.open("w")
+    server = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=root)
+    base = f"http://127.0.0.1:{port}"
+
+    def up():
+        try:
+            with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=5) as r:
+                return r.status == 200
+        except OSError:
+            if server.poll() is not None:
+                raise AssertionError("JupyterLab exited:\n" + log_path.read_text()[-3000:]) from None
+            return False
+
+    try:
+        wait_until(up, HANG, "JupyterLab answering")
+        yield {"url": f"{base}/lab/tree/{notebook}?token={token}", "root": root, "log": log_path}
+    finally:
+        server.terminate()
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(30)
+        log.close()
+
+
+@contextmanager
+def chromium_page():
+    """A headless Chromium page (Debian's chromium, driven by Playwright)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport=VIEWPORT)
+            page.set_default_timeout(HANG * 1000)
+            yield page
+        finally:
+            browser.close()
+
+
+# ------------------------------------------------------------------ JavaScript run in the page
+# ``window.__nb`` is the NotebookPanel under test (kept: the current widget may change focus).
+
+_JS_CELLS = "window.__nb.content.widgets"
+
+_JS_KERNEL_IDLE = """() => { const s = window.__nb && window.__nb.sessionContext.session;
+    return !!(s && s.kernel && s.kernel.status === 'idle'); }"""
+
+# Run All has ended: the kernel is idle, no cell waits ([*]) and every code cell ran, or one
+# failed (Run All stops at an error, leaving the cells below it unrun).
+_JS_RUN_ALL_DONE = """() => {
+    const s = window.__nb.sessionContext.session;
+    if (!s || !s.kernel || s.kernel.status !== 'idle') return false;
+    const code = window.__nb.content.widgets.filter(c => c.model.type === 'code');
+    if (code.some(c => ((c.node.querySelector('.jp-InputArea-prompt') || {}).textContent || '').includes('*')))
+        return false;
+    const failed = code.some(c => c.model.outputs.toJSON().some(o => o.output_type === 'error'));
+    return failed || code.every(c => c.model.executionCount !== null);
+}"""
+
+# every error shown: outputs rendered as stderr (stderr streams, tracebacks), anywhere on the page
+# (cell outputs, Output widgets such as a live run's message area), and the cells' error / stderr
+# outputs in the notebook model (the same, read where the notebook keeps them)
+_JS_ERRORS = """() => {
+    const cells = window.__nb.content.widgets;
+    const where = el => { const c = el.closest('.jp-Cell'); const i = cells.findIndex(w => w.node === c);
+                          return i < 0 ? 'outside the notebook' : `cell ${i}`; };
+    const shown = [...document.querySelectorAll('.jp-OutputArea-output[data-mime-type="STDERR"]')]
+        .map(el => `${where(el)} shows stderr/error output:\\n${el.textContent.slice(0, 3000)}`);
+    const kept = [];
+    cells.forEach((c, i) => { if (c.model.type !== 'code') return;
+        for (const o of c.model.outputs.toJSON()) {
+            if (o.output_type === 'error')
+                kept.push(`cell ${i} has an error output: ${o.ename}: ${o.evalue}\\n${(o.traceback || []).join('\\n')
+                    .replace(/\\u001b\\[[0-9;]*m/g, '').slice(-3000)}`);
+            else if (o.output_type === 'stream' && o.name === 'stderr')
+                kept.push(`cell ${i} has stderr output: ${[].concat(o.text).join('').slice(0, 3000)}`);
+        } });
+    return [...shown, ...kept];
+}""".replace("STDERR", STDERR)
+
+# a plotly figure as drawn: its main svg's size, the trace elements in its plot area, its title
+_JS_FIGURE = """el => {
+    const svg = el.querySelector('svg.main-svg');
+    // marks in the plot area: lines, markers, fills and bars with a shape, heatmap images with a size
+    const shaped = e => (e.getAttribute('d') || '').replace(/[MZ0,.\\s]/g, '') !== '';
+    const sized = e => +e.getAttribute('width') > 0 && +e.getAttribute('height') > 0;
+    const drawn = [...el.querySelectorAll('.scatterlayer .trace path, .barlayer .trace path')].filter(shaped).length
+                  + [...el.querySelectorAll('.heatmaplayer image')].filter(sized).length;
+    const title = ((el.querySelector('.gtitle') || {}).textContent || '');
+    const c = el.closest('.jp-Cell'); const cell = window.__nb.content.widgets.findIndex(w => w.node === c);
+    return {cell, title, traces: (el.data || []).length, drawn,
+            width: svg ? +svg.getAttribute('width') : 0, height: svg ? +svg.getAttribute('height') : 0};
+}"""
+
+_JS_FIGURES = "() => [...document.querySelectorAll('.js-plotly-plot')].map(window.__qaeFigure)"
+
+# a fingerprint of the figure under a control: its title and its traces' data
+_JS_FINGERPRINT = """(id) => {
+    const view = document.querySelector(`[data-qae-view="${id}"]`);
+    const el = view && view.querySelector('.js-plotly-plot');
+    if (!el || !el.data) return null;
+    const s = JSON.stringify([(el.querySelector('.gtitle') || {}).textContent || '', el.data.map(
+        t => [t.name, t.type, t.x, t.y, t.z, t.text])]);
+    let h = 0; for (let i = 0; i < s.length; i++) h = (h * 31 + s.charCodeAt(i)) | 0;
+    return `${h}:${s.length}:${((el.querySelector('.gtitle') || {}).textContent || '')}`;
+}"""
+
+# find the control labelled ``label`` in the cell whose source holds ``marker``; tag it and the
+# box it sits in (plots.interactive: a VBox of [HBox of controls, figure]) with data attributes
+_JS_TAG_CONTROL = """([marker, label, id]) => {
+    const cell = window.__nb.content.widgets.find(c => c.model.sharedModel.getSource().includes(marker));
+    if (!cell) return `no cell holds ${marker}`;
+    const controls = [...cell.node.querySelectorAll('.widget-slider, .widget-dropdown, .widget-toggle-buttons')];
+    const control = controls.find(c => (c.querySelector('.widget-label') || {}).textContent === label);
+    if (!control) return `no control labelled ${label} in that cell; labels: ${controls.map(
+        c => (c.querySelector('.widget-label') || {}).textContent)}`;
+    control.setAttribute('data-qae-control', id);
+    control.parentElement.parentElement.setAttribute('data-qae-view', id);
+    return '';
+}"""
+
+# run code in the notebook's kernel; its stdout, and the error it raised
+_JS_EXECUTE = """async (code) => {
+    const kernel = window.__nb.sessionContext.session.kernel;
+    const future = kernel.requestExecute({code, store_history: false});
+    let out = '', err = '';
+    future.onIOPub = msg => {
+        const t = msg.header.msg_type;
+        if (t === 'stream') (msg.content.name === 'stdout' ? (out += msg.content.text) : (err += msg.content.text));
+        else if (t === 'error') err += `${msg.content.ename}: ${msg.content.evalue}`;
+    };
+    await future.done;
+    return {out, err};
+}"""
+
+_JS_HEADINGS = """() => [...document.querySelectorAll('.jp-MarkdownCell .jp-RenderedMarkdown h2')].map(
+    (h, i) => { h.setAttribute('data-qae-heading', i); return h.textContent.replace('¶', '').trim(); })"""
+
+
+class Notebook:
+    """The notebook open in a JupyterLab page, worked as a person works it."""
+
+    def __init__(self, page, url: str, name: str):
+        self.page, self.name = page, name
+        page.goto(url, timeout=HANG * 1000)
+        page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
+                               " && window.jupyterapp.shell.currentWidget.sessionContext"
+                               " && document.querySelector('.jp-Notebook .jp-Cell')", timeout=HANG * 1000)
+        page.add_script_tag(content=f"window.__qaeFigure = {_JS_FIGURE};")  # the figure reader, as a page script
+        page.evaluate("() => { window.__nb = window.jupyterapp.shell.currentWidget;"
+                      " window.jupyterapp.shell.collapseLeft(); }")  # file browser closed: wider notebook
+        page.wait_for_function(_JS_KERNEL_IDLE, timeout=HANG * 1000)  # the kernel is up before Run All
+
+    def run_all(self) -> None:
+        """Run > Run All Cells, then wait until it has ended (every cell ran, or one failed)."""
+        self.page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+        self.page.wait_for_function(
+            "() => window.__nb.content.widgets.some(c => c.model.type === 'code' && c.model.executionCount !== null)",
+            timeout=HANG * 1000)
+        # twice in a row, a second apart: an idle kernel between two queued cells is not the end
+        for _ in range(2):
+            self.page.wait_for_function(_JS_RUN_ALL_DONE, timeout=HANG * 1000, polling=500)
+            time.sleep(1)
+
+    def scroll_to(self, marker: str) -> None:
+        """Scroll the outputs of the cell whose source holds ``marker`` to the top (Run All leaves the
+        notebook at its last cell; off-screen cells are not laid out, so a person scrolls up)."""
+        found = self.page.evaluate(
+            "(m) => { const c = window.__nb.content.widgets.find(c => c.model.sharedModel.getSource().includes(m));"
+            " if (!c) return false; (c.node.querySelector('.jp-Cell-outputArea') || c.node)"
+            ".scrollIntoView({block: 'start'}); return true; }", marker)
+        assert found, f"{self.name}: no cell holds {marker!r}"
+        self.page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+
+    def run_cell(self, marker: str) -> None:
+        """Select the cell whose source holds ``marker`` and run it (Shift+Enter's command); wait until it ran."""
+        before = self.page.evaluate(
+            "(m) => { const nb = window.__nb.content; const i = nb.widgets.findIndex("
+            "c => c.model.sharedModel.getSource().includes(m)); if (i < 0) return null;"
+            " nb.activeCellIndex = i; const n = nb.widgets[i].model.executionCount;"
+            " window.jupyterapp.commands.execute('notebook:run-cell'); return n; }", marker)
+        assert before is not None or self.page.evaluate(
+            "(m) => window.__nb.content.widgets.some(c => c.model.sharedModel.getSource().includes(m))", marker), \
+            f"{self.name}: no cell holds {marker!r}"
+        self.page.wait_for_function(
+            "([m, n]) => { const c = window.__nb.content.widgets.find("
+            "c => c.model.sharedModel.getSource().includes(m)); return c.model.executionCount !== n"
+            " && !((c.node.querySelector('.jp-InputArea-prompt') || {}).textContent || '').includes('*'); }",
+            arg=[marker, before], timeout=HANG * 1000)
+
+    def errors(self) -> list[str]:
+        """Every stderr or error output, on the page and in the notebook model."""
+        return self.page.evaluate(_JS_ERRORS)
+
+    def figures(self) -> list[dict]:
+        """Every plotly figure on the page: cell, title, traces (in its data), drawn (trace elements
+        in its plot area), width and height of its main svg."""
+        return self.page.evaluate(_JS_FIGURES)
+
+    def cell_text(self, marker: str) -> str:
+        """The text of the outputs of the cell whose source holds ``marker``."""
+        return self.page.evaluate(
+            "(m) => { const c = window.__nb.content.widgets.find(c => c.model.sharedModel.getSource().includes(m));"
+            " return c ? c.model.outputs.toJSON().map(o => [].concat(o.text || (o.data || {})['text/plain'] || '')"
+            ".join('')).join('') : null; }", marker)
+
+    def execute(self, code: str) -> str:
+        """Run ``code`` in the notebook's kernel (as a person running a scratch cell); its stdout."""
+        result = self.page.evaluate(_JS_EXECUTE, code)
+        assert not result["err"], f"{code!r} in the kernel failed: {result['err']}"
+        return result["out"]
+
+    def kernel_json(self, expression: str):
+        """The value of a Python ``expression`` in the kernel, passed as JSON."""
+        out = self.execute(f"import json as _j; print(_j.dumps({expression}))")
+        return json.loads(out)
+
+    def control(self, marker: str, label: str) -> Control:
+        """The control labelled ``label`` in the cell whose source holds ``marker``."""
+        cid = secrets.token_hex(4)
+        problem = self.page.evaluate(_JS_TAG_CONTROL, [marker, label, cid])
+        assert not problem, f"{self.name}: {problem}"
+        return Control(self, cid, label)
+
+    def screenshot_sections(self, prefix: str, suffix: str = "") -> list[Path]:
+        """One screenshot per ``## `` section: its heading scrolled to the top of the notebook.
+        Saved as ``<artifacts>/<prefix>_<number or slug><suffix>.png``."""
+        out, saved = artifacts_dir(), []
+        for i, heading in enumerate(self.page.evaluate(_JS_HEADINGS)):
+            number = re.match(r"(\d+)\s*·", heading)
+            name = number.group(1) if number else re.sub(r"[^a-z0-9]+", "-", heading.lower()).strip("-")[:40]
+            self.page.evaluate("(i) => document.querySelector(`[data-qae-heading=\"${i}\"]`)"
+                               ".scrollIntoView({block: 'start'})", i)
+            self.page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+            time.sleep(0.5)  # plotly re-lays out a figure scrolled into view
+            path = out / f"{prefix}_{name}{suffix}.png"
+            self.page.screenshot(path=str(path))
+            saved.append(path)
+        return saved
+
+
+@contextmanager
+def screenshot_on_failure(page, name: str):
+    """On an exception inside: ``<artifacts>/<name>_failure.png``, then the exception."""
+    try:
+        yield
+    except BaseException:
+        try:
+            page.screenshot(path=str(artifacts_dir() / f"{name}_failure.png"))
+        except Exception as err:  # noqa: BLE001 (the page itself may be what failed: keep the first error)
+            print(f"no failure screenshot: {err}", file=sys.stderr)
+        raise
+
+
+class Control:
+    """One ipywidgets control above a figure (:func:`qae_lab.plots.interactive`)."""
+
+    def __init__(self, notebook: Notebook, cid: str, label: str):
+        self.notebook, self.id, self.label = notebook, cid, label
+        self.locator = notebook.page.locator(f'[data-qae-control="{cid}"]')
+
+    def fingerprint(self) -> str | None:
+        """The figure under this control: a hash of its title and traces' data (None: not drawn)."""
+        return self.notebook.page.evaluate(_JS_FINGERPRINT, self.id)
+
+    def figure(self) -> dict:
+        """The figure under this control, as :meth:`Notebook.figures` describes one."""
+        return self.notebook.page.evaluate(
+            "(id) => window.__qaeFigure(document.querySelector(`[data-qae-view=\"${id}\"]`)"
+            ".querySelector('.js-plotly-plot'))", self.id)
+
+    def press(self, key: str, times: int = 1) -> None:
+        """Focus the slider's handle and press ``key`` (a person's keyboard move)."""
+        self.locator.scroll_into_view_if_needed()
+        self.locator.locator(".noUi-handle").focus()
+        for _ in range(times):
+            self.notebook.page.keyboard.press(key)
+
+    def select(self, index: int) -> None:
+        """Choose the dropdown's option ``index``."""
+        self.locator.scroll_into_view_if_needed()
+        self.locator.locator("select").select_option(index=index)
+
+    def readout(self) -> str:
+        return self.locator.locator(".widget-readout").inner_text()
