@@ -242,9 +242,10 @@ class LiveKnobs(TrainerCallback):
         self.applied: list[tuple[int, dict]] = []  # (global step about to run, knobs set)
 
     def on_step_begin(self, args, state, control, **kwargs):
-        knobs = self.controls.begin_step(state.global_step + 1)
+        step = state.global_step + 1  # the step about to run
+        knobs = self.controls.begin_step(step)
         self.trainer.set_knobs(**knobs)
-        self.applied.append((state.global_step + 1, knobs))
+        self.applied.append((step, knobs))
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.controls.stop_requested:

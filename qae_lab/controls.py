@@ -216,7 +216,7 @@ class Controls:
         :attr:`changes` with ``step``: a change stamped ``s`` is in force from step ``s + 1`` on."""
         with self._lock:
             self._step = int(step)
-            return dict(self._values)
+            return self.snapshot()  # the lock is re-entrant
 
     def finish(self, failed: bool = False) -> None:
         """Training has ended: the Stop button is disabled and says how ("Stopped" after Stop, "Failed",

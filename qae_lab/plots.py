@@ -9,6 +9,7 @@ curve equal to another is drawn dashed over it, so that what a title or legend n
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
@@ -51,32 +52,37 @@ def wrap_title(title: str, width: int = TITLE_CHARS) -> str:
     return "<br>".join(lines)
 
 
-def _title(title: str) -> dict:
-    return {"text": wrap_title(title) if title else "", "font": {"size": TITLE_SIZE}}
+def _title(title: str) -> tuple[dict, int]:
+    """The layout's title (wrapped) and the top margin in px that its lines need."""
+    text = wrap_title(title) if title else ""
+    return {"text": text, "font": {"size": TITLE_SIZE}}, 30 + 22 * (text.count("<br>") + 1) if text else 30
 
 
-def _top_margin(title: str) -> int:
-    return 30 + 22 * (wrap_title(title).count("<br>") + 1) if title else 30
+def _legend_below(px: int, plot_h: int) -> dict:
+    """A horizontal legend whose top sits ``px`` pixels under a plot area ``plot_h`` pixels high."""
+    return {"orientation": "h", "yanchor": "top", "y": -px / plot_h}
 
 
 def _layout(fig: go.Figure, title: str, x_title: str, y_title: str, height: int) -> go.Figure:
-    top, bottom = _top_margin(title), 50
+    layout_title, top = _title(title)
+    bottom = 50
     height += top - 60
     below = 72 if x_title else 36  # px under the plot area: tick labels (and the axis title), then the legend
-    fig.update_layout(title=_title(title), xaxis_title=x_title, yaxis_title=y_title, height=height,
+    fig.update_layout(title=layout_title, xaxis_title=x_title, yaxis_title=y_title, height=height,
                       template="plotly_white", margin={"l": 60, "r": 20, "t": top, "b": bottom},
-                      legend={"orientation": "h", "yanchor": "top", "y": -below / (height - top - bottom)})
+                      legend=_legend_below(below, height - top - bottom))
     return fig
 
 
 def _styles(ys: Sequence[Sequence[float]]) -> list[dict]:
     """Line styles that keep every series visible: a series equal to an earlier one is drawn dashed on
     top of it, and the earlier one widened and paler underneath (otherwise one hides the other)."""
+    ys = [list(y) for y in ys]
     styles = [{} for _ in ys]
     for j, y in enumerate(ys):
-        if any(list(y) == list(ys[i]) for i in range(j)):
+        first = next((i for i in range(j) if ys[i] == y), None)
+        if first is not None:
             styles[j] = {"dash": "dash", "width": 2}
-            first = next(i for i in range(j) if list(ys[i]) == list(y))
             styles[first] = {"width": 6, "opacity": 0.45}
     return styles
 
@@ -186,13 +192,14 @@ def heatmap_figure(z: Sequence[Sequence[float]], x: Sequence, y: Sequence, *, ti
     ...
     ValueError: y labels must be unique (plotly merges rows with one label): 'p=1/8' appears 2 times
     """
-    for name, labels in (("x", list(x)), ("y", list(y))):
-        twice = [v for v in dict.fromkeys(labels) if labels.count(v) > 1]
-        if twice:
+    x, y = list(x), list(y)
+    for name, labels in (("x", x), ("y", y)):
+        label, n = Counter(labels).most_common(1)[0] if labels else (None, 0)
+        if n > 1:
             what = "rows" if name == "y" else "columns"
             raise ValueError(f"{name} labels must be unique (plotly merges {what} with one label): "
-                             f"{twice[0]!r} appears {labels.count(twice[0])} times")
-    fig = go.Figure(go.Heatmap(z=[list(map(float, row)) for row in z], x=list(x), y=list(y),
+                             f"{label!r} appears {n} times")
+    fig = go.Figure(go.Heatmap(z=[list(map(float, row)) for row in z], x=x, y=y,
                                text=[list(r) for r in text] if text is not None else None,
                                texttemplate="%{text}" if text is not None else None,
                                textfont={"size": text_size}, colorscale=colorscale, zmid=zmid, zmin=zmin,
@@ -263,7 +270,8 @@ def run_curves_figure(rows: Sequence[Mapping], panels: Mapping[str, Sequence[str
     """
     names = list(panels)
     n_rows = (len(names) + 1) // 2
-    top, bottom, gap = _top_margin(title) + 10, 110, 70  # px: title, "step" + legend below, between rows
+    layout_title, top = _title(title)
+    top, bottom, gap = top + 10, 110, 70  # px: title, "step" + legend below, between rows
     height = height_per_row * n_rows + top + bottom
     plot_h = height - top - bottom
     fig = make_subplots(rows=n_rows, cols=2, subplot_titles=names, horizontal_spacing=0.1,
@@ -285,7 +293,6 @@ def run_curves_figure(rows: Sequence[Mapping], panels: Mapping[str, Sequence[str
                                x=sum(panel.xaxis.domain) / 2, y=sum(panel.yaxis.domain) / 2)
         if r == n_rows or (r == n_rows - 1 and i + 2 >= len(names)):  # the lowest panel of each column
             fig.update_xaxes(title_text="step", title_standoff=4, row=r, col=c)
-    fig.update_layout(title=_title(title), height=height, template="plotly_white",
-                      margin={"l": 50, "r": 20, "t": top, "b": bottom},
-                      legend={"orientation": "h", "yanchor": "top", "y": -52 / plot_h})
+    fig.update_layout(title=layout_title, height=height, template="plotly_white",
+                      margin={"l": 50, "r": 20, "t": top, "b": bottom}, legend=_legend_below(52, plot_h))
     return fig

@@ -21,6 +21,14 @@ import plotly.graph_objects as go
 __all__ = ["figure_widget_supported", "plot_mode", "FigureView", "interactive"]
 
 
+def _env_mode() -> str:
+    """``QAE_LAB_PLOTS`` (default ``auto``), checked."""
+    mode = os.environ.get("QAE_LAB_PLOTS", "auto").strip().lower()
+    if mode not in ("auto", "widget", "static"):
+        raise ValueError(f"QAE_LAB_PLOTS must be one of 'auto', 'widget', 'static', got {mode!r}")
+    return mode
+
+
 def figure_widget_supported() -> bool:
     r"""Whether ``go.FigureWidget`` can be expected to render here.
 
@@ -36,9 +44,7 @@ def figure_widget_supported() -> bool:
     ...     figure_widget_supported()
     True
     """
-    mode = os.environ.get("QAE_LAB_PLOTS", "auto").strip().lower()
-    if mode not in ("auto", "widget", "static"):
-        raise ValueError(f"QAE_LAB_PLOTS must be one of 'auto', 'widget', 'static', got {mode!r}")
+    mode = _env_mode()
     if mode != "auto":
         return mode == "widget"
     if "google.colab" in sys.modules:
@@ -62,8 +68,8 @@ def plot_mode() -> str:
     ...     plot_mode()
     'widget'
     """
-    forced = os.environ.get("QAE_LAB_PLOTS", "auto").strip().lower() == "widget"
-    return "widget" if figure_widget_supported() and forced else "static"
+    # asked first: only then is a FigureWidget worth building (every view would otherwise build one to test)
+    return "widget" if _env_mode() == "widget" and figure_widget_supported() else "static"
 
 
 class FigureView:

@@ -132,7 +132,10 @@ def chromium_page():
 # ------------------------------------------------------------------ JavaScript run in the page
 # ``window.__nb`` is the NotebookPanel under test (kept: the current widget may change focus).
 
-_JS_CELLS = "window.__nb.content.widgets"
+# the cell whose source holds marker (undefined if none), and its index (-1): how the tests name a cell
+_JS_CELL_FINDERS = """window.__qaeCellIndex = m => window.__nb.content.widgets.findIndex(
+    c => c.model.sharedModel.getSource().includes(m));
+window.__qaeCell = m => window.__nb.content.widgets[window.__qaeCellIndex(m)];"""
 
 _JS_KERNEL_IDLE = """() => { const s = window.__nb && window.__nb.sessionContext.session;
     return !!(s && s.kernel && s.kernel.status === 'idle'); }"""
@@ -200,7 +203,7 @@ _JS_FINGERPRINT = """(id) => {
 # find the control labelled ``label`` in the cell whose source holds ``marker``; tag it and the
 # box it sits in (plots.interactive: a VBox of [HBox of controls, figure]) with data attributes
 _JS_TAG_CONTROL = """([marker, label, id]) => {
-    const cell = window.__nb.content.widgets.find(c => c.model.sharedModel.getSource().includes(marker));
+    const cell = window.__qaeCell(marker);
     if (!cell) return `no cell holds ${marker}`;
     const controls = [...cell.node.querySelectorAll('.widget-slider, .widget-dropdown, .widget-toggle-buttons')];
     const control = controls.find(c => (c.querySelector('.widget-label') || {}).textContent === label);
@@ -238,7 +241,8 @@ class Notebook:
         page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
                                " && window.jupyterapp.shell.currentWidget.sessionContext"
                                " && document.querySelector('.jp-Notebook .jp-Cell')", timeout=HANG * 1000)
-        page.add_script_tag(content=f"window.__qaeFigure = {_JS_FIGURE};")  # the figure reader, as a page script
+        # the figure reader and the cell finders, as a page script
+        page.add_script_tag(content=f"window.__qaeFigure = {_JS_FIGURE};\n{_JS_CELL_FINDERS}")
         page.evaluate("() => { window.__nb = window.jupyterapp.shell.currentWidget;"
                       " window.jupyterapp.shell.collapseLeft(); }")  # file browser closed: wider notebook
         page.wait_for_function(_JS_KERNEL_IDLE, timeout=HANG * 1000)  # the kernel is up before Run All
@@ -258,7 +262,7 @@ class Notebook:
         """Scroll the outputs of the cell whose source holds ``marker`` to the top (Run All leaves the
         notebook at its last cell; off-screen cells are not laid out, so a person scrolls up)."""
         found = self.page.evaluate(
-            "(m) => { const c = window.__nb.content.widgets.find(c => c.model.sharedModel.getSource().includes(m));"
+            "(m) => { const c = window.__qaeCell(m);"
             " if (!c) return false; (c.node.querySelector('.jp-Cell-outputArea') || c.node)"
             ".scrollIntoView({block: 'start'}); return true; }", marker)
         assert found, f"{self.name}: no cell holds {marker!r}"
@@ -267,16 +271,13 @@ class Notebook:
     def run_cell(self, marker: str) -> None:
         """Select the cell whose source holds ``marker`` and run it (Shift+Enter's command); wait until it ran."""
         before = self.page.evaluate(
-            "(m) => { const nb = window.__nb.content; const i = nb.widgets.findIndex("
-            "c => c.model.sharedModel.getSource().includes(m)); if (i < 0) return null;"
+            "(m) => { const nb = window.__nb.content; const i = window.__qaeCellIndex(m); if (i < 0) return null;"
             " nb.activeCellIndex = i; const n = nb.widgets[i].model.executionCount;"
             " window.jupyterapp.commands.execute('notebook:run-cell'); return n; }", marker)
-        assert before is not None or self.page.evaluate(
-            "(m) => window.__nb.content.widgets.some(c => c.model.sharedModel.getSource().includes(m))", marker), \
+        assert before is not None or self.page.evaluate("(m) => window.__qaeCellIndex(m) >= 0", marker), \
             f"{self.name}: no cell holds {marker!r}"
         self.page.wait_for_function(
-            "([m, n]) => { const c = window.__nb.content.widgets.find("
-            "c => c.model.sharedModel.getSource().includes(m)); return c.model.executionCount !== n"
+            "([m, n]) => { const c = window.__qaeCell(m); return c.model.executionCount !== n"
             " && !((c.node.querySelector('.jp-InputArea-prompt') || {}).textContent || '').includes('*'); }",
             arg=[marker, before], timeout=HANG * 1000)
 
@@ -292,7 +293,7 @@ class Notebook:
     def cell_text(self, marker: str) -> str:
         """The text of the outputs of the cell whose source holds ``marker``."""
         return self.page.evaluate(
-            "(m) => { const c = window.__nb.content.widgets.find(c => c.model.sharedModel.getSource().includes(m));"
+            "(m) => { const c = window.__qaeCell(m);"
             " return c ? c.model.outputs.toJSON().map(o => [].concat(o.text || (o.data || {})['text/plain'] || '')"
             ".join('')).join('') : null; }", marker)
 
