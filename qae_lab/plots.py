@@ -65,9 +65,11 @@ def _legend_below(px: int, plot_h: int) -> dict:
 
 def _layout(fig: go.Figure, title: str, x_title: str, y_title: str, height: int) -> go.Figure:
     layout_title, top = _title(title)
-    bottom = 50
-    height += top - 60
-    below = 72 if x_title else 36  # px under the plot area: tick labels (and the axis title), then the legend
+    below = 92 if x_title else 40  # px under the plot area: tick labels (and the axis title), then the legend
+    # the bottom margin holds a row of legend too: were plotly to widen the margin for it, the plot area would
+    # shrink and the legend (placed in units of its height) would climb onto the axis title
+    bottom = below + 30
+    height += top - 60 + bottom - 50
     fig.update_layout(title=layout_title, xaxis_title=x_title, yaxis_title=y_title, height=height,
                       template="plotly_white", margin={"l": 60, "r": 20, "t": top, "b": bottom},
                       legend=_legend_below(below, height - top - bottom))
