@@ -3,6 +3,9 @@ r"""Behaviour metrics of one training step, from the step's N completions.
 * Reflective "aha" words ("wait", "verify", "check", ...), which "Quantile Advantage Estimation
   for Entropy-Safe Reasoning" (QAE, arXiv 2509.22611) tracks growing with accuracy.
 * Response length, whose mean SA-AH-GRPO (arXiv 2606.05434) reports falling 243 -> 171 tokens.
+* Diversity within a group (:func:`diversity_stats`): how many different correct texts a prompt's
+  group holds and how much of the group its most frequent text takes. RLVR's sharpening (pass@1 up,
+  pass@k at large k flat or down; QAE reports pass@16 kept) shows first as fewer distinct successes.
 
 Where this departs from the papers, and why:
 
@@ -19,12 +22,14 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 
 import torch
 
-from qae_lab._checks import as_real_tensor, check_finite_scalar, check_mask
+from qae_lab._checks import as_real_tensor, check_finite_scalar, check_int, check_mask
 
-__all__ = ["REFLECTION_WORDS", "reflection_pattern", "reflection_counts", "length_stats", "pearson", "behaviour_stats"]
+__all__ = ["REFLECTION_WORDS", "reflection_pattern", "reflection_counts", "length_stats", "pearson", "behaviour_stats",
+           "diversity_stats"]
 
 REFLECTION_WORDS: tuple[str, ...] = ("wait", "verify", "check", "recheck", "let me", "double-check", "re-check",
                                      "however", "hmm", "mistake", "actually")  # QAE's "aha" words and kin
@@ -197,3 +202,36 @@ def behaviour_stats(lengths, texts, success, words=REFLECTION_WORDS) -> dict[str
         if bool(group.any()):  # an empty group has no rate: not logged
             out[key] = counts[group].mean().item()
     return out
+
+
+def diversity_stats(texts, success, group_size: int) -> dict[str, float]:
+    r"""Diversity of each prompt's group of G completions, averaged over the B groups.
+
+    Args:
+        texts: list or tuple of the N = B*G decoded completions, each prompt's G contiguous.
+        success: (N,) bool or 0/1, 1 where the response is correct.
+        group_size: G >= 1, dividing N.
+
+    Returns:
+        dict of Python floats: ``distinct_correct`` (mean number of different correct texts per group; two
+        texts are the same when equal after stripping surrounding whitespace), ``distinct_frac`` (mean share
+        of different texts among the G) and ``top_share`` (mean share of the group taken by its most
+        frequent text: 1/G when all differ, 1 when all are the same).
+
+    >>> diversity_stats(["a", "a", "b", "c", "x", "x", "x", "x"], [1, 1, 1, 0, 0, 0, 0, 0], 4)
+    {'distinct_correct': 1.0, 'distinct_frac': 0.5, 'top_share': 0.75}
+    """
+    texts = _str_list(texts, "texts", "completion")
+    n = len(texts)
+    g = check_int(group_size, "group_size", 1)
+    if n % g:
+        raise ValueError(f"group_size must divide the number of texts ({n}), got {g}")
+    ok = check_mask(as_real_tensor(success, "success", ndim=1), (n,), "success") > 0  # (N,)
+    correct, distinct, top = [], [], []
+    for start in range(0, n, g):  # (B groups of G)
+        group = [t.strip() for t in texts[start:start + g]]
+        correct.append(len({t for t, right in zip(group, ok[start:start + g].tolist()) if right}))
+        distinct.append(len(set(group)) / g)
+        top.append(max(map(group.count, set(group))) / g)
+    return {"distinct_correct": statistics.fmean(correct), "distinct_frac": statistics.fmean(distinct),
+            "top_share": statistics.fmean(top)}

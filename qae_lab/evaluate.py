@@ -14,6 +14,8 @@ Two ways to score a model on a set of problems, both reported by :func:`evaluate
   pass@k = E_problems[ 1 - C(n-c, k) / C(n, k) ].
   RLVR tends to raise pass@1 more than pass@k (it sharpens what the model can already
   sample); an entropy collapse shows as pass@k falling towards pass@1.
+* **Diversity** of the n samples of a problem (:func:`qae_lab.behaviour.diversity_stats`): the mean number
+  of different correct texts (``distinct_correct``) and the share of the most frequent text (``top_share``).
 
 The per-problem success rate p = c/n is also what QAE's regime analysis needs
 (arXiv 2509.22611: a prompt is "hard" when p <= 1 - K), see
@@ -49,6 +51,7 @@ from typing import Any
 
 from qae_lab._checks import check_int
 from qae_lab.answers import extract_answer, strict_is_correct
+from qae_lab.behaviour import diversity_stats
 from qae_lab.data import prompt_text
 from qae_lab.runfolder import RunFolderError, atomic_write_text, read_json
 from qae_lab.sampling import generate, sampling_options
@@ -209,6 +212,10 @@ def _metrics(problems: list[dict], ks: list[int], greedy: bool) -> dict[str, flo
             out[f"pass@{k}"] = sum(pass_at_k(n, p["n_correct"], k) for p in problems) / len(problems)
     n_extracted = sum(s["extracted"] is not None for p in problems for s in p["samples"])
     out["extracted_frac"] = n_extracted / (n * len(problems))
+    # how many different right texts the n samples of a problem hold, and the share of the most frequent text
+    diversity = diversity_stats([s["completion"] for p in problems for s in p["samples"]],
+                                [s["correct"] for p in problems for s in p["samples"]], n)
+    out["distinct_correct"], out["top_share"] = diversity["distinct_correct"], diversity["top_share"]
     return out
 
 
@@ -246,7 +253,7 @@ def evaluate(model, tokenizer, records, *, num_samples: int = 8, ks=(1, 8), gree
     >>> res = evaluate(model, tok, synthetic_task(2, seed=0), num_samples=4, ks=(1, 4), max_new_tokens=48,
     ...                progress=False)
     >>> sorted(res.summary)
-    ['extracted_frac', 'greedy_pass@1', 'n_problems', 'n_samples', 'pass@1', 'pass@4']
+    ['distinct_correct', 'extracted_frac', 'greedy_pass@1', 'n_problems', 'n_samples', 'pass@1', 'pass@4', 'top_share']
     >>> [(p["gold"], p["greedy"]["extracted"]) for p in res.problems]   # 6 + 0 right, 41 + 7 = 49 wrong
     [('6', '6'), ('48', '49')]
     >>> res.summary["greedy_pass@1"]

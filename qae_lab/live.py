@@ -10,8 +10,9 @@ returns at once; the training loop runs in a daemon thread and reads the control
   :class:`~qae_lab.callbacks.LiveKnobs` (in :mod:`qae_lab.callbacks`) applies that snapshot with
   ``trainer.set_knobs`` at every ``on_step_begin`` and ends training after Stop, with a checkpoint.
 * :class:`Dashboard` — reward and pass rate, entropy, zero-advantage fraction, hard/easy regime
-  fractions, SA-AH's mean weight on negative rollouts, and the K and alpha in force, one panel
-  each, plus a progress bar. It draws through :class:`qae_lab.plots.FigureView`: a
+  fractions, SA-AH's mean weight on negative rollouts, the K and alpha in force, and the entropy
+  ledger (``ledger/*``: the update's first-order entropy change by sign of A and by regime), one
+  panel each, plus a progress bar. It draws through :class:`qae_lab.plots.FigureView`: a
   ``FigureWidget`` where that renders, else a plain figure re-drawn into an ``Output`` (Colab's
   ipywidgets 7.7 / plotly 5.24). Redraws are throttled; every step is kept in ``rows``.
   :class:`DashboardFeed` is the ``TrainerCallback`` that sends it each logged step.
@@ -47,6 +48,7 @@ from qae_lab._checks import check_finite_scalar
 from qae_lab.callbacks import LiveKnobs, TrainOutcome
 from qae_lab.controls import Controls
 from qae_lab.methods import (
+    LEDGER_PREFIX,
     QAE_EASY_FRAC,
     QAE_HARD_FRAC,
     QAE_K,
@@ -68,6 +70,9 @@ LIVE_PANELS = {
     "hard / easy prompt fractions": (QAE_HARD_FRAC, QAE_EASY_FRAC),
     "SA-AH mean weight, negative rollouts": (SAAH_W_MEAN_NEG,),
     "K and alpha in force": (QAE_K, SAAH_ALPHA),
+    # the entropy ledger (qae_lab.ledger): the update's first-order entropy change, and which responses it comes from
+    "entropy ledger: dH by sign of A": tuple(LEDGER_PREFIX + p for p in ("dh", "dh_pos", "dh_neg")),
+    "entropy ledger: dH by QAE regime": tuple(LEDGER_PREFIX + p for p in ("dh_hard", "dh_easy")),
 }
 
 def auto_preset(gpu_preset: str = "qwen2.5-1.5b-gsm8k") -> tuple[str, str]:

@@ -32,6 +32,7 @@ from collections.abc import Mapping
 
 from qae_lab._checks import check_choice, check_finite_scalar, check_k
 from qae_lab.advantages import BASELINES, QUANTILE_METHODS
+from qae_lab.ledger import LEDGER_PARTS
 
 __all__ = [
     "BASELINES",
@@ -42,6 +43,8 @@ __all__ = [
     "PARTNERS",
     "KNOBS",
     "method_settings",
+    "RATIO_PARTNERS",
+    "check_ratio_partners",
     "can_weight_tokens",
     "check_weighting_loss_type",
     "method_of",
@@ -69,6 +72,8 @@ __all__ = [
     "ADVANTAGE_STAT_METRICS",
     "QAE_METRICS",
     "SAAH_METRICS",
+    "LEDGER_PREFIX",
+    "LEDGER_METRICS",
     "KNOB_METRICS",
     "knob_changes",
 ]
@@ -98,6 +103,10 @@ PARTNERS = {
     "neg_mask": {"advantage_mask": "neg"},  # NEG-MASK: only negative-advantage responses train
 }
 
+# partners that act only through the importance ratio r = pi_theta / pi_old: on a generation's single on-policy pass
+# r = 1 on every token, so Clip-Higher's wider range clips nothing and GSPO's sequence ratio reduces to loss_type="grpo"
+RATIO_PARTNERS = ("clip_higher", "gspo")
+
 # the live knobs: read by QAETrainer at every step, set with QAETrainer.set_knobs
 KNOBS = ("quantile_k", "alpha", "baseline", "token_weighting")
 
@@ -124,6 +133,8 @@ COV_TOKEN_COV = "cov/token_cov"
 SAAH_ALPHA = "saah/alpha"
 SAAH_W_MEAN_NEG = "saah/w_mean_neg"
 SAAH_EFFECTIVE_TOKENS_FRAC = "saah/effective_tokens_frac"
+# ledger/*: every loss forward, by QAETrainer._log_ledger: the update's first-order entropy change and its parts
+LEDGER_PREFIX = "ledger/"  # + each name of qae_lab.ledger.LEDGER_PARTS
 
 # key of qae_lab.advantages.advantage_stats -> the metric that logs it
 ADVANTAGE_STAT_METRICS = {
@@ -140,6 +151,7 @@ ADVANTAGE_STAT_METRICS = {
 QAE_METRICS = (QAE_K, QAE_QUANTILE_BASELINE, *ADVANTAGE_STAT_METRICS.values(), QAE_NEG_CORRECT_IF_MEAN)
 COV_METRICS = (COV_SELECTED_FRAC, COV_TOKEN_COV)
 SAAH_METRICS = (SAAH_ALPHA, SAAH_W_MEAN_NEG, SAAH_EFFECTIVE_TOKENS_FRAC)
+LEDGER_METRICS = tuple(LEDGER_PREFIX + part for part in LEDGER_PARTS)
 # the logged metrics that record the knobs in force at each step
 KNOB_METRICS = (QAE_K, QAE_QUANTILE_BASELINE, SAAH_ALPHA)
 
@@ -290,6 +302,29 @@ def method_settings(method: str) -> dict:
                 raise ValueError(f"method {method!r}: {owner[key]} and {partner} both set {key}; use one")
             out[key], owner[key] = value, partner
     return out
+
+
+def check_ratio_partners(method: str, num_iterations: int, steps_per_generation: int,
+                         gradient_accumulation_steps: int) -> None:
+    r"""Refuse a method whose :data:`RATIO_PARTNERS` would do nothing: every ratio is 1 on a single on-policy pass.
+
+    The ratio leaves 1 only when a generation feeds more than one optimizer step: ``num_iterations`` >= 2
+    (several passes over each generation) or ``steps_per_generation`` > ``gradient_accumulation_steps``
+    (a generation split over several optimizer steps).
+
+    >>> check_ratio_partners("qae+clip_higher", 2, 1, 1)   # two passes: the clip range matters
+    >>> check_ratio_partners("qae+clip_higher", 1, 1, 1)
+    Traceback (most recent call last):
+    ...
+    ValueError: method 'qae+clip_higher': clip_higher acts only through the importance ratio pi_theta / pi_old, which is 1 on every token when each generation feeds a single optimizer step (num_iterations=1, steps_per_generation=1 = gradient_accumulation_steps=1), so it would change nothing: set num_iterations >= 2, or steps_per_generation above gradient_accumulation_steps
+    """
+    inert = [p for p in method.split("+")[1:] if p in RATIO_PARTNERS]
+    if inert and num_iterations == 1 and steps_per_generation <= gradient_accumulation_steps:
+        raise ValueError(f"method {method!r}: {' and '.join(inert)} acts only through the importance ratio "
+                         f"pi_theta / pi_old, which is 1 on every token when each generation feeds a single optimizer "
+                         f"step (num_iterations={num_iterations}, steps_per_generation={steps_per_generation} = "
+                         f"gradient_accumulation_steps={gradient_accumulation_steps}), so it would change nothing: "
+                         f"set num_iterations >= 2, or steps_per_generation above gradient_accumulation_steps")
 
 
 def validate_knobs(**knobs) -> dict:

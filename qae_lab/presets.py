@@ -15,6 +15,10 @@ Presets:
 * ``cpu-demo``: the embedded tiny model, synthetic task levels 2-5 (level 1 is near solved:
   greedy 1.0, sampled pass@1 0.77), 8 prompts x 8 completions per step, QAE with K = 0.4,
   lr 1e-4 decaying linearly over 400 steps; about 3 minutes on 2 CPU cores (README).
+* ``cpu-sums``: the sums model (``embedded-sums``) on the sums task of :mod:`qae_lab.sums`, built so that
+  the papers' phenomena can show on a CPU (notebook 06; :mod:`qae_lab.phenomena` holds the settings each
+  experiment adds); 8 prompts x 8 completions of at most 160 tokens, evaluation of 64 problems with 32
+  samples each (pass@k up to 32), 120 steps.
 * ``qwen2.5-{0.5b,1.5b,3b}-gsm8k``: SA-AH-GRPO's set-up (arXiv 2606.05434) on one GPU:
   Qwen2.5-Instruct with LoRA r = 16, GSM8K 800 train / 500 test problems, lr 5e-6,
   8 prompts x 8 completions per step (16 per micro-batch x 4 accumulation steps),
@@ -46,7 +50,7 @@ from typing import Any
 import torch
 
 from qae_lab.data import LEVELS
-from qae_lab.methods import method_settings
+from qae_lab.methods import check_ratio_partners, method_settings
 from qae_lab.rewards import REWARDS, SUCCESS_BANDS
 
 __all__ = ["RunArgs", "PRESETS", "parse_value", "parse_sets", "build", "command_line", "field_types"]
@@ -70,11 +74,12 @@ class RunArgs:
     """
 
     model: str = "embedded"
-    """'embedded', 'qwen2.5-0.5b' | 'qwen2.5-1.5b' | 'qwen2.5-3b', a Hub id or a local folder"""
+    """'embedded', 'embedded-sums', 'qwen2.5-0.5b' | 'qwen2.5-1.5b' | 'qwen2.5-3b', a Hub id or a local folder"""
     task: str = "synthetic"
-    """'synthetic' (qae_lab.data.synthetic_task) or 'gsm8k' (qae_lab.data.sa_ah_split)"""
+    """'synthetic' (qae_lab.data.synthetic_task), 'sums' (qae_lab.sums.sums_task) or 'gsm8k'
+    (qae_lab.data.sa_ah_split)"""
     levels: tuple[int, ...] = (2, 3, 4, 5)
-    """synthetic levels to train and evaluate on"""
+    """levels of the synthetic or sums task to train and evaluate on (1-5)"""
     n_train: int = 2000
     """training problems"""
     n_eval: int = 200
@@ -106,8 +111,8 @@ class RunArgs:
     set success_threshold=5.0 with it)"""
 
     def __post_init__(self):
-        if self.task not in ("synthetic", "gsm8k"):
-            raise ValueError(f"task must be 'synthetic' or 'gsm8k', got {self.task!r}")
+        if self.task not in ("synthetic", "sums", "gsm8k"):
+            raise ValueError(f"task must be 'synthetic', 'sums' or 'gsm8k', got {self.task!r}")
         self.levels = tuple(self.levels)
         if not self.levels or not set(self.levels) <= set(LEVELS):
             raise ValueError(f"levels must be a non-empty subset of {LEVELS}, got {self.levels!r}")
@@ -195,6 +200,15 @@ PRESETS: dict[str, dict[str, Any]] = {
         # tuned on 2 CPU cores: 1e-4 held constant for 300 steps lost greedy pass@1 (0.71 -> 0.50);
         # decayed linearly it kept improving to the last step
         "learning_rate": 1e-4, "lr_scheduler_type": "linear", "max_steps": 400, "save_strategy": "no", **_LOG,
+    },
+    "cpu-sums": {
+        # the sums model on the sums task (qae_lab.sums): several correct texts per prompt, free length, real
+        # entropy, format slips; the task of notebook 06's phenomena (its settings: qae_lab.phenomena)
+        "model": "embedded-sums", "task": "sums", "levels": (1, 2, 3, 4, 5), "n_train": 2000, "n_eval": 64,
+        "eval_samples": 32, **_CPU_COMMON,
+        "baseline": "quantile", "quantile_k": 0.4, "token_weighting": "none", "beta": 0.0, "loss_type": "bnpo",
+        "num_generations": 8, "per_device_train_batch_size": 64, "max_completion_length": 160, "temperature": 1.0,
+        "learning_rate": 1e-4, "lr_scheduler_type": "linear", "max_steps": 120, "save_strategy": "no", **_LOG,
     },
     "qwen2.5-0.5b-gsm8k": _gsm8k_preset("qwen2.5-0.5b", 384),
     "qwen2.5-1.5b-gsm8k": _gsm8k_preset("qwen2.5-1.5b", 384),
@@ -343,6 +357,11 @@ def build(preset: str = "cpu-demo", sets: list[str] = (), method: str | None = N
         cfg = QAEConfig(**cfg_kw)
     except ValueError as err:
         raise ValueError(f"preset {preset!r} with overrides {dict(parse_sets(list(sets)))}: {err}") from None
+    if method:
+        try:
+            check_ratio_partners(method, cfg.num_iterations, cfg.steps_per_generation, cfg.gradient_accumulation_steps)
+        except ValueError as err:
+            raise ValueError(f"preset {preset!r} with overrides {dict(parse_sets(list(sets)))}: {err}") from None
     lo, hi = SUCCESS_BANDS[run.reward]  # the qae/* metrics must count exactly the correct responses as successes
     if not lo < cfg.success_threshold <= hi:
         raise ValueError(f"preset {preset!r} with overrides {dict(parse_sets(list(sets)))}: success_threshold must "

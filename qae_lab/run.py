@@ -35,6 +35,7 @@ from qae_lab.checkpoints import (
     resume_log,
 )
 from qae_lab.data import sa_ah_split, synthetic_task, to_grpo_dataset
+from qae_lab.sums import sums_task
 from qae_lab.evaluate import EvalResult, evaluate
 from qae_lab.methods import method_name
 from qae_lab.models import load_policy, lora_config
@@ -73,8 +74,9 @@ def load_records(run: RunArgs) -> tuple[list[dict], list[dict]]:
     """
     if run.task == "gsm8k":
         return sa_ah_split(path=run.gsm8k_path, n_train=run.n_train, n_eval=run.n_eval, seed=run.data_seed)
-    return (synthetic_task(run.n_train, levels=run.levels, seed=run.data_seed),
-            synthetic_task(run.n_eval, levels=run.levels, seed=run.data_seed + 1))
+    draw = sums_task if run.task == "sums" else synthetic_task
+    return (draw(run.n_train, levels=run.levels, seed=run.data_seed),
+            draw(run.n_eval, levels=run.levels, seed=run.data_seed + 1))
 
 
 def evaluate_run(model, tok, records, run: RunArgs, cfg, path: Path | None = None, *, reuse: bool = False,
@@ -82,7 +84,8 @@ def evaluate_run(model, tok, records, run: RunArgs, cfg, path: Path | None = Non
     """Strict-verdict evaluation of ``records`` as the run is configured (samples, temperature, length),
     written to ``path`` when given (read back instead when ``reuse`` and it exists).
 
-    pass@1 is :func:`~qae_lab.answers.strict_is_correct`'s; the lenient :func:`~qae_lab.answers.is_correct`
+    pass@1 and pass@k (k = 2, 4, ... up to ``eval_samples``) are :func:`~qae_lab.answers.strict_is_correct`'s;
+    the lenient :func:`~qae_lab.answers.is_correct`
     is kept beside it (each completion's ``correct_lenient``, ``lenient_pass@1``, ``lenient_greedy_pass@1``).
 
     >>> from qae_lab.models import load_policy
@@ -95,7 +98,9 @@ def evaluate_run(model, tok, records, run: RunArgs, cfg, path: Path | None = Non
     if reuse and path is not None and path.exists():
         print(f"(evaluation read back from {path})", flush=True)
         return EvalResult.from_json(path)
-    res = evaluate(model, tok, records, num_samples=run.eval_samples, ks=(1, run.eval_samples),
+    # pass@k at every power of two up to the sample count: sharpening shows as pass@1 up, pass@k at large k not
+    ks = sorted({1, run.eval_samples} | {2 ** i for i in range(1, 8) if 2 ** i < run.eval_samples})
+    res = evaluate(model, tok, records, num_samples=run.eval_samples, ks=ks,
                    temperature=cfg.temperature, max_new_tokens=run.eval_max_new_tokens or cfg.max_completion_length,
                    batch_size=run.eval_batch_size, seed=run.data_seed,
                    progress=not cfg.disable_tqdm if progress is None else progress,

@@ -233,12 +233,17 @@ def read_log(path: str | os.PathLike, *, strict: bool = False) -> list[dict]:
 
 
 def step_rows(rows: list[dict]) -> list[dict]:
-    r"""The training-step rows of a log (those with a ``reward``), without events or the end-of-training summary.
+    r"""The training-step rows of a log, one per optimizer step, without events or the end-of-training summary.
 
-    >>> step_rows([{"step": 1, "reward": 0.5}, {"step": 1, "train_runtime": 3.0}, {"step": 1, "event": "resume"}])
-    [{'step': 1, 'reward': 0.5}]
+    A step row holds a ``reward`` (the step generated) or a ``loss``: with ``num_iterations`` > 1 the steps
+    that reuse a generation log the loss's metrics (``clip_ratio/*``, ``entropy``, ``ledger/*``) and no reward.
+
+    >>> step_rows([{"step": 1, "reward": 0.5, "loss": 0.1}, {"step": 2, "loss": 0.2}, {"step": 2, "train_runtime": 3.0},
+    ...            {"step": 2, "event": "resume"}])
+    [{'step': 1, 'reward': 0.5, 'loss': 0.1}, {'step': 2, 'loss': 0.2}]
     """
-    return [r for r in rows if r.get("reward") is not None and "event" not in r]
+    return [r for r in rows if (r.get("reward") is not None or r.get("loss") is not None) and "event" not in r
+            and "train_runtime" not in r]
 
 
 # ---------------------------------------------------------------- a fresh run, its config

@@ -14,7 +14,9 @@ clipping, GSPO, accelerate/DeepSpeed) stays TRL's:
   with the normaliser kept as for the full batch, so the gradient is unchanged; completion
   padding columns beyond the longest kept completion are dropped as well;
 * partners (:mod:`qae_lab.partners`, departures there): POS/NEG-MASK zero one sign of the
-  advantages; Clip-Cov zeroes drawn tokens' advantages; KL-Cov adds its penalty to the loss.
+  advantages; Clip-Cov zeroes drawn tokens' advantages; KL-Cov adds its penalty to the loss;
+* the entropy ledger (``ledger/*``): :func:`qae_lab.ledger.batch_ledger` on the loss's own log-probs
+  and entropies, with the advantages the loss applies and each prompt's QAE regime.
 
 Departures, and why:
 
@@ -36,14 +38,10 @@ Departures, and why:
   callback does, since every rank runs the callbacks).
 * Regime statistics count a response as a success when its total reward is at least
   ``success_threshold`` (0.5 suits the 0/1 correctness reward).
-* ``fast_generation=True`` (the GPU presets): TRL samples with the policy as it trains, in train
-  mode with PEFT's unmerged LoRA branches, so every decode step runs LoRA dropout and two extra
-  matmuls per adapted layer (about twice the kernels of the bare model). Here generation runs in
-  eval mode with the adapters merged into the base weights (:func:`qae_lab.generation.generation_policy`),
-  restored bit-exactly afterwards. The sampled policy is then pi_theta without dropout,
-  which is also what the loss's log-probs assume when LoRA dropout is 0; with dropout on, TRL's
-  default path samples from a dropout-perturbed policy. ``compile_generation=True`` undoes TRL's
-  ``disable_compile=True`` so that transformers compiles the decode step (static cache, GPU only).
+* ``fast_generation=True`` (the GPU presets): generation in eval mode with the LoRA adapters merged,
+  restored bit-exactly afterwards (:func:`qae_lab.generation.generation_policy` says why: TRL samples
+  in train mode, LoRA dropout live, through PEFT's unmerged branches); ``compile_generation=True``
+  undoes TRL's ``disable_compile=True`` (static cache, GPU only).
 """
 
 from __future__ import annotations
@@ -54,34 +52,17 @@ import threading
 import torch
 from trl import GRPOTrainer
 
-from qae_lab.advantages import advantage_stats, group_advantages
+from qae_lab.advantages import advantage_stats, group_advantages, hard_regime
 from qae_lab.answers import completion_text
 from qae_lab.config import QAEConfig
 from qae_lab.generation import generation_policy, silence_trl_deprecation
-from qae_lab.behaviour import behaviour_stats
-from qae_lab.methods import (
-    ADVANTAGE_STAT_METRICS,
-    BEHAVIOUR_PREFIX,
-    COV_SELECTED_FRAC,
-    COV_TOKEN_COV,
-    QAE_NEG_CORRECT_IF_MEAN,
-    QAE_K,
-    QAE_QUANTILE_BASELINE,
-    SAAH_ALPHA,
-    SAAH_EFFECTIVE_TOKENS_FRAC,
-    SAAH_W_MEAN_NEG,
-    check_weighting_loss_type,
-    validate_knobs,
-)
-from qae_lab.partners import (
-    aggregate_token_loss,
-    clip_cov_select,
-    kl_cov_penalty,
-    kl_cov_select,
-    ppo_clip_active,
-    sign_masked_advantages,
-    token_covariance,
-)
+from qae_lab.behaviour import behaviour_stats, diversity_stats
+from qae_lab.ledger import batch_ledger
+from qae_lab.methods import (ADVANTAGE_STAT_METRICS, BEHAVIOUR_PREFIX, COV_SELECTED_FRAC, COV_TOKEN_COV,
+                             LEDGER_PREFIX, QAE_K, QAE_NEG_CORRECT_IF_MEAN, QAE_QUANTILE_BASELINE, SAAH_ALPHA,
+                             SAAH_EFFECTIVE_TOKENS_FRAC, SAAH_W_MEAN_NEG, check_weighting_loss_type, validate_knobs)
+from qae_lab.partners import (aggregate_token_loss, clip_cov_select, kl_cov_penalty, kl_cov_select, ppo_clip_active,
+                              sign_masked_advantages, token_covariance)
 from qae_lab.staged_checkpoints import StagedCheckpoints
 from qae_lab.token_weights import head_normalized_entropy, normaliser_factor, sa_ah_weights, weight_stats
 
@@ -112,18 +93,18 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
     ``_generate_and_score_completions``    QAE's advantages (sign-masked: ``advantage_mask``); ``qae/*``,
                                            ``behaviour/*``
     ``_compute_loss``                      sparse row selection, token-weight set-up, normaliser, KL-Cov
-    ``_get_per_token_logps_and_entropies`` SA-AH/AH weights and Clip-Cov/KL-Cov tokens from the same forward
+    ``_get_per_token_logps_and_entropies`` SA-AH/AH weights, Clip-Cov/KL-Cov tokens, the ledger: same forward
     ====================================== ===============================================================
 
     ``train``, ``_save_checkpoint`` and ``_get_output_dir`` (transformers) come from
     :class:`~qae_lab.staged_checkpoints.StagedCheckpoints`,
 
     and these TRL attributes are read (the private ones can change in any TRL release):
-    ``epsilon_low``, ``epsilon_high``, ``current_gradient_accumulation_steps``,
+    ``epsilon_low``, ``epsilon_high``, ``importance_sampling_level``, ``current_gradient_accumulation_steps``,
     private ``_metrics`` and ``_logs`` (metric and completion-table buffers; the decoded completions are read there),
     ``_entropy_bonus_enabled``; public ``reward_weights``, ``num_generations``,
-    ``num_generations_eval``, ``scale_rewards``, ``loss_type``, ``beta``, ``temperature``,
-    ``top_entropy_quantile``, ``aux_loss_enabled``, ``use_vllm``, ``generation_config`` (its
+    ``num_generations_eval``, ``scale_rewards``, ``loss_type``, ``beta``, ``temperature``, ``top_entropy_quantile``
+    (and ``get_high_entropy_mask``), ``aux_loss_enabled``, ``use_vllm``, ``generation_config`` (its
     ``disable_compile`` is set with ``compile_generation``); and the generation batch's keys
     ``completion_ids``, ``completion_mask``, ``tool_mask``, ``advantages``, ``prompt_ids``,
     ``old_per_token_logps``, ``num_items_in_batch``.
@@ -145,7 +126,7 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         self._rewards_per_func = None
         self._loss_inputs = None
         self._loss_knobs = self.knobs()
-        self._skipped_tokens = 0.0
+        self._skipped_tokens, self._skipped_rows = 0.0, 0  # rows sparse updates left out of the loss's forward
         self._cov_penalty = None  # KL-Cov's (B, T) penalty from the loss's forward, added in _compute_loss
         self._cov_draws = (-1, 0)  # (global step, Clip-Cov draws in it): seeds each draw reproducibly
         if self.args.fast_generation and (self.is_deepspeed_enabled or self.is_fsdp_enabled):
@@ -211,6 +192,9 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         n_local = out["completion_ids"].shape[0]
         start = self.accelerator.process_index * n_local
         out["advantages"] = adv[start:start + n_local].to(out["completion_ids"].device)
+        # QAE's regime of each response's prompt at the K in force, for the entropy ledger's split
+        hard = hard_regime((rewards >= self.args.success_threshold).view(-1, g).sum(1), g, knobs["quantile_k"])
+        out["prompt_hard"] = hard.repeat_interleave(g)[start:start + n_local].to(out["completion_ids"].device)
         logged = self._logs["advantages"]  # TRL logged its mean-baseline advantages: replace them
         for _ in range(min(adv.numel(), len(logged))):
             logged.pop()
@@ -224,17 +208,17 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         if_mean = group_advantages(rewards, g, baseline="mean", scale=self.scale_rewards, eps=self.args.advantage_eps)
         metrics[QAE_NEG_CORRECT_IF_MEAN].append(advantage_stats(
             rewards, if_mean, g, knobs["quantile_k"], success_threshold=self.args.success_threshold)["neg_correct"])
-        self._log_behaviour(out, rewards, metrics)
+        self._log_behaviour(out, rewards, metrics, g)
         return out
 
-    def _log_behaviour(self, out: dict, rewards: torch.Tensor, metrics) -> None:
-        """``behaviour/*`` (:func:`qae_lab.behaviour.behaviour_stats`) over every process's completions."""
+    def _log_behaviour(self, out: dict, rewards: torch.Tensor, metrics, g: int) -> None:
+        """``behaviour/*`` (:mod:`qae_lab.behaviour`: length, reflection, diversity) over every process's completions."""
         lengths = self.accelerator.gather(out["completion_mask"].sum(1))  # (N_all,)
         # the texts TRL decoded and gathered for its completion table: this generation's are the last N_all
         texts = [completion_text(c) for c in list(self._logs["completion"])[-rewards.numel():]]
         success = rewards >= self.args.success_threshold
-        for key, value in behaviour_stats(lengths.tolist(), texts, success.tolist(),
-                                          words=self.args.reflection_words).items():
+        for key, value in {**behaviour_stats(lengths.tolist(), texts, success.tolist(), words=self.args.reflection_words),
+                           **diversity_stats(texts, success.tolist(), g)}.items():
             metrics[BEHAVIOUR_PREFIX + key].append(value)
 
     # ---------------------------------------------------------------- loss
@@ -265,8 +249,8 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         sub = inputs if keep is None else self._rows(inputs, keep)
         mask = self._loss_mask(inputs)
         self._skipped_tokens = 0.0 if keep is None else float(mask[~keep].sum())
-        per_token = knobs["token_weighting"] != "none" or self.args.cov_penalty != "none"
-        self._loss_inputs = sub if per_token else None
+        self._skipped_rows = 0 if keep is None else int((~keep).sum())
+        self._loss_inputs = sub  # read by the loss's own forward (token weights, Clip-Cov / KL-Cov, the ledger)
         original = sub["advantages"]
         try:
             loss = super()._compute_loss(model, sub)
@@ -298,7 +282,7 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         n = keep.shape[0]
         sub = {k: (v[keep] if isinstance(v, torch.Tensor) and v.dim() > 0 and v.shape[0] == n else v)
                for k, v in inputs.items()}
-        if set(sub) <= _TRIMMABLE | {"prompt_ids", "prompt_mask", "advantages", "num_items_in_batch"}:
+        if set(sub) <= _TRIMMABLE | {"prompt_ids", "prompt_mask", "advantages", "num_items_in_batch", "prompt_hard"}:
             m = sub["completion_mask"]
             width = int(m.sum(0).nonzero().max()) + 1 if bool(m.any()) else 1
             t = m.shape[1]
@@ -348,7 +332,22 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
             inputs["advantages"] = self._weighted_advantages(inputs, h_norm)
         if self.args.cov_penalty != "none":
             self._cov_select(inputs, logps, adv)
+        self._log_ledger(inputs, logps, entropies)
         return logps, entropies, aux
+
+    def _log_ledger(self, inputs: dict, logps: torch.Tensor, entropies: torch.Tensor) -> None:
+        """``ledger/*``: the update's first-order entropy change and its parts (:func:`qae_lab.ledger.batch_ledger`)."""
+        mask = self._loss_mask(inputs)
+        if self.top_entropy_quantile < 1.0:  # TRL's forking-token mask: the other tokens get no gradient
+            mask = mask * self.get_high_entropy_mask(entropies, mask, 1 - self.top_entropy_quantile)
+        parts = batch_ledger(logps, entropies, inputs["advantages"], mask, inputs.get("prompt_hard"),
+                             old_logps=inputs.get("old_per_token_logps"), epsilon_low=self.epsilon_low,
+                             sequence_level=self.importance_sampling_level == "sequence",
+                             epsilon_high=self.epsilon_high, per_sequence=self.loss_type == "grpo",
+                             skipped_tokens=self._skipped_tokens, skipped_rows=self._skipped_rows)
+        metrics = self._metrics["train" if self.model.training else "eval"]
+        for name, value in parts.items():
+            metrics[LEDGER_PREFIX + name].append(value)
 
     def _cov_select(self, inputs: dict, logps: torch.Tensor, adv: torch.Tensor) -> None:
         """Clip-Cov (zero advantages on the drawn tokens) or KL-Cov (keep its penalty), arXiv 2505.22617."""

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from qae_lab.behaviour import (
+    diversity_stats,
     REFLECTION_WORDS,
     behaviour_stats,
     length_stats,
@@ -317,3 +318,34 @@ def test_bad_behaviour_stats(lengths, success, msg):
 def test_behaviour_stats_empty_step():
     with pytest.raises(ValueError, match="lengths must hold at least one length"):
         behaviour_stats([], [], [])
+
+
+def _ref_diversity(texts, success, g):
+    """Per group, by counting: distinct correct texts, distinct share, top share; then the means."""
+    out = {"distinct_correct": [], "distinct_frac": [], "top_share": []}
+    for start in range(0, len(texts), g):
+        group = [t.strip() for t in texts[start:start + g]]
+        right = [t for t, ok in zip(group, success[start:start + g]) if ok]
+        out["distinct_correct"].append(len(set(right)))
+        out["distinct_frac"].append(len(set(group)) / g)
+        out["top_share"].append(max(group.count(t) for t in group) / g)
+    return {k: sum(v) / len(v) for k, v in out.items()}
+
+
+def test_diversity_stats_hand_and_reference():
+    texts = [" a", "a ", "b", "c", "x", "x", "x", "x"]  # surrounding whitespace does not make a text different
+    assert diversity_stats(texts, [1, 1, 1, 0, 0, 0, 0, 0], 4) == {"distinct_correct": 1.0, "distinct_frac": 0.5,
+                                                                   "top_share": 0.75}
+    rng = random.Random(0)
+    for _ in range(20):
+        g = rng.randint(1, 6)
+        n = g * rng.randint(1, 5)
+        texts = [rng.choice("abcd") for _ in range(n)]
+        success = [rng.random() < 0.5 for _ in range(n)]
+        assert diversity_stats(texts, success, g) == pytest.approx(_ref_diversity(texts, success, g))
+    with pytest.raises(ValueError, match="group_size must divide the number of texts"):
+        diversity_stats(["a", "b", "c"], [1, 0, 1], 2)
+    with pytest.raises(ValueError, match="group_size must be"):
+        diversity_stats(["a"], [1], 0)
+    with pytest.raises(ValueError, match="success must have shape"):
+        diversity_stats(["a", "b"], [1], 2)

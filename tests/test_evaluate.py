@@ -81,7 +81,8 @@ def test_evaluate_end_to_end_tiny_model(tiny_qwen2, tmp_path):
         {"id": "gsm8k-test-0", "question": "A pen costs 3 dollars. What do 4 pens cost?", "gold": "12", "level": None}]
     kw = {"num_samples": 2, "ks": (1, 2), "max_new_tokens": 4, "batch_size": 4, "progress": False}
     res = evaluate(model, tok, records, **kw)
-    assert set(res.summary) == {"n_problems", "n_samples", "greedy_pass@1", "pass@1", "pass@2", "extracted_frac"}
+    assert set(res.summary) == {"n_problems", "n_samples", "greedy_pass@1", "pass@1", "pass@2", "extracted_frac",
+                                "distinct_correct", "top_share"}
     assert res.summary["n_problems"] == 4 and sorted(res.by_level) == [0, 1, 2]
     assert [p["id"] for p in res.problems] == [r["id"] for r in records]
     assert all(len(p["samples"]) == 2 for p in res.problems) and len(res.success_rates()) == 4
@@ -156,6 +157,13 @@ def test_evaluate_bookkeeping_hand(stub):
     assert p1["samples"][0]["extracted"] == str(int(RECORDS[1]["gold"]) + 1)
     assert p1["samples"][3]["extracted"] is None
 
+    # diversity, counted here from the judged samples: different right texts, and the most frequent text's share
+    for summary, problems in [(res.summary, res.problems)] + [
+            (res.by_level[lv], [p for p in res.problems if p["level"] == lv]) for lv in res.by_level]:
+        texts = [[s["completion"].strip() for s in p["samples"]] for p in problems]
+        right = [{t for t, s in zip(ts, p["samples"]) if s["correct"]} for ts, p in zip(texts, problems)]
+        assert summary.pop("distinct_correct") == pytest.approx(sum(map(len, right)) / len(problems))
+        assert summary.pop("top_share") == pytest.approx(sum(max(map(ts.count, ts)) / 4 for ts in texts) / len(problems))
     # pass@2 per problem, 1 - C(4-c, 2)/C(4, 2): c=0 -> 0, 1 -> 1/2, 2 -> 5/6, 3 -> 1, 4 -> 1
     assert res.summary == pytest.approx({
         "n_problems": 5, "n_samples": 4,

@@ -192,7 +192,8 @@ def test_controls_stop_button_and_no_torn_reads():
 def test_dashboard_keeps_every_row_and_draws_the_panels():
     d = Dashboard(max_steps=10, mode="static", min_interval_s=3600.0)  # no automatic redraw after the first
     for step in range(1, 8):
-        d.add({"step": step, "reward": step / 10, "qae/k": 0.4 if step < 4 else 0.7, "qae/zero_adv_frac": 0.8})
+        d.add({"step": step, "reward": step / 10, "qae/k": 0.4 if step < 4 else 0.7, "qae/zero_adv_frac": 0.8,
+               "ledger/dh": -0.01, "ledger/dh_pos": -0.02, "ledger/dh_neg": 0.01})
     assert [r["step"] for r in d.rows] == list(range(1, 8)) and d.progress.value == 7
     d.refresh()
     k = next(t for t in d.view.figure.data if t.name == "qae/k")
@@ -200,6 +201,7 @@ def test_dashboard_keeps_every_row_and_draws_the_panels():
     assert "K = 0.70" in d.view.figure.layout.title.text
     titles = [a.text for a in d.view.figure.layout.annotations]
     assert all(panel in titles for panel in LIVE_PANELS)
+    assert {"ledger/dh", "ledger/dh_pos", "ledger/dh_neg"} <= {t.name for t in d.view.figure.data}  # the ledger
 
 
 def test_auto_preset_without_gpu():

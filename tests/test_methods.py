@@ -75,7 +75,8 @@ def test_methods_module_is_pure():
     src = (ROOT / "qae_lab/methods.py").read_text()
     imported = re.findall(r"^\s*(?:from|import) ([\w.]+)", src, re.M)
     assert not [m for m in imported if m.split(".")[0] in ("trl", "transformers", "torch", "peft")]
-    assert {m for m in imported if m.startswith("qae_lab")} <= {"qae_lab._checks", "qae_lab.advantages"}
+    # the maths modules whose vocabulary it re-exports (baselines; the ledger's parts)
+    assert {m for m in imported if m.startswith("qae_lab")} <= {"qae_lab._checks", "qae_lab.advantages", "qae_lab.ledger"}
     code = ("import sys; sys.modules.update({m: None for m in ('trl', 'transformers', 'peft')}); "
             "from qae_lab.methods import METHODS; assert len(METHODS) == 4")
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -284,12 +285,25 @@ def test_method_settings_refuse_unknown_and_clashing_partners(name, match):
 
 
 def test_presets_and_cli_take_a_method_with_partners(capsys):
-    run_args, cfg = presets.build("cpu-demo", [], method="mean+clip_higher", output_dir="/tmp/x")
+    run_args, cfg = presets.build("cpu-demo", ["num_iterations=2"], method="mean+clip_higher", output_dir="/tmp/x")
     assert (cfg.baseline, cfg.epsilon, cfg.epsilon_high) == ("mean", 0.2, 0.28)
-    _, cfg = presets.build("cpu-demo", ["epsilon_high=0.3"], method="qae+clip_higher", output_dir="/tmp/x")
+    _, cfg = presets.build("cpu-demo", ["epsilon_high=0.3", "num_iterations=2"], method="qae+clip_higher",
+                           output_dir="/tmp/x")
     assert cfg.epsilon_high == 0.3  # --set still wins
     from qae_lab.cli import main
 
     with pytest.raises(SystemExit):
         main(["train", "--method", "qae+nope", "--dry-run"])
     assert "unknown partner 'nope'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("partner", ["clip_higher", "gspo"])
+def test_ratio_partners_are_refused_where_every_ratio_is_one(partner):
+    """On a generation's single on-policy pass the ratio is 1: Clip-Higher and GSPO would change nothing."""
+    with pytest.raises(ValueError, match=rf"{partner} acts only through the importance ratio.*num_iterations=1"):
+        presets.build("cpu-demo", [], method=f"qae+{partner}", output_dir="/tmp/x")
+    presets.build("cpu-demo", ["num_iterations=2"], method=f"qae+{partner}", output_dir="/tmp/x")  # two passes
+    # a generation split over two optimizer steps: the second one is off-policy too
+    presets.build("cpu-demo", ["per_device_train_batch_size=32", "steps_per_generation=2"], method=f"qae+{partner}",
+                  output_dir="/tmp/x")
+    presets.build("cpu-demo", [], method="qae+kl_cov", output_dir="/tmp/x")  # not a ratio partner: no refusal

@@ -158,13 +158,13 @@ def test_run_curves_layout_keeps_titles_labels_and_legend_apart():
     rows = [{"step": s, "reward": s % 2, "qae/success_rate": s % 2, "entropy": 0.1, "qae/k": 0.4}
             for s in range(1, 6)]
     fig = run_curves_figure(rows, LIVE_PANELS, title="step 5 / 400: K = 0.40")
-    n_rows = 3
+    n_rows = (len(LIVE_PANELS) + 1) // 2
     domains = sorted({fig.get_subplot(r, 1).yaxis.domain for r in range(1, n_rows + 1)}, reverse=True)
     plot_h = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
     gaps_px = [(upper[0] - lower[1]) * plot_h for upper, lower in zip(domains, domains[1:])]
     assert min(gaps_px) >= 60  # room for the tick labels and the next panel's title
     titled = [ax for ax in fig.layout if ax.startswith("xaxis") and fig.layout[ax].title.text == "step"]
-    assert sorted(titled) == ["xaxis5", "xaxis6"]  # "step" under the bottom panels only
+    assert sorted(titled) == [f"xaxis{2 * n_rows - 1}", f"xaxis{2 * n_rows}"]  # "step" under the bottom panels only
     assert fig.layout.legend.yanchor == "top" and fig.layout.legend.y * plot_h <= -40  # below the "step" titles
     reward, success = (t for t in fig.data if t.name in ("reward", "qae/success_rate"))
     assert success.line.dash == "dash" and reward.line.width > success.line.width  # 0/1 rewards: equal curves

@@ -17,7 +17,7 @@ import pytest
 import transformers
 
 from qae_lab.cli import main
-from qae_lab.presets import PRESETS, _checkpointing_field, build
+from qae_lab.presets import PRESETS, RunArgs, _checkpointing_field, build
 from qae_lab.config import QAEConfig
 
 CHECKPOINTING_NAMES = ("activation_checkpointing", "gradient_checkpointing")
@@ -70,7 +70,7 @@ def test_every_preset_dry_runs_without_loading_anything(name, monkeypatch, capsy
     assert out["command"] == f"python -m qae_lab train --preset {name} --set max_steps=7"
     assert out["trainer"]["max_steps"] == 7
     on = out["trainer"][_checkpointing_field()]
-    assert on is (name != "cpu-demo")  # the GPU presets trade compute for memory, the CPU demo does not
+    assert on is (not name.startswith("cpu-"))  # the GPU presets trade compute for memory, the CPU ones do not
 
 
 @pytest.mark.parametrize("value", [True, False])
@@ -146,3 +146,16 @@ def test_default_run_folders_never_collide(monkeypatch, tmp_path):
 def test_a_missing_gsm8k_folder_is_refused_at_build(tmp_path):
     with pytest.raises(ValueError, match=r"gsm8k_path .*nowhere is not a folder"):
         build("qwen2.5-0.5b-gsm8k", [f"gsm8k_path={tmp_path / 'nowhere'}"], output_dir=str(tmp_path / "r"))
+
+
+def test_cpu_sums_trains_the_sums_model_on_the_sums_task(tmp_path):
+    from qae_lab.run import load_records
+
+    run, cfg = build("cpu-sums", output_dir=str(tmp_path / "r"))
+    assert (run.model, run.task, run.eval_samples) == ("embedded-sums", "sums", 32)
+    assert cfg.max_completion_length >= 150  # the longest correct solutions run to about 140 tokens
+    train, held_out = load_records(run)
+    assert all(r["source"] == "sums" for r in train + held_out) and {r["id"] for r in train}.isdisjoint(
+        r["id"] for r in held_out)
+    with pytest.raises(ValueError, match="task must be 'synthetic', 'sums' or 'gsm8k'"):
+        RunArgs(task="products")

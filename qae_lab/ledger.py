@@ -1,0 +1,297 @@
+r"""The entropy ledger: the first-order entropy change of one update, and which samples it comes from.
+
+Cui et al. 2025, "The Entropy Mechanism of Reinforcement Learning for Reasoning Language Models"
+(arXiv 2505.22617, Lemma 1): for a softmax policy pi(.|s) = softmax(z_s), a logit step dz_s changes
+the entropy of the state by, to first order,
+
+    dH(s) ~= -Cov_{a~pi(.|s)}( log pi(a|s), dz_{s,a} )                          (Cui et al.'s Lemma 1)
+
+and a policy-gradient step moves z_{s,a} by eta * A(s, a) (natural policy gradient, Cui et al.'s
+Prop. for NPG) or by eta * pi(a|s) A(s, a) (the vanilla softmax policy gradient, their Prop. for PG;
+QAE's identity, arXiv 2509.22611 sec. 4, is this form for the one-step bandit, :mod:`qae_lab.theory`).
+Because E_{a~pi}[log pi(a|s)] = -H(s) exactly, the covariance is an expectation of one sampled
+action a_t at s_t,
+
+    Cov_a( log pi, dz ) = E_{a~pi}[ (log pi(a|s) + H(s)) dz_{s,a} ],
+
+so each sampled token carries its own additive share of the entropy change (per unit step):
+
+    d_t = -(log pi_t + H_t) A_t                  form "npg"                   (L1)
+    d_t = -(log pi_t + H_t) pi_t A_t             form "pg"                    (L2)
+
+A token with A_t = 0 contributes exactly 0; a likely token (log pi_t > -H_t) with A_t > 0 lowers the
+entropy, a likely token with A_t < 0 raises it. The ledger sums the shares over the batch and splits
+the sum, exactly, by the sign of the advantage and by QAE's regime of the prompt (hard: p <= 1-K, easy:
+p > 1-K): the mean baseline's hard-prompt failures (A < 0) and easy-prompt successes (A > 0) are the
+cells QAE's gate sets to zero with 0/1 rewards. That is why a baseline moves entropy, where the net
+curves of two runs may look alike.
+
+Where this departs from the papers, and why:
+
+* Cui et al. estimate the covariance with the batch-centred product (:func:`qae_lab.partners.
+  token_covariance`, logged as ``cov/token_cov``); here the centring is the state's own exact
+  -H(s_t), which TRL's loss forward already computes, so that the terms add up per sample and the
+  split is exact (zero-advantage samples contribute 0 rather than a centring remainder).
+* A_t is what the loss applies to the token: the group advantage, times SA-AH's weight and its
+  normaliser, times the importance ratio, and 0 where PPO's clip stops the gradient
+  (:func:`update_advantages`). Adam's per-parameter scaling is not modelled: the ledger is the
+  logit-space step's first-order change, a direction and a split, not a prediction in nats.
+* The sum is normalised by the number of completion tokens (``weights``' sum), like ``bnpo``'s loss.
+
+Shapes: N responses, T completion tokens (for a bandit: N actions, T = 1, weights = pi).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from qae_lab._checks import as_real_tensor, check_choice, check_finite_scalar, check_mask
+from qae_lab.partners import ppo_clip_active
+
+__all__ = ["LEDGER_FORMS", "LEDGER_PARTS", "square_sums", "entropy_change_terms", "update_advantages",
+           "ledger_parts", "batch_ledger", "bandit_ledger"]
+
+LEDGER_FORMS = ("npg", "pg", "reinforce")
+# the ledger's parts: the total, by sign of A, by regime, and the four cells
+LEDGER_PARTS = ("dh", "dh_pos", "dh_neg", "dh_hard", "dh_easy", "dh_hard_pos", "dh_hard_neg", "dh_easy_pos",
+                "dh_easy_neg")
+
+
+def _same_shape(x, shape, name: str) -> torch.Tensor:
+    t = as_real_tensor(x.detach() if isinstance(x, torch.Tensor) else x, name)
+    if t.dim() == 1 and len(shape) == 2 and t.shape[0] == shape[0]:
+        return t[:, None].expand(shape)  # (N,) response-level -> (N, T)
+    if tuple(t.shape) != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)} (or ({shape[0]},) per response), "
+                         f"got {tuple(t.shape)}")
+    return t
+
+
+def square_sums(logits) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""sum_b pi_b^2 and sum_b pi_b^2 log pi_b of pi = softmax(logits) over the last dimension (eq. L3's sums).
+
+    Args:
+        logits: (..., V). Returns: two (...) tensors.
+
+    >>> q, ql = square_sums(torch.zeros(1, 4))   # uniform over 4: 4 (1/4)^2 = 1/4, and 1/4 log(1/4)
+    >>> round(float(q), 4), round(float(ql), 4)
+    (0.25, -0.3466)
+    """
+    log_pi = torch.log_softmax(as_real_tensor(logits, "logits"), -1)
+    pi_sq = (2 * log_pi).exp()  # pi^2
+    return pi_sq.sum(-1), (pi_sq * log_pi).sum(-1)
+
+
+def entropy_change_terms(logps, entropies, advantages, *, form: str = "npg", sums=None) -> torch.Tensor:
+    r"""Each sampled token's share of the first-order entropy change, per unit step (eq. L1 / L2 / L3).
+
+    Cui et al. 2025 (arXiv 2505.22617, Lemma 1 and its NPG / PG propositions), with the state's exact
+    centring E_{a~pi}[log pi] = -H(s) (module docstring):
+
+        npg:        d_t = -(log pi_t + H_t) A_t
+        pg:         d_t = -(log pi_t + H_t) pi_t A_t
+        reinforce:  d_t = -A_t [pi_t (log pi_t + H_t) - sum_b pi_b^2 (log pi_b + H_t)]
+
+    Args:
+        logps: (N, T) log-probabilities of the sampled tokens (detached here).
+        entropies: (N, T) entropy H(s_t) of the policy at each position, in nats.
+        advantages: (N,) response-level or (N, T) token-level advantages, as the loss applies them.
+        form: ``"npg"`` (logit step eta A), ``"pg"`` (eta pi A) or ``"reinforce"`` (eta A (e_a - pi)).
+        sums: ``"reinforce"`` only: (sum_b pi_b^2, sum_b pi_b^2 log pi_b), each (N, T) (:func:`square_sums`).
+
+    Returns:
+        (N, T) float tensor; positive where the token's update raises the entropy.
+
+    A likely token (log pi = -0.1 above -H = -0.5) rewarded lowers the entropy; punished, raises it:
+
+    >>> entropy_change_terms(torch.tensor([[-0.1, -2.0]]), torch.tensor([[0.5, 0.5]]), torch.tensor([1.0]))
+    tensor([[-0.4000,  1.5000]])
+    >>> entropy_change_terms(torch.tensor([[-0.1]]), torch.tensor([[0.5]]), torch.tensor([-1.0]))
+    tensor([[0.4000]])
+
+    At a uniform state every form gives 0 (log pi + H = 0 for every token):
+
+    >>> z = torch.zeros(1, 1, 4); lp = torch.log_softmax(z, -1)[..., 0]; h = torch.full((1, 1), math.log(4))
+    >>> float(entropy_change_terms(lp, h, torch.tensor([1.0]), form="reinforce", sums=square_sums(z))) == 0.0
+    True
+    """
+    check_choice(form, "form", LEDGER_FORMS)
+    lp = as_real_tensor(logps.detach() if isinstance(logps, torch.Tensor) else logps, "logps", ndim=2)
+    h = _same_shape(entropies, lp.shape, "entropies").to(lp)
+    if bool((h < 0).any()):
+        raise ValueError("entropies must be >= 0 (nats)")
+    a = _same_shape(advantages, lp.shape, "advantages").to(lp)
+    if (sums is not None) != (form == "reinforce"):
+        raise ValueError("sums must be given with form='reinforce' (square_sums of the logits), and only then")
+    # L1: d_t = -(log pi_t + H_t) A_t
+    if form == "npg":
+        return -(lp + h) * a
+    # L2: d_t = -(log pi_t + H_t) pi_t A_t
+    d = -(lp + h) * lp.exp() * a
+    if form == "pg":
+        return d
+    q, ql = (_same_shape(x, lp.shape, name).to(lp) for x, name in zip(sums, ("sums[0]", "sums[1]")))
+    # L3: d_t = -A_t [pi_t (log pi_t + H_t) - (sum_b pi_b^2 log pi_b + H_t sum_b pi_b^2)]
+    return d + a * (ql + h * q)
+
+
+def update_advantages(advantages, log_ratio=None, clipped=None) -> torch.Tensor:
+    r"""The advantage each token's gradient actually carries: A_t r_t, and 0 where PPO's clip stops it.
+
+    The clipped surrogate min(r A, clip(r, 1 - eps_low, 1 + eps_high) A) has gradient r_t A_t grad log pi_t
+    where the clip is inactive and 0 where it is active (:func:`qae_lab.partners.ppo_clip_active`).
+    On a step's first pass over its own samples r_t = 1 and nothing is clipped.
+
+    Args:
+        advantages: (N, T) per-token advantages (SA-AH weights and normaliser included).
+        log_ratio: None (r = 1), or (N, T) / (N, 1) log pi_theta - log pi_old (GSPO: per sequence).
+        clipped: None, or (N, T) / (N, 1) bool, True where the clip is active.
+
+    Returns:
+        (N, T) float tensor.
+
+    >>> update_advantages(torch.tensor([[1.0, -1.0]]), torch.tensor([[0.1, 0.0]]), torch.tensor([[False, True]]))
+    tensor([[1.1052, -0.0000]])
+    """
+    a = as_real_tensor(advantages.detach() if isinstance(advantages, torch.Tensor) else advantages, "advantages",
+                       ndim=2)
+    if log_ratio is not None:
+        lr = as_real_tensor(log_ratio.detach() if isinstance(log_ratio, torch.Tensor) else log_ratio, "log_ratio",
+                            ndim=2)
+        a = a * lr.to(a).exp()  # (N, T) * (N, T) or (N, 1)
+    if clipped is not None:
+        c = torch.as_tensor(clipped, device=a.device)
+        if c.dim() != 2 or c.shape[0] != a.shape[0] or c.shape[1] not in (1, a.shape[1]):
+            raise ValueError(f"clipped must have shape {tuple(a.shape)} or ({a.shape[0]}, 1), got {tuple(c.shape)}")
+        a = a * (~c.bool()).to(a)
+    return a
+
+
+def ledger_parts(terms, advantages, weights, hard_rows=None, *, normaliser: float | None = None
+                 ) -> dict[str, float]:
+    r"""The ledger: the weighted sum of the terms, split by the sign of A and by the prompt's regime.
+
+    Args:
+        terms: (N, T) entropy-change shares (:func:`entropy_change_terms`).
+        advantages: (N,) or (N, T) the advantages the terms were computed with (their sign splits).
+        weights: (N, T) non-negative weights: the completion mask (a batch), or pi (a bandit's expectation).
+        hard_rows: None, or (N,) bool: the response's prompt is hard for QAE (p <= 1-K). None: every row
+            counts as neither, and the regime parts are 0.
+        normaliser: the sum is divided by this (> 0); None: by the weights' sum (the token count).
+
+    Returns:
+        dict of Python floats over :data:`LEDGER_PARTS`: ``dh`` (total), ``dh_pos`` / ``dh_neg``
+        (A > 0 / A < 0), ``dh_hard`` / ``dh_easy`` and the four cells ``dh_hard_pos`` ... ``dh_easy_neg``.
+        ``dh = dh_pos + dh_neg`` always, and ``= dh_hard + dh_easy`` when ``hard_rows`` is given.
+
+    >>> terms = torch.tensor([[-0.4], [1.5], [0.2]])
+    >>> hard = torch.tensor([True, True, False])
+    >>> parts = ledger_parts(terms, torch.tensor([1.0, -1.0, -1.0]), torch.ones(3, 1), hard)
+    >>> {k: round(v, 4) for k, v in parts.items() if k in ("dh", "dh_pos", "dh_neg", "dh_easy", "dh_hard_neg")}
+    {'dh': 0.4333, 'dh_pos': -0.1333, 'dh_neg': 0.5667, 'dh_easy': 0.0667, 'dh_hard_neg': 0.5}
+    """
+    d = as_real_tensor(terms, "terms", ndim=2)
+    a = _same_shape(advantages, d.shape, "advantages").to(d)
+    w = _same_shape(weights, d.shape, "weights").to(d)
+    if bool((w < 0).any()):
+        raise ValueError("weights must be >= 0")
+    n = float(w.sum()) if normaliser is None else check_finite_scalar(normaliser, "normaliser")
+    if n <= 0:
+        if normaliser is not None:
+            raise ValueError(f"normaliser must be > 0, got {normaliser}")
+        return dict.fromkeys(LEDGER_PARTS, 0.0)  # no token: no change
+    wd = w * d  # (N, T)
+    if hard_rows is None:
+        hard = torch.zeros(d.shape[0], dtype=torch.bool, device=d.device)
+        easy = hard
+    else:
+        hard = check_mask(hard_rows, (d.shape[0],), "hard_rows").to(d.device) > 0  # (N,)
+        easy = ~hard
+    out = {}
+    for sign, sel in (("pos", a > 0), ("neg", a < 0)):
+        out[f"dh_{sign}"] = float((wd * sel).sum()) / n
+        for regime, rows in (("hard", hard), ("easy", easy)):
+            out[f"dh_{regime}_{sign}"] = float((wd * (sel & rows[:, None])).sum()) / n
+    out["dh"] = out["dh_pos"] + out["dh_neg"]  # A = 0 contributes nothing
+    out["dh_hard"] = out["dh_hard_pos"] + out["dh_hard_neg"]
+    out["dh_easy"] = out["dh_easy_pos"] + out["dh_easy_neg"]
+    return {k: out[k] for k in LEDGER_PARTS}
+
+
+def batch_ledger(logps, entropies, advantages, mask, hard_rows=None, *, old_logps=None, sequence_level: bool = False,
+                 epsilon_low: float = 0.2, epsilon_high: float = 0.2, per_sequence: bool = False,
+                 skipped_tokens: float = 0.0, skipped_rows: int = 0) -> dict[str, float]:
+    r"""The ledger of one micro-batch of the loss, as :class:`qae_lab.trainer.QAETrainer` logs it (``ledger/*``).
+
+    The terms of eq. L1 (form "npg") with the advantages the update carries (:func:`update_advantages`: the
+    importance ratio against ``old_logps``, per token or per sequence as GSPO, and 0 where the clip
+    [1 - eps_low, 1 + eps_high] is active), summed by :func:`ledger_parts` and normalised as the loss
+    type normalises its tokens: by the token count (``bnpo``, ``dapo``), or per sequence and then over
+    the rows (``per_sequence``: ``grpo``). Rows left out of the forward (sparse updates: A = 0, no share)
+    still count in the normaliser through ``skipped_tokens`` / ``skipped_rows``.
+
+    Args:
+        logps, entropies: (N, T) from the loss's forward; advantages: (N,) or (N, T) as the loss applies
+        them; mask: (N, T) completion tokens; hard_rows: (N,) bool or None (:func:`ledger_parts`).
+        old_logps: (N, T) log-probs at sampling time, or None (the first pass: ratio 1, no clip).
+
+    >>> lp, h = torch.tensor([[-0.1, -2.0]]), torch.tensor([[0.5, 0.5]])
+    >>> round(batch_ledger(lp, h, torch.tensor([1.0]), torch.ones(1, 2), torch.tensor([True]))["dh"], 6)
+    0.55
+    >>> far = lp - 1.0   # sampled when these tokens were e times less likely: the ratio e is clipped
+    >>> batch_ledger(lp, h, torch.tensor([1.0]), torch.ones(1, 2), old_logps=far)["dh"]
+    0.0
+    """
+    lp = as_real_tensor(logps.detach() if isinstance(logps, torch.Tensor) else logps, "logps", ndim=2)
+    m = check_mask(mask, lp.shape).to(lp.device)
+    a = _same_shape(advantages, lp.shape, "advantages").to(lp)
+    log_ratio = clipped = None
+    if old_logps is not None:
+        log_ratio = (lp - _same_shape(old_logps, lp.shape, "old_logps").to(lp)) * m  # (N, T)
+        if sequence_level:  # GSPO: one ratio per response, the mean log-ratio over its tokens
+            log_ratio = log_ratio.sum(-1, keepdim=True) / m.sum(-1, keepdim=True).clamp(min=1.0)  # (N, 1)
+        clipped = ppo_clip_active(log_ratio.expand(lp.shape), a, epsilon_low, epsilon_high)  # (N, T)
+    a_upd = update_advantages(a, log_ratio, clipped)  # (N, T)
+    terms = entropy_change_terms(lp, entropies, a_upd)  # (N, T)
+    if per_sequence:
+        weights = m / m.sum(-1, keepdim=True).clamp(min=1.0)  # each response's tokens weigh 1 / |y_i|
+        normaliser = float(m.shape[0] + skipped_rows)
+    else:
+        weights, normaliser = m, float(m.sum()) + skipped_tokens
+    if normaliser <= 0:
+        return dict.fromkeys(LEDGER_PARTS, 0.0)
+    return ledger_parts(terms, a_upd, weights, hard_rows, normaliser=normaliser)
+
+
+def bandit_ledger(z, r, b, *, hard: bool | None = None) -> dict[str, float]:
+    r"""The ledger of QAE's softmax bandit (arXiv 2509.22611, sec. 4): the identity's step dz = pi (r - b).
+
+    The expectation over actions y ~ pi of the "pg" shares (eq. L2) with A(y) = r(y) - b equals, per
+    unit step, the identity's first-order change -Cov_pi(log pi, pi (r - b))
+    (:func:`qae_lab.theory.identity_entropy_change` with eta = 1), split by the sign of r(y) - b.
+
+    Args:
+        z: (A,) logits; r: (A,) rewards; b: the baseline (a number).
+        hard: the prompt's regime, to fill the regime parts (None: left at 0).
+
+    >>> from qae_lab.theory import identity_entropy_change
+    >>> z, r = torch.tensor([2.0, 0.0, -1.0]), torch.tensor([0.0, 1.0, 0.0])   # the likely action is wrong
+    >>> parts = bandit_ledger(z, r, 0.4)
+    >>> round(parts["dh"], 6) == round(float(identity_entropy_change(z, r, torch.tensor([0.4]), 1.0)[0]), 6)
+    True
+    >>> round(parts["dh_pos"], 4), round(parts["dh_neg"], 4)   # the success is unlikely: both parts raise H
+    (0.0129, 0.0991)
+    """
+    z = as_real_tensor(z, "z", ndim=1).double()
+    r = as_real_tensor(r, "r", ndim=1).double()
+    if r.shape != z.shape:
+        raise ValueError(f"r must have shape {tuple(z.shape)} like z, got {tuple(r.shape)}")
+    b = check_finite_scalar(b, "b")
+    log_pi = torch.log_softmax(z, -1)  # (A,)
+    h = -(log_pi.exp() * log_pi).sum()
+    a = (r - b)[:, None]  # (A, 1)
+    terms = entropy_change_terms(log_pi[:, None], h.expand(z.shape[0], 1), a, form="pg")  # (A, 1)
+    rows = None if hard is None else torch.full(z.shape, bool(hard))
+    return ledger_parts(terms, a, log_pi.exp()[:, None], rows, normaliser=1.0)
