@@ -4,6 +4,9 @@ r"""Policies to train: Qwen2.5-Instruct from the Hub, or the project's embedded 
 
 * ``"embedded"``: the tiny Qwen2 trained by ``python -m qae_lab.embedded`` and committed in
   ``data/embedded/`` (installed as ``qae_lab/embedded_model/``); loads offline, runs on a CPU.
+* ``"embedded-sums"``: its sibling for the sums task (:mod:`qae_lab.sums`), built by
+  ``python -m qae_lab.embedded --task sums`` into ``data/embedded_sums/`` (installed as
+  ``qae_lab/embedded_sums_model/``).
 * ``"qwen2.5-0.5b"``, ``"qwen2.5-1.5b"``, ``"qwen2.5-3b"``: the Instruct models of the SA-AH
   paper's set-up (Qwen/Qwen2.5-*-Instruct), from the Hub or its local cache.
 * any other Hub id or local folder of a causal LM with a chat template.
@@ -23,8 +26,8 @@ import torch
 
 from qae_lab._checks import check_int
 
-__all__ = ["QWEN_MODELS", "LORA_TARGETS", "EMBEDDED_ENV", "embedded_dir", "resolve_name", "lora_config",
-           "load_policy"]
+__all__ = ["QWEN_MODELS", "LORA_TARGETS", "EMBEDDED_ENV", "EMBEDDED_MODELS", "embedded_dir", "resolve_name",
+           "lora_config", "load_policy"]
 
 QWEN_MODELS = {
     "qwen2.5-0.5b": "Qwen/Qwen2.5-0.5B-Instruct",
@@ -33,39 +36,52 @@ QWEN_MODELS = {
 }
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 EMBEDDED_ENV = "QAE_LAB_EMBEDDED_DIR"
+# name -> (folder under data/ in a checkout, folder inside the installed package, environment variable)
+EMBEDDED_MODELS = {
+    "embedded": ("embedded", "embedded_model", EMBEDDED_ENV),
+    "embedded-sums": ("embedded_sums", "embedded_sums_model", "QAE_LAB_EMBEDDED_SUMS_DIR"),
+}
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-def embedded_dir() -> Path:
-    r"""Where the embedded model's files are: ``$QAE_LAB_EMBEDDED_DIR``, else ``data/embedded``
-    of a source checkout, else the copy installed inside the package.
+def embedded_dir(name: str = "embedded") -> Path:
+    r"""Where an embedded model's files are (:data:`EMBEDDED_MODELS`): its environment variable
+    (``$QAE_LAB_EMBEDDED_DIR`` for ``"embedded"``), else ``data/<folder>`` of a source checkout, else
+    the copy installed inside the package.
 
     >>> (embedded_dir() / "config.json").is_file(), embedded_dir().name in ("embedded", "embedded_model")
     (True, True)
+    >>> embedded_dir("embedded-sums").name in ("embedded_sums", "embedded_sums_model")
+    True
     """
+    if name not in EMBEDDED_MODELS:
+        raise ValueError(f"name must be one of {sorted(EMBEDDED_MODELS)}, got {name!r}")
+    folder, installed, env = EMBEDDED_MODELS[name]
     here = Path(__file__).resolve().parent
-    candidates = [Path(os.environ[EMBEDDED_ENV])] if os.environ.get(EMBEDDED_ENV) else []
-    candidates += [here.parent / "data" / "embedded", here / "embedded_model"]
+    candidates = [Path(os.environ[env])] if os.environ.get(env) else []
+    candidates += [here.parent / "data" / folder, here / installed]
     for path in candidates:
         if (path / "config.json").is_file():
             return path
+    task = "" if name == "embedded" else " --task sums"
     raise FileNotFoundError(
-        f"the embedded model is not in {', '.join(map(str, candidates))}; rebuild it with "
-        f"`python -m qae_lab.embedded --out <folder>` and point {EMBEDDED_ENV} at the folder")
+        f"the {name} model is not in {', '.join(map(str, candidates))}; rebuild it with "
+        f"`python -m qae_lab.embedded{task} --out <folder>` and point {env} at the folder")
 
 
 def resolve_name(name_or_path: str) -> str:
-    r"""The folder or Hub id behind a name: ``"embedded"``, a :data:`QWEN_MODELS` alias, or as given.
+    r"""The folder or Hub id behind a name: ``"embedded"`` / ``"embedded-sums"``, a :data:`QWEN_MODELS` alias,
+    or as given.
 
     >>> resolve_name("qwen2.5-1.5b"), resolve_name("Qwen/Qwen2.5-3B-Instruct")
     ('Qwen/Qwen2.5-1.5B-Instruct', 'Qwen/Qwen2.5-3B-Instruct')
     """
     if not isinstance(name_or_path, (str, os.PathLike)) or not str(name_or_path).strip():
-        raise ValueError(f"name_or_path must be 'embedded', one of {sorted(QWEN_MODELS)}, a Hub id or a folder, "
-                         f"got {name_or_path!r}")
+        raise ValueError(f"name_or_path must be one of {sorted(EMBEDDED_MODELS)} or {sorted(QWEN_MODELS)}, a Hub id "
+                         f"or a folder, got {name_or_path!r}")
     name = str(name_or_path)
-    if name == "embedded":
-        return str(embedded_dir())
+    if name in EMBEDDED_MODELS:
+        return str(embedded_dir(name))
     return QWEN_MODELS.get(name.lower(), name)
 
 
@@ -102,7 +118,7 @@ def load_policy(name_or_path: str = "embedded", *, lora=None, dtype="auto", devi
     r"""Load a causal LM and its tokenizer, optionally wrapped with LoRA.
 
     Args:
-        name_or_path: ``"embedded"``, ``"qwen2.5-0.5b" | "qwen2.5-1.5b" | "qwen2.5-3b"``, a Hub
+        name_or_path: ``"embedded"``, ``"embedded-sums"``, ``"qwen2.5-0.5b" | "qwen2.5-1.5b" | "qwen2.5-3b"``, a Hub
             id or a local folder.
         lora: None/False (full model), True (:func:`lora_config` defaults, r = 16) or a
             ``peft.LoraConfig``.

@@ -12,6 +12,9 @@ import pytest
 from qae_lab.data import synthetic_task
 from qae_lab.embedded import (
     CORRECT_RATE,
+    TASKS,
+    _batch,
+    _buckets,
     SPECIAL_TOKENS,
     WRONG_OFFSETS,
     build_tokenizer,
@@ -78,10 +81,45 @@ def test_a_tiny_rebuild_saves_a_loadable_model(tmp_path, monkeypatch):
     assert model.config.eos_token_id == tok.eos_token_id and model.generation_config.pad_token_id == tok.pad_token_id
 
 
+def test_the_sums_task_builds_its_own_tokenizer_and_model(tmp_path, monkeypatch):
+    from qae_lab.models import EMBEDDED_MODELS, load_policy
+
+    tok = build_tokenizer(task="sums")
+    assert tok.decode(tok("Wait, let me check: 42 + 7 = 49.")["input_ids"]) == "Wait, let me check: 42 + 7 = 49."
+    assert len(tok("Wait, let me check:")["input_ids"]) < len(build_tokenizer()("Wait, let me check:")["input_ids"])
+    out = train_embedded(tmp_path / "sums", task="sums", steps=2, batch_size=4, log_every=1)
+    monkeypatch.setenv(EMBEDDED_MODELS["embedded-sums"][2], str(out))
+    model, _ = load_policy("embedded-sums", device="cpu")
+    assert model.config.vocab_size == len(tok)
+    with pytest.raises(ValueError, match="task must be one of"):
+        train_embedded(tmp_path / "x", task="products", steps=1)
+
+
+def test_length_buckets_give_the_batch_gradient():
+    """Cutting a batch by length into micro-batches changes the padding, not the gradient of the mean loss."""
+    import torch
+    from transformers import Qwen2ForCausalLM
+
+    tok = build_tokenizer(task="sums")
+    batch = _batch(tok, random.Random(3), 8, TASKS["sums"])
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(embedded_config(len(tok), hidden=32, layers=1, heads=2)).double()
+    model(**batch).loss.backward()
+    whole = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    parts = _buckets(batch, 4)
+    assert sum(share for _, share in parts) == pytest.approx(1.0) and len(parts) == 4
+    assert sum(part["input_ids"].numel() for part, _ in parts) < batch["input_ids"].numel()  # less padding
+    for part, share in parts:
+        (model(**part).loss * share).backward()
+    # float64: equal up to the summation order of differently shaped batches
+    assert all(torch.allclose(a, p.grad, rtol=1e-6, atol=1e-8) for a, p in zip(whole, model.parameters()))
+
+
 def test_command_line_help():
     out = subprocess.run([sys.executable, "-m", "qae_lab.embedded", "--help"], capture_output=True, text=True,
                          check=True).stdout
-    assert "--steps" in out and "--out" in out
+    assert "--steps" in out and "--out" in out and "--task" in out
     bad = subprocess.run([sys.executable, "-m", "qae_lab.embedded", "--steps", "0"], capture_output=True, text=True)
     assert bad.returncode != 0 and "--steps" in bad.stderr
 

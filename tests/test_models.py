@@ -70,6 +70,9 @@ def test_names_and_errors(tmp_path, monkeypatch):
     assert set(QWEN_MODELS.values()) == {f"Qwen/Qwen2.5-{s}-Instruct" for s in ("0.5B", "1.5B", "3B")}
     assert resolve_name("QWEN2.5-0.5B") == "Qwen/Qwen2.5-0.5B-Instruct"
     assert resolve_name("embedded") == str(embedded_dir())
+    assert resolve_name("embedded-sums") == str(embedded_dir("embedded-sums")) != str(embedded_dir())
+    with pytest.raises(ValueError, match="name must be one of"):
+        embedded_dir("embedded-products")
     for bad in ("", "  ", None, 3):
         with pytest.raises(ValueError, match="name_or_path"):
             resolve_name(bad)
@@ -86,3 +89,12 @@ def test_names_and_errors(tmp_path, monkeypatch):
         embedded_dir()
     (tmp_path / "config.json").write_text("{}")
     assert embedded_dir() == tmp_path
+
+
+def test_the_sums_model_loads_through_the_same_path_and_its_own_variable(tmp_path, monkeypatch):
+    model, tok = load_policy("embedded-sums", device="cpu")
+    assert type(model).__name__ == "Qwen2ForCausalLM" and tok.padding_side == "left"
+    assert tok.decode(tok("Add 12, 7 and 30.")["input_ids"]) == "Add 12, 7 and 30."
+    monkeypatch.setenv(models.EMBEDDED_MODELS["embedded-sums"][2], str(tmp_path))
+    (tmp_path / "config.json").write_text("{}")
+    assert embedded_dir("embedded-sums") == tmp_path and embedded_dir() != tmp_path  # one variable per model
