@@ -52,6 +52,7 @@ MOVES = {
     "03_token_entropy_discount.ipynb": ("weights = plots.interactive", "α", "ArrowRight"),
     "05_compare_runs.ipynb": ("curves = plots.interactive", "metric", 1),
     "06_phenomena_in_miniature.ipynb": ("entropy_view = plots.interactive", "smoothing", "ArrowRight"),
+    "07_sequence_policy.ipynb": ("ledger_view = plots.interactive", "K", "ArrowRight"),
 }
 
 

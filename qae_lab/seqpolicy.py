@@ -1,0 +1,353 @@
+r"""An exact autoregressive softmax policy over short sequences: notebook 01's bandit, made sequential.
+
+QAE's entropy argument (arXiv 2509.22611, sec. 4) and Cui et al. 2025 (arXiv 2505.22617) reduce a prompt
+to a one-step softmax bandit (:mod:`qae_lab.theory`). Training is autoregressive: a response y = (y_1..y_L)
+is drawn token by token from pi(y_t | y_<t). Here every prefix s = y_<t (a "state") has its own logit row
+z_s, so the policy is exact and small enough to enumerate:
+
+    pi(y) = prod_t softmax(z_{y_<t})[y_t]                                   (the sequence policy, S1)
+    H(pi) = -sum_y pi(y) log pi(y) = sum_s rho(s) H(pi(.|s))                (entropy chain rule, S2)
+    p     = E_{y~pi}[r(y)]                                                  (success rate, S3)
+
+rho(s) is the probability that a response starts with the prefix s. A prompt's logits form one table of
+n = (V**L - 1)/(V - 1) rows (prefixes of length 0..L-1) of V logits; prefix y_<t has index
+(V**t - 1)/(V - 1) + (y_1..y_{t-1} read as a base-V number), so the V**t prefixes of length t are
+contiguous and their children, flattened, are the prefixes of length t + 1 in order. Sequence y has
+index sum_t y_t V**(L-t) (first token most significant).
+
+:func:`make_tasks` builds prompts with verifiable 0/1 rewards (a checksum rule, :func:`describe_rule`)
+whose success rates spread over both of QAE's regimes. The sampled update, the ledgers and the training
+simulation are in :mod:`qae_lab.seqpolicy_update` and :mod:`qae_lab.seqpolicy_ledger`.
+
+Shapes: S seeds, P prompts, G group size, Y = V**L sequences, L positions, V vocabulary, n prefixes;
+every function takes any leading dimensions (...). Departures: none from the maths; the reward rule,
+the difficulty spread and the "peaked" start are this lab's choices, not the papers'.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import torch
+
+from qae_lab._checks import as_real_tensor, check_choice, check_finite_scalar, check_int
+
+__all__ = ["MAX_SEQUENCES", "STARTS", "n_prefixes", "space_of", "sequence_positions", "enumerate_sequences",
+           "path_sum", "sequence_logprobs", "sequence_entropy", "state_entropies", "prefix_reach",
+           "success_rate", "sampled_values", "Tasks", "make_tasks", "task_batch", "describe_rule"]
+
+MAX_SEQUENCES = 2 ** 16  # V**L at most: every quantity is exact by enumeration
+STARTS = ("flat", "peaked")
+
+
+def n_prefixes(vocab: int, length: int) -> int:
+    r"""The number of states (prefixes of length 0..L-1), n = (V**L - 1)/(V - 1); checks V, L.
+
+    Args:
+        vocab: V in [2, 8]. length: L in [1, 8], with V**L <= 2**16.
+
+    >>> n_prefixes(2, 2), n_prefixes(4, 5)
+    (3, 341)
+    >>> n_prefixes(8, 8)
+    Traceback (most recent call last):
+    ValueError: vocab**length must be <= 65536 (every sequence is enumerated), got 8**8 = 16777216
+    """
+    v, l = check_int(vocab, "vocab", 2, 8), check_int(length, "length", 1, 8)
+    if v ** l > MAX_SEQUENCES:
+        raise ValueError(f"vocab**length must be <= {MAX_SEQUENCES} (every sequence is enumerated), "
+                         f"got {v}**{l} = {v ** l}")
+    return (v ** l - 1) // (v - 1)
+
+
+def space_of(z) -> tuple[int, int]:
+    r"""(V, L) of a logit table z of shape (..., n, V), or ``ValueError`` naming ``z``.
+
+    >>> space_of(torch.zeros(2, 7, 2))
+    (2, 3)
+    """
+    if not isinstance(z, torch.Tensor) or z.dim() < 2:
+        raise ValueError(f"z must be a tensor of shape (..., n_prefixes, V), got {type(z).__name__}"
+                         + (f" of shape {tuple(z.shape)}" if isinstance(z, torch.Tensor) else ""))
+    v, n = z.shape[-1], z.shape[-2]
+    for l in range(1, 9):
+        if 2 <= v <= 8 and v ** l <= MAX_SEQUENCES and (v ** l - 1) // (v - 1) == n:
+            return v, l
+    raise ValueError(f"z must have shape (..., (V**L - 1)/(V - 1), V) with V in [2, 8], L in [1, 8], "
+                     f"got {tuple(z.shape)}")
+
+
+def _logits(z) -> torch.Tensor:
+    z = as_real_tensor(z, "z")
+    space_of(z)
+    return z if z.dtype == torch.float64 else z.double()
+
+
+def sequence_positions(y, vocab: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""The tokens y_t and prefix (state) indices of sequences given by their indices.
+
+    Args:
+        y: (...) integer tensor of sequence indices in [0, V**L).
+        vocab, length: V and L (:func:`n_prefixes`).
+
+    Returns:
+        (tokens, prefixes): two (..., L) long tensors.
+
+    >>> tok, pre = sequence_positions(torch.tensor([0, 3, 6]), 2, 3)   # 000, 011, 110
+    >>> tok.tolist(), pre.tolist()
+    ([[0, 0, 0], [0, 1, 1], [1, 1, 0]], [[0, 1, 3], [0, 1, 4], [0, 2, 6]])
+    """
+    n_prefixes(vocab, length)
+    y = torch.as_tensor(y)
+    if y.is_floating_point() or y.is_complex() or y.dtype == torch.bool:
+        raise ValueError(f"y must be an integer tensor of sequence indices, got dtype {y.dtype}")
+    if y.numel() and (int(y.min()) < 0 or int(y.max()) >= vocab ** length):
+        raise ValueError(f"y must lie in [0, {vocab ** length}) (vocab**length), got {int(y.min())}..{int(y.max())}")
+    t = torch.arange(length)
+    # y_t = digit t of y in base V; prefix y_<t has index (V**t - 1)/(V - 1) + y // V**(L - t)
+    tokens = (y[..., None] // vocab ** (length - 1 - t)) % vocab  # (..., L)
+    offset = (vocab ** t - 1) // (vocab - 1)  # (L,)
+    return tokens, offset + y[..., None] // vocab ** (length - t)
+
+
+def enumerate_sequences(vocab: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""All V**L sequences: their tokens and prefix indices at each position, two (Y, L) long tensors.
+
+    >>> tok, pre = enumerate_sequences(2, 2)
+    >>> tok.tolist(), pre.tolist()
+    ([[0, 0], [0, 1], [1, 0], [1, 1]], [[0, 1], [0, 1], [0, 2], [0, 2]])
+    """
+    n_prefixes(vocab, length)
+    return sequence_positions(torch.arange(vocab ** length), vocab, length)
+
+
+def path_sum(edge, length: int | None = None) -> torch.Tensor:
+    r"""sum_t edge[y_<t, y_t] for every sequence y: a per-(state, token) table summed along each path.
+
+    With edge = log pi(.|s) this is log pi(y) (eq. S1). Computed level by level (the prefixes of length t
+    are contiguous), without an (..., Y, L) gather.
+
+    Args:
+        edge: (..., n, V) real tensor. length: L (checked against n; None: inferred).
+
+    Returns:
+        (..., Y) tensor; gradients flow.
+
+    >>> path_sum(torch.tensor([[1.0, 2.0], [10.0, 20.0], [100.0, 200.0]]))   # V = 2, L = 2
+    tensor([ 11.,  21., 102., 202.])
+    """
+    v, l = space_of(edge)
+    if length is not None and length != l:
+        raise ValueError(f"length must be {l} for a table of {edge.shape[-2]} prefixes of V = {v}, got {length}")
+    acc = edge[..., 0, :]  # (..., V): sequences of length 1
+    for t in range(1, l):
+        lo = (v ** t - 1) // (v - 1)
+        # child (prefix m, token a) of length t + 1 has index m * V + a among its level
+        acc = (acc[..., :, None] + edge[..., lo:lo + v ** t, :]).flatten(-2)  # (..., V**(t+1))
+    return acc
+
+
+def sequence_logprobs(z) -> torch.Tensor:
+    r"""log pi(y) = sum_t log softmax(z_{y_<t})[y_t] for all sequences (eq. S1): (..., n, V) -> (..., Y).
+
+    >>> sequence_logprobs(torch.zeros(3, 2)).exp()                  # uniform: 1/4 each
+    tensor([0.2500, 0.2500, 0.2500, 0.2500], dtype=torch.float64)
+    """
+    return path_sum(_log_softmax(_logits(z)))
+
+
+def sequence_entropy(z) -> torch.Tensor:
+    r"""H(pi) = -sum_y pi(y) log pi(y) in nats, by enumeration (eq. S2): (..., n, V) -> (...).
+
+    >>> round(float(sequence_entropy(torch.zeros(3, 2))), 6) == round(2 * math.log(2), 6)
+    True
+    """
+    return _entropy(_logits(z))
+
+
+def _entropy(z: torch.Tensor) -> torch.Tensor:
+    """H(pi) of checked float64 logits (..., n, V) -> (...)."""
+    lp = path_sum(_log_softmax(z))
+    return -(lp.exp() * lp).sum(-1)
+
+
+def state_entropies(z) -> torch.Tensor:
+    r"""H(pi(.|s)) of every state s in nats: (..., n, V) -> (..., n).
+
+    >>> [round(h, 4) for h in state_entropies(torch.tensor([[0.0, 0.0], [0.0, -2.0], [0.0, 0.0]])).tolist()]
+    [0.6931, 0.3653, 0.6931]
+    """
+    lp = _log_softmax(_logits(z))
+    return -(lp.exp() * lp).sum(-1)
+
+
+def prefix_reach(z) -> torch.Tensor:
+    r"""rho(s) = pi(y_<t = s), the probability that a response starts with prefix s: (..., n, V) -> (..., n).
+
+    With it, H(pi) = sum_s rho(s) H(pi(.|s)) (eq. S2).
+
+    >>> [round(r, 6) for r in prefix_reach(torch.tensor([[0.0, math.log(3)], [0.0, 0.0], [0.0, 0.0]])).tolist()]
+    [1.0, 0.25, 0.75]
+    """
+    return _reach_and_paths(_log_softmax(_logits(z)))[0].exp()
+
+
+def _log_softmax(z: torch.Tensor) -> torch.Tensor:
+    """log softmax over the last dimension; for V <= 8 about twice as fast as torch.log_softmax on a CPU."""
+    zc = z - z.detach().amax(-1, keepdim=True)
+    return zc - (zc.exp() @ torch.ones(z.shape[-1], 1, dtype=z.dtype)).log()
+
+
+def _reach_and_paths(lp: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """log rho(s) of every prefix (..., n) and log pi(y) of every sequence (..., Y) from log pi (..., n, V)."""
+    v, l = space_of(lp)
+    levels, acc = [torch.zeros_like(lp[..., 0, :1])], lp[..., 0, :]  # rho(root) = 1
+    for t in range(1, l):
+        levels.append(acc)
+        lo = (v ** t - 1) // (v - 1)
+        acc = (acc[..., :, None] + lp[..., lo:lo + v ** t, :]).flatten(-2)  # (..., V**(t+1))
+    return torch.cat(levels, -1), acc
+
+
+def success_rate(z, rewards) -> torch.Tensor:
+    r"""p = E_{y~pi}[r(y)] (eq. S3). Args: z (..., n, V); rewards (..., Y). Returns (...).
+
+    >>> success_rate(torch.zeros(3, 2), torch.tensor([1.0, 0, 0, 1]))
+    tensor(0.5000, dtype=torch.float64)
+    """
+    lp = sequence_logprobs(z)
+    r = as_real_tensor(rewards, "rewards").to(lp)
+    if r.shape[-1] != lp.shape[-1]:
+        raise ValueError(f"rewards must have {lp.shape[-1]} sequences (V**L) last, got shape {tuple(r.shape)}")
+    return (lp.exp() * r).sum(-1)
+
+
+def sampled_values(table, y) -> torch.Tensor:
+    r"""table[..., y_<t, y_t] at every position of sampled sequences: the per-token values of a batch.
+
+    Args:
+        table: (..., n, V) per-(state, token) values (e.g. log pi, with gradient).
+        y: (..., G) long sequence indices, the leading dims of ``table``.
+
+    Returns:
+        (..., G, L) tensor.
+
+    >>> lp = torch.log_softmax(torch.tensor([[0.0, 0.0], [0.0, 1.0], [2.0, 0.0]]), -1)
+    >>> torch.allclose(sampled_values(lp, torch.tensor([1, 2])).sum(-1), path_sum(lp)[[1, 2]])
+    True
+    """
+    v, l = space_of(table)
+    tokens, prefixes = sequence_positions(y, v, l)  # (..., G, L)
+    flat = table.flatten(-2)  # (..., n * V)
+    idx = (prefixes * v + tokens).flatten(-2)  # (..., G * L)
+    return flat.gather(-1, idx).view(*y.shape, l)  # (..., G, L)
+
+
+class Tasks(NamedTuple):
+    r"""Prompts of the sequence policy: initial ``logits`` (P, n, V) (or (S, P, n, V)), 0/1 ``rewards``
+    (P, Y) and each prompt's ``rules`` (dicts ``weights``, ``modulus``, ``below``, :func:`describe_rule`).
+
+    >>> make_tasks(2, 2, 2, seed=0).rewards.shape
+    torch.Size([2, 4])
+    """
+
+    logits: torch.Tensor
+    rewards: torch.Tensor
+    rules: list
+
+
+def describe_rule(rule: dict) -> str:
+    r"""The reward rule in words: r(y) = 1 iff (sum_t a_t y_t) mod m < c, a checksum of the tokens.
+
+    >>> describe_rule({"weights": [1, 3], "modulus": 5, "below": 2})
+    'r(y) = 1 iff (1*y1 + 3*y2) mod 5 < 2'
+    """
+    terms = " + ".join(f"{a}*y{t + 1}" for t, a in enumerate(rule["weights"]))
+    return f"r(y) = 1 iff ({terms}) mod {rule['modulus']} < {rule['below']}"
+
+
+def _targets(n: int) -> torch.Tensor:
+    """Success-rate targets: one in eight prompts very hard (0.05), the rest spread over 0.15..0.9."""
+    very_hard = n // 8
+    return torch.cat([torch.full((very_hard,), 0.05, dtype=torch.float64),
+                      torch.linspace(0.15, 0.9, n - very_hard, dtype=torch.float64)])
+
+
+def _pick_rule(pi: torch.Tensor, tokens: torch.Tensor, target: float, gen: torch.Generator,
+               n_candidates: int) -> tuple[dict, torch.Tensor]:
+    """The checksum rule among random candidates whose success rate under pi (Y,) is closest to target."""
+    y_count, length = tokens.shape
+    m = torch.randint(2, 21, (n_candidates,), generator=gen)  # moduli 2..20
+    a = 1 + (torch.rand(n_candidates, length, generator=gen) * (m[:, None] - 1)).long()  # weights 1..m-1
+    res = (tokens @ a.T) % m  # (Y, C) residues
+    mass = torch.zeros(n_candidates, 20, dtype=torch.float64)  # (C, 20): the pi-mass of each residue
+    mass.scatter_add_(1, res.T, pi.expand(n_candidates, y_count))
+    p = mass.cumsum(1)[:, :-1]  # (C, 19): p for "residue < c", c = 1..19
+    c = torch.arange(1, 20)
+    ok = (c[None] < m[:, None]) & (p > 1e-9) & (p < 1 - 1e-9)
+    best = int(torch.where(ok, (p - target).abs(), torch.full_like(p, math.inf)).flatten().argmin())
+    i, j = divmod(best, 19)
+    rule = {"weights": a[i].tolist(), "modulus": int(m[i]), "below": int(c[j])}
+    return rule, (res[:, i] < c[j]).double()
+
+
+def make_tasks(n_prompts: int, vocab: int, length: int, *, start: str = "flat", seed: int = 0,
+               sharpness: float = 3.0, n_candidates: int = 256) -> Tasks:
+    r"""P prompts, each its own logit table and its own verifiable reward, success rates spread over K = 0.4's regimes.
+
+    Reward rule (a checksum, :func:`describe_rule`): r(y) = 1 iff (sum_t a_t y_t) mod m < c, with
+    prompt-specific weights a_t in [1, m-1], modulus m in [2, 20] and threshold c, chosen among
+    ``n_candidates`` random rules as the one whose success rate under the initial policy lies
+    closest to the prompt's target: one prompt in eight targets 0.05 (very hard), the others spread
+    evenly over 0.15..0.9, so some are hard (p <= 0.6) and some easy (p > 0.6). Every prompt has at least
+    one correct and one wrong sequence.
+
+    Args:
+        n_prompts: P >= 1. vocab, length: V and L (:func:`n_prefixes`).
+        start: ``"flat"`` (all logits 0, the uniform policy) or ``"peaked"`` (pretrained-like:
+            logits ``sharpness * N(0, 1)``, a low entropy at every state).
+        seed: the task's random seed. sharpness: >= 0, the peaked logits' scale.
+        n_candidates: random rules tried per prompt, >= 1.
+
+    Returns:
+        :class:`Tasks` with logits (P, n, V) float64, rewards (P, Y) float64 and P rules.
+
+    >>> t = make_tasks(8, 4, 5, start="peaked", seed=0)
+    >>> p = success_rate(t.logits, t.rewards)
+    >>> bool(p.min() < 0.1), bool((p <= 0.6).any() and (p > 0.6).any())
+    (True, True)
+    """
+    n = n_prefixes(vocab, length)
+    p_count = check_int(n_prompts, "n_prompts", 1)
+    check_choice(start, "start", STARTS)
+    sharpness = check_finite_scalar(sharpness, "sharpness")
+    if sharpness < 0:
+        raise ValueError(f"sharpness must be >= 0, got {sharpness}")
+    check_int(n_candidates, "n_candidates", 1)
+    gen = torch.Generator().manual_seed(check_int(seed, "seed", 0))
+    z = torch.zeros(p_count, n, vocab, dtype=torch.float64)
+    if start == "peaked":
+        z = sharpness * torch.randn(p_count, n, vocab, generator=gen, dtype=torch.float64)
+    tokens, _ = enumerate_sequences(vocab, length)  # (Y, L)
+    pi = sequence_logprobs(z).exp()  # (P, Y)
+    rules, rewards = [], []
+    for q, target in enumerate(_targets(p_count).tolist()):
+        rule, r = _pick_rule(pi[q], tokens, target, gen, n_candidates)
+        rules.append(rule)
+        rewards.append(r)
+    return Tasks(z, torch.stack(rewards), rules)
+
+
+def task_batch(n_seeds: int, n_prompts: int, vocab: int, length: int, *, start: str = "flat", seed: int = 0,
+               sharpness: float = 3.0) -> Tasks:
+    r"""S independent task sets (seeds ``seed .. seed + S - 1`` of :func:`make_tasks`), stacked: logits
+    (S, P, n, V), rewards (S, P, Y), rules a list of S lists.
+
+    >>> task_batch(3, 4, 2, 3).logits.shape
+    torch.Size([3, 4, 7, 2])
+    """
+    check_int(n_seeds, "n_seeds", 1)
+    sets = [make_tasks(n_prompts, vocab, length, start=start, seed=seed + s, sharpness=sharpness)
+            for s in range(n_seeds)]
+    return Tasks(torch.stack([t.logits for t in sets]), torch.stack([t.rewards for t in sets]),
+                 [t.rules for t in sets])

@@ -1,0 +1,266 @@
+r"""Notebook 07's experiments on the exact sequence policy: the sweep, what each run keeps, curves, the exercise.
+
+:func:`sweep_settings` names the committed sweep's settings (``benchmarks/seqpolicy_findings.py`` runs them with
+:func:`qae_lab.seqpolicy_update.simulate`); :func:`summarise_run` is what ``data/seqpolicy/findings.json`` keeps of
+each run, :func:`tracking` among it for the :func:`headline` settings: how each per-token entropy-change estimator
+of :mod:`qae_lab.ledger` tracks the exact first-order change step by step. :mod:`qae_lab.seqpolicy_report` states
+the results in sentences.
+:func:`run_curves` turns a :func:`qae_lab.seqpolicy_update.simulate` output, :func:`findings_curves` the
+committed findings (:mod:`qae_lab.seqpolicy_report`), into :class:`qae_lab.compare.Curve` s (mean, std and range
+over seeds per step) for :func:`qae_lab.plots.band_figure`; :func:`check_sequence_entropy` checks the notebook's
+exercise (H(pi) by the entropy chain rule, eq. S2 of :mod:`qae_lab.seqpolicy`) against the library.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+
+import torch
+
+from qae_lab._checks import check_int
+from qae_lab.compare import Curve
+from qae_lab.ledger import LEDGER_FORMS
+from qae_lab.seqpolicy import STARTS, n_prefixes, sequence_entropy
+from qae_lab.seqpolicy_update import OPTIMIZERS, UpdateSettings
+
+__all__ = ["K_VALUES", "CELLS", "setting_name", "sweep_settings", "headline", "tracking", "summarise_run",
+           "seed_curve", "run_curves", "findings_curves", "tracking_table", "check_sequence_entropy"]
+
+NOT_ATTEMPTED = "Not attempted yet: replace the stub's `return None` and run this cell again."
+K_VALUES = (0.2, 0.4, 0.6, 0.8)
+# the ledger's four cells (qae_lab.ledger.LEDGER_PARTS), in words
+CELLS = {"dh_hard_pos": "hard prompts' successes", "dh_hard_neg": "hard prompts' failures",
+         "dh_easy_pos": "easy prompts' successes", "dh_easy_neg": "easy prompts' failures"}
+
+
+def setting_name(start: str, baseline: str, k: float, clip_higher: bool, std: bool, optimizer: str = "sgd") -> str:
+    r"""The name of one sweep setting, e.g. ``"flat/quantile K=0.4/clip-higher/std"`` (Adam: ``".../adam"``).
+
+    >>> setting_name("peaked", "mean", 0.4, False, True), setting_name("flat", "mean", 0.4, True, True, "adam")
+    ('peaked/mean/clip-0.2/std', 'flat/mean/clip-higher/std/adam')
+    """
+    base = f"quantile K={k:g}" if baseline == "quantile" else "mean"
+    name = f"{start}/{base}/{'clip-higher' if clip_higher else 'clip-0.2'}/{'std' if std else 'no-std'}"
+    return name if optimizer == "sgd" else f"{name}/{optimizer}"
+
+
+def sweep_settings(*, eta: float, adam_eta: float, group_size: int = 8) -> dict[str, tuple[str, UpdateSettings]]:
+    r"""The sweep: name -> (start, :class:`~qae_lab.seqpolicy_update.UpdateSettings`), two passes each.
+
+    Per start (flat, peaked), plain SGD with step ``eta``: mean and quantile (K = 0.4) baselines, each with and
+    without Clip-Higher (eps_high 0.28 against 0.2) and with and without the group std; the quantile baseline also
+    at K = 0.2, 0.6, 0.8 with Clip-Higher and the std. Then Adam with learning rate ``adam_eta``: mean and quantile
+    (K = 0.4) with Clip-Higher and the std. 13 settings per start.
+
+    >>> names = list(sweep_settings(eta=40.0, adam_eta=0.02)); len(names), names[0], names[-1]
+    (26, 'flat/mean/clip-higher/std', 'peaked/quantile K=0.4/clip-higher/std/adam')
+    """
+    out = {}
+    for start in STARTS:
+        grid = [(b, 0.4, c, s, "sgd") for b in ("mean", "quantile") for c in (True, False) for s in (True, False)]
+        grid += [("quantile", k, True, True, "sgd") for k in K_VALUES if k != 0.4]
+        grid += [(b, 0.4, True, True, "adam") for b in ("mean", "quantile")]
+        for baseline, k, clip_higher, std, opt in grid:
+            out[setting_name(start, baseline, k, clip_higher, std, opt)] = (start, UpdateSettings(
+                group_size=group_size, baseline=baseline, k=k, scale="group" if std else "none", num_iterations=2,
+                eta=adam_eta if opt == "adam" else eta, optimizer=opt, epsilon_high=0.28 if clip_higher else 0.2))
+    return out
+
+
+def _round(x: float, digits: int = 4) -> float | None:
+    """A float rounded to ``digits`` significant digits for a small JSON file; NaN -> None."""
+    return None if not math.isfinite(x) else float(f"{x:.{digits}g}")
+
+
+def _seeds(t: torch.Tensor) -> list[float | None]:
+    return [_round(float(v)) for v in t]
+
+
+def _corr(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Pearson correlation over the last dimension: (S, T), (S, T) -> (S,)."""
+    a, b = a - a.mean(-1, keepdim=True), b - b.mean(-1, keepdim=True)
+    return (a * b).sum(-1) / ((a * a).sum(-1) * (b * b).sum(-1)).sqrt().clamp_min(1e-300)
+
+
+def tracking(out: Mapping[str, torch.Tensor]) -> dict:
+    r"""How each per-token estimator's per-step total tracks the exact first-order change of the whole step, per seed.
+
+    For each form of :data:`qae_lab.ledger.LEDGER_FORMS`, ``estimator_<form>/dh`` against ``dh_first_order``
+    (grad H . dz, every pass): ``corr``, the Pearson correlation over steps; ``sign_agree``, the share of steps
+    with the same sign; ``ratio``, the summed estimate over the summed exact change. ``visit_share``: sum |visitation
+    part| / (sum |state part| + sum |visitation part|) of the first passes, how much of the exact change the
+    per-state terms cannot see (None under Adam, where the change does not split by sample).
+
+    >>> x = lambda *v: torch.tensor([v])
+    >>> out = {"dh_first_order": x(2.0, 4.0, 7.0), "sampled/dh_state": x(1.0, 3.0, 5.0),
+    ...        "sampled/dh_visit": x(1.0, 1.0, 2.0), "estimator_npg/dh": x(1.0, 2.0, 3.0),
+    ...        "estimator_pg/dh": x(1.0, -2.0, 3.0), "estimator_reinforce/dh": x(2.0, 4.0, 8.0)}
+    >>> t = tracking(out); t["npg"], t["reinforce"]["ratio"], t["visit_share"]
+    ({'corr': [0.9934], 'sign_agree': [1.0], 'ratio': [0.4615]}, [1.077], [0.3077])
+    """
+    exact = out["dh_first_order"].double()  # (S, T)
+    res = {}
+    for form in LEDGER_FORMS:
+        est = out[f"estimator_{form}/dh"].double()
+        agree = (est.sign() == exact.sign()).double().mean(-1)
+        res[form] = {"corr": _seeds(_corr(est, exact)), "sign_agree": _seeds(agree),
+                     "ratio": _seeds(est.sum(-1) / exact.sum(-1))}
+    state, visit = out["sampled/dh_state"].double().abs().sum(-1), out["sampled/dh_visit"].double().abs().sum(-1)
+    res["visit_share"] = _seeds(visit / (state + visit))
+    return res
+
+
+def headline(settings: UpdateSettings) -> bool:
+    r"""Whether a sweep setting is a headline one, K = 0.4 with Clip-Higher and the group std (either baseline, either
+    optimizer): the runs whose summaries keep the per-token estimators (:func:`summarise_run`).
+
+    >>> headline(UpdateSettings(epsilon_high=0.28)), headline(UpdateSettings(epsilon_high=0.28, k=0.6))
+    (True, False)
+    """
+    return settings.k == 0.4 and settings.epsilon_high == 0.28 and settings.scale == "group"
+
+
+def _curve(x: torch.Tensor, steps: list[int]) -> dict:
+    """A (S, T) curve at ``steps`` as its mean, std and range over seeds, rounded (a :class:`Curve`'s fields)."""
+    c = seed_curve(x[:, steps].tolist(), steps)
+    return {"steps": steps, **{k: [_round(v) for v in getattr(c, k)] for k in ("mean", "std", "lo", "hi")},
+            "n": c.n_runs}
+
+
+def summarise_run(out: Mapping[str, torch.Tensor], *, every: int = 100, early: int = 100,
+                  estimators: bool = True) -> dict:
+    r"""What the findings keep of one :func:`~qae_lab.seqpolicy_update.simulate` run, per seed (JSON-ready).
+
+    ``early_entropy`` (at step ``early``, or the last) / ``final_entropy`` / ``final_success``; ``entropy_curve``
+    and ``success_curve`` every ``every`` steps from step 0, as mean, std and range over seeds (``steps``,
+    ``mean``, ``std``, ``lo``, ``hi``, ``n``); the ledgers summed over training (``ledger``: ``sampled``, the
+    first passes, -> ``dh``, the four cells and ``dh_state`` -> per seed; with ``estimators``, also
+    ``estimator_npg`` / ``_pg`` / ``_reinforce``, every pass, -> ``dh`` and the four cells; a ledger that is NaN,
+    as ``sampled`` under Adam, is left out); ``dh_exact`` and ``dh_first_order`` summed; the means over steps of
+    ``clip_frac``, ``hard_frac``, ``zero_adv_frac``, and of ``clip_frac`` over the first ``early`` steps
+    (``early_clip_frac``); ``final_entropy_hard0`` / ``_easy0`` and ``final_success_hard0`` / ``_easy0``, means
+    over the prompts hard (p <= 0.6, K = 0.4) / easy at the start; with ``estimators``, :func:`tracking`.
+
+    >>> from qae_lab.seqpolicy import task_batch
+    >>> from qae_lab.seqpolicy_update import simulate
+    >>> t = task_batch(2, 3, 2, 3, start="peaked")
+    >>> s = summarise_run(simulate(t.logits, t.rewards, UpdateSettings(group_size=4), steps=4), every=2)
+    >>> s["entropy_curve"]["steps"], len(s["ledger"]["sampled"]["dh_hard_neg"]), sorted(s["ledger"])
+    ([0, 2, 4], 2, ['estimator_npg', 'estimator_pg', 'estimator_reinforce', 'sampled'])
+    """
+    every, early = check_int(every, "every", 1), check_int(early, "early", 0)
+    entropy, success = out["entropy"], out["success"]
+    steps = list(range(0, entropy.shape[1], every))
+    keep = {"final_entropy": _seeds(entropy[:, -1]), "final_success": _seeds(success[:, -1]),
+            "early_entropy": _seeds(entropy[:, min(early, entropy.shape[1] - 1)]),
+            "entropy_curve": _curve(entropy, steps), "success_curve": _curve(success, steps)}
+    keep["ledger"] = {}
+    for kind in ("sampled", *(f"estimator_{form}" for form in LEDGER_FORMS if estimators)):
+        parts = ("dh", *CELLS, "dh_state") if kind == "sampled" else ("dh", *CELLS)
+        sums = {part: _seeds(out[f"{kind}/{part}"].sum(-1)) for part in parts}
+        if any(v is not None for v in sums["dh"]):
+            keep["ledger"][kind] = sums
+    keep.update({k: _seeds(out[k].sum(-1)) for k in ("dh_exact", "dh_first_order")})
+    keep.update({k: _seeds(out[k].mean(-1)) for k in ("clip_frac", "hard_frac", "zero_adv_frac")})
+    keep["early_clip_frac"] = _seeds(out["clip_frac"][:, :max(early, 1)].mean(-1))
+    hard0 = out["success_per_prompt"][..., 0] <= 1 - 0.4  # (S, P): hard at the start for K = 0.4
+    for key in ("entropy", "success"):
+        final = out[f"{key}_per_prompt"][..., 1]  # (S, P)
+        for name, rows in (("hard0", hard0), ("easy0", ~hard0)):
+            keep[f"final_{key}_{name}"] = _seeds((final * rows).sum(-1) / rows.sum(-1))
+    if estimators:
+        keep["tracking"] = tracking(out)
+    return keep
+
+
+def seed_curve(per_seed: Sequence[Sequence[float]], steps: Sequence[int]) -> Curve:
+    r"""A :class:`~qae_lab.compare.Curve` from one row of values per seed (population std over seeds).
+
+    >>> c = seed_curve([[1.0, 2.0], [3.0, 2.0]], [0, 10]); c.mean, c.std, c.n_runs
+    ([2.0, 2.0], [1.0, 0.0], 2)
+    """
+    x = torch.as_tensor([list(map(float, row)) for row in per_seed], dtype=torch.float64)  # (S, T)
+    if x.dim() != 2 or x.shape[1] != len(steps):
+        raise ValueError(f"per_seed must hold one row of {len(steps)} values (one per step) per seed, "
+                         f"got shape {tuple(x.shape)}")
+    return Curve(list(steps), x.mean(0).tolist(), x.std(0, correction=0).tolist(), x.min(0).values.tolist(),
+                 x.max(0).values.tolist(), x.shape[0])
+
+
+def run_curves(out: Mapping[str, torch.Tensor], keys: Mapping[str, str], *, cumulative: bool = False,
+               stride: int = 1) -> dict[str, Curve]:
+    r"""Curves over seeds of a simulate output: legend name -> key; ``cumulative`` sums per-step metrics over steps.
+
+    Per-step metrics start at step 1, ``entropy`` and ``success`` at step 0; every ``stride``-th step is kept.
+
+    >>> out = {"entropy": torch.tensor([[3.0, 2.0, 1.0]]), "sampled/dh": torch.tensor([[-1.0, -1.0]])}
+    >>> c = run_curves(out, {"H": "entropy", "dH": "sampled/dh"}, cumulative=True)
+    >>> c["H"].steps, c["H"].mean, c["dH"].steps, c["dH"].mean
+    ([0, 1, 2], [3.0, 2.0, 1.0], [1, 2], [-1.0, -2.0])
+    """
+    curves = {}
+    for name, key in keys.items():
+        x = out[key].double()  # (S, T)
+        first = 0 if key in ("entropy", "success") else 1
+        if cumulative and first:
+            x = x.cumsum(-1)
+        idx = list(range(0, x.shape[1], stride))
+        curves[name] = seed_curve(x[:, idx].tolist(), [first + i for i in idx])
+    return curves
+
+
+def findings_curves(findings: Mapping, names: Mapping[str, str], key: str = "entropy_curve") -> dict[str, Curve]:
+    r"""Curves over seeds of committed runs: legend name -> setting name; ``key``: ``entropy_curve`` or
+    ``success_curve`` (as :func:`summarise_run` keeps them).
+
+    >>> c = {"steps": [0, 25], "mean": [2.0, 1.25], "std": [0.0, 0.25], "lo": [2.0, 1.0], "hi": [2.0, 1.5], "n": 2}
+    >>> findings_curves({"runs": {"a": {"entropy_curve": c}}}, {"mean": "a"})["mean"].std
+    [0.0, 0.25]
+    """
+    curves = {label: findings["runs"][name][key] for label, name in names.items()}
+    return {label: Curve(c["steps"], c["mean"], c["std"], c["lo"], c["hi"], c["n"]) for label, c in curves.items()}
+
+
+def tracking_table(findings: Mapping, metric: str = "corr") -> tuple[list[str], list[str], list[list[float]]]:
+    r"""The headline runs' :func:`tracking` as a table for a heatmap: row labels (start, optimizer, baseline), the
+    forms, and per row the mean over seeds of ``metric`` (``corr``, ``sign_agree`` or ``ratio``) of each form.
+
+    >>> t = {f: {"corr": [0.5, 0.7]} for f in LEDGER_FORMS}
+    >>> f = {"runs": {setting_name(s, b, 0.4, True, True, o): {"tracking": t} for s in STARTS for o in OPTIMIZERS
+    ...               for b in ("mean", "quantile")}}
+    >>> rows, forms, z = tracking_table(f); rows[:2], forms, z[0]
+    (['flat, sgd, mean', 'flat, sgd, quantile'], ['npg', 'pg', 'reinforce'], [0.6, 0.6, 0.6])
+    """
+    labels, z = [], []
+    for start in STARTS:
+        for opt in OPTIMIZERS:
+            for b in ("mean", "quantile"):
+                t = findings["runs"][setting_name(start, b, 0.4, True, True, opt)]["tracking"]
+                labels.append(f"{start}, {opt}, {b}")
+                z.append([statistics.fmean(v for v in t[f][metric] if v is not None) for f in LEDGER_FORMS])
+    return labels, list(LEDGER_FORMS), z
+
+
+def check_sequence_entropy(fn: Callable) -> str:
+    r"""Check ``fn(z) -> H`` for logit tables z of shape (n, V): the sequence entropy in nats.
+
+    >>> check_sequence_entropy(lambda z: None) == NOT_ATTEMPTED
+    True
+    >>> check_sequence_entropy(sequence_entropy)
+    'Correct: your entropy matches qae_lab.seqpolicy.sequence_entropy on 12 policies.'
+    """
+    gen = torch.Generator().manual_seed(0)
+    if fn(torch.zeros(3, 2, dtype=torch.float64)) is None:
+        return NOT_ATTEMPTED
+    cases = 0
+    for vocab, length in ((2, 1), (2, 3), (3, 2), (4, 3)):
+        for scale in (0.0, 1.0, 3.0):
+            z = scale * torch.randn(n_prefixes(vocab, length), vocab, generator=gen, dtype=torch.float64)
+            got, want = torch.as_tensor(fn(z.clone()), dtype=torch.float64), sequence_entropy(z)
+            if got.shape != want.shape or not torch.allclose(got, want, atol=1e-6):
+                raise AssertionError(f"V={vocab}, L={length}, logits {z.tolist()}: expected {float(want):.6f} nats, "
+                                     f"got {got.tolist()}")
+            cases += 1
+    return f"Correct: your entropy matches qae_lab.seqpolicy.sequence_entropy on {cases} policies."

@@ -1,0 +1,365 @@
+r"""The sequence-policy findings: finding and reading the committed file, and the sentences stated from it.
+
+``benchmarks/seqpolicy_findings.py`` runs :func:`qae_lab.seqpolicy_lab.sweep_settings` with
+:func:`qae_lab.seqpolicy_update.simulate` and :func:`qae_lab.seqpolicy_update.update_variance` and keeps
+:func:`qae_lab.seqpolicy_lab.summarise_run` of each run in ``data/seqpolicy/findings.json``; notebook 07 states every
+result with :func:`findings_sentences` (the trainer's ledger in plain words: :func:`trainer_ledger_sentences`; the
+ledger's cells: :func:`cell_sentences`; the headlines: :func:`summary_sentences`), so that each sentence is
+generated from the committed data and stays true when the runs change.
+
+How a comparison is worded (:func:`compare_sentence`): setting A against setting B over the same seeds (the same
+tasks and the same random stream, so seeds pair up): both sides as mean ± std over seeds, the difference in
+seed-spread units (d = difference / pooled population std), and how many paired seeds go the same way. "lower" /
+"higher" only when every paired seed agrees (with 8 seeds a sign test's p = 2/256); otherwise "no clear
+difference". With few seeds this is a description, not a significance test.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+from qae_lab.compare import find_up
+from qae_lab.ledger import LEDGER_FORMS
+from qae_lab.runstats import Stat, stat
+from qae_lab.seqpolicy import STARTS
+from qae_lab.seqpolicy_lab import CELLS, K_VALUES, setting_name
+from qae_lab.seqpolicy_update import OPTIMIZERS
+
+__all__ = ["FINDINGS_PATH", "FORMS", "find_findings", "load_findings", "Paired", "paired", "compare_sentence",
+           "findings_sentences", "tracking_sentences", "trainer_ledger_sentences", "cell_sentences",
+           "variance_sentences", "summary_sentences"]
+
+FINDINGS_PATH = os.path.join("data", "seqpolicy", "findings.json")
+# the per-token estimators of qae_lab.ledger.entropy_change_terms, as the sentences name them
+FORMS = {"npg": "npg (the trainer's ledger/*)", "pg": "pg", "reinforce": "reinforce"}
+OPTIMIZER_NAMES = {"sgd": "SGD", "adam": "Adam"}
+
+
+def find_findings(start: str | os.PathLike | None = None) -> Path | None:
+    r"""The committed ``data/seqpolicy/findings.json``, looked for from ``start`` (the cwd) upwards, then beside the
+    package (a source checkout); None where this copy of qae_lab has none (a plain ``pip install``).
+
+    >>> find_findings().parts[-3:]    # in a source checkout
+    ('data', 'seqpolicy', 'findings.json')
+    """
+    found = find_up(os.path.join("data", "seqpolicy"), start)
+    beside = Path(__file__).resolve().parents[1] / FINDINGS_PATH
+    for path in ([found / "findings.json"] if found else []) + [beside]:
+        if path.is_file():
+            return path
+    return None
+
+
+def load_findings(path: str | os.PathLike | None = None) -> dict:
+    r"""The findings as a dict (``meta``, ``runs``, ``variance``); ``path`` None: :func:`find_findings`.
+
+    >>> sorted(load_findings())
+    ['meta', 'runs', 'variance']
+    """
+    path = find_findings() if path is None else Path(path)
+    if path is None or not Path(path).is_file():
+        raise ValueError(f"path must be a findings.json file; none found (make it with python "
+                         f"benchmarks/seqpolicy_findings.py), got {path}")
+    return json.loads(Path(path).read_text())
+
+
+class Paired(NamedTuple):
+    r"""Setting A against B over paired seeds: each side's :class:`~qae_lab.runstats.Stat`, ``diff`` = mean(A) -
+    mean(B), ``d`` in seed spreads (None without spread), ``n_lower`` seeds where A < B, ``n_higher``, ``n``.
+
+    >>> paired([1.0, 2.0], [2.0, 2.5]).n_lower
+    2
+    """
+
+    a: Stat
+    b: Stat
+    diff: float
+    d: float | None
+    n_lower: int
+    n_higher: int
+    n: int
+
+
+def paired(a: Sequence[float | None], b: Sequence[float | None]) -> Paired:
+    r"""The :class:`Paired` comparison of per-seed numbers (the i-th of each from the same seed; None pairs skipped).
+
+    >>> p = paired([0.29, 0.27, 0.31], [0.34, 0.33, 0.36]); round(p.diff, 3), round(p.d, 1), p.n_lower
+    (-0.053, -3.7, 3)
+    """
+    if len(a) != len(b):
+        raise ValueError(f"a and b must hold one number per seed each, got {len(a)} and {len(b)}")
+    pairs = [(x, y) for x, y in zip(a, b) if x is not None and y is not None]
+    if not pairs:
+        raise ValueError("a and b must share at least one seed with numbers on both sides")
+    sa, sb = stat(x for x, _ in pairs), stat(y for _, y in pairs)
+    pooled = math.sqrt((sa.std ** 2 + sb.std ** 2) / 2)
+    diff = sa.mean - sb.mean
+    return Paired(sa, sb, diff, diff / pooled if pooled > 0 else None, sum(x < y for x, y in pairs),
+                  sum(x > y for x, y in pairs), len(pairs))
+
+
+def _value(run: Mapping, quantity: str) -> list:
+    """A per-seed list from a run's summary by a dotted path (``"ledger.sampled.dh_easy_neg"``)."""
+    node = run
+    for key in quantity.split("."):
+        node = node[key]
+    return node
+
+
+def compare_sentence(findings: Mapping, a: str, b: str, quantity: str, what: str, *, unit: str = "nats",
+                     digits: int = 2, label_a: str | None = None, label_b: str | None = None) -> str:
+    r"""One sentence comparing a quantity between two settings of the findings over their paired seeds.
+
+    Args:
+        findings: :func:`load_findings`. a, b: setting names (keys of ``findings["runs"]``).
+        quantity: a dotted path into a run's summary (:func:`qae_lab.seqpolicy_lab.summarise_run`), e.g.
+            ``"ledger.sampled.dh"``.
+        what: what is compared, the sentence's start. unit, digits: how the numbers are written.
+        label_a, label_b: names for the settings (default: their keys).
+
+    >>> f = {"runs": {"x": {"final_entropy": [0.29, 0.27, 0.31]}, "y": {"final_entropy": [0.34, 0.33, 0.36]}}}
+    >>> compare_sentence(f, "x", "y", "final_entropy", "final entropy, flat start")
+    'final entropy, flat start, x vs y: 0.29±0.02 vs 0.34±0.01 nats over 3 seeds: lower, 3.7 seed-spreads apart (3 of 3 paired seeds lower)'
+    """
+    return _sentence(what, label_a or a, label_b or b, _value(findings["runs"][a], quantity),
+                     _value(findings["runs"][b], quantity), unit, digits)
+
+
+def _sentence(what: str, label_a: str, label_b: str, a: Sequence, b: Sequence, unit: str, digits: int) -> str:
+    """:func:`compare_sentence` of two per-seed lists."""
+    p = paired(a, b)
+    word = "lower" if p.n_lower == p.n else "higher" if p.n_higher == p.n else "no clear difference"
+    most = ("lower", p.n_lower) if p.n_lower >= p.n_higher else ("higher", p.n_higher)
+    spread = "no seed spread" if p.d is None else f"{abs(p.d):.1f} seed-spreads apart"
+    fmt = lambda s: f"{s.mean:.{digits}f}±{s.std:.{digits}f}"  # noqa: E731
+    unit = f" {unit}" if unit else ""
+    return (f"{what}, {label_a} vs {label_b}: {fmt(p.a)} vs {fmt(p.b)}{unit} over {p.n} seeds: {word}, "
+            f"{spread} ({most[1]} of {p.n} paired seeds {most[0]})")
+
+
+def _opts(clip_higher: bool, std: bool) -> str:
+    return f"{'Clip-Higher' if clip_higher else 'clip 0.2'}, {'std scaling' if std else 'no std scaling'}"
+
+
+def _ms(values: Sequence, fmt: str) -> str:
+    """mean±std over seeds in ``fmt`` (e.g. ``"+.2f"``), or "n/a" where no seed has a number."""
+    s = stat(values)
+    if s is None:
+        return "n/a"
+    return f"{format(s.mean, fmt)}±{format(s.std, fmt.lstrip('+'))}"
+
+
+def _mean(values: Sequence) -> float:
+    """The mean over seeds (NaN where no seed has a number)."""
+    st = stat(values)
+    return math.nan if st is None else st.mean
+
+
+def _tracking_sentence(run: Mapping, label: str, adam: bool) -> str:
+    """How the three per-token estimators tracked the exact change in one setting, over its seeds."""
+    t = run["tracking"]
+    forms = "; ".join(f"{FORMS[f]} correlates {_ms(t[f]['corr'], '+.2f')}, has its sign on "
+                      f"{_ms(t[f]['sign_agree'], '.0%')} of steps and sums to {_ms(t[f]['ratio'], '+.3g')} times it"
+                      for f in LEDGER_FORMS)
+    best = max(LEDGER_FORMS, key=lambda f: _mean(t[f]["corr"]))
+    tail = (" (under Adam the sums' scale is nominal: Adam rescales every logit's step)" if adam else
+            f"; the states' visitation, which per-state terms cannot see, is {_ms(t['visit_share'], '.0%')} of the "
+            "exact change")
+    return (f"{label}: per step, against the exact first-order change of the whole step (grad H . dz), {forms}; "
+            f"the {best} form tracks it best{tail}")
+
+
+def _headline(start: str, baseline: str, optimizer: str = "sgd") -> str:
+    """The setting name of the headline comparison: K = 0.4, Clip-Higher and the group std."""
+    return setting_name(start, baseline, 0.4, True, True, optimizer)
+
+
+def tracking_sentences(findings: Mapping) -> list[str]:
+    r"""How each per-token estimator tracked the exact first-order change of each step, per start, optimizer and
+    baseline (K = 0.4, Clip-Higher, std), and the trainer's form (npg) compared between the baselines and between
+    the optimizers over paired seeds.
+
+    >>> len(tracking_sentences(load_findings()))
+    16
+    """
+    out = []
+    corr = lambda start, b, opt: findings["runs"][_headline(start, b, opt)]["tracking"]["npg"]["corr"]  # noqa: E731
+    what = "per-step correlation of the trainer's ledger (npg) with the exact change"
+    for start in STARTS:
+        for opt in OPTIMIZERS:
+            for b in ("mean", "quantile"):
+                out.append(_tracking_sentence(findings["runs"][_headline(start, b, opt)],
+                                              f"{start} start, {OPTIMIZER_NAMES[opt]}, {b}", opt == "adam"))
+            out.append(_sentence(f"{what}, {OPTIMIZER_NAMES[opt]}, {start} start", "quantile", "mean",
+                                 corr(start, "quantile", opt), corr(start, "mean", opt), "", 2))
+        for b in ("mean", "quantile"):
+            out.append(_sentence(f"{what}, {b}, {start} start", "Adam", "SGD", corr(start, b, "adam"),
+                                 corr(start, b, "sgd"), "", 2))
+    return out
+
+
+def trainer_ledger_sentences(findings: Mapping) -> list[str]:
+    r"""In plain words: which form the trainer logs; how each form tracked the exact change under each optimizer over
+    the four headline settings (flat / peaked start x mean / quantile baseline); the trainer's form under Adam against
+    SGD, and under the quantile baseline against the mean. From the findings' seed means.
+
+    >>> trainer_ledger_sentences(load_findings())[0][:40]
+    'QAETrainer logs the form npg as ledger/*'
+    """
+    n = findings["meta"]["n_seeds"]
+    out = ["QAETrainer logs the form npg as ledger/*: d_t = -(log pi_t + H_t) A_t, Cui et al.'s covariance "
+           "Cov(log pi, A) with the state's exact centring"]
+    rng = lambda xs, fmt: f"{format(min(xs), fmt)} to {format(max(xs), fmt)}"  # noqa: E731
+    avg = lambda xs: sum(xs) / len(xs)  # noqa: E731
+    npg = {}  # (optimizer, baseline) -> the trainer's form's (corr, sign_agree) seed means, one per start
+    for opt in OPTIMIZERS:
+        runs = {(start, b): findings["runs"][_headline(start, b, opt)]["tracking"] for start in STARTS
+                for b in ("mean", "quantile")}
+        corr = {f: [_mean(t[f]["corr"]) for t in runs.values()] for f in LEDGER_FORMS}
+        sign = {f: [_mean(t[f]["sign_agree"]) for t in runs.values()] for f in LEDGER_FORMS}
+        for (start, b), t in runs.items():
+            npg.setdefault((opt, b), []).append((_mean(t["npg"]["corr"]), _mean(t["npg"]["sign_agree"])))
+        forms = "; ".join(f"the {f} form {rng(corr[f], '+.2f')} (sign right on {rng(sign[f], '.0%')} of steps)"
+                          for f in LEDGER_FORMS)
+        best = max(LEDGER_FORMS, key=lambda f: sum(corr[f]))
+        out.append(f"Under {OPTIMIZER_NAMES[opt]}, the per-step total's correlation with the exact first-order "
+                   f"change, over the four settings' seed means ({n} seeds each): {forms}. Best on average: {best}")
+    pairs = {opt: [x for b in ("mean", "quantile") for x in npg[opt, b]] for opt in OPTIMIZERS}
+    higher = sum(a[0] > s[0] for a, s in zip(pairs["adam"], pairs["sgd"]))
+    out.append(f"The trainer's form (npg) tracked the exact change better under Adam than under SGD in {higher} of "
+               f"{len(pairs['sgd'])} settings (mean correlation {avg([c for c, _ in pairs['adam']]):+.2f} against "
+               f"{avg([c for c, _ in pairs['sgd']]):+.2f}; its sign right on {avg([g for _, g in pairs['adam']]):.0%} "
+               f"against {avg([g for _, g in pairs['sgd']]):.0%} of steps)")
+    by_base = {b: [x for opt in OPTIMIZERS for x in npg[opt, b]] for b in ("mean", "quantile")}
+    lower = sum(q[0] < m[0] for q, m in zip(by_base["quantile"], by_base["mean"]))
+    out.append(f"Under the quantile baseline the trainer's form correlated less with the exact change than under the "
+               f"mean in {lower} of {len(by_base['mean'])} (start, optimizer) settings (mean correlation "
+               f"{avg([c for c, _ in by_base['quantile']]):+.2f} against {avg([c for c, _ in by_base['mean']]):+.2f})")
+    return out
+
+
+def cell_sentences(findings: Mapping) -> list[str]:
+    r"""Under SGD, per start and baseline: the ledger cell that moved the entropy most (first passes summed over
+    training), and the cell each per-token form makes largest (every pass, in its own units).
+
+    >>> len(cell_sentences(load_findings()))
+    4
+    """
+    out = []
+    top = lambda sums: max(CELLS, key=lambda c: abs(_mean(sums[c])))  # noqa: E731
+    for start in STARTS:
+        for b in ("mean", "quantile"):
+            ledger = findings["runs"][_headline(start, b)]["ledger"]
+            exact = top(ledger["sampled"])
+            named = {f: top(ledger[f"estimator_{f}"]) for f in LEDGER_FORMS}
+            forms = ", ".join(f"{f} {'the same' if c == exact else CELLS[c]}" for f, c in named.items())
+            out.append(f"{start} start, {b}: the ledger cell that moved the entropy most is {CELLS[exact]} ({exact}, "
+                       f"{_ms(ledger['sampled'][exact], '+.3f')} of the total {_ms(ledger['sampled']['dh'], '+.3f')} "
+                       f"nats, first passes summed over training); the per-token forms' largest cell: {forms}")
+    return out
+
+
+# quantile (K = 0.4) against mean, both with Clip-Higher and the std: (topic, quantity, what, unit, digits)
+_VERSUS_MEAN = (
+    ("entropy", "early_entropy", "entropy after {early_step} steps", "nats", 2),
+    ("ledger", "ledger.sampled.dh", "summed entropy change from all samples (dh)", "nats", 3),
+    *(("ledger", f"ledger.sampled.{c}", f"summed entropy change from {w} ({c})", "nats", 3) for c, w in CELLS.items()),
+    ("regimes", "final_entropy_hard0", "final entropy of the prompts hard at the start", "nats", 2),
+    ("regimes", "final_entropy_easy0", "final entropy of the prompts easy at the start", "nats", 2),
+    ("regimes", "hard_frac", "share of hard prompts", "", 3),
+    ("regimes", "zero_adv_frac", "share of zero advantages", "", 3),
+    ("regimes", "final_success", "final success rate", "", 3),
+    ("regimes", "final_success_hard0", "final success rate of the prompts hard at the start", "", 3),
+    ("estimator", "ledger.estimator_npg.dh", "the trainer's per-token ledger (npg), summed", "nats", 3),
+    ("estimator", "dh_first_order", "the exact first-order change, summed", "nats", 3),
+)
+
+
+def findings_sentences(findings: Mapping) -> dict[str, list[str]]:
+    r"""Every result of the findings as sentences, by topic: ``entropy``, ``ledger``, ``regimes``, ``estimator``,
+    ``clipping``, ``adam``. Quantile means K = 0.4 unless a K is named, the optimizer SGD unless Adam is named;
+    ledger numbers are first-order entropy changes summed over training (nats; ``sampled``: the first of the two
+    passes of each step; the estimators and ``dh_first_order``: both).
+
+    >>> sorted(findings_sentences(load_findings()))
+    ['adam', 'clipping', 'entropy', 'estimator', 'ledger', 'regimes']
+    """
+    out: dict[str, list[str]] = {k: [] for k in ("entropy", "ledger", "regimes", "estimator", "clipping", "adam")}
+    q = lambda start, k=0.4, c=True, s=True: setting_name(start, "quantile", k, c, s)  # noqa: E731
+    m = lambda start, c=True, s=True: setting_name(start, "mean", 0.4, c, s)  # noqa: E731
+    versus = lambda start, a, b, key, what, **kw: compare_sentence(  # noqa: E731
+        findings, a, b, key, f"{what}, {start} start", **kw)
+    qm = {"label_a": "quantile", "label_b": "mean"}
+    for start in STARTS:
+        for c, s in ((True, True), (True, False), (False, True), (False, False)):
+            out["entropy"].append(versus(start, q(start, c=c, s=s), m(start, c, s), "final_entropy",
+                                         f"final entropy, {_opts(c, s)}", **qm))
+        for k in (k for k in K_VALUES if k != 0.4):
+            out["entropy"].append(versus(start, q(start, k), m(start), "final_entropy", f"final entropy, "
+                                         f"{_opts(True, True)}", label_a=f"quantile K={k:g}", label_b="mean"))
+        for topic, key, what, unit, digits in _VERSUS_MEAN:
+            out[topic].append(versus(start, q(start), m(start), key, what.format(**findings["meta"]), unit=unit,
+                                     digits=digits, **qm))
+        for base, name in (("mean", m), ("quantile", q)):
+            for key, what, unit, digits in (
+                    ("final_entropy", "final entropy", "nats", 2),
+                    ("early_clip_frac", f"share of clipped tokens over the first {findings['meta']['early_step']} "
+                                        "steps", "", 4),
+                    ("clip_frac", "share of clipped tokens over all steps", "", 4)):
+                out["clipping"].append(versus(start, name(start), name(start, c=False), key, f"{what}, {base}",
+                                              unit=unit, digits=digits, label_a="Clip-Higher", label_b="clip 0.2"))
+        for key, what, unit, digits in (("early_entropy", f"entropy after {findings['meta']['early_step']} steps",
+                                         "nats", 2), ("final_entropy", "final entropy", "nats", 2),
+                                        ("final_success", "final success rate", "", 3)):
+            out["adam"].append(versus(start, _headline(start, "quantile", "adam"), _headline(start, "mean", "adam"),
+                                      key, f"{what}, Adam", unit=unit, digits=digits, **qm))
+    out["estimator"] += tracking_sentences(findings)
+    return out
+
+
+def variance_sentences(findings: Mapping) -> list[str]:
+    r"""SA-AH's and AH's update against GRPO's (alpha = 0) on the same sampled groups, per start, over task seeds.
+
+    >>> len(variance_sentences(load_findings())) > 0
+    True
+    """
+    out = []
+    var = findings["variance"]
+    for start, variants in var["per_start"].items():
+        plain = variants["alpha = 0"]
+        for name, v in variants.items():
+            if name == "alpha = 0":
+                continue
+            for key, what, digits in (("trace_var", "tr Cov(dz), the update's variance", 3),
+                                      ("noise_to_signal", "noise to signal tr Cov(dz) / |E dz|^2", 2),
+                                      ("cos_success", "cos(E dz, grad p), alignment with the success gradient", 3),
+                                      ("dh_mean", "E[grad H . dz], the update's expected first-order dH", 5)):
+                out.append(_sentence(f"{what}, {start} start", name, "alpha = 0", v[key], plain[key], "", digits))
+            c = stat(v["cos_plain"])
+            out.append(f"{start} start, {name} vs alpha = 0: cos(E dz, GRPO's E dz) = {c.mean:.3f}±{c.std:.3f} "
+                       f"over {c.n} task seeds")
+    return out
+
+
+def summary_sentences(findings: Mapping) -> list[str]:
+    r"""The headline results for notebook 07's summary, all from the findings: final entropy, quantile vs mean, under
+    SGD and Adam; the ledger cells (:func:`cell_sentences`); the trainer's per-token ledger against the exact change
+    (:func:`trainer_ledger_sentences`); SA-AH's update variance.
+
+    >>> len(summary_sentences(load_findings())) >= 12
+    True
+    """
+    out = []
+    for start in STARTS:
+        for opt in OPTIMIZERS:
+            out.append(compare_sentence(findings, _headline(start, "quantile", opt), _headline(start, "mean", opt),
+                                        "final_entropy", f"final entropy, {start} start, {OPTIMIZER_NAMES[opt]}, "
+                                        f"{_opts(True, True)}", label_a="quantile", label_b="mean"))
+    out += cell_sentences(findings) + trainer_ledger_sentences(findings)[1:]
+    out += [line for line in variance_sentences(findings) if line.startswith("tr Cov") and ", SA-AH" in line]
+    return out
