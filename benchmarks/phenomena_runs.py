@@ -1,24 +1,26 @@
-"""The committed phenomena runs of notebook 06: every experiment of qae_lab.phenomena.EXPERIMENTS.
+"""The committed phenomena runs of notebook 06: the search that chose their settings, then every experiment.
 
-For each experiment, method, seed (and K, for the K sweep) this runs
-``python -m qae_lab train --preset <preset> --method <method> --set <the experiment's sets> --set seed=S``
-(dense updates, so ``entropy`` covers every response), one run at a time (``--threads 1``: two scripts, one per
-experiment, share 2 cores best), then keeps the
-small part of each run folder under ``data/reference_runs/phenomena/<experiment>/<run>/``:
-``config.json``, ``log.jsonl`` and ``summary.json`` (the before/after evaluation summaries without
-the per-problem completions), and prints each run's wall time.
+Every run is ``python -m qae_lab train --preset <preset> --method <method> --set <settings> --set seed=S``
+(dense updates, so ``entropy`` covers every response), and keeps the small part of its folder:
+``config.json``, ``log.jsonl`` and ``summary.json`` (the before/after evaluation summaries without the
+per-problem completions).
 
-    python benchmarks/phenomena_runs.py --work /tmp/phen                 # all experiments
-    python benchmarks/phenomena_runs.py --work /tmp/phen --only entropy  # one of them
-    python benchmarks/phenomena_runs.py --work /tmp/phen --collect-only
-    python benchmarks/phenomena_runs.py --search /tmp/explore/runs    # summarise exploratory runs
+    python benchmarks/phenomena_runs.py --search-run /tmp/phen --jobs 2   # 1. qae_lab.phenomena.SEARCH
+    python benchmarks/phenomena_runs.py --search /tmp/phen/search          #    -> phenomena/search.json
+    python benchmarks/phenomena_runs.py --work /tmp/phen --jobs 2          # 2. every experiment, fresh seeds
+    python benchmarks/phenomena_runs.py --work /tmp/phen --only entropy --collect-only
 
-``--search DIR`` writes ``data/reference_runs/phenomena/search.json``: for every run folder in DIR
-(the exploratory runs made while choosing the experiments' settings) its settings and entropy and
-reward figures (:func:`qae_lab.phenomena.search_row`); notebook 06 prints it.
+1. ``--search-run DIR`` runs every entry of :data:`qae_lab.phenomena.SEARCH` (one seed,
+   :data:`qae_lab.phenomena.SEARCH_SEED`, which no reported run uses) into ``DIR/search/``; ``--search DIR``
+   writes ``data/reference_runs/phenomena/search.json``: each run's settings, its entropy and reward at the
+   start and the end, its clipped fraction and its pass@1 before and after (:func:`qae_lab.phenomena.search_row`).
+   :data:`qae_lab.phenomena.BASE_SETS` is then set from it, by hand, with the reason in a comment.
+2. ``--work DIR`` runs every experiment of :data:`qae_lab.phenomena.EXPERIMENTS` (methods x seeds, and K for the
+   K sweep) into ``DIR/<experiment>/`` and keeps each under ``data/reference_runs/phenomena/<experiment>/``.
 
-A finished run (its ``eval_after.json`` exists) is not run again; an unfinished one is refused by
-the CLI (a run folder is never overwritten): delete it yourself to run it again.
+``--jobs 2`` runs two at a time, each on one torch thread (two processes of two threads each on 2 cores run
+several times slower than one). A finished run (its ``eval_after.json`` exists) is not run again; an
+unfinished one is refused by the CLI (a run folder is never overwritten): delete it yourself to run it again.
 """
 
 from __future__ import annotations
@@ -28,31 +30,52 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from qae_lab.compare import load_runs
-from qae_lab.phenomena import EXPERIMENTS, run_names, search_row
+from qae_lab.phenomena import EXPERIMENTS, SEARCH, SEARCH_SEED, run_names, search_row
 from qae_lab.runfolder import atomic_write_text, read_log
 from reference_runs import keep_run  # the sibling script: the same small part of each run folder
 
 DEST = Path(__file__).resolve().parents[1] / "data" / "reference_runs" / "phenomena"
+_BOOKKEEPING = ["sparse_update=false", "disable_tqdm=true", "save_model=false"]
 
 
-def run(work: Path, only: list[str], threads: int | None) -> None:
-    for name in only:
-        exp = EXPERIMENTS[name]
-        for folder, method, sets in run_names(name):
-            out = work / name / folder
-            if (out / "eval_after.json").is_file():
-                continue
-            cmd = [sys.executable, "-m", "qae_lab", "train", "--preset", exp["preset"], "--method", method,
-                   "--output-dir", str(out)]
-            extra = [f"torch_threads={threads}"] if threads else []
-            for s in [*exp["sets"], *sets, "sparse_update=false", "disable_tqdm=true", "save_model=false", *extra]:
-                cmd += ["--set", s]
-            print(" ".join(cmd), flush=True)
-            env = {**os.environ, "OMP_NUM_THREADS": str(threads)} if threads else None
-            subprocess.run(cmd, check=True, env=env)
+def _job(preset: str, method: str, sets: list[str], out: Path, threads: int | None) -> list[str] | None:
+    """The command of one run, or None when it has finished already."""
+    if (out / "eval_after.json").is_file():
+        return None
+    cmd = [sys.executable, "-m", "qae_lab", "train", "--preset", preset, "--method", method, "--output-dir", str(out)]
+    for s in [*sets, *_BOOKKEEPING, *([f"torch_threads={threads}"] if threads else [])]:
+        cmd += ["--set", s]
+    return cmd
+
+
+def _run_all(cmds: list[list[str]], jobs: int) -> None:
+    threads = 1 if jobs > 1 else None
+    env = {**os.environ, "OMP_NUM_THREADS": "1"} if threads else None
+
+    def one(cmd: list[str]) -> None:
+        print(" ".join(cmd[2:]), flush=True)
+        subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL if jobs > 1 else None)
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        list(pool.map(one, cmds))
+
+
+def run(work: Path, only: list[str], jobs: int) -> None:
+    threads = 1 if jobs > 1 else None
+    cmds = [_job(EXPERIMENTS[name]["preset"], method, [*EXPERIMENTS[name]["sets"], *sets], work / name / folder,
+                 threads) for name in only for folder, method, sets in run_names(name)]
+    _run_all([c for c in cmds if c], jobs)
+
+
+def search_run(work: Path, jobs: int) -> None:
+    threads = 1 if jobs > 1 else None
+    cmds = [_job("cpu-sums", method, [*sets, f"seed={SEARCH_SEED}"], work / "search" / name, threads)
+            for name, method, sets in SEARCH]
+    _run_all([c for c in cmds if c], jobs)
 
 
 def collect(work: Path, only: list[str]) -> None:
@@ -70,13 +93,16 @@ def collect(work: Path, only: list[str]) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--work", type=Path, help="folder for the full run folders")
-    p.add_argument("--search", type=Path, help="summarise the exploratory runs in this folder into search.json")
+    p.add_argument("--work", type=Path, help="folder for the experiments' full run folders")
+    p.add_argument("--search-run", type=Path, help="run qae_lab.phenomena.SEARCH into this folder's search/")
+    p.add_argument("--search", type=Path, help="summarise the search runs in this folder into search.json")
     p.add_argument("--only", nargs="*", choices=sorted(EXPERIMENTS), default=sorted(EXPERIMENTS))
     p.add_argument("--collect-only", action="store_true")
-    p.add_argument("--threads", type=int, help="torch threads per run: 1 lets two of these scripts share 2 cores "
-                   "(two processes of 2 threads each on 2 cores run several times slower than one)")
+    p.add_argument("--jobs", type=int, default=1, help="runs at a time (each on one torch thread when > 1)")
     args = p.parse_args()
+    if args.search_run:
+        search_run(args.search_run, args.jobs)
+        return
     if args.search:
         rows = [search_row(r) for r in sorted(load_runs(args.search), key=lambda r: r.name)]
         DEST.mkdir(parents=True, exist_ok=True)
@@ -84,9 +110,9 @@ def main() -> None:
         print(f"{len(rows)} runs -> {DEST / 'search.json'}")
         return
     if args.work is None:
-        p.error("--work is required (unless --search)")
+        p.error("--work is required (unless --search-run or --search)")
     if not args.collect_only:
-        run(args.work, args.only, args.threads)
+        run(args.work, args.only, args.jobs)
     collect(args.work, args.only)
 
 

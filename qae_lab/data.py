@@ -36,7 +36,7 @@ from qae_lab._checks import check_int
 
 __all__ = [
     "SYSTEM_PROMPT", "GSM8K_ENV", "LEVELS", "load_gsm8k", "gsm8k_gold", "sa_ah_split", "synthetic_task",
-    "chat_messages", "prompt_text", "xml_completion", "to_grpo_dataset", "seeded_subset",
+    "chat_messages", "prompt_text", "xml_completion", "to_grpo_dataset", "seeded_subset", "cycled_records",
 ]
 
 GSM8K_ENV = "QAE_LAB_GSM8K_DIR"
@@ -238,18 +238,33 @@ def synthetic_task(n: int, *, levels=LEVELS, seed: int = 0) -> list[dict[str, An
     >>> [x["level"] for x in r], r[0]["answer"].splitlines()[-1] == "#### " + r[0]["gold"]
     ([1, 4], True)
     """
+    return cycled_records(n, levels, LEVELS, seed, "synthetic", lambda level, rng: (*_problem(level, rng), {}))
+
+
+def cycled_records(n: int, levels, allowed, seed: int, source: str, problem) -> list[dict[str, Any]]:
+    r"""``n`` records of a synthetic task in GSM8K's record shape, levels cycled, deterministic by ``seed``.
+
+    Args:
+        n: >= 1. levels: a non-empty subset of ``allowed``. seed: the one random stream's seed.
+        source: the records' ``source`` and id prefix.
+        problem: ``problem(level, rng) -> (question, steps, answer value, extra fields)``.
+
+    >>> one = lambda level, rng: (f"{level} + 1?", [f"{level} + 1 = {level + 1}"], level + 1, {"terms": [level, 1]})
+    >>> [(r["id"], r["gold"], r["terms"]) for r in cycled_records(3, (1, 2), (1, 2), 0, "toy", one)]
+    [('toy-0-0', '2', [1, 1]), ('toy-0-1', '3', [2, 1]), ('toy-0-2', '2', [1, 1])]
+    """
     check_int(n, "n", 1)
     levels = tuple(levels)
-    if not levels or any(lv not in LEVELS for lv in levels):
-        raise ValueError(f"levels must be a non-empty subset of {LEVELS}, got {levels!r}")
+    if not levels or any(lv not in allowed for lv in levels):
+        raise ValueError(f"levels must be a non-empty subset of {tuple(allowed)}, got {levels!r}")
     rng = random.Random(seed)
     out = []
     for i in range(n):
         level = levels[i % len(levels)]
-        question, steps, value = _problem(level, rng)
-        out.append({"id": f"synthetic-{seed}-{i}", "question": question,
+        question, steps, value, extra = problem(level, rng)
+        out.append({"id": f"{source}-{seed}-{i}", "question": question, **extra,
                     "answer": "\n".join(steps) + f"\n#### {value}", "gold": str(value), "level": level,
-                    "source": "synthetic", "steps": steps})
+                    "source": source, "steps": steps})
     return out
 
 

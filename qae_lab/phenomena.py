@@ -25,42 +25,68 @@ from pathlib import Path
 
 from qae_lab._checks import check_int
 from qae_lab.compare import Run, group_by_method, load_runs
+from qae_lab.ledger import LEDGER_PARTS
+from qae_lab.methods import LEDGER_PREFIX, QAE_EASY_FRAC
 from qae_lab.runstats import Stat, moving_average, stat
 
-__all__ = ["EXPERIMENTS", "PHENOMENA_DIR", "run_names", "load_experiment", "per_method", "window_mean", "peak", "Effect",
-           "effect", "describe_effect", "verdict", "k_sweep_rows", "search_row"]
+__all__ = ["EXPERIMENTS", "BASE_SETS", "SEARCH", "SEARCH_SEED", "PHENOMENA_DIR", "run_names", "load_experiment", "per_method", "window_mean", "peak", "Effect",
+           "effect", "k_sweep_rows", "pass_at_k_table", "clipped_fraction", "ledger_table",
+           "search_row", "search_table"]
 
 PHENOMENA_DIR = "phenomena"  # under data/reference_runs/
 
-# Each experiment: what it shows, the settings every run shares, the methods compared, the seeds.
-# "k_values" (K sweep only): one run per K and seed with --set quantile_k=K.
-_STEPS = "max_steps=150"  # 150 steps (lr 1e-4 decaying linearly to 0 over them): ~4-5 minutes on 1 core
+# What every run of the experiments shares beyond the cpu-sums preset, chosen by the search (SEARCH, search.json):
+# 60 generations, each trained on twice (so that the ratio leaves 1 and Clip-Higher's range can matter), lr 5e-5
+# held constant, the one setting tried where pass@1 rose (mean+clip_higher 0.436 -> 0.512); at 1e-4 and 3e-4 both
+# methods unlearned (the tiny model's arithmetic breaks), and clipping stayed rare everywhere (<= 0.7% of tokens).
+BASE_SETS = ["max_steps=120", "num_iterations=2", "learning_rate=5e-5", "lr_scheduler_type=constant"]
+
+# Each experiment: what it shows, the settings its runs share, the methods compared, the seeds (fresh: the
+# search used SEARCH_SEED only). "k_values" (K sweep only): one run per K and seed with --set quantile_k=K.
 EXPERIMENTS: dict[str, dict] = {
     "entropy": {
-        "what": "entropy under the mean and the quantile baseline, both with Clip-Higher (sec. 2)",
-        # chosen by the search (search.json): hard levels only, a constant lr 4e-4 and two passes over each
-        # generation (num_iterations=2, so the ratio leaves 1 and Clip-Higher's range matters)
-        "preset": "cpu-demo", "sets": ["max_steps=120", "levels=[4,5]", "learning_rate=4e-4",
-                                       "lr_scheduler_type=constant", "num_iterations=2"],
-        "methods": ("mean+clip_higher", "qae+clip_higher"), "seeds": (0, 1, 2),
+        "what": "entropy, its ledger, diversity and pass@k under the mean and the quantile baseline, with and "
+                "without Clip-Higher (QAE, sec. 2)",
+        "preset": "cpu-sums", "sets": list(BASE_SETS),
+        "methods": ("mean", "qae", "mean+clip_higher", "qae+clip_higher"), "seeds": (0, 1, 2),
     },
     "composite": {
-        "what": "SA-AH's composite reward (r_max 7.5): correct answers with a negative advantage (sec. 3)",
-        "preset": "cpu-demo", "sets": ["max_steps=100", "reward=composite", "success_threshold=5.0"],
-        "methods": ("mean", "qae"), "seeds": (0, 1, 2),
+        "what": "SA-AH's composite reward (r_max 7.5): correct answers with a negative advantage, SA-AH's training "
+                "variance, length and weights (sec. 3)",
+        "preset": "cpu-sums", "sets": [*BASE_SETS, "reward=composite", "success_threshold=5.0"],
+        "methods": ("mean", "qae", "sa_ah"), "seeds": (0, 1, 2),
     },
     "k_sweep": {
-        "what": "QAE at K = 0.2 ... 0.8: final entropy, pass@1, pass@8 (sec. 6)",
-        "preset": "cpu-demo", "sets": [_STEPS], "methods": ("qae",), "k_values": (0.2, 0.4, 0.6, 0.8), "seeds": (0, 1),
+        "what": "QAE at K = 0.2 ... 0.8: entropy, regimes, pass@1 and pass@32 (sec. 2); K = 0.4 is the entropy "
+                "experiment's qae runs (the same settings)",
+        "preset": "cpu-sums", "sets": list(BASE_SETS), "methods": ("qae",), "k_values": (0.2, 0.6, 0.8),
+        "seeds": (0, 1, 2), "with": ("entropy", "qae"),
     },
 }
+
+# The search that chose BASE_SETS, on one seed the reported runs never use: each entry a name, a method and the
+# --set overrides of cpu-sums it tried (benchmarks/phenomena_runs.py --search-run; summary: search.json).
+SEARCH_SEED = 100
+SEARCH: tuple[tuple[str, str, list[str]], ...] = tuple(
+    (f"{tag}-{method}", method, sets)
+    for tag, sets in (  # 60 generations of 8 prompts x 8 each: two or four passes over each, or four mini-batches
+        # lr 3e-4 came first: both methods unlearned (pass@1 0.44 -> 0.23 / 0.17), so the rest try smaller steps
+        ("iter2-lr3e-4", ["max_steps=120", "num_iterations=2", "learning_rate=3e-4", "lr_scheduler_type=constant"]),
+        ("iter2-lr1e-4", ["max_steps=120", "num_iterations=2", "learning_rate=1e-4", "lr_scheduler_type=constant"]),
+        ("iter2-lr5e-5", ["max_steps=120", "num_iterations=2", "learning_rate=5e-5", "lr_scheduler_type=constant"]),
+        ("iter4-lr5e-5", ["max_steps=240", "num_iterations=4", "learning_rate=5e-5", "lr_scheduler_type=constant"]),
+        ("mini4-lr5e-5", ["max_steps=240", "per_device_train_batch_size=16", "steps_per_generation=4",
+                          "learning_rate=5e-5", "lr_scheduler_type=constant"]),
+    )
+    for method in ("mean+clip_higher", "qae+clip_higher")
+)
 
 
 def run_names(experiment: str) -> list[tuple[str, str, list[str]]]:
     r"""``(folder, method, sets)`` of every run of an experiment: its folder name, ``--method`` and own ``--set``s.
 
     >>> run_names("k_sweep")[:2]
-    [('qae-k0.2-seed0', 'qae', ['quantile_k=0.2', 'seed=0']), ('qae-k0.4-seed0', 'qae', ['quantile_k=0.4', 'seed=0'])]
+    [('qae-k0.2-seed0', 'qae', ['quantile_k=0.2', 'seed=0']), ('qae-k0.6-seed0', 'qae', ['quantile_k=0.6', 'seed=0'])]
     """
     if experiment not in EXPERIMENTS:
         raise ValueError(f"experiment must be one of {sorted(EXPERIMENTS)}, got {experiment!r}")
@@ -77,7 +103,8 @@ def run_names(experiment: str) -> list[tuple[str, str, list[str]]]:
 
 
 def load_experiment(reference_runs: str | Path, experiment: str) -> list[Run]:
-    r"""The committed runs of one experiment, from ``<reference_runs>/phenomena/<experiment>/``.
+    r"""The committed runs of one experiment, from ``<reference_runs>/phenomena/<experiment>/``, with the runs it
+    shares with another experiment (``"with"``: the K sweep's K = 0.4 runs are the entropy experiment's qae runs).
 
     Args:
         reference_runs: the ``data/reference_runs`` folder (:func:`qae_lab.compare.find_reference_runs`).
@@ -88,7 +115,7 @@ def load_experiment(reference_runs: str | Path, experiment: str) -> list[Run]:
 
     >>> from qae_lab.compare import find_reference_runs
     >>> sorted({r.method for r in load_experiment(find_reference_runs(), "composite")})
-    ['mean', 'qae']
+    ['mean', 'qae', 'sa_ah']
     """
     if experiment not in EXPERIMENTS:
         raise ValueError(f"experiment must be one of {sorted(EXPERIMENTS)}, got {experiment!r}")
@@ -96,7 +123,11 @@ def load_experiment(reference_runs: str | Path, experiment: str) -> list[Run]:
     if not folder.is_dir():
         raise ValueError(f"{folder} does not exist: make it with python benchmarks/phenomena_runs.py --work <dir> "
                          f"--only {experiment}")
-    return load_runs(folder)
+    runs = load_runs(folder)
+    if "with" in EXPERIMENTS[experiment]:  # runs of another experiment with the same settings (K sweep: K = 0.4)
+        other, method = EXPERIMENTS[experiment]["with"]
+        runs += [r for r in load_experiment(reference_runs, other) if r.method == method]
+    return runs
 
 
 def per_method(runs: Sequence[Run], number) -> dict[str, list[float | None]]:
@@ -183,86 +214,110 @@ def effect(a: Sequence[float | None], b: Sequence[float | None]) -> Effect | Non
     return Effect(sa, sb, diff, d, apart)
 
 
-def describe_effect(name_a: str, name_b: str, what: str, e: Effect | None, digits: int = 3) -> str:
-    r"""One sentence for a claim: both sides as mean ± seed std, the difference, d, and whether the seeds are apart.
-
-    >>> print(describe_effect("mean+clip_higher", "qae+clip_higher", "entropy", effect([0.3, 0.32], [0.2, 0.21])))
-    entropy: mean+clip_higher 0.310±0.010 vs qae+clip_higher 0.205±0.005 (2 and 2 seeds): difference +0.105, d = 13.3; every seed apart
-    """
-    if e is None:
-        return f"{what}: no runs to compare"
-    fmt = f"{{:.{digits}f}}"
-    d = "d undefined (no spread)" if e.d is None else f"d = {e.d:.1f}"
-    apart = {True: "every seed apart", False: "the seed ranges overlap", None: "too few seeds to say"}[e.apart]
-    return (f"{what}: {name_a} {fmt.format(e.a.mean)}±{fmt.format(e.a.std)} vs {name_b} {fmt.format(e.b.mean)}±"
-            f"{fmt.format(e.b.std)} ({e.a.n} and {e.b.n} seeds): difference {e.diff:+.{digits}f}, {d}; {apart}")
-
-
-def verdict(e: Effect | None, claim: str) -> str:
-    r"""Whether an :class:`Effect` of A against B bears out the claim "A > B" in plain words.
-
-    "holds" when mean(A) > mean(B) and every seed is apart; "contradicted" when mean(A) < mean(B)
-    and every seed is apart; otherwise "not shown" (the seed ranges overlap, or too few seeds).
-
-    >>> verdict(effect([0.3, 0.32], [0.2, 0.21]), "mean's entropy above QAE's")
-    "mean's entropy above QAE's: holds (every seed apart)"
-    >>> verdict(effect([0.1, 0.12], [0.2, 0.21]), "mean's entropy above QAE's")
-    "mean's entropy above QAE's: contradicted (the other way round, every seed apart)"
-    """
-    if e is None or e.apart is None:
-        return f"{claim}: not shown (too few seeds to say)"
-    if not e.apart:
-        return f"{claim}: not shown (the seed ranges overlap)"
-    return f"{claim}: " + ("holds (every seed apart)" if e.diff > 0 else
-                           "contradicted (the other way round, every seed apart)")
-
-
 def k_sweep_rows(runs: Sequence[Run], last: int = 20) -> list[dict]:
     r"""One row per K of a K sweep: ``k``, ``seeds`` and a :class:`~qae_lab.runstats.Stat` over seeds of the
-    final entropy (mean of the last ``last`` steps) and of sampled pass@1 and pass@8 after training.
+    final entropy and the final easy-prompt fraction (means of the last ``last`` steps that log them) and of
+    sampled pass@1 and pass@32 after training.
 
     Args:
         runs: runs that differ in ``quantile_k`` (their ``config.json``'s trainer settings).
-        last: steps averaged for the final entropy, >= 1.
+        last: steps averaged for the final values, >= 1.
 
     >>> from qae_lab.compare import Run
     >>> run = lambda k, e: Run("r", "qae", 0, {"trainer": {"quantile_k": k}}, [{"step": 1, "entropy": e}], None,
-    ...                        {"pass@1": 0.5, "pass@8": 0.9})
+    ...                        {"pass@1": 0.5, "pass@32": 0.9})
     >>> rows = k_sweep_rows([run(0.6, 0.02), run(0.2, 0.01)])
-    >>> [(r["k"], round(r["final entropy"].mean, 3), r["pass@8"].mean) for r in rows]
+    >>> [(r["k"], round(r["final entropy"].mean, 3), r["pass@32"].mean) for r in rows]
     [(0.2, 0.01, 0.9), (0.6, 0.02, 0.9)]
     """
     last = check_int(last, "last", 1)
     by_k: dict[float, list[Run]] = {}
     for r in runs:
         by_k.setdefault(float(r.config["trainer"]["quantile_k"]), []).append(r)
-    rows = []
-    for k in sorted(by_k):
-        group = by_k[k]
-        final = [window_mean(r.rows, "entropy", max(1, r.rows[-1]["step"] - last + 1)) if r.rows else None
-                 for r in group]
-        rows.append({"k": k, "seeds": len(group), "final entropy": stat(final),
-                     "pass@1": stat((r.after or {}).get("pass@1") for r in group),
-                     "pass@8": stat((r.after or {}).get("pass@8") for r in group)})
-    return rows
+
+    def final(r: Run, metric: str) -> float | None:
+        return window_mean(r.rows, metric, max(1, r.rows[-1]["step"] - last + 1)) if r.rows else None
+
+    return [{"k": k, "seeds": len(by_k[k]), "final entropy": stat(final(r, "entropy") for r in by_k[k]),
+             "final easy fraction": stat(final(r, QAE_EASY_FRAC) for r in by_k[k]),
+             **{key: stat((r.after or {}).get(key) for r in by_k[k]) for key in ("pass@1", "pass@32")}}
+            for k in sorted(by_k)]
+
+
+def pass_at_k_table(runs: Sequence[Run]) -> dict[str, dict[str, dict[int, Stat]]]:
+    r"""``{method: {"before" | "after": {k: Stat over seeds of pass@k}}}`` for every k the evaluations hold.
+
+    >>> from qae_lab.compare import Run
+    >>> runs = [Run(f"r{s}", "qae", s, {}, [], {"pass@1": 0.4, "pass@2": 0.6}, {"pass@1": 0.5 + s / 10, "pass@2": 0.6})
+    ...         for s in range(2)]
+    >>> t = pass_at_k_table(runs)["qae"]
+    >>> sorted(t["after"]), round(t["after"][1].mean, 2), t["before"][2].mean
+    ([1, 2], 0.55, 0.6)
+    """
+    out: dict[str, dict[str, dict[int, Stat]]] = {}
+    for method, group in group_by_method(runs).items():
+        out[method] = {}
+        for when in ("before", "after"):
+            ks = sorted({int(key[5:]) for r in group for key in (getattr(r, when) or {}) if key.startswith("pass@")})
+            out[method][when] = {k: stat((getattr(r, when) or {}).get(f"pass@{k}") for r in group) for k in ks}
+    return out
+
+
+def clipped_fraction(run: Run) -> float | None:
+    r"""Mean share of tokens PPO's clip stopped (``clip_ratio/region_mean``) over the steps that reuse a generation
+    (no ``reward`` logged): on a generation's first pass the ratio is 1 and nothing is clipped.
+
+    >>> from qae_lab.compare import Run
+    >>> rows = [{"step": 1, "reward": 0.5, "clip_ratio/region_mean": 0.0}, {"step": 2, "clip_ratio/region_mean": 0.02}]
+    >>> clipped_fraction(Run("r", "mean", 0, {}, rows, None, None))
+    0.02
+    """
+    xs = [float(r["clip_ratio/region_mean"]) for r in run.rows
+          if r.get("reward") is None and r.get("clip_ratio/region_mean") is not None]
+    return statistics.fmean(xs) if xs else None
 
 
 _SEARCH_HIDDEN = ("sparse_update=false", "disable_tqdm=true", "save_model=false", "evaluate=false", "torch_threads=1")
 
 
+def ledger_table(groups, parts=LEDGER_PARTS) -> list[dict]:
+    r"""The entropy ledger per group of runs: for each part, the :class:`~qae_lab.runstats.Stat` over seeds of each
+    run's mean ``ledger/<part>`` over its steps (rows for :func:`qae_lab.compare.format_table`).
+
+    Args:
+        groups: :class:`~qae_lab.grouping.Group` objects (their ``label`` and ``runs``).
+        parts: names of :data:`qae_lab.ledger.LEDGER_PARTS`.
+
+    >>> from types import SimpleNamespace
+    >>> from qae_lab.compare import Run
+    >>> runs = [Run("a", "qae", s, {}, [{"step": 1, "ledger/dh": 0.1 * s}], None, None) for s in (1, 2)]
+    >>> [row] = ledger_table([SimpleNamespace(label="qae", runs=runs)], ("dh",))
+    >>> row["method"], row["seeds"], round(row["dh"].mean, 3)
+    ('qae', 2, 0.15)
+    """
+    return [{"method": g.label, "seeds": len(g.runs),
+             **{part: stat(window_mean(r.rows, LEDGER_PREFIX + part) for r in g.runs) for part in parts}}
+            for g in groups]
+
+
 def search_row(run: Run) -> dict:
-    r"""What notebook 06's "settings tried" table keeps of an exploratory run: its settings and entropy/reward figures.
+    r"""What notebook 06's "settings tried" table keeps of an exploratory run: its settings and figures.
 
     ``sets`` are the run's ``--method`` and ``--set`` overrides (from ``config.json``'s ``run.build``),
     without the bookkeeping ones; entropy and reward are means over the first and last 20% of the
-    steps that log them, and the peak of a 10-row trailing average of the entropy (:func:`peak`).
+    steps that log them, with the peak of a 10-row trailing average of the entropy (:func:`peak`);
+    ``clipped`` is the mean share of tokens PPO's clip stopped (``clip_ratio/region_mean``) over the steps
+    that reuse a generation (where the ratio can leave 1); pass@1 and pass@32 before and after training
+    when the run was evaluated.
 
     >>> from qae_lab.compare import Run
     >>> rows = [{"step": s, "entropy": 0.1 if s < 6 else 0.3, "reward": 0.5} for s in range(1, 11)]
     >>> r = search_row(Run("x", "mean", 0, {"run": {"build": {"method": None, "sets": ["learning_rate=1e-3"]}}},
-    ...                    rows, None, None))
+    ...                    rows, None, {"pass@1": 0.4}))
     >>> r["sets"], round(r["entropy_first"], 3), round(r["entropy_last"], 3), round(r["entropy_peak"], 3)
     (['learning_rate=1e-3'], 0.1, 0.3, 0.2)
+    >>> r["pass@1_after"], r["pass@1_before"], r["clipped"]
+    (0.4, None, None)
     """
     build = (run.config.get("run") or {}).get("build") or {}
     sets = ([f"--method {build['method']}"] if build.get("method") else []) + [
@@ -275,6 +330,35 @@ def search_row(run: Run) -> dict:
 
     e_first, e_last, e = ends("entropy")
     r_first, r_last, _ = ends("reward")
+    evals = {f"{key}_{when}": (getattr(run, when) or {}).get(key) for key in ("pass@1", "pass@32")
+             for when in ("before", "after")}
     return {"name": run.name, "sets": sets, "steps": run.rows[-1]["step"] if run.rows else 0,
             "entropy_first": e_first, "entropy_last": e_last, "entropy_peak": peak(e, 10),
-            "reward_first": r_first, "reward_last": r_last}
+            "reward_first": r_first, "reward_last": r_last,
+            "clipped": clipped_fraction(run), **evals}
+
+
+def search_table(rows: Sequence[Mapping]) -> str:
+    r"""A text table of :func:`search_row` rows: per run its entropy, reward and pass@1 at the start and the end,
+    its clipped share and, below, its settings.
+
+    >>> print(search_table([{"name": "a", "sets": ["lr=1"], "steps": 9, "entropy_first": 0.2, "entropy_last": 0.1,
+    ...                      "reward_first": 0.4, "reward_last": 0.5, "clipped": None, "pass@1_before": 0.4,
+    ...                      "pass@1_after": 0.45}]))
+    run  entropy first -> last  reward first -> last  pass@1 before -> after  clipped
+    a           0.200 -> 0.100        0.400 -> 0.500          0.400 -> 0.450        —
+         lr=1, 9 steps
+    """
+    def pair(a, b) -> str:
+        return " -> ".join("—" if x is None else f"{x:.3f}" for x in (a, b))
+
+    heads = ("entropy first -> last", "reward first -> last", "pass@1 before -> after", "clipped")
+    width = max([3, *(len(r["name"]) for r in rows)])
+    out = ["  ".join([f"{'run':<{width}}", *heads])]
+    for r in rows:
+        cells = (pair(r["entropy_first"], r["entropy_last"]), pair(r["reward_first"], r["reward_last"]),
+                 pair(r.get("pass@1_before"), r.get("pass@1_after")),
+                 "—" if r.get("clipped") is None else f"{r['clipped']:.2%}")
+        out.append("  ".join([f"{r['name']:<{width}}", *(c.rjust(len(h)) for c, h in zip(cells, heads))]))
+        out.append(f"{'':<{width}}  {', '.join(r['sets'])}, {r['steps']} steps")
+    return "\n".join(line.rstrip() for line in out)

@@ -28,8 +28,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from qae_lab._checks import check_int
-from qae_lab.data import xml_completion
+from qae_lab.data import cycled_records, xml_completion
 
 __all__ = ["SUMS_LEVELS", "SUMS_CORRECT_RATE", "FORMAT_SLIP_RATE", "CHECK_RATE", "sums_task", "sums_completion",
            "chain_lines"]
@@ -76,21 +75,14 @@ def sums_task(n: int, *, levels=tuple(SUMS_LEVELS), seed: int = 0) -> list[dict[
     >>> [len(x["terms"]) for x in r], r[0]["gold"] == str(sum(r[0]["terms"])), r[1]["source"]
     ([3, 5], True, 'sums')
     """
-    check_int(n, "n", 1)
-    levels = tuple(levels)
-    if not levels or any(lv not in SUMS_LEVELS for lv in levels):
-        raise ValueError(f"levels must be a non-empty subset of {tuple(SUMS_LEVELS)}, got {levels!r}")
-    rng = random.Random(seed)
-    out = []
-    for i in range(n):
-        level = levels[i % len(levels)]
-        count, lo, hi = SUMS_LEVELS[level]
-        terms = [rng.randint(lo, hi) for _ in range(count)]
-        total = sum(terms)
-        out.append({"id": f"sums-{seed}-{i}", "question": _question(terms, rng), "terms": terms,
-                    "answer": "\n".join(chain_lines(terms)) + f"\n#### {total}", "gold": str(total),
-                    "level": level, "source": "sums", "steps": chain_lines(terms)})
-    return out
+    return cycled_records(n, levels, tuple(SUMS_LEVELS), seed, "sums", _problem)
+
+
+def _problem(level: int, rng: random.Random) -> tuple[str, list[str], int, dict]:
+    """One sums problem of a level: (question, one correct chain, the total, {"terms": ...})."""
+    count, lo, hi = SUMS_LEVELS[level]
+    terms = [rng.randint(lo, hi) for _ in range(count)]
+    return _question(terms, rng), chain_lines(terms), sum(terms), {"terms": terms}
 
 
 def chain_lines(terms: list[int], error_at: int | None = None, offset: int = 0) -> list[str]:

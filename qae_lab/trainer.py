@@ -90,8 +90,8 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
     ====================================== ===============================================================
     ``_generate_single_turn``              wraps TRL's call in ``generation_policy`` (``fast_generation``)
     ``_calculate_rewards``                 keeps TRL's (N_all, n_funcs) rewards for the QAE baseline
-    ``_generate_and_score_completions``    QAE's advantages (sign-masked: ``advantage_mask``); ``qae/*``,
-                                           ``behaviour/*``
+    ``_generate_and_score_completions``    QAE's advantages (sign-masked: ``advantage_mask``), each row's regime
+                                           (a ``prompt_hard`` key); ``qae/*``, ``behaviour/*``
     ``_compute_loss``                      sparse row selection, token-weight set-up, normaliser, KL-Cov
     ``_get_per_token_logps_and_entropies`` SA-AH/AH weights, Clip-Cov/KL-Cov tokens, the ledger: same forward
     ====================================== ===============================================================

@@ -124,15 +124,20 @@ def test_notebook06_controls_redraw_figures():
 old = entropy_view.view.figure
 entropy_view.controls["metric"].value = "reward"
 assert entropy_view.view.figure is not old and "reward" in entropy_view.view.figure.layout.title.text
-assert {t.name.split(" (")[0] for t in entropy_view.view.figure.data if t.name} == {"mean+clip_higher", "qae+clip_higher"}
+names = {t.name.split(" (")[0] for t in entropy_view.view.figure.data if t.name}
+assert names == {"mean", "qae", "mean+clip_higher", "qae+clip_higher"}, names
+ledger_view.controls["part"].value = "ledger/dh_hard_neg"
+assert "hard prompts, A < 0" in ledger_view.view.figure.layout.title.text
+# QAE's gate empties this cell with 0/1 rewards: its curve is exactly 0, the mean baseline's is not
+qae = next(t for t in ledger_view.view.figure.data if t.name and t.name.split(" (")[0] == "qae")
+assert all(v == 0 for v in qae.y)
 count_view.controls["metric"].value = "qae/neg_correct_if_mean"
 assert "neg_correct_if_mean" in count_view.view.figure.layout.title.text
-partners_view.controls["baseline"].value = "quantile"
-assert "quantile baseline, K = 0.4" in partners_view.view.figure.layout.title.text
-partners_view.controls["k"].value = 0.8
-assert "K = 0.8" in partners_view.view.figure.layout.title.text
-sweep.controls["quantity"].value = "pass@8"
-assert "pass@8" in sweep.view.figure.layout.title.text and list(sweep.view.figure.data[-1].x) == [0.2, 0.4, 0.6, 0.8]
+saah_view.controls["metric"].value = "saah/w_mean_neg"
+assert {t.name.split(" (")[0] for t in saah_view.view.figure.data if t.name} == {"sa_ah"}  # only SA-AH logs it
+sweep.controls["quantity"].value = "pass@32"
+assert "pass@32" in sweep.view.figure.layout.title.text and list(sweep.view.figure.data[-1].x) == [0.2, 0.4, 0.6, 0.8]
+assert len(JUDGED) == len(claims.CLAIMS) and all(j.effect is not None for j in JUDGED.values())
 """)
 
 

@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 
 from qae_lab import presets
-from qae_lab.compare import Run, find_reference_runs
+from qae_lab.compare import Run, find_reference_runs, load_runs
 from qae_lab.methods import method_settings
 from qae_lab.phenomena import (
     EXPERIMENTS,
+    SEARCH,
+    SEARCH_SEED,
     PHENOMENA_DIR,
-    describe_effect,
     effect,
     k_sweep_rows,
     load_experiment,
@@ -24,7 +25,6 @@ from qae_lab.phenomena import (
     per_method,
     run_names,
     search_row,
-    verdict,
     window_mean,
 )
 
@@ -43,7 +43,7 @@ def test_every_declared_run_builds(name):
 
 @pytest.mark.parametrize("name", sorted(EXPERIMENTS))
 def test_committed_runs_are_the_declared_ones(name):
-    runs = {r.name: r for r in load_experiment(REF, name)}
+    runs = {r.name: r for r in load_runs(REF / PHENOMENA_DIR / name)}
     declared = run_names(name)
     assert sorted(runs) == sorted(folder for folder, _, _ in declared)
     exp = EXPERIMENTS[name]
@@ -53,23 +53,30 @@ def test_committed_runs_are_the_declared_ones(name):
         assert build["preset"] == exp["preset"] and build["method"] == method
         assert build["sets"][:len(exp["sets"]) + len(sets)] == [*exp["sets"], *sets]  # then the bookkeeping ones
         steps = [row["step"] for row in r.rows]
-        assert r.method == method and r.after is not None and steps == sorted(set(steps)) and steps
-        # every step logs the new metrics: behaviour and the mean-baseline counterfactual
-        assert all("behaviour/length_mean" in row and "qae/neg_correct_if_mean" in row for row in r.rows)
+        assert r.method == method and r.after is not None and steps == list(range(1, steps[-1] + 1))
+        # every generation logs behaviour, diversity and the mean-baseline counterfactual; every step the ledger
+        generated = [row for row in r.rows if row.get("reward") is not None]
+        assert generated and all("behaviour/distinct_correct" in row and "qae/neg_correct_if_mean" in row
+                                 for row in generated)
+        assert all("ledger/dh" in row for row in r.rows)
+        assert {"pass@1", "pass@32", "distinct_correct"} <= set(r.after) and r.before is not None
 
 
 def test_search_summary_is_committed_and_complete():
+    """search.json holds every run of the committed SEARCH, on the search seed, none of the reported seeds."""
     rows = json.loads((REF / PHENOMENA_DIR / "search.json").read_text())
-    assert len(rows) >= 10
+    assert sorted(row["name"] for row in rows) == sorted(name for name, _, _ in SEARCH)
+    reported = {seed for exp in EXPERIMENTS.values() for seed in exp["seeds"]}
+    assert SEARCH_SEED not in reported
     for row in rows:
         assert {"name", "sets", "steps", "entropy_first", "entropy_last", "entropy_peak", "reward_first",
-                "reward_last"} <= set(row)
+                "reward_last", "clipped", "pass@1_before", "pass@1_after"} <= set(row)
         assert row["steps"] > 0 and all(0 <= row[k] < 10 for k in ("entropy_first", "entropy_last", "entropy_peak"))
 
 
 def test_run_names_and_bad_experiment():
-    assert run_names("composite")[:3] == [("mean-seed0", "mean", ["seed=0"]), ("qae-seed0", "qae", ["seed=0"]),
-                                          ("mean-seed1", "mean", ["seed=1"])]
+    assert run_names("composite")[:4] == [("mean-seed0", "mean", ["seed=0"]), ("qae-seed0", "qae", ["seed=0"]),
+                                          ("sa_ah-seed0", "sa_ah", ["seed=0"]), ("mean-seed1", "mean", ["seed=1"])]
     with pytest.raises(ValueError, match="experiment must be one of"):
         run_names("nope")
     with pytest.raises(ValueError, match="experiment must be one of"):
@@ -90,24 +97,6 @@ def test_window_mean_by_hand():
         window_mean(rows, "x", 0)
     with pytest.raises(ValueError, match="stop must be"):
         window_mean(rows, "x", 3, 2)
-
-
-def test_effect_against_a_hand_computation():
-    a, b = [0.30, 0.32, 0.37], [0.20, 0.26, 0.21]
-    e = effect(a, b)
-    sa, sb = statistics.pstdev(a), statistics.pstdev(b)
-    assert e.diff == pytest.approx(statistics.mean(a) - statistics.mean(b))
-    assert e.d == pytest.approx(e.diff / math.sqrt((sa ** 2 + sb ** 2) / 2))
-    assert e.apart is True                               # 0.30 > 0.26
-    assert effect([0.3, 0.2], [0.25, 0.1]).apart is False  # 0.2 < 0.25
-    assert effect([0.3], [0.2, 0.1]).apart is None       # one seed: cannot say
-    assert effect([0.3, 0.3], [0.2, 0.2]).d is None      # no spread
-    assert effect([None], [0.2]) is None
-    assert effect([0.3, None, 0.5], [0.1]).a.n == 2
-    text = describe_effect("A", "B", "x", e, digits=2)
-    assert text.startswith("x: A 0.33±0.03 vs B 0.22±0.03 (3 and 3 seeds): difference +0.11, d = ")
-    assert text.endswith("every seed apart")
-    assert describe_effect("A", "B", "x", None) == "x: no runs to compare"
 
 
 def test_per_method_and_k_sweep_rows():
@@ -149,10 +138,24 @@ def test_the_benchmark_script_names_only_declared_experiments():
     assert "EXPERIMENTS" in src and "run_names" in src and "search_row" in src
 
 
-def test_verdict_in_plain_words():
-    assert verdict(effect([0.3, 0.32], [0.2, 0.21]), "A above B") == "A above B: holds (every seed apart)"
-    assert verdict(effect([0.1, 0.12], [0.2, 0.21]), "A above B").endswith("contradicted (the other way round, "
-                                                                         "every seed apart)")
-    assert verdict(effect([0.1, 0.3], [0.2, 0.21]), "A above B") == "A above B: not shown (the seed ranges overlap)"
-    assert verdict(effect([0.3], [0.2]), "A above B") == "A above B: not shown (too few seeds to say)"
-    assert verdict(None, "A above B") == "A above B: not shown (too few seeds to say)"
+def test_the_k_sweep_borrows_the_entropy_experiments_qae_runs():
+    exp = EXPERIMENTS["k_sweep"]
+    assert exp["with"] == ("entropy", "qae") and exp["sets"] == EXPERIMENTS["entropy"]["sets"]  # the same settings
+    runs = load_experiment(REF, "k_sweep")
+    ks = sorted({float(r.config["trainer"]["quantile_k"]) for r in runs})
+    assert ks == sorted({*exp["k_values"], 0.4}) and sum(float(r.config["trainer"]["quantile_k"]) == 0.4
+                                                         for r in runs) == len(EXPERIMENTS["entropy"]["seeds"])
+
+
+def test_effect_against_a_hand_computation():
+    a, b = [0.30, 0.32, 0.37], [0.20, 0.26, 0.21]
+    e = effect(a, b)
+    sa, sb = statistics.pstdev(a), statistics.pstdev(b)
+    assert e.diff == pytest.approx(statistics.mean(a) - statistics.mean(b))
+    assert e.d == pytest.approx(e.diff / math.sqrt((sa ** 2 + sb ** 2) / 2))
+    assert e.apart is True                               # 0.30 > 0.26
+    assert effect([0.3, 0.2], [0.25, 0.1]).apart is False  # 0.2 < 0.25
+    assert effect([0.3], [0.2, 0.1]).apart is None       # one seed: cannot say
+    assert effect([0.3, 0.3], [0.2, 0.2]).d is None      # no spread
+    assert effect([None], [0.2]) is None
+    assert effect([0.3, None, 0.5], [0.1]).a.n == 2

@@ -1,0 +1,319 @@
+r"""The papers' claims about training, each judged in a sentence generated from the committed runs.
+
+:data:`CLAIMS` lists what notebook 06 checks on the runs of :data:`qae_lab.phenomena.EXPERIMENTS`: who
+makes the claim (QAE, arXiv 2509.22611; SA-AH-GRPO, arXiv 2606.05434; or nobody: a measurement the lab
+adds, said so), the claim in the words of ``SPEC.md``, and how it is measured: two sides, each a method
+and a :class:`Measure` (one number per run), and the direction the claim expects. :func:`judge` computes
+the :class:`~qae_lab.phenomena.Effect` over seeds and says, in one sentence, whether the claim
+**holds** (the expected direction, every seed of one side beyond every seed of the other), is
+**reversed** (the other direction, every seed apart) or is **not shown** (the seed ranges overlap),
+with the effect in seed-spread units (the difference over the pooled seed std, Cohen's d) and the seed
+counts. A claim of the "not lower" kind (``">="``: QAE keeps pass@16) holds unless reversed. The
+sentences are computed, never typed, so they stay true when the runs are regenerated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from qae_lab.compare import Run, group_by_method, series
+from qae_lab.methods import LEDGER_PREFIX, QAE_NEG_CORRECT, QAE_SUCCESS_RATE, QAE_ZERO_ADV_FRAC, SAAH_W_MEAN_NEG
+from qae_lab.models import embedded_dir
+from qae_lab.phenomena import Effect, clipped_fraction, effect, peak, window_mean
+from qae_lab.runstats import Stat, stat, training_variance
+
+__all__ = ["Measure", "window", "peak_of", "evaluation", "variance", "total", "Claim", "CLAIMS", "Judgement", "judge",
+           "verdict_list", "clip_sentence", "sharpening_sentences", "punished_correct_sentence", "model_properties"]
+
+
+@dataclass(frozen=True)
+class Measure:
+    r"""One number per run, and what it is in words.
+
+    >>> m = window("entropy", "first"); m.what
+    'mean entropy over the first third of the steps'
+    """
+
+    what: str
+    number: Callable[[Run], float | None]
+
+
+_THIRDS = {"first": (0, 1), "middle": (1, 2), "last": (2, 3), "all": (0, 3)}
+
+
+def window(metric: str, part: str = "all") -> Measure:
+    r"""The mean of ``metric`` over a third of the run's steps (``first``, ``middle``, ``last``) or ``all``.
+
+    >>> from qae_lab.compare import Run
+    >>> run = Run("r", "mean", 0, {}, [{"step": s, "entropy": float(s)} for s in range(1, 10)], None, None)
+    >>> window("entropy", "last").number(run), window("entropy").number(run)
+    (8.0, 5.0)
+    """
+    if part not in _THIRDS:
+        raise ValueError(f"part must be one of {sorted(_THIRDS)}, got {part!r}")
+    lo, hi = _THIRDS[part]
+
+    def number(run: Run) -> float | None:
+        if not run.rows:
+            return None
+        n = run.rows[-1]["step"]
+        return window_mean(run.rows, metric, max(1, lo * n // 3 + 1), max(1, hi * n // 3))
+
+    span = "all the steps" if part == "all" else f"the {part} third of the steps"
+    return Measure(f"mean {metric} over {span}", number)
+
+
+def peak_of(metric: str, width: int = 10) -> Measure:
+    r"""The largest ``width``-step trailing average of ``metric`` (:func:`qae_lab.phenomena.peak`)."""
+    return Measure(f"peak of the {width}-step average {metric}", lambda run: peak(series(run, metric)[1], width))
+
+
+def evaluation(when: str, key: str) -> Measure:
+    r"""An evaluation figure (``pass@1``, ``pass@32``, ...) ``before`` or ``after`` training.
+
+    >>> from qae_lab.compare import Run
+    >>> evaluation("after", "pass@1").number(Run("r", "qae", 0, {}, [], None, {"pass@1": 0.5}))
+    0.5
+    """
+    if when not in ("before", "after"):
+        raise ValueError(f"when must be 'before' or 'after', got {when!r}")
+    return Measure(f"{key} {when} training", lambda run: (getattr(run, when) or {}).get(key))
+
+
+def variance(metric: str = "reward", width: int = 20) -> Measure:
+    r"""Training variance of ``metric``: around its trailing ``width``-step average (:func:`qae_lab.runstats.training_variance`)."""
+    return Measure(f"training variance of the {metric} (detrended, window {width})",
+                   lambda run: training_variance(run.rows, metric, width) if series(run, metric)[1] else None)
+
+
+def total(metric: str) -> Measure:
+    r"""``metric`` summed over the run's steps (a count per step, e.g. ``qae/neg_correct``)."""
+    return Measure(f"{metric} summed over the steps", lambda run: sum(series(run, metric)[1]) if run.rows else None)
+
+
+@dataclass(frozen=True)
+class Claim:
+    r"""A claim and how the runs judge it: side ``a`` against side ``b``, each ``(method, Measure)``.
+
+    ``expect``: ``">"`` (a above b), ``"<"`` (a below b) or ``">="`` (a not below b: holds unless reversed).
+    """
+
+    key: str
+    source: str
+    statement: str
+    experiment: str
+    a: tuple[str, Measure]
+    b: tuple[str, Measure]
+    expect: str = ">"
+    digits: int = 3
+
+
+_QAE, _SAAH, _NONE = ("QAE (arXiv 2509.22611)", "SA-AH-GRPO (arXiv 2606.05434)",
+                      "no paper: a measurement of the lab")
+
+CLAIMS: tuple[Claim, ...] = (
+    Claim("explosion", _QAE, "with the mean baseline and Clip-Higher, entropy explodes early in training", "entropy",
+          ("mean+clip_higher", window("entropy", "first")), ("qae+clip_higher", window("entropy", "first")), ">", 4),
+    Claim("collapse", _QAE, "with the mean baseline, entropy collapses later in training; the quantile baseline "
+          "keeps it in a band", "entropy", ("mean+clip_higher", window("entropy", "last")),
+          ("qae+clip_higher", window("entropy", "last")), "<", 4),
+    Claim("hard_gate", _QAE, "on hard prompts (p <= 1-K) the quantile baseline's first-order entropy change is at "
+          "most the mean baseline's (Prop. 4.2, explosion-proof)", "entropy",
+          ("mean", window(LEDGER_PREFIX + "dh_hard")), ("qae", window(LEDGER_PREFIX + "dh_hard")), ">", 5),
+    Claim("easy_gate", _QAE, "on easy prompts (p > 1-K) the quantile baseline's first-order entropy change is at "
+          "least the mean baseline's (Prop. 4.2, collapse-proof)", "entropy",
+          ("mean", window(LEDGER_PREFIX + "dh_easy")), ("qae", window(LEDGER_PREFIX + "dh_easy")), "<", 5),
+    Claim("sparsity", _QAE, "about 80% of sampled responses get exactly zero advantage (tuned K)", "entropy",
+          ("qae", window(QAE_ZERO_ADV_FRAC)), ("mean", window(QAE_ZERO_ADV_FRAC)), ">"),
+    Claim("pass1", _QAE, "QAE raises pass@1 over the mean baseline", "entropy",
+          ("qae+clip_higher", evaluation("after", "pass@1")), ("mean+clip_higher", evaluation("after", "pass@1")), ">"),
+    Claim("pass16", _QAE, "QAE keeps or improves pass@16", "entropy",
+          ("qae+clip_higher", evaluation("after", "pass@16")), ("mean+clip_higher", evaluation("after", "pass@16")),
+          ">="),
+    Claim("k_entropy", _QAE, "a larger K makes more prompts easy and updates negative-only, so entropy rises; a "
+          "smaller K lowers it", "k_sweep", ("qae@0.8", window("entropy", "last")),
+          ("qae@0.2", window("entropy", "last")), ">", 4),
+    Claim("variance", _SAAH, "SA-AH-GRPO's training variance is lower than GRPO's (3B: 3.6x lower)", "composite",
+          ("mean", variance()), ("sa_ah", variance()), ">", 4),
+    Claim("length", _SAAH, "mean response length falls during SA-AH-GRPO training (3B: 243 -> 171 tokens)",
+          "composite", ("sa_ah", window("completions/mean_length", "first")),
+          ("sa_ah", window("completions/mean_length", "last")), ">", 1),
+    Claim("curriculum", _SAAH, "entropy falls during training, so the weights drift to 1 (an implicit curriculum)",
+          "composite", ("sa_ah", window(SAAH_W_MEAN_NEG, "last")), ("sa_ah", window(SAAH_W_MEAN_NEG, "first")), ">"),
+    Claim("saah_pass1", _SAAH, "SA-AH-GRPO's pass@1 beats GRPO's (1.5B: +4.9 points at the peak)", "composite",
+          ("sa_ah", evaluation("after", "pass@1")), ("mean", evaluation("after", "pass@1")), ">"),
+    Claim("neg_correct", _NONE, "under SA-AH's composite reward the mean baseline gives correct answers a negative "
+          "advantage more often than the quantile baseline", "composite",
+          ("mean", total(QAE_NEG_CORRECT)), ("qae", total(QAE_NEG_CORRECT)), ">", 1),
+)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    r"""A claim, the :class:`~qae_lab.phenomena.Effect` of side a against side b, the verdict and its sentence."""
+
+    claim: Claim
+    effect: Effect | None
+    verdict: str
+    sentence: str
+
+
+def _verdict(e: Effect | None, expect: str) -> str:
+    if e is None or e.apart is None:
+        return "not shown (too few seeds)"
+    sign = 1 if expect in (">", ">=") else -1
+    if e.apart and e.diff * sign > 0:
+        return "holds"
+    if e.apart and e.diff * sign < 0:
+        return "reversed"
+    return "holds (not lower: the seed ranges overlap)" if expect == ">=" else "not shown (the seed ranges overlap)"
+
+
+def _side(runs: Sequence[Run], method: str, measure: Measure) -> list[float | None]:
+    """One number per run of ``method`` (``"qae@0.8"``: the qae runs with quantile_k 0.8)."""
+    name, _, k = method.partition("@")
+    chosen = [r for r in runs if r.method == name and (not k or float(r.config["trainer"]["quantile_k"]) == float(k))]
+    return [measure.number(r) for r in chosen]
+
+
+def judge(claim: Claim, runs: Mapping[str, Sequence[Run]]) -> Judgement:
+    r"""Judge one claim on the runs of its experiment (``runs[claim.experiment]``) and say it in a sentence.
+
+    >>> from qae_lab.compare import Run
+    >>> mk = lambda m, s, e: Run(f"{m}-{s}", m, s, {}, [{"step": t, "entropy": e} for t in range(1, 4)], None, None)
+    >>> runs = {"entropy": [mk("mean+clip_higher", s, 0.30 + 0.01 * s) for s in range(3)]
+    ...                    + [mk("qae+clip_higher", s, 0.20 + 0.01 * s) for s in range(3)]}
+    >>> j = judge(CLAIMS[0], runs); j.verdict
+    'holds'
+    >>> print(j.sentence)  # doctest: +NORMALIZE_WHITESPACE
+    QAE (arXiv 2509.22611): "with the mean baseline and Clip-Higher, entropy explodes early in training".
+    Measured as mean entropy over the first third of the steps: mean+clip_higher 0.3100±0.0082 vs
+    qae+clip_higher 0.2100±0.0082 (3 and 3 seeds); expected >: holds, difference +0.1000 = 12.2 seed spreads,
+    every seed apart.
+    """
+    if claim.experiment not in runs:
+        raise ValueError(f"runs hold no experiment {claim.experiment!r} (claim {claim.key!r}); "
+                         f"experiments: {sorted(runs)}")
+    exp = runs[claim.experiment]
+    (ma, measure_a), (mb, measure_b) = claim.a, claim.b
+    e = effect(_side(exp, ma, measure_a), _side(exp, mb, measure_b))
+    verdict = _verdict(e, claim.expect)
+    what = measure_a.what if measure_a.what == measure_b.what else f"{measure_a.what} against {measure_b.what}"
+    head = f'{claim.source}: "{claim.statement}".\nMeasured as {what}: '
+    if e is None:
+        return Judgement(claim, None, verdict, head + f"no runs of {ma} or {mb}.")
+    f = f"{{:.{claim.digits}f}}"
+    spread = "no seed spread" if e.d is None else f"{e.d:.1f} seed spreads"
+    apart = {True: "every seed apart", False: "the seed ranges overlap", None: "too few seeds"}[e.apart]
+    return Judgement(claim, e, verdict, head + (
+        f"{ma} {f.format(e.a.mean)}±{f.format(e.a.std)} vs {mb} {f.format(e.b.mean)}±{f.format(e.b.std)} "
+        f"({e.a.n} and {e.b.n} seeds); expected {claim.expect}: {verdict.split(' (')[0]}, difference "
+        f"{e.diff:+.{claim.digits}f} = {spread}, {apart}."))
+
+
+def verdict_list(judgements) -> str:
+    r"""One line per judged claim: its verdict, who claims it, and the claim.
+
+    >>> from qae_lab.compare import Run
+    >>> print(verdict_list([judge(CLAIMS[0], {"entropy": []})]))
+    not shown  QAE: with the mean baseline and Clip-Higher, entropy explodes early in training
+    """
+    return "\n".join(f"{j.verdict.split(' (')[0]:>9}  {j.claim.source.split(' (')[0]}: {j.claim.statement}"
+                     for j in judgements)
+
+
+def _per_method(runs: Sequence[Run], number: Callable[[Run], float | None]) -> dict[str, Stat | None]:
+    out: dict[str, list] = {}
+    for r in runs:
+        out.setdefault(r.method, []).append(number(r))
+    return {m: stat(v) for m, v in out.items()}
+
+
+def clip_sentence(runs: Sequence[Run]) -> str:
+    r"""How much PPO's clip acted: per method, the mean share of clipped tokens on the passes that reuse a generation.
+
+    >>> from qae_lab.compare import Run
+    >>> rows = [{"step": 1, "reward": 0.5}, {"step": 2, "clip_ratio/region_mean": 0.002}]
+    >>> print(clip_sentence([Run(f"r{s}", "mean", s, {}, rows, None, None) for s in range(2)]))
+    Tokens clipped on the passes that reuse a generation (the first pass clips nothing): mean 0.20%±0.00% (2 seeds).
+    """
+    parts = [f"{m} {100 * st.mean:.2f}%±{100 * st.std:.2f}% ({st.n} seeds)"
+             for m, st in _per_method(runs, clipped_fraction).items() if st is not None]
+    return ("Tokens clipped on the passes that reuse a generation (the first pass clips nothing): "
+            + ("; ".join(parts) if parts else "none logged") + ".")
+
+
+def sharpening_sentences(runs: Sequence[Run]) -> list[str]:
+    r"""Per method: pass@1, pass@32 and distinct correct texts (of 32 samples) before and after training, and
+    whether that is sharpening (pass@1 up while pass@32 does not rise and the distinct correct texts become fewer:
+    RLVR turning pass@k into pass@1 by narrowing what the policy samples).
+
+    >>> from qae_lab.compare import Run
+    >>> ev = lambda p1, p32, d: {"pass@1": p1, "pass@32": p32, "distinct_correct": d}
+    >>> runs = [Run(f"r{s}", "qae", s, {}, [], ev(0.4, 1.0, 12), ev(0.5, 0.97, 8)) for s in range(2)]
+    >>> print(sharpening_sentences(runs)[0])
+    qae (2 seeds): pass@1 0.400 -> 0.500, pass@32 1.000 -> 0.970, distinct correct texts of 32 samples 12.0 -> 8.0: sharpened: pass@1 up, pass@32 not, fewer distinct correct texts.
+    """
+    out = []
+    for method, group in group_by_method(runs).items():
+        pick = {(when, key): stat((getattr(r, when) or {}).get(key) for r in group)
+                for when in ("before", "after") for key in ("pass@1", "pass@32", "distinct_correct")}
+        if any(v is None for v in pick.values()):
+            continue
+        up1 = pick["after", "pass@1"].mean > pick["before", "pass@1"].mean
+        up32 = pick["after", "pass@32"].mean > pick["before", "pass@32"].mean
+        fewer = pick["after", "distinct_correct"].mean < pick["before", "distinct_correct"].mean
+        word = ("pass@1 fell: unlearned" if not up1 else "pass@1 and pass@32 both rose" if up32
+                else "sharpened: pass@1 up, pass@32 not, fewer distinct correct texts" if fewer
+                else "pass@1 up with pass@32 not up but no fewer distinct correct texts: no sign of sharpening")
+        out.append(f"{method} ({len(group)} seeds): pass@1 {pick['before', 'pass@1'].mean:.3f} -> "
+                   f"{pick['after', 'pass@1'].mean:.3f}, pass@32 {pick['before', 'pass@32'].mean:.3f} -> "
+                   f"{pick['after', 'pass@32'].mean:.3f}, distinct correct texts of 32 samples "
+                   f"{pick['before', 'distinct_correct'].mean:.1f} -> {pick['after', 'distinct_correct'].mean:.1f}: "
+                   f"{word}.")
+    return out
+
+
+def punished_correct_sentence(runs: Sequence[Run], method: str = "qae") -> str:
+    r"""Where the quantile baseline punishes correct answers too: under a graded reward an easy group's K-quantile can
+    be the top score (b_K = 7.5), and then every correct answer scoring below it gets A < 0.
+
+    Counts, over ``method``'s runs, the correct answers given a negative advantage (``qae/neg_correct`` summed over
+    the steps) against all correct answers sampled (``qae/success_rate`` times the step's responses).
+
+    >>> from qae_lab.compare import Run
+    >>> rows = [{"step": 1, "reward": 6.0, "qae/neg_correct": 3.0, "qae/success_rate": 0.5}]
+    >>> cfg = {"trainer": {"generation_batch_size": 64}}
+    >>> print(punished_correct_sentence([Run("r", "qae", 0, cfg, rows, None, None)]))  # doctest: +ELLIPSIS
+    Under the composite reward the quantile baseline also punishes correct answers: qae gave 3.0±0.0 correct answers a negative advantage per run (1 seeds), 9.38% of the 32 correct answers it sampled. ...
+    """
+    def counts(r: Run) -> tuple[float, float]:
+        n = r.config["trainer"]["generation_batch_size"]
+        return sum(series(r, QAE_NEG_CORRECT)[1]), sum(x * n for x in series(r, QAE_SUCCESS_RATE)[1])
+
+    chosen = [counts(r) for r in runs if r.method == method]
+    if not chosen:
+        return f"no {method} runs"
+    punished, correct = stat(c[0] for c in chosen), stat(c[1] for c in chosen)
+    share = sum(c[0] for c in chosen) / max(sum(c[1] for c in chosen), 1.0)
+    return (f"Under the composite reward the quantile baseline also punishes correct answers: {method} gave "
+            f"{punished.mean:.1f}±{punished.std:.1f} correct answers a negative advantage per run ({punished.n} seeds), "
+            f"{100 * share:.2f}% of the {correct.mean:.0f} correct answers it sampled. It happens in easy groups "
+            f"whose K-quantile is the top score: with K = 0.4 and G = 8 the baseline is the 4th smallest reward, so "
+            f"once 5 of the 8 answers share the top score (up to 7.5: a correct answer in the strict format with 4 "
+            f"calculation lines), every correct answer scoring less (a slipped format costs 0.5 or more, each "
+            f"missing calculation line 0.25) gets A < 0, as under a mean that high scores lift.")
+
+
+def model_properties(name: str = "embedded-sums") -> str:
+    r"""The measured section of an embedded model's README (``benchmarks/task_properties.py`` wrote it).
+
+    >>> "distinct correct completions" in model_properties()
+    True
+    """
+    text = (embedded_dir(name) / "README.md").read_text(encoding="utf-8")
+    start, end = text.find("<!-- measured -->"), text.find("<!-- /measured -->")
+    if start < 0 or end < 0:
+        raise ValueError(f"{embedded_dir(name) / 'README.md'} has no measured section")
+    return text[start + len("<!-- measured -->"):end].strip()

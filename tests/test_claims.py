@@ -1,0 +1,112 @@
+"""Tests for qae_lab.claims: each claim is measurable on its experiment, verdicts on hand-made runs, the sentence,
+and every claim judged on the committed runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from qae_lab.claims import (CLAIMS, clip_sentence, evaluation, judge, punished_correct_sentence, sharpening_sentences,
+                            total, variance, window)
+from qae_lab.compare import Run, find_reference_runs
+from qae_lab.phenomena import EXPERIMENTS, load_experiment, run_names
+
+
+def _run(method: str, seed: int, value: float, *, k: float = 0.4, steps: int = 6) -> Run:
+    rows = [{"step": s, "entropy": value, "reward": value, "qae/neg_correct": 1.0} for s in range(1, steps + 1)]
+    return Run(f"{method}-{seed}", method, seed, {"trainer": {"quantile_k": k}}, rows, {"pass@1": value},
+               {"pass@1": value, "pass@16": value})
+
+
+@pytest.mark.parametrize("claim", CLAIMS, ids=lambda c: c.key)
+def test_every_claim_names_an_experiment_and_its_methods(claim):
+    assert claim.experiment in EXPERIMENTS and claim.expect in (">", "<", ">=")
+    assert claim.source.startswith(("QAE (arXiv 2509.22611)", "SA-AH-GRPO (arXiv 2606.05434)", "no paper"))
+    methods = {m for _, m, _ in run_names(claim.experiment)}
+    for method, _ in (claim.a, claim.b):
+        name, _, k = method.partition("@")
+        assert name in methods, (claim.key, method)
+        assert not k or float(k) in EXPERIMENTS[claim.experiment]["k_values"]
+
+
+def _judged(a_values, b_values, expect=">"):
+    claim = next(c for c in CLAIMS if c.key == "pass1")
+    claim = type(claim)(**{**claim.__dict__, "expect": expect})
+    runs = [_run("qae+clip_higher", s, v) for s, v in enumerate(a_values)]
+    runs += [_run("mean+clip_higher", s, v) for s, v in enumerate(b_values)]
+    return judge(claim, {"entropy": runs})
+
+
+def test_verdicts_on_hand_made_runs():
+    assert _judged([0.6, 0.62, 0.64], [0.4, 0.42, 0.44]).verdict == "holds"
+    assert _judged([0.4, 0.42, 0.44], [0.6, 0.62, 0.64]).verdict == "reversed"
+    assert _judged([0.4, 0.6, 0.5], [0.45, 0.55, 0.5]).verdict == "not shown (the seed ranges overlap)"
+    assert _judged([0.4, 0.42, 0.44], [0.6, 0.62, 0.64], "<").verdict == "holds"
+    # "kept or improved": holds unless every seed is lower
+    assert _judged([0.4, 0.6, 0.5], [0.45, 0.55, 0.5], ">=").verdict.startswith("holds (not lower")
+    assert _judged([0.3, 0.31, 0.32], [0.6, 0.62, 0.64], ">=").verdict == "reversed"
+    assert _judged([0.6], [0.4]).verdict == "not shown (too few seeds)"
+
+
+def test_the_sentence_carries_source_claim_numbers_and_seeds():
+    j = _judged([0.6, 0.62, 0.64], [0.4, 0.42, 0.44])
+    assert j.sentence.startswith('QAE (arXiv 2509.22611): "QAE raises pass@1 over the mean baseline".')
+    assert "qae+clip_higher 0.620±0.016 vs mean+clip_higher 0.420±0.016 (3 and 3 seeds)" in j.sentence
+    assert "holds, difference +0.200 = 12.2 seed spreads, every seed apart" in j.sentence
+    assert judge(CLAIMS[0], {"entropy": []}).sentence.endswith("no runs of mean+clip_higher or qae+clip_higher.")
+    with pytest.raises(ValueError, match="runs hold no experiment 'entropy'"):
+        judge(CLAIMS[0], {})
+
+
+def test_measures_by_hand():
+    rows = [{"step": s, "entropy": float(s), "reward": float(s % 2)} for s in range(1, 10)]
+    run = Run("r", "mean", 0, {}, rows, {"pass@1": 0.2}, {"pass@1": 0.5})
+    assert window("entropy", "first").number(run) == 2.0 and window("entropy", "middle").number(run) == 5.0
+    assert evaluation("before", "pass@1").number(run) == 0.2 and total("entropy").number(run) == 45.0
+    assert variance("reward", 2).number(run) == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="part must be one of"):
+        window("entropy", "end")
+    with pytest.raises(ValueError, match="when must be 'before' or 'after'"):
+        evaluation("later", "pass@1")
+
+
+def test_the_k_sweep_side_picks_runs_by_k():
+    claim = next(c for c in CLAIMS if c.key == "k_entropy")
+    runs = [_run("qae", s, 0.5 + 0.01 * s, k=0.8) for s in range(3)] + [_run("qae", s, 0.2 + 0.01 * s, k=0.2)
+                                                                          for s in range(3)]
+    runs += [_run("qae", s, 9.0, k=0.4) for s in range(3)]  # neither side
+    j = judge(claim, {"k_sweep": runs})
+    assert j.verdict == "holds" and j.effect.a.mean == pytest.approx(0.51) and j.effect.b.mean == pytest.approx(0.21)
+
+
+@pytest.mark.parametrize("claim", CLAIMS, ids=lambda c: c.key)
+def test_every_claim_is_judged_on_the_committed_runs(claim):
+    runs = {claim.experiment: load_experiment(find_reference_runs(), claim.experiment)}
+    j = judge(claim, runs)
+    assert j.effect is not None and j.effect.a.n >= 3 and j.effect.b.n >= 3, j.sentence
+    assert j.verdict.split(" (")[0] in ("holds", "reversed", "not shown") and claim.statement in j.sentence
+
+
+def test_sharpening_words_follow_the_numbers():
+    ev = lambda p1, p32, d: {"pass@1": p1, "pass@32": p32, "distinct_correct": d}  # noqa: E731
+    before = ev(0.4, 0.9, 10.0)
+    cases = {"pass@1 fell: unlearned": ev(0.3, 0.9, 10.0),
+             "pass@1 and pass@32 both rose": ev(0.5, 0.95, 8.0),
+             "sharpened: pass@1 up, pass@32 not, fewer distinct correct texts": ev(0.5, 0.9, 8.0),
+             "no sign of sharpening": ev(0.5, 0.88, 11.0)}
+    for word, after in cases.items():
+        [line] = sharpening_sentences([Run("r", "qae", 0, {}, [], before, after)])
+        assert line.endswith(word + "."), line
+    assert sharpening_sentences([Run("r", "qae", 0, {}, [], None, None)]) == []  # no evaluation: nothing to say
+
+
+def test_punished_correct_counts_and_clip_shares():
+    cfg = {"trainer": {"generation_batch_size": 8}}
+    rows = [{"step": s, "reward": 6.0, "qae/neg_correct": 1.0, "qae/success_rate": 0.5} for s in (1, 2)]
+    runs = [Run(f"q{s}", "qae", s, cfg, rows, None, None) for s in range(2)] + [Run("m", "mean", 0, cfg, rows, None,
+                                                                                   None)]
+    text = punished_correct_sentence(runs)
+    assert "qae gave 2.0±0.0 correct answers a negative advantage per run (2 seeds), 25.00% of the 8 correct" in text
+    assert punished_correct_sentence(runs, "sa_ah") == "no sa_ah runs"
+    clip_rows = [{"step": 1, "reward": 1.0, "clip_ratio/region_mean": 0.0}, {"step": 2, "clip_ratio/region_mean": 0.01},
+                 {"step": 3, "clip_ratio/region_mean": 0.03}]
+    assert "mean 2.00%±0.00% (1 seeds)" in clip_sentence([Run("m", "mean", 0, {}, clip_rows, None, None)])
