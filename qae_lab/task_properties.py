@@ -58,11 +58,11 @@ def reasoning_tokens(tokenizer, completion_ids: torch.Tensor, mask: torch.Tensor
 
     >>> from transformers import AutoTokenizer
     >>> from qae_lab.models import embedded_dir
-    >>> tok = AutoTokenizer.from_pretrained(embedded_dir())
+    >>> tok = AutoTokenizer.from_pretrained(embedded_dir("embedded-sums"))
     >>> ids = tok("<reasoning>\n3 + 4 = 7\n</reasoning>\n<answer>\n7\n</answer>", return_tensors="pt")["input_ids"]
     >>> inside = reasoning_tokens(tok, ids, torch.ones_like(ids))
-    >>> tok.decode(ids[0][inside[0]])
-    '\n3 + 4 = 7'
+    >>> tok.decode(ids[0][inside[0]])  # the content's own newlines are reasoning text too
+    '\n3 + 4 = 7\n'
     """
     out = torch.zeros(completion_ids.shape, dtype=torch.bool)
     for i, (row, m) in enumerate(zip(completion_ids.tolist(), mask.bool().tolist())):
