@@ -56,7 +56,9 @@ def test_trailing_garbage_scores_zero_in_the_printed_eval_verdict(monkeypatch, t
     res = pipeline.evaluate_run(None, FakeTokenizer(), records, RunArgs(eval_samples=2), cfg, tmp_path / "eval.json")
     # strict: only GOOD counts; lenient: GARBAGE too (RAN_ON's last answer is 8)
     assert res.summary == {"n_problems": 2, "n_samples": 2, "greedy_pass@1": 0.5, "pass@1": 0.25, "pass@2": 0.5,
-                           "extracted_frac": 1.0, "lenient_pass@1": 0.75, "lenient_greedy_pass@1": 1.0}
+                           "extracted_frac": 1.0, "lenient_pass@1": 0.75, "lenient_greedy_pass@1": 1.0,
+                           # q0: no correct text, q1: GOOD once; each group's most frequent text is 1 of its 2
+                           "distinct_correct": 0.5, "top_share": 0.5}
     assert res.by_level[2]["pass@1"] == 0.0 and res.by_level[3]["pass@1"] == 0.5
     assert "lenient_pass@1" not in res.by_level[2]
     first = res.problems[0]["samples"][0]
