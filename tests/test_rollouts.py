@@ -9,6 +9,7 @@ import transformers
 
 from qae_lab.answers import strict_is_correct
 from qae_lab.data import prompt_text, synthetic_task
+from qae_lab import rollouts
 from qae_lab.models import load_policy
 from qae_lab.rollouts import (
     _completion_mask,
@@ -135,6 +136,22 @@ def test_sample_groups_on_the_embedded_model(embedded):
     assert sample_groups(model, tok, records, 4, max_new_tokens=40, batch_size=2, seed=4).completions != ro.completions
     h = completion_entropies(model, tok, ro.prompts, ro.completion_ids, ro.mask)
     assert h.shape == (n, t) and bool(((h >= 0) & (h <= 1)).all())
+
+
+def test_sample_groups_rewards_only_answers_that_end_the_completion(embedded, monkeypatch):
+    # the reward is the strict verdict: a right answer that runs on past </answer> scores 0
+    model, tok = embedded
+    record = synthetic_task(1, seed=0)[0]
+    gold = record["gold"]
+    done = f"<reasoning>\n{gold} = {gold}\n</reasoning>\n<answer>\n{gold}\n</answer>"
+    texts = [done, done + "\n<reasoning>\n1 + 1 = 2", done.replace(f"\n{gold}\n</answer>", "\n-1\n</answer>"), done]
+    rows = [tok(t, add_special_tokens=False)["input_ids"] + [tok.eos_token_id] for t in texts]
+    width = max(map(len, rows))
+    chunk = torch.tensor([r + [tok.pad_token_id] * (width - len(r)) for r in rows])  # (G, T)
+    monkeypatch.setattr(rollouts, "generate_ids", lambda *a, **k: [chunk])
+    ro = sample_groups(model, tok, [record], 4, max_new_tokens=width)
+    assert ro.completions == texts
+    assert ro.rewards.tolist() == [1.0, 0.0, 0.0, 1.0]
 
 
 # ---------------------------------------------------------------- top-k errors and uncertain tokens

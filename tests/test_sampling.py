@@ -68,6 +68,17 @@ def test_sampling_deterministic_by_seed_and_leaves_rng_alone(tiny_qwen2, prompts
     assert len({x for s in a for x in s}) == 6  # distinct samples (a random model spreads its mass)
 
 
+def test_each_batch_has_its_own_seed(tiny_qwen2, prompts):
+    # batch i is sampled after manual_seed(seed + i): pinned prompt by prompt with one prompt per batch
+    model, tok = tiny_qwen2
+    kw = {"num_samples": 2, "do_sample": True, "max_new_tokens": 6, "batch_size": 1, "progress": False}
+    batched = generate(model, tok, prompts, seed=5, **kw)
+    assert batched == [generate(model, tok, [p], seed=5 + i, **kw)[0] for i, p in enumerate(prompts)]
+    # the same prompt in two batches is not sampled alike
+    twice = generate(model, tok, [prompts[0], prompts[0]], seed=5, **kw)
+    assert twice[0] == batched[0] and twice[1] != twice[0]
+
+
 def test_checkpoint_sampling_defaults_do_not_leak(tiny_qwen2, prompts, monkeypatch):
     # a checkpoint shipping top_k=1 would make every sample the greedy one; we sample from the full softmax
     model, tok = tiny_qwen2

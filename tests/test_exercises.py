@@ -1,0 +1,82 @@
+"""Tests for qae_lab.exercises: every checker accepts the right answer, reports the stub as not attempted,
+and rejects plausible wrong answers (a checker that accepts anything teaches nothing)."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+import torch
+
+from qae_lab import exercises as ex
+from qae_lab.advantages import quantile_baseline
+from qae_lab.runstats import detrended_variance
+from qae_lab.sparsity import gate_zero_counts
+from qae_lab.theory import knob_slope
+from qae_lab.token_weights import horizon_weights
+
+
+def _mean_baseline(r, g, k):
+    return r.view(-1, g).mean(1)
+
+
+def _k_changes(rows):
+    return [r["step"] for i, r in enumerate(rows) if i == 0 or r["qae/k"] != rows[i - 1]["qae/k"]]
+
+
+def _neg_correct(r, g, t, below=lambda x, m: x < m, correct=lambda x, t: x >= t):
+    groups = [r[i:i + g] for i in range(0, len(r), g)]
+    return sum(correct(x, t) and below(x, sum(grp) / g) for grp in groups for x in grp)
+
+
+# checker -> (the right answer, the stub, plausible wrong answers)
+CASES = {
+    "check_quantile_baseline": (quantile_baseline, lambda r, g, k: None, [
+        _mean_baseline,                                        # GRPO's baseline, not QAE's
+        lambda r, g, k: quantile_baseline(r, g, 1 - k),        # K read the other way round
+    ]),
+    "check_knob_slope": (lambda z, eta: float(knob_slope(z, eta)), lambda z, eta: None, [
+        lambda z, eta: float(-knob_slope(z, eta)),             # sign flipped
+        lambda z, eta: float(knob_slope(z, 1.0)),              # eta forgotten
+    ]),
+    "check_zero_count": (lambda c, g, k: int(gate_zero_counts(g, k)[c]), lambda c, g, k: None, [
+        lambda c, g, k: 0,                                     # no zeros at all
+        lambda c, g, k: g - c,                                 # the failures, whatever the regime
+    ]),
+    "check_training_variance": (detrended_variance, lambda v, w: None, [
+        lambda v, w: statistics.pvariance(v),                  # not detrended
+        lambda v, w: detrended_variance(v, w + 1),             # window off by one
+    ]),
+    "check_horizon_weights": (horizon_weights, lambda h, m, a: None, [
+        lambda h, m, a: torch.exp(-a * h.cumsum(-1)),                       # padding not zeroed
+        lambda h, m, a: torch.exp(-a * h) * m,                              # not cumulative
+        lambda h, m, a: torch.exp(-a * (h.cumsum(-1) - h)) * m,             # s < t instead of s <= t
+    ]),
+    "check_k_changes": (_k_changes, lambda rows: None, [
+        lambda rows: _k_changes(rows)[1:],                     # the first step left out
+        lambda rows: [r["step"] for r in rows],                # every step
+    ]),
+    "check_neg_correct": (_neg_correct, lambda r, g, t: None, [
+        lambda r, g, t: _neg_correct(r, g, t, correct=lambda x, t: x < t),  # the wrong answers counted
+        lambda r, g, t: _neg_correct(r, g, t, below=lambda x, m: True),    # every correct answer counted
+    ]),
+}
+
+
+def test_every_checker_is_covered():
+    assert set(CASES) == set(ex.__all__)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_checker_accepts_the_right_answer_and_reports_the_stub(name):
+    right, stub, _ = CASES[name]
+    check = getattr(ex, name)
+    assert check(right).startswith("Correct")
+    assert check(stub) == ex.NOT_ATTEMPTED
+
+
+@pytest.mark.parametrize("name,which", [(n, i) for n in sorted(CASES) for i in range(len(CASES[n][2]))])
+def test_checker_rejects_a_wrong_answer(name, which):
+    wrong = CASES[name][2][which]
+    with pytest.raises(AssertionError, match="expected"):
+        getattr(ex, name)(wrong)
