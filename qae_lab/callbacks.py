@@ -5,7 +5,7 @@ One folder per run (``<output_dir>``; its layout and rules: :mod:`qae_lab.runfol
     config.json    QAEConfig.to_dict() + library versions + the preset and run options (+ every resume)
     log.jsonl      one JSON object per ``Trainer.log`` call: step, epoch, time, every metric; and events
     checkpoint-N/  a complete, resumable Trainer checkpoint (on Ctrl-C / Stop, or by save_strategy)
-    report.html    curves and before/after pass@1, one self-contained file (see :func:`write_report`)
+    report.html    curves and before/after pass@1, one self-contained file (see :func:`qae_lab.report.write_report`)
 
 :class:`RunLogger` is a ``transformers.TrainerCallback``. Each log line is written, flushed
 and ``fsync``-ed before the callback returns, so a run stopped at any point (Ctrl-C, a

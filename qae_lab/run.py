@@ -57,7 +57,6 @@ from qae_lab.runfolder import (
     read_log_lines,
     run_files,
     step_rows,
-    write_report,
 )
 from qae_lab.trainer import QAETrainer
 
@@ -289,6 +288,8 @@ def _report(out: Path, run: RunArgs, cfg, preset, command, outcome, wall: float,
              "greedy pass@1: one argmax completion per problem. Same problems and seeds before and after.",
              "With sparse updates (sparse_update=True) TRL's entropy covers only the updated responses and is "
              "drawn as entropy/updated_rows."][:3 if cfg.sparse_update else 2]
+    from qae_lab.report import write_report  # the only drawing of a run: plotting loads here, not at import
+
     return write_report(out, title=f"qae_lab run: {preset or run.model}", rows=read_log(out),
                         summary=summary, evals=evals, notes=notes)
 

@@ -23,18 +23,18 @@ Layout::
                             library versions, and every resume with what it changed
     log.jsonl               one JSON object per logged step, plus ``{"event": ...}`` rows
     log.superseded.jsonl    rows of steps that a resume trained again (they were after the last checkpoint)
-    eval_before.json, eval_after.json, report.html, model/
+    eval_before.json, eval_after.json, model/
+    report.html             the run's summary page (:mod:`qae_lab.report`)
     checkpoint-N/           complete, resumable Trainer checkpoints (:mod:`qae_lab.checkpoints`)
     .staging/               a checkpoint being written (removed by the next save)
 
-This module is pure (files and JSON; plotly only to draw the report): no torch or transformers
-import. Checkpoints and the rules of a resume: :mod:`qae_lab.checkpoints`; the callbacks that
+This module is pure (files and JSON): no torch, transformers, plotting or widget import; the
+report page is drawn by :mod:`qae_lab.report`. Checkpoints and the rules of a resume: :mod:`qae_lab.checkpoints`; the callbacks that
 write during training: :mod:`qae_lab.callbacks`.
 """
 
 from __future__ import annotations
 
-import html
 import json
 import math
 import os
@@ -45,12 +45,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from qae_lab.plots import run_curves_figure
-
 __all__ = ["CONFIG_NAME", "LOG_NAME", "SUPERSEDED_NAME", "REPORT_NAME", "EVAL_BEFORE", "EVAL_AFTER", "MODEL_DIR",
            "STAGING_DIR", "CHECKPOINT_NAME", "RunFolderError", "fsync_dir", "atomic_write_text", "read_json", "jsonable", "append_line",
-           "read_log_lines", "read_log", "step_rows", "run_files", "claim_fresh", "versions", "save_config", "write_config",
-           "write_report"]
+           "read_log_lines", "read_log", "step_rows", "run_files", "claim_fresh", "versions", "save_config", "write_config"]
 
 CONFIG_NAME, LOG_NAME, SUPERSEDED_NAME, REPORT_NAME = "config.json", "log.jsonl", "log.superseded.jsonl", "report.html"
 EVAL_BEFORE, EVAL_AFTER, MODEL_DIR, STAGING_DIR = "eval_before.json", "eval_after.json", "model", ".staging"
@@ -339,55 +336,3 @@ def write_config(output_dir: str | os.PathLike, args, *, preset: str | None = No
     """
     data = {"preset": preset, "run": run or {}, "trainer": args.to_dict(), "versions": versions(), "resumes": []}
     return save_config(output_dir, data)
-
-
-# ---------------------------------------------------------------- the report
-
-def _table_html(header: list[str], rows: list[list]) -> str:
-    def cell(v):
-        return f"{v:.3f}" if isinstance(v, float) else ("—" if v is None else html.escape(str(v)))
-
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def write_report(output_dir: str | os.PathLike, *, title: str, rows: list[dict], summary: dict[str, Any],
-                 evals: dict[str, dict] | None = None, notes: list[str] = ()) -> Path:
-    r"""Write ``report.html``: a summary table, the pass@1 table and the training curves.
-
-    Args:
-        output_dir: the run folder.
-        title: the page title.
-        rows: the log rows (:func:`read_log`).
-        summary: key -> value facts of the run (preset, method, steps, wall time, ...).
-        evals: ``{"before": {...}, "after": {...}}``, each ``{"overall": metrics, "levels":
-            {level: metrics}}`` with metrics as in :attr:`qae_lab.evaluate.EvalResult.summary`.
-        notes: paragraphs of text under the title.
-
-    Returns:
-        the path. The page embeds plotly.js: one file that opens offline.
-
-    >>> import tempfile
-    >>> rows = [{"step": s, "reward": 0.1 * s, "qae/k": 0.4} for s in (1, 2)]
-    >>> page = write_report(tempfile.mkdtemp(), title="a run", rows=rows, summary={"method": "qae"}).read_text()
-    >>> "<h1>a run</h1>" in page, "<td>method</td><td>qae</td>" in page, "plotly" in page
-    (True, True, True)
-    """
-    title = html.escape(title)
-    parts = [f"<h1>{title}</h1>", *(f"<p>{html.escape(n)}</p>" for n in notes),
-             "<h2>Run</h2>", _table_html(["", ""], [[k, v] for k, v in summary.items()])]
-    if evals:
-        keys = ("greedy_pass@1", "pass@1", "pass@8", "extracted_frac")
-        table = []
-        for name, ev in evals.items():
-            table.append([name, "all", *(ev["overall"].get(k) for k in keys)])
-            table += [[name, f"level {lv}", *(m.get(k) for k in keys)] for lv, m in ev.get("levels", {}).items()]
-        parts += ["<h2>Held-out evaluation</h2>", _table_html(["model", "problems", *keys], table)]
-    fig = run_curves_figure(step_rows(rows))
-    parts += ["<h2>Training curves</h2>", fig.to_html(include_plotlyjs=True, full_html=False)]
-    style = ("body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-collapse:collapse;margin:8px 0}"
-             "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}")
-    page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title><style>{style}</style>"
-            f"</head><body>{''.join(parts)}</body></html>")
-    return atomic_write_text(Path(output_dir) / REPORT_NAME, page)

@@ -178,8 +178,10 @@ def _imports_inside_functions(path: Path) -> list[tuple[int, str, str]]:
 
 
 # optional dependencies (pyproject's extras, or not a dependency at all) a function may import when used,
+# heavy ones that code which is not about drawing loads only when it draws (the README's "Imports"),
 # and qae_lab modules that import them at their own top
-OPTIONAL = ("datasets", "tokenizers", "transformers", "peft", "trl", "accelerate", "verl", "tqdm", "qae_lab.config")
+OPTIONAL = ("datasets", "tokenizers", "transformers", "peft", "trl", "accelerate", "verl", "tqdm", "qae_lab.config",
+            "plotly", "ipywidgets", "IPython", "qae_lab.report", "qae_lab.plots", "qae_lab.views")
 
 
 def test_imports_sit_at_the_top_except_optional_heavy_dependencies_with_a_reason():
