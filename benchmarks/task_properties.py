@@ -18,12 +18,12 @@ from __future__ import annotations
 import argparse
 import re
 import time
-from pathlib import Path
 
 import torch
 
 from qae_lab.evaluate import evaluate
-from qae_lab.models import embedded_dir, load_policy
+from qae_lab.models import EMBEDDED_MODELS, embedded_dir, load_policy
+from qae_lab.runfolder import atomic_write_text
 from qae_lab.sums import sums_task
 from qae_lab.task_properties import property_table, task_properties
 
@@ -68,14 +68,14 @@ def main() -> None:
     print(text)
     print(f"(properties {t1 - t0:.0f} s, evaluation {t2 - t1:.0f} s)")
     if args.write:
-        readme = embedded_dir(args.model) / "README.md" if args.model.startswith("embedded") else None
+        readme = embedded_dir(args.model) / "README.md" if args.model in EMBEDDED_MODELS else None
         if readme is None or not readme.is_file():
             raise SystemExit(f"no README to write into ({readme}); use --no-write")
         old = readme.read_text()
         if START not in old or END not in old:
             raise SystemExit(f"{readme} has no {START} ... {END} section to replace")
         new = re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: f"{START}\n{text}{END}", old, flags=re.S)
-        readme.write_text(new)
+        atomic_write_text(readme, new)  # an interrupted run leaves the old README, never half of one
         print(f"written into {readme}")
 
 

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from qae_lab.compare import Run, group_by_method, series
 from qae_lab.methods import LEDGER_PREFIX, QAE_NEG_CORRECT, QAE_SUCCESS_RATE, QAE_ZERO_ADV_FRAC, SAAH_W_MEAN_NEG
 from qae_lab.models import embedded_dir
-from qae_lab.phenomena import Effect, clipped_fraction, effect, peak, window_mean
+from qae_lab.phenomena import Effect, clipped_fraction, effect, per_method, window_mean
 from qae_lab.runstats import Stat, stat, training_variance
 
-__all__ = ["Measure", "window", "peak_of", "evaluation", "variance", "total", "Claim", "CLAIMS", "Judgement", "judge",
+__all__ = ["Measure", "window", "evaluation", "variance", "total", "Claim", "CLAIMS", "Judgement", "judge",
            "verdict_list", "clip_sentence", "sharpening_sentences", "punished_correct_sentence", "model_properties"]
 
 
@@ -62,11 +62,6 @@ def window(metric: str, part: str = "all") -> Measure:
 
     span = "all the steps" if part == "all" else f"the {part} third of the steps"
     return Measure(f"mean {metric} over {span}", number)
-
-
-def peak_of(metric: str, width: int = 10) -> Measure:
-    r"""The largest ``width``-step trailing average of ``metric`` (:func:`qae_lab.phenomena.peak`)."""
-    return Measure(f"peak of the {width}-step average {metric}", lambda run: peak(series(run, metric)[1], width))
 
 
 def evaluation(when: str, key: str) -> Measure:
@@ -224,10 +219,7 @@ def verdict_list(judgements) -> str:
 
 
 def _per_method(runs: Sequence[Run], number: Callable[[Run], float | None]) -> dict[str, Stat | None]:
-    out: dict[str, list] = {}
-    for r in runs:
-        out.setdefault(r.method, []).append(number(r))
-    return {m: stat(v) for m, v in out.items()}
+    return {m: stat(v) for m, v in per_method(runs, number).items()}
 
 
 def clip_sentence(runs: Sequence[Run]) -> str:

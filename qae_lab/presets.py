@@ -355,13 +355,10 @@ def build(preset: str = "cpu-demo", sets: list[str] = (), method: str | None = N
     cfg_kw.setdefault("output_dir", _new_folder(Path("runs") / f"{preset}-{time.strftime('%Y%m%d-%H%M%S')}"))
     try:
         cfg = QAEConfig(**cfg_kw)
+        if method:
+            check_ratio_partners(method, cfg.num_iterations, cfg.steps_per_generation, cfg.gradient_accumulation_steps)
     except ValueError as err:
         raise ValueError(f"preset {preset!r} with overrides {dict(parse_sets(list(sets)))}: {err}") from None
-    if method:
-        try:
-            check_ratio_partners(method, cfg.num_iterations, cfg.steps_per_generation, cfg.gradient_accumulation_steps)
-        except ValueError as err:
-            raise ValueError(f"preset {preset!r} with overrides {dict(parse_sets(list(sets)))}: {err}") from None
     lo, hi = SUCCESS_BANDS[run.reward]  # the qae/* metrics must count exactly the correct responses as successes
     if not lo < cfg.success_threshold <= hi:
         raise ValueError(f"preset {preset!r} with overrides {dict(parse_sets(list(sets)))}: success_threshold must "

@@ -169,16 +169,15 @@ def sums_completion(record: dict, rng: random.Random, correct_rate: dict[int, fl
     error_at = rng.randrange(len(terms) - 1) if wrong else None
     if wrong and sum(terms[:error_at + 2]) + offset < 0:
         offset = -offset  # a running total never goes below 0
-    lines = chain_lines(terms, error_at, offset)
-    lines = [_worded(line, j, rng) for j, line in enumerate(lines)]
+    plain = chain_lines(terms, error_at, offset)
+    lines = [_worded(line, j, rng) for j, line in enumerate(plain)]
     answer = truth + offset
     if rng.random() < 0.25:
         lines.insert(0, rng.choice(("We add the numbers one at a time.", "Add them in any order.")))
     if rng.random() < check_rate:
         # the check re-adds the last step: it finds an error made there (and only there) at CATCH_RATE
         caught = wrong and error_at == len(terms) - 2 and rng.random() < CATCH_RATE
-        last = chain_lines(terms, error_at, offset)[-1]
-        lines.append(_check_line(last, truth if caught else answer, rng))
+        lines.append(_check_line(plain[-1], truth if caught else answer, rng))
         if caught:
             lines.append(f"Wait, the total is {truth}, not {answer}.")
             answer = truth
