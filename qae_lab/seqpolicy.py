@@ -139,12 +139,7 @@ def path_sum(edge, length: int | None = None) -> torch.Tensor:
     v, l = space_of(edge)
     if length is not None and length != l:
         raise ValueError(f"length must be {l} for a table of {edge.shape[-2]} prefixes of V = {v}, got {length}")
-    acc = edge[..., 0, :]  # (..., V): sequences of length 1
-    for t in range(1, l):
-        lo = (v ** t - 1) // (v - 1)
-        # child (prefix m, token a) of length t + 1 has index m * V + a among its level
-        acc = (acc[..., :, None] + edge[..., lo:lo + v ** t, :]).flatten(-2)  # (..., V**(t+1))
-    return acc
+    return _reach_and_paths(edge)[1]
 
 
 def sequence_logprobs(z) -> torch.Tensor:
@@ -205,6 +200,7 @@ def _reach_and_paths(lp: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     for t in range(1, l):
         levels.append(acc)
         lo = (v ** t - 1) // (v - 1)
+        # child (prefix m, token a) of length t + 1 has index m * V + a among its level
         acc = (acc[..., :, None] + lp[..., lo:lo + v ** t, :]).flatten(-2)  # (..., V**(t+1))
     return torch.cat(levels, -1), acc
 

@@ -22,13 +22,13 @@ import torch
 from qae_lab._checks import check_int
 from qae_lab.compare import Curve
 from qae_lab.ledger import LEDGER_FORMS
+from qae_lab.exercises import NOT_ATTEMPTED
 from qae_lab.seqpolicy import STARTS, n_prefixes, sequence_entropy
 from qae_lab.seqpolicy_update import OPTIMIZERS, UpdateSettings
 
 __all__ = ["K_VALUES", "CELLS", "setting_name", "sweep_settings", "headline", "tracking", "summarise_run",
            "seed_curve", "run_curves", "findings_curves", "tracking_table", "check_sequence_entropy"]
 
-NOT_ATTEMPTED = "Not attempted yet: replace the stub's `return None` and run this cell again."
 K_VALUES = (0.2, 0.4, 0.6, 0.8)
 # the ledger's four cells (qae_lab.ledger.LEDGER_PARTS), in words
 CELLS = {"dh_hard_pos": "hard prompts' successes", "dh_hard_neg": "hard prompts' failures",

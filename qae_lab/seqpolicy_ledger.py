@@ -58,6 +58,7 @@ import torch
 from qae_lab._checks import as_real_tensor, check_group_size, check_positive
 from qae_lab.advantages import group_advantages, hard_regime
 from qae_lab.ledger import LEDGER_PARTS
+from qae_lab.sparsity import canonical_groups
 from qae_lab.seqpolicy import _log_softmax, _logits, _reach_and_paths, path_sum, space_of
 from qae_lab.seqpolicy import sequence_entropy  # noqa: F401 (the doctests compare with it)
 
@@ -227,8 +228,7 @@ def advantage_table(group_size: int, *, baseline: str = "quantile", k: float = 0
 def _advantage_table(g: int, baseline: str, k: float, quantile_method: str, scale: str):
     """:func:`advantage_table`, computed once per setting (a training run asks at every step)."""
     c = torch.arange(g + 1)
-    rewards = (torch.arange(g)[None] < c[:, None]).double()  # (G+1, G): c ones, then zeros
-    adv = group_advantages(rewards.reshape(-1), g, baseline=baseline, k=k, quantile_method=quantile_method,
+    adv = group_advantages(canonical_groups(g), g, baseline=baseline, k=k, quantile_method=quantile_method,
                            scale=scale).view(g + 1, g)
     a1 = torch.where(c > 0, adv[:, 0], torch.zeros(g + 1, dtype=adv.dtype))
     a0 = torch.where(c < g, adv[:, -1], torch.zeros(g + 1, dtype=adv.dtype))

@@ -137,7 +137,8 @@ def _rows(table: torch.Tensor, prefixes: torch.Tensor) -> torch.Tensor:
 
 
 def _pass(z: torch.Tensor, pos: tuple, adv: torch.Tensor, lp_old: torch.Tensor, s: UpdateSettings):
-    """One pass of eq. U1: (grad (S, P, n, V), A~ (S, P, G, L), log pi(.|s_t) (S, P, G, L, V), clipped)."""
+    """One pass of eq. U1: (grad (S, P, n, V), A~ (S, P, G, L), log pi(.|s_t) (S, P, G, L, V), clipped,
+    log pi of each sampled token (S, P, G, L), H(s_t) (S, P, G, L))."""
     n_seeds, n_prompts, g = adv.shape
     tokens, prefixes = pos  # (S, P, G, L) each
     v, l = z.shape[-1], tokens.shape[-1]
@@ -162,7 +163,7 @@ def _pass(z: torch.Tensor, pos: tuple, adv: torch.Tensor, lp_old: torch.Tensor, 
     grad, = torch.autograd.grad(loss.sum(), zg)
     clipped = ppo_clip_active(log_ratio.detach().reshape(-1, l), a_tok.reshape(-1, l), s.epsilon_low,
                               s.epsilon_high).view(lp.shape)
-    return grad, a_tok, rows.detach(), clipped
+    return grad, a_tok, rows.detach(), clipped, lp.detach(), h
 
 
 def _step(z: torch.Tensor, grad: torch.Tensor, s: UpdateSettings, state: dict | None):
@@ -187,16 +188,15 @@ def _sample(snap, rewards: torch.Tensor, s: UpdateSettings, generator):
     return sequence_positions(y, v, l), r, _advantages(r, s)
 
 
-def _estimator_shares(rows, tokens, lp_old, a_tok, clipped) -> dict[str, torch.Tensor]:
-    """One pass's per-token terms of every form (:func:`qae_lab.ledger.entropy_change_terms`): form -> (S, P, G, L)."""
-    l, v = tokens.shape[-1], rows.shape[-1]
-    lp = rows.gather(-1, tokens[..., None]).squeeze(-1)  # (S, P, G, L): log pi of each sampled token now
-    h = -(rows.exp() * rows).sum(-1)  # (S, P, G, L): H(s_t)
+def _estimator_shares(rows, lp, h, lp_old, a_tok, clipped) -> dict[str, torch.Tensor]:
+    """One pass's per-token terms of every form (:func:`qae_lab.ledger.entropy_change_terms`), from :func:`_pass`'s
+    rows, lp and h: form -> (S, P, G, L)."""
+    l, v = lp.shape[-1], rows.shape[-1]
     # A~_t r_t, and 0 where the clip stops the gradient (the first pass: r = 1, nothing clipped)
     a_upd = update_advantages(a_tok.reshape(-1, l), (lp - lp_old).reshape(-1, l), clipped.reshape(-1, l))
     sums = {"reinforce": square_sums(rows.reshape(-1, l, v))}  # (S P G, L) each: sum_b pi_b^2, sum_b pi_b^2 log pi_b
     return {form: entropy_change_terms(lp.reshape(-1, l), h.reshape(-1, l), a_upd, form=form,
-                                       sums=sums.get(form)).view(tokens.shape) for form in LEDGER_FORMS}
+                                       sums=sums.get(form)).view(lp.shape) for form in LEDGER_FORMS}
 
 
 def _ledgers(snap, rewards, s, pos, rows0, adv, hard, passes) -> dict[str, torch.Tensor]:
@@ -236,8 +236,8 @@ def _update(z0, rewards, s: UpdateSettings, generator, state, snap):
     hard = hard_regime(r.sum(-1), s.group_size, s.k)  # (S, P)
     z, clip, passes = z0, [], []
     for _ in range(s.num_iterations):
-        grad, a_tok, rows, clipped = _pass(z, pos, adv, lp_old, s)
-        passes.append((a_tok, _estimator_shares(rows, pos[0], lp_old, a_tok, clipped)))
+        grad, a_tok, rows, clipped, lp, h = _pass(z, pos, adv, lp_old, s)
+        passes.append((a_tok, _estimator_shares(rows, lp, h, lp_old, a_tok, clipped)))
         clip.append(clipped.double().mean((1, 2, 3)))
         z, state = _step(z, grad, s, state)
     new = _snapshot(z)
