@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from callbacks import InterruptAt
+from interrupts import InterruptAt
 from safetensors.torch import load_file
 
 from qae_lab import runfolder

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from callbacks import InterruptAt
+from interrupts import InterruptAt
 
 import qae_lab.evaluate as ev
 from qae_lab import run as pipeline

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.machinery
 import re
 import subprocess
 import sys
@@ -202,3 +203,38 @@ def test_every_module_stays_under_400_lines():
     long = {p.relative_to(ROOT).as_posix(): n for p in sorted((ROOT / "qae_lab").rglob("*.py"))
             if (n := len(p.read_text(encoding="utf-8").splitlines())) >= 400}
     assert long == {}, f"modules of 400 lines or more: {long}"
+
+
+# TEMPORARY (issue 22 item 6): test files still over 500 lines while they are being split by behaviour.
+# Remove each one from this set when its split lands; the test below fails as a reminder once it is no longer over.
+_TEST_FILES_BEING_SPLIT = {"tests/test_cli.py", "tests/test_trainer.py"}
+
+
+def test_every_test_file_stays_under_500_lines():
+    # issue 22: a test file a reader can take in whole, each test next to the behaviour it checks
+    long = {p.relative_to(ROOT).as_posix(): n for p in sorted((ROOT / "tests").rglob("*.py"))
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 500}
+    assert set(long) <= _TEST_FILES_BEING_SPLIT, f"test files over 500 lines: {long}"
+    done = sorted(_TEST_FILES_BEING_SPLIT - set(long))
+    assert done == [], f"no longer over 500 lines, remove from _TEST_FILES_BEING_SPLIT: {done}"
+
+
+def test_no_module_under_tests_shadows_a_package_module_or_an_importable_one():
+    # tests/ goes first on sys.path, so tests/callbacks.py would stand in for any top-level `callbacks` and read
+    # as qae_lab.callbacks; a helper's name must be neither a qae_lab module nor importable from elsewhere
+    tests_dir = (ROOT / "tests").resolve()
+    package = {p.stem for p in (ROOT / "qae_lab").rglob("*.py")} | {p.name for p in (ROOT / "qae_lab").rglob("*")
+                                                                    if p.is_dir() and (p / "__init__.py").exists()}
+    elsewhere = [p for p in sys.path if Path(p or ".").resolve() != tests_dir]
+    clashes = {}
+    for path in sorted(tests_dir.glob("*.py")):
+        name = path.stem
+        if name == "conftest":  # pytest's own per-directory file, never imported by name
+            continue
+        if name in package:
+            clashes[name] = f"qae_lab.{name}"
+        elif name in sys.stdlib_module_names:
+            clashes[name] = "the standard library"
+        elif (spec := importlib.machinery.PathFinder.find_spec(name, elsewhere)) is not None:
+            clashes[name] = spec.origin or "a namespace package"
+    assert clashes == {}, f"modules under tests/ named like another module (rename them): {clashes}"

@@ -1,4 +1,4 @@
-"""Trainer callbacks shared by the tests."""
+"""Trainer callbacks shared by the tests: an interrupt at a chosen step."""
 
 from transformers import TrainerCallback
 
