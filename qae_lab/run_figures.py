@@ -1,0 +1,139 @@
+r"""Figures of training runs over seeds, and the views that re-draw them when a control moves (the lab layer).
+
+Notebooks 05 and 06 draw logged metrics of several runs, averaged over seeds, with a menu of
+metrics and a smoothing slider (:func:`curves_view`); notebook 06 adds pass@k against k before and
+after training (:func:`pass_at_k_figure`) and a K sweep (:func:`k_sweep_view`). The numbers come
+from :mod:`qae_lab.compare` and :mod:`qae_lab.phenomena_curves`; the figures from :mod:`qae_lab.plots`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import ipywidgets as widgets
+import plotly.graph_objects as go
+
+from qae_lab.compare import metric_curves
+from qae_lab.phenomena_curves import BEFORE, K_SWEEP_QUANTITIES, k_sweep_lines, pass_at_k_lines
+from qae_lab.plots import band_figure, interactive, line_figure
+
+__all__ = ["curves_figure", "curves_view", "pass_at_k_figure", "k_sweep_figure", "k_sweep_view"]
+
+
+def _runs(runs) -> list:
+    """``runs`` as a list (a generator would be spent by the first figure a view draws)."""
+    return list(runs)
+
+
+def curves_figure(runs: Iterable, metric: str, window: int, *, labels: Mapping[str, str], title: str,
+                  y_title: str = "{label}", stride: int = 1) -> go.Figure:
+    r"""``metric`` of every group of ``runs`` per step, mean over seeds +- std, after a trailing ``window``-step
+    average (:func:`qae_lab.compare.metric_curves`, drawn by :func:`qae_lab.plots.band_figure`).
+
+    Args:
+        runs: :class:`~qae_lab.compare.Run` s, or the groups of :func:`qae_lab.grouping.group_runs`.
+        metric: a key of ``labels``; ``labels[metric]`` is its name in words.
+        window: steps in the trailing average, >= 1.
+        title, y_title: templates filled with ``{metric}``, ``{label}`` and ``{window}``.
+        stride: draw every ``stride``-th step.
+
+    >>> from qae_lab.compare import Run
+    >>> runs = [Run(f"qae-seed{s}", "qae", s, {}, [{"step": t, "reward": 0.1 * s} for t in (1, 2)], None, None)
+    ...         for s in (0, 1)]
+    >>> fig = curves_figure(runs, "reward", 1, labels={"reward": "mean reward"}, title="{label}, {window} step")
+    >>> fig.layout.title.text, fig.layout.yaxis.title.text, [round(y, 3) for y in fig.data[1].y]
+    ('mean reward, 1 step', 'mean reward', [0.05, 0.05])
+    """
+    if metric not in labels:
+        raise ValueError(f"metric must be one of {list(labels)}, got {metric!r}")
+    words = {"metric": metric, "label": labels[metric], "window": window}
+    return band_figure(metric_curves(runs, metric, window), y_title=y_title.format(**words), stride=stride,
+                       title=title.format(**words))
+
+
+def curves_view(runs: Iterable, labels: Mapping[str, str], *, title: str, y_title: str = "{label}",
+                window: int = 10, smoothing: bool = True, max_window: int = 50, stride: int = 1,
+                control: str = "metric", description: str | None = None) -> widgets.VBox:
+    r""":func:`curves_figure` under a menu of the metrics in ``labels`` (shown by their words, the first one
+    drawn first) and, with ``smoothing``, a slider of the trailing-average window (1 ... ``max_window``,
+    starting at ``window``; without it the window stays ``window``).
+
+    The box is :func:`qae_lab.plots.interactive`'s: ``.controls[control]`` is the menu,
+    ``.controls["window"]`` the slider, ``.view.figure`` the figure shown.
+
+    Args:
+        control: the menu's name in ``.controls``; ``description``: its caption (default ``control``).
+
+    >>> from qae_lab.compare import Run
+    >>> rows = [{"step": t, "reward": 0.5, "entropy": 0.1 * t} for t in (1, 2, 3)]
+    >>> box = curves_view([Run("qae-seed0", "qae", 0, {}, rows, None, None)],
+    ...                   {"reward": "mean reward", "entropy": "entropy"}, title="{label} ({window} steps)",
+    ...                   window=2)
+    >>> box.controls["metric"].value = "entropy"; box.view.figure.layout.title.text
+    'entropy (2 steps)'
+    >>> box.controls["window"].value = 1; [round(y, 3) for y in box.view.figure.data[0].y]
+    [0.1, 0.2, 0.3]
+    """
+    if not labels:
+        raise ValueError("labels must name at least one metric")
+    runs = _runs(runs)
+    menu = widgets.Dropdown(options=[(words, metric) for metric, words in labels.items()],
+                            description=control if description is None else description)
+    controls = {control: menu}
+    if smoothing:
+        controls["window"] = widgets.IntSlider(value=window, min=1, max=max_window, description="smoothing")
+
+    def build(**values) -> go.Figure:
+        return curves_figure(runs, values[control], values.get("window", window), labels=labels, title=title,
+                             y_title=y_title, stride=stride)
+
+    return interactive(build, controls)
+
+
+def pass_at_k_figure(table: Mapping, *, title: str = "pass@k before and after training, mean over seeds ± std"
+                     ) -> go.Figure:
+    r"""pass@k against k (log axis, a tick per k) for each method after training, with a +- std band, and the
+    dashed line before training (:func:`qae_lab.phenomena_curves.pass_at_k_lines`).
+
+    Args:
+        table: :func:`qae_lab.phenomena.pass_at_k_table`.
+
+    >>> from qae_lab.runstats import stat
+    >>> table = {"qae": {"before": {1: stat([0.4]), 4: stat([0.7])}, "after": {1: stat([0.5]), 4: stat([0.8])}}}
+    >>> fig = pass_at_k_figure(table)
+    >>> [t.name for t in fig.data if t.name], fig.data[-1].line.dash, list(fig.layout.xaxis.tickvals)
+    (['qae, after', 'before (every method)'], 'dash', [1, 4])
+    """
+    lines = pass_at_k_lines(table)
+    fig = line_figure(lines.x, lines.y, bands=lines.bands, markers=True, x_title="k (samples)", y_title="pass@k",
+                      title=title)
+    fig.update_xaxes(type="log", tickvals=lines.x)  # one tick per k drawn
+    fig.update_traces(line_dash="dash", selector={"name": BEFORE})
+    return fig
+
+
+def k_sweep_figure(rows: Sequence[Mapping], quantity: str) -> go.Figure:
+    r"""One quantity of a K sweep against K, mean over seeds +- std (:func:`qae_lab.phenomena_curves.k_sweep_lines`).
+
+    >>> from qae_lab.runstats import stat
+    >>> fig = k_sweep_figure([{"k": 0.2, "pass@1": stat([0.4, 0.6])}, {"k": 0.8, "pass@1": stat([0.5])}], "pass@1")
+    >>> list(fig.data[-1].x), list(fig.data[-1].y), fig.layout.title.text
+    ([0.2, 0.8], [0.5, 0.5], 'pass@1 after training against K')
+    """
+    lines = k_sweep_lines(rows, quantity)
+    return line_figure(lines.x, lines.y, bands=lines.bands, markers=True, x_title="K", y_title=quantity,
+                       title=f"{quantity} after training against K")
+
+
+def k_sweep_view(rows: Sequence[Mapping], quantities: Sequence[str] = K_SWEEP_QUANTITIES) -> widgets.VBox:
+    r""":func:`k_sweep_figure` under a menu of ``quantities`` (``.controls["quantity"]``).
+
+    >>> from qae_lab.runstats import stat
+    >>> rows = [{"k": k, "pass@1": stat([k]), "pass@32": stat([1.0])} for k in (0.2, 0.4)]
+    >>> box = k_sweep_view(rows, ["pass@1", "pass@32"])
+    >>> box.controls["quantity"].value = "pass@32"; list(box.view.figure.data[-1].y)
+    [1.0, 1.0]
+    """
+    rows = list(rows)
+    return interactive(lambda quantity: k_sweep_figure(rows, quantity),
+                       {"quantity": widgets.Dropdown(options=list(quantities), description="quantity")})

@@ -1,0 +1,93 @@
+"""qae_lab.run_figures: what the curve views, the pass@k figure and the K sweep draw, checked by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from qae_lab.compare import Run
+from qae_lab.phenomena import pass_at_k_table
+from qae_lab.run_figures import curves_figure, curves_view, k_sweep_figure, k_sweep_view, pass_at_k_figure
+from qae_lab.runstats import stat
+
+
+def _runs():
+    # two seeds of qae, one of mean; reward per step and an entropy only qae logs
+    rows = lambda r, e: [{"step": t, "reward": r * t, **({"entropy": e} if e else {})}  # noqa: E731
+                         for t in (1, 2, 3, 4)]
+    return [Run("qae-seed0", "qae", 0, {}, rows(0.1, 0.5), None, None),
+            Run("qae-seed1", "qae", 1, {}, rows(0.3, 0.7), None, None),
+            Run("mean-seed0", "mean", 0, {}, rows(0.2, None), None, None)]
+
+
+def _line(fig, name):
+    return next(t for t in fig.data if t.name and t.name.split(" (")[0] == name)
+
+
+def test_curves_figure_draws_the_mean_over_seeds_after_the_trailing_average():
+    fig = curves_figure(_runs(), "reward", 2, labels={"reward": "mean reward"},
+                        title="{label}: {metric}, {window} steps", y_title="y: {label}")
+    assert fig.layout.title.text == "mean reward: reward, 2 steps" and fig.layout.yaxis.title.text == "y: mean reward"
+    # qae: seeds 0.1*t and 0.3*t, mean 0.2*t; trailing 2-step averages 0.2, 0.3, 0.5, 0.7
+    assert list(_line(fig, "qae").y) == pytest.approx([0.2, 0.3, 0.5, 0.7])
+    assert _line(fig, "qae").name == "qae (2 runs)" and _line(fig, "mean").name == "mean (1 run)"
+    strided = curves_figure(_runs(), "reward", 1, labels={"reward": "r"}, title="t", stride=2)
+    assert list(_line(strided, "qae").x) == [1, 3]
+
+
+def test_curves_figure_refuses_a_metric_it_has_no_words_for():
+    with pytest.raises(ValueError, match="metric must be one of"):
+        curves_figure(_runs(), "loss", 1, labels={"reward": "r"}, title="t")
+
+
+def test_curves_view_menu_slider_and_redraw():
+    labels = {"reward": "mean reward", "entropy": "entropy (nats)"}
+    box = curves_view(iter(_runs()), labels, title="{label} ({window})", window=3, max_window=7, control="part",
+                      description="which")
+    menu, slider = box.controls["part"], box.controls["window"]
+    assert list(menu.options) == [("mean reward", "reward"), ("entropy (nats)", "entropy")]
+    assert menu.value == "reward" and menu.description == "which"
+    assert (slider.value, slider.min, slider.max, slider.description) == (3, 1, 7, "smoothing")
+    assert box.view.figure.layout.title.text == "mean reward (3)"
+    menu.value = "entropy"  # only qae logs it: a generator of runs must not be spent by the first figure
+    assert box.view.figure.layout.title.text == "entropy (nats) (3)"
+    assert [t.name for t in box.view.figure.data if t.name] == ["qae (2 runs)"]
+    assert list(_line(box.view.figure, "qae").y) == pytest.approx([0.6] * 4)
+    slider.value = 1
+    assert box.view.figure.layout.title.text == "entropy (nats) (1)"
+
+
+def test_curves_view_without_smoothing_keeps_its_window():
+    box = curves_view(_runs(), {"reward": "r"}, title="{window}-step average", window=4, smoothing=False)
+    assert list(box.controls) == ["metric"] and box.view.figure.layout.title.text == "4-step average"
+    # qae mean 0.2*t, averaged over the trailing (up to) 4 steps: 0.2, 0.3, 0.4, 0.5
+    assert list(_line(box.view.figure, "qae").y) == pytest.approx([0.2, 0.3, 0.4, 0.5])
+    with pytest.raises(ValueError, match="at least one metric"):
+        curves_view(_runs(), {}, title="t")
+
+
+def test_pass_at_k_figure_lines_bands_and_axis():
+    before = {"pass@1": 0.25, "pass@4": 0.75}
+    runs = [Run("qae-seed0", "qae", 0, {}, [], before, {"pass@1": 0.4, "pass@4": 0.8}),
+            Run("qae-seed1", "qae", 1, {}, [], before, {"pass@1": 0.6, "pass@4": 0.8})]
+    fig = pass_at_k_figure(pass_at_k_table(runs))
+    names = [t.name for t in fig.data]
+    assert names == [None, "qae, after", "before (every method)"]  # the band (no legend), the line, before
+    band, after, start = fig.data
+    assert list(after.y) == pytest.approx([0.5, 0.8]) and list(start.y) == [0.25, 0.75]
+    assert list(band.y) == pytest.approx([0.6, 0.8, 0.8, 0.4])  # mean + std forwards, mean - std backwards
+    assert start.line.dash == "dash" and after.line.dash is None
+    assert fig.layout.xaxis.type == "log" and list(fig.layout.xaxis.tickvals) == [1, 4]
+    assert fig.layout.xaxis.title.text == "k (samples)" and fig.layout.yaxis.title.text == "pass@k"
+
+
+def test_k_sweep_figure_and_view():
+    rows = [{"k": 0.2, "final entropy": stat([0.1, 0.3]), "pass@1": stat([0.5])},
+            {"k": 0.8, "final entropy": stat([0.4, 0.4]), "pass@1": stat([0.6])}]
+    fig = k_sweep_figure(rows, "final entropy")
+    assert list(fig.data[-1].x) == [0.2, 0.8] and list(fig.data[-1].y) == pytest.approx([0.2, 0.4])
+    assert list(fig.data[0].y) == pytest.approx([0.3, 0.4, 0.4, 0.1])  # band: 0.2 +- 0.1, 0.4 +- 0
+    assert fig.layout.xaxis.title.text == "K" and fig.layout.title.text == "final entropy after training against K"
+    box = k_sweep_view(rows, ["final entropy", "pass@1"])
+    assert box.view.figure.layout.title.text.startswith("final entropy")
+    box.controls["quantity"].value = "pass@1"
+    assert list(box.view.figure.data[-1].y) == pytest.approx([0.5, 0.6])
