@@ -1,0 +1,288 @@
+r"""The result figures of the READMEs, written from the committed runs, and a check that they have not drifted.
+
+The READMEs state what the committed reference runs (``data/reference_runs/``, made by
+``benchmarks/reference_runs.py``) measured. Each such passage sits between two markers,
+``<!-- results:NAME -->`` and ``<!-- /results:NAME -->``, and is generated here from the runs
+through :mod:`qae_lab.compare`, :mod:`qae_lab.phenomena` and :mod:`qae_lab.runstats`; nothing in
+it is typed by hand. :data:`BLOCKS` says which passages each README holds.
+
+    python -m qae_lab.readme_results           # rewrite the passages (each README atomically)
+    python -m qae_lab.readme_results --check   # exit 1, naming the files, where a passage differs
+
+``tests/test_readme_results.py`` runs the check, so a README that no longer says what the
+committed runs say fails the tests. Runs offline in about a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import textwrap
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from qae_lab.compare import Run, load_runs, summary_table
+from qae_lab.methods import QAE_HARD_FRAC, QAE_ZERO_ADV_FRAC
+from qae_lab.phenomena import per_method, window_mean
+from qae_lab.runfolder import atomic_write_text
+from qae_lab.runstats import Stat, stat, within_spread
+
+__all__ = ["COMMAND", "ROOT", "REFERENCE_RUNS", "marker", "replace_block", "cpu_demo_text", "lenient_text",
+           "reference_text", "BLOCKS", "render", "stale", "main"]
+
+COMMAND = "python -m qae_lab.readme_results"
+ROOT = Path(__file__).resolve().parents[1]  # the source checkout the READMEs belong to
+REFERENCE_RUNS = Path("data") / "reference_runs"
+_EDGE = 50  # steps: the README's "first and last 50 steps" of a 400-step run
+_COUNT = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
+
+
+def marker(name: str) -> tuple[str, str]:
+    r"""The opening and closing markers of passage ``name``.
+
+    >>> marker("cpu-demo")
+    ('<!-- results:cpu-demo -->', '<!-- /results:cpu-demo -->')
+    """
+    return f"<!-- results:{name} -->", f"<!-- /results:{name} -->"
+
+
+def replace_block(text: str, name: str, body: str) -> str:
+    r"""``text`` with what stands between the markers of passage ``name`` replaced by ``body`` (markers kept).
+
+    Raises:
+        ValueError: the markers are missing, repeated or out of order.
+
+    >>> replace_block("a <!-- results:x -->old<!-- /results:x --> b", "x", "new")
+    'a <!-- results:x -->new<!-- /results:x --> b'
+    >>> replace_block("no markers", "x", "new")
+    Traceback (most recent call last):
+    ...
+    ValueError: passage 'x' needs one '<!-- results:x -->' followed by one '<!-- /results:x -->'
+    """
+    begin, end = marker(name)
+    i, j = text.find(begin), text.find(end)
+    if i < 0 or j < i or text.count(begin) != 1 or text.count(end) != 1:
+        raise ValueError(f"passage {name!r} needs one {begin!r} followed by one {end!r}")
+    return text[:i + len(begin)] + body + text[j:]
+
+
+def _wrap(paragraph: str) -> str:
+    """A paragraph broken into lines of at most 100 characters at spaces, as the READMEs are written."""
+    return textwrap.fill(paragraph, 100, break_long_words=False, break_on_hyphens=False)
+
+
+def _mean_std(s: Stat, digits: int = 3) -> str:
+    """A seed mean, with its spread where the seeds differ ("0.705" or "0.747 ± 0.013")."""
+    return f"{s.mean:.{digits}f}" if s.std == 0 else f"{s.mean:.{digits}f} ± {s.std:.{digits}f}"
+
+
+def _points(diff: float) -> str:
+    """A difference of rates in percentage points, in words: "gains 30 points", "loses 2 points"."""
+    n = round(100 * abs(diff))
+    return f"{'gains' if diff >= 0 else 'loses'} {n} point{'' if n == 1 else 's'}"
+
+
+def _seeds(runs: Sequence[Run]) -> str:
+    seeds = sorted(r.seed for r in runs)
+    return ", ".join(map(str, seeds[:-1])) + f" and {seeds[-1]}" if len(seeds) > 1 else str(seeds[0])
+
+
+def _level_pass1(folder: Path, when: str) -> dict[str, float]:
+    """``{level: sampled pass@1}`` of a committed run's evaluation ``before`` or ``after`` training."""
+    data = json.loads((folder / "summary.json").read_text(encoding="utf-8"))[when]
+    return {level: v["pass@1"] for level, v in data["by_level"].items()}
+
+
+def _moves(what: str, first: Stat, last: Stat, digits: int) -> str:
+    verb = "rises" if last.mean > first.mean else "falls"
+    return f"{what} {verb} from {first.mean:.{digits}f} to {last.mean:.{digits}f}"
+
+
+def cpu_demo_text(reference_runs: str | Path, method: str = "qae", edge: int = _EDGE) -> str:
+    r"""The main README's cpu-demo results: the before/after table over ``method``'s committed runs (mean ± std over
+    seeds where they differ), pass@1 per level, and how reward, entropy, hard-prompt and zero-advantage fractions
+    moved during training (means over the first and last ``edge`` steps, then over seeds).
+
+    Args:
+        reference_runs: the ``data/reference_runs`` folder (``<method>-seed<S>/`` each).
+        method: the runs described; edge: steps at each end of training, at most half the steps.
+
+    >>> "| embedded model | 0.705 | 0.278 | 0.830 |" in cpu_demo_text(ROOT / REFERENCE_RUNS).splitlines()
+    True
+    """
+    folder = Path(reference_runs)
+    folders = sorted(folder.glob(f"{method}-seed*"))
+    runs = [r for r in load_runs(folders) if r.method == method] if folders else []
+    if not runs or any(r.before is None or r.after is None for r in runs):
+        raise ValueError(f"no evaluated {method} runs in {folder}: make them with python benchmarks/reference_runs.py")
+    evals = {(when, key): stat(getattr(r, when)[key] for r in runs)
+             for when in ("before", "after") for key in ("greedy_pass@1", "pass@1", "pass@8")}
+    levels = {when: [_level_pass1(folder / r.name, when) for r in runs] for when in ("before", "after")}
+    names = sorted(levels["before"][0], key=int)
+    level = ", ".join(f"{'level ' if i == 0 else ''}{n}: {stat(d[n] for d in levels['before']).mean:.2f} -> "
+                      f"{stat(d[n] for d in levels['after']).mean:.2f}" for i, n in enumerate(names))
+    steps = runs[0].rows[-1]["step"]
+    if any(r.rows[-1]["step"] != steps for r in runs) or not 1 <= edge <= steps // 2:
+        raise ValueError(f"the {method} runs must have one length of at least 2 * edge = {2 * edge} steps")
+    first = {m: stat(window_mean(r.rows, m, 1, edge) for r in runs) for m in ("reward", "entropy", QAE_HARD_FRAC)}
+    last = {m: stat(window_mean(r.rows, m, steps - edge + 1) for r in runs) for m in first}
+    zero = stat(window_mean(r.rows, QAE_ZERO_ADV_FRAC) for r in runs)
+    gain = {key: evals["after", key].mean - evals["before", key].mean for key in ("greedy_pass@1", "pass@1", "pass@8")}
+    sharpens = (": within this budget RL mostly sharpens the sampling distribution towards answers the greedy "
+                "decoder already picks" if gain["pass@1"] > 2 * abs(gain["greedy_pass@1"]) else "")
+    run0, after0 = runs[0].config, runs[0].after
+    row = {when: " | ".join(_mean_std(evals[when, key]) for key in ("greedy_pass@1", "pass@1", "pass@8"))
+           for when in ("before", "after")}
+    return "\n".join([
+        "",
+        _wrap(f"Measured in the committed runs of `benchmarks/reference_runs.py` "
+              f"(`data/reference_runs/{method}-seed*`: `--method {method}`, seeds {_seeds(runs)}, "
+              f"`--set sparse_update=false`), each evaluated on the same {after0['n_problems']} held-out problems "
+              f"with the same sampling seeds before and after training; after training, mean ± std over the "
+              f"{_COUNT.get(len(runs), len(runs))} seeds:"),
+        "",
+        f"| | greedy pass@1 | sampled pass@1 (n = {after0['n_samples']}, T = {run0['trainer']['temperature']:g}) "
+        "| pass@8 |",
+        "| --- | --- | --- | --- |",
+        f"| embedded model | {row['before']} |",
+        f"| after `{run0['preset']}` | {row['after']} |",
+        "",
+        _wrap(f"Sampled pass@1 {_points(gain['pass@1'])} ({level}), pass@8 {_points(gain['pass@8'])} and greedy "
+        f"pass@1 {_points(gain['greedy_pass@1'])}{sharpens}. "
+        f"{_moves('The training reward', first['reward'], last['reward'], 2)} (means over the first and last "
+        f"{edge} of the {steps} steps, then over the seeds), "
+        f"{_moves('the entropy of the sampled completions', first['entropy'], last['entropy'], 3)} (nats per "
+        f"token), {_moves('the hard-prompt fraction', first[QAE_HARD_FRAC], last[QAE_HARD_FRAC], 2)}, and "
+        f"{100 * zero.mean:.0f}% of completions get exactly zero advantage (mean over the steps)."),
+        ""])
+
+
+def lenient_text(runs: Sequence[Run]) -> str:
+    r"""Whether the lenient figures (an answer found anywhere) equal the strict ones in ``runs``' evaluations.
+
+    >>> ev = {"pass@1": 0.5, "lenient_pass@1": 0.5, "greedy_pass@1": 0.7, "lenient_greedy_pass@1": 0.7}
+    >>> lenient_text([Run("qae-seed0", "qae", 0, {}, [], ev, ev)])
+    'in the runs above they are equal'
+    >>> lenient_text([Run("qae-seed0", "qae", 0, {}, [], ev, {**ev, "lenient_pass@1": 0.52})])
+    'in the runs above the lenient figures exceed the strict ones by up to 0.020'
+    """
+    gaps = [getattr(r, when)[f"lenient_{key}"] - getattr(r, when)[key] for r in runs
+            for when in ("before", "after") for key in ("pass@1", "greedy_pass@1")]
+    if not gaps:
+        raise ValueError("no evaluated runs to compare the lenient figures in")
+    if all(g == 0 for g in gaps):
+        return "in the runs above they are equal"
+    return f"in the runs above the lenient figures exceed the strict ones by up to {max(gaps):.3f}"
+
+
+def reference_text(runs: Sequence[Run]) -> str:
+    r"""``data/reference_runs/README.md``'s table of the four methods (:func:`qae_lab.compare.summary_table`) and
+    what it says: the spread of sampled pass@1 after training, which methods lie within the mean baseline's seed
+    range, the zero-advantage fractions and QAE's pass@8 against the mean baseline's.
+
+    >>> from qae_lab.compare import find_reference_runs
+    >>> reference_text(load_runs(find_reference_runs())).splitlines()[5][:40]
+    '| mean (GRPO) | 0.278 -> 0.586 ± 0.009 |'
+    """
+    table = {row["method"]: row for row in summary_table(runs)}
+    if "mean" not in table or "qae" not in table:
+        raise ValueError(f"the reference runs need the mean and qae methods, got {sorted(table)}")
+    seeds = sorted(set(per_method(runs, lambda r: r.seed).get("mean", [])))
+    lines = ["", _wrap(f"Seeds {', '.join(map(str, seeds[:-1]))} and {seeds[-1]} for every method. Mean ± "
+                       f"spread (population std) over the {_COUNT.get(len(seeds), len(seeds))} seeds:"), "",
+             "| method | sampled pass@1 before -> after | greedy pass@1 before -> after | pass@8 after | zero-adv frac "
+             "| training variance (reward, detrended, window 20) |", "| --- | --- | --- | --- | --- | --- |"]
+    for method, row in table.items():
+        cells = [f"{row[f'{k} before'].mean:.3f} -> {row[f'{k} after'].mean:.3f} ± {row[f'{k} after'].std:.3f}"
+                 for k in ("pass@1", "greedy pass@1")]
+        cells += [f"{row[k].mean:.3f} ± {row[k].std:.3f}" for k in ("pass@8 after", "zero-adv frac", "train var")]
+        lines.append(f"| {'mean (GRPO)' if method == 'mean' else method} | {' | '.join(cells)} |")
+    after = {m: row["pass@1 after"] for m, row in table.items()}
+    lo, hi = min(after, key=lambda m: after[m].mean), max(after, key=lambda m: after[m].mean)
+    inside = [m for m in after if m != "mean" and within_spread(after[m], after["mean"])]
+    outside = [m for m in after if m != "mean" and m not in inside]
+    spread = ", ".join(filter(None, [f"{' and '.join(inside)} within the seed spread of the mean baseline (the seed "
+                                     "ranges overlap)" if inside else "",
+                                     f"{' and '.join(outside)} outside it" if outside else ""]))
+    q, m = table["qae"], table["mean"]
+    d8 = q["pass@8 after"].mean - m["pass@8 after"].mean
+    lines += ["", _wrap(f"On this tiny task the {_COUNT.get(len(table), len(table))} methods end within "
+              f"{round(100 * (after[hi].mean - after[lo].mean))} points of each other in sampled pass@1 "
+              f"({lo} {after[lo].mean:.3f} to {hi} {after[hi].mean:.3f}), {spread}. QAE leaves "
+              f"{100 * q['zero-adv frac'].mean:.0f}% of responses with exactly zero advantage against "
+              f"{100 * m['zero-adv frac'].mean:.0f}% (the all-equal groups) under the mean baseline, and its pass@8 ends "
+              f"{round(100 * abs(d8))} points {'higher' if d8 >= 0 else 'lower'}. The table comes from "
+              "`qae_lab.compare.summary_table` (notebook 05 draws the curves)."), ""]
+    return "\n".join(lines)
+
+
+def _reference(root: Path) -> list[Run]:
+    return [r for r in load_runs(root / REFERENCE_RUNS) if r.config.get("preset") == "cpu-demo"]
+
+
+# README (relative to the root) -> {passage: its text from the root's committed runs}
+BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {
+    "README.md": {
+        "cpu-demo": lambda root: cpu_demo_text(root / REFERENCE_RUNS),
+        "lenient": lambda root: lenient_text([r for r in _reference(root) if r.method == "qae"]),
+    },
+    str(REFERENCE_RUNS / "README.md"): {
+        "reference-runs": lambda root: reference_text(_reference(root)),
+    },
+}
+
+
+def render(root: str | Path = ROOT, blocks: Mapping[str, Mapping[str, Callable[[Path], str]]] = BLOCKS
+           ) -> dict[Path, tuple[str, str]]:
+    r"""``{README path: (its text now, its text with every passage regenerated)}`` under ``root``; writes nothing.
+
+    >>> [str(path.relative_to(ROOT)) for path in render()]
+    ['README.md', 'data/reference_runs/README.md']
+    """
+    root = Path(root)
+    out = {}
+    for name, passages in blocks.items():
+        path = root / name
+        now = path.read_text(encoding="utf-8")
+        new = now
+        for passage, make in passages.items():
+            new = replace_block(new, passage, make(root))
+        out[path] = (now, new)
+    return out
+
+
+def stale(root: str | Path = ROOT) -> list[Path]:
+    r"""The READMEs under ``root`` whose result passages differ from what the committed runs say.
+
+    >>> stale()
+    []
+    """
+    return [path for path, (now, new) in render(root).items() if now != new]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    r"""Rewrite the READMEs' result passages (``--check``: only report the ones that differ, exit status 1).
+
+    >>> main(["--check"])
+    READMEs up to date with the committed runs
+    0
+    """
+    p = argparse.ArgumentParser(prog=COMMAND, description=__doc__.splitlines()[0])
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 if a README's passages differ")
+    p.add_argument("--root", type=Path, default=ROOT, help="the source checkout (default: this package's)")
+    args = p.parse_args(argv)
+    changed = [(path, new) for path, (now, new) in render(args.root).items() if now != new]
+    for path, new in changed:
+        if args.check:
+            print(f"{path}: its result passages differ from the committed runs; run {COMMAND}")
+        else:
+            atomic_write_text(path, new)  # a reader sees the old README or the new one, never half of one
+            print(f"{path}: result passages rewritten")
+    if not changed:
+        print("READMEs up to date with the committed runs")
+    return 1 if args.check and changed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
