@@ -16,7 +16,7 @@ import time
 import torch
 
 from qae_lab.advantages import group_advantages
-from qae_lab.token_weights import sa_ah_weights
+from qae_lab.horizon import selective_horizon_weights
 
 
 def loop_qae(rewards: list[float], g: int, k: float) -> list[float]:
@@ -68,7 +68,8 @@ def main() -> None:
 
     rows = [
         ("QAE advantages", lambda: group_advantages(r, a.group, k=0.4), lambda: loop_qae(r_list, a.group, 0.4)),
-        ("SA-AH weights", lambda: sa_ah_weights(h, mask, adv, 0.5), lambda: loop_sa_ah(h_list, adv_list, 0.5)),
+        ("horizon weights", lambda: selective_horizon_weights(h, mask, adv, 0.5),
+         lambda: loop_sa_ah(h_list, adv_list, 0.5)),
     ]
     print(f"N = {a.prompts} x {a.group} responses, T = {a.tokens}, best of {a.repeats}, torch threads = "
           f"{torch.get_num_threads()}")

@@ -13,11 +13,11 @@ from collections.abc import Callable
 import torch
 
 from qae_lab.advantages import advantage_stats, group_advantages, quantile_baseline
+from qae_lab.horizon import horizon_weights
 from qae_lab.runstats import detrended_variance
 from qae_lab.methods import knob_changes
 from qae_lab.sparsity import gate_zero_counts
 from qae_lab.theory import knob_slope
-from qae_lab.token_weights import horizon_weights
 
 __all__ = ["check_quantile_baseline", "check_knob_slope", "check_zero_count", "check_training_variance",
            "check_horizon_weights", "check_k_changes", "check_neg_correct"]
@@ -114,7 +114,7 @@ def check_horizon_weights(fn: Callable) -> str:
     >>> check_horizon_weights(lambda h, m, alpha: None) == NOT_ATTEMPTED
     True
     >>> check_horizon_weights(horizon_weights)
-    'Correct: your weights match qae_lab.token_weights.horizon_weights on 15 cases.'
+    'Correct: your weights match qae_lab.horizon.horizon_weights on 15 cases.'
     """
     gen = torch.Generator().manual_seed(2)
     if fn(torch.full((1, 2), 0.5), torch.ones(1, 2), 1.0) is None:
@@ -128,7 +128,7 @@ def check_horizon_weights(fn: Callable) -> str:
             _compare(fn(h.clone(), mask.clone(), alpha), horizon_weights(h, mask, alpha),
                      f"alpha={alpha}, h_norm={h.tolist()}, mask={mask.tolist()}")
             cases += 1
-    return f"Correct: your weights match qae_lab.token_weights.horizon_weights on {cases} cases."
+    return f"Correct: your weights match qae_lab.horizon.horizon_weights on {cases} cases."
 
 
 def check_k_changes(fn: Callable) -> str:

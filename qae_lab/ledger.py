@@ -28,7 +28,7 @@ curves of two runs may look alike.
 
 Where this departs from the papers, and why:
 
-* Cui et al. estimate the covariance with the batch-centred product (:func:`qae_lab.partners.
+* Cui et al. estimate the covariance with the batch-centred product (:func:`qae_lab.entropy_controls.
   token_covariance`, logged as ``cov/token_cov``); here the centring is the state's own exact
   -H(s_t), which TRL's loss forward already computes, so that the terms add up per sample and the
   split is exact (zero-advantage samples contribute 0 rather than a centring remainder).
@@ -48,7 +48,7 @@ import math
 import torch
 
 from qae_lab._checks import as_real_tensor, check_choice, check_finite_scalar, check_mask
-from qae_lab.partners import ppo_clip_active
+from qae_lab.entropy_controls import ppo_clip_active
 
 __all__ = ["LEDGER_FORMS", "LEDGER_PARTS", "square_sums", "entropy_change_terms", "update_advantages",
            "ledger_parts", "batch_ledger", "bandit_ledger"]
@@ -141,11 +141,11 @@ def update_advantages(advantages, log_ratio=None, clipped=None) -> torch.Tensor:
     r"""The advantage each token's gradient actually carries: A_t r_t, and 0 where PPO's clip stops it.
 
     The clipped surrogate min(r A, clip(r, 1 - eps_low, 1 + eps_high) A) has gradient r_t A_t grad log pi_t
-    where the clip is inactive and 0 where it is active (:func:`qae_lab.partners.ppo_clip_active`).
+    where the clip is inactive and 0 where it is active (:func:`qae_lab.entropy_controls.ppo_clip_active`).
     On a step's first pass over its own samples r_t = 1 and nothing is clipped.
 
     Args:
-        advantages: (N, T) per-token advantages (SA-AH weights and normaliser included).
+        advantages: (N, T) per-token advantages (horizon weights and normaliser included).
         log_ratio: None (r = 1), or (N, T) / (N, 1) log pi_theta - log pi_old (GSPO: per sequence).
         clipped: None, or (N, T) / (N, 1) bool, True where the clip is active.
 

@@ -37,8 +37,8 @@ from qae_lab._checks import check_finite_scalar, check_int, check_mask
 from qae_lab.answers import strict_is_correct
 from qae_lab.data import prompt_text
 from qae_lab.evaluate import validate_records
+from qae_lab.horizon import normalised_entropy
 from qae_lab.sampling import eos_token_ids, generate_ids, generation_mode, model_device
-from qae_lab.token_weights import normalized_entropy
 
 __all__ = ["Rollouts", "sample_groups", "completion_logits", "completion_entropies", "top_k_errors",
            "uncertain_tokens"]
@@ -224,7 +224,7 @@ def completion_entropies(model, tokenizer, prompts, completion_ids, mask, *, top
     r"""H~_t = H(pi(. | x, y_<t)) / log V for every completion token, from one no-grad forward.
 
     SA-AH-GRPO (arXiv 2606.05434), eq. for H~_t: exact (``top_k=None``) or the paper's
-    estimate H_topk / log V (k = 500 there), by :func:`qae_lab.token_weights.normalized_entropy`.
+    estimate H_topk / log V (k = 500 there), by :func:`qae_lab.horizon.normalised_entropy`.
 
     Args:
         model, tokenizer, prompts, completion_ids, mask, temperature, batch_size: as in
@@ -245,7 +245,7 @@ def completion_entropies(model, tokenizer, prompts, completion_ids, mask, *, top
     if top_k is not None:
         check_int(top_k, "top_k", 1)
     # H~_t = H(softmax(z_t / T)) / log V, exact or from the top-k logits; 0 on padding
-    return torch.cat([normalized_entropy(z, top_k) * m
+    return torch.cat([normalised_entropy(z, top_k) * m
                       for z, m in _logit_chunks(model, tokenizer, prompts, completion_ids, mask, temperature,
                                                 batch_size)])
 
@@ -279,11 +279,11 @@ def top_k_errors(logits: torch.Tensor, mask, ks: Sequence[int]) -> dict[str, lis
     if ks is None:
         raise ValueError("ks must be a non-empty sequence of ints >= 1")
     z = logits[real].float()  # (n_tokens, V)
-    h_exact = normalized_entropy(z)  # (n_tokens,)
+    h_exact = normalised_entropy(z)  # (n_tokens,)
     p = torch.softmax(z, dim=-1)  # (n_tokens, V)
     out: dict[str, list[float]] = {"k": [], "mean_abs": [], "max_abs": [], "mean_signed": [], "tail_mass": []}
     for k in ks:
-        diff = normalized_entropy(z, top_k=k) - h_exact  # (n_tokens,)
+        diff = normalised_entropy(z, top_k=k) - h_exact  # (n_tokens,)
         out["k"].append(k)
         out["mean_abs"].append(diff.abs().mean().item())
         out["max_abs"].append(diff.abs().max().item())

@@ -240,7 +240,7 @@ def expected_ledger(z, rewards, *, group_size: int, eta: float, baseline: str = 
                     ) -> dict[str, torch.Tensor]:
     r"""The exact expected first-order entropy change of one on-policy group update, split (eq. LG3).
 
-    One plain-SGD pass of the token-level (``bnpo``) loss without token weights: dz = eta/(P G L)
+    One plain-SGD pass of the token-level (``bnpo``) loss without horizon weights: dz = eta/(P G L)
     sum_i A_i grad log pi(y_i) for each prompt; the expectation is over the G sampled responses.
 
     Args:

@@ -1,12 +1,12 @@
 r"""The sampled group update of the exact sequence policy, its entropy ledgers, the training simulation,
-and what SA-AH's discount does to the update's variance.
+and what SA-AH's horizon weights do to the update's variance.
 
 One update, as the trainer (:class:`qae_lab.trainer.QAETrainer` on TRL's GRPO loss) makes it, with the same
 functions: G responses per prompt drawn from the exact pi(y) (:mod:`qae_lab.seqpolicy`); advantages
 A_i from :func:`qae_lab.advantages.group_advantages` (mean or K-quantile baseline, QAE arXiv 2509.22611);
-SA-AH / AH token weights w_t from :func:`qae_lab.token_weights.sa_ah_weights` (arXiv 2606.05434) on the
+SA-AH / AH horizon weights w_t from :func:`qae_lab.horizon.selective_horizon_weights` (arXiv 2606.05434) on the
 normalised state entropies H(s_t)/log V, with the sum(w) normaliser c of
-:func:`qae_lab.token_weights.normaliser_factor`; then ``num_iterations`` passes of PPO's clipped surrogate
+:func:`qae_lab.horizon.normaliser_factor`; then ``num_iterations`` passes of PPO's clipped surrogate
 with DAPO's asymmetric range (Clip-Higher: eps_high = 0.28 against eps_low = 0.2),
 
     l_t = -min(r_t A~_t, clip(r_t, 1 - eps_low, 1 + eps_high) A~_t),  r_t = exp(log pi_t - log pi_old,t),
@@ -25,11 +25,11 @@ logged values: a factor num_iterations), times eta / (N_tok P) so that they are 
 ``sampled/dh_state`` (the part through the states' own entropies) is the first pass's "reinforce" terms weighted
 by rho(s_t), from the same library call.
 
-Departures, and why: the trainer computes the SA-AH weights from top-k entropies (k = 500 >= V here, so
+Departures, and why: the trainer computes the horizon weights from top-k entropies (k = 500 >= V here, so
 exact); ``clip_frac`` averages over all passes (the first, on-policy, clips nothing and is counted too). The
 sampled split and the expectation are exact for plain SGD only (Adam's step is not a sum over samples): with
 Adam they are NaN, the estimators are not (the trainer logs them under Adam too; their eta / N_tok scale is
-then nominal); the expectation is NaN also with token weights (alpha != 0: the normaliser depends on the
+then nominal); the expectation is NaN also with horizon weights (alpha != 0: the normaliser depends on the
 whole batch) and with ``scale="batch"``. With ``num_iterations > 1`` sampled and expected describe the first
 pass; the estimators, ``dh_first_order`` and ``dh_exact`` the whole step.
 Shapes: S seeds, P prompts, G group size, L positions, V vocabulary, n prefixes, Y = V**L sequences.
@@ -45,11 +45,11 @@ import torch
 from qae_lab._checks import (as_real_tensor, check_choice, check_finite_scalar, check_group_size, check_int, check_k,
                              check_positive)
 from qae_lab.advantages import BASELINES, QUANTILE_METHODS, SCALES, group_advantages, hard_regime
+from qae_lab.entropy_controls import ppo_clip_active
+from qae_lab.horizon import normaliser_factor, selective_horizon_weights
 from qae_lab.ledger import LEDGER_FORMS, LEDGER_PARTS, entropy_change_terms, square_sums, update_advantages
-from qae_lab.partners import ppo_clip_active
 from qae_lab.seqpolicy import _log_softmax, _logits, sequence_positions, space_of, success_rate
 from qae_lab.seqpolicy_ledger import _advantage_table, _expected, _snapshot, split_parts
-from qae_lab.token_weights import normaliser_factor, sa_ah_weights
 
 __all__ = ["OPTIMIZERS", "UpdateSettings", "group_update", "simulate", "update_variance"]
 
@@ -88,7 +88,7 @@ class UpdateSettings:
     epsilon_high: float = 0.2
     """the upper clip range, >= 0 (DAPO's Clip-Higher: 0.28)"""
     alpha: float = 0.0
-    """SA-AH's discount strength (0: plain GRPO)"""
+    """the horizon weights' entropy coefficient (0: plain GRPO)"""
     selective: bool = True
     """True: SA-AH (only A < 0 rollouts weighted); False: AH (every rollout)"""
 
@@ -149,7 +149,7 @@ def _pass(z: torch.Tensor, pos: tuple, adv: torch.Tensor, lp_old: torch.Tensor, 
         h = -(rows.exp() * rows).sum(-1)  # (S, P, G, L): H(s_t)
         mask = torch.ones(n_seeds * n_prompts * g, l, dtype=z.dtype)
         # w_{i,t} = exp(-alpha sum_{s<=t} H~_s) where SA-AH (A_i < 0) or AH applies, H~ = H / log V
-        w = sa_ah_weights((h / math.log(v)).clamp(0, 1).reshape(-1, l), mask, adv.reshape(-1), s.alpha,
+        w = selective_horizon_weights((h / math.log(v)).clamp(0, 1).reshape(-1, l), mask, adv.reshape(-1), s.alpha,
                           selective=s.selective).view(lp.shape)
         # c = sum(m) / sum(w) over each seed's batch, so that the loss is sum(w l) / sum(w): the token-level
         # factor of one seed's batch is the per-row factor of that batch laid out as one row
@@ -333,7 +333,7 @@ def _variants(settings: UpdateSettings, alphas) -> dict[str, UpdateSettings]:
 
 def update_variance(logits, rewards, settings: UpdateSettings, *, alphas=(0.5,), n_draws: int = 2000,
                     chunk: int = 250, seed: int = 0) -> dict[str, dict[str, float]]:
-    r"""What SA-AH's discount (arXiv 2606.05434) does to the variance of one update, by Monte Carlo.
+    r"""What SA-AH's horizon weights (arXiv 2606.05434) do to the variance of one update, by Monte Carlo.
 
     From one fixed policy, ``n_draws`` independent batches of groups; each gives the first pass's SGD step
     dz = -eta grad L (eq. U1), under GRPO's weights (alpha = 0) and, on the same groups, under SA-AH's and

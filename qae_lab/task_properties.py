@@ -3,7 +3,7 @@ r"""What a task and a policy offer RL before any RL step: diversity, length, ent
 The papers' phenomena need a policy with something to lose or gain: several correct solutions per
 prompt (sharpening shows as fewer of them), lengths that vary (SA-AH-GRPO reports its responses
 shortening, arXiv 2606.05434), real token entropy (QAE's entropy claims, arXiv 2509.22611; SA-AH's
-discount acts on uncertain tokens), prompts in both of QAE's regimes and some never solved,
+horizon weights act on uncertain tokens), prompts in both of QAE's regimes and some never solved,
 imperfect format (so SA-AH's composite reward takes varied values and a group's mean can sit above
 some correct answers) and reflective words. :func:`task_properties` measures all of them on G
 samples per prompt at the training temperature; :data:`TARGETS` states the bands the sums model

@@ -10,10 +10,10 @@ import torch
 
 from qae_lab import exercises as ex
 from qae_lab.advantages import quantile_baseline
+from qae_lab.horizon import horizon_weights
 from qae_lab.runstats import detrended_variance
 from qae_lab.sparsity import gate_zero_counts
 from qae_lab.theory import knob_slope
-from qae_lab.token_weights import horizon_weights
 
 
 def _mean_baseline(r, g, k):

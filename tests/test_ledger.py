@@ -212,7 +212,7 @@ def test_trainer_logs_the_ledger_of_its_own_update(tmp_path, tok, baseline, spar
         assert got["dh_hard_neg"] == 0.0 and got["dh_easy_pos"] == 0.0 and got["dh_hard_pos"] != 0.0
 
 
-def test_trainer_ledger_uses_the_token_weights_the_loss_applies(tmp_path, tok):
+def test_trainer_ledger_uses_the_horizon_weights_the_loss_applies(tmp_path, tok):
     """SA-AH: the negative rows' tokens carry A_i w_t c, so their part shrinks against alpha = 0."""
     parts = {}
     for alpha in (0.0, 4.0):

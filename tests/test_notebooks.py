@@ -142,7 +142,7 @@ assert len(JUDGED) == len(claims.CLAIMS) and all(j.effect is not None for j in J
 
 
 def test_notebook03_sliders_redraw_figures():
-    _run_with_probe(NB_DIR / "03_token_entropy_discount.ipynb", """
+    _run_with_probe(NB_DIR / "03_token_entropy_horizon_weights.ipynb", """
 from qae_lab.advantages import hard_regime
 weights.controls["alpha"].value = 0.25
 low = weights.view.figure.layout.meta

@@ -9,6 +9,7 @@ import transformers
 
 from qae_lab.answers import strict_is_correct
 from qae_lab.data import prompt_text, synthetic_task
+from qae_lab.horizon import normalised_entropy
 from qae_lab import rollouts
 from qae_lab.models import load_policy
 from qae_lab.rollouts import (
@@ -20,7 +21,6 @@ from qae_lab.rollouts import (
     uncertain_tokens,
 )
 from qae_lab.sampling import generate
-from qae_lab.token_weights import normalized_entropy
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +63,7 @@ def loop_entropies(model, tok, records, ids, mask, top_k=None, temperature=1.0) 
             seq = torch.tensor([prompt + ids[i, :t].tolist()])
             with torch.no_grad():
                 z = model(seq).logits[0, -1] / temperature  # (V,) the distribution of token t
-            out[i, t] = normalized_entropy(z, top_k)
+            out[i, t] = normalised_entropy(z, top_k)
     return out
 
 
@@ -95,7 +95,7 @@ def test_logits_and_temperature(tiny, ragged):
     z = completion_logits(model, tok, records, ids, mask)
     assert z.shape == (*ids.shape, len(tok)) and z.dtype == torch.float32
     hot = completion_entropies(model, tok, records, ids, mask, temperature=2.0)
-    assert torch.allclose(hot, normalized_entropy(z / 2.0) * mask, atol=1e-6)
+    assert torch.allclose(hot, normalised_entropy(z / 2.0) * mask, atol=1e-6)
     # per-row prompts (N of them) give the same as B prompts repeated G times
     per_row = [prompt_text(r, tok) for r in records for _ in range(2)]
     assert torch.allclose(completion_logits(model, tok, per_row, ids, mask), z)

@@ -1,4 +1,5 @@
-"""Clip-Cov, KL-Cov and the sign masks against plain-Python loop references and hand-computed cases."""
+"""Tests for qae_lab.entropy_controls: Clip-Cov, KL-Cov and the sign masks against plain-Python loop references
+and hand-computed cases."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import random
 import pytest
 import torch
 
-from qae_lab.partners import (
+from qae_lab.entropy_controls import (
     clip_cov_select,
     kl_cov_penalty,
     kl_cov_select,

@@ -1,4 +1,5 @@
-"""Tests for qae_lab.token_weights: entropies, horizon / SA-AH weights, the weighted mean."""
+"""Tests for qae_lab.horizon: normalised entropies, horizon weights (every rollout and SA-AH's selective rule),
+the weighted mean, the normaliser factor."""
 
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from reference import ref_entropy, ref_horizon_weights
 
-from qae_lab.token_weights import (
-    head_normalized_entropy,
+from qae_lab.horizon import (
+    head_normalised_entropy,
     horizon_weights,
+    normalised_entropy,
     normaliser_factor,
-    normalized_entropy,
-    sa_ah_weights,
+    selective_horizon_weights,
     weight_stats,
     weighted_token_mean,
 )
@@ -24,20 +25,20 @@ from qae_lab.token_weights import (
 T = torch.tensor
 
 
-# ---------------------------------------------------------------- normalized_entropy
+# ---------------------------------------------------------------- normalised_entropy
 
 def test_entropy_extremes():
     v = 50
-    assert torch.allclose(normalized_entropy(torch.zeros(2, 3, v)), torch.ones(2, 3))
+    assert torch.allclose(normalised_entropy(torch.zeros(2, 3, v)), torch.ones(2, 3))
     peaked = torch.full((1, 1, v), -1e4)
     peaked[..., 7] = 0.0
-    assert normalized_entropy(peaked).item() == pytest.approx(0.0, abs=1e-6)
+    assert normalised_entropy(peaked).item() == pytest.approx(0.0, abs=1e-6)
 
 
 def test_entropy_matches_reference():
     g = torch.Generator().manual_seed(0)
     logits = torch.randn(3, 4, 37, generator=g, dtype=torch.float64) * 3
-    got = normalized_entropy(logits)
+    got = normalised_entropy(logits)
     assert got.dtype == torch.float64
     for i in range(3):
         for t in range(4):
@@ -48,24 +49,24 @@ def test_entropy_matches_reference():
 def test_top_k_estimate():
     g = torch.Generator().manual_seed(1)
     logits = torch.randn(2, 5, 64, generator=g, dtype=torch.float64)
-    got = normalized_entropy(logits, top_k=10)
+    got = normalised_entropy(logits, top_k=10)
     for i in range(2):
         for t in range(5):
             top = sorted(logits[i, t].tolist(), reverse=True)[:10]
             assert got[i, t].item() == pytest.approx(ref_entropy(top) / math.log(64), rel=1e-10)  # / log V, not log k
-    assert torch.equal(normalized_entropy(logits, top_k=64), normalized_entropy(logits))
-    assert torch.equal(normalized_entropy(logits, top_k=500), normalized_entropy(logits))  # k >= V: exact
+    assert torch.equal(normalised_entropy(logits, top_k=64), normalised_entropy(logits))
+    assert torch.equal(normalised_entropy(logits, top_k=500), normalised_entropy(logits))  # k >= V: exact
     # the estimate ignores the tail, so it is below the exact entropy here
-    assert torch.all(got <= normalized_entropy(logits) + 1e-12)
+    assert torch.all(got <= normalised_entropy(logits) + 1e-12)
 
 
 def test_entropy_chunking_dtype_and_masked_vocab():
     g = torch.Generator().manual_seed(2)
     logits = torch.randn(4, 6, 20, generator=g)
-    assert torch.allclose(normalized_entropy(logits, chunk_rows=1), normalized_entropy(logits, chunk_rows=1000))
-    assert normalized_entropy(logits.bfloat16()).dtype == torch.float32
+    assert torch.allclose(normalised_entropy(logits, chunk_rows=1), normalised_entropy(logits, chunk_rows=1000))
+    assert normalised_entropy(logits.bfloat16()).dtype == torch.float32
     z = T([[[1.0, 1.0, float("-inf"), float("-inf")]]])  # masked vocabulary entries
-    assert normalized_entropy(z).item() == pytest.approx(math.log(2) / math.log(4))
+    assert normalised_entropy(z).item() == pytest.approx(math.log(2) / math.log(4))
 
 
 @pytest.mark.parametrize("top_k", [None, 3, 37])
@@ -76,13 +77,13 @@ def test_head_entropy_matches_projected_logits(top_k, with_bias):
                                                                                       dtype=torch.float64)
     bias = torch.randn(37, generator=g, dtype=torch.float64) if with_bias else None
     z = (hidden @ weight.T + (0 if bias is None else bias)) / 0.7  # (3, 7, V): the logits, by hand
-    want = normalized_entropy(z, top_k)
+    want = normalised_entropy(z, top_k)
     for chunk in (1, 5, 1000):  # chunk boundaries inside and across rows
-        got = head_normalized_entropy(hidden, weight, bias, temperature=0.7, top_k=top_k, chunk_rows=chunk)
+        got = head_normalised_entropy(hidden, weight, bias, temperature=0.7, top_k=top_k, chunk_rows=chunk)
         assert got.shape == (3, 7) and torch.allclose(got, want, atol=1e-12)
     hidden.requires_grad_(True)
-    assert not head_normalized_entropy(hidden, weight).requires_grad  # weights only: no graph
-    assert head_normalized_entropy(torch.zeros(0, 4, 8), weight.float()).shape == (0, 4)
+    assert not head_normalised_entropy(hidden, weight).requires_grad  # weights only: no graph
+    assert head_normalised_entropy(torch.zeros(0, 4, 8), weight.float()).shape == (0, 4)
 
 
 def test_head_entropy_integer_weight_is_refused_not_truncated():
@@ -92,12 +93,12 @@ def test_head_entropy_integer_weight_is_refused_not_truncated():
     want = -(p1 * math.log(p1) + 3 * p0 * math.log(p0)) / math.log(4)  # 0.18887
     h = torch.tensor([[[0.5]]])
     w = torch.tensor([[8], [0], [0], [0]])
-    assert head_normalized_entropy(h, w.float()).item() == pytest.approx(want, abs=1e-6)
+    assert head_normalised_entropy(h, w.float()).item() == pytest.approx(want, abs=1e-6)
     # an int64 head used to truncate h to 0 and return the uniform 1.0; now it is refused
     with pytest.raises(ValueError, match=r"weight must be a floating-point tensor .*torch.int64"):
-        head_normalized_entropy(h, w)
+        head_normalised_entropy(h, w)
     # a bias of another floating dtype than the weight is cast to it
-    assert head_normalized_entropy(h, w.double(), torch.zeros(4)).item() == pytest.approx(want, abs=1e-12)
+    assert head_normalised_entropy(h, w.double(), torch.zeros(4)).item() == pytest.approx(want, abs=1e-12)
 
 
 @pytest.mark.parametrize("kwargs,msg", [
@@ -119,12 +120,12 @@ def test_head_entropy_integer_weight_is_refused_not_truncated():
 def test_head_entropy_bad_input(kwargs, msg):
     args = {"hidden": torch.zeros(2, 3, 4), "weight": torch.zeros(5, 4), **kwargs}
     with pytest.raises(ValueError, match=msg):
-        head_normalized_entropy(args.pop("hidden"), args.pop("weight"), **args)
+        head_normalised_entropy(args.pop("hidden"), args.pop("weight"), **args)
 
 
 def test_entropy_gradient_flows():
     logits = torch.randn(1, 2, 5, requires_grad=True)
-    normalized_entropy(logits).sum().backward()
+    normalised_entropy(logits).sum().backward()
     assert logits.grad is not None and torch.isfinite(logits.grad).all()
 
 
@@ -139,7 +140,7 @@ def test_entropy_gradient_flows():
 ])
 def test_entropy_bad_input(kwargs, msg):
     with pytest.raises(ValueError, match=msg):
-        normalized_entropy(**kwargs)
+        normalised_entropy(**kwargs)
 
 
 # ---------------------------------------------------------------- horizon_weights
@@ -189,8 +190,8 @@ def test_alpha_zero_is_plain_grpo(hm):
     h, mask = T(hm[0]), T(hm[1])
     assert torch.equal(horizon_weights(h, mask, 0.0), mask.float())
     adv = torch.linspace(-1, 1, h.shape[0])
-    assert torch.equal(sa_ah_weights(h, mask, adv, 0.0), mask.float())
-    assert torch.equal(sa_ah_weights(h, mask, adv, 0.0, selective=False), mask.float())
+    assert torch.equal(selective_horizon_weights(h, mask, adv, 0.0), mask.float())
+    assert torch.equal(selective_horizon_weights(h, mask, adv, 0.0, selective=False), mask.float())
 
 
 def test_negative_alpha_amplifies():
@@ -201,7 +202,7 @@ def test_negative_alpha_amplifies():
 def test_weights_are_detached():
     h = torch.full((2, 3), 0.4, requires_grad=True)
     assert not horizon_weights(h, torch.ones(2, 3), 0.5).requires_grad
-    assert not sa_ah_weights(h, torch.ones(2, 3), T([1.0, -1.0]), 0.5).requires_grad
+    assert not selective_horizon_weights(h, torch.ones(2, 3), T([1.0, -1.0]), 0.5).requires_grad
 
 
 @pytest.mark.parametrize("args,msg", [
@@ -221,19 +222,19 @@ def test_horizon_bad_input(args, msg):
         horizon_weights(*args)
 
 
-# ---------------------------------------------------------------- sa_ah_weights
+# ---------------------------------------------------------------- selective_horizon_weights
 
 def test_sa_ah_selective_vs_symmetric():
     h = torch.full((3, 3), 0.5)
     m = T([[1, 1, 1], [1, 1, 0], [1, 1, 1]])
     adv = T([0.7, -0.3, 0.0])
     w_h = horizon_weights(h, m, 1.0)
-    sa = sa_ah_weights(h, m, adv, 1.0)
+    sa = selective_horizon_weights(h, m, adv, 1.0)
     torch.testing.assert_close(sa[0], m[0].float())  # A > 0: full signal
     torch.testing.assert_close(sa[1], w_h[1])  # A < 0: discounted, padding 0
     torch.testing.assert_close(sa[2], m[2].float())  # A == 0 counts as non-negative
     assert sa[1, 2] == 0
-    torch.testing.assert_close(sa_ah_weights(h, m, adv, 1.0, selective=False), w_h)
+    torch.testing.assert_close(selective_horizon_weights(h, m, adv, 1.0, selective=False), w_h)
 
 
 @pytest.mark.parametrize("args,kwargs,msg", [
@@ -243,7 +244,7 @@ def test_sa_ah_selective_vs_symmetric():
 ])
 def test_sa_ah_bad_input(args, kwargs, msg):
     with pytest.raises(ValueError, match=msg):
-        sa_ah_weights(*args, **kwargs)
+        selective_horizon_weights(*args, **kwargs)
 
 
 # ---------------------------------------------------------------- weighted_token_mean
@@ -304,7 +305,7 @@ def test_normaliser_factor_makes_trl_loss_the_weighted_token_mean(seed):
     m = (torch.arange(t)[None] < torch.randint(1, t + 1, (n,), generator=gen)[:, None]).long()  # right padding
     h = torch.rand(n, t, generator=gen)
     adv = torch.randn(n, generator=gen)
-    w = sa_ah_weights(h, m, adv, 1.5)  # (N, T), 0 on padding
+    w = selective_horizon_weights(h, m, adv, 1.5)  # (N, T), 0 on padding
     l = torch.randn(n, t, generator=gen)
     mf = m.float()
     # token level: sum(w c l m) / sum(m) = sum(w l) / sum(w)

@@ -1,4 +1,4 @@
-r"""Entropy-adaptive horizon weights of SA-AH-GRPO.
+r"""The entropy-adaptive horizon of SA-AH-GRPO: normalised entropies, horizon weights, the weighted loss.
 
 Paper: "Selective-Advantage Entropy-Adaptive Horizon GRPO: Asymmetric Token-Level
 Discounting for Efficient RL of Language Models" (arXiv 2606.05434). Equations:
@@ -12,6 +12,10 @@ Discounting for Efficient RL of Language Models" (arXiv 2606.05434). Equations:
   (:func:`weighted_token_mean`; in training, TRL's mask-normalised loss gets there through
   the rescaling factor of :func:`normaliser_factor`)
 
+One name throughout qae_lab: w_t is the *horizon weight* (the paper's token-level discount);
+g_t, the per-step discount, is the factor each token multiplies into it. ``docs/glossary.md``
+lists the names.
+
 Shapes: N responses, T completion tokens, V vocabulary (qae_lab's legend).
 
 Where this departs from the paper, and why:
@@ -21,7 +25,7 @@ Where this departs from the paper, and why:
   ``top_k >= V`` is the exact entropy.
 * Weights are detached (no gradient flows through them), as the paper states, and
   masked (padding) positions get weight 0 so that sum(w) counts real tokens only.
-* :func:`head_normalized_entropy` refuses integer (and bool/complex) ``hidden``, ``weight``
+* :func:`head_normalised_entropy` refuses integer (and bool/complex) ``hidden``, ``weight``
   and ``bias`` rather than promoting them: an integer LM head is a quantised one whose
   scales live elsewhere, and the entropy is not scale-invariant, so promoting it would
   return the entropy of the wrong logits. Dequantise first.
@@ -36,10 +40,10 @@ import torch
 from qae_lab._checks import as_real_tensor, check_finite_scalar, check_int, check_mask
 
 __all__ = [
-    "normalized_entropy",
-    "head_normalized_entropy",
+    "normalised_entropy",
+    "head_normalised_entropy",
     "horizon_weights",
-    "sa_ah_weights",
+    "selective_horizon_weights",
     "weighted_token_mean",
     "normaliser_factor",
     "weight_stats",
@@ -48,7 +52,7 @@ __all__ = [
 _H_TOL = 1e-4  # float32 rounding slack on H~ in [0, 1]
 
 
-def normalized_entropy(logits: torch.Tensor, top_k: int | None = None, *, chunk_rows: int = 256) -> torch.Tensor:
+def normalised_entropy(logits: torch.Tensor, top_k: int | None = None, *, chunk_rows: int = 256) -> torch.Tensor:
     r"""Normalised Shannon entropy H~_t = H(softmax(z_t)) / log V of each position.
 
     SA-AH-GRPO (arXiv 2606.05434), eq. for H~_t; with ``top_k`` the paper's estimate
@@ -65,10 +69,10 @@ def normalized_entropy(logits: torch.Tensor, top_k: int | None = None, *, chunk_
         (N, T) tensor in [0, 1]. Gradients flow if ``logits`` requires them; wrap the
         call in ``torch.no_grad()`` when only weights are wanted.
 
-    >>> normalized_entropy(torch.zeros(1, 2, 8)).round(decimals=4)     # uniform -> 1
+    >>> normalised_entropy(torch.zeros(1, 2, 8)).round(decimals=4)     # uniform -> 1
     tensor([[1., 1.]])
     >>> z = torch.tensor([[[0.0, 0.0, -1e9, -1e9]]])      # two equal tokens of V = 4
-    >>> normalized_entropy(z), normalized_entropy(z, top_k=2)
+    >>> normalised_entropy(z), normalised_entropy(z, top_k=2)
     (tensor([[0.5000]]), tensor([[0.5000]]))
     """
     if not isinstance(logits, torch.Tensor) or not logits.is_floating_point():
@@ -97,7 +101,7 @@ def normalized_entropy(logits: torch.Tensor, top_k: int | None = None, *, chunk_
     return h_norm
 
 
-def head_normalized_entropy(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *,
+def head_normalised_entropy(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *,
                             temperature: float = 1.0, top_k: int | None = None,
                             chunk_rows: int = 256) -> torch.Tensor:
     r"""H~_t of the logits z_t = (W h_t + b) / temperature, projected chunk by chunk.
@@ -106,23 +110,23 @@ def head_normalized_entropy(hidden: torch.Tensor, weight: torch.Tensor, bias: to
     for when only the final hidden states are at hand, as in a fused LM head that never
     materialises the (N, T, V) logits: at most ``chunk_rows`` positions are projected at a
     time, so memory stays at (chunk_rows, V). Same result as
-    ``normalized_entropy(torch.nn.functional.linear(hidden, weight, bias) / temperature, top_k)``.
+    ``normalised_entropy(torch.nn.functional.linear(hidden, weight, bias) / temperature, top_k)``.
 
     Args:
         hidden: (N, T, H) floating tensor (any leading dims); cast to ``weight``'s dtype.
         weight: (V, H) floating LM-head weight; ``bias``: (V,) floating tensor or None.
             Integer (quantised) weights are refused: dequantise them first.
         temperature: finite, > 0 (the sampling temperature the logits are divided by).
-        top_k, chunk_rows: as in :func:`normalized_entropy`.
+        top_k, chunk_rows: as in :func:`normalised_entropy`.
 
     Returns:
         (N, T) tensor in [0, 1], computed without gradient.
 
     >>> w = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0], [0.0, 0.0]])      # V = 4, H = 2
-    >>> head_normalized_entropy(torch.zeros(1, 1, 2), w)                      # uniform -> 1
+    >>> head_normalised_entropy(torch.zeros(1, 1, 2), w)                      # uniform -> 1
     tensor([[1.]])
     >>> h = torch.tensor([[[30.0, 30.0]]])      # two tokens share the mass: H = log 2 = log V / 2
-    >>> head_normalized_entropy(h, w).round(decimals=4), head_normalized_entropy(h, w, top_k=2)
+    >>> head_normalised_entropy(h, w).round(decimals=4), head_normalised_entropy(h, w, top_k=2)
     (tensor([[0.5000]]), tensor([[0.5000]]))
     """
     tensors = {"hidden": hidden, "weight": weight, **({"bias": bias} if bias is not None else {})}
@@ -146,7 +150,7 @@ def head_normalized_entropy(hidden: torch.Tensor, weight: torch.Tensor, bias: to
     with torch.no_grad():
         # z_t = (W h_t + b) / temperature, then H~_t, one chunk of positions at a time
         b = bias.to(weight.dtype) if bias is not None else None
-        out = [normalized_entropy(torch.nn.functional.linear(h.to(weight.dtype), weight, b) / temperature,
+        out = [normalised_entropy(torch.nn.functional.linear(h.to(weight.dtype), weight, b) / temperature,
                                   top_k, chunk_rows=chunk_rows) for h in flat.split(chunk_rows)]
     return (torch.cat(out) if out else flat.new_zeros(0)).reshape(hidden.shape[:-1])
 
@@ -158,7 +162,7 @@ def horizon_weights(h_norm, mask, alpha: float) -> torch.Tensor:
     over real tokens only (mask 1) and includes position t itself.
 
     Args:
-        h_norm: (N, T) normalised entropies in [0, 1] (from :func:`normalized_entropy`).
+        h_norm: (N, T) normalised entropies in [0, 1] (from :func:`normalised_entropy`).
         mask: (N, T) 0/1 or bool, 1 on completion tokens, 0 on padding.
         alpha: finite real. 0 gives plain GRPO (w = 1), > 0 discounts, < 0 amplifies.
 
@@ -182,8 +186,8 @@ def horizon_weights(h_norm, mask, alpha: float) -> torch.Tensor:
     return w
 
 
-def sa_ah_weights(h_norm, mask, advantages, alpha: float, selective: bool = True) -> torch.Tensor:
-    r"""SA-AH-GRPO token weights: horizon weights on negative-advantage rollouts only.
+def selective_horizon_weights(h_norm, mask, advantages, alpha: float, selective: bool = True) -> torch.Tensor:
+    r"""Horizon weights by advantage sign: SA-AH-GRPO's selective rule, or AH-GRPO's every rollout.
 
     SA-AH-GRPO (arXiv 2606.05434): w_{i,t} = w_t if A_i < 0 else 1 (selective); AH-GRPO
     (``selective=False``) uses w_t for every rollout.
@@ -192,7 +196,7 @@ def sa_ah_weights(h_norm, mask, advantages, alpha: float, selective: bool = True
         h_norm: (N, T) normalised entropies in [0, 1].
         mask: (N, T) 0/1 or bool completion mask.
         advantages: (N,) response-level advantages.
-        alpha: finite real discount strength (paper: 0.5).
+        alpha: finite real entropy coefficient of the horizon weight (paper: 0.5).
         selective: True for SA-AH-GRPO, False for AH-GRPO.
 
     Returns:
@@ -200,7 +204,7 @@ def sa_ah_weights(h_norm, mask, advantages, alpha: float, selective: bool = True
         rollout with A_i >= 0 when selective.
 
     >>> h = torch.full((2, 3), 0.5); m = torch.ones(2, 3)
-    >>> sa_ah_weights(h, m, torch.tensor([1.0, -1.0]), 2.0)
+    >>> selective_horizon_weights(h, m, torch.tensor([1.0, -1.0]), 2.0)
     tensor([[1.0000, 1.0000, 1.0000],
             [0.3679, 0.1353, 0.0498]])
     """
@@ -264,7 +268,7 @@ def normaliser_factor(weights, mask, *, per_sequence: bool = False, skipped_toke
     multiplied by weights 0).
 
     Args:
-        weights: (N, T) non-negative finite token weights (e.g. :func:`sa_ah_weights`); only
+        weights: (N, T) non-negative finite horizon weights (e.g. :func:`selective_horizon_weights`); only
             the positions with mask 1 count. Detached.
         mask: (N, T) 0/1 or bool, 1 on the tokens the loss counts.
         per_sequence: False for one factor over the micro-batch, True for one per row.
@@ -301,16 +305,16 @@ def normaliser_factor(weights, mask, *, per_sequence: bool = False, skipped_toke
 
 
 def weight_stats(weights, mask, advantages) -> dict[str, float]:
-    r"""Summaries of token weights for logging (the ``saah/*`` metrics).
+    r"""Summaries of horizon weights for logging (the ``saah/*`` metrics).
 
     Args:
-        weights: (N, T) token weights (e.g. from :func:`sa_ah_weights`).
+        weights: (N, T) horizon weights (e.g. from :func:`selective_horizon_weights`).
         mask: (N, T) 0/1 completion mask.
         advantages: (N,) response-level advantages.
 
     Returns:
-        dict with ``w_mean_neg`` (mean weight over real tokens of rollouts with A < 0;
-        1.0 when there are none, since nothing is discounted) and
+        dict with ``w_mean_neg`` (mean horizon weight over real tokens of rollouts with A < 0;
+        1.0 when there are none, since no weight then falls below 1) and
         ``effective_tokens_frac`` (sum(w) over real tokens / their number).
 
     >>> w = torch.tensor([[1., 1.], [0.5, 0.25]])

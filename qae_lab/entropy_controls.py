@@ -1,7 +1,8 @@
-r"""Token-level partners of the baselines: Clip-Cov, KL-Cov, and the POS-MASK / NEG-MASK ablations.
+r"""The token-level entropy controls QAE is combined with: Clip-Cov, KL-Cov, and the POS-MASK / NEG-MASK ablations.
 
 QAE (arXiv 2509.22611) changes the response-level baseline and is combined in that paper with
-token-level entropy controls. This module holds the token-level ones as pure tensor functions;
+token-level entropy controls. This module holds them as pure tensor functions (a method's other
+partners, Clip-Higher and GSPO, act on the ratio through TRL's settings: :data:`qae_lab.methods.PARTNERS`);
 :class:`qae_lab.trainer.QAETrainer` applies them in its loss (``cov_penalty``, ``advantage_mask``).
 Shape legend: N responses, T completion tokens.
 
@@ -27,7 +28,7 @@ Shape legend: N responses, T completion tokens.
 Departures, and why:
 
 * The covariance is computed on what the loss sees: the micro-batch's tokens, with the
-  response-level advantage of each token (before any SA-AH token weighting), as the
+  response-level advantage of each token (before any SA-AH horizon weight), as the
   authors' verl code computes it per micro-batch.
 * KL-Cov's penalty is |log ratio|; on a step's first pass over its own samples
   (``num_iterations=1``) log pi_theta = log pi_old, the penalty is 0 and so is its gradient
