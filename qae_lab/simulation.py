@@ -37,7 +37,8 @@ from qae_lab.theory import (
     population_quantile,
 )
 
-__all__ = ["sample_group_steps", "mc_entropy_change", "mc_entropy_curve", "simulate_training"]
+__all__ = ["sample_group_steps", "mc_entropy_change", "mc_entropy_curve", "simulate_training", "mc_comparison_lines",
+           "training_summary_lines"]
 
 
 def _reinforce_step(pi: torch.Tensor, actions: torch.Tensor, adv: torch.Tensor, eta: float) -> torch.Tensor:
@@ -198,3 +199,52 @@ def simulate_training(p0, *, steps: int, group_size: int, n_actions: int = 32, s
         out["hard_frac"].append(float(hard_regime(rewards.sum(1), g, k).double().mean()))
         z = z + _reinforce_step(pi, actions, adv, eta)
     return out
+
+
+def mc_comparison_lines(ps, out: dict[str, list[float]]) -> list[str]:
+    r"""One line per success rate of :func:`mc_entropy_curve`'s output: E[dH] under the mean and the QAE baseline,
+    their difference with a two-standard-error margin, a verdict (QAE lower / higher only beyond that margin) and
+    QAE's zero-advantage share.
+
+    Args:
+        ps: the success rates ``out`` was computed at; out: :func:`mc_entropy_curve` of them.
+
+    >>> out = {"mean": [0.010], "mean_stderr": [0.001], "quantile": [0.002], "quantile_stderr": [0.001],
+    ...        "quantile_zero_frac": [0.75]}
+    >>> mc_comparison_lines([0.3], out)[0]
+    'p = 0.3:  E[dH] mean +0.0100, QAE +0.0020 (diff -0.0080 ± 0.0028: QAE lower);  zero-advantage share QAE 0.75'
+    """
+    lines = []
+    for i, p in enumerate(ps):
+        diff = out["quantile"][i] - out["mean"][i]
+        se = (out["quantile_stderr"][i] ** 2 + out["mean_stderr"][i] ** 2) ** 0.5
+        verdict = "QAE lower" if diff < -2 * se else "QAE higher" if diff > 2 * se else "no clear difference"
+        lines.append(f"p = {float(p):.1f}:  E[dH] mean {out['mean'][i]:+.4f}, QAE {out['quantile'][i]:+.4f} "
+                     f"(diff {diff:+.4f} ± {2 * se:.4f}: {verdict});  zero-advantage share QAE "
+                     f"{out['quantile_zero_frac'][i]:.2f}")
+    return lines
+
+
+def training_summary_lines(runs: dict[str, dict[str, list[float]]]) -> list[str]:
+    r"""Per run of :func:`simulate_training` (``{name: its output}``): entropy and success at the first and the last
+    step and the mean zero-advantage share; then which run keeps the highest and the lowest final entropy.
+
+    >>> runs = {"mean": {"entropy": [0.9, 0.5], "success": [0.5, 0.7], "zero_adv_frac": [0.25]},
+    ...         "QAE": {"entropy": [0.9, 0.7], "success": [0.5, 0.6], "zero_adv_frac": [0.75]}}
+    >>> print("\n".join(training_summary_lines(runs)))
+          mean: entropy 0.900 -> 0.500,  success 0.500 -> 0.700,  mean zero-advantage share 0.25
+           QAE: entropy 0.900 -> 0.700,  success 0.500 -> 0.600,  mean zero-advantage share 0.75
+    After 1 steps the highest entropy is kept by 'QAE', the lowest by 'mean'.
+    """
+    if not runs:
+        raise ValueError("runs must hold at least one simulated run")
+    lines = []
+    for name, o in runs.items():
+        zero = sum(o["zero_adv_frac"]) / len(o["zero_adv_frac"])
+        lines.append(f"{name:>10}: entropy {o['entropy'][0]:.3f} -> {o['entropy'][-1]:.3f},  success "
+                     f"{o['success'][0]:.3f} -> {o['success'][-1]:.3f},  mean zero-advantage share {zero:.2f}")
+    lo = min(runs, key=lambda n: runs[n]["entropy"][-1])
+    hi = max(runs, key=lambda n: runs[n]["entropy"][-1])
+    steps = len(next(iter(runs.values()))["entropy"]) - 1
+    lines.append(f"After {steps} steps the highest entropy is kept by '{hi}', the lowest by '{lo}'.")
+    return lines

@@ -32,6 +32,9 @@ __all__ = [
     "expected_zero_fraction",
     "expected_zero_fraction_beta",
     "sampled_zero_fraction",
+    "sampled_zero_fraction_beta",
+    "advantage_extremes",
+    "group_advantage_rows",
 ]
 
 
@@ -188,3 +191,55 @@ def sampled_zero_fraction(p, group_size: int, k: float, method: str = "paper", *
     rewards = (torch.rand(p.shape[0], g, generator=gen, dtype=torch.float64) < p[:, None]).double()  # (P, G)
     adv = group_advantages(rewards.reshape(-1), g, baseline="quantile", k=k, quantile_method=method, scale="none")
     return float((adv == 0).double().mean())
+
+
+def sampled_zero_fraction_beta(a: float, b: float, group_size: int, ks, method: str = "paper", *,
+                               n_prompts: int) -> list[float]:
+    r"""Sampled counterpart of :func:`expected_zero_fraction_beta` at each K of ``ks``: ``n_prompts`` success
+    rates drawn once from Beta(a, b), then :func:`sampled_zero_fraction` at the i-th K with ``seed=i``.
+
+    The Beta draw uses torch's global generator: seed it (``torch.manual_seed``) for repeatable figures.
+
+    >>> _ = torch.manual_seed(0)
+    >>> [round(x, 1) for x in sampled_zero_fraction_beta(0.5, 0.5, 16, [0.4], n_prompts=4000)]
+    [0.8]
+    """
+    a, b = check_positive(a, "a"), check_positive(b, "b")
+    p = torch.distributions.Beta(a, b).sample((check_int(n_prompts, "n_prompts", 1),)).double()  # (P,)
+    return [sampled_zero_fraction(p, group_size, k, method, seed=i) for i, k in enumerate(check_k_list(ks))]
+
+
+def advantage_extremes(group_size: int, k: float, *, baseline: str = "quantile", scale: str = "group"
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""The largest and the smallest advantage in a binary group with c correct responses, for c = 0..G.
+
+    Returns:
+        two (G+1,) float64 tensors, from :func:`qae_lab.advantages.group_advantages` of :func:`canonical_groups`.
+
+    >>> hi, lo = advantage_extremes(4, 0.4, scale="none")  # QAE: b_K = 0 for c <= 2, 1 above
+    >>> hi.tolist(), lo.tolist()
+    ([0.0, 1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, -1.0, 0.0])
+    """
+    g = check_group_size(group_size, group_size)
+    adv = group_advantages(canonical_groups(g), g, baseline=baseline, k=k, scale=scale).view(g + 1, g)
+    return adv.amax(1), adv.amin(1)
+
+
+def group_advantage_rows(group_size: int, k: float, counts, baselines=("mean", "quantile")) -> list[dict]:
+    r"""Each response's reward and advantage in a binary group with c correct responses (correct ones first), for
+    each c of ``counts`` and each baseline: one dict per (c, baseline) with ``c``, ``baseline``, ``rewards`` and
+    ``advantages`` (lists of G floats; the group's std scaling as in GRPO).
+
+    >>> [(row["baseline"], row["rewards"], [round(a, 4) for a in row["advantages"]])
+    ...  for row in group_advantage_rows(2, 0.4, [1])]
+    [('mean', [1.0, 0.0], [0.7071, -0.7071]), ('quantile', [1.0, 0.0], [1.4142, 0.0])]
+    """
+    g = check_group_size(group_size, group_size)
+    groups = canonical_groups(g).view(g + 1, g)  # row c: c ones first
+    rows = []
+    for c in counts:
+        r = groups[check_int(c, "c", 0, g)]
+        for base in baselines:
+            rows.append({"c": c, "baseline": base, "rewards": r.tolist(),
+                         "advantages": group_advantages(r, g, baseline=base, k=k).tolist()})
+    return rows

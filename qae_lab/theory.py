@@ -30,6 +30,7 @@ notebook's choices, not the paper's.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 
@@ -38,7 +39,7 @@ from qae_lab._checks import as_real_tensor, check_finite_scalar, check_int, chec
 __all__ = [
     "entropy", "entropy_change_exact", "entropy_change_first_order", "first_order_errors", "loglog_slope",
     "identity_step", "expected_pg_step", "knob_slope", "identity_entropy_change", "population_quantile",
-    "check_proposition_42", "proposition_42_sweep", "make_bandits",
+    "check_proposition_42", "proposition_42_sweep", "make_bandits", "KnobCurve", "knob_curve",
 ]
 
 
@@ -325,3 +326,40 @@ def make_bandits(p, n_actions: int, sharpness: float, generator: torch.Generator
     # shift c on correct logits: S1 e^c / (S1 e^c + S0) = p
     c = torch.log(p) - torch.log1p(-p) + log_s0 - log_s1  # (P,)
     return z + c[:, None] * r, r
+
+
+class KnobCurve(NamedTuple):
+    r"""The linear knob of one bandit: first-order dH against the baseline b, and QAE's b_K on it.
+
+    Attributes:
+        b: (M,) baselines from 0 to 1; dh: (M,) first-order dH(b) of step model (a).
+        b_k: the K-quantile baseline; slope: eta * Cov_pi(log pi, pi), dH's slope in b;
+        hard: whether the prompt is hard for this K (p <= 1 - K, so b_K = 0).
+
+    >>> KnobCurve(torch.zeros(2), torch.zeros(2), 0.0, 0.0, True).hard
+    True
+    """
+
+    b: torch.Tensor
+    dh: torch.Tensor
+    b_k: float
+    slope: float
+    hard: bool
+
+
+def knob_curve(p: float, k: float, eta: float, sharpness: float, *, n_actions: int = 12, n_baselines: int = 51,
+               seed: int = 1) -> KnobCurve:
+    r"""The linear knob (:func:`identity_entropy_change`) of one bandit with success rate ``p``
+    (:func:`make_bandits` from ``seed``) at ``n_baselines`` baselines from 0 to 1, with b_K
+    (:func:`population_quantile`) and the slope (:func:`knob_slope`): notebook 01's knob figure.
+
+    >>> c = knob_curve(0.3, 0.4, 0.5, 1.5)
+    >>> c.b_k, c.hard, c.slope > 0, bool(torch.isclose(c.dh[-1] - c.dh[0], torch.tensor(c.slope, dtype=c.dh.dtype)))
+    (0.0, True, True, True)
+    """
+    check_int(n_baselines, "n_baselines", 2)
+    z, r = make_bandits(torch.tensor([p], dtype=torch.float64), n_actions, sharpness,
+                        torch.Generator().manual_seed(check_int(seed, "seed", 0)))
+    b = torch.linspace(0, 1, n_baselines, dtype=torch.float64)  # (M,)
+    return KnobCurve(b, identity_entropy_change(z[0], r[0], b, eta), float(population_quantile(z[0], r[0], k)),
+                     float(knob_slope(z[0], eta)), p <= 1 - check_k(k))

@@ -14,6 +14,7 @@ import pytest
 import torch
 from reference import ref_advantages, ref_entropy
 
+from qae_lab import simulation
 from qae_lab.simulation import mc_entropy_change, sample_group_steps, simulate_training
 from qae_lab.theory import entropy, expected_pg_step, make_bandits
 
@@ -250,3 +251,28 @@ def test_bad_group_sizes_and_counts():
             sample_group_steps(GOOD_Z, GOOD_R, 4, m)
     with pytest.raises(ValueError, match="z"):
         sample_group_steps(torch.zeros(2, 3), GOOD_R, 4, 3)  # one policy at a time
+
+
+# ---------------------------------------------------------------- notebook 01's sentences
+
+def test_mc_comparison_lines_verdicts_by_hand():
+    # diff -0.008, 0.001 and +0.008 against a two-standard-error margin 2 * sqrt(0.001^2 + 0.001^2) = 0.0028
+    out = {"mean": [0.010, 0.010, 0.010], "mean_stderr": [0.001] * 3, "quantile": [0.002, 0.011, 0.018],
+           "quantile_stderr": [0.001] * 3, "quantile_zero_frac": [0.75, 0.5, 0.25]}
+    lines = simulation.mc_comparison_lines(T([0.1, 0.5, 0.9]), out)
+    assert lines[0] == ("p = 0.1:  E[dH] mean +0.0100, QAE +0.0020 (diff -0.0080 ± 0.0028: QAE lower);  "
+                        "zero-advantage share QAE 0.75")
+    assert "(diff +0.0010 ± 0.0028: no clear difference)" in lines[1] and lines[1].startswith("p = 0.5:")
+    assert "QAE higher" in lines[2] and lines[2].endswith("share QAE 0.25")
+
+
+def test_training_summary_lines_by_hand():
+    runs = {"mean": {"entropy": [0.9, 0.6, 0.4], "success": [0.5, 0.6, 0.8], "zero_adv_frac": [0.2, 0.3]},
+            "QAE K=0.4": {"entropy": [0.9, 0.8, 0.7], "success": [0.5, 0.55, 0.6], "zero_adv_frac": [0.7, 0.8]}}
+    lines = simulation.training_summary_lines(runs)
+    assert lines == [
+        "      mean: entropy 0.900 -> 0.400,  success 0.500 -> 0.800,  mean zero-advantage share 0.25",
+        " QAE K=0.4: entropy 0.900 -> 0.700,  success 0.500 -> 0.600,  mean zero-advantage share 0.75",
+        "After 2 steps the highest entropy is kept by 'QAE K=0.4', the lowest by 'mean'."]
+    with pytest.raises(ValueError, match="at least one"):
+        simulation.training_summary_lines({})

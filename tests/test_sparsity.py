@@ -14,12 +14,15 @@ from reference import ref_quantile_linear, ref_quantile_paper
 
 from qae_lab.advantages import group_advantages
 from qae_lab.sparsity import (
+    advantage_extremes,
     convention_disagreements,
     expected_zero_fraction,
     expected_zero_fraction_beta,
     gate_table,
     gate_zero_counts,
+    group_advantage_rows,
     sampled_zero_fraction,
+    sampled_zero_fraction_beta,
 )
 
 F64 = torch.float64
@@ -221,3 +224,41 @@ def test_bad_rates_method_and_seed_are_named():
     for g in (1, 0, 8.0, True):
         with pytest.raises(ValueError, match="group_size"):
             sampled_zero_fraction([0.5], g, 0.4)
+
+
+# ---------------------------------------------------------------- notebook 02's figures as numbers
+
+def test_advantage_extremes_by_hand():
+    # G = 4, K = 0.4: c <= 2 is hard (b_K = 0, successes +1), c = 3 easy (b_K = 1, failures -1), all-equal groups 0
+    hi, lo = advantage_extremes(4, 0.4, scale="none")
+    assert hi.tolist() == [0.0, 1.0, 1.0, 0.0, 0.0] and lo.tolist() == [0.0, 0.0, 0.0, -1.0, 0.0]
+    hi, lo = advantage_extremes(4, 0.4, baseline="mean", scale="none")  # mean c/4: success 1 - c/4, failure -c/4
+    assert hi.tolist() == [0.0, 0.75, 0.5, 0.25, 0.0] and lo.tolist() == [0.0, -0.25, -0.5, -0.75, 0.0]
+    hi, lo = advantage_extremes(4, 0.4, baseline="mean")  # c = 2: std (unbiased) of [1, 1, 0, 0] is sqrt(1/3)
+    assert hi[2].item() == pytest.approx(0.5 / math.sqrt(1 / 3), rel=1e-5)
+
+
+def test_group_advantage_rows_put_correct_responses_first():
+    rows = group_advantage_rows(4, 0.4, [3, 1])
+    assert [(r["c"], r["baseline"]) for r in rows] == [(3, "mean"), (3, "quantile"), (1, "mean"), (1, "quantile")]
+    assert rows[0]["rewards"] == [1.0, 1.0, 1.0, 0.0] and rows[2]["rewards"] == [1.0, 0.0, 0.0, 0.0]
+    # c = 3: mean 0.75, unbiased std 0.5 -> (0.25 / 0.5, -0.75 / 0.5); QAE (easy, b_K = 1): only the failure, -1 / 0.5
+    assert rows[0]["advantages"] == pytest.approx([0.5, 0.5, 0.5, -1.5], rel=1e-5)
+    assert rows[1]["advantages"] == pytest.approx([0.0, 0.0, 0.0, -2.0], rel=1e-5)
+    assert rows[3]["advantages"] == pytest.approx([2.0, 0.0, 0.0, 0.0], rel=1e-5)  # c = 1, hard: only the success
+    with pytest.raises(ValueError, match="c must be an int"):
+        group_advantage_rows(4, 0.4, [5])
+
+
+def test_sampled_zero_fraction_beta_tracks_the_exact_fraction():
+    torch.manual_seed(0)
+    ks = [0.2, 0.4, 0.8]
+    sampled = sampled_zero_fraction_beta(0.5, 0.5, 16, ks, n_prompts=20000)
+    exact = [expected_zero_fraction_beta(0.5, 0.5, 16, k) for k in ks]
+    assert sampled == pytest.approx(exact, abs=0.01)  # 320,000 responses: the sampling error is ~0.002
+    torch.manual_seed(0)
+    assert sampled_zero_fraction_beta(0.5, 0.5, 16, ks, n_prompts=20000) == sampled  # the global seed repeats it
+    with pytest.raises(ValueError, match="a must be"):
+        sampled_zero_fraction_beta(0.0, 0.5, 16, ks, n_prompts=10)
+    with pytest.raises(ValueError, match="n_prompts"):
+        sampled_zero_fraction_beta(0.5, 0.5, 16, ks, n_prompts=0)

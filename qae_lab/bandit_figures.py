@@ -1,0 +1,142 @@
+r"""The figures of notebooks 01 and 02 (the softmax bandit, the gate and its sparsity): the lab layer.
+
+Each function draws numbers computed by :mod:`qae_lab.theory`, :mod:`qae_lab.simulation` and
+:mod:`qae_lab.sparsity` with :mod:`qae_lab.plots`; the notebooks put them under sliders with
+:func:`qae_lab.plots.interactive` (keyword arguments named as the sliders).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+import torch
+
+from qae_lab.plots import gate_heatmap, heatmap_figure, line_figure
+from qae_lab.simulation import mc_entropy_curve
+from qae_lab.sparsity import (
+    advantage_extremes,
+    expected_zero_fraction_beta,
+    gate_table,
+    group_advantage_rows,
+    sampled_zero_fraction_beta,
+)
+from qae_lab.theory import knob_curve
+
+__all__ = ["K_GRID", "knob_figure", "mc_figure", "gate_figure", "sparsity_figure", "extremes_figure",
+           "advantages_figure"]
+
+K_GRID = [round(0.05 * i, 2) for i in range(1, 20)]  # K = 0.05, 0.10, ..., 0.95
+
+# (legend name, baseline, scale) of the extreme-advantage curves
+_EXTREMES = (("GRPO mean / std", "mean", "group"), ("QAE / std", "quantile", "group"),
+             ("QAE, no std", "quantile", "none"))
+
+
+def knob_figure(eta: float, sharpness: float, p: float, K: float) -> go.Figure:
+    r"""The linear knob of one bandit (:func:`qae_lab.theory.knob_curve`): first-order dH against the baseline b,
+    with the mean baseline b = p and QAE's b_K marked.
+
+    >>> fig = knob_figure(0.5, 1.5, 0.3, 0.4)
+    >>> fig.layout.title.text.endswith("b_K = 0 (hard prompt)"), [s.x0 for s in fig.layout.shapes]
+    (True, [0.3, 0.0])
+    """
+    c = knob_curve(p, K, eta, sharpness)
+    fig = line_figure(c.b.tolist(), {"dH(b), first order": c.dh.tolist()}, x_title="baseline b", y_title="dH",
+                      title=f"slope eta*Cov(log pi, pi) = {c.slope:.2e};  b_K = {c.b_k:.0f} "
+                            f"({'hard' if c.hard else 'easy'} prompt)")
+    fig.add_vline(x=p, line_dash="dot", annotation_text="mean b = p")
+    fig.add_vline(x=c.b_k, line_color="red", annotation_text="QAE b_K")
+    return fig
+
+
+def mc_figure(K: float, G: int, eta: float, sharpness: float, *, n_groups: int,
+              ps: Sequence[float] | None = None) -> go.Figure:
+    r"""E[dH] after one step against the success rate: sampled groups under the mean and the QAE baseline (+- two
+    standard errors), the expected gradient and the identity's predictions (:func:`qae_lab.simulation.mc_entropy_curve`
+    with seed 3, at ``ps``, default 13 rates from 0.05 to 0.95).
+
+    >>> fig = mc_figure(0.4, 8, 0.5, 1.5, n_groups=20, ps=[0.3, 0.7])
+    >>> [t.name for t in fig.data if t.name][:2], fig.layout.title.text
+    (['sampled, mean baseline (c)', 'sampled, QAE baseline (c)'], 'E[dH] after one step, K = 0.4, G = 8')
+    """
+    ps = torch.linspace(0.05, 0.95, 13) if ps is None else torch.tensor(list(ps))
+    out = mc_entropy_curve(ps, group_size=G, n_groups=n_groups, k=K, eta=eta, sharpness=sharpness, seed=3)
+    return line_figure(
+        ps.tolist(),
+        {"sampled, mean baseline (c)": out["mean"], "sampled, QAE baseline (c)": out["quantile"],
+         "expected gradient (b)": out["expected_pg"], "identity, b = p (a)": out["identity_mean"],
+         "identity, b = b_K (a)": out["identity_quantile"]},
+        bands={"sampled, mean baseline (c)": [2 * s for s in out["mean_stderr"]],
+               "sampled, QAE baseline (c)": [2 * s for s in out["quantile_stderr"]]},
+        title=f"E[dH] after one step, K = {K:g}, G = {G}", x_title="success rate p", y_title="entropy change",
+        markers=True)
+
+
+def gate_figure(G: int, method: str) -> go.Figure:
+    r"""Which responses get a non-zero advantage, for each K of :data:`K_GRID` (rows) and each success count c
+    (columns), under the ``"paper"`` or the ``"linear"`` quantile (:func:`qae_lab.sparsity.gate_table`).
+
+    >>> fig = gate_figure(4, "paper")
+    >>> len(fig.data[0].z), len(fig.data[0].z[0]), fig.layout.title.text
+    (19, 5, 'Which responses get A ≠ 0: G = 4, paper quantile')
+    """
+    return gate_heatmap(gate_table(G, K_GRID, method), K_GRID, height=520,
+                        title=f"Which responses get A ≠ 0: G = {G}, {method} quantile")
+
+
+def sparsity_figure(a: float, b: float, G: int, drop_all_equal: bool, *, n_prompts: int) -> go.Figure:
+    r"""The zero-advantage fraction against K for success rates p ~ Beta(a, b): exact
+    (:func:`qae_lab.sparsity.expected_zero_fraction_beta`) and, over all groups, sampled from ``n_prompts`` prompts
+    (:func:`qae_lab.sparsity.sampled_zero_fraction_beta`, torch's global generator), with the paper's 80% marked.
+
+    >>> fig = sparsity_figure(0.5, 0.5, 8, True, n_prompts=10)
+    >>> [t.name for t in fig.data], fig.layout.title.text.endswith("(mixed groups only)")
+    (['exact, Beta(0.5, 0.5)'], True)
+    """
+    exact = [expected_zero_fraction_beta(a, b, G, k, drop_all_equal=drop_all_equal) for k in K_GRID]
+    fig = line_figure(K_GRID, {f"exact, Beta({a:g}, {b:g})": exact}, x_title="K", y_title="zero-advantage fraction",
+                      title=f"Zero-advantage fraction averaged over prompts, G = {G}"
+                            + (" (mixed groups only)" if drop_all_equal else ""))
+    if not drop_all_equal:  # the sampled check counts every group, all-equal ones included
+        sampled = sampled_zero_fraction_beta(a, b, G, K_GRID, n_prompts=n_prompts)
+        fig.add_scatter(x=K_GRID, y=sampled, mode="markers", name=f"sampled, {n_prompts} prompts")
+    fig.add_hline(y=0.8, line_dash="dot", annotation_text="80%")
+    return fig
+
+
+def extremes_figure(G: int, K: float) -> go.Figure:
+    r"""The largest and the smallest advantage in a group against its number of correct responses c, under GRPO's
+    mean / std, QAE / std and QAE without std (:func:`qae_lab.sparsity.advantage_extremes`).
+
+    >>> fig = extremes_figure(4, 0.4)
+    >>> fig.data[4].name, list(fig.data[4].y)
+    ('QAE, no std: largest A', [0.0, 1.0, 1.0, 0.0, 0.0])
+    """
+    series = {}
+    for name, baseline, scale in _EXTREMES:
+        largest, smallest = advantage_extremes(G, K, baseline=baseline, scale=scale)
+        series[f"{name}: largest A"] = largest.tolist()
+        series[f"{name}: smallest A"] = smallest.tolist()
+    return line_figure(list(range(G + 1)), series, markers=True, x_title="correct responses c", y_title="advantage",
+                       title=f"Extreme advantages in a group, G = {G}, K = {K:g}")
+
+
+def advantages_figure(G: int = 8, K: float = 0.4, counts: Sequence[int] = (1, 3, 5, 7)) -> go.Figure:
+    r"""Each response's advantage in groups of ``G`` with c correct responses (correct ones first), for each c of
+    ``counts``, under GRPO's mean and QAE's K-quantile baseline (:func:`qae_lab.sparsity.group_advantage_rows`).
+
+    >>> fig = advantages_figure(4, 0.4, [1])
+    >>> list(fig.data[0].y)
+    ['c=1 · GRPO mean', 'c=1 · QAE K=0.4']
+    >>> list(fig.data[0].text[0]), list(fig.data[0].text[1])
+    (['✓ +1.50', '✗ -0.50', '✗ -0.50', '✗ -0.50'], ['✓ +2.00', '✗ 0', '✗ 0', '✗ 0'])
+    """
+    names = {"mean": "GRPO mean", "quantile": f"QAE K={K:g}"}
+    rows = group_advantage_rows(G, K, counts)
+    text = [[("✓ " if ok else "✗ ") + (f"{v:+.2f}" if v else "0")
+             for ok, v in zip(row["rewards"], row["advantages"])] for row in rows]
+    return heatmap_figure([row["advantages"] for row in rows], x=[f"y{i + 1}" for i in range(G)],
+                          y=[f"c={row['c']} · {names[row['baseline']]}" for row in rows], text=text, height=460,
+                          title="Advantages per response (✓ correct, ✗ wrong)",
+                          x_title="response (correct ones first)")
