@@ -211,7 +211,8 @@ def reference_text(runs: Sequence[Run]) -> str:
               f"{round(100 * (after[hi].mean - after[lo].mean))} points of each other in sampled pass@1 "
               f"({lo} {after[lo].mean:.3f} to {hi} {after[hi].mean:.3f}), {spread}. QAE leaves "
               f"{100 * q['zero-adv frac'].mean:.0f}% of responses with exactly zero advantage against "
-              f"{100 * m['zero-adv frac'].mean:.0f}% (the all-equal groups) under the mean baseline, and its pass@8 ends "
+              f"{100 * m['zero-adv frac'].mean:.0f}% (the all-equal groups) under the mean baseline, and its pass@8 "
+              f"ends "
               f"{round(100 * abs(d8))} points {'higher' if d8 >= 0 else 'lower'}. The table comes from "
               "`qae_lab.compare.summary_table` (notebook 05 draws the curves)."), ""]
     return "\n".join(lines)

@@ -51,7 +51,8 @@ def test_every_passage_is_marked_once_in_its_readme():
 def test_replace_block_keeps_everything_outside_the_markers():
     text = "head\n<!-- results:a -->\nold\n<!-- /results:a -->\nmiddle <!-- results:b -->x<!-- /results:b --> tail"
     new = replace_block(replace_block(text, "a", "\nnew\n"), "b", "y")
-    assert new == "head\n<!-- results:a -->\nnew\n<!-- /results:a -->\nmiddle <!-- results:b -->y<!-- /results:b --> tail"
+    assert new == ("head\n<!-- results:a -->\nnew\n<!-- /results:a -->\n"
+                   "middle <!-- results:b -->y<!-- /results:b --> tail")
     for bad in ("<!-- /results:a --> <!-- results:a -->",  # out of order
                 "<!-- results:a --> <!-- results:a --> <!-- /results:a -->",  # repeated
                 "<!-- results:a -->"):  # not closed
