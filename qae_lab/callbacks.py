@@ -33,7 +33,9 @@ returns instead of raising. :class:`~qae_lab.trainer.QAETrainer` writes every ch
 into ``.staging/`` and renames it when complete, so a second Ctrl-C or a kill during the
 save leaves the previous checkpoint as the resume point, never a half one.
 
-A resumed run continues the same ``log.jsonl`` (:meth:`RunLogger.on_train_begin`):
+Whether a run starts fresh or resumes checkpoint N is decided once, by :func:`qae_lab.resume.plan_run`;
+:class:`RunLogger` follows that :class:`~qae_lab.resume.ResumePlan`. A resumed run continues the same
+``log.jsonl`` (:meth:`RunLogger.on_train_begin`):
 
 * steps logged after the checkpoint (a crash lost their state, so they are trained again)
   move to ``log.superseded.jsonl``, and a cut last line goes there too;
@@ -61,8 +63,9 @@ from pathlib import Path
 from transformers import TrainerCallback
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
-from qae_lab.checkpoints import check_resume_point, latest_complete_checkpoint, resume_changes, resume_log
+from qae_lab.checkpoints import latest_complete_checkpoint, resume_log
 from qae_lab.methods import QAE_ZERO_ADV_FRAC
+from qae_lab.resume import FRESH, ResumePlan, plan_run
 from qae_lab.runfolder import (
     CONFIG_NAME,
     LOG_NAME,
@@ -82,7 +85,8 @@ from qae_lab.runfolder import (
 if typing.TYPE_CHECKING:
     from qae_lab.controls import Controls
 
-__all__ = ["RunLogger", "CompactProgress", "use_compact_progress", "LiveKnobs", "TrainOutcome", "train_resumable"]
+__all__ = ["RunLogger", "pending_plan", "CompactProgress", "use_compact_progress", "LiveKnobs", "TrainOutcome",
+           "train_resumable"]
 
 
 class RunLogger(TrainerCallback):
@@ -91,16 +95,19 @@ class RunLogger(TrainerCallback):
     Args:
         preset: the preset's name, recorded in ``config.json`` (None: none).
         run: further run options to record (model, data, evaluation), JSON-able.
+        plan: the run's :class:`~qae_lab.resume.ResumePlan` (:func:`qae_lab.run.make_trainer` gives it),
+            followed by the next start of training (``plan`` is then None and ``followed`` holds it).
 
     Each line holds ``step``, ``epoch``, ``time`` (Unix seconds), ``elapsed_s`` (since this
     process began training) and every metric of the log call. Only the main process writes.
 
-    A fresh run (step 0) refuses a folder that already holds a log or a config
-    (:func:`qae_lab.runfolder.claim_fresh` decides before anything loads; this is the last
-    guard). A resumed run checks its settings against ``config.json``
-    (:func:`qae_lab.runfolder.resume_changes`) and its resume point
-    (:func:`check_resume_point`), then continues the log (:func:`resume_log`); ``resume_event``
-    holds the event row it wrote.
+    When training begins the logger does what the plan says and decides nothing itself: a fresh
+    plan writes ``config.json``; a resume plan continues the log from its checkpoint
+    (:func:`~qae_lab.checkpoints.resume_log`) and records the plan's settings changes; a refused
+    plan, or one whose start step is not the trainer's, raises
+    :class:`~qae_lab.runfolder.RunFolderError`. Without a plan (a logger used on its own, or a
+    second start) it plans from the trainer's state with :func:`qae_lab.resume.plan_run`, so a
+    fresh start refuses a folder that holds a run. ``resume_event`` holds the event row it wrote.
 
     >>> import tempfile, types
     >>> out = tempfile.mkdtemp()
@@ -112,8 +119,9 @@ class RunLogger(TrainerCallback):
     [(1, 0.5)]
     """
 
-    def __init__(self, preset: str | None = None, run: dict | None = None):
+    def __init__(self, preset: str | None = None, run: dict | None = None, plan: ResumePlan | None = None):
         self.preset, self.run = preset, dict(run or {})
+        self.plan, self.followed = plan, None
         self.start = None
         self.resume_event: dict | None = None
         self.resume_extra: dict = {}  # further facts for the resume event (e.g. what the CLI set aside)
@@ -123,22 +131,25 @@ class RunLogger(TrainerCallback):
         if not state.is_world_process_zero:
             return
         out = Path(args.output_dir)
-        if state.global_step == 0:
-            rows, cut = read_log_lines(out / LOG_NAME)
-            if rows or cut or (out / CONFIG_NAME).exists():
-                raise RunFolderError(f"{out}/ already holds a run (config.json or log.jsonl): a new run would "
-                                     f"overwrite it; resume it, or use another folder")
+        plan, self.plan = self.plan, None  # a plan serves one start
+        if plan is None:  # on its own: the one planner, from what the trainer has loaded
+            plan = plan_run(out, resume=state.global_step or None, history=list(state.log_history),
+                            settings={"trainer": jsonable(args.to_dict()), "run": jsonable(self.run)})
+        plan.require()
+        if plan.start_step != state.global_step or Path(plan.folder).resolve() != out.resolve():
+            raise RunFolderError(f"the trainer starts at step {state.global_step} in {out}/, but its run's plan is "
+                                 f"{plan.summary} in {plan.folder}/: train as planned, or make a new trainer "
+                                 f"(make_trainer(..., resume=...)) for the other start")
+        self.followed = plan
+        if plan.kind == FRESH:
             write_config(out, args, preset=self.preset, run=self.run)
         else:
-            self.resume_event = self._continue(out, args, state)
+            self.resume_event = self._continue(out, args, state, plan)
 
-    def _continue(self, out: Path, args, state) -> dict:
-        step = state.global_step
+    def _continue(self, out: Path, args, state, plan: ResumePlan) -> dict:
+        step, changes = state.global_step, plan.changed
         config_path = out / CONFIG_NAME
         stored = read_json(config_path, "run config") if config_path.exists() else None
-        changes = (resume_changes(stored, jsonable(args.to_dict()), jsonable(self.run), checkpoint_step=step)
-                   if stored is not None else {})
-        check_resume_point(out, step)
         rows, cut = read_log_lines(out / LOG_NAME)
         kept, later, restored = resume_log(rows, step, list(state.log_history))
         event = {"event": "resume", "step": step, "time": time.time(), "changed": changes,
@@ -171,6 +182,21 @@ class RunLogger(TrainerCallback):
         row = {"step": state.global_step, "epoch": state.epoch, "time": now,
                "elapsed_s": now - (self.start if self.start is not None else now), **(logs or {})}
         append_line(Path(args.output_dir) / LOG_NAME, row)
+
+
+def pending_plan(trainer) -> ResumePlan | None:
+    r"""The plan the trainer's :class:`RunLogger` will follow when training next begins (None: none given, or
+    already followed): what :class:`qae_lab.live.LiveRun` resumes.
+
+    >>> import types
+    >>> from qae_lab.resume import RESUME
+    >>> plan = ResumePlan(RESUME, Path("runs/x"), checkpoint=Path("runs/x/checkpoint-2"), step=2)
+    >>> trainer = types.SimpleNamespace(callback_handler=types.SimpleNamespace(callbacks=[RunLogger(plan=plan)]))
+    >>> pending_plan(trainer).resume_from
+    'runs/x/checkpoint-2'
+    """
+    loggers = [cb for cb in trainer.callback_handler.callbacks if isinstance(cb, RunLogger)]
+    return loggers[0].plan if loggers else None
 
 
 class CompactProgress(ProgressCallback):

@@ -25,7 +25,7 @@ from qae_lab.checkpoints import SAFE_ON_RESUME, latest_complete_checkpoint
 from qae_lab.methods import METHODS, PARTNERS, method_settings
 from qae_lab.presets import PRESETS, RunArgs, command_line, field_types, parse_sets
 from qae_lab.run import plan, train
-from qae_lab.runfolder import RunFolderError, claim_fresh
+from qae_lab.runfolder import RunFolderError
 
 __all__ = ["main"]
 
@@ -67,7 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     r"""The ``qae-lab`` / ``python -m qae_lab`` entry point; returns the exit status (130 when interrupted).
 
     Every check (settings, data folder, run folder, checkpoint) runs before anything loads, with
-    ``--dry-run`` too; a failed one prints ``qae-lab: error: ...`` and returns 2.
+    ``--dry-run`` too: :func:`qae_lab.run.plan` makes the run folder's one
+    :class:`~qae_lab.resume.ResumePlan` (fresh, resume checkpoint N, or refuse), which the run then
+    follows. A failed check prints ``qae-lab: error: ...`` and returns 2.
 
     >>> import contextlib, io
     >>> with contextlib.redirect_stderr(io.StringIO()) as err:
@@ -93,12 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         print(json.dumps(_resolved(ready, run, cfg, command), indent=1, default=str))
         return 0
-    if ready["overwrite"]:
-        claim_fresh(cfg.output_dir, overwrite=True)
     recipe = {"preset": ready["preset"], "method": ready["method"], "sets": ready["sets"]}
-    try:
-        result = train(run, cfg, preset=ready["preset"], command=command,
-                       resume_from_checkpoint=str(ready["resume"]) if ready["resume"] else None, recipe=recipe)
+    try:  # the run follows the plan made above: a new run (its folder claimed first), or the resume of its checkpoint
+        result = train(run, cfg, preset=ready["preset"], command=command, plan=ready["plan"], recipe=recipe)
     except KeyboardInterrupt:  # outside the training loop (loading, evaluation, a save): say what is on disk
         latest, _ = latest_complete_checkpoint(cfg.output_dir)
         print(f"interrupted; run folder {cfg.output_dir}: "

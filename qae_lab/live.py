@@ -45,7 +45,7 @@ from transformers.trainer_callback import PrinterCallback, ProgressCallback
 from transformers.utils.notebook import NotebookProgressCallback
 
 from qae_lab._checks import check_finite_scalar
-from qae_lab.callbacks import LiveKnobs, TrainOutcome
+from qae_lab.callbacks import LiveKnobs, TrainOutcome, pending_plan
 from qae_lab.controls import Controls
 from qae_lab.methods import (
     LEDGER_PREFIX,
@@ -198,7 +198,10 @@ class LiveRun:
     Args:
         trainer: a :class:`~qae_lab.trainer.QAETrainer` (its ``RunLogger`` keeps ``log.jsonl``).
         controls, dashboard: made from the trainer when None.
-        resume_from_checkpoint: passed to ``trainer.train``.
+        resume_from_checkpoint: passed to ``trainer.train``. None: what the trainer's run plan says
+            (:func:`qae_lab.run.make_trainer`'s :class:`~qae_lab.resume.ResumePlan`: its checkpoint
+            when it resumes one); a checkpoint that is not the plan's is refused here, before
+            anything starts.
 
     ``display(run)`` (or the cell's last expression) shows controls, dashboard and a message
     area (``messages``: the training thread's warnings, errors and follow-up results); :meth:`start`
@@ -232,6 +235,13 @@ class LiveRun:
         self.controls = controls or Controls.for_trainer(trainer)
         self.dashboard = dashboard or Dashboard(trainer.args.max_steps)
         self.messages = widgets.Output()
+        plan = pending_plan(trainer)
+        if plan is not None:  # the trainer was made for a plan: follow it
+            if resume_from_checkpoint is None:
+                resume_from_checkpoint = plan.resume_from
+            elif plan.resume_from is None or Path(resume_from_checkpoint).resolve() != Path(plan.resume_from).resolve():
+                raise ValueError(f"resume_from_checkpoint={resume_from_checkpoint}, but the trainer was made for "
+                                 f"{plan.summary}: make the trainer with make_trainer(..., resume=...) for that")
         self.resume_from_checkpoint = resume_from_checkpoint
         self.knobs = LiveKnobs(self.controls, trainer)
         # progress bars or log printing from a thread would land in whichever cell runs: the dashboard replaces

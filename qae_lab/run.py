@@ -5,9 +5,10 @@ r"""A whole run: evaluate the policy on held-out problems, train it, evaluate ag
 names in :data:`qae_lab.rewards.REWARDS`, LoRA, the :class:`~qae_lab.callbacks.RunLogger`),
 :func:`evaluate_run` measures pass@1 with the one verdict of :mod:`qae_lab.answers`, and the folder
 (:mod:`qae_lab.runfolder`) then holds ``config.json``, ``log.jsonl``, ``eval_*.json``, ``report.html``
-and ``model/``. :func:`plan` checks all a run needs before anything loads: the settings, the run
-folder (a new run never overwrites another without ``overwrite``), and, for a resume, the checkpoint
-and what the resume changes (:mod:`qae_lab.checkpoints`).
+and ``model/``. :func:`plan` checks all a run needs before anything loads: the settings, and the run
+folder's :class:`~qae_lab.resume.ResumePlan` (:func:`qae_lab.resume.plan_run`: a new run, never over
+another without ``overwrite``, or a resume of checkpoint N and what it changes), which :func:`train`,
+:func:`make_trainer` and the run's :class:`~qae_lab.callbacks.RunLogger` then follow.
 """
 
 from __future__ import annotations
@@ -25,42 +26,27 @@ import torch
 
 from qae_lab.answers import is_correct, strict_is_correct
 from qae_lab.callbacks import RunLogger, train_resumable, use_compact_progress
-from qae_lab.checkpoints import (
-    check_resume_point,
-    checkpoint_problems,
-    finished_step,
-    latest_complete_checkpoint,
-    publish_dir,
-    resume_changes,
-    resume_log,
-)
+from qae_lab.checkpoints import publish_dir
 from qae_lab.data import sa_ah_split, synthetic_task, to_grpo_dataset
 from qae_lab.sums import sums_task
 from qae_lab.evaluate import EvalResult, evaluate
 from qae_lab.methods import method_name
 from qae_lab.models import load_policy, lora_config
 from qae_lab.presets import PRESETS, RunArgs, build, field_types
+from qae_lab.resume import RESUME, ResumePlan, claim, plan_run
 from qae_lab.rewards import REWARDS
 from qae_lab.runfolder import (
-    CHECKPOINT_NAME,
     CONFIG_NAME,
     EVAL_AFTER,
-    LOG_NAME,
     MODEL_DIR,
     STAGING_DIR,
-    SUPERSEDED_NAME,
     RunFolderError,
-    claim_fresh,
     jsonable,
-    read_json,
     read_log,
-    read_log_lines,
-    run_files,
-    step_rows,
 )
 from qae_lab.trainer import QAETrainer
 
-__all__ = ["load_records", "evaluate_run", "eval_line", "make_trainer", "run_record", "train", "plan"]
+__all__ = ["load_records", "evaluate_run", "eval_line", "make_trainer", "run_record", "run_settings", "train", "plan"]
 
 
 
@@ -125,26 +111,31 @@ def eval_line(name: str, res) -> str:
 
 
 def train(run: RunArgs, cfg, *, preset: str | None = None, command: str | None = None,
-          resume_from_checkpoint: str | None = None, callbacks=(), recipe: dict | None = None) -> dict[str, Any]:
+          resume_from_checkpoint: str | None = None, callbacks=(), recipe: dict | None = None,
+          plan: ResumePlan | None = None) -> dict[str, Any]:
     r"""Evaluate, train with :class:`~qae_lab.trainer.QAETrainer`, evaluate, write the run folder.
 
     Args:
         run, cfg: from :func:`qae_lab.presets.build`.
         preset, command: recorded in ``config.json`` and the report.
-        resume_from_checkpoint: a checkpoint folder to continue (the "before" evaluation is
-            read back from the run folder when there).
+        resume_from_checkpoint: a checkpoint (or run) folder to continue (the "before" evaluation is
+            read back from the run folder when there); planned with :func:`qae_lab.resume.plan_run`.
         callbacks: further ``TrainerCallback`` objects.
         recipe: ``{"preset", "method", "sets"}``, recorded for ``--resume`` (:func:`make_trainer`).
+        plan: the run's :class:`~qae_lab.resume.ResumePlan` when already made (the command line's),
+            instead of ``resume_from_checkpoint``.
 
-    A fresh run refuses a folder that holds another run; a resume checks its settings and
-    checkpoint first (:class:`qae_lab.callbacks.RunLogger`). Resuming a finished run (a larger
-    ``max_steps``) first moves its ``eval_after.json`` and ``model/`` to ``finished-step<S>/``.
+    The run does what its plan says: a fresh run in a folder that holds no other run (or replaces
+    it, when planned with ``overwrite``), or a resume of the plan's checkpoint; a refused plan
+    raises its reason before anything loads. Resuming a finished run (a larger ``max_steps``)
+    first moves its ``eval_after.json`` and ``model/`` to ``finished-step<S>/``.
 
     Returns:
         dict with ``output_dir``, ``interrupted``, ``checkpoint`` (when interrupted), ``global_step``,
         ``wall_s``, ``before`` / ``after`` (evaluation summaries or None) and ``report`` (its path).
 
     >>> import contextlib, io, tempfile
+    >>> from qae_lab.runfolder import step_rows
     >>> out = Path(tempfile.mkdtemp()) / "run"
     >>> run, cfg = build("cpu-demo", ["max_steps=2", "n_train=16", "per_device_train_batch_size=8", "num_generations=4",
     ...                               "evaluate=false", "disable_tqdm=true", "torch_threads=1"], output_dir=str(out))
@@ -157,13 +148,17 @@ def train(run: RunArgs, cfg, *, preset: str | None = None, command: str | None =
     if run.torch_threads:
         torch.set_num_threads(run.torch_threads)
     try:
-        return _run(run, cfg, preset, command, resume_from_checkpoint, callbacks, recipe)
+        if plan is None:
+            plan = plan_run(cfg.output_dir, resume=resume_from_checkpoint, settings=run_settings(run, cfg))
+        elif resume_from_checkpoint is not None:
+            raise ValueError("give the run's plan or resume_from_checkpoint, not both")
+        return _run(run, cfg, preset, command, plan, callbacks, recipe)
     finally:
         torch.set_num_threads(threads)
 
 
 def make_trainer(run: RunArgs, cfg, *, preset: str | None = None, command: str | None = None, callbacks=(),
-                 resume: bool = False, recipe: dict | None = None):
+                 resume: bool | str | os.PathLike = False, recipe: dict | None = None, plan: ResumePlan | None = None):
     r"""The run's :class:`~qae_lab.trainer.QAETrainer` (model, data, reward, LoRA, :class:`RunLogger`).
 
     The reward is ``REWARDS[run.reward]`` (:data:`qae_lab.rewards.REWARDS`): ``"strict"`` (0/1) or
@@ -173,12 +168,18 @@ def make_trainer(run: RunArgs, cfg, *, preset: str | None = None, command: str |
         run, cfg: from :func:`qae_lab.presets.build`.
         preset, command: recorded in ``config.json``.
         callbacks: further ``TrainerCallback`` objects.
-        resume: the trainer will resume a checkpoint of ``cfg.output_dir``; otherwise the folder must
-            not hold another run (:func:`qae_lab.runfolder.claim_fresh`, checked before anything loads).
+        resume: the trainer will resume ``cfg.output_dir``'s latest complete checkpoint (True), or the
+            checkpoint (or run folder) given; otherwise it starts a new run, in a folder that must not
+            hold another.
         recipe: ``{"preset", "method", "sets"}`` that built ``run`` and ``cfg``, recorded so that
             ``--resume`` rebuilds the same settings.
+        plan: the :class:`~qae_lab.resume.ResumePlan` to follow (made from ``resume`` and the
+            settings by :func:`qae_lab.resume.plan_run` when None).
 
-    The data is read before the model loads, so a bad data file fails in seconds.
+    The plan is carried out before anything loads (:func:`qae_lab.resume.claim`: a refused plan raises
+    its reason, a fresh one claims the folder) and handed to the :class:`RunLogger`, and
+    :class:`qae_lab.live.LiveRun` resumes its checkpoint. The data is read before the model loads, so a
+    bad data file fails in seconds.
 
     Returns:
         ``(trainer, tokenizer, eval_records)``; the trainer's progress display is
@@ -190,15 +191,18 @@ def make_trainer(run: RunArgs, cfg, *, preset: str | None = None, command: str |
     >>> type(trainer).__name__, [f.__name__ for f in trainer.reward_funcs], len(trainer.train_dataset), len(eval_records)
     ('QAETrainer', ['strict_correctness_reward'], 16, 4)
     """
-    if not resume:
-        claim_fresh(cfg.output_dir)
+    if plan is None:
+        plan = plan_run(cfg.output_dir, resume=resume or None, settings=run_settings(run, cfg))
+    elif Path(plan.folder).resolve() != Path(cfg.output_dir).resolve():
+        raise ValueError(f"the plan is for {plan.folder}/, the trainer writes to {cfg.output_dir}/")
+    claim(plan)
     train_recs, eval_recs = load_records(run)
     model, tok = load_policy(run.model, dtype=run.dtype, device="cpu" if cfg.use_cpu else None)
     trainer = QAETrainer(model=model, reward_funcs=[REWARDS[run.reward]], args=cfg,
                          train_dataset=to_grpo_dataset(train_recs), processing_class=tok,
                          peft_config=lora_config(run.lora_r) if run.lora else None,
-                         callbacks=[RunLogger(preset=preset, run=run_record(run, cfg, command=command, recipe=recipe)),
-                                    *callbacks])
+                         callbacks=[RunLogger(preset=preset, run=run_record(run, cfg, command=command, recipe=recipe),
+                                              plan=plan), *callbacks])
     use_compact_progress(trainer)
     return trainer, tok, eval_recs
 
@@ -210,6 +214,15 @@ def run_record(run: RunArgs, cfg, *, command: str | None = None, recipe: dict | 
     'qae'
     """
     return {**dataclasses.asdict(run), "command": command, "method": method_name(cfg), "build": recipe}
+
+
+def run_settings(run: RunArgs, cfg) -> dict[str, Any]:
+    r"""The run's settings as ``config.json`` holds them, ``{"trainer", "run"}``: what a resume plan compares.
+
+    >>> run_settings(RunArgs(n_train=8), build("cpu-demo", output_dir="/tmp/x")[1])["run"]["n_train"]
+    8
+    """
+    return {"trainer": jsonable(cfg.to_dict()), "run": jsonable(run_record(run, cfg))}
 
 
 def _set_aside_finished(out: Path, step: int) -> dict[str, Any]:
@@ -229,24 +242,22 @@ def _set_aside_finished(out: Path, step: int) -> dict[str, Any]:
     return {"set_aside": [p.name for p in done], "set_aside_to": aside.name}
 
 
-def _run(run: RunArgs, cfg, preset, command, resume_from_checkpoint, callbacks, recipe=None) -> dict[str, Any]:
+def _run(run: RunArgs, cfg, preset, command, plan: ResumePlan, callbacks, recipe=None) -> dict[str, Any]:
     t0 = time.time()
     out = Path(cfg.output_dir)
-    resuming = resume_from_checkpoint is not None
-    finished = finished_step(out) if resuming else None
-    trains_on = finished is None or cfg.max_steps > finished  # a finished run resumed as it was trains nothing
+    resuming, trains_on = plan.kind == RESUME, plan.trains_on  # a finished run resumed as it was trains nothing
     trainer, tok, eval_recs = make_trainer(run, cfg, preset=preset, command=command, callbacks=callbacks,
-                                           resume=resuming, recipe=recipe)
-    if finished is not None and trains_on:
-        moved = _set_aside_finished(out, finished)
+                                           recipe=recipe, plan=plan)
+    if resuming and plan.finished_at is not None and trains_on:
+        moved = _set_aside_finished(out, plan.finished_at)
         for cb in trainer.callback_handler.callbacks:
             if isinstance(cb, RunLogger):
                 cb.resume_extra.update(moved)
     before = (evaluate_run(trainer.model, tok, eval_recs, run, cfg, out / "eval_before.json",
-                           reuse=resume_from_checkpoint is not None) if run.evaluate else None)
+                           reuse=resuming) if run.evaluate else None)
     if before:
         print(eval_line("before", before), flush=True)
-    outcome = train_resumable(trainer, resume_from_checkpoint)
+    outcome = train_resumable(trainer, plan.resume_from)
     after = None
     if outcome.interrupted:
         print(f"interrupted at step {outcome.global_step}" + (f" ({outcome.note})" if outcome.note else "")
@@ -294,27 +305,6 @@ def _report(out: Path, run: RunArgs, cfg, preset, command, outcome, wall: float,
                         summary=summary, evals=evals, notes=notes)
 
 
-def _resume_target(path: str) -> tuple[Path, list[str]]:
-    r"""The checkpoint to resume: a checkpoint folder as given (checked), or a run folder's latest complete one.
-
-    Returns ``(checkpoint, notes)``; the notes name later checkpoints skipped as incomplete.
-    Raises :class:`~qae_lab.runfolder.RunFolderError` naming each missing or damaged file.
-    """
-    p = Path(path)
-    if not p.exists():
-        raise RunFolderError(f"--resume {path}: no such folder")
-    if (p / "trainer_state.json").exists() or CHECKPOINT_NAME.match(p.name):
-        problems = checkpoint_problems(p)
-        if problems:
-            raise RunFolderError(f"--resume {path}: the checkpoint cannot be resumed: {'; '.join(problems)}")
-        return p, []
-    latest, notes = latest_complete_checkpoint(p)
-    if latest is None:
-        raise RunFolderError(f"--resume {path}: no complete checkpoint in this run folder"
-                             + (f" ({'; '.join(notes)})" if notes else ""))
-    return latest, notes
-
-
 def _sets_from_config(stored: dict, preset: str) -> list[str]:
     r"""``--set`` values that rebuild a stored run's settings from its preset (for runs made without a recipe,
     e.g. by :func:`train` from a notebook): every stored field that the preset alone sets otherwise."""
@@ -334,66 +324,48 @@ def _sets_from_config(stored: dict, preset: str) -> list[str]:
 def plan(args) -> dict[str, Any]:
     r"""Everything ``train`` checks before anything loads: settings, the run folder, the checkpoint to resume.
 
-    Returns ``{"run", "cfg", "preset", "method", "sets", "resume", "notes", "overwrite"}``; raises
-    ``ValueError`` (or its :class:`~qae_lab.runfolder.RunFolderError`) with the reason.
+    Returns ``{"run", "cfg", "preset", "method", "sets", "plan", "resume", "notes", "overwrite"}``: ``plan`` is
+    the run folder's :class:`~qae_lab.resume.ResumePlan` (:func:`qae_lab.resume.plan_run`), ``resume`` its
+    checkpoint (None for a new run), ``notes`` what it does, for people. Raises ``ValueError`` (or its
+    :class:`~qae_lab.runfolder.RunFolderError`: the refused plan's reason) with the reason.
 
     ``args``: the ``train`` command's arguments (``preset``, ``method``, ``sets``, ``output_dir``,
-    ``overwrite``, ``resume``).
+    ``overwrite``, ``resume``). A resume rebuilds the run's own settings from its ``config.json`` (the
+    recipe it recorded), with this command's ``--set`` values on top.
 
     >>> import argparse, tempfile
     >>> args = argparse.Namespace(preset=None, method="mean", sets=["quantile_k=0.6"], output_dir=tempfile.mkdtemp(),
     ...                           overwrite=False, resume=None)
     >>> p = plan(args)
-    >>> p["preset"], p["cfg"].baseline, p["cfg"].quantile_k, p["resume"], p["notes"]
-    ('cpu-demo', 'mean', 0.6, None, [])
+    >>> p["preset"], p["cfg"].baseline, p["cfg"].quantile_k, p["plan"].kind, p["resume"], p["notes"]
+    ('cpu-demo', 'mean', 0.6, 'fresh', None, [])
     >>> _ = (Path(args.output_dir) / "log.jsonl").write_text('{"step": 1}\n')
     >>> plan(args)
     Traceback (most recent call last):
     ...
     qae_lab.runfolder.RunFolderError: .../ already holds a run (log.jsonl): a new run would overwrite it. ...
     """
-    sets, notes = list(args.sets), []
-    preset, method, resume = args.preset, args.method, None
+    preset, method, sets, built = args.preset, args.method, list(args.sets), {}
     if args.resume:
-        if args.overwrite:
-            raise RunFolderError("--overwrite starts a new run; --resume continues one: choose one")
-        resume, notes = _resume_target(args.resume)
-        out = resume.parent
-        if args.output_dir and Path(args.output_dir).resolve() != out.resolve():
-            raise RunFolderError(f"--resume continues its own run folder {out}/; --output-dir {args.output_dir} "
-                                 f"differs (to branch off, start a new run)")
-        stored = read_json(out / CONFIG_NAME, "run config")
-        recipe = (stored.get("run") or {}).get("build") or {}
-        preset = preset or recipe.get("preset") or stored.get("preset")
-        if preset not in PRESETS:
-            raise RunFolderError(f"{out / CONFIG_NAME} does not say which preset built the run: give --preset "
-                                 f"(and the --set values it was run with)")
-        method = method or recipe.get("method")
-        sets = [*(recipe["sets"] if "sets" in recipe else _sets_from_config(stored, preset)), *sets]
-        run, cfg = build(preset, sets, method, output_dir=str(out))
-        state = read_json(resume / "trainer_state.json", "checkpoint state")
-        step = state["global_step"]
-        changes = resume_changes(stored, jsonable(cfg.to_dict()), jsonable(run_record(run, cfg)), checkpoint_step=step)
-        check_resume_point(out, step)
-        rows, cut = read_log_lines(out / LOG_NAME)
-        _kept, later, restored = resume_log(rows, step, state.get("log_history", []))
-        notes.append(f"resuming {resume} (step {step})"
-                     + (f"; changed: {', '.join(f'{k} {a} -> {b}' for k, (a, b) in changes.items())}" if changes else "")
-                     + (f"; steps {', '.join(map(str, sorted({r['step'] for r in step_rows(later)})))} were logged "
-                        f"after the checkpoint and are trained again (their rows move to {SUPERSEDED_NAME})"
-                        if step_rows(later) else "")
-                     + (f"; the log's last line was cut short (moves to {SUPERSEDED_NAME})" if cut else "")
-                     + (f"; steps {', '.join(map(str, restored))} missing from the log are restored from the "
-                        f"checkpoint" if restored else ""))
+        def own_settings(stored: dict, out: Path) -> dict[str, Any]:  # the run's recipe, then this command's --set
+            nonlocal preset, method, sets
+            recipe = (stored.get("run") or {}).get("build") or {}
+            preset = preset or recipe.get("preset") or stored.get("preset")
+            if preset not in PRESETS:
+                raise RunFolderError(f"{out / CONFIG_NAME} does not say which preset built the run: give --preset "
+                                     f"(and the --set values it was run with)")
+            method = method or recipe.get("method")
+            sets = [*(recipe["sets"] if "sets" in recipe else _sets_from_config(stored, preset)), *sets]
+            built["run"], built["cfg"] = build(preset, sets, method, output_dir=str(out))
+            return run_settings(built["run"], built["cfg"])
+
+        ready = plan_run(args.output_dir, resume=args.resume, settings=own_settings).require()
+        run, cfg = built["run"], built["cfg"]
     else:
         preset = preset or "cpu-demo"
         run, cfg = build(preset, sets, method, output_dir=args.output_dir)
-        found = run_files(cfg.output_dir)
-        if found and not args.overwrite:
-            claim_fresh(cfg.output_dir)  # raises, with the ways on
-        if found:
-            notes.append(f"--overwrite: deleting the previous run's {', '.join(found)} in {cfg.output_dir}/")
+        ready = plan_run(cfg.output_dir, overwrite=args.overwrite).require()
     if run.task == "gsm8k" and (run.gsm8k_path or os.environ.get("QAE_LAB_GSM8K_DIR")):
         load_records(run)  # a local data file is read now (seconds): its errors name the file, line and field
-    return {"run": run, "cfg": cfg, "preset": preset, "method": method, "sets": sets, "resume": resume,
-            "notes": notes, "overwrite": args.overwrite}
+    return {"run": run, "cfg": cfg, "preset": preset, "method": method, "sets": sets, "plan": ready,
+            "resume": ready.checkpoint, "notes": ready.lines(), "overwrite": args.overwrite}

@@ -3,7 +3,8 @@ r"""The run folder on disk: what a run writes there, and the rules that keep it 
 A run folder is someone's data. Three rules hold for everything qae_lab writes into one:
 
 1. **Nothing is replaced without an explicit choice.** A new run refuses a folder that holds
-   another run's files (:func:`claim_fresh`): resume it, pass ``overwrite=True``
+   another run's files (:func:`held_run`, asked by the one resume plan, :func:`qae_lab.resume.plan_run`;
+   :func:`claim_fresh` carries a fresh plan out): resume it, pass ``overwrite=True``
    (``--overwrite``), or pick another folder.
 2. **Every write that can be interrupted leaves the old state or the new one, never half.**
    Small files are written to a temporary file and renamed over the old one
@@ -47,7 +48,8 @@ from typing import Any
 
 __all__ = ["CONFIG_NAME", "LOG_NAME", "SUPERSEDED_NAME", "REPORT_NAME", "EVAL_BEFORE", "EVAL_AFTER", "MODEL_DIR",
            "STAGING_DIR", "CHECKPOINT_NAME", "RunFolderError", "fsync_dir", "atomic_write_text", "read_json", "jsonable", "append_line",
-           "read_log_lines", "read_log", "step_rows", "run_files", "claim_fresh", "versions", "save_config", "write_config"]
+           "read_log_lines", "read_log", "step_rows", "run_files", "held_run", "claim_fresh", "versions", "save_config",
+           "write_config"]
 
 CONFIG_NAME, LOG_NAME, SUPERSEDED_NAME, REPORT_NAME = "config.json", "log.jsonl", "log.superseded.jsonl", "report.html"
 EVAL_BEFORE, EVAL_AFTER, MODEL_DIR, STAGING_DIR = "eval_before.json", "eval_after.json", "model", ".staging"
@@ -259,6 +261,25 @@ def run_files(folder: str | os.PathLike) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.name in _RUN_FILES or CHECKPOINT_NAME.match(p.name))
 
 
+def held_run(folder: str | os.PathLike) -> str | None:
+    r"""Whether a new run may start in ``folder``: None when it holds no run's files (:func:`run_files`),
+    else the refusal, naming them and the three ways on. The one test of "is this folder fresh"
+    (:func:`qae_lab.resume.plan_run` decides with it, :func:`claim_fresh` guards with it).
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp()); (d / "notes.txt").touch(); held_run(d) is None
+    True
+    >>> (d / "config.json").touch(); held_run(d)
+    '.../ already holds a run (config.json): a new run would overwrite it. ...'
+    """
+    found = run_files(folder)
+    if not found:
+        return None
+    return (f"{folder}/ already holds a run ({', '.join(found)}): a new run would overwrite it. Either continue it "
+            f"(--resume {folder}), or replace it (--overwrite; deletes those files), or choose another folder "
+            f"(--output-dir).")
+
+
 def claim_fresh(folder: str | os.PathLike, *, overwrite: bool = False) -> list[str]:
     r"""Make ``folder`` ready for a new run; refuse one that holds another run's files unless ``overwrite``.
 
@@ -282,12 +303,10 @@ def claim_fresh(folder: str | os.PathLike, *, overwrite: bool = False) -> list[s
     (['log.jsonl'], [])
     """
     folder = Path(folder)
+    held = held_run(folder)
+    if held and not overwrite:
+        raise RunFolderError(held)
     found = run_files(folder)
-    if found and not overwrite:
-        raise RunFolderError(
-            f"{folder}/ already holds a run ({', '.join(found)}): a new run would overwrite it. Either continue it "
-            f"(--resume {folder}), or replace it (--overwrite; deletes those files), or choose another folder "
-            f"(--output-dir).")
     for name in found:
         path = folder / name
         shutil.rmtree(path) if path.is_dir() else path.unlink()
