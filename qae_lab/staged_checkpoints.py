@@ -12,7 +12,7 @@ overrides three transformers ``Trainer`` methods, each calling transformers' own
 * ``_get_output_dir``: points at ``.staging/`` while a checkpoint is being written.
 
 So an interrupted save (a second Ctrl-C, a kill) never leaves a half ``checkpoint-N`` for a
-resume to pick (``tests/test_cli.py``'s kill test).
+resume to pick (``tests/test_run_safety.py``'s kill test).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The child process of the kill test (tests/test_cli.py): one ``qae-lab train`` command, output to a file."""
+"""The child process of the kill test (tests/test_run_safety.py): one ``qae-lab train`` command, output to a file."""
 
 from __future__ import annotations
 
