@@ -79,7 +79,6 @@ def main() -> None:
 
     # scoring cost without generation: replay the same completions through each trainer's scorer
     def score(trainer):
-        trainer._rewards_per_func = rewards[:, None]
         t = time.perf_counter()
         if isinstance(trainer, QAETrainer):
             adv = group_advantages(rewards, a.group, k=0.4, eps=1e-4)

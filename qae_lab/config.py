@@ -2,7 +2,7 @@ r"""The trainer's configuration: TRL's ``GRPOConfig`` plus the knobs of QAE and 
 
 :class:`QAEConfig` adds the response-level baseline of QAE (arXiv 2509.22611: the group
 K-quantile b_K instead of the group mean) and the token weighting of SA-AH-GRPO (arXiv
-2606.05434: w_t = exp(-alpha * sum_{s<=t} H~_s) on negative-advantage rollouts), each field's
+2606.05434: horizon weights w_t = exp(-alpha * sum_{s<=t} H~_s) on negative-advantage rollouts), each field's
 help citing the paper it comes from. :class:`qae_lab.trainer.QAETrainer` reads it.
 
 Departures from TRL, and why:
@@ -25,9 +25,9 @@ from trl import GRPOConfig
 
 from qae_lab._checks import check_choice, check_finite_scalar, check_int, check_k
 from qae_lab.behaviour import REFLECTION_WORDS, reflection_pattern
-from qae_lab.methods import (BASELINES, QUANTILE_METHODS, TOKEN_WEIGHTINGS, WEIGHTED_LOSS_TYPES,
+from qae_lab.entropy_controls import ADVANTAGE_MASKS, COV_PENALTIES, check_ratio
+from qae_lab.methods import (BASELINES, LOSS_TYPES, QUANTILE_METHODS, TOKEN_WEIGHTINGS, WEIGHTED_LOSS_TYPES,
                              check_weighting_loss_type)
-from qae_lab.partners import ADVANTAGE_MASKS, COV_PENALTIES, check_ratio
 
 __all__ = ["QAEConfig"]
 
@@ -118,9 +118,9 @@ class QAEConfig(GRPOConfig):
     advantage_eps: float = field(default=1e-4, metadata={"help": "Added to the std when scaling (TRL uses 1e-4)."})
     token_weighting: str = field(default="none", metadata={"help": "'none', 'ah' (AH-GRPO: every rollout) or "
                                  "'sa_ah' (SA-AH-GRPO, arXiv 2606.05434: negative-advantage rollouts only)."})
-    alpha: float = field(default=0.5, metadata={"help": "SA-AH's discount strength: w_t = exp(-alpha * cumulative "
-                         "normalised entropy). 0 is plain GRPO; the paper uses 0.5."})
-    entropy_top_k: int | None = field(default=None, metadata={"help": "H~_t for the SA-AH/AH weights: None for "
+    alpha: float = field(default=0.5, metadata={"help": "Entropy coefficient of SA-AH's horizon weight "
+                         "w_t = exp(-alpha * cumulative normalised entropy). 0 is plain GRPO; the paper uses 0.5."})
+    entropy_top_k: int | None = field(default=None, metadata={"help": "H~_t for the horizon weights: None for "
                                       "the exact entropy of the loss's forward, or k for SA-AH's top-k estimate "
                                       "H_topk / log V (arXiv 2606.05434 uses k = 500; an extra no-grad LM-head "
                                       "projection of the same forward's hidden states)."})
@@ -139,7 +139,7 @@ class QAEConfig(GRPOConfig):
     advantage_mask: str = field(default="none", metadata={"help": "Sign ablation: 'none', 'pos' (POS-MASK: only "
                                 "positive-advantage responses train) or 'neg' (NEG-MASK: only negative ones)."})
     cov_penalty: str = field(default="none", metadata={"help": "Covariance-based token control of Cui et al. 2025 "
-                             "(arXiv 2505.22617): 'none', 'clip_cov' or 'kl_cov' (qae_lab.partners)."})
+                             "(arXiv 2505.22617): 'none', 'clip_cov' or 'kl_cov' (qae_lab.entropy_controls)."})
     clip_cov_ratio: float = field(default=2e-4, metadata={"help": "Clip-Cov: fraction of tokens whose gradient is "
                                   "detached, in (0, 1] (paper 2e-4; at least one token)."})
     clip_cov_lb: float = field(default=1.0, metadata={"help": "Clip-Cov: lower end of the covariance band (paper 1)."})
@@ -166,6 +166,13 @@ class QAEConfig(GRPOConfig):
         if (self.fast_generation or self.compile_generation) and self.use_vllm:
             raise ValueError("fast_generation / compile_generation apply to transformers' generate; with use_vllm=True "
                              "vLLM generates: set both to False")
+        # QAETrainer computes the loss itself (qae_lab.loss.grpo_loss): TRL's other loss types and loss options are refused
+        check_choice(self.loss_type, "loss_type", LOSS_TYPES)
+        if self.off_policy_mask_threshold is not None:
+            raise ValueError("off_policy_mask_threshold is not supported by QAETrainer's loss (qae_lab.loss): set it to None")
+        if self.use_adaptive_entropy:
+            raise ValueError("use_adaptive_entropy is not supported by QAETrainer's loss (qae_lab.loss); a fixed "
+                             "entropy_coef is")
         check_weighting_loss_type(self.token_weighting, self.loss_type)
         check_choice(self.advantage_mask, "advantage_mask", ADVANTAGE_MASKS)
         check_choice(self.cov_penalty, "cov_penalty", COV_PENALTIES)

@@ -1,14 +1,15 @@
-r"""The live controls: the knobs as widgets, and a thread-safe copy of their values.
+r"""The live controls: the knobs as widgets, and their value as one frozen :class:`~qae_lab.knobs.Knobs`.
 
 :class:`Controls` holds K, alpha, baseline (mean | quantile), token weighting (none | ah | sa_ah)
-and a Stop button. Widget callbacks (the kernel thread) write one dict under a lock; the training
-thread reads a copy under the same lock (:meth:`Controls.snapshot`), so K and alpha never come from
-two different moments (no torn reads). :class:`~qae_lab.callbacks.LiveKnobs` hands that copy to
-the trainer at every step; :class:`~qae_lab.live.LiveRun` wires the two to a running trainer.
+and a Stop button. A widget callback (the kernel thread) builds a new frozen value and swaps it in
+as one reference; the training thread reads that reference (:meth:`Controls.snapshot`), so K and
+alpha never come from two different moments (no torn reads) and no lock is needed.
+:class:`~qae_lab.callbacks.LiveKnobs` hands the value to the trainer at every step;
+:class:`~qae_lab.live.LiveRun` wires the two to a running trainer.
 
 K and alpha are :class:`KnobSlider` widgets: a slider shows exactly the value the trainer gets
 (no silent clamping, no snapping to a coarser step than the value needs). The knobs' names and
-checks are :mod:`qae_lab.methods`'s (:func:`~qae_lab.methods.validate_knobs`).
+checks are :mod:`qae_lab.knobs`'s (:func:`~qae_lab.knobs.validate_knobs`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import threading
 import ipywidgets as widgets
 from traitlets import TraitError, validate
 
-from qae_lab.methods import TOKEN_WEIGHTINGS, can_weight_tokens, validate_knobs
+from qae_lab.knobs import Knobs, validate_knobs
+from qae_lab.methods import TOKEN_WEIGHTINGS, can_weight_tokens
 
 __all__ = ["K_RANGE", "ALPHA_RANGE", "KnobSlider", "Controls"]
 
@@ -51,7 +53,7 @@ class KnobSlider(widgets.FloatSlider):
     handle and the readout to ``min + n * step``: either way it can show another number than the
     one the trainer uses. This one
 
-    * widens its range to take in the start value (validated by :func:`~qae_lab.methods.validate_knobs`);
+    * widens its range to take in the start value (validated by :func:`~qae_lab.knobs.validate_knobs`);
     * refuses, with a ``TraitError`` naming the knob and the range, a value outside the range or
       invalid for the knob, and a min or max that would move the value;
     * rounds values to 6 decimals (a browser's float noise, 0.30000000000000004) and keeps its step
@@ -125,7 +127,7 @@ class KnobSlider(widgets.FloatSlider):
 
 
 class Controls:
-    r"""The knobs as widgets, with a thread-safe copy of their values.
+    r"""The knobs as widgets, and their value as one frozen :class:`~qae_lab.knobs.Knobs`.
 
     Args:
         quantile_k, alpha, baseline, token_weighting: starting values (validated as in
@@ -139,20 +141,19 @@ class Controls:
 
     >>> c = Controls(quantile_k=0.4, alpha=0.5)
     >>> c.k.value = 0.7                      # what a slider move does
-    >>> c.snapshot()["quantile_k"], c.stop_requested
+    >>> c.snapshot().quantile_k, c.stop_requested
     (0.7, False)
-    >>> c.begin_step(3)["quantile_k"]        # step 3 starts with K = 0.7 ...
+    >>> c.begin_step(3).quantile_k           # step 3 starts with K = 0.7 ...
     0.7
     >>> c.k.value = 0.5; c.changes           # ... a move while it runs applies from step 4
     [(0, 'quantile_k', 0.7), (3, 'quantile_k', 0.5)]
     >>> c = Controls(quantile_k=0.99, alpha=3.0)
-    >>> (c.k.value, c.alpha.value) == (c.snapshot()["quantile_k"], c.snapshot()["alpha"]) == (0.99, 3.0)
+    >>> (c.k.value, c.alpha.value) == (c.snapshot().quantile_k, c.snapshot().alpha) == (0.99, 3.0)
     True
     """
 
     def __init__(self, quantile_k: float = 0.4, alpha: float = 0.5, baseline: str = "quantile",
                  token_weighting: str = "none"):
-        self._lock = threading.RLock()  # re-entrant: set() holds it while the widget callbacks write
         self._stop = threading.Event()
         self._finished = False
         clean = validate_knobs(quantile_k=quantile_k, alpha=alpha, baseline=baseline, token_weighting=token_weighting)
@@ -161,13 +162,14 @@ class Controls:
                             continuous_update=False, style=style)
         self.alpha = KnobSlider("alpha", clean["alpha"], *ALPHA_RANGE, description="alpha (SA-AH)",
                                 continuous_update=False, style=style)
-        self._values = {**clean, "quantile_k": self.k.value, "alpha": self.alpha.value}  # as the sliders hold them
-        self._step = 0  # the step whose knobs are fixed (begin_step)
-        self.changes: list[tuple[int, str, object]] = []
+        # (version, value): swapped whole by the kernel thread, read whole by the training thread
+        self._current = (0, Knobs(**{**clean, "quantile_k": self.k.value, "alpha": self.alpha.value}))
+        self._received: list[tuple[int, str, object]] = []  # (version it made, knob, value)
+        self._begun: list[tuple[int, int]] = []  # (step, version it took)
         self.baseline = widgets.ToggleButtons(options=[("mean (GRPO)", "mean"), ("K-quantile (QAE)", "quantile")],
                                               value=baseline, description="baseline", style=style)
         self.token_weighting = widgets.ToggleButtons(options=list(TOKEN_WEIGHTING_OPTIONS), value=token_weighting,
-                                                     description="token weights", style=style)
+                                                     description="token weighting", style=style)
         self.stop_button = widgets.Button(description="Stop", button_style="danger", icon="stop",
                                           tooltip="end training after the current step (log and checkpoint kept)")
         for name, w in (("quantile_k", self.k), ("alpha", self.alpha), ("baseline", self.baseline),
@@ -181,16 +183,25 @@ class Controls:
     def for_trainer(cls, trainer) -> Controls:
         """Controls starting at the trainer's current knobs; token weighting is locked where the
         trainer's loss type cannot weight tokens."""
-        controls = cls(**trainer.knobs())
+        controls = cls(**trainer.knobs.as_dict())
         if not can_weight_tokens(trainer.loss_type):
             controls.token_weighting.disabled = True
         return controls
 
     def _set(self, name: str, value) -> None:
-        # the widget callback (kernel thread): one locked write of the value the widget now holds
-        with self._lock:
-            self._values[name] = value
-            self.changes.append((self._step, name, value))
+        # the widget callback (kernel thread, one at a time): a new value, swapped in as one reference
+        version, knobs = self._current
+        self._current = (version + 1, knobs.replace(**{name: value}))
+        self._received.append((version + 1, name, value))
+
+    @property
+    def changes(self) -> list[tuple[int, str, object]]:
+        """Every change received, as ``(step, knob, value)``: ``step`` is the last step that had already
+        taken its knobs (:meth:`begin_step`) when the change arrived, 0 before the first; the change is
+        in force from ``step + 1``."""
+        begun = list(self._begun)
+        return [(max((s for s, v in begun if v < version), default=0), name, value)
+                for version, name, value in list(self._received)]
 
     def set(self, **values) -> None:
         """Move several controls at once, as one change: no snapshot sees some moved and others not.
@@ -202,21 +213,21 @@ class Controls:
         for name in ("quantile_k", "alpha"):  # checked before any control moves
             if name in clean:
                 clean[name] = boxes[name].check(clean[name])
-        with self._lock:
-            for name, value in clean.items():
-                boxes[name].value = value  # its observer writes the value under the same (re-entrant) lock
+        version, knobs = self._current
+        self._current = (version, knobs.replace(**clean))  # one swap: no snapshot sees some moved and others not
+        for name, value in clean.items():
+            boxes[name].value = value  # its observer records the change (the value is already in force)
 
-    def snapshot(self) -> dict:
-        """A consistent copy of all four knob values."""
-        with self._lock:
-            return dict(self._values)
+    def snapshot(self) -> Knobs:
+        """The four knob values, one frozen :class:`~qae_lab.knobs.Knobs`."""
+        return self._current[1]
 
-    def begin_step(self, step: int) -> dict:
-        """The knobs for ``step`` (a :meth:`snapshot`), taken under the same lock that stamps later
-        :attr:`changes` with ``step``: a change stamped ``s`` is in force from step ``s + 1`` on."""
-        with self._lock:
-            self._step = int(step)
-            return self.snapshot()  # the lock is re-entrant
+    def begin_step(self, step: int) -> Knobs:
+        """The knobs for ``step`` (a :meth:`snapshot`), remembered with the version taken, so that
+        :attr:`changes` can say from which step each change is in force."""
+        version, knobs = self._current
+        self._begun.append((int(step), version))
+        return knobs
 
     def finish(self, failed: bool = False) -> None:
         """Training has ended: the Stop button is disabled and says how ("Stopped" after Stop, "Failed",

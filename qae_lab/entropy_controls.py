@@ -54,7 +54,6 @@ __all__ = [
     "kl_cov_select",
     "kl_cov_penalty",
     "sign_masked_advantages",
-    "aggregate_token_loss",
 ]
 
 ADVANTAGE_MASKS = ("none", "pos", "neg")
@@ -271,45 +270,3 @@ def sign_masked_advantages(advantages, keep: str) -> torch.Tensor:
     if keep == "none":
         return a
     return torch.where(a > 0 if keep == "pos" else a < 0, a, torch.zeros_like(a))
-
-
-def aggregate_token_loss(per_token: torch.Tensor, mask, loss_type: str, *, accumulation: int = 1, num_items=None,
-                         num_processes: int = 1, steps_per_generation: int = 1) -> torch.Tensor:
-    r"""A (N, T) loss term reduced as TRL's ``GRPOTrainer`` reduces its policy loss, so the two add up.
-
-    The KL-Cov penalty (:func:`kl_cov_penalty`) joins the policy loss this way. ``"grpo"``: each
-    response's token mean, then the mean over responses; ``"bnpo"``: the token mean of the
-    micro-batch; both divided by the gradient-accumulation steps. ``"dapo"``: the token sum over
-    the generation batch's token count ``num_items`` per process, times accumulation /
-    steps_per_generation (TRL 1.16's normaliser).
-
-    Args:
-        per_token: (N, T) floating (gradients flow).
-        mask: (N, T) 0/1 or bool.
-        loss_type: ``"grpo"``, ``"bnpo"`` or ``"dapo"``.
-        accumulation: gradient-accumulation steps in force (1 in evaluation), >= 1.
-        num_items: ``"dapo"`` only: the generation batch's token count (a number or 0-dim tensor).
-        num_processes, steps_per_generation: ``"dapo"`` only, >= 1.
-
-    >>> x, m = torch.tensor([[1.0, 3.0], [2.0, 0.0]]), torch.tensor([[1, 1], [1, 0]])
-    >>> [aggregate_token_loss(x, m, t, num_items=3).item() for t in ("grpo", "bnpo", "dapo")]
-    [2.0, 2.0, 2.0]
-    >>> aggregate_token_loss(x, m, "grpo", accumulation=2).item()
-    1.0
-    """
-    if not isinstance(per_token, torch.Tensor) or not per_token.is_floating_point() or per_token.dim() != 2:
-        raise ValueError("per_token must be a 2-dimensional floating-point tensor (N, T)")
-    m = check_mask(mask, per_token.shape).to(per_token)
-    loss_type = check_choice(loss_type, "loss_type", ("grpo", "bnpo", "dapo"))
-    for name, value in (("accumulation", accumulation), ("num_processes", num_processes),
-                        ("steps_per_generation", steps_per_generation)):
-        if not check_finite_scalar(value, name) >= 1:
-            raise ValueError(f"{name} must be >= 1, got {value}")
-    if loss_type == "grpo":
-        return ((per_token * m).sum(-1) / m.sum(-1).clamp(min=1.0)).mean() / accumulation
-    if loss_type == "bnpo":
-        return (per_token * m).sum() / m.sum().clamp(min=1.0) / accumulation
-    if num_items is None:
-        raise ValueError("num_items (the generation batch's token count) is needed for loss_type='dapo'")
-    items = torch.as_tensor(num_items, dtype=per_token.dtype, device=per_token.device).clamp(min=1.0)
-    return (per_token * m).sum() / (items / num_processes * accumulation / steps_per_generation)

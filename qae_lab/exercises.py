@@ -15,7 +15,7 @@ import torch
 from qae_lab.advantages import advantage_stats, group_advantages, quantile_baseline
 from qae_lab.horizon import horizon_weights
 from qae_lab.runstats import detrended_variance
-from qae_lab.methods import knob_changes
+from qae_lab.knobs import knob_changes
 from qae_lab.sparsity import gate_zero_counts
 from qae_lab.theory import knob_slope
 

@@ -26,7 +26,8 @@ import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from qae_lab.methods import knob_changes, method_settings
+from qae_lab.knobs import knob_changes
+from qae_lab.methods import method_settings
 from qae_lab.runstats import Stat, within_spread
 
 __all__ = ["SETTINGS", "LIVE", "settings_of", "run_length", "Group", "group_runs", "differences", "format_differences",

@@ -43,7 +43,6 @@ Shapes: N responses, T completion tokens (for a bandit: N actions, T = 1, weight
 
 from __future__ import annotations
 
-import math
 
 import torch
 

@@ -18,19 +18,17 @@ transformers or torch of its own, so a notebook or an analysis script can use it
   (Clip-Higher, GSPO, Clip-Cov, KL-Cov) and the sign ablations (POS-MASK, NEG-MASK); a method
   with partners is written ``"qae+clip_higher"`` and :func:`method_settings` turns it into
   trainer settings.
-* Live knobs: :func:`validate_knobs` checks ``quantile_k``, ``alpha``, ``baseline`` and
-  ``token_weighting`` wherever they are set (trainer, widgets).
+* Live knobs: :mod:`qae_lab.knobs` (their checks and their one frozen value).
 * Metric names: one constant per metric the trainer logs, named after it
   (``"qae/zero_adv_frac"`` is :data:`QAE_ZERO_ADV_FRAC`), grouped in :data:`QAE_METRICS` and
   :data:`SAAH_METRICS`; ``docs/metrics.md`` says what each measures. :data:`KNOB_METRICS` are those
-  that record the knobs in force, and :func:`knob_changes` reads from a log where they changed.
+  that record the knobs in force (:func:`qae_lab.knobs.knob_changes` reads from a log where they changed).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from qae_lab._checks import check_choice, check_finite_scalar, check_k
 from qae_lab.advantages import BASELINES, QUANTILE_METHODS
 from qae_lab.ledger import LEDGER_PARTS
 
@@ -41,7 +39,7 @@ __all__ = [
     "WEIGHTED_LOSS_TYPES",
     "METHODS",
     "PARTNERS",
-    "KNOBS",
+    "LOSS_TYPES",
     "method_settings",
     "RATIO_PARTNERS",
     "check_ratio_partners",
@@ -49,7 +47,6 @@ __all__ = [
     "check_weighting_loss_type",
     "method_of",
     "method_name",
-    "validate_knobs",
     "QAE_K",
     "QAE_QUANTILE_BASELINE",
     "QAE_ZERO_ADV_FRAC",
@@ -75,13 +72,14 @@ __all__ = [
     "LEDGER_PREFIX",
     "LEDGER_METRICS",
     "KNOB_METRICS",
-    "knob_changes",
 ]
 
 # ---------------------------------------------------------------- the vocabulary
 
 TOKEN_WEIGHTINGS = ("none", "ah", "sa_ah")
-# loss types whose token normaliser QAETrainer can turn into the effective token count sum(w)
+# the loss types qae_lab.loss.grpo_loss reduces (TRL's names); QAETrainer refuses TRL's others (cispo, sapo, vespo, luspo)
+LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
+# loss types whose token normaliser can become the effective token count sum(w) (SA-AH)
 WEIGHTED_LOSS_TYPES = ("bnpo", "dapo", "grpo")
 
 # baseline and token weighting of each method (SPEC sec. 2-4)
@@ -92,7 +90,7 @@ METHODS = {
     "qae_sa_ah": {"baseline": "quantile", "token_weighting": "sa_ah"},  # both
 }
 
-# settings each partner adds to a method ("qae+clip_higher"); see qae_lab.partners for the maths
+# settings each partner adds to a method ("qae+clip_higher"); see qae_lab.entropy_controls for the token-level maths
 PARTNERS = {
     "clip_higher": {"epsilon": 0.2, "epsilon_high": 0.28},  # DAPO's Clip-Higher (Yu et al. 2025)
     # GSPO (Zheng et al. 2025): sequence-level importance ratio, its clipping range, per-sequence loss
@@ -107,12 +105,9 @@ PARTNERS = {
 # r = 1 on every token, so Clip-Higher's wider range clips nothing and GSPO's sequence ratio reduces to loss_type="grpo"
 RATIO_PARTNERS = ("clip_higher", "gspo")
 
-# the live knobs: read by QAETrainer at every step, set with QAETrainer.set_knobs
-KNOBS = ("quantile_k", "alpha", "baseline", "token_weighting")
-
 # ---------------------------------------------------------------- metric names (docs/metrics.md)
 
-# qae/*, behaviour/*: every step, by QAETrainer._generate_and_score_completions
+# qae/*, behaviour/*: every step, by QAETrainer._score and QAETrainer._log_behaviour
 QAE_K = "qae/k"
 QAE_QUANTILE_BASELINE = "qae/quantile_baseline"
 QAE_ZERO_ADV_FRAC = "qae/zero_adv_frac"
@@ -126,14 +121,14 @@ QAE_NEG_CORRECT = "qae/neg_correct"
 QAE_NEG_CORRECT_FRAC = "qae/neg_correct_frac"
 QAE_NEG_CORRECT_IF_MEAN = "qae/neg_correct_if_mean"  # the same rewards under the mean baseline
 BEHAVIOUR_PREFIX = "behaviour/"  # + each key of qae_lab.behaviour.behaviour_stats
-# cov/*: with cov_penalty only, by QAETrainer._cov_select
+# cov/*: with cov_penalty only, by qae_lab.loss.grpo_loss
 COV_SELECTED_FRAC = "cov/selected_frac"
 COV_TOKEN_COV = "cov/token_cov"
-# saah/*: with token weighting only, by QAETrainer._compute_loss (alpha) and _weighted_advantages
+# saah/*: with token weighting only, by qae_lab.loss.grpo_loss
 SAAH_ALPHA = "saah/alpha"
 SAAH_W_MEAN_NEG = "saah/w_mean_neg"
 SAAH_EFFECTIVE_TOKENS_FRAC = "saah/effective_tokens_frac"
-# ledger/*: every loss forward, by QAETrainer._log_ledger: the update's first-order entropy change and its parts
+# ledger/*: every loss forward, by qae_lab.loss.grpo_loss: the update's first-order entropy change and its parts
 LEDGER_PREFIX = "ledger/"  # + each name of qae_lab.ledger.LEDGER_PARTS
 
 # key of qae_lab.advantages.advantage_stats -> the metric that logs it
@@ -159,7 +154,7 @@ KNOB_METRICS = (QAE_K, QAE_QUANTILE_BASELINE, SAAH_ALPHA)
 # ---------------------------------------------------------------- rules and names
 
 def can_weight_tokens(loss_type: str) -> bool:
-    r"""Whether QAETrainer can apply token weights under TRL's ``loss_type``.
+    r"""Whether QAETrainer can apply horizon weights under TRL's ``loss_type``.
 
     The weighted loss divides by the effective token count sum(w) (arXiv 2606.05434); the trainer
     rescales the loss type's own token normaliser into it, which it can do for
@@ -325,61 +320,3 @@ def check_ratio_partners(method: str, num_iterations: int, steps_per_generation:
                          f"step (num_iterations={num_iterations}, steps_per_generation={steps_per_generation} = "
                          f"gradient_accumulation_steps={gradient_accumulation_steps}), so it would change nothing: "
                          f"set num_iterations >= 2, or steps_per_generation above gradient_accumulation_steps")
-
-
-def validate_knobs(**knobs) -> dict:
-    r"""The live knobs checked and cleaned.
-
-    Args:
-        **knobs: any of :data:`KNOBS`: ``quantile_k`` (in (0, 1)), ``alpha`` (finite),
-            ``baseline`` (:data:`BASELINES`), ``token_weighting`` (:data:`TOKEN_WEIGHTINGS`).
-
-    Returns:
-        the same keys with their checked values (numbers as floats).
-
-    Raises:
-        ValueError: an unknown knob, or a value out of its range, named.
-
-    >>> validate_knobs(quantile_k=0.6, baseline="mean")
-    {'quantile_k': 0.6, 'baseline': 'mean'}
-    >>> validate_knobs(K=0.6)
-    Traceback (most recent call last):
-    ...
-    ValueError: unknown knob(s) ['K']; allowed: ['alpha', 'baseline', 'quantile_k', 'token_weighting']
-    """
-    checks = {"quantile_k": lambda v: check_k(v, "quantile_k"), "alpha": lambda v: check_finite_scalar(v, "alpha"),
-              "baseline": lambda v: check_choice(v, "baseline", BASELINES),
-              "token_weighting": lambda v: check_choice(v, "token_weighting", TOKEN_WEIGHTINGS)}
-    unknown = set(knobs) - set(checks)
-    if unknown:
-        raise ValueError(f"unknown knob(s) {sorted(unknown)}; allowed: {sorted(checks)}")
-    return {name: checks[name](value) for name, value in knobs.items()}
-
-
-def knob_changes(rows) -> list[dict]:
-    r"""The log rows where the knobs in force (:data:`KNOB_METRICS`) changed: the first step's values,
-    then one entry per step whose values differ from the step before. ``saah/alpha`` is None on
-    steps without token weighting.
-
-    Args:
-        rows: training-step log rows (:func:`qae_lab.runfolder.step_rows`), in step order.
-
-    Returns:
-        one dict per change: ``step`` and the value of each of :data:`KNOB_METRICS` (None where unlogged).
-
-    Raises:
-        ValueError: a row without a ``step``.
-
-    >>> rows = [{"step": 1, "qae/k": 0.4}, {"step": 2, "qae/k": 0.4}, {"step": 3, "qae/k": 0.7}]
-    >>> [(c["step"], c["qae/k"], c["saah/alpha"]) for c in knob_changes(rows)]
-    [(1, 0.4, None), (3, 0.7, None)]
-    """
-    changes, last = [], None
-    for row in rows:
-        if "step" not in row:
-            raise ValueError(f"rows must be log rows with a 'step', got keys {sorted(row)}")
-        now = tuple(row.get(m) for m in KNOB_METRICS)
-        if now != last:
-            changes.append({"step": row["step"], **dict(zip(KNOB_METRICS, now))})
-            last = now
-    return changes

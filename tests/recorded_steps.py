@@ -1,7 +1,7 @@
 """Recorded training steps: the loss, its gradients and its metrics, as ``QAETrainer`` computed them.
 
 ``tests/data/recorded_steps.pt`` was written by ``python tests/recorded_steps.py`` with the trainer of
-commit e7fc51d, whose loss still ran inside TRL's ``_compute_loss`` (QAE advantages and SA-AH weights
+commit e7fc51d, whose loss still ran inside TRL's ``_compute_loss`` (QAE advantages and SA-AH horizon weights
 folded into TRL's advantages, a normaliser factor, sparse rows rescaled afterwards). The pure loss
 (:mod:`qae_lab.loss`) and today's trainer must reproduce each case: same loss, same gradient with
 respect to the log-probabilities (tests/test_loss.py, no model, no TRL) and the same parameter
@@ -10,8 +10,9 @@ gradients and metrics (tests/test_trainer_recorded.py).
 Each case holds a tiny float64 Qwen2's micro-batch after generation and scoring (16 fixed ragged
 completions, rewards with both QAE regimes), old log-probs moved off-policy by a fixed pattern so
 that clipping happens, and what the loss's forward saw: the per-token log-probs and entropies, the
-normalised entropies the token weights used, dL/dlogps, the loss, the parameter gradients and the
-metrics the step logged.
+normalised entropies the horizon weights used, dL/dlogps, the loss, the parameter gradients and the
+metrics the step logged. Re-recording with today's trainer would only compare it with itself: the file
+stays as that trainer wrote it unless the maths changes on purpose (say so in the commit).
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def _record_case(name: str, settings: dict, tok, state: dict, out: str) -> dict:
         return logps_, entropies_, aux
 
     h_norms = []
-    top_k_entropy = trainer_module.head_normalized_entropy
+    top_k_entropy = trainer_module.head_normalised_entropy
 
     def spy_top_k(*args, **kwargs):
         h = top_k_entropy(*args, **kwargs)
@@ -90,7 +91,7 @@ def _record_case(name: str, settings: dict, tok, state: dict, out: str) -> dict:
         return h
 
     trainer._get_per_token_logps_and_entropies = spy
-    trainer_module.head_normalized_entropy = spy_top_k
+    trainer_module.head_normalised_entropy = spy_top_k
     for metrics in trainer._metrics.values():
         metrics.clear()
     try:
@@ -98,7 +99,7 @@ def _record_case(name: str, settings: dict, tok, state: dict, out: str) -> dict:
         loss = trainer._compute_loss(model, inputs)
         loss.backward()
     finally:
-        trainer_module.head_normalized_entropy = top_k_entropy
+        trainer_module.head_normalised_entropy = top_k_entropy
     grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
     record = {
         "settings": settings, "inputs": saved_inputs, "loss": loss.detach().clone(),

@@ -44,6 +44,11 @@ def test_the_config_has_one_home():
     ({"kl_cov_coef": -1.0}, "kl_cov_coef must be >= 0"),
     ({"reflection_words": []}, "words"),
     ({"reflection_words": ["wait", "  "]}, "words"),
+    # TRL's options that qae_lab.loss.grpo_loss does not compute are refused, not silently dropped
+    ({"loss_type": "sapo"}, r"loss_type must be one of \('grpo', 'bnpo', 'dr_grpo', 'dapo'\), got 'sapo'"),
+    ({"loss_type": "vespo"}, "loss_type must be one of"),
+    ({"off_policy_mask_threshold": 0.5}, "off_policy_mask_threshold is not supported"),
+    ({"use_adaptive_entropy": True, "entropy_coef": 0.01}, "use_adaptive_entropy is not supported"),
 ])
 def test_config_rejects_bad_values(tmp_path, kwargs, name):
     with pytest.raises(ValueError, match=name):

@@ -25,6 +25,7 @@ from qae_lab import run as pipeline
 from qae_lab.callbacks import LiveKnobs
 from qae_lab.controls import Controls, KnobSlider
 from qae_lab.live import LIVE_PANELS, Dashboard, LiveRun, auto_preset
+from qae_lab.knobs import Knobs
 from qae_lab.runfolder import read_log, step_rows
 
 TINY = ["max_steps=5", "per_device_train_batch_size=8", "num_generations=4", "max_completion_length=24",
@@ -65,18 +66,16 @@ class WarnAt(TrainerCallback):
 
 
 class KnobRecorder:
-    """Stands in for a QAETrainer where only its knobs matter: ``knobs()`` and ``set_knobs`` (recorded)."""
+    """Stands in for a QAETrainer where only its knobs matter: ``knobs`` and ``set_knobs`` (recorded)."""
 
     loss_type = "dapo"
 
     def __init__(self, **knobs):
-        self._knobs, self.received = knobs, []
+        self.knobs, self.received = Knobs(**knobs), []
 
-    def knobs(self):
-        return dict(self._knobs)
-
-    def set_knobs(self, **knobs):
-        self.received.append(knobs)
+    def set_knobs(self, knobs):
+        assert isinstance(knobs, Knobs)  # one frozen value, never a dict to share
+        self.received.append(knobs.as_dict())
 
 
 def tiny_trainer(tmp_path: Path, *sets: str, method: str = "qae", callbacks=(), resume: bool = False):
@@ -96,17 +95,17 @@ def wait_gate(gate: Gate, live: LiveRun) -> None:
 
 def test_controls_start_values_snapshot_and_validation():
     c = Controls(quantile_k=0.6, alpha=0.25, baseline="mean", token_weighting="sa_ah")
-    assert c.snapshot() == {"quantile_k": 0.6, "alpha": 0.25, "baseline": "mean", "token_weighting": "sa_ah"}
+    assert c.snapshot().as_dict() == {"quantile_k": 0.6, "alpha": 0.25, "baseline": "mean", "token_weighting": "sa_ah"}
     c.k.value, c.alpha.value = 0.30000000000000004, 1.5  # a browser's float step noise is rounded off
     c.baseline.value, c.token_weighting.value = "quantile", "ah"
-    assert c.snapshot() == {"quantile_k": 0.3, "alpha": 1.5, "baseline": "quantile", "token_weighting": "ah"}
+    assert c.snapshot().as_dict() == {"quantile_k": 0.3, "alpha": 1.5, "baseline": "quantile", "token_weighting": "ah"}
     for kwargs, name in (({"quantile_k": 1.0}, "quantile_k"), ({"alpha": float("nan")}, "alpha"),
                          ({"baseline": "median"}, "baseline"), ({"token_weighting": "sa-ah"}, "token_weighting")):
         with pytest.raises(ValueError, match=name):
             Controls(**kwargs)
     with pytest.raises(ValueError, match=r"quantile_k must be in \[0.05, 0.95\]"):
         c.set(quantile_k=0.99, alpha=0.75)  # outside the slider's range: refused, nothing moved
-    assert c.snapshot()["alpha"] == 1.5
+    assert c.snapshot().alpha == 1.5
     with pytest.raises(ValueError, match="unknown knob"):
         c.set(beta=0.1)
 
@@ -127,7 +126,7 @@ def test_sliders_show_the_knobs_the_trainer_gets(k, alpha):
     c.baseline.value = "mean"  # moving another control keeps K and alpha as shown
     knobs.on_step_begin(None, SimpleNamespace(global_step=1), None)
     for slider, name, want in ((c.k, "quantile_k", k), (c.alpha, "alpha", alpha)):
-        assert slider.value == shown(slider) == c.snapshot()[name] == want
+        assert slider.value == shown(slider) == getattr(c.snapshot(), name) == want
         assert [got[name] for got in trainer.received] == [want, want]
     assert trainer.received[-1]["baseline"] == "mean"
 
@@ -151,7 +150,7 @@ def test_slider_refuses_what_it_cannot_show():
         c.k.value = 1.2
     assert (c.k.value, c.k.min, c.alpha.max) == (0.99, 0.05, 3.0) and c.snapshot() == before
     c.k.value = 0.4567  # off the 0.01 grid: the step follows, so the browser shows 0.4567 too
-    assert shown(c.k) == c.k.value == c.snapshot()["quantile_k"] == 0.4567 and c.k.readout_format == ".4f"
+    assert shown(c.k) == c.k.value == c.snapshot().quantile_k == 0.4567 and c.k.readout_format == ".4f"
 
 
 def test_controls_for_a_trainer_with_knobs_beyond_the_default_ranges(tmp_path):
@@ -159,7 +158,7 @@ def test_controls_for_a_trainer_with_knobs_beyond_the_default_ranges(tmp_path):
     c = Controls.for_trainer(trainer)
     LiveKnobs(c, trainer).on_step_begin(None, SimpleNamespace(global_step=0), None)
     assert (shown(c.k), shown(c.alpha)) == (c.k.value, c.alpha.value) == (0.99, 3.0)
-    assert (trainer.knobs()["quantile_k"], trainer.knobs()["alpha"]) == (0.99, 3.0)
+    assert (trainer.knobs.quantile_k, trainer.knobs.alpha) == (0.99, 3.0)
 
 
 def test_controls_stop_button_and_no_torn_reads():
@@ -169,7 +168,7 @@ def test_controls_stop_button_and_no_torn_reads():
     def reader():  # the training thread's side: K and alpha must always come from the same set() call
         while not done.is_set():
             s = c.snapshot()
-            if s["quantile_k"] != s["alpha"]:
+            if s.quantile_k != s.alpha:
                 torn.append(s)
 
     c.set(quantile_k=0.2, alpha=0.2)

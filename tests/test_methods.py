@@ -15,14 +15,13 @@ import pytest
 import torch
 
 from qae_lab import advantages, compare, config, exercises, live, methods, presets, run, trainer
+from qae_lab.knobs import Knobs, knob_changes
 from qae_lab.controls import Controls
 from qae_lab.behaviour import behaviour_stats
 from qae_lab.methods import (
     ADVANTAGE_STAT_METRICS,
     BASELINES,
     COV_METRICS,
-    KNOB_METRICS,
-    KNOBS,
     METHODS,
     PARTNERS,
     QAE_METRICS,
@@ -37,10 +36,8 @@ from qae_lab.methods import (
     method_settings,
     can_weight_tokens,
     check_weighting_loss_type,
-    knob_changes,
     method_name,
     method_of,
-    validate_knobs,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,14 +50,13 @@ def test_vocabulary_values():
     assert BASELINES is advantages.BASELINES and QUANTILE_METHODS is advantages.QUANTILE_METHODS  # re-exported
     assert TOKEN_WEIGHTINGS == ("none", "ah", "sa_ah")
     assert WEIGHTED_LOSS_TYPES == ("bnpo", "dapo", "grpo")
-    assert KNOBS == ("quantile_k", "alpha", "baseline", "token_weighting")
 
 
 def test_no_second_home():
     # the modules that used to define the vocabulary import it and no longer export it
     assert presets.method_settings is method_settings
     for module, names in ((presets, ("METHODS", "method_of")), (compare, ("method_name",)), (run, ("method_name",)),
-                          (trainer, ("TOKEN_WEIGHTINGS", "WEIGHTED_LOSS_TYPES", "validate_knobs")),
+                          (trainer, ("TOKEN_WEIGHTINGS", "WEIGHTED_LOSS_TYPES", "validate_knobs", "Knobs")),
                           (config, ("BASELINES", "QUANTILE_METHODS", "TOKEN_WEIGHTINGS", "check_weighting_loss_type"))):
         assert not set(names) & set(module.__all__), module.__name__
     assert not hasattr(presets, "method_of")
@@ -125,38 +121,6 @@ def test_run_record_and_loaded_run_agree(tmp_path):
     assert method_name({"trainer": {"baseline": cfg.baseline, "token_weighting": cfg.token_weighting}}) == "qae_sa_ah"
 
 
-# ---------------------------------------------------------------- live knobs
-
-def test_validate_knobs_cleans():
-    assert validate_knobs() == {}
-    assert validate_knobs(quantile_k=0.25, alpha=1, baseline="mean", token_weighting="ah") == {
-        "quantile_k": 0.25, "alpha": 1.0, "baseline": "mean", "token_weighting": "ah"}
-    assert validate_knobs(alpha=torch.tensor(-0.5)) == {"alpha": -0.5}  # a scalar tensor: a float
-    assert type(validate_knobs(alpha=2)["alpha"]) is float
-
-
-@pytest.mark.parametrize("knobs, message", [
-    ({"quantile_k": 0.0}, r"quantile_k must lie in the open interval \(0, 1\), got 0.0"),
-    ({"quantile_k": 1}, r"quantile_k must lie in the open interval \(0, 1\), got 1.0"),
-    ({"quantile_k": float("nan")}, "quantile_k must be finite, got nan"),
-    ({"quantile_k": "0.4"}, "quantile_k must be a finite real number, got '0.4'"),
-    ({"alpha": float("inf")}, "alpha must be finite, got inf"),
-    ({"alpha": True}, "alpha must be a finite real number, got True"),
-    ({"baseline": "median"}, r"baseline must be one of \('mean', 'quantile'\), got 'median'"),
-    ({"token_weighting": "sa-ah"}, r"token_weighting must be one of \('none', 'ah', 'sa_ah'\), got 'sa-ah'"),
-    ({"k": 0.5}, r"unknown knob\(s\) \['k'\]; allowed: \['alpha', 'baseline', 'quantile_k', 'token_weighting'\]"),
-    ({"quantile_k": 0.5, "beta": 0.1, "K": 1}, r"unknown knob\(s\) \['K', 'beta'\]"),
-])
-def test_validate_knobs_errors_name_the_knob_and_range(knobs, message):
-    with pytest.raises(ValueError, match=message):
-        validate_knobs(**knobs)
-
-
-def test_validate_knobs_knows_exactly_the_knobs():
-    for knob, value in zip(KNOBS, (0.5, 0.5, "mean", "none")):
-        assert validate_knobs(**{knob: value}) == {knob: value}
-
-
 # ---------------------------------------------------------------- the token-weighting / loss-type rule
 
 def test_loss_type_rule():
@@ -177,8 +141,7 @@ def test_config_and_live_controls_apply_the_same_rule(tmp_path):
     with pytest.raises(ValueError, match=r"token_weighting='sa_ah' needs loss_type in .*got 'dr_grpo'"):
         config.QAEConfig(output_dir=str(tmp_path), token_weighting="sa_ah", loss_type="dr_grpo", use_cpu=True)
     for loss_type, locked in (("dapo", False), ("dr_grpo", True)):
-        fake = SimpleNamespace(loss_type=loss_type, knobs=lambda: {"quantile_k": 0.4, "alpha": 0.5,
-                                                                    "baseline": "quantile", "token_weighting": "none"})
+        fake = SimpleNamespace(loss_type=loss_type, knobs=Knobs())
         assert Controls.for_trainer(fake).token_weighting.disabled is locked
 
 
@@ -193,20 +156,6 @@ def test_metric_constants_are_named_after_their_metric():
         constant = metric.upper().replace("/", "_")
         assert getattr(methods, constant) == metric and constant in methods.__all__
     assert QAE_ZERO_ADV_FRAC == "qae/zero_adv_frac"
-
-
-def test_knob_changes_lists_the_first_step_and_every_change():
-    assert KNOB_METRICS == ("qae/k", "qae/quantile_baseline", "saah/alpha")
-    rows = [{"step": 1, "qae/k": 0.4, "qae/quantile_baseline": 0.0, "reward": 0.1},
-            {"step": 2, "qae/k": 0.4, "qae/quantile_baseline": 0.0, "reward": 0.9},     # only the reward moved
-            {"step": 3, "qae/k": 0.4, "qae/quantile_baseline": 0.0, "saah/alpha": 0.5},  # token weighting on
-            {"step": 4, "qae/k": 0.4, "qae/quantile_baseline": 0.0, "saah/alpha": 1.0},
-            {"step": 5, "qae/k": 0.4, "qae/quantile_baseline": 0.0}]                     # and off again
-    assert [(c["step"], c["saah/alpha"]) for c in knob_changes(rows)] == [(1, None), (3, 0.5), (4, 1.0), (5, None)]
-    assert knob_changes(rows)[0] == {"step": 1, "qae/k": 0.4, "qae/quantile_baseline": 0.0, "saah/alpha": None}
-    assert knob_changes([]) == []
-    with pytest.raises(ValueError, match=r"rows must be log rows with a 'step', got keys \['event'\]"):
-        knob_changes([{"event": "resume"}])
 
 
 def test_advantage_stat_metrics_cover_advantage_stats():

@@ -86,16 +86,19 @@ def test_equations_doc_names_the_training_code():
         for row in body:
             cell = row.strip("|").split(" | ")[col].strip()
             methods = re.findall(r"`qae_lab\.trainer\.QAETrainer\.(\w+)`", cell)
-            assert cell.startswith("—") or methods, row
-            applied.update(methods)
+            in_loss = re.findall(r"`qae_lab\.loss\.(\w+)`", cell)
+            assert cell.startswith("—") or methods or in_loss, row
+            applied.update(methods + [f"loss.{name}" for name in in_loss])
             rows += 1
     assert rows >= 30
     # by method name, never by line; our own overrides, not methods TRL would run anyway
     assert not re.search(r"trainer\.py:\d+|line \d+", text)
     for method in set(re.findall(r"`qae_lab\.trainer\.QAETrainer\.(\w+)`", text)):
         assert method in vars(trainer_cls), method
-    assert {"_generate_and_score_completions", "_weighted_advantages",
-            "_get_per_token_logps_and_entropies", "_compute_loss"} <= applied
+    assert {"_score", "_forward", "_compute_loss", "loss.grpo_loss", "loss.reduce_token_loss"} <= applied
+    from qae_lab import loss
+    for name in re.findall(r"`qae_lab\.loss\.(\w+)`", text):
+        assert name in loss.__all__, name
 
 
 def test_readme_example_runs(tmp_path):

@@ -10,6 +10,7 @@ embedded model for the LoRA step); nothing is downloaded.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -29,6 +30,7 @@ from qae_lab.data import synthetic_task, to_grpo_dataset
 from qae_lab.models import load_policy
 from qae_lab.rewards import correctness_reward
 from qae_lab.config import QAEConfig
+from qae_lab.knobs import Knobs
 from qae_lab.trainer import QAETrainer
 
 @pytest.fixture(scope="module")
@@ -57,12 +59,12 @@ def test_one_step_gradients_match_reference(tmp_path, tok, loss_type, baseline, 
     assert_same_grads(got, want)
 
 
-def test_sa_ah_weights_really_discount(tmp_path, tok):
+def test_selective_horizon_weights_weigh_down_negative_rows(tmp_path, tok):
     # the reference is sensitive to the weights: SA-AH, AH and unweighted gradients differ on this batch
     trainer = make_trainer(tmp_path, tok, loss_type="bnpo", token_weighting="sa_ah", alpha=0.3, sparse_update=False)
     inputs = trainer._generate_and_score_completions(rows(REWARDS))
     adv = qae_advantages(REWARDS)
-    assert sum(a < 0 for a in adv) == 1  # one easy-regime failure: the only row SA-AH discounts
+    assert sum(a < 0 for a in adv) == 1  # one easy-regime failure: the only row SA-AH weighs down
     grads = {w: reference_grads(trainer.model, inputs, adv, loss_type="bnpo", weighting=w, alpha=0.3)
              for w in ("none", "sa_ah", "ah")}
     for a, b in (("none", "sa_ah"), ("sa_ah", "ah")):
@@ -70,7 +72,7 @@ def test_sa_ah_weights_really_discount(tmp_path, tok):
         assert diff > 1e-3, (a, b)
     trainer_grads(trainer, inputs)
     w_neg = trainer._metrics["train"]["saah/w_mean_neg"]
-    assert len(w_neg) == 1 and 0.0 < w_neg[0] < 0.9  # a random model is uncertain: strong discount
+    assert len(w_neg) == 1 and 0.0 < w_neg[0] < 0.9  # a random model is uncertain: small weights
     assert trainer._metrics["train"]["saah/alpha"] == [0.3]
 
 
@@ -242,7 +244,7 @@ def test_sparse_falls_back_to_dense(tmp_path, tok, case):
                 torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1), inputs["completion_ids"].shape[1])[0]
         g = torch.Generator().manual_seed(1)
         inputs["ref_per_token_logps"] = logps + 0.1 * torch.randn(logps.shape, generator=g, dtype=logps.dtype)
-    assert trainer.args.sparse_update and not trainer._sparse_active(trainer.knobs())
+    assert trainer.args.sparse_update and not trainer._sparse_active(trainer.loss_settings())
     sparse, dense, n_sparse, n_dense = sparse_and_dense_grads(trainer, inputs)
     assert n_sparse == n_dense == [16]
     assert_same_grads(sparse, dense)
@@ -254,16 +256,16 @@ def test_sparse_falls_back_to_dense(tmp_path, tok, case):
 
 def test_sparse_active_switches(tmp_path, tok):
     trainer = make_trainer(tmp_path, tok, loss_type="bnpo", token_weighting="sa_ah")
-    knobs = trainer.knobs()
-    assert trainer._sparse_active(knobs)
-    assert not trainer._sparse_active({**knobs, "token_weighting": "ah"})
+    settings = trainer.loss_settings()
+    assert trainer._sparse_active(settings)
+    assert not trainer._sparse_active(dataclasses.replace(settings, token_weighting="ah"))
     trainer.set_knobs(token_weighting="ah")  # the live knob decides, not the config
-    assert not trainer._sparse_active(trainer.knobs())
+    assert not trainer._sparse_active(trainer.loss_settings())
     trainer.model.eval()  # evaluation: no skipping
-    assert not trainer._sparse_active(knobs)
+    assert not trainer._sparse_active(settings)
     trainer.model.train()
     trainer.args.sparse_update = False
-    assert not trainer._sparse_active(knobs)
+    assert not trainer._sparse_active(settings)
 
 
 def test_sparse_update_same_gradient_with_top_entropy_quantile(tmp_path, tok):
@@ -297,7 +299,7 @@ def test_set_knobs_k_changes_next_advantages_and_metric(tmp_path, tok):
     trainer = make_trainer(tmp_path, tok, loss_type="bnpo")
     first = trainer._generate_and_score_completions(rows(rewards))["advantages"]
     trainer.set_knobs(quantile_k=0.6)
-    assert trainer.knobs()["quantile_k"] == 0.6
+    assert trainer.knobs.quantile_k == 0.6
     second = trainer._generate_and_score_completions(rows(rewards))["advantages"]
     assert first.tolist() == pytest.approx(qae_advantages(rewards, k=0.4), abs=1e-6)
     assert second.tolist() == pytest.approx(qae_advantages(rewards, k=0.6), abs=1e-6)
@@ -321,7 +323,7 @@ def test_set_knobs_alpha_changes_weights_and_metric(tmp_path, tok):
     after = trainer_grads(trainer, inputs)
     metrics = trainer._metrics["train"]
     assert metrics["saah/alpha"] == [0.3, 1.5]
-    assert metrics["saah/w_mean_neg"][1] < metrics["saah/w_mean_neg"][0]  # a stronger discount
+    assert metrics["saah/w_mean_neg"][1] < metrics["saah/w_mean_neg"][0]  # smaller weights
     assert_same_grads(after, reference_grads(trainer.model, inputs, adv, loss_type="bnpo", weighting="sa_ah",
                                              alpha=1.5))
     assert max((before[n] - after[n]).abs().max().item() for n in before) > 1e-4
@@ -333,7 +335,7 @@ def test_set_knobs_alpha_changes_weights_and_metric(tmp_path, tok):
 
 def test_set_knobs_validates(tmp_path, tok):
     trainer = make_trainer(tmp_path, tok, loss_type="bnpo")
-    before = trainer.knobs()
+    before = trainer.knobs
     for knobs, name in (({"quantile_k": 0.0}, "quantile_k"), ({"quantile_k": 1.0}, "quantile_k"),
                         ({"quantile_k": float("nan")}, "quantile_k"), ({"quantile_k": "0.4"}, "quantile_k"),
                         ({"alpha": float("nan")}, "alpha"), ({"alpha": float("inf")}, "alpha"),
@@ -342,9 +344,13 @@ def test_set_knobs_validates(tmp_path, tok):
                         ({"quantile_k": 0.5, "alpha": float("nan")}, "alpha")):
         with pytest.raises(ValueError, match=name):
             trainer.set_knobs(**knobs)
-    assert trainer.knobs() == before  # a rejected call changes nothing, not even its valid part
+    assert trainer.knobs is before  # a rejected call changes nothing, not even its valid part
     trainer.set_knobs(quantile_k=0.25, alpha=0.0)
-    assert trainer.knobs() == {**before, "quantile_k": 0.25, "alpha": 0.0}
+    assert trainer.knobs == Knobs(quantile_k=0.25, alpha=0.0)
+    trainer.set_knobs(Knobs(quantile_k=0.7, token_weighting="sa_ah"))  # a whole value, as the live controls hand it
+    assert trainer.knobs.as_dict() == {"quantile_k": 0.7, "alpha": 0.5, "baseline": "quantile", "token_weighting": "sa_ah"}
+    with pytest.raises(ValueError, match="knobs must be a qae_lab.knobs.Knobs"):
+        trainer.set_knobs({"quantile_k": 0.5})
     dr = make_trainer(tmp_path / "dr", tok, loss_type="dr_grpo")
     with pytest.raises(ValueError, match="loss_type"):
         dr.set_knobs(token_weighting="sa_ah")
@@ -352,19 +358,20 @@ def test_set_knobs_validates(tmp_path, tok):
 
 # ---------------------------------------------------------------- 5. logged advantages
 
-def test_logged_advantages_are_qae_ones(tmp_path, tok):
+def test_completion_table_gets_a_qae_column_and_trl_keeps_its_own(tmp_path, tok):
     trainer = make_trainer(tmp_path, tok, loss_type="bnpo")
     out = trainer._generate_and_score_completions(rows(REWARDS))
     want = qae_advantages(REWARDS)
     trl_mean = qae_advantages(REWARDS, baseline="mean")
-    logged = list(trainer._logs["advantages"])
-    assert logged == pytest.approx(want, abs=1e-6) and logged == out["advantages"].tolist()
-    assert logged != pytest.approx(trl_mean, abs=1e-3)
-    assert len(trainer._logs["prompt"]) == len(logged) == len(REWARDS)  # still one row per completion
-    # a second generation replaces the first one's entries instead of piling up behind them
+    ours = list(trainer._logs["extra"]["qae_advantage"])
+    assert ours == pytest.approx(want, abs=1e-6) and ours == out["advantages"].tolist()
+    assert list(trainer._logs["advantages"]) == pytest.approx(trl_mean, abs=1e-5)  # TRL's log, untouched
+    assert ours != pytest.approx(trl_mean, abs=1e-3)
+    assert len(trainer._logs["prompt"]) == len(ours) == len(REWARDS)  # one row per completion
     trainer.set_knobs(quantile_k=0.8)
     trainer._generate_and_score_completions(rows(REWARDS))
-    assert list(trainer._logs["advantages"]) == pytest.approx(qae_advantages(REWARDS, k=0.8), abs=1e-6)
+    assert list(trainer._logs["extra"]["qae_advantage"])[-len(REWARDS):] == pytest.approx(
+        qae_advantages(REWARDS, k=0.8), abs=1e-6)
 
 
 # ---------------------------------------------------------------- 6. a LoRA step through trainer.train()
@@ -378,7 +385,7 @@ def test_lora_train_step_moves_adapter_only(tmp_path):
     trainer = QAETrainer(model=model, reward_funcs=correctness_reward, args=args, processing_class=tok,
                          train_dataset=to_grpo_dataset(synthetic_task(4, seed=0)))
     trainer.train()
-    assert any(a != 0 for a in trainer._logs["advantages"])  # the premise: something to learn from
+    assert any(a != 0 for a in trainer._logs["extra"]["qae_advantage"])  # the premise: something to learn from
     log = trainer.state.log_history[0]
     assert log["qae/k"] == 0.4 and math.isfinite(log["loss"]) and log["grad_norm"] > 0
     params = dict(trainer.model.named_parameters())
@@ -429,11 +436,11 @@ def test_sign_masks_train_on_one_side_only(tmp_path, tok, keep):
 
 @pytest.mark.parametrize("loss_type", ["bnpo", "grpo"])
 def test_clip_cov_zeroes_drawn_band_tokens_only(tmp_path, tok, loss_type, monkeypatch):
-    import qae_lab.trainer as trainer_module
+    import qae_lab.loss as loss_module
 
     drawn = []
-    real = trainer_module.clip_cov_select
-    monkeypatch.setattr(trainer_module, "clip_cov_select", lambda *a, **k: drawn.append(real(*a, **k)) or drawn[-1])
+    real = loss_module.clip_cov_select
+    monkeypatch.setattr(loss_module, "clip_cov_select", lambda *a, **k: drawn.append(real(*a, **k)) or drawn[-1])
     trainer = make_trainer(tmp_path, tok, loss_type=loss_type, baseline="mean", cov_penalty="clip_cov",
                            clip_cov_ratio=0.2, clip_cov_lb=-0.05, clip_cov_ub=10.0, sparse_update=False)
     inputs = trainer._generate_and_score_completions(rows(REWARDS))
@@ -454,10 +461,11 @@ def test_clip_cov_zeroes_drawn_band_tokens_only(tmp_path, tok, loss_type, monkey
     assert_same_grads(got, want)
     assert trainer._metrics["train"]["cov/selected_frac"] == [pytest.approx(float(chosen.sum() / m.sum()))]
     assert trainer._metrics["train"]["cov/token_cov"] == [pytest.approx(float(cov.sum() / m.sum()), rel=1e-5)]
-    # each draw is seeded by (seed, step, draw in the step): a second micro-batch of the step draws anew,
-    # and a run resumed at this step (its draw count restarted) draws the first micro-batch's tokens again
+    # each draw is seeded by (seed, step, micro-batch of the step): the step's second micro-batch draws anew,
+    # and a run resumed at this step (TRL's micro-batch count restarted) draws the first one's tokens again
+    trainer.current_gradient_accumulation_steps, trainer._step = 2, 1
     trainer_grads(trainer, inputs)
-    trainer._cov_draws = (-1, 0)
+    trainer._step = 0
     trainer_grads(trainer, inputs)
     assert not torch.equal(drawn[0], drawn[1]) and torch.equal(drawn[0], drawn[2])
 
@@ -502,7 +510,7 @@ def test_kl_cov_penalises_the_top_covariance_tokens_off_policy(tmp_path, tok, lo
 
 def test_cov_penalties_turn_sparse_updates_off_and_need_a_weighting_loss_type(tmp_path, tok):
     trainer = make_trainer(tmp_path, tok, loss_type="bnpo", cov_penalty="kl_cov")
-    assert not trainer._sparse_active(trainer.knobs())
+    assert not trainer._sparse_active(trainer.loss_settings())
     with pytest.raises(ValueError, match=r"cov_penalty='clip_cov' needs loss_type in \('bnpo', 'dapo', 'grpo'\)"):
         make_trainer(tmp_path, tok, loss_type="dr_grpo", cov_penalty="clip_cov")
 
@@ -566,7 +574,7 @@ trainer = make_trainer(os.path.join(out, f"run{rank}"), tok, n=n, completions=co
 assert trainer.accelerator.num_processes == 2 and trainer.accelerator.process_index == rank
 inputs = trainer._generate_and_score_completions(rows(MP_REWARDS)[local])
 with open(os.path.join(out, f"adv{rank}.json"), "w") as f:
-    json.dump({"local": inputs["advantages"].tolist(), "logged": list(trainer._logs["advantages"]),
+    json.dump({"local": inputs["advantages"].tolist(), "logged": list(trainer._logs["extra"]["qae_advantage"]),
                "zero_adv_frac": trainer._metrics["train"]["qae/zero_adv_frac"]}, f)
 
 
