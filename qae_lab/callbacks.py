@@ -23,7 +23,7 @@ those the report draws:
 ``qae/hard_frac``           fraction of prompts in QAE's hard regime, p <= 1-K (``easy_frac``: p > 1-K)
 ``qae/k``                   the K used this step (a live knob)
 ``saah/alpha``              SA-AH's alpha used this step (logged with token weighting only)
-``saah/w_mean_neg``         mean SA-AH weight w_t over negative-advantage tokens
+``saah/w_mean_neg``         mean horizon weight w_t over negative-advantage tokens
 ==========================  ==============================================================
 
 Interruption and resume: :func:`train_resumable` runs ``trainer.train`` and, on
@@ -64,6 +64,7 @@ from transformers import TrainerCallback
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
 from qae_lab.checkpoints import latest_complete_checkpoint, resume_log
+from qae_lab.knobs import Knobs
 from qae_lab.methods import QAE_ZERO_ADV_FRAC
 from qae_lab.resume import FRESH, ResumePlan, plan_run
 from qae_lab.runfolder import (
@@ -238,21 +239,21 @@ class LiveKnobs(TrainerCallback):
     r"""Applies :meth:`Controls.snapshot <qae_lab.controls.Controls.snapshot>` to the trainer before every
     step; ends training after Stop.
 
-    The snapshot goes through ``trainer.set_knobs`` (validated); the step's generation and loss
-    both read it (the trainer logs what it used as ``qae/k`` and ``saah/alpha``). After Stop,
+    The snapshot, one frozen :class:`~qae_lab.knobs.Knobs`, goes to ``trainer.set_knobs`` whole; the
+    step's generation and loss both read it (the trainer logs what it used as ``qae/k`` and ``saah/alpha``). After Stop,
     ``on_step_end`` asks the Trainer to save a checkpoint and stop, so the run ends at a step
     boundary with its log complete.
 
     Args:
         controls: the live :class:`~qae_lab.controls.Controls`.
-        trainer: a :class:`~qae_lab.trainer.QAETrainer` (anything with ``set_knobs(**knobs)``).
+        trainer: a :class:`~qae_lab.trainer.QAETrainer` (anything with ``set_knobs(knobs)``).
 
     ``applied`` lists ``(step about to run, knobs set)``, one per step.
 
     >>> import types
     >>> from qae_lab.controls import Controls
     >>> controls, used = Controls(quantile_k=0.4), []
-    >>> knobs = LiveKnobs(controls, types.SimpleNamespace(set_knobs=lambda **k: used.append(k["quantile_k"])))
+    >>> knobs = LiveKnobs(controls, types.SimpleNamespace(set_knobs=lambda k: used.append(k.quantile_k)))
     >>> control = types.SimpleNamespace(should_save=False, should_training_stop=False)
     >>> controls.k.value = 0.7                       # a slider move while step 3 runs
     >>> knobs.on_step_begin(None, types.SimpleNamespace(global_step=3), control)   # step 4 begins
@@ -265,12 +266,12 @@ class LiveKnobs(TrainerCallback):
 
     def __init__(self, controls: Controls, trainer):
         self.controls, self.trainer = controls, trainer
-        self.applied: list[tuple[int, dict]] = []  # (global step about to run, knobs set)
+        self.applied: list[tuple[int, Knobs]] = []  # (global step about to run, knobs set)
 
     def on_step_begin(self, args, state, control, **kwargs):
         step = state.global_step + 1  # the step about to run
         knobs = self.controls.begin_step(step)
-        self.trainer.set_knobs(**knobs)
+        self.trainer.set_knobs(knobs)
         self.applied.append((step, knobs))
 
     def on_step_end(self, args, state, control, **kwargs):

@@ -6,8 +6,8 @@ Why a thread: a notebook kernel handles widget events only between cells, so a c
 returns at once; the training loop runs in a daemon thread and reads the controls at every step.
 
 * :class:`~qae_lab.controls.Controls` (in :mod:`qae_lab.controls`) — K, alpha, baseline, token
-  weighting and a Stop button, with a thread-safe snapshot of their values;
-  :class:`~qae_lab.callbacks.LiveKnobs` (in :mod:`qae_lab.callbacks`) applies that snapshot with
+  weighting and a Stop button, their value one frozen :class:`~qae_lab.knobs.Knobs`;
+  :class:`~qae_lab.callbacks.LiveKnobs` (in :mod:`qae_lab.callbacks`) hands that value to
   ``trainer.set_knobs`` at every ``on_step_begin`` and ends training after Stop, with a checkpoint.
 * :class:`Dashboard` — reward and pass rate, entropy, zero-advantage fraction, hard/easy regime
   fractions, SA-AH's mean weight on negative rollouts, the K and alpha in force, and the entropy
@@ -212,20 +212,21 @@ class LiveRun:
     A stand-in for a trainer, with what LiveRun uses of one, that trains one step:
 
     >>> import types
-    >>> knobs, callbacks = {"quantile_k": 0.4, "alpha": 0.5, "baseline": "quantile", "token_weighting": "none"}, []
+    >>> from qae_lab.knobs import Knobs
+    >>> used, callbacks = [], []
     >>> def train(resume_from_checkpoint=None):      # one step, calling the callbacks as the Trainer does
     ...     for cb in callbacks:
     ...         cb.on_step_begin(trainer.args, trainer.state, None)
     ...     trainer.state.global_step = 1
     >>> trainer = types.SimpleNamespace(
-    ...     knobs=lambda: dict(knobs), set_knobs=knobs.update, loss_type="dapo", train=train,
+    ...     knobs=Knobs(), set_knobs=used.append, loss_type="dapo", train=train,
     ...     args=types.SimpleNamespace(max_steps=3, output_dir="runs/demo"), state=types.SimpleNamespace(global_step=0),
     ...     callback_handler=types.SimpleNamespace(callbacks=callbacks), add_callback=callbacks.append)
     >>> run = LiveRun(trainer, dashboard=Dashboard(max_steps=3, mode="static"))
     >>> run.controls.k.value = 0.7                   # a slider move before the step
     >>> run.then(lambda run: "evaluated").start().wait()
     TrainOutcome(interrupted=False, checkpoint=None, global_step=1, note='')
-    >>> knobs["quantile_k"], run.dashboard.status.value, run.messages.outputs[0]["text"]
+    >>> used[-1].quantile_k, run.dashboard.status.value, run.messages.outputs[0]["text"]
     (0.7, 'finished: 1 steps', 'evaluated\n')
     """
 
