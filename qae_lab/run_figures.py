@@ -8,16 +8,19 @@ from :mod:`qae_lab.compare` and :mod:`qae_lab.phenomena_curves`; the figures fro
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 
 import ipywidgets as widgets
 import plotly.graph_objects as go
 
-from qae_lab.compare import metric_curves
+from qae_lab.compare import metric_curves, series
 from qae_lab.phenomena_curves import BEFORE, K_SWEEP_QUANTITIES, k_sweep_lines, pass_at_k_lines
-from qae_lab.plots import band_figure, interactive, line_figure
+from qae_lab.plots import band_figure, bar_figure, interactive, line_figure
+from qae_lab.runstats import detrended_variance, moving_average
 
-__all__ = ["curves_figure", "curves_view", "pass_at_k_figure", "k_sweep_figure", "k_sweep_view"]
+__all__ = ["curves_figure", "curves_view", "pass_at_k_figure", "k_sweep_figure", "k_sweep_view",
+           "before_after_figure", "before_after_view", "detrend_figure", "detrend_view"]
 
 
 def _runs(runs) -> list:
@@ -137,3 +140,79 @@ def k_sweep_view(rows: Sequence[Mapping], quantities: Sequence[str] = K_SWEEP_QU
     rows = list(rows)
     return interactive(lambda quantity: k_sweep_figure(rows, quantity),
                        {"quantity": widgets.Dropdown(options=list(quantities), description="quantity")})
+
+
+def before_after_figure(table: Sequence[Mapping], metric: str) -> go.Figure:
+    r"""``metric`` before and after training for each row of :func:`qae_lab.compare.summary_table` evaluated both
+    times: grouped bars of the means over seeds with +- std error bars.
+
+    >>> from qae_lab.runstats import stat
+    >>> table = [{"method": "qae", "pass@1 before": stat([0.3]), "pass@1 after": stat([0.5, 0.7])},
+    ...          {"method": "mine", "pass@1 before": None, "pass@1 after": stat([0.6])}]
+    >>> fig = before_after_figure(table, "pass@1")
+    >>> [(t.name, list(t.x), list(t.y), list(t.error_y.array)) for t in fig.data]
+    [('before', ['qae'], [0.3], [0.0]), ('after', ['qae'], [0.6], [0.09999999999999998])]
+    """
+    shown = [row for row in table if row[f"{metric} before"] and row[f"{metric} after"]]
+    stats = {when: [row[f"{metric} {when}"] for row in shown] for when in ("before", "after")}
+    fig = bar_figure([row["method"] for row in shown], {when: [s.mean for s in ss] for when, ss in stats.items()},
+                     title=f"{metric} before and after training (mean over seeds ± std)", y_title=metric)
+    for trace, ss in zip(fig.data, stats.values()):
+        trace.error_y = {"type": "data", "array": [s.std for s in ss]}
+    return fig
+
+
+def before_after_view(table: Sequence[Mapping], metrics: Mapping[str, str]) -> widgets.VBox:
+    r""":func:`before_after_figure` under a menu of ``metrics`` (column -> its words; ``.controls["metric"]``).
+
+    >>> from qae_lab.runstats import stat
+    >>> table = [{"method": "qae", **{f"{m} {w}": stat([0.5]) for m in ("pass@1", "pass@8") for w in ("before",
+    ...                                                                                                 "after")}}]
+    >>> box = before_after_view(table, {"pass@1": "sampled pass@1", "pass@8": "pass@8"})
+    >>> box.controls["metric"].value = "pass@8"; box.view.figure.layout.title.text[:6]
+    'pass@8'
+    """
+    table = list(table)
+    menu = widgets.Dropdown(options=[(words, metric) for metric, words in metrics.items()], description="metric")
+    return interactive(lambda metric: before_after_figure(table, metric), {"metric": menu})
+
+
+def detrend_figure(runs: Iterable, run: str, window: int, *, stride: int = 1) -> go.Figure:
+    r"""One run's reward per step with its trailing ``window``-step average, every ``stride``-th step drawn; the
+    title gives the detrended variance (:func:`qae_lab.runstats.detrended_variance`) and the plain one when the run
+    is longer than the window.
+
+    >>> from qae_lab.compare import Run
+    >>> rows = [{"step": t, "reward": x} for t, x in enumerate([0.0, 0.5, 0.0, 0.5], 1)]
+    >>> fig = detrend_figure([Run("qae-seed0", "qae", 0, {}, rows, None, None)], "qae-seed0", 2)
+    >>> fig.layout.title.text, list(fig.data[1].y)
+    ('qae-seed0: detrended variance 0.0556 (window 2), plain variance 0.0625', [0.0, 0.25, 0.25, 0.25])
+    """
+    chosen = next((r for r in runs if r.name == run), None)
+    if chosen is None:
+        raise ValueError(f"no run named {run!r}")
+    steps, x = series(chosen, "reward")
+    m = moving_average(x, window)
+    fig = line_figure(steps[::stride],
+                      {"reward per step": x[::stride], f"trailing average, {window} steps": m[::stride]},
+                      x_title="step", y_title="mean reward of the step's completions", title=run)
+    if len(x) > window:
+        fig.update_layout(title=f"{run}: detrended variance {detrended_variance(x, window):.4f} (window {window}), "
+                                f"plain variance {statistics.pvariance(x):.4f}")
+    return fig
+
+
+def detrend_view(runs: Iterable, window: int, *, max_window: int = 100, stride: int = 1) -> widgets.VBox:
+    r""":func:`detrend_figure` under a menu of the runs that logged a reward (``.controls["run"]``) and a window
+    slider (2 ... ``max_window``, starting at ``window``; ``.controls["window"]``).
+
+    >>> from qae_lab.compare import Run
+    >>> rows = [{"step": t, "reward": 0.1 * t} for t in range(1, 6)]
+    >>> box = detrend_view([Run("a", "qae", 0, {}, rows, None, None), Run("b", "qae", 1, {}, [], None, None)], 2)
+    >>> list(box.controls["run"].options), box.controls["window"].value
+    (['a'], 2)
+    """
+    runs = list(runs)
+    return interactive(lambda run, window: detrend_figure(runs, run, window, stride=stride), {
+        "run": widgets.Dropdown(options=[r.name for r in runs if series(r, "reward")[1]], description="run"),
+        "window": widgets.IntSlider(value=window, min=2, max=max_window, description="window")})

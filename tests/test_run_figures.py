@@ -6,7 +6,17 @@ import pytest
 
 from qae_lab.compare import Run
 from qae_lab.phenomena import pass_at_k_table
-from qae_lab.run_figures import curves_figure, curves_view, k_sweep_figure, k_sweep_view, pass_at_k_figure
+from qae_lab.run_figures import (
+    before_after_figure,
+    before_after_view,
+    curves_figure,
+    curves_view,
+    detrend_figure,
+    detrend_view,
+    k_sweep_figure,
+    k_sweep_view,
+    pass_at_k_figure,
+)
 from qae_lab.runstats import stat
 
 
@@ -91,3 +101,35 @@ def test_k_sweep_figure_and_view():
     assert box.view.figure.layout.title.text.startswith("final entropy")
     box.controls["quantity"].value = "pass@1"
     assert list(box.view.figure.data[-1].y) == pytest.approx([0.5, 0.6])
+
+
+def test_before_after_figure_skips_rows_not_evaluated_both_times():
+    table = [{"method": "mean", "pass@1 before": stat([0.3, 0.3]), "pass@1 after": stat([0.5, 0.6])},
+             {"method": "mine", "pass@1 before": None, "pass@1 after": stat([0.7])},
+             {"method": "qae", "pass@1 before": stat([0.3]), "pass@1 after": stat([0.4])}]
+    fig = before_after_figure(table, "pass@1")
+    before, after = fig.data
+    assert list(before.x) == list(after.x) == ["mean", "qae"]
+    assert list(after.y) == pytest.approx([0.55, 0.4]) and list(after.error_y.array) == pytest.approx([0.05, 0.0])
+    assert fig.layout.title.text.startswith("pass@1 before and after training")
+    box = before_after_view(table, {"pass@1": "sampled pass@1"})
+    assert list(box.controls["metric"].options) == [("sampled pass@1", "pass@1")]
+
+
+def test_detrend_figure_and_view():
+    rows = [{"step": t, "reward": x} for t, x in enumerate([0.0, 1.0, 0.0, 1.0, 0.0], 1)]
+    runs = [Run("mean-seed0", "mean", 0, {}, rows, None, None)]
+    fig = detrend_figure(runs, "mean-seed0", 2, stride=2)
+    raw, avg = fig.data
+    assert list(raw.x) == [1, 3, 5] and list(raw.y) == [0.0, 0.0, 0.0]  # every 2nd step
+    assert list(avg.y) == [0.0, 0.5, 0.5]  # trailing 2-step averages at steps 1, 3, 5
+    # residuals at steps 2..5: 0.5, -0.5, 0.5, -0.5 -> variance 0.25; plain variance of 0,1,0,1,0: 0.24
+    assert fig.layout.title.text == "mean-seed0: detrended variance 0.2500 (window 2), plain variance 0.2400"
+    assert detrend_figure(runs, "mean-seed0", 5).layout.title.text == "mean-seed0"  # no full window beyond the run
+    with pytest.raises(ValueError, match="no run named 'x'"):
+        detrend_figure(runs, "x", 2)
+    box = detrend_view(runs, 3, max_window=9)
+    slider = box.controls["window"]
+    assert (slider.value, slider.min, slider.max) == (3, 2, 9)
+    slider.value = 2
+    assert "window 2" in box.view.figure.layout.title.text
