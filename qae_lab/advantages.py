@@ -53,6 +53,7 @@ from qae_lab._checks import (
     check_k,
     snap_to_integer,
 )
+from qae_lab.methods import BASELINES, QUANTILE_METHODS  # the vocabulary, checked here
 
 __all__ = [
     "quantile_rank",
@@ -66,8 +67,6 @@ __all__ = [
     "SCALES",
 ]
 
-QUANTILE_METHODS = ("paper", "linear")
-BASELINES = ("mean", "quantile")
 SCALES = ("group", "batch", "none")
 
 

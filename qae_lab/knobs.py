@@ -12,8 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from qae_lab._checks import check_choice, check_finite_scalar, check_k
-from qae_lab.advantages import BASELINES
-from qae_lab.methods import KNOB_METRICS, TOKEN_WEIGHTINGS
+from qae_lab.methods import BASELINES, KNOB_METRICS, TOKEN_WEIGHTINGS
 
 __all__ = ["KNOBS", "validate_knobs", "Knobs", "knob_changes"]
 

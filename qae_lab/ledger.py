@@ -48,14 +48,12 @@ import torch
 
 from qae_lab._checks import as_real_tensor, check_choice, check_finite_scalar, check_mask
 from qae_lab.entropy_controls import ppo_clip_active
+from qae_lab.methods import LEDGER_PARTS  # the ledger's parts: the total, by sign of A, by regime, the four cells
 
 __all__ = ["LEDGER_FORMS", "LEDGER_PARTS", "square_sums", "entropy_change_terms", "update_advantages",
            "ledger_parts", "batch_ledger", "bandit_ledger"]
 
 LEDGER_FORMS = ("npg", "pg", "reinforce")
-# the ledger's parts: the total, by sign of A, by regime, and the four cells
-LEDGER_PARTS = ("dh", "dh_pos", "dh_neg", "dh_hard", "dh_easy", "dh_hard_pos", "dh_hard_neg", "dh_easy_pos",
-                "dh_easy_neg")
 
 
 def _same_shape(x, shape, name: str) -> torch.Tensor:
@@ -112,6 +110,7 @@ def entropy_change_terms(logps, entropies, advantages, *, form: str = "npg", sum
 
     At a uniform state every form gives 0 (log pi + H = 0 for every token):
 
+    >>> import math
     >>> z = torch.zeros(1, 1, 4); lp = torch.log_softmax(z, -1)[..., 0]; h = torch.full((1, 1), math.log(4))
     >>> float(entropy_change_terms(lp, h, torch.tensor([1.0]), form="reinforce", sums=square_sums(z))) == 0.0
     True

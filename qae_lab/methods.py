@@ -5,8 +5,9 @@ command line, the live lab, the run comparison, the docs). Pure: it imports no T
 transformers or torch of its own, so a notebook or an analysis script can use it anywhere.
 
 * Baselines: :data:`BASELINES` (``mean``: GRPO; ``quantile``: QAE, arXiv 2509.22611) and
-  :data:`QUANTILE_METHODS`, defined in :mod:`qae_lab.advantages` (its maths checks them
-  there) and re-exported here.
+  :data:`QUANTILE_METHODS` (:mod:`qae_lab.advantages` checks against them); the entropy
+  ledger's parts, :data:`LEDGER_PARTS` (:mod:`qae_lab.ledger` computes them). This module
+  imports nothing of qae_lab: it is the lowest floor, below the maths.
 * Token weightings: :data:`TOKEN_WEIGHTINGS` (``none``; ``ah``: AH-GRPO, every rollout;
   ``sa_ah``: SA-AH-GRPO, arXiv 2606.05434, negative-advantage rollouts only) and the loss types
   that can apply them, :data:`WEIGHTED_LOSS_TYPES`: :func:`can_weight_tokens` and
@@ -29,8 +30,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from qae_lab.advantages import BASELINES, QUANTILE_METHODS
-from qae_lab.ledger import LEDGER_PARTS
 
 __all__ = [
     "BASELINES",
@@ -76,6 +75,11 @@ __all__ = [
 
 # ---------------------------------------------------------------- the vocabulary
 
+BASELINES = ("mean", "quantile")
+QUANTILE_METHODS = ("paper", "linear")  # the paper's inverse CDF; the official code's linear interpolation
+# the entropy ledger's parts: the total, by sign of A, by regime, and the four cells
+LEDGER_PARTS = ("dh", "dh_pos", "dh_neg", "dh_hard", "dh_easy", "dh_hard_pos", "dh_hard_neg", "dh_easy_pos",
+                "dh_easy_neg")
 TOKEN_WEIGHTINGS = ("none", "ah", "sa_ah")
 # the loss types qae_lab.loss.grpo_loss reduces (TRL's names); QAETrainer refuses TRL's others (cispo, sapo, vespo, luspo)
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
@@ -129,7 +133,7 @@ SAAH_ALPHA = "saah/alpha"
 SAAH_W_MEAN_NEG = "saah/w_mean_neg"
 SAAH_EFFECTIVE_TOKENS_FRAC = "saah/effective_tokens_frac"
 # ledger/*: every loss forward, by qae_lab.loss.grpo_loss: the update's first-order entropy change and its parts
-LEDGER_PREFIX = "ledger/"  # + each name of qae_lab.ledger.LEDGER_PARTS
+LEDGER_PREFIX = "ledger/"  # + each name of LEDGER_PARTS
 
 # key of qae_lab.advantages.advantage_stats -> the metric that logs it
 ADVANTAGE_STAT_METRICS = {
