@@ -46,3 +46,11 @@ def tiny_qwen2():
                       eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
     model = Qwen2ForCausalLM(cfg)
     return model, tok
+
+
+@pytest.fixture(scope="session")
+def tok():
+    """The embedded model's tokenizer (left padding, pad token set): the trainer tests' vocabulary."""
+    from qae_lab.models import load_policy
+
+    return load_policy("embedded", device="cpu")[1]

@@ -208,18 +208,11 @@ def test_every_module_stays_under_400_lines():
     assert long == {}, f"modules of 400 lines or more: {long}"
 
 
-# TEMPORARY (issue 22 item 6): test files still over 500 lines while they are being split by behaviour.
-# Remove each one from this set when its split lands; the test below fails as a reminder once it is no longer over.
-_TEST_FILES_BEING_SPLIT = {"tests/test_trainer.py"}
-
-
 def test_every_test_file_stays_under_500_lines():
     # issue 22: a test file a reader can take in whole, each test next to the behaviour it checks
     long = {p.relative_to(ROOT).as_posix(): n for p in sorted((ROOT / "tests").rglob("*.py"))
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > 500}
-    assert set(long) <= _TEST_FILES_BEING_SPLIT, f"test files over 500 lines: {long}"
-    done = sorted(_TEST_FILES_BEING_SPLIT - set(long))
-    assert done == [], f"no longer over 500 lines, remove from _TEST_FILES_BEING_SPLIT: {done}"
+    assert long == {}, f"test files over 500 lines: {long}"
 
 
 def test_no_module_under_tests_shadows_a_package_module_or_an_importable_one():

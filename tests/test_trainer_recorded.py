@@ -14,15 +14,9 @@ import torch
 from recorded_steps import CASES, grad_fingerprint, load
 from step_setup import make_trainer, tiny_model
 
-from qae_lab.models import load_policy
 
 RECORDED = load()
 TOL = {"rtol": 1e-5, "atol": 1e-7}  # float32 forward: rounding only
-
-
-@pytest.fixture(scope="module")
-def tok():
-    return load_policy("embedded", device="cpu")[1]
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
