@@ -1,9 +1,12 @@
-r"""Figures of training runs over seeds, and the views that re-draw them when a control moves (the lab layer).
+r"""Figures of training runs over seeds (the lab layer): notebooks 05 and 06 put them under their controls with
+:func:`qae_lab.plots.interactive`, keyword arguments named as the controls.
 
-Notebooks 05 and 06 draw logged metrics of several runs, averaged over seeds, with a menu of
-metrics and a smoothing slider (:func:`curves_view`); notebook 06 adds pass@k against k before and
-after training (:func:`pass_at_k_figure`) and a K sweep (:func:`k_sweep_view`). The numbers come
-from :mod:`qae_lab.compare` and :mod:`qae_lab.phenomena_curves`; the figures from :mod:`qae_lab.plots`.
+:func:`curves_figure` draws a logged metric of several runs, averaged over seeds, after a trailing average;
+:func:`pass_at_k_figure` pass@k against k before and after training and :func:`k_sweep_figure` a K sweep
+(notebook 06); :func:`before_after_figure` an evaluation figure before and after training and
+:func:`detrend_figure` one run's reward around its trailing average (notebook 05). The numbers come from
+:mod:`qae_lab.compare`, :mod:`qae_lab.phenomena_curves` and :mod:`qae_lab.runstats`; the figures from
+:mod:`qae_lab.plots`.
 """
 
 from __future__ import annotations
@@ -11,21 +14,14 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 
-import ipywidgets as widgets
 import plotly.graph_objects as go
 
 from qae_lab.compare import metric_curves, series
-from qae_lab.phenomena_curves import BEFORE, K_SWEEP_QUANTITIES, k_sweep_lines, pass_at_k_lines
-from qae_lab.plots import band_figure, bar_figure, interactive, line_figure
+from qae_lab.phenomena_curves import BEFORE, k_sweep_lines, pass_at_k_lines
+from qae_lab.plots import band_figure, bar_figure, line_figure
 from qae_lab.runstats import detrended_variance, moving_average
 
-__all__ = ["curves_figure", "curves_view", "pass_at_k_figure", "k_sweep_figure", "k_sweep_view",
-           "before_after_figure", "before_after_view", "detrend_figure", "detrend_view"]
-
-
-def _runs(runs) -> list:
-    """``runs`` as a list (a generator would be spent by the first figure a view draws)."""
-    return list(runs)
+__all__ = ["curves_figure", "pass_at_k_figure", "k_sweep_figure", "before_after_figure", "detrend_figure"]
 
 
 def curves_figure(runs: Iterable, metric: str, window: int, *, labels: Mapping[str, str], title: str,
@@ -52,45 +48,6 @@ def curves_figure(runs: Iterable, metric: str, window: int, *, labels: Mapping[s
     words = {"metric": metric, "label": labels[metric], "window": window}
     return band_figure(metric_curves(runs, metric, window), y_title=y_title.format(**words), stride=stride,
                        title=title.format(**words))
-
-
-def curves_view(runs: Iterable, labels: Mapping[str, str], *, title: str, y_title: str = "{label}",
-                window: int = 10, smoothing: bool = True, max_window: int = 50, stride: int = 1,
-                control: str = "metric", description: str | None = None) -> widgets.VBox:
-    r""":func:`curves_figure` under a menu of the metrics in ``labels`` (shown by their words, the first one
-    drawn first) and, with ``smoothing``, a slider of the trailing-average window (1 ... ``max_window``,
-    starting at ``window``; without it the window stays ``window``).
-
-    The box is :func:`qae_lab.plots.interactive`'s: ``.controls[control]`` is the menu,
-    ``.controls["window"]`` the slider, ``.view.figure`` the figure shown.
-
-    Args:
-        control: the menu's name in ``.controls``; ``description``: its caption (default ``control``).
-
-    >>> from qae_lab.compare import Run
-    >>> rows = [{"step": t, "reward": 0.5, "entropy": 0.1 * t} for t in (1, 2, 3)]
-    >>> box = curves_view([Run("qae-seed0", "qae", 0, {}, rows, None, None)],
-    ...                   {"reward": "mean reward", "entropy": "entropy"}, title="{label} ({window} steps)",
-    ...                   window=2)
-    >>> box.controls["metric"].value = "entropy"; box.view.figure.layout.title.text
-    'entropy (2 steps)'
-    >>> box.controls["window"].value = 1; [round(y, 3) for y in box.view.figure.data[0].y]
-    [0.1, 0.2, 0.3]
-    """
-    if not labels:
-        raise ValueError("labels must name at least one metric")
-    runs = _runs(runs)
-    menu = widgets.Dropdown(options=[(words, metric) for metric, words in labels.items()],
-                            description=control if description is None else description)
-    controls = {control: menu}
-    if smoothing:
-        controls["window"] = widgets.IntSlider(value=window, min=1, max=max_window, description="smoothing")
-
-    def build(**values) -> go.Figure:
-        return curves_figure(runs, values[control], values.get("window", window), labels=labels, title=title,
-                             y_title=y_title, stride=stride)
-
-    return interactive(build, controls)
 
 
 def pass_at_k_figure(table: Mapping, *, title: str = "pass@k before and after training, mean over seeds ± std"
@@ -128,20 +85,6 @@ def k_sweep_figure(rows: Sequence[Mapping], quantity: str) -> go.Figure:
                        title=f"{quantity} after training against K")
 
 
-def k_sweep_view(rows: Sequence[Mapping], quantities: Sequence[str] = K_SWEEP_QUANTITIES) -> widgets.VBox:
-    r""":func:`k_sweep_figure` under a menu of ``quantities`` (``.controls["quantity"]``).
-
-    >>> from qae_lab.runstats import stat
-    >>> rows = [{"k": k, "pass@1": stat([k]), "pass@32": stat([1.0])} for k in (0.2, 0.4)]
-    >>> box = k_sweep_view(rows, ["pass@1", "pass@32"])
-    >>> box.controls["quantity"].value = "pass@32"; list(box.view.figure.data[-1].y)
-    [1.0, 1.0]
-    """
-    rows = list(rows)
-    return interactive(lambda quantity: k_sweep_figure(rows, quantity),
-                       {"quantity": widgets.Dropdown(options=list(quantities), description="quantity")})
-
-
 def before_after_figure(table: Sequence[Mapping], metric: str) -> go.Figure:
     r"""``metric`` before and after training for each row of :func:`qae_lab.compare.summary_table` evaluated both
     times: grouped bars of the means over seeds with +- std error bars.
@@ -160,21 +103,6 @@ def before_after_figure(table: Sequence[Mapping], metric: str) -> go.Figure:
     for trace, ss in zip(fig.data, stats.values()):
         trace.error_y = {"type": "data", "array": [s.std for s in ss]}
     return fig
-
-
-def before_after_view(table: Sequence[Mapping], metrics: Mapping[str, str]) -> widgets.VBox:
-    r""":func:`before_after_figure` under a menu of ``metrics`` (column -> its words; ``.controls["metric"]``).
-
-    >>> from qae_lab.runstats import stat
-    >>> table = [{"method": "qae", **{f"{m} {w}": stat([0.5]) for m in ("pass@1", "pass@8") for w in ("before",
-    ...                                                                                                 "after")}}]
-    >>> box = before_after_view(table, {"pass@1": "sampled pass@1", "pass@8": "pass@8"})
-    >>> box.controls["metric"].value = "pass@8"; box.view.figure.layout.title.text[:6]
-    'pass@8'
-    """
-    table = list(table)
-    menu = widgets.Dropdown(options=[(words, metric) for metric, words in metrics.items()], description="metric")
-    return interactive(lambda metric: before_after_figure(table, metric), {"metric": menu})
 
 
 def detrend_figure(runs: Iterable, run: str, window: int, *, stride: int = 1) -> go.Figure:
@@ -200,19 +128,3 @@ def detrend_figure(runs: Iterable, run: str, window: int, *, stride: int = 1) ->
         fig.update_layout(title=f"{run}: detrended variance {detrended_variance(x, window):.4f} (window {window}), "
                                 f"plain variance {statistics.pvariance(x):.4f}")
     return fig
-
-
-def detrend_view(runs: Iterable, window: int, *, max_window: int = 100, stride: int = 1) -> widgets.VBox:
-    r""":func:`detrend_figure` under a menu of the runs that logged a reward (``.controls["run"]``) and a window
-    slider (2 ... ``max_window``, starting at ``window``; ``.controls["window"]``).
-
-    >>> from qae_lab.compare import Run
-    >>> rows = [{"step": t, "reward": 0.1 * t} for t in range(1, 6)]
-    >>> box = detrend_view([Run("a", "qae", 0, {}, rows, None, None), Run("b", "qae", 1, {}, [], None, None)], 2)
-    >>> list(box.controls["run"].options), box.controls["window"].value
-    (['a'], 2)
-    """
-    runs = list(runs)
-    return interactive(lambda run, window: detrend_figure(runs, run, window, stride=stride), {
-        "run": widgets.Dropdown(options=[r.name for r in runs if series(r, "reward")[1]], description="run"),
-        "window": widgets.IntSlider(value=window, min=2, max=max_window, description="window")})

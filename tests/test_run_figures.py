@@ -6,17 +6,12 @@ import pytest
 
 from qae_lab.compare import Run
 from qae_lab.phenomena import pass_at_k_table
-from qae_lab.run_figures import (
-    before_after_figure,
-    before_after_view,
-    curves_figure,
-    curves_view,
-    detrend_figure,
-    detrend_view,
-    k_sweep_figure,
-    k_sweep_view,
-    pass_at_k_figure,
-)
+import functools
+
+import ipywidgets as widgets
+
+from qae_lab.plots import interactive
+from qae_lab.run_figures import before_after_figure, curves_figure, detrend_figure, k_sweep_figure, pass_at_k_figure
 from qae_lab.runstats import stat
 
 
@@ -49,30 +44,24 @@ def test_curves_figure_refuses_a_metric_it_has_no_words_for():
         curves_figure(_runs(), "loss", 1, labels={"reward": "r"}, title="t")
 
 
-def test_curves_view_menu_slider_and_redraw():
+def test_curves_figure_under_controls_as_the_notebooks_wire_it():
     labels = {"reward": "mean reward", "entropy": "entropy (nats)"}
-    box = curves_view(iter(_runs()), labels, title="{label} ({window})", window=3, max_window=7, control="part",
-                      description="which")
-    menu, slider = box.controls["part"], box.controls["window"]
-    assert list(menu.options) == [("mean reward", "reward"), ("entropy (nats)", "entropy")]
-    assert menu.value == "reward" and menu.description == "which"
-    assert (slider.value, slider.min, slider.max, slider.description) == (3, 1, 7, "smoothing")
+    menu = widgets.Dropdown(options=[(v, k) for k, v in labels.items()], description="metric")
+    slider = widgets.IntSlider(value=3, min=1, max=7, description="smoothing")
+    box = interactive(functools.partial(curves_figure, _runs(), labels=labels, title="{label} ({window})"),
+                      {"metric": menu, "window": slider}, mode="static")
     assert box.view.figure.layout.title.text == "mean reward (3)"
-    menu.value = "entropy"  # only qae logs it: a generator of runs must not be spent by the first figure
+    menu.value = "entropy"  # only qae logs it
     assert box.view.figure.layout.title.text == "entropy (nats) (3)"
     assert [t.name for t in box.view.figure.data if t.name] == ["qae (2 runs)"]
     assert list(_line(box.view.figure, "qae").y) == pytest.approx([0.6] * 4)
     slider.value = 1
     assert box.view.figure.layout.title.text == "entropy (nats) (1)"
-
-
-def test_curves_view_without_smoothing_keeps_its_window():
-    box = curves_view(_runs(), {"reward": "r"}, title="{window}-step average", window=4, smoothing=False)
-    assert list(box.controls) == ["metric"] and box.view.figure.layout.title.text == "4-step average"
-    # qae mean 0.2*t, averaged over the trailing (up to) 4 steps: 0.2, 0.3, 0.4, 0.5
-    assert list(_line(box.view.figure, "qae").y) == pytest.approx([0.2, 0.3, 0.4, 0.5])
-    with pytest.raises(ValueError, match="at least one metric"):
-        curves_view(_runs(), {}, title="t")
+    # a fixed window (no slider): qae's mean reward 0.2 * t averaged over the trailing (up to) 4 steps
+    fixed = interactive(functools.partial(curves_figure, _runs(), window=4, labels=labels, title="{window} steps"),
+                        {"metric": widgets.Dropdown(options=["reward"])}, mode="static")
+    assert fixed.view.figure.layout.title.text == "4 steps"
+    assert list(_line(fixed.view.figure, "qae").y) == pytest.approx([0.2, 0.3, 0.4, 0.5])
 
 
 def test_pass_at_k_figure_lines_bands_and_axis():
@@ -90,17 +79,14 @@ def test_pass_at_k_figure_lines_bands_and_axis():
     assert fig.layout.xaxis.title.text == "k (samples)" and fig.layout.yaxis.title.text == "pass@k"
 
 
-def test_k_sweep_figure_and_view():
+def test_k_sweep_figure():
     rows = [{"k": 0.2, "final entropy": stat([0.1, 0.3]), "pass@1": stat([0.5])},
             {"k": 0.8, "final entropy": stat([0.4, 0.4]), "pass@1": stat([0.6])}]
     fig = k_sweep_figure(rows, "final entropy")
     assert list(fig.data[-1].x) == [0.2, 0.8] and list(fig.data[-1].y) == pytest.approx([0.2, 0.4])
     assert list(fig.data[0].y) == pytest.approx([0.3, 0.4, 0.4, 0.1])  # band: 0.2 +- 0.1, 0.4 +- 0
     assert fig.layout.xaxis.title.text == "K" and fig.layout.title.text == "final entropy after training against K"
-    box = k_sweep_view(rows, ["final entropy", "pass@1"])
-    assert box.view.figure.layout.title.text.startswith("final entropy")
-    box.controls["quantity"].value = "pass@1"
-    assert list(box.view.figure.data[-1].y) == pytest.approx([0.5, 0.6])
+    assert list(k_sweep_figure(rows, "pass@1").data[-1].y) == pytest.approx([0.5, 0.6])
 
 
 def test_before_after_figure_skips_rows_not_evaluated_both_times():
@@ -112,11 +98,9 @@ def test_before_after_figure_skips_rows_not_evaluated_both_times():
     assert list(before.x) == list(after.x) == ["mean", "qae"]
     assert list(after.y) == pytest.approx([0.55, 0.4]) and list(after.error_y.array) == pytest.approx([0.05, 0.0])
     assert fig.layout.title.text.startswith("pass@1 before and after training")
-    box = before_after_view(table, {"pass@1": "sampled pass@1"})
-    assert list(box.controls["metric"].options) == [("sampled pass@1", "pass@1")]
 
 
-def test_detrend_figure_and_view():
+def test_detrend_figure():
     rows = [{"step": t, "reward": x} for t, x in enumerate([0.0, 1.0, 0.0, 1.0, 0.0], 1)]
     runs = [Run("mean-seed0", "mean", 0, {}, rows, None, None)]
     fig = detrend_figure(runs, "mean-seed0", 2, stride=2)
@@ -128,8 +112,3 @@ def test_detrend_figure_and_view():
     assert detrend_figure(runs, "mean-seed0", 5).layout.title.text == "mean-seed0"  # no full window beyond the run
     with pytest.raises(ValueError, match="no run named 'x'"):
         detrend_figure(runs, "x", 2)
-    box = detrend_view(runs, 3, max_window=9)
-    slider = box.controls["window"]
-    assert (slider.value, slider.min, slider.max) == (3, 2, 9)
-    slider.value = 2
-    assert "window 2" in box.view.figure.layout.title.text
