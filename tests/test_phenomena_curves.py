@@ -37,7 +37,7 @@ def _run(method, seed, before, after, k=None):
 
 def test_the_numbers_load_no_plotting_or_widgets():
     # the analysis layer computes; only the lab layer (qae_lab.run_figures, plots, views) draws
-    code = ("import sys, qae_lab.phenomena_curves, qae_lab.compare_lines, qae_lab.seqpolicy_live, "
+    code = ("import sys, qae_lab.phenomena_curves, qae_lab.compare_lines, qae_lab.seqpolicy_live, qae_lab.horizon_lab, "
             "qae_lab.readme_results; "
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'plotly', 'ipywidgets', 'IPython'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
