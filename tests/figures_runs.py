@@ -1,0 +1,305 @@
+"""What notebooks 03 to 06 (the embedded model's rollouts, a live run, the reference and phenomena runs)
+must show: figure_checks.py."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from figure_checks import (NotebookSpec, Shown, axes, band_lines, centred_bands, finite, heatmap, lines,
+                           nonincreasing, title_number, vlines, within)
+from nbexec import Figure
+
+
+# ------------------------------------------------------------------ 03: token entropy and horizon weights
+
+
+def _token_entropy(fig: Figure) -> None:
+    axes(fig, "completion token t", "")
+    hm = fig.heatmap
+    assert len(hm["y"]) == 8 and all(re.fullmatch(r"y\d ✓|y\d ✗", s) for s in hm["y"]), hm["y"]
+    correct = int(title_number(fig, r"(\d+)/8 correct"))
+    assert sum(s.endswith("✓") for s in hm["y"]) == correct, f"{correct}/8 in the title, rows {hm['y']}"
+    heatmap(fig, 8, len(hm["x"]), 0, 1)  # normalised entropy, empty past each completion's end
+    assert len(hm["text"]) == 8 and any(s for row in hm["text"] for s in row), "no token written in the cells"
+
+
+def _by_position(fig: Figure) -> None:
+    axes(fig, "completion token t", "mean H~_t")
+    within(lines(fig, ["mean H~_t"])["mean H~_t"]["y"], 0, 1)
+
+
+def _horizon_weights(fig: Figure) -> None:
+    axes(fig, "completion token t", "")
+    hm = fig.heatmap
+    assert [s.split(" · ")[0] for s in hm["y"]] == ["SA-AH"] * 8 + ["AH"] * 8, hm["y"]
+    heatmap(fig, 16, len(hm["x"]), 0, 1)  # alpha = 0.5 >= 0: weights in (0, 1]
+    for label, row in zip(hm["y"][:8], hm["z"][:8]):  # SA-AH leaves the tokens of A >= 0 rollouts at 1
+        if "A=-" not in label:
+            assert all(v == 1 for v in row if v is not None), (label, row)
+    sa, ah = (title_number(fig, rf"effective tokens SA-AH (\S+), AH (\S+)", g) for g in (1, 2))
+    assert 0 < ah <= sa <= 1, (sa, ah)  # AH discounts the successes too
+
+
+def _effective_tokens(fig: Figure) -> None:
+    axes(fig, "α", "fraction / mean weight")
+    names = ["effective tokens: AH", "effective tokens: SA-AH, mean baseline", "effective tokens: SA-AH, QAE K=0.4",
+             "mean w on A<0 tokens"]
+    found = lines(fig, names, 66)
+    alphas = finite(found[names[0]]["x"])
+    assert math.isclose(alphas[0], -0.25) and math.isclose(alphas[-1], 3.0)
+    zero = min(range(66), key=lambda i: abs(alphas[i]))
+    for name, t in found.items():
+        y = finite(t["y"])
+        assert math.isclose(y[zero], 1.0), f"{name} at alpha = 0: {y[zero]} (every weight is 1)"
+        nonincreasing(y[zero:], name)  # a larger alpha discounts more
+    assert found[names[0]]["y"][-1] <= found[names[1]]["y"][-1] <= found[names[2]]["y"][-1]
+    vlines(fig, [0.5])
+
+
+def _top_k(fig: Figure) -> None:
+    axes(fig, "k", "error / mass")
+    names = ["mean |H~_topk − H~|", "max |H~_topk − H~|", "mean dropped tail mass"]
+    found = lines(fig, names, 12)
+    assert fig.layout["xaxis"]["type"] == "log" and list(found[names[0]]["x"])[-1] == 500
+    assert int(title_number(fig, r"V = (\d+)")) <= 500  # k = 500 >= V: the estimate is exact
+    for t in found.values():
+        y = within(t["y"], 0, 1, t["name"])
+        assert y[-1] < 1e-6, f"{t['name']} at k = 500: {y[-1]}"
+    assert all(a <= b for a, b in zip(found[names[0]]["y"], found[names[1]]["y"])), "a mean error above the max"
+    nonincreasing(found[names[2]]["y"], "the mass dropped as k grows")
+    assert len(fig.layout["shapes"]) == 2  # k at Qwen's share of the vocabulary, and k = V
+
+
+def _top_k_scatter(fig: Figure) -> None:
+    axes(fig, "exact H~_t", "top-k H~_t")
+    k, n = (int(title_number(fig, r"Top-(\d+) vs exact, (\d+) tokens", g)) for g in (1, 2))
+    found = lines(fig, [f"top-{k} estimate", "exact"])
+    est = found[f"top-{k} estimate"]
+    assert len(est["x"]) == len(est["y"]) == n
+    within(est["x"], 0, 1)
+    within(est["y"], 0, 1)
+    assert list(found["exact"]["x"]) == list(found["exact"]["y"]), "the exact line is not the diagonal"
+
+
+def _touched(fig: Figure) -> None:
+    hm = heatmap(fig, 8, 8, 0, 1)
+    assert all(re.fullmatch(r"prompt \d: p=\d/8 (hard|easy)", s) for s in hm["y"]), hm["y"]
+    # a rollout discounted (A < 0) has mean weight < 1 unless its entropies round to 0; the rest keep 1
+    assert sum(v < 1 for r in hm["z"] for v in r) <= int(title_number(fig, r"(\d+) of 64 rollouts discounted"))
+
+
+def _discounted_by_k(fig: Figure) -> None:
+    axes(fig, "K", "rollouts with A < 0")
+    names = ["QAE: discounted", "QAE: easy-group failures", "QAE: discounted in hard groups",
+             "mean baseline: discounted"]
+    found = lines(fig, names, 19)
+    assert finite(found[names[0]]["y"]) == finite(found[names[1]]["y"]), "QAE discounts other than easy failures"
+    assert set(finite(found[names[2]]["y"])) == {0}
+    assert len(set(finite(found[names[3]]["y"]))) == 1  # the mean baseline does not depend on K
+
+
+NB03 = NotebookSpec([
+    Shown(r"H~_t, prompt 0: .* \(gold \d+, \d/8 correct\)", _token_entropy),
+    Shown(r"Mean normalised entropy by position", _by_position),
+    Shown(r"w_t at α = 0\.5, prompt \d+ \(top: SA-AH, bottom: AH\) · batch: mean w on A<0 tokens \S+, "
+          r"effective tokens SA-AH \S+, AH \S+", _horizon_weights),
+    Shown(r"Effective token fraction sum\(w\) / #tokens vs α", _effective_tokens),
+    Shown(r"Top-k entropy estimate vs exact, V = \d+", _top_k),
+    Shown(r"Top-\d+ vs exact, \d+ tokens \(mean \|error\| \S+\)", _top_k_scatter),
+    Shown(r"quantile baseline, K = 0\.4, α = 1: \d+ of 64 rollouts discounted, 0 of them in hard groups", _touched),
+    Shown(r"How many rollouts SA-AH discounts, by K", _discounted_by_k),
+], probe="""
+from qae_lab.advantages import hard_regime
+weights.controls["alpha"].value = 0.25
+low = weights.view.figure.layout.meta
+weights.controls["alpha"].value = 2.0
+high = weights.view.figure.layout.meta
+assert "α = 2" in weights.view.figure.layout.title.text
+assert high["saah"]["w_mean_neg"] < low["saah"]["w_mean_neg"] < 1      # a larger alpha discounts more
+assert high["ah"]["effective_tokens_frac"] < high["saah"]["effective_tokens_frac"]   # AH discounts successes too
+labels, z = weights.view.figure.data[0].y, weights.view.figure.data[0].z
+kept = [row for name, row in zip(labels, z) if name.startswith("SA-AH") and "A=-" not in name]
+assert kept and all(v == 1.0 for row in kept for v in row if v == v)   # SA-AH: A >= 0 rollouts keep w = 1
+
+def gate(K):                       # QAE + SA-AH touches exactly the failures of easy groups (p > 1 - K)
+    touched.controls["K"].value = K
+    easy = ~hard_regime(ro.success_counts, G, K)
+    want = [i for i in range(len(ro.completions)) if ro.rewards[i] == 0 and easy[i // G]]
+    meta = touched.view.figure.layout.meta
+    assert meta["K"] == K and meta["touched"] == want and meta["in_hard"] == [], (K, meta, want)
+    return set(want)
+
+touched.controls["baseline"].value = "quantile"
+low_k, high_k = gate(0.2), gate(0.8)
+moved = hard_regime(ro.success_counts, G, 0.2) & ~hard_regime(ro.success_counts, G, 0.8)   # hard -> easy
+assert low_k <= high_k and (low_k < high_k) == bool(moved.any())   # raising K only turns prompts easy
+touched.controls["baseline"].value = "mean"
+mean_touched = set(touched.view.figure.layout.meta["touched"])
+hm = touched.view.figure.data[0]
+assert len(set(hm.y)) == len(hm.y) == N_PROMPTS          # one row per prompt: no two rows merge under one label
+untouched = [v for i, v in enumerate(x for row in hm.z for x in row) if i not in mean_touched]
+assert all(v == 1.0 for v in untouched)                 # only the counted rollouts are coloured
+mixed_failures = {i for i in range(len(ro.completions)) if ro.rewards[i] == 0 and 0 < ro.success_counts[i // G] < G}
+assert mean_touched == mixed_failures
+""")
+
+# ------------------------------------------------------------------ 04: live LoRA GRPO (headless here)
+
+LIVE_PANELS = ["reward and pass rate", "entropy", "zero-advantage fraction", "hard / easy prompt fractions",
+               "SA-AH mean weight, negative rollouts", "K and alpha in force", "entropy ledger: dH by sign of A",
+               "entropy ledger: dH by QAE regime"]
+
+
+def _dashboard(fig: Figure) -> None:
+    panels = [a["text"] for a in fig.layout.get("annotations", []) if a.get("text") in LIVE_PANELS]
+    assert panels == LIVE_PANELS, f"dashboard panels {panels}"
+    steps = [list(t["x"]) for t in fig.lines if t["name"] == "reward"]
+    if fig.title:  # a redraw after step n: every step up to n, in each panel's curves
+        n = int(title_number(fig, r"step (\d+) / "))
+        assert steps == [list(range(1, n + 1))], f"{fig.title!r}: reward drawn at steps {steps}"
+        assert all(finite(t["y"], t["name"]) for t in fig.lines)
+    else:  # before the first step
+        assert fig.lines == []
+
+
+NB04 = NotebookSpec([
+    Shown(r"|step \d+ / \d+: K = 0\.40", _dashboard, count=None),
+], probe="""
+assert headless() and not lab.running
+rows = lab.logged_steps()
+assert [r["step"] for r in rows] == list(range(1, STEPS + 1)), [r["step"] for r in rows]
+assert all(r["qae/k"] == 0.4 for r in rows)                 # nobody moved K
+last = lab.dashboard.view.figure
+assert last.layout.title.text.startswith(f"step {STEPS} / {STEPS}: K = 0.40"), last.layout.title.text
+assert [list(t.x) for t in last.data if t.name == "reward"] == [list(range(1, STEPS + 1))]
+assert any(o.get("text", "").startswith("after:") for o in lab.messages.outputs)   # the evaluation after training
+assert (OUT / "eval_before.json").is_file() and (OUT / "eval_after.json").is_file()
+assert not OUT.is_absolute() and (Path.cwd() / OUT / "log.jsonl").is_file()   # in the notebook's own folder
+""")
+
+# ------------------------------------------------------------------ 05: comparing runs
+
+METHODS = ["mean", "qae", "sa_ah", "qae_sa_ah"]
+SMOOTHED = r"mean over seeds ± std, trailing average over 20 step\(s\)"
+
+
+def _pass_bars(fig: Figure) -> None:
+    axes(fig, "", "pass@1")
+    found = lines(fig, ["before", "after"], 4)
+    for t in found.values():
+        assert list(t["x"]) == METHODS, t["x"]
+        within(t["y"], 0, 1, t["name"])
+        within(t["error_y"]["array"], 0, 1, f"{t['name']} seed spread")
+
+
+def _detrended(fig: Figure) -> None:
+    axes(fig, "step", "mean reward of the step's completions")
+    found = lines(fig, ["reward per step", "trailing average, 20 steps"])
+    for t in found.values():
+        within(t["y"], 0, 1, t["name"])
+    detrended, plain = (title_number(fig, r"detrended variance (\S+) .* plain variance (\S+)", g) for g in (1, 2))
+    assert 0 < detrended < plain, "removing the learning trend should leave less variance"
+
+
+def _composite_length(fig: Figure) -> None:
+    band_lines(fig, [f"{m}, composite reward (06)" for m in ("mean", "qae", "sa_ah")], 3,
+               "mean completion length (tokens)", 1)
+
+
+def _sums_ledger(fig: Figure) -> None:
+    band_lines(fig, [f"{m}, sums task (06)" for m in ("mean", "qae", "mean+clip_higher", "qae+clip_higher")], 3,
+               "first-order dH per unit step")
+
+
+NB05 = NotebookSpec([
+    Shown(rf"entropy \(nats per token\) {SMOOTHED}",
+          lambda f: band_lines(f, METHODS, 3, "entropy (nats per token)", 0)),
+    Shown(r"pass@1 before and after training \(mean over seeds ± std\)", _pass_bars),
+    Shown(r"mean-seed0: detrended variance \S+ \(window 20\), plain variance \S+", _detrended),
+    Shown(rf"zero-advantage fraction {SMOOTHED}", lambda f: band_lines(f, METHODS, 3, "zero-advantage fraction", 0, 1)),
+    Shown(rf"hard-prompt fraction \(p ≤ 1−K\) {SMOOTHED}",
+          lambda f: band_lines(f, METHODS, 3, "hard-prompt fraction (p ≤ 1−K)", 0, 1)),
+    Shown(rf"SA-AH mean weight, negative rollouts {SMOOTHED}",  # only the SA-AH runs log it
+          lambda f: band_lines(f, ["sa_ah", "qae_sa_ah"], 3, "SA-AH mean weight, negative rollouts", 0, 1)),
+    Shown(r"mean completion length \(tokens\): mean over seeds ± std", _composite_length),
+    Shown(r"entropy ledger, whole update: mean over seeds ± std \(20-step average\)", _sums_ledger),
+], probe="""
+def line(method):
+    return next(t for t in curves.view.figure.data if t.name and t.name.startswith(method + " ("))
+def wiggle(y):
+    return sum(abs(b - a) for a, b in zip(y[:-1], y[1:]))
+curves.controls["window"].value = 1
+rough = wiggle(line("mean").y)
+curves.controls["window"].value = 50
+assert "over 50 step(s)" in curves.view.figure.layout.title.text
+assert wiggle(line("mean").y) < rough / 2                 # a longer trailing average smooths the curve
+curves.controls["metric"].value = "saah/w_mean_neg"
+assert "SA-AH" in curves.view.figure.layout.yaxis.title.text
+assert {t.name.split(" (")[0] for t in curves.view.figure.data if t.name} == {"sa_ah", "qae_sa_ah"}
+curves.controls["metric"].value = "qae/zero_adv_frac"
+assert all(0 <= v <= 1 for t in curves.view.figure.data if t.name for v in t.y)
+assert min(line("qae").y) > max(line("mean").y)           # the quantile gate's zeros on top of all-equal groups
+passes.controls["metric"].value = "greedy pass@1"
+assert "greedy" in passes.view.figure.layout.title.text
+old = detrend.view.figure.layout.title.text
+detrend.controls["window"].value = 5
+assert "window 5" in detrend.view.figure.layout.title.text and detrend.view.figure.layout.title.text != old
+""")
+
+# ------------------------------------------------------------------ 06: phenomena in miniature
+
+ENTROPY_METHODS = ["mean", "qae", "mean+clip_higher", "qae+clip_higher"]
+
+
+def _pass_at_k(fig: Figure) -> None:
+    axes(fig, "k (samples)", "pass@k")
+    found = lines(fig, [f"{m}, after" for m in ENTROPY_METHODS] + ["before (every method)"])
+    ks = list(found["before (every method)"]["x"])
+    assert ks == [2 ** i for i in range(len(ks))] and ks[-1] == 32, ks  # powers of two up to 32
+    assert fig.layout["xaxis"]["type"] == "log" and list(fig.layout["xaxis"]["tickvals"]) == ks  # a tick per k
+    assert found["before (every method)"]["line"]["dash"] == "dash"
+    assert centred_bands(fig) == len(ENTROPY_METHODS)
+    for name, t in found.items():
+        assert list(t["x"]) == ks
+        nonincreasing([-v for v in within(t["y"], 0, 1, name)], f"{name}: pass@k falls with k")
+
+
+def _k_sweep(fig: Figure) -> None:
+    axes(fig, "K", "final entropy")
+    sweep = lines(fig, ["final entropy"], 4)["final entropy"]
+    assert list(sweep["x"]) == [0.2, 0.4, 0.6, 0.8], sweep["x"]
+    within(sweep["y"], 0, math.inf)
+    assert centred_bands(fig) == 1, "no seed spread on the K sweep"
+
+
+NB06 = NotebookSpec([
+    Shown(r"entropy \(nats per token\), mean over seeds ± std \(trailing 10-step average\)",
+          lambda f: band_lines(f, ENTROPY_METHODS, 3, "entropy (nats per token)", 0)),
+    Shown(r"entropy ledger, whole update: mean over seeds ± std \(10-step average\)",
+          lambda f: band_lines(f, ENTROPY_METHODS, 3, "first-order dH per unit step")),
+    Shown(r"pass@k before and after training, mean over seeds ± std", _pass_at_k),
+    Shown(r"qae/neg_correct per step \(trailing 10-step average\)",
+          lambda f: band_lines(f, ["mean", "qae", "sa_ah"], 3, "correct responses with A < 0, per step", 0)),
+    Shown(r"completion length \(tokens\), mean over seeds ± std \(20-step average\)",
+          lambda f: band_lines(f, ["mean", "sa_ah"], 3, "completion length (tokens)", 1)),
+    Shown(r"final entropy after training against K", _k_sweep),
+], probe="""
+old = entropy_view.view.figure
+entropy_view.controls["metric"].value = "reward"
+assert entropy_view.view.figure is not old and "reward" in entropy_view.view.figure.layout.title.text
+names = {t.name.split(" (")[0] for t in entropy_view.view.figure.data if t.name}
+assert names == {"mean", "qae", "mean+clip_higher", "qae+clip_higher"}, names
+ledger_view.controls["part"].value = "ledger/dh_hard_neg"
+assert "hard prompts, A < 0" in ledger_view.view.figure.layout.title.text
+# QAE's gate empties this cell with 0/1 rewards: its curve is exactly 0, the mean baseline's is not
+qae = next(t for t in ledger_view.view.figure.data if t.name and t.name.split(" (")[0] == "qae")
+assert all(v == 0 for v in qae.y)
+count_view.controls["metric"].value = "qae/neg_correct_if_mean"
+assert "neg_correct_if_mean" in count_view.view.figure.layout.title.text
+saah_view.controls["metric"].value = "saah/w_mean_neg"
+assert {t.name.split(" (")[0] for t in saah_view.view.figure.data if t.name} == {"sa_ah"}  # only SA-AH logs it
+sweep.controls["quantity"].value = "pass@32"
+assert "pass@32" in sweep.view.figure.layout.title.text and list(sweep.view.figure.data[-1].x) == [0.2, 0.4, 0.6, 0.8]
+assert len(JUDGED) == len(claims.CLAIMS) and all(j.effect is not None for j in JUDGED.values())
+""")
