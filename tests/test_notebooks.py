@@ -60,15 +60,19 @@ def test_badge_install_cell_and_smoke_mode(path):
     assert nb.cells[-1].cell_type == "code" and "check_" in nb.cells[-1].source  # ends with a checked exercise
 
 
-def _a_browser_runs_notebook04_live() -> bool:
-    """tests/test_browser.py runs notebook 04 live in JupyterLab and Chromium where both are here."""
+@pytest.fixture
+def no_browser_runs_notebook04(request):
+    """Skips where this session runs tests/test_browser.py's live notebook 04 (Run All in a real browser, K moved
+    while it trains, Stop, the log checked): JupyterLab, Chromium and Playwright here, and that test collected."""
     from browser import CHROMIUM
 
-    return CHROMIUM is not None and all(importlib.util.find_spec(m) for m in ("jupyterlab", "playwright"))
+    here = CHROMIUM is not None and all(importlib.util.find_spec(m) for m in ("jupyterlab", "playwright"))
+    if here and any(item.name.startswith("test_notebook04_k_slider_reaches_the_run_log")
+                    for item in request.session.items):
+        pytest.skip("tests/test_browser.py runs notebook 04 live in this session, in a real browser")
 
 
-@pytest.mark.skipif(_a_browser_runs_notebook04_live(), reason="tests/test_browser.py runs notebook 04 live here "
-                    "(Run All in a real browser, K moved while it trains, Stop, the log checked)")
+@pytest.mark.usefixtures("no_browser_runs_notebook04")
 def test_notebook04_run_all_in_a_live_session(tmp_path, monkeypatch):
     # tests/test_notebook_runs.py runs it headless (QAE_LAB_HEADLESS=1: the cell after lab.start() waits for the
     # run); here the cells after lab.start() run while training goes on, as after "Run all" in a workshop
