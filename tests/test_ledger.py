@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 from reference import ref_advantages
-from test_trainer import REWARDS, G, make_trainer, rows
+from step_setup import G, REWARDS, make_trainer, rows
 
 from qae_lab.advantages import hard_regime
 from qae_lab.ledger import (
