@@ -42,6 +42,7 @@ from qae_lab._checks import as_real_tensor, check_finite_scalar, check_int, chec
 __all__ = [
     "normalised_entropy",
     "head_normalised_entropy",
+    "normalise_entropy",
     "horizon_weights",
     "selective_horizon_weights",
     "weighted_token_mean",
@@ -153,6 +154,19 @@ def head_normalised_entropy(hidden: torch.Tensor, weight: torch.Tensor, bias: to
         out = [normalised_entropy(torch.nn.functional.linear(h.to(weight.dtype), weight, b) / temperature,
                                   top_k, chunk_rows=chunk_rows) for h in flat.split(chunk_rows)]
     return (torch.cat(out) if out else flat.new_zeros(0)).reshape(hidden.shape[:-1])
+
+
+def normalise_entropy(entropies: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    r"""H~_t = H_t / log V from entropies already computed (e.g. by TRL's fused LM head), clamped to [0, 1].
+
+    SA-AH-GRPO (arXiv 2606.05434), eq. S1 when a forward returned H_t rather than the logits
+    (:func:`normalised_entropy` takes the logits). Detached; keeps the dtype and shape.
+
+    >>> normalise_entropy(torch.tensor([[0.0, 0.5 * math.log(4.0), 2.0]]), 4)   # 2 nats > log 4: clamped
+    tensor([[0.0000, 0.5000, 1.0000]])
+    """
+    check_int(vocab_size, "vocab_size", 2)
+    return (entropies.detach() / math.log(vocab_size)).clamp(0.0, 1.0)
 
 
 def horizon_weights(h_norm, mask, alpha: float) -> torch.Tensor:

@@ -46,7 +46,7 @@ from qae_lab._checks import (as_real_tensor, check_choice, check_finite_scalar, 
                              check_positive)
 from qae_lab.advantages import BASELINES, QUANTILE_METHODS, SCALES, group_advantages, hard_regime
 from qae_lab.entropy_controls import ppo_clip_active
-from qae_lab.horizon import normaliser_factor, selective_horizon_weights
+from qae_lab.horizon import normalise_entropy, normaliser_factor, selective_horizon_weights
 from qae_lab.ledger import LEDGER_FORMS, LEDGER_PARTS, entropy_change_terms, square_sums, update_advantages
 from qae_lab.seqpolicy import _log_softmax, _logits, sequence_positions, space_of, success_rate
 from qae_lab.seqpolicy_ledger import _advantage_table, _expected, _snapshot, split_parts
@@ -149,8 +149,8 @@ def _pass(z: torch.Tensor, pos: tuple, adv: torch.Tensor, lp_old: torch.Tensor, 
         h = -(rows.exp() * rows).sum(-1)  # (S, P, G, L): H(s_t)
         mask = torch.ones(n_seeds * n_prompts * g, l, dtype=z.dtype)
         # w_{i,t} = exp(-alpha sum_{s<=t} H~_s) where SA-AH (A_i < 0) or AH applies, H~ = H / log V
-        w = selective_horizon_weights((h / math.log(v)).clamp(0, 1).reshape(-1, l), mask, adv.reshape(-1), s.alpha,
-                          selective=s.selective).view(lp.shape)
+        w = selective_horizon_weights(normalise_entropy(h, v).reshape(-1, l), mask, adv.reshape(-1), s.alpha,
+                                      selective=s.selective).view(lp.shape)
         # c = sum(m) / sum(w) over each seed's batch, so that the loss is sum(w l) / sum(w): the token-level
         # factor of one seed's batch is the per-row factor of that batch laid out as one row
         c = normaliser_factor(w.reshape(n_seeds, -1), mask.view(n_seeds, -1), per_sequence=True)  # (S, 1)

@@ -52,7 +52,6 @@ Departures, and why:
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import torch
 from trl import GRPOTrainer
@@ -63,7 +62,7 @@ from qae_lab.behaviour import behaviour_stats, diversity_stats
 from qae_lab.config import QAEConfig
 from qae_lab.entropy_controls import sign_masked_advantages
 from qae_lab.generation import generation_policy, silence_trl_deprecation
-from qae_lab.horizon import head_normalised_entropy
+from qae_lab.horizon import head_normalised_entropy, normalise_entropy
 from qae_lab.loss import LossOutput, LossScale, LossSettings, grpo_loss
 from qae_lab.knobs import Knobs
 from qae_lab.methods import (ADVANTAGE_STAT_METRICS, BEHAVIOUR_PREFIX, QAE_K, QAE_NEG_CORRECT_IF_MEAN,
@@ -329,7 +328,7 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         h_norm = None
         if settings.token_weighting != "none" and top_k is None:  # H~_t = H_t / log V
             vocab = self.accelerator.unwrap_model(self.model).config.get_text_config().vocab_size
-            h_norm = (entropies.detach().float() / math.log(vocab)).clamp(0.0, 1.0)
+            h_norm = normalise_entropy(entropies.float(), vocab)
         elif top_k is not None:  # the hidden state at position p predicts token p + 1, as the fused head scores it
             head = self.accelerator.unwrap_model(model).get_output_embeddings()
             h_norm = head_normalised_entropy(torch.cat(hidden), head.weight, head.bias, temperature=self.temperature,
