@@ -1,5 +1,6 @@
-"""Helpers of tests/test_browser.py: a JupyterLab server serving a copy of one notebook, and a
-Playwright page that works that notebook as a person does (Run All, a slider moved with the keyboard).
+"""Helpers of tests/test_browser.py: a JupyterLab server and a Chromium per test process, a copy of a
+notebook per test, and a Playwright page that works that notebook as a person does (Run All, a
+slider moved with the keyboard).
 
 Every wait here is a hang guard (minutes), never a statement about speed: the tests assert what
 the notebooks promise, however slow the machine. Playwright is imported by the tests, not here,
@@ -8,6 +9,7 @@ so this module imports without it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -56,77 +58,179 @@ def wait_until(predicate, timeout: float, what: str, poll: float = 0.5):
     raise AssertionError(f"no {what} after {timeout:.0f} s (a hang guard, not a speed limit)")
 
 
-@contextmanager
-def jupyterlab(tmp_path: Path, notebook: str, env: dict[str, str]):
-    """A JupyterLab server on 127.0.0.1 with token auth, serving a copy of ``notebooks/<notebook>``.
+class LabServer:
+    """One JupyterLab server on 127.0.0.1 with token auth, serving ``<base>/lab``: started once per test
+    process and shared by its browser tests (each opens its own copy of a notebook: :meth:`notebook`).
 
-    The copy sits in ``<tmp>/lab`` next to a link ``data -> <repo>/data``, so that the notebook finds
-    what it reads relative to the repository (``data/reference_runs``: notebooks 05 and 06 look
-    for it upwards from the cwd, :func:`qae_lab.compare.find_reference_runs`) however qae_lab is
-    installed, and writes what it writes (notebook 04's ``runs/``) into the tmp dir, not the repo.
-    Config, settings and workspaces live in ``tmp_path`` (no news or update pop-ups).
-    Yields ``{"url", "root", "log"}``.
+    A notebook's kernel gets the environment its test asks for through a kernelspec of its own
+    (``<base>/jupyter/kernels/qae-<hash>/kernel.json``, named in the copy's metadata): the server's
+    environment plus the test's. Config, settings and workspaces live under ``base`` (no news or
+    update pop-ups).
     """
-    root = tmp_path / "lab"
-    root.mkdir()
-    shutil.copy(REPO / "notebooks" / notebook, root / notebook)
-    (root / "data").symlink_to(REPO / "data", target_is_directory=True)
-    port, token = free_port(), secrets.token_hex(16)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1",
-           "JUPYTER_CONFIG_DIR": str(tmp_path / "config"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
-           "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"),
-           "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces"), **env}
-    env.pop("QAE_LAB_HEADLESS", None)  # somebody (the browser) is at this notebook: nothing may block
-    notes = tmp_path / "settings" / "@jupyterlab" / "apputils-extension"  # no news / update pop-ups
-    notes.mkdir(parents=True)
-    (notes / "notification.jupyterlab-settings").write_text('{"fetchNews": "false", "checkForUpdates": false}')
-    cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
-           f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
-           f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True", "--LabApp.news_url=",
-           "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", "--LabApp.extension_manager=readonly",
-           "--ServerApp.terminals_enabled=False"]
-    if hasattr(os, "geteuid") and os.geteuid() == 0:  # CI containers run as root
-        cmd.append("--allow-root")
-    log_path = tmp_path / "jupyter.log"
-    log = log_path.open("w")
-    server = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=root)
-    base = f"http://127.0.0.1:{port}"
 
-    def up():
+    def __init__(self, base: Path):
+        self.base, self.root, self.kernels = base, base / "lab", base / "jupyter" / "kernels"
+        self.root.mkdir(parents=True)
+        self.kernels.mkdir(parents=True)
+        # notebooks 05 and 06 look for data/reference_runs upwards from their folder
+        # (qae_lab.compare.find_reference_runs): one link for every copy, however qae_lab is installed
+        (self.root / "data").symlink_to(REPO / "data", target_is_directory=True)
+        self.token, port = secrets.token_hex(16), free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1",
+               "JUPYTER_CONFIG_DIR": str(base / "config"), "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
+               "JUPYTER_PATH": str(base / "jupyter"), "JUPYTERLAB_SETTINGS_DIR": str(base / "settings"),
+               "JUPYTERLAB_WORKSPACES_DIR": str(base / "workspaces")}
+        env.pop("QAE_LAB_HEADLESS", None)  # somebody (the browser) is at these notebooks: nothing may block
+        notes = base / "settings" / "@jupyterlab" / "apputils-extension"  # no news / update pop-ups
+        notes.mkdir(parents=True)
+        (notes / "notification.jupyterlab-settings").write_text('{"fetchNews": "false", "checkForUpdates": false}')
+        cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
+               f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={self.token}",
+               f"--ServerApp.root_dir={self.root}", "--LabApp.expose_app_in_browser=True", "--LabApp.news_url=",
+               "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+               "--LabApp.extension_manager=readonly", "--ServerApp.terminals_enabled=False"]
+        if hasattr(os, "geteuid") and os.geteuid() == 0:  # CI containers run as root
+            cmd.append("--allow-root")
+        self.log = base / "jupyter.log"
+        self._log = self.log.open("w")
+        self.process = subprocess.Popen(cmd, env=env, stdout=self._log, stderr=subprocess.STDOUT, cwd=self.root)
+        self.opened = 0
         try:
-            with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=5) as r:
-                return r.status == 200
+            wait_until(self._up, HANG, "JupyterLab answering")
+        except BaseException:
+            self.close()
+            raise
+
+    def _api(self, method: str, path: str):
+        request = urllib.request.Request(f"{self.url}/api/{path}", method=method,
+                                         headers={"Authorization": f"token {self.token}"})
+        with urllib.request.urlopen(request, timeout=30) as r:
+            body = r.read()
+        return json.loads(body) if body else None
+
+    def _up(self) -> bool:
+        try:
+            self._api("GET", "status")
+            return True
         except OSError:
-            if server.poll() is not None:
-                raise AssertionError("JupyterLab exited:\n" + log_path.read_text()[-3000:]) from None
+            if self.process.poll() is not None:
+                raise AssertionError("JupyterLab exited:\n" + self.log.read_text()[-3000:]) from None
             return False
 
-    try:
-        wait_until(up, HANG, "JupyterLab answering")
-        yield {"url": f"{base}/lab/tree/{notebook}?token={token}", "root": root, "log": log_path}
-    finally:
-        server.terminate()
+    def kernelspec(self, env: dict[str, str]) -> str:
+        """The name of a Python kernelspec whose kernels run with ``env`` added to the server's environment."""
+        name = "qae-" + hashlib.sha1(json.dumps(env, sort_keys=True).encode()).hexdigest()[:12]
+        spec = self.kernels / name / "kernel.json"
+        if not spec.exists():
+            spec.parent.mkdir()
+            spec.write_text(json.dumps({"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                                        "display_name": f"Python 3 ({name})", "language": "python", "env": env}))
+        return name
+
+    @contextmanager
+    def notebook(self, notebook: str, env: dict[str, str]):
+        """A copy of ``notebooks/<notebook>`` in a folder of its own (what it writes, such as notebook
+        04's ``runs/``, stays there), set to open with a kernel that has ``env``. Yields
+        ``{"path", "root", "log", "kernel"}``: the copy's path under the server's root, its folder, the
+        server's log, the kernelspec's name. On leaving, every kernel of the server is shut down."""
+        self.opened += 1
+        root = self.root / f"{self.opened:02d}-{notebook[:2]}"
+        root.mkdir()
+        nb = json.loads((REPO / "notebooks" / notebook).read_text())
+        name = self.kernelspec(env)
+        nb.setdefault("metadata", {})["kernelspec"] = {"name": name, "display_name": f"Python 3 ({name})",
+                                                       "language": "python"}
+        (root / notebook).write_text(json.dumps(nb))
         try:
-            server.wait(30)
+            yield {"path": f"{root.name}/{notebook}", "root": root, "log": self.log, "kernel": name}
+        finally:
+            self.shutdown_kernels()
+
+    def shutdown_kernels(self) -> None:
+        """Shut down every kernel the server runs (its notebooks' sessions included); wait until they are gone."""
+        for session in self._api("GET", "sessions"):
+            self._api("DELETE", f"sessions/{session['id']}")
+        for kernel in self._api("GET", "kernels"):
+            self._api("DELETE", f"kernels/{kernel['id']}")
+
+    def close(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(30)
         except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(30)
-        log.close()
+            self.process.kill()
+            self.process.wait(30)
+        self._log.close()
 
 
 @contextmanager
-def chromium_page():
-    """A headless Chromium page (Debian's chromium, driven by Playwright)."""
+def chromium():
+    """A headless Chromium (Debian's chromium, driven by Playwright); pages from :func:`new_page`."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page(viewport=VIEWPORT)
-            page.set_default_timeout(HANG * 1000)
-            yield page
+            yield browser
         finally:
             browser.close()
+
+
+class LabApp:
+    """JupyterLab open in a headless Chromium page, shared by a test process's browser tests: the app
+    loads once, and each test opens its notebook in it (:meth:`open`) as a person opens a file, then
+    closes it. A test that fails leaves the page behind: the next one loads the app afresh.
+    """
+
+    def __init__(self, browser, server: LabServer):
+        self.browser, self.server, self.context, self.page, self.loads = browser, server, None, None, 0
+
+    def _load(self) -> None:
+        self.context = self.browser.new_context(viewport=VIEWPORT)
+        page = self.context.new_page()
+        page.set_default_timeout(HANG * 1000)
+        self.loads += 1  # a fresh workspace: nothing of an earlier load is restored
+        page.goto(f"{self.server.url}/lab/workspaces/tests{self.loads}?token={self.server.token}")
+        page.wait_for_function("() => window.jupyterapp && window.jupyterapp.serviceManager.isReady"
+                               " && document.querySelector('.jp-DirListing')")
+        # the figure reader and the cell finders, as a page script; the file browser closed: a wider notebook
+        page.add_script_tag(content=f"window.__qaeFigure = {_JS_FIGURE};\n{_JS_CELL_FINDERS}")
+        page.evaluate("() => window.jupyterapp.shell.collapseLeft()")
+        self.page = page
+
+    def _drop(self) -> None:
+        if self.context is not None:
+            self.context.close()
+        self.context = self.page = None
+
+    @contextmanager
+    def open(self, notebook: str, env: dict[str, str], screenshot: str):
+        """Open a fresh copy of ``notebooks/<notebook>`` whose kernel has ``env`` (:meth:`LabServer.notebook`);
+        yields ``(Notebook, {"path", "root", "log", "kernel"})``. On an exception inside:
+        ``<artifacts>/<screenshot>_failure.png``, then the exception."""
+        with self.server.notebook(notebook, env) as opened:
+            if self.page is None:
+                self._load()
+            done = False
+            try:
+                nb = Notebook(self.page, opened["path"], notebook, opened["kernel"])
+                yield nb, opened
+                done = True
+            except BaseException:
+                try:
+                    self.page.screenshot(path=str(artifacts_dir() / f"{screenshot}_failure.png"))
+                except Exception as err:  # noqa: BLE001 (the page itself may be what failed: keep the first error)
+                    print(f"no failure screenshot: {err}", file=sys.stderr)
+                raise
+            finally:
+                if done:  # the notebook's kernel shut down and its panel closed (no "save changes?" question)
+                    self.page.evaluate("() => window.__nb.sessionContext.shutdown().then(() => window.__nb.dispose())")
+                else:
+                    self._drop()
+
+    def close(self) -> None:
+        self._drop()
 
 
 # ------------------------------------------------------------------ JavaScript run in the page
@@ -235,17 +339,19 @@ _JS_HEADINGS = """() => [...document.querySelectorAll('.jp-MarkdownCell .jp-Rend
 class Notebook:
     """The notebook open in a JupyterLab page, worked as a person works it."""
 
-    def __init__(self, page, url: str, name: str):
+    def __init__(self, page, path: str, name: str, kernel: str):
+        """Open ``path`` (under the server's root) in the JupyterLab app on ``page``, as File > Open does;
+        wait until its kernel is idle, and check that it is the kernelspec ``kernel`` named in its metadata."""
         self.page, self.name = page, name
-        page.goto(url, timeout=HANG * 1000)
-        page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
-                               " && window.jupyterapp.shell.currentWidget.sessionContext"
-                               " && document.querySelector('.jp-Notebook .jp-Cell')", timeout=HANG * 1000)
-        # the figure reader and the cell finders, as a page script
-        page.add_script_tag(content=f"window.__qaeFigure = {_JS_FIGURE};\n{_JS_CELL_FINDERS}")
-        page.evaluate("() => { window.__nb = window.jupyterapp.shell.currentWidget;"
-                      " window.jupyterapp.shell.collapseLeft(); }")  # file browser closed: wider notebook
-        page.wait_for_function(_JS_KERNEL_IDLE, timeout=HANG * 1000)  # the kernel is up before Run All
+        page.evaluate("async (p) => { await window.jupyterapp.serviceManager.kernelspecs.refreshSpecs();"
+                      " await window.jupyterapp.commands.execute('docmanager:open', {path: p}); }", path)
+        page.wait_for_function("(p) => { const w = window.jupyterapp.shell.currentWidget;"
+                               " return w && w.context && w.context.path === p && w.sessionContext"
+                               " && w.node.querySelector('.jp-Notebook .jp-Cell'); }", arg=path)
+        page.evaluate("() => { window.__nb = window.jupyterapp.shell.currentWidget; }")
+        page.wait_for_function(_JS_KERNEL_IDLE)  # the kernel is up before Run All
+        running = page.evaluate("() => window.__nb.sessionContext.session.kernel.name")
+        assert running == kernel, f"{name}: opened with the kernel {running!r}, not its own {kernel!r}"
 
     def run_all(self) -> None:
         """Run > Run All Cells, then wait until it has ended (every cell ran, or one failed)."""
@@ -280,6 +386,10 @@ class Notebook:
             "([m, n]) => { const c = window.__qaeCell(m); return c.model.executionCount !== n"
             " && !((c.node.querySelector('.jp-InputArea-prompt') || {}).textContent || '').includes('*'); }",
             arg=[marker, before], timeout=HANG * 1000)
+
+    def save(self) -> None:
+        """File > Save: the notebook, with its outputs, written to its file."""
+        self.page.evaluate("() => window.__nb.context.save()")
 
     def errors(self) -> list[str]:
         """Every stderr or error output, on the page and in the notebook model."""
@@ -325,24 +435,11 @@ class Notebook:
             self.page.evaluate("(i) => document.querySelector(`[data-qae-heading=\"${i}\"]`)"
                                ".scrollIntoView({block: 'start'})", i)
             self.page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
-            time.sleep(0.5)  # plotly re-lays out a figure scrolled into view
+            time.sleep(0.25)  # plotly re-lays out a figure scrolled into view
             path = out / f"{prefix}_{name}{suffix}.png"
             self.page.screenshot(path=str(path))
             saved.append(path)
         return saved
-
-
-@contextmanager
-def screenshot_on_failure(page, name: str):
-    """On an exception inside: ``<artifacts>/<name>_failure.png``, then the exception."""
-    try:
-        yield
-    except BaseException:
-        try:
-            page.screenshot(path=str(artifacts_dir() / f"{name}_failure.png"))
-        except Exception as err:  # noqa: BLE001 (the page itself may be what failed: keep the first error)
-            print(f"no failure screenshot: {err}", file=sys.stderr)
-        raise
 
 
 class Control:

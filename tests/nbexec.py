@@ -7,6 +7,7 @@ first, added cell wraps plotly's two display hooks so that each figure shown (a 
 or one drawn into a view's ``Output``: :class:`qae_lab.views.FigureView`) is recorded with the
 cell that showed it; a last, added cell writes the records to a JSON file. An optional ``probe``
 cell runs before that one, in the notebook's kernel (a slider moved, its figure asserted).
+tests/test_browser.py records a notebook run in a real browser the same way (:func:`collect`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ NB_DIR = REPO / "notebooks"
 TIMEOUT = 900  # s per cell: a hang guard, never a statement about speed
 
 # the kernel's first cell: every figure shown is recorded (cell = IPython's count of the cell running)
-_RECORD = """\
+RECORD = """\
 import plotly.basedatatypes as _qae_bdt
 _qae_shown = []
 def _qae_recording(method):
@@ -37,7 +38,7 @@ for _qae_name in ("_repr_mimebundle_", "_ipython_display_"):
 """
 
 # the kernel's last cell: the records, as JSON (numpy arrays and tuples as lists)
-_DUMP = """\
+DUMP = """\
 import json as _qae_json
 with open({path!r}, "w") as _qae_file:
     _qae_json.dump(_qae_shown, _qae_file, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o))
@@ -97,23 +98,41 @@ class Figure:
 
 @dataclass
 class Executed:
-    """A notebook after :func:`execute`: the executed notebook, its folder and the figures its own cells showed."""
+    """An executed notebook: the notebook with its outputs, its folder, the range of its own cells
+    (cells added to run it are outside), and the figures shown: by its own cells, and by anything
+    else (the probe, a control moved in a browser)."""
 
     nb: nbformat.NotebookNode
     folder: Path
+    own: range
     figures: list[Figure] = field(default_factory=list)
     probe_figures: list[Figure] = field(default_factory=list)
 
+    def own_cells(self) -> list:
+        return [self.nb.cells[i] for i in self.own]
+
     def outputs(self, marker: str) -> str:
         """The text (streams and plain-text results) of the one code cell whose source holds ``marker``."""
-        cells = [c for c in self.nb.cells if c.cell_type == "code" and marker in c.source]
+        cells = [c for c in self.own_cells() if c.cell_type == "code" and marker in c.source]
         assert len(cells) == 1, f"{len(cells)} code cells hold {marker!r}"
         return "".join(o.get("text", "") or o.get("data", {}).get("text/plain", "") for o in cells[0].outputs)
 
     def stderr(self) -> list[tuple[str, str]]:
         """(cell source, text) of every stderr stream the notebook's own cells wrote."""
-        return [(c.source, o.text) for c in self.nb.cells[1:] if c.cell_type == "code" for o in c.outputs
+        return [(c.source, o.text) for c in self.own_cells() if c.cell_type == "code" for o in c.outputs
                 if o.output_type == "stream" and o.name == "stderr"]
+
+
+def collect(nb: nbformat.NotebookNode, folder: Path, own: range, record: Path) -> Executed:
+    """The figures recorded by :data:`RECORD` (dumped by :data:`DUMP` to ``record``), each given the cell that
+    showed it: the cell with its execution count when that is one of the notebook's own, else a probe's."""
+    by_count = {c.execution_count: i for i, c in enumerate(nb.cells) if c.cell_type == "code"}
+    run = Executed(nb, folder, own)
+    for count, raw in json.loads(record.read_text()):
+        i = by_count.get(count)
+        fig = Figure(raw, nb.cells[i].source if i is not None else "")
+        (run.figures if i in own else run.probe_figures).append(fig)
+    return run
 
 
 def execute(name: str, tmp_path: Path, probe: str = "") -> Executed:
@@ -128,17 +147,10 @@ def execute(name: str, tmp_path: Path, probe: str = "") -> Executed:
     (folder / "data").symlink_to(REPO / "data", target_is_directory=True)
     record = tmp_path / "figures.json"
     nb = nbformat.read(folder / name, as_version=4)
-    own = len(nb.cells)
-    nb.cells.insert(0, nbformat.v4.new_code_cell(_RECORD))
+    own = range(1, len(nb.cells) + 1)
+    nb.cells.insert(0, nbformat.v4.new_code_cell(RECORD))
     extra = [probe] if probe else []
-    nb.cells += [nbformat.v4.new_code_cell(code) for code in [*extra, _DUMP.format(path=str(record))]]
+    nb.cells += [nbformat.v4.new_code_cell(code) for code in [*extra, DUMP.format(path=str(record))]]
     NotebookClient(nb, timeout=TIMEOUT, kernel_name="python3",
                    resources={"metadata": {"path": str(folder)}}).execute()
-    by_count = {c.execution_count: i for i, c in enumerate(nb.cells) if c.cell_type == "code"}
-    run = Executed(nb, folder)
-    for count, raw in json.loads(record.read_text()):
-        i = by_count.get(count)
-        assert i is not None, f"{name}: a figure shown outside any cell (execution count {count})"
-        fig = Figure(raw, nb.cells[i].source)
-        (run.figures if 1 <= i <= own else run.probe_figures).append(fig)
-    return run
+    return collect(nb, folder, own, record)

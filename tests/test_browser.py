@@ -5,12 +5,19 @@ ended, no cell (nor any Output widget) shows an error or anything on stderr, and
 figure has a drawn plot area. Then one control is moved as a person moves it (the keyboard on a
 slider, a choice in a dropdown) and the figure under it must change. One screenshot per ``## ``
 section goes to ``$QAE_LAB_ARTIFACTS`` (default ``<repo>/.artifacts``), and one on failure.
+With plain figures (the default), every figure shown is recorded, the spec's probe runs in the
+kernel, and the saved notebook gets tests/test_notebook_runs.py's checks (tests/notebook_specs.py),
+which then skips its headless run of the notebook.
 
 Notebook 04 (a live training run) also: the K slider is moved while the model trains, then Stop
 is pressed; the run's log must record, at every step, the K that the controls say was in force
 (a change the kernel received while step ``s`` ran applies from step ``s + 1``:
 ``Controls.changes``), and the run must end at a step boundary with a checkpoint. Twice: the
 dashboard as a plotly FigureWidget, and re-drawn as a plain figure (the default, Colab's path).
+
+Each test process starts one JupyterLab server and one Chromium, and loads the app once (the ``lab``
+fixture); each test opens its own copy of its notebook in it, with a kernel that has the test's
+environment, and closes it (kernel shut down) when it ends. After a failure the app loads afresh.
 
 No assertion here depends on the machine's speed: every wait is a hang guard (minutes), and what
 is compared is what the software records, never wall-clock events.
@@ -23,17 +30,20 @@ from __future__ import annotations
 
 import re
 
+import nbformat
 import pytest
 from browser import (
     CHROMIUM,
     HANG,
     REPO,
+    LabApp,
+    LabServer,
     Notebook,
-    chromium_page,
-    jupyterlab,
-    screenshot_on_failure,
+    chromium,
     wait_until,
 )
+from nbexec import DUMP, RECORD, collect
+from notebook_specs import NOTEBOOKS, check_run
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (.ci/run installs Debian's "
                                 "chromium; locally: apt-get install chromium): browser test skipped")
@@ -56,10 +66,23 @@ MOVES = {
 }
 
 
-@pytest.fixture
-def sync_api():
+@pytest.fixture(scope="session")
+def lab():
+    """JupyterLab in a headless Chromium, shared by this test process's browser tests: one server, one
+    browser, the app loaded once; each test opens its own copy of its notebook in it (:class:`LabApp`)."""
     pytest.importorskip("jupyterlab", reason="jupyterlab not installed (lab extra)")
-    return pytest.importorskip("playwright.sync_api", reason="playwright not installed (dev extra)")
+    pytest.importorskip("playwright.sync_api", reason="playwright not installed (dev extra)")
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory(prefix="qae-lab-browser-") as base, chromium() as browser:
+        server = LabServer(Path(base))
+        app = LabApp(browser, server)
+        try:
+            yield app
+        finally:
+            app.close()
+            server.close()
 
 
 def _assert_clean(nb: Notebook, when: str) -> None:
@@ -79,14 +102,16 @@ def _prefix(notebook: str) -> str:
     return f"nb{notebook[:2]}"
 
 
+@pytest.mark.slow(seconds=35)
 @pytest.mark.parametrize("notebook,plots", [*((name, "static") for name in MOVES),
                                              ("02_two_regime_gating_and_sparsity.ipynb", "widget")],
                          ids=lambda v: v[:2] if v.endswith(".ipynb") else v)
-def test_notebook_runs_clean_and_its_controls_redraw(sync_api, tmp_path, notebook, plots):
+def test_notebook_runs_clean_and_its_controls_redraw(lab, notebook, plots):
     suffix = "" if plots == "static" else f"_{plots}"
-    with jupyterlab(tmp_path, notebook, {"QAE_LAB_SMOKE": "1", "QAE_LAB_PLOTS": plots}) as lab, \
-            chromium_page() as page, screenshot_on_failure(page, _prefix(notebook) + suffix):
-        nb = Notebook(page, lab["url"], notebook)
+    with lab.open(notebook, {"QAE_LAB_SMOKE": "1", "QAE_LAB_PLOTS": plots}, _prefix(notebook) + suffix) as (nb, opened):
+        checked = plots == "static"  # tests/test_notebook_runs.py's checks, made here on this run
+        if checked:
+            nb.execute(RECORD)  # every figure shown from now on is recorded (as tests/nbexec.py does)
         nb.run_all()
         _assert_clean(nb, "after Run All")
         _assert_figures_drawn(nb)
@@ -110,6 +135,14 @@ def test_notebook_runs_clean_and_its_controls_redraw(sync_api, tmp_path, noteboo
         assert figure["drawn"] > 0 and figure["width"] > 0, f"{notebook}: the redrawn figure is empty: {figure}"
         _assert_clean(nb, f"after moving {label!r}")
         nb.screenshot_sections(_prefix(notebook), suffix)
+        if checked:  # the spec's probe in the kernel, then the figures and outputs of the saved notebook
+            spec, record = NOTEBOOKS[notebook], opened["root"] / "figures.json"
+            if spec.probe:
+                nb.execute(spec.probe)
+            nb.execute(DUMP.format(path=str(record)))
+            nb.save()
+            saved = nbformat.read(opened["root"] / notebook, as_version=4)
+            check_run(notebook, collect(saved, opened["root"], range(len(saved.cells)), record))
 
 
 def _log_rows(root) -> list[dict]:
@@ -120,13 +153,13 @@ def _log_rows(root) -> list[dict]:
     return step_rows(read_log(logs[-1])) if logs else []
 
 
+@pytest.mark.slow(seconds=45)
 @pytest.mark.parametrize("plots", ["widget", "static"])
-def test_notebook04_k_slider_reaches_the_run_log(sync_api, tmp_path, plots):
+def test_notebook04_k_slider_reaches_the_run_log(lab, plots):
     env = {"QAE_LAB_PLOTS": plots, "QAE_LAB_SMOKE": "1", "QAE_LAB_LIVE_STEPS": str(LIVE_STEPS)}
     suffix = "" if plots == "static" else f"_{plots}"
-    with jupyterlab(tmp_path, NOTEBOOK04, env) as lab, chromium_page() as page, \
-            screenshot_on_failure(page, "nb04" + suffix):
-        nb = Notebook(page, lab["url"], NOTEBOOK04)
+    with lab.open(NOTEBOOK04, env, "nb04" + suffix) as (nb, opened):
+        page = nb.page
         nb.run_all()  # the run goes on in its thread; the cells below it have run
         _assert_clean(nb, "after Run All")
         assert "steps logged so far" in nb.cell_text("rows = lab.logged_steps()")  # "What the log recorded"
@@ -135,13 +168,13 @@ def test_notebook04_k_slider_reaches_the_run_log(sync_api, tmp_path, plots):
         nb.scroll_to("lab = LiveRun(trainer)")  # up to the controls and the dashboard
         slider = page.locator(".widget-slider", has_text="K (QAE)")
         slider.wait_for(timeout=HANG * 1000)
-        wait_until(lambda: _log_rows(lab["root"]), HANG, "first logged step")
+        wait_until(lambda: _log_rows(opened["root"]), HANG, "first logged step")
         # a person's move: focus the slider's handle and press the right arrow 4 times (step 0.05)
         slider.locator(".noUi-handle").focus()
         for _ in range(4):
             page.keyboard.press("ArrowRight")
         wait_until(lambda: "0.60" in slider.locator(".widget-readout").inner_text(), HANG, "readout 0.60")
-        wait_until(lambda: any(r["qae/k"] == pytest.approx(0.6) for r in _log_rows(lab["root"])), HANG,
+        wait_until(lambda: any(r["qae/k"] == pytest.approx(0.6) for r in _log_rows(opened["root"])), HANG,
                    "logged step with K = 0.6")
         # the dashboard (a FigureWidget, or a plain figure re-drawn from the training thread) shows it
         page.get_by_text(re.compile(r"step \d+ / \d+: K = 0\.60")).first.wait_for(timeout=HANG * 1000)
@@ -167,7 +200,7 @@ def test_notebook04_k_slider_reaches_the_run_log(sync_api, tmp_path, plots):
             assert row["qae/k"] == pytest.approx(expected), (row["step"], row["qae/k"], ks)
         assert rows[-1]["step"] > ks[-1][0], (rows[-1], ks)  # the last move reached the log
         assert len(rows) < LIVE_STEPS  # Stop ended the run, not max_steps
-        ckpt = next(lab["root"].glob("runs/*")) / f"checkpoint-{rows[-1]['step']}"
+        ckpt = next(opened["root"].glob("runs/*")) / f"checkpoint-{rows[-1]['step']}"
         assert (ckpt / "trainer_state.json").is_file()
 
         # "What the log recorded", run again by hand after the run: every step, no error

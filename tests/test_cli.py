@@ -190,6 +190,7 @@ def test_command_line_quotes_values():
         "python -m qae_lab train --preset cpu-demo --set 'report_to=[\"a b\"]'"
 
 
+@pytest.mark.slow(seconds=8)
 def test_console_script_and_module_entry_point():
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts == {"qae-lab": "qae_lab.cli:main"}

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import random
 import re
-import subprocess
-import sys
+from pathlib import Path
 
 import pytest
 
@@ -116,14 +115,23 @@ def test_length_buckets_give_the_batch_gradient():
     assert all(torch.allclose(a, p.grad, rtol=1e-6, atol=1e-8) for a, p in zip(whole, model.parameters()))
 
 
-def test_command_line_help():
-    out = subprocess.run([sys.executable, "-m", "qae_lab.embedded", "--help"], capture_output=True, text=True,
-                         check=True).stdout
-    assert "--steps" in out and "--out" in out and "--task" in out
-    bad = subprocess.run([sys.executable, "-m", "qae_lab.embedded", "--steps", "0"], capture_output=True, text=True)
-    assert bad.returncode != 0 and "--steps" in bad.stderr
+def test_command_line_help(capsys):
+    """``python -m qae_lab.embedded`` is its ``main`` (the module's last line): its help, and a refused --steps."""
+    from qae_lab import embedded
+    from qae_lab.embedded import main
+
+    assert (Path(embedded.__file__).read_text().rstrip().splitlines()[-2:]
+            == ['if __name__ == "__main__":', "    main()"])
+    with pytest.raises(SystemExit) as done:
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert done.value.code == 0 and "--steps" in out and "--out" in out and "--task" in out
+    with pytest.raises(SystemExit) as bad:
+        main(["--steps", "0"])
+    assert bad.value.code != 0 and "--steps" in capsys.readouterr().err
 
 
+@pytest.mark.slow(seconds=7)
 def test_committed_model_lands_in_its_measured_band():
     """The committed model, evaluated offline on CPU: the band measured at build time (data/embedded/README.md:
     sampled pass@1 0.38, pass@8 0.89, greedy 0.76 on 500 problems) with room for sampling noise on 100."""

@@ -8,7 +8,6 @@ past the last cell) where tests/test_browser.py cannot show that in a real brows
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from pathlib import Path
@@ -64,11 +63,10 @@ def test_badge_install_cell_and_smoke_mode(path):
 def no_browser_runs_notebook04(request):
     """Skips where this session runs tests/test_browser.py's live notebook 04 (Run All in a real browser, K moved
     while it trains, Stop, the log checked): JupyterLab, Chromium and Playwright here, and that test collected."""
-    from browser import CHROMIUM
+    from notebook_specs import browser_runs
 
-    here = CHROMIUM is not None and all(importlib.util.find_spec(m) for m in ("jupyterlab", "playwright"))
-    if here and any(item.name.startswith("test_notebook04_k_slider_reaches_the_run_log")
-                    for item in request.session.items):
+    if any(browser_runs(request.session, f"test_notebook04_k_slider_reaches_the_run_log[{plots}]")
+           for plots in ("widget", "static")):
         pytest.skip("tests/test_browser.py runs notebook 04 live in this session, in a real browser")
 
 

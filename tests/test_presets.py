@@ -81,7 +81,7 @@ def test_checkpointing_can_be_set_from_the_command_line(value, tmp_path):
         assert getattr(cfg, field) is value and cfg.gradient_checkpointing is value
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=8)
 def test_the_gpu_preset_dry_run_from_the_issue_in_a_fresh_process(tmp_path):
     # the command that failed with "unknown field(s) 'activation_checkpointing'" on transformers 5.17
     out = subprocess.run([sys.executable, "-m", "qae_lab", "train", "--preset", "qwen2.5-1.5b-gsm8k",

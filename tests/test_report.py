@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from qae_lab.report import write_report
 
 
@@ -22,6 +24,7 @@ def test_report_is_one_self_contained_file(tmp_path):
     assert "<script" in html and "src=\"http" not in html  # plotly.js inlined: opens offline
 
 
+@pytest.mark.slow(seconds=12)
 def test_training_and_run_folder_code_load_no_plotting_or_widgets():
     # a fresh interpreter: importing the command line, the run, the trainer and the run folder draws nothing
     code = ("import sys, qae_lab.cli, qae_lab.run, qae_lab.trainer, qae_lab.callbacks, qae_lab.checkpoints, "

@@ -44,6 +44,7 @@ def test_property_table_marks_each_band():
     assert set(TARGETS) >= {"distinct_correct", "hard_frac", "reflect_frac"}
 
 
+@pytest.mark.slow(seconds=25)
 def test_the_committed_sums_model_offers_what_the_phenomena_need(sums_policy):
     """The committed model on fresh problems, smaller than the README's measurement (data/embedded_sums/README.md)
     and with looser bands for the sampling noise of 40 prompts."""

@@ -95,9 +95,11 @@ def read_ranks(out: Path, name: str, log: str) -> list[dict]:
     return [json.loads(p.read_text()) for p in paths]
 
 
-@pytest.mark.slow
-def test_two_processes_same_advantages_as_one(two_process_run):
+@pytest.mark.slow(seconds=14)
+def test_two_processes_same_advantages_and_gradients_as_one(two_process_run):
+    """One two-process run (a single test: its run is built once, in one test process) checked twice over."""
     out, log = two_process_run
+    # the advantages: each rank its own slice of those of the whole batch on one process
     ranks = read_ranks(out, "adv", log)
     want = group_advantages(torch.tensor(MP_REWARDS), G, eps=1e-4).tolist()
     assert want == pytest.approx(qae_advantages(MP_REWARDS), abs=1e-6)
@@ -107,12 +109,8 @@ def test_two_processes_same_advantages_as_one(two_process_run):
         assert got["logged"] == pytest.approx(want, abs=1e-6)  # the gathered batch in the completion table
         assert got["zero_adv_frac"] == [pytest.approx(7 / 12)]
 
-
-@pytest.mark.slow
-def test_two_processes_sparse_update_same_gradient(two_process_run):
-    # sparse skipping leaves a different number of rows on each rank; TRL's loss then gathers
+    # sparse updates: skipping leaves a different number of rows on each rank; TRL's loss then gathers
     # per-row metrics and reduces per-token ones across ranks, which needs every rank to take part
-    out, log = two_process_run
     for name, kept in (("uneven", [2, 3]), ("allzero", [0, 2])):
         ranks = read_ranks(out, name, log)
         assert [r["kept"] for r in ranks] == kept
