@@ -29,7 +29,8 @@ else:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config):
-    """``-n auto --dist load --maxschedchunk 1`` where pytest-xdist is loaded and no ``-n`` was given (not in its workers).
+    """``-n auto --dist load --maxschedchunk 1`` where pytest-xdist is loaded and no ``-n`` was given
+    (not in its workers).
 
     Set here rather than in pyproject's addopts, which would make ``-p no:xdist`` an error (an unknown ``-n``).
     Runs before xdist's own hook of the same name, which turns ``auto`` into a number of workers.

@@ -69,7 +69,7 @@ class LabServer:
     """
 
     def __init__(self, base: Path):
-        self.base, self.root, self.kernels = base, base / "lab", base / "jupyter" / "kernels"
+        self.root, self.kernels = base / "lab", base / "jupyter" / "kernels"
         self.root.mkdir(parents=True)
         self.kernels.mkdir(parents=True)
         # notebooks 05 and 06 look for data/reference_runs upwards from their folder
@@ -118,15 +118,18 @@ class LabServer:
                 raise AssertionError("JupyterLab exited:\n" + self.log.read_text()[-3000:]) from None
             return False
 
-    def kernelspec(self, env: dict[str, str]) -> str:
-        """The name of a Python kernelspec whose kernels run with ``env`` added to the server's environment."""
+    def kernelspec(self, env: dict[str, str]) -> dict[str, str]:
+        """A Python kernelspec whose kernels run with ``env`` added to the server's environment, written
+        once; returns what a notebook's ``metadata.kernelspec`` names it by."""
         name = "qae-" + hashlib.sha1(json.dumps(env, sort_keys=True).encode()).hexdigest()[:12]
+        named = {"name": name, "display_name": f"Python 3 ({name})", "language": "python"}
         spec = self.kernels / name / "kernel.json"
         if not spec.exists():
             spec.parent.mkdir()
-            spec.write_text(json.dumps({"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-                                        "display_name": f"Python 3 ({name})", "language": "python", "env": env}))
-        return name
+            argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+            spec.write_text(json.dumps({"argv": argv, "display_name": named["display_name"], "language": "python",
+                                        "env": env}))
+        return named
 
     @contextmanager
     def notebook(self, notebook: str, env: dict[str, str]):
@@ -138,12 +141,11 @@ class LabServer:
         root = self.root / f"{self.opened:02d}-{notebook[:2]}"
         root.mkdir()
         nb = json.loads((REPO / "notebooks" / notebook).read_text())
-        name = self.kernelspec(env)
-        nb.setdefault("metadata", {})["kernelspec"] = {"name": name, "display_name": f"Python 3 ({name})",
-                                                       "language": "python"}
+        spec = self.kernelspec(env)
+        nb.setdefault("metadata", {})["kernelspec"] = spec
         (root / notebook).write_text(json.dumps(nb))
         try:
-            yield {"path": f"{root.name}/{notebook}", "root": root, "log": self.log, "kernel": name}
+            yield {"path": f"{root.name}/{notebook}", "root": root, "log": self.log, "kernel": spec["name"]}
         finally:
             self.shutdown_kernels()
 

@@ -123,13 +123,16 @@ class Executed:
                 if o.output_type == "stream" and o.name == "stderr"]
 
 
-def collect(nb: nbformat.NotebookNode, folder: Path, own: range, record: Path) -> Executed:
+def collect(nb: nbformat.NotebookNode, folder: Path, own: range, record: Path, in_cells: bool = True) -> Executed:
     """The figures recorded by :data:`RECORD` (dumped by :data:`DUMP` to ``record``), each given the cell that
-    showed it: the cell with its execution count when that is one of the notebook's own, else a probe's."""
+    showed it: the cell with its execution count when that is one of the notebook's own, else a probe's.
+    ``in_cells``: every figure must come from a cell (in a browser, a control moved by hand re-draws
+    figures outside any cell: they count as the probe's)."""
     by_count = {c.execution_count: i for i, c in enumerate(nb.cells) if c.cell_type == "code"}
     run = Executed(nb, folder, own)
     for count, raw in json.loads(record.read_text()):
         i = by_count.get(count)
+        assert i is not None or not in_cells, f"{folder}: a figure shown outside any cell (execution count {count})"
         fig = Figure(raw, nb.cells[i].source if i is not None else "")
         (run.figures if i in own else run.probe_figures).append(fig)
     return run

@@ -67,16 +67,13 @@ MOVES = {
 
 
 @pytest.fixture(scope="session")
-def lab():
+def lab(tmp_path_factory):
     """JupyterLab in a headless Chromium, shared by this test process's browser tests: one server, one
     browser, the app loaded once; each test opens its own copy of its notebook in it (:class:`LabApp`)."""
     pytest.importorskip("jupyterlab", reason="jupyterlab not installed (lab extra)")
     pytest.importorskip("playwright.sync_api", reason="playwright not installed (dev extra)")
-    import tempfile
-    from pathlib import Path
-
-    with tempfile.TemporaryDirectory(prefix="qae-lab-browser-") as base, chromium() as browser:
-        server = LabServer(Path(base))
+    with chromium() as browser:
+        server = LabServer(tmp_path_factory.mktemp("browser"))
         app = LabApp(browser, server)
         try:
             yield app
@@ -142,7 +139,7 @@ def test_notebook_runs_clean_and_its_controls_redraw(lab, notebook, plots):
             nb.execute(DUMP.format(path=str(record)))
             nb.save()
             saved = nbformat.read(opened["root"] / notebook, as_version=4)
-            check_run(notebook, collect(saved, opened["root"], range(len(saved.cells)), record))
+            check_run(notebook, collect(saved, opened["root"], range(len(saved.cells)), record, in_cells=False))
 
 
 def _log_rows(root) -> list[dict]:
