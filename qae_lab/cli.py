@@ -4,10 +4,12 @@ What a run does: :mod:`qae_lab.run`; its folder: :mod:`qae_lab.runfolder`; prese
 overrides: :mod:`qae_lab.presets`; the ``--method`` names: :mod:`qae_lab.methods`::
 
     python -m qae_lab train --preset cpu-demo                       # or: qae-lab train ...
-    python -m qae_lab train --preset cpu-demo --method qae_sa_ah --set quantile_k=0.6 --set max_steps=50
+    python -m qae_lab train --preset cpu-demo --method qae_sa_ah --quantile_k 0.6 --max_steps 50
+    python -m qae_lab train --config run.yaml --alpha 0.3             # a YAML file of fields (qae_lab/configs/)
     python -m qae_lab train --preset qwen2.5-1.5b-gsm8k --dry-run   # check everything, print the config, load nothing
     python -m qae_lab train --resume runs/cpu-demo-20260101-120000  # after Ctrl-C: the run's own settings
     python -m qae_lab presets                                       # list the presets
+    python -m qae_lab export runs/cpu-demo-20260101-120000 exported  # merged 16-bit model + card (qae_lab.export)
 
 Ctrl-C during training saves a resumable checkpoint (:func:`qae_lab.callbacks.train_resumable`)
 and exits with status 130; a failed check exits with status 2 and says why.
@@ -18,16 +20,21 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
+from pathlib import Path
 from typing import Any
 
+from qae_lab import export
 from qae_lab.checkpoints import SAFE_ON_RESUME, latest_complete_checkpoint
 from qae_lab.methods import METHODS, PARTNERS, method_settings
-from qae_lab.presets import PRESETS, RunArgs, command_line, field_types, parse_sets
-from qae_lab.run import plan, train
-from qae_lab.runfolder import RunFolderError
+from qae_lab.presets import PRESET_DIR, PRESETS, RunArgs, build, command_line, field_types, fields, resolve
+from qae_lab.resume import plan_run
+from qae_lab.run import load_records, run_settings, train
+from qae_lab.runfolder import CONFIG_NAME, RunFolderError, jsonable
+from qae_lab.settings import read_config
 
-__all__ = ["main"]
+__all__ = ["main", "plan"]
 
 
 def _method(name: str) -> str:
@@ -40,13 +47,21 @@ def _method(name: str) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="qae-lab", description="QAE / SA-AH-GRPO runs with TRL (see qae_lab.cli).")
+    p = argparse.ArgumentParser(prog="qae-lab", description="QAE / SA-AH-GRPO runs with TRL (see qae_lab.cli).",
+                                allow_abbrev=False)
     sub = p.add_subparsers(dest="command", required=True)
-    t = sub.add_parser("train", help="evaluate, train, evaluate; write the run folder",
-                       description="Run a preset. Fields of RunArgs: " + ", ".join(field_types(RunArgs))
-                       + "; and every field of qae_lab.config.QAEConfig (TRL's GRPOConfig + QAE/SA-AH knobs).")
+    t = sub.add_parser("train", help="evaluate, train, evaluate; write the run folder", allow_abbrev=False,
+                       usage="%(prog)s [--preset NAME] [--config FILE] [--method METHOD] [--NAME VALUE ...] "
+                             "[--set NAME=VALUE ...] [--output-dir DIR] [--overwrite] [--resume PATH] [--dry-run]",
+                       description="Run a preset, a YAML config file, or both, with any field overridden as --NAME "
+                       "VALUE (typed by TRL's parser, as TRL's own scripts take them). Fields of RunArgs: "
+                       + ", ".join(field_types(RunArgs)) + "; and every field of qae_lab.config.QAEConfig (TRL's "
+                       "GRPOConfig + QAE/SA-AH knobs), e.g. --quantile_k 0.6 --alpha 0.3 --report_to tensorboard.")
     t.add_argument("--preset", choices=sorted(PRESETS),
-                   help="default cpu-demo; with --resume, the run's own (from its config.json)")
+                   help=f"default cpu-demo (or the config file's preset:); with --resume, the run's own; the "
+                        f"presets' files: {PRESET_DIR}")
+    t.add_argument("--config", metavar="FILE", help="a YAML file of fields (the presets' form; `preset: NAME` "
+                   "starts from a preset, `env:` sets environment variables); --NAME VALUE and --set override it")
     t.add_argument("--method", type=_method, metavar="METHOD[+PARTNER...]",
                    help=f"sets baseline and token_weighting: one of {', '.join(METHODS)}, each optionally followed by "
                         f"+partner from {', '.join(PARTNERS)} (e.g. qae+clip_higher)")
@@ -60,6 +75,9 @@ def _parser() -> argparse.ArgumentParser:
                    "; the run's settings come from its config.json")
     t.add_argument("--dry-run", action="store_true", help="check everything, print the resolved configuration, exit")
     sub.add_parser("presets", help="list the presets")
+    export.add_arguments(sub.add_parser("export", help="write a run's trained model as a stand-alone model folder",
+                                        description="The merged 16-bit model (or the LoRA adapter), tokenizer, "
+                                        "generation config and a model card, written to a new folder OUT."))
     return p
 
 
@@ -78,7 +96,13 @@ def main(argv: list[str] | None = None) -> int:
     >>> print(err.getvalue().strip())
     qae-lab: error: preset 'cpu-demo' with overrides {'max_steps': 0}: max_steps must be -1 (train num_train_epochs epochs) or >= 1, got 0
     """
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args, flags = parser.parse_known_args(argv)
+    if flags and args.command != "train":
+        parser.error(f"unrecognized arguments: {' '.join(flags)}")
+    args.flags = flags  # --NAME VALUE of fields, typed by qae_lab.presets.fields()
+    if args.command == "export":
+        return export.main(args)
     if args.command == "presets":
         for name, preset in PRESETS.items():
             print(f"{name}: {json.dumps(preset, default=str)}")
@@ -89,13 +113,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"qae-lab: error: {err}", file=sys.stderr)
         return 2
     run, cfg = ready["run"], ready["cfg"]
-    command = command_line(ready["preset"], ready["sets"], ready["method"])
-    for note in ready["notes"]:
+    command = command_line(ready["preset"], ready["sets"], ready["method"], config=ready["config"],
+                           args=ready["flags"])
+    for note in ready["notes"] if cfg.process_index == 0 else ():  # once, under several processes too
         print(note, flush=True)
     if args.dry_run:
         print(json.dumps(_resolved(ready, run, cfg, command), indent=1, default=str))
         return 0
-    recipe = {"preset": ready["preset"], "method": ready["method"], "sets": ready["sets"]}
+    recipe = {"preset": ready["preset"], "method": ready["method"], "sets": ready["sets"],
+              "config": ready["config_values"], "args": ready["flags"]}  # --resume rebuilds from these
     try:  # the run follows the plan made above: a new run (its folder claimed first), or the resume of its checkpoint
         result = train(run, cfg, preset=ready["preset"], command=command, plan=ready["plan"], recipe=recipe)
     except KeyboardInterrupt:  # outside the training loop (loading, evaluation, a save): say what is on disk
@@ -112,9 +138,92 @@ def main(argv: list[str] | None = None) -> int:
 
 def _resolved(plan: dict, run: RunArgs, cfg, command: str) -> dict[str, Any]:
     """What a dry run prints: the command, the RunArgs, and the resolved value of every overridden QAEConfig field."""
-    overrides = {**PRESETS[plan["preset"]], **(method_settings(plan["method"]) if plan["method"] else {}),
-                 **parse_sets(plan["sets"])}
+    _, overrides = resolve(plan["preset"], plan["sets"], plan["method"], config=plan["config_values"],
+                           args=plan["flags"])
     trainer = {k: getattr(cfg, k) for k in overrides if k in field_types(type(cfg))}
     trainer.update(output_dir=cfg.output_dir, generation_batch_size=cfg.generation_batch_size,
                    steps_per_generation=cfg.steps_per_generation)
     return {"command": command, "run": dataclasses.asdict(run), "trainer": trainer}
+
+
+def _sets_from_config(stored: dict, preset: str) -> list[str]:
+    r"""``--set`` values that rebuild a stored run's settings from its preset (for runs made without a recipe,
+    e.g. by :func:`train` from a notebook): every stored field that the preset alone sets otherwise."""
+    run, cfg = build(preset, output_dir="unused")
+    built = {"trainer": jsonable(cfg.to_dict()), "run": jsonable(dataclasses.asdict(run))}
+    settable = {"trainer": set(field_types(type(cfg))) - set(field_types(RunArgs)), "run": set(field_types(RunArgs))}
+    values = {}
+    for section in ("trainer", "run"):
+        for name, value in (stored.get(section) or {}).items():
+            if (name in settable[section] and name in built[section] and value != built[section][name]
+                    and name not in ("output_dir", "logging_dir", "run_name")):
+                values[name] = value
+    return _as_sets(values)
+
+
+def _as_sets(values: dict[str, Any]) -> list[str]:
+    """``{field: value}`` as ``--set`` strings (``name=value``; lists, mappings and booleans as JSON)."""
+    return [f"{name}=" + ("none" if value is None else json.dumps(value) if isinstance(value, (list, dict, bool))
+                          else str(value)) for name, value in values.items()]
+
+
+def plan(args) -> dict[str, Any]:
+    r"""Everything ``train`` checks before anything loads: settings, the run folder, the checkpoint to resume.
+
+    Returns ``{"run", "cfg", "preset", "method", "sets", "config", "config_values", "flags", "plan", "resume",
+    "notes", "overwrite"}``: ``plan`` is the run folder's :class:`~qae_lab.resume.ResumePlan`
+    (:func:`qae_lab.resume.plan_run`), ``resume`` its checkpoint (None for a new run), ``notes`` what it
+    does, for people; ``config_values`` the config file's fields, as the run records them. Raises
+    ``ValueError`` (or its :class:`~qae_lab.runfolder.RunFolderError`: the refused plan's reason) with the reason.
+
+    ``args``: the ``train`` command's arguments (``preset``, ``config``, ``method``, ``sets``, ``flags``:
+    the ``--name value`` strings, ``output_dir``, ``overwrite``, ``resume``). A resume rebuilds the run's own
+    settings from its ``config.json`` (the recipe it recorded), with this command's values on top.
+
+    >>> import argparse, tempfile
+    >>> args = argparse.Namespace(preset=None, method="mean", sets=["quantile_k=0.6"], output_dir=tempfile.mkdtemp(),
+    ...                           overwrite=False, resume=None, config=None, flags=[])
+    >>> p = plan(args)
+    >>> p["preset"], p["cfg"].baseline, p["cfg"].quantile_k, p["plan"].kind, p["resume"], p["notes"]
+    ('cpu-demo', 'mean', 0.6, 'fresh', None, [])
+    >>> _ = (Path(args.output_dir) / "log.jsonl").write_text('{"step": 1}\n')
+    >>> plan(args)
+    Traceback (most recent call last):
+    ...
+    qae_lab.runfolder.RunFolderError: .../ already holds a run (log.jsonl): a new run would overwrite it. ...
+    """
+    preset, method, sets, built = args.preset, args.method, list(args.sets), {}
+    config, flags = getattr(args, "config", None), list(getattr(args, "flags", None) or [])
+    file_values = read_config(config)[0] if config is not None else None
+    if args.resume:
+        if config is not None:
+            raise ValueError("--resume rebuilds the run's own settings (its config.json): give --set or --NAME VALUE "
+                             "for what may change, not --config")
+
+        def own_settings(stored: dict, out: Path) -> dict[str, Any]:  # the run's recipe, then this command's values
+            nonlocal preset, method, sets, flags, file_values
+            recipe = (stored.get("run") or {}).get("build") or {}
+            preset = preset or recipe.get("preset") or stored.get("preset")
+            if preset not in PRESETS:
+                raise RunFolderError(f"{out / CONFIG_NAME} does not say which preset built the run: give --preset "
+                                     f"(and the --set values it was run with)")
+            method = method or recipe.get("method")
+            # this command's --NAME VALUE go in as --set, above the recipe's own --set values
+            sets = [*(recipe["sets"] if "sets" in recipe else _sets_from_config(stored, preset)),
+                    *_as_sets(fields().arguments(flags)), *sets]
+            flags, file_values = list(recipe.get("args") or []), recipe.get("config")
+            built["run"], built["cfg"] = build(preset, sets, method, output_dir=str(out), config=file_values,
+                                               args=flags)
+            return run_settings(built["run"], built["cfg"])
+
+        ready = plan_run(args.output_dir, resume=args.resume, settings=own_settings).require()
+        run, cfg = built["run"], built["cfg"]
+    else:
+        preset = resolve(preset, config=file_values)[0]  # the command's, else the file's, else cpu-demo
+        run, cfg = build(preset, sets, method, output_dir=args.output_dir, config=config, args=flags)
+        ready = plan_run(cfg.output_dir, overwrite=args.overwrite).require()
+    if run.task == "gsm8k" and (run.gsm8k_path or os.environ.get("QAE_LAB_GSM8K_DIR")):
+        load_records(run)  # a local data file is read now (seconds): its errors name the file, line and field
+    return {"run": run, "cfg": cfg, "preset": preset, "method": method, "sets": sets, "config": config,
+            "config_values": file_values, "flags": flags, "plan": ready, "resume": ready.checkpoint,
+            "notes": ready.lines(), "overwrite": args.overwrite}

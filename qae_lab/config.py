@@ -14,11 +14,17 @@ Departures from TRL, and why:
   identical completions and so zero advantages).
 * Std scaling is TRL's own ``scale_rewards`` ("group" | "batch" | "none"); the QAE
   estimator reads it too instead of adding a second field.
+* With ``use_vllm=True`` vLLM samples (TRL's path), so the settings of transformers' ``generate``
+  (``fast_generation``, ``compile_generation``, ``cache_implementation``; the GPU presets turn them
+  on) step aside: they are set off, with a ``UserWarning`` naming them, and ``to_dict()`` (a run's
+  ``config.json``) records them off. TRL checks ``vllm_mode`` only once the model is loaded; it is
+  checked here, with the other vLLM settings that would otherwise fail late.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 
 from trl import GRPOConfig
@@ -68,9 +74,16 @@ _SETTING_RANGES = {
     "max_grad_norm": _in(0, _INF),
     "warmup_steps": _in(0, _INF),
     "seed": _in(0, 2**32 - 1),
+    "vllm_gpu_memory_utilization": _in(0, 1, lo_open=True),
+    "vllm_tensor_parallel_size": _in(1, _INF),
 }
 _INT_SETTINGS = ("max_completion_length", "per_device_train_batch_size", "gradient_accumulation_steps",
-                 "num_iterations", "steps_per_generation", "save_total_limit", "seed", "top_k", "max_steps")
+                 "num_iterations", "steps_per_generation", "save_total_limit", "seed", "top_k", "max_steps",
+                 "vllm_tensor_parallel_size")
+_VLLM_MODES = ("colocate", "server")
+_VLLM_IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
+# settings of transformers' generate that do nothing when vLLM generates: name -> the value that is off
+_TRANSFORMERS_GENERATION = {"fast_generation": False, "compile_generation": False, "cache_implementation": None}
 
 
 def _check_training_settings(cfg) -> None:
@@ -92,6 +105,20 @@ def _check_training_settings(cfg) -> None:
             bad.append(f"{name} must be {allowed}, got {getattr(cfg, name)!r}")
     if bad:
         raise ValueError("; ".join(bad))
+
+
+def _vllm_generates(cfg) -> None:
+    r"""With ``use_vllm=True``, switch off the settings of transformers' ``generate`` (vLLM samples instead)
+    and say so in a ``UserWarning``, so that the config and its ``to_dict()`` hold what is in force."""
+    on = {name: getattr(cfg, name) for name, off in _TRANSFORMERS_GENERATION.items() if getattr(cfg, name) != off}
+    if not cfg.use_vllm or not on:
+        return
+    for name in on:
+        setattr(cfg, name, _TRANSFORMERS_GENERATION[name])
+    said = ", ".join(f"{name}={value!r} -> {_TRANSFORMERS_GENERATION[name]!r}" for name, value in on.items())
+    # stacklevel 4: the code that built the config (this function < __post_init__ < the dataclass __init__)
+    warnings.warn(f"use_vllm=True: vLLM generates (vllm_mode={cfg.vllm_mode!r}), so the settings of transformers' "
+                  f"generate step aside: {said}", UserWarning, stacklevel=4)
 
 
 @dataclass
@@ -131,10 +158,12 @@ class QAEConfig(GRPOConfig):
     fast_generation: bool = field(default=False, metadata={"help": "Sample in eval mode (no dropout) with LoRA "
                                   "merged into the base weights, restored bit-exactly after (qae_lab.generation."
                                   "generation_policy): the bare model's kernels per decode step instead of TRL's "
-                                  "unmerged LoRA in train mode. Transformers generation only (not vLLM)."})
+                                  "unmerged LoRA in train mode. Transformers generation only: with use_vllm=True it "
+                                  "is set to False, with a warning."})
     compile_generation: bool = field(default=False, metadata={"help": "Let transformers compile the decode step "
                                      "(TRL passes disable_compile=True). Takes effect with "
-                                     "cache_implementation='static' on a GPU; the first steps compile."})
+                                     "cache_implementation='static' on a GPU; the first steps compile. Set to False, "
+                                     "with a warning, when use_vllm=True."})
 
     advantage_mask: str = field(default="none", metadata={"help": "Sign ablation: 'none', 'pos' (POS-MASK: only "
                                 "positive-advantage responses train) or 'neg' (NEG-MASK: only negative ones)."})
@@ -163,9 +192,9 @@ class QAEConfig(GRPOConfig):
             check_int(self.entropy_top_k, "entropy_top_k", 1)
         if not check_finite_scalar(self.advantage_eps, "advantage_eps") >= 0:
             raise ValueError(f"advantage_eps must be >= 0, got {self.advantage_eps}")
-        if (self.fast_generation or self.compile_generation) and self.use_vllm:
-            raise ValueError("fast_generation / compile_generation apply to transformers' generate; with use_vllm=True "
-                             "vLLM generates: set both to False")
+        check_choice(self.vllm_mode, "vllm_mode", _VLLM_MODES)
+        check_choice(self.vllm_importance_sampling_mode, "vllm_importance_sampling_mode", _VLLM_IS_MODES)
+        _vllm_generates(self)  # fast_generation / compile_generation / cache_implementation off when vLLM samples
         # QAETrainer computes the loss itself (qae_lab.loss.grpo_loss): TRL's other loss types and loss options are refused
         check_choice(self.loss_type, "loss_type", LOSS_TYPES)
         if self.off_policy_mask_threshold is not None:

@@ -23,16 +23,21 @@ default, and why:
 * The base weights are restored from a snapshot after ``unmerge_adapter``: unmerging in bf16
   alone leaves rounding error in W that would accumulate over the steps of a run. The
   snapshot costs one copy of the adapted layers' weights while generating.
+
+With vLLM (``use_vllm=True``) none of this runs: vLLM samples, and TRL's weight sync merges the
+LoRA adapter, sends the merged weights to vLLM and unmerges it, once per step. That unmerge leaves
+the same bf16 rounding in W, so :func:`keep_base_weights` restores them from a snapshot there too.
 """
 
 from __future__ import annotations
 
+import functools
 import warnings
 from contextlib import contextmanager
 
 import torch
 
-__all__ = ["generation_policy", "lora_base_params", "silence_trl_deprecation"]
+__all__ = ["generation_policy", "keep_base_weights", "lora_base_params", "silence_trl_deprecation"]
 
 
 def silence_trl_deprecation() -> None:
@@ -63,6 +68,27 @@ def lora_base_params(model: torch.nn.Module) -> list[torch.nn.Parameter]:
     []
     """
     return _base_params(_lora_layers(model))
+
+
+def keep_base_weights(sync, model: torch.nn.Module):
+    r"""``sync`` (a call that merges ``model``'s LoRA adapters and unmerges them, such as TRL's vLLM weight
+    sync) made to leave the base weights bit-identical: they are copied back from a snapshot after it.
+
+    >>> net = torch.nn.Linear(2, 2)   # no LoRA layers: nothing to keep, sync runs as it is
+    >>> keep_base_weights(lambda: "synced", net)()
+    'synced'
+    """
+    @functools.wraps(sync)
+    def synced(*args, **kwargs):
+        params = lora_base_params(model)
+        snapshot = [p.detach().clone() for p in params]
+        try:
+            return sync(*args, **kwargs)
+        finally:
+            with torch.no_grad():
+                for p, saved in zip(params, snapshot):
+                    p.copy_(saved)
+    return synced
 
 
 def _base_params(layers) -> list[torch.nn.Parameter]:

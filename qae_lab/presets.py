@@ -1,14 +1,15 @@
-r"""Run configurations: :class:`RunArgs`, the presets, the methods, and command-line overrides.
+r"""Run configurations: :class:`RunArgs`, the presets (YAML files), the methods, and overrides.
 
 A run is configured by two dataclasses: :class:`RunArgs` (model, data, evaluation: what
 ``qae_lab.cli`` needs beyond training) and :class:`qae_lab.config.QAEConfig` (TRL's
-``GRPOConfig`` plus the QAE / SA-AH knobs). A preset is a plain dict of overrides of
-fields of either (:data:`PRESETS`); :func:`build` applies, in order, the defaults, the
-preset, a method (:func:`qae_lab.methods.method_settings`: ``baseline`` + ``token_weighting``, plus
-any ``+partner`` such as ``qae+clip_higher``) and ``--set
-name=value`` overrides, each value parsed to its field's type (:func:`parse_value`). Nothing
-here loads a model or data, so a GPU preset's configuration can be built and checked on
-any machine.
+``GRPOConfig`` plus the QAE / SA-AH knobs). A preset is a YAML file of fields of either,
+``qae_lab/configs/<name>.yaml`` (:data:`PRESETS`), which may start from another preset
+(``preset: <name>``); a file of one's own (``--config run.yaml``) takes the same form.
+:func:`build` applies, in order, the defaults, the preset, the config file, a method
+(:func:`qae_lab.methods.method_settings`: ``baseline`` + ``token_weighting``, plus any ``+partner``
+such as ``qae+clip_higher``), ``--name value`` and ``--set name=value`` overrides, every value typed by
+TRL's parser (:mod:`qae_lab.settings`). Nothing here loads a model or data, so a GPU preset's
+configuration can be built and checked on any machine.
 
 Presets:
 
@@ -34,26 +35,23 @@ Presets:
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import json
+import functools
+import os
 import re
 import shlex
 import time
-import types
 import typing
 from dataclasses import dataclass
-from enum import Enum
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from qae_lab.data import LEVELS
 from qae_lab.methods import check_ratio_partners, method_settings
-from qae_lab.rewards import REWARDS, SUCCESS_BANDS
+from qae_lab.rewards import SUCCESS_BANDS, check_reward
+from qae_lab.settings import FieldParser, read_config
 
-__all__ = ["RunArgs", "PRESETS", "parse_value", "parse_sets", "build", "command_line", "field_types"]
+__all__ = ["RunArgs", "PRESETS", "PRESET_DIR", "fields", "resolve", "build", "command_line", "field_types"]
 
 
 DTYPES = ("auto", "bfloat16", "float16", "float32")
@@ -78,8 +76,8 @@ class RunArgs:
     task: str = "synthetic"
     """'synthetic' (qae_lab.data.synthetic_task), 'sums' (qae_lab.sums.sums_task) or 'gsm8k'
     (qae_lab.data.sa_ah_split)"""
-    levels: tuple[int, ...] = (2, 3, 4, 5)
-    """levels of the synthetic or sums task to train and evaluate on (1-5)"""
+    levels: list[int] = (2, 3, 4, 5)
+    """levels of the synthetic or sums task to train and evaluate on (1-5; held as a tuple)"""
     n_train: int = 2000
     """training problems"""
     n_eval: int = 200
@@ -108,7 +106,7 @@ class RunArgs:
     """model weights: 'auto' (bf16 on a bf16-capable GPU, else float32), 'bfloat16', 'float16' or 'float32'"""
     reward: str = "strict"
     """training reward, a qae_lab.rewards.REWARDS name: 'strict' (0/1) or 'composite' (SA-AH's, r_max 7.5;
-    set success_threshold=5.0 with it)"""
+    set success_threshold=5.0 with it); 'math_verify' (0/1 by the math-verify package: the verify extra)"""
 
     def __post_init__(self):
         if self.task not in ("synthetic", "sums", "gsm8k"):
@@ -121,8 +119,7 @@ class RunArgs:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
-        if self.reward not in REWARDS:
-            raise ValueError(f"reward must be one of {sorted(REWARDS)}, got {self.reward!r}")
+        check_reward(self.reward)  # a REWARDS name; "math_verify" only with the verify extra installed
         if self.gsm8k_path is not None and not Path(self.gsm8k_path).is_dir():
             raise ValueError(f"gsm8k_path {self.gsm8k_path} is not a folder (it must hold GSM8K's train.jsonl and "
                              f"test.jsonl; None reads $QAE_LAB_GSM8K_DIR, else the Hub)")
@@ -155,186 +152,98 @@ def _checkpointing_field() -> str:
 
 
 _CHECKPOINTING = _checkpointing_field()
-_CPU_COMMON = {"use_cpu": True, "bf16": False, _CHECKPOINTING: False, "dataloader_num_workers": 0}
-_LOG = {"logging_steps": 1, "report_to": [], "disable_tqdm": False}
-# In-loop generation of the GPU presets (README, "On a GPU"): eval mode with LoRA merged
-# (qae_lab.generation.generation_policy), a static KV cache, and transformers' compiled decode step,
-# which TRL switches off. --set compile_generation=false falls back to eager decoding.
-_FAST_GENERATION = {"fast_generation": True, "cache_implementation": "static", "compile_generation": True}
+PRESET_DIR = Path(__file__).with_name("configs")
+"""The presets: one YAML file each, ``qae_lab/configs/<name>.yaml`` (installed with the package)."""
 
 
-def _gsm8k_preset(model: str, max_len: int) -> dict[str, Any]:
-    """SA-AH-GRPO's set-up (arXiv 2606.05434) on one GPU: LoRA r=16, GSM8K 800 / 500."""
-    bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
-    return {"model": model, "task": "gsm8k", "n_train": 800, "n_eval": 500, "lora": True, "lora_r": 16,
-            "eval_samples": 4, "eval_batch_size": 32,
-            "baseline": "quantile", "quantile_k": 0.4, "token_weighting": "none", "bf16": bf16,
-            # SA-AH-GRPO's composite reward: correct answers score >= 5, wrong ones <= 2.5
-            "reward": "composite", "success_threshold": 5.0,
-            "learning_rate": 5e-6, "num_generations": 8, "per_device_train_batch_size": 16,
-            "gradient_accumulation_steps": 4,  # 64 completions = 8 prompts x 8 per optimizer step
-            "max_completion_length": max_len, "temperature": 1.0, "beta": 0.0, "loss_type": "bnpo",
-            _CHECKPOINTING: True, "max_steps": 200, "save_strategy": "steps", "save_steps": 50,
-            **_FAST_GENERATION, **_LOG}
+def _preset_values(name: str, seen: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A preset's fields as its file says them (untyped), the preset it names as ``preset:`` applied first."""
+    if name in seen:
+        raise ValueError(f"presets name each other in a circle: {' -> '.join((*seen, name))}")
+    path = PRESET_DIR / f"{name}.yaml"
+    if not path.is_file():
+        raise ValueError(f"unknown preset {name!r}; presets: {sorted(p.stem for p in PRESET_DIR.glob('*.yaml'))}")
+    values, _ = read_config(path)
+    base = values.pop("preset", None)
+    return {**(_preset_values(base, (*seen, name)) if base else {}), **values}
 
 
-def _live_preset(model: str) -> dict[str, Any]:
-    """A GPU preset for steering by hand (notebook 04): a step every few seconds instead of every ~10-50.
-
-    Trades, against :func:`_gsm8k_preset`: 4 prompts x 8 completions per step instead of 8 x 8 (a
-    noisier gradient, so a slider's effect takes more steps to read in the curves) and 256-token
-    completions instead of 384 (a long GSM8K solution is cut and scores 0, which also rewards
-    brevity), one micro-batch of 32 instead of 4 x 16 (more activation memory).
-    """
-    return {**_gsm8k_preset(model, 256), "per_device_train_batch_size": 32, "gradient_accumulation_steps": 1}
+def _installed_names(values: dict[str, Any]) -> dict[str, Any]:
+    """A file's ``activation_checkpointing`` under the name the installed transformers has (older: the old name)."""
+    if "activation_checkpointing" in values and _CHECKPOINTING != "activation_checkpointing":
+        values = {(_CHECKPOINTING if k == "activation_checkpointing" else k): v for k, v in values.items()}
+    return values
 
 
 PRESETS: dict[str, dict[str, Any]] = {
-    "cpu-demo": {
-        # the embedded tiny model on synthetic levels 2-5 (level 1 is near solved already)
-        "model": "embedded", "task": "synthetic", "levels": (2, 3, 4, 5), "n_train": 2000, "n_eval": 200,
-        "eval_samples": 8, **_CPU_COMMON,
-        # QAE, K = 0.4, binary reward, no KL; 64 completions = 8 prompts x 8 per step
-        "baseline": "quantile", "quantile_k": 0.4, "token_weighting": "none", "beta": 0.0, "loss_type": "bnpo",
-        "num_generations": 8, "per_device_train_batch_size": 64, "max_completion_length": 48, "temperature": 1.0,
-        # tuned on 2 CPU cores: 1e-4 held constant for 300 steps lost greedy pass@1 (0.71 -> 0.50);
-        # decayed linearly it kept improving to the last step
-        "learning_rate": 1e-4, "lr_scheduler_type": "linear", "max_steps": 400, "save_strategy": "no", **_LOG,
-    },
-    "cpu-sums": {
-        # the sums model on the sums task (qae_lab.sums): several correct texts per prompt, free length, real
-        # entropy, format slips; the task of notebook 06's phenomena (its settings: qae_lab.phenomena)
-        "model": "embedded-sums", "task": "sums", "levels": (1, 2, 3, 4, 5), "n_train": 2000, "n_eval": 64,
-        "eval_samples": 32, **_CPU_COMMON,
-        "baseline": "quantile", "quantile_k": 0.4, "token_weighting": "none", "beta": 0.0, "loss_type": "bnpo",
-        "num_generations": 8, "per_device_train_batch_size": 64, "max_completion_length": 160, "temperature": 1.0,
-        "learning_rate": 1e-4, "lr_scheduler_type": "linear", "max_steps": 120, "save_strategy": "no", **_LOG,
-    },
-    "qwen2.5-0.5b-gsm8k": _gsm8k_preset("qwen2.5-0.5b", 384),
-    "qwen2.5-1.5b-gsm8k": _gsm8k_preset("qwen2.5-1.5b", 384),
-    "qwen2.5-3b-gsm8k": _gsm8k_preset("qwen2.5-3b", 512),
-    "qwen2.5-1.5b-gsm8k-live": _live_preset("qwen2.5-1.5b"),
-}
+    p.stem: _installed_names(_preset_values(p.stem)) for p in sorted(PRESET_DIR.glob("*.yaml"))}
+"""Every preset's fields, as its file gives them (``bf16: auto`` is decided when a run is built)."""
 
 
 def field_types(cls) -> dict[str, Any]:
     r"""``{field name: type hint}`` of a dataclass's constructor fields (what ``--set`` can set).
 
     >>> types_ = field_types(RunArgs); types_["n_train"], types_["levels"]
-    (<class 'int'>, tuple[int, ...])
+    (<class 'int'>, list[int])
     """
     hints = typing.get_type_hints(cls)
     return {f.name: hints[f.name] for f in dataclasses.fields(cls) if f.init}
 
 
-def _parse_bool(raw: str) -> bool:
-    low = raw.strip().lower()
-    if low in ("true", "1", "yes", "on"):
-        return True
-    if low in ("false", "0", "no", "off"):
-        return False
-    raise ValueError(f"expected true/false, got {raw!r}")
+@functools.cache
+def fields() -> FieldParser:
+    r"""The parser of a run's settings: TRL's, over :class:`~qae_lab.config.QAEConfig` and :class:`RunArgs`
+    (whose ``data_seed``, the problem draws, shadows ``TrainingArguments.data_seed``); built once.
 
-
-def _parse_list(raw: str, item_type) -> list:
-    raw = raw.strip()
-    items = json.loads(raw) if raw.startswith("[") else [x for x in raw.split(",") if x.strip()]
-    if not isinstance(items, list):
-        raise ValueError(f"expected a list, got {raw!r}")
-    return [parse_value(str(x) if not isinstance(x, str) else x, item_type) for x in items]
-
-
-def parse_value(raw: str, tp) -> Any:
-    r"""The command-line string ``raw`` as a value of type ``tp`` (a dataclass field's type hint).
-
-    >>> parse_value("0.6", float), parse_value("none", int | None), parse_value("2,3", tuple[int, ...])
-    (0.6, None, (2, 3))
-    >>> parse_value("true", bool), parse_value('["a", "b"]', list[str] | None)
-    (True, ['a', 'b'])
+    >>> fields().arguments(["--quantile_k", "0.6", "--levels", "3", "4"])
+    {'quantile_k': 0.6, 'levels': [3, 4]}
     """
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if tp is bool:
-        return _parse_bool(raw)
-    if tp in (int, float):
-        return tp(raw.strip())
-    if tp in (str, Any) or (isinstance(tp, type) and issubclass(tp, Enum)):
-        return raw  # enums: TrainingArguments converts the string and checks it
-    if origin is typing.Literal:
-        for a in args:
-            if str(a) == raw:
-                return a
-        raise ValueError(f"expected one of {list(args)}, got {raw!r}")
-    if origin in (list, tuple):
-        items = _parse_list(raw, args[0] if args else str)
-        return tuple(items) if origin is tuple else items
-    if tp is dict or origin is dict:
-        value = json.loads(raw)
-        if not isinstance(value, dict):
-            raise ValueError(f"expected a JSON object, got {raw!r}")
-        return value
-    if origin in (typing.Union, types.UnionType):
-        if type(None) in args and raw.strip().lower() in ("none", "null"):
-            return None
-        options = [a for a in args if a is not type(None)]
+    from qae_lab.config import QAEConfig  # imports TRL (the train extra, seconds): only to read settings
 
-        def rank(a) -> int:  # specific before general: str (and enums) last, lists only for "[...]"
-            order = [bool, int, float]
-            return order.index(a) if a in order else 3 if typing.get_origin(a) in (list, dict) or a is dict else 4
-        for a in sorted(options, key=rank):
-            if typing.get_origin(a) is list and not raw.strip().startswith("["):
-                continue
-            try:
-                return parse_value(raw, a)
-            except (ValueError, TypeError, json.JSONDecodeError):
-                continue
-        raise ValueError(f"cannot read {raw!r} as {tp}")
-    raise ValueError(f"fields of type {tp} cannot be set from the command line")
+    return FieldParser([QAEConfig, RunArgs])
 
 
-def _split_overrides(overrides: dict[str, Any]) -> tuple[dict, dict]:
-    """Overrides split into (RunArgs fields, QAEConfig fields); unknown names raise with a suggestion."""
-    from qae_lab.config import QAEConfig  # imports TRL (the train extra, seconds): only to build
+def resolve(preset: str | None = None, sets=(), method: str | None = None, *, config=None,
+            args=()) -> tuple[str, dict[str, Any]]:
+    r"""``(preset name, {field: typed value})``: what a run's settings override, in order of precedence.
 
-    run_names, cfg_names = set(field_types(RunArgs)), set(field_types(QAEConfig))
-    unknown = [k for k in overrides if k not in run_names | cfg_names]
-    if unknown:
-        hints = {k: difflib.get_close_matches(k, run_names | cfg_names, n=1) for k in unknown}
-        said = ", ".join(f"{k!r}" + (f" (did you mean {h[0]!r}?)" if h else "") for k, h in hints.items())
-        raise ValueError(f"unknown field(s) {said}: a RunArgs or QAEConfig field is needed "
-                         f"(see `python -m qae_lab train --help`)")
-    return ({k: v for k, v in overrides.items() if k in run_names},
-            {k: v for k, v in overrides.items() if k not in run_names})
+    Lowest first: the preset's file (``qae_lab/configs/<preset>.yaml``), the ``config`` file (a path, or
+    the mapping such a file held: a run records it), the method (:func:`qae_lab.methods.method_settings`),
+    ``args`` (``--name value`` strings) and ``sets`` (``name=value`` strings). A ``config`` file may name its
+    preset (``preset: ...``); the preset is then that one, or ``preset`` when the file names none
+    (both, and different: an error), else ``cpu-demo``. Every value is typed by
+    :mod:`qae_lab.settings` (TRL's parser), errors naming the file or flag and the field.
 
-
-def parse_sets(sets: list[str]) -> dict[str, Any]:
-    r"""``["quantile_k=0.6", ...]`` -> ``{"quantile_k": 0.6}``, each value parsed to its field's type.
-
-    >>> parse_sets(["quantile_k=0.6", "levels=3,4", "token_weighting=sa_ah"])
-    {'quantile_k': 0.6, 'levels': (3, 4), 'token_weighting': 'sa_ah'}
+    >>> resolve("cpu-demo", ["quantile_k=0.6"], "qae_sa_ah")[1]["token_weighting"]
+    'sa_ah'
     """
-    from qae_lab.config import QAEConfig  # imports TRL (the train extra, seconds): only to build
+    source, file_values = "config", {}
+    if isinstance(config, dict):
+        file_values = dict(config)
+    elif config is not None:
+        source = f"config file {config}"
+        file_values, env = read_config(config)
+        os.environ.update(env)
+    named = file_values.pop("preset", None)
+    if named and preset and named != preset:
+        raise ValueError(f"{source} names preset {named!r} and the command line {preset!r}: give one")
+    preset = preset or named or "cpu-demo"
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; presets: {sorted(PRESETS)}")
+    parser = fields()
+    layers = [parser.typed(PRESETS[preset], f"preset {preset} ({PRESET_DIR / preset}.yaml)"),
+              parser.typed(_installed_names(file_values), source),
+              method_settings(method) if method else {}, parser.arguments(args), parser.sets(sets)]
+    return preset, {k: v for layer in layers for k, v in layer.items()}
 
-    types_ = {**field_types(QAEConfig), **field_types(RunArgs)}
-    out = {}
-    for item in sets:
-        name, sep, raw = item.partition("=")
-        name = name.strip().replace("-", "_")
-        if not sep or not name:
-            raise ValueError(f"--set needs name=value, got {item!r}")
-        _split_overrides({name: None})  # unknown names fail here, with a suggestion
-        try:
-            out[name] = parse_value(raw, types_[name])
-        except (ValueError, TypeError, json.JSONDecodeError) as err:
-            raise ValueError(f"--set {item}: {name} expects {types_[name]}: {err}") from None
-    return out
 
-
-def build(preset: str = "cpu-demo", sets: list[str] = (), method: str | None = None, *,
-          output_dir: str | None = None):
+def build(preset: str | None = "cpu-demo", sets=(), method: str | None = None, *,
+          output_dir: str | None = None, config=None, args=()):
     r"""The run's :class:`RunArgs` and :class:`~qae_lab.config.QAEConfig`, without loading anything.
 
-    Order: defaults < ``PRESETS[preset]`` < ``method_settings(method)`` < ``--set`` overrides. The output
-    folder is ``output_dir``, else a ``--set output_dir=...``, else ``runs/<preset>-<timestamp>``.
+    Order: defaults < the preset < ``config`` (a YAML file or its mapping) < ``method`` < ``args``
+    (``--name value``) < ``sets`` (``name=value``), as :func:`resolve` reads them. The output folder is
+    ``output_dir``, else the settings' ``output_dir``, else ``runs/<preset>-<timestamp>``.
 
     >>> run, cfg = build("cpu-demo", ["quantile_k=0.6"], method="qae_sa_ah", output_dir="/tmp/x")
     >>> run.model, cfg.quantile_k, cfg.token_weighting, cfg.per_device_train_batch_size
@@ -342,14 +251,17 @@ def build(preset: str = "cpu-demo", sets: list[str] = (), method: str | None = N
     """
     from qae_lab.config import QAEConfig  # imports TRL (the train extra, seconds): only to build
 
-    if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; presets: {sorted(PRESETS)}")
-    overrides = {**PRESETS[preset], **(method_settings(method) if method else {}), **parse_sets(list(sets))}
-    run_kw, cfg_kw = _split_overrides(overrides)
+    preset, overrides = resolve(preset, sets, method, config=config, args=args)
+    run_names = set(field_types(RunArgs))
+    run_kw = {k: v for k, v in overrides.items() if k in run_names}
+    cfg_kw = {k: v for k, v in overrides.items() if k not in run_names}
+    said = {**fields().arguments(args), **fields().sets(sets)}  # the error says what the command changed
+    where = (f"preset {preset!r}" + (f", config file {config}" if config is not None and not isinstance(config, dict)
+                                     else "") + (f" with overrides {said}" if said else ""))
     try:
         run = RunArgs(**run_kw)
-    except ValueError as err:
-        raise ValueError(f"preset {preset!r} with overrides {dict(parse_sets(list(sets)))}: {err}") from None
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{where}: {err}") from None
     if output_dir is not None:
         cfg_kw["output_dir"] = output_dir
     cfg_kw.setdefault("output_dir", _new_folder(Path("runs") / f"{preset}-{time.strftime('%Y%m%d-%H%M%S')}"))
@@ -357,13 +269,12 @@ def build(preset: str = "cpu-demo", sets: list[str] = (), method: str | None = N
         cfg = QAEConfig(**cfg_kw)
         if method:
             check_ratio_partners(method, cfg.num_iterations, cfg.steps_per_generation, cfg.gradient_accumulation_steps)
-    except ValueError as err:
-        raise ValueError(f"preset {preset!r} with overrides {dict(parse_sets(list(sets)))}: {err}") from None
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{where}: {err}") from None
     lo, hi = SUCCESS_BANDS[run.reward]  # the qae/* metrics must count exactly the correct responses as successes
     if not lo < cfg.success_threshold <= hi:
-        raise ValueError(f"preset {preset!r} with overrides {dict(parse_sets(list(sets)))}: success_threshold must "
-                         f"lie in ({lo}, {hi}] with reward {run.reward!r} (wrong answers score at most {lo}, correct "
-                         f"ones at least {hi}), got {cfg.success_threshold}")
+        raise ValueError(f"{where}: success_threshold must lie in ({lo}, {hi}] with reward {run.reward!r} (wrong "
+                         f"answers score at most {lo}, correct ones at least {hi}), got {cfg.success_threshold}")
     return run, cfg
 
 
@@ -376,14 +287,17 @@ def _new_folder(path: Path) -> str:
     return str(candidate)
 
 
-def command_line(preset: str, sets: list[str] = (), method: str | None = None) -> str:
+def command_line(preset: str, sets=(), method: str | None = None, *, config: str | None = None, args=()) -> str:
     r"""The shell command that reproduces a run.
 
     >>> command_line("cpu-demo", ["quantile_k=0.6"], "qae")
     'python -m qae_lab train --preset cpu-demo --method qae --set quantile_k=0.6'
+    >>> command_line("cpu-demo", config="my run.yaml", args=["--alpha", "0.3"])
+    "python -m qae_lab train --preset cpu-demo --config 'my run.yaml' --alpha 0.3"
     """
     parts = ["python -m qae_lab train", f"--preset {preset}"]
+    parts += [f"--config {shlex.quote(str(config))}"] if config is not None else []
     parts += [f"--method {method}"] if method else []
+    parts += [shlex.quote(a) for a in args]
     parts += [f"--set {shlex.quote(s)}" for s in sets]
     return " ".join(parts)
-

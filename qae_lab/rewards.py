@@ -15,12 +15,15 @@ A run names its training reward (``RunArgs.reward``, ``--set reward=...``) in :d
 
 * ``"strict"``: :func:`strict_correctness_reward`, 0/1, QAE's binary R_i (the cpu-demo preset);
 * ``"composite"``: :func:`strict_composite_reward`, 0 to 7.5, SA-AH-GRPO's set-up (the Qwen2.5
-  GSM8K presets).
+  GSM8K presets);
+* ``"math_verify"``: :func:`qae_lab.verify.math_verify_reward`, 0/1, the same strict format with the
+  answer block read and compared by the optional math-verify package (an independent verifier; needs
+  ``pip install "qae-lab[verify]"``, which :func:`check_reward` asks for when it is missing).
 
-Both judge correctness by the one verdict, :func:`qae_lab.answers.strict_is_correct`, the one
-pass@1 uses. A response counts as a success in the trainer's ``qae/*`` metrics when its reward is
+The first two judge correctness by the one verdict, :func:`qae_lab.answers.strict_is_correct`, the
+one pass@1 uses. A response counts as a success in the trainer's ``qae/*`` metrics when its reward is
 at least ``success_threshold``; :data:`SUCCESS_BANDS` gives, per reward, the thresholds that count
-exactly the correct responses (0.5 for ``strict``, 5.0 for ``composite``), and
+exactly the correct responses (0.5 for ``strict`` and ``math_verify``, 5.0 for ``composite``), and
 :func:`qae_lab.presets.build` refuses any other. Two ablations are in the table too, named as
 such: ``"lenient"`` (:func:`correctness_reward`) and ``"lenient_composite"``
 (:func:`composite_reward`) judge by :func:`qae_lab.answers.is_correct`, which pays a completion
@@ -55,6 +58,8 @@ from dataclasses import asdict, dataclass, fields
 from fractions import Fraction
 
 from qae_lab.answers import completion_text, gold_value, is_correct, strict_is_correct
+from qae_lab.verify import available as math_verify_available
+from qae_lab.verify import math_verify_reward
 
 __all__ = [
     "count_reasoning_steps",
@@ -69,6 +74,7 @@ __all__ = [
     "strict_composite_reward",
     "REWARDS",
     "SUCCESS_BANDS",
+    "check_reward",
 ]
 
 _TAGS = ("<reasoning>", "</reasoning>", "<answer>", "</answer>")
@@ -318,12 +324,14 @@ def strict_composite_reward(completions, gold, **kwargs) -> list[float]:
     return _STRICT_COMPOSITE(completions, gold, **kwargs)
 
 
-# the training rewards a run can name (RunArgs.reward); both judge correctness by strict_is_correct
+# the training rewards a run can name (RunArgs.reward): strict and composite judge correctness by
+# strict_is_correct, math_verify by the same end-of-answer rule and math-verify's reading (qae_lab.verify)
 REWARDS: dict[str, Callable] = {
     "strict": strict_correctness_reward,   # QAE's binary R_i in {0, 1}
     "composite": strict_composite_reward,  # SA-AH-GRPO's composite, r_max = 7.5
     "lenient": correctness_reward,         # ablation: pays an answer that runs on (see the module docstring)
     "lenient_composite": composite_reward,  # the same ablation of the composite
+    "math_verify": math_verify_reward,     # 0/1 by math-verify's reading, strict format; the `verify` extra
 }
 # (lo, hi) per reward: wrong completions score at most lo, correct ones at least hi, so a
 # success_threshold t with lo < t <= hi counts exactly the correct responses as successes
@@ -332,4 +340,23 @@ SUCCESS_BANDS: dict[str, tuple[float, float]] = {
     "composite": (CompositeWeights().r_max - CompositeWeights().correct, float(CompositeWeights().correct)),
     "lenient": (0.0, 1.0),
     "lenient_composite": (CompositeWeights().r_max - CompositeWeights().correct, float(CompositeWeights().correct)),
+    "math_verify": (0.0, 1.0),
 }
+
+
+def check_reward(name: str) -> None:
+    r"""Raise ValueError unless ``name`` is a training reward of :data:`REWARDS` that can run here:
+    ``"math_verify"`` needs the optional math-verify package (``pip install "qae-lab[verify]"``).
+
+    >>> check_reward("strict")
+    >>> check_reward("exact")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: reward must be one of ['composite', ..., 'strict'], got 'exact'
+    """
+    if name not in REWARDS:
+        raise ValueError(f"reward must be one of {sorted(REWARDS)}, got {name!r}")
+    if name == "math_verify" and not math_verify_available():
+        raise ValueError('reward "math_verify" needs the math-verify package, which is not installed: '
+                         'pip install "qae-lab[verify]"')
+

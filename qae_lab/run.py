@@ -13,11 +13,8 @@ another without ``overwrite``, or a resume of checkpoint N and what it changes),
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import json
 import os
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -26,28 +23,36 @@ import torch
 
 from qae_lab.answers import is_correct, strict_is_correct
 from qae_lab.callbacks import RunLogger, train_resumable, use_compact_progress
-from qae_lab.checkpoints import publish_dir
 from qae_lab.data import sa_ah_split, synthetic_task, to_grpo_dataset
 from qae_lab.sums import sums_task
 from qae_lab.evaluate import EvalResult, evaluate
+from qae_lab.export import save_model
 from qae_lab.methods import method_name
 from qae_lab.models import load_policy, lora_config
-from qae_lab.presets import PRESETS, RunArgs, build, field_types
+from qae_lab.presets import RunArgs, build
 from qae_lab.resume import RESUME, ResumePlan, claim, plan_run
 from qae_lab.rewards import REWARDS
 from qae_lab.runfolder import (
-    CONFIG_NAME,
     EVAL_AFTER,
     MODEL_DIR,
-    STAGING_DIR,
-    RunFolderError,
     jsonable,
     read_log,
 )
 from qae_lab.trainer import QAETrainer
 
-__all__ = ["load_records", "evaluate_run", "eval_line", "make_trainer", "run_record", "run_settings", "train", "plan"]
+__all__ = ["load_records", "evaluate_run", "eval_line", "make_trainer", "run_record", "run_settings", "train"]
 
+
+def _main_process(cfg) -> bool:
+    """Whether this process writes the run folder: the only one, or rank 0 of a multi-process launch (torchrun,
+    accelerate launch: the Trainer's own process index)."""
+    return cfg.process_index == 0
+
+
+def _everyone_here(cfg) -> None:
+    """With several processes, wait until every one has come this far (so none reads what another is writing)."""
+    if cfg.world_size > 1:
+        torch.distributed.barrier()
 
 
 def load_records(run: RunArgs) -> tuple[list[dict], list[dict]]:
@@ -127,7 +132,9 @@ def train(run: RunArgs, cfg, *, preset: str | None = None, command: str | None =
 
     The run does what its plan says: a fresh run in a folder that holds no other run (or replaces
     it, when planned with ``overwrite``), or a resume of the plan's checkpoint; a refused plan
-    raises its reason before anything loads. Resuming a finished run (a larger ``max_steps``)
+    raises its reason before anything loads. Launched as several processes (``torchrun``,
+    ``accelerate launch``), every process trains (each on the device the Trainer gives it) and the
+    main one alone writes the folder, evaluates (before and after, on its own device) and reports. Resuming a finished run (a larger ``max_steps``)
     first moves its ``eval_after.json`` and ``model/`` to ``finished-step<S>/``.
 
     Returns:
@@ -177,7 +184,8 @@ def make_trainer(run: RunArgs, cfg, *, preset: str | None = None, command: str |
             settings by :func:`qae_lab.resume.plan_run` when None).
 
     The plan is carried out before anything loads (:func:`qae_lab.resume.claim`: a refused plan raises
-    its reason, a fresh one claims the folder) and handed to the :class:`RunLogger`, and
+    its reason, a fresh one claims the folder; under several processes the main one claims it, after every
+    process has planned) and handed to the :class:`RunLogger`, and
     :class:`qae_lab.live.LiveRun` resumes its checkpoint. The data is read before the model loads, so a
     bad data file fails in seconds.
 
@@ -195,9 +203,11 @@ def make_trainer(run: RunArgs, cfg, *, preset: str | None = None, command: str |
         plan = plan_run(cfg.output_dir, resume=resume or None, settings=run_settings(run, cfg))
     elif Path(plan.folder).resolve() != Path(cfg.output_dir).resolve():
         raise ValueError(f"the plan is for {plan.folder}/, the trainer writes to {cfg.output_dir}/")
-    claim(plan)
+    _everyone_here(cfg)  # every process has planned from the folder as it was; only then does the main one claim it
+    claim(plan) if _main_process(cfg) else plan.require()
     train_recs, eval_recs = load_records(run)
-    model, tok = load_policy(run.model, dtype=run.dtype, device="cpu" if cfg.use_cpu else None)
+    # this process's device as the Trainer assigns it (cuda:<local rank>, or the CPU), never a fixed one
+    model, tok = load_policy(run.model, dtype=run.dtype, device=str(cfg.device))
     trainer = QAETrainer(model=model, reward_funcs=[REWARDS[run.reward]], args=cfg,
                          train_dataset=to_grpo_dataset(train_recs), processing_class=tok,
                          peft_config=lora_config(run.lora_r) if run.lora else None,
@@ -248,15 +258,17 @@ def _run(run: RunArgs, cfg, preset, command, plan: ResumePlan, callbacks, recipe
     resuming, trains_on = plan.kind == RESUME, plan.trains_on  # a finished run resumed as it was trains nothing
     trainer, tok, eval_recs = make_trainer(run, cfg, preset=preset, command=command, callbacks=callbacks,
                                            recipe=recipe, plan=plan)
-    if resuming and plan.finished_at is not None and trains_on:
+    main = _main_process(cfg)  # under several processes all train; only the main one writes, evaluates and reports
+    if main and resuming and plan.finished_at is not None and trains_on:
         moved = _set_aside_finished(out, plan.finished_at)
         for cb in trainer.callback_handler.callbacks:
             if isinstance(cb, RunLogger):
                 cb.resume_extra.update(moved)
     before = (evaluate_run(trainer.model, tok, eval_recs, run, cfg, out / "eval_before.json",
-                           reuse=resuming) if run.evaluate else None)
+                           reuse=resuming) if run.evaluate and main else None)
     if before:
         print(eval_line("before", before), flush=True)
+    _everyone_here(cfg)
     outcome = train_resumable(trainer, plan.resume_from)
     after = None
     if outcome.interrupted:
@@ -265,20 +277,16 @@ def _run(run: RunArgs, cfg, preset, command, plan: ResumePlan, callbacks, recipe
                  if outcome.checkpoint else "; no checkpoint to resume"), flush=True)
     else:
         if run.save_model and (trains_on or not (out / MODEL_DIR).is_dir()):  # staged and renamed: never half
-            staged = out / STAGING_DIR / MODEL_DIR
-            shutil.rmtree(staged, ignore_errors=True)
-            trainer.save_model(str(staged))
-            publish_dir(staged, out / MODEL_DIR)
-            with contextlib.suppress(OSError):  # the staging folder, now empty
-                staged.parent.rmdir()
-        if run.evaluate:
+            save_model(trainer, out, replace=True)  # a model/ left by an interrupted end is kept aside
+        if run.evaluate and main:
             after = evaluate_run(trainer.model, tok, eval_recs, run, cfg, out / "eval_after.json", reuse=not trains_on)
             print(eval_line("after", after), flush=True)
     wall = time.time() - t0
-    report = _report(out, run, cfg, preset, command, outcome, wall, before, after)
-    print(f"run folder: {out}  (report: {report})", flush=True)
+    report = _report(out, run, cfg, preset, command, outcome, wall, before, after) if main else None
+    if main:
+        print(f"run folder: {out}  (report: {report})", flush=True)
     return {"output_dir": str(out), "interrupted": outcome.interrupted, "checkpoint": outcome.checkpoint,
-            "global_step": outcome.global_step, "wall_s": wall, "report": str(report),
+            "global_step": outcome.global_step, "wall_s": wall, "report": str(report) if report else None,
             "before": before.summary if before else None, "after": after.summary if after else None}
 
 
@@ -303,69 +311,3 @@ def _report(out: Path, run: RunArgs, cfg, preset, command, outcome, wall: float,
 
     return write_report(out, title=f"qae_lab run: {preset or run.model}", rows=read_log(out),
                         summary=summary, evals=evals, notes=notes)
-
-
-def _sets_from_config(stored: dict, preset: str) -> list[str]:
-    r"""``--set`` values that rebuild a stored run's settings from its preset (for runs made without a recipe,
-    e.g. by :func:`train` from a notebook): every stored field that the preset alone sets otherwise."""
-    run, cfg = build(preset, output_dir="unused")
-    built = {"trainer": jsonable(cfg.to_dict()), "run": jsonable(dataclasses.asdict(run))}
-    settable = {"trainer": set(field_types(type(cfg))) - set(field_types(RunArgs)), "run": set(field_types(RunArgs))}
-    sets = []
-    for section in ("trainer", "run"):
-        for name, value in (stored.get(section) or {}).items():
-            if (name in settable[section] and name in built[section] and value != built[section][name]
-                    and name not in ("output_dir", "logging_dir", "run_name")):
-                raw = "none" if value is None else json.dumps(value) if isinstance(value, (list, dict, bool)) else str(value)
-                sets.append(f"{name}={raw}")
-    return sets
-
-
-def plan(args) -> dict[str, Any]:
-    r"""Everything ``train`` checks before anything loads: settings, the run folder, the checkpoint to resume.
-
-    Returns ``{"run", "cfg", "preset", "method", "sets", "plan", "resume", "notes", "overwrite"}``: ``plan`` is
-    the run folder's :class:`~qae_lab.resume.ResumePlan` (:func:`qae_lab.resume.plan_run`), ``resume`` its
-    checkpoint (None for a new run), ``notes`` what it does, for people. Raises ``ValueError`` (or its
-    :class:`~qae_lab.runfolder.RunFolderError`: the refused plan's reason) with the reason.
-
-    ``args``: the ``train`` command's arguments (``preset``, ``method``, ``sets``, ``output_dir``,
-    ``overwrite``, ``resume``). A resume rebuilds the run's own settings from its ``config.json`` (the
-    recipe it recorded), with this command's ``--set`` values on top.
-
-    >>> import argparse, tempfile
-    >>> args = argparse.Namespace(preset=None, method="mean", sets=["quantile_k=0.6"], output_dir=tempfile.mkdtemp(),
-    ...                           overwrite=False, resume=None)
-    >>> p = plan(args)
-    >>> p["preset"], p["cfg"].baseline, p["cfg"].quantile_k, p["plan"].kind, p["resume"], p["notes"]
-    ('cpu-demo', 'mean', 0.6, 'fresh', None, [])
-    >>> _ = (Path(args.output_dir) / "log.jsonl").write_text('{"step": 1}\n')
-    >>> plan(args)
-    Traceback (most recent call last):
-    ...
-    qae_lab.runfolder.RunFolderError: .../ already holds a run (log.jsonl): a new run would overwrite it. ...
-    """
-    preset, method, sets, built = args.preset, args.method, list(args.sets), {}
-    if args.resume:
-        def own_settings(stored: dict, out: Path) -> dict[str, Any]:  # the run's recipe, then this command's --set
-            nonlocal preset, method, sets
-            recipe = (stored.get("run") or {}).get("build") or {}
-            preset = preset or recipe.get("preset") or stored.get("preset")
-            if preset not in PRESETS:
-                raise RunFolderError(f"{out / CONFIG_NAME} does not say which preset built the run: give --preset "
-                                     f"(and the --set values it was run with)")
-            method = method or recipe.get("method")
-            sets = [*(recipe["sets"] if "sets" in recipe else _sets_from_config(stored, preset)), *sets]
-            built["run"], built["cfg"] = build(preset, sets, method, output_dir=str(out))
-            return run_settings(built["run"], built["cfg"])
-
-        ready = plan_run(args.output_dir, resume=args.resume, settings=own_settings).require()
-        run, cfg = built["run"], built["cfg"]
-    else:
-        preset = preset or "cpu-demo"
-        run, cfg = build(preset, sets, method, output_dir=args.output_dir)
-        ready = plan_run(cfg.output_dir, overwrite=args.overwrite).require()
-    if run.task == "gsm8k" and (run.gsm8k_path or os.environ.get("QAE_LAB_GSM8K_DIR")):
-        load_records(run)  # a local data file is read now (seconds): its errors name the file, line and field
-    return {"run": run, "cfg": cfg, "preset": preset, "method": method, "sets": sets, "plan": ready,
-            "resume": ready.checkpoint, "notes": ready.lines(), "overwrite": args.overwrite}

@@ -46,7 +46,9 @@ Departures, and why:
 * ``fast_generation=True`` (the GPU presets): generation in eval mode with the LoRA adapters merged,
   restored bit-exactly afterwards (:func:`qae_lab.generation.generation_policy` says why: TRL samples
   in train mode, LoRA dropout live, through PEFT's unmerged branches); ``compile_generation=True``
-  undoes TRL's ``disable_compile=True`` (static cache, GPU only).
+  undoes TRL's ``disable_compile=True`` (static cache, GPU only). With ``use_vllm=True`` the config
+  sets both off, and TRL's vLLM weight sync (LoRA merged, sent, unmerged) leaves the base weights
+  bit-identical (:func:`qae_lab.generation.keep_base_weights`).
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ from qae_lab.answers import completion_text
 from qae_lab.behaviour import behaviour_stats, diversity_stats
 from qae_lab.config import QAEConfig
 from qae_lab.entropy_controls import sign_masked_advantages
-from qae_lab.generation import generation_policy, silence_trl_deprecation
+from qae_lab.generation import generation_policy, keep_base_weights, silence_trl_deprecation
 from qae_lab.horizon import head_normalised_entropy, normalise_entropy
 from qae_lab.loss import LossOutput, LossScale, LossSettings, grpo_loss
 from qae_lab.knobs import Knobs
@@ -119,16 +121,16 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
     :class:`~qae_lab.staged_checkpoints.StagedCheckpoints`,
 
     and these TRL attributes are read (the private ones can change in any TRL release): private
-    ``_get_per_token_logps_and_entropies``, ``_log_completion_extra``, ``_metrics``, ``_logs`` (the
-    completions TRL decoded are read there), ``_step``, ``_entropy_bonus_enabled``; public
-    ``epsilon_low``, ``epsilon_high``, ``importance_sampling_level``, ``current_gradient_accumulation_steps``,
-    ``reward_weights``, ``num_generations``, ``num_generations_eval``, ``scale_rewards``, ``loss_type``,
-    ``beta``, ``temperature``, ``top_entropy_quantile`` (and ``get_high_entropy_mask``), ``entropy_coef``,
-    ``aux_loss_enabled``, ``router_aux_loss_coef``, ``use_vllm``, ``vllm_importance_sampling_correction``,
-    ``max_completion_length``, ``generation_config`` (its ``disable_compile`` is set with
-    ``compile_generation``); and the generation batch's keys ``completion_ids``, ``completion_mask``,
-    ``tool_mask``, ``advantages``, ``prompt_ids``, ``prompt_mask``, ``old_per_token_logps``,
-    ``ref_per_token_logps``, ``importance_sampling_ratio``, ``num_items_in_batch``.
+    ``_get_per_token_logps_and_entropies``, ``_log_completion_extra``, ``_metrics``, ``_logs`` (the completions TRL
+    decoded are read there), ``_step``, ``_entropy_bonus_enabled``; public ``epsilon_low``, ``epsilon_high``,
+    ``importance_sampling_level``, ``current_gradient_accumulation_steps``, ``reward_weights``, ``num_generations``,
+    ``num_generations_eval``, ``scale_rewards``, ``loss_type``, ``beta``, ``temperature``, ``top_entropy_quantile``
+    (and ``get_high_entropy_mask``), ``entropy_coef``, ``aux_loss_enabled``, ``router_aux_loss_coef``, ``use_vllm``,
+    ``vllm_importance_sampling_correction``, ``vllm_generation`` (its ``sync_weights`` is wrapped),
+    ``max_completion_length``, ``generation_config`` (its ``disable_compile`` is set with ``compile_generation``);
+    and the generation batch's keys ``completion_ids``, ``completion_mask``, ``tool_mask``, ``advantages``,
+    ``prompt_ids``, ``prompt_mask``, ``old_per_token_logps``, ``ref_per_token_logps``,
+    ``importance_sampling_ratio``, ``num_items_in_batch``.
     """
 
     def __init__(self, *args, **kwargs):
@@ -144,6 +146,8 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         a = self.args
         self.knobs = Knobs(quantile_k=a.quantile_k, alpha=a.alpha, baseline=a.baseline, token_weighting=a.token_weighting)
         self._scoring: _Scoring | None = None  # set only while _generate_and_score_completions runs
+        if self.use_vllm and not (self.is_deepspeed_enabled or self.is_fsdp_enabled):  # sync unmerges LoRA
+            self.vllm_generation.sync_weights = keep_base_weights(self.vllm_generation.sync_weights, self.model)
         if a.fast_generation and (self.is_deepspeed_enabled or self.is_fsdp_enabled):
             raise ValueError("fast_generation merges LoRA into whole weights, which DeepSpeed ZeRO / FSDP shard: "
                              "set fast_generation=False")

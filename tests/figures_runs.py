@@ -176,6 +176,13 @@ assert [list(t.x) for t in last.data if t.name == "reward"] == [list(range(1, ST
 assert any(o.get("text", "").startswith("after:") for o in lab.messages.outputs)   # the evaluation after training
 assert (OUT / "eval_before.json").is_file() and (OUT / "eval_after.json").is_file()
 assert not OUT.is_absolute() and (Path.cwd() / OUT / "log.jsonl").is_file()   # in the notebook's own folder
+import json, torch                                          # "Save and export": the run's model, exported
+from transformers import AutoModelForCausalLM
+assert (OUT / "model").is_dir() and EXPORT == OUT / "export" and (EXPORT / "model.safetensors").is_file()
+assert AutoModelForCausalLM.from_pretrained(EXPORT).dtype == (torch.bfloat16 if ON_GPU else torch.float32)
+after = json.loads((OUT / "eval_after.json").read_text())["summary"]
+assert f"| greedy pass@1 | " in (EXPORT / "README.md").read_text()
+assert f"{after['greedy_pass@1']:.3f} |" in (EXPORT / "README.md").read_text()   # the card's numbers: the run's
 """)
 
 # ------------------------------------------------------------------ 05: comparing runs

@@ -203,6 +203,12 @@ def test_notebook04_k_slider_reaches_the_run_log(lab, plots):
         # "What the log recorded", run again by hand after the run: every step, no error
         nb.run_cell("rows = lab.logged_steps()")
         assert f"{len(rows)} steps logged so far" in nb.cell_text("rows = lab.logged_steps()")
+        # "Save and export": during the run it only said so; run again after Stop, it exports the stopped run
+        export_cell = 'EXPORT = OUT / "export"'
+        assert "training goes on" in nb.cell_text(export_cell)
+        nb.run_cell(export_cell)
+        assert "exported to" in nb.cell_text(export_cell), nb.cell_text(export_cell)
+        assert (next(opened["root"].glob("runs/*")) / "export" / "model.safetensors").is_file()
         _assert_clean(nb, "after Stop")  # the training thread's warnings included, wherever they went
         _assert_figures_drawn(nb)
         nb.screenshot_sections("nb04", suffix)

@@ -49,6 +49,9 @@ def test_the_config_has_one_home():
     ({"loss_type": "vespo"}, "loss_type must be one of"),
     ({"off_policy_mask_threshold": 0.5}, "off_policy_mask_threshold is not supported"),
     ({"use_adaptive_entropy": True, "entropy_coef": 0.01}, "use_adaptive_entropy is not supported"),
+    # TRL checks these only once the model is loaded (vllm_mode) or inside a step (the importance-sampling mode)
+    ({"vllm_mode": "remote"}, r"vllm_mode must be one of \('colocate', 'server'\), got 'remote'"),
+    ({"vllm_importance_sampling_mode": "token"}, "vllm_importance_sampling_mode must be one of"),
 ])
 def test_config_rejects_bad_values(tmp_path, kwargs, name):
     with pytest.raises(ValueError, match=name):
@@ -73,6 +76,8 @@ def test_config_defaults_and_accepted_values(tmp_path):
     ("max_completion_length", 0, "a number in [1, inf)"), ("gradient_accumulation_steps", 0, "a number in [1, inf)"),
     ("seed", -1, "a number in [0, 4294967295]"), ("save_total_limit", 0, "a number in [1, inf) or None"),
     ("max_completion_length", 2.5, "a whole number"),
+    ("vllm_gpu_memory_utilization", 0.0, "a number in (0, 1]"), ("vllm_gpu_memory_utilization", 1.2, "a number in"),
+    ("vllm_tensor_parallel_size", 0, "a number in [1, inf)"), ("vllm_tensor_parallel_size", 1.5, "a whole number"),
 ])
 def test_training_settings_are_range_checked_with_their_names(tmp_path, field, value, allowed):
     with pytest.raises(ValueError, match=rf"{field} must be {re.escape(allowed)}"):

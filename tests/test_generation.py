@@ -195,9 +195,11 @@ def test_compile_generation_lifts_trls_disable_compile(tmp_path):
     assert trainer.generation_config.cache_implementation == "static"
 
 
-def test_fast_generation_refuses_vllm(tmp_path):
-    with pytest.raises(ValueError, match="fast_generation"):
-        QAEConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], fast_generation=True, use_vllm=True)
+def test_fast_generation_steps_aside_for_vllm(tmp_path):
+    # vLLM samples instead (tests/test_vllm.py): the fast path is set off, with a warning naming it
+    with pytest.warns(UserWarning, match=r"step aside: fast_generation=True -> False$"):
+        cfg = QAEConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], fast_generation=True, use_vllm=True)
+    assert (cfg.fast_generation, cfg.to_dict()["fast_generation"]) == (False, False)
 
 
 def test_a_caller_merged_adapter_is_left_merged():

@@ -184,8 +184,10 @@ def _imports_inside_functions(path: Path) -> list[tuple[int, str, str]]:
 # optional dependencies (pyproject's extras, or not a dependency at all) a function may import when used,
 # heavy ones that code which is not about drawing loads only when it draws (the README's "Imports"),
 # and qae_lab modules that import them at their own top
-OPTIONAL = ("datasets", "tokenizers", "transformers", "peft", "trl", "accelerate", "verl", "tqdm", "qae_lab.config",
-            "plotly", "ipywidgets", "IPython", "qae_lab.report", "qae_lab.plots", "qae_lab.views")
+OPTIONAL = ("datasets", "tokenizers", "transformers", "huggingface_hub", "peft", "trl", "accelerate", "verl", "tqdm",
+            "qae_lab.config",
+            "plotly", "ipywidgets", "IPython", "qae_lab.report", "qae_lab.plots", "qae_lab.views",
+            "math_verify", "sympy")  # the verify extra (qae_lab/verify.py) and the sympy it computes with
 
 
 def test_imports_sit_at_the_top_except_optional_heavy_dependencies_with_a_reason():
@@ -234,3 +236,12 @@ def test_no_module_under_tests_shadows_a_package_module_or_an_importable_one():
         elif (spec := importlib.machinery.PathFinder.find_spec(name, elsewhere)) is not None:
             clashes[name] = spec.origin or "a namespace package"
     assert clashes == {}, f"modules under tests/ named like another module (rename them): {clashes}"
+
+
+def test_license_file_matches_pyproject():
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert meta["license"] == "MIT" and meta["license-files"] == ["LICENSE"]
+    text = (ROOT / "LICENSE").read_text()
+    assert text.startswith("MIT License\n") and "Permission is hereby granted, free of charge" in text
+    authors = ", ".join(a["name"] for a in meta["authors"])
+    assert re.search(rf"^Copyright \(c\) \d{{4}} {re.escape(authors)}$", text, re.M), "LICENSE names the authors"

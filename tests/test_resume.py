@@ -219,7 +219,8 @@ def _no_loading(monkeypatch):
 
 def test_the_command_line_follows_the_plan(tmp_path, monkeypatch, capsys):
     calls = []
-    monkeypatch.setattr(pipeline, "plan_run", _planned(ResumePlan(REFUSE, tmp_path, reason="the plan says no"), calls))
+    monkeypatch.setattr("qae_lab.cli.plan_run", _planned(ResumePlan(REFUSE, tmp_path, reason="the plan says no"),
+                                                         calls))
     _no_loading(monkeypatch)
     for extra in (["--dry-run"], []):
         assert main(["train", "--output-dir", str(tmp_path), *extra]) == 2  # an empty folder: refused all the same

@@ -27,6 +27,8 @@ from qae_lab.rewards import (
     strict_correctness_reward,
     strict_format_reward,
 )
+from qae_lab.verify import available as math_verify_available
+from qae_lab.verify import math_verify_reward
 
 REWARD_FNS = [strict_correctness_reward, correctness_reward, strict_format_reward, soft_format_reward,
               composite_reward, strict_composite_reward]
@@ -210,13 +212,16 @@ def test_strict_composite_reward_judges_correctness_by_the_verdict():
 
 def test_rewards_table_and_success_bands():
     assert REWARDS == {"strict": strict_correctness_reward, "composite": strict_composite_reward,
-                       "lenient": correctness_reward, "lenient_composite": composite_reward}
+                       "lenient": correctness_reward, "lenient_composite": composite_reward,
+                       "math_verify": math_verify_reward}
     assert SUCCESS_BANDS == {"strict": (0.0, 1.0), "composite": (2.5, 5.0), "lenient": (0.0, 1.0),
-                             "lenient_composite": (2.5, 5.0)}
+                             "lenient_composite": (2.5, 5.0), "math_verify": (0.0, 1.0)}
     # every completion of a mixed bag: wrong ones score <= lo, correct ones >= hi, by each reward's verdict
     texts = [GOOD, GARBAGE, xml("3+4=7\n1+1=2\n2+2=4\n4+4=8", "7"), xml("3+4=7\n1+1=2\n2+2=4\n4+4=8", "8"),
              "<reasoning>3+4=7</reasoning><answer>7</answer>", "<answer>7</answer>", "#### 7", "", "7"]
     for name, fn in REWARDS.items():
+        if name == "math_verify" and not math_verify_available():
+            continue  # the optional verify extra (tests/test_verify.py)
         lo, hi = SUCCESS_BANDS[name]
         verdict = is_correct if name.startswith("lenient") else strict_is_correct
         for t, r in zip(texts, fn(texts, gold=["7"] * len(texts))):

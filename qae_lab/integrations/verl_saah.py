@@ -1,0 +1,269 @@
+r"""SA-AH-GRPO as a verl policy loss (``actor_rollout_ref.actor.policy_loss.loss_mode=sa_ah``).
+
+verl looks policy losses up by name in a registry filled by
+``verl.trainer.ppo.core_algos.register_policy_loss``; its actor (``verl.workers.utils.losses.ppo_loss``)
+calls the one named by ``actor.policy_loss.loss_mode`` with exactly ``old_log_prob, log_prob,
+advantages, response_mask, loss_agg_mode, config, rollout_is_weights``, all (N, T), and adds the
+entropy bonus and the KL loss itself. :func:`compute_policy_loss_saah` has that signature;
+:func:`register` adds it under "sa_ah".
+
+The maths is qae_lab's (SA-AH, arXiv 2606.05434; labels of ``docs/equations.md``):
+
+* S2-S3: w_{i,t} = exp(-alpha * sum_{s<=t} H~_{i,s}) if A_i < 0, else 1
+  (:func:`qae_lab.horizon.selective_horizon_weights`);
+* S4: L = sum_t w_t l_t / sum_t w_t, reached as verl's own token mean of per-token advantages
+  A_i w_t c, c = sum(m) / sum(w) (:func:`qae_lab.horizon.normaliser_factor`);
+* S5: the ``saah/*`` metrics (:func:`qae_lab.horizon.weight_stats`).
+
+Since c w_t > 0, PPO's clipped surrogate (dual clip included) of the advantage A_i w_t c is w_t c
+times that of A_i, token by token: the loss is verl's own ``vanilla`` loss, called on
+:func:`saah_advantages`, so clipping, the rollout-correction weights, ``agg_loss`` and its
+global-batch normaliser stay verl's. At alpha = 0 every w_t and c is exactly 1 and the loss is
+``vanilla``'s, bit for bit.
+
+Departures from the paper, and why (verl 0.9.1):
+
+* **H~_t is the sampled token's surprisal, not the entropy.** verl's ``ppo_loss`` holds the
+  per-token entropy (``model_output["entropy"]``, when ``actor.calculate_entropy`` or
+  ``entropy_coeff`` asks for it) but passes a policy loss no entropy, nor the logits nor V; the
+  driver drops the old policy's entropies (``entropys``) before the batch reaches the advantage
+  estimator or the actor. From what does reach the loss, H~_t = -log pi_old(y_t) / log V
+  (:func:`surprisal_normalised_entropy`) is a one-sample estimate of S1: E_{y_t ~ pi_old}
+  [-log pi_old(y_t)] = H_t, and sum_{s<=t} of it (the only thing w_t uses) is -log pi_old(y_<=t),
+  an unbiased estimate of the cumulative entropy of the path, clamped per token to [0, 1].
+  A caller that does have the exact H_t (its own loss function) passes ``entropy=``.
+* alpha and V are fixed when the loss is registered (:func:`register`): verl's
+  ``PolicyLossConfig`` is a closed dataclass and refuses keys it does not declare.
+* c is computed per micro-batch: exact for one micro-batch on one rank; with several, each
+  micro-batch's sum(w) is made to equal its token count, which verl's global normaliser counts.
+* Only loss aggregations that divide by a token count (``token-mean``, ``seq-mean-token-mean``,
+  where c is per response) have a normaliser for sum(w) to replace: the token-sum ones are refused,
+  as qae_lab's trainer refuses ``dr_grpo``.
+* A_i is a response's advantage: the token-level advantages must be constant along each response
+  (an outcome estimator: verl's ``grpo``, qae_lab's ``qae``); GAE's are refused.
+
+Shapes: N responses (verl's ``bs``), T response tokens.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+
+from qae_lab._checks import as_real_tensor, check_choice, check_finite_scalar, check_int, check_mask
+from qae_lab.horizon import normalise_entropy, normaliser_factor, selective_horizon_weights, weight_stats
+from qae_lab.methods import SAAH_ALPHA, SAAH_EFFECTIVE_TOKENS_FRAC, SAAH_W_MEAN_NEG
+
+__all__ = ["LOSS_NAME", "DEFAULT_ALPHA", "LOSS_AGG_MODES", "response_advantages", "surprisal_normalised_entropy",
+           "saah_advantages", "compute_policy_loss_saah", "register"]
+
+LOSS_NAME = "sa_ah"
+DEFAULT_ALPHA = 0.5  # the SA-AH paper's setting
+# verl's aggregations that divide by a token count (S4 replaces it by sum(w)); the second per response
+LOSS_AGG_MODES = ("token-mean", "seq-mean-token-mean")
+
+
+def response_advantages(advantages: torch.Tensor, response_mask) -> torch.Tensor:
+    r"""A_i, each response's advantage, from verl's token-level (N, T) advantages.
+
+    Args:
+        advantages: (N, T) floating; constant along each response's real tokens (an outcome estimator).
+        response_mask: (N, T) 0/1 or bool.
+
+    Returns:
+        (N,) in ``advantages``' dtype; 0 for a response without tokens.
+
+    >>> response_advantages(torch.tensor([[0.5, 0.5, 0.0], [-1.0, 0.0, 0.0]]), torch.tensor([[1, 1, 0], [1, 0, 0]]))
+    tensor([ 0.5000, -1.0000])
+    """
+    a = as_real_tensor(advantages, "advantages", ndim=2)
+    m = check_mask(response_mask, a.shape, "response_mask").to(a.dtype)  # (N, T)
+    n_tok = m.sum(-1)  # (N,)
+    a_i = (a * m).sum(-1) / n_tok.clamp(min=1.0)  # (N,)
+    spread = ((a - a_i[:, None]).abs() * m).amax(-1) if a.numel() else a_i  # (N,)
+    if bool((spread > 1e-5 * (1.0 + a_i.abs())).any()):
+        bad = int(spread.argmax())
+        raise ValueError(f"advantages must be constant along each response (an outcome estimator such as grpo or "
+                         f"qae; SA-AH weights responses by the sign of A_i); row {bad} varies by {spread[bad]:.3g}")
+    return a_i
+
+
+def surprisal_normalised_entropy(old_log_prob: torch.Tensor, response_mask, vocab_size: int) -> torch.Tensor:
+    r"""H~_t estimated by the sampled token's surprisal, -log pi_old(y_t) / log V, clamped to [0, 1].
+
+    SA-AH (arXiv 2606.05434), S1 estimated from one sample: E_{y ~ pi_old}[-log pi_old(y)] is the
+    entropy H_t, and the cumulative sum that S2 uses is -log pi_old(y_<=t). What verl hands a policy
+    loss (see the module's departures); detached, 0 on padding.
+
+    Args:
+        old_log_prob: (N, T) log pi_old(y_t) of the sampled tokens (verl's, at the sampling temperature).
+        response_mask: (N, T) 0/1 or bool.
+        vocab_size: V >= 2, the model's vocabulary size.
+
+    Returns:
+        (N, T) in [0, 1].
+
+    >>> lp = torch.log(torch.tensor([[0.5, 0.25, 1.0]]))               # V = 4: log 2 / log 4 = 0.5
+    >>> surprisal_normalised_entropy(lp, torch.tensor([[1, 1, 0]]), 4)
+    tensor([[0.5000, 1.0000, 0.0000]])
+    """
+    lp = as_real_tensor(old_log_prob, "old_log_prob", ndim=2)
+    m = check_mask(response_mask, lp.shape, "response_mask").bool()  # (N, T)
+    # H~_t ~ -log pi_old(y_t) / log V, padding set to 0 before it can reach the sums
+    return normalise_entropy((0.0 - lp.detach()).masked_fill(~m, 0.0), vocab_size)  # 0 - x: no -0.0
+
+
+def saah_advantages(advantages: torch.Tensor, response_mask, h_norm: torch.Tensor, alpha: float,
+                    loss_agg_mode: str = "token-mean") -> tuple[torch.Tensor, torch.Tensor]:
+    r"""SA-AH's per-token advantages A_i w_t c for verl's token-normalised losses, and the weights w.
+
+    SA-AH (arXiv 2606.05434): S2-S3 w_{i,t} = exp(-alpha sum_{s<=t} H~_{i,s}) on responses with
+    A_i < 0, 1 on the others; S4 c = sum(m) / sum(w) (``token-mean``) or c_i = sum_t m / sum_t w
+    (``seq-mean-token-mean``), so that verl's mean of c w_t l_t is sum(w l) / sum(w).
+
+    Args:
+        advantages: (N, T) verl's token-level advantages, constant along each response.
+        response_mask: (N, T) 0/1 or bool.
+        h_norm: (N, T) H~_t in [0, 1] (:func:`surprisal_normalised_entropy`, or exact H_t / log V).
+        alpha: finite real; 0 is plain GRPO (every weight 1), the paper's 0.5 discounts.
+        loss_agg_mode: one of :data:`LOSS_AGG_MODES`.
+
+    Returns:
+        (A~, w): both (N, T); A~ in ``advantages``' dtype, w detached and 0 on padding.
+
+    >>> a = torch.tensor([[1.0, 1.0], [-1.0, -1.0]]); m = torch.ones(2, 2)
+    >>> a_t, w = saah_advantages(a, m, torch.full((2, 2), 0.5), alpha=2.0)
+    >>> w                                          # exp(-2 * 0.5 * [1, 2]) on the negative row
+    tensor([[1.0000, 1.0000],
+            [0.3679, 0.1353]])
+    >>> torch.isclose(-a_t.sum() / 4, -(a * w).sum() / w.sum())    # verl's token mean of -A~ is S4's loss
+    tensor(True)
+    """
+    check_choice(loss_agg_mode, "loss_agg_mode", LOSS_AGG_MODES)
+    a_i = response_advantages(advantages, response_mask)  # (N,)
+    m = check_mask(response_mask, advantages.shape, "response_mask")  # (N, T)
+    # (S2, S3) w_{i,t} = exp(-alpha sum_{s<=t} H~_{i,s}) if A_i < 0 else 1
+    w = selective_horizon_weights(h_norm, m, a_i, alpha, selective=True)  # (N, T)
+    # (S4) c = sum(m) / sum(w), or per response: mean_t(c w_t l_t) over the tokens = sum(w l) / sum(w)
+    c = normaliser_factor(w, m, per_sequence=loss_agg_mode == "seq-mean-token-mean")  # () or (N, 1)
+    return advantages * (w * c).to(advantages.dtype), w
+
+
+def compute_policy_loss_saah(
+    old_log_prob: torch.Tensor,
+    log_prob: torch.Tensor,
+    advantages: torch.Tensor,
+    response_mask: torch.Tensor,
+    loss_agg_mode: str = "token-mean",
+    config: Any = None,
+    rollout_is_weights: torch.Tensor | None = None,
+    *,
+    alpha: float = DEFAULT_ALPHA,
+    vocab_size: int | None = None,
+    entropy: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, dict[str, Any]]:
+    r"""SA-AH-GRPO's policy loss with verl's policy-loss signature: ``vanilla`` on A_i w_t c.
+
+    SA-AH (arXiv 2606.05434), S1-S5 (see the module docstring): H~_t from ``entropy`` if given,
+    else from the surprisal -log pi_old(y_t) (what verl passes), then :func:`saah_advantages`,
+    then verl's ``compute_policy_loss_vanilla`` (PPO's clipped surrogate, verl's ``agg_loss``).
+
+    Args:
+        old_log_prob, log_prob: (N, T) log-probs of the sampled tokens (old: detached; log_prob
+            carries the gradient).
+        advantages: (N, T) token-level advantages, constant along each response.
+        response_mask: (N, T) bool or 0/1.
+        loss_agg_mode: one of :data:`LOSS_AGG_MODES`.
+        config: verl's ``ActorConfig`` (clip ratios, ``global_batch_info``), passed on to ``vanilla``.
+        rollout_is_weights: (N, T) or None, passed on to ``vanilla``.
+        alpha: finite real (bound by :func:`register`). vocab_size: V >= 2 (bound by :func:`register`).
+        entropy: (N, T) exact token entropies H_t in nats, or None (verl passes none).
+
+    Returns:
+        (loss, metrics): ``vanilla``'s 0-dim loss and metrics, plus ``saah/alpha``,
+        ``saah/w_mean_neg`` and ``saah/effective_tokens_frac``.
+
+    Raises:
+        ImportError: verl is not installed (:func:`saah_advantages` works without it).
+
+    Where verl cannot be imported (here made so by blocking its module):
+
+    >>> import sys
+    >>> from unittest import mock
+    >>> with mock.patch.dict(sys.modules, {"verl.trainer.ppo.core_algos": None}):
+    ...     compute_policy_loss_saah(torch.zeros(1, 2), torch.zeros(1, 2), torch.ones(1, 2), torch.ones(1, 2),
+    ...                              vocab_size=4)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ImportError: qae_lab.integrations.verl_saah needs verl (pip install verl) ...
+    """
+    if vocab_size is None:
+        raise ValueError("vocab_size must be the model's vocabulary size V >= 2 (bind it with register())")
+    check_int(vocab_size, "vocab_size", 2)
+    alpha = check_finite_scalar(alpha, "alpha")
+    m = check_mask(response_mask, as_real_tensor(advantages, "advantages", ndim=2).shape, "response_mask")  # (N, T)
+    if entropy is None:
+        h_norm = surprisal_normalised_entropy(old_log_prob, m, vocab_size)  # (N, T)
+    else:  # exact: H~_t = H_t / log V
+        h_norm = normalise_entropy(as_real_tensor(entropy, "entropy", ndim=2).masked_fill(m == 0, 0.0), vocab_size)
+    a_t, w = saah_advantages(advantages, m, h_norm, alpha, loss_agg_mode)  # (N, T) each
+    try:
+        from verl.trainer.ppo.core_algos import compute_policy_loss_vanilla  # verl: optional, not a dependency
+    except ImportError as err:
+        raise ImportError("qae_lab.integrations.verl_saah needs verl (pip install verl) for the loss itself; "
+                          "saah_advantages works without it") from err
+    loss, metrics = compute_policy_loss_vanilla(old_log_prob=old_log_prob, log_prob=log_prob, advantages=a_t,
+                                                response_mask=response_mask, loss_agg_mode=loss_agg_mode,
+                                                config=config, rollout_is_weights=rollout_is_weights)
+    # (S5) the saah/* metrics
+    stats = weight_stats(w, m, response_advantages(advantages, m))
+    metrics = {**metrics, SAAH_ALPHA: alpha, SAAH_W_MEAN_NEG: stats["w_mean_neg"],
+               SAAH_EFFECTIVE_TOKENS_FRAC: stats["effective_tokens_frac"]}
+    return loss, metrics
+
+
+def register(alpha: float = DEFAULT_ALPHA, *, vocab_size: int, name: str = LOSS_NAME):
+    r"""Register :func:`compute_policy_loss_saah`, with ``alpha`` and ``vocab_size`` bound, as verl's ``name``.
+
+    Select it with ``actor_rollout_ref.actor.policy_loss.loss_mode=sa_ah``. Run it in every process
+    that computes the actor's loss (e.g. from a module named by ``VERL_USE_EXTERNAL_MODULES``).
+    Calling it again replaces the settings; a name verl already uses for another loss is refused
+    (verl's registry would silently overwrite it).
+
+    Args:
+        alpha: finite real (paper: 0.5; 0 is verl's ``vanilla``; < 0 amplifies, the paper's ablation).
+        vocab_size: V >= 2, the model's vocabulary size (the normaliser log V of H~).
+        name: the ``loss_mode`` to register under.
+
+    Returns:
+        The registered callable (a :func:`functools.partial` of :func:`compute_policy_loss_saah`).
+
+    Raises:
+        ImportError: verl is not installed. ValueError: a bad setting, or ``name`` taken by another loss.
+
+    >>> import sys
+    >>> from unittest import mock
+    >>> with mock.patch.dict(sys.modules, {"verl.trainer.ppo.core_algos": None}):
+    ...     register(0.5, vocab_size=151936)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ImportError: qae_lab.integrations.verl_saah.register() needs verl (pip install verl); ...
+    """
+    alpha = check_finite_scalar(alpha, "alpha")
+    check_int(vocab_size, "vocab_size", 2)
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name must be a non-empty string, got {name!r}")
+    try:
+        from verl.trainer.ppo.core_algos import get_policy_loss_fn, register_policy_loss  # verl: optional
+    except ImportError as err:
+        raise ImportError("qae_lab.integrations.verl_saah.register() needs verl (pip install verl); "
+                          "saah_advantages works without it") from err
+    try:
+        existing = get_policy_loss_fn(name)
+    except ValueError:  # verl: not registered yet
+        existing = None
+    if existing is not None and getattr(existing, "func", None) is not compute_policy_loss_saah:
+        raise ValueError(f"name {name!r} is already verl's policy loss {existing!r}; choose another name")
+    fn = functools.partial(compute_policy_loss_saah, alpha=alpha, vocab_size=vocab_size)
+    register_policy_loss(name)(fn)
+    return fn

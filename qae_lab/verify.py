@@ -1,0 +1,167 @@
+r"""An independent verifier: math-verify's reading of a completion's answer, as a 0/1 training reward.
+
+:mod:`qae_lab.answers` reads answers with its own grammar (exact numbers, no guessing). Where the
+optional ``math-verify`` package is installed (``pip install "qae-lab[verify]"``), this module
+asks it for a second opinion: :func:`math_verify_is_correct` judges a completion with math-verify's
+LaTeX reader and its symbolic / numeric comparison, and :func:`math_verify_reward` is that verdict
+as TRL's 0/1 reward, the training reward ``"math_verify"`` of :data:`qae_lab.rewards.REWARDS`.
+``benchmarks/bench_math_verify.py`` measures where the two readers agree on GSM8K. Importing
+qae_lab never imports math_verify; :func:`available` looks for it without importing it, and
+:func:`qae_lab.rewards.check_reward` refuses ``reward="math_verify"`` when it is absent.
+
+The verdict keeps the strict format of :func:`qae_lab.answers.strict_is_correct`: a completion
+scores only when it stops right after a closing ``</answer>`` (:func:`~qae_lab.answers.ends_at_answer`),
+so the reward cannot pay an answer that runs on; what differs from ``"strict"`` is only how the
+content of that last ``<answer>`` block is read and compared. Like ``"strict"``, its success band
+is (0, 1): ``success_threshold`` = 0.5 counts exactly the rewarded responses.
+
+Model output is data, never code. math-verify's default extraction has two readers. Its expression
+reader hands the matched text to ``sympy.parse_expr``, which runs Python ``eval``. Its LaTeX reader
+(``latex2sympy2_extended``) parses with an ANTLR grammar into sympy objects, but converts each number
+token with ``sympy.Number(text)``, which sympifies (evals) the token's text. So, three guards:
+
+1. only the LaTeX reader is used (``LatexExtractionConfig``), never the expression reader;
+2. it is handed nothing but the content of the final answer block, and only when that content
+   passes :func:`safe_answer`: at most ``MAX_CHARS`` characters of digits, ASCII letters,
+   whitespace, ``, . $ % + - / = { }`` and the LaTeX commands of ``_COMMANDS``; no brackets,
+   quotes, ``_``, ``^``, ``!`` or ``*``, so no call, subscript, power or factorial can be written,
+   and the only text that can reach ``eval`` is a number token of digits and separators;
+3. the gold is built as ``sympy.Rational`` from :func:`qae_lab.answers.gold_value` (no parsing).
+
+What passes the guard is short and has no power, factorial, integral or sum, so reading and
+comparing it is bounded work: math-verify's timeouts (``signal.alarm``, which works only on the
+main thread, while notebook 04 trains on a thread of its own) are switched off, and its one
+warning about that is filtered.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import re
+
+from qae_lab.answers import completion_text, ends_at_answer, gold_value
+
+__all__ = ["MAX_CHARS", "available", "answer_block", "safe_answer", "math_verify_is_correct",
+           "math_verify_reward"]
+
+MAX_CHARS = 100  # answer blocks longer than this are not handed to math-verify (score 0)
+_COMMANDS = r"(?:d|t)?frac|boxed|text|textbf|mathrm|mathbf|times|cdot"  # the LaTeX commands allowed
+_SAFE = re.compile(r"(?:[0-9A-Za-z \t\r\n,.$%+\-/={}]|\\(?:" + _COMMANDS + r")(?![A-Za-z])|\\[$%,;! ])*+")
+_OPEN = re.compile(r"<[ \t]*+answer[ \t]*+>", re.IGNORECASE)
+_CLOSE_AT_END = re.compile(r"<[ \t]*+/[ \t]*+answer[ \t]*+>\s*+\Z", re.IGNORECASE)
+_TIMEOUT_OFF = "Timeout is disabled"  # math-verify's warning when its signal timeouts are off
+
+
+def available() -> bool:
+    """True when the optional ``math-verify`` package can be imported (it is not imported here).
+
+    >>> isinstance(available(), bool)
+    True
+    """
+    return importlib.util.find_spec("math_verify") is not None
+
+
+def answer_block(text: str) -> str | None:
+    r"""The stripped content of the final ``<answer>...</answer>`` block when the text stops right
+    after it (whitespace aside), else None.
+
+    >>> answer_block("<reasoning>\n3 + 4 = 7\n</reasoning>\n<answer>\n7\n</answer>\n")
+    '7'
+    >>> answer_block("<answer>7</answer> and more") is None, answer_block("7</answer>") is None
+    (True, True)
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"text must be a str, got {type(text).__name__}")
+    close = _CLOSE_AT_END.search(text)
+    if close is None:
+        return None
+    opening = None
+    for opening in _OPEN.finditer(text, 0, close.start()):
+        pass
+    return None if opening is None else text[opening.end():close.start()].strip()
+
+
+def safe_answer(span: str) -> bool:
+    r"""True iff ``span`` may be handed to math-verify: non-blank, at most ``MAX_CHARS`` characters,
+    all of them in the whitelist of the module docstring.
+
+    >>> [safe_answer(s) for s in ("18", r"\$1,000.50", r"\boxed{\frac{3}{4}}", "x = 5 apples", "50%")]
+    [True, True, True, True, True]
+    >>> [safe_answer(s) for s in ("__import__('os')", "2^100", "5!", r"\int_0^1 x", "(1)", "", "1" * 101)]
+    [False, False, False, False, False, False, False]
+    """
+    if not isinstance(span, str):
+        raise ValueError(f"span must be a str, got {type(span).__name__}")
+    return bool(span.strip()) and len(span) <= MAX_CHARS and _SAFE.fullmatch(span) is not None
+
+
+class _DropTimeoutWarning(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(_TIMEOUT_OFF)
+
+
+def _math_verify():
+    """The math_verify module (the ``verify`` extra), imported on first use, its timeout warning filtered."""
+    try:
+        import math_verify  # the optional `verify` extra: pip install "qae-lab[verify]"
+    except ImportError as err:
+        raise ImportError('the "math_verify" verdict needs the math-verify package: '
+                          'pip install "qae-lab[verify]"') from err
+    for name in ("math_verify.parser", "math_verify.grader"):
+        log = logging.getLogger(name)
+        if not any(isinstance(f, _DropTimeoutWarning) for f in log.filters):
+            log.addFilter(_DropTimeoutWarning())
+    return math_verify
+
+
+def math_verify_is_correct(completion, gold) -> bool:
+    r"""True iff the completion stops right after its final ``</answer>`` and math-verify finds that
+    block's content equal to ``gold``. Content that fails :func:`safe_answer` is never handed to
+    math-verify: False.
+
+    Args:
+        completion: a str, a message dict or a list of message dicts
+            (:func:`qae_lab.answers.completion_text`).
+        gold: the reference answer, as in :func:`qae_lab.answers.gold_value` ("1,000", "3/4", 7).
+
+    Returns:
+        bool.
+
+    >>> c = "<reasoning>\n3 + 4 = 7\n</reasoning>\n<answer>\n{}\n</answer>"
+    >>> [math_verify_is_correct(c.format(a), "7") for a in ("7", r"\boxed{7}", "7.00", "$7", "8")]
+    [True, True, True, True, False]
+    >>> math_verify_is_correct(c.format("7") + " and on", "7")
+    False
+    """
+    target = gold_value(gold)
+    text = completion_text(completion)
+    span = answer_block(text) if ends_at_answer(text) else None
+    if span is None or not safe_answer(span):
+        return False
+    import sympy  # a dependency of torch; imported here, beside math_verify, which needs it
+
+    mv = _math_verify()
+    # the LaTeX reader only (module docstring); no signal timeouts: the input is short and power-free
+    parsed = mv.parse("\\boxed{" + span + "}", [mv.LatexExtractionConfig()], parsing_timeout=None)
+    return bool(parsed) and mv.verify(sympy.Rational(target.numerator, target.denominator), parsed,
+                                      timeout_seconds=None)
+
+
+def math_verify_reward(completions, gold, **kwargs) -> list[float]:
+    r"""1.0 iff :func:`math_verify_is_correct`, else 0.0: the training reward ``"math_verify"``.
+
+    Needs the ``verify`` extra. Arguments as :func:`qae_lab.rewards.strict_correctness_reward`;
+    further keyword arguments (what TRL passes) are ignored.
+
+    >>> math_verify_reward(["<answer>\n1,000\n</answer>", "<answer>1000</answer> more", "<answer>999</answer>"],
+    ...                    gold=["1000", "1000", "1000"])
+    [1.0, 0.0, 0.0]
+    """
+    if isinstance(completions, (str, bytes)) or not isinstance(completions, (list, tuple)):
+        raise ValueError(f"completions must be a list of completions, got {type(completions).__name__}")
+    if isinstance(gold, (str, bytes)) or not isinstance(gold, (list, tuple)) or len(gold) != len(completions):
+        raise ValueError(f"gold must be a list with one answer per completion ({len(completions)}), "
+                         f"got {gold!r:.80}")
+    targets = [gold_value(g) for g in gold]  # every gold checked before anything is scored
+    return [1.0 if math_verify_is_correct(c, g) else 0.0 for c, g in zip(completions, targets)]
