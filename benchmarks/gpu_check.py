@@ -22,7 +22,7 @@ It prints, in order of importance (later sections are skipped when --budget-s ru
 4. a gradient check with LoRA dropout 0: sparse vs dense must agree as closely as dense vs dense;
 5. the live preset's first and later step times (notebook 04 waits for the first), peak memory
    (and step time) of the 1.5B preset in float32 and float16, then the 0.5B and 3B presets' step
-   time and peak.
+   time and peak, and the 0.5B T4 preset's (float16) with its estimated peak (qae_lab.memory) beside it.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ from qae_lab import presets  # noqa: E402
 from qae_lab import run as pipeline  # noqa: E402
 from qae_lab.advantages import group_advantages  # noqa: E402
 from qae_lab.models import QWEN_MODELS, embedded_dir, load_policy  # noqa: E402
+from qae_lab.memory import run_memory  # noqa: E402
 
 # Qwen2.5-*-Instruct architectures (their config.json), for random weights when none are cached
 ARCH = {"qwen2.5-0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14),
@@ -397,6 +398,7 @@ def main(argv=None) -> int:
     extra = [("1.5B live preset (notebook 04)", "qwen2.5-1.5b", [], "qwen2.5-1.5b-gsm8k-live"),
              ("1.5B, float32", "qwen2.5-1.5b", ["bf16=false", "fp16=false", "dtype=float32"], None),
              ("1.5B, float16 (T4-style)", "qwen2.5-1.5b", ["bf16=false", "fp16=true", "dtype=float16"], None),
+             ("0.5B T4 preset (float16)", "qwen2.5-0.5b", [], "qwen2.5-0.5b-gsm8k-t4"),
              ("0.5B, preset precision", "qwen2.5-0.5b", [], None),
              ("3B, preset precision", "qwen2.5-3b", [], None)]
     report["sections"]["more"] = []
@@ -409,6 +411,11 @@ def main(argv=None) -> int:
         src, how = model_source(name, smoke, work)
         folder = runs / f"more-{len(report['sections']['more'])}"
         run = step_section(label, name, src, data, folder, smoke, 3 if preset else 2, sets, preset)
+        if preset and not smoke:  # the estimate (qae_lab.memory) beside the measured peak; the model is the preset's
+            est = run_memory(*presets.build(preset, [f"model={name}"], output_dir=str(folder / "estimate")),
+                             bf16_gpu=torch.cuda.is_bf16_supported())
+            run["row"]["estimated_peak"] = gib(est["peak"])
+            print(f"  {'':<34} estimated peak {gib(est['peak'])} (qae_lab.memory.run_memory)", flush=True)
         report["sections"]["more"].append({**run["row"], "model": how})
         del run
         reset_peak()

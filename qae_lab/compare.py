@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qae_lab._checks import check_int
+from qae_lab.datadir import data_dir, find_up
 from qae_lab.grouping import Group, differences, group_runs, spread_verdict
 from qae_lab.methods import (
     METHODS,
@@ -132,35 +133,14 @@ def load_runs(source: str | os.PathLike | Iterable[str | os.PathLike]) -> list[R
     return sorted((load_run(p) for p in paths), key=_order)
 
 
-def find_up(name: str, start: str | os.PathLike | None = None) -> Path | None:
-    r"""The first folder ``<dir>/<name>`` for ``dir`` = ``start`` (default: the cwd) and each parent; None if none.
+def find_reference_runs(start: str | os.PathLike | None = None) -> Path:
+    r"""The committed ``data/reference_runs`` folder: :func:`qae_lab.datadir.data_dir` ``("reference_runs", start)``
+    (a checkout's ``data/`` found from ``start``, default the cwd, upwards; else the copy the package carries).
 
-    >>> import tempfile
-    >>> with tempfile.TemporaryDirectory() as top:
-    ...     os.makedirs(os.path.join(top, "data", "a", "b"))
-    ...     print(find_up("data", os.path.join(top, "data", "a", "b")).relative_to(Path(top).resolve()))
-    data
+    >>> find_reference_runs().name
+    'reference_runs'
     """
-    here = Path(start if start is not None else os.getcwd()).resolve()
-    for d in (here, *here.parents):
-        if (d / name).is_dir():
-            return d / name
-    return None
-
-
-def find_reference_runs(start: str | os.PathLike | None = None) -> Path | None:
-    r"""The committed ``data/reference_runs`` folder, or None where this copy of qae_lab has none.
-
-    Looked for from ``start`` (default: the cwd, e.g. ``notebooks/``) upwards, then next to
-    the imported package (a source checkout or an editable install). A plain
-    ``pip install`` carries no data: clone the repository to get the runs.
-
-    >>> find_reference_runs().parts[-2:]    # in a source checkout
-    ('data', 'reference_runs')
-    """
-    found = find_up(os.path.join("data", "reference_runs"), start)
-    beside = Path(__file__).resolve().parents[1] / "data" / "reference_runs"
-    return found or (beside if beside.is_dir() else None)
+    return data_dir("reference_runs", start)
 
 
 # ---------------------------------------------------------------- per-run numbers

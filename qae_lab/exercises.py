@@ -4,6 +4,9 @@ Each ``check_*`` takes the learner's function, runs it on fixed random cases and
 the result with qae_lab's own implementation by ``torch.allclose``. A function that still
 returns ``None`` (the stub) is reported as not attempted rather than failed, so notebooks
 run top to bottom before anyone has written a line.
+
+A predict-then-run exercise (:func:`check_prediction`) is the other kind: the learner writes down
+what an update will do before running it, and the checker compares that with what was measured.
 """
 
 from __future__ import annotations
@@ -16,13 +19,19 @@ from qae_lab.advantages import advantage_stats, group_advantages, quantile_basel
 from qae_lab.horizon import horizon_weights
 from qae_lab.runstats import detrended_variance
 from qae_lab.knobs import knob_changes
+from qae_lab.plain_grpo import UpdateChange
 from qae_lab.sparsity import gate_zero_counts
 from qae_lab.theory import knob_slope
 
 __all__ = ["check_quantile_baseline", "check_knob_slope", "check_zero_count", "check_training_variance",
-           "check_horizon_weights", "check_k_changes", "check_neg_correct"]
+           "check_horizon_weights", "check_k_changes", "check_neg_correct", "check_mean_advantages",
+           "check_prediction"]
 
 NOT_ATTEMPTED = "Not attempted yet: replace the stub's `return None` and run this cell again."
+PREDICTIONS = ("up", "down")
+_BREAK = "\n"  # a verdict's lines stay within a notebook's column
+NO_PREDICTION = ('No prediction yet: set PREDICTION = "up" or "down" in the cell above the update, '
+                 "run it, then run the update and this cell again.")
 
 
 def _compare(got, want, what: str) -> None:
@@ -181,3 +190,86 @@ def check_neg_correct(fn: Callable) -> str:
         if got != want:
             raise AssertionError(f"rewards {rewards.tolist()} in groups of {g}: expected {int(want)}, got {got}")
     return "Correct: your count matches the mean baseline on 30 batches of composite rewards."
+
+
+def check_mean_advantages(fn: Callable) -> str:
+    r"""Check ``fn(rewards) -> (G,)``: GRPO's advantages A_i = (R_i - mean R) / (std R + eps) of one group.
+
+    std is Bessel-corrected (``torch.std``), eps = 1e-6 (:func:`qae_lab.advantages.group_advantages`'s
+    default); the comparison allows 1e-4, so an eps of 0 passes too. A wrong answer that forgot the
+    std, or took the population std, is told so.
+
+    >>> check_mean_advantages(lambda r: None) == NOT_ATTEMPTED
+    True
+    >>> check_mean_advantages(lambda r: (r - r.mean()) / (r.std() + 1e-6))
+    'Correct: your advantages match group_advantages(baseline="mean") on 25 groups.'
+    """
+    if fn(torch.tensor([1.0, 0.0, 0.0, 0.0])) is None:
+        return NOT_ATTEMPTED
+    gen = torch.Generator().manual_seed(7)
+    groups = [torch.tensor([1.0, 0.0, 0.0, 0.0])]  # by hand: mean 0.25, std 0.5, A = 1.5, -0.5, -0.5, -0.5
+    for i in range(24):
+        g = (2, 4, 8, 16)[i % 4]
+        r = (torch.rand(g, generator=gen) < 0.4).float() if i % 2 else torch.randn(g, generator=gen)
+        groups.append(r if bool(r.max() > r.min()) else torch.arange(g).float())  # each group mixed
+    for r in groups:
+        want = group_advantages(r, r.numel(), baseline="mean").double()
+        got = torch.as_tensor(fn(r.clone()), dtype=torch.float64)
+        if got.shape == want.shape and torch.allclose(got, want, atol=1e-4):
+            continue
+        hint = ""
+        if got.shape == want.shape and torch.allclose(got, (r - r.mean()).double(), atol=1e-4):
+            hint = " (that is R - mean R: divide by the group's std too)"
+        elif got.shape == want.shape and torch.allclose(got, ((r - r.mean()) / r.std(unbiased=False)).double(),
+                                                        atol=1e-4):
+            hint = " (that divides by the population std: torch.std divides by G - 1)"
+        raise AssertionError(f"rewards {r.tolist()}: expected {want.tolist()}, got {got.tolist()}{hint}")
+    return f'Correct: your advantages match group_advantages(baseline="mean") on {len(groups)} groups.'
+
+
+def check_prediction(prediction, change: UpdateChange) -> str:
+    r"""Compare a prediction with what one update measurably did to the completions with A < 0.
+
+    Args:
+        prediction: ``"up"`` or ``"down"`` (did they become more or less likely?), or None before deciding.
+        change: the measured :class:`qae_lab.plain_grpo.UpdateChange`.
+
+    Returns:
+        the verdict: right, wrong, or partly (the completions moved both ways, named); what to do when no
+        prediction was set, or when the group has no completion with A < 0.
+
+    >>> c = UpdateChange(["y0 ✓", "y1 ✗", "y2 ✗"], torch.tensor([-1., -2, -3]), torch.tensor([-0.9, -2.5, -3.5]),
+    ...                  torch.tensor([1., -0.5, -0.5]), 0, 9)
+    >>> print(check_prediction("down", c))
+    Right: you predicted "down", and all 2 completions with A < 0 became less likely
+    (change of log π(y) from -0.500 to -0.500).
+    >>> check_prediction("up", c)[:60]
+    'Wrong: you predicted "up", but all 2 completions with A < 0 '
+    >>> check_prediction(None, c) == NO_PREDICTION
+    True
+    """
+    if prediction is None:
+        return NO_PREDICTION
+    if not isinstance(prediction, str) or prediction.strip().lower() not in PREDICTIONS:
+        raise ValueError(f'prediction must be "up" or "down" (or None before you decide), got {prediction!r}')
+    if not isinstance(change, UpdateChange):
+        raise ValueError(f"change must be a qae_lab.plain_grpo.UpdateChange, got {type(change).__name__}")
+    guess = prediction.strip().lower()
+    up, down, n = change.moved("A < 0")
+    if n == 0:
+        return "This group has no completion with A < 0 (its rewards are all equal): nothing to compare."
+    rows = change.rows("A < 0")
+    d = change.delta[rows]
+    spread = f"(change of log π(y) from {d.min().item():+.3f} to {d.max().item():+.3f})"
+    measured = "down" if down == n else "up" if up == n else None
+    if measured is not None:
+        moved = "less" if measured == "down" else "more"
+        verdict = "Right" if measured == guess else "Wrong"
+        joint = "and" if measured == guess else "but"
+        return (f'{verdict}: you predicted "{guess}", {joint} all {n} completions with A < 0 became {moved} likely'
+                f"{_BREAK}{spread}.")
+    against = [label for label, delta, on in zip(change.labels, change.delta.tolist(), rows.tolist())
+               if on and (delta > 0 if guess == "down" else delta < 0)]
+    return (f'Partly: you predicted "{guess}"; {down} of {n} completions with A < 0 became less likely and {up} '
+            f"more likely{_BREAK}{spread}.{_BREAK}Against your prediction: {', '.join(against)}. Compare their "
+            "text with the rewarded completions': one step moves shared weights, and shared tokens move together.")

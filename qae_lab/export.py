@@ -18,8 +18,7 @@ The weights: the run folder's ``model/`` (written when a run ends with ``save_mo
 RUN_DIR given as the checkpoint folder). OUT is never written over: it must not exist or be empty, unless
 ``overwrite`` (the old folder is then renamed aside, not deleted). The export is written into a hidden
 folder beside OUT and renamed to OUT once complete (:func:`qae_lab.checkpoints.publish_dir`), so an
-interrupted export leaves no OUT. ``push_to_hub`` then uploads OUT with ``huggingface_hub`` (the tests
-never do).
+interrupted export leaves no OUT. ``push_to_hub`` then uploads OUT with ``huggingface_hub`` (the tests never do).
 """
 
 from __future__ import annotations
@@ -41,6 +40,7 @@ from qae_lab.checkpoints import checkpoint_problems, checkpoints, latest_complet
 from qae_lab.knobs import knob_changes
 from qae_lab.methods import method_name
 from qae_lab.models import EMBEDDED_MODELS, load_policy, resolve_name
+from qae_lab.project import REPOSITORY_URL
 from qae_lab.runfolder import (CHECKPOINT_NAME, CONFIG_NAME, EVAL_AFTER, EVAL_BEFORE, LOG_NAME, MODEL_DIR,
                                STAGING_DIR, RunFolderError, held_run, read_json, read_log, step_rows)
 
@@ -268,7 +268,7 @@ def model_card(source: Source, *, dtype: str | None) -> str:
     return "\n".join([
         *front, f"# {source.base} + {method}: {source.run_dir.name}", "",
         f"`{source.base}` trained with RLVR (GRPO through TRL's `GRPOTrainer`) by "
-        "[qae_lab](https://github.com/qae-lab/qae_lab), exported with `python -m qae_lab export`.", "",
+        f"[qae_lab]({REPOSITORY_URL}), exported with `python -m qae_lab export`.", "",
         "| | |", "| --- | --- |", *[f"| {k} | {v} |" for k, v in facts.items()], "",
         *_knob_lines(source), *_eval_lines(source),
         "## How it was made", "", "```", command, "```", "", *([f"Versions: {versions}.", ""] if versions else []),

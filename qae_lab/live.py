@@ -58,6 +58,7 @@ from qae_lab.methods import (
     SAAH_W_MEAN_NEG,
 )
 from qae_lab.plots import FigureView, run_curves_figure
+from qae_lab.presets import device_preset
 from qae_lab.runfolder import LOG_NAME, read_log_lines, step_rows
 
 __all__ = ["LIVE_PANELS", "Dashboard", "DashboardFeed", "LiveRun", "auto_preset"]
@@ -76,15 +77,18 @@ LIVE_PANELS = {
 }
 
 def auto_preset(gpu_preset: str = "qwen2.5-1.5b-gsm8k") -> tuple[str, str]:
-    r"""``(preset, reason)``: ``gpu_preset`` where CUDA is available, else the CPU demo.
+    r"""``(preset, reason)`` for this machine: ``gpu_preset`` on a GPU, the float16 0.5B preset
+    (``qwen2.5-0.5b-gsm8k-t4``) on a GPU without bf16 and with under 20 GiB (a T4), the CPU demo without a
+    GPU (:func:`qae_lab.presets.device_preset` decides from the device's name, memory and bf16 support).
 
-    >>> auto_preset("qwen2.5-1.5b-gsm8k")[0] in ("qwen2.5-1.5b-gsm8k", "cpu-demo")
+    >>> auto_preset("qwen2.5-1.5b-gsm8k")[0] in ("qwen2.5-1.5b-gsm8k", "qwen2.5-0.5b-gsm8k-t4", "cpu-demo")
     True
     """
-    if torch.cuda.is_available():
-        return gpu_preset, f"GPU found ({torch.cuda.get_device_name(0)}): {gpu_preset}"
-    return "cpu-demo", (f"no GPU here, so the embedded tiny model on the synthetic task (cpu-demo) "
-                        f"instead of {gpu_preset}")
+    if not torch.cuda.is_available():
+        return device_preset(gpu_preset, name=None)
+    return device_preset(gpu_preset, name=torch.cuda.get_device_name(0),
+                         total_memory=torch.cuda.get_device_properties(0).total_memory,
+                         bf16=torch.cuda.is_bf16_supported())
 
 
 class Dashboard:

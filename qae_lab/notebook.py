@@ -5,6 +5,10 @@ environment variable ``QAE_LAB_SMOKE=1`` and every notebook shrinks its Monte-Ca
 samples and training steps through :func:`pick`. ``QAE_LAB_HEADLESS=1`` (set by the test
 session for nbmake) says nobody is at the notebook: cells that would leave a background
 training run going wait for it instead (:func:`headless`).
+
+The repository's address is written once, as ``Repository`` under ``[project.urls]`` in
+``pyproject.toml``; :data:`REPOSITORY_URL` and :data:`REPO` derive from it (:mod:`qae_lab.project`),
+and ``python -m qae_lab.install_cell`` writes it into every notebook's badge and install cell.
 """
 
 from __future__ import annotations
@@ -12,11 +16,17 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["SMOKE_ENV", "HEADLESS_ENV", "REPO", "smoke_mode", "headless", "pick", "in_colab", "colab_url"]
+from qae_lab.project import REPOSITORY_URL, github_repo, repository_url
+
+__all__ = ["SMOKE_ENV", "HEADLESS_ENV", "COLAB_PYTHON", "REPOSITORY_URL", "REPO", "repository_url", "github_repo",
+           "smoke_mode", "headless", "pick", "in_colab", "colab_url"]
 
 SMOKE_ENV = "QAE_LAB_SMOKE"
 HEADLESS_ENV = "QAE_LAB_HEADLESS"
-REPO = "qae-lab/qae_lab"  # GitHub owner/name used by the Colab badges and the install cell
+# The Python that Google Colab runs (3.13 since 2026-08): environment.yml pins it and the fresh-Colab CI job
+# (.ci/fresh-colab) builds its venv with it; tests/test_install_cell.py checks environment.yml against it.
+COLAB_PYTHON = "3.13"
+REPO = github_repo(REPOSITORY_URL)  # GitHub owner/name used by the Colab badges and the install cell
 
 
 def _flag(name: str, environ=None) -> bool:

@@ -18,8 +18,9 @@ from plotly.subplots import make_subplots
 from qae_lab.methods import QAE_EASY_FRAC, QAE_HARD_FRAC, QAE_K, QAE_ZERO_ADV_FRAC, SAAH_ALPHA, SAAH_W_MEAN_NEG
 from qae_lab.views import FigureView, figure_widget_supported, interactive, plot_mode
 
-__all__ = ["wrap_title", "vline", "line_figure", "band_figure", "heatmap_figure", "bar_figure", "gate_heatmap",
-           "run_curves_figure", "RUN_CURVES", "figure_widget_supported", "plot_mode", "FigureView", "interactive"]
+__all__ = ["wrap_title", "vline", "line_figure", "band_figure", "heatmap_figure", "bar_figure", "change_figure",
+           "gate_heatmap", "run_curves_figure", "RUN_CURVES", "figure_widget_supported", "plot_mode", "FigureView",
+           "interactive"]
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#7f7f7f")
 
@@ -219,6 +220,40 @@ def bar_figure(categories: Sequence, series: Mapping[str, Sequence], *, title: s
     fig = go.Figure([go.Bar(x=list(categories), y=[float(v) for v in ys], name=name,
                             marker_color=PALETTE[i % len(PALETTE)]) for i, (name, ys) in enumerate(series.items())])
     fig.update_layout(barmode="group")
+    return _layout(fig, title, x_title, y_title, height)
+
+
+# the sign of an advantage -> legend name and colour: rewarded green, punished red, untouched grey
+ADVANTAGE_SIGNS = ((1, "A > 0", "#2ca02c"), (0, "A = 0", "#7f7f7f"), (-1, "A < 0", "#d62728"))
+
+
+def change_figure(labels: Sequence[str], before: Sequence[float], after: Sequence[float],
+                  advantages: Sequence[float], *, title: str = "", x_title: str = "", y_title: str = "",
+                  height: int = 380) -> go.Figure:
+    r"""One bar per item: its change ``after - before``, coloured by the sign of its advantage.
+
+    A trace per sign present (``A > 0`` green, ``A = 0`` grey, ``A < 0`` red), the items in the order given;
+    hovering a bar shows the values before and after. Labels must be unique (plotly merges equal categories).
+
+    >>> fig = change_figure(["y0", "y1", "y2"], [-1, -2, -3], [-0.5, -2.5, -3], [1, -1, 0])
+    >>> [(t.name, list(t.x), list(t.y)) for t in fig.data]
+    [('A > 0', ['y0'], [0.5]), ('A = 0', ['y2'], [0.0]), ('A < 0', ['y1'], [-0.5])]
+    """
+    labels = [str(x) for x in labels]
+    cols = [[float(v) for v in col] for col in (before, after, advantages)]
+    if len(set(labels)) != len(labels) or any(len(col) != len(labels) for col in cols):
+        raise ValueError(f"labels must be unique and before, after, advantages hold one value per label: "
+                         f"{len(set(labels))} unique of {len(labels)} labels, lengths {[len(c) for c in cols]}")
+    b, a, adv = cols
+    fig = go.Figure()
+    for sign, name, color in ADVANTAGE_SIGNS:
+        rows = [i for i, v in enumerate(adv) if (v > 0) - (v < 0) == sign]
+        if rows:
+            fig.add_trace(go.Bar(x=[labels[i] for i in rows], y=[a[i] - b[i] for i in rows], name=name,
+                                 marker_color=color, customdata=[[b[i], a[i], adv[i]] for i in rows],
+                                 hovertemplate="%{x}: %{customdata[0]:.3f} -> %{customdata[1]:.3f}"
+                                               "<br>A = %{customdata[2]:+.3f}<extra></extra>"))
+    fig.update_xaxes(categoryorder="array", categoryarray=labels)
     return _layout(fig, title, x_title, y_title, height)
 
 

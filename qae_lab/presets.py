@@ -30,6 +30,9 @@ Presets:
   ``--set reward=strict --set success_threshold=0.5`` trains on QAE's 0/1 reward instead.
 * ``qwen2.5-1.5b-gsm8k-live``: the 1.5B preset made quicker per step for steering by hand
   (notebook 04 on a GPU): 4 prompts x 8 completions of at most 256 tokens per step.
+* ``qwen2.5-0.5b-gsm8k-t4``: the 0.5B preset for a free Colab T4 (no bf16, about 15 GiB): float16, the live
+  preset's 4 x 8 completions of at most 256 tokens, in 2 micro-batches of 16; :func:`device_preset` picks it on
+  such a GPU, and :mod:`qae_lab.memory` estimates its peak (3.2 GiB; not yet measured on a T4).
 """
 
 from __future__ import annotations
@@ -51,7 +54,8 @@ from qae_lab.methods import check_ratio_partners, method_settings
 from qae_lab.rewards import SUCCESS_BANDS, check_reward
 from qae_lab.settings import FieldParser, read_config
 
-__all__ = ["RunArgs", "PRESETS", "PRESET_DIR", "fields", "resolve", "build", "command_line", "field_types"]
+__all__ = ["RunArgs", "PRESETS", "PRESET_DIR", "fields", "resolve", "build", "command_line", "field_types",
+           "device_preset", "SMALL_GPU_PRESET"]
 
 
 DTYPES = ("auto", "bfloat16", "float16", "float32")
@@ -276,6 +280,41 @@ def build(preset: str | None = "cpu-demo", sets=(), method: str | None = None, *
         raise ValueError(f"{where}: success_threshold must lie in ({lo}, {hi}] with reward {run.reward!r} (wrong "
                          f"answers score at most {lo}, correct ones at least {hi}), got {cfg.success_threshold}")
     return run, cfg
+
+
+SMALL_GPU_PRESET = "qwen2.5-0.5b-gsm8k-t4"
+SMALL_GPU_GIB = 20
+"""A GPU without bf16 and with less memory than this (GiB) gets :data:`SMALL_GPU_PRESET` (a T4: 15 GiB)."""
+
+
+def device_preset(gpu_preset: str, *, name: str | None, total_memory: int = 0, bf16: bool = False,
+                  small_preset: str = SMALL_GPU_PRESET) -> tuple[str, str]:
+    r"""``(preset, reason)`` for a device: ``name`` None (no CUDA device) gives ``cpu-demo``; a GPU without bf16
+    and with less than :data:`SMALL_GPU_GIB` GiB (``total_memory`` in bytes: a T4, a 16 GB V100 or P100) gives
+    ``small_preset``, the 0.5B model in float16 (there ``gpu_preset``'s ``dtype="auto"`` means float32, and the
+    1.5B presets' estimated peak, :mod:`qae_lab.memory`, exceeds such a card); any other GPU ``gpu_preset``.
+    Decided by capability and memory, not by the name, so every such card is covered; the name is reported.
+
+    >>> device_preset("qwen2.5-1.5b-gsm8k-live", name="Tesla T4", total_memory=15 * 2**30)[0]
+    'qwen2.5-0.5b-gsm8k-t4'
+    >>> device_preset("qwen2.5-1.5b-gsm8k-live", name="NVIDIA A100-SXM4-40GB", total_memory=40 * 2**30, bf16=True)[0]
+    'qwen2.5-1.5b-gsm8k-live'
+    >>> device_preset("qwen2.5-1.5b-gsm8k-live", name=None)[0]
+    'cpu-demo'
+    """
+    for preset in (gpu_preset, small_preset):
+        if preset not in PRESETS:
+            raise ValueError(f"unknown preset {preset!r}; presets: {sorted(PRESETS)}")
+    if name is None:
+        return "cpu-demo", (f"no GPU here, so the embedded tiny model on the synthetic task (cpu-demo) "
+                            f"instead of {gpu_preset}")
+    gib = total_memory / 2**30
+    found = f"GPU found ({name}, {gib:.1f} GiB, {'bf16' if bf16 else 'no bf16'})"
+    if not bf16 and gib < SMALL_GPU_GIB:
+        return small_preset, (f"{found}: {small_preset}, the 0.5B model in float16, instead of {gpu_preset} "
+                              f"(without bf16 it would train in float32: an estimated peak near or above this "
+                              f"card's memory)")
+    return gpu_preset, f"{found}: {gpu_preset}"
 
 
 def _new_folder(path: Path) -> str:

@@ -8,7 +8,9 @@ needs from a policy, on data it actually sampled:
 * the normalised entropy H~_t = H(pi(. | x, y_<t)) / log V of the distribution each
   completion token was drawn from (:func:`completion_entropies`), exact or the paper's
   top-k estimate, from ONE no-grad forward pass of prompt + completion per row;
-* how far the top-k estimate is from the exact entropy (:func:`top_k_errors`).
+* how far the top-k estimate is from the exact entropy (:func:`top_k_errors`);
+* the log-probabilities log pi_theta(y_t | x, y_<t) of the sampled tokens, differentiable, what
+  GRPO's loss is built from (:func:`completion_logps`, for :func:`qae_lab.loss.grpo_loss`).
 
 Shapes: B prompts, G group size, N = B*G responses (each prompt's G contiguous),
 T completion tokens, V vocabulary (the model's output dimension).
@@ -40,8 +42,8 @@ from qae_lab.evaluate import validate_records
 from qae_lab.horizon import normalised_entropy
 from qae_lab.sampling import eos_token_ids, generate_ids, generation_mode, model_device
 
-__all__ = ["Rollouts", "sample_groups", "completion_logits", "completion_entropies", "top_k_errors",
-           "uncertain_tokens"]
+__all__ = ["Rollouts", "sample_groups", "completion_logits", "completion_entropies", "completion_logps",
+           "top_k_errors", "uncertain_tokens"]
 
 
 @dataclass
@@ -161,32 +163,43 @@ def _prompt_per_row(prompts, tokenizer, n: int) -> list[str]:
     return [t for t in texts for _ in range(n // len(prompts))]
 
 
-def _logit_chunks(model, tokenizer, prompts, completion_ids, mask, temperature: float,
-                  batch_size: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """Yield ((n, T, V) float32 logits / temperature, (n, T) mask) for successive rows, no grad."""
+def _forward_inputs(model, tokenizer, prompts, completion_ids, mask, temperature) -> tuple:
+    """Validated (ids (N, T), mask (N, T), N prompt strings, temperature) for a forward of prompt + completion."""
     ids, m = _check_completions(completion_ids, mask)
     texts = _prompt_per_row(prompts, tokenizer, ids.shape[0])
     temperature = check_finite_scalar(temperature, "temperature")
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
-    batch_size = check_int(batch_size, "batch_size", 1)
     n_vocab = model.get_input_embeddings().num_embeddings
     real_ids = ids[m.bool()]
     if real_ids.numel() and (int(real_ids.min()) < 0 or int(real_ids.max()) >= n_vocab):
         raise ValueError(f"completion_ids must lie in [0, {n_vocab}) (the model's vocabulary) where mask is 1")
-    device, t = model_device(model), ids.shape[1]
+    return ids, m, texts, temperature
+
+
+def _forward_logits(model, tokenizer, texts: list[str], c_ids: torch.Tensor, c_m: torch.Tensor) -> torch.Tensor:
+    """(n, T, V) float32 logits from which each of the n completions' T tokens was sampled, on the model's
+    device, with whatever grad mode the caller set; the tokenizer pads on the left (:func:`generation_mode`)."""
+    device, t = model_device(model), c_ids.shape[1]
+    enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)  # left-padded (n, P)
+    input_ids = torch.cat([enc["input_ids"], c_ids], 1).to(device)  # (n, P + T)
+    attn = torch.cat([enc["attention_mask"], c_m.long()], 1).to(device)  # (n, P + T)
+    positions = (attn.cumsum(-1) - 1).clamp(min=0)  # left padding: real tokens count from 0
+    out = model(input_ids=input_ids, attention_mask=attn, position_ids=positions, logits_to_keep=t + 1)
+    # logits at position p predict token p + 1: the last prompt token predicts completion token 0
+    return out.logits[:, :-1].float()  # (n, T, V)
+
+
+def _logit_chunks(model, tokenizer, prompts, completion_ids, mask, temperature: float,
+                  batch_size: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Yield ((n, T, V) float32 logits / temperature, (n, T) mask) for successive rows, no grad."""
+    ids, m, texts, temperature = _forward_inputs(model, tokenizer, prompts, completion_ids, mask, temperature)
+    batch_size = check_int(batch_size, "batch_size", 1)
     with generation_mode(model, tokenizer), torch.no_grad():
         for start in range(0, ids.shape[0], batch_size):
-            enc = tokenizer(texts[start:start + batch_size], return_tensors="pt", padding=True,
-                            add_special_tokens=False)  # left-padded (n, P)
-            c_ids, c_m = ids[start:start + batch_size], m[start:start + batch_size]  # (n, T)
-            input_ids = torch.cat([enc["input_ids"], c_ids], 1).to(device)  # (n, P + T)
-            attn = torch.cat([enc["attention_mask"], c_m.long()], 1).to(device)  # (n, P + T)
-            positions = (attn.cumsum(-1) - 1).clamp(min=0)  # left padding: real tokens count from 0
-            out = model(input_ids=input_ids, attention_mask=attn, position_ids=positions, logits_to_keep=t + 1)
-            # logits at position p predict token p + 1: the last prompt token predicts completion token 0
-            z = out.logits[:, :-1].float() / temperature  # (n, T, V)
-            yield z.cpu(), c_m
+            rows = slice(start, start + batch_size)
+            z = _forward_logits(model, tokenizer, texts[rows], ids[rows], m[rows]) / temperature  # (n, T, V)
+            yield z.cpu(), m[rows]
 
 
 def completion_logits(model, tokenizer, prompts, completion_ids, mask, *, temperature: float = 1.0,
@@ -248,6 +261,40 @@ def completion_entropies(model, tokenizer, prompts, completion_ids, mask, *, top
     return torch.cat([normalised_entropy(z, top_k) * m
                       for z, m in _logit_chunks(model, tokenizer, prompts, completion_ids, mask, temperature,
                                                 batch_size)])
+
+
+def completion_logps(model, tokenizer, prompts, completion_ids, mask, *, temperature: float = 1.0) -> torch.Tensor:
+    r"""log pi_theta(y_t | x, y_<t) of every sampled completion token, differentiable: what GRPO's loss is made of.
+
+    One forward pass of prompt + completion for all N rows, with gradient, in eval mode (no dropout: the
+    function differentiated is the one measured before and after an update); the model's mode is restored.
+    The log-softmax of the logits divided by the sampling temperature, taken at the sampled token, as
+    TRL computes its per-token log-probs. Feed the result to :func:`qae_lab.loss.grpo_loss`.
+
+    Args:
+        model, tokenizer, prompts, completion_ids, mask, temperature: as in :func:`completion_logits`.
+
+    Returns:
+        (N, T) float32 tensor on the model's device, 0 where ``mask`` is 0; it carries the graph back to the
+        model's parameters (call under ``torch.no_grad()`` to measure only).
+
+    >>> from qae_lab.models import load_policy; from qae_lab.data import synthetic_task
+    >>> model, tok = load_policy("embedded", device="cpu")
+    >>> ids = tok("<reasoning>\n6 + 0 = 6", return_tensors="pt", add_special_tokens=False)["input_ids"]  # (1, T)
+    >>> recs, m = synthetic_task(1, seed=0), torch.ones_like(ids)
+    >>> lp = completion_logps(model, tok, recs, ids, m)
+    >>> lp.shape == ids.shape, lp.requires_grad, bool((lp <= 0).all())
+    (True, True, True)
+    >>> z = completion_logits(model, tok, recs, ids, m)                   # (1, T, V), no grad
+    >>> torch.allclose(lp.detach(), z.log_softmax(-1).gather(-1, ids[..., None]).squeeze(-1))
+    True
+    """
+    ids, m, texts, temperature = _forward_inputs(model, tokenizer, prompts, completion_ids, mask, temperature)
+    with generation_mode(model, tokenizer):
+        z = _forward_logits(model, tokenizer, texts, ids, m) / temperature  # (N, T, V)
+    y = ids.to(z.device)[..., None]  # (N, T, 1)
+    # log pi(y_t | x, y_<t) = log softmax(z_t / T)[y_t], 0 on padding
+    return torch.log_softmax(z, dim=-1).gather(-1, y).squeeze(-1) * m.to(z.device)  # (N, T)
 
 
 def top_k_errors(logits: torch.Tensor, mask, ks: Sequence[int]) -> dict[str, list[float]]:

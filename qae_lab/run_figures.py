@@ -4,13 +4,16 @@ r"""Figures of training runs over seeds (the lab layer): notebooks 05 and 06 put
 :func:`curves_figure` draws a logged metric of several runs, averaged over seeds, after a trailing average;
 :func:`pass_at_k_figure` pass@k against k before and after training and :func:`k_sweep_figure` a K sweep
 (notebook 06); :func:`before_after_figure` an evaluation figure before and after training and
-:func:`detrend_figure` one run's reward around its trailing average (notebook 05). The numbers come from
+:func:`detrend_figure` one run's reward around its trailing average (notebook 05); :func:`completions_table` the
+completions of the same problems before and after training, side by side (notebook 04). The numbers come from
 :mod:`qae_lab.compare`, :mod:`qae_lab.phenomena_curves` and :mod:`qae_lab.runstats`; the figures from
 :mod:`qae_lab.plots`.
 """
 
 from __future__ import annotations
 
+import html
+import os
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -20,8 +23,10 @@ from qae_lab.compare import metric_curves, series
 from qae_lab.phenomena_curves import BEFORE, k_sweep_lines, pass_at_k_lines
 from qae_lab.plots import band_figure, bar_figure, line_figure
 from qae_lab.runstats import detrended_variance, moving_average
+from qae_lab.runfolder import read_json
 
-__all__ = ["curves_figure", "pass_at_k_figure", "k_sweep_figure", "before_after_figure", "detrend_figure"]
+__all__ = ["curves_figure", "pass_at_k_figure", "k_sweep_figure", "before_after_figure", "detrend_figure",
+           "paired_completions", "completions_table"]
 
 
 def curves_figure(runs: Iterable, metric: str, window: int, *, labels: Mapping[str, str], title: str,
@@ -128,3 +133,93 @@ def detrend_figure(runs: Iterable, run: str, window: int, *, stride: int = 1) ->
         fig.update_layout(title=f"{run}: detrended variance {detrended_variance(x, window):.4f} (window {window}), "
                                 f"plain variance {statistics.pvariance(x):.4f}")
     return fig
+
+
+MARKS = {True: "✓", False: "✗"}
+
+
+def _problems(result) -> list[dict]:
+    """An evaluation's per-problem records: an :class:`~qae_lab.evaluate.EvalResult`, or the path of its JSON."""
+    if isinstance(result, (str, os.PathLike)):
+        return read_json(result, "evaluation")["problems"]
+    return result.problems
+
+
+def paired_completions(before, after, n: int = 4, sample: int | None = None) -> list[dict]:
+    r"""The first ``n`` problems of two evaluations of the same problems (before and after training), paired:
+    ``question``, ``gold`` and, for ``before`` and ``after``, the greedy completion (``sample`` None) or the
+    ``sample``-th sampled one (the same seed both times) with its verdict.
+
+    Args:
+        before, after: :class:`~qae_lab.evaluate.EvalResult` s (or paths of their JSON files) of the same problems.
+        n: problems to pair, >= 1 (fewer when there are fewer).
+        sample: None for the greedy completions, else the index of a sampled completion.
+
+    >>> res = lambda ok: {"problems": [{"id": 0, "question": "1 + 1?", "gold": "2",
+    ...     "greedy": {"completion": "2", "correct": ok}, "samples": [{"completion": "3", "correct": False}]}]}
+    >>> from types import SimpleNamespace as NS
+    >>> paired_completions(NS(problems=res(False)["problems"]), NS(problems=res(True)["problems"]))
+    [{'question': '1 + 1?', 'gold': '2', 'before': '2', 'before_correct': False, 'after': '2', 'after_correct': True}]
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be an int >= 1, got {n!r}")
+    old, new = _problems(before), _problems(after)
+    if [(p["id"], p["question"]) for p in old] != [(p["id"], p["question"]) for p in new]:
+        raise ValueError("before and after must evaluate the same problems in the same order")
+    rows = []
+    for p, q in zip(old[:n], new[:n]):
+        pick = [(r["greedy"] if sample is None else r["samples"][sample]) for r in (p, q)]
+        if None in pick:
+            raise ValueError("the evaluations have no greedy completions: pass sample=0 for a sampled one")
+        rows.append({"question": p["question"], "gold": p["gold"], "before": pick[0]["completion"],
+                     "before_correct": bool(pick[0]["correct"]), "after": pick[1]["completion"],
+                     "after_correct": bool(pick[1]["correct"])})
+    return rows
+
+
+def _shown(text: str, head: int = 420, tail: int = 180) -> str:
+    r"""A completion for a table cell: escaped (``<answer>`` stays text), line breaks kept, and a long one cut in
+    the middle, so its start and its final answer both show.
+
+    >>> _shown("<answer>\n42</answer>")
+    '&lt;answer&gt;<br>42&lt;/answer&gt;'
+    >>> _shown("a" * 10 + "b" * 10, head=4, tail=3)
+    'aaaa <i>[… 13 characters …]</i> bbb'
+    """
+    if len(text) > head + tail:
+        middle = f" <i>[… {len(text) - head - tail} characters …]</i> "
+        return html.escape(text[:head]).replace("\n", "<br>") + middle + html.escape(text[-tail:]).replace("\n", "<br>")
+    return html.escape(text).replace("\n", "<br>")
+
+
+def completions_table(before, after, n: int = 4, sample: int | None = None) -> go.Figure:
+    r"""A table of :func:`paired_completions`: one row per problem (question and gold answer, then the completion
+    before and after training, each under its verdict ✓ / ✗ and shaded green / red); the title counts the correct
+    ones. Long completions are cut in the middle (:func:`_shown`), line breaks kept.
+
+    >>> from types import SimpleNamespace as NS
+    >>> res = lambda ok: NS(problems=[{"id": 0, "question": "1 + 1?", "gold": "2",
+    ...     "greedy": {"completion": "<answer>2</answer>", "correct": ok}, "samples": []}])
+    >>> fig = completions_table(res(False), res(True))
+    >>> fig.layout.title.text
+    'Greedy completions before and after training, the first 1 held-out problems: 0/1 → 1/1 correct'
+    >>> [column[0] for column in fig.data[0].cells.values]
+    ['1', '1 + 1?<br><b>gold 2</b>', '✗<br>&lt;answer&gt;2&lt;/answer&gt;', '✓<br>&lt;answer&gt;2&lt;/answer&gt;']
+    """
+    rows = paired_completions(before, after, n, sample)
+    kind = "Greedy completions" if sample is None else f"Sampled completions (sample {sample}, the same seed)"
+    counts = {when: sum(r[f"{when}_correct"] for r in rows) for when in ("before", "after")}
+    columns = [[str(i + 1) for i in range(len(rows))],
+               [f"{_shown(r['question'], 300, 0)}<br><b>gold {html.escape(r['gold'])}</b>" for r in rows]]
+    fills = [["white"] * len(rows), ["white"] * len(rows)]
+    for when in ("before", "after"):
+        columns.append([f"{MARKS[r[when + '_correct']]}<br>{_shown(r[when])}" for r in rows])
+        fills.append(["#e6f4ea" if r[when + "_correct"] else "#fdecea" for r in rows])
+    header = ["#", "question", f"before training ({counts['before']}/{len(rows)} ✓)",
+              f"after training ({counts['after']}/{len(rows)} ✓)"]
+    table = go.Table(columnwidth=[0.3, 2.2, 3.5, 3.5], header={"values": header, "align": "left"},
+                     cells={"values": columns, "align": "left", "fill_color": fills, "font": {"size": 11}})
+    title = (f"{kind} before and after training, the first {len(rows)} held-out problems: "
+             f"{counts['before']}/{len(rows)} → {counts['after']}/{len(rows)} correct")
+    return go.Figure(table, layout={"title": {"text": title}, "height": 260 + 260 * len(rows),
+                                    "margin": {"l": 10, "r": 10, "t": 60, "b": 10}})

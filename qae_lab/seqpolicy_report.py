@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from qae_lab.compare import find_up
+from qae_lab.datadir import data_dir
 from qae_lab.ledger import LEDGER_FORMS
 from qae_lab.runstats import Stat, stat
 from qae_lab.seqpolicy import STARTS
@@ -40,19 +40,14 @@ FORMS = {"npg": "npg (the trainer's ledger/*)", "pg": "pg", "reinforce": "reinfo
 OPTIMIZER_NAMES = {"sgd": "SGD", "adam": "Adam"}
 
 
-def find_findings(start: str | os.PathLike | None = None) -> Path | None:
-    r"""The committed ``data/seqpolicy/findings.json``, looked for from ``start`` (the cwd) upwards, then beside the
-    package (a source checkout); None where this copy of qae_lab has none (a plain ``pip install``).
+def find_findings(start: str | os.PathLike | None = None) -> Path:
+    r"""The committed ``findings.json`` of ``data/seqpolicy``: :func:`qae_lab.datadir.data_dir` ``("seqpolicy",
+    start)`` (a checkout's ``data/`` from ``start``, default the cwd, upwards; else the copy the package carries).
 
-    >>> find_findings().parts[-3:]    # in a source checkout
-    ('data', 'seqpolicy', 'findings.json')
+    >>> find_findings().name
+    'findings.json'
     """
-    found = find_up(os.path.join("data", "seqpolicy"), start)
-    beside = Path(__file__).resolve().parents[1] / FINDINGS_PATH
-    for path in ([found / "findings.json"] if found else []) + [beside]:
-        if path.is_file():
-            return path
-    return None
+    return data_dir("seqpolicy", start) / "findings.json"
 
 
 def load_findings(path: str | os.PathLike | None = None) -> dict:

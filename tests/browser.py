@@ -282,11 +282,12 @@ _JS_ERRORS = """() => {
 # a plotly figure as drawn: its main svg's size, the trace elements in its plot area, its title
 _JS_FIGURE = """el => {
     const svg = el.querySelector('svg.main-svg');
-    // marks in the plot area: lines, markers, fills and bars with a shape, heatmap images with a size
+    // marks in the plot area: lines, markers, fills and bars with a shape, heatmap images with a size, table text
     const shaped = e => (e.getAttribute('d') || '').replace(/[MZ0,.\\s]/g, '') !== '';
     const sized = e => +e.getAttribute('width') > 0 && +e.getAttribute('height') > 0;
     const drawn = [...el.querySelectorAll('.scatterlayer .trace path, .barlayer .trace path')].filter(shaped).length
-                  + [...el.querySelectorAll('.heatmaplayer image')].filter(sized).length;
+                  + [...el.querySelectorAll('.heatmaplayer image')].filter(sized).length
+                  + [...el.querySelectorAll('.table .cell-text')].filter(e => e.textContent).length;  // a table
     const title = ((el.querySelector('.gtitle') || {}).textContent || '');
     const c = el.closest('.jp-Cell'); const cell = window.__nb.content.widgets.findIndex(w => w.node === c);
     return {cell, title, traces: (el.data || []).length, drawn,

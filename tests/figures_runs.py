@@ -1,5 +1,5 @@
-"""What notebooks 03 to 06 (the embedded model's rollouts, a live run, the reference and phenomena runs)
-must show: figure_checks.py."""
+"""What notebooks 00 and 03 to 06 (the embedded model's rollouts and one update, a live run, the reference and
+phenomena runs) must show: figure_checks.py."""
 
 from __future__ import annotations
 
@@ -9,6 +9,42 @@ import re
 from figure_checks import (NotebookSpec, Shown, axes, band_lines, centred_bands, finite, heatmap, lines,
                            nonincreasing, title_number, vlines, within)
 from nbexec import Figure
+
+
+# ------------------------------------------------------------------ 00: plain GRPO in one update
+
+SIGN_TRACES = ["A > 0", "A = 0", "A < 0"]  # qae_lab.plots.change_figure's traces, in this order where present
+
+
+def _one_step(fig: Figure) -> None:
+    axes(fig, "completion", "log π(y) after − before")
+    assert fig.names == [n for n in SIGN_TRACES if n in fig.names] and fig.names, fig.names
+    labels = [x for t in fig.lines for x in t["x"]]
+    assert len(set(labels)) == len(labels) in (8, 16), labels  # one bar per completion of the group (G)
+    assert all(re.fullmatch(r"y\d+ [✓✗]", s) for s in labels), labels
+    for t in fig.lines:  # each bar is after - before of its hover values, in the trace of its advantage's sign
+        sign = 1 - SIGN_TRACES.index(t["name"])
+        for y, (before, after, a) in zip(finite(t["y"]), t["customdata"]):
+            assert math.isclose(y, after - before, abs_tol=1e-9) and (a > 0) - (a < 0) == sign, (t["name"], y, a)
+    bars = {t["name"]: finite(t["y"]) for t in fig.lines}
+    pos, neg = bars.get("A > 0", []), bars.get("A < 0", [])
+    m = re.fullmatch(r".*A > 0: (\d+) of (\d+) up · A < 0: (\d+) of (\d+) down", fig.title)
+    assert m and [int(g) for g in m.groups()] == [sum(v > 0 for v in pos), len(pos), sum(v < 0 for v in neg),
+                                                  len(neg)], f"the title's counts are not the bars': {fig.title}"
+
+
+NB00 = NotebookSpec([
+    Shown(r"One GRPO step: change of log π\(y_i\) per completion · A > 0: \d+ of \d+ up · A < 0: \d+ of \d+ down",
+          _one_step),
+], probe="""
+first = after.clone()
+exec(next(cell for cell in reversed(In) if cell.startswith("model.load_state_dict(START)")))
+assert torch.equal(after, first)                     # the update cell, run again, takes the same step
+up, down, n = change.moved("A < 0")
+verdicts = {guess: check_prediction(guess, change).split(":")[0] for guess in ("up", "down")}
+assert verdicts["down"] == ("Right" if down == n > 0 else "Partly" if 0 < down < n else "Wrong"), verdicts
+assert verdicts["up"] == ("Right" if up == n > 0 else "Partly" if 0 < up < n else "Wrong"), verdicts
+""")
 
 
 # ------------------------------------------------------------------ 03: token entropy and horizon weights
@@ -163,8 +199,26 @@ def _dashboard(fig: Figure) -> None:
         assert fig.lines == []
 
 
+COMPLETIONS = (r"Greedy completions before and after training, the first (\d+) held-out problems: "
+               r"(\d+)/\d+ → (\d+)/\d+ correct")
+
+
+def _completions(fig: Figure) -> None:
+    """The table of completions before and after training (run_figures.completions_table): a row per problem,
+    each completion under its mark, the marks counted as the title counts them."""
+    n, before, after = (int(title_number(fig, COMPLETIONS, g)) for g in (1, 2, 3))
+    tables = [t for t in fig.traces if t.get("type") == "table"]
+    assert len(tables) == 1, f"{fig.title!r}: {len(tables)} tables"
+    number, question, *columns = tables[0]["cells"]["values"]
+    assert list(number) == [str(i) for i in range(1, n + 1)] and all("gold " in q for q in question), question
+    marks = [[cell.split("<br>")[0] for cell in column] for column in columns]
+    assert all(m in ("✓", "✗") for column in marks for m in column) and all(len(c) == n for c in marks), marks
+    assert [column.count("✓") for column in marks] == [before, after], (fig.title, marks)
+
+
 NB04 = NotebookSpec([
     Shown(r"|step \d+ / \d+: K = 0\.40", _dashboard, count=None),
+    Shown(COMPLETIONS, _completions),
 ], probe="""
 assert headless() and not lab.running
 rows = lab.logged_steps()
@@ -180,6 +234,8 @@ import json, torch                                          # "Save and export":
 from transformers import AutoModelForCausalLM
 assert (OUT / "model").is_dir() and EXPORT == OUT / "export" and (EXPORT / "model.safetensors").is_file()
 assert AutoModelForCausalLM.from_pretrained(EXPORT).dtype == (torch.bfloat16 if ON_GPU else torch.float32)
+old, new = (json.loads((OUT / f"eval_{w}.json").read_text())["problems"][:4] for w in ("before", "after"))
+assert [p["question"] for p in old] == [p["question"] for p in new]   # the table pairs the same problems
 after = json.loads((OUT / "eval_after.json").read_text())["summary"]
 assert f"| greedy pass@1 | " in (EXPORT / "README.md").read_text()
 assert f"{after['greedy_pass@1']:.3f} |" in (EXPORT / "README.md").read_text()   # the card's numbers: the run's

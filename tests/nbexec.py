@@ -20,6 +20,8 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
+from qae_lab.install_cell import EXTRA_MODULES, notebook_extras
+
 REPO = Path(__file__).resolve().parents[1]
 NB_DIR = REPO / "notebooks"
 TIMEOUT = 900  # s per cell: a hang guard, never a statement about speed
@@ -35,6 +37,13 @@ def _qae_recording(method):
     return show
 for _qae_name in ("_repr_mimebundle_", "_ipython_display_"):
     setattr(_qae_bdt.BaseFigure, _qae_name, _qae_recording(getattr(_qae_bdt.BaseFigure, _qae_name)))
+"""
+
+# a notebook whose install cell installs no [train] extra (qae_lab.install_cell.EXTRAS) runs without it: the first
+# cell also makes its modules unimportable, so that a lazy import (a tokenizer loaded) shows here
+BLOCK_TRAIN = f"""\
+import sys as _qae_sys
+_qae_sys.modules.update({{_qae_m: None for _qae_m in {EXTRA_MODULES['train']!r}}})
 """
 
 # the kernel's last cell: the records, as JSON (numpy arrays and tuples as lists)
@@ -151,7 +160,7 @@ def execute(name: str, tmp_path: Path, probe: str = "") -> Executed:
     record = tmp_path / "figures.json"
     nb = nbformat.read(folder / name, as_version=4)
     own = range(1, len(nb.cells) + 1)
-    nb.cells.insert(0, nbformat.v4.new_code_cell(RECORD))
+    nb.cells.insert(0, nbformat.v4.new_code_cell(RECORD + ("" if "train" in notebook_extras(name) else BLOCK_TRAIN)))
     extra = [probe] if probe else []
     nb.cells += [nbformat.v4.new_code_cell(code) for code in [*extra, DUMP.format(path=str(record))]]
     NotebookClient(nb, timeout=TIMEOUT, kernel_name="python3",

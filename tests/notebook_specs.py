@@ -8,13 +8,14 @@ from __future__ import annotations
 import importlib.util
 import re
 
-from figures_runs import NB03, NB04, NB05, NB06
+from figures_runs import NB00, NB03, NB04, NB05, NB06
 from figures_theory import NB01, NB02, NB07
 from nbexec import Executed
 
 from qae_lab.exercises import NOT_ATTEMPTED
 
 NOTEBOOKS = {
+    "00_plain_grpo.ipynb": NB00,
     "01_softmax_entropy_proofs.ipynb": NB01,
     "02_two_regime_gating_and_sparsity.ipynb": NB02,
     "03_token_entropy_horizon_weights.ipynb": NB03,

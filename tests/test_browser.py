@@ -2,8 +2,8 @@
 
 For each notebook (a copy, smoke mode): Run All as a person does, in a live session; when it has
 ended, no cell (nor any Output widget) shows an error or anything on stderr, and every plotly
-figure has a drawn plot area. Then one control is moved as a person moves it (the keyboard on a
-slider, a choice in a dropdown) and the figure under it must change. One screenshot per ``## ``
+figure has a drawn plot area. Then, where it has controls, one control is moved as a person moves it (the
+keyboard on a slider, a choice in a dropdown) and the figure under it must change. One screenshot per ``## ``
 section goes to ``$QAE_LAB_ARTIFACTS`` (default ``<repo>/.artifacts``), and one on failure.
 With plain figures (the default), every figure shown is recorded, the spec's probe runs in the
 kernel, and the saved notebook gets tests/test_notebook_runs.py's checks (tests/notebook_specs.py),
@@ -56,7 +56,9 @@ LIVE_STEPS = 5000
 
 # per notebook: the cell (a string of its source), the control's label, and the move: a key pressed
 # on a slider's handle, or the index of a dropdown option. Each control's value is in its figure's title.
+# None: a notebook without controls (Run All, its figures and its spec's checks only).
 MOVES = {
+    "00_plain_grpo.ipynb": None,
     "01_softmax_entropy_proofs.ipynb": ("mc = plots.interactive", "K", "ArrowRight"),
     "02_two_regime_gating_and_sparsity.ipynb": ("gate = plots.interactive", "G", "ArrowRight"),
     "03_token_entropy_horizon_weights.ipynb": ("weights = plots.interactive", "α", "ArrowRight"),
@@ -99,6 +101,25 @@ def _prefix(notebook: str) -> str:
     return f"nb{notebook[:2]}"
 
 
+def _move_redraws(nb: Notebook, notebook: str, marker: str, label: str, move) -> None:
+    """Move the control ``label`` of the cell holding ``marker`` as a person does; the figure under it re-draws."""
+    control = nb.control(marker, label)
+    before = control.fingerprint()
+    assert before, f"{notebook}: no figure under the control {label!r}"
+    if isinstance(move, str):
+        control.press(move)
+    else:
+        control.select(move)
+    # the figure changes, its title (which shows the control's value) with it; a FigureWidget
+    # takes its new data and its new layout in two messages: wait for both
+    title = lambda fingerprint: fingerprint.split(":", 2)[2]
+    wait_until(lambda: (f := control.fingerprint()) and f != before and title(f) != title(before), HANG,
+               f"new title of the figure under {label!r} after the move")
+    figure = control.figure()
+    assert figure["drawn"] > 0 and figure["width"] > 0, f"{notebook}: the redrawn figure is empty: {figure}"
+    _assert_clean(nb, f"after moving {label!r}")
+
+
 @pytest.mark.slow(seconds=35)
 @pytest.mark.parametrize("notebook,plots", [*((name, "static") for name in MOVES),
                                              ("02_two_regime_gating_and_sparsity.ipynb", "widget")],
@@ -115,22 +136,8 @@ def test_notebook_runs_clean_and_its_controls_redraw(lab, notebook, plots):
         assert nb.page.evaluate(  # every code cell ran (Run All stops at a failing cell)
             "() => window.__nb.content.widgets.every(c => c.model.type !== 'code' || c.model.executionCount)")
 
-        marker, label, move = MOVES[notebook]
-        control = nb.control(marker, label)
-        before = control.fingerprint()
-        assert before, f"{notebook}: no figure under the control {label!r}"
-        if isinstance(move, str):
-            control.press(move)
-        else:
-            control.select(move)
-        # the figure changes, its title (which shows the control's value) with it; a FigureWidget
-        # takes its new data and its new layout in two messages: wait for both
-        title = lambda fingerprint: fingerprint.split(":", 2)[2]
-        wait_until(lambda: (f := control.fingerprint()) and f != before and title(f) != title(before), HANG,
-                   f"new title of the figure under {label!r} after the move")
-        figure = control.figure()
-        assert figure["drawn"] > 0 and figure["width"] > 0, f"{notebook}: the redrawn figure is empty: {figure}"
-        _assert_clean(nb, f"after moving {label!r}")
+        if MOVES[notebook] is not None:
+            _move_redraws(nb, notebook, *MOVES[notebook])
         nb.screenshot_sections(_prefix(notebook), suffix)
         if checked:  # the spec's probe in the kernel, then the figures and outputs of the saved notebook
             spec, record = NOTEBOOKS[notebook], opened["root"] / "figures.json"
@@ -209,6 +216,12 @@ def test_notebook04_k_slider_reaches_the_run_log(lab, plots):
         nb.run_cell(export_cell)
         assert "exported to" in nb.cell_text(export_cell), nb.cell_text(export_cell)
         assert (next(opened["root"].glob("runs/*")) / "export" / "model.safetensors").is_file()
+        # "Before and after, side by side": during the run it only said so; run again, the table of completions
+        table_cell = "display(completions_table("
+        assert "training goes on" in nb.cell_text(table_cell)
+        nb.run_cell(table_cell)
+        tables = [f for f in nb.figures() if "held-out problems" in f["title"]]
+        assert len(tables) == 1 and tables[0]["drawn"] > 0 and "correct" in tables[0]["title"], nb.figures()
         _assert_clean(nb, "after Stop")  # the training thread's warnings included, wherever they went
         _assert_figures_drawn(nb)
         nb.screenshot_sections("nb04", suffix)

@@ -11,6 +11,7 @@ import torch
 from qae_lab import exercises as ex
 from qae_lab.advantages import quantile_baseline
 from qae_lab.horizon import horizon_weights
+from qae_lab.plain_grpo import UpdateChange
 from qae_lab.runstats import detrended_variance
 from qae_lab.sparsity import gate_zero_counts
 from qae_lab.theory import knob_slope
@@ -56,6 +57,11 @@ CASES = {
         lambda rows: _k_changes(rows)[1:],                     # the first step left out
         lambda rows: [r["step"] for r in rows],                # every step
     ]),
+    "check_mean_advantages": (lambda r: (r - r.mean()) / (r.std() + 1e-6), lambda r: None, [
+        lambda r: r - r.mean(),                                # Dr.GRPO: no std division
+        lambda r: (r - r.mean()) / r.std(unbiased=False),      # the population std
+        lambda r: (r - r.median()) / r.std(),                  # another baseline
+    ]),
     "check_neg_correct": (_neg_correct, lambda r, g, t: None, [
         lambda r, g, t: _neg_correct(r, g, t, correct=lambda x, t: x < t),  # the wrong answers counted
         lambda r, g, t: _neg_correct(r, g, t, below=lambda x, m: True),    # every correct answer counted
@@ -64,7 +70,7 @@ CASES = {
 
 
 def test_every_checker_is_covered():
-    assert set(CASES) == set(ex.__all__)
+    assert set(CASES) | {"check_prediction"} == set(ex.__all__)  # the predict-then-run checker: tests below
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -80,3 +86,42 @@ def test_checker_rejects_a_wrong_answer(name, which):
     wrong = CASES[name][2][which]
     with pytest.raises(AssertionError, match="expected"):
         getattr(ex, name)(wrong)
+
+
+def _change(after):
+    """A group of three (one rewarded, two not), log pi(y_i) -1, -2, -3 before the step and ``after`` it."""
+    return UpdateChange(["y0 ✓", "y1 ✗", "y2 ✗"], torch.tensor([-1.0, -2.0, -3.0]), torch.tensor(after),
+                        torch.tensor([1.0, -0.5, -0.5]), 0, 9)
+
+
+def test_wrong_answers_name_the_usual_mistake():
+    with pytest.raises(AssertionError, match="divide by the group's std"):
+        ex.check_mean_advantages(lambda r: r - r.mean())
+    with pytest.raises(AssertionError, match="population std"):
+        ex.check_mean_advantages(lambda r: (r - r.mean()) / r.std(unbiased=False))
+
+
+@pytest.mark.parametrize("after, prediction, verdict", [
+    ([-0.9, -2.5, -3.5], "down", "Right"), ([-0.9, -2.5, -3.5], " Down ", "Right"),
+    ([-0.9, -2.5, -3.5], "up", "Wrong"), ([-0.9, -1.5, -2.5], "up", "Right"), ([-0.9, -1.5, -2.5], "down", "Wrong"),
+    ([-0.9, -1.5, -3.5], "down", "Partly"), ([-0.9, -1.5, -3.5], "up", "Partly")])
+def test_prediction_is_compared_with_what_was_measured(after, prediction, verdict):
+    said = ex.check_prediction(prediction, _change(after))
+    assert said.startswith(f"{verdict}: you predicted \"{prediction.strip().lower()}\""), said
+    if verdict == "Partly":  # names the completion that went against the prediction: y1 rose, y2 fell
+        assert f"Against your prediction: {'y1' if prediction == 'down' else 'y2'} ✗." in said, said
+
+
+def test_prediction_unset_says_what_to_do_and_a_bad_one_is_refused():
+    assert ex.check_prediction(None, _change([-0.9, -2.5, -3.5])) == ex.NO_PREDICTION
+    assert 'PREDICTION = "up" or "down"' in ex.NO_PREDICTION
+    for bad in ("sideways", 1, True):
+        with pytest.raises(ValueError, match="prediction must be"):
+            ex.check_prediction(bad, _change([-0.9, -2.5, -3.5]))
+    with pytest.raises(ValueError, match="UpdateChange"):
+        ex.check_prediction("up", {"delta": [0.1]})
+
+
+def test_prediction_without_negative_advantages():
+    c = UpdateChange(["y0 ✓", "y1 ✓"], torch.tensor([-1.0, -1.0]), torch.tensor([-1.0, -1.0]), torch.zeros(2), 0, 4)
+    assert "no completion with A < 0" in ex.check_prediction("down", c)

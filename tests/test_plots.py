@@ -186,3 +186,16 @@ def test_band_figure_keeps_equal_mean_curves_visible():
     lines = [t for t in fig.data if t.name]
     assert [t.line.dash for t in lines] == [None, "dash", None]
     assert lines[0].line.width > lines[1].line.width
+
+
+def test_change_figure_one_bar_per_item_by_advantage_sign():
+    fig = plots.change_figure(["y0", "y1", "y2", "y3"], [-1, -2, -3, -4], [-0.5, -2.5, -3, -3.5], [1, -1, 0, 2],
+                              title="t", y_title="change")
+    assert [(t.name, list(t.x), list(t.y)) for t in fig.data] == [
+        ("A > 0", ["y0", "y3"], [0.5, 0.5]), ("A = 0", ["y2"], [0.0]), ("A < 0", ["y1"], [-0.5])]
+    assert list(fig.layout.xaxis.categoryarray) == ["y0", "y1", "y2", "y3"]  # the items' order, not the traces'
+    assert [list(c) for c in fig.data[2].customdata] == [[-2.0, -2.5, -1.0]]  # before, after, A on hover
+    with pytest.raises(ValueError, match="unique"):
+        plots.change_figure(["y0", "y0"], [0, 0], [1, 1], [1, 1])
+    with pytest.raises(ValueError, match="one value per label"):
+        plots.change_figure(["y0", "y1"], [0], [1, 1], [1, 1])

@@ -30,10 +30,10 @@ def test_ci_runs_exactly_the_readme_test_command():
     # torch's CPU wheel goes in before anything that could pull a CUDA build
     assert ci.index("torch==2.13.0") < ci.index('-e ".[train,lab,dev]"')
     assert 'pip install -e ".[train,lab,dev]"' in _readme_block("Set up")
-    # the Colab-versions job runs before the main suite, and pins what Colab ships
-    assert ci.index("bash .ci/colab-compat") < ci.rindex(test_cmd)
-    compat = (ROOT / ".ci/colab-compat").read_text()
-    assert all(pin in compat for pin in ("ipywidgets==7.7.1", "plotly==5.24.1", "ipykernel>=6,<7", "torch==2.13.0"))
+    # the fresh-Colab job runs before the main suite, and pins what Colab ships
+    assert ci.index("bash .ci/fresh-colab") < ci.rindex(test_cmd)
+    fresh = (ROOT / ".ci/fresh-colab").read_text()
+    assert all(pin in fresh for pin in ("ipywidgets==7.7.1", "plotly==5.24.1", "ipykernel==6.17.1", "torch==2.13.0"))
 
 
 def test_pyproject_dependencies():
@@ -126,6 +126,10 @@ def test_wheel_carries_the_package_and_the_embedded_model(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     for f in ("model.safetensors", "tokenizer.json", "config.json", "chat_template.jinja"):
         assert f"qae_lab/embedded_model/{f}" in names, f
+    # the committed data notebooks 05-07 read (qae_lab.datadir), every file of it
+    for name, folder in (("reference_runs", "reference_runs"), ("seqpolicy", "seqpolicy_data")):
+        files = {p.relative_to(ROOT / "data" / name).as_posix() for p in (ROOT / "data" / name).rglob("*") if p.is_file()}
+        assert files and {f"qae_lab/{folder}/{f}" for f in files} <= names, name
     modules = {p.relative_to(ROOT).as_posix() for p in (ROOT / "qae_lab").rglob("*.py")}
     assert modules <= names  # every module of every subpackage is packaged
 

@@ -16,6 +16,7 @@ from qae_lab.rollouts import (
     _completion_mask,
     completion_entropies,
     completion_logits,
+    completion_logps,
     sample_groups,
     top_k_errors,
     uncertain_tokens,
@@ -215,3 +216,49 @@ def test_entropies_bad_input(tiny, ragged):
         top_k_errors(torch.zeros(1, 1, 4), torch.ones(1, 1), [])
     with pytest.raises(ValueError, match="at least one real token"):
         top_k_errors(torch.zeros(1, 1, 4), torch.zeros(1, 1), [1])
+
+
+# ---------------------------------------------------------------- log-probabilities, with gradient
+
+
+def loop_logps(model, tok, records, ids, mask) -> torch.Tensor:
+    """Reference: log pi(y_t | x, y_<t) from one unpadded forward per row."""
+    group = ids.shape[0] // len(records)
+    out = torch.zeros(ids.shape, dtype=torch.float64)
+    for i in range(ids.shape[0]):
+        prompt = tok(prompt_text(records[i // group], tok), add_special_tokens=False)["input_ids"]
+        n = int(mask[i].sum())
+        with torch.no_grad():
+            z = model(torch.tensor([prompt + ids[i, :n].tolist()])).logits[0, len(prompt) - 1:-1]  # (n, V)
+        out[i, :n] = torch.log_softmax(z.double(), -1).gather(-1, ids[i, :n, None]).squeeze(-1)
+    return out
+
+
+def test_logps_match_a_per_row_loop_and_carry_the_gradient(tiny, ragged):
+    model, tok = tiny
+    records, ids, mask = ragged
+    model.train()
+    tok.padding_side = "right"  # set to left for the forward, restored after
+    lp = completion_logps(model, tok, records, ids, mask)  # (N, T), left padding of 3 prompt lengths
+    assert lp.shape == ids.shape and lp.requires_grad and model.training and tok.padding_side == "right"
+    tok.padding_side = "left"
+    assert torch.allclose(lp.detach().double(), loop_logps(model, tok, records, ids, mask), atol=1e-5)
+    assert bool((lp[mask == 0] == 0).all())
+    model.zero_grad()
+    lp[0, 2].backward()  # one token's log-prob: the weights get a gradient
+    assert any(p.grad is not None and bool(p.grad.abs().sum() > 0) for p in model.parameters())
+    z = completion_logits(model, tok, records, ids, mask, temperature=2.0)
+    want = torch.log_softmax(z, -1).gather(-1, ids[..., None]).squeeze(-1) * mask
+    assert torch.allclose(completion_logps(model, tok, records, ids, mask, temperature=2.0).detach().float(), want,
+                          atol=1e-5)
+
+
+def test_logps_bad_input(tiny, ragged):
+    model, tok = tiny
+    records, ids, mask = ragged
+    for args, kwargs, match in [((records, ids.float(), mask), {}, "completion_ids"),
+                                ((records, ids, mask[:, :3]), {}, "mask"),
+                                ((records, ids, mask), {"temperature": 0.0}, "temperature"),
+                                ((records, ids + len(tok), mask), {}, "vocabulary")]:
+        with pytest.raises(ValueError, match=match):
+            completion_logps(model, tok, *args, **kwargs)
