@@ -14,8 +14,11 @@ sentences are computed, never typed, so they stay true when the runs are regener
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import math
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from qae_lab.compare import Run, group_by_method, series
 from qae_lab.methods import LEDGER_PREFIX, QAE_NEG_CORRECT, QAE_SUCCESS_RATE, QAE_ZERO_ADV_FRAC, SAAH_W_MEAN_NEG
@@ -24,7 +27,8 @@ from qae_lab.phenomena import Effect, clipped_fraction, effect, per_method, wind
 from qae_lab.runstats import Stat, stat, training_variance
 
 __all__ = ["Measure", "window", "evaluation", "variance", "total", "Claim", "CLAIMS", "Judgement", "judge",
-           "verdict_list", "clip_sentence", "sharpening_sentences", "punished_correct_sentence", "model_properties"]
+           "verdict_list", "Direction", "direction", "summary_lines", "clip_sentence", "sharpening_sentences",
+           "punished_correct_sentence", "model_properties"]
 
 
 @dataclass(frozen=True)
@@ -216,6 +220,79 @@ def verdict_list(judgements) -> str:
     """
     return "\n".join(f"{j.verdict.split(' (')[0]:>9}  {j.claim.source.split(' (')[0]}: {j.claim.statement}"
                      for j in judgements)
+
+
+class Direction(NamedTuple):
+    r"""A judged claim as a move from side a to side b, for :func:`qae_lab.exercises.check_direction`: ``before`` and
+    ``after`` the two sides' means over seeds, ``tolerance`` their pooled seed std sqrt((std_a^2 + std_b^2) / 2) (a
+    move within it counts as "same"), and what moved (``quantity``) when what changed (``change``), in words."""
+
+    before: float
+    after: float
+    tolerance: float
+    quantity: str
+    change: str
+
+
+def direction(judgement: Judgement) -> Direction:
+    r"""Side a -> side b of a judged claim as a :class:`Direction` (a predict-then-run exercise's measurement).
+
+    >>> from qae_lab.compare import Run
+    >>> mk = lambda m, s, e: Run(f"{m}-{s}", m, s, {}, [{"step": t, "entropy": e} for t in range(1, 4)], None, None)
+    >>> runs = {"entropy": [mk("mean+clip_higher", s, 0.30 + 0.01 * s) for s in range(3)]
+    ...                    + [mk("qae+clip_higher", s, 0.20 + 0.01 * s) for s in range(3)]}
+    >>> d = direction(judge(CLAIMS[1], runs)); round(d.before, 4), round(d.after, 4), round(d.tolerance, 4)
+    (0.31, 0.21, 0.0082)
+    >>> d.quantity, d.change
+    ('the mean entropy over the last third of the steps', 'the method changed from mean+clip_higher to qae+clip_higher')
+    """
+    if not isinstance(judgement, Judgement):
+        raise ValueError(f"judgement must be a qae_lab.claims.Judgement, got {type(judgement).__name__}")
+    e = judgement.effect
+    if e is None:
+        raise ValueError(f"claim {judgement.claim.key!r} has no runs on a side: nothing measured to compare")
+    (ma, measure_a), (mb, measure_b) = judgement.claim.a, judgement.claim.b
+    quantity = "the " + (measure_a.what if measure_a.what == measure_b.what else
+                         f"{measure_a.what} against {measure_b.what}")
+    change = f"the method changed from {ma} to {mb}" if ma != mb else f"{ma}'s {measure_a.what} became {measure_b.what}"
+    return Direction(e.a.mean, e.b.mean, math.sqrt((e.a.std ** 2 + e.b.std ** 2) / 2), quantity, change)
+
+
+def summary_lines(judgements: Iterable[Judgement]) -> list[str]:
+    r"""The closing summary of judged claims: how many hold, are reversed or are not shown, per paper and in all; then
+    each claim that holds or is reversed with its two sides' means and its effect in seed spreads.
+
+    >>> from qae_lab.compare import Run
+    >>> mk = lambda m, s, e: Run(f"{m}-{s}", m, s, {}, [{"step": t, "entropy": e} for t in range(1, 4)], None, None)
+    >>> runs = {"entropy": [mk("mean+clip_higher", s, 0.30 + 0.01 * s) for s in range(3)]
+    ...                    + [mk("qae+clip_higher", s, 0.20 + 0.01 * s) for s in range(3)]}
+    >>> for line in summary_lines([judge(c, runs) for c in CLAIMS[:2]]):
+    ...     print(line)
+    2 claims judged: 1 holds, 1 reversed, 0 not shown.
+      QAE: 2 claims: 1 holds, 1 reversed, 0 not shown.
+    holds: explosion: mean+clip_higher 0.3100 vs qae+clip_higher 0.2100 (+12.2 seed spreads).
+    reversed: collapse: mean+clip_higher 0.3100 vs qae+clip_higher 0.2100 (+12.2 seed spreads).
+    """
+    judged = list(judgements)
+    if not all(isinstance(j, Judgement) for j in judged):
+        raise ValueError("judgements must be qae_lab.claims.Judgement values (qae_lab.claims.judge's)")
+    kind = [j.verdict.split(" (")[0] for j in judged]  # holds | reversed | not shown
+    paper = [j.claim.source.split(" (")[0].split(":")[0] for j in judged]  # QAE | SA-AH-GRPO | no paper
+
+    def counts(chosen: list[int]) -> str:
+        n = Counter(kind[i] for i in chosen)
+        return (f"{len(chosen)} claim{'s' * (len(chosen) != 1)}: {n['holds']} hold{'s' * (n['holds'] == 1)}, "
+                f"{n['reversed']} reversed, {n['not shown']} not shown.")
+
+    lines = [counts(list(range(len(judged)))).replace(":", " judged:", 1)]
+    lines += [f"  {src}: " + counts([i for i, p in enumerate(paper) if p == src]) for src in dict.fromkeys(paper)]
+    for j, verdict in zip(judged, kind):
+        if verdict != "not shown" and j.effect is not None:
+            (ma, _), (mb, _), f = j.claim.a, j.claim.b, f"{{:.{j.claim.digits}f}}"
+            spread = "no seed spread" if j.effect.d is None else f"{j.effect.d:+.1f} seed spreads"
+            lines.append(f"{verdict}: {j.claim.key}: {ma} {f.format(j.effect.a.mean)} vs {mb} "
+                         f"{f.format(j.effect.b.mean)} ({spread}).")
+    return lines
 
 
 def _per_method(runs: Sequence[Run], number: Callable[[Run], float | None]) -> dict[str, Stat | None]:

@@ -16,7 +16,7 @@ from qae_lab.phenomena import window_mean
 from qae_lab.runstats import stat, training_variance
 
 __all__ = ["runs_logging", "first_last_lines", "plain_variance_lines", "variance_ratio_line", "sampling_floor",
-           "behaviour_lines"]
+           "behaviour_lines", "column_stat", "summary_lines"]
 
 _CHANGES = (None, "percent", "direction")
 
@@ -121,4 +121,55 @@ def behaviour_lines(groups: Sequence, edge: int = 20, width: int = 34) -> list[s
         refl = stat(window_mean(r.rows, "behaviour/reflect_frac") for r in g.runs)
         lines.append(f"{g.label:<{width}} length first {edge} steps {first.mean:.1f} -> last {edge} {last.mean:.1f} "
                      f"tokens; share with a reflective word {refl.mean:.3f}")
+    return lines
+
+
+def column_stat(table: Sequence[Mapping], method: str, column: str):
+    r"""The :class:`~qae_lab.runstats.Stat` over seeds (mean, std, range) of ``column`` in the
+    :func:`qae_lab.compare.summary_table` row labelled ``method``.
+
+    Raises:
+        ValueError: no row labelled ``method``, or that row has no value in ``column``.
+
+    >>> s = column_stat([{"method": "qae", "final entropy": stat([0.03, 0.05])}], "qae", "final entropy")
+    >>> round(s.mean, 6), round(s.std, 6), s.n
+    (0.04, 0.01, 2)
+    """
+    rows = [row for row in table if row["method"] == method]
+    if not rows:
+        raise ValueError(f"method must label a row of the table, one of {[r['method'] for r in table]}, "
+                         f"got {method!r}")
+    value = rows[0].get(column)
+    if value is None:
+        raise ValueError(f"column {column!r} has no value in the row of {method!r}")
+    return value
+
+
+_SUMMARY = (("sampled pass@1", "pass@1 before", "pass@1 after", 3),
+            ("final entropy", None, "final entropy", 4), ("detrended training variance", None, "train var", 4),
+            ("zero-advantage fraction", None, "zero-adv frac", 3))
+
+
+def summary_lines(table: Sequence[Mapping]) -> list[str]:
+    r"""Notebook 05's closing summary: per row of :func:`qae_lab.compare.summary_table`, its seeds, sampled pass@1
+    before and after training, the final entropy, the detrended training variance and the zero-advantage
+    fraction, each the mean over seeds (columns without a value are left out).
+
+    >>> table = [{"method": "qae", "seeds": 2, "pass@1 before": stat([0.25]), "pass@1 after": stat([0.5, 0.6]),
+    ...           "final entropy": stat([0.04]), "train var": None, "zero-adv frac": stat([0.8])}]
+    >>> summary_lines(table)
+    ['qae (2 seeds): sampled pass@1 0.250 before -> 0.550 after; final entropy 0.0400; zero-advantage fraction 0.800']
+    """
+    lines = []
+    for row in table:
+        parts = []
+        for name, start, end, digits in _SUMMARY:
+            if row.get(end) is None:
+                continue
+            if start and row.get(start) is not None:
+                parts.append(f"{name} {row[start].mean:.{digits}f} before -> {row[end].mean:.{digits}f} after")
+            else:
+                parts.append(f"{name} {row[end].mean:.{digits}f}")
+        seeds = f"{row['seeds']} seed{'s' if row['seeds'] != 1 else ''}"
+        lines.append(f"{row['method']} ({seeds}): " + "; ".join(parts))
     return lines

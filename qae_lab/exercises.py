@@ -11,6 +11,7 @@ what an update will do before running it, and the checker compares that with wha
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -25,7 +26,7 @@ from qae_lab.theory import knob_slope
 
 __all__ = ["check_quantile_baseline", "check_knob_slope", "check_zero_count", "check_training_variance",
            "check_horizon_weights", "check_k_changes", "check_neg_correct", "check_mean_advantages",
-           "check_prediction"]
+           "check_prediction", "check_direction"]
 
 NOT_ATTEMPTED = "Not attempted yet: replace the stub's `return None` and run this cell again."
 PREDICTIONS = ("up", "down")
@@ -273,3 +274,38 @@ def check_prediction(prediction, change: UpdateChange) -> str:
     return (f'Partly: you predicted "{guess}"; {down} of {n} completions with A < 0 became less likely and {up} '
             f"more likely{_BREAK}{spread}.{_BREAK}Against your prediction: {', '.join(against)}. Compare their "
             "text with the rewarded completions': one step moves shared weights, and shared tokens move together.")
+
+
+def check_direction(prediction, before: float, after: float, *, quantity: str, change: str,
+                    tolerance: float = 0.0) -> str:
+    r"""A predict-then-run verdict: did ``quantity`` move the way the participant predicted when ``change`` was made?
+
+    The participant records ``prediction`` ("up", "down" or "same"; None before deciding) in a cell, runs the
+    experiment, and this compares it with the measured ``before`` -> ``after``: a move within ``tolerance``
+    (absolute) counts as "same".
+
+    >>> print(check_direction("up", 0.41, 0.63, quantity="the mean entropy", change="K rose from 0.2 to 0.8"))
+    Right: you predicted "up", and the mean entropy went up when K rose from 0.2 to 0.8
+    (measured 0.41 -> 0.63).
+    >>> check_direction("down", 0.41, 0.63, quantity="the mean entropy", change="K rose")[:52]
+    'Wrong: you predicted "down", but the mean entropy we'
+    >>> check_direction(None, 1, 2, quantity="x", change="y")[:14]
+    'No prediction '
+    """
+    words = ("up", "down", "same")
+    if prediction is None:
+        return (f'No prediction yet: set PREDICTION to "up", "down" or "same" (how will {quantity} move when '
+                f"{change}?), run that cell, then this one.")
+    if not isinstance(prediction, str) or prediction.strip().lower() not in words:
+        raise ValueError(f'prediction must be one of {words} (or None before you decide), got {prediction!r}')
+    for name, value in (("before", before), ("after", after), ("tolerance", tolerance)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if tolerance < 0:
+        raise ValueError(f"tolerance must be >= 0, got {tolerance}")
+    guess = prediction.strip().lower()
+    measured = "same" if abs(after - before) <= tolerance else "up" if after > before else "down"
+    moved = "stayed the same" if measured == "same" else f"went {measured}"
+    verdict, joint = ("Right", "and") if measured == guess else ("Wrong", "but")
+    return (f'{verdict}: you predicted "{guess}", {joint} {quantity} {moved} when {change}{_BREAK}'
+            f"(measured {before:.4g} -> {after:.4g}" + (f", tolerance {tolerance:.2g}" if tolerance else "") + ").")

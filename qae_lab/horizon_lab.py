@@ -10,6 +10,7 @@ normalised token entropies H~_t of its completions (:func:`qae_lab.rollouts.comp
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 
 import torch
@@ -20,7 +21,8 @@ from qae_lab.horizon import horizon_weights, normalised_entropy, selective_horiz
 
 __all__ = ["PAPER_TOP_K", "PAPER_VOCAB", "group_rows", "token_grid", "token_texts", "entropy_by_position",
            "digit_line", "both_weights", "alpha_sweep", "effective_line", "last_token_weight", "last_weight_lines",
-           "paper_share_k", "top_k_lines", "top_k_entropies", "discounted", "discount_sweep", "discount_lines"]
+           "paper_share_k", "top_k_lines", "top_k_entropies", "discounted", "discount_sweep", "discount_lines",
+           "summary_03"]
 
 PAPER_TOP_K, PAPER_VOCAB = 500, 151_936  # SA-AH's top-k and Qwen2.5's vocabulary
 
@@ -263,3 +265,37 @@ def discount_lines(ro, sweep: Mapping[str, Sequence[int]]) -> list[str]:
             f"QAE discounts exactly the easy-group failures at every K of the sweep: "
             f"{sweep['QAE: discounted'] == sweep['QAE: easy-group failures']}; "
             f"in hard groups: max {max(sweep['QAE: discounted in hard groups'])}"]
+
+
+def summary_03(h: torch.Tensor, mask: torch.Tensor, rewards: torch.Tensor, curves: Mapping[str, Sequence[float]],
+               alphas: Sequence[float], sweep: Mapping[str, Sequence[int]], ks: Sequence[float],
+               alpha: float = 0.5) -> str:
+    r"""The summary of notebook 03, from the values its cells computed: the sampled completions' entropy,
+    :func:`alpha_sweep`'s effective token fractions at ``alpha`` and at the largest of ``alphas``, and
+    :func:`discount_sweep`'s counts over ``ks``.
+
+    Args:
+        h, mask: (N, T) normalised token entropies and completion mask; rewards: (N,) 0/1 rewards.
+
+    >>> curves = {"effective tokens: AH": [1.0, 0.5, 0.2], "mean w on A<0 tokens": [1.0, 0.3, 0.1]}
+    >>> sweep = {"QAE: discounted": [1, 3], "QAE: discounted in hard groups": [0, 0],
+    ...          "mean baseline: discounted": [4, 4]}
+    >>> print(summary_03(torch.full((2, 2), 0.25), torch.ones(2, 2), torch.tensor([1.0, 0.0]), curves,
+    ...                  [0.0, 0.5, 2.0], sweep, [0.2, 0.8]))
+    * 2 completions, success rate 0.50; mean H~_t 0.2500 over 4 real tokens, largest 0.250.
+    * effective token fraction at α = 0.5: AH 0.500; at α = 2: AH 0.200.
+    * QAE discounted 1 to 3 rollouts over K = 0.2 .. 0.8 (the mean baseline 4), 0 of them in hard groups.
+    """
+    real = mask.bool()
+    if not real.any():
+        raise ValueError("mask must mark at least one real token")
+    qae = sweep["QAE: discounted"]
+    top = effective_line(curves, alphas, max(alphas)).split(": ", 1)[1]
+    return "\n".join(textwrap.fill(line, 110, subsequent_indent="  ") for line in [
+        f"* {rewards.numel()} completions, success rate {rewards.float().mean():.2f}; mean H~_t "
+        f"{h[real].mean():.4f} over {int(real.sum())} real tokens, largest {h[real].max():.3f}.",
+        f"* {effective_line(curves, alphas, alpha)}; at α = {max(alphas):g}: {top}.",
+        f"* QAE discounted {min(qae)} to {max(qae)} rollouts over K = {ks[0]:g} .. {ks[-1]:g} (the mean baseline "
+        f"{sweep['mean baseline: discounted'][0]}), {max(sweep['QAE: discounted in hard groups'])} of them in "
+        f"hard groups.",
+    ])

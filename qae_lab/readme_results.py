@@ -23,8 +23,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from qae_lab.compare import Run, load_runs, summary_table
+from qae_lab.memory import GIB, T4_MEMORY, run_memory
 from qae_lab.methods import QAE_HARD_FRAC, QAE_ZERO_ADV_FRAC
 from qae_lab.phenomena import per_method, window_mean
+from qae_lab.presets import build
 from qae_lab.runfolder import atomic_write_text
 from qae_lab.runstats import Stat, stat, within_spread
 
@@ -218,6 +220,31 @@ def reference_text(runs: Sequence[Run]) -> str:
     return "\n".join(lines)
 
 
+_GPU_PRESETS = ("qwen2.5-0.5b-gsm8k-t4", "qwen2.5-1.5b-gsm8k-live", "qwen2.5-1.5b-gsm8k", "qwen2.5-3b-gsm8k")
+
+
+def gpu_memory_text(presets: Sequence[str] = _GPU_PRESETS) -> str:
+    r"""docs/workshop.md's table of each GPU preset's estimated peak memory (:func:`qae_lab.memory.run_memory`;
+    ``dtype="auto"`` taken as bf16, the GPU such a preset is meant for).
+
+    >>> print(gpu_memory_text(["qwen2.5-0.5b-gsm8k-t4"]).splitlines()[3])
+    | qwen2.5-0.5b-gsm8k-t4 | qwen2.5-0.5b, float16 | 4 x 8, <= 256 tokens | 3.2 GiB | 6.8 GiB |
+    """
+    lines = ["", "| preset | model, weights | prompts x completions per step, length | estimated peak | with full "
+             "float32 logits |", "| --- | --- | --- | --- | --- |"]
+    for name in presets:
+        run, cfg = build(name, output_dir="unused")
+        fused, full = (run_memory(run, cfg, bf16_gpu=True, fused_lm_head=f)["peak"] / GIB for f in (True, False))
+        weights = "bfloat16" if run.dtype == "auto" else run.dtype
+        lines.append(f"| {name} | {run.model}, {weights} | {cfg.generation_batch_size // cfg.num_generations} x "
+                     f"{cfg.num_generations}, <= {cfg.max_completion_length} tokens | {fused:.1f} GiB | {full:.1f} GiB |")
+    lines += ["", _wrap(f"A T4's 16 GB leave about {T4_MEMORY / GIB:.0f} GiB to a program. The estimate counts the weights, the LoRA adapters "
+                        "and their optimizer state, the generation's KV cache, the activations and the loss's "
+                        "logits; the CUDA context and the allocator's slack come on top. TRL's fused LM head keeps "
+                        "only a tile of the logits; the last column is the figure without it."), ""]
+    return "\n".join(lines)
+
+
 def _reference(root: Path) -> list[Run]:
     return [r for r in load_runs(root / REFERENCE_RUNS) if r.config.get("preset") == "cpu-demo"]
 
@@ -231,6 +258,10 @@ BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {
     str(REFERENCE_RUNS / "README.md"): {
         "reference-runs": lambda root: reference_text(_reference(root)),
     },
+    "docs/workshop.md": {
+        "cpu-demo": lambda root: cpu_demo_text(root / REFERENCE_RUNS),
+        "gpu-memory": lambda root: gpu_memory_text(),
+    },
 }
 
 
@@ -239,7 +270,7 @@ def render(root: str | Path = ROOT, blocks: Mapping[str, Mapping[str, Callable[[
     r"""``{README path: (its text now, its text with every passage regenerated)}`` under ``root``; writes nothing.
 
     >>> [str(path.relative_to(ROOT)) for path in render()]
-    ['README.md', 'data/reference_runs/README.md']
+    ['README.md', 'data/reference_runs/README.md', 'docs/workshop.md']
     """
     root = Path(root)
     out = {}

@@ -5,6 +5,8 @@ r"""Notebook 07's experiments on the exact sequence policy: the sweep, what each
 each run, :func:`tracking` among it for the :func:`headline` settings: how each per-token entropy-change estimator
 of :mod:`qae_lab.ledger` tracks the exact first-order change step by step. :mod:`qae_lab.seqpolicy_report` states
 the results in sentences.
+:func:`entropy_after_update` measures the notebook's predict-then-run exercise and :func:`summary_lines` states what
+the notebook computed live.
 :func:`run_curves` turns a :func:`qae_lab.seqpolicy_update.simulate` output, :func:`findings_curves` the
 committed findings (:mod:`qae_lab.seqpolicy_report`), into :class:`qae_lab.compare.Curve` s (mean, std and range
 over seeds per step) for :func:`qae_lab.plots.band_figure`; :func:`check_sequence_entropy` checks the notebook's
@@ -24,10 +26,11 @@ from qae_lab.compare import Curve
 from qae_lab.ledger import LEDGER_FORMS
 from qae_lab.exercises import NOT_ATTEMPTED
 from qae_lab.seqpolicy import STARTS, n_prefixes, sequence_entropy
-from qae_lab.seqpolicy_update import OPTIMIZERS, UpdateSettings
+from qae_lab.seqpolicy_update import OPTIMIZERS, UpdateSettings, group_update
 
 __all__ = ["K_VALUES", "CELLS", "setting_name", "sweep_settings", "headline", "tracking", "summarise_run",
-           "seed_curve", "run_curves", "findings_curves", "tracking_table", "check_sequence_entropy"]
+           "seed_curve", "run_curves", "findings_curves", "tracking_table", "entropy_after_update",
+           "summary_lines", "check_sequence_entropy"]
 
 K_VALUES = (0.2, 0.4, 0.6, 0.8)
 # the ledger's four cells (qae_lab.ledger.LEDGER_PARTS), in words
@@ -241,6 +244,67 @@ def tracking_table(findings: Mapping, metric: str = "corr") -> tuple[list[str], 
                 labels.append(f"{start}, {opt}, {b}")
                 z.append([statistics.fmean(v for v in t[f][metric] if v is not None) for f in LEDGER_FORMS])
     return labels, list(LEDGER_FORMS), z
+
+
+def entropy_after_update(task, settings: UpdateSettings, seed: int = 0) -> float:
+    r"""The exact entropy H(pi) after one sampled group update of ``task``'s prompts, mean over prompts (nats).
+
+    The groups are drawn from ``seed``: the same seed and task give the same groups whatever the settings (sampling
+    comes before the advantages), so two settings compare on the very same responses.
+
+    Args:
+        task: a :class:`qae_lab.seqpolicy.Tasks` (logits (P, n, V), rewards (P, Y)).
+        settings: :class:`~qae_lab.seqpolicy_update.UpdateSettings`. seed: >= 0.
+
+    >>> from qae_lab.seqpolicy import make_tasks
+    >>> t = make_tasks(4, 2, 3, start="peaked")
+    >>> low, high = (entropy_after_update(t, UpdateSettings(k=k, eta=4.0)) for k in (0.2, 0.8))
+    >>> low != high, 0 < low < 3 * math.log(2)
+    (True, True)
+    """
+    gen = torch.Generator().manual_seed(check_int(seed, "seed", 0))
+    z, _, _ = group_update(task.logits[None], task.rewards[None], settings, generator=gen)  # (1, P, n, V)
+    return float(sequence_entropy(z[0]).mean())
+
+
+def summary_lines(h_start: float, one_step: Mapping[str, float], h_after: Mapping[float, float]) -> list[str]:
+    r"""What notebook 07 computed live, in sentences: the start's entropy, one update's exact change against its first
+    order and that split, the trainer's per-token (npg) estimate's sign, and the entropy after one update at each K.
+
+    Args:
+        h_start: H(pi) of the prompts before the update, mean over prompts (nats).
+        one_step: :func:`qae_lab.seqpolicy_live.one_update`'s metrics (``dh_exact``, ``dh_first_order``,
+            ``sampled/dh_state``, ``sampled/dh_visit``, ``estimator_npg/dh``).
+        h_after: K -> :func:`entropy_after_update` under the quantile baseline.
+
+    >>> m = {"dh_exact": -0.0123, "dh_first_order": -0.012, "sampled/dh_state": -0.01, "sampled/dh_visit": -0.002,
+    ...      "estimator_npg/dh": -0.4}
+    >>> for line in summary_lines(2.1, m, {0.2: 2.09, 0.8: 2.1}):  # doctest: +NORMALIZE_WHITESPACE
+    ...     print(line)
+    Before any update: H(pi) = 2.1000 nats, mean over prompts.
+    One update (section 2): exact change -0.01230 nats, first order -0.01200 = states' own entropies -0.01000
+    + visitation -0.00200.
+    The trainer's per-token estimate (npg) had the same sign as the exact first-order change (-0.40000 in its
+    own units).
+    One update under the quantile baseline from the same groups: H(pi) after = 2.0900 at K = 0.2, 2.1000 at
+    K = 0.8 nats.
+    """
+    if not h_after:
+        raise ValueError("h_after must map at least one K to an entropy, got an empty mapping")
+    missing = [k for k in ("dh_exact", "dh_first_order", "sampled/dh_state", "sampled/dh_visit", "estimator_npg/dh")
+               if k not in one_step]
+    if missing:
+        raise ValueError(f"one_step lacks {missing} (pass qae_lab.seqpolicy_live.one_update's metrics)")
+    npg, first = one_step["estimator_npg/dh"], one_step["dh_first_order"]
+    sign = "the same sign as" if npg * first > 0 else "the opposite sign to" if npg * first < 0 else "a zero against"
+    return [f"Before any update: H(pi) = {h_start:.4f} nats, mean over prompts.",
+            f"One update (section 2): exact change {one_step['dh_exact']:+.5f} nats, first order {first:+.5f} = "
+            f"states' own entropies {one_step['sampled/dh_state']:+.5f} + visitation "
+            f"{one_step['sampled/dh_visit']:+.5f}.",
+            f"The trainer's per-token estimate (npg) had {sign} the exact first-order change ({npg:+.5f} in its own "
+            "units).",
+            "One update under the quantile baseline from the same groups: H(pi) after = "
+            + ", ".join(f"{h:.4f} at K = {k:g}" for k, h in sorted(h_after.items())) + " nats."]
 
 
 def check_sequence_entropy(fn: Callable) -> str:

@@ -18,6 +18,8 @@ difficulties is the notebook's modelling assumption, not the paper's.
 from __future__ import annotations
 
 import math
+import textwrap
+from collections.abc import Mapping
 
 import torch
 
@@ -35,6 +37,7 @@ __all__ = [
     "sampled_zero_fraction_beta",
     "advantage_extremes",
     "group_advantage_rows",
+    "summary_02",
 ]
 
 
@@ -243,3 +246,39 @@ def group_advantage_rows(group_size: int, k: float, counts, baselines=("mean", "
             rows.append({"c": c, "baseline": base, "rewards": r.tolist(),
                          "advantages": group_advantages(r, g, baseline=base, k=k).tolist()})
     return rows
+
+
+def summary_02(zero_fractions: Mapping[str, tuple[float, float]], k_change: Mapping[float, float],
+               conventions: Mapping[int, tuple[int, int, int]]) -> str:
+    r"""The summary of notebook 02, from the values its cells computed.
+
+    Args:
+        zero_fractions: ``{spread's name: (zero share of all responses, zero share within mixed groups)}``
+            (:func:`expected_zero_fraction_beta` without and with ``drop_all_equal``), at least one entry.
+        k_change: ``{K: zero share}`` of one spread at two or more K (the predict-then-run exercise).
+        conventions: ``{G: (cells that differ, cells, cells that differ at the paper's K values)}``
+            (:func:`convention_disagreements`).
+
+    >>> print(summary_02({"U": (0.82, 0.75), "centred": (0.65, 0.6)}, {0.4: 0.82, 0.8: 0.78}, {16: (20, 323, 0)}))
+    * Zero-advantage share of all responses: from 0.650 (centred) to 0.820 (U); within mixed groups: from 0.600
+      (centred) to 0.750 (U). At 0.8 or more of all responses: U.
+    * Raising K from 0.4 to 0.8 moved the zero-advantage share from 0.820 to 0.780.
+    * The paper's and the linear quantile differ in 20 of 323 (K, c) cells at G = 16 (0 at the paper's K).
+    """
+    if not zero_fractions or len(k_change) < 2 or not conventions:
+        raise ValueError("zero_fractions and conventions must not be empty, and k_change must hold two K or more")
+    lo_all, lo_mixed = (min(zero_fractions, key=lambda n, i=i: zero_fractions[n][i]) for i in (0, 1))
+    hi_all, hi_mixed = (max(zero_fractions, key=lambda n, i=i: zero_fractions[n][i]) for i in (0, 1))
+    high = [name for name, (share, _) in zero_fractions.items() if share >= 0.8]
+    ks = sorted(k_change)
+    return "\n".join(textwrap.fill(line, 110, subsequent_indent="  ") for line in [
+        f"* Zero-advantage share of all responses: from {zero_fractions[lo_all][0]:.3f} ({lo_all}) to "
+        f"{zero_fractions[hi_all][0]:.3f} ({hi_all}); within mixed groups: from {zero_fractions[lo_mixed][1]:.3f}"
+        f" ({lo_mixed}) to {zero_fractions[hi_mixed][1]:.3f} ({hi_mixed}). At 0.8 or more of all responses: "
+        f"{', '.join(high) if high else 'none'}.",
+        f"* Raising K from {ks[0]:g} to {ks[-1]:g} moved the zero-advantage share from {k_change[ks[0]]:.3f} to "
+        f"{k_change[ks[-1]]:.3f}.",
+        "* The paper's and the linear quantile differ in " + ", ".join(
+            f"{n} of {total} (K, c) cells at G = {g} ({at_paper} at the paper's K)"
+            for g, (n, total, at_paper) in conventions.items()) + ".",
+    ])

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from qae_lab.claims import (CLAIMS, clip_sentence, evaluation, judge, punished_correct_sentence, sharpening_sentences,
-                            total, variance, window)
+from qae_lab.claims import (CLAIMS, clip_sentence, direction, evaluation, judge, punished_correct_sentence,
+                            sharpening_sentences, summary_lines, total, variance, window)
 from qae_lab.compare import Run, find_reference_runs
 from qae_lab.phenomena import EXPERIMENTS, load_experiment, run_names
 
@@ -110,3 +110,41 @@ def test_punished_correct_counts_and_clip_shares():
     clip_rows = [{"step": 1, "reward": 1.0, "clip_ratio/region_mean": 0.0}, {"step": 2, "clip_ratio/region_mean": 0.01},
                  {"step": 3, "clip_ratio/region_mean": 0.03}]
     assert "mean 2.00%±0.00% (1 seeds)" in clip_sentence([Run("m", "mean", 0, {}, clip_rows, None, None)])
+
+
+def test_direction_is_side_a_to_side_b_with_the_pooled_seed_std():
+    d = direction(_judged([0.6, 0.62, 0.64], [0.4, 0.42, 0.44]))  # pass1: qae+clip_higher vs mean+clip_higher
+    assert (d.before, d.after) == (pytest.approx(0.62), pytest.approx(0.42))
+    assert d.tolerance == pytest.approx((0.02 * 0.02 * 2 / 3) ** 0.5)  # both sides' population std
+    assert d.quantity == "the pass@1 after training"
+    assert d.change == "the method changed from qae+clip_higher to mean+clip_higher"
+    length = next(c for c in CLAIMS if c.key == "length")  # one method, two windows of its run
+    rows = [{"step": s, "completions/mean_length": 100.0 - s} for s in range(1, 10)]
+    runs = [Run(f"sa_ah-{s}", "sa_ah", s, {}, rows, None, None) for s in range(2)]
+    d = direction(judge(length, {"composite": runs}))
+    assert (d.before, d.after, d.tolerance) == (98.0, 92.0, 0.0)
+    assert d.change.startswith("sa_ah's mean completions/mean_length over the first third")
+    with pytest.raises(ValueError, match="has no runs on a side"):
+        direction(judge(CLAIMS[0], {"entropy": []}))
+    with pytest.raises(ValueError, match="judgement must be"):
+        direction("holds")
+
+
+def test_summary_counts_verdicts_per_paper_and_gives_the_numbers_of_the_decided_ones():
+    held, overlap = _judged([0.6, 0.62, 0.64], [0.4, 0.42, 0.44]), _judged([0.4, 0.6, 0.5], [0.45, 0.55, 0.5])
+    lines = summary_lines([held, overlap, judge(CLAIMS[-1], {"composite": []})])
+    assert lines[0] == "3 claims judged: 1 holds, 0 reversed, 2 not shown."
+    assert lines[1:3] == ["  QAE: 2 claims: 1 holds, 0 reversed, 1 not shown.",
+                          "  no paper: 1 claim: 0 hold, 0 reversed, 1 not shown."]
+    assert lines[3:] == ["holds: pass1: qae+clip_higher 0.620 vs mean+clip_higher 0.420 (+12.2 seed spreads)."]
+    with pytest.raises(ValueError, match="Judgement"):
+        summary_lines(["holds"])
+
+
+def test_summary_of_the_committed_runs_adds_up():
+    runs = {name: load_experiment(find_reference_runs(), name) for name in EXPERIMENTS}
+    judged = [judge(c, runs) for c in CLAIMS]
+    lines = summary_lines(judged)
+    assert lines[0].startswith(f"{len(CLAIMS)} claims judged: ")
+    decided = [j for j in judged if j.verdict.split(" (")[0] != "not shown"]
+    assert len(lines) == 1 + 3 + len(decided)  # the total, three sources, one line per decided claim

@@ -7,10 +7,12 @@ import pytest
 from qae_lab.compare import Run, find_reference_runs, load_runs, summary_table
 from qae_lab.compare_lines import (
     behaviour_lines,
+    column_stat,
     first_last_lines,
     plain_variance_lines,
     runs_logging,
     sampling_floor,
+    summary_lines,
     variance_ratio_line,
 )
 from qae_lab.grouping import group_runs
@@ -83,3 +85,30 @@ def test_the_committed_reference_runs_give_the_variance_sentences():
     byname = {row["method"]: row["train var"] for row in table}
     assert line.startswith(f"GRPO / SA-AH detrended variance: {byname['mean'].mean / byname['sa_ah'].mean:.2f}x")
     assert 0 < sampling_floor(runs) < 0.25 / 64  # a step's mean over 64 rewards varies by at most 0.25 / 64
+
+
+def test_column_stat_and_its_errors():
+    table = [{"method": "mean", "train var": stat([0.01, 0.03])}, {"method": "qae", "train var": None}]
+    s = column_stat(table, "mean", "train var")
+    assert (s.mean, s.n) == (pytest.approx(0.02), 2) and s.std == pytest.approx(0.01)
+    with pytest.raises(ValueError, match="method must label a row of the table"):
+        column_stat(table, "sa_ah", "train var")
+    with pytest.raises(ValueError, match="column 'train var' has no value in the row of 'qae'"):
+        column_stat(table, "qae", "train var")
+
+
+def test_summary_lines_of_the_reference_runs_state_the_tables_numbers():
+    table = summary_table(load_runs(find_reference_runs()))
+    lines = summary_lines(table)
+    assert len(lines) == len(table)
+    for row, line in zip(table, lines):
+        assert line.startswith(f"{row['method']} ({row['seeds']} seeds): sampled pass@1 ")
+        assert f"{row['pass@1 before'].mean:.3f} before -> {row['pass@1 after'].mean:.3f} after" in line
+        assert f"final entropy {row['final entropy'].mean:.4f}" in line
+        assert f"detrended training variance {row['train var'].mean:.4f}" in line
+
+
+def test_summary_lines_leave_out_what_a_row_lacks():
+    one = [{"method": "mine (yours, 4 steps, seed 0)", "seeds": 1, "pass@1 before": None,
+            "pass@1 after": stat([0.5]), "final entropy": None, "train var": None, "zero-adv frac": None}]
+    assert summary_lines(one) == ["mine (yours, 4 steps, seed 0) (1 seed): sampled pass@1 0.500"]

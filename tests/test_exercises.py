@@ -70,7 +70,8 @@ CASES = {
 
 
 def test_every_checker_is_covered():
-    assert set(CASES) | {"check_prediction"} == set(ex.__all__)  # the predict-then-run checker: tests below
+    # the predict-then-run checkers: their tests below
+    assert set(CASES) | {"check_prediction", "check_direction"} == set(ex.__all__)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -125,3 +126,23 @@ def test_prediction_unset_says_what_to_do_and_a_bad_one_is_refused():
 def test_prediction_without_negative_advantages():
     c = UpdateChange(["y0 ✓", "y1 ✓"], torch.tensor([-1.0, -1.0]), torch.tensor([-1.0, -1.0]), torch.zeros(2), 0, 4)
     assert "no completion with A < 0" in ex.check_prediction("down", c)
+
+
+def test_check_direction_says_right_wrong_same_and_refuses_bad_input():
+    from qae_lab.exercises import check_direction
+
+    kw = {"quantity": "the entropy", "change": "K rose"}
+    assert check_direction("up", 1.0, 2.0, **kw).startswith("Right")
+    assert check_direction("down", 1.0, 2.0, **kw).startswith("Wrong")
+    assert check_direction("Down ", 2.0, 1.0, **kw).startswith("Right")
+    assert check_direction("same", 1.0, 1.05, tolerance=0.1, **kw).startswith("Right")
+    assert check_direction("up", 1.0, 1.05, tolerance=0.1, **kw).startswith("Wrong")  # within tolerance: same
+    assert check_direction("same", 1.0, 1.05, **kw).startswith("Wrong")
+    assert "No prediction yet" in check_direction(None, 1.0, 2.0, **kw)
+    for bad in ("sideways", 1, True):
+        with pytest.raises(ValueError, match="prediction must be one of"):
+            check_direction(bad, 1.0, 2.0, **kw)
+    with pytest.raises(ValueError, match="after must be a finite number"):
+        check_direction("up", 1.0, float("nan"), **kw)
+    with pytest.raises(ValueError, match="tolerance must be >= 0"):
+        check_direction("up", 1.0, 2.0, tolerance=-1, **kw)

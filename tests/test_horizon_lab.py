@@ -21,6 +21,7 @@ from qae_lab.horizon_lab import (
     last_token_weight,
     last_weight_lines,
     paper_share_k,
+    summary_03,
     token_grid,
     token_texts,
     top_k_entropies,
@@ -128,3 +129,22 @@ def test_discount_sweep_and_lines():
     assert discount_lines(ro, sweep) == [
         "4 failures of 8 rollouts; the mean baseline discounts 4",
         "QAE discounts exactly the easy-group failures at every K of the sweep: True; in hard groups: max 0"]
+
+
+def test_summary_03_states_entropy_effective_tokens_and_discounts():
+    h = torch.tensor([[0.5, 0.1, 0.0], [0.2, 0.0, 0.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])  # 3 real tokens: H~ 0.5, 0.1, 0.2
+    curves = {"effective tokens: AH": [1.0, 0.6, 0.3], "effective tokens: SA-AH, mean baseline": [1.0, 0.8, 0.5],
+              "mean w on A<0 tokens": [1.0, 0.4, 0.2]}
+    sweep = {"QAE: discounted": [2, 0, 1], "QAE: discounted in hard groups": [0, 0, 0],
+             "mean baseline: discounted": [1, 1, 1]}
+    text = summary_03(h, mask, torch.tensor([0.0, 1.0]), curves, [0.0, 0.5, 1.0], sweep, [0.2, 0.5, 0.8])
+    assert all(len(line) <= 110 for line in text.splitlines())
+    bullets = " ".join(text.split()).split("* ")[1:]  # wrapping undone
+    assert bullets == [
+        "2 completions, success rate 0.50; mean H~_t 0.2667 over 3 real tokens, largest 0.500. ",
+        "effective token fraction at α = 0.5: AH 0.600, SA-AH, mean baseline 0.800; at α = 1: AH 0.300, "
+        "SA-AH, mean baseline 0.500. ",
+        "QAE discounted 0 to 2 rollouts over K = 0.2 .. 0.8 (the mean baseline 1), 0 of them in hard groups."]
+    with pytest.raises(ValueError, match="mask"):
+        summary_03(h, torch.zeros_like(mask), torch.tensor([0.0, 1.0]), curves, [0.0, 0.5, 1.0], sweep, [0.2])

@@ -8,8 +8,11 @@ import math
 import torch
 
 from qae_lab.ledger import LEDGER_FORMS
-from qae_lab.seqpolicy_lab import summarise_run, tracking
-from qae_lab.seqpolicy_update import UpdateSettings, simulate
+import pytest
+
+from qae_lab.seqpolicy import make_tasks, sequence_entropy
+from qae_lab.seqpolicy_lab import entropy_after_update, summarise_run, summary_lines, tracking
+from qae_lab.seqpolicy_update import UpdateSettings, group_update, simulate
 from seqpolicy_setup import F64, peaked
 
 
@@ -43,3 +46,29 @@ def test_summary_of_a_run():
     json.dumps(s, allow_nan=False)  # plain JSON
     lean = summarise_run(out, every=2, early=2, estimators=False)
     assert list(lean["ledger"]) == ["sampled"] and "tracking" not in lean
+
+
+def test_entropy_after_update_is_the_updated_tables_entropy_from_the_seeds_groups():
+    t = make_tasks(4, 2, 3, start="peaked")
+    s = UpdateSettings(k=0.8, eta=4.0)
+    z, m, _ = group_update(t.logits[None], t.rewards[None], s, generator=torch.Generator().manual_seed(3))
+    h = entropy_after_update(t, s, seed=3)
+    assert h == pytest.approx(float(sequence_entropy(z[0]).mean()))
+    assert h == pytest.approx(float(m["entropy"][0] + m["dh_exact"][0]))  # H before + the exact change
+    assert entropy_after_update(t, s, seed=3) == h  # the same seed, the same groups
+    with pytest.raises(ValueError, match="seed"):
+        entropy_after_update(t, s, seed=-1)
+
+
+def test_summary_lines_say_what_the_numbers_show():
+    m = {"dh_exact": 0.02, "dh_first_order": 0.021, "sampled/dh_state": 0.03, "sampled/dh_visit": -0.009,
+         "estimator_npg/dh": -0.5}
+    lines = summary_lines(1.5, m, {0.8: 1.49, 0.2: 1.52})
+    assert lines[0] == "Before any update: H(pi) = 1.5000 nats, mean over prompts."
+    assert "exact change +0.02000 nats, first order +0.02100" in lines[1] and "visitation -0.00900" in lines[1]
+    assert "had the opposite sign to the exact first-order change (-0.50000" in lines[2]
+    assert lines[3].endswith("H(pi) after = 1.5200 at K = 0.2, 1.4900 at K = 0.8 nats.")  # sorted by K
+    with pytest.raises(ValueError, match="one_step lacks"):
+        summary_lines(1.5, {"dh_exact": 0.0}, {0.2: 1.0})
+    with pytest.raises(ValueError, match="h_after"):
+        summary_lines(1.5, m, {})

@@ -23,6 +23,7 @@ from qae_lab.sparsity import (
     group_advantage_rows,
     sampled_zero_fraction,
     sampled_zero_fraction_beta,
+    summary_02,
 )
 
 F64 = torch.float64
@@ -262,3 +263,29 @@ def test_sampled_zero_fraction_beta_tracks_the_exact_fraction():
         sampled_zero_fraction_beta(0.0, 0.5, 16, ks, n_prompts=10)
     with pytest.raises(ValueError, match="n_prompts"):
         sampled_zero_fraction_beta(0.5, 0.5, 16, ks, n_prompts=0)
+
+
+# ---------------------------------------------------------------- notebook 02's summary
+
+def test_summary_02_states_the_extremes_and_the_change():
+    shares = {"U-shaped": (0.823, 0.754), "uniform": (0.757, 0.725), "centred": (0.65, 0.70)}
+    text = summary_02(shares, {0.8: 0.775, 0.4: 0.823}, {4: (3, 95, 1), 16: (20, 323, 0)})
+    assert all(len(line) <= 110 for line in text.splitlines())
+    bullets = " ".join(text.split()).split("* ")[1:]  # wrapping undone
+    assert bullets == [
+        "Zero-advantage share of all responses: from 0.650 (centred) to 0.823 (U-shaped); within mixed groups: "
+        "from 0.700 (centred) to 0.754 (U-shaped). At 0.8 or more of all responses: U-shaped. ",
+        "Raising K from 0.4 to 0.8 moved the zero-advantage share from 0.823 to 0.775. ",
+        "The paper's and the linear quantile differ in 3 of 95 (K, c) cells at G = 4 (1 at the paper's K), "
+        "20 of 323 (K, c) cells at G = 16 (0 at the paper's K)."]
+    assert "At 0.8 or more of all responses: none." in summary_02({"c": (0.6, 0.5)}, {0.2: 0.6, 0.4: 0.6},
+                                                                  {8: (0, 1, 0)})
+
+
+def test_summary_02_on_computed_shares_and_bad_input():
+    u = expected_zero_fraction_beta(0.5, 0.5, 16, 0.4)
+    text = summary_02({"U": (u, expected_zero_fraction_beta(0.5, 0.5, 16, 0.4, drop_all_equal=True))},
+                      {0.4: u, 0.8: expected_zero_fraction_beta(0.5, 0.5, 16, 0.8)}, {16: (0, 1, 0)})
+    assert f"from {u:.3f} to 0.775" in text
+    with pytest.raises(ValueError, match="k_change"):
+        summary_02({"U": (u, u)}, {0.4: u}, {16: (0, 1, 0)})

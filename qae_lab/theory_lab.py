@@ -1,0 +1,78 @@
+r"""Notebook 01's closing summary: the sentences that state what its toy-softmax checks measured.
+
+The numbers come from :mod:`qae_lab.theory` (the identity's first-order error, Prop. 4.2 of QAE, arXiv 2509.22611)
+and :mod:`qae_lab.simulation` (one sampled-group step, a small training run); this module only words them, so
+each sentence says what the notebook's own run showed and stays true when a knob or the seed changes.
+Nothing here imports plotly or ipywidgets.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Mapping, Sequence
+
+__all__ = ["mc_verdicts", "summary_01"]
+
+_COUNT_KEYS = ("checked", "hard", "easy", "violations_first_order", "violations_exact")
+
+
+def mc_verdicts(out: Mapping[str, Sequence[float]]) -> list[str]:
+    r"""Per success rate of :func:`qae_lab.simulation.mc_entropy_curve`'s output: "lower", "higher" or "same",
+    QAE's E[dH] against the mean baseline's, "same" unless the difference is beyond two standard errors.
+
+    >>> mc_verdicts({"mean": [0.01, 0.01], "mean_stderr": [0.001] * 2, "quantile": [0.002, 0.011],
+    ...              "quantile_stderr": [0.001] * 2})
+    ['lower', 'same']
+    """
+    verdicts = []
+    for m, m_se, q, q_se in zip(out["mean"], out["mean_stderr"], out["quantile"], out["quantile_stderr"]):
+        margin = 2 * (m_se ** 2 + q_se ** 2) ** 0.5  # two standard errors of the difference
+        verdicts.append("lower" if q - m < -margin else "higher" if q - m > margin else "same")
+    return verdicts
+
+
+def summary_01(slope: float, counts: Mapping[str, int], mc: Mapping[str, Sequence[float]],
+               runs: Mapping[str, Mapping[str, Sequence[float]]]) -> str:
+    r"""The summary of notebook 01, one sentence per section, from the values its cells computed (each wrapped
+    at 110 characters).
+
+    Args:
+        slope: the log-log slope of the identity's first-order error (:func:`qae_lab.theory.loglog_slope`).
+        counts: :func:`qae_lab.theory.proposition_42_sweep`'s counts.
+        mc: :func:`qae_lab.simulation.mc_entropy_curve`'s output (one entry per success rate).
+        runs: ``{name: simulate_training(...)}`` (at least one run).
+
+    >>> mc = {"mean": [0.01, 0.01], "mean_stderr": [0.001] * 2, "quantile": [0.002, 0.011],
+    ...       "quantile_stderr": [0.001] * 2}
+    >>> runs = {"mean": {"entropy": [0.9, 0.4], "success": [0.5, 0.8]},
+    ...         "QAE": {"entropy": [0.9, 0.6], "success": [0.5, 0.7]}}
+    >>> counts = dict(checked=8, hard=5, easy=3, violations_first_order=0, violations_exact=1)
+    >>> print(summary_01(2.01, counts, mc, runs))
+    * The first-order identity's error fell with log-log slope 2.01 over the smallest steps (2 is O(eta^2)).
+    * Proposition 4.2 on 8 (policy, p, K) cases (5 hard, 3 easy): 0 violations to first order, 1 with the exact
+      entropy after the step.
+    * One sampled step: QAE's mean entropy change was lower than the mean baseline's at 1, higher at 0 and within
+      two standard errors at 1 of 2 success rates.
+    * After 1 steps of training, mean H / log A (mean success): mean 0.400 (0.800), QAE 0.600 (0.700).
+    """
+    missing = [key for key in _COUNT_KEYS if key not in counts]
+    if missing:
+        raise ValueError(f"counts must hold {_COUNT_KEYS} (proposition_42_sweep's), missing {missing}")
+    if not runs:
+        raise ValueError("runs must hold at least one simulated run")
+    verdicts = mc_verdicts(mc)
+    steps = len(next(iter(runs.values()))["entropy"]) - 1
+    finals = ", ".join(f"{name} {o['entropy'][-1]:.3f} ({o['success'][-1]:.3f})" for name, o in runs.items())
+    return "\n".join(textwrap.fill(line, 110, subsequent_indent="  ") for line in [
+        f"* The first-order identity's error fell with log-log slope {slope:.2f} over the smallest steps "
+        f"(2 is O(eta^2)).",
+        f"* Proposition 4.2 on {counts['checked']} (policy, p, K) cases ({counts['hard']} hard, {counts['easy']} "
+        f"easy): {counts['violations_first_order']} violations to first order, {counts['violations_exact']} with "
+        f"the exact "
+        f"entropy after the step.",
+        f"* One sampled step: QAE's mean entropy change was lower than the mean baseline's at "
+        f"{verdicts.count('lower')}, higher at {verdicts.count('higher')} and "
+        f"within two standard errors at "
+        f"{verdicts.count('same')} of {len(verdicts)} success rates.",
+        f"* After {steps} steps of training, mean H / log A (mean success): {finals}.",
+    ])
