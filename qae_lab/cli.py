@@ -28,7 +28,8 @@ from typing import Any
 from qae_lab import export
 from qae_lab.checkpoints import SAFE_ON_RESUME, latest_complete_checkpoint
 from qae_lab.methods import METHODS, PARTNERS, method_settings
-from qae_lab.presets import PRESET_DIR, PRESETS, RunArgs, build, command_line, field_types, fields, resolve
+from qae_lab.presets import (PRESET_DIR, PRESETS, RunArgs, build, choose_preset, command_line, field_types,
+                             fields, resolve)
 from qae_lab.resume import plan_run
 from qae_lab.run import load_records, run_settings, train
 from qae_lab.runfolder import CONFIG_NAME, RunFolderError, jsonable
@@ -219,7 +220,7 @@ def plan(args) -> dict[str, Any]:
         ready = plan_run(args.output_dir, resume=args.resume, settings=own_settings).require()
         run, cfg = built["run"], built["cfg"]
     else:
-        preset = resolve(preset, config=file_values)[0]  # the command's, else the file's, else cpu-demo
+        preset = choose_preset(preset, (file_values or {}).get("preset"), f"config file {config}")
         run, cfg = build(preset, sets, method, output_dir=args.output_dir, config=config, args=flags)
         ready = plan_run(cfg.output_dir, overwrite=args.overwrite).require()
     if run.task == "gsm8k" and (run.gsm8k_path or os.environ.get("QAE_LAB_GSM8K_DIR")):

@@ -338,11 +338,10 @@ def save_model(trainer, run_dir: str | os.PathLike, *, replace: bool = False) ->
     if final.exists() and not replace:
         raise RunFolderError(f"{final}/ exists already: export it, or save elsewhere (nothing is written over)")
     staged = run_dir / STAGING_DIR / MODEL_DIR
-    main, several = trainer.args.process_index == 0, trainer.args.world_size > 1
+    main = trainer.is_world_process_zero()
     if main:
         shutil.rmtree(staged, ignore_errors=True)
-    if several:
-        torch.distributed.barrier()  # none saves into the staging folder before it is clear
+    trainer.accelerator.wait_for_everyone()  # none saves into the staging folder before it is clear
     trainer.save_model(str(staged))
     if main:
         publish_dir(staged, final)

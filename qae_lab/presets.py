@@ -54,8 +54,8 @@ from qae_lab.methods import check_ratio_partners, method_settings
 from qae_lab.rewards import SUCCESS_BANDS, check_reward
 from qae_lab.settings import FieldParser, read_config
 
-__all__ = ["RunArgs", "PRESETS", "PRESET_DIR", "fields", "resolve", "build", "command_line", "field_types",
-           "device_preset", "SMALL_GPU_PRESET"]
+__all__ = ["RunArgs", "PRESETS", "PRESET_DIR", "choose_preset", "fields", "resolve", "build", "command_line",
+           "field_types", "device_preset", "SMALL_GPU_PRESET"]
 
 
 DTYPES = ("auto", "bfloat16", "float16", "float32")
@@ -194,6 +194,21 @@ def field_types(cls) -> dict[str, Any]:
     return {f.name: hints[f.name] for f in dataclasses.fields(cls) if f.init}
 
 
+def choose_preset(preset: str | None, named: str | None = None, source: str = "config") -> str:
+    r"""The run's preset: ``preset`` (the command line's), else ``named`` (a config file's ``preset:``), else
+    ``cpu-demo``; both given and different is an error naming ``source``, and so is an unknown name.
+
+    >>> choose_preset(None, "cpu-sums"), choose_preset("cpu-sums", "cpu-sums"), choose_preset(None)
+    ('cpu-sums', 'cpu-sums', 'cpu-demo')
+    """
+    if named and preset and named != preset:
+        raise ValueError(f"{source} names preset {named!r} and the command line {preset!r}: give one")
+    preset = preset or named or "cpu-demo"
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; presets: {sorted(PRESETS)}")
+    return preset
+
+
 @functools.cache
 def fields() -> FieldParser:
     r"""The parser of a run's settings: TRL's, over :class:`~qae_lab.config.QAEConfig` and :class:`RunArgs`
@@ -228,12 +243,7 @@ def resolve(preset: str | None = None, sets=(), method: str | None = None, *, co
         source = f"config file {config}"
         file_values, env = read_config(config)
         os.environ.update(env)
-    named = file_values.pop("preset", None)
-    if named and preset and named != preset:
-        raise ValueError(f"{source} names preset {named!r} and the command line {preset!r}: give one")
-    preset = preset or named or "cpu-demo"
-    if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; presets: {sorted(PRESETS)}")
+    preset = choose_preset(preset, file_values.pop("preset", None), source)
     parser = fields()
     layers = [parser.typed(PRESETS[preset], f"preset {preset} ({PRESET_DIR / preset}.yaml)"),
               parser.typed(_installed_names(file_values), source),
@@ -259,13 +269,14 @@ def build(preset: str | None = "cpu-demo", sets=(), method: str | None = None, *
     run_names = set(field_types(RunArgs))
     run_kw = {k: v for k, v in overrides.items() if k in run_names}
     cfg_kw = {k: v for k, v in overrides.items() if k not in run_names}
-    said = {**fields().arguments(args), **fields().sets(sets)}  # the error says what the command changed
-    where = (f"preset {preset!r}" + (f", config file {config}" if config is not None and not isinstance(config, dict)
-                                     else "") + (f" with overrides {said}" if said else ""))
+    def where() -> str:  # an error's context: the preset, the file, what the command changed (read on failure only)
+        said = {**fields().arguments(args), **fields().sets(sets)}
+        return (f"preset {preset!r}" + (f", config file {config}" if config is not None and not isinstance(config, dict)
+                                        else "") + (f" with overrides {said}" if said else ""))
     try:
         run = RunArgs(**run_kw)
     except (TypeError, ValueError) as err:
-        raise ValueError(f"{where}: {err}") from None
+        raise ValueError(f"{where()}: {err}") from None
     if output_dir is not None:
         cfg_kw["output_dir"] = output_dir
     cfg_kw.setdefault("output_dir", _new_folder(Path("runs") / f"{preset}-{time.strftime('%Y%m%d-%H%M%S')}"))
@@ -274,10 +285,10 @@ def build(preset: str | None = "cpu-demo", sets=(), method: str | None = None, *
         if method:
             check_ratio_partners(method, cfg.num_iterations, cfg.steps_per_generation, cfg.gradient_accumulation_steps)
     except (TypeError, ValueError) as err:
-        raise ValueError(f"{where}: {err}") from None
+        raise ValueError(f"{where()}: {err}") from None
     lo, hi = SUCCESS_BANDS[run.reward]  # the qae/* metrics must count exactly the correct responses as successes
     if not lo < cfg.success_threshold <= hi:
-        raise ValueError(f"{where}: success_threshold must lie in ({lo}, {hi}] with reward {run.reward!r} (wrong "
+        raise ValueError(f"{where()}: success_threshold must lie in ({lo}, {hi}] with reward {run.reward!r} (wrong "
                          f"answers score at most {lo}, correct ones at least {hi}), got {cfg.success_threshold}")
     return run, cfg
 

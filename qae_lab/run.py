@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from accelerate import PartialState
 
 from qae_lab.answers import is_correct, strict_is_correct
 from qae_lab.callbacks import RunLogger, train_resumable, use_compact_progress
@@ -41,18 +42,6 @@ from qae_lab.runfolder import (
 from qae_lab.trainer import QAETrainer
 
 __all__ = ["load_records", "evaluate_run", "eval_line", "make_trainer", "run_record", "run_settings", "train"]
-
-
-def _main_process(cfg) -> bool:
-    """Whether this process writes the run folder: the only one, or rank 0 of a multi-process launch (torchrun,
-    accelerate launch: the Trainer's own process index)."""
-    return cfg.process_index == 0
-
-
-def _everyone_here(cfg) -> None:
-    """With several processes, wait until every one has come this far (so none reads what another is writing)."""
-    if cfg.world_size > 1:
-        torch.distributed.barrier()
 
 
 def load_records(run: RunArgs) -> tuple[list[dict], list[dict]]:
@@ -203,11 +192,17 @@ def make_trainer(run: RunArgs, cfg, *, preset: str | None = None, command: str |
         plan = plan_run(cfg.output_dir, resume=resume or None, settings=run_settings(run, cfg))
     elif Path(plan.folder).resolve() != Path(cfg.output_dir).resolve():
         raise ValueError(f"the plan is for {plan.folder}/, the trainer writes to {cfg.output_dir}/")
-    _everyone_here(cfg)  # every process has planned from the folder as it was; only then does the main one claim it
-    claim(plan) if _main_process(cfg) else plan.require()
+    # this process's device as the Trainer assigns it (cuda:<local rank>, or the CPU), never a fixed one; reading
+    # it sets up the processes (one, or a torchrun / accelerate launch), which PartialState then holds
+    device = str(cfg.device)
+    state = PartialState()
+    state.wait_for_everyone()  # every process has planned from the folder as it was; then the main one claims it
+    if state.is_main_process:
+        claim(plan)
+    else:
+        plan.require()
     train_recs, eval_recs = load_records(run)
-    # this process's device as the Trainer assigns it (cuda:<local rank>, or the CPU), never a fixed one
-    model, tok = load_policy(run.model, dtype=run.dtype, device=str(cfg.device))
+    model, tok = load_policy(run.model, dtype=run.dtype, device=device)
     trainer = QAETrainer(model=model, reward_funcs=[REWARDS[run.reward]], args=cfg,
                          train_dataset=to_grpo_dataset(train_recs), processing_class=tok,
                          peft_config=lora_config(run.lora_r) if run.lora else None,
@@ -258,7 +253,7 @@ def _run(run: RunArgs, cfg, preset, command, plan: ResumePlan, callbacks, recipe
     resuming, trains_on = plan.kind == RESUME, plan.trains_on  # a finished run resumed as it was trains nothing
     trainer, tok, eval_recs = make_trainer(run, cfg, preset=preset, command=command, callbacks=callbacks,
                                            recipe=recipe, plan=plan)
-    main = _main_process(cfg)  # under several processes all train; only the main one writes, evaluates and reports
+    main = trainer.is_world_process_zero()  # all processes train; the main one alone writes, evaluates, reports
     if main and resuming and plan.finished_at is not None and trains_on:
         moved = _set_aside_finished(out, plan.finished_at)
         for cb in trainer.callback_handler.callbacks:
@@ -268,7 +263,7 @@ def _run(run: RunArgs, cfg, preset, command, plan: ResumePlan, callbacks, recipe
                            reuse=resuming) if run.evaluate and main else None)
     if before:
         print(eval_line("before", before), flush=True)
-    _everyone_here(cfg)
+    trainer.accelerator.wait_for_everyone()
     outcome = train_resumable(trainer, plan.resume_from)
     after = None
     if outcome.interrupted:
