@@ -22,7 +22,8 @@ It prints, in order of importance (later sections are skipped when --budget-s ru
 4. a gradient check with LoRA dropout 0: sparse vs dense must agree as closely as dense vs dense;
 5. the live preset's first and later step times (notebook 04 waits for the first), peak memory
    (and step time) of the 1.5B preset in float32 and float16, then the 0.5B and 3B presets' step
-   time and peak, and the 0.5B T4 preset's (float16) with its estimated peak (qae_lab.memory) beside it.
+   time and peak, and the 0.5B T4 preset's (float16) with its estimated peak (qae_lab.memory) and step time at
+   the card's datasheet peaks (qae_lab.gpu_time) beside it: their ratio is the fraction of the peaks reached.
 """
 
 from __future__ import annotations
@@ -38,17 +39,18 @@ import time
 from pathlib import Path
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import Qwen2Config, Qwen2ForCausalLM, TrainerCallback
 from trl import GRPOTrainer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_trainer import _rewards_at_80  # noqa: E402  (the same ~80%-zero reward layout as the CPU benchmark)
+from host_costs import OpCount  # noqa: E402  (counts aten ops, as the host-cost benchmark does)
 
 from qae_lab import presets  # noqa: E402
 from qae_lab import run as pipeline  # noqa: E402
 from qae_lab.advantages import group_advantages  # noqa: E402
 from qae_lab.models import QWEN_MODELS, embedded_dir, load_policy  # noqa: E402
+from qae_lab.gpu_time import gpu_named, run_time  # noqa: E402
 from qae_lab.memory import run_memory  # noqa: E402
 
 # Qwen2.5-*-Instruct architectures (their config.json), for random weights when none are cached
@@ -172,19 +174,23 @@ def step_section(label: str, name: str, source: str, data, out: Path, smoke: boo
     return {"row": row, "trainer": trainer, "tok": tok}
 
 
+def estimates(row: dict, run, cfg, device_name: str, bf16: bool) -> list[str]:
+    """Adds the preset's estimated peak memory and, on a GPU of qae_lab.gpu_time.GPUS, its estimated step time at
+    the datasheet peaks to a measured ``row``; the measured/estimated ratio is the fraction of the peaks reached
+    (compilation aside: the steady steps). Returns the lines to print."""
+    est = run_memory(run, cfg, bf16_gpu=bf16)
+    row["estimated_peak"] = gib(est["peak"])
+    lines = [f"estimated peak {gib(est['peak'])} (qae_lab.memory.run_memory)"]
+    card = gpu_named(device_name)
+    if card is None:
+        return lines + [f"no datasheet figures for {device_name!r} in qae_lab.gpu_time.GPUS: no time estimate"]
+    floor = run_time(run, cfg, card)["step"]  # compiled decoding: the card's terms only
+    row["estimated_step_s"], row["peak_fraction"] = round(floor, 3), round(floor / row["steady_step_s"], 3)
+    return lines + [f"estimated step {floor:.2f} s at the {card.name}'s datasheet peaks (qae_lab.gpu_time.run_time): "
+                    f"the measured steady step reaches {floor / row['steady_step_s']:.0%} of them"]
+
+
 # ---------------------------------------------------------------- decode speed
-
-class OpCount(TorchDispatchMode):
-    """Counts aten ops (each at least one kernel launch on a GPU)."""
-
-    def __init__(self):
-        super().__init__()
-        self.n = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.n += 1
-        return func(*args, **(kwargs or {}))
-
 
 def decode_ms(fn, new_tokens: int, repeats: int) -> float:
     fn()  # warm-up (and compilation)
@@ -411,11 +417,10 @@ def main(argv=None) -> int:
         src, how = model_source(name, smoke, work)
         folder = runs / f"more-{len(report['sections']['more'])}"
         run = step_section(label, name, src, data, folder, smoke, 3 if preset else 2, sets, preset)
-        if preset and not smoke:  # the estimate (qae_lab.memory) beside the measured peak; the model is the preset's
-            est = run_memory(*presets.build(preset, [f"model={name}"], output_dir=str(folder / "estimate")),
-                             bf16_gpu=torch.cuda.is_bf16_supported())
-            run["row"]["estimated_peak"] = gib(est["peak"])
-            print(f"  {'':<34} estimated peak {gib(est['peak'])} (qae_lab.memory.run_memory)", flush=True)
+        if preset and not smoke:  # the estimates (qae_lab.memory, qae_lab.gpu_time) beside the measured row
+            built = presets.build(preset, [f"model={name}"], output_dir=str(folder / "estimate"))
+            for line in estimates(run["row"], *built, torch.cuda.get_device_name(), torch.cuda.is_bf16_supported()):
+                print(f"  {'':<34} {line}", flush=True)
         report["sections"]["more"].append({**run["row"], "model": how})
         del run
         reset_peak()

@@ -22,7 +22,11 @@ from qae_lab.knobs import knob_changes
 from qae_lab.methods import QAE_K, QAE_SUCCESS_RATE, QAE_ZERO_ADV_FRAC, SAAH_ALPHA
 from qae_lab.sparsity import expected_zero_fraction
 
-__all__ = ["gate_zero_fraction", "logged_mean", "summary_lines"]
+__all__ = ["GPU_RUN", "gate_zero_fraction", "logged_mean", "summary_lines"]
+
+GPU_RUN = {"max_steps": 200, "n_eval": 100}
+"""Notebook 04's run on a GPU: its training steps and its held-out problems, evaluated before and after (a shorter
+set than the presets' 500, so that the evaluations take minutes). docs/workshop.md's T4 time estimate reads them."""
 
 
 def gate_zero_fraction(rows: Sequence[Mapping], k: float, group_size: int) -> float:

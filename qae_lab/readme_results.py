@@ -23,6 +23,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from qae_lab.compare import Run, load_runs, summary_table
+from qae_lab.gpu_time import GPUS, run_time
+from qae_lab.live_lines import GPU_RUN
 from qae_lab.memory import GIB, T4_MEMORY, run_memory
 from qae_lab.methods import QAE_HARD_FRAC, QAE_ZERO_ADV_FRAC
 from qae_lab.phenomena import per_method, window_mean
@@ -30,12 +32,15 @@ from qae_lab.presets import build
 from qae_lab.runfolder import atomic_write_text
 from qae_lab.runstats import Stat, stat, within_spread
 
-__all__ = ["COMMAND", "ROOT", "REFERENCE_RUNS", "marker", "replace_block", "cpu_demo_text", "lenient_text",
-           "reference_text", "BLOCKS", "render", "stale", "main"]
+__all__ = ["COMMAND", "ROOT", "REFERENCE_RUNS", "HOST_COSTS", "marker", "replace_block", "cpu_demo_text",
+           "lenient_text", "reference_text", "gpu_memory_text", "t4_estimate", "gpu_time_text", "t4_time_line",
+           "BLOCKS", "render", "stale", "main"]
 
 COMMAND = "python -m qae_lab.readme_results"
 ROOT = Path(__file__).resolve().parents[1]  # the source checkout the READMEs belong to
 REFERENCE_RUNS = Path("data") / "reference_runs"
+HOST_COSTS = Path("data") / "gpu_time" / "host_costs.json"  # benchmarks/host_costs.py
+T4_PRESET = "qwen2.5-0.5b-gsm8k-t4"
 _EDGE = 50  # steps: the README's "first and last 50 steps" of a 400-step run
 _COUNT = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
 
@@ -245,6 +250,69 @@ def gpu_memory_text(presets: Sequence[str] = _GPU_PRESETS) -> str:
     return "\n".join(lines)
 
 
+def t4_estimate(root: str | Path = ROOT) -> dict:
+    r"""Notebook 04's run on a free Colab T4 (the T4 preset with :data:`qae_lab.live_lines.GPU_RUN`), estimated by
+    :func:`qae_lab.gpu_time.run_time` at the datasheet peaks (``floor``, a lower bound) and at half of them
+    (``half``), with the host's eager decode step from ``data/gpu_time/host_costs.json`` (``host``, seconds).
+
+    >>> est = t4_estimate()
+    >>> est["floor"]["total"] < est["half"]["total"] < 2 * est["floor"]["total"], sorted(est["host"])
+    (True, ['merged', 'unmerged'])
+    """
+    measured = json.loads((Path(root) / HOST_COSTS).read_text(encoding="utf-8"))
+    host = {path: row["ms_per_decode_step"] / 1e3 for path, row in measured["rows"].items()}
+    run, cfg = build(T4_PRESET, [f"{k}={v}" for k, v in GPU_RUN.items()], output_dir="unused")
+    return {"floor": run_time(run, cfg, GPUS["t4"], host=host), "half": run_time(run, cfg, GPUS["t4"], host=host,
+            sustained=0.5), "host": host, "measured": measured, "run": run, "cfg": cfg}
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min" if seconds < 600 else f"{seconds / 60:.0f} min"
+
+
+def gpu_time_text(root: str | Path = ROOT) -> str:
+    r"""docs/workshop.md's table of notebook 04's estimated time on a T4 (:func:`t4_estimate`).
+
+    >>> print(gpu_time_text().splitlines()[7])
+    | one training step | 1.8 s | 3.5 s |
+    """
+    est = t4_estimate(root)
+    floor, half, cfg, run = est["floor"], est["half"], est["cfg"], est["run"]
+    t4, m = GPUS["t4"], est["measured"]
+    rows = [("one training step", f"{floor['step']:.1f} s", f"{half['step']:.1f} s"),
+            (f"{cfg.max_steps} steps", _minutes(floor["steps"]), _minutes(half["steps"])),
+            ("the evaluations before and after", _minutes(floor["evaluations"]), _minutes(half["evaluations"])),
+            ("in all", _minutes(floor["total"]), _minutes(half["total"]))]
+    lines = ["", _wrap(f"Notebook 04 on a T4 ({T4_PRESET}: {cfg.max_steps} steps of "
+                       f"{cfg.generation_batch_size // cfg.num_generations} x {cfg.num_generations} completions of <= "
+                       f"{cfg.max_completion_length} tokens, {run.n_eval} held-out problems evaluated before and after), "
+                       "estimated by `qae_lab.gpu_time.run_time`, not measured:"), "",
+             "| | at the datasheet peaks (a lower bound) | at half the peaks |", "| --- | --- | --- |"]
+    lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
+    lines += ["", _wrap(f"The card's terms come from the {t4.name}'s datasheet ({t4.tflops:.0f} TFLOP/s in float16, "
+                        f"{t4.bandwidth:.0f} GB/s). Decoding without CUDA graphs (the evaluations, on the PEFT model) "
+                        f"waits at least {1e3 * est['host']['unmerged']:.1f} ms per decode step for the host: "
+                        f"{m['rows']['unmerged']['aten_ops_per_decode_step']:,} ops measured on {m['cores']} CPU "
+                        f"cores by `benchmarks/host_costs.py` ({m['date']}); the training steps decode through "
+                        "CUDA graphs. Not counted: downloading the model (about 1 GB), compiling the decode step "
+                        "during the first steps, the rewards and the dashboard. `benchmarks/gpu_check.py` prints "
+                        "a measured step beside its estimate on the GPU it runs on."), ""]
+    return "\n".join(lines)
+
+
+def t4_time_line(root: str | Path = ROOT) -> str:
+    r"""Notebook 04's sentence on its time on a free Colab T4 (:func:`t4_estimate`), as its opening cell says it.
+
+    >>> t4_time_line().startswith("On a free Colab T4 (estimated from the architecture, not measured): at least")
+    True
+    """
+    est = t4_estimate(root)
+    return (f"On a free Colab T4 (estimated from the architecture, not measured): at least "
+            f"{est['floor']['total'] / 60:.0f} min, about {est['half']['total'] / 60:.0f} min if its kernels reach "
+            f"half the datasheet peaks, plus the model's download and the decode step's compilation "
+            f"(`qae_lab.gpu_time`; docs/workshop.md, \"A free Colab T4\").")
+
+
 def _reference(root: Path) -> list[Run]:
     return [r for r in load_runs(root / REFERENCE_RUNS) if r.config.get("preset") == "cpu-demo"]
 
@@ -261,6 +329,7 @@ BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {
     "docs/workshop.md": {
         "cpu-demo": lambda root: cpu_demo_text(root / REFERENCE_RUNS),
         "gpu-memory": lambda root: gpu_memory_text(),
+        "gpu-time": gpu_time_text,
     },
 }
 

@@ -57,3 +57,22 @@ def test_refuses_full_mode_without_cuda(capsys):
         sys.path[:] = saved
     assert gpu_check.main([]) == 2
     assert "--smoke" in capsys.readouterr().err
+
+
+def test_the_estimates_beside_a_measured_step_name_the_fraction_of_the_peaks():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import gpu_check
+
+    from qae_lab.gpu_time import GPUS, run_time
+    from qae_lab.presets import build
+
+    run, cfg = build("qwen2.5-0.5b-gsm8k-t4", output_dir="unused")
+    floor = run_time(run, cfg, GPUS["t4"])["step"]
+    row = {"steady_step_s": 2 * floor}  # a step measured at twice the estimate: half the datasheet peaks
+    lines = gpu_check.estimates(row, run, cfg, "Tesla T4", bf16=False)
+    assert row["estimated_peak"] == "3.18 GiB" and row["peak_fraction"] == 0.5
+    assert lines[1].startswith(f"estimated step {floor:.2f} s at the NVIDIA T4's datasheet peaks")
+    assert lines[1].endswith("the measured steady step reaches 50% of them")
+    unknown = {"steady_step_s": 1.0}
+    assert "no time estimate" in gpu_check.estimates(unknown, run, cfg, "NVIDIA GeForce RTX 3090", bf16=True)[-1]
+    assert "peak_fraction" not in unknown

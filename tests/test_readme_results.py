@@ -179,6 +179,8 @@ def _copy_checkout(tmp_path: Path) -> Path:
         shutil.copy(ROOT / name, root / name)
     for run in (ROOT / readme_results.REFERENCE_RUNS).glob("*-seed*"):
         shutil.copytree(run, root / readme_results.REFERENCE_RUNS / run.name)
+    (root / readme_results.HOST_COSTS).parent.mkdir(parents=True)
+    shutil.copy(ROOT / readme_results.HOST_COSTS, root / readme_results.HOST_COSTS)  # the T4 time estimate's input
     return root
 
 

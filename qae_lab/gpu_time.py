@@ -1,0 +1,309 @@
+r"""Time of a LoRA GRPO step, and of a whole run with its evaluations, on a GPU: an estimate from the architecture.
+
+An **estimate, not a measurement**, written term by term like :mod:`qae_lab.memory` so that each assumption can
+be checked (``benchmarks/gpu_check.py`` prints a measured step beside it on the GPU it runs on). Two kinds of term:
+
+* the card's: arithmetic over the peak rate, ``flops / (tflops * sustained)``, and memory traffic over the
+  bandwidth, ``bytes / (bandwidth * sustained)``, whichever is longer, from :data:`GPUS`' datasheet figures
+  (dense half precision with float32 accumulation, no sparsity);
+* the host's: a decode step run eagerly (no CUDA graphs) cannot end before the host has issued its ~1,400-2,400
+  ops (Python, PyTorch's dispatcher, the launches): ``host_s`` seconds per decode step, measured on a CPU by
+  ``benchmarks/host_costs.py``. Each decode step takes ``max(card, host)``.
+
+With ``sustained = 1`` every card term is the least time the datasheet allows, and the host figures are lower
+bounds of the host's share, so the sum is a **lower bound** (up to the two overcounts below, each well under 1%
+of a step): a real run is slower. ``sustained = 0.5`` is the
+figure if kernels reach half the datasheet peaks, an assumption that ``gpu_check.py``'s measured/estimated
+ratio tests. Not counted at all: downloading and loading the model, compiling the decode step (its first
+steps), tokenizing, the rewards, TRL's per-step Python, the dashboard.
+
+Symbols as in :mod:`qae_lab.memory`; ``W`` the matmul weights of the decoder layers (the seven projections),
+``H = V h`` the LM head, ``R`` the LoRA weights (counted only where the adapters run unmerged), ``b`` bytes per
+weight. Per token: a forward pass costs ``2 (W + R)`` FLOPs in the layers, ``2 H`` in the LM head (only where
+logits are needed: the last prompt position and each decode step while sampling, completion positions in the
+loss) and ``4 h L c`` in attention over ``c`` positions (QK^T and the weighted sum of V), so a causal pass over
+``S`` tokens costs ``2 h L S (S + 1)`` there. Training: the base is frozen, so its backward pass computes input gradients
+only (``2 W``) and LoRA's adds its weight gradients (``2 R``); activation checkpointing recomputes the layers'
+forward pass once more. Two small overcounts, checked against ``torch.utils.flop_counter`` in
+``tests/test_gpu_time.py``: layer 0's input gradients are counted (PEFT and TRL ask for them under checkpointing;
+without it autograd skips them), and so is the last op of each layer's recomputation, which non-reentrant
+checkpointing skips (down_proj's LoRA B: ``2 r h`` FLOPs per token and layer).
+
+>>> t4 = GPUS["t4"]
+>>> est = lora_grpo_step_time(QWEN25["qwen2.5-0.5b"], t4, dtype_bytes=2, lora_r=16, micro_batch=16,
+...                           generation_batch=32, prompt_len=320, completion_len=256)
+>>> {k: round(v, 2) for k, v in est.items()}
+{'generation': 1.04, 'training': 0.73, 'step': 1.77}
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from qae_lab._checks import check_int
+from qae_lab.memory import DTYPE_BYTES, PROMPT_TOKENS, QWEN25, Arch, lora_param_count, param_count
+from qae_lab.models import LORA_TARGETS
+
+__all__ = ["GPU", "GPUS", "gpu_named", "decoder_weights", "prefill_flops", "decode_flops", "training_flops",
+           "generation_time", "training_time", "lora_grpo_step_time", "run_time"]
+
+
+@dataclass(frozen=True)
+class GPU:
+    r"""A card's datasheet figures: dense half-precision tensor throughput (TFLOP/s, float32 accumulation, no
+    sparsity) and memory bandwidth (GB/s, 1e9 bytes).
+
+    >>> GPUS["t4"].tflops, GPUS["t4"].bandwidth
+    (65.0, 320.0)
+    """
+
+    name: str
+    tflops: float
+    bandwidth: float
+    bf16: bool = True
+
+    def __post_init__(self):
+        for field in ("tflops", "bandwidth"):
+            value = getattr(self, field)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ValueError(f"{field} must be a finite number > 0, got {value!r}")
+
+
+# NVIDIA's datasheets (dense figures: the sparsity-doubled ones halved)
+GPUS = {
+    "t4": GPU("NVIDIA T4", 65.0, 320.0, bf16=False),  # a free Colab GPU: mixed-precision FP16/FP32, GDDR6
+    "l4": GPU("NVIDIA L4", 121.0, 300.0),
+    "a100-40gb": GPU("NVIDIA A100 40GB", 312.0, 1555.0),
+    "a100": GPU("NVIDIA A100 80GB", 312.0, 2039.0),
+    "h100": GPU("NVIDIA H100 SXM", 989.0, 3350.0),
+    "h200": GPU("NVIDIA H200", 989.0, 4800.0),
+}
+
+
+def gpu_named(device_name: str) -> GPU | None:
+    r"""The :data:`GPUS` entry for a CUDA device name (``torch.cuda.get_device_name()``), None if not listed.
+
+    >>> gpu_named("Tesla T4").name, gpu_named("NVIDIA A100-SXM4-40GB").name, gpu_named("NVIDIA GeForce RTX 4090")
+    ('NVIDIA T4', 'NVIDIA A100 40GB', None)
+    """
+    words = device_name.lower().replace("-", " ").split()
+    if "a100" in words or any(w.startswith("a100") for w in words):
+        return GPUS["a100-40gb" if any("40gb" in w for w in words) else "a100"]
+    return next((GPUS[key] for key in GPUS if key in words), None)
+
+
+def decoder_weights(arch: Arch) -> int:
+    r"""``W``: the weights of the decoder layers' seven projections, the matmuls a token goes through.
+
+    >>> decoder_weights(QWEN25["qwen2.5-0.5b"])   # 24 x (2 x 896^2 + 2 x 896 x 128 + 3 x 896 x 4864)
+    357826560
+    """
+    h, kv, i = arch.hidden, arch.kv, arch.intermediate
+    return arch.layers * (2 * h * h + 2 * h * kv + 3 * h * i)
+
+
+def _card(flops: float, n_bytes: float, gpu: GPU, sustained: float) -> float:
+    return max(flops / (gpu.tflops * 1e12 * sustained), n_bytes / (gpu.bandwidth * 1e9 * sustained))
+
+
+def _dtype_bytes(dtype_bytes: int) -> int:
+    if dtype_bytes not in (2, 4):
+        raise ValueError(f"dtype_bytes must be 2 (float16 / bfloat16) or 4 (float32), got {dtype_bytes!r}")
+    return dtype_bytes
+
+
+def _check_sustained(sustained: float) -> None:
+    if not (isinstance(sustained, (int, float)) and 0 < sustained <= 1):
+        raise ValueError(f"sustained (the fraction of the datasheet peaks kernels reach) must lie in (0, 1], "
+                         f"got {sustained!r}")
+
+
+def _lora(arch: Arch, lora_r: int, targets: Sequence[str]) -> int:
+    check_int(lora_r, "lora_r", 0)
+    return lora_param_count(arch, lora_r, targets) if lora_r else 0
+
+
+def prefill_flops(arch: Arch, *, batch: int, prompt_len: int, lora_r: int = 0,
+                  targets: Sequence[str] = LORA_TARGETS) -> dict[str, int]:
+    r"""FLOPs of a prefill of ``batch`` prompts of ``P = prompt_len`` tokens: ``matmul`` ``2 (W + R) B P`` in the
+    layers and ``2 H B`` for the LM head at the last position; ``attention`` ``2 h L B P (P + 1)`` (causal: position
+    i attends to i positions, ``4 h`` FLOPs each per layer for QK^T and the weighted sum of V).
+
+    >>> prefill_flops(Arch(4, 1, 1, 1, 8, 10), batch=1, prompt_len=2)   # W = 2x16 + 2x16 + 3x32; H = 40
+    {'matmul': 720, 'attention': 48}
+    """
+    check_int(batch, "batch", 1), check_int(prompt_len, "prompt_len", 1)
+    w, r, head = decoder_weights(arch), _lora(arch, lora_r, targets), arch.vocab * arch.hidden
+    return {"matmul": 2 * (w + r) * batch * prompt_len + 2 * head * batch,
+            "attention": 2 * arch.hidden * arch.layers * batch * prompt_len * (prompt_len + 1)}
+
+
+def decode_flops(arch: Arch, *, batch: int, context: int, lora_r: int = 0,
+                 targets: Sequence[str] = LORA_TARGETS) -> dict[str, int]:
+    r"""FLOPs of one decode step of ``batch`` sequences, each new token attending to ``context`` positions (its own
+    included): ``matmul`` ``2 (W + R + H) B``, ``attention`` ``4 h L B c``.
+
+    >>> decode_flops(Arch(4, 1, 1, 1, 8, 10), batch=1, context=3)
+    {'matmul': 400, 'attention': 48}
+    """
+    check_int(batch, "batch", 1), check_int(context, "context", 1)
+    w, r, head = decoder_weights(arch), _lora(arch, lora_r, targets), arch.vocab * arch.hidden
+    return {"matmul": 2 * (w + r + head) * batch, "attention": 4 * arch.hidden * arch.layers * batch * context}
+
+
+def training_flops(arch: Arch, *, sequences: int, prompt_len: int, completion_len: int, lora_r: int,
+                   targets: Sequence[str] = LORA_TARGETS, checkpointing: bool = True) -> dict[str, int]:
+    r"""FLOPs of the update phase: forward and backward passes over ``sequences`` sequences of
+    ``S = prompt_len + completion_len`` tokens, logits at the completion positions only (TRL's ``logits_to_keep``).
+
+    With ``k = 3`` passes through the layers under activation checkpointing (forward, recomputed forward,
+    backward), else 2: ``matmul`` ``2 W k`` per token (the frozen base: input gradients only), ``2 R (k + 1)``
+    (LoRA's weight gradients too), ``4 H`` per completion token (the LM head forward and its input gradient);
+    ``attention`` ``2 h L S (S + 1) (k + 1)`` per sequence (causal; its backward costs two forwards).
+
+    >>> training_flops(Arch(4, 1, 1, 1, 8, 10), sequences=1, prompt_len=1, completion_len=1, lora_r=0)
+    {'matmul': 2080, 'attention': 192}
+    """
+    for name, value in (("sequences", sequences), ("prompt_len", prompt_len), ("completion_len", completion_len)):
+        check_int(value, name, 1)
+    w, r, head = decoder_weights(arch), _lora(arch, lora_r, targets), arch.vocab * arch.hidden
+    k, s = (3 if checkpointing else 2), prompt_len + completion_len
+    tokens = sequences * s
+    return {"matmul": 2 * w * k * tokens + 2 * r * (k + 1) * tokens + 4 * head * sequences * completion_len,
+            "attention": 2 * arch.hidden * arch.layers * s * (s + 1) * (k + 1) * sequences}
+
+
+def generation_time(arch: Arch, gpu: GPU, *, batch: int, prompt_len: int, new_tokens: int, dtype_bytes: int,
+                    lora_r: int = 0, targets: Sequence[str] = LORA_TARGETS, sustained: float = 1.0,
+                    host_s: float = 0.0) -> float:
+    r"""Seconds for one ``generate`` call of ``new_tokens`` tokens: a prefill (:func:`prefill_flops`; the weights
+    read once), which gives the first token, then ``new_tokens - 1`` decode steps (:func:`decode_flops`; the
+    weights, ``param_count * b`` as the tied LM head reads the embedding matrix, and the KV cache ``B c L 2 kv b``
+    read), each taking ``max(card, host_s)``. Every sequence runs to the limit: an upper count of the steps.
+    ``lora_r = 0``: adapters merged (or none); else unmerged, their float32 weights read too.
+
+    >>> q = QWEN25["qwen2.5-0.5b"]
+    >>> round(generation_time(q, GPUS["t4"], batch=32, prompt_len=320, new_tokens=256, dtype_bytes=2), 3)
+    1.043
+    >>> round(generation_time(q, GPUS["t4"], batch=32, prompt_len=320, new_tokens=256, dtype_bytes=2,
+    ...                       host_s=0.02), 3)   # every decode step waits for the host: 0.115 s prefill + 255 x 0.02
+    5.215
+    """
+    check_int(new_tokens, "new_tokens", 1)
+    _check_sustained(sustained)
+    if not (isinstance(host_s, (int, float)) and math.isfinite(host_s) and host_s >= 0):
+        raise ValueError(f"host_s must be a finite number of seconds >= 0, got {host_s!r}")
+    b = _dtype_bytes(dtype_bytes)
+    weight_bytes = param_count(arch) * b + _lora(arch, lora_r, targets) * 4
+    total = _card(sum(prefill_flops(arch, batch=batch, prompt_len=prompt_len, lora_r=lora_r,
+                                    targets=targets).values()), weight_bytes, gpu, sustained)
+    for c in range(prompt_len + 1, prompt_len + new_tokens):
+        card = _card(sum(decode_flops(arch, batch=batch, context=c, lora_r=lora_r, targets=targets).values()),
+                     weight_bytes + batch * c * arch.layers * 2 * arch.kv * b, gpu, sustained)
+        total += max(card, host_s)
+    return total
+
+
+def training_time(arch: Arch, gpu: GPU, *, sequences: int, prompt_len: int, completion_len: int, micro_batch: int,
+                  dtype_bytes: int, lora_r: int, targets: Sequence[str] = LORA_TARGETS, checkpointing: bool = True,
+                  sustained: float = 1.0) -> float:
+    r"""Seconds for the update phase of one step: :func:`training_flops`, and the weights read once per pass
+    through the layers in each micro-batch of ``micro_batch`` sequences (padded to the longest). Bound by
+    arithmetic: thousands of tokens per pass.
+
+    >>> round(training_time(QWEN25["qwen2.5-0.5b"], GPUS["t4"], sequences=32, prompt_len=320, completion_len=256,
+    ...                     micro_batch=16, dtype_bytes=2, lora_r=16), 3)
+    0.726
+    """
+    check_int(micro_batch, "micro_batch", 1)
+    _check_sustained(sustained)
+    flops = sum(training_flops(arch, sequences=sequences, prompt_len=prompt_len, completion_len=completion_len,
+                               lora_r=lora_r, targets=targets, checkpointing=checkpointing).values())
+    k = 3 if checkpointing else 2
+    n_bytes = math.ceil(sequences / micro_batch) * k * (param_count(arch) * _dtype_bytes(dtype_bytes)
+                                                        + _lora(arch, lora_r, targets) * 4)
+    return _card(flops, n_bytes, gpu, sustained)
+
+
+def lora_grpo_step_time(arch: Arch, gpu: GPU, *, dtype_bytes: int, lora_r: int, micro_batch: int,
+                        generation_batch: int, prompt_len: int, completion_len: int,
+                        targets: Sequence[str] = LORA_TARGETS, checkpointing: bool = True,
+                        merged_generation: bool = True, sustained: float = 1.0,
+                        host_s: float = 0.0) -> dict[str, float]:
+    r"""Seconds of one LoRA GRPO step (one generation batch, one optimizer step): ``generation``
+    (:func:`generation_time` of ``generation_batch`` sequences, adapters merged when ``merged_generation``, as
+    :func:`qae_lab.generation.generation_policy` does), ``training`` (:func:`training_time`) and their sum ``step``.
+    ``host_s``: host seconds per decode step (0 for compiled decoding, whose CUDA graphs replay without the host).
+
+    >>> est = lora_grpo_step_time(QWEN25["qwen2.5-0.5b"], GPUS["t4"], dtype_bytes=2, lora_r=16, micro_batch=16,
+    ...                           generation_batch=32, prompt_len=320, completion_len=256, sustained=0.5)
+    >>> {k: round(v, 2) for k, v in est.items()}   # half the datasheet peaks: every card term doubles
+    {'generation': 2.09, 'training': 1.45, 'step': 3.54}
+    """
+    gen = generation_time(arch, gpu, batch=generation_batch, prompt_len=prompt_len, new_tokens=completion_len,
+                          dtype_bytes=dtype_bytes, lora_r=0 if merged_generation else lora_r, targets=targets,
+                          sustained=sustained, host_s=host_s)
+    train = training_time(arch, gpu, sequences=generation_batch, prompt_len=prompt_len,
+                          completion_len=completion_len, micro_batch=micro_batch, dtype_bytes=dtype_bytes,
+                          lora_r=lora_r, targets=targets, checkpointing=checkpointing, sustained=sustained)
+    return {"generation": gen, "training": train, "step": gen + train}
+
+
+def run_time(run, cfg, gpu: GPU, *, host: Mapping[str, float] | None = None, sustained: float = 1.0,
+             prompt_len: int | None = None) -> dict[str, float]:
+    r"""Seconds of a built run (``qae_lab.presets.build``'s ``RunArgs`` and ``QAEConfig``) on ``gpu``: its
+    ``max_steps`` steps and, when ``run.evaluate``, the evaluations before and after training.
+
+    The decoding path is the run's: compiled (``fast_generation`` and ``compile_generation``) costs the card's
+    time only; eager with merged adapters (``fast_generation`` alone) at least ``host["merged"]`` seconds per decode
+    step; TRL's own path, and the evaluations (``model.generate`` on the PEFT model), at least
+    ``host["unmerged"]`` with the adapters' arithmetic. ``host``: ``benchmarks/host_costs.py``'s figures in
+    seconds (None: the card's terms only). An evaluation decodes ``n_eval`` prompts greedily and
+    ``eval_samples`` times sampled, ``eval_batch_size`` prompts a call. ``run.dtype="auto"`` is bfloat16 where the
+    card has it, else float32, as :func:`qae_lab.models.load_policy` decides.
+
+    Returns ``step``, ``steps`` (all of them), ``evaluation`` (one), ``evaluations`` (both, or 0) and ``total``.
+
+    >>> from types import SimpleNamespace as NS
+    >>> run = NS(model="qwen2.5-0.5b", dtype="float16", lora=True, lora_r=16, task="gsm8k", evaluate=True,
+    ...          n_eval=100, eval_samples=4, eval_batch_size=32, eval_max_new_tokens=None)
+    >>> cfg = NS(max_steps=200, per_device_train_batch_size=16, generation_batch_size=32, max_completion_length=256,
+    ...          gradient_checkpointing=True, fast_generation=True, compile_generation=True, use_vllm=False)
+    >>> est = run_time(run, cfg, GPUS["t4"], host={"merged": 0.012, "unmerged": 0.017})
+    >>> round(est["steps"] / 60, 1), round(est["evaluations"] / 60, 1)
+    (5.9, 1.2)
+    """
+    if getattr(cfg, "use_vllm", False):
+        raise ValueError("cfg.use_vllm must be False: vLLM's generation is not estimated here")
+    if run.model not in QWEN25:
+        raise ValueError(f"run.model must be one of {sorted(QWEN25)} (their architectures are stored here), "
+                         f"got {run.model!r}")
+    host = dict(host or {"merged": 0.0, "unmerged": 0.0})
+    missing = {"merged", "unmerged"} - set(host)
+    if missing:
+        raise ValueError(f"host must give seconds per decode step for 'merged' and 'unmerged', missing {sorted(missing)}")
+    arch, lora_r = QWEN25[run.model], run.lora_r if run.lora else 0
+    if run.dtype == "auto":
+        b = 2 if gpu.bf16 else 4
+    else:
+        b = DTYPE_BYTES[run.dtype]
+    p = prompt_len or PROMPT_TOKENS.get(run.task, 320)
+    fast = bool(getattr(cfg, "fast_generation", False))
+    compiled = fast and bool(getattr(cfg, "compile_generation", False))
+    step = lora_grpo_step_time(arch, gpu, dtype_bytes=b, lora_r=lora_r, micro_batch=cfg.per_device_train_batch_size,
+                               generation_batch=cfg.generation_batch_size, prompt_len=p,
+                               completion_len=cfg.max_completion_length,
+                               checkpointing=bool(cfg.gradient_checkpointing), merged_generation=fast,
+                               sustained=sustained,
+                               host_s=0.0 if compiled else host["merged" if fast else "unmerged"])["step"]
+    new = run.eval_max_new_tokens or cfg.max_completion_length
+    calls = [min(run.eval_batch_size, run.n_eval - i) for i in range(0, run.n_eval, run.eval_batch_size)]
+    evaluation = sum(generation_time(arch, gpu, batch=n * samples, prompt_len=p, new_tokens=new, dtype_bytes=b,
+                                     lora_r=lora_r, sustained=sustained, host_s=host["unmerged"])
+                     for n in calls for samples in (1, run.eval_samples))
+    evaluations = 2 * evaluation if getattr(run, "evaluate", True) else 0.0
+    steps = step * cfg.max_steps
+    return {"step": step, "steps": steps, "evaluation": evaluation, "evaluations": evaluations,
+            "total": steps + evaluations}
