@@ -77,19 +77,11 @@ def first_cell(path: Path, expect: str) -> None:
 
 def run(path: Path) -> None:
     sys.path.insert(0, str(TESTS))
-    from nbexec import DUMP, RECORD, collect
+    from nbexec import execute_at
     from notebook_specs import NOTEBOOKS, check_run
 
-    nb = nbformat.read(path, as_version=4)
-    own = range(1, len(nb.cells) + 1)
-    with tempfile.TemporaryDirectory() as tmp:
-        record = Path(tmp) / "figures.json"
-        nb.cells.insert(0, nbformat.v4.new_code_cell(RECORD))
-        probe = NOTEBOOKS[path.name].probe
-        nb.cells += [nbformat.v4.new_code_cell(code) for code in [*([probe] if probe else []),
-                                                                  DUMP.format(path=str(record))]]
-        client(nb, path.parent).execute()  # a failing cell raises CellExecutionError (source and traceback)
-        executed = collect(nb, path.parent, own, record)
+    with tempfile.TemporaryDirectory() as tmp:  # a failing cell raises CellExecutionError (source and traceback)
+        executed = execute_at(path, Path(tmp) / "figures.json", NOTEBOOKS[path.name].probe)
     check_run(path.name, executed)
     print(f"{path.name}: every cell ran; {len(executed.figures)} figures checked against its spec")
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from qae_lab.answers import extract_answer, gold_value, strict_is_correct
 from qae_lab.data import load_gsm8k, xml_completion
-from qae_lab.verify import answer_block, available, math_verify_is_correct, safe_answer
+from qae_lab.verify import answer_block, available, math_verify_is_correct, reading
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k"
 
@@ -45,12 +45,9 @@ def variants(g: Fraction) -> dict[str, str]:
 
 def mv_reading(text: str) -> str:
     """What math-verify read in the answer block (for the listing), or why it was not asked."""
-    import math_verify  # the optional verify extra
-
-    span = answer_block(text)
-    if span is None or not safe_answer(span):
+    parsed = reading(text)
+    if parsed is None:
         return "(not asked: strict format or guard)"
-    parsed = math_verify.parse("\\boxed{" + span + "}", [math_verify.LatexExtractionConfig()], parsing_timeout=None)
     return str(parsed[0]) if parsed else "(nothing)"
 
 

@@ -157,6 +157,11 @@ class Judgement:
     verdict: str
     sentence: str
 
+    @property
+    def kind(self) -> str:
+        """The verdict without its reason: ``holds``, ``reversed`` or ``not shown``."""
+        return self.verdict.split(" (")[0]
+
 
 def _verdict(e: Effect | None, expect: str) -> str:
     if e is None or e.apart is None:
@@ -218,7 +223,7 @@ def verdict_list(judgements) -> str:
     >>> print(verdict_list([judge(CLAIMS[0], {"entropy": []})]))
     not shown  QAE: with the mean baseline and Clip-Higher, entropy explodes early in training
     """
-    return "\n".join(f"{j.verdict.split(' (')[0]:>9}  {j.claim.source.split(' (')[0]}: {j.claim.statement}"
+    return "\n".join(f"{j.kind:>9}  {j.claim.source.split(' (')[0]}: {j.claim.statement}"
                      for j in judgements)
 
 
@@ -276,7 +281,7 @@ def summary_lines(judgements: Iterable[Judgement]) -> list[str]:
     judged = list(judgements)
     if not all(isinstance(j, Judgement) for j in judged):
         raise ValueError("judgements must be qae_lab.claims.Judgement values (qae_lab.claims.judge's)")
-    kind = [j.verdict.split(" (")[0] for j in judged]  # holds | reversed | not shown
+    kind = [j.kind for j in judged]
     paper = [j.claim.source.split(" (")[0].split(":")[0] for j in judged]  # QAE | SA-AH-GRPO | no paper
 
     def counts(chosen: list[int]) -> str:

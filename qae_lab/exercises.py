@@ -256,14 +256,14 @@ def check_prediction(prediction, change: UpdateChange) -> str:
     if not isinstance(change, UpdateChange):
         raise ValueError(f"change must be a qae_lab.plain_grpo.UpdateChange, got {type(change).__name__}")
     guess = prediction.strip().lower()
-    up, down, n = change.moved("A < 0")
-    if n == 0:
+    measured = change.direction("A < 0")
+    if measured is None:
         return "This group has no completion with A < 0 (its rewards are all equal): nothing to compare."
+    up, down, n = change.moved("A < 0")
     rows = change.rows("A < 0")
     d = change.delta[rows]
     spread = f"(change of log π(y) from {d.min().item():+.3f} to {d.max().item():+.3f})"
-    measured = "down" if down == n else "up" if up == n else None
-    if measured is not None:
+    if measured in ("up", "down"):
         moved = "less" if measured == "down" else "more"
         verdict = "Right" if measured == guess else "Wrong"
         joint = "and" if measured == guess else "but"

@@ -148,7 +148,7 @@ def load_trained(source: Source | str | os.PathLike, *, checkpoint=None, dtype: 
         return model.eval(), tok
     from peft import PeftModel  # the train extra: imported only when used
 
-    base, tok = load_policy(resolve_name(source.base), dtype=dtype, device=device)
+    base, tok = load_policy(source.base, dtype=dtype, device=device)  # a name, an alias or a folder
     with warnings.catch_warnings():  # PEFT reads transformers' deprecated is_gradient_checkpointing: not the user's
         warnings.filterwarnings("ignore", message=_PEFT_NOISE)
         model = PeftModel.from_pretrained(base, source.weights, is_trainable=False)

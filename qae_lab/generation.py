@@ -80,14 +80,8 @@ def keep_base_weights(sync, model: torch.nn.Module):
     """
     @functools.wraps(sync)
     def synced(*args, **kwargs):
-        params = lora_base_params(model)
-        snapshot = [p.detach().clone() for p in params]
-        try:
+        with _restored(lora_base_params(model)):
             return sync(*args, **kwargs)
-        finally:
-            with torch.no_grad():
-                for p, saved in zip(params, snapshot):
-                    p.copy_(saved)
     return synced
 
 
@@ -95,6 +89,18 @@ def _base_params(layers) -> list[torch.nn.Parameter]:
     """The distinct parameters of the (parent, name, LoRA layer) triples' base layers."""
     params = {id(p): p for _, _, layer in layers for p in layer.get_base_layer().parameters(recurse=False)}
     return list(params.values())
+
+
+@contextmanager
+def _restored(params: list[torch.nn.Parameter]):
+    """The block, then ``params`` copied back from a snapshot taken before it: bit-identical, whatever it did."""
+    snapshot = [p.detach().clone() for p in params]
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for p, saved in zip(params, snapshot):
+                p.copy_(saved)
 
 
 @contextmanager
@@ -121,25 +127,23 @@ def generation_policy(model: torch.nn.Module, merge_lora: bool = True):
     layers = _lora_layers(model) if merge_lora and hasattr(model, "merge_adapter") else []
     if any(layer.merged for _, _, layer in layers):  # merged by the caller already: theirs to keep, eval mode only
         layers = []
-    params = _base_params(layers)
-    snapshot = [p.detach().clone() for p in params]
     merged, swaps = False, []
     try:
-        model.eval()
-        if layers:
-            model.merge_adapter()
-            merged = True
-            # each merged layer's base layer in its place (its weights hold the merge): no PEFT wrapper per call
-            swaps = [(parent, name, layer) for parent, name, layer in layers if layer.merged]
-            for parent, name, layer in swaps:
-                setattr(parent, name, layer.get_base_layer())
-        yield model
+        with _restored(_base_params(layers)):  # after the unmerge below: bit-identical base weights
+            try:
+                model.eval()
+                if layers:
+                    model.merge_adapter()
+                    merged = True
+                    # each merged layer's base layer in its place (its weights hold the merge): no PEFT wrapper per call
+                    swaps = [(parent, name, layer) for parent, name, layer in layers if layer.merged]
+                    for parent, name, layer in swaps:
+                        setattr(parent, name, layer.get_base_layer())
+                yield model
+            finally:
+                for parent, name, layer in swaps:
+                    setattr(parent, name, layer)
+                if merged:
+                    model.unmerge_adapter()
     finally:
-        for parent, name, layer in swaps:
-            setattr(parent, name, layer)
-        if merged:
-            model.unmerge_adapter()
-        with torch.no_grad():
-            for p, saved in zip(params, snapshot):
-                p.copy_(saved)
         model.train(was_training)

@@ -43,7 +43,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from qae_lab._checks import check_int
-from qae_lab.memory import DTYPE_BYTES, PROMPT_TOKENS, QWEN25, Arch, lora_param_count, param_count
+from qae_lab.memory import QWEN25, Arch, lora_param_count, param_count, run_shape
 from qae_lab.models import LORA_TARGETS
 
 __all__ = ["GPU", "GPUS", "gpu_named", "decoder_weights", "prefill_flops", "decode_flops", "training_flops",
@@ -199,9 +199,10 @@ def generation_time(arch: Arch, gpu: GPU, *, batch: int, prompt_len: int, new_to
     weight_bytes = param_count(arch) * b + _lora(arch, lora_r, targets) * 4
     total = _card(sum(prefill_flops(arch, batch=batch, prompt_len=prompt_len, lora_r=lora_r,
                                     targets=targets).values()), weight_bytes, gpu, sustained)
+    step = decode_flops(arch, batch=batch, context=1, lora_r=lora_r, targets=targets)  # attention grows with c
     for c in range(prompt_len + 1, prompt_len + new_tokens):
-        card = _card(sum(decode_flops(arch, batch=batch, context=c, lora_r=lora_r, targets=targets).values()),
-                     weight_bytes + batch * c * arch.layers * 2 * arch.kv * b, gpu, sustained)
+        card = _card(step["matmul"] + step["attention"] * c, weight_bytes + batch * c * arch.layers * 2 * arch.kv * b,
+                     gpu, sustained)
         total += max(card, host_s)
     return total
 
@@ -262,7 +263,7 @@ def run_time(run, cfg, gpu: GPU, *, host: Mapping[str, float] | None = None, sus
     ``host["unmerged"]`` with the adapters' arithmetic. ``host``: ``benchmarks/host_costs.py``'s figures in
     seconds (None: the card's terms only). An evaluation decodes ``n_eval`` prompts greedily and
     ``eval_samples`` times sampled, ``eval_batch_size`` prompts a call. ``run.dtype="auto"`` is bfloat16 where the
-    card has it, else float32, as :func:`qae_lab.models.load_policy` decides.
+    card has it, else float32 (:func:`qae_lab.memory.run_shape`).
 
     Returns ``step``, ``steps`` (all of them), ``evaluation`` (one), ``evaluations`` (both, or 0) and ``total``.
 
@@ -277,19 +278,12 @@ def run_time(run, cfg, gpu: GPU, *, host: Mapping[str, float] | None = None, sus
     """
     if getattr(cfg, "use_vllm", False):
         raise ValueError("cfg.use_vllm must be False: vLLM's generation is not estimated here")
-    if run.model not in QWEN25:
-        raise ValueError(f"run.model must be one of {sorted(QWEN25)} (their architectures are stored here), "
-                         f"got {run.model!r}")
+    arch, b, p = run_shape(run, gpu.bf16, prompt_len)
     host = dict(host or {"merged": 0.0, "unmerged": 0.0})
     missing = {"merged", "unmerged"} - set(host)
     if missing:
         raise ValueError(f"host must give seconds per decode step for 'merged' and 'unmerged', missing {sorted(missing)}")
-    arch, lora_r = QWEN25[run.model], run.lora_r if run.lora else 0
-    if run.dtype == "auto":
-        b = 2 if gpu.bf16 else 4
-    else:
-        b = DTYPE_BYTES[run.dtype]
-    p = prompt_len or PROMPT_TOKENS.get(run.task, 320)
+    lora_r = run.lora_r if run.lora else 0
     fast = bool(getattr(cfg, "fast_generation", False))
     compiled = fast and bool(getattr(cfg, "compile_generation", False))
     step = lora_grpo_step_time(arch, gpu, dtype_bytes=b, lora_r=lora_r, micro_batch=cfg.per_device_train_batch_size,

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from qae_lab._checks import check_group_size, check_int, check_k
 from qae_lab.knobs import knob_changes
 from qae_lab.methods import QAE_K, QAE_SUCCESS_RATE, QAE_ZERO_ADV_FRAC, SAAH_ALPHA
+from qae_lab.phenomena import window_mean
 from qae_lab.sparsity import expected_zero_fraction
 
 __all__ = ["GPU_RUN", "gate_zero_fraction", "logged_mean", "summary_lines"]
@@ -64,8 +65,7 @@ def logged_mean(rows: Sequence[Mapping], metric: str) -> float | None:
     >>> logged_mean([{"step": 1}], "reward") is None
     True
     """
-    values = [float(r[metric]) for r in rows if r.get(metric) is not None]
-    return sum(values) / len(values) if values else None
+    return window_mean(rows, metric)  # every step's window
 
 
 def _knob_line(rows: Sequence[Mapping], metric: str, name: str) -> str | None:

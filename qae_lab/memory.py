@@ -54,7 +54,7 @@ from qae_lab._checks import check_int
 from qae_lab.models import LORA_TARGETS
 
 __all__ = ["Arch", "QWEN25", "GIB", "T4_MEMORY", "DTYPE_BYTES", "param_count", "lora_param_count",
-           "layer_activation_bytes", "lora_grpo_memory", "run_memory", "PROMPT_TOKENS"]
+           "layer_activation_bytes", "lora_grpo_memory", "run_memory", "run_shape", "PROMPT_TOKENS"]
 
 GIB = 2 ** 30
 T4_MEMORY = 15 * GIB
@@ -247,15 +247,27 @@ def run_memory(run, cfg, *, bf16_gpu: bool = False, prompt_len: int | None = Non
     """
     if not run.lora:
         raise ValueError("run.lora must be True: the estimate is of a LoRA run (optimizer state for the adapters only)")
+    arch, dtype_bytes, prompt_len = run_shape(run, bf16_gpu, prompt_len)
+    return lora_grpo_memory(
+        arch, dtype_bytes=dtype_bytes, lora_r=run.lora_r, micro_batch=cfg.per_device_train_batch_size,
+        generation_batch=cfg.generation_batch_size, prompt_len=prompt_len,
+        completion_len=cfg.max_completion_length, checkpointing=bool(cfg.gradient_checkpointing),
+        fast_generation=bool(getattr(cfg, "fast_generation", False)), fused_lm_head=fused_lm_head)
+
+
+def run_shape(run, bf16_gpu: bool, prompt_len: int | None = None) -> tuple[Arch, int, int]:
+    r"""``(architecture, bytes per weight, prompt tokens)`` of a built run, as the estimates read it: the
+    :data:`QWEN25` entry of ``run.model``; ``run.dtype``'s bytes, ``"auto"`` being bfloat16 where ``bf16_gpu``
+    else float32 (as :func:`qae_lab.models.load_policy` decides); ``prompt_len``, else :data:`PROMPT_TOKENS` of
+    ``run.task``.
+
+    >>> from types import SimpleNamespace as NS
+    >>> arch, b, p = run_shape(NS(model="qwen2.5-1.5b", dtype="auto", task="gsm8k"), bf16_gpu=False)
+    >>> arch.layers, b, p
+    (28, 4, 320)
+    """
     if run.model not in QWEN25:
         raise ValueError(f"run.model must be one of {sorted(QWEN25)} (their architectures are stored here), "
                          f"got {run.model!r}")
-    if run.dtype == "auto":
-        dtype_bytes = 2 if bf16_gpu else 4
-    else:
-        dtype_bytes = DTYPE_BYTES[run.dtype]
-    return lora_grpo_memory(
-        QWEN25[run.model], dtype_bytes=dtype_bytes, lora_r=run.lora_r, micro_batch=cfg.per_device_train_batch_size,
-        generation_batch=cfg.generation_batch_size, prompt_len=prompt_len or PROMPT_TOKENS.get(run.task, 320),
-        completion_len=cfg.max_completion_length, checkpointing=bool(cfg.gradient_checkpointing),
-        fast_generation=bool(getattr(cfg, "fast_generation", False)), fused_lm_head=fused_lm_head)
+    dtype_bytes = (2 if bf16_gpu else 4) if run.dtype == "auto" else DTYPE_BYTES[run.dtype]
+    return QWEN25[run.model], dtype_bytes, prompt_len or PROMPT_TOKENS.get(run.task, 320)

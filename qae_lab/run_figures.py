@@ -19,11 +19,12 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import plotly.graph_objects as go
 
+from qae_lab._checks import check_int
 from qae_lab.compare import metric_curves, series
+from qae_lab.evaluate import EvalResult
 from qae_lab.phenomena_curves import BEFORE, k_sweep_lines, pass_at_k_lines
 from qae_lab.plots import band_figure, bar_figure, line_figure
 from qae_lab.runstats import detrended_variance, moving_average
-from qae_lab.runfolder import read_json
 
 __all__ = ["curves_figure", "pass_at_k_figure", "k_sweep_figure", "before_after_figure", "detrend_figure",
            "paired_completions", "completions_table"]
@@ -141,7 +142,7 @@ MARKS = {True: "✓", False: "✗"}
 def _problems(result) -> list[dict]:
     """An evaluation's per-problem records: an :class:`~qae_lab.evaluate.EvalResult`, or the path of its JSON."""
     if isinstance(result, (str, os.PathLike)):
-        return read_json(result, "evaluation")["problems"]
+        return EvalResult.from_json(result).problems  # a damaged file is named
     return result.problems
 
 
@@ -161,8 +162,7 @@ def paired_completions(before, after, n: int = 4, sample: int | None = None) -> 
     >>> paired_completions(NS(problems=res(False)["problems"]), NS(problems=res(True)["problems"]))
     [{'question': '1 + 1?', 'gold': '2', 'before': '2', 'before_correct': False, 'after': '2', 'after_correct': True}]
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be an int >= 1, got {n!r}")
+    check_int(n, "n", 1)
     old, new = _problems(before), _problems(after)
     if [(p["id"], p["question"]) for p in old] != [(p["id"], p["question"]) for p in new]:
         raise ValueError("before and after must evaluate the same problems in the same order")

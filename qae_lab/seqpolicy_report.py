@@ -30,11 +30,10 @@ from qae_lab.seqpolicy import STARTS
 from qae_lab.seqpolicy_lab import CELLS, K_VALUES, setting_name
 from qae_lab.seqpolicy_update import OPTIMIZERS
 
-__all__ = ["FINDINGS_PATH", "FORMS", "find_findings", "load_findings", "Paired", "paired", "compare_sentence",
+__all__ = ["FORMS", "find_findings", "load_findings", "Paired", "paired", "compare_sentence",
            "findings_sentences", "tracking_sentences", "trainer_ledger_sentences", "cell_sentences",
            "variance_sentences", "summary_sentences"]
 
-FINDINGS_PATH = os.path.join("data", "seqpolicy", "findings.json")
 # the per-token estimators of qae_lab.ledger.entropy_change_terms, as the sentences name them
 FORMS = {"npg": "npg (the trainer's ledger/*)", "pg": "pg", "reinforce": "reinforce"}
 OPTIMIZER_NAMES = {"sgd": "SGD", "adam": "Adam"}
@@ -57,7 +56,7 @@ def load_findings(path: str | os.PathLike | None = None) -> dict:
     ['meta', 'runs', 'variance']
     """
     path = find_findings() if path is None else Path(path)
-    if path is None or not Path(path).is_file():
+    if not path.is_file():
         raise ValueError(f"path must be a findings.json file; none found (make it with python "
                          f"benchmarks/seqpolicy_findings.py), got {path}")
     return json.loads(Path(path).read_text())

@@ -20,6 +20,7 @@ the notebook's choices, not the paper's. The gate's exact zero-advantage fractio
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 
 import torch
 
@@ -37,8 +38,8 @@ from qae_lab.theory import (
     population_quantile,
 )
 
-__all__ = ["sample_group_steps", "mc_entropy_change", "mc_entropy_curve", "simulate_training", "mc_comparison_lines",
-           "training_summary_lines"]
+__all__ = ["sample_group_steps", "mc_entropy_change", "mc_entropy_curve", "simulate_training", "mc_verdicts",
+           "mc_comparison_lines", "training_summary_lines"]
 
 
 def _reinforce_step(pi: torch.Tensor, actions: torch.Tensor, adv: torch.Tensor, eta: float) -> torch.Tensor:
@@ -201,6 +202,21 @@ def simulate_training(p0, *, steps: int, group_size: int, n_actions: int = 32, s
     return out
 
 
+def mc_verdicts(out: Mapping[str, Sequence[float]]) -> list[str]:
+    r"""Per success rate of :func:`mc_entropy_curve`'s output: "lower", "higher" or "same",
+    QAE's E[dH] against the mean baseline's, "same" unless the difference is beyond two standard errors.
+
+    >>> mc_verdicts({"mean": [0.01, 0.01], "mean_stderr": [0.001] * 2, "quantile": [0.002, 0.011],
+    ...              "quantile_stderr": [0.001] * 2})
+    ['lower', 'same']
+    """
+    verdicts = []
+    for m, m_se, q, q_se in zip(out["mean"], out["mean_stderr"], out["quantile"], out["quantile_stderr"]):
+        margin = 2 * (m_se ** 2 + q_se ** 2) ** 0.5  # two standard errors of the difference
+        verdicts.append("lower" if q - m < -margin else "higher" if q - m > margin else "same")
+    return verdicts
+
+
 def mc_comparison_lines(ps, out: dict[str, list[float]]) -> list[str]:
     r"""One line per success rate of :func:`mc_entropy_curve`'s output: E[dH] under the mean and the QAE baseline,
     their difference with a two-standard-error margin, a verdict (QAE lower / higher only beyond that margin) and
@@ -214,11 +230,12 @@ def mc_comparison_lines(ps, out: dict[str, list[float]]) -> list[str]:
     >>> mc_comparison_lines([0.3], out)[0]
     'p = 0.3:  E[dH] mean +0.0100, QAE +0.0020 (diff -0.0080 ± 0.0028: QAE lower);  zero-advantage share QAE 0.75'
     """
-    lines = []
+    words = {"lower": "QAE lower", "higher": "QAE higher", "same": "no clear difference"}
+    verdicts, lines = mc_verdicts(out), []
     for i, p in enumerate(ps):
         diff = out["quantile"][i] - out["mean"][i]
         se = (out["quantile_stderr"][i] ** 2 + out["mean_stderr"][i] ** 2) ** 0.5
-        verdict = "QAE lower" if diff < -2 * se else "QAE higher" if diff > 2 * se else "no clear difference"
+        verdict = words[verdicts[i]]
         lines.append(f"p = {float(p):.1f}:  E[dH] mean {out['mean'][i]:+.4f}, QAE {out['quantile'][i]:+.4f} "
                      f"(diff {diff:+.4f} ± {2 * se:.4f}: {verdict});  zero-advantage share QAE "
                      f"{out['quantile_zero_frac'][i]:.2f}")

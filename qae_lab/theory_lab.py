@@ -11,24 +11,11 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Mapping, Sequence
 
+from qae_lab.simulation import mc_verdicts  # the verdict mc_comparison_lines words, here in the summary
+
 __all__ = ["mc_verdicts", "summary_01"]
 
 _COUNT_KEYS = ("checked", "hard", "easy", "violations_first_order", "violations_exact")
-
-
-def mc_verdicts(out: Mapping[str, Sequence[float]]) -> list[str]:
-    r"""Per success rate of :func:`qae_lab.simulation.mc_entropy_curve`'s output: "lower", "higher" or "same",
-    QAE's E[dH] against the mean baseline's, "same" unless the difference is beyond two standard errors.
-
-    >>> mc_verdicts({"mean": [0.01, 0.01], "mean_stderr": [0.001] * 2, "quantile": [0.002, 0.011],
-    ...              "quantile_stderr": [0.001] * 2})
-    ['lower', 'same']
-    """
-    verdicts = []
-    for m, m_se, q, q_se in zip(out["mean"], out["mean_stderr"], out["quantile"], out["quantile_stderr"]):
-        margin = 2 * (m_se ** 2 + q_se ** 2) ** 0.5  # two standard errors of the difference
-        verdicts.append("lower" if q - m < -margin else "higher" if q - m > margin else "same")
-    return verdicts
 
 
 def summary_01(slope: float, counts: Mapping[str, int], mc: Mapping[str, Sequence[float]],

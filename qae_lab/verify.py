@@ -40,9 +40,9 @@ import importlib.util
 import logging
 import re
 
-from qae_lab.answers import completion_text, ends_at_answer, gold_value
+from qae_lab.answers import completion_text, gold_value
 
-__all__ = ["MAX_CHARS", "available", "answer_block", "safe_answer", "math_verify_is_correct",
+__all__ = ["MAX_CHARS", "available", "answer_block", "safe_answer", "math_verify_is_correct", "reading",
            "math_verify_reward"]
 
 MAX_CHARS = 100  # answer blocks longer than this are not handed to math-verify (score 0)
@@ -135,17 +135,28 @@ def math_verify_is_correct(completion, gold) -> bool:
     False
     """
     target = gold_value(gold)
-    text = completion_text(completion)
-    span = answer_block(text) if ends_at_answer(text) else None
-    if span is None or not safe_answer(span):
+    parsed = reading(completion_text(completion))
+    if not parsed:
         return False
     import sympy  # a dependency of torch; imported here, beside math_verify, which needs it
 
+    return _math_verify().verify(sympy.Rational(target.numerator, target.denominator), parsed, timeout_seconds=None)
+
+
+def reading(text: str) -> list | None:
+    r"""What math-verify reads in the final answer block of ``text``: its ``parse`` result (empty where it reads
+    nothing), or None where it is not asked: the text does not stop right after ``</answer>``, or the block
+    fails :func:`safe_answer`.
+
+    >>> reading("<answer>\n__import__('os')\n</answer>") is None, reading("<answer>7</answer> and on") is None
+    (True, True)
+    """
+    span = answer_block(text)
+    if span is None or not safe_answer(span):
+        return None
     mv = _math_verify()
     # the LaTeX reader only (module docstring); no signal timeouts: the input is short and power-free
-    parsed = mv.parse("\\boxed{" + span + "}", [mv.LatexExtractionConfig()], parsing_timeout=None)
-    return bool(parsed) and mv.verify(sympy.Rational(target.numerator, target.denominator), parsed,
-                                      timeout_seconds=None)
+    return mv.parse("\\boxed{" + span + "}", [mv.LatexExtractionConfig()], parsing_timeout=None)
 
 
 def math_verify_reward(completions, gold, **kwargs) -> list[float]:

@@ -157,12 +157,18 @@ def execute(name: str, tmp_path: Path, probe: str = "") -> Executed:
     folder.mkdir()
     shutil.copy(NB_DIR / name, folder / name)
     (folder / "data").symlink_to(REPO / "data", target_is_directory=True)
-    record = tmp_path / "figures.json"
-    nb = nbformat.read(folder / name, as_version=4)
+    return execute_at(folder / name, tmp_path / "figures.json", probe,
+                      prelude="" if "train" in notebook_extras(name) else BLOCK_TRAIN)
+
+
+def execute_at(path: Path, record: Path, probe: str = "", prelude: str = "") -> Executed:
+    """Run the notebook at ``path`` top to bottom in its own folder, figures recorded to ``record`` (``prelude``
+    and :data:`RECORD` first, then ``probe``, if given); the notebook file itself is not changed."""
+    nb = nbformat.read(path, as_version=4)
     own = range(1, len(nb.cells) + 1)
-    nb.cells.insert(0, nbformat.v4.new_code_cell(RECORD + ("" if "train" in notebook_extras(name) else BLOCK_TRAIN)))
+    nb.cells.insert(0, nbformat.v4.new_code_cell(RECORD + prelude))
     extra = [probe] if probe else []
     nb.cells += [nbformat.v4.new_code_cell(code) for code in [*extra, DUMP.format(path=str(record))]]
     NotebookClient(nb, timeout=TIMEOUT, kernel_name="python3",
-                   resources={"metadata": {"path": str(folder)}}).execute()
-    return collect(nb, folder, own, record)
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    return collect(nb, path.parent, own, record)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from xml_texts import xml
 
 from qae_lab.answers import (
     MAX_DIGITS,
@@ -24,11 +25,6 @@ from qae_lab.answers import (
     parse_number,
     strict_is_correct,
 )
-
-
-def xml(reasoning: str, answer: str) -> str:
-    """A completion in the exact requested format."""
-    return f"<reasoning>\n{reasoning}\n</reasoning>\n<answer>\n{answer}\n</answer>"
 
 
 # ---------------------------------------------------------------- GSM8K: every gold parses, the facts hold

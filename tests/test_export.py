@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_runs import TINY
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 import qae_lab.export as export
@@ -32,8 +33,6 @@ from qae_lab.presets import build
 from qae_lab.run import train
 from qae_lab.runfolder import RunFolderError
 
-TINY = ["max_steps=2", "n_train=16", "per_device_train_batch_size=8", "num_generations=4", "disable_tqdm=true",
-        "torch_threads=1"]
 PROMPTS = synthetic_task(6, levels=(2, 3, 4, 5), seed=7)  # held out from the runs' training problems (seed 0)
 
 

@@ -11,36 +11,18 @@ from __future__ import annotations
 
 import pytest
 import torch
-from peft import get_peft_model
+from lora_setup import lora_args, lora_policy, lora_trainer
 
 from qae_lab.data import synthetic_task, to_grpo_dataset
 from qae_lab.generation import generation_policy, lora_base_params
-from qae_lab.models import load_policy, lora_config
-from qae_lab.rewards import correctness_reward
+from qae_lab.models import load_policy
 from qae_lab.config import QAEConfig
 from qae_lab.trainer import QAETrainer
 
 
-def lora_policy(dropout: float = 0.0, dtype=torch.float32, seed: int = 0):
-    """The embedded model with LoRA (r = 16 on all seven projections) and random, non-zero B matrices."""
-    model, tok = load_policy("embedded", device="cpu")
-    torch.manual_seed(seed)  # LoRA's A matrices are drawn from the global generator
-    model = get_peft_model(model.to(dtype), lora_config(dropout=dropout))
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "lora_B" in name:
-                p.copy_(torch.randn(p.shape, generator=g) * 0.05)
-    return model.train(), tok
-
-
 def trainer_for(model, tok, tmp_path, **kwargs) -> QAETrainer:
-    settings = dict(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to=[], per_device_train_batch_size=8,
-                    num_generations=4, max_completion_length=12, max_steps=1, learning_rate=1e-2, logging_steps=1,
-                    save_strategy="no", seed=0, beta=0.0)
-    args = QAEConfig(**{**settings, **kwargs})
-    return QAETrainer(model=model, reward_funcs=correctness_reward, args=args, processing_class=tok,
-                      train_dataset=to_grpo_dataset(synthetic_task(8, seed=0)))
+    """lora_setup's trainer (correctness reward, 8 problems), its settings changed by ``kwargs``."""
+    return lora_trainer(model, tok, lora_args(tmp_path, **kwargs))
 
 
 def prompt_ids(tok, n: int = 4) -> list[list[int]]:

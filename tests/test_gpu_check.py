@@ -59,8 +59,8 @@ def test_refuses_full_mode_without_cuda(capsys):
     assert "--smoke" in capsys.readouterr().err
 
 
-def test_the_estimates_beside_a_measured_step_name_the_fraction_of_the_peaks():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
+def test_the_estimates_beside_a_measured_step_name_the_fraction_of_the_peaks(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))  # taken off again after the test
     import gpu_check
 
     from qae_lab.gpu_time import GPUS, run_time

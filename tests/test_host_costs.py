@@ -3,18 +3,19 @@ qae_lab.gpu_time's host term), measured in smoke mode; an existing measurement i
 
 from __future__ import annotations
 
+import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
+from qae_lab.memory import QWEN25, Arch
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import host_costs  # noqa: E402  (a benchmark script, imported from its folder)
-
-from qae_lab.memory import QWEN25, Arch  # noqa: E402
+# the benchmark script, loaded from its file (sys.path stays as it is: it imports no neighbour)
+_SPEC = importlib.util.spec_from_file_location("host_costs", ROOT / "benchmarks" / "host_costs.py")
+host_costs = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(host_costs)
 
 
 def test_the_tiny_model_has_qwen25_05bs_layout():

@@ -9,18 +9,13 @@ missing verl into a failure there, so that job cannot pass by skipping them.
 from __future__ import annotations
 
 import ast
-import importlib
-import importlib.util
-import os
-import sys
-import types
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from reference import ref_advantages
+from verl_setup import block_verl, registry_fixture, stub_verl, verl_file
 
 from qae_lab.advantages import group_advantages, quantile_baseline
 from qae_lab.integrations import verl as qae_verl
@@ -110,8 +105,7 @@ def test_bad_input(kwargs, msg):
 
 def test_register_without_verl_raises_clear_import_error(monkeypatch):
     # import verl -> ImportError, even where verl is installed and already imported
-    for name in ("verl", "verl.trainer", "verl.trainer.ppo", "verl.trainer.ppo.core_algos"):
-        monkeypatch.setitem(sys.modules, name, None)
+    block_verl(monkeypatch)
     with pytest.raises(ImportError, match="needs verl"):
         qae_verl.register()
 
@@ -127,11 +121,7 @@ def test_register_with_a_verl_like_registry(monkeypatch):
             return fn
         return deco
 
-    core = types.ModuleType("verl.trainer.ppo.core_algos")
-    core.register_adv_est = register_adv_est
-    for name in ("verl", "verl.trainer", "verl.trainer.ppo"):
-        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
-    monkeypatch.setitem(sys.modules, "verl.trainer.ppo.core_algos", core)
+    stub_verl(monkeypatch, register_adv_est=register_adv_est)
     qae_verl.register()
     qae_verl.register()  # idempotent
     assert registry["qae"] is compute_qae_outcome_advantage
@@ -141,27 +131,9 @@ def test_register_with_a_verl_like_registry(monkeypatch):
 # Against verl's real registry (verl 0.9.1, installed by .ci/verl-registry)
 # ---------------------------------------------------------------------------------------------
 
-@pytest.fixture
-def core_algos():
-    """verl's ``core_algos``, its registry without "qae" for the test and restored afterwards.
-
-    Skips where verl is absent, unless ``QAE_LAB_REQUIRE_VERL=1``: then a missing verl fails.
-    """
-    if os.environ.get("QAE_LAB_REQUIRE_VERL") == "1":
-        core = importlib.import_module("verl.trainer.ppo.core_algos")
-    else:
-        core = pytest.importorskip("verl.trainer.ppo.core_algos")
-    registry = core.ADV_ESTIMATOR_REGISTRY  # verl's name -> estimator dict, filled at import
-    before = registry.pop(qae_verl.ESTIMATOR_NAME, None)
-    yield core
-    registry.pop(qae_verl.ESTIMATOR_NAME, None)
-    if before is not None:
-        registry[qae_verl.ESTIMATOR_NAME] = before
-
-
-def _verl_file(package: str, name: str) -> Path:
-    """A file of an installed verl package, found without importing anything heavy."""
-    return Path(importlib.util.find_spec(package).submodule_search_locations[0], name)
+# verl's core_algos, its estimator registry without "qae" for the test and restored afterwards (skips without verl,
+# unless QAE_LAB_REQUIRE_VERL=1)
+core_algos = registry_fixture("ADV_ESTIMATOR_REGISTRY", qae_verl.ESTIMATOR_NAME)
 
 
 def _call_like_verl(fn, rewards, mask, uids, config):
@@ -176,7 +148,7 @@ def _verl_algorithm_config(**extra):
     ``+algorithm.key=value`` on the command line would."""
     from omegaconf import OmegaConf, open_dict
 
-    cfg = OmegaConf.load(_verl_file("verl.trainer.config", "ppo_trainer.yaml")).algorithm
+    cfg = OmegaConf.load(verl_file("verl.trainer.config", "ppo_trainer.yaml")).algorithm
     OmegaConf.set_struct(cfg, True)
     assert cfg.get("quantile_k") is None  # not a verl key: a struct config answers .get with None
     with open_dict(cfg):
@@ -236,7 +208,7 @@ def test_real_registry_register_twice_and_conflict(core_algos):
 def test_real_verl_calls_registered_estimators_with_these_keywords(core_algos):
     # verl's ray_trainer (which compute_advantage lives in) imports datasets, pandas, torchdata...:
     # read its source instead of importing it, and pin the keywords it passes a registered estimator
-    tree = ast.parse(_verl_file("verl.trainer.ppo", "ray_trainer.py").read_text())
+    tree = ast.parse(verl_file("verl.trainer.ppo", "ray_trainer.py").read_text())
     func = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "compute_advantage")
     always, optional, splatted = set(), set(), False
     for node in ast.walk(func):

@@ -12,13 +12,12 @@ import enum
 import importlib
 import importlib.util
 import math
-import os
 import sys
 import types
-from pathlib import Path
 
 import pytest
 import torch
+from verl_setup import block_verl, registry_fixture, stub_verl, verl_file
 
 from qae_lab.integrations import verl_saah
 from qae_lab.integrations.verl_saah import (compute_policy_loss_saah, response_advantages, saah_advantages,
@@ -118,11 +117,7 @@ def _fake_verl(monkeypatch):
             raise ValueError(f"Unsupported loss mode: {name}")
         return registry[name]
 
-    core = types.ModuleType("verl.trainer.ppo.core_algos")
-    core.register_policy_loss, core.get_policy_loss_fn = register_policy_loss, get_policy_loss_fn
-    for name in ("verl", "verl.trainer", "verl.trainer.ppo"):
-        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
-    monkeypatch.setitem(sys.modules, "verl.trainer.ppo.core_algos", core)
+    stub_verl(monkeypatch, register_policy_loss=register_policy_loss, get_policy_loss_fn=get_policy_loss_fn)
     return registry
 
 
@@ -141,8 +136,7 @@ def test_register_with_a_verl_like_registry(monkeypatch):
 
 
 def test_register_without_verl_raises_clear_import_error(monkeypatch):
-    for name in ("verl", "verl.trainer", "verl.trainer.ppo", "verl.trainer.ppo.core_algos"):
-        monkeypatch.setitem(sys.modules, name, None)
+    block_verl(monkeypatch)
     with pytest.raises(ImportError, match="needs verl"):
         verl_saah.register(0.5, vocab_size=V)
 
@@ -151,19 +145,9 @@ def test_register_without_verl_raises_clear_import_error(monkeypatch):
 # Against verl's real policy-loss registry and actor loss (verl 0.9.1, installed by .ci/verl-registry)
 # ---------------------------------------------------------------------------------------------
 
-@pytest.fixture
-def core_algos():
-    """verl's ``core_algos``, its policy-loss registry without "sa_ah" for the test and restored afterwards."""
-    if os.environ.get("QAE_LAB_REQUIRE_VERL") == "1":
-        core = importlib.import_module("verl.trainer.ppo.core_algos")
-    else:
-        core = pytest.importorskip("verl.trainer.ppo.core_algos")
-    registry = core.POLICY_LOSS_REGISTRY  # verl's name -> policy loss dict, filled at import
-    before = registry.pop(verl_saah.LOSS_NAME, None)
-    yield core
-    registry.pop(verl_saah.LOSS_NAME, None)
-    if before is not None:
-        registry[verl_saah.LOSS_NAME] = before
+# verl's core_algos, its policy-loss registry without "sa_ah" for the test and restored afterwards (skips without
+# verl, unless QAE_LAB_REQUIRE_VERL=1)
+core_algos = registry_fixture("POLICY_LOSS_REGISTRY", verl_saah.LOSS_NAME)
 
 
 def _actor_config(**kwargs):
@@ -280,14 +264,10 @@ def test_real_exact_entropy_keyword_replaces_the_surprisal(core_algos):
     assert not torch.isclose(surprisal, vanilla)
 
 
-def _verl_file(package: str, name: str) -> Path:
-    return Path(importlib.util.find_spec(package).submodule_search_locations[0], name)
-
-
 def test_real_actor_passes_a_policy_loss_no_entropy(core_algos):
     # verl's ppo_loss (verl/workers/utils/losses.py) calls the registered loss with exactly these keywords:
     # the entropy it holds (model_output["entropy"]) goes to the entropy bonus only
-    tree = ast.parse(_verl_file("verl.workers.utils", "losses.py").read_text())
+    tree = ast.parse(verl_file("verl.workers.utils", "losses.py").read_text())
     func = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "ppo_loss")
     calls = [n for n in ast.walk(func) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "policy_loss_fn"]
     assert len(calls) == 1 and not calls[0].args

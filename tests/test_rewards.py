@@ -11,6 +11,7 @@ import time
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from xml_texts import xml
 
 from qae_lab.answers import is_correct, strict_is_correct
 from qae_lab.rewards import (
@@ -34,11 +35,6 @@ REWARD_FNS = [strict_correctness_reward, correctness_reward, strict_format_rewar
               composite_reward, strict_composite_reward]
 GOOD = "<reasoning>\n3 + 4 = 7\n</reasoning>\n<answer>\n7\n</answer>"
 GARBAGE = GOOD + " 1 2 3 blah"  # a correct answer, then more text
-
-
-def xml(reasoning: str, answer: str) -> str:
-    """A completion in the exact requested format."""
-    return f"<reasoning>\n{reasoning}\n</reasoning>\n<answer>\n{answer}\n</answer>"
 
 
 def call(fn, completions, gold):

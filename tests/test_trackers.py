@@ -7,13 +7,11 @@ import contextlib
 import io
 
 import pytest
+from tiny_runs import TINY
 
 from qae_lab.presets import PRESETS, build
 from qae_lab.run import train
 from qae_lab.runfolder import read_log, step_rows
-
-TINY = ["max_steps=2", "n_train=16", "per_device_train_batch_size=8", "num_generations=4", "evaluate=false",
-        "save_model=false", "disable_tqdm=true", "torch_threads=1"]
 
 
 def test_no_tracker_by_default(tmp_path):
@@ -26,7 +24,8 @@ def test_tensorboard_receives_the_qae_and_saah_metrics(tmp_path, monkeypatch):
     event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
     monkeypatch.delenv("TENSORBOARD_LOGGING_DIR", raising=False)  # transformers' override of the folder
     out = tmp_path / "run"
-    run, cfg = build("cpu-demo", [*TINY, "report_to=tensorboard"], method="qae_sa_ah", output_dir=str(out))
+    run, cfg = build("cpu-demo", [*TINY, "evaluate=false", "save_model=false", "report_to=tensorboard"],
+                     method="qae_sa_ah", output_dir=str(out))
     assert cfg.report_to == ["tensorboard"]
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         train(run, cfg, preset="cpu-demo")

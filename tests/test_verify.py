@@ -5,12 +5,14 @@ dev extra installs it, so they run in CI)."""
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 import sys
 import time
 
 import pytest
+import xml_texts
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,8 +21,7 @@ from qae_lab.rewards import REWARDS, SUCCESS_BANDS, check_reward
 from qae_lab.verify import MAX_CHARS, answer_block, math_verify_is_correct, math_verify_reward, safe_answer
 
 
-def xml(answer: str, reasoning: str = "3 + 4 = 7") -> str:
-    return f"<reasoning>\n{reasoning}\n</reasoning>\n<answer>\n{answer}\n</answer>"
+xml = functools.partial(xml_texts.xml, "3 + 4 = 7")  # xml(answer): a completion with that answer
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ import warnings
 
 import pytest
 import torch
-from peft import get_peft_model
+from lora_setup import lora_args, lora_policy, lora_trainer
 from trl.generation import vllm_generation
 
 from qae_lab import config, presets
@@ -27,8 +27,6 @@ from qae_lab import trainer as trainer_module
 from qae_lab.answers import completion_text
 from qae_lab.checkpoints import resume_changes
 from qae_lab.config import QAEConfig
-from qae_lab.data import synthetic_task, to_grpo_dataset
-from qae_lab.models import load_policy, lora_config
 from qae_lab.runfolder import RunFolderError
 from qae_lab.trainer import QAETrainer
 
@@ -160,29 +158,16 @@ def fake_vllm(monkeypatch, tok):
             os.environ[name] = value
 
 
-def lora_model(dtype=torch.float32, seed: int = 0):
-    """The embedded model with LoRA and non-zero B matrices (a fresh adapter merges to nothing)."""
-    model, _ = load_policy("embedded", device="cpu")
-    torch.manual_seed(seed)
-    model = get_peft_model(model.to(dtype), lora_config(dropout=0.0))
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "lora_B" in name:
-                p.copy_(torch.randn(p.shape, generator=g) * 0.05)
-    return model
-
-
 def vllm_trainer(tmp_path, tok, model=None, **kwargs) -> QAETrainer:
-    settings = dict(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to=[], per_device_train_batch_size=8,
-                    num_generations=G, max_completion_length=8, max_steps=2, learning_rate=1e-2, logging_steps=1,
-                    save_strategy="no", seed=0, beta=0.0, scale_rewards="none", quantile_k=0.4,
+    """lora_setup's trainer on 16 problems, rewarded by :func:`says_yes`, 2 steps sampled by vLLM (colocate)."""
+    settings = dict(num_generations=G, max_completion_length=8, max_steps=2, scale_rewards="none", quantile_k=0.4,
                     use_vllm=True, vllm_mode="colocate", vllm_gpu_memory_utilization=0.25)
     settings.update(kwargs)
     with pytest.warns(UserWarning, match="step aside"):  # the GPU presets' fast path, set aside
-        args = QAEConfig(**settings, fast_generation=True, compile_generation=True, cache_implementation="static")
-    return QAETrainer(model=model if model is not None else lora_model(), reward_funcs=says_yes, args=args, processing_class=tok,
-                      train_dataset=to_grpo_dataset(synthetic_task(16)))
+        args = lora_args(tmp_path, **settings, fast_generation=True, compile_generation=True,
+                         cache_implementation="static")
+    return lora_trainer(model if model is not None else lora_policy()[0], tok, args, reward_funcs=says_yes,
+                        n_train=16)
 
 
 def spy(monkeypatch, owner, name, calls: list):
@@ -266,7 +251,7 @@ def test_without_the_importance_correction_the_loss_gets_no_sampler_ratio(tmp_pa
 
 def test_vllms_weight_sync_leaves_bf16_base_weights_bit_identical(tmp_path, tok, fake_vllm):
     # TRL's sync merges LoRA, sends the weights and unmerges: in bf16 that unmerge alone would leave rounding in W
-    trainer = vllm_trainer(tmp_path, tok, model=lora_model(torch.bfloat16), max_steps=1,
+    trainer = vllm_trainer(tmp_path, tok, model=lora_policy(dtype=torch.bfloat16)[0], max_steps=1,
                            vllm_importance_sampling_correction=False)
     model = trainer.accelerator.unwrap_model(trainer.model)
     frozen = {n: p.detach().clone() for n, p in model.named_parameters() if not p.requires_grad}

@@ -1,6 +1,7 @@
-"""Shared by the tests of whole command-line runs (tests/test_cli.py, tests/test_run_safety.py): the tiny
-run's settings (the embedded model on the CPU: 2 steps of 2 prompts x 4 completions, 8 evaluation
-problems x 2 samples), a folder's snapshot, and a guard that fails a test when the model loads."""
+"""Shared by the tests of whole runs (tests/test_cli.py, tests/test_run_safety.py, tests/test_export.py,
+tests/test_trackers.py): the tiny run's settings (the embedded model on the CPU: 2 steps of 2 prompts x 4
+completions, 8 evaluation problems x 2 samples), a folder's snapshot, and a guard that fails a test when the
+model loads."""
 
 from __future__ import annotations
 

@@ -141,6 +141,12 @@ def saah_advantages(advantages: torch.Tensor, response_mask, h_norm: torch.Tenso
     >>> torch.isclose(-a_t.sum() / 4, -(a * w).sum() / w.sum())    # verl's token mean of -A~ is S4's loss
     tensor(True)
     """
+    a_t, w, _ = _saah_advantages(advantages, response_mask, h_norm, alpha, loss_agg_mode)
+    return a_t, w
+
+
+def _saah_advantages(advantages, response_mask, h_norm, alpha, loss_agg_mode):
+    """:func:`saah_advantages` and the per-response advantages A_i (N,) it read, for the loss's metrics."""
     check_choice(loss_agg_mode, "loss_agg_mode", LOSS_AGG_MODES)
     a_i = response_advantages(advantages, response_mask)  # (N,)
     m = check_mask(response_mask, advantages.shape, "response_mask")  # (N, T)
@@ -148,7 +154,7 @@ def saah_advantages(advantages: torch.Tensor, response_mask, h_norm: torch.Tenso
     w = selective_horizon_weights(h_norm, m, a_i, alpha, selective=True)  # (N, T)
     # (S4) c = sum(m) / sum(w), or per response: mean_t(c w_t l_t) over the tokens = sum(w l) / sum(w)
     c = normaliser_factor(w, m, per_sequence=loss_agg_mode == "seq-mean-token-mean")  # () or (N, 1)
-    return advantages * (w * c).to(advantages.dtype), w
+    return advantages * (w * c).to(advantages.dtype), w, a_i
 
 
 def compute_policy_loss_saah(
@@ -207,7 +213,7 @@ def compute_policy_loss_saah(
         h_norm = surprisal_normalised_entropy(old_log_prob, m, vocab_size)  # (N, T)
     else:  # exact: H~_t = H_t / log V
         h_norm = normalise_entropy(as_real_tensor(entropy, "entropy", ndim=2).masked_fill(m == 0, 0.0), vocab_size)
-    a_t, w = saah_advantages(advantages, m, h_norm, alpha, loss_agg_mode)  # (N, T) each
+    a_t, w, a_i = _saah_advantages(advantages, m, h_norm, alpha, loss_agg_mode)  # (N, T), (N, T), (N,)
     try:
         from verl.trainer.ppo.core_algos import compute_policy_loss_vanilla  # verl: optional, not a dependency
     except ImportError as err:
@@ -217,7 +223,7 @@ def compute_policy_loss_saah(
                                                 response_mask=response_mask, loss_agg_mode=loss_agg_mode,
                                                 config=config, rollout_is_weights=rollout_is_weights)
     # (S5) the saah/* metrics
-    stats = weight_stats(w, m, response_advantages(advantages, m))
+    stats = weight_stats(w, m, a_i)
     metrics = {**metrics, SAAH_ALPHA: alpha, SAAH_W_MEAN_NEG: stats["w_mean_neg"],
                SAAH_EFFECTIVE_TOKENS_FRAC: stats["effective_tokens_frac"]}
     return loss, metrics
