@@ -29,6 +29,7 @@ It prints, in order of importance (later sections are skipped when --budget-s ru
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -128,7 +129,7 @@ def build_trainer(name: str, source: str, data: str | None, out: Path, smoke: bo
                       "max_completion_length=8", "n_train=16", "n_eval=8"]
     run, cfg = presets.build(preset, [*overrides, *sets], method=method, output_dir=str(out))
     trainer, tok, _ = pipeline.make_trainer(run, cfg, preset=preset)
-    return trainer, tok
+    return trainer, tok, run
 
 
 class StepTimer(TrainerCallback):
@@ -160,7 +161,7 @@ def step_section(label: str, name: str, source: str, data, out: Path, smoke: boo
                  preset: str | None = None) -> dict:
     """Train `steps` steps of a preset; per-step wall times and the peak memory."""
     reset_peak()
-    trainer, tok = build_trainer(name, source, data, out, smoke, [f"max_steps={steps}", *sets], preset=preset)
+    trainer, tok, run = build_trainer(name, source, data, out, smoke, [f"max_steps={steps}", *sets], preset=preset)
     timer = StepTimer()
     trainer.add_callback(timer)
     trainer.train()
@@ -171,7 +172,8 @@ def step_section(label: str, name: str, source: str, data, out: Path, smoke: boo
            "completions": f"{cfg.generation_batch_size} x {cfg.max_completion_length} tokens"}
     print(f"  {label:<34} first step {t[0]:7.2f} s, then {steady:7.2f} s/step ({row['completions']}); "
           f"peak {row['peak']}", flush=True)
-    return {"row": row, "trainer": trainer, "tok": tok}
+    # the run as measured, named by its architecture (its model is the folder the weights were loaded from)
+    return {"row": row, "trainer": trainer, "tok": tok, "run": dataclasses.replace(run, model=name)}
 
 
 def estimates(row: dict, run, cfg, device_name: str, bf16: bool) -> list[str]:
@@ -418,8 +420,8 @@ def main(argv=None) -> int:
         folder = runs / f"more-{len(report['sections']['more'])}"
         run = step_section(label, name, src, data, folder, smoke, 3 if preset else 2, sets, preset)
         if preset and not smoke:  # the estimates (qae_lab.memory, qae_lab.gpu_time) beside the measured row
-            built = presets.build(preset, [f"model={name}"], output_dir=str(folder / "estimate"))
-            for line in estimates(run["row"], *built, torch.cuda.get_device_name(), torch.cuda.is_bf16_supported()):
+            for line in estimates(run["row"], run["run"], run["trainer"].args, torch.cuda.get_device_name(),
+                                  torch.cuda.is_bf16_supported()):
                 print(f"  {'':<34} {line}", flush=True)
         report["sections"]["more"].append({**run["row"], "model": how})
         del run

@@ -25,6 +25,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from accelerate.utils import broadcast_object_list
+
 from qae_lab import export
 from qae_lab.checkpoints import SAFE_ON_RESUME, latest_complete_checkpoint
 from qae_lab.methods import METHODS, PARTNERS, method_settings
@@ -168,6 +170,22 @@ def _as_sets(values: dict[str, Any]) -> list[str]:
                           else str(value)) for name, value in values.items()]
 
 
+def _main_process_folder(cfg) -> str:
+    r"""The main process's ``cfg.output_dir``, the run folder every process of a launch must share.
+
+    Each process builds its settings, and a new run's default folder is named from the clock
+    (``runs/<preset>-<timestamp>``): processes that reach it at different seconds would each plan a folder of
+    their own, and the others' checkpoint files would miss the main one's checkpoints. One process: its own.
+
+    >>> from qae_lab.presets import build
+    >>> _main_process_folder(build("cpu-demo", output_dir="/tmp/x")[1])
+    '/tmp/x'
+    """
+    if cfg.world_size <= 1:  # reading it sets up the processes, as the Trainer will
+        return cfg.output_dir
+    return broadcast_object_list([cfg.output_dir], from_process=0)[0]
+
+
 def plan(args) -> dict[str, Any]:
     r"""Everything ``train`` checks before anything loads: settings, the run folder, the checkpoint to resume.
 
@@ -222,6 +240,9 @@ def plan(args) -> dict[str, Any]:
     else:
         preset = choose_preset(preset, (file_values or {}).get("preset"), f"config file {config}")
         run, cfg = build(preset, sets, method, output_dir=args.output_dir, config=config, args=flags)
+        shared = _main_process_folder(cfg)
+        if shared != cfg.output_dir:  # this process named a new run's folder at another second: take the main one's
+            run, cfg = build(preset, sets, method, output_dir=shared, config=config, args=flags)
         ready = plan_run(cfg.output_dir, overwrite=args.overwrite).require()
     if run.task == "gsm8k" and (run.gsm8k_path or os.environ.get("QAE_LAB_GSM8K_DIR")):
         load_records(run)  # a local data file is read now (seconds): its errors name the file, line and field

@@ -42,7 +42,8 @@ from qae_lab.methods import method_name
 from qae_lab.models import EMBEDDED_MODELS, load_policy, resolve_name
 from qae_lab.project import REPOSITORY_URL
 from qae_lab.runfolder import (CHECKPOINT_NAME, CONFIG_NAME, EVAL_AFTER, EVAL_BEFORE, LOG_NAME, MODEL_DIR,
-                               STAGING_DIR, RunFolderError, held_run, read_json, read_log, step_rows)
+                               STAGING_DIR, RunFolderError, held_run, is_run_name, read_json, read_log, run_files,
+                               step_rows)
 
 __all__ = ["DTYPES", "Source", "find_source", "load_trained", "model_card", "export_run", "push", "save_model",
            "add_arguments", "main"]
@@ -161,7 +162,7 @@ def _check_out(out: Path, source: Source, overwrite: bool) -> None:
     if where == run or run.is_relative_to(where) or where.is_relative_to(source.weights.resolve()):
         raise RunFolderError(f"out {out} would hold or replace the run folder {source.run_dir}/ or its "
                              f"{source.weights.name}/: choose a folder beside them (e.g. {run}/export)")
-    if where.parent == run and (where.name in (MODEL_DIR, STAGING_DIR) or CHECKPOINT_NAME.match(where.name)):
+    if is_run_name(where.name) and (where.parent == run or run_files(where.parent)):  # this run's, or another's
         raise RunFolderError(f"out {out}: {where.name} is a name the run folder uses; choose another (e.g. export)")
     if not out.exists():
         return

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["CONFIG_NAME", "LOG_NAME", "SUPERSEDED_NAME", "REPORT_NAME", "EVAL_BEFORE", "EVAL_AFTER", "MODEL_DIR",
-           "STAGING_DIR", "CHECKPOINT_NAME", "RunFolderError", "fsync_dir", "atomic_write_text", "read_json", "jsonable", "append_line",
+           "STAGING_DIR", "CHECKPOINT_NAME", "RunFolderError", "is_run_name", "fsync_dir", "atomic_write_text", "read_json", "jsonable", "append_line",
            "read_log_lines", "read_log", "step_rows", "run_files", "held_run", "claim_fresh", "versions", "save_config",
            "write_config"]
 
@@ -259,6 +259,17 @@ def run_files(folder: str | os.PathLike) -> list[str]:
     if not folder.is_dir():
         return []
     return sorted(p.name for p in folder.iterdir() if p.name in _RUN_FILES or CHECKPOINT_NAME.match(p.name))
+
+
+def is_run_name(name: str) -> bool:
+    r"""Whether a run folder uses ``name``: a file or folder a run writes (:func:`run_files`), its staging folder,
+    or where a resume sets a finished run's results aside (``finished-step<S>``).
+
+    >>> [is_run_name(n) for n in ("model", "checkpoint-3", ".staging", "finished-step2-2", "export")]
+    [True, True, True, True, False]
+    """
+    return (name in _RUN_FILES or name == STAGING_DIR or bool(CHECKPOINT_NAME.match(name))
+            or re.match(r"^finished-step\d+(-\d+)?$", name) is not None)
 
 
 def held_run(folder: str | os.PathLike) -> str | None:

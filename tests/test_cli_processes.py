@@ -49,3 +49,22 @@ def test_two_processes_write_one_run_and_resume_it(tmp_path):
     assert (out / "checkpoint-3").is_dir() and (out / "model").is_dir()
     assert json.loads((out / "config.json").read_text())["trainer"]["max_steps"] == 3
     assert not (out / ".staging").exists()
+
+
+@pytest.mark.slow(seconds=25)
+def test_two_processes_without_an_output_dir_share_the_main_ones_folder(tmp_path):
+    # a new run's default folder is named from the clock; the second process starts 1.5 s late, so it would name
+    # another folder (and write its checkpoint files there) if it did not take the main process's
+    launcher = tmp_path / "late_second_process.py"
+    launcher.write_text("import os, sys, time\n"
+                        "if os.environ['RANK'] == '1':\n    time.sleep(1.5)\n"
+                        "from qae_lab.cli import main\nsys.exit(main(['train', *sys.argv[1:]]))\n")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                           str(launcher), "--preset", "cpu-demo", "--max_steps", "1", "--evaluate", "false", *TINY],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    folders = list((tmp_path / "runs").iterdir())
+    assert len(folders) == 1, folders
+    assert (folders[0] / "checkpoint-1" / "rng_state_1.pth").is_file()  # the second process's, in the one folder
+    assert [r["step"] for r in step_rows(read_log(folders[0]))] == [1]

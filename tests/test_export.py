@@ -199,6 +199,19 @@ def test_an_export_never_writes_over_anything(full_run, tmp_path, monkeypatch):
     assert {p: p.stat().st_mtime_ns for p in full_run.rglob("*")} == snapshot
 
 
+def test_an_export_never_takes_a_name_a_run_folder_uses(full_run, tmp_path):
+    other = tmp_path / "other"  # another run: its model/ must not be renamed aside and replaced, even with --overwrite
+    (other / "model").mkdir(parents=True)
+    (other / "model" / "weights.bin").write_text("theirs")
+    (other / "log.jsonl").write_text('{"step": 1}\n')
+    for out in (other / "model", other / "checkpoint-3", other / ".staging", full_run / "finished-step2",
+                full_run / "eval_after.json"):
+        code, _, err = _cli(full_run, out, "--overwrite")
+        assert code == 2 and "is a name the run folder uses" in err, (out, err)
+    assert (other / "model" / "weights.bin").read_text() == "theirs" and not (full_run / "finished-step2").exists()
+    assert _cli(full_run, tmp_path / "plain" / "model")[0] == 0  # "model" in a folder that holds no run is fine
+
+
 def test_a_run_without_weights_is_refused_naming_what_is_missing(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"run": {"model": "embedded"}, "trainer": {}}))
     with pytest.raises(RunFolderError, match=r"has no model/ \(the run was interrupted, or trained with "
