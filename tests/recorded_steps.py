@@ -128,6 +128,40 @@ def grad_fingerprint(grads: dict[str, torch.Tensor], n: int = 8) -> dict[str, to
             "projections": directions @ flat}
 
 
+# Tolerances for comparing today's float32 arithmetic with the recording machine's. The loss and its gradient
+# pass through float32 (the advantages and old log-probs are float32), so each gradient element carries a
+# rounding error of a few float32 ulps of its own size, and another CPU's kernels (other SIMD widths, other
+# summation orders) round differently. A projection r . g over the whole gradient then differs by about
+# r . dg ~ N(0, |dg|^2), i.e. by a few eps32 * |g|: its error is relative to the gradient's norm, not to the
+# projection's own value (which can be small by cancellation: 0.013 for one direction of grpo_sparse, where
+# a second machine's value differed by 2.6e-7, 3.5 eps32 * |g|). ROUNDING_ULPS = 32 leaves a margin of about
+# 9 over the largest difference seen between two machines, and stays 40 times below a planted error of 1e-4
+# relative to the gradient (tests/test_trainer_recorded.py checks that such an error still fails).
+EPS32 = torch.finfo(torch.float32).eps
+ROUNDING_ULPS = 32
+
+
+def fingerprint_mismatch(got: dict, want: dict) -> list[str]:
+    """Where two gradient fingerprints (:func:`grad_fingerprint`) differ beyond float32 rounding; empty when
+    they agree. Per-parameter norms: relative to each norm; projections: relative to the whole gradient's norm."""
+    if got["names"] != want["names"]:
+        return [f"parameters differ: {got['names']} vs {want['names']}"]
+    scale = float(want["norms"].double().norm())  # |g|, from the recorded per-parameter norms
+    tol = ROUNDING_ULPS * EPS32
+    bad = []
+    norm_err = (got["norms"].double() - want["norms"].double()).abs()
+    worst = int((norm_err / want["norms"].double().abs().clamp(min=1e-300)).argmax())
+    if not bool((norm_err <= tol * want["norms"].double().abs()).all()):
+        bad.append(f"norm of {want['names'][worst]}: {float(got['norms'][worst])!r} vs {float(want['norms'][worst])!r} "
+                   f"(relative tolerance {tol:.2e})")
+    proj_err = (got["projections"].double() - want["projections"].double()).abs()
+    if not bool((proj_err <= tol * scale).all()):
+        j = int(proj_err.argmax())
+        bad.append(f"projection {j}: differs by {float(proj_err[j]):.3e} > {tol * scale:.3e} "
+                   f"({ROUNDING_ULPS} eps32 x |g| = {scale:.4f})")
+    return bad
+
+
 def record(path: Path = PATH) -> dict:
     """Run every case through the trainer of this checkout and save what it computed."""
     from step_setup import tiny_model
