@@ -212,6 +212,25 @@ def test_trainer_logs_the_ledger_of_its_own_update(tmp_path, tok, baseline, spar
         assert got["dh_hard_neg"] == 0.0 and got["dh_easy_pos"] == 0.0 and got["dh_hard_pos"] != 0.0
 
 
+def test_a_live_k_change_moves_the_ledgers_regime_split(tmp_path, tok):
+    # config K = 0.4, then K = 0.6 set live: the fourth prompt (2 of 4 correct, p = 0.5) is hard under 0.4 and easy
+    # under 0.6, so each response's regime, and the ledger's hard/easy split, must follow the K in force
+    trainer = make_trainer(tmp_path, tok, loss_type="bnpo", baseline="mean", sparse_update=False, quantile_k=0.4)
+    trainer.set_knobs(quantile_k=0.6)
+    inputs = trainer._generate_and_score_completions(rows(REWARDS))
+    counts = torch.tensor(REWARDS).view(-1, G).sum(1)
+    assert inputs["prompt_hard"].tolist() == hard_regime(counts, G, 0.6).repeat_interleave(G).tolist()
+    assert inputs["prompt_hard"].tolist() != hard_regime(counts, G, 0.4).repeat_interleave(G).tolist()
+    trainer._compute_loss(trainer.model, inputs)
+    got = {part: trainer._metrics["train"][f"ledger/{part}"][-1] for part in LEDGER_PARTS}
+    adv = ref_advantages(REWARDS, G, "mean", 0.6, "paper", "group", 1e-4)
+    want = _reference_from_forward(trainer, inputs, adv, k=0.6)
+    assert got == pytest.approx(want, rel=1e-5, abs=1e-7)
+    stale = _reference_from_forward(trainer, inputs, adv, k=0.4)  # the split the config's K would give
+    assert got["dh_easy"] != pytest.approx(stale["dh_easy"], rel=1e-3)
+    assert trainer._metrics["train"]["qae/hard_frac"][-1] == 0.5  # two of the four prompts
+
+
 def test_trainer_ledger_uses_the_horizon_weights_the_loss_applies(tmp_path, tok):
     """SA-AH: the negative rows' tokens carry A_i w_t c, so their part shrinks against alpha = 0."""
     parts = {}

@@ -7,7 +7,9 @@ import pytest
 import torch
 from step_setup import REWARDS, assert_same_grads, make_trainer, qae_advantages, reference_grads, rows, trainer_grads
 
+from qae_lab.advantages import advantage_stats
 from qae_lab.knobs import Knobs
+from qae_lab.methods import ADVANTAGE_STAT_METRICS
 
 
 # ---------------------------------------------------------------- 4. live knobs
@@ -26,6 +28,18 @@ def test_set_knobs_k_changes_next_advantages_and_metric(tmp_path, tok):
     assert metrics["qae/k"] == [0.4, 0.6]
     assert metrics["qae/hard_frac"] == [1.0, 0.0] and metrics["qae/easy_frac"] == [0.0, 1.0]
     assert metrics["qae/quantile_baseline"] == [1.0, 1.0]
+    # every regime statistic of the second step is K = 0.6's, not the config's 0.4 (the regime of each response,
+    # prompt_hard, is what the ledger splits by: tests/test_ledger.py follows it into the loss)
+    r = torch.tensor(rewards)
+    for k, step in ((0.4, 0), (0.6, 1)):
+        stats = advantage_stats(r, torch.tensor(qae_advantages(rewards, k=k)), 4, k, success_threshold=0.5)
+        for key, name in ADVANTAGE_STAT_METRICS.items():
+            assert metrics[name][step] == pytest.approx(stats[key]), (name, k)
+    trainer.set_knobs(quantile_k=0.4)
+    trainer.set_knobs(quantile_k=0.6)
+    assert trainer._generate_and_score_completions(rows(rewards))["prompt_hard"].tolist() == [False] * 16
+    trainer.set_knobs(quantile_k=0.4)
+    assert trainer._generate_and_score_completions(rows(rewards))["prompt_hard"].tolist() == [True] * 16
     trainer.set_knobs(baseline="mean")
     third = trainer._generate_and_score_completions(rows(rewards))["advantages"]
     assert third.tolist() == pytest.approx(qae_advantages(rewards, baseline="mean"), abs=1e-6)
