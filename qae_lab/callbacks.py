@@ -55,10 +55,12 @@ to ``trainer.set_knobs`` before every step, and ends training at a step boundary
 from __future__ import annotations
 
 import json
+import os
 import time
 import typing
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from transformers import TrainerCallback
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
@@ -69,11 +71,15 @@ from qae_lab.methods import QAE_ZERO_ADV_FRAC
 from qae_lab.resume import FRESH, ResumePlan, plan_run
 from qae_lab.runfolder import (
     CONFIG_NAME,
+    EVAL_AFTER,
     LOG_NAME,
+    MODEL_DIR,
     SUPERSEDED_NAME,
     RunFolderError,
+    RunLock,
     append_line,
     atomic_write_text,
+    fsync_dir,
     jsonable,
     read_json,
     read_log_lines,
@@ -86,7 +92,7 @@ from qae_lab.runfolder import (
 if typing.TYPE_CHECKING:
     from qae_lab.controls import Controls
 
-__all__ = ["RunLogger", "pending_plan", "CompactProgress", "use_compact_progress", "LiveKnobs", "TrainOutcome",
+__all__ = ["RunLogger", "run_logger", "pending_plan", "CompactProgress", "use_compact_progress", "LiveKnobs", "TrainOutcome",
            "train_resumable"]
 
 
@@ -120,18 +126,35 @@ class RunLogger(TrainerCallback):
     [(1, 0.5)]
     """
 
-    def __init__(self, preset: str | None = None, run: dict | None = None, plan: ResumePlan | None = None):
+    def __init__(self, preset: str | None = None, run: dict | None = None, plan: ResumePlan | None = None,
+                 lock: RunLock | None = None):
         self.preset, self.run = preset, dict(run or {})
         self.plan, self.followed = plan, None
+        self.lock = lock  # the run folder's lock (qae_lab.resume.claim took it); taken here for a start of its own
+        self.hold_lock = False  # True: whoever set it lets go (qae_lab.run.train, after the run's last write)
         self.start = None
         self.resume_event: dict | None = None
-        self.resume_extra: dict = {}  # further facts for the resume event (e.g. what the CLI set aside)
+        self.resume_extra: dict = {}  # further facts for the resume event
+
+    def release_lock(self, *, force: bool = False) -> None:
+        """Let go of the run folder's lock, unless someone else holds it for longer (``hold_lock``; ``force``)."""
+        if self.lock is not None and (force or not self.hold_lock):
+            self.lock.release()
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.start = time.time()
         if not state.is_world_process_zero:
             return
         out = Path(args.output_dir)
+        if self.lock is None or not self.lock.held:  # a start of its own (no claim, or a second start): lock first
+            self.lock = RunLock(out).acquire()
+        try:
+            self._begin(out, args, state)
+        except BaseException:
+            self.release_lock()  # refused or failed before training: the folder is free again
+            raise
+
+    def _begin(self, out: Path, args, state) -> None:
         plan, self.plan = self.plan, None  # a plan serves one start
         if plan is None:  # on its own: the one planner, from what the trainer has loaded
             plan = plan_run(out, resume=state.global_step or None, history=list(state.log_history),
@@ -147,15 +170,22 @@ class RunLogger(TrainerCallback):
         else:
             self.resume_event = self._continue(out, args, state, plan)
 
+    def on_train_end(self, args, state, control, **kwargs):
+        self.release_lock()
+
     def _continue(self, out: Path, args, state, plan: ResumePlan) -> dict:
         step, changes = state.global_step, plan.changed
         config_path = out / CONFIG_NAME
-        stored = read_json(config_path, "run config") if config_path.exists() else None
+        stored = read_json(config_path, "run config", expect=dict) if config_path.exists() else None
         rows, cut = read_log_lines(out / LOG_NAME)
         kept, later, restored = resume_log(rows, step, list(state.log_history))
+        # the checkpoint has loaded (weights, optimizer, schedule; its RNG state was checked by the plan): only now
+        # does the resume change the folder, so a resume refused or failing while loading leaves it as it was
+        moved = (_set_aside_finished(out, plan.finished_at)
+                 if plan.finished_at is not None and plan.trains_on else {})
         event = {"event": "resume", "step": step, "time": time.time(), "changed": changes,
                  "superseded_steps": [r["step"] for r in step_rows(later)], "restored_steps": restored,
-                 "cut_line": cut is not None, **self.resume_extra}
+                 "cut_line": cut is not None, **moved, **self.resume_extra}
         if later or cut is not None:  # kept beside the log before the log drops them
             for row in later:
                 append_line(out / SUPERSEDED_NAME, row)
@@ -185,6 +215,36 @@ class RunLogger(TrainerCallback):
         append_line(Path(args.output_dir) / LOG_NAME, row)
 
 
+def _set_aside_finished(out: Path, step: int) -> dict[str, Any]:
+    """Before a finished run trains on: its after-training evaluation and model move to ``finished-step<S>/``
+    (a new name if that exists), renamed, not copied. Returns what moved where (for the resume event)."""
+    done = [out / name for name in (EVAL_AFTER, MODEL_DIR) if (out / name).exists()]
+    if not done:
+        return {}
+    aside, n = out / f"finished-step{step}", 1
+    while aside.exists():
+        n += 1
+        aside = out / f"finished-step{step}-{n}"
+    aside.mkdir()
+    for path in done:
+        os.rename(path, aside / path.name)
+    fsync_dir(out)
+    print(f"the run had finished at step {step}: its {', '.join(p.name for p in done)} moved to {aside}", flush=True)
+    return {"set_aside": [p.name for p in done], "set_aside_to": aside.name}
+
+
+def run_logger(trainer) -> RunLogger | None:
+    r"""The trainer's :class:`RunLogger`, or None.
+
+    >>> import types
+    >>> logger = RunLogger()
+    >>> run_logger(types.SimpleNamespace(callback_handler=types.SimpleNamespace(callbacks=[logger]))) is logger
+    True
+    """
+    loggers = [cb for cb in trainer.callback_handler.callbacks if isinstance(cb, RunLogger)]
+    return loggers[0] if loggers else None
+
+
 def pending_plan(trainer) -> ResumePlan | None:
     r"""The plan the trainer's :class:`RunLogger` will follow when training next begins (None: none given, or
     already followed): what :class:`qae_lab.live.LiveRun` resumes.
@@ -196,8 +256,8 @@ def pending_plan(trainer) -> ResumePlan | None:
     >>> pending_plan(trainer).resume_from
     'runs/x/checkpoint-2'
     """
-    loggers = [cb for cb in trainer.callback_handler.callbacks if isinstance(cb, RunLogger)]
-    return loggers[0].plan if loggers else None
+    logger = run_logger(trainer)
+    return logger.plan if logger is not None else None
 
 
 class CompactProgress(ProgressCallback):
@@ -334,4 +394,8 @@ def train_resumable(trainer, resume_from_checkpoint: str | None = None) -> Train
                                 f"interrupted again while saving checkpoint-{step}: that save was abandoned; "
                                 + (f"the latest complete checkpoint is {latest.name}" if latest
                                    else "the run has no complete checkpoint to resume"))
+        finally:  # training ended without on_train_end: the run folder's lock goes here (unless held for longer)
+            logger = run_logger(trainer) if hasattr(trainer, "callback_handler") else None
+            if logger is not None:
+                logger.release_lock()
     return TrainOutcome(False, None, trainer.state.global_step)

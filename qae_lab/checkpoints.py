@@ -1,6 +1,7 @@
-r"""Checkpoints in a run folder, and the rules of a resume. Pure: files and JSON, no torch import.
+r"""Checkpoints in a run folder, and the rules of a resume. Files and JSON; torch only loads a checkpoint's
+torch files to check them (:func:`checkpoint_problems` with ``load=True``).
 
-* A checkpoint is complete when :func:`checkpoint_problems` finds nothing missing or cut short;
+* A checkpoint is complete when :func:`checkpoint_problems` finds nothing missing, cut short or unloadable;
   :class:`qae_lab.trainer.QAETrainer` stages every save and publishes it in one rename
   (:func:`publish_dir`), so a ``checkpoint-N`` folder is never half written; a resume takes the
   latest complete one (:func:`latest_complete_checkpoint`).
@@ -14,15 +15,19 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import struct
 import time
 import zipfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import torch
+
 from qae_lab.runfolder import CHECKPOINT_NAME, LOG_NAME, RunFolderError, fsync_dir, read_log_lines, step_rows
 
-__all__ = ["SAFE_ON_RESUME", "checkpoint_problems", "checkpoints", "latest_complete_checkpoint", "publish_dir",
+__all__ = ["SAFE_ON_RESUME", "checkpoint_problems", "safetensors_problem", "checkpoints", "latest_complete_checkpoint", "publish_dir",
            "resume_changes", "check_resume_point", "finished_step", "resume_log"]
 
 
@@ -36,6 +41,11 @@ SAFE_ON_RESUME = {
     "disable_tqdm": "display only",
     "report_to": "where metrics are also sent",
     "compile_generation": "speed only (the same sampling distribution, compiled or eager)",
+    "push_to_hub": "where the model is also sent",
+    "hub_strategy": "where the model is also sent",
+    "hub_private_repo": "where the model is also sent",
+    "hub_always_push": "where the model is also sent",
+    "hub_revision": "where the model is also sent",
 }
 _NOT_SETTINGS = {"output_dir", "logging_dir", "run_name", "command", "build", "hub_model_id"}
 
@@ -53,8 +63,15 @@ def _zip_problem(path: Path) -> str | None:
     return None
 
 
-def _safetensors_problem(path: Path) -> str | None:
-    """A safetensors file: 8-byte header length, a JSON header, then exactly the tensors' bytes."""
+def safetensors_problem(path: Path) -> str | None:
+    r"""What is wrong with a safetensors file (None: its structure is whole): an 8-byte header length, a JSON
+    header naming each tensor's byte range, then exactly the tensors' bytes. Cheap: reads the header only.
+
+    >>> import tempfile
+    >>> p = Path(tempfile.mkdtemp()) / "model.safetensors"; _ = p.write_bytes(b"\x05" + bytes(7) + b"[1,2]")
+    >>> safetensors_problem(p)
+    'model.safetensors is damaged (its header is not a map of tensors)'
+    """
     size = path.stat().st_size
     try:
         with path.open("rb") as f:
@@ -62,27 +79,49 @@ def _safetensors_problem(path: Path) -> str | None:
             if n > size - 8:
                 return f"{path.name} is cut short (header of {n} bytes in a {size}-byte file)"
             header = json.loads(f.read(n))
-    except (struct.error, json.JSONDecodeError, UnicodeDecodeError, OSError) as err:
-        return f"{path.name} is damaged ({type(err).__name__}: {err})"
-    end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"), default=0)
+    except (struct.error, json.JSONDecodeError, UnicodeDecodeError, OSError, RecursionError) as err:
+        return f"{path.name} is damaged ({type(err).__name__}: {str(err)[:120]})"
+    try:
+        end = max((int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"), default=0)
+    except (AttributeError, KeyError, TypeError, IndexError, ValueError):
+        return f"{path.name} is damaged (its header is not a map of tensors)"
     if 8 + n + end != size:
         return f"{path.name} is cut short ({size} bytes, {8 + n + end} expected)"
     return None
 
 
-def checkpoint_problems(checkpoint: str | os.PathLike) -> list[str]:
+# what a resume loads besides the weights (transformers' Trainer names): without them it would go on with a fresh
+# optimizer, a restarted schedule or other random draws, and say nothing
+_RESUME_STATE = {"optimizer.pt": "Adam's moments", "scheduler.pt": "the learning-rate schedule's position"}
+_WEIGHTS = ("model.safetensors", "adapter_model.safetensors", "model.safetensors.index.json")
+_PICKLED_WEIGHTS = ("pytorch_model.bin", "adapter_model.bin", "pytorch_model.bin.index.json")
+
+
+def _is_rng_file(name: str) -> bool:
+    return name == "rng_state.pth" or (name.startswith("rng_state_") and name.endswith(".pth"))
+
+
+def checkpoint_problems(checkpoint: str | os.PathLike, *, load: bool = False, resume: bool = True) -> list[str]:
     r"""What is missing or damaged in a Trainer checkpoint folder; empty when it can be resumed.
 
-    Checks that ``trainer_state.json`` parses and names its step, that model weights are there,
-    and that every JSON, torch (``.pt``/``.pth``/``.bin``) and safetensors file in it is whole
-    (their structure, read cheaply: a cut file is caught, a bit flip inside the data is not).
+    A checkpoint is complete when every file a resume needs is there and whole: ``trainer_state.json``
+    naming its step, the weights as safetensors (pickled ``pytorch_model.bin`` weights are never loaded),
+    ``optimizer.pt``, ``scheduler.pt`` and the RNG state (``rng_state.pth``, or one per process); and every
+    JSON, torch (``.pt``/``.pth``/``.bin``) and safetensors file in it is whole (their structure, read
+    cheaply: a cut file is caught, a bit flip inside the data is not). With ``load=True`` each torch file is
+    also loaded as the Trainer loads it (``torch.load(weights_only=True)``, its numpy allow-list; memory-mapped,
+    so a large optimizer state costs little), so that one holding anything but tensors (a crafted pickle) or
+    failing to load is named here, before a resume starts, instead of inside ``torch.load`` halfway in.
+    ``resume=False`` asks only for what an export reads: the state and whole weights, no optimizer or RNG state.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()) / "checkpoint-4"; d.mkdir()
     >>> _ = (d / "trainer_state.json").write_text('{"global_step": 4'); _ = (d / "optimizer.pt").write_bytes(b"PK..")
     >>> for p in checkpoint_problems(d): print(p)
     trainer_state.json is damaged (not JSON: Expecting ',' delimiter: line 1 column 18 (char 17))
-    no model weights (model.safetensors, adapter_model.safetensors, pytorch_model.bin or a sharded index)
+    no model weights (model.safetensors, adapter_model.safetensors or a sharded model.safetensors.index.json)
+    scheduler.pt is missing (the learning-rate schedule's position)
+    no RNG state (rng_state.pth): the resumed run would draw other samples than an uninterrupted one
     optimizer.pt is damaged or cut short (BadZipFile: File is not a zip file; 4 bytes)
     """
     folder = Path(checkpoint)
@@ -94,17 +133,28 @@ def checkpoint_problems(checkpoint: str | os.PathLike) -> list[str]:
         problems.append("trainer_state.json is missing")
     else:
         try:
-            step = json.loads(state.read_text(encoding="utf-8")).get("global_step")
-            if not isinstance(step, int):
-                problems.append("trainer_state.json names no global_step")
-        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as err:
+            data = json.loads(state.read_text(encoding="utf-8"))
+            step = data.get("global_step") if isinstance(data, dict) else None
+            if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+                problems.append("trainer_state.json names no global_step (a whole number >= 0)")
+            elif not isinstance(data.get("log_history", []), list):
+                problems.append("trainer_state.json is damaged (its log_history is not a list)")
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
             problems.append(f"trainer_state.json is damaged (not JSON: {err})")
+        except RecursionError:
+            problems.append("trainer_state.json is damaged (nested too deep to read)")
     names = {p.name for p in folder.iterdir()}
-    weights = {"model.safetensors", "adapter_model.safetensors", "pytorch_model.bin", "adapter_model.bin",
-               "model.safetensors.index.json", "pytorch_model.bin.index.json"}
-    if not names & weights:
-        problems.append("no model weights (model.safetensors, adapter_model.safetensors, pytorch_model.bin or "
-                        "a sharded index)")
+    if not names & set(_WEIGHTS):
+        pickled = sorted(names & set(_PICKLED_WEIGHTS))
+        problems.append(f"no model weights (model.safetensors, adapter_model.safetensors or a sharded "
+                        f"model.safetensors.index.json)" + (f"; {', '.join(pickled)} holds pickled weights, which "
+                                                             f"qae_lab never loads" if pickled else ""))
+    for name, what in _RESUME_STATE.items() if resume else ():
+        if name not in names:
+            problems.append(f"{name} is missing ({what})")
+    if resume and not any(_is_rng_file(n) for n in names):
+        problems.append("no RNG state (rng_state.pth): the resumed run would draw other samples than an "
+                        "uninterrupted one")
     for path in sorted(folder.iterdir()):
         if not path.is_file() or path.name == "trainer_state.json":
             continue
@@ -113,18 +163,42 @@ def checkpoint_problems(checkpoint: str | os.PathLike) -> list[str]:
                 json.loads(path.read_text(encoding="utf-8"))
             except (json.JSONDecodeError, UnicodeDecodeError) as err:
                 problems.append(f"{path.name} is damaged (not JSON: {err})")
+            except RecursionError:
+                problems.append(f"{path.name} is damaged (nested too deep to read)")
         elif path.suffix in (".pt", ".pth", ".bin"):
-            problems.append(_zip_problem(path))
+            cut = _zip_problem(path)
+            problems.append(cut if cut or not load or path.suffix == ".bin" else _load_problem(path))
         elif path.suffix == ".safetensors":
-            problems.append(_safetensors_problem(path))
-    for index in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
-        if index in names:
-            try:
-                shards = set(json.loads((folder / index).read_text(encoding="utf-8"))["weight_map"].values())
-                problems += [f"{s} (listed in {index}) is missing" for s in sorted(shards - names)]
-            except (json.JSONDecodeError, KeyError, AttributeError, UnicodeDecodeError):
-                pass  # reported above as damaged JSON, or an index without a weight map
+            problems.append(safetensors_problem(path))
+    index = "model.safetensors.index.json"
+    if index in names:
+        try:
+            shards = set(json.loads((folder / index).read_text(encoding="utf-8"))["weight_map"].values())
+            problems += [f"{s} (listed in {index}) is missing" for s in sorted(shards - names)]
+        except (json.JSONDecodeError, KeyError, AttributeError, TypeError, UnicodeDecodeError, RecursionError):
+            pass  # reported above as damaged JSON, or an index without a weight map
     return [p for p in problems if p]
+
+
+# what transformers' Trainer allows a resume's torch files beside tensors (its trainer_pt_utils.safe_globals): the
+# numpy arrays and dtypes of the RNG state
+_NUMPY_CORE = getattr(np, "_core", None) or np.core
+_NUMPY_GLOBALS = [_NUMPY_CORE.multiarray._reconstruct, np.ndarray, np.dtype, type(np.dtype(np.uint32))]
+
+
+def _load_problem(path: Path) -> str | None:
+    """Load a torch file as transformers' Trainer loads a resume's optimizer, scheduler and RNG state
+    (``weights_only=True``, numpy's arrays allowed); None when it loads, else what went wrong."""
+    try:
+        with torch.serialization.safe_globals(_NUMPY_GLOBALS):
+            torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except pickle.UnpicklingError as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        return (f"{path.name} holds more than tensors and plain values, which a resume never unpickles "
+                f"(refused by torch's weights-only loader: {first[:160]})")
+    except Exception as err:  # noqa: BLE001 -- any failure to load is the file's problem, named
+        return f"{path.name} does not load ({type(err).__name__}: {str(err)[:160]})"
+    return None
 
 
 def checkpoints(folder: str | os.PathLike) -> list[tuple[int, Path]]:
@@ -142,20 +216,22 @@ def checkpoints(folder: str | os.PathLike) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
-def latest_complete_checkpoint(folder: str | os.PathLike) -> tuple[Path | None, list[str]]:
-    r"""The run folder's latest checkpoint with no :func:`checkpoint_problems`, and a note per later damaged one.
+def latest_complete_checkpoint(folder: str | os.PathLike, *, load: bool = False,
+                               resume: bool = True) -> tuple[Path | None, list[str]]:
+    r"""The run folder's latest checkpoint with no :func:`checkpoint_problems` (``load``: its torch files also
+    load; ``resume=False``: complete for an export), and a note per later one skipped, naming it and what is wrong.
 
     Returns:
-        ``(path or None, notes)``: each note names a skipped checkpoint and what is wrong with it.
+        ``(path or None, notes)``.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()); (d / "checkpoint-6").mkdir()
-    >>> latest_complete_checkpoint(d)
-    (None, ['checkpoint-6 skipped: trainer_state.json is missing; no model weights (model.safetensors, adapter_model.safetensors, pytorch_model.bin or a sharded index)'])
+    >>> latest_complete_checkpoint(d)[1][0][:63]
+    'checkpoint-6 skipped: trainer_state.json is missing; no model w'
     """
     notes = []
     for _step, path in reversed(checkpoints(folder)):
-        problems = checkpoint_problems(path)
+        problems = checkpoint_problems(path, load=load, resume=resume)
         if not problems:
             return path, notes
         notes.append(f"{path.name} skipped: " + "; ".join(problems))
@@ -234,13 +310,14 @@ def resume_changes(stored: dict, trainer: dict, run: dict, *, checkpoint_step: i
     return changes
 
 
-def check_resume_point(output_dir: str | os.PathLike, step: int) -> None:
+def check_resume_point(output_dir: str | os.PathLike, step: int, *, skipped=()) -> None:
     r"""Refuse to resume a run folder from step ``step`` when that would train logged, kept steps again.
 
     Allowed: the latest complete checkpoint of a run that was interrupted (steps logged after it
     were never saved, so they are trained again and their old rows kept aside), or any step of a
-    finished run's last checkpoint. Refused: a checkpoint older than a later complete one, or older
-    than the end of a finished run; the message says how to go on.
+    finished run's last checkpoint. Refused: a checkpoint older than a later complete one (``skipped``: names of
+    later checkpoints already found incomplete, e.g. whose files do not load), or older than the end of a finished
+    run; the message says how to go on.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp())
@@ -252,7 +329,7 @@ def check_resume_point(output_dir: str | os.PathLike, step: int) -> None:
     qae_lab.runfolder.RunFolderError: the run in .../ finished at step 4, after checkpoint-2: ...
     """
     out = Path(output_dir)
-    later = [s for s, path in checkpoints(out) if s > step and not checkpoint_problems(path)]
+    later = [s for s, path in checkpoints(out) if s > step and path.name not in skipped and not checkpoint_problems(path)]
     if later:
         raise RunFolderError(
             f"{out}/checkpoint-{step} is not the run's latest checkpoint (checkpoint-{later[-1]} is): resuming it in "

@@ -34,8 +34,8 @@ from qae_lab.presets import (PRESET_DIR, PRESETS, RunArgs, build, choose_preset,
                              fields, resolve)
 from qae_lab.resume import plan_run
 from qae_lab.run import load_records, run_settings, train
-from qae_lab.runfolder import CONFIG_NAME, RunFolderError, jsonable
-from qae_lab.settings import read_config
+from qae_lab.runfolder import CONFIG_NAME, RunFolderError, RunLock, jsonable
+from qae_lab.settings import apply_env, check_env, read_config
 
 __all__ = ["main", "plan"]
 
@@ -118,13 +118,13 @@ def main(argv: list[str] | None = None) -> int:
     run, cfg = ready["run"], ready["cfg"]
     command = command_line(ready["preset"], ready["sets"], ready["method"], config=ready["config"],
                            args=ready["flags"])
-    for note in ready["notes"] if cfg.process_index == 0 else ():  # once, under several processes too
+    for note in ready["notes"] if cfg.process_index == 0 and not args.dry_run else ():  # once, under several too
         print(note, flush=True)
     if args.dry_run:
         print(json.dumps(_resolved(ready, run, cfg, command), indent=1, default=str))
         return 0
     recipe = {"preset": ready["preset"], "method": ready["method"], "sets": ready["sets"],
-              "config": ready["config_values"], "args": ready["flags"]}  # --resume rebuilds from these
+              "config": ready["config_values"], "args": ready["flags"], "env": ready["env"]}  # --resume rebuilds these
     try:  # the run follows the plan made above: a new run (its folder claimed first), or the resume of its checkpoint
         result = train(run, cfg, preset=ready["preset"], command=command, plan=ready["plan"], recipe=recipe)
     except KeyboardInterrupt:  # outside the training loop (loading, evaluation, a save): say what is on disk
@@ -140,13 +140,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _resolved(plan: dict, run: RunArgs, cfg, command: str) -> dict[str, Any]:
-    """What a dry run prints: the command, the RunArgs, and the resolved value of every overridden QAEConfig field."""
+    """What a dry run prints (one JSON object): the command, the RunArgs, the resolved value of every overridden
+    QAEConfig field, the env the run sets, and the plan's notes (what the run would do to its folder)."""
     _, overrides = resolve(plan["preset"], plan["sets"], plan["method"], config=plan["config_values"],
                            args=plan["flags"])
     trainer = {k: getattr(cfg, k) for k in overrides if k in field_types(type(cfg))}
     trainer.update(output_dir=cfg.output_dir, generation_batch_size=cfg.generation_batch_size,
                    steps_per_generation=cfg.steps_per_generation)
-    return {"command": command, "run": dataclasses.asdict(run), "trainer": trainer}
+    return {"command": command, "run": dataclasses.asdict(run), "trainer": trainer, "env": plan["env"],
+            "notes": plan["notes"]}
 
 
 def _sets_from_config(stored: dict, preset: str) -> list[str]:
@@ -213,15 +215,19 @@ def plan(args) -> dict[str, Any]:
     """
     preset, method, sets, built = args.preset, args.method, list(args.sets), {}
     config, flags = getattr(args, "config", None), list(getattr(args, "flags", None) or [])
-    file_values = read_config(config)[0] if config is not None else None
+    file_values, env = read_config(config) if config is not None else (None, {})
     if args.resume:
         if config is not None:
             raise ValueError("--resume rebuilds the run's own settings (its config.json): give --set or --NAME VALUE "
                              "for what may change, not --config")
+        if args.overwrite:
+            raise ValueError("--resume continues the run in its folder, --overwrite deletes it to start a new one: "
+                             "choose one")
+        named = {*fields().sets(sets), *fields().arguments(flags)}  # what this command itself says
 
         def own_settings(stored: dict, out: Path) -> dict[str, Any]:  # the run's recipe, then this command's values
-            nonlocal preset, method, sets, flags, file_values
-            recipe = (stored.get("run") or {}).get("build") or {}
+            nonlocal preset, method, sets, flags, file_values, env
+            recipe = _recipe(stored, out)
             preset = preset or recipe.get("preset") or stored.get("preset")
             if preset not in PRESETS:
                 raise RunFolderError(f"{out / CONFIG_NAME} does not say which preset built the run: give --preset "
@@ -231,8 +237,10 @@ def plan(args) -> dict[str, Any]:
             sets = [*(recipe["sets"] if "sets" in recipe else _sets_from_config(stored, preset)),
                     *_as_sets(fields().arguments(flags)), *sets]
             flags, file_values = list(recipe.get("args") or []), recipe.get("config")
+            env = check_env(recipe.get("env") or {}, f"{out / CONFIG_NAME} (the run's env)")
             built["run"], built["cfg"] = build(preset, sets, method, output_dir=str(out), config=file_values,
                                                args=flags)
+            _outgoing_named_again(built["cfg"], named, out)
             return run_settings(built["run"], built["cfg"])
 
         ready = plan_run(args.output_dir, resume=args.resume, settings=own_settings).require()
@@ -244,8 +252,65 @@ def plan(args) -> dict[str, Any]:
         if shared != cfg.output_dir:  # this process named a new run's folder at another second: take the main one's
             run, cfg = build(preset, sets, method, output_dir=shared, config=config, args=flags)
         ready = plan_run(cfg.output_dir, overwrite=args.overwrite).require()
+    busy = RunLock(cfg.output_dir).busy()  # another process writes the folder now: refused here, dry run included
+    if busy:
+        raise RunFolderError(busy)
+    # the env is set now, before the data check below and anything that loads (its variables are read later)
+    env_lines = apply_env(env)
     if run.task == "gsm8k" and (run.gsm8k_path or os.environ.get("QAE_LAB_GSM8K_DIR")):
         load_records(run)  # a local data file is read now (seconds): its errors name the file, line and field
+    notes = ready.lines() + [f"env: {line}" for line in env_lines] + _outgoing_lines(cfg)
     return {"run": run, "cfg": cfg, "preset": preset, "method": method, "sets": sets, "config": config,
-            "config_values": file_values, "flags": flags, "plan": ready, "resume": ready.checkpoint,
-            "notes": ready.lines(), "overwrite": args.overwrite}
+            "config_values": file_values, "flags": flags, "env": env, "plan": ready, "resume": ready.checkpoint,
+            "notes": notes, "overwrite": args.overwrite}
+
+
+# the settings through which a run sends data out of the machine, and the value that sends nothing
+_LOCAL_TRACKERS = ("none", "tensorboard")
+
+
+def _outgoing(cfg) -> dict[str, Any]:
+    """The settings of ``cfg`` that send data out: ``push_to_hub`` (with its ``hub_model_id``) and trackers other
+    than TensorBoard (which writes local files only)."""
+    out = {}
+    if cfg.push_to_hub:
+        out.update(push_to_hub=True, hub_model_id=cfg.hub_model_id)
+    trackers = [t for t in (cfg.report_to or []) if t not in _LOCAL_TRACKERS]
+    if trackers:
+        out["report_to"] = trackers
+    return out
+
+
+def _outgoing_named_again(cfg, named: set[str], out: Path) -> None:
+    r"""A resume sends data out only on settings this command names: each outgoing setting in force
+    (:func:`_outgoing`) that comes from the recorded run alone is refused, with the two ways on."""
+    unnamed = {k: v for k, v in _outgoing(cfg).items() if k not in named}
+    if unnamed:
+        said = ", ".join(f"{k}={v!r}" for k, v in unnamed.items())
+        again = " ".join(f"--set {s}" for s in _as_sets(unnamed))
+        raise RunFolderError(f"the run in {out}/ recorded settings that send data out ({said}); a resume takes "
+                             f"them only when this command names them again: add {again} to keep them, or "
+                             f"switch them off (--set push_to_hub=false --set report_to=none)")
+
+
+def _outgoing_lines(cfg) -> list[str]:
+    """The notes of a run that sends data out: where to."""
+    sent = _outgoing(cfg)
+    return [f"sends data out: {', '.join(f'{k}={v!r}' for k, v in sent.items())}"] if sent else []
+
+
+def _recipe(stored: dict, out: Path) -> dict[str, Any]:
+    """A stored run's recipe (``run.build``: preset, method, sets, config, args, env), its shape checked."""
+    recipe = (stored.get("run") or {}).get("build") or {}
+    where = f"{out / CONFIG_NAME}"
+    if not isinstance(recipe, dict):
+        raise RunFolderError(f"run config {where} is damaged (its run.build is not a mapping)")
+    kinds = {"preset": (str, type(None)), "method": (str, type(None)), "sets": list, "args": list,
+             "config": (dict, type(None)), "env": (dict, type(None))}
+    for key, kind in kinds.items():
+        if key in recipe and not isinstance(recipe[key], kind):
+            raise RunFolderError(f"run config {where} is damaged (its run.build.{key} is a {type(recipe[key]).__name__})")
+    for key in ("sets", "args"):
+        if any(not isinstance(item, str) for item in recipe.get(key) or []):
+            raise RunFolderError(f"run config {where} is damaged (its run.build.{key} holds a non-string)")
+    return recipe

@@ -7,6 +7,8 @@ help citing the paper it comes from. :class:`qae_lab.trainer.QAETrainer` reads i
 
 Departures from TRL, and why:
 
+* ``trust_remote_code`` (TRL's, also in ``model_init_kwargs``) is refused: it would run a model folder's
+  own Python code when TRL builds the reference model or a tokenizer.
 * Settings that neither transformers nor TRL range-checks (``temperature``, ``top_p``,
   ``learning_rate``, ``max_steps``, ...) are checked here first, each error naming the
   setting and its range: left alone they fail late, deep inside a step, or train silently
@@ -60,6 +62,8 @@ _SETTING_RANGES = {
     "top_k": _in(0, _INF, none=True),
     "repetition_penalty": _in(0, _INF, lo_open=True),
     "max_completion_length": _in(1, _INF),
+    "num_generations": _in(2, _INF),
+    "num_generations_eval": _in(1, _INF, none=True),
     "beta": _in(0, _INF),
     "epsilon": _in(0, _INF),
     "epsilon_high": _in(0, _INF, none=True),
@@ -77,7 +81,8 @@ _SETTING_RANGES = {
     "vllm_gpu_memory_utilization": _in(0, 1, lo_open=True),
     "vllm_tensor_parallel_size": _in(1, _INF),
 }
-_INT_SETTINGS = ("max_completion_length", "per_device_train_batch_size", "gradient_accumulation_steps",
+_INT_SETTINGS = ("max_completion_length", "num_generations", "num_generations_eval", "per_device_train_batch_size",
+                 "gradient_accumulation_steps",
                  "num_iterations", "steps_per_generation", "save_total_limit", "seed", "top_k", "max_steps",
                  "vllm_tensor_parallel_size")
 _VLLM_MODES = ("colocate", "server")
@@ -105,6 +110,19 @@ def _check_training_settings(cfg) -> None:
             bad.append(f"{name} must be {allowed}, got {getattr(cfg, name)!r}")
     if bad:
         raise ValueError("; ".join(bad))
+
+
+def _refuse_remote_code(cfg) -> None:
+    r"""Refuse the settings that would run a model folder's own Python code (``trust_remote_code``, also inside
+    ``model_init_kwargs``): TRL builds the reference model, reward models and tokenizers with it, and a model
+    folder's ``auto_map`` modelling file would then run in this process. qae_lab loads only architectures that
+    transformers itself implements (:mod:`qae_lab.models`), as safetensors."""
+    kwargs = cfg.model_init_kwargs if isinstance(cfg.model_init_kwargs, dict) else {}
+    if cfg.trust_remote_code or kwargs.get("trust_remote_code"):
+        where = "trust_remote_code" if cfg.trust_remote_code else "model_init_kwargs.trust_remote_code"
+        raise ValueError(f"{where}=true would run Python code shipped in a model folder (its modelling files), "
+                         f"which qae_lab never does: models load as transformers' own architectures, from "
+                         f"safetensors. Set {where} to false (the Qwen2.5 models need no remote code)")
 
 
 def _vllm_generates(cfg) -> None:
@@ -181,6 +199,7 @@ class QAEConfig(GRPOConfig):
 
     def __post_init__(self):
         _check_training_settings(self)  # before TRL's own checks, whose messages name fewer ranges
+        _refuse_remote_code(self)
         super().__post_init__()
         check_choice(self.baseline, "baseline", BASELINES)
         check_k(self.quantile_k, "quantile_k")

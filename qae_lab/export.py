@@ -36,7 +36,8 @@ from pathlib import Path
 import torch
 
 from qae_lab._checks import check_choice
-from qae_lab.checkpoints import checkpoint_problems, checkpoints, latest_complete_checkpoint, publish_dir
+from qae_lab.checkpoints import (checkpoint_problems, checkpoints, latest_complete_checkpoint, publish_dir,
+                                 safetensors_problem)
 from qae_lab.knobs import knob_changes
 from qae_lab.methods import method_name
 from qae_lab.models import EMBEDDED_MODELS, load_policy, resolve_name
@@ -46,7 +47,7 @@ from qae_lab.runfolder import (CHECKPOINT_NAME, CONFIG_NAME, EVAL_AFTER, EVAL_BE
                                step_rows)
 
 __all__ = ["DTYPES", "Source", "find_source", "load_trained", "model_card", "export_run", "push", "save_model",
-           "add_arguments", "main"]
+           "add_arguments", "main", "model_problems"]
 
 DTYPES = ("bfloat16", "float16", "float32")
 _WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "adapter_model.safetensors")
@@ -71,16 +72,19 @@ def _weights(run_dir: Path, checkpoint: int | str | None) -> Path:
     if checkpoint is None:
         weights = run_dir / MODEL_DIR
         if not weights.is_dir():
-            latest, _ = latest_complete_checkpoint(run_dir)
+            latest, _ = latest_complete_checkpoint(run_dir, resume=False)
             raise RunFolderError(
                 f"{run_dir}/ has no {MODEL_DIR}/ (the run was interrupted, or trained with save_model=false) and "
                 + ("no complete checkpoint: nothing to export" if latest is None else
                    f"its latest complete checkpoint is {latest.name}: export that with --checkpoint latest"))
         if not any((weights / name).is_file() for name in _WEIGHTS):
             raise RunFolderError(f"{weights}/ holds no safetensors weights (one of {', '.join(_WEIGHTS)})")
+        damaged = model_problems(weights)
+        if damaged:
+            raise RunFolderError(f"{weights}/ is damaged: {'; '.join(damaged)}")
         return weights
     if checkpoint == "latest":
-        weights, notes = latest_complete_checkpoint(run_dir)
+        weights, notes = latest_complete_checkpoint(run_dir, resume=False)
         if weights is None:
             raise RunFolderError(f"{run_dir}/ has no complete checkpoint" + "".join(f"; {n}" for n in notes))
     elif isinstance(checkpoint, int) and not isinstance(checkpoint, bool):
@@ -91,10 +95,39 @@ def _weights(run_dir: Path, checkpoint: int | str | None) -> Path:
                                  f"(its checkpoints: {found})")
     else:
         raise ValueError(f"checkpoint must be None, a step (int) or 'latest', got {checkpoint!r}")
-    problems = checkpoint_problems(weights)
+    problems = checkpoint_problems(weights, resume=False)  # what an export reads: the state and whole weights
     if problems:
         raise RunFolderError(f"{weights}/ is not a complete checkpoint: {'; '.join(problems)}")
     return weights
+
+
+def model_problems(folder: Path) -> list[str]:
+    r"""What is cut short or damaged in a saved model folder (``model/``): its safetensors files and JSON files,
+    checked as a checkpoint's are (:func:`qae_lab.checkpoints.checkpoint_problems`), and the shards its index
+    lists; empty when it can be loaded.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp()); _ = (d / "model.safetensors").write_bytes(b"\x10" + bytes(7) + b"{}")
+    >>> model_problems(d)
+    ['model.safetensors is cut short (header of 16 bytes in a 10-byte file)']
+    """
+    problems = []
+    for path in sorted(folder.iterdir()):
+        if not path.is_file():
+            continue
+        if path.suffix == ".safetensors":
+            problems.append(safetensors_problem(path))
+        elif path.suffix == ".json":
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except (ValueError, UnicodeDecodeError, RecursionError) as err:
+                problems.append(f"{path.name} is damaged (not JSON: {str(err)[:100]})")
+                continue
+            if path.name.endswith(".index.json"):
+                shards = set((data.get("weight_map") or {}).values()) if isinstance(data, dict) else set()
+                problems += [f"{shard} (listed in {path.name}) is missing" for shard in sorted(shards)
+                             if not (folder / str(shard)).is_file()]
+    return [p for p in problems if p]
 
 
 def find_source(run_dir: str | os.PathLike, checkpoint: int | str | None = None) -> Source:
@@ -119,7 +152,10 @@ def find_source(run_dir: str | os.PathLike, checkpoint: int | str | None = None)
     if checkpoint is None and CHECKPOINT_NAME.match(run_dir.name):  # a checkpoint folder given as RUN_DIR
         run_dir, checkpoint = run_dir.parent, int(CHECKPOINT_NAME.match(run_dir.name).group(1))
     weights = _weights(run_dir, checkpoint)
-    config = read_json(run_dir / CONFIG_NAME, "run config") if (run_dir / CONFIG_NAME).is_file() else {}
+    config = read_json(run_dir / CONFIG_NAME, "run config", expect=dict) if (run_dir / CONFIG_NAME).is_file() else {}
+    for section in ("run", "trainer", "versions"):
+        if not isinstance(config.get(section) or {}, dict):
+            raise RunFolderError(f"run config {run_dir / CONFIG_NAME} is damaged (its {section!r} is not a mapping)")
     adapter = (weights / "adapter_config.json").is_file()
     base = (config.get("run") or {}).get("model")
     if base is None and adapter:
@@ -164,6 +200,10 @@ def _check_out(out: Path, source: Source, overwrite: bool) -> None:
                              f"{source.weights.name}/: choose a folder beside them (e.g. {run}/export)")
     if is_run_name(where.name) and (where.parent == run or run_files(where.parent)):  # this run's, or another's
         raise RunFolderError(f"out {out}: {where.name} is a name the run folder uses; choose another (e.g. export)")
+    if out.is_symlink():
+        raise RunFolderError(f"out {out} is a symbolic link (to {os.readlink(out)}): an export is written beside OUT "
+                             f"and renamed into place, which would replace the link, not fill its target; give the "
+                             f"folder itself")
     if not out.exists():
         return
     if not out.is_dir():

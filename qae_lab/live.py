@@ -45,7 +45,7 @@ from transformers.trainer_callback import PrinterCallback, ProgressCallback
 from transformers.utils.notebook import NotebookProgressCallback
 
 from qae_lab._checks import check_finite_scalar
-from qae_lab.callbacks import LiveKnobs, TrainOutcome, pending_plan
+from qae_lab.callbacks import LiveKnobs, TrainOutcome, pending_plan, run_logger
 from qae_lab.controls import Controls
 from qae_lab.methods import (
     LEDGER_PREFIX,
@@ -301,6 +301,9 @@ class LiveRun:
             self.messages.append_stderr(traceback.format_exc())
         finally:
             self.controls.finish(failed=self.error is not None)
+            logger = run_logger(self.trainer)
+            if logger is not None:  # training that failed never reached on_train_end: let go of the folder's lock
+                logger.release_lock()
 
     def _show(self, value) -> None:
         if isinstance(value, str):

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 import re
 import shlex
 import time
@@ -241,8 +240,7 @@ def resolve(preset: str | None = None, sets=(), method: str | None = None, *, co
         file_values = dict(config)
     elif config is not None:
         source = f"config file {config}"
-        file_values, env = read_config(config)
-        os.environ.update(env)
+        file_values, _env = read_config(config)  # its env: checked there, set by the command line (settings.apply_env)
     preset = choose_preset(preset, file_values.pop("preset", None), source)
     parser = fields()
     layers = [parser.typed(PRESETS[preset], f"preset {preset} ({PRESET_DIR / preset}.yaml)"),

@@ -16,7 +16,8 @@ decides nothing itself:
 The rules behind a refusal are :mod:`qae_lab.runfolder`'s (a new run never replaces another without
 ``overwrite``: :func:`~qae_lab.runfolder.held_run`) and :mod:`qae_lab.checkpoints`' (a damaged
 checkpoint, a change outside :data:`~qae_lab.checkpoints.SAFE_ON_RESUME`, a checkpoint older than the
-run's latest or than its end). Pure files and JSON: no torch, plotting or widget import.
+run's latest or than its end). Files and JSON (torch only to check that a checkpoint's files load):
+no plotting or widget import. :func:`claim` takes the run folder's :class:`~qae_lab.runfolder.RunLock`.
 
 >>> import tempfile
 >>> d = Path(tempfile.mkdtemp())
@@ -25,13 +26,18 @@ run's latest or than its end). Pure files and JSON: no torch, plotting or widget
 >>> _ = (d / "log.jsonl").write_text('{"step": 1, "reward": 0.5}\n')
 >>> p = plan_run(d); p.kind, "already holds a run (log.jsonl)" in p.reason
 ('refuse', True)
+>>> plan_run(d, overwrite=True).reason   # no run's marker: these files are not a run's to delete
+'--overwrite deletes only the files of a run: .../ holds log.jsonl, but no run wrote them ...'
+>>> _ = (d / ".qae_lab-run.json").write_text('{"qae_lab_run": 1}')
 >>> plan_run(d, overwrite=True).overwrite
 ('log.jsonl',)
 >>> plan_run(d, resume=True).reason
 '.../: no complete checkpoint in this run folder'
+>>> import torch
 >>> ckpt = d / "checkpoint-1"; ckpt.mkdir()
 >>> _ = (ckpt / "trainer_state.json").write_text('{"global_step": 1, "log_history": []}')
 >>> _ = (ckpt / "model.safetensors").write_bytes(b"\x02" + bytes(7) + b"{}")
+>>> for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth"): torch.save({}, ckpt / name)
 >>> p = plan_run(d, resume=True, settings={"trainer": {"max_steps": 4}, "run": {}})
 >>> p.kind, p.step, p.checkpoint.name, p.start_step
 ('resume', 1, 'checkpoint-1', 1)
@@ -57,14 +63,18 @@ from qae_lab.runfolder import (
     CHECKPOINT_NAME,
     CONFIG_NAME,
     LOG_NAME,
+    MARKER_NAME,
     SUPERSEDED_NAME,
     RunFolderError,
+    RunLock,
+    check_folder,
     claim_fresh,
     held_run,
     read_json,
     read_log_lines,
     run_files,
     step_rows,
+    unowned_files,
 )
 
 __all__ = ["FRESH", "RESUME", "REFUSE", "ResumePlan", "plan_run", "claim"]
@@ -206,10 +216,15 @@ def plan_run(folder: str | os.PathLike | None = None, *, resume: str | os.PathLi
         if resume is None or resume is False:
             if folder is None:
                 raise TypeError("a new run needs its run folder")
+            check_folder(folder)
             held = held_run(folder)
             if held and not overwrite:
                 raise RunFolderError(held)
-            return ResumePlan(FRESH, Path(folder), overwrite=tuple(run_files(folder)) if overwrite else ())
+            unowned = unowned_files(folder) if overwrite else None
+            if unowned:
+                raise RunFolderError(unowned)
+            return ResumePlan(FRESH, Path(folder), overwrite=tuple(n for n in run_files(folder) if n != MARKER_NAME)
+                              if overwrite else ())
         if overwrite:
             raise RunFolderError("--overwrite starts a new run; --resume continues one: choose one")
         return _resume(folder, resume, settings, history)
@@ -229,17 +244,19 @@ def _locate(folder, resume) -> tuple[Path, int, list[dict], list[str]]:
     if not p.exists():
         raise RunFolderError(f"{p}: no such folder to resume")
     notes: list[str] = []
+    if not p.is_dir():
+        raise RunFolderError(f"{p} is a file: give a run folder or one of its checkpoint-N folders to resume")
     if (p / "trainer_state.json").exists() or CHECKPOINT_NAME.match(p.name):
-        problems = checkpoint_problems(p)
+        problems = checkpoint_problems(p, load=True)
         if problems:
             raise RunFolderError(f"{p}: the checkpoint cannot be resumed: {'; '.join(problems)}")
         checkpoint = p
     else:
-        checkpoint, notes = latest_complete_checkpoint(p)
+        checkpoint, notes = latest_complete_checkpoint(p, load=True)
         if checkpoint is None:
             raise RunFolderError(f"{p}/: no complete checkpoint in this run folder"
                                  + (f" ({'; '.join(notes)})" if notes else ""))
-    state = read_json(checkpoint / "trainer_state.json", "checkpoint state")
+    state = read_json(checkpoint / "trainer_state.json", "checkpoint state", expect=dict)
     return checkpoint, state["global_step"], list(state.get("log_history", [])), notes
 
 
@@ -250,13 +267,20 @@ def _resume(folder, resume, settings: Settings, history) -> ResumePlan:
         raise RunFolderError(f"--resume continues its own run folder {out}/; --output-dir {folder} differs "
                              f"(to branch off, start a new run)")
     config = out / CONFIG_NAME
-    stored = read_json(config, "run config") if config.exists() or callable(settings) else None
+    stored = read_json(config, "run config", expect=dict) if config.exists() or callable(settings) else None
+    if stored is not None:
+        for section in ("trainer", "run"):
+            if not isinstance(stored.get(section, {}), dict):
+                raise RunFolderError(f"run config {config} is damaged (its {section!r} is not a mapping of settings)")
     wanted = settings(stored, out) if callable(settings) else settings
     changes = {}
     if stored is not None:
         wanted = wanted if wanted is not None else stored
         changes = resume_changes(stored, wanted.get("trainer") or {}, wanted.get("run") or {}, checkpoint_step=step)
-    check_resume_point(out, step)
+    try:
+        check_resume_point(out, step, skipped={note.split(" skipped: ")[0] for note in notes})
+    except RunFolderError as err:  # with the reason a later checkpoint was skipped, if one was
+        raise RunFolderError(". ".join([*notes, str(err)])) from None
     rows, cut = read_log_lines(out / LOG_NAME)
     _kept, later, restored = resume_log(rows, step, history if history is not None else log_history)
     finished = finished_step(out)
@@ -268,17 +292,50 @@ def _resume(folder, resume, settings: Settings, history) -> ResumePlan:
                       restored_steps=tuple(restored), cut_line=cut is not None)
 
 
-def claim(plan: ResumePlan) -> ResumePlan:
-    r"""Carry out a plan's claim on its folder before anything loads: a refused plan raises its reason; a fresh
-    one makes the folder and deletes the run it overwrites (:func:`qae_lab.runfolder.claim_fresh`, which
-    refuses a run that appeared since the plan was made); a resume touches nothing.
+def claim(plan: ResumePlan) -> RunLock:
+    r"""Carry out a plan's claim on its folder before anything loads, under the folder's lock; returns the
+    :class:`~qae_lab.runfolder.RunLock`, held (the run lets go of it when it has written its last file).
+
+    A refused plan raises its reason. The lock is taken first (another process writing the folder is refused,
+    named), then the plan is checked again against the folder as it now is: a fresh one makes the folder,
+    deletes the run it overwrites and writes the new run's marker (:func:`qae_lab.runfolder.claim_fresh`, which
+    refuses a run that appeared since the plan was made); a resume refuses a folder whose checkpoints or end
+    changed since (another process trained it on) and touches nothing.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()) / "run"
-    >>> claim(plan_run(d)).kind, d.is_dir()
-    ('fresh', True)
+    >>> lock = claim(plan_run(d)); lock.held, d.is_dir(), run_files(d)
+    (True, True, ['.qae_lab-run.json'])
+    >>> claim(plan_run(d, overwrite=True))
+    Traceback (most recent call last):
+    ...
+    qae_lab.runfolder.RunFolderError: .../run/ is being written by process ..., this very process: ...
+    >>> lock.release()
     """
     plan.require()
-    if plan.kind == FRESH:
-        claim_fresh(plan.folder, overwrite=bool(plan.overwrite))
-    return plan
+    lock = RunLock(plan.folder).acquire()
+    try:
+        if plan.kind == FRESH:
+            claim_fresh(plan.folder, overwrite=bool(plan.overwrite), lock=lock)
+        else:
+            now = _still_complete(plan)
+            if now:
+                raise RunFolderError(f"{plan.folder}/ changed since the resume was planned ({now}): plan it again")
+    except BaseException:
+        lock.release()
+        raise
+    return lock
+
+
+def _still_complete(plan: ResumePlan) -> str | None:
+    """What changed in a resumed folder between its plan and its claim (None: nothing that matters)."""
+    problems = checkpoint_problems(plan.checkpoint)
+    if problems:
+        return f"{plan.checkpoint.name}: {'; '.join(problems)}"
+    try:
+        check_resume_point(plan.folder, plan.step, skipped={note.split(" skipped: ")[0] for note in plan.notes})
+    except RunFolderError as err:
+        return str(err)
+    if finished_step(plan.folder) != plan.finished_at:
+        return f"the run now ends at step {finished_step(plan.folder)}"
+    return None

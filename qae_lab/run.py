@@ -34,7 +34,6 @@ from qae_lab.presets import RunArgs, build
 from qae_lab.resume import RESUME, ResumePlan, claim, plan_run
 from qae_lab.rewards import REWARDS
 from qae_lab.runfolder import (
-    EVAL_AFTER,
     MODEL_DIR,
     jsonable,
     read_log,
@@ -123,8 +122,10 @@ def train(run: RunArgs, cfg, *, preset: str | None = None, command: str | None =
     it, when planned with ``overwrite``), or a resume of the plan's checkpoint; a refused plan
     raises its reason before anything loads. Launched as several processes (``torchrun``,
     ``accelerate launch``), every process trains (each on the device the Trainer gives it) and the
-    main one alone writes the folder, evaluates (before and after, on its own device) and reports. Resuming a finished run (a larger ``max_steps``)
-    first moves its ``eval_after.json`` and ``model/`` to ``finished-step<S>/``.
+    main one alone writes the folder, evaluates (before and after, on its own device) and reports, holding the
+    folder's lock (:class:`~qae_lab.runfolder.RunLock`) from the claim to its last write. Resuming a finished
+    run (a larger ``max_steps``) moves its ``eval_after.json`` and ``model/`` to ``finished-step<S>/`` once the
+    checkpoint has loaded (:class:`~qae_lab.callbacks.RunLogger`), so a resume that fails leaves them in place.
 
     Returns:
         dict with ``output_dir``, ``interrupted``, ``checkpoint`` (when interrupted), ``global_step``,
@@ -173,8 +174,9 @@ def make_trainer(run: RunArgs, cfg, *, preset: str | None = None, command: str |
             settings by :func:`qae_lab.resume.plan_run` when None).
 
     The plan is carried out before anything loads (:func:`qae_lab.resume.claim`: a refused plan raises
-    its reason, a fresh one claims the folder; under several processes the main one claims it, after every
-    process has planned) and handed to the :class:`RunLogger`, and
+    its reason, a fresh one claims the folder, both under the folder's lock; under several processes the main
+    one claims it, after every process has planned) and handed to the :class:`RunLogger`, which holds the lock
+    until training ends (:func:`train` holds it to the run's last write), and
     :class:`qae_lab.live.LiveRun` resumes its checkpoint. The data is read before the model loads, so a
     bad data file fails in seconds.
 
@@ -197,17 +199,24 @@ def make_trainer(run: RunArgs, cfg, *, preset: str | None = None, command: str |
     device = str(cfg.device)
     state = PartialState()
     state.wait_for_everyone()  # every process has planned from the folder as it was; then the main one claims it
+    lock = None
     if state.is_main_process:
-        claim(plan)
+        lock = claim(plan)  # the folder's lock, held by the RunLogger until the run's last write
     else:
         plan.require()
-    train_recs, eval_recs = load_records(run)
-    model, tok = load_policy(run.model, dtype=run.dtype, device=device)
-    trainer = QAETrainer(model=model, reward_funcs=[REWARDS[run.reward]], args=cfg,
-                         train_dataset=to_grpo_dataset(train_recs), processing_class=tok,
-                         peft_config=lora_config(run.lora_r) if run.lora else None,
-                         callbacks=[RunLogger(preset=preset, run=run_record(run, cfg, command=command, recipe=recipe),
-                                              plan=plan), *callbacks])
+    try:
+        train_recs, eval_recs = load_records(run)
+        model, tok = load_policy(run.model, dtype=run.dtype, device=device)
+        logger = RunLogger(preset=preset, run=run_record(run, cfg, command=command, recipe=recipe), plan=plan,
+                           lock=lock)
+        trainer = QAETrainer(model=model, reward_funcs=[REWARDS[run.reward]], args=cfg,
+                             train_dataset=to_grpo_dataset(train_recs), processing_class=tok,
+                             peft_config=lora_config(run.lora_r) if run.lora else None,
+                             callbacks=[logger, *callbacks])
+    except BaseException:
+        if lock is not None:
+            lock.release()  # nothing trains: the folder is free again (a fresh claim leaves only its marker)
+        raise
     use_compact_progress(trainer)
     return trainer, tok, eval_recs
 
@@ -230,35 +239,22 @@ def run_settings(run: RunArgs, cfg) -> dict[str, Any]:
     return {"trainer": jsonable(cfg.to_dict()), "run": jsonable(run_record(run, cfg))}
 
 
-def _set_aside_finished(out: Path, step: int) -> dict[str, Any]:
-    """Before a finished run trains on: its after-training evaluation and model move to ``finished-step<S>/``
-    (a new name if that exists), renamed, not copied. Returns what moved where (for the resume event)."""
-    done = [out / name for name in (EVAL_AFTER, MODEL_DIR) if (out / name).exists()]
-    if not done:
-        return {}
-    aside, n = out / f"finished-step{step}", 1
-    while aside.exists():
-        n += 1
-        aside = out / f"finished-step{step}-{n}"
-    aside.mkdir()
-    for path in done:
-        os.rename(path, aside / path.name)
-    print(f"the run had finished at step {step}: its {', '.join(p.name for p in done)} moved to {aside}", flush=True)
-    return {"set_aside": [p.name for p in done], "set_aside_to": aside.name}
-
-
 def _run(run: RunArgs, cfg, preset, command, plan: ResumePlan, callbacks, recipe=None) -> dict[str, Any]:
     t0 = time.time()
-    out = Path(cfg.output_dir)
-    resuming, trains_on = plan.kind == RESUME, plan.trains_on  # a finished run resumed as it was trains nothing
     trainer, tok, eval_recs = make_trainer(run, cfg, preset=preset, command=command, callbacks=callbacks,
                                            recipe=recipe, plan=plan)
+    logger = next(cb for cb in trainer.callback_handler.callbacks if isinstance(cb, RunLogger))
+    logger.hold_lock = True  # held through the run's last write below, not only through training
+    try:
+        return _train_and_write(run, cfg, preset, command, plan, trainer, tok, eval_recs, t0)
+    finally:
+        logger.release_lock(force=True)
+
+
+def _train_and_write(run, cfg, preset, command, plan: ResumePlan, trainer, tok, eval_recs, t0) -> dict[str, Any]:
+    out = Path(cfg.output_dir)
+    resuming, trains_on = plan.kind == RESUME, plan.trains_on  # a finished run resumed as it was trains nothing
     main = trainer.is_world_process_zero()  # all processes train; the main one alone writes, evaluates, reports
-    if main and resuming and plan.finished_at is not None and trains_on:
-        moved = _set_aside_finished(out, plan.finished_at)
-        for cb in trainer.callback_handler.callbacks:
-            if isinstance(cb, RunLogger):
-                cb.resume_extra.update(moved)
     before = (evaluate_run(trainer.model, tok, eval_recs, run, cfg, out / "eval_before.json",
                            reuse=resuming) if run.evaluate and main else None)
     if before:

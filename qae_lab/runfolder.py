@@ -5,7 +5,13 @@ A run folder is someone's data. Three rules hold for everything qae_lab writes i
 1. **Nothing is replaced without an explicit choice.** A new run refuses a folder that holds
    another run's files (:func:`held_run`, asked by the one resume plan, :func:`qae_lab.resume.plan_run`;
    :func:`claim_fresh` carries a fresh plan out): resume it, pass ``overwrite=True``
-   (``--overwrite``), or pick another folder.
+   (``--overwrite``), or pick another folder. ``overwrite`` deletes only files a run wrote: a claimed
+   folder holds the run's own marker, ``.qae_lab-run.json`` (:func:`run_owned`), and a folder whose
+   run-named files no run can be shown to have written (a model folder's ``config.json``) is refused.
+   **One process at a time**: a run holds the folder's lock (:class:`RunLock`) from its claim until its last
+   write; a second process is refused, naming the holder (``.qae_lab-run.lock`` says who it is). The lock is
+   the operating system's (``flock`` on the folder), which dies with its process, so a killed run leaves no
+   lock behind.
 2. **Every write that can be interrupted leaves the old state or the new one, never half.**
    Small files are written to a temporary file and renamed over the old one
    (:func:`atomic_write_text`); checkpoints are written into ``.staging/checkpoint-N`` and renamed
@@ -28,6 +34,8 @@ Layout::
     report.html             the run's summary page (:mod:`qae_lab.report`)
     checkpoint-N/           complete, resumable Trainer checkpoints (:mod:`qae_lab.checkpoints`)
     .staging/               a checkpoint being written (removed by the next save)
+    .qae_lab-run.json       the run's marker, written when the folder is claimed (what --overwrite may delete)
+    .qae_lab-run.lock       who holds the folder's lock (process, host, command): there while a run writes
 
 This module is pure (files and JSON): no torch, transformers, plotting or widget import; the
 report page is drawn by :mod:`qae_lab.report`. Checkpoints and the rules of a resume: :mod:`qae_lab.checkpoints`; the callbacks that
@@ -36,24 +44,39 @@ write during training: :mod:`qae_lab.callbacks`.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
 import platform
 import re
 import shutil
+import socket
+import sys
+import time
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+try:  # the operating system's file locks (RunLock): fcntl on POSIX, msvcrt on Windows
+    import fcntl
+except ImportError:
+    fcntl = None
+try:
+    import msvcrt
+except ImportError:
+    msvcrt = None
+
 __all__ = ["CONFIG_NAME", "LOG_NAME", "SUPERSEDED_NAME", "REPORT_NAME", "EVAL_BEFORE", "EVAL_AFTER", "MODEL_DIR",
-           "STAGING_DIR", "CHECKPOINT_NAME", "RunFolderError", "is_run_name", "fsync_dir", "atomic_write_text", "read_json", "jsonable", "append_line",
-           "read_log_lines", "read_log", "step_rows", "run_files", "held_run", "claim_fresh", "versions", "save_config",
+           "STAGING_DIR", "MARKER_NAME", "LOCK_NAME", "CHECKPOINT_NAME", "RunFolderError", "is_run_name", "fsync_dir",
+           "atomic_write_text", "read_json", "jsonable", "append_line", "read_log_lines", "read_log", "step_rows",
+           "run_files", "run_owned", "check_folder", "held_run", "unowned_files", "RunLock", "claim_fresh", "versions", "save_config",
            "write_config"]
 
 CONFIG_NAME, LOG_NAME, SUPERSEDED_NAME, REPORT_NAME = "config.json", "log.jsonl", "log.superseded.jsonl", "report.html"
 EVAL_BEFORE, EVAL_AFTER, MODEL_DIR, STAGING_DIR = "eval_before.json", "eval_after.json", "model", ".staging"
-_RUN_FILES = (CONFIG_NAME, LOG_NAME, SUPERSEDED_NAME, EVAL_BEFORE, EVAL_AFTER, REPORT_NAME, MODEL_DIR)
+MARKER_NAME, LOCK_NAME = ".qae_lab-run.json", ".qae_lab-run.lock"
+_RUN_FILES = (CONFIG_NAME, LOG_NAME, SUPERSEDED_NAME, EVAL_BEFORE, EVAL_AFTER, REPORT_NAME, MODEL_DIR, MARKER_NAME)
 CHECKPOINT_NAME = re.compile(r"^checkpoint-(\d+)$")  # a Trainer checkpoint folder; group 1: its step
 
 
@@ -115,8 +138,10 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     return path
 
 
-def read_json(path: str | os.PathLike, what: str = "file") -> Any:
+def read_json(path: str | os.PathLike, what: str = "file", *, expect: type | None = None) -> Any:
     r"""A JSON file's content; a missing or damaged file raises :class:`RunFolderError` naming it.
+
+    ``expect``: the type the content must have (e.g. ``dict``); other content counts as damaged.
 
     >>> import tempfile
     >>> p = Path(tempfile.mkdtemp()) / "config.json"
@@ -134,9 +159,15 @@ def read_json(path: str | os.PathLike, what: str = "file") -> Any:
     except (OSError, UnicodeDecodeError) as err:
         raise RunFolderError(f"{what} {path} cannot be read ({err})") from None
     try:
-        return json.loads(text)
+        data = json.loads(text)
     except json.JSONDecodeError as err:
         raise RunFolderError(f"{what} {path} is damaged (not JSON: {err})") from None
+    except RecursionError:
+        raise RunFolderError(f"{what} {path} is damaged (nested too deep to read)") from None
+    if expect is not None and not isinstance(data, expect):
+        raise RunFolderError(f"{what} {path} is damaged (a JSON {expect.__name__} is needed, it holds a "
+                             f"{type(data).__name__})")
+    return data
 
 
 # ---------------------------------------------------------------- the log
@@ -197,12 +228,18 @@ def read_log_lines(path: str | os.PathLike) -> tuple[list[dict], str | None]:
         if not line.strip():
             continue
         try:
-            rows.append(json.loads(line))
+            row = json.loads(line)
         except json.JSONDecodeError as err:
             if i == len(lines) - 1 and not tail:
                 return rows, line
             raise RunFolderError(f"{path}: line {i + 1} is damaged (not JSON: {err}); only a cut last line "
                                  f"can come from an interruption") from None
+        except RecursionError:
+            raise RunFolderError(f"{path}: line {i + 1} is damaged (nested too deep to read)") from None
+        if not isinstance(row, dict):
+            raise RunFolderError(f"{path}: line {i + 1} is damaged (a log row is a JSON object, got "
+                                 f"{type(row).__name__})")
+        rows.append(row)
     # a last line without its newline is cut, even when it parses: its write did not finish
     return rows, (tail if tail.strip() else None)
 
@@ -245,10 +282,11 @@ def step_rows(rows: list[dict]) -> list[dict]:
             and "train_runtime" not in r]
 
 
-# ---------------------------------------------------------------- a fresh run, its config
+# ---------------------------------------------------------------- a fresh run: its folder, its marker, its lock
 
 def run_files(folder: str | os.PathLike) -> list[str]:
-    r"""The names in ``folder`` that a run writes (config, log, evaluations, report, model, checkpoints), sorted.
+    r"""The names in ``folder`` that a run writes (config, log, evaluations, report, model, checkpoints, the run's
+    marker), sorted.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()); (d / "notes.txt").touch(); (d / "log.jsonl").touch(); (d / "checkpoint-2").mkdir()
@@ -263,13 +301,63 @@ def run_files(folder: str | os.PathLike) -> list[str]:
 
 def is_run_name(name: str) -> bool:
     r"""Whether a run folder uses ``name``: a file or folder a run writes (:func:`run_files`), its staging folder,
-    or where a resume sets a finished run's results aside (``finished-step<S>``).
+    its lock, or where a resume sets a finished run's results aside (``finished-step<S>``).
 
-    >>> [is_run_name(n) for n in ("model", "checkpoint-3", ".staging", "finished-step2-2", "export")]
-    [True, True, True, True, False]
+    >>> [is_run_name(n) for n in ("model", "checkpoint-3", ".staging", "finished-step2-2", LOCK_NAME, "export")]
+    [True, True, True, True, True, False]
     """
-    return (name in _RUN_FILES or name == STAGING_DIR or bool(CHECKPOINT_NAME.match(name))
+    return (name in _RUN_FILES or name in (STAGING_DIR, LOCK_NAME) or bool(CHECKPOINT_NAME.match(name))
             or re.match(r"^finished-step\d+(-\d+)?$", name) is not None)
+
+
+def run_owned(folder: str | os.PathLike) -> bool:
+    r"""Whether a qae_lab run wrote the run-named files of ``folder``: it holds the run's own marker
+    (``.qae_lab-run.json``, written when a run claims the folder), or a ``config.json`` that is a run's (its
+    ``trainer`` settings and the library ``versions`` it ran with, qae_lab's among them: a run of a version
+    before markers). A model folder's ``config.json`` is neither: ``--overwrite`` never deletes it.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp()); _ = (d / "config.json").write_text('{"model_type": "qwen2"}'); run_owned(d)
+    False
+    >>> _ = (d / MARKER_NAME).write_text('{"qae_lab_run": 1}'); run_owned(d)
+    True
+    """
+    folder = Path(folder)
+    for name, sign in ((MARKER_NAME, lambda d: "qae_lab_run" in d),
+                       (CONFIG_NAME, lambda d: isinstance(d.get("trainer"), dict)
+                        and "qae_lab" in (d.get("versions") if isinstance(d.get("versions"), dict) else {}))):
+        try:
+            data = json.loads((folder / name).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+            continue
+        if isinstance(data, dict) and sign(data):
+            return True
+    return False
+
+
+def check_folder(folder: str | os.PathLike) -> Path:
+    r"""``folder`` as a run folder may be: not a file, not the file system's root, the home folder or a folder
+    above the current one (a run writes ``config.json``, ``model/`` and its checkpoints straight into it).
+    Returns the path; raises :class:`RunFolderError` naming it.
+
+    >>> check_folder("/")
+    Traceback (most recent call last):
+    ...
+    qae_lab.runfolder.RunFolderError: output_dir / is the file system's root: a run writes config.json, log.jsonl, model/ and checkpoints straight into its folder; give it a folder of its own (e.g. runs/my-run)
+    """
+    path = Path(folder)
+    if path.exists() and not path.is_dir():
+        raise RunFolderError(f"output_dir {folder} is a file, not a folder: give a folder for the run (a new one, "
+                             f"e.g. {path.with_name(path.name + '-run')})")
+    where = path.resolve()
+    why = ("the file system's root" if where == Path(where.anchor) else
+           "the home folder" if where == Path.home().resolve() else
+           "a folder above the current one" if Path.cwd().resolve().is_relative_to(where) and where != Path.cwd().resolve()
+           else None)
+    if why:
+        raise RunFolderError(f"output_dir {folder} is {why}: a run writes config.json, log.jsonl, model/ and "
+                             f"checkpoints straight into its folder; give it a folder of its own (e.g. runs/my-run)")
+    return path
 
 
 def held_run(folder: str | os.PathLike) -> str | None:
@@ -291,18 +379,218 @@ def held_run(folder: str | os.PathLike) -> str | None:
             f"(--output-dir).")
 
 
-def claim_fresh(folder: str | os.PathLike, *, overwrite: bool = False) -> list[str]:
-    r"""Make ``folder`` ready for a new run; refuse one that holds another run's files unless ``overwrite``.
+def unowned_files(folder: str | os.PathLike) -> str | None:
+    r"""Why ``--overwrite`` may not delete ``folder``'s run-named files (None: it may): they are there, but no run
+    can be shown to have written them (:func:`run_owned`).
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp()); _ = (d / "config.json").write_text('{"model_type": "qwen2"}')
+    >>> unowned_files(d)
+    '--overwrite deletes only the files of a run: .../ holds config.json, but no run wrote them ...'
+    """
+    found = [n for n in run_files(folder) if n != MARKER_NAME]
+    if not found or run_owned(folder):
+        return None
+    return (f"--overwrite deletes only the files of a run: {folder}/ holds {', '.join(found)}, but no run wrote "
+            f"them (no {MARKER_NAME} marker, and no {CONFIG_NAME} of a run): a model folder, or other data. "
+            f"Choose another --output-dir (or delete those files yourself).")
+
+
+def _holder() -> dict[str, Any]:
+    """Who takes a lock: this process, its host, since when, its command line."""
+    return {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "command": " ".join(sys.argv)[:300]}
+
+
+def _read_holder(path: Path) -> dict | None:
+    try:
+        h = json.loads(path.read_text(encoding="utf-8"))
+        return {"pid": int(h["pid"]), "host": str(h["host"]), "since": str(h["since"]), "command": str(h["command"])}
+    except (OSError, ValueError, TypeError, KeyError, RecursionError):
+        return None
+
+
+def _describe(path: Path) -> str:
+    """The holder a lock file names, in words."""
+    h = _read_holder(path)
+    if h is None:
+        return "another process (it has not written its name yet)"
+    mine = h["pid"] == os.getpid() and h["host"] == socket.gethostname()
+    return (f"process {h['pid']} on {h['host']} since {h['since']} ({h['command']})"
+            + (", this very process" if mine else ""))
+
+
+def _alive(path: Path) -> bool:
+    """Whether the holder a lock file names still runs (where there is no flock: same host, its pid alive)."""
+    h = _read_holder(path)
+    if h is None:
+        return False
+    if h["host"] != socket.gethostname():
+        return True  # another machine's process: nothing here can tell, so it counts as running
+    try:
+        os.kill(h["pid"], 0)  # POSIX only (this path never runs on Windows): signal 0 tests, sends nothing
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # it exists, under another user
+    return True
+
+
+class RunLock:
+    r"""The lock of a run folder: one process writes a run at a time.
+
+    :meth:`acquire` takes the operating system's exclusive lock on the folder itself (``flock`` on the
+    folder's descriptor) and then writes who holds it (process, host, since when, command) into
+    ``<folder>/.qae_lab-run.lock``; a second process (or a second trainer of the same process) is refused with
+    :class:`RunFolderError` naming that holder. :meth:`release` (or leaving a ``with`` block) deletes the file
+    and lets go, so a folder is left as it was, byte for byte, by a run that was refused or failed.
+
+    A lock left by a killed process does not block: the operating system drops a process's locks when it
+    ends, however it ends (SIGKILL, a crash, a closed notebook), so the folder is held by nobody and the next
+    run takes it, replacing the file the dead one left. Where ``flock`` is refused (some network and FUSE file
+    systems) the file alone is the lock, and a holder that no longer runs on this host is taken over; on
+    Windows the file is locked with ``msvcrt.locking``, which also dies with its process.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> with RunLock(d) as lock:
+    ...     RunLock(d).acquire()
+    Traceback (most recent call last):
+    ...
+    qae_lab.runfolder.RunFolderError: .../ is being written by process ..., this very process: ...
+    >>> RunLock(d).acquire().release(); sorted(p.name for p in d.iterdir())   # let go: nothing left behind
+    []
+    """
+
+    def __init__(self, folder: str | os.PathLike):
+        self.folder = Path(folder)
+        self.path = self.folder / LOCK_NAME
+        self._fd: int | None = None  # the locked descriptor (the folder's, or the lock file's)
+        self._file_only = False  # no flock on this file system: the lock file is the lock
+
+    @property
+    def held(self) -> bool:
+        """Whether this object holds the lock now."""
+        return self._fd is not None
+
+    def acquire(self) -> RunLock:
+        """Take the lock (the folder is made if missing); refuse, naming the holder, when another one holds it."""
+        if self._fd is not None:
+            return self
+        check_folder(self.folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        fd, taken = _lock_folder(self.folder)
+        if taken is None:  # this file system has no flock: the lock file decides
+            self._file_only = True
+            fd, taken = _lock_file(self.path)
+        if not taken:
+            raise RunFolderError(
+                f"{self.folder}/ is being written by {_describe(self.path)}: one run folder takes one process at a "
+                f"time. Wait until that run ends, or choose another --output-dir.")
+        try:
+            if not self._file_only:
+                atomic_write_text(self.path, json.dumps(_holder()) + "\n")
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        return self
+
+    def busy(self) -> str | None:
+        """Whether another holds the lock now: the refusal :meth:`acquire` would give, else None. Takes nothing and
+        writes nothing (a folder that does not exist is not busy), so a dry run can ask."""
+        if self._fd is not None or not self.folder.is_dir():
+            return None
+        fd, taken = _lock_folder(self.folder)
+        if fd is not None:
+            os.close(fd)
+        if taken is None:
+            taken = not (self.path.exists() and _alive(self.path))
+        return None if taken else (f"{self.folder}/ is being written by {_describe(self.path)}: one run folder takes "
+                                   f"one process at a time. Wait until that run ends, or choose another --output-dir.")
+
+    def release(self) -> None:
+        """Let go of the lock (a no-op when not held): the holder's file is deleted first, then the lock."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            self.path.unlink(missing_ok=True)
+        finally:
+            os.close(fd)  # closing the descriptor drops the operating system's lock
+
+    def __enter__(self) -> RunLock:
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def __del__(self):  # a lock object dropped while held: the descriptor (and so the lock) goes with it
+        if getattr(self, "_fd", None) is not None:
+            self.release()
+
+    def __repr__(self) -> str:
+        return f"RunLock({str(self.folder)!r}, held={self.held})"
+
+
+def _lock_folder(folder: Path) -> tuple[int | None, bool | None]:
+    """``(descriptor, taken)``: the operating system's exclusive lock on the folder; taken is False when another
+    holds it, None when it cannot be had here (Windows, or a file system without flock: descriptor None)."""
+    if fcntl is None:  # Windows: folders cannot be locked
+        return None, None
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None, False
+    except OSError as err:
+        os.close(fd)
+        if err.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL, errno.EBADF):
+            return None, None
+        raise
+    return fd, True
+
+
+def _lock_file(path: Path) -> tuple[int | None, bool]:
+    """Where folders cannot be locked: the lock file is the lock (Windows: locked with msvcrt, which dies with its
+    process; elsewhere: created exclusively, and taken over when the holder it names no longer runs on this
+    host). ``(descriptor, taken)``."""
+    if msvcrt is not None:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT)
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        except OSError:
+            os.close(fd)
+            return None, False
+    else:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
+        except FileExistsError:
+            if _alive(path):
+                return None, False
+            fd = os.open(path, os.O_RDWR | os.O_TRUNC)  # a dead holder's file: taken over
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.ftruncate(fd, 0)
+    os.write(fd, (json.dumps(_holder()) + "\n").encode())
+    os.fsync(fd)
+    return fd, True
+
+
+def claim_fresh(folder: str | os.PathLike, *, overwrite: bool = False, lock: RunLock | None = None) -> list[str]:
+    r"""Make ``folder`` ready for a new run, under its :class:`RunLock` (``lock``, held; taken here when None and
+    let go on return): refuse one that holds another run's files unless ``overwrite``, then write the run's marker.
 
     Other files in the folder are left alone. With ``overwrite=True`` the previous run's files
-    (:func:`run_files`, and a stale ``.staging``) are deleted: the caller chose that explicitly.
+    (:func:`run_files`, and a stale ``.staging``) are deleted: the caller chose that explicitly, and only when a
+    run wrote them (:func:`run_owned`; otherwise refused, :func:`unowned_files`).
 
     Returns:
         the names deleted (empty unless ``overwrite``).
 
     Raises:
-        RunFolderError: the folder holds a run and ``overwrite`` is False; the message lists the
-        files and the three ways on.
+        RunFolderError: the folder holds a run and ``overwrite`` is False (the message lists the files and the
+        three ways on), or ``overwrite`` meets files no run wrote, or another process holds the lock.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()); _ = (d / "log.jsonl").write_text('{"step": 1}\n')
@@ -310,19 +598,33 @@ def claim_fresh(folder: str | os.PathLike, *, overwrite: bool = False) -> list[s
     Traceback (most recent call last):
     ...
     qae_lab.runfolder.RunFolderError: .../ already holds a run (log.jsonl): ...
+    >>> claim_fresh(d, overwrite=True)
+    Traceback (most recent call last):
+    ...
+    qae_lab.runfolder.RunFolderError: --overwrite deletes only the files of a run: .../ holds log.jsonl, but no run wrote them ...
+    >>> _ = (d / MARKER_NAME).write_text('{"qae_lab_run": 1}')
     >>> claim_fresh(d, overwrite=True), run_files(d)
-    (['log.jsonl'], [])
+    (['log.jsonl'], ['.qae_lab-run.json'])
     """
-    folder = Path(folder)
-    held = held_run(folder)
-    if held and not overwrite:
-        raise RunFolderError(held)
-    found = run_files(folder)
-    for name in found:
-        path = folder / name
-        shutil.rmtree(path) if path.is_dir() else path.unlink()
-    shutil.rmtree(folder / STAGING_DIR, ignore_errors=True)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = check_folder(folder)
+    own = lock is None
+    lock = (lock or RunLock(folder)).acquire()
+    try:
+        held = held_run(folder)
+        if held and not overwrite:
+            raise RunFolderError(held)
+        unowned = unowned_files(folder) if overwrite else None
+        if unowned:
+            raise RunFolderError(unowned)
+        found = [n for n in run_files(folder) if n != MARKER_NAME]
+        for name in found:
+            path = folder / name
+            shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+        shutil.rmtree(folder / STAGING_DIR, ignore_errors=True)
+        atomic_write_text(folder / MARKER_NAME, json.dumps({"qae_lab_run": 1, "claimed": _holder()}) + "\n")
+    finally:
+        if own:
+            lock.release()
     return found if overwrite else []
 
 

@@ -35,6 +35,7 @@ import argparse
 import difflib
 import json
 import os
+import re
 import types
 import typing
 from enum import Enum
@@ -44,7 +45,7 @@ from typing import Any
 import torch
 import yaml
 
-__all__ = ["FieldParser", "read_config"]
+__all__ = ["FieldParser", "read_config", "ENV_ALLOWED", "check_env", "apply_env"]
 
 _NONE_WORDS = ("none", "null")
 # fields for which "none" is a value of their own, not None (TrainingArguments.report_to: no tracker)
@@ -203,14 +204,15 @@ def _tokens(value) -> list[str]:
 def read_config(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, str]]:
     r"""A YAML settings file: ``(its fields, untyped, with ``preset`` if it names one; its ``env`` mapping)``.
 
-    As in TRL's scripts, an ``env:`` mapping sets environment variables for the run (the caller sets
-    them). A file that is missing, not YAML, or not a mapping fails with its path.
+    As in TRL's scripts, an ``env:`` mapping names environment variables for the run; only those of
+    :data:`ENV_ALLOWED` are taken (:func:`check_env`), and the command line sets them (:func:`apply_env`). A file
+    that is missing, not YAML, or not a mapping of field names fails with its path.
 
     >>> import tempfile
     >>> p = Path(tempfile.mkdtemp()) / "run.yaml"
     >>> _ = p.write_text("preset: cpu-demo\nquantile_k: 0.6\nenv:\n  TOKENIZERS_PARALLELISM: false\n")
     >>> read_config(p)
-    ({'preset': 'cpu-demo', 'quantile_k': 0.6}, {'TOKENIZERS_PARALLELISM': 'False'})
+    ({'preset': 'cpu-demo', 'quantile_k': 0.6}, {'TOKENIZERS_PARALLELISM': 'false'})
     """
     path = Path(path)
     try:
@@ -219,12 +221,117 @@ def read_config(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, str]
         raise ValueError(f"config file {path}: cannot be read ({err.strerror})") from None
     except yaml.YAMLError as err:
         raise ValueError(f"config file {path}: not valid YAML ({err})") from None
+    except RecursionError:
+        raise ValueError(f"config file {path}: nested too deep to read") from None
     if loaded is None:
         loaded = {}
     if not isinstance(loaded, dict):
         raise ValueError(f"config file {path}: must hold a mapping of field names to values, got "
                          f"{type(loaded).__name__}")
+    keys = [k for k in loaded if not isinstance(k, str)]
+    if keys:
+        raise ValueError(f"config file {path}: every key must be a field name (a string), got {keys[0]!r} "
+                         f"({type(keys[0]).__name__})")
     env = loaded.pop("env", None) or {}
     if not isinstance(env, dict):
         raise ValueError(f"config file {path}: env must be a mapping of variable names to values, got {env!r}")
-    return loaded, {str(k): str(v) for k, v in env.items()}
+    return loaded, check_env(env, f"config file {path}")
+
+
+# variables an ``env:`` mapping may set: what reads each, after the settings are read (so setting it then works)
+ENV_ALLOWED = {
+    "TOKENIZERS_PARALLELISM": "the tokenizers library, when it first encodes in parallel",
+    "QAE_LAB_GSM8K_DIR": "qae_lab's GSM8K loader, when the data loads",
+    "PYTORCH_CUDA_ALLOC_CONF": "torch's CUDA memory allocator, at the first allocation",
+    "PYTORCH_ALLOC_CONF": "torch's memory allocator, at the first allocation",
+    "WANDB_*": "Weights & Biases, when training starts (report_to: wandb)",
+    "COMET_*": "Comet, when training starts (report_to: comet_ml)",
+    "MLFLOW_*": "MLflow, when training starts (report_to: mlflow)",
+    "TRACKIO_*": "Trackio, when training starts (report_to: trackio)",
+    "CLEARML_*": "ClearML, when training starts (report_to: clearml)",
+    "NEPTUNE_*": "Neptune, when training starts (report_to: neptune)",
+}
+# read when a library is imported or starts, which qae-lab does before it reads a config file: too early to matter
+_ENV_TOO_EARLY = {
+    "HF_*": "huggingface_hub and transformers, when they are imported",
+    "HUGGINGFACE_*": "huggingface_hub, when it is imported",
+    "TRANSFORMERS_*": "transformers, when it is imported",
+    "ACCELERATE_*": "accelerate, when it is imported",
+    "CUDA_VISIBLE_DEVICES": "CUDA, when it starts (importing the libraries may already start it)",
+    "OMP_NUM_THREADS": "torch's thread pools, when torch is imported",
+    "MKL_NUM_THREADS": "torch's thread pools, when torch is imported",
+    "XDG_CACHE_HOME": "the libraries' caches, when they are imported",
+}
+# never from a file: these change which code runs, or are credentials (a run records its env in config.json)
+_ENV_REFUSED = {
+    "LD_*": "it makes the dynamic linker load other code into every process",
+    "DYLD_*": "it makes the dynamic linker load other code into every process",
+    "PYTHON*": "it changes which Python code runs and how",
+    "PATH": "it changes which programs run",
+}
+_ENV_SECRETS = {"TOKEN", "KEY", "APIKEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIALS", "CREDENTIAL"}  # name parts
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _matching(name: str, table: dict[str, str]) -> str | None:
+    for pattern, words in table.items():
+        if name == pattern or (pattern.endswith("*") and name.startswith(pattern[:-1])):
+            return words
+    return None
+
+
+def check_env(env: dict, source: str = "env") -> dict[str, str]:
+    r"""An ``env:`` mapping checked against the allow-list, as ``{name: value}`` strings; the first variable that
+    may not be set this way is refused with the reason (``source`` names where it came from).
+
+    Allowed: the variables of :data:`ENV_ALLOWED`, which their readers read after the settings are (so setting
+    them then takes effect). Refused: ones that change which code runs (``LD_*``, ``DYLD_*``, ``PYTHON*``,
+    ``PATH``), credentials (``*_TOKEN``, ``*_KEY``, ...: a run records its env in ``config.json``), and ones read
+    when the libraries are imported, before any config file (``HF_HOME``, ``HF_HUB_OFFLINE``,
+    ``CUDA_VISIBLE_DEVICES``, ...: set those in the shell), unless the environment already holds that very value.
+
+    >>> check_env({"TOKENIZERS_PARALLELISM": False, "WANDB_PROJECT": "qae"})
+    {'TOKENIZERS_PARALLELISM': 'false', 'WANDB_PROJECT': 'qae'}
+    >>> check_env({"LD_PRELOAD": "/tmp/x.so"}, "config file run.yaml")
+    Traceback (most recent call last):
+    ...
+    ValueError: config file run.yaml: env: LD_PRELOAD may not be set from a file: it makes the dynamic linker load other code into every process
+    """
+    out = {}
+    for name, value in env.items():
+        if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
+            raise ValueError(f"{source}: env: {name!r} is not an environment variable's name")
+        if isinstance(value, (dict, list, tuple)) or value is None:
+            raise ValueError(f"{source}: env: {name} needs one plain value (a string, number or true/false), "
+                             f"got {value!r}")
+        text = "true" if value is True else "false" if value is False else str(value)
+        refused = _matching(name, _ENV_REFUSED)
+        if refused:
+            raise ValueError(f"{source}: env: {name} may not be set from a file: {refused}")
+        if _ENV_SECRETS & set(name.upper().split("_")):
+            raise ValueError(f"{source}: env: {name} looks like a credential, and a run records its env in its "
+                             f"config.json: set it in the shell, or log in (e.g. `hf auth login`, `wandb login`)")
+        early = _matching(name, _ENV_TOO_EARLY)
+        if early and os.environ.get(name) != text:
+            raise ValueError(f"{source}: env: {name} is read by {early}, before a config file is read, so setting it "
+                             f"here would change nothing: set it in the shell ({name}={text} python -m qae_lab ...)")
+        if not early and not _matching(name, ENV_ALLOWED):
+            allowed = ", ".join(ENV_ALLOWED)
+            raise ValueError(f"{source}: env: {name} is not among the variables a file may set ({allowed}): set "
+                             f"others in the shell")
+        out[name] = text
+    return out
+
+
+def apply_env(env: dict[str, str]) -> list[str]:
+    r"""Set the variables of a checked ``env:`` mapping (:func:`check_env`) in this process; returns one line per
+    variable, ``NAME=value (read by ...)``, for the run's notes.
+
+    >>> apply_env(check_env({"TOKENIZERS_PARALLELISM": "false"}))
+    ['TOKENIZERS_PARALLELISM=false (read by the tokenizers library, when it first encodes in parallel)']
+    """
+    lines = []
+    for name, value in check_env(env).items():
+        os.environ[name] = value
+        lines.append(f"{name}={value} (read by {_matching(name, ENV_ALLOWED) or _matching(name, _ENV_TOO_EARLY)})")
+    return lines

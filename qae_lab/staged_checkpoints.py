@@ -1,7 +1,7 @@
 r"""Checkpoints a run can always resume from: the ``Trainer`` overrides behind :class:`qae_lab.trainer.QAETrainer`.
 
 A mixin placed before TRL's ``GRPOTrainer`` in :class:`~qae_lab.trainer.QAETrainer`'s bases. It
-overrides three transformers ``Trainer`` methods, each calling transformers' own inside:
+overrides three transformers ``Trainer`` methods and one of TRL's, each calling the library's own inside:
 
 * ``train``: checks the checkpoint to resume before ``torch.load`` meets it
   (:func:`qae_lab.checkpoints.checkpoint_problems`); ``resume_from_checkpoint=True`` takes the
@@ -9,7 +9,9 @@ overrides three transformers ``Trainer`` methods, each calling transformers' own
   past (transformers' loop would run one step beyond it);
 * ``_save_checkpoint``: writes ``checkpoint-N`` into ``<output_dir>/.staging/`` and renames it
   into place when complete (:func:`qae_lab.checkpoints.publish_dir`), then rotates;
-* ``_get_output_dir``: points at ``.staging/`` while a checkpoint is being written.
+* ``_get_output_dir``: points at ``.staging/`` while a checkpoint is being written;
+* ``create_model_card`` (TRL's): the card goes into the staged checkpoint, never over a ``README.md`` of the
+  run folder's.
 
 So an interrupted save (a second Ctrl-C, a kill) never leaves a half ``checkpoint-N`` for a
 resume to pick (``tests/test_run_safety.py``'s kill test).
@@ -28,6 +30,28 @@ from qae_lab.checkpoints import checkpoint_problems, latest_complete_checkpoint,
 from qae_lab.runfolder import STAGING_DIR, RunFolderError
 
 __all__ = ["StagedCheckpoints"]
+
+
+class _Elsewhere:
+    """The trainer as TRL's ``create_model_card`` sees it, but with ``args.output_dir`` pointing elsewhere.
+
+    Nothing of the trainer changes (its ``args`` stay as they are, so another thread reading them sees the run
+    folder); every other attribute is the trainer's own."""
+
+    def __init__(self, trainer, folder: Path):
+        self._trainer = trainer
+        self.args = _ArgsElsewhere(trainer.args, folder)
+
+    def __getattr__(self, name):
+        return getattr(self._trainer, name)
+
+
+class _ArgsElsewhere:
+    def __init__(self, args, folder: Path):
+        self._args, self.output_dir = args, str(folder)
+
+    def __getattr__(self, name):
+        return getattr(self._args, name)
 
 
 class StagedCheckpoints:
@@ -50,13 +74,13 @@ class StagedCheckpoints:
         *complete* checkpoint of ``output_dir``.
         """
         if resume_from_checkpoint is True:
-            latest, notes = latest_complete_checkpoint(self.args.output_dir)
+            latest, notes = latest_complete_checkpoint(self.args.output_dir, load=True)
             if latest is None:
                 raise RunFolderError(f"resume_from_checkpoint=True: {self.args.output_dir}/ holds no complete "
                                      f"checkpoint" + (f" ({'; '.join(notes)})" if notes else ""))
             resume_from_checkpoint = str(latest)
         if resume_from_checkpoint:
-            problems = checkpoint_problems(resume_from_checkpoint)
+            problems = checkpoint_problems(resume_from_checkpoint, load=True)
             if problems:
                 raise RunFolderError(f"cannot resume from {resume_from_checkpoint}: " + "; ".join(problems))
             state = TrainerState.load_from_json(os.path.join(resume_from_checkpoint, "trainer_state.json"))
@@ -79,6 +103,24 @@ class StagedCheckpoints:
     def _get_output_dir(self, trial):
         out = super()._get_output_dir(trial)
         return os.path.join(out, STAGING_DIR) if self._staging else out
+
+    def create_model_card(self, *args, **kwargs):
+        """TRL's model card, written where it cannot replace a file of the user's.
+
+        TRL writes ``<output_dir>/README.md`` at every checkpoint save, over whatever ``README.md`` the folder
+        holds. Here the card goes into the staged checkpoint instead (``checkpoint-N/README.md``, published with
+        it); outside a save (``push_to_hub``) into ``<output_dir>/README.md`` only when no such file is there.
+        ``python -m qae_lab export`` writes a run's real model card (:func:`qae_lab.export.model_card`).
+        """
+        out = Path(self.args.output_dir)
+        if self._staging:
+            folder = out / STAGING_DIR / f"checkpoint-{self.state.global_step}"
+        elif not (out / "README.md").exists():
+            folder = out
+        else:
+            return None
+        folder.mkdir(parents=True, exist_ok=True)
+        return super().create_model_card.__func__(_Elsewhere(self, folder), *args, **kwargs)
 
     def _save_checkpoint(self, model, trial):
         """Write ``checkpoint-N`` into ``<output_dir>/.staging/`` and rename it into place when complete.

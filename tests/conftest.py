@@ -54,3 +54,17 @@ def tok():
     from qae_lab.models import load_policy
 
     return load_policy("embedded", device="cpu")[1]
+
+
+@pytest.fixture(scope="session")
+def saved_run(tmp_path_factory):
+    """A finished 4-step tiny run of the command line with a checkpoint every 2 steps (checkpoint-2, checkpoint-4),
+    made once per test process; tests copy it before they change anything in it."""
+    from tiny_runs import tiny_sets
+
+    from qae_lab.cli import main
+
+    out = tmp_path_factory.mktemp("saved") / "run"
+    assert main(["train", "--output-dir", str(out),
+                 *tiny_sets(["max_steps=4", "save_strategy=steps", "save_steps=2"])]) == 0
+    return out

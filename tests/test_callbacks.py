@@ -90,6 +90,9 @@ def test_resumed_logger_moves_lines_after_the_checkpoint_aside_and_a_fresh_run_r
     assert [r["step"] for r in step_rows(rows)] == [1, 2]
     assert rows[-1] == logger.resume_event and logger.resume_event["superseded_steps"] == [3]
     assert [r["step"] for r in read_log(tmp_path / SUPERSEDED_NAME)] == [3]  # kept, not deleted
+    with pytest.raises(RunFolderError, match="is being written by process .*, this very process"):
+        RunLogger().on_train_begin(_args(tmp_path), _state(0), None)  # while the first one trains
+    logger.on_train_end(_args(tmp_path), _state(2), None)
     with pytest.raises(RunFolderError, match="already holds a run"):
         RunLogger().on_train_begin(_args(tmp_path), _state(0), None)  # a fresh run in the same folder
     assert [r["step"] for r in step_rows(read_log(tmp_path))] == [1, 2]

@@ -32,6 +32,7 @@ def _checkpoint(folder: Path, step: int) -> Path:
     (ckpt / "trainer_state.json").write_text(json.dumps({"global_step": step, "log_history": []}))
     save_file({"w": torch.arange(64.0)}, str(ckpt / "model.safetensors"))
     torch.save({"state": {0: {"exp_avg": torch.ones(300)}}}, ckpt / "optimizer.pt")
+    torch.save({"last_epoch": step, "_last_lr": [1e-4]}, ckpt / "scheduler.pt")
     torch.save({"cpu": torch.get_rng_state()}, ckpt / "rng_state.pth")
     (ckpt / "config.json").write_text("{}")
     return ckpt
@@ -68,9 +69,52 @@ def test_missing_pieces_are_named(tmp_path):
     (ckpt / "model.safetensors").unlink()
     assert checkpoint_problems(ckpt) == [
         "trainer_state.json is missing",
-        "no model weights (model.safetensors, adapter_model.safetensors, pytorch_model.bin or a sharded index)"]
+        "no model weights (model.safetensors, adapter_model.safetensors or a sharded model.safetensors.index.json)"]
     (ckpt / "optimizer.pt").write_bytes(b"")  # a save killed right after creating the file
     assert any("optimizer.pt is damaged" in p for p in checkpoint_problems(ckpt))
+
+
+def test_a_checkpoint_without_what_a_resume_loads_is_incomplete(tmp_path):
+    # issue 31, finding 3: without optimizer.pt, scheduler.pt and rng_state.pth a resume trained on with a fresh
+    # optimizer and schedule (lr 1e-4 where it had reached 0), and said nothing
+    ckpt = _checkpoint(tmp_path, 4)
+    for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth"):
+        (ckpt / name).unlink()
+    assert checkpoint_problems(ckpt) == [
+        "optimizer.pt is missing (Adam's moments)", "scheduler.pt is missing (the learning-rate schedule's position)",
+        "no RNG state (rng_state.pth): the resumed run would draw other samples than an uninterrupted one"]
+    torch.save({"cpu": torch.get_rng_state()}, ckpt / "rng_state_0.pth")  # one per process counts too
+    assert not any("RNG" in p for p in checkpoint_problems(ckpt))
+    # pickled weights only: refused (qae_lab loads safetensors only), as export refuses them
+    only_bin = _checkpoint(tmp_path / "bin", 2)
+    (only_bin / "model.safetensors").unlink()
+    torch.save({"w": torch.zeros(2)}, only_bin / "pytorch_model.bin")
+    assert checkpoint_problems(only_bin) == ["no model weights (model.safetensors, adapter_model.safetensors or a "
+                                             "sharded model.safetensors.index.json); pytorch_model.bin holds pickled "
+                                             "weights, which qae_lab never loads"]
+
+
+class _Gadget:
+    """What a crafted pickle carries: an object that is no tensor (its reduce could run any code)."""
+
+    def __reduce__(self):
+        return (print, ("a crafted pickle ran",))
+
+
+def test_load_checks_the_torch_files_as_the_trainer_loads_them(tmp_path, capsys):
+    # issue 31, finding 11: a crafted optimizer.pt was refused inside torch.load as a raw UnpicklingError, exit 1
+    ckpt = _checkpoint(tmp_path, 4)
+    assert checkpoint_problems(ckpt, load=True) == []  # real torch files, numpy's RNG arrays among them
+    import numpy as np
+    torch.save({"numpy": np.random.get_state(), "cpu": torch.get_rng_state()}, ckpt / "rng_state.pth")
+    assert checkpoint_problems(ckpt, load=True) == []
+    torch.save({"state": _Gadget()}, ckpt / "optimizer.pt")
+    assert checkpoint_problems(ckpt) == []  # whole as a zip: only loading tells
+    (problem,) = checkpoint_problems(ckpt, load=True)
+    assert problem.startswith("optimizer.pt holds more than tensors and plain values, which a resume never unpickles")
+    assert "a crafted pickle ran" not in capsys.readouterr().out  # refused, never run
+    latest, notes = latest_complete_checkpoint(tmp_path, load=True)
+    assert latest is None and notes[0].startswith("checkpoint-4 skipped: optimizer.pt holds more than tensors")
 
 
 def test_the_latest_complete_checkpoint_skips_damaged_ones(tmp_path):

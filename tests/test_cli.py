@@ -7,6 +7,7 @@ the CPU: 2 steps of 2 prompts x 4 completions, 8 evaluation problems x 2 samples
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -226,6 +227,10 @@ def test_make_trainer_loads_the_run_dtype(tmp_path):
     (["max_completion_length=0"], "max_completion_length must be a number in [1, inf)"),
     (["per_device_train_batch_size=0"], "per_device_train_batch_size must be"),
     (["task=gsm8k", "gsm8k_path=/nonexistent/gsm8k"], "gsm8k_path /nonexistent/gsm8k"),
+    # issue 31: a ZeroDivisionError in TRL's checks; a model folder's own Python code run by TRL's reference model
+    (["num_generations=0"], "num_generations must be a number in [2, inf), got 0"),
+    (["trust_remote_code=true"], "trust_remote_code=true would run Python code shipped in a model folder"),
+    (['model_init_kwargs={"trust_remote_code": true}'], "model_init_kwargs.trust_remote_code=true would run"),
 ])
 def test_settings_are_refused_before_anything_loads_dry_run_included(sets, message, monkeypatch, capsys, tmp_path):
     no_loading(monkeypatch)
@@ -245,3 +250,38 @@ def test_a_bad_local_data_file_fails_the_dry_run_with_file_and_line(tmp_path, mo
     assert main(["train", "--preset", "qwen2.5-0.5b-gsm8k", "--set", f"gsm8k_path={data}", "--dry-run"]) == 2
     err = capsys.readouterr().err
     assert f"{data / 'train.jsonl'} line 2" in err and "not JSON" in err
+
+
+def test_run_folders_and_flag_pairs_that_cannot_work_get_a_named_error(monkeypatch, capsys, tmp_path):
+    # issue 31, finding 11: --output-dir naming a file, or /, passed --dry-run; --resume ignored --overwrite
+    no_loading(monkeypatch)
+    (tmp_path / "a-file").write_text("mine")
+    for argv, message in (
+            (["--output-dir", str(tmp_path / "a-file")], "is a file, not a folder"),
+            (["--output-dir", "/"], "is the file system's root"),
+            (["--resume", str(tmp_path), "--overwrite"], "--resume continues the run in its folder, --overwrite deletes"),
+            (["--resume", str(tmp_path / "a-file")], "is a file: give a run folder"),
+    ):
+        for extra in (["--dry-run"], []):
+            assert main(["train", *argv, *extra]) == 2, argv
+            err = capsys.readouterr().err
+            assert err.startswith("qae-lab: error: ") and message in err and err.count("\n") == 1, err
+    assert (tmp_path / "a-file").read_text() == "mine"
+
+
+def test_remote_code_in_a_model_folder_never_runs(tmp_path, monkeypatch, capsys):
+    # issue 31, finding 6: with beta > 0 and no LoRA, TRL built the reference model with trust_remote_code and a
+    # model folder's own modelling file ran (it wrote a marker file)
+    from qae_lab.models import embedded_dir
+
+    model = Path(shutil.copytree(embedded_dir(), tmp_path / "model"))
+    marker = tmp_path / "ran"
+    (model / "modeling_evil.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    config = json.loads((model / "config.json").read_text())
+    config["auto_map"] = {"AutoModelForCausalLM": "modeling_evil.Evil", "AutoConfig": "modeling_evil.EvilConfig"}
+    (model / "config.json").write_text(json.dumps(config))
+    for sets in (["trust_remote_code=true"], ['model_init_kwargs={"trust_remote_code": true}']):
+        assert main(["train", "--output-dir", str(tmp_path / "run"), "--set", f"model={model}", "--set", "beta=0.04",
+                     *tiny_sets(sets)]) == 2
+        assert "would run Python code shipped in a model folder" in capsys.readouterr().err
+    assert not marker.exists() and not (tmp_path / "run").exists()

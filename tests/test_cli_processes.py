@@ -35,8 +35,9 @@ def test_two_processes_write_one_run_and_resume_it(tmp_path):
     assert first.stdout.count("before: greedy pass@1") == 1 and first.stdout.count("after: greedy pass@1") == 1
     assert first.stdout.count("run folder:") == 1
     listing = sorted(p.name for p in out.iterdir())
-    assert listing == ["README.md", "checkpoint-1", "checkpoint-2", "config.json", "eval_after.json", "eval_before.json",
-                       "log.jsonl", "model", "report.html"], listing  # README.md: TRL's model card
+    assert listing == [".qae_lab-run.json", "checkpoint-1", "checkpoint-2", "config.json", "eval_after.json",
+                       "eval_before.json", "log.jsonl", "model", "report.html"], listing  # the lock: gone with the run
+    assert (out / "checkpoint-2" / "README.md").is_file()  # TRL's model card: in the checkpoint, not over a user's file
     assert [r["step"] for r in step_rows(read_log(out))] == [1, 2]  # one log line per step, not one per process
     config = json.loads((out / "config.json").read_text())
     assert config["trainer"]["max_steps"] == 2 and (out / "model" / "config.json").is_file()

@@ -212,6 +212,26 @@ def test_an_export_never_takes_a_name_a_run_folder_uses(full_run, tmp_path):
     assert _cli(full_run, tmp_path / "plain" / "model")[0] == 0  # "model" in a folder that holds no run is fine
 
 
+def test_an_export_into_a_link_or_from_damaged_weights_gets_a_named_error(full_run, tmp_path):
+    # issue 31, finding 11: a symlink to an empty folder as OUT, and a damaged model/*.safetensors, gave tracebacks
+    target = tmp_path / "target"
+    target.mkdir()
+    (tmp_path / "link").symlink_to(target)
+    code, _, err = _cli(full_run, tmp_path / "link")
+    assert code == 2 and "is a symbolic link" in err and err.count("\n") == 1
+    assert (tmp_path / "link").is_symlink() and not any(target.iterdir())
+    damaged = Path(shutil.copytree(full_run, tmp_path / "damaged"))
+    weights = damaged / "model" / "model.safetensors"
+    whole = weights.read_bytes()
+    weights.write_bytes(whole[: len(whole) // 2])
+    code, _, err = _cli(damaged, tmp_path / "out")
+    assert code == 2 and "model/ is damaged: model.safetensors is cut short" in err and not (tmp_path / "out").exists()
+    weights.write_bytes(whole)
+    (damaged / "config.json").write_text("[1, 2]")  # valid JSON, not a run's config
+    code, _, err = _cli(damaged, tmp_path / "out")
+    assert code == 2 and "is damaged (a JSON dict is needed, it holds a list)" in err
+
+
 def test_a_run_without_weights_is_refused_naming_what_is_missing(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"run": {"model": "embedded"}, "trainer": {}}))
     with pytest.raises(RunFolderError, match=r"has no model/ \(the run was interrupted, or trained with "

@@ -207,11 +207,13 @@ def test_imports_sit_at_the_top_except_optional_heavy_dependencies_with_a_reason
         "\n".join(bad)
 
 
-def test_every_module_stays_under_400_lines():
-    # issue 12: a module a maintainer can read whole; a longer one splits along a seam of its ideas
+def test_every_module_stays_within_1000_lines():
+    # issue 12, as issue 33 amends it: a module is as long as its idea (about 600 lines a guideline, 1,000 a limit);
+    # a longer one splits along a seam of its ideas, never at a count (a 400-line cap split trainer, export and
+    # the sequence policy where no seam was, and issue 31's run-folder lock belongs with the run folder)
     long = {p.relative_to(ROOT).as_posix(): n for p in sorted((ROOT / "qae_lab").rglob("*.py"))
-            if (n := len(p.read_text(encoding="utf-8").splitlines())) >= 400}
-    assert long == {}, f"modules of 400 lines or more: {long}"
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 1000}
+    assert long == {}, f"modules over 1,000 lines: {long}"
 
 
 def test_every_test_file_stays_under_500_lines():

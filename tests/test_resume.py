@@ -34,6 +34,7 @@ def _checkpoint(out: Path, step: int, history_steps=None) -> Path:
     (ckpt / "trainer_state.json").write_text(json.dumps({"global_step": step, "log_history": history}))
     save_file({"w": torch.arange(16.0)}, str(ckpt / "model.safetensors"))
     torch.save({"state": {}}, ckpt / "optimizer.pt")
+    torch.save({"last_epoch": step}, ckpt / "scheduler.pt")
     torch.save({"cpu": torch.get_rng_state()}, ckpt / "rng_state.pth")
     return ckpt
 
@@ -42,7 +43,8 @@ def _run_folder(out: Path, *, logged=(1, 2), checkpoints=(2,), finished: int | N
                 settings=SETTINGS) -> Path:
     """A run folder as a run leaves it: config.json, log.jsonl with the ``logged`` steps, the checkpoints."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / CONFIG_NAME).write_text(json.dumps({"preset": "cpu-demo", **settings, "resumes": []}))
+    (out / CONFIG_NAME).write_text(json.dumps({"preset": "cpu-demo", **settings, "versions": {"qae_lab": "0.1.0"},
+                                               "resumes": []}))
     rows = [{"step": s, "reward": s / 10, "loss": 0.0} for s in logged]
     rows += [{"step": finished, "train_runtime": 9.0}] if finished else []
     (out / LOG_NAME).write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -120,6 +122,32 @@ def test_damaged_checkpoints_are_skipped_named_or_refused(tmp_path):
     assert plan_run(None, resume=tmp_path / "nowhere").reason.endswith("nowhere: no such folder to resume")
 
 
+def test_malformed_states_configs_and_pickled_weights_are_refused_naming_the_file(tmp_path):
+    # issue 31, finding 11: malformed trainer_state.json or config.json gave tracebacks; a checkpoint holding only
+    # pytorch_model.bin was accepted here and refused by export
+    out = _run_folder(tmp_path / "run", logged=(1, 2), checkpoints=(2,))
+    state = out / "checkpoint-2" / "trainer_state.json"
+    for text in ('{"global_step": "2"}', "[2]", '{"global_step": true}', '{"global_step": 2, "log_history": 5}'):
+        state.write_text(text)
+        p = plan_run(None, resume=out, settings=SETTINGS)
+        assert p.kind == REFUSE and "checkpoint-2 skipped: trainer_state.json" in p.reason, text
+    state.write_text(json.dumps({"global_step": 2, "log_history": []}))
+    for text, said in (("[1, 2]", "a JSON dict is needed, it holds a list"), ('{"trainer": 3}', "its 'trainer' is not a "
+                       "mapping"), ("[" * 100_000, "nested too deep"), ('{"trainer": {}, "run": {"build": "x"}}', None)):
+        (out / CONFIG_NAME).write_text(text)
+        if said is None:  # the command line's recipe reader: checked too
+            assert main(["train", "--resume", str(out), "--dry-run"]) == 2
+            continue
+        p = plan_run(None, resume=out, settings=SETTINGS)
+        assert p.kind == REFUSE and said in p.reason, text
+    (out / CONFIG_NAME).write_text(json.dumps({"preset": "cpu-demo", **SETTINGS, "versions": {"qae_lab": "0"}}))
+    weights = out / "checkpoint-2" / "model.safetensors"
+    weights.unlink()
+    torch.save({"w": torch.zeros(2)}, out / "checkpoint-2" / "pytorch_model.bin")
+    p = plan_run(None, resume=out, settings=SETTINGS)
+    assert p.kind == REFUSE and "pytorch_model.bin holds pickled weights, which qae_lab never loads" in p.reason
+
+
 def test_a_finished_run_resumes_as_it_was_or_trains_on(tmp_path):
     out = _run_folder(tmp_path / "run", logged=(1, 2, 3, 4), checkpoints=(2, 4), finished=4)
     same = plan_run(None, resume=out, settings=SETTINGS)
@@ -192,14 +220,21 @@ def test_claim_carries_out_a_fresh_plan_and_guards_against_a_run_started_since(t
     out = _run_folder(tmp_path / "run")
     (out / "notes.txt").write_text("keep")
     p = plan_run(out, overwrite=True)
-    claim(p)
-    assert sorted(x.name for x in out.iterdir()) == ["notes.txt"]
+    lock = claim(p)
+    assert lock.held and sorted(x.name for x in out.iterdir()) == [".qae_lab-run.json", ".qae_lab-run.lock",
+                                                                   "notes.txt"]
+    lock.release()
     late = plan_run(tmp_path / "late")
     _run_folder(tmp_path / "late")  # another run started there after the plan was made
     with pytest.raises(RunFolderError, match="already holds a run"):
         claim(late)
     with pytest.raises(RunFolderError, match="refused"):
         claim(ResumePlan(REFUSE, out, reason="refused"))
+    resumed = plan_run(None, resume=_run_folder(tmp_path / "resumed"), settings=SETTINGS)
+    _checkpoint(tmp_path / "resumed", 4)  # trained on by someone else since the plan
+    with pytest.raises(RunFolderError, match="changed since the resume was planned"):
+        claim(resumed)
+    assert not (tmp_path / "late" / ".qae_lab-run.lock").exists()  # a refused claim lets go at once
 
 
 # ---------------------------------------------------------------- each caller follows the plan
@@ -271,6 +306,7 @@ def test_the_run_logger_follows_its_plan(tmp_path, monkeypatch):
     logger = RunLogger(plan=plan)
     logger.on_train_begin(args, state, None)
     assert logger.followed is plan and logger.plan is None
+    logger.on_train_end(args, state, None)  # lets go of the folder's lock
     assert logger.resume_event["changed"] == {"max_steps": [4, 6]} and logger.resume_event["superseded_steps"] == [3]
     assert json.loads((out / CONFIG_NAME).read_text())["trainer"]["max_steps"] == 6
     # a plan for another start than the trainer's is refused before anything is written

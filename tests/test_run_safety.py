@@ -2,8 +2,8 @@
 Ctrl-C during the save, a new run refused over another one (``--overwrite`` replaces it), a resume
 with changed settings or an old checkpoint refused, a finished run extended as an event, damaged
 checkpoint files named, a cut log line restored, and SIGKILL at random moments. Tiny real runs of the
-command line (tests/tiny_runs.py); which start each makes is :mod:`qae_lab.resume`'s plan
-(tests/test_resume.py)."""
+command line (tests/tiny_runs.py; ``saved_run``: tests/conftest.py); which start each makes is
+:mod:`qae_lab.resume`'s plan (tests/test_resume.py). What a careless or hostile user tries: tests/test_run_trust.py."""
 
 from __future__ import annotations
 
@@ -21,15 +21,6 @@ from qae_lab.presets import build
 from qae_lab.runfolder import read_log, step_rows
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def saved_run(tmp_path_factory):
-    """A finished 4-step run with a checkpoint every 2 steps (checkpoint-2, checkpoint-4)."""
-    out = tmp_path_factory.mktemp("saved") / "run"
-    assert main(["train", "--output-dir", str(out),
-                 *tiny_sets(["max_steps=4", "save_strategy=steps", "save_steps=2"])]) == 0
-    return out
 
 
 @pytest.mark.slow
@@ -334,3 +325,4 @@ def read_log_rows(run: Path) -> list[dict]:
     from qae_lab.runfolder import read_log_lines
 
     return read_log_lines(run / "log.jsonl")[0]
+

@@ -159,6 +159,8 @@ def test_the_config_file_and_the_command_line_must_agree_on_the_preset(tmp_path)
     ("- a\n- b\n", r"config file .*bad.yaml: must hold a mapping"),
     ("a: [1,\n", r"config file .*bad.yaml: not valid YAML"),
     ("env: 3\n", r"config file .*bad.yaml: env must be a mapping"),
+    ("1: 2\n", r"config file .*bad.yaml: every key must be a field name \(a string\), got 1 \(int\)"),  # issue 31
+    ("? [a, b]\n: 1\n", r"config file .*bad.yaml: not valid YAML|every key must be a field name"),
     ("preset: gpu-please\n", r"unknown preset 'gpu-please'"),
 ])
 def test_a_bad_config_file_is_refused_naming_the_file_and_key(text, message, tmp_path, capsys):
@@ -172,8 +174,8 @@ def test_a_bad_config_file_is_refused_naming_the_file_and_key(text, message, tmp
 
 
 def test_the_command_line_takes_a_config_file_and_typed_flags(tmp_path, capsys, monkeypatch):
-    monkeypatch.delenv("QAE_LAB_TEST_ENV", raising=False)
-    cfg_file = _write(tmp_path / "run.yaml", "preset: cpu-demo\nquantile_k: 0.6\nenv:\n  QAE_LAB_TEST_ENV: hello\n")
+    monkeypatch.delenv("WANDB_PROJECT", raising=False)
+    cfg_file = _write(tmp_path / "run.yaml", "preset: cpu-demo\nquantile_k: 0.6\nenv:\n  WANDB_PROJECT: hello\n")
     out_dir = tmp_path / "run"
     argv = ["train", "--config", str(cfg_file), "--alpha", "0.3", "--levels", "3", "4", "--lora",
             "--output-dir", str(out_dir), "--dry-run"]
@@ -184,8 +186,9 @@ def test_the_command_line_takes_a_config_file_and_typed_flags(tmp_path, capsys, 
     assert said["trainer"]["quantile_k"] == 0.6 and said["trainer"]["alpha"] == 0.3
     assert said["run"]["levels"] == [3, 4] and said["run"]["lora"] is True
     assert not out_dir.exists()  # a dry run writes nothing
+    assert said["env"] == {"WANDB_PROJECT": "hello"}  # the file's env:, as in TRL's scripts (an allowed variable)
     import os
-    assert os.environ.get("QAE_LAB_TEST_ENV") == "hello"  # the file's env:, as in TRL's scripts
+    assert os.environ.get("WANDB_PROJECT") == "hello"  # set for the dry run's checks too
     assert main(["train", "--quantile_k", "2", "--dry-run"]) == 2
     assert "quantile_k must lie in the open interval (0, 1)" in capsys.readouterr().err
     assert main(["train", "--quantile_kk", "0.5", "--dry-run"]) == 2
