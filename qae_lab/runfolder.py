@@ -466,6 +466,7 @@ class RunLock:
         self.folder = Path(folder)
         self.path = self.folder / LOCK_NAME
         self._fd: int | None = None  # the locked descriptor (the folder's, or the lock file's)
+        self._pid: int | None = None  # the process that took it (a forked child's copy never lets go of it)
         self._file_only = False  # no flock on this file system: the lock file is the lock
 
     @property
@@ -493,7 +494,7 @@ class RunLock:
         except BaseException:
             os.close(fd)
             raise
-        self._fd = fd
+        self._fd, self._pid = fd, os.getpid()
         return self
 
     def busy(self) -> str | None:
@@ -512,7 +513,7 @@ class RunLock:
     def release(self) -> None:
         """Let go of the lock (a no-op when not held): the holder's file is deleted first, then the lock."""
         fd, self._fd = self._fd, None
-        if fd is None:
+        if fd is None or self._pid != os.getpid():  # not held, or a forked child's copy: the parent holds it
             return
         try:
             self.path.unlink(missing_ok=True)
