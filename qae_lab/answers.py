@@ -30,11 +30,15 @@ How numbers are read, where this departs from common harnesses, and why:
   "0, 1" is no single number: the answer is None rather than a guess ("0,1" -> "01" is a
   known harness bug). "%" is dropped like a unit ("50%" -> "50"): GSM8K states percentages
   as bare numbers. Words ("eighteen") are not read.
-* A number is read whole or not at all, never cut to a prefix: exponents and powers ("1e9",
-  "2.5e3", "10^3", "10**3", "1.5 × 10^3"), letters, digits or "_" attached ("12abc", "5kg",
-  "3rd", "1_000"), "3.4.5", "10:30", mixed numbers ("2 1/2") and space-grouped thousands
-  ("1 000", "1\,000") all give None. "1 000" is not read as 1000 on purpose: "3 100-metre
-  races" looks the same, and a missed reward costs less than a wrong one.
+* A number is read whole or not at all, never cut to a prefix, whatever the script: exponents
+  and powers ("1e9", "2.5e3", "10^3", "10**3", "10³", "1.5 × 10^3", "5 × 10³"), letters, digits,
+  combining marks or "_" attached, of any script ("12abc", "5kg", "5кг", "1Е9", "5٣", "3½",
+  "10₂", "3rd", "1_000"), "3.4.5", "10:30", mixed numbers ("2 1/2") and space-grouped thousands
+  ("1 000", "1\,000") all give None; such a character in front ("x2", "٣5", "кг5") makes the
+  digits part of a longer token, no number. "Attached" means Unicode's letters, numbers and marks
+  (categories L*, N*, M*) and "_"; only the ASCII digits 0-9 make up a number. "1 000" is not read
+  as 1000 on purpose: "3 100-metre races" looks the same, and a missed reward costs less than a
+  wrong one.
 * Which number is the answer, where harnesses differ (:func:`extract_answer` lists the
   order): the last ``<answer>`` block decides alone (no number in it -> None, even if the
   reasoning has one); inside a block or ``\boxed{}``, the first number after the last ``=``
@@ -49,25 +53,46 @@ from __future__ import annotations
 
 import numbers
 import re
+import unicodedata
 from fractions import Fraction
 
-__all__ = ["MAX_DIGITS", "parse_number", "extract_answer", "completion_text", "gold_value", "is_correct",
+__all__ = ["MAX_DIGITS", "parse_number", "canonical", "extract_answer", "completion_text", "gold_value", "is_correct",
            "ends_at_answer", "strict_is_correct"]
 
 MAX_DIGITS = 30  # longer numbers are ignored: bounded work per number, whatever the model writes
 
-# one number token: sign, currency, digits with commas, decimals, an optional /denominator.
-# It starts on no letter, digit, "_", "." or "^" ("x2", "H2O", the "9" of "e9" are no numbers), and
-# "junk" takes in all that would continue it, so a malformed token is read whole and rejected, never
-# cut to a prefix: ".5", ",5", "/4", ":30", "'000" ("3.14.15", "2/3/4", "10:30", "1'000"), letters,
-# digits and "_" attached ("12abc", "1e9", "2.5E-3", "5kg", "1_000", "10²"), powers ("10^3",
-# "10^{-3}", "10**3") and a "x 10^k" / "\times 10^{k}" scale ("1.5 × 10^3").
+# What may not touch a number: Unicode's letters and numbers of every script (\w, which is exactly
+# categories L* and N* plus "_") and its combining marks (M*, which \w leaves out; `re` has no \p{M}, so
+# the class is built from unicodedata: every mark lies in planes 0, 1 and 14, the others hold CJK
+# ideographs, private use or nothing, and test_answers sweeps all of Unicode to check it).
+def _class_of_marks() -> str:
+    """The code points of categories Mn, Mc, Me as character-class ranges ("\\U00000300-\\U0000036f...")."""
+    ranges: list[list[int]] = []
+    for plane in (0, 1, 14):
+        for c in range(plane << 16, (plane + 1) << 16):
+            if unicodedata.category(chr(c))[0] == "M":
+                if ranges and ranges[-1][1] == c - 1:
+                    ranges[-1][1] = c
+                else:
+                    ranges.append([c, c])
+    return "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in ranges)
+
+
+_WORD = r"\w" + _class_of_marks()  # inside [...]: a letter, number, mark or "_" of any script
+_SUPERSCRIPT = "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻"  # a power written raised: "10³", "10⁻³", "5 × 10³"
+# one number token: sign, currency, digits 0-9 with commas, decimals, an optional /denominator.
+# It starts on no letter, number, mark, "_", "." or "^" of any script ("x2", "H2O", "٣5", the "9" of "e9"
+# are no numbers), and "junk" takes in all that would continue it, so a malformed token is read whole and
+# rejected, never cut to a prefix: ".5", ",5", "/4", ":30", "'000" ("3.14.15", "2/3/4", "10:30", "1'000"),
+# letters, numbers, marks and "_" attached ("12abc", "1e9", "2.5E-3", "5kg", "5кг", "5٣", "3½", "1_000",
+# "10²", "10₂"), powers ("10^3", "10^{-3}", "10**3", "10⁻³") and a "x 10^k" / "\times 10^{k}" / "× 10³"
+# scale ("1.5 × 10^3"). Every quantifier is possessive, every class fixed: linear time.
 _NUMBER = re.compile(
-    r"(?<![0-9A-Za-z_.^])(?P<sign>(?<![0-9A-Za-z])[-−+])?+[$€£]?+"
+    rf"(?<![{_WORD}.^])(?P<sign>(?<![{_WORD}])[-−+])?+[$€£]?+"
     r"(?:(?P<int>[0-9]++(?:,++[0-9]++)*+)(?:\.(?P<frac>[0-9]++))?+|\.(?P<frac0>[0-9]++))"
     r"(?:/(?P<den>[0-9]++(?:,++[0-9]++)*+))?+"
-    r"(?P<junk>(?:[0-9A-Za-z_¹²³⁰-⁹]|[.,/:'](?=[0-9])|(?<=[eE])[-+−]|\^\{?+[-+−]?+|\*\*[-+−]?+(?=[0-9])"
-    r"|[ \t]*+(?:[x×·*]|\\times|\\cdot)[ \t]*+10(?=[ \t]*+(?:\^|\*\*)))*+)"
+    rf"(?P<junk>(?:[{_WORD}{_SUPERSCRIPT}]|[.,/:'](?=\d)|(?<=[eE])[-+−]|\^\{{?+[-+−]?+|\*\*[-+−]?+(?=[0-9])"
+    rf"|[ \t]*+(?:[x×·*]|\\times|\\cdot)[ \t]*+10(?=[ \t]*+(?:\^|\*\*|[{_SUPERSCRIPT}])))*+)"
 )
 # a number next to another across a space is no single number: "1 000" (space-grouped thousands,
 # also "1\,000", "1~000"), "2 1/2" (a mixed number), "3 4" (a list)
@@ -114,8 +139,16 @@ def _token_value(m: re.Match) -> Fraction | None:
     return -value if m["sign"] in ("-", "−") else value
 
 
-def _canonical(q: Fraction) -> str:
-    """Canonical string of a value: '1234', '29.5', '1/3' (see the module docstring)."""
+def canonical(q: Fraction) -> str:
+    r"""The canonical string of a value (module docstring): what :func:`extract_answer` returns for it.
+
+    An integer "1234" / "-3"; else a terminating decimal without trailing zeros "29.5" (when it has
+    at most ``MAX_DIGITS`` digits); else a reduced fraction "1/3". :func:`parse_number` reads it back
+    to the same value, and equal values give equal strings.
+
+    >>> canonical(Fraction(1000)), canonical(Fraction(59, 2)), canonical(Fraction(-2, 6))
+    ('1000', '29.5', '-1/3')
+    """
     if q.denominator == 1:
         return str(q.numerator)
     d, k2, k5 = q.denominator, 0, 0
@@ -174,7 +207,7 @@ def _pick(span: str, *, last: bool = False) -> str | None:
     if _SPACED_NEXT.match(span, m.end()) or _SPACED_PREV.search(span, 0, m.start()):
         return None  # "1 000", "2 1/2": not one number, and neither part is the answer
     value = _token_value(m)
-    return None if value is None else _canonical(value)
+    return None if value is None else canonical(value)
 
 
 def _boxed_span(text: str) -> str | None:
@@ -244,8 +277,8 @@ def extract_answer(text: str) -> str | None:
     The chosen number is returned in canonical form (module docstring): ``$``, ``€``, ``£``,
     ``%``, bold ``**``, units and trailing words or periods around it are ignored,
     ``\frac{a}{b}`` reads as a/b; a malformed number ("0,1", "1,,000"), one in a
-    comma-separated list, and one that goes on as a number ("1e9", "10^3", "12abc",
-    "3.4.5", "1 000", "2 1/2") give None: never the prefix "1", "10", "12", "3", "1", "2".
+    comma-separated list, and one that goes on as a number ("1e9", "10^3", "12abc", "5кг",
+    "3.4.5", "1 000", "2 1/2") give None: never the prefix "1", "10", "12", "5", "3", "1", "2".
 
     Args:
         text: the completion text.
@@ -261,6 +294,8 @@ def extract_answer(text: str) -> str | None:
     True
     >>> [extract_answer(f"<answer>{s}</answer>") for s in ("1e9", "10^3", "12abc", "1 000", "1.5 × 10^3")]
     [None, None, None, None, None]
+    >>> [extract_answer(f"<answer>{s}</answer>") for s in ("5кг", "5٣", "٣5", "3½", "10₂", "5 × 10³")]
+    [None, None, None, None, None, None]
     """
     if not isinstance(text, str):
         raise ValueError(f"text must be a str, got {type(text).__name__}")

@@ -7,7 +7,7 @@ Every loader returns *records*, plain dicts of one shape whatever the source::
 
 ``answer`` is GSM8K's solution text (calculator annotations ``<<48/2=24>>`` and all),
 ``gold`` the final answer after ``####`` as a canonical integer string (no thousands
-commas), ``steps`` the solution's lines without annotations, ``level`` the synthetic
+commas), checked by the rewards' own reader when the file loads (:func:`gsm8k_gold`), ``steps`` the solution's lines without annotations, ``level`` the synthetic
 difficulty (1-5) or None. :func:`to_grpo_dataset` turns records into what TRL's
 ``GRPOTrainer`` expects: a conversational ``prompt`` column plus ``gold`` (which TRL hands
 to every reward function as a keyword argument).
@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from qae_lab._checks import check_int
+from qae_lab.answers import MAX_DIGITS, canonical, parse_number
 
 __all__ = [
     "SYSTEM_PROMPT", "GSM8K_ENV", "LEVELS", "load_gsm8k", "gsm8k_gold", "sa_ah_split", "synthetic_task",
@@ -47,24 +48,38 @@ SYSTEM_PROMPT = (
 )
 LEVELS = (1, 2, 3, 4, 5)
 _ANNOTATION = re.compile(r"<<[^<>]*>>")
-_INTEGER = re.compile(r"-?\d+")
-_MAX_GOLD_DIGITS = 4000  # int() refuses longer strings (sys.get_int_max_str_digits)
 
 
 def gsm8k_gold(answer: str) -> str:
     r"""The final answer of a GSM8K solution, after ``####``, as a canonical integer string.
 
-    The text after the first ``####``, stripped of whitespace and thousands commas, must be
-    an integer. Linear time in ``len(answer)`` (string methods, no backtracking regex).
+    The text after the first ``####``, stripped of whitespace, is read by the very reader the
+    rewards use on a gold (:func:`qae_lab.answers.parse_number`), so what loads here never fails
+    inside a reward: at most ``MAX_DIGITS`` (30) digits, thousands commas only when well-formed
+    ("1,000"; not "1,2,3" or "1,,000"), digits 0-9 only. It must be an integer: every GSM8K gold
+    is one, and the records promise an integer string. The result is the reader's canonical form
+    (:func:`qae_lab.answers.canonical`): "1,000" -> "1000", "+3" -> "3". Linear time in
+    ``len(answer)`` (string methods and a possessive regex, no backtracking).
 
     >>> gsm8k_gold("She pays 2 * 500 = <<2*500=1000>>1000.\n#### 1,000"), gsm8k_gold("#### -3")
     ('1000', '-3')
+    >>> gsm8k_gold("#### 1,2,3")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: answer must end in '#### <integer>' (GSM8K format), an integer the rewards read ... got '1,2,3'
     """
     marker = answer.find("####") if isinstance(answer, str) else -1
-    value = answer[marker + 4:].strip().replace(",", "") if marker >= 0 else ""
-    if len(value) > _MAX_GOLD_DIGITS or not _INTEGER.fullmatch(value):
+    if marker < 0:
         raise ValueError(f"answer must end in '#### <integer>' (GSM8K format), got {answer!r:.80}")
-    return str(int(value))
+    text = answer[marker + 4:].strip()
+    value = parse_number(text)
+    if value is None:
+        raise ValueError(f"answer must end in '#### <integer>' (GSM8K format), an integer the rewards read "
+                         f"(digits 0-9, at most {MAX_DIGITS}, thousands commas well-formed as in '1,000'), "
+                         f"got {text!r:.80}")
+    if value.denominator != 1:
+        raise ValueError(f"answer must end in '#### <integer>' (GSM8K format; every GSM8K gold is an integer), "
+                         f"got {text!r:.80}")
+    return canonical(value)
 
 
 def _gsm8k_record(row, split: str, i: int, where: str) -> dict[str, Any]:
@@ -165,7 +180,8 @@ def load_gsm8k(split: str = "train", *, path: str | os.PathLike | None = None, n
     Raises:
         ValueError: naming the file and line (or Hub row) and the field, for a line that is
             not JSON, a row without ``question`` / ``answer`` or with one that is not a str,
-            an answer not ending in ``#### <integer>``; naming the file for an empty split
+            an answer not ending in ``#### <integer>`` that the rewards read (:func:`gsm8k_gold`:
+            at most 30 digits, well-formed thousands commas); naming the file for an empty split
             or an ``n`` larger than the split.
 
     >>> import tempfile

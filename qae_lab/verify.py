@@ -42,11 +42,15 @@ import re
 
 from qae_lab.answers import completion_text, gold_value
 
-__all__ = ["MAX_CHARS", "available", "answer_block", "safe_answer", "math_verify_is_correct", "reading",
+__all__ = ["MAX_CHARS", "MAX_DEPTH", "available", "answer_block", "safe_answer", "math_verify_is_correct", "reading",
            "math_verify_reward"]
 
 MAX_CHARS = 100  # answer blocks longer than this are not handed to math-verify (score 0)
+MAX_DEPTH = 3  # brace groups nested deeper than this are not handed to math-verify (score 0)
 _COMMANDS = r"(?:d|t)?frac|boxed|text|textbf|mathrm|mathbf|times|cdot"  # the LaTeX commands allowed
+# how many brace arguments each allowed command takes: the only places a "{" may open
+_ARGUMENTS = {"frac": 2, "dfrac": 2, "tfrac": 2, "boxed": 1, "text": 1, "textbf": 1, "mathrm": 1, "mathbf": 1}
+_TOKEN = re.compile(r"\{,\}|\\[A-Za-z]++|\\.|[{}]|\s++|[^{}\\\s]")  # "{,}", a command, an escape, a brace, ...
 _SAFE = re.compile(r"(?:[0-9A-Za-z \t\r\n,.$%+\-/={}]|\\(?:" + _COMMANDS + r")(?![A-Za-z])|\\[$%,;! ])*+")
 _OPEN = re.compile(r"<[ \t]*+answer[ \t]*+>", re.IGNORECASE)
 _CLOSE_AT_END = re.compile(r"<[ \t]*+/[ \t]*+answer[ \t]*+>\s*+\Z", re.IGNORECASE)
@@ -82,18 +86,45 @@ def answer_block(text: str) -> str | None:
     return None if opening is None else text[opening.end():close.start()].strip()
 
 
+def _groups_ok(span: str) -> bool:
+    r"""True iff every brace group of ``span`` is an argument of an allowed command (``\frac{3}{4}``,
+    ``\text{18}``) or the thousands separator ``{,}``, the braces balance, and no group lies more than
+    ``MAX_DEPTH`` deep. One pass over at most ``MAX_CHARS`` characters."""
+    stack: list[int] = []  # per open group: the brace arguments its command still takes once it closes
+    pending = 0  # brace arguments the last command still takes
+    for token in _TOKEN.findall(span):
+        if token == "{":
+            if not pending or len(stack) == MAX_DEPTH:
+                return False  # a bare group ("{1}", a set to math-verify), or too deep
+            stack.append(pending - 1)
+            pending = 0
+        elif token == "}":
+            if not stack:
+                return False  # closes nothing
+            pending = stack.pop()
+        elif token.startswith("\\"):
+            pending = _ARGUMENTS.get(token[1:], 0)
+        elif not token.isspace():
+            pending = 0  # "\frac12", "\frac 1{2}": an argument without braces ends the command's
+    return not stack
+
+
 def safe_answer(span: str) -> bool:
     r"""True iff ``span`` may be handed to math-verify: non-blank, at most ``MAX_CHARS`` characters,
-    all of them in the whitelist of the module docstring.
+    all of them in the whitelist of the module docstring, and its braces only arguments of the
+    allowed commands (or ``{,}``), balanced and nested at most ``MAX_DEPTH`` deep.
 
-    >>> [safe_answer(s) for s in ("18", r"\$1,000.50", r"\boxed{\frac{3}{4}}", "x = 5 apples", "50%")]
-    [True, True, True, True, True]
+    >>> [safe_answer(s) for s in ("18", r"\$1,000.50", r"\boxed{\frac{3}{4}}", "x = 5 apples", "50%", "1{,}000")]
+    [True, True, True, True, True, True]
     >>> [safe_answer(s) for s in ("__import__('os')", "2^100", "5!", r"\int_0^1 x", "(1)", "", "1" * 101)]
     [False, False, False, False, False, False, False]
+    >>> [safe_answer(s) for s in ("{1}", r"\frac{1}{2", r"\text{1}}", r"\frac{\frac{\frac{\frac{1}{2}}{2}}{2}}{2}")]
+    [False, False, False, False]
     """
     if not isinstance(span, str):
         raise ValueError(f"span must be a str, got {type(span).__name__}")
-    return bool(span.strip()) and len(span) <= MAX_CHARS and _SAFE.fullmatch(span) is not None
+    return (bool(span.strip()) and len(span) <= MAX_CHARS and _SAFE.fullmatch(span) is not None
+            and _groups_ok(span))
 
 
 class _DropTimeoutWarning(logging.Filter):

@@ -4,9 +4,12 @@ a speed guard."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import sys
 import time
+import unicodedata
 from fractions import Fraction
 from pathlib import Path
 
@@ -194,10 +197,22 @@ PREFIX_CASES = [
     (r"<answer>10^{3}</answer>", "10", None),
     ("<answer>10**3</answer>", "10", None),
     ("<answer>10²</answer>", "10", None),
+    ("<answer>10⁻³</answer>", "10", None),
+    ("<answer>10₂</answer>", "10", None),                    # a subscript: "10 in base 2"
+    ("<answer>5 × 10³</answer>", "5", None),                 # a scale with a raised exponent
+    ("<answer>5·10³</answer>", "5", None),
     ("<answer>1.5 × 10^3</answer>", "1.5", None),            # scientific notation
     (r"\boxed{1.5 \times 10^{3}}", "1.5", None),
     ("<answer>12abc</answer>", "12", None),                  # letters attached
     ("<answer>5kg</answer>", "5", None),
+    ("<answer>5кг</answer>", "5", None),                     # other scripts: Cyrillic, Arabic-Indic, fractions
+    ("<answer>1Е9</answer>", "1", None),                     # a Cyrillic Е, not a Latin E
+    ("<answer>5٣</answer>", "5", None),
+    ("<answer>٣5</answer>", "5", None),
+    ("<answer>3½</answer>", "3", None),
+    ("<answer>5\u0301</answer>", "5", None),                 # a combining mark attached
+    ("<answer>3.٤</answer>", "3", None),
+    ("The total is 5кг.", "5", None),
     ("<answer>0x1F</answer>", "0", None),
     ("<answer>1_000</answer>", "1", None),
     ("<answer>3.4.5</answer>", "3.4", None),
@@ -237,8 +252,29 @@ def test_no_prefix_read(completion, prefix, want):
         assert is_correct(completion, want)
 
 
+@functools.cache
+def _attached_characters() -> list[str]:
+    """Every code point of Unicode's letters, numbers and marks (categories L*, N*, M*), and "_"."""
+    return [c for c in map(chr, range(sys.maxunicode + 1)) if unicodedata.category(c)[0] in "LNM"] + ["_"]
+
+
+@pytest.mark.parametrize("context", ["<answer>{}</answer>", "The total is {}."])
+@pytest.mark.parametrize("token", ["5{}", "{}5"])
+def test_no_prefix_read_in_any_script(context, token):
+    # Every letter, number and mark of every script, attached after the 5 (the token goes on: None) or
+    # before it (the 5 is part of a longer token: not read). Only the ASCII digits make a longer number,
+    # read whole ("53", "35"; "05" is 5). About 1 s per case for 136,000 code points.
+    texts = [context.format(token.format(c)) for c in _attached_characters() if c not in "0123456789"]
+    assert len(texts) > 130_000
+    assert [t for t, answer in zip(texts, map(extract_answer, texts)) if answer is not None] == []
+    digits = "0123456789"
+    assert [extract_answer(context.format(token.format(d))) for d in digits] == [str(int(token.format(d)))
+                                                                                 for d in digits]
+
+
 def test_parse_number_reads_whole_or_nothing():
-    for bad in ["1e9", "2.5e3", "10^3", "10**3", "12abc", "3.4.5", "10:30", "1 000", "2 1/2", "5kg"]:
+    for bad in ["1e9", "2.5e3", "10^3", "10**3", "12abc", "3.4.5", "10:30", "1 000", "2 1/2", "5kg", "5кг", "5٣",
+                "٣5", "1Е9", "3½", "10³", "10₂", "5 × 10³", "5\u0301"]:
         assert parse_number(bad) is None, bad
 
 
@@ -356,6 +392,7 @@ def test_parse_number_never_raises(text):
     "answer" + " " * 100_000, "####" + " \t" * 50_000 + "x",
     "1e" * 50_000, "1 " * 50_000, "10^" * 33_000, "1 x 10" * 16_000, "1 \\times 10^" * 7_000, "1" + " " * 100_000 + "x",
     "1\\," * 33_000, "\\frac{1}{2}" * 8_000,
+    "5" + "\u0301" * 100_000, "5٣" * 50_000, "\u0301 5" * 33_000, "10³" * 33_000, "1 × 10" * 16_000 + "³",
 ])
 def test_no_catastrophic_backtracking(adversarial):
     start = time.perf_counter()

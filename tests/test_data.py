@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from qae_lab import data
+from qae_lab.answers import gold_value
 from qae_lab.data import (
     LEVELS,
     SYSTEM_PROMPT,
@@ -122,12 +123,23 @@ FILE_ERRORS = [
     (json.dumps({"question": ["q"], "answer": "#### 1"}) + "\n", r"line 1: field 'question' must be a str, got list"),
     (_GOOD + json.dumps(["q", "#### 1"]) + "\n", r"line 2: not a JSON object .*got list"),
     (_GOOD * 6 + json.dumps({"question": "q", "answer": "72"}) + "\n", r"line 7: field 'answer': .*####"),
+    # golds the rewards' reader cannot read are refused here, not half-way through training
+    (_GOOD * 2 + json.dumps({"question": "q", "answer": "#### " + "1" * 31}) + "\n",
+     r"line 3: field 'answer': .*at most 30.*got '1{31}'"),
+    (_GOOD + json.dumps({"question": "q", "answer": "1 + 2 = 3\n#### 1,2,3"}) + "\n",
+     r"line 2: field 'answer': .*thousands commas well-formed.*got '1,2,3'"),
+    (json.dumps({"question": "q", "answer": "#### 1,,000"}) + "\n", r"line 1: field 'answer': .*got '1,,000'"),
+    (json.dumps({"question": "q", "answer": "#### ٣"}) + "\n", r"line 1: field 'answer': .*digits 0-9"),
+    (json.dumps({"question": "q", "answer": "#### 5 kg"}) + "\n", r"line 1: field 'answer': .*got '5 kg'"),
+    (json.dumps({"question": "q", "answer": "#### 2.5"}) + "\n", r"line 1: field 'answer': .*integer.*got '2.5'"),
+    (json.dumps({"question": "q", "answer": "#### 3/4"}) + "\n", r"line 1: field 'answer': .*integer.*got '3/4'"),
 ]
 
 
 @pytest.mark.parametrize("text, error", FILE_ERRORS, ids=[
     "not-json-after-blank-line", "bare-text", "no-answer", "no-question", "empty-object", "answer-int",
-    "question-list", "row-list", "no-marker"])
+    "question-list", "row-list", "no-marker", "gold-31-digits", "gold-commas-1,2,3", "gold-commas-1,,000",
+    "gold-arabic-indic-digit", "gold-unit", "gold-decimal", "gold-fraction"])
 def test_gsm8k_file_errors_name_file_line_and_field(tmp_path, text, error):
     file = _write_train(tmp_path, text)
     with pytest.raises(ValueError, match=re.escape(str(file)) + " " + error):
@@ -201,11 +213,49 @@ def test_gsm8k_gold_matches_reference_on_gsm8k(gsm8k_dir):
 
 @pytest.mark.parametrize("answer", [
     "#### 72", "x\n####72", "#### 1,000\n", "####\t-3 \n\n", "#### 007", "####", "#### ", "####\n", "no marker",
-    "#### 5 ####", "##### 5", "#### 5\n#### 6", "#### 1 2", "#### 1.5", "#### 1,,0", "#### \u00a05\u2003", "#### ٣",
-    "#### +3", "#### --3", "# ### 5",
+    "#### 5 ####", "##### 5", "#### 5\n#### 6", "#### 1 2", "#### 1.5", "#### \u00a05\u2003", "#### --3",
+    "# ### 5", "#### " + "9" * 30,
 ])
 def test_gsm8k_gold_matches_reference_by_hand(answer):
     assert _outcome(gsm8k_gold, answer) == _outcome(_gsm8k_gold_reference, answer)
+
+
+@pytest.mark.parametrize("answer, reference, now", [
+    # where the loader now follows the rewards' reader (qae_lab.answers.gold_value) instead of int()
+    ("#### " + "9" * 31, "9" * 31, ValueError),       # more than MAX_DIGITS: the reward would raise mid-run
+    ("#### 1,2,3", "123", ValueError),                 # malformed thousands commas
+    ("#### 1,,0", "10", ValueError),
+    ("#### 12,34", "1234", ValueError),
+    ("#### ٣", "3", ValueError),                       # an Arabic-Indic digit: no number to the reader
+    ("#### +3", ValueError, "3"),                     # the reader reads a sign and a currency symbol
+    ("#### $1,000", ValueError, "1000"),
+    ("#### 2.0", ValueError, "2"),                    # an integer written with decimals
+])
+def test_gsm8k_gold_is_the_rewards_reading(answer, reference, now):
+    assert _outcome(_gsm8k_gold_reference, answer) == reference
+    assert _outcome(gsm8k_gold, answer) == now
+    if now is ValueError:
+        with pytest.raises(ValueError):
+            gold_value(answer.removeprefix("#### "))  # the reward's reader refuses it too
+    else:
+        assert gold_value(now) == gold_value(answer.removeprefix("#### "))
+
+
+def test_gsm8k_gold_thousands_still_read(tmp_path):
+    _write_train(tmp_path, json.dumps({"question": "q", "answer": "2 * 500 = 1000\n#### 1,000"}) + "\n")
+    (record,) = load_gsm8k("train", path=tmp_path)
+    assert record["gold"] == "1000" and gsm8k_gold("#### -1,200") == "-1200"
+
+
+def test_gsm8k_loader_refuses_nothing_real(gsm8k_dir):
+    # every real gold loads, unchanged from the earlier int() reading, and the reward's reader agrees
+    for split in ("train", "test"):
+        with (gsm8k_dir / f"{split}.jsonl").open(encoding="utf-8") as f:
+            answers = [json.loads(line)["answer"] for line in f if line.strip()]
+        old = [str(int(a[a.find("####") + 4:].strip().replace(",", ""))) for a in answers]
+        records = load_gsm8k(split, path=gsm8k_dir)
+        assert [r["gold"] for r in records] == old
+        assert all(gold_value(r["gold"]) == int(g) for r, g in zip(records, old))
 
 
 def test_gsm8k_gold_is_linear_on_long_whitespace():

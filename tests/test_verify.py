@@ -18,7 +18,15 @@ from hypothesis import strategies as st
 
 from qae_lab.answers import strict_is_correct
 from qae_lab.rewards import REWARDS, SUCCESS_BANDS, check_reward
-from qae_lab.verify import MAX_CHARS, answer_block, math_verify_is_correct, math_verify_reward, safe_answer
+from qae_lab.verify import (
+    MAX_CHARS,
+    MAX_DEPTH,
+    answer_block,
+    math_verify_is_correct,
+    math_verify_reward,
+    reading,
+    safe_answer,
+)
 
 
 xml = functools.partial(xml_texts.xml, "3 + 4 = 7")  # xml(answer): a completion with that answer
@@ -132,6 +140,49 @@ def test_no_catastrophic_backtracking(mv, adversarial):
     start = time.perf_counter()
     assert math_verify_reward([adversarial], gold=["1"]) == [0.0]
     assert time.perf_counter() - start < 2.0
+
+
+# ---------------------------------------------------------------- bounded work: the guard's structure
+
+def _nested(depth: int, inner: str = "1") -> str:
+    return "{" * depth + inner + "}" * depth
+
+
+def _nested_frac(depth: int) -> str:
+    r"""\frac{\frac{...{1}{2}...}{2}}{2}: ``depth`` groups deep, value 1 / 2**depth."""
+    return r"\frac{" * depth + "1" + "}{2}" * depth
+
+
+@pytest.mark.parametrize("depth", [16, 48])
+def test_deep_nesting_is_refused_at_once(mv, depth):
+    # before: each level about doubled math-verify's time (16 levels 62 s, 48 fit in MAX_CHARS), with its
+    # timeouts off; now refused by structure, so no clock decides it
+    span = _nested(depth)
+    assert len(span) <= MAX_CHARS and not safe_answer(span) and reading(xml(span)) is None
+    start = time.perf_counter()
+    assert math_verify_reward([xml(span)], gold=["1"]) == [0.0]
+    assert time.perf_counter() - start < 1.0  # generous: the refusal itself takes microseconds
+
+
+def test_braces_only_as_command_arguments_balanced_and_shallow():
+    ok = [r"\boxed{\frac{3}{4}}", r"\frac{\frac{1}{2}}{3}", r"\boxed{\frac{\frac{1}{2}}{3}}", r"\text{18}",
+          r"\frac {1} {2}", r"\textbf{\text{7}}", "1{,}000", r"\text{1{,}000}", r"\frac{1}{2} + \frac{1}{3}",
+          _nested_frac(MAX_DEPTH), r"\frac12", "{,}"]
+    bad = ["{1}", "{ 1 }", "x = {5}", r"\frac{1}{2}{3}", r"\frac1{2}", r"\times{2}", r"\text{{1}}", "{}",
+           r"\frac{1}{2", r"\frac{1}}{2}", "}{", r"\text{1}}", "{,", _nested_frac(MAX_DEPTH + 1),
+           r"\boxed{" * (MAX_DEPTH + 1) + "1" + "}" * (MAX_DEPTH + 1), _nested(3), _nested(16), _nested(48)]
+    assert [s for s in ok if not safe_answer(s)] == []
+    assert [s for s in bad if safe_answer(s)] == []
+
+
+@pytest.mark.parametrize("span, gold", [
+    (_nested_frac(MAX_DEPTH), f"1/{2 ** MAX_DEPTH}"), (r"\boxed{\frac{\frac{3}{2}}{2}}", "0.75"),
+    (r"\frac{\frac{1}{2}}{\frac{3}{4}}", "2/3"), (r"\boxed{\dfrac{\tfrac{9}{1}}{3}}", "3"), ("1{,}000", "1000"),
+])
+def test_answers_at_the_depth_limit_still_verify(mv, span, gold):
+    assert safe_answer(span)
+    assert math_verify_is_correct(xml(span), gold)
+    assert not math_verify_is_correct(xml(span), "5")
 
 
 def test_refused_where_math_verify_is_missing(monkeypatch):
