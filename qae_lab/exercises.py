@@ -26,7 +26,7 @@ from qae_lab.theory import knob_slope
 
 __all__ = ["check_quantile_baseline", "check_knob_slope", "check_zero_count", "check_training_variance",
            "check_horizon_weights", "check_k_changes", "check_neg_correct", "check_mean_advantages",
-           "check_prediction", "check_direction"]
+           "check_prediction", "check_direction", "check_estimate"]
 
 NOT_ATTEMPTED = "Not attempted yet: replace the stub's `return None` and run this cell again."
 PREDICTIONS = ("up", "down")
@@ -309,3 +309,31 @@ def check_direction(prediction, before: float, after: float, *, quantity: str, c
     verdict, joint = ("Right", "and") if measured == guess else ("Wrong", "but")
     return (f'{verdict}: you predicted "{guess}", {joint} {quantity} {moved} when {change}{_BREAK}'
             f"(measured {before:.4g} -> {after:.4g}" + (f", tolerance {tolerance:.2g}" if tolerance else "") + ").")
+
+
+def check_estimate(prediction, measured: float, *, quantity: str, tolerance: float, unit: str = "") -> str:
+    r"""A predict-then-run verdict on a number: is ``prediction`` within ``tolerance`` of what was ``measured``?
+
+    The participant writes a guess (a number; None before deciding) before running the measurement; the verdict
+    says how far off it was and in which direction, so that a wrong guess still teaches the size of the effect.
+
+    >>> print(check_estimate(60, 79.4, quantity="the zero-advantage share", tolerance=10, unit="%"))
+    Off: you guessed 60%, the zero-advantage share measured 79.4% (19.4% higher than your guess;
+    within 10% counts as right).
+    >>> check_estimate(75, 79.4, quantity="x", tolerance=10)[:6], check_estimate(None, 1, quantity="x", tolerance=1)[:12]
+    ('Right:', 'No guess yet')
+    """
+    if prediction is None:
+        return f"No guess yet: set PREDICTION to a number ({quantity}), run that cell, then this one."
+    for name, value in (("prediction", prediction), ("measured", measured), ("tolerance", tolerance)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if tolerance < 0:
+        raise ValueError(f"tolerance must be >= 0, got {tolerance}")
+    gap = measured - prediction
+    if abs(gap) <= tolerance:
+        return (f"Right: you guessed {prediction:.4g}{unit}, {quantity} measured {measured:.4g}{unit}"
+                f" (within {tolerance:.2g}{unit}).")
+    side = "higher" if gap > 0 else "lower"
+    return (f"Off: you guessed {prediction:.4g}{unit}, {quantity} measured {measured:.4g}{unit}"
+            f" ({abs(gap):.3g}{unit} {side} than your guess;{_BREAK}within {tolerance:.2g}{unit} counts as right).")

@@ -146,3 +146,24 @@ def test_check_direction_says_right_wrong_same_and_refuses_bad_input():
         check_direction("up", 1.0, float("nan"), **kw)
     with pytest.raises(ValueError, match="tolerance must be >= 0"):
         check_direction("up", 1.0, 2.0, tolerance=-1, **kw)
+
+
+@pytest.mark.parametrize("guess, measured, tolerance, verdict", [
+    (80, 79.4, 5, "Right"), (79.4, 79.4, 0, "Right"), (70, 79.4, 5, "Off"), (90, 79.4, 5, "Off"),
+    (74.4, 79.4, 5, "Right"),  # the edge counts as right
+])
+def test_check_estimate_says_right_or_how_far_off(guess, measured, tolerance, verdict):
+    text = ex.check_estimate(guess, measured, quantity="the share", tolerance=tolerance, unit="%")
+    assert text.startswith(verdict + ":"), text
+    if verdict == "Off":
+        side = "higher" if measured > guess else "lower"
+        assert f"{abs(measured - guess):.3g}% {side} than your guess" in text, text
+
+
+def test_check_estimate_refuses_bad_input():
+    assert ex.check_estimate(None, 1.0, quantity="q", tolerance=1).startswith("No guess yet")
+    for bad in ("80", float("nan"), True):
+        with pytest.raises(ValueError, match="prediction must be a finite number"):
+            ex.check_estimate(bad, 1.0, quantity="q", tolerance=1)
+    with pytest.raises(ValueError, match="tolerance must be >= 0"):
+        ex.check_estimate(1, 1.0, quantity="q", tolerance=-1)
