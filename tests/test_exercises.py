@@ -71,7 +71,7 @@ CASES = {
 
 def test_every_checker_is_covered():
     # the predict-then-run checkers: their tests below
-    assert set(CASES) | {"check_prediction", "check_direction"} == set(ex.__all__)
+    assert set(CASES) | {"check_prediction", "check_direction", "check_estimate"} == set(ex.__all__)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
