@@ -1,4 +1,4 @@
-r"""The figures of notebooks 01 and 02 (the softmax bandit, the gate and its sparsity): the lab layer.
+r"""The figures of notebooks 01 and 02 (the gate and its sparsity, the softmax bandit): the lab layer.
 
 Each function draws numbers computed by :mod:`qae_lab.theory`, :mod:`qae_lab.simulation` and
 :mod:`qae_lab.sparsity` with :mod:`qae_lab.plots`; the notebooks put them under sliders with

@@ -3,7 +3,7 @@ r"""The embedded models: tiny Qwen2s the project trains itself, so everything ru
 Two of them, one per synthetic task (:data:`TASKS`), each with its own tokenizer:
 
 * ``embedded`` (``data/embedded/``): the arithmetic word problems of :func:`qae_lab.data.synthetic_task`;
-  notebooks 01-05 and the ``cpu-demo`` preset.
+  notebooks 00 and 03-05 and the ``cpu-demo`` preset.
 * ``embedded-sums`` (``data/embedded_sums/``): the sums task of :mod:`qae_lab.sums` (any order, free
   wording, an optional check line), built so that the papers' phenomena can show on a CPU: several
   correct completions per prompt, lengths that vary, real token entropy, format slips; notebook 06

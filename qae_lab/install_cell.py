@@ -47,7 +47,7 @@ _BADGE_SVG = "https://colab.research.google.com/assets/colab-badge.svg"
 def notebook_extras(notebook: str) -> tuple[str, ...]:
     r"""The extras notebook ``notebook`` (a file name, ``03_...ipynb``) installs: :data:`EXTRAS` by its number.
 
-    >>> notebook_extras("03_token_entropy_horizon_weights.ipynb"), notebook_extras("01_softmax.ipynb")
+    >>> notebook_extras("03_token_entropy_horizon_weights.ipynb"), notebook_extras("02_softmax_entropy_proofs.ipynb")
     (('train',), ())
     """
     return EXTRAS.get(Path(notebook).name[:2], ((), ""))[0]

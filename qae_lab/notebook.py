@@ -81,7 +81,7 @@ def in_colab() -> bool:
 def colab_url(notebook: str) -> str:
     r"""The Colab address that opens ``notebooks/<notebook>`` from the repository's main branch.
 
-    >>> colab_url("01_softmax_entropy_proofs.ipynb")
-    'https://colab.research.google.com/github/qae-lab/qae_lab/blob/main/notebooks/01_softmax_entropy_proofs.ipynb'
+    >>> colab_url("02_softmax_entropy_proofs.ipynb")
+    'https://colab.research.google.com/github/qae-lab/qae_lab/blob/main/notebooks/02_softmax_entropy_proofs.ipynb'
     """
     return f"https://colab.research.google.com/github/{REPO}/blob/main/notebooks/{notebook}"

@@ -250,7 +250,7 @@ def group_advantage_rows(group_size: int, k: float, counts, baselines=("mean", "
 
 def summary_02(zero_fractions: Mapping[str, tuple[float, float]], k_change: Mapping[float, float],
                conventions: Mapping[int, tuple[int, int, int]]) -> str:
-    r"""The summary of notebook 02, from the values its cells computed.
+    r"""The summary of notebook 01, from the values its cells computed.
 
     Args:
         zero_fractions: ``{spread's name: (zero share of all responses, zero share within mixed groups)}``

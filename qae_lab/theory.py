@@ -351,7 +351,7 @@ def knob_curve(p: float, k: float, eta: float, sharpness: float, *, n_actions: i
                seed: int = 1) -> KnobCurve:
     r"""The linear knob (:func:`identity_entropy_change`) of one bandit with success rate ``p``
     (:func:`make_bandits` from ``seed``) at ``n_baselines`` baselines from 0 to 1, with b_K
-    (:func:`population_quantile`) and the slope (:func:`knob_slope`): notebook 01's knob figure.
+    (:func:`population_quantile`) and the slope (:func:`knob_slope`): notebook 02's knob figure.
 
     >>> c = knob_curve(0.3, 0.4, 0.5, 1.5)
     >>> c.b_k, c.hard, c.slope > 0, bool(torch.isclose(c.dh[-1] - c.dh[0], torch.tensor(c.slope, dtype=c.dh.dtype)))

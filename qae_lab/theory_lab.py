@@ -1,4 +1,4 @@
-r"""Notebook 01's closing summary: the sentences that state what its toy-softmax checks measured.
+r"""Notebook 02's closing summary: the sentences that state what its toy-softmax checks measured.
 
 The numbers come from :mod:`qae_lab.theory` (the identity's first-order error, Prop. 4.2 of QAE, arXiv 2509.22611)
 and :mod:`qae_lab.simulation` (one sampled-group step, a small training run); this module only words them, so
@@ -20,7 +20,7 @@ _COUNT_KEYS = ("checked", "hard", "easy", "violations_first_order", "violations_
 
 def summary_01(slope: float, counts: Mapping[str, int], mc: Mapping[str, Sequence[float]],
                runs: Mapping[str, Mapping[str, Sequence[float]]]) -> str:
-    r"""The summary of notebook 01, one sentence per section, from the values its cells computed (each wrapped
+    r"""The summary of notebook 02, one sentence per section, from the values its cells computed (each wrapped
     at 110 characters).
 
     Args:

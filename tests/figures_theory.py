@@ -1,4 +1,4 @@
-"""What notebooks 01, 02 and 07 (bandits, the gate, the exact sequence policy) must show: figure_checks.py."""
+"""What notebooks 01, 02 and 07 (the gate, bandits, the exact sequence policy) must show: figure_checks.py."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from figure_checks import (NotebookSpec, Shown, axes, band_lines, centred_bands,
 from nbexec import Figure
 
 
-# ------------------------------------------------------------------ 01: softmax entropy proofs
+# ------------------------------------------------------------------ 02: softmax entropy proofs
 
 
 def _policy_bars(fig: Figure) -> None:
@@ -67,7 +67,7 @@ def _training(y_title: str, lo: float, hi: float):
     return check
 
 
-NB01 = NotebookSpec([
+NB02 = NotebookSpec([
     Shown(r"The policy over 12 responses \(\+ marks a correct one\)", _policy_bars),
     Shown(r"First-order error vs step size \(slope \S+\)", _first_order_error),
     Shown(r"slope eta\*Cov\(log pi, pi\) = \S+;\s+b_K = 0 \(hard prompt\)", _knob),
@@ -88,7 +88,7 @@ assert "K = 0.8" in mc.view.figure.layout.title.text
 assert qae_y() != old_qae and mean_y() == old_mean    # K moves QAE only
 """)
 
-# ------------------------------------------------------------------ 02: two-regime gate and sparsity
+# ------------------------------------------------------------------ 01: two-regime gate and sparsity
 
 KS = [round(0.05 * i, 2) for i in range(1, 20)]
 
@@ -149,7 +149,7 @@ def _extremes(fig: Figure) -> None:
         assert all(v >= 0 for v in y) if "largest" in name else all(v <= 0 for v in y), (name, y)
 
 
-NB02 = NotebookSpec([
+NB01 = NotebookSpec([
     Shown(r"Which responses get A ≠ 0: G = 8, paper quantile", _gate),
     Shown(r"Advantages per response \(✓ correct, ✗ wrong\)", _worked_examples),
     Shown(r"Expected zero-advantage fraction, one prompt with success rate p \(G = 16\)", _zero_fraction),

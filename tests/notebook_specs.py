@@ -16,8 +16,8 @@ from qae_lab.exercises import NOT_ATTEMPTED
 
 NOTEBOOKS = {
     "00_plain_grpo.ipynb": NB00,
-    "01_softmax_entropy_proofs.ipynb": NB01,
-    "02_two_regime_gating_and_sparsity.ipynb": NB02,
+    "01_two_regime_gating_and_sparsity.ipynb": NB01,
+    "02_softmax_entropy_proofs.ipynb": NB02,
     "03_token_entropy_horizon_weights.ipynb": NB03,
     "04_lora_grpo_qwen25.ipynb": NB04,
     "05_compare_runs.ipynb": NB05,

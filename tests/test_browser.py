@@ -59,8 +59,8 @@ LIVE_STEPS = 5000
 # None: a notebook without controls (Run All, its figures and its spec's checks only).
 MOVES = {
     "00_plain_grpo.ipynb": None,
-    "01_softmax_entropy_proofs.ipynb": ("mc = plots.interactive", "K", "ArrowRight"),
-    "02_two_regime_gating_and_sparsity.ipynb": ("gate = plots.interactive", "G", "ArrowRight"),
+    "01_two_regime_gating_and_sparsity.ipynb": ("gate = plots.interactive", "G", "ArrowRight"),
+    "02_softmax_entropy_proofs.ipynb": ("mc = plots.interactive", "K", "ArrowRight"),
     "03_token_entropy_horizon_weights.ipynb": ("weights = plots.interactive", "α", "ArrowRight"),
     "05_compare_runs.ipynb": ("curves = plots.interactive", "metric", 1),
     "06_phenomena_in_miniature.ipynb": ("entropy_view = plots.interactive", "smoothing", "ArrowRight"),
@@ -122,7 +122,7 @@ def _move_redraws(nb: Notebook, notebook: str, marker: str, label: str, move) ->
 
 @pytest.mark.slow(seconds=35)
 @pytest.mark.parametrize("notebook,plots", [*((name, "static") for name in MOVES),
-                                             ("02_two_regime_gating_and_sparsity.ipynb", "widget")],
+                                             ("01_two_regime_gating_and_sparsity.ipynb", "widget")],
                          ids=lambda v: v[:2] if v.endswith(".ipynb") else v)
 def test_notebook_runs_clean_and_its_controls_redraw(lab, notebook, plots):
     suffix = "" if plots == "static" else f"_{plots}"

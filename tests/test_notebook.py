@@ -74,7 +74,7 @@ def test_colab_url():
     assert REPO == "qae-lab/qae_lab"
     assert colab_url("03_sampled_groups.ipynb") == (
         "https://colab.research.google.com/github/qae-lab/qae_lab/blob/main/notebooks/03_sampled_groups.ipynb")
-    assert colab_url("01_softmax_entropy_proofs.ipynb").startswith(
+    assert colab_url("02_softmax_entropy_proofs.ipynb").startswith(
         f"https://colab.research.google.com/github/{REPO}/blob/main/notebooks/")
 
 

@@ -26,7 +26,7 @@ MAX_CODE_LINE = 100  # characters: what a notebook column shows without scrollin
 
 def test_notebooks_exist_and_are_numbered():
     names = [p.name for p in NOTEBOOKS]
-    assert "01_softmax_entropy_proofs.ipynb" in names and "02_two_regime_gating_and_sparsity.ipynb" in names
+    assert "01_two_regime_gating_and_sparsity.ipynb" in names and "02_softmax_entropy_proofs.ipynb" in names
     assert all(re.match(r"0\d_[a-z0-9_]+\.ipynb$", n) for n in names)
 
 

@@ -253,7 +253,7 @@ def test_bad_group_sizes_and_counts():
         sample_group_steps(torch.zeros(2, 3), GOOD_R, 4, 3)  # one policy at a time
 
 
-# ---------------------------------------------------------------- notebook 01's sentences
+# ---------------------------------------------------------------- notebook 02's sentences
 
 def test_mc_comparison_lines_verdicts_by_hand():
     # diff -0.008, 0.001 and +0.008 against a two-standard-error margin 2 * sqrt(0.001^2 + 0.001^2) = 0.0028

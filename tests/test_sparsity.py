@@ -227,7 +227,7 @@ def test_bad_rates_method_and_seed_are_named():
             sampled_zero_fraction([0.5], g, 0.4)
 
 
-# ---------------------------------------------------------------- notebook 02's figures as numbers
+# ---------------------------------------------------------------- notebook 01's figures as numbers
 
 def test_advantage_extremes_by_hand():
     # G = 4, K = 0.4: c <= 2 is hard (b_K = 0, successes +1), c = 3 easy (b_K = 1, failures -1), all-equal groups 0
@@ -265,7 +265,7 @@ def test_sampled_zero_fraction_beta_tracks_the_exact_fraction():
         sampled_zero_fraction_beta(0.5, 0.5, 16, ks, n_prompts=0)
 
 
-# ---------------------------------------------------------------- notebook 02's summary
+# ---------------------------------------------------------------- notebook 01's summary
 
 def test_summary_02_states_the_extremes_and_the_change():
     shares = {"U-shaped": (0.823, 0.754), "uniform": (0.757, 0.725), "centred": (0.65, 0.70)}

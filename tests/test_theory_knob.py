@@ -1,4 +1,4 @@
-"""qae_lab.theory.knob_curve, notebook 01's knob figure as numbers: the linear knob of one bandit, b_K and the
+"""qae_lab.theory.knob_curve, notebook 02's knob figure as numbers: the linear knob of one bandit, b_K and the
 regime, against a two-action bandit worked by hand."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""qae_lab.theory_lab: notebook 01's summary sentences, against hand-made inputs and a real (tiny) run."""
+"""qae_lab.theory_lab: notebook 02's summary sentences, against hand-made inputs and a real (tiny) run."""
 
 from __future__ import annotations
 
