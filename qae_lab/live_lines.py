@@ -1,59 +1,50 @@
-r"""Notebook 04's numbers and sentences from a live run's log: the zero-advantage fraction QAE's gate would
-give the logged steps at another K, and the closing summary of the run.
+r"""Notebook 04's numbers and sentences from a live run's log: where a logged quantity started and ended (its
+prediction), and the closing summary of the run (the steps, the K and alpha in force, pass@1 before and after).
 
-The gate's count is :func:`qae_lab.sparsity.expected_zero_fraction` (QAE, arXiv 2509.22611, sec. 4-5): with
-0/1 rewards a group of G with c successes has G - c zero advantages when it is hard (c <= G - ceil(K G)) and c
-when it is easy, and for a success count drawn Binomial(G, p)
-
-    E[zero fraction | p] = sum_c C(G, c) p^c (1 - p)^(G - c) zeros(c) / G
-
-Departure: the log holds each step's success rate ``qae/success_rate``, not every group's count, so every
-prompt of a step is taken to succeed at that rate (notebook 02's Binomial model). Prompts of unequal
-difficulty give more all-right and all-wrong groups than that, so the logged ``qae/zero_adv_frac`` is
-printed beside it. Nothing here imports plotly or ipywidgets.
+Nothing here imports plotly or ipywidgets.
 """
 
 from __future__ import annotations
 
+import math
+import statistics
+
 from collections.abc import Mapping, Sequence
 
-from qae_lab._checks import check_group_size, check_int, check_k
+from qae_lab._checks import check_int
 from qae_lab.knobs import knob_changes
-from qae_lab.methods import QAE_K, QAE_SUCCESS_RATE, QAE_ZERO_ADV_FRAC, SAAH_ALPHA
+from qae_lab.methods import QAE_K, QAE_ZERO_ADV_FRAC, SAAH_ALPHA
 from qae_lab.phenomena import window_mean
-from qae_lab.sparsity import expected_zero_fraction
 
-__all__ = ["GPU_RUN", "gate_zero_fraction", "logged_mean", "summary_lines"]
+__all__ = ["GPU_RUN", "first_last", "logged_mean", "summary_lines"]
 
 GPU_RUN = {"max_steps": 200, "n_eval": 100}
 """Notebook 04's run on a GPU: its training steps and its held-out problems, evaluated before and after (a shorter
 set than the presets' 500, so that the evaluations take minutes). docs/workshop.md's T4 time estimate reads them."""
 
 
-def gate_zero_fraction(rows: Sequence[Mapping], k: float, group_size: int) -> float:
-    r"""Mean over the logged steps of the zero-advantage fraction QAE's gate gives at quantile ``k`` to groups
-    of ``group_size`` whose success count is Binomial(G, p_t), p_t the step's logged ``qae/success_rate``.
+def first_last(rows: Sequence[Mapping], metric: str, share: float = 0.1) -> tuple[float, float] | None:
+    r"""The mean of ``metric`` over the first and over the last ``share`` of the logged steps (at least one step
+    each): where a run started and where it ended, without one noisy step deciding. None before any step logs it.
 
     Args:
-        rows: training-step log rows (:func:`qae_lab.runfolder.step_rows`); rows without a success rate
-            are left out.
-        k: the quantile level, in (0, 1); group_size: G, completions per prompt (>= 2).
+        rows: training-step log rows in step order (``LiveRun.logged_steps()``).
+        metric: a logged metric (``"completions/mean_length"``, ``"entropy"``, ...).
+        share: the fraction of the logged steps in each window, in (0, 0.5].
 
-    Raises:
-        ValueError: ``k`` or ``group_size`` out of range, or no row with ``qae/success_rate``.
-
-    >>> rows = [{"step": 1, "qae/success_rate": 0.5}, {"step": 2, "qae/success_rate": 0.5}]
-    >>> round(gate_zero_fraction(rows, 0.4, 16), 4)   # sparsity.expected_zero_fraction(0.5, 16, 0.4)
-    0.5764
-    >>> gate_zero_fraction([{"step": 1, "qae/success_rate": 1.0}], 0.8, 8)   # all right: every advantage 0
-    1.0
+    >>> rows = [{"step": s, "completions/mean_length": float(s)} for s in range(1, 21)]
+    >>> first_last(rows, "completions/mean_length")   # steps 1-2 and 19-20
+    (1.5, 19.5)
+    >>> first_last(rows[:1], "completions/mean_length"), first_last(rows, "entropy")
+    ((1.0, 1.0), None)
     """
-    k = check_k(k, "k")
-    g = check_group_size(group_size, group_size)  # an int >= 2
-    p = [float(r[QAE_SUCCESS_RATE]) for r in rows if r.get(QAE_SUCCESS_RATE) is not None]
-    if not p:
-        raise ValueError(f"rows must hold at least one step with {QAE_SUCCESS_RATE!r}, got {len(rows)} row(s)")
-    return float(expected_zero_fraction(p, g, k).mean())
+    if not isinstance(share, (int, float)) or isinstance(share, bool) or not 0 < share <= 0.5:
+        raise ValueError(f"share must lie in (0, 0.5], got {share!r}")
+    values = [float(r[metric]) for r in rows if r.get(metric) is not None]
+    if not values:
+        return None
+    n = max(1, math.ceil(share * len(values)))
+    return statistics.fmean(values[:n]), statistics.fmean(values[-n:])
 
 
 def logged_mean(rows: Sequence[Mapping], metric: str) -> float | None:

@@ -301,16 +301,14 @@ def gpu_time_text(root: str | Path = ROOT) -> str:
 
 
 def t4_time_line(root: str | Path = ROOT) -> str:
-    r"""Notebook 04's sentence on its time on a free Colab T4 (:func:`t4_estimate`), as its opening cell says it.
+    r"""Notebook 04's words on its time on a free Colab T4 (:func:`t4_estimate`), as its opening lines say it.
 
-    >>> t4_time_line().startswith("On a free Colab T4 (estimated from the architecture, not measured): at least")
+    >>> t4_time_line().startswith("on a free Colab T4 about ")
     True
     """
     est = t4_estimate(root)
-    return (f"On a free Colab T4 (estimated from the architecture, not measured): at least "
-            f"{est['floor']['total'] / 60:.0f} min, about {est['half']['total'] / 60:.0f} min if its kernels reach "
-            f"half the datasheet peaks, plus the model's download and the decode step's compilation "
-            f"(`qae_lab.gpu_time`; docs/workshop.md, \"A free Colab T4\").")
+    return (f"on a free Colab T4 about {est['floor']['total'] / 60:.0f}-{est['half']['total'] / 60:.0f} min "
+            f"(estimated from the architecture, not measured; docs/workshop.md)")
 
 
 def _reference(root: Path) -> list[Run]:

@@ -265,28 +265,12 @@ def _detrended(fig: Figure) -> None:
     assert 0 < detrended < plain, "removing the learning trend should leave less variance"
 
 
-def _composite_length(fig: Figure) -> None:
-    band_lines(fig, [f"{m}, composite reward (06)" for m in ("mean", "qae", "sa_ah")], 3,
-               "mean completion length (tokens)", 1)
-
-
-def _sums_ledger(fig: Figure) -> None:
-    band_lines(fig, [f"{m}, sums task (06)" for m in ("mean", "qae", "mean+clip_higher", "qae+clip_higher")], 3,
-               "first-order dH per unit step")
-
-
 NB05 = NotebookSpec([
     Shown(rf"entropy \(nats per token\) {SMOOTHED}",
           lambda f: band_lines(f, METHODS, 3, "entropy (nats per token)", 0)),
     Shown(r"pass@1 before and after training \(mean over seeds ± std\)", _pass_bars),
     Shown(r"mean-seed0: detrended variance \S+ \(window 20\), plain variance \S+", _detrended),
     Shown(rf"zero-advantage fraction {SMOOTHED}", lambda f: band_lines(f, METHODS, 3, "zero-advantage fraction", 0, 1)),
-    Shown(rf"hard-prompt fraction \(p ≤ 1−K\) {SMOOTHED}",
-          lambda f: band_lines(f, METHODS, 3, "hard-prompt fraction (p ≤ 1−K)", 0, 1)),
-    Shown(rf"SA-AH mean weight, negative rollouts {SMOOTHED}",  # only the SA-AH runs log it
-          lambda f: band_lines(f, ["sa_ah", "qae_sa_ah"], 3, "SA-AH mean weight, negative rollouts", 0, 1)),
-    Shown(r"mean completion length \(tokens\): mean over seeds ± std", _composite_length),
-    Shown(r"entropy ledger, whole update: mean over seeds ± std \(20-step average\)", _sums_ledger),
 ], probe="""
 def line(method):
     return next(t for t in curves.view.figure.data if t.name and t.name.startswith(method + " ("))

@@ -251,4 +251,5 @@ def test_the_t4_sentence_is_notebook_04s_and_comes_from_the_committed_host_costs
     nb = json.loads((ROOT / "notebooks" / "04_lora_grpo_qwen25.ipynb").read_text())
     opening = " ".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
     assert " ".join(line.split()) in " ".join(opening.split())
-    assert "GPU_RUN[\"max_steps\"]" in "".join(nb["cells"][3]["source"])
+    settings = next("".join(c["source"]) for c in nb["cells"] if "presets.build(" in "".join(c["source"]))
+    assert "GPU_RUN[\"max_steps\"]" in settings

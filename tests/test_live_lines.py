@@ -1,63 +1,37 @@
-"""qae_lab.live_lines: notebook 04's counterfactual zero-advantage fraction and its closing summary."""
+"""qae_lab.live_lines: notebook 04's start-and-end reading of a logged quantity and its closing summary."""
 
 from __future__ import annotations
 
-from math import comb
-
 import pytest
 
-from qae_lab.live_lines import gate_zero_fraction, logged_mean, summary_lines
+from qae_lab.live_lines import first_last, logged_mean, summary_lines
 
 BEFORE = {"pass@1": 0.25, "greedy_pass@1": 0.5, "n_problems": 8}
 AFTER = {"pass@1": 0.5, "greedy_pass@1": 0.375, "n_problems": 8}
 
 
-def _zero_fraction_by_loop(p, g, k):
-    """An independent count: a group with c of g right is hard when c <= g - ceil(k g) (its failures get 0),
-    else easy (its successes get 0); weighted by the Binomial(g, p) probability of c."""
-    hard_max = g - -(-k * g // 1)  # g - ceil(k g)
-    total = 0.0
-    for c in range(g + 1):
-        zeros = g - c if c <= hard_max else c
-        total += comb(g, c) * p ** c * (1 - p) ** (g - c) * zeros / g
-    return total
+def _first_last_by_hand(values, share):
+    """An independent reading: n = ceil(share * len) values at each end (at least one)."""
+    n = max(1, -(-len(values) * share // 1))
+    n = int(n)
+    return sum(values[:n]) / n, sum(values[-n:]) / n
 
 
-@pytest.mark.parametrize("g", [4, 8, 16])
-@pytest.mark.parametrize("k", [0.2, 0.4, 0.8])
-def test_gate_zero_fraction_matches_a_loop_and_averages_over_steps(g, k):
-    rates = [0.1, 0.35, 0.6, 0.9]
-    rows = [{"step": t, "qae/success_rate": p} for t, p in enumerate(rates, 1)]
-    expected = sum(_zero_fraction_by_loop(p, g, k) for p in rates) / len(rates)
-    assert gate_zero_fraction(rows, k, g) == pytest.approx(expected, abs=1e-12)
+@pytest.mark.parametrize("n, share", [(1, 0.1), (4, 0.1), (10, 0.1), (11, 0.1), (400, 0.1), (7, 0.5), (9, 0.25)])
+def test_first_last_reads_both_ends_of_the_logged_steps(n, share):
+    values = [float((7 * s) % 11) for s in range(n)]
+    rows = [{"step": s + 1, "completions/mean_length": v} for s, v in enumerate(values)] + [{"step": n + 1}]
+    assert first_last(rows, "completions/mean_length", share) == pytest.approx(_first_last_by_hand(values, share),
+                                                                              abs=1e-12)
 
 
-def test_gate_zero_fraction_hand_values_and_rows_without_a_rate():
-    # p = 0 or 1: every group all-equal, every advantage 0, at any K
-    assert gate_zero_fraction([{"step": 1, "qae/success_rate": 0.0}], 0.4, 8) == 1.0
-    # G = 2, K = 0.4: hard while c <= 2 - 1 = 1; p = 0.5 gives c = 0, 1, 2 with 1/4, 1/2, 1/4 and 2, 1, 2 zeros
-    rows = [{"step": 1, "qae/success_rate": 0.5}, {"step": 2}]  # a row without a rate is left out
-    assert gate_zero_fraction(rows, 0.4, 2) == pytest.approx((0.25 * 2 + 0.5 * 1 + 0.25 * 2) / 2)
-
-
-def test_raising_k_lowers_the_zeros_at_a_middling_success_rate():
-    # notebook 04's exercise: at p = 0.4 with G = 8, K = 0.8 makes groups with 2-3 successes easy, and an
-    # easy group's zeros are its c successes instead of its 8 - c failures
-    rows = [{"step": 1, "qae/success_rate": 0.4}]
-    assert gate_zero_fraction(rows, 0.8, 8) < gate_zero_fraction(rows, 0.4, 8)
-
-
-@pytest.mark.parametrize("k, g, rows, match", [
-    (0.0, 8, [{"step": 1, "qae/success_rate": 0.5}], "k must lie"),
-    (1.5, 8, [{"step": 1, "qae/success_rate": 0.5}], "k must lie"),
-    (0.4, 1, [{"step": 1, "qae/success_rate": 0.5}], "group_size must be >= 2"),
-    (0.4, 8, [{"step": 1}], "qae/success_rate"),
-    (0.4, 8, [], "qae/success_rate"),
-    (0.4, 8, [{"step": 1, "qae/success_rate": 1.5}], "p"),
-])
-def test_gate_zero_fraction_rejects_bad_input(k, g, rows, match):
-    with pytest.raises(ValueError, match=match):
-        gate_zero_fraction(rows, k, g)
+def test_first_last_hand_values_and_bad_input():
+    rows = [{"step": 1, "x": 10.0}, {"step": 2}, {"step": 3, "x": 20.0}, {"step": 4, "x": 40.0}]
+    assert first_last(rows, "x", 0.5) == (15.0, 30.0)  # rows without the metric are left out
+    assert first_last(rows, "y") is None and first_last([], "x") is None
+    for bad in (0, 0.6, -0.1, True, "0.1"):
+        with pytest.raises(ValueError, match="share must lie in"):
+            first_last(rows, "x", bad)
 
 
 def test_logged_mean():
