@@ -1,5 +1,6 @@
 r"""Notebook 07's figures of the exact sequence policy (the lab layer): one update's ledgers by part, live training
-runs under the controls, the committed sweep's comparisons and SA-AH's update against GRPO's.
+runs under the controls, the committed sweep's comparisons, SA-AH's update against GRPO's, and QAE's Proposition 4.2
+by regime in training (the committed ``regimes.json``: hard | easy | mixed prompts, mean vs quantile baseline).
 
 The numbers come from :mod:`qae_lab.seqpolicy_live`, :mod:`qae_lab.seqpolicy_lab` and
 :mod:`qae_lab.seqpolicy_update`; the notebook puts the figures under its controls with
@@ -11,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
-from qae_lab.plots import band_figure, bar_figure
-from qae_lab.seqpolicy_lab import findings_curves, run_curves, setting_name
+from qae_lab.plots import PALETTE, band_figure, bar_figure, wrap_title
+from qae_lab.seqpolicy_lab import REGIMES, findings_curves, regime_setting_name, run_curves, setting_name
 from qae_lab.seqpolicy_live import (
     LEDGER_KINDS,
     SHARE_PARTS,
@@ -25,7 +27,7 @@ from qae_lab.seqpolicy_live import (
 )
 from qae_lab.seqpolicy_update import UpdateSettings, update_variance
 
-__all__ = ["ledger_shares_figure", "live_figure", "findings_figure", "variance_figure"]
+__all__ = ["ledger_shares_figure", "live_figure", "findings_figure", "variance_figure", "regimes_figure"]
 
 
 def ledger_shares_figure(metrics: Mapping[str, float], kinds: Mapping[str, str] = LEDGER_KINDS, *,
@@ -93,3 +95,61 @@ def variance_figure(tasks: Mapping, alpha: float, start: str, *, eta: float, n_d
     return bar_figure(["tr Cov(dz) / GRPO's", "|E dz| / GRPO's"], variance_ratios(out),
                       title=f"The update against GRPO's (alpha = 0) on the same {n_draws} batches, α = {alpha:g},"
                             f" {start} start", y_title="ratio")
+
+
+def _group_title(group: str, meta: Mapping, p0: float) -> str:
+    """A panel's title: which prompts, how many, their start success rate."""
+    n, n_prompts = meta["n_group"], meta["n_prompts"]
+    which = {"hard": f"the {n} hardest of {n_prompts}", "easy": f"the {n} easiest of {n_prompts}",
+             "mixed": f"all {n_prompts} prompts"}[group]
+    return f"{group}: {which}<br>(start p {p0:.2f})"
+
+
+def regimes_figure(regimes: Mapping, optimizer: str = "adam", clip_higher: bool = True) -> go.Figure:
+    r"""QAE's Proposition 4.2 by regime in training: three panels side by side, hard | easy | mixed (each seed's
+    prompts grouped by their start success rate, :func:`qae_lab.seqpolicy_lab.start_split`), each the mean entropy
+    curve over seeds +- one std under the mean and the quantile baseline, for one ``optimizer`` and Clip-Higher
+    setting of the committed runs (:func:`qae_lab.seqpolicy_report.load_regimes`). A plain ``go.Figure``.
+
+    >>> from qae_lab.seqpolicy_report import load_regimes
+    >>> fig = regimes_figure(load_regimes(), "adam", True)
+    >>> [t.name for t in fig.data if t.showlegend is not False]
+    ['mean baseline (16 seeds)', 'quantile baseline, K = 0.4 (16 seeds)']
+    """
+    meta, runs = regimes["meta"], regimes["runs"]
+    if optimizer not in ("adam", "sgd"):
+        raise ValueError(f"optimizer must be 'adam' or 'sgd', got {optimizer!r}")
+    names = {"mean baseline": regime_setting_name(optimizer, "mean", meta["k"], bool(clip_higher)),
+             f"quantile baseline, K = {meta['k']:g}": regime_setting_name(optimizer, "quantile", meta["k"],
+                                                                         bool(clip_higher))}
+    groups = {label: runs[name]["groups"] for label, name in names.items()}
+    first = next(iter(groups.values()))
+    titles = [_group_title(g, meta, sum(first[g]["start_p"]) / len(first[g]["start_p"])) for g in REGIMES]
+    fig = make_subplots(rows=1, cols=len(REGIMES), shared_yaxes=True, subplot_titles=titles, horizontal_spacing=0.04)
+    for i, (label, by_group) in enumerate(groups.items()):
+        color = PALETTE[i % len(PALETTE)]
+        for col, group in enumerate(REGIMES, start=1):
+            c = by_group[group]["entropy_curve"]
+            x, mean, std = c["steps"], c["mean"], c["std"]
+            upper, lower = [m + s for m, s in zip(mean, std)], [m - s for m, s in zip(mean, std)]
+            # the +- std band: the upper edge forwards, the lower edge back, filled
+            fig.add_trace(go.Scatter(x=x + x[::-1], y=upper + lower[::-1], fill="toself", fillcolor=color,
+                                     opacity=0.2, line={"width": 0}, hoverinfo="skip", showlegend=False,
+                                     legendgroup=label), row=1, col=col)
+            fig.add_trace(go.Scatter(x=x, y=mean, mode="lines", line={"color": color}, legendgroup=label,
+                                     name=f"{label} ({c['n']} seeds)", showlegend=col == 1), row=1, col=col)
+    opt = {"adam": f"Adam, lr {meta['adam_eta']:g}, {meta['adam_passes']} passes",
+           "sgd": f"SGD, step {meta['sgd_eta']:g}, {meta['sgd_passes']} passes"}[optimizer]
+    n_seeds = first["mixed"]["entropy_curve"]["n"]
+    title = (f"Entropy H(pi) of the prompts hard / easy at the start, mean vs quantile baseline<br>{opt}, Clip-Higher "
+             f"{'on' if clip_higher else 'off'}; mean ± std over {n_seeds} seeds")
+    fig.update_xaxes(title_text="step")
+    fig.update_yaxes(title_text="H(pi) (nats)", row=1, col=1)
+    # px: the title's lines at the top, the panels' two-line titles under it, "step" and the legend below the panels
+    top, bottom, plot_h = 125, 100, 300
+    height = top + plot_h + bottom
+    fig.update_layout(title={"text": wrap_title(title, 100), "font": {"size": 15}, "y": 1 - 12 / height,
+                             "yanchor": "top"}, template="plotly_white", height=height,
+                      margin={"l": 60, "r": 20, "t": top, "b": bottom},
+                      legend={"orientation": "h", "yanchor": "top", "y": -60 / plot_h})
+    return fig

@@ -11,6 +11,14 @@ the notebook computed live.
 committed findings (:mod:`qae_lab.seqpolicy_report`), into :class:`qae_lab.compare.Curve` s (mean, std and range
 over seeds per step) for :func:`qae_lab.plots.band_figure`; :func:`check_sequence_entropy` checks the notebook's
 exercise (H(pi) by the entropy chain rule, eq. S2 of :mod:`qae_lab.seqpolicy`) against the library.
+
+QAE's Proposition 4.2 (arXiv 2509.22611) by regime, in training: :func:`regime_settings` names the grid that
+``benchmarks/seqpolicy_regimes.py`` runs; :func:`start_split` groups each seed's prompts by their start success rate
+(the n hardest, the n easiest, all of them), :func:`regime_curves` averages per-prompt curves over each group,
+:func:`curve_summary` reads a curve's start, peak/start, early and final values, and :func:`summarise_regimes` is
+what ``data/seqpolicy/regimes.json`` keeps of each run. Departure: the proposition speaks of one prompt's one-step
+change in its current regime; a prompt's regime moves as it trains, so the groups here are fixed by the start
+(what a prompt was, not what it is at step t).
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import torch
 
-from qae_lab._checks import check_int
+from qae_lab._checks import as_real_tensor, check_int
 from qae_lab.compare import Curve
 from qae_lab.ledger import LEDGER_FORMS
 from qae_lab.exercises import NOT_ATTEMPTED
@@ -30,7 +38,8 @@ from qae_lab.seqpolicy_update import OPTIMIZERS, UpdateSettings, group_update
 
 __all__ = ["K_VALUES", "CELLS", "setting_name", "sweep_settings", "headline", "tracking", "summarise_run",
            "seed_curve", "run_curves", "findings_curves", "tracking_table", "entropy_after_update",
-           "summary_lines", "check_sequence_entropy"]
+           "summary_lines", "check_sequence_entropy", "REGIMES", "regime_setting_name", "regime_settings",
+           "start_split", "regime_curves", "curve_summary", "summarise_regimes"]
 
 K_VALUES = (0.2, 0.4, 0.6, 0.8)
 # the ledger's four cells (qae_lab.ledger.LEDGER_PARTS), in words
@@ -328,3 +337,149 @@ def check_sequence_entropy(fn: Callable) -> str:
                                      f"got {got.tolist()}")
             cases += 1
     return f"Correct: your entropy matches qae_lab.seqpolicy.sequence_entropy on {cases} policies."
+
+
+# ---------------------------------------------------------------- Proposition 4.2 by regime, in training
+
+REGIMES = ("hard", "easy", "mixed")  # the n hardest prompts at the start, the n easiest, all of them
+
+
+def regime_setting_name(optimizer: str, baseline: str, k: float, clip_higher: bool) -> str:
+    r"""The name of one run of the regime grid, e.g. ``"adam/quantile K=0.4/clip-higher"``.
+
+    >>> regime_setting_name("sgd", "mean", 0.4, False), regime_setting_name("adam", "quantile", 0.4, True)
+    ('sgd/mean/clip-0.2', 'adam/quantile K=0.4/clip-higher')
+    """
+    base = f"quantile K={k:g}" if baseline == "quantile" else "mean"
+    return f"{optimizer}/{base}/{'clip-higher' if clip_higher else 'clip-0.2'}"
+
+
+def regime_settings(*, adam_eta: float, adam_passes: int, sgd_eta: float, sgd_passes: int, k: float = 0.4,
+                    group_size: int = 8) -> dict[str, UpdateSettings]:
+    r"""The regime grid: name -> :class:`~qae_lab.seqpolicy_update.UpdateSettings`, {mean, quantile at ``k``} x
+    {Adam (learning rate ``adam_eta``, ``adam_passes`` passes), SGD (step ``sgd_eta``, ``sgd_passes`` passes)} x
+    {Clip-Higher (eps_high 0.28), clip 0.2}; the group std kept (scale ``"group"``). 8 settings.
+
+    >>> g = regime_settings(adam_eta=0.05, adam_passes=4, sgd_eta=40.0, sgd_passes=2)
+    >>> len(g), g["adam/quantile K=0.4/clip-higher"].num_iterations, g["sgd/mean/clip-0.2"].epsilon_high
+    (8, 4, 0.2)
+    """
+    out = {}
+    for opt, eta, passes in (("adam", adam_eta, adam_passes), ("sgd", sgd_eta, sgd_passes)):
+        for baseline in ("mean", "quantile"):
+            for clip_higher in (True, False):
+                out[regime_setting_name(opt, baseline, k, clip_higher)] = UpdateSettings(
+                    group_size=group_size, baseline=baseline, k=k, eta=eta, optimizer=opt, num_iterations=passes,
+                    epsilon_high=0.28 if clip_higher else 0.2)
+    return out
+
+
+def start_split(p0, n: int) -> dict[str, torch.Tensor]:
+    r"""Per seed, the ``n`` hardest and the ``n`` easiest prompts by their start success rate p_0, as masks.
+
+    QAE's Proposition 4.2 (arXiv 2509.22611) is two claims, one per regime: hard prompts (p <= 1-K) change their
+    entropy by at most the mean baseline's under the quantile baseline, easy ones (p > 1-K) by at least. The groups
+    here are fixed at the start: each seed's prompts sorted by p_0 (a stable sort: of equal p_0 the lower prompt
+    index counts as harder), the first ``n`` are "hard", the last ``n`` "easy"; "mixed" is every prompt.
+
+    Args:
+        p0: (S, P) start success rates, P >= 2. n: prompts per group, in [1, P // 2] (the groups do not overlap).
+
+    Returns:
+        dict ``"hard"``, ``"easy"``, ``"mixed"`` -> (S, P) bool masks, each with n (mixed: P) True per seed.
+
+    >>> m = start_split(torch.tensor([[0.5, 0.1, 0.9, 0.1]]), 1)   # two prompts at 0.1: prompt 1 counts as harder
+    >>> m["hard"].tolist(), m["easy"].tolist(), m["mixed"].sum().item()
+    ([[False, True, False, False]], [[False, False, True, False]], 4)
+    """
+    p0 = as_real_tensor(p0, "p0")
+    if p0.dim() != 2 or p0.shape[1] < 2:
+        raise ValueError(f"p0 must have shape (S, P) with P >= 2 prompts, got {tuple(p0.shape)}")
+    n = check_int(n, "n", 1, p0.shape[1] // 2)
+    order = torch.sort(p0, dim=1, stable=True).indices  # (S, P): hardest first
+    masks = {}
+    for group, idx in (("hard", order[:, :n]), ("easy", order[:, -n:])):
+        masks[group] = torch.zeros(p0.shape, dtype=torch.bool).scatter(1, idx, True)  # (S, P)
+    masks["mixed"] = torch.ones(p0.shape, dtype=torch.bool)
+    return masks
+
+
+def regime_curves(curves, p0, n: int) -> dict[str, torch.Tensor]:
+    r"""Per-prompt curves averaged over each group of :func:`start_split`: x_g(t) = mean_{q in g} x_q(t).
+
+    Args:
+        curves: (S, P, T) per-prompt values over steps (e.g. ``entropy_curves`` of
+            :func:`qae_lab.seqpolicy_update.simulate`). p0: (S, P) start success rates. n: prompts per group.
+
+    Returns:
+        dict ``"hard"``, ``"easy"``, ``"mixed"`` -> (S, T) float64.
+
+    >>> x = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [5.0, 9.0], [7.0, 1.0]]])      # S = 1, P = 4, T = 2
+    >>> {g: c.tolist() for g, c in regime_curves(x, torch.tensor([[0.2, 0.9, 0.1, 0.5]]), 1).items()}
+    {'hard': [[5.0, 9.0]], 'easy': [[3.0, 4.0]], 'mixed': [[4.0, 4.0]]}
+    """
+    x = as_real_tensor(curves, "curves").double()
+    masks = start_split(p0, n)
+    if x.dim() != 3 or x.shape[:2] != masks["mixed"].shape:
+        raise ValueError(f"curves must have shape (S, P, T) = {tuple(masks['mixed'].shape)} + (T,) to match p0, "
+                         f"got {tuple(x.shape)}")
+    out = {}
+    for group, m in masks.items():
+        w = m.double()[..., None]  # (S, P, 1)
+        # x_g(t) = sum_q m_q x_q(t) / sum_q m_q
+        out[group] = (w * x).sum(1) / w.sum(1)  # (S, T)
+    return out
+
+
+def curve_summary(curve, early: int) -> dict[str, torch.Tensor]:
+    r"""What a curve over steps did, per seed: ``start`` x_0, ``peak_ratio`` max_t x_t / x_0 (1 when it never rises
+    above its start), ``early`` x at step ``early``, ``final`` x at the last step.
+
+    Args:
+        curve: (S, T) values from step 0. early: a step in [0, T - 1].
+
+    Returns:
+        dict of (S,) float64 tensors.
+
+    >>> s = curve_summary(torch.tensor([[2.0, 3.0, 1.0], [1.0, 0.5, 0.25]]), 1)
+    >>> {k: v.tolist() for k, v in s.items()}
+    {'start': [2.0, 1.0], 'peak_ratio': [1.5, 1.0], 'early': [3.0, 0.5], 'final': [1.0, 0.25]}
+    """
+    x = as_real_tensor(curve, "curve").double()
+    if x.dim() != 2 or x.shape[1] < 1:
+        raise ValueError(f"curve must have shape (S, T) with T >= 1 steps, got {tuple(x.shape)}")
+    early = check_int(early, "early", 0, x.shape[1] - 1)
+    # peak / start = max_t x_t / x_0
+    return {"start": x[:, 0], "peak_ratio": x.amax(1) / x[:, 0], "early": x[:, early], "final": x[:, -1]}
+
+
+def summarise_regimes(out: Mapping[str, torch.Tensor], n: int, *, early: int, every: int) -> dict:
+    r"""What ``data/seqpolicy/regimes.json`` keeps of one :func:`~qae_lab.seqpolicy_update.simulate` run (JSON-ready).
+
+    Per group of :func:`start_split` (the ``n`` hardest / easiest prompts of each seed at the start, and all of them),
+    per seed, rounded to 4 significant digits: ``start_p`` and ``final_p`` (the group's mean success rate),
+    ``start_h``, ``peak_ratio``, ``early_h`` (at step ``early``) and ``final_h`` of its mean entropy curve
+    (:func:`curve_summary`); and ``entropy_curve`` every ``every`` steps from step 0, as mean, std and range over
+    seeds (``steps``, ``mean``, ``std``, ``lo``, ``hi``, ``n``).
+
+    >>> from qae_lab.seqpolicy import task_batch
+    >>> from qae_lab.seqpolicy_update import simulate
+    >>> t = task_batch(2, 4, 2, 3, start="peaked")
+    >>> s = summarise_regimes(simulate(t.logits, t.rewards, UpdateSettings(group_size=4), steps=4), 1, early=2,
+    ...                       every=2)
+    >>> sorted(s), s["easy"]["entropy_curve"]["steps"], len(s["hard"]["peak_ratio"])
+    (['easy', 'hard', 'mixed'], [0, 2, 4], 2)
+    >>> sorted(s["hard"])
+    ['early_h', 'entropy_curve', 'final_h', 'final_p', 'peak_ratio', 'start_h', 'start_p']
+    """
+    every = check_int(every, "every", 1)
+    p0 = out["success_curves"][..., 0]  # (S, P)
+    h, p = regime_curves(out["entropy_curves"], p0, n), regime_curves(out["success_curves"], p0, n)
+    keep = {}
+    for group in REGIMES:
+        sh = curve_summary(h[group], early)
+        keep[group] = {"start_p": _seeds(p[group][:, 0]), "final_p": _seeds(p[group][:, -1]),
+                       "start_h": _seeds(sh["start"]), "peak_ratio": _seeds(sh["peak_ratio"]),
+                       "early_h": _seeds(sh["early"]), "final_h": _seeds(sh["final"]),
+                       "entropy_curve": _curve(h[group], list(range(0, h[group].shape[1], every)))}
+    return keep

@@ -12,6 +12,9 @@ tasks and the same random stream, so seeds pair up): both sides as mean ± std o
 seed-spread units (d = difference / pooled population std), and how many paired seeds go the same way. "lower" /
 "higher" only when every paired seed agrees (with 8 seeds a sign test's p = 2/256); otherwise "no clear
 difference". With few seeds this is a description, not a significance test.
+
+QAE's Proposition 4.2 by regime in training (``benchmarks/seqpolicy_regimes.py``, ``data/seqpolicy/regimes.json``,
+:func:`load_regimes`) is stated by :func:`regime_sentences`, with the same paired comparison.
 """
 
 from __future__ import annotations
@@ -27,12 +30,12 @@ from qae_lab.datadir import data_dir
 from qae_lab.ledger import LEDGER_FORMS
 from qae_lab.runstats import Stat, stat
 from qae_lab.seqpolicy import STARTS
-from qae_lab.seqpolicy_lab import CELLS, K_VALUES, setting_name
+from qae_lab.seqpolicy_lab import CELLS, K_VALUES, regime_setting_name, setting_name
 from qae_lab.seqpolicy_update import OPTIMIZERS
 
-__all__ = ["FORMS", "find_findings", "load_findings", "Paired", "paired", "compare_sentence",
-           "findings_sentences", "tracking_sentences", "trainer_ledger_sentences", "cell_sentences",
-           "variance_sentences", "summary_sentences"]
+__all__ = ["FORMS", "find_findings", "load_findings", "find_regimes", "load_regimes", "Paired", "paired",
+           "compare_sentence", "findings_sentences", "tracking_sentences", "trainer_ledger_sentences", "cell_sentences",
+           "variance_sentences", "summary_sentences", "regime_sentences"]
 
 # the per-token estimators of qae_lab.ledger.entropy_change_terms, as the sentences name them
 FORMS = {"npg": "npg (the trainer's ledger/*)", "pg": "pg", "reinforce": "reinforce"}
@@ -49,17 +52,42 @@ def find_findings(start: str | os.PathLike | None = None) -> Path:
     return data_dir("seqpolicy", start) / "findings.json"
 
 
+def _load(path: Path, script: str) -> dict:
+    """A committed JSON file of ``data/seqpolicy``, or ``ValueError`` naming ``path`` and the script that makes it."""
+    if not path.is_file():
+        raise ValueError(f"path must be a {path.name} file; none found (make it with python "
+                         f"benchmarks/{script}), got {path}")
+    return json.loads(path.read_text())
+
+
 def load_findings(path: str | os.PathLike | None = None) -> dict:
     r"""The findings as a dict (``meta``, ``runs``, ``variance``); ``path`` None: :func:`find_findings`.
 
     >>> sorted(load_findings())
     ['meta', 'runs', 'variance']
     """
-    path = find_findings() if path is None else Path(path)
-    if not path.is_file():
-        raise ValueError(f"path must be a findings.json file; none found (make it with python "
-                         f"benchmarks/seqpolicy_findings.py), got {path}")
-    return json.loads(Path(path).read_text())
+    return _load(find_findings() if path is None else Path(path), "seqpolicy_findings.py")
+
+
+def find_regimes(start: str | os.PathLike | None = None) -> Path:
+    r"""The committed ``regimes.json`` of ``data/seqpolicy``, looked up as :func:`find_findings` looks.
+
+    >>> find_regimes().name
+    'regimes.json'
+    """
+    return data_dir("seqpolicy", start) / "regimes.json"
+
+
+def load_regimes(path: str | os.PathLike | None = None) -> dict:
+    r"""QAE's Proposition 4.2 by regime in training (``benchmarks/seqpolicy_regimes.py``) as a dict: ``meta``,
+    ``timing``, ``search`` (the tries that chose the settings), ``runs`` (setting name -> ``settings``, ``seconds``,
+    ``groups`` -> :func:`qae_lab.seqpolicy_lab.summarise_regimes`), ``runner_up`` (the search's runner-up's
+    ``settings`` and its Adam ``runs`` on the same seeds); ``path`` None: :func:`find_regimes`.
+
+    >>> sorted(load_regimes())
+    ['meta', 'runner_up', 'runs', 'search', 'timing']
+    """
+    return _load(find_regimes() if path is None else Path(path), "seqpolicy_regimes.py")
 
 
 class Paired(NamedTuple):
@@ -124,11 +152,18 @@ def compare_sentence(findings: Mapping, a: str, b: str, quantity: str, what: str
                      _value(findings["runs"][b], quantity), unit, digits)
 
 
+def _direction(p: Paired) -> tuple[str, str, int]:
+    """The comparison's word ("lower" / "higher" only when every paired seed agrees, else "no clear difference") and
+    the more frequent direction with its number of seeds."""
+    word = "lower" if p.n_lower == p.n else "higher" if p.n_higher == p.n else "no clear difference"
+    most = ("lower", p.n_lower) if p.n_lower >= p.n_higher else ("higher", p.n_higher)
+    return word, *most
+
+
 def _sentence(what: str, label_a: str, label_b: str, a: Sequence, b: Sequence, unit: str, digits: int) -> str:
     """:func:`compare_sentence` of two per-seed lists."""
     p = paired(a, b)
-    word = "lower" if p.n_lower == p.n else "higher" if p.n_higher == p.n else "no clear difference"
-    most = ("lower", p.n_lower) if p.n_lower >= p.n_higher else ("higher", p.n_higher)
+    word, *most = _direction(p)
     spread = "no seed spread" if p.d is None else f"{abs(p.d):.1f} seed-spreads apart"
     fmt = lambda s: f"{s.mean:.{digits}f}±{s.std:.{digits}f}"  # noqa: E731
     unit = f" {unit}" if unit else ""
@@ -357,3 +392,101 @@ def summary_sentences(findings: Mapping) -> list[str]:
     out += cell_sentences(findings) + trainer_ledger_sentences(findings)[1:]
     out += [line for line in variance_sentences(findings) if line.startswith("tr Cov") and ", SA-AH" in line]
     return out
+
+
+# ---------------------------------------------------------------- Proposition 4.2 by regime, in training
+
+def _verdict(a: Sequence, b: Sequence, label_a: str) -> str:
+    """A against B over paired seeds in words: "lower under <label_a> in 16 of 16 seeds, 1.2 seed-spreads", or "no
+    clear difference: lower under <label_a> in 3, higher in 13 of 16 seeds"."""
+    p = paired(a, b)
+    word, _, count = _direction(p)
+    if word != "no clear difference":
+        return f"{word} under {label_a} in {p.n} of {p.n} seeds" + ("" if p.d is None else
+                                                                    f", {abs(p.d):.1f} seed-spreads")
+    if count == 0:
+        return "no difference: equal in every seed"
+    return f"no clear difference: lower under {label_a} in {p.n_lower}, higher in {p.n_higher} of {p.n} seeds"
+
+
+def _optimizer_words(meta: Mapping, optimizer: str) -> str:
+    """e.g. "Adam (lr 0.02, 4 passes)" or "plain SGD (step 40, 2 passes)"."""
+    eta, passes = (meta["adam_eta"], meta["adam_passes"]) if optimizer == "adam" else (meta["sgd_eta"],
+                                                                                         meta["sgd_passes"])
+    name, what = ("Adam", "lr") if optimizer == "adam" else ("plain SGD", "step")
+    return f"{name} ({what} {eta:g}, {passes} pass{'es' if passes != 1 else ''})"
+
+
+def _pair(runs: Mapping, meta: Mapping, optimizer: str, clip_higher: bool, group: str, key: str):
+    """(quantile's per-seed list, mean's) of one summary of one group."""
+    q, m = (runs[regime_setting_name(optimizer, b, meta["k"], clip_higher)]["groups"][group][key]
+            for b in ("quantile", "mean"))
+    return q, m
+
+
+def _both(runs: Mapping, meta: Mapping, optimizer: str, group: str, key: str, suffix: str = "", unit: str = "") -> str:
+    """"mean 1.34x vs quantile 1.19x its start (lower under the quantile in 16 of 16 seeds, 1.0 seed-spreads)"."""
+    q, m = _pair(runs, meta, optimizer, True, group, key)
+    p = paired(q, m)
+    return f"mean {p.b.mean:.2f}{suffix} vs quantile {p.a.mean:.2f}{suffix}{unit} ({_verdict(q, m, 'the quantile')})"
+
+
+def regime_sentences(regimes: Mapping, optimizer: str = "adam") -> list[str]:
+    r"""QAE's Proposition 4.2 (arXiv 2509.22611) by regime in training, in six sentences generated from
+    :func:`load_regimes`: under ``optimizer`` with Clip-Higher, the hard prompts' entropy peak (explosion), the easy
+    prompts' entropy early and at the end (collapse), all prompts together; then the other optimizer, what
+    Clip-Higher itself changes, and the search's runner-up on the same seeds. Numbers are means over seeds, mean
+    baseline first; "lower" / "higher" only when every paired seed agrees (:func:`paired`).
+
+    Args:
+        regimes: :func:`load_regimes`. optimizer: ``"adam"`` or ``"sgd"``, the one the first three sentences use.
+
+    >>> [s.split(" (")[0] for s in regime_sentences(load_regimes())][:3]
+    ['Hard prompts', 'Easy prompts', 'All 16 prompts together']
+    """
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {list(OPTIMIZERS)}, got {optimizer!r}")
+    meta, runs = regimes["meta"], regimes["runs"]
+    other = next(o for o in OPTIMIZERS if o != optimizer)
+    n, n_prompts, steps, early = meta["n_group"], meta["n_prompts"], meta["steps"], meta["early_step"]
+    start = lambda group, key: _mean(_pair(runs, meta, optimizer, True, group, key)[1])  # noqa: E731
+    both = lambda opt, group, key, *a: _both(runs, meta, opt, group, key, *a)  # noqa: E731
+    out = [f"Hard prompts (each seed's {n} hardest of {n_prompts} at the start: p {start('hard', 'start_p'):.2f}, "
+           f"H {start('hard', 'start_h'):.2f} nats), {_optimizer_words(meta, optimizer)}, Clip-Higher, K = "
+           f"{meta['k']:g}: entropy peak " + both(optimizer, "hard", "peak_ratio", "x", " its start") + ".",
+           f"Easy prompts (the {n} easiest: p {start('easy', 'start_p'):.2f}, H {start('easy', 'start_h'):.2f} "
+           f"nats): H at step {early} " + both(optimizer, "easy", "early_h", "", " nats") + f"; at step {steps} "
+           + both(optimizer, "easy", "final_h", "", " nats") + ".",
+           f"All {n_prompts} prompts together (p {start('mixed', 'start_p'):.2f}, H {start('mixed', 'start_h'):.2f} "
+           "nats): entropy peak "
+           + both(optimizer, "mixed", "peak_ratio", "x", " its start") + f"; H at step {steps} "
+           + both(optimizer, "mixed", "final_h", "", " nats") + ".",
+           f"Under {_optimizer_words(meta, other)}: hard prompts' peak " + both(other, "hard", "peak_ratio", "x")
+           + f"; easy prompts' H at step {steps} " + both(other, "easy", "final_h", "", " nats") + ".",
+           _clip_higher_sentence(runs, meta)]
+    check = regimes.get("runner_up") or {}
+    if check.get("runs"):
+        c_meta = {**meta, **check["settings"]}
+        c_both = lambda group, key, *a: _both(check["runs"], c_meta, "adam", group, key, *a)  # noqa: E731
+        out.append(f"The search's runner-up, {_optimizer_words(c_meta, 'adam')} at sharpness "
+                   f"{c_meta['sharpness']:g}, on the same seeds: hard prompts' peak "
+                   + c_both("hard", "peak_ratio", "x") + f"; easy prompts' H at step {steps} " + c_both("easy", "final_h", "", " nats") + ".")
+    return out
+
+
+def _clip_higher_sentence(runs: Mapping, meta: Mapping) -> str:
+    """How far Clip-Higher (eps_high 0.28 against 0.2) moves the hard prompts' peak and the easy prompts' final H,
+    over both optimizers and baselines, and in how many of those comparisons every paired seed moved one way."""
+    moved, agree, cases = {"peak_ratio": 0.0, "final_h": 0.0}, 0, 0
+    for opt in OPTIMIZERS:
+        for b in ("mean", "quantile"):
+            on, off = (runs[regime_setting_name(opt, b, meta["k"], c)]["groups"] for c in (True, False))
+            for group, key in (("hard", "peak_ratio"), ("easy", "final_h")):
+                p = paired(on[group][key], off[group][key])
+                moved[key] = max(moved[key], abs(p.diff))
+                agree += _direction(p)[0] != "no clear difference"
+                cases += 1
+    return (f"Clip-Higher (eps_high 0.28 against 0.2) moves the hard prompts' peak by at most "
+            f"{moved['peak_ratio']:.3f}x and the easy prompts' H at step {meta['steps']} by at most "
+            f"{moved['final_h']:.3f} nats (seed means, either optimizer and baseline); every seed moved the same way "
+            f"in {agree} of these {cases} comparisons.")

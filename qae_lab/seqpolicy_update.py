@@ -291,14 +291,18 @@ def simulate(logits, rewards, settings: UpdateSettings, *, steps: int, seed: int
 
     Returns:
         dict of float64 tensors: ``entropy`` and ``success`` (S, steps + 1), means over prompts, from the start;
-        every metric of :func:`group_update` per step, (S, steps); ``entropy_per_prompt`` and
-        ``success_per_prompt``, (S, P, 2): each prompt's value at the start and at the end.
+        every metric of :func:`group_update` per step, (S, steps); ``entropy_curves`` and ``success_curves``,
+        (S, P, steps + 1): each prompt's exact H(pi) and p at every step, from the start (their mean over prompts is
+        ``entropy`` and ``success``); ``entropy_per_prompt`` and ``success_per_prompt``, (S, P, 2): each prompt's
+        value at the start and at the end.
 
     >>> from qae_lab.seqpolicy import task_batch
     >>> t = task_batch(2, 4, 2, 3, start="peaked")
     >>> out = simulate(t.logits, t.rewards, UpdateSettings(group_size=4), steps=5)
     >>> out["entropy"].shape, out["sampled/dh_hard_neg"].shape, out["entropy_per_prompt"].shape
     (torch.Size([2, 6]), torch.Size([2, 5]), torch.Size([2, 4, 2]))
+    >>> out["entropy_curves"].shape, bool(torch.allclose(out["entropy_curves"].mean(1), out["entropy"]))
+    (torch.Size([2, 4, 6]), True)
     """
     z, rewards = _batch(logits, rewards)
     steps = check_int(steps, "steps", 0)
@@ -306,18 +310,20 @@ def simulate(logits, rewards, settings: UpdateSettings, *, steps: int, seed: int
         raise ValueError(f"settings must be an UpdateSettings, got {type(settings).__name__}")
     gen = torch.Generator().manual_seed(check_int(seed, "seed", 0))
     snap, state = _snapshot(z), None
-    first = (snap.h, (snap.log_pi_y.exp() * rewards).sum(-1))  # (S, P) each
+    curves = ([snap.h], [(snap.log_pi_y.exp() * rewards).sum(-1)])  # per prompt, (S, P) each step
     rows: dict[str, list[torch.Tensor]] = {}
     for _ in range(steps):
         z, metrics, state, snap = _update(z, rewards, settings, gen, state, snap)
         for key, val in metrics.items():
             rows.setdefault(key, []).append(val)
-    last = (snap.h, (snap.log_pi_y.exp() * rewards).sum(-1))
+        curves[0].append(snap.h)
+        curves[1].append((snap.log_pi_y.exp() * rewards).sum(-1))
     out = {key: torch.stack(val, -1).double() for key, val in rows.items()}  # (S, steps)
-    for i, key in enumerate(("entropy", "success")):
-        out[key] = torch.cat([out[key], last[i].mean(-1, keepdim=True)], -1) if steps else \
-            last[i].mean(-1, keepdim=True)  # (S, steps + 1)
-        out[f"{key}_per_prompt"] = torch.stack([first[i], last[i]], -1)  # (S, P, 2)
+    for key, per_step in zip(("entropy", "success"), curves):
+        per_prompt = torch.stack(per_step, -1)  # (S, P, steps + 1)
+        out[f"{key}_curves"] = per_prompt
+        out[key] = per_prompt.mean(1)  # (S, steps + 1): the mean over prompts, from the start
+        out[f"{key}_per_prompt"] = per_prompt[..., [0, -1]]  # (S, P, 2): the start and the end
     return out
 
 

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import copy
+
+import plotly.graph_objects as go
 import pytest
 
 from qae_lab.seqpolicy import make_tasks
-from qae_lab.seqpolicy_figures import findings_figure, ledger_shares_figure, live_figure, variance_figure
+from qae_lab.seqpolicy_figures import (
+    findings_figure,
+    ledger_shares_figure,
+    live_figure,
+    regimes_figure,
+    variance_figure,
+)
 from qae_lab.seqpolicy_lab import findings_curves, run_curves, setting_name
 from qae_lab.seqpolicy_live import COMPARISONS, SHARE_PARTS, LiveRuns
-from qae_lab.seqpolicy_report import load_findings
+from qae_lab.seqpolicy_report import load_findings, load_regimes
 
 
 def test_ledger_shares_figure_one_bar_group_per_ledger():
@@ -52,3 +61,55 @@ def test_variance_figure_ratios_to_grpo():
     assert list(fig.data[0].y) == [1.0, 1.0]  # GRPO against itself
     assert list(fig.data[0].x) == ["tr Cov(dz) / GRPO's", "|E dz| / GRPO's"]
     assert "same 8 batches, α = 1, flat start" in fig.layout.title.text
+
+
+
+def test_regimes_figure_draws_the_committed_curves_in_three_panels():
+    r = load_regimes()
+    meta = r["meta"]
+    fig = regimes_figure(r, "sgd", False)
+    assert type(fig) is go.Figure  # a plain figure, not a FigureWidget
+    titles = [a.text.replace("<br>", " ") for a in fig.layout.annotations]
+    start_p = lambda g: sum(r["runs"]["sgd/mean/clip-0.2"]["groups"][g]["start_p"]) / meta["n_seeds"]  # noqa: E731
+    assert titles == [f"hard: the {meta['n_group']} hardest of {meta['n_prompts']} (start p {start_p('hard'):.2f})",
+                      f"easy: the {meta['n_group']} easiest of {meta['n_prompts']} (start p {start_p('easy'):.2f})",
+                      f"mixed: all {meta['n_prompts']} prompts (start p {start_p('mixed'):.2f})"]
+    title = fig.layout.title.text.replace("<br>", " ")
+    assert (f"SGD, step {meta['sgd_eta']:g}, {meta['sgd_passes']} passes, Clip-Higher off; mean ± std over "
+            f"{meta['n_seeds']} seeds") in title
+    assert [fig.layout[f"xaxis{i}"].title.text for i in ("", "2", "3")] == ["step"] * 3
+    assert fig.layout.yaxis.title.text == "H(pi) (nats)"
+    # three panels side by side on one shared y axis
+    assert fig.layout.yaxis2.matches == "y" and fig.layout.yaxis3.matches == "y"
+    assert fig.layout.xaxis.domain[1] < fig.layout.xaxis2.domain[0] < fig.layout.xaxis2.domain[1] < \
+        fig.layout.xaxis3.domain[0]
+    lines = [t for t in fig.data if t.fill != "toself"]
+    bands = [t for t in fig.data if t.fill == "toself"]
+    assert len(lines) == len(bands) == 6
+    assert [t.name for t in lines if t.showlegend] == [f"mean baseline ({meta['n_seeds']} seeds)",
+                                                      f"quantile baseline, K = 0.4 ({meta['n_seeds']} seeds)"]
+    for i, (band, line) in enumerate(zip(bands, lines)):
+        base = ("mean", "quantile K=0.4")[i // 3]
+        c = r["runs"][f"sgd/{base}/clip-0.2"]["groups"][("hard", "easy", "mixed")[i % 3]]["entropy_curve"]
+        assert line.xaxis == band.xaxis == ("x", "x2", "x3")[i % 3]
+        assert list(line.x) == c["steps"] and list(line.y) == c["mean"]
+        n = len(c["steps"])  # the band: mean + std forwards, mean - std backwards
+        assert list(band.y[:n]) == pytest.approx([m + s for m, s in zip(c["mean"], c["std"])])
+        assert list(band.y[n:][::-1]) == pytest.approx([m - s for m, s in zip(c["mean"], c["std"])])
+
+
+def test_regimes_figure_counts_follow_the_data():
+    r = copy.deepcopy(load_regimes())
+    r["meta"].update(n_group=2, n_prompts=6, k=0.6)
+    r["runs"] = {name.replace("K=0.4", "K=0.6"): run for name, run in r["runs"].items()}
+    for run in r["runs"].values():
+        for g in run["groups"].values():
+            g["entropy_curve"]["n"] = 3
+    fig = regimes_figure(r)
+    assert fig.layout.annotations[0].text.startswith("hard: the 2 hardest of 6")
+    assert fig.layout.annotations[2].text.startswith("mixed: all 6 prompts")
+    assert [t.name for t in fig.data if t.showlegend] == ["mean baseline (3 seeds)",
+                                                          "quantile baseline, K = 0.6 (3 seeds)"]
+    assert "Adam, lr" in fig.layout.title.text and "over 3 seeds" in fig.layout.title.text
+    with pytest.raises(ValueError, match="^optimizer must"):
+        regimes_figure(r, "lion")

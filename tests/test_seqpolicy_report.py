@@ -3,18 +3,28 @@ and on hand-made ones."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import math
+import shutil
+import statistics
+from pathlib import Path
 
 import pytest
 
 from qae_lab.ledger import LEDGER_FORMS
 from qae_lab.seqpolicy import task_batch
 from qae_lab.seqpolicy_lab import headline, summarise_run, sweep_settings
+from qae_lab import datadir
 from qae_lab.seqpolicy_report import (
     cell_sentences,
     compare_sentence,
+    find_regimes,
     findings_sentences,
+    load_findings,
+    load_regimes,
     paired,
+    regime_sentences,
     summary_sentences,
     tracking_sentences,
     trainer_ledger_sentences,
@@ -119,3 +129,147 @@ def test_paired_comparison_words():
     assert p.n == 2 and p.n_lower == 2 and math.isclose(p.diff, -1.0)
     with pytest.raises(ValueError, match="^a and b "):
         paired([1.0], [1.0, 2.0])
+
+
+
+# ---------------------------------------------------------------- Proposition 4.2 by regime: regimes.json
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _fmean(xs) -> float:
+    return statistics.fmean(xs)
+
+
+def _said(q: list, m: list, suffix: str = "", unit: str = "") -> str:
+    """What a sentence must say of one comparison, computed here without the report's helpers."""
+    lower, higher = sum(a < b for a, b in zip(q, m)), sum(a > b for a, b in zip(q, m))
+    nums = f"mean {_fmean(m):.2f}{suffix} vs quantile {_fmean(q):.2f}{suffix}{unit}"
+    if lower == len(q) or higher == len(q):
+        pooled = math.sqrt((statistics.pstdev(q) ** 2 + statistics.pstdev(m) ** 2) / 2)
+        word = "lower" if lower == len(q) else "higher"
+        return f"{nums} ({word} under the quantile in {len(q)} of {len(q)} seeds, " \
+               f"{abs(_fmean(q) - _fmean(m)) / pooled:.1f} seed-spreads)"
+    return f"{nums} (no clear difference: lower under the quantile in {lower}, higher in {higher} of {len(q)} seeds)"
+
+
+def test_the_committed_regime_sentences_state_the_files_numbers():
+    r = load_regimes()
+    meta, runs, lines = r["meta"], r["runs"], regime_sentences(r)
+    assert len(lines) == 6
+    def g(opt, base, group, key, c="clip-higher", rr=runs):
+        return rr[f"{opt}/{base}/{c}"]["groups"][group][key]
+
+    q = f"quantile K={meta['k']:g}"
+    hard_p, hard_h = _fmean(g("adam", "mean", "hard", "start_p")), _fmean(g("adam", "mean", "hard", "start_h"))
+    assert lines[0].startswith(f"Hard prompts (each seed's {meta['n_group']} hardest of {meta['n_prompts']} at the "
+                               f"start: p {hard_p:.2f}, H {hard_h:.2f} nats), Adam (lr {meta['adam_eta']:g}, "
+                               f"{meta['adam_passes']} passes), Clip-Higher, K = 0.4: entropy peak ")
+    assert _said(g("adam", q, "hard", "peak_ratio"), g("adam", "mean", "hard", "peak_ratio"), "x", " its start") \
+        in lines[0]
+    for key in ("early_h", "final_h"):
+        assert _said(g("adam", q, "easy", key), g("adam", "mean", "easy", key), "", " nats") in lines[1]
+    for key, suffix, unit in (("peak_ratio", "x", " its start"), ("final_h", "", " nats")):
+        assert _said(g("adam", q, "mixed", key), g("adam", "mean", "mixed", key), suffix, unit) in lines[2]
+    assert lines[3].startswith(f"Under plain SGD (step {meta['sgd_eta']:g}, {meta['sgd_passes']} passes)")
+    assert _said(g("sgd", q, "hard", "peak_ratio"), g("sgd", "mean", "hard", "peak_ratio"), "x") in lines[3]
+    assert _said(g("sgd", q, "easy", "final_h"), g("sgd", "mean", "easy", "final_h"), "", " nats") in lines[3]
+    # Clip-Higher against clip 0.2: the largest move of a seed mean, and how many comparisons every seed agreed on
+    moves, agree = {"peak_ratio": [], "final_h": []}, 0
+    for opt in ("adam", "sgd"):
+        for base in ("mean", q):
+            for group, key in (("hard", "peak_ratio"), ("easy", "final_h")):
+                on, off = g(opt, base, group, key), g(opt, base, group, key, "clip-0.2")
+                moves[key].append(abs(_fmean(on) - _fmean(off)))
+                agree += all(a < b for a, b in zip(on, off)) or all(a > b for a, b in zip(on, off))
+    assert (f"moves the hard prompts' peak by at most {max(moves['peak_ratio']):.3f}x and the easy prompts' H at "
+            f"step {meta['steps']} by at most {max(moves['final_h']):.3f} nats") in lines[4]
+    assert lines[4].endswith(f"every seed moved the same way in {agree} of these 8 comparisons.")
+    check = r["runner_up"]
+    c = lambda base, group, key: g("adam", base, group, key, rr=check["runs"])  # noqa: E731
+    assert lines[5].startswith(f"The search's runner-up, Adam (lr {check['settings']['adam_eta']:g}, "
+                               f"{check['settings']['adam_passes']} passes) at sharpness "
+                               f"{check['settings']['sharpness']:g}")
+    assert _said(c(q, "hard", "peak_ratio"), c("mean", "hard", "peak_ratio"), "x") in lines[5]
+
+
+def test_the_committed_regime_runs_are_the_searchs_choice_on_fresh_seeds():
+    r = load_regimes()
+    meta, search = r["meta"], r["search"]
+    ranked = sorted(search["tries"], key=lambda t: -t["hard_peak_ratio"])
+    pick = lambda t: {k: t[k] for k in ("sharpness", "adam_eta", "adam_passes")}  # noqa: E731
+    assert search["chosen"] == pick(ranked[0]) == pick(meta) and search["runner_up"] == pick(ranked[1])
+    assert r["runner_up"]["settings"] == search["runner_up"]
+    for t in search["tries"]:  # the rule reads the mean of the per-seed peaks it keeps
+        # the mean of the kept per-seed numbers, itself kept to 4 decimals: within 5e-5 of it
+        assert t["hard_peak_ratio"] == pytest.approx(_fmean(t["hard_peak_ratio_seeds"]), abs=5e-5 + 1e-12)
+    searched = set(range(search["task_seed"], search["task_seed"] + search["n_seeds"]))
+    assert not searched & set(range(meta["task_seed"], meta["task_seed"] + meta["n_seeds"]))
+    assert meta["n_seeds"] >= 12 and len(r["runs"]) == 8
+    for run in [*r["runs"].values(), *r["runner_up"]["runs"].values()]:
+        for group in ("hard", "easy", "mixed"):
+            kept = run["groups"][group]
+            assert all(len(kept[k]) == meta["n_seeds"] for k in ("start_p", "start_h", "peak_ratio", "final_h"))
+            assert kept["entropy_curve"]["n"] == meta["n_seeds"]
+            assert kept["entropy_curve"]["steps"] == list(range(0, meta["steps"] + 1, meta["every"]))
+    same_tasks = {tuple(run["groups"]["hard"]["start_p"]) for run in r["runs"].values()}
+    assert len(same_tasks) == 1  # every setting starts from the same tasks: the seeds pair up
+
+
+def test_regime_verdicts_by_hand():
+    base = {"meta": {"k": 0.4, "n_group": 1, "n_prompts": 4, "steps": 9, "early_step": 3, "adam_eta": 0.05,
+                     "adam_passes": 4, "sgd_eta": 40.0, "sgd_passes": 2}}
+    summary = lambda v: {k: list(v) for k in ("start_p", "start_h", "peak_ratio", "early_h", "final_h")}  # noqa: E731
+    runs = {}
+    for opt in ("adam", "sgd"):
+        for b, vals in (("mean", [1.0, 1.5, 2.0]), ("quantile K=0.4", [0.5, 1.6, 1.0])):
+            for c in ("clip-higher", "clip-0.2"):
+                runs[f"{opt}/{b}/{c}"] = {"groups": {g: summary(vals) for g in ("hard", "easy", "mixed")}}
+    runs["adam/quantile K=0.4/clip-higher"]["groups"]["hard"]["peak_ratio"] = [0.5, 1.0, 1.5]
+    lines = regime_sentences({**base, "runs": runs})
+    assert len(lines) == 5  # no runner-up: no sixth sentence
+    assert "entropy peak mean 1.50x vs quantile 1.00x its start (lower under the quantile in 3 of 3 seeds, " \
+           "1.2 seed-spreads)" in lines[0]
+    assert "H at step 3 mean 1.50 vs quantile 1.03 nats (no clear difference: lower under the quantile in 2, " \
+           "higher in 1 of 3 seeds)" in lines[1]
+    assert lines[4].endswith("every seed moved the same way in 0 of these 8 comparisons.")
+    assert "moves the hard prompts' peak by at most 0.033x" in lines[4]  # adam quantile: 1.0 against 1.0333
+    with pytest.raises(ValueError, match="^optimizer must"):
+        regime_sentences({**base, "runs": runs}, "lion")
+
+
+def test_regimes_are_found_in_a_checkout_and_in_an_installed_copy(tmp_path, monkeypatch):
+    assert find_regimes(ROOT / "notebooks") == ROOT / "data" / "seqpolicy" / "regimes.json"
+    # an installed package: qae_lab/seqpolicy_data in site-packages, no data/ beside it and none above the cwd
+    site = tmp_path / "site-packages" / "qae_lab"
+    shutil.copytree(ROOT / "data" / "seqpolicy", site / "seqpolicy_data")
+    monkeypatch.setattr(datadir, "_PACKAGE", site)
+    monkeypatch.chdir(tmp_path)
+    assert find_regimes() == site / "seqpolicy_data" / "regimes.json"
+    assert load_regimes()["runs"] == load_regimes(ROOT / "data" / "seqpolicy" / "regimes.json")["runs"]
+    assert load_findings()["runs"]  # the sibling file, found the same way
+    with pytest.raises(ValueError, match="^path must be a regimes.json file.*seqpolicy_regimes.py"):
+        load_regimes(tmp_path / "regimes.json")
+
+
+def _benchmark():
+    spec = importlib.util.spec_from_file_location("seqpolicy_regimes", ROOT / "benchmarks" / "seqpolicy_regimes.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_benchmarks_smoke_mode_writes_a_readable_file(tmp_path, capsys):
+    bench = _benchmark()
+    out = tmp_path / "regimes.json"
+    assert bench.main(["--smoke", "--out", str(out)]) == 0
+    r = json.loads(out.read_text())
+    assert r["meta"]["vocab"] == 2 and r["meta"]["n_seeds"] == 2 and len(r["search"]["tries"]) == 2
+    assert sorted(r["runs"]) == sorted(bench.regime_settings(adam_eta=1.0, adam_passes=1, sgd_eta=1.0,
+                                                             sgd_passes=1))
+    assert len(regime_sentences(load_regimes(out))) == 6
+    printed = capsys.readouterr().out
+    assert "## chosen: sharpness 3" in printed and "Hard prompts (each seed's 1 hardest of 4" in printed
+    assert [p.name for p in tmp_path.iterdir()] == ["regimes.json"]  # written whole, no temporary file left
+    with pytest.raises(SystemExit):  # the smoke run never replaces the committed file
+        bench.main(["--smoke"])

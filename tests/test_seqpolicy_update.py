@@ -74,3 +74,21 @@ def test_update_variance_same_groups_for_every_variant():
 def test_errors_name_the_argument(call, name):
     with pytest.raises(ValueError, match=rf"^{name} "):
         call()
+
+
+def test_simulate_keeps_every_prompts_exact_curves():
+    from qae_lab.seqpolicy import sequence_entropy, success_rate
+
+    t = peaked(2, 3, 2, 3)
+    out = simulate(t.logits, t.rewards, UpdateSettings(group_size=4, eta=3.0), steps=4, seed=5)
+    h, p = out["entropy_curves"], out["success_curves"]
+    assert h.shape == p.shape == (2, 3, 5) and h.dtype == p.dtype == torch.float64
+    # step 0 is the start's exact entropy and success rate, prompt by prompt
+    assert torch.allclose(h[..., 0], sequence_entropy(t.logits)) and torch.allclose(p[..., 0],
+                                                                                    success_rate(t.logits, t.rewards))
+    # the same numbers as the mean curves, the first-and-last per prompt and the exact change of each step
+    assert torch.equal(h.mean(1), out["entropy"]) and torch.equal(p.mean(1), out["success"])
+    assert torch.equal(h[..., [0, -1]], out["entropy_per_prompt"])
+    assert torch.allclose(h.mean(1).diff(dim=-1), out["dh_exact"])
+    none = simulate(t.logits, t.rewards, UpdateSettings(group_size=4), steps=0)
+    assert none["entropy_curves"].shape == (2, 3, 1) and none["entropy"].shape == (2, 1)
