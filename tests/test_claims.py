@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from qae_lab.claims import (CLAIMS, clip_sentence, direction, evaluation, judge, punished_correct_sentence,
-                            sharpening_sentences, summary_lines, total, variance, window)
+from qae_lab.claims import (CLAIMS, VERDICTS, clip_acted, clip_sentence, direction, evaluation, fell, judge,
+                            punished_correct_sentence, rose, scoreboard, scoreboard_markdown, sharpening_sentences,
+                            summary_lines, total, variance, window)
 from qae_lab.compare import Run, find_reference_runs
 from qae_lab.phenomena import EXPERIMENTS, load_experiment, run_names
 
@@ -39,10 +40,11 @@ def _judged(a_values, b_values, expect=">"):
 def test_verdicts_on_hand_made_runs():
     assert _judged([0.6, 0.62, 0.64], [0.4, 0.42, 0.44]).verdict == "holds"
     assert _judged([0.4, 0.42, 0.44], [0.6, 0.62, 0.64]).verdict == "reversed"
-    assert _judged([0.4, 0.6, 0.5], [0.45, 0.55, 0.5]).verdict == "not shown (the seed ranges overlap)"
+    assert _judged([0.4, 0.6, 0.5], [0.45, 0.55, 0.5]).verdict == "no difference (the seed ranges overlap)"
     assert _judged([0.4, 0.42, 0.44], [0.6, 0.62, 0.64], "<").verdict == "holds"
     # "kept or improved": holds unless every seed is lower
-    assert _judged([0.4, 0.6, 0.5], [0.45, 0.55, 0.5], ">=").verdict.startswith("holds (not lower")
+    assert _judged([0.4, 0.6, 0.5], [0.45, 0.55, 0.5], ">=").verdict == "holds (no lower: within the seed spread)"
+    assert _judged([0.4, 0.6, 0.5], [0.45, 0.55, 0.5], ">=").why.endswith("within the seed spread, so not lower")
     assert _judged([0.3, 0.31, 0.32], [0.6, 0.62, 0.64], ">=").verdict == "reversed"
     assert _judged([0.6], [0.4]).verdict == "not shown (too few seeds)"
 
@@ -51,7 +53,8 @@ def test_the_sentence_carries_source_claim_numbers_and_seeds():
     j = _judged([0.6, 0.62, 0.64], [0.4, 0.42, 0.44])
     assert j.sentence.startswith('QAE (arXiv 2509.22611): "QAE raises pass@1 over the mean baseline".')
     assert "qae+clip_higher 0.620±0.016 vs mean+clip_higher 0.420±0.016 (3 and 3 seeds)" in j.sentence
-    assert "holds, difference +0.200 = 12.2 seed spreads, every seed apart" in j.sentence
+    assert "difference +0.200 = 12.2 seed spreads, every seed apart; expected >: holds." in j.sentence
+    assert j.why == "qae+clip_higher 0.620 vs mean+clip_higher 0.420: every one of the 3 + 3 seeds apart"
     assert judge(CLAIMS[0], {"entropy": []}).sentence.endswith("no runs of mean+clip_higher or qae+clip_higher.")
     with pytest.raises(ValueError, match="runs hold no experiment 'entropy'"):
         judge(CLAIMS[0], {})
@@ -83,7 +86,7 @@ def test_every_claim_is_judged_on_the_committed_runs(claim):
     runs = {claim.experiment: load_experiment(find_reference_runs(), claim.experiment)}
     j = judge(claim, runs)
     assert j.effect is not None and j.effect.a.n >= 3 and j.effect.b.n >= 3, j.sentence
-    assert j.verdict.split(" (")[0] in ("holds", "reversed", "not shown") and claim.statement in j.sentence
+    assert j.kind in VERDICTS[:4] and claim.statement in j.sentence and j.why
 
 
 def test_sharpening_words_follow_the_numbers():
@@ -93,6 +96,10 @@ def test_sharpening_words_follow_the_numbers():
              "pass@1 and pass@32 both rose": ev(0.5, 0.95, 8.0),
              "sharpened: pass@1 up, pass@32 not, fewer distinct correct texts": ev(0.5, 0.9, 8.0),
              "no sign of sharpening": ev(0.5, 0.88, 11.0)}
+    ceiling = ev(0.4, 1.0, 10.0)  # pass@32 cannot rise from 1.000: only the distinct texts can say
+    for after, word in ((ev(0.5, 1.0, 8.0), "fewer of them, sharpened"), (ev(0.5, 1.0, 11.0), "no sign of it")):
+        [line] = sharpening_sentences([Run("r", "qae", 0, {}, [], ceiling, after)])
+        assert "pass@32 was already 1.000 before training and could not rise" in line and line.endswith(word + "."), line
     for word, after in cases.items():
         [line] = sharpening_sentences([Run("r", "qae", 0, {}, [], before, after)])
         assert line.endswith(word + "."), line
@@ -133,9 +140,9 @@ def test_direction_is_side_a_to_side_b_with_the_pooled_seed_std():
 def test_summary_counts_verdicts_per_paper_and_gives_the_numbers_of_the_decided_ones():
     held, overlap = _judged([0.6, 0.62, 0.64], [0.4, 0.42, 0.44]), _judged([0.4, 0.6, 0.5], [0.45, 0.55, 0.5])
     lines = summary_lines([held, overlap, judge(CLAIMS[-1], {"composite": []})])
-    assert lines[0] == "3 claims judged: 1 holds, 0 reversed, 2 not shown."
-    assert lines[1:3] == ["  QAE: 2 claims: 1 holds, 0 reversed, 1 not shown.",
-                          "  no paper: 1 claim: 0 hold, 0 reversed, 1 not shown."]
+    assert lines[0] == "3 claims judged: 1 holds, 0 reversed, 1 no difference, 0 cannot be tested here, 1 not shown."
+    assert lines[1:3] == ["  QAE: 2 claims: 1 holds, 0 reversed, 1 no difference, 0 cannot be tested here, 0 not shown.",
+                          "  no paper: 1 claim: 0 hold, 0 reversed, 0 no difference, 0 cannot be tested here, 1 not shown."]
     assert lines[3:] == ["holds: pass1: qae+clip_higher 0.620 vs mean+clip_higher 0.420 (+12.2 seed spreads)."]
     with pytest.raises(ValueError, match="Judgement"):
         summary_lines(["holds"])
@@ -146,5 +153,71 @@ def test_summary_of_the_committed_runs_adds_up():
     judged = [judge(c, runs) for c in CLAIMS]
     lines = summary_lines(judged)
     assert lines[0].startswith(f"{len(CLAIMS)} claims judged: ")
-    decided = [j for j in judged if j.verdict.split(" (")[0] != "not shown"]
+    decided = [j for j in judged if j.kind in ("holds", "reversed")]
     assert len(lines) == 1 + 3 + len(decided)  # the total, three sources, one line per decided claim
+
+
+def _entropy_run(method: str, values, seed: int = 0, clip: float | None = None) -> Run:
+    rows = [{"step": t, "reward": 0.5, "entropy": v} for t, v in enumerate(values, 1)]
+    if clip is not None:
+        rows += [{"step": len(values) + 1, "clip_ratio/region_mean": clip}]  # a pass that reuses the generation
+    return Run(f"{method}-{seed}", method, seed, {}, rows, None, None)
+
+
+def test_rose_needs_a_control_that_explodes():
+    flat = [0.17] * 30
+    assert rose("mean")([_entropy_run("mean", flat)]).startswith("mean's entropy never rose above 1.00x its start")
+    spike = [0.17] * 10 + [0.3] * 10 + [0.17] * 10  # a 10-step average of 0.3: 1.76x the start
+    assert rose("mean")([_entropy_run("mean", flat, 0), _entropy_run("mean", spike, 1)]) is None  # one run suffices
+    assert rose("mean", factor=2.0)([_entropy_run("mean", spike)]).startswith("mean's entropy never rose above 1.76x")
+    assert rose("mean")([_entropy_run("qae", spike)]) == "no run of mean logs entropy for 20 steps or more"
+    assert rose("mean")([_entropy_run("mean", [0.1, 9.0] * 5)]).startswith("no run of mean")  # 10 steps: too short
+
+
+def test_fell_needs_a_control_that_collapses():
+    assert fell("mean")([_entropy_run("mean", [0.2] * 10 + [0.05] * 20)]) is None  # the last third at 0.25x
+    slow = [0.2] * 10 + [0.15] * 20  # 0.75x
+    assert fell("mean")([_entropy_run("mean", slow)]).startswith("mean's entropy fell only from 0.200 to 0.150 (0.75x")
+    assert fell("mean", to=0.8)([_entropy_run("mean", slow)]) is None
+
+
+def test_clip_acted_needs_a_clip_that_acts():
+    runs = [_entropy_run("m", [0.1] * 3, s, clip) for s, clip in enumerate([0.0003, 0.0002])]
+    assert clip_acted()(runs) == ("the clip acted on at most 0.03% of the tokens: widening it (Clip-Higher) could "
+                                  "not matter")
+    assert clip_acted()(runs + [_entropy_run("m", [0.1] * 3, 2, 0.004)]) is None
+    assert clip_acted()([_entropy_run("m", [0.1] * 3)]) == "no run reuses a generation, so the clip never acts"
+
+
+def test_a_claim_whose_checks_fail_cannot_be_tested_whatever_the_numbers():
+    explosion = next(c for c in CLAIMS if c.key == "explosion")
+    # every seed apart in the expected direction, but the control never rose and the clip never acted
+    runs = [_entropy_run("mean+clip_higher", [0.3 + 0.01 * s] * 30, s, 0.0001) for s in range(3)]
+    runs += [_entropy_run("qae+clip_higher", [0.2 + 0.01 * s] * 30, s, 0.0001) for s in range(3)]
+    j = judge(explosion, {"entropy": runs})
+    assert j.effect.apart and j.kind == "cannot be tested here"
+    assert j.why.startswith("mean+clip_higher's entropy never rose above 1.00x its start") and "0.01%" in j.why
+    assert j.sentence.endswith(f"expected >: cannot be tested here: {j.why}.")
+
+
+def test_the_scoreboard_says_each_verdict_in_plain_words():
+    held, overlap = _judged([0.6, 0.62, 0.64], [0.4, 0.42, 0.44]), _judged([0.4, 0.6, 0.5], [0.45, 0.55, 0.5])
+    rows = scoreboard([held, overlap, judge(CLAIMS[-1], {"composite": []})])
+    assert [r["verdict"] for r in rows] == ["holds", "tested, no difference", "not shown"]
+    assert [r["paper"] for r in rows] == ["QAE", "QAE", "the lab"]
+    assert rows[0]["claim"] == "QAE ends with a higher pass@1" and rows[1]["why"].endswith("the seeds overlap, 0.0 seed spreads")
+    table = scoreboard_markdown(rows).splitlines()
+    assert table[0] == "| claim | paper | verdict | why |" and len(table) == 2 + len(rows)
+    assert "| **tested, no difference** |" in table[3]
+    with pytest.raises(ValueError, match="Judgement"):
+        scoreboard(["holds"])
+
+
+def test_the_committed_scoreboard_separates_untestable_from_no_difference():
+    runs = {name: load_experiment(find_reference_runs(), name) for name in EXPERIMENTS}
+    rows = {c.key: r for c, r in zip(CLAIMS, scoreboard(judge(c, runs) for c in CLAIMS))}
+    assert all(r["claim"] and r["why"] for r in rows.values())
+    # what the committed entropy runs can and cannot test, from their own logs (see the checks' tests above)
+    for key in ("explosion", "collapse"):
+        if rows[key]["verdict"] == "cannot be tested here":
+            assert "to prevent" in rows[key]["why"] and "Clip-Higher" in rows[key]["why"]
