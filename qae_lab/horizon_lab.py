@@ -1,11 +1,11 @@
-r"""Notebook 03's numbers on sampled rollouts: token entropies laid out per group, where the entropy sits, SA-AH's
-and AH's horizon weights of a group, the alpha and K sweeps, the last token's weight, the top-k estimate's error
-and which rollouts the horizon weights discount.
+r"""Notebook 03's numbers on sampled rollouts of the sums model: the group it shows, that group's token entropies
+and SA-AH's and AH's horizon weights on it, the effective token fraction as alpha moves, which rollouts and tokens
+the horizon weights discount under QAE's and GRPO's baselines, and the sentences that state what was measured.
 
-Inputs are a :class:`qae_lab.rollouts.Rollouts` (B prompts x G completions; N = B*G rows) and the (N, T)
-normalised token entropies H~_t of its completions (:func:`qae_lab.rollouts.completion_entropies`); the maths is
-:mod:`qae_lab.horizon` and :mod:`qae_lab.advantages`. Nothing here imports plotly or ipywidgets (the figures are
-:mod:`qae_lab.horizon_figures`).
+Inputs are a :class:`qae_lab.rollouts.Rollouts` (B prompts x G completions; N = B*G rows, each prompt's G
+contiguous) and the (N, T) normalised token entropies H~_t of its completions
+(:func:`qae_lab.rollouts.completion_entropies`); the maths is :mod:`qae_lab.horizon` and :mod:`qae_lab.advantages`.
+Nothing here imports plotly or ipywidgets (the figures are :mod:`qae_lab.horizon_figures`).
 """
 
 from __future__ import annotations
@@ -15,16 +15,12 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-from qae_lab._checks import check_int
 from qae_lab.advantages import group_advantages, hard_regime
-from qae_lab.horizon import horizon_weights, normalised_entropy, selective_horizon_weights, weight_stats
+from qae_lab.horizon import selective_horizon_weights, weight_stats
 
-__all__ = ["PAPER_TOP_K", "PAPER_VOCAB", "group_rows", "token_grid", "token_texts", "entropy_by_position",
-           "digit_line", "both_weights", "alpha_sweep", "effective_line", "last_token_weight", "last_weight_lines",
-           "paper_share_k", "top_k_lines", "top_k_entropies", "discounted", "discount_sweep", "discount_lines",
-           "summary_03"]
-
-PAPER_TOP_K, PAPER_VOCAB = 500, 151_936  # SA-AH's top-k and Qwen2.5's vocabulary
+__all__ = ["group_rows", "token_grid", "token_texts", "both_weights", "pick_group", "group_weights",
+           "weights_line", "uncertain_line", "alpha_sweep", "effective_line", "discounted", "discounted_tokens",
+           "baseline_line", "summary_03"]
 
 
 def group_rows(group_size: int, prompt: int) -> list[int]:
@@ -61,30 +57,6 @@ def token_texts(tokenizer, completion_ids: torch.Tensor, mask: torch.Tensor, row
              for t in range(width)] for i in rows]
 
 
-def entropy_by_position(h: torch.Tensor, mask: torch.Tensor) -> list[float]:
-    r"""Mean H~_t at each position t over the completions that reach it.
-
-    >>> entropy_by_position(torch.tensor([[0.5, 0.25], [0.25, 0.0]]), torch.tensor([[1., 1], [1, 0]]))
-    [0.375, 0.25]
-    """
-    return (h.sum(0) / mask.sum(0).clamp(min=1)).tolist()
-
-
-def digit_line(h: torch.Tensor, completion_ids: torch.Tensor, mask: torch.Tensor, tokenizer) -> str:
-    r"""The share of the tokens that are digits and their share of the summed entropy.
-
-    >>> from types import SimpleNamespace
-    >>> tok = SimpleNamespace(decode=lambda ids: "1a"[ids[0]])
-    >>> digit_line(torch.tensor([[0.75, 0.25]]), torch.tensor([[0, 1]]), torch.ones(1, 2), tok)
-    'digit tokens are 50% of the tokens and carry 75% of the summed entropy'
-    """
-    real = mask.bool()
-    digit = torch.tensor([[tokenizer.decode([i]).strip().isdigit() for i in row]
-                          for row in completion_ids.tolist()]) & real
-    return (f"digit tokens are {digit.sum() / real.sum():.0%} of the tokens and carry "
-            f"{h[digit].sum() / h[real].sum():.0%} of the summed entropy")
-
-
 def both_weights(h: torch.Tensor, mask: torch.Tensor, advantages: torch.Tensor, alpha: float
                  ) -> dict[str, tuple[torch.Tensor, dict[str, float]]]:
     r"""SA-AH's horizon weights (only rollouts with A < 0) and AH's (every rollout) at ``alpha``: name -> ((N, T)
@@ -99,6 +71,89 @@ def both_weights(h: torch.Tensor, mask: torch.Tensor, advantages: torch.Tensor, 
         w = selective_horizon_weights(h, mask, advantages, alpha, selective=selective)  # (N, T)
         out[name] = (w, weight_stats(w, mask, advantages))
     return out
+
+
+def _mean_weight(w: torch.Tensor, mask: torch.Tensor, rows: torch.Tensor) -> float:
+    """Mean of ``w`` over the real tokens of the rows flagged in ``rows`` (N,); 1.0 where there are none."""
+    m = mask * rows.to(mask.dtype)[:, None]  # (N, T)
+    return (w * m).sum().item() / m.sum().item() if m.sum() > 0 else 1.0
+
+
+def pick_group(ro, h: torch.Tensor, alpha: float = 0.5) -> int:
+    r"""The prompt notebook 03 shows: of the groups with both successes and failures, the one whose failures'
+    mean SA-AH horizon weight at ``alpha`` (GRPO's mean-baseline advantages) is the median, the lower one of an
+    even count: a typical mixed group, neither the most nor the least discounted.
+
+    >>> from types import SimpleNamespace
+    >>> ro = SimpleNamespace(rewards=torch.tensor([1., 0, 1, 1, 1, 0, 0, 0, 1, 0]), group_size=2,
+    ...                      mask=torch.ones(10, 2), success_counts=torch.tensor([1., 2, 1, 0, 1]))
+    >>> h = torch.tensor([[0.5] * 2, [0.5] * 2, [0] * 2, [0] * 2, [0.1] * 2, [0.1] * 2, [0] * 2, [0] * 2,
+    ...                   [0.9] * 2, [0.9] * 2])
+    >>> pick_group(ro, h)  # mixed: prompts 0, 2 and 4, failures' weights 0.69, 0.93 and 0.52
+    0
+    """
+    g = ro.group_size
+    adv = group_advantages(ro.rewards, g, baseline="mean")  # (N,)
+    w = selective_horizon_weights(h, ro.mask, adv, alpha)  # (N, T)
+    mixed = [b for b, c in enumerate(ro.success_counts.tolist()) if 0 < c < g]
+    if not mixed:
+        raise ValueError("no group has both successes and failures: sample more prompts or another seed")
+    rows = torch.zeros(len(ro.rewards), dtype=torch.bool)
+    failures = ro.rewards == 0
+    by_weight = []
+    for b in mixed:
+        rows.zero_()
+        rows[b * g:(b + 1) * g] = True
+        by_weight.append((_mean_weight(w, ro.mask, rows & failures), b))
+    return sorted(by_weight)[(len(by_weight) - 1) // 2][1]
+
+
+def group_weights(h: torch.Tensor, mask: torch.Tensor, advantages: torch.Tensor, alpha: float,
+                  rows: Sequence[int]) -> dict[str, dict[str, float]]:
+    r"""SA-AH's and AH's horizon weights at ``alpha`` on ``rows`` (one group): name -> ``neg`` (mean w over the
+    real tokens of its rollouts with A < 0), ``pos`` (the same for A >= 0), ``n_neg`` and ``n_pos`` (rollouts),
+    and ``last_neg`` (the mean weight of the last token of its rollouts with A < 0; 1.0 where there are none).
+
+    >>> out = group_weights(torch.full((2, 2), 0.5), torch.ones(2, 2), torch.tensor([1.0, -1.0]), 1.0, [0, 1])
+    >>> out["SA-AH"]["pos"], round(out["AH"]["pos"], 4), out["AH"]["n_neg"], round(out["SA-AH"]["last_neg"], 4)
+    (1.0, 0.4872, 1, 0.3679)
+    """
+    idx = list(rows)
+    h_g, m_g, a_g = h[idx], mask[idx], advantages[idx]  # (G, T), (G, T), (G,)
+    neg = a_g < 0  # (G,)
+    last = (m_g.sum(1).long() - 1).clamp(min=0)  # (G,) index of each rollout's last real token
+    out = {}
+    for name, (w, _) in both_weights(h_g, m_g, a_g, alpha).items():
+        w_last = w.gather(1, last[:, None]).squeeze(1)  # (G,)
+        out[name] = {"neg": _mean_weight(w, m_g, neg), "pos": _mean_weight(w, m_g, ~neg),
+                     "n_neg": int(neg.sum()), "n_pos": int((~neg).sum()),
+                     "last_neg": w_last[neg].mean().item() if neg.any() else 1.0}
+    return out
+
+
+def weights_line(stats: Mapping[str, Mapping[str, float]], prompt: int, alpha: float) -> str:
+    r"""What :func:`group_weights` (``stats``) found on prompt ``prompt``, in words.
+
+    >>> stats = {"SA-AH": {"neg": 0.58, "pos": 1.0, "n_neg": 5, "n_pos": 3, "last_neg": 0.31},
+    ...          "AH": {"neg": 0.58, "pos": 0.74, "n_neg": 5, "n_pos": 3, "last_neg": 0.31}}
+    >>> print(weights_line(stats, 2, 0.5))  # doctest: +NORMALIZE_WHITESPACE
+    At α = 0.5, SA-AH's mean weight on the tokens of prompt 2's 5 rollouts with A < 0 is 0.58 (their last tokens
+    0.31); its 3 others keep 1, where AH gives them 0.74.
+    """
+    sa, ah = stats["SA-AH"], stats["AH"]
+    return (f"At α = {alpha:g}, SA-AH's mean weight on the tokens of prompt {prompt}'s {sa['n_neg']} rollouts with "
+            f"A < 0 is {sa['neg']:.2f} (their last tokens {sa['last_neg']:.2f}); its {sa['n_pos']} others keep "
+            f"{sa['pos']:.3g}, where AH gives them {ah['pos']:.2f}.")
+
+
+def uncertain_line(tokens: Sequence[tuple[str, float, int]]) -> str:
+    r"""One line from :func:`qae_lab.rollouts.uncertain_tokens`: the tokens drawn where the model was least sure.
+
+    >>> uncertain_line([("First", 0.2764, 13), ("⏎", 0.01, 90)])
+    "most uncertain steps (mean H~_t of the step that drew the token, times drawn): 'First' 0.28 x13, '⏎' 0.01 x90"
+    """
+    return ("most uncertain steps (mean H~_t of the step that drew the token, times drawn): "
+            + ", ".join(f"{text!r} {h:.2f} x{n}" for text, h, n in tokens))
 
 
 def alpha_sweep(h: torch.Tensor, mask: torch.Tensor, adv_mean: torch.Tensor, adv_qae: torch.Tensor,
@@ -133,75 +188,6 @@ def effective_line(curves: Mapping[str, Sequence[float]], alphas: Sequence[float
             + ", ".join(f"{name.split(': ')[-1]} {v[i]:.3f}" for name, v in curves.items() if "effective" in name))
 
 
-def last_token_weight(mean_h: float, n_tokens: int, alpha: float = 0.5) -> float:
-    r"""The horizon weight of the last of ``n_tokens`` tokens whose H~ is ``mean_h`` each: exp(-alpha n mean_h).
-
-    >>> round(last_token_weight(0.1, 10, 1.0), 6)
-    0.367879
-    """
-    n = check_int(n_tokens, "n_tokens", 1)
-    return horizon_weights(torch.full((1, n), mean_h), torch.ones(1, n), alpha)[0, -1].item()
-
-
-def last_weight_lines(h: torch.Tensor, mask: torch.Tensor, alpha: float = 0.5) -> list[str]:
-    r"""The last token's weight at ``alpha`` for the paper's Qwen2.5-3B early and late in training (mean H~ and
-    length from the paper) and for these completions (their mean H~ and mean length).
-
-    >>> last_weight_lines(torch.full((1, 4), 0.25), torch.ones(1, 4))[2]
-    "this run (mean H~ 0.2500, 4 tokens): last token's w = 0.607"
-    """
-    mean_h, mean_len = h[mask.bool()].mean().item(), int(mask.sum(1).mean().round())
-    return [f"paper, Qwen2.5-3B early (mean H~ 0.029, 243 tokens): last token's w = "
-            f"{last_token_weight(0.029, 243, alpha):.3f}",
-            f"paper, Qwen2.5-3B late  (mean H~ 0.009, 171 tokens): last token's w = "
-            f"{last_token_weight(0.009, 171, alpha):.3f}",
-            f"this run (mean H~ {mean_h:.4f}, {mean_len} tokens): last token's w = "
-            f"{last_token_weight(mean_h, mean_len, alpha):.3f}"]
-
-
-def paper_share_k(vocab: int) -> int:
-    r"""The k that keeps the share of a ``vocab``-token vocabulary the paper's k = 500 keeps of Qwen2.5's 151,936.
-
-    >>> paper_share_k(151_936), paper_share_k(300), paper_share_k(100)
-    (500, 1, 1)
-    """
-    return max(1, round(PAPER_TOP_K / PAPER_VOCAB * check_int(vocab, "vocab", 1)))
-
-
-def top_k_lines(err: Mapping[str, Sequence[float]], vocab: int) -> list[str]:
-    r"""What :func:`qae_lab.rollouts.top_k_errors` (``err``) says at the k of those tried nearest the paper's share
-    of the vocabulary (:func:`paper_share_k`), and at k = 500 when it was tried (exact where 500 >= ``vocab``).
-
-    >>> err = {"k": [1, 500], "mean_abs": [0.1, 0.0], "max_abs": [0.5, 0.0], "mean_signed": [-0.1, 0.0],
-    ...        "tail_mass": [0.2, 0.0]}
-    >>> print(top_k_lines(err, 300)[0])  # doctest: +NORMALIZE_WHITESPACE
-    k = 500 of V = 151,936 keeps 0.33% of Qwen2.5's vocabulary; the same share of ours is k = 1: mean error 0.1000
-    (the estimate lies below the exact value on average), max 0.500, dropped mass 0.2000
-    """
-    ks = list(err["k"])
-    k_same = paper_share_k(vocab)
-    i = min(range(len(ks)), key=lambda j: abs(ks[j] - k_same))
-    bias = "below" if err["mean_signed"][i] < 0 else "above"
-    lines = [f"k = {PAPER_TOP_K} of V = {PAPER_VOCAB:,} keeps {PAPER_TOP_K / PAPER_VOCAB:.2%} of Qwen2.5's "
-             f"vocabulary; the same share of ours is k = {ks[i]}: mean error {err['mean_abs'][i]:.4f} (the estimate "
-             f"lies {bias} the exact value on average), max {err['max_abs'][i]:.3f}, dropped mass "
-             f"{err['tail_mass'][i]:.4f}"]
-    if PAPER_TOP_K in ks:
-        lines.append(f"k = {PAPER_TOP_K} >= V = {vocab}: error {err['mean_abs'][ks.index(PAPER_TOP_K)]:.1e} (exact)")
-    return lines
-
-
-def top_k_entropies(logits: torch.Tensor, mask: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""(exact H~_t, its top-k estimate) over the real tokens: two (n_tokens,) tensors.
-
-    >>> exact, est = top_k_entropies(torch.log(torch.tensor([[[0.5, 0.25, 0.25]]])), torch.ones(1, 1), 1)
-    >>> round(exact.item(), 4), abs(est.item())  # top-1 keeps one token: no entropy left
-    (0.9464, 0.0)
-    """
-    real = mask.bool()
-    return normalised_entropy(logits)[real], normalised_entropy(logits, top_k=k)[real]
-
-
 def discounted(ro, h: torch.Tensor, k: float, baseline: str, alpha: float) -> dict:
     r"""Which rollouts SA-AH discounts under ``baseline`` (at K = ``k``): ``w_row`` (B, G) each rollout's mean
     horizon weight, ``hard`` (B,) each prompt's QAE regime, ``touched`` the rows with A < 0 and ``in_hard`` those
@@ -223,79 +209,91 @@ def discounted(ro, h: torch.Tensor, k: float, baseline: str, alpha: float) -> di
             "in_hard": [i for i in touched if hard[i // g]]}
 
 
-def discount_sweep(ro, ks: Sequence[float]) -> dict[str, list[int]]:
-    r"""Against K: how many rollouts QAE gives A < 0 (so SA-AH discounts them), how many are failures of easy groups,
-    how many of the discounted lie in hard groups; and the mean baseline's count, the same at every K.
+def discounted_tokens(ro, h: torch.Tensor, alpha: float = 0.5, k: float = 0.4) -> dict[str, list]:
+    r"""Per prompt, how many real tokens SA-AH discounts (horizon weight < 1) at ``alpha`` under GRPO's mean
+    baseline (``mean``) and under QAE's K-quantile (``quantile``), each prompt's ``correct`` count and whether it
+    is ``hard`` at K = ``k`` (p <= 1 - K): lists of B; and ``k``.
 
     >>> from types import SimpleNamespace
-    >>> ro = SimpleNamespace(rewards=torch.tensor([1., 0, 0, 0, 1, 1, 1, 0]), group_size=4,
+    >>> ro = SimpleNamespace(rewards=torch.tensor([1., 0, 0, 0, 1, 1, 1, 0]), mask=torch.ones(8, 2), group_size=4,
     ...                      success_counts=torch.tensor([1., 3.]))
-    >>> discount_sweep(ro, [0.4])  # doctest: +NORMALIZE_WHITESPACE
-    {'QAE: discounted': [1], 'QAE: easy-group failures': [1], 'QAE: discounted in hard groups': [0],
-     'mean baseline: discounted': [4]}
+    >>> discounted_tokens(ro, torch.full((8, 2), 0.5))
+    {'mean': [6, 2], 'quantile': [0, 2], 'correct': [1, 3], 'hard': [True, False], 'k': 0.4}
     """
-    g = ro.group_size
-    failures = ro.rewards == 0
-    n_mean = int((group_advantages(ro.rewards, g, baseline="mean") < 0).sum())
-    sweep: dict[str, list[int]] = {"QAE: discounted": [], "QAE: easy-group failures": [],
-                                   "QAE: discounted in hard groups": []}
-    for k in ks:
-        adv = group_advantages(ro.rewards, g, baseline="quantile", k=k)  # (N,)
-        easy = ~hard_regime(ro.success_counts, g, k).repeat_interleave(g)  # (N,) the rollout's group is easy
-        sweep["QAE: discounted"].append(int((adv < 0).sum()))
-        sweep["QAE: easy-group failures"].append(int((failures & easy).sum()))
-        sweep["QAE: discounted in hard groups"].append(int(((adv < 0) & ~easy).sum()))
-    sweep["mean baseline: discounted"] = [n_mean] * len(ks)
-    return sweep
+    g, real = ro.group_size, ro.mask.bool()
+    out: dict[str, list] = {}
+    for baseline in ("mean", "quantile"):
+        adv = group_advantages(ro.rewards, g, baseline=baseline, k=k)  # (N,)
+        w = selective_horizon_weights(h, ro.mask, adv, alpha)  # (N, T)
+        out[baseline] = ((w < 1) & real).sum(1).view(-1, g).sum(1).tolist()  # (N,) -> (B, G) -> (B,)
+    out["correct"] = [int(c) for c in ro.success_counts.tolist()]
+    out["hard"] = hard_regime(ro.success_counts, g, k).tolist()
+    out["k"] = k
+    return out
 
 
-def discount_lines(ro, sweep: Mapping[str, Sequence[int]]) -> list[str]:
-    r"""What :func:`discount_sweep` found: the failures, the mean baseline's count, and whether QAE discounts exactly
-    the easy groups' failures at every K (and how many in hard groups at most).
+def baseline_line(counts: Mapping, prompt: int, group_size: int) -> str:
+    r"""Why :func:`discounted_tokens` (``counts``) came out as it did on prompt ``prompt``, and how it comes out on
+    the batch's other groups with both successes and failures: fewer tokens under QAE on the hard ones, the same on
+    the easy ones.
+
+    >>> counts = {"mean": [6, 2, 0], "quantile": [0, 2, 0], "correct": [1, 3, 4], "hard": [True, False, False],
+    ...           "k": 0.4}
+    >>> print(baseline_line(counts, 0, 4))  # doctest: +NORMALIZE_WHITESPACE
+    Prompt 0 has 1/4 correct: hard at K = 0.4, so QAE gives its failures A = 0 and discounts 0 of its tokens, the
+    mean baseline 6. Of this batch's 2 groups with both successes and failures, QAE discounted fewer tokens on 1
+    (hard) and the same on 1 (easy): the answer depends on the group.
+    """
+    c, hard, k = counts["correct"][prompt], counts["hard"][prompt], counts["k"]
+    why = ("hard at K = {k:g}, so QAE gives its failures A = 0" if hard else
+           "easy at K = {k:g}, so QAE, like the mean, gives every failure A < 0").format(k=k)
+    mixed = [b for b, n in enumerate(counts["correct"]) if 0 < n < group_size]
+    fewer = [b for b in mixed if counts["quantile"][b] < counts["mean"][b]]
+    same = [b for b in mixed if counts["quantile"][b] == counts["mean"][b]]
+    # the regime, named where every group of the kind has it (with 0/1 rewards: fewer on hard, same on easy)
+    fewer_tag = " (hard)" if fewer and all(counts["hard"][b] for b in fewer) else ""
+    same_tag = " (easy)" if same and not any(counts["hard"][b] for b in same) else ""
+    depends = ("the answer depends on the group" if fewer and same else
+               f"on this batch the answer is the same for every such group, but a{'n easy' if fewer else ' hard'} "
+               f"group would give the other")
+    return (f"Prompt {prompt} has {c}/{group_size} correct: {why} and discounts {counts['quantile'][prompt]:,} of "
+            f"its tokens, the mean baseline {counts['mean'][prompt]:,}. Of this batch's {len(mixed)} groups with "
+            f"both successes and failures, QAE discounted fewer tokens on {len(fewer)}{fewer_tag} and the same on "
+            f"{len(same)}{same_tag}: {depends}.")
+
+
+def summary_03(ro, h: torch.Tensor, prompt: int, stats: Mapping[str, Mapping[str, float]],
+               curves: Mapping[str, Sequence[float]], alphas: Sequence[float], counts: Mapping,
+               alpha: float = 0.5) -> str:
+    r"""The summary of notebook 03, from the values its cells computed: the batch's entropy, :func:`group_weights`
+    (``stats``) on the group shown, :func:`alpha_sweep`'s effective token fractions at ``alpha`` and
+    :func:`discounted_tokens`'s counts (``counts``) on the batch.
 
     >>> from types import SimpleNamespace
-    >>> ro = SimpleNamespace(rewards=torch.tensor([1., 0, 0, 0, 1, 1, 1, 0]))
-    >>> sweep = {"QAE: discounted": [1], "QAE: easy-group failures": [1], "QAE: discounted in hard groups": [0],
-    ...          "mean baseline: discounted": [4]}
-    >>> discount_lines(ro, sweep)[1]
-    'QAE discounts exactly the easy-group failures at every K of the sweep: True; in hard groups: max 0'
+    >>> ro = SimpleNamespace(rewards=torch.tensor([1., 0]), mask=torch.ones(2, 2), group_size=2)
+    >>> stats = {"SA-AH": {"neg": 0.58, "pos": 1.0, "n_neg": 1, "n_pos": 1, "last_neg": 0.31},
+    ...          "AH": {"neg": 0.58, "pos": 0.74, "n_neg": 1, "n_pos": 1, "last_neg": 0.31}}
+    >>> curves = {"effective tokens: AH": [1.0, 0.5], "mean w on A<0 tokens": [1.0, 0.3]}
+    >>> counts = {"mean": [2], "quantile": [0], "correct": [1], "hard": [True], "k": 0.4}
+    >>> print(summary_03(ro, torch.full((2, 2), 0.25), 0, stats, curves, [0.0, 0.5], counts))
+    * 1 x 2 completions, success rate 0.50; mean H~_t 0.250 over 4 tokens, largest 0.250.
+    * Prompt 0 at α = 0.5: SA-AH's mean weight on its 1 rollouts with A < 0 is 0.58 (last tokens 0.31); its 1
+      others keep 1 (AH: 0.74).
+    * The batch's effective token fraction at α = 0.5: AH 0.500.
+    * Tokens discounted in the batch: mean baseline 2, QAE K = 0.4 0.
     """
-    return [f"{int((ro.rewards == 0).sum())} failures of {ro.rewards.numel()} rollouts; the mean baseline "
-            f"discounts {sweep['mean baseline: discounted'][0]}",
-            f"QAE discounts exactly the easy-group failures at every K of the sweep: "
-            f"{sweep['QAE: discounted'] == sweep['QAE: easy-group failures']}; "
-            f"in hard groups: max {max(sweep['QAE: discounted in hard groups'])}"]
-
-
-def summary_03(h: torch.Tensor, mask: torch.Tensor, rewards: torch.Tensor, curves: Mapping[str, Sequence[float]],
-               alphas: Sequence[float], sweep: Mapping[str, Sequence[int]], ks: Sequence[float],
-               alpha: float = 0.5) -> str:
-    r"""The summary of notebook 03, from the values its cells computed: the sampled completions' entropy,
-    :func:`alpha_sweep`'s effective token fractions at ``alpha`` and at the largest of ``alphas``, and
-    :func:`discount_sweep`'s counts over ``ks``.
-
-    Args:
-        h, mask: (N, T) normalised token entropies and completion mask; rewards: (N,) 0/1 rewards.
-
-    >>> curves = {"effective tokens: AH": [1.0, 0.5, 0.2], "mean w on A<0 tokens": [1.0, 0.3, 0.1]}
-    >>> sweep = {"QAE: discounted": [1, 3], "QAE: discounted in hard groups": [0, 0],
-    ...          "mean baseline: discounted": [4, 4]}
-    >>> print(summary_03(torch.full((2, 2), 0.25), torch.ones(2, 2), torch.tensor([1.0, 0.0]), curves,
-    ...                  [0.0, 0.5, 2.0], sweep, [0.2, 0.8]))
-    * 2 completions, success rate 0.50; mean H~_t 0.2500 over 4 real tokens, largest 0.250.
-    * effective token fraction at α = 0.5: AH 0.500; at α = 2: AH 0.200.
-    * QAE discounted 1 to 3 rollouts over K = 0.2 .. 0.8 (the mean baseline 4), 0 of them in hard groups.
-    """
-    real = mask.bool()
-    if not real.any():
-        raise ValueError("mask must mark at least one real token")
-    qae = sweep["QAE: discounted"]
-    top = effective_line(curves, alphas, max(alphas)).split(": ", 1)[1]
+    real = ro.mask.bool()
+    sa, ah = stats["SA-AH"], stats["AH"]
+    i = list(alphas).index(alpha)
+    share = ", ".join(f"{name.split(': ')[-1]} {v[i]:.3f}" for name, v in curves.items() if "effective" in name)
     return "\n".join(textwrap.fill(line, 110, subsequent_indent="  ") for line in [
-        f"* {rewards.numel()} completions, success rate {rewards.float().mean():.2f}; mean H~_t "
-        f"{h[real].mean():.4f} over {int(real.sum())} real tokens, largest {h[real].max():.3f}.",
-        f"* {effective_line(curves, alphas, alpha)}; at α = {max(alphas):g}: {top}.",
-        f"* QAE discounted {min(qae)} to {max(qae)} rollouts over K = {ks[0]:g} .. {ks[-1]:g} (the mean baseline "
-        f"{sweep['mean baseline: discounted'][0]}), {max(sweep['QAE: discounted in hard groups'])} of them in "
-        f"hard groups.",
+        f"* {ro.rewards.numel() // ro.group_size} x {ro.group_size} completions, success rate "
+        f"{ro.rewards.float().mean():.2f}; mean H~_t {h[real].mean():.3f} over {int(real.sum()):,} tokens, largest "
+        f"{h[real].max():.3f}.",
+        f"* Prompt {prompt} at α = {alpha:g}: SA-AH's mean weight on its {sa['n_neg']} rollouts with A < 0 is "
+        f"{sa['neg']:.2f} (last tokens {sa['last_neg']:.2f}); its {sa['n_pos']} others keep {sa['pos']:.3g} "
+        f"(AH: {ah['pos']:.2f}).",
+        f"* The batch's effective token fraction at α = {alpha:g}: {share}.",
+        f"* Tokens discounted in the batch: mean baseline {sum(counts['mean']):,}, QAE K = {counts['k']:g} "
+        f"{sum(counts['quantile']):,}.",
     ])

@@ -34,7 +34,7 @@ INSTALL_ENV = "QAE_LAB_INSTALL"
 # extras a notebook needs beyond the core package, by its number, and why; a notebook not listed needs none
 EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
     "00": (("train",), "it samples from the embedded model: transformers >= 5 loads its tokenizer"),
-    "03": (("train",), "it samples from the embedded model: transformers >= 5 loads its tokenizer"),
+    "03": (("train",), "it samples from the sums model: transformers >= 5 loads its tokenizer"),
     "04": (("train",), "it trains with TRL's GRPOTrainer, PEFT's LoRA and transformers"),
 }
 # the top-level modules each extra provides (pyproject's [project.optional-dependencies], by import name)

@@ -49,6 +49,8 @@ assert verdicts["up"] == ("Right" if up == n > 0 else "Partly" if 0 < up < n els
 
 # ------------------------------------------------------------------ 03: token entropy and horizon weights
 
+GROUP = r"prompt (\d+)"  # the group notebook 03 shows (qae_lab.horizon_lab.pick_group): the same in each figure
+
 
 def _token_entropy(fig: Figure) -> None:
     axes(fig, "completion token t", "")
@@ -56,13 +58,15 @@ def _token_entropy(fig: Figure) -> None:
     assert len(hm["y"]) == 8 and all(re.fullmatch(r"y\d ✓|y\d ✗", s) for s in hm["y"]), hm["y"]
     correct = int(title_number(fig, r"(\d+)/8 correct"))
     assert sum(s.endswith("✓") for s in hm["y"]) == correct, f"{correct}/8 in the title, rows {hm['y']}"
+    assert 0 < correct < 8, f"the group shown should hold successes and failures: {fig.title}"
     heatmap(fig, 8, len(hm["x"]), 0, 1)  # normalised entropy, empty past each completion's end
     assert len(hm["text"]) == 8 and any(s for row in hm["text"] for s in row), "no token written in the cells"
 
 
-def _by_position(fig: Figure) -> None:
-    axes(fig, "completion token t", "mean H~_t")
-    within(lines(fig, ["mean H~_t"])["mean H~_t"]["y"], 0, 1)
+def _pooled(labels, z, keep) -> list[float]:
+    """The cells (padding left out) of the heatmap rows whose label ``keep`` accepts."""
+    return [v for name, row in zip(labels, z) if keep(name) for v in row
+            if v is not None and not (isinstance(v, float) and math.isnan(v))]
 
 
 def _horizon_weights(fig: Figure) -> None:
@@ -70,11 +74,19 @@ def _horizon_weights(fig: Figure) -> None:
     hm = fig.heatmap
     assert [s.split(" · ")[0] for s in hm["y"]] == ["SA-AH"] * 8 + ["AH"] * 8, hm["y"]
     heatmap(fig, 16, len(hm["x"]), 0, 1)  # alpha = 0.5 >= 0: weights in (0, 1]
-    for label, row in zip(hm["y"][:8], hm["z"][:8]):  # SA-AH leaves the tokens of A >= 0 rollouts at 1
-        if "A=-" not in label:
-            assert all(v == 1 for v in row if v is not None), (label, row)
-    sa, ah = (title_number(fig, rf"effective tokens SA-AH (\S+), AH (\S+)", g) for g in (1, 2))
-    assert 0 < ah <= sa <= 1, (sa, ah)  # AH discounts the successes too
+    labels, z = hm["y"], hm["z"]
+    # GRPO's advantages on a mixed group: the failures are exactly the rollouts with A < 0
+    assert all(("✗" in s) == ("A=-" in s) for s in labels), labels
+    n_neg, neg, n_pos, sa_pos, ah_pos = (title_number(fig, r"mean w on its (\d+) rollouts with A < 0: (\S+) · on its "
+                                                           r"(\d+) others: SA-AH (\S+), AH (\S+)", g)
+                                         for g in range(1, 6))
+    assert n_neg == sum("A=-" in s for s in labels[:8]) and n_neg + n_pos == 8, (fig.title, labels)
+    sa_failed = _pooled(labels, z, lambda s: s.startswith("SA-AH") and "A=-" in s)
+    assert math.isclose(sum(sa_failed) / len(sa_failed), neg, abs_tol=0.005), (neg, sum(sa_failed) / len(sa_failed))
+    assert neg <= 0.8, f"SA-AH's weights on the failed rollouts should fall visibly below 1: {neg}"
+    assert set(_pooled(labels, z, lambda s: s.startswith("SA-AH") and "A=-" not in s)) == {1.0} and sa_pos == 1
+    ah_kept = _pooled(labels, z, lambda s: s.startswith("AH") and "A=-" not in s)
+    assert math.isclose(sum(ah_kept) / len(ah_kept), ah_pos, abs_tol=0.005) and ah_pos < 1  # AH discounts them
 
 
 def _effective_tokens(fig: Figure) -> None:
@@ -93,70 +105,47 @@ def _effective_tokens(fig: Figure) -> None:
     vlines(fig, [0.5])
 
 
-def _top_k(fig: Figure) -> None:
-    axes(fig, "k", "error / mass")
-    names = ["mean |H~_topk − H~|", "max |H~_topk − H~|", "mean dropped tail mass"]
-    found = lines(fig, names, 12)
-    assert fig.layout["xaxis"]["type"] == "log" and list(found[names[0]]["x"])[-1] == 500
-    assert int(title_number(fig, r"V = (\d+)")) <= 500  # k = 500 >= V: the estimate is exact
-    for t in found.values():
-        y = within(t["y"], 0, 1, t["name"])
-        assert y[-1] < 1e-6, f"{t['name']} at k = 500: {y[-1]}"
-    assert all(a <= b for a, b in zip(found[names[0]]["y"], found[names[1]]["y"])), "a mean error above the max"
-    nonincreasing(found[names[2]]["y"], "the mass dropped as k grows")
-    assert len(fig.layout["shapes"]) == 2  # k at Qwen's share of the vocabulary, and k = V
-
-
-def _top_k_scatter(fig: Figure) -> None:
-    axes(fig, "exact H~_t", "top-k H~_t")
-    k, n = (int(title_number(fig, r"Top-(\d+) vs exact, (\d+) tokens", g)) for g in (1, 2))
-    found = lines(fig, [f"top-{k} estimate", "exact"])
-    est = found[f"top-{k} estimate"]
-    assert len(est["x"]) == len(est["y"]) == n
-    within(est["x"], 0, 1)
-    within(est["y"], 0, 1)
-    assert list(found["exact"]["x"]) == list(found["exact"]["y"]), "the exact line is not the diagonal"
-
-
 def _touched(fig: Figure) -> None:
-    hm = heatmap(fig, 8, 8, 0, 1)
-    assert all(re.fullmatch(r"prompt \d: p=\d/8 (hard|easy)", s) for s in hm["y"]), hm["y"]
+    rows = len(fig.heatmap["y"])
+    hm = heatmap(fig, rows, 8, 0, 1)
+    assert all(re.fullmatch(r"prompt \d+: p=\d/8 (hard|easy)", s) for s in hm["y"]), hm["y"]
+    assert int(title_number(fig, r"(\d+) of (\d+) rollouts", 2)) == 8 * rows
     # a rollout discounted (A < 0) has mean weight < 1 unless its entropies round to 0; the rest keep 1
-    assert sum(v < 1 for r in hm["z"] for v in r) <= int(title_number(fig, r"(\d+) of 64 rollouts discounted"))
-
-
-def _discounted_by_k(fig: Figure) -> None:
-    axes(fig, "K", "rollouts with A < 0")
-    names = ["QAE: discounted", "QAE: easy-group failures", "QAE: discounted in hard groups",
-             "mean baseline: discounted"]
-    found = lines(fig, names, 19)
-    assert finite(found[names[0]]["y"]) == finite(found[names[1]]["y"]), "QAE discounts other than easy failures"
-    assert set(finite(found[names[2]]["y"])) == {0}
-    assert len(set(finite(found[names[3]]["y"]))) == 1  # the mean baseline does not depend on K
+    assert sum(v < 1 for r in hm["z"] for v in r) <= int(title_number(fig, r"(\d+) of \d+ rollouts discounted"))
 
 
 NB03 = NotebookSpec([
-    Shown(r"H~_t, prompt 0: .* \(gold \d+, \d/8 correct\)", _token_entropy),
-    Shown(r"Mean normalised entropy by position", _by_position),
-    Shown(r"w_t at α = 0\.5, prompt \d+ \(top: SA-AH, bottom: AH\) · batch: mean w on A<0 tokens \S+, "
-          r"effective tokens SA-AH \S+, AH \S+", _horizon_weights),
+    Shown(rf"H~_t, {GROUP}: .* \(gold \d+, \d/8 correct\)", _token_entropy),
+    Shown(rf"w_t at α = 0\.5, {GROUP} \(top: SA-AH, bottom: AH\) · mean w on its \d rollouts with A < 0: \S+ · on "
+          r"its \d others: SA-AH 1, AH \S+", _horizon_weights),
     Shown(r"Effective token fraction sum\(w\) / #tokens vs α", _effective_tokens),
-    Shown(r"Top-k entropy estimate vs exact, V = \d+", _top_k),
-    Shown(r"Top-\d+ vs exact, \d+ tokens \(mean \|error\| \S+\)", _top_k_scatter),
-    Shown(r"quantile baseline, K = 0\.4, α = 1: \d+ of 64 rollouts discounted, 0 of them in hard groups", _touched),
-    Shown(r"How many rollouts SA-AH discounts, by K", _discounted_by_k),
+    Shown(r"quantile baseline, K = 0\.4, α = 0\.5: \d+ of \d+ rollouts discounted, 0 of them in hard groups",
+          _touched),
 ], probe="""
 from qae_lab.advantages import hard_regime
+assert 0 < ro.success_counts[PROMPT] < G                     # the group shown holds successes and failures
+assert f"prompt {PROMPT}:" in horizon_figures.entropy_figure(ro, h, tok, PROMPT).layout.title.text
 weights.controls["alpha"].value = 0.25
 low = weights.view.figure.layout.meta
 weights.controls["alpha"].value = 2.0
 high = weights.view.figure.layout.meta
-assert "α = 2" in weights.view.figure.layout.title.text
-assert high["saah"]["w_mean_neg"] < low["saah"]["w_mean_neg"] < 1      # a larger alpha discounts more
-assert high["ah"]["effective_tokens_frac"] < high["saah"]["effective_tokens_frac"]   # AH discounts successes too
+assert "α = 2" in weights.view.figure.layout.title.text and high["prompt"] == PROMPT
+assert high["saah"]["neg"] < low["saah"]["neg"] < 1          # a larger alpha discounts more
+assert high["ah"]["pos"] < low["ah"]["pos"] < 1 == high["saah"]["pos"]   # AH discounts the successes, SA-AH not
 labels, z = weights.view.figure.data[0].y, weights.view.figure.data[0].z
 kept = [row for name, row in zip(labels, z) if name.startswith("SA-AH") and "A=-" not in name]
 assert kept and all(v == 1.0 for row in kept for v in row if v == v)   # SA-AH: A >= 0 rollouts keep w = 1
+weights.controls["alpha"].value = 0.0
+assert weights.view.figure.layout.meta["saah"]["neg"] == 1.0   # alpha = 0 is plain GRPO
+
+hard = hard_regime(ro.success_counts, G, 0.4)                # the prediction: the same tokens on an easy mixed
+for b in range(N_PROMPTS):                                   # group, none under QAE on a hard one
+    if 0 < ro.success_counts[b] < G:
+        assert counts["quantile"][b] == (0 if hard[b] else counts["mean"][b]) and counts["mean"][b] > 0, (b, counts)
+right = "down" if counts["quantile"][PROMPT] < counts["mean"][PROMPT] else "same"
+verdict = check_direction(right, counts["mean"][PROMPT], counts["quantile"][PROMPT], quantity="x", change="y")
+assert verdict.startswith("Right"), verdict
+assert ("hard at K = 0.4" if hard[PROMPT] else "easy at K = 0.4") in horizon_lab.baseline_line(counts, PROMPT, G)
 
 def gate(K):                       # QAE + SA-AH touches exactly the failures of easy groups (p > 1 - K)
     touched.controls["K"].value = K

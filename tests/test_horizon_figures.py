@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from qae_lab.horizon_figures import entropy_figure, topk_figure, touched_figure, weights_figure
+from qae_lab.horizon_figures import entropy_figure, touched_figure, weights_figure
 
 
 def _rollouts():
@@ -29,28 +29,26 @@ def test_entropy_figure_of_a_group():
     assert fig.layout.title.text == "H~_t, prompt 1: 4 + 5? (gold 9, 3/4 correct)"
 
 
-def test_weights_figure_rows_and_meta():
+def test_weights_figure_rows_title_and_meta():
     ro = _rollouts()
     adv = torch.tensor([1.5, -0.5, -0.5, -0.5, 0.5, 0.5, 0.5, -1.5])
     fig = weights_figure(ro, torch.full((8, 3), 0.5), adv, 1.0, 1)
     hm = fig.data[0]
     assert list(hm.y)[3] == "SA-AH · y4 ✗ A=-1.50" and list(hm.y)[4] == "AH · y1 ✓ A=+0.50"
-    assert list(hm.z[0]) == [1.0, 1.0] and list(hm.z[3]) == pytest.approx([math.exp(-0.5), math.exp(-1.0)])
+    discount = [math.exp(-0.5), math.exp(-1.0)]  # w_t = exp(-alpha sum_{s<=t} H~_s), two tokens each
+    assert list(hm.z[0]) == [1.0, 1.0] and list(hm.z[3]) == pytest.approx(discount)
     assert list(hm.z[4]) == list(hm.z[3])  # AH discounts the success alike
+    mean = sum(discount) / 2  # 0.4872: the failure's mean weight, and the successes' under AH
+    assert fig.layout.title.text.replace("<br>", " ") == (
+        "w_t at α = 1, prompt 1 (top: SA-AH, bottom: AH) · mean w on its 1 rollouts with A < 0: 0.49 · on its 3 "
+        "others: SA-AH 1, AH 0.49")
     meta = fig.layout.meta
-    assert meta["alpha"] == 1.0 and meta["saah"]["w_mean_neg"] == meta["ah"]["w_mean_neg"]
-    assert meta["ah"]["effective_tokens_frac"] < meta["saah"]["effective_tokens_frac"]
+    assert meta["alpha"] == 1.0 and meta["prompt"] == 1
+    assert meta["saah"]["neg"] == pytest.approx(mean) and meta["saah"]["pos"] == 1.0
+    assert meta["ah"]["pos"] == pytest.approx(mean) and meta["ah"]["n_pos"] == 3
     assert fig.layout.yaxis.autorange == "reversed"
-
-
-def test_topk_figure_exact_at_full_vocabulary():
-    logits = torch.log(torch.tensor([[[0.5, 0.25, 0.25], [0.8, 0.1, 0.1]]]))
-    fig = topk_figure(logits, torch.ones(1, 2), 3)
-    est, diagonal = fig.data
-    assert list(est.x) == list(est.y) and est.mode == "markers"
-    assert list(diagonal.x) == [0, max(est.x)] and diagonal.name == "exact"
-    assert "2 tokens (mean |error| 0.00e+00)" in fig.layout.title.text
-    assert "mean |error| 0.00e+00" not in topk_figure(logits, torch.ones(1, 2), 1).layout.title.text
+    flat = weights_figure(ro, torch.full((8, 3), 0.5), adv, 0.0, 1)  # alpha 0: plain GRPO, every weight 1
+    assert all(v == 1.0 for row in flat.data[0].z for v in row if v == v)
 
 
 def test_touched_figure_marks_only_the_discounted():

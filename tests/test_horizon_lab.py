@@ -10,22 +10,19 @@ import torch
 
 from qae_lab.horizon_lab import (
     alpha_sweep,
+    baseline_line,
     both_weights,
-    digit_line,
-    discount_lines,
-    discount_sweep,
     discounted,
+    discounted_tokens,
     effective_line,
-    entropy_by_position,
     group_rows,
-    last_token_weight,
-    last_weight_lines,
-    paper_share_k,
+    group_weights,
+    pick_group,
     summary_03,
     token_grid,
     token_texts,
-    top_k_entropies,
-    top_k_lines,
+    uncertain_line,
+    weights_line,
 )
 
 TOK = SimpleNamespace(decode=lambda ids: ["7", "+", "\n", "x"][ids[0]])
@@ -48,15 +45,6 @@ def test_rows_grid_and_texts():
     assert grid[0] == [0.5, 0.25] and grid[1][0] == 1.0 and math.isnan(grid[1][1])
     ids = torch.tensor([[0, 2, 3], [1, 3, 3]])
     assert token_texts(TOK, ids, mask, [0, 1]) == [["7", "⏎"], ["+", ""]]
-
-
-def test_entropy_by_position_and_digits():
-    h = torch.tensor([[0.5, 0.25, 0.0], [0.25, 0.0, 0.0]])
-    mask = torch.tensor([[1., 1, 0], [1, 0, 0]])
-    assert entropy_by_position(h, mask) == [0.375, 0.25, 0.0]  # position 2: nobody, 0 / max(0, 1)
-    ids = torch.tensor([[0, 1, 3], [0, 3, 3]])  # "7", "+" and "7" are real; two of three are digits
-    assert digit_line(h, ids, mask, TOK) == ("digit tokens are 67% of the tokens and carry 75% of the summed "
-                                             "entropy")  # (0.5 + 0.25) / (0.5 + 0.25 + 0.25)
 
 
 def test_both_weights_by_hand():
@@ -88,28 +76,6 @@ def test_alpha_sweep_and_its_line():
         effective_line(curves, [0.0, 1.0], 0.5)  # not swept
 
 
-def test_last_token_weight_by_hand():
-    assert last_token_weight(0.029, 243) == pytest.approx(math.exp(-0.5 * 243 * 0.029), rel=1e-6)
-    lines = last_weight_lines(torch.tensor([[0.1, 0.3, 0.0], [0.2, 0.0, 0.0]]), torch.tensor([[1., 1, 0], [1, 0, 0]]),
-                              alpha=1.0)
-    # mean H~ over the 3 real tokens 0.2; mean length 1.5 rounds to 2: w = exp(-1 * 2 * 0.2)
-    assert lines[2] == f"this run (mean H~ 0.2000, 2 tokens): last token's w = {math.exp(-0.4):.3f}"
-    assert lines[0].startswith("paper, Qwen2.5-3B early (mean H~ 0.029, 243 tokens)")
-    with pytest.raises(ValueError, match="n_tokens"):
-        last_token_weight(0.1, 0)
-
-
-def test_top_k_by_hand():
-    assert [paper_share_k(v) for v in (151_936, 303_872, 1000)] == [500, 1000, 3]
-    logits = torch.log(torch.tensor([[[0.5, 0.25, 0.25], [0.25, 0.25, 0.5]]]))
-    exact, est = top_k_entropies(logits, torch.tensor([[1., 0]]), 3)
-    assert exact.shape == (1,) and torch.allclose(exact, est)  # k >= V: the estimate is exact
-    err = {"k": [1, 2], "mean_abs": [0.3, 0.1], "max_abs": [0.5, 0.2], "mean_signed": [-0.3, 0.1],
-           "tail_mass": [0.4, 0.1]}
-    [line] = top_k_lines(err, 600)  # the paper's share of 600 is k = 2; k = 500 was not tried
-    assert "the same share of ours is k = 2: mean error 0.1000 (the estimate lies above" in line
-
-
 def test_discounted_under_each_baseline():
     ro, h = _rollouts(), torch.full((8, 3), 0.5)
     q = discounted(ro, h, 0.4, "quantile", 1.0)
@@ -119,32 +85,98 @@ def test_discounted_under_each_baseline():
     assert m["touched"] == [1, 2, 3, 7] and m["in_hard"] == [1, 2, 3]  # every failure of a mixed group
 
 
-def test_discount_sweep_and_lines():
+
+
+def test_pick_group_takes_the_median_mixed_group():
+    # G = 2, five prompts: 0, 2 and 4 mixed (rows 1, 5 and 9 fail), 1 all right, 3 all wrong
+    rewards = torch.tensor([1., 0, 1, 1, 1, 0, 0, 0, 1, 0])
+    ro = SimpleNamespace(rewards=rewards, group_size=2, mask=torch.ones(10, 2),
+                         success_counts=rewards.view(5, 2).sum(1))
+    h = torch.zeros(10, 2)
+    h[1], h[5], h[9] = 0.5, 0.1, 0.9  # the failures' H~: their mean w at alpha 0.5 is 0.69, 0.93 and 0.52
+    h[6:8] = 1.0  # prompt 3 is the most uncertain but not mixed: never chosen
+    assert pick_group(ro, h) == 0  # sorted 0.52 (4), 0.69 (0), 0.93 (2): the middle one
+    assert pick_group(ro, h, alpha=0.0) == 2  # every weight 1: ties broken by the prompt's index, the lower median
+    h[5] = 0.7  # prompt 2's failure (mean w 0.60) now sits between the other two
+    assert pick_group(ro, h) == 2
+    two = SimpleNamespace(rewards=rewards[:6], group_size=2, mask=torch.ones(6, 2),
+                          success_counts=rewards[:6].view(3, 2).sum(1))
+    assert pick_group(two, h[:6]) == 2  # two mixed groups (0: 0.69, 2: 0.60): the lower of the two
+    none = SimpleNamespace(rewards=torch.tensor([1., 1, 0, 0]), group_size=2, mask=torch.ones(4, 2),
+                           success_counts=torch.tensor([2., 0]))
+    with pytest.raises(ValueError, match="both successes and failures"):
+        pick_group(none, torch.zeros(4, 2))
+
+
+def test_group_weights_and_their_line_by_hand():
     ro = _rollouts()
-    # K = 0.2: prompt 1 (p = 0.75 <= 0.8) is hard too, so QAE discounts nobody; K = 0.8: prompt 0 (p = 0.25 > 0.2)
-    # turns easy and its three failures are discounted
-    sweep = discount_sweep(ro, [0.2, 0.4, 0.8])
-    assert sweep == {"QAE: discounted": [0, 1, 4], "QAE: easy-group failures": [0, 1, 4],
-                     "QAE: discounted in hard groups": [0, 0, 0], "mean baseline: discounted": [4, 4, 4]}
-    assert discount_lines(ro, sweep) == [
-        "4 failures of 8 rollouts; the mean baseline discounts 4",
-        "QAE discounts exactly the easy-group failures at every K of the sweep: True; in hard groups: max 0"]
+    h = torch.zeros(8, 3)
+    h[4:7, :2], h[7, :2] = 0.2, 0.4  # prompt 1: three successes at H~ 0.2, the failure at 0.4, two tokens each
+    adv = torch.tensor([1.5, -0.5, -0.5, -0.5, 0.5, 0.5, 0.5, -1.5])
+    out = group_weights(h, ro.mask, adv, 1.0, group_rows(4, 1))
+    neg, last = (math.exp(-0.4) + math.exp(-0.8)) / 2, math.exp(-0.8)  # w_t = exp(-alpha sum_{s<=t} H~_s)
+    assert out["SA-AH"] == pytest.approx({"neg": neg, "pos": 1.0, "n_neg": 1, "n_pos": 3, "last_neg": last})
+    assert out["AH"] == pytest.approx({"neg": neg, "pos": (math.exp(-0.2) + math.exp(-0.4)) / 2, "n_neg": 1,
+                                       "n_pos": 3, "last_neg": last})  # padding (t = 2) counts nowhere
+    assert weights_line(out, 1, 1.0) == (
+        f"At α = 1, SA-AH's mean weight on the tokens of prompt 1's 1 rollouts with A < 0 is {neg:.2f} (their last "
+        f"tokens {last:.2f}); its 3 others keep 1, where AH gives them {out['AH']['pos']:.2f}.")
+    none = group_weights(h, ro.mask, torch.ones(8), 1.0, group_rows(4, 1))  # no A < 0: nothing discounted
+    assert none["SA-AH"]["neg"] == none["SA-AH"]["last_neg"] == 1.0 and none["SA-AH"]["n_neg"] == 0
 
 
-def test_summary_03_states_entropy_effective_tokens_and_discounts():
-    h = torch.tensor([[0.5, 0.1, 0.0], [0.2, 0.0, 0.0]])
-    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])  # 3 real tokens: H~ 0.5, 0.1, 0.2
+def test_uncertain_line():
+    assert uncertain_line([("First", 0.2764, 13), ("7", 0.05, 84)]) == (
+        "most uncertain steps (mean H~_t of the step that drew the token, times drawn): 'First' 0.28 x13, '7' 0.05 x84")
+
+
+def test_discounted_tokens_by_hand():
+    ro, h = _rollouts(), torch.full((8, 3), 0.5)
+    # mean baseline: every failure of both mixed groups, 3 x 3 tokens in prompt 0 and 2 in prompt 1; QAE (K = 0.4,
+    # G = 4: hard while c <= 2): prompt 0 is hard, its failures get A = 0; prompt 1 is easy, its failure A < 0
+    assert discounted_tokens(ro, h, 1.0) == {"mean": [9, 2], "quantile": [0, 2], "correct": [1, 3],
+                                             "hard": [True, False], "k": 0.4}
+    h[7, 0] = 0.0  # a first step with no entropy: w_0 = exp(0) = 1, not discounted
+    assert discounted_tokens(ro, h, 1.0)["quantile"] == [0, 1]
+    assert discounted_tokens(ro, h, 1.0, k=0.8)["quantile"] == [9, 1]  # K = 0.8: prompt 0 turns easy too
+    assert discounted_tokens(ro, h, 0.0)["mean"] == [0, 0]  # alpha 0: every weight 1
+
+
+def test_baseline_line_states_the_regime_and_the_batch():
+    counts = {"mean": [9, 2, 0, 5], "quantile": [0, 2, 0, 0], "correct": [1, 3, 4, 2],
+              "hard": [True, False, False, True], "k": 0.4}
+    assert baseline_line(counts, 1, 4) == (
+        "Prompt 1 has 3/4 correct: easy at K = 0.4, so QAE, like the mean, gives every failure A < 0 and discounts 2 "
+        "of its tokens, the mean baseline 2. Of this batch's 3 groups with both successes and failures, QAE "
+        "discounted fewer tokens on 2 (hard) and the same on 1 (easy): the answer depends on the group.")
+    hard_only = {**counts, "mean": [9, 0, 0, 5], "correct": [1, 4, 4, 2]}  # prompt 1 all right: not mixed
+    line = baseline_line(hard_only, 0, 4)
+    assert line.startswith("Prompt 0 has 1/4 correct: hard at K = 0.4, so QAE gives its failures A = 0 and "
+                           "discounts 0 of its tokens, the mean baseline 9.")
+    assert line.endswith("fewer tokens on 2 (hard) and the same on 0: on this batch the answer is the same "
+                         "for every such group, but an easy group would give the other.")
+    flat = {**counts, "mean": [0, 2, 0, 5]}  # prompt 0's failures had no entropy: 0 tokens either way, yet hard
+    assert "fewer tokens on 1 (hard) and the same on 2: the answer depends" in baseline_line(flat, 1, 4)
+    easy_only = {"mean": [2], "quantile": [2], "correct": [3], "hard": [False], "k": 0.4}
+    assert baseline_line(easy_only, 0, 4).endswith("but a hard group would give the other.")
+
+
+def test_summary_03_states_the_group_the_batch_and_the_counts():
+    ro = _rollouts()
+    h = torch.tensor([[0.5, 0.1, 0.0]] + [[0.2, 0.0, 0.0]] * 7)  # mean over the 20 real tokens: 2.0 / 20
+    stats = {"SA-AH": {"neg": 0.58, "pos": 1.0, "n_neg": 5, "n_pos": 3, "last_neg": 0.314},
+             "AH": {"neg": 0.58, "pos": 0.7412, "n_neg": 5, "n_pos": 3, "last_neg": 0.314}}
     curves = {"effective tokens: AH": [1.0, 0.6, 0.3], "effective tokens: SA-AH, mean baseline": [1.0, 0.8, 0.5],
               "mean w on A<0 tokens": [1.0, 0.4, 0.2]}
-    sweep = {"QAE: discounted": [2, 0, 1], "QAE: discounted in hard groups": [0, 0, 0],
-             "mean baseline: discounted": [1, 1, 1]}
-    text = summary_03(h, mask, torch.tensor([0.0, 1.0]), curves, [0.0, 0.5, 1.0], sweep, [0.2, 0.5, 0.8])
+    counts = {"mean": [9, 2], "quantile": [0, 2], "correct": [1, 3], "hard": [True, False], "k": 0.4}
+    text = summary_03(ro, h, 1, stats, curves, [0.0, 0.5, 1.0], counts)
     assert all(len(line) <= 110 for line in text.splitlines())
     bullets = " ".join(text.split()).split("* ")[1:]  # wrapping undone
     assert bullets == [
-        "2 completions, success rate 0.50; mean H~_t 0.2667 over 3 real tokens, largest 0.500. ",
-        "effective token fraction at α = 0.5: AH 0.600, SA-AH, mean baseline 0.800; at α = 1: AH 0.300, "
-        "SA-AH, mean baseline 0.500. ",
-        "QAE discounted 0 to 2 rollouts over K = 0.2 .. 0.8 (the mean baseline 1), 0 of them in hard groups."]
-    with pytest.raises(ValueError, match="mask"):
-        summary_03(h, torch.zeros_like(mask), torch.tensor([0.0, 1.0]), curves, [0.0, 0.5, 1.0], sweep, [0.2])
+        "2 x 4 completions, success rate 0.50; mean H~_t 0.100 over 20 tokens, largest 0.500. ",
+        "Prompt 1 at α = 0.5: SA-AH's mean weight on its 5 rollouts with A < 0 is 0.58 (last tokens 0.31); its 3 "
+        "others keep 1 (AH: 0.74). ",
+        "The batch's effective token fraction at α = 0.5: AH 0.600, SA-AH, mean baseline 0.800. ",
+        "Tokens discounted in the batch: mean baseline 11, QAE K = 0.4 2."]
+    with pytest.raises(ValueError):
+        summary_03(ro, h, 1, stats, curves, [0.0, 1.0], counts)  # alpha 0.5 was not swept
