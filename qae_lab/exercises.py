@@ -21,12 +21,13 @@ from qae_lab.horizon import horizon_weights
 from qae_lab.runstats import detrended_variance
 from qae_lab.knobs import knob_changes
 from qae_lab.plain_grpo import UpdateChange
+from qae_lab.rewards import soft_format_reward
 from qae_lab.sparsity import gate_zero_counts
 from qae_lab.theory import knob_slope
 
 __all__ = ["check_quantile_baseline", "check_knob_slope", "check_zero_count", "check_training_variance",
            "check_horizon_weights", "check_k_changes", "check_neg_correct", "check_mean_advantages",
-           "check_prediction", "check_direction", "check_estimate"]
+           "check_format_reward", "check_prediction", "check_direction", "check_estimate"]
 
 NOT_ATTEMPTED = "Not attempted yet: replace the stub's `return None` and run this cell again."
 PREDICTIONS = ("up", "down")
@@ -226,6 +227,45 @@ def check_mean_advantages(fn: Callable) -> str:
             hint = " (that divides by the population std: torch.std divides by G - 1)"
         raise AssertionError(f"rewards {r.tolist()}: expected {want.tolist()}, got {got.tolist()}{hint}")
     return f'Correct: your advantages match group_advantages(baseline="mean") on {len(groups)} groups.'
+
+
+FORMAT_CASES = (  # completions as TRL hands them to a reward: a list of messages, the assistant's text in the first
+    "<reasoning>\n7 + 5 = 12\n</reasoning>\n<answer>\n12\n</answer>",
+    "Sure. <reasoning>a\nb</reasoning>\n\n<answer> 7 </answer> bye",
+    "<reasoning>x</reasoning><answer>7</answer>",
+    "<answer>7</answer><reasoning>a</reasoning>",
+    "<reasoning>a</reasoning> and then <answer>7</answer>",
+    "<reasoning>a</reasoning>\n<answer>7",
+    "<reasoning>a</reasoning> x </reasoning>\n<answer>7</answer>",
+    "reasoning: 7 + 5 = 12. answer: 12",
+    "",
+    "<REASONING>a</REASONING><ANSWER>7</ANSWER>",
+)
+
+
+def check_format_reward(fn: Callable) -> str:
+    r"""Check ``fn(completions, **kwargs) -> list[float]``, a format reward in TRL's signature, against
+    :func:`qae_lab.rewards.soft_format_reward`: 1.0 where a ``<reasoning>...</reasoning>`` block is followed, after
+    nothing but whitespace, by an ``<answer>...</answer>`` block, else 0.0. The completions come as TRL passes
+    conversational ones: each a list holding one assistant message.
+
+    >>> check_format_reward(lambda completions, **kwargs: None) == NOT_ATTEMPTED
+    True
+    >>> check_format_reward(soft_format_reward)
+    'Correct: your reward matches qae_lab.rewards.soft_format_reward on 10 completions.'
+    """
+    completions = [[{"role": "assistant", "content": text}] for text in FORMAT_CASES]
+    got = fn(completions, prompts=[[{"role": "user", "content": "q"}]] * len(completions))
+    if got is None:
+        return NOT_ATTEMPTED
+    want = soft_format_reward(completions)
+    if not isinstance(got, (list, tuple)) or len(got) != len(want):
+        raise AssertionError(f"a reward returns one float per completion: expected {len(want)}, got {got!r}")
+    wrong = [(text, g, w) for text, g, w in zip(FORMAT_CASES, got, want) if g != w]
+    if wrong:
+        text, g, w = wrong[0]
+        raise AssertionError(f"{len(wrong)} of {len(want)} differ; for {text!r} expected {w}, got {g}")
+    return f"Correct: your reward matches qae_lab.rewards.soft_format_reward on {len(want)} completions."
 
 
 def check_prediction(prediction, change: UpdateChange) -> str:

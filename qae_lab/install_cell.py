@@ -36,6 +36,7 @@ EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
     "00": (("train",), "it samples from the embedded model: transformers >= 5 loads its tokenizer"),
     "03": (("train",), "it samples from the sums model: transformers >= 5 loads its tokenizer"),
     "04": (("train",), "it trains with TRL's GRPOTrainer, PEFT's LoRA and transformers"),
+    "08": (("train",), "it trains with TRL's GRPOTrainer and qae_lab's QAETrainer"),
 }
 # the top-level modules each extra provides (pyproject's [project.optional-dependencies], by import name)
 EXTRA_MODULES = {"train": ("transformers", "trl", "peft", "accelerate", "datasets")}

@@ -283,6 +283,31 @@ detrend.controls["window"].value = 5
 assert "window 5" in detrend.view.figure.layout.title.text and detrend.view.figure.layout.title.text != old
 """)
 
+# ------------------------------------------------------------------ 08: write it yourself
+
+RUNS08 = ["QAETrainer, K = 0.4", "TRL GRPOTrainer, mean"]
+
+
+def _two_runs(fig: Figure) -> None:
+    axes(fig, "step", "mean reward")
+    steps = int(title_number(fig, r"(\d+) steps per run"))
+    for name, t in lines(fig, RUNS08, steps).items():
+        assert list(t["x"]) == list(range(1, steps + 1)), (name, t["x"])
+        within(t["y"], 0, 1, name)
+
+
+NB08 = NotebookSpec([
+    Shown(r"Mean reward per step, \d+ steps per run", _two_runs),
+], probe="""
+first = [rewards[0] for rewards in REWARD.values()]
+assert first[0] == first[1], first                 # step 1 scores the same completions (the prediction's Why)
+assert all(r["qae/k"] == 0.4 for r in qae.state.log_history if "qae/k" in r)
+assert not any(k.startswith("qae/") for r in grpo.state.log_history for k in r)   # plain TRL logs no QAE metric
+assert len(REWARD["TRL GRPOTrainer, mean"]) == len(REWARD["QAETrainer, K = 0.4"]) == STEPS
+assert correct_answer([[{"content": "<answer>7</answer> more"}]], gold=["7"]) == [0.0]   # nothing after the block
+""")
+
+
 # ------------------------------------------------------------------ 06: phenomena in miniature
 
 ENTROPY_METHODS = ["mean", "qae", "mean+clip_higher", "qae+clip_higher"]

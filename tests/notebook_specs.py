@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib.util
 import re
 
-from figures_runs import NB00, NB03, NB04, NB05, NB06
+from figures_runs import NB00, NB03, NB04, NB05, NB06, NB08
 from figures_theory import NB01, NB02, NB07
 from nbexec import Executed
 
@@ -23,6 +23,7 @@ NOTEBOOKS = {
     "05_compare_runs.ipynb": NB05,
     "06_phenomena_in_miniature.ipynb": NB06,
     "07_sequence_policy.ipynb": NB07,
+    "08_write_it_yourself.ipynb": NB08,
 }
 
 

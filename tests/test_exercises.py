@@ -12,6 +12,7 @@ from qae_lab import exercises as ex
 from qae_lab.advantages import quantile_baseline
 from qae_lab.horizon import horizon_weights
 from qae_lab.plain_grpo import UpdateChange
+from qae_lab.rewards import soft_format_reward
 from qae_lab.runstats import detrended_variance
 from qae_lab.sparsity import gate_zero_counts
 from qae_lab.theory import knob_slope
@@ -52,6 +53,12 @@ CASES = {
         lambda h, m, a: torch.exp(-a * h.cumsum(-1)),                       # padding not zeroed
         lambda h, m, a: torch.exp(-a * h) * m,                              # not cumulative
         lambda h, m, a: torch.exp(-a * (h.cumsum(-1) - h)) * m,             # s < t instead of s <= t
+    ]),
+    "check_format_reward": (soft_format_reward, lambda completions, **kw: None, [
+        lambda completions, **kw: [1.0] * len(completions),                 # everything passes
+        lambda completions, **kw: [float("<answer>" in c[0]["content"]) for c in completions],  # the answer alone
+        lambda completions, **kw: [float(c[0]["content"].count("</reasoning>") == 1 and "<answer>" in c[0]["content"])
+                                   for c in completions],                   # in any order, anything between
     ]),
     "check_k_changes": (_k_changes, lambda rows: None, [
         lambda rows: _k_changes(rows)[1:],                     # the first step left out

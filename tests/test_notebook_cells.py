@@ -4,6 +4,9 @@ The one kind of ``def`` a notebook may hold is an exercise's stub (``def my_...`
 returns None), which the reader fills in. A ``lambda`` may adapt a control's name to a library function (a widget
 callback) but computes nothing itself: its body is one call. Analysis lives in ``qae_lab`` with tests;
 figures in its lab layer (``plots``, ``views``, ``*_figures``).
+
+One exception, by name: notebook 08 is the code a participant takes home (a reward function, a config, a trainer
+in plain TRL), so its cells tagged ``take-home`` may define functions. No other notebook has such cells.
 """
 
 from __future__ import annotations
@@ -49,9 +52,20 @@ def test_the_check_catches_what_it_should():
     assert definitions("best = max(xs, key=lambda x: x[1])") == ["a lambda that computes (line 1)"]
 
 
+TAKE_HOME = "take-home"  # the cell tag of notebook 08's own code
+TAKE_HOME_NOTEBOOK = "08_write_it_yourself.ipynb"
+
+
+def _take_home(cell) -> bool:
+    return TAKE_HOME in cell.get("metadata", {}).get("tags", [])
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name[:2])
 def test_no_cell_defines_analysis(path):
     cells = [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+    tagged = [i for i, c in enumerate(cells) if _take_home(c)]
+    assert not tagged or path.name == TAKE_HOME_NOTEBOOK, f"{path.name}: only {TAKE_HOME_NOTEBOOK} has take-home cells"
+    cells = [c for c in cells if not _take_home(c)]
     found = [f"cell {i}: {d}" for i, c in enumerate(cells) for d in definitions(c.source)]
     assert found == [], (f"{path.name} computes in its cells (move it into qae_lab, with tests, and call it): "
                          + "; ".join(found))
