@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 import torch
 
-from qae_lab.plots import gate_heatmap, heatmap_figure, line_figure
+from qae_lab.plots import gate_heatmap, heatmap_figure, line_figure, vline
 from qae_lab.simulation import mc_entropy_curve
 from qae_lab.sparsity import (
     advantage_extremes,
@@ -20,11 +20,13 @@ from qae_lab.sparsity import (
     gate_table,
     group_advantage_rows,
     sampled_zero_fraction_beta,
+    zero_sources,
+    zero_sources_beta,
 )
 from qae_lab.theory import knob_curve
 
 __all__ = ["K_GRID", "knob_figure", "mc_figure", "gate_figure", "sparsity_figure", "extremes_figure",
-           "advantages_figure"]
+           "advantages_figure", "ZERO_SOURCES", "zero_sources_figure"]
 
 K_GRID = [round(0.05 * i, 2) for i in range(1, 20)]  # K = 0.05, 0.10, ..., 0.95
 
@@ -140,3 +142,37 @@ def advantages_figure(G: int = 8, K: float = 0.4, counts: Sequence[int] = (1, 3,
                           y=[f"c={row['c']} · {names[row['baseline']]}" for row in rows], text=text, height=460,
                           title="Advantages per response (✓ correct, ✗ wrong)",
                           x_title="response (correct ones first)")
+
+
+# the legend names of zero_sources_figure's two stacked areas, bottom first
+ZERO_SOURCES = ("all-equal groups: A = 0 under any baseline", "mixed groups: the side the gate leaves at 0")
+
+
+def zero_sources_figure(G: int, K: float) -> go.Figure:
+    r"""Where QAE's zero advantages come from: the expected share of one prompt's ``G`` responses with A = 0 against
+    its success rate p (101 rates from 0 to 1), stacked by source (:func:`qae_lab.sparsity.zero_sources`); with
+    the share of a batch whose success rates are uniform on (0, 1) (the curve's average over p,
+    :func:`qae_lab.sparsity.zero_sources_beta`), the paper's ~80% and the regimes' boundary p = 1 - K.
+
+    >>> fig = zero_sources_figure(16, 0.4)
+    >>> fig.layout.title.text
+    "Share of one prompt's 16 responses with A = 0, by its success rate p (K = 0.4)"
+    >>> [t.name for t in fig.data][2:]
+    ['a batch, p uniform on (0, 1): 75.7%', "the paper's ~80% (Qwen3-8B)"]
+    >>> [t.name for t in fig.data][:2] == list(ZERO_SOURCES), [s.x0 for s in fig.layout.shapes]
+    (True, [0.6])
+    """
+    ps = [round(0.01 * i, 2) for i in range(101)]
+    src = zero_sources(torch.tensor(ps, dtype=torch.float64), G, K)
+    batch = zero_sources_beta(1.0, 1.0, G, K).total
+    fig = line_figure(ps, {ZERO_SOURCES[0]: src.all_equal.tolist(), ZERO_SOURCES[1]: src.gate.tolist(),
+                           f"a batch, p uniform on (0, 1): {batch:.1%}": [batch] * len(ps),
+                           "the paper's ~80% (Qwen3-8B)": [0.8] * len(ps)},
+                      title=f"Share of one prompt's {G} responses with A = 0, by its success rate p (K = {K:g})",
+                      x_title="success rate p", y_title="share of responses with A = 0", height=420)
+    fig.update_traces(stackgroup="zeros", selector=lambda t: t.name in ZERO_SOURCES)  # their sum: the whole share
+    fig.update_traces(line={"color": "#444", "width": 1.5}, selector=lambda t: t.name not in ZERO_SOURCES)
+    fig.data[2].line.dash, fig.data[3].line.dash = "dash", "dot"
+    vline(fig, round(1 - K, 6), "p = 1 − K: hard | easy")
+    fig.update_layout(legend_traceorder="normal")  # plotly reverses a stack's legend by default
+    return fig.update_yaxes(range=[0, 1.05])

@@ -9,6 +9,9 @@ zeros(c) = G - c for a hard group and c for an easy one, and
     E[zero fraction]     = sum_c C(G, c) B(c + a, G - c + b) / B(a, b) zeros(c) / G
                            for per-prompt success rates p ~ Beta(a, b)          (Beta-Binomial)
 
+The zeros have two sources (:class:`ZeroSources`): groups whose rewards are all equal, zero under
+any baseline (GRPO's mean too), and the side of a mixed group that the gate leaves at 0.
+
 Every count here is computed by :func:`qae_lab.advantages.group_advantages` on the
 canonical groups, so the same functions serve the official code's ``"linear"`` quantile,
 whose interpolated baseline can move both sides of a group. Departures: the Beta spread of
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 import math
 import textwrap
-from collections.abc import Mapping
+from typing import NamedTuple
 
 import torch
 
@@ -37,6 +40,11 @@ __all__ = [
     "sampled_zero_fraction_beta",
     "advantage_extremes",
     "group_advantage_rows",
+    "ZeroSources",
+    "SPREADS",
+    "zero_sources",
+    "zero_sources_beta",
+    "sampled_zero_sources",
     "summary_02",
 ]
 
@@ -121,6 +129,27 @@ def _zero_share(pmf: torch.Tensor, zeros: torch.Tensor, drop_all_equal: bool) ->
     return (pmf * zeros[1:-1]).sum(-1) / pmf.sum(-1)  # NaN where no group can be mixed (p in {0, 1})
 
 
+def _binomial_pmf(p: torch.Tensor, g: int) -> torch.Tensor:
+    """(..., G+1) P(c) = C(G, c) p^c (1-p)^(G-c) for success rates p (...), with 0^0 = 1 at p in {0, 1}."""
+    c = torch.arange(g + 1, dtype=torch.float64)
+    # torch's lgamma on both sides, so that C(G, 0) = C(G, G) = 1 exactly
+    log_comb = torch.lgamma(torch.tensor(g + 1.0, dtype=torch.float64)) - torch.lgamma(c + 1) - torch.lgamma(g - c + 1)
+    pp = p[..., None]
+    return torch.exp(log_comb) * torch.where(c == 0, 1.0, pp ** c) * torch.where(c == g, 1.0, (1 - pp) ** (g - c))
+
+
+def _beta_binomial_pmf(a: float, b: float, g: int) -> torch.Tensor:
+    """(G+1,) P(c) = C(G, c) B(c + a, G - c + b) / B(a, b): the success count when p ~ Beta(a, b)."""
+    c = torch.arange(g + 1, dtype=torch.float64)
+
+    def lbeta(x, y):
+        return torch.lgamma(x) - torch.lgamma(x + y) + torch.lgamma(y)
+
+    log_comb = math.lgamma(g + 1) - torch.lgamma(c + 1) - torch.lgamma(g - c + 1)
+    av, bv = torch.tensor(a, dtype=torch.float64), torch.tensor(b, dtype=torch.float64)
+    return torch.exp(log_comb + lbeta(c + a, g - c + b) - lbeta(av, bv))
+
+
 def _check_rates(p: torch.Tensor) -> None:
     """Success rates must lie in [0, 1]; name the first one that does not."""
     bad = (p < 0) | (p > 1)
@@ -144,12 +173,7 @@ def expected_zero_fraction(p, group_size: int, k: float, method: str = "paper", 
     _check_rates(p)
     g = check_group_size(group_size, group_size)
     zeros = gate_zero_counts(g, k, method).double() / g  # (G+1,)
-    c = torch.arange(g + 1, dtype=torch.float64)
-    log_comb = torch.lgamma(torch.tensor(g + 1.0, dtype=torch.float64)) - torch.lgamma(c + 1) - torch.lgamma(g - c + 1)
-    pp = p[..., None]
-    # P(c) = C(G, c) p^c (1-p)^(G-c), with 0^0 = 1 at p in {0, 1}
-    pmf = torch.exp(log_comb) * torch.where(c == 0, 1.0, pp ** c) * torch.where(c == g, 1.0, (1 - pp) ** (g - c))
-    return _zero_share(pmf, zeros, drop_all_equal)
+    return _zero_share(_binomial_pmf(p, g), zeros, drop_all_equal)
 
 
 def expected_zero_fraction_beta(a: float, b: float, group_size: int, k: float, method: str = "paper", *,
@@ -167,15 +191,7 @@ def expected_zero_fraction_beta(a: float, b: float, group_size: int, k: float, m
     a, b = check_positive(a, "a"), check_positive(b, "b")
     g = check_group_size(group_size, group_size)
     zeros = gate_zero_counts(g, k, method).double() / g
-    c = torch.arange(g + 1, dtype=torch.float64)
-
-    def lbeta(x, y):
-        return torch.lgamma(x) - torch.lgamma(x + y) + torch.lgamma(y)
-
-    log_comb = math.lgamma(g + 1) - torch.lgamma(c + 1) - torch.lgamma(g - c + 1)
-    av, bv = torch.tensor(a, dtype=torch.float64), torch.tensor(b, dtype=torch.float64)
-    pmf = torch.exp(log_comb + lbeta(c + a, g - c + b) - lbeta(av, bv))  # (G+1,)
-    return float(_zero_share(pmf, zeros, drop_all_equal))
+    return float(_zero_share(_beta_binomial_pmf(a, b, g), zeros, drop_all_equal))
 
 
 def sampled_zero_fraction(p, group_size: int, k: float, method: str = "paper", *, seed: int = 0) -> float:
@@ -187,13 +203,7 @@ def sampled_zero_fraction(p, group_size: int, k: float, method: str = "paper", *
     >>> sampled_zero_fraction(torch.full((2000,), 0.5), 16, 0.4) - 0.5764 < 0.02
     True
     """
-    p = as_real_tensor(p, "p", ndim=1).double()
-    _check_rates(p)
-    g = check_group_size(group_size, group_size)
-    gen = torch.Generator().manual_seed(check_int(seed, "seed", 0))
-    rewards = (torch.rand(p.shape[0], g, generator=gen, dtype=torch.float64) < p[:, None]).double()  # (P, G)
-    adv = group_advantages(rewards.reshape(-1), g, baseline="quantile", k=k, quantile_method=method, scale="none")
-    return float((adv == 0).double().mean())
+    return sampled_zero_sources(p, group_size, k, method, seed=seed).total
 
 
 def sampled_zero_fraction_beta(a: float, b: float, group_size: int, ks, method: str = "paper", *,
@@ -210,6 +220,85 @@ def sampled_zero_fraction_beta(a: float, b: float, group_size: int, ks, method: 
     a, b = check_positive(a, "a"), check_positive(b, "b")
     p = torch.distributions.Beta(a, b).sample((check_int(n_prompts, "n_prompts", 1),)).double()  # (P,)
     return [sampled_zero_fraction(p, group_size, k, method, seed=i) for i, k in enumerate(check_k_list(ks))]
+
+
+class ZeroSources(NamedTuple):
+    r"""Where a share of zero advantages comes from, as shares of all responses (floats, or tensors of one shape).
+
+    Attributes:
+        all_equal: responses of groups whose rewards are all equal: A = 0 under any baseline, GRPO's mean too.
+        gate: responses of mixed groups that QAE's gate leaves at 0: the failures of a hard group, the successes
+            of an easy one.
+
+    >>> ZeroSources(0.1, 0.6).total
+    0.7
+    """
+
+    all_equal: float | torch.Tensor
+    gate: float | torch.Tensor
+
+    @property
+    def total(self) -> float | torch.Tensor:
+        r"""The whole share of responses with A = 0: ``all_equal + gate``."""
+        return self.all_equal + self.gate
+
+
+def _sources(pmf: torch.Tensor, zeros: torch.Tensor) -> ZeroSources:
+    """Split sum_c P(c) zeros(c) into the all-equal counts c in {0, G} and the mixed ones."""
+    all_equal = pmf[..., 0] * zeros[0] + pmf[..., -1] * zeros[-1]
+    return ZeroSources(all_equal, (pmf[..., 1:-1] * zeros[1:-1]).sum(-1))
+
+
+def zero_sources(p, group_size: int, k: float, method: str = "paper") -> ZeroSources:
+    r"""The expected share of a group's responses with A = 0 when its success count is Binomial(G, p), split into
+    its two sources (:class:`ZeroSources`); their total is :func:`expected_zero_fraction`.
+
+    Args:
+        p: float or tensor of success rates in [0, 1]. Each source has its shape, float64.
+
+    >>> src = zero_sources(torch.tensor([0.0, 0.5]), 2, 0.4)  # G = 2, K = 0.4: c = 1 is hard, its failure gets 0
+    >>> src.all_equal.tolist(), src.gate.tolist(), src.total.tolist()
+    ([1.0, 0.5], [0.0, 0.25], [1.0, 0.75])
+    """
+    p = as_real_tensor(p, "p").double()
+    _check_rates(p)
+    g = check_group_size(group_size, group_size)
+    return _sources(_binomial_pmf(p, g), gate_zero_counts(g, k, method).double() / g)
+
+
+def zero_sources_beta(a: float, b: float, group_size: int, k: float, method: str = "paper") -> ZeroSources:
+    r""":func:`zero_sources` averaged over success rates p ~ Beta(a, b), exact (Beta-Binomial), as floats; their
+    total is :func:`expected_zero_fraction_beta`.
+
+    >>> src = zero_sources_beta(1.0, 1.0, 16, 0.4)   # p uniform: a count c has probability 1/17
+    >>> round(src.all_equal, 4), round(src.total, 4)  # 2/17 of the groups are all-equal; 206 / (16 * 17) in all
+    (0.1176, 0.7574)
+    """
+    a, b = check_positive(a, "a"), check_positive(b, "b")
+    g = check_group_size(group_size, group_size)
+    src = _sources(_beta_binomial_pmf(a, b, g), gate_zero_counts(g, k, method).double() / g)
+    return ZeroSources(float(src.all_equal), float(src.gate))
+
+
+def sampled_zero_sources(p, group_size: int, k: float, method: str = "paper", *, seed: int = 0) -> ZeroSources:
+    r"""Measured: one group of G binary rewards drawn for every success rate in ``p``, QAE's advantages computed by
+    :func:`qae_lab.advantages.group_advantages`, and the responses with A = 0 counted by their source
+    (:class:`ZeroSources`, floats: shares of all ``len(p) * G`` responses).
+
+    >>> src = sampled_zero_sources(torch.rand(4000, generator=torch.Generator().manual_seed(0)), 16, 0.4)
+    >>> abs(src.total - zero_sources_beta(1.0, 1.0, 16, 0.4).total) < 0.02
+    True
+    """
+    p = as_real_tensor(p, "p", ndim=1).double()
+    _check_rates(p)
+    g = check_group_size(group_size, group_size)
+    gen = torch.Generator().manual_seed(check_int(seed, "seed", 0))
+    rewards = (torch.rand(p.shape[0], g, generator=gen, dtype=torch.float64) < p[:, None]).double()  # (P, G)
+    adv = group_advantages(rewards.reshape(-1), g, baseline="quantile", k=k, quantile_method=method, scale="none")
+    zero = (adv.view(-1, g) == 0).double()  # (P, G)
+    equal = (rewards.amax(1) == rewards.amin(1))[:, None]  # (P, 1): an all-right or all-wrong group
+    n = max(zero.numel(), 1)
+    return ZeroSources(float((zero * equal).sum()) / n, float((zero * ~equal).sum()) / n)
 
 
 def advantage_extremes(group_size: int, k: float, *, baseline: str = "quantile", scale: str = "group"
@@ -248,37 +337,42 @@ def group_advantage_rows(group_size: int, k: float, counts, baselines=("mean", "
     return rows
 
 
-def summary_02(zero_fractions: Mapping[str, tuple[float, float]], k_change: Mapping[float, float],
-               conventions: Mapping[int, tuple[int, int, int]]) -> str:
-    r"""The summary of notebook 01, from the values its cells computed.
+SPREADS = {"a U-shaped batch (Beta(0.5, 0.5): most prompts nearly always or nearly never solved)": (0.5, 0.5),
+           "one centred on p = 0.5 (Beta(4, 4))": (4.0, 4.0)}  # other spreads of difficulty summary_02 names
+
+
+def summary_02(measured: ZeroSources, n_prompts: int, group_size: int, k: float) -> str:
+    r"""The summary of notebook 01, from the share it measured.
 
     Args:
-        zero_fractions: ``{spread's name: (zero share of all responses, zero share within mixed groups)}``
-            (:func:`expected_zero_fraction_beta` without and with ``drop_all_equal``), at least one entry.
-        k_change: ``{K: zero share}`` of one spread at two or more K (the predict-then-run exercise).
-        conventions: ``{G: (cells that differ, cells, cells that differ at the paper's K values)}``
-            (:func:`convention_disagreements`).
+        measured: :func:`sampled_zero_sources` of ``n_prompts`` success rates drawn uniform on (0, 1), with groups
+            of ``group_size`` and QAE at ``k``.
 
-    >>> print(summary_02({"U": (0.82, 0.75), "centred": (0.65, 0.6)}, {0.4: 0.82, 0.8: 0.78}, {16: (20, 323, 0)}))
-    * Zero-advantage share of all responses: from 0.650 (centred) to 0.820 (U); within mixed groups: from 0.600
-      (centred) to 0.750 (U). At 0.8 or more of all responses: U.
-    * Raising K from 0.4 to 0.8 moved the zero-advantage share from 0.820 to 0.780.
-    * The paper's and the linear quantile differ in 20 of 323 (K, c) cells at G = 16 (0 at the paper's K).
+    Beside it: the exact share of that batch (:func:`zero_sources_beta`, Beta(1, 1)), where one prompt's share is
+    lowest (:func:`expected_zero_fraction` at p = 0, 0.01, ..., 1) and the shares of the :data:`SPREADS`.
+
+    >>> print(summary_02(ZeroSources(0.118, 0.638), 20000, 16, 0.4))
+    * At K = 0.4 and G = 16, 75.6% of the responses to 20,000 prompts with success rates uniform on (0, 1) got
+      exactly zero advantage (75.7% expected): 11.8 points from groups whose rewards were all equal, which GRPO's
+      mean baseline leaves at zero too, and 63.8 from QAE's gate.
+    * One prompt's expected share is lowest at p = 0.51 (57.6%) and reaches 100% at p = 0 and p = 1.
+    * Other spreads of difficulty: 82.3% for a U-shaped batch (Beta(0.5, 0.5): most prompts nearly always or
+      nearly never solved), 65.3% for one centred on p = 0.5 (Beta(4, 4)).
     """
-    if not zero_fractions or len(k_change) < 2 or not conventions:
-        raise ValueError("zero_fractions and conventions must not be empty, and k_change must hold two K or more")
-    lo_all, lo_mixed = (min(zero_fractions, key=lambda n, i=i: zero_fractions[n][i]) for i in (0, 1))
-    hi_all, hi_mixed = (max(zero_fractions, key=lambda n, i=i: zero_fractions[n][i]) for i in (0, 1))
-    high = [name for name, (share, _) in zero_fractions.items() if share >= 0.8]
-    ks = sorted(k_change)
+    if not isinstance(measured, ZeroSources):
+        raise ValueError(f"measured must be a ZeroSources (sampled_zero_sources), got {type(measured).__name__}")
+    n_prompts, g = check_int(n_prompts, "n_prompts", 1), check_group_size(group_size, group_size)
+    exact = zero_sources_beta(1.0, 1.0, g, k).total
+    ps = torch.linspace(0, 1, 101, dtype=torch.float64)
+    per_prompt = expected_zero_fraction(ps, g, k)
+    low = int(per_prompt.argmin())
+    others = ", ".join(f"{zero_sources_beta(a, b, g, k).total:.1%} for {name}" for name, (a, b) in SPREADS.items())
     return "\n".join(textwrap.fill(line, 110, subsequent_indent="  ") for line in [
-        f"* Zero-advantage share of all responses: from {zero_fractions[lo_all][0]:.3f} ({lo_all}) to "
-        f"{zero_fractions[hi_all][0]:.3f} ({hi_all}); within mixed groups: from {zero_fractions[lo_mixed][1]:.3f}"
-        f" ({lo_mixed}) to {zero_fractions[hi_mixed][1]:.3f} ({hi_mixed}). At 0.8 or more of all responses: "
-        f"{', '.join(high) if high else 'none'}.",
-        f"* Raising K from {ks[0]:g} to {ks[-1]:g} moved the zero-advantage share from {k_change[ks[0]]:.3f} to "
-        f"{k_change[ks[-1]]:.3f}.",
-        "* The paper's and the linear quantile differ in " + ", ".join(
-            f"{n} of {total} (K, c) cells at G = {g} ({at_paper} at the paper's K)"
-            for g, (n, total, at_paper) in conventions.items()) + ".",
+        f"* At K = {k:g} and G = {g}, {measured.total:.1%} of the responses to {n_prompts:,} prompts with success "
+        f"rates uniform on (0, 1) got exactly zero advantage ({exact:.1%} expected): {100 * measured.all_equal:.1f} "
+        f"points from groups whose rewards were all equal, which GRPO's mean baseline leaves at zero too, and "
+        f"{100 * measured.gate:.1f} from QAE's gate.",
+        f"* One prompt's expected share is lowest at p = {ps[low].item():.2f} ({per_prompt[low].item():.1%}) and "
+        f"reaches {per_prompt[0].item():.0%} at p = 0 and p = 1.",
+        f"* Other spreads of difficulty: {others}.",
     ])

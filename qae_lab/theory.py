@@ -18,7 +18,8 @@ Two step models, computed exactly (shapes: A actions, P policies, M baselines):
 
 (a) :func:`identity_step`, dz = eta pi (r - b): the model behind the identity;
 (b) :func:`expected_pg_step`, the exact expected softmax policy gradient
-    dz = eta pi (r - E_pi r), in which a constant b cancels.
+    dz = eta pi (r - E_pi r), in which a constant b cancels; :func:`baseline_pg_step` computes it with
+    b written out, and :func:`entropy_after_step` the entropy after a step of either model.
 
 The third, (c) G sampled responses with group advantages, and the training simulation
 built on it are in :mod:`qae_lab.simulation`; the sparsity of the gate (zero-advantage
@@ -34,11 +35,13 @@ from typing import NamedTuple
 
 import torch
 
-from qae_lab._checks import as_real_tensor, check_finite_scalar, check_int, check_k, check_k_list, check_positive
+from qae_lab._checks import (as_real_tensor, check_choice, check_finite_scalar, check_int, check_k, check_k_list,
+                             check_positive)
 
 __all__ = [
     "entropy", "entropy_change_exact", "entropy_change_first_order", "first_order_errors", "loglog_slope",
-    "identity_step", "expected_pg_step", "knob_slope", "identity_entropy_change", "population_quantile",
+    "identity_step", "expected_pg_step", "baseline_pg_step", "STEP_MODELS", "entropy_after_step", "knob_slope",
+    "identity_entropy_change", "population_quantile",
     "check_proposition_42", "proposition_42_sweep", "make_bandits", "KnobCurve", "knob_curve",
 ]
 
@@ -179,6 +182,63 @@ def expected_pg_step(z, r, eta: float) -> torch.Tensor:
     r = _rewards_like(r, z)
     pi = torch.softmax(z, -1)
     return check_positive(eta, "eta") * pi * (r - (pi * r).sum(-1, keepdim=True))
+
+
+def baseline_pg_step(z, r, b, eta: float) -> torch.Tensor:
+    r"""Step model (b) with its baseline written out: the exact expected softmax policy gradient with baseline b,
+    dz = eta E_{y~pi}[(r(y) - b) grad_z log pi(y)] = eta sum_y pi(y) (r(y) - b) (e_y - pi).
+
+    b stays in the sum, so that its cancellation is computed, not assumed: its term is
+    eta b E_pi[grad_z log pi] = eta b (pi - pi) = 0, and the step is :func:`expected_pg_step` for every constant
+    b, up to float64 rounding.
+
+    Args:
+        z: (..., A) logits. r: (..., A) rewards. b: float or tensor broadcastable to (...). eta: step size > 0.
+
+    Returns:
+        (..., A) float64 logit step.
+
+    >>> z, r = torch.tensor([1.0, 0.0, -1.0]), torch.tensor([0.0, 1.0, 1.0])
+    >>> bool(torch.allclose(baseline_pg_step(z, r, 0.0, 0.5), baseline_pg_step(z, r, 1.0, 0.5)))
+    True
+    """
+    z = _logits(z)
+    r = _rewards_like(r, z)
+    b = as_real_tensor(b, "b").double()
+    eta = check_positive(eta, "eta")
+    pi = torch.softmax(z, -1)
+    # w(y) = pi(y) (r(y) - b)
+    w = pi * (r - b[..., None] if b.dim() else r - b)  # (..., A)
+    # dz = eta sum_y w(y) (e_y - pi) = eta (w - pi sum_y w(y))
+    return eta * (w - pi * w.sum(-1, keepdim=True))
+
+
+STEP_MODELS = ("identity", "expected")  # step model (a) and (b)
+
+
+def entropy_after_step(z, r, b, eta: float, *, model: str) -> torch.Tensor:
+    r"""H(softmax(z + dz)), the entropy after one step with baseline b: step model (a) ``"identity"``
+    (:func:`identity_step`) or (b) ``"expected"`` (:func:`baseline_pg_step`).
+
+    Args:
+        z: (..., A) logits. r: (..., A) rewards. b: float or tensor broadcastable to (...). eta: step size > 0.
+        model: one of :data:`STEP_MODELS`.
+
+    Returns:
+        (...) float64 entropies, in nats.
+
+    Under (b) the baseline cancels; under (a) a higher b leaves a higher entropy (the linear knob):
+
+    >>> z, r = torch.tensor([1.0, 0.0, -1.0]), torch.tensor([0.0, 1.0, 1.0])
+    >>> [round(entropy_after_step(z, r, b, 0.5, model="expected").item(), 6) for b in (0.0, 1.0)]
+    [0.87687, 0.87687]
+    >>> [round(entropy_after_step(z, r, b, 0.5, model="identity").item(), 6) for b in (0.0, 1.0)]
+    [0.854993, 0.917806]
+    """
+    check_choice(model, "model", STEP_MODELS)
+    step = identity_step if model == "identity" else baseline_pg_step
+    z = _logits(z)
+    return entropy(z + step(z, r, b, eta))
 
 
 def knob_slope(z, eta: float) -> torch.Tensor:

@@ -44,6 +44,8 @@ up, down, n = change.moved("A < 0")
 verdicts = {guess: check_prediction(guess, change).split(":")[0] for guess in ("up", "down")}
 assert verdicts["down"] == ("Right" if down == n > 0 else "Partly" if 0 < down < n else "Wrong"), verdicts
 assert verdicts["up"] == ("Right" if up == n > 0 else "Partly" if 0 < up < n else "Wrong"), verdicts
+assert bool(((A_qae == 0) | (torch.sign(A_qae) == torch.sign(A))).all())  # QAE zeroes one side, keeps the other's sign
+assert int((A_qae != 0).sum()) < int((A != 0).sum()) or int(ro.rewards.sum()) in (0, G)  # a mixed group: fewer move
 """)
 
 

@@ -1,4 +1,5 @@
-"""What notebooks 01, 02 and 07 (the gate, bandits, the exact sequence policy) must show: figure_checks.py."""
+"""What notebooks 01, 02, 07 and 09 (the gate, bandits, the exact sequence policy and its appendix) must show:
+figure_checks.py."""
 
 from __future__ import annotations
 
@@ -9,6 +10,67 @@ from figure_checks import (NotebookSpec, Shown, axes, band_lines, centred_bands,
                            nonincreasing, title_number, vlines, within)
 from nbexec import Figure
 
+
+# ------------------------------------------------------------------ 01: two-regime gate and sparsity
+
+
+def _worked_examples(fig: Figure) -> None:
+    axes(fig, "response (correct ones first)", "")
+    hm = heatmap(fig, 8, 8)
+    assert list(hm["y"]) == [f"c={c} · {m}" for c in (1, 3, 5, 7) for m in ("GRPO mean", "QAE K=0.4")]
+    for label, z, text in zip(hm["y"], hm["z"], hm["text"]):
+        c = int(label[2])
+        assert [s[0] for s in text] == ["✓"] * c + ["✗"] * (8 - c), (label, text)
+        moved = [i for i, v in enumerate(z) if v != 0]
+        if label.endswith("GRPO mean"):
+            assert moved == list(range(8)), f"{label}: the mean baseline moves every response of a mixed group"
+            assert abs(sum(z)) < 1e-6, f"{label}: advantages about the group's mean do not sum to 0: {z}"
+        else:  # K = 0.4, G = 8: c <= 4 is hard (only successes move), c > 4 easy (only failures)
+            assert moved == (list(range(c)) if c <= 4 else list(range(c, 8))), (label, z)
+
+
+ZERO_SOURCES = ["all-equal groups: A = 0 under any baseline", "mixed groups: the side the gate leaves at 0"]
+
+
+def _zero_sources(fig: Figure) -> None:
+    axes(fig, "success rate p", "share of responses with A = 0")
+    g, k = int(title_number(fig, r"one prompt's (\d+) responses")), title_number(fig, r"\(K = (\S+)\)")
+    batch_name = next((n for n in fig.names if n.startswith("a batch, p uniform on (0, 1): ")), "")
+    found = lines(fig, ZERO_SOURCES + [batch_name, "the paper's ~80% (Qwen3-8B)"], 101)
+    ps = finite(found[ZERO_SOURCES[0]]["x"])
+    assert ps[0] == 0 and ps[-1] == 1 and ps == sorted(ps), ps[:5]
+    equal, gate = (within(found[n]["y"], 0, 1, n) for n in ZERO_SOURCES)
+    total = [a + b for a, b in zip(equal, gate)]
+    assert (equal[0], equal[-1], gate[0], gate[-1]) == (1, 1, 0, 0), "p = 0 or 1: every group is all-equal"
+    # the gate leaves at least min(ceil(K G), G - ceil(K G) + 1) of a mixed group's G responses at 0
+    rank = math.ceil(round(k * g, 9))
+    floor = min(rank, g - rank + 1) / g
+    within(total, floor, 1, "the stacked share")
+    # the batch's line is the drawn curve's average over p uniform on (0, 1) (the trapezoid rule), as its name says
+    batch = finite(found[batch_name]["y"])
+    average = sum((a + b) / 2 for a, b in zip(total, total[1:])) * (ps[1] - ps[0])
+    assert len(set(batch)) == 1 and abs(batch[0] - average) < 2e-3, (batch[0], average)
+    assert batch_name.endswith(f"{batch[0]:.1%}") and set(found["the paper's ~80% (Qwen3-8B)"]["y"]) == {0.8}
+    vlines(fig, [round(1 - k, 6)])  # the regimes' boundary p = 1 - K
+
+
+NB01 = NotebookSpec([
+    Shown(r"Advantages per response \(✓ correct, ✗ wrong\)", _worked_examples),
+    Shown(r"Share of one prompt's 16 responses with A = 0, by its success rate p \(K = 0\.4\)", _zero_sources),
+], probe="""
+exact = sparsity.zero_sources_beta(1.0, 1.0, G, K).total
+assert abs(measured.total - exact) < 0.02                # the sampled batch agrees with the exact share
+share = 100 * measured.total
+right = check_estimate(share + 9, share, quantity="x", tolerance=10, unit="%")
+off = check_estimate(share - 11, share, quantity="x", tolerance=10, unit="%")
+assert right.startswith("Right") and off.startswith("Off"), (right, off)
+zeros.controls["K"].value = 0.8
+title = zeros.view.figure.layout.title.text.replace("<br>", " ")
+assert "(K = 0.8)" in title, title
+assert [round(s.x0, 6) for s in zeros.view.figure.layout.shapes] == [0.2]   # the boundary follows K
+zeros.controls["G"].value = 4
+assert "one prompt's 4 responses" in zeros.view.figure.layout.title.text.replace("<br>", " ")
+""")
 
 # ------------------------------------------------------------------ 02: softmax entropy proofs
 
@@ -75,107 +137,74 @@ NB02 = NotebookSpec([
     Shown(r"Mean normalised entropy H / log A", _training("H / log A", 0, 1)),
     Shown(r"Mean success rate E_pi\[r\]", _training("success", 0, 1)),
 ], probe="""
-before = knob.view.figure
+fig_before = knob.view.figure
 knob.controls["p"].value = 0.9                      # an easy prompt: b_K jumps from 0 to 1
-after = knob.view.figure
-assert after is not before
-assert "easy" in after.layout.title.text and "hard" in before.layout.title.text
+fig_after = knob.view.figure
+assert fig_after is not fig_before
+assert "easy" in fig_after.layout.title.text and "hard" in fig_before.layout.title.text
 qae_y = lambda: next(t.y for t in mc.view.figure.data if t.name == "sampled, QAE baseline (c)")
 mean_y = lambda: next(t.y for t in mc.view.figure.data if t.name == "sampled, mean baseline (c)")
 old_qae, old_mean = qae_y(), mean_y()
 mc.controls["K"].value = 0.8
 assert "K = 0.8" in mc.view.figure.layout.title.text
 assert qae_y() != old_qae and mean_y() == old_mean    # K moves QAE only
-""")
-
-# ------------------------------------------------------------------ 01: two-regime gate and sparsity
-
-KS = [round(0.05 * i, 2) for i in range(1, 20)]
-
-
-def _gate(fig: Figure) -> None:
-    axes(fig, "correct responses c in the group", "K")
-    hm = heatmap(fig, 19, 9, -1, 1)  # the paper's convention: +1 successes move, -1 failures, 0 nobody
-    assert list(hm["y"]) == [f"K={k:g}" for k in KS] and list(hm["x"]) == list(range(9))
-    for k, row in zip(KS, hm["z"]):  # b_K is the ceil(K G)-th smallest reward: c <= G - ceil(K G) is hard
-        want = [0] + [1 if c <= 8 - math.ceil(k * 8) else -1 for c in range(1, 8)] + [0]
-        assert list(row) == want, f"K = {k}: gate {row}, expected {want}"
-
-
-def _worked_examples(fig: Figure) -> None:
-    axes(fig, "response (correct ones first)", "")
-    hm = heatmap(fig, 8, 8)
-    assert list(hm["y"]) == [f"c={c} · {m}" for c in (1, 3, 5, 7) for m in ("GRPO mean", "QAE K=0.4")]
-    for label, z, text in zip(hm["y"], hm["z"], hm["text"]):
-        c = int(label[2])
-        assert [s[0] for s in text] == ["✓"] * c + ["✗"] * (8 - c), (label, text)
-        moved = [i for i, v in enumerate(z) if v != 0]
-        if label.endswith("GRPO mean"):
-            assert moved == list(range(8)), f"{label}: the mean baseline moves every response of a mixed group"
-            assert abs(sum(z)) < 1e-6, f"{label}: advantages about the group's mean do not sum to 0: {z}"
-        else:  # K = 0.4, G = 8: c <= 4 is hard (only successes move), c > 4 easy (only failures)
-            assert moved == (list(range(c)) if c <= 4 else list(range(c, 8))), (label, z)
-
-
-def _zero_fraction(fig: Figure) -> None:
-    axes(fig, "K", "fraction of responses with A = 0")
-    found = lines(fig, [f"p = {p}" for p in (0.1, 0.3, 0.5, 0.7, 0.9)], 37)
-    for t in found.values():
-        within(t["y"], 0, 1, t["name"])
-
-
-def _averaged(fig: Figure) -> None:
-    axes(fig, "K", "zero-advantage fraction")
-    found = lines(fig, ["exact, Beta(0.5, 0.5)", "sampled, 2000 prompts"], 19)
-    exact, sampled = (within(t["y"], 0, 1) for t in found.values())
-    assert max(abs(a - b) for a, b in zip(exact, sampled)) < 0.05, "the sample strays from the exact curve"
-    assert [s["y0"] for s in fig.layout["shapes"]] == [0.8]  # the "~80%" line
-
-
-def _conventions(fig: Figure) -> None:
-    axes(fig, "c", "")
-    g = int(title_number(fig, r"G = (\d+)"))
-    hm = heatmap(fig, 19, g + 1, 0, 1)
-    assert {v for row in hm["z"] for v in row} <= {0, 1} and list(hm["x"]) == list(range(g + 1))
-
-
-def _extremes(fig: Figure) -> None:
-    axes(fig, "correct responses c", "advantage")
-    names = [f"{m}: {e} A" for m in ("GRPO mean / std", "QAE / std", "QAE, no std") for e in ("largest", "smallest")]
-    found = lines(fig, names, 17)
-    for name, t in found.items():
-        y = finite(t["y"])
-        assert y[0] == y[-1] == 0, f"{name}: an all-equal group has a non-zero advantage"
-        assert all(v >= 0 for v in y) if "largest" in name else all(v <= 0 for v in y), (name, y)
-
-
-NB01 = NotebookSpec([
-    Shown(r"Which responses get A ≠ 0: G = 8, paper quantile", _gate),
-    Shown(r"Advantages per response \(✓ correct, ✗ wrong\)", _worked_examples),
-    Shown(r"Expected zero-advantage fraction, one prompt with success rate p \(G = 16\)", _zero_fraction),
-    Shown(r"Zero-advantage fraction averaged over prompts, G = 16", _averaged),
-    Shown(r"G = (4|8|16): paper vs linear quantile differ \(red\)", _conventions, count=3),
-    Shown(r"Extreme advantages in a group, G = 16, K = 0\.4", _extremes),
-], probe="""
-gate.controls["G"].value = 4
-assert len(gate.view.figure.data[0].z[0]) == 5      # c = 0..4
-gate.controls["method"].value = "linear"
-assert "linear" in gate.view.figure.layout.title.text
-before = spread.view.figure.data[0].y
-spread.controls["a"].value = 4.0
-spread.controls["b"].value = 4.0
-assert max(spread.view.figure.data[0].y) < max(before)   # middling difficulty: fewer zeros
+verdict = check_direction("same", after[0.0], after[1.0], quantity="H", change="b rose", tolerance=1e-12)
+assert verdict.startswith("Right"), verdict          # the exact expected step: a constant b cancels
+assert identity[1.0] > identity[0.0]                  # the identity's step: a higher b leaves more entropy
 """)
 
 # ------------------------------------------------------------------ 07: the exact sequence policy
 
 
-def _success_bars(fig: Figure) -> None:
-    axes(fig, "prompt", "p")
-    found = lines(fig, ["flat", "peaked"])
-    for t in found.values():
-        assert list(t["x"]) == [f"q{i}" for i in range(len(t["x"]))]
-        within(t["y"], 0, 1, t["name"])
+def _start_rates(fig: Figure) -> None:
+    axes(fig, "prompt, by rank (1 = hardest)", "p at the start")
+    prompts, seeds = int(title_number(fig, r"of the (\d+) prompts")), int(title_number(fig, r"mean over (\d+) seed"))
+    assert seeds >= 1 and len(fig.names) in (2, 3), fig.names
+    assert re.fullmatch(r"the \d+ hardest", fig.names[0]) and re.fullmatch(r"the \d+ easiest", fig.names[-1])
+    found = lines(fig, fig.names)
+    ranks = [x for t in fig.lines for x in t["x"]]
+    assert ranks == [str(i + 1) for i in range(prompts)], f"not one bar per prompt, by rank: {ranks}"
+    p = [v for t in fig.lines for v in within(t["y"], 0, 1, t["name"])]
+    assert p == sorted(p), f"the start success rates are not sorted hardest first: {p}"
+    # QAE's regimes at K = 0.4: the hardest group inside "hard" (p <= 0.6), the easiest inside "easy"
+    assert max(found[fig.names[0]]["y"]) < 0.6 < min(found[fig.names[-1]]["y"]), p
+    assert [round(s["y0"], 9) for s in fig.layout.get("shapes", [])] == [0.6], "no line at 1 - K"
+
+
+def _regimes(fig: Figure) -> None:
+    seeds = int(title_number(fig, r"mean ± std over (\d+) seeds"))
+    names = [f"mean baseline ({seeds} seeds)"] * 3 + [f"quantile baseline, K = 0.4 ({seeds} seeds)"] * 3
+    assert fig.names == names, f"{fig.title!r}: traces {fig.names}, expected three panels per baseline"
+    assert centred_bands(fig) == 6
+    titles = [a["text"].replace("<br>", " ") for a in fig.layout["annotations"]]
+    assert [t.split(":")[0] for t in titles] == ["hard", "easy", "mixed"], titles
+    start_p = [float(re.search(r"start p ([\d.]+)", t).group(1)) for t in titles]
+    assert start_p[0] < 0.6 < start_p[1] and start_p[0] < start_p[2] < start_p[1], start_p  # hard, easy, all
+    assert all(((fig.layout.get(f"xaxis{i}") or {}).get("title") or {}).get("text") == "step" for i in ("", 2, 3))
+    assert fig.axis_title("yaxis") == "H(pi) (nats)"
+    for line in fig.lines:
+        steps = list(line["x"])
+        assert steps[0] == 0 and steps == sorted(set(steps)), f"{line['name']}: steps {steps[:5]}"
+        within(line["y"], 0, 5 * math.log(4), line["name"])  # at most L log V nats
+    # every panel starts from the same tasks under both baselines: the same entropy at step 0
+    for mean, quantile in zip(fig.lines[:3], fig.lines[3:]):
+        assert math.isclose(mean["y"][0], quantile["y"][0], rel_tol=1e-9), (mean["y"][0], quantile["y"][0])
+
+
+NB07 = NotebookSpec([
+    Shown(r"Start success rate p of the \d+ prompts of each seed, hardest to easiest, mean over \d+ seeds?",
+          _start_rates),
+    Shown(r"Entropy H\(pi\) of the prompts hard / easy at the start, mean vs quantile baseline "
+          r"Adam, lr 0\.02, 4 passes, Clip-Higher on; mean ± std over \d+ seeds", _regimes),
+], probe="""
+regimes_view.controls["optimizer"].value = "sgd"
+assert "SGD, step 40" in regimes_view.view.figure.layout.title.text
+regimes_view.controls["clip_higher"].value = False
+assert "Clip-Higher off" in regimes_view.view.figure.layout.title.text
+assert len(regimes_view.view.figure.data) == 12   # three panels, two baselines, a line and its band each
+""")
+
+# ------------------------------------------------------------------ 09: appendix to 07 (ledgers, sweep, variance)
 
 
 def _ledger_shares(fig: Figure) -> None:
@@ -218,8 +247,7 @@ def _variance_bars(fig: Figure) -> None:
     assert all(v > 0 for t in found.values() for v in t["y"])
 
 
-NB07 = NotebookSpec([
-    Shown(r"Initial success rate p of each prompt \(hard for K = 0\.4 when p <= 0\.6\)", _success_bars),
+NB09 = NotebookSpec([
     Shown(r"One update's first-order entropy change by part, each ledger as a share of its summed \|cells\| "
           r"\(mean baseline, peaked start\)", _ledger_shares),
     Shown(r"Committed sweep: per-step correlation of each form's total with the exact first-order change, "

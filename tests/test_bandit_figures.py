@@ -13,9 +13,10 @@ from qae_lab.bandit_figures import (
     knob_figure,
     mc_figure,
     sparsity_figure,
+    zero_sources_figure,
 )
 from qae_lab.simulation import mc_entropy_curve
-from qae_lab.sparsity import expected_zero_fraction_beta, gate_table
+from qae_lab.sparsity import expected_zero_fraction, expected_zero_fraction_beta, gate_table, zero_sources
 from qae_lab.theory import knob_curve
 
 
@@ -81,3 +82,26 @@ def test_advantages_figure_shows_correct_responses_first():
         assert [cell[0] for cell in row] == ["✓"] * c + ["✗"] * (8 - c)
     assert list(hm.text[1]) == ["✓ +2.83"] + ["✗ 0"] * 7  # QAE on a hard group: only the success moves
     assert list(hm.z[3][:7]) == [0.0] * 7 and hm.z[3][7] < 0  # on an easy group: only the failure
+
+
+@pytest.mark.parametrize("g,k", [(16, 0.4), (8, 0.8), (5, 0.25)])
+def test_zero_sources_figure_stacks_the_two_sources(g, k):
+    fig = zero_sources_figure(g, k)
+    assert fig.layout.title.text == f"Share of one prompt's {g} responses with A = 0, by its success rate p (K = {k:g})"
+    areas, lines = fig.data[:2], fig.data[2:]
+    ps = list(areas[0].x)
+    assert len(ps) == 101 and ps[0] == 0 and ps[-1] == 1 and ps[50] == 0.5
+    src = zero_sources(torch.tensor(ps, dtype=torch.float64), g, k)
+    assert [a.stackgroup for a in areas] == ["zeros", "zeros"] and [t.stackgroup for t in lines] == [None, None]
+    assert list(areas[0].y) == pytest.approx(src.all_equal.tolist())
+    assert list(areas[1].y) == pytest.approx(src.gate.tolist())
+    # stacked, the two areas are the whole expected share
+    total = [a + b for a, b in zip(areas[0].y, areas[1].y)]
+    assert total == pytest.approx(expected_zero_fraction(torch.tensor(ps, dtype=torch.float64), g, k).tolist())
+    # the batch's line is the curve's average over p uniform on (0, 1): the trapezoid rule on the drawn points
+    batch = expected_zero_fraction_beta(1.0, 1.0, g, k)
+    trapezoid = sum((a + b) / 2 for a, b in zip(total, total[1:])) / 100
+    assert list(lines[0].y) == pytest.approx([batch] * 101, abs=1e-12)  # the split and the whole agree
+    assert batch == pytest.approx(trapezoid, abs=2e-3)
+    assert lines[0].name == f"a batch, p uniform on (0, 1): {batch:.1%}" and set(lines[1].y) == {0.8}
+    assert [s.x0 for s in fig.layout.shapes] == [pytest.approx(1 - k)]  # the regimes' boundary

@@ -59,7 +59,7 @@ LIVE_STEPS = 5000
 # None: a notebook without controls (Run All, its figures and its spec's checks only).
 MOVES = {
     "00_plain_grpo.ipynb": None,
-    "01_two_regime_gating_and_sparsity.ipynb": ("gate = plots.interactive", "G", "ArrowRight"),
+    "01_two_regime_gating_and_sparsity.ipynb": ("zeros = plots.interactive", "K", "ArrowRight"),
     "02_softmax_entropy_proofs.ipynb": ("mc = plots.interactive", "K", "ArrowRight"),
     "03_token_entropy_horizon_weights.ipynb": ("weights = plots.interactive", "α", "ArrowRight"),
     "05_compare_runs.ipynb": ("curves = plots.interactive", "metric", 1),

@@ -14,7 +14,9 @@ from reference import ref_quantile_linear, ref_quantile_paper
 
 from qae_lab.advantages import group_advantages
 from qae_lab.sparsity import (
+    ZeroSources,
     advantage_extremes,
+    canonical_groups,
     convention_disagreements,
     expected_zero_fraction,
     expected_zero_fraction_beta,
@@ -23,7 +25,10 @@ from qae_lab.sparsity import (
     group_advantage_rows,
     sampled_zero_fraction,
     sampled_zero_fraction_beta,
+    sampled_zero_sources,
     summary_02,
+    zero_sources,
+    zero_sources_beta,
 )
 
 F64 = torch.float64
@@ -267,25 +272,86 @@ def test_sampled_zero_fraction_beta_tracks_the_exact_fraction():
 
 # ---------------------------------------------------------------- notebook 01's summary
 
-def test_summary_02_states_the_extremes_and_the_change():
-    shares = {"U-shaped": (0.823, 0.754), "uniform": (0.757, 0.725), "centred": (0.65, 0.70)}
-    text = summary_02(shares, {0.8: 0.775, 0.4: 0.823}, {4: (3, 95, 1), 16: (20, 323, 0)})
+def test_summary_02_states_the_measured_share_and_its_sources():
+    text = summary_02(ZeroSources(0.1, 0.65), 2000, 16, 0.4)
     assert all(len(line) <= 110 for line in text.splitlines())
     bullets = " ".join(text.split()).split("* ")[1:]  # wrapping undone
-    assert bullets == [
-        "Zero-advantage share of all responses: from 0.650 (centred) to 0.823 (U-shaped); within mixed groups: "
-        "from 0.700 (centred) to 0.754 (U-shaped). At 0.8 or more of all responses: U-shaped. ",
-        "Raising K from 0.4 to 0.8 moved the zero-advantage share from 0.823 to 0.775. ",
-        "The paper's and the linear quantile differ in 3 of 95 (K, c) cells at G = 4 (1 at the paper's K), "
-        "20 of 323 (K, c) cells at G = 16 (0 at the paper's K)."]
-    assert "At 0.8 or more of all responses: none." in summary_02({"c": (0.6, 0.5)}, {0.2: 0.6, 0.4: 0.6},
-                                                                  {8: (0, 1, 0)})
+    exact = expected_zero_fraction_beta(1.0, 1.0, 16, 0.4)
+    assert bullets[0] == (f"At K = 0.4 and G = 16, 75.0% of the responses to 2,000 prompts with success rates "
+                          f"uniform on (0, 1) got exactly zero advantage ({exact:.1%} expected): 10.0 points from "
+                          "groups whose rewards were all equal, which GRPO's mean baseline leaves at zero too, and "
+                          "65.0 from QAE's gate. ")
+    low = min(range(101), key=lambda i: expected_zero_fraction(i / 100, 16, 0.4).item())
+    assert f"lowest at p = {low / 100:.2f} ({expected_zero_fraction(low / 100, 16, 0.4).item():.1%})" in bullets[1]
+    u, c = (expected_zero_fraction_beta(a, a, 16, 0.4) for a in (0.5, 4.0))
+    assert bullets[2].startswith(f"Other spreads of difficulty: {u:.1%} for a U-shaped batch")
+    assert f"{c:.1%} for one centred on p = 0.5" in bullets[2]
 
 
-def test_summary_02_on_computed_shares_and_bad_input():
-    u = expected_zero_fraction_beta(0.5, 0.5, 16, 0.4)
-    text = summary_02({"U": (u, expected_zero_fraction_beta(0.5, 0.5, 16, 0.4, drop_all_equal=True))},
-                      {0.4: u, 0.8: expected_zero_fraction_beta(0.5, 0.5, 16, 0.8)}, {16: (0, 1, 0)})
-    assert f"from {u:.3f} to 0.775" in text
-    with pytest.raises(ValueError, match="k_change"):
-        summary_02({"U": (u, u)}, {0.4: u}, {16: (0, 1, 0)})
+def test_summary_02_on_a_measured_share_and_bad_input():
+    measured = sampled_zero_sources(torch.rand(500, generator=torch.Generator().manual_seed(1)), 8, 0.6)
+    text = " ".join(summary_02(measured, 500, 8, 0.6).split())
+    assert f"At K = 0.6 and G = 8, {measured.total:.1%} of the responses to 500 prompts" in text
+    with pytest.raises(ValueError, match="ZeroSources"):
+        summary_02((0.1, 0.6), 500, 8, 0.6)
+    with pytest.raises(ValueError, match="n_prompts"):
+        summary_02(measured, 0, 8, 0.6)
+
+
+# ---------------------------------------------------------------- where the zeros come from
+
+@pytest.mark.parametrize("method", ["paper", "linear"])
+def test_zero_sources_split_the_expected_fraction(method):
+    ps = [0.0, 0.01, 0.3, 0.5, 0.62, 0.99, 1.0]
+    for g in (2, 5, 16):
+        for k in (0.2, 0.4, 0.8):
+            src = zero_sources(T(ps), g, k, method)
+            torch.testing.assert_close(src.total, expected_zero_fraction(T(ps), g, k, method), rtol=0, atol=1e-12)
+            for p, all_equal, gate in zip(ps, src.all_equal.tolist(), src.gate.tolist()):
+                # all-equal: c = 0 or c = G, every response zero; the gate: the zeros of the mixed counts
+                assert all_equal == pytest.approx((1 - p) ** g + p ** g, abs=1e-12)
+                want = sum(math.comb(g, c) * p ** c * (1 - p) ** (g - c) * ref_zero_count(c, g, k, method) / g
+                           for c in range(1, g))
+                assert gate == pytest.approx(want, abs=1e-12)
+    # the mean baseline's zeros are the all-equal groups alone: group_advantages(baseline="mean") agrees
+    rewards = canonical_groups(4).view(5, 4)
+    mean_zeros = (group_advantages(rewards.reshape(-1), 4, baseline="mean").view(5, 4) == 0).all(1)
+    assert mean_zeros.tolist() == [True, False, False, False, True]
+
+
+def test_zero_sources_beta_is_the_average_of_zero_sources():
+    for a, b in ((1.0, 1.0), (0.5, 0.5), (2.0, 3.0)):
+        src = zero_sources_beta(a, b, 16, 0.4)
+        assert src.total == pytest.approx(expected_zero_fraction_beta(a, b, 16, 0.4), abs=1e-12)
+        # midpoint rule over the Beta density, as in test_expected_zero_fraction_beta_is_binomial_averaged_over_beta
+        n = 20000
+        ps = (torch.arange(n, dtype=F64) + 0.5) / n
+        w = torch.distributions.Beta(torch.tensor(a, dtype=F64), torch.tensor(b, dtype=F64)).log_prob(ps).exp()
+        per = zero_sources(ps, 16, 0.4)
+        tol = 2e-3 if min(a, b) < 1 else 1e-6  # an infinite density at 0 and 1 costs the midpoint rule accuracy
+        assert src.all_equal == pytest.approx(float((w * per.all_equal).sum() / w.sum()), abs=tol)
+        assert src.gate == pytest.approx(float((w * per.gate).sum() / w.sum()), abs=tol)
+    # p uniform: every count c has probability 1/(G+1), so 2/(G+1) of the groups are all-equal
+    assert zero_sources_beta(1.0, 1.0, 16, 0.4).all_equal == pytest.approx(2 / 17, abs=1e-12)
+
+
+def test_sampled_zero_sources_count_each_source():
+    p = torch.rand(3000, generator=torch.Generator().manual_seed(3), dtype=F64)
+    got = sampled_zero_sources(p, 8, 0.4, seed=5)
+    assert isinstance(got.all_equal, float) and isinstance(got.gate, float)
+    assert got.total == sampled_zero_fraction(p, 8, 0.4, seed=5)  # the same draws
+    # by hand with the same generator: a loop over groups
+    gen = torch.Generator().manual_seed(5)
+    rewards = (torch.rand(3000, 8, generator=gen, dtype=F64) < p[:, None]).double()
+    equal = mixed = 0
+    for row in rewards.tolist():
+        c = int(sum(row))
+        if c in (0, 8):
+            equal += 8
+        else:
+            mixed += ref_zero_count(c, 8, 0.4, "paper")
+    assert (got.all_equal, got.gate) == (equal / 24000, mixed / 24000)
+    exact = zero_sources_beta(1.0, 1.0, 8, 0.4)
+    assert got.all_equal == pytest.approx(exact.all_equal, abs=0.02) and got.gate == pytest.approx(exact.gate, abs=0.02)
+    with pytest.raises(ValueError, match="p must hold success rates"):
+        sampled_zero_sources(T([0.5, 1.5]), 8, 0.4)

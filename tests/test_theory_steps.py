@@ -12,7 +12,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from qae_lab.theory import expected_pg_step, identity_entropy_change, identity_step, knob_slope
+from qae_lab.theory import (baseline_pg_step, entropy, entropy_after_step, expected_pg_step,
+                            identity_entropy_change, identity_step, knob_slope)
 from theory_setup import F64, LOG3, T, py_cov, py_mean_reward, py_softmax, random_policy
 
 
@@ -131,3 +132,40 @@ def test_constant_baseline_cancels_in_the_exact_expected_gradient():
         # ... whereas the identity's step model does depend on b (unless b = E_pi r)
         if 0 < sum(r) < n:
             assert not torch.allclose(identity_step(T(z), T(r), 0.0, eta), want)
+
+
+def test_baseline_pg_step_is_the_expected_step_whatever_the_baseline():
+    rng = random.Random(6)
+    for _ in range(10):
+        n = rng.randint(2, 7)
+        z, r = random_policy(rng, n), [float(rng.random() < 0.5) for _ in range(n)]
+        pi = py_softmax(z)
+        for b in (-1.0, 0.0, 0.3, 1.0, 5.0):
+            # eta E_{y~pi}[(r(y) - b) (e_y - pi)], by a loop over actions
+            g = [sum(pi[y] * (r[y] - b) * ((a == y) - pi[a]) for y in range(n)) for a in range(n)]
+            got = baseline_pg_step(T(z), T(r), b, 0.7)
+            torch.testing.assert_close(got, 0.7 * T(g), rtol=1e-10, atol=1e-14)
+            torch.testing.assert_close(got, expected_pg_step(T(z), T(r), 0.7), rtol=1e-10, atol=1e-14)
+    # batched: (P, A) policies, one baseline per policy
+    zs = T([[0.0, 1.0, -1.0], [2.0, 0.0, 0.0]])
+    rs = T([[1.0, 0.0, 0.0], [0.0, 1.0, 1.0]])
+    torch.testing.assert_close(baseline_pg_step(zs, rs, T([0.0, 1.0]), 1.0), expected_pg_step(zs, rs, 1.0))
+
+
+def test_entropy_after_step_under_each_step_model():
+    rng = random.Random(7)
+    for _ in range(10):
+        n = rng.randint(2, 7)
+        z, r = T(random_policy(rng, n)), T([float(i % 2) for i in range(n)])
+        for b in (0.0, 1.0):
+            for model, step in (("identity", identity_step(z, r, b, 0.5)), ("expected", expected_pg_step(z, r, 0.5))):
+                torch.testing.assert_close(entropy_after_step(z, r, b, 0.5, model=model), entropy(z + step))
+        # (b): b = 0 and b = 1 leave the same entropy (float64 rounding apart); (a): b = 1 leaves more (the knob)
+        e0, e1 = (entropy_after_step(z, r, b, 0.5, model="expected").item() for b in (0.0, 1.0))
+        assert abs(e1 - e0) < 1e-12
+        a0, a1 = (entropy_after_step(z, r, b, 0.5, model="identity").item() for b in (0.0, 1.0))
+        assert a1 > a0
+    with pytest.raises(ValueError, match="model must be one of"):
+        entropy_after_step(T([0.0, 1.0]), T([1.0, 0.0]), 0.0, 0.5, model="sampled")
+    with pytest.raises(ValueError, match="eta"):
+        entropy_after_step(T([0.0, 1.0]), T([1.0, 0.0]), 0.0, -0.5, model="expected")
