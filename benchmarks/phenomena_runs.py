@@ -7,6 +7,8 @@ per-problem completions).
 
     python benchmarks/phenomena_runs.py --search-run /tmp/phen --jobs 2   # 1. qae_lab.phenomena.SEARCH
     python benchmarks/phenomena_runs.py --search /tmp/phen/search          #    -> phenomena/search.json
+    python benchmarks/phenomena_runs.py --search-run /tmp/phen --search-of regimes --jobs 2   # REGIME_SEARCH
+    python benchmarks/phenomena_runs.py --search /tmp/phen/search-regimes --search-of regimes  # -> search_regimes.json
     python benchmarks/phenomena_runs.py --work /tmp/phen --jobs 2          # 2. every experiment, fresh seeds
     python benchmarks/phenomena_runs.py --work /tmp/phen --only entropy --collect-only
 
@@ -15,6 +17,9 @@ per-problem completions).
    writes ``data/reference_runs/phenomena/search.json``: each run's settings, its entropy and reward at the
    start and the end, its clipped fraction and its pass@1 before and after (:func:`qae_lab.phenomena.search_row`).
    :data:`qae_lab.phenomena.BASE_SETS` is then set from it, by hand, with the reason in a comment.
+   ``--search-of regimes`` does the same for the regimes experiment's search (:data:`qae_lab.phenomena.REGIME_SEARCH`,
+   into ``DIR/search-regimes/`` and ``search_regimes.json``); each
+   search is one entry of :data:`qae_lab.phenomena.SEARCHES`.
 2. ``--work DIR`` runs every experiment of :data:`qae_lab.phenomena.EXPERIMENTS` (methods x seeds, and K for the
    K sweep) into ``DIR/<experiment>/`` and keeps each under ``data/reference_runs/phenomena/<experiment>/``.
 
@@ -34,8 +39,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from qae_lab.compare import load_runs
-from qae_lab.phenomena import EXPERIMENTS, SEARCH, SEARCH_SEED, run_names, search_row
-from qae_lab.runfolder import atomic_write_text, read_log
+from qae_lab.phenomena import EXPERIMENTS, SEARCH_SEED, SEARCHES, run_names, search_row
+from qae_lab.runfolder import REGIME_SPLIT_NAME, atomic_write_text, read_log
 from reference_runs import keep_run  # the sibling script: the same small part of each run folder
 
 DEST = Path(__file__).resolve().parents[1] / "data" / "reference_runs" / "phenomena"
@@ -71,10 +76,16 @@ def run(work: Path, only: list[str], jobs: int) -> None:
     _run_all([c for c in cmds if c], jobs)
 
 
-def search_run(work: Path, jobs: int) -> None:
+def search_folder(which: str) -> str:
+    """The sub-folder of a search's runs: ``search`` (the entropy experiment's, as it always was), else ``search-<which>``."""
+    return "search" if which == "entropy" else f"search-{which}"
+
+
+def search_run(work: Path, jobs: int, which: str = "entropy") -> None:
     threads = 1 if jobs > 1 else None
-    cmds = [_job("cpu-sums", method, [*sets, f"seed={SEARCH_SEED}"], work / "search" / name, threads)
-            for name, method, sets in SEARCH]
+    tries, _ = SEARCHES[which]
+    cmds = [_job("cpu-sums", method, [*sets, f"seed={SEARCH_SEED}"], work / search_folder(which) / name, threads)
+            for name, method, sets in tries]
     _run_all([c for c in cmds if c], jobs)
 
 
@@ -85,7 +96,7 @@ def collect(work: Path, only: list[str]) -> None:
             if not (src / "eval_after.json").is_file():
                 print(f"missing: {src}")
                 continue
-            summary = keep_run(src, dst)
+            summary = keep_run(src, dst, extra=(REGIME_SPLIT_NAME,))
             wall = max((r.get("elapsed_s") or 0) for r in read_log(src / "log.jsonl"))
             print(f"{name:<10} {folder:<28} pass@1 {summary['before']['summary']['pass@1']:.3f} -> "
                   f"{summary['after']['summary']['pass@1']:.3f}   {wall:6.0f} s")
@@ -96,18 +107,21 @@ def main() -> None:
     p.add_argument("--work", type=Path, help="folder for the experiments' full run folders")
     p.add_argument("--search-run", type=Path, help="run qae_lab.phenomena.SEARCH into this folder's search/")
     p.add_argument("--search", type=Path, help="summarise the search runs in this folder into search.json")
+    p.add_argument("--search-of", choices=sorted(SEARCHES), default="entropy",
+                   help="which search --search-run runs and --search summarises (qae_lab.phenomena.SEARCHES)")
     p.add_argument("--only", nargs="*", choices=sorted(EXPERIMENTS), default=sorted(EXPERIMENTS))
     p.add_argument("--collect-only", action="store_true")
     p.add_argument("--jobs", type=int, default=1, help="runs at a time (each on one torch thread when > 1)")
     args = p.parse_args()
     if args.search_run:
-        search_run(args.search_run, args.jobs)
+        search_run(args.search_run, args.jobs, args.search_of)
         return
     if args.search:
         rows = [search_row(r) for r in sorted(load_runs(args.search), key=lambda r: r.name)]
+        name = SEARCHES[args.search_of][1]
         DEST.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(DEST / "search.json", json.dumps(rows, indent=1) + "\n")
-        print(f"{len(rows)} runs -> {DEST / 'search.json'}")
+        atomic_write_text(DEST / name, json.dumps(rows, indent=1) + "\n")
+        print(f"{len(rows)} runs -> {DEST / name}")
         return
     if args.work is None:
         p.error("--work is required (unless --search-run or --search)")

@@ -45,11 +45,12 @@ def _summary(path: Path) -> dict:
             "success_rates": [p["success_rate"] for p in data["problems"]]}
 
 
-def keep_run(src: Path, dst: Path) -> dict:
+def keep_run(src: Path, dst: Path, extra: tuple[str, ...] = ()) -> dict:
     """Copy the small part of run folder ``src`` to ``dst``: config.json, log.jsonl and summary.json (the
-    before/after evaluation summaries without per-problem completions). Returns the summary."""
+    before/after evaluation summaries without per-problem completions), and each of ``extra`` the run has
+    (e.g. regime_split.json). Returns the summary."""
     dst.mkdir(parents=True, exist_ok=True)
-    for name in ("config.json", "log.jsonl"):
+    for name in ("config.json", "log.jsonl", *(e for e in extra if (src / e).is_file())):
         shutil.copy(src / name, dst / name)
     summary = {"before": _summary(src / "eval_before.json"), "after": _summary(src / "eval_after.json")}
     atomic_write_text(dst / "summary.json", json.dumps(summary, indent=1))

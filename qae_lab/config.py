@@ -80,11 +80,15 @@ _SETTING_RANGES = {
     "seed": _in(0, 2**32 - 1),
     "vllm_gpu_memory_utilization": _in(0, 1, lo_open=True),
     "vllm_tensor_parallel_size": _in(1, _INF),
+    # qae_lab's own, checked here with the rest
+    "regime_eval_steps": _in(1, _INF, none=True),
+    "regime_eval_samples": _in(1, _INF),
+    "regime_eval_prompts": _in(2, _INF),
 }
 _INT_SETTINGS = ("max_completion_length", "num_generations", "num_generations_eval", "per_device_train_batch_size",
                  "gradient_accumulation_steps",
                  "num_iterations", "steps_per_generation", "save_total_limit", "seed", "top_k", "max_steps",
-                 "vllm_tensor_parallel_size")
+                 "vllm_tensor_parallel_size", "regime_eval_steps", "regime_eval_samples", "regime_eval_prompts")
 _VLLM_MODES = ("colocate", "server")
 _VLLM_IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 # settings of transformers' generate that do nothing when vLLM generates: name -> the value that is off
@@ -194,6 +198,15 @@ class QAEConfig(GRPOConfig):
     kl_cov_ratio: float = field(default=2e-4, metadata={"help": "KL-Cov: fraction of tokens (largest covariance) "
                                 "that get the KL penalty, in (0, 1] (paper 2e-4 to 2e-3; at least one token)."})
     kl_cov_coef: float = field(default=1.0, metadata={"help": "KL-Cov: weight of |log pi - log pi_old| (paper 1)."})
+    regime_eval_steps: int | None = field(default=None, metadata={"help": "Every this many steps (and before the "
+                                          "first and the last), sample a fixed held-out prompt set and log the token "
+                                          "entropy and success rate of its hardest and easiest quarter by the start "
+                                          "model's success rate, and of all of it (regime_eval/*: QAE's Prop. 4.2 by "
+                                          "the regime a prompt starts in; qae_lab.regime_eval). None: off."})
+    regime_eval_samples: int = field(default=8, metadata={"help": "Completions per held-out prompt at each regime "
+                                     "evaluation; the start split draws 4 times as many (a separate draw)."})
+    regime_eval_prompts: int = field(default=64, metadata={"help": "Held-out prompts of the regime evaluation: the "
+                                     "first this many of the run's evaluation problems (all when fewer)."})
     reflection_words: list[str] = field(default_factory=lambda: list(REFLECTION_WORDS), metadata={
         "help": "Words counted as reflective in the behaviour/reflect_* metrics (whole words, any case)."})
 

@@ -71,6 +71,15 @@ __all__ = [
     "LEDGER_PREFIX",
     "LEDGER_METRICS",
     "KNOB_METRICS",
+    "ENTROPY_HARD",
+    "ENTROPY_EASY",
+    "ENTROPY_UPDATED_HARD",
+    "ENTROPY_UPDATED_EASY",
+    "ENTROPY_REGIME_METRICS",
+    "REGIME_GROUPS",
+    "REGIME_EVAL_PREFIX",
+    "regime_eval_metric",
+    "REGIME_EVAL_METRICS",
 ]
 
 # ---------------------------------------------------------------- the vocabulary
@@ -134,6 +143,17 @@ SAAH_W_MEAN_NEG = "saah/w_mean_neg"
 SAAH_EFFECTIVE_TOKENS_FRAC = "saah/effective_tokens_frac"
 # ledger/*: every loss forward, by qae_lab.loss.grpo_loss: the update's first-order entropy change and its parts
 LEDGER_PREFIX = "ledger/"  # + each name of LEDGER_PARTS
+# entropy/hard, entropy/easy: every loss forward, by QAETrainer._log_loss: TRL's `entropy` over the responses of
+# prompts in QAE's hard (p <= 1-K, K in force) / easy regime; with sparse updates leaving rows out, the updated
+# rows' only, under entropy/updated_rows/hard and entropy/updated_rows/easy (as `entropy/updated_rows`)
+ENTROPY_HARD = "entropy/hard"
+ENTROPY_EASY = "entropy/easy"
+ENTROPY_UPDATED_HARD = "entropy/updated_rows/hard"
+ENTROPY_UPDATED_EASY = "entropy/updated_rows/easy"
+# regime_eval/*: every regime_eval_steps steps, by qae_lab.regime_eval.RegimeEval: a fixed held-out prompt set,
+# grouped once by the start model's success rate (the hardest and the easiest quarter, and all of it)
+REGIME_GROUPS = ("hard", "easy", "all")
+REGIME_EVAL_PREFIX = "regime_eval/"
 
 # key of qae_lab.advantages.advantage_stats -> the metric that logs it
 ADVANTAGE_STAT_METRICS = {
@@ -153,6 +173,23 @@ SAAH_METRICS = (SAAH_ALPHA, SAAH_W_MEAN_NEG, SAAH_EFFECTIVE_TOKENS_FRAC)
 LEDGER_METRICS = tuple(LEDGER_PREFIX + part for part in LEDGER_PARTS)
 # the logged metrics that record the knobs in force at each step
 KNOB_METRICS = (QAE_K, QAE_QUANTILE_BASELINE, SAAH_ALPHA)
+ENTROPY_REGIME_METRICS = (ENTROPY_HARD, ENTROPY_EASY, ENTROPY_UPDATED_HARD, ENTROPY_UPDATED_EASY)
+
+
+def regime_eval_metric(quantity: str, group: str) -> str:
+    r"""The logged name of a held-out regime evaluation's ``quantity`` (``"entropy"``, ``"success"``) for ``group``
+    (one of :data:`REGIME_GROUPS`).
+
+    >>> regime_eval_metric("entropy", "hard"), regime_eval_metric("success", "all")
+    ('regime_eval/entropy_hard', 'regime_eval/success_all')
+    """
+    if quantity not in ("entropy", "success") or group not in REGIME_GROUPS:
+        raise ValueError(f"quantity must be 'entropy' or 'success' and group one of {REGIME_GROUPS}, "
+                         f"got {quantity!r}, {group!r}")
+    return f"{REGIME_EVAL_PREFIX}{quantity}_{group}"
+
+
+REGIME_EVAL_METRICS = tuple(regime_eval_metric(q, g) for q in ("entropy", "success") for g in REGIME_GROUPS)
 
 
 # ---------------------------------------------------------------- rules and names

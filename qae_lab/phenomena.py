@@ -29,7 +29,7 @@ from qae_lab.ledger import LEDGER_PARTS
 from qae_lab.methods import LEDGER_PREFIX, QAE_EASY_FRAC
 from qae_lab.runstats import Stat, moving_average, stat
 
-__all__ = ["EXPERIMENTS", "BASE_SETS", "SEARCH", "SEARCH_SEED", "PHENOMENA_DIR", "run_names", "load_experiment", "per_method", "window_mean", "peak", "Effect",
+__all__ = ["EXPERIMENTS", "BASE_SETS", "SEARCH", "SEARCH_SEED", "REGIME_SEARCH", "SEARCHES", "PHENOMENA_DIR", "run_names", "load_experiment", "per_method", "window_mean", "peak", "Effect",
            "effect", "k_sweep_rows", "pass_at_k_table", "clipped_fraction", "ledger_table",
            "search_row", "search_table"]
 
@@ -80,6 +80,31 @@ SEARCH: tuple[tuple[str, str, list[str]], ...] = tuple(
     )
     for method in ("mean+clip_higher", "qae+clip_higher")
 )
+
+# The search of the regimes experiment (QAE's Prop. 4.2 by the regime a prompt starts in), on SEARCH_SEED too: DAPO's
+# regime, where one generation of 8 prompts x 8 feeds several optimizer steps (steps_per_generation 8 or 16 times
+# gradient_accumulation_steps = 1, in mini-batches of 8 or 4 of its responses: TRL shuffles the generation and
+# slices it), so the ratio leaves 1 on every step but a generation's first and Clip-Higher's range can act; 60
+# generations each, a held-out regime evaluation nine times per run (64 prompts x 4 samples); pass@1 before and
+# after from 8 samples per problem instead of the preset's 32 (the search's CPU time went to training).
+REGIME_SEARCH: tuple[tuple[str, str, list[str]], ...] = tuple(
+    (f"{tag}-{method}", method, sets)
+    for tag, sets in (
+        ("spg8-lr2e-5", ["max_steps=480", "per_device_train_batch_size=8", "steps_per_generation=8",
+                         "learning_rate=2e-5", "lr_scheduler_type=constant", "regime_eval_steps=60",
+                         "regime_eval_samples=4", "eval_samples=8"]),
+        ("spg8-lr5e-5", ["max_steps=480", "per_device_train_batch_size=8", "steps_per_generation=8",
+                         "learning_rate=5e-5", "lr_scheduler_type=constant", "regime_eval_steps=60",
+                         "regime_eval_samples=4", "eval_samples=8"]),
+        ("spg16-lr2e-5", ["max_steps=960", "per_device_train_batch_size=4", "steps_per_generation=16",
+                          "learning_rate=2e-5", "lr_scheduler_type=constant", "regime_eval_steps=120",
+                          "regime_eval_samples=4", "eval_samples=8"]),
+    )
+    for method in ("mean+clip_higher", "qae+clip_higher")
+)
+# each search: its tries and the file under data/reference_runs/phenomena/ that summarises them
+SEARCHES: dict[str, tuple[tuple[tuple[str, str, list[str]], ...], str]] = {
+    "entropy": (SEARCH, "search.json"), "regimes": (REGIME_SEARCH, "search_regimes.json")}
 
 
 def run_names(experiment: str) -> list[tuple[str, str, list[str]]]:

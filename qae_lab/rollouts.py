@@ -30,6 +30,7 @@ Where this departs from the papers / TRL, and why:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -233,7 +234,7 @@ def completion_logits(model, tokenizer, prompts, completion_ids, mask, *, temper
 
 
 def completion_entropies(model, tokenizer, prompts, completion_ids, mask, *, top_k: int | None = None,
-                         temperature: float = 1.0, batch_size: int = 16) -> torch.Tensor:
+                         temperature: float = 1.0, batch_size: int = 16, nats: bool = False) -> torch.Tensor:
     r"""H~_t = H(pi(. | x, y_<t)) / log V for every completion token, from one no-grad forward.
 
     SA-AH-GRPO (arXiv 2606.05434), eq. for H~_t: exact (``top_k=None``) or the paper's
@@ -243,9 +244,11 @@ def completion_entropies(model, tokenizer, prompts, completion_ids, mask, *, top
         model, tokenizer, prompts, completion_ids, mask, temperature, batch_size: as in
             :func:`completion_logits`.
         top_k: None (exact) or an int >= 1; >= V gives the exact entropy.
+        nats: return H_t itself, in nats (what TRL logs as ``entropy``: the entropy of softmax(z_t / T)),
+            instead of H~_t = H_t / log V.
 
     Returns:
-        (N, T) float32 tensor in [0, 1], 0 where ``mask`` is 0.
+        (N, T) float32 tensor in [0, 1] (in [0, log V] with ``nats``), 0 where ``mask`` is 0.
 
     >>> from qae_lab.models import load_policy; from qae_lab.data import synthetic_task
     >>> model, tok = load_policy("embedded", device="cpu")
@@ -254,11 +257,16 @@ def completion_entropies(model, tokenizer, prompts, completion_ids, mask, *, top
     >>> h = completion_entropies(model, tok, recs, ids, torch.ones_like(ids))
     >>> h.shape == ids.shape, bool(((h >= 0) & (h <= 1)).all())
     (True, True)
+    >>> torch.allclose(completion_entropies(model, tok, recs, ids, torch.ones_like(ids), nats=True),
+    ...                h * math.log(len(tok)))                   # H_t = H~_t log V
+    True
     """
     if top_k is not None:
         check_int(top_k, "top_k", 1)
-    # H~_t = H(softmax(z_t / T)) / log V, exact or from the top-k logits; 0 on padding
-    return torch.cat([normalised_entropy(z, top_k) * m
+    if not isinstance(nats, bool):
+        raise ValueError(f"nats must be a bool, got {nats!r}")
+    # H~_t = H(softmax(z_t / T)) / log V, exact or from the top-k logits; 0 on padding; with nats, H_t = H~_t log V
+    return torch.cat([normalised_entropy(z, top_k) * m * (math.log(z.shape[-1]) if nats else 1.0)
                       for z, m in _logit_chunks(model, tokenizer, prompts, completion_ids, mask, temperature,
                                                 batch_size)])
 

@@ -2,7 +2,8 @@ r"""A whole run: evaluate the policy on held-out problems, train it, evaluate ag
 
 :func:`train` is what ``python -m qae_lab train`` (:mod:`qae_lab.cli`) and notebook 04 run:
 :func:`make_trainer` builds :class:`qae_lab.trainer.QAETrainer` (model, data, the reward ``run.reward``
-names in :data:`qae_lab.rewards.REWARDS`, LoRA, the :class:`~qae_lab.callbacks.RunLogger`),
+names in :data:`qae_lab.rewards.REWARDS`, LoRA, the :class:`~qae_lab.callbacks.RunLogger`, and with
+``regime_eval_steps`` the :class:`~qae_lab.regime_eval.RegimeEval` of the held-out problems),
 :func:`evaluate_run` measures pass@1 with the one verdict of :mod:`qae_lab.answers`, and the folder
 (:mod:`qae_lab.runfolder`) then holds ``config.json``, ``log.jsonl``, ``eval_*.json``, ``report.html``
 and ``model/``. :func:`plan` checks all a run needs before anything loads: the settings, and the run
@@ -31,6 +32,7 @@ from qae_lab.export import save_model
 from qae_lab.methods import method_name
 from qae_lab.models import load_policy, lora_config
 from qae_lab.presets import RunArgs, build
+from qae_lab.regime_eval import add_regime_eval
 from qae_lab.resume import RESUME, ResumePlan, claim, plan_run
 from qae_lab.rewards import REWARDS
 from qae_lab.runfolder import (
@@ -213,6 +215,8 @@ def make_trainer(run: RunArgs, cfg, *, preset: str | None = None, command: str |
                              train_dataset=to_grpo_dataset(train_recs), processing_class=tok,
                              peft_config=lora_config(run.lora_r) if run.lora else None,
                              callbacks=[logger, *callbacks])
+        # with regime_eval_steps: the first regime_eval_prompts held-out problems (a resume reads its split back now)
+        add_regime_eval(trainer, eval_recs, resume=plan.kind == RESUME)
     except BaseException:
         if lock is not None:
             lock.release()  # nothing trains: the folder is free again (a fresh claim leaves only its marker)

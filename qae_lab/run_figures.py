@@ -4,7 +4,9 @@ r"""Figures of training runs over seeds (the lab layer): notebooks 05 and 06 put
 :func:`curves_figure` draws a logged metric of several runs, averaged over seeds, after a trailing average;
 :func:`pass_at_k_figure` pass@k against k before and after training and :func:`k_sweep_figure` a K sweep
 (notebook 06); :func:`before_after_figure` an evaluation figure before and after training and
-:func:`detrend_figure` one run's reward around its trailing average (notebook 05); :func:`completions_table` the
+:func:`detrend_figure` one run's reward around its trailing average (notebook 05); :func:`regime_figure` the held-out
+hard / easy / mixed groups' entropy under the mean and the quantile baseline (:mod:`qae_lab.regime_runs`);
+:func:`completions_table` the
 completions of the same problems before and after training, side by side (notebook 04). The numbers come from
 :mod:`qae_lab.compare`, :mod:`qae_lab.phenomena_curves` and :mod:`qae_lab.runstats`; the figures from
 :mod:`qae_lab.plots`.
@@ -18,16 +20,18 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from qae_lab._checks import check_int
 from qae_lab.compare import metric_curves, series
 from qae_lab.evaluate import EvalResult
 from qae_lab.phenomena_curves import BEFORE, k_sweep_lines, pass_at_k_lines
-from qae_lab.plots import band_figure, bar_figure, line_figure
-from qae_lab.runstats import detrended_variance, moving_average
+from qae_lab.plots import PALETTE, band_figure, bar_figure, line_figure, wrap_title
+from qae_lab.regime_runs import GROUP_WORDS, regime_curves, regime_numbers
+from qae_lab.runstats import detrended_variance, moving_average, stat
 
 __all__ = ["curves_figure", "pass_at_k_figure", "k_sweep_figure", "before_after_figure", "detrend_figure",
-           "paired_completions", "completions_table"]
+           "paired_completions", "completions_table", "regime_figure"]
 
 
 def curves_figure(runs: Iterable, metric: str, window: int, *, labels: Mapping[str, str], title: str,
@@ -223,3 +227,60 @@ def completions_table(before, after, n: int = 4, sample: int | None = None) -> g
              f"{counts['before']}/{len(rows)} → {counts['after']}/{len(rows)} correct")
     return go.Figure(table, layout={"title": {"text": title}, "height": 260 + 260 * len(rows),
                                     "margin": {"l": 10, "r": 10, "t": 60, "b": 10}})
+
+
+def regime_figure(runs: Sequence, mean_method: str, quantile_method: str, quantity: str = "entropy") -> go.Figure:
+    r"""QAE's Prop. 4.2 in training, by the regime a prompt starts in: three panels, hard | easy | mixed (the
+    held-out groups of :mod:`qae_lab.regime_eval`), each the mean over seeds +- one std of ``regime_eval/<quantity>_*``
+    against the number of updates, under the mean-baseline and the quantile-baseline method
+    (:func:`qae_lab.regime_runs.regime_curves`). A plain ``go.Figure``.
+
+    Args:
+        runs: :class:`~qae_lab.compare.Run` s of the two methods (others are left out).
+        mean_method, quantile_method: their method names (``"mean+clip_higher"``, ``"qae+clip_higher"``).
+        quantity: ``"entropy"`` (token entropy, nats) or ``"success"`` (success rate).
+
+    >>> from qae_lab.compare import Run
+    >>> rows = lambda v: [{"step": 1, **{f"regime_eval/entropy_{g}": 0.2 for g in ("hard", "easy", "all")},
+    ...                    **{f"regime_eval/success_{g}": 0.5 for g in ("hard", "easy", "all")}},
+    ...                   {"step": 11, **{f"regime_eval/entropy_{g}": v for g in ("hard", "easy", "all")}}]
+    >>> runs = [Run(f"{m}-seed{s}", m, s, {}, rows(0.2 + 0.01 * s), None, None) for m in ("mean", "qae") for s in (0, 1)]
+    >>> fig = regime_figure(runs, "mean", "qae")
+    >>> [t.name for t in fig.data if t.showlegend is not False], len(fig.data)
+    (['mean (2 seeds)', 'qae (2 seeds)'], 12)
+    """
+    if quantity not in ("entropy", "success"):
+        raise ValueError(f"quantity must be 'entropy' or 'success', got {quantity!r}")
+    runs = [r for r in runs if r.method in (mean_method, quantile_method)]
+    groups = ("hard", "easy", "all")
+    titles = []
+    for g in groups:
+        start = stat((regime_numbers(r, g, "success") or {}).get("start") for r in runs)
+        which = {"hard": "hardest quarter", "easy": "easiest quarter", "all": "all held-out prompts"}[g]
+        titles.append(f"{GROUP_WORDS[g]}: {which}" + (f"<br>(start success {start.mean:.2f})" if start else ""))
+    fig = make_subplots(rows=1, cols=3, subplot_titles=titles, horizontal_spacing=0.07)
+    n_seeds = 0
+    for col, g in enumerate(groups, start=1):
+        curves = regime_curves(runs, g, quantity)
+        for i, method in enumerate((mean_method, quantile_method)):
+            c, color = curves.get(method), PALETTE[i % len(PALETTE)]
+            if c is None:
+                continue
+            n_seeds = max(n_seeds, c.n_runs)
+            upper, lower = [m + s for m, s in zip(c.mean, c.std)], [m - s for m, s in zip(c.mean, c.std)]
+            # the +- std band: the upper edge forwards, the lower edge back, filled
+            fig.add_trace(go.Scatter(x=c.steps + c.steps[::-1], y=upper + lower[::-1], fill="toself", fillcolor=color,
+                                     opacity=0.2, line={"width": 0}, hoverinfo="skip", showlegend=False,
+                                     legendgroup=method), row=1, col=col)
+            fig.add_trace(go.Scatter(x=c.steps, y=c.mean, mode="lines+markers", line={"color": color},
+                                     legendgroup=method, name=f"{method} ({c.n_runs} seed{'s' * (c.n_runs != 1)})",
+                                     showlegend=col == 1), row=1, col=col)
+    words = {"entropy": "token entropy (nats)", "success": "success rate"}[quantity]
+    title = (f"Held-out prompts grouped by start success: {words} under {mean_method} vs {quantile_method}; "
+             f"mean ± std over {n_seeds} seeds")
+    fig.update_xaxes(title_text="updates")
+    fig.update_yaxes(title_text=words, row=1, col=1)
+    fig.update_layout(title={"text": wrap_title(title, 100), "font": {"size": 15}}, template="plotly_white",
+                      height=430, margin={"l": 60, "r": 20, "t": 120, "b": 110},
+                      legend={"orientation": "h", "yanchor": "top", "y": -0.22})
+    return fig

@@ -31,6 +31,8 @@ Layout::
     log.jsonl               one JSON object per logged step, plus ``{"event": ...}`` rows
     log.superseded.jsonl    rows of steps that a resume trained again (they were after the last checkpoint)
     eval_before.json, eval_after.json, model/
+    regime_split.json       with ``regime_eval_steps``: the held-out prompts' start success rates and their
+                            hardest / easiest quarter (:mod:`qae_lab.regime_eval`), written before the first step
     report.html             the run's summary page (:mod:`qae_lab.report`)
     checkpoint-N/           complete, resumable Trainer checkpoints (:mod:`qae_lab.checkpoints`)
     .staging/               a checkpoint being written (removed by the next save)
@@ -68,7 +70,7 @@ except ImportError:
     msvcrt = None
 
 __all__ = ["CONFIG_NAME", "LOG_NAME", "SUPERSEDED_NAME", "REPORT_NAME", "EVAL_BEFORE", "EVAL_AFTER", "MODEL_DIR",
-           "STAGING_DIR", "MARKER_NAME", "LOCK_NAME", "CHECKPOINT_NAME", "RunFolderError", "is_run_name", "fsync_dir",
+           "STAGING_DIR", "MARKER_NAME", "LOCK_NAME", "REGIME_SPLIT_NAME", "CHECKPOINT_NAME", "RunFolderError", "is_run_name", "fsync_dir",
            "atomic_write_text", "read_json", "jsonable", "append_line", "read_log_lines", "read_log", "step_rows",
            "run_files", "run_owned", "check_folder", "held_run", "unowned_files", "RunLock", "claim_fresh", "versions", "save_config",
            "write_config"]
@@ -76,7 +78,9 @@ __all__ = ["CONFIG_NAME", "LOG_NAME", "SUPERSEDED_NAME", "REPORT_NAME", "EVAL_BE
 CONFIG_NAME, LOG_NAME, SUPERSEDED_NAME, REPORT_NAME = "config.json", "log.jsonl", "log.superseded.jsonl", "report.html"
 EVAL_BEFORE, EVAL_AFTER, MODEL_DIR, STAGING_DIR = "eval_before.json", "eval_after.json", "model", ".staging"
 MARKER_NAME, LOCK_NAME = ".qae_lab-run.json", ".qae_lab-run.lock"
-_RUN_FILES = (CONFIG_NAME, LOG_NAME, SUPERSEDED_NAME, EVAL_BEFORE, EVAL_AFTER, REPORT_NAME, MODEL_DIR, MARKER_NAME)
+REGIME_SPLIT_NAME = "regime_split.json"  # the held-out set's start split (qae_lab.regime_eval), read back on a resume
+_RUN_FILES = (CONFIG_NAME, LOG_NAME, SUPERSEDED_NAME, EVAL_BEFORE, EVAL_AFTER, REPORT_NAME, MODEL_DIR, MARKER_NAME,
+              REGIME_SPLIT_NAME)
 CHECKPOINT_NAME = re.compile(r"^checkpoint-(\d+)$")  # a Trainer checkpoint folder; group 1: its step
 
 

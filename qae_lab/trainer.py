@@ -34,7 +34,9 @@ Departures, and why:
   micro-batch's tokens).
 * When sparse skipping leaves rows out, the per-token ``entropy`` metric would cover the updated
   rows only; it is logged as ``entropy/updated_rows`` instead (``sparse_update=False`` for entropy
-  curves over all responses).
+  curves over all responses), and its regime split (``entropy/hard``, ``entropy/easy``: each response's
+  regime at the K in force, :func:`qae_lab.regimes.regime_token_sums`) as ``entropy/updated_rows/hard`` and
+  ``entropy/updated_rows/easy``. A regime with no response in a micro-batch logs nothing for it.
 * ``entropy_top_k=k``: TRL's fused LM head returns exact entropies only, never the logits. The
   top-k estimate hooks the same forward's final hidden states and projects them again through
   the LM head without gradient, in chunks (not a second model forward). Models that rescale or
@@ -67,8 +69,10 @@ from qae_lab.generation import generation_policy, keep_base_weights, silence_trl
 from qae_lab.horizon import head_normalised_entropy, normalise_entropy
 from qae_lab.loss import LossOutput, LossScale, LossSettings, grpo_loss
 from qae_lab.knobs import Knobs
-from qae_lab.methods import (ADVANTAGE_STAT_METRICS, BEHAVIOUR_PREFIX, QAE_K, QAE_NEG_CORRECT_IF_MEAN,
-                             QAE_QUANTILE_BASELINE, SAAH_ALPHA, check_weighting_loss_type)
+from qae_lab.methods import (ADVANTAGE_STAT_METRICS, BEHAVIOUR_PREFIX, ENTROPY_EASY, ENTROPY_HARD, ENTROPY_UPDATED_EASY,
+                             ENTROPY_UPDATED_HARD, QAE_K, QAE_NEG_CORRECT_IF_MEAN, QAE_QUANTILE_BASELINE, SAAH_ALPHA,
+                             check_weighting_loss_type)
+from qae_lab.regimes import regime_token_means, regime_token_sums
 from qae_lab.staged_checkpoints import StagedCheckpoints
 
 __all__ = ["QAETrainer"]
@@ -183,6 +187,19 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         self.knobs = new
         return new
 
+    def add_step_metrics(self, metrics: dict[str, float]) -> None:
+        r"""Log ``metrics`` in the row of the training step now running, beside TRL's and qae_lab's own (TRL
+        averages each over the logging window, as it does its own). For callbacks that measure between steps
+        (:class:`qae_lab.regime_eval.RegimeEval`); call it from ``on_step_begin`` or during the step.
+
+        >>> import types
+        >>> trainer = types.SimpleNamespace(_metrics={"train": {}})
+        >>> QAETrainer.add_step_metrics(trainer, {"regime_eval/entropy_all": 0.5}); trainer._metrics
+        {'train': {'regime_eval/entropy_all': [0.5]}}
+        """
+        for name, value in metrics.items():
+            self._metrics["train"].setdefault(name, []).append(float(value))
+
     # ---------------------------------------------------------------- generation
     def _generate_single_turn(self, *args, **kwargs):
         if not self.args.fast_generation or self.use_vllm:
@@ -292,7 +309,7 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
                         if self.use_vllm and self.vllm_importance_sampling_correction else None,
                         hard_rows=batch.get("prompt_hard"),
                         generator=self._clip_cov_generator() if settings.cov_penalty == "clip_cov" else None)
-        self._log_loss(out, mask, settings, rows_left_out=keep is not None)
+        self._log_loss(out, mask, settings, rows_left_out=keep is not None, hard_rows=batch.get("prompt_hard"))
         loss = out.loss
         if self.aux_loss_enabled:  # a mixture-of-experts router's balance loss, split like the policy loss
             loss = loss + self.router_aux_loss_coef * aux_loss / scale.accumulation
@@ -345,9 +362,11 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         draw = (self._step % self.current_gradient_accumulation_steps if self.model.training else 0) + 1
         return torch.Generator().manual_seed(hash((self.args.seed, self.state.global_step, draw)) % 2**63)
 
-    def _log_loss(self, out: LossOutput, mask: torch.Tensor, settings: LossSettings, rows_left_out: bool) -> None:
+    def _log_loss(self, out: LossOutput, mask: torch.Tensor, settings: LossSettings, rows_left_out: bool,
+                  hard_rows: torch.Tensor | None = None) -> None:
         """The loss's metrics: ours (``saah/*``, ``cov/*``, ``ledger/*``) as computed on this process, TRL's
-        (``entropy``, ``kl``, ``clip_ratio/*``, ``policy_loss``) reduced across processes as TRL reduces them."""
+        (``entropy``, ``kl``, ``clip_ratio/*``, ``policy_loss``) reduced across processes as TRL reduces them, and
+        ``entropy`` split by each response's regime (``entropy/hard``, ``entropy/easy``), reduced the same way."""
         mode = "train" if self.model.training else "eval"
         metrics = self._metrics[mode]
         for name, value in out.metrics.items():
@@ -366,6 +385,13 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         if stats["kl"] is not None:
             metrics["kl"].append(global_mean(stats["kl"]))
         metrics["entropy/updated_rows" if rows_left_out else "entropy"].append(global_mean(stats["entropy"]))
+        if hard_rows is not None:  # the token-weighted global mean of each regime: sums and counts reduced, then divided
+            h = stats["entropy"].to(torch.promote_types(stats["entropy"].dtype, torch.float32))  # bf16 sums: float32
+            sums = self.accelerator.reduce(regime_token_sums(h, mask, hard_rows), reduction="sum")
+            names = (ENTROPY_UPDATED_HARD, ENTROPY_UPDATED_EASY) if rows_left_out else (ENTROPY_HARD, ENTROPY_EASY)
+            for name, value in zip(names, regime_token_means(sums)):
+                if value is not None:  # a regime with no response in this micro-batch on any process: not logged
+                    metrics[name].append(value)
         for side in ("low", "high", "region"):
             metrics[f"clip_ratio/{side}_mean"].append(global_mean(stats[f"clip_{side}"].float()))
         metrics["clip_ratio/low_min"].append(

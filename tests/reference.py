@@ -68,3 +68,28 @@ def ref_entropy(logits_row: list[float]) -> float:
     e = [math.exp(z - m) for z in logits_row]
     s = sum(e)
     return -sum((x / s) * math.log(x / s) for x in e if x > 0)
+
+
+def ref_regime_token_means(values: list[list[float]], mask: list[list[int]],
+                           hard: list[bool]) -> tuple[float | None, float | None]:
+    """Token-weighted means over the hard rows' and the easy rows' real tokens, one token at a time (None: no token)."""
+    totals = {True: [0.0, 0], False: [0.0, 0]}
+    for row, m_row, is_hard in zip(values, mask, hard):
+        for v, m in zip(row, m_row):
+            if m:
+                totals[bool(is_hard)][0] += v
+                totals[bool(is_hard)][1] += 1
+    return tuple(totals[h][0] / totals[h][1] if totals[h][1] else None for h in (True, False))
+
+
+def ref_start_split(rates: list[float], frac: float) -> tuple[list[int], list[int]]:
+    """The n = max(1, round(frac * B)) prompts of lowest / highest rate, picked one at a time, the first on a tie."""
+    n = max(1, round(frac * len(rates)))
+    hard: list[int] = []
+    easy: list[int] = []
+    for _ in range(n):
+        rest = [i for i in range(len(rates)) if i not in hard]
+        hard.append(min(rest, key=lambda i: (rates[i], i)))
+        rest = [i for i in range(len(rates)) if i not in easy]
+        easy.append(min(rest, key=lambda i: (-rates[i], i)))
+    return sorted(hard), sorted(easy)

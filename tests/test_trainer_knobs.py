@@ -86,3 +86,21 @@ def test_set_knobs_validates(tmp_path, tok):
     dr = make_trainer(tmp_path / "dr", tok, loss_type="dr_grpo")
     with pytest.raises(ValueError, match="loss_type"):
         dr.set_knobs(token_weighting="sa_ah")
+
+
+def test_set_knobs_k_moves_the_entropy_split(tmp_path, tok):
+    # 2 of 4 correct in every group: every prompt hard at K = 0.4 (p = 0.5 <= 0.6), easy at K = 0.6 (p > 0.4); the
+    # config's K stays 0.4, so a split computed from the config would put the second step's entropy under "hard"
+    rewards = [0.0, 1, 1, 0] * 4
+    trainer = make_trainer(tmp_path, tok, loss_type="bnpo", sparse_update=False)
+    metrics = trainer._metrics["train"]
+    trainer._compute_loss(trainer.model, trainer._generate_and_score_completions(rows(rewards)))
+    assert len(metrics["entropy/hard"]) == 1 and "entropy/easy" not in metrics
+    trainer.set_knobs(quantile_k=0.6)
+    trainer._compute_loss(trainer.model, trainer._generate_and_score_completions(rows(rewards)))
+    assert len(metrics["entropy/hard"]) == 1 and len(metrics["entropy/easy"]) == 1
+    # the same responses and weights: the whole batch's entropy, under the regime of the K in force
+    # the same float32 token entropies summed in the same order: equal to float32 rounding (~100 tokens)
+    assert metrics["entropy/easy"][0] == pytest.approx(metrics["entropy/hard"][0], rel=128 * torch.finfo(torch.float32).eps)
+    assert trainer.args.quantile_k == 0.4
+
