@@ -1,4 +1,4 @@
-"""The committed findings of notebook 07: where the baselines' entropy dynamics differ in an exact sequence policy.
+"""The committed findings of notebook 09 (the appendix of 07): where the baselines' entropy dynamics differ in an exact sequence policy.
 
 Runs :func:`qae_lab.seqpolicy_lab.sweep_settings` (mean vs K-quantile baseline, with and without Clip-Higher,
 with and without the group std, K = 0.2 ... 0.8, flat and peaked starts, plain SGD; mean and quantile under Adam

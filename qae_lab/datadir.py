@@ -1,7 +1,7 @@
 r"""The committed data the notebooks read, found wherever qae_lab runs: a checkout, an editable or a plain install.
 
 The repository keeps it under ``data/``: ``data/reference_runs/`` (the runs notebooks 05 and 06 compare) and
-``data/seqpolicy/`` (the findings notebook 07 states). A wheel or ``pip install git+...`` carries a copy inside
+``data/seqpolicy/`` (the runs notebooks 07 and 09 state). A wheel or ``pip install git+...`` carries a copy inside
 the package, as ``qae_lab/<folder>`` (:data:`DATA_FOLDERS`; pyproject.toml's package-dir mapping, the same way
 as the embedded models). :func:`data_dir` looks, in this order, for
 

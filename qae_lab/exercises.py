@@ -23,11 +23,12 @@ from qae_lab.knobs import knob_changes
 from qae_lab.plain_grpo import UpdateChange
 from qae_lab.rewards import soft_format_reward
 from qae_lab.sparsity import gate_zero_counts
-from qae_lab.theory import knob_slope
+from qae_lab.theory import entropy_change_first_order, knob_slope
 
 __all__ = ["check_quantile_baseline", "check_knob_slope", "check_zero_count", "check_training_variance",
            "check_horizon_weights", "check_k_changes", "check_neg_correct", "check_mean_advantages",
-           "check_format_reward", "check_prediction", "check_direction", "check_estimate"]
+           "check_format_reward", "check_prediction", "check_direction", "check_estimate",
+           "check_entropy_change"]
 
 NOT_ATTEMPTED = "Not attempted yet: replace the stub's `return None` and run this cell again."
 PREDICTIONS = ("up", "down")
@@ -377,3 +378,30 @@ def check_estimate(prediction, measured: float, *, quantity: str, tolerance: flo
     side = "higher" if gap > 0 else "lower"
     return (f"Off: you guessed {prediction:.4g}{unit}, {quantity} measured {measured:.4g}{unit}"
             f" ({abs(gap):.3g}{unit} {side} than your guess;{_BREAK}within {tolerance:.2g}{unit} counts as right).")
+
+
+def check_entropy_change(fn: Callable) -> str:
+    r"""Check ``fn(z, dz) -> dH``: the first-order entropy change of one softmax state pi = softmax(z) when its logits
+    move by dz, dH ~= -Cov_{a~pi}(log pi_a, dz_a) (Cui et al. 2025), against
+    :func:`qae_lab.theory.entropy_change_first_order`. z and dz: (..., V) float64, V the state's vocabulary; dH:
+    (...). The steps are large (|dz| about 1), so the exact change is not an answer.
+
+    >>> check_entropy_change(lambda z, dz: None) == NOT_ATTEMPTED
+    True
+    >>> check_entropy_change(entropy_change_first_order)
+    'Correct: your dH matches qae_lab.theory.entropy_change_first_order on 6 states and batches of states.'
+    """
+    if fn(torch.zeros(3, dtype=torch.float64), torch.zeros(3, dtype=torch.float64)) is None:
+        return NOT_ATTEMPTED
+    gen = torch.Generator().manual_seed(0)
+    cases = 0
+    for shape in ((2,), (5,), (4, 6)):  # one state of 2 or 5 tokens, a batch of 4 states of 6
+        for scale in (0.5, 2.0):  # nearly flat and peaked states
+            z = scale * torch.randn(shape, generator=gen, dtype=torch.float64)
+            dz = torch.randn(shape, generator=gen, dtype=torch.float64)
+            _compare(fn(z.clone(), dz.clone()), entropy_change_first_order(z, dz),
+                     f"dH for z = {[round(v, 3) for v in z.flatten().tolist()[:6]]}, dz = "
+                     f"{[round(v, 3) for v in dz.flatten().tolist()[:6]]}")
+            cases += 1
+    return (f"Correct: your dH matches qae_lab.theory.entropy_change_first_order on {cases} states and batches of "
+            "states.")

@@ -1,6 +1,7 @@
-r"""Notebook 07's figures of the exact sequence policy (the lab layer): one update's ledgers by part, live training
-runs under the controls, the committed sweep's comparisons, SA-AH's update against GRPO's, and QAE's Proposition 4.2
-by regime in training (the committed ``regimes.json``: hard | easy | mixed prompts, mean vs quantile baseline).
+r"""The figures of the exact sequence policy (the lab layer). Notebook 07: the prompts' start success rates, hardest
+to easiest, and QAE's Proposition 4.2 by regime in training (the committed ``regimes.json``: hard | easy | mixed
+prompts, mean vs quantile baseline). Notebook 09, its appendix: one update's ledgers by part, live training runs under
+the controls, the committed sweep's comparisons, SA-AH's update against GRPO's.
 
 The numbers come from :mod:`qae_lab.seqpolicy_live`, :mod:`qae_lab.seqpolicy_lab` and
 :mod:`qae_lab.seqpolicy_update`; the notebook puts the figures under its controls with
@@ -14,8 +15,9 @@ from collections.abc import Mapping
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from qae_lab._checks import as_real_tensor
 from qae_lab.plots import PALETTE, band_figure, bar_figure, wrap_title
-from qae_lab.seqpolicy_lab import REGIMES, findings_curves, regime_setting_name, run_curves, setting_name
+from qae_lab.seqpolicy_lab import REGIMES, findings_curves, regime_setting_name, run_curves, setting_name, start_split
 from qae_lab.seqpolicy_live import (
     LEDGER_KINDS,
     SHARE_PARTS,
@@ -27,7 +29,8 @@ from qae_lab.seqpolicy_live import (
 )
 from qae_lab.seqpolicy_update import UpdateSettings, update_variance
 
-__all__ = ["ledger_shares_figure", "live_figure", "findings_figure", "variance_figure", "regimes_figure"]
+__all__ = ["ledger_shares_figure", "live_figure", "findings_figure", "variance_figure", "start_rates_figure",
+           "regimes_figure"]
 
 
 def ledger_shares_figure(metrics: Mapping[str, float], kinds: Mapping[str, str] = LEDGER_KINDS, *,
@@ -95,6 +98,40 @@ def variance_figure(tasks: Mapping, alpha: float, start: str, *, eta: float, n_d
     return bar_figure(["tr Cov(dz) / GRPO's", "|E dz| / GRPO's"], variance_ratios(out),
                       title=f"The update against GRPO's (alpha = 0) on the same {n_draws} batches, α = {alpha:g},"
                             f" {start} start", y_title="ratio")
+
+
+def start_rates_figure(p0, n: int, k: float) -> go.Figure:
+    r"""The prompts' start success rates, hardest to easiest: each seed's prompts sorted by p_0, then per rank the mean
+    over seeds; the ``n`` hardest and the ``n`` easiest (the groups of :func:`qae_lab.seqpolicy_lab.start_split`) in
+    their own colours, and a dotted line at 1 - K, QAE's regime boundary (hard at or below it).
+
+    Args:
+        p0: (S, P) start success rates (:func:`qae_lab.seqpolicy.success_rate` of S task sets). n: prompts per group.
+        k: QAE's K.
+
+    >>> fig = start_rates_figure([[0.1, 0.9, 0.5, 0.3], [0.2, 0.6, 0.8, 0.4]], 1, 0.4)
+    >>> [(t.name, list(t.x), [round(v, 2) for v in t.y]) for t in fig.data][::2]
+    [('the 1 hardest', ['1'], [0.15]), ('the 1 easiest', ['4'], [0.85])]
+    """
+    p = as_real_tensor(p0, "p0").double()
+    start_split(p, n)  # checks p0's shape and n (the groups drawn are its groups)
+    s_count, p_count = p.shape
+    mean = p.sort(1).values.mean(0)  # (P,): the mean over seeds of each rank's p_0, hardest first
+    ranks = [str(i + 1) for i in range(p_count)]
+    groups = {f"the {n} hardest": range(0, n), f"the {p_count - 2 * n} in between": range(n, p_count - n),
+              f"the {n} easiest": range(p_count - n, p_count)}
+    fig = bar_figure(ranks, {}, title=f"Start success rate p of the {p_count} prompts of each seed, hardest to "
+                                      f"easiest, mean over {s_count} seed{'s' if s_count != 1 else ''}",
+                     x_title="prompt, by rank (1 = hardest)", y_title="p at the start")
+    colours = (PALETTE[4], "#7f7f7f", PALETTE[2])  # not the regimes figure's baseline colours
+    for (name, idx), colour in zip(groups.items(), colours):
+        if len(idx):
+            fig.add_trace(go.Bar(x=[ranks[i] for i in idx], y=[float(mean[i]) for i in idx], name=name,
+                                 marker_color=colour))
+    fig.add_hline(y=1 - k, line_dash="dot", line_color="#444", line_width=1,
+                  annotation_text=f"1 - K = {1 - k:g}: hard at or below", annotation_position="top left")
+    fig.update_layout(barmode="overlay", yaxis_range=[0, 1])
+    return fig
 
 
 def _group_title(group: str, meta: Mapping, p0: float) -> str:

@@ -1,12 +1,10 @@
-r"""Notebook 07's experiments on the exact sequence policy: the sweep, what each run keeps, curves, the exercise.
+r"""Notebooks 07's and 09's experiments on the exact sequence policy: the sweep, what each run keeps, curves, checks.
 
 :func:`sweep_settings` names the committed sweep's settings (``benchmarks/seqpolicy_findings.py`` runs them with
 :func:`qae_lab.seqpolicy_update.simulate`); :func:`summarise_run` is what ``data/seqpolicy/findings.json`` keeps of
 each run, :func:`tracking` among it for the :func:`headline` settings: how each per-token entropy-change estimator
 of :mod:`qae_lab.ledger` tracks the exact first-order change step by step. :mod:`qae_lab.seqpolicy_report` states
 the results in sentences.
-:func:`entropy_after_update` measures the notebook's predict-then-run exercise and :func:`summary_lines` states what
-the notebook computed live.
 :func:`run_curves` turns a :func:`qae_lab.seqpolicy_update.simulate` output, :func:`findings_curves` the
 committed findings (:mod:`qae_lab.seqpolicy_report`), into :class:`qae_lab.compare.Curve` s (mean, std and range
 over seeds per step) for :func:`qae_lab.plots.band_figure`; :func:`check_sequence_entropy` checks the notebook's
@@ -15,8 +13,9 @@ exercise (H(pi) by the entropy chain rule, eq. S2 of :mod:`qae_lab.seqpolicy`) a
 QAE's Proposition 4.2 (arXiv 2509.22611) by regime, in training: :func:`regime_settings` names the grid that
 ``benchmarks/seqpolicy_regimes.py`` runs; :func:`start_split` groups each seed's prompts by their start success rate
 (the n hardest, the n easiest, all of them), :func:`regime_curves` averages per-prompt curves over each group,
-:func:`curve_summary` reads a curve's start, peak/start, early and final values, and :func:`summarise_regimes` is
-what ``data/seqpolicy/regimes.json`` keeps of each run. Departure: the proposition speaks of one prompt's one-step
+:func:`curve_summary` reads a curve's start, peak/start, early and final values, :func:`first_move` its first move
+away from the start (notebook 07's prediction), and :func:`summarise_regimes` is what ``data/seqpolicy/regimes.json``
+keeps of each run. Departure: the proposition speaks of one prompt's one-step
 change in its current regime; a prompt's regime moves as it trains, so the groups here are fixed by the start
 (what a prompt was, not what it is at step t).
 """
@@ -26,6 +25,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
+from typing import NamedTuple
 
 import torch
 
@@ -34,12 +34,12 @@ from qae_lab.compare import Curve
 from qae_lab.ledger import LEDGER_FORMS
 from qae_lab.exercises import NOT_ATTEMPTED
 from qae_lab.seqpolicy import STARTS, n_prefixes, sequence_entropy
-from qae_lab.seqpolicy_update import OPTIMIZERS, UpdateSettings, group_update
+from qae_lab.seqpolicy_update import OPTIMIZERS, UpdateSettings
 
 __all__ = ["K_VALUES", "CELLS", "setting_name", "sweep_settings", "headline", "tracking", "summarise_run",
-           "seed_curve", "run_curves", "findings_curves", "tracking_table", "entropy_after_update",
-           "summary_lines", "check_sequence_entropy", "REGIMES", "regime_setting_name", "regime_settings",
-           "start_split", "regime_curves", "curve_summary", "summarise_regimes"]
+           "seed_curve", "run_curves", "findings_curves", "tracking_table", "check_sequence_entropy", "REGIMES",
+           "regime_setting_name", "regime_settings", "start_split", "regime_curves", "curve_summary", "Move",
+           "first_move", "summarise_regimes"]
 
 K_VALUES = (0.2, 0.4, 0.6, 0.8)
 # the ledger's four cells (qae_lab.ledger.LEDGER_PARTS), in words
@@ -255,67 +255,6 @@ def tracking_table(findings: Mapping, metric: str = "corr") -> tuple[list[str], 
     return labels, list(LEDGER_FORMS), z
 
 
-def entropy_after_update(task, settings: UpdateSettings, seed: int = 0) -> float:
-    r"""The exact entropy H(pi) after one sampled group update of ``task``'s prompts, mean over prompts (nats).
-
-    The groups are drawn from ``seed``: the same seed and task give the same groups whatever the settings (sampling
-    comes before the advantages), so two settings compare on the very same responses.
-
-    Args:
-        task: a :class:`qae_lab.seqpolicy.Tasks` (logits (P, n, V), rewards (P, Y)).
-        settings: :class:`~qae_lab.seqpolicy_update.UpdateSettings`. seed: >= 0.
-
-    >>> from qae_lab.seqpolicy import make_tasks
-    >>> t = make_tasks(4, 2, 3, start="peaked")
-    >>> low, high = (entropy_after_update(t, UpdateSettings(k=k, eta=4.0)) for k in (0.2, 0.8))
-    >>> low != high, 0 < low < 3 * math.log(2)
-    (True, True)
-    """
-    gen = torch.Generator().manual_seed(check_int(seed, "seed", 0))
-    z, _, _ = group_update(task.logits[None], task.rewards[None], settings, generator=gen)  # (1, P, n, V)
-    return float(sequence_entropy(z[0]).mean())
-
-
-def summary_lines(h_start: float, one_step: Mapping[str, float], h_after: Mapping[float, float]) -> list[str]:
-    r"""What notebook 07 computed live, in sentences: the start's entropy, one update's exact change against its first
-    order and that split, the trainer's per-token (npg) estimate's sign, and the entropy after one update at each K.
-
-    Args:
-        h_start: H(pi) of the prompts before the update, mean over prompts (nats).
-        one_step: :func:`qae_lab.seqpolicy_live.one_update`'s metrics (``dh_exact``, ``dh_first_order``,
-            ``sampled/dh_state``, ``sampled/dh_visit``, ``estimator_npg/dh``).
-        h_after: K -> :func:`entropy_after_update` under the quantile baseline.
-
-    >>> m = {"dh_exact": -0.0123, "dh_first_order": -0.012, "sampled/dh_state": -0.01, "sampled/dh_visit": -0.002,
-    ...      "estimator_npg/dh": -0.4}
-    >>> for line in summary_lines(2.1, m, {0.2: 2.09, 0.8: 2.1}):  # doctest: +NORMALIZE_WHITESPACE
-    ...     print(line)
-    Before any update: H(pi) = 2.1000 nats, mean over prompts.
-    One update (section 2): exact change -0.01230 nats, first order -0.01200 = states' own entropies -0.01000
-    + visitation -0.00200.
-    The trainer's per-token estimate (npg) had the same sign as the exact first-order change (-0.40000 in its
-    own units).
-    One update under the quantile baseline from the same groups: H(pi) after = 2.0900 at K = 0.2, 2.1000 at
-    K = 0.8 nats.
-    """
-    if not h_after:
-        raise ValueError("h_after must map at least one K to an entropy, got an empty mapping")
-    missing = [k for k in ("dh_exact", "dh_first_order", "sampled/dh_state", "sampled/dh_visit", "estimator_npg/dh")
-               if k not in one_step]
-    if missing:
-        raise ValueError(f"one_step lacks {missing} (pass qae_lab.seqpolicy_live.one_update's metrics)")
-    npg, first = one_step["estimator_npg/dh"], one_step["dh_first_order"]
-    sign = "the same sign as" if npg * first > 0 else "the opposite sign to" if npg * first < 0 else "a zero against"
-    return [f"Before any update: H(pi) = {h_start:.4f} nats, mean over prompts.",
-            f"One update (section 2): exact change {one_step['dh_exact']:+.5f} nats, first order {first:+.5f} = "
-            f"states' own entropies {one_step['sampled/dh_state']:+.5f} + visitation "
-            f"{one_step['sampled/dh_visit']:+.5f}.",
-            f"The trainer's per-token estimate (npg) had {sign} the exact first-order change ({npg:+.5f} in its own "
-            "units).",
-            "One update under the quantile baseline from the same groups: H(pi) after = "
-            + ", ".join(f"{h:.4f} at K = {k:g}" for k, h in sorted(h_after.items())) + " nats."]
-
-
 def check_sequence_entropy(fn: Callable) -> str:
     r"""Check ``fn(z) -> H`` for logit tables z of shape (n, V): the sequence entropy in nats.
 
@@ -451,6 +390,46 @@ def curve_summary(curve, early: int) -> dict[str, torch.Tensor]:
     early = check_int(early, "early", 0, x.shape[1] - 1)
     # peak / start = max_t x_t / x_0
     return {"start": x[:, 0], "peak_ratio": x.amax(1) / x[:, 0], "early": x[:, early], "final": x[:, -1]}
+
+
+class Move(NamedTuple):
+    r"""A curve's first move away from its start: ``start`` x_0, ``extreme`` the peak of a first rise or the trough of
+    a first fall, and the ``step`` where it was reached."""
+
+    start: float
+    extreme: float
+    step: int
+
+
+def first_move(values: Sequence[float], steps: Sequence[int]) -> Move:
+    r"""Which way a curve goes first: from x_0, the first value that differs from it sets the direction, and the move
+    lasts while the curve stays on that side of x_0; its extreme (the peak of a rise, the trough of a fall) and step.
+    A curve that never leaves x_0 gives ``extreme = start`` at the first step.
+
+    Args:
+        values: x_t at ``steps``, the first the start. steps: as many step numbers, increasing.
+
+    >>> first_move([1.0, 1.3, 1.6, 1.2, 0.9, 1.7], [0, 5, 10, 15, 20, 25])   # up first: the peak before it falls back
+    Move(start=1.0, extreme=1.6, step=10)
+    >>> first_move([1.0, 1.0, 0.8, 0.7, 0.75], [0, 1, 2, 3, 4])
+    Move(start=1.0, extreme=0.7, step=3)
+    """
+    x = [float(v) for v in values]
+    if not x or len(x) != len(steps) or not all(math.isfinite(v) for v in x):
+        raise ValueError(f"values must be finite numbers, one per step and at least one, got {len(x)} values for "
+                         f"{len(steps)} steps")
+    start = x[0]
+    first = next((i for i, v in enumerate(x) if v != start), None)
+    if first is None:
+        return Move(start, start, int(steps[0]))
+    up = x[first] > start
+    best = first
+    for i in range(first, len(x)):
+        if (x[i] > start) != up or x[i] == start:  # back at or across the start: the first move is over
+            break
+        if (x[i] > x[best]) == up and x[i] != x[best]:
+            best = i
+    return Move(start, x[best], int(steps[best]))
 
 
 def summarise_regimes(out: Mapping[str, torch.Tensor], n: int, *, early: int, every: int) -> dict:

@@ -1,6 +1,7 @@
-r"""Notebook 07's live numbers on the exact sequence policy: its tasks in sentences, one update's ledgers, the
-sampled ledger against the expected one, training runs under the controls, the comparisons of the committed
-sweep and SA-AH's update variance against GRPO's.
+r"""Live numbers on the exact sequence policy. Notebook 07: one prompt's logit table, prefix by prefix, and its
+entropy by the chain rule (:func:`prefix_table`). Notebook 09, its appendix: the tasks in sentences, one update's
+ledgers, the sampled ledger against the expected one, training runs under the controls, the comparisons of the
+committed sweep and SA-AH's update variance against GRPO's.
 
 The maths is :mod:`qae_lab.seqpolicy` and :mod:`qae_lab.seqpolicy_update`; this module runs it for the
 notebook and says what it gives. Nothing here imports plotly or ipywidgets (the figures are
@@ -15,12 +16,20 @@ from collections.abc import Mapping, Sequence
 import torch
 
 from qae_lab._checks import check_int
-from qae_lab.seqpolicy import prefix_reach, sequence_entropy, state_entropies, success_rate, task_batch
+from qae_lab.seqpolicy import (
+    prefix_reach,
+    sequence_entropy,
+    sequence_logprobs,
+    space_of,
+    state_entropies,
+    success_rate,
+    task_batch,
+)
 from qae_lab.seqpolicy_lab import CELLS, K_VALUES
 from qae_lab.seqpolicy_update import UpdateSettings, group_update, simulate
 
-__all__ = ["LEDGER_KINDS", "SHARE_PARTS", "CELL_NAMES", "SHOW", "COMPARISONS", "task_lines", "one_update",
-           "ledger_shares", "one_update_lines", "expected_vs_sampled_lines", "LiveRuns", "ledger_keys",
+__all__ = ["LEDGER_KINDS", "SHARE_PARTS", "CELL_NAMES", "SHOW", "COMPARISONS", "prefix_table", "task_lines",
+           "one_update", "ledger_shares", "one_update_lines", "expected_vs_sampled_lines", "LiveRuns", "ledger_keys",
            "variance_ratios"]
 
 # ledger name -> the metric prefix of group_update: the exact first-order ledger and three per-token estimates
@@ -47,6 +56,51 @@ COMPARISONS = {
                   "quantile, SGD": ("quantile", 0.4, True, True),
                   "quantile, Adam": ("quantile", 0.4, True, True, "adam")},
 }
+
+
+def _prefix_names(vocab: int, length: int) -> list[str]:
+    """Every prefix's tokens as a string ("" the empty one), in the order of the logit table's rows."""
+    names, level = [], [""]
+    for _ in range(length):
+        names += level
+        level = [s + str(a) for s in level for a in range(vocab)]
+    return names
+
+
+def prefix_table(z) -> list[str]:
+    r"""One prompt's policy as a table, a row per prefix s (a state): its logits z_s, pi(.|s) = softmax(z_s), its
+    reach rho(s) and its entropy H(pi(.|s)); then H(pi) by the chain rule (eq. S2 of :mod:`qae_lab.seqpolicy`,
+    sum_s rho(s) H(pi(.|s))) against H(pi) by enumerating the V**L sequences. Tokens are the digits 0..V-1.
+
+    Args:
+        z: (n, V) logits of one prompt, V <= 4 and L <= 3 (a table to read, not to scroll).
+
+    >>> for line in prefix_table(torch.tensor([[0.0, math.log(3)], [0.0, 0.0], [0.0, 0.0]])):
+    ...     print(line)
+    prefix s    logits z_s    pi(.|s)  rho(s)  H(pi(.|s))
+    (empty)     +0.0  +1.1  0.25 0.75   1.000       0.562
+    0           +0.0  +0.0  0.50 0.50   0.250       0.693
+    1           +0.0  +0.0  0.50 0.50   0.750       0.693
+    chain rule: sum_s rho(s) H(pi(.|s)) = 1.2555 nats; enumerating the 4 sequences: H(pi) = 1.2555 nats
+    """
+    z = torch.as_tensor(z, dtype=torch.float64)
+    if z.dim() != 2:
+        raise ValueError(f"z must be one prompt's logit table (n, V), got shape {tuple(z.shape)}")
+    vocab, length = space_of(z)
+    if vocab > 4 or length > 3:
+        raise ValueError(f"z must have V <= 4 and L <= 3 to be read as a table, got V = {vocab}, L = {length}")
+    pi, rho, h = torch.softmax(z, -1), prefix_reach(z), state_entropies(z)  # (n, V), (n,), (n,)
+    head = f"{'prefix s':<10}{'logits z_s':>{6 * vocab}}  {'pi(.|s)':>{5 * vocab - 1}}"
+    lines = [f"{head}{'rho(s)':>8}{'H(pi(.|s))':>12}"]
+    for name, zs, ps, r, hs in zip(_prefix_names(vocab, length), z.tolist(), pi.tolist(), rho.tolist(), h.tolist()):
+        logits, probs = "".join(f"{v:+6.1f}" for v in zs), " ".join(f"{v:.2f}" for v in ps)
+        lines.append(f"{name or '(empty)':<10}{logits}  {probs}{r:8.3f}{hs:12.3f}")
+    lp = sequence_logprobs(z)  # (Y,)
+    # H(pi) = sum_s rho(s) H(pi(.|s)) (chain rule) = -sum_y pi(y) log pi(y) (enumeration)
+    chain, enumerated = float((rho * h).sum()), float(-(lp.exp() * lp).sum())
+    lines.append(f"chain rule: sum_s rho(s) H(pi(.|s)) = {chain:.4f} nats; enumerating the {vocab ** length} "
+                 f"sequences: H(pi) = {enumerated:.4f} nats")
+    return lines
 
 
 def task_lines(tasks: Mapping, vocab: int, length: int, hard_below: float = 0.6) -> list[str]:

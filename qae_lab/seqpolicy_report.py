@@ -2,10 +2,11 @@ r"""The sequence-policy findings: finding and reading the committed file, and th
 
 ``benchmarks/seqpolicy_findings.py`` runs :func:`qae_lab.seqpolicy_lab.sweep_settings` with
 :func:`qae_lab.seqpolicy_update.simulate` and :func:`qae_lab.seqpolicy_update.update_variance` and keeps
-:func:`qae_lab.seqpolicy_lab.summarise_run` of each run in ``data/seqpolicy/findings.json``; notebook 07 states every
-result with :func:`findings_sentences` (the trainer's ledger in plain words: :func:`trainer_ledger_sentences`; the
-ledger's cells: :func:`cell_sentences`; the headlines: :func:`summary_sentences`), so that each sentence is
-generated from the committed data and stays true when the runs change.
+:func:`qae_lab.seqpolicy_lab.summarise_run` of each run in ``data/seqpolicy/findings.json``; notebook 09 (07's
+appendix) states every result with :func:`findings_sentences` (the trainer's ledger in plain words:
+:func:`trainer_ledger_sentences`; the ledger's cells: :func:`cell_sentences`; the headlines:
+:func:`summary_sentences`), so that each sentence is generated from the committed data and stays true when the runs
+change.
 
 How a comparison is worded (:func:`compare_sentence`): setting A against setting B over the same seeds (the same
 tasks and the same random stream, so seeds pair up): both sides as mean ± std over seeds, the difference in
@@ -14,7 +15,11 @@ seed-spread units (d = difference / pooled population std), and how many paired 
 difference". With few seeds this is a description, not a significance test.
 
 QAE's Proposition 4.2 by regime in training (``benchmarks/seqpolicy_regimes.py``, ``data/seqpolicy/regimes.json``,
-:func:`load_regimes`) is stated by :func:`regime_sentences`, with the same paired comparison.
+:func:`load_regimes`) is stated by :func:`regime_sentences`, with the same paired comparison, and judged claim by claim
+in notebook 07's scoreboard (:func:`regime_scoreboard`, :func:`scoreboard_markdown`): "holds" where every paired seed
+goes the claimed way, "reversed" where every seed goes the other way, "tested, no difference" where the seeds
+disagree, and "cannot be tested here" for a claim this toy cannot reach. :func:`regime_curve` reads one committed
+curve (the notebook's prediction is checked against it).
 """
 
 from __future__ import annotations
@@ -30,12 +35,13 @@ from qae_lab.datadir import data_dir
 from qae_lab.ledger import LEDGER_FORMS
 from qae_lab.runstats import Stat, stat
 from qae_lab.seqpolicy import STARTS
-from qae_lab.seqpolicy_lab import CELLS, K_VALUES, regime_setting_name, setting_name
+from qae_lab.seqpolicy_lab import CELLS, K_VALUES, REGIMES, regime_setting_name, setting_name
 from qae_lab.seqpolicy_update import OPTIMIZERS
 
 __all__ = ["FORMS", "find_findings", "load_findings", "find_regimes", "load_regimes", "Paired", "paired",
            "compare_sentence", "findings_sentences", "tracking_sentences", "trainer_ledger_sentences", "cell_sentences",
-           "variance_sentences", "summary_sentences", "regime_sentences"]
+           "VARIANCE_QUANTITIES", "variance_sentences", "summary_sentences", "regime_sentences", "regime_curve", "ScoreRow", "VERDICTS",
+           "regime_scoreboard", "scoreboard_markdown"]
 
 # the per-token estimators of qae_lab.ledger.entropy_change_terms, as the sentences name them
 FORMS = {"npg": "npg (the trainer's ledger/*)", "pg": "pg", "reinforce": "reinforce"}
@@ -351,12 +357,20 @@ def findings_sentences(findings: Mapping) -> dict[str, list[str]]:
     return out
 
 
-def variance_sentences(findings: Mapping) -> list[str]:
-    r"""SA-AH's and AH's update against GRPO's (alpha = 0) on the same sampled groups, per start, over task seeds.
+VARIANCE_QUANTITIES = ("trace_var", "noise_to_signal", "cos_success", "dh_mean", "cos_plain")
 
-    >>> len(variance_sentences(load_findings())) > 0
-    True
+
+def variance_sentences(findings: Mapping, quantities: Sequence[str] = VARIANCE_QUANTITIES) -> list[str]:
+    r"""SA-AH's and AH's update against GRPO's (alpha = 0) on the same sampled groups, per start, over task seeds: one
+    sentence per quantity of ``quantities`` (default all of :data:`VARIANCE_QUANTITIES`; ``cos_plain``: the mean
+    update's alignment with GRPO's).
+
+    >>> len(variance_sentences(load_findings())) > 0, len(variance_sentences(load_findings(), ("trace_var",)))
+    (True, 4)
     """
+    unknown = sorted(set(quantities) - set(VARIANCE_QUANTITIES))
+    if unknown:
+        raise ValueError(f"quantities must be among {list(VARIANCE_QUANTITIES)}, got {unknown}")
     out = []
     var = findings["variance"]
     for start, variants in var["per_start"].items():
@@ -368,20 +382,22 @@ def variance_sentences(findings: Mapping) -> list[str]:
                                       ("noise_to_signal", "noise to signal tr Cov(dz) / |E dz|^2", 2),
                                       ("cos_success", "cos(E dz, grad p), alignment with the success gradient", 3),
                                       ("dh_mean", "E[grad H . dz], the update's expected first-order dH", 5)):
-                out.append(_sentence(f"{what}, {start} start", name, "alpha = 0", v[key], plain[key], "", digits))
-            c = stat(v["cos_plain"])
-            out.append(f"{start} start, {name} vs alpha = 0: cos(E dz, GRPO's E dz) = {c.mean:.3f}±{c.std:.3f} "
-                       f"over {c.n} task seeds")
+                if key in quantities:
+                    out.append(_sentence(f"{what}, {start} start", name, "alpha = 0", v[key], plain[key], "", digits))
+            if "cos_plain" in quantities:
+                c = stat(v["cos_plain"])
+                out.append(f"{start} start, {name} vs alpha = 0: cos(E dz, GRPO's E dz) = {c.mean:.3f}±{c.std:.3f} "
+                           f"over {c.n} task seeds")
     return out
 
 
 def summary_sentences(findings: Mapping) -> list[str]:
-    r"""The headline results for notebook 07's summary, all from the findings: final entropy, quantile vs mean, under
-    SGD and Adam; the ledger cells (:func:`cell_sentences`); the trainer's per-token ledger against the exact change
-    (:func:`trainer_ledger_sentences`); SA-AH's update variance.
+    r"""The committed sweep's headlines for notebook 09, all from the findings: final entropy, quantile vs mean, under
+    SGD and Adam, per start; then the ledger cell that moved the entropy most (:func:`cell_sentences`). The trainer's
+    ledger (:func:`trainer_ledger_sentences`) and SA-AH's update variance (:func:`variance_sentences`) have their own.
 
-    >>> len(summary_sentences(load_findings())) >= 12
-    True
+    >>> len(summary_sentences(load_findings()))
+    8
     """
     out = []
     for start in STARTS:
@@ -389,9 +405,7 @@ def summary_sentences(findings: Mapping) -> list[str]:
             out.append(compare_sentence(findings, _headline(start, "quantile", opt), _headline(start, "mean", opt),
                                         "final_entropy", f"final entropy, {start} start, {OPTIMIZER_NAMES[opt]}, "
                                         f"{_opts(True, True)}", label_a="quantile", label_b="mean"))
-    out += cell_sentences(findings) + trainer_ledger_sentences(findings)[1:]
-    out += [line for line in variance_sentences(findings) if line.startswith("tr Cov") and ", SA-AH" in line]
-    return out
+    return out + cell_sentences(findings)
 
 
 # ---------------------------------------------------------------- Proposition 4.2 by regime, in training
@@ -490,3 +504,119 @@ def _clip_higher_sentence(runs: Mapping, meta: Mapping) -> str:
             f"{moved['peak_ratio']:.3f}x and the easy prompts' H at step {meta['steps']} by at most "
             f"{moved['final_h']:.3f} nats (seed means, either optimizer and baseline); every seed moved the same way "
             f"in {agree} of these {cases} comparisons.")
+
+
+# ---------------------------------------------------------------- notebook 07's scoreboard and its prediction
+
+def regime_curve(regimes: Mapping, group: str, baseline: str, optimizer: str = "adam",
+                 clip_higher: bool = True) -> dict:
+    r"""One committed entropy curve of :func:`load_regimes`: ``group`` (hard, easy, mixed) under ``baseline`` (mean,
+    quantile), ``optimizer`` and Clip-Higher: ``steps``, ``mean``, ``std``, ``lo``, ``hi`` over seeds, ``n`` seeds.
+
+    >>> c = regime_curve(load_regimes(), "hard", "mean"); c["steps"][:3], c["n"]
+    ([0, 5, 10], 16)
+    """
+    if baseline not in ("mean", "quantile"):
+        raise ValueError(f"baseline must be 'mean' or 'quantile', got {baseline!r}")
+    if group not in REGIMES:
+        raise ValueError(f"group must be one of {list(REGIMES)}, got {group!r}")
+    name = regime_setting_name(optimizer, baseline, regimes["meta"]["k"], bool(clip_higher))
+    if name not in regimes["runs"]:
+        raise ValueError(f"no committed run {name!r}; runs: {sorted(regimes['runs'])}")
+    return regimes["runs"][name]["groups"][group]["entropy_curve"]
+
+
+class ScoreRow(NamedTuple):
+    r"""One row of a scoreboard: the claim, who makes it, the verdict (one of :data:`VERDICTS`), why in plain words."""
+
+    claim: str
+    paper: str
+    verdict: str
+    why: str
+
+
+VERDICTS = ("holds", "reversed", "tested, no difference", "cannot be tested here")
+_QAE_42, _QAE, _DAPO = "QAE, Prop. 4.2", "QAE", "DAPO"
+# the claims judged on the committed runs, quantile baseline against mean, Clip-Higher on:
+# (claim, paper, optimizer, group, summary key, the direction the claim expects of the quantile)
+_BASELINE_CLAIMS = (
+    ("Prompts that start hard: entropy rises less under the quantile baseline (no explosion)", _QAE_42, "adam",
+     "hard", "peak_ratio", "lower"),
+    ("Prompts that start easy: the quantile baseline keeps more entropy (no collapse), at step {early_step}",
+     _QAE_42, "adam", "easy", "early_h", "higher"),
+    ("The same, at step {steps}", _QAE_42, "adam", "easy", "final_h", "higher"),
+    ("All prompts in one batch: entropy rises less under the quantile baseline", _QAE, "adam", "mixed",
+     "peak_ratio", "lower"),
+    ("Prompts that start hard, under plain SGD instead of Adam", _QAE_42, "sgd", "hard", "peak_ratio", "lower"),
+)
+# claims this toy cannot reach, and why
+_OUT_OF_REACH = (
+    ("The quantile baseline raises pass@1 on math benchmarks", _QAE,
+     "a toy policy with a checksum reward: no language model, no benchmark"),
+)
+
+
+def _seed_words(p: Paired, expect: str) -> tuple[str, str]:
+    """The verdict of a paired comparison that claims ``expect`` ("lower" / "higher" for side a), and its seeds in
+    words: "lower in all 16 seeds", or "the seeds disagree: lower in 10, higher in 6 of 16"."""
+    other = "higher" if expect == "lower" else "lower"
+    agree, against = (p.n_lower, p.n_higher) if expect == "lower" else (p.n_higher, p.n_lower)
+    if agree == p.n:
+        return "holds", f"{expect} in all {p.n} seeds"
+    if against == p.n:
+        return "reversed", f"{other} in all {p.n} seeds"
+    equal = p.n - agree - against
+    return "tested, no difference", (f"the seeds disagree: {expect} in {agree}, {other} in {against}"
+                                     + (f", equal in {equal}" if equal else "") + f" of {p.n}")
+
+
+def _numbers(key: str, q: float, m: float, meta: Mapping) -> str:
+    """The two seed means of a summary key in words, quantile first."""
+    if key == "peak_ratio":
+        return f"peak {q:.2f}x its start under the quantile, {m:.2f}x under the mean"
+    step = meta["early_step"] if key == "early_h" else meta["steps"]
+    return f"at step {step}: {q:.2f} nats under the quantile, {m:.2f} under the mean"
+
+
+def regime_scoreboard(regimes: Mapping) -> list[ScoreRow]:
+    r"""Notebook 07's scoreboard from :func:`load_regimes`: QAE's Proposition 4.2 by regime (quantile against mean,
+    Clip-Higher on), the whole batch, plain SGD, DAPO's Clip-Higher (on against off, mean baseline, Adam, all prompts'
+    entropy at the last step), then what cannot be tested here. Verdicts by :func:`paired` seeds: "holds" where every
+    seed goes the claimed way, "reversed" where every seed goes the other way, else "tested, no difference".
+
+    >>> [(r.claim[:22], r.verdict) for r in regime_scoreboard(load_regimes())][:2]
+    [('Prompts that start har', 'holds'), ('Prompts that start eas', 'holds')]
+    """
+    meta, runs = regimes["meta"], regimes["runs"]
+    rows = []
+    for claim, paper, opt, group, key, expect in _BASELINE_CLAIMS:
+        q, m = _pair(runs, meta, opt, True, group, key)
+        p = paired(q, m)
+        verdict, seeds = _seed_words(p, expect)
+        rows.append(ScoreRow(claim.format(**meta), paper, verdict,
+                             f"{_numbers(key, p.a.mean, p.b.mean, meta)}; {seeds}"))
+    on, off = (runs[regime_setting_name("adam", "mean", meta["k"], c)]["groups"]["mixed"]["final_h"]
+               for c in (True, False))
+    p = paired(on, off)
+    verdict, seeds = _seed_words(p, "higher")
+    rows.append(ScoreRow("Clip-Higher keeps entropy from collapsing", _DAPO, verdict,
+                         f"all prompts at step {meta['steps']}, mean baseline, Adam: {p.a.mean:.3f} nats with it, "
+                         f"{p.b.mean:.3f} without; {seeds}"))
+    rows += [ScoreRow(claim, paper, "cannot be tested here", why) for claim, paper, why in _OUT_OF_REACH]
+    return rows
+
+
+def scoreboard_markdown(rows: Sequence[ScoreRow]) -> str:
+    r"""A scoreboard as a Markdown table: claim, paper, verdict (in bold), why.
+
+    >>> print(scoreboard_markdown([ScoreRow("x rises", "QAE", "holds", "up in all 3 seeds")]))
+    | claim | paper | verdict | why |
+    | --- | --- | --- | --- |
+    | x rises | QAE | **holds** | up in all 3 seeds |
+    """
+    bad = [r.verdict for r in rows if r.verdict not in VERDICTS]
+    if bad:
+        raise ValueError(f"verdicts must be among {VERDICTS}, got {bad}")
+    cell = lambda text: text.replace("|", "\\|")  # noqa: E731
+    return "\n".join(["| claim | paper | verdict | why |", "| --- | --- | --- | --- |",
+                      *(f"| {cell(r.claim)} | {cell(r.paper)} | **{r.verdict}** | {cell(r.why)} |" for r in rows)])

@@ -9,7 +9,7 @@ import importlib.util
 import re
 
 from figures_runs import NB00, NB03, NB04, NB05, NB06, NB08
-from figures_theory import NB01, NB02, NB07
+from figures_theory import NB01, NB02, NB07, NB09
 from nbexec import Executed
 
 from qae_lab.exercises import NOT_ATTEMPTED
@@ -24,6 +24,7 @@ NOTEBOOKS = {
     "06_phenomena_in_miniature.ipynb": NB06,
     "07_sequence_policy.ipynb": NB07,
     "08_write_it_yourself.ipynb": NB08,
+    "09_appendix_sequence_policy_ledgers.ipynb": NB09,
 }
 
 

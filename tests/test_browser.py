@@ -64,7 +64,8 @@ MOVES = {
     "03_token_entropy_horizon_weights.ipynb": ("weights = plots.interactive", "α", "ArrowRight"),
     "05_compare_runs.ipynb": ("curves = plots.interactive", "metric", 1),
     "06_phenomena_in_miniature.ipynb": ("entropy_view = plots.interactive", "smoothing", "ArrowRight"),
-    "07_sequence_policy.ipynb": ("ledger_view = plots.interactive", "K", "ArrowRight"),
+    "07_sequence_policy.ipynb": ("regimes_view = plots.interactive", "optimizer", 1),
+    "09_appendix_sequence_policy_ledgers.ipynb": ("ledger_view = plots.interactive", "K", "ArrowRight"),
 }
 
 

@@ -15,7 +15,7 @@ from qae_lab.plain_grpo import UpdateChange
 from qae_lab.rewards import soft_format_reward
 from qae_lab.runstats import detrended_variance
 from qae_lab.sparsity import gate_zero_counts
-from qae_lab.theory import knob_slope
+from qae_lab.theory import entropy_change_exact, entropy_change_first_order, knob_slope
 
 
 def _mean_baseline(r, g, k):
@@ -29,6 +29,11 @@ def _k_changes(rows):
 def _neg_correct(r, g, t, below=lambda x, m: x < m, correct=lambda x, t: x >= t):
     groups = [r[i:i + g] for i in range(0, len(r), g)]
     return sum(correct(x, t) and below(x, sum(grp) / g) for grp in groups for x in grp)
+
+
+def _uniform_cov(log_pi, dz):
+    """-Cov(log pi, dz) with every token weighted alike: the covariance without pi."""
+    return -((log_pi - log_pi.mean(-1, keepdim=True)) * (dz - dz.mean(-1, keepdim=True))).mean(-1)
 
 
 # checker -> (the right answer, the stub, plausible wrong answers)
@@ -68,6 +73,11 @@ CASES = {
         lambda r: r - r.mean(),                                # Dr.GRPO: no std division
         lambda r: (r - r.mean()) / r.std(unbiased=False),      # the population std
         lambda r: (r - r.median()) / r.std(),                  # another baseline
+    ]),
+    "check_entropy_change": (entropy_change_first_order, lambda z, dz: None, [
+        entropy_change_exact,                                  # the exact change, not the first order
+        lambda z, dz: -entropy_change_first_order(z, dz),      # the sign flipped
+        lambda z, dz: _uniform_cov(torch.log_softmax(z, -1), dz),  # the covariance under uniform weights, not pi
     ]),
     "check_neg_correct": (_neg_correct, lambda r, g, t: None, [
         lambda r, g, t: _neg_correct(r, g, t, correct=lambda x, t: x < t),  # the wrong answers counted

@@ -204,7 +204,7 @@ def test_data_dir_finds_the_checkouts_data_upwards(tmp_path, monkeypatch):
         datadir.data_dir("embedded")
 
 
-def test_outside_a_checkout_the_packages_copy_serves_notebooks_05_06_07(tmp_path, monkeypatch):
+def test_outside_a_checkout_the_packages_copy_serves_notebooks_05_06_07_09(tmp_path, monkeypatch):
     # an installed package: qae_lab/<folder> in site-packages, no data/ beside it and none above the cwd
     site = tmp_path / "site-packages" / "qae_lab"
     shutil.copytree(ROOT / "data" / "reference_runs", site / "reference_runs")
@@ -216,7 +216,8 @@ def test_outside_a_checkout_the_packages_copy_serves_notebooks_05_06_07(tmp_path
     assert len(compare.load_runs(ref)) >= 8  # notebook 05's reference runs
     for name in phenomena.EXPERIMENTS:  # notebook 06's
         assert phenomena.load_experiment(ref, name), name
-    assert seqpolicy_report.load_findings()["runs"]  # notebook 07's
+    assert seqpolicy_report.load_regimes()["runs"]  # notebook 07's
+    assert seqpolicy_report.load_findings()["runs"]  # notebook 09's (07's appendix)
     with pytest.raises(FileNotFoundError, match="data/seqpolicy"):
         datadir.data_dir("seqpolicy", package=tmp_path / "nowhere")
     for name in ("05_compare_runs.ipynb", "06_phenomena_in_miniature.ipynb"):

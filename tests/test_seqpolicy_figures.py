@@ -1,4 +1,4 @@
-"""qae_lab.seqpolicy_figures: notebook 07's figures, checked against the numbers they draw."""
+"""qae_lab.seqpolicy_figures: notebooks 07's and 09's figures, checked against the numbers they draw."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from qae_lab.seqpolicy_figures import (
     ledger_shares_figure,
     live_figure,
     regimes_figure,
+    start_rates_figure,
     variance_figure,
 )
 from qae_lab.seqpolicy_lab import findings_curves, run_curves, setting_name
@@ -113,3 +114,18 @@ def test_regimes_figure_counts_follow_the_data():
     assert "Adam, lr" in fig.layout.title.text and "over 3 seeds" in fig.layout.title.text
     with pytest.raises(ValueError, match="^optimizer must"):
         regimes_figure(r, "lion")
+
+
+def test_start_rates_figure_sorts_each_seed_then_averages_by_rank():
+    p0 = [[0.1, 0.9, 0.5, 0.3, 0.7, 0.2], [0.4, 0.2, 0.8, 0.6, 0.0, 1.0]]
+    fig = start_rates_figure(p0, 2, 0.4)
+    assert [t.name for t in fig.data] == ["the 2 hardest", "the 2 in between", "the 2 easiest"]
+    want = [sum(v) / 2 for v in zip(sorted(p0[0]), sorted(p0[1]))]  # rank by rank, hardest first
+    drawn = [y for t in fig.data for y in t.y]
+    assert drawn == pytest.approx(want) and [x for t in fig.data for x in t.x] == ["1", "2", "3", "4", "5", "6"]
+    assert fig.layout.title.text.replace("<br>", " ") == ("Start success rate p of the 6 prompts of each seed, "
+                                                          "hardest to easiest, mean over 2 seeds")
+    assert fig.layout.shapes[0].y0 == pytest.approx(0.6) and fig.layout.barmode == "overlay"
+    assert [t.name for t in start_rates_figure([[0.1, 0.9]], 1, 0.4).data] == ["the 1 hardest", "the 1 easiest"]
+    with pytest.raises(ValueError, match="n"):
+        start_rates_figure(p0, 4, 0.4)  # the groups would overlap

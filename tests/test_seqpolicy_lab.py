@@ -10,20 +10,18 @@ import torch
 from qae_lab.ledger import LEDGER_FORMS
 import pytest
 
-from qae_lab.seqpolicy import make_tasks, sequence_entropy
 from qae_lab.seqpolicy_lab import (
     REGIMES,
     curve_summary,
-    entropy_after_update,
+    first_move,
     regime_curves,
     regime_settings,
     start_split,
     summarise_regimes,
     summarise_run,
-    summary_lines,
     tracking,
 )
-from qae_lab.seqpolicy_update import UpdateSettings, group_update, simulate
+from qae_lab.seqpolicy_update import UpdateSettings, simulate
 from seqpolicy_setup import F64, peaked
 
 
@@ -57,33 +55,6 @@ def test_summary_of_a_run():
     json.dumps(s, allow_nan=False)  # plain JSON
     lean = summarise_run(out, every=2, early=2, estimators=False)
     assert list(lean["ledger"]) == ["sampled"] and "tracking" not in lean
-
-
-def test_entropy_after_update_is_the_updated_tables_entropy_from_the_seeds_groups():
-    t = make_tasks(4, 2, 3, start="peaked")
-    s = UpdateSettings(k=0.8, eta=4.0)
-    z, m, _ = group_update(t.logits[None], t.rewards[None], s, generator=torch.Generator().manual_seed(3))
-    h = entropy_after_update(t, s, seed=3)
-    assert h == pytest.approx(float(sequence_entropy(z[0]).mean()))
-    assert h == pytest.approx(float(m["entropy"][0] + m["dh_exact"][0]))  # H before + the exact change
-    assert entropy_after_update(t, s, seed=3) == h  # the same seed, the same groups
-    with pytest.raises(ValueError, match="seed"):
-        entropy_after_update(t, s, seed=-1)
-
-
-def test_summary_lines_say_what_the_numbers_show():
-    m = {"dh_exact": 0.02, "dh_first_order": 0.021, "sampled/dh_state": 0.03, "sampled/dh_visit": -0.009,
-         "estimator_npg/dh": -0.5}
-    lines = summary_lines(1.5, m, {0.8: 1.49, 0.2: 1.52})
-    assert lines[0] == "Before any update: H(pi) = 1.5000 nats, mean over prompts."
-    assert "exact change +0.02000 nats, first order +0.02100" in lines[1] and "visitation -0.00900" in lines[1]
-    assert "had the opposite sign to the exact first-order change (-0.50000" in lines[2]
-    assert lines[3].endswith("H(pi) after = 1.5200 at K = 0.2, 1.4900 at K = 0.8 nats.")  # sorted by K
-    with pytest.raises(ValueError, match="one_step lacks"):
-        summary_lines(1.5, {"dh_exact": 0.0}, {0.2: 1.0})
-    with pytest.raises(ValueError, match="h_after"):
-        summary_lines(1.5, m, {})
-
 
 
 # ---------------------------------------------------------------- Proposition 4.2 by regime
@@ -171,3 +142,24 @@ def test_regime_grid():
 def test_regime_errors_name_the_argument(call, name):
     with pytest.raises(ValueError, match=rf"^{name} must"):
         call()
+
+
+def test_first_move_up_down_flat_and_a_return_to_the_start():
+    steps = [0, 5, 10, 15, 20]
+    assert first_move([1.0, 1.2, 1.5, 0.9, 2.0], steps) == (1.0, 1.5, 10)  # the later, higher peak: a second move
+    assert first_move([1.0, 0.9, 0.6, 0.8, 0.5], steps) == (1.0, 0.5, 20)  # below the start throughout: one fall
+    assert first_move([1.0, 0.9, 0.6, 1.0, 0.2], steps) == (1.0, 0.6, 10)  # back at the start ends the move
+    assert first_move([1.0, 1.0, 1.0, 1.3, 1.3], steps) == (1.0, 1.3, 15)  # flat, then up: the first of equal peaks
+    assert first_move([2.0] * 5, steps) == (2.0, 2.0, 0)  # never moves
+    with pytest.raises(ValueError, match="one per step"):
+        first_move([1.0, 2.0], [0])
+    with pytest.raises(ValueError, match="finite"):
+        first_move([1.0, math.nan], [0, 1])
+
+
+def test_first_move_of_the_committed_hard_prompts_under_the_mean_baseline_is_a_rise():
+    from qae_lab.seqpolicy_report import load_regimes, regime_curve
+
+    c = regime_curve(load_regimes(), "hard", "mean", "adam", True)
+    move = first_move(c["mean"], c["steps"])
+    assert move.start == c["mean"][0] and move.extreme == max(c["mean"]) > move.start and move.step > 0

@@ -1,4 +1,5 @@
-"""qae_lab.seqpolicy_live: notebook 07's live numbers, against hand-computed cases and the exact policy's facts."""
+"""qae_lab.seqpolicy_live: notebooks 07's and 09's live numbers, against hand-computed cases and the exact
+policy's facts."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from qae_lab.seqpolicy_live import (
     ledger_shares,
     one_update,
     one_update_lines,
+    prefix_table,
     task_lines,
     variance_ratios,
 )
@@ -107,3 +109,15 @@ def test_comparisons_name_settings_of_the_committed_sweep():
         for spec in group.values():
             for start in ("flat", "peaked"):
                 assert setting_name(start, *spec) in runs, (start, spec)
+
+
+def test_prefix_table_rows_follow_the_logit_table_and_the_chain_rule_agrees():
+    t = make_tasks(1, 3, 2, start="peaked", seed=1, sharpness=1.0)
+    lines = prefix_table(t.logits[0])
+    assert [line.split()[0] for line in lines[1:5]] == ["(empty)", "0", "1", "2"]  # one row per prefix, in order
+    chain, enumerated = (float(x.split("= ")[1].split()[0]) for x in lines[-1].split("; "))
+    assert chain == enumerated == pytest.approx(float(sequence_entropy(t.logits[0])), abs=1e-4)
+    assert "enumerating the 9 sequences" in lines[-1]
+    for bad, match in ((t.logits, "one prompt"), (make_tasks(1, 5, 2).logits[0], "V <= 4")):
+        with pytest.raises(ValueError, match=match):
+            prefix_table(bad)

@@ -24,7 +24,12 @@ from qae_lab.seqpolicy_report import (
     load_findings,
     load_regimes,
     paired,
+    VERDICTS,
+    ScoreRow,
+    regime_curve,
+    regime_scoreboard,
     regime_sentences,
+    scoreboard_markdown,
     summary_sentences,
     tracking_sentences,
     trainer_ledger_sentences,
@@ -57,7 +62,10 @@ def test_findings_sentences_are_generated_for_every_result(tiny_findings):
     assert len(sentences["estimator"]) == 2 * 2 + 16
     assert any(line.startswith("peaked start, Adam, quantile: per step") for line in sentences["estimator"])
     assert len(variance_sentences(tiny_findings)) == 2 * 5
-    assert len(cell_sentences(tiny_findings)) == 4 and len(summary_sentences(tiny_findings)) == 4 + 4 + 4 + 1
+    assert len(cell_sentences(tiny_findings)) == 4 and len(summary_sentences(tiny_findings)) == 4 + 4
+    assert len(variance_sentences(tiny_findings, ("trace_var", "cos_plain"))) == 2 * 2
+    with pytest.raises(ValueError, match="^quantities must"):
+        variance_sentences(tiny_findings, ("variance",))
     assert len(trainer_ledger_sentences(tiny_findings)) == 5
 
 
@@ -273,3 +281,75 @@ def test_the_benchmarks_smoke_mode_writes_a_readable_file(tmp_path, capsys):
     assert [p.name for p in tmp_path.iterdir()] == ["regimes.json"]  # written whole, no temporary file left
     with pytest.raises(SystemExit):  # the smoke run never replaces the committed file
         bench.main(["--smoke"])
+
+
+# ---------------------------------------------------------------- notebook 07's scoreboard
+
+
+def _hand_regimes(mean: list, quantile: list, on: list, off: list) -> dict:
+    """A regimes file whose every summary is ``mean`` / ``quantile`` per seed, the mean baseline's all prompts' final
+    H under Adam ``on`` (Clip-Higher) and ``off`` (clip 0.2)."""
+    meta = {"k": 0.4, "steps": 9, "early_step": 3}
+    summary = lambda v: {k: list(v) for k in ("peak_ratio", "early_h", "final_h")}  # noqa: E731
+    runs = {}
+    for opt in ("adam", "sgd"):
+        for b, vals in (("mean", mean), ("quantile K=0.4", quantile)):
+            for c in ("clip-higher", "clip-0.2"):
+                runs[f"{opt}/{b}/{c}"] = {"groups": {g: summary(vals) for g in ("hard", "easy", "mixed")}}
+    runs["adam/mean/clip-higher"]["groups"]["mixed"]["final_h"] = list(on)
+    runs["adam/mean/clip-0.2"]["groups"]["mixed"]["final_h"] = list(off)
+    return {"meta": meta, "runs": runs}
+
+
+def test_scoreboard_verdicts_by_hand():
+    # the quantile below the mean in every seed: the "lower" claims hold, the "higher" ones are reversed
+    rows = regime_scoreboard(_hand_regimes([2.0, 3.0, 4.0], [1.0, 2.0, 3.5], [1.0, 1.0, 1.0], [1.0, 0.5, 2.0]))
+    assert [r.verdict for r in rows] == ["holds", "reversed", "reversed", "holds", "holds", "tested, no difference",
+                                         "cannot be tested here"]
+    assert rows[0].why == "peak 2.17x its start under the quantile, 3.00x under the mean; lower in all 3 seeds"
+    assert rows[1].claim.endswith("at step 3") and rows[2].claim == "The same, at step 9"
+    assert rows[1].why == "at step 3: 2.17 nats under the quantile, 3.00 under the mean; lower in all 3 seeds"
+    assert rows[5].why == ("all prompts at step 9, mean baseline, Adam: 1.000 nats with it, 1.167 without; the seeds "
+                           "disagree: higher in 1, lower in 1, equal in 1 of 3")
+    assert [r.paper for r in rows] == ["QAE, Prop. 4.2"] * 3 + ["QAE", "QAE, Prop. 4.2", "DAPO", "QAE"]
+    # seeds that disagree: every comparison "tested, no difference"
+    mixed = regime_scoreboard(_hand_regimes([2.0, 3.0], [1.0, 4.0], [1.0, 2.0], [2.0, 1.0]))
+    assert {r.verdict for r in mixed[:6]} == {"tested, no difference"}
+    assert mixed[0].why.endswith("the seeds disagree: lower in 1, higher in 1 of 2")
+
+
+def test_the_committed_scoreboard_follows_its_seeds():
+    r = load_regimes()
+    rows = regime_scoreboard(r)
+    assert all(row.verdict in VERDICTS for row in rows) and rows[-1].verdict == "cannot be tested here"
+    runs = r["runs"]
+    for row, (opt, group, key, expect) in zip(rows, [("adam", "hard", "peak_ratio", "<"),
+                                                     ("adam", "easy", "early_h", ">"),
+                                                     ("adam", "easy", "final_h", ">"),
+                                                     ("adam", "mixed", "peak_ratio", "<"),
+                                                     ("sgd", "hard", "peak_ratio", "<")]):
+        q = runs[f"{opt}/quantile K=0.4/clip-higher"]["groups"][group][key]
+        m = runs[f"{opt}/mean/clip-higher"]["groups"][group][key]
+        agree = all((a < b) if expect == "<" else (a > b) for a, b in zip(q, m))
+        against = all((a > b) if expect == "<" else (a < b) for a, b in zip(q, m))
+        want = "holds" if agree else "reversed" if against else "tested, no difference"
+        assert row.verdict == want, (row, want)
+        assert f"{_fmean(q):.2f}" in row.why and f"{_fmean(m):.2f}" in row.why
+    table = scoreboard_markdown(rows)
+    assert table.count("\n") == len(rows) + 1 and "**holds**" in table
+
+
+def test_scoreboard_markdown_escapes_and_refuses_an_unknown_verdict():
+    assert "a \\| b" in scoreboard_markdown([ScoreRow("a | b", "QAE", "holds", "x")])
+    with pytest.raises(ValueError, match="^verdicts must be among"):
+        scoreboard_markdown([ScoreRow("a", "QAE", "not shown", "x")])
+
+
+def test_regime_curve_reads_one_committed_curve_and_names_a_bad_choice():
+    r = load_regimes()
+    c = regime_curve(r, "easy", "quantile", "sgd", False)
+    assert c == r["runs"]["sgd/quantile K=0.4/clip-0.2"]["groups"]["easy"]["entropy_curve"]
+    for args, match in ((("hard", "median"), "^baseline must"), (("all", "mean"), "^group must"),
+                        (("hard", "mean", "lion"), "^no committed run")):
+        with pytest.raises(ValueError, match=match):
+            regime_curve(r, *args)
