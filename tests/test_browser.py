@@ -65,6 +65,7 @@ MOVES = {
     "05_compare_runs.ipynb": ("curves = plots.interactive", "metric", 1),
     "06_phenomena_in_miniature.ipynb": ("entropy_view = plots.interactive", "smoothing", "ArrowRight"),
     "07_sequence_policy.ipynb": ("regimes_view = plots.interactive", "optimizer", 1),
+    "08_write_it_yourself.ipynb": None,  # no control: two training runs and their logs
     "09_appendix_sequence_policy_ledgers.ipynb": ("ledger_view = plots.interactive", "K", "ArrowRight"),
 }
 
