@@ -43,7 +43,7 @@ Whether a run starts fresh or resumes checkpoint N is decided once, by :func:`qa
   checkpoint of a step whose line never reached the disk) are restored from the checkpoint's
   ``trainer_state.json`` (``"restored_from"`` marks them);
 * one ``{"event": "resume", ...}`` row records the step, what moved or was restored, and the
-  settings the resume changed (only :data:`qae_lab.runfolder.SAFE_ON_RESUME` may change),
+  settings the resume changed (only :data:`qae_lab.checkpoints.SAFE_ON_RESUME` may change),
   which ``config.json`` also lists under ``resumes``.
 
 So the log holds every step exactly once, and nothing logged is deleted.
@@ -364,7 +364,7 @@ def train_resumable(trainer, resume_from_checkpoint: str | None = None) -> Train
     The checkpoint is ``<output_dir>/checkpoint-<global_step>``: the state after the last
     *finished* optimizer step (the interrupted step's partial work is discarded). A second
     Ctrl-C during that save abandons it; the outcome then names the run's latest complete
-    checkpoint (:func:`qae_lab.runfolder.latest_complete_checkpoint`), which the abandoned save
+    checkpoint (:func:`qae_lab.checkpoints.latest_complete_checkpoint`), which the abandoned save
     cannot have touched (checkpoints are staged and renamed). Interrupted before any step
     finished: nothing to save, ``checkpoint`` is None. Continue with
     ``trainer.train(resume_from_checkpoint=outcome.checkpoint)`` (same config and data).

@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     r"""The ``qae-lab`` / ``python -m qae_lab`` entry point; returns the exit status (130 when interrupted).
 
     Every check (settings, data folder, run folder, checkpoint) runs before anything loads, with
-    ``--dry-run`` too: :func:`qae_lab.run.plan` makes the run folder's one
+    ``--dry-run`` too: :func:`qae_lab.cli.plan` makes the run folder's one
     :class:`~qae_lab.resume.ResumePlan` (fresh, resume checkpoint N, or refuse), which the run then
     follows. A failed check prints ``qae-lab: error: ...`` and returns 2.
 

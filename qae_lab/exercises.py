@@ -145,13 +145,13 @@ def check_horizon_weights(fn: Callable) -> str:
 
 def check_k_changes(fn: Callable) -> str:
     r"""Check ``fn(rows) -> list[int]``: the steps of a run log whose ``qae/k`` differs from the step
-    before, the first step included (the K part of :func:`qae_lab.methods.knob_changes`).
+    before, the first step included (the K part of :func:`qae_lab.knobs.knob_changes`).
 
     >>> check_k_changes(lambda rows: None) == NOT_ATTEMPTED
     True
     >>> check_k_changes(lambda rows: [r["step"] for i, r in enumerate(rows)
     ...                               if i == 0 or r["qae/k"] != rows[i - 1]["qae/k"]])
-    'Correct: your change points match qae_lab.methods.knob_changes on 20 logs.'
+    'Correct: your change points match qae_lab.knobs.knob_changes on 20 logs.'
     """
     gen = torch.Generator().manual_seed(4)
     if fn([{"step": 1, "qae/k": 0.4}]) is None:
@@ -165,7 +165,7 @@ def check_k_changes(fn: Callable) -> str:
         got = fn([dict(r) for r in rows])
         if list(got) != want:
             raise AssertionError(f"K values {[r['qae/k'] for r in rows]}: expected steps {want}, got {list(got)}")
-    return "Correct: your change points match qae_lab.methods.knob_changes on 20 logs."
+    return "Correct: your change points match qae_lab.knobs.knob_changes on 20 logs."
 
 
 def check_neg_correct(fn: Callable) -> str:

@@ -20,7 +20,7 @@ returns at once; the training loop runs in a daemon thread and reads the control
   training thread under the dashboard (errors are re-raised by :meth:`LiveRun.wait`), runs
   follow-up work (:meth:`LiveRun.then`, e.g. the after-training evaluation) in the same thread,
   and reads the steps logged so far (:meth:`LiveRun.logged_steps`; where the knobs changed in
-  them: :func:`qae_lab.methods.knob_changes`).
+  them: :func:`qae_lab.knobs.knob_changes`).
 
 Stopping: the Stop button, or :meth:`LiveRun.stop`. A kernel interrupt does not reach a
 background thread, so use Stop. The run's ``log.jsonl`` (:class:`qae_lab.callbacks.RunLogger`) keeps

@@ -5,7 +5,7 @@ resume, or none; ``overwrite``; the settings the run would train with) and retur
 :class:`ResumePlan`. It writes nothing. Everything that starts a run acts on that plan and
 decides nothing itself:
 
-* the command line: :func:`qae_lab.run.plan` makes it before anything loads (``--dry-run`` too);
+* the command line: :func:`qae_lab.cli.plan` makes it before anything loads (``--dry-run`` too);
 * :func:`qae_lab.run.make_trainer` and :func:`qae_lab.run.train` (the notebooks' way in) make it
   when not given one, :func:`claim` carries out a fresh one (the folder made, an overwritten run's
   files deleted) and the run's :class:`~qae_lab.callbacks.RunLogger` is given it;

@@ -186,7 +186,7 @@ def _imports_inside_functions(path: Path) -> list[tuple[int, str, str]]:
 
 
 # optional dependencies (pyproject's extras, or not a dependency at all) a function may import when used,
-# heavy ones that code which is not about drawing loads only when it draws (the README's "Imports"),
+# heavy ones that code which is not about drawing loads only when it draws (docs/architecture.md, "Imports"),
 # and qae_lab modules that import them at their own top
 OPTIONAL = ("datasets", "tokenizers", "transformers", "huggingface_hub", "peft", "trl", "accelerate", "verl", "tqdm",
             "qae_lab.config",
@@ -195,8 +195,8 @@ OPTIONAL = ("datasets", "tokenizers", "transformers", "huggingface_hub", "peft",
 
 
 def test_imports_sit_at_the_top_except_optional_heavy_dependencies_with_a_reason():
-    # issue 12 / README "Imports": imports at the top of each module; only an optional heavy dependency may be
-    # imported inside a function, with a comment on that line saying why
+    # issue 12 / docs/architecture.md, "Imports": imports at the top of each module; only an optional heavy dependency
+    # may be imported inside a function, with a comment on that line saying why
     bad = []
     for path in sorted((ROOT / "qae_lab").rglob("*.py")):
         for lineno, module, text in _imports_inside_functions(path):

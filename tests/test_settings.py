@@ -216,9 +216,9 @@ def test_a_config_mapping_is_what_a_run_records(tmp_path):
     assert a[0] == b[0] and a[1].to_dict() == b[1].to_dict() and isinstance(a[1], QAEConfig)
 
 
-def test_the_readmes_config_file_example_builds(tmp_path):
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    block = readme.split("```yaml\n# my_run.yaml\n", 1)[1].split("```", 1)[0]
+def test_the_docs_config_file_example_builds(tmp_path):
+    page = (Path(__file__).resolve().parents[1] / "docs" / "command-line.md").read_text()
+    block = page.split("```yaml\n# my_run.yaml\n", 1)[1].split("```", 1)[0]
     run, cfg = build(None, config=str(_write(tmp_path / "my_run.yaml", block)), output_dir="unused")
     assert (cfg.quantile_k, cfg.token_weighting, cfg.alpha, run.levels, cfg.max_steps) == (0.6, "sa_ah", 0.3,
                                                                                            (3, 4, 5), 200)
