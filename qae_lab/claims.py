@@ -28,11 +28,13 @@ from qae_lab.compare import Run, group_by_method, series
 from qae_lab.methods import LEDGER_PREFIX, QAE_NEG_CORRECT, QAE_SUCCESS_RATE, QAE_ZERO_ADV_FRAC, SAAH_W_MEAN_NEG
 from qae_lab.models import embedded_dir
 from qae_lab.phenomena import Effect, clipped_fraction, effect, per_method, window_mean
+from qae_lab.regime_runs import regime_numbers
 from qae_lab.runstats import Stat, moving_average, stat, training_variance
 
-__all__ = ["Measure", "window", "evaluation", "variance", "total", "Check", "rose", "fell", "clip_acted", "Claim",
+__all__ = ["Measure", "window", "evaluation", "variance", "total", "held_out", "Check", "rose", "fell", "clip_acted",
+           "regime_rose", "regime_fell", "Claim",
            "CLAIMS", "VERDICTS", "Judgement", "judge", "verdict_list", "scoreboard", "scoreboard_markdown", "Direction",
-           "direction", "summary_lines", "clip_sentence", "sharpening_sentences", "punished_correct_sentence",
+           "direction", "summary_lines", "clip_sentence", "sharpening_sentences", "punished_correct_sentence", "clipped_share",
            "model_properties"]
 
 
@@ -95,6 +97,23 @@ def variance(metric: str = "reward", width: int = 20) -> Measure:
 def total(metric: str) -> Measure:
     r"""``metric`` summed over the run's steps (a count per step, e.g. ``qae/neg_correct``)."""
     return Measure(f"{metric} summed over the steps", lambda run: sum(series(run, metric)[1]) if run.rows else None)
+
+
+def held_out(group: str, key: str) -> Measure:
+    r"""A held-out group's entropy number (:func:`qae_lab.regime_runs.regime_numbers`: ``peak/start``, ``final/start``
+    ...): the prompts that start hard or easy, measured every few steps by the run's regime evaluation.
+
+    >>> from qae_lab.compare import Run
+    >>> rows = [{"step": 1, "regime_eval/entropy_hard": 0.25}, {"step": 9, "regime_eval/entropy_hard": 0.5}]
+    >>> held_out("hard", "peak/start").number(Run("r", "mean", 0, {}, rows, None, None))
+    2.0
+    """
+    words = {"hard": "the prompts that start hardest", "easy": "the prompts that start easiest", "all": "all prompts"}
+
+    def number(run: Run) -> float | None:
+        got = regime_numbers(run, group)
+        return None if got is None else got[key]
+    return Measure(f"entropy {key} of {words[group]}", number, f"{group} {key}")
 
 
 Check = Callable[[Sequence[Run]], "str | None"]
@@ -183,6 +202,52 @@ def clip_acted(min_share: float = 0.001) -> Check:
     return check
 
 
+def _held_out(runs: Sequence[Run], method: str, group: str, key: str) -> list[float]:
+    return [x for x in (held_out(group, key).number(r) for r in runs if r.method == method) if x is not None]
+
+
+def regime_rose(method: str, group: str = "hard", factor: float = 1.1) -> Check:
+    r""":func:`rose` on a held-out group: ``method``'s entropy on the prompts that start in ``group`` must rise to
+    ``factor`` times its start in at least one run, or there is no explosion to prevent.
+
+    >>> from qae_lab.compare import Run
+    >>> rows = [{"step": 1, "regime_eval/entropy_hard": 0.2}, {"step": 9, "regime_eval/entropy_hard": 0.201}]
+    >>> print(regime_rose("mean")([Run("r", "mean", 0, {}, rows, None, None)]))
+    mean's entropy on the prompts that start hardest never rose above 1.00x its start: there was no explosion to prevent
+    """
+    def check(runs: Sequence[Run]) -> str | None:
+        ratios = _held_out(runs, method, group, "peak/start")
+        if not ratios:
+            return f"no run of {method} measured its held-out {group} prompts"
+        if max(ratios) >= factor:
+            return None
+        words = "hardest" if group == "hard" else "easiest"
+        return (f"{method}'s entropy on the prompts that start {words} never rose above {max(ratios):.2f}x its start: "
+                "there was no explosion to prevent")
+    return check
+
+
+def regime_fell(method: str, group: str = "easy", to: float = 0.5) -> Check:
+    r""":func:`fell` on a held-out group: ``method``'s final entropy on the prompts that start in ``group`` must fall
+    to ``to`` times its start in at least one run, or there is no collapse to prevent.
+
+    >>> from qae_lab.compare import Run
+    >>> rows = [{"step": 1, "regime_eval/entropy_easy": 0.2}, {"step": 9, "regime_eval/entropy_easy": 0.18}]
+    >>> print(regime_fell("mean")([Run("r", "mean", 0, {}, rows, None, None)]))
+    mean's entropy on the prompts that start easiest fell only to 0.90x its start (a collapse loses half): there was no collapse to prevent
+    """
+    def check(runs: Sequence[Run]) -> str | None:
+        ratios = _held_out(runs, method, group, "final/start")
+        if not ratios:
+            return f"no run of {method} measured its held-out {group} prompts"
+        if min(ratios) <= to:
+            return None
+        words = "hardest" if group == "hard" else "easiest"
+        return (f"{method}'s entropy on the prompts that start {words} fell only to {min(ratios):.2f}x its start (a "
+                f"collapse loses {'half' if to == 0.5 else f'{1 - to:.0%}'}): there was no collapse to prevent")
+    return check
+
+
 @dataclass(frozen=True)
 class Claim:
     r"""A claim and how the runs judge it: side ``a`` against side ``b``, each ``(method, Measure)``.
@@ -223,6 +288,14 @@ CLAIMS: tuple[Claim, ...] = (
           "least the mean baseline's (Prop. 4.2, collapse-proof)", "entropy",
           ("mean", window(LEDGER_PREFIX + "dh_easy")), ("qae", window(LEDGER_PREFIX + "dh_easy")), "<", 5,
           "on easy prompts QAE's update lowers entropy less (first order)"),
+    Claim("hard_regime", _QAE, "on hard prompts (p <= 1-K) the quantile baseline's entropy rises at most as much as "
+          "the mean baseline's (Prop. 4.2, explosion-proof), measured on the prompts that start hardest", "regimes",
+          ("mean+clip_higher", held_out("hard", "peak/start")), ("qae+clip_higher", held_out("hard", "peak/start")), ">",
+          3, "on the prompts that start hard, QAE's entropy rises less", (regime_rose("mean+clip_higher"),)),
+    Claim("easy_regime", _QAE, "on easy prompts (p > 1-K) the quantile baseline's entropy falls at most as much as "
+          "the mean baseline's (Prop. 4.2, collapse-proof), measured on the prompts that start easiest", "regimes",
+          ("mean+clip_higher", held_out("easy", "final/start")), ("qae+clip_higher", held_out("easy", "final/start")),
+          "<", 3, "on the prompts that start easy, QAE keeps more entropy", (regime_fell("mean+clip_higher"),)),
     Claim("sparsity", _QAE, "about 80% of sampled responses get exactly zero advantage (tuned K)", "entropy",
           ("qae", window(QAE_ZERO_ADV_FRAC)), ("mean", window(QAE_ZERO_ADV_FRAC)), ">", 3,
           "most responses get exactly zero advantage under QAE"),
@@ -317,7 +390,7 @@ def judge(claim: Claim, runs: Mapping[str, Sequence[Run]]) -> Judgement:
     >>> mk = lambda m, s, e: Run(f"{m}-{s}", m, s, {}, [{"step": t, "entropy": e} for t in range(1, 4)], None, None)
     >>> runs = {"entropy": [mk("mean+clip_higher", s, 0.30 + 0.01 * s) for s in range(3)]
     ...                    + [mk("qae+clip_higher", s, 0.20 + 0.01 * s) for s in range(3)]}
-    >>> j = judge(CLAIMS[5], runs); j.verdict  # pass@1: no evaluations in these runs
+    >>> j = judge(next(c for c in CLAIMS if c.key == "pass1"), runs); j.verdict  # no evaluations in these runs
     'not shown (no runs)'
     >>> j = judge(CLAIMS[0], runs); j.kind, j.why  # three steps: too short to show a rise
     ('cannot be tested here', 'no run of mean+clip_higher logs entropy for 20 steps or more; no run reuses a generation, so the clip never acts')
@@ -479,6 +552,20 @@ def summary_lines(judgements: Iterable[Judgement]) -> list[str]:
 
 def _per_method(runs: Sequence[Run], number: Callable[[Run], float | None]) -> dict[str, Stat | None]:
     return {m: stat(v) for m, v in per_method(runs, number).items()}
+
+
+def clipped_share(runs: Sequence[Run]) -> float | None:
+    r"""The share of tokens PPO's clip stopped on the passes that reuse a generation, averaged over the runs that
+    log it (:func:`qae_lab.phenomena.clipped_fraction`); None where none does.
+
+    >>> from qae_lab.compare import Run
+    >>> rows = lambda x: [{"step": 1, "reward": 0.5}, {"step": 2, "clip_ratio/region_mean": x}]
+    >>> round(clipped_share([Run("a", "mean", 0, {}, rows(0.001), None, None), Run("b", "qae", 0, {}, rows(0.003),
+    ...                      None, None)]), 6)
+    0.002
+    """
+    shares = [x for x in (clipped_fraction(r) for r in runs) if x is not None]
+    return sum(shares) / len(shares) if shares else None
 
 
 def clip_sentence(runs: Sequence[Run]) -> str:

@@ -29,7 +29,7 @@ from qae_lab.ledger import LEDGER_PARTS
 from qae_lab.methods import LEDGER_PREFIX, QAE_EASY_FRAC
 from qae_lab.runstats import Stat, moving_average, stat
 
-__all__ = ["EXPERIMENTS", "BASE_SETS", "SEARCH", "SEARCH_SEED", "REGIME_SEARCH", "SEARCHES", "PHENOMENA_DIR", "run_names", "load_experiment", "per_method", "window_mean", "peak", "Effect",
+__all__ = ["EXPERIMENTS", "BASE_SETS", "SEARCH", "SEARCH_SEED", "REGIME_SEARCH", "REGIME_SETS", "SEARCHES", "PHENOMENA_DIR", "run_names", "load_experiment", "per_method", "window_mean", "peak", "Effect",
            "effect", "k_sweep_rows", "pass_at_k_table", "clipped_fraction", "ledger_table",
            "search_row", "search_table"]
 
@@ -96,12 +96,28 @@ REGIME_SEARCH: tuple[tuple[str, str, list[str]], ...] = tuple(
         ("spg8-lr5e-5", ["max_steps=480", "per_device_train_batch_size=8", "steps_per_generation=8",
                          "learning_rate=5e-5", "lr_scheduler_type=constant", "regime_eval_steps=60",
                          "regime_eval_samples=4", "eval_samples=8"]),
-        ("spg16-lr2e-5", ["max_steps=960", "per_device_train_batch_size=4", "steps_per_generation=16",
-                          "learning_rate=2e-5", "lr_scheduler_type=constant", "regime_eval_steps=120",
+        # the two above clipped 0.01% and 0.1% of the tokens (mean baseline): sixteen steps per generation next
+        ("spg16-lr5e-5", ["max_steps=960", "per_device_train_batch_size=4", "steps_per_generation=16",
+                          "learning_rate=5e-5", "lr_scheduler_type=constant", "regime_eval_steps=120",
                           "regime_eval_samples=4", "eval_samples=8"]),
     )
     for method in ("mean+clip_higher", "qae+clip_higher")
 )
+# What the regimes experiment's runs share beyond cpu-sums, chosen by REGIME_SEARCH (search_regimes.json): of the
+# tries, the one that clipped the most tokens while neither method's pass@1 fell below the start model's: 8 optimizer
+# steps per generation at lr 5e-5 clipped 0.12% (mean+clip_higher) and 0.03% (qae+clip_higher) of the tokens, pass@1
+# 0.440 -> 0.447 and 0.469; 16 steps per generation clipped 0.36% and 0.08% but qae+clip_higher fell to 0.395, and lr
+# 2e-5 clipped 0.01% and 0.00%. The reported runs evaluate with the preset's 32 samples per problem.
+REGIME_SETS = ["max_steps=480", "per_device_train_batch_size=8", "steps_per_generation=8", "learning_rate=5e-5",
+               "lr_scheduler_type=constant", "regime_eval_steps=60", "regime_eval_samples=4"]
+EXPERIMENTS["regimes"] = {
+    "what": "QAE's Prop. 4.2 by the regime a prompt starts in: a held-out set's hardest and easiest quarter at the "
+            "start, their entropy and success under the mean and the quantile baseline, with Clip-Higher in DAPO's "
+            "regime of several optimizer steps per generation (sec. 4)",
+    "preset": "cpu-sums", "sets": list(REGIME_SETS), "methods": ("mean+clip_higher", "qae+clip_higher"),
+    "seeds": (0, 1, 2),
+}
+
 # each search: its tries and the file under data/reference_runs/phenomena/ that summarises them
 SEARCHES: dict[str, tuple[tuple[tuple[str, str, list[str]], ...], str]] = {
     "entropy": (SEARCH, "search.json"), "regimes": (REGIME_SEARCH, "search_regimes.json")}
@@ -288,17 +304,20 @@ def pass_at_k_table(runs: Sequence[Run]) -> dict[str, dict[str, dict[int, Stat]]
     return out
 
 
-def clipped_fraction(run: Run) -> float | None:
+def clipped_fraction(run: Run, side: str = "region") -> float | None:
     r"""Mean share of tokens PPO's clip stopped (``clip_ratio/region_mean``) over the steps that reuse a generation
-    (no ``reward`` logged): on a generation's first pass the ratio is 1 and nothing is clipped.
+    (no ``reward`` logged): on a generation's first pass the ratio is 1 and nothing is clipped. ``side="high"``:
+    only the upper end, 1 + epsilon_high, the one Clip-Higher widens (``clip_ratio/high_mean``); ``"low"``: the lower.
 
     >>> from qae_lab.compare import Run
     >>> rows = [{"step": 1, "reward": 0.5, "clip_ratio/region_mean": 0.0}, {"step": 2, "clip_ratio/region_mean": 0.02}]
     >>> clipped_fraction(Run("r", "mean", 0, {}, rows, None, None))
     0.02
     """
-    xs = [float(r["clip_ratio/region_mean"]) for r in run.rows
-          if r.get("reward") is None and r.get("clip_ratio/region_mean") is not None]
+    if side not in ("region", "high", "low"):
+        raise ValueError(f"side must be 'region', 'high' or 'low', got {side!r}")
+    key = f"clip_ratio/{side}_mean"
+    xs = [float(r[key]) for r in run.rows if r.get("reward") is None and r.get(key) is not None]
     return statistics.fmean(xs) if xs else None
 
 
@@ -332,7 +351,8 @@ def search_row(run: Run) -> dict:
     without the bookkeeping ones; entropy and reward are means over the first and last 20% of the
     steps that log them, with the peak of a 10-row trailing average of the entropy (:func:`peak`);
     ``clipped`` is the mean share of tokens PPO's clip stopped (``clip_ratio/region_mean``) over the steps
-    that reuse a generation (where the ratio can leave 1); pass@1 and pass@32 before and after training
+    that reuse a generation (where the ratio can leave 1), ``clipped_high`` its upper end alone (Clip-Higher's);
+    pass@1 and pass@32 before and after training
     when the run was evaluated.
 
     >>> from qae_lab.compare import Run
@@ -360,7 +380,7 @@ def search_row(run: Run) -> dict:
     return {"name": run.name, "sets": sets, "steps": run.rows[-1]["step"] if run.rows else 0,
             "entropy_first": e_first, "entropy_last": e_last, "entropy_peak": peak(e, 10),
             "reward_first": r_first, "reward_last": r_last,
-            "clipped": clipped_fraction(run), **evals}
+            "clipped": clipped_fraction(run), "clipped_high": clipped_fraction(run, "high"), **evals}
 
 
 def search_table(rows: Sequence[Mapping]) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
@@ -34,6 +35,7 @@ from qae_lab.runstats import Stat, stat, within_spread
 
 __all__ = ["COMMAND", "ROOT", "REFERENCE_RUNS", "HOST_COSTS", "marker", "replace_block", "cpu_demo_text",
            "lenient_text", "reference_text", "gpu_memory_text", "t4_estimate", "gpu_time_text", "t4_time_line",
+           "NOTEBOOK_TIMES", "PLANS", "notebook_minutes", "workshop_plan_text", "answer_key_text",
            "BLOCKS", "render", "stale", "main"]
 
 COMMAND = "python -m qae_lab.readme_results"
@@ -311,6 +313,121 @@ def t4_time_line(root: str | Path = ROOT) -> str:
             f"(estimated from the architecture, not measured; docs/workshop.md)")
 
 
+# ---------------------------------------------------------------- the workshop's plans and answer key
+
+NOTEBOOK_TIMES = Path("data") / "notebook_times.json"  # benchmarks/bench_notebooks.py --write
+NOTEBOOKS = Path("notebooks")
+READING_WPM = 150  # words a minute: a participant reads prose at about 200, slower with formulas and figures
+PREDICTION_MIN = 2  # write the guess, run the check, read the why
+EXERCISE_MIN = 6  # the closing exercise, with a look at the solution
+INSTALL_MIN = 10  # everyone's first cell, and the facilitator checking that each person sees a figure
+BREAK_MIN = 10
+# which notebooks each plan runs, in order; "core" notebooks are 00-08, 09 is 07's appendix
+PLANS = {
+    "90 minutes": ("00", "01", "03", "04", "08"),
+    "half a day (3.5 hours)": ("00", "01", "02", "03", "04", "05", "06", "07", "08"),
+}
+PLAN_BUDGET = {"90 minutes": 90, "half a day (3.5 hours)": 210}
+PLAN_BREAKS = {"90 minutes": 0, "half a day (3.5 hours)": 2}
+
+
+def _notebook(root: Path, number: str) -> tuple[str, dict]:
+    """(file name, its JSON) of notebook ``number`` ("00") under ``root``."""
+    [path] = sorted((root / NOTEBOOKS).glob(f"{number}_*.ipynb"))
+    return path.name, json.loads(path.read_text(encoding="utf-8"))
+
+
+def _source(cell: dict) -> str:
+    return "".join(cell["source"])
+
+
+def notebook_minutes(root: str | Path = ROOT) -> dict[str, dict]:
+    r"""Each notebook's time in a workshop, from what it holds and what it measured: its markdown words read at
+    :data:`READING_WPM`, its full-mode run time (:data:`NOTEBOOK_TIMES`, measured by ``benchmarks/bench_notebooks.py
+    --write``), :data:`PREDICTION_MIN` for its prediction and :data:`EXERCISE_MIN` for its exercise; ``minutes`` is
+    their sum rounded up.
+
+    >>> m = notebook_minutes()["00"]; m["minutes"] == math.ceil(m["reading"] + m["computing"] + m["activities"])
+    True
+    """
+    root = Path(root)
+    times = json.loads((root / NOTEBOOK_TIMES).read_text(encoding="utf-8"))
+    out = {}
+    for path in sorted((root / NOTEBOOKS).glob("[0-9][0-9]_*.ipynb")):
+        number, nb = path.name[:2], json.loads(path.read_text(encoding="utf-8"))
+        if path.name not in times["notebooks"]:
+            raise ValueError(f"{root / NOTEBOOK_TIMES} has no time for {path.name}: run benchmarks/bench_notebooks.py "
+                             "--write")
+        words = sum(len(_source(c).split()) for c in nb["cells"] if c["cell_type"] == "markdown")
+        predicts = any(_source(c).startswith("PREDICTION = ") for c in nb["cells"] if c["cell_type"] == "code")
+        activities = PREDICTION_MIN * predicts + EXERCISE_MIN
+        reading, computing = words / READING_WPM, times["notebooks"][path.name]["full_s"] / 60
+        out[number] = {"name": path.name, "words": words, "reading": reading, "computing": computing,
+                       "activities": activities, "minutes": math.ceil(reading + computing + activities)}
+    return out
+
+
+def workshop_plan_text(root: str | Path = ROOT) -> str:
+    r"""docs/workshop.md's two plans: each notebook's minutes (:func:`notebook_minutes`), the set-up and breaks, and
+    what is left of the plan's length for questions; a plan that does not fit raises.
+
+    >>> "| total |" in workshop_plan_text()
+    True
+    """
+    root = Path(root)
+    minutes = notebook_minutes(root)
+    times = json.loads((root / NOTEBOOK_TIMES).read_text(encoding="utf-8"))
+    lines = ["", _wrap(f"Each notebook's minutes are its markdown read at {READING_WPM} words a minute, its run time "
+                       f"in full mode on {times['cores']} CPU cores (measured {times['date']} by "
+                       f"`benchmarks/bench_notebooks.py`), {PREDICTION_MIN} minutes for its prediction and "
+                       f"{EXERCISE_MIN} for its exercise, rounded up."), ""]
+    for plan, numbers in PLANS.items():
+        rows = [("set-up", "everyone runs notebook 00's first cell", INSTALL_MIN)]
+        for n in numbers:
+            m = minutes[n]
+            rows.append((n, f"{m['words']} words, {m['computing']:.1f} min of computing", m["minutes"]))
+        rows += [("break", "", BREAK_MIN)] * PLAN_BREAKS[plan]
+        used = sum(r[2] for r in rows)
+        if used > PLAN_BUDGET[plan]:
+            raise ValueError(f"the {plan} plan takes {used} min, more than its {PLAN_BUDGET[plan]}")
+        rows.append(("questions", "what is left of the plan", PLAN_BUDGET[plan] - used))
+        lines += [f"**{plan}**", "", "| part | what | minutes |", "| --- | --- | --- |"]
+        lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
+        lines += [f"| total | | {sum(r[2] for r in rows)} |", ""]
+    return "\n".join(lines)
+
+
+def _between(text: str, start: str, end: str) -> str:
+    i = text.find(start)
+    return "" if i < 0 else text[i + len(start):text.find(end, i + len(start))].strip()
+
+
+def answer_key_text(root: str | Path = ROOT) -> str:
+    r"""docs/workshop.md's answer key, read from the notebooks themselves: each one's prediction (its question and
+    its two-line Why) and its exercise (the checker and the solution's code).
+
+    >>> "### 00 ·" in answer_key_text()
+    True
+    """
+    root = Path(root)
+    out = [""]
+    for path in sorted((root / NOTEBOOKS).glob("[0-9][0-9]_*.ipynb")):
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        md = [_source(c) for c in cells if c["cell_type"] == "markdown"]
+        title = next(line[2:] for text in md for line in text.splitlines() if line.startswith("# "))
+        out += [f"### {title}", ""]
+        question = next((t.split("\n", 1)[1].strip() for t in md if t.startswith("### Predict first")), "")
+        why = next((_between(t, "<summary>Why</summary>", "</details>") for t in md if "<summary>Why</summary>" in t), "")
+        if question:
+            out += [_wrap(f"**Prediction.** {' '.join(question.split())}"), "",
+                    _wrap(f"**Answer.** {' '.join(why.split())}"), ""]
+        solution = next((_between(t, "```python", "```") for t in md if "<summary>Solution" in t), "")
+        checker = next((word for word in _source(cells[-1]).replace("(", " ").split() if "check_" in word), "")
+        if solution:
+            out += [f"**Exercise** (checked by `{checker}`):", "", "```python", solution, "```", ""]
+    return "\n".join(out)
+
+
 def _reference(root: Path) -> list[Run]:
     return [r for r in load_runs(root / REFERENCE_RUNS) if r.config.get("preset") == "cpu-demo"]
 
@@ -328,6 +445,8 @@ BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {
         "cpu-demo": lambda root: cpu_demo_text(root / REFERENCE_RUNS),
         "gpu-memory": lambda root: gpu_memory_text(),
         "gpu-time": gpu_time_text,
+        "workshop-plans": workshop_plan_text,
+        "answer-key": answer_key_text,
     },
 }
 

@@ -35,6 +35,9 @@ Departures, and why:
 
 * The groups are the two ends of the start distribution, not p <= 1-K vs p > 1-K (:mod:`qae_lab.regimes` says
   why); ``regime_split.json`` holds every prompt's start success rate.
+* The measurement samples and scores in eval mode (:func:`qae_lab.sampling.generation_mode`), as evaluation does;
+  TRL's ``entropy`` comes from the training forward, in train mode. The same numbers for models without dropout
+  (the embedded ones); with LoRA dropout they differ by what dropout does to the entropy.
 * Every process measures (the same seeds: the same numbers), so that a sharded model (ZeRO-3) generates in
   step; the main process alone writes the split. With ``use_vllm`` the measurement still samples with
   transformers' ``generate``.

@@ -336,14 +336,21 @@ def _k_sweep(fig: Figure) -> None:
     assert centred_bands(fig) == 1, "no seed spread on the K sweep"
 
 
+def _regimes(fig: Figure) -> None:
+    methods = ["mean+clip_higher (3 seeds)", "qae+clip_higher (3 seeds)"]
+    assert fig.names == methods * 3, fig.names  # hard | easy | mixed, each panel both methods (one legend entry each)
+    assert sum(t.get("showlegend") is not False for t in fig.lines) == 2
+    assert len(fig.bands) == 6  # each line's ± std band over seeds
+    for t in fig.lines:
+        within(t["y"], 0, math.inf, t["name"])
+        assert list(t["x"])[0] == 0, t["x"]  # measured before the first update
+
+
 NB06 = NotebookSpec([
+    Shown(r"Held-out prompts grouped by start success: .*", _regimes),
     Shown(r"entropy \(nats per token\), mean over seeds ± std \(trailing 10-step average\)",
           lambda f: band_lines(f, ENTROPY_METHODS, 3, "entropy (nats per token)", 0)),
-    Shown(r"entropy ledger, whole update: mean over seeds ± std \(10-step average\)",
-          lambda f: band_lines(f, ENTROPY_METHODS, 3, "first-order dH per unit step")),
     Shown(r"pass@k before and after training, mean over seeds ± std", _pass_at_k),
-    Shown(r"qae/neg_correct per step \(trailing 10-step average\)",
-          lambda f: band_lines(f, ["mean", "qae", "sa_ah"], 3, "correct responses with A < 0, per step", 0)),
     Shown(r"completion length \(tokens\), mean over seeds ± std \(20-step average\)",
           lambda f: band_lines(f, ["mean", "sa_ah"], 3, "completion length (tokens)", 1)),
     Shown(r"final entropy after training against K", _k_sweep),
@@ -353,16 +360,15 @@ entropy_view.controls["metric"].value = "reward"
 assert entropy_view.view.figure is not old and "reward" in entropy_view.view.figure.layout.title.text
 names = {t.name.split(" (")[0] for t in entropy_view.view.figure.data if t.name}
 assert names == {"mean", "qae", "mean+clip_higher", "qae+clip_higher"}, names
-ledger_view.controls["part"].value = "ledger/dh_hard_neg"
-assert "hard prompts, A < 0" in ledger_view.view.figure.layout.title.text
+entropy_view.controls["metric"].value = "ledger/dh_hard_neg"
+assert "hard prompts, A < 0" in entropy_view.view.figure.layout.title.text
 # QAE's gate empties this cell with 0/1 rewards: its curve is exactly 0, the mean baseline's is not
-qae = next(t for t in ledger_view.view.figure.data if t.name and t.name.split(" (")[0] == "qae")
+qae = next(t for t in entropy_view.view.figure.data if t.name and t.name.split(" (")[0] == "qae")
 assert all(v == 0 for v in qae.y)
-count_view.controls["metric"].value = "qae/neg_correct_if_mean"
-assert "neg_correct_if_mean" in count_view.view.figure.layout.title.text
 saah_view.controls["metric"].value = "saah/w_mean_neg"
 assert {t.name.split(" (")[0] for t in saah_view.view.figure.data if t.name} == {"sa_ah"}  # only SA-AH logs it
 sweep.controls["quantity"].value = "pass@32"
 assert "pass@32" in sweep.view.figure.layout.title.text and list(sweep.view.figure.data[-1].x) == [0.2, 0.4, 0.6, 0.8]
 assert len(JUDGED) == len(claims.CLAIMS) and all(j.effect is not None for j in JUDGED.values())
+assert 0 < claims.clipped_share(ENTROPY) < 0.01  # the prediction's measurement: the clip acts on few tokens
 """)

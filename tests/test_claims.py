@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from qae_lab.claims import (CLAIMS, VERDICTS, clip_acted, clip_sentence, direction, evaluation, fell, judge,
-                            punished_correct_sentence, rose, scoreboard, scoreboard_markdown, sharpening_sentences,
-                            summary_lines, total, variance, window)
+from qae_lab.claims import (CLAIMS, VERDICTS, clip_acted, clip_sentence, direction, evaluation, fell, held_out, judge,
+                            punished_correct_sentence, regime_fell, regime_rose, rose, scoreboard, scoreboard_markdown,
+                            sharpening_sentences, summary_lines, total, variance, window)
 from qae_lab.compare import Run, find_reference_runs
 from qae_lab.phenomena import EXPERIMENTS, load_experiment, run_names
 
@@ -221,3 +221,29 @@ def test_the_committed_scoreboard_separates_untestable_from_no_difference():
     for key in ("explosion", "collapse"):
         if rows[key]["verdict"] == "cannot be tested here":
             assert "to prevent" in rows[key]["why"] and "Clip-Higher" in rows[key]["why"]
+
+
+def _held_out_run(method: str, seed: int, hard, easy) -> Run:
+    rows = [{"step": 1 + 10 * i, "regime_eval/entropy_hard": h, "regime_eval/entropy_easy": e}
+            for i, (h, e) in enumerate(zip(hard, easy))]
+    return Run(f"{method}-{seed}", method, seed, {}, rows, None, None)
+
+
+def test_the_regime_checks_need_a_held_out_control_that_explodes_or_collapses():
+    calm = _held_out_run("mean+clip_higher", 0, [0.2, 0.21, 0.2], [0.2, 0.19, 0.18])
+    wild = _held_out_run("mean+clip_higher", 1, [0.2, 0.3, 0.25], [0.2, 0.1, 0.05])
+    assert regime_rose("mean+clip_higher")([calm]).endswith("1.05x its start: there was no explosion to prevent")
+    assert regime_rose("mean+clip_higher")([calm, wild]) is None  # one run that rose 1.5x suffices
+    assert regime_fell("mean+clip_higher")([calm]).startswith(
+        "mean+clip_higher's entropy on the prompts that start easiest fell only to 0.90x its start")
+    assert regime_fell("mean+clip_higher")([calm, wild]) is None  # 0.25x
+    assert regime_rose("qae")([calm]) == "no run of qae measured its held-out hard prompts"
+
+
+def test_the_regime_claims_compare_the_held_out_groups():
+    hard_claim = next(c for c in CLAIMS if c.key == "hard_regime")
+    runs = [_held_out_run("mean+clip_higher", s, [0.2, 0.3 + 0.01 * s, 0.2], [0.2] * 3) for s in range(3)]
+    runs += [_held_out_run("qae+clip_higher", s, [0.2, 0.22 + 0.01 * s, 0.2], [0.2] * 3) for s in range(3)]
+    j = judge(hard_claim, {"regimes": runs})
+    assert j.kind == "holds" and j.effect.a.mean == pytest.approx(1.55) and j.effect.b.mean == pytest.approx(1.15)
+    assert held_out("hard", "peak/start").number(runs[0]) == pytest.approx(1.5)

@@ -15,8 +15,10 @@ from qae_lab.compare import Run, find_reference_runs, load_runs
 from qae_lab.methods import method_settings
 from qae_lab.phenomena import (
     EXPERIMENTS,
+    REGIME_SETS,
     SEARCH,
     SEARCH_SEED,
+    SEARCHES,
     PHENOMENA_DIR,
     effect,
     k_sweep_rows,
@@ -72,6 +74,21 @@ def test_search_summary_is_committed_and_complete():
         assert {"name", "sets", "steps", "entropy_first", "entropy_last", "entropy_peak", "reward_first",
                 "reward_last", "clipped", "pass@1_before", "pass@1_after"} <= set(row)
         assert row["steps"] > 0 and all(0 <= row[k] < 10 for k in ("entropy_first", "entropy_last", "entropy_peak"))
+
+
+def test_regime_search_summary_is_committed_and_complete():
+    """search_regimes.json holds every try of REGIME_SEARCH, on the search seed, with its clipped shares."""
+    tries, name = SEARCHES["regimes"]
+    rows = json.loads((REF / PHENOMENA_DIR / name).read_text())
+    assert sorted(row["name"] for row in rows) == sorted(n for n, _, _ in tries)
+    method = {n: m for n, m, _ in tries}
+    for row in rows:
+        assert f"seed={SEARCH_SEED}" in row["sets"] and f"--method {method[row['name']]}" in row["sets"]
+        assert 0 <= row["clipped_high"] <= row["clipped"] < 1  # the upper end is part of the clipped region
+    # the reported runs use the chosen try's settings, on fresh seeds, with the preset's evaluation
+    chosen = next(sets for n, _, sets in tries if n.startswith("spg8-lr5e-5"))
+    assert [s for s in chosen if s != "eval_samples=8"] == EXPERIMENTS["regimes"]["sets"] == REGIME_SETS
+    assert SEARCH_SEED not in EXPERIMENTS["regimes"]["seeds"]
 
 
 def test_run_names_and_bad_experiment():

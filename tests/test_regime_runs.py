@@ -25,14 +25,14 @@ def _run(method: str, seed: int, curves: dict[str, list[float]], every: int = 10
     rows = []
     for i in range(n):
         step = 1 + i * every
-        row = {"step": step, "reward": 0.5, "clip_ratio/region_mean": 0.0,
+        row = {"step": step, "reward": 0.5, "clip_ratio/region_mean": 0.0, "clip_ratio/high_mean": 0.0,
                "entropy/hard": 0.3 + 0.01 * i, "entropy/easy": 0.1}
         for group, values in curves.items():
             row[f"regime_eval/entropy_{group}"] = values[i]
             start = {"hard": 0.2, "easy": 0.9, "all": 0.5}[group]
             row[f"regime_eval/success_{group}"] = start + (0.1 if i == n - 1 else 0.0)
         rows.append(row)
-        rows.append({"step": step + 1, "loss": 0.0, "clip_ratio/region_mean": clip})
+        rows.append({"step": step + 1, "loss": 0.0, "clip_ratio/region_mean": clip, "clip_ratio/high_mean": clip / 4})
     return Run(f"{method}-seed{seed}", method, seed, {}, rows, None, None)
 
 
@@ -71,10 +71,10 @@ def test_table_over_seeds_and_agreement_by_seed():
     # peak/start over seeds: 0.30 / 0.2, 0.31 / 0.2, 0.29 / 0.2 -> mean 1.5, population std 0.05 * sqrt(2/3)
     assert hard_mean["peak/start"].mean == pytest.approx(1.5)
     assert hard_mean["peak/start"].std == pytest.approx(0.05 * (2 / 3) ** 0.5)
-    assert seeds_agreeing(runs, "qae", "mean", "hard", "peak/start") == (3, 3)
-    assert seeds_agreeing(runs, "mean", "qae", "easy", "final/start") == (3, 3)
-    # the mixed set: seed 0 ties (not counted as lower), seed 1 lower under qae, seed 2 higher
-    assert seeds_agreeing(runs, "qae", "mean", "all", "final/start") == (1, 3)
+    assert seeds_agreeing(runs, "qae", "mean", "hard", "peak/start") == (3, 0, 3)
+    assert seeds_agreeing(runs, "mean", "qae", "easy", "final/start") == (3, 0, 3)
+    # the mixed set: seed 0 ties (counted in neither), seed 1 lower under qae, seed 2 higher
+    assert seeds_agreeing(runs, "qae", "mean", "all", "final/start") == (1, 1, 3)
     table = format_regime_table(regime_table(runs))
     assert table.splitlines()[0].split() == ["method", "group", "seeds", "start", "peak/start", "final", "final/start"]
     assert "1.500 ± 0.041" in table
@@ -101,10 +101,14 @@ def test_sentences_say_what_holds_and_what_does_not():
     assert hard.startswith("Hard prompts") and "lower under the quantile baseline in 3 of 3 seeds" in hard
     assert "no-explosion side holds here" in hard and "mean baseline (mean) 1.500 ± 0.041" in hard
     assert "start success 0.200 ± 0.000" in hard
+    # the net change too: final/start 1.25 (mean) vs 1.05 (qae) in every seed
+    assert "final/start mean baseline (mean) 1.250 ± 0.000, quantile (qae) 1.050 ± 0.000" in hard
+    assert "direction on hard prompts (an entropy change at most the mean baseline's) holds here" in hard
     assert "higher under the quantile baseline in 3 of 3 seeds" in easy and "no-collapse side holds here" in easy
-    assert "lower under the quantile baseline in 1 of 3 seeds" in mixed and "overlap" in mixed
+    assert "lower under the quantile baseline in 1 of 3 seeds, equal in 1" in mixed and "overlap" in mixed
     assert "quantile hard" in training and "0.320 ± 0.000" in training
-    assert "mean 1.00% ± 0.00%" in outcome and "qae 2.00% ± 0.00%" in outcome
+    assert "mean 1.00% ± 0.00% (at the upper end, Clip-Higher's, 0.25% ± 0.00%)" in outcome
+    assert "qae 2.00% ± 0.00%" in outcome
     # reversed: swap the two methods' roles
     reversed_hard = regime_sentences(runs, "qae", "mean")[0]
     assert "in 0 of 3 seeds" in reversed_hard and "side reversed here" in reversed_hard
@@ -119,7 +123,15 @@ def test_sentences_say_not_shown_when_seeds_disagree():
             _run("qae", 1, {"hard": [0.2, 0.3], "easy": [0.1, 0.1], "all": [0.1, 0.1]})]
     hard, easy = regime_sentences(runs, "mean", "qae")[:2]
     assert "1 of 2 seeds" in hard and "not shown here" in hard
-    assert "0 of 2 seeds" in easy and "reversed" in easy  # equal everywhere: never higher
+    # the easy group's entropy never moved under the mean baseline: no collapse to prevent
+    assert "0 of 2 seeds, equal in 2" in easy and "no-collapse side is not tested here" in easy
+
+
+def test_sentences_say_not_tested_when_the_mean_baseline_never_rises():
+    flat = {"hard": [0.2, 0.18, 0.17], "easy": [0.1, 0.09, 0.08], "all": [0.15, 0.14, 0.13]}
+    runs = [_run(m, s, flat) for m in ("mean", "qae") for s in (0, 1)]
+    hard = regime_sentences(runs, "mean", "qae")[0]
+    assert "equal in 2" in hard and "no explosion to prevent" in hard and "is not tested here" in hard
 
 
 def test_regime_figure_has_three_panels_and_one_legend_entry_per_method():
@@ -146,3 +158,62 @@ def test_docs_name_every_regime_metric_and_constant():
     glossary = (ROOT / "docs/glossary.md").read_text()
     assert all(name in glossary for name in ("regime_eval_steps", "regime_eval_samples", "regime_eval_prompts",
                                              "entropy/hard", "regime_split.json"))
+
+
+# ---------------------------------------------------------------- the committed regimes experiment
+
+def test_committed_regime_runs_share_split_and_start_per_seed():
+    from qae_lab.compare import find_reference_runs
+    from qae_lab.phenomena import EXPERIMENTS, PHENOMENA_DIR, load_experiment
+
+    ref = find_reference_runs()
+    runs = load_experiment(ref, "regimes")
+    exp = EXPERIMENTS["regimes"]
+    assert sorted({r.method for r in runs}) == sorted(exp["methods"])
+    for seed in exp["seeds"]:
+        same_seed = [r for r in runs if r.seed == seed]
+        assert len(same_seed) == len(exp["methods"])
+        # one split per seed, whatever the method: the start model's, drawn with the run's seed
+        splits = {(ref / PHENOMENA_DIR / "regimes" / r.name / "regime_split.json").read_text() for r in same_seed}
+        assert len(splits) == 1
+        # and the same start measurements, to the last bit (the same draws of the same model)
+        starts = {tuple(r.rows[0][m] for m in REGIME_EVAL_METRICS) for r in same_seed}
+        assert len(starts) == 1 and same_seed[0].rows[0]["step"] == 1
+    for r in runs:  # measured before the first and the last step, and every regime_eval_steps steps between
+        measured = [row["step"] for row in r.rows if REGIME_EVAL_METRICS[0] in row]
+        every = r.config["trainer"]["regime_eval_steps"]
+        last = r.rows[-1]["step"]
+        assert measured == sorted({*range(1, last + 1, every), last})
+
+
+def test_committed_regime_table_and_sentences_agree():
+    from qae_lab.compare import find_reference_runs
+    from qae_lab.phenomena import EXPERIMENTS, load_experiment
+
+    runs = load_experiment(find_reference_runs(), "regimes")
+    rows = regime_table(runs)
+    methods = EXPERIMENTS["regimes"]["methods"]
+    assert sorted((r["method"], r["group"]) for r in rows) == sorted((m, g) for m in methods
+                                                                     for g in ("hard", "easy", "mixed"))
+    assert all(r["seeds"] == len(EXPERIMENTS["regimes"]["seeds"]) for r in rows)
+    by = {(r["method"], r["group"]): r for r in rows}
+    for mean_method, quantile_method in zip(methods[::2], methods[1::2]):  # with Clip-Higher, then without
+        sentences = regime_sentences(runs, mean_method, quantile_method)
+        assert len(sentences) == 5
+        hard_mean = by[(mean_method, "hard")]["peak/start"]
+        assert f"({mean_method}) {hard_mean.mean:.3f} ± {hard_mean.std:.3f}" in sentences[0]
+        easy_q = by[(quantile_method, "easy")]["final/start"]
+        assert f"({quantile_method}) {easy_q.mean:.3f} ± {easy_q.std:.3f}" in sentences[1]
+        agree = seeds_agreeing(runs, quantile_method, mean_method, "hard", "peak/start")
+        assert f"in {agree.below} of {agree.n} seeds" in sentences[0]
+
+
+def test_regime_figure_of_the_committed_runs():
+    from qae_lab.compare import find_reference_runs
+    from qae_lab.phenomena import load_experiment
+
+    fig = regime_figure(load_experiment(find_reference_runs(), "regimes"), "mean+clip_higher", "qae+clip_higher")
+    assert [t.name for t in fig.data if t.showlegend is not False] == ["mean+clip_higher (3 seeds)",
+                                                                        "qae+clip_higher (3 seeds)"]
+    lines = [t for t in fig.data if t.mode == "lines+markers"]
+    assert len(lines) == 6 and all(list(t.x)[0] == 0 and list(t.x)[-1] == 479 for t in lines)  # 0 .. 479 updates
