@@ -322,9 +322,10 @@ PREDICTION_MIN = 2  # write the guess, run the check, read the why
 EXERCISE_MIN = 6  # the closing exercise, with a look at the solution
 INSTALL_MIN = 10  # everyone's first cell, and the facilitator checking that each person sees a figure
 BREAK_MIN = 10
-# which notebooks each plan runs, in order; "core" notebooks are 00-08, 09 is 07's appendix
+# which notebooks each plan runs, in order; "core" notebooks are 00-08, 09 is 07's appendix. 90 minutes hold 00-04
+# without 02 (95 minutes with 08 as well, measured 2026-12-03): 08 is what they take home
 PLANS = {
-    "90 minutes": ("00", "01", "03", "04", "08"),
+    "90 minutes": ("00", "01", "03", "04"),
     "half a day (3.5 hours)": ("00", "01", "02", "03", "04", "05", "06", "07", "08"),
 }
 PLAN_BUDGET = {"90 minutes": 90, "half a day (3.5 hours)": 210}
@@ -402,6 +403,22 @@ def _between(text: str, start: str, end: str) -> str:
     return "" if i < 0 else text[i + len(start):text.find(end, i + len(start))].strip()
 
 
+def _prediction_question(cells: list[dict]) -> str:
+    """The question of a notebook's prediction: the markdown just before its ``PREDICTION = `` cell, from the line
+    that names the prediction ("Predict first" heading or a "**Predict:**" line) on, without that heading; "" when
+    the notebook asks none."""
+    at = next((i for i, c in enumerate(cells) if c["cell_type"] == "code" and _source(c).startswith("PREDICTION = ")),
+              None)
+    md = [i for i in range(at or 0) if cells[i]["cell_type"] == "markdown"]
+    if at is None or not md:
+        return ""
+    lines = _source(cells[md[-1]]).splitlines()
+    start = next((k for k, line in enumerate(lines) if "Predict" in line), 0)
+    head = lines[start]
+    rest = lines[start + 1:] if head.startswith("#") else [head.replace("**Predict:**", "").strip()] + lines[start + 1:]
+    return "\n".join(rest).strip()
+
+
 def answer_key_text(root: str | Path = ROOT) -> str:
     r"""docs/workshop.md's answer key, read from the notebooks themselves: each one's prediction (its question and
     its two-line Why) and its exercise (the checker and the solution's code).
@@ -416,7 +433,7 @@ def answer_key_text(root: str | Path = ROOT) -> str:
         md = [_source(c) for c in cells if c["cell_type"] == "markdown"]
         title = next(line[2:] for text in md for line in text.splitlines() if line.startswith("# "))
         out += [f"### {title}", ""]
-        question = next((t.split("\n", 1)[1].strip() for t in md if t.startswith("### Predict first")), "")
+        question = _prediction_question(cells)
         why = next((_between(t, "<summary>Why</summary>", "</details>") for t in md if "<summary>Why</summary>" in t), "")
         if question:
             out += [_wrap(f"**Prediction.** {' '.join(question.split())}"), "",

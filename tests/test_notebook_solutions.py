@@ -51,10 +51,33 @@ def calls(stub: str) -> list[tuple[str, str]]:
     return out
 
 
-def checker(name: str):
-    """``check_x`` from qae_lab.exercises, ``module.check_x`` from qae_lab.module."""
-    module, _, attr = name.rpartition(".")
-    return getattr(importlib.import_module(f"qae_lab.{module}" if module else "qae_lab.exercises"), attr)
+def checker(path: Path, name: str):
+    """The object ``name`` (``check_x`` or ``module.check_x``) names in notebook ``path``: its ``qae_lab`` imports
+    run in a fresh namespace, then the dotted name looked up attribute by attribute."""
+    space: dict = {}
+    for cell in nbformat.read(path, as_version=4).cells:
+        if cell.cell_type != "code":
+            continue
+        try:
+            tree = ast.parse(cell.source)
+        except SyntaxError:  # a cell with IPython magics holds no qae_lab import
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("qae_lab"):
+                for alias in node.names:
+                    module = importlib.import_module(node.module)
+                    space[alias.asname or alias.name] = (getattr(module, alias.name) if hasattr(module, alias.name)
+                                                         else importlib.import_module(f"{node.module}.{alias.name}"))
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.startswith("qae_lab") and alias.asname:
+                        space[alias.asname] = importlib.import_module(alias.name)
+    head, *rest = name.split(".")
+    assert head in space, f"{path.name}: {name} is not imported from qae_lab in the notebook"
+    obj = space[head]
+    for part in rest:
+        obj = getattr(obj, part)
+    return obj
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name[:2])
@@ -66,7 +89,7 @@ def test_the_solution_passes_the_exercise_checker(path):
     exec(compile(solution, f"{path.name}: solution", "exec"), space)  # the notebook's own text, not model output
     for check, name in checks:
         assert name in space, f"{path.name}: the solution does not define {name}"
-        verdict = checker(check)(space[name])
+        verdict = checker(path, check)(space[name])
         assert verdict.startswith("Correct"), f"{path.name}: {check}({name}) -> {verdict}"
 
 
@@ -88,6 +111,7 @@ def test_the_stub_gives_nothing_away(path):
 def test_the_checks_catch_a_stub_that_gives_the_answer_away(tmp_path):
     nb = nbformat.v4.new_notebook()
     nb.cells = [
+        nbformat.v4.new_code_cell("from qae_lab.exercises import check_mean_advantages"),
         nbformat.v4.new_markdown_cell("<details><summary>Solution</summary>\n\n```python\ndef my_f(r):\n"
                                       "    return (r - r.mean()) / (r.std() + 1e-6)\n```\n</details>"),
         nbformat.v4.new_code_cell("def my_f(r):\n    # YOUR CODE HERE: (r - r.mean()) / (r.std() + 1e-6)\n"
@@ -97,13 +121,13 @@ def test_the_checks_catch_a_stub_that_gives_the_answer_away(tmp_path):
     nbformat.write(nb, path)
     with pytest.raises(AssertionError, match="carries the solution"):
         test_the_stub_gives_nothing_away(path)
-    nb.cells[1].source = "def my_f(r):\n    # YOUR CODE HERE: use torch.std\n    return None\n\n" \
+    nb.cells[2].source = "def my_f(r):\n    # YOUR CODE HERE: use torch.std\n    return None\n\n" \
                          "print(check_mean_advantages(my_f))"
     nbformat.write(nb, path)
     with pytest.raises(AssertionError, match="names the solution's calls"):
         test_the_stub_gives_nothing_away(path)
     test_the_solution_passes_the_exercise_checker(path)  # the solution itself is right
-    nb.cells[0].source = nb.cells[0].source.replace("r.std()", "r.std(unbiased=False)")
+    nb.cells[1].source = nb.cells[1].source.replace("r.std()", "r.std(unbiased=False)")
     nbformat.write(nb, path)
     with pytest.raises(AssertionError):
         test_the_solution_passes_the_exercise_checker(path)  # a wrong solution fails its checker

@@ -181,6 +181,10 @@ def _copy_checkout(tmp_path: Path) -> Path:
         shutil.copytree(run, root / readme_results.REFERENCE_RUNS / run.name)
     (root / readme_results.HOST_COSTS).parent.mkdir(parents=True)
     shutil.copy(ROOT / readme_results.HOST_COSTS, root / readme_results.HOST_COSTS)  # the T4 time estimate's input
+    # docs/workshop.md's plans and answer key: the measured notebook times and the notebooks themselves
+    shutil.copy(ROOT / readme_results.NOTEBOOK_TIMES, root / readme_results.NOTEBOOK_TIMES)
+    shutil.copytree(ROOT / readme_results.NOTEBOOKS, root / readme_results.NOTEBOOKS,
+                    ignore=shutil.ignore_patterns("runs", ".ipynb_checkpoints"))
     return root
 
 
