@@ -1,4 +1,4 @@
-"""Test-session settings shared by the unit tests, doctests and notebooks (tests/test_notebook_runs.py).
+"""Test-session settings shared by the unit tests, doctests and notebooks (tests/notebooks/test_notebook_runs.py).
 
 Notebooks run headless in smoke mode (fewer Monte-Carlo samples and steps) unless the
 caller set QAE_LAB_SMOKE / QAE_LAB_HEADLESS already; the kernels the tests start inherit this

@@ -8,7 +8,7 @@ whose working directory is the notebook's own folder (a folder outside any check
         every cell top to bottom (smoke mode and headless: the caller's environment), every figure recorded
         and its probe run as tests/nbexec.py does, then tests/notebook_specs.py's checks of that execution.
     python .ci/fresh_colab_nb.py junit-times JUNIT_XML
-        "NN SECONDS" for each notebook run of tests/test_notebook_runs.py in a pytest JUnit report.
+        "NN SECONDS" for each notebook run of tests/notebooks/test_notebook_runs.py in a pytest JUnit report.
 
 Run it with the environment's python from anywhere: its own folder (.ci/), not the working directory, goes
 on sys.path, so ``import qae_lab`` finds the installed package and never a checkout's source.

@@ -4,12 +4,12 @@ r"""How often math-verify agrees with qae_lab's own verdict on GSM8K's test answ
     python benchmarks/bench_math_verify.py --data path/to/gsm8k --limit 200 --show 3
 
 For each problem of ``test.jsonl`` it writes completions in the task's format
-(:func:`qae_lab.data.xml_completion`: the problem's worked steps, then the answer block) whose answer
+(:func:`qae_lab.task.data.xml_completion`: the problem's worked steps, then the answer block) whose answer
 block holds the gold answer as GSM8K writes it, and variants of it ("1,000", "$18", "18.00",
 "\boxed{18}", "\frac{36}{2}", "x = 18", "18 dollars", "18%", "The answer is 18.", "1 000", a near miss
 such as "18.0000001", "18 or 19", a wrong answer, an answer that runs on). Each completion is judged twice: by
-:func:`qae_lab.answers.strict_is_correct` (:func:`~qae_lab.answers.extract_answer`'s reading) and by
-:func:`qae_lab.verify.math_verify_is_correct` (math-verify's, behind the same strict format and the
+:func:`qae_lab.task.answers.strict_is_correct` (:func:`~qae_lab.task.answers.extract_answer`'s reading) and by
+:func:`qae_lab.task.verify.math_verify_is_correct` (math-verify's, behind the same strict format and the
 same guard). It prints the agreement overall and per variant, then each disagreement kind with a
 few examples and what each reader made of the answer. Needs the ``verify`` extra; without it, or
 without the data, it says so and exits.
@@ -23,9 +23,9 @@ from collections import defaultdict
 from fractions import Fraction
 from pathlib import Path
 
-from qae_lab.answers import extract_answer, gold_value, strict_is_correct
-from qae_lab.data import load_gsm8k, xml_completion
-from qae_lab.verify import answer_block, available, math_verify_is_correct, reading
+from qae_lab.task.answers import extract_answer, gold_value, strict_is_correct
+from qae_lab.task.data import load_gsm8k, xml_completion
+from qae_lab.task.verify import answer_block, available, math_verify_is_correct, reading
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k"
 

@@ -9,7 +9,7 @@ training run (400 steps and two evaluations in full mode on a CPU). Usage:
 
 ``--write`` keeps every notebook's two times in ``data/notebook_times.json`` (the notebooks measured now replace
 their old entries; the others are kept), which docs/workshop.md's plans read
-(``qae_lab.readme_results.notebook_minutes``; ``python -m qae_lab.readme_results`` rewrites the plans).
+(``tools.readme_results.notebook_minutes``; ``python -m tools.readme_results`` rewrites the plans).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-from qae_lab.runfolder import atomic_write_text
+from qae_lab.storage.folder import atomic_write_text
 
 TIMES = Path(__file__).resolve().parents[1] / "data" / "notebook_times.json"
 

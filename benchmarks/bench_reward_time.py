@@ -1,4 +1,4 @@
-r"""How long the rewards take on the worst answers that pass :func:`qae_lab.verify.safe_answer`.
+r"""How long the rewards take on the worst answers that pass :func:`qae_lab.task.verify.safe_answer`.
 
     python benchmarks/bench_reward_time.py                 # every family, 300 fuzzed answers
     python benchmarks/bench_reward_time.py --fuzz 1000 --seed 1 --show 20
@@ -8,8 +8,8 @@ guard alone must keep every answer it lets through cheap. This script builds ans
 that pass the guard and are built to be slow: brace groups nested to ``MAX_DEPTH`` (every allowed
 command, mixed, with long contents), many sibling groups, long digit runs, many commands, letters and
 words, and random answers from a small grammar of everything the whitelist allows. Each is timed
-through :func:`qae_lab.verify.math_verify_is_correct` and through the strict reward
-(:func:`qae_lab.rewards.strict_correctness_reward`), and the slowest are listed with their ratio to an
+through :func:`qae_lab.task.verify.math_verify_is_correct` and through the strict reward
+(:func:`qae_lab.task.rewards.strict_correctness_reward`), and the slowest are listed with their ratio to an
 ordinary answer (``\boxed{\frac{3}{4}}``) measured the same way in the same run. It also counts
 candidates the guard refused (deeper nesting, bare ``{...}`` groups), which the rewards score 0 at
 once, and times one to show it.
@@ -35,8 +35,8 @@ import random
 import statistics
 import time
 
-from qae_lab.rewards import strict_correctness_reward
-from qae_lab.verify import MAX_CHARS, MAX_DEPTH, available, math_verify_is_correct, safe_answer
+from qae_lab.task.rewards import strict_correctness_reward
+from qae_lab.task.verify import MAX_CHARS, MAX_DEPTH, available, math_verify_is_correct, safe_answer
 
 ORDINARY = r"\boxed{\frac{3}{4}}"  # the reference answer of the ratios
 WARM_UP = ["18", r"\boxed{\frac{3}{4}}", r"\$1,000.50", "x = 5 apples", r"\text{18}"]

@@ -30,12 +30,15 @@ from transformers import Qwen2ForCausalLM
 from trl import GRPOConfig, GRPOTrainer
 
 from qae_lab.advantages import advantage_stats, group_advantages
-from qae_lab.data import synthetic_task, to_grpo_dataset
-from qae_lab.embedded import embedded_config
-from qae_lab.models import load_policy
-from qae_lab.rewards import correctness_reward
-from qae_lab.config import QAEConfig
-from qae_lab.trainer import QAETrainer
+from qae_lab.task.data import synthetic_task, to_grpo_dataset
+import sys
+from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tools/ lives at the repository's root
+from tools.embedded_models import embedded_config
+from qae_lab.task.models import load_policy
+from qae_lab.task.rewards import correctness_reward
+from qae_lab.train.config import QAEConfig
+from qae_lab.train.trainer import QAETrainer
 
 
 def _trainer(cls, cfg_cls, model, tok, n, g, **extra):

@@ -22,8 +22,8 @@ It prints, in order of importance (later sections are skipped when --budget-s ru
 4. a gradient check with LoRA dropout 0: sparse vs dense must agree as closely as dense vs dense;
 5. the live preset's first and later step times (notebook 04 waits for the first), peak memory
    (and step time) of the 1.5B preset in float32 and float16, then the 0.5B and 3B presets' step
-   time and peak, and the 0.5B T4 preset's (float16) with its estimated peak (qae_lab.memory) and step time at
-   the card's datasheet peaks (qae_lab.gpu_time) beside it: their ratio is the fraction of the peaks reached.
+   time and peak, and the 0.5B T4 preset's (float16) with its estimated peak (qae_lab.runs.costs) and step time at
+   the card's datasheet peaks (qae_lab.runs.costs) beside it: their ratio is the fraction of the peaks reached.
 """
 
 from __future__ import annotations
@@ -47,12 +47,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_trainer import _rewards_at_80  # noqa: E402  (the same ~80%-zero reward layout as the CPU benchmark)
 from host_costs import OpCount  # noqa: E402  (counts aten ops, as the host-cost benchmark does)
 
-from qae_lab import presets  # noqa: E402
-from qae_lab import run as pipeline  # noqa: E402
+from qae_lab.runs import presets  # noqa: E402
+from qae_lab.runs import pipeline as pipeline  # noqa: E402
 from qae_lab.advantages import group_advantages  # noqa: E402
-from qae_lab.models import QWEN_MODELS, embedded_dir, load_policy  # noqa: E402
-from qae_lab.gpu_time import gpu_named, run_time  # noqa: E402
-from qae_lab.memory import run_memory  # noqa: E402
+from qae_lab.task.models import QWEN_MODELS, embedded_dir, load_policy  # noqa: E402
+from qae_lab.runs.costs import gpu_named, run_time  # noqa: E402
+from qae_lab.runs.costs import run_memory  # noqa: E402
 
 # Qwen2.5-*-Instruct architectures (their config.json), for random weights when none are cached
 ARCH = {"qwen2.5-0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14),
@@ -177,18 +177,18 @@ def step_section(label: str, name: str, source: str, data, out: Path, smoke: boo
 
 
 def estimates(row: dict, run, cfg, device_name: str, bf16: bool) -> list[str]:
-    """Adds the preset's estimated peak memory and, on a GPU of qae_lab.gpu_time.GPUS, its estimated step time at
+    """Adds the preset's estimated peak memory and, on a GPU of qae_lab.runs.costs.GPUS, its estimated step time at
     the datasheet peaks to a measured ``row``; the measured/estimated ratio is the fraction of the peaks reached
     (compilation aside: the steady steps). Returns the lines to print."""
     est = run_memory(run, cfg, bf16_gpu=bf16)
     row["estimated_peak"] = gib(est["peak"])
-    lines = [f"estimated peak {gib(est['peak'])} (qae_lab.memory.run_memory)"]
+    lines = [f"estimated peak {gib(est['peak'])} (qae_lab.runs.costs.run_memory)"]
     card = gpu_named(device_name)
     if card is None:
-        return lines + [f"no datasheet figures for {device_name!r} in qae_lab.gpu_time.GPUS: no time estimate"]
+        return lines + [f"no datasheet figures for {device_name!r} in qae_lab.runs.costs.GPUS: no time estimate"]
     floor = run_time(run, cfg, card)["step"]  # compiled decoding: the card's terms only
     row["estimated_step_s"], row["peak_fraction"] = round(floor, 3), round(floor / row["steady_step_s"], 3)
-    return lines + [f"estimated step {floor:.2f} s at the {card.name}'s datasheet peaks (qae_lab.gpu_time.run_time): "
+    return lines + [f"estimated step {floor:.2f} s at the {card.name}'s datasheet peaks (qae_lab.runs.costs.run_time): "
                     f"the measured steady step reaches {floor / row['steady_step_s']:.0%} of them"]
 
 
@@ -419,7 +419,7 @@ def main(argv=None) -> int:
         src, how = model_source(name, smoke, work)
         folder = runs / f"more-{len(report['sections']['more'])}"
         run = step_section(label, name, src, data, folder, smoke, 3 if preset else 2, sets, preset)
-        if preset and not smoke:  # the estimates (qae_lab.memory, qae_lab.gpu_time) beside the measured row
+        if preset and not smoke:  # the estimates (memory and time, qae_lab.runs.costs) beside the measured row
             for line in estimates(run["row"], run["run"], run["trainer"].args, torch.cuda.get_device_name(),
                                   torch.cuda.is_bf16_supported()):
                 print(f"  {'':<34} {line}", flush=True)

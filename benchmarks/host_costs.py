@@ -9,9 +9,9 @@ That cost depends on the number of ops (the layer count and the LoRA layout), no
 measured here with Qwen2.5-0.5B's layout (24 layers, 14 query and 2 key/value heads, LoRA r = 16 on all seven
 projections) at a tiny width (hidden 56, MLP 64, vocabulary 512), where each op's own arithmetic is negligible,
 on one CPU thread. A GPU host pays this and each kernel's launch on top, so the figure is a lower bound of the
-host's share. ``qae_lab.gpu_time`` uses it for the decoding that runs eagerly: the evaluations (``model.generate``
+host's share. ``qae_lab.runs.costs`` uses it for the decoding that runs eagerly: the evaluations (``model.generate``
 on the PEFT model, adapters unmerged) and in-loop generation with ``compile_generation: false`` (adapters merged,
-``qae_lab.generation.generation_policy``). With compiled decoding (CUDA graphs) the host's share is not counted.
+``qae_lab.train.generation.generation_policy``). With compiled decoding (CUDA graphs) the host's share is not counted.
 
 Each figure: (time to generate N tokens - time to generate 1) / (N - 1), the median of repeats, at batch 1 (the
 host's figure: the ops' own arithmetic as small as it gets) and at batch 32 (for reference: there the CPU also
@@ -35,12 +35,12 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from qae_lab.generation import generation_policy
-from qae_lab.models import lora_config
+from qae_lab.train.generation import generation_policy
+from qae_lab.task.models import lora_config
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "data" / "gpu_time" / "host_costs.json"
-# Qwen2.5-0.5B's layout (qae_lab.memory.QWEN25["qwen2.5-0.5b"]) at a width where the ops cost nothing
+# Qwen2.5-0.5B's layout (qae_lab.runs.costs.QWEN25["qwen2.5-0.5b"]) at a width where the ops cost nothing
 TINY_05B = dict(num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2, hidden_size=56,
                 intermediate_size=64, vocab_size=512, tie_word_embeddings=True, max_position_embeddings=1024)
 

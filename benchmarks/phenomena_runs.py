@@ -5,22 +5,22 @@ Every run is ``python -m qae_lab train --preset <preset> --method <method> --set
 ``config.json``, ``log.jsonl`` and ``summary.json`` (the before/after evaluation summaries without the
 per-problem completions).
 
-    python benchmarks/phenomena_runs.py --search-run /tmp/phen --jobs 2   # 1. qae_lab.phenomena.SEARCH
+    python benchmarks/phenomena_runs.py --search-run /tmp/phen --jobs 2   # 1. qae_lab.analysis.phenomena.SEARCH
     python benchmarks/phenomena_runs.py --search /tmp/phen/search          #    -> phenomena/search.json
     python benchmarks/phenomena_runs.py --search-run /tmp/phen --search-of regimes --jobs 2   # REGIME_SEARCH
     python benchmarks/phenomena_runs.py --search /tmp/phen/search-regimes --search-of regimes  # -> search_regimes.json
     python benchmarks/phenomena_runs.py --work /tmp/phen --jobs 2          # 2. every experiment, fresh seeds
     python benchmarks/phenomena_runs.py --work /tmp/phen --only entropy --collect-only
 
-1. ``--search-run DIR`` runs every entry of :data:`qae_lab.phenomena.SEARCH` (one seed,
-   :data:`qae_lab.phenomena.SEARCH_SEED`, which no reported run uses) into ``DIR/search/``; ``--search DIR``
+1. ``--search-run DIR`` runs every entry of :data:`qae_lab.analysis.phenomena.SEARCH` (one seed,
+   :data:`qae_lab.analysis.phenomena.SEARCH_SEED`, which no reported run uses) into ``DIR/search/``; ``--search DIR``
    writes ``data/reference_runs/phenomena/search.json``: each run's settings, its entropy and reward at the
-   start and the end, its clipped fraction and its pass@1 before and after (:func:`qae_lab.phenomena.search_row`).
-   :data:`qae_lab.phenomena.BASE_SETS` is then set from it, by hand, with the reason in a comment.
-   ``--search-of regimes`` does the same for the regimes experiment's search (:data:`qae_lab.phenomena.REGIME_SEARCH`,
+   start and the end, its clipped fraction and its pass@1 before and after (:func:`qae_lab.analysis.phenomena.search_row`).
+   :data:`qae_lab.analysis.phenomena.BASE_SETS` is then set from it, by hand, with the reason in a comment.
+   ``--search-of regimes`` does the same for the regimes experiment's search (:data:`qae_lab.analysis.phenomena.REGIME_SEARCH`,
    into ``DIR/search-regimes/`` and ``search_regimes.json``); each
-   search is one entry of :data:`qae_lab.phenomena.SEARCHES`.
-2. ``--work DIR`` runs every experiment of :data:`qae_lab.phenomena.EXPERIMENTS` (methods x seeds, and K for the
+   search is one entry of :data:`qae_lab.analysis.phenomena.SEARCHES`.
+2. ``--work DIR`` runs every experiment of :data:`qae_lab.analysis.phenomena.EXPERIMENTS` (methods x seeds, and K for the
    K sweep) into ``DIR/<experiment>/`` and keeps each under ``data/reference_runs/phenomena/<experiment>/``.
 
 ``--jobs 2`` runs two at a time, each on one torch thread (two processes of two threads each on 2 cores run
@@ -38,9 +38,9 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from qae_lab.compare import load_runs
-from qae_lab.phenomena import EXPERIMENTS, SEARCH_SEED, SEARCHES, run_names, search_row
-from qae_lab.runfolder import REGIME_SPLIT_NAME, atomic_write_text, read_log
+from qae_lab.analysis.compare import load_runs
+from qae_lab.analysis.phenomena import EXPERIMENTS, SEARCH_SEED, SEARCHES, run_names, search_row
+from qae_lab.storage.folder import REGIME_SPLIT_NAME, atomic_write_text, read_log
 from reference_runs import keep_run  # the sibling script: the same small part of each run folder
 
 DEST = Path(__file__).resolve().parents[1] / "data" / "reference_runs" / "phenomena"
@@ -105,10 +105,10 @@ def collect(work: Path, only: list[str]) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--work", type=Path, help="folder for the experiments' full run folders")
-    p.add_argument("--search-run", type=Path, help="run qae_lab.phenomena.SEARCH into this folder's search/")
+    p.add_argument("--search-run", type=Path, help="run qae_lab.analysis.phenomena.SEARCH into this folder's search/")
     p.add_argument("--search", type=Path, help="summarise the search runs in this folder into search.json")
     p.add_argument("--search-of", choices=sorted(SEARCHES), default="entropy",
-                   help="which search --search-run runs and --search summarises (qae_lab.phenomena.SEARCHES)")
+                   help="which search --search-run runs and --search summarises (qae_lab.analysis.phenomena.SEARCHES)")
     p.add_argument("--only", nargs="*", choices=sorted(EXPERIMENTS), default=sorted(EXPERIMENTS))
     p.add_argument("--collect-only", action="store_true")
     p.add_argument("--jobs", type=int, default=1, help="runs at a time (each on one torch thread when > 1)")

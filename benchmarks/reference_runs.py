@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from qae_lab.methods import METHODS  # mean, qae, sa_ah, qae_sa_ah, in that order
-from qae_lab.runfolder import atomic_write_text
+from qae_lab.storage.folder import atomic_write_text
 
 SEEDS = (0, 1, 2)
 DEST = Path(__file__).resolve().parents[1] / "data" / "reference_runs"

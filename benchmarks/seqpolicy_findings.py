@@ -1,14 +1,14 @@
 """The committed findings of notebook 09 (the appendix of 07): where the baselines' entropy dynamics differ in an exact sequence policy.
 
-Runs :func:`qae_lab.seqpolicy_lab.sweep_settings` (mean vs K-quantile baseline, with and without Clip-Higher,
+Runs :func:`qae_lab.analysis.seqpolicy_runs.sweep_settings` (mean vs K-quantile baseline, with and without Clip-Higher,
 with and without the group std, K = 0.2 ... 0.8, flat and peaked starts, plain SGD; mean and quantile under Adam
-too; two passes per batch so that the clip acts) with :func:`qae_lab.seqpolicy_update.simulate`, and SA-AH's effect
-on the update's variance with :func:`qae_lab.seqpolicy_update.update_variance`; keeps
-:func:`qae_lab.seqpolicy_lab.summarise_run` of each run (for the headline settings with
-:func:`qae_lab.seqpolicy_lab.tracking`: how the per-token entropy-change estimators of :mod:`qae_lab.ledger` track the
-exact change; ``settings``: the fields that differ from :class:`~qae_lab.seqpolicy_update.UpdateSettings`' defaults)
+too; two passes per batch so that the clip acts) with :func:`qae_lab.toys.seqpolicy_training.simulate`, and SA-AH's effect
+on the update's variance with :func:`qae_lab.toys.seqpolicy_training.update_variance`; keeps
+:func:`qae_lab.analysis.seqpolicy_runs.summarise_run` of each run (for the headline settings with
+:func:`qae_lab.analysis.seqpolicy_runs.tracking`: how the per-token entropy-change estimators of :mod:`qae_lab.ledger` track the
+exact change; ``settings``: the fields that differ from :class:`~qae_lab.toys.seqpolicy_training.UpdateSettings`' defaults)
 in ``data/seqpolicy/findings.json`` (merged: ``--only`` replaces just its part) and prints the sentences of
-:func:`qae_lab.seqpolicy_report.findings_sentences`.
+:func:`qae_lab.analysis.seqpolicy_findings.findings_sentences`.
 
     python benchmarks/seqpolicy_findings.py --timing          # simulate's speed: 2000 steps x 8 seeds x 16 prompts
     python benchmarks/seqpolicy_findings.py --only flat       # the flat-start runs (~5-7 minutes on one core)
@@ -35,11 +35,16 @@ from pathlib import Path
 
 import torch
 
-from qae_lab.runfolder import atomic_write_text
-from qae_lab.seqpolicy import STARTS, task_batch
-from qae_lab.seqpolicy_lab import headline, summarise_run, sweep_settings
-from qae_lab.seqpolicy_report import cell_sentences, findings_sentences, trainer_ledger_sentences, variance_sentences
-from qae_lab.seqpolicy_update import UpdateSettings, simulate, update_variance
+from qae_lab.storage.folder import atomic_write_text
+from qae_lab.toys.seqpolicy import STARTS, task_batch
+from qae_lab.analysis.seqpolicy_runs import headline, summarise_run, sweep_settings
+from qae_lab.analysis.seqpolicy_findings import (
+    cell_sentences,
+    findings_sentences,
+    trainer_ledger_sentences,
+    variance_sentences,
+)
+from qae_lab.toys.seqpolicy_training import UpdateSettings, simulate, update_variance
 
 DEST = Path(__file__).resolve().parents[1] / "data" / "seqpolicy" / "findings.json"
 DEFAULTS = UpdateSettings()  # a run's "settings" keep the fields that differ from these

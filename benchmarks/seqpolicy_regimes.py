@@ -3,10 +3,10 @@
 QAE (arXiv 2509.22611, Prop. 4.2) says that for one prompt and one step the quantile baseline changes the entropy
 by at most the mean baseline's on a hard prompt (p <= 1-K: no explosion) and by at least on an easy one (p > 1-K: no
 collapse). A batch mixes both, and the two halves pull opposite ways. Here the exact sequence policy
-(:mod:`qae_lab.seqpolicy`, V = 4, L = 5, a peaked start, 16 prompts per seed) is trained by
-:func:`qae_lab.seqpolicy_update.simulate` under the grid of :func:`qae_lab.seqpolicy_lab.regime_settings` ({mean,
+(:mod:`qae_lab.toys.seqpolicy`, V = 4, L = 5, a peaked start, 16 prompts per seed) is trained by
+:func:`qae_lab.toys.seqpolicy_training.simulate` under the grid of :func:`qae_lab.analysis.seqpolicy_runs.regime_settings` ({mean,
 quantile K = 0.4} x {Adam, SGD} x {Clip-Higher, clip 0.2}), and each seed's 4 hardest and 4 easiest prompts at the
-start are followed apart (:func:`qae_lab.seqpolicy_lab.summarise_regimes`).
+start are followed apart (:func:`qae_lab.analysis.seqpolicy_runs.summarise_regimes`).
 
     python benchmarks/seqpolicy_regimes.py              # the search, then the runs (2-4 minutes on one core)
     python benchmarks/seqpolicy_regimes.py --sentences  # print the sentences of the committed file
@@ -37,11 +37,11 @@ from pathlib import Path
 
 import torch
 
-from qae_lab.runfolder import atomic_write_text
-from qae_lab.seqpolicy import task_batch
-from qae_lab.seqpolicy_lab import regime_setting_name, regime_settings, summarise_regimes
-from qae_lab.seqpolicy_report import load_regimes, regime_sentences
-from qae_lab.seqpolicy_update import UpdateSettings, simulate
+from qae_lab.storage.folder import atomic_write_text
+from qae_lab.toys.seqpolicy import task_batch
+from qae_lab.analysis.seqpolicy_runs import regime_setting_name, regime_settings, summarise_regimes
+from qae_lab.analysis.seqpolicy_findings import load_regimes, regime_sentences
+from qae_lab.toys.seqpolicy_training import UpdateSettings, simulate
 
 DEST = Path(__file__).resolve().parents[1] / "data" / "seqpolicy" / "regimes.json"
 DEFAULTS = UpdateSettings()  # a run's "settings" keep the fields that differ from these
@@ -49,7 +49,7 @@ META = {"vocab": 4, "length": 5, "n_prompts": 16, "n_group": 4, "group_size": 8,
         "sgd_eta": 40.0, "sgd_passes": 2, "steps": 200, "n_seeds": 16, "task_seed": 1000, "sample_seed": 1,
         "early_step": 10, "every": 5}
 SEARCH = {"task_seed": 100, "n_seeds": 4, "sharpness": [3.0, 6.0], "adam_eta": [0.02, 0.05], "adam_passes": [2, 4]}
-# a tiny policy, every part of the script in a few seconds (tests/test_seqpolicy_report.py)
+# a tiny policy, every part of the script in a few seconds (tests/analysis/test_seqpolicy_report.py)
 SMOKE_META = {**META, "vocab": 2, "length": 3, "n_prompts": 4, "n_group": 1, "steps": 6, "n_seeds": 2,
               "early_step": 2, "every": 2}
 SMOKE_SEARCH = {**SEARCH, "n_seeds": 1, "sharpness": [3.0], "adam_eta": [0.05], "adam_passes": [1, 2]}

@@ -5,11 +5,11 @@
 
 Loads ``load_policy("embedded-sums")`` (or ``--model``), samples ``--samples`` completions at temperature 1
 for each of ``--prompts`` fresh problems of the sums task (``sums_task(n, seed=2024)``: seeds the model's
-training never drew in this order), and measures, with ``qae_lab.task_properties.task_properties``,
+training never drew in this order), and measures, with ``tools.task_properties.task_properties``,
 the property table issue 21 asks for (distinct correct completions, length spread, token entropy on
 reasoning and format tokens, QAE's regimes at K = 0.4, never-solved prompts, format compliance, punished
 correct answers under the composite reward, reflective words), then greedy / sampled pass@1 and pass@k
-per level with ``qae_lab.evaluate.evaluate``. With ``--write`` (the default) the tables replace the
+per level with ``qae_lab.task.evaluate.evaluate``. With ``--write`` (the default) the tables replace the
 section between the ``<!-- measured -->`` markers of the model's README.
 """
 
@@ -21,11 +21,14 @@ import time
 
 import torch
 
-from qae_lab.evaluate import evaluate
-from qae_lab.models import EMBEDDED_MODELS, embedded_dir, load_policy
-from qae_lab.runfolder import atomic_write_text
-from qae_lab.sums import sums_task
-from qae_lab.task_properties import property_table, task_properties
+from qae_lab.task.evaluate import evaluate
+from qae_lab.task.models import EMBEDDED_MODELS, embedded_dir, load_policy
+from qae_lab.storage.folder import atomic_write_text
+from qae_lab.task.sums import sums_task
+import sys
+from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tools/ lives at the repository's root
+from tools.task_properties import property_table, task_properties
 
 START, END = "<!-- measured -->", "<!-- /measured -->"
 
@@ -63,7 +66,7 @@ def main() -> None:
     text = (f"Measured by `python benchmarks/task_properties.py` on {args.prompts} problems of "
             f"`sums_task({args.prompts}, seed={args.seed})`, {args.samples} samples each at temperature 1 "
             f"(at most {args.max_new_tokens} new tokens), before any RL:\n\n{property_table(props)}\n\n"
-            f"Also: {extra}.\n\nPer level (`qae_lab.evaluate.evaluate`, {args.samples} samples, strict verdict):\n\n"
+            f"Also: {extra}.\n\nPer level (`qae_lab.task.evaluate.evaluate`, {args.samples} samples, strict verdict):\n\n"
             f"{level_table(result, ks)}\n")
     print(text)
     print(f"(properties {t1 - t0:.0f} s, evaluation {t2 - t1:.0f} s)")

@@ -3,7 +3,7 @@ r"""The token-level entropy controls QAE is combined with: Clip-Cov, KL-Cov, and
 QAE (arXiv 2509.22611) changes the response-level baseline and is combined in that paper with
 token-level entropy controls. This module holds them as pure tensor functions (a method's other
 partners, Clip-Higher and GSPO, act on the ratio through TRL's settings: :data:`qae_lab.methods.PARTNERS`);
-:class:`qae_lab.trainer.QAETrainer` applies them in its loss (``cov_penalty``, ``advantage_mask``).
+:class:`qae_lab.train.trainer.QAETrainer` applies them in its loss (``cov_penalty``, ``advantage_mask``).
 Shape legend: N responses, T completion tokens.
 
 * Token covariance, Cui et al. 2025, "The Entropy Mechanism of Reinforcement Learning for

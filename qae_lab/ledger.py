@@ -8,7 +8,7 @@ the entropy of the state by, to first order,
 
 and a policy-gradient step moves z_{s,a} by eta * A(s, a) (natural policy gradient, Cui et al.'s
 Prop. for NPG) or by eta * pi(a|s) A(s, a) (the vanilla softmax policy gradient, their Prop. for PG;
-QAE's identity, arXiv 2509.22611 sec. 4, is this form for the one-step bandit, :mod:`qae_lab.theory`).
+QAE's identity, arXiv 2509.22611 sec. 4, is this form for the one-step bandit, :mod:`qae_lab.toys.bandit`).
 Because E_{a~pi}[log pi(a|s)] = -H(s) exactly, the covariance is an expectation of one sampled
 action a_t at s_t,
 
@@ -221,7 +221,7 @@ def ledger_parts(terms, advantages, weights, hard_rows=None, *, normaliser: floa
 def batch_ledger(logps, entropies, advantages, mask, hard_rows=None, *, old_logps=None, sequence_level: bool = False,
                  epsilon_low: float = 0.2, epsilon_high: float = 0.2, per_sequence: bool = False,
                  skipped_tokens: float = 0.0, skipped_rows: int = 0) -> dict[str, float]:
-    r"""The ledger of one micro-batch of the loss, as :class:`qae_lab.trainer.QAETrainer` logs it (``ledger/*``).
+    r"""The ledger of one micro-batch of the loss, as :class:`qae_lab.train.trainer.QAETrainer` logs it (``ledger/*``).
 
     The terms of eq. L1 (form "npg") with the advantages the update carries (:func:`update_advantages`: the
     importance ratio against ``old_logps``, per token or per sequence as GSPO, and 0 where the clip
@@ -268,13 +268,13 @@ def bandit_ledger(z, r, b, *, hard: bool | None = None) -> dict[str, float]:
 
     The expectation over actions y ~ pi of the "pg" shares (eq. L2) with A(y) = r(y) - b equals, per
     unit step, the identity's first-order change -Cov_pi(log pi, pi (r - b))
-    (:func:`qae_lab.theory.identity_entropy_change` with eta = 1), split by the sign of r(y) - b.
+    (:func:`qae_lab.toys.bandit.identity_entropy_change` with eta = 1), split by the sign of r(y) - b.
 
     Args:
         z: (A,) logits; r: (A,) rewards; b: the baseline (a number).
         hard: the prompt's regime, to fill the regime parts (None: left at 0).
 
-    >>> from qae_lab.theory import identity_entropy_change
+    >>> from qae_lab.toys.bandit import identity_entropy_change
     >>> z, r = torch.tensor([2.0, 0.0, -1.0]), torch.tensor([0.0, 1.0, 0.0])   # the likely action is wrong
     >>> parts = bandit_ledger(z, r, 0.4)
     >>> round(parts["dh"], 6) == round(float(identity_entropy_change(z, r, torch.tensor([0.4]), 1.0)[0]), 6)

@@ -2,7 +2,7 @@ r"""One QAE + SA-AH-GRPO update as a pure function: a micro-batch's tensors in, 
 
 :func:`grpo_loss` is the whole policy-gradient loss of one micro-batch, top to bottom, each step
 under the equation it computes (labels: ``docs/equations.md``). It needs no model and no TRL:
-:class:`qae_lab.trainer.QAETrainer._compute_loss` runs the model's forward, hands the tensors
+:class:`qae_lab.train.trainer.QAETrainer._compute_loss` runs the model's forward, hands the tensors
 here and logs what comes back. The response-level advantages (QAE, eq. Q1-Q5) were computed at
 generation time (:func:`qae_lab.advantages.group_advantages`); this function applies them.
 

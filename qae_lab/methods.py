@@ -1,4 +1,6 @@
-r"""The method vocabulary: what a method is made of, which knobs it has, and the metric names it logs.
+r"""The method vocabulary: what a method is made of, its knobs and their one frozen value, and the metric names it logs.
+
+The method vocabulary: what a method is made of, which knobs it has, and the metric names it logs.
 
 One home for the words every layer above the maths shares (the trainer, the presets, the
 command line, the live lab, the run comparison, the docs). Pure: it imports no TRL,
@@ -19,70 +21,30 @@ transformers or torch of its own, so a notebook or an analysis script can use it
   (Clip-Higher, GSPO, Clip-Cov, KL-Cov) and the sign ablations (POS-MASK, NEG-MASK); a method
   with partners is written ``"qae+clip_higher"`` and :func:`method_settings` turns it into
   trainer settings.
-* Live knobs: :mod:`qae_lab.knobs` (their checks and their one frozen value).
+* Live knobs: :mod:`qae_lab.methods` (their checks and their one frozen value).
 * Metric names: one constant per metric the trainer logs, named after it
   (``"qae/zero_adv_frac"`` is :data:`QAE_ZERO_ADV_FRAC`), grouped in :data:`QAE_METRICS` and
   :data:`SAAH_METRICS`; ``docs/metrics.md`` says what each measures. :data:`KNOB_METRICS` are those
-  that record the knobs in force (:func:`qae_lab.knobs.knob_changes` reads from a log where they changed).
+  that record the knobs in force (:func:`qae_lab.methods.knob_changes` reads from a log where they changed).
+
+The former ``knobs`` module: the live knobs: K, alpha, baseline and token weighting, checked, and held as one frozen value.
+
+A knob is a setting the trainer reads at every step, so it may change while training runs
+(``docs/glossary.md``). :func:`validate_knobs` checks them wherever they are set;
+:class:`Knobs` is their value, swapped whole between steps by ``QAETrainer.set_knobs`` and the
+live controls (:class:`qae_lab.lab.live.Controls`), never edited; :func:`knob_changes` reads from
+a run's log where the knobs in force changed. Pure: no TRL, transformers or torch of its own.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
+from qae_lab._checks import check_choice, check_finite_scalar, check_k
 
-__all__ = [
-    "BASELINES",
-    "QUANTILE_METHODS",
-    "TOKEN_WEIGHTINGS",
-    "WEIGHTED_LOSS_TYPES",
-    "METHODS",
-    "PARTNERS",
-    "LOSS_TYPES",
-    "method_settings",
-    "RATIO_PARTNERS",
-    "check_ratio_partners",
-    "can_weight_tokens",
-    "check_weighting_loss_type",
-    "method_of",
-    "method_name",
-    "QAE_K",
-    "QAE_QUANTILE_BASELINE",
-    "QAE_ZERO_ADV_FRAC",
-    "QAE_POS_FRAC",
-    "QAE_NEG_FRAC",
-    "QAE_HARD_FRAC",
-    "QAE_EASY_FRAC",
-    "QAE_ALL_EQUAL_FRAC",
-    "QAE_SUCCESS_RATE",
-    "QAE_NEG_CORRECT",
-    "QAE_NEG_CORRECT_FRAC",
-    "QAE_NEG_CORRECT_IF_MEAN",
-    "BEHAVIOUR_PREFIX",
-    "COV_SELECTED_FRAC",
-    "COV_TOKEN_COV",
-    "COV_METRICS",
-    "SAAH_ALPHA",
-    "SAAH_W_MEAN_NEG",
-    "SAAH_EFFECTIVE_TOKENS_FRAC",
-    "ADVANTAGE_STAT_METRICS",
-    "QAE_METRICS",
-    "SAAH_METRICS",
-    "LEDGER_PREFIX",
-    "LEDGER_METRICS",
-    "KNOB_METRICS",
-    "ENTROPY_HARD",
-    "ENTROPY_EASY",
-    "ENTROPY_UPDATED_HARD",
-    "ENTROPY_UPDATED_EASY",
-    "ENTROPY_REGIME_METRICS",
-    "REGIME_GROUPS",
-    "REGIME_EVAL_PREFIX",
-    "regime_eval_metric",
-    "REGIME_EVAL_METRICS",
-]
+__all__ = ['BASELINES', 'QUANTILE_METHODS', 'TOKEN_WEIGHTINGS', 'WEIGHTED_LOSS_TYPES', 'METHODS', 'PARTNERS', 'LOSS_TYPES', 'method_settings', 'RATIO_PARTNERS', 'check_ratio_partners', 'can_weight_tokens', 'check_weighting_loss_type', 'method_of', 'method_name', 'QAE_K', 'QAE_QUANTILE_BASELINE', 'QAE_ZERO_ADV_FRAC', 'QAE_POS_FRAC', 'QAE_NEG_FRAC', 'QAE_HARD_FRAC', 'QAE_EASY_FRAC', 'QAE_ALL_EQUAL_FRAC', 'QAE_SUCCESS_RATE', 'QAE_NEG_CORRECT', 'QAE_NEG_CORRECT_FRAC', 'QAE_NEG_CORRECT_IF_MEAN', 'BEHAVIOUR_PREFIX', 'COV_SELECTED_FRAC', 'COV_TOKEN_COV', 'COV_METRICS', 'SAAH_ALPHA', 'SAAH_W_MEAN_NEG', 'SAAH_EFFECTIVE_TOKENS_FRAC', 'ADVANTAGE_STAT_METRICS', 'QAE_METRICS', 'SAAH_METRICS', 'LEDGER_PREFIX', 'LEDGER_METRICS', 'KNOB_METRICS', 'ENTROPY_HARD', 'ENTROPY_EASY', 'ENTROPY_UPDATED_HARD', 'ENTROPY_UPDATED_EASY', 'ENTROPY_REGIME_METRICS', 'REGIME_GROUPS', 'REGIME_EVAL_PREFIX', 'regime_eval_metric', 'REGIME_EVAL_METRICS', 'KNOBS', 'validate_knobs', 'Knobs', 'knob_changes']
 
-# ---------------------------------------------------------------- the vocabulary
 
 BASELINES = ("mean", "quantile")
 QUANTILE_METHODS = ("paper", "linear")  # the paper's inverse CDF; the official code's linear interpolation
@@ -133,7 +95,7 @@ QAE_SUCCESS_RATE = "qae/success_rate"
 QAE_NEG_CORRECT = "qae/neg_correct"
 QAE_NEG_CORRECT_FRAC = "qae/neg_correct_frac"
 QAE_NEG_CORRECT_IF_MEAN = "qae/neg_correct_if_mean"  # the same rewards under the mean baseline
-BEHAVIOUR_PREFIX = "behaviour/"  # + each key of qae_lab.behaviour.behaviour_stats
+BEHAVIOUR_PREFIX = "behaviour/"  # + each key of qae_lab.task.behaviour.behaviour_stats
 # cov/*: with cov_penalty only, by qae_lab.loss.grpo_loss
 COV_SELECTED_FRAC = "cov/selected_frac"
 COV_TOKEN_COV = "cov/token_cov"
@@ -150,7 +112,7 @@ ENTROPY_HARD = "entropy/hard"
 ENTROPY_EASY = "entropy/easy"
 ENTROPY_UPDATED_HARD = "entropy/updated_rows/hard"
 ENTROPY_UPDATED_EASY = "entropy/updated_rows/easy"
-# regime_eval/*: every regime_eval_steps steps, by qae_lab.regime_eval.RegimeEval: a fixed held-out prompt set,
+# regime_eval/*: every regime_eval_steps steps, by qae_lab.train.regime_eval.RegimeEval: a fixed held-out prompt set,
 # grouped once by the start model's success rate (the hardest and the easiest quarter, and all of it)
 REGIME_GROUPS = ("hard", "easy", "all")
 REGIME_EVAL_PREFIX = "regime_eval/"
@@ -258,7 +220,7 @@ def method_name(config) -> str:
 
     Args:
         config: an object with ``baseline`` and ``token_weighting`` attributes (a
-            :class:`~qae_lab.config.QAEConfig`), or a run's ``config.json`` as a mapping
+            :class:`~qae_lab.train.config.QAEConfig`), or a run's ``config.json`` as a mapping
             ``{"run": {"method": ...}, "trainer": {"baseline": ..., "token_weighting": ...}}``,
             whose ``run.method`` wins when set (the name the run recorded).
 
@@ -361,3 +323,98 @@ def check_ratio_partners(method: str, num_iterations: int, steps_per_generation:
                          f"step (num_iterations={num_iterations}, steps_per_generation={steps_per_generation} = "
                          f"gradient_accumulation_steps={gradient_accumulation_steps}), so it would change nothing: "
                          f"set num_iterations >= 2, or steps_per_generation above gradient_accumulation_steps")
+
+
+# the live knobs: read by QAETrainer at every step, set with QAETrainer.set_knobs
+KNOBS = ("quantile_k", "alpha", "baseline", "token_weighting")
+
+
+def validate_knobs(**knobs) -> dict:
+    r"""The live knobs checked and cleaned.
+
+    Args:
+        **knobs: any of :data:`KNOBS`: ``quantile_k`` (in (0, 1)), ``alpha`` (finite),
+            ``baseline`` (:data:`BASELINES`), ``token_weighting`` (:data:`TOKEN_WEIGHTINGS`).
+
+    Returns:
+        the same keys with their checked values (numbers as floats).
+
+    Raises:
+        ValueError: an unknown knob, or a value out of its range, named.
+
+    >>> validate_knobs(quantile_k=0.6, baseline="mean")
+    {'quantile_k': 0.6, 'baseline': 'mean'}
+    >>> validate_knobs(K=0.6)
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown knob(s) ['K']; allowed: ['alpha', 'baseline', 'quantile_k', 'token_weighting']
+    """
+    checks = {"quantile_k": lambda v: check_k(v, "quantile_k"), "alpha": lambda v: check_finite_scalar(v, "alpha"),
+              "baseline": lambda v: check_choice(v, "baseline", BASELINES),
+              "token_weighting": lambda v: check_choice(v, "token_weighting", TOKEN_WEIGHTINGS)}
+    unknown = set(knobs) - set(checks)
+    if unknown:
+        raise ValueError(f"unknown knob(s) {sorted(unknown)}; allowed: {sorted(checks)}")
+    return {name: checks[name](value) for name, value in knobs.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class Knobs:
+    r"""The live knobs' values, one frozen value: K, alpha, baseline, token weighting (validated).
+
+    A change is a new value (:meth:`replace`), handed over as a whole: the trainer
+    (``QAETrainer.set_knobs``) and the live controls (:class:`qae_lab.lab.live.Controls`) swap
+    one reference, so a step reads either the old knobs or the new ones, never a mix.
+
+    >>> k = Knobs(quantile_k=0.4)
+    >>> k.replace(alpha=1.5).as_dict()
+    {'quantile_k': 0.4, 'alpha': 1.5, 'baseline': 'quantile', 'token_weighting': 'none'}
+    >>> k.replace(quantile_k=1.0)
+    Traceback (most recent call last):
+    ValueError: quantile_k must lie in the open interval (0, 1), got 1.0
+    """
+
+    quantile_k: float = 0.4
+    alpha: float = 0.5
+    baseline: str = "quantile"
+    token_weighting: str = "none"
+
+    def __post_init__(self):
+        for name, value in validate_knobs(**self.as_dict()).items():
+            object.__setattr__(self, name, value)  # numbers as floats
+
+    def replace(self, **changes) -> Knobs:
+        """A new value with ``changes`` (any of :data:`KNOBS`, validated; unknown names refused)."""
+        return dataclasses.replace(self, **validate_knobs(**changes))
+
+    def as_dict(self) -> dict:
+        return {name: getattr(self, name) for name in KNOBS}
+
+
+def knob_changes(rows) -> list[dict]:
+    r"""The log rows where the knobs in force (:data:`KNOB_METRICS`) changed: the first step's values,
+    then one entry per step whose values differ from the step before. ``saah/alpha`` is None on
+    steps without token weighting.
+
+    Args:
+        rows: training-step log rows (:func:`qae_lab.storage.folder.step_rows`), in step order.
+
+    Returns:
+        one dict per change: ``step`` and the value of each of :data:`KNOB_METRICS` (None where unlogged).
+
+    Raises:
+        ValueError: a row without a ``step``.
+
+    >>> rows = [{"step": 1, "qae/k": 0.4}, {"step": 2, "qae/k": 0.4}, {"step": 3, "qae/k": 0.7}]
+    >>> [(c["step"], c["qae/k"], c["saah/alpha"]) for c in knob_changes(rows)]
+    [(1, 0.4, None), (3, 0.7, None)]
+    """
+    changes, last = [], None
+    for row in rows:
+        if "step" not in row:
+            raise ValueError(f"rows must be log rows with a 'step', got keys {sorted(row)}")
+        now = tuple(row.get(m) for m in KNOB_METRICS)
+        if now != last:
+            changes.append({"step": row["step"], **dict(zip(KNOB_METRICS, now))})
+            last = now
+    return changes

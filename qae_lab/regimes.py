@@ -10,7 +10,7 @@ look alike; these functions split it.
   summed across processes before dividing (TRL's ``entropy`` is reduced that way), then
   :func:`regime_token_means`.
 * :func:`start_split`: a fixed held-out prompt set ranked by the start model's success rate; its hardest
-  and easiest fraction (:class:`qae_lab.regime_eval.RegimeEval` takes quarters).
+  and easiest fraction (:class:`qae_lab.train.regime_eval.RegimeEval` takes quarters).
 * :func:`group_means`: the token mean (e.g. entropy) and success rate of each group of prompts.
 
 Shapes: B prompts, G completions per prompt (each prompt's G contiguous), N = B*G responses, T tokens.

@@ -1,4 +1,4 @@
-"""Helpers of tests/test_browser.py: a JupyterLab server and a Chromium per test process, a copy of a
+"""Helpers of tests/notebooks/test_browser.py: a JupyterLab server and a Chromium per test process, a copy of a
 notebook per test, and a Playwright page that works that notebook as a person does (Run All, a
 slider moved with the keyboard).
 
@@ -73,7 +73,7 @@ class LabServer:
         self.root.mkdir(parents=True)
         self.kernels.mkdir(parents=True)
         # notebooks 05 and 06 look for data/reference_runs upwards from their folder
-        # (qae_lab.compare.find_reference_runs): one link for every copy, however qae_lab is installed
+        # (qae_lab.analysis.compare.find_reference_runs): one link for every copy, however qae_lab is installed
         (self.root / "data").symlink_to(REPO / "data", target_is_directory=True)
         self.token, port = secrets.token_hex(16), free_port()
         self.url = f"http://127.0.0.1:{port}"
@@ -446,7 +446,7 @@ class Notebook:
 
 
 class Control:
-    """One ipywidgets control above a figure (:func:`qae_lab.plots.interactive`)."""
+    """One ipywidgets control above a figure (:func:`qae_lab.lab.plots.interactive`)."""
 
     def __init__(self, notebook: Notebook, cid: str, label: str):
         self.notebook, self.id, self.label = notebook, cid, label

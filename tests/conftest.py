@@ -28,8 +28,8 @@ def tiny_qwen2():
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
-    from qae_lab.data import SYSTEM_PROMPT, synthetic_task
-    from qae_lab.embedded import CHAT_TEMPLATE
+    from qae_lab.task.data import SYSTEM_PROMPT, synthetic_task
+    from tools.embedded_models import CHAT_TEMPLATE
 
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -51,7 +51,7 @@ def tiny_qwen2():
 @pytest.fixture(scope="session")
 def tok():
     """The embedded model's tokenizer (left padding, pad token set): the trainer tests' vocabulary."""
-    from qae_lab.models import load_policy
+    from qae_lab.task.models import load_policy
 
     return load_policy("embedded", device="cpu")[1]
 
@@ -62,7 +62,7 @@ def saved_run(tmp_path_factory):
     made once per test process; tests copy it before they change anything in it."""
     from tiny_runs import tiny_sets
 
-    from qae_lab.cli import main
+    from qae_lab.runs.cli import main
 
     out = tmp_path_factory.mktemp("saved") / "run"
     assert main(["train", "--output-dir", str(out),

@@ -6,7 +6,7 @@ and a check of what such a figure must contain (trace names and counts, axis tit
 finite data, and what the notebook's text says the figure shows). Every figure a notebook shows
 must match one entry, and every entry must be shown: a new figure needs an entry. The spec's
 ``probe`` runs in the notebook's kernel after its last cell: controls moved as a person moves them,
-and the figures they re-draw asserted. Used by tests/test_notebook_runs.py.
+and the figures they re-draw asserted. Used by tests/notebooks/test_notebook_runs.py.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def lines(fig: Figure, names: list[str], n: int | None = None) -> dict[str, dict
 
 def band_lines(fig: Figure, methods: list[str], runs: int, y: str, lo: float = -math.inf,
                hi: float = math.inf) -> dict[str, dict]:
-    """A :func:`qae_lab.plots.band_figure` over training steps: one line per method, named with its
+    """A :func:`qae_lab.lab.plots.band_figure` over training steps: one line per method, named with its
     number of runs, each with its seed-spread band (twice the points: up, then back down), steps
     increasing, values in [lo, hi]."""
     axes(fig, "step", y)

@@ -13,7 +13,7 @@ from nbexec import Figure
 
 # ------------------------------------------------------------------ 00: plain GRPO in one update
 
-SIGN_TRACES = ["A > 0", "A = 0", "A < 0"]  # qae_lab.plots.change_figure's traces, in this order where present
+SIGN_TRACES = ["A > 0", "A = 0", "A < 0"]  # qae_lab.lab.plots.change_figure's traces, in this order where present
 
 
 def _one_step(fig: Figure) -> None:
@@ -51,7 +51,7 @@ assert int((A_qae != 0).sum()) < int((A != 0).sum()) or int(ro.rewards.sum()) in
 
 # ------------------------------------------------------------------ 03: token entropy and horizon weights
 
-GROUP = r"prompt (\d+)"  # the group notebook 03 shows (qae_lab.horizon_lab.pick_group): the same in each figure
+GROUP = r"prompt (\d+)"  # the group notebook 03 shows (qae_lab.lab.nb03_horizon.pick_group): the same in each figure
 
 
 def _token_entropy(fig: Figure) -> None:
@@ -126,7 +126,7 @@ NB03 = NotebookSpec([
 ], probe="""
 from qae_lab.advantages import hard_regime
 assert 0 < ro.success_counts[PROMPT] < G                     # the group shown holds successes and failures
-assert f"prompt {PROMPT}:" in horizon_figures.entropy_figure(ro, h, tok, PROMPT).layout.title.text
+assert f"prompt {PROMPT}:" in nb03_horizon.entropy_figure(ro, h, tok, PROMPT).layout.title.text
 weights.controls["alpha"].value = 0.25
 low = weights.view.figure.layout.meta
 weights.controls["alpha"].value = 2.0
@@ -147,7 +147,7 @@ for b in range(N_PROMPTS):                                   # group, none under
 right = "down" if counts["quantile"][PROMPT] < counts["mean"][PROMPT] else "same"
 verdict = check_direction(right, counts["mean"][PROMPT], counts["quantile"][PROMPT], quantity="x", change="y")
 assert verdict.startswith("Right"), verdict
-assert ("hard at K = 0.4" if hard[PROMPT] else "easy at K = 0.4") in horizon_lab.baseline_line(counts, PROMPT, G)
+assert ("hard at K = 0.4" if hard[PROMPT] else "easy at K = 0.4") in nb03_horizon.baseline_line(counts, PROMPT, G)
 
 def gate(K):                       # QAE + SA-AH touches exactly the failures of easy groups (p > 1 - K)
     touched.controls["K"].value = K

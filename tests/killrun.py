@@ -1,4 +1,4 @@
-"""The child process of the kill test (tests/test_run_safety.py): one ``qae-lab train`` command, output to a file."""
+"""The child process of the kill test (tests/runs/test_run_safety.py): one ``qae-lab train`` command, output to a file."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ def run_cli(argv: list[str], cwd: str, output: str) -> None:
     os.dup2(fd, 2)
     import torch
 
-    from qae_lab.cli import main
+    from qae_lab.runs.cli import main
 
     torch.set_num_threads(1)
     code = main(argv)

@@ -1,4 +1,4 @@
-"""The generation tests' shared set-up (tests/test_generation.py, tests/test_vllm.py): the embedded model with a
+"""The generation tests' shared set-up (tests/train/test_generation.py, tests/train/test_vllm.py): the embedded model with a
 LoRA adapter that merges to something, and a QAETrainer on it for short CPU runs on synthetic problems."""
 
 from __future__ import annotations
@@ -6,11 +6,11 @@ from __future__ import annotations
 import torch
 from peft import get_peft_model
 
-from qae_lab.config import QAEConfig
-from qae_lab.data import synthetic_task, to_grpo_dataset
-from qae_lab.models import load_policy, lora_config
-from qae_lab.rewards import correctness_reward
-from qae_lab.trainer import QAETrainer
+from qae_lab.train.config import QAEConfig
+from qae_lab.task.data import synthetic_task, to_grpo_dataset
+from qae_lab.task.models import load_policy, lora_config
+from qae_lab.task.rewards import correctness_reward
+from qae_lab.train.trainer import QAETrainer
 
 # one step of 2 prompts x 4 completions on the CPU, no KL
 SETTINGS = dict(use_cpu=True, bf16=False, report_to=[], per_device_train_batch_size=8, num_generations=4,

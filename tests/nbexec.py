@@ -4,10 +4,10 @@
 link ``data -> <repo>/data`` (as tests/browser.py does), so that what a notebook writes (notebook
 04's ``runs/``) stays out of the repository and two notebooks run at once never share a file. A
 first, added cell wraps plotly's two display hooks so that each figure shown (a cell's plain figure,
-or one drawn into a view's ``Output``: :class:`qae_lab.views.FigureView`) is recorded with the
+or one drawn into a view's ``Output``: :class:`qae_lab.lab.plots.FigureView`) is recorded with the
 cell that showed it; a last, added cell writes the records to a JSON file. An optional ``probe``
 cell runs before that one, in the notebook's kernel (a slider moved, its figure asserted).
-tests/test_browser.py records a notebook run in a real browser the same way (:func:`collect`).
+tests/notebooks/test_browser.py records a notebook run in a real browser the same way (:func:`collect`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-from qae_lab.install_cell import EXTRA_MODULES, notebook_extras
+from tools.install_cell import EXTRA_MODULES, notebook_extras
 
 REPO = Path(__file__).resolve().parents[1]
 NB_DIR = REPO / "notebooks"
@@ -39,7 +39,7 @@ for _qae_name in ("_repr_mimebundle_", "_ipython_display_"):
     setattr(_qae_bdt.BaseFigure, _qae_name, _qae_recording(getattr(_qae_bdt.BaseFigure, _qae_name)))
 """
 
-# a notebook whose install cell installs no [train] extra (qae_lab.install_cell.EXTRAS) runs without it: the first
+# a notebook whose install cell installs no [train] extra (tools.install_cell.EXTRAS) runs without it: the first
 # cell also makes its modules unimportable, so that a lazy import (a tokenizer loaded) shows here
 BLOCK_TRAIN = f"""\
 import sys as _qae_sys

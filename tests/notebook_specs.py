@@ -1,5 +1,5 @@
 """Each notebook's spec (tests/figures_theory.py, tests/figures_runs.py) and the check of one execution
-against it: used by tests/test_notebook_runs.py (headless) and tests/test_browser.py (Run All in a
+against it: used by tests/notebooks/test_notebook_runs.py (headless) and tests/notebooks/test_browser.py (Run All in a
 browser), whichever runs the notebook in a session; :func:`browser_runs` says which.
 """
 
@@ -12,7 +12,7 @@ from figures_runs import NB00, NB03, NB04, NB05, NB06, NB08
 from figures_theory import NB01, NB02, NB07, NB09
 from nbexec import Executed
 
-from qae_lab.exercises import NOT_ATTEMPTED
+from qae_lab.lab.exercises import NOT_ATTEMPTED
 
 NOTEBOOKS = {
     "00_plain_grpo.ipynb": NB00,
@@ -51,13 +51,13 @@ def check_run(name: str, run: Executed) -> None:
 
 
 def browser_here() -> bool:
-    """Whether tests/test_browser.py can run here: Chromium, JupyterLab and Playwright installed."""
+    """Whether tests/notebooks/test_browser.py can run here: Chromium, JupyterLab and Playwright installed."""
     from browser import CHROMIUM
 
     return CHROMIUM is not None and all(importlib.util.find_spec(m) for m in ("jupyterlab", "playwright"))
 
 
 def browser_runs(session, test: str) -> bool:
-    """Whether tests/test_browser.py's ``test`` (a test's name with its parameters) runs in this session:
+    """Whether tests/notebooks/test_browser.py's ``test`` (a test's name with its parameters) runs in this session:
     collected here, where a browser can run."""
     return browser_here() and any(item.name == test for item in session.items)

@@ -5,7 +5,7 @@ commit e7fc51d, whose loss still ran inside TRL's ``_compute_loss`` (QAE advanta
 folded into TRL's advantages, a normaliser factor, sparse rows rescaled afterwards). The pure loss
 (:mod:`qae_lab.loss`) and today's trainer must reproduce each case: same loss, same gradient with
 respect to the log-probabilities (tests/test_loss.py, no model, no TRL) and the same parameter
-gradients and metrics (tests/test_trainer_recorded.py).
+gradients and metrics (tests/train/test_trainer_recorded.py).
 
 Each case holds a tiny float64 Qwen2's micro-batch after generation and scoring (16 fixed ragged
 completions, rewards with both QAE regimes), old log-probs moved off-policy by a fixed pattern so
@@ -53,7 +53,7 @@ CASES: dict[str, dict] = {
 def _record_case(name: str, settings: dict, tok, state: dict, out: str) -> dict:
     from step_setup import REWARDS, make_trainer, rows, tiny_model
 
-    import qae_lab.trainer as trainer_module
+    import qae_lab.train.trainer as trainer_module
 
     model = tiny_model(tok)
     model.load_state_dict(state)
@@ -136,7 +136,7 @@ def grad_fingerprint(grads: dict[str, torch.Tensor], n: int = 8) -> dict[str, to
 # projection's own value (which can be small by cancellation: 0.013 for one direction of grpo_sparse, where
 # a second machine's value differed by 2.6e-7, 3.5 eps32 * |g|). ROUNDING_ULPS = 32 leaves a margin of about
 # 9 over the largest difference seen between two machines, and stays 40 times below a planted error of 1e-4
-# relative to the gradient (tests/test_trainer_recorded.py checks that such an error still fails).
+# relative to the gradient (tests/train/test_trainer_recorded.py checks that such an error still fails).
 EPS32 = torch.finfo(torch.float32).eps
 ROUNDING_ULPS = 32
 
@@ -166,7 +166,7 @@ def record(path: Path = PATH) -> dict:
     """Run every case through the trainer of this checkout and save what it computed."""
     from step_setup import tiny_model
 
-    from qae_lab.models import load_policy
+    from qae_lab.task.models import load_policy
 
     torch.set_num_threads(1)
     tok = load_policy("embedded", device="cpu")[1]

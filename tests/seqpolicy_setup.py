@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from qae_lab.seqpolicy import task_batch
+from qae_lab.toys.seqpolicy import task_batch
 
 F64 = torch.float64
 

@@ -15,8 +15,8 @@ import transformers
 from datasets import Dataset
 from reference import ref_advantages, ref_horizon_weights
 
-from qae_lab.config import QAEConfig
-from qae_lab.trainer import QAETrainer
+from qae_lab.train.config import QAEConfig
+from qae_lab.train.trainer import QAETrainer
 
 G = 4  # group size of every hand-built batch
 PROMPTS = ["What is 2 + 3?", "Add seven and five, then double it.", "Hi", "Ben has 4 apples and buys 9 more."]

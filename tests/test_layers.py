@@ -1,31 +1,32 @@
-"""The layers of docs/layers.md, checked on the source: every module placed, no import upwards, at most 8 floors.
+"""The layers, checked on the source: each folder of qae_lab imports only the layers below it.
 
-A floor is a module's depth in the import graph (1: imports no qae_lab module); only module-level
-imports count, not those under ``if TYPE_CHECKING:``. ``python tests/test_layers.py`` prints the floors.
+The maths sits at the top level of the package; ``storage/`` (run folders on disk) sits just above it, since the
+evaluation, the trainer and its callbacks all write into a run folder; ``task/``, ``toys/`` and ``integrations/``
+import the maths (the task also storage); ``train/`` imports the task; ``runs/`` imports training; ``analysis/``
+imports runs and toys; ``lab/`` may import anything (docs/architecture.md). A layer may import every layer below
+its own, and its own folder; the three layers of one floor do not import one another. Every layer below the lab
+loads no plotting or widget module. Only imports at a module's top level count for the floors;
+an import inside a function crosses upwards only where :data:`LAZY_CROSSINGS` names it. The command line loads no
+plotting or widget module. ``python tests/test_layers.py`` prints each module's layer and floor.
 """
 
 from __future__ import annotations
 
 import ast
 import functools
-import re
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "qae_lab"
-MAX_FLOORS = 8
-# (importer, imported) pairs that cross upwards on purpose, inside a function (docs/layers.md says why)
-LAZY_CROSSINGS = {("run", "report")}
-
-
-def layer_table() -> dict[str, list[str]]:
-    """docs/layers.md's table: layer -> modules, lowest layer first."""
-    table = {}
-    for line in (ROOT / "docs" / "layers.md").read_text().splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if line.startswith("| ") and len(cells) == 3 and cells[1].startswith("`"):
-            table[cells[0]] = re.findall(r"`([\w.]+)`", cells[1])
-    return table
+# each layer, the floor it stands on; the maths is every module at the package's top level
+FLOOR = {"maths": 0, "storage": 1, "task": 2, "toys": 2, "integrations": 2, "train": 3, "runs": 4, "analysis": 5,
+         "lab": 6}
+# (importer, imported) that cross upwards on purpose, inside a function: a run ends by drawing its report page
+LAZY_CROSSINGS = {("runs.pipeline", "lab.report")}
+# the import graph's longest chain of module-level imports, in modules (a module importing no qae_lab module: 1)
+MAX_CHAIN = 9
 
 
 def module_names() -> list[str]:
@@ -36,6 +37,13 @@ def module_names() -> list[str]:
         if name:
             names.append(name)
     return sorted(names)
+
+
+def layer(name: str) -> str:
+    """The layer of a module: its folder, or "maths" for the package's top level (``__main__`` is the CLI's)."""
+    if name == "__main__":
+        return "runs"
+    return name.split(".")[0] if "." in name or name in FLOOR else "maths"
 
 
 def imports(name: str, *, module_level: bool) -> set[str]:
@@ -52,51 +60,88 @@ def imports(name: str, *, module_level: bool) -> set[str]:
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("qae_lab."):
                 dep = node.module[len("qae_lab."):]
                 found |= {dep} | {f"{dep}.{a.name}" for a in node.names if f"{dep}.{a.name}" in known}
+            elif isinstance(node, ast.ImportFrom) and node.module == "qae_lab":
+                found |= {a.name for a in node.names if a.name in known}
             elif isinstance(node, ast.Import):
                 found |= {a.name[len("qae_lab."):] for a in node.names if a.name.startswith("qae_lab.")}
     return (found & known) - {name}
 
 
-def floors() -> dict[str, int]:
-    @functools.cache
-    def floor(name: str) -> int:
-        return 1 + max((floor(d) for d in imports(name, module_level=True)), default=0)
-    return {name: floor(name) for name in module_names()}
+def allowed(importer: str, dep: str) -> bool:
+    a, b = layer(importer), layer(dep)
+    if b in (a, "maths") or a == "lab":
+        return True
+    if FLOOR[a] == FLOOR[b]:
+        return False  # task, toys and integrations stand side by side
+    return FLOOR[b] < FLOOR[a]
 
 
-def test_every_module_is_placed_once():
-    placed = [m for modules in layer_table().values() for m in modules]
-    assert len(placed) == len(set(placed)), "a module is listed in two layers of docs/layers.md"
-    assert sorted(placed) == module_names(), "docs/layers.md must place every module of qae_lab, and only those"
+def test_every_module_has_a_layer():
+    unknown = [m for m in module_names() if layer(m) not in FLOOR]
+    assert unknown == [], f"modules outside the layers' folders: {unknown}"
+    assert {layer(m) for m in module_names()} == set(FLOOR)  # every layer holds modules
 
 
 def test_no_module_imports_a_higher_layer():
-    rank = {m: i for i, modules in enumerate(layer_table().values()) for m in modules}
-    upwards = [(name, dep) for name in module_names() for dep in imports(name, module_level=False)
-               if rank[dep] > rank[name] and (name, dep) not in LAZY_CROSSINGS]
-    assert upwards == []
+    wrong = [(name, dep) for name in module_names() if name != "__init__"
+             for dep in sorted(imports(name, module_level=False))
+             if dep != "__init__" and not allowed(name, dep) and (name, dep) not in LAZY_CROSSINGS]
+    assert wrong == [], "imports that go upwards or sideways:\n" + "\n".join(f"  {a} -> {b}" for a, b in wrong)
     for name, dep in LAZY_CROSSINGS:  # the allowed crossings stay inside functions
-        assert dep not in imports(name, module_level=True)
+        assert dep not in imports(name, module_level=True), (name, dep)
 
 
-def test_the_import_graph_has_at_most_8_floors():
-    got = floors()
-    deepest = max(got, key=got.get)
-    assert got[deepest] <= MAX_FLOORS, f"{deepest} sits on floor {got[deepest]}"
-    assert got["methods"] == 1  # the vocabulary imports nothing of qae_lab
+def test_the_package_imports_only_the_maths_eagerly():
+    assert {layer(d) for d in imports("__init__", module_level=True)} <= {"maths"}
 
 
-def test_floor_count_sees_a_deeper_chain():
-    # the count is not vacuous: a module importing the command line sits one floor above it
-    got = floors()
-    fake = {**{n: imports(n, module_level=True) for n in module_names()}, "extra": {"__main__"}}
+def test_the_rule_itself():
+    assert allowed("train.trainer", "task.rewards") and allowed("runs.cli", "train.config")
+    assert allowed("task.evaluate", "storage.folder") and not allowed("storage.folder", "task.data")
+    assert allowed("analysis.claims", "toys.bandit") and allowed("lab.live", "runs.pipeline")
+    assert not allowed("task.rewards", "train.trainer") and not allowed("toys.bandit", "task.data")
+    assert not allowed("advantages", "task.answers") and not allowed("runs.folder", "analysis.compare")
 
+
+def _loaded_drawing(modules: list[str]) -> str:
+    code = (f"import sys, importlib; [importlib.import_module(m) for m in {modules!r}]; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'plotly', 'ipywidgets', 'IPython'}))")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          cwd=ROOT).stdout.strip()
+
+
+def test_the_command_line_loads_no_plotting_or_widgets():
+    assert _loaded_drawing(["qae_lab.runs.cli", "qae_lab.__main__"]) == "[]"
+
+
+def test_no_layer_below_the_lab_loads_plotting_or_widgets():
+    below = ["qae_lab." + m for m in module_names() if layer(m) != "lab" and m not in ("__init__", "__main__")]
+    assert _loaded_drawing(below) == "[]"
+    assert _loaded_drawing(["qae_lab.lab.plots"]) != "[]"  # the check sees a module that draws
+
+
+def chains() -> dict[str, int]:
     @functools.cache
-    def floor(name):
-        return 1 + max((floor(d) for d in fake.get(name, ())), default=0)
-    assert floor("extra") == got["__main__"] + 1
+    def chain(name: str) -> int:
+        return 1 + max((chain(d) for d in imports(name, module_level=True)), default=0)
+    return {name: chain(name) for name in module_names()}
+
+
+def test_the_import_graph_stays_shallow():
+    got = chains()
+    deepest = max(got, key=got.get)
+    assert got[deepest] <= MAX_CHAIN, f"{deepest}: a chain of {got[deepest]} module-level imports"
+    assert got["methods"] <= 2  # the vocabulary imports only the argument checks
 
 
 if __name__ == "__main__":
-    for name, n in sorted(floors().items(), key=lambda kv: (kv[1], kv[0])):
-        print(n, name)
+    for name, n in sorted(chains().items(), key=lambda kv: (FLOOR[layer(kv[0])], kv[1], kv[0])):
+        print(f"{layer(name):>12}  {n}  {name}")
+
+
+def test_the_architecture_page_lists_every_module_once():
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    table = text[text.index("## The modules"):]
+    listed = [p for p in __import__("re").findall(r"^\| `(qae_lab/[\w/]+\.py)` \|", table, __import__("re").M)]
+    files = sorted(str(p.relative_to(ROOT)) for p in PACKAGE.rglob("*.py"))
+    assert sorted(listed) == files, (sorted(set(files) - set(listed)), sorted(set(listed) - set(files)))

@@ -21,8 +21,8 @@ from qae_lab.ledger import (
     square_sums,
     update_advantages,
 )
-from qae_lab.models import load_policy
-from qae_lab.theory import entropy_change_first_order, identity_entropy_change
+from qae_lab.task.models import load_policy
+from qae_lab.toys.bandit import entropy_change_first_order, identity_entropy_change
 
 
 def ref_parts(lp, h, adv, mask, hard, normaliser=None) -> dict[str, float]:

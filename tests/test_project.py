@@ -78,14 +78,14 @@ def test_checks_module_is_generic():
 def test_equations_doc_names_the_training_code():
     # each equation's row goes on to the QAETrainer method that applies it in training, or says "—"
     text = (ROOT / "docs/equations.md").read_text()
-    trainer_cls = importlib.import_module("qae_lab.trainer").QAETrainer
+    trainer_cls = importlib.import_module("qae_lab.train.trainer").QAETrainer
     rows, applied = 0, set()
     for table in re.findall(r"^\| # \|.*?(?=\n\n|\Z)", text, re.S | re.M):
         header, _, *body = table.splitlines()
         col = [c.strip() for c in header.strip("|").split("|")].index("in training")
         for row in body:
             cell = row.strip("|").split(" | ")[col].strip()
-            methods = re.findall(r"`qae_lab\.trainer\.QAETrainer\.(\w+)`", cell)
+            methods = re.findall(r"`qae_lab\.train\.trainer\.QAETrainer\.(\w+)`", cell)
             in_loss = re.findall(r"`qae_lab\.loss\.(\w+)`", cell)
             assert cell.startswith("—") or methods or in_loss, row
             applied.update(methods + [f"loss.{name}" for name in in_loss])
@@ -93,7 +93,7 @@ def test_equations_doc_names_the_training_code():
     assert rows >= 30
     # by method name, never by line; our own overrides, not methods TRL would run anyway
     assert not re.search(r"trainer\.py:\d+|line \d+", text)
-    for method in set(re.findall(r"`qae_lab\.trainer\.QAETrainer\.(\w+)`", text)):
+    for method in set(re.findall(r"`qae_lab\.train\.trainer\.QAETrainer\.(\w+)`", text)):
         assert method in vars(trainer_cls), method
     assert {"_score", "_forward", "_compute_loss", "loss.grpo_loss", "loss.reduce_token_loss"} <= applied
     from qae_lab import loss
@@ -126,7 +126,7 @@ def test_wheel_carries_the_package_and_the_embedded_model(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     for f in ("model.safetensors", "tokenizer.json", "config.json", "chat_template.jinja"):
         assert f"qae_lab/embedded_model/{f}" in names, f
-    # the committed data notebooks 05-07 read (qae_lab.datadir), every file of it
+    # the committed data notebooks 05-07 read (qae_lab.analysis.committed_data), every file of it
     for name, folder in (("reference_runs", "reference_runs"), ("seqpolicy", "seqpolicy_data")):
         files = {p.relative_to(ROOT / "data" / name).as_posix() for p in (ROOT / "data" / name).rglob("*") if p.is_file()}
         assert files and {f"qae_lab/{folder}/{f}" for f in files} <= names, name
@@ -189,9 +189,9 @@ def _imports_inside_functions(path: Path) -> list[tuple[int, str, str]]:
 # heavy ones that code which is not about drawing loads only when it draws (docs/architecture.md, "Imports"),
 # and qae_lab modules that import them at their own top
 OPTIONAL = ("datasets", "tokenizers", "transformers", "huggingface_hub", "peft", "trl", "accelerate", "verl", "tqdm",
-            "qae_lab.config",
-            "plotly", "ipywidgets", "IPython", "qae_lab.report", "qae_lab.plots", "qae_lab.views",
-            "math_verify", "sympy")  # the verify extra (qae_lab/verify.py) and the sympy it computes with
+            "qae_lab.train.config",
+            "plotly", "ipywidgets", "IPython", "qae_lab.lab.report", "qae_lab.lab.plots", "qae_lab.lab.plots",
+            "math_verify", "sympy")  # the verify extra (qae_lab/task/verify.py) and the sympy it computes with
 
 
 def test_imports_sit_at_the_top_except_optional_heavy_dependencies_with_a_reason():
@@ -225,7 +225,7 @@ def test_every_test_file_stays_under_500_lines():
 
 def test_no_module_under_tests_shadows_a_package_module_or_an_importable_one():
     # tests/ goes first on sys.path, so tests/callbacks.py would stand in for any top-level `callbacks` and read
-    # as qae_lab.callbacks; a helper's name must be neither a qae_lab module nor importable from elsewhere
+    # as qae_lab.train.callbacks; a helper's name must be neither a qae_lab module nor importable from elsewhere
     tests_dir = (ROOT / "tests").resolve()
     package = {p.stem for p in (ROOT / "qae_lab").rglob("*.py")} | {p.name for p in (ROOT / "qae_lab").rglob("*")
                                                                     if p.is_dir() and (p / "__init__.py").exists()}

@@ -1,4 +1,4 @@
-"""Shared setup of the bandit tests (qae_lab.theory): float64 tensors, and plain-Python references.
+"""Shared setup of the bandit tests (qae_lab.toys.bandit): float64 tensors, and plain-Python references.
 
 The references (the ``math`` module, loops over actions) stand in for the vectorised code.
 """

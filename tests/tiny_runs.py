@@ -1,5 +1,5 @@
-"""Shared by the tests of whole runs (tests/test_cli.py, tests/test_run_safety.py, tests/test_export.py,
-tests/test_trackers.py): the tiny run's settings (the embedded model on the CPU: 2 steps of 2 prompts x 4
+"""Shared by the tests of whole runs (tests/runs/test_cli.py, tests/runs/test_run_safety.py, tests/runs/test_export.py,
+tests/runs/test_trackers.py): the tiny run's settings (the embedded model on the CPU: 2 steps of 2 prompts x 4
 completions, 8 evaluation problems x 2 samples), a folder's snapshot, and a guard that fails a test when the
 model loads."""
 
@@ -25,5 +25,5 @@ def no_loading(monkeypatch) -> None:
     """Checks must come before anything loads: loading the model fails the test (where the run loads it too)."""
     def refuse(*args, **kwargs):
         raise AssertionError("the model was loaded before the settings were checked")
-    monkeypatch.setattr("qae_lab.models.load_policy", refuse)
-    monkeypatch.setattr("qae_lab.run.load_policy", refuse)
+    monkeypatch.setattr("qae_lab.task.models.load_policy", refuse)
+    monkeypatch.setattr("qae_lab.runs.pipeline.load_policy", refuse)

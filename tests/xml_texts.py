@@ -1,9 +1,9 @@
-"""Completions in the requested format, for the tests of reading answers (tests/test_answers.py,
-tests/test_rewards.py, tests/test_verify.py)."""
+"""Completions in the requested format, for the tests of reading answers (tests/task/test_answers.py,
+tests/task/test_rewards.py, tests/task/test_verify.py)."""
 
 from __future__ import annotations
 
-from qae_lab.data import xml_completion
+from qae_lab.task.data import xml_completion
 
 
 def xml(reasoning: str, answer: str) -> str:

@@ -1,0 +1,366 @@
+r"""Compare training runs: load run folders, average curves over seeds, a before/after table.
+
+A run folder is what ``python -m qae_lab train`` writes (``config.json``, ``log.jsonl``,
+``eval_before.json`` / ``eval_after.json``) or a committed reference run under
+``data/reference_runs/<method>-seed<S>/`` (``config.json``, ``log.jsonl``, ``summary.json``).
+Both load into a :class:`Run`. Curves and tables average over the runs of one
+:class:`~qae_lab.analysis.grouping.Group` (:func:`~qae_lab.analysis.grouping.group_runs`: one method, the same
+settings and length, each seed once) and report mean and spread over its seeds;
+:func:`versus_baseline` judges a difference against the seed spread only between comparable groups.
+
+The numbers themselves (moving average, training variance, mean and spread over seeds, and
+where they depart from the usual conventions) are :mod:`qae_lab.analysis.stats`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from qae_lab._checks import check_int
+from qae_lab.analysis.committed_data import data_dir, find_up
+from qae_lab.analysis.grouping import Group, differences, group_runs, spread_verdict
+from qae_lab.methods import (
+    METHODS,
+    QAE_ALL_EQUAL_FRAC,
+    QAE_EASY_FRAC,
+    QAE_HARD_FRAC,
+    QAE_ZERO_ADV_FRAC,
+    SAAH_W_MEAN_NEG,
+    method_name,
+)
+from qae_lab.storage.folder import read_log, step_rows
+from qae_lab.analysis.stats import Stat, moving_average, stat, training_variance, within_spread
+
+__all__ = ["Run", "load_run", "load_runs", "find_up", "find_reference_runs", "series", "Curve", "group_by_method",
+           "metric_curves", "summary_table", "format_table", "versus_baseline"]
+
+
+# ---------------------------------------------------------------- loading run folders
+
+@dataclass(frozen=True)
+class Run:
+    r"""One training run read from its folder.
+
+    Attributes:
+        name: the folder's name (``qae-seed0``, ``cpu-demo-20260101-120000``).
+        method: ``mean`` | ``qae`` | ``sa_ah`` | ``qae_sa_ah`` (:data:`qae_lab.methods.METHODS`),
+            or ``<baseline>+<token_weighting>`` for a combination without a name.
+        seed: the trainer's seed (None when the config does not say).
+        config: ``config.json``: ``{"preset", "run", "trainer", "versions"}``.
+        rows: the training-step rows of ``log.jsonl`` (:func:`qae_lab.storage.folder.step_rows`).
+        before, after: the evaluation summaries (``pass@1``, ``greedy_pass@1``, ``pass@8``, ...)
+            before and after training, or None when the run has none (interrupted, or evaluate off).
+
+    >>> run = Run("qae-seed0", "qae", 0, {}, [{"step": 1, "reward": 0.25}, {"step": 2, "reward": 0.5}], None, None)
+    >>> run.method, len(run.rows), run.after
+    ('qae', 2, None)
+    """
+
+    name: str
+    method: str
+    seed: int | None
+    config: dict
+    rows: list[dict]
+    before: dict | None
+    after: dict | None
+
+
+def _is_run(path: Path) -> bool:
+    return (path / "config.json").is_file() and (path / "log.jsonl").is_file()
+
+
+def _evals(path: Path) -> tuple[dict | None, dict | None]:
+    """(before, after) summaries from summary.json (reference runs) or eval_before/after.json (a train run)."""
+    if (path / "summary.json").is_file():
+        data = json.loads((path / "summary.json").read_text(encoding="utf-8"))
+        return tuple((data.get(when) or {}).get("summary") for when in ("before", "after"))
+    out = []
+    for when in ("before", "after"):
+        f = path / f"eval_{when}.json"
+        out.append(json.loads(f.read_text(encoding="utf-8"))["summary"] if f.is_file() else None)
+    return tuple(out)
+
+
+def load_run(path: str | os.PathLike) -> Run:
+    r"""Read one run folder into a :class:`Run` (see the module docstring for the two layouts).
+
+    >>> run = load_run(find_reference_runs() / "qae-seed0")
+    >>> run.name, run.method, run.seed, run.rows[0]["step"], "pass@1" in run.after
+    ('qae-seed0', 'qae', 0, 1, True)
+    """
+    path = Path(path)
+    if not path.is_dir() or not _is_run(path):
+        raise ValueError(f"path {str(path)!r} is not a run folder: it needs config.json and log.jsonl "
+                         "(as written by `python -m qae_lab train` or kept in data/reference_runs)")
+    config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    seed = (config.get("trainer") or {}).get("seed")
+    before, after = _evals(path)
+    return Run(path.name, method_name(config), seed, config, step_rows(read_log(path)), before, after)
+
+
+def _order(run: Run) -> tuple:
+    known = list(METHODS)
+    rank = known.index(run.method) if run.method in known else len(known)
+    return rank, run.method, -1 if run.seed is None else run.seed, run.name
+
+
+def load_runs(source: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Run]:
+    r"""Runs from a parent folder (every sub-folder that is a run), one run folder, or a list of run folders.
+
+    Sorted by method (in :data:`~qae_lab.methods.METHODS` order, others after), then seed.
+    Sub-folders of a parent that are not runs (checkpoints, notes) are skipped; a parent
+    with none, or a listed folder that is not a run, raises ``ValueError``.
+
+    >>> [run.name for run in load_runs(find_reference_runs())][:4]
+    ['mean-seed0', 'mean-seed1', 'mean-seed2', 'qae-seed0']
+    """
+    if isinstance(source, (str, os.PathLike)):
+        root = Path(source)
+        if not root.is_dir():
+            raise ValueError(f"source {str(root)!r} is not a folder")
+        paths = [root] if _is_run(root) else sorted(p for p in root.iterdir() if p.is_dir() and _is_run(p))
+        if not paths:
+            raise ValueError(f"source {str(root)!r} holds no run folders (sub-folders with config.json and log.jsonl)")
+    else:
+        paths = [Path(p) for p in source]
+        if not paths:
+            raise ValueError("source must name at least one run folder, got an empty list")
+    return sorted((load_run(p) for p in paths), key=_order)
+
+
+def find_reference_runs(start: str | os.PathLike | None = None) -> Path:
+    r"""The committed ``data/reference_runs`` folder: :func:`qae_lab.analysis.committed_data.data_dir` ``("reference_runs", start)``
+    (a checkout's ``data/`` found from ``start``, default the cwd, upwards; else the copy the package carries).
+
+    >>> find_reference_runs().name
+    'reference_runs'
+    """
+    return data_dir("reference_runs", start)
+
+
+# ---------------------------------------------------------------- per-run numbers
+
+def series(run: Run, metric: str) -> tuple[list[int], list[float]]:
+    r"""(steps, values) of one logged metric, skipping steps where it is missing or None.
+
+    >>> series(Run("r", "qae", 0, {}, [{"step": 1, "reward": 0.5}, {"step": 2}], None, None), "reward")
+    ([1], [0.5])
+    """
+    pts = [(r["step"], float(r[metric])) for r in run.rows if r.get(metric) is not None]
+    return [p[0] for p in pts], [p[1] for p in pts]
+
+
+# ---------------------------------------------------------------- over seeds
+
+def group_by_method(runs: Iterable[Run]) -> dict[str, list[Run]]:
+    r"""Runs grouped by :attr:`Run.method`, in the order the methods first appear.
+
+    By method only: runs of other settings, lengths or repeated seeds stay together. To average or
+    compare, use :func:`~qae_lab.analysis.grouping.group_runs`.
+
+    >>> groups = group_by_method(load_runs(find_reference_runs()))
+    >>> {method: [run.seed for run in group] for method, group in groups.items()}
+    {'mean': [0, 1, 2], 'qae': [0, 1, 2], 'sa_ah': [0, 1, 2], 'qae_sa_ah': [0, 1, 2]}
+    """
+    groups: dict[str, list[Run]] = {}
+    for run in runs:
+        groups.setdefault(run.method, []).append(run)
+    return groups
+
+
+def _groups(runs: Iterable[Run] | Iterable[Group]) -> list[Group]:
+    """Groups as given, or runs grouped by :func:`~qae_lab.analysis.grouping.group_runs` (all as reference runs)."""
+    items = list(runs)
+    if items and all(isinstance(x, Group) for x in items):
+        return items
+    if any(isinstance(x, Group) for x in items):
+        raise ValueError("runs must be all Runs or all Groups (qae_lab.analysis.grouping.group_runs), not a mix")
+    return group_runs(items)
+
+
+@dataclass
+class Curve:
+    r"""A group's curve over seeds: per step the mean, population std and range over its runs.
+
+    All lists have one entry per step in ``steps`` (the steps every run of the group logged).
+
+    >>> curve = metric_curves(load_runs(find_reference_runs()), "reward", window=10)["qae"]
+    >>> curve.n_runs, curve.steps[:3], len(curve.mean) == len(curve.steps)
+    (3, [1, 2, 3], True)
+    """
+
+    steps: list[int]
+    mean: list[float]
+    std: list[float]
+    lo: list[float]
+    hi: list[float]
+    n_runs: int
+
+
+def metric_curves(runs: Iterable[Run] | Iterable[Group], metric: str, window: int = 1) -> dict[str, Curve]:
+    r"""Per group, ``metric`` smoothed per run (trailing average over ``window`` steps), then mean/spread over runs.
+
+    ``runs``: the :class:`~qae_lab.analysis.grouping.Group` s of :func:`~qae_lab.analysis.grouping.group_runs`, or runs,
+    grouped by it here. Keys are the groups' labels (the method, for the only reference group of a
+    method). Groups whose runs never logged ``metric`` (``saah/*`` without token weighting) are left out.
+
+    >>> runs = [Run(f"qae-seed{i}", "qae", i, {}, [{"step": 1, "reward": x}, {"step": 2, "reward": 2 * x}], None, None)
+    ...         for i, x in enumerate([0.25, 0.5])]
+    >>> curve = metric_curves(runs, "reward")["qae"]
+    >>> curve.steps, curve.mean, curve.std, curve.lo, curve.hi
+    ([1, 2], [0.375, 0.75], [0.125, 0.25], [0.25, 0.5], [0.5, 1.0])
+    """
+    check_int(window, "window", 1)
+    out = {}
+    for group in _groups(runs):
+        per_run = []
+        for run in group.runs:
+            steps, xs = series(run, metric)
+            if xs:
+                per_run.append(dict(zip(steps, moving_average(xs, window))))
+        if not per_run:
+            continue
+        steps = sorted(set.intersection(*(set(d) for d in per_run)))
+        stats = [stat([d[s] for d in per_run]) for s in steps]
+        out[group.label] = Curve(steps, [s.mean for s in stats], [s.std for s in stats], [s.lo for s in stats],
+                                 [s.hi for s in stats], len(per_run))
+    return out
+
+
+def _mean_of(run: Run, metric: str, last: int | None = None) -> float | None:
+    xs = series(run, metric)[1][-last if last else None:]
+    return statistics.fmean(xs) if xs else None
+
+
+def _eval(run: Run, when: str, key: str) -> float | None:
+    summary = getattr(run, when)
+    return None if summary is None else summary.get(key)
+
+
+def summary_table(runs: Iterable[Run] | Iterable[Group], window: int = 20) -> list[dict]:
+    r"""One row per group: ``method`` (the group's label), ``seeds`` (distinct), a ``Stat`` (or None) over seeds
+    for each column, and ``group`` (the :class:`~qae_lab.analysis.grouping.Group`, for :func:`versus_baseline`).
+
+    ``runs``: the groups of :func:`~qae_lab.analysis.grouping.group_runs`, or runs, grouped by it here.
+
+    Columns: sampled ``pass@1``, ``greedy pass@1`` and ``pass@8`` before and after
+    training; the mean over steps of ``zero-adv frac``, ``all-equal frac`` (prompts whose
+    rewards are all equal), ``hard frac``, ``easy frac`` and
+    ``w_mean_neg`` (SA-AH's mean weight on negative tokens); ``final entropy`` (mean of the
+    last ``window`` steps); ``train var`` (:func:`~qae_lab.analysis.stats.training_variance` of the reward, ``window``).
+
+    >>> row = summary_table(load_runs(find_reference_runs()))[1]
+    >>> row["method"], row["seeds"], row["pass@1 after"].n, row["pass@1 after"].mean > row["pass@1 before"].mean
+    ('qae', 3, 3, True)
+    """
+    check_int(window, "window", 2)
+    table = []
+    for g in _groups(runs):
+        group = g.runs
+        row = {"method": g.label, "seeds": len(group)}
+        for label, key in (("pass@1", "pass@1"), ("greedy pass@1", "greedy_pass@1"), ("pass@8", "pass@8")):
+            for when in ("before", "after"):
+                row[f"{label} {when}"] = stat(_eval(r, when, key) for r in group)
+        for label, key in (("zero-adv frac", QAE_ZERO_ADV_FRAC), ("all-equal frac", QAE_ALL_EQUAL_FRAC),
+                           ("hard frac", QAE_HARD_FRAC),
+                           ("easy frac", QAE_EASY_FRAC), ("w_mean_neg", SAAH_W_MEAN_NEG)):
+            row[label] = stat(_mean_of(r, key) for r in group)
+        row["final entropy"] = stat(_mean_of(r, "entropy", window) for r in group)
+        row["train var"] = stat(training_variance(r.rows, "reward", window)
+                                for r in group if len(series(r, "reward")[1]) > window)
+        row["group"] = g
+        table.append(row)
+    return table
+
+
+def format_table(table: Sequence[Mapping], columns: Sequence[str] | None = None, digits: int = 3) -> str:
+    r"""A fixed-width text table of :func:`summary_table` rows (a Stat as mean±std, None as a dash).
+
+    ``columns``: default every key of the first row but ``group``.
+
+    >>> print(format_table([{"method": "qae", "seeds": 2, "pass@1 after": stat([0.5, 0.7])}]))
+    method  seeds  pass@1 after
+    qae         2   0.600±0.100
+    """
+    check_int(digits, "digits", 0, 12)
+    columns = list(columns or [c for c in (table[0] if table else []) if c != "group"])
+
+    def cell(v) -> str:
+        if isinstance(v, Stat):
+            return f"{v.mean:.{digits}f}±{v.std:.{digits}f}"
+        if isinstance(v, float):
+            return f"{v:.{digits}f}"
+        return "—" if v is None else str(v)
+
+    cells = [[cell(row.get(c)) for c in columns] for row in table]
+    widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(columns, widths)))]
+    lines += ["  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths)))
+              for r in cells]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _base_row(row: Mapping, bases: Sequence[Mapping], baseline: str) -> Mapping | None:
+    """The baseline row ``row`` is compared with (see :func:`versus_baseline`), or None (it is the baseline)."""
+    if "group" not in row:  # a hand-written row: matched by method
+        return None if row["method"] == baseline else next(iter(bases), None)
+    default = next((b for b in bases if "group" in b and not b["group"].mine), next(iter(bases), None))
+    if row is default:
+        return None
+    comparable = (b for b in bases if b is not row and "group" in b and not differences(row["group"], b["group"]))
+    return next(comparable, default)
+
+
+def versus_baseline(table: Sequence[Mapping], column: str, baseline: str = "mean", digits: int = 3) -> str:
+    r"""Per row, ``column`` of :func:`summary_table` (mean±std and range over seeds) and its difference from the
+    mean of a ``baseline`` group, with a verdict on the seed spread only where one is honest.
+
+    A row's baseline is, among the rows of method ``baseline``, the first comparable with it (no
+    :func:`~qae_lab.analysis.grouping.differences`), else the first reference one (which itself gets no
+    comparison). The verdict is :func:`~qae_lab.analysis.grouping.spread_verdict`: within / outside the seed
+    spread for comparable groups of two seeds or more each, otherwise why there is none (the
+    settings and lengths that differ; one seed). Rows written by hand, without a ``group``, are
+    matched by ``method`` and taken as comparable (:func:`~qae_lab.analysis.stats.within_spread`).
+
+    >>> t = [{"method": "mean", "x": stat([0.5, 0.6])}, {"method": "qae", "x": stat([0.58, 0.7])}]
+    >>> print(versus_baseline(t, "x"))
+    mean  0.550±0.050  seeds [0.500, 0.600]
+    qae   0.640±0.060  seeds [0.580, 0.700]  +0.090 vs mean: within the seed spread (the seed ranges overlap)
+    >>> from qae_lab.analysis.grouping import group_runs
+    >>> ref = [Run(f"mean-seed{s}", "mean", s, {}, [{"step": 400}], None, None) for s in (0, 1)]
+    >>> mean, you = group_runs(ref, [Run("live", "qae", 42, {}, [{"step": 48}], None, None)])
+    >>> t = [{"method": "mean", "x": stat([0.5, 0.6]), "group": mean},
+    ...      {"method": you.label, "x": stat([0.31]), "group": you}]
+    >>> print(versus_baseline(t, "x").splitlines()[1].split("]  ")[1])
+    -0.240 vs mean: no spread verdict: not comparable (steps 48 vs 400); only 1 seed
+    """
+    check_int(digits, "digits", 0, 12)
+    if not isinstance(column, str) or not isinstance(baseline, str):
+        raise ValueError(f"column and baseline must be a column name and a method name (str), got {column!r}, "
+                         f"{baseline!r}")
+    bases = [row for row in table if row.get(column) is not None
+             and (row["group"].method if "group" in row else row["method"]) == baseline]
+    width = max((len(row["method"]) for row in table), default=0)
+    verdicts = {True: "within the seed spread (the seed ranges overlap)",
+                False: "outside the seed spread (the ranges of {} and {} seeds do not overlap)",
+                None: "too few seeds to judge (one run)"}
+    lines = []
+    for row in table:
+        s, f = row.get(column), f".{digits}f"
+        if s is None:
+            lines.append(f"{row['method']:<{width}}  —")
+            continue
+        line = f"{row['method']:<{width}}  {s.mean:{f}}±{s.std:{f}}  seeds [{s.lo:{f}}, {s.hi:{f}}]"
+        base = _base_row(row, bases, baseline)
+        if base is not None:
+            b = base[column]
+            verdict = (spread_verdict(row["group"], s, base["group"], b) if "group" in row and "group" in base
+                       else verdicts[within_spread(s, b)].format(s.n, b.n))
+            line += f"  {s.mean - b.mean:+{f}} vs {base['method']}: {verdict}"
+        lines.append(line)
+    return "\n".join(lines)

@@ -1,0 +1,409 @@
+r"""The papers' phenomena in miniature: the committed CPU experiments, and the numbers each claim is judged by.
+
+:data:`EXPERIMENTS` names each experiment of notebook 06: its preset, the ``--set`` overrides all
+its runs share, the methods it compares and its seeds. ``benchmarks/phenomena_runs.py`` runs
+them (``python -m qae_lab train``) and keeps each run's ``config.json``, ``log.jsonl`` and
+``summary.json`` under ``data/reference_runs/phenomena/<experiment>/<method>-seed<S>/``;
+notebook 06 reads them back with :func:`qae_lab.analysis.compare.load_runs`.
+
+A claim is judged by one number per run (:func:`window_mean`: a metric averaged over a window of
+steps), compared between two methods over their seeds by :func:`effect`: the difference of the
+seed means, each side's spread (population std, as :mod:`qae_lab.analysis.stats`), a standardised
+effect (Cohen's d with the pooled population std) and whether the seed ranges are apart. With
+three seeds a side none of this is a significance test; the notebook says "apart" only when every
+seed of one method lies beyond every seed of the other.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
+
+from pathlib import Path
+
+from qae_lab._checks import check_int
+from qae_lab.analysis.compare import Run, group_by_method, load_runs
+from qae_lab.ledger import LEDGER_PARTS
+from qae_lab.methods import LEDGER_PREFIX, QAE_EASY_FRAC
+from qae_lab.analysis.stats import Stat, moving_average, stat
+
+__all__ = ["EXPERIMENTS", "BASE_SETS", "SEARCH", "SEARCH_SEED", "REGIME_SEARCH", "REGIME_SETS", "SEARCHES", "PHENOMENA_DIR", "run_names", "load_experiment", "per_method", "window_mean", "peak", "Effect",
+           "effect", "k_sweep_rows", "pass_at_k_table", "clipped_fraction", "ledger_table",
+           "search_row", "search_table"]
+
+PHENOMENA_DIR = "phenomena"  # under data/reference_runs/
+
+# What every run of the experiments shares beyond the cpu-sums preset, chosen by the search (SEARCH, search.json):
+# 60 generations, each trained on twice (so that the ratio leaves 1 and Clip-Higher's range can matter), lr 5e-5
+# held constant, the one setting tried where pass@1 rose (mean+clip_higher 0.436 -> 0.512); at 1e-4 and 3e-4 both
+# methods unlearned (the tiny model's arithmetic breaks), and clipping stayed rare everywhere (<= 0.7% of tokens).
+BASE_SETS = ["max_steps=120", "num_iterations=2", "learning_rate=5e-5", "lr_scheduler_type=constant"]
+
+# Each experiment: what it shows, the settings its runs share, the methods compared, the seeds (fresh: the
+# search used SEARCH_SEED only). "k_values" (K sweep only): one run per K and seed with --set quantile_k=K.
+EXPERIMENTS: dict[str, dict] = {
+    "entropy": {
+        "what": "entropy, its ledger, diversity and pass@k under the mean and the quantile baseline, with and "
+                "without Clip-Higher (QAE, sec. 2)",
+        "preset": "cpu-sums", "sets": list(BASE_SETS),
+        "methods": ("mean", "qae", "mean+clip_higher", "qae+clip_higher"), "seeds": (0, 1, 2),
+    },
+    "composite": {
+        "what": "SA-AH's composite reward (r_max 7.5): correct answers with a negative advantage, SA-AH's training "
+                "variance, length and weights (sec. 3)",
+        "preset": "cpu-sums", "sets": [*BASE_SETS, "reward=composite", "success_threshold=5.0"],
+        "methods": ("mean", "qae", "sa_ah"), "seeds": (0, 1, 2),
+    },
+    "k_sweep": {
+        "what": "QAE at K = 0.2 ... 0.8: entropy, regimes, pass@1 and pass@32 (sec. 2); K = 0.4 is the entropy "
+                "experiment's qae runs (the same settings)",
+        "preset": "cpu-sums", "sets": list(BASE_SETS), "methods": ("qae",), "k_values": (0.2, 0.6, 0.8),
+        "seeds": (0, 1, 2), "with": ("entropy", "qae"),
+    },
+}
+
+# The search that chose BASE_SETS, on one seed the reported runs never use: each entry a name, a method and the
+# --set overrides of cpu-sums it tried (benchmarks/phenomena_runs.py --search-run; summary: search.json).
+SEARCH_SEED = 100
+SEARCH: tuple[tuple[str, str, list[str]], ...] = tuple(
+    (f"{tag}-{method}", method, sets)
+    for tag, sets in (  # 60 generations of 8 prompts x 8 each: two or four passes over each, or four mini-batches
+        # lr 3e-4 came first: both methods unlearned (pass@1 0.44 -> 0.23 / 0.17), so the rest try smaller steps
+        ("iter2-lr3e-4", ["max_steps=120", "num_iterations=2", "learning_rate=3e-4", "lr_scheduler_type=constant"]),
+        ("iter2-lr1e-4", ["max_steps=120", "num_iterations=2", "learning_rate=1e-4", "lr_scheduler_type=constant"]),
+        ("iter2-lr5e-5", ["max_steps=120", "num_iterations=2", "learning_rate=5e-5", "lr_scheduler_type=constant"]),
+        ("iter4-lr5e-5", ["max_steps=240", "num_iterations=4", "learning_rate=5e-5", "lr_scheduler_type=constant"]),
+        ("mini4-lr5e-5", ["max_steps=240", "per_device_train_batch_size=16", "steps_per_generation=4",
+                          "learning_rate=5e-5", "lr_scheduler_type=constant"]),
+    )
+    for method in ("mean+clip_higher", "qae+clip_higher")
+)
+
+# The search of the regimes experiment (QAE's Prop. 4.2 by the regime a prompt starts in), on SEARCH_SEED too: DAPO's
+# regime, where one generation of 8 prompts x 8 feeds several optimizer steps (steps_per_generation 8 or 16 times
+# gradient_accumulation_steps = 1, in mini-batches of 8 or 4 of its responses: TRL shuffles the generation and
+# slices it), so the ratio leaves 1 on every step but a generation's first and Clip-Higher's range can act; 60
+# generations each, a held-out regime evaluation nine times per run (64 prompts x 4 samples); pass@1 before and
+# after from 8 samples per problem instead of the preset's 32 (the search's CPU time went to training).
+REGIME_SEARCH: tuple[tuple[str, str, list[str]], ...] = tuple(
+    (f"{tag}-{method}", method, sets)
+    for tag, sets in (
+        ("spg8-lr2e-5", ["max_steps=480", "per_device_train_batch_size=8", "steps_per_generation=8",
+                         "learning_rate=2e-5", "lr_scheduler_type=constant", "regime_eval_steps=60",
+                         "regime_eval_samples=4", "eval_samples=8"]),
+        ("spg8-lr5e-5", ["max_steps=480", "per_device_train_batch_size=8", "steps_per_generation=8",
+                         "learning_rate=5e-5", "lr_scheduler_type=constant", "regime_eval_steps=60",
+                         "regime_eval_samples=4", "eval_samples=8"]),
+        # the two above clipped 0.01% and 0.1% of the tokens (mean baseline): sixteen steps per generation next
+        ("spg16-lr5e-5", ["max_steps=960", "per_device_train_batch_size=4", "steps_per_generation=16",
+                          "learning_rate=5e-5", "lr_scheduler_type=constant", "regime_eval_steps=120",
+                          "regime_eval_samples=4", "eval_samples=8"]),
+    )
+    for method in ("mean+clip_higher", "qae+clip_higher")
+)
+# What the regimes experiment's runs share beyond cpu-sums, chosen by REGIME_SEARCH (search_regimes.json): of the
+# tries, the one that clipped the most tokens while neither method's pass@1 fell below the start model's: 8 optimizer
+# steps per generation at lr 5e-5 clipped 0.12% (mean+clip_higher) and 0.03% (qae+clip_higher) of the tokens, pass@1
+# 0.440 -> 0.447 and 0.469; 16 steps per generation clipped 0.36% and 0.08% but qae+clip_higher fell to 0.395, and lr
+# 2e-5 clipped 0.01% and 0.00%. The reported runs evaluate with the preset's 32 samples per problem.
+REGIME_SETS = ["max_steps=480", "per_device_train_batch_size=8", "steps_per_generation=8", "learning_rate=5e-5",
+               "lr_scheduler_type=constant", "regime_eval_steps=60", "regime_eval_samples=4"]
+EXPERIMENTS["regimes"] = {
+    "what": "QAE's Prop. 4.2 by the regime a prompt starts in: a held-out set's hardest and easiest quarter at the "
+            "start, their entropy and success under the mean and the quantile baseline, with Clip-Higher in DAPO's "
+            "regime of several optimizer steps per generation (sec. 4)",
+    "preset": "cpu-sums", "sets": list(REGIME_SETS), "methods": ("mean+clip_higher", "qae+clip_higher"),
+    "seeds": (0, 1, 2),
+}
+
+# each search: its tries and the file under data/reference_runs/phenomena/ that summarises them
+SEARCHES: dict[str, tuple[tuple[tuple[str, str, list[str]], ...], str]] = {
+    "entropy": (SEARCH, "search.json"), "regimes": (REGIME_SEARCH, "search_regimes.json")}
+
+
+def run_names(experiment: str) -> list[tuple[str, str, list[str]]]:
+    r"""``(folder, method, sets)`` of every run of an experiment: its folder name, ``--method`` and own ``--set``s.
+
+    >>> run_names("k_sweep")[:2]
+    [('qae-k0.2-seed0', 'qae', ['quantile_k=0.2', 'seed=0']), ('qae-k0.6-seed0', 'qae', ['quantile_k=0.6', 'seed=0'])]
+    """
+    if experiment not in EXPERIMENTS:
+        raise ValueError(f"experiment must be one of {sorted(EXPERIMENTS)}, got {experiment!r}")
+    exp = EXPERIMENTS[experiment]
+    out = []
+    for seed in exp["seeds"]:
+        for method in exp["methods"]:
+            for k in exp.get("k_values", (None,)):
+                if k is None:
+                    out.append((f"{method}-seed{seed}", method, [f"seed={seed}"]))
+                else:
+                    out.append((f"{method}-k{k}-seed{seed}", method, [f"quantile_k={k}", f"seed={seed}"]))
+    return out
+
+
+def load_experiment(reference_runs: str | Path, experiment: str) -> list[Run]:
+    r"""The committed runs of one experiment, from ``<reference_runs>/phenomena/<experiment>/``, with the runs it
+    shares with another experiment (``"with"``: the K sweep's K = 0.4 runs are the entropy experiment's qae runs).
+
+    Args:
+        reference_runs: the ``data/reference_runs`` folder (:func:`qae_lab.analysis.compare.find_reference_runs`).
+        experiment: a name of :data:`EXPERIMENTS`.
+
+    Raises:
+        ValueError: an unknown experiment, or a folder without runs (with the command that makes them).
+
+    >>> from qae_lab.analysis.compare import find_reference_runs
+    >>> sorted({r.method for r in load_experiment(find_reference_runs(), "composite")})
+    ['mean', 'qae', 'sa_ah']
+    """
+    if experiment not in EXPERIMENTS:
+        raise ValueError(f"experiment must be one of {sorted(EXPERIMENTS)}, got {experiment!r}")
+    folder = Path(reference_runs) / PHENOMENA_DIR / experiment
+    if not folder.is_dir():
+        raise ValueError(f"{folder} does not exist: make it with python benchmarks/phenomena_runs.py --work <dir> "
+                         f"--only {experiment}")
+    runs = load_runs(folder)
+    if "with" in EXPERIMENTS[experiment]:  # runs of another experiment with the same settings (K sweep: K = 0.4)
+        other, method = EXPERIMENTS[experiment]["with"]
+        runs += [r for r in load_experiment(reference_runs, other) if r.method == method]
+    return runs
+
+
+def per_method(runs: Sequence[Run], number) -> dict[str, list[float | None]]:
+    r"""``{method: [number(run) for each of its runs]}``, methods in the order they first appear.
+
+    >>> from qae_lab.analysis.compare import Run
+    >>> runs = [Run("a", "qae", 0, {}, [], None, None), Run("b", "qae", 1, {}, [{}], None, None)]
+    >>> per_method(runs, lambda r: len(r.rows))
+    {'qae': [0, 1]}
+    """
+    return {method: [number(r) for r in group] for method, group in group_by_method(runs).items()}
+
+
+def window_mean(rows: Sequence[Mapping], metric: str, start: int = 1, stop: int | None = None) -> float | None:
+    r"""Mean of ``metric`` over the log rows with ``start <= step <= stop`` that hold it; None when none does.
+
+    Args:
+        rows: training-step rows (:func:`qae_lab.storage.folder.step_rows`), each with a ``step``.
+        metric: a logged metric (``"entropy"``, ``"qae/neg_correct"``, ...).
+        start, stop: the window of steps, inclusive (``stop=None``: to the last step); start >= 1.
+
+    >>> rows = [{"step": s, "entropy": 0.1 * s} for s in range(1, 6)]
+    >>> round(window_mean(rows, "entropy", 2, 3), 6), window_mean(rows, "reward")
+    (0.25, None)
+    """
+    start = check_int(start, "start", 1)
+    if stop is not None:
+        stop = check_int(stop, "stop", start)
+    values = [float(r[metric]) for r in rows if r.get(metric) is not None
+              and start <= r["step"] and (stop is None or r["step"] <= stop)]
+    return statistics.fmean(values) if values else None
+
+
+def peak(values: Sequence[float], window: int) -> float | None:
+    r"""The largest trailing ``window``-value average over the full windows (all values' mean when fewer); None if empty.
+
+    A single noisy value, or the first steps' shorter windows, cannot make the peak.
+
+    >>> peak([0.9, 0.1, 0.1, 0.5, 0.5], 2), peak([0.2, 0.4], 5), peak([], 3)
+    (0.5, 0.30000000000000004, None)
+    """
+    window = check_int(window, "window", 1)
+    if not values:
+        return None
+    averages = moving_average(list(values), window)
+    return max(averages[window - 1:]) if len(values) >= window else statistics.fmean(values)
+
+
+class Effect(NamedTuple):
+    r"""Method A against method B over seeds: ``diff`` = mean(A) - mean(B), Cohen's ``d``, and whether apart.
+
+    ``d`` is diff over the pooled population std sqrt((std_A^2 + std_B^2) / 2) (None when both are
+    0); ``apart`` is True when every seed of one side lies beyond every seed of the other, None
+    with fewer than two seeds on a side.
+
+    >>> e = Effect(stat([0.3, 0.4]), stat([0.1, 0.2]), 0.2, 4.0, True); round(e.diff, 3), e.apart
+    (0.2, True)
+    """
+
+    a: Stat
+    b: Stat
+    diff: float
+    d: float | None
+    apart: bool | None
+
+
+def effect(a: Sequence[float | None], b: Sequence[float | None]) -> Effect | None:
+    r"""The :class:`Effect` of per-seed numbers ``a`` against ``b`` (None entries skipped); None if a side is empty.
+
+    Args:
+        a, b: one number per seed of each method (e.g. :func:`window_mean` of each run).
+
+    >>> e = effect([0.30, 0.32, 0.34], [0.20, 0.21, 0.22])
+    >>> round(e.diff, 3), round(e.d, 1), e.apart
+    (0.11, 8.5, True)
+    """
+    sa, sb = stat(a), stat(b)
+    if sa is None or sb is None:
+        return None
+    diff = sa.mean - sb.mean
+    pooled = math.sqrt((sa.std ** 2 + sb.std ** 2) / 2)
+    d = diff / pooled if pooled > 0 else None
+    apart = None if sa.n < 2 or sb.n < 2 else (sa.lo > sb.hi or sb.lo > sa.hi)
+    return Effect(sa, sb, diff, d, apart)
+
+
+def k_sweep_rows(runs: Sequence[Run], last: int = 20) -> list[dict]:
+    r"""One row per K of a K sweep: ``k``, ``seeds`` and a :class:`~qae_lab.analysis.stats.Stat` over seeds of the
+    final entropy and the final easy-prompt fraction (means of the last ``last`` steps that log them) and of
+    sampled pass@1 and pass@32 after training.
+
+    Args:
+        runs: runs that differ in ``quantile_k`` (their ``config.json``'s trainer settings).
+        last: steps averaged for the final values, >= 1.
+
+    >>> from qae_lab.analysis.compare import Run
+    >>> run = lambda k, e: Run("r", "qae", 0, {"trainer": {"quantile_k": k}}, [{"step": 1, "entropy": e}], None,
+    ...                        {"pass@1": 0.5, "pass@32": 0.9})
+    >>> rows = k_sweep_rows([run(0.6, 0.02), run(0.2, 0.01)])
+    >>> [(r["k"], round(r["final entropy"].mean, 3), r["pass@32"].mean) for r in rows]
+    [(0.2, 0.01, 0.9), (0.6, 0.02, 0.9)]
+    """
+    last = check_int(last, "last", 1)
+    by_k: dict[float, list[Run]] = {}
+    for r in runs:
+        by_k.setdefault(float(r.config["trainer"]["quantile_k"]), []).append(r)
+
+    def final(r: Run, metric: str) -> float | None:
+        return window_mean(r.rows, metric, max(1, r.rows[-1]["step"] - last + 1)) if r.rows else None
+
+    return [{"k": k, "seeds": len(by_k[k]), "final entropy": stat(final(r, "entropy") for r in by_k[k]),
+             "final easy fraction": stat(final(r, QAE_EASY_FRAC) for r in by_k[k]),
+             **{key: stat((r.after or {}).get(key) for r in by_k[k]) for key in ("pass@1", "pass@32")}}
+            for k in sorted(by_k)]
+
+
+def pass_at_k_table(runs: Sequence[Run]) -> dict[str, dict[str, dict[int, Stat]]]:
+    r"""``{method: {"before" | "after": {k: Stat over seeds of pass@k}}}`` for every k the evaluations hold.
+
+    >>> from qae_lab.analysis.compare import Run
+    >>> runs = [Run(f"r{s}", "qae", s, {}, [], {"pass@1": 0.4, "pass@2": 0.6}, {"pass@1": 0.5 + s / 10, "pass@2": 0.6})
+    ...         for s in range(2)]
+    >>> t = pass_at_k_table(runs)["qae"]
+    >>> sorted(t["after"]), round(t["after"][1].mean, 2), t["before"][2].mean
+    ([1, 2], 0.55, 0.6)
+    """
+    out: dict[str, dict[str, dict[int, Stat]]] = {}
+    for method, group in group_by_method(runs).items():
+        out[method] = {}
+        for when in ("before", "after"):
+            ks = sorted({int(key[5:]) for r in group for key in (getattr(r, when) or {}) if key.startswith("pass@")})
+            out[method][when] = {k: stat((getattr(r, when) or {}).get(f"pass@{k}") for r in group) for k in ks}
+    return out
+
+
+def clipped_fraction(run: Run, side: str = "region") -> float | None:
+    r"""Mean share of tokens PPO's clip stopped (``clip_ratio/region_mean``) over the steps that reuse a generation
+    (no ``reward`` logged): on a generation's first pass the ratio is 1 and nothing is clipped. ``side="high"``:
+    only the upper end, 1 + epsilon_high, the one Clip-Higher widens (``clip_ratio/high_mean``); ``"low"``: the lower.
+
+    >>> from qae_lab.analysis.compare import Run
+    >>> rows = [{"step": 1, "reward": 0.5, "clip_ratio/region_mean": 0.0}, {"step": 2, "clip_ratio/region_mean": 0.02}]
+    >>> clipped_fraction(Run("r", "mean", 0, {}, rows, None, None))
+    0.02
+    """
+    if side not in ("region", "high", "low"):
+        raise ValueError(f"side must be 'region', 'high' or 'low', got {side!r}")
+    key = f"clip_ratio/{side}_mean"
+    xs = [float(r[key]) for r in run.rows if r.get("reward") is None and r.get(key) is not None]
+    return statistics.fmean(xs) if xs else None
+
+
+_SEARCH_HIDDEN = ("sparse_update=false", "disable_tqdm=true", "save_model=false", "evaluate=false", "torch_threads=1")
+
+
+def ledger_table(groups, parts=LEDGER_PARTS) -> list[dict]:
+    r"""The entropy ledger per group of runs: for each part, the :class:`~qae_lab.analysis.stats.Stat` over seeds of each
+    run's mean ``ledger/<part>`` over its steps (rows for :func:`qae_lab.analysis.compare.format_table`).
+
+    Args:
+        groups: :class:`~qae_lab.analysis.grouping.Group` objects (their ``label`` and ``runs``).
+        parts: names of :data:`qae_lab.ledger.LEDGER_PARTS`.
+
+    >>> from types import SimpleNamespace
+    >>> from qae_lab.analysis.compare import Run
+    >>> runs = [Run("a", "qae", s, {}, [{"step": 1, "ledger/dh": 0.1 * s}], None, None) for s in (1, 2)]
+    >>> [row] = ledger_table([SimpleNamespace(label="qae", runs=runs)], ("dh",))
+    >>> row["method"], row["seeds"], round(row["dh"].mean, 3)
+    ('qae', 2, 0.15)
+    """
+    return [{"method": g.label, "seeds": len(g.runs),
+             **{part: stat(window_mean(r.rows, LEDGER_PREFIX + part) for r in g.runs) for part in parts}}
+            for g in groups]
+
+
+def search_row(run: Run) -> dict:
+    r"""What notebook 06's "settings tried" table keeps of an exploratory run: its settings and figures.
+
+    ``sets`` are the run's ``--method`` and ``--set`` overrides (from ``config.json``'s ``run.build``),
+    without the bookkeeping ones; entropy and reward are means over the first and last 20% of the
+    steps that log them, with the peak of a 10-row trailing average of the entropy (:func:`peak`);
+    ``clipped`` is the mean share of tokens PPO's clip stopped (``clip_ratio/region_mean``) over the steps
+    that reuse a generation (where the ratio can leave 1), ``clipped_high`` its upper end alone (Clip-Higher's);
+    pass@1 and pass@32 before and after training
+    when the run was evaluated.
+
+    >>> from qae_lab.analysis.compare import Run
+    >>> rows = [{"step": s, "entropy": 0.1 if s < 6 else 0.3, "reward": 0.5} for s in range(1, 11)]
+    >>> r = search_row(Run("x", "mean", 0, {"run": {"build": {"method": None, "sets": ["learning_rate=1e-3"]}}},
+    ...                    rows, None, {"pass@1": 0.4}))
+    >>> r["sets"], round(r["entropy_first"], 3), round(r["entropy_last"], 3), round(r["entropy_peak"], 3)
+    (['learning_rate=1e-3'], 0.1, 0.3, 0.2)
+    >>> r["pass@1_after"], r["pass@1_before"], r["clipped"]
+    (0.4, None, None)
+    """
+    build = (run.config.get("run") or {}).get("build") or {}
+    sets = ([f"--method {build['method']}"] if build.get("method") else []) + [
+        s for s in build.get("sets", []) if s not in _SEARCH_HIDDEN]
+
+    def ends(metric: str) -> tuple[float | None, float | None, list[float]]:
+        xs = [float(r[metric]) for r in run.rows if r.get(metric) is not None]
+        q = max(len(xs) // 5, 1)
+        return (statistics.fmean(xs[:q]) if xs else None, statistics.fmean(xs[-q:]) if xs else None, xs)
+
+    e_first, e_last, e = ends("entropy")
+    r_first, r_last, _ = ends("reward")
+    evals = {f"{key}_{when}": (getattr(run, when) or {}).get(key) for key in ("pass@1", "pass@32")
+             for when in ("before", "after")}
+    return {"name": run.name, "sets": sets, "steps": run.rows[-1]["step"] if run.rows else 0,
+            "entropy_first": e_first, "entropy_last": e_last, "entropy_peak": peak(e, 10),
+            "reward_first": r_first, "reward_last": r_last,
+            "clipped": clipped_fraction(run), "clipped_high": clipped_fraction(run, "high"), **evals}
+
+
+def search_table(rows: Sequence[Mapping]) -> str:
+    r"""A text table of :func:`search_row` rows: per run its entropy, reward and pass@1 at the start and the end,
+    its clipped share and, below, its settings.
+
+    >>> print(search_table([{"name": "a", "sets": ["lr=1"], "steps": 9, "entropy_first": 0.2, "entropy_last": 0.1,
+    ...                      "reward_first": 0.4, "reward_last": 0.5, "clipped": None, "pass@1_before": 0.4,
+    ...                      "pass@1_after": 0.45}]))
+    run  entropy first -> last  reward first -> last  pass@1 before -> after  clipped
+    a           0.200 -> 0.100        0.400 -> 0.500          0.400 -> 0.450        —
+         lr=1, 9 steps
+    """
+    def pair(a, b) -> str:
+        return " -> ".join("—" if x is None else f"{x:.3f}" for x in (a, b))
+
+    heads = ("entropy first -> last", "reward first -> last", "pass@1 before -> after", "clipped")
+    width = max([3, *(len(r["name"]) for r in rows)])
+    out = ["  ".join([f"{'run':<{width}}", *heads])]
+    for r in rows:
+        cells = (pair(r["entropy_first"], r["entropy_last"]), pair(r["reward_first"], r["reward_last"]),
+                 pair(r.get("pass@1_before"), r.get("pass@1_after")),
+                 "—" if r.get("clipped") is None else f"{r['clipped']:.2%}")
+        out.append("  ".join([f"{r['name']:<{width}}", *(c.rjust(len(h)) for c, h in zip(cells, heads))]))
+        out.append(f"{'':<{width}}  {', '.join(r['sets'])}, {r['steps']} steps")
+    return "\n".join(line.rstrip() for line in out)

@@ -1,0 +1,429 @@
+r"""Checkers for the notebooks' exercises, in the style of Spinning Up's ``# YOUR CODE HERE``.
+
+Each ``check_*`` takes the learner's function, runs it on fixed random cases and compares
+the result with qae_lab's own implementation by ``torch.allclose``. A function that still
+returns ``None`` (the stub) is reported as not attempted rather than failed, so notebooks
+run top to bottom before anyone has written a line.
+
+A predict-then-run exercise (:func:`check_prediction`) is the other kind: the learner writes down
+what an update will do before running it, and the checker compares that with what was measured.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+
+from qae_lab.advantages import advantage_stats, group_advantages, quantile_baseline
+from qae_lab.analysis.stats import detrended_variance
+from qae_lab.horizon import horizon_weights
+from qae_lab.lab.nb00_plain_grpo import UpdateChange
+from qae_lab.methods import knob_changes
+from qae_lab.task.rewards import soft_format_reward
+from qae_lab.toys.bandit import entropy_change_first_order, knob_slope
+from qae_lab.toys.seqpolicy import n_prefixes, sequence_entropy
+from qae_lab.toys.sparsity import gate_zero_counts
+
+__all__ = ['check_quantile_baseline', 'check_knob_slope', 'check_zero_count', 'check_training_variance', 'check_horizon_weights', 'check_k_changes', 'check_neg_correct', 'check_mean_advantages', 'check_format_reward', 'check_prediction', 'check_direction', 'check_estimate', 'check_entropy_change', 'check_sequence_entropy']
+
+
+NOT_ATTEMPTED = "Not attempted yet: replace the stub's `return None` and run this cell again."
+PREDICTIONS = ("up", "down")
+_BREAK = "\n"  # a verdict's lines stay within a notebook's column
+NO_PREDICTION = ('No prediction yet: set PREDICTION = "up" or "down" in the cell above the update, '
+                 "run it, then run the update and this cell again.")
+
+
+def _compare(got, want, what: str) -> None:
+    got = torch.as_tensor(got, dtype=torch.float64)
+    if got.shape != want.shape or not torch.allclose(got, want.double(), atol=1e-6):
+        raise AssertionError(f"{what}: expected {want.tolist()}, got {got.tolist()}")
+
+
+def check_quantile_baseline(fn: Callable) -> str:
+    r"""Check ``fn(rewards, group_size, k) -> (B,)`` against the paper's K-quantile.
+
+    >>> check_quantile_baseline(lambda r, g, k: None) == NOT_ATTEMPTED
+    True
+    >>> check_quantile_baseline(quantile_baseline)
+    'Correct: your baseline matches qae_lab.advantages.quantile_baseline on 30 cases.'
+    """
+    gen = torch.Generator().manual_seed(0)
+    if fn(torch.tensor([1.0, 0, 0, 0]), 4, 0.4) is None:
+        return NOT_ATTEMPTED
+    cases = 0
+    for g in (2, 4, 5, 8, 16):
+        for k in (0.2, 0.4, 0.6, 0.28, 0.75, 0.9):
+            r = (torch.rand(3 * g, generator=gen) < 0.5).float() if cases % 2 else torch.randn(3 * g, generator=gen)
+            _compare(fn(r.clone(), g, k), quantile_baseline(r, g, k), f"G={g}, K={k}, rewards={r.tolist()}")
+            cases += 1
+    return f"Correct: your baseline matches qae_lab.advantages.quantile_baseline on {cases} cases."
+
+
+def check_knob_slope(fn: Callable) -> str:
+    r"""Check ``fn(z, eta) -> float``, the knob's slope eta * Cov_pi(log pi, pi).
+
+    >>> check_knob_slope(lambda z, eta: float(knob_slope(z, eta)))
+    'Correct: your slope matches qae_lab.toys.bandit.knob_slope on 10 policies.'
+    """
+    gen = torch.Generator().manual_seed(1)
+    if fn(torch.zeros(3, dtype=torch.float64), 1.0) is None:
+        return NOT_ATTEMPTED
+    for i in range(10):
+        z = 2.0 * torch.randn(5 + i, generator=gen, dtype=torch.float64)
+        eta = 0.1 * (i + 1)
+        _compare(fn(z.clone(), eta), knob_slope(z, eta), f"z={z.tolist()}, eta={eta}")
+    return "Correct: your slope matches qae_lab.toys.bandit.knob_slope on 10 policies."
+
+
+def check_zero_count(fn: Callable) -> str:
+    r"""Check ``fn(c, group_size, k) -> int``: responses with A = 0 when c of G are correct.
+
+    >>> check_zero_count(lambda c, g, k: int(gate_zero_counts(g, k)[c]))
+    'Correct: your count matches the two-regime gate for every c, G in {4, 8, 16}, K in {0.2, 0.4, 0.6, 0.8}.'
+    """
+    if fn(1, 4, 0.4) is None:
+        return NOT_ATTEMPTED
+    for g in (4, 8, 16):
+        for k in (0.2, 0.4, 0.6, 0.8):
+            want = gate_zero_counts(g, k)
+            got = torch.tensor([fn(c, g, k) for c in range(g + 1)])
+            _compare(got, want, f"zero counts for c = 0..{g}, G={g}, K={k}")
+    return "Correct: your count matches the two-regime gate for every c, G in {4, 8, 16}, K in {0.2, 0.4, 0.6, 0.8}."
+
+
+def check_training_variance(fn: Callable) -> str:
+    r"""Check ``fn(values, window) -> float``, the detrended training variance of a per-step series.
+
+    The population variance of r_t = x_t - m_t over the full windows t = w-1 .. n-1, m_t the
+    trailing mean of the last w values (:func:`qae_lab.analysis.stats.detrended_variance`).
+
+    >>> check_training_variance(lambda values, window: None) == NOT_ATTEMPTED
+    True
+    >>> check_training_variance(detrended_variance)
+    'Correct: your training variance matches qae_lab.analysis.stats.detrended_variance on 12 reward curves.'
+    """
+    gen = torch.Generator().manual_seed(2)
+    if fn([0.0, 0.5, 0.0, 0.5], 2) is None:
+        return NOT_ATTEMPTED
+    cases = 0
+    for n in (6, 40, 120):
+        for w in (2, 3, 5, 20):
+            w = min(w, n - 1)
+            t = torch.arange(n, dtype=torch.float64)
+            x = (0.3 + 0.4 * t / n + 0.1 * torch.randn(n, generator=gen, dtype=torch.float64)).tolist()  # trend + noise
+            _compare(fn(list(x), w), torch.tensor(detrended_variance(x, w)), f"window={w}, values={x}")
+            cases += 1
+    return f"Correct: your training variance matches qae_lab.analysis.stats.detrended_variance on {cases} reward curves."
+
+
+def check_horizon_weights(fn: Callable) -> str:
+    r"""Check ``fn(h_norm, mask, alpha) -> (N, T)``, SA-AH's w_t = exp(-alpha * sum_{s<=t} H~_s), 0 on padding.
+
+    >>> check_horizon_weights(lambda h, m, alpha: None) == NOT_ATTEMPTED
+    True
+    >>> check_horizon_weights(horizon_weights)
+    'Correct: your weights match qae_lab.horizon.horizon_weights on 15 cases.'
+    """
+    gen = torch.Generator().manual_seed(2)
+    if fn(torch.full((1, 2), 0.5), torch.ones(1, 2), 1.0) is None:
+        return NOT_ATTEMPTED
+    cases = 0
+    for n, t in ((1, 1), (2, 5), (4, 9)):
+        for alpha in (-0.25, 0.0, 0.1, 0.5, 2.0):
+            h = torch.rand(n, t, generator=gen, dtype=torch.float64)  # H~ in [0, 1]
+            lengths = torch.randint(1, t + 1, (n,), generator=gen)
+            mask = (torch.arange(t)[None, :] < lengths[:, None]).double()  # (N, T) right-padded
+            _compare(fn(h.clone(), mask.clone(), alpha), horizon_weights(h, mask, alpha),
+                     f"alpha={alpha}, h_norm={h.tolist()}, mask={mask.tolist()}")
+            cases += 1
+    return f"Correct: your weights match qae_lab.horizon.horizon_weights on {cases} cases."
+
+
+def check_k_changes(fn: Callable) -> str:
+    r"""Check ``fn(rows) -> list[int]``: the steps of a run log whose ``qae/k`` differs from the step
+    before, the first step included (the K part of :func:`qae_lab.methods.knob_changes`).
+
+    >>> check_k_changes(lambda rows: None) == NOT_ATTEMPTED
+    True
+    >>> check_k_changes(lambda rows: [r["step"] for i, r in enumerate(rows)
+    ...                               if i == 0 or r["qae/k"] != rows[i - 1]["qae/k"]])
+    'Correct: your change points match qae_lab.methods.knob_changes on 20 logs.'
+    """
+    gen = torch.Generator().manual_seed(4)
+    if fn([{"step": 1, "qae/k": 0.4}]) is None:
+        return NOT_ATTEMPTED
+    for case in range(20):
+        n = int(torch.randint(1, 30, (1,), generator=gen))
+        ks = torch.tensor([0.2, 0.4, 0.6])[torch.randint(0, 3, (n,), generator=gen)]
+        ks[torch.rand(n, generator=gen) < 0.7] = 0.4 if case % 2 else 0.6  # long runs of one value
+        rows = [{"step": i + 1, "qae/k": float(k), "reward": 0.5} for i, k in enumerate(ks)]
+        want = [c["step"] for c in knob_changes(rows)]
+        got = fn([dict(r) for r in rows])
+        if list(got) != want:
+            raise AssertionError(f"K values {[r['qae/k'] for r in rows]}: expected steps {want}, got {list(got)}")
+    return "Correct: your change points match qae_lab.methods.knob_changes on 20 logs."
+
+
+def check_neg_correct(fn: Callable) -> str:
+    r"""Check ``fn(rewards, group_size, threshold) -> int``: the correct responses (reward >= threshold)
+    that GRPO's mean baseline gives a negative advantage (:func:`qae_lab.advantages.advantage_stats`).
+
+    >>> check_neg_correct(lambda r, g, t: None) == NOT_ATTEMPTED
+    True
+    >>> def count(r, g, t):
+    ...     groups = [r[i:i + g] for i in range(0, len(r), g)]
+    ...     return sum(x >= t and x < sum(grp) / g for grp in groups for x in grp)
+    >>> check_neg_correct(count)
+    'Correct: your count matches the mean baseline on 30 batches of composite rewards.'
+    """
+    gen = torch.Generator().manual_seed(6)
+    if fn([7.5, 5.5], 2, 5.0) is None:
+        return NOT_ATTEMPTED
+    levels = torch.tensor([0.0, 1.75, 2.0, 5.5, 6.75, 7.0, 7.5])  # composite rewards: wrong <= 2, correct >= 5.5
+    for case in range(30):
+        g = (4, 8)[case % 2]
+        rewards = levels[torch.randint(0, len(levels), (3 * g,), generator=gen)]
+        want = advantage_stats(rewards, group_advantages(rewards, g, baseline="mean"), g, 0.4,
+                               success_threshold=5.0)["neg_correct"]
+        got = fn(rewards.tolist(), g, 5.0)
+        if got != want:
+            raise AssertionError(f"rewards {rewards.tolist()} in groups of {g}: expected {int(want)}, got {got}")
+    return "Correct: your count matches the mean baseline on 30 batches of composite rewards."
+
+
+def check_mean_advantages(fn: Callable) -> str:
+    r"""Check ``fn(rewards) -> (G,)``: GRPO's advantages A_i = (R_i - mean R) / (std R + eps) of one group.
+
+    std is Bessel-corrected (``torch.std``), eps = 1e-6 (:func:`qae_lab.advantages.group_advantages`'s
+    default); the comparison allows 1e-4, so an eps of 0 passes too. A wrong answer that forgot the
+    std, or took the population std, is told so.
+
+    >>> check_mean_advantages(lambda r: None) == NOT_ATTEMPTED
+    True
+    >>> check_mean_advantages(lambda r: (r - r.mean()) / (r.std() + 1e-6))
+    'Correct: your advantages match group_advantages(baseline="mean") on 25 groups.'
+    """
+    if fn(torch.tensor([1.0, 0.0, 0.0, 0.0])) is None:
+        return NOT_ATTEMPTED
+    gen = torch.Generator().manual_seed(7)
+    groups = [torch.tensor([1.0, 0.0, 0.0, 0.0])]  # by hand: mean 0.25, std 0.5, A = 1.5, -0.5, -0.5, -0.5
+    for i in range(24):
+        g = (2, 4, 8, 16)[i % 4]
+        r = (torch.rand(g, generator=gen) < 0.4).float() if i % 2 else torch.randn(g, generator=gen)
+        groups.append(r if bool(r.max() > r.min()) else torch.arange(g).float())  # each group mixed
+    for r in groups:
+        want = group_advantages(r, r.numel(), baseline="mean").double()
+        got = torch.as_tensor(fn(r.clone()), dtype=torch.float64)
+        if got.shape == want.shape and torch.allclose(got, want, atol=1e-4):
+            continue
+        hint = ""
+        if got.shape == want.shape and torch.allclose(got, (r - r.mean()).double(), atol=1e-4):
+            hint = " (that is R - mean R: divide by the group's std too)"
+        elif got.shape == want.shape and torch.allclose(got, ((r - r.mean()) / r.std(unbiased=False)).double(),
+                                                        atol=1e-4):
+            hint = " (that divides by the population std: torch.std divides by G - 1)"
+        raise AssertionError(f"rewards {r.tolist()}: expected {want.tolist()}, got {got.tolist()}{hint}")
+    return f'Correct: your advantages match group_advantages(baseline="mean") on {len(groups)} groups.'
+
+
+FORMAT_CASES = (  # completions as TRL hands them to a reward: a list of messages, the assistant's text in the first
+    "<reasoning>\n7 + 5 = 12\n</reasoning>\n<answer>\n12\n</answer>",
+    "Sure. <reasoning>a\nb</reasoning>\n\n<answer> 7 </answer> bye",
+    "<reasoning>x</reasoning><answer>7</answer>",
+    "<answer>7</answer><reasoning>a</reasoning>",
+    "<reasoning>a</reasoning> and then <answer>7</answer>",
+    "<reasoning>a</reasoning>\n<answer>7",
+    "<reasoning>a</reasoning> x </reasoning>\n<answer>7</answer>",
+    "reasoning: 7 + 5 = 12. answer: 12",
+    "",
+    "<REASONING>a</REASONING><ANSWER>7</ANSWER>",
+)
+
+
+def check_format_reward(fn: Callable) -> str:
+    r"""Check ``fn(completions, **kwargs) -> list[float]``, a format reward in TRL's signature, against
+    :func:`qae_lab.task.rewards.soft_format_reward`: 1.0 where a ``<reasoning>...</reasoning>`` block is followed, after
+    nothing but whitespace, by an ``<answer>...</answer>`` block, else 0.0. The completions come as TRL passes
+    conversational ones: each a list holding one assistant message.
+
+    >>> check_format_reward(lambda completions, **kwargs: None) == NOT_ATTEMPTED
+    True
+    >>> check_format_reward(soft_format_reward)
+    'Correct: your reward matches qae_lab.task.rewards.soft_format_reward on 10 completions.'
+    """
+    completions = [[{"role": "assistant", "content": text}] for text in FORMAT_CASES]
+    got = fn(completions, prompts=[[{"role": "user", "content": "q"}]] * len(completions))
+    if got is None:
+        return NOT_ATTEMPTED
+    want = soft_format_reward(completions)
+    if not isinstance(got, (list, tuple)) or len(got) != len(want):
+        raise AssertionError(f"a reward returns one float per completion: expected {len(want)}, got {got!r}")
+    wrong = [(text, g, w) for text, g, w in zip(FORMAT_CASES, got, want) if g != w]
+    if wrong:
+        text, g, w = wrong[0]
+        raise AssertionError(f"{len(wrong)} of {len(want)} differ; for {text!r} expected {w}, got {g}")
+    return f"Correct: your reward matches qae_lab.task.rewards.soft_format_reward on {len(want)} completions."
+
+
+def check_prediction(prediction, change: UpdateChange) -> str:
+    r"""Compare a prediction with what one update measurably did to the completions with A < 0.
+
+    Args:
+        prediction: ``"up"`` or ``"down"`` (did they become more or less likely?), or None before deciding.
+        change: the measured :class:`qae_lab.lab.nb00_plain_grpo.UpdateChange`.
+
+    Returns:
+        the verdict: right, wrong, or partly (the completions moved both ways, named); what to do when no
+        prediction was set, or when the group has no completion with A < 0.
+
+    >>> c = UpdateChange(["y0 ✓", "y1 ✗", "y2 ✗"], torch.tensor([-1., -2, -3]), torch.tensor([-0.9, -2.5, -3.5]),
+    ...                  torch.tensor([1., -0.5, -0.5]), 0, 9)
+    >>> print(check_prediction("down", c))
+    Right: you predicted "down", and all 2 completions with A < 0 became less likely
+    (change of log π(y) from -0.500 to -0.500).
+    >>> check_prediction("up", c)[:60]
+    'Wrong: you predicted "up", but all 2 completions with A < 0 '
+    >>> check_prediction(None, c) == NO_PREDICTION
+    True
+    """
+    if prediction is None:
+        return NO_PREDICTION
+    if not isinstance(prediction, str) or prediction.strip().lower() not in PREDICTIONS:
+        raise ValueError(f'prediction must be "up" or "down" (or None before you decide), got {prediction!r}')
+    if not isinstance(change, UpdateChange):
+        raise ValueError(f"change must be a qae_lab.lab.nb00_plain_grpo.UpdateChange, got {type(change).__name__}")
+    guess = prediction.strip().lower()
+    measured = change.direction("A < 0")
+    if measured is None:
+        return "This group has no completion with A < 0 (its rewards are all equal): nothing to compare."
+    up, down, n = change.moved("A < 0")
+    rows = change.rows("A < 0")
+    d = change.delta[rows]
+    spread = f"(change of log π(y) from {d.min().item():+.3f} to {d.max().item():+.3f})"
+    if measured in ("up", "down"):
+        moved = "less" if measured == "down" else "more"
+        verdict = "Right" if measured == guess else "Wrong"
+        joint = "and" if measured == guess else "but"
+        return (f'{verdict}: you predicted "{guess}", {joint} all {n} completions with A < 0 became {moved} likely'
+                f"{_BREAK}{spread}.")
+    against = [label for label, delta, on in zip(change.labels, change.delta.tolist(), rows.tolist())
+               if on and (delta > 0 if guess == "down" else delta < 0)]
+    return (f'Partly: you predicted "{guess}"; {down} of {n} completions with A < 0 became less likely and {up} '
+            f"more likely{_BREAK}{spread}.{_BREAK}Against your prediction: {', '.join(against)}. Compare their "
+            "text with the rewarded completions': one step moves shared weights, and shared tokens move together.")
+
+
+def check_direction(prediction, before: float, after: float, *, quantity: str, change: str,
+                    tolerance: float = 0.0) -> str:
+    r"""A predict-then-run verdict: did ``quantity`` move the way the participant predicted when ``change`` was made?
+
+    The participant records ``prediction`` ("up", "down" or "same"; None before deciding) in a cell, runs the
+    experiment, and this compares it with the measured ``before`` -> ``after``: a move within ``tolerance``
+    (absolute) counts as "same".
+
+    >>> print(check_direction("up", 0.41, 0.63, quantity="the mean entropy", change="K rose from 0.2 to 0.8"))
+    Right: you predicted "up", and the mean entropy went up when K rose from 0.2 to 0.8
+    (measured 0.41 -> 0.63).
+    >>> check_direction("down", 0.41, 0.63, quantity="the mean entropy", change="K rose")[:52]
+    'Wrong: you predicted "down", but the mean entropy we'
+    >>> check_direction(None, 1, 2, quantity="x", change="y")[:14]
+    'No prediction '
+    """
+    words = ("up", "down", "same")
+    if prediction is None:
+        return (f'No prediction yet: set PREDICTION to "up", "down" or "same" (how will {quantity} move when '
+                f"{change}?), run that cell, then this one.")
+    if not isinstance(prediction, str) or prediction.strip().lower() not in words:
+        raise ValueError(f'prediction must be one of {words} (or None before you decide), got {prediction!r}')
+    for name, value in (("before", before), ("after", after), ("tolerance", tolerance)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if tolerance < 0:
+        raise ValueError(f"tolerance must be >= 0, got {tolerance}")
+    guess = prediction.strip().lower()
+    measured = "same" if abs(after - before) <= tolerance else "up" if after > before else "down"
+    moved = "stayed the same" if measured == "same" else f"went {measured}"
+    verdict, joint = ("Right", "and") if measured == guess else ("Wrong", "but")
+    return (f'{verdict}: you predicted "{guess}", {joint} {quantity} {moved} when {change}{_BREAK}'
+            f"(measured {before:.4g} -> {after:.4g}" + (f", tolerance {tolerance:.2g}" if tolerance else "") + ").")
+
+
+def check_estimate(prediction, measured: float, *, quantity: str, tolerance: float, unit: str = "") -> str:
+    r"""A predict-then-run verdict on a number: is ``prediction`` within ``tolerance`` of what was ``measured``?
+
+    The participant writes a guess (a number; None before deciding) before running the measurement; the verdict
+    says how far off it was and in which direction, so that a wrong guess still teaches the size of the effect.
+
+    >>> print(check_estimate(60, 79.4, quantity="the zero-advantage share", tolerance=10, unit="%"))
+    Off: you guessed 60%, the zero-advantage share measured 79.4% (19.4% higher than your guess;
+    within 10% counts as right).
+    >>> check_estimate(75, 79.4, quantity="x", tolerance=10)[:6], check_estimate(None, 1, quantity="x", tolerance=1)[:12]
+    ('Right:', 'No guess yet')
+    """
+    if prediction is None:
+        return f"No guess yet: set PREDICTION to a number ({quantity}), run that cell, then this one."
+    for name, value in (("prediction", prediction), ("measured", measured), ("tolerance", tolerance)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if tolerance < 0:
+        raise ValueError(f"tolerance must be >= 0, got {tolerance}")
+    gap = measured - prediction
+    if abs(gap) <= tolerance:
+        return (f"Right: you guessed {prediction:.4g}{unit}, {quantity} measured {measured:.4g}{unit}"
+                f" (within {tolerance:.2g}{unit}).")
+    side = "higher" if gap > 0 else "lower"
+    return (f"Off: you guessed {prediction:.4g}{unit}, {quantity} measured {measured:.4g}{unit}"
+            f" ({abs(gap):.3g}{unit} {side} than your guess;{_BREAK}within {tolerance:.2g}{unit} counts as right).")
+
+
+def check_entropy_change(fn: Callable) -> str:
+    r"""Check ``fn(z, dz) -> dH``: the first-order entropy change of one softmax state pi = softmax(z) when its logits
+    move by dz, dH ~= -Cov_{a~pi}(log pi_a, dz_a) (Cui et al. 2025), against
+    :func:`qae_lab.toys.bandit.entropy_change_first_order`. z and dz: (..., V) float64, V the state's vocabulary; dH:
+    (...). The steps are large (|dz| about 1), so the exact change is not an answer.
+
+    >>> check_entropy_change(lambda z, dz: None) == NOT_ATTEMPTED
+    True
+    >>> check_entropy_change(entropy_change_first_order)
+    'Correct: your dH matches qae_lab.toys.bandit.entropy_change_first_order on 6 states and batches of states.'
+    """
+    if fn(torch.zeros(3, dtype=torch.float64), torch.zeros(3, dtype=torch.float64)) is None:
+        return NOT_ATTEMPTED
+    gen = torch.Generator().manual_seed(0)
+    cases = 0
+    for shape in ((2,), (5,), (4, 6)):  # one state of 2 or 5 tokens, a batch of 4 states of 6
+        for scale in (0.5, 2.0):  # nearly flat and peaked states
+            z = scale * torch.randn(shape, generator=gen, dtype=torch.float64)
+            dz = torch.randn(shape, generator=gen, dtype=torch.float64)
+            _compare(fn(z.clone(), dz.clone()), entropy_change_first_order(z, dz),
+                     f"dH for z = {[round(v, 3) for v in z.flatten().tolist()[:6]]}, dz = "
+                     f"{[round(v, 3) for v in dz.flatten().tolist()[:6]]}")
+            cases += 1
+    return (f"Correct: your dH matches qae_lab.toys.bandit.entropy_change_first_order on {cases} states and batches of "
+            "states.")
+
+
+def check_sequence_entropy(fn: Callable) -> str:
+    r"""Check ``fn(z) -> H`` for logit tables z of shape (n, V): the sequence entropy in nats.
+
+    >>> check_sequence_entropy(lambda z: None) == NOT_ATTEMPTED
+    True
+    >>> check_sequence_entropy(sequence_entropy)
+    'Correct: your entropy matches qae_lab.toys.seqpolicy.sequence_entropy on 12 policies.'
+    """
+    gen = torch.Generator().manual_seed(0)
+    if fn(torch.zeros(3, 2, dtype=torch.float64)) is None:
+        return NOT_ATTEMPTED
+    cases = 0
+    for vocab, length in ((2, 1), (2, 3), (3, 2), (4, 3)):
+        for scale in (0.0, 1.0, 3.0):
+            z = scale * torch.randn(n_prefixes(vocab, length), vocab, generator=gen, dtype=torch.float64)
+            got, want = torch.as_tensor(fn(z.clone()), dtype=torch.float64), sequence_entropy(z)
+            if got.shape != want.shape or not torch.allclose(got, want, atol=1e-6):
+                raise AssertionError(f"V={vocab}, L={length}, logits {z.tolist()}: expected {float(want):.6f} nats, "
+                                     f"got {got.tolist()}")
+            cases += 1
+    return f"Correct: your entropy matches qae_lab.toys.seqpolicy.sequence_entropy on {cases} policies."

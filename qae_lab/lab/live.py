@@ -1,0 +1,633 @@
+r"""The live lab: training in a background thread, its controls (the knobs as widgets), the callback that hands them to the trainer each step, and a dashboard that grows as the steps arrive.
+
+The live lab: training in a background thread, a dashboard that grows as the steps arrive, and
+the live controls (:mod:`qae_lab.lab.live`) bound to the running :class:`~qae_lab.train.trainer.QAETrainer`.
+
+Why a thread: a notebook kernel handles widget events only between cells, so a cell that runs
+``trainer.train()`` would leave every slider dead until training ends. :meth:`LiveRun.start`
+returns at once; the training loop runs in a daemon thread and reads the controls at every step.
+
+* :class:`~qae_lab.lab.live.Controls` (in :mod:`qae_lab.lab.live`) — K, alpha, baseline, token
+  weighting and a Stop button, their value one frozen :class:`~qae_lab.methods.Knobs`;
+  :class:`~qae_lab.lab.live.LiveKnobs` (in :mod:`qae_lab.train.callbacks`) hands that value to
+  ``trainer.set_knobs`` at every ``on_step_begin`` and ends training after Stop, with a checkpoint.
+* :class:`Dashboard` — reward and pass rate, entropy, zero-advantage fraction, hard/easy regime
+  fractions, SA-AH's mean weight on negative rollouts, the K and alpha in force, and the entropy
+  ledger (``ledger/*``: the update's first-order entropy change by sign of A and by regime), one
+  panel each, plus a progress bar. It draws through :class:`qae_lab.lab.plots.FigureView`: a
+  ``FigureWidget`` where that renders, else a plain figure re-drawn into an ``Output`` (Colab's
+  ipywidgets 7.7 / plotly 5.24). Redraws are throttled; every step is kept in ``rows``.
+  :class:`DashboardFeed` is the ``TrainerCallback`` that sends it each logged step.
+* :class:`LiveRun` — wires the three to a trainer, runs it, shows errors and warnings of the
+  training thread under the dashboard (errors are re-raised by :meth:`LiveRun.wait`), runs
+  follow-up work (:meth:`LiveRun.then`, e.g. the after-training evaluation) in the same thread,
+  and reads the steps logged so far (:meth:`LiveRun.logged_steps`; where the knobs changed in
+  them: :func:`qae_lab.methods.knob_changes`).
+
+Stopping: the Stop button, or :meth:`LiveRun.stop`. A kernel interrupt does not reach a
+background thread, so use Stop. The run's ``log.jsonl`` (:class:`qae_lab.train.callbacks.RunLogger`) keeps
+every finished step either way.
+
+The former ``controls`` module: the live controls: the knobs as widgets, and their value as one frozen :class:`~qae_lab.methods.Knobs`.
+
+:class:`Controls` holds K, alpha, baseline (mean | quantile), token weighting (none | ah | sa_ah)
+and a Stop button. A widget callback (the kernel thread) builds a new frozen value and swaps it in
+as one reference; the training thread reads that reference (:meth:`Controls.snapshot`), so K and
+alpha never come from two different moments (no torn reads) and no lock is needed.
+:class:`~qae_lab.lab.live.LiveKnobs` hands the value to the trainer at every step;
+:class:`~qae_lab.lab.live.LiveRun` wires the two to a running trainer.
+
+K and alpha are :class:`KnobSlider` widgets: a slider shows exactly the value the trainer gets
+(no silent clamping, no snapping to a coarser step than the value needs). The knobs' names and
+checks are :mod:`qae_lab.methods`'s (:func:`~qae_lab.methods.validate_knobs`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import traceback
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import ipywidgets as widgets
+import torch
+from IPython.display import display
+from traitlets import TraitError, validate
+from transformers import TrainerCallback
+from transformers.trainer_callback import PrinterCallback, ProgressCallback
+from transformers.utils.notebook import NotebookProgressCallback
+
+from qae_lab._checks import check_finite_scalar
+from qae_lab.lab.plots import FigureView, run_curves_figure
+from qae_lab.methods import (
+    LEDGER_PREFIX,
+    QAE_EASY_FRAC,
+    QAE_HARD_FRAC,
+    QAE_K,
+    QAE_SUCCESS_RATE,
+    QAE_ZERO_ADV_FRAC,
+    SAAH_ALPHA,
+    SAAH_W_MEAN_NEG,
+    TOKEN_WEIGHTINGS,
+    Knobs,
+    can_weight_tokens,
+    validate_knobs,
+)
+from qae_lab.runs.presets import device_preset
+from qae_lab.storage.folder import (
+    LOG_NAME,
+    read_log_lines,
+    step_rows,
+)
+from qae_lab.train.callbacks import TrainOutcome, pending_plan, run_logger
+
+__all__ = ['LIVE_PANELS', 'Dashboard', 'DashboardFeed', 'LiveRun', 'auto_preset', 'K_RANGE', 'ALPHA_RANGE', 'KnobSlider', 'Controls', 'LiveKnobs']
+
+
+_WEIGHTING_LABELS = {"none": "none", "ah": "AH", "sa_ah": "SA-AH"}
+TOKEN_WEIGHTING_OPTIONS = tuple((_WEIGHTING_LABELS[w], w) for w in TOKEN_WEIGHTINGS)  # (label, value)
+# the K and alpha sliders' ranges, widened to take in a start value outside them
+K_RANGE, ALPHA_RANGE = (0.05, 0.95), (-0.5, 2.0)
+
+
+def _decimals(x: float) -> int:
+    """Digits after the point of ``x`` written with 6 decimals (0.99 -> 2, 3.0 -> 0)."""
+    return len(f"{x:.6f}".rstrip("0").split(".")[1])
+
+
+def _grid_step(*values: float) -> float:
+    """The coarsest step of 0.05, 0.01, 0.001, ... whose grid holds every one of ``values``.
+
+    >>> _grid_step(0.4, 0.05, 0.95), _grid_step(0.99, 0.05, 0.99), _grid_step(0.123, 0.05, 0.95)
+    (0.05, 0.01, 0.001)
+    """
+    if all(abs(v * 20 - round(v * 20)) < 1e-9 for v in values):
+        return 0.05
+    return 10.0 ** -max(2, *(_decimals(v) for v in values))
+
+
+class KnobSlider(widgets.FloatSlider):
+    r"""A ``FloatSlider`` for one live knob that shows exactly the value the trainer gets.
+
+    A plain ``FloatSlider`` clamps a value outside [min, max] silently, and its frontend snaps the
+    handle and the readout to ``min + n * step``: either way it can show another number than the
+    one the trainer uses. This one
+
+    * widens its range to take in the start value (validated by :func:`~qae_lab.methods.validate_knobs`);
+    * refuses, with a ``TraitError`` naming the knob and the range, a value outside the range or
+      invalid for the knob, and a min or max that would move the value;
+    * rounds values to 6 decimals (a browser's float noise, 0.30000000000000004) and keeps its step
+      and readout fine enough for the value to sit on the step grid (0.123: step 0.001).
+
+    It overrides the validators of ipywidgets' ``_BoundedFloat`` (``_validate_value``,
+    ``_validate_min``, ``_validate_max``: the same names in ipywidgets 7.7, Colab's, and 8).
+
+    Args:
+        knob: ``"quantile_k"`` or ``"alpha"``.
+        value: the start value.
+        lo, hi: the range to show, widened to take in ``value``.
+        **kwargs: further ``FloatSlider`` options (description, style, ...).
+
+    >>> s = KnobSlider("quantile_k", 0.99, *K_RANGE, description="K")   # K_RANGE is (0.05, 0.95)
+    >>> s.value, (s.min, s.max), s.step, s.readout_format
+    (0.99, (0.05, 0.99), 0.01, '.2f')
+    >>> s.value = 1.5
+    Traceback (most recent call last):
+    ...
+    traitlets.traitlets.TraitError: quantile_k must be in [0.05, 0.99] (the range of the slider 'K'), got 1.5
+    """
+
+    def __init__(self, knob: str, value: float, lo: float, hi: float, **kwargs):
+        self.knob = knob  # read by the validators, which run inside super().__init__
+        value = round(validate_knobs(**{knob: value})[knob], 6)
+        lo, hi = min(lo, value), max(hi, value)
+        step = _grid_step(value, lo, hi)
+        super().__init__(value=value, min=lo, max=hi, step=step, readout_format=f".{_decimals(step)}f", **kwargs)
+
+    def check(self, value) -> float:
+        """``value`` as the slider would hold it; ``ValueError`` naming the knob where it cannot."""
+        value = round(float(value), 6)
+        if not self.min <= value <= self.max:
+            raise ValueError(f"{self.knob} must be in [{self.min}, {self.max}] (the range of the slider "
+                             f"{self.description!r}), got {value}")
+        return validate_knobs(**{self.knob: value})[self.knob]
+
+    def _fit_grid(self, value: float, lo: float, hi: float) -> None:
+        # the frontend shows lo + n * step nearest to value: refine the step (and readout) until value is on it
+        n = (value - lo) / self.step
+        if abs(n - round(n)) > 1e-6:
+            self.step = _grid_step(value, lo, hi)
+            self.readout_format = f".{_decimals(self.step)}f"
+
+    @validate("value")
+    def _validate_value(self, proposal):  # replaces ipywidgets' clamping
+        try:
+            value = self.check(proposal["value"])
+        except ValueError as err:
+            raise TraitError(str(err)) from None
+        self._fit_grid(value, self.min, self.max)
+        return value
+
+    @validate("min")
+    def _validate_min(self, proposal):  # replaces ipywidgets' moving the value up to the new min
+        lo = proposal["value"]
+        if lo > self.value:
+            raise TraitError(f"{self.knob}: min {lo} would move the value {self.value} of the slider "
+                             f"{self.description!r}; set the value first")
+        self._fit_grid(self.value, lo, self.max)
+        return lo
+
+    @validate("max")
+    def _validate_max(self, proposal):  # replaces ipywidgets' moving the value down to the new max
+        hi = proposal["value"]
+        if hi < self.value:
+            raise TraitError(f"{self.knob}: max {hi} would move the value {self.value} of the slider "
+                             f"{self.description!r}; set the value first")
+        return hi
+
+
+class Controls:
+    r"""The knobs as widgets, and their value as one frozen :class:`~qae_lab.methods.Knobs`.
+
+    Args:
+        quantile_k, alpha, baseline, token_weighting: starting values (validated as in
+            :class:`~qae_lab.train.config.QAEConfig`); the K and alpha sliders span :data:`K_RANGE` and
+            :data:`ALPHA_RANGE`, widened to take in their start value.
+
+    Attributes: ``k``, ``alpha`` (:class:`KnobSlider`), ``baseline``, ``token_weighting`` (the value
+    widgets), ``stop_button``, ``widget`` (the box to display), ``changes``: every change the kernel
+    received, as ``(step, knob, value)`` where ``step`` is the step whose knobs were already fixed
+    when it arrived (:meth:`begin_step`; 0 before the first): the change applies from ``step + 1``.
+
+    >>> c = Controls(quantile_k=0.4, alpha=0.5)
+    >>> c.k.value = 0.7                      # what a slider move does
+    >>> c.snapshot().quantile_k, c.stop_requested
+    (0.7, False)
+    >>> c.begin_step(3).quantile_k           # step 3 starts with K = 0.7 ...
+    0.7
+    >>> c.k.value = 0.5; c.changes           # ... a move while it runs applies from step 4
+    [(0, 'quantile_k', 0.7), (3, 'quantile_k', 0.5)]
+    >>> c = Controls(quantile_k=0.99, alpha=3.0)
+    >>> (c.k.value, c.alpha.value) == (c.snapshot().quantile_k, c.snapshot().alpha) == (0.99, 3.0)
+    True
+    """
+
+    def __init__(self, quantile_k: float = 0.4, alpha: float = 0.5, baseline: str = "quantile",
+                 token_weighting: str = "none"):
+        self._stop = threading.Event()
+        self._finished = False
+        clean = validate_knobs(quantile_k=quantile_k, alpha=alpha, baseline=baseline, token_weighting=token_weighting)
+        style = {"description_width": "110px"}
+        self.k = KnobSlider("quantile_k", clean["quantile_k"], *K_RANGE, description="K (QAE)",
+                            continuous_update=False, style=style)
+        self.alpha = KnobSlider("alpha", clean["alpha"], *ALPHA_RANGE, description="alpha (SA-AH)",
+                                continuous_update=False, style=style)
+        # (version, value): swapped whole by the kernel thread, read whole by the training thread
+        self._current = (0, Knobs(**{**clean, "quantile_k": self.k.value, "alpha": self.alpha.value}))
+        self._received: list[tuple[int, str, object]] = []  # (version it made, knob, value)
+        self._begun: list[tuple[int, int]] = []  # (step, version it took)
+        self.baseline = widgets.ToggleButtons(options=[("mean (GRPO)", "mean"), ("K-quantile (QAE)", "quantile")],
+                                              value=baseline, description="baseline", style=style)
+        self.token_weighting = widgets.ToggleButtons(options=list(TOKEN_WEIGHTING_OPTIONS), value=token_weighting,
+                                                     description="token weighting", style=style)
+        self.stop_button = widgets.Button(description="Stop", button_style="danger", icon="stop",
+                                          tooltip="end training after the current step (log and checkpoint kept)")
+        for name, w in (("quantile_k", self.k), ("alpha", self.alpha), ("baseline", self.baseline),
+                        ("token_weighting", self.token_weighting)):
+            w.observe(lambda change, name=name: self._set(name, change["new"]), names="value")
+        self.stop_button.on_click(lambda _button: self.request_stop())
+        self.widget = widgets.VBox([widgets.HBox([self.k, self.alpha]), self.baseline, self.token_weighting,
+                                    self.stop_button])
+
+    @classmethod
+    def for_trainer(cls, trainer) -> Controls:
+        """Controls starting at the trainer's current knobs; token weighting is locked where the
+        trainer's loss type cannot weight tokens."""
+        controls = cls(**trainer.knobs.as_dict())
+        if not can_weight_tokens(trainer.loss_type):
+            controls.token_weighting.disabled = True
+        return controls
+
+    def _set(self, name: str, value) -> None:
+        # the widget callback (kernel thread, one at a time): a new value, swapped in as one reference
+        version, knobs = self._current
+        self._current = (version + 1, knobs.replace(**{name: value}))
+        self._received.append((version + 1, name, value))
+
+    @property
+    def changes(self) -> list[tuple[int, str, object]]:
+        """Every change received, as ``(step, knob, value)``: ``step`` is the last step that had already
+        taken its knobs (:meth:`begin_step`) when the change arrived, 0 before the first; the change is
+        in force from ``step + 1``."""
+        begun = list(self._begun)
+        return [(max((s for s, v in begun if v < version), default=0), name, value)
+                for version, name, value in list(self._received)]
+
+    def set(self, **values) -> None:
+        """Move several controls at once, as one change: no snapshot sees some moved and others not.
+
+        Keys: quantile_k, alpha, baseline, token_weighting (validated)."""
+        clean = validate_knobs(**values)
+        boxes = {"quantile_k": self.k, "alpha": self.alpha, "baseline": self.baseline,
+                 "token_weighting": self.token_weighting}
+        for name in ("quantile_k", "alpha"):  # checked before any control moves
+            if name in clean:
+                clean[name] = boxes[name].check(clean[name])
+        version, knobs = self._current
+        self._current = (version, knobs.replace(**clean))  # one swap: no snapshot sees some moved and others not
+        for name, value in clean.items():
+            boxes[name].value = value  # its observer records the change (the value is already in force)
+
+    def snapshot(self) -> Knobs:
+        """The four knob values, one frozen :class:`~qae_lab.methods.Knobs`."""
+        return self._current[1]
+
+    def begin_step(self, step: int) -> Knobs:
+        """The knobs for ``step`` (a :meth:`snapshot`), remembered with the version taken, so that
+        :attr:`changes` can say from which step each change is in force."""
+        version, knobs = self._current
+        self._begun.append((int(step), version))
+        return knobs
+
+    def finish(self, failed: bool = False) -> None:
+        """Training has ended: the Stop button is disabled and says how ("Stopped" after Stop, "Failed",
+        "Finished"), instead of "Stopping..." or a live "Stop"."""
+        self._finished = True
+        self.stop_button.disabled = True
+        self.stop_button.description = "Failed" if failed else "Stopped" if self.stop_requested else "Finished"
+
+    def request_stop(self) -> None:
+        """Ask the run to end after the current step (after :meth:`finish`: nothing left to stop)."""
+        if self._finished:
+            return
+        self._stop.set()
+        self.stop_button.disabled, self.stop_button.description = True, "Stopping..."
+
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop.is_set()
+
+
+# panel title -> logged metrics drawn in it (names: docs/metrics.md)
+LIVE_PANELS = {
+    "reward and pass rate": ("reward", QAE_SUCCESS_RATE),
+    "entropy": ("entropy", "entropy/updated_rows"),
+    "zero-advantage fraction": (QAE_ZERO_ADV_FRAC,),
+    "hard / easy prompt fractions": (QAE_HARD_FRAC, QAE_EASY_FRAC),
+    "SA-AH mean weight, negative rollouts": (SAAH_W_MEAN_NEG,),
+    "K and alpha in force": (QAE_K, SAAH_ALPHA),
+    # the entropy ledger (qae_lab.ledger): the update's first-order entropy change, and which responses it comes from
+    "entropy ledger: dH by sign of A": tuple(LEDGER_PREFIX + p for p in ("dh", "dh_pos", "dh_neg")),
+    "entropy ledger: dH by QAE regime": tuple(LEDGER_PREFIX + p for p in ("dh_hard", "dh_easy")),
+}
+
+def auto_preset(gpu_preset: str = "qwen2.5-1.5b-gsm8k") -> tuple[str, str]:
+    r"""``(preset, reason)`` for this machine: ``gpu_preset`` on a GPU, the float16 0.5B preset
+    (``qwen2.5-0.5b-gsm8k-t4``) on a GPU without bf16 and with under 20 GiB (a T4), the CPU demo without a
+    GPU (:func:`qae_lab.runs.presets.device_preset` decides from the device's name, memory and bf16 support).
+
+    >>> auto_preset("qwen2.5-1.5b-gsm8k")[0] in ("qwen2.5-1.5b-gsm8k", "qwen2.5-0.5b-gsm8k-t4", "cpu-demo")
+    True
+    """
+    if not torch.cuda.is_available():
+        return device_preset(gpu_preset, name=None)
+    return device_preset(gpu_preset, name=torch.cuda.get_device_name(0),
+                         total_memory=torch.cuda.get_device_properties(0).total_memory,
+                         bf16=torch.cuda.is_bf16_supported())
+
+
+class Dashboard:
+    r"""Live training curves (:data:`LIVE_PANELS`), a progress bar and a status line.
+
+    Args:
+        max_steps: the progress bar's length.
+        mode: :class:`~qae_lab.lab.plots.FigureView`'s ``"auto"``, ``"widget"`` or ``"static"``.
+        min_interval_s: least time between two redraws (the last step is always drawn by
+            :meth:`refresh`); every row is kept in ``rows`` regardless.
+
+    >>> d = Dashboard(max_steps=4, mode="static")
+    >>> d.add({"step": 1, "reward": 0.25, "qae/k": 0.4}); d.refresh()
+    >>> d.progress.value, [t.name for t in d.view.figure.data]
+    (1, ['reward', 'qae/k'])
+    """
+
+    def __init__(self, max_steps: int, *, mode: str = "auto", min_interval_s: float = 0.5):
+        self.rows: list[dict] = []
+        self._lock = threading.Lock()
+        self._last_draw = 0.0
+        self.min_interval_s = check_finite_scalar(min_interval_s, "min_interval_s")
+        self.view = FigureView(run_curves_figure([], LIVE_PANELS), mode=mode)
+        self.progress = widgets.IntProgress(value=0, min=0, max=max(int(max_steps), 1), description="step")
+        self.status = widgets.HTML(value="not started")
+        self.widget = widgets.VBox([widgets.HBox([self.progress, self.status]), self.view.widget])
+
+    def add(self, row: dict) -> None:
+        """Record one step's metrics (``row["step"]`` is the global step) and redraw when due."""
+        with self._lock:
+            self.rows.append(dict(row))
+            self.progress.value = min(int(row["step"]), self.progress.max)
+            due = time.monotonic() - self._last_draw >= self.min_interval_s
+        if due:
+            self.refresh()
+
+    def refresh(self) -> None:
+        """Redraw every recorded step now."""
+        with self._lock:
+            rows = list(self.rows)
+            self._last_draw = time.monotonic()
+        last = rows[-1] if rows else {}
+        title = (f"step {last.get('step', 0)} / {self.progress.max}: K = {last.get(QAE_K, float('nan')):.2f}"
+                 + (f", alpha = {last[SAAH_ALPHA]:.2f}" if last.get(SAAH_ALPHA) is not None else ""))
+        self.view.update(run_curves_figure(rows, LIVE_PANELS, title=title if rows else ""))
+
+    def set_status(self, text: str) -> None:
+        self.status.value = text
+
+
+class DashboardFeed(TrainerCallback):
+    r"""Sends every logged training step (a log with ``reward``) to a :class:`Dashboard`.
+
+    >>> import types
+    >>> feed, state = DashboardFeed(Dashboard(max_steps=4, mode="static")), types.SimpleNamespace(global_step=0)
+    >>> feed.on_train_begin(None, state, None); state.global_step = 1
+    >>> feed.on_log(None, state, None, logs={"reward": 0.5, "qae/k": 0.4})
+    >>> feed.on_log(None, state, None, logs={"train_runtime": 9.0})       # no reward: not a training step
+    >>> [row["step"] for row in feed.dashboard.rows], feed.dashboard.status.value.endswith(" s/step")
+    ([1], True)
+    """
+
+    def __init__(self, dashboard: Dashboard):
+        self.dashboard = dashboard
+        self._t0 = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self._t0 = time.monotonic()
+        self.dashboard.set_status("training")
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs and logs.get("reward") is not None:
+            self.dashboard.add({"step": state.global_step, **logs})
+            per_step = (time.monotonic() - self._t0) / max(state.global_step, 1)
+            self.dashboard.set_status(f"training: {per_step:.2f} s/step")
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.dashboard.refresh()
+
+
+@contextlib.contextmanager
+def _thread_warnings_to(output: widgets.Output):
+    r"""Show the warnings that the calling thread raises inside the block in ``output``; other threads'
+    warnings go where they went before.
+
+    A background thread's warnings otherwise land in whichever notebook cell happens to run.
+    ``warnings.catch_warnings`` cannot help: it swaps process-wide state (before Python 3.14), so
+    this wraps ``warnings.showwarning`` for the block and dispatches on the thread. Filters
+    (``-W error``, pytest's) apply as before.
+    """
+    thread, before, active = threading.get_ident(), warnings.showwarning, [True]
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if active[0] and threading.get_ident() == thread:
+            output.append_stderr(warnings.formatwarning(message, category, filename, lineno, line))
+        else:  # another thread, or this hook left installed by someone's catch_warnings after the block
+            before(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        active[0] = False
+        if warnings.showwarning is show:
+            warnings.showwarning = before
+
+
+class LiveRun:
+    r"""A trainer with live :class:`~qae_lab.lab.live.Controls` and a :class:`Dashboard`, trained in a background thread.
+
+    Args:
+        trainer: a :class:`~qae_lab.train.trainer.QAETrainer` (its ``RunLogger`` keeps ``log.jsonl``).
+        controls, dashboard: made from the trainer when None.
+        resume_from_checkpoint: passed to ``trainer.train``. None: what the trainer's run plan says
+            (:func:`qae_lab.runs.pipeline.make_trainer`'s :class:`~qae_lab.storage.resume.ResumePlan`: its checkpoint
+            when it resumes one); a checkpoint that is not the plan's is refused here, before
+            anything starts.
+
+    ``display(run)`` (or the cell's last expression) shows controls, dashboard and a message
+    area (``messages``: the training thread's warnings, errors and follow-up results); :meth:`start`
+    returns at once; :meth:`logged_steps` reads the steps logged so far; :meth:`wait` blocks until
+    the thread ends and returns the :class:`~qae_lab.train.callbacks.TrainOutcome` (``interrupted`` is True
+    after Stop).
+
+    A stand-in for a trainer, with what LiveRun uses of one, that trains one step:
+
+    >>> import types
+    >>> from qae_lab.methods import Knobs
+    >>> used, callbacks = [], []
+    >>> def train(resume_from_checkpoint=None):      # one step, calling the callbacks as the Trainer does
+    ...     for cb in callbacks:
+    ...         cb.on_step_begin(trainer.args, trainer.state, None)
+    ...     trainer.state.global_step = 1
+    >>> trainer = types.SimpleNamespace(
+    ...     knobs=Knobs(), set_knobs=used.append, loss_type="dapo", train=train,
+    ...     args=types.SimpleNamespace(max_steps=3, output_dir="runs/demo"), state=types.SimpleNamespace(global_step=0),
+    ...     callback_handler=types.SimpleNamespace(callbacks=callbacks), add_callback=callbacks.append)
+    >>> run = LiveRun(trainer, dashboard=Dashboard(max_steps=3, mode="static"))
+    >>> run.controls.k.value = 0.7                   # a slider move before the step
+    >>> run.then(lambda run: "evaluated").start().wait()
+    TrainOutcome(interrupted=False, checkpoint=None, global_step=1, note='')
+    >>> used[-1].quantile_k, run.dashboard.status.value, run.messages.outputs[0]["text"]
+    (0.7, 'finished: 1 steps', 'evaluated\n')
+    """
+
+    def __init__(self, trainer, *, controls: Controls | None = None, dashboard: Dashboard | None = None,
+                 resume_from_checkpoint: str | None = None):
+        self.trainer = trainer
+        self.controls = controls or Controls.for_trainer(trainer)
+        self.dashboard = dashboard or Dashboard(trainer.args.max_steps)
+        self.messages = widgets.Output()
+        plan = pending_plan(trainer)
+        if plan is not None:  # the trainer was made for a plan: follow it
+            if resume_from_checkpoint is None:
+                resume_from_checkpoint = plan.resume_from
+            elif plan.resume_from is None or Path(resume_from_checkpoint).resolve() != Path(plan.resume_from).resolve():
+                raise ValueError(f"resume_from_checkpoint={resume_from_checkpoint}, but the trainer was made for "
+                                 f"{plan.summary}: make the trainer with make_trainer(..., resume=...) for that")
+        self.resume_from_checkpoint = resume_from_checkpoint
+        self.knobs = LiveKnobs(self.controls, trainer)
+        # progress bars or log printing from a thread would land in whichever cell runs: the dashboard replaces
+        # them (transformers picks NotebookProgressCallback inside a notebook, ProgressCallback elsewhere)
+        for cls in (ProgressCallback, NotebookProgressCallback, PrinterCallback):
+            while any(isinstance(cb, cls) for cb in trainer.callback_handler.callbacks):
+                trainer.remove_callback(cls)
+        trainer.add_callback(self.knobs)
+        trainer.add_callback(DashboardFeed(self.dashboard))
+        self.outcome = None
+        self.error: BaseException | None = None
+        self._after: list[Callable] = []
+        self._thread: threading.Thread | None = None
+        self.widget = widgets.VBox([self.controls.widget, self.dashboard.widget, self.messages])
+
+    def _ipython_display_(self):
+        display(self.widget)
+
+    def then(self, fn: Callable) -> LiveRun:
+        """Run ``fn(self)`` in the training thread after training ends (also after Stop, not after an
+        error); a returned string is shown under the dashboard, another non-None value displayed."""
+        self._after.append(fn)
+        return self
+
+    def start(self) -> LiveRun:
+        """Start training in a background thread and return at once."""
+        if self._thread is not None:
+            raise RuntimeError("this LiveRun was already started; make a new one (resume_from_checkpoint) to go on")
+        self._thread = threading.Thread(target=self._train, name="qae_lab-live-training", daemon=True)
+        self._thread.start()
+        return self
+
+    def _train(self) -> None:
+        with _thread_warnings_to(self.messages):
+            self._train_and_follow_up()
+
+    def _train_and_follow_up(self) -> None:
+        try:
+            self.trainer.train(resume_from_checkpoint=self.resume_from_checkpoint)
+            step = self.trainer.state.global_step
+            stopped = self.controls.stop_requested
+            ckpt = Path(self.trainer.args.output_dir) / f"checkpoint-{step}"
+            self.outcome = TrainOutcome(stopped, str(ckpt) if stopped else None, step)
+            self.dashboard.set_status(f"stopped after step {step}; checkpoint {ckpt}" if stopped
+                                      else f"finished: {step} steps")
+            self.controls.finish()  # before the follow-ups (an evaluation can take minutes)
+            for fn in self._after:
+                self._show(fn(self))
+        except BaseException as err:  # shown in the notebook, re-raised by wait()
+            self.error = err
+            self.dashboard.set_status(f"<b style='color:#c00'>failed: {type(err).__name__}: {err}</b>")
+            self.messages.append_stderr(traceback.format_exc())
+        finally:
+            self.controls.finish(failed=self.error is not None)
+            logger = run_logger(self.trainer)
+            if logger is not None:  # training that failed never reached on_train_end: let go of the folder's lock
+                logger.release_lock()
+
+    def _show(self, value) -> None:
+        if isinstance(value, str):
+            self.messages.append_stdout(value + "\n")
+        elif value is not None:
+            self.messages.append_display_data(value)
+
+    def logged_steps(self) -> list[dict]:
+        r"""The training-step rows (:func:`~qae_lab.storage.folder.step_rows`) of the run folder's ``log.jsonl``
+        so far, in step order: ``[]`` before the first step is written. Safe to call while training
+        goes on (a line being written is not read half)."""
+        return step_rows(read_log_lines(Path(self.trainer.args.output_dir) / LOG_NAME)[0])
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def stop(self) -> None:
+        """Same as pressing Stop: end after the current step, with a checkpoint."""
+        self.controls.request_stop()
+
+    def wait(self, timeout: float | None = None):
+        """Block until the run ends; its TrainOutcome. Re-raises the training thread's error.
+
+        Blocking a notebook cell also blocks the widgets: call it only where nobody is using them
+        (scripts, tests, a headless notebook run)."""
+        if self._thread is None:
+            raise RuntimeError("not started: call start() first")
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise TimeoutError(f"training still running after {timeout} s")
+        if self.error is not None:
+            raise RuntimeError(f"training failed in the background thread: {self.error!r}") from self.error
+        return self.outcome
+
+
+class LiveKnobs(TrainerCallback):
+    r"""Applies :meth:`Controls.snapshot <qae_lab.lab.live.Controls.snapshot>` to the trainer before every
+    step; ends training after Stop.
+
+    The snapshot, one frozen :class:`~qae_lab.methods.Knobs`, goes to ``trainer.set_knobs`` whole; the
+    step's generation and loss both read it (the trainer logs what it used as ``qae/k`` and ``saah/alpha``). After Stop,
+    ``on_step_end`` asks the Trainer to save a checkpoint and stop, so the run ends at a step
+    boundary with its log complete.
+
+    Args:
+        controls: the live :class:`~qae_lab.lab.live.Controls`.
+        trainer: a :class:`~qae_lab.train.trainer.QAETrainer` (anything with ``set_knobs(knobs)``).
+
+    ``applied`` lists ``(step about to run, knobs set)``, one per step.
+
+    >>> import types
+    >>> from qae_lab.lab.live import Controls
+    >>> controls, used = Controls(quantile_k=0.4), []
+    >>> knobs = LiveKnobs(controls, types.SimpleNamespace(set_knobs=lambda k: used.append(k.quantile_k)))
+    >>> control = types.SimpleNamespace(should_save=False, should_training_stop=False)
+    >>> controls.k.value = 0.7                       # a slider move while step 3 runs
+    >>> knobs.on_step_begin(None, types.SimpleNamespace(global_step=3), control)   # step 4 begins
+    >>> used, knobs.applied[0][0]
+    ([0.7], 4)
+    >>> controls.request_stop(); knobs.on_step_end(None, None, control)
+    >>> control.should_save, control.should_training_stop
+    (True, True)
+    """
+
+    def __init__(self, controls: Controls, trainer):
+        self.controls, self.trainer = controls, trainer
+        self.applied: list[tuple[int, Knobs]] = []  # (global step about to run, knobs set)
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        step = state.global_step + 1  # the step about to run
+        knobs = self.controls.begin_step(step)
+        self.trainer.set_knobs(knobs)
+        self.applied.append((step, knobs))
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.controls.stop_requested:
+            control.should_save = True
+            control.should_training_stop = True

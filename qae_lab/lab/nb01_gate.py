@@ -1,0 +1,138 @@
+r"""Notebook 01's figures: the gate's advantages, where the zero advantages come from, the gate and its sparsity (split from notebook 02's figures, :mod:`qae_lab.lab.nb02_entropy_proofs`, at the notebook seam).
+
+The figures of notebooks 01 and 02 (the gate and its sparsity, the softmax bandit): the lab layer.
+
+Each function draws numbers computed by :mod:`qae_lab.toys.bandit`, :mod:`qae_lab.toys.bandit` and
+:mod:`qae_lab.toys.sparsity` with :mod:`qae_lab.lab.plots`; the notebooks put them under sliders with
+:func:`qae_lab.lab.plots.interactive` (keyword arguments named as the sliders).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+import torch
+
+from qae_lab.lab.plots import gate_heatmap, heatmap_figure, line_figure, vline
+from qae_lab.toys.sparsity import (
+    advantage_extremes,
+    expected_zero_fraction_beta,
+    gate_table,
+    group_advantage_rows,
+    sampled_zero_fraction_beta,
+    zero_sources,
+    zero_sources_beta,
+)
+
+__all__ = ['K_GRID', 'gate_figure', 'sparsity_figure', 'extremes_figure', 'advantages_figure', 'ZERO_SOURCES', 'zero_sources_figure']
+
+
+K_GRID = [round(0.05 * i, 2) for i in range(1, 20)]  # K = 0.05, 0.10, ..., 0.95
+
+# (legend name, baseline, scale) of the extreme-advantage curves
+_EXTREMES = (("GRPO mean / std", "mean", "group"), ("QAE / std", "quantile", "group"),
+             ("QAE, no std", "quantile", "none"))
+
+
+def gate_figure(G: int, method: str) -> go.Figure:
+    r"""Which responses get a non-zero advantage, for each K of :data:`K_GRID` (rows) and each success count c
+    (columns), under the ``"paper"`` or the ``"linear"`` quantile (:func:`qae_lab.toys.sparsity.gate_table`).
+
+    >>> fig = gate_figure(4, "paper")
+    >>> len(fig.data[0].z), len(fig.data[0].z[0]), fig.layout.title.text
+    (19, 5, 'Which responses get A ≠ 0: G = 4, paper quantile')
+    """
+    return gate_heatmap(gate_table(G, K_GRID, method), K_GRID, height=520,
+                        title=f"Which responses get A ≠ 0: G = {G}, {method} quantile")
+
+
+def sparsity_figure(a: float, b: float, G: int, drop_all_equal: bool, *, n_prompts: int) -> go.Figure:
+    r"""The zero-advantage fraction against K for success rates p ~ Beta(a, b): exact
+    (:func:`qae_lab.toys.sparsity.expected_zero_fraction_beta`) and, over all groups, sampled from ``n_prompts`` prompts
+    (:func:`qae_lab.toys.sparsity.sampled_zero_fraction_beta`, torch's global generator), with the paper's 80% marked.
+
+    >>> fig = sparsity_figure(0.5, 0.5, 8, True, n_prompts=10)
+    >>> [t.name for t in fig.data], fig.layout.title.text.endswith("(mixed groups only)")
+    (['exact, Beta(0.5, 0.5)'], True)
+    """
+    exact = [expected_zero_fraction_beta(a, b, G, k, drop_all_equal=drop_all_equal) for k in K_GRID]
+    fig = line_figure(K_GRID, {f"exact, Beta({a:g}, {b:g})": exact}, x_title="K", y_title="zero-advantage fraction",
+                      title=f"Zero-advantage fraction averaged over prompts, G = {G}"
+                            + (" (mixed groups only)" if drop_all_equal else ""))
+    if not drop_all_equal:  # the sampled check counts every group, all-equal ones included
+        sampled = sampled_zero_fraction_beta(a, b, G, K_GRID, n_prompts=n_prompts)
+        fig.add_scatter(x=K_GRID, y=sampled, mode="markers", name=f"sampled, {n_prompts} prompts")
+    fig.add_hline(y=0.8, line_dash="dot", annotation_text="80%")
+    return fig
+
+
+def extremes_figure(G: int, K: float) -> go.Figure:
+    r"""The largest and the smallest advantage in a group against its number of correct responses c, under GRPO's
+    mean / std, QAE / std and QAE without std (:func:`qae_lab.toys.sparsity.advantage_extremes`).
+
+    >>> fig = extremes_figure(4, 0.4)
+    >>> fig.data[4].name, list(fig.data[4].y)
+    ('QAE, no std: largest A', [0.0, 1.0, 1.0, 0.0, 0.0])
+    """
+    series = {}
+    for name, baseline, scale in _EXTREMES:
+        largest, smallest = advantage_extremes(G, K, baseline=baseline, scale=scale)
+        series[f"{name}: largest A"] = largest.tolist()
+        series[f"{name}: smallest A"] = smallest.tolist()
+    return line_figure(list(range(G + 1)), series, markers=True, x_title="correct responses c", y_title="advantage",
+                       title=f"Extreme advantages in a group, G = {G}, K = {K:g}")
+
+
+def advantages_figure(G: int = 8, K: float = 0.4, counts: Sequence[int] = (1, 3, 5, 7)) -> go.Figure:
+    r"""Each response's advantage in groups of ``G`` with c correct responses (correct ones first), for each c of
+    ``counts``, under GRPO's mean and QAE's K-quantile baseline (:func:`qae_lab.toys.sparsity.group_advantage_rows`).
+
+    >>> fig = advantages_figure(4, 0.4, [1])
+    >>> list(fig.data[0].y)
+    ['c=1 · GRPO mean', 'c=1 · QAE K=0.4']
+    >>> list(fig.data[0].text[0]), list(fig.data[0].text[1])
+    (['✓ +1.50', '✗ -0.50', '✗ -0.50', '✗ -0.50'], ['✓ +2.00', '✗ 0', '✗ 0', '✗ 0'])
+    """
+    names = {"mean": "GRPO mean", "quantile": f"QAE K={K:g}"}
+    rows = group_advantage_rows(G, K, counts)
+    text = [[("✓ " if ok else "✗ ") + (f"{v:+.2f}" if v else "0")
+             for ok, v in zip(row["rewards"], row["advantages"])] for row in rows]
+    return heatmap_figure([row["advantages"] for row in rows], x=[f"y{i + 1}" for i in range(G)],
+                          y=[f"c={row['c']} · {names[row['baseline']]}" for row in rows], text=text, height=460,
+                          title="Advantages per response (✓ correct, ✗ wrong)",
+                          x_title="response (correct ones first)")
+
+
+# the legend names of zero_sources_figure's two stacked areas, bottom first
+ZERO_SOURCES = ("all-equal groups: A = 0 under any baseline", "mixed groups: the side the gate leaves at 0")
+
+
+def zero_sources_figure(G: int, K: float) -> go.Figure:
+    r"""Where QAE's zero advantages come from: the expected share of one prompt's ``G`` responses with A = 0 against
+    its success rate p (101 rates from 0 to 1), stacked by source (:func:`qae_lab.toys.sparsity.zero_sources`); with
+    the share of a batch whose success rates are uniform on (0, 1) (the curve's average over p,
+    :func:`qae_lab.toys.sparsity.zero_sources_beta`), the paper's ~80% and the regimes' boundary p = 1 - K.
+
+    >>> fig = zero_sources_figure(16, 0.4)
+    >>> fig.layout.title.text
+    "Share of one prompt's 16 responses with A = 0, by its success rate p (K = 0.4)"
+    >>> [t.name for t in fig.data][2:]
+    ['a batch, p uniform on (0, 1): 75.7%', "the paper's ~80% (Qwen3-8B)"]
+    >>> [t.name for t in fig.data][:2] == list(ZERO_SOURCES), [s.x0 for s in fig.layout.shapes]
+    (True, [0.6])
+    """
+    ps = [round(0.01 * i, 2) for i in range(101)]
+    src = zero_sources(torch.tensor(ps, dtype=torch.float64), G, K)
+    batch = zero_sources_beta(1.0, 1.0, G, K).total
+    fig = line_figure(ps, {ZERO_SOURCES[0]: src.all_equal.tolist(), ZERO_SOURCES[1]: src.gate.tolist(),
+                           f"a batch, p uniform on (0, 1): {batch:.1%}": [batch] * len(ps),
+                           "the paper's ~80% (Qwen3-8B)": [0.8] * len(ps)},
+                      title=f"Share of one prompt's {G} responses with A = 0, by its success rate p (K = {K:g})",
+                      x_title="success rate p", y_title="share of responses with A = 0", height=420)
+    fig.update_traces(stackgroup="zeros", selector=lambda t: t.name in ZERO_SOURCES)  # their sum: the whole share
+    fig.update_traces(line={"color": "#444", "width": 1.5}, selector=lambda t: t.name not in ZERO_SOURCES)
+    fig.data[2].line.dash, fig.data[3].line.dash = "dash", "dot"
+    vline(fig, round(1 - K, 6), "p = 1 − K: hard | easy")
+    fig.update_layout(legend_traceorder="normal")  # plotly reverses a stack's legend by default
+    return fig.update_yaxes(range=[0, 1.05])

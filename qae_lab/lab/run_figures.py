@@ -1,0 +1,286 @@
+r"""Figures of training runs over seeds (the lab layer): notebooks 05 and 06 put them under their controls with
+:func:`qae_lab.lab.plots.interactive`, keyword arguments named as the controls.
+
+:func:`curves_figure` draws a logged metric of several runs, averaged over seeds, after a trailing average;
+:func:`pass_at_k_figure` pass@k against k before and after training and :func:`k_sweep_figure` a K sweep
+(notebook 06); :func:`before_after_figure` an evaluation figure before and after training and
+:func:`detrend_figure` one run's reward around its trailing average (notebook 05); :func:`regime_figure` the held-out
+hard / easy / mixed groups' entropy under the mean and the quantile baseline (:mod:`qae_lab.analysis.regime_runs`);
+:func:`completions_table` the
+completions of the same problems before and after training, side by side (notebook 04). The numbers come from
+:mod:`qae_lab.analysis.compare`, :mod:`qae_lab.lab.nb06_phenomena` and :mod:`qae_lab.analysis.stats`; the figures from
+:mod:`qae_lab.lab.plots`.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from qae_lab._checks import check_int
+from qae_lab.analysis.compare import metric_curves, series
+from qae_lab.task.evaluate import EvalResult
+from qae_lab.lab.nb06_phenomena import BEFORE, k_sweep_lines, pass_at_k_lines
+from qae_lab.lab.plots import PALETTE, band_figure, bar_figure, line_figure, wrap_title
+from qae_lab.analysis.regime_runs import GROUP_WORDS, regime_curves, regime_numbers
+from qae_lab.analysis.stats import detrended_variance, moving_average, stat
+
+__all__ = ["curves_figure", "pass_at_k_figure", "k_sweep_figure", "before_after_figure", "detrend_figure",
+           "paired_completions", "completions_table", "regime_figure"]
+
+
+def curves_figure(runs: Iterable, metric: str, window: int, *, labels: Mapping[str, str], title: str,
+                  y_title: str = "{label}", stride: int = 1) -> go.Figure:
+    r"""``metric`` of every group of ``runs`` per step, mean over seeds +- std, after a trailing ``window``-step
+    average (:func:`qae_lab.analysis.compare.metric_curves`, drawn by :func:`qae_lab.lab.plots.band_figure`).
+
+    Args:
+        runs: :class:`~qae_lab.analysis.compare.Run` s, or the groups of :func:`qae_lab.analysis.grouping.group_runs`.
+        metric: a key of ``labels``; ``labels[metric]`` is its name in words.
+        window: steps in the trailing average, >= 1.
+        title, y_title: templates filled with ``{metric}``, ``{label}`` and ``{window}``.
+        stride: draw every ``stride``-th step.
+
+    >>> from qae_lab.analysis.compare import Run
+    >>> runs = [Run(f"qae-seed{s}", "qae", s, {}, [{"step": t, "reward": 0.1 * s} for t in (1, 2)], None, None)
+    ...         for s in (0, 1)]
+    >>> fig = curves_figure(runs, "reward", 1, labels={"reward": "mean reward"}, title="{label}, {window} step")
+    >>> fig.layout.title.text, fig.layout.yaxis.title.text, [round(y, 3) for y in fig.data[1].y]
+    ('mean reward, 1 step', 'mean reward', [0.05, 0.05])
+    """
+    if metric not in labels:
+        raise ValueError(f"metric must be one of {list(labels)}, got {metric!r}")
+    words = {"metric": metric, "label": labels[metric], "window": window}
+    return band_figure(metric_curves(runs, metric, window), y_title=y_title.format(**words), stride=stride,
+                       title=title.format(**words))
+
+
+def pass_at_k_figure(table: Mapping, *, title: str = "pass@k before and after training, mean over seeds ± std"
+                     ) -> go.Figure:
+    r"""pass@k against k (log axis, a tick per k) for each method after training, with a +- std band, and the
+    dashed line before training (:func:`qae_lab.lab.nb06_phenomena.pass_at_k_lines`).
+
+    Args:
+        table: :func:`qae_lab.analysis.phenomena.pass_at_k_table`.
+
+    >>> from qae_lab.analysis.stats import stat
+    >>> table = {"qae": {"before": {1: stat([0.4]), 4: stat([0.7])}, "after": {1: stat([0.5]), 4: stat([0.8])}}}
+    >>> fig = pass_at_k_figure(table)
+    >>> [t.name for t in fig.data if t.name], fig.data[-1].line.dash, list(fig.layout.xaxis.tickvals)
+    (['qae, after', 'before (every method)'], 'dash', [1, 4])
+    """
+    lines = pass_at_k_lines(table)
+    fig = line_figure(lines.x, lines.y, bands=lines.bands, markers=True, x_title="k (samples)", y_title="pass@k",
+                      title=title)
+    fig.update_xaxes(type="log", tickvals=lines.x)  # one tick per k drawn
+    fig.update_traces(line_dash="dash", selector={"name": BEFORE})
+    return fig
+
+
+def k_sweep_figure(rows: Sequence[Mapping], quantity: str) -> go.Figure:
+    r"""One quantity of a K sweep against K, mean over seeds +- std (:func:`qae_lab.lab.nb06_phenomena.k_sweep_lines`).
+
+    >>> from qae_lab.analysis.stats import stat
+    >>> fig = k_sweep_figure([{"k": 0.2, "pass@1": stat([0.4, 0.6])}, {"k": 0.8, "pass@1": stat([0.5])}], "pass@1")
+    >>> list(fig.data[-1].x), list(fig.data[-1].y), fig.layout.title.text
+    ([0.2, 0.8], [0.5, 0.5], 'pass@1 after training against K')
+    """
+    lines = k_sweep_lines(rows, quantity)
+    return line_figure(lines.x, lines.y, bands=lines.bands, markers=True, x_title="K", y_title=quantity,
+                       title=f"{quantity} after training against K")
+
+
+def before_after_figure(table: Sequence[Mapping], metric: str) -> go.Figure:
+    r"""``metric`` before and after training for each row of :func:`qae_lab.analysis.compare.summary_table` evaluated both
+    times: grouped bars of the means over seeds with +- std error bars.
+
+    >>> from qae_lab.analysis.stats import stat
+    >>> table = [{"method": "qae", "pass@1 before": stat([0.3]), "pass@1 after": stat([0.5, 0.7])},
+    ...          {"method": "mine", "pass@1 before": None, "pass@1 after": stat([0.6])}]
+    >>> fig = before_after_figure(table, "pass@1")
+    >>> [(t.name, list(t.x), list(t.y), list(t.error_y.array)) for t in fig.data]
+    [('before', ['qae'], [0.3], [0.0]), ('after', ['qae'], [0.6], [0.09999999999999998])]
+    """
+    shown = [row for row in table if row[f"{metric} before"] and row[f"{metric} after"]]
+    stats = {when: [row[f"{metric} {when}"] for row in shown] for when in ("before", "after")}
+    fig = bar_figure([row["method"] for row in shown], {when: [s.mean for s in ss] for when, ss in stats.items()},
+                     title=f"{metric} before and after training (mean over seeds ± std)", y_title=metric)
+    for trace, ss in zip(fig.data, stats.values()):
+        trace.error_y = {"type": "data", "array": [s.std for s in ss]}
+    return fig
+
+
+def detrend_figure(runs: Iterable, run: str, window: int, *, stride: int = 1) -> go.Figure:
+    r"""One run's reward per step with its trailing ``window``-step average, every ``stride``-th step drawn; the
+    title gives the detrended variance (:func:`qae_lab.analysis.stats.detrended_variance`) and the plain one when the run
+    is longer than the window.
+
+    >>> from qae_lab.analysis.compare import Run
+    >>> rows = [{"step": t, "reward": x} for t, x in enumerate([0.0, 0.5, 0.0, 0.5], 1)]
+    >>> fig = detrend_figure([Run("qae-seed0", "qae", 0, {}, rows, None, None)], "qae-seed0", 2)
+    >>> fig.layout.title.text, list(fig.data[1].y)
+    ('qae-seed0: detrended variance 0.0556 (window 2), plain variance 0.0625', [0.0, 0.25, 0.25, 0.25])
+    """
+    chosen = next((r for r in runs if r.name == run), None)
+    if chosen is None:
+        raise ValueError(f"no run named {run!r}")
+    steps, x = series(chosen, "reward")
+    m = moving_average(x, window)
+    fig = line_figure(steps[::stride],
+                      {"reward per step": x[::stride], f"trailing average, {window} steps": m[::stride]},
+                      x_title="step", y_title="mean reward of the step's completions", title=run)
+    if len(x) > window:
+        fig.update_layout(title=f"{run}: detrended variance {detrended_variance(x, window):.4f} (window {window}), "
+                                f"plain variance {statistics.pvariance(x):.4f}")
+    return fig
+
+
+MARKS = {True: "✓", False: "✗"}
+
+
+def _problems(result) -> list[dict]:
+    """An evaluation's per-problem records: an :class:`~qae_lab.task.evaluate.EvalResult`, or the path of its JSON."""
+    if isinstance(result, (str, os.PathLike)):
+        return EvalResult.from_json(result).problems  # a damaged file is named
+    return result.problems
+
+
+def paired_completions(before, after, n: int = 4, sample: int | None = None) -> list[dict]:
+    r"""The first ``n`` problems of two evaluations of the same problems (before and after training), paired:
+    ``question``, ``gold`` and, for ``before`` and ``after``, the greedy completion (``sample`` None) or the
+    ``sample``-th sampled one (the same seed both times) with its verdict.
+
+    Args:
+        before, after: :class:`~qae_lab.task.evaluate.EvalResult` s (or paths of their JSON files) of the same problems.
+        n: problems to pair, >= 1 (fewer when there are fewer).
+        sample: None for the greedy completions, else the index of a sampled completion.
+
+    >>> res = lambda ok: {"problems": [{"id": 0, "question": "1 + 1?", "gold": "2",
+    ...     "greedy": {"completion": "2", "correct": ok}, "samples": [{"completion": "3", "correct": False}]}]}
+    >>> from types import SimpleNamespace as NS
+    >>> paired_completions(NS(problems=res(False)["problems"]), NS(problems=res(True)["problems"]))
+    [{'question': '1 + 1?', 'gold': '2', 'before': '2', 'before_correct': False, 'after': '2', 'after_correct': True}]
+    """
+    check_int(n, "n", 1)
+    old, new = _problems(before), _problems(after)
+    if [(p["id"], p["question"]) for p in old] != [(p["id"], p["question"]) for p in new]:
+        raise ValueError("before and after must evaluate the same problems in the same order")
+    rows = []
+    for p, q in zip(old[:n], new[:n]):
+        pick = [(r["greedy"] if sample is None else r["samples"][sample]) for r in (p, q)]
+        if None in pick:
+            raise ValueError("the evaluations have no greedy completions: pass sample=0 for a sampled one")
+        rows.append({"question": p["question"], "gold": p["gold"], "before": pick[0]["completion"],
+                     "before_correct": bool(pick[0]["correct"]), "after": pick[1]["completion"],
+                     "after_correct": bool(pick[1]["correct"])})
+    return rows
+
+
+def _shown(text: str, head: int = 420, tail: int = 180) -> str:
+    r"""A completion for a table cell: escaped (``<answer>`` stays text), line breaks kept, and a long one cut in
+    the middle, so its start and its final answer both show.
+
+    >>> _shown("<answer>\n42</answer>")
+    '&lt;answer&gt;<br>42&lt;/answer&gt;'
+    >>> _shown("a" * 10 + "b" * 10, head=4, tail=3)
+    'aaaa <i>[… 13 characters …]</i> bbb'
+    """
+    if len(text) > head + tail:
+        middle = f" <i>[… {len(text) - head - tail} characters …]</i> "
+        return html.escape(text[:head]).replace("\n", "<br>") + middle + html.escape(text[-tail:]).replace("\n", "<br>")
+    return html.escape(text).replace("\n", "<br>")
+
+
+def completions_table(before, after, n: int = 4, sample: int | None = None) -> go.Figure:
+    r"""A table of :func:`paired_completions`: one row per problem (question and gold answer, then the completion
+    before and after training, each under its verdict ✓ / ✗ and shaded green / red); the title counts the correct
+    ones. Long completions are cut in the middle (:func:`_shown`), line breaks kept.
+
+    >>> from types import SimpleNamespace as NS
+    >>> res = lambda ok: NS(problems=[{"id": 0, "question": "1 + 1?", "gold": "2",
+    ...     "greedy": {"completion": "<answer>2</answer>", "correct": ok}, "samples": []}])
+    >>> fig = completions_table(res(False), res(True))
+    >>> fig.layout.title.text
+    'Greedy completions before and after training, the first 1 held-out problems: 0/1 → 1/1 correct'
+    >>> [column[0] for column in fig.data[0].cells.values]
+    ['1', '1 + 1?<br><b>gold 2</b>', '✗<br>&lt;answer&gt;2&lt;/answer&gt;', '✓<br>&lt;answer&gt;2&lt;/answer&gt;']
+    """
+    rows = paired_completions(before, after, n, sample)
+    kind = "Greedy completions" if sample is None else f"Sampled completions (sample {sample}, the same seed)"
+    counts = {when: sum(r[f"{when}_correct"] for r in rows) for when in ("before", "after")}
+    columns = [[str(i + 1) for i in range(len(rows))],
+               [f"{_shown(r['question'], 300, 0)}<br><b>gold {html.escape(r['gold'])}</b>" for r in rows]]
+    fills = [["white"] * len(rows), ["white"] * len(rows)]
+    for when in ("before", "after"):
+        columns.append([f"{MARKS[r[when + '_correct']]}<br>{_shown(r[when])}" for r in rows])
+        fills.append(["#e6f4ea" if r[when + "_correct"] else "#fdecea" for r in rows])
+    header = ["#", "question", f"before training ({counts['before']}/{len(rows)} ✓)",
+              f"after training ({counts['after']}/{len(rows)} ✓)"]
+    table = go.Table(columnwidth=[0.3, 2.2, 3.5, 3.5], header={"values": header, "align": "left"},
+                     cells={"values": columns, "align": "left", "fill_color": fills, "font": {"size": 11}})
+    title = (f"{kind} before and after training, the first {len(rows)} held-out problems: "
+             f"{counts['before']}/{len(rows)} → {counts['after']}/{len(rows)} correct")
+    return go.Figure(table, layout={"title": {"text": title}, "height": 260 + 260 * len(rows),
+                                    "margin": {"l": 10, "r": 10, "t": 60, "b": 10}})
+
+
+def regime_figure(runs: Sequence, mean_method: str, quantile_method: str, quantity: str = "entropy") -> go.Figure:
+    r"""QAE's Prop. 4.2 in training, by the regime a prompt starts in: three panels, hard | easy | mixed (the
+    held-out groups of :mod:`qae_lab.train.regime_eval`), each the mean over seeds +- one std of ``regime_eval/<quantity>_*``
+    against the number of updates, under the mean-baseline and the quantile-baseline method
+    (:func:`qae_lab.analysis.regime_runs.regime_curves`). A plain ``go.Figure``.
+
+    Args:
+        runs: :class:`~qae_lab.analysis.compare.Run` s of the two methods (others are left out).
+        mean_method, quantile_method: their method names (``"mean+clip_higher"``, ``"qae+clip_higher"``).
+        quantity: ``"entropy"`` (token entropy, nats) or ``"success"`` (success rate).
+
+    >>> from qae_lab.analysis.compare import Run
+    >>> rows = lambda v: [{"step": 1, **{f"regime_eval/entropy_{g}": 0.2 for g in ("hard", "easy", "all")},
+    ...                    **{f"regime_eval/success_{g}": 0.5 for g in ("hard", "easy", "all")}},
+    ...                   {"step": 11, **{f"regime_eval/entropy_{g}": v for g in ("hard", "easy", "all")}}]
+    >>> runs = [Run(f"{m}-seed{s}", m, s, {}, rows(0.2 + 0.01 * s), None, None) for m in ("mean", "qae") for s in (0, 1)]
+    >>> fig = regime_figure(runs, "mean", "qae")
+    >>> [t.name for t in fig.data if t.showlegend is not False], len(fig.data)
+    (['mean (2 seeds)', 'qae (2 seeds)'], 12)
+    """
+    if quantity not in ("entropy", "success"):
+        raise ValueError(f"quantity must be 'entropy' or 'success', got {quantity!r}")
+    runs = [r for r in runs if r.method in (mean_method, quantile_method)]
+    groups = ("hard", "easy", "all")
+    titles = []
+    for g in groups:
+        start = stat((regime_numbers(r, g, "success") or {}).get("start") for r in runs)
+        which = {"hard": "hardest quarter", "easy": "easiest quarter", "all": "all held-out prompts"}[g]
+        titles.append(f"{GROUP_WORDS[g]}: {which}" + (f"<br>(start success {start.mean:.2f})" if start else ""))
+    fig = make_subplots(rows=1, cols=3, subplot_titles=titles, horizontal_spacing=0.07)
+    n_seeds = 0
+    for col, g in enumerate(groups, start=1):
+        curves = regime_curves(runs, g, quantity)
+        for i, method in enumerate((mean_method, quantile_method)):
+            c, color = curves.get(method), PALETTE[i % len(PALETTE)]
+            if c is None:
+                continue
+            n_seeds = max(n_seeds, c.n_runs)
+            upper, lower = [m + s for m, s in zip(c.mean, c.std)], [m - s for m, s in zip(c.mean, c.std)]
+            # the +- std band: the upper edge forwards, the lower edge back, filled
+            fig.add_trace(go.Scatter(x=c.steps + c.steps[::-1], y=upper + lower[::-1], fill="toself", fillcolor=color,
+                                     opacity=0.2, line={"width": 0}, hoverinfo="skip", showlegend=False,
+                                     legendgroup=method), row=1, col=col)
+            fig.add_trace(go.Scatter(x=c.steps, y=c.mean, mode="lines+markers", line={"color": color},
+                                     legendgroup=method, name=f"{method} ({c.n_runs} seed{'s' * (c.n_runs != 1)})",
+                                     showlegend=col == 1), row=1, col=col)
+    words = {"entropy": "token entropy (nats)", "success": "success rate"}[quantity]
+    title = (f"Held-out prompts grouped by start success: {words} under {mean_method} vs {quantile_method}; "
+             f"mean ± std over {n_seeds} seeds")
+    fig.update_xaxes(title_text="updates")
+    fig.update_yaxes(title_text=words, row=1, col=1)
+    fig.update_layout(title={"text": wrap_title(title, 100), "font": {"size": 15}}, template="plotly_white",
+                      height=430, margin={"l": 60, "r": 20, "t": 120, "b": 110},
+                      legend={"orientation": "h", "yanchor": "top", "y": -0.22})
+    return fig

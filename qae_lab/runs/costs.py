@@ -1,0 +1,566 @@
+r"""What a LoRA GRPO run costs on a GPU, estimated from the architecture: the peak memory of a step, the time of a step and of a whole run.
+
+Peak GPU memory of one LoRA GRPO step, estimated from a Qwen2 architecture and a run's settings.
+
+An **estimate**, written down term by term so that each assumption can be checked against a
+measurement (``benchmarks/gpu_check.py`` prints the measured peak beside it on a GPU). It counts
+the tensors a step holds, i.e. what ``torch.cuda.max_memory_allocated`` measures; the CUDA context,
+cuBLAS workspaces, compiled-graph pools and allocator fragmentation come on top (hence the headroom
+asked of a preset: :data:`T4_MEMORY` is the card, not the budget).
+
+Symbols (bytes unless said): ``b`` bytes per weight / activation element (2 for float16 and
+bfloat16, 4 for float32); ``h`` hidden size, ``L`` layers, ``d = h / heads`` head size,
+``kv = kv_heads * d``, ``I`` MLP width, ``V`` vocabulary, ``r`` LoRA rank; ``N`` completions per
+micro-batch (``per_device_train_batch_size``), ``B`` completions generated at once
+(``per_device_train_batch_size * steps_per_generation``: TRL generates a whole generation batch in one
+call), ``P`` prompt tokens (the longest prompt of the batch: left padding), ``T`` completion tokens,
+``S = P + T``.
+
+The step has a generation phase and a training phase; they do not overlap, so
+
+    peak = persistent + max(generation, training)
+
+* persistent: base weights ``P_base * b``; LoRA weights ``P_lora * 4`` (PEFT keeps adapters in float32
+  under a float16 / bfloat16 base); AdamW's two moments ``P_lora * 8`` (float32).
+* generation: the static KV cache ``B * S * L * 2 * kv * b``; one layer's prefill workspace
+  ``B * P * (3 I + 4 h) * b`` (no gradients are kept, so one layer's intermediates at a time); the
+  last position's logits and their float32 sampling copy ``B * V * 8``; with ``fast_generation`` the
+  snapshot of the adapted layers' base weights that :mod:`qae_lab.train.generation` restores them from,
+  ``P_adapted * b``.
+* training: LoRA gradients ``P_lora * 4``; activations (below); the loss forward's logits and their
+  gradient, ``2 * rows * cols * 4`` (float32 log-softmax): with TRL's fused LM head (TRL >= 1.16, the
+  trainer this project runs) one tile, rows = min(N T, 4096) tokens, cols = min(V, 32768); without
+  it the whole ``N T x V`` (only completion positions are scored).
+* activations, per token and layer (:func:`layer_activation_bytes`): what autograd keeps of a Qwen2
+  decoder layer with LoRA on ``targets`` and scaled-dot-product attention that keeps no ``S x S``
+  scores. With activation checkpointing: each layer's input ``L * N * S * h * b``, plus one layer
+  recomputed in full ``N * S * a``, plus the final hidden states ``N * S * h * b``; without it,
+  ``L * N * S * a``.
+
+Not counted: the CUDA context (some hundreds of MB), autocast's cached half-precision copies of the
+LoRA weights (``P_lora * b``), GradScaler state, rotary tables, the tokenizer's and dataloader's
+tensors, and what ``torch.compile`` / CUDA graphs reserve for the compiled decode step.
+
+>>> est = lora_grpo_memory(QWEN25["qwen2.5-0.5b"], dtype_bytes=2, lora_r=16, micro_batch=16,
+...                        generation_batch=32, prompt_len=320, completion_len=256)
+>>> round(est["peak"] / GIB, 2), max(("generation", "training"), key=est.get)
+(3.18, 'training')
+
+The former ``gpu_time`` module: time of a LoRA GRPO step, and of a whole run with its evaluations, on a GPU: an estimate from the architecture.
+
+An **estimate, not a measurement**, written term by term like :mod:`qae_lab.runs.costs` so that each assumption can
+be checked (``benchmarks/gpu_check.py`` prints a measured step beside it on the GPU it runs on). Two kinds of term:
+
+* the card's: arithmetic over the peak rate, ``flops / (tflops * sustained)``, and memory traffic over the
+  bandwidth, ``bytes / (bandwidth * sustained)``, whichever is longer, from :data:`GPUS`' datasheet figures
+  (dense half precision with float32 accumulation, no sparsity);
+* the host's: a decode step run eagerly (no CUDA graphs) cannot end before the host has issued its ~1,400-2,400
+  ops (Python, PyTorch's dispatcher, the launches): ``host_s`` seconds per decode step, measured on a CPU by
+  ``benchmarks/host_costs.py``. Each decode step takes ``max(card, host)``.
+
+With ``sustained = 1`` every card term is the least time the datasheet allows, and the host figures are lower
+bounds of the host's share, so the sum is a **lower bound** (up to the two overcounts below, each well under 1%
+of a step): a real run is slower. ``sustained = 0.5`` is the
+figure if kernels reach half the datasheet peaks, an assumption that ``gpu_check.py``'s measured/estimated
+ratio tests. Not counted at all: downloading and loading the model, compiling the decode step (its first
+steps), tokenizing, the rewards, TRL's per-step Python, the dashboard.
+
+Symbols as in :mod:`qae_lab.runs.costs`; ``W`` the matmul weights of the decoder layers (the seven projections),
+``H = V h`` the LM head, ``R`` the LoRA weights (counted only where the adapters run unmerged), ``b`` bytes per
+weight. Per token: a forward pass costs ``2 (W + R)`` FLOPs in the layers, ``2 H`` in the LM head (only where
+logits are needed: the last prompt position and each decode step while sampling, completion positions in the
+loss) and ``4 h L c`` in attention over ``c`` positions (QK^T and the weighted sum of V), so a causal pass over
+``S`` tokens costs ``2 h L S (S + 1)`` there. Training: the base is frozen, so its backward pass computes input gradients
+only (``2 W``) and LoRA's adds its weight gradients (``2 R``); activation checkpointing recomputes the layers'
+forward pass once more. Two small overcounts, checked against ``torch.utils.flop_counter`` in
+``tests/runs/test_gpu_time.py``: layer 0's input gradients are counted (PEFT and TRL ask for them under checkpointing;
+without it autograd skips them), and so is the last op of each layer's recomputation, which non-reentrant
+checkpointing skips (down_proj's LoRA B: ``2 r h`` FLOPs per token and layer).
+
+>>> t4 = GPUS["t4"]
+>>> est = lora_grpo_step_time(QWEN25["qwen2.5-0.5b"], t4, dtype_bytes=2, lora_r=16, micro_batch=16,
+...                           generation_batch=32, prompt_len=320, completion_len=256)
+>>> {k: round(v, 2) for k, v in est.items()}
+{'generation': 1.04, 'training': 0.73, 'step': 1.77}
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from qae_lab._checks import check_int
+from qae_lab.task.models import LORA_TARGETS
+
+__all__ = ['Arch', 'QWEN25', 'GIB', 'T4_MEMORY', 'DTYPE_BYTES', 'param_count', 'lora_param_count', 'layer_activation_bytes', 'lora_grpo_memory', 'run_memory', 'run_shape', 'PROMPT_TOKENS', 'GPU', 'GPUS', 'gpu_named', 'decoder_weights', 'prefill_flops', 'decode_flops', 'training_flops', 'generation_time', 'training_time', 'lora_grpo_step_time', 'run_time']
+
+
+GIB = 2 ** 30
+T4_MEMORY = 15 * GIB
+"""What a T4 (16 GB card) offers: ``torch.cuda.get_device_properties(0).total_memory`` is about 15 GiB."""
+DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
+PROMPT_TOKENS = {"gsm8k": 320, "synthetic": 64, "sums": 64}
+"""Assumed longest prompt of a batch, in tokens, chat template and the format system prompt included.
+GSM8K's longest training prompt is 1,168 characters (99% are under 710), about 300 tokens at Qwen's
+~4 characters a token (digits count one token each)."""
+# the tiles of TRL 1.16's fused LM head (trl.kernels.chunked_logprob): tokens x vocabulary columns
+_FUSED_ROWS, _FUSED_COLS = 4096, 32768
+
+
+@dataclass(frozen=True)
+class Arch:
+    r"""The numbers of a Qwen2 architecture that memory depends on (its ``config.json`` fields).
+
+    >>> Arch.from_config({"hidden_size": 896, "num_hidden_layers": 24, "num_attention_heads": 14,
+    ...     "num_key_value_heads": 2, "intermediate_size": 4864, "vocab_size": 151936,
+    ...     "tie_word_embeddings": True}) == QWEN25["qwen2.5-0.5b"]
+    True
+    """
+
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    intermediate: int
+    vocab: int
+    tied: bool = True
+
+    def __post_init__(self):
+        for name in ("hidden", "layers", "heads", "kv_heads", "intermediate", "vocab"):
+            check_int(getattr(self, name), name, 1)
+        if self.hidden % self.heads or self.heads % self.kv_heads:
+            raise ValueError(f"hidden ({self.hidden}) must be a multiple of heads ({self.heads}), and heads of "
+                             f"kv_heads ({self.kv_heads})")
+
+    @property
+    def kv(self) -> int:
+        """Width of the key (and of the value) projection: kv_heads * head size."""
+        return self.kv_heads * (self.hidden // self.heads)
+
+    @classmethod
+    def from_config(cls, config: Mapping) -> Arch:
+        """From a Qwen2 ``config.json`` mapping (or a ``transformers`` config's ``to_dict()``)."""
+        return cls(config["hidden_size"], config["num_hidden_layers"], config["num_attention_heads"],
+                   config.get("num_key_value_heads", config["num_attention_heads"]), config["intermediate_size"],
+                   config["vocab_size"], bool(config.get("tie_word_embeddings", False)))
+
+
+# Qwen2.5-*-Instruct's config.json (the Hub's, as of 2025); all three tie the LM head to the embeddings
+QWEN25 = {
+    "qwen2.5-0.5b": Arch(896, 24, 14, 2, 4864, 151936, True),
+    "qwen2.5-1.5b": Arch(1536, 28, 12, 2, 8960, 151936, True),
+    "qwen2.5-3b": Arch(2048, 36, 16, 2, 11008, 151936, True),
+}
+
+
+def _linears(arch: Arch) -> dict[str, tuple[int, int]]:
+    """Each decoder layer's projections, ``name: (in_features, out_features)``."""
+    h, kv, i = arch.hidden, arch.kv, arch.intermediate
+    return {"q_proj": (h, h), "k_proj": (h, kv), "v_proj": (h, kv), "o_proj": (h, h),
+            "gate_proj": (h, i), "up_proj": (h, i), "down_proj": (i, h)}
+
+
+def _check_targets(arch: Arch, targets: Sequence[str]) -> list[str]:
+    unknown = sorted(set(targets) - set(_linears(arch)))
+    if unknown:
+        raise ValueError(f"targets must be among {list(_linears(arch))}, got {unknown}")
+    return list(dict.fromkeys(targets))
+
+
+def param_count(arch: Arch) -> int:
+    r"""Parameters of a Qwen2 causal LM: embeddings ``V h``; per layer the seven projections (biases on
+    q, k, v only) and two RMSNorm weights; the final norm; an LM head ``V h`` unless tied.
+
+    >>> param_count(QWEN25["qwen2.5-0.5b"]), param_count(QWEN25["qwen2.5-1.5b"])
+    (494032768, 1543714304)
+    """
+    h = arch.hidden
+    per_layer = sum(i * o for i, o in _linears(arch).values()) + (h + 2 * arch.kv) + 2 * h
+    return arch.vocab * h * (1 if arch.tied else 2) + arch.layers * per_layer + h
+
+
+def lora_param_count(arch: Arch, r: int, targets: Sequence[str] = LORA_TARGETS) -> int:
+    r"""LoRA parameters: ``r * (in + out)`` for each adapted projection (A is r x in, B is out x r), every layer.
+
+    >>> lora_param_count(QWEN25["qwen2.5-0.5b"], 16)   # 24 x 16 x (2 x 1792 + 2 x 1024 + 3 x 5760)
+    8798208
+    """
+    check_int(r, "r", 1)
+    linears = _linears(arch)
+    return arch.layers * sum(r * sum(linears[t]) for t in _check_targets(arch, targets))
+
+
+def layer_activation_bytes(arch: Arch, dtype_bytes: int, lora_r: int, targets: Sequence[str] = LORA_TARGETS) -> int:
+    r"""Bytes autograd keeps per token of one Qwen2 decoder layer (the ``a`` of the module docstring).
+
+    Counted: the two RMSNorms' inputs in float32 (``2 h * 4``) and outputs (``2 h b``); q, k, v
+    (``(h + 2 kv) b``) and their rotated q, k (``(h + kv) b``); the attention
+    output (``h b``); gate, up, SiLU(gate) and the product (``4 I b``); per adapted projection its
+    dropped-out input (``in * b``), the dropout mask (``in`` bytes) and A's output (``r b``).
+
+    >>> layer_activation_bytes(QWEN25["qwen2.5-0.5b"], 2, 16)   # 2 (11 h + 3 kv + 5 I + 7 r) + 14 h + I
+    86752
+    """
+    h, kv, i, b = arch.hidden, arch.kv, arch.intermediate, dtype_bytes
+    base = 2 * h * 4 + 2 * h * b + (h + 2 * kv) * b + (h + kv) * b + h * b + 4 * i * b
+    linears = _linears(arch)
+    lora = sum(linears[t][0] * (b + 1) + lora_r * b for t in _check_targets(arch, targets))
+    return base + lora
+
+
+def lora_grpo_memory(arch: Arch, *, dtype_bytes: int, lora_r: int, micro_batch: int, generation_batch: int,
+                     prompt_len: int, completion_len: int, targets: Sequence[str] = LORA_TARGETS,
+                     checkpointing: bool = True, fast_generation: bool = True,
+                     fused_lm_head: bool = True) -> dict[str, int]:
+    r"""Estimated peak GPU memory of one LoRA GRPO step, in bytes, with every term (module docstring).
+
+    Args:
+        arch: the model's :class:`Arch` (e.g. ``QWEN25["qwen2.5-0.5b"]``).
+        dtype_bytes: bytes per weight and activation element: 2 (float16, bfloat16) or 4 (float32).
+        lora_r: LoRA rank r >= 1; ``targets``: the adapted projections (default: all seven).
+        micro_batch: N, completions per forward/backward (``per_device_train_batch_size``).
+        generation_batch: B, completions generated in one call (``generation_batch_size``).
+        prompt_len, completion_len: P and T in tokens.
+        checkpointing: activation checkpointing on.
+        fast_generation: qae_lab's fast path (a snapshot of the adapted base weights while generating).
+        fused_lm_head: TRL's fused LM head (one logits tile) instead of the whole float32 logits.
+
+    Returns:
+        ``{term: bytes}``: ``weights``, ``lora``, ``optimizer``, ``kv_cache``, ``prefill``,
+        ``sample_logits``, ``snapshot``, ``gradients``, ``activations``, ``loss_logits``, the phase sums
+        ``persistent``, ``generation``, ``training``, and ``peak = persistent + max(generation, training)``.
+
+    >>> est = lora_grpo_memory(QWEN25["qwen2.5-0.5b"], dtype_bytes=2, lora_r=16, micro_batch=16,
+    ...                        generation_batch=32, prompt_len=320, completion_len=256, fused_lm_head=False)
+    >>> est["loss_logits"] == 2 * 16 * 256 * 151936 * 4, round(est["peak"] / GIB, 2)
+    (True, 6.82)
+    """
+    if dtype_bytes not in (2, 4):
+        raise ValueError(f"dtype_bytes must be 2 (float16 / bfloat16) or 4 (float32), got {dtype_bytes!r}")
+    for name, value in (("micro_batch", micro_batch), ("generation_batch", generation_batch),
+                        ("prompt_len", prompt_len), ("completion_len", completion_len)):
+        check_int(value, name, 1)
+    b, h, L = dtype_bytes, arch.hidden, arch.layers
+    n, s = micro_batch, prompt_len + completion_len
+    p_lora = lora_param_count(arch, lora_r, targets)
+    linears = _linears(arch)
+    p_adapted = L * sum(i * o for t, (i, o) in linears.items() if t in targets)
+    t = {"weights": param_count(arch) * b, "lora": p_lora * 4, "optimizer": p_lora * 8}
+    # generation: K and V of every layer for B sequences of S positions
+    t["kv_cache"] = generation_batch * s * L * 2 * arch.kv * b
+    t["prefill"] = generation_batch * prompt_len * (3 * arch.intermediate + 4 * h) * b
+    t["sample_logits"] = generation_batch * arch.vocab * 8
+    t["snapshot"] = p_adapted * b if fast_generation else 0
+    # training: gradients of the adapters, activations, the loss forward's logits and their gradient
+    t["gradients"] = p_lora * 4
+    a = layer_activation_bytes(arch, b, lora_r, targets)
+    if checkpointing:
+        t["activations"] = L * n * s * h * b + n * s * a + n * s * h * b
+    else:
+        t["activations"] = L * n * s * a
+    rows, cols = n * completion_len, arch.vocab
+    if fused_lm_head:
+        rows, cols = min(rows, _FUSED_ROWS), min(cols, _FUSED_COLS)
+    t["loss_logits"] = 2 * rows * cols * 4
+    t["persistent"] = t["weights"] + t["lora"] + t["optimizer"]
+    t["generation"] = t["kv_cache"] + t["prefill"] + t["sample_logits"] + t["snapshot"]
+    t["training"] = t["gradients"] + t["activations"] + t["loss_logits"]
+    t["peak"] = t["persistent"] + max(t["generation"], t["training"])
+    return t
+
+
+def run_memory(run, cfg, *, bf16_gpu: bool = False, prompt_len: int | None = None,
+               fused_lm_head: bool = True) -> dict[str, int]:
+    r""":func:`lora_grpo_memory` for a built run (``qae_lab.runs.presets.build``'s ``RunArgs`` and ``QAEConfig``).
+
+    The model is ``run.model`` (a key of :data:`QWEN25`); ``run.dtype="auto"`` means bfloat16 where
+    ``bf16_gpu`` (a bf16-capable GPU) else float32, as :func:`qae_lab.task.models.load_policy` decides;
+    ``prompt_len`` defaults to :data:`PROMPT_TOKENS` of ``run.task``.
+
+    >>> from types import SimpleNamespace as NS
+    >>> run = NS(model="qwen2.5-0.5b", dtype="float16", lora=True, lora_r=16, task="gsm8k")
+    >>> cfg = NS(per_device_train_batch_size=16, generation_batch_size=32, max_completion_length=256,
+    ...          gradient_checkpointing=True, fast_generation=True)
+    >>> round(run_memory(run, cfg)["peak"] / GIB, 2)
+    3.18
+    """
+    if not run.lora:
+        raise ValueError("run.lora must be True: the estimate is of a LoRA run (optimizer state for the adapters only)")
+    arch, dtype_bytes, prompt_len = run_shape(run, bf16_gpu, prompt_len)
+    return lora_grpo_memory(
+        arch, dtype_bytes=dtype_bytes, lora_r=run.lora_r, micro_batch=cfg.per_device_train_batch_size,
+        generation_batch=cfg.generation_batch_size, prompt_len=prompt_len,
+        completion_len=cfg.max_completion_length, checkpointing=bool(cfg.gradient_checkpointing),
+        fast_generation=bool(getattr(cfg, "fast_generation", False)), fused_lm_head=fused_lm_head)
+
+
+def run_shape(run, bf16_gpu: bool, prompt_len: int | None = None) -> tuple[Arch, int, int]:
+    r"""``(architecture, bytes per weight, prompt tokens)`` of a built run, as the estimates read it: the
+    :data:`QWEN25` entry of ``run.model``; ``run.dtype``'s bytes, ``"auto"`` being bfloat16 where ``bf16_gpu``
+    else float32 (as :func:`qae_lab.task.models.load_policy` decides); ``prompt_len``, else :data:`PROMPT_TOKENS` of
+    ``run.task``.
+
+    >>> from types import SimpleNamespace as NS
+    >>> arch, b, p = run_shape(NS(model="qwen2.5-1.5b", dtype="auto", task="gsm8k"), bf16_gpu=False)
+    >>> arch.layers, b, p
+    (28, 4, 320)
+    """
+    if run.model not in QWEN25:
+        raise ValueError(f"run.model must be one of {sorted(QWEN25)} (their architectures are stored here), "
+                         f"got {run.model!r}")
+    dtype_bytes = (2 if bf16_gpu else 4) if run.dtype == "auto" else DTYPE_BYTES[run.dtype]
+    return QWEN25[run.model], dtype_bytes, prompt_len or PROMPT_TOKENS.get(run.task, 320)
+
+
+@dataclass(frozen=True)
+class GPU:
+    r"""A card's datasheet figures: dense half-precision tensor throughput (TFLOP/s, float32 accumulation, no
+    sparsity) and memory bandwidth (GB/s, 1e9 bytes).
+
+    >>> GPUS["t4"].tflops, GPUS["t4"].bandwidth
+    (65.0, 320.0)
+    """
+
+    name: str
+    tflops: float
+    bandwidth: float
+    bf16: bool = True
+
+    def __post_init__(self):
+        for field in ("tflops", "bandwidth"):
+            value = getattr(self, field)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ValueError(f"{field} must be a finite number > 0, got {value!r}")
+
+
+# NVIDIA's datasheets (dense figures: the sparsity-doubled ones halved)
+GPUS = {
+    "t4": GPU("NVIDIA T4", 65.0, 320.0, bf16=False),  # a free Colab GPU: mixed-precision FP16/FP32, GDDR6
+    "l4": GPU("NVIDIA L4", 121.0, 300.0),
+    "a100-40gb": GPU("NVIDIA A100 40GB", 312.0, 1555.0),
+    "a100": GPU("NVIDIA A100 80GB", 312.0, 2039.0),
+    "h100": GPU("NVIDIA H100 SXM", 989.0, 3350.0),
+    "h200": GPU("NVIDIA H200", 989.0, 4800.0),
+}
+
+
+def gpu_named(device_name: str) -> GPU | None:
+    r"""The :data:`GPUS` entry for a CUDA device name (``torch.cuda.get_device_name()``), None if not listed.
+
+    >>> gpu_named("Tesla T4").name, gpu_named("NVIDIA A100-SXM4-40GB").name, gpu_named("NVIDIA GeForce RTX 4090")
+    ('NVIDIA T4', 'NVIDIA A100 40GB', None)
+    """
+    words = device_name.lower().replace("-", " ").split()
+    if "a100" in words or any(w.startswith("a100") for w in words):
+        return GPUS["a100-40gb" if any("40gb" in w for w in words) else "a100"]
+    return next((GPUS[key] for key in GPUS if key in words), None)
+
+
+def decoder_weights(arch: Arch) -> int:
+    r"""``W``: the weights of the decoder layers' seven projections, the matmuls a token goes through.
+
+    >>> decoder_weights(QWEN25["qwen2.5-0.5b"])   # 24 x (2 x 896^2 + 2 x 896 x 128 + 3 x 896 x 4864)
+    357826560
+    """
+    h, kv, i = arch.hidden, arch.kv, arch.intermediate
+    return arch.layers * (2 * h * h + 2 * h * kv + 3 * h * i)
+
+
+def _card(flops: float, n_bytes: float, gpu: GPU, sustained: float) -> float:
+    return max(flops / (gpu.tflops * 1e12 * sustained), n_bytes / (gpu.bandwidth * 1e9 * sustained))
+
+
+def _dtype_bytes(dtype_bytes: int) -> int:
+    if dtype_bytes not in (2, 4):
+        raise ValueError(f"dtype_bytes must be 2 (float16 / bfloat16) or 4 (float32), got {dtype_bytes!r}")
+    return dtype_bytes
+
+
+def _check_sustained(sustained: float) -> None:
+    if not (isinstance(sustained, (int, float)) and 0 < sustained <= 1):
+        raise ValueError(f"sustained (the fraction of the datasheet peaks kernels reach) must lie in (0, 1], "
+                         f"got {sustained!r}")
+
+
+def _lora(arch: Arch, lora_r: int, targets: Sequence[str]) -> int:
+    check_int(lora_r, "lora_r", 0)
+    return lora_param_count(arch, lora_r, targets) if lora_r else 0
+
+
+def prefill_flops(arch: Arch, *, batch: int, prompt_len: int, lora_r: int = 0,
+                  targets: Sequence[str] = LORA_TARGETS) -> dict[str, int]:
+    r"""FLOPs of a prefill of ``batch`` prompts of ``P = prompt_len`` tokens: ``matmul`` ``2 (W + R) B P`` in the
+    layers and ``2 H B`` for the LM head at the last position; ``attention`` ``2 h L B P (P + 1)`` (causal: position
+    i attends to i positions, ``4 h`` FLOPs each per layer for QK^T and the weighted sum of V).
+
+    >>> prefill_flops(Arch(4, 1, 1, 1, 8, 10), batch=1, prompt_len=2)   # W = 2x16 + 2x16 + 3x32; H = 40
+    {'matmul': 720, 'attention': 48}
+    """
+    check_int(batch, "batch", 1), check_int(prompt_len, "prompt_len", 1)
+    w, r, head = decoder_weights(arch), _lora(arch, lora_r, targets), arch.vocab * arch.hidden
+    return {"matmul": 2 * (w + r) * batch * prompt_len + 2 * head * batch,
+            "attention": 2 * arch.hidden * arch.layers * batch * prompt_len * (prompt_len + 1)}
+
+
+def decode_flops(arch: Arch, *, batch: int, context: int, lora_r: int = 0,
+                 targets: Sequence[str] = LORA_TARGETS) -> dict[str, int]:
+    r"""FLOPs of one decode step of ``batch`` sequences, each new token attending to ``context`` positions (its own
+    included): ``matmul`` ``2 (W + R + H) B``, ``attention`` ``4 h L B c``.
+
+    >>> decode_flops(Arch(4, 1, 1, 1, 8, 10), batch=1, context=3)
+    {'matmul': 400, 'attention': 48}
+    """
+    check_int(batch, "batch", 1), check_int(context, "context", 1)
+    w, r, head = decoder_weights(arch), _lora(arch, lora_r, targets), arch.vocab * arch.hidden
+    return {"matmul": 2 * (w + r + head) * batch, "attention": 4 * arch.hidden * arch.layers * batch * context}
+
+
+def training_flops(arch: Arch, *, sequences: int, prompt_len: int, completion_len: int, lora_r: int,
+                   targets: Sequence[str] = LORA_TARGETS, checkpointing: bool = True) -> dict[str, int]:
+    r"""FLOPs of the update phase: forward and backward passes over ``sequences`` sequences of
+    ``S = prompt_len + completion_len`` tokens, logits at the completion positions only (TRL's ``logits_to_keep``).
+
+    With ``k = 3`` passes through the layers under activation checkpointing (forward, recomputed forward,
+    backward), else 2: ``matmul`` ``2 W k`` per token (the frozen base: input gradients only), ``2 R (k + 1)``
+    (LoRA's weight gradients too), ``4 H`` per completion token (the LM head forward and its input gradient);
+    ``attention`` ``2 h L S (S + 1) (k + 1)`` per sequence (causal; its backward costs two forwards).
+
+    >>> training_flops(Arch(4, 1, 1, 1, 8, 10), sequences=1, prompt_len=1, completion_len=1, lora_r=0)
+    {'matmul': 2080, 'attention': 192}
+    """
+    for name, value in (("sequences", sequences), ("prompt_len", prompt_len), ("completion_len", completion_len)):
+        check_int(value, name, 1)
+    w, r, head = decoder_weights(arch), _lora(arch, lora_r, targets), arch.vocab * arch.hidden
+    k, s = (3 if checkpointing else 2), prompt_len + completion_len
+    tokens = sequences * s
+    return {"matmul": 2 * w * k * tokens + 2 * r * (k + 1) * tokens + 4 * head * sequences * completion_len,
+            "attention": 2 * arch.hidden * arch.layers * s * (s + 1) * (k + 1) * sequences}
+
+
+def generation_time(arch: Arch, gpu: GPU, *, batch: int, prompt_len: int, new_tokens: int, dtype_bytes: int,
+                    lora_r: int = 0, targets: Sequence[str] = LORA_TARGETS, sustained: float = 1.0,
+                    host_s: float = 0.0) -> float:
+    r"""Seconds for one ``generate`` call of ``new_tokens`` tokens: a prefill (:func:`prefill_flops`; the weights
+    read once), which gives the first token, then ``new_tokens - 1`` decode steps (:func:`decode_flops`; the
+    weights, ``param_count * b`` as the tied LM head reads the embedding matrix, and the KV cache ``B c L 2 kv b``
+    read), each taking ``max(card, host_s)``. Every sequence runs to the limit: an upper count of the steps.
+    ``lora_r = 0``: adapters merged (or none); else unmerged, their float32 weights read too.
+
+    >>> q = QWEN25["qwen2.5-0.5b"]
+    >>> round(generation_time(q, GPUS["t4"], batch=32, prompt_len=320, new_tokens=256, dtype_bytes=2), 3)
+    1.043
+    >>> round(generation_time(q, GPUS["t4"], batch=32, prompt_len=320, new_tokens=256, dtype_bytes=2,
+    ...                       host_s=0.02), 3)   # every decode step waits for the host: 0.115 s prefill + 255 x 0.02
+    5.215
+    """
+    check_int(new_tokens, "new_tokens", 1)
+    _check_sustained(sustained)
+    if not (isinstance(host_s, (int, float)) and math.isfinite(host_s) and host_s >= 0):
+        raise ValueError(f"host_s must be a finite number of seconds >= 0, got {host_s!r}")
+    b = _dtype_bytes(dtype_bytes)
+    weight_bytes = param_count(arch) * b + _lora(arch, lora_r, targets) * 4
+    total = _card(sum(prefill_flops(arch, batch=batch, prompt_len=prompt_len, lora_r=lora_r,
+                                    targets=targets).values()), weight_bytes, gpu, sustained)
+    step = decode_flops(arch, batch=batch, context=1, lora_r=lora_r, targets=targets)  # attention grows with c
+    for c in range(prompt_len + 1, prompt_len + new_tokens):
+        card = _card(step["matmul"] + step["attention"] * c, weight_bytes + batch * c * arch.layers * 2 * arch.kv * b,
+                     gpu, sustained)
+        total += max(card, host_s)
+    return total
+
+
+def training_time(arch: Arch, gpu: GPU, *, sequences: int, prompt_len: int, completion_len: int, micro_batch: int,
+                  dtype_bytes: int, lora_r: int, targets: Sequence[str] = LORA_TARGETS, checkpointing: bool = True,
+                  sustained: float = 1.0) -> float:
+    r"""Seconds for the update phase of one step: :func:`training_flops`, and the weights read once per pass
+    through the layers in each micro-batch of ``micro_batch`` sequences (padded to the longest). Bound by
+    arithmetic: thousands of tokens per pass.
+
+    >>> round(training_time(QWEN25["qwen2.5-0.5b"], GPUS["t4"], sequences=32, prompt_len=320, completion_len=256,
+    ...                     micro_batch=16, dtype_bytes=2, lora_r=16), 3)
+    0.726
+    """
+    check_int(micro_batch, "micro_batch", 1)
+    _check_sustained(sustained)
+    flops = sum(training_flops(arch, sequences=sequences, prompt_len=prompt_len, completion_len=completion_len,
+                               lora_r=lora_r, targets=targets, checkpointing=checkpointing).values())
+    k = 3 if checkpointing else 2
+    n_bytes = math.ceil(sequences / micro_batch) * k * (param_count(arch) * _dtype_bytes(dtype_bytes)
+                                                        + _lora(arch, lora_r, targets) * 4)
+    return _card(flops, n_bytes, gpu, sustained)
+
+
+def lora_grpo_step_time(arch: Arch, gpu: GPU, *, dtype_bytes: int, lora_r: int, micro_batch: int,
+                        generation_batch: int, prompt_len: int, completion_len: int,
+                        targets: Sequence[str] = LORA_TARGETS, checkpointing: bool = True,
+                        merged_generation: bool = True, sustained: float = 1.0,
+                        host_s: float = 0.0) -> dict[str, float]:
+    r"""Seconds of one LoRA GRPO step (one generation batch, one optimizer step): ``generation``
+    (:func:`generation_time` of ``generation_batch`` sequences, adapters merged when ``merged_generation``, as
+    :func:`qae_lab.train.generation.generation_policy` does), ``training`` (:func:`training_time`) and their sum ``step``.
+    ``host_s``: host seconds per decode step (0 for compiled decoding, whose CUDA graphs replay without the host).
+
+    >>> est = lora_grpo_step_time(QWEN25["qwen2.5-0.5b"], GPUS["t4"], dtype_bytes=2, lora_r=16, micro_batch=16,
+    ...                           generation_batch=32, prompt_len=320, completion_len=256, sustained=0.5)
+    >>> {k: round(v, 2) for k, v in est.items()}   # half the datasheet peaks: every card term doubles
+    {'generation': 2.09, 'training': 1.45, 'step': 3.54}
+    """
+    gen = generation_time(arch, gpu, batch=generation_batch, prompt_len=prompt_len, new_tokens=completion_len,
+                          dtype_bytes=dtype_bytes, lora_r=0 if merged_generation else lora_r, targets=targets,
+                          sustained=sustained, host_s=host_s)
+    train = training_time(arch, gpu, sequences=generation_batch, prompt_len=prompt_len,
+                          completion_len=completion_len, micro_batch=micro_batch, dtype_bytes=dtype_bytes,
+                          lora_r=lora_r, targets=targets, checkpointing=checkpointing, sustained=sustained)
+    return {"generation": gen, "training": train, "step": gen + train}
+
+
+def run_time(run, cfg, gpu: GPU, *, host: Mapping[str, float] | None = None, sustained: float = 1.0,
+             prompt_len: int | None = None) -> dict[str, float]:
+    r"""Seconds of a built run (``qae_lab.runs.presets.build``'s ``RunArgs`` and ``QAEConfig``) on ``gpu``: its
+    ``max_steps`` steps and, when ``run.evaluate``, the evaluations before and after training.
+
+    The decoding path is the run's: compiled (``fast_generation`` and ``compile_generation``) costs the card's
+    time only; eager with merged adapters (``fast_generation`` alone) at least ``host["merged"]`` seconds per decode
+    step; TRL's own path, and the evaluations (``model.generate`` on the PEFT model), at least
+    ``host["unmerged"]`` with the adapters' arithmetic. ``host``: ``benchmarks/host_costs.py``'s figures in
+    seconds (None: the card's terms only). An evaluation decodes ``n_eval`` prompts greedily and
+    ``eval_samples`` times sampled, ``eval_batch_size`` prompts a call. ``run.dtype="auto"`` is bfloat16 where the
+    card has it, else float32 (:func:`qae_lab.runs.costs.run_shape`).
+
+    Returns ``step``, ``steps`` (all of them), ``evaluation`` (one), ``evaluations`` (both, or 0) and ``total``.
+
+    >>> from types import SimpleNamespace as NS
+    >>> run = NS(model="qwen2.5-0.5b", dtype="float16", lora=True, lora_r=16, task="gsm8k", evaluate=True,
+    ...          n_eval=100, eval_samples=4, eval_batch_size=32, eval_max_new_tokens=None)
+    >>> cfg = NS(max_steps=200, per_device_train_batch_size=16, generation_batch_size=32, max_completion_length=256,
+    ...          gradient_checkpointing=True, fast_generation=True, compile_generation=True, use_vllm=False)
+    >>> est = run_time(run, cfg, GPUS["t4"], host={"merged": 0.012, "unmerged": 0.017})
+    >>> round(est["steps"] / 60, 1), round(est["evaluations"] / 60, 1)
+    (5.9, 1.2)
+    """
+    if getattr(cfg, "use_vllm", False):
+        raise ValueError("cfg.use_vllm must be False: vLLM's generation is not estimated here")
+    arch, b, p = run_shape(run, gpu.bf16, prompt_len)
+    host = dict(host or {"merged": 0.0, "unmerged": 0.0})
+    missing = {"merged", "unmerged"} - set(host)
+    if missing:
+        raise ValueError(f"host must give seconds per decode step for 'merged' and 'unmerged', missing {sorted(missing)}")
+    lora_r = run.lora_r if run.lora else 0
+    fast = bool(getattr(cfg, "fast_generation", False))
+    compiled = fast and bool(getattr(cfg, "compile_generation", False))
+    step = lora_grpo_step_time(arch, gpu, dtype_bytes=b, lora_r=lora_r, micro_batch=cfg.per_device_train_batch_size,
+                               generation_batch=cfg.generation_batch_size, prompt_len=p,
+                               completion_len=cfg.max_completion_length,
+                               checkpointing=bool(cfg.gradient_checkpointing), merged_generation=fast,
+                               sustained=sustained,
+                               host_s=0.0 if compiled else host["merged" if fast else "unmerged"])["step"]
+    new = run.eval_max_new_tokens or cfg.max_completion_length
+    calls = [min(run.eval_batch_size, run.n_eval - i) for i in range(0, run.n_eval, run.eval_batch_size)]
+    evaluation = sum(generation_time(arch, gpu, batch=n * samples, prompt_len=p, new_tokens=new, dtype_bytes=b,
+                                     lora_r=lora_r, sustained=sustained, host_s=host["unmerged"])
+                     for n in calls for samples in (1, run.eval_samples))
+    evaluations = 2 * evaluation if getattr(run, "evaluate", True) else 0.0
+    steps = step * cfg.max_steps
+    return {"step": step, "steps": steps, "evaluation": evaluation, "evaluations": evaluations,
+            "total": steps + evaluations}

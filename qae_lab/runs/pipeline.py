@@ -1,0 +1,304 @@
+r"""A whole run: evaluate the policy on held-out problems, train it, evaluate again, write the run folder.
+
+:func:`train` is what ``python -m qae_lab train`` (:mod:`qae_lab.runs.cli`) and notebook 04 run:
+:func:`make_trainer` builds :class:`qae_lab.train.trainer.QAETrainer` (model, data, the reward ``run.reward``
+names in :data:`qae_lab.task.rewards.REWARDS`, LoRA, the :class:`~qae_lab.train.callbacks.RunLogger`, and with
+``regime_eval_steps`` the :class:`~qae_lab.train.regime_eval.RegimeEval` of the held-out problems),
+:func:`evaluate_run` measures pass@1 with the one verdict of :mod:`qae_lab.task.answers`, and the folder
+(:mod:`qae_lab.storage.folder`) then holds ``config.json``, ``log.jsonl``, ``eval_*.json``, ``report.html``
+and ``model/``. :func:`plan` checks all a run needs before anything loads: the settings, and the run
+folder's :class:`~qae_lab.storage.resume.ResumePlan` (:func:`qae_lab.storage.resume.plan_run`: a new run, never over
+another without ``overwrite``, or a resume of checkpoint N and what it changes), which :func:`train`,
+:func:`make_trainer` and the run's :class:`~qae_lab.train.callbacks.RunLogger` then follow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from accelerate import PartialState
+
+from qae_lab.task.answers import is_correct, strict_is_correct
+from qae_lab.train.callbacks import RunLogger, train_resumable, use_compact_progress
+from qae_lab.task.data import sa_ah_split, synthetic_task, to_grpo_dataset
+from qae_lab.task.sums import sums_task
+from qae_lab.task.evaluate import EvalResult, evaluate
+from qae_lab.runs.export import save_model
+from qae_lab.methods import method_name
+from qae_lab.task.models import load_policy, lora_config
+from qae_lab.runs.presets import RunArgs, build
+from qae_lab.train.regime_eval import add_regime_eval
+from qae_lab.storage.resume import RESUME, ResumePlan, claim, plan_run
+from qae_lab.task.rewards import REWARDS
+from qae_lab.storage.folder import MODEL_DIR, jsonable, read_log
+from qae_lab.train.trainer import QAETrainer
+
+__all__ = ["load_records", "evaluate_run", "eval_line", "make_trainer", "run_record", "run_settings", "train"]
+
+
+def load_records(run: RunArgs) -> tuple[list[dict], list[dict]]:
+    r"""(training records, held-out evaluation records) of the run's task.
+
+    >>> tr, ev = load_records(RunArgs(n_train=8, n_eval=4, levels=(2, 5)))
+    >>> [r["level"] for r in ev], tr[0]["id"] != ev[0]["id"]
+    ([2, 5, 2, 5], True)
+    """
+    if run.task == "gsm8k":
+        return sa_ah_split(path=run.gsm8k_path, n_train=run.n_train, n_eval=run.n_eval, seed=run.data_seed)
+    draw = sums_task if run.task == "sums" else synthetic_task
+    return (draw(run.n_train, levels=run.levels, seed=run.data_seed),
+            draw(run.n_eval, levels=run.levels, seed=run.data_seed + 1))
+
+
+def evaluate_run(model, tok, records, run: RunArgs, cfg, path: Path | None = None, *, reuse: bool = False,
+                 progress: bool | None = None):
+    """Strict-verdict evaluation of ``records`` as the run is configured (samples, temperature, length),
+    written to ``path`` when given (read back instead when ``reuse`` and it exists).
+
+    pass@1 and pass@k (k = 2, 4, ... up to ``eval_samples``) are :func:`~qae_lab.task.answers.strict_is_correct`'s;
+    the lenient :func:`~qae_lab.task.answers.is_correct`
+    is kept beside it (each completion's ``correct_lenient``, ``lenient_pass@1``, ``lenient_greedy_pass@1``).
+
+    >>> from qae_lab.task.models import load_policy
+    >>> run, cfg = build("cpu-demo", ["n_eval=2", "eval_samples=2", "disable_tqdm=true"], output_dir="unused")
+    >>> model, tok = load_policy("embedded", device="cpu")
+    >>> res = evaluate_run(model, tok, load_records(run)[1], run, cfg)
+    >>> res.summary["n_problems"], res.summary["n_samples"], sorted(k for k in res.summary if "lenient" in k)
+    (2, 2, ['lenient_greedy_pass@1', 'lenient_pass@1'])
+    """
+    if reuse and path is not None and path.exists():
+        print(f"(evaluation read back from {path})", flush=True)
+        return EvalResult.from_json(path)
+    # pass@k at every power of two up to the sample count: sharpening shows as pass@1 up, pass@k at large k not
+    ks = sorted({1, run.eval_samples} | {2 ** i for i in range(1, 8) if 2 ** i < run.eval_samples})
+    res = evaluate(model, tok, records, num_samples=run.eval_samples, ks=ks,
+                   temperature=cfg.temperature, max_new_tokens=run.eval_max_new_tokens or cfg.max_completion_length,
+                   batch_size=run.eval_batch_size, seed=run.data_seed,
+                   progress=not cfg.disable_tqdm if progress is None else progress,
+                   verdict=strict_is_correct, lenient=is_correct)
+    if path is not None:
+        res.to_json(path)
+    return res
+
+
+def eval_line(name: str, res) -> str:
+    """One line: greedy and sampled pass@1 overall and per level.
+
+    >>> res = EvalResult({"greedy_pass@1": 0.75, "pass@1": 0.5, "n_samples": 8, "lenient_pass@1": 0.5,
+    ...                   "n_problems": 4}, {2: {"pass@1": 0.75}, 3: {"pass@1": 0.25}}, [])
+    >>> eval_line("after", res)
+    'after: greedy pass@1 0.750, sampled pass@1 0.500 (n=8; lenient 0.500) on 4 problems [L2=0.750 L3=0.250]'
+    """
+    s = res.summary
+    levels = " ".join(f"L{lv}={m['pass@1']:.3f}" for lv, m in res.by_level.items())
+    return (f"{name}: greedy pass@1 {s['greedy_pass@1']:.3f}, sampled pass@1 {s['pass@1']:.3f} "
+            f"(n={int(s['n_samples'])}; lenient {s['lenient_pass@1']:.3f}) "
+            f"on {int(s['n_problems'])} problems [{levels}]")
+
+
+def train(run: RunArgs, cfg, *, preset: str | None = None, command: str | None = None,
+          resume_from_checkpoint: str | None = None, callbacks=(), recipe: dict | None = None,
+          plan: ResumePlan | None = None) -> dict[str, Any]:
+    r"""Evaluate, train with :class:`~qae_lab.train.trainer.QAETrainer`, evaluate, write the run folder.
+
+    Args:
+        run, cfg: from :func:`qae_lab.runs.presets.build`.
+        preset, command: recorded in ``config.json`` and the report.
+        resume_from_checkpoint: a checkpoint (or run) folder to continue (the "before" evaluation is
+            read back from the run folder when there); planned with :func:`qae_lab.storage.resume.plan_run`.
+        callbacks: further ``TrainerCallback`` objects.
+        recipe: ``{"preset", "method", "sets"}``, recorded for ``--resume`` (:func:`make_trainer`).
+        plan: the run's :class:`~qae_lab.storage.resume.ResumePlan` when already made (the command line's),
+            instead of ``resume_from_checkpoint``.
+
+    The run does what its plan says: a fresh run in a folder that holds no other run (or replaces
+    it, when planned with ``overwrite``), or a resume of the plan's checkpoint; a refused plan
+    raises its reason before anything loads. Launched as several processes (``torchrun``,
+    ``accelerate launch``), every process trains (each on the device the Trainer gives it) and the
+    main one alone writes the folder, evaluates (before and after, on its own device) and reports, holding the
+    folder's lock (:class:`~qae_lab.storage.folder.RunLock`) from the claim to its last write. Resuming a finished
+    run (a larger ``max_steps``) moves its ``eval_after.json`` and ``model/`` to ``finished-step<S>/`` once the
+    checkpoint has loaded (:class:`~qae_lab.train.callbacks.RunLogger`), so a resume that fails leaves them in place.
+
+    Returns:
+        dict with ``output_dir``, ``interrupted``, ``checkpoint`` (when interrupted), ``global_step``,
+        ``wall_s``, ``before`` / ``after`` (evaluation summaries or None) and ``report`` (its path).
+
+    >>> import contextlib, io, tempfile
+    >>> from qae_lab.storage.folder import step_rows
+    >>> out = Path(tempfile.mkdtemp()) / "run"
+    >>> run, cfg = build("cpu-demo", ["max_steps=2", "n_train=16", "per_device_train_batch_size=8", "num_generations=4",
+    ...                               "evaluate=false", "disable_tqdm=true", "torch_threads=1"], output_dir=str(out))
+    >>> with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    ...     result = train(run, cfg, preset="cpu-demo")
+    >>> result["interrupted"], result["global_step"], [r["step"] for r in step_rows(read_log(out))]
+    (False, 2, [1, 2])
+    """
+    threads = torch.get_num_threads()
+    if run.torch_threads:
+        torch.set_num_threads(run.torch_threads)
+    try:
+        if plan is None:
+            plan = plan_run(cfg.output_dir, resume=resume_from_checkpoint, settings=run_settings(run, cfg))
+        elif resume_from_checkpoint is not None:
+            raise ValueError("give the run's plan or resume_from_checkpoint, not both")
+        return _run(run, cfg, preset, command, plan, callbacks, recipe)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def make_trainer(run: RunArgs, cfg, *, preset: str | None = None, command: str | None = None, callbacks=(),
+                 resume: bool | str | os.PathLike = False, recipe: dict | None = None, plan: ResumePlan | None = None):
+    r"""The run's :class:`~qae_lab.train.trainer.QAETrainer` (model, data, reward, LoRA, :class:`RunLogger`).
+
+    The reward is ``REWARDS[run.reward]`` (:data:`qae_lab.task.rewards.REWARDS`): ``"strict"`` (0/1) or
+    ``"composite"`` (SA-AH-GRPO's, r_max = 7.5), both judging correctness by the evaluation's verdict.
+
+    Args:
+        run, cfg: from :func:`qae_lab.runs.presets.build`.
+        preset, command: recorded in ``config.json``.
+        callbacks: further ``TrainerCallback`` objects.
+        resume: the trainer will resume ``cfg.output_dir``'s latest complete checkpoint (True), or the
+            checkpoint (or run folder) given; otherwise it starts a new run, in a folder that must not
+            hold another.
+        recipe: ``{"preset", "method", "sets"}`` that built ``run`` and ``cfg``, recorded so that
+            ``--resume`` rebuilds the same settings.
+        plan: the :class:`~qae_lab.storage.resume.ResumePlan` to follow (made from ``resume`` and the
+            settings by :func:`qae_lab.storage.resume.plan_run` when None).
+
+    The plan is carried out before anything loads (:func:`qae_lab.storage.resume.claim`: a refused plan raises
+    its reason, a fresh one claims the folder, both under the folder's lock; under several processes the main
+    one claims it, after every process has planned) and handed to the :class:`RunLogger`, which holds the lock
+    until training ends (:func:`train` holds it to the run's last write), and
+    :class:`qae_lab.lab.live.LiveRun` resumes its checkpoint. The data is read before the model loads, so a
+    bad data file fails in seconds.
+
+    Returns:
+        ``(trainer, tokenizer, eval_records)``; the trainer's progress display is
+        :func:`qae_lab.train.callbacks.use_compact_progress`'s.
+
+    >>> import tempfile
+    >>> run, cfg = build("cpu-demo", ["n_train=16", "n_eval=4"], output_dir=tempfile.mkdtemp())
+    >>> trainer, tok, eval_records = make_trainer(run, cfg, preset="cpu-demo")
+    >>> type(trainer).__name__, [f.__name__ for f in trainer.reward_funcs], len(trainer.train_dataset), len(eval_records)
+    ('QAETrainer', ['strict_correctness_reward'], 16, 4)
+    """
+    if plan is None:
+        plan = plan_run(cfg.output_dir, resume=resume or None, settings=run_settings(run, cfg))
+    elif Path(plan.folder).resolve() != Path(cfg.output_dir).resolve():
+        raise ValueError(f"the plan is for {plan.folder}/, the trainer writes to {cfg.output_dir}/")
+    # this process's device as the Trainer assigns it (cuda:<local rank>, or the CPU), never a fixed one; reading
+    # it sets up the processes (one, or a torchrun / accelerate launch), which PartialState then holds
+    device = str(cfg.device)
+    state = PartialState()
+    state.wait_for_everyone()  # every process has planned from the folder as it was; then the main one claims it
+    lock = None
+    if state.is_main_process:
+        lock = claim(plan)  # the folder's lock, held by the RunLogger until the run's last write
+    else:
+        plan.require()
+    try:
+        train_recs, eval_recs = load_records(run)
+        model, tok = load_policy(run.model, dtype=run.dtype, device=device)
+        logger = RunLogger(preset=preset, run=run_record(run, cfg, command=command, recipe=recipe), plan=plan,
+                           lock=lock)
+        trainer = QAETrainer(model=model, reward_funcs=[REWARDS[run.reward]], args=cfg,
+                             train_dataset=to_grpo_dataset(train_recs), processing_class=tok,
+                             peft_config=lora_config(run.lora_r) if run.lora else None,
+                             callbacks=[logger, *callbacks])
+        # with regime_eval_steps: the first regime_eval_prompts held-out problems (a resume reads its split back now)
+        add_regime_eval(trainer, eval_recs, resume=plan.kind == RESUME)
+    except BaseException:
+        if lock is not None:
+            lock.release()  # nothing trains: the folder is free again (a fresh claim leaves only its marker)
+        raise
+    use_compact_progress(trainer)
+    return trainer, tok, eval_recs
+
+
+def run_record(run: RunArgs, cfg, *, command: str | None = None, recipe: dict | None = None) -> dict[str, Any]:
+    r"""What ``config.json`` records under ``"run"``: the RunArgs fields, the method, the command and the recipe.
+
+    >>> run_record(RunArgs(n_train=8), build("cpu-demo", output_dir="/tmp/x")[1])["method"]
+    'qae'
+    """
+    return {**dataclasses.asdict(run), "command": command, "method": method_name(cfg), "build": recipe}
+
+
+def run_settings(run: RunArgs, cfg) -> dict[str, Any]:
+    r"""The run's settings as ``config.json`` holds them, ``{"trainer", "run"}``: what a resume plan compares.
+
+    >>> run_settings(RunArgs(n_train=8), build("cpu-demo", output_dir="/tmp/x")[1])["run"]["n_train"]
+    8
+    """
+    return {"trainer": jsonable(cfg.to_dict()), "run": jsonable(run_record(run, cfg))}
+
+
+def _run(run: RunArgs, cfg, preset, command, plan: ResumePlan, callbacks, recipe=None) -> dict[str, Any]:
+    t0 = time.time()
+    trainer, tok, eval_recs = make_trainer(run, cfg, preset=preset, command=command, callbacks=callbacks,
+                                           recipe=recipe, plan=plan)
+    logger = next(cb for cb in trainer.callback_handler.callbacks if isinstance(cb, RunLogger))
+    logger.hold_lock = True  # held through the run's last write below, not only through training
+    try:
+        return _train_and_write(run, cfg, preset, command, plan, trainer, tok, eval_recs, t0)
+    finally:
+        logger.release_lock(force=True)
+
+
+def _train_and_write(run, cfg, preset, command, plan: ResumePlan, trainer, tok, eval_recs, t0) -> dict[str, Any]:
+    out = Path(cfg.output_dir)
+    resuming, trains_on = plan.kind == RESUME, plan.trains_on  # a finished run resumed as it was trains nothing
+    main = trainer.is_world_process_zero()  # all processes train; the main one alone writes, evaluates, reports
+    before = (evaluate_run(trainer.model, tok, eval_recs, run, cfg, out / "eval_before.json",
+                           reuse=resuming) if run.evaluate and main else None)
+    if before:
+        print(eval_line("before", before), flush=True)
+    trainer.accelerator.wait_for_everyone()
+    outcome = train_resumable(trainer, plan.resume_from)
+    after = None
+    if outcome.interrupted:
+        print(f"interrupted at step {outcome.global_step}" + (f" ({outcome.note})" if outcome.note else "")
+              + (f"; checkpoint: {outcome.checkpoint}\nresume with: python -m qae_lab train --resume {out}"
+                 if outcome.checkpoint else "; no checkpoint to resume"), flush=True)
+    else:
+        if run.save_model and (trains_on or not (out / MODEL_DIR).is_dir()):  # staged and renamed: never half
+            save_model(trainer, out, replace=True)  # a model/ left by an interrupted end is kept aside
+        if run.evaluate and main:
+            after = evaluate_run(trainer.model, tok, eval_recs, run, cfg, out / "eval_after.json", reuse=not trains_on)
+            print(eval_line("after", after), flush=True)
+    wall = time.time() - t0
+    report = _report(out, run, cfg, preset, command, outcome, wall, before, after) if main else None
+    if main:
+        print(f"run folder: {out}  (report: {report})", flush=True)
+    return {"output_dir": str(out), "interrupted": outcome.interrupted, "checkpoint": outcome.checkpoint,
+            "global_step": outcome.global_step, "wall_s": wall, "report": str(report) if report else None,
+            "before": before.summary if before else None, "after": after.summary if after else None}
+
+
+def _report(out: Path, run: RunArgs, cfg, preset, command, outcome, wall: float, before, after) -> Path:
+    """``report.html`` of a run: its facts, the before/after table, the curves of ``log.jsonl``."""
+    evals = {name: {"overall": r.summary, "levels": r.by_level} for name, r in (("before", before), ("after", after))
+             if r is not None}
+    summary = {"preset": preset, "command": command, "model": run.model, "task": run.task,
+               "levels": ",".join(map(str, run.levels)) if run.task == "synthetic" else "—",
+               "method": method_name(cfg), "K": cfg.quantile_k, "alpha": cfg.alpha, "learning rate": cfg.learning_rate,
+               "steps": f"{outcome.global_step} / {cfg.max_steps}" + (" (interrupted)" if outcome.interrupted else ""),
+               "prompts x completions per step": f"{cfg.generation_batch_size // cfg.num_generations} x "
+                                                 f"{cfg.num_generations}",
+               "wall time (this process)": f"{wall:.0f} s"}
+    notes = ["Verdict: correct (qae_lab.task.answers.is_correct) AND stopped right after </answer> (qae_lab.task.answers."
+             "strict_is_correct), in the training reward and in every pass@1 here; 'lenient' ignores the stop.",
+             "Sampled pass@1: the mean over problems of c/n, n completions each at the training temperature; "
+             "greedy pass@1: one argmax completion per problem. Same problems and seeds before and after.",
+             "With sparse updates (sparse_update=True) TRL's entropy covers only the updated responses and is "
+             "drawn as entropy/updated_rows."][:3 if cfg.sparse_update else 2]
+    from qae_lab.lab.report import write_report  # the only drawing of a run: plotting loads here, not at import
+
+    return write_report(out, title=f"qae_lab run: {preset or run.model}", rows=read_log(out),
+                        summary=summary, evals=evals, notes=notes)

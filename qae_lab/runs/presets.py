@@ -1,0 +1,351 @@
+r"""Run configurations: :class:`RunArgs`, the presets (YAML files), the methods, and overrides.
+
+A run is configured by two dataclasses: :class:`RunArgs` (model, data, evaluation: what
+``qae_lab.runs.cli`` needs beyond training) and :class:`qae_lab.train.config.QAEConfig` (TRL's
+``GRPOConfig`` plus the QAE / SA-AH knobs). A preset is a YAML file of fields of either,
+``qae_lab/runs/configs/<name>.yaml`` (:data:`PRESETS`), which may start from another preset
+(``preset: <name>``); a file of one's own (``--config run.yaml``) takes the same form.
+:func:`build` applies, in order, the defaults, the preset, the config file, a method
+(:func:`qae_lab.methods.method_settings`: ``baseline`` + ``token_weighting``, plus any ``+partner``
+such as ``qae+clip_higher``), ``--name value`` and ``--set name=value`` overrides, every value typed by
+TRL's parser (:mod:`qae_lab.runs.settings`). Nothing here loads a model or data, so a GPU preset's
+configuration can be built and checked on any machine.
+
+Presets:
+
+* ``cpu-demo``: the embedded tiny model, synthetic task levels 2-5 (level 1 is near solved:
+  greedy 1.0, sampled pass@1 0.77), 8 prompts x 8 completions per step, QAE with K = 0.4,
+  lr 1e-4 decaying linearly over 400 steps; about 3 minutes on 2 CPU cores (README).
+* ``cpu-sums``: the sums model (``embedded-sums``) on the sums task of :mod:`qae_lab.task.sums`, built so that
+  the papers' phenomena can show on a CPU (notebook 06; :mod:`qae_lab.analysis.phenomena` holds the settings each
+  experiment adds); 8 prompts x 8 completions of at most 160 tokens, evaluation of 64 problems with 32
+  samples each (pass@k up to 32), 120 steps.
+* ``qwen2.5-{0.5b,1.5b,3b}-gsm8k``: SA-AH-GRPO's set-up (arXiv 2606.05434) on one GPU:
+  Qwen2.5-Instruct with LoRA r = 16, GSM8K 800 train / 500 test problems, lr 5e-6,
+  8 prompts x 8 completions per step (16 per micro-batch x 4 accumulation steps),
+  activation checkpointing, bf16 where the GPU supports it, and the fast generation path
+  (``fast_generation``, static KV cache, compiled decoding). Their reward is SA-AH-GRPO's
+  composite one (``reward="composite"``, r_max = 7.5, correctness by the strict verdict, see
+  :mod:`qae_lab.task.rewards`), so a response counts as a success at ``success_threshold`` = 5.0;
+  ``--set reward=strict --set success_threshold=0.5`` trains on QAE's 0/1 reward instead.
+* ``qwen2.5-1.5b-gsm8k-live``: the 1.5B preset made quicker per step for steering by hand
+  (notebook 04 on a GPU): 4 prompts x 8 completions of at most 256 tokens per step.
+* ``qwen2.5-0.5b-gsm8k-t4``: the 0.5B preset for a free Colab T4 (no bf16, about 15 GiB): float16, the live
+  preset's 4 x 8 completions of at most 256 tokens, in 2 micro-batches of 16; :func:`device_preset` picks it on
+  such a GPU, and :mod:`qae_lab.runs.costs` estimates its peak (3.2 GiB; not yet measured on a T4).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+import shlex
+import time
+import typing
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from qae_lab.task.data import LEVELS
+from qae_lab.methods import check_ratio_partners, method_settings
+from qae_lab.task.rewards import SUCCESS_BANDS, check_reward
+from qae_lab.runs.settings import FieldParser, read_config
+
+__all__ = ["RunArgs", "PRESETS", "PRESET_DIR", "choose_preset", "fields", "resolve", "build", "command_line",
+           "field_types", "device_preset", "SMALL_GPU_PRESET"]
+
+
+DTYPES = ("auto", "bfloat16", "float16", "float32")
+
+
+@dataclass
+class RunArgs:
+    r"""What a run needs beyond :class:`~qae_lab.train.config.QAEConfig`: model, data, evaluation.
+
+    Every field is checked when the object is made, so a bad value fails before anything loads.
+
+    >>> RunArgs(n_train=64, levels=[3, 4]).levels
+    (3, 4)
+    >>> RunArgs(n_eval=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: n_eval must be >= 1, got 0
+    """
+
+    model: str = "embedded"
+    """'embedded', 'embedded-sums', 'qwen2.5-0.5b' | 'qwen2.5-1.5b' | 'qwen2.5-3b', a Hub id or a local folder"""
+    task: str = "synthetic"
+    """'synthetic' (qae_lab.task.data.synthetic_task), 'sums' (qae_lab.task.sums.sums_task) or 'gsm8k'
+    (qae_lab.task.data.sa_ah_split)"""
+    levels: list[int] = (2, 3, 4, 5)
+    """levels of the synthetic or sums task to train and evaluate on (1-5; held as a tuple)"""
+    n_train: int = 2000
+    """training problems"""
+    n_eval: int = 200
+    """held-out evaluation problems"""
+    data_seed: int = 0
+    """seed of the problem draws (synthetic eval problems use data_seed + 1) and of the evaluation's sampling"""
+    gsm8k_path: str | None = None
+    """folder with GSM8K's train.jsonl / test.jsonl (default: $QAE_LAB_GSM8K_DIR, else the Hub)"""
+    lora: bool = False
+    """train LoRA adapters (qae_lab.task.models.lora_config) instead of the full model"""
+    lora_r: int = 16
+    """LoRA rank"""
+    eval_samples: int = 8
+    """sampled completions per problem for sampled pass@1 / pass@k (at the training temperature)"""
+    eval_batch_size: int = 16
+    """prompts per generate call in evaluation"""
+    eval_max_new_tokens: int | None = None
+    """evaluation length limit (None: max_completion_length)"""
+    evaluate: bool = True
+    """evaluate before and after training"""
+    save_model: bool = True
+    """save the final weights (or adapters) to <output_dir>/model"""
+    torch_threads: int | None = None
+    """torch.set_num_threads for the run (None: torch's default); 1 helps a tiny model on a busy machine"""
+    dtype: str = "auto"
+    """model weights: 'auto' (bf16 on a bf16-capable GPU, else float32), 'bfloat16', 'float16' or 'float32'"""
+    reward: str = "strict"
+    """training reward, a qae_lab.task.rewards.REWARDS name: 'strict' (0/1) or 'composite' (SA-AH's, r_max 7.5;
+    set success_threshold=5.0 with it); 'math_verify' (0/1 by the math-verify package: the verify extra)"""
+
+    def __post_init__(self):
+        if self.task not in ("synthetic", "sums", "gsm8k"):
+            raise ValueError(f"task must be 'synthetic', 'sums' or 'gsm8k', got {self.task!r}")
+        self.levels = tuple(self.levels)
+        if not self.levels or not set(self.levels) <= set(LEVELS):
+            raise ValueError(f"levels must be a non-empty subset of {LEVELS}, got {self.levels!r}")
+        for name in ("n_train", "n_eval", "eval_samples", "eval_batch_size", "lora_r"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
+        check_reward(self.reward)  # a REWARDS name; "math_verify" only with the verify extra installed
+        if self.gsm8k_path is not None and not Path(self.gsm8k_path).is_dir():
+            raise ValueError(f"gsm8k_path {self.gsm8k_path} is not a folder (it must hold GSM8K's train.jsonl and "
+                             f"test.jsonl; None reads $QAE_LAB_GSM8K_DIR, else the Hub)")
+        for name in ("eval_max_new_tokens", "torch_threads"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"{name} must be None or >= 1, got {getattr(self, name)}")
+
+
+def _checkpointing_field() -> str:
+    r"""The installed transformers' ``TrainingArguments`` name of activation checkpointing.
+
+    transformers 5.23 renamed ``gradient_checkpointing`` to ``activation_checkpointing`` (the old
+    name stays a deprecated alias there); older versions only know ``gradient_checkpointing``. The
+    presets use whichever the installed version has, so each builds on every supported version.
+    Either name is a plain field where it exists, so ``--set activation_checkpointing=true``
+    works on transformers >= 5.23 and ``--set gradient_checkpointing=true`` before it. (On >= 5.23
+    the alias is ignored once the preset sets the new name: set ``activation_checkpointing`` there.)
+    Decided from the installed version's metadata: importing transformers here would add seconds
+    to every ``import qae_lab.runs.presets`` (the CLI's ``presets`` listing, :mod:`qae_lab.analysis.compare`).
+
+    >>> _checkpointing_field() in ("activation_checkpointing", "gradient_checkpointing")
+    True
+    """
+    try:
+        installed = metadata.version("transformers")
+    except metadata.PackageNotFoundError:  # no train extra: nothing can be built, the name does not matter
+        return "activation_checkpointing"
+    release = tuple(int(part) for part in re.findall(r"\d+", installed)[:2])
+    return "activation_checkpointing" if release >= (5, 23) else "gradient_checkpointing"
+
+
+_CHECKPOINTING = _checkpointing_field()
+PRESET_DIR = Path(__file__).with_name("configs")
+"""The presets: one YAML file each, ``qae_lab/runs/configs/<name>.yaml`` (installed with the package)."""
+
+
+def _preset_values(name: str, seen: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A preset's fields as its file says them (untyped), the preset it names as ``preset:`` applied first."""
+    if name in seen:
+        raise ValueError(f"presets name each other in a circle: {' -> '.join((*seen, name))}")
+    path = PRESET_DIR / f"{name}.yaml"
+    if not path.is_file():
+        raise ValueError(f"unknown preset {name!r}; presets: {sorted(p.stem for p in PRESET_DIR.glob('*.yaml'))}")
+    values, _ = read_config(path)
+    base = values.pop("preset", None)
+    return {**(_preset_values(base, (*seen, name)) if base else {}), **values}
+
+
+def _installed_names(values: dict[str, Any]) -> dict[str, Any]:
+    """A file's ``activation_checkpointing`` under the name the installed transformers has (older: the old name)."""
+    if "activation_checkpointing" in values and _CHECKPOINTING != "activation_checkpointing":
+        values = {(_CHECKPOINTING if k == "activation_checkpointing" else k): v for k, v in values.items()}
+    return values
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    p.stem: _installed_names(_preset_values(p.stem)) for p in sorted(PRESET_DIR.glob("*.yaml"))}
+"""Every preset's fields, as its file gives them (``bf16: auto`` is decided when a run is built)."""
+
+
+def field_types(cls) -> dict[str, Any]:
+    r"""``{field name: type hint}`` of a dataclass's constructor fields (what ``--set`` can set).
+
+    >>> types_ = field_types(RunArgs); types_["n_train"], types_["levels"]
+    (<class 'int'>, list[int])
+    """
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls) if f.init}
+
+
+def choose_preset(preset: str | None, named: str | None = None, source: str = "config") -> str:
+    r"""The run's preset: ``preset`` (the command line's), else ``named`` (a config file's ``preset:``), else
+    ``cpu-demo``; both given and different is an error naming ``source``, and so is an unknown name.
+
+    >>> choose_preset(None, "cpu-sums"), choose_preset("cpu-sums", "cpu-sums"), choose_preset(None)
+    ('cpu-sums', 'cpu-sums', 'cpu-demo')
+    """
+    if named and preset and named != preset:
+        raise ValueError(f"{source} names preset {named!r} and the command line {preset!r}: give one")
+    preset = preset or named or "cpu-demo"
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; presets: {sorted(PRESETS)}")
+    return preset
+
+
+@functools.cache
+def fields() -> FieldParser:
+    r"""The parser of a run's settings: TRL's, over :class:`~qae_lab.train.config.QAEConfig` and :class:`RunArgs`
+    (whose ``data_seed``, the problem draws, shadows ``TrainingArguments.data_seed``); built once.
+
+    >>> fields().arguments(["--quantile_k", "0.6", "--levels", "3", "4"])
+    {'quantile_k': 0.6, 'levels': [3, 4]}
+    """
+    from qae_lab.train.config import QAEConfig  # imports TRL (the train extra, seconds): only to read settings
+
+    return FieldParser([QAEConfig, RunArgs])
+
+
+def resolve(preset: str | None = None, sets=(), method: str | None = None, *, config=None,
+            args=()) -> tuple[str, dict[str, Any]]:
+    r"""``(preset name, {field: typed value})``: what a run's settings override, in order of precedence.
+
+    Lowest first: the preset's file (``qae_lab/runs/configs/<preset>.yaml``), the ``config`` file (a path, or
+    the mapping such a file held: a run records it), the method (:func:`qae_lab.methods.method_settings`),
+    ``args`` (``--name value`` strings) and ``sets`` (``name=value`` strings). A ``config`` file may name its
+    preset (``preset: ...``); the preset is then that one, or ``preset`` when the file names none
+    (both, and different: an error), else ``cpu-demo``. Every value is typed by
+    :mod:`qae_lab.runs.settings` (TRL's parser), errors naming the file or flag and the field.
+
+    >>> resolve("cpu-demo", ["quantile_k=0.6"], "qae_sa_ah")[1]["token_weighting"]
+    'sa_ah'
+    """
+    source, file_values = "config", {}
+    if isinstance(config, dict):
+        file_values = dict(config)
+    elif config is not None:
+        source = f"config file {config}"
+        file_values, _env = read_config(config)  # its env: checked there, set by the command line (settings.apply_env)
+    preset = choose_preset(preset, file_values.pop("preset", None), source)
+    parser = fields()
+    layers = [parser.typed(PRESETS[preset], f"preset {preset} ({PRESET_DIR / preset}.yaml)"),
+              parser.typed(_installed_names(file_values), source),
+              method_settings(method) if method else {}, parser.arguments(args), parser.sets(sets)]
+    return preset, {k: v for layer in layers for k, v in layer.items()}
+
+
+def build(preset: str | None = "cpu-demo", sets=(), method: str | None = None, *,
+          output_dir: str | None = None, config=None, args=()):
+    r"""The run's :class:`RunArgs` and :class:`~qae_lab.train.config.QAEConfig`, without loading anything.
+
+    Order: defaults < the preset < ``config`` (a YAML file or its mapping) < ``method`` < ``args``
+    (``--name value``) < ``sets`` (``name=value``), as :func:`resolve` reads them. The output folder is
+    ``output_dir``, else the settings' ``output_dir``, else ``runs/<preset>-<timestamp>``.
+
+    >>> run, cfg = build("cpu-demo", ["quantile_k=0.6"], method="qae_sa_ah", output_dir="/tmp/x")
+    >>> run.model, cfg.quantile_k, cfg.token_weighting, cfg.per_device_train_batch_size
+    ('embedded', 0.6, 'sa_ah', 64)
+    """
+    from qae_lab.train.config import QAEConfig  # imports TRL (the train extra, seconds): only to build
+
+    preset, overrides = resolve(preset, sets, method, config=config, args=args)
+    run_names = set(field_types(RunArgs))
+    run_kw = {k: v for k, v in overrides.items() if k in run_names}
+    cfg_kw = {k: v for k, v in overrides.items() if k not in run_names}
+    def where() -> str:  # an error's context: the preset, the file, what the command changed (read on failure only)
+        said = {**fields().arguments(args), **fields().sets(sets)}
+        return (f"preset {preset!r}" + (f", config file {config}" if config is not None and not isinstance(config, dict)
+                                        else "") + (f" with overrides {said}" if said else ""))
+    try:
+        run = RunArgs(**run_kw)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{where()}: {err}") from None
+    if output_dir is not None:
+        cfg_kw["output_dir"] = output_dir
+    cfg_kw.setdefault("output_dir", _new_folder(Path("runs") / f"{preset}-{time.strftime('%Y%m%d-%H%M%S')}"))
+    try:
+        cfg = QAEConfig(**cfg_kw)
+        if method:
+            check_ratio_partners(method, cfg.num_iterations, cfg.steps_per_generation, cfg.gradient_accumulation_steps)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{where()}: {err}") from None
+    lo, hi = SUCCESS_BANDS[run.reward]  # the qae/* metrics must count exactly the correct responses as successes
+    if not lo < cfg.success_threshold <= hi:
+        raise ValueError(f"{where()}: success_threshold must lie in ({lo}, {hi}] with reward {run.reward!r} (wrong "
+                         f"answers score at most {lo}, correct ones at least {hi}), got {cfg.success_threshold}")
+    return run, cfg
+
+
+SMALL_GPU_PRESET = "qwen2.5-0.5b-gsm8k-t4"
+SMALL_GPU_GIB = 20
+"""A GPU without bf16 and with less memory than this (GiB) gets :data:`SMALL_GPU_PRESET` (a T4: 15 GiB)."""
+
+
+def device_preset(gpu_preset: str, *, name: str | None, total_memory: int = 0, bf16: bool = False,
+                  small_preset: str = SMALL_GPU_PRESET) -> tuple[str, str]:
+    r"""``(preset, reason)`` for a device: ``name`` None (no CUDA device) gives ``cpu-demo``; a GPU without bf16
+    and with less than :data:`SMALL_GPU_GIB` GiB (``total_memory`` in bytes: a T4, a 16 GB V100 or P100) gives
+    ``small_preset``, the 0.5B model in float16 (there ``gpu_preset``'s ``dtype="auto"`` means float32, and the
+    1.5B presets' estimated peak, :mod:`qae_lab.runs.costs`, exceeds such a card); any other GPU ``gpu_preset``.
+    Decided by capability and memory, not by the name, so every such card is covered; the name is reported.
+
+    >>> device_preset("qwen2.5-1.5b-gsm8k-live", name="Tesla T4", total_memory=15 * 2**30)[0]
+    'qwen2.5-0.5b-gsm8k-t4'
+    >>> device_preset("qwen2.5-1.5b-gsm8k-live", name="NVIDIA A100-SXM4-40GB", total_memory=40 * 2**30, bf16=True)[0]
+    'qwen2.5-1.5b-gsm8k-live'
+    >>> device_preset("qwen2.5-1.5b-gsm8k-live", name=None)[0]
+    'cpu-demo'
+    """
+    for preset in (gpu_preset, small_preset):
+        if preset not in PRESETS:
+            raise ValueError(f"unknown preset {preset!r}; presets: {sorted(PRESETS)}")
+    if name is None:
+        return "cpu-demo", (f"no GPU here, so the embedded tiny model on the synthetic task (cpu-demo) "
+                            f"instead of {gpu_preset}")
+    gib = total_memory / 2**30
+    found = f"GPU found ({name}, {gib:.1f} GiB, {'bf16' if bf16 else 'no bf16'})"
+    if not bf16 and gib < SMALL_GPU_GIB:
+        return small_preset, (f"{found}: {small_preset}, the 0.5B model in float16, instead of {gpu_preset} "
+                              f"(without bf16 it would train in float32: an estimated peak near or above this "
+                              f"card's memory)")
+    return gpu_preset, f"{found}: {gpu_preset}"
+
+
+def _new_folder(path: Path) -> str:
+    """``path``, or ``path-2``, ``path-3``, ... when it exists: two runs started in the same second get two folders."""
+    candidate, n = path, 1
+    while candidate.exists():
+        n += 1
+        candidate = path.with_name(f"{path.name}-{n}")
+    return str(candidate)
+
+
+def command_line(preset: str, sets=(), method: str | None = None, *, config: str | None = None, args=()) -> str:
+    r"""The shell command that reproduces a run.
+
+    >>> command_line("cpu-demo", ["quantile_k=0.6"], "qae")
+    'python -m qae_lab train --preset cpu-demo --method qae --set quantile_k=0.6'
+    >>> command_line("cpu-demo", config="my run.yaml", args=["--alpha", "0.3"])
+    "python -m qae_lab train --preset cpu-demo --config 'my run.yaml' --alpha 0.3"
+    """
+    parts = ["python -m qae_lab train", f"--preset {preset}"]
+    parts += [f"--config {shlex.quote(str(config))}"] if config is not None else []
+    parts += [f"--method {method}"] if method else []
+    parts += [shlex.quote(a) for a in args]
+    parts += [f"--set {shlex.quote(s)}" for s in sets]
+    return " ".join(parts)

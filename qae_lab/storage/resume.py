@@ -1,0 +1,707 @@
+r"""Resuming a run: which checkpoints are complete, the rules of a resume, and the one plan that decides it.
+
+Checkpoints in a run folder, and the rules of a resume. Files and JSON; torch only loads a checkpoint's
+torch files to check them (:func:`checkpoint_problems` with ``load=True``).
+
+* A checkpoint is complete when :func:`checkpoint_problems` finds nothing missing, cut short or unloadable;
+  :class:`qae_lab.train.trainer.QAETrainer` stages every save and publishes it in one rename
+  (:func:`publish_dir`), so a ``checkpoint-N`` folder is never half written; a resume takes the
+  latest complete one (:func:`latest_complete_checkpoint`).
+* A resume continues the same experiment: only the fields of :data:`SAFE_ON_RESUME` may change
+  (:func:`resume_changes`); it starts from the latest checkpoint, and not from before the end of
+  a finished run (:func:`check_resume_point`); and the log goes on without losing a row
+  (:func:`resume_log`: rows after the checkpoint are set aside, rows the log lacks are restored).
+
+The former ``resume`` module: one resume plan: whether a run starts fresh, resumes checkpoint N, or is refused, decided once.
+
+:func:`plan_run` looks at the run folder and at what was asked (a checkpoint or run folder to
+resume, or none; ``overwrite``; the settings the run would train with) and returns a frozen
+:class:`ResumePlan`. It writes nothing. Everything that starts a run acts on that plan and
+decides nothing itself:
+
+* the command line: :func:`qae_lab.runs.cli.plan` makes it before anything loads (``--dry-run`` too);
+* :func:`qae_lab.runs.pipeline.make_trainer` and :func:`qae_lab.runs.pipeline.train` (the notebooks' way in) make it
+  when not given one, :func:`claim` carries out a fresh one (the folder made, an overwritten run's
+  files deleted) and the run's :class:`~qae_lab.train.callbacks.RunLogger` is given it;
+* :class:`qae_lab.lab.live.LiveRun` resumes the plan's checkpoint;
+* :class:`~qae_lab.train.callbacks.RunLogger` writes a new ``config.json`` or continues the log as the plan
+  says (a logger used on its own plans from the trainer's state, with this same function).
+
+The rules behind a refusal are :mod:`qae_lab.storage.folder`'s (a new run never replaces another without
+``overwrite``: :func:`~qae_lab.storage.folder.held_run`) and :mod:`qae_lab.storage.resume`' (a damaged
+checkpoint, a change outside :data:`~qae_lab.storage.resume.SAFE_ON_RESUME`, a checkpoint older than the
+run's latest or than its end). Files and JSON (torch only to check that a checkpoint's files load):
+no plotting or widget import. :func:`claim` takes the run folder's :class:`~qae_lab.storage.folder.RunLock`.
+
+>>> import tempfile
+>>> d = Path(tempfile.mkdtemp())
+>>> plan_run(d).kind
+'fresh'
+>>> _ = (d / "log.jsonl").write_text('{"step": 1, "reward": 0.5}\n')
+>>> p = plan_run(d); p.kind, "already holds a run (log.jsonl)" in p.reason
+('refuse', True)
+>>> plan_run(d, overwrite=True).reason   # no run's marker: these files are not a run's to delete
+'--overwrite deletes only the files of a run: .../ holds log.jsonl, but no run wrote them ...'
+>>> _ = (d / ".qae_lab-run.json").write_text('{"qae_lab_run": 1}')
+>>> plan_run(d, overwrite=True).overwrite
+('log.jsonl',)
+>>> plan_run(d, resume=True).reason
+'.../: no complete checkpoint in this run folder'
+>>> import torch
+>>> ckpt = d / "checkpoint-1"; ckpt.mkdir()
+>>> _ = (ckpt / "trainer_state.json").write_text('{"global_step": 1, "log_history": []}')
+>>> _ = (ckpt / "model.safetensors").write_bytes(b"\x02" + bytes(7) + b"{}")
+>>> for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth"): torch.save({}, ckpt / name)
+>>> p = plan_run(d, resume=True, settings={"trainer": {"max_steps": 4}, "run": {}})
+>>> p.kind, p.step, p.checkpoint.name, p.start_step
+('resume', 1, 'checkpoint-1', 1)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import struct
+import time
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from qae_lab.storage.folder import (
+    CHECKPOINT_NAME,
+    CONFIG_NAME,
+    LOG_NAME,
+    MARKER_NAME,
+    SUPERSEDED_NAME,
+    RunFolderError,
+    RunLock,
+    check_folder,
+    claim_fresh,
+    fsync_dir,
+    held_run,
+    read_json,
+    read_log_lines,
+    run_files,
+    step_rows,
+    unowned_files,
+)
+
+__all__ = ['SAFE_ON_RESUME', 'checkpoint_problems', 'safetensors_problem', 'checkpoints', 'latest_complete_checkpoint', 'publish_dir', 'resume_changes', 'check_resume_point', 'finished_step', 'resume_log', 'FRESH', 'RESUME', 'REFUSE', 'ResumePlan', 'plan_run', 'claim']
+
+
+SAFE_ON_RESUME = {
+    "max_steps": "may grow past the checkpoint's step (a schedule that decays over max_steps is stretched from there)",
+    "save_strategy": "when checkpoints are written",
+    "save_steps": "when checkpoints are written",
+    "save_total_limit": "how many checkpoints are kept",
+    "torch_threads": "speed only",
+    "dataloader_num_workers": "speed only",
+    "disable_tqdm": "display only",
+    "report_to": "where metrics are also sent",
+    "compile_generation": "speed only (the same sampling distribution, compiled or eager)",
+    "push_to_hub": "where the model is also sent",
+    "hub_strategy": "where the model is also sent",
+    "hub_private_repo": "where the model is also sent",
+    "hub_always_push": "where the model is also sent",
+    "hub_revision": "where the model is also sent",
+}
+_NOT_SETTINGS = {"output_dir", "logging_dir", "run_name", "command", "build", "hub_model_id"}
+
+
+def _zip_problem(path: Path) -> str | None:
+    """torch.save writes a zip archive, whose directory sits at its end: a cut file has none. Cheap: reads no data."""
+    size = path.stat().st_size
+    try:
+        with zipfile.ZipFile(path) as z:
+            for info in z.infolist():
+                if info.header_offset + info.compress_size > size:
+                    return f"{path.name} is cut short (member {info.filename} runs past the end)"
+    except (zipfile.BadZipFile, OSError, ValueError) as err:
+        return f"{path.name} is damaged or cut short ({type(err).__name__}: {err}; {size} bytes)"
+    return None
+
+
+def safetensors_problem(path: Path) -> str | None:
+    r"""What is wrong with a safetensors file (None: its structure is whole): an 8-byte header length, a JSON
+    header naming each tensor's byte range, then exactly the tensors' bytes. Cheap: reads the header only.
+
+    >>> import tempfile
+    >>> p = Path(tempfile.mkdtemp()) / "model.safetensors"; _ = p.write_bytes(b"\x05" + bytes(7) + b"[1,2]")
+    >>> safetensors_problem(p)
+    'model.safetensors is damaged (its header is not a map of tensors)'
+    """
+    size = path.stat().st_size
+    try:
+        with path.open("rb") as f:
+            (n,) = struct.unpack("<Q", f.read(8))
+            if n > size - 8:
+                return f"{path.name} is cut short (header of {n} bytes in a {size}-byte file)"
+            header = json.loads(f.read(n))
+    except (struct.error, json.JSONDecodeError, UnicodeDecodeError, OSError, RecursionError) as err:
+        return f"{path.name} is damaged ({type(err).__name__}: {str(err)[:120]})"
+    try:
+        end = max((int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"), default=0)
+    except (AttributeError, KeyError, TypeError, IndexError, ValueError):
+        return f"{path.name} is damaged (its header is not a map of tensors)"
+    if 8 + n + end != size:
+        return f"{path.name} is cut short ({size} bytes, {8 + n + end} expected)"
+    return None
+
+
+# what a resume loads besides the weights (transformers' Trainer names): without them it would go on with a fresh
+# optimizer, a restarted schedule or other random draws, and say nothing
+_RESUME_STATE = {"optimizer.pt": "Adam's moments", "scheduler.pt": "the learning-rate schedule's position"}
+_WEIGHTS = ("model.safetensors", "adapter_model.safetensors", "model.safetensors.index.json")
+_PICKLED_WEIGHTS = ("pytorch_model.bin", "adapter_model.bin", "pytorch_model.bin.index.json")
+
+
+def _is_rng_file(name: str) -> bool:
+    return name == "rng_state.pth" or (name.startswith("rng_state_") and name.endswith(".pth"))
+
+
+def checkpoint_problems(checkpoint: str | os.PathLike, *, load: bool = False, resume: bool = True) -> list[str]:
+    r"""What is missing or damaged in a Trainer checkpoint folder; empty when it can be resumed.
+
+    A checkpoint is complete when every file a resume needs is there and whole: ``trainer_state.json``
+    naming its step, the weights as safetensors (pickled ``pytorch_model.bin`` weights are never loaded),
+    ``optimizer.pt``, ``scheduler.pt`` and the RNG state (``rng_state.pth``, or one per process); and every
+    JSON, torch (``.pt``/``.pth``/``.bin``) and safetensors file in it is whole (their structure, read
+    cheaply: a cut file is caught, a bit flip inside the data is not). With ``load=True`` each torch file is
+    also loaded as the Trainer loads it (``torch.load(weights_only=True)``, its numpy allow-list; memory-mapped,
+    so a large optimizer state costs little), so that one holding anything but tensors (a crafted pickle) or
+    failing to load is named here, before a resume starts, instead of inside ``torch.load`` halfway in.
+    ``resume=False`` asks only for what an export reads: the state and whole weights, no optimizer or RNG state.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp()) / "checkpoint-4"; d.mkdir()
+    >>> _ = (d / "trainer_state.json").write_text('{"global_step": 4'); _ = (d / "optimizer.pt").write_bytes(b"PK..")
+    >>> for p in checkpoint_problems(d): print(p)
+    trainer_state.json is damaged (not JSON: Expecting ',' delimiter: line 1 column 18 (char 17))
+    no model weights (model.safetensors, adapter_model.safetensors or a sharded model.safetensors.index.json)
+    scheduler.pt is missing (the learning-rate schedule's position)
+    no RNG state (rng_state.pth): the resumed run would draw other samples than an uninterrupted one
+    optimizer.pt is damaged or cut short (BadZipFile: File is not a zip file; 4 bytes)
+    """
+    folder = Path(checkpoint)
+    if not folder.is_dir():
+        return [f"{folder} is not a folder"]
+    problems = []
+    state = folder / "trainer_state.json"
+    if not state.is_file():
+        problems.append("trainer_state.json is missing")
+    else:
+        try:
+            data = json.loads(state.read_text(encoding="utf-8"))
+            step = data.get("global_step") if isinstance(data, dict) else None
+            if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+                problems.append("trainer_state.json names no global_step (a whole number >= 0)")
+            elif not isinstance(data.get("log_history", []), list):
+                problems.append("trainer_state.json is damaged (its log_history is not a list)")
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            problems.append(f"trainer_state.json is damaged (not JSON: {err})")
+        except RecursionError:
+            problems.append("trainer_state.json is damaged (nested too deep to read)")
+    names = {p.name for p in folder.iterdir()}
+    if not names & set(_WEIGHTS):
+        pickled = sorted(names & set(_PICKLED_WEIGHTS))
+        problems.append(f"no model weights (model.safetensors, adapter_model.safetensors or a sharded "
+                        f"model.safetensors.index.json)" + (f"; {', '.join(pickled)} holds pickled weights, which "
+                                                             f"qae_lab never loads" if pickled else ""))
+    for name, what in _RESUME_STATE.items() if resume else ():
+        if name not in names:
+            problems.append(f"{name} is missing ({what})")
+    if resume and not any(_is_rng_file(n) for n in names):
+        problems.append("no RNG state (rng_state.pth): the resumed run would draw other samples than an "
+                        "uninterrupted one")
+    for path in sorted(folder.iterdir()):
+        if not path.is_file() or path.name == "trainer_state.json":
+            continue
+        if path.suffix == ".json":
+            try:
+                json.loads(path.read_text(encoding="utf-8"))
+            except (json.JSONDecodeError, UnicodeDecodeError) as err:
+                problems.append(f"{path.name} is damaged (not JSON: {err})")
+            except RecursionError:
+                problems.append(f"{path.name} is damaged (nested too deep to read)")
+        elif path.suffix in (".pt", ".pth", ".bin"):
+            cut = _zip_problem(path)
+            problems.append(cut if cut or not load or path.suffix == ".bin" else _load_problem(path))
+        elif path.suffix == ".safetensors":
+            problems.append(safetensors_problem(path))
+    index = "model.safetensors.index.json"
+    if index in names:
+        try:
+            shards = set(json.loads((folder / index).read_text(encoding="utf-8"))["weight_map"].values())
+            problems += [f"{s} (listed in {index}) is missing" for s in sorted(shards - names)]
+        except (json.JSONDecodeError, KeyError, AttributeError, TypeError, UnicodeDecodeError, RecursionError):
+            pass  # reported above as damaged JSON, or an index without a weight map
+    return [p for p in problems if p]
+
+
+# what transformers' Trainer allows a resume's torch files beside tensors (its trainer_pt_utils.safe_globals): the
+# numpy arrays and dtypes of the RNG state
+_NUMPY_CORE = getattr(np, "_core", None) or np.core
+_NUMPY_GLOBALS = [_NUMPY_CORE.multiarray._reconstruct, np.ndarray, np.dtype, type(np.dtype(np.uint32))]
+
+
+def _load_problem(path: Path) -> str | None:
+    """Load a torch file as transformers' Trainer loads a resume's optimizer, scheduler and RNG state
+    (``weights_only=True``, numpy's arrays allowed); None when it loads, else what went wrong."""
+    try:
+        with torch.serialization.safe_globals(_NUMPY_GLOBALS):
+            torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except pickle.UnpicklingError as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        return (f"{path.name} holds more than tensors and plain values, which a resume never unpickles "
+                f"(refused by torch's weights-only loader: {first[:160]})")
+    except Exception as err:  # noqa: BLE001 -- any failure to load is the file's problem, named
+        return f"{path.name} does not load ({type(err).__name__}: {str(err)[:160]})"
+    return None
+
+
+def checkpoints(folder: str | os.PathLike) -> list[tuple[int, Path]]:
+    r"""``(step, path)`` of every ``checkpoint-N`` folder in a run folder, by step (complete or not).
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp()); _ = [(d / n).mkdir() for n in ("checkpoint-10", "checkpoint-2", "x")]
+    >>> [s for s, _ in checkpoints(d)]
+    [2, 10]
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in folder.iterdir() if p.is_dir() and (m := CHECKPOINT_NAME.match(p.name))]
+    return sorted(found)
+
+
+def latest_complete_checkpoint(folder: str | os.PathLike, *, load: bool = False,
+                               resume: bool = True) -> tuple[Path | None, list[str]]:
+    r"""The run folder's latest checkpoint with no :func:`checkpoint_problems` (``load``: its torch files also
+    load; ``resume=False``: complete for an export), and a note per later one skipped, naming it and what is wrong.
+
+    Returns:
+        ``(path or None, notes)``.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp()); (d / "checkpoint-6").mkdir()
+    >>> latest_complete_checkpoint(d)[1][0][:63]
+    'checkpoint-6 skipped: trainer_state.json is missing; no model w'
+    """
+    notes = []
+    for _step, path in reversed(checkpoints(folder)):
+        problems = checkpoint_problems(path, load=load, resume=resume)
+        if not problems:
+            return path, notes
+        notes.append(f"{path.name} skipped: " + "; ".join(problems))
+    return None, notes
+
+
+def publish_dir(staged: str | os.PathLike, final: str | os.PathLike) -> Path:
+    r"""Make a fully written folder visible under its final name in one rename.
+
+    Every file in ``staged`` is ``fsync``-ed first, so the renamed folder never holds a file
+    whose data is still only in memory. A folder already at ``final`` is kept: renamed to
+    ``.replaced-<name>-<time>`` (nothing is deleted).
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp()); staged = d / ".staging" / "checkpoint-2"; staged.mkdir(parents=True)
+    >>> _ = (staged / "trainer_state.json").write_text('{"global_step": 2}')
+    >>> publish_dir(staged, d / "checkpoint-2").name, sorted(p.name for p in (d / "checkpoint-2").iterdir())
+    ('checkpoint-2', ['trainer_state.json'])
+    """
+    staged, final = Path(staged), Path(final)
+    for path in staged.rglob("*"):
+        if path.is_file():
+            with path.open("rb") as f:
+                os.fsync(f.fileno())
+    fsync_dir(staged)
+    if final.exists():
+        os.rename(final, final.with_name(f".replaced-{final.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"))
+    os.rename(staged, final)
+    fsync_dir(final.parent)
+    return final
+
+
+def _differ(old: Any, new: Any) -> bool:
+    if isinstance(old, (int, float)) and isinstance(new, (int, float)) and not isinstance(old, bool):
+        return float(old) != float(new)
+    return old != new
+
+
+def resume_changes(stored: dict, trainer: dict, run: dict, *, checkpoint_step: int) -> dict[str, list]:
+    r"""The settings a resume changes, ``{name: [old, new]}``; refuses any change not in :data:`SAFE_ON_RESUME`.
+
+    Args:
+        stored: the run folder's ``config.json`` (``{"trainer": ..., "run": ...}``).
+        trainer, run: the resume's settings in the same JSON form (``QAEConfig.to_dict()``, RunArgs fields).
+        checkpoint_step: the step the resume starts from (``max_steps`` must exceed it).
+
+    Fields present on one side only (another TRL version) are not compared.
+
+    Raises:
+        RunFolderError: listing every unsafe change (name, stored value, new value) and the safe fields.
+
+    >>> stored = {"trainer": {"quantile_k": 0.4, "max_steps": 20, "seed": 1}, "run": {"n_train": 64}}
+    >>> resume_changes(stored, {"quantile_k": 0.4, "max_steps": 40, "seed": 1}, {"n_train": 64}, checkpoint_step=20)
+    {'max_steps': [20, 40]}
+    >>> resume_changes(stored, {"quantile_k": 0.6, "max_steps": 20, "seed": 1}, {"n_train": 64}, checkpoint_step=5)
+    Traceback (most recent call last):
+    ...
+    qae_lab.storage.folder.RunFolderError: resuming with other settings than the run was trained with: quantile_k 0.4 -> 0.6. ...
+    """
+    changes: dict[str, list] = {}
+    for section, new in (("trainer", trainer), ("run", run)):
+        old = stored.get(section) or {}
+        for name in sorted(set(old) & set(new) - _NOT_SETTINGS):
+            if _differ(old[name], new[name]):
+                changes[name] = [old[name], new[name]]
+    unsafe = {k: v for k, v in changes.items() if k not in SAFE_ON_RESUME}
+    if unsafe:
+        said = ", ".join(f"{k} {v[0]!r} -> {v[1]!r}" for k, v in unsafe.items())
+        raise RunFolderError(
+            f"resuming with other settings than the run was trained with: {said}. A resume continues the same "
+            f"experiment; only {', '.join(SAFE_ON_RESUME)} may change. For other settings start a new run "
+            f"(another --output-dir).")
+    if "max_steps" in changes and not changes["max_steps"][1] > checkpoint_step:
+        raise RunFolderError(f"max_steps must exceed the checkpoint's step {checkpoint_step} to train on, "
+                             f"got {changes['max_steps'][1]}")
+    return changes
+
+
+def check_resume_point(output_dir: str | os.PathLike, step: int, *, skipped=()) -> None:
+    r"""Refuse to resume a run folder from step ``step`` when that would train logged, kept steps again.
+
+    Allowed: the latest complete checkpoint of a run that was interrupted (steps logged after it
+    were never saved, so they are trained again and their old rows kept aside), or any step of a
+    finished run's last checkpoint. Refused: a checkpoint older than a later complete one (``skipped``: names of
+    later checkpoints already found incomplete, e.g. whose files do not load), or older than the end of a finished
+    run; the message says how to go on.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> _ = (d / "log.jsonl").write_text('{"step": 4, "reward": 0.5}\n{"step": 4, "train_runtime": 9.0}\n')
+    >>> check_resume_point(d, 4)  # the end of the finished run: fine (None)
+    >>> check_resume_point(d, 2)
+    Traceback (most recent call last):
+    ...
+    qae_lab.storage.folder.RunFolderError: the run in .../ finished at step 4, after checkpoint-2: ...
+    """
+    out = Path(output_dir)
+    later = [s for s, path in checkpoints(out) if s > step and path.name not in skipped and not checkpoint_problems(path)]
+    if later:
+        raise RunFolderError(
+            f"{out}/checkpoint-{step} is not the run's latest checkpoint (checkpoint-{later[-1]} is): resuming it in "
+            f"{out}/ would train steps {step + 1}-{later[-1]} again over their logged rows. Resume "
+            f"checkpoint-{later[-1]}, or start a new run folder to try something else from step {step}.")
+    finished = finished_step(out)
+    if finished is not None and finished > step:
+        raise RunFolderError(
+            f"the run in {out}/ finished at step {finished}, after checkpoint-{step}: resuming it would train "
+            f"logged steps {step + 1}-{finished} again. To train on, resume from a checkpoint at step "
+            f"{finished} (save_strategy='steps' keeps one at the end); to try something else from step {step}, "
+            f"start a new run folder.")
+
+
+def finished_step(output_dir: str | os.PathLike) -> int | None:
+    r"""The step at which the run in ``output_dir`` last finished training (its end-of-training log row), else None.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> _ = (d / "log.jsonl").write_text('{"step": 4, "reward": 0.5}\n{"step": 4, "train_runtime": 9.0}\n')
+    >>> finished_step(d), finished_step(tempfile.mkdtemp())
+    (4, None)
+    """
+    steps = [r["step"] for r in read_log_lines(Path(output_dir) / LOG_NAME)[0] if "train_runtime" in r]
+    return steps[-1] if steps else None
+
+
+def resume_log(rows: list[dict], step: int, log_history: list[dict]) -> tuple[list[dict], list[dict], list[int]]:
+    r"""A log continued from a checkpoint at ``step``: ``(kept rows, superseded rows, restored steps)``.
+
+    Rows after ``step`` are superseded (trained again). Training steps up to ``step`` that the
+    log lacks are restored from the checkpoint's ``log_history`` (marked ``restored_from``).
+
+    >>> rows = [{"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.2}, {"step": 3, "reward": 0.3}]
+    >>> history = [{"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.2}]
+    >>> kept, later, restored = resume_log(rows, 2, history)
+    >>> [r["step"] for r in kept], [r["step"] for r in later], restored
+    ([1, 2], [3], [])
+    >>> kept, later, restored = resume_log(rows[:1], 2, history)
+    >>> [(r["step"], r.get("restored_from")) for r in kept], restored
+    ([(1, None), (2, 'checkpoint-2/trainer_state.json')], [2])
+    """
+    kept = [r for r in rows if r.get("step", 0) <= step]
+    later = [r for r in rows if r.get("step", 0) > step]
+    have = {r["step"] for r in step_rows(kept)}
+    restored = [{**h, "restored_from": f"checkpoint-{step}/trainer_state.json"} for h in log_history
+                if h.get("reward") is not None and h.get("step", 0) <= step and h.get("step") not in have]
+    merged = sorted(kept + restored, key=lambda r: r.get("step", 0))  # stable: events keep their place
+    return merged, later, [r["step"] for r in restored]
+
+
+FRESH, RESUME, REFUSE = "fresh", "resume", "refuse"
+
+# the settings a run would train with, in config.json's form ({"trainer": {...}, "run": {...}}), or a function
+# of the stored config.json (and its run folder) that returns them (the command line rebuilds a run's own)
+Settings = dict | Callable[[dict, Path], dict] | None
+
+
+@dataclass(frozen=True)
+class ResumePlan:
+    r"""What a run does with its folder: start ``"fresh"``, ``"resume"`` a checkpoint, or ``"refuse"``.
+
+    Made by :func:`plan_run` only. Fields (the ``resume`` ones are None or empty otherwise):
+
+    * ``kind``, ``folder`` (the run folder), ``reason`` (``refuse``: why, and the ways on);
+    * ``overwrite`` (``fresh``: the previous run's files that :func:`claim` deletes);
+    * ``checkpoint``, ``step`` (``resume``: the checkpoint folder and its global step; training
+      continues at ``step + 1``);
+    * ``changes`` (``resume``: ``(name, old, new)`` of each setting that differs from ``config.json``,
+      every one in :data:`~qae_lab.storage.resume.SAFE_ON_RESUME`);
+    * ``finished_at`` (the step at which the run last finished, if it did) and ``trains_on``
+      (False: a finished run resumed as it was, with nothing left to train);
+    * ``superseded_steps`` (logged after the checkpoint: trained again, their rows moved aside),
+      ``restored_steps`` (missing from the log, restored from the checkpoint's state), ``cut_line``
+      (the log's last line was cut short);
+    * ``notes`` (later checkpoints skipped as damaged).
+
+    >>> p = ResumePlan(RESUME, Path("runs/x"), checkpoint=Path("runs/x/checkpoint-4"), step=4,
+    ...                changes=(("max_steps", 4, 8),))
+    >>> p.changed, p.resume_from, p.start_step, p.require() is p
+    ({'max_steps': [4, 8]}, 'runs/x/checkpoint-4', 4, True)
+    >>> p.summary
+    'the resume of runs/x/checkpoint-4 (step 4)'
+    >>> p.lines()
+    ['resuming runs/x/checkpoint-4 (step 4); changed: max_steps 4 -> 8']
+    >>> ResumePlan(REFUSE, Path("runs/x"), reason="no").require()
+    Traceback (most recent call last):
+    ...
+    qae_lab.storage.folder.RunFolderError: no
+    """
+
+    kind: str
+    folder: Path
+    reason: str = ""
+    overwrite: tuple[str, ...] = ()
+    checkpoint: Path | None = None
+    step: int | None = None
+    changes: tuple[tuple[str, Any, Any], ...] = ()
+    finished_at: int | None = None
+    trains_on: bool = True
+    superseded_steps: tuple[int, ...] = ()
+    restored_steps: tuple[int, ...] = ()
+    cut_line: bool = False
+    notes: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if self.kind not in (FRESH, RESUME, REFUSE):
+            raise ValueError(f"kind must be {FRESH!r}, {RESUME!r} or {REFUSE!r}, got {self.kind!r}")
+        if (self.kind == REFUSE) != bool(self.reason):
+            raise ValueError("a refused plan says why, and only a refused plan has a reason")
+        if (self.kind == RESUME) != (self.checkpoint is not None and self.step is not None):
+            raise ValueError("a resume plan names its checkpoint and step, and only a resume plan does")
+
+    @property
+    def changed(self) -> dict[str, list]:
+        """``{name: [old, new]}`` of the settings the resume changes (what the log's resume event records)."""
+        return {name: [old, new] for name, old, new in self.changes}
+
+    @property
+    def summary(self) -> str:
+        """The plan in a few words: ``a new run``, ``the resume of <checkpoint> (step N)`` or ``refused: <reason>``."""
+        return {FRESH: "a new run", RESUME: f"the resume of {self.checkpoint} (step {self.step})"}.get(
+            self.kind, f"refused: {self.reason}")
+
+    @property
+    def start_step(self) -> int | None:
+        """The trainer's global step when training begins: 0 fresh, the checkpoint's on a resume."""
+        return {FRESH: 0, RESUME: self.step}.get(self.kind)
+
+    @property
+    def resume_from(self) -> str | None:
+        """What ``trainer.train(resume_from_checkpoint=...)`` gets: the checkpoint's path, or None."""
+        return str(self.checkpoint) if self.kind == RESUME else None
+
+    def require(self) -> ResumePlan:
+        """The plan itself; raises :class:`~qae_lab.storage.folder.RunFolderError` with the reason when refused."""
+        if self.kind == REFUSE:
+            raise RunFolderError(self.reason)
+        return self
+
+    def lines(self) -> list[str]:
+        """What the plan does, for people: the notes, then one line (none for a plain fresh start)."""
+        if self.kind == FRESH:
+            return [f"--overwrite: deleting the previous run's {', '.join(self.overwrite)} in {self.folder}/"] \
+                if self.overwrite else []
+        if self.kind == REFUSE:
+            return [*self.notes, self.reason]
+        said = ", ".join(f"{k} {a} -> {b}" for k, a, b in self.changes)
+        steps = ", ".join(map(str, self.superseded_steps))
+        return [*self.notes,
+                f"resuming {self.checkpoint} (step {self.step})" + (f"; changed: {said}" if said else "")
+                + (f"; steps {steps} were logged after the checkpoint and are trained again (their rows move to "
+                   f"{SUPERSEDED_NAME})" if steps else "")
+                + (f"; the log's last line was cut short (moves to {SUPERSEDED_NAME})" if self.cut_line else "")
+                + (f"; steps {', '.join(map(str, self.restored_steps))} missing from the log are restored from "
+                   f"the checkpoint" if self.restored_steps else "")]
+
+
+def plan_run(folder: str | os.PathLike | None = None, *, resume: str | os.PathLike | bool | int | None = None,
+             overwrite: bool = False, settings: Settings = None, history: list[dict] | None = None) -> ResumePlan:
+    r"""The plan for a run in ``folder``: the one place that decides fresh, resume or refuse.
+
+    Args:
+        folder: the run folder (with ``resume`` a path, None means the checkpoint's own run folder).
+        resume: None or False: a new run. True: ``folder``'s latest complete checkpoint. A path: a
+            checkpoint folder (checked), or a run folder (its latest complete checkpoint). An int
+            ``N > 0``: the trainer has already loaded ``folder``'s step ``N`` (its log history in
+            ``history``), as :class:`~qae_lab.train.callbacks.RunLogger` sees it when training begins.
+        overwrite: a new run replaces the run in ``folder`` (its files are listed in ``overwrite``).
+        settings: the resume's settings in ``config.json``'s form, compared with the stored ones
+            (None: the run's own); or a function of the stored ``config.json`` and the run folder
+            returning them (the command line rebuilds the run's settings from its recipe; a missing
+            ``config.json`` is then refused).
+
+    A :class:`~qae_lab.storage.folder.RunFolderError` on the way (a damaged file, a refused change) becomes
+    a ``refuse`` plan with its message; other errors (a bad setting in ``settings``) are raised.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> plan_run(d, resume=d, overwrite=True).reason
+    '--overwrite starts a new run; --resume continues one: choose one'
+    >>> plan_run(d / "nowhere", resume=d / "nowhere").reason
+    '.../nowhere: no such folder to resume'
+    """
+    try:
+        if resume is None or resume is False:
+            if folder is None:
+                raise TypeError("a new run needs its run folder")
+            check_folder(folder)
+            held = held_run(folder)
+            if held and not overwrite:
+                raise RunFolderError(held)
+            unowned = unowned_files(folder) if overwrite else None
+            if unowned:
+                raise RunFolderError(unowned)
+            return ResumePlan(FRESH, Path(folder), overwrite=tuple(n for n in run_files(folder) if n != MARKER_NAME)
+                              if overwrite else ())
+        if overwrite:
+            raise RunFolderError("--overwrite starts a new run; --resume continues one: choose one")
+        return _resume(folder, resume, settings, history)
+    except RunFolderError as err:
+        return ResumePlan(REFUSE, Path(folder if folder is not None else resume), reason=str(err))
+
+
+def _locate(folder, resume) -> tuple[Path, int, list[dict], list[str]]:
+    """``(checkpoint, step, its log history, notes)`` of what ``resume`` names; refuses what cannot be resumed."""
+    if isinstance(resume, int) and not isinstance(resume, bool):
+        if resume < 1 or folder is None:
+            raise ValueError(f"resume={resume}: a loaded checkpoint's step is >= 1, in a given run folder")
+        return Path(folder) / f"checkpoint-{resume}", resume, [], []
+    p = Path(folder if resume is True else resume)
+    if resume is True and folder is None:
+        raise TypeError("resume=True takes the latest checkpoint of the run folder: give the folder")
+    if not p.exists():
+        raise RunFolderError(f"{p}: no such folder to resume")
+    notes: list[str] = []
+    if not p.is_dir():
+        raise RunFolderError(f"{p} is a file: give a run folder or one of its checkpoint-N folders to resume")
+    if (p / "trainer_state.json").exists() or CHECKPOINT_NAME.match(p.name):
+        problems = checkpoint_problems(p, load=True)
+        if problems:
+            raise RunFolderError(f"{p}: the checkpoint cannot be resumed: {'; '.join(problems)}")
+        checkpoint = p
+    else:
+        checkpoint, notes = latest_complete_checkpoint(p, load=True)
+        if checkpoint is None:
+            raise RunFolderError(f"{p}/: no complete checkpoint in this run folder"
+                                 + (f" ({'; '.join(notes)})" if notes else ""))
+    state = read_json(checkpoint / "trainer_state.json", "checkpoint state", expect=dict)
+    return checkpoint, state["global_step"], list(state.get("log_history", [])), notes
+
+
+def _resume(folder, resume, settings: Settings, history) -> ResumePlan:
+    checkpoint, step, log_history, notes = _locate(folder, resume)
+    out = checkpoint.parent
+    if folder is not None and Path(folder).resolve() != out.resolve():
+        raise RunFolderError(f"--resume continues its own run folder {out}/; --output-dir {folder} differs "
+                             f"(to branch off, start a new run)")
+    config = out / CONFIG_NAME
+    stored = read_json(config, "run config", expect=dict) if config.exists() or callable(settings) else None
+    if stored is not None:
+        for section in ("trainer", "run"):
+            if not isinstance(stored.get(section, {}), dict):
+                raise RunFolderError(f"run config {config} is damaged (its {section!r} is not a mapping of settings)")
+    wanted = settings(stored, out) if callable(settings) else settings
+    changes = {}
+    if stored is not None:
+        wanted = wanted if wanted is not None else stored
+        changes = resume_changes(stored, wanted.get("trainer") or {}, wanted.get("run") or {}, checkpoint_step=step)
+    try:
+        check_resume_point(out, step, skipped={note.split(" skipped: ")[0] for note in notes})
+    except RunFolderError as err:  # with the reason a later checkpoint was skipped, if one was
+        raise RunFolderError(". ".join([*notes, str(err)])) from None
+    rows, cut = read_log_lines(out / LOG_NAME)
+    _kept, later, restored = resume_log(rows, step, history if history is not None else log_history)
+    finished = finished_step(out)
+    max_steps = ((wanted or stored or {}).get("trainer") or {}).get("max_steps")
+    return ResumePlan(RESUME, out, checkpoint=checkpoint, step=step, notes=tuple(notes),
+                      changes=tuple((k, a, b) for k, (a, b) in changes.items()), finished_at=finished,
+                      trains_on=finished is None or max_steps is None or max_steps > finished,
+                      superseded_steps=tuple(sorted({r["step"] for r in step_rows(later)})),
+                      restored_steps=tuple(restored), cut_line=cut is not None)
+
+
+def claim(plan: ResumePlan) -> RunLock:
+    r"""Carry out a plan's claim on its folder before anything loads, under the folder's lock; returns the
+    :class:`~qae_lab.storage.folder.RunLock`, held (the run lets go of it when it has written its last file).
+
+    A refused plan raises its reason. The lock is taken first (another process writing the folder is refused,
+    named), then the plan is checked again against the folder as it now is: a fresh one makes the folder,
+    deletes the run it overwrites and writes the new run's marker (:func:`qae_lab.storage.folder.claim_fresh`, which
+    refuses a run that appeared since the plan was made); a resume refuses a folder whose checkpoints or end
+    changed since (another process trained it on) and touches nothing.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp()) / "run"
+    >>> lock = claim(plan_run(d)); lock.held, d.is_dir(), run_files(d)
+    (True, True, ['.qae_lab-run.json'])
+    >>> claim(plan_run(d, overwrite=True))
+    Traceback (most recent call last):
+    ...
+    qae_lab.storage.folder.RunFolderError: .../run/ is being written by process ..., this very process: ...
+    >>> lock.release()
+    """
+    plan.require()
+    lock = RunLock(plan.folder).acquire()
+    try:
+        if plan.kind == FRESH:
+            claim_fresh(plan.folder, overwrite=bool(plan.overwrite), lock=lock)
+        else:
+            now = _still_complete(plan)
+            if now:
+                raise RunFolderError(f"{plan.folder}/ changed since the resume was planned ({now}): plan it again")
+    except BaseException:
+        lock.release()
+        raise
+    return lock
+
+
+def _still_complete(plan: ResumePlan) -> str | None:
+    """What changed in a resumed folder between its plan and its claim (None: nothing that matters)."""
+    problems = checkpoint_problems(plan.checkpoint)
+    if problems:
+        return f"{plan.checkpoint.name}: {'; '.join(problems)}"
+    try:
+        check_resume_point(plan.folder, plan.step, skipped={note.split(" skipped: ")[0] for note in plan.notes})
+    except RunFolderError as err:
+        return str(err)
+    if finished_step(plan.folder) != plan.finished_at:
+        return f"the run now ends at step {finished_step(plan.folder)}"
+    return None

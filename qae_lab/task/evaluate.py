@@ -1,0 +1,292 @@
+r"""Evaluation of a policy on verifiable problems: greedy pass@1, sampled pass@1 and pass@k.
+
+Two ways to score a model on a set of problems, both reported by :func:`evaluate`:
+
+* **Greedy pass@1**: one completion per problem by greedy decoding (argmax at every
+  token); the fraction of problems it gets right. Deterministic, cheap, and what most
+  papers' "accuracy" means.
+* **Sampled pass@1 and pass@k**: n completions per problem sampled at temperature T
+  (and nucleus top_p), c of them correct. Sampled pass@1 is the mean of c/n over
+  problems, the policy's expected success rate, which RL with verifiable rewards
+  optimises. pass@k is the probability that at least one of k samples is right,
+  estimated without bias from the n >= k samples by Chen et al. 2021 ("Evaluating Large
+  Language Models Trained on Code", the Codex paper, eq. 1):
+  pass@k = E_problems[ 1 - C(n-c, k) / C(n, k) ].
+  RLVR tends to raise pass@1 more than pass@k (it sharpens what the model can already
+  sample); an entropy collapse shows as pass@k falling towards pass@1.
+* **Diversity** of the n samples of a problem (:func:`qae_lab.task.behaviour.diversity_stats`): the mean number
+  of different correct texts (``distinct_correct``) and the share of the most frequent text (``top_share``).
+
+The per-problem success rate p = c/n is also what QAE's regime analysis needs
+(arXiv 2509.22611: a prompt is "hard" when p <= 1 - K), see
+:meth:`EvalResult.success_rates`.
+
+Completions are judged by :func:`evaluate`'s ``verdict``, by default training's,
+:func:`qae_lab.task.answers.strict_is_correct`; a run also reports the ``lenient`` one
+(:func:`qae_lab.task.answers.is_correct`) beside it. Model output is only ever treated as data: the
+answer is extracted with regular expressions (:mod:`qae_lab.task.answers`), never evaluated or executed.
+
+Completions come from :func:`qae_lab.task.sampling.generate`, the project's one sampling loop
+(batched, seeded per batch, with explicit decoding options); this module only judges and counts.
+
+Where this departs from the references, and why:
+
+* Sampling is pure temperature / nucleus sampling, with top_k, repetition penalties and the
+  like switched off explicitly (:mod:`qae_lab.task.sampling` says why).
+* ``pass@1`` is computed as the mean of c/n exactly, not through the product form,
+  so that it equals the success-rate mean to the last bit.
+* GSM8K records have no difficulty level (``level`` None); they are grouped, and
+  stored, under level 0, as in :func:`qae_lab.task.data.to_grpo_dataset`.
+"""
+
+from __future__ import annotations
+
+import json
+import numbers
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from qae_lab._checks import check_int
+from qae_lab.task.answers import extract_answer, strict_is_correct
+from qae_lab.task.behaviour import diversity_stats
+from qae_lab.task.data import prompt_text
+from qae_lab.storage.folder import RunFolderError, atomic_write_text, read_json
+from qae_lab.task.sampling import generate, sampling_options
+
+__all__ = ["pass_at_k", "evaluate", "EvalResult", "validate_records"]
+
+
+# ---------------------------------------------------------------- pass@k
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    r"""The unbiased pass@k estimate from n samples of which c are correct (Chen et al. 2021).
+
+    pass@k = 1 - C(n-c, k) / C(n, k): one minus the probability that k samples drawn
+    without replacement from the n are all wrong. The ratio of binomials is computed as
+    a product of at most min(k, c) factors, never as huge integers:
+
+    C(n-c, k) / C(n, k) = prod_{i=0}^{k-1} (n-c-i) / (n-i) = prod_{j=n-c+1}^{n} (j-k) / j.
+
+    Args:
+        n: samples drawn for the problem, n >= 1.
+        c: how many of them are correct, 0 <= c <= n.
+        k: the k of pass@k, 1 <= k <= n.
+
+    Returns:
+        float in [0, 1]; exactly 1.0 when n - c < k (every k-subset holds a correct
+        sample) and exactly 0.0 when c = 0.
+
+    >>> pass_at_k(8, 0, 4), pass_at_k(8, 2, 1), pass_at_k(8, 5, 4)
+    (0.0, 0.25, 1.0)
+    >>> round(pass_at_k(8, 2, 4), 6)     # 1 - C(6,4)/C(8,4) = 1 - 15/70
+    0.785714
+    """
+    n = check_int(n, "n", 1)
+    c = check_int(c, "c", 0, n)
+    k = check_int(k, "k", 1, n)
+    if n - c < k:  # fewer wrong samples than k: every k-subset contains a correct one
+        return 1.0
+    if c == 0:
+        return 0.0
+    if k <= c:
+        # C(n-c, k) / C(n, k) = prod_{i=0}^{k-1} (n-c-i) / (n-i)
+        all_wrong = 1.0
+        for i in range(k):
+            all_wrong *= (n - c - i) / (n - i)
+    else:
+        # the same ratio with c factors: prod_{j=n-c+1}^{n} (1 - k/j)  (the Codex paper's form)
+        all_wrong = 1.0
+        for j in range(n - c + 1, n + 1):
+            all_wrong *= (j - k) / j
+    return 1.0 - all_wrong
+
+
+# ---------------------------------------------------------------- evaluation
+
+@dataclass
+class EvalResult:
+    r"""What :func:`evaluate` measured.
+
+    Attributes:
+        summary: metrics over all problems: ``n_problems``, ``n_samples`` (n per problem),
+            ``greedy_pass@1`` (when greedy decoding ran), ``pass@1`` (mean c/n),
+            ``pass@k`` for each k asked for, ``extracted_frac`` (the fraction of sampled
+            completions with an extractable answer: a format check).
+        by_level: the same metrics per difficulty level (GSM8K, level None: level 0).
+        problems: one dict per problem: ``id``, ``level``, ``question``, ``gold``,
+            ``greedy`` (``{"completion", "extracted", "correct"}``, or None),
+            ``samples`` (a list of such dicts), ``n_correct`` (c), ``success_rate`` (c/n).
+
+    >>> r = EvalResult({"pass@1": 0.5}, {0: {"pass@1": 0.5}},
+    ...                [{"id": "a", "success_rate": 0.25}, {"id": "b", "success_rate": 0.75}])
+    >>> r.success_rates()
+    [0.25, 0.75]
+    """
+
+    summary: dict[str, float]
+    by_level: dict[int, dict[str, float]]
+    problems: list[dict] = field(repr=False)
+
+    def success_rates(self) -> list[float]:
+        r"""Per-problem sampled success rates p = c/n, in the order of the records."""
+        return [p["success_rate"] for p in self.problems]
+
+    def to_json(self, path: str | os.PathLike) -> Path:
+        r"""Write summary, by_level and problems to ``path`` as JSON (level keys become strings); return the path.
+
+        Atomic (:func:`qae_lab.storage.folder.atomic_write_text`): an interrupted write leaves the old file or none."""
+        data = {"summary": self.summary, "by_level": {str(k): v for k, v in self.by_level.items()},
+                "problems": self.problems}
+        return atomic_write_text(path, json.dumps(data, indent=1, ensure_ascii=False))
+
+    @classmethod
+    def from_json(cls, path: str | os.PathLike) -> EvalResult:
+        r"""Read back what :meth:`to_json` wrote (level keys as ints again); a damaged file is named."""
+        data = read_json(path, "evaluation")
+        if not isinstance(data, dict) or not {"summary", "by_level", "problems"} <= set(data):
+            raise RunFolderError(f"evaluation {path} is damaged (needs summary, by_level and problems)")
+        return cls(data["summary"], {int(k): v for k, v in data["by_level"].items()}, data["problems"])
+
+
+def validate_records(records) -> list[dict]:
+    r"""Problem records checked (each a dict with at least ``question`` and ``gold``), as a list.
+
+    >>> validate_records(({"question": "2 + 2?", "gold": "4"},))
+    [{'question': '2 + 2?', 'gold': '4'}]
+    >>> validate_records([{"question": "2 + 2?"}])
+    Traceback (most recent call last):
+    ValueError: records[0] must be a dict with 'question' and 'gold' keys, got {'question': '2 + 2?'}
+    """
+    if not isinstance(records, (list, tuple)) or not records:
+        raise ValueError(f"records must be a non-empty list of dicts, got {type(records).__name__}")
+    for i, rec in enumerate(records):
+        if not isinstance(rec, dict) or "gold" not in rec or "question" not in rec:
+            raise ValueError(f"records[{i}] must be a dict with 'question' and 'gold' keys, got {rec!r:.80}")
+    return list(records)
+
+
+def _check_ks(ks, num_samples: int) -> list[int]:
+    ks = [ks] if isinstance(ks, numbers.Integral) else ks
+    try:
+        ks = list(ks)
+    except TypeError:
+        raise ValueError(f"ks must be a sequence of ints in [1, num_samples={num_samples}], got {ks!r}") from None
+    for k in ks:
+        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not 1 <= k <= num_samples:
+            raise ValueError(f"ks must hold ints in [1, num_samples={num_samples}], got {k!r} in {ks!r}")
+    return sorted({int(k) for k in ks})
+
+
+def _judged(completion: str, gold: str, verdict: Callable, lenient: Callable | None) -> dict[str, Any]:
+    """One completion with its extracted answer and verdict(s) (the completion is only ever parsed)."""
+    out = {"completion": completion, "extracted": extract_answer(completion),
+           "correct": bool(verdict(completion, gold))}
+    if lenient is not None:
+        out["correct_lenient"] = bool(lenient(completion, gold))
+    return out
+
+
+def _lenient_metrics(problems: list[dict], num_samples: int, greedy: bool) -> dict[str, float]:
+    """``lenient_pass@1`` (mean c/n by the lenient verdict) and ``lenient_greedy_pass@1``."""
+    out = {"lenient_pass@1": sum(sum(s["correct_lenient"] for s in p["samples"]) / num_samples
+                                 for p in problems) / len(problems)}
+    if greedy:
+        out["lenient_greedy_pass@1"] = sum(p["greedy"]["correct_lenient"] for p in problems) / len(problems)
+    return out
+
+
+def _metrics(problems: list[dict], ks: list[int], greedy: bool) -> dict[str, float]:
+    """Summary metrics of a list of judged problems (all with the same n)."""
+    n = len(problems[0]["samples"])
+    out: dict[str, float] = {"n_problems": len(problems), "n_samples": n}
+    if greedy:
+        out["greedy_pass@1"] = sum(p["greedy"]["correct"] for p in problems) / len(problems)
+    # sampled pass@1 = mean_q c_q / n
+    out["pass@1"] = sum(p["success_rate"] for p in problems) / len(problems)
+    for k in ks:
+        if k != 1:
+            # pass@k = mean_q [1 - C(n - c_q, k) / C(n, k)]
+            out[f"pass@{k}"] = sum(pass_at_k(n, p["n_correct"], k) for p in problems) / len(problems)
+    n_extracted = sum(s["extracted"] is not None for p in problems for s in p["samples"])
+    out["extracted_frac"] = n_extracted / (n * len(problems))
+    # how many different right texts the n samples of a problem hold, and the share of the most frequent text
+    diversity = diversity_stats([s["completion"] for p in problems for s in p["samples"]],
+                                [s["correct"] for p in problems for s in p["samples"]], n)
+    out["distinct_correct"], out["top_share"] = diversity["distinct_correct"], diversity["top_share"]
+    return out
+
+
+def evaluate(model, tokenizer, records, *, num_samples: int = 8, ks=(1, 8), greedy: bool = True,
+             temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 256, batch_size: int = 16,
+             seed: int = 0, progress: bool = True, verdict: Callable = strict_is_correct,
+             lenient: Callable | None = None) -> EvalResult:
+    r"""Greedy pass@1, sampled pass@1 and pass@k of ``model`` on ``records``.
+
+    Each record's prompt is :func:`qae_lab.task.data.prompt_text` (the format system prompt and
+    the question through the tokenizer's chat template). Completions are judged by
+    ``verdict`` against the record's ``gold``.
+
+    Args:
+        model, tokenizer: a causal LM and its tokenizer (with a chat template and a pad token).
+        records: non-empty list of records (dicts with ``question`` and ``gold``, see
+            :mod:`qae_lab.task.data`).
+        num_samples: n, sampled completions per problem, >= 1.
+        ks: the k of each pass@k to report, ints in [1, num_samples] (a bare int means (k,)).
+        greedy: also decode one greedy completion per problem (``greedy_pass@1``).
+        temperature: sampling temperature T > 0.
+        top_p: nucleus mass in (0, 1].
+        max_new_tokens, batch_size, seed, progress: as in :func:`qae_lab.task.sampling.generate` (batch_size
+            counts prompts; the sampled pass runs batch_size * num_samples sequences at once).
+        verdict: ``verdict(completion, gold) -> bool``, what ``correct`` and every pass@ count:
+            :func:`qae_lab.task.answers.strict_is_correct` (default), or e.g. :func:`qae_lab.task.answers.is_correct`.
+        lenient: None, or a second verdict recorded per completion as ``correct_lenient`` and
+            summarised as ``lenient_pass@1`` (and ``lenient_greedy_pass@1``); not per level.
+
+    Returns:
+        :class:`EvalResult` with ``summary``, ``by_level`` and per-problem ``problems``.
+
+    >>> from qae_lab.task.models import load_policy; from qae_lab.task.data import synthetic_task
+    >>> model, tok = load_policy("embedded", device="cpu")
+    >>> res = evaluate(model, tok, synthetic_task(2, seed=0), num_samples=4, ks=(1, 4), max_new_tokens=48,
+    ...                progress=False)
+    >>> sorted(res.summary)
+    ['distinct_correct', 'extracted_frac', 'greedy_pass@1', 'n_problems', 'n_samples', 'pass@1', 'pass@4', 'top_share']
+    >>> [(p["gold"], p["greedy"]["extracted"]) for p in res.problems]   # 6 + 0 right, 41 + 7 = 49 wrong
+    [('6', '6'), ('48', '49')]
+    >>> res.summary["greedy_pass@1"]
+    0.5
+    >>> res.summary["pass@4"] == sum(p["n_correct"] > 0 for p in res.problems) / 2   # k = n: any of the 4 right
+    True
+    """
+    records = validate_records(records)
+    num_samples = check_int(num_samples, "num_samples", 1)
+    ks = _check_ks(ks, num_samples)
+    if not isinstance(greedy, bool):
+        raise ValueError(f"greedy must be a bool, got {greedy!r}")
+    if not callable(verdict) or not (lenient is None or callable(lenient)):
+        raise ValueError(f"verdict (and lenient, unless None) must be functions (completion, gold) -> bool, "
+                         f"got {verdict!r:.60} and {lenient!r:.60}")
+    sampling_options(temperature, top_p, max_new_tokens, batch_size)
+    check_int(seed, "seed", 0)
+    prompts = [prompt_text(rec, tokenizer) for rec in records]
+    common = {"max_new_tokens": max_new_tokens, "batch_size": batch_size, "seed": seed, "progress": progress}
+    greedy_out = generate(model, tokenizer, prompts, **common) if greedy else None
+    sampled = generate(model, tokenizer, prompts, num_samples=num_samples, do_sample=True, temperature=temperature,
+                       top_p=top_p, **common)
+    problems = []
+    for i, rec in enumerate(records):
+        gold = str(rec["gold"])
+        samples = [_judged(s, gold, verdict, lenient) for s in sampled[i]]
+        c = sum(s["correct"] for s in samples)
+        problems.append({"id": rec.get("id", i), "level": rec.get("level") or 0, "question": rec["question"],
+                         "gold": gold, "greedy": _judged(greedy_out[i][0], gold, verdict, lenient) if greedy else None,
+                         "samples": samples, "n_correct": c, "success_rate": c / num_samples})
+    levels = sorted({p["level"] for p in problems})
+    by_level = {lv: _metrics([p for p in problems if p["level"] == lv], ks, greedy) for lv in levels}
+    summary = _metrics(problems, ks, greedy)
+    if lenient is not None:
+        summary.update(_lenient_metrics(problems, num_samples, greedy))
+    return EvalResult(summary, by_level, problems)

@@ -1,0 +1,160 @@
+r"""Policies to train: Qwen2.5-Instruct from the Hub, or the project's embedded tiny Qwen2, with LoRA.
+
+``load_policy(name_or_path)`` returns ``(model, tokenizer)``:
+
+* ``"embedded"``: the tiny Qwen2 trained by ``python -m tools.embedded_models`` and committed in
+  ``data/embedded/`` (installed as ``qae_lab/embedded_model/``); loads offline, runs on a CPU.
+* ``"embedded-sums"``: its sibling for the sums task (:mod:`qae_lab.task.sums`), built by
+  ``python -m tools.embedded_models --task sums`` into ``data/embedded_sums/`` (installed as
+  ``qae_lab/embedded_sums_model/``).
+* ``"qwen2.5-0.5b"``, ``"qwen2.5-1.5b"``, ``"qwen2.5-3b"``: the Instruct models of the SA-AH
+  paper's set-up (Qwen/Qwen2.5-*-Instruct), from the Hub or its local cache.
+* any other Hub id or local folder of a causal LM with a chat template.
+
+Weights load as safetensors only and never with ``trust_remote_code``: a model repository
+cannot run code here. LoRA (SA-AH's set-up: r = 16 on the attention and MLP projections)
+comes from :func:`lora_config`, either applied here (``lora=True``) or handed to TRL's
+``GRPOTrainer(peft_config=...)``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from qae_lab._checks import check_int
+
+__all__ = ["QWEN_MODELS", "LORA_TARGETS", "EMBEDDED_ENV", "EMBEDDED_MODELS", "embedded_dir", "resolve_name",
+           "lora_config", "load_policy"]
+
+QWEN_MODELS = {
+    "qwen2.5-0.5b": "Qwen/Qwen2.5-0.5B-Instruct",
+    "qwen2.5-1.5b": "Qwen/Qwen2.5-1.5B-Instruct",
+    "qwen2.5-3b": "Qwen/Qwen2.5-3B-Instruct",
+}
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+EMBEDDED_ENV = "QAE_LAB_EMBEDDED_DIR"
+# name -> (folder under data/ in a checkout, folder inside the installed package, environment variable)
+EMBEDDED_MODELS = {
+    "embedded": ("embedded", "embedded_model", EMBEDDED_ENV),
+    "embedded-sums": ("embedded_sums", "embedded_sums_model", "QAE_LAB_EMBEDDED_SUMS_DIR"),
+}
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def embedded_dir(name: str = "embedded") -> Path:
+    r"""Where an embedded model's files are (:data:`EMBEDDED_MODELS`): its environment variable
+    (``$QAE_LAB_EMBEDDED_DIR`` for ``"embedded"``), else ``data/<folder>`` of a source checkout, else
+    the copy installed inside the package.
+
+    >>> (embedded_dir() / "config.json").is_file(), embedded_dir().name in ("embedded", "embedded_model")
+    (True, True)
+    >>> embedded_dir("embedded-sums").name in ("embedded_sums", "embedded_sums_model")
+    True
+    """
+    if name not in EMBEDDED_MODELS:
+        raise ValueError(f"name must be one of {sorted(EMBEDDED_MODELS)}, got {name!r}")
+    folder, installed, env = EMBEDDED_MODELS[name]
+    here = Path(__file__).resolve().parents[1]
+    candidates = [Path(os.environ[env])] if os.environ.get(env) else []
+    candidates += [here.parent / "data" / folder, here / installed]
+    for path in candidates:
+        if (path / "config.json").is_file():
+            return path
+    task = "" if name == "embedded" else " --task sums"
+    raise FileNotFoundError(
+        f"the {name} model is not in {', '.join(map(str, candidates))}; rebuild it with "
+        f"`python -m tools.embedded_models{task} --out <folder>` and point {env} at the folder")
+
+
+def resolve_name(name_or_path: str) -> str:
+    r"""The folder or Hub id behind a name: ``"embedded"`` / ``"embedded-sums"``, a :data:`QWEN_MODELS` alias,
+    or as given.
+
+    >>> resolve_name("qwen2.5-1.5b"), resolve_name("Qwen/Qwen2.5-3B-Instruct")
+    ('Qwen/Qwen2.5-1.5B-Instruct', 'Qwen/Qwen2.5-3B-Instruct')
+    """
+    if not isinstance(name_or_path, (str, os.PathLike)) or not str(name_or_path).strip():
+        raise ValueError(f"name_or_path must be one of {sorted(EMBEDDED_MODELS)} or {sorted(QWEN_MODELS)}, a Hub id "
+                         f"or a folder, got {name_or_path!r}")
+    name = str(name_or_path)
+    if name in EMBEDDED_MODELS:
+        return str(embedded_dir(name))
+    return QWEN_MODELS.get(name.lower(), name)
+
+
+def lora_config(r: int = 16, alpha: int | None = None, dropout: float = 0.05, targets=LORA_TARGETS):
+    r"""PEFT LoRA for a causal LM: rank ``r`` (SA-AH: 16) on the attention and MLP projections,
+    ``lora_alpha = 2 r`` unless given.
+
+    >>> cfg = lora_config()
+    >>> cfg.r, cfg.lora_alpha, cfg.lora_dropout, sorted(cfg.target_modules)[:3], lora_config(8, alpha=8).lora_alpha
+    (16, 32, 0.05, ['down_proj', 'gate_proj', 'k_proj'], 8)
+    """
+    from peft import LoraConfig  # the train extra: imported only when used
+
+    check_int(r, "r", 1)
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout must lie in [0, 1), got {dropout!r}")
+    return LoraConfig(r=r, lora_alpha=2 * r if alpha is None else alpha, lora_dropout=dropout,
+                      target_modules=list(targets), task_type="CAUSAL_LM", bias="none")
+
+
+def _dtype(dtype, device: str) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype == "auto":  # bf16 where the GPU does it natively, float32 elsewhere (CPU, old GPUs)
+        cuda = device.startswith("cuda") and torch.cuda.is_available()
+        return torch.bfloat16 if cuda and torch.cuda.is_bf16_supported() else torch.float32
+    if dtype not in _DTYPES:
+        raise ValueError(f"dtype must be 'auto', one of {sorted(_DTYPES)} or a torch.dtype, got {dtype!r}")
+    return _DTYPES[dtype]
+
+
+def load_policy(name_or_path: str = "embedded", *, lora=None, dtype="auto", device: str | None = None,
+                gradient_checkpointing: bool = False):
+    r"""Load a causal LM and its tokenizer, optionally wrapped with LoRA.
+
+    Args:
+        name_or_path: ``"embedded"``, ``"embedded-sums"``, ``"qwen2.5-0.5b" | "qwen2.5-1.5b" | "qwen2.5-3b"``, a Hub
+            id or a local folder.
+        lora: None/False (full model), True (:func:`lora_config` defaults, r = 16) or a
+            ``peft.LoraConfig``.
+        dtype: ``"auto"`` (bf16 on a bf16-capable GPU, else float32), a name or a torch.dtype.
+        device: ``"cuda"``, ``"cpu"``, ...; default cuda when available.
+        gradient_checkpointing: trade compute for memory (16 GB cards).
+
+    Returns:
+        (model, tokenizer); the tokenizer pads on the left (for generation) and has a pad token.
+
+    >>> model, tokenizer = load_policy("embedded", device="cpu")
+    >>> type(model).__name__, model.dtype, tokenizer.padding_side, tokenizer.pad_token
+    ('Qwen2ForCausalLM', torch.float32, 'left', '<|endoftext|>')
+
+    LoRA r = 16 on 4 layers: q, o (128 -> 128), k, v (128 -> 64) and gate, up, down (128 <-> 384)
+    train 16 * (4 * 256 + 2 * 192 + 3 * 512) = 38,912 parameters per layer:
+
+    >>> peft_model, _ = load_policy("embedded", lora=True, device="cpu")
+    >>> sum(p.numel() for p in peft_model.parameters() if p.requires_grad)
+    155648
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # the train extra: imported only when used
+
+    source = resolve_name(name_or_path)
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "left"
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=_dtype(dtype, device), use_safetensors=True,
+                                                 trust_remote_code=False).to(device)
+    if gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+        model.config.use_cache = False
+    if lora:
+        from peft import LoraConfig, get_peft_model  # the train extra: imported only when used
+
+        model = get_peft_model(model, lora if isinstance(lora, LoraConfig) else lora_config())
+    return model, tokenizer

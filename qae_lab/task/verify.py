@@ -1,0 +1,209 @@
+r"""An independent verifier: math-verify's reading of a completion's answer, as a 0/1 training reward.
+
+:mod:`qae_lab.task.answers` reads answers with its own grammar (exact numbers, no guessing). Where the
+optional ``math-verify`` package is installed (``pip install "qae-lab[verify]"``), this module
+asks it for a second opinion: :func:`math_verify_is_correct` judges a completion with math-verify's
+LaTeX reader and its symbolic / numeric comparison, and :func:`math_verify_reward` is that verdict
+as TRL's 0/1 reward, the training reward ``"math_verify"`` of :data:`qae_lab.task.rewards.REWARDS`.
+``benchmarks/bench_math_verify.py`` measures where the two readers agree on GSM8K. Importing
+qae_lab never imports math_verify; :func:`available` looks for it without importing it, and
+:func:`qae_lab.task.rewards.check_reward` refuses ``reward="math_verify"`` when it is absent.
+
+The verdict keeps the strict format of :func:`qae_lab.task.answers.strict_is_correct`: a completion
+scores only when it stops right after a closing ``</answer>`` (:func:`~qae_lab.task.answers.ends_at_answer`),
+so the reward cannot pay an answer that runs on; what differs from ``"strict"`` is only how the
+content of that last ``<answer>`` block is read and compared. Like ``"strict"``, its success band
+is (0, 1): ``success_threshold`` = 0.5 counts exactly the rewarded responses.
+
+Model output is data, never code. math-verify's default extraction has two readers. Its expression
+reader hands the matched text to ``sympy.parse_expr``, which runs Python ``eval``. Its LaTeX reader
+(``latex2sympy2_extended``) parses with an ANTLR grammar into sympy objects, but converts each number
+token with ``sympy.Number(text)``, which sympifies (evals) the token's text. So, three guards:
+
+1. only the LaTeX reader is used (``LatexExtractionConfig``), never the expression reader;
+2. it is handed nothing but the content of the final answer block, and only when that content
+   passes :func:`safe_answer`: at most ``MAX_CHARS`` characters of digits, ASCII letters,
+   whitespace, ``, . $ % + - / = { }`` and the LaTeX commands of ``_COMMANDS``; no brackets,
+   quotes, ``_``, ``^``, ``!`` or ``*``, so no call, subscript, power or factorial can be written,
+   and the only text that can reach ``eval`` is a number token of digits and separators;
+3. the gold is built as ``sympy.Rational`` from :func:`qae_lab.task.answers.gold_value` (no parsing).
+
+What passes the guard is short and has no power, factorial, integral or sum, so reading and
+comparing it is bounded work: math-verify's timeouts (``signal.alarm``, which works only on the
+main thread, while notebook 04 trains on a thread of its own) are switched off, and its one
+warning about that is filtered.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import re
+
+from qae_lab.task.answers import completion_text, gold_value
+
+__all__ = ["MAX_CHARS", "MAX_DEPTH", "available", "answer_block", "safe_answer", "math_verify_is_correct", "reading",
+           "math_verify_reward"]
+
+MAX_CHARS = 100  # answer blocks longer than this are not handed to math-verify (score 0)
+MAX_DEPTH = 3  # brace groups nested deeper than this are not handed to math-verify (score 0)
+_COMMANDS = r"(?:d|t)?frac|boxed|text|textbf|mathrm|mathbf|times|cdot"  # the LaTeX commands allowed
+# how many brace arguments each allowed command takes: the only places a "{" may open
+_ARGUMENTS = {"frac": 2, "dfrac": 2, "tfrac": 2, "boxed": 1, "text": 1, "textbf": 1, "mathrm": 1, "mathbf": 1}
+_TOKEN = re.compile(r"\{,\}|\\[A-Za-z]++|\\.|[{}]|\s++|[^{}\\\s]")  # "{,}", a command, an escape, a brace, ...
+_SAFE = re.compile(r"(?:[0-9A-Za-z \t\r\n,.$%+\-/={}]|\\(?:" + _COMMANDS + r")(?![A-Za-z])|\\[$%,;! ])*+")
+_OPEN = re.compile(r"<[ \t]*+answer[ \t]*+>", re.IGNORECASE)
+_CLOSE_AT_END = re.compile(r"<[ \t]*+/[ \t]*+answer[ \t]*+>\s*+\Z", re.IGNORECASE)
+_TIMEOUT_OFF = "Timeout is disabled"  # math-verify's warning when its signal timeouts are off
+
+
+def available() -> bool:
+    """True when the optional ``math-verify`` package can be imported (it is not imported here).
+
+    >>> isinstance(available(), bool)
+    True
+    """
+    return importlib.util.find_spec("math_verify") is not None
+
+
+def answer_block(text: str) -> str | None:
+    r"""The stripped content of the final ``<answer>...</answer>`` block when the text stops right
+    after it (whitespace aside), else None.
+
+    >>> answer_block("<reasoning>\n3 + 4 = 7\n</reasoning>\n<answer>\n7\n</answer>\n")
+    '7'
+    >>> answer_block("<answer>7</answer> and more") is None, answer_block("7</answer>") is None
+    (True, True)
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"text must be a str, got {type(text).__name__}")
+    close = _CLOSE_AT_END.search(text)
+    if close is None:
+        return None
+    opening = None
+    for opening in _OPEN.finditer(text, 0, close.start()):
+        pass
+    return None if opening is None else text[opening.end():close.start()].strip()
+
+
+def _groups_ok(span: str) -> bool:
+    r"""True iff every brace group of ``span`` is an argument of an allowed command (``\frac{3}{4}``,
+    ``\text{18}``) or the thousands separator ``{,}``, the braces balance, and no group lies more than
+    ``MAX_DEPTH`` deep. One pass over at most ``MAX_CHARS`` characters."""
+    stack: list[int] = []  # per open group: the brace arguments its command still takes once it closes
+    pending = 0  # brace arguments the last command still takes
+    for token in _TOKEN.findall(span):
+        if token == "{":
+            if not pending or len(stack) == MAX_DEPTH:
+                return False  # a bare group ("{1}", a set to math-verify), or too deep
+            stack.append(pending - 1)
+            pending = 0
+        elif token == "}":
+            if not stack:
+                return False  # closes nothing
+            pending = stack.pop()
+        elif token.startswith("\\"):
+            pending = _ARGUMENTS.get(token[1:], 0)
+        elif not token.isspace():
+            pending = 0  # "\frac12", "\frac 1{2}": an argument without braces ends the command's
+    return not stack
+
+
+def safe_answer(span: str) -> bool:
+    r"""True iff ``span`` may be handed to math-verify: non-blank, at most ``MAX_CHARS`` characters,
+    all of them in the whitelist of the module docstring, and its braces only arguments of the
+    allowed commands (or ``{,}``), balanced and nested at most ``MAX_DEPTH`` deep.
+
+    >>> [safe_answer(s) for s in ("18", r"\$1,000.50", r"\boxed{\frac{3}{4}}", "x = 5 apples", "50%", "1{,}000")]
+    [True, True, True, True, True, True]
+    >>> [safe_answer(s) for s in ("__import__('os')", "2^100", "5!", r"\int_0^1 x", "(1)", "", "1" * 101)]
+    [False, False, False, False, False, False, False]
+    >>> [safe_answer(s) for s in ("{1}", r"\frac{1}{2", r"\text{1}}", r"\frac{\frac{\frac{\frac{1}{2}}{2}}{2}}{2}")]
+    [False, False, False, False]
+    """
+    if not isinstance(span, str):
+        raise ValueError(f"span must be a str, got {type(span).__name__}")
+    return (bool(span.strip()) and len(span) <= MAX_CHARS and _SAFE.fullmatch(span) is not None
+            and _groups_ok(span))
+
+
+class _DropTimeoutWarning(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(_TIMEOUT_OFF)
+
+
+def _math_verify():
+    """The math_verify module (the ``verify`` extra), imported on first use, its timeout warning filtered."""
+    try:
+        import math_verify  # the optional `verify` extra: pip install "qae-lab[verify]"
+    except ImportError as err:
+        raise ImportError('the "math_verify" verdict needs the math-verify package: '
+                          'pip install "qae-lab[verify]"') from err
+    for name in ("math_verify.parser", "math_verify.grader"):
+        log = logging.getLogger(name)
+        if not any(isinstance(f, _DropTimeoutWarning) for f in log.filters):
+            log.addFilter(_DropTimeoutWarning())
+    return math_verify
+
+
+def math_verify_is_correct(completion, gold) -> bool:
+    r"""True iff the completion stops right after its final ``</answer>`` and math-verify finds that
+    block's content equal to ``gold``. Content that fails :func:`safe_answer` is never handed to
+    math-verify: False.
+
+    Args:
+        completion: a str, a message dict or a list of message dicts
+            (:func:`qae_lab.task.answers.completion_text`).
+        gold: the reference answer, as in :func:`qae_lab.task.answers.gold_value` ("1,000", "3/4", 7).
+
+    Returns:
+        bool.
+
+    >>> c = "<reasoning>\n3 + 4 = 7\n</reasoning>\n<answer>\n{}\n</answer>"
+    >>> [math_verify_is_correct(c.format(a), "7") for a in ("7", r"\boxed{7}", "7.00", "$7", "8")]
+    [True, True, True, True, False]
+    >>> math_verify_is_correct(c.format("7") + " and on", "7")
+    False
+    """
+    target = gold_value(gold)
+    parsed = reading(completion_text(completion))
+    if not parsed:
+        return False
+    import sympy  # a dependency of torch; imported here, beside math_verify, which needs it
+
+    return _math_verify().verify(sympy.Rational(target.numerator, target.denominator), parsed, timeout_seconds=None)
+
+
+def reading(text: str) -> list | None:
+    r"""What math-verify reads in the final answer block of ``text``: its ``parse`` result (empty where it reads
+    nothing), or None where it is not asked: the text does not stop right after ``</answer>``, or the block
+    fails :func:`safe_answer`.
+
+    >>> reading("<answer>\n__import__('os')\n</answer>") is None, reading("<answer>7</answer> and on") is None
+    (True, True)
+    """
+    span = answer_block(text)
+    if span is None or not safe_answer(span):
+        return None
+    mv = _math_verify()
+    # the LaTeX reader only (module docstring); no signal timeouts: the input is short and power-free
+    return mv.parse("\\boxed{" + span + "}", [mv.LatexExtractionConfig()], parsing_timeout=None)
+
+
+def math_verify_reward(completions, gold, **kwargs) -> list[float]:
+    r"""1.0 iff :func:`math_verify_is_correct`, else 0.0: the training reward ``"math_verify"``.
+
+    Needs the ``verify`` extra. Arguments as :func:`qae_lab.task.rewards.strict_correctness_reward`;
+    further keyword arguments (what TRL passes) are ignored.
+
+    >>> math_verify_reward(["<answer>\n1,000\n</answer>", "<answer>1000</answer> more", "<answer>999</answer>"],
+    ...                    gold=["1000", "1000", "1000"])
+    [1.0, 0.0, 0.0]
+    """
+    if isinstance(completions, (str, bytes)) or not isinstance(completions, (list, tuple)):
+        raise ValueError(f"completions must be a list of completions, got {type(completions).__name__}")
+    if isinstance(gold, (str, bytes)) or not isinstance(gold, (list, tuple)) or len(gold) != len(completions):
+        raise ValueError(f"gold must be a list with one answer per completion ({len(completions)}), "
+                         f"got {gold!r:.80}")
+    targets = [gold_value(g) for g in gold]  # every gold checked before anything is scored
+    return [1.0 if math_verify_is_correct(c, g) else 0.0 for c, g in zip(completions, targets)]

@@ -1,0 +1,1 @@
+"""Exact small models of the theory, pure torch: the softmax bandit, the gate's sparsity and the sequence policy with its training."""

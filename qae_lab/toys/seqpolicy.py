@@ -1,0 +1,651 @@
+r"""An exact autoregressive softmax policy over short sequences, and its entropy ledger: realised, expected and estimated first-order changes.
+
+An exact autoregressive softmax policy over short sequences: notebook 01's bandit, made sequential.
+
+QAE's entropy argument (arXiv 2509.22611, sec. 4) and Cui et al. 2025 (arXiv 2505.22617) reduce a prompt
+to a one-step softmax bandit (:mod:`qae_lab.toys.bandit`). Training is autoregressive: a response y = (y_1..y_L)
+is drawn token by token from pi(y_t | y_<t). Here every prefix s = y_<t (a "state") has its own logit row
+z_s, so the policy is exact and small enough to enumerate:
+
+    pi(y) = prod_t softmax(z_{y_<t})[y_t]                                   (the sequence policy, S1)
+    H(pi) = -sum_y pi(y) log pi(y) = sum_s rho(s) H(pi(.|s))                (entropy chain rule, S2)
+    p     = E_{y~pi}[r(y)]                                                  (success rate, S3)
+
+rho(s) is the probability that a response starts with the prefix s. A prompt's logits form one table of
+n = (V**L - 1)/(V - 1) rows (prefixes of length 0..L-1) of V logits; prefix y_<t has index
+(V**t - 1)/(V - 1) + (y_1..y_{t-1} read as a base-V number), so the V**t prefixes of length t are
+contiguous and their children, flattened, are the prefixes of length t + 1 in order. Sequence y has
+index sum_t y_t V**(L-t) (first token most significant).
+
+:func:`make_tasks` builds prompts with verifiable 0/1 rewards (a checksum rule, :func:`describe_rule`)
+whose success rates spread over both of QAE's regimes. The sampled update, the ledgers and the training
+simulation are in :mod:`qae_lab.toys.seqpolicy_training` and :mod:`qae_lab.toys.seqpolicy`.
+
+Shapes: S seeds, P prompts, G group size, Y = V**L sequences, L positions, V vocabulary, n prefixes;
+every function takes any leading dimensions (...). Departures: none from the maths; the reward rule,
+the difficulty spread and the "peaked" start are this lab's choices, not the papers'.
+
+The former ``seqpolicy_ledger`` module: the entropy ledger of the exact sequence policy: realised, expected and estimated first-order changes.
+
+For the tabular policy of :mod:`qae_lab.toys.seqpolicy` the sequence entropy H(pi) (eq. S2) is an exact,
+differentiable function of the logit tables, so the first-order change of an update dz is known exactly:
+
+    dH ~= grad_z H . dz                                                              (first order, LG1)
+
+with the gradient in closed form, the entropy's own policy gradient (a token's "reward" is -log pi):
+
+    grad_{z_{s,a}} H = rho(s) pi(a|s) (Q(s,a) - F(s)),  Q(s,a) = -log pi(a|s) + F(s a),  F(s) = E_{a~pi}Q(s,a) (LG4)
+
+(F(s): the entropy still to come after prefix s, 0 after L tokens; :func:`snapshot`).
+
+A policy-gradient pass moves the logits by dz = eta/N_tok sum_{i,t} A~_{i,t} grad_z log pi(y_{i,t} | y_{i,<t})
+(N_tok tokens of the batch, A~ the advantage each token's gradient carries), a sum over samples, so the change
+splits exactly into each sample's share
+
+    grad_z H . grad_z log pi(a | s) = g_{s,a} - sum_b pi(b|s) g_{s,b} =: u_{s,a},   g = grad_z H     (LG2)
+
+and each sample's share is eta/N_tok sum_t A~_{i,t} u_{i,t}: split by the sign of A_i and by QAE's regime of
+its prompt (arXiv 2509.22611), this is the ledger of :mod:`qae_lab.ledger` computed exactly (sampled, "(a)").
+
+The expectation over the group, "(b)": given the group's success count c ~ Binomial(G, p), the correct samples
+are iid from pi(.|r=1) and the wrong ones from pi(.|r=0), and with 0/1 rewards every group baseline (mean,
+K-quantile, with or without the group std) gives advantages A1(c), A0(c) that depend on c alone, so
+
+    E[grad H . dz] = eta/(P G L) sum_c Binom(c; G, p) [c A1(c) h1 + (G - c) A0(c) h0]               (LG3)
+
+with h1 = E_{pi|r=1}[sum_t u_t] = grad H . E_{pi|r=1}[grad log pi(y)], h0 likewise (P prompts, L tokens each).
+Each term has the sign of its A and the regime of its c (hard: c <= G - ceil(K G)), so (LG3) splits exactly.
+
+Where the per-token estimators of :func:`qae_lab.ledger.entropy_change_terms` ("(c)") depart from (LG1):
+H(pi) = sum_s rho(s) H(s) changes through the states' entropies and through rho, the visitation of the states
+(:func:`entropy_gradients` returns both parts); the per-state terms ignore the second. And a sampled token's own
+step, A (e_a - pi) on the logits of its state s, changes H(s) by (Cui et al.'s Lemma 1 applied to that step)
+
+    dH(s) ~= -A [pi_a (log pi_a + H(s)) - sum_b pi_b^2 (log pi_b + H(s))]                         (LG5)
+
+which is the library's form "reinforce" (eq. L3); the form "pg" keeps the first term only (it models the step as
+pi A, exact in expectation only when E_{a~pi}[A] = 0 at s, which group advantages do not give), and the form "npg",
+what the trainer logs, is the one-sample estimate -(log pi_a + H(s)) A of Cui et al.'s covariance for a natural-
+gradient-like step dz_{s,b} = A(s, b).
+rho(s_t) times (LG5), summed over the batch, is exactly the part of (LG1) through the states' own entropies
+(:mod:`qae_lab.toys.seqpolicy_training` computes it so, from the same library call).
+
+Departures: the split by seed is vectorised here (:func:`split_parts`), equal to :func:`qae_lab.ledger.
+ledger_parts` row for row (tested), which returns one batch's floats. Shapes: S seeds, P prompts, G group size,
+L positions, V vocabulary, n prefixes, Y = V**L sequences.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import NamedTuple
+
+import torch
+
+from qae_lab._checks import (
+    as_real_tensor,
+    check_choice,
+    check_finite_scalar,
+    check_group_size,
+    check_int,
+    check_positive,
+)
+from qae_lab.advantages import group_advantages, hard_regime
+from qae_lab.ledger import LEDGER_PARTS
+from qae_lab.toys.sparsity import canonical_groups
+
+__all__ = ['MAX_SEQUENCES', 'STARTS', 'n_prefixes', 'space_of', 'sequence_positions', 'enumerate_sequences', 'path_sum', 'sequence_logprobs', 'sequence_entropy', 'state_entropies', 'prefix_reach', 'success_rate', 'sampled_values', 'Tasks', 'make_tasks', 'task_batch', 'describe_rule', 'Snapshot', 'snapshot', 'entropy_gradients', 'score_dot', 'split_parts', 'advantage_table', 'expected_ledger']
+
+
+MAX_SEQUENCES = 2 ** 16  # V**L at most: every quantity is exact by enumeration
+STARTS = ("flat", "peaked")
+
+
+def n_prefixes(vocab: int, length: int) -> int:
+    r"""The number of states (prefixes of length 0..L-1), n = (V**L - 1)/(V - 1); checks V, L.
+
+    Args:
+        vocab: V in [2, 8]. length: L in [1, 8], with V**L <= 2**16.
+
+    >>> n_prefixes(2, 2), n_prefixes(4, 5)
+    (3, 341)
+    >>> n_prefixes(8, 8)
+    Traceback (most recent call last):
+    ValueError: vocab**length must be <= 65536 (every sequence is enumerated), got 8**8 = 16777216
+    """
+    v, l = check_int(vocab, "vocab", 2, 8), check_int(length, "length", 1, 8)
+    if v ** l > MAX_SEQUENCES:
+        raise ValueError(f"vocab**length must be <= {MAX_SEQUENCES} (every sequence is enumerated), "
+                         f"got {v}**{l} = {v ** l}")
+    return (v ** l - 1) // (v - 1)
+
+
+def space_of(z) -> tuple[int, int]:
+    r"""(V, L) of a logit table z of shape (..., n, V), or ``ValueError`` naming ``z``.
+
+    >>> space_of(torch.zeros(2, 7, 2))
+    (2, 3)
+    """
+    if not isinstance(z, torch.Tensor) or z.dim() < 2:
+        raise ValueError(f"z must be a tensor of shape (..., n_prefixes, V), got {type(z).__name__}"
+                         + (f" of shape {tuple(z.shape)}" if isinstance(z, torch.Tensor) else ""))
+    v, n = z.shape[-1], z.shape[-2]
+    for l in range(1, 9):
+        if 2 <= v <= 8 and v ** l <= MAX_SEQUENCES and (v ** l - 1) // (v - 1) == n:
+            return v, l
+    raise ValueError(f"z must have shape (..., (V**L - 1)/(V - 1), V) with V in [2, 8], L in [1, 8], "
+                     f"got {tuple(z.shape)}")
+
+
+def _logits(z) -> torch.Tensor:
+    z = as_real_tensor(z, "z")
+    space_of(z)
+    return z if z.dtype == torch.float64 else z.double()
+
+
+def sequence_positions(y, vocab: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""The tokens y_t and prefix (state) indices of sequences given by their indices.
+
+    Args:
+        y: (...) integer tensor of sequence indices in [0, V**L).
+        vocab, length: V and L (:func:`n_prefixes`).
+
+    Returns:
+        (tokens, prefixes): two (..., L) long tensors.
+
+    >>> tok, pre = sequence_positions(torch.tensor([0, 3, 6]), 2, 3)   # 000, 011, 110
+    >>> tok.tolist(), pre.tolist()
+    ([[0, 0, 0], [0, 1, 1], [1, 1, 0]], [[0, 1, 3], [0, 1, 4], [0, 2, 6]])
+    """
+    n_prefixes(vocab, length)
+    y = torch.as_tensor(y)
+    if y.is_floating_point() or y.is_complex() or y.dtype == torch.bool:
+        raise ValueError(f"y must be an integer tensor of sequence indices, got dtype {y.dtype}")
+    if y.numel() and (int(y.min()) < 0 or int(y.max()) >= vocab ** length):
+        raise ValueError(f"y must lie in [0, {vocab ** length}) (vocab**length), got {int(y.min())}..{int(y.max())}")
+    t = torch.arange(length)
+    # y_t = digit t of y in base V; prefix y_<t has index (V**t - 1)/(V - 1) + y // V**(L - t)
+    tokens = (y[..., None] // vocab ** (length - 1 - t)) % vocab  # (..., L)
+    offset = (vocab ** t - 1) // (vocab - 1)  # (L,)
+    return tokens, offset + y[..., None] // vocab ** (length - t)
+
+
+def enumerate_sequences(vocab: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""All V**L sequences: their tokens and prefix indices at each position, two (Y, L) long tensors.
+
+    >>> tok, pre = enumerate_sequences(2, 2)
+    >>> tok.tolist(), pre.tolist()
+    ([[0, 0], [0, 1], [1, 0], [1, 1]], [[0, 1], [0, 1], [0, 2], [0, 2]])
+    """
+    n_prefixes(vocab, length)
+    return sequence_positions(torch.arange(vocab ** length), vocab, length)
+
+
+def path_sum(edge, length: int | None = None) -> torch.Tensor:
+    r"""sum_t edge[y_<t, y_t] for every sequence y: a per-(state, token) table summed along each path.
+
+    With edge = log pi(.|s) this is log pi(y) (eq. S1). Computed level by level (the prefixes of length t
+    are contiguous), without an (..., Y, L) gather.
+
+    Args:
+        edge: (..., n, V) real tensor. length: L (checked against n; None: inferred).
+
+    Returns:
+        (..., Y) tensor; gradients flow.
+
+    >>> path_sum(torch.tensor([[1.0, 2.0], [10.0, 20.0], [100.0, 200.0]]))   # V = 2, L = 2
+    tensor([ 11.,  21., 102., 202.])
+    """
+    v, l = space_of(edge)
+    if length is not None and length != l:
+        raise ValueError(f"length must be {l} for a table of {edge.shape[-2]} prefixes of V = {v}, got {length}")
+    return _reach_and_paths(edge)[1]
+
+
+def sequence_logprobs(z) -> torch.Tensor:
+    r"""log pi(y) = sum_t log softmax(z_{y_<t})[y_t] for all sequences (eq. S1): (..., n, V) -> (..., Y).
+
+    >>> sequence_logprobs(torch.zeros(3, 2)).exp()                  # uniform: 1/4 each
+    tensor([0.2500, 0.2500, 0.2500, 0.2500], dtype=torch.float64)
+    """
+    return path_sum(_log_softmax(_logits(z)))
+
+
+def sequence_entropy(z) -> torch.Tensor:
+    r"""H(pi) = -sum_y pi(y) log pi(y) in nats, by enumeration (eq. S2): (..., n, V) -> (...).
+
+    >>> round(float(sequence_entropy(torch.zeros(3, 2))), 6) == round(2 * math.log(2), 6)
+    True
+    """
+    return _entropy(_logits(z))
+
+
+def _entropy(z: torch.Tensor) -> torch.Tensor:
+    """H(pi) of checked float64 logits (..., n, V) -> (...)."""
+    lp = path_sum(_log_softmax(z))
+    return -(lp.exp() * lp).sum(-1)
+
+
+def state_entropies(z) -> torch.Tensor:
+    r"""H(pi(.|s)) of every state s in nats: (..., n, V) -> (..., n).
+
+    >>> [round(h, 4) for h in state_entropies(torch.tensor([[0.0, 0.0], [0.0, -2.0], [0.0, 0.0]])).tolist()]
+    [0.6931, 0.3653, 0.6931]
+    """
+    lp = _log_softmax(_logits(z))
+    return -(lp.exp() * lp).sum(-1)
+
+
+def prefix_reach(z) -> torch.Tensor:
+    r"""rho(s) = pi(y_<t = s), the probability that a response starts with prefix s: (..., n, V) -> (..., n).
+
+    With it, H(pi) = sum_s rho(s) H(pi(.|s)) (eq. S2).
+
+    >>> [round(r, 6) for r in prefix_reach(torch.tensor([[0.0, math.log(3)], [0.0, 0.0], [0.0, 0.0]])).tolist()]
+    [1.0, 0.25, 0.75]
+    """
+    return _reach_and_paths(_log_softmax(_logits(z)))[0].exp()
+
+
+def _log_softmax(z: torch.Tensor) -> torch.Tensor:
+    """log softmax over the last dimension; for V <= 8 about twice as fast as torch.log_softmax on a CPU."""
+    zc = z - z.detach().amax(-1, keepdim=True)
+    return zc - (zc.exp() @ torch.ones(z.shape[-1], 1, dtype=z.dtype)).log()
+
+
+def _reach_and_paths(lp: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """log rho(s) of every prefix (..., n) and log pi(y) of every sequence (..., Y) from log pi (..., n, V)."""
+    v, l = space_of(lp)
+    levels, acc = [torch.zeros_like(lp[..., 0, :1])], lp[..., 0, :]  # rho(root) = 1
+    for t in range(1, l):
+        levels.append(acc)
+        lo = (v ** t - 1) // (v - 1)
+        # child (prefix m, token a) of length t + 1 has index m * V + a among its level
+        acc = (acc[..., :, None] + lp[..., lo:lo + v ** t, :]).flatten(-2)  # (..., V**(t+1))
+    return torch.cat(levels, -1), acc
+
+
+def success_rate(z, rewards) -> torch.Tensor:
+    r"""p = E_{y~pi}[r(y)] (eq. S3). Args: z (..., n, V); rewards (..., Y). Returns (...).
+
+    >>> success_rate(torch.zeros(3, 2), torch.tensor([1.0, 0, 0, 1]))
+    tensor(0.5000, dtype=torch.float64)
+    """
+    lp = sequence_logprobs(z)
+    r = as_real_tensor(rewards, "rewards").to(lp)
+    if r.shape[-1] != lp.shape[-1]:
+        raise ValueError(f"rewards must have {lp.shape[-1]} sequences (V**L) last, got shape {tuple(r.shape)}")
+    return (lp.exp() * r).sum(-1)
+
+
+def sampled_values(table, y) -> torch.Tensor:
+    r"""table[..., y_<t, y_t] at every position of sampled sequences: the per-token values of a batch.
+
+    Args:
+        table: (..., n, V) per-(state, token) values (e.g. log pi, with gradient).
+        y: (..., G) long sequence indices, the leading dims of ``table``.
+
+    Returns:
+        (..., G, L) tensor.
+
+    >>> lp = torch.log_softmax(torch.tensor([[0.0, 0.0], [0.0, 1.0], [2.0, 0.0]]), -1)
+    >>> torch.allclose(sampled_values(lp, torch.tensor([1, 2])).sum(-1), path_sum(lp)[[1, 2]])
+    True
+    """
+    v, l = space_of(table)
+    tokens, prefixes = sequence_positions(y, v, l)  # (..., G, L)
+    flat = table.flatten(-2)  # (..., n * V)
+    idx = (prefixes * v + tokens).flatten(-2)  # (..., G * L)
+    return flat.gather(-1, idx).view(*y.shape, l)  # (..., G, L)
+
+
+class Tasks(NamedTuple):
+    r"""Prompts of the sequence policy: initial ``logits`` (P, n, V) (or (S, P, n, V)), 0/1 ``rewards``
+    (P, Y) and each prompt's ``rules`` (dicts ``weights``, ``modulus``, ``below``, :func:`describe_rule`).
+
+    >>> make_tasks(2, 2, 2, seed=0).rewards.shape
+    torch.Size([2, 4])
+    """
+
+    logits: torch.Tensor
+    rewards: torch.Tensor
+    rules: list
+
+
+def describe_rule(rule: dict) -> str:
+    r"""The reward rule in words: r(y) = 1 iff (sum_t a_t y_t) mod m < c, a checksum of the tokens.
+
+    >>> describe_rule({"weights": [1, 3], "modulus": 5, "below": 2})
+    'r(y) = 1 iff (1*y1 + 3*y2) mod 5 < 2'
+    """
+    terms = " + ".join(f"{a}*y{t + 1}" for t, a in enumerate(rule["weights"]))
+    return f"r(y) = 1 iff ({terms}) mod {rule['modulus']} < {rule['below']}"
+
+
+def _targets(n: int) -> torch.Tensor:
+    """Success-rate targets: one in eight prompts very hard (0.05), the rest spread over 0.15..0.9."""
+    very_hard = n // 8
+    return torch.cat([torch.full((very_hard,), 0.05, dtype=torch.float64),
+                      torch.linspace(0.15, 0.9, n - very_hard, dtype=torch.float64)])
+
+
+def _pick_rule(pi: torch.Tensor, tokens: torch.Tensor, target: float, gen: torch.Generator,
+               n_candidates: int) -> tuple[dict, torch.Tensor]:
+    """The checksum rule among random candidates whose success rate under pi (Y,) is closest to target."""
+    y_count, length = tokens.shape
+    m = torch.randint(2, 21, (n_candidates,), generator=gen)  # moduli 2..20
+    a = 1 + (torch.rand(n_candidates, length, generator=gen) * (m[:, None] - 1)).long()  # weights 1..m-1
+    res = (tokens @ a.T) % m  # (Y, C) residues
+    mass = torch.zeros(n_candidates, 20, dtype=torch.float64)  # (C, 20): the pi-mass of each residue
+    mass.scatter_add_(1, res.T, pi.expand(n_candidates, y_count))
+    p = mass.cumsum(1)[:, :-1]  # (C, 19): p for "residue < c", c = 1..19
+    c = torch.arange(1, 20)
+    ok = (c[None] < m[:, None]) & (p > 1e-9) & (p < 1 - 1e-9)
+    best = int(torch.where(ok, (p - target).abs(), torch.full_like(p, math.inf)).flatten().argmin())
+    i, j = divmod(best, 19)
+    rule = {"weights": a[i].tolist(), "modulus": int(m[i]), "below": int(c[j])}
+    return rule, (res[:, i] < c[j]).double()
+
+
+def make_tasks(n_prompts: int, vocab: int, length: int, *, start: str = "flat", seed: int = 0,
+               sharpness: float = 3.0, n_candidates: int = 256) -> Tasks:
+    r"""P prompts, each its own logit table and its own verifiable reward, success rates spread over K = 0.4's regimes.
+
+    Reward rule (a checksum, :func:`describe_rule`): r(y) = 1 iff (sum_t a_t y_t) mod m < c, with
+    prompt-specific weights a_t in [1, m-1], modulus m in [2, 20] and threshold c, chosen among
+    ``n_candidates`` random rules as the one whose success rate under the initial policy lies
+    closest to the prompt's target: one prompt in eight targets 0.05 (very hard), the others spread
+    evenly over 0.15..0.9, so some are hard (p <= 0.6) and some easy (p > 0.6). Every prompt has at least
+    one correct and one wrong sequence.
+
+    Args:
+        n_prompts: P >= 1. vocab, length: V and L (:func:`n_prefixes`).
+        start: ``"flat"`` (all logits 0, the uniform policy) or ``"peaked"`` (pretrained-like:
+            logits ``sharpness * N(0, 1)``, a low entropy at every state).
+        seed: the task's random seed. sharpness: >= 0, the peaked logits' scale.
+        n_candidates: random rules tried per prompt, >= 1.
+
+    Returns:
+        :class:`Tasks` with logits (P, n, V) float64, rewards (P, Y) float64 and P rules.
+
+    >>> t = make_tasks(8, 4, 5, start="peaked", seed=0)
+    >>> p = success_rate(t.logits, t.rewards)
+    >>> bool(p.min() < 0.1), bool((p <= 0.6).any() and (p > 0.6).any())
+    (True, True)
+    """
+    n = n_prefixes(vocab, length)
+    p_count = check_int(n_prompts, "n_prompts", 1)
+    check_choice(start, "start", STARTS)
+    sharpness = check_finite_scalar(sharpness, "sharpness")
+    if sharpness < 0:
+        raise ValueError(f"sharpness must be >= 0, got {sharpness}")
+    check_int(n_candidates, "n_candidates", 1)
+    gen = torch.Generator().manual_seed(check_int(seed, "seed", 0))
+    z = torch.zeros(p_count, n, vocab, dtype=torch.float64)
+    if start == "peaked":
+        z = sharpness * torch.randn(p_count, n, vocab, generator=gen, dtype=torch.float64)
+    tokens, _ = enumerate_sequences(vocab, length)  # (Y, L)
+    pi = sequence_logprobs(z).exp()  # (P, Y)
+    rules, rewards = [], []
+    for q, target in enumerate(_targets(p_count).tolist()):
+        rule, r = _pick_rule(pi[q], tokens, target, gen, n_candidates)
+        rules.append(rule)
+        rewards.append(r)
+    return Tasks(z, torch.stack(rewards), rules)
+
+
+def task_batch(n_seeds: int, n_prompts: int, vocab: int, length: int, *, start: str = "flat", seed: int = 0,
+               sharpness: float = 3.0) -> Tasks:
+    r"""S independent task sets (seeds ``seed .. seed + S - 1`` of :func:`make_tasks`), stacked: logits
+    (S, P, n, V), rewards (S, P, Y), rules a list of S lists.
+
+    >>> task_batch(3, 4, 2, 3).logits.shape
+    torch.Size([3, 4, 7, 2])
+    """
+    check_int(n_seeds, "n_seeds", 1)
+    sets = [make_tasks(n_prompts, vocab, length, start=start, seed=seed + s, sharpness=sharpness)
+            for s in range(n_seeds)]
+    return Tasks(torch.stack([t.logits for t in sets]), torch.stack([t.rewards for t in sets]),
+                 [t.rules for t in sets])
+
+
+class Snapshot(NamedTuple):
+    r"""The exact quantities of a policy that one update's ledgers need.
+
+    Fields: ``lp`` (..., n, V) log pi(.|s); ``log_pi_y`` (..., Y) log pi(y); ``rho`` (..., n) the prefixes'
+    reach; ``h`` (...) H(pi); ``g`` (..., n, V) = grad_z H. All detached.
+
+    >>> round(float(snapshot(torch.zeros(3, 2)).h), 4)
+    1.3863
+    """
+
+    lp: torch.Tensor
+    log_pi_y: torch.Tensor
+    rho: torch.Tensor
+    h: torch.Tensor
+    g: torch.Tensor
+
+
+def snapshot(z) -> Snapshot:
+    r"""The :class:`Snapshot` of logits z (..., n, V): H = sum_s rho(s) H(s) (eq. S2) and its exact gradient.
+
+    The gradient is the entropy's own policy gradient (the "reward" of a token is -log pi, eq. LG4):
+
+        grad_{z_{s,a}} H = rho(s) pi(a|s) (Q(s,a) - F(s)),   Q(s,a) = -log pi(a|s) + F(s a),
+        F(s) = sum_a pi(a|s) Q(s,a) (the entropy still to come after prefix s; F = 0 after L tokens),
+
+    computed by one backward sweep over the levels; ``tests/toys/test_seqpolicy.py`` checks it against autograd.
+
+    >>> snap = snapshot(torch.tensor([[1.0, 0.0], [0.0, 0.0], [0.0, 2.0]]))
+    >>> bool(torch.allclose(snap.h, sequence_entropy(torch.tensor([[1.0, 0.0], [0.0, 0.0], [0.0, 2.0]]))))
+    True
+    """
+    return _snapshot(_logits(z).detach())
+
+
+def _snapshot(z: torch.Tensor) -> Snapshot:
+    """:func:`snapshot` of checked float64 logits."""
+    v, l = space_of(z)
+    lp = _log_softmax(z)  # (..., n, V)
+    pi = lp.exp()
+    log_rho, log_pi_y = _reach_and_paths(lp)  # (..., n), (..., Y)
+    q = -lp  # (..., n, V): Q(s, a), the children's F added level by level from the deepest
+    f_levels = []
+    for t in range(l - 1, -1, -1):
+        lo = (v ** t - 1) // (v - 1)
+        if f_levels:
+            q[..., lo:lo + v ** t, :] += f_levels[-1].view(*q.shape[:-2], v ** t, v)
+        # F(s) = sum_a pi(a|s) Q(s, a)
+        f_levels.append((pi[..., lo:lo + v ** t, :] * q[..., lo:lo + v ** t, :]).sum(-1))  # (..., V**t)
+    f = torch.cat(f_levels[::-1], -1)  # (..., n): F(s) of every prefix, root first
+    # grad_{z_{s,a}} H = rho(s) pi(a|s) (Q(s,a) - F(s));  H = F(root) = sum_s rho(s) H(s)
+    g = log_rho.exp()[..., None] * pi * (q - f[..., None])
+    return Snapshot(lp, log_pi_y, log_rho.exp(), f[..., 0], g)
+
+
+def entropy_gradients(z) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    r"""H(pi), its gradient g = grad_z H, and the part of g through the states' own entropies.
+
+    H = sum_s rho(s) H(s) (eq. S2); g_state = grad_z sum_s rho(s) H(s) with rho held fixed, so
+    g - g_state is the part through the visitation rho (which the per-state ledger ignores).
+
+    Args:
+        z: (..., n, V) logits.
+
+    Returns:
+        (H (...), g (..., n, V), g_state (..., n, V)), float64, detached.
+
+    >>> h, g, g_state = entropy_gradients(torch.zeros(3, 2))      # uniform: H is at its maximum
+    >>> round(float(h), 4), float(g.abs().max()) < 1e-12
+    (1.3863, True)
+    """
+    snap = snapshot(z)
+    h_state = -(snap.lp.exp() * snap.lp).sum(-1)  # (..., n)
+    # rho(s) grad_{z_s} H(s) = -rho(s) pi(a|s) (log pi(a|s) + H(s))
+    g_state = -snap.rho[..., None] * snap.lp.exp() * (snap.lp + h_state[..., None])
+    return snap.h, snap.g, g_state
+
+
+def score_dot(g, z) -> torch.Tensor:
+    r"""u_{s,a} = g . grad_z log pi(a|s) = g_{s,a} - sum_b pi(b|s) g_{s,b} for every (state, token) (eq. LG2).
+
+    Args:
+        g: (..., n, V) a gradient (e.g. of H). z: (..., n, V) logits.
+
+    Returns:
+        (..., n, V) float64.
+
+    >>> score_dot(torch.tensor([[1.0, 0.0]]), torch.zeros(1, 2))     # V = 2, L = 1
+    tensor([[ 0.5000, -0.5000]], dtype=torch.float64)
+    """
+    z = _logits(z)
+    g = as_real_tensor(g, "g").to(z)
+    if g.shape != z.shape:
+        raise ValueError(f"g must have the shape of z {tuple(z.shape)}, got {tuple(g.shape)}")
+    return _score_dot(g, _log_softmax(z))
+
+
+def _score_dot(g: torch.Tensor, lp: torch.Tensor) -> torch.Tensor:
+    """u = g - sum_b pi_b g_b per state, for checked g and log pi (..., n, V)."""
+    return g - ((lp.exp() * g) @ torch.ones(g.shape[-1], 1, dtype=g.dtype))
+
+
+def split_parts(shares, advantages, hard) -> dict[str, torch.Tensor]:
+    r"""The ledger's parts (:data:`qae_lab.ledger.LEDGER_PARTS`) of per-sample shares, summed per leading row.
+
+    Like :func:`qae_lab.ledger.ledger_parts` with weight 1 and normaliser 1, for many batches at once:
+    ``dh`` sums every share, ``dh_pos`` / ``dh_neg`` those with A > 0 / A < 0, ``dh_hard`` / ``dh_easy``
+    those of hard / easy prompts, and the four cells.
+
+    Args:
+        shares: (S, N) each sample's share of the change. advantages: (S, N) their A (the sign splits).
+        hard: (S, N) bool, the sample's prompt is hard for QAE.
+
+    Returns:
+        dict of (S,) tensors.
+
+    >>> parts = split_parts(torch.tensor([[-0.4, 1.5, 0.2]]), torch.tensor([[1.0, -1.0, -1.0]]),
+    ...                     torch.tensor([[True, True, False]]))
+    >>> [round(float(parts[k][0]), 4) for k in ("dh", "dh_pos", "dh_neg", "dh_easy", "dh_hard_neg")]
+    [1.3, -0.4, 1.7, 0.2, 1.5]
+    """
+    d = as_real_tensor(shares, "shares", ndim=2)
+    a = as_real_tensor(advantages, "advantages", ndim=2).to(d)
+    hard = torch.as_tensor(hard, device=d.device)
+    if a.shape != d.shape or hard.shape != d.shape or hard.dtype != torch.bool:
+        raise ValueError(f"advantages and hard (bool) must have the shape of shares {tuple(d.shape)}, "
+                         f"got {tuple(a.shape)} and {tuple(hard.shape)} ({hard.dtype})")
+    out = {}
+    for sign, sel in (("pos", a > 0), ("neg", a < 0)):
+        for regime, rows in (("hard", hard), ("easy", ~hard)):
+            out[f"dh_{regime}_{sign}"] = (d * (sel & rows)).sum(-1)
+        out[f"dh_{sign}"] = out[f"dh_hard_{sign}"] + out[f"dh_easy_{sign}"]
+    out["dh"] = out["dh_pos"] + out["dh_neg"]  # A = 0 contributes nothing
+    out["dh_hard"] = out["dh_hard_pos"] + out["dh_hard_neg"]
+    out["dh_easy"] = out["dh_easy_pos"] + out["dh_easy_neg"]
+    return {k: out[k] for k in LEDGER_PARTS}
+
+
+def advantage_table(group_size: int, *, baseline: str = "quantile", k: float = 0.4, quantile_method: str = "paper",
+                    scale: str = "group") -> tuple[torch.Tensor, torch.Tensor]:
+    r"""A1(c), A0(c): the advantage of a correct and of a wrong response in a group with c of G correct.
+
+    From :func:`qae_lab.advantages.group_advantages` on the G + 1 groups (1,..,1, 0,..,0); 0 where the
+    group has no such response. ``scale="batch"`` is refused: its std mixes the other prompts' groups.
+
+    Returns:
+        two (G + 1,) float64 tensors.
+
+    >>> a1, a0 = advantage_table(4, baseline="quantile", k=0.4, scale="none")
+    >>> a1.tolist(), a0.tolist()                  # G = 4, K = 0.4: hard while c <= 2
+    ([0.0, 1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, -1.0, 0.0])
+    """
+    if scale == "batch":
+        raise ValueError("scale must be 'group' or 'none' for the expected ledger: with 'batch' the advantages "
+                         "depend on the other prompts' groups, not on c alone")
+    a1, a0 = _advantage_table(check_group_size(group_size, group_size), baseline, k, quantile_method, scale)
+    return a1.clone(), a0.clone()
+
+
+@functools.lru_cache(maxsize=64)
+def _advantage_table(g: int, baseline: str, k: float, quantile_method: str, scale: str):
+    """:func:`advantage_table`, computed once per setting (a training run asks at every step)."""
+    c = torch.arange(g + 1)
+    adv = group_advantages(canonical_groups(g), g, baseline=baseline, k=k, quantile_method=quantile_method,
+                           scale=scale).view(g + 1, g)
+    a1 = torch.where(c > 0, adv[:, 0], torch.zeros(g + 1, dtype=adv.dtype))
+    a0 = torch.where(c < g, adv[:, -1], torch.zeros(g + 1, dtype=adv.dtype))
+    return a1, a0
+
+
+def expected_ledger(z, rewards, *, group_size: int, eta: float, baseline: str = "quantile", k: float = 0.4,
+                    quantile_method: str = "paper", scale: str = "group", snap: Snapshot | None = None
+                    ) -> dict[str, torch.Tensor]:
+    r"""The exact expected first-order entropy change of one on-policy group update, split (eq. LG3).
+
+    One plain-SGD pass of the token-level (``bnpo``) loss without horizon weights: dz = eta/(P G L)
+    sum_i A_i grad log pi(y_i) for each prompt; the expectation is over the G sampled responses.
+
+    Args:
+        z: (..., P, n, V) logits of a batch of P prompts. rewards: (..., P, Y) 0/1 rewards.
+        group_size: G >= 2. eta: the step size. baseline, k, quantile_method, scale: as
+            :func:`qae_lab.advantages.group_advantages` (not ``scale="batch"``, :func:`advantage_table`).
+        snap: optional :func:`snapshot` of z, to save recomputing it.
+
+    Returns:
+        dict over :data:`qae_lab.ledger.LEDGER_PARTS` of (..., P) tensors: each prompt's expected change.
+
+    >>> z, r = torch.zeros(1, 3, 2), torch.tensor([[1.0, 0.0, 0.0, 0.0]])   # uniform: H is at its maximum
+    >>> abs(float(expected_ledger(z, r, group_size=4, eta=1.0)["dh"][0])) < 1e-12
+    True
+    """
+    z = _logits(z)
+    v, l = space_of(z)
+    if z.dim() < 3:
+        raise ValueError(f"z must have shape (..., P, n, V) with a prompt dimension, got {tuple(z.shape)}")
+    r = as_real_tensor(rewards, "rewards").to(z)
+    if r.shape != z.shape[:-2] + (v ** l,) or not bool(((r == 0) | (r == 1)).all()):
+        raise ValueError(f"rewards must be 0/1 of shape {tuple(z.shape[:-2]) + (v ** l,)}, got {tuple(r.shape)}")
+    snap = _snapshot(z) if snap is None else snap
+    return _expected(snap, r, advantage_table(group_size, baseline=baseline, k=k, quantile_method=quantile_method,
+                                              scale=scale), k, check_positive(eta, "eta"))
+
+
+def _expected(snap: Snapshot, r: torch.Tensor, table: tuple[torch.Tensor, torch.Tensor], k: float, eta: float
+              ) -> dict[str, torch.Tensor]:
+    """eq. LG3 for a checked snapshot, rewards (..., P, Y) and advantage table (A1, A0)."""
+    a1, a0 = table
+    big_g, l = a1.shape[0] - 1, space_of(snap.lp)[1]
+    pi = snap.log_pi_y.exp()  # (..., P, Y)
+    u_seq = path_sum(_score_dot(snap.g, snap.lp))  # (..., P, Y): grad H . grad log pi(y)
+    p = (pi * r).sum(-1)  # (..., P)
+    # h1 = E_{pi|r=1}[grad H . grad log pi(y)], h0 = E_{pi|r=0}[...]
+    h1 = (pi * r * u_seq).sum(-1) / p.clamp_min(1e-300)
+    h0 = (pi * (1 - r) * u_seq).sum(-1) / (1 - p).clamp_min(1e-300)
+    c = torch.arange(big_g + 1, dtype=pi.dtype)
+    pmf = _binomial_pmf(p, big_g)  # (..., P, G+1)
+    unit = eta / (snap.lp.shape[-3] * big_g * l)  # the loss's token count P G L
+    # E[grad H . dz] = eta/(P G L) sum_c Binom(c) [c A1(c) h1 + (G - c) A0(c) h0]
+    pos_term = unit * pmf * c * a1 * h1[..., None]  # (..., P, G+1): the correct samples' share
+    neg_term = unit * pmf * (big_g - c) * a0 * h0[..., None]  # the wrong samples' share
+    hard = hard_regime(torch.arange(big_g + 1), big_g, k)  # (G+1,)
+    out = {}
+    for sign, sel in (("pos", 1), ("neg", -1)):
+        both = pos_term * (torch.sign(a1) == sel) + neg_term * (torch.sign(a0) == sel)  # (..., P, G+1)
+        out[f"dh_hard_{sign}"] = (both * hard).sum(-1)
+        out[f"dh_easy_{sign}"] = (both * ~hard).sum(-1)
+        out[f"dh_{sign}"] = out[f"dh_hard_{sign}"] + out[f"dh_easy_{sign}"]
+    out["dh"] = out["dh_pos"] + out["dh_neg"]
+    out["dh_hard"] = out["dh_hard_pos"] + out["dh_hard_neg"]
+    out["dh_easy"] = out["dh_easy_pos"] + out["dh_easy_neg"]
+    return {key: out[key] for key in LEDGER_PARTS}
+
+
+def _binomial_pmf(p: torch.Tensor, n: int) -> torch.Tensor:
+    """Binom(c; n, p) for c = 0..n: (...) -> (..., n + 1), exact at p = 0 and p = 1."""
+    c = torch.arange(n + 1, dtype=p.dtype)
+    log_binom = torch.lgamma(c.new_tensor(n + 1.0)) - torch.lgamma(c + 1) - torch.lgamma(n - c + 1)
+    pq = p[..., None]
+    pmf = torch.exp(log_binom + c * torch.log(pq.clamp_min(1e-300)) + (n - c) * torch.log1p(-pq.clamp_max(1 - 1e-16)))
+    return torch.where(pq >= 1, (c == n).to(p), torch.where(pq <= 0, (c == 0).to(p), pmf))

@@ -1,0 +1,356 @@
+r"""The callbacks around a training run: the log, the progress bar, Ctrl-C (the live knobs' callback went to :mod:`qae_lab.lab.live`, the seam between training and widgets).
+
+The callbacks around a training run: the log, the progress bar, the live knobs, Ctrl-C.
+
+One folder per run (``<output_dir>``; its layout and rules: :mod:`qae_lab.storage.folder`)::
+
+    config.json    QAEConfig.to_dict() + library versions + the preset and run options (+ every resume)
+    log.jsonl      one JSON object per ``Trainer.log`` call: step, epoch, time, every metric; and events
+    checkpoint-N/  a complete, resumable Trainer checkpoint (on Ctrl-C / Stop, or by save_strategy)
+    report.html    curves and before/after pass@1, one self-contained file (see :func:`qae_lab.lab.report.write_report`)
+
+:class:`RunLogger` is a ``transformers.TrainerCallback``. Each log line is written, flushed
+and ``fsync``-ed before the callback returns, so a run stopped at any point (Ctrl-C, a
+notebook's stop button, a killed process) leaves every finished step's line on disk;
+at worst the line being written when the process died is cut short, which
+:func:`read_log` drops. The metrics are TRL's and qae_lab's, under their logged names;
+those the report draws:
+
+==========================  ==============================================================
+``reward``                  mean total reward of the step's completions (TRL)
+``entropy``                 mean per-token entropy of the completions (TRL); with sparse
+                            updates ``entropy/updated_rows``: the updated responses only
+``completions/mean_length`` mean completion length in tokens (TRL)
+``qae/zero_adv_frac``       fraction of responses with advantage exactly 0
+``qae/hard_frac``           fraction of prompts in QAE's hard regime, p <= 1-K (``easy_frac``: p > 1-K)
+``qae/k``                   the K used this step (a live knob)
+``saah/alpha``              SA-AH's alpha used this step (logged with token weighting only)
+``saah/w_mean_neg``         mean horizon weight w_t over negative-advantage tokens
+==========================  ==============================================================
+
+Interruption and resume: :func:`train_resumable` runs ``trainer.train`` and, on
+``KeyboardInterrupt``, saves a full checkpoint (weights, optimizer, scheduler, RNG states,
+``trainer_state.json``: what ``trainer.train(resume_from_checkpoint=...)`` reads), then
+returns instead of raising. :class:`~qae_lab.train.trainer.QAETrainer` writes every checkpoint
+into ``.staging/`` and renames it when complete, so a second Ctrl-C or a kill during the
+save leaves the previous checkpoint as the resume point, never a half one.
+
+Whether a run starts fresh or resumes checkpoint N is decided once, by :func:`qae_lab.storage.resume.plan_run`;
+:class:`RunLogger` follows that :class:`~qae_lab.storage.resume.ResumePlan`. A resumed run continues the same
+``log.jsonl`` (:meth:`RunLogger.on_train_begin`):
+
+* steps logged after the checkpoint (a crash lost their state, so they are trained again)
+  move to ``log.superseded.jsonl``, and a cut last line goes there too;
+* steps up to the checkpoint that the log lacks (a line cut by the crash, the Ctrl-C
+  checkpoint of a step whose line never reached the disk) are restored from the checkpoint's
+  ``trainer_state.json`` (``"restored_from"`` marks them);
+* one ``{"event": "resume", ...}`` row records the step, what moved or was restored, and the
+  settings the resume changed (only :data:`qae_lab.storage.resume.SAFE_ON_RESUME` may change),
+  which ``config.json`` also lists under ``resumes``.
+
+So the log holds every step exactly once, and nothing logged is deleted.
+
+Live knobs: :class:`LiveKnobs` hands the live controls' values (:class:`qae_lab.lab.live.Controls`)
+to ``trainer.set_knobs`` before every step, and ends training at a step boundary after Stop.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+from qae_lab.methods import QAE_ZERO_ADV_FRAC
+from qae_lab.storage.folder import (
+    CONFIG_NAME,
+    EVAL_AFTER,
+    LOG_NAME,
+    MODEL_DIR,
+    SUPERSEDED_NAME,
+    RunFolderError,
+    RunLock,
+    append_line,
+    atomic_write_text,
+    fsync_dir,
+    jsonable,
+    read_json,
+    read_log_lines,
+    save_config,
+    step_rows,
+    versions,
+    write_config,
+)
+from qae_lab.storage.resume import FRESH, ResumePlan, latest_complete_checkpoint, plan_run, resume_log
+
+__all__ = ['RunLogger', 'run_logger', 'pending_plan', 'CompactProgress', 'use_compact_progress', 'TrainOutcome', 'train_resumable']
+
+
+if typing.TYPE_CHECKING:
+    pass
+
+
+class RunLogger(TrainerCallback):
+    r"""Writes ``config.json`` when training begins and one ``log.jsonl`` line per ``on_log``.
+
+    Args:
+        preset: the preset's name, recorded in ``config.json`` (None: none).
+        run: further run options to record (model, data, evaluation), JSON-able.
+        plan: the run's :class:`~qae_lab.storage.resume.ResumePlan` (:func:`qae_lab.runs.pipeline.make_trainer` gives it),
+            followed by the next start of training (``plan`` is then None and ``followed`` holds it).
+
+    Each line holds ``step``, ``epoch``, ``time`` (Unix seconds), ``elapsed_s`` (since this
+    process began training) and every metric of the log call. Only the main process writes.
+
+    When training begins the logger does what the plan says and decides nothing itself: a fresh
+    plan writes ``config.json``; a resume plan continues the log from its checkpoint
+    (:func:`~qae_lab.storage.resume.resume_log`) and records the plan's settings changes; a refused
+    plan, or one whose start step is not the trainer's, raises
+    :class:`~qae_lab.storage.folder.RunFolderError`. Without a plan (a logger used on its own, or a
+    second start) it plans from the trainer's state with :func:`qae_lab.storage.resume.plan_run`, so a
+    fresh start refuses a folder that holds a run. ``resume_event`` holds the event row it wrote.
+
+    >>> import tempfile, types
+    >>> out = tempfile.mkdtemp()
+    >>> args = types.SimpleNamespace(output_dir=out, to_dict=lambda: {"quantile_k": 0.4})
+    >>> state = types.SimpleNamespace(global_step=0, epoch=0.0, is_world_process_zero=True, log_history=[])
+    >>> logger = RunLogger(preset="cpu-demo"); logger.on_train_begin(args, state, None)
+    >>> state.global_step = 1; logger.on_log(args, state, None, logs={"reward": 0.5})
+    >>> [(r["step"], r["reward"]) for r in read_log_lines(Path(out) / LOG_NAME)[0]]
+    [(1, 0.5)]
+    """
+
+    def __init__(self, preset: str | None = None, run: dict | None = None, plan: ResumePlan | None = None,
+                 lock: RunLock | None = None):
+        self.preset, self.run = preset, dict(run or {})
+        self.plan, self.followed = plan, None
+        self.lock = lock  # the run folder's lock (qae_lab.storage.resume.claim took it); taken here for a start of its own
+        self.hold_lock = False  # True: whoever set it lets go (qae_lab.runs.pipeline.train, after the run's last write)
+        self.start = None
+        self.resume_event: dict | None = None
+        self.resume_extra: dict = {}  # further facts for the resume event
+
+    def release_lock(self, *, force: bool = False) -> None:
+        """Let go of the run folder's lock, unless someone else holds it for longer (``hold_lock``; ``force``)."""
+        if self.lock is not None and (force or not self.hold_lock):
+            self.lock.release()
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.start = time.time()
+        if not state.is_world_process_zero:
+            return
+        out = Path(args.output_dir)
+        if self.lock is None or not self.lock.held:  # a start of its own (no claim, or a second start): lock first
+            self.lock = RunLock(out).acquire()
+        try:
+            self._begin(out, args, state)
+        except BaseException:
+            self.release_lock()  # refused or failed before training: the folder is free again
+            raise
+
+    def _begin(self, out: Path, args, state) -> None:
+        plan, self.plan = self.plan, None  # a plan serves one start
+        if plan is None:  # on its own: the one planner, from what the trainer has loaded
+            plan = plan_run(out, resume=state.global_step or None, history=list(state.log_history),
+                            settings={"trainer": jsonable(args.to_dict()), "run": jsonable(self.run)})
+        plan.require()
+        if plan.start_step != state.global_step or Path(plan.folder).resolve() != out.resolve():
+            raise RunFolderError(f"the trainer starts at step {state.global_step} in {out}/, but its run's plan is "
+                                 f"{plan.summary} in {plan.folder}/: train as planned, or make a new trainer "
+                                 f"(make_trainer(..., resume=...)) for the other start")
+        self.followed = plan
+        if plan.kind == FRESH:
+            write_config(out, args, preset=self.preset, run=self.run)
+        else:
+            self.resume_event = self._continue(out, args, state, plan)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.release_lock()
+
+    def _continue(self, out: Path, args, state, plan: ResumePlan) -> dict:
+        step, changes = state.global_step, plan.changed
+        config_path = out / CONFIG_NAME
+        stored = read_json(config_path, "run config", expect=dict) if config_path.exists() else None
+        rows, cut = read_log_lines(out / LOG_NAME)
+        kept, later, restored = resume_log(rows, step, list(state.log_history))
+        # the checkpoint has loaded (weights, optimizer, schedule; its RNG state was checked by the plan): only now
+        # does the resume change the folder, so a resume refused or failing while loading leaves it as it was
+        moved = (_set_aside_finished(out, plan.finished_at)
+                 if plan.finished_at is not None and plan.trains_on else {})
+        event = {"event": "resume", "step": step, "time": time.time(), "changed": changes,
+                 "superseded_steps": [r["step"] for r in step_rows(later)], "restored_steps": restored,
+                 "cut_line": cut is not None, **moved, **self.resume_extra}
+        if later or cut is not None:  # kept beside the log before the log drops them
+            for row in later:
+                append_line(out / SUPERSEDED_NAME, row)
+            if cut is not None:
+                append_line(out / SUPERSEDED_NAME, {"cut_line": cut})
+        atomic_write_text(out / LOG_NAME, "".join(json.dumps(jsonable(r)) + "\n" for r in [*kept, event]))
+        if stored is None:
+            write_config(out, args, preset=self.preset, run=self.run)
+        else:
+            for name, (_old, new) in changes.items():
+                stored["trainer" if name in stored.get("trainer", {}) else "run"][name] = new
+            if self.run.get("build"):  # how to rebuild the settings now in force (the next --resume reads it)
+                stored.setdefault("run", {})["build"] = self.run["build"]
+            now = versions()
+            stored.setdefault("resumes", []).append(
+                {"step": step, "time": event["time"], "changed": changes,
+                 **({"versions": now} if now != stored.get("versions") else {})})
+            save_config(out, stored)
+        return event
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero:
+            return
+        now = time.time()
+        row = {"step": state.global_step, "epoch": state.epoch, "time": now,
+               "elapsed_s": now - (self.start if self.start is not None else now), **(logs or {})}
+        append_line(Path(args.output_dir) / LOG_NAME, row)
+
+
+def _set_aside_finished(out: Path, step: int) -> dict[str, Any]:
+    """Before a finished run trains on: its after-training evaluation and model move to ``finished-step<S>/``
+    (a new name if that exists), renamed, not copied. Returns what moved where (for the resume event)."""
+    done = [out / name for name in (EVAL_AFTER, MODEL_DIR) if (out / name).exists()]
+    if not done:
+        return {}
+    aside, n = out / f"finished-step{step}", 1
+    while aside.exists():
+        n += 1
+        aside = out / f"finished-step{step}-{n}"
+    aside.mkdir()
+    for path in done:
+        os.rename(path, aside / path.name)
+    fsync_dir(out)
+    print(f"the run had finished at step {step}: its {', '.join(p.name for p in done)} moved to {aside}", flush=True)
+    return {"set_aside": [p.name for p in done], "set_aside_to": aside.name}
+
+
+def run_logger(trainer) -> RunLogger | None:
+    r"""The trainer's :class:`RunLogger`, or None.
+
+    >>> import types
+    >>> logger = RunLogger()
+    >>> run_logger(types.SimpleNamespace(callback_handler=types.SimpleNamespace(callbacks=[logger]))) is logger
+    True
+    """
+    loggers = [cb for cb in trainer.callback_handler.callbacks if isinstance(cb, RunLogger)]
+    return loggers[0] if loggers else None
+
+
+def pending_plan(trainer) -> ResumePlan | None:
+    r"""The plan the trainer's :class:`RunLogger` will follow when training next begins (None: none given, or
+    already followed): what :class:`qae_lab.lab.live.LiveRun` resumes.
+
+    >>> import types
+    >>> from qae_lab.storage.resume import RESUME
+    >>> plan = ResumePlan(RESUME, Path("runs/x"), checkpoint=Path("runs/x/checkpoint-2"), step=2)
+    >>> trainer = types.SimpleNamespace(callback_handler=types.SimpleNamespace(callbacks=[RunLogger(plan=plan)]))
+    >>> pending_plan(trainer).resume_from
+    'runs/x/checkpoint-2'
+    """
+    logger = run_logger(trainer)
+    return logger.plan if logger is not None else None
+
+
+class CompactProgress(ProgressCallback):
+    r"""transformers' progress bar with a few metrics as its postfix, instead of printing every log dict.
+
+    >>> sorted(CompactProgress.SHOWN.values())
+    ['H', 'H_upd', 'len', 'reward', 'zero_adv']
+    """
+
+    SHOWN: typing.ClassVar[dict[str, str]] = {  # logged name -> short label
+        "reward": "reward", "completions/mean_length": "len", QAE_ZERO_ADV_FRAC: "zero_adv",
+        "entropy": "H", "entropy/updated_rows": "H_upd"}
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if state.is_world_process_zero and self.training_bar is not None and logs:
+            shown = {short: f"{logs[k]:.3g}" for k, short in self.SHOWN.items() if isinstance(logs.get(k), float)}
+            if shown:
+                self.training_bar.set_postfix(shown, refresh=False)
+
+
+def use_compact_progress(trainer) -> None:
+    r"""Swap the trainer's log printing for :class:`CompactProgress` (no bar at all with ``disable_tqdm``).
+
+    >>> import types
+    >>> calls = []
+    >>> trainer = types.SimpleNamespace(args=types.SimpleNamespace(disable_tqdm=False),
+    ...     remove_callback=lambda cls: calls.append(("remove", cls.__name__)),
+    ...     add_callback=lambda cb: calls.append(("add", type(cb).__name__)))
+    >>> use_compact_progress(trainer); calls
+    [('remove', 'ProgressCallback'), ('remove', 'PrinterCallback'), ('add', 'CompactProgress')]
+    """
+    trainer.remove_callback(ProgressCallback)
+    trainer.remove_callback(PrinterCallback)
+    if not trainer.args.disable_tqdm:
+        trainer.add_callback(CompactProgress())
+
+
+@dataclass
+class TrainOutcome:
+    r"""How :func:`train_resumable` ended.
+
+    ``interrupted``: stopped before ``max_steps``; ``checkpoint``: the checkpoint to resume from
+    (None when there is none); ``global_step``: the last finished step; ``note``: what happened
+    to the interruption's checkpoint when it is not the obvious one.
+
+    >>> TrainOutcome(True, "runs/x/checkpoint-4", 4)
+    TrainOutcome(interrupted=True, checkpoint='runs/x/checkpoint-4', global_step=4, note='')
+    """
+
+    interrupted: bool
+    checkpoint: str | None
+    global_step: int
+    note: str = ""
+
+
+def train_resumable(trainer, resume_from_checkpoint: str | None = None) -> TrainOutcome:
+    r"""``trainer.train(...)``; on ``KeyboardInterrupt`` save a resumable checkpoint and return.
+
+    The checkpoint is ``<output_dir>/checkpoint-<global_step>``: the state after the last
+    *finished* optimizer step (the interrupted step's partial work is discarded). A second
+    Ctrl-C during that save abandons it; the outcome then names the run's latest complete
+    checkpoint (:func:`qae_lab.storage.resume.latest_complete_checkpoint`), which the abandoned save
+    cannot have touched (checkpoints are staged and renamed). Interrupted before any step
+    finished: nothing to save, ``checkpoint`` is None. Continue with
+    ``trainer.train(resume_from_checkpoint=outcome.checkpoint)`` (same config and data).
+
+    >>> import types
+    >>> def ctrl_c(resume_from_checkpoint=None):
+    ...     raise KeyboardInterrupt
+    >>> trainer = types.SimpleNamespace(args=types.SimpleNamespace(output_dir="runs/x"), train=ctrl_c,
+    ...                                 state=types.SimpleNamespace(global_step=0))
+    >>> train_resumable(trainer)  # Ctrl-C before the first step finished: nothing to save
+    TrainOutcome(interrupted=True, checkpoint=None, global_step=0, note='interrupted before the first step finished: nothing to resume')
+    """
+    out = Path(trainer.args.output_dir)
+    try:
+        trainer.train(resume_from_checkpoint=resume_from_checkpoint)
+    except KeyboardInterrupt:
+        step = trainer.state.global_step
+        try:
+            if step == 0:
+                return TrainOutcome(True, None, 0, "interrupted before the first step finished: nothing to resume")
+            trainer.model.zero_grad(set_to_none=True)  # a half-accumulated gradient is not part of any step
+            trainer._save_checkpoint(trainer.model, trial=None)
+            return TrainOutcome(True, str(out / f"checkpoint-{step}"), step)
+        except KeyboardInterrupt:
+            latest, _ = latest_complete_checkpoint(out)
+            return TrainOutcome(True, str(latest) if latest else None, step,
+                                f"interrupted again while saving checkpoint-{step}: that save was abandoned; "
+                                + (f"the latest complete checkpoint is {latest.name}" if latest
+                                   else "the run has no complete checkpoint to resume"))
+        finally:  # training ended without on_train_end: the run folder's lock goes here (unless held for longer)
+            logger = run_logger(trainer) if hasattr(trainer, "callback_handler") else None
+            if logger is not None:
+                logger.release_lock()
+    return TrainOutcome(False, None, trainer.state.global_step)

@@ -1,0 +1,250 @@
+r"""The trainer's configuration: TRL's ``GRPOConfig`` plus the knobs of QAE and SA-AH-GRPO.
+
+:class:`QAEConfig` adds the response-level baseline of QAE (arXiv 2509.22611: the group
+K-quantile b_K instead of the group mean) and the token weighting of SA-AH-GRPO (arXiv
+2606.05434: horizon weights w_t = exp(-alpha * sum_{s<=t} H~_s) on negative-advantage rollouts), each field's
+help citing the paper it comes from. :class:`qae_lab.train.trainer.QAETrainer` reads it.
+
+Departures from TRL, and why:
+
+* ``trust_remote_code`` (TRL's, also in ``model_init_kwargs``) is refused: it would run a model folder's
+  own Python code when TRL builds the reference model or a tokenizer.
+* Settings that neither transformers nor TRL range-checks (``temperature``, ``top_p``,
+  ``learning_rate``, ``max_steps``, ...) are checked here first, each error naming the
+  setting and its range: left alone they fail late, deep inside a step, or train silently
+  wrong (``max_steps=0`` runs a step at learning rate 0; ``temperature=0`` gives every group
+  identical completions and so zero advantages).
+* Std scaling is TRL's own ``scale_rewards`` ("group" | "batch" | "none"); the QAE
+  estimator reads it too instead of adding a second field.
+* With ``use_vllm=True`` vLLM samples (TRL's path), so the settings of transformers' ``generate``
+  (``fast_generation``, ``compile_generation``, ``cache_implementation``; the GPU presets turn them
+  on) step aside: they are set off, with a ``UserWarning`` naming them, and ``to_dict()`` (a run's
+  ``config.json``) records them off. TRL checks ``vllm_mode`` only once the model is loaded; it is
+  checked here, with the other vLLM settings that would otherwise fail late.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+
+from trl import GRPOConfig
+
+from qae_lab._checks import check_choice, check_finite_scalar, check_int, check_k
+from qae_lab.task.behaviour import REFLECTION_WORDS, reflection_pattern
+from qae_lab.entropy_controls import ADVANTAGE_MASKS, COV_PENALTIES, check_ratio
+from qae_lab.methods import (BASELINES, LOSS_TYPES, QUANTILE_METHODS, TOKEN_WEIGHTINGS, WEIGHTED_LOSS_TYPES,
+                             check_weighting_loss_type)
+
+__all__ = ["QAEConfig"]
+
+
+def _in(lo: float, hi: float, *, lo_open: bool = False, hi_open: bool = False, none: bool = False):
+    """A range check for :data:`_SETTING_RANGES`: (test, words for the message)."""
+    def test(v) -> bool:
+        if v is None:
+            return none
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            return False
+        return (v > lo if lo_open else v >= lo) and (v < hi if hi_open else v <= hi)
+    words = ("(" if lo_open else "[") + f"{lo}, {hi}" + (")" if hi_open else "]")
+    return test, f"a number in {words}".replace("inf]", "inf)") + (" or None" if none else "")
+
+
+_INF = math.inf
+# GRPOConfig / TrainingArguments fields neither transformers nor TRL range-checks: name -> (test, allowed)
+_SETTING_RANGES = {
+    "learning_rate": _in(0, _INF),
+    "temperature": _in(0, _INF, lo_open=True),
+    "top_p": _in(0, 1, lo_open=True),
+    "min_p": _in(0, 1, none=True),
+    "top_k": _in(0, _INF, none=True),
+    "repetition_penalty": _in(0, _INF, lo_open=True),
+    "max_completion_length": _in(1, _INF),
+    "num_generations": _in(2, _INF),
+    "num_generations_eval": _in(1, _INF, none=True),
+    "beta": _in(0, _INF),
+    "epsilon": _in(0, _INF),
+    "epsilon_high": _in(0, _INF, none=True),
+    "num_train_epochs": _in(0, _INF, lo_open=True),
+    "per_device_train_batch_size": _in(1, _INF),
+    "gradient_accumulation_steps": _in(1, _INF),
+    "num_iterations": _in(1, _INF),
+    "steps_per_generation": _in(1, _INF, none=True),
+    "save_steps": _in(0, _INF, lo_open=True),
+    "save_total_limit": _in(1, _INF, none=True),
+    "weight_decay": _in(0, _INF),
+    "max_grad_norm": _in(0, _INF),
+    "warmup_steps": _in(0, _INF),
+    "seed": _in(0, 2**32 - 1),
+    "vllm_gpu_memory_utilization": _in(0, 1, lo_open=True),
+    "vllm_tensor_parallel_size": _in(1, _INF),
+    # qae_lab's own, checked here with the rest
+    "regime_eval_steps": _in(1, _INF, none=True),
+    "regime_eval_samples": _in(1, _INF),
+    "regime_eval_prompts": _in(2, _INF),
+}
+_INT_SETTINGS = ("max_completion_length", "num_generations", "num_generations_eval", "per_device_train_batch_size",
+                 "gradient_accumulation_steps",
+                 "num_iterations", "steps_per_generation", "save_total_limit", "seed", "top_k", "max_steps",
+                 "vllm_tensor_parallel_size", "regime_eval_steps", "regime_eval_samples", "regime_eval_prompts")
+_VLLM_MODES = ("colocate", "server")
+_VLLM_IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
+# settings of transformers' generate that do nothing when vLLM generates: name -> the value that is off
+_TRANSFORMERS_GENERATION = {"fast_generation": False, "compile_generation": False, "cache_implementation": None}
+
+
+def _check_training_settings(cfg) -> None:
+    r"""Refuse the trainer settings that would fail late or train silently wrong, each named with its range.
+
+    ``max_steps`` must be -1 (train ``num_train_epochs`` epochs) or >= 1: 0 would run one step at
+    learning rate 0 and other negatives silently train by epochs. ``temperature`` must be > 0
+    (sampling; greedy decoding gives a group identical completions and so zero advantages).
+    """
+    bad = []
+    for name in _INT_SETTINGS:
+        value = getattr(cfg, name, None)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            bad.append(f"{name} must be a whole number, got {value!r}")
+    if isinstance(cfg.max_steps, int) and not (cfg.max_steps == -1 or cfg.max_steps >= 1):
+        bad.append(f"max_steps must be -1 (train num_train_epochs epochs) or >= 1, got {cfg.max_steps}")
+    for name, (test, allowed) in _SETTING_RANGES.items():
+        if hasattr(cfg, name) and not test(getattr(cfg, name)):
+            bad.append(f"{name} must be {allowed}, got {getattr(cfg, name)!r}")
+    if bad:
+        raise ValueError("; ".join(bad))
+
+
+def _refuse_remote_code(cfg) -> None:
+    r"""Refuse the settings that would run a model folder's own Python code (``trust_remote_code``, also inside
+    ``model_init_kwargs``): TRL builds the reference model, reward models and tokenizers with it, and a model
+    folder's ``auto_map`` modelling file would then run in this process. qae_lab loads only architectures that
+    transformers itself implements (:mod:`qae_lab.task.models`), as safetensors."""
+    kwargs = cfg.model_init_kwargs if isinstance(cfg.model_init_kwargs, dict) else {}
+    if cfg.trust_remote_code or kwargs.get("trust_remote_code"):
+        where = "trust_remote_code" if cfg.trust_remote_code else "model_init_kwargs.trust_remote_code"
+        raise ValueError(f"{where}=true would run Python code shipped in a model folder (its modelling files), "
+                         f"which qae_lab never does: models load as transformers' own architectures, from "
+                         f"safetensors. Set {where} to false (the Qwen2.5 models need no remote code)")
+
+
+def _vllm_generates(cfg) -> None:
+    r"""With ``use_vllm=True``, switch off the settings of transformers' ``generate`` (vLLM samples instead)
+    and say so in a ``UserWarning``, so that the config and its ``to_dict()`` hold what is in force."""
+    on = {name: getattr(cfg, name) for name, off in _TRANSFORMERS_GENERATION.items() if getattr(cfg, name) != off}
+    if not cfg.use_vllm or not on:
+        return
+    for name in on:
+        setattr(cfg, name, _TRANSFORMERS_GENERATION[name])
+    said = ", ".join(f"{name}={value!r} -> {_TRANSFORMERS_GENERATION[name]!r}" for name, value in on.items())
+    # stacklevel 4: the code that built the config (this function < __post_init__ < the dataclass __init__)
+    warnings.warn(f"use_vllm=True: vLLM generates (vllm_mode={cfg.vllm_mode!r}), so the settings of transformers' "
+                  f"generate step aside: {said}", UserWarning, stacklevel=4)
+
+
+@dataclass
+class QAEConfig(GRPOConfig):
+    r"""``trl.GRPOConfig`` plus the knobs of QAE and SA-AH-GRPO. Std scaling is TRL's
+    ``scale_rewards`` ("group" | "batch" | "none"), read by the QAE estimator too.
+
+    Every setting is checked when the config is built; an error names the field and its range.
+
+    >>> cfg = QAEConfig(output_dir="runs/doc", use_cpu=True, report_to=[], quantile_k=0.6, token_weighting="sa_ah")
+    >>> cfg.baseline, cfg.quantile_k, cfg.token_weighting, cfg.alpha
+    ('quantile', 0.6, 'sa_ah', 0.5)
+    >>> QAEConfig(output_dir="runs/doc", use_cpu=True, report_to=[], temperature=0.0)
+    Traceback (most recent call last):
+    ValueError: temperature must be a number in (0, inf), got 0.0
+    """
+
+    baseline: str = field(default="quantile", metadata={"help": "Response-level baseline: 'mean' (GRPO) or "
+                          "'quantile' (QAE, arXiv 2509.22611: the group K-quantile)."})
+    quantile_k: float = field(default=0.4, metadata={"help": "QAE's K in (0, 1); prompts with success rate "
+                              "p <= 1-K are 'hard' (only successes move). Paper default 0.4."})
+    quantile_method: str = field(default="paper", metadata={"help": "'paper' (ceil(K*G)-th smallest reward) or "
+                                 "'linear' (torch.quantile, as the official QAE code)."})
+    advantage_eps: float = field(default=1e-4, metadata={"help": "Added to the std when scaling (TRL uses 1e-4)."})
+    token_weighting: str = field(default="none", metadata={"help": "'none', 'ah' (AH-GRPO: every rollout) or "
+                                 "'sa_ah' (SA-AH-GRPO, arXiv 2606.05434: negative-advantage rollouts only)."})
+    alpha: float = field(default=0.5, metadata={"help": "Entropy coefficient of SA-AH's horizon weight "
+                         "w_t = exp(-alpha * cumulative normalised entropy). 0 is plain GRPO; the paper uses 0.5."})
+    entropy_top_k: int | None = field(default=None, metadata={"help": "H~_t for the horizon weights: None for "
+                                      "the exact entropy of the loss's forward, or k for SA-AH's top-k estimate "
+                                      "H_topk / log V (arXiv 2606.05434 uses k = 500; an extra no-grad LM-head "
+                                      "projection of the same forward's hidden states)."})
+    sparse_update: bool = field(default=True, metadata={"help": "Skip the forward/backward of responses with "
+                                "advantage exactly 0 (same gradient); dense when beta != 0 or an entropy bonus is on."})
+    success_threshold: float = field(default=0.5, metadata={"help": "Reward at or above which a response counts "
+                                     "as a success in the qae/* regime metrics."})
+    fast_generation: bool = field(default=False, metadata={"help": "Sample in eval mode (no dropout) with LoRA "
+                                  "merged into the base weights, restored bit-exactly after (qae_lab.train.generation."
+                                  "generation_policy): the bare model's kernels per decode step instead of TRL's "
+                                  "unmerged LoRA in train mode. Transformers generation only: with use_vllm=True it "
+                                  "is set to False, with a warning."})
+    compile_generation: bool = field(default=False, metadata={"help": "Let transformers compile the decode step "
+                                     "(TRL passes disable_compile=True). Takes effect with "
+                                     "cache_implementation='static' on a GPU; the first steps compile. Set to False, "
+                                     "with a warning, when use_vllm=True."})
+
+    advantage_mask: str = field(default="none", metadata={"help": "Sign ablation: 'none', 'pos' (POS-MASK: only "
+                                "positive-advantage responses train) or 'neg' (NEG-MASK: only negative ones)."})
+    cov_penalty: str = field(default="none", metadata={"help": "Covariance-based token control of Cui et al. 2025 "
+                             "(arXiv 2505.22617): 'none', 'clip_cov' or 'kl_cov' (qae_lab.entropy_controls)."})
+    clip_cov_ratio: float = field(default=2e-4, metadata={"help": "Clip-Cov: fraction of tokens whose gradient is "
+                                  "detached, in (0, 1] (paper 2e-4; at least one token)."})
+    clip_cov_lb: float = field(default=1.0, metadata={"help": "Clip-Cov: lower end of the covariance band (paper 1)."})
+    clip_cov_ub: float = field(default=5.0, metadata={"help": "Clip-Cov: upper end of the covariance band (paper 5)."})
+    kl_cov_ratio: float = field(default=2e-4, metadata={"help": "KL-Cov: fraction of tokens (largest covariance) "
+                                "that get the KL penalty, in (0, 1] (paper 2e-4 to 2e-3; at least one token)."})
+    kl_cov_coef: float = field(default=1.0, metadata={"help": "KL-Cov: weight of |log pi - log pi_old| (paper 1)."})
+    regime_eval_steps: int | None = field(default=None, metadata={"help": "Every this many steps (and before the "
+                                          "first and the last), sample a fixed held-out prompt set and log the token "
+                                          "entropy and success rate of its hardest and easiest quarter by the start "
+                                          "model's success rate, and of all of it (regime_eval/*: QAE's Prop. 4.2 by "
+                                          "the regime a prompt starts in; qae_lab.train.regime_eval). None: off."})
+    regime_eval_samples: int = field(default=8, metadata={"help": "Completions per held-out prompt at each regime "
+                                     "evaluation; the start split draws 4 times as many (a separate draw)."})
+    regime_eval_prompts: int = field(default=64, metadata={"help": "Held-out prompts of the regime evaluation: the "
+                                     "first this many of the run's evaluation problems (all when fewer)."})
+    reflection_words: list[str] = field(default_factory=lambda: list(REFLECTION_WORDS), metadata={
+        "help": "Words counted as reflective in the behaviour/reflect_* metrics (whole words, any case)."})
+
+    def __post_init__(self):
+        _check_training_settings(self)  # before TRL's own checks, whose messages name fewer ranges
+        _refuse_remote_code(self)
+        super().__post_init__()
+        check_choice(self.baseline, "baseline", BASELINES)
+        check_k(self.quantile_k, "quantile_k")
+        check_choice(self.quantile_method, "quantile_method", QUANTILE_METHODS)
+        check_choice(self.token_weighting, "token_weighting", TOKEN_WEIGHTINGS)
+        check_finite_scalar(self.alpha, "alpha")
+        check_finite_scalar(self.success_threshold, "success_threshold")
+        if self.entropy_top_k is not None:
+            check_int(self.entropy_top_k, "entropy_top_k", 1)
+        if not check_finite_scalar(self.advantage_eps, "advantage_eps") >= 0:
+            raise ValueError(f"advantage_eps must be >= 0, got {self.advantage_eps}")
+        check_choice(self.vllm_mode, "vllm_mode", _VLLM_MODES)
+        check_choice(self.vllm_importance_sampling_mode, "vllm_importance_sampling_mode", _VLLM_IS_MODES)
+        _vllm_generates(self)  # fast_generation / compile_generation / cache_implementation off when vLLM samples
+        # QAETrainer computes the loss itself (qae_lab.loss.grpo_loss): TRL's other loss types and loss options are refused
+        check_choice(self.loss_type, "loss_type", LOSS_TYPES)
+        if self.off_policy_mask_threshold is not None:
+            raise ValueError("off_policy_mask_threshold is not supported by QAETrainer's loss (qae_lab.loss): set it to None")
+        if self.use_adaptive_entropy:
+            raise ValueError("use_adaptive_entropy is not supported by QAETrainer's loss (qae_lab.loss); a fixed "
+                             "entropy_coef is")
+        check_weighting_loss_type(self.token_weighting, self.loss_type)
+        check_choice(self.advantage_mask, "advantage_mask", ADVANTAGE_MASKS)
+        check_choice(self.cov_penalty, "cov_penalty", COV_PENALTIES)
+        if self.cov_penalty != "none" and self.loss_type not in WEIGHTED_LOSS_TYPES:
+            raise ValueError(f"cov_penalty={self.cov_penalty!r} needs loss_type in {WEIGHTED_LOSS_TYPES}, "
+                             f"got {self.loss_type!r}")
+        for name in ("clip_cov_ratio", "kl_cov_ratio"):
+            check_ratio(getattr(self, name), name)
+        if not check_finite_scalar(self.clip_cov_lb, "clip_cov_lb") < check_finite_scalar(self.clip_cov_ub,
+                                                                                          "clip_cov_ub"):
+            raise ValueError(f"clip_cov_lb must be < clip_cov_ub, got {self.clip_cov_lb} and {self.clip_cov_ub}")
+        if not check_finite_scalar(self.kl_cov_coef, "kl_cov_coef") >= 0:
+            raise ValueError(f"kl_cov_coef must be >= 0, got {self.kl_cov_coef}")
+        reflection_pattern(self.reflection_words)  # refuses an empty list or an empty word, naming it

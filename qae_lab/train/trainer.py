@@ -1,0 +1,582 @@
+r"""QAE and SA-AH-GRPO inside TRL's ``GRPOTrainer``: a thin subclass, with the checkpoint staging it resumes from.
+
+QAE and SA-AH-GRPO inside TRL's ``GRPOTrainer``: a thin subclass (its config: :mod:`qae_lab.train.config`).
+
+What one update computes is :func:`qae_lab.loss.grpo_loss`, a pure function (read it first). This
+class only gathers tensors for it and logs what it returns; generation, vLLM, PEFT and
+accelerate/DeepSpeed stay TRL's:
+
+* advantages: :func:`qae_lab.advantages.group_advantages` on the rewards TRL gathered across
+  processes (POS/NEG-MASK: :func:`qae_lab.entropy_controls.sign_masked_advantages`), sliced per
+  process into the generation batch TRL returns, with each response's QAE regime (``prompt_hard``);
+  TRL's completion table keeps its own mean-baseline ``advantages`` column and gets the update's
+  in a ``qae_advantage`` column (TRL's route for extra columns);
+* the loss: the model's forward through TRL's ``_get_per_token_logps_and_entropies`` (and, with
+  ``entropy_top_k``, the top-k entropy estimate from the same forward's hidden states), then
+  :func:`qae_lab.loss.grpo_loss` with a :class:`qae_lab.loss.LossSettings` built from the config and
+  the knobs in force, and TRL's metrics (``entropy``, ``kl``, ``clip_ratio/*``) reduced across
+  processes as TRL reduces them;
+* sparse update: rows with A_i = 0 exactly are left out of the forward and backward, their rows and
+  tokens kept in the loss's denominators (:class:`qae_lab.loss.LossScale`), so the gradient is
+  unchanged; completion padding columns beyond the longest kept completion are dropped as well.
+
+Departures, and why:
+
+* TRL's loss types ``cispo``, ``sapo``, ``vespo``, ``luspo``, its ``off_policy_mask_threshold`` and its
+  adaptive entropy bonus are refused (:class:`qae_lab.train.config.QAEConfig`): :func:`qae_lab.loss.grpo_loss`
+  computes the others (``grpo``, ``bnpo``, ``dr_grpo``, ``dapo``; token or sequence ratios, ``delta``,
+  the KL term, a fixed entropy bonus, the forking-token mask, vLLM's importance correction).
+* ``sum(w)`` normalisation is exact for ``loss_type="bnpo"`` and ``"grpo"`` (per sequence). For
+  ``"dapo"`` TRL normalises by the token count of the whole generation batch, which a micro-batch
+  cannot know in weighted form before its forward; each micro-batch then uses its own sum(w),
+  exact when one micro-batch holds the generation batch (the CPU demo).
+* Sparse skipping stays off with AH-GRPO (its token normaliser needs the zero-advantage rows'
+  weights), with the KL term, an entropy bonus or an auxiliary loss (those rows have gradients of
+  their own), and with the forking-token mask and Clip-Cov / KL-Cov (centred or ranked over all the
+  micro-batch's tokens).
+* When sparse skipping leaves rows out, the per-token ``entropy`` metric would cover the updated
+  rows only; it is logged as ``entropy/updated_rows`` instead (``sparse_update=False`` for entropy
+  curves over all responses), and its regime split (``entropy/hard``, ``entropy/easy``: each response's
+  regime at the K in force, :func:`qae_lab.regimes.regime_token_sums`) as ``entropy/updated_rows/hard`` and
+  ``entropy/updated_rows/easy``. A regime with no response in a micro-batch logs nothing for it.
+* ``entropy_top_k=k``: TRL's fused LM head returns exact entropies only, never the logits. The
+  top-k estimate hooks the same forward's final hidden states and projects them again through
+  the LM head without gradient, in chunks (not a second model forward). Models that rescale or
+  soft-cap their logits are refused.
+* The knobs are per process: in a multi-process run, set them on every rank (a callback does,
+  since every rank runs the callbacks).
+* Regime statistics count a response as a success when its total reward is at least
+  ``success_threshold`` (0.5 suits the 0/1 correctness reward).
+* ``fast_generation=True`` (the GPU presets): generation in eval mode with the LoRA adapters merged,
+  restored bit-exactly afterwards (:func:`qae_lab.train.generation.generation_policy` says why: TRL samples
+  in train mode, LoRA dropout live, through PEFT's unmerged branches); ``compile_generation=True``
+  undoes TRL's ``disable_compile=True`` (static cache, GPU only). With ``use_vllm=True`` the config
+  sets both off, and TRL's vLLM weight sync (LoRA merged, sent, unmerged) leaves the base weights
+  bit-identical (:func:`qae_lab.train.generation.keep_base_weights`).
+
+The former ``staged_checkpoints`` module: checkpoints a run can always resume from: the ``Trainer`` overrides behind :class:`qae_lab.train.trainer.QAETrainer`.
+
+A mixin placed before TRL's ``GRPOTrainer`` in :class:`~qae_lab.train.trainer.QAETrainer`'s bases. It
+overrides three transformers ``Trainer`` methods and one of TRL's, each calling the library's own inside:
+
+* ``train``: checks the checkpoint to resume before ``torch.load`` meets it
+  (:func:`qae_lab.storage.resume.checkpoint_problems`); ``resume_from_checkpoint=True`` takes the
+  latest *complete* checkpoint; a checkpoint at or past ``max_steps`` is loaded and not trained
+  past (transformers' loop would run one step beyond it);
+* ``_save_checkpoint``: writes ``checkpoint-N`` into ``<output_dir>/.staging/`` and renames it
+  into place when complete (:func:`qae_lab.storage.resume.publish_dir`), then rotates;
+* ``_get_output_dir``: points at ``.staging/`` while a checkpoint is being written;
+* ``create_model_card`` (TRL's): the card goes into the staged checkpoint, never over a ``README.md`` of the
+  run folder's.
+
+So an interrupted save (a second Ctrl-C, a kill) never leaves a half ``checkpoint-N`` for a
+resume to pick (``tests/runs/test_run_safety.py``'s kill test).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+from pathlib import Path
+
+import torch
+from transformers.trainer_callback import TrainerState
+from transformers.trainer_utils import TrainOutput
+from trl import GRPOTrainer
+
+from qae_lab.advantages import advantage_stats, group_advantages, hard_regime
+from qae_lab.entropy_controls import sign_masked_advantages
+from qae_lab.horizon import head_normalised_entropy, normalise_entropy
+from qae_lab.loss import LossOutput, LossScale, LossSettings, grpo_loss
+from qae_lab.methods import (
+    ADVANTAGE_STAT_METRICS,
+    BEHAVIOUR_PREFIX,
+    ENTROPY_EASY,
+    ENTROPY_HARD,
+    ENTROPY_UPDATED_EASY,
+    ENTROPY_UPDATED_HARD,
+    QAE_K,
+    QAE_NEG_CORRECT_IF_MEAN,
+    QAE_QUANTILE_BASELINE,
+    SAAH_ALPHA,
+    Knobs,
+    check_weighting_loss_type,
+)
+from qae_lab.regimes import regime_token_means, regime_token_sums
+from qae_lab.storage.folder import STAGING_DIR, RunFolderError
+from qae_lab.storage.resume import checkpoint_problems, latest_complete_checkpoint, publish_dir
+from qae_lab.task.answers import completion_text
+from qae_lab.task.behaviour import behaviour_stats, diversity_stats
+from qae_lab.train.config import QAEConfig
+from qae_lab.train.generation import generation_policy, keep_base_weights, silence_trl_deprecation
+
+__all__ = ['QAETrainer', 'StagedCheckpoints']
+
+
+class _Elsewhere:
+    """The trainer as TRL's ``create_model_card`` sees it, but with ``args.output_dir`` pointing elsewhere.
+
+    Nothing of the trainer changes (its ``args`` stay as they are, so another thread reading them sees the run
+    folder); every other attribute is the trainer's own."""
+
+    def __init__(self, trainer, folder: Path):
+        self._trainer = trainer
+        self.args = _ArgsElsewhere(trainer.args, folder)
+
+    def __getattr__(self, name):
+        return getattr(self._trainer, name)
+
+
+class _ArgsElsewhere:
+    def __init__(self, args, folder: Path):
+        self._args, self.output_dir = args, str(folder)
+
+    def __getattr__(self, name):
+        return getattr(self._args, name)
+
+
+class StagedCheckpoints:
+    r"""Mixin for a transformers ``Trainer``: checked resumes and staged, renamed checkpoints.
+
+    Put it before the trainer class in the bases: ``class T(StagedCheckpoints, GRPOTrainer)``.
+
+    >>> from qae_lab.train.trainer import QAETrainer
+    >>> QAETrainer.__mro__[1].__name__, QAETrainer._save_checkpoint is StagedCheckpoints._save_checkpoint
+    ('StagedCheckpoints', True)
+    """
+
+    _staging = False  # True while _save_checkpoint writes into .staging/
+
+    def train(self, resume_from_checkpoint=None, *args, **kwargs):
+        """``Trainer.train``, with the checkpoint to resume checked first.
+
+        A missing or damaged file of the checkpoint is named (:func:`qae_lab.storage.resume.checkpoint_problems`)
+        instead of failing inside ``torch.load``; ``resume_from_checkpoint=True`` takes the latest
+        *complete* checkpoint of ``output_dir``.
+        """
+        if resume_from_checkpoint is True:
+            latest, notes = latest_complete_checkpoint(self.args.output_dir, load=True)
+            if latest is None:
+                raise RunFolderError(f"resume_from_checkpoint=True: {self.args.output_dir}/ holds no complete "
+                                     f"checkpoint" + (f" ({'; '.join(notes)})" if notes else ""))
+            resume_from_checkpoint = str(latest)
+        if resume_from_checkpoint:
+            problems = checkpoint_problems(resume_from_checkpoint, load=True)
+            if problems:
+                raise RunFolderError(f"cannot resume from {resume_from_checkpoint}: " + "; ".join(problems))
+            state = TrainerState.load_from_json(os.path.join(resume_from_checkpoint, "trainer_state.json"))
+            if 0 < self.args.max_steps <= state.global_step:
+                return self._resume_finished(resume_from_checkpoint, state)
+        return super().train(resume_from_checkpoint, *args, **kwargs)
+
+    def _resume_finished(self, checkpoint: str, state) -> TrainOutput:
+        """A checkpoint at or past ``max_steps``: load it, run the callbacks' begin and end, train nothing.
+
+        transformers' loop would run one step past ``max_steps`` here (it checks the limit only after
+        a step), so a resumed finished run would gain a step it was never meant to have.
+        """
+        self._load_from_checkpoint(checkpoint)
+        self.state = state
+        self.control = self.callback_handler.on_train_begin(self.args, self.state, self.control)
+        self.control = self.callback_handler.on_train_end(self.args, self.state, self.control)
+        return TrainOutput(self.state.global_step, 0.0, {})
+
+    def _get_output_dir(self, trial):
+        out = super()._get_output_dir(trial)
+        return os.path.join(out, STAGING_DIR) if self._staging else out
+
+    def create_model_card(self, *args, **kwargs):
+        """TRL's model card, written where it cannot replace a file of the user's.
+
+        TRL writes ``<output_dir>/README.md`` at every checkpoint save, over whatever ``README.md`` the folder
+        holds. Here the card goes into the staged checkpoint instead (``checkpoint-N/README.md``, published with
+        it); outside a save (``push_to_hub``) into ``<output_dir>/README.md`` only when no such file is there.
+        ``python -m qae_lab export`` writes a run's real model card (:func:`qae_lab.runs.export.model_card`).
+        """
+        out = Path(self.args.output_dir)
+        if self._staging:
+            folder = out / STAGING_DIR / f"checkpoint-{self.state.global_step}"
+        elif not (out / "README.md").exists():
+            folder = out
+        else:
+            return None
+        folder.mkdir(parents=True, exist_ok=True)
+        return super().create_model_card.__func__(_Elsewhere(self, folder), *args, **kwargs)
+
+    def _save_checkpoint(self, model, trial):
+        """Write ``checkpoint-N`` into ``<output_dir>/.staging/`` and rename it into place when complete.
+
+        So an interrupted save (a second Ctrl-C, a kill) never leaves a half ``checkpoint-N`` for a
+        resume to pick. A complete checkpoint of the same step is kept (the state is the same).
+        Checkpoint rotation (``save_total_limit``) runs on the run folder after the rename.
+        """
+        out = Path(super()._get_output_dir(trial))
+        final = out / f"checkpoint-{self.state.global_step}"
+        if final.is_dir() and not checkpoint_problems(final):
+            return
+        staging = out / STAGING_DIR
+        if self.args.should_save:
+            shutil.rmtree(staging, ignore_errors=True)  # an abandoned save's leftovers
+        self._staging = True
+        try:
+            super()._save_checkpoint(model, trial)
+        finally:
+            self._staging = False
+        if self.args.should_save:
+            publish_dir(staging / final.name, final)
+            shutil.rmtree(staging, ignore_errors=True)
+            if hasattr(self, "_rotate_checkpoints"):  # transformers < 5.x's method, else the function
+                self._rotate_checkpoints(use_mtime=True, output_dir=str(out))
+            else:
+                from transformers.trainer_utils import rotate_checkpoints  # not in transformers 5.0
+
+                rotate_checkpoints(output_dir=str(out), save_total_limit=self.args.save_total_limit,
+                                   best_model_checkpoint=self.state.best_model_checkpoint, use_mtime=True)
+
+
+# (N, T) inputs whose trailing completion-padding columns sparse updates may drop; other keys: no trimming
+_TRIMMABLE = {"completion_ids", "completion_mask", "tool_mask", "old_per_token_logps", "sampling_per_token_logps",
+              "ref_per_token_logps", "importance_sampling_ratio"}
+_LOGIT_RESCALERS = ("final_logit_softcapping", "logit_scale", "output_multiplier", "lm_head_multiplier",
+                    "logits_scaling")
+# the multimodal inputs TRL 1.16's forward takes (None for text models)
+_FORWARD_EXTRAS = ("pixel_values", "image_grid_thw", "num_images", "pixel_attention_mask", "spatial_shapes",
+                   "num_tiles", "image_sizes", "token_type_ids", "mm_token_type_ids", "image_position_ids")
+
+
+@dataclasses.dataclass
+class _Scoring:
+    """One generation's state between TRL's reward call and its return: created and dropped in
+    :meth:`QAETrainer._generate_and_score_completions`."""
+
+    knobs: Knobs
+    mode: str
+    group_size: int
+    rewards: torch.Tensor | None = None  # (N_all,) weighted total reward, gathered across processes
+    advantages: torch.Tensor | None = None  # (N_all,) QAE's (sign-masked) advantages
+    hard: torch.Tensor | None = None  # (N_all,) bool: each response's prompt is in QAE's hard regime
+
+
+class QAETrainer(StagedCheckpoints, GRPOTrainer):
+    r"""``GRPOTrainer`` with QAE advantages, SA-AH/AH horizon weights, sparse updates and fast generation.
+
+    The knobs (``quantile_k``, ``alpha``, ``baseline``, ``token_weighting``) are one frozen
+    :class:`qae_lab.methods.Knobs` value, :attr:`knobs`; :meth:`set_knobs` swaps in a new one
+    between steps (e.g. from a widget or callback); the next generation / loss reads it, and
+    ``qae/k`` and ``saah/alpha`` log what was used.
+
+    Tested with trl 1.16.0 only (pyproject caps trl below 1.17): these TRL methods are
+    overridden (all private in TRL),
+
+    ====================================== ===============================================================
+    overridden TRL method                  what this class does there
+    ====================================== ===============================================================
+    ``_generate_single_turn``              wraps TRL's call in ``generation_policy`` (``fast_generation``)
+    ``_calculate_rewards``                 QAE's advantages and regimes from TRL's gathered rewards; ``qae/*``
+    ``_generate_and_score_completions``    returns TRL's batch with those advantages and ``prompt_hard``;
+                                           ``behaviour/*``
+    ``_compute_loss``                      sparse rows, the forward, :func:`qae_lab.loss.grpo_loss`, metrics
+    ====================================== ===============================================================
+
+    ``train``, ``_save_checkpoint`` and ``_get_output_dir`` (transformers) come from
+    :class:`~qae_lab.train.trainer.StagedCheckpoints`,
+
+    and these TRL attributes are read (the private ones can change in any TRL release): private
+    ``_get_per_token_logps_and_entropies``, ``_log_completion_extra``, ``_metrics``, ``_logs`` (the completions TRL
+    decoded are read there), ``_step``, ``_entropy_bonus_enabled``; public ``epsilon_low``, ``epsilon_high``,
+    ``importance_sampling_level``, ``current_gradient_accumulation_steps``, ``reward_weights``, ``num_generations``,
+    ``num_generations_eval``, ``scale_rewards``, ``loss_type``, ``beta``, ``temperature``, ``top_entropy_quantile``
+    (and ``get_high_entropy_mask``), ``entropy_coef``, ``aux_loss_enabled``, ``router_aux_loss_coef``, ``use_vllm``,
+    ``vllm_importance_sampling_correction``, ``vllm_generation`` (its ``sync_weights`` is wrapped),
+    ``max_completion_length``, ``generation_config`` (its ``disable_compile`` is set with ``compile_generation``);
+    and the generation batch's keys ``completion_ids``, ``completion_mask``, ``tool_mask``, ``advantages``,
+    ``prompt_ids``, ``prompt_mask``, ``old_per_token_logps``, ``ref_per_token_logps``,
+    ``importance_sampling_ratio``, ``num_items_in_batch``.
+    """
+
+    def __init__(self, *args, **kwargs):
+        silence_trl_deprecation()
+        super().__init__(*args, **kwargs)
+        if not isinstance(self.args, QAEConfig):
+            raise ValueError("args must be a qae_lab.train.config.QAEConfig")
+        text = self.accelerator.unwrap_model(self.model).config.get_text_config()
+        rescaled = [a for a in _LOGIT_RESCALERS if getattr(text, a, None) not in (None, 1.0)]
+        if self.args.entropy_top_k is not None and rescaled:
+            raise ValueError(f"entropy_top_k projects hidden states through the plain LM head, but this model also "
+                             f"applies {rescaled} to its logits; use entropy_top_k=None (exact entropy)")
+        a = self.args
+        self.knobs = Knobs(quantile_k=a.quantile_k, alpha=a.alpha, baseline=a.baseline, token_weighting=a.token_weighting)
+        self._scoring: _Scoring | None = None  # set only while _generate_and_score_completions runs
+        if self.use_vllm and not (self.is_deepspeed_enabled or self.is_fsdp_enabled):  # sync unmerges LoRA
+            self.vllm_generation.sync_weights = keep_base_weights(self.vllm_generation.sync_weights, self.model)
+        if a.fast_generation and (self.is_deepspeed_enabled or self.is_fsdp_enabled):
+            raise ValueError("fast_generation merges LoRA into whole weights, which DeepSpeed ZeRO / FSDP shard: "
+                             "set fast_generation=False")
+        if a.compile_generation and getattr(self, "generation_config", None) is not None:
+            self.generation_config.disable_compile = False  # TRL builds it with disable_compile=True
+
+    # ---------------------------------------------------------------- live knobs
+    def set_knobs(self, knobs: Knobs | None = None, **changes) -> Knobs:
+        r"""Put ``knobs`` (a :class:`~qae_lab.methods.Knobs`, e.g. the live controls' value) and/or
+        ``changes`` to any of quantile_k, alpha, baseline, token_weighting in force from the next step.
+
+        Validated before anything changes; the swap is one reference, so a step reads the old
+        knobs or the new ones, never a mix. Returns the knobs now in force.
+
+        >>> import tempfile
+        >>> from qae_lab.task import data, models, rewards
+        >>> model, tok = models.load_policy("embedded", device="cpu")  # the committed tiny model: no download
+        >>> with tempfile.TemporaryDirectory() as out:
+        ...     args = QAEConfig(output_dir=out, use_cpu=True, report_to=[], per_device_train_batch_size=4,
+        ...                      num_generations=4, max_completion_length=8)
+        ...     trainer = QAETrainer(model=model, reward_funcs=rewards.correctness_reward, args=args,
+        ...                          processing_class=tok, train_dataset=data.to_grpo_dataset(data.synthetic_task(4)))
+        >>> trainer.set_knobs(quantile_k=0.6, token_weighting="sa_ah")
+        Knobs(quantile_k=0.6, alpha=0.5, baseline='quantile', token_weighting='sa_ah')
+        >>> trainer.set_knobs(quantile_k=1.5)
+        Traceback (most recent call last):
+        ValueError: quantile_k must lie in the open interval (0, 1), got 1.5
+        """
+        if knobs is not None and not isinstance(knobs, Knobs):
+            raise ValueError(f"knobs must be a qae_lab.methods.Knobs, got {type(knobs).__name__}")
+        new = (self.knobs if knobs is None else knobs).replace(**changes)
+        check_weighting_loss_type(new.token_weighting, self.loss_type)
+        self.knobs = new
+        return new
+
+    def add_step_metrics(self, metrics: dict[str, float]) -> None:
+        r"""Log ``metrics`` in the row of the training step now running, beside TRL's and qae_lab's own (TRL
+        averages each over the logging window, as it does its own). For callbacks that measure between steps
+        (:class:`qae_lab.train.regime_eval.RegimeEval`); call it from ``on_step_begin`` or during the step.
+
+        >>> import types
+        >>> trainer = types.SimpleNamespace(_metrics={"train": {}})
+        >>> QAETrainer.add_step_metrics(trainer, {"regime_eval/entropy_all": 0.5}); trainer._metrics
+        {'train': {'regime_eval/entropy_all': [0.5]}}
+        """
+        for name, value in metrics.items():
+            self._metrics["train"].setdefault(name, []).append(float(value))
+
+    # ---------------------------------------------------------------- generation
+    def _generate_single_turn(self, *args, **kwargs):
+        if not self.args.fast_generation or self.use_vllm:
+            return super()._generate_single_turn(*args, **kwargs)
+        with generation_policy(self.accelerator.unwrap_model(self.model_wrapped)):
+            return super()._generate_single_turn(*args, **kwargs)
+
+    # ---------------------------------------------------------------- advantages
+    def _generate_and_score_completions(self, inputs):
+        mode = "train" if self.model.training else "eval"
+        g = self.num_generations if mode == "train" else self.num_generations_eval
+        scoring = self._scoring = _Scoring(knobs=self.knobs, mode=mode, group_size=g)
+        try:
+            out = super()._generate_and_score_completions(inputs)
+        finally:
+            self._scoring = None
+        n_local = out["completion_ids"].shape[0]
+        local = slice(self.accelerator.process_index * n_local, (self.accelerator.process_index + 1) * n_local)
+        device = out["completion_ids"].device
+        self._log_behaviour(out, scoring, self._metrics[mode])
+        # a new dict: TRL's own batch is not edited
+        return {**out, "advantages": scoring.advantages[local].to(device), "prompt_hard": scoring.hard[local].to(device)}
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        scoring = self._scoring
+        if scoring is not None:  # inside one of our generations (always, in training and evaluation)
+            self._score(scoring, rewards_per_func, n_local=len(prompts))
+        return rewards_per_func  # (N_all, n_funcs), gathered across processes
+
+    def _score(self, scoring: _Scoring, rewards_per_func: torch.Tensor, n_local: int) -> None:
+        """QAE's advantages (eq. Q1-Q5) and regimes from the gathered rewards, and the ``qae/*`` metrics."""
+        rpf, knobs, g, a = rewards_per_func, scoring.knobs, scoring.group_size, self.args
+        if torch.isnan(rpf).all(dim=1).any():
+            raise ValueError("a completion got no reward from any reward function (all None); QAE needs every reward")
+        rewards = (rpf * self.reward_weights.to(rpf.device).unsqueeze(0)).nansum(dim=1)  # (N_all,), as TRL
+        adv = group_advantages(rewards, g, baseline=knobs.baseline, k=knobs.quantile_k,
+                               quantile_method=a.quantile_method, scale=self.scale_rewards, eps=a.advantage_eps)
+        adv = sign_masked_advantages(adv, a.advantage_mask)  # POS-MASK / NEG-MASK ablations
+        success = rewards >= a.success_threshold
+        hard = hard_regime(success.view(-1, g).sum(1), g, knobs.quantile_k).repeat_interleave(g)  # (N_all,)
+        scoring.rewards, scoring.advantages, scoring.hard = rewards, adv, hard
+        start = self.accelerator.process_index * n_local
+        self._log_completion_extra("qae_advantage", adv[start:start + n_local].tolist())  # TRL gathers them
+        metrics = self._metrics[scoring.mode]
+        metrics[QAE_K].append(knobs.quantile_k)
+        metrics[QAE_QUANTILE_BASELINE].append(float(knobs.baseline == "quantile"))
+        stats = advantage_stats(rewards, adv, g, knobs.quantile_k, success_threshold=a.success_threshold)
+        for key, name in ADVANTAGE_STAT_METRICS.items():
+            metrics[name].append(stats[key])
+        if_mean = group_advantages(rewards, g, baseline="mean", scale=self.scale_rewards, eps=a.advantage_eps)
+        metrics[QAE_NEG_CORRECT_IF_MEAN].append(advantage_stats(
+            rewards, if_mean, g, knobs.quantile_k, success_threshold=a.success_threshold)["neg_correct"])
+
+    def _log_behaviour(self, out: dict, scoring: _Scoring, metrics) -> None:
+        """``behaviour/*`` (:mod:`qae_lab.task.behaviour`: length, reflection, diversity) over every process's completions."""
+        lengths = self.accelerator.gather(out["completion_mask"].sum(1))  # (N_all,)
+        # the texts TRL decoded and gathered for its completion table: this generation's are the last N_all
+        texts = [completion_text(c) for c in list(self._logs["completion"])[-scoring.rewards.numel():]]
+        success = (scoring.rewards >= self.args.success_threshold).tolist()
+        for key, value in {**behaviour_stats(lengths.tolist(), texts, success, words=self.args.reflection_words),
+                           **diversity_stats(texts, success, scoring.group_size)}.items():
+            metrics[BEHAVIOUR_PREFIX + key].append(value)
+
+    # ---------------------------------------------------------------- loss
+    def loss_settings(self, knobs: Knobs | None = None) -> LossSettings:
+        """The :class:`qae_lab.loss.LossSettings` of this trainer's config with ``knobs`` (default: in force)."""
+        knobs, a = self.knobs if knobs is None else knobs, self.args
+        return LossSettings(
+            loss_type=self.loss_type, epsilon_low=self.epsilon_low, epsilon_high=self.epsilon_high, delta=a.delta,
+            sequence_ratio=self.importance_sampling_level == "sequence", beta=self.beta,
+            kl_ratio_correction=a.use_bias_correction_kl, token_weighting=knobs.token_weighting, alpha=knobs.alpha,
+            entropy_coef=self.entropy_coef if self._entropy_bonus_enabled else 0.0, cov_penalty=a.cov_penalty,
+            clip_cov_ratio=a.clip_cov_ratio, clip_cov_lb=a.clip_cov_lb, clip_cov_ub=a.clip_cov_ub,
+            kl_cov_ratio=a.kl_cov_ratio, kl_cov_coef=a.kl_cov_coef, max_completion_length=self.max_completion_length)
+
+    def _sparse_active(self, settings: LossSettings) -> bool:
+        # AH weights every row, zero-advantage ones included, and its token normaliser needs their weights;
+        # the forking-token mask and Cov_t run over the micro-batch's tokens: skipping rows would move them
+        return bool(self.args.sparse_update and settings.beta == 0.0 and settings.entropy_coef == 0.0
+                    and not self.aux_loss_enabled and self.model.training and settings.token_weighting != "ah"
+                    and self.top_entropy_quantile >= 1.0 and settings.cov_penalty == "none")
+
+    def _compute_loss(self, model, inputs):
+        settings = self.loss_settings()  # the knobs in force now, for this whole micro-batch
+        training = self.model.training
+        keep = self._kept_rows(inputs["advantages"]) if self._sparse_active(settings) else None
+        if keep is not None and not bool(keep.any()):  # nothing to learn from: a zero loss with a graph
+            if settings.token_weighting != "none":  # the alpha in force, also when no row is weighted
+                self._metrics["train"][SAAH_ALPHA].append(settings.alpha)
+            return sum(p.sum() * 0.0 for p in model.parameters() if p.requires_grad)
+        batch = inputs if keep is None else self._rows(inputs, keep)
+        mask = self._loss_mask(batch)
+        scale = LossScale(
+            accumulation=self.current_gradient_accumulation_steps if training else 1,
+            num_items=batch.get("num_items_in_batch"), num_processes=self.accelerator.num_processes,
+            steps_per_generation=self.args.steps_per_generation if training else 1,
+            rows=None if keep is None else keep.numel(),
+            skipped_tokens=0.0 if keep is None else float(self._loss_mask(inputs)[~keep].sum()))
+        logps, entropies, aux_loss, h_norm = self._forward(model, batch, settings)
+        forking = (self.get_high_entropy_mask(entropies, mask, 1 - self.top_entropy_quantile)
+                   if self.top_entropy_quantile < 1.0 else None)
+        out = grpo_loss(logps, batch["advantages"], mask, settings, scale,
+                        old_logps=batch.get("old_per_token_logps"), entropies=entropies, h_norm=h_norm,
+                        ref_logps=batch.get("ref_per_token_logps"), entropy_mask=forking,
+                        sampling_ratio=batch.get("importance_sampling_ratio")
+                        if self.use_vllm and self.vllm_importance_sampling_correction else None,
+                        hard_rows=batch.get("prompt_hard"),
+                        generator=self._clip_cov_generator() if settings.cov_penalty == "clip_cov" else None)
+        self._log_loss(out, mask, settings, rows_left_out=keep is not None, hard_rows=batch.get("prompt_hard"))
+        loss = out.loss
+        if self.aux_loss_enabled:  # a mixture-of-experts router's balance loss, split like the policy loss
+            loss = loss + self.router_aux_loss_coef * aux_loss / scale.accumulation
+            self._metrics["train" if training else "eval"]["aux_loss"].append(
+                self.accelerator.gather_for_metrics(aux_loss).mean().item())
+        return loss
+
+    def _kept_rows(self, advantages: torch.Tensor) -> torch.Tensor | None:
+        """The rows a sparse update keeps (A != 0), or None when that is every row."""
+        keep = advantages != 0
+        if self.accelerator.num_processes > 1:
+            # the loss's metrics gather per-row values across ranks: every rank keeps the same number of rows
+            # (padding with zero-advantage rows, which add nothing to the loss)
+            n_keep = int(self.accelerator.gather(keep.sum().reshape(1)).max())
+            keep = keep.clone()
+            keep[(~keep).nonzero().flatten()[: n_keep - int(keep.sum())]] = True
+        return None if bool(keep.all()) else keep
+
+    def _forward(self, model, batch: dict, settings: LossSettings):
+        """The model's forward on a micro-batch: log-probs (B, T), entropies (B, T), the auxiliary loss and,
+        with token weighting, H~_t (B, T): exact (H_t / log V) or the top-k estimate from the same forward."""
+        top_k = self.args.entropy_top_k if settings.token_weighting != "none" else None
+        completion_ids = batch["completion_ids"]
+        t = completion_ids.size(1)
+        hidden, hook = [], None
+        if top_k is not None:  # keep the same forward's final hidden states for the top-k estimate
+            decoder = self.accelerator.unwrap_model(model).get_decoder()
+            hook = decoder.register_forward_hook(lambda module, args_, out: hidden.append(out[0][:, -t - 1:-1].detach()))
+        try:
+            logps, entropies, aux_loss = self._get_per_token_logps_and_entropies(
+                model, torch.cat([batch["prompt_ids"], completion_ids], dim=1),
+                torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1), t, compute_entropy=True,
+                compute_aux_loss=self.aux_loss_enabled, **{k: batch.get(k) for k in _FORWARD_EXTRAS})
+        finally:
+            if hook is not None:
+                hook.remove()
+        h_norm = None
+        if settings.token_weighting != "none" and top_k is None:  # H~_t = H_t / log V
+            vocab = self.accelerator.unwrap_model(self.model).config.get_text_config().vocab_size
+            h_norm = normalise_entropy(entropies.float(), vocab)
+        elif top_k is not None:  # the hidden state at position p predicts token p + 1, as the fused head scores it
+            head = self.accelerator.unwrap_model(model).get_output_embeddings()
+            h_norm = head_normalised_entropy(torch.cat(hidden), head.weight, head.bias, temperature=self.temperature,
+                                             top_k=top_k).float()
+        return logps, entropies, aux_loss, h_norm
+
+    def _clip_cov_generator(self) -> torch.Generator:
+        """Clip-Cov's draw, seeded by (seed, global step, micro-batch of the step): a resumed run draws as an
+        uninterrupted one would, and every process the same (int tuples hash alike everywhere)."""
+        draw = (self._step % self.current_gradient_accumulation_steps if self.model.training else 0) + 1
+        return torch.Generator().manual_seed(hash((self.args.seed, self.state.global_step, draw)) % 2**63)
+
+    def _log_loss(self, out: LossOutput, mask: torch.Tensor, settings: LossSettings, rows_left_out: bool,
+                  hard_rows: torch.Tensor | None = None) -> None:
+        """The loss's metrics: ours (``saah/*``, ``cov/*``, ``ledger/*``) as computed on this process, TRL's
+        (``entropy``, ``kl``, ``clip_ratio/*``, ``policy_loss``) reduced across processes as TRL reduces them, and
+        ``entropy`` split by each response's regime (``entropy/hard``, ``entropy/easy``), reduced the same way."""
+        mode = "train" if self.model.training else "eval"
+        metrics = self._metrics[mode]
+        for name, value in out.metrics.items():
+            metrics[name].append(value)
+
+        def global_mean(x: torch.Tensor) -> float:  # per token over the mask, or per response (sequence ratios)
+            local = (torch.stack([x.sum(), torch.tensor(float(x.shape[0]), device=x.device)]) if x.shape[1] == 1
+                     else torch.stack([(x * mask).sum(), mask.sum().to(x.dtype)]))
+            total = self.accelerator.reduce(local, reduction="sum")
+            return (total[0] / total[1].clamp(min=1.0)).item()
+
+        def row_means(x: torch.Tensor) -> torch.Tensor:
+            return x.squeeze(1) if x.shape[1] == 1 else (x * mask).sum(-1) / mask.sum(-1)
+
+        stats = out.token_stats
+        if stats["kl"] is not None:
+            metrics["kl"].append(global_mean(stats["kl"]))
+        metrics["entropy/updated_rows" if rows_left_out else "entropy"].append(global_mean(stats["entropy"]))
+        if hard_rows is not None:  # the token-weighted global mean of each regime: sums and counts reduced, then divided
+            h = stats["entropy"].to(torch.promote_types(stats["entropy"].dtype, torch.float32))  # bf16 sums: float32
+            sums = self.accelerator.reduce(regime_token_sums(h, mask, hard_rows), reduction="sum")
+            names = (ENTROPY_UPDATED_HARD, ENTROPY_UPDATED_EASY) if rows_left_out else (ENTROPY_HARD, ENTROPY_EASY)
+            for name, value in zip(names, regime_token_means(sums)):
+                if value is not None:  # a regime with no response in this micro-batch on any process: not logged
+                    metrics[name].append(value)
+        for side in ("low", "high", "region"):
+            metrics[f"clip_ratio/{side}_mean"].append(global_mean(stats[f"clip_{side}"].float()))
+        metrics["clip_ratio/low_min"].append(
+            torch.nanquantile(self.accelerator.gather(row_means(stats["clip_low"].float())), 0.0).item())
+        metrics["clip_ratio/high_max"].append(
+            torch.nanquantile(self.accelerator.gather(row_means(stats["clip_high"].float())), 1.0).item())
+        if settings.entropy_coef:
+            metrics["policy_loss"].append(self.accelerator.gather(stats["policy_loss"]).nanmean().item())
+            if mode == "train" and self.accelerator.sync_gradients:
+                metrics["entropy_coef"].append(settings.entropy_coef)
+
+    @staticmethod
+    def _loss_mask(inputs: dict) -> torch.Tensor:
+        """The token mask TRL's loss uses: completion tokens, minus tool output where there is some."""
+        return inputs["completion_mask"] * inputs["tool_mask"] if "tool_mask" in inputs else inputs["completion_mask"]
+
+    @staticmethod
+    def _rows(inputs: dict, keep: torch.Tensor) -> dict:
+        """The kept rows of every per-response tensor of a micro-batch, without the completion-padding
+        columns no kept row reaches (trailing: causal attention, so earlier positions are unchanged)."""
+        n = keep.shape[0]
+        sub = {k: (v[keep] if isinstance(v, torch.Tensor) and v.dim() > 0 and v.shape[0] == n else v)
+               for k, v in inputs.items()}
+        if set(sub) <= _TRIMMABLE | {"prompt_ids", "prompt_mask", "advantages", "num_items_in_batch", "prompt_hard"}:
+            m = sub["completion_mask"]
+            width = int(m.sum(0).nonzero().max()) + 1 if bool(m.any()) else 1
+            t = m.shape[1]
+            sub.update({k: sub[k][:, :width] for k in _TRIMMABLE & set(sub) if sub[k].dim() == 2
+                        and sub[k].shape[1] == t})
+        return sub

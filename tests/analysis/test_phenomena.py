@@ -1,0 +1,178 @@
+"""The phenomena experiments: their declared settings build, the committed runs are what they declare,
+and the claim numbers (window means, effects, the K sweep, the search summary) against hand-computed cases."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+
+import pytest
+
+from qae_lab.runs import presets
+from qae_lab.analysis.compare import Run, find_reference_runs, load_runs
+from qae_lab.methods import method_settings
+from qae_lab.analysis.phenomena import (
+    EXPERIMENTS,
+    REGIME_SETS,
+    SEARCH,
+    SEARCH_SEED,
+    SEARCHES,
+    PHENOMENA_DIR,
+    effect,
+    k_sweep_rows,
+    load_experiment,
+    peak,
+    per_method,
+    run_names,
+    search_row,
+    window_mean,
+)
+
+REF = find_reference_runs()
+
+
+@pytest.mark.parametrize("name", sorted(EXPERIMENTS))
+def test_every_declared_run_builds(name):
+    exp = EXPERIMENTS[name]
+    assert exp["preset"] in presets.PRESETS and exp["what"] and len(exp["seeds"]) >= 1
+    for folder, method, sets in run_names(name):
+        method_settings(method)
+        run, cfg = presets.build(exp["preset"], [*exp["sets"], *sets], method=method, output_dir=f"/tmp/{folder}")
+        assert cfg.seed == int(sets[-1].split("=")[1])
+
+
+@pytest.mark.parametrize("name", sorted(EXPERIMENTS))
+def test_committed_runs_are_the_declared_ones(name):
+    runs = {r.name: r for r in load_runs(REF / PHENOMENA_DIR / name)}
+    declared = run_names(name)
+    assert sorted(runs) == sorted(folder for folder, _, _ in declared)
+    exp = EXPERIMENTS[name]
+    for folder, method, sets in declared:
+        r = runs[folder]
+        build = r.config["run"]["build"]
+        assert build["preset"] == exp["preset"] and build["method"] == method
+        assert build["sets"][:len(exp["sets"]) + len(sets)] == [*exp["sets"], *sets]  # then the bookkeeping ones
+        steps = [row["step"] for row in r.rows]
+        assert r.method == method and r.after is not None and steps == list(range(1, steps[-1] + 1))
+        # every generation logs behaviour, diversity and the mean-baseline counterfactual; every step the ledger
+        generated = [row for row in r.rows if row.get("reward") is not None]
+        assert generated and all("behaviour/distinct_correct" in row and "qae/neg_correct_if_mean" in row
+                                 for row in generated)
+        assert all("ledger/dh" in row for row in r.rows)
+        assert {"pass@1", "pass@32", "distinct_correct"} <= set(r.after) and r.before is not None
+
+
+def test_search_summary_is_committed_and_complete():
+    """search.json holds every run of the committed SEARCH, on the search seed, none of the reported seeds."""
+    rows = json.loads((REF / PHENOMENA_DIR / "search.json").read_text())
+    assert sorted(row["name"] for row in rows) == sorted(name for name, _, _ in SEARCH)
+    reported = {seed for exp in EXPERIMENTS.values() for seed in exp["seeds"]}
+    assert SEARCH_SEED not in reported
+    for row in rows:
+        assert {"name", "sets", "steps", "entropy_first", "entropy_last", "entropy_peak", "reward_first",
+                "reward_last", "clipped", "pass@1_before", "pass@1_after"} <= set(row)
+        assert row["steps"] > 0 and all(0 <= row[k] < 10 for k in ("entropy_first", "entropy_last", "entropy_peak"))
+
+
+def test_regime_search_summary_is_committed_and_complete():
+    """search_regimes.json holds every try of REGIME_SEARCH, on the search seed, with its clipped shares."""
+    tries, name = SEARCHES["regimes"]
+    rows = json.loads((REF / PHENOMENA_DIR / name).read_text())
+    assert sorted(row["name"] for row in rows) == sorted(n for n, _, _ in tries)
+    method = {n: m for n, m, _ in tries}
+    for row in rows:
+        assert f"seed={SEARCH_SEED}" in row["sets"] and f"--method {method[row['name']]}" in row["sets"]
+        assert 0 <= row["clipped_high"] <= row["clipped"] < 1  # the upper end is part of the clipped region
+    # the reported runs use the chosen try's settings, on fresh seeds, with the preset's evaluation
+    chosen = next(sets for n, _, sets in tries if n.startswith("spg8-lr5e-5"))
+    assert [s for s in chosen if s != "eval_samples=8"] == EXPERIMENTS["regimes"]["sets"] == REGIME_SETS
+    assert SEARCH_SEED not in EXPERIMENTS["regimes"]["seeds"]
+
+
+def test_run_names_and_bad_experiment():
+    assert run_names("composite")[:4] == [("mean-seed0", "mean", ["seed=0"]), ("qae-seed0", "qae", ["seed=0"]),
+                                          ("sa_ah-seed0", "sa_ah", ["seed=0"]), ("mean-seed1", "mean", ["seed=1"])]
+    with pytest.raises(ValueError, match="experiment must be one of"):
+        run_names("nope")
+    with pytest.raises(ValueError, match="experiment must be one of"):
+        load_experiment(REF, "nope")
+
+
+def test_load_experiment_names_the_command_when_runs_are_missing(tmp_path):
+    with pytest.raises(ValueError, match=r"phenomena_runs.py --work <dir> --only entropy"):
+        load_experiment(tmp_path, "entropy")
+
+
+def test_window_mean_by_hand():
+    rows = [{"step": 1, "x": 1.0}, {"step": 2, "x": None}, {"step": 3, "x": 5.0}, {"step": 4}]
+    assert window_mean(rows, "x") == 3.0
+    assert window_mean(rows, "x", 2) == 5.0 and window_mean(rows, "x", 1, 2) == 1.0
+    assert window_mean(rows, "x", 4) is None and window_mean(rows, "y") is None
+    with pytest.raises(ValueError, match="start must be"):
+        window_mean(rows, "x", 0)
+    with pytest.raises(ValueError, match="stop must be"):
+        window_mean(rows, "x", 3, 2)
+
+
+def test_per_method_and_k_sweep_rows():
+    def run(name, method, k, entropies, after):
+        rows = [{"step": i + 1, "entropy": e} for i, e in enumerate(entropies)]
+        return Run(name, method, 0, {"trainer": {"quantile_k": k}}, rows, None, after)
+
+    runs = [run("a", "qae", 0.4, [0.5, 0.1, 0.3], {"pass@1": 0.4, "pass@8": 0.8}),
+            run("b", "qae", 0.4, [0.5, 0.2, 0.2], {"pass@1": 0.6, "pass@8": 0.9}),
+            run("c", "qae", 0.8, [0.5, 0.6, 0.7], None)]
+    assert per_method(runs, lambda r: r.name) == {"qae": ["a", "b", "c"]}
+    rows = k_sweep_rows(runs, last=2)
+    assert [r["k"] for r in rows] == [0.4, 0.8] and [r["seeds"] for r in rows] == [2, 1]
+    assert rows[0]["final entropy"].mean == pytest.approx((0.2 + 0.2) / 2)   # (0.1+0.3)/2 and (0.2+0.2)/2
+    assert rows[0]["pass@1"].mean == pytest.approx(0.5) and rows[1]["pass@1"] is None
+    assert rows[1]["final entropy"].mean == pytest.approx(0.65)
+
+
+def test_search_row_keeps_the_settings_and_the_figures():
+    rows = [{"step": s, "entropy": float(s), "reward": 1.0 - s / 10} for s in range(1, 11)]
+    config = {"run": {"build": {"preset": "cpu-demo", "method": "mean",
+                                "sets": ["sparse_update=false", "learning_rate=3e-4", "evaluate=false"]}}}
+    r = search_row(Run("x", "mean", 0, config, rows, None, None))
+    assert r["sets"] == ["--method mean", "learning_rate=3e-4"] and r["steps"] == 10
+    assert (r["entropy_first"], r["entropy_last"]) == (1.5, 9.5)   # the first and last 2 of 10 steps
+    assert r["entropy_peak"] == pytest.approx(5.5)                 # the one full 10-step window
+    assert r["reward_first"] == pytest.approx(0.85)
+
+
+def test_peak_uses_full_windows_only():
+    assert peak([0.9, 0.1, 0.1, 0.5, 0.5], 2) == pytest.approx(0.5)   # not the lone first value 0.9
+    assert peak([0.1, 0.3, 0.2], 1) == 0.3 and peak([0.2, 0.4], 5) == pytest.approx(0.3) and peak([], 2) is None
+    with pytest.raises(ValueError, match="window must be"):
+        peak([0.1], 0)
+
+
+def test_the_benchmark_script_names_only_declared_experiments():
+    src = (Path(__file__).resolve().parents[2] / "benchmarks" / "phenomena_runs.py").read_text()
+    assert "EXPERIMENTS" in src and "run_names" in src and "search_row" in src
+
+
+def test_the_k_sweep_borrows_the_entropy_experiments_qae_runs():
+    exp = EXPERIMENTS["k_sweep"]
+    assert exp["with"] == ("entropy", "qae") and exp["sets"] == EXPERIMENTS["entropy"]["sets"]  # the same settings
+    runs = load_experiment(REF, "k_sweep")
+    ks = sorted({float(r.config["trainer"]["quantile_k"]) for r in runs})
+    assert ks == sorted({*exp["k_values"], 0.4}) and sum(float(r.config["trainer"]["quantile_k"]) == 0.4
+                                                         for r in runs) == len(EXPERIMENTS["entropy"]["seeds"])
+
+
+def test_effect_against_a_hand_computation():
+    a, b = [0.30, 0.32, 0.37], [0.20, 0.26, 0.21]
+    e = effect(a, b)
+    sa, sb = statistics.pstdev(a), statistics.pstdev(b)
+    assert e.diff == pytest.approx(statistics.mean(a) - statistics.mean(b))
+    assert e.d == pytest.approx(e.diff / math.sqrt((sa ** 2 + sb ** 2) / 2))
+    assert e.apart is True                               # 0.30 > 0.26
+    assert effect([0.3, 0.2], [0.25, 0.1]).apart is False  # 0.2 < 0.25
+    assert effect([0.3], [0.2, 0.1]).apart is None       # one seed: cannot say
+    assert effect([0.3, 0.3], [0.2, 0.2]).d is None      # no spread
+    assert effect([None], [0.2]) is None
+    assert effect([0.3, None, 0.5], [0.1]).a.n == 2

@@ -1,0 +1,302 @@
+"""Tests for the live lab (qae_lab.lab.live with its controls and qae_lab.lab.live.LiveKnobs), headless: the
+controls' thread-safe values, sliders showing exactly the knobs the trainer gets, knob changes reaching
+the next step (checked in the run's log.jsonl), Stop at a step boundary with a resumable checkpoint, the
+dashboard receiving every step, the steps logged so far, and errors and warnings of the training thread
+surfacing under the dashboard.
+
+Runs train the embedded model on a few tiny steps of the synthetic task (no download). A gate
+callback holds the training thread at the end of a chosen step while the test moves a control,
+so "the next step" is exact rather than a race.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from traitlets import TraitError
+from transformers import TrainerCallback
+
+from qae_lab.runs import presets
+from qae_lab.runs import pipeline as pipeline
+from qae_lab.lab.live import LiveKnobs
+from qae_lab.lab.live import Controls, KnobSlider
+from qae_lab.lab.live import LIVE_PANELS, Dashboard, LiveRun, auto_preset
+from qae_lab.methods import Knobs
+from qae_lab.storage.folder import read_log, step_rows
+
+TINY = ["max_steps=5", "per_device_train_batch_size=8", "num_generations=4", "max_completion_length=24",
+        "n_train=64", "n_eval=4", "evaluate=false", "save_model=false", "disable_tqdm=true", "levels=2,3"]
+
+
+class Gate(TrainerCallback):
+    """Holds the training thread at the end of step ``at`` until :meth:`release`."""
+
+    def __init__(self, at: int):
+        self.at, self.reached, self.go = at, threading.Event(), threading.Event()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == self.at:
+            self.reached.set()
+            assert self.go.wait(120), "the test never released the gate"
+
+    def release(self):
+        self.go.set()
+
+
+class FailAt(TrainerCallback):
+    def __init__(self, at: int):
+        self.at = at
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if state.global_step + 1 == self.at:
+            raise ValueError("boom: a failure inside the training thread")
+
+
+class WarnAt(TrainerCallback):
+    def __init__(self, at: int):
+        self.at = at
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if state.global_step + 1 == self.at:
+            warnings.warn("qae_lab test: a warning from the training thread", FutureWarning)
+
+
+class KnobRecorder:
+    """Stands in for a QAETrainer where only its knobs matter: ``knobs`` and ``set_knobs`` (recorded)."""
+
+    loss_type = "dapo"
+
+    def __init__(self, **knobs):
+        self.knobs, self.received = Knobs(**knobs), []
+
+    def set_knobs(self, knobs):
+        assert isinstance(knobs, Knobs)  # one frozen value, never a dict to share
+        self.received.append(knobs.as_dict())
+
+
+def tiny_trainer(tmp_path: Path, *sets: str, method: str = "qae", callbacks=(), resume: bool = False):
+    run, cfg = presets.build("cpu-demo", [*TINY, *sets], method=method, output_dir=str(tmp_path / "run"))
+    trainer, _, _ = pipeline.make_trainer(run, cfg, preset="cpu-demo", callbacks=list(callbacks), resume=resume)
+    return trainer
+
+
+def wait_gate(gate: Gate, live: LiveRun) -> None:
+    while not gate.reached.wait(0.5):
+        if not live.running:
+            live.wait()  # re-raises a failure of the training thread
+            pytest.fail("training ended before the gate")
+
+
+# ---------------------------------------------------------------- controls (no training)
+
+def test_controls_start_values_snapshot_and_validation():
+    c = Controls(quantile_k=0.6, alpha=0.25, baseline="mean", token_weighting="sa_ah")
+    assert c.snapshot().as_dict() == {"quantile_k": 0.6, "alpha": 0.25, "baseline": "mean", "token_weighting": "sa_ah"}
+    c.k.value, c.alpha.value = 0.30000000000000004, 1.5  # a browser's float step noise is rounded off
+    c.baseline.value, c.token_weighting.value = "quantile", "ah"
+    assert c.snapshot().as_dict() == {"quantile_k": 0.3, "alpha": 1.5, "baseline": "quantile", "token_weighting": "ah"}
+    for kwargs, name in (({"quantile_k": 1.0}, "quantile_k"), ({"alpha": float("nan")}, "alpha"),
+                         ({"baseline": "median"}, "baseline"), ({"token_weighting": "sa-ah"}, "token_weighting")):
+        with pytest.raises(ValueError, match=name):
+            Controls(**kwargs)
+    with pytest.raises(ValueError, match=r"quantile_k must be in \[0.05, 0.95\]"):
+        c.set(quantile_k=0.99, alpha=0.75)  # outside the slider's range: refused, nothing moved
+    assert c.snapshot().alpha == 1.5
+    with pytest.raises(ValueError, match="unknown knob"):
+        c.set(beta=0.1)
+
+
+def shown(slider: KnobSlider) -> float:
+    """The number a browser shows: the frontend snaps the handle and readout to min + n * step, then
+    formats it with readout_format."""
+    n = round((slider.value - slider.min) / slider.step)
+    return float(format(slider.min + n * slider.step, slider.readout_format))
+
+
+@pytest.mark.parametrize("k, alpha", [(0.99, 3.0), (0.4, 0.5), (0.123, 0.123), (0.01, -1.25)])
+def test_sliders_show_the_knobs_the_trainer_gets(k, alpha):
+    trainer = KnobRecorder(quantile_k=k, alpha=alpha, baseline="quantile", token_weighting="sa_ah")
+    c = Controls.for_trainer(trainer)
+    knobs = LiveKnobs(c, trainer)
+    knobs.on_step_begin(None, SimpleNamespace(global_step=0), None)
+    c.baseline.value = "mean"  # moving another control keeps K and alpha as shown
+    knobs.on_step_begin(None, SimpleNamespace(global_step=1), None)
+    for slider, name, want in ((c.k, "quantile_k", k), (c.alpha, "alpha", alpha)):
+        assert slider.value == shown(slider) == getattr(c.snapshot(), name) == want
+        assert [got[name] for got in trainer.received] == [want, want]
+    assert trainer.received[-1]["baseline"] == "mean"
+
+
+def test_slider_refuses_what_it_cannot_show():
+    c = Controls(quantile_k=0.99, alpha=3.0)
+    before = c.snapshot()
+    for slider, bad, match in ((c.k, 1.5, r"quantile_k must be in \[0.05, 0.99\] \(the range of the slider 'K "),
+                               (c.k, 0.01, r"quantile_k must be in \[0.05, 0.99\]"),
+                               (c.alpha, 3.5, r"alpha must be in \[-0.5, 3.0\]"),
+                               (c.alpha, float("nan"), "alpha must be in")):
+        with pytest.raises(TraitError, match=match):
+            slider.value = bad  # ipywidgets would clamp it silently
+        assert (c.k.value, c.alpha.value) == (0.99, 3.0) and c.snapshot() == before
+    with pytest.raises(TraitError, match="min 0.995 would move the value 0.99"):
+        c.k.min = 0.995
+    with pytest.raises(TraitError, match="max 2.0 would move the value 3.0"):
+        c.alpha.max = 2.0
+    c.k.max = 1.5  # a range beyond the knob's validity: the knob's own check still refuses
+    with pytest.raises(TraitError, match=r"quantile_k must lie in the open interval \(0, 1\)"):
+        c.k.value = 1.2
+    assert (c.k.value, c.k.min, c.alpha.max) == (0.99, 0.05, 3.0) and c.snapshot() == before
+    c.k.value = 0.4567  # off the 0.01 grid: the step follows, so the browser shows 0.4567 too
+    assert shown(c.k) == c.k.value == c.snapshot().quantile_k == 0.4567 and c.k.readout_format == ".4f"
+
+
+def test_controls_for_a_trainer_with_knobs_beyond_the_default_ranges(tmp_path):
+    trainer = tiny_trainer(tmp_path, "quantile_k=0.99", "alpha=3.0", "token_weighting=sa_ah")
+    c = Controls.for_trainer(trainer)
+    LiveKnobs(c, trainer).on_step_begin(None, SimpleNamespace(global_step=0), None)
+    assert (shown(c.k), shown(c.alpha)) == (c.k.value, c.alpha.value) == (0.99, 3.0)
+    assert (trainer.knobs.quantile_k, trainer.knobs.alpha) == (0.99, 3.0)
+
+
+def test_controls_stop_button_and_no_torn_reads():
+    c = Controls()
+    torn, done = [], threading.Event()
+
+    def reader():  # the training thread's side: K and alpha must always come from the same set() call
+        while not done.is_set():
+            s = c.snapshot()
+            if s.quantile_k != s.alpha:
+                torn.append(s)
+
+    c.set(quantile_k=0.2, alpha=0.2)
+    t = threading.Thread(target=reader)
+    t.start()
+    for i in range(2000):
+        v = 0.2 if i % 2 else 0.8
+        c.set(quantile_k=v, alpha=v)
+    done.set()
+    t.join()
+    assert torn == []
+    assert not c.stop_requested
+    c.stop_button.click()
+    assert c.stop_requested and c.stop_button.disabled and c.stop_button.description == "Stopping..."
+    # every move is recorded with the step it arrived in (no step begun: 0), in the order received
+    assert len(c.changes) == 2 * 2001 and {step for step, _, _ in c.changes} == {0}
+    assert c.changes[-2:] == [(0, "quantile_k", 0.2), (0, "alpha", 0.2)]
+
+
+def test_dashboard_keeps_every_row_and_draws_the_panels():
+    d = Dashboard(max_steps=10, mode="static", min_interval_s=3600.0)  # no automatic redraw after the first
+    for step in range(1, 8):
+        d.add({"step": step, "reward": step / 10, "qae/k": 0.4 if step < 4 else 0.7, "qae/zero_adv_frac": 0.8,
+               "ledger/dh": -0.01, "ledger/dh_pos": -0.02, "ledger/dh_neg": 0.01})
+    assert [r["step"] for r in d.rows] == list(range(1, 8)) and d.progress.value == 7
+    d.refresh()
+    k = next(t for t in d.view.figure.data if t.name == "qae/k")
+    assert list(k.x) == list(range(1, 8)) and list(k.y) == [0.4] * 3 + [0.7] * 4
+    assert "K = 0.70" in d.view.figure.layout.title.text
+    titles = [a.text for a in d.view.figure.layout.annotations]
+    assert all(panel in titles for panel in LIVE_PANELS)
+    assert {"ledger/dh", "ledger/dh_pos", "ledger/dh_neg"} <= {t.name for t in d.view.figure.data}  # the ledger
+
+
+def test_auto_preset_without_gpu():
+    import torch
+
+    preset, why = auto_preset()
+    assert preset == ("qwen2.5-1.5b-gsm8k" if torch.cuda.is_available() else "cpu-demo") and why
+
+
+# ---------------------------------------------------------------- live runs
+
+def test_slider_moves_reach_the_next_step(tmp_path):
+    gate = Gate(at=2)
+    trainer = tiny_trainer(tmp_path, callbacks=[gate])
+    live = LiveRun(trainer)
+    kinds = [type(cb).__name__ for cb in trainer.callback_handler.callbacks]
+    assert not any("Progress" in k or "Printer" in k for k in kinds), kinds  # the dashboard replaces them
+    assert live.start() is live and live.running  # start() returns while training goes on
+    wait_gate(gate, live)
+    # between steps 2 and 3: what a teacher's slider moves do
+    live.controls.k.value = 0.7
+    live.controls.token_weighting.value = "sa_ah"
+    live.controls.alpha.value = 1.25
+    gate.release()
+    outcome = live.wait(300)
+    assert not outcome.interrupted and outcome.global_step == 5
+    rows = step_rows(read_log(trainer.args.output_dir))
+    assert [r["step"] for r in rows] == [1, 2, 3, 4, 5]
+    assert [r["qae/k"] for r in rows] == [0.4, 0.4, 0.7, 0.7, 0.7]
+    assert [r.get("saah/alpha") for r in rows] == [None, None, 1.25, 1.25, 1.25]  # logged once weighting is on
+    assert [step for step, _ in live.knobs.applied] == [1, 2, 3, 4, 5]
+    # the kernel received the moves while step 2's knobs were fixed: stamped 2, in force from step 3
+    assert live.controls.changes == [(2, "quantile_k", 0.7), (2, "token_weighting", "sa_ah"), (2, "alpha", 1.25)]
+    assert live.controls.stop_button.description == "Finished" and live.controls.stop_button.disabled
+    live.stop()  # Stop after the end (a Run All cell, a late click): nothing to stop, the button says so
+    assert live.controls.stop_button.description == "Finished" and not live.controls.stop_requested
+    # the dashboard received every step, and its last drawing shows them all
+    assert [r["step"] for r in live.dashboard.rows] == [1, 2, 3, 4, 5]
+    k = next(t for t in live.dashboard.view.figure.data if t.name == "qae/k")
+    assert list(k.y) == [0.4, 0.4, 0.7, 0.7, 0.7]
+    assert "finished" in live.dashboard.status.value
+
+
+def test_stop_ends_at_a_step_boundary_with_log_and_checkpoint(tmp_path):
+    gate = Gate(at=2)
+    trainer = tiny_trainer(tmp_path, "max_steps=50", callbacks=[gate])
+    live = LiveRun(trainer).then(lambda run: f"after-hook saw step {run.trainer.state.global_step}").start()
+    wait_gate(gate, live)
+    live.controls.stop_button.click()  # pressed while step 2 is finishing
+    gate.release()
+    outcome = live.wait(300)
+    assert outcome.interrupted and outcome.global_step == 2
+    ckpt = Path(outcome.checkpoint)
+    assert ckpt == Path(trainer.args.output_dir) / "checkpoint-2" and (ckpt / "trainer_state.json").is_file()
+    rows = step_rows(read_log(trainer.args.output_dir))
+    assert [r["step"] for r in rows] == [1, 2]  # complete up to the stop, nothing after
+    assert "stopped after step 2" in live.dashboard.status.value
+    assert live.controls.stop_button.description == "Stopped"  # no longer "Stopping..."
+    assert any("after-hook saw step 2" in o.get("text", "") for o in live.messages.outputs)
+    with pytest.raises(RuntimeError, match="already started"):
+        live.start()
+    # the checkpoint resumes: a new trainer in the same folder continues to its max_steps, one log
+    resumed = LiveRun(tiny_trainer(tmp_path, "max_steps=4", resume=True), resume_from_checkpoint=str(ckpt)).start()
+    assert resumed.wait(300).global_step == 4
+    assert [r["step"] for r in step_rows(read_log(trainer.args.output_dir))] == [1, 2, 3, 4]
+
+
+def test_errors_in_the_training_thread_are_shown_and_reraised(tmp_path):
+    live = LiveRun(tiny_trainer(tmp_path, callbacks=[FailAt(2)])).start()
+    with pytest.raises(RuntimeError, match="failed in the background thread") as info:
+        live.wait(300)
+    assert isinstance(info.value.__cause__, ValueError)
+    assert "failed: ValueError: boom" in live.dashboard.status.value
+    assert any("boom" in o.get("text", "") and o.get("name") == "stderr" for o in live.messages.outputs)
+    assert [r["step"] for r in live.dashboard.rows] == [1]
+    assert live.controls.stop_button.description == "Failed" and live.controls.stop_button.disabled
+
+
+def test_logged_steps_and_the_training_threads_warnings(tmp_path, recwarn):
+    gate = Gate(at=1)
+    trainer = tiny_trainer(tmp_path, "max_steps=2", callbacks=[gate, WarnAt(1)])
+    live = LiveRun(trainer)
+    assert live.logged_steps() == []  # no log.jsonl yet
+    live.start()
+    wait_gate(gate, live)
+    assert live.logged_steps() == []  # step 1 ends before its log line is written
+    warnings.warn("qae_lab test: a warning from the test's thread", FutureWarning)
+    gate.release()
+    live.wait(300)
+    assert [r["step"] for r in live.logged_steps()] == [1, 2]
+    assert [r["step"] for r in live.logged_steps()] == [r["step"] for r in step_rows(read_log(trainer.args.output_dir))]
+    # the training thread's warning is shown under the dashboard, the test thread's where it went before
+    errs = "".join(o["text"] for o in live.messages.outputs if o.get("name") == "stderr")
+    # (the exact layout is warnings.formatwarning's, which some installs re-format: check the parts)
+    assert "FutureWarning" in errs and "qae_lab test: a warning from the training thread" in errs
+    recorded = [str(w.message) for w in recwarn]
+    assert "qae_lab test: a warning from the test's thread" in recorded
+    assert not any("training thread" in m for m in recorded)
+    assert "test's thread" not in errs

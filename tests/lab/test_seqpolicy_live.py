@@ -1,0 +1,123 @@
+"""qae_lab.lab.nb07_sequence_policy: notebooks 07's and 09's live numbers, against hand-computed cases and the exact
+policy's facts."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from qae_lab.toys.seqpolicy import make_tasks, sequence_entropy
+from qae_lab.analysis.seqpolicy_runs import setting_name
+from qae_lab.lab.nb07_sequence_policy import (
+    CELL_NAMES,
+    COMPARISONS,
+    SHARE_PARTS,
+    SHOW,
+    LiveRuns,
+    expected_vs_sampled_lines,
+    ledger_keys,
+    ledger_shares,
+    one_update,
+    one_update_lines,
+    prefix_table,
+    task_lines,
+    variance_ratios,
+)
+from qae_lab.analysis.seqpolicy_findings import load_findings
+from qae_lab.toys.seqpolicy_training import UpdateSettings
+
+
+def test_task_lines_a_flat_start_has_the_largest_entropy():
+    # a flat start is the uniform policy: H(pi) = L log V exactly, and the chain rule holds to rounding
+    tasks = {"flat": make_tasks(4, 2, 3, start="flat", seed=0), "peaked": make_tasks(4, 2, 3, start="peaked", seed=0)}
+    flat, peaked = task_lines(tasks, 2, 3)
+    bound = 3 * math.log(2)
+    assert flat.startswith(f"  flat: H(pi) {bound:.3f} nats on average (at most L log V = {bound:.3f})")
+    assert peaked.startswith(f"peaked: H(pi) {float(sequence_entropy(tasks['peaked'].logits).mean()):.3f} nats")
+    assert float(flat.split("agrees to ")[1].split(";")[0]) < 1e-12
+    assert "of 4, success rates" in peaked
+
+
+def test_ledger_shares_by_hand():
+    m = {"exact/dh": 0.5, "exact/dh_hard_pos": 1.0, "exact/dh_hard_neg": -1.0, "exact/dh_easy_pos": 0.5,
+         "exact/dh_easy_neg": 0.0}
+    assert ledger_shares(m, "exact") == [0.2, 0.4, -0.4, 0.2, 0.0]  # |cells| sum to 2.5
+    with pytest.raises(ValueError, match="cells are all 0"):
+        ledger_shares({f"exact/{p}": 0.0 for p in SHARE_PARTS}, "exact")
+
+
+def test_one_update_and_its_lines():
+    t = make_tasks(4, 2, 3, start="peaked", seed=0)
+    m = one_update(t, UpdateSettings(group_size=4, baseline="mean", eta=1.0))
+    assert m["sampled/dh"] == pytest.approx(m["sampled/dh_state"] + m["sampled/dh_visit"], abs=1e-12)
+    assert one_update(t, UpdateSettings(group_size=4, baseline="mean", eta=1.0)) == m  # the same seed, the same draw
+    lines = one_update_lines({"dh_exact": -0.25, "dh_first_order": -0.5, "sampled/dh_state": -0.375,
+                              "sampled/dh_visit": -0.125, "estimator_npg/dh": 1.0, "estimator_pg/dh": -2.0,
+                              "estimator_reinforce/dh": 0.5})
+    assert lines[1] == ("per-token estimates, summed (eta / N_tok units): npg (trainer) +1.00000, pg -2.00000, "
+                        "reinforce +0.50000")
+    assert lines[0] == ("exact change H(after) - H(before) -0.25000, first order -0.50000 = the states' own "
+                        "entropies -0.37500 + their visitation -0.12500 (nats, mean over prompts)")
+    with pytest.raises(KeyError):  # the default kinds name the reinforce estimate too
+        one_update_lines({"dh_exact": 0, "dh_first_order": 0, "sampled/dh_state": 0, "sampled/dh_visit": 0})
+
+
+def test_expected_vs_sampled_lines_agree_within_their_margin():
+    t = make_tasks(4, 2, 3, start="peaked", seed=0)
+    lines = expected_vs_sampled_lines(t, UpdateSettings(group_size=4, baseline="mean", eta=1.0), 400, prompts=2)
+    assert [line.split(":")[0].strip() for line in lines] == ["dh", "dh_hard_neg", "dh_easy_neg"]
+    for line in lines:  # the sampled ledger is unbiased: its average lies near the expected one
+        expected = float(line.split("expected ")[1].split(",")[0])
+        average, margin = (float(x) for x in line.split("updates ")[1].split(" (2")[0].split(" ± "))
+        assert abs(average - expected) <= 2 * margin + 1e-9, line
+    with pytest.raises(ValueError, match="n_groups"):
+        expected_vs_sampled_lines(t, UpdateSettings(group_size=4), 1)
+
+
+def test_live_runs_settings_and_cache():
+    live = LiveRuns(seeds=2, prompts=2, vocab=2, length=2, steps=3, eta=40.0, adam_eta=0.02)
+    s = live.settings("quantile", 0.6, False, False, 0.5, "sgd")
+    assert (s.baseline, s.k, s.scale, s.eta, s.epsilon_high, s.alpha, s.num_iterations) == (
+        "quantile", 0.6, "none", 40.0, 0.2, 0.5, 2)
+    s = live.settings("mean", 0.4, True, True, 0.0, "adam")
+    assert (s.scale, s.eta, s.epsilon_high, s.optimizer) == ("group", 0.02, 0.28, "adam")
+    out = live("mean", 0.4, True, True, "flat", 0.0, "sgd")
+    assert out["entropy"].shape == (2, 4) and out["sampled/dh"].shape == (2, 3)
+    assert live("mean", 0.4, True, True, "flat", 0.0, "sgd") is out  # made once
+    assert live("mean", 0.4, True, True, "peaked", 0.0, "sgd") is not out
+
+
+def test_ledger_keys_every_choice():
+    assert ledger_keys("cumulative ledger, exact", "sgd") == {k: f"sampled/{v}" for k, v in CELL_NAMES.items()}
+    assert ledger_keys("cumulative ledger, exact", "adam") == {"all (grad H . dz, whole step)": "dh_first_order"}
+    assert ledger_keys("cumulative ledger, trainer's npg", "adam") == {
+        k: f"estimator_npg/{v}" for k, v in CELL_NAMES.items()}
+    assert ledger_keys("success", "sgd") == {"success": "success"} and set(SHOW) >= {"entropy", "success"}
+    with pytest.raises(ValueError, match="show must be one of"):
+        ledger_keys("loss", "sgd")
+
+
+def test_variance_ratios_by_hand():
+    out = {"alpha = 0": {"trace_var": 4.0, "mean_norm": 2.0}, "AH, alpha = 1": {"trace_var": 1.0, "mean_norm": 3.0}}
+    assert variance_ratios(out) == {"alpha = 0": [1.0, 1.0], "AH, alpha = 1": [0.25, 1.5]}
+
+
+def test_comparisons_name_settings_of_the_committed_sweep():
+    runs = load_findings()["runs"]
+    for group in COMPARISONS.values():
+        for spec in group.values():
+            for start in ("flat", "peaked"):
+                assert setting_name(start, *spec) in runs, (start, spec)
+
+
+def test_prefix_table_rows_follow_the_logit_table_and_the_chain_rule_agrees():
+    t = make_tasks(1, 3, 2, start="peaked", seed=1, sharpness=1.0)
+    lines = prefix_table(t.logits[0])
+    assert [line.split()[0] for line in lines[1:5]] == ["(empty)", "0", "1", "2"]  # one row per prefix, in order
+    chain, enumerated = (float(x.split("= ")[1].split()[0]) for x in lines[-1].split("; "))
+    assert chain == enumerated == pytest.approx(float(sequence_entropy(t.logits[0])), abs=1e-4)
+    assert "enumerating the 9 sequences" in lines[-1]
+    for bad, match in ((t.logits, "one prompt"), (make_tasks(1, 5, 2).logits[0], "V <= 4")):
+        with pytest.raises(ValueError, match=match):
+            prefix_table(bad)

@@ -1,0 +1,371 @@
+"""Tests for qae_lab.storage.resume: the one resume plan. Hand-made run folders (empty, holding another run,
+a complete checkpoint at N, damaged checkpoints, a finished run, changed settings) give the expected
+plan; the command line, make_trainer / train, the live lab and RunLogger each follow the plan they are
+given (the planner is replaced and each caller must do what the replacement says). No training."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+import qae_lab.runs.pipeline as pipeline
+from qae_lab.storage import resume as resume_mod
+from qae_lab.train.callbacks import RunLogger, pending_plan
+from qae_lab.runs.cli import main
+from qae_lab.lab.live import Controls
+from qae_lab.lab.live import Dashboard, LiveRun
+from qae_lab.storage.resume import FRESH, REFUSE, RESUME, ResumePlan, claim, plan_run
+from qae_lab.storage.folder import CONFIG_NAME, LOG_NAME, RunFolderError, read_log, run_files
+
+SETTINGS = {"trainer": {"quantile_k": 0.4, "max_steps": 4, "save_steps": 2, "seed": 42}, "run": {"n_train": 16}}
+
+
+def _checkpoint(out: Path, step: int, history_steps=None) -> Path:
+    """A small but real Trainer-like checkpoint: state (with its log history), safetensors weights, torch files."""
+    ckpt = out / f"checkpoint-{step}"
+    ckpt.mkdir(parents=True)
+    history = [{"step": s, "reward": s / 10, "loss": 0.0} for s in (history_steps or range(1, step + 1))]
+    (ckpt / "trainer_state.json").write_text(json.dumps({"global_step": step, "log_history": history}))
+    save_file({"w": torch.arange(16.0)}, str(ckpt / "model.safetensors"))
+    torch.save({"state": {}}, ckpt / "optimizer.pt")
+    torch.save({"last_epoch": step}, ckpt / "scheduler.pt")
+    torch.save({"cpu": torch.get_rng_state()}, ckpt / "rng_state.pth")
+    return ckpt
+
+
+def _run_folder(out: Path, *, logged=(1, 2), checkpoints=(2,), finished: int | None = None,
+                settings=SETTINGS) -> Path:
+    """A run folder as a run leaves it: config.json, log.jsonl with the ``logged`` steps, the checkpoints."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / CONFIG_NAME).write_text(json.dumps({"preset": "cpu-demo", **settings, "versions": {"qae_lab": "0.1.0"},
+                                               "resumes": []}))
+    rows = [{"step": s, "reward": s / 10, "loss": 0.0} for s in logged]
+    rows += [{"step": finished, "train_runtime": 9.0}] if finished else []
+    (out / LOG_NAME).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for step in checkpoints:
+        _checkpoint(out, step)
+    return out
+
+
+def _with(**trainer) -> dict:
+    return {"trainer": {**SETTINGS["trainer"], **trainer}, "run": dict(SETTINGS["run"])}
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+# ---------------------------------------------------------------- hand-made folders -> the plan
+
+def test_an_empty_or_missing_folder_is_fresh_and_planning_writes_nothing(tmp_path):
+    assert plan_run(tmp_path / "new") == ResumePlan(FRESH, tmp_path / "new")
+    assert not (tmp_path / "new").exists()
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("the user's own")  # not a run's file
+    p = plan_run(tmp_path / "mine")
+    assert (p.kind, p.overwrite, p.start_step, p.resume_from, p.lines()) == (FRESH, (), 0, None, [])
+
+
+def test_a_folder_holding_another_run_is_refused_unless_overwritten(tmp_path):
+    out = _run_folder(tmp_path / "run")
+    (out / "eval_before.json").write_text("{}")
+    before = _snapshot(out)
+    p = plan_run(out)
+    assert p.kind == REFUSE and "already holds a run (checkpoint-2, config.json, eval_before.json, log.jsonl)" in p.reason
+    assert "--resume" in p.reason and "--overwrite" in p.reason
+    with pytest.raises(RunFolderError, match="already holds a run"):
+        p.require()
+    o = plan_run(out, overwrite=True)
+    assert o.kind == FRESH and o.overwrite == ("checkpoint-2", "config.json", "eval_before.json", "log.jsonl")
+    assert "deleting the previous run's checkpoint-2, config.json" in o.lines()[0]
+    assert _snapshot(out) == before  # planning touched nothing
+    only_eval = tmp_path / "eval-only"
+    only_eval.mkdir()
+    (only_eval / "eval_before.json").write_text("{}")  # a run interrupted in its first evaluation
+    assert plan_run(only_eval).kind == REFUSE
+
+
+@pytest.mark.parametrize("how", ["run folder", "checkpoint", "True"])
+def test_a_complete_checkpoint_at_n_is_resumed(tmp_path, how):
+    out = _run_folder(tmp_path / "run", logged=(1, 2), checkpoints=(2,))
+    resume = {"run folder": out, "checkpoint": out / "checkpoint-2", "True": True}[how]
+    p = plan_run(out if how != "run folder" else None, resume=resume, settings=SETTINGS)
+    assert (p.kind, p.folder, p.checkpoint, p.step, p.start_step) == (RESUME, out, out / "checkpoint-2", 2, 2)
+    assert (p.changes, p.finished_at, p.trains_on, p.superseded_steps, p.restored_steps, p.cut_line) == \
+        ((), None, True, (), (), False)
+    assert p.lines() == [f"resuming {out / 'checkpoint-2'} (step 2)"]
+    assert p.resume_from == str(out / "checkpoint-2")
+
+
+def test_damaged_checkpoints_are_skipped_named_or_refused(tmp_path):
+    out = _run_folder(tmp_path / "run", logged=(1, 2, 3, 4), checkpoints=(2, 4))
+    rng = out / "checkpoint-4" / "rng_state.pth"
+    rng.write_bytes(rng.read_bytes()[:100])  # cut by a crash
+    p = plan_run(None, resume=out, settings=SETTINGS)
+    assert p.kind == RESUME and p.step == 2 and p.superseded_steps == (3, 4)
+    assert p.notes == ("checkpoint-4 skipped: rng_state.pth is damaged or cut short (BadZipFile: File is not a zip "
+                       "file; 100 bytes)",)
+    assert p.lines()[0] == p.notes[0] and "steps 3, 4 were logged after the checkpoint" in p.lines()[1]
+    named = plan_run(None, resume=out / "checkpoint-4", settings=SETTINGS)
+    assert named.kind == REFUSE and "checkpoint-4: the checkpoint cannot be resumed: rng_state.pth is damaged" in \
+        named.reason
+    (out / "checkpoint-2" / "trainer_state.json").write_text('{"global_step": 2')
+    none = plan_run(None, resume=out, settings=SETTINGS)
+    assert none.kind == REFUSE and "no complete checkpoint in this run folder" in none.reason
+    assert "checkpoint-4 skipped" in none.reason and "checkpoint-2 skipped: trainer_state.json is damaged" in none.reason
+    assert plan_run(None, resume=tmp_path / "nowhere").reason.endswith("nowhere: no such folder to resume")
+
+
+def test_malformed_states_configs_and_pickled_weights_are_refused_naming_the_file(tmp_path):
+    # issue 31, finding 11: malformed trainer_state.json or config.json gave tracebacks; a checkpoint holding only
+    # pytorch_model.bin was accepted here and refused by export
+    out = _run_folder(tmp_path / "run", logged=(1, 2), checkpoints=(2,))
+    state = out / "checkpoint-2" / "trainer_state.json"
+    for text in ('{"global_step": "2"}', "[2]", '{"global_step": true}', '{"global_step": 2, "log_history": 5}'):
+        state.write_text(text)
+        p = plan_run(None, resume=out, settings=SETTINGS)
+        assert p.kind == REFUSE and "checkpoint-2 skipped: trainer_state.json" in p.reason, text
+    state.write_text(json.dumps({"global_step": 2, "log_history": []}))
+    for text, said in (("[1, 2]", "a JSON dict is needed, it holds a list"), ('{"trainer": 3}', "its 'trainer' is not a "
+                       "mapping"), ("[" * 100_000, "nested too deep"), ('{"trainer": {}, "run": {"build": "x"}}', None)):
+        (out / CONFIG_NAME).write_text(text)
+        if said is None:  # the command line's recipe reader: checked too
+            assert main(["train", "--resume", str(out), "--dry-run"]) == 2
+            continue
+        p = plan_run(None, resume=out, settings=SETTINGS)
+        assert p.kind == REFUSE and said in p.reason, text
+    (out / CONFIG_NAME).write_text(json.dumps({"preset": "cpu-demo", **SETTINGS, "versions": {"qae_lab": "0"}}))
+    weights = out / "checkpoint-2" / "model.safetensors"
+    weights.unlink()
+    torch.save({"w": torch.zeros(2)}, out / "checkpoint-2" / "pytorch_model.bin")
+    p = plan_run(None, resume=out, settings=SETTINGS)
+    assert p.kind == REFUSE and "pytorch_model.bin holds pickled weights, which qae_lab never loads" in p.reason
+
+
+def test_a_finished_run_resumes_as_it_was_or_trains_on(tmp_path):
+    out = _run_folder(tmp_path / "run", logged=(1, 2, 3, 4), checkpoints=(2, 4), finished=4)
+    same = plan_run(None, resume=out, settings=SETTINGS)
+    assert (same.kind, same.step, same.finished_at, same.trains_on, same.changes) == (RESUME, 4, 4, False, ())
+    longer = plan_run(None, resume=out, settings=_with(max_steps=6))
+    assert (longer.finished_at, longer.trains_on, longer.changed) == (4, True, {"max_steps": [4, 6]})
+    assert "changed: max_steps 4 -> 6" in longer.lines()[-1]
+    older = plan_run(None, resume=out / "checkpoint-2", settings=_with(max_steps=6))
+    assert older.kind == REFUSE and "checkpoint-2 is not the run's latest checkpoint (checkpoint-4 is)" in older.reason
+    shorter = plan_run(None, resume=out, settings=_with(max_steps=3))
+    assert shorter.kind == REFUSE and "max_steps must exceed the checkpoint's step 4" in shorter.reason
+
+
+def test_changed_settings_are_refused_unless_safe(tmp_path):
+    out = _run_folder(tmp_path / "run", logged=(1, 2), checkpoints=(2,))
+    before = _snapshot(out)
+    unsafe = plan_run(None, resume=out, settings={**_with(quantile_k=0.6), "run": {"n_train": 32}})
+    assert unsafe.kind == REFUSE and "other settings than the run was trained with" in unsafe.reason
+    assert "quantile_k 0.4 -> 0.6" in unsafe.reason and "n_train 16 -> 32" in unsafe.reason
+    safe = plan_run(None, resume=out, settings=_with(save_steps=1, max_steps=8))
+    assert safe.kind == RESUME and safe.changes == (("max_steps", 4, 8), ("save_steps", 2, 1))
+    assert plan_run(None, resume=out).changes == ()  # no settings given: the run's own
+    assert _snapshot(out) == before
+
+
+def test_the_log_around_the_checkpoint_is_planned(tmp_path):
+    out = _run_folder(tmp_path / "run", logged=(1, 2, 3), checkpoints=(3,))
+    text = (out / LOG_NAME).read_text()
+    (out / LOG_NAME).write_text(text[: text.index('{"step": 3') + 12])  # step 3's line cut by a crash
+    p = plan_run(None, resume=out, settings=SETTINGS)
+    assert (p.step, p.restored_steps, p.cut_line, p.superseded_steps) == (3, (3,), True, ())
+    assert "last line was cut short" in p.lines()[-1] and "steps 3 missing from the log are restored" in p.lines()[-1]
+
+
+def test_what_a_resume_cannot_be(tmp_path):
+    out = _run_folder(tmp_path / "run")
+    assert plan_run(out, resume=out, overwrite=True).reason == \
+        "--overwrite starts a new run; --resume continues one: choose one"
+    other = plan_run(tmp_path / "elsewhere", resume=out / "checkpoint-2")
+    assert other.kind == REFUSE and "continues its own run folder" in other.reason
+    (out / CONFIG_NAME).unlink()
+    assert plan_run(None, resume=out, settings=SETTINGS).kind == RESUME  # nothing to compare with
+    rebuilt = plan_run(None, resume=out, settings=lambda stored, folder: SETTINGS)  # rebuilt from config.json
+    assert rebuilt.kind == REFUSE and "run config" in rebuilt.reason and "is missing" in rebuilt.reason
+
+
+def test_a_loaded_step_is_planned_from_the_trainers_state(tmp_path):
+    out = _run_folder(tmp_path / "run", logged=(1,), checkpoints=())
+    history = [{"step": s, "reward": 0.5} for s in (1, 2)]  # the trainer loaded step 2 from elsewhere
+    p = plan_run(out, resume=2, history=history, settings=SETTINGS)
+    assert (p.kind, p.step, p.restored_steps, p.checkpoint) == (RESUME, 2, (2,), out / "checkpoint-2")
+    with pytest.raises(ValueError, match="step is >= 1"):
+        plan_run(out, resume=-1)
+
+
+def test_the_plan_is_a_frozen_value_with_one_meaning(tmp_path):
+    p = plan_run(tmp_path)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.kind = RESUME
+    with pytest.raises(ValueError, match="kind must be"):
+        ResumePlan("restart", tmp_path)
+    with pytest.raises(ValueError, match="says why"):
+        ResumePlan(REFUSE, tmp_path)
+    with pytest.raises(ValueError, match="names its checkpoint"):
+        ResumePlan(RESUME, tmp_path)
+    assert plan_run(tmp_path) == p and hash(plan_run(tmp_path)) == hash(p)
+
+
+def test_claim_carries_out_a_fresh_plan_and_guards_against_a_run_started_since(tmp_path):
+    out = _run_folder(tmp_path / "run")
+    (out / "notes.txt").write_text("keep")
+    p = plan_run(out, overwrite=True)
+    lock = claim(p)
+    assert lock.held and sorted(x.name for x in out.iterdir()) == [".qae_lab-run.json", ".qae_lab-run.lock",
+                                                                   "notes.txt"]
+    lock.release()
+    late = plan_run(tmp_path / "late")
+    _run_folder(tmp_path / "late")  # another run started there after the plan was made
+    with pytest.raises(RunFolderError, match="already holds a run"):
+        claim(late)
+    with pytest.raises(RunFolderError, match="refused"):
+        claim(ResumePlan(REFUSE, out, reason="refused"))
+    resumed = plan_run(None, resume=_run_folder(tmp_path / "resumed"), settings=SETTINGS)
+    _checkpoint(tmp_path / "resumed", 4)  # trained on by someone else since the plan
+    with pytest.raises(RunFolderError, match="changed since the resume was planned"):
+        claim(resumed)
+    assert not (tmp_path / "late" / ".qae_lab-run.lock").exists()  # a refused claim lets go at once
+
+
+# ---------------------------------------------------------------- each caller follows the plan
+
+def _planned(plan: ResumePlan, calls: list):
+    def planner(*args, **kwargs):
+        calls.append((args, kwargs))
+        return plan
+    return planner
+
+
+def _no_loading(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("loaded before the plan was followed")
+    monkeypatch.setattr(pipeline, "load_policy", refuse)
+
+
+def test_the_command_line_follows_the_plan(tmp_path, monkeypatch, capsys):
+    calls = []
+    monkeypatch.setattr("qae_lab.runs.cli.plan_run", _planned(ResumePlan(REFUSE, tmp_path, reason="the plan says no"),
+                                                         calls))
+    _no_loading(monkeypatch)
+    for extra in (["--dry-run"], []):
+        assert main(["train", "--output-dir", str(tmp_path), *extra]) == 2  # an empty folder: refused all the same
+        assert "qae-lab: error: the plan says no" in capsys.readouterr().err
+    assert len(calls) == 2 and calls[0][1]["overwrite"] is False
+    # --overwrite: the command line deletes nothing itself; the plan reaches train(), which claims the folder
+    out = _run_folder(tmp_path / "run")
+    monkeypatch.undo()
+    seen = []
+    monkeypatch.setattr("qae_lab.runs.cli.train", lambda run, cfg, **kw: seen.append(kw) or {"interrupted": False})
+    assert main(["train", "--output-dir", str(out), "--overwrite", "--set", "max_steps=2"]) == 0
+    assert seen[0]["plan"] == plan_run(out, overwrite=True) and "resume_from_checkpoint" not in seen[0]
+    assert "deleting the previous run's checkpoint-2, config.json, log.jsonl" in capsys.readouterr().out
+    assert run_files(out) == ["checkpoint-2", "config.json", "log.jsonl"]
+
+
+def test_the_single_test_of_a_fresh_folder_decides_for_the_command_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(resume_mod, "held_run", lambda folder: f"{folder}/ is taken (so the planner says)")
+    assert main(["train", "--output-dir", str(tmp_path / "new"), "--dry-run"]) == 2
+    assert "is taken (so the planner says)" in capsys.readouterr().err
+
+
+def test_make_trainer_and_train_follow_the_plan(tmp_path, monkeypatch):
+    run, cfg = pipeline.build("cpu-demo", ["n_train=8"], output_dir=str(tmp_path / "run"))
+    calls = []
+    monkeypatch.setattr(pipeline, "plan_run", _planned(ResumePlan(REFUSE, tmp_path / "run", reason="planned: no"),
+                                                       calls))
+    _no_loading(monkeypatch)
+    with pytest.raises(RunFolderError, match="planned: no"):
+        pipeline.make_trainer(run, cfg)
+    with pytest.raises(RunFolderError, match="planned: no"):
+        pipeline.train(run, cfg, resume_from_checkpoint=str(tmp_path / "run"))
+    assert calls[0][1]["resume"] is None and calls[1][1]["resume"] == str(tmp_path / "run")
+    assert set(calls[1][1]["settings"]) == {"trainer", "run"}  # the run's own settings, compared by the planner
+    with pytest.raises(ValueError, match="the plan is for"):
+        pipeline.make_trainer(run, cfg, plan=ResumePlan(FRESH, tmp_path / "other"))
+    with pytest.raises(ValueError, match="not both"):
+        pipeline.train(run, cfg, plan=ResumePlan(FRESH, tmp_path / "run"), resume_from_checkpoint="x")
+    assert not (tmp_path / "run").exists()  # refused before anything was written
+
+
+def test_the_run_logger_follows_its_plan(tmp_path, monkeypatch):
+    out = _run_folder(tmp_path / "run", logged=(1, 2, 3), checkpoints=(2,))
+    plan = plan_run(None, resume=out, settings=_with(max_steps=6))
+    args = SimpleNamespace(output_dir=str(out), to_dict=lambda: {"anything": "else"})  # not compared again
+    state = SimpleNamespace(global_step=2, epoch=0.2, is_world_process_zero=True,
+                            log_history=[{"step": s, "reward": s / 10} for s in (1, 2)])
+    logger = RunLogger(plan=plan)
+    logger.on_train_begin(args, state, None)
+    assert logger.followed is plan and logger.plan is None
+    logger.on_train_end(args, state, None)  # lets go of the folder's lock
+    assert logger.resume_event["changed"] == {"max_steps": [4, 6]} and logger.resume_event["superseded_steps"] == [3]
+    assert json.loads((out / CONFIG_NAME).read_text())["trainer"]["max_steps"] == 6
+    # a plan for another start than the trainer's is refused before anything is written
+    before = _snapshot(out)
+    with pytest.raises(RunFolderError, match="starts at step 0 .* plan is the resume of"):
+        RunLogger(plan=plan).on_train_begin(args, SimpleNamespace(**{**vars(state), "global_step": 0}), None)
+    with pytest.raises(RunFolderError, match="planned refusal"):
+        RunLogger(plan=ResumePlan(REFUSE, out, reason="planned refusal")).on_train_begin(args, state, None)
+    assert _snapshot(out) == before
+    # a logger on its own asks the same planner, with what the trainer loaded
+    calls = []
+    monkeypatch.setattr("qae_lab.train.callbacks.plan_run", _planned(ResumePlan(REFUSE, out, reason="asked"), calls))
+    with pytest.raises(RunFolderError, match="asked"):
+        RunLogger().on_train_begin(args, state, None)
+    assert calls[0][1]["resume"] == 2 and calls[0][1]["history"] == state.log_history
+
+
+def test_a_fresh_plan_serves_one_start(tmp_path):
+    args = SimpleNamespace(output_dir=str(tmp_path), to_dict=lambda: {"quantile_k": 0.4})
+    state = SimpleNamespace(global_step=0, epoch=0.0, is_world_process_zero=True, log_history=[])
+    logger = RunLogger(plan=plan_run(tmp_path))
+    logger.on_train_begin(args, state, None)
+    assert json.loads((tmp_path / CONFIG_NAME).read_text())["trainer"] == {"quantile_k": 0.4}
+    with pytest.raises(RunFolderError, match=r"already holds a run \(config.json\)"):
+        logger.on_train_begin(args, state, None)  # trained again from step 0: planned again, and refused
+
+
+def _stand_in(out: Path, plan: ResumePlan | None, trained: list):
+    """What LiveRun uses of a trainer (its controls given), with a RunLogger carrying ``plan``; ``train`` records
+    its argument and runs no step."""
+    callbacks = [RunLogger(plan=plan)]
+
+    def train(resume_from_checkpoint=None):
+        trained.append(resume_from_checkpoint)
+
+    return SimpleNamespace(train=train, args=SimpleNamespace(max_steps=4, output_dir=str(out)),
+                           state=SimpleNamespace(global_step=2), callback_handler=SimpleNamespace(callbacks=callbacks),
+                           add_callback=callbacks.append, remove_callback=lambda cls: None)
+
+
+def test_the_live_lab_resumes_the_plans_checkpoint(tmp_path):
+    out = _run_folder(tmp_path / "run", logged=(1, 2), checkpoints=(2,))
+    plan = plan_run(None, resume=out, settings=SETTINGS)
+    trained = []
+    trainer = _stand_in(out, plan, trained)
+    assert pending_plan(trainer) is plan
+    live = LiveRun(trainer, controls=Controls(), dashboard=Dashboard(max_steps=4, mode="static"))
+    assert live.resume_from_checkpoint == str(out / "checkpoint-2")
+    live.start().wait(60)
+    assert trained == [str(out / "checkpoint-2")]
+    for other in (str(out / "checkpoint-4"), str(out)):
+        with pytest.raises(ValueError, match="the trainer was made for the resume of"):
+            LiveRun(_stand_in(out, plan, []), resume_from_checkpoint=other, controls=Controls(),
+                    dashboard=Dashboard(4, mode="static"))
+    with pytest.raises(ValueError, match="made for a new run"):
+        LiveRun(_stand_in(out, ResumePlan(FRESH, out), []), resume_from_checkpoint=str(out / "checkpoint-2"),
+                controls=Controls(), dashboard=Dashboard(4, mode="static"))
+    fresh = []
+    LiveRun(_stand_in(out, ResumePlan(FRESH, out), fresh), controls=Controls(),
+            dashboard=Dashboard(4, mode="static")).start().wait(60)
+    assert fresh == [None]
+    assert read_log(out)[-1]["step"] == 2  # the stand-ins wrote nothing
