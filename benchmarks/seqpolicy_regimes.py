@@ -49,7 +49,7 @@ META = {"vocab": 4, "length": 5, "n_prompts": 16, "n_group": 4, "group_size": 8,
         "sgd_eta": 40.0, "sgd_passes": 2, "steps": 200, "n_seeds": 16, "task_seed": 1000, "sample_seed": 1,
         "early_step": 10, "every": 5}
 SEARCH = {"task_seed": 100, "n_seeds": 4, "sharpness": [3.0, 6.0], "adam_eta": [0.02, 0.05], "adam_passes": [2, 4]}
-# a tiny policy, every part of the script in a few seconds (tests/analysis/test_seqpolicy_report.py)
+# a tiny policy, every part of the script in a few seconds (tests/analysis/test_seqpolicy_findings.py)
 SMOKE_META = {**META, "vocab": 2, "length": 3, "n_prompts": 4, "n_group": 1, "steps": 6, "n_seeds": 2,
               "early_step": 2, "every": 2}
 SMOKE_SEARCH = {**SEARCH, "n_seeds": 1, "sharpness": [3.0], "adam_eta": [0.05], "adam_passes": [1, 2]}

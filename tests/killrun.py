@@ -1,4 +1,4 @@
-"""The child process of the kill test (tests/runs/test_run_safety.py): one ``qae-lab train`` command, output to a file."""
+"""The child process of the kill test (tests/runs/test_pipeline_safety.py): one ``qae-lab train`` command, output to a file."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Shared by the tests of whole runs (tests/runs/test_cli.py, tests/runs/test_run_safety.py, tests/runs/test_export.py,
-tests/runs/test_trackers.py): the tiny run's settings (the embedded model on the CPU: 2 steps of 2 prompts x 4
+"""Shared by the tests of whole runs (tests/runs/test_cli.py, tests/runs/test_pipeline_safety.py, tests/runs/test_export.py,
+tests/runs/test_pipeline_trackers.py): the tiny run's settings (the embedded model on the CPU: 2 steps of 2 prompts x 4
 completions, 8 evaluation problems x 2 samples), a folder's snapshot, and a guard that fails a test when the
 model loads."""
 

@@ -1,4 +1,4 @@
-"""The verl integration tests' shared set-up (tests/integrations/test_integrations_verl.py, tests/integrations/test_integrations_verl_saah.py):
+"""The verl integration tests' shared set-up (tests/integrations/test_verl.py, tests/integrations/test_verl_saah.py):
 a fake verl, a blocked one, the real one's registries restored after each test, and its files.
 
 The real-verl fixtures skip where verl is absent (the main environment), unless ``QAE_LAB_REQUIRE_VERL=1``

@@ -73,7 +73,7 @@ loss) and ``4 h L c`` in attention over ``c`` positions (QK^T and the weighted s
 ``S`` tokens costs ``2 h L S (S + 1)`` there. Training: the base is frozen, so its backward pass computes input gradients
 only (``2 W``) and LoRA's adds its weight gradients (``2 R``); activation checkpointing recomputes the layers'
 forward pass once more. Two small overcounts, checked against ``torch.utils.flop_counter`` in
-``tests/runs/test_gpu_time.py``: layer 0's input gradients are counted (PEFT and TRL ask for them under checkpointing;
+``tests/runs/test_costs_gpu_time.py``: layer 0's input gradients are counted (PEFT and TRL ask for them under checkpointing;
 without it autograd skips them), and so is the last op of each layer's recomputation, which non-reentrant
 checkpointing skips (down_proj's LoRA B: ``2 r h`` FLOPs per token and layer).
 

@@ -70,7 +70,7 @@ overrides three transformers ``Trainer`` methods and one of TRL's, each calling 
   run folder's.
 
 So an interrupted save (a second Ctrl-C, a kill) never leaves a half ``checkpoint-N`` for a
-resume to pick (``tests/runs/test_run_safety.py``'s kill test).
+resume to pick (``tests/runs/test_pipeline_safety.py``'s kill test).
 """
 
 from __future__ import annotations

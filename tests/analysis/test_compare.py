@@ -1,6 +1,6 @@
 """Tests for qae_lab.analysis.compare: run folders of both layouts, curves and the summary table over seeds.
 Small logs are written by hand to tmp_path and the numbers worked out by hand; one test reads the
-committed reference runs (the statistics themselves: test_runstats.py)."""
+committed reference runs (the statistics themselves: test_stats.py)."""
 
 from __future__ import annotations
 

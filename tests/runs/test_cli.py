@@ -2,7 +2,7 @@
 presets and ``--set`` overrides, the GPU presets built without a model, settings and data files
 refused before anything loads, and a tiny real run through the entry function (the embedded model on
 the CPU: 2 steps of 2 prompts x 4 completions, 8 evaluation problems x 2 samples). Interruption,
-``--resume``, ``--overwrite`` and the kill test: tests/runs/test_run_safety.py."""
+``--resume``, ``--overwrite`` and the kill test: tests/runs/test_pipeline_safety.py."""
 
 from __future__ import annotations
 

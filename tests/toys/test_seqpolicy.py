@@ -2,8 +2,8 @@
 
 Plain-Python references (loops over every sequence with ``itertools.product`` and ``math``) stand in for the
 level-by-level tensor code; a V = 2, L = 2 policy pins the entropy and one gradient by hand. The ledgers are
-tested in test_seqpolicy_ledger.py, the update in test_seqpolicy_update.py, the findings in
-test_seqpolicy_lab.py and test_seqpolicy_report.py.
+tested in test_seqpolicy_ledger.py, the update in test_seqpolicy_training.py, the findings in
+test_seqpolicy_runs.py and test_seqpolicy_findings.py.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from qae_lab.lab.nb02_entropy_proofs import knob_figure, mc_figure, mc_verdicts, summary_01
 from qae_lab.toys import bandit
-from qae_lab.lab.nb02_entropy_proofs import mc_verdicts, summary_01
+from qae_lab.toys.bandit import knob_curve, mc_entropy_curve
 
 COUNTS = dict(checked=12, hard=7, easy=5, violations_first_order=0, violations_exact=2, uniform=0)
 MC = {"mean": [0.010, 0.010, 0.010], "mean_stderr": [0.001] * 3, "quantile": [0.002, 0.011, 0.018],
@@ -50,3 +51,23 @@ def test_summary_01_rejects_bad_input():
         summary_01(2.0, {"checked": 1}, MC, RUNS)
     with pytest.raises(ValueError, match="runs must hold"):
         summary_01(2.0, COUNTS, MC, {})
+
+
+def test_knob_figure_draws_the_knob_and_marks_both_baselines():
+    fig = knob_figure(0.5, 1.5, 0.8, 0.4)  # p = 0.8 > 1 - K: easy, b_K = 1
+    c = knob_curve(0.8, 0.4, 0.5, 1.5)
+    assert list(fig.data[0].y) == c.dh.tolist() and list(fig.data[0].x) == c.b.tolist()
+    assert fig.layout.title.text.endswith("b_K = 1 (easy prompt)") and f"{c.slope:.2e}" in fig.layout.title.text
+    assert [(s.x0, s.line.color) for s in fig.layout.shapes] == [(0.8, None), (1.0, "red")]
+    assert [a.text for a in fig.layout.annotations] == ["mean b = p", "QAE b_K"]
+
+
+def test_mc_figure_bands_are_two_standard_errors():
+    fig = mc_figure(0.4, 4, 0.5, 1.5, n_groups=30, ps=[0.2, 0.8])
+    out = mc_entropy_curve(torch.tensor([0.2, 0.8]), group_size=4, n_groups=30, k=0.4, eta=0.5, sharpness=1.5, seed=3)
+    band, line = fig.data[0], fig.data[1]  # the mean baseline's band, then its line
+    assert line.name == "sampled, mean baseline (c)" and list(line.y) == pytest.approx(out["mean"])
+    upper = [m + 2 * s for m, s in zip(out["mean"], out["mean_stderr"])]
+    assert list(band.y)[:2] == pytest.approx(upper)
+    assert [t.name for t in fig.data if t.name][2:] == ["expected gradient (b)", "identity, b = p (a)",
+                                                          "identity, b = b_K (a)"]

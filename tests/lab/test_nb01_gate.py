@@ -1,4 +1,5 @@
-"""qae_lab.lab.nb01_gate: what notebooks 01 and 02 draw, checked against the numbers it draws from."""
+"""qae_lab.lab.nb01_gate: what notebook 01 draws, checked against the numbers it draws from (notebook 02's knob and
+Monte Carlo figures: test_nb02_entropy_proofs.py)."""
 
 from __future__ import annotations
 
@@ -13,34 +14,11 @@ from qae_lab.lab.nb01_gate import (
     sparsity_figure,
     zero_sources_figure,
 )
-from qae_lab.lab.nb02_entropy_proofs import knob_figure, mc_figure
-from qae_lab.toys.bandit import mc_entropy_curve
 from qae_lab.toys.sparsity import expected_zero_fraction, expected_zero_fraction_beta, gate_table, zero_sources
-from qae_lab.toys.bandit import knob_curve
 
 
 def test_k_grid():
     assert K_GRID[0] == 0.05 and K_GRID[-1] == 0.95 and len(K_GRID) == 19 and 0.4 in K_GRID
-
-
-def test_knob_figure_draws_the_knob_and_marks_both_baselines():
-    fig = knob_figure(0.5, 1.5, 0.8, 0.4)  # p = 0.8 > 1 - K: easy, b_K = 1
-    c = knob_curve(0.8, 0.4, 0.5, 1.5)
-    assert list(fig.data[0].y) == c.dh.tolist() and list(fig.data[0].x) == c.b.tolist()
-    assert fig.layout.title.text.endswith("b_K = 1 (easy prompt)") and f"{c.slope:.2e}" in fig.layout.title.text
-    assert [(s.x0, s.line.color) for s in fig.layout.shapes] == [(0.8, None), (1.0, "red")]
-    assert [a.text for a in fig.layout.annotations] == ["mean b = p", "QAE b_K"]
-
-
-def test_mc_figure_bands_are_two_standard_errors():
-    fig = mc_figure(0.4, 4, 0.5, 1.5, n_groups=30, ps=[0.2, 0.8])
-    out = mc_entropy_curve(torch.tensor([0.2, 0.8]), group_size=4, n_groups=30, k=0.4, eta=0.5, sharpness=1.5, seed=3)
-    band, line = fig.data[0], fig.data[1]  # the mean baseline's band, then its line
-    assert line.name == "sampled, mean baseline (c)" and list(line.y) == pytest.approx(out["mean"])
-    upper = [m + 2 * s for m, s in zip(out["mean"], out["mean_stderr"])]
-    assert list(band.y)[:2] == pytest.approx(upper)
-    assert [t.name for t in fig.data if t.name][2:] == ["expected gradient (b)", "identity, b = p (a)",
-                                                          "identity, b = b_K (a)"]
 
 
 def test_gate_figure_is_the_gate_table():

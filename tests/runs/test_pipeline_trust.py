@@ -2,7 +2,7 @@
 ``--overwrite`` on a folder no run wrote, a second process on a folder being written, a checkpoint without its
 optimizer, schedule or RNG state, a README.md of the user's beside the checkpoints, a resume that is refused or
 fails while loading, recorded settings that send data out, and a config file's ``env:``. Each test names the
-finding it checks. The faults a run is built for (Ctrl-C, kills, cut logs): tests/runs/test_run_safety.py."""
+finding it checks. The faults a run is built for (Ctrl-C, kills, cut logs): tests/runs/test_pipeline_safety.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Tests for qae_lab.toys.bandit's linear knob dH(b) and its two exact step models: (a) the identity's step
 dz = eta pi (r - b), (b) the exact expected policy gradient. Step model (c), the sampled groups, is tested in
-``test_simulation.py``."""
+``test_bandit_simulation.py``."""
 
 from __future__ import annotations
 

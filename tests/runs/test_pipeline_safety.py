@@ -3,7 +3,7 @@ Ctrl-C during the save, a new run refused over another one (``--overwrite`` repl
 with changed settings or an old checkpoint refused, a finished run extended as an event, damaged
 checkpoint files named, a cut log line restored, and SIGKILL at random moments. Tiny real runs of the
 command line (tests/tiny_runs.py; ``saved_run``: tests/conftest.py); which start each makes is
-:mod:`qae_lab.storage.resume`'s plan (tests/storage/test_resume.py). What a careless or hostile user tries: tests/runs/test_run_trust.py."""
+:mod:`qae_lab.storage.resume`'s plan (tests/storage/test_resume.py). What a careless or hostile user tries: tests/runs/test_pipeline_trust.py."""
 
 from __future__ import annotations
 
