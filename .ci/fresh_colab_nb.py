@@ -51,8 +51,9 @@ else:
 
 def route() -> str:
     """How qae-lab is installed in this environment (asked in a new process: nothing cached)."""
-    return subprocess.run([sys.executable, "-c", ROUTE], check=True, capture_output=True, text=True,
-                          cwd=tempfile.gettempdir()).stdout.strip()
+    return subprocess.run(
+        [sys.executable, "-c", ROUTE], check=True, capture_output=True, text=True, cwd=tempfile.gettempdir()
+    ).stdout.strip()
 
 
 def client(nb: nbformat.NotebookNode, folder: Path) -> NotebookClient:
@@ -95,6 +96,8 @@ def junit_times(report: Path) -> None:
 
 if __name__ == "__main__":
     command, target, *rest = sys.argv[1:]
-    {"first-cell": lambda: first_cell(Path(target).resolve(), *rest),
-     "run": lambda: run(Path(target).resolve()),
-     "junit-times": lambda: junit_times(Path(target))}[command]()
+    {
+        "first-cell": lambda: first_cell(Path(target).resolve(), *rest),
+        "run": lambda: run(Path(target).resolve()),
+        "junit-times": lambda: junit_times(Path(target)),
+    }[command]()

@@ -23,7 +23,7 @@ def loop_qae(rewards: list[float], g: int, k: float) -> list[float]:
     """QAE advantages one group at a time, as a straightforward implementation would."""
     out = []
     for s in range(0, len(rewards), g):
-        grp = rewards[s:s + g]
+        grp = rewards[s : s + g]
         b = sorted(grp)[math.ceil(k * g) - 1]
         sd = statistics.stdev(grp)
         out += [(r - b) / (sd + 1e-6) for r in grp]
@@ -68,11 +68,16 @@ def main() -> None:
 
     rows = [
         ("QAE advantages", lambda: group_advantages(r, a.group, k=0.4), lambda: loop_qae(r_list, a.group, 0.4)),
-        ("horizon weights", lambda: selective_horizon_weights(h, mask, adv, 0.5),
-         lambda: loop_sa_ah(h_list, adv_list, 0.5)),
+        (
+            "horizon weights",
+            lambda: selective_horizon_weights(h, mask, adv, 0.5),
+            lambda: loop_sa_ah(h_list, adv_list, 0.5),
+        ),
     ]
-    print(f"N = {a.prompts} x {a.group} responses, T = {a.tokens}, best of {a.repeats}, torch threads = "
-          f"{torch.get_num_threads()}")
+    print(
+        f"N = {a.prompts} x {a.group} responses, T = {a.tokens}, best of {a.repeats}, torch threads = "
+        f"{torch.get_num_threads()}"
+    )
     print(f"{'what':<16} {'qae_lab (ms)':>13} {'loop (ms)':>11} {'speed-up':>9}")
     for name, vec, loop in rows:
         tv, tl = [], []

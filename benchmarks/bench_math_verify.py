@@ -33,10 +33,20 @@ DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k"
 def variants(g: Fraction) -> dict[str, str]:
     """Answer-block contents for an integer gold ``g``: correct ones in other notations, then wrong ones."""
     n = int(g)
-    out = {"gold": str(n), "dollar": f"${n}", "decimals": f"{n}.00", "boxed": f"\\boxed{{{n}}}",
-           "latex_frac": f"\\frac{{{2 * n}}}{{2}}", "slash_frac": f"{2 * n}/2", "equation": f"x = {n}",
-           "units": f"{n} dollars", "count_noun": f"{n} apples", "percent": f"{n}%",
-           "sentence": f"The answer is {n}.", "two_numbers": f"{n} or {n + 1}"}
+    out = {
+        "gold": str(n),
+        "dollar": f"${n}",
+        "decimals": f"{n}.00",
+        "boxed": f"\\boxed{{{n}}}",
+        "latex_frac": f"\\frac{{{2 * n}}}{{2}}",
+        "slash_frac": f"{2 * n}/2",
+        "equation": f"x = {n}",
+        "units": f"{n} dollars",
+        "count_noun": f"{n} apples",
+        "percent": f"{n}%",
+        "sentence": f"The answer is {n}.",
+        "two_numbers": f"{n} or {n + 1}",
+    }
     if abs(n) >= 1000:
         out |= {"commas": f"{n:,}", "spaced_thousands": f"{n:,}".replace(",", " ")}
     out |= {"near_miss": f"{n}.0000001", "off_by_one": str(n + 1)}
@@ -63,7 +73,7 @@ def main() -> None:
     if not (Path(args.data) / "test.jsonl").is_file():
         print(f"no GSM8K test.jsonl in {args.data} (--data): nothing to compare")
         return
-    records = load_gsm8k("test", path=args.data)[:args.limit]
+    records = load_gsm8k("test", path=args.data)[: args.limit]
     counts = defaultdict(lambda: [0, 0])  # variant -> [agreements, completions]
     kinds = defaultdict(list)  # (variant, ours, theirs) -> completions
     t0 = time.perf_counter()
@@ -79,8 +89,10 @@ def main() -> None:
                 kinds[(name, ours, theirs)].append((r["gold"], text))
     wall = time.perf_counter() - t0
     agree, total = sum(a for a, _ in counts.values()), sum(n for _, n in counts.values())
-    print(f"{len(records)} GSM8K test problems, {total} completions, {wall:.1f} s: "
-          f"math-verify agrees with strict_is_correct on {agree}/{total} = {agree / total:.2%}")
+    print(
+        f"{len(records)} GSM8K test problems, {total} completions, {wall:.1f} s: "
+        f"math-verify agrees with strict_is_correct on {agree}/{total} = {agree / total:.2%}"
+    )
     print(f"{'variant':<18}{'agree':>8}{'of':>7}{'rate':>9}")
     for name, (a, n) in counts.items():
         print(f"{name:<18}{a:>8}{n:>7}{a / n:>9.2%}")
@@ -88,10 +100,12 @@ def main() -> None:
         print("no disagreements")
     for (name, ours, theirs), cases in sorted(kinds.items(), key=lambda kv: -len(kv[1])):
         print(f"\n{name}: {len(cases)} disagreements, strict_is_correct {ours}, math-verify {theirs}")
-        for gold, text in cases[:args.show]:
+        for gold, text in cases[: args.show]:
             span = answer_block(text)
-            print(f"  gold {gold!r}, answer {span!r}: extract_answer {extract_answer(text)!r}, "
-                  f"math-verify {mv_reading(text)}")
+            print(
+                f"  gold {gold!r}, answer {span!r}: extract_answer {extract_answer(text)!r}, "
+                f"math-verify {mv_reading(text)}"
+            )
 
 
 if __name__ == "__main__":

@@ -38,8 +38,9 @@ def run(path: Path, smoke: bool) -> float:
     os.environ["QAE_LAB_SMOKE"] = "1" if smoke else "0"  # the kernel inherits it
     try:
         t0 = time.perf_counter()
-        NotebookClient(nb, timeout=1800, kernel_name="python3",
-                       resources={"metadata": {"path": str(path.parent)}}).execute()
+        NotebookClient(
+            nb, timeout=1800, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+        ).execute()
         return time.perf_counter() - t0
     finally:
         if old is None:
@@ -68,8 +69,12 @@ def main() -> None:
     if a.write:
         old = json.loads(TIMES.read_text()) if TIMES.is_file() else {"notebooks": {}}
         # the machine's load while this ran: other work on the same cores makes every time longer
-        record = {"date": datetime.date.today().isoformat(), "cores": os.cpu_count(),
-                  "load_average": [round(x, 1) for x in os.getloadavg()], "notebooks": {**old["notebooks"], **measured}}
+        record = {
+            "date": datetime.date.today().isoformat(),
+            "cores": os.cpu_count(),
+            "load_average": [round(x, 1) for x in os.getloadavg()],
+            "notebooks": {**old["notebooks"], **measured},
+        }
         atomic_write_text(TIMES, json.dumps(record, indent=1, sort_keys=True) + "\n")
         print(f"written: {TIMES}")
 

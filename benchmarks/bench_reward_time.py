@@ -41,9 +41,15 @@ from qae_lab.task.verify import MAX_CHARS, MAX_DEPTH, available, math_verify_is_
 ORDINARY = r"\boxed{\frac{3}{4}}"  # the reference answer of the ratios
 WARM_UP = ["18", r"\boxed{\frac{3}{4}}", r"\$1,000.50", "x = 5 apples", r"\text{18}"]
 OPENERS = {  # a command whose argument nests: (text before the inner part, text after it)
-    "frac-num": (r"\frac{", "}{2}"), "frac-den": (r"\frac{1}{", "}"), "dfrac": (r"\dfrac{", "}{3}"),
-    "tfrac": (r"\tfrac{7}{", "}"), "boxed": (r"\boxed{", "}"), "text": (r"\text{", "}"), "textbf": (r"\textbf{", "}"),
-    "mathrm": (r"\mathrm{", "}"), "mathbf": (r"\mathbf{", "}"),
+    "frac-num": (r"\frac{", "}{2}"),
+    "frac-den": (r"\frac{1}{", "}"),
+    "dfrac": (r"\dfrac{", "}{3}"),
+    "tfrac": (r"\tfrac{7}{", "}"),
+    "boxed": (r"\boxed{", "}"),
+    "text": (r"\text{", "}"),
+    "textbf": (r"\textbf{", "}"),
+    "mathrm": (r"\mathrm{", "}"),
+    "mathbf": (r"\mathbf{", "}"),
 }
 INNER = ["1", "a", "x = 5", "1,000.5", "a b c d e f g h", "9" * 30, "apples and pears"]
 
@@ -85,30 +91,82 @@ def families() -> dict[str, str]:
                 cases[f"nest{depth}-{name}-filled-{unit!r}"] = shell.replace("#", inner)
     tree = r"\frac{\frac{\frac{1}{2}}{\frac{3}{4}}}{\frac{\frac{5}{6}}{\frac{7}{8}}}"  # a full binary tree, depth 3
     cases |= {
-        "frac-tree-3": tree, "frac-tree-3-letters": tree.translate(str.maketrans("12345678", "abcdefgh")),
-        "siblings-frac": fill(r"\frac{1}{2}"), "siblings-frac-sum": fill(r"\frac{1}{2}+"),
-        "siblings-frac2": fill(r"\frac{\frac{1}{2}}{3}"), "siblings-text": fill(r"\text{1}"),
-        "siblings-boxed": fill(r"\boxed{1}"), "siblings-mathbf": fill(r"\mathbf{a}"),
-        "siblings-thousands": fill("1{,}"), "siblings-frac-letters": fill(r"\frac{a}{b}"),
-        "digits": "1" * MAX_CHARS, "digits-commas": fill("1,", tail="1"), "digits-dots": fill("1."),
-        "decimal": "0." + "1" * (MAX_CHARS - 2), "big-fraction": "9" * 50 + "/" + "9" * 49,
-        "slashes": fill("1/"), "spaced-digits": fill("1 "), "percents": fill("1%"), "signs": "-" * MAX_CHARS,
-        "sums": fill("1+"), "differences": fill("1-"), "equations": fill("1="), "dollars": fill("$1"),
-        "commands-times": fill(r"\times"), "products": fill(r"1\times"), "dots": fill(r"1\cdot"),
-        "escapes-dollar": fill(r"\$"), "escapes-percent": fill(r"\%"), "thin-spaces": fill(r"\,"),
-        "neg-spaces": fill(r"1\!"), "letters": "a" * MAX_CHARS, "letters-spaced": fill("a "),
-        "letters-e": "e" * MAX_CHARS, "letters-pi": fill("pi"), "letters-I": "I" * MAX_CHARS,
-        "words": fill("apples "), "variables": fill("x = "), "letter-sums": fill("ab+"),
-        "letter-fractions": fill("a/b"), "assignments": fill("x=1,"), "mixed": fill(r"x = \frac{1}{2} \cdot 3 \times \$4,000.5 \% "),
+        "frac-tree-3": tree,
+        "frac-tree-3-letters": tree.translate(str.maketrans("12345678", "abcdefgh")),
+        "siblings-frac": fill(r"\frac{1}{2}"),
+        "siblings-frac-sum": fill(r"\frac{1}{2}+"),
+        "siblings-frac2": fill(r"\frac{\frac{1}{2}}{3}"),
+        "siblings-text": fill(r"\text{1}"),
+        "siblings-boxed": fill(r"\boxed{1}"),
+        "siblings-mathbf": fill(r"\mathbf{a}"),
+        "siblings-thousands": fill("1{,}"),
+        "siblings-frac-letters": fill(r"\frac{a}{b}"),
+        "digits": "1" * MAX_CHARS,
+        "digits-commas": fill("1,", tail="1"),
+        "digits-dots": fill("1."),
+        "decimal": "0." + "1" * (MAX_CHARS - 2),
+        "big-fraction": "9" * 50 + "/" + "9" * 49,
+        "slashes": fill("1/"),
+        "spaced-digits": fill("1 "),
+        "percents": fill("1%"),
+        "signs": "-" * MAX_CHARS,
+        "sums": fill("1+"),
+        "differences": fill("1-"),
+        "equations": fill("1="),
+        "dollars": fill("$1"),
+        "commands-times": fill(r"\times"),
+        "products": fill(r"1\times"),
+        "dots": fill(r"1\cdot"),
+        "escapes-dollar": fill(r"\$"),
+        "escapes-percent": fill(r"\%"),
+        "thin-spaces": fill(r"\,"),
+        "neg-spaces": fill(r"1\!"),
+        "letters": "a" * MAX_CHARS,
+        "letters-spaced": fill("a "),
+        "letters-e": "e" * MAX_CHARS,
+        "letters-pi": fill("pi"),
+        "letters-I": "I" * MAX_CHARS,
+        "words": fill("apples "),
+        "variables": fill("x = "),
+        "letter-sums": fill("ab+"),
+        "letter-fractions": fill("a/b"),
+        "assignments": fill("x=1,"),
+        "mixed": fill(r"x = \frac{1}{2} \cdot 3 \times \$4,000.5 \% "),
         # refused by the guard: bare groups (sets to math-verify), unbalanced braces, the freeze of old
-        "bare-1": "{1}", "bare-3": "{{{1}}}", "bare-16": "{" * 16 + "1" + "}" * 16, "bare-48": "{" * 48 + "1" + "}" * 48,
-        "bare-siblings": fill("{1}"), "unbalanced": r"\frac{1}{2", "unbalanced-close": r"\text{1}}",
+        "bare-1": "{1}",
+        "bare-3": "{{{1}}}",
+        "bare-16": "{" * 16 + "1" + "}" * 16,
+        "bare-48": "{" * 48 + "1" + "}" * 48,
+        "bare-siblings": fill("{1}"),
+        "unbalanced": r"\frac{1}{2",
+        "unbalanced-close": r"\text{1}}",
     }
     return cases
 
 
-_ATOMS = ["1", "7", "18", "1,000", "0.5", "3.25", "12345", "a", "x", "y", "n", "e", "apples", "dollars", "$5",
-          r"\$5", "50%", r"5\%", "-3", "+2", "1{,}000"]
+_ATOMS = [
+    "1",
+    "7",
+    "18",
+    "1,000",
+    "0.5",
+    "3.25",
+    "12345",
+    "a",
+    "x",
+    "y",
+    "n",
+    "e",
+    "apples",
+    "dollars",
+    "$5",
+    r"\$5",
+    "50%",
+    r"5\%",
+    "-3",
+    "+2",
+    "1{,}000",
+]
 _BINARY = [" + ", " - ", "/", " = ", " ", ", ", r" \times ", r" \cdot ", r"\,", r"\!", r"\;"]
 
 
@@ -211,32 +269,49 @@ def main() -> None:
     base_warm = clock.time(ORDINARY, warm=True, repeat=3)
     base_cold = clock.time(ORDINARY, warm=False, repeat=3)
     base_strict = strict_time(ORDINARY, 3)
-    print(f"guard: MAX_CHARS = {MAX_CHARS}, MAX_DEPTH = {MAX_DEPTH}; {len(candidates)} candidates, "
-          f"{len(passed)} pass the guard, {len(refused)} refused (score 0 without math-verify)")
-    print(f"ordinary answer {ORDINARY!r}: warm {base_warm * 1e3:.1f} ms, cold {base_cold * 1e3:.1f} ms, "
-          f"strict {base_strict * 1e6:.0f} us")
+    print(
+        f"guard: MAX_CHARS = {MAX_CHARS}, MAX_DEPTH = {MAX_DEPTH}; {len(candidates)} candidates, "
+        f"{len(passed)} pass the guard, {len(refused)} refused (score 0 without math-verify)"
+    )
+    print(
+        f"ordinary answer {ORDINARY!r}: warm {base_warm * 1e3:.1f} ms, cold {base_cold * 1e3:.1f} ms, "
+        f"strict {base_strict * 1e6:.0f} us"
+    )
     t0 = time.perf_counter()
     rows = []
     for name, span in passed.items():
-        rows.append((clock.time(span, warm=True, repeat=args.repeat), clock.time(span, warm=False, repeat=args.repeat),
-                     strict_time(span, args.repeat), name, span))
+        rows.append(
+            (
+                clock.time(span, warm=True, repeat=args.repeat),
+                clock.time(span, warm=False, repeat=args.repeat),
+                strict_time(span, args.repeat),
+                name,
+                span,
+            )
+        )
     wall = time.perf_counter() - t0
     for key, label in ((0, "warm"), (1, "cold")):
         rows.sort(key=lambda r: -r[key])
         print(f"\nslowest {args.show} by {label} time (of {len(rows)}, timed in {wall:.0f} s):")
         print(f"{'warm ms':>9}{'x ord':>7}{'cold ms':>9}{'x ord':>7}{'strict us':>11}  name: span")
-        for warm, cold, strict, name, span in rows[:args.show]:
-            print(f"{warm * 1e3:>9.1f}{warm / base_warm:>7.1f}{cold * 1e3:>9.1f}{cold / base_cold:>7.1f}"
-                  f"{strict * 1e6:>11.0f}  {name}: {span[:70]!r}")
+        for warm, cold, strict, name, span in rows[: args.show]:
+            print(
+                f"{warm * 1e3:>9.1f}{warm / base_warm:>7.1f}{cold * 1e3:>9.1f}{cold / base_cold:>7.1f}"
+                f"{strict * 1e6:>11.0f}  {name}: {span[:70]!r}"
+            )
     warms, colds, stricts = ([r[i] for r in rows] for i in range(3))
-    print(f"\nwarm: median {statistics.median(warms) * 1e3:.1f} ms, worst {max(warms) * 1e3:.1f} ms "
-          f"({max(warms) / base_warm:.1f}x ordinary); cold: median {statistics.median(colds) * 1e3:.1f} ms, "
-          f"worst {max(colds) * 1e3:.1f} ms ({max(colds) / base_cold:.1f}x ordinary); "
-          f"strict reward worst {max(stricts) * 1e6:.0f} us")
+    print(
+        f"\nwarm: median {statistics.median(warms) * 1e3:.1f} ms, worst {max(warms) * 1e3:.1f} ms "
+        f"({max(warms) / base_warm:.1f}x ordinary); cold: median {statistics.median(colds) * 1e3:.1f} ms, "
+        f"worst {max(colds) * 1e3:.1f} ms ({max(colds) / base_cold:.1f}x ordinary); "
+        f"strict reward worst {max(stricts) * 1e6:.0f} us"
+    )
     start = time.perf_counter()
     scores = [math_verify_is_correct(_completion(candidates[name]), "1") for name in refused]
-    print(f"the {len(refused)} refused candidates (bare-48 among them: the freeze of before) scored "
-          f"{sum(scores)} in {(time.perf_counter() - start) * 1e3:.1f} ms together")
+    print(
+        f"the {len(refused)} refused candidates (bare-48 among them: the freeze of before) scored "
+        f"{sum(scores)} in {(time.perf_counter() - start) * 1e3:.1f} ms together"
+    )
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from qae_lab.advantages import advantage_stats, group_advantages
 from qae_lab.task.data import synthetic_task, to_grpo_dataset
 import sys
 from pathlib import Path
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tools/ lives at the repository's root
 from tools.embedded_models import embedded_config
 from qae_lab.task.models import load_policy
@@ -42,12 +43,30 @@ from qae_lab.train.trainer import QAETrainer
 
 
 def _trainer(cls, cfg_cls, model, tok, n, g, **extra):
-    common = dict(output_dir="/tmp/qae_lab_bench", per_device_train_batch_size=n * g, num_generations=g,
-                  max_completion_length=48, learning_rate=1e-4, report_to=[], use_cpu=True, bf16=False, beta=0.0,
-                  save_strategy="no", disable_tqdm=True, loss_type="bnpo", logging_steps=1, max_steps=1)
+    common = dict(
+        output_dir="/tmp/qae_lab_bench",
+        per_device_train_batch_size=n * g,
+        num_generations=g,
+        max_completion_length=48,
+        learning_rate=1e-4,
+        report_to=[],
+        use_cpu=True,
+        bf16=False,
+        beta=0.0,
+        save_strategy="no",
+        disable_tqdm=True,
+        loss_type="bnpo",
+        logging_steps=1,
+        max_steps=1,
+    )
     ds = to_grpo_dataset(synthetic_task(n * 4, seed=11))
-    trainer = cls(model=model, reward_funcs=[correctness_reward], args=cfg_cls(**common, **extra), train_dataset=ds,
-                  processing_class=tok)
+    trainer = cls(
+        model=model,
+        reward_funcs=[correctness_reward],
+        args=cfg_cls(**common, **extra),
+        train_dataset=ds,
+        processing_class=tok,
+    )
     trainer.current_gradient_accumulation_steps = 1  # set by Trainer's loop, which is not running here
     return trainer
 
@@ -70,15 +89,14 @@ def main() -> None:
     model.train()
     plain = _trainer(GRPOTrainer, GRPOConfig, model, tok, a.prompts, a.group)
     qae = _trainer(QAETrainer, QAEConfig, model, tok, a.prompts, a.group, sparse_update=False)
-    saah = _trainer(QAETrainer, QAEConfig, model, tok, a.prompts, a.group, sparse_update=False,
-                    token_weighting="sa_ah")
+    saah = _trainer(QAETrainer, QAEConfig, model, tok, a.prompts, a.group, sparse_update=False, token_weighting="sa_ah")
     batch = next(iter(plain.get_train_dataloader()))
     torch.manual_seed(0)
     t0 = time.perf_counter()
     gen_out = plain._generate_and_score_completions(batch)  # one real generation, shared by everyone
     t_gen = time.perf_counter() - t0
     completions = plain._logs["completion"]
-    rewards = torch.tensor(correctness_reward(list(completions)[-len(batch):], gold=[x["gold"] for x in batch]))
+    rewards = torch.tensor(correctness_reward(list(completions)[-len(batch) :], gold=[x["gold"] for x in batch]))
 
     # scoring cost without generation: replay the same completions through each trainer's scorer
     def score(trainer):
@@ -95,8 +113,11 @@ def main() -> None:
     inputs_qae = dict(gen_out, advantages=group_advantages(rewards, a.group, k=0.4, eps=1e-4))
     times = {"plain GRPO": [], "QAE": [], "QAE + SA-AH": []}
     for _ in range(a.repeats):
-        for name, trainer, inp in (("plain GRPO", plain, inputs_mean), ("QAE", qae, inputs_qae),
-                                   ("QAE + SA-AH", saah, inputs_qae)):
+        for name, trainer, inp in (
+            ("plain GRPO", plain, inputs_mean),
+            ("QAE", qae, inputs_qae),
+            ("QAE + SA-AH", saah, inputs_qae),
+        ):
             times[name].append(score(trainer) + _update(trainer, model, inp)[0])
     base = statistics.median(times["plain GRPO"]) + t_gen
     print(f"N = {a.prompts} x {a.group} completions, generation {t_gen:.2f} s (shared), median of {a.repeats}")
@@ -108,8 +129,10 @@ def main() -> None:
     # the generated batch's own sparsity, and a batch of the same completions with rewards laid out
     # so that QAE leaves ~80% of responses at exactly zero advantage (the papers' typical figure)
     designed = _rewards_at_80(a.prompts, a.group)
-    batches = {"generated": inputs_qae,
-               "designed": dict(gen_out, advantages=group_advantages(designed, a.group, k=0.4, eps=1e-4))}
+    batches = {
+        "generated": inputs_qae,
+        "designed": dict(gen_out, advantages=group_advantages(designed, a.group, k=0.4, eps=1e-4)),
+    }
     wide = Qwen2ForCausalLM(embedded_config(len(tok), hidden=512, layers=6, heads=8)).train()
     wide_trainer = _trainer(QAETrainer, QAEConfig, wide, tok, a.prompts, a.group)
     lengths = gen_out["completion_mask"].sum(1)
@@ -147,9 +170,26 @@ def _rewards_at_80(prompts: int, group: int) -> torch.Tensor:
     """0/1 rewards whose QAE advantages (K = 0.4) are zero for ~80% of responses: per group, the
     success counts cycle through hard (few successes: only they move), easy (few failures: only
     they move) and all-equal groups (nothing moves)."""
-    counts = [1, 1, 1, 1, group - 1, group - 1, group - 1, group - 1, 2, 2, group - 2, group - 2, 3, group // 2,
-              group - 3, group]
+    counts = [
+        1,
+        1,
+        1,
+        1,
+        group - 1,
+        group - 1,
+        group - 1,
+        group - 1,
+        2,
+        2,
+        group - 2,
+        group - 2,
+        3,
+        group // 2,
+        group - 3,
+        group,
+    ]
     return torch.tensor([float(j < counts[i % len(counts)]) for i in range(prompts) for j in range(group)])
+
 
 if __name__ == "__main__":
     main()

@@ -55,9 +55,11 @@ from qae_lab.runs.costs import gpu_named, run_time  # noqa: E402
 from qae_lab.runs.costs import run_memory  # noqa: E402
 
 # Qwen2.5-*-Instruct architectures (their config.json), for random weights when none are cached
-ARCH = {"qwen2.5-0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14),
-        "qwen2.5-1.5b": dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12),
-        "qwen2.5-3b": dict(hidden_size=2048, intermediate_size=11008, num_hidden_layers=36, num_attention_heads=16)}
+ARCH = {
+    "qwen2.5-0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14),
+    "qwen2.5-1.5b": dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12),
+    "qwen2.5-3b": dict(hidden_size=2048, intermediate_size=11008, num_hidden_layers=36, num_attention_heads=16),
+}
 # 28 layers as Qwen2.5-1.5B: ops per decode step depend on the layer count and the LoRA targets, not the width
 SMOKE_ARCH = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=28, num_attention_heads=4)
 CUDA = torch.cuda.is_available()
@@ -82,11 +84,13 @@ class Budget:
 
 # ---------------------------------------------------------------- model and data
 
+
 def cached_weights(repo: str) -> bool:
     from huggingface_hub import try_to_load_from_cache
 
-    return any(isinstance(try_to_load_from_cache(repo, f), str)
-               for f in ("model.safetensors", "model.safetensors.index.json"))
+    return any(
+        isinstance(try_to_load_from_cache(repo, f), str) for f in ("model.safetensors", "model.safetensors.index.json")
+    )
 
 
 def model_source(name: str, smoke: bool, workdir: Path) -> tuple[str, str]:
@@ -96,8 +100,15 @@ def model_source(name: str, smoke: bool, workdir: Path) -> tuple[str, str]:
     folder = workdir / f"{name}{'-smoke' if smoke else ''}-random"
     if not (folder / "config.json").exists():
         arch = SMOKE_ARCH if smoke else ARCH[name]
-        cfg = Qwen2Config(vocab_size=1024 if smoke else 151936, num_key_value_heads=2, tie_word_embeddings=True,
-                          max_position_embeddings=32768, rope_theta=1e6, rms_norm_eps=1e-6, **arch)
+        cfg = Qwen2Config(
+            vocab_size=1024 if smoke else 151936,
+            num_key_value_heads=2,
+            tie_word_embeddings=True,
+            max_position_embeddings=32768,
+            rope_theta=1e6,
+            rms_norm_eps=1e-6,
+            **arch,
+        )
         with torch.device("cuda" if CUDA else "cpu"):
             torch.manual_seed(0)
             model = Qwen2ForCausalLM(cfg).to(torch.bfloat16)
@@ -117,16 +128,30 @@ def gsm8k_dir(arg: str | None) -> str | None:
     return None
 
 
-def build_trainer(name: str, source: str, data: str | None, out: Path, smoke: bool, sets=(), method="qae",
-                  preset: str | None = None):
+def build_trainer(
+    name: str, source: str, data: str | None, out: Path, smoke: bool, sets=(), method="qae", preset: str | None = None
+):
     """The preset's QAETrainer as `python -m qae_lab train --preset <name>-gsm8k` builds it."""
     preset = preset or f"{name}-gsm8k"
-    overrides = [f"model={source}", "evaluate=false", "save_model=false", "save_strategy=no", "report_to=[]",
-                 "disable_tqdm=true"]
+    overrides = [
+        f"model={source}",
+        "evaluate=false",
+        "save_model=false",
+        "save_strategy=no",
+        "report_to=[]",
+        "disable_tqdm=true",
+    ]
     overrides += [f"gsm8k_path={data}"] if data else ["task=synthetic", "n_eval=8"]
     if smoke:
-        overrides += ["use_cpu=true", "bf16=false", "per_device_train_batch_size=8", "gradient_accumulation_steps=1",
-                      "max_completion_length=8", "n_train=16", "n_eval=8"]
+        overrides += [
+            "use_cpu=true",
+            "bf16=false",
+            "per_device_train_batch_size=8",
+            "gradient_accumulation_steps=1",
+            "max_completion_length=8",
+            "n_train=16",
+            "n_eval=8",
+        ]
     run, cfg = presets.build(preset, [*overrides, *sets], method=method, output_dir=str(out))
     trainer, tok, _ = pipeline.make_trainer(run, cfg, preset=preset)
     return trainer, tok, run
@@ -157,8 +182,9 @@ def peak() -> str:
     return f"{gib(torch.cuda.max_memory_allocated())} allocated, {gib(torch.cuda.max_memory_reserved())} reserved"
 
 
-def step_section(label: str, name: str, source: str, data, out: Path, smoke: bool, steps: int, sets=(),
-                 preset: str | None = None) -> dict:
+def step_section(
+    label: str, name: str, source: str, data, out: Path, smoke: bool, steps: int, sets=(), preset: str | None = None
+) -> dict:
     """Train `steps` steps of a preset; per-step wall times and the peak memory."""
     reset_peak()
     trainer, tok, run = build_trainer(name, source, data, out, smoke, [f"max_steps={steps}", *sets], preset=preset)
@@ -168,10 +194,17 @@ def step_section(label: str, name: str, source: str, data, out: Path, smoke: boo
     t = timer.times
     steady = statistics.median(t[1:]) if len(t) > 1 else t[0]
     cfg = trainer.args
-    row = {"what": label, "first_step_s": round(t[0], 2), "steady_step_s": round(steady, 2), "peak": peak(),
-           "completions": f"{cfg.generation_batch_size} x {cfg.max_completion_length} tokens"}
-    print(f"  {label:<34} first step {t[0]:7.2f} s, then {steady:7.2f} s/step ({row['completions']}); "
-          f"peak {row['peak']}", flush=True)
+    row = {
+        "what": label,
+        "first_step_s": round(t[0], 2),
+        "steady_step_s": round(steady, 2),
+        "peak": peak(),
+        "completions": f"{cfg.generation_batch_size} x {cfg.max_completion_length} tokens",
+    }
+    print(
+        f"  {label:<34} first step {t[0]:7.2f} s, then {steady:7.2f} s/step ({row['completions']}); peak {row['peak']}",
+        flush=True,
+    )
     # the run as measured, named by its architecture (its model is the folder the weights were loaded from)
     return {"row": row, "trainer": trainer, "tok": tok, "run": dataclasses.replace(run, model=name)}
 
@@ -188,11 +221,14 @@ def estimates(row: dict, run, cfg, device_name: str, bf16: bool) -> list[str]:
         return lines + [f"no datasheet figures for {device_name!r} in qae_lab.runs.costs.GPUS: no time estimate"]
     floor = run_time(run, cfg, card)["step"]  # compiled decoding: the card's terms only
     row["estimated_step_s"], row["peak_fraction"] = round(floor, 3), round(floor / row["steady_step_s"], 3)
-    return lines + [f"estimated step {floor:.2f} s at the {card.name}'s datasheet peaks (qae_lab.runs.costs.run_time): "
-                    f"the measured steady step reaches {floor / row['steady_step_s']:.0%} of them"]
+    return lines + [
+        f"estimated step {floor:.2f} s at the {card.name}'s datasheet peaks (qae_lab.runs.costs.run_time): "
+        f"the measured steady step reaches {floor / row['steady_step_s']:.0%} of them"
+    ]
 
 
 # ---------------------------------------------------------------- decode speed
+
 
 def decode_ms(fn, new_tokens: int, repeats: int) -> float:
     fn()  # warm-up (and compilation)
@@ -208,20 +244,24 @@ def decode_ms(fn, new_tokens: int, repeats: int) -> float:
 
 def decode_section(trainer, tok, source: str, n_seq: int, new_tokens: int, repeats: int) -> list[dict]:
     rows = trainer.train_dataset.select(range(min(n_seq, len(trainer.train_dataset))))
-    prompts = [tok.apply_chat_template(r["prompt"], add_generation_prompt=True, tokenize=True, return_dict=False)
-               for r in rows]
+    prompts = [
+        tok.apply_chat_template(r["prompt"], add_generation_prompt=True, tokenize=True, return_dict=False) for r in rows
+    ]
     prompts = (prompts * n_seq)[:n_seq]
     gen_cfg = trainer.generation_config
-    saved = {k: getattr(gen_cfg, k) for k in ("max_new_tokens", "min_new_tokens", "cache_implementation",
-                                               "disable_compile")}
+    saved = {
+        k: getattr(gen_cfg, k) for k in ("max_new_tokens", "min_new_tokens", "cache_implementation", "disable_compile")
+    }
     saved_fast = trainer.args.fast_generation
     policy = trainer.accelerator.unwrap_model(trainer.model)
     bare, _ = load_policy(source, device=str(policy.device))  # the same weights, no LoRA, no trainer
     bare.eval()
     width = max(map(len, prompts))
     ids = torch.tensor([[tok.pad_token_id] * (width - len(p)) + p for p in prompts], device=bare.device)
-    mask = (torch.arange(width, device=bare.device)[None] >= torch.tensor(
-        [width - len(p) for p in prompts], device=bare.device)[:, None]).long()
+    mask = (
+        torch.arange(width, device=bare.device)[None]
+        >= torch.tensor([width - len(p) for p in prompts], device=bare.device)[:, None]
+    ).long()
     out = []
 
     def variant(label, fn, count=True):
@@ -246,21 +286,30 @@ def decode_section(trainer, tok, source: str, n_seq: int, new_tokens: int, repea
         gen_cfg.max_new_tokens = gen_cfg.min_new_tokens = new_tokens
         gen_cfg.cache_implementation, gen_cfg.disable_compile = None, True
         with torch.no_grad():
-            variant("bare generate (no LoRA, eval, dynamic cache)",
-                    lambda: bare.generate(input_ids=ids, attention_mask=mask, generation_config=gen_cfg))
-        for fast, label in ((False, "in-loop, TRL default (LoRA unmerged, train mode)"),
-                            (True, "in-loop, fast_generation (eval, LoRA merged)")):
+            variant(
+                "bare generate (no LoRA, eval, dynamic cache)",
+                lambda: bare.generate(input_ids=ids, attention_mask=mask, generation_config=gen_cfg),
+            )
+        for fast, label in (
+            (False, "in-loop, TRL default (LoRA unmerged, train mode)"),
+            (True, "in-loop, fast_generation (eval, LoRA merged)"),
+        ):
             trainer.args.fast_generation = fast
             variant(label, lambda: trainer._generate_single_turn(prompts, None, {}, 1))
         if CUDA:
             gen_cfg.cache_implementation, gen_cfg.disable_compile = "static", False
             with torch.no_grad():
-                variant("bare generate, static cache, compiled",
-                        lambda: bare.generate(input_ids=ids, attention_mask=mask, generation_config=gen_cfg),
-                        count=False)
+                variant(
+                    "bare generate, static cache, compiled",
+                    lambda: bare.generate(input_ids=ids, attention_mask=mask, generation_config=gen_cfg),
+                    count=False,
+                )
             trainer.args.fast_generation = True
-            variant("in-loop, fast_generation + static + compiled",
-                    lambda: trainer._generate_single_turn(prompts, None, {}, 1), count=False)
+            variant(
+                "in-loop, fast_generation + static + compiled",
+                lambda: trainer._generate_single_turn(prompts, None, {}, 1),
+                count=False,
+            )
     finally:
         for k, v in saved.items():
             setattr(gen_cfg, k, v)
@@ -270,6 +319,7 @@ def decode_section(trainer, tok, source: str, n_seq: int, new_tokens: int, repea
 
 
 # ---------------------------------------------------------------- update phase and gradients
+
 
 def grads_of(trainer, model, inputs) -> tuple[float, torch.Tensor]:
     model.zero_grad(set_to_none=True)
@@ -292,8 +342,13 @@ def update_section(trainer, tok, repeats: int) -> dict:
     rewards = _rewards_at_80(gen["completion_ids"].shape[0] // g, g).to(gen["advantages"].device)
     adv = group_advantages(rewards, g, k=cfg.quantile_k, eps=cfg.advantage_eps).to(gen["advantages"].dtype)
     inputs = dict(gen, advantages=adv)
-    plain = GRPOTrainer(model=model, reward_funcs=trainer.reward_funcs, args=cfg, processing_class=tok,
-                        train_dataset=trainer.train_dataset)
+    plain = GRPOTrainer(
+        model=model,
+        reward_funcs=trainer.reward_funcs,
+        args=cfg,
+        processing_class=tok,
+        train_dataset=trainer.train_dataset,
+    )
     plain.current_gradient_accumulation_steps = 1
     model.train()
     times = {"TRL GRPOTrainer": [], "QAE": [], "QAE + SA-AH": [], "QAE sparse": []}
@@ -323,14 +378,22 @@ def update_section(trainer, tok, repeats: int) -> dict:
             floor_t[kept].append(time.perf_counter() - t)
     floor = statistics.median(floor_t[True]) / statistics.median(floor_t[False])
     zero = float((~keep).float().mean())
-    res = {"update_s_TRL": round(med["TRL GRPOTrainer"], 3), "QAE/TRL": round(med["QAE"] / med["TRL GRPOTrainer"], 3),
-           "QAE+SA-AH/TRL": round(med["QAE + SA-AH"] / med["TRL GRPOTrainer"], 3),
-           "sparse/dense": round(med["QAE sparse"] / med["QAE"], 3), "zero_adv_frac": round(zero, 3),
-           "floor_kept/all": round(floor, 3), "rows": int(ids.shape[0]), "tokens_per_row": int(ids.shape[1])}
-    print(f"  update phase of {res['rows']} rows x {res['tokens_per_row']} tokens: TRL {res['update_s_TRL']} s; "
-          f"QAE / TRL {res['QAE/TRL']}x, QAE+SA-AH / TRL {res['QAE+SA-AH/TRL']}x; sparse / dense "
-          f"{res['sparse/dense']}x at {zero:.1%} zero-advantage rows (floor, kept / all rows: {floor:.3f})",
-          flush=True)
+    res = {
+        "update_s_TRL": round(med["TRL GRPOTrainer"], 3),
+        "QAE/TRL": round(med["QAE"] / med["TRL GRPOTrainer"], 3),
+        "QAE+SA-AH/TRL": round(med["QAE + SA-AH"] / med["TRL GRPOTrainer"], 3),
+        "sparse/dense": round(med["QAE sparse"] / med["QAE"], 3),
+        "zero_adv_frac": round(zero, 3),
+        "floor_kept/all": round(floor, 3),
+        "rows": int(ids.shape[0]),
+        "tokens_per_row": int(ids.shape[1]),
+    }
+    print(
+        f"  update phase of {res['rows']} rows x {res['tokens_per_row']} tokens: TRL {res['update_s_TRL']} s; "
+        f"QAE / TRL {res['QAE/TRL']}x, QAE+SA-AH / TRL {res['QAE+SA-AH/TRL']}x; sparse / dense "
+        f"{res['sparse/dense']}x at {zero:.1%} zero-advantage rows (floor, kept / all rows: {floor:.3f})",
+        flush=True,
+    )
 
     # gradient check: LoRA dropout off, so two dense passes are the same computation
     dropouts = [m for m in model.modules() if isinstance(m, torch.nn.Dropout)]
@@ -355,12 +418,16 @@ def update_section(trainer, tok, repeats: int) -> dict:
     level = {torch.bfloat16: 2e-2, torch.float16: 5e-3}.get(dtype, 1e-4)
     ok = sd <= max(2 * dd, level)
     res.update({"grad_rel_diff_dense_vs_dense": dd, "grad_rel_diff_sparse_vs_dense": sd, "grad_check_ok": ok})
-    print(f"  gradients, LoRA dropout 0 ({dtype}): dense vs dense {dd:.2e}, sparse vs dense {sd:.2e} "
-          f"(relative L2) -> {'agree' if ok else 'DISAGREE'} (bound max(2 x dense spread, {level:g}))", flush=True)
+    print(
+        f"  gradients, LoRA dropout 0 ({dtype}): dense vs dense {dd:.2e}, sparse vs dense {sd:.2e} "
+        f"(relative L2) -> {'agree' if ok else 'DISAGREE'} (bound max(2 x dense spread, {level:g}))",
+        flush=True,
+    )
     return res
 
 
 # ---------------------------------------------------------------- main
+
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -403,12 +470,14 @@ def main(argv=None) -> int:
 
     print("\n5. other precisions and sizes (each: a fresh model, the preset's settings)")
     # the live preset's first step is what notebook 04 waits for after lab.start() (compilation included)
-    extra = [("1.5B live preset (notebook 04)", "qwen2.5-1.5b", [], "qwen2.5-1.5b-gsm8k-live"),
-             ("1.5B, float32", "qwen2.5-1.5b", ["bf16=false", "fp16=false", "dtype=float32"], None),
-             ("1.5B, float16 (T4-style)", "qwen2.5-1.5b", ["bf16=false", "fp16=true", "dtype=float16"], None),
-             ("0.5B T4 preset (float16)", "qwen2.5-0.5b", [], "qwen2.5-0.5b-gsm8k-t4"),
-             ("0.5B, preset precision", "qwen2.5-0.5b", [], None),
-             ("3B, preset precision", "qwen2.5-3b", [], None)]
+    extra = [
+        ("1.5B live preset (notebook 04)", "qwen2.5-1.5b", [], "qwen2.5-1.5b-gsm8k-live"),
+        ("1.5B, float32", "qwen2.5-1.5b", ["bf16=false", "fp16=false", "dtype=float32"], None),
+        ("1.5B, float16 (T4-style)", "qwen2.5-1.5b", ["bf16=false", "fp16=true", "dtype=float16"], None),
+        ("0.5B T4 preset (float16)", "qwen2.5-0.5b", [], "qwen2.5-0.5b-gsm8k-t4"),
+        ("0.5B, preset precision", "qwen2.5-0.5b", [], None),
+        ("3B, preset precision", "qwen2.5-3b", [], None),
+    ]
     report["sections"]["more"] = []
     for label, name, sets, preset in extra[:2] if smoke else extra:  # smoke: each code path once
         if budget.left() < (20 if smoke else 60):
@@ -420,8 +489,13 @@ def main(argv=None) -> int:
         folder = runs / f"more-{len(report['sections']['more'])}"
         run = step_section(label, name, src, data, folder, smoke, 3 if preset else 2, sets, preset)
         if preset and not smoke:  # the estimates (memory and time, qae_lab.runs.costs) beside the measured row
-            for line in estimates(run["row"], run["run"], run["trainer"].args, torch.cuda.get_device_name(),
-                                  torch.cuda.is_bf16_supported()):
+            for line in estimates(
+                run["row"],
+                run["run"],
+                run["trainer"].args,
+                torch.cuda.get_device_name(),
+                torch.cuda.is_bf16_supported(),
+            ):
                 print(f"  {'':<34} {line}", flush=True)
         report["sections"]["more"].append({**run["row"], "model": how})
         del run
@@ -439,8 +513,12 @@ def versions() -> dict:
     import transformers
     import trl
 
-    out = {"torch": torch.__version__, "transformers": transformers.__version__, "trl": trl.__version__,
-           "peft": peft.__version__}
+    out = {
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "trl": trl.__version__,
+        "peft": peft.__version__,
+    }
     if CUDA:
         out["cuda"] = torch.version.cuda
     return out

@@ -41,8 +41,16 @@ from qae_lab.task.models import lora_config
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "data" / "gpu_time" / "host_costs.json"
 # Qwen2.5-0.5B's layout (qae_lab.runs.costs.QWEN25["qwen2.5-0.5b"]) at a width where the ops cost nothing
-TINY_05B = dict(num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2, hidden_size=56,
-                intermediate_size=64, vocab_size=512, tie_word_embeddings=True, max_position_embeddings=1024)
+TINY_05B = dict(
+    num_hidden_layers=24,
+    num_attention_heads=14,
+    num_key_value_heads=2,
+    hidden_size=56,
+    intermediate_size=64,
+    vocab_size=512,
+    tie_word_embeddings=True,
+    max_position_embeddings=1024,
+)
 
 
 class OpCount(TorchDispatchMode):
@@ -68,8 +76,15 @@ def tiny_policy():
 def generate(model, batch: int, new_tokens: int) -> None:
     ids = torch.randint(3, TINY_05B["vocab_size"], (batch, 16))
     with torch.inference_mode():
-        model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=True, max_new_tokens=new_tokens,
-                       min_new_tokens=new_tokens, pad_token_id=0, eos_token_id=None)
+        model.generate(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            do_sample=True,
+            max_new_tokens=new_tokens,
+            min_new_tokens=new_tokens,
+            pad_token_id=0,
+            eos_token_id=None,
+        )
 
 
 def per_step_ms(model, batch: int, new_tokens: int, repeats: int) -> float:
@@ -131,10 +146,18 @@ def main(argv=None) -> int:
     rows = measure(new_tokens, repeats)
     if a.smoke:
         return 0
-    report = {"date": time.strftime("%Y-%m-%d"), "what": "host milliseconds per eager decode step (module docstring)",
-              "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "threads": 1,
-              "torch": torch.__version__, "layout": TINY_05B, "new_tokens": new_tokens, "repeats": repeats,
-              "rows": rows}
+    report = {
+        "date": time.strftime("%Y-%m-%d"),
+        "what": "host milliseconds per eager decode step (module docstring)",
+        "cpu": platform.processor() or platform.machine(),
+        "cores": os.cpu_count(),
+        "threads": 1,
+        "torch": torch.__version__,
+        "layout": TINY_05B,
+        "new_tokens": new_tokens,
+        "repeats": repeats,
+        "rows": rows,
+    }
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(report, indent=1) + "\n")

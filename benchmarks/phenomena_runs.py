@@ -71,8 +71,11 @@ def _run_all(cmds: list[list[str]], jobs: int) -> None:
 
 def run(work: Path, only: list[str], jobs: int) -> None:
     threads = 1 if jobs > 1 else None
-    cmds = [_job(EXPERIMENTS[name]["preset"], method, [*EXPERIMENTS[name]["sets"], *sets], work / name / folder,
-                 threads) for name in only for folder, method, sets in run_names(name)]
+    cmds = [
+        _job(EXPERIMENTS[name]["preset"], method, [*EXPERIMENTS[name]["sets"], *sets], work / name / folder, threads)
+        for name in only
+        for folder, method, sets in run_names(name)
+    ]
     _run_all([c for c in cmds if c], jobs)
 
 
@@ -84,8 +87,10 @@ def search_folder(which: str) -> str:
 def search_run(work: Path, jobs: int, which: str = "entropy") -> None:
     threads = 1 if jobs > 1 else None
     tries, _ = SEARCHES[which]
-    cmds = [_job("cpu-sums", method, [*sets, f"seed={SEARCH_SEED}"], work / search_folder(which) / name, threads)
-            for name, method, sets in tries]
+    cmds = [
+        _job("cpu-sums", method, [*sets, f"seed={SEARCH_SEED}"], work / search_folder(which) / name, threads)
+        for name, method, sets in tries
+    ]
     _run_all([c for c in cmds if c], jobs)
 
 
@@ -98,8 +103,10 @@ def collect(work: Path, only: list[str]) -> None:
                 continue
             summary = keep_run(src, dst, extra=(REGIME_SPLIT_NAME,))
             wall = max((r.get("elapsed_s") or 0) for r in read_log(src / "log.jsonl"))
-            print(f"{name:<10} {folder:<28} pass@1 {summary['before']['summary']['pass@1']:.3f} -> "
-                  f"{summary['after']['summary']['pass@1']:.3f}   {wall:6.0f} s")
+            print(
+                f"{name:<10} {folder:<28} pass@1 {summary['before']['summary']['pass@1']:.3f} -> "
+                f"{summary['after']['summary']['pass@1']:.3f}   {wall:6.0f} s"
+            )
 
 
 def main() -> None:
@@ -107,8 +114,12 @@ def main() -> None:
     p.add_argument("--work", type=Path, help="folder for the experiments' full run folders")
     p.add_argument("--search-run", type=Path, help="run qae_lab.analysis.phenomena.SEARCH into this folder's search/")
     p.add_argument("--search", type=Path, help="summarise the search runs in this folder into search.json")
-    p.add_argument("--search-of", choices=sorted(SEARCHES), default="entropy",
-                   help="which search --search-run runs and --search summarises (qae_lab.analysis.phenomena.SEARCHES)")
+    p.add_argument(
+        "--search-of",
+        choices=sorted(SEARCHES),
+        default="entropy",
+        help="which search --search-run runs and --search summarises (qae_lab.analysis.phenomena.SEARCHES)",
+    )
     p.add_argument("--only", nargs="*", choices=sorted(EXPERIMENTS), default=sorted(EXPERIMENTS))
     p.add_argument("--collect-only", action="store_true")
     p.add_argument("--jobs", type=int, default=1, help="runs at a time (each on one torch thread when > 1)")

@@ -34,15 +34,38 @@ def run(work: Path) -> None:
             out = work / f"{method}-seed{seed}"
             if (out / "eval_after.json").is_file():
                 continue
-            subprocess.run([sys.executable, "-m", "qae_lab", "train", "--preset", "cpu-demo", "--method", method,
-                            "--set", f"seed={seed}", "--set", "sparse_update=false", "--set", "disable_tqdm=true",
-                            "--set", "save_model=false", "--output-dir", str(out)], check=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "qae_lab",
+                    "train",
+                    "--preset",
+                    "cpu-demo",
+                    "--method",
+                    method,
+                    "--set",
+                    f"seed={seed}",
+                    "--set",
+                    "sparse_update=false",
+                    "--set",
+                    "disable_tqdm=true",
+                    "--set",
+                    "save_model=false",
+                    "--output-dir",
+                    str(out),
+                ],
+                check=True,
+            )
 
 
 def _summary(path: Path) -> dict:
     data = json.loads(path.read_text())
-    return {"summary": data["summary"], "by_level": data["by_level"],
-            "success_rates": [p["success_rate"] for p in data["problems"]]}
+    return {
+        "summary": data["summary"],
+        "by_level": data["by_level"],
+        "success_rates": [p["success_rate"] for p in data["problems"]],
+    }
 
 
 def keep_run(src: Path, dst: Path, extra: tuple[str, ...] = ()) -> dict:
@@ -67,15 +90,23 @@ def collect(work: Path) -> list[dict]:
                 continue
             summary = keep_run(src, dst)
             log = [json.loads(line) for line in (src / "log.jsonl").read_text().splitlines() if line.strip()]
-            rows.append({"method": method, "seed": seed, "before": summary["before"]["summary"],
-                         "after": summary["after"]["summary"],
-                         "wall_s": max((r.get("elapsed_s") or 0) for r in log)})
+            rows.append(
+                {
+                    "method": method,
+                    "seed": seed,
+                    "before": summary["before"]["summary"],
+                    "after": summary["after"]["summary"],
+                    "wall_s": max((r.get("elapsed_s") or 0) for r in log),
+                }
+            )
     return rows
 
 
 def report(rows: list[dict]) -> None:
-    print(f"{'method':<10} {'seeds':>5} {'sampled pass@1 before -> after':>32} {'greedy before -> after':>24} "
-          f"{'train s':>8}")
+    print(
+        f"{'method':<10} {'seeds':>5} {'sampled pass@1 before -> after':>32} {'greedy before -> after':>24} "
+        f"{'train s':>8}"
+    )
     for method in METHODS:
         rs = [r for r in rows if r["method"] == method]
         if not rs:
@@ -85,9 +116,11 @@ def report(rows: list[dict]) -> None:
             xs = [r[when][key] for r in rs]
             return f"{statistics.mean(xs):.3f}±{statistics.pstdev(xs):.3f}"
 
-        print(f"{method:<10} {len(rs):>5} {ms('pass@1', 'before'):>15} -> {ms('pass@1', 'after'):<13} "
-              f"{ms('greedy_pass@1', 'before'):>11} -> {ms('greedy_pass@1', 'after'):<11} "
-              f"{statistics.mean(r['wall_s'] for r in rs):8.0f}")
+        print(
+            f"{method:<10} {len(rs):>5} {ms('pass@1', 'before'):>15} -> {ms('pass@1', 'after'):<13} "
+            f"{ms('greedy_pass@1', 'before'):>11} -> {ms('greedy_pass@1', 'after'):<11} "
+            f"{statistics.mean(r['wall_s'] for r in rs):8.0f}"
+        )
 
 
 def main() -> None:

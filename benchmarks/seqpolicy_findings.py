@@ -48,9 +48,22 @@ from qae_lab.toys.seqpolicy_training import UpdateSettings, simulate, update_var
 
 DEST = Path(__file__).resolve().parents[1] / "data" / "seqpolicy" / "findings.json"
 DEFAULTS = UpdateSettings()  # a run's "settings" keep the fields that differ from these
-META = {"vocab": 4, "length": 5, "n_prompts": 16, "group_size": 8, "eta": 40.0, "adam_eta": 0.02, "steps": 1000,
-        "n_seeds": 8, "task_seed": 1000, "sample_seed": 1, "every": 100, "early_step": 100, "sharpness": 3.0,
-        "variance": {"alphas": [0.5], "n_draws": 1000, "baseline": "mean"}}
+META = {
+    "vocab": 4,
+    "length": 5,
+    "n_prompts": 16,
+    "group_size": 8,
+    "eta": 40.0,
+    "adam_eta": 0.02,
+    "steps": 1000,
+    "n_seeds": 8,
+    "task_seed": 1000,
+    "sample_seed": 1,
+    "every": 100,
+    "early_step": 100,
+    "sharpness": 3.0,
+    "variance": {"alphas": [0.5], "n_draws": 1000, "baseline": "mean"},
+}
 
 
 def timing() -> None:
@@ -60,27 +73,44 @@ def timing() -> None:
     t0 = time.perf_counter()
     simulate(tasks.logits, tasks.rewards, UpdateSettings(group_size=8, eta=META["eta"]), steps=2000, seed=1)
     sec = time.perf_counter() - t0
-    print(f"simulate: 2000 steps x 8 seeds x 16 prompts (V=4, L=5, G=8, one pass, all ledgers), one thread: "
-          f"{sec:.1f} s ({sec / 2000 * 1000:.1f} ms per step)", flush=True)
+    print(
+        f"simulate: 2000 steps x 8 seeds x 16 prompts (V=4, L=5, G=8, one pass, all ledgers), one thread: "
+        f"{sec:.1f} s ({sec / 2000 * 1000:.1f} ms per step)",
+        flush=True,
+    )
 
 
 def runs(start: str) -> dict:
     """The sweep's runs of one start, summarised."""
     m = META
-    tasks = task_batch(m["n_seeds"], m["n_prompts"], m["vocab"], m["length"], start=start, seed=m["task_seed"],
-                       sharpness=m["sharpness"])
+    tasks = task_batch(
+        m["n_seeds"],
+        m["n_prompts"],
+        m["vocab"],
+        m["length"],
+        start=start,
+        seed=m["task_seed"],
+        sharpness=m["sharpness"],
+    )
     out = {}
-    for name, (s_start, settings) in sweep_settings(eta=m["eta"], adam_eta=m["adam_eta"],
-                                                    group_size=m["group_size"]).items():
+    for name, (s_start, settings) in sweep_settings(
+        eta=m["eta"], adam_eta=m["adam_eta"], group_size=m["group_size"]
+    ).items():
         if s_start != start:
             continue
         t0 = time.perf_counter()
         run = simulate(tasks.logits, tasks.rewards, settings, steps=m["steps"], seed=m["sample_seed"])
         changed = {k: v for k, v in dataclasses.asdict(settings).items() if v != getattr(DEFAULTS, k)}
-        out[name] = {"settings": changed, "start": start,
-                     **summarise_run(run, every=m["every"], early=m["early_step"], estimators=headline(settings))}
-        print(f"{name}: {time.perf_counter() - t0:.0f} s, final entropy "
-              f"{[round(x, 3) for x in out[name]['final_entropy']]}", flush=True)
+        out[name] = {
+            "settings": changed,
+            "start": start,
+            **summarise_run(run, every=m["every"], early=m["early_step"], estimators=headline(settings)),
+        }
+        print(
+            f"{name}: {time.perf_counter() - t0:.0f} s, final entropy "
+            f"{[round(x, 3) for x in out[name]['final_entropy']]}",
+            flush=True,
+        )
     return out
 
 
@@ -90,12 +120,23 @@ def variance() -> dict:
     settings = UpdateSettings(group_size=m["group_size"], baseline=v["baseline"], eta=m["eta"])
     per_start = {}
     for start in STARTS:
-        tasks = task_batch(m["n_seeds"], m["n_prompts"], m["vocab"], m["length"], start=start,
-                           seed=m["task_seed"], sharpness=m["sharpness"])
-        per_seed = [update_variance(z, r, settings, alphas=v["alphas"], n_draws=v["n_draws"], chunk=200, seed=i)
-                    for i, (z, r) in enumerate(zip(tasks.logits, tasks.rewards))]
-        per_start[start] = {name: {key: [float(f"{d[name][key]:.4g}") for d in per_seed] for key in per_seed[0][name]}
-                            for name in per_seed[0]}
+        tasks = task_batch(
+            m["n_seeds"],
+            m["n_prompts"],
+            m["vocab"],
+            m["length"],
+            start=start,
+            seed=m["task_seed"],
+            sharpness=m["sharpness"],
+        )
+        per_seed = [
+            update_variance(z, r, settings, alphas=v["alphas"], n_draws=v["n_draws"], chunk=200, seed=i)
+            for i, (z, r) in enumerate(zip(tasks.logits, tasks.rewards))
+        ]
+        per_start[start] = {
+            name: {key: [float(f"{d[name][key]:.4g}") for d in per_seed] for key in per_seed[0][name]}
+            for name in per_seed[0]
+        }
         print(f"variance, {start}: done", flush=True)
     return {**v, "per_start": per_start}
 
@@ -104,14 +145,17 @@ def dump(findings: dict) -> str:
     """The findings as JSON with one line per run (small, and a changed run is a changed line in a diff)."""
     line = lambda x: json.dumps(x, separators=(",", ":"))  # noqa: E731
     runs = ",\n".join(f"  {line(name)}: {line(run)}" for name, run in sorted(findings["runs"].items()))
-    return (f'{{\n "meta": {line(findings["meta"])},\n "runs": {{\n{runs}\n }},\n'
-            f' "variance": {line(findings["variance"])}\n}}\n')
+    return (
+        f'{{\n "meta": {line(findings["meta"])},\n "runs": {{\n{runs}\n }},\n'
+        f' "variance": {line(findings["variance"])}\n}}\n'
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=[*STARTS, "variance"], action="append",
-                        help="run only this part (repeatable); default: all")
+    parser.add_argument(
+        "--only", choices=[*STARTS, "variance"], action="append", help="run only this part (repeatable); default: all"
+    )
     parser.add_argument("--timing", action="store_true", help="only measure simulate's speed")
     parser.add_argument("--sentences", action="store_true", help="only print the committed findings' sentences")
     args = parser.parse_args()

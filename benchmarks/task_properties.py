@@ -27,6 +27,7 @@ from qae_lab.storage.folder import atomic_write_text
 from qae_lab.task.sums import sums_task
 import sys
 from pathlib import Path
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tools/ lives at the repository's root
 from tools.task_properties import property_table, task_properties
 
@@ -34,11 +35,16 @@ START, END = "<!-- measured -->", "<!-- /measured -->"
 
 
 def level_table(result, ks) -> str:
-    rows = ["| level | greedy pass@1 | sampled pass@1 | " + " | ".join(f"pass@{k}" for k in ks[1:]) + " |",
-            "| --- | --- | --- | " + " | ".join("---" for _ in ks[1:]) + " |"]
+    rows = [
+        "| level | greedy pass@1 | sampled pass@1 | " + " | ".join(f"pass@{k}" for k in ks[1:]) + " |",
+        "| --- | --- | --- | " + " | ".join("---" for _ in ks[1:]) + " |",
+    ]
     for name, s in [*((str(lv), m) for lv, m in result.by_level.items()), ("all", result.summary)]:
-        rows.append(f"| {name} | {s['greedy_pass@1']:.2f} | {s['pass@1']:.2f} | "
-                    + " | ".join(f"{s[f'pass@{k}']:.2f}" for k in ks[1:]) + " |")
+        rows.append(
+            f"| {name} | {s['greedy_pass@1']:.2f} | {s['pass@1']:.2f} | "
+            + " | ".join(f"{s[f'pass@{k}']:.2f}" for k in ks[1:])
+            + " |"
+        )
     return "\n".join(rows)
 
 
@@ -58,16 +64,37 @@ def main() -> None:
     props = task_properties(model, tok, records, group_size=args.samples, max_new_tokens=args.max_new_tokens)
     t1 = time.time()
     ks = [k for k in (1, 4, 16, 32) if k <= args.samples]
-    result = evaluate(model, tok, records, num_samples=args.samples, ks=ks, max_new_tokens=args.max_new_tokens,
-                      batch_size=16, seed=1, progress=False)
+    result = evaluate(
+        model,
+        tok,
+        records,
+        num_samples=args.samples,
+        ks=ks,
+        max_new_tokens=args.max_new_tokens,
+        batch_size=16,
+        seed=1,
+        progress=False,
+    )
     t2 = time.time()
-    extra = ", ".join(f"{k} {props[k]:.2f}" for k in ("pass@1", "length_mean", "length_min", "length_max",
-                                                     "top_share", "composite_correct_values", "always_solved_frac"))
-    text = (f"Measured by `python benchmarks/task_properties.py` on {args.prompts} problems of "
-            f"`sums_task({args.prompts}, seed={args.seed})`, {args.samples} samples each at temperature 1 "
-            f"(at most {args.max_new_tokens} new tokens), before any RL:\n\n{property_table(props)}\n\n"
-            f"Also: {extra}.\n\nPer level (`qae_lab.task.evaluate.evaluate`, {args.samples} samples, strict verdict):\n\n"
-            f"{level_table(result, ks)}\n")
+    extra = ", ".join(
+        f"{k} {props[k]:.2f}"
+        for k in (
+            "pass@1",
+            "length_mean",
+            "length_min",
+            "length_max",
+            "top_share",
+            "composite_correct_values",
+            "always_solved_frac",
+        )
+    )
+    text = (
+        f"Measured by `python benchmarks/task_properties.py` on {args.prompts} problems of "
+        f"`sums_task({args.prompts}, seed={args.seed})`, {args.samples} samples each at temperature 1 "
+        f"(at most {args.max_new_tokens} new tokens), before any RL:\n\n{property_table(props)}\n\n"
+        f"Also: {extra}.\n\nPer level (`qae_lab.task.evaluate.evaluate`, {args.samples} samples, strict verdict):\n\n"
+        f"{level_table(result, ks)}\n"
+    )
     print(text)
     print(f"(properties {t1 - t0:.0f} s, evaluation {t2 - t1:.0f} s)")
     if args.write:

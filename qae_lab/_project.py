@@ -44,8 +44,10 @@ def repository_url(pyproject: str | os.PathLike | None = _CHECKOUT_PYPROJECT, di
         entries = []
     urls = dict(entry.split(", ", 1) for entry in entries if ", " in entry)
     if "Repository" not in urls:
-        raise LookupError(f"no Repository address: neither {path} nor the installed {dist!r} metadata "
-                          "([project.urls] in pyproject.toml) names one")
+        raise LookupError(
+            f"no Repository address: neither {path} nor the installed {dist!r} metadata "
+            "([project.urls] in pyproject.toml) names one"
+        )
     return urls["Repository"]
 
 
@@ -57,8 +59,10 @@ def github_repo(url: str) -> str:
     """
     match = re.fullmatch(r"https://github\.com/([\w.-]+)/([\w.-]+?)(?:\.git)?/?", url)
     if match is None:
-        raise ValueError(f"[project.urls] Repository must be https://github.com/<owner>/<name> (Colab opens "
-                         f"notebooks from GitHub only), got {url!r}")
+        raise ValueError(
+            f"[project.urls] Repository must be https://github.com/<owner>/<name> (Colab opens "
+            f"notebooks from GitHub only), got {url!r}"
+        )
     return f"{match[1]}/{match[2]}"
 
 

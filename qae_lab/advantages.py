@@ -225,9 +225,11 @@ def group_advantages(
         # A_i = R_i - b(q), the baseline broadcast over the group
         adv = r - b[:, None]  # (B, G)
         if not bool(torch.isfinite(adv).all()):
-            raise ValueError(f"rewards span more than {r.dtype} can hold: R_i - b(q) overflows with scale='none' "
-                             f"(max |R| = {r.abs().max().item():.3g}); rescale the rewards, pass float64 ones, "
-                             "or use scale='group' or 'batch'")
+            raise ValueError(
+                f"rewards span more than {r.dtype} can hold: R_i - b(q) overflows with scale='none' "
+                f"(max |R| = {r.abs().max().item():.3g}); rescale the rewards, pass float64 ones, "
+                "or use scale='group' or 'batch'"
+            )
     else:
         # A_i = (R_i - b(q)) / (std + eps) = (R_i/s - b/s) / (std(R/s) + eps/s), s a power of two
         # per group (scale="group") or for the batch ("batch"), so nothing overflows for huge R

@@ -103,8 +103,7 @@ def token_covariance(logps, advantages, mask) -> torch.Tensor:
     """
     lp = as_real_tensor(logps.detach() if isinstance(logps, torch.Tensor) else logps, "logps", ndim=2)
     m = check_mask(mask, lp.shape).to(lp.device)
-    a = _token_advantages(advantages.detach() if isinstance(advantages, torch.Tensor) else advantages,
-                          lp.shape).to(lp)
+    a = _token_advantages(advantages.detach() if isinstance(advantages, torch.Tensor) else advantages, lp.shape).to(lp)
     n = m.sum()
     if n == 0:
         return torch.zeros_like(lp)
@@ -130,19 +129,25 @@ def ppo_clip_active(log_ratio, advantages, epsilon_low: float, epsilon_high: flo
     >>> ppo_clip_active(torch.tensor([[0.0, 0.5, -0.5]]), torch.tensor([1.0]), 0.2, 0.28)
     tensor([[False,  True, False]])
     """
-    lr = as_real_tensor(log_ratio.detach() if isinstance(log_ratio, torch.Tensor) else log_ratio, "log_ratio",
-                        ndim=2)
+    lr = as_real_tensor(log_ratio.detach() if isinstance(log_ratio, torch.Tensor) else log_ratio, "log_ratio", ndim=2)
     lo, hi = check_finite_scalar(epsilon_low, "epsilon_low"), check_finite_scalar(epsilon_high, "epsilon_high")
     if lo < 0 or hi < 0:
         raise ValueError(f"epsilon_low and epsilon_high must be >= 0, got {epsilon_low}, {epsilon_high}")
-    a = _token_advantages(advantages.detach() if isinstance(advantages, torch.Tensor) else advantages,
-                          lr.shape).to(lr)
+    a = _token_advantages(advantages.detach() if isinstance(advantages, torch.Tensor) else advantages, lr.shape).to(lr)
     r = lr.exp()
     return -a * r.clamp(1 - lo, 1 + hi) > -a * r
 
 
-def clip_cov_select(cov, mask, ratio: float = 2e-4, lb: float = 1.0, ub: float = 5.0, *, exclude=None,
-                    generator: torch.Generator | None = None) -> torch.Tensor:
+def clip_cov_select(
+    cov,
+    mask,
+    ratio: float = 2e-4,
+    lb: float = 1.0,
+    ub: float = 5.0,
+    *,
+    exclude=None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
     r"""Clip-Cov's tokens: a random draw of max(1, floor(ratio * #valid)) tokens with lb < Cov_t < ub.
 
     Cui et al. 2025 (arXiv 2505.22617), Clip-Cov: the drawn tokens' gradients are detached (their

@@ -77,8 +77,10 @@ def normalised_entropy(logits: torch.Tensor, top_k: int | None = None, *, chunk_
     (tensor([[0.5000]]), tensor([[0.5000]]))
     """
     if not isinstance(logits, torch.Tensor) or not logits.is_floating_point():
-        raise ValueError(f"logits must be a floating-point tensor of shape (N, T, V), got {type(logits).__name__}"
-                         + (f" of dtype {logits.dtype}" if isinstance(logits, torch.Tensor) else ""))
+        raise ValueError(
+            f"logits must be a floating-point tensor of shape (N, T, V), got {type(logits).__name__}"
+            + (f" of dtype {logits.dtype}" if isinstance(logits, torch.Tensor) else "")
+        )
     if logits.dim() < 1 or logits.shape[-1] < 2:
         raise ValueError(f"logits must have a vocabulary dimension V >= 2 last, got shape {tuple(logits.shape)}")
     if top_k is not None:
@@ -102,9 +104,15 @@ def normalised_entropy(logits: torch.Tensor, top_k: int | None = None, *, chunk_
     return h_norm
 
 
-def head_normalised_entropy(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *,
-                            temperature: float = 1.0, top_k: int | None = None,
-                            chunk_rows: int = 256) -> torch.Tensor:
+def head_normalised_entropy(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    *,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    chunk_rows: int = 256,
+) -> torch.Tensor:
     r"""H~_t of the logits z_t = (W h_t + b) / temperature, projected chunk by chunk.
 
     SA-AH-GRPO (arXiv 2606.05434), eq. for H~_t (exact, or the top-k estimate H_topk / log V),
@@ -134,12 +142,16 @@ def head_normalised_entropy(hidden: torch.Tensor, weight: torch.Tensor, bias: to
     for name, x in tensors.items():
         # an integer weight would be a quantised head without its scales: refuse, do not promote
         if not isinstance(x, torch.Tensor) or not x.is_floating_point():
-            raise ValueError(f"{name} must be a floating-point tensor (float16/bfloat16/float32/float64; dequantise "
-                             f"integer weights first), got {type(x).__name__}"
-                             + (f" of dtype {x.dtype}" if isinstance(x, torch.Tensor) else ""))
+            raise ValueError(
+                f"{name} must be a floating-point tensor (float16/bfloat16/float32/float64; dequantise "
+                f"integer weights first), got {type(x).__name__}"
+                + (f" of dtype {x.dtype}" if isinstance(x, torch.Tensor) else "")
+            )
     if weight.dim() != 2 or weight.shape[1] != hidden.shape[-1]:
-        raise ValueError(f"weight must be a (V, H) tensor with H = {hidden.shape[-1]} (hidden's last dim), "
-                         f"got shape {tuple(weight.shape)}")
+        raise ValueError(
+            f"weight must be a (V, H) tensor with H = {hidden.shape[-1]} (hidden's last dim), "
+            f"got shape {tuple(weight.shape)}"
+        )
     if bias is not None and tuple(bias.shape) != (weight.shape[0],):
         raise ValueError(f"bias must be None or a ({weight.shape[0]},) tensor, got shape {tuple(bias.shape)}")
     if not check_finite_scalar(temperature, "temperature") > 0:
@@ -151,8 +163,12 @@ def head_normalised_entropy(hidden: torch.Tensor, weight: torch.Tensor, bias: to
     with torch.no_grad():
         # z_t = (W h_t + b) / temperature, then H~_t, one chunk of positions at a time
         b = bias.to(weight.dtype) if bias is not None else None
-        out = [normalised_entropy(torch.nn.functional.linear(h.to(weight.dtype), weight, b) / temperature,
-                                  top_k, chunk_rows=chunk_rows) for h in flat.split(chunk_rows)]
+        out = [
+            normalised_entropy(
+                torch.nn.functional.linear(h.to(weight.dtype), weight, b) / temperature, top_k, chunk_rows=chunk_rows
+            )
+            for h in flat.split(chunk_rows)
+        ]
     return (torch.cat(out) if out else flat.new_zeros(0)).reshape(hidden.shape[:-1])
 
 
@@ -255,8 +271,9 @@ def weighted_token_mean(per_token_loss: torch.Tensor, weights) -> torch.Tensor:
         raise ValueError("per_token_loss must be a floating-point tensor")
     w = as_real_tensor(weights, "weights").detach()
     if tuple(w.shape) != tuple(per_token_loss.shape):
-        raise ValueError(f"weights must have the shape of per_token_loss {tuple(per_token_loss.shape)}, "
-                         f"got {tuple(w.shape)}")
+        raise ValueError(
+            f"weights must have the shape of per_token_loss {tuple(per_token_loss.shape)}, got {tuple(w.shape)}"
+        )
     if w.numel() and not bool((w >= 0).all()):
         raise ValueError("weights must be >= 0")
     w = w.to(per_token_loss.dtype)

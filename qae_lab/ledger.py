@@ -50,8 +50,16 @@ from qae_lab._checks import as_real_tensor, check_choice, check_finite_scalar, c
 from qae_lab.entropy_controls import ppo_clip_active
 from qae_lab.methods import LEDGER_PARTS  # the ledger's parts: the total, by sign of A, by regime, the four cells
 
-__all__ = ["LEDGER_FORMS", "LEDGER_PARTS", "square_sums", "entropy_change_terms", "update_advantages",
-           "ledger_parts", "batch_ledger", "bandit_ledger"]
+__all__ = [
+    "LEDGER_FORMS",
+    "LEDGER_PARTS",
+    "square_sums",
+    "entropy_change_terms",
+    "update_advantages",
+    "ledger_parts",
+    "batch_ledger",
+    "bandit_ledger",
+]
 
 LEDGER_FORMS = ("npg", "pg", "reinforce")
 
@@ -61,8 +69,7 @@ def _same_shape(x, shape, name: str) -> torch.Tensor:
     if t.dim() == 1 and len(shape) == 2 and t.shape[0] == shape[0]:
         return t[:, None].expand(shape)  # (N,) response-level -> (N, T)
     if tuple(t.shape) != tuple(shape):
-        raise ValueError(f"{name} must have shape {tuple(shape)} (or ({shape[0]},) per response), "
-                         f"got {tuple(t.shape)}")
+        raise ValueError(f"{name} must have shape {tuple(shape)} (or ({shape[0]},) per response), got {tuple(t.shape)}")
     return t
 
 
@@ -153,11 +160,13 @@ def update_advantages(advantages, log_ratio=None, clipped=None) -> torch.Tensor:
     >>> update_advantages(torch.tensor([[1.0, -1.0]]), torch.tensor([[0.1, 0.0]]), torch.tensor([[False, True]]))
     tensor([[1.1052, -0.0000]])
     """
-    a = as_real_tensor(advantages.detach() if isinstance(advantages, torch.Tensor) else advantages, "advantages",
-                       ndim=2)
+    a = as_real_tensor(
+        advantages.detach() if isinstance(advantages, torch.Tensor) else advantages, "advantages", ndim=2
+    )
     if log_ratio is not None:
-        lr = as_real_tensor(log_ratio.detach() if isinstance(log_ratio, torch.Tensor) else log_ratio, "log_ratio",
-                            ndim=2)
+        lr = as_real_tensor(
+            log_ratio.detach() if isinstance(log_ratio, torch.Tensor) else log_ratio, "log_ratio", ndim=2
+        )
         a = a * lr.to(a).exp()  # (N, T) * (N, T) or (N, 1)
     if clipped is not None:
         c = torch.as_tensor(clipped, device=a.device)
@@ -167,8 +176,7 @@ def update_advantages(advantages, log_ratio=None, clipped=None) -> torch.Tensor:
     return a
 
 
-def ledger_parts(terms, advantages, weights, hard_rows=None, *, normaliser: float | None = None
-                 ) -> dict[str, float]:
+def ledger_parts(terms, advantages, weights, hard_rows=None, *, normaliser: float | None = None) -> dict[str, float]:
     r"""The ledger: the weighted sum of the terms, split by the sign of A and by the prompt's regime.
 
     Args:
@@ -218,9 +226,21 @@ def ledger_parts(terms, advantages, weights, hard_rows=None, *, normaliser: floa
     return {k: out[k] for k in LEDGER_PARTS}
 
 
-def batch_ledger(logps, entropies, advantages, mask, hard_rows=None, *, old_logps=None, sequence_level: bool = False,
-                 epsilon_low: float = 0.2, epsilon_high: float = 0.2, per_sequence: bool = False,
-                 skipped_tokens: float = 0.0, skipped_rows: int = 0) -> dict[str, float]:
+def batch_ledger(
+    logps,
+    entropies,
+    advantages,
+    mask,
+    hard_rows=None,
+    *,
+    old_logps=None,
+    sequence_level: bool = False,
+    epsilon_low: float = 0.2,
+    epsilon_high: float = 0.2,
+    per_sequence: bool = False,
+    skipped_tokens: float = 0.0,
+    skipped_rows: int = 0,
+) -> dict[str, float]:
     r"""The ledger of one micro-batch of the loss, as :class:`qae_lab.train.trainer.QAETrainer` logs it (``ledger/*``).
 
     The terms of eq. L1 (form "npg") with the advantages the update carries (:func:`update_advantages`: the

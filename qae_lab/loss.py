@@ -21,14 +21,30 @@ from typing import NamedTuple
 import torch
 
 from qae_lab._checks import check_choice, check_finite_scalar, check_int, check_mask
-from qae_lab.entropy_controls import (COV_PENALTIES, check_ratio, clip_cov_select, kl_cov_penalty, kl_cov_select,
-                                      ppo_clip_active, token_covariance)
+from qae_lab.entropy_controls import (
+    COV_PENALTIES,
+    check_ratio,
+    clip_cov_select,
+    kl_cov_penalty,
+    kl_cov_select,
+    ppo_clip_active,
+    token_covariance,
+)
 from qae_lab.horizon import normaliser_factor, selective_horizon_weights, weight_stats
 from qae_lab.ledger import batch_ledger
-from qae_lab.methods import (COV_SELECTED_FRAC, COV_TOKEN_COV, LEDGER_PREFIX, LOSS_TYPES, SAAH_ALPHA,
-                             SAAH_EFFECTIVE_TOKENS_FRAC, SAAH_W_MEAN_NEG, TOKEN_WEIGHTINGS)
+from qae_lab.methods import (
+    COV_SELECTED_FRAC,
+    COV_TOKEN_COV,
+    LEDGER_PREFIX,
+    LOSS_TYPES,
+    SAAH_ALPHA,
+    SAAH_EFFECTIVE_TOKENS_FRAC,
+    SAAH_W_MEAN_NEG,
+    TOKEN_WEIGHTINGS,
+)
 
 __all__ = ["LOSS_TYPES", "LossSettings", "LossScale", "LossOutput", "grpo_loss", "reduce_token_loss"]
+
 
 @dataclasses.dataclass(frozen=True)
 class LossSettings:
@@ -125,8 +141,14 @@ class LossOutput(NamedTuple):
     token_stats: dict
 
 
-def reduce_token_loss(per_token: torch.Tensor, mask: torch.Tensor, loss_type: str,
-                      scale: LossScale = LossScale(), *, max_completion_length: int | None = None) -> torch.Tensor:
+def reduce_token_loss(
+    per_token: torch.Tensor,
+    mask: torch.Tensor,
+    loss_type: str,
+    scale: LossScale = LossScale(),
+    *,
+    max_completion_length: int | None = None,
+) -> torch.Tensor:
     r"""A (B, T) per-token loss reduced to the micro-batch's loss, as TRL's ``GRPOTrainer`` reduces its own.
 
     ``grpo``: each response's token mean, then the mean over responses; ``bnpo``: the token mean;
@@ -156,12 +178,22 @@ def reduce_token_loss(per_token: torch.Tensor, mask: torch.Tensor, loss_type: st
     return summed.sum() / (items / scale.num_processes * scale.accumulation / scale.steps_per_generation)
 
 
-def grpo_loss(logps: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor, settings: LossSettings,
-              scale: LossScale = LossScale(), *, old_logps: torch.Tensor | None = None,
-              entropies: torch.Tensor | None = None, h_norm: torch.Tensor | None = None,
-              ref_logps: torch.Tensor | None = None, entropy_mask: torch.Tensor | None = None,
-              sampling_ratio: torch.Tensor | None = None, hard_rows: torch.Tensor | None = None,
-              generator: torch.Generator | None = None) -> LossOutput:
+def grpo_loss(
+    logps: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    settings: LossSettings,
+    scale: LossScale = LossScale(),
+    *,
+    old_logps: torch.Tensor | None = None,
+    entropies: torch.Tensor | None = None,
+    h_norm: torch.Tensor | None = None,
+    ref_logps: torch.Tensor | None = None,
+    entropy_mask: torch.Tensor | None = None,
+    sampling_ratio: torch.Tensor | None = None,
+    hard_rows: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
+) -> LossOutput:
     r"""The loss of one micro-batch: QAE's advantages, SA-AH's horizon weights, PPO's clip, the entropy controls.
 
     Args:
@@ -200,10 +232,14 @@ def grpo_loss(logps: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
         metrics[SAAH_ALPHA] = s.alpha
         w = selective_horizon_weights(h_norm, m, a, s.alpha, selective=s.token_weighting == "sa_ah")  # (B, T)
         per_sequence = s.loss_type == "grpo"
-        c = normaliser_factor(w, m, per_sequence=per_sequence, skipped_tokens=0.0 if per_sequence
-                              else scale.skipped_tokens)  # () or (B, 1)
+        c = normaliser_factor(
+            w, m, per_sequence=per_sequence, skipped_tokens=0.0 if per_sequence else scale.skipped_tokens
+        )  # () or (B, 1)
         stats = weight_stats(w, m, a)
-        metrics[SAAH_W_MEAN_NEG], metrics[SAAH_EFFECTIVE_TOKENS_FRAC] = stats["w_mean_neg"], stats["effective_tokens_frac"]
+        metrics[SAAH_W_MEAN_NEG], metrics[SAAH_EFFECTIVE_TOKENS_FRAC] = (
+            stats["w_mean_neg"],
+            stats["effective_tokens_frac"],
+        )
         a_t = a[:, None] * (w * c).to(a.dtype)  # (B, T): A_i w_t c
 
     # Clip-Cov / KL-Cov (P1-P3): Cov_t = (log pi_t - mean log pi)(A_i - mean A) over the micro-batch's tokens
@@ -212,8 +248,9 @@ def grpo_loss(logps: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
         cov = token_covariance(logps, a, m)  # (B, T)
         if s.cov_penalty == "clip_cov":  # a random draw of band tokens not already clipped: no gradient through them
             clipped = ppo_clip_active(logps.detach() - old, a, s.epsilon_low, s.epsilon_high)
-            chosen = clip_cov_select(cov, m, s.clip_cov_ratio, s.clip_cov_lb, s.clip_cov_ub, exclude=clipped,
-                                     generator=generator)
+            chosen = clip_cov_select(
+                cov, m, s.clip_cov_ratio, s.clip_cov_lb, s.clip_cov_ub, exclude=clipped, generator=generator
+            )
             a_t = a_t.expand(m.shape).masked_fill(chosen, 0.0)
         else:  # the top-covariance tokens: + coef |log pi_theta - log pi_old|
             chosen = kl_cov_select(cov, m, s.kl_cov_ratio)
@@ -255,16 +292,30 @@ def grpo_loss(logps: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
 
     # the entropy ledger (L1, L4, L5): each token's first-order entropy change under this update, by sign x regime
     if entropies is not None:
-        ledger = batch_ledger(logps, entropies, a_t.expand(m.shape), on,
-                              hard_rows, old_logps=old_logps, epsilon_low=s.epsilon_low,
-                              epsilon_high=s.epsilon_high, sequence_level=s.sequence_ratio,
-                              per_sequence=s.loss_type == "grpo", skipped_tokens=scale.skipped_tokens,
-                              skipped_rows=0 if scale.rows is None else scale.rows - logps.shape[0])
+        ledger = batch_ledger(
+            logps,
+            entropies,
+            a_t.expand(m.shape),
+            on,
+            hard_rows,
+            old_logps=old_logps,
+            epsilon_low=s.epsilon_low,
+            epsilon_high=s.epsilon_high,
+            sequence_level=s.sequence_ratio,
+            per_sequence=s.loss_type == "grpo",
+            skipped_tokens=scale.skipped_tokens,
+            skipped_rows=0 if scale.rows is None else scale.rows - logps.shape[0],
+        )
         metrics.update({LEDGER_PREFIX + k: v for k, v in ledger.items()})
 
     clip_low = (bounded < 1 - s.epsilon_low) & (a_t < 0)
     clip_high = (bounded > 1 + s.epsilon_high) & (a_t > 0)
-    token_stats = {"entropy": entropies, "kl": kl, "clip_low": clip_low, "clip_high": clip_high,
-                   "clip_region": clip_low | clip_high, "policy_loss": policy_loss}
+    token_stats = {
+        "entropy": entropies,
+        "kl": kl,
+        "clip_low": clip_low,
+        "clip_high": clip_high,
+        "clip_region": clip_low | clip_high,
+        "policy_loss": policy_loss,
+    }
     return LossOutput(loss, metrics, token_stats)
-

@@ -43,14 +43,76 @@ from collections.abc import Mapping
 
 from qae_lab._checks import check_choice, check_finite_scalar, check_k
 
-__all__ = ['BASELINES', 'QUANTILE_METHODS', 'TOKEN_WEIGHTINGS', 'WEIGHTED_LOSS_TYPES', 'METHODS', 'PARTNERS', 'LOSS_TYPES', 'method_settings', 'RATIO_PARTNERS', 'check_ratio_partners', 'can_weight_tokens', 'check_weighting_loss_type', 'method_of', 'method_name', 'QAE_K', 'QAE_QUANTILE_BASELINE', 'QAE_ZERO_ADV_FRAC', 'QAE_POS_FRAC', 'QAE_NEG_FRAC', 'QAE_HARD_FRAC', 'QAE_EASY_FRAC', 'QAE_ALL_EQUAL_FRAC', 'QAE_SUCCESS_RATE', 'QAE_NEG_CORRECT', 'QAE_NEG_CORRECT_FRAC', 'QAE_NEG_CORRECT_IF_MEAN', 'BEHAVIOUR_PREFIX', 'COV_SELECTED_FRAC', 'COV_TOKEN_COV', 'COV_METRICS', 'SAAH_ALPHA', 'SAAH_W_MEAN_NEG', 'SAAH_EFFECTIVE_TOKENS_FRAC', 'ADVANTAGE_STAT_METRICS', 'QAE_METRICS', 'SAAH_METRICS', 'LEDGER_PREFIX', 'LEDGER_METRICS', 'KNOB_METRICS', 'ENTROPY_HARD', 'ENTROPY_EASY', 'ENTROPY_UPDATED_HARD', 'ENTROPY_UPDATED_EASY', 'ENTROPY_REGIME_METRICS', 'REGIME_GROUPS', 'REGIME_EVAL_PREFIX', 'regime_eval_metric', 'REGIME_EVAL_METRICS', 'KNOBS', 'validate_knobs', 'Knobs', 'knob_changes']
+__all__ = [
+    "BASELINES",
+    "QUANTILE_METHODS",
+    "TOKEN_WEIGHTINGS",
+    "WEIGHTED_LOSS_TYPES",
+    "METHODS",
+    "PARTNERS",
+    "LOSS_TYPES",
+    "method_settings",
+    "RATIO_PARTNERS",
+    "check_ratio_partners",
+    "can_weight_tokens",
+    "check_weighting_loss_type",
+    "method_of",
+    "method_name",
+    "QAE_K",
+    "QAE_QUANTILE_BASELINE",
+    "QAE_ZERO_ADV_FRAC",
+    "QAE_POS_FRAC",
+    "QAE_NEG_FRAC",
+    "QAE_HARD_FRAC",
+    "QAE_EASY_FRAC",
+    "QAE_ALL_EQUAL_FRAC",
+    "QAE_SUCCESS_RATE",
+    "QAE_NEG_CORRECT",
+    "QAE_NEG_CORRECT_FRAC",
+    "QAE_NEG_CORRECT_IF_MEAN",
+    "BEHAVIOUR_PREFIX",
+    "COV_SELECTED_FRAC",
+    "COV_TOKEN_COV",
+    "COV_METRICS",
+    "SAAH_ALPHA",
+    "SAAH_W_MEAN_NEG",
+    "SAAH_EFFECTIVE_TOKENS_FRAC",
+    "ADVANTAGE_STAT_METRICS",
+    "QAE_METRICS",
+    "SAAH_METRICS",
+    "LEDGER_PREFIX",
+    "LEDGER_METRICS",
+    "KNOB_METRICS",
+    "ENTROPY_HARD",
+    "ENTROPY_EASY",
+    "ENTROPY_UPDATED_HARD",
+    "ENTROPY_UPDATED_EASY",
+    "ENTROPY_REGIME_METRICS",
+    "REGIME_GROUPS",
+    "REGIME_EVAL_PREFIX",
+    "regime_eval_metric",
+    "REGIME_EVAL_METRICS",
+    "KNOBS",
+    "validate_knobs",
+    "Knobs",
+    "knob_changes",
+]
 
 
 BASELINES = ("mean", "quantile")
 QUANTILE_METHODS = ("paper", "linear")  # the paper's inverse CDF; the official code's linear interpolation
 # the entropy ledger's parts: the total, by sign of A, by regime, and the four cells
-LEDGER_PARTS = ("dh", "dh_pos", "dh_neg", "dh_hard", "dh_easy", "dh_hard_pos", "dh_hard_neg", "dh_easy_pos",
-                "dh_easy_neg")
+LEDGER_PARTS = (
+    "dh",
+    "dh_pos",
+    "dh_neg",
+    "dh_hard",
+    "dh_easy",
+    "dh_hard_pos",
+    "dh_hard_neg",
+    "dh_easy_pos",
+    "dh_easy_neg",
+)
 TOKEN_WEIGHTINGS = ("none", "ah", "sa_ah")
 # the loss types qae_lab.loss.grpo_loss reduces (TRL's names); QAETrainer refuses TRL's others (cispo, sapo, vespo, luspo)
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
@@ -59,9 +121,9 @@ WEIGHTED_LOSS_TYPES = ("bnpo", "dapo", "grpo")
 
 # baseline and token weighting of each method (SPEC sec. 2-4)
 METHODS = {
-    "mean": {"baseline": "mean", "token_weighting": "none"},           # GRPO
-    "qae": {"baseline": "quantile", "token_weighting": "none"},        # QAE, arXiv 2509.22611
-    "sa_ah": {"baseline": "mean", "token_weighting": "sa_ah"},         # SA-AH-GRPO, arXiv 2606.05434
+    "mean": {"baseline": "mean", "token_weighting": "none"},  # GRPO
+    "qae": {"baseline": "quantile", "token_weighting": "none"},  # QAE, arXiv 2509.22611
+    "sa_ah": {"baseline": "mean", "token_weighting": "sa_ah"},  # SA-AH-GRPO, arXiv 2606.05434
     "qae_sa_ah": {"baseline": "quantile", "token_weighting": "sa_ah"},  # both
 }
 
@@ -146,8 +208,9 @@ def regime_eval_metric(quantity: str, group: str) -> str:
     ('regime_eval/entropy_hard', 'regime_eval/success_all')
     """
     if quantity not in ("entropy", "success") or group not in REGIME_GROUPS:
-        raise ValueError(f"quantity must be 'entropy' or 'success' and group one of {REGIME_GROUPS}, "
-                         f"got {quantity!r}, {group!r}")
+        raise ValueError(
+            f"quantity must be 'entropy' or 'success' and group one of {REGIME_GROUPS}, got {quantity!r}, {group!r}"
+        )
     return f"{REGIME_EVAL_PREFIX}{quantity}_{group}"
 
 
@@ -155,6 +218,7 @@ REGIME_EVAL_METRICS = tuple(regime_eval_metric(q, g) for q in ("entropy", "succe
 
 
 # ---------------------------------------------------------------- rules and names
+
 
 def can_weight_tokens(loss_type: str) -> bool:
     r"""Whether QAETrainer can apply horizon weights under TRL's ``loss_type``.
@@ -196,8 +260,9 @@ def check_weighting_loss_type(token_weighting: str, loss_type: str) -> str:
     ValueError: token_weighting='ah' needs loss_type in ('bnpo', 'dapo', 'grpo'), got 'dr_grpo'
     """
     if token_weighting != "none" and not can_weight_tokens(loss_type):
-        raise ValueError(f"token_weighting={token_weighting!r} needs loss_type in {WEIGHTED_LOSS_TYPES}, "
-                         f"got {loss_type!r}")
+        raise ValueError(
+            f"token_weighting={token_weighting!r} needs loss_type in {WEIGHTED_LOSS_TYPES}, got {loss_type!r}"
+        )
     return token_weighting
 
 
@@ -252,8 +317,10 @@ def method_name(config) -> str:
             raise ValueError("config must hold run.method or trainer.baseline and trainer.token_weighting")
         return _with_partners(method_of(trainer["baseline"], trainer["token_weighting"]), trainer.get)
     if not (hasattr(config, "baseline") and hasattr(config, "token_weighting")):
-        raise TypeError(f"config must be a config.json mapping or have baseline and token_weighting attributes, "
-                        f"got {type(config).__name__}")
+        raise TypeError(
+            f"config must be a config.json mapping or have baseline and token_weighting attributes, "
+            f"got {type(config).__name__}"
+        )
     return _with_partners(method_of(config.baseline, config.token_weighting), lambda k: getattr(config, k, None))
 
 
@@ -287,8 +354,10 @@ def method_settings(method: str) -> dict:
         raise ValueError(f"method must be a string such as 'qae+clip_higher', got {method!r}")
     base, *partners = method.split("+")
     if base not in METHODS:
-        raise ValueError(f"unknown method {base!r} in {method!r}; methods: {sorted(METHODS)}, "
-                         f"each optionally followed by +partner from {sorted(PARTNERS)}")
+        raise ValueError(
+            f"unknown method {base!r} in {method!r}; methods: {sorted(METHODS)}, "
+            f"each optionally followed by +partner from {sorted(PARTNERS)}"
+        )
     out, owner = dict(METHODS[base]), {}
     for partner in partners:
         if partner not in PARTNERS:
@@ -302,8 +371,9 @@ def method_settings(method: str) -> dict:
     return out
 
 
-def check_ratio_partners(method: str, num_iterations: int, steps_per_generation: int,
-                         gradient_accumulation_steps: int) -> None:
+def check_ratio_partners(
+    method: str, num_iterations: int, steps_per_generation: int, gradient_accumulation_steps: int
+) -> None:
     r"""Refuse a method whose :data:`RATIO_PARTNERS` would do nothing: every ratio is 1 on a single on-policy pass.
 
     The ratio leaves 1 only when a generation feeds more than one optimizer step: ``num_iterations`` >= 2
@@ -318,11 +388,13 @@ def check_ratio_partners(method: str, num_iterations: int, steps_per_generation:
     """
     inert = [p for p in method.split("+")[1:] if p in RATIO_PARTNERS]
     if inert and num_iterations == 1 and steps_per_generation <= gradient_accumulation_steps:
-        raise ValueError(f"method {method!r}: {' and '.join(inert)} acts only through the importance ratio "
-                         f"pi_theta / pi_old, which is 1 on every token when each generation feeds a single optimizer "
-                         f"step (num_iterations={num_iterations}, steps_per_generation={steps_per_generation} = "
-                         f"gradient_accumulation_steps={gradient_accumulation_steps}), so it would change nothing: "
-                         f"set num_iterations >= 2, or steps_per_generation above gradient_accumulation_steps")
+        raise ValueError(
+            f"method {method!r}: {' and '.join(inert)} acts only through the importance ratio "
+            f"pi_theta / pi_old, which is 1 on every token when each generation feeds a single optimizer "
+            f"step (num_iterations={num_iterations}, steps_per_generation={steps_per_generation} = "
+            f"gradient_accumulation_steps={gradient_accumulation_steps}), so it would change nothing: "
+            f"set num_iterations >= 2, or steps_per_generation above gradient_accumulation_steps"
+        )
 
 
 # the live knobs: read by QAETrainer at every step, set with QAETrainer.set_knobs
@@ -349,9 +421,12 @@ def validate_knobs(**knobs) -> dict:
     ...
     ValueError: unknown knob(s) ['K']; allowed: ['alpha', 'baseline', 'quantile_k', 'token_weighting']
     """
-    checks = {"quantile_k": lambda v: check_k(v, "quantile_k"), "alpha": lambda v: check_finite_scalar(v, "alpha"),
-              "baseline": lambda v: check_choice(v, "baseline", BASELINES),
-              "token_weighting": lambda v: check_choice(v, "token_weighting", TOKEN_WEIGHTINGS)}
+    checks = {
+        "quantile_k": lambda v: check_k(v, "quantile_k"),
+        "alpha": lambda v: check_finite_scalar(v, "alpha"),
+        "baseline": lambda v: check_choice(v, "baseline", BASELINES),
+        "token_weighting": lambda v: check_choice(v, "token_weighting", TOKEN_WEIGHTINGS),
+    }
     unknown = set(knobs) - set(checks)
     if unknown:
         raise ValueError(f"unknown knob(s) {sorted(unknown)}; allowed: {sorted(checks)}")

@@ -61,8 +61,9 @@ def regime_token_sums(x: torch.Tensor, mask: torch.Tensor, hard_rows: torch.Tens
     m = check_mask(mask, x.shape).to(x.dtype)  # (B, T)
     hard = torch.as_tensor(hard_rows, device=x.device)
     if hard.dtype != torch.bool or tuple(hard.shape) != (x.shape[0],):
-        raise ValueError(f"hard_rows must be a bool tensor of shape ({x.shape[0]},), got {hard.dtype} "
-                         f"{tuple(hard.shape)}")
+        raise ValueError(
+            f"hard_rows must be a bool tensor of shape ({x.shape[0]},), got {hard.dtype} {tuple(hard.shape)}"
+        )
     m_hard = m * hard[:, None].to(x.dtype)  # (B, T): tokens of hard-prompt responses
     m_easy = m - m_hard  # (B, T): the others
     return torch.stack([(x * m_hard).sum(), m_hard.sum(), (x * m_easy).sum(), m_easy.sum()])
@@ -110,8 +111,9 @@ def start_split(success_rates: Sequence[float] | torch.Tensor, frac: float) -> t
     return sorted(hard), sorted(easy)
 
 
-def group_means(x: torch.Tensor, mask: torch.Tensor, rewards: torch.Tensor, group_size: int,
-                groups: Mapping[str, Sequence[int]]) -> dict[str, tuple[float, float]]:
+def group_means(
+    x: torch.Tensor, mask: torch.Tensor, rewards: torch.Tensor, group_size: int, groups: Mapping[str, Sequence[int]]
+) -> dict[str, tuple[float, float]]:
     r"""Per group of prompts: (token-weighted mean of ``x`` over its completions' tokens, mean reward).
 
     Args:
@@ -136,8 +138,10 @@ def group_means(x: torch.Tensor, mask: torch.Tensor, rewards: torch.Tensor, grou
     g = check_int(group_size, "group_size", 1)
     r = torch.as_tensor(rewards, dtype=torch.float64)
     if tuple(r.shape) != (x.shape[0],) or x.shape[0] % g:
-        raise ValueError(f"rewards must have shape ({x.shape[0]},) and N = {x.shape[0]} must be a multiple of "
-                         f"group_size {g}, got {tuple(r.shape)}")
+        raise ValueError(
+            f"rewards must have shape ({x.shape[0]},) and N = {x.shape[0]} must be a multiple of "
+            f"group_size {g}, got {tuple(r.shape)}"
+        )
     b = x.shape[0] // g
     token_sum = (x.to(torch.float64) * m).view(b, g, -1).sum((1, 2))  # (B,): each prompt's G completions' tokens
     token_n = m.view(b, g, -1).sum((1, 2))  # (B,)
@@ -149,6 +153,8 @@ def group_means(x: torch.Tensor, mask: torch.Tensor, rewards: torch.Tensor, grou
             raise ValueError(f"groups[{name!r}] must name prompts in 0..{b - 1}, got {idx!r:.80}")
         sel = torch.tensor(idx)
         n_tok = float(token_n[sel].sum())
-        out[name] = (float(token_sum[sel].sum()) / n_tok if n_tok > 0 else math.nan,
-                     float(successes[sel].sum()) / (len(idx) * g))
+        out[name] = (
+            float(token_sum[sel].sum()) / n_tok if n_tok > 0 else math.nan,
+            float(successes[sel].sum()) / (len(idx) * g),
+        )
     return out

@@ -26,8 +26,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 # flags for a closed network: no background connections, no component updates, no GPU
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
-                 "--disable-background-networking", "--disable-component-update", "--disable-dev-shm-usage"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-sync",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-dev-shm-usage",
+]
 VIEWPORT = {"width": 1400, "height": 1500}
 # s: the longest any single wait may take before the test calls it a hang (never a speed bound)
 HANG = float(os.environ.get("QAE_LAB_BROWSER_HANG", "900"))
@@ -77,19 +85,38 @@ class LabServer:
         (self.root / "data").symlink_to(REPO / "data", target_is_directory=True)
         self.token, port = secrets.token_hex(16), free_port()
         self.url = f"http://127.0.0.1:{port}"
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1",
-               "JUPYTER_CONFIG_DIR": str(base / "config"), "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
-               "JUPYTER_PATH": str(base / "jupyter"), "JUPYTERLAB_SETTINGS_DIR": str(base / "settings"),
-               "JUPYTERLAB_WORKSPACES_DIR": str(base / "workspaces")}
+        env = {
+            **os.environ,
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "OMP_NUM_THREADS": "1",
+            "JUPYTER_CONFIG_DIR": str(base / "config"),
+            "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
+            "JUPYTER_PATH": str(base / "jupyter"),
+            "JUPYTERLAB_SETTINGS_DIR": str(base / "settings"),
+            "JUPYTERLAB_WORKSPACES_DIR": str(base / "workspaces"),
+        }
         env.pop("QAE_LAB_HEADLESS", None)  # somebody (the browser) is at these notebooks: nothing may block
         notes = base / "settings" / "@jupyterlab" / "apputils-extension"  # no news / update pop-ups
         notes.mkdir(parents=True)
         (notes / "notification.jupyterlab-settings").write_text('{"fetchNews": "false", "checkForUpdates": false}')
-        cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
-               f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={self.token}",
-               f"--ServerApp.root_dir={self.root}", "--LabApp.expose_app_in_browser=True", "--LabApp.news_url=",
-               "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-               "--LabApp.extension_manager=readonly", "--ServerApp.terminals_enabled=False"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "jupyter",
+            "lab",
+            "--no-browser",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={port}",
+            "--ServerApp.port_retries=0",
+            f"--IdentityProvider.token={self.token}",
+            f"--ServerApp.root_dir={self.root}",
+            "--LabApp.expose_app_in_browser=True",
+            "--LabApp.news_url=",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            "--LabApp.extension_manager=readonly",
+            "--ServerApp.terminals_enabled=False",
+        ]
         if hasattr(os, "geteuid") and os.geteuid() == 0:  # CI containers run as root
             cmd.append("--allow-root")
         self.log = base / "jupyter.log"
@@ -103,8 +130,9 @@ class LabServer:
             raise
 
     def _api(self, method: str, path: str):
-        request = urllib.request.Request(f"{self.url}/api/{path}", method=method,
-                                         headers={"Authorization": f"token {self.token}"})
+        request = urllib.request.Request(
+            f"{self.url}/api/{path}", method=method, headers={"Authorization": f"token {self.token}"}
+        )
         with urllib.request.urlopen(request, timeout=30) as r:
             body = r.read()
         return json.loads(body) if body else None
@@ -127,8 +155,9 @@ class LabServer:
         if not spec.exists():
             spec.parent.mkdir()
             argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
-            spec.write_text(json.dumps({"argv": argv, "display_name": named["display_name"], "language": "python",
-                                        "env": env}))
+            spec.write_text(
+                json.dumps({"argv": argv, "display_name": named["display_name"], "language": "python", "env": env})
+            )
         return named
 
     @contextmanager
@@ -194,8 +223,10 @@ class LabApp:
         page.set_default_timeout(HANG * 1000)
         self.loads += 1  # a fresh workspace: nothing of an earlier load is restored
         page.goto(f"{self.server.url}/lab/workspaces/tests{self.loads}?token={self.server.token}")
-        page.wait_for_function("() => window.jupyterapp && window.jupyterapp.serviceManager.isReady"
-                               " && document.querySelector('.jp-DirListing')")
+        page.wait_for_function(
+            "() => window.jupyterapp && window.jupyterapp.serviceManager.isReady"
+            " && document.querySelector('.jp-DirListing')"
+        )
         # the figure reader and the cell finders, as a page script; the file browser closed: a wider notebook
         page.add_script_tag(content=f"window.__qaeFigure = {_JS_FIGURE};\n{_JS_CELL_FINDERS}")
         page.evaluate("() => window.jupyterapp.shell.collapseLeft()")
@@ -346,11 +377,17 @@ class Notebook:
         """Open ``path`` (under the server's root) in the JupyterLab app on ``page``, as File > Open does;
         wait until its kernel is idle, and check that it is the kernelspec ``kernel`` named in its metadata."""
         self.page, self.name = page, name
-        page.evaluate("async (p) => { await window.jupyterapp.serviceManager.kernelspecs.refreshSpecs();"
-                      " await window.jupyterapp.commands.execute('docmanager:open', {path: p}); }", path)
-        page.wait_for_function("(p) => { const w = window.jupyterapp.shell.currentWidget;"
-                               " return w && w.context && w.context.path === p && w.sessionContext"
-                               " && w.node.querySelector('.jp-Notebook .jp-Cell'); }", arg=path)
+        page.evaluate(
+            "async (p) => { await window.jupyterapp.serviceManager.kernelspecs.refreshSpecs();"
+            " await window.jupyterapp.commands.execute('docmanager:open', {path: p}); }",
+            path,
+        )
+        page.wait_for_function(
+            "(p) => { const w = window.jupyterapp.shell.currentWidget;"
+            " return w && w.context && w.context.path === p && w.sessionContext"
+            " && w.node.querySelector('.jp-Notebook .jp-Cell'); }",
+            arg=path,
+        )
         page.evaluate("() => { window.__nb = window.jupyterapp.shell.currentWidget; }")
         page.wait_for_function(_JS_KERNEL_IDLE)  # the kernel is up before Run All
         running = page.evaluate("() => window.__nb.sessionContext.session.kernel.name")
@@ -361,7 +398,8 @@ class Notebook:
         self.page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
         self.page.wait_for_function(
             "() => window.__nb.content.widgets.some(c => c.model.type === 'code' && c.model.executionCount !== null)",
-            timeout=HANG * 1000)
+            timeout=HANG * 1000,
+        )
         # twice in a row, a second apart: an idle kernel between two queued cells is not the end
         for _ in range(2):
             self.page.wait_for_function(_JS_RUN_ALL_DONE, timeout=HANG * 1000, polling=500)
@@ -373,7 +411,9 @@ class Notebook:
         found = self.page.evaluate(
             "(m) => { const c = window.__qaeCell(m);"
             " if (!c) return false; (c.node.querySelector('.jp-Cell-outputArea') || c.node)"
-            ".scrollIntoView({block: 'start'}); return true; }", marker)
+            ".scrollIntoView({block: 'start'}); return true; }",
+            marker,
+        )
         assert found, f"{self.name}: no cell holds {marker!r}"
         self.page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
 
@@ -382,13 +422,18 @@ class Notebook:
         before = self.page.evaluate(
             "(m) => { const nb = window.__nb.content; const i = window.__qaeCellIndex(m); if (i < 0) return null;"
             " nb.activeCellIndex = i; const n = nb.widgets[i].model.executionCount;"
-            " window.jupyterapp.commands.execute('notebook:run-cell'); return n; }", marker)
-        assert before is not None or self.page.evaluate("(m) => window.__qaeCellIndex(m) >= 0", marker), \
+            " window.jupyterapp.commands.execute('notebook:run-cell'); return n; }",
+            marker,
+        )
+        assert before is not None or self.page.evaluate("(m) => window.__qaeCellIndex(m) >= 0", marker), (
             f"{self.name}: no cell holds {marker!r}"
+        )
         self.page.wait_for_function(
             "([m, n]) => { const c = window.__qaeCell(m); return c.model.executionCount !== n"
             " && !((c.node.querySelector('.jp-InputArea-prompt') || {}).textContent || '').includes('*'); }",
-            arg=[marker, before], timeout=HANG * 1000)
+            arg=[marker, before],
+            timeout=HANG * 1000,
+        )
 
     def save(self) -> None:
         """File > Save: the notebook, with its outputs, written to its file."""
@@ -408,7 +453,9 @@ class Notebook:
         return self.page.evaluate(
             "(m) => { const c = window.__qaeCell(m);"
             " return c ? c.model.outputs.toJSON().map(o => [].concat(o.text || (o.data || {})['text/plain'] || '')"
-            ".join('')).join('') : null; }", marker)
+            ".join('')).join('') : null; }",
+            marker,
+        )
 
     def execute(self, code: str) -> str:
         """Run ``code`` in the notebook's kernel (as a person running a scratch cell); its stdout."""
@@ -435,8 +482,9 @@ class Notebook:
         for i, heading in enumerate(self.page.evaluate(_JS_HEADINGS)):
             number = re.match(r"(\d+)\s*·", heading)
             name = number.group(1) if number else re.sub(r"[^a-z0-9]+", "-", heading.lower()).strip("-")[:40]
-            self.page.evaluate("(i) => document.querySelector(`[data-qae-heading=\"${i}\"]`)"
-                               ".scrollIntoView({block: 'start'})", i)
+            self.page.evaluate(
+                "(i) => document.querySelector(`[data-qae-heading=\"${i}\"]`).scrollIntoView({block: 'start'})", i
+            )
             self.page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
             time.sleep(0.25)  # plotly re-lays out a figure scrolled into view
             path = out / f"{prefix}_{name}{suffix}.png"
@@ -459,8 +507,10 @@ class Control:
     def figure(self) -> dict:
         """The figure under this control, as :meth:`Notebook.figures` describes one."""
         return self.notebook.page.evaluate(
-            "(id) => window.__qaeFigure(document.querySelector(`[data-qae-view=\"${id}\"]`)"
-            ".querySelector('.js-plotly-plot'))", self.id)
+            '(id) => window.__qaeFigure(document.querySelector(`[data-qae-view="${id}"]`)'
+            ".querySelector('.js-plotly-plot'))",
+            self.id,
+        )
 
     def press(self, key: str, times: int = 1) -> None:
         """Focus the slider's handle and press ``key`` (a person's keyboard move)."""

@@ -34,16 +34,29 @@ def tiny_qwen2():
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-                                  show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=300,
+        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     bpe.train_from_iterator([SYSTEM_PROMPT] + [r["question"] for r in synthetic_task(20)], trainer)
-    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                  padding_side="right")  # right: generate must switch to left and back
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>", padding_side="right"
+    )  # right: generate must switch to left and back
     tok.chat_template = CHAT_TEMPLATE
     torch.manual_seed(0)
-    cfg = Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=256,
-                      eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    cfg = Qwen2Config(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=256,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
     model = Qwen2ForCausalLM(cfg)
     return model, tok
 
@@ -65,6 +78,8 @@ def saved_run(tmp_path_factory):
     from qae_lab.runs.cli import main
 
     out = tmp_path_factory.mktemp("saved") / "run"
-    assert main(["train", "--output-dir", str(out),
-                 *tiny_sets(["max_steps=4", "save_strategy=steps", "save_steps=2"])]) == 0
+    assert (
+        main(["train", "--output-dir", str(out), *tiny_sets(["max_steps=4", "save_strategy=steps", "save_steps=2"])])
+        == 0
+    )
     return out

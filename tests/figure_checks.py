@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from nbexec import Figure
 
+
 def finite(values, what: str = "values") -> list[float]:
     """``values`` as floats, each a real finite number, and at least one of them."""
     out = [float(v) for v in values]
@@ -33,8 +34,9 @@ def within(values, lo: float, hi: float, what: str = "values") -> list[float]:
 
 
 def axes(fig: Figure, x: str, y: str) -> None:
-    assert (fig.axis_title("xaxis"), fig.axis_title("yaxis")) == (x, y), \
+    assert (fig.axis_title("xaxis"), fig.axis_title("yaxis")) == (x, y), (
         f"{fig.title!r}: axis titles {fig.axis_title('xaxis')!r}, {fig.axis_title('yaxis')!r}"
+    )
 
 
 def lines(fig: Figure, names: list[str], n: int | None = None) -> dict[str, dict]:
@@ -47,8 +49,9 @@ def lines(fig: Figure, names: list[str], n: int | None = None) -> dict[str, dict
     return {t["name"]: t for t in fig.lines}
 
 
-def band_lines(fig: Figure, methods: list[str], runs: int, y: str, lo: float = -math.inf,
-               hi: float = math.inf) -> dict[str, dict]:
+def band_lines(
+    fig: Figure, methods: list[str], runs: int, y: str, lo: float = -math.inf, hi: float = math.inf
+) -> dict[str, dict]:
     """A :func:`qae_lab.lab.plots.band_figure` over training steps: one line per method, named with its
     number of runs, each with its seed-spread band (twice the points: up, then back down), steps
     increasing, values in [lo, hi]."""
@@ -72,8 +75,9 @@ def centred_bands(fig: Figure) -> int:
         n, y = len(line["x"]), finite(line["y"], line["name"])
         upper, lower = finite(band["y"][:n]), finite(band["y"][n:][::-1])
         assert list(band["x"][:n]) == list(line["x"]) and len(band["y"]) == 2 * n, f"{line['name']}: band x"
-        assert all(u >= lo and math.isclose((u + lo) / 2, v, rel_tol=1e-6, abs_tol=1e-9)
-                   for u, lo, v in zip(upper, lower, y)), f"{line['name']}: the line is not the centre of its band"
+        assert all(
+            u >= lo and math.isclose((u + lo) / 2, v, rel_tol=1e-6, abs_tol=1e-9) for u, lo, v in zip(upper, lower, y)
+        ), f"{line['name']}: the line is not the centre of its band"
     return len(pairs)
 
 

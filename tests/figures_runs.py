@@ -6,8 +6,20 @@ from __future__ import annotations
 import math
 import re
 
-from figure_checks import (NotebookSpec, Shown, axes, band_lines, centred_bands, finite, heatmap, lines,
-                           nonincreasing, title_number, vlines, within)
+from figure_checks import (
+    NotebookSpec,
+    Shown,
+    axes,
+    band_lines,
+    centred_bands,
+    finite,
+    heatmap,
+    lines,
+    nonincreasing,
+    title_number,
+    vlines,
+    within,
+)
 from nbexec import Figure
 
 
@@ -29,14 +41,22 @@ def _one_step(fig: Figure) -> None:
     bars = {t["name"]: finite(t["y"]) for t in fig.lines}
     pos, neg = bars.get("A > 0", []), bars.get("A < 0", [])
     m = re.fullmatch(r".*A > 0: (\d+) of (\d+) up · A < 0: (\d+) of (\d+) down", fig.title)
-    assert m and [int(g) for g in m.groups()] == [sum(v > 0 for v in pos), len(pos), sum(v < 0 for v in neg),
-                                                  len(neg)], f"the title's counts are not the bars': {fig.title}"
+    assert m and [int(g) for g in m.groups()] == [
+        sum(v > 0 for v in pos),
+        len(pos),
+        sum(v < 0 for v in neg),
+        len(neg),
+    ], f"the title's counts are not the bars': {fig.title}"
 
 
-NB00 = NotebookSpec([
-    Shown(r"One GRPO step: change of log π\(y_i\) per completion · A > 0: \d+ of \d+ up · A < 0: \d+ of \d+ down",
-          _one_step),
-], probe="""
+NB00 = NotebookSpec(
+    [
+        Shown(
+            r"One GRPO step: change of log π\(y_i\) per completion · A > 0: \d+ of \d+ up · A < 0: \d+ of \d+ down",
+            _one_step,
+        ),
+    ],
+    probe="""
 first = after.clone()
 exec(next(cell for cell in reversed(In) if cell.startswith("model.load_state_dict(START)")))
 assert torch.equal(after, first)                     # the update cell, run again, takes the same step
@@ -46,7 +66,8 @@ assert verdicts["down"] == ("Right" if down == n > 0 else "Partly" if 0 < down <
 assert verdicts["up"] == ("Right" if up == n > 0 else "Partly" if 0 < up < n else "Wrong"), verdicts
 assert bool(((A_qae == 0) | (torch.sign(A_qae) == torch.sign(A))).all())  # QAE zeroes one side, keeps the other's sign
 assert int((A_qae != 0).sum()) < int((A != 0).sum()) or int(ro.rewards.sum()) in (0, G)  # a mixed group: fewer move
-""")
+""",
+)
 
 
 # ------------------------------------------------------------------ 03: token entropy and horizon weights
@@ -67,8 +88,13 @@ def _token_entropy(fig: Figure) -> None:
 
 def _pooled(labels, z, keep) -> list[float]:
     """The cells (padding left out) of the heatmap rows whose label ``keep`` accepts."""
-    return [v for name, row in zip(labels, z) if keep(name) for v in row
-            if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    return [
+        v
+        for name, row in zip(labels, z)
+        if keep(name)
+        for v in row
+        if v is not None and not (isinstance(v, float) and math.isnan(v))
+    ]
 
 
 def _horizon_weights(fig: Figure) -> None:
@@ -79,9 +105,15 @@ def _horizon_weights(fig: Figure) -> None:
     labels, z = hm["y"], hm["z"]
     # GRPO's advantages on a mixed group: the failures are exactly the rollouts with A < 0
     assert all(("✗" in s) == ("A=-" in s) for s in labels), labels
-    n_neg, neg, n_pos, sa_pos, ah_pos = (title_number(fig, r"mean w on its (\d+) rollouts with A < 0: (\S+) · on its "
-                                                           r"(\d+) others: SA-AH (\S+), AH (\S+)", g)
-                                         for g in range(1, 6))
+    n_neg, neg, n_pos, sa_pos, ah_pos = (
+        title_number(
+            fig,
+            r"mean w on its (\d+) rollouts with A < 0: (\S+) · on its "
+            r"(\d+) others: SA-AH (\S+), AH (\S+)",
+            g,
+        )
+        for g in range(1, 6)
+    )
     assert n_neg == sum("A=-" in s for s in labels[:8]) and n_neg + n_pos == 8, (fig.title, labels)
     sa_failed = _pooled(labels, z, lambda s: s.startswith("SA-AH") and "A=-" in s)
     assert math.isclose(sum(sa_failed) / len(sa_failed), neg, abs_tol=0.005), (neg, sum(sa_failed) / len(sa_failed))
@@ -93,8 +125,12 @@ def _horizon_weights(fig: Figure) -> None:
 
 def _effective_tokens(fig: Figure) -> None:
     axes(fig, "α", "fraction / mean weight")
-    names = ["effective tokens: AH", "effective tokens: SA-AH, mean baseline", "effective tokens: SA-AH, QAE K=0.4",
-             "mean w on A<0 tokens"]
+    names = [
+        "effective tokens: AH",
+        "effective tokens: SA-AH, mean baseline",
+        "effective tokens: SA-AH, QAE K=0.4",
+        "mean w on A<0 tokens",
+    ]
     found = lines(fig, names, 66)
     alphas = finite(found[names[0]]["x"])
     assert math.isclose(alphas[0], -0.25) and math.isclose(alphas[-1], 3.0)
@@ -116,14 +152,20 @@ def _touched(fig: Figure) -> None:
     assert sum(v < 1 for r in hm["z"] for v in r) <= int(title_number(fig, r"(\d+) of \d+ rollouts discounted"))
 
 
-NB03 = NotebookSpec([
-    Shown(rf"H~_t, {GROUP}: .* \(gold \d+, \d/8 correct\)", _token_entropy),
-    Shown(rf"w_t at α = 0\.5, {GROUP} \(top: SA-AH, bottom: AH\) · mean w on its \d rollouts with A < 0: \S+ · on "
-          r"its \d others: SA-AH 1, AH \S+", _horizon_weights),
-    Shown(r"Effective token fraction sum\(w\) / #tokens vs α", _effective_tokens),
-    Shown(r"quantile baseline, K = 0\.4, α = 0\.5: \d+ of \d+ rollouts discounted, 0 of them in hard groups",
-          _touched),
-], probe="""
+NB03 = NotebookSpec(
+    [
+        Shown(rf"H~_t, {GROUP}: .* \(gold \d+, \d/8 correct\)", _token_entropy),
+        Shown(
+            rf"w_t at α = 0\.5, {GROUP} \(top: SA-AH, bottom: AH\) · mean w on its \d rollouts with A < 0: \S+ · on "
+            r"its \d others: SA-AH 1, AH \S+",
+            _horizon_weights,
+        ),
+        Shown(r"Effective token fraction sum\(w\) / #tokens vs α", _effective_tokens),
+        Shown(
+            r"quantile baseline, K = 0\.4, α = 0\.5: \d+ of \d+ rollouts discounted, 0 of them in hard groups", _touched
+        ),
+    ],
+    probe="""
 from qae_lab.advantages import hard_regime
 assert 0 < ro.success_counts[PROMPT] < G                     # the group shown holds successes and failures
 assert f"prompt {PROMPT}:" in nb03_horizon.entropy_figure(ro, h, tok, PROMPT).layout.title.text
@@ -169,13 +211,21 @@ untouched = [v for i, v in enumerate(x for row in hm.z for x in row) if i not in
 assert all(v == 1.0 for v in untouched)                 # only the counted rollouts are coloured
 mixed_failures = {i for i in range(len(ro.completions)) if ro.rewards[i] == 0 and 0 < ro.success_counts[i // G] < G}
 assert mean_touched == mixed_failures
-""")
+""",
+)
 
 # ------------------------------------------------------------------ 04: live LoRA GRPO (headless here)
 
-LIVE_PANELS = ["reward and pass rate", "entropy", "zero-advantage fraction", "hard / easy prompt fractions",
-               "SA-AH mean weight, negative rollouts", "K and alpha in force", "entropy ledger: dH by sign of A",
-               "entropy ledger: dH by QAE regime"]
+LIVE_PANELS = [
+    "reward and pass rate",
+    "entropy",
+    "zero-advantage fraction",
+    "hard / easy prompt fractions",
+    "SA-AH mean weight, negative rollouts",
+    "K and alpha in force",
+    "entropy ledger: dH by sign of A",
+    "entropy ledger: dH by QAE regime",
+]
 
 
 def _dashboard(fig: Figure) -> None:
@@ -190,8 +240,10 @@ def _dashboard(fig: Figure) -> None:
         assert fig.lines == []
 
 
-COMPLETIONS = (r"Greedy completions before and after training, the first (\d+) held-out problems: "
-               r"(\d+)/\d+ → (\d+)/\d+ correct")
+COMPLETIONS = (
+    r"Greedy completions before and after training, the first (\d+) held-out problems: "
+    r"(\d+)/\d+ → (\d+)/\d+ correct"
+)
 
 
 def _completions(fig: Figure) -> None:
@@ -207,10 +259,12 @@ def _completions(fig: Figure) -> None:
     assert [column.count("✓") for column in marks] == [before, after], (fig.title, marks)
 
 
-NB04 = NotebookSpec([
-    Shown(r"|step \d+ / \d+: K = 0\.40", _dashboard, count=None),
-    Shown(COMPLETIONS, _completions),
-], probe="""
+NB04 = NotebookSpec(
+    [
+        Shown(r"|step \d+ / \d+: K = 0\.40", _dashboard, count=None),
+        Shown(COMPLETIONS, _completions),
+    ],
+    probe="""
 assert headless() and not lab.running
 rows = lab.logged_steps()
 assert [r["step"] for r in rows] == list(range(1, STEPS + 1)), [r["step"] for r in rows]
@@ -230,7 +284,8 @@ assert [p["question"] for p in old] == [p["question"] for p in new]   # the tabl
 after = json.loads((OUT / "eval_after.json").read_text())["summary"]
 assert f"| greedy pass@1 | " in (EXPORT / "README.md").read_text()
 assert f"{after['greedy_pass@1']:.3f} |" in (EXPORT / "README.md").read_text()   # the card's numbers: the run's
-""")
+""",
+)
 
 # ------------------------------------------------------------------ 05: comparing runs
 
@@ -256,13 +311,19 @@ def _detrended(fig: Figure) -> None:
     assert 0 < detrended < plain, "removing the learning trend should leave less variance"
 
 
-NB05 = NotebookSpec([
-    Shown(rf"entropy \(nats per token\) {SMOOTHED}",
-          lambda f: band_lines(f, METHODS, 3, "entropy (nats per token)", 0)),
-    Shown(r"pass@1 before and after training \(mean over seeds ± std\)", _pass_bars),
-    Shown(r"mean-seed0: detrended variance \S+ \(window 20\), plain variance \S+", _detrended),
-    Shown(rf"zero-advantage fraction {SMOOTHED}", lambda f: band_lines(f, METHODS, 3, "zero-advantage fraction", 0, 1)),
-], probe="""
+NB05 = NotebookSpec(
+    [
+        Shown(
+            rf"entropy \(nats per token\) {SMOOTHED}",
+            lambda f: band_lines(f, METHODS, 3, "entropy (nats per token)", 0),
+        ),
+        Shown(r"pass@1 before and after training \(mean over seeds ± std\)", _pass_bars),
+        Shown(r"mean-seed0: detrended variance \S+ \(window 20\), plain variance \S+", _detrended),
+        Shown(
+            rf"zero-advantage fraction {SMOOTHED}", lambda f: band_lines(f, METHODS, 3, "zero-advantage fraction", 0, 1)
+        ),
+    ],
+    probe="""
 def line(method):
     return next(t for t in curves.view.figure.data if t.name and t.name.startswith(method + " ("))
 def wiggle(y):
@@ -283,7 +344,8 @@ assert "greedy" in passes.view.figure.layout.title.text
 old = detrend.view.figure.layout.title.text
 detrend.controls["window"].value = 5
 assert "window 5" in detrend.view.figure.layout.title.text and detrend.view.figure.layout.title.text != old
-""")
+""",
+)
 
 # ------------------------------------------------------------------ 08: write it yourself
 
@@ -298,16 +360,19 @@ def _two_runs(fig: Figure) -> None:
         within(t["y"], 0, 1, name)
 
 
-NB08 = NotebookSpec([
-    Shown(r"Mean reward per step, \d+ steps per run", _two_runs),
-], probe="""
+NB08 = NotebookSpec(
+    [
+        Shown(r"Mean reward per step, \d+ steps per run", _two_runs),
+    ],
+    probe="""
 first = [rewards[0] for rewards in REWARD.values()]
 assert first[0] == first[1], first                 # step 1 scores the same completions (the prediction's Why)
 assert all(r["qae/k"] == 0.4 for r in qae.state.log_history if "qae/k" in r)
 assert not any(k.startswith("qae/") for r in grpo.state.log_history for k in r)   # plain TRL logs no QAE metric
 assert len(REWARD["TRL GRPOTrainer, mean"]) == len(REWARD["QAETrainer, K = 0.4"]) == STEPS
 assert correct_answer([[{"content": "<answer>7</answer> more"}]], gold=["7"]) == [0.0]   # nothing after the block
-""")
+""",
+)
 
 
 # ------------------------------------------------------------------ 06: phenomena in miniature
@@ -319,7 +384,7 @@ def _pass_at_k(fig: Figure) -> None:
     axes(fig, "k (samples)", "pass@k")
     found = lines(fig, [f"{m}, after" for m in ENTROPY_METHODS] + ["before (every method)"])
     ks = list(found["before (every method)"]["x"])
-    assert ks == [2 ** i for i in range(len(ks))] and ks[-1] == 32, ks  # powers of two up to 32
+    assert ks == [2**i for i in range(len(ks))] and ks[-1] == 32, ks  # powers of two up to 32
     assert fig.layout["xaxis"]["type"] == "log" and list(fig.layout["xaxis"]["tickvals"]) == ks  # a tick per k
     assert found["before (every method)"]["line"]["dash"] == "dash"
     assert centred_bands(fig) == len(ENTROPY_METHODS)
@@ -346,15 +411,21 @@ def _regimes(fig: Figure) -> None:
         assert list(t["x"])[0] == 0, t["x"]  # measured before the first update
 
 
-NB06 = NotebookSpec([
-    Shown(r"Held-out prompts grouped by start success: .*", _regimes),
-    Shown(r"entropy \(nats per token\), mean over seeds ± std \(trailing 10-step average\)",
-          lambda f: band_lines(f, ENTROPY_METHODS, 3, "entropy (nats per token)", 0)),
-    Shown(r"pass@k before and after training, mean over seeds ± std", _pass_at_k),
-    Shown(r"completion length \(tokens\), mean over seeds ± std \(20-step average\)",
-          lambda f: band_lines(f, ["mean", "sa_ah"], 3, "completion length (tokens)", 1)),
-    Shown(r"final entropy after training against K", _k_sweep),
-], probe="""
+NB06 = NotebookSpec(
+    [
+        Shown(r"Held-out prompts grouped by start success: .*", _regimes),
+        Shown(
+            r"entropy \(nats per token\), mean over seeds ± std \(trailing 10-step average\)",
+            lambda f: band_lines(f, ENTROPY_METHODS, 3, "entropy (nats per token)", 0),
+        ),
+        Shown(r"pass@k before and after training, mean over seeds ± std", _pass_at_k),
+        Shown(
+            r"completion length \(tokens\), mean over seeds ± std \(20-step average\)",
+            lambda f: band_lines(f, ["mean", "sa_ah"], 3, "completion length (tokens)", 1),
+        ),
+        Shown(r"final entropy after training against K", _k_sweep),
+    ],
+    probe="""
 old = entropy_view.view.figure
 entropy_view.controls["metric"].value = "reward"
 assert entropy_view.view.figure is not old and "reward" in entropy_view.view.figure.layout.title.text
@@ -371,4 +442,5 @@ sweep.controls["quantity"].value = "pass@32"
 assert "pass@32" in sweep.view.figure.layout.title.text and list(sweep.view.figure.data[-1].x) == [0.2, 0.4, 0.6, 0.8]
 assert len(JUDGED) == len(claims.CLAIMS) and all(j.effect is not None for j in JUDGED.values())
 assert 0 < claims.clipped_share(ENTROPY) < 0.01  # the prediction's measurement: the clip acts on few tokens
-""")
+""",
+)

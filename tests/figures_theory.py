@@ -6,8 +6,20 @@ from __future__ import annotations
 import math
 import re
 
-from figure_checks import (NotebookSpec, Shown, axes, band_lines, centred_bands, finite, heatmap, lines,
-                           nonincreasing, title_number, vlines, within)
+from figure_checks import (
+    NotebookSpec,
+    Shown,
+    axes,
+    band_lines,
+    centred_bands,
+    finite,
+    heatmap,
+    lines,
+    nonincreasing,
+    title_number,
+    vlines,
+    within,
+)
 from nbexec import Figure
 
 
@@ -54,10 +66,12 @@ def _zero_sources(fig: Figure) -> None:
     vlines(fig, [round(1 - k, 6)])  # the regimes' boundary p = 1 - K
 
 
-NB01 = NotebookSpec([
-    Shown(r"Advantages per response \(✓ correct, ✗ wrong\)", _worked_examples),
-    Shown(r"Share of one prompt's 16 responses with A = 0, by its success rate p \(K = 0\.4\)", _zero_sources),
-], probe="""
+NB01 = NotebookSpec(
+    [
+        Shown(r"Advantages per response \(✓ correct, ✗ wrong\)", _worked_examples),
+        Shown(r"Share of one prompt's 16 responses with A = 0, by its success rate p \(K = 0\.4\)", _zero_sources),
+    ],
+    probe="""
 exact = sparsity.zero_sources_beta(1.0, 1.0, G, K).total
 assert abs(measured.total - exact) < 0.02                # the sampled batch agrees with the exact share
 share = 100 * measured.total
@@ -70,7 +84,8 @@ assert "(K = 0.8)" in title, title
 assert [round(s.x0, 6) for s in zeros.view.figure.layout.shapes] == [0.2]   # the boundary follows K
 zeros.controls["G"].value = 4
 assert "one prompt's 4 responses" in zeros.view.figure.layout.title.text.replace("<br>", " ")
-""")
+""",
+)
 
 # ------------------------------------------------------------------ 02: softmax entropy proofs
 
@@ -108,8 +123,13 @@ def _knob(fig: Figure) -> None:
     assert [a["text"] for a in fig.layout["annotations"]] == ["mean b = p", "QAE b_K"]
 
 
-MC_NAMES = ["sampled, mean baseline (c)", "sampled, QAE baseline (c)", "expected gradient (b)",
-            "identity, b = p (a)", "identity, b = b_K (a)"]
+MC_NAMES = [
+    "sampled, mean baseline (c)",
+    "sampled, QAE baseline (c)",
+    "expected gradient (b)",
+    "identity, b = p (a)",
+    "identity, b = b_K (a)",
+]
 
 
 def _mc(fig: Figure) -> None:
@@ -126,17 +146,20 @@ def _training(y_title: str, lo: float, hi: float):
         for name, t in found.items():
             assert list(t["x"]) == list(range(len(t["x"]))) and len(t["x"]) > 10, f"{name}: steps {t['x'][:5]}"
             within(t["y"], lo, hi, name)
+
     return check
 
 
-NB02 = NotebookSpec([
-    Shown(r"The policy over 12 responses \(\+ marks a correct one\)", _policy_bars),
-    Shown(r"First-order error vs step size \(slope \S+\)", _first_order_error),
-    Shown(r"slope eta\*Cov\(log pi, pi\) = \S+;\s+b_K = 0 \(hard prompt\)", _knob),
-    Shown(r"E\[dH\] after one step, K = 0\.4, G = 8", _mc),
-    Shown(r"Mean normalised entropy H / log A", _training("H / log A", 0, 1)),
-    Shown(r"Mean success rate E_pi\[r\]", _training("success", 0, 1)),
-], probe="""
+NB02 = NotebookSpec(
+    [
+        Shown(r"The policy over 12 responses \(\+ marks a correct one\)", _policy_bars),
+        Shown(r"First-order error vs step size \(slope \S+\)", _first_order_error),
+        Shown(r"slope eta\*Cov\(log pi, pi\) = \S+;\s+b_K = 0 \(hard prompt\)", _knob),
+        Shown(r"E\[dH\] after one step, K = 0\.4, G = 8", _mc),
+        Shown(r"Mean normalised entropy H / log A", _training("H / log A", 0, 1)),
+        Shown(r"Mean success rate E_pi\[r\]", _training("success", 0, 1)),
+    ],
+    probe="""
 fig_before = knob.view.figure
 knob.controls["p"].value = 0.9                      # an easy prompt: b_K jumps from 0 to 1
 fig_after = knob.view.figure
@@ -151,7 +174,8 @@ assert qae_y() != old_qae and mean_y() == old_mean    # K moves QAE only
 verdict = check_direction("same", after[0.0], after[1.0], quantity="H", change="b rose", tolerance=1e-12)
 assert verdict.startswith("Right"), verdict          # the exact expected step: a constant b cancels
 assert identity[1.0] > identity[0.0]                  # the identity's step: a higher b leaves more entropy
-""")
+""",
+)
 
 # ------------------------------------------------------------------ 07: the exact sequence policy
 
@@ -191,18 +215,26 @@ def _regimes(fig: Figure) -> None:
         assert math.isclose(mean["y"][0], quantile["y"][0], rel_tol=1e-9), (mean["y"][0], quantile["y"][0])
 
 
-NB07 = NotebookSpec([
-    Shown(r"Start success rate p of the \d+ prompts of each seed, hardest to easiest, mean over \d+ seeds?",
-          _start_rates),
-    Shown(r"Entropy H\(pi\) of the prompts hard / easy at the start, mean vs quantile baseline "
-          r"Adam, lr 0\.02, 4 passes, Clip-Higher on; mean ± std over \d+ seeds", _regimes),
-], probe="""
+NB07 = NotebookSpec(
+    [
+        Shown(
+            r"Start success rate p of the \d+ prompts of each seed, hardest to easiest, mean over \d+ seeds?",
+            _start_rates,
+        ),
+        Shown(
+            r"Entropy H\(pi\) of the prompts hard / easy at the start, mean vs quantile baseline "
+            r"Adam, lr 0\.02, 4 passes, Clip-Higher on; mean ± std over \d+ seeds",
+            _regimes,
+        ),
+    ],
+    probe="""
 regimes_view.controls["optimizer"].value = "sgd"
 assert "SGD, step 40" in regimes_view.view.figure.layout.title.text
 regimes_view.controls["clip_higher"].value = False
 assert "Clip-Higher off" in regimes_view.view.figure.layout.title.text
 assert len(regimes_view.view.figure.data) == 12   # three panels, two baselines, a line and its band each
-""")
+""",
+)
 
 # ------------------------------------------------------------------ 09: appendix to 07 (ledgers, sweep, variance)
 
@@ -229,8 +261,9 @@ CELLS = ["hard, A > 0", "hard, A < 0", "easy, A > 0", "easy, A < 0"]
 def _cumulative_ledger(fig: Figure) -> None:
     found = band_lines(fig, CELLS + ["all"], 2, "first-order dH summed over steps (nats)")
     total = [sum(v) for v in zip(*(finite(found[f"{c} (2 runs)"]["y"]) for c in CELLS))]
-    assert all(math.isclose(a, b, abs_tol=1e-9) for a, b in zip(total, found["all (2 runs)"]["y"])), \
+    assert all(math.isclose(a, b, abs_tol=1e-9) for a, b in zip(total, found["all (2 runs)"]["y"])), (
         "the four cells do not add up to the whole update"
+    )
 
 
 def _committed_runs(fig: Figure) -> None:
@@ -247,20 +280,33 @@ def _variance_bars(fig: Figure) -> None:
     assert all(v > 0 for t in found.values() for v in t["y"])
 
 
-NB09 = NotebookSpec([
-    Shown(r"One update's first-order entropy change by part, each ledger as a share of its summed \|cells\| "
-          r"\(mean baseline, peaked start\)", _ledger_shares),
-    Shown(r"Committed sweep: per-step correlation of each form's total with the exact first-order change, "
-          r"mean over \d+ seeds \(K = 0\.4, Clip-Higher, std\)", _tracking),
-    Shown(r"first-order dH summed over steps \(nats\): baseline = quantile, K = 0\.4, Clip-Higher on, std on, "
-          r"peaked start, α = 0, optimizer sgd", _cumulative_ledger),
-    Shown(r"committed runs, entropy: mean vs quantile, flat start \(mean ± std over seeds\)", _committed_runs),
-    Shown(r"The update against GRPO's \(alpha = 0\) on the same \d+ batches, α = 0\.5, peaked start",
-          _variance_bars),
-], probe="""
+NB09 = NotebookSpec(
+    [
+        Shown(
+            r"One update's first-order entropy change by part, each ledger as a share of its summed \|cells\| "
+            r"\(mean baseline, peaked start\)",
+            _ledger_shares,
+        ),
+        Shown(
+            r"Committed sweep: per-step correlation of each form's total with the exact first-order change, "
+            r"mean over \d+ seeds \(K = 0\.4, Clip-Higher, std\)",
+            _tracking,
+        ),
+        Shown(
+            r"first-order dH summed over steps \(nats\): baseline = quantile, K = 0\.4, Clip-Higher on, std on, "
+            r"peaked start, α = 0, optimizer sgd",
+            _cumulative_ledger,
+        ),
+        Shown(r"committed runs, entropy: mean vs quantile, flat start \(mean ± std over seeds\)", _committed_runs),
+        Shown(
+            r"The update against GRPO's \(alpha = 0\) on the same \d+ batches, α = 0\.5, peaked start", _variance_bars
+        ),
+    ],
+    probe="""
 ledger_view.controls["K"].value = 0.8
 assert "K = 0.8" in ledger_view.view.figure.layout.title.text
 findings_view.controls["curve"].value = "success"
 assert findings_view.view.figure.layout.yaxis.title.text == "success rate"
 assert all(0 <= v <= 1 for t in findings_view.view.figure.data if t.name for v in t.y)
-""")
+""",
+)

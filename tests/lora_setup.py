@@ -13,9 +13,20 @@ from qae_lab.task.rewards import correctness_reward
 from qae_lab.train.trainer import QAETrainer
 
 # one step of 2 prompts x 4 completions on the CPU, no KL
-SETTINGS = dict(use_cpu=True, bf16=False, report_to=[], per_device_train_batch_size=8, num_generations=4,
-                max_completion_length=12, max_steps=1, learning_rate=1e-2, logging_steps=1, save_strategy="no",
-                seed=0, beta=0.0)
+SETTINGS = dict(
+    use_cpu=True,
+    bf16=False,
+    report_to=[],
+    per_device_train_batch_size=8,
+    num_generations=4,
+    max_completion_length=12,
+    max_steps=1,
+    learning_rate=1e-2,
+    logging_steps=1,
+    save_strategy="no",
+    seed=0,
+    beta=0.0,
+)
 
 
 def lora_policy(dropout: float = 0.0, dtype=torch.float32, seed: int = 0):
@@ -39,5 +50,10 @@ def lora_args(tmp_path, **settings) -> QAEConfig:
 
 def lora_trainer(model, tok, args: QAEConfig, *, reward_funcs=correctness_reward, n_train: int = 8) -> QAETrainer:
     """A QAETrainer of ``model`` on ``n_train`` synthetic problems (seed 0), rewarded by ``reward_funcs``."""
-    return QAETrainer(model=model, reward_funcs=reward_funcs, args=args, processing_class=tok,
-                      train_dataset=to_grpo_dataset(synthetic_task(n_train, seed=0)))
+    return QAETrainer(
+        model=model,
+        reward_funcs=reward_funcs,
+        args=args,
+        processing_class=tok,
+        train_dataset=to_grpo_dataset(synthetic_task(n_train, seed=0)),
+    )

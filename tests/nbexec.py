@@ -43,7 +43,7 @@ for _qae_name in ("_repr_mimebundle_", "_ipython_display_"):
 # cell also makes its modules unimportable, so that a lazy import (a tokenizer loaded) shows here
 BLOCK_TRAIN = f"""\
 import sys as _qae_sys
-_qae_sys.modules.update({{_qae_m: None for _qae_m in {EXTRA_MODULES['train']!r}}})
+_qae_sys.modules.update({{_qae_m: None for _qae_m in {EXTRA_MODULES["train"]!r}}})
 """
 
 # the kernel's last cell: the records, as JSON (numpy arrays and tuples as lists)
@@ -128,8 +128,13 @@ class Executed:
 
     def stderr(self) -> list[tuple[str, str]]:
         """(cell source, text) of every stderr stream the notebook's own cells wrote."""
-        return [(c.source, o.text) for c in self.own_cells() if c.cell_type == "code" for o in c.outputs
-                if o.output_type == "stream" and o.name == "stderr"]
+        return [
+            (c.source, o.text)
+            for c in self.own_cells()
+            if c.cell_type == "code"
+            for o in c.outputs
+            if o.output_type == "stream" and o.name == "stderr"
+        ]
 
 
 def collect(nb: nbformat.NotebookNode, folder: Path, own: range, record: Path, in_cells: bool = True) -> Executed:
@@ -157,8 +162,9 @@ def execute(name: str, tmp_path: Path, probe: str = "") -> Executed:
     folder.mkdir()
     shutil.copy(NB_DIR / name, folder / name)
     (folder / "data").symlink_to(REPO / "data", target_is_directory=True)
-    return execute_at(folder / name, tmp_path / "figures.json", probe,
-                      prelude="" if "train" in notebook_extras(name) else BLOCK_TRAIN)
+    return execute_at(
+        folder / name, tmp_path / "figures.json", probe, prelude="" if "train" in notebook_extras(name) else BLOCK_TRAIN
+    )
 
 
 def execute_at(path: Path, record: Path, probe: str = "", prelude: str = "") -> Executed:
@@ -169,6 +175,7 @@ def execute_at(path: Path, record: Path, probe: str = "", prelude: str = "") -> 
     nb.cells.insert(0, nbformat.v4.new_code_cell(RECORD + prelude))
     extra = [probe] if probe else []
     nb.cells += [nbformat.v4.new_code_cell(code) for code in [*extra, DUMP.format(path=str(record))]]
-    NotebookClient(nb, timeout=TIMEOUT, kernel_name="python3",
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    NotebookClient(
+        nb, timeout=TIMEOUT, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    ).execute()
     return collect(nb, path.parent, own, record)

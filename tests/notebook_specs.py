@@ -40,8 +40,9 @@ def check_run(name: str, run: Executed) -> None:
         if shown.count is None:
             assert figures, f"{name}: no figure titled like {shown.title!r}; shown: {run.figures}"
         else:
-            assert len(figures) == shown.count, \
+            assert len(figures) == shown.count, (
                 f"{name}: {len(figures)} figures titled like {shown.title!r}, expected {shown.count}"
+            )
         for fig in figures:
             shown.check(fig)
 

@@ -38,8 +38,13 @@ CASES: dict[str, dict] = {
     "mean_unscaled": {"loss_type": "bnpo", "baseline": "mean", "scale_rewards": "none", "sparse_update": False},
     "gspo": {"loss_type": "grpo", "importance_sampling_level": "sequence", "epsilon": 3e-4, "epsilon_high": 4e-4},
     "clip_higher_sa_ah": {"loss_type": "bnpo", "epsilon_high": 0.28, "token_weighting": "sa_ah"},
-    "clip_cov": {"loss_type": "bnpo", "cov_penalty": "clip_cov", "clip_cov_ratio": 0.2, "clip_cov_lb": -1.0,
-                 "clip_cov_ub": 5.0},
+    "clip_cov": {
+        "loss_type": "bnpo",
+        "cov_penalty": "clip_cov",
+        "clip_cov_ratio": 0.2,
+        "clip_cov_lb": -1.0,
+        "clip_cov_ub": 5.0,
+    },
     "kl_cov_dapo": {"loss_type": "dapo", "cov_penalty": "kl_cov", "kl_cov_ratio": 0.1, "kl_cov_coef": 0.7},
     "beta_sa_ah": {"loss_type": "bnpo", "token_weighting": "sa_ah", "kl_beta": 0.04},  # KL to fixed reference log-probs
     "entropy_bonus_grpo": {"loss_type": "grpo", "token_weighting": "sa_ah", "entropy_coef": 0.01},
@@ -63,8 +68,11 @@ def _record_case(name: str, settings: dict, tok, state: dict, out: str) -> dict:
     trainer.beta = beta  # TRL builds a reference model only from a hub id; fixed reference log-probs serve
     with torch.no_grad():
         logps, _, _ = trainer._get_per_token_logps_and_entropies(
-            model, torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], 1),
-            torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1), inputs["completion_ids"].shape[1])
+            model,
+            torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], 1),
+            torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1),
+            inputs["completion_ids"].shape[1],
+        )
     pattern = torch.sin(torch.arange(logps.numel(), dtype=logps.dtype)).view_as(logps)
     inputs["old_per_token_logps"] = logps + SHIFT * pattern
     if beta:
@@ -102,15 +110,24 @@ def _record_case(name: str, settings: dict, tok, state: dict, out: str) -> dict:
         trainer_module.head_normalised_entropy = top_k_entropy
     grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
     record = {
-        "settings": settings, "inputs": saved_inputs, "loss": loss.detach().clone(),
-        "grad_fingerprint": grad_fingerprint(grads), "metrics": {k: list(v) for k, v in trainer._metrics["train"].items()},
-        "vocab_size": len(tok), "global_step": trainer.state.global_step, "seed": trainer.args.seed,
+        "settings": settings,
+        "inputs": saved_inputs,
+        "loss": loss.detach().clone(),
+        "grad_fingerprint": grad_fingerprint(grads),
+        "metrics": {k: list(v) for k, v in trainer._metrics["train"].items()},
+        "vocab_size": len(tok),
+        "global_step": trainer.state.global_step,
+        "seed": trainer.args.seed,
         "max_completion_length": trainer.max_completion_length,
     }
     if seen:
         grad = seen["logps"].grad
-        record.update(logps=seen["logps"].detach().clone(), entropies=seen["entropies"], forward_rows=seen["rows"],
-                      dloss_dlogps=None if grad is None else grad.clone())
+        record.update(
+            logps=seen["logps"].detach().clone(),
+            entropies=seen["entropies"],
+            forward_rows=seen["rows"],
+            dloss_dlogps=None if grad is None else grad.clone(),
+        )
     if h_norms:
         record["h_norm"] = h_norms[-1]
     return record
@@ -124,8 +141,11 @@ def grad_fingerprint(grads: dict[str, torch.Tensor], n: int = 8) -> dict[str, to
     """
     flat = torch.cat([grads[k].flatten() for k in sorted(grads)])
     directions = torch.randn(n, flat.numel(), generator=torch.Generator().manual_seed(0), dtype=flat.dtype)
-    return {"names": sorted(grads), "norms": torch.stack([grads[k].norm() for k in sorted(grads)]),
-            "projections": directions @ flat}
+    return {
+        "names": sorted(grads),
+        "norms": torch.stack([grads[k].norm() for k in sorted(grads)]),
+        "projections": directions @ flat,
+    }
 
 
 # Tolerances for comparing today's float32 arithmetic with the recording machine's. The loss and its gradient
@@ -152,13 +172,17 @@ def fingerprint_mismatch(got: dict, want: dict) -> list[str]:
     norm_err = (got["norms"].double() - want["norms"].double()).abs()
     worst = int((norm_err / want["norms"].double().abs().clamp(min=1e-300)).argmax())
     if not bool((norm_err <= tol * want["norms"].double().abs()).all()):
-        bad.append(f"norm of {want['names'][worst]}: {float(got['norms'][worst])!r} vs {float(want['norms'][worst])!r} "
-                   f"(relative tolerance {tol:.2e})")
+        bad.append(
+            f"norm of {want['names'][worst]}: {float(got['norms'][worst])!r} vs {float(want['norms'][worst])!r} "
+            f"(relative tolerance {tol:.2e})"
+        )
     proj_err = (got["projections"].double() - want["projections"].double()).abs()
     if not bool((proj_err <= tol * scale).all()):
         j = int(proj_err.argmax())
-        bad.append(f"projection {j}: differs by {float(proj_err[j]):.3e} > {tol * scale:.3e} "
-                   f"({ROUNDING_ULPS} eps32 x |g| = {scale:.4f})")
+        bad.append(
+            f"projection {j}: differs by {float(proj_err[j]):.3e} > {tol * scale:.3e} "
+            f"({ROUNDING_ULPS} eps32 x |g| = {scale:.4f})"
+        )
     return bad
 
 
@@ -194,5 +218,7 @@ if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     data = record()
     for name, case in data["cases"].items():
-        print(f"{name:20s} loss {case['loss'].item():+.6f} rows {case.get('forward_rows')} "
-              f"metrics {sorted(case['metrics'])}")
+        print(
+            f"{name:20s} loss {case['loss'].item():+.6f} rows {case.get('forward_rows')} "
+            f"metrics {sorted(case['metrics'])}"
+        )

@@ -29,13 +29,14 @@ def ref_quantile_linear(group: list[float], k: float) -> float:
     return s[lo] + (pos - lo) * (s[hi] - s[lo])
 
 
-def ref_advantages(rewards: list[float], g: int, baseline: str, k: float, method: str,
-                   scale: str, eps: float) -> list[float]:
+def ref_advantages(
+    rewards: list[float], g: int, baseline: str, k: float, method: str, scale: str, eps: float
+) -> list[float]:
     """A_i = (R_i - b(q)) / (std + eps), one group at a time."""
     out: list[float] = []
     batch_std = statistics.stdev(rewards) if len(rewards) > 1 else 0.0
     for start in range(0, len(rewards), g):
-        grp = rewards[start:start + g]
+        grp = rewards[start : start + g]
         if baseline == "mean":
             b = sum(grp) / g
         elif method == "paper":
@@ -70,8 +71,9 @@ def ref_entropy(logits_row: list[float]) -> float:
     return -sum((x / s) * math.log(x / s) for x in e if x > 0)
 
 
-def ref_regime_token_means(values: list[list[float]], mask: list[list[int]],
-                           hard: list[bool]) -> tuple[float | None, float | None]:
+def ref_regime_token_means(
+    values: list[list[float]], mask: list[list[int]], hard: list[bool]
+) -> tuple[float | None, float | None]:
     """Token-weighted means over the hard rows' and the easy rows' real tokens, one token at a time (None: no token)."""
     totals = {True: [0.0, 0], False: [0.0, 0]}
     for row, m_row, is_hard in zip(values, mask, hard):

@@ -22,9 +22,8 @@ G = 4  # group size of every hand-built batch
 PROMPTS = ["What is 2 + 3?", "Add seven and five, then double it.", "Hi", "Ben has 4 apples and buys 9 more."]
 # binary rewards with both regimes under K = 0.4, G = 4 (hard while #correct <= 2):
 # hard 1/4 (only the success moves), easy 3/4 (only the failure moves), all-equal, hard 2/4
-REWARDS = [1.0, 0, 0, 0,   1, 1, 0, 1,   0, 0, 0, 0,   0, 1, 1, 0]
+REWARDS = [1.0, 0, 0, 0, 1, 1, 0, 1, 0, 0, 0, 0, 0, 1, 1, 0]
 GRAD_TOL = {"rtol": 1e-6, "atol": 1e-6}
-
 
 
 def fixed_reward(completions, reward, **kwargs) -> list[float]:
@@ -34,10 +33,18 @@ def fixed_reward(completions, reward, **kwargs) -> list[float]:
 
 def tiny_model(tok, seed: int = 0) -> transformers.Qwen2ForCausalLM:
     """A tiny random Qwen2 in float64 on the embedded tokenizer's vocabulary (high entropy: weights far from 1)."""
-    cfg = transformers.Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-                                   tie_word_embeddings=True, pad_token_id=tok.pad_token_id,
-                                   eos_token_id=tok.eos_token_id)
+    cfg = transformers.Qwen2Config(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        tie_word_embeddings=True,
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
     torch.manual_seed(seed)
     return transformers.Qwen2ForCausalLM(cfg).double().train()
 
@@ -54,16 +61,41 @@ def rows(rewards, prompts=PROMPTS) -> list[dict]:
     return [{"prompt": prompts[i // G], "reward": r} for i, r in enumerate(rewards)]
 
 
-def make_trainer(tmp_path, tok, model=None, *, n: int = len(REWARDS), trainer_cls=QAETrainer, config_cls=QAEConfig,
-                 completions=None, **kwargs):
+def make_trainer(
+    tmp_path,
+    tok,
+    model=None,
+    *,
+    n: int = len(REWARDS),
+    trainer_cls=QAETrainer,
+    config_cls=QAEConfig,
+    completions=None,
+    **kwargs,
+):
     """A trainer on fixed completions: one micro-batch of n responses per generation, no KL, on the CPU."""
     model = tiny_model(tok) if model is None else model
-    settings = {"output_dir": str(tmp_path), "use_cpu": True, "bf16": False, "beta": 0.0, "report_to": [],
-                "per_device_train_batch_size": n, "num_generations": G, "steps_per_generation": 1,
-                "gradient_accumulation_steps": 1, "num_iterations": 1, "logging_steps": 1, "save_strategy": "no"}
+    settings = {
+        "output_dir": str(tmp_path),
+        "use_cpu": True,
+        "bf16": False,
+        "beta": 0.0,
+        "report_to": [],
+        "per_device_train_batch_size": n,
+        "num_generations": G,
+        "steps_per_generation": 1,
+        "gradient_accumulation_steps": 1,
+        "num_iterations": 1,
+        "logging_steps": 1,
+        "save_strategy": "no",
+    }
     args = config_cls(**{**settings, **kwargs})
-    trainer = trainer_cls(model=model, reward_funcs=fixed_reward, args=args, processing_class=tok,
-                          train_dataset=Dataset.from_list(rows(REWARDS[:n])))
+    trainer = trainer_cls(
+        model=model,
+        reward_funcs=fixed_reward,
+        args=args,
+        processing_class=tok,
+        train_dataset=Dataset.from_list(rows(REWARDS[:n])),
+    )
     trainer.current_gradient_accumulation_steps = 1  # set by the training loop; _compute_loss reads it
     fixed = completion_ids(n, len(tok)) if completions is None else completions
 
@@ -85,8 +117,9 @@ def trainer_grads(trainer, inputs) -> dict[str, torch.Tensor]:
     return grads
 
 
-def reference_loss(model, inputs, adv, *, loss_type: str, weighting: str = "none", alpha: float = 0.5,
-                   top_k: int | None = None):
+def reference_loss(
+    model, inputs, adv, *, loss_type: str, weighting: str = "none", alpha: float = 0.5, top_k: int | None = None
+):
     r"""The policy-gradient loss of one micro-batch, from the equations (QAE arXiv 2509.22611 sec. 2-4, SA-AH-GRPO arXiv 2606.05434; docs/equations.md).
 
     At the first step the PPO ratio is exp(logp - logp.detach()) = 1, so the clipped objective is
@@ -100,7 +133,7 @@ def reference_loss(model, inputs, adv, *, loss_type: str, weighting: str = "none
     attention = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)  # (N, P+T)
     t = inputs["completion_ids"].shape[1]
     logits = model(input_ids=ids, attention_mask=attention).logits  # (N, P+T, V)
-    z = logits[:, -t - 1:-1]  # (N, T, V): the logits at position p predict token p+1
+    z = logits[:, -t - 1 : -1]  # (N, T, V): the logits at position p predict token p+1
     log_p = torch.log_softmax(z, dim=-1)  # (N, T, V)
     logp = log_p.gather(-1, inputs["completion_ids"].unsqueeze(-1)).squeeze(-1)  # (N, T)
     m = inputs["completion_mask"].to(logp.dtype)  # (N, T)

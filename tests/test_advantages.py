@@ -24,6 +24,7 @@ T = torch.tensor
 
 # ---------------------------------------------------------------- hand-computed cases
 
+
 def test_conventions_differ_g8_k04_five_of_eight():
     r = T([1.0, 0, 1, 1, 0, 1, 0, 1])  # 5 of 8 correct, shuffled
     assert quantile_baseline(r, 8, 0.4).item() == 1.0  # paper: 4th smallest of 0,0,0,1,1,1,1,1
@@ -59,9 +60,9 @@ def test_float_rank_edge():
 
 def test_two_regime_gate_hand():
     # G=4, K=0.4: hard while #correct <= 4 - ceil(1.6) = 2
-    r = T([1.0, 0, 0, 0,  1, 1, 0, 0,  1, 1, 1, 0,  0, 0, 0, 0,  1, 1, 1, 1])
+    r = T([1.0, 0, 0, 0, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 1, 1, 1, 1])
     a = group_advantages(r, 4, k=0.4, scale="none")
-    assert a.tolist() == [1, 0, 0, 0,  1, 1, 0, 0,  0, 0, 0, -1,  0, 0, 0, 0,  0, 0, 0, 0]
+    assert a.tolist() == [1, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0]
     # with the group std: {1,0,0,0}: std = 0.5 -> A = 1 / 0.5
     a = group_advantages(r, 4, k=0.4, eps=0.0)
     assert a[0].item() == pytest.approx(2.0)
@@ -95,7 +96,7 @@ def test_dtypes_and_devices():
     assert group_advantages(r64, 2).dtype == torch.float64
     assert group_advantages(torch.tensor([1, 0, 0, 1]), 2).dtype == torch.float32  # ints accepted
     # bools: b = 0 (1st smallest), std(1, 0) = 1/sqrt(2) -> A = sqrt(2), 0
-    assert group_advantages(torch.tensor([True, False]), 2).tolist() == pytest.approx([2 ** 0.5, 0.0], abs=1e-4)
+    assert group_advantages(torch.tensor([True, False]), 2).tolist() == pytest.approx([2**0.5, 0.0], abs=1e-4)
     bf = torch.tensor([1.0, 0, 0, 0], dtype=torch.bfloat16)
     assert torch.allclose(group_advantages(bf, 4), group_advantages(bf.float(), 4))
 
@@ -113,6 +114,7 @@ def test_cuda_matches_cpu():
 
 # ---------------------------------------------------------------- against the loop reference
 
+
 @pytest.mark.parametrize("binary", [True, False])
 @pytest.mark.parametrize("method", ["paper", "linear"])
 def test_matches_reference_random(binary, method):
@@ -127,8 +129,10 @@ def test_matches_reference_random(binary, method):
         else:
             rewards = [round(rng.gauss(0, 2), 2) for _ in range(b * g)]
         r = torch.tensor(rewards, dtype=torch.float64)
-        want_b = [(ref_quantile_paper if method == "paper" else ref_quantile_linear)(rewards[i:i + g], k)
-                  for i in range(0, b * g, g)]
+        want_b = [
+            (ref_quantile_paper if method == "paper" else ref_quantile_linear)(rewards[i : i + g], k)
+            for i in range(0, b * g, g)
+        ]
         torch.testing.assert_close(quantile_baseline(r, g, k, method=method), torch.tensor(want_b, dtype=torch.float64))
         for baseline in ("mean", "quantile"):
             for scale in ("group", "batch", "none"):
@@ -140,13 +144,25 @@ def test_matches_reference_random(binary, method):
 # ---------------------------------------------------------------- properties
 
 groups = st.integers(2, 16).flatmap(
-    lambda g: st.tuples(st.just(g), st.integers(1, 4).flatmap(
-        lambda b: st.lists(st.floats(-10, 10, allow_nan=False, width=32), min_size=b * g, max_size=b * g))))
+    lambda g: st.tuples(
+        st.just(g),
+        st.integers(1, 4).flatmap(
+            lambda b: st.lists(st.floats(-10, 10, allow_nan=False, width=32), min_size=b * g, max_size=b * g)
+        ),
+    )
+)
 ks = st.floats(0.01, 0.99)
 
 
-@given(st.integers(2, 16), st.integers(1, 4), st.floats(-5, 5, width=32), ks, st.sampled_from(["paper", "linear"]),
-       st.sampled_from(["mean", "quantile"]), st.sampled_from(["group", "batch", "none"]))
+@given(
+    st.integers(2, 16),
+    st.integers(1, 4),
+    st.floats(-5, 5, width=32),
+    ks,
+    st.sampled_from(["paper", "linear"]),
+    st.sampled_from(["mean", "quantile"]),
+    st.sampled_from(["group", "batch", "none"]),
+)
 def test_all_equal_groups_get_zero(g, b, value, k, method, baseline, scale):
     # exactly zero, although the float32 mean of G copies of a value can differ from it by rounding
     r = torch.full((b * g,), value)
@@ -169,9 +185,15 @@ def test_quantile_within_group_range(gr, k, method):
     assert torch.all(b >= r.view(-1, g).amin(1)) and torch.all(b <= r.view(-1, g).amax(1))
 
 
-@given(st.integers(2, 32).flatmap(lambda g: st.tuples(st.just(g), st.lists(st.booleans(), min_size=g, max_size=4 * g)
-                                                        .map(lambda x: x[: len(x) // g * g]))), ks,
-       st.sampled_from(["group", "batch", "none"]))
+@given(
+    st.integers(2, 32).flatmap(
+        lambda g: st.tuples(
+            st.just(g), st.lists(st.booleans(), min_size=g, max_size=4 * g).map(lambda x: x[: len(x) // g * g])
+        )
+    ),
+    ks,
+    st.sampled_from(["group", "batch", "none"]),
+)
 def test_binary_zero_fraction_matches_gate(gr, k, scale):
     g, bits = gr
     r = torch.tensor(bits, dtype=torch.float32)
@@ -179,7 +201,7 @@ def test_binary_zero_fraction_matches_gate(gr, k, scale):
     # the gate: hard (p <= 1-K) -> failures get 0 (G - c zeros); easy -> successes get 0 (c zeros)
     want = 0
     for start in range(0, len(bits), g):
-        c = sum(bits[start:start + g])
+        c = sum(bits[start : start + g])
         hard = c <= g - math.ceil(round(k * g, 9))
         want += (g - c) if hard else c
     assert int((a == 0).sum()) == want
@@ -203,12 +225,22 @@ def test_hard_regime_is_p_le_one_minus_k(g, k):
 
 
 def test_advantage_stats_hand():
-    r = T([1.0, 0, 0, 0,  1, 1, 1, 0,  0, 0, 0, 0])
+    r = T([1.0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0])
     a = group_advantages(r, 4, k=0.4)
     s = advantage_stats(r, a, 4, 0.4)
-    assert s == pytest.approx({"zero_adv_frac": 10 / 12, "pos_frac": 1 / 12, "neg_frac": 1 / 12,
-                               "hard_frac": 2 / 3, "easy_frac": 1 / 3, "all_equal_frac": 1 / 3,
-                               "success_rate": 4 / 12, "neg_correct": 0.0, "neg_correct_frac": 0.0})
+    assert s == pytest.approx(
+        {
+            "zero_adv_frac": 10 / 12,
+            "pos_frac": 1 / 12,
+            "neg_frac": 1 / 12,
+            "hard_frac": 2 / 3,
+            "easy_frac": 1 / 3,
+            "all_equal_frac": 1 / 3,
+            "success_rate": 4 / 12,
+            "neg_correct": 0.0,
+            "neg_correct_frac": 0.0,
+        }
+    )
     # composite rewards: successes are those at or above the threshold
     s = advantage_stats(r * 5 + 1, a, 4, 0.4, success_threshold=6.0)
     assert s["success_rate"] == pytest.approx(4 / 12)
@@ -232,14 +264,19 @@ def test_bad_k(k):
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
 def test_non_finite_rewards(bad):
     r = T([1.0, bad, 0, 0])
-    for fn in (lambda: quantile_baseline(r, 2, 0.4), lambda: group_advantages(r, 2),
-               lambda: mean_baseline(r, 2), lambda: advantage_stats(r, GOOD, 2, 0.4)):
+    for fn in (
+        lambda: quantile_baseline(r, 2, 0.4),
+        lambda: group_advantages(r, 2),
+        lambda: mean_baseline(r, 2),
+        lambda: advantage_stats(r, GOOD, 2, 0.4),
+    ):
         with pytest.raises(ValueError, match="rewards must be finite"):
             fn()
 
 
-@pytest.mark.parametrize("g,msg", [(3, "not a multiple"), (1, ">= 2"), (0, ">= 2"), (-2, ">= 2"),
-                                   (2.0, "int"), (True, "int"), ("2", "int")])
+@pytest.mark.parametrize(
+    "g,msg", [(3, "not a multiple"), (1, ">= 2"), (0, ">= 2"), (-2, ">= 2"), (2.0, "int"), (True, "int"), ("2", "int")]
+)
 def test_bad_group_size(g, msg):
     with pytest.raises(ValueError, match=msg):
         group_advantages(GOOD, g)
@@ -247,10 +284,17 @@ def test_bad_group_size(g, msg):
         quantile_baseline(GOOD, g, 0.4)
 
 
-@pytest.mark.parametrize("rewards,msg", [
-    (torch.ones(2, 2), "dimension"), (torch.tensor(1.0), "dimension"), (torch.empty(0), "empty"),
-    (torch.ones(4, dtype=torch.complex64), "real"), ("1,0,0,1", "real-valued tensor"), ([[1, 0], [1]], "tensor"),
-])
+@pytest.mark.parametrize(
+    "rewards,msg",
+    [
+        (torch.ones(2, 2), "dimension"),
+        (torch.tensor(1.0), "dimension"),
+        (torch.empty(0), "empty"),
+        (torch.ones(4, dtype=torch.complex64), "real"),
+        ("1,0,0,1", "real-valued tensor"),
+        ([[1, 0], [1]], "tensor"),
+    ],
+)
 def test_bad_rewards(rewards, msg):
     with pytest.raises(ValueError, match=msg):
         group_advantages(rewards, 2)
@@ -260,9 +304,16 @@ def test_lists_are_accepted():
     assert group_advantages([1, 0, 0, 1], 2, scale="none").tolist() == [1.0, 0.0, 0.0, 1.0]
 
 
-@pytest.mark.parametrize("kwargs,name", [({"baseline": "median"}, "baseline"), ({"scale": "std"}, "scale"),
-                                         ({"quantile_method": "nearest"}, "quantile_method"),
-                                         ({"eps": -1e-6}, "eps"), ({"eps": float("nan")}, "eps")])
+@pytest.mark.parametrize(
+    "kwargs,name",
+    [
+        ({"baseline": "median"}, "baseline"),
+        ({"scale": "std"}, "scale"),
+        ({"quantile_method": "nearest"}, "quantile_method"),
+        ({"eps": -1e-6}, "eps"),
+        ({"eps": float("nan")}, "eps"),
+    ],
+)
 def test_bad_options(kwargs, name):
     with pytest.raises(ValueError, match=name):
         group_advantages(GOOD, 2, **kwargs)
@@ -307,11 +358,11 @@ def test_huge_rewards_hand(dtype, big):
     big = r[0].item()  # the value the dtype holds
     # mean: b = 0, std = x * 2/sqrt(3) -> A = +-sqrt(3)/2
     a = group_advantages(r, 4, baseline="mean")
-    torch.testing.assert_close(a, torch.tensor([1, -1, 1, -1], dtype=dtype) * 3 ** 0.5 / 2)
+    torch.testing.assert_close(a, torch.tensor([1, -1, 1, -1], dtype=dtype) * 3**0.5 / 2)
     # K = 0.4: b = 2nd smallest = -x -> A = 2x / std = sqrt(3) for +x, 0 for -x
     for scale in ("group", "batch"):
         a = group_advantages(r, 4, k=0.4, scale=scale)
-        torch.testing.assert_close(a, torch.tensor([1, 0, 1, 0], dtype=dtype) * 3 ** 0.5)
+        torch.testing.assert_close(a, torch.tensor([1, 0, 1, 0], dtype=dtype) * 3**0.5)
     assert group_advantages(r, 4, baseline="mean", scale="none").tolist() == [big, -big, big, -big]
     # baselines alone: the mean of [x, x, 0, 0] is x/2 (its sum 2x overflows), the median of [x, -x] is 0
     assert mean_baseline(torch.tensor([big, big, 0, 0], dtype=dtype), 4).item() == big / 2
@@ -340,14 +391,26 @@ def test_huge_rewards_with_scale_none_refuse_rather_than_overflow():
 
 
 def any_finite_groups(width):
-    return st.integers(2, 8).flatmap(lambda g: st.tuples(st.just(g), st.integers(1, 3).flatmap(
-        lambda b: st.lists(st.floats(allow_nan=False, allow_infinity=False, width=width),
-                           min_size=b * g, max_size=b * g))))
+    return st.integers(2, 8).flatmap(
+        lambda g: st.tuples(
+            st.just(g),
+            st.integers(1, 3).flatmap(
+                lambda b: st.lists(
+                    st.floats(allow_nan=False, allow_infinity=False, width=width), min_size=b * g, max_size=b * g
+                )
+            ),
+        )
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@given(data=st.data(), k=ks, method=st.sampled_from(["paper", "linear"]), baseline=st.sampled_from(["mean", "quantile"]),
-       scale=st.sampled_from(["group", "batch", "none"]))
+@given(
+    data=st.data(),
+    k=ks,
+    method=st.sampled_from(["paper", "linear"]),
+    baseline=st.sampled_from(["mean", "quantile"]),
+    scale=st.sampled_from(["group", "batch", "none"]),
+)
 def test_finite_rewards_give_finite_advantages(dtype, data, k, method, baseline, scale):
     # any finite rewards, up to the dtype's largest value: finite baselines and advantages
     g, rewards = data.draw(any_finite_groups(32 if dtype == torch.float32 else 64))
@@ -358,7 +421,7 @@ def test_finite_rewards_give_finite_advantages(dtype, data, k, method, baseline,
         a = group_advantages(r, g, baseline=baseline, k=k, quantile_method=method, scale=scale)
     except ValueError as err:  # only scale="none" may refuse, and only when R - b truly overflows
         assert scale == "none" and "overflows" in str(err)
-        rows = [rewards[i:i + g] for i in range(0, len(rewards), g)]  # Python floats: 2x max still finite
+        rows = [rewards[i : i + g] for i in range(0, len(rewards), g)]  # Python floats: 2x max still finite
         assert max(max(row) / 2 - min(row) / 2 for row in rows) > torch.finfo(dtype).max / 2
         return
     assert bool(torch.isfinite(a).all())
@@ -366,25 +429,35 @@ def test_finite_rewards_give_finite_advantages(dtype, data, k, method, baseline,
         assert a.abs().max().item() <= math.sqrt(2 * (g - 1)) + 1e-3
 
 
-@given(st.integers(2, 8).flatmap(lambda g: st.tuples(st.just(g), st.integers(1, 3).flatmap(
-           lambda b: st.lists(st.integers(-1000, 1000), min_size=b * g, max_size=b * g)))),
-       st.integers(0, 118), ks, st.sampled_from(["paper", "linear"]), st.sampled_from(["mean", "quantile"]),
-       st.sampled_from(["group", "batch", "none"]))
+@given(
+    st.integers(2, 8).flatmap(
+        lambda g: st.tuples(
+            st.just(g),
+            st.integers(1, 3).flatmap(lambda b: st.lists(st.integers(-1000, 1000), min_size=b * g, max_size=b * g)),
+        )
+    ),
+    st.integers(0, 118),
+    ks,
+    st.sampled_from(["paper", "linear"]),
+    st.sampled_from(["mean", "quantile"]),
+    st.sampled_from(["group", "batch", "none"]),
+)
 def test_scaling_rewards_by_a_power_of_two_is_exact(gr, j, k, method, baseline, scale):
     # A(2^j R) = A(R) with the std scale (eps = 0), 2^j A(R) without; exactly, up to |R| = 3.3e38
     g, rewards = gr
     r = torch.tensor(rewards, dtype=torch.float32)
     kw = {"baseline": baseline, "k": k, "quantile_method": method, "scale": scale, "eps": 0.0}
     small = group_advantages(r, g, **kw)
-    if scale == "none" and (small.abs().max().item() * 2.0 ** j > F32_MAX):
+    if scale == "none" and (small.abs().max().item() * 2.0**j > F32_MAX):
         with pytest.raises(ValueError, match="overflows"):
-            group_advantages(r * 2.0 ** j, g, **kw)
+            group_advantages(r * 2.0**j, g, **kw)
         return
-    big = group_advantages(r * 2.0 ** j, g, **kw)
-    assert torch.equal(big, small * 2.0 ** j if scale == "none" else small)
+    big = group_advantages(r * 2.0**j, g, **kw)
+    assert torch.equal(big, small * 2.0**j if scale == "none" else small)
 
 
 # ---------------------------------------------------------------- hard_regime input (issue 11, case 10)
+
 
 def test_hard_regime_accepts_lists_and_whole_floats():
     assert hard_regime([1, 2, 4, 5], 8, 0.4).tolist() == [True, True, True, False]
@@ -393,25 +466,36 @@ def test_hard_regime_accepts_lists_and_whole_floats():
     assert hard_regime(torch.tensor([[0, 8]], dtype=torch.uint8), 8, 0.4).tolist() == [[True, False]]
 
 
-@pytest.mark.parametrize("counts,msg", [
-    ([-5, 2], r"success_count must lie in \[0, group_size=8\], got -5"),
-    (torch.tensor([100]), r"success_count must lie in \[0, group_size=8\], got 100"),
-    (9, r"\[0, group_size=8\], got 9"),
-    ([2.5], r"success_count must be whole numbers in \[0, group_size=8\], got 2.5"),
-    ([2.0000001], "whole numbers"),
-    (T([float("nan")]), "finite"),
-    (torch.tensor([True, False]), "bool"),
-    ("3", "success_count"),
-    ([[1, 2], [3]], "success_count"),
-])
+@pytest.mark.parametrize(
+    "counts,msg",
+    [
+        ([-5, 2], r"success_count must lie in \[0, group_size=8\], got -5"),
+        (torch.tensor([100]), r"success_count must lie in \[0, group_size=8\], got 100"),
+        (9, r"\[0, group_size=8\], got 9"),
+        ([2.5], r"success_count must be whole numbers in \[0, group_size=8\], got 2.5"),
+        ([2.0000001], "whole numbers"),
+        (T([float("nan")]), "finite"),
+        (torch.tensor([True, False]), "bool"),
+        ("3", "success_count"),
+        ([[1, 2], [3]], "success_count"),
+    ],
+)
 def test_hard_regime_bad_counts(counts, msg):
     with pytest.raises(ValueError, match=msg):
         hard_regime(counts, 8, 0.4)
 
 
-@pytest.mark.parametrize("g,k,msg", [(1, 0.4, "group_size must be >= 2"), (0, 0.4, "group_size"),
-                                     (8.0, 0.4, "group_size must be an int"), (8, 0.0, r"k must lie in .*\(0, 1\)"),
-                                     (8, 1.0, r"\(0, 1\)"), (8, float("nan"), "k")])
+@pytest.mark.parametrize(
+    "g,k,msg",
+    [
+        (1, 0.4, "group_size must be >= 2"),
+        (0, 0.4, "group_size"),
+        (8.0, 0.4, "group_size must be an int"),
+        (8, 0.0, r"k must lie in .*\(0, 1\)"),
+        (8, 1.0, r"\(0, 1\)"),
+        (8, float("nan"), "k"),
+    ],
+)
 def test_hard_regime_bad_group_size_and_k(g, k, msg):
     with pytest.raises(ValueError, match=msg):
         hard_regime([1, 2], g, k)

@@ -41,8 +41,9 @@ def documents(root: Path = ROOT) -> dict[str, str]:
         out[str(path.relative_to(root))] = path.read_text(encoding="utf-8")
     for path in sorted((root / "notebooks").glob("*.ipynb")):
         cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-        out[str(path.relative_to(root))] = "\n\n".join("".join(c["source"]) for c in cells
-                                                        if c["cell_type"] in ("markdown", "code"))
+        out[str(path.relative_to(root))] = "\n\n".join(
+            "".join(c["source"]) for c in cells if c["cell_type"] in ("markdown", "code")
+        )
     return out
 
 
@@ -135,8 +136,11 @@ def missing(docs: dict[str, str], root: Path = ROOT) -> list[str]:
             path = (root / doc).parent / file
             if file and not path.exists():
                 bad.append(f"{doc}: link {target}")
-            elif anchor and (not file or path.suffix == ".md") and anchor not in _anchors(
-                    path.read_text(encoding="utf-8") if file else text):
+            elif (
+                anchor
+                and (not file or path.suffix == ".md")
+                and anchor not in _anchors(path.read_text(encoding="utf-8") if file else text)
+            ):
                 bad.append(f"{doc}: link {target} (no such heading)")
     return bad
 
@@ -169,17 +173,19 @@ from qae_lab.methods import (Knobs,
 `tests/test_methods_knobs.py::test_no_such_test`, `tests/test_no_such_file.py`, [gone](docs/gone.md), [x](docs/architecture.md#nope)
 [down](#no-heading-here)
 """
-    assert sorted(missing({"doc.md": made_up})) == sorted([
-        "doc.md: qae_lab.methods.knob_changes_of",
-        "doc.md: qae_lab.methods.no_such_name",
-        "doc.md: qae_lab.no_such_module.f",
-        "doc.md: python -m qae_lab.advantages.group_advantages",
-        "doc.md: tests/test_methods_knobs.py::test_no_such_test",
-        "doc.md: tests/test_no_such_file.py",
-        "doc.md: link docs/gone.md",
-        "doc.md: link docs/architecture.md#nope (no such heading)",
-        "doc.md: link #no-heading-here (no such heading)",
-    ])
+    assert sorted(missing({"doc.md": made_up})) == sorted(
+        [
+            "doc.md: qae_lab.methods.knob_changes_of",
+            "doc.md: qae_lab.methods.no_such_name",
+            "doc.md: qae_lab.no_such_module.f",
+            "doc.md: python -m qae_lab.advantages.group_advantages",
+            "doc.md: tests/test_methods_knobs.py::test_no_such_test",
+            "doc.md: tests/test_no_such_file.py",
+            "doc.md: link docs/gone.md",
+            "doc.md: link docs/architecture.md#nope (no such heading)",
+            "doc.md: link #no-heading-here (no such heading)",
+        ]
+    )
 
 
 def test_the_readmes_picture_is_the_tools_figure_of_notebook_07():

@@ -57,12 +57,15 @@ def test_token_covariance_by_hand_and_edge_cases():
     assert not token_covariance(lp, torch.tensor([1.0]), torch.ones(1, 2)).requires_grad
 
 
-@pytest.mark.parametrize("bad, match", [
-    (dict(logps=torch.zeros(3)), "logps must have 2 dimension"),
-    (dict(advantages=torch.zeros(3)), "advantages must have shape"),
-    (dict(mask=torch.full((2, 3), 2)), "mask must hold only 0 and 1"),
-    (dict(advantages=torch.tensor([float("nan"), 0.0])), "advantages must be finite"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (dict(logps=torch.zeros(3)), "logps must have 2 dimension"),
+        (dict(advantages=torch.zeros(3)), "advantages must have shape"),
+        (dict(mask=torch.full((2, 3), 2)), "mask must hold only 0 and 1"),
+        (dict(advantages=torch.tensor([float("nan"), 0.0])), "advantages must be finite"),
+    ],
+)
 def test_token_covariance_names_bad_input(bad, match):
     args = dict(logps=torch.zeros(2, 3), advantages=torch.zeros(2), mask=torch.ones(2, 3)) | bad
     with pytest.raises(ValueError, match=match):
@@ -97,8 +100,12 @@ def test_clip_cov_draws_the_fraction_from_the_band_only():
         assert bool((pick <= band).all())  # only candidates
     # the same generator seed draws the same tokens; another seed draws others
     g = lambda s: torch.Generator().manual_seed(s)  # noqa: E731
-    assert torch.equal(clip_cov_select(cov, mask, 0.01, generator=g(1)), clip_cov_select(cov, mask, 0.01, generator=g(1)))
-    assert not torch.equal(clip_cov_select(cov, mask, 0.01, generator=g(1)), clip_cov_select(cov, mask, 0.01, generator=g(2)))
+    assert torch.equal(
+        clip_cov_select(cov, mask, 0.01, generator=g(1)), clip_cov_select(cov, mask, 0.01, generator=g(1))
+    )
+    assert not torch.equal(
+        clip_cov_select(cov, mask, 0.01, generator=g(1)), clip_cov_select(cov, mask, 0.01, generator=g(2))
+    )
     # the paper's 2e-4 of 1,800 tokens floors to 0: at least one token is clipped
     assert int(clip_cov_select(cov, mask).sum()) == 1
     # fewer candidates than the count: all of them
@@ -108,12 +115,15 @@ def test_clip_cov_draws_the_fraction_from_the_band_only():
     assert not clip_cov_select(torch.zeros(2, 2), torch.ones(2, 2), ratio=1.0).any()  # nothing in the band
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(ratio=0.0), r"ratio must lie in \(0, 1\]"),
-    (dict(ratio=1.5), r"ratio must lie in \(0, 1\]"),
-    (dict(lb=5.0, ub=1.0), "lb must be < ub"),
-    (dict(lb=float("nan")), "lb must be finite"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(ratio=0.0), r"ratio must lie in \(0, 1\]"),
+        (dict(ratio=1.5), r"ratio must lie in \(0, 1\]"),
+        (dict(lb=5.0, ub=1.0), "lb must be < ub"),
+        (dict(lb=float("nan")), "lb must be finite"),
+    ],
+)
 def test_clip_cov_names_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
         clip_cov_select(torch.zeros(2, 2), torch.ones(2, 2), **kwargs)

@@ -27,6 +27,7 @@ T = torch.tensor
 
 # ---------------------------------------------------------------- normalised_entropy
 
+
 def test_entropy_extremes():
     v = 50
     assert torch.allclose(normalised_entropy(torch.zeros(2, 3, v)), torch.ones(2, 3))
@@ -73,8 +74,10 @@ def test_entropy_chunking_dtype_and_masked_vocab():
 @pytest.mark.parametrize("with_bias", [False, True])
 def test_head_entropy_matches_projected_logits(top_k, with_bias):
     g = torch.Generator().manual_seed(3)
-    hidden, weight = torch.randn(3, 7, 8, generator=g, dtype=torch.float64), torch.randn(37, 8, generator=g,
-                                                                                      dtype=torch.float64)
+    hidden, weight = (
+        torch.randn(3, 7, 8, generator=g, dtype=torch.float64),
+        torch.randn(37, 8, generator=g, dtype=torch.float64),
+    )
     bias = torch.randn(37, generator=g, dtype=torch.float64) if with_bias else None
     z = (hidden @ weight.T + (0 if bias is None else bias)) / 0.7  # (3, 7, V): the logits, by hand
     want = normalised_entropy(z, top_k)
@@ -101,22 +104,25 @@ def test_head_entropy_integer_weight_is_refused_not_truncated():
     assert head_normalised_entropy(h, w.double(), torch.zeros(4)).item() == pytest.approx(want, abs=1e-12)
 
 
-@pytest.mark.parametrize("kwargs,msg", [
-    ({"hidden": torch.zeros(2, 3, 4, dtype=torch.long)}, "hidden"),
-    ({"weight": torch.zeros(5, 3)}, "weight"),
-    ({"weight": torch.zeros(5)}, "weight"),
-    ({"bias": torch.zeros(4)}, "bias"),
-    ({"weight": torch.zeros(5, 4, dtype=torch.int64)}, "weight must be a floating-point tensor"),
-    ({"weight": torch.zeros(5, 4, dtype=torch.int8)}, "weight .*dequantise"),
-    ({"weight": torch.zeros(5, 4, dtype=torch.bool)}, "weight .*torch.bool"),
-    ({"weight": [[0.0] * 4] * 5}, "weight must be a floating-point tensor .*got list"),
-    ({"bias": torch.zeros(5, dtype=torch.int64)}, "bias must be a floating-point tensor"),
-    ({"hidden": torch.zeros(2, 3, 4, dtype=torch.int32)}, "hidden .*torch.int32"),
-    ({"temperature": 0.0}, "temperature"),
-    ({"temperature": float("nan")}, "temperature"),
-    ({"top_k": 0}, "top_k"),
-    ({"chunk_rows": 0}, "chunk_rows"),
-])
+@pytest.mark.parametrize(
+    "kwargs,msg",
+    [
+        ({"hidden": torch.zeros(2, 3, 4, dtype=torch.long)}, "hidden"),
+        ({"weight": torch.zeros(5, 3)}, "weight"),
+        ({"weight": torch.zeros(5)}, "weight"),
+        ({"bias": torch.zeros(4)}, "bias"),
+        ({"weight": torch.zeros(5, 4, dtype=torch.int64)}, "weight must be a floating-point tensor"),
+        ({"weight": torch.zeros(5, 4, dtype=torch.int8)}, "weight .*dequantise"),
+        ({"weight": torch.zeros(5, 4, dtype=torch.bool)}, "weight .*torch.bool"),
+        ({"weight": [[0.0] * 4] * 5}, "weight must be a floating-point tensor .*got list"),
+        ({"bias": torch.zeros(5, dtype=torch.int64)}, "bias must be a floating-point tensor"),
+        ({"hidden": torch.zeros(2, 3, 4, dtype=torch.int32)}, "hidden .*torch.int32"),
+        ({"temperature": 0.0}, "temperature"),
+        ({"temperature": float("nan")}, "temperature"),
+        ({"top_k": 0}, "top_k"),
+        ({"chunk_rows": 0}, "chunk_rows"),
+    ],
+)
 def test_head_entropy_bad_input(kwargs, msg):
     args = {"hidden": torch.zeros(2, 3, 4), "weight": torch.zeros(5, 4), **kwargs}
     with pytest.raises(ValueError, match=msg):
@@ -129,21 +135,25 @@ def test_entropy_gradient_flows():
     assert logits.grad is not None and torch.isfinite(logits.grad).all()
 
 
-@pytest.mark.parametrize("kwargs,msg", [
-    ({"logits": torch.zeros(2, 3, dtype=torch.long)}, "floating-point"),
-    ({"logits": [[0.0, 1.0]]}, "floating-point"),
-    ({"logits": torch.zeros(2, 3, 1)}, "V >= 2"),
-    ({"logits": torch.zeros(2, 3, 4), "top_k": 0}, "top_k"),
-    ({"logits": torch.zeros(2, 3, 4), "top_k": 2.5}, "top_k"),
-    ({"logits": torch.zeros(2, 3, 4), "chunk_rows": 0}, "chunk_rows"),
-    ({"logits": torch.full((1, 1, 4), float("nan"))}, "finite"),
-])
+@pytest.mark.parametrize(
+    "kwargs,msg",
+    [
+        ({"logits": torch.zeros(2, 3, dtype=torch.long)}, "floating-point"),
+        ({"logits": [[0.0, 1.0]]}, "floating-point"),
+        ({"logits": torch.zeros(2, 3, 1)}, "V >= 2"),
+        ({"logits": torch.zeros(2, 3, 4), "top_k": 0}, "top_k"),
+        ({"logits": torch.zeros(2, 3, 4), "top_k": 2.5}, "top_k"),
+        ({"logits": torch.zeros(2, 3, 4), "chunk_rows": 0}, "chunk_rows"),
+        ({"logits": torch.full((1, 1, 4), float("nan"))}, "finite"),
+    ],
+)
 def test_entropy_bad_input(kwargs, msg):
     with pytest.raises(ValueError, match=msg):
         normalised_entropy(**kwargs)
 
 
 # ---------------------------------------------------------------- horizon_weights
+
 
 def test_horizon_weights_hand():
     h = T([[0.5, 0.0, 0.5, 0.3], [0.2, 0.2, 0.2, 0.2]])
@@ -168,9 +178,14 @@ def test_horizon_weights_reference_random_with_left_and_right_padding():
         torch.testing.assert_close(got, T(ref_horizon_weights(h, mask, alpha), dtype=torch.float64))
 
 
-h_and_mask = st.integers(1, 4).flatmap(lambda n: st.integers(1, 16).flatmap(lambda t: st.tuples(
-    st.lists(st.lists(st.floats(0, 1), min_size=t, max_size=t), min_size=n, max_size=n),
-    st.lists(st.lists(st.booleans(), min_size=t, max_size=t), min_size=n, max_size=n))))
+h_and_mask = st.integers(1, 4).flatmap(
+    lambda n: st.integers(1, 16).flatmap(
+        lambda t: st.tuples(
+            st.lists(st.lists(st.floats(0, 1), min_size=t, max_size=t), min_size=n, max_size=n),
+            st.lists(st.lists(st.booleans(), min_size=t, max_size=t), min_size=n, max_size=n),
+        )
+    )
+)
 
 
 @given(h_and_mask, st.floats(0, 5))
@@ -205,24 +220,28 @@ def test_weights_are_detached():
     assert not selective_horizon_weights(h, torch.ones(2, 3), T([1.0, -1.0]), 0.5).requires_grad
 
 
-@pytest.mark.parametrize("args,msg", [
-    ((torch.full((2, 3), 1.5), torch.ones(2, 3), 0.5), "h_norm must hold normalised entropies"),
-    ((torch.full((2, 3), -0.1), torch.ones(2, 3), 0.5), "h_norm"),
-    ((torch.full((2, 3), float("nan")), torch.ones(2, 3), 0.5), "h_norm must be finite"),
-    ((torch.zeros(6), torch.ones(6), 0.5), "h_norm must have 2"),
-    ((torch.zeros(2, 3), torch.ones(3, 2), 0.5), "mask must have shape"),
-    ((torch.zeros(2, 3), torch.full((2, 3), 2), 0.5), "mask must hold only 0 and 1"),
-    ((torch.zeros(2, 3), torch.ones(2, 3), float("nan")), "alpha"),
-    ((torch.zeros(2, 3), torch.ones(2, 3), float("inf")), "alpha"),
-    ((torch.zeros(2, 3), torch.ones(2, 3), "0.5"), "alpha"),
-    ((torch.ones(1, 200), torch.ones(1, 200), -1.0), "overflow"),
-])
+@pytest.mark.parametrize(
+    "args,msg",
+    [
+        ((torch.full((2, 3), 1.5), torch.ones(2, 3), 0.5), "h_norm must hold normalised entropies"),
+        ((torch.full((2, 3), -0.1), torch.ones(2, 3), 0.5), "h_norm"),
+        ((torch.full((2, 3), float("nan")), torch.ones(2, 3), 0.5), "h_norm must be finite"),
+        ((torch.zeros(6), torch.ones(6), 0.5), "h_norm must have 2"),
+        ((torch.zeros(2, 3), torch.ones(3, 2), 0.5), "mask must have shape"),
+        ((torch.zeros(2, 3), torch.full((2, 3), 2), 0.5), "mask must hold only 0 and 1"),
+        ((torch.zeros(2, 3), torch.ones(2, 3), float("nan")), "alpha"),
+        ((torch.zeros(2, 3), torch.ones(2, 3), float("inf")), "alpha"),
+        ((torch.zeros(2, 3), torch.ones(2, 3), "0.5"), "alpha"),
+        ((torch.ones(1, 200), torch.ones(1, 200), -1.0), "overflow"),
+    ],
+)
 def test_horizon_bad_input(args, msg):
     with pytest.raises(ValueError, match=msg):
         horizon_weights(*args)
 
 
 # ---------------------------------------------------------------- selective_horizon_weights
+
 
 def test_sa_ah_selective_vs_symmetric():
     h = torch.full((3, 3), 0.5)
@@ -237,17 +256,21 @@ def test_sa_ah_selective_vs_symmetric():
     torch.testing.assert_close(selective_horizon_weights(h, m, adv, 1.0, selective=False), w_h)
 
 
-@pytest.mark.parametrize("args,kwargs,msg", [
-    ((torch.zeros(2, 3), torch.ones(2, 3), T([1.0]), 0.5), {}, "advantages must have shape"),
-    ((torch.zeros(2, 3), torch.ones(2, 3), T([1.0, float("nan")]), 0.5), {}, "advantages must be finite"),
-    ((torch.zeros(2, 3), torch.ones(2, 3), T([1.0, 0.0]), 0.5), {"selective": "yes"}, "selective"),
-])
+@pytest.mark.parametrize(
+    "args,kwargs,msg",
+    [
+        ((torch.zeros(2, 3), torch.ones(2, 3), T([1.0]), 0.5), {}, "advantages must have shape"),
+        ((torch.zeros(2, 3), torch.ones(2, 3), T([1.0, float("nan")]), 0.5), {}, "advantages must be finite"),
+        ((torch.zeros(2, 3), torch.ones(2, 3), T([1.0, 0.0]), 0.5), {"selective": "yes"}, "selective"),
+    ],
+)
 def test_sa_ah_bad_input(args, kwargs, msg):
     with pytest.raises(ValueError, match=msg):
         selective_horizon_weights(*args, **kwargs)
 
 
 # ---------------------------------------------------------------- weighted_token_mean
+
 
 def test_weighted_mean_hand_and_gradient():
     loss = T([[1.0, 2.0, 9.0], [3.0, 4.0, 9.0]], requires_grad=True)
@@ -265,18 +288,22 @@ def test_weighted_mean_with_mask_is_token_mean_and_zero_weights_give_zero():
     assert weighted_token_mean(loss, torch.zeros(3, 4)).item() == 0.0
 
 
-@pytest.mark.parametrize("loss,w,msg", [
-    (torch.ones(2, 2), torch.ones(2, 3), "shape"),
-    (torch.ones(2, 2), -torch.ones(2, 2), ">= 0"),
-    (torch.ones(2, 2), torch.full((2, 2), float("inf")), "finite"),
-    (torch.ones(2, 2, dtype=torch.long), torch.ones(2, 2), "per_token_loss"),
-])
+@pytest.mark.parametrize(
+    "loss,w,msg",
+    [
+        (torch.ones(2, 2), torch.ones(2, 3), "shape"),
+        (torch.ones(2, 2), -torch.ones(2, 2), ">= 0"),
+        (torch.ones(2, 2), torch.full((2, 2), float("inf")), "finite"),
+        (torch.ones(2, 2, dtype=torch.long), torch.ones(2, 2), "per_token_loss"),
+    ],
+)
 def test_weighted_mean_bad_input(loss, w, msg):
     with pytest.raises(ValueError, match=msg):
         weighted_token_mean(loss, w)
 
 
 # ---------------------------------------------------------------- normaliser_factor
+
 
 def test_normaliser_factor_hand():
     w = T([[1.0, 0.5, 0.0], [0.25, 0.25, 0.0]])
@@ -289,11 +316,11 @@ def test_normaliser_factor_hand():
     assert normaliser_factor(T([[1.0, 0.5, 7.0]]), T([[1, 1, 0]])).item() == pytest.approx(2 / 1.5)
 
 
-def _trl_token_loss(l, m):   # TRL's bnpo / dapo normaliser: sum(l m) / sum(m)
+def _trl_token_loss(l, m):  # TRL's bnpo / dapo normaliser: sum(l m) / sum(m)
     return (l * m).sum() / m.sum()
 
 
-def _trl_sequence_loss(l, m):   # TRL's grpo normaliser: mean_i sum_t(l m) / sum_t m
+def _trl_sequence_loss(l, m):  # TRL's grpo normaliser: mean_i sum_t(l m) / sum_t m
     return ((l * m).sum(-1) / m.sum(-1)).mean()
 
 
@@ -312,7 +339,7 @@ def test_normaliser_factor_makes_trl_loss_the_weighted_token_mean(seed):
     torch.testing.assert_close(_trl_token_loss(w * normaliser_factor(w, m) * l, mf), weighted_token_mean(l, w))
     # per sequence: the mean over rows of each row's sum(w l) / sum(w)
     c_i = normaliser_factor(w, m, per_sequence=True)  # (N, 1)
-    want = torch.stack([weighted_token_mean(l[i:i + 1], w[i:i + 1]) for i in range(n)]).mean()
+    want = torch.stack([weighted_token_mean(l[i : i + 1], w[i : i + 1]) for i in range(n)]).mean()
     torch.testing.assert_close(_trl_sequence_loss(w * c_i * l, mf), want)
     # sparse update: rows with A = 0 left out (loss 0, weight 1); the trainer rescales the kept rows'
     # loss by sum(m_kept) / sum(m); the skipped tokens enter the factor, and the result is the full
@@ -325,16 +352,19 @@ def test_normaliser_factor_makes_trl_loss_the_weighted_token_mean(seed):
     torch.testing.assert_close(got, weighted_token_mean(l_full, w_full))
 
 
-@pytest.mark.parametrize("args,kwargs,msg", [
-    ((torch.ones(2, 2), torch.ones(2, 3)), {}, "shape"),
-    ((-torch.ones(2, 2), torch.ones(2, 2)), {}, ">= 0"),
-    ((torch.full((2, 2), float("nan")), torch.ones(2, 2)), {}, "finite"),
-    ((torch.ones(2), torch.ones(2)), {}, "dimension"),
-    ((torch.ones(2, 2), torch.full((2, 2), 0.5)), {}, "0 and 1"),
-    ((torch.ones(2, 2), torch.ones(2, 2)), {"skipped_tokens": -1.0}, "skipped_tokens"),
-    ((torch.ones(2, 2), torch.ones(2, 2)), {"skipped_tokens": 2.0, "per_sequence": True}, "per_sequence"),
-    ((torch.ones(2, 2), torch.ones(2, 2)), {"per_sequence": "yes"}, "per_sequence"),
-])
+@pytest.mark.parametrize(
+    "args,kwargs,msg",
+    [
+        ((torch.ones(2, 2), torch.ones(2, 3)), {}, "shape"),
+        ((-torch.ones(2, 2), torch.ones(2, 2)), {}, ">= 0"),
+        ((torch.full((2, 2), float("nan")), torch.ones(2, 2)), {}, "finite"),
+        ((torch.ones(2), torch.ones(2)), {}, "dimension"),
+        ((torch.ones(2, 2), torch.full((2, 2), 0.5)), {}, "0 and 1"),
+        ((torch.ones(2, 2), torch.ones(2, 2)), {"skipped_tokens": -1.0}, "skipped_tokens"),
+        ((torch.ones(2, 2), torch.ones(2, 2)), {"skipped_tokens": 2.0, "per_sequence": True}, "per_sequence"),
+        ((torch.ones(2, 2), torch.ones(2, 2)), {"per_sequence": "yes"}, "per_sequence"),
+    ],
+)
 def test_normaliser_factor_bad_input(args, kwargs, msg):
     with pytest.raises(ValueError, match=msg):
         normaliser_factor(*args, **kwargs)

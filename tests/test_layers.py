@@ -21,8 +21,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "qae_lab"
 # each layer, the floor it stands on; the maths is every module at the package's top level
-FLOOR = {"maths": 0, "storage": 1, "task": 2, "toys": 2, "integrations": 2, "train": 3, "runs": 4, "analysis": 5,
-         "lab": 6}
+FLOOR = {
+    "maths": 0,
+    "storage": 1,
+    "task": 2,
+    "toys": 2,
+    "integrations": 2,
+    "train": 3,
+    "runs": 4,
+    "analysis": 5,
+    "lab": 6,
+}
 # (importer, imported) that cross upwards on purpose, inside a function: a run ends by drawing its report page
 LAZY_CROSSINGS = {("runs.pipeline", "lab.report")}
 # the import graph's longest chain of module-level imports, in modules (a module importing no qae_lab module: 1)
@@ -58,12 +67,12 @@ def imports(name: str, *, module_level: bool) -> set[str]:
         nodes = [top] if module_level and isinstance(top, (ast.FunctionDef, ast.ClassDef)) else ast.walk(top)
         for node in nodes:
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("qae_lab."):
-                dep = node.module[len("qae_lab."):]
+                dep = node.module[len("qae_lab.") :]
                 found |= {dep} | {f"{dep}.{a.name}" for a in node.names if f"{dep}.{a.name}" in known}
             elif isinstance(node, ast.ImportFrom) and node.module == "qae_lab":
                 found |= {a.name for a in node.names if a.name in known}
             elif isinstance(node, ast.Import):
-                found |= {a.name[len("qae_lab."):] for a in node.names if a.name.startswith("qae_lab.")}
+                found |= {a.name[len("qae_lab.") :] for a in node.names if a.name.startswith("qae_lab.")}
     return (found & known) - {name}
 
 
@@ -83,9 +92,13 @@ def test_every_module_has_a_layer():
 
 
 def test_no_module_imports_a_higher_layer():
-    wrong = [(name, dep) for name in module_names() if name != "__init__"
-             for dep in sorted(imports(name, module_level=False))
-             if dep != "__init__" and not allowed(name, dep) and (name, dep) not in LAZY_CROSSINGS]
+    wrong = [
+        (name, dep)
+        for name in module_names()
+        if name != "__init__"
+        for dep in sorted(imports(name, module_level=False))
+        if dep != "__init__" and not allowed(name, dep) and (name, dep) not in LAZY_CROSSINGS
+    ]
     assert wrong == [], "imports that go upwards or sideways:\n" + "\n".join(f"  {a} -> {b}" for a, b in wrong)
     for name, dep in LAZY_CROSSINGS:  # the allowed crossings stay inside functions
         assert dep not in imports(name, module_level=True), (name, dep)
@@ -104,10 +117,13 @@ def test_the_rule_itself():
 
 
 def _loaded_drawing(modules: list[str]) -> str:
-    code = (f"import sys, importlib; [importlib.import_module(m) for m in {modules!r}]; "
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'plotly', 'ipywidgets', 'IPython'}))")
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                          cwd=ROOT).stdout.strip()
+    code = (
+        f"import sys, importlib; [importlib.import_module(m) for m in {modules!r}]; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'plotly', 'ipywidgets', 'IPython'}))"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout.strip()
 
 
 def test_the_command_line_loads_no_plotting_or_widgets():
@@ -124,6 +140,7 @@ def chains() -> dict[str, int]:
     @functools.cache
     def chain(name: str) -> int:
         return 1 + max((chain(d) for d in imports(name, module_level=True)), default=0)
+
     return {name: chain(name) for name in module_names()}
 
 
@@ -141,7 +158,7 @@ if __name__ == "__main__":
 
 def test_the_architecture_page_lists_every_module_once():
     text = (ROOT / "docs" / "architecture.md").read_text()
-    table = text[text.index("## The modules"):]
+    table = text[text.index("## The modules") :]
     listed = [p for p in __import__("re").findall(r"^\| `(qae_lab/[\w/]+\.py)` \|", table, __import__("re").M)]
     files = sorted(str(p.relative_to(ROOT)) for p in PACKAGE.rglob("*.py"))
     assert sorted(listed) == files, (sorted(set(files) - set(listed)), sorted(set(listed) - set(files)))

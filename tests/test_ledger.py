@@ -111,26 +111,36 @@ def test_parts_match_a_loop_and_split_exactly():
     assert got["dh"] == pytest.approx(got["dh_pos"] + got["dh_neg"]) == pytest.approx(got["dh_hard"] + got["dh_easy"])
     # zero-advantage rows add nothing: drop them and the sum (over the same normaliser) is unchanged
     keep = adv != 0
-    sub = ledger_parts(entropy_change_terms(lp[keep], h[keep], adv[keep]), adv[keep], mask[keep], hard[keep],
-                       normaliser=float(mask.sum()))
+    sub = ledger_parts(
+        entropy_change_terms(lp[keep], h[keep], adv[keep]),
+        adv[keep],
+        mask[keep],
+        hard[keep],
+        normaliser=float(mask.sum()),
+    )
     assert sub == pytest.approx(got, rel=1e-12, abs=1e-15)
     assert ledger_parts(torch.zeros(2, 3), torch.zeros(2), torch.zeros(2, 3)) == dict.fromkeys(LEDGER_PARTS, 0.0)
 
 
 def test_clipped_tokens_carry_nothing_and_the_ratio_scales_the_rest():
-    a = update_advantages(torch.tensor([[1.0, 1.0, -1.0, -1.0]]), torch.tensor([[0.1, 0.5, -0.5, 0.1]]),
-                          torch.tensor([[False, True, True, False]]))
+    a = update_advantages(
+        torch.tensor([[1.0, 1.0, -1.0, -1.0]]),
+        torch.tensor([[0.1, 0.5, -0.5, 0.1]]),
+        torch.tensor([[False, True, True, False]]),
+    )
     assert torch.allclose(a, torch.tensor([[math.exp(0.1), 0.0, 0.0, -math.exp(0.1)]]))
     lp, h, m = torch.tensor([[-0.2, -0.3]]), torch.tensor([[0.6, 0.6]]), torch.ones(1, 2)
     on_policy = batch_ledger(lp, h, torch.tensor([1.0]), m)
     # Clip-Higher (eps_high 0.28) lets a ratio of 1.25 through; the symmetric 0.2 clips it
     old = lp - math.log(1.25)
-    assert batch_ledger(lp, h, torch.tensor([1.0]), m, old_logps=old, epsilon_high=0.28)["dh"] == \
-        pytest.approx(1.25 * on_policy["dh"])
+    assert batch_ledger(lp, h, torch.tensor([1.0]), m, old_logps=old, epsilon_high=0.28)["dh"] == pytest.approx(
+        1.25 * on_policy["dh"]
+    )
     assert batch_ledger(lp, h, torch.tensor([1.0]), m, old_logps=old, epsilon_high=0.2)["dh"] == 0.0
     # GSPO: one ratio per response, the mean log-ratio: exp((0.3 + 0) / 2)
-    seq = batch_ledger(lp, h, torch.tensor([1.0]), m, old_logps=lp - torch.tensor([[0.3, 0.0]]),
-                       sequence_level=True, epsilon_high=1.0)
+    seq = batch_ledger(
+        lp, h, torch.tensor([1.0]), m, old_logps=lp - torch.tensor([[0.3, 0.0]]), sequence_level=True, epsilon_high=1.0
+    )
     assert seq["dh"] == pytest.approx(math.exp(0.15) * on_policy["dh"])
 
 
@@ -162,23 +172,36 @@ def test_bandit_ledger_is_the_identity_and_the_gate_moves_its_parts():
         assert q["dh"] <= bandit_ledger(z, r, p)["dh"] + 1e-12
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda: entropy_change_terms(torch.zeros(1, 2), -torch.ones(1, 2), torch.ones(1)), "entropies must be >= 0"),
-    (lambda: entropy_change_terms(torch.zeros(1, 2), torch.ones(1, 3), torch.ones(1)), r"entropies must have shape"),
-    (lambda: entropy_change_terms(torch.zeros(1, 2), torch.ones(1, 2), torch.ones(1), form="adam"), "form must be"),
-    (lambda: ledger_parts(torch.zeros(1, 2), torch.ones(1), -torch.ones(1, 2)), "weights must be >= 0"),
-    (lambda: ledger_parts(torch.zeros(1, 2), torch.ones(1), torch.ones(1, 2), normaliser=0), "normaliser must be > 0"),
-    (lambda: ledger_parts(torch.zeros(2, 2), torch.ones(2), torch.ones(2, 2), torch.ones(3)), "hard_rows must have"),
-    (lambda: update_advantages(torch.ones(2, 3), clipped=torch.ones(3, 3)), "clipped must have shape"),
-    (lambda: bandit_ledger(torch.zeros(3), torch.zeros(2), 0.5), "r must have shape"),
-    (lambda: entropy_change_terms([[float("nan")]], [[0.0]], [1.0]), "logps must be finite"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: entropy_change_terms(torch.zeros(1, 2), -torch.ones(1, 2), torch.ones(1)), "entropies must be >= 0"),
+        (
+            lambda: entropy_change_terms(torch.zeros(1, 2), torch.ones(1, 3), torch.ones(1)),
+            r"entropies must have shape",
+        ),
+        (lambda: entropy_change_terms(torch.zeros(1, 2), torch.ones(1, 2), torch.ones(1), form="adam"), "form must be"),
+        (lambda: ledger_parts(torch.zeros(1, 2), torch.ones(1), -torch.ones(1, 2)), "weights must be >= 0"),
+        (
+            lambda: ledger_parts(torch.zeros(1, 2), torch.ones(1), torch.ones(1, 2), normaliser=0),
+            "normaliser must be > 0",
+        ),
+        (
+            lambda: ledger_parts(torch.zeros(2, 2), torch.ones(2), torch.ones(2, 2), torch.ones(3)),
+            "hard_rows must have",
+        ),
+        (lambda: update_advantages(torch.ones(2, 3), clipped=torch.ones(3, 3)), "clipped must have shape"),
+        (lambda: bandit_ledger(torch.zeros(3), torch.zeros(2), 0.5), "r must have shape"),
+        (lambda: entropy_change_terms([[float("nan")]], [[0.0]], [1.0]), "logps must be finite"),
+    ],
+)
 def test_bad_input_names_the_argument(call, match):
     with pytest.raises(ValueError, match=match):
         call()
 
 
 # ---------------------------------------------------------------- the trainer's ledger/* metrics
+
 
 @pytest.fixture(scope="module")
 def tok():
@@ -191,7 +214,7 @@ def _reference_from_forward(trainer, inputs, adv, k: float = 0.4) -> dict[str, f
     attention = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
     t = inputs["completion_ids"].shape[1]
     with torch.no_grad():
-        log_p = torch.log_softmax(trainer.model(input_ids=ids, attention_mask=attention).logits[:, -t - 1:-1], -1)
+        log_p = torch.log_softmax(trainer.model(input_ids=ids, attention_mask=attention).logits[:, -t - 1 : -1], -1)
     lp = log_p.gather(-1, inputs["completion_ids"].unsqueeze(-1)).squeeze(-1)
     h = -(log_p.exp() * log_p).sum(-1)
     counts = torch.tensor(REWARDS).view(-1, G).sum(1)
@@ -235,8 +258,15 @@ def test_trainer_ledger_uses_the_horizon_weights_the_loss_applies(tmp_path, tok)
     """SA-AH: the negative rows' tokens carry A_i w_t c, so their part shrinks against alpha = 0."""
     parts = {}
     for alpha in (0.0, 4.0):
-        trainer = make_trainer(tmp_path / str(alpha), tok, loss_type="bnpo", baseline="mean",
-                               token_weighting="sa_ah", alpha=alpha, sparse_update=False)
+        trainer = make_trainer(
+            tmp_path / str(alpha),
+            tok,
+            loss_type="bnpo",
+            baseline="mean",
+            token_weighting="sa_ah",
+            alpha=alpha,
+            sparse_update=False,
+        )
         inputs = trainer._generate_and_score_completions(rows(REWARDS))
         trainer._compute_loss(trainer.model, inputs)
         parts[alpha] = {p: trainer._metrics["train"][f"ledger/{p}"][-1] for p in LEDGER_PARTS}

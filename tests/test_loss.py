@@ -32,14 +32,17 @@ SETTINGS = {
     "mean_unscaled": LossSettings(loss_type="bnpo"),
     "gspo": LossSettings(loss_type="grpo", sequence_ratio=True, epsilon_low=3e-4, epsilon_high=4e-4),
     "clip_higher_sa_ah": LossSettings(loss_type="bnpo", epsilon_high=0.28, token_weighting="sa_ah"),
-    "clip_cov": LossSettings(loss_type="bnpo", cov_penalty="clip_cov", clip_cov_ratio=0.2, clip_cov_lb=-1.0,
-                             clip_cov_ub=5.0),
+    "clip_cov": LossSettings(
+        loss_type="bnpo", cov_penalty="clip_cov", clip_cov_ratio=0.2, clip_cov_lb=-1.0, clip_cov_ub=5.0
+    ),
     "kl_cov_dapo": LossSettings(loss_type="dapo", cov_penalty="kl_cov", kl_cov_ratio=0.1, kl_cov_coef=0.7),
     "beta_sa_ah": LossSettings(loss_type="bnpo", token_weighting="sa_ah", beta=0.04),
     "entropy_bonus_grpo": LossSettings(loss_type="grpo", token_weighting="sa_ah", entropy_coef=0.01),
     "top_entropy": LossSettings(loss_type="bnpo", token_weighting="sa_ah"),
     "top_k_grpo": LossSettings(loss_type="grpo", token_weighting="sa_ah", alpha=0.7),
-    "dr_grpo": LossSettings(loss_type="dr_grpo", max_completion_length=RECORDED["cases"]["dr_grpo"]["max_completion_length"]),
+    "dr_grpo": LossSettings(
+        loss_type="dr_grpo", max_completion_length=RECORDED["cases"]["dr_grpo"]["max_completion_length"]
+    ),
     "delta_neg_mask": LossSettings(loss_type="bnpo", delta=1.1),
 }
 
@@ -56,11 +59,17 @@ def forward_rows(case: dict) -> tuple[dict, LossScale]:
     keep = adv != 0 if rows < adv.shape[0] else torch.ones_like(adv, dtype=torch.bool)
     assert int(keep.sum()) == rows
     width = case["logps"].shape[1]
-    cut = {k: v[keep][:, :width] if v.dim() == 2 else v[keep]
-           for k, v in inputs.items() if isinstance(v, torch.Tensor) and v.dim() and v.shape[0] == adv.shape[0]}
+    cut = {
+        k: v[keep][:, :width] if v.dim() == 2 else v[keep]
+        for k, v in inputs.items()
+        if isinstance(v, torch.Tensor) and v.dim() and v.shape[0] == adv.shape[0]
+    }
     skipped = float(full_mask[~keep].sum())
-    scale = LossScale(num_items=inputs.get("num_items_in_batch"), rows=None if bool(keep.all()) else adv.shape[0],
-                      skipped_tokens=skipped)
+    scale = LossScale(
+        num_items=inputs.get("num_items_in_batch"),
+        rows=None if bool(keep.all()) else adv.shape[0],
+        skipped_tokens=skipped,
+    )
     return cut, scale
 
 
@@ -81,9 +90,20 @@ def run_case(name: str):
         h_norm = case["h_norm"] if "h_norm" in case else (case["entropies"] / math.log(case["vocab_size"])).clamp(0, 1)
     entropy_mask = high_entropy_tokens(case["entropies"], mask, 0.5) if name == "top_entropy" else None
     generator = torch.Generator().manual_seed(hash((case["seed"], case["global_step"], 1)) % 2**63)
-    out = grpo_loss(logps, cut["advantages"], mask, settings, scale, old_logps=cut["old_per_token_logps"],
-                    entropies=case["entropies"], h_norm=h_norm, ref_logps=cut.get("ref_per_token_logps"),
-                    entropy_mask=entropy_mask, hard_rows=cut["prompt_hard"], generator=generator)
+    out = grpo_loss(
+        logps,
+        cut["advantages"],
+        mask,
+        settings,
+        scale,
+        old_logps=cut["old_per_token_logps"],
+        entropies=case["entropies"],
+        h_norm=h_norm,
+        ref_logps=cut.get("ref_per_token_logps"),
+        entropy_mask=entropy_mask,
+        hard_rows=cut["prompt_hard"],
+        generator=generator,
+    )
     out.loss.backward()
     return case, out, logps.grad, mask
 
@@ -126,12 +146,19 @@ def test_recorded_cases_tell_the_settings_apart():
         case = RECORDED["cases"][name]
         cut, scale = forward_rows(case)
         mask = cut["completion_mask"].double()
-        plain = grpo_loss(case["logps"], cut["advantages"], mask, LossSettings(loss_type="bnpo"), scale,
-                          old_logps=cut["old_per_token_logps"])
+        plain = grpo_loss(
+            case["logps"],
+            cut["advantages"],
+            mask,
+            LossSettings(loss_type="bnpo"),
+            scale,
+            old_logps=cut["old_per_token_logps"],
+        )
         assert abs(plain.loss.item() - case["loss"].item()) > 1e-6, name
 
 
 # ---------------------------------------------------------------- hand-computed
+
 
 def leaf(p):
     return torch.log(torch.tensor(p, dtype=torch.float64)).requires_grad_()
@@ -179,17 +206,26 @@ def test_ppo_clip_and_two_sided_bound():
 def test_sequence_ratio_is_the_mean_log_ratio():
     logps = leaf([[0.5, 0.5]])
     old = torch.log(torch.tensor([[0.25, 1.0]], dtype=torch.float64))  # log-ratios log 2 and log 0.5: mean 0
-    out = grpo_loss(logps, torch.tensor([1.0], dtype=torch.float64), torch.ones(1, 2, dtype=torch.float64),
-                    LossSettings(loss_type="grpo", sequence_ratio=True, epsilon_low=3e-4, epsilon_high=4e-4),
-                    old_logps=old)
+    out = grpo_loss(
+        logps,
+        torch.tensor([1.0], dtype=torch.float64),
+        torch.ones(1, 2, dtype=torch.float64),
+        LossSettings(loss_type="grpo", sequence_ratio=True, epsilon_low=3e-4, epsilon_high=4e-4),
+        old_logps=old,
+    )
     assert out.loss.item() == pytest.approx(-1.0)  # s_i = 1: inside the clip whatever the token ratios
 
 
 def test_kl_is_k3_added_on_every_token():
     logps = leaf([[0.5, 0.25]])
     ref = torch.log(torch.tensor([[0.25, 0.25]], dtype=torch.float64))
-    out = grpo_loss(logps, torch.tensor([0.0], dtype=torch.float64), torch.ones(1, 2, dtype=torch.float64),
-                    LossSettings(loss_type="bnpo", beta=0.1), ref_logps=ref)
+    out = grpo_loss(
+        logps,
+        torch.tensor([0.0], dtype=torch.float64),
+        torch.ones(1, 2, dtype=torch.float64),
+        LossSettings(loss_type="bnpo", beta=0.1),
+        ref_logps=ref,
+    )
     d = math.log(0.25) - math.log(0.5)
     assert out.loss.item() == pytest.approx(0.1 * (math.exp(d) - d - 1) / 2)
 
@@ -200,25 +236,29 @@ def test_each_loss_type_reduces_as_trl_and_sparse_rows_stay_in_the_denominators(
     assert reduce_token_loss(x, m, "bnpo").item() == pytest.approx(2.0)
     assert reduce_token_loss(x, m, "grpo").item() == pytest.approx((2.0 + 2.0) / 2)
     assert reduce_token_loss(x, m, "dr_grpo", max_completion_length=4).item() == pytest.approx(6 / 8)
-    assert reduce_token_loss(x, m, "dapo", LossScale(num_items=12, num_processes=2, accumulation=2,
-                                                     steps_per_generation=4)).item() == pytest.approx(6 / 3)
+    assert reduce_token_loss(
+        x, m, "dapo", LossScale(num_items=12, num_processes=2, accumulation=2, steps_per_generation=4)
+    ).item() == pytest.approx(6 / 3)
     assert reduce_token_loss(x, m, "bnpo", LossScale(skipped_tokens=3)).item() == pytest.approx(1.0)
     assert reduce_token_loss(x, m, "bnpo", LossScale(accumulation=2)).item() == pytest.approx(1.0)
     with pytest.raises(ValueError, match="num_items"):
         reduce_token_loss(x, m, "dapo")
 
 
-@pytest.mark.parametrize("bad, message", [
-    ({"loss_type": "cispo"}, "loss_type must be one of"),
-    ({"token_weighting": "soft"}, "token_weighting must be one of"),
-    ({"alpha": -0.1}, "alpha must be >= 0"),
-    ({"alpha": float("nan")}, "alpha"),
-    ({"delta": 0.9}, "delta must be > 1"),
-    ({"cov_penalty": "clip"}, "cov_penalty must be one of"),
-    ({"clip_cov_ratio": 0.0}, "clip_cov_ratio"),
-    ({"loss_type": "dr_grpo"}, "max_completion_length"),
-    ({"loss_type": "dr_grpo", "max_completion_length": 8, "token_weighting": "sa_ah"}, "token_weighting needs"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"loss_type": "cispo"}, "loss_type must be one of"),
+        ({"token_weighting": "soft"}, "token_weighting must be one of"),
+        ({"alpha": -0.1}, "alpha must be >= 0"),
+        ({"alpha": float("nan")}, "alpha"),
+        ({"delta": 0.9}, "delta must be > 1"),
+        ({"cov_penalty": "clip"}, "cov_penalty must be one of"),
+        ({"clip_cov_ratio": 0.0}, "clip_cov_ratio"),
+        ({"loss_type": "dr_grpo"}, "max_completion_length"),
+        ({"loss_type": "dr_grpo", "max_completion_length": 8, "token_weighting": "sa_ah"}, "token_weighting needs"),
+    ],
+)
 def test_bad_settings_are_named(bad, message):
     with pytest.raises(ValueError, match=message):
         LossSettings(**bad)

@@ -49,6 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # ---------------------------------------------------------------- the vocabulary, in one home
 
+
 def test_vocabulary_values():
     assert (BASELINES, QUANTILE_METHODS) == (("mean", "quantile"), ("paper", "linear"))
     assert BASELINES is advantages.BASELINES and QUANTILE_METHODS is advantages.QUANTILE_METHODS  # re-exported
@@ -59,9 +60,13 @@ def test_vocabulary_values():
 def test_no_second_home():
     # the modules that used to define the vocabulary import it and no longer export it
     assert presets.method_settings is method_settings
-    for module, names in ((presets, ("METHODS", "method_of")), (compare, ("method_name",)), (pipeline, ("method_name",)),
-                          (trainer, ("TOKEN_WEIGHTINGS", "WEIGHTED_LOSS_TYPES", "validate_knobs", "Knobs")),
-                          (config, ("BASELINES", "QUANTILE_METHODS", "TOKEN_WEIGHTINGS", "check_weighting_loss_type"))):
+    for module, names in (
+        (presets, ("METHODS", "method_of")),
+        (compare, ("method_name",)),
+        (pipeline, ("method_name",)),
+        (trainer, ("TOKEN_WEIGHTINGS", "WEIGHTED_LOSS_TYPES", "validate_knobs", "Knobs")),
+        (config, ("BASELINES", "QUANTILE_METHODS", "TOKEN_WEIGHTINGS", "check_weighting_loss_type")),
+    ):
         assert not set(names) & set(module.__all__), module.__name__
     assert not hasattr(presets, "method_of")
     # the knob metrics and their change points: here, not in the live lab; the exercise checks against this one
@@ -76,13 +81,20 @@ def test_methods_module_is_pure():
     imported = re.findall(r"^\s*(?:from|import) ([\w.]+)", src, re.M)
     assert not [m for m in imported if m.split(".")[0] in ("trl", "transformers", "torch", "peft")]
     # the maths modules whose vocabulary it re-exports (baselines; the ledger's parts)
-    assert {m for m in imported if m.startswith("qae_lab")} <= {"qae_lab._checks", "qae_lab.advantages", "qae_lab.ledger"}
-    code = ("import sys; sys.modules.update({m: None for m in ('trl', 'transformers', 'peft')}); "
-            "from qae_lab.methods import METHODS; assert len(METHODS) == 4")
+    assert {m for m in imported if m.startswith("qae_lab")} <= {
+        "qae_lab._checks",
+        "qae_lab.advantages",
+        "qae_lab.ledger",
+    }
+    code = (
+        "import sys; sys.modules.update({m: None for m in ('trl', 'transformers', 'peft')}); "
+        "from qae_lab.methods import METHODS; assert len(METHODS) == 4"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
 # ---------------------------------------------------------------- method names
+
 
 def test_method_of_round_trip_for_every_method():
     assert list(METHODS) == ["mean", "qae", "sa_ah", "qae_sa_ah"]
@@ -93,16 +105,28 @@ def test_method_of_round_trip_for_every_method():
 
 
 def test_method_of_every_combination():
-    want = {("mean", "none"): "mean", ("mean", "ah"): "mean+ah", ("mean", "sa_ah"): "sa_ah",
-            ("quantile", "none"): "qae", ("quantile", "ah"): "quantile+ah", ("quantile", "sa_ah"): "qae_sa_ah"}
+    want = {
+        ("mean", "none"): "mean",
+        ("mean", "ah"): "mean+ah",
+        ("mean", "sa_ah"): "sa_ah",
+        ("quantile", "none"): "qae",
+        ("quantile", "ah"): "quantile+ah",
+        ("quantile", "sa_ah"): "qae_sa_ah",
+    }
     assert {(b, w): method_of(b, w) for b in BASELINES for w in TOKEN_WEIGHTINGS} == want
 
 
 def test_method_name_of_configs_and_mappings(tmp_path):
     # an object: a QAEConfig or anything with the two fields
     assert method_name(SimpleNamespace(baseline="quantile", token_weighting="none")) == "qae"
-    assert method_name(config.QAEConfig(output_dir=str(tmp_path), baseline="mean", token_weighting="sa_ah",
-                                         loss_type="bnpo", use_cpu=True)) == "sa_ah"
+    assert (
+        method_name(
+            config.QAEConfig(
+                output_dir=str(tmp_path), baseline="mean", token_weighting="sa_ah", loss_type="bnpo", use_cpu=True
+            )
+        )
+        == "sa_ah"
+    )
     # a config.json mapping: pipeline.method wins, else the trainer's two fields
     assert method_name({"run": {"method": "sa_ah"}, "trainer": {}}) == "sa_ah"
     assert method_name({"run": {"method": "sa_ah"}, "trainer": METHODS["mean"]}) == "sa_ah"
@@ -127,9 +151,16 @@ def test_run_record_and_loaded_run_agree(tmp_path):
 
 # ---------------------------------------------------------------- the token-weighting / loss-type rule
 
+
 def test_loss_type_rule():
     assert [can_weight_tokens(t) for t in ("bnpo", "dapo", "grpo", "dr_grpo", "sapo", "cispo")] == [
-        True, True, True, False, False, False]
+        True,
+        True,
+        True,
+        False,
+        False,
+        False,
+    ]
     for loss_type in ("bnpo", "dr_grpo", "anything"):  # no weighting: every loss type
         assert check_weighting_loss_type("none", loss_type) == "none"
     for weighting in ("ah", "sa_ah"):
@@ -137,8 +168,9 @@ def test_loss_type_rule():
             assert check_weighting_loss_type(weighting, loss_type) == weighting
         with pytest.raises(ValueError) as err:
             check_weighting_loss_type(weighting, "dr_grpo")
-        assert str(err.value) == (f"token_weighting={weighting!r} needs loss_type in ('bnpo', 'dapo', 'grpo'), "
-                                  f"got 'dr_grpo'")
+        assert str(err.value) == (
+            f"token_weighting={weighting!r} needs loss_type in ('bnpo', 'dapo', 'grpo'), got 'dr_grpo'"
+        )
 
 
 def test_config_and_live_controls_apply_the_same_rule(tmp_path):
@@ -150,6 +182,7 @@ def test_config_and_live_controls_apply_the_same_rule(tmp_path):
 
 
 # ---------------------------------------------------------------- metric names
+
 
 def test_metric_constants_are_named_after_their_metric():
     names = QAE_METRICS + SAAH_METRICS + COV_METRICS
@@ -203,35 +236,49 @@ def test_trainer_logs_exactly_the_constants(tmp_path, tok):
     trainer_grads(t, t._generate_and_score_completions(rows(REWARDS)))  # the loss logs saah/*
     logged = {k for k in t._metrics["train"] if k.startswith(("qae/", "saah/"))}
     assert logged == set(QAE_METRICS + SAAH_METRICS)
-    assert {k for k in t._metrics["train"] if k.startswith("behaviour/")} >= {"behaviour/length_mean",
-                                                                             "behaviour/reflect_frac"}
+    assert {k for k in t._metrics["train"] if k.startswith("behaviour/")} >= {
+        "behaviour/length_mean",
+        "behaviour/reflect_frac",
+    }
     assert all(len(t._metrics["train"][m]) == 1 for m in logged)  # one value per metric for one step
 
 
 # ---------------------------------------------------------------- methods with partners
 
+
 def test_method_settings_compose_a_method_and_its_partners():
     assert method_settings("qae") == METHODS["qae"]
-    assert method_settings("mean+clip_higher") == {"baseline": "mean", "token_weighting": "none", "epsilon": 0.2,
-                                                   "epsilon_high": 0.28}
+    assert method_settings("mean+clip_higher") == {
+        "baseline": "mean",
+        "token_weighting": "none",
+        "epsilon": 0.2,
+        "epsilon_high": 0.28,
+    }
     gspo = method_settings("qae_sa_ah+gspo")
     assert gspo["importance_sampling_level"] == "sequence" and gspo["token_weighting"] == "sa_ah"
     assert method_settings("qae+clip_higher+kl_cov+neg_mask")["advantage_mask"] == "neg"
     for partner in PARTNERS:  # every partner builds a valid trainer configuration with every method
         for base in METHODS:
-            cfg = config.QAEConfig(output_dir="/tmp/x", use_cpu=True, report_to=[],
-                                   **{k: v for k, v in method_settings(f"{base}+{partner}").items()})
+            cfg = config.QAEConfig(
+                output_dir="/tmp/x",
+                use_cpu=True,
+                report_to=[],
+                **{k: v for k, v in method_settings(f"{base}+{partner}").items()},
+            )
             assert methods.method_name(cfg) == f"{base}+{partner}"
 
 
-@pytest.mark.parametrize("name, match", [
-    ("grpo", r"unknown method 'grpo' in 'grpo'"),
-    ("qae+clip", r"unknown partner 'clip' in method 'qae\+clip'; partners: \['clip_cov'"),
-    ("qae+kl_cov+kl_cov", r"names 'kl_cov' twice"),
-    ("qae+gspo+clip_higher", r"gspo and clip_higher both set epsilon; use one"),
-    ("qae+clip_cov+kl_cov", r"clip_cov and kl_cov both set cov_penalty"),
-    (3, r"method must be a string"),
-])
+@pytest.mark.parametrize(
+    "name, match",
+    [
+        ("grpo", r"unknown method 'grpo' in 'grpo'"),
+        ("qae+clip", r"unknown partner 'clip' in method 'qae\+clip'; partners: \['clip_cov'"),
+        ("qae+kl_cov+kl_cov", r"names 'kl_cov' twice"),
+        ("qae+gspo+clip_higher", r"gspo and clip_higher both set epsilon; use one"),
+        ("qae+clip_cov+kl_cov", r"clip_cov and kl_cov both set cov_penalty"),
+        (3, r"method must be a string"),
+    ],
+)
 def test_method_settings_refuse_unknown_and_clashing_partners(name, match):
     with pytest.raises(ValueError, match=match):
         method_settings(name)
@@ -240,8 +287,9 @@ def test_method_settings_refuse_unknown_and_clashing_partners(name, match):
 def test_presets_and_cli_take_a_method_with_partners(capsys):
     run_args, cfg = presets.build("cpu-demo", ["num_iterations=2"], method="mean+clip_higher", output_dir="/tmp/x")
     assert (cfg.baseline, cfg.epsilon, cfg.epsilon_high) == ("mean", 0.2, 0.28)
-    _, cfg = presets.build("cpu-demo", ["epsilon_high=0.3", "num_iterations=2"], method="qae+clip_higher",
-                           output_dir="/tmp/x")
+    _, cfg = presets.build(
+        "cpu-demo", ["epsilon_high=0.3", "num_iterations=2"], method="qae+clip_higher", output_dir="/tmp/x"
+    )
     assert cfg.epsilon_high == 0.3  # --set still wins
     from qae_lab.runs.cli import main
 
@@ -257,6 +305,10 @@ def test_ratio_partners_are_refused_where_every_ratio_is_one(partner):
         presets.build("cpu-demo", [], method=f"qae+{partner}", output_dir="/tmp/x")
     presets.build("cpu-demo", ["num_iterations=2"], method=f"qae+{partner}", output_dir="/tmp/x")  # two passes
     # a generation split over two optimizer steps: the second one is off-policy too
-    presets.build("cpu-demo", ["per_device_train_batch_size=32", "steps_per_generation=2"], method=f"qae+{partner}",
-                  output_dir="/tmp/x")
+    presets.build(
+        "cpu-demo",
+        ["per_device_train_batch_size=32", "steps_per_generation=2"],
+        method=f"qae+{partner}",
+        output_dir="/tmp/x",
+    )
     presets.build("cpu-demo", [], method="qae+kl_cov", output_dir="/tmp/x")  # not a ratio partner: no refusal

@@ -75,8 +75,7 @@ def test_start_split_by_hand_ties_go_to_the_first_prompt():
 
 
 @settings(max_examples=80)
-@given(st.lists(st.sampled_from([i / 8 for i in range(9)]), min_size=2, max_size=40),
-       st.floats(0.01, 0.5))
+@given(st.lists(st.sampled_from([i / 8 for i in range(9)]), min_size=2, max_size=40), st.floats(0.01, 0.5))
 def test_start_split_matches_the_loop_reference(rates, frac):
     hard, easy = start_split(rates, frac)
     assert (hard, easy) == ref_start_split(rates, frac)
@@ -85,9 +84,17 @@ def test_start_split_matches_the_loop_reference(rates, frac):
     assert not others or max(rates[i] for i in hard) <= min(others)
 
 
-@pytest.mark.parametrize("rates, frac, name", [([0.5], 0.25, "success_rates"), ([0.5, 1.5], 0.25, "success_rates"),
-                                               ([0.5, math.nan], 0.25, "success_rates"), ([0.5, 0.5], 0.0, "frac"),
-                                               ([0.5, 0.5], 0.6, "frac"), ([0.5, 0.5], True, "frac")])
+@pytest.mark.parametrize(
+    "rates, frac, name",
+    [
+        ([0.5], 0.25, "success_rates"),
+        ([0.5, 1.5], 0.25, "success_rates"),
+        ([0.5, math.nan], 0.25, "success_rates"),
+        ([0.5, 0.5], 0.0, "frac"),
+        ([0.5, 0.5], 0.6, "frac"),
+        ([0.5, 0.5], True, "frac"),
+    ],
+)
 def test_start_split_refuses(rates, frac, name):
     with pytest.raises(ValueError, match=name):
         start_split(rates, frac)

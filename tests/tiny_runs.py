@@ -7,8 +7,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-TINY = ["max_steps=2", "per_device_train_batch_size=8", "num_generations=4", "n_train=16", "n_eval=8",
-        "eval_samples=2", "disable_tqdm=true", "torch_threads=1"]
+TINY = [
+    "max_steps=2",
+    "per_device_train_batch_size=8",
+    "num_generations=4",
+    "n_train=16",
+    "n_eval=8",
+    "eval_samples=2",
+    "disable_tqdm=true",
+    "torch_threads=1",
+]
 
 
 def tiny_sets(extra=()) -> list[str]:
@@ -23,7 +31,9 @@ def snapshot(folder: Path) -> dict[str, bytes]:
 
 def no_loading(monkeypatch) -> None:
     """Checks must come before anything loads: loading the model fails the test (where the run loads it too)."""
+
     def refuse(*args, **kwargs):
         raise AssertionError("the model was loaded before the settings were checked")
+
     monkeypatch.setattr("qae_lab.task.models.load_policy", refuse)
     monkeypatch.setattr("qae_lab.runs.pipeline.load_policy", refuse)

@@ -42,6 +42,7 @@ def registry_fixture(registry: str, name: str):
     """A fixture giving verl's real ``core_algos``, with ``name`` out of its dict ``registry`` for the test and
     put back afterwards. Skips where verl is absent, unless ``QAE_LAB_REQUIRE_VERL=1``: then a missing verl
     fails."""
+
     def core_algos():
         if os.environ.get("QAE_LAB_REQUIRE_VERL") == "1":
             core = importlib.import_module(CORE_ALGOS)

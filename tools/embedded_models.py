@@ -39,8 +39,19 @@ import torch
 from qae_lab.task.data import SYSTEM_PROMPT, chat_messages, synthetic_task, xml_completion
 from qae_lab.task.sums import sums_completion, sums_task
 
-__all__ = ["CORRECT_RATE", "CHAT_TEMPLATE", "DATA_DIR", "DEFAULT_DIR", "EmbeddedTask", "TASKS", "build_tokenizer",
-           "embedded_config", "noisy_example", "train_embedded", "main"]
+__all__ = [
+    "CORRECT_RATE",
+    "CHAT_TEMPLATE",
+    "DATA_DIR",
+    "DEFAULT_DIR",
+    "EmbeddedTask",
+    "TASKS",
+    "build_tokenizer",
+    "embedded_config",
+    "noisy_example",
+    "train_embedded",
+    "main",
+]
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 DEFAULT_DIR = DATA_DIR / "embedded"
@@ -123,8 +134,10 @@ def _corpus(n: int, seed: int, task: str) -> list[str]:
     """Texts the tokenizer learns its merges from: whole chats of the task."""
     rng = random.Random(seed)
     spec = _task(task)
-    return [_chat(rec) + "<|im_start|>assistant\n" + spec.target(rec, rng) + "<|im_end|>\n"
-            for rec in spec.records(n, seed=seed)]
+    return [
+        _chat(rec) + "<|im_start|>assistant\n" + spec.target(rec, rng) + "<|im_end|>\n"
+        for rec in spec.records(n, seed=seed)
+    ]
 
 
 def build_tokenizer(vocab_size: int = 640, *, seed: int = 0, task: str = "arithmetic"):
@@ -144,14 +157,26 @@ def build_tokenizer(vocab_size: int = 640, *, seed: int = 0, task: str = "arithm
     from transformers import PreTrainedTokenizerFast  # the train extra: imported only when used
 
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
-                                                 pre_tokenizers.ByteLevel(add_prefix_space=False)])
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
+    )
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tok.train_from_iterator(_corpus(4000, seed, task) + [SYSTEM_PROMPT], trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                   bos_token=None, unk_token=None, model_max_length=512, padding_side="left")
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        bos_token=None,
+        unk_token=None,
+        model_max_length=512,
+        padding_side="left",
+    )
     fast.chat_template = CHAT_TEMPLATE
     return fast
 
@@ -165,10 +190,18 @@ def embedded_config(vocab_size: int, *, hidden: int = 128, layers: int = 4, head
     """
     from transformers import Qwen2Config  # the train extra: imported only when used
 
-    return Qwen2Config(vocab_size=vocab_size, hidden_size=hidden, intermediate_size=3 * hidden,
-                       num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads // 2,
-                       max_position_embeddings=512, tie_word_embeddings=True, rope_theta=10000.0,
-                       use_sliding_window=False)
+    return Qwen2Config(
+        vocab_size=vocab_size,
+        hidden_size=hidden,
+        intermediate_size=3 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=heads // 2,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+        rope_theta=10000.0,
+        use_sliding_window=False,
+    )
 
 
 def _batch(tokenizer, rng: random.Random, batch_size: int, spec: EmbeddedTask) -> dict[str, torch.Tensor]:
@@ -204,9 +237,16 @@ def _buckets(batch: dict[str, torch.Tensor], parts: int) -> list[tuple[dict[str,
     return out
 
 
-def train_embedded(out_dir: str | Path | None = None, *, task: str = "arithmetic", steps: int | None = None,
-                   batch_size: int | None = None, lr: float | None = None, seed: int = 0,
-                   log_every: int = 100) -> Path:
+def train_embedded(
+    out_dir: str | Path | None = None,
+    *,
+    task: str = "arithmetic",
+    steps: int | None = None,
+    batch_size: int | None = None,
+    lr: float | None = None,
+    seed: int = 0,
+    log_every: int = 100,
+) -> Path:
     r"""Build the tokenizer, train the tiny Qwen2 by SFT on the task's noisy targets, save both.
 
     Every step draws fresh problems (no epoch, no overfitting to a fixed set). AdamW with
@@ -234,11 +274,14 @@ def train_embedded(out_dir: str | Path | None = None, *, task: str = "arithmetic
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.98))
     warmup = max(1, steps // 20)
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps)))
+        opt, lambda s: min(1.0, (s + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps))
+    )
     t0 = time.time()
     n_params = sum(p.numel() for p in model.parameters())
-    print(f"embedded model ({task}): {n_params / 1e6:.2f}M parameters, vocab {len(tokenizer)}, {steps} steps of "
-          f"{batch_size}")
+    print(
+        f"embedded model ({task}): {n_params / 1e6:.2f}M parameters, vocab {len(tokenizer)}, {steps} steps of "
+        f"{batch_size}"
+    )
     for step in range(1, steps + 1):
         loss = 0.0
         for part, share in _buckets(_batch(tokenizer, rng, batch_size, spec), spec.buckets):
@@ -273,10 +316,17 @@ def main(argv: list[str] | None = None) -> None:
     step     1  loss ...
     saved to ...
     """
-    p = argparse.ArgumentParser(prog="python -m tools.embedded_models", description="Rebuild one of qae_lab's embedded "
-                                "tiny Qwen2 models from scratch (SFT on noisy synthetic targets).")
-    p.add_argument("--task", choices=sorted(TASKS), default="arithmetic",
-                   help="arithmetic (data/embedded, the default) or sums (data/embedded_sums)")
+    p = argparse.ArgumentParser(
+        prog="python -m tools.embedded_models",
+        description="Rebuild one of qae_lab's embedded "
+        "tiny Qwen2 models from scratch (SFT on noisy synthetic targets).",
+    )
+    p.add_argument(
+        "--task",
+        choices=sorted(TASKS),
+        default="arithmetic",
+        help="arithmetic (data/embedded, the default) or sums (data/embedded_sums)",
+    )
     p.add_argument("--out", type=Path, default=None, help="output folder (default: the task's folder under data/)")
     p.add_argument("--steps", type=int, default=None, help="optimisation steps (default: the task's, 1500)")
     p.add_argument("--batch-size", type=int, default=None, help="sequences per step (default: the task's, 48)")

@@ -27,8 +27,18 @@ from pathlib import Path
 
 from qae_lab.lab.notebook import REPOSITORY_URL, colab_url
 
-__all__ = ["INSTALL_ENV", "EXTRAS", "EXTRA_MODULES", "MARKER", "notebook_extras", "install_cell", "badge",
-           "with_first_cells", "sync", "main"]
+__all__ = [
+    "INSTALL_ENV",
+    "EXTRAS",
+    "EXTRA_MODULES",
+    "MARKER",
+    "notebook_extras",
+    "install_cell",
+    "badge",
+    "with_first_cells",
+    "sync",
+    "main",
+]
 
 INSTALL_ENV = "QAE_LAB_INSTALL"
 # extras a notebook needs beyond the core package, by its number, and why; a notebook not listed needs none
@@ -79,24 +89,26 @@ def install_cell(extras: tuple[str, ...] = (), url: str = REPOSITORY_URL, why: s
     needed = ["qae_lab", *(m for extra in extras for m in EXTRA_MODULES[extra])]
     why = why or ("" if extras else "the core package is all this notebook imports")
     extras_line = f"EXTRAS = {json.dumps(tag)}" + (f"  # {why}" if why else "")
-    return "\n".join([
-        f"{MARKER}{tag} where a module this notebook needs is missing (Colab, a fresh kernel);",
-        "# a no-op where all import. From $QAE_LAB_INSTALL (a folder, a wheel or a pip URL), else the",
-        "# newest qae_lab-*.whl beside the notebook, else GitHub. `python -m tools.install_cell` writes it.",
-        "import glob, importlib.util, os, re, subprocess, sys",
-        f"NEEDED = {json.dumps(needed)}",
-        extras_line,
-        "if any(importlib.util.find_spec(m) is None for m in NEEDED):",
-        "    wheels = sorted((tuple(map(int, re.findall(r\"\\d+\", w.split(\"-\")[1]))), w)",
-        "                    for w in glob.glob(\"qae_lab-*.whl\"))  # (version, file), newest last",
-        f"    source = (os.environ.get({json.dumps(INSTALL_ENV)}) or (wheels[-1][1] if wheels else \"\")",
-        f"              or \"git+{url}\")",
-        "    # a URL takes the extras on the package's name, a folder or a wheel file after its path",
-        "    target = f\"qae-lab{EXTRAS} @ {source}\" if \"://\" in source else source + EXTRAS",
-        "    subprocess.run([sys.executable, \"-m\", \"pip\", \"install\", \"-q\", target], check=True)",
-        "    importlib.invalidate_caches()",
-        "    print(f\"installed qae_lab{EXTRAS} from {source}\")",
-    ])
+    return "\n".join(
+        [
+            f"{MARKER}{tag} where a module this notebook needs is missing (Colab, a fresh kernel);",
+            "# a no-op where all import. From $QAE_LAB_INSTALL (a folder, a wheel or a pip URL), else the",
+            "# newest qae_lab-*.whl beside the notebook, else GitHub. `python -m tools.install_cell` writes it.",
+            "import glob, importlib.util, os, re, subprocess, sys",
+            f"NEEDED = {json.dumps(needed)}",
+            extras_line,
+            "if any(importlib.util.find_spec(m) is None for m in NEEDED):",
+            '    wheels = sorted((tuple(map(int, re.findall(r"\\d+", w.split("-")[1]))), w)',
+            '                    for w in glob.glob("qae_lab-*.whl"))  # (version, file), newest last',
+            f'    source = (os.environ.get({json.dumps(INSTALL_ENV)}) or (wheels[-1][1] if wheels else "")',
+            f'              or "git+{url}")',
+            "    # a URL takes the extras on the package's name, a folder or a wheel file after its path",
+            '    target = f"qae-lab{EXTRAS} @ {source}" if "://" in source else source + EXTRAS',
+            '    subprocess.run([sys.executable, "-m", "pip", "install", "-q", target], check=True)',
+            "    importlib.invalidate_caches()",
+            '    print(f"installed qae_lab{EXTRAS} from {source}")',
+        ]
+    )
 
 
 def badge(notebook: str) -> str:
@@ -136,8 +148,17 @@ def with_first_cells(nb: dict, notebook: str) -> dict:
     if len(cells) > 1 and cells[1]["cell_type"] == "code" and "".join(cells[1]["source"]).startswith(MARKER):
         cells[1]["source"] = source
     else:
-        cells.insert(1, {"cell_type": "code", "execution_count": None, "id": "install-qae-lab", "metadata": {},
-                         "outputs": [], "source": source})
+        cells.insert(
+            1,
+            {
+                "cell_type": "code",
+                "execution_count": None,
+                "id": "install-qae-lab",
+                "metadata": {},
+                "outputs": [],
+                "source": source,
+            },
+        )
     return {**nb, "cells": cells}
 
 
@@ -185,8 +206,12 @@ def main(argv: list[str] | None = None) -> int:
     """
     p = argparse.ArgumentParser(prog="python -m tools.install_cell", description=__doc__.split("\n")[0])
     p.add_argument("--check", action="store_true", help="only list the notebooks whose first cells disagree")
-    p.add_argument("--notebooks", type=Path, default=Path(__file__).resolve().parents[1] / "notebooks",
-                   help="the folder of notebooks (default: the checkout's notebooks/)")
+    p.add_argument(
+        "--notebooks",
+        type=Path,
+        default=Path(__file__).resolve().parents[1] / "notebooks",
+        help="the folder of notebooks (default: the checkout's notebooks/)",
+    )
     args = p.parse_args(argv)
     changed = sync(args.notebooks, write=not args.check)
     verb = "out of date" if args.check else "rewritten"

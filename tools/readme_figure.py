@@ -53,10 +53,22 @@ def _chromium_screenshot(fig: go.Figure, out: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         page = Path(tmp) / "figure.html"
         fig.write_html(page, include_plotlyjs=True, full_html=True, config={"displayModeBar": False})
-        subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                        f"--force-device-scale-factor={SCALE}", f"--window-size={WIDTH},{HEIGHT}",
-                        "--virtual-time-budget=5000", f"--screenshot={out}", page.as_uri()],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [
+                browser,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--hide-scrollbars",
+                f"--force-device-scale-factor={SCALE}",
+                f"--window-size={WIDTH},{HEIGHT}",
+                "--virtual-time-budget=5000",
+                f"--screenshot={out}",
+                page.as_uri(),
+            ],
+            check=True,
+            capture_output=True,
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

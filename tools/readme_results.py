@@ -33,10 +33,30 @@ from qae_lab.runs.presets import build
 from qae_lab.storage.folder import atomic_write_text
 from qae_lab.analysis.stats import Stat, stat, within_spread
 
-__all__ = ["COMMAND", "ROOT", "REFERENCE_RUNS", "HOST_COSTS", "marker", "replace_block", "cpu_demo_text",
-           "lenient_text", "reference_text", "gpu_memory_text", "t4_estimate", "gpu_time_text", "t4_time_line",
-           "NOTEBOOK_TIMES", "PLANS", "notebook_minutes", "workshop_plan_text", "answer_key_text",
-           "BLOCKS", "render", "stale", "main"]
+__all__ = [
+    "COMMAND",
+    "ROOT",
+    "REFERENCE_RUNS",
+    "HOST_COSTS",
+    "marker",
+    "replace_block",
+    "cpu_demo_text",
+    "lenient_text",
+    "reference_text",
+    "gpu_memory_text",
+    "t4_estimate",
+    "gpu_time_text",
+    "t4_time_line",
+    "NOTEBOOK_TIMES",
+    "PLANS",
+    "notebook_minutes",
+    "workshop_plan_text",
+    "answer_key_text",
+    "BLOCKS",
+    "render",
+    "stale",
+    "main",
+]
 
 COMMAND = "python -m tools.readme_results"
 ROOT = Path(__file__).resolve().parents[1]  # the source checkout the READMEs belong to
@@ -73,7 +93,7 @@ def replace_block(text: str, name: str, body: str) -> str:
     i, j = text.find(begin), text.find(end)
     if i < 0 or j < i or text.count(begin) != 1 or text.count(end) != 1:
         raise ValueError(f"passage {name!r} needs one {begin!r} followed by one {end!r}")
-    return text[:i + len(begin)] + body + text[j:]
+    return text[: i + len(begin)] + body + text[j:]
 
 
 def _wrap(paragraph: str) -> str:
@@ -125,12 +145,18 @@ def cpu_demo_text(reference_runs: str | Path, method: str = "qae", edge: int = _
     runs = [r for r in load_runs(folders) if r.method == method] if folders else []
     if not runs or any(r.before is None or r.after is None for r in runs):
         raise ValueError(f"no evaluated {method} runs in {folder}: make them with python benchmarks/reference_runs.py")
-    evals = {(when, key): stat(getattr(r, when)[key] for r in runs)
-             for when in ("before", "after") for key in ("greedy_pass@1", "pass@1", "pass@8")}
+    evals = {
+        (when, key): stat(getattr(r, when)[key] for r in runs)
+        for when in ("before", "after")
+        for key in ("greedy_pass@1", "pass@1", "pass@8")
+    }
     levels = {when: [_level_pass1(folder / r.name, when) for r in runs] for when in ("before", "after")}
     names = sorted(levels["before"][0], key=int)
-    level = ", ".join(f"{'level ' if i == 0 else ''}{n}: {stat(d[n] for d in levels['before']).mean:.2f} -> "
-                      f"{stat(d[n] for d in levels['after']).mean:.2f}" for i, n in enumerate(names))
+    level = ", ".join(
+        f"{'level ' if i == 0 else ''}{n}: {stat(d[n] for d in levels['before']).mean:.2f} -> "
+        f"{stat(d[n] for d in levels['after']).mean:.2f}"
+        for i, n in enumerate(names)
+    )
     steps = runs[0].rows[-1]["step"]
     if any(r.rows[-1]["step"] != steps for r in runs) or not 1 <= edge <= steps // 2:
         raise ValueError(f"the {method} runs must have one length of at least 2 * edge = {2 * edge} steps")
@@ -138,33 +164,46 @@ def cpu_demo_text(reference_runs: str | Path, method: str = "qae", edge: int = _
     last = {m: stat(window_mean(r.rows, m, steps - edge + 1) for r in runs) for m in first}
     zero = stat(window_mean(r.rows, QAE_ZERO_ADV_FRAC) for r in runs)
     gain = {key: evals["after", key].mean - evals["before", key].mean for key in ("greedy_pass@1", "pass@1", "pass@8")}
-    sharpens = (": within this budget RL mostly sharpens the sampling distribution towards answers the greedy "
-                "decoder already picks" if gain["pass@1"] > 2 * abs(gain["greedy_pass@1"]) else "")
+    sharpens = (
+        ": within this budget RL mostly sharpens the sampling distribution towards answers the greedy "
+        "decoder already picks"
+        if gain["pass@1"] > 2 * abs(gain["greedy_pass@1"])
+        else ""
+    )
     run0, after0 = runs[0].config, runs[0].after
-    row = {when: " | ".join(_mean_std(evals[when, key]) for key in ("greedy_pass@1", "pass@1", "pass@8"))
-           for when in ("before", "after")}
-    return "\n".join([
-        "",
-        _wrap(f"Measured in the committed runs of `benchmarks/reference_runs.py` "
-              f"(`data/reference_runs/{method}-seed*`: `--method {method}`, seeds {_seeds(runs)}, "
-              f"`--set sparse_update=false`), each evaluated on the same {after0['n_problems']} held-out problems "
-              f"with the same sampling seeds before and after training; after training, mean ± std over the "
-              f"{_COUNT.get(len(runs), len(runs))} seeds:"),
-        "",
-        f"| | greedy pass@1 | sampled pass@1 (n = {after0['n_samples']}, T = {run0['trainer']['temperature']:g}) "
-        "| pass@8 |",
-        "| --- | --- | --- | --- |",
-        f"| embedded model | {row['before']} |",
-        f"| after `{run0['preset']}` | {row['after']} |",
-        "",
-        _wrap(f"Sampled pass@1 {_points(gain['pass@1'])} ({level}), pass@8 {_points(gain['pass@8'])} and greedy "
-        f"pass@1 {_points(gain['greedy_pass@1'])}{sharpens}. "
-        f"{_moves('The training reward', first['reward'], last['reward'], 2)} (means over the first and last "
-        f"{edge} of the {steps} steps, then over the seeds), "
-        f"{_moves('the entropy of the sampled completions', first['entropy'], last['entropy'], 3)} (nats per "
-        f"token), {_moves('the hard-prompt fraction', first[QAE_HARD_FRAC], last[QAE_HARD_FRAC], 2)}, and "
-        f"{100 * zero.mean:.0f}% of completions get exactly zero advantage (mean over the steps)."),
-        ""])
+    row = {
+        when: " | ".join(_mean_std(evals[when, key]) for key in ("greedy_pass@1", "pass@1", "pass@8"))
+        for when in ("before", "after")
+    }
+    return "\n".join(
+        [
+            "",
+            _wrap(
+                f"Measured in the committed runs of `benchmarks/reference_runs.py` "
+                f"(`data/reference_runs/{method}-seed*`: `--method {method}`, seeds {_seeds(runs)}, "
+                f"`--set sparse_update=false`), each evaluated on the same {after0['n_problems']} held-out problems "
+                f"with the same sampling seeds before and after training; after training, mean ± std over the "
+                f"{_COUNT.get(len(runs), len(runs))} seeds:"
+            ),
+            "",
+            f"| | greedy pass@1 | sampled pass@1 (n = {after0['n_samples']}, T = {run0['trainer']['temperature']:g}) "
+            "| pass@8 |",
+            "| --- | --- | --- | --- |",
+            f"| embedded model | {row['before']} |",
+            f"| after `{run0['preset']}` | {row['after']} |",
+            "",
+            _wrap(
+                f"Sampled pass@1 {_points(gain['pass@1'])} ({level}), pass@8 {_points(gain['pass@8'])} and greedy "
+                f"pass@1 {_points(gain['greedy_pass@1'])}{sharpens}. "
+                f"{_moves('The training reward', first['reward'], last['reward'], 2)} (means over the first and last "
+                f"{edge} of the {steps} steps, then over the seeds), "
+                f"{_moves('the entropy of the sampled completions', first['entropy'], last['entropy'], 3)} (nats per "
+                f"token), {_moves('the hard-prompt fraction', first[QAE_HARD_FRAC], last[QAE_HARD_FRAC], 2)}, and "
+                f"{100 * zero.mean:.0f}% of completions get exactly zero advantage (mean over the steps)."
+            ),
+            "",
+        ]
+    )
 
 
 def lenient_text(runs: Sequence[Run]) -> str:
@@ -176,8 +215,12 @@ def lenient_text(runs: Sequence[Run]) -> str:
     >>> lenient_text([Run("qae-seed0", "qae", 0, {}, [], ev, {**ev, "lenient_pass@1": 0.52})])
     'in the runs above the lenient figures exceed the strict ones by up to 0.020'
     """
-    gaps = [getattr(r, when)[f"lenient_{key}"] - getattr(r, when)[key] for r in runs
-            for when in ("before", "after") for key in ("pass@1", "greedy_pass@1")]
+    gaps = [
+        getattr(r, when)[f"lenient_{key}"] - getattr(r, when)[key]
+        for r in runs
+        for when in ("before", "after")
+        for key in ("pass@1", "greedy_pass@1")
+    ]
     if not gaps:
         raise ValueError("no evaluated runs to compare the lenient figures in")
     if all(g == 0 for g in gaps):
@@ -198,32 +241,55 @@ def reference_text(runs: Sequence[Run]) -> str:
     if "mean" not in table or "qae" not in table:
         raise ValueError(f"the reference runs need the mean and qae methods, got {sorted(table)}")
     seeds = sorted(set(per_method(runs, lambda r: r.seed).get("mean", [])))
-    lines = ["", _wrap(f"Seeds {', '.join(map(str, seeds[:-1]))} and {seeds[-1]} for every method. Mean ± "
-                       f"spread (population std) over the {_COUNT.get(len(seeds), len(seeds))} seeds:"), "",
-             "| method | sampled pass@1 before -> after | greedy pass@1 before -> after | pass@8 after | zero-adv frac "
-             "| training variance (reward, detrended, window 20) |", "| --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "",
+        _wrap(
+            f"Seeds {', '.join(map(str, seeds[:-1]))} and {seeds[-1]} for every method. Mean ± "
+            f"spread (population std) over the {_COUNT.get(len(seeds), len(seeds))} seeds:"
+        ),
+        "",
+        "| method | sampled pass@1 before -> after | greedy pass@1 before -> after | pass@8 after | zero-adv frac "
+        "| training variance (reward, detrended, window 20) |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     for method, row in table.items():
-        cells = [f"{row[f'{k} before'].mean:.3f} -> {row[f'{k} after'].mean:.3f} ± {row[f'{k} after'].std:.3f}"
-                 for k in ("pass@1", "greedy pass@1")]
+        cells = [
+            f"{row[f'{k} before'].mean:.3f} -> {row[f'{k} after'].mean:.3f} ± {row[f'{k} after'].std:.3f}"
+            for k in ("pass@1", "greedy pass@1")
+        ]
         cells += [f"{row[k].mean:.3f} ± {row[k].std:.3f}" for k in ("pass@8 after", "zero-adv frac", "train var")]
         lines.append(f"| {'mean (GRPO)' if method == 'mean' else method} | {' | '.join(cells)} |")
     after = {m: row["pass@1 after"] for m, row in table.items()}
     lo, hi = min(after, key=lambda m: after[m].mean), max(after, key=lambda m: after[m].mean)
     inside = [m for m in after if m != "mean" and within_spread(after[m], after["mean"])]
     outside = [m for m in after if m != "mean" and m not in inside]
-    spread = ", ".join(filter(None, [f"{' and '.join(inside)} within the seed spread of the mean baseline (the seed "
-                                     "ranges overlap)" if inside else "",
-                                     f"{' and '.join(outside)} outside it" if outside else ""]))
+    spread = ", ".join(
+        filter(
+            None,
+            [
+                f"{' and '.join(inside)} within the seed spread of the mean baseline (the seed ranges overlap)"
+                if inside
+                else "",
+                f"{' and '.join(outside)} outside it" if outside else "",
+            ],
+        )
+    )
     q, m = table["qae"], table["mean"]
     d8 = q["pass@8 after"].mean - m["pass@8 after"].mean
-    lines += ["", _wrap(f"On this tiny task the {_COUNT.get(len(table), len(table))} methods end within "
-              f"{round(100 * (after[hi].mean - after[lo].mean))} points of each other in sampled pass@1 "
-              f"({lo} {after[lo].mean:.3f} to {hi} {after[hi].mean:.3f}), {spread}. QAE leaves "
-              f"{100 * q['zero-adv frac'].mean:.0f}% of responses with exactly zero advantage against "
-              f"{100 * m['zero-adv frac'].mean:.0f}% (the all-equal groups) under the mean baseline, and its pass@8 "
-              f"ends "
-              f"{round(100 * abs(d8))} points {'higher' if d8 >= 0 else 'lower'}. The table comes from "
-              "`qae_lab.analysis.compare.summary_table` (notebook 05 draws the curves)."), ""]
+    lines += [
+        "",
+        _wrap(
+            f"On this tiny task the {_COUNT.get(len(table), len(table))} methods end within "
+            f"{round(100 * (after[hi].mean - after[lo].mean))} points of each other in sampled pass@1 "
+            f"({lo} {after[lo].mean:.3f} to {hi} {after[hi].mean:.3f}), {spread}. QAE leaves "
+            f"{100 * q['zero-adv frac'].mean:.0f}% of responses with exactly zero advantage against "
+            f"{100 * m['zero-adv frac'].mean:.0f}% (the all-equal groups) under the mean baseline, and its pass@8 "
+            f"ends "
+            f"{round(100 * abs(d8))} points {'higher' if d8 >= 0 else 'lower'}. The table comes from "
+            "`qae_lab.analysis.compare.summary_table` (notebook 05 draws the curves)."
+        ),
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -237,18 +303,30 @@ def gpu_memory_text(presets: Sequence[str] = _GPU_PRESETS) -> str:
     >>> print(gpu_memory_text(["qwen2.5-0.5b-gsm8k-t4"]).splitlines()[3])
     | qwen2.5-0.5b-gsm8k-t4 | qwen2.5-0.5b, float16 | 4 x 8, <= 256 tokens | 3.2 GiB | 6.8 GiB |
     """
-    lines = ["", "| preset | model, weights | prompts x completions per step, length | estimated peak | with full "
-             "float32 logits |", "| --- | --- | --- | --- | --- |"]
+    lines = [
+        "",
+        "| preset | model, weights | prompts x completions per step, length | estimated peak | with full "
+        "float32 logits |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     for name in presets:
         run, cfg = build(name, output_dir="unused")
         fused, full = (run_memory(run, cfg, bf16_gpu=True, fused_lm_head=f)["peak"] / GIB for f in (True, False))
         weights = "bfloat16" if run.dtype == "auto" else run.dtype
-        lines.append(f"| {name} | {run.model}, {weights} | {cfg.generation_batch_size // cfg.num_generations} x "
-                     f"{cfg.num_generations}, <= {cfg.max_completion_length} tokens | {fused:.1f} GiB | {full:.1f} GiB |")
-    lines += ["", _wrap(f"A T4's 16 GB leave about {T4_MEMORY / GIB:.0f} GiB to a program. The estimate counts the weights, the LoRA adapters "
-                        "and their optimizer state, the generation's KV cache, the activations and the loss's "
-                        "logits; the CUDA context and the allocator's slack come on top. TRL's fused LM head keeps "
-                        "only a tile of the logits; the last column is the figure without it."), ""]
+        lines.append(
+            f"| {name} | {run.model}, {weights} | {cfg.generation_batch_size // cfg.num_generations} x "
+            f"{cfg.num_generations}, <= {cfg.max_completion_length} tokens | {fused:.1f} GiB | {full:.1f} GiB |"
+        )
+    lines += [
+        "",
+        _wrap(
+            f"A T4's 16 GB leave about {T4_MEMORY / GIB:.0f} GiB to a program. The estimate counts the weights, the LoRA adapters "
+            "and their optimizer state, the generation's KV cache, the activations and the loss's "
+            "logits; the CUDA context and the allocator's slack come on top. TRL's fused LM head keeps "
+            "only a tile of the logits; the last column is the figure without it."
+        ),
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -264,8 +342,14 @@ def t4_estimate(root: str | Path = ROOT) -> dict:
     measured = json.loads((Path(root) / HOST_COSTS).read_text(encoding="utf-8"))
     host = {path: row["ms_per_decode_step"] / 1e3 for path, row in measured["rows"].items()}
     run, cfg = build(T4_PRESET, [f"{k}={v}" for k, v in GPU_RUN.items()], output_dir="unused")
-    return {"floor": run_time(run, cfg, GPUS["t4"], host=host), "half": run_time(run, cfg, GPUS["t4"], host=host,
-            sustained=0.5), "host": host, "measured": measured, "run": run, "cfg": cfg}
+    return {
+        "floor": run_time(run, cfg, GPUS["t4"], host=host),
+        "half": run_time(run, cfg, GPUS["t4"], host=host, sustained=0.5),
+        "host": host,
+        "measured": measured,
+        "run": run,
+        "cfg": cfg,
+    }
 
 
 def _minutes(seconds: float) -> str:
@@ -281,24 +365,39 @@ def gpu_time_text(root: str | Path = ROOT) -> str:
     est = t4_estimate(root)
     floor, half, cfg, run = est["floor"], est["half"], est["cfg"], est["run"]
     t4, m = GPUS["t4"], est["measured"]
-    rows = [("one training step", f"{floor['step']:.1f} s", f"{half['step']:.1f} s"),
-            (f"{cfg.max_steps} steps", _minutes(floor["steps"]), _minutes(half["steps"])),
-            ("the evaluations before and after", _minutes(floor["evaluations"]), _minutes(half["evaluations"])),
-            ("in all", _minutes(floor["total"]), _minutes(half["total"]))]
-    lines = ["", _wrap(f"Notebook 04 on a T4 ({T4_PRESET}: {cfg.max_steps} steps of "
-                       f"{cfg.generation_batch_size // cfg.num_generations} x {cfg.num_generations} completions of <= "
-                       f"{cfg.max_completion_length} tokens, {run.n_eval} held-out problems evaluated before and after), "
-                       "estimated by `qae_lab.runs.costs.run_time`, not measured:"), "",
-             "| | at the datasheet peaks (a lower bound) | at half the peaks |", "| --- | --- | --- |"]
+    rows = [
+        ("one training step", f"{floor['step']:.1f} s", f"{half['step']:.1f} s"),
+        (f"{cfg.max_steps} steps", _minutes(floor["steps"]), _minutes(half["steps"])),
+        ("the evaluations before and after", _minutes(floor["evaluations"]), _minutes(half["evaluations"])),
+        ("in all", _minutes(floor["total"]), _minutes(half["total"])),
+    ]
+    lines = [
+        "",
+        _wrap(
+            f"Notebook 04 on a T4 ({T4_PRESET}: {cfg.max_steps} steps of "
+            f"{cfg.generation_batch_size // cfg.num_generations} x {cfg.num_generations} completions of <= "
+            f"{cfg.max_completion_length} tokens, {run.n_eval} held-out problems evaluated before and after), "
+            "estimated by `qae_lab.runs.costs.run_time`, not measured:"
+        ),
+        "",
+        "| | at the datasheet peaks (a lower bound) | at half the peaks |",
+        "| --- | --- | --- |",
+    ]
     lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
-    lines += ["", _wrap(f"The card's terms come from the {t4.name}'s datasheet ({t4.tflops:.0f} TFLOP/s in float16, "
-                        f"{t4.bandwidth:.0f} GB/s). Decoding without CUDA graphs (the evaluations, on the PEFT model) "
-                        f"waits at least {1e3 * est['host']['unmerged']:.1f} ms per decode step for the host: "
-                        f"{m['rows']['unmerged']['aten_ops_per_decode_step']:,} ops measured on {m['cores']} CPU "
-                        f"cores by `benchmarks/host_costs.py` ({m['date']}); the training steps decode through "
-                        "CUDA graphs. Not counted: downloading the model (about 1 GB), compiling the decode step "
-                        "during the first steps, the rewards and the dashboard. `benchmarks/gpu_check.py` prints "
-                        "a measured step beside its estimate on the GPU it runs on."), ""]
+    lines += [
+        "",
+        _wrap(
+            f"The card's terms come from the {t4.name}'s datasheet ({t4.tflops:.0f} TFLOP/s in float16, "
+            f"{t4.bandwidth:.0f} GB/s). Decoding without CUDA graphs (the evaluations, on the PEFT model) "
+            f"waits at least {1e3 * est['host']['unmerged']:.1f} ms per decode step for the host: "
+            f"{m['rows']['unmerged']['aten_ops_per_decode_step']:,} ops measured on {m['cores']} CPU "
+            f"cores by `benchmarks/host_costs.py` ({m['date']}); the training steps decode through "
+            "CUDA graphs. Not counted: downloading the model (about 1 GB), compiling the decode step "
+            "during the first steps, the rewards and the dashboard. `benchmarks/gpu_check.py` prints "
+            "a measured step beside its estimate on the GPU it runs on."
+        ),
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -309,8 +408,10 @@ def t4_time_line(root: str | Path = ROOT) -> str:
     True
     """
     est = t4_estimate(root)
-    return (f"on a free Colab T4 about {est['floor']['total'] / 60:.0f}-{est['half']['total'] / 60:.0f} min "
-            f"(estimated from the architecture, not measured; docs/workshop.md)")
+    return (
+        f"on a free Colab T4 about {est['floor']['total'] / 60:.0f}-{est['half']['total'] / 60:.0f} min "
+        f"(estimated from the architecture, not measured; docs/workshop.md)"
+    )
 
 
 # ---------------------------------------------------------------- the workshop's plans and answer key
@@ -357,14 +458,21 @@ def notebook_minutes(root: str | Path = ROOT) -> dict[str, dict]:
     for path in sorted((root / NOTEBOOKS).glob("[0-9][0-9]_*.ipynb")):
         number, nb = path.name[:2], json.loads(path.read_text(encoding="utf-8"))
         if path.name not in times["notebooks"]:
-            raise ValueError(f"{root / NOTEBOOK_TIMES} has no time for {path.name}: run benchmarks/bench_notebooks.py "
-                             "--write")
+            raise ValueError(
+                f"{root / NOTEBOOK_TIMES} has no time for {path.name}: run benchmarks/bench_notebooks.py --write"
+            )
         words = sum(len(_source(c).split()) for c in nb["cells"] if c["cell_type"] == "markdown")
         predicts = any(_source(c).startswith("PREDICTION = ") for c in nb["cells"] if c["cell_type"] == "code")
         activities = PREDICTION_MIN * predicts + EXERCISE_MIN
         reading, computing = words / READING_WPM, times["notebooks"][path.name]["full_s"] / 60
-        out[number] = {"name": path.name, "words": words, "reading": reading, "computing": computing,
-                       "activities": activities, "minutes": math.ceil(reading + computing + activities)}
+        out[number] = {
+            "name": path.name,
+            "words": words,
+            "reading": reading,
+            "computing": computing,
+            "activities": activities,
+            "minutes": math.ceil(reading + computing + activities),
+        }
     return out
 
 
@@ -378,10 +486,16 @@ def workshop_plan_text(root: str | Path = ROOT) -> str:
     root = Path(root)
     minutes = notebook_minutes(root)
     times = json.loads((root / NOTEBOOK_TIMES).read_text(encoding="utf-8"))
-    lines = ["", _wrap(f"Each notebook's minutes are its markdown read at {READING_WPM} words a minute, its run time "
-                       f"in full mode on {times['cores']} CPU cores (measured {times['date']} by "
-                       f"`benchmarks/bench_notebooks.py`), {PREDICTION_MIN} minutes for its prediction and "
-                       f"{EXERCISE_MIN} for its exercise, rounded up."), ""]
+    lines = [
+        "",
+        _wrap(
+            f"Each notebook's minutes are its markdown read at {READING_WPM} words a minute, its run time "
+            f"in full mode on {times['cores']} CPU cores (measured {times['date']} by "
+            f"`benchmarks/bench_notebooks.py`), {PREDICTION_MIN} minutes for its prediction and "
+            f"{EXERCISE_MIN} for its exercise, rounded up."
+        ),
+        "",
+    ]
     for plan, numbers in PLANS.items():
         rows = [("set-up", "everyone runs notebook 00's first cell", INSTALL_MIN)]
         for n in numbers:
@@ -400,22 +514,25 @@ def workshop_plan_text(root: str | Path = ROOT) -> str:
 
 def _between(text: str, start: str, end: str) -> str:
     i = text.find(start)
-    return "" if i < 0 else text[i + len(start):text.find(end, i + len(start))].strip()
+    return "" if i < 0 else text[i + len(start) : text.find(end, i + len(start))].strip()
 
 
 def _prediction_question(cells: list[dict]) -> str:
     """The question of a notebook's prediction: the markdown just before its ``PREDICTION = `` cell, from the line
     that names the prediction ("Predict first" heading or a "**Predict:**" line) on, without that heading; "" when
     the notebook asks none."""
-    at = next((i for i, c in enumerate(cells) if c["cell_type"] == "code" and _source(c).startswith("PREDICTION = ")),
-              None)
+    at = next(
+        (i for i, c in enumerate(cells) if c["cell_type"] == "code" and _source(c).startswith("PREDICTION = ")), None
+    )
     md = [i for i in range(at or 0) if cells[i]["cell_type"] == "markdown"]
     if at is None or not md:
         return ""
     lines = _source(cells[md[-1]]).splitlines()
     start = next((k for k, line in enumerate(lines) if "Predict" in line), 0)
     head = lines[start]
-    rest = lines[start + 1:] if head.startswith("#") else [head.replace("**Predict:**", "").strip()] + lines[start + 1:]
+    rest = (
+        lines[start + 1 :] if head.startswith("#") else [head.replace("**Predict:**", "").strip()] + lines[start + 1 :]
+    )
     return "\n".join(rest).strip()
 
 
@@ -434,10 +551,16 @@ def answer_key_text(root: str | Path = ROOT) -> str:
         title = next(line[2:] for text in md for line in text.splitlines() if line.startswith("# "))
         out += [f"### {title}", ""]
         question = _prediction_question(cells)
-        why = next((_between(t, "<summary>Why</summary>", "</details>") for t in md if "<summary>Why</summary>" in t), "")
+        why = next(
+            (_between(t, "<summary>Why</summary>", "</details>") for t in md if "<summary>Why</summary>" in t), ""
+        )
         if question:
-            out += [_wrap(f"**Prediction.** {' '.join(question.split())}"), "",
-                    _wrap(f"**Answer.** {' '.join(why.split())}"), ""]
+            out += [
+                _wrap(f"**Prediction.** {' '.join(question.split())}"),
+                "",
+                _wrap(f"**Answer.** {' '.join(why.split())}"),
+                "",
+            ]
         solution = next((_between(t, "```python", "```") for t in md if "<summary>Solution" in t), "")
         checker = next((word for word in _source(cells[-1]).replace("(", " ").split() if "check_" in word), "")
         if solution:
@@ -468,8 +591,9 @@ BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {
 }
 
 
-def render(root: str | Path = ROOT, blocks: Mapping[str, Mapping[str, Callable[[Path], str]]] = BLOCKS
-           ) -> dict[Path, tuple[str, str]]:
+def render(
+    root: str | Path = ROOT, blocks: Mapping[str, Mapping[str, Callable[[Path], str]]] = BLOCKS
+) -> dict[Path, tuple[str, str]]:
     r"""``{README path: (its text now, its text with every passage regenerated)}`` under ``root``; writes nothing.
 
     >>> [str(path.relative_to(ROOT)) for path in render()]

@@ -43,8 +43,11 @@ TARGETS: dict[str, tuple[float | None, float | None, str]] = {
     "easy_frac": (0.25, None, "prompts easy for QAE at K = 0.4 (p > 0.6)"),
     "never_solved_frac": (0.01, None, "prompts with no correct sample"),
     "format_compliance": (0.70, 0.90, "completions in the strict XML format"),
-    "neg_correct_group_frac": (0.05, None, "groups where the mean baseline gives a correct answer A < 0 "
-                                           "(composite reward)"),
+    "neg_correct_group_frac": (
+        0.05,
+        None,
+        "groups where the mean baseline gives a correct answer A < 0 (composite reward)",
+    ),
     "reflect_frac": (0.02, None, "completions with a reflective word"),
 }
 
@@ -87,8 +90,18 @@ def _region_entropy(h_nats: torch.Tensor, region: torch.Tensor) -> float:
     return float(h_nats[region].sum()) / n if n else float("nan")
 
 
-def task_properties(model, tokenizer, records, *, group_size: int = 16, max_new_tokens: int = 160,
-                    temperature: float = 1.0, k: float = 0.4, seed: int = 0, batch_size: int = 8) -> dict[str, float]:
+def task_properties(
+    model,
+    tokenizer,
+    records,
+    *,
+    group_size: int = 16,
+    max_new_tokens: int = 160,
+    temperature: float = 1.0,
+    k: float = 0.4,
+    seed: int = 0,
+    batch_size: int = 8,
+) -> dict[str, float]:
     r"""Measure :data:`TARGETS`' properties (and a few more) of a policy on ``records``, G samples each.
 
     Args:
@@ -112,8 +125,16 @@ def task_properties(model, tokenizer, records, *, group_size: int = 16, max_new_
     """
     check_int(group_size, "group_size", 2)
     k = check_k(k)
-    ro = sample_groups(model, tokenizer, records, group_size, temperature=temperature,
-                       max_new_tokens=max_new_tokens, batch_size=batch_size, seed=seed)
+    ro = sample_groups(
+        model,
+        tokenizer,
+        records,
+        group_size,
+        temperature=temperature,
+        max_new_tokens=max_new_tokens,
+        batch_size=batch_size,
+        seed=seed,
+    )
     g, b = group_size, len(ro.records)
     vocab = model.get_output_embeddings().weight.shape[0]
     h = completion_entropies(model, tokenizer, ro.prompts, ro.completion_ids, ro.mask, temperature=temperature)
@@ -123,25 +144,42 @@ def task_properties(model, tokenizer, records, *, group_size: int = 16, max_new_
     p = ro.success_counts / g  # (B,)
     golds = [r["gold"] for r in ro.records for _ in range(g)]
     composite = torch.tensor(strict_composite_reward(ro.completions, gold=golds), dtype=torch.float64)  # (N,)
-    neg_correct = [advantage_stats(composite[i * g:(i + 1) * g], group_advantages(
-        composite[i * g:(i + 1) * g], g, baseline="mean"), g, k, success_threshold=5.0)["neg_correct"] > 0
-        for i in range(b)]
-    correct_values = [len({v for v, r in zip(composite[i * g:(i + 1) * g].tolist(), ro.rewards[i * g:(i + 1) * g])
-                           if r > 0}) for i in range(b)]
+    neg_correct = [
+        advantage_stats(
+            composite[i * g : (i + 1) * g],
+            group_advantages(composite[i * g : (i + 1) * g], g, baseline="mean"),
+            g,
+            k,
+            success_threshold=5.0,
+        )["neg_correct"]
+        > 0
+        for i in range(b)
+    ]
+    correct_values = [
+        len({v for v, r in zip(composite[i * g : (i + 1) * g].tolist(), ro.rewards[i * g : (i + 1) * g]) if r > 0})
+        for i in range(b)
+    ]
     diversity = diversity_stats(ro.completions, ro.rewards.tolist(), g)
     flat = ro.lengths.tolist()
     q = statistics.quantiles(flat, n=20) if len(flat) > 1 else flat * 19
     hard = hard_regime(ro.success_counts, g, k)
     return {
-        "n_prompts": float(b), "pass@1": float(p.mean()),
-        "distinct_correct": diversity["distinct_correct"], "top_share": diversity["top_share"],
-        "length_mean": float(ro.lengths.mean()), "length_min": min(flat), "length_max": max(flat),
-        "length_q05": q[0], "length_q95": q[-1],
+        "n_prompts": float(b),
+        "pass@1": float(p.mean()),
+        "distinct_correct": diversity["distinct_correct"],
+        "top_share": diversity["top_share"],
+        "length_mean": float(ro.lengths.mean()),
+        "length_min": min(flat),
+        "length_max": max(flat),
+        "length_q05": q[0],
+        "length_q95": q[-1],
         "length_cv": float((lengths.std(1) / lengths.mean(1)).mean()),
         "entropy_reasoning": _region_entropy(h_nats, inside),
         "entropy_format": _region_entropy(h_nats, ro.mask.bool() & ~inside),
-        "hard_frac": float(hard.double().mean()), "easy_frac": float((~hard).double().mean()),
-        "never_solved_frac": float((p == 0).double().mean()), "always_solved_frac": float((p == 1).double().mean()),
+        "hard_frac": float(hard.double().mean()),
+        "easy_frac": float((~hard).double().mean()),
+        "never_solved_frac": float((p == 0).double().mean()),
+        "always_solved_frac": float((p == 1).double().mean()),
         "format_compliance": statistics.fmean(strict_format_reward(ro.completions)),
         "neg_correct_group_frac": statistics.fmean(map(float, neg_correct)),
         "composite_correct_values": statistics.fmean(correct_values),
@@ -160,8 +198,12 @@ def property_table(props: dict[str, float]) -> str:
         if key not in props:
             continue
         value = props[key]
-        band = " and ".join(x for x in (f">= {lo:g}" if lo is not None else "",
-                                        f"<= {hi:g}" if hi is not None else "") if x) or "(reported)"
+        band = (
+            " and ".join(
+                x for x in (f">= {lo:g}" if lo is not None else "", f"<= {hi:g}" if hi is not None else "") if x
+            )
+            or "(reported)"
+        )
         met = (lo is None or value >= lo) and (hi is None or value <= hi)
         verdict = "—" if lo is None and hi is None else "yes" if met else "NO"
         lines.append(f"| {what} | `{key}` | {value:.2f} | {band} | {verdict} |")

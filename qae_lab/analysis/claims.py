@@ -31,11 +31,36 @@ from qae_lab.analysis.phenomena import Effect, clipped_fraction, effect, per_met
 from qae_lab.analysis.regime_runs import regime_numbers
 from qae_lab.analysis.stats import Stat, moving_average, stat, training_variance
 
-__all__ = ["Measure", "window", "evaluation", "variance", "total", "held_out", "Check", "rose", "fell", "clip_acted",
-           "regime_rose", "regime_fell", "Claim",
-           "CLAIMS", "VERDICTS", "Judgement", "judge", "verdict_list", "scoreboard", "scoreboard_markdown", "Direction",
-           "direction", "summary_lines", "clip_sentence", "sharpening_sentences", "punished_correct_sentence", "clipped_share",
-           "model_properties"]
+__all__ = [
+    "Measure",
+    "window",
+    "evaluation",
+    "variance",
+    "total",
+    "held_out",
+    "Check",
+    "rose",
+    "fell",
+    "clip_acted",
+    "regime_rose",
+    "regime_fell",
+    "Claim",
+    "CLAIMS",
+    "VERDICTS",
+    "Judgement",
+    "judge",
+    "verdict_list",
+    "scoreboard",
+    "scoreboard_markdown",
+    "Direction",
+    "direction",
+    "summary_lines",
+    "clip_sentence",
+    "sharpening_sentences",
+    "punished_correct_sentence",
+    "clipped_share",
+    "model_properties",
+]
 
 
 @dataclass(frozen=True)
@@ -90,8 +115,10 @@ def evaluation(when: str, key: str) -> Measure:
 
 def variance(metric: str = "reward", width: int = 20) -> Measure:
     r"""Training variance of ``metric``: around its trailing ``width``-step average (:func:`qae_lab.analysis.stats.training_variance`)."""
-    return Measure(f"training variance of the {metric} (detrended, window {width})",
-                   lambda run: training_variance(run.rows, metric, width) if series(run, metric)[1] else None)
+    return Measure(
+        f"training variance of the {metric} (detrended, window {width})",
+        lambda run: training_variance(run.rows, metric, width) if series(run, metric)[1] else None,
+    )
 
 
 def total(metric: str) -> Measure:
@@ -113,6 +140,7 @@ def held_out(group: str, key: str) -> Measure:
     def number(run: Run) -> float | None:
         got = regime_numbers(run, group)
         return None if got is None else got[key]
+
     return Measure(f"entropy {key} of {words[group]}", number, f"{group} {key}")
 
 
@@ -127,8 +155,8 @@ def _start_peak_end(run: Run, metric: str) -> tuple[float, float, float] | None:
     values = series(run, metric)[1]
     if len(values) < 2 * _START:
         return None
-    smooth = moving_average(values, _START)[_START - 1:]
-    return (sum(values[:_START]) / _START, max(smooth), sum(values[-len(values) // 3:]) / (len(values) // 3))
+    smooth = moving_average(values, _START)[_START - 1 :]
+    return (sum(values[:_START]) / _START, max(smooth), sum(values[-len(values) // 3 :]) / (len(values) // 3))
 
 
 def _control(runs: Sequence[Run], method: str, metric: str) -> list[tuple[float, float, float]]:
@@ -148,6 +176,7 @@ def rose(method: str, metric: str = "entropy", factor: float = 1.1) -> Check:
     >>> rose("mean")([up]) is None
     True
     """
+
     def check(runs: Sequence[Run]) -> str | None:
         found = _control(runs, method, metric)
         if not found:
@@ -156,8 +185,11 @@ def rose(method: str, metric: str = "entropy", factor: float = 1.1) -> Check:
         if ratio >= factor:
             return None
         start, peak = (sum(v[i] for v in found) / len(found) for i in (0, 1))
-        return (f"{method}'s {metric} never rose above {ratio:.2f}x its start ({start:.3f} at the start, peak "
-                f"{peak:.3f}): there was no explosion to prevent")
+        return (
+            f"{method}'s {metric} never rose above {ratio:.2f}x its start ({start:.3f} at the start, peak "
+            f"{peak:.3f}): there was no explosion to prevent"
+        )
+
     return check
 
 
@@ -170,6 +202,7 @@ def fell(method: str, metric: str = "entropy", to: float = 0.5) -> Check:
     >>> print(fell("mean")([slow]))
     mean's entropy fell only from 0.195 to 0.175 (0.90x; a collapse loses half): there was no collapse to prevent
     """
+
     def check(runs: Sequence[Run]) -> str | None:
         found = _control(runs, method, metric)
         if not found:
@@ -178,8 +211,11 @@ def fell(method: str, metric: str = "entropy", to: float = 0.5) -> Check:
         if ratio <= to:
             return None
         start, end = (sum(v[i] for v in found) / len(found) for i in (0, 2))
-        return (f"{method}'s {metric} fell only from {start:.3f} to {end:.3f} ({ratio:.2f}x; a collapse loses "
-                f"{'half' if to == 0.5 else f'{1 - to:.0%}'}): there was no collapse to prevent")
+        return (
+            f"{method}'s {metric} fell only from {start:.3f} to {end:.3f} ({ratio:.2f}x; a collapse loses "
+            f"{'half' if to == 0.5 else f'{1 - to:.0%}'}): there was no collapse to prevent"
+        )
+
     return check
 
 
@@ -192,6 +228,7 @@ def clip_acted(min_share: float = 0.001) -> Check:
     >>> print(clip_acted()([Run("r", "mean+clip_higher", 0, {}, rows, None, None)]))
     the clip acted on at most 0.03% of the tokens: widening it (Clip-Higher) could not matter
     """
+
     def check(runs: Sequence[Run]) -> str | None:
         shares = [x for x in (clipped_fraction(r) for r in runs) if x is not None]
         if not shares:
@@ -199,6 +236,7 @@ def clip_acted(min_share: float = 0.001) -> Check:
         if max(shares) >= min_share:
             return None
         return f"the clip acted on at most {100 * max(shares):.2f}% of the tokens: widening it (Clip-Higher) could not matter"
+
     return check
 
 
@@ -215,6 +253,7 @@ def regime_rose(method: str, group: str = "hard", factor: float = 1.1) -> Check:
     >>> print(regime_rose("mean")([Run("r", "mean", 0, {}, rows, None, None)]))
     mean's entropy on the prompts that start hardest never rose above 1.00x its start: there was no explosion to prevent
     """
+
     def check(runs: Sequence[Run]) -> str | None:
         ratios = _held_out(runs, method, group, "peak/start")
         if not ratios:
@@ -222,8 +261,11 @@ def regime_rose(method: str, group: str = "hard", factor: float = 1.1) -> Check:
         if max(ratios) >= factor:
             return None
         words = "hardest" if group == "hard" else "easiest"
-        return (f"{method}'s entropy on the prompts that start {words} never rose above {max(ratios):.2f}x its start: "
-                "there was no explosion to prevent")
+        return (
+            f"{method}'s entropy on the prompts that start {words} never rose above {max(ratios):.2f}x its start: "
+            "there was no explosion to prevent"
+        )
+
     return check
 
 
@@ -236,6 +278,7 @@ def regime_fell(method: str, group: str = "easy", to: float = 0.5) -> Check:
     >>> print(regime_fell("mean")([Run("r", "mean", 0, {}, rows, None, None)]))
     mean's entropy on the prompts that start easiest fell only to 0.90x its start (a collapse loses half): there was no collapse to prevent
     """
+
     def check(runs: Sequence[Run]) -> str | None:
         ratios = _held_out(runs, method, group, "final/start")
         if not ratios:
@@ -243,8 +286,11 @@ def regime_fell(method: str, group: str = "easy", to: float = 0.5) -> Check:
         if min(ratios) <= to:
             return None
         words = "hardest" if group == "hard" else "easiest"
-        return (f"{method}'s entropy on the prompts that start {words} fell only to {min(ratios):.2f}x its start (a "
-                f"collapse loses {'half' if to == 0.5 else f'{1 - to:.0%}'}): there was no collapse to prevent")
+        return (
+            f"{method}'s entropy on the prompts that start {words} fell only to {min(ratios):.2f}x its start (a "
+            f"collapse loses {'half' if to == 0.5 else f'{1 - to:.0%}'}): there was no collapse to prevent"
+        )
+
     return check
 
 
@@ -269,60 +315,183 @@ class Claim:
     checks: tuple[Check, ...] = ()
 
 
-_QAE, _SAAH, _NONE = ("QAE (arXiv 2509.22611)", "SA-AH-GRPO (arXiv 2606.05434)",
-                      "no paper: a measurement of the lab")
+_QAE, _SAAH, _NONE = ("QAE (arXiv 2509.22611)", "SA-AH-GRPO (arXiv 2606.05434)", "no paper: a measurement of the lab")
 
 CLAIMS: tuple[Claim, ...] = (
-    Claim("explosion", _QAE, "with the mean baseline and Clip-Higher, entropy explodes early in training", "entropy",
-          ("mean+clip_higher", window("entropy", "first")), ("qae+clip_higher", window("entropy", "first")), ">", 4,
-          "the mean baseline's entropy explodes early; QAE's does not", (rose("mean+clip_higher"), clip_acted())),
-    Claim("collapse", _QAE, "with the mean baseline, entropy collapses later in training; the quantile baseline "
-          "keeps it in a band", "entropy", ("mean+clip_higher", window("entropy", "last")),
-          ("qae+clip_higher", window("entropy", "last")), "<", 4,
-          "the mean baseline's entropy collapses later; QAE's does not", (fell("mean+clip_higher"), clip_acted())),
-    Claim("hard_gate", _QAE, "on hard prompts (p <= 1-K) the quantile baseline's first-order entropy change is at "
-          "most the mean baseline's (Prop. 4.2, explosion-proof)", "entropy",
-          ("mean", window(LEDGER_PREFIX + "dh_hard")), ("qae", window(LEDGER_PREFIX + "dh_hard")), ">", 5,
-          "on hard prompts QAE's update raises entropy less (first order)"),
-    Claim("easy_gate", _QAE, "on easy prompts (p > 1-K) the quantile baseline's first-order entropy change is at "
-          "least the mean baseline's (Prop. 4.2, collapse-proof)", "entropy",
-          ("mean", window(LEDGER_PREFIX + "dh_easy")), ("qae", window(LEDGER_PREFIX + "dh_easy")), "<", 5,
-          "on easy prompts QAE's update lowers entropy less (first order)"),
-    Claim("hard_regime", _QAE, "on hard prompts (p <= 1-K) the quantile baseline's entropy rises at most as much as "
-          "the mean baseline's (Prop. 4.2, explosion-proof), measured on the prompts that start hardest", "regimes",
-          ("mean+clip_higher", held_out("hard", "peak/start")), ("qae+clip_higher", held_out("hard", "peak/start")), ">",
-          3, "on the prompts that start hard, QAE's entropy rises less", (regime_rose("mean+clip_higher"),)),
-    Claim("easy_regime", _QAE, "on easy prompts (p > 1-K) the quantile baseline's entropy falls at most as much as "
-          "the mean baseline's (Prop. 4.2, collapse-proof), measured on the prompts that start easiest", "regimes",
-          ("mean+clip_higher", held_out("easy", "final/start")), ("qae+clip_higher", held_out("easy", "final/start")),
-          "<", 3, "on the prompts that start easy, QAE keeps more entropy", (regime_fell("mean+clip_higher"),)),
-    Claim("sparsity", _QAE, "about 80% of sampled responses get exactly zero advantage (tuned K)", "entropy",
-          ("qae", window(QAE_ZERO_ADV_FRAC)), ("mean", window(QAE_ZERO_ADV_FRAC)), ">", 3,
-          "most responses get exactly zero advantage under QAE"),
-    Claim("pass1", _QAE, "QAE raises pass@1 over the mean baseline", "entropy",
-          ("qae+clip_higher", evaluation("after", "pass@1")), ("mean+clip_higher", evaluation("after", "pass@1")), ">", 3,
-          "QAE ends with a higher pass@1"),
-    Claim("pass16", _QAE, "QAE keeps or improves pass@16", "entropy",
-          ("qae+clip_higher", evaluation("after", "pass@16")), ("mean+clip_higher", evaluation("after", "pass@16")),
-          ">=", 3, "QAE's pass@16 is no lower"),
-    Claim("k_entropy", _QAE, "a larger K makes more prompts easy and updates negative-only, so entropy rises; a "
-          "smaller K lowers it", "k_sweep", ("qae@0.8", window("entropy", "last")),
-          ("qae@0.2", window("entropy", "last")), ">", 4, "a larger K ends with more entropy"),
-    Claim("variance", _SAAH, "SA-AH-GRPO's training variance is lower than GRPO's (3B: 3.6x lower)", "composite",
-          ("mean", variance()), ("sa_ah", variance()), ">", 4, "SA-AH trains with a lower reward variance"),
-    Claim("length", _SAAH, "mean response length falls during SA-AH-GRPO training (3B: 243 -> 171 tokens)",
-          "composite", ("sa_ah", window("completions/mean_length", "first")),
-          ("sa_ah", window("completions/mean_length", "last")), ">", 1, "responses get shorter under SA-AH"),
-    Claim("curriculum", _SAAH, "entropy falls during training, so the weights drift to 1 (an implicit curriculum)",
-          "composite", ("sa_ah", window(SAAH_W_MEAN_NEG, "last")), ("sa_ah", window(SAAH_W_MEAN_NEG, "first")), ">", 3,
-          "SA-AH's weights drift towards 1"),
-    Claim("saah_pass1", _SAAH, "SA-AH-GRPO's pass@1 beats GRPO's (1.5B: +4.9 points at the peak)", "composite",
-          ("sa_ah", evaluation("after", "pass@1")), ("mean", evaluation("after", "pass@1")), ">", 3,
-          "SA-AH ends with a higher pass@1"),
-    Claim("neg_correct", _NONE, "under SA-AH's composite reward the mean baseline gives correct answers a negative "
-          "advantage more often than the quantile baseline", "composite",
-          ("mean", total(QAE_NEG_CORRECT)), ("qae", total(QAE_NEG_CORRECT)), ">", 1,
-          "the mean baseline punishes more correct answers"),
+    Claim(
+        "explosion",
+        _QAE,
+        "with the mean baseline and Clip-Higher, entropy explodes early in training",
+        "entropy",
+        ("mean+clip_higher", window("entropy", "first")),
+        ("qae+clip_higher", window("entropy", "first")),
+        ">",
+        4,
+        "the mean baseline's entropy explodes early; QAE's does not",
+        (rose("mean+clip_higher"), clip_acted()),
+    ),
+    Claim(
+        "collapse",
+        _QAE,
+        "with the mean baseline, entropy collapses later in training; the quantile baseline keeps it in a band",
+        "entropy",
+        ("mean+clip_higher", window("entropy", "last")),
+        ("qae+clip_higher", window("entropy", "last")),
+        "<",
+        4,
+        "the mean baseline's entropy collapses later; QAE's does not",
+        (fell("mean+clip_higher"), clip_acted()),
+    ),
+    Claim(
+        "hard_gate",
+        _QAE,
+        "on hard prompts (p <= 1-K) the quantile baseline's first-order entropy change is at "
+        "most the mean baseline's (Prop. 4.2, explosion-proof)",
+        "entropy",
+        ("mean", window(LEDGER_PREFIX + "dh_hard")),
+        ("qae", window(LEDGER_PREFIX + "dh_hard")),
+        ">",
+        5,
+        "on hard prompts QAE's update raises entropy less (first order)",
+    ),
+    Claim(
+        "easy_gate",
+        _QAE,
+        "on easy prompts (p > 1-K) the quantile baseline's first-order entropy change is at "
+        "least the mean baseline's (Prop. 4.2, collapse-proof)",
+        "entropy",
+        ("mean", window(LEDGER_PREFIX + "dh_easy")),
+        ("qae", window(LEDGER_PREFIX + "dh_easy")),
+        "<",
+        5,
+        "on easy prompts QAE's update lowers entropy less (first order)",
+    ),
+    Claim(
+        "hard_regime",
+        _QAE,
+        "on hard prompts (p <= 1-K) the quantile baseline's entropy rises at most as much as "
+        "the mean baseline's (Prop. 4.2, explosion-proof), measured on the prompts that start hardest",
+        "regimes",
+        ("mean+clip_higher", held_out("hard", "peak/start")),
+        ("qae+clip_higher", held_out("hard", "peak/start")),
+        ">",
+        3,
+        "on the prompts that start hard, QAE's entropy rises less",
+        (regime_rose("mean+clip_higher"),),
+    ),
+    Claim(
+        "easy_regime",
+        _QAE,
+        "on easy prompts (p > 1-K) the quantile baseline's entropy falls at most as much as "
+        "the mean baseline's (Prop. 4.2, collapse-proof), measured on the prompts that start easiest",
+        "regimes",
+        ("mean+clip_higher", held_out("easy", "final/start")),
+        ("qae+clip_higher", held_out("easy", "final/start")),
+        "<",
+        3,
+        "on the prompts that start easy, QAE keeps more entropy",
+        (regime_fell("mean+clip_higher"),),
+    ),
+    Claim(
+        "sparsity",
+        _QAE,
+        "about 80% of sampled responses get exactly zero advantage (tuned K)",
+        "entropy",
+        ("qae", window(QAE_ZERO_ADV_FRAC)),
+        ("mean", window(QAE_ZERO_ADV_FRAC)),
+        ">",
+        3,
+        "most responses get exactly zero advantage under QAE",
+    ),
+    Claim(
+        "pass1",
+        _QAE,
+        "QAE raises pass@1 over the mean baseline",
+        "entropy",
+        ("qae+clip_higher", evaluation("after", "pass@1")),
+        ("mean+clip_higher", evaluation("after", "pass@1")),
+        ">",
+        3,
+        "QAE ends with a higher pass@1",
+    ),
+    Claim(
+        "pass16",
+        _QAE,
+        "QAE keeps or improves pass@16",
+        "entropy",
+        ("qae+clip_higher", evaluation("after", "pass@16")),
+        ("mean+clip_higher", evaluation("after", "pass@16")),
+        ">=",
+        3,
+        "QAE's pass@16 is no lower",
+    ),
+    Claim(
+        "k_entropy",
+        _QAE,
+        "a larger K makes more prompts easy and updates negative-only, so entropy rises; a smaller K lowers it",
+        "k_sweep",
+        ("qae@0.8", window("entropy", "last")),
+        ("qae@0.2", window("entropy", "last")),
+        ">",
+        4,
+        "a larger K ends with more entropy",
+    ),
+    Claim(
+        "variance",
+        _SAAH,
+        "SA-AH-GRPO's training variance is lower than GRPO's (3B: 3.6x lower)",
+        "composite",
+        ("mean", variance()),
+        ("sa_ah", variance()),
+        ">",
+        4,
+        "SA-AH trains with a lower reward variance",
+    ),
+    Claim(
+        "length",
+        _SAAH,
+        "mean response length falls during SA-AH-GRPO training (3B: 243 -> 171 tokens)",
+        "composite",
+        ("sa_ah", window("completions/mean_length", "first")),
+        ("sa_ah", window("completions/mean_length", "last")),
+        ">",
+        1,
+        "responses get shorter under SA-AH",
+    ),
+    Claim(
+        "curriculum",
+        _SAAH,
+        "entropy falls during training, so the weights drift to 1 (an implicit curriculum)",
+        "composite",
+        ("sa_ah", window(SAAH_W_MEAN_NEG, "last")),
+        ("sa_ah", window(SAAH_W_MEAN_NEG, "first")),
+        ">",
+        3,
+        "SA-AH's weights drift towards 1",
+    ),
+    Claim(
+        "saah_pass1",
+        _SAAH,
+        "SA-AH-GRPO's pass@1 beats GRPO's (1.5B: +4.9 points at the peak)",
+        "composite",
+        ("sa_ah", evaluation("after", "pass@1")),
+        ("mean", evaluation("after", "pass@1")),
+        ">",
+        3,
+        "SA-AH ends with a higher pass@1",
+    ),
+    Claim(
+        "neg_correct",
+        _NONE,
+        "under SA-AH's composite reward the mean baseline gives correct answers a negative "
+        "advantage more often than the quantile baseline",
+        "composite",
+        ("mean", total(QAE_NEG_CORRECT)),
+        ("qae", total(QAE_NEG_CORRECT)),
+        ">",
+        1,
+        "the mean baseline punishes more correct answers",
+    ),
 )
 
 
@@ -369,11 +538,15 @@ def _side(runs: Sequence[Run], method: str, measure: Measure) -> list[float | No
 def _why(kind: str, e: Effect, a: tuple[str, Measure], b: tuple[str, Measure], f: str) -> str:
     """The verdict's reason in plain words, from the numbers."""
     (ma, measure_a), (mb, measure_b) = a, b
-    sides = (f"{ma} {f.format(e.a.mean)} vs {mb} {f.format(e.b.mean)}" if ma != mb else
-             f"{ma}, {measure_a.label or 'a'} {f.format(e.a.mean)} vs {measure_b.label or 'b'} {f.format(e.b.mean)}")
+    sides = (
+        f"{ma} {f.format(e.a.mean)} vs {mb} {f.format(e.b.mean)}"
+        if ma != mb
+        else f"{ma}, {measure_a.label or 'a'} {f.format(e.a.mean)} vs {measure_b.label or 'b'} {f.format(e.b.mean)}"
+    )
     if kind in ("holds", "reversed") and e.apart:
-        return f"{sides}: every one of the {e.a.n} + {e.b.n} seeds apart" + (", the other way round" if kind ==
-                                                                             "reversed" else "")
+        return f"{sides}: every one of the {e.a.n} + {e.b.n} seeds apart" + (
+            ", the other way round" if kind == "reversed" else ""
+        )
     if kind == "holds":
         return f"{sides}: within the seed spread, so not lower"
     spread = "" if e.d is None else f", {abs(e.d):.1f} seed spreads"
@@ -402,16 +575,18 @@ def judge(claim: Claim, runs: Mapping[str, Sequence[Run]]) -> Judgement:
     generation, so the clip never acts.
     """
     if claim.experiment not in runs:
-        raise ValueError(f"runs hold no experiment {claim.experiment!r} (claim {claim.key!r}); "
-                         f"experiments: {sorted(runs)}")
+        raise ValueError(
+            f"runs hold no experiment {claim.experiment!r} (claim {claim.key!r}); experiments: {sorted(runs)}"
+        )
     exp = runs[claim.experiment]
     (ma, measure_a), (mb, measure_b) = claim.a, claim.b
     e = effect(_side(exp, ma, measure_a), _side(exp, mb, measure_b))
     what = measure_a.what if measure_a.what == measure_b.what else f"{measure_a.what} against {measure_b.what}"
     head = f'{claim.source}: "{claim.statement}".\nMeasured as {what}: '
     if e is None:
-        return Judgement(claim, None, "not shown (no runs)", head + f"no runs of {ma} or {mb}.",
-                         f"no runs of {ma} or {mb}")
+        return Judgement(
+            claim, None, "not shown (no runs)", head + f"no runs of {ma} or {mb}.", f"no runs of {ma} or {mb}"
+        )
     verdict = _verdict(e, claim.expect)
     reasons = [r for r in (check(exp) for check in claim.checks) if r]
     f = f"{{:.{claim.digits}f}}"
@@ -424,10 +599,18 @@ def judge(claim: Claim, runs: Mapping[str, Sequence[Run]]) -> Judgement:
         why = "too few seeds to compare"
     else:
         why = _why(verdict.split(" (")[0], e, claim.a, claim.b, f)
-    return Judgement(claim, e, verdict, head + (
-        f"{ma} {f.format(e.a.mean)}±{f.format(e.a.std)} vs {mb} {f.format(e.b.mean)}±{f.format(e.b.std)} "
-        f"({e.a.n} and {e.b.n} seeds), difference {e.diff:+.{claim.digits}f} = {spread}, {apart}; "
-        f"expected {claim.expect}: {verdict.split(' (')[0]}" + (f": {why}." if reasons else ".")), why)
+    return Judgement(
+        claim,
+        e,
+        verdict,
+        head
+        + (
+            f"{ma} {f.format(e.a.mean)}±{f.format(e.a.std)} vs {mb} {f.format(e.b.mean)}±{f.format(e.b.std)} "
+            f"({e.a.n} and {e.b.n} seeds), difference {e.diff:+.{claim.digits}f} = {spread}, {apart}; "
+            f"expected {claim.expect}: {verdict.split(' (')[0]}" + (f": {why}." if reasons else ".")
+        ),
+        why,
+    )
 
 
 def verdict_list(judgements) -> str:
@@ -453,10 +636,18 @@ def scoreboard(judgements: Iterable[Judgement]) -> list[dict[str, str]]:
     rows = []
     for j in judgements:
         if not isinstance(j, Judgement):
-            raise ValueError("judgements must be qae_lab.analysis.claims.Judgement values (qae_lab.analysis.claims.judge's)")
+            raise ValueError(
+                "judgements must be qae_lab.analysis.claims.Judgement values (qae_lab.analysis.claims.judge's)"
+            )
         paper = j.claim.source.split(" (")[0].split(":")[0]
-        rows.append({"claim": j.claim.short or j.claim.statement, "paper": "the lab" if paper == "no paper" else paper,
-                     "verdict": _LABELS.get(j.kind, j.kind), "why": j.why})
+        rows.append(
+            {
+                "claim": j.claim.short or j.claim.statement,
+                "paper": "the lab" if paper == "no paper" else paper,
+                "verdict": _LABELS.get(j.kind, j.kind),
+                "why": j.why,
+            }
+        )
     return rows
 
 
@@ -506,10 +697,11 @@ def direction(judgement: Judgement) -> Direction:
     if e is None:
         raise ValueError(f"claim {judgement.claim.key!r} has no runs on a side: nothing measured to compare")
     (ma, measure_a), (mb, measure_b) = judgement.claim.a, judgement.claim.b
-    quantity = "the " + (measure_a.what if measure_a.what == measure_b.what else
-                         f"{measure_a.what} against {measure_b.what}")
+    quantity = "the " + (
+        measure_a.what if measure_a.what == measure_b.what else f"{measure_a.what} against {measure_b.what}"
+    )
     change = f"the method changed from {ma} to {mb}" if ma != mb else f"{ma}'s {measure_a.what} became {measure_b.what}"
-    return Direction(e.a.mean, e.b.mean, math.sqrt((e.a.std ** 2 + e.b.std ** 2) / 2), quantity, change)
+    return Direction(e.a.mean, e.b.mean, math.sqrt((e.a.std**2 + e.b.std**2) / 2), quantity, change)
 
 
 def summary_lines(judgements: Iterable[Judgement]) -> list[str]:
@@ -530,14 +722,19 @@ def summary_lines(judgements: Iterable[Judgement]) -> list[str]:
     """
     judged = list(judgements)
     if not all(isinstance(j, Judgement) for j in judged):
-        raise ValueError("judgements must be qae_lab.analysis.claims.Judgement values (qae_lab.analysis.claims.judge's)")
+        raise ValueError(
+            "judgements must be qae_lab.analysis.claims.Judgement values (qae_lab.analysis.claims.judge's)"
+        )
     kind = [j.kind for j in judged]
     paper = [j.claim.source.split(" (")[0].split(":")[0] for j in judged]  # QAE | SA-AH-GRPO | no paper
 
     def counts(chosen: list[int]) -> str:
         n = Counter(kind[i] for i in chosen)
-        return (f"{len(chosen)} claim{'s' * (len(chosen) != 1)}: {n['holds']} hold{'s' * (n['holds'] == 1)}, "
-                + ", ".join(f"{n[v]} {v}" for v in VERDICTS[1:]) + ".")
+        return (
+            f"{len(chosen)} claim{'s' * (len(chosen) != 1)}: {n['holds']} hold{'s' * (n['holds'] == 1)}, "
+            + ", ".join(f"{n[v]} {v}" for v in VERDICTS[1:])
+            + "."
+        )
 
     lines = [counts(list(range(len(judged)))).replace(":", " judged:", 1)]
     lines += [f"  {src}: " + counts([i for i, p in enumerate(paper) if p == src]) for src in dict.fromkeys(paper)]
@@ -545,8 +742,10 @@ def summary_lines(judgements: Iterable[Judgement]) -> list[str]:
         if verdict in ("holds", "reversed") and j.effect is not None:
             (ma, _), (mb, _), f = j.claim.a, j.claim.b, f"{{:.{j.claim.digits}f}}"
             spread = "no seed spread" if j.effect.d is None else f"{j.effect.d:+.1f} seed spreads"
-            lines.append(f"{verdict}: {j.claim.key}: {ma} {f.format(j.effect.a.mean)} vs {mb} "
-                         f"{f.format(j.effect.b.mean)} ({spread}).")
+            lines.append(
+                f"{verdict}: {j.claim.key}: {ma} {f.format(j.effect.a.mean)} vs {mb} "
+                f"{f.format(j.effect.b.mean)} ({spread})."
+            )
     return lines
 
 
@@ -576,10 +775,16 @@ def clip_sentence(runs: Sequence[Run]) -> str:
     >>> print(clip_sentence([Run(f"r{s}", "mean", s, {}, rows, None, None) for s in range(2)]))
     Tokens clipped on the passes that reuse a generation (the first pass clips nothing): mean 0.20%±0.00% (2 seeds).
     """
-    parts = [f"{m} {100 * st.mean:.2f}%±{100 * st.std:.2f}% ({st.n} seeds)"
-             for m, st in _per_method(runs, clipped_fraction).items() if st is not None]
-    return ("Tokens clipped on the passes that reuse a generation (the first pass clips nothing): "
-            + ("; ".join(parts) if parts else "none logged") + ".")
+    parts = [
+        f"{m} {100 * st.mean:.2f}%±{100 * st.std:.2f}% ({st.n} seeds)"
+        for m, st in _per_method(runs, clipped_fraction).items()
+        if st is not None
+    ]
+    return (
+        "Tokens clipped on the passes that reuse a generation (the first pass clips nothing): "
+        + ("; ".join(parts) if parts else "none logged")
+        + "."
+    )
 
 
 def sharpening_sentences(runs: Sequence[Run]) -> list[str]:
@@ -595,26 +800,40 @@ def sharpening_sentences(runs: Sequence[Run]) -> list[str]:
     """
     out = []
     for method, group in group_by_method(runs).items():
-        pick = {(when, key): stat((getattr(r, when) or {}).get(key) for r in group)
-                for when in ("before", "after") for key in ("pass@1", "pass@32", "distinct_correct")}
+        pick = {
+            (when, key): stat((getattr(r, when) or {}).get(key) for r in group)
+            for when in ("before", "after")
+            for key in ("pass@1", "pass@32", "distinct_correct")
+        }
         if any(v is None for v in pick.values()):
             continue
         up1 = pick["after", "pass@1"].mean > pick["before", "pass@1"].mean
         up32 = pick["after", "pass@32"].mean > pick["before", "pass@32"].mean
         fewer = pick["after", "distinct_correct"].mean < pick["before", "distinct_correct"].mean
         ceiling = pick["before", "pass@32"].mean >= 0.9995  # 1.000 to the three digits shown
-        word = ("pass@1 fell: unlearned" if not up1
-                else "pass@32 was already 1.000 before training and could not rise, so only the distinct correct "
-                     + ("texts can show sharpening: fewer of them, sharpened" if fewer else
-                        "texts can show sharpening: no fewer of them, no sign of it") if ceiling
-                else "pass@1 and pass@32 both rose" if up32
-                else "sharpened: pass@1 up, pass@32 not, fewer distinct correct texts" if fewer
-                else "pass@1 up with pass@32 not up but no fewer distinct correct texts: no sign of sharpening")
-        out.append(f"{method} ({len(group)} seeds): pass@1 {pick['before', 'pass@1'].mean:.3f} -> "
-                   f"{pick['after', 'pass@1'].mean:.3f}, pass@32 {pick['before', 'pass@32'].mean:.3f} -> "
-                   f"{pick['after', 'pass@32'].mean:.3f}, distinct correct texts of 32 samples "
-                   f"{pick['before', 'distinct_correct'].mean:.1f} -> {pick['after', 'distinct_correct'].mean:.1f}: "
-                   f"{word}.")
+        word = (
+            "pass@1 fell: unlearned"
+            if not up1
+            else "pass@32 was already 1.000 before training and could not rise, so only the distinct correct "
+            + (
+                "texts can show sharpening: fewer of them, sharpened"
+                if fewer
+                else "texts can show sharpening: no fewer of them, no sign of it"
+            )
+            if ceiling
+            else "pass@1 and pass@32 both rose"
+            if up32
+            else "sharpened: pass@1 up, pass@32 not, fewer distinct correct texts"
+            if fewer
+            else "pass@1 up with pass@32 not up but no fewer distinct correct texts: no sign of sharpening"
+        )
+        out.append(
+            f"{method} ({len(group)} seeds): pass@1 {pick['before', 'pass@1'].mean:.3f} -> "
+            f"{pick['after', 'pass@1'].mean:.3f}, pass@32 {pick['before', 'pass@32'].mean:.3f} -> "
+            f"{pick['after', 'pass@32'].mean:.3f}, distinct correct texts of 32 samples "
+            f"{pick['before', 'distinct_correct'].mean:.1f} -> {pick['after', 'distinct_correct'].mean:.1f}: "
+            f"{word}."
+        )
     return out
 
 
@@ -631,6 +850,7 @@ def punished_correct_sentence(runs: Sequence[Run], method: str = "qae") -> str:
     >>> print(punished_correct_sentence([Run("r", "qae", 0, cfg, rows, None, None)]))  # doctest: +ELLIPSIS
     Under the composite reward the quantile baseline also punishes correct answers: qae gave 3.0±0.0 correct answers a negative advantage per run (1 seeds), 9.38% of the 32 correct answers it sampled. ...
     """
+
     def counts(r: Run) -> tuple[float, float]:
         n = r.config["trainer"]["generation_batch_size"]
         return sum(series(r, QAE_NEG_CORRECT)[1]), sum(x * n for x in series(r, QAE_SUCCESS_RATE)[1])
@@ -640,13 +860,15 @@ def punished_correct_sentence(runs: Sequence[Run], method: str = "qae") -> str:
         return f"no {method} runs"
     punished, correct = stat(c[0] for c in chosen), stat(c[1] for c in chosen)
     share = sum(c[0] for c in chosen) / max(sum(c[1] for c in chosen), 1.0)
-    return (f"Under the composite reward the quantile baseline also punishes correct answers: {method} gave "
-            f"{punished.mean:.1f}±{punished.std:.1f} correct answers a negative advantage per run ({punished.n} seeds), "
-            f"{100 * share:.2f}% of the {correct.mean:.0f} correct answers it sampled. It happens in easy groups "
-            f"whose K-quantile is the top score: with K = 0.4 and G = 8 the baseline is the 4th smallest reward, so "
-            f"once 5 of the 8 answers share the top score (up to 7.5: a correct answer in the strict format with 4 "
-            f"calculation lines), every correct answer scoring less (a slipped format costs 0.5 or more, each "
-            f"missing calculation line 0.25) gets A < 0, as under a mean that high scores lift.")
+    return (
+        f"Under the composite reward the quantile baseline also punishes correct answers: {method} gave "
+        f"{punished.mean:.1f}±{punished.std:.1f} correct answers a negative advantage per run ({punished.n} seeds), "
+        f"{100 * share:.2f}% of the {correct.mean:.0f} correct answers it sampled. It happens in easy groups "
+        f"whose K-quantile is the top score: with K = 0.4 and G = 8 the baseline is the 4th smallest reward, so "
+        f"once 5 of the 8 answers share the top score (up to 7.5: a correct answer in the strict format with 4 "
+        f"calculation lines), every correct answer scoring less (a slipped format costs 0.5 or more, each "
+        f"missing calculation line 0.25) gets A < 0, as under a mean that high scores lift."
+    )
 
 
 def model_properties(name: str = "embedded-sums") -> str:
@@ -659,4 +881,4 @@ def model_properties(name: str = "embedded-sums") -> str:
     start, end = text.find("<!-- measured -->"), text.find("<!-- /measured -->")
     if start < 0 or end < 0:
         raise ValueError(f"{embedded_dir(name) / 'README.md'} has no measured section")
-    return text[start + len("<!-- measured -->"):end].strip()
+    return text[start + len("<!-- measured -->") : end].strip()

@@ -67,5 +67,7 @@ def data_dir(name: str, start: str | os.PathLike | None = None, *, package: str 
         if path.is_dir():
             return path
     where = Path(start if start is not None else os.getcwd()).resolve()
-    raise FileNotFoundError(f"no data/{name} above {where}, nor in {', '.join(map(str, candidates))}: "
-                            f"reinstall qae_lab (its package carries data/{name}) or open a checkout")
+    raise FileNotFoundError(
+        f"no data/{name} above {where}, nor in {', '.join(map(str, candidates))}: "
+        f"reinstall qae_lab (its package carries data/{name}) or open a checkout"
+    )

@@ -36,11 +36,24 @@ from qae_lab.methods import (
 from qae_lab.storage.folder import read_log, step_rows
 from qae_lab.analysis.stats import Stat, moving_average, stat, training_variance, within_spread
 
-__all__ = ["Run", "load_run", "load_runs", "find_up", "find_reference_runs", "series", "Curve", "group_by_method",
-           "metric_curves", "summary_table", "format_table", "versus_baseline"]
+__all__ = [
+    "Run",
+    "load_run",
+    "load_runs",
+    "find_up",
+    "find_reference_runs",
+    "series",
+    "Curve",
+    "group_by_method",
+    "metric_curves",
+    "summary_table",
+    "format_table",
+    "versus_baseline",
+]
 
 
 # ---------------------------------------------------------------- loading run folders
+
 
 @dataclass(frozen=True)
 class Run:
@@ -95,8 +108,10 @@ def load_run(path: str | os.PathLike) -> Run:
     """
     path = Path(path)
     if not path.is_dir() or not _is_run(path):
-        raise ValueError(f"path {str(path)!r} is not a run folder: it needs config.json and log.jsonl "
-                         "(as written by `python -m qae_lab train` or kept in data/reference_runs)")
+        raise ValueError(
+            f"path {str(path)!r} is not a run folder: it needs config.json and log.jsonl "
+            "(as written by `python -m qae_lab train` or kept in data/reference_runs)"
+        )
     config = json.loads((path / "config.json").read_text(encoding="utf-8"))
     seed = (config.get("trainer") or {}).get("seed")
     before, after = _evals(path)
@@ -145,6 +160,7 @@ def find_reference_runs(start: str | os.PathLike | None = None) -> Path:
 
 # ---------------------------------------------------------------- per-run numbers
 
+
 def series(run: Run, metric: str) -> tuple[list[int], list[float]]:
     r"""(steps, values) of one logged metric, skipping steps where it is missing or None.
 
@@ -156,6 +172,7 @@ def series(run: Run, metric: str) -> tuple[list[int], list[float]]:
 
 
 # ---------------------------------------------------------------- over seeds
+
 
 def group_by_method(runs: Iterable[Run]) -> dict[str, list[Run]]:
     r"""Runs grouped by :attr:`Run.method`, in the order the methods first appear.
@@ -227,13 +244,19 @@ def metric_curves(runs: Iterable[Run] | Iterable[Group], metric: str, window: in
             continue
         steps = sorted(set.intersection(*(set(d) for d in per_run)))
         stats = [stat([d[s] for d in per_run]) for s in steps]
-        out[group.label] = Curve(steps, [s.mean for s in stats], [s.std for s in stats], [s.lo for s in stats],
-                                 [s.hi for s in stats], len(per_run))
+        out[group.label] = Curve(
+            steps,
+            [s.mean for s in stats],
+            [s.std for s in stats],
+            [s.lo for s in stats],
+            [s.hi for s in stats],
+            len(per_run),
+        )
     return out
 
 
 def _mean_of(run: Run, metric: str, last: int | None = None) -> float | None:
-    xs = series(run, metric)[1][-last if last else None:]
+    xs = series(run, metric)[1][-last if last else None :]
     return statistics.fmean(xs) if xs else None
 
 
@@ -266,13 +289,18 @@ def summary_table(runs: Iterable[Run] | Iterable[Group], window: int = 20) -> li
         for label, key in (("pass@1", "pass@1"), ("greedy pass@1", "greedy_pass@1"), ("pass@8", "pass@8")):
             for when in ("before", "after"):
                 row[f"{label} {when}"] = stat(_eval(r, when, key) for r in group)
-        for label, key in (("zero-adv frac", QAE_ZERO_ADV_FRAC), ("all-equal frac", QAE_ALL_EQUAL_FRAC),
-                           ("hard frac", QAE_HARD_FRAC),
-                           ("easy frac", QAE_EASY_FRAC), ("w_mean_neg", SAAH_W_MEAN_NEG)):
+        for label, key in (
+            ("zero-adv frac", QAE_ZERO_ADV_FRAC),
+            ("all-equal frac", QAE_ALL_EQUAL_FRAC),
+            ("hard frac", QAE_HARD_FRAC),
+            ("easy frac", QAE_EASY_FRAC),
+            ("w_mean_neg", SAAH_W_MEAN_NEG),
+        ):
             row[label] = stat(_mean_of(r, key) for r in group)
         row["final entropy"] = stat(_mean_of(r, "entropy", window) for r in group)
-        row["train var"] = stat(training_variance(r.rows, "reward", window)
-                                for r in group if len(series(r, "reward")[1]) > window)
+        row["train var"] = stat(
+            training_variance(r.rows, "reward", window) for r in group if len(series(r, "reward")[1]) > window
+        )
         row["group"] = g
         table.append(row)
     return table
@@ -300,8 +328,7 @@ def format_table(table: Sequence[Mapping], columns: Sequence[str] | None = None,
     cells = [[cell(row.get(c)) for c in columns] for row in table]
     widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(columns, widths)))]
-    lines += ["  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths)))
-              for r in cells]
+    lines += ["  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths))) for r in cells]
     return "\n".join(line.rstrip() for line in lines)
 
 
@@ -341,14 +368,20 @@ def versus_baseline(table: Sequence[Mapping], column: str, baseline: str = "mean
     """
     check_int(digits, "digits", 0, 12)
     if not isinstance(column, str) or not isinstance(baseline, str):
-        raise ValueError(f"column and baseline must be a column name and a method name (str), got {column!r}, "
-                         f"{baseline!r}")
-    bases = [row for row in table if row.get(column) is not None
-             and (row["group"].method if "group" in row else row["method"]) == baseline]
+        raise ValueError(
+            f"column and baseline must be a column name and a method name (str), got {column!r}, {baseline!r}"
+        )
+    bases = [
+        row
+        for row in table
+        if row.get(column) is not None and (row["group"].method if "group" in row else row["method"]) == baseline
+    ]
     width = max((len(row["method"]) for row in table), default=0)
-    verdicts = {True: "within the seed spread (the seed ranges overlap)",
-                False: "outside the seed spread (the ranges of {} and {} seeds do not overlap)",
-                None: "too few seeds to judge (one run)"}
+    verdicts = {
+        True: "within the seed spread (the seed ranges overlap)",
+        False: "outside the seed spread (the ranges of {} and {} seeds do not overlap)",
+        None: "too few seeds to judge (one run)",
+    }
     lines = []
     for row in table:
         s, f = row.get(column), f".{digits}f"
@@ -359,8 +392,11 @@ def versus_baseline(table: Sequence[Mapping], column: str, baseline: str = "mean
         base = _base_row(row, bases, baseline)
         if base is not None:
             b = base[column]
-            verdict = (spread_verdict(row["group"], s, base["group"], b) if "group" in row and "group" in base
-                       else verdicts[within_spread(s, b)].format(s.n, b.n))
+            verdict = (
+                spread_verdict(row["group"], s, base["group"], b)
+                if "group" in row and "group" in base
+                else verdicts[within_spread(s, b)].format(s.n, b.n)
+            )
             line += f"  {s.mean - b.mean:+{f}} vs {base['method']}: {verdict}"
         lines.append(line)
     return "\n".join(lines)

@@ -30,8 +30,19 @@ from qae_lab.methods import knob_changes
 from qae_lab.methods import method_settings
 from qae_lab.analysis.stats import Stat, within_spread
 
-__all__ = ["SETTINGS", "LIVE", "settings_of", "run_length", "Group", "group_runs", "differences", "format_differences",
-           "spread_verdict", "describe_groups", "differences_report"]
+__all__ = [
+    "SETTINGS",
+    "LIVE",
+    "settings_of",
+    "run_length",
+    "Group",
+    "group_runs",
+    "differences",
+    "format_differences",
+    "spread_verdict",
+    "describe_groups",
+    "differences_report",
+]
 
 _RUN, _TRAINER = "run", "trainer"
 # the config.json fields that change the experiment: name -> (section, value when the field is missing,
@@ -39,18 +50,61 @@ _RUN, _TRAINER = "run", "trainer"
 # evaluation batch sizes, and run.gsm8k_path (where the same data lives).
 SETTINGS: dict[str, tuple[str | None, object]] = {
     "preset": (None, None),
-    **{k: (_RUN, None) for k in ("model", "task", "levels", "n_train", "n_eval", "data_seed", "lora", "lora_r",
-                                 "eval_samples", "eval_max_new_tokens")},
-    "dtype": (_RUN, "auto"), "reward": (_RUN, "strict"),
-    **{k: (_TRAINER, None) for k in (
-        "max_steps", "learning_rate", "lr_scheduler_type", "warmup_steps", "weight_decay", "max_grad_norm",
-        "per_device_train_batch_size", "gradient_accumulation_steps", "num_generations", "generation_batch_size",
-        "steps_per_generation", "max_completion_length", "temperature", "top_p", "top_k", "beta", "num_iterations",
-        "epsilon", "epsilon_high", "importance_sampling_level", "loss_type", "scale_rewards",
-        "baseline", "quantile_k", "quantile_method", "advantage_eps", "token_weighting", "alpha",
-        "success_threshold")},
-    "sparse_update": (_TRAINER, True), "entropy_top_k": (_TRAINER, None),
-    "advantage_mask": (_TRAINER, "none"), "cov_penalty": (_TRAINER, "none"),
+    **{
+        k: (_RUN, None)
+        for k in (
+            "model",
+            "task",
+            "levels",
+            "n_train",
+            "n_eval",
+            "data_seed",
+            "lora",
+            "lora_r",
+            "eval_samples",
+            "eval_max_new_tokens",
+        )
+    },
+    "dtype": (_RUN, "auto"),
+    "reward": (_RUN, "strict"),
+    **{
+        k: (_TRAINER, None)
+        for k in (
+            "max_steps",
+            "learning_rate",
+            "lr_scheduler_type",
+            "warmup_steps",
+            "weight_decay",
+            "max_grad_norm",
+            "per_device_train_batch_size",
+            "gradient_accumulation_steps",
+            "num_generations",
+            "generation_batch_size",
+            "steps_per_generation",
+            "max_completion_length",
+            "temperature",
+            "top_p",
+            "top_k",
+            "beta",
+            "num_iterations",
+            "epsilon",
+            "epsilon_high",
+            "importance_sampling_level",
+            "loss_type",
+            "scale_rewards",
+            "baseline",
+            "quantile_k",
+            "quantile_method",
+            "advantage_eps",
+            "token_weighting",
+            "alpha",
+            "success_threshold",
+        )
+    },
+    "sparse_update": (_TRAINER, True),
+    "entropy_top_k": (_TRAINER, None),
+    "advantage_mask": (_TRAINER, "none"),
+    "cov_penalty": (_TRAINER, "none"),
 }
 LIVE = "knobs changed live"  # the one setting read from the log, not the config
 STEPS = "steps"  # the name of a length difference in differences()
@@ -86,9 +140,13 @@ def settings_of(run) -> dict[str, object]:
         where = config if section is None else (config.get(section) or {})
         out[name] = _frozen(where.get(name, default))
     changes = knob_changes(run.rows)
-    out[LIVE] = "; ".join(f"step {c['step']}: " + ", ".join(f"{k}={v}" for k, v in c.items()
-                                                            if k != "step" and v != before[k])
-                          for before, c in zip(changes, changes[1:])) or None
+    out[LIVE] = (
+        "; ".join(
+            f"step {c['step']}: " + ", ".join(f"{k}={v}" for k, v in c.items() if k != "step" and v != before[k])
+            for before, c in zip(changes, changes[1:])
+        )
+        or None
+    )
     return out
 
 
@@ -157,7 +215,9 @@ class Group:
 
 def _checked(runs, name: str) -> list:
     if isinstance(runs, (str, bytes)) or not isinstance(runs, Iterable):
-        raise ValueError(f"{name} must be a list of Run (qae_lab.analysis.compare.load_runs), got {type(runs).__name__}")
+        raise ValueError(
+            f"{name} must be a list of Run (qae_lab.analysis.compare.load_runs), got {type(runs).__name__}"
+        )
     runs = list(runs)
     for i, r in enumerate(runs):
         if not all(hasattr(r, a) for a in ("name", "method", "seed", "config", "rows")):
@@ -222,8 +282,18 @@ def _labelled(groups: list[Group]) -> list[Group]:
         if len(same) > 1:  # titles end with ")": the settings go inside
             for i in same:
                 labels[i] = label[:-1] + "".join(f", {k}={groups[i].settings[k]}" for k in varying) + ")"
-    return [Group(label + (f" #{labels[:i].count(label) + 1}" if labels[:i].count(label) else ""), g.method, g.mine,
-                  g.steps, g.settings, g.runs, g.set_aside) for i, (g, label) in enumerate(zip(groups, labels))]
+    return [
+        Group(
+            label + (f" #{labels[:i].count(label) + 1}" if labels[:i].count(label) else ""),
+            g.method,
+            g.mine,
+            g.steps,
+            g.settings,
+            g.runs,
+            g.set_aside,
+        )
+        for i, (g, label) in enumerate(zip(groups, labels))
+    ]
 
 
 def _parts(group: Group) -> dict:
@@ -334,8 +404,10 @@ def describe_groups(groups: Sequence[Group]) -> str:
     lines = []
     for g in groups:
         seeds = ", ".join("?" if s is None else str(s) for s in g.seeds)
-        lines.append(f"{g.label}: {g.steps} steps, {len(g.runs)} seed{'s' if len(g.runs) != 1 else ''} ({seeds}): "
-                     + ", ".join(r.name for r in g.runs))
+        lines.append(
+            f"{g.label}: {g.steps} steps, {len(g.runs)} seed{'s' if len(g.runs) != 1 else ''} ({seeds}): "
+            + ", ".join(r.name for r in g.runs)
+        )
         lines += [f"  set aside: {r.name} ({why})" for r, why in g.set_aside]
     return "\n".join(lines)
 
@@ -360,8 +432,13 @@ def differences_report(groups: Sequence[Group]) -> str:
         near = min(refs, key=lambda r: (r.method != g.method, len(differences(g, r))))
         diffs = differences(g, near)
         # no-break spaces inside each "name a vs b", so that lines break between differences only
-        verdict = ("differs in " + ", ".join(f"{k} {a} vs {b}".replace(" ", "\xa0") for k, (a, b) in diffs.items())
-                   if diffs else "comparable (same settings and length)")
-        lines.append(f"{g.title} vs {near.title}:\n" + textwrap.fill(verdict, 100, initial_indent="  ",
-                                                                   subsequent_indent="    ").replace("\xa0", " "))
+        verdict = (
+            "differs in " + ", ".join(f"{k} {a} vs {b}".replace(" ", "\xa0") for k, (a, b) in diffs.items())
+            if diffs
+            else "comparable (same settings and length)"
+        )
+        lines.append(
+            f"{g.title} vs {near.title}:\n"
+            + textwrap.fill(verdict, 100, initial_indent="  ", subsequent_indent="    ").replace("\xa0", " ")
+        )
     return "\n".join(lines) or "no runs of your own: only the reference groups above"

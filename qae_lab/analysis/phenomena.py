@@ -29,9 +29,29 @@ from qae_lab.ledger import LEDGER_PARTS
 from qae_lab.methods import LEDGER_PREFIX, QAE_EASY_FRAC
 from qae_lab.analysis.stats import Stat, moving_average, stat
 
-__all__ = ["EXPERIMENTS", "BASE_SETS", "SEARCH", "SEARCH_SEED", "REGIME_SEARCH", "REGIME_SETS", "SEARCHES", "PHENOMENA_DIR", "run_names", "load_experiment", "per_method", "window_mean", "peak", "Effect",
-           "effect", "k_sweep_rows", "pass_at_k_table", "clipped_fraction", "ledger_table",
-           "search_row", "search_table"]
+__all__ = [
+    "EXPERIMENTS",
+    "BASE_SETS",
+    "SEARCH",
+    "SEARCH_SEED",
+    "REGIME_SEARCH",
+    "REGIME_SETS",
+    "SEARCHES",
+    "PHENOMENA_DIR",
+    "run_names",
+    "load_experiment",
+    "per_method",
+    "window_mean",
+    "peak",
+    "Effect",
+    "effect",
+    "k_sweep_rows",
+    "pass_at_k_table",
+    "clipped_fraction",
+    "ledger_table",
+    "search_row",
+    "search_table",
+]
 
 PHENOMENA_DIR = "phenomena"  # under data/reference_runs/
 
@@ -46,21 +66,29 @@ BASE_SETS = ["max_steps=120", "num_iterations=2", "learning_rate=5e-5", "lr_sche
 EXPERIMENTS: dict[str, dict] = {
     "entropy": {
         "what": "entropy, its ledger, diversity and pass@k under the mean and the quantile baseline, with and "
-                "without Clip-Higher (QAE, sec. 2)",
-        "preset": "cpu-sums", "sets": list(BASE_SETS),
-        "methods": ("mean", "qae", "mean+clip_higher", "qae+clip_higher"), "seeds": (0, 1, 2),
+        "without Clip-Higher (QAE, sec. 2)",
+        "preset": "cpu-sums",
+        "sets": list(BASE_SETS),
+        "methods": ("mean", "qae", "mean+clip_higher", "qae+clip_higher"),
+        "seeds": (0, 1, 2),
     },
     "composite": {
         "what": "SA-AH's composite reward (r_max 7.5): correct answers with a negative advantage, SA-AH's training "
-                "variance, length and weights (sec. 3)",
-        "preset": "cpu-sums", "sets": [*BASE_SETS, "reward=composite", "success_threshold=5.0"],
-        "methods": ("mean", "qae", "sa_ah"), "seeds": (0, 1, 2),
+        "variance, length and weights (sec. 3)",
+        "preset": "cpu-sums",
+        "sets": [*BASE_SETS, "reward=composite", "success_threshold=5.0"],
+        "methods": ("mean", "qae", "sa_ah"),
+        "seeds": (0, 1, 2),
     },
     "k_sweep": {
         "what": "QAE at K = 0.2 ... 0.8: entropy, regimes, pass@1 and pass@32 (sec. 2); K = 0.4 is the entropy "
-                "experiment's qae runs (the same settings)",
-        "preset": "cpu-sums", "sets": list(BASE_SETS), "methods": ("qae",), "k_values": (0.2, 0.6, 0.8),
-        "seeds": (0, 1, 2), "with": ("entropy", "qae"),
+        "experiment's qae runs (the same settings)",
+        "preset": "cpu-sums",
+        "sets": list(BASE_SETS),
+        "methods": ("qae",),
+        "k_values": (0.2, 0.6, 0.8),
+        "seeds": (0, 1, 2),
+        "with": ("entropy", "qae"),
     },
 }
 
@@ -75,8 +103,16 @@ SEARCH: tuple[tuple[str, str, list[str]], ...] = tuple(
         ("iter2-lr1e-4", ["max_steps=120", "num_iterations=2", "learning_rate=1e-4", "lr_scheduler_type=constant"]),
         ("iter2-lr5e-5", ["max_steps=120", "num_iterations=2", "learning_rate=5e-5", "lr_scheduler_type=constant"]),
         ("iter4-lr5e-5", ["max_steps=240", "num_iterations=4", "learning_rate=5e-5", "lr_scheduler_type=constant"]),
-        ("mini4-lr5e-5", ["max_steps=240", "per_device_train_batch_size=16", "steps_per_generation=4",
-                          "learning_rate=5e-5", "lr_scheduler_type=constant"]),
+        (
+            "mini4-lr5e-5",
+            [
+                "max_steps=240",
+                "per_device_train_batch_size=16",
+                "steps_per_generation=4",
+                "learning_rate=5e-5",
+                "lr_scheduler_type=constant",
+            ],
+        ),
     )
     for method in ("mean+clip_higher", "qae+clip_higher")
 )
@@ -90,16 +126,46 @@ SEARCH: tuple[tuple[str, str, list[str]], ...] = tuple(
 REGIME_SEARCH: tuple[tuple[str, str, list[str]], ...] = tuple(
     (f"{tag}-{method}", method, sets)
     for tag, sets in (
-        ("spg8-lr2e-5", ["max_steps=480", "per_device_train_batch_size=8", "steps_per_generation=8",
-                         "learning_rate=2e-5", "lr_scheduler_type=constant", "regime_eval_steps=60",
-                         "regime_eval_samples=4", "eval_samples=8"]),
-        ("spg8-lr5e-5", ["max_steps=480", "per_device_train_batch_size=8", "steps_per_generation=8",
-                         "learning_rate=5e-5", "lr_scheduler_type=constant", "regime_eval_steps=60",
-                         "regime_eval_samples=4", "eval_samples=8"]),
+        (
+            "spg8-lr2e-5",
+            [
+                "max_steps=480",
+                "per_device_train_batch_size=8",
+                "steps_per_generation=8",
+                "learning_rate=2e-5",
+                "lr_scheduler_type=constant",
+                "regime_eval_steps=60",
+                "regime_eval_samples=4",
+                "eval_samples=8",
+            ],
+        ),
+        (
+            "spg8-lr5e-5",
+            [
+                "max_steps=480",
+                "per_device_train_batch_size=8",
+                "steps_per_generation=8",
+                "learning_rate=5e-5",
+                "lr_scheduler_type=constant",
+                "regime_eval_steps=60",
+                "regime_eval_samples=4",
+                "eval_samples=8",
+            ],
+        ),
         # the two above clipped 0.01% and 0.1% of the tokens (mean baseline): sixteen steps per generation next
-        ("spg16-lr5e-5", ["max_steps=960", "per_device_train_batch_size=4", "steps_per_generation=16",
-                          "learning_rate=5e-5", "lr_scheduler_type=constant", "regime_eval_steps=120",
-                          "regime_eval_samples=4", "eval_samples=8"]),
+        (
+            "spg16-lr5e-5",
+            [
+                "max_steps=960",
+                "per_device_train_batch_size=4",
+                "steps_per_generation=16",
+                "learning_rate=5e-5",
+                "lr_scheduler_type=constant",
+                "regime_eval_steps=120",
+                "regime_eval_samples=4",
+                "eval_samples=8",
+            ],
+        ),
     )
     for method in ("mean+clip_higher", "qae+clip_higher")
 )
@@ -108,19 +174,30 @@ REGIME_SEARCH: tuple[tuple[str, str, list[str]], ...] = tuple(
 # steps per generation at lr 5e-5 clipped 0.12% (mean+clip_higher) and 0.03% (qae+clip_higher) of the tokens, pass@1
 # 0.440 -> 0.447 and 0.469; 16 steps per generation clipped 0.36% and 0.08% but qae+clip_higher fell to 0.395, and lr
 # 2e-5 clipped 0.01% and 0.00%. The reported runs evaluate with the preset's 32 samples per problem.
-REGIME_SETS = ["max_steps=480", "per_device_train_batch_size=8", "steps_per_generation=8", "learning_rate=5e-5",
-               "lr_scheduler_type=constant", "regime_eval_steps=60", "regime_eval_samples=4"]
+REGIME_SETS = [
+    "max_steps=480",
+    "per_device_train_batch_size=8",
+    "steps_per_generation=8",
+    "learning_rate=5e-5",
+    "lr_scheduler_type=constant",
+    "regime_eval_steps=60",
+    "regime_eval_samples=4",
+]
 EXPERIMENTS["regimes"] = {
     "what": "QAE's Prop. 4.2 by the regime a prompt starts in: a held-out set's hardest and easiest quarter at the "
-            "start, their entropy and success under the mean and the quantile baseline, with Clip-Higher in DAPO's "
-            "regime of several optimizer steps per generation (sec. 4)",
-    "preset": "cpu-sums", "sets": list(REGIME_SETS), "methods": ("mean+clip_higher", "qae+clip_higher"),
+    "start, their entropy and success under the mean and the quantile baseline, with Clip-Higher in DAPO's "
+    "regime of several optimizer steps per generation (sec. 4)",
+    "preset": "cpu-sums",
+    "sets": list(REGIME_SETS),
+    "methods": ("mean+clip_higher", "qae+clip_higher"),
     "seeds": (0, 1, 2),
 }
 
 # each search: its tries and the file under data/reference_runs/phenomena/ that summarises them
 SEARCHES: dict[str, tuple[tuple[tuple[str, str, list[str]], ...], str]] = {
-    "entropy": (SEARCH, "search.json"), "regimes": (REGIME_SEARCH, "search_regimes.json")}
+    "entropy": (SEARCH, "search.json"),
+    "regimes": (REGIME_SEARCH, "search_regimes.json"),
+}
 
 
 def run_names(experiment: str) -> list[tuple[str, str, list[str]]]:
@@ -162,8 +239,10 @@ def load_experiment(reference_runs: str | Path, experiment: str) -> list[Run]:
         raise ValueError(f"experiment must be one of {sorted(EXPERIMENTS)}, got {experiment!r}")
     folder = Path(reference_runs) / PHENOMENA_DIR / experiment
     if not folder.is_dir():
-        raise ValueError(f"{folder} does not exist: make it with python benchmarks/phenomena_runs.py --work <dir> "
-                         f"--only {experiment}")
+        raise ValueError(
+            f"{folder} does not exist: make it with python benchmarks/phenomena_runs.py --work <dir> "
+            f"--only {experiment}"
+        )
     runs = load_runs(folder)
     if "with" in EXPERIMENTS[experiment]:  # runs of another experiment with the same settings (K sweep: K = 0.4)
         other, method = EXPERIMENTS[experiment]["with"]
@@ -197,8 +276,11 @@ def window_mean(rows: Sequence[Mapping], metric: str, start: int = 1, stop: int 
     start = check_int(start, "start", 1)
     if stop is not None:
         stop = check_int(stop, "stop", start)
-    values = [float(r[metric]) for r in rows if r.get(metric) is not None
-              and start <= r["step"] and (stop is None or r["step"] <= stop)]
+    values = [
+        float(r[metric])
+        for r in rows
+        if r.get(metric) is not None and start <= r["step"] and (stop is None or r["step"] <= stop)
+    ]
     return statistics.fmean(values) if values else None
 
 
@@ -214,7 +296,7 @@ def peak(values: Sequence[float], window: int) -> float | None:
     if not values:
         return None
     averages = moving_average(list(values), window)
-    return max(averages[window - 1:]) if len(values) >= window else statistics.fmean(values)
+    return max(averages[window - 1 :]) if len(values) >= window else statistics.fmean(values)
 
 
 class Effect(NamedTuple):
@@ -249,7 +331,7 @@ def effect(a: Sequence[float | None], b: Sequence[float | None]) -> Effect | Non
     if sa is None or sb is None:
         return None
     diff = sa.mean - sb.mean
-    pooled = math.sqrt((sa.std ** 2 + sb.std ** 2) / 2)
+    pooled = math.sqrt((sa.std**2 + sb.std**2) / 2)
     d = diff / pooled if pooled > 0 else None
     apart = None if sa.n < 2 or sb.n < 2 else (sa.lo > sb.hi or sb.lo > sa.hi)
     return Effect(sa, sb, diff, d, apart)
@@ -279,10 +361,16 @@ def k_sweep_rows(runs: Sequence[Run], last: int = 20) -> list[dict]:
     def final(r: Run, metric: str) -> float | None:
         return window_mean(r.rows, metric, max(1, r.rows[-1]["step"] - last + 1)) if r.rows else None
 
-    return [{"k": k, "seeds": len(by_k[k]), "final entropy": stat(final(r, "entropy") for r in by_k[k]),
-             "final easy fraction": stat(final(r, QAE_EASY_FRAC) for r in by_k[k]),
-             **{key: stat((r.after or {}).get(key) for r in by_k[k]) for key in ("pass@1", "pass@32")}}
-            for k in sorted(by_k)]
+    return [
+        {
+            "k": k,
+            "seeds": len(by_k[k]),
+            "final entropy": stat(final(r, "entropy") for r in by_k[k]),
+            "final easy fraction": stat(final(r, QAE_EASY_FRAC) for r in by_k[k]),
+            **{key: stat((r.after or {}).get(key) for r in by_k[k]) for key in ("pass@1", "pass@32")},
+        }
+        for k in sorted(by_k)
+    ]
 
 
 def pass_at_k_table(runs: Sequence[Run]) -> dict[str, dict[str, dict[int, Stat]]]:
@@ -339,9 +427,14 @@ def ledger_table(groups, parts=LEDGER_PARTS) -> list[dict]:
     >>> row["method"], row["seeds"], round(row["dh"].mean, 3)
     ('qae', 2, 0.15)
     """
-    return [{"method": g.label, "seeds": len(g.runs),
-             **{part: stat(window_mean(r.rows, LEDGER_PREFIX + part) for r in g.runs) for part in parts}}
-            for g in groups]
+    return [
+        {
+            "method": g.label,
+            "seeds": len(g.runs),
+            **{part: stat(window_mean(r.rows, LEDGER_PREFIX + part) for r in g.runs) for part in parts},
+        }
+        for g in groups
+    ]
 
 
 def search_row(run: Run) -> dict:
@@ -366,7 +459,8 @@ def search_row(run: Run) -> dict:
     """
     build = (run.config.get("run") or {}).get("build") or {}
     sets = ([f"--method {build['method']}"] if build.get("method") else []) + [
-        s for s in build.get("sets", []) if s not in _SEARCH_HIDDEN]
+        s for s in build.get("sets", []) if s not in _SEARCH_HIDDEN
+    ]
 
     def ends(metric: str) -> tuple[float | None, float | None, list[float]]:
         xs = [float(r[metric]) for r in run.rows if r.get(metric) is not None]
@@ -375,12 +469,24 @@ def search_row(run: Run) -> dict:
 
     e_first, e_last, e = ends("entropy")
     r_first, r_last, _ = ends("reward")
-    evals = {f"{key}_{when}": (getattr(run, when) or {}).get(key) for key in ("pass@1", "pass@32")
-             for when in ("before", "after")}
-    return {"name": run.name, "sets": sets, "steps": run.rows[-1]["step"] if run.rows else 0,
-            "entropy_first": e_first, "entropy_last": e_last, "entropy_peak": peak(e, 10),
-            "reward_first": r_first, "reward_last": r_last,
-            "clipped": clipped_fraction(run), "clipped_high": clipped_fraction(run, "high"), **evals}
+    evals = {
+        f"{key}_{when}": (getattr(run, when) or {}).get(key)
+        for key in ("pass@1", "pass@32")
+        for when in ("before", "after")
+    }
+    return {
+        "name": run.name,
+        "sets": sets,
+        "steps": run.rows[-1]["step"] if run.rows else 0,
+        "entropy_first": e_first,
+        "entropy_last": e_last,
+        "entropy_peak": peak(e, 10),
+        "reward_first": r_first,
+        "reward_last": r_last,
+        "clipped": clipped_fraction(run),
+        "clipped_high": clipped_fraction(run, "high"),
+        **evals,
+    }
 
 
 def search_table(rows: Sequence[Mapping]) -> str:
@@ -394,6 +500,7 @@ def search_table(rows: Sequence[Mapping]) -> str:
     a           0.200 -> 0.100        0.400 -> 0.500          0.400 -> 0.450        —
          lr=1, 9 steps
     """
+
     def pair(a, b) -> str:
         return " -> ".join("—" if x is None else f"{x:.3f}" for x in (a, b))
 
@@ -401,9 +508,12 @@ def search_table(rows: Sequence[Mapping]) -> str:
     width = max([3, *(len(r["name"]) for r in rows)])
     out = ["  ".join([f"{'run':<{width}}", *heads])]
     for r in rows:
-        cells = (pair(r["entropy_first"], r["entropy_last"]), pair(r["reward_first"], r["reward_last"]),
-                 pair(r.get("pass@1_before"), r.get("pass@1_after")),
-                 "—" if r.get("clipped") is None else f"{r['clipped']:.2%}")
+        cells = (
+            pair(r["entropy_first"], r["entropy_last"]),
+            pair(r["reward_first"], r["reward_last"]),
+            pair(r.get("pass@1_before"), r.get("pass@1_after")),
+            "—" if r.get("clipped") is None else f"{r['clipped']:.2%}",
+        )
         out.append("  ".join([f"{r['name']:<{width}}", *(c.rjust(len(h)) for c, h in zip(cells, heads))]))
         out.append(f"{'':<{width}}  {', '.join(r['sets'])}, {r['steps']} steps")
     return "\n".join(line.rstrip() for line in out)

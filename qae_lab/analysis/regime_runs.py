@@ -38,8 +38,18 @@ from qae_lab.methods import ENTROPY_EASY, ENTROPY_HARD, REGIME_GROUPS, regime_ev
 from qae_lab.analysis.phenomena import clipped_fraction, effect, window_mean
 from qae_lab.analysis.stats import Stat, stat
 
-__all__ = ["GROUP_WORDS", "regime_curve", "regime_curves", "regime_numbers", "regime_table", "Agreement", "seeds_agreeing", "training_split",
-           "regime_sentences", "format_regime_table"]
+__all__ = [
+    "GROUP_WORDS",
+    "regime_curve",
+    "regime_curves",
+    "regime_numbers",
+    "regime_table",
+    "Agreement",
+    "seeds_agreeing",
+    "training_split",
+    "regime_sentences",
+    "format_regime_table",
+]
 
 ROSE = 1.1  # an explosion: a peak at least 1.1x the start in some seed (the claims scoreboard's rose check: the same)
 # a group's name in the sentences and the figure: the held-out set's "all" is the mixed one
@@ -76,8 +86,14 @@ def regime_curves(runs: Sequence[Run], group: str, quantity: str = "entropy") ->
         common = sorted(set.intersection(*(set(p) for p in points))) if points else []
         if common:
             stats = [stat(p[x] for p in points) for x in common]
-            out[method] = Curve(common, [s.mean for s in stats], [s.std for s in stats], [s.lo for s in stats],
-                                [s.hi for s in stats], len(points))
+            out[method] = Curve(
+                common,
+                [s.mean for s in stats],
+                [s.std for s in stats],
+                [s.lo for s in stats],
+                [s.hi for s in stats],
+                len(points),
+            )
     return out
 
 
@@ -95,8 +111,13 @@ def regime_numbers(run: Run, group: str, quantity: str = "entropy") -> dict[str,
     if not x or x[0] != 0:
         return None
     start, peak, final = y[0], max(y), y[-1]
-    return {"start": start, "peak": peak, "final": final,
-            "peak/start": peak / start if start else None, "final/start": final / start if start else None}
+    return {
+        "start": start,
+        "peak": peak,
+        "final": final,
+        "peak/start": peak / start if start else None,
+        "final/start": final / start if start else None,
+    }
 
 
 def regime_table(runs: Sequence[Run], quantity: str = "entropy") -> list[dict]:
@@ -115,8 +136,14 @@ def regime_table(runs: Sequence[Run], quantity: str = "entropy") -> list[dict]:
         for group in REGIME_GROUPS:
             numbers = [n for n in (regime_numbers(r, group, quantity) for r in group_runs) if n is not None]
             if numbers:
-                rows.append({"method": method, "group": GROUP_WORDS[group], "seeds": len(numbers),
-                             **{key: stat(n[key] for n in numbers) for key in _NUMBERS}})
+                rows.append(
+                    {
+                        "method": method,
+                        "group": GROUP_WORDS[group],
+                        "seeds": len(numbers),
+                        **{key: stat(n[key] for n in numbers) for key in _NUMBERS},
+                    }
+                )
     return rows
 
 
@@ -133,8 +160,7 @@ class Agreement(NamedTuple):
     n: int
 
 
-def seeds_agreeing(runs: Sequence[Run], a: str, b: str, group: str, key: str,
-                   quantity: str = "entropy") -> Agreement:
+def seeds_agreeing(runs: Sequence[Run], a: str, b: str, group: str, key: str, quantity: str = "entropy") -> Agreement:
     r"""In how many seeds method ``a``'s ``key`` (of :func:`regime_numbers`) lies below / above method ``b``'s, run
     against run of the same seed (the same split and start values); ties count in neither.
 
@@ -145,10 +171,15 @@ def seeds_agreeing(runs: Sequence[Run], a: str, b: str, group: str, key: str,
     Agreement(below=1, above=1, n=2)
     """
     by_a, by_b = _by_seed(runs, a), _by_seed(runs, b)
-    pairs = [(regime_numbers(by_a[s], group, quantity), regime_numbers(by_b[s], group, quantity))
-             for s in sorted(by_a.keys() & by_b.keys())]
-    pairs = [(x[key], y[key]) for x, y in pairs if x is not None and y is not None
-             and x[key] is not None and y[key] is not None]
+    pairs = [
+        (regime_numbers(by_a[s], group, quantity), regime_numbers(by_b[s], group, quantity))
+        for s in sorted(by_a.keys() & by_b.keys())
+    ]
+    pairs = [
+        (x[key], y[key])
+        for x, y in pairs
+        if x is not None and y is not None and x[key] is not None and y[key] is not None
+    ]
     return Agreement(sum(x < y for x, y in pairs), sum(x > y for x, y in pairs), len(pairs))
 
 
@@ -235,46 +266,74 @@ def regime_sentences(runs: Sequence[Run], mean_method: str, quantile_method: str
     rose = max((x for x in a if x is not None), default=1.0)
     if rose >= ROSE:  # a control that explodes: the no-explosion side can be judged on the peaks
         agree = seeds_agreeing(runs, q, m, "hard", "peak/start")  # below: the quantile's peak lower, as predicted
-        peak_words = (f"{_seeds(agree, 'lower under the quantile baseline')} ({_spread_units(b, a)}): "
-                      f"Prop. 4.2's no-explosion side {_verdict(agree)} here")
+        peak_words = (
+            f"{_seeds(agree, 'lower under the quantile baseline')} ({_spread_units(b, a)}): "
+            f"Prop. 4.2's no-explosion side {_verdict(agree)} here"
+        )
     else:
-        peak_words = (f"the mean baseline's entropy rose at most {rose:.3f}x its start in any seed, below the {ROSE}x "
-                      f"of an explosion: there was no explosion to prevent, so Prop. 4.2's no-explosion side is not "
-                      f"tested here")
+        peak_words = (
+            f"the mean baseline's entropy rose at most {rose:.3f}x its start in any seed, below the {ROSE}x "
+            f"of an explosion: there was no explosion to prevent, so Prop. 4.2's no-explosion side is not "
+            f"tested here"
+        )
     said_final, a, b = side("hard", "final/start")
     agree = seeds_agreeing(runs, q, m, "hard", "final/start")  # below: the quantile's change lower, as predicted
-    hard = (f"Hard prompts (the hardest quarter at the start, {start_words('hard')}): entropy peak/start {said}; "
-            f"{peak_words}. Their entropy final/start {said_final}: "
-            f"{_seeds(agree, 'lower under the quantile baseline')} ({_spread_units(b, a)}): Prop. 4.2's direction on "
-            f"hard prompts (an entropy change at most the mean baseline's) {_verdict(agree)} here.")
+    hard = (
+        f"Hard prompts (the hardest quarter at the start, {start_words('hard')}): entropy peak/start {said}; "
+        f"{peak_words}. Their entropy final/start {said_final}: "
+        f"{_seeds(agree, 'lower under the quantile baseline')} ({_spread_units(b, a)}): Prop. 4.2's direction on "
+        f"hard prompts (an entropy change at most the mean baseline's) {_verdict(agree)} here."
+    )
     said, a, b = side("easy", "final/start")
     agree = seeds_agreeing(runs, m, q, "easy", "final/start")  # below: the mean's final lower, the quantile's higher
     verdict = f"Prop. 4.2's no-collapse side {_verdict(agree)} here"
     if all(x is not None and x >= 1.0 for x in a):
-        verdict = ("the mean baseline's entropy never fell below its start in any seed, so there was no collapse to "
-                   "prevent: Prop. 4.2's no-collapse side is not tested here")
-    easy = (f"Easy prompts (the easiest quarter at the start, {start_words('easy')}): entropy final/start {said}; "
-            f"{_seeds(agree, 'higher under the quantile baseline')} ({_spread_units(b, a)}): {verdict}.")
+        verdict = (
+            "the mean baseline's entropy never fell below its start in any seed, so there was no collapse to "
+            "prevent: Prop. 4.2's no-collapse side is not tested here"
+        )
+    easy = (
+        f"Easy prompts (the easiest quarter at the start, {start_words('easy')}): entropy final/start {said}; "
+        f"{_seeds(agree, 'higher under the quantile baseline')} ({_spread_units(b, a)}): {verdict}."
+    )
     said_peak, a, b = side("all", "peak/start")
     said_final, a2, b2 = side("all", "final/start")
     agree = seeds_agreeing(runs, q, m, "all", "final/start")
-    mixed = (f"All held-out prompts mixed: entropy peak/start {said_peak}; final/start {said_final} "
-             f"({_seeds(agree, 'lower under the quantile baseline')}, {_spread_units(b2, a2)}).")
+    mixed = (
+        f"All held-out prompts mixed: entropy peak/start {said_peak}; final/start {said_final} "
+        f"({_seeds(agree, 'lower under the quantile baseline')}, {_spread_units(b2, a2)})."
+    )
     split = {meth: [training_split(r) for r in runs if r.method == meth] for meth in (m, q)}
-    parts = [f"{'mean baseline' if meth == m else 'quantile'} hard {_pm(stat(s['hard_last'] for s in rows))}, "
-             f"easy {_pm(stat(s['easy_last'] for s in rows))}" for meth, rows in split.items()]
-    training = ("In the training batches, each response split by its regime at the K in force that step, the last "
-                f"fifth of the steps' token entropy: {'; '.join(parts)}.")
-    success = {meth: {g: stat((regime_numbers(r, g, 'success') or {}).get('final') for r in runs if r.method == meth)
-                      for g in ("hard", "easy")} for meth in (m, q)}
-    clipped = {meth: [stat(clipped_fraction(r, side) for r in runs if r.method == meth) for side in ("region", "high")]
-               for meth in (m, q)}
-    clip_words = ", ".join(f"{meth} {_percent(clipped[meth][0])} (at the upper end, Clip-Higher's, "
-                           f"{_percent(clipped[meth][1])})" for meth in (m, q))
-    outcome = (f"Success rate, start -> final: hard group {_pm(_start_success(runs, 'hard'))} -> mean baseline "
-               f"{_pm(success[m]['hard'])}, quantile {_pm(success[q]['hard'])}; easy group "
-               f"{_pm(_start_success(runs, 'easy'))} -> {_pm(success[m]['easy'])} and {_pm(success[q]['easy'])}. "
-               f"PPO's clip stopped {clip_words} of the tokens on the steps that reuse a generation.")
+    parts = [
+        f"{'mean baseline' if meth == m else 'quantile'} hard {_pm(stat(s['hard_last'] for s in rows))}, "
+        f"easy {_pm(stat(s['easy_last'] for s in rows))}"
+        for meth, rows in split.items()
+    ]
+    training = (
+        "In the training batches, each response split by its regime at the K in force that step, the last "
+        f"fifth of the steps' token entropy: {'; '.join(parts)}."
+    )
+    success = {
+        meth: {
+            g: stat((regime_numbers(r, g, "success") or {}).get("final") for r in runs if r.method == meth)
+            for g in ("hard", "easy")
+        }
+        for meth in (m, q)
+    }
+    clipped = {
+        meth: [stat(clipped_fraction(r, side) for r in runs if r.method == meth) for side in ("region", "high")]
+        for meth in (m, q)
+    }
+    clip_words = ", ".join(
+        f"{meth} {_percent(clipped[meth][0])} (at the upper end, Clip-Higher's, {_percent(clipped[meth][1])})"
+        for meth in (m, q)
+    )
+    outcome = (
+        f"Success rate, start -> final: hard group {_pm(_start_success(runs, 'hard'))} -> mean baseline "
+        f"{_pm(success[m]['hard'])}, quantile {_pm(success[q]['hard'])}; easy group "
+        f"{_pm(_start_success(runs, 'easy'))} -> {_pm(success[m]['easy'])} and {_pm(success[q]['easy'])}. "
+        f"PPO's clip stopped {clip_words} of the tokens on the steps that reuse a generation."
+    )
     return [hard, easy, mixed, training, outcome]
 
 

@@ -38,10 +38,29 @@ from qae_lab.toys.seqpolicy import STARTS
 from qae_lab.analysis.seqpolicy_runs import CELLS, K_VALUES, REGIMES, regime_setting_name, setting_name
 from qae_lab.toys.seqpolicy_training import OPTIMIZERS
 
-__all__ = ["FORMS", "find_findings", "load_findings", "find_regimes", "load_regimes", "Paired", "paired",
-           "compare_sentence", "findings_sentences", "tracking_sentences", "trainer_ledger_sentences", "cell_sentences",
-           "VARIANCE_QUANTITIES", "variance_sentences", "summary_sentences", "regime_sentences", "regime_curve", "ScoreRow", "VERDICTS",
-           "regime_scoreboard", "scoreboard_markdown"]
+__all__ = [
+    "FORMS",
+    "find_findings",
+    "load_findings",
+    "find_regimes",
+    "load_regimes",
+    "Paired",
+    "paired",
+    "compare_sentence",
+    "findings_sentences",
+    "tracking_sentences",
+    "trainer_ledger_sentences",
+    "cell_sentences",
+    "VARIANCE_QUANTITIES",
+    "variance_sentences",
+    "summary_sentences",
+    "regime_sentences",
+    "regime_curve",
+    "ScoreRow",
+    "VERDICTS",
+    "regime_scoreboard",
+    "scoreboard_markdown",
+]
 
 # the per-token estimators of qae_lab.ledger.entropy_change_terms, as the sentences name them
 FORMS = {"npg": "npg (the trainer's ledger/*)", "pg": "pg", "reinforce": "reinforce"}
@@ -61,8 +80,9 @@ def find_findings(start: str | os.PathLike | None = None) -> Path:
 def _load(path: Path, script: str) -> dict:
     """A committed JSON file of ``data/seqpolicy``, or ``ValueError`` naming ``path`` and the script that makes it."""
     if not path.is_file():
-        raise ValueError(f"path must be a {path.name} file; none found (make it with python "
-                         f"benchmarks/{script}), got {path}")
+        raise ValueError(
+            f"path must be a {path.name} file; none found (make it with python benchmarks/{script}), got {path}"
+        )
     return json.loads(path.read_text())
 
 
@@ -125,10 +145,17 @@ def paired(a: Sequence[float | None], b: Sequence[float | None]) -> Paired:
     if not pairs:
         raise ValueError("a and b must share at least one seed with numbers on both sides")
     sa, sb = stat(x for x, _ in pairs), stat(y for _, y in pairs)
-    pooled = math.sqrt((sa.std ** 2 + sb.std ** 2) / 2)
+    pooled = math.sqrt((sa.std**2 + sb.std**2) / 2)
     diff = sa.mean - sb.mean
-    return Paired(sa, sb, diff, diff / pooled if pooled > 0 else None, sum(x < y for x, y in pairs),
-                  sum(x > y for x, y in pairs), len(pairs))
+    return Paired(
+        sa,
+        sb,
+        diff,
+        diff / pooled if pooled > 0 else None,
+        sum(x < y for x, y in pairs),
+        sum(x > y for x, y in pairs),
+        len(pairs),
+    )
 
 
 def _value(run: Mapping, quantity: str) -> list:
@@ -139,8 +166,18 @@ def _value(run: Mapping, quantity: str) -> list:
     return node
 
 
-def compare_sentence(findings: Mapping, a: str, b: str, quantity: str, what: str, *, unit: str = "nats",
-                     digits: int = 2, label_a: str | None = None, label_b: str | None = None) -> str:
+def compare_sentence(
+    findings: Mapping,
+    a: str,
+    b: str,
+    quantity: str,
+    what: str,
+    *,
+    unit: str = "nats",
+    digits: int = 2,
+    label_a: str | None = None,
+    label_b: str | None = None,
+) -> str:
     r"""One sentence comparing a quantity between two settings of the findings over their paired seeds.
 
     Args:
@@ -154,8 +191,15 @@ def compare_sentence(findings: Mapping, a: str, b: str, quantity: str, what: str
     >>> compare_sentence(f, "x", "y", "final_entropy", "final entropy, flat start")
     'final entropy, flat start, x vs y: 0.29±0.02 vs 0.34±0.01 nats over 3 seeds: lower, 3.7 seed-spreads apart (3 of 3 paired seeds lower)'
     """
-    return _sentence(what, label_a or a, label_b or b, _value(findings["runs"][a], quantity),
-                     _value(findings["runs"][b], quantity), unit, digits)
+    return _sentence(
+        what,
+        label_a or a,
+        label_b or b,
+        _value(findings["runs"][a], quantity),
+        _value(findings["runs"][b], quantity),
+        unit,
+        digits,
+    )
 
 
 def _direction(p: Paired) -> tuple[str, str, int]:
@@ -173,8 +217,10 @@ def _sentence(what: str, label_a: str, label_b: str, a: Sequence, b: Sequence, u
     spread = "no seed spread" if p.d is None else f"{abs(p.d):.1f} seed-spreads apart"
     fmt = lambda s: f"{s.mean:.{digits}f}±{s.std:.{digits}f}"  # noqa: E731
     unit = f" {unit}" if unit else ""
-    return (f"{what}, {label_a} vs {label_b}: {fmt(p.a)} vs {fmt(p.b)}{unit} over {p.n} seeds: {word}, "
-            f"{spread} ({most[1]} of {p.n} paired seeds {most[0]})")
+    return (
+        f"{what}, {label_a} vs {label_b}: {fmt(p.a)} vs {fmt(p.b)}{unit} over {p.n} seeds: {word}, "
+        f"{spread} ({most[1]} of {p.n} paired seeds {most[0]})"
+    )
 
 
 def _opts(clip_higher: bool, std: bool) -> str:
@@ -198,15 +244,22 @@ def _mean(values: Sequence) -> float:
 def _tracking_sentence(run: Mapping, label: str, adam: bool) -> str:
     """How the three per-token estimators tracked the exact change in one setting, over its seeds."""
     t = run["tracking"]
-    forms = "; ".join(f"{FORMS[f]} correlates {_ms(t[f]['corr'], '+.2f')}, has its sign on "
-                      f"{_ms(t[f]['sign_agree'], '.0%')} of steps and sums to {_ms(t[f]['ratio'], '+.3g')} times it"
-                      for f in LEDGER_FORMS)
+    forms = "; ".join(
+        f"{FORMS[f]} correlates {_ms(t[f]['corr'], '+.2f')}, has its sign on "
+        f"{_ms(t[f]['sign_agree'], '.0%')} of steps and sums to {_ms(t[f]['ratio'], '+.3g')} times it"
+        for f in LEDGER_FORMS
+    )
     best = max(LEDGER_FORMS, key=lambda f: _mean(t[f]["corr"]))
-    tail = (" (under Adam the sums' scale is nominal: Adam rescales every logit's step)" if adam else
-            f"; the states' visitation, which per-state terms cannot see, is {_ms(t['visit_share'], '.0%')} of the "
-            "exact change")
-    return (f"{label}: per step, against the exact first-order change of the whole step (grad H . dz), {forms}; "
-            f"the {best} form tracks it best{tail}")
+    tail = (
+        " (under Adam the sums' scale is nominal: Adam rescales every logit's step)"
+        if adam
+        else f"; the states' visitation, which per-state terms cannot see, is {_ms(t['visit_share'], '.0%')} of the "
+        "exact change"
+    )
+    return (
+        f"{label}: per step, against the exact first-order change of the whole step (grad H . dz), {forms}; "
+        f"the {best} form tracks it best{tail}"
+    )
 
 
 def _headline(start: str, baseline: str, optimizer: str = "sgd") -> str:
@@ -228,13 +281,30 @@ def tracking_sentences(findings: Mapping) -> list[str]:
     for start in STARTS:
         for opt in OPTIMIZERS:
             for b in ("mean", "quantile"):
-                out.append(_tracking_sentence(findings["runs"][_headline(start, b, opt)],
-                                              f"{start} start, {OPTIMIZER_NAMES[opt]}, {b}", opt == "adam"))
-            out.append(_sentence(f"{what}, {OPTIMIZER_NAMES[opt]}, {start} start", "quantile", "mean",
-                                 corr(start, "quantile", opt), corr(start, "mean", opt), "", 2))
+                out.append(
+                    _tracking_sentence(
+                        findings["runs"][_headline(start, b, opt)],
+                        f"{start} start, {OPTIMIZER_NAMES[opt]}, {b}",
+                        opt == "adam",
+                    )
+                )
+            out.append(
+                _sentence(
+                    f"{what}, {OPTIMIZER_NAMES[opt]}, {start} start",
+                    "quantile",
+                    "mean",
+                    corr(start, "quantile", opt),
+                    corr(start, "mean", opt),
+                    "",
+                    2,
+                )
+            )
         for b in ("mean", "quantile"):
-            out.append(_sentence(f"{what}, {b}, {start} start", "Adam", "SGD", corr(start, b, "adam"),
-                                 corr(start, b, "sgd"), "", 2))
+            out.append(
+                _sentence(
+                    f"{what}, {b}, {start} start", "Adam", "SGD", corr(start, b, "adam"), corr(start, b, "sgd"), "", 2
+                )
+            )
     return out
 
 
@@ -247,34 +317,46 @@ def trainer_ledger_sentences(findings: Mapping) -> list[str]:
     'QAETrainer logs the form npg as ledger/*'
     """
     n = findings["meta"]["n_seeds"]
-    out = ["QAETrainer logs the form npg as ledger/*: d_t = -(log pi_t + H_t) A_t, Cui et al.'s covariance "
-           "Cov(log pi, A) with the state's exact centring"]
+    out = [
+        "QAETrainer logs the form npg as ledger/*: d_t = -(log pi_t + H_t) A_t, Cui et al.'s covariance "
+        "Cov(log pi, A) with the state's exact centring"
+    ]
     rng = lambda xs, fmt: f"{format(min(xs), fmt)} to {format(max(xs), fmt)}"  # noqa: E731
     avg = lambda xs: sum(xs) / len(xs)  # noqa: E731
     npg = {}  # (optimizer, baseline) -> the trainer's form's (corr, sign_agree) seed means, one per start
     for opt in OPTIMIZERS:
-        runs = {(start, b): findings["runs"][_headline(start, b, opt)]["tracking"] for start in STARTS
-                for b in ("mean", "quantile")}
+        runs = {
+            (start, b): findings["runs"][_headline(start, b, opt)]["tracking"]
+            for start in STARTS
+            for b in ("mean", "quantile")
+        }
         corr = {f: [_mean(t[f]["corr"]) for t in runs.values()] for f in LEDGER_FORMS}
         sign = {f: [_mean(t[f]["sign_agree"]) for t in runs.values()] for f in LEDGER_FORMS}
         for (start, b), t in runs.items():
             npg.setdefault((opt, b), []).append((_mean(t["npg"]["corr"]), _mean(t["npg"]["sign_agree"])))
-        forms = "; ".join(f"the {f} form {rng(corr[f], '+.2f')} (sign right on {rng(sign[f], '.0%')} of steps)"
-                          for f in LEDGER_FORMS)
+        forms = "; ".join(
+            f"the {f} form {rng(corr[f], '+.2f')} (sign right on {rng(sign[f], '.0%')} of steps)" for f in LEDGER_FORMS
+        )
         best = max(LEDGER_FORMS, key=lambda f: sum(corr[f]))
-        out.append(f"Under {OPTIMIZER_NAMES[opt]}, the per-step total's correlation with the exact first-order "
-                   f"change, over the four settings' seed means ({n} seeds each): {forms}. Best on average: {best}")
+        out.append(
+            f"Under {OPTIMIZER_NAMES[opt]}, the per-step total's correlation with the exact first-order "
+            f"change, over the four settings' seed means ({n} seeds each): {forms}. Best on average: {best}"
+        )
     pairs = {opt: [x for b in ("mean", "quantile") for x in npg[opt, b]] for opt in OPTIMIZERS}
     higher = sum(a[0] > s[0] for a, s in zip(pairs["adam"], pairs["sgd"]))
-    out.append(f"The trainer's form (npg) tracked the exact change better under Adam than under SGD in {higher} of "
-               f"{len(pairs['sgd'])} settings (mean correlation {avg([c for c, _ in pairs['adam']]):+.2f} against "
-               f"{avg([c for c, _ in pairs['sgd']]):+.2f}; its sign right on {avg([g for _, g in pairs['adam']]):.0%} "
-               f"against {avg([g for _, g in pairs['sgd']]):.0%} of steps)")
+    out.append(
+        f"The trainer's form (npg) tracked the exact change better under Adam than under SGD in {higher} of "
+        f"{len(pairs['sgd'])} settings (mean correlation {avg([c for c, _ in pairs['adam']]):+.2f} against "
+        f"{avg([c for c, _ in pairs['sgd']]):+.2f}; its sign right on {avg([g for _, g in pairs['adam']]):.0%} "
+        f"against {avg([g for _, g in pairs['sgd']]):.0%} of steps)"
+    )
     by_base = {b: [x for opt in OPTIMIZERS for x in npg[opt, b]] for b in ("mean", "quantile")}
     lower = sum(q[0] < m[0] for q, m in zip(by_base["quantile"], by_base["mean"]))
-    out.append(f"Under the quantile baseline the trainer's form correlated less with the exact change than under the "
-               f"mean in {lower} of {len(by_base['mean'])} (start, optimizer) settings (mean correlation "
-               f"{avg([c for c, _ in by_base['quantile']]):+.2f} against {avg([c for c, _ in by_base['mean']]):+.2f})")
+    out.append(
+        f"Under the quantile baseline the trainer's form correlated less with the exact change than under the "
+        f"mean in {lower} of {len(by_base['mean'])} (start, optimizer) settings (mean correlation "
+        f"{avg([c for c, _ in by_base['quantile']]):+.2f} against {avg([c for c, _ in by_base['mean']]):+.2f})"
+    )
     return out
 
 
@@ -293,9 +375,11 @@ def cell_sentences(findings: Mapping) -> list[str]:
             exact = top(ledger["sampled"])
             named = {f: top(ledger[f"estimator_{f}"]) for f in LEDGER_FORMS}
             forms = ", ".join(f"{f} {'the same' if c == exact else CELLS[c]}" for f, c in named.items())
-            out.append(f"{start} start, {b}: the ledger cell that moved the entropy most is {CELLS[exact]} ({exact}, "
-                       f"{_ms(ledger['sampled'][exact], '+.3f')} of the total {_ms(ledger['sampled']['dh'], '+.3f')} "
-                       f"nats, first passes summed over training); the per-token forms' largest cell: {forms}")
+            out.append(
+                f"{start} start, {b}: the ledger cell that moved the entropy most is {CELLS[exact]} ({exact}, "
+                f"{_ms(ledger['sampled'][exact], '+.3f')} of the total {_ms(ledger['sampled']['dh'], '+.3f')} "
+                f"nats, first passes summed over training); the per-token forms' largest cell: {forms}"
+            )
     return out
 
 
@@ -328,31 +412,73 @@ def findings_sentences(findings: Mapping) -> dict[str, list[str]]:
     q = lambda start, k=0.4, c=True, s=True: setting_name(start, "quantile", k, c, s)  # noqa: E731
     m = lambda start, c=True, s=True: setting_name(start, "mean", 0.4, c, s)  # noqa: E731
     versus = lambda start, a, b, key, what, **kw: compare_sentence(  # noqa: E731
-        findings, a, b, key, f"{what}, {start} start", **kw)
+        findings, a, b, key, f"{what}, {start} start", **kw
+    )
     qm = {"label_a": "quantile", "label_b": "mean"}
     for start in STARTS:
         for c, s in ((True, True), (True, False), (False, True), (False, False)):
-            out["entropy"].append(versus(start, q(start, c=c, s=s), m(start, c, s), "final_entropy",
-                                         f"final entropy, {_opts(c, s)}", **qm))
+            out["entropy"].append(
+                versus(
+                    start, q(start, c=c, s=s), m(start, c, s), "final_entropy", f"final entropy, {_opts(c, s)}", **qm
+                )
+            )
         for k in (k for k in K_VALUES if k != 0.4):
-            out["entropy"].append(versus(start, q(start, k), m(start), "final_entropy", f"final entropy, "
-                                         f"{_opts(True, True)}", label_a=f"quantile K={k:g}", label_b="mean"))
+            out["entropy"].append(
+                versus(
+                    start,
+                    q(start, k),
+                    m(start),
+                    "final_entropy",
+                    f"final entropy, {_opts(True, True)}",
+                    label_a=f"quantile K={k:g}",
+                    label_b="mean",
+                )
+            )
         for topic, key, what, unit, digits in _VERSUS_MEAN:
-            out[topic].append(versus(start, q(start), m(start), key, what.format(**findings["meta"]), unit=unit,
-                                     digits=digits, **qm))
+            out[topic].append(
+                versus(start, q(start), m(start), key, what.format(**findings["meta"]), unit=unit, digits=digits, **qm)
+            )
         for base, name in (("mean", m), ("quantile", q)):
             for key, what, unit, digits in (
-                    ("final_entropy", "final entropy", "nats", 2),
-                    ("early_clip_frac", f"share of clipped tokens over the first {findings['meta']['early_step']} "
-                                        "steps", "", 4),
-                    ("clip_frac", "share of clipped tokens over all steps", "", 4)):
-                out["clipping"].append(versus(start, name(start), name(start, c=False), key, f"{what}, {base}",
-                                              unit=unit, digits=digits, label_a="Clip-Higher", label_b="clip 0.2"))
-        for key, what, unit, digits in (("early_entropy", f"entropy after {findings['meta']['early_step']} steps",
-                                         "nats", 2), ("final_entropy", "final entropy", "nats", 2),
-                                        ("final_success", "final success rate", "", 3)):
-            out["adam"].append(versus(start, _headline(start, "quantile", "adam"), _headline(start, "mean", "adam"),
-                                      key, f"{what}, Adam", unit=unit, digits=digits, **qm))
+                ("final_entropy", "final entropy", "nats", 2),
+                (
+                    "early_clip_frac",
+                    f"share of clipped tokens over the first {findings['meta']['early_step']} steps",
+                    "",
+                    4,
+                ),
+                ("clip_frac", "share of clipped tokens over all steps", "", 4),
+            ):
+                out["clipping"].append(
+                    versus(
+                        start,
+                        name(start),
+                        name(start, c=False),
+                        key,
+                        f"{what}, {base}",
+                        unit=unit,
+                        digits=digits,
+                        label_a="Clip-Higher",
+                        label_b="clip 0.2",
+                    )
+                )
+        for key, what, unit, digits in (
+            ("early_entropy", f"entropy after {findings['meta']['early_step']} steps", "nats", 2),
+            ("final_entropy", "final entropy", "nats", 2),
+            ("final_success", "final success rate", "", 3),
+        ):
+            out["adam"].append(
+                versus(
+                    start,
+                    _headline(start, "quantile", "adam"),
+                    _headline(start, "mean", "adam"),
+                    key,
+                    f"{what}, Adam",
+                    unit=unit,
+                    digits=digits,
+                    **qm,
+                )
+            )
     out["estimator"] += tracking_sentences(findings)
     return out
 
@@ -378,16 +504,20 @@ def variance_sentences(findings: Mapping, quantities: Sequence[str] = VARIANCE_Q
         for name, v in variants.items():
             if name == "alpha = 0":
                 continue
-            for key, what, digits in (("trace_var", "tr Cov(dz), the update's variance", 3),
-                                      ("noise_to_signal", "noise to signal tr Cov(dz) / |E dz|^2", 2),
-                                      ("cos_success", "cos(E dz, grad p), alignment with the success gradient", 3),
-                                      ("dh_mean", "E[grad H . dz], the update's expected first-order dH", 5)):
+            for key, what, digits in (
+                ("trace_var", "tr Cov(dz), the update's variance", 3),
+                ("noise_to_signal", "noise to signal tr Cov(dz) / |E dz|^2", 2),
+                ("cos_success", "cos(E dz, grad p), alignment with the success gradient", 3),
+                ("dh_mean", "E[grad H . dz], the update's expected first-order dH", 5),
+            ):
                 if key in quantities:
                     out.append(_sentence(f"{what}, {start} start", name, "alpha = 0", v[key], plain[key], "", digits))
             if "cos_plain" in quantities:
                 c = stat(v["cos_plain"])
-                out.append(f"{start} start, {name} vs alpha = 0: cos(E dz, GRPO's E dz) = {c.mean:.3f}±{c.std:.3f} "
-                           f"over {c.n} task seeds")
+                out.append(
+                    f"{start} start, {name} vs alpha = 0: cos(E dz, GRPO's E dz) = {c.mean:.3f}±{c.std:.3f} "
+                    f"over {c.n} task seeds"
+                )
     return out
 
 
@@ -402,13 +532,22 @@ def summary_sentences(findings: Mapping) -> list[str]:
     out = []
     for start in STARTS:
         for opt in OPTIMIZERS:
-            out.append(compare_sentence(findings, _headline(start, "quantile", opt), _headline(start, "mean", opt),
-                                        "final_entropy", f"final entropy, {start} start, {OPTIMIZER_NAMES[opt]}, "
-                                        f"{_opts(True, True)}", label_a="quantile", label_b="mean"))
+            out.append(
+                compare_sentence(
+                    findings,
+                    _headline(start, "quantile", opt),
+                    _headline(start, "mean", opt),
+                    "final_entropy",
+                    f"final entropy, {start} start, {OPTIMIZER_NAMES[opt]}, {_opts(True, True)}",
+                    label_a="quantile",
+                    label_b="mean",
+                )
+            )
     return out + cell_sentences(findings)
 
 
 # ---------------------------------------------------------------- Proposition 4.2 by regime, in training
+
 
 def _verdict(a: Sequence, b: Sequence, label_a: str) -> str:
     """A against B over paired seeds in words: "lower under <label_a> in 16 of 16 seeds, 1.2 seed-spreads", or "no
@@ -416,8 +555,9 @@ def _verdict(a: Sequence, b: Sequence, label_a: str) -> str:
     p = paired(a, b)
     word, _, count = _direction(p)
     if word != "no clear difference":
-        return f"{word} under {label_a} in {p.n} of {p.n} seeds" + ("" if p.d is None else
-                                                                    f", {abs(p.d):.1f} seed-spreads")
+        return f"{word} under {label_a} in {p.n} of {p.n} seeds" + (
+            "" if p.d is None else f", {abs(p.d):.1f} seed-spreads"
+        )
     if count == 0:
         return "no difference: equal in every seed"
     return f"no clear difference: lower under {label_a} in {p.n_lower}, higher in {p.n_higher} of {p.n} seeds"
@@ -425,21 +565,24 @@ def _verdict(a: Sequence, b: Sequence, label_a: str) -> str:
 
 def _optimizer_words(meta: Mapping, optimizer: str) -> str:
     """e.g. "Adam (lr 0.02, 4 passes)" or "plain SGD (step 40, 2 passes)"."""
-    eta, passes = (meta["adam_eta"], meta["adam_passes"]) if optimizer == "adam" else (meta["sgd_eta"],
-                                                                                         meta["sgd_passes"])
+    eta, passes = (
+        (meta["adam_eta"], meta["adam_passes"]) if optimizer == "adam" else (meta["sgd_eta"], meta["sgd_passes"])
+    )
     name, what = ("Adam", "lr") if optimizer == "adam" else ("plain SGD", "step")
     return f"{name} ({what} {eta:g}, {passes} pass{'es' if passes != 1 else ''})"
 
 
 def _pair(runs: Mapping, meta: Mapping, optimizer: str, clip_higher: bool, group: str, key: str):
     """(quantile's per-seed list, mean's) of one summary of one group."""
-    q, m = (runs[regime_setting_name(optimizer, b, meta["k"], clip_higher)]["groups"][group][key]
-            for b in ("quantile", "mean"))
+    q, m = (
+        runs[regime_setting_name(optimizer, b, meta["k"], clip_higher)]["groups"][group][key]
+        for b in ("quantile", "mean")
+    )
     return q, m
 
 
 def _both(runs: Mapping, meta: Mapping, optimizer: str, group: str, key: str, suffix: str = "", unit: str = "") -> str:
-    """"mean 1.34x vs quantile 1.19x its start (lower under the quantile in 16 of 16 seeds, 1.0 seed-spreads)"."""
+    """ "mean 1.34x vs quantile 1.19x its start (lower under the quantile in 16 of 16 seeds, 1.0 seed-spreads)"."""
     q, m = _pair(runs, meta, optimizer, True, group, key)
     p = paired(q, m)
     return f"mean {p.b.mean:.2f}{suffix} vs quantile {p.a.mean:.2f}{suffix}{unit} ({_verdict(q, m, 'the quantile')})"
@@ -465,26 +608,41 @@ def regime_sentences(regimes: Mapping, optimizer: str = "adam") -> list[str]:
     n, n_prompts, steps, early = meta["n_group"], meta["n_prompts"], meta["steps"], meta["early_step"]
     start = lambda group, key: _mean(_pair(runs, meta, optimizer, True, group, key)[1])  # noqa: E731
     both = lambda opt, group, key, *a: _both(runs, meta, opt, group, key, *a)  # noqa: E731
-    out = [f"Hard prompts (each seed's {n} hardest of {n_prompts} at the start: p {start('hard', 'start_p'):.2f}, "
-           f"H {start('hard', 'start_h'):.2f} nats), {_optimizer_words(meta, optimizer)}, Clip-Higher, K = "
-           f"{meta['k']:g}: entropy peak " + both(optimizer, "hard", "peak_ratio", "x", " its start") + ".",
-           f"Easy prompts (the {n} easiest: p {start('easy', 'start_p'):.2f}, H {start('easy', 'start_h'):.2f} "
-           f"nats): H at step {early} " + both(optimizer, "easy", "early_h", "", " nats") + f"; at step {steps} "
-           + both(optimizer, "easy", "final_h", "", " nats") + ".",
-           f"All {n_prompts} prompts together (p {start('mixed', 'start_p'):.2f}, H {start('mixed', 'start_h'):.2f} "
-           "nats): entropy peak "
-           + both(optimizer, "mixed", "peak_ratio", "x", " its start") + f"; H at step {steps} "
-           + both(optimizer, "mixed", "final_h", "", " nats") + ".",
-           f"Under {_optimizer_words(meta, other)}: hard prompts' peak " + both(other, "hard", "peak_ratio", "x")
-           + f"; easy prompts' H at step {steps} " + both(other, "easy", "final_h", "", " nats") + ".",
-           _clip_higher_sentence(runs, meta)]
+    out = [
+        f"Hard prompts (each seed's {n} hardest of {n_prompts} at the start: p {start('hard', 'start_p'):.2f}, "
+        f"H {start('hard', 'start_h'):.2f} nats), {_optimizer_words(meta, optimizer)}, Clip-Higher, K = "
+        f"{meta['k']:g}: entropy peak " + both(optimizer, "hard", "peak_ratio", "x", " its start") + ".",
+        f"Easy prompts (the {n} easiest: p {start('easy', 'start_p'):.2f}, H {start('easy', 'start_h'):.2f} "
+        f"nats): H at step {early} "
+        + both(optimizer, "easy", "early_h", "", " nats")
+        + f"; at step {steps} "
+        + both(optimizer, "easy", "final_h", "", " nats")
+        + ".",
+        f"All {n_prompts} prompts together (p {start('mixed', 'start_p'):.2f}, H {start('mixed', 'start_h'):.2f} "
+        "nats): entropy peak "
+        + both(optimizer, "mixed", "peak_ratio", "x", " its start")
+        + f"; H at step {steps} "
+        + both(optimizer, "mixed", "final_h", "", " nats")
+        + ".",
+        f"Under {_optimizer_words(meta, other)}: hard prompts' peak "
+        + both(other, "hard", "peak_ratio", "x")
+        + f"; easy prompts' H at step {steps} "
+        + both(other, "easy", "final_h", "", " nats")
+        + ".",
+        _clip_higher_sentence(runs, meta),
+    ]
     check = regimes.get("runner_up") or {}
     if check.get("runs"):
         c_meta = {**meta, **check["settings"]}
         c_both = lambda group, key, *a: _both(check["runs"], c_meta, "adam", group, key, *a)  # noqa: E731
-        out.append(f"The search's runner-up, {_optimizer_words(c_meta, 'adam')} at sharpness "
-                   f"{c_meta['sharpness']:g}, on the same seeds: hard prompts' peak "
-                   + c_both("hard", "peak_ratio", "x") + f"; easy prompts' H at step {steps} " + c_both("easy", "final_h", "", " nats") + ".")
+        out.append(
+            f"The search's runner-up, {_optimizer_words(c_meta, 'adam')} at sharpness "
+            f"{c_meta['sharpness']:g}, on the same seeds: hard prompts' peak "
+            + c_both("hard", "peak_ratio", "x")
+            + f"; easy prompts' H at step {steps} "
+            + c_both("easy", "final_h", "", " nats")
+            + "."
+        )
     return out
 
 
@@ -500,16 +658,20 @@ def _clip_higher_sentence(runs: Mapping, meta: Mapping) -> str:
                 moved[key] = max(moved[key], abs(p.diff))
                 agree += _direction(p)[0] != "no clear difference"
                 cases += 1
-    return (f"Clip-Higher (eps_high 0.28 against 0.2) moves the hard prompts' peak by at most "
-            f"{moved['peak_ratio']:.3f}x and the easy prompts' H at step {meta['steps']} by at most "
-            f"{moved['final_h']:.3f} nats (seed means, either optimizer and baseline); every seed moved the same way "
-            f"in {agree} of these {cases} comparisons.")
+    return (
+        f"Clip-Higher (eps_high 0.28 against 0.2) moves the hard prompts' peak by at most "
+        f"{moved['peak_ratio']:.3f}x and the easy prompts' H at step {meta['steps']} by at most "
+        f"{moved['final_h']:.3f} nats (seed means, either optimizer and baseline); every seed moved the same way "
+        f"in {agree} of these {cases} comparisons."
+    )
 
 
 # ---------------------------------------------------------------- notebook 07's scoreboard and its prediction
 
-def regime_curve(regimes: Mapping, group: str, baseline: str, optimizer: str = "adam",
-                 clip_higher: bool = True) -> dict:
+
+def regime_curve(
+    regimes: Mapping, group: str, baseline: str, optimizer: str = "adam", clip_higher: bool = True
+) -> dict:
     r"""One committed entropy curve of :func:`load_regimes`: ``group`` (hard, easy, mixed) under ``baseline`` (mean,
     quantile), ``optimizer`` and Clip-Higher: ``steps``, ``mean``, ``std``, ``lo``, ``hi`` over seeds, ``n`` seeds.
 
@@ -540,19 +702,40 @@ _QAE_42, _QAE, _DAPO = "QAE, Prop. 4.2", "QAE", "DAPO"
 # the claims judged on the committed runs, quantile baseline against mean, Clip-Higher on:
 # (claim, paper, optimizer, group, summary key, the direction the claim expects of the quantile)
 _BASELINE_CLAIMS = (
-    ("Prompts that start hard: entropy rises less under the quantile baseline (no explosion)", _QAE_42, "adam",
-     "hard", "peak_ratio", "lower"),
-    ("Prompts that start easy: the quantile baseline keeps more entropy (no collapse), at step {early_step}",
-     _QAE_42, "adam", "easy", "early_h", "higher"),
+    (
+        "Prompts that start hard: entropy rises less under the quantile baseline (no explosion)",
+        _QAE_42,
+        "adam",
+        "hard",
+        "peak_ratio",
+        "lower",
+    ),
+    (
+        "Prompts that start easy: the quantile baseline keeps more entropy (no collapse), at step {early_step}",
+        _QAE_42,
+        "adam",
+        "easy",
+        "early_h",
+        "higher",
+    ),
     ("The same, at step {steps}", _QAE_42, "adam", "easy", "final_h", "higher"),
-    ("All prompts in one batch: entropy rises less under the quantile baseline", _QAE, "adam", "mixed",
-     "peak_ratio", "lower"),
+    (
+        "All prompts in one batch: entropy rises less under the quantile baseline",
+        _QAE,
+        "adam",
+        "mixed",
+        "peak_ratio",
+        "lower",
+    ),
     ("Prompts that start hard, under plain SGD instead of Adam", _QAE_42, "sgd", "hard", "peak_ratio", "lower"),
 )
 # claims this toy cannot reach, and why
 _OUT_OF_REACH = (
-    ("The quantile baseline raises pass@1 on math benchmarks", _QAE,
-     "a toy policy with a checksum reward: no language model, no benchmark"),
+    (
+        "The quantile baseline raises pass@1 on math benchmarks",
+        _QAE,
+        "a toy policy with a checksum reward: no language model, no benchmark",
+    ),
 )
 
 
@@ -566,8 +749,11 @@ def _seed_words(p: Paired, expect: str) -> tuple[str, str]:
     if against == p.n:
         return "reversed", f"{other} in all {p.n} seeds"
     equal = p.n - agree - against
-    return "tested, no difference", (f"the seeds disagree: {expect} in {agree}, {other} in {against}"
-                                     + (f", equal in {equal}" if equal else "") + f" of {p.n}")
+    return "tested, no difference", (
+        f"the seeds disagree: {expect} in {agree}, {other} in {against}"
+        + (f", equal in {equal}" if equal else "")
+        + f" of {p.n}"
+    )
 
 
 def _numbers(key: str, q: float, m: float, meta: Mapping) -> str:
@@ -593,15 +779,23 @@ def regime_scoreboard(regimes: Mapping) -> list[ScoreRow]:
         q, m = _pair(runs, meta, opt, True, group, key)
         p = paired(q, m)
         verdict, seeds = _seed_words(p, expect)
-        rows.append(ScoreRow(claim.format(**meta), paper, verdict,
-                             f"{_numbers(key, p.a.mean, p.b.mean, meta)}; {seeds}"))
-    on, off = (runs[regime_setting_name("adam", "mean", meta["k"], c)]["groups"]["mixed"]["final_h"]
-               for c in (True, False))
+        rows.append(
+            ScoreRow(claim.format(**meta), paper, verdict, f"{_numbers(key, p.a.mean, p.b.mean, meta)}; {seeds}")
+        )
+    on, off = (
+        runs[regime_setting_name("adam", "mean", meta["k"], c)]["groups"]["mixed"]["final_h"] for c in (True, False)
+    )
     p = paired(on, off)
     verdict, seeds = _seed_words(p, "higher")
-    rows.append(ScoreRow("Clip-Higher keeps entropy from collapsing", _DAPO, verdict,
-                         f"all prompts at step {meta['steps']}, mean baseline, Adam: {p.a.mean:.3f} nats with it, "
-                         f"{p.b.mean:.3f} without; {seeds}"))
+    rows.append(
+        ScoreRow(
+            "Clip-Higher keeps entropy from collapsing",
+            _DAPO,
+            verdict,
+            f"all prompts at step {meta['steps']}, mean baseline, Adam: {p.a.mean:.3f} nats with it, "
+            f"{p.b.mean:.3f} without; {seeds}",
+        )
+    )
     rows += [ScoreRow(claim, paper, "cannot be tested here", why) for claim, paper, why in _OUT_OF_REACH]
     return rows
 
@@ -618,5 +812,10 @@ def scoreboard_markdown(rows: Sequence[ScoreRow]) -> str:
     if bad:
         raise ValueError(f"verdicts must be among {VERDICTS}, got {bad}")
     cell = lambda text: text.replace("|", "\\|")  # noqa: E731
-    return "\n".join(["| claim | paper | verdict | why |", "| --- | --- | --- | --- |",
-                      *(f"| {cell(r.claim)} | {cell(r.paper)} | **{r.verdict}** | {cell(r.why)} |" for r in rows)])
+    return "\n".join(
+        [
+            "| claim | paper | verdict | why |",
+            "| --- | --- | --- | --- |",
+            *(f"| {cell(r.claim)} | {cell(r.paper)} | **{r.verdict}** | {cell(r.why)} |" for r in rows),
+        ]
+    )

@@ -35,13 +35,38 @@ from qae_lab.ledger import LEDGER_FORMS
 from qae_lab.toys.seqpolicy import STARTS
 from qae_lab.toys.seqpolicy_training import OPTIMIZERS, UpdateSettings
 
-__all__ = ['K_VALUES', 'CELLS', 'setting_name', 'sweep_settings', 'headline', 'tracking', 'summarise_run', 'seed_curve', 'run_curves', 'findings_curves', 'tracking_table', 'REGIMES', 'regime_setting_name', 'regime_settings', 'start_split', 'regime_curves', 'curve_summary', 'Move', 'first_move', 'summarise_regimes']
+__all__ = [
+    "K_VALUES",
+    "CELLS",
+    "setting_name",
+    "sweep_settings",
+    "headline",
+    "tracking",
+    "summarise_run",
+    "seed_curve",
+    "run_curves",
+    "findings_curves",
+    "tracking_table",
+    "REGIMES",
+    "regime_setting_name",
+    "regime_settings",
+    "start_split",
+    "regime_curves",
+    "curve_summary",
+    "Move",
+    "first_move",
+    "summarise_regimes",
+]
 
 
 K_VALUES = (0.2, 0.4, 0.6, 0.8)
 # the ledger's four cells (qae_lab.ledger.LEDGER_PARTS), in words
-CELLS = {"dh_hard_pos": "hard prompts' successes", "dh_hard_neg": "hard prompts' failures",
-         "dh_easy_pos": "easy prompts' successes", "dh_easy_neg": "easy prompts' failures"}
+CELLS = {
+    "dh_hard_pos": "hard prompts' successes",
+    "dh_hard_neg": "hard prompts' failures",
+    "dh_easy_pos": "easy prompts' successes",
+    "dh_easy_neg": "easy prompts' failures",
+}
 
 
 def setting_name(start: str, baseline: str, k: float, clip_higher: bool, std: bool, optimizer: str = "sgd") -> str:
@@ -72,9 +97,19 @@ def sweep_settings(*, eta: float, adam_eta: float, group_size: int = 8) -> dict[
         grid += [("quantile", k, True, True, "sgd") for k in K_VALUES if k != 0.4]
         grid += [(b, 0.4, True, True, "adam") for b in ("mean", "quantile")]
         for baseline, k, clip_higher, std, opt in grid:
-            out[setting_name(start, baseline, k, clip_higher, std, opt)] = (start, UpdateSettings(
-                group_size=group_size, baseline=baseline, k=k, scale="group" if std else "none", num_iterations=2,
-                eta=adam_eta if opt == "adam" else eta, optimizer=opt, epsilon_high=0.28 if clip_higher else 0.2))
+            out[setting_name(start, baseline, k, clip_higher, std, opt)] = (
+                start,
+                UpdateSettings(
+                    group_size=group_size,
+                    baseline=baseline,
+                    k=k,
+                    scale="group" if std else "none",
+                    num_iterations=2,
+                    eta=adam_eta if opt == "adam" else eta,
+                    optimizer=opt,
+                    epsilon_high=0.28 if clip_higher else 0.2,
+                ),
+            )
     return out
 
 
@@ -114,8 +149,11 @@ def tracking(out: Mapping[str, torch.Tensor]) -> dict:
     for form in LEDGER_FORMS:
         est = out[f"estimator_{form}/dh"].double()
         agree = (est.sign() == exact.sign()).double().mean(-1)
-        res[form] = {"corr": _seeds(_corr(est, exact)), "sign_agree": _seeds(agree),
-                     "ratio": _seeds(est.sum(-1) / exact.sum(-1))}
+        res[form] = {
+            "corr": _seeds(_corr(est, exact)),
+            "sign_agree": _seeds(agree),
+            "ratio": _seeds(est.sum(-1) / exact.sum(-1)),
+        }
     state, visit = out["sampled/dh_state"].double().abs().sum(-1), out["sampled/dh_visit"].double().abs().sum(-1)
     res["visit_share"] = _seeds(visit / (state + visit))
     return res
@@ -134,12 +172,16 @@ def headline(settings: UpdateSettings) -> bool:
 def _curve(x: torch.Tensor, steps: list[int]) -> dict:
     """A (S, T) curve at ``steps`` as its mean, std and range over seeds, rounded (a :class:`Curve`'s fields)."""
     c = seed_curve(x[:, steps].tolist(), steps)
-    return {"steps": steps, **{k: [_round(v) for v in getattr(c, k)] for k in ("mean", "std", "lo", "hi")},
-            "n": c.n_runs}
+    return {
+        "steps": steps,
+        **{k: [_round(v) for v in getattr(c, k)] for k in ("mean", "std", "lo", "hi")},
+        "n": c.n_runs,
+    }
 
 
-def summarise_run(out: Mapping[str, torch.Tensor], *, every: int = 100, early: int = 100,
-                  estimators: bool = True) -> dict:
+def summarise_run(
+    out: Mapping[str, torch.Tensor], *, every: int = 100, early: int = 100, estimators: bool = True
+) -> dict:
     r"""What the findings keep of one :func:`~qae_lab.toys.seqpolicy_training.simulate` run, per seed (JSON-ready).
 
     ``early_entropy`` (at step ``early``, or the last) / ``final_entropy`` / ``final_success``; ``entropy_curve``
@@ -162,9 +204,13 @@ def summarise_run(out: Mapping[str, torch.Tensor], *, every: int = 100, early: i
     every, early = check_int(every, "every", 1), check_int(early, "early", 0)
     entropy, success = out["entropy"], out["success"]
     steps = list(range(0, entropy.shape[1], every))
-    keep = {"final_entropy": _seeds(entropy[:, -1]), "final_success": _seeds(success[:, -1]),
-            "early_entropy": _seeds(entropy[:, min(early, entropy.shape[1] - 1)]),
-            "entropy_curve": _curve(entropy, steps), "success_curve": _curve(success, steps)}
+    keep = {
+        "final_entropy": _seeds(entropy[:, -1]),
+        "final_success": _seeds(success[:, -1]),
+        "early_entropy": _seeds(entropy[:, min(early, entropy.shape[1] - 1)]),
+        "entropy_curve": _curve(entropy, steps),
+        "success_curve": _curve(success, steps),
+    }
     keep["ledger"] = {}
     for kind in ("sampled", *(f"estimator_{form}" for form in LEDGER_FORMS if estimators)):
         parts = ("dh", *CELLS, "dh_state") if kind == "sampled" else ("dh", *CELLS)
@@ -173,7 +219,7 @@ def summarise_run(out: Mapping[str, torch.Tensor], *, every: int = 100, early: i
             keep["ledger"][kind] = sums
     keep.update({k: _seeds(out[k].sum(-1)) for k in ("dh_exact", "dh_first_order")})
     keep.update({k: _seeds(out[k].mean(-1)) for k in ("clip_frac", "hard_frac", "zero_adv_frac")})
-    keep["early_clip_frac"] = _seeds(out["clip_frac"][:, :max(early, 1)].mean(-1))
+    keep["early_clip_frac"] = _seeds(out["clip_frac"][:, : max(early, 1)].mean(-1))
     hard0 = out["success_per_prompt"][..., 0] <= 1 - 0.4  # (S, P): hard at the start for K = 0.4
     for key in ("entropy", "success"):
         final = out[f"{key}_per_prompt"][..., 1]  # (S, P)
@@ -192,14 +238,22 @@ def seed_curve(per_seed: Sequence[Sequence[float]], steps: Sequence[int]) -> Cur
     """
     x = torch.as_tensor([list(map(float, row)) for row in per_seed], dtype=torch.float64)  # (S, T)
     if x.dim() != 2 or x.shape[1] != len(steps):
-        raise ValueError(f"per_seed must hold one row of {len(steps)} values (one per step) per seed, "
-                         f"got shape {tuple(x.shape)}")
-    return Curve(list(steps), x.mean(0).tolist(), x.std(0, correction=0).tolist(), x.min(0).values.tolist(),
-                 x.max(0).values.tolist(), x.shape[0])
+        raise ValueError(
+            f"per_seed must hold one row of {len(steps)} values (one per step) per seed, got shape {tuple(x.shape)}"
+        )
+    return Curve(
+        list(steps),
+        x.mean(0).tolist(),
+        x.std(0, correction=0).tolist(),
+        x.min(0).values.tolist(),
+        x.max(0).values.tolist(),
+        x.shape[0],
+    )
 
 
-def run_curves(out: Mapping[str, torch.Tensor], keys: Mapping[str, str], *, cumulative: bool = False,
-               stride: int = 1) -> dict[str, Curve]:
+def run_curves(
+    out: Mapping[str, torch.Tensor], keys: Mapping[str, str], *, cumulative: bool = False, stride: int = 1
+) -> dict[str, Curve]:
     r"""Curves over seeds of a simulate output: legend name -> key; ``cumulative`` sums per-step metrics over steps.
 
     Per-step metrics start at step 1, ``entropy`` and ``success`` at step 0; every ``stride``-th step is kept.
@@ -267,8 +321,9 @@ def regime_setting_name(optimizer: str, baseline: str, k: float, clip_higher: bo
     return f"{optimizer}/{base}/{'clip-higher' if clip_higher else 'clip-0.2'}"
 
 
-def regime_settings(*, adam_eta: float, adam_passes: int, sgd_eta: float, sgd_passes: int, k: float = 0.4,
-                    group_size: int = 8) -> dict[str, UpdateSettings]:
+def regime_settings(
+    *, adam_eta: float, adam_passes: int, sgd_eta: float, sgd_passes: int, k: float = 0.4, group_size: int = 8
+) -> dict[str, UpdateSettings]:
     r"""The regime grid: name -> :class:`~qae_lab.toys.seqpolicy_training.UpdateSettings`, {mean, quantile at ``k``} x
     {Adam (learning rate ``adam_eta``, ``adam_passes`` passes), SGD (step ``sgd_eta``, ``sgd_passes`` passes)} x
     {Clip-Higher (eps_high 0.28), clip 0.2}; the group std kept (scale ``"group"``). 8 settings.
@@ -282,8 +337,14 @@ def regime_settings(*, adam_eta: float, adam_passes: int, sgd_eta: float, sgd_pa
         for baseline in ("mean", "quantile"):
             for clip_higher in (True, False):
                 out[regime_setting_name(opt, baseline, k, clip_higher)] = UpdateSettings(
-                    group_size=group_size, baseline=baseline, k=k, eta=eta, optimizer=opt, num_iterations=passes,
-                    epsilon_high=0.28 if clip_higher else 0.2)
+                    group_size=group_size,
+                    baseline=baseline,
+                    k=k,
+                    eta=eta,
+                    optimizer=opt,
+                    num_iterations=passes,
+                    epsilon_high=0.28 if clip_higher else 0.2,
+                )
     return out
 
 
@@ -334,8 +395,9 @@ def regime_curves(curves, p0, n: int) -> dict[str, torch.Tensor]:
     x = as_real_tensor(curves, "curves").double()
     masks = start_split(p0, n)
     if x.dim() != 3 or x.shape[:2] != masks["mixed"].shape:
-        raise ValueError(f"curves must have shape (S, P, T) = {tuple(masks['mixed'].shape)} + (T,) to match p0, "
-                         f"got {tuple(x.shape)}")
+        raise ValueError(
+            f"curves must have shape (S, P, T) = {tuple(masks['mixed'].shape)} + (T,) to match p0, got {tuple(x.shape)}"
+        )
     out = {}
     for group, m in masks.items():
         w = m.double()[..., None]  # (S, P, 1)
@@ -390,8 +452,9 @@ def first_move(values: Sequence[float], steps: Sequence[int]) -> Move:
     """
     x = [float(v) for v in values]
     if not x or len(x) != len(steps) or not all(math.isfinite(v) for v in x):
-        raise ValueError(f"values must be finite numbers, one per step and at least one, got {len(x)} values for "
-                         f"{len(steps)} steps")
+        raise ValueError(
+            f"values must be finite numbers, one per step and at least one, got {len(x)} values for {len(steps)} steps"
+        )
     start = x[0]
     first = next((i for i, v in enumerate(x) if v != start), None)
     if first is None:
@@ -431,8 +494,13 @@ def summarise_regimes(out: Mapping[str, torch.Tensor], n: int, *, early: int, ev
     keep = {}
     for group in REGIMES:
         sh = curve_summary(h[group], early)
-        keep[group] = {"start_p": _seeds(p[group][:, 0]), "final_p": _seeds(p[group][:, -1]),
-                       "start_h": _seeds(sh["start"]), "peak_ratio": _seeds(sh["peak_ratio"]),
-                       "early_h": _seeds(sh["early"]), "final_h": _seeds(sh["final"]),
-                       "entropy_curve": _curve(h[group], list(range(0, h[group].shape[1], every)))}
+        keep[group] = {
+            "start_p": _seeds(p[group][:, 0]),
+            "final_p": _seeds(p[group][:, -1]),
+            "start_h": _seeds(sh["start"]),
+            "peak_ratio": _seeds(sh["peak_ratio"]),
+            "early_h": _seeds(sh["early"]),
+            "final_h": _seeds(sh["final"]),
+            "entropy_curve": _curve(h[group], list(range(0, h[group].shape[1], every))),
+        }
     return keep

@@ -38,6 +38,7 @@ __all__ = ["moving_average", "detrended_variance", "training_variance", "Stat", 
 
 # ---------------------------------------------------------------- over steps
 
+
 def _values(values: Sequence[float], name: str) -> list[float]:
     try:
         xs = [float(v) for v in values]
@@ -88,12 +89,13 @@ def detrended_variance(values: Sequence[float], window: int) -> float:
         raise ValueError(f"values must hold at least window + 1 = {w + 1} steps, got {len(xs)}")
     m = moving_average(xs, w)
     # r_t = x_t - m_t, t = w-1 .. n-1 (full windows only)
-    r = [x - mt for x, mt in zip(xs[w - 1:], m[w - 1:])]
+    r = [x - mt for x, mt in zip(xs[w - 1 :], m[w - 1 :])]
     return statistics.pvariance(r)
 
 
-def training_variance(rows: Sequence[Mapping], metric: str = "reward", window: int = 20, *,
-                      detrend: bool = True) -> float:
+def training_variance(
+    rows: Sequence[Mapping], metric: str = "reward", window: int = 20, *, detrend: bool = True
+) -> float:
     r"""Training variance of ``metric`` over the steps of a log (see the module docstring: our definition).
 
     Args:
@@ -117,6 +119,7 @@ def training_variance(rows: Sequence[Mapping], metric: str = "reward", window: i
 
 
 # ---------------------------------------------------------------- over seeds
+
 
 class Stat(NamedTuple):
     r"""Mean and spread of one number over a method's seeds: population std and range [lo, hi].

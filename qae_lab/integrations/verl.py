@@ -116,16 +116,19 @@ def compute_qae_outcome_advantage(
     sizes = np.bincount(gid)
     if sizes.min() < 2:
         bad = int(np.argmin(sizes))
-        raise ValueError(f"index: every prompt uid must appear at least twice (group size >= 2); "
-                         f"uid #{bad} appears {int(sizes[bad])} time(s)")
+        raise ValueError(
+            f"index: every prompt uid must appear at least twice (group size >= 2); "
+            f"uid #{bad} appears {int(sizes[bad])} time(s)"
+        )
     scale = "group" if norm_adv_by_std_in_grpo else "none"
     adv = torch.empty_like(scores)  # (bs,)
     # Groups of one size at a time: gather them contiguous, compute, scatter back.
     for g in np.unique(sizes):
         rows = np.flatnonzero(sizes[gid] == g)
         rows = torch.as_tensor(rows[np.argsort(gid[rows], kind="stable")], device=scores.device)
-        adv[rows] = group_advantages(scores[rows], int(g), baseline="quantile", k=k,
-                                     quantile_method=method, scale=scale, eps=eps)
+        adv[rows] = group_advantages(
+            scores[rows], int(g), baseline="quantile", k=k, quantile_method=method, scale=scale, eps=eps
+        )
     advantages = adv[:, None] * response_mask.to(adv.dtype)  # (bs, T)
     return advantages, advantages
 

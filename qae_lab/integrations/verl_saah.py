@@ -56,8 +56,16 @@ from qae_lab._checks import as_real_tensor, check_choice, check_finite_scalar, c
 from qae_lab.horizon import normalise_entropy, normaliser_factor, selective_horizon_weights, weight_stats
 from qae_lab.methods import SAAH_ALPHA, SAAH_EFFECTIVE_TOKENS_FRAC, SAAH_W_MEAN_NEG
 
-__all__ = ["LOSS_NAME", "DEFAULT_ALPHA", "LOSS_AGG_MODES", "response_advantages", "surprisal_normalised_entropy",
-           "saah_advantages", "compute_policy_loss_saah", "register"]
+__all__ = [
+    "LOSS_NAME",
+    "DEFAULT_ALPHA",
+    "LOSS_AGG_MODES",
+    "response_advantages",
+    "surprisal_normalised_entropy",
+    "saah_advantages",
+    "compute_policy_loss_saah",
+    "register",
+]
 
 LOSS_NAME = "sa_ah"
 DEFAULT_ALPHA = 0.5  # the SA-AH paper's setting
@@ -85,8 +93,10 @@ def response_advantages(advantages: torch.Tensor, response_mask) -> torch.Tensor
     spread = ((a - a_i[:, None]).abs() * m).amax(-1) if a.numel() else a_i  # (N,)
     if bool((spread > 1e-5 * (1.0 + a_i.abs())).any()):
         bad = int(spread.argmax())
-        raise ValueError(f"advantages must be constant along each response (an outcome estimator such as grpo or "
-                         f"qae; SA-AH weights responses by the sign of A_i); row {bad} varies by {spread[bad]:.3g}")
+        raise ValueError(
+            f"advantages must be constant along each response (an outcome estimator such as grpo or "
+            f"qae; SA-AH weights responses by the sign of A_i); row {bad} varies by {spread[bad]:.3g}"
+        )
     return a_i
 
 
@@ -115,8 +125,9 @@ def surprisal_normalised_entropy(old_log_prob: torch.Tensor, response_mask, voca
     return normalise_entropy((0.0 - lp.detach()).masked_fill(~m, 0.0), vocab_size)  # 0 - x: no -0.0
 
 
-def saah_advantages(advantages: torch.Tensor, response_mask, h_norm: torch.Tensor, alpha: float,
-                    loss_agg_mode: str = "token-mean") -> tuple[torch.Tensor, torch.Tensor]:
+def saah_advantages(
+    advantages: torch.Tensor, response_mask, h_norm: torch.Tensor, alpha: float, loss_agg_mode: str = "token-mean"
+) -> tuple[torch.Tensor, torch.Tensor]:
     r"""SA-AH's per-token advantages A_i w_t c for verl's token-normalised losses, and the weights w.
 
     SA-AH (arXiv 2606.05434): S2-S3 w_{i,t} = exp(-alpha sum_{s<=t} H~_{i,s}) on responses with
@@ -217,15 +228,27 @@ def compute_policy_loss_saah(
     try:
         from verl.trainer.ppo.core_algos import compute_policy_loss_vanilla  # verl: optional, not a dependency
     except ImportError as err:
-        raise ImportError("qae_lab.integrations.verl_saah needs verl (pip install verl) for the loss itself; "
-                          "saah_advantages works without it") from err
-    loss, metrics = compute_policy_loss_vanilla(old_log_prob=old_log_prob, log_prob=log_prob, advantages=a_t,
-                                                response_mask=response_mask, loss_agg_mode=loss_agg_mode,
-                                                config=config, rollout_is_weights=rollout_is_weights)
+        raise ImportError(
+            "qae_lab.integrations.verl_saah needs verl (pip install verl) for the loss itself; "
+            "saah_advantages works without it"
+        ) from err
+    loss, metrics = compute_policy_loss_vanilla(
+        old_log_prob=old_log_prob,
+        log_prob=log_prob,
+        advantages=a_t,
+        response_mask=response_mask,
+        loss_agg_mode=loss_agg_mode,
+        config=config,
+        rollout_is_weights=rollout_is_weights,
+    )
     # (S5) the saah/* metrics
     stats = weight_stats(w, m, a_i)
-    metrics = {**metrics, SAAH_ALPHA: alpha, SAAH_W_MEAN_NEG: stats["w_mean_neg"],
-               SAAH_EFFECTIVE_TOKENS_FRAC: stats["effective_tokens_frac"]}
+    metrics = {
+        **metrics,
+        SAAH_ALPHA: alpha,
+        SAAH_W_MEAN_NEG: stats["w_mean_neg"],
+        SAAH_EFFECTIVE_TOKENS_FRAC: stats["effective_tokens_frac"],
+    }
     return loss, metrics
 
 
@@ -262,8 +285,9 @@ def register(alpha: float = DEFAULT_ALPHA, *, vocab_size: int, name: str = LOSS_
     try:
         from verl.trainer.ppo.core_algos import get_policy_loss_fn, register_policy_loss  # verl: optional
     except ImportError as err:
-        raise ImportError("qae_lab.integrations.verl_saah.register() needs verl (pip install verl); "
-                          "saah_advantages works without it") from err
+        raise ImportError(
+            "qae_lab.integrations.verl_saah.register() needs verl (pip install verl); saah_advantages works without it"
+        ) from err
     try:
         existing = get_policy_loss_fn(name)
     except ValueError:  # verl: not registered yet

@@ -26,14 +26,31 @@ from qae_lab.toys.bandit import entropy_change_first_order, knob_slope
 from qae_lab.toys.seqpolicy import n_prefixes, sequence_entropy
 from qae_lab.toys.sparsity import gate_zero_counts
 
-__all__ = ['check_quantile_baseline', 'check_knob_slope', 'check_zero_count', 'check_training_variance', 'check_horizon_weights', 'check_k_changes', 'check_neg_correct', 'check_mean_advantages', 'check_format_reward', 'check_prediction', 'check_direction', 'check_estimate', 'check_entropy_change', 'check_sequence_entropy']
+__all__ = [
+    "check_quantile_baseline",
+    "check_knob_slope",
+    "check_zero_count",
+    "check_training_variance",
+    "check_horizon_weights",
+    "check_k_changes",
+    "check_neg_correct",
+    "check_mean_advantages",
+    "check_format_reward",
+    "check_prediction",
+    "check_direction",
+    "check_estimate",
+    "check_entropy_change",
+    "check_sequence_entropy",
+]
 
 
 NOT_ATTEMPTED = "Not attempted yet: replace the stub's `return None` and run this cell again."
 PREDICTIONS = ("up", "down")
 _BREAK = "\n"  # a verdict's lines stay within a notebook's column
-NO_PREDICTION = ('No prediction yet: set PREDICTION = "up" or "down" in the cell above the update, '
-                 "run it, then run the update and this cell again.")
+NO_PREDICTION = (
+    'No prediction yet: set PREDICTION = "up" or "down" in the cell above the update, '
+    "run it, then run the update and this cell again."
+)
 
 
 def _compare(got, want, what: str) -> None:
@@ -116,7 +133,9 @@ def check_training_variance(fn: Callable) -> str:
             x = (0.3 + 0.4 * t / n + 0.1 * torch.randn(n, generator=gen, dtype=torch.float64)).tolist()  # trend + noise
             _compare(fn(list(x), w), torch.tensor(detrended_variance(x, w)), f"window={w}, values={x}")
             cases += 1
-    return f"Correct: your training variance matches qae_lab.analysis.stats.detrended_variance on {cases} reward curves."
+    return (
+        f"Correct: your training variance matches qae_lab.analysis.stats.detrended_variance on {cases} reward curves."
+    )
 
 
 def check_horizon_weights(fn: Callable) -> str:
@@ -136,8 +155,11 @@ def check_horizon_weights(fn: Callable) -> str:
             h = torch.rand(n, t, generator=gen, dtype=torch.float64)  # H~ in [0, 1]
             lengths = torch.randint(1, t + 1, (n,), generator=gen)
             mask = (torch.arange(t)[None, :] < lengths[:, None]).double()  # (N, T) right-padded
-            _compare(fn(h.clone(), mask.clone(), alpha), horizon_weights(h, mask, alpha),
-                     f"alpha={alpha}, h_norm={h.tolist()}, mask={mask.tolist()}")
+            _compare(
+                fn(h.clone(), mask.clone(), alpha),
+                horizon_weights(h, mask, alpha),
+                f"alpha={alpha}, h_norm={h.tolist()}, mask={mask.tolist()}",
+            )
             cases += 1
     return f"Correct: your weights match qae_lab.horizon.horizon_weights on {cases} cases."
 
@@ -186,8 +208,9 @@ def check_neg_correct(fn: Callable) -> str:
     for case in range(30):
         g = (4, 8)[case % 2]
         rewards = levels[torch.randint(0, len(levels), (3 * g,), generator=gen)]
-        want = advantage_stats(rewards, group_advantages(rewards, g, baseline="mean"), g, 0.4,
-                               success_threshold=5.0)["neg_correct"]
+        want = advantage_stats(rewards, group_advantages(rewards, g, baseline="mean"), g, 0.4, success_threshold=5.0)[
+            "neg_correct"
+        ]
         got = fn(rewards.tolist(), g, 5.0)
         if got != want:
             raise AssertionError(f"rewards {rewards.tolist()} in groups of {g}: expected {int(want)}, got {got}")
@@ -222,8 +245,9 @@ def check_mean_advantages(fn: Callable) -> str:
         hint = ""
         if got.shape == want.shape and torch.allclose(got, (r - r.mean()).double(), atol=1e-4):
             hint = " (that is R - mean R: divide by the group's std too)"
-        elif got.shape == want.shape and torch.allclose(got, ((r - r.mean()) / r.std(unbiased=False)).double(),
-                                                        atol=1e-4):
+        elif got.shape == want.shape and torch.allclose(
+            got, ((r - r.mean()) / r.std(unbiased=False)).double(), atol=1e-4
+        ):
             hint = " (that divides by the population std: torch.std divides by G - 1)"
         raise AssertionError(f"rewards {r.tolist()}: expected {want.tolist()}, got {got.tolist()}{hint}")
     return f'Correct: your advantages match group_advantages(baseline="mean") on {len(groups)} groups.'
@@ -307,17 +331,25 @@ def check_prediction(prediction, change: UpdateChange) -> str:
         moved = "less" if measured == "down" else "more"
         verdict = "Right" if measured == guess else "Wrong"
         joint = "and" if measured == guess else "but"
-        return (f'{verdict}: you predicted "{guess}", {joint} all {n} completions with A < 0 became {moved} likely'
-                f"{_BREAK}{spread}.")
-    against = [label for label, delta, on in zip(change.labels, change.delta.tolist(), rows.tolist())
-               if on and (delta > 0 if guess == "down" else delta < 0)]
-    return (f'Partly: you predicted "{guess}"; {down} of {n} completions with A < 0 became less likely and {up} '
-            f"more likely{_BREAK}{spread}.{_BREAK}Against your prediction: {', '.join(against)}. Compare their "
-            "text with the rewarded completions': one step moves shared weights, and shared tokens move together.")
+        return (
+            f'{verdict}: you predicted "{guess}", {joint} all {n} completions with A < 0 became {moved} likely'
+            f"{_BREAK}{spread}."
+        )
+    against = [
+        label
+        for label, delta, on in zip(change.labels, change.delta.tolist(), rows.tolist())
+        if on and (delta > 0 if guess == "down" else delta < 0)
+    ]
+    return (
+        f'Partly: you predicted "{guess}"; {down} of {n} completions with A < 0 became less likely and {up} '
+        f"more likely{_BREAK}{spread}.{_BREAK}Against your prediction: {', '.join(against)}. Compare their "
+        "text with the rewarded completions': one step moves shared weights, and shared tokens move together."
+    )
 
 
-def check_direction(prediction, before: float, after: float, *, quantity: str, change: str,
-                    tolerance: float = 0.0) -> str:
+def check_direction(
+    prediction, before: float, after: float, *, quantity: str, change: str, tolerance: float = 0.0
+) -> str:
     r"""A predict-then-run verdict: did ``quantity`` move the way the participant predicted when ``change`` was made?
 
     The participant records ``prediction`` ("up", "down" or "same"; None before deciding) in a cell, runs the
@@ -334,10 +366,12 @@ def check_direction(prediction, before: float, after: float, *, quantity: str, c
     """
     words = ("up", "down", "same")
     if prediction is None:
-        return (f'No prediction yet: set PREDICTION to "up", "down" or "same" (how will {quantity} move when '
-                f"{change}?), run that cell, then this one.")
+        return (
+            f'No prediction yet: set PREDICTION to "up", "down" or "same" (how will {quantity} move when '
+            f"{change}?), run that cell, then this one."
+        )
     if not isinstance(prediction, str) or prediction.strip().lower() not in words:
-        raise ValueError(f'prediction must be one of {words} (or None before you decide), got {prediction!r}')
+        raise ValueError(f"prediction must be one of {words} (or None before you decide), got {prediction!r}")
     for name, value in (("before", before), ("after", after), ("tolerance", tolerance)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise ValueError(f"{name} must be a finite number, got {value!r}")
@@ -347,8 +381,10 @@ def check_direction(prediction, before: float, after: float, *, quantity: str, c
     measured = "same" if abs(after - before) <= tolerance else "up" if after > before else "down"
     moved = "stayed the same" if measured == "same" else f"went {measured}"
     verdict, joint = ("Right", "and") if measured == guess else ("Wrong", "but")
-    return (f'{verdict}: you predicted "{guess}", {joint} {quantity} {moved} when {change}{_BREAK}'
-            f"(measured {before:.4g} -> {after:.4g}" + (f", tolerance {tolerance:.2g}" if tolerance else "") + ").")
+    return (
+        f'{verdict}: you predicted "{guess}", {joint} {quantity} {moved} when {change}{_BREAK}'
+        f"(measured {before:.4g} -> {after:.4g}" + (f", tolerance {tolerance:.2g}" if tolerance else "") + ")."
+    )
 
 
 def check_estimate(prediction, measured: float, *, quantity: str, tolerance: float, unit: str = "") -> str:
@@ -372,11 +408,15 @@ def check_estimate(prediction, measured: float, *, quantity: str, tolerance: flo
         raise ValueError(f"tolerance must be >= 0, got {tolerance}")
     gap = measured - prediction
     if abs(gap) <= tolerance:
-        return (f"Right: you guessed {prediction:.4g}{unit}, {quantity} measured {measured:.4g}{unit}"
-                f" (within {tolerance:.2g}{unit}).")
+        return (
+            f"Right: you guessed {prediction:.4g}{unit}, {quantity} measured {measured:.4g}{unit}"
+            f" (within {tolerance:.2g}{unit})."
+        )
     side = "higher" if gap > 0 else "lower"
-    return (f"Off: you guessed {prediction:.4g}{unit}, {quantity} measured {measured:.4g}{unit}"
-            f" ({abs(gap):.3g}{unit} {side} than your guess;{_BREAK}within {tolerance:.2g}{unit} counts as right).")
+    return (
+        f"Off: you guessed {prediction:.4g}{unit}, {quantity} measured {measured:.4g}{unit}"
+        f" ({abs(gap):.3g}{unit} {side} than your guess;{_BREAK}within {tolerance:.2g}{unit} counts as right)."
+    )
 
 
 def check_entropy_change(fn: Callable) -> str:
@@ -398,12 +438,17 @@ def check_entropy_change(fn: Callable) -> str:
         for scale in (0.5, 2.0):  # nearly flat and peaked states
             z = scale * torch.randn(shape, generator=gen, dtype=torch.float64)
             dz = torch.randn(shape, generator=gen, dtype=torch.float64)
-            _compare(fn(z.clone(), dz.clone()), entropy_change_first_order(z, dz),
-                     f"dH for z = {[round(v, 3) for v in z.flatten().tolist()[:6]]}, dz = "
-                     f"{[round(v, 3) for v in dz.flatten().tolist()[:6]]}")
+            _compare(
+                fn(z.clone(), dz.clone()),
+                entropy_change_first_order(z, dz),
+                f"dH for z = {[round(v, 3) for v in z.flatten().tolist()[:6]]}, dz = "
+                f"{[round(v, 3) for v in dz.flatten().tolist()[:6]]}",
+            )
             cases += 1
-    return (f"Correct: your dH matches qae_lab.toys.bandit.entropy_change_first_order on {cases} states and batches of "
-            "states.")
+    return (
+        f"Correct: your dH matches qae_lab.toys.bandit.entropy_change_first_order on {cases} states and batches of "
+        "states."
+    )
 
 
 def check_sequence_entropy(fn: Callable) -> str:
@@ -423,7 +468,8 @@ def check_sequence_entropy(fn: Callable) -> str:
             z = scale * torch.randn(n_prefixes(vocab, length), vocab, generator=gen, dtype=torch.float64)
             got, want = torch.as_tensor(fn(z.clone()), dtype=torch.float64), sequence_entropy(z)
             if got.shape != want.shape or not torch.allclose(got, want, atol=1e-6):
-                raise AssertionError(f"V={vocab}, L={length}, logits {z.tolist()}: expected {float(want):.6f} nats, "
-                                     f"got {got.tolist()}")
+                raise AssertionError(
+                    f"V={vocab}, L={length}, logits {z.tolist()}: expected {float(want):.6f} nats, got {got.tolist()}"
+                )
             cases += 1
     return f"Correct: your entropy matches qae_lab.toys.seqpolicy.sequence_entropy on {cases} policies."

@@ -84,7 +84,18 @@ from qae_lab.storage.folder import (
 )
 from qae_lab.train.callbacks import TrainOutcome, pending_plan, run_logger
 
-__all__ = ['LIVE_PANELS', 'Dashboard', 'DashboardFeed', 'LiveRun', 'auto_preset', 'K_RANGE', 'ALPHA_RANGE', 'KnobSlider', 'Controls', 'LiveKnobs']
+__all__ = [
+    "LIVE_PANELS",
+    "Dashboard",
+    "DashboardFeed",
+    "LiveRun",
+    "auto_preset",
+    "K_RANGE",
+    "ALPHA_RANGE",
+    "KnobSlider",
+    "Controls",
+    "LiveKnobs",
+]
 
 
 _WEIGHTING_LABELS = {"none": "none", "ah": "AH", "sa_ah": "SA-AH"}
@@ -151,8 +162,10 @@ class KnobSlider(widgets.FloatSlider):
         """``value`` as the slider would hold it; ``ValueError`` naming the knob where it cannot."""
         value = round(float(value), 6)
         if not self.min <= value <= self.max:
-            raise ValueError(f"{self.knob} must be in [{self.min}, {self.max}] (the range of the slider "
-                             f"{self.description!r}), got {value}")
+            raise ValueError(
+                f"{self.knob} must be in [{self.min}, {self.max}] (the range of the slider "
+                f"{self.description!r}), got {value}"
+            )
         return validate_knobs(**{self.knob: value})[self.knob]
 
     def _fit_grid(self, value: float, lo: float, hi: float) -> None:
@@ -175,8 +188,10 @@ class KnobSlider(widgets.FloatSlider):
     def _validate_min(self, proposal):  # replaces ipywidgets' moving the value up to the new min
         lo = proposal["value"]
         if lo > self.value:
-            raise TraitError(f"{self.knob}: min {lo} would move the value {self.value} of the slider "
-                             f"{self.description!r}; set the value first")
+            raise TraitError(
+                f"{self.knob}: min {lo} would move the value {self.value} of the slider "
+                f"{self.description!r}; set the value first"
+            )
         self._fit_grid(self.value, lo, self.max)
         return lo
 
@@ -184,8 +199,10 @@ class KnobSlider(widgets.FloatSlider):
     def _validate_max(self, proposal):  # replaces ipywidgets' moving the value down to the new max
         hi = proposal["value"]
         if hi < self.value:
-            raise TraitError(f"{self.knob}: max {hi} would move the value {self.value} of the slider "
-                             f"{self.description!r}; set the value first")
+            raise TraitError(
+                f"{self.knob}: max {hi} would move the value {self.value} of the slider "
+                f"{self.description!r}; set the value first"
+            )
         return hi
 
 
@@ -215,32 +232,49 @@ class Controls:
     True
     """
 
-    def __init__(self, quantile_k: float = 0.4, alpha: float = 0.5, baseline: str = "quantile",
-                 token_weighting: str = "none"):
+    def __init__(
+        self, quantile_k: float = 0.4, alpha: float = 0.5, baseline: str = "quantile", token_weighting: str = "none"
+    ):
         self._stop = threading.Event()
         self._finished = False
         clean = validate_knobs(quantile_k=quantile_k, alpha=alpha, baseline=baseline, token_weighting=token_weighting)
         style = {"description_width": "110px"}
-        self.k = KnobSlider("quantile_k", clean["quantile_k"], *K_RANGE, description="K (QAE)",
-                            continuous_update=False, style=style)
-        self.alpha = KnobSlider("alpha", clean["alpha"], *ALPHA_RANGE, description="alpha (SA-AH)",
-                                continuous_update=False, style=style)
+        self.k = KnobSlider(
+            "quantile_k", clean["quantile_k"], *K_RANGE, description="K (QAE)", continuous_update=False, style=style
+        )
+        self.alpha = KnobSlider(
+            "alpha", clean["alpha"], *ALPHA_RANGE, description="alpha (SA-AH)", continuous_update=False, style=style
+        )
         # (version, value): swapped whole by the kernel thread, read whole by the training thread
         self._current = (0, Knobs(**{**clean, "quantile_k": self.k.value, "alpha": self.alpha.value}))
         self._received: list[tuple[int, str, object]] = []  # (version it made, knob, value)
         self._begun: list[tuple[int, int]] = []  # (step, version it took)
-        self.baseline = widgets.ToggleButtons(options=[("mean (GRPO)", "mean"), ("K-quantile (QAE)", "quantile")],
-                                              value=baseline, description="baseline", style=style)
-        self.token_weighting = widgets.ToggleButtons(options=list(TOKEN_WEIGHTING_OPTIONS), value=token_weighting,
-                                                     description="token weighting", style=style)
-        self.stop_button = widgets.Button(description="Stop", button_style="danger", icon="stop",
-                                          tooltip="end training after the current step (log and checkpoint kept)")
-        for name, w in (("quantile_k", self.k), ("alpha", self.alpha), ("baseline", self.baseline),
-                        ("token_weighting", self.token_weighting)):
+        self.baseline = widgets.ToggleButtons(
+            options=[("mean (GRPO)", "mean"), ("K-quantile (QAE)", "quantile")],
+            value=baseline,
+            description="baseline",
+            style=style,
+        )
+        self.token_weighting = widgets.ToggleButtons(
+            options=list(TOKEN_WEIGHTING_OPTIONS), value=token_weighting, description="token weighting", style=style
+        )
+        self.stop_button = widgets.Button(
+            description="Stop",
+            button_style="danger",
+            icon="stop",
+            tooltip="end training after the current step (log and checkpoint kept)",
+        )
+        for name, w in (
+            ("quantile_k", self.k),
+            ("alpha", self.alpha),
+            ("baseline", self.baseline),
+            ("token_weighting", self.token_weighting),
+        ):
             w.observe(lambda change, name=name: self._set(name, change["new"]), names="value")
         self.stop_button.on_click(lambda _button: self.request_stop())
-        self.widget = widgets.VBox([widgets.HBox([self.k, self.alpha]), self.baseline, self.token_weighting,
-                                    self.stop_button])
+        self.widget = widgets.VBox(
+            [widgets.HBox([self.k, self.alpha]), self.baseline, self.token_weighting, self.stop_button]
+        )
 
     @classmethod
     def for_trainer(cls, trainer) -> Controls:
@@ -263,16 +297,22 @@ class Controls:
         taken its knobs (:meth:`begin_step`) when the change arrived, 0 before the first; the change is
         in force from ``step + 1``."""
         begun = list(self._begun)
-        return [(max((s for s, v in begun if v < version), default=0), name, value)
-                for version, name, value in list(self._received)]
+        return [
+            (max((s for s, v in begun if v < version), default=0), name, value)
+            for version, name, value in list(self._received)
+        ]
 
     def set(self, **values) -> None:
         """Move several controls at once, as one change: no snapshot sees some moved and others not.
 
         Keys: quantile_k, alpha, baseline, token_weighting (validated)."""
         clean = validate_knobs(**values)
-        boxes = {"quantile_k": self.k, "alpha": self.alpha, "baseline": self.baseline,
-                 "token_weighting": self.token_weighting}
+        boxes = {
+            "quantile_k": self.k,
+            "alpha": self.alpha,
+            "baseline": self.baseline,
+            "token_weighting": self.token_weighting,
+        }
         for name in ("quantile_k", "alpha"):  # checked before any control moves
             if name in clean:
                 clean[name] = boxes[name].check(clean[name])
@@ -324,6 +364,7 @@ LIVE_PANELS = {
     "entropy ledger: dH by QAE regime": tuple(LEDGER_PREFIX + p for p in ("dh_hard", "dh_easy")),
 }
 
+
 def auto_preset(gpu_preset: str = "qwen2.5-1.5b-gsm8k") -> tuple[str, str]:
     r"""``(preset, reason)`` for this machine: ``gpu_preset`` on a GPU, the float16 0.5B preset
     (``qwen2.5-0.5b-gsm8k-t4``) on a GPU without bf16 and with under 20 GiB (a T4), the CPU demo without a
@@ -334,9 +375,12 @@ def auto_preset(gpu_preset: str = "qwen2.5-1.5b-gsm8k") -> tuple[str, str]:
     """
     if not torch.cuda.is_available():
         return device_preset(gpu_preset, name=None)
-    return device_preset(gpu_preset, name=torch.cuda.get_device_name(0),
-                         total_memory=torch.cuda.get_device_properties(0).total_memory,
-                         bf16=torch.cuda.is_bf16_supported())
+    return device_preset(
+        gpu_preset,
+        name=torch.cuda.get_device_name(0),
+        total_memory=torch.cuda.get_device_properties(0).total_memory,
+        bf16=torch.cuda.is_bf16_supported(),
+    )
 
 
 class Dashboard:
@@ -379,8 +423,9 @@ class Dashboard:
             rows = list(self.rows)
             self._last_draw = time.monotonic()
         last = rows[-1] if rows else {}
-        title = (f"step {last.get('step', 0)} / {self.progress.max}: K = {last.get(QAE_K, float('nan')):.2f}"
-                 + (f", alpha = {last[SAAH_ALPHA]:.2f}" if last.get(SAAH_ALPHA) is not None else ""))
+        title = f"step {last.get('step', 0)} / {self.progress.max}: K = {last.get(QAE_K, float('nan')):.2f}" + (
+            f", alpha = {last[SAAH_ALPHA]:.2f}" if last.get(SAAH_ALPHA) is not None else ""
+        )
         self.view.update(run_curves_figure(rows, LIVE_PANELS, title=title if rows else ""))
 
     def set_status(self, text: str) -> None:
@@ -482,8 +527,14 @@ class LiveRun:
     (0.7, 'finished: 1 steps', 'evaluated\n')
     """
 
-    def __init__(self, trainer, *, controls: Controls | None = None, dashboard: Dashboard | None = None,
-                 resume_from_checkpoint: str | None = None):
+    def __init__(
+        self,
+        trainer,
+        *,
+        controls: Controls | None = None,
+        dashboard: Dashboard | None = None,
+        resume_from_checkpoint: str | None = None,
+    ):
         self.trainer = trainer
         self.controls = controls or Controls.for_trainer(trainer)
         self.dashboard = dashboard or Dashboard(trainer.args.max_steps)
@@ -493,8 +544,10 @@ class LiveRun:
             if resume_from_checkpoint is None:
                 resume_from_checkpoint = plan.resume_from
             elif plan.resume_from is None or Path(resume_from_checkpoint).resolve() != Path(plan.resume_from).resolve():
-                raise ValueError(f"resume_from_checkpoint={resume_from_checkpoint}, but the trainer was made for "
-                                 f"{plan.summary}: make the trainer with make_trainer(..., resume=...) for that")
+                raise ValueError(
+                    f"resume_from_checkpoint={resume_from_checkpoint}, but the trainer was made for "
+                    f"{plan.summary}: make the trainer with make_trainer(..., resume=...) for that"
+                )
         self.resume_from_checkpoint = resume_from_checkpoint
         self.knobs = LiveKnobs(self.controls, trainer)
         # progress bars or log printing from a thread would land in whichever cell runs: the dashboard replaces
@@ -538,8 +591,9 @@ class LiveRun:
             stopped = self.controls.stop_requested
             ckpt = Path(self.trainer.args.output_dir) / f"checkpoint-{step}"
             self.outcome = TrainOutcome(stopped, str(ckpt) if stopped else None, step)
-            self.dashboard.set_status(f"stopped after step {step}; checkpoint {ckpt}" if stopped
-                                      else f"finished: {step} steps")
+            self.dashboard.set_status(
+                f"stopped after step {step}; checkpoint {ckpt}" if stopped else f"finished: {step} steps"
+            )
             self.controls.finish()  # before the follow-ups (an evaluation can take minutes)
             for fn in self._after:
                 self._show(fn(self))

@@ -81,7 +81,7 @@ def group_lines(ro, advantages=None) -> list[str]:
     golds = sorted({str(r["gold"]) for r in ro.records})
     lines = [f"gold answer {', '.join(golds)}"]
     for i, (label, text) in enumerate(zip(_labels(rewards), ro.completions)):
-        shown = repr(text) if len(repr(text)) <= _TEXT_CHARS else repr(text)[:_TEXT_CHARS - 1] + "…"
+        shown = repr(text) if len(repr(text)) <= _TEXT_CHARS else repr(text)[: _TEXT_CHARS - 1] + "…"
         a = "" if adv is None else f"  A = {adv[i].item():+.3f}"
         lines.append(f"{label}  answer {extract_answer(text) or '-':<6} R = {rewards[i].item():g}{a}  {shown}")
     return lines
@@ -110,8 +110,10 @@ def advantage_lines(rewards, advantages, eps: float = 1e-6) -> list[str]:
     for value in sorted(set(r.tolist()), reverse=True):
         rows = r == value
         count = int(rows.sum())
-        lines.append(f"R = {value:g}: A = ({value:g} - {mean:.3f}) / ({std:.3f} + eps) = {a[rows][0].item():+.3f}"
-                     f"   ({count} completion{'s' if count != 1 else ''})")
+        lines.append(
+            f"R = {value:g}: A = ({value:g} - {mean:.3f}) / ({std:.3f} + eps) = {a[rows][0].item():+.3f}"
+            f"   ({count} completion{'s' if count != 1 else ''})"
+        )
     return lines
 
 
@@ -168,16 +170,20 @@ class UpdateChange:
     def title(self) -> str:
         r"""The figure's title: what is drawn and the counts it shows."""
         (up, _, n_pos), (_, down, n_neg) = self.moved("A > 0"), self.moved("A < 0")
-        return (f"One GRPO step: change of log π(y_i) per completion · A > 0: {up} of {n_pos} up · "
-                f"A < 0: {down} of {n_neg} down")
+        return (
+            f"One GRPO step: change of log π(y_i) per completion · A > 0: {up} of {n_pos} up · "
+            f"A < 0: {down} of {n_neg} down"
+        )
 
     def lines(self) -> list[str]:
         r"""One line per completion: label, A_i, log pi(y_i) before -> after, the change and pi's factor."""
         out = []
         for i, label in enumerate(self.labels):
             b, a, d = self.before[i].item(), self.after[i].item(), self.delta[i].item()
-            out.append(f"{label}  A = {self.advantages[i].item():+.3f}  log π(y) {b:8.3f} -> {a:8.3f}  "
-                       f"change {d:+.3f}  (π(y) x {torch.tensor(d).exp().item():.3f})")
+            out.append(
+                f"{label}  A = {self.advantages[i].item():+.3f}  log π(y) {b:8.3f} -> {a:8.3f}  "
+                f"change {d:+.3f}  (π(y) x {torch.tensor(d).exp().item():.3f})"
+            )
         return out
 
     def summary_lines(self) -> list[str]:
@@ -196,13 +202,16 @@ class UpdateChange:
             else:
                 head = f"{n} completions with {sign} moved too (shared weights): {up} up, {down} down"
             out.append(f"{head} (mean change of log π(y) {mean:+.3f})")
-        out.append(f"a second pass over this group would clip {self.clipped_tokens} of its {self.tokens} tokens "
-                   "(π_new / π_old past 1 ± ε where A pushes)")
+        out.append(
+            f"a second pass over this group would clip {self.clipped_tokens} of its {self.tokens} tokens "
+            "(π_new / π_old past 1 ± ε where A pushes)"
+        )
         return out
 
 
-def update_change(ro, advantages, before, after, *, epsilon_low: float = 0.2,
-                  epsilon_high: float = 0.2) -> UpdateChange:
+def update_change(
+    ro, advantages, before, after, *, epsilon_low: float = 0.2, epsilon_high: float = 0.2
+) -> UpdateChange:
     r"""Measure one update: each completion's log pi(y_i) before and after, next to its advantage.
 
     Args:
@@ -230,11 +239,19 @@ def update_change(ro, advantages, before, after, *, epsilon_low: float = 0.2,
     if af.shape != b.shape:
         raise ValueError(f"after must have the shape of before {tuple(b.shape)}, got {tuple(af.shape)}")
     if not (a.numel() == rewards.numel() == b.shape[0]):
-        raise ValueError(f"advantages ({a.numel()}), rewards ({rewards.numel()}) and the rows of before "
-                         f"({b.shape[0]}) must count the same completions")
+        raise ValueError(
+            f"advantages ({a.numel()}), rewards ({rewards.numel()}) and the rows of before "
+            f"({b.shape[0]}) must count the same completions"
+        )
     m = check_mask(ro.mask, b.shape).double().to(b.device)  # (N, T)
     a = a.to(b.device)
     # PPO's clip on a second pass: -A clip(r_t) > -A r_t, with r_t = pi_after / pi_before
     clipped = ppo_clip_active(af - b, a, epsilon_low, epsilon_high) & m.bool()  # (N, T)
-    return UpdateChange(_labels(rewards), sequence_logps(b, m).cpu(), sequence_logps(af, m).cpu(), a.cpu(),
-                        int(clipped.sum()), int(m.sum()))
+    return UpdateChange(
+        _labels(rewards),
+        sequence_logps(b, m).cpu(),
+        sequence_logps(af, m).cpu(),
+        a.cpu(),
+        int(clipped.sum()),
+        int(m.sum()),
+    )

@@ -25,14 +25,25 @@ from qae_lab.toys.sparsity import (
     zero_sources_beta,
 )
 
-__all__ = ['K_GRID', 'gate_figure', 'sparsity_figure', 'extremes_figure', 'advantages_figure', 'ZERO_SOURCES', 'zero_sources_figure']
+__all__ = [
+    "K_GRID",
+    "gate_figure",
+    "sparsity_figure",
+    "extremes_figure",
+    "advantages_figure",
+    "ZERO_SOURCES",
+    "zero_sources_figure",
+]
 
 
 K_GRID = [round(0.05 * i, 2) for i in range(1, 20)]  # K = 0.05, 0.10, ..., 0.95
 
 # (legend name, baseline, scale) of the extreme-advantage curves
-_EXTREMES = (("GRPO mean / std", "mean", "group"), ("QAE / std", "quantile", "group"),
-             ("QAE, no std", "quantile", "none"))
+_EXTREMES = (
+    ("GRPO mean / std", "mean", "group"),
+    ("QAE / std", "quantile", "group"),
+    ("QAE, no std", "quantile", "none"),
+)
 
 
 def gate_figure(G: int, method: str) -> go.Figure:
@@ -43,8 +54,12 @@ def gate_figure(G: int, method: str) -> go.Figure:
     >>> len(fig.data[0].z), len(fig.data[0].z[0]), fig.layout.title.text
     (19, 5, 'Which responses get A ≠ 0: G = 4, paper quantile')
     """
-    return gate_heatmap(gate_table(G, K_GRID, method), K_GRID, height=520,
-                        title=f"Which responses get A ≠ 0: G = {G}, {method} quantile")
+    return gate_heatmap(
+        gate_table(G, K_GRID, method),
+        K_GRID,
+        height=520,
+        title=f"Which responses get A ≠ 0: G = {G}, {method} quantile",
+    )
 
 
 def sparsity_figure(a: float, b: float, G: int, drop_all_equal: bool, *, n_prompts: int) -> go.Figure:
@@ -57,9 +72,14 @@ def sparsity_figure(a: float, b: float, G: int, drop_all_equal: bool, *, n_promp
     (['exact, Beta(0.5, 0.5)'], True)
     """
     exact = [expected_zero_fraction_beta(a, b, G, k, drop_all_equal=drop_all_equal) for k in K_GRID]
-    fig = line_figure(K_GRID, {f"exact, Beta({a:g}, {b:g})": exact}, x_title="K", y_title="zero-advantage fraction",
-                      title=f"Zero-advantage fraction averaged over prompts, G = {G}"
-                            + (" (mixed groups only)" if drop_all_equal else ""))
+    fig = line_figure(
+        K_GRID,
+        {f"exact, Beta({a:g}, {b:g})": exact},
+        x_title="K",
+        y_title="zero-advantage fraction",
+        title=f"Zero-advantage fraction averaged over prompts, G = {G}"
+        + (" (mixed groups only)" if drop_all_equal else ""),
+    )
     if not drop_all_equal:  # the sampled check counts every group, all-equal ones included
         sampled = sampled_zero_fraction_beta(a, b, G, K_GRID, n_prompts=n_prompts)
         fig.add_scatter(x=K_GRID, y=sampled, mode="markers", name=f"sampled, {n_prompts} prompts")
@@ -80,8 +100,14 @@ def extremes_figure(G: int, K: float) -> go.Figure:
         largest, smallest = advantage_extremes(G, K, baseline=baseline, scale=scale)
         series[f"{name}: largest A"] = largest.tolist()
         series[f"{name}: smallest A"] = smallest.tolist()
-    return line_figure(list(range(G + 1)), series, markers=True, x_title="correct responses c", y_title="advantage",
-                       title=f"Extreme advantages in a group, G = {G}, K = {K:g}")
+    return line_figure(
+        list(range(G + 1)),
+        series,
+        markers=True,
+        x_title="correct responses c",
+        y_title="advantage",
+        title=f"Extreme advantages in a group, G = {G}, K = {K:g}",
+    )
 
 
 def advantages_figure(G: int = 8, K: float = 0.4, counts: Sequence[int] = (1, 3, 5, 7)) -> go.Figure:
@@ -96,12 +122,19 @@ def advantages_figure(G: int = 8, K: float = 0.4, counts: Sequence[int] = (1, 3,
     """
     names = {"mean": "GRPO mean", "quantile": f"QAE K={K:g}"}
     rows = group_advantage_rows(G, K, counts)
-    text = [[("✓ " if ok else "✗ ") + (f"{v:+.2f}" if v else "0")
-             for ok, v in zip(row["rewards"], row["advantages"])] for row in rows]
-    return heatmap_figure([row["advantages"] for row in rows], x=[f"y{i + 1}" for i in range(G)],
-                          y=[f"c={row['c']} · {names[row['baseline']]}" for row in rows], text=text, height=460,
-                          title="Advantages per response (✓ correct, ✗ wrong)",
-                          x_title="response (correct ones first)")
+    text = [
+        [("✓ " if ok else "✗ ") + (f"{v:+.2f}" if v else "0") for ok, v in zip(row["rewards"], row["advantages"])]
+        for row in rows
+    ]
+    return heatmap_figure(
+        [row["advantages"] for row in rows],
+        x=[f"y{i + 1}" for i in range(G)],
+        y=[f"c={row['c']} · {names[row['baseline']]}" for row in rows],
+        text=text,
+        height=460,
+        title="Advantages per response (✓ correct, ✗ wrong)",
+        x_title="response (correct ones first)",
+    )
 
 
 # the legend names of zero_sources_figure's two stacked areas, bottom first
@@ -125,11 +158,19 @@ def zero_sources_figure(G: int, K: float) -> go.Figure:
     ps = [round(0.01 * i, 2) for i in range(101)]
     src = zero_sources(torch.tensor(ps, dtype=torch.float64), G, K)
     batch = zero_sources_beta(1.0, 1.0, G, K).total
-    fig = line_figure(ps, {ZERO_SOURCES[0]: src.all_equal.tolist(), ZERO_SOURCES[1]: src.gate.tolist(),
-                           f"a batch, p uniform on (0, 1): {batch:.1%}": [batch] * len(ps),
-                           "the paper's ~80% (Qwen3-8B)": [0.8] * len(ps)},
-                      title=f"Share of one prompt's {G} responses with A = 0, by its success rate p (K = {K:g})",
-                      x_title="success rate p", y_title="share of responses with A = 0", height=420)
+    fig = line_figure(
+        ps,
+        {
+            ZERO_SOURCES[0]: src.all_equal.tolist(),
+            ZERO_SOURCES[1]: src.gate.tolist(),
+            f"a batch, p uniform on (0, 1): {batch:.1%}": [batch] * len(ps),
+            "the paper's ~80% (Qwen3-8B)": [0.8] * len(ps),
+        },
+        title=f"Share of one prompt's {G} responses with A = 0, by its success rate p (K = {K:g})",
+        x_title="success rate p",
+        y_title="share of responses with A = 0",
+        height=420,
+    )
     fig.update_traces(stackgroup="zeros", selector=lambda t: t.name in ZERO_SOURCES)  # their sum: the whole share
     fig.update_traces(line={"color": "#444", "width": 1.5}, selector=lambda t: t.name not in ZERO_SOURCES)
     fig.data[2].line.dash, fig.data[3].line.dash = "dash", "dot"

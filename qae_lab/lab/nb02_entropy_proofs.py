@@ -19,14 +19,18 @@ import torch
 from qae_lab.lab.plots import line_figure
 from qae_lab.toys.bandit import knob_curve, mc_entropy_curve, mc_verdicts
 
-__all__ = ['mc_verdicts', 'summary_01', 'knob_figure', 'mc_figure']
+__all__ = ["mc_verdicts", "summary_01", "knob_figure", "mc_figure"]
 
 
 _COUNT_KEYS = ("checked", "hard", "easy", "violations_first_order", "violations_exact")
 
 
-def summary_01(slope: float, counts: Mapping[str, int], mc: Mapping[str, Sequence[float]],
-               runs: Mapping[str, Mapping[str, Sequence[float]]]) -> str:
+def summary_01(
+    slope: float,
+    counts: Mapping[str, int],
+    mc: Mapping[str, Sequence[float]],
+    runs: Mapping[str, Mapping[str, Sequence[float]]],
+) -> str:
     r"""The summary of notebook 02, one sentence per section, from the values its cells computed (each wrapped
     at 110 characters).
 
@@ -57,19 +61,22 @@ def summary_01(slope: float, counts: Mapping[str, int], mc: Mapping[str, Sequenc
     verdicts = mc_verdicts(mc)
     steps = len(next(iter(runs.values()))["entropy"]) - 1
     finals = ", ".join(f"{name} {o['entropy'][-1]:.3f} ({o['success'][-1]:.3f})" for name, o in runs.items())
-    return "\n".join(textwrap.fill(line, 110, subsequent_indent="  ") for line in [
-        f"* The first-order identity's error fell with log-log slope {slope:.2f} over the smallest steps "
-        f"(2 is O(eta^2)).",
-        f"* Proposition 4.2 on {counts['checked']} (policy, p, K) cases ({counts['hard']} hard, {counts['easy']} "
-        f"easy): {counts['violations_first_order']} violations to first order, {counts['violations_exact']} with "
-        f"the exact "
-        f"entropy after the step.",
-        f"* One sampled step: QAE's mean entropy change was lower than the mean baseline's at "
-        f"{verdicts.count('lower')}, higher at {verdicts.count('higher')} and "
-        f"within two standard errors at "
-        f"{verdicts.count('same')} of {len(verdicts)} success rates.",
-        f"* After {steps} steps of training, mean H / log A (mean success): {finals}.",
-    ])
+    return "\n".join(
+        textwrap.fill(line, 110, subsequent_indent="  ")
+        for line in [
+            f"* The first-order identity's error fell with log-log slope {slope:.2f} over the smallest steps "
+            f"(2 is O(eta^2)).",
+            f"* Proposition 4.2 on {counts['checked']} (policy, p, K) cases ({counts['hard']} hard, {counts['easy']} "
+            f"easy): {counts['violations_first_order']} violations to first order, {counts['violations_exact']} with "
+            f"the exact "
+            f"entropy after the step.",
+            f"* One sampled step: QAE's mean entropy change was lower than the mean baseline's at "
+            f"{verdicts.count('lower')}, higher at {verdicts.count('higher')} and "
+            f"within two standard errors at "
+            f"{verdicts.count('same')} of {len(verdicts)} success rates.",
+            f"* After {steps} steps of training, mean H / log A (mean success): {finals}.",
+        ]
+    )
 
 
 def knob_figure(eta: float, sharpness: float, p: float, K: float) -> go.Figure:
@@ -81,14 +88,21 @@ def knob_figure(eta: float, sharpness: float, p: float, K: float) -> go.Figure:
     (True, [0.3, 0.0])
     """
     c = knob_curve(p, K, eta, sharpness)
-    fig = line_figure(c.b.tolist(), {"dH(b), first order": c.dh.tolist()}, x_title="baseline b", y_title="dH",
-                      title=f"slope eta*Cov(log pi, pi) = {c.slope:.2e};  b_K = {c.b_k:.0f} "
-                            f"({'hard' if c.hard else 'easy'} prompt)")
+    fig = line_figure(
+        c.b.tolist(),
+        {"dH(b), first order": c.dh.tolist()},
+        x_title="baseline b",
+        y_title="dH",
+        title=f"slope eta*Cov(log pi, pi) = {c.slope:.2e};  b_K = {c.b_k:.0f} ({'hard' if c.hard else 'easy'} prompt)",
+    )
     fig.add_vline(x=p, line_dash="dot", annotation_text="mean b = p")
     fig.add_vline(x=c.b_k, line_color="red", annotation_text="QAE b_K")
     return fig
-def mc_figure(K: float, G: int, eta: float, sharpness: float, *, n_groups: int,
-              ps: Sequence[float] | None = None) -> go.Figure:
+
+
+def mc_figure(
+    K: float, G: int, eta: float, sharpness: float, *, n_groups: int, ps: Sequence[float] | None = None
+) -> go.Figure:
     r"""E[dH] after one step against the success rate: sampled groups under the mean and the QAE baseline (+- two
     standard errors), the expected gradient and the identity's predictions (:func:`qae_lab.toys.bandit.mc_entropy_curve`
     with seed 3, at ``ps``, default 13 rates from 0.05 to 0.95).
@@ -101,10 +115,19 @@ def mc_figure(K: float, G: int, eta: float, sharpness: float, *, n_groups: int,
     out = mc_entropy_curve(ps, group_size=G, n_groups=n_groups, k=K, eta=eta, sharpness=sharpness, seed=3)
     return line_figure(
         ps.tolist(),
-        {"sampled, mean baseline (c)": out["mean"], "sampled, QAE baseline (c)": out["quantile"],
-         "expected gradient (b)": out["expected_pg"], "identity, b = p (a)": out["identity_mean"],
-         "identity, b = b_K (a)": out["identity_quantile"]},
-        bands={"sampled, mean baseline (c)": [2 * s for s in out["mean_stderr"]],
-               "sampled, QAE baseline (c)": [2 * s for s in out["quantile_stderr"]]},
-        title=f"E[dH] after one step, K = {K:g}, G = {G}", x_title="success rate p", y_title="entropy change",
-        markers=True)
+        {
+            "sampled, mean baseline (c)": out["mean"],
+            "sampled, QAE baseline (c)": out["quantile"],
+            "expected gradient (b)": out["expected_pg"],
+            "identity, b = p (a)": out["identity_mean"],
+            "identity, b = b_K (a)": out["identity_quantile"],
+        },
+        bands={
+            "sampled, mean baseline (c)": [2 * s for s in out["mean_stderr"]],
+            "sampled, QAE baseline (c)": [2 * s for s in out["quantile_stderr"]],
+        },
+        title=f"E[dH] after one step, K = {K:g}, G = {G}",
+        x_title="success rate p",
+        y_title="entropy change",
+        markers=True,
+    )

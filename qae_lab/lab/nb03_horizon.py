@@ -29,7 +29,25 @@ from qae_lab.advantages import group_advantages, hard_regime
 from qae_lab.horizon import selective_horizon_weights, weight_stats
 from qae_lab.lab.plots import heatmap_figure
 
-__all__ = ['group_rows', 'token_grid', 'token_texts', 'both_weights', 'pick_group', 'group_weights', 'weights_line', 'uncertain_line', 'alpha_sweep', 'effective_line', 'discounted', 'discounted_tokens', 'baseline_line', 'summary_03', 'entropy_figure', 'weights_figure', 'touched_figure']
+__all__ = [
+    "group_rows",
+    "token_grid",
+    "token_texts",
+    "both_weights",
+    "pick_group",
+    "group_weights",
+    "weights_line",
+    "uncertain_line",
+    "alpha_sweep",
+    "effective_line",
+    "discounted",
+    "discounted_tokens",
+    "baseline_line",
+    "summary_03",
+    "entropy_figure",
+    "weights_figure",
+    "touched_figure",
+]
 
 
 def group_rows(group_size: int, prompt: int) -> list[int]:
@@ -62,12 +80,15 @@ def token_texts(tokenizer, completion_ids: torch.Tensor, mask: torch.Tensor, row
     """
     real = mask.bool()
     width = int(mask[list(rows)].sum(1).max())
-    return [[tokenizer.decode([completion_ids[i, t].item()]).replace("\n", "⏎") if real[i, t] else ""
-             for t in range(width)] for i in rows]
+    return [
+        [tokenizer.decode([completion_ids[i, t].item()]).replace("\n", "⏎") if real[i, t] else "" for t in range(width)]
+        for i in rows
+    ]
 
 
-def both_weights(h: torch.Tensor, mask: torch.Tensor, advantages: torch.Tensor, alpha: float
-                 ) -> dict[str, tuple[torch.Tensor, dict[str, float]]]:
+def both_weights(
+    h: torch.Tensor, mask: torch.Tensor, advantages: torch.Tensor, alpha: float
+) -> dict[str, tuple[torch.Tensor, dict[str, float]]]:
     r"""SA-AH's horizon weights (only rollouts with A < 0) and AH's (every rollout) at ``alpha``: name -> ((N, T)
     weights, :func:`qae_lab.horizon.weight_stats`).
 
@@ -112,13 +133,14 @@ def pick_group(ro, h: torch.Tensor, alpha: float = 0.5) -> int:
     by_weight = []
     for b in mixed:
         rows.zero_()
-        rows[b * g:(b + 1) * g] = True
+        rows[b * g : (b + 1) * g] = True
         by_weight.append((_mean_weight(w, ro.mask, rows & failures), b))
     return sorted(by_weight)[(len(by_weight) - 1) // 2][1]
 
 
-def group_weights(h: torch.Tensor, mask: torch.Tensor, advantages: torch.Tensor, alpha: float,
-                  rows: Sequence[int]) -> dict[str, dict[str, float]]:
+def group_weights(
+    h: torch.Tensor, mask: torch.Tensor, advantages: torch.Tensor, alpha: float, rows: Sequence[int]
+) -> dict[str, dict[str, float]]:
     r"""SA-AH's and AH's horizon weights at ``alpha`` on ``rows`` (one group): name -> ``neg`` (mean w over the
     real tokens of its rollouts with A < 0), ``pos`` (the same for A >= 0), ``n_neg`` and ``n_pos`` (rollouts),
     and ``last_neg`` (the mean weight of the last token of its rollouts with A < 0; 1.0 where there are none).
@@ -134,9 +156,13 @@ def group_weights(h: torch.Tensor, mask: torch.Tensor, advantages: torch.Tensor,
     out = {}
     for name, (w, _) in both_weights(h_g, m_g, a_g, alpha).items():
         w_last = w.gather(1, last[:, None]).squeeze(1)  # (G,)
-        out[name] = {"neg": _mean_weight(w, m_g, neg), "pos": _mean_weight(w, m_g, ~neg),
-                     "n_neg": int(neg.sum()), "n_pos": int((~neg).sum()),
-                     "last_neg": w_last[neg].mean().item() if neg.any() else 1.0}
+        out[name] = {
+            "neg": _mean_weight(w, m_g, neg),
+            "pos": _mean_weight(w, m_g, ~neg),
+            "n_neg": int(neg.sum()),
+            "n_pos": int((~neg).sum()),
+            "last_neg": w_last[neg].mean().item() if neg.any() else 1.0,
+        }
     return out
 
 
@@ -150,9 +176,11 @@ def weights_line(stats: Mapping[str, Mapping[str, float]], prompt: int, alpha: f
     0.31); its 3 others keep 1, where AH gives them 0.74.
     """
     sa, ah = stats["SA-AH"], stats["AH"]
-    return (f"At α = {alpha:g}, SA-AH's mean weight on the tokens of prompt {prompt}'s {sa['n_neg']} rollouts with "
-            f"A < 0 is {sa['neg']:.2f} (their last tokens {sa['last_neg']:.2f}); its {sa['n_pos']} others keep "
-            f"{sa['pos']:.3g}, where AH gives them {ah['pos']:.2f}.")
+    return (
+        f"At α = {alpha:g}, SA-AH's mean weight on the tokens of prompt {prompt}'s {sa['n_neg']} rollouts with "
+        f"A < 0 is {sa['neg']:.2f} (their last tokens {sa['last_neg']:.2f}); its {sa['n_pos']} others keep "
+        f"{sa['pos']:.3g}, where AH gives them {ah['pos']:.2f}."
+    )
 
 
 def uncertain_line(tokens: Sequence[tuple[str, float, int]]) -> str:
@@ -161,12 +189,14 @@ def uncertain_line(tokens: Sequence[tuple[str, float, int]]) -> str:
     >>> uncertain_line([("First", 0.2764, 13), ("⏎", 0.01, 90)])
     "most uncertain steps (mean H~_t of the step that drew the token, times drawn): 'First' 0.28 x13, '⏎' 0.01 x90"
     """
-    return ("most uncertain steps (mean H~_t of the step that drew the token, times drawn): "
-            + ", ".join(f"{text!r} {h:.2f} x{n}" for text, h, n in tokens))
+    return "most uncertain steps (mean H~_t of the step that drew the token, times drawn): " + ", ".join(
+        f"{text!r} {h:.2f} x{n}" for text, h, n in tokens
+    )
 
 
-def alpha_sweep(h: torch.Tensor, mask: torch.Tensor, adv_mean: torch.Tensor, adv_qae: torch.Tensor,
-                alphas: Sequence[float]) -> dict[str, list[float]]:
+def alpha_sweep(
+    h: torch.Tensor, mask: torch.Tensor, adv_mean: torch.Tensor, adv_qae: torch.Tensor, alphas: Sequence[float]
+) -> dict[str, list[float]]:
     r"""Against alpha: the effective token fraction sum(w) / #tokens under AH, SA-AH with the mean baseline and
     SA-AH with QAE's, and SA-AH's mean weight on tokens of rollouts with A < 0 (mean baseline).
 
@@ -176,13 +206,18 @@ def alpha_sweep(h: torch.Tensor, mask: torch.Tensor, adv_mean: torch.Tensor, adv
     (1.0, 0.4872)
     """
     curves = {}
-    for name, adv, selective in (("effective tokens: AH", adv_mean, False),
-                                 ("effective tokens: SA-AH, mean baseline", adv_mean, True),
-                                 ("effective tokens: SA-AH, QAE K=0.4", adv_qae, True)):
-        curves[name] = [weight_stats(selective_horizon_weights(h, mask, adv, a, selective), mask, adv)
-                        ["effective_tokens_frac"] for a in alphas]
-    curves["mean w on A<0 tokens"] = [weight_stats(selective_horizon_weights(h, mask, adv_mean, a), mask, adv_mean)
-                                      ["w_mean_neg"] for a in alphas]
+    for name, adv, selective in (
+        ("effective tokens: AH", adv_mean, False),
+        ("effective tokens: SA-AH, mean baseline", adv_mean, True),
+        ("effective tokens: SA-AH, QAE K=0.4", adv_qae, True),
+    ):
+        curves[name] = [
+            weight_stats(selective_horizon_weights(h, mask, adv, a, selective), mask, adv)["effective_tokens_frac"]
+            for a in alphas
+        ]
+    curves["mean w on A<0 tokens"] = [
+        weight_stats(selective_horizon_weights(h, mask, adv_mean, a), mask, adv_mean)["w_mean_neg"] for a in alphas
+    ]
     return curves
 
 
@@ -193,8 +228,9 @@ def effective_line(curves: Mapping[str, Sequence[float]], alphas: Sequence[float
     'effective token fraction at α = 0.5: AH 0.500'
     """
     i = list(alphas).index(alpha)
-    return (f"effective token fraction at α = {alpha:g}: "
-            + ", ".join(f"{name.split(': ')[-1]} {v[i]:.3f}" for name, v in curves.items() if "effective" in name))
+    return f"effective token fraction at α = {alpha:g}: " + ", ".join(
+        f"{name.split(': ')[-1]} {v[i]:.3f}" for name, v in curves.items() if "effective" in name
+    )
 
 
 def discounted(ro, h: torch.Tensor, k: float, baseline: str, alpha: float) -> dict:
@@ -214,8 +250,12 @@ def discounted(ro, h: torch.Tensor, k: float, baseline: str, alpha: float) -> di
     w = selective_horizon_weights(h, ro.mask, adv, alpha)  # (N, T)
     hard = hard_regime(ro.success_counts, g, k)  # (B,)
     touched = (adv < 0).nonzero().flatten().tolist()
-    return {"w_row": (w.sum(1) / ro.lengths).view(-1, g), "hard": hard, "touched": touched,
-            "in_hard": [i for i in touched if hard[i // g]]}
+    return {
+        "w_row": (w.sum(1) / ro.lengths).view(-1, g),
+        "hard": hard,
+        "touched": touched,
+        "in_hard": [i for i in touched if hard[i // g]],
+    }
 
 
 def discounted_tokens(ro, h: torch.Tensor, alpha: float = 0.5, k: float = 0.4) -> dict[str, list]:
@@ -254,26 +294,41 @@ def baseline_line(counts: Mapping, prompt: int, group_size: int) -> str:
     (hard) and the same on 1 (easy): the answer depends on the group.
     """
     c, hard, k = counts["correct"][prompt], counts["hard"][prompt], counts["k"]
-    why = ("hard at K = {k:g}, so QAE gives its failures A = 0" if hard else
-           "easy at K = {k:g}, so QAE, like the mean, gives every failure A < 0").format(k=k)
+    why = (
+        "hard at K = {k:g}, so QAE gives its failures A = 0"
+        if hard
+        else "easy at K = {k:g}, so QAE, like the mean, gives every failure A < 0"
+    ).format(k=k)
     mixed = [b for b, n in enumerate(counts["correct"]) if 0 < n < group_size]
     fewer = [b for b in mixed if counts["quantile"][b] < counts["mean"][b]]
     same = [b for b in mixed if counts["quantile"][b] == counts["mean"][b]]
     # the regime, named where every group of the kind has it (with 0/1 rewards: fewer on hard, same on easy)
     fewer_tag = " (hard)" if fewer and all(counts["hard"][b] for b in fewer) else ""
     same_tag = " (easy)" if same and not any(counts["hard"][b] for b in same) else ""
-    depends = ("the answer depends on the group" if fewer and same else
-               f"on this batch the answer is the same for every such group, but a{'n easy' if fewer else ' hard'} "
-               f"group would give the other")
-    return (f"Prompt {prompt} has {c}/{group_size} correct: {why} and discounts {counts['quantile'][prompt]:,} of "
-            f"its tokens, the mean baseline {counts['mean'][prompt]:,}. Of this batch's {len(mixed)} groups with "
-            f"both successes and failures, QAE discounted fewer tokens on {len(fewer)}{fewer_tag} and the same on "
-            f"{len(same)}{same_tag}: {depends}.")
+    depends = (
+        "the answer depends on the group"
+        if fewer and same
+        else f"on this batch the answer is the same for every such group, but a{'n easy' if fewer else ' hard'} "
+        f"group would give the other"
+    )
+    return (
+        f"Prompt {prompt} has {c}/{group_size} correct: {why} and discounts {counts['quantile'][prompt]:,} of "
+        f"its tokens, the mean baseline {counts['mean'][prompt]:,}. Of this batch's {len(mixed)} groups with "
+        f"both successes and failures, QAE discounted fewer tokens on {len(fewer)}{fewer_tag} and the same on "
+        f"{len(same)}{same_tag}: {depends}."
+    )
 
 
-def summary_03(ro, h: torch.Tensor, prompt: int, stats: Mapping[str, Mapping[str, float]],
-               curves: Mapping[str, Sequence[float]], alphas: Sequence[float], counts: Mapping,
-               alpha: float = 0.5) -> str:
+def summary_03(
+    ro,
+    h: torch.Tensor,
+    prompt: int,
+    stats: Mapping[str, Mapping[str, float]],
+    curves: Mapping[str, Sequence[float]],
+    alphas: Sequence[float],
+    counts: Mapping,
+    alpha: float = 0.5,
+) -> str:
     r"""The summary of notebook 03, from the values its cells computed: the batch's entropy, :func:`group_weights`
     (``stats``) on the group shown, :func:`alpha_sweep`'s effective token fractions at ``alpha`` and
     :func:`discounted_tokens`'s counts (``counts``) on the batch.
@@ -295,17 +350,20 @@ def summary_03(ro, h: torch.Tensor, prompt: int, stats: Mapping[str, Mapping[str
     sa, ah = stats["SA-AH"], stats["AH"]
     i = list(alphas).index(alpha)
     share = ", ".join(f"{name.split(': ')[-1]} {v[i]:.3f}" for name, v in curves.items() if "effective" in name)
-    return "\n".join(textwrap.fill(line, 110, subsequent_indent="  ") for line in [
-        f"* {ro.rewards.numel() // ro.group_size} x {ro.group_size} completions, success rate "
-        f"{ro.rewards.float().mean():.2f}; mean H~_t {h[real].mean():.3f} over {int(real.sum()):,} tokens, largest "
-        f"{h[real].max():.3f}.",
-        f"* Prompt {prompt} at α = {alpha:g}: SA-AH's mean weight on its {sa['n_neg']} rollouts with A < 0 is "
-        f"{sa['neg']:.2f} (last tokens {sa['last_neg']:.2f}); its {sa['n_pos']} others keep {sa['pos']:.3g} "
-        f"(AH: {ah['pos']:.2f}).",
-        f"* The batch's effective token fraction at α = {alpha:g}: {share}.",
-        f"* Tokens discounted in the batch: mean baseline {sum(counts['mean']):,}, QAE K = {counts['k']:g} "
-        f"{sum(counts['quantile']):,}.",
-    ])
+    return "\n".join(
+        textwrap.fill(line, 110, subsequent_indent="  ")
+        for line in [
+            f"* {ro.rewards.numel() // ro.group_size} x {ro.group_size} completions, success rate "
+            f"{ro.rewards.float().mean():.2f}; mean H~_t {h[real].mean():.3f} over {int(real.sum()):,} tokens, largest "
+            f"{h[real].max():.3f}.",
+            f"* Prompt {prompt} at α = {alpha:g}: SA-AH's mean weight on its {sa['n_neg']} rollouts with A < 0 is "
+            f"{sa['neg']:.2f} (last tokens {sa['last_neg']:.2f}); its {sa['n_pos']} others keep {sa['pos']:.3g} "
+            f"(AH: {ah['pos']:.2f}).",
+            f"* The batch's effective token fraction at α = {alpha:g}: {share}.",
+            f"* Tokens discounted in the batch: mean baseline {sum(counts['mean']):,}, QAE K = {counts['k']:g} "
+            f"{sum(counts['quantile']):,}.",
+        ]
+    )
 
 
 def _marks(ro, rows) -> list[str]:
@@ -333,13 +391,23 @@ def entropy_figure(ro, h: torch.Tensor, tokenizer, prompt: int, label_above: flo
     tokens = token_texts(tokenizer, ro.completion_ids, ro.mask, rows)
     shown = [[text if v >= label_above else "" for text, v in zip(r, zr)] for r, zr in zip(tokens, z)]  # NaN: ""
     rec = ro.records[prompt]
-    fig = heatmap_figure(z, x=list(range(len(z[0]))), y=[f"y{j + 1} {m}" for j, m in enumerate(_marks(ro, rows))],
-                         text=shown, colorscale="Viridis", zmid=None, zmin=0.0, zmax=float(h[real].max()),
-                         x_title="completion token t", height=420,
-                         title=f"H~_t, prompt {prompt}: {rec['question']} (gold {rec['gold']}, "
-                               f"{int(ro.success_counts[prompt])}/{ro.group_size} correct)")
-    fig.update_traces(customdata=tokens, hovertemplate="%{y}, t = %{x}: '%{customdata}'<br>H~_t = %{z:.3f}"
-                                                       "<extra></extra>")
+    fig = heatmap_figure(
+        z,
+        x=list(range(len(z[0]))),
+        y=[f"y{j + 1} {m}" for j, m in enumerate(_marks(ro, rows))],
+        text=shown,
+        colorscale="Viridis",
+        zmid=None,
+        zmin=0.0,
+        zmax=float(h[real].max()),
+        x_title="completion token t",
+        height=420,
+        title=f"H~_t, prompt {prompt}: {rec['question']} (gold {rec['gold']}, "
+        f"{int(ro.success_counts[prompt])}/{ro.group_size} correct)",
+    )
+    fig.update_traces(
+        customdata=tokens, hovertemplate="%{y}, t = %{x}: '%{customdata}'<br>H~_t = %{z:.3f}<extra></extra>"
+    )
     return fig
 
 
@@ -363,14 +431,22 @@ def weights_figure(ro, h: torch.Tensor, advantages: torch.Tensor, alpha: float, 
     z, labels = [], []
     for name, (w, _) in both_weights(h, ro.mask, advantages, alpha).items():
         z += token_grid(w, ro.mask, rows)
-        labels += [f"{name} · y{j + 1} {m} A={advantages[i]:+.2f}"
-                   for j, (i, m) in enumerate(zip(rows, _marks(ro, rows)))]
+        labels += [
+            f"{name} · y{j + 1} {m} A={advantages[i]:+.2f}" for j, (i, m) in enumerate(zip(rows, _marks(ro, rows)))
+        ]
     sa, ah = stats["SA-AH"], stats["AH"]
-    fig = heatmap_figure(z, x=list(range(len(z[0]))), y=labels, colorscale="RdBu", zmid=1.0, height=560,
-                         x_title="completion token t",
-                         title=f"w_t at α = {alpha:g}, prompt {prompt} (top: SA-AH, bottom: AH) · mean w on its "
-                               f"{sa['n_neg']} rollouts with A < 0: {sa['neg']:.2f} · on its {sa['n_pos']} others: "
-                               f"SA-AH {sa['pos']:.3g}, AH {ah['pos']:.2f}")
+    fig = heatmap_figure(
+        z,
+        x=list(range(len(z[0]))),
+        y=labels,
+        colorscale="RdBu",
+        zmid=1.0,
+        height=560,
+        x_title="completion token t",
+        title=f"w_t at α = {alpha:g}, prompt {prompt} (top: SA-AH, bottom: AH) · mean w on its "
+        f"{sa['n_neg']} rollouts with A < 0: {sa['neg']:.2f} · on its {sa['n_pos']} others: "
+        f"SA-AH {sa['pos']:.3g}, AH {ah['pos']:.2f}",
+    )
     fig.update_yaxes(autorange="reversed")
     fig.update_layout(meta={"alpha": alpha, "prompt": prompt, "saah": sa, "ah": ah})
     return fig
@@ -391,13 +467,22 @@ def touched_figure(ro, h: torch.Tensor, K: float, baseline: str, alpha: float) -
     g, n_prompts = ro.group_size, ro.success_counts.numel()
     d = discounted(ro, h, K, baseline, alpha)
     # one row per prompt: a label of its own (rows that shared "p=5/8 easy" would merge into one)
-    labels = [f"prompt {b}: p={int(c)}/{g} {'hard' if hd else 'easy'}"
-              for b, (c, hd) in enumerate(zip(ro.success_counts, d["hard"]))]
+    labels = [
+        f"prompt {b}: p={int(c)}/{g} {'hard' if hd else 'easy'}"
+        for b, (c, hd) in enumerate(zip(ro.success_counts, d["hard"]))
+    ]
     text = [["✓" if r else "✗" for r in row] for row in ro.rewards.view(n_prompts, g).tolist()]
-    fig = heatmap_figure(d["w_row"].tolist(), x=[f"y{j + 1}" for j in range(g)], y=labels, text=text,
-                         colorscale="RdBu", zmid=1.0, height=260 + 18 * n_prompts,
-                         title=f"{baseline} baseline, K = {K:g}, α = {alpha:g}: {len(d['touched'])} of "
-                               f"{n_prompts * g} rollouts discounted, {len(d['in_hard'])} of them in hard groups")
+    fig = heatmap_figure(
+        d["w_row"].tolist(),
+        x=[f"y{j + 1}" for j in range(g)],
+        y=labels,
+        text=text,
+        colorscale="RdBu",
+        zmid=1.0,
+        height=260 + 18 * n_prompts,
+        title=f"{baseline} baseline, K = {K:g}, α = {alpha:g}: {len(d['touched'])} of "
+        f"{n_prompts * g} rollouts discounted, {len(d['in_hard'])} of them in hard groups",
+    )
     fig.update_yaxes(autorange="reversed")
     fig.update_layout(meta={"touched": d["touched"], "in_hard": d["in_hard"], "K": K, "baseline": baseline})
     return fig

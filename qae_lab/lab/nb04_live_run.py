@@ -78,8 +78,9 @@ def _direction(before: float, after: float) -> str:
     return "rose" if after > before else "fell" if after < before else "unchanged"
 
 
-def summary_lines(rows: Sequence[Mapping], before: Mapping, after: Mapping | None = None, *, steps: int,
-                  running: bool = False) -> list[str]:
+def summary_lines(
+    rows: Sequence[Mapping], before: Mapping, after: Mapping | None = None, *, steps: int, running: bool = False
+) -> list[str]:
     r"""Notebook 04's closing summary: the steps trained, the K and alpha in force, the logged zero-advantage
     fraction and, once the evaluation after training has run, pass@1 before and after.
 
@@ -106,21 +107,30 @@ def summary_lines(rows: Sequence[Mapping], before: Mapping, after: Mapping | Non
     steps = check_int(steps, "steps", 1)
     if not rows:
         return ["no training step logged yet: run this cell again a little later"]
-    lines = [f"steps trained: {len(rows)} of {steps}"
-             + (" so far (training goes on: run this cell again once the run and its evaluation have ended)"
-                if running else "")]
+    lines = [
+        f"steps trained: {len(rows)} of {steps}"
+        + (
+            " so far (training goes on: run this cell again once the run and its evaluation have ended)"
+            if running
+            else ""
+        )
+    ]
     lines += [line for line in (_knob_line(rows, QAE_K, "K"), _knob_line(rows, SAAH_ALPHA, "alpha")) if line]
     zero = logged_mean(rows, QAE_ZERO_ADV_FRAC)
     if zero is not None:
         lines.append(f"zero-advantage fraction (logged), mean over the {len(rows)} steps: {zero:.3f}")
     if after is None:
-        lines.append("pass@1 after training: not measured yet, the evaluation follows the run" if running
-                     else "pass@1 after training: no evaluation after training (the run failed or was cut short)")
+        lines.append(
+            "pass@1 after training: not measured yet, the evaluation follows the run"
+            if running
+            else "pass@1 after training: no evaluation after training (the run failed or was cut short)"
+        )
         return lines
     n = int(before["n_problems"])
     for name, key in (("sampled pass@1", "pass@1"), ("greedy pass@1", "greedy_pass@1")):
         if before.get(key) is not None and after.get(key) is not None:
             b, a = float(before[key]), float(after[key])
-            lines.append(f"{name} on {n} held-out problems: {b:.3f} before -> {a:.3f} after training "
-                         f"({_direction(b, a)})")
+            lines.append(
+                f"{name} on {n} held-out problems: {b:.3f} before -> {a:.3f} after training ({_direction(b, a)})"
+            )
     return lines

@@ -15,8 +15,16 @@ from qae_lab.analysis.compare import Run, metric_curves, series
 from qae_lab.analysis.phenomena import window_mean
 from qae_lab.analysis.stats import stat, training_variance
 
-__all__ = ["runs_logging", "first_last_lines", "plain_variance_lines", "variance_ratio_line", "sampling_floor",
-           "behaviour_lines", "column_stat", "summary_lines"]
+__all__ = [
+    "runs_logging",
+    "first_last_lines",
+    "plain_variance_lines",
+    "variance_ratio_line",
+    "sampling_floor",
+    "behaviour_lines",
+    "column_stat",
+    "summary_lines",
+]
 
 _CHANGES = (None, "percent", "direction")
 
@@ -32,8 +40,9 @@ def runs_logging(runs: Iterable[Run], metric: str, rows: int = 2) -> list[Run]:
     return [r for r in runs if any(metric in row for row in r.rows[:rows])]
 
 
-def first_last_lines(groups: Sequence, metric: str, window: int, *, name: str, digits: int = 3,
-                     change: str | None = None, width: int = 0) -> list[str]:
+def first_last_lines(
+    groups: Sequence, metric: str, window: int, *, name: str, digits: int = 3, change: str | None = None, width: int = 0
+) -> list[str]:
     r"""Per group that logged ``metric`` for at least ``window`` steps: its mean over seeds of the trailing
     ``window``-step average at step ``window`` ("first ``window`` steps") and at the last step.
 
@@ -53,8 +62,9 @@ def first_last_lines(groups: Sequence, metric: str, window: int, *, name: str, d
         if len(c.steps) < window:
             continue
         start, end = c.mean[window - 1], c.mean[-1]  # trailing averages at step `window` and at the last step
-        line = (f"{label:<{width}} {name}, first {window} steps {start:.{digits}f} -> last {window} steps "
-                f"{end:.{digits}f}")
+        line = (
+            f"{label:<{width}} {name}, first {window} steps {start:.{digits}f} -> last {window} steps {end:.{digits}f}"
+        )
         if change == "percent":
             line += f" ({end / start - 1:+.0%})"
         elif change == "direction":
@@ -72,8 +82,7 @@ def plain_variance_lines(groups: Sequence, width: int = 0) -> list[str]:
     >>> plain_variance_lines(group_runs([Run("mean-seed0", "mean", 0, {}, rows, None, None)]))
     ['  mean 0.062±0.000']
     """
-    return [f"  {g.label:<{width}} {stat(training_variance(r.rows, detrend=False) for r in g.runs)}"
-            for g in groups]
+    return [f"  {g.label:<{width}} {stat(training_variance(r.rows, detrend=False) for r in g.runs)}" for g in groups]
 
 
 def variance_ratio_line(table: Sequence[Mapping], a: str = "mean", b: str = "sa_ah") -> str | None:
@@ -119,8 +128,10 @@ def behaviour_lines(groups: Sequence, edge: int = 20, width: int = 34) -> list[s
         first = stat(window_mean(r.rows, "behaviour/length_mean", 1, edge) for r in g.runs)
         last = stat(window_mean(r.rows, "behaviour/length_mean", max(1, g.steps - edge + 1)) for r in g.runs)
         refl = stat(window_mean(r.rows, "behaviour/reflect_frac") for r in g.runs)
-        lines.append(f"{g.label:<{width}} length first {edge} steps {first.mean:.1f} -> last {edge} {last.mean:.1f} "
-                     f"tokens; share with a reflective word {refl.mean:.3f}")
+        lines.append(
+            f"{g.label:<{width}} length first {edge} steps {first.mean:.1f} -> last {edge} {last.mean:.1f} "
+            f"tokens; share with a reflective word {refl.mean:.3f}"
+        )
     return lines
 
 
@@ -137,17 +148,19 @@ def column_stat(table: Sequence[Mapping], method: str, column: str):
     """
     rows = [row for row in table if row["method"] == method]
     if not rows:
-        raise ValueError(f"method must label a row of the table, one of {[r['method'] for r in table]}, "
-                         f"got {method!r}")
+        raise ValueError(f"method must label a row of the table, one of {[r['method'] for r in table]}, got {method!r}")
     value = rows[0].get(column)
     if value is None:
         raise ValueError(f"column {column!r} has no value in the row of {method!r}")
     return value
 
 
-_SUMMARY = (("sampled pass@1", "pass@1 before", "pass@1 after", 3),
-            ("final entropy", None, "final entropy", 4), ("detrended training variance", None, "train var", 4),
-            ("zero-advantage fraction", None, "zero-adv frac", 3))
+_SUMMARY = (
+    ("sampled pass@1", "pass@1 before", "pass@1 after", 3),
+    ("final entropy", None, "final entropy", 4),
+    ("detrended training variance", None, "train var", 4),
+    ("zero-advantage fraction", None, "zero-adv frac", 3),
+)
 
 
 def summary_lines(table: Sequence[Mapping]) -> list[str]:

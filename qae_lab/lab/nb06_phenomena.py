@@ -23,8 +23,20 @@ from qae_lab.methods import (
 )
 from qae_lab.analysis.stats import Stat
 
-__all__ = ["ENTROPY_CURVES", "LEDGER_CELLS", "LEDGER_CURVES", "NEG_CORRECT_CURVES", "SAAH_CURVES", "SAAH_METHODS",
-           "K_SWEEP_QUANTITIES", "BEFORE", "runs_of", "Lines", "pass_at_k_lines", "k_sweep_lines"]
+__all__ = [
+    "ENTROPY_CURVES",
+    "LEDGER_CELLS",
+    "LEDGER_CURVES",
+    "NEG_CORRECT_CURVES",
+    "SAAH_CURVES",
+    "SAAH_METHODS",
+    "K_SWEEP_QUANTITIES",
+    "BEFORE",
+    "runs_of",
+    "Lines",
+    "pass_at_k_lines",
+    "k_sweep_lines",
+]
 
 # logged metric -> its words on the axis and in the menu: the entropy experiment's curves (notebook 06, sec. 2)
 ENTROPY_CURVES: dict[str, str] = {
@@ -39,13 +51,20 @@ ENTROPY_CURVES: dict[str, str] = {
 # the ledger's parts notebook 06 shows (of qae_lab.ledger.LEDGER_PARTS): the whole update and the four cells of
 # Prop. 4.2 (regime x sign of the advantage), and their logged metrics ``ledger/<part>`` with their words
 LEDGER_CELLS: tuple[str, ...] = ("dh", "dh_hard_pos", "dh_hard_neg", "dh_easy_pos", "dh_easy_neg")
-LEDGER_CURVES: dict[str, str] = {LEDGER_PREFIX + part: label for part, label in zip(LEDGER_CELLS, (
-    "whole update", "hard prompts, A > 0", "hard prompts, A < 0", "easy prompts, A > 0", "easy prompts, A < 0"))}
+LEDGER_CURVES: dict[str, str] = {
+    LEDGER_PREFIX + part: label
+    for part, label in zip(
+        LEDGER_CELLS,
+        ("whole update", "hard prompts, A > 0", "hard prompts, A < 0", "easy prompts, A > 0", "easy prompts, A < 0"),
+    )
+}
 
 # correct answers given a negative advantage: under the run's baseline, and under the mean baseline on the same
 # rewards (named by the metric itself: the notebook's text explains both)
-NEG_CORRECT_CURVES: dict[str, str] = {QAE_NEG_CORRECT: QAE_NEG_CORRECT,
-                                      QAE_NEG_CORRECT_IF_MEAN: QAE_NEG_CORRECT_IF_MEAN}
+NEG_CORRECT_CURVES: dict[str, str] = {
+    QAE_NEG_CORRECT: QAE_NEG_CORRECT,
+    QAE_NEG_CORRECT_IF_MEAN: QAE_NEG_CORRECT_IF_MEAN,
+}
 
 # SA-AH against GRPO under the composite reward (sec. 6): the two methods compared, the curves offered
 SAAH_METHODS: tuple[str, ...] = ("mean", "sa_ah")
@@ -114,8 +133,10 @@ def pass_at_k_lines(table: Mapping[str, Mapping[str, Mapping[int, Stat]]]) -> Li
     ks = sorted(first["after"])
     for method, t in table.items():
         if any(k in t["before"] and abs(t["before"][k].mean - first["before"][k].mean) > 1e-12 for k in ks):
-            raise ValueError(f"{method}'s pass@k before training differs from {next(iter(table))}'s: the runs do "
-                             "not start from one model, so there is no single before line")
+            raise ValueError(
+                f"{method}'s pass@k before training differs from {next(iter(table))}'s: the runs do "
+                "not start from one model, so there is no single before line"
+            )
     y = {f"{m}, after": [t["after"][k].mean for k in ks] for m, t in table.items()}
     y[BEFORE] = [first["before"][k].mean for k in ks]
     bands = {f"{m}, after": [t["after"][k].std for k in ks] for m, t in table.items()}
@@ -139,5 +160,8 @@ def k_sweep_lines(rows: Sequence[Mapping], quantity: str) -> Lines:
     missing = [r["k"] for r in rows if r.get(quantity) is None]
     if missing:
         raise ValueError(f"no {quantity} at K = {', '.join(map(str, missing))} (runs without it?)")
-    return Lines([r["k"] for r in rows], {quantity: [r[quantity].mean for r in rows]},
-                 {quantity: [r[quantity].std for r in rows]})
+    return Lines(
+        [r["k"] for r in rows],
+        {quantity: [r[quantity].mean for r in rows]},
+        {quantity: [r[quantity].std for r in rows]},
+    )

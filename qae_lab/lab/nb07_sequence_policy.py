@@ -51,32 +51,75 @@ from qae_lab.toys.seqpolicy import (
 )
 from qae_lab.toys.seqpolicy_training import UpdateSettings, group_update, simulate, update_variance
 
-__all__ = ['LEDGER_KINDS', 'SHARE_PARTS', 'CELL_NAMES', 'SHOW', 'COMPARISONS', 'prefix_table', 'task_lines', 'one_update', 'ledger_shares', 'one_update_lines', 'expected_vs_sampled_lines', 'LiveRuns', 'ledger_keys', 'variance_ratios', 'ledger_shares_figure', 'live_figure', 'findings_figure', 'variance_figure', 'start_rates_figure', 'regimes_figure']
+__all__ = [
+    "LEDGER_KINDS",
+    "SHARE_PARTS",
+    "CELL_NAMES",
+    "SHOW",
+    "COMPARISONS",
+    "prefix_table",
+    "task_lines",
+    "one_update",
+    "ledger_shares",
+    "one_update_lines",
+    "expected_vs_sampled_lines",
+    "LiveRuns",
+    "ledger_keys",
+    "variance_ratios",
+    "ledger_shares_figure",
+    "live_figure",
+    "findings_figure",
+    "variance_figure",
+    "start_rates_figure",
+    "regimes_figure",
+]
 
 
 # ledger name -> the metric prefix of group_update: the exact first-order ledger and three per-token estimates
-LEDGER_KINDS = {"exact": "sampled", "npg (trainer)": "estimator_npg", "pg": "estimator_pg",
-                "reinforce": "estimator_reinforce"}
+LEDGER_KINDS = {
+    "exact": "sampled",
+    "npg (trainer)": "estimator_npg",
+    "pg": "estimator_pg",
+    "reinforce": "estimator_reinforce",
+}
 SHARE_PARTS = ["dh", *CELLS]  # the whole change, then the four cells
 # the ledger's cells in the live view's legend
-CELL_NAMES = {"hard, A > 0": "dh_hard_pos", "hard, A < 0": "dh_hard_neg", "easy, A > 0": "dh_easy_pos",
-              "easy, A < 0": "dh_easy_neg", "all": "dh"}
+CELL_NAMES = {
+    "hard, A > 0": "dh_hard_pos",
+    "hard, A < 0": "dh_hard_neg",
+    "easy, A > 0": "dh_easy_pos",
+    "easy, A < 0": "dh_easy_neg",
+    "all": "dh",
+}
 # what the live view shows -> its axis
-SHOW = {"cumulative ledger, exact": "first-order dH summed over steps (nats)",
-        "cumulative ledger, trainer's npg": "npg ledger summed over steps (eta / N_tok units)",
-        "entropy": "H(pi) (nats)", "success": "success rate"}
+SHOW = {
+    "cumulative ledger, exact": "first-order dH summed over steps (nats)",
+    "cumulative ledger, trainer's npg": "npg ledger summed over steps (eta / N_tok units)",
+    "entropy": "H(pi) (nats)",
+    "success": "success rate",
+}
 # the committed sweep's comparisons: legend name -> (baseline, K, Clip-Higher, std[, optimizer])
 COMPARISONS = {
     "mean vs quantile": {"mean": ("mean", 0.4, True, True), "quantile": ("quantile", 0.4, True, True)},
     "K sweep": {f"K = {k:g}": ("quantile", k, True, True) for k in K_VALUES},
-    "Clip-Higher": {"mean, Clip-Higher": ("mean", 0.4, True, True), "mean, clip 0.2": ("mean", 0.4, False, True),
-                    "quantile, Clip-Higher": ("quantile", 0.4, True, True),
-                    "quantile, clip 0.2": ("quantile", 0.4, False, True)},
-    "std scaling": {"mean, std": ("mean", 0.4, True, True), "mean, no std": ("mean", 0.4, True, False),
-                    "quantile, std": ("quantile", 0.4, True, True), "quantile, no std": ("quantile", 0.4, True, False)},
-    "optimizer": {"mean, SGD": ("mean", 0.4, True, True), "mean, Adam": ("mean", 0.4, True, True, "adam"),
-                  "quantile, SGD": ("quantile", 0.4, True, True),
-                  "quantile, Adam": ("quantile", 0.4, True, True, "adam")},
+    "Clip-Higher": {
+        "mean, Clip-Higher": ("mean", 0.4, True, True),
+        "mean, clip 0.2": ("mean", 0.4, False, True),
+        "quantile, Clip-Higher": ("quantile", 0.4, True, True),
+        "quantile, clip 0.2": ("quantile", 0.4, False, True),
+    },
+    "std scaling": {
+        "mean, std": ("mean", 0.4, True, True),
+        "mean, no std": ("mean", 0.4, True, False),
+        "quantile, std": ("quantile", 0.4, True, True),
+        "quantile, no std": ("quantile", 0.4, True, False),
+    },
+    "optimizer": {
+        "mean, SGD": ("mean", 0.4, True, True),
+        "mean, Adam": ("mean", 0.4, True, True, "adam"),
+        "quantile, SGD": ("quantile", 0.4, True, True),
+        "quantile, Adam": ("quantile", 0.4, True, True, "adam"),
+    },
 }
 
 
@@ -120,8 +163,10 @@ def prefix_table(z) -> list[str]:
     lp = sequence_logprobs(z)  # (Y,)
     # H(pi) = sum_s rho(s) H(pi(.|s)) (chain rule) = -sum_y pi(y) log pi(y) (enumeration)
     chain, enumerated = float((rho * h).sum()), float(-(lp.exp() * lp).sum())
-    lines.append(f"chain rule: sum_s rho(s) H(pi(.|s)) = {chain:.4f} nats; enumerating the {vocab ** length} "
-                 f"sequences: H(pi) = {enumerated:.4f} nats")
+    lines.append(
+        f"chain rule: sum_s rho(s) H(pi(.|s)) = {chain:.4f} nats; enumerating the {vocab**length} "
+        f"sequences: H(pi) = {enumerated:.4f} nats"
+    )
     return lines
 
 
@@ -139,10 +184,12 @@ def task_lines(tasks: Mapping, vocab: int, length: int, hard_below: float = 0.6)
         h = sequence_entropy(t.logits)  # (P,)
         chain = (prefix_reach(t.logits) * state_entropies(t.logits)).sum(-1)  # (P,)
         p = success_rate(t.logits, t.rewards)  # (P,)
-        lines.append(f"{start:>6}: H(pi) {h.mean():.3f} nats on average (at most L log V = "
-                     f"{length * math.log(vocab):.3f}); the chain rule agrees to {(h - chain).abs().max():.0e}; "
-                     f"hard prompts {int((p <= hard_below).sum())} of {p.shape[0]}, success rates "
-                     f"{p.min():.2f}..{p.max():.2f}")
+        lines.append(
+            f"{start:>6}: H(pi) {h.mean():.3f} nats on average (at most L log V = "
+            f"{length * math.log(vocab):.3f}); the chain rule agrees to {(h - chain).abs().max():.0e}; "
+            f"hard prompts {int((p <= hard_below).sum())} of {p.shape[0]}, success rates "
+            f"{p.min():.2f}..{p.max():.2f}"
+        )
     return lines
 
 
@@ -155,8 +202,12 @@ def one_update(task, settings: UpdateSettings, seed: int = 0) -> dict[str, float
     >>> abs(m["sampled/dh"] - m["dh_first_order"]) < 1e-12
     True
     """
-    _, metrics, _ = group_update(task.logits[None], task.rewards[None], settings,
-                                 generator=torch.Generator().manual_seed(check_int(seed, "seed", 0)))
+    _, metrics, _ = group_update(
+        task.logits[None],
+        task.rewards[None],
+        settings,
+        generator=torch.Generator().manual_seed(check_int(seed, "seed", 0)),
+    )
     return {key: float(val[0]) for key, val in metrics.items()}
 
 
@@ -184,15 +235,24 @@ def one_update_lines(metrics: Mapping[str, float], kinds: Mapping[str, str] = LE
     >>> print(one_update_lines(m, {"exact": "sampled", "npg": "estimator_npg"})[1])
     per-token estimates, summed (eta / N_tok units): npg -0.50000
     """
-    return [f"exact change H(after) - H(before) {metrics['dh_exact']:+.5f}, first order "
-            f"{metrics['dh_first_order']:+.5f} = the states' own entropies {metrics['sampled/dh_state']:+.5f} + "
-            f"their visitation {metrics['sampled/dh_visit']:+.5f} (nats, mean over prompts)",
-            "per-token estimates, summed (eta / N_tok units): "
-            + ", ".join(f"{label} {metrics[kind + '/dh']:+.5f}" for label, kind in list(kinds.items())[1:])]
+    return [
+        f"exact change H(after) - H(before) {metrics['dh_exact']:+.5f}, first order "
+        f"{metrics['dh_first_order']:+.5f} = the states' own entropies {metrics['sampled/dh_state']:+.5f} + "
+        f"their visitation {metrics['sampled/dh_visit']:+.5f} (nats, mean over prompts)",
+        "per-token estimates, summed (eta / N_tok units): "
+        + ", ".join(f"{label} {metrics[kind + '/dh']:+.5f}" for label, kind in list(kinds.items())[1:]),
+    ]
 
 
-def expected_vs_sampled_lines(task, settings: UpdateSettings, n_groups: int, *, prompts: int = 4, seed: int = 1,
-                              parts: Sequence[str] = ("dh", "dh_hard_neg", "dh_easy_neg")) -> list[str]:
+def expected_vs_sampled_lines(
+    task,
+    settings: UpdateSettings,
+    n_groups: int,
+    *,
+    prompts: int = 4,
+    seed: int = 1,
+    parts: Sequence[str] = ("dh", "dh_hard_neg", "dh_easy_neg"),
+) -> list[str]:
     r"""The expected ledger of one update against the average of ``n_groups`` sampled updates (each a fresh batch of
     groups for the first ``prompts`` prompts), with two standard errors, for each of ``parts``.
 
@@ -203,13 +263,19 @@ def expected_vs_sampled_lines(task, settings: UpdateSettings, n_groups: int, *, 
     """
     n_groups = check_int(n_groups, "n_groups", 2)
     logits, rewards = task.logits[:prompts], task.rewards[:prompts]
-    many = group_update(logits.expand(n_groups, -1, -1, -1), rewards.expand(n_groups, -1, -1), settings,
-                        generator=torch.Generator().manual_seed(check_int(seed, "seed", 0)))[1]
+    many = group_update(
+        logits.expand(n_groups, -1, -1, -1),
+        rewards.expand(n_groups, -1, -1),
+        settings,
+        generator=torch.Generator().manual_seed(check_int(seed, "seed", 0)),
+    )[1]
     lines = []
     for part in parts:
         mc, exact = many[f"sampled/{part}"], float(many[f"expected/{part}"][0])
-        lines.append(f"{part:>12}: expected {exact:+.6f}, average of {n_groups} sampled updates "
-                     f"{float(mc.mean()):+.6f} ± {2 * float(mc.std()) / n_groups ** 0.5:.6f} (2 s.e.)")
+        lines.append(
+            f"{part:>12}: expected {exact:+.6f}, average of {n_groups} sampled updates "
+            f"{float(mc.mean()):+.6f} ± {2 * float(mc.std()) / n_groups**0.5:.6f} (2 s.e.)"
+        )
     return lines
 
 
@@ -226,32 +292,45 @@ class LiveRuns:
     (torch.Size([1, 4]), True)
     """
 
-    def __init__(self, *, seeds: int, prompts: int, vocab: int, length: int, steps: int, eta: float,
-                 adam_eta: float):
+    def __init__(self, *, seeds: int, prompts: int, vocab: int, length: int, steps: int, eta: float, adam_eta: float):
         self.seeds, self.prompts, self.vocab, self.length = seeds, prompts, vocab, length
         self.steps, self.eta, self.adam_eta = steps, eta, adam_eta
         self._runs: dict[tuple, dict[str, torch.Tensor]] = {}
 
-    def settings(self, baseline: str, k: float, clip_higher: bool, std: bool, alpha: float,
-                 optimizer: str) -> UpdateSettings:
+    def settings(
+        self, baseline: str, k: float, clip_higher: bool, std: bool, alpha: float, optimizer: str
+    ) -> UpdateSettings:
         r"""The :class:`~qae_lab.toys.seqpolicy_training.UpdateSettings` of one position of the controls.
 
         >>> LiveRuns(seeds=1, prompts=2, vocab=2, length=2, steps=3, eta=40.0, adam_eta=0.02).settings(
         ...     "mean", 0.4, False, False, 0.5, "adam").eta
         0.02
         """
-        return UpdateSettings(group_size=8, baseline=baseline, k=k, scale="group" if std else "none",
-                              eta=self.eta if optimizer == "sgd" else self.adam_eta, optimizer=optimizer,
-                              num_iterations=2, epsilon_high=0.28 if clip_higher else 0.2, alpha=alpha)
+        return UpdateSettings(
+            group_size=8,
+            baseline=baseline,
+            k=k,
+            scale="group" if std else "none",
+            eta=self.eta if optimizer == "sgd" else self.adam_eta,
+            optimizer=optimizer,
+            num_iterations=2,
+            epsilon_high=0.28 if clip_higher else 0.2,
+            alpha=alpha,
+        )
 
-    def __call__(self, baseline: str, k: float, clip_higher: bool, std: bool, start: str, alpha: float,
-                 optimizer: str) -> dict[str, torch.Tensor]:
+    def __call__(
+        self, baseline: str, k: float, clip_higher: bool, std: bool, start: str, alpha: float, optimizer: str
+    ) -> dict[str, torch.Tensor]:
         key = (baseline, k, clip_higher, std, start, alpha, optimizer)
         if key not in self._runs:
             batch = task_batch(self.seeds, self.prompts, self.vocab, self.length, start=start, seed=0)
-            self._runs[key] = simulate(batch.logits, batch.rewards,
-                                       self.settings(baseline, k, clip_higher, std, alpha, optimizer),
-                                       steps=self.steps, seed=0)
+            self._runs[key] = simulate(
+                batch.logits,
+                batch.rewards,
+                self.settings(baseline, k, clip_higher, std, alpha, optimizer),
+                steps=self.steps,
+                seed=0,
+            )
         return self._runs[key]
 
 
@@ -285,8 +364,9 @@ def variance_ratios(out: Mapping[str, Mapping[str, float]], plain: str = "alpha 
     return {name: [v["trace_var"] / base["trace_var"], v["mean_norm"] / base["mean_norm"]] for name, v in out.items()}
 
 
-def ledger_shares_figure(metrics: Mapping[str, float], kinds: Mapping[str, str] = LEDGER_KINDS, *,
-                         title: str) -> go.Figure:
+def ledger_shares_figure(
+    metrics: Mapping[str, float], kinds: Mapping[str, str] = LEDGER_KINDS, *, title: str
+) -> go.Figure:
     r"""One update's ledgers by part (:data:`qae_lab.lab.nb07_sequence_policy.SHARE_PARTS`), each as a share of its summed
     |cells| (:func:`qae_lab.lab.nb07_sequence_policy.ledger_shares`), grouped bars per ledger of ``kinds``.
 
@@ -295,12 +375,26 @@ def ledger_shares_figure(metrics: Mapping[str, float], kinds: Mapping[str, str] 
     >>> list(fig.data[0].x), [round(y, 3) for y in fig.data[0].y]
     (['dh', 'dh_hard_pos', 'dh_hard_neg', 'dh_easy_pos', 'dh_easy_neg'], [-0.333, -0.167, 0.167, -0.5, 0.167])
     """
-    return bar_figure(SHARE_PARTS, {label: ledger_shares(metrics, kind) for label, kind in kinds.items()},
-                      title=title, x_title="part of the ledger", y_title="share of the ledger's |change|")
+    return bar_figure(
+        SHARE_PARTS,
+        {label: ledger_shares(metrics, kind) for label, kind in kinds.items()},
+        title=title,
+        x_title="part of the ledger",
+        y_title="share of the ledger's |change|",
+    )
 
 
-def live_figure(live: LiveRuns, baseline: str, K: float, clip_higher: bool, std: bool, start: str, alpha: float,
-                optimizer: str, show: str) -> go.Figure:
+def live_figure(
+    live: LiveRuns,
+    baseline: str,
+    K: float,
+    clip_higher: bool,
+    std: bool,
+    start: str,
+    alpha: float,
+    optimizer: str,
+    show: str,
+) -> go.Figure:
     r"""One of :data:`qae_lab.lab.nb07_sequence_policy.SHOW` over the steps of the live run with these settings (``live``
     makes it once), mean over seeds +- std; ledgers summed over the steps; about 100 points drawn.
 
@@ -311,14 +405,17 @@ def live_figure(live: LiveRuns, baseline: str, K: float, clip_higher: bool, std:
     """
     out = live(baseline, K, clip_higher, std, start, alpha, optimizer)
     on = {True: "on", False: "off"}
-    title = (f"{SHOW[show]}: baseline = {baseline}, K = {K:g}, Clip-Higher {on[bool(clip_higher)]}, std "
-             f"{on[bool(std)]}, {start} start, α = {alpha:g}, optimizer {optimizer}")
+    title = (
+        f"{SHOW[show]}: baseline = {baseline}, K = {K:g}, Clip-Higher {on[bool(clip_higher)]}, std "
+        f"{on[bool(std)]}, {start} start, α = {alpha:g}, optimizer {optimizer}"
+    )
     curves = run_curves(out, ledger_keys(show, optimizer), cumulative=True, stride=max(1, live.steps // 100))
     return band_figure(curves, title=title, y_title=SHOW[show])
 
 
-def findings_figure(findings: Mapping, comparisons: Mapping[str, Mapping[str, tuple]], start: str, group: str,
-                    curve: str) -> go.Figure:
+def findings_figure(
+    findings: Mapping, comparisons: Mapping[str, Mapping[str, tuple]], start: str, group: str, curve: str
+) -> go.Figure:
     r"""One comparison of the committed sweep (``comparisons[group]``: legend name -> the setting's baseline, K,
     Clip-Higher, std[, optimizer]) from one ``start``: its ``entropy`` or ``success`` curves, mean +- std over seeds.
 
@@ -329,9 +426,11 @@ def findings_figure(findings: Mapping, comparisons: Mapping[str, Mapping[str, tu
     (['mean', 'quantile'], 'H(pi) (nats)')
     """
     names = {label: setting_name(start, *spec) for label, spec in comparisons[group].items()}
-    return band_figure(findings_curves(findings, names, f"{curve}_curve"),
-                       title=f"committed runs, {curve}: {group}, {start} start (mean ± std over seeds)",
-                       y_title="H(pi) (nats)" if curve == "entropy" else "success rate")
+    return band_figure(
+        findings_curves(findings, names, f"{curve}_curve"),
+        title=f"committed runs, {curve}: {group}, {start} start (mean ± std over seeds)",
+        y_title="H(pi) (nats)" if curve == "entropy" else "success rate",
+    )
 
 
 def variance_figure(tasks: Mapping, alpha: float, start: str, *, eta: float, n_draws: int) -> go.Figure:
@@ -345,11 +444,15 @@ def variance_figure(tasks: Mapping, alpha: float, start: str, *, eta: float, n_d
     (['alpha = 0', 'SA-AH, alpha = 0.5', 'AH, alpha = 0.5'], [1.0, 1.0])
     """
     t = tasks[start]
-    out = update_variance(t.logits, t.rewards, UpdateSettings(group_size=8, baseline="mean", eta=eta),
-                          alphas=(alpha,), n_draws=n_draws)
-    return bar_figure(["tr Cov(dz) / GRPO's", "|E dz| / GRPO's"], variance_ratios(out),
-                      title=f"The update against GRPO's (alpha = 0) on the same {n_draws} batches, α = {alpha:g},"
-                            f" {start} start", y_title="ratio")
+    out = update_variance(
+        t.logits, t.rewards, UpdateSettings(group_size=8, baseline="mean", eta=eta), alphas=(alpha,), n_draws=n_draws
+    )
+    return bar_figure(
+        ["tr Cov(dz) / GRPO's", "|E dz| / GRPO's"],
+        variance_ratios(out),
+        title=f"The update against GRPO's (alpha = 0) on the same {n_draws} batches, α = {alpha:g}, {start} start",
+        y_title="ratio",
+    )
 
 
 def start_rates_figure(p0, n: int, k: float) -> go.Figure:
@@ -370,18 +473,33 @@ def start_rates_figure(p0, n: int, k: float) -> go.Figure:
     s_count, p_count = p.shape
     mean = p.sort(1).values.mean(0)  # (P,): the mean over seeds of each rank's p_0, hardest first
     ranks = [str(i + 1) for i in range(p_count)]
-    groups = {f"the {n} hardest": range(0, n), f"the {p_count - 2 * n} in between": range(n, p_count - n),
-              f"the {n} easiest": range(p_count - n, p_count)}
-    fig = bar_figure(ranks, {}, title=f"Start success rate p of the {p_count} prompts of each seed, hardest to "
-                                      f"easiest, mean over {s_count} seed{'s' if s_count != 1 else ''}",
-                     x_title="prompt, by rank (1 = hardest)", y_title="p at the start")
+    groups = {
+        f"the {n} hardest": range(0, n),
+        f"the {p_count - 2 * n} in between": range(n, p_count - n),
+        f"the {n} easiest": range(p_count - n, p_count),
+    }
+    fig = bar_figure(
+        ranks,
+        {},
+        title=f"Start success rate p of the {p_count} prompts of each seed, hardest to "
+        f"easiest, mean over {s_count} seed{'s' if s_count != 1 else ''}",
+        x_title="prompt, by rank (1 = hardest)",
+        y_title="p at the start",
+    )
     colours = (PALETTE[4], "#7f7f7f", PALETTE[2])  # not the regimes figure's baseline colours
     for (name, idx), colour in zip(groups.items(), colours):
         if len(idx):
-            fig.add_trace(go.Bar(x=[ranks[i] for i in idx], y=[float(mean[i]) for i in idx], name=name,
-                                 marker_color=colour))
-    fig.add_hline(y=1 - k, line_dash="dot", line_color="#444", line_width=1,
-                  annotation_text=f"1 - K = {1 - k:g}: hard at or below", annotation_position="top left")
+            fig.add_trace(
+                go.Bar(x=[ranks[i] for i in idx], y=[float(mean[i]) for i in idx], name=name, marker_color=colour)
+            )
+    fig.add_hline(
+        y=1 - k,
+        line_dash="dot",
+        line_color="#444",
+        line_width=1,
+        annotation_text=f"1 - K = {1 - k:g}: hard at or below",
+        annotation_position="top left",
+    )
     fig.update_layout(barmode="overlay", yaxis_range=[0, 1])
     return fig
 
@@ -389,8 +507,11 @@ def start_rates_figure(p0, n: int, k: float) -> go.Figure:
 def _group_title(group: str, meta: Mapping, p0: float) -> str:
     """A panel's title: which prompts, how many, their start success rate."""
     n, n_prompts = meta["n_group"], meta["n_prompts"]
-    which = {"hard": f"the {n} hardest of {n_prompts}", "easy": f"the {n} easiest of {n_prompts}",
-             "mixed": f"all {n_prompts} prompts"}[group]
+    which = {
+        "hard": f"the {n} hardest of {n_prompts}",
+        "easy": f"the {n} easiest of {n_prompts}",
+        "mixed": f"all {n_prompts} prompts",
+    }[group]
     return f"{group}: {which}<br>(start p {p0:.2f})"
 
 
@@ -408,9 +529,12 @@ def regimes_figure(regimes: Mapping, optimizer: str = "adam", clip_higher: bool 
     meta, runs = regimes["meta"], regimes["runs"]
     if optimizer not in ("adam", "sgd"):
         raise ValueError(f"optimizer must be 'adam' or 'sgd', got {optimizer!r}")
-    names = {"mean baseline": regime_setting_name(optimizer, "mean", meta["k"], bool(clip_higher)),
-             f"quantile baseline, K = {meta['k']:g}": regime_setting_name(optimizer, "quantile", meta["k"],
-                                                                         bool(clip_higher))}
+    names = {
+        "mean baseline": regime_setting_name(optimizer, "mean", meta["k"], bool(clip_higher)),
+        f"quantile baseline, K = {meta['k']:g}": regime_setting_name(
+            optimizer, "quantile", meta["k"], bool(clip_higher)
+        ),
+    }
     groups = {label: runs[name]["groups"] for label, name in names.items()}
     first = next(iter(groups.values()))
     titles = [_group_title(g, meta, sum(first[g]["start_p"]) / len(first[g]["start_p"])) for g in REGIMES]
@@ -422,23 +546,53 @@ def regimes_figure(regimes: Mapping, optimizer: str = "adam", clip_higher: bool 
             x, mean, std = c["steps"], c["mean"], c["std"]
             upper, lower = [m + s for m, s in zip(mean, std)], [m - s for m, s in zip(mean, std)]
             # the +- std band: the upper edge forwards, the lower edge back, filled
-            fig.add_trace(go.Scatter(x=x + x[::-1], y=upper + lower[::-1], fill="toself", fillcolor=color,
-                                     opacity=0.2, line={"width": 0}, hoverinfo="skip", showlegend=False,
-                                     legendgroup=label), row=1, col=col)
-            fig.add_trace(go.Scatter(x=x, y=mean, mode="lines", line={"color": color}, legendgroup=label,
-                                     name=f"{label} ({c['n']} seeds)", showlegend=col == 1), row=1, col=col)
-    opt = {"adam": f"Adam, lr {meta['adam_eta']:g}, {meta['adam_passes']} passes",
-           "sgd": f"SGD, step {meta['sgd_eta']:g}, {meta['sgd_passes']} passes"}[optimizer]
+            fig.add_trace(
+                go.Scatter(
+                    x=x + x[::-1],
+                    y=upper + lower[::-1],
+                    fill="toself",
+                    fillcolor=color,
+                    opacity=0.2,
+                    line={"width": 0},
+                    hoverinfo="skip",
+                    showlegend=False,
+                    legendgroup=label,
+                ),
+                row=1,
+                col=col,
+            )
+            fig.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=mean,
+                    mode="lines",
+                    line={"color": color},
+                    legendgroup=label,
+                    name=f"{label} ({c['n']} seeds)",
+                    showlegend=col == 1,
+                ),
+                row=1,
+                col=col,
+            )
+    opt = {
+        "adam": f"Adam, lr {meta['adam_eta']:g}, {meta['adam_passes']} passes",
+        "sgd": f"SGD, step {meta['sgd_eta']:g}, {meta['sgd_passes']} passes",
+    }[optimizer]
     n_seeds = first["mixed"]["entropy_curve"]["n"]
-    title = (f"Entropy H(pi) of the prompts hard / easy at the start, mean vs quantile baseline<br>{opt}, Clip-Higher "
-             f"{'on' if clip_higher else 'off'}; mean ± std over {n_seeds} seeds")
+    title = (
+        f"Entropy H(pi) of the prompts hard / easy at the start, mean vs quantile baseline<br>{opt}, Clip-Higher "
+        f"{'on' if clip_higher else 'off'}; mean ± std over {n_seeds} seeds"
+    )
     fig.update_xaxes(title_text="step")
     fig.update_yaxes(title_text="H(pi) (nats)", row=1, col=1)
     # px: the title's lines at the top, the panels' two-line titles under it, "step" and the legend below the panels
     top, bottom, plot_h = 125, 100, 300
     height = top + plot_h + bottom
-    fig.update_layout(title={"text": wrap_title(title, 100), "font": {"size": 15}, "y": 1 - 12 / height,
-                             "yanchor": "top"}, template="plotly_white", height=height,
-                      margin={"l": 60, "r": 20, "t": top, "b": bottom},
-                      legend={"orientation": "h", "yanchor": "top", "y": -60 / plot_h})
+    fig.update_layout(
+        title={"text": wrap_title(title, 100), "font": {"size": 15}, "y": 1 - 12 / height, "yanchor": "top"},
+        template="plotly_white",
+        height=height,
+        margin={"l": 60, "r": 20, "t": top, "b": bottom},
+        legend={"orientation": "h", "yanchor": "top", "y": -60 / plot_h},
+    )
     return fig

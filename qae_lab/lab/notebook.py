@@ -18,8 +18,20 @@ import sys
 
 from qae_lab._project import REPOSITORY_URL, github_repo, repository_url
 
-__all__ = ["SMOKE_ENV", "HEADLESS_ENV", "COLAB_PYTHON", "REPOSITORY_URL", "REPO", "repository_url", "github_repo",
-           "smoke_mode", "headless", "pick", "in_colab", "colab_url"]
+__all__ = [
+    "SMOKE_ENV",
+    "HEADLESS_ENV",
+    "COLAB_PYTHON",
+    "REPOSITORY_URL",
+    "REPO",
+    "repository_url",
+    "github_repo",
+    "smoke_mode",
+    "headless",
+    "pick",
+    "in_colab",
+    "colab_url",
+]
 
 SMOKE_ENV = "QAE_LAB_SMOKE"
 HEADLESS_ENV = "QAE_LAB_HEADLESS"

@@ -32,7 +32,22 @@ from plotly.subplots import make_subplots
 
 from qae_lab.methods import QAE_EASY_FRAC, QAE_HARD_FRAC, QAE_K, QAE_ZERO_ADV_FRAC, SAAH_ALPHA, SAAH_W_MEAN_NEG
 
-__all__ = ['wrap_title', 'vline', 'line_figure', 'band_figure', 'heatmap_figure', 'bar_figure', 'change_figure', 'gate_heatmap', 'run_curves_figure', 'RUN_CURVES', 'figure_widget_supported', 'plot_mode', 'FigureView', 'interactive']
+__all__ = [
+    "wrap_title",
+    "vline",
+    "line_figure",
+    "band_figure",
+    "heatmap_figure",
+    "bar_figure",
+    "change_figure",
+    "gate_heatmap",
+    "run_curves_figure",
+    "RUN_CURVES",
+    "figure_widget_supported",
+    "plot_mode",
+    "FigureView",
+    "interactive",
+]
 
 
 def _env_mode() -> str:
@@ -135,8 +150,9 @@ class FigureView:
             self.widget.layout = fig.layout
 
 
-def interactive(build: Callable[..., go.Figure], controls: Mapping[str, widgets.ValueWidget],
-                mode: str = "auto") -> widgets.VBox:
+def interactive(
+    build: Callable[..., go.Figure], controls: Mapping[str, widgets.ValueWidget], mode: str = "auto"
+) -> widgets.VBox:
     r"""Controls above a figure that ``build(**values)`` re-makes whenever a control changes.
 
     Works without a browser: setting ``control.value`` in code re-builds the figure too.
@@ -209,9 +225,15 @@ def _layout(fig: go.Figure, title: str, x_title: str, y_title: str, height: int)
     # shrink and the legend (placed in units of its height) would climb onto the axis title
     bottom = below + 30
     height += top - 60 + bottom - 50
-    fig.update_layout(title=layout_title, xaxis_title=x_title, yaxis_title=y_title, height=height,
-                      template="plotly_white", margin={"l": 60, "r": 20, "t": top, "b": bottom},
-                      legend=_legend_below(below, height - top - bottom))
+    fig.update_layout(
+        title=layout_title,
+        xaxis_title=x_title,
+        yaxis_title=y_title,
+        height=height,
+        template="plotly_white",
+        margin={"l": 60, "r": 20, "t": top, "b": bottom},
+        legend=_legend_below(below, height - top - bottom),
+    )
     return fig
 
 
@@ -246,22 +268,51 @@ def vline(fig: go.Figure, x: float, text: str, dash: str = "dot", side: str = "r
     if log and not x > 0:
         raise ValueError(f"x must be > 0 on a log axis, got {x}")
     fig.add_vline(x=x, line_dash=dash, line_color="#444", line_width=1)
-    fig.add_annotation(x=math.log10(x) if log else x, y=1, xref="x", yref="paper", text=text, showarrow=False,
-                       xanchor="left" if side == "right" else "right", xshift=4 if side == "right" else -4,
-                       yanchor="top", bgcolor="rgba(255,255,255,0.8)")
+    fig.add_annotation(
+        x=math.log10(x) if log else x,
+        y=1,
+        xref="x",
+        yref="paper",
+        text=text,
+        showarrow=False,
+        xanchor="left" if side == "right" else "right",
+        xshift=4 if side == "right" else -4,
+        yanchor="top",
+        bgcolor="rgba(255,255,255,0.8)",
+    )
     return fig
 
 
 def _add_band(fig: go.Figure, x: list, y: list[float], half: list[float], color: str) -> None:
     """A shaded y +- half band behind a line: the upper edge forwards, the lower edge backwards, no legend entry."""
     upper, lower = [a + h for a, h in zip(y, half)], [a - h for a, h in zip(y, half)]
-    fig.add_trace(go.Scatter(x=x + x[::-1], y=upper + lower[::-1], fill="toself", fillcolor=color, opacity=0.2,
-                             line={"width": 0}, hoverinfo="skip", showlegend=False))
+    fig.add_trace(
+        go.Scatter(
+            x=x + x[::-1],
+            y=upper + lower[::-1],
+            fill="toself",
+            fillcolor=color,
+            opacity=0.2,
+            line={"width": 0},
+            hoverinfo="skip",
+            showlegend=False,
+        )
+    )
 
 
-def line_figure(x: Sequence, series: Mapping[str, Sequence], *, title: str = "", x_title: str = "",
-                y_title: str = "", log_x: bool = False, log_y: bool = False, markers: bool = False,
-                bands: Mapping[str, Sequence] | None = None, height: int = 380) -> go.Figure:
+def line_figure(
+    x: Sequence,
+    series: Mapping[str, Sequence],
+    *,
+    title: str = "",
+    x_title: str = "",
+    y_title: str = "",
+    log_x: bool = False,
+    log_y: bool = False,
+    markers: bool = False,
+    bands: Mapping[str, Sequence] | None = None,
+    height: int = 380,
+) -> go.Figure:
     r"""Lines sharing one x axis: ``series`` maps a legend name to its y values.
 
     ``bands`` optionally maps a series name to a +- half-width per point (shaded band).
@@ -282,15 +333,30 @@ def line_figure(x: Sequence, series: Mapping[str, Sequence], *, title: str = "",
         color = PALETTE[i % len(PALETTE)]
         if bands and name in bands:
             _add_band(fig, x, y, [float(v) for v in bands[name]], color)
-        fig.add_trace(go.Scatter(x=x, y=y, name=name, mode="lines+markers" if markers else "lines",
-                                 opacity=style.pop("opacity", None), line={"color": color, **style}))
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=y,
+                name=name,
+                mode="lines+markers" if markers else "lines",
+                opacity=style.pop("opacity", None),
+                line={"color": color, **style},
+            )
+        )
     fig.update_xaxes(type="log" if log_x else "linear")
     fig.update_yaxes(type="log" if log_y else "linear")
     return _layout(fig, title, x_title, y_title, height)
 
 
-def band_figure(curves: Mapping[str, object], *, title: str = "", y_title: str = "", x_title: str = "step",
-                stride: int = 1, height: int = 380) -> go.Figure:
+def band_figure(
+    curves: Mapping[str, object],
+    *,
+    title: str = "",
+    y_title: str = "",
+    x_title: str = "step",
+    stride: int = 1,
+    height: int = 380,
+) -> go.Figure:
     r"""Each method's mean curve over seeds with a +- one-std band (:class:`qae_lab.analysis.compare.Curve`).
 
     ``curves`` maps a legend name to an object with ``steps``, ``mean``, ``std`` and ``n_runs``
@@ -310,16 +376,35 @@ def band_figure(curves: Mapping[str, object], *, title: str = "", y_title: str =
         color, x, mean = PALETTE[i % len(PALETTE)], [p[0] for p in pts], [p[1] for p in pts]
         if c.n_runs > 1:
             _add_band(fig, x, mean, [float(v) for v in c.std][::stride], color)
-        fig.add_trace(go.Scatter(x=x, y=mean, mode="lines", opacity=style.pop("opacity", None),
-                                 line={"color": color, **style},
-                                 name=f"{name} ({c.n_runs} run{'s' if c.n_runs != 1 else ''})"))
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=mean,
+                mode="lines",
+                opacity=style.pop("opacity", None),
+                line={"color": color, **style},
+                name=f"{name} ({c.n_runs} run{'s' if c.n_runs != 1 else ''})",
+            )
+        )
     return _layout(fig, title, x_title, y_title, height)
 
 
-def heatmap_figure(z: Sequence[Sequence[float]], x: Sequence, y: Sequence, *, title: str = "", x_title: str = "",
-                   y_title: str = "", text: Sequence[Sequence[str]] | None = None, colorscale="RdBu",
-                   zmid: float | None = 0.0, zmin: float | None = None, zmax: float | None = None,
-                   height: int = 420, text_size: int = 11) -> go.Figure:
+def heatmap_figure(
+    z: Sequence[Sequence[float]],
+    x: Sequence,
+    y: Sequence,
+    *,
+    title: str = "",
+    x_title: str = "",
+    y_title: str = "",
+    text: Sequence[Sequence[str]] | None = None,
+    colorscale="RdBu",
+    zmid: float | None = 0.0,
+    zmin: float | None = None,
+    zmax: float | None = None,
+    height: int = 420,
+    text_size: int = 11,
+) -> go.Figure:
     r"""A heatmap of z[row][col] with rows labelled by ``y`` and columns by ``x``; ``text`` (same shape
     as ``z``) is written in the cells at ``text_size`` px (plotly would shrink it to fit, often to dots).
 
@@ -338,25 +423,46 @@ def heatmap_figure(z: Sequence[Sequence[float]], x: Sequence, y: Sequence, *, ti
         label, n = Counter(labels).most_common(1)[0] if labels else (None, 0)
         if n > 1:
             what = "rows" if name == "y" else "columns"
-            raise ValueError(f"{name} labels must be unique (plotly merges {what} with one label): "
-                             f"{label!r} appears {n} times")
-    fig = go.Figure(go.Heatmap(z=[list(map(float, row)) for row in z], x=x, y=y,
-                               text=[list(r) for r in text] if text is not None else None,
-                               texttemplate="%{text}" if text is not None else None,
-                               textfont={"size": text_size}, colorscale=colorscale, zmid=zmid, zmin=zmin,
-                               zmax=zmax))
+            raise ValueError(
+                f"{name} labels must be unique (plotly merges {what} with one label): {label!r} appears {n} times"
+            )
+    fig = go.Figure(
+        go.Heatmap(
+            z=[list(map(float, row)) for row in z],
+            x=x,
+            y=y,
+            text=[list(r) for r in text] if text is not None else None,
+            texttemplate="%{text}" if text is not None else None,
+            textfont={"size": text_size},
+            colorscale=colorscale,
+            zmid=zmid,
+            zmin=zmin,
+            zmax=zmax,
+        )
+    )
     return _layout(fig, title, x_title, y_title, height)
 
 
-def bar_figure(categories: Sequence, series: Mapping[str, Sequence], *, title: str = "", x_title: str = "",
-               y_title: str = "", height: int = 360) -> go.Figure:
+def bar_figure(
+    categories: Sequence,
+    series: Mapping[str, Sequence],
+    *,
+    title: str = "",
+    x_title: str = "",
+    y_title: str = "",
+    height: int = 360,
+) -> go.Figure:
     r"""Grouped bars: ``series`` maps a legend name to one value per category.
 
     >>> len(bar_figure(["a", "b"], {"mean": [1, 2], "quantile": [0, 1]}).data)
     2
     """
-    fig = go.Figure([go.Bar(x=list(categories), y=[float(v) for v in ys], name=name,
-                            marker_color=PALETTE[i % len(PALETTE)]) for i, (name, ys) in enumerate(series.items())])
+    fig = go.Figure(
+        [
+            go.Bar(x=list(categories), y=[float(v) for v in ys], name=name, marker_color=PALETTE[i % len(PALETTE)])
+            for i, (name, ys) in enumerate(series.items())
+        ]
+    )
     fig.update_layout(barmode="group")
     return _layout(fig, title, x_title, y_title, height)
 
@@ -365,9 +471,17 @@ def bar_figure(categories: Sequence, series: Mapping[str, Sequence], *, title: s
 ADVANTAGE_SIGNS = ((1, "A > 0", "#2ca02c"), (0, "A = 0", "#7f7f7f"), (-1, "A < 0", "#d62728"))
 
 
-def change_figure(labels: Sequence[str], before: Sequence[float], after: Sequence[float],
-                  advantages: Sequence[float], *, title: str = "", x_title: str = "", y_title: str = "",
-                  height: int = 380) -> go.Figure:
+def change_figure(
+    labels: Sequence[str],
+    before: Sequence[float],
+    after: Sequence[float],
+    advantages: Sequence[float],
+    *,
+    title: str = "",
+    x_title: str = "",
+    y_title: str = "",
+    height: int = 380,
+) -> go.Figure:
     r"""One bar per item: its change ``after - before``, coloured by the sign of its advantage.
 
     A trace per sign present (``A > 0`` green, ``A = 0`` grey, ``A < 0`` red), the items in the order given;
@@ -380,17 +494,26 @@ def change_figure(labels: Sequence[str], before: Sequence[float], after: Sequenc
     labels = [str(x) for x in labels]
     cols = [[float(v) for v in col] for col in (before, after, advantages)]
     if len(set(labels)) != len(labels) or any(len(col) != len(labels) for col in cols):
-        raise ValueError(f"labels must be unique and before, after, advantages hold one value per label: "
-                         f"{len(set(labels))} unique of {len(labels)} labels, lengths {[len(c) for c in cols]}")
+        raise ValueError(
+            f"labels must be unique and before, after, advantages hold one value per label: "
+            f"{len(set(labels))} unique of {len(labels)} labels, lengths {[len(c) for c in cols]}"
+        )
     b, a, adv = cols
     fig = go.Figure()
     for sign, name, color in ADVANTAGE_SIGNS:
         rows = [i for i, v in enumerate(adv) if (v > 0) - (v < 0) == sign]
         if rows:
-            fig.add_trace(go.Bar(x=[labels[i] for i in rows], y=[a[i] - b[i] for i in rows], name=name,
-                                 marker_color=color, customdata=[[b[i], a[i], adv[i]] for i in rows],
-                                 hovertemplate="%{x}: %{customdata[0]:.3f} -> %{customdata[1]:.3f}"
-                                               "<br>A = %{customdata[2]:+.3f}<extra></extra>"))
+            fig.add_trace(
+                go.Bar(
+                    x=[labels[i] for i in rows],
+                    y=[a[i] - b[i] for i in rows],
+                    name=name,
+                    marker_color=color,
+                    customdata=[[b[i], a[i], adv[i]] for i in rows],
+                    hovertemplate="%{x}: %{customdata[0]:.3f} -> %{customdata[1]:.3f}"
+                    "<br>A = %{customdata[2]:+.3f}<extra></extra>",
+                )
+            )
     fig.update_xaxes(categoryorder="array", categoryarray=labels)
     return _layout(fig, title, x_title, y_title, height)
 
@@ -409,12 +532,30 @@ def gate_heatmap(table, ks: Sequence[float], *, title: str = "", height: int = 4
     ['0', '+', '−', '0']
     """
     rows = [[int(v) for v in row] for row in table]
-    colorscale = [[0.0, "#d62728"], [0.25, "#d62728"], [0.25, "#e5e5e5"], [0.5, "#e5e5e5"],
-                  [0.5, "#2ca02c"], [0.75, "#2ca02c"], [0.75, "#9467bd"], [1.0, "#9467bd"]]
-    fig = heatmap_figure(rows, x=list(range(len(rows[0]))), y=[f"K={k:g}" for k in ks], title=title,
-                         x_title="correct responses c in the group", y_title="K",
-                         text=[[GATE_SYMBOLS[v] for v in row] for row in rows], colorscale=colorscale,
-                         zmid=None, zmin=-1.5, zmax=2.5, height=height)
+    colorscale = [
+        [0.0, "#d62728"],
+        [0.25, "#d62728"],
+        [0.25, "#e5e5e5"],
+        [0.5, "#e5e5e5"],
+        [0.5, "#2ca02c"],
+        [0.75, "#2ca02c"],
+        [0.75, "#9467bd"],
+        [1.0, "#9467bd"],
+    ]
+    fig = heatmap_figure(
+        rows,
+        x=list(range(len(rows[0]))),
+        y=[f"K={k:g}" for k in ks],
+        title=title,
+        x_title="correct responses c in the group",
+        y_title="K",
+        text=[[GATE_SYMBOLS[v] for v in row] for row in rows],
+        colorscale=colorscale,
+        zmid=None,
+        zmin=-1.5,
+        zmax=2.5,
+        height=height,
+    )
     fig.update_traces(showscale=False)
     return fig
 
@@ -432,8 +573,13 @@ RUN_CURVES = {
 }
 
 
-def run_curves_figure(rows: Sequence[Mapping], panels: Mapping[str, Sequence[str]] = RUN_CURVES, *,
-                      title: str = "", height_per_row: int = 280) -> go.Figure:
+def run_curves_figure(
+    rows: Sequence[Mapping],
+    panels: Mapping[str, Sequence[str]] = RUN_CURVES,
+    *,
+    title: str = "",
+    height_per_row: int = 280,
+) -> go.Figure:
     r"""Training curves from log rows (dicts with ``step`` and metrics), one panel per entry of ``panels``.
 
     A metric missing from every row (e.g. ``saah/*`` without token weighting) leaves its
@@ -449,25 +595,49 @@ def run_curves_figure(rows: Sequence[Mapping], panels: Mapping[str, Sequence[str
     top, bottom, gap = top + 10, 110, 70  # px: title, "step" + legend below, between rows
     height = height_per_row * n_rows + top + bottom
     plot_h = height - top - bottom
-    fig = make_subplots(rows=n_rows, cols=2, subplot_titles=names, horizontal_spacing=0.1,
-                        vertical_spacing=min(gap / plot_h, 0.9 / max(n_rows - 1, 1)) if n_rows > 1 else 0)
+    fig = make_subplots(
+        rows=n_rows,
+        cols=2,
+        subplot_titles=names,
+        horizontal_spacing=0.1,
+        vertical_spacing=min(gap / plot_h, 0.9 / max(n_rows - 1, 1)) if n_rows > 1 else 0,
+    )
     color = 0
     for i, (name, keys) in enumerate(panels.items()):
         r, c = i // 2 + 1, i % 2 + 1
-        curves = [(key, [(row["step"], float(row[key])) for row in rows if row.get(key) is not None])
-                  for key in keys]
+        curves = [(key, [(row["step"], float(row[key])) for row in rows if row.get(key) is not None]) for key in keys]
         curves = [(key, pts) for key, pts in curves if pts]
         for (key, pts), style in zip(curves, _styles([pts for _, pts in curves])):
-            fig.add_trace(go.Scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], name=key, mode="lines",
-                                     opacity=style.pop("opacity", None),
-                                     line={"color": PALETTE[color % len(PALETTE)], **style}), row=r, col=c)
+            fig.add_trace(
+                go.Scatter(
+                    x=[p[0] for p in pts],
+                    y=[p[1] for p in pts],
+                    name=key,
+                    mode="lines",
+                    opacity=style.pop("opacity", None),
+                    line={"color": PALETTE[color % len(PALETTE)], **style},
+                ),
+                row=r,
+                col=c,
+            )
             color += 1
         if not curves:  # centred on the panel in paper coordinates (its axes have no data to anchor to)
             panel = fig.get_subplot(r, c)
-            fig.add_annotation(text="not logged in this run", showarrow=False, xref="paper", yref="paper",
-                               x=sum(panel.xaxis.domain) / 2, y=sum(panel.yaxis.domain) / 2)
+            fig.add_annotation(
+                text="not logged in this run",
+                showarrow=False,
+                xref="paper",
+                yref="paper",
+                x=sum(panel.xaxis.domain) / 2,
+                y=sum(panel.yaxis.domain) / 2,
+            )
         if r == n_rows or (r == n_rows - 1 and i + 2 >= len(names)):  # the lowest panel of each column
             fig.update_xaxes(title_text="step", title_standoff=4, row=r, col=c)
-    fig.update_layout(title=layout_title, height=height, template="plotly_white",
-                      margin={"l": 50, "r": 20, "t": top, "b": bottom}, legend=_legend_below(52, plot_h))
+    fig.update_layout(
+        title=layout_title,
+        height=height,
+        template="plotly_white",
+        margin={"l": 50, "r": 20, "t": top, "b": bottom},
+        legend=_legend_below(52, plot_h),
+    )
     return fig

@@ -28,8 +28,15 @@ def _table_html(header: list[str], rows: list[list]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def write_report(output_dir: str | os.PathLike, *, title: str, rows: list[dict], summary: dict[str, Any],
-                 evals: dict[str, dict] | None = None, notes: list[str] = ()) -> Path:
+def write_report(
+    output_dir: str | os.PathLike,
+    *,
+    title: str,
+    rows: list[dict],
+    summary: dict[str, Any],
+    evals: dict[str, dict] | None = None,
+    notes: list[str] = (),
+) -> Path:
     r"""Write ``report.html``: a summary table, the pass@1 table and the training curves.
 
     Args:
@@ -51,8 +58,12 @@ def write_report(output_dir: str | os.PathLike, *, title: str, rows: list[dict],
     (True, True, True)
     """
     title = html.escape(title)
-    parts = [f"<h1>{title}</h1>", *(f"<p>{html.escape(n)}</p>" for n in notes),
-             "<h2>Run</h2>", _table_html(["", ""], [[k, v] for k, v in summary.items()])]
+    parts = [
+        f"<h1>{title}</h1>",
+        *(f"<p>{html.escape(n)}</p>" for n in notes),
+        "<h2>Run</h2>",
+        _table_html(["", ""], [[k, v] for k, v in summary.items()]),
+    ]
     if evals:
         keys = ("greedy_pass@1", "pass@1", "pass@8", "extracted_frac")
         table = []
@@ -62,8 +73,12 @@ def write_report(output_dir: str | os.PathLike, *, title: str, rows: list[dict],
         parts += ["<h2>Held-out evaluation</h2>", _table_html(["model", "problems", *keys], table)]
     fig = run_curves_figure(step_rows(rows))
     parts += ["<h2>Training curves</h2>", fig.to_html(include_plotlyjs=True, full_html=False)]
-    style = ("body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-collapse:collapse;margin:8px 0}"
-             "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}")
-    page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title><style>{style}</style>"
-            f"</head><body>{''.join(parts)}</body></html>")
+    style = (
+        "body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-collapse:collapse;margin:8px 0}"
+        "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
+    )
+    page = (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title><style>{style}</style>"
+        f"</head><body>{''.join(parts)}</body></html>"
+    )
     return atomic_write_text(Path(output_dir) / REPORT_NAME, page)

@@ -30,12 +30,28 @@ from qae_lab.lab.plots import PALETTE, band_figure, bar_figure, line_figure, wra
 from qae_lab.analysis.regime_runs import GROUP_WORDS, regime_curves, regime_numbers
 from qae_lab.analysis.stats import detrended_variance, moving_average, stat
 
-__all__ = ["curves_figure", "pass_at_k_figure", "k_sweep_figure", "before_after_figure", "detrend_figure",
-           "paired_completions", "completions_table", "regime_figure"]
+__all__ = [
+    "curves_figure",
+    "pass_at_k_figure",
+    "k_sweep_figure",
+    "before_after_figure",
+    "detrend_figure",
+    "paired_completions",
+    "completions_table",
+    "regime_figure",
+]
 
 
-def curves_figure(runs: Iterable, metric: str, window: int, *, labels: Mapping[str, str], title: str,
-                  y_title: str = "{label}", stride: int = 1) -> go.Figure:
+def curves_figure(
+    runs: Iterable,
+    metric: str,
+    window: int,
+    *,
+    labels: Mapping[str, str],
+    title: str,
+    y_title: str = "{label}",
+    stride: int = 1,
+) -> go.Figure:
     r"""``metric`` of every group of ``runs`` per step, mean over seeds +- std, after a trailing ``window``-step
     average (:func:`qae_lab.analysis.compare.metric_curves`, drawn by :func:`qae_lab.lab.plots.band_figure`).
 
@@ -56,12 +72,14 @@ def curves_figure(runs: Iterable, metric: str, window: int, *, labels: Mapping[s
     if metric not in labels:
         raise ValueError(f"metric must be one of {list(labels)}, got {metric!r}")
     words = {"metric": metric, "label": labels[metric], "window": window}
-    return band_figure(metric_curves(runs, metric, window), y_title=y_title.format(**words), stride=stride,
-                       title=title.format(**words))
+    return band_figure(
+        metric_curves(runs, metric, window), y_title=y_title.format(**words), stride=stride, title=title.format(**words)
+    )
 
 
-def pass_at_k_figure(table: Mapping, *, title: str = "pass@k before and after training, mean over seeds ± std"
-                     ) -> go.Figure:
+def pass_at_k_figure(
+    table: Mapping, *, title: str = "pass@k before and after training, mean over seeds ± std"
+) -> go.Figure:
     r"""pass@k against k (log axis, a tick per k) for each method after training, with a +- std band, and the
     dashed line before training (:func:`qae_lab.lab.nb06_phenomena.pass_at_k_lines`).
 
@@ -75,8 +93,9 @@ def pass_at_k_figure(table: Mapping, *, title: str = "pass@k before and after tr
     (['qae, after', 'before (every method)'], 'dash', [1, 4])
     """
     lines = pass_at_k_lines(table)
-    fig = line_figure(lines.x, lines.y, bands=lines.bands, markers=True, x_title="k (samples)", y_title="pass@k",
-                      title=title)
+    fig = line_figure(
+        lines.x, lines.y, bands=lines.bands, markers=True, x_title="k (samples)", y_title="pass@k", title=title
+    )
     fig.update_xaxes(type="log", tickvals=lines.x)  # one tick per k drawn
     fig.update_traces(line_dash="dash", selector={"name": BEFORE})
     return fig
@@ -91,8 +110,15 @@ def k_sweep_figure(rows: Sequence[Mapping], quantity: str) -> go.Figure:
     ([0.2, 0.8], [0.5, 0.5], 'pass@1 after training against K')
     """
     lines = k_sweep_lines(rows, quantity)
-    return line_figure(lines.x, lines.y, bands=lines.bands, markers=True, x_title="K", y_title=quantity,
-                       title=f"{quantity} after training against K")
+    return line_figure(
+        lines.x,
+        lines.y,
+        bands=lines.bands,
+        markers=True,
+        x_title="K",
+        y_title=quantity,
+        title=f"{quantity} after training against K",
+    )
 
 
 def before_after_figure(table: Sequence[Mapping], metric: str) -> go.Figure:
@@ -108,8 +134,12 @@ def before_after_figure(table: Sequence[Mapping], metric: str) -> go.Figure:
     """
     shown = [row for row in table if row[f"{metric} before"] and row[f"{metric} after"]]
     stats = {when: [row[f"{metric} {when}"] for row in shown] for when in ("before", "after")}
-    fig = bar_figure([row["method"] for row in shown], {when: [s.mean for s in ss] for when, ss in stats.items()},
-                     title=f"{metric} before and after training (mean over seeds ± std)", y_title=metric)
+    fig = bar_figure(
+        [row["method"] for row in shown],
+        {when: [s.mean for s in ss] for when, ss in stats.items()},
+        title=f"{metric} before and after training (mean over seeds ± std)",
+        y_title=metric,
+    )
     for trace, ss in zip(fig.data, stats.values()):
         trace.error_y = {"type": "data", "array": [s.std for s in ss]}
     return fig
@@ -131,12 +161,18 @@ def detrend_figure(runs: Iterable, run: str, window: int, *, stride: int = 1) ->
         raise ValueError(f"no run named {run!r}")
     steps, x = series(chosen, "reward")
     m = moving_average(x, window)
-    fig = line_figure(steps[::stride],
-                      {"reward per step": x[::stride], f"trailing average, {window} steps": m[::stride]},
-                      x_title="step", y_title="mean reward of the step's completions", title=run)
+    fig = line_figure(
+        steps[::stride],
+        {"reward per step": x[::stride], f"trailing average, {window} steps": m[::stride]},
+        x_title="step",
+        y_title="mean reward of the step's completions",
+        title=run,
+    )
     if len(x) > window:
-        fig.update_layout(title=f"{run}: detrended variance {detrended_variance(x, window):.4f} (window {window}), "
-                                f"plain variance {statistics.pvariance(x):.4f}")
+        fig.update_layout(
+            title=f"{run}: detrended variance {detrended_variance(x, window):.4f} (window {window}), "
+            f"plain variance {statistics.pvariance(x):.4f}"
+        )
     return fig
 
 
@@ -175,9 +211,16 @@ def paired_completions(before, after, n: int = 4, sample: int | None = None) -> 
         pick = [(r["greedy"] if sample is None else r["samples"][sample]) for r in (p, q)]
         if None in pick:
             raise ValueError("the evaluations have no greedy completions: pass sample=0 for a sampled one")
-        rows.append({"question": p["question"], "gold": p["gold"], "before": pick[0]["completion"],
-                     "before_correct": bool(pick[0]["correct"]), "after": pick[1]["completion"],
-                     "after_correct": bool(pick[1]["correct"])})
+        rows.append(
+            {
+                "question": p["question"],
+                "gold": p["gold"],
+                "before": pick[0]["completion"],
+                "before_correct": bool(pick[0]["correct"]),
+                "after": pick[1]["completion"],
+                "after_correct": bool(pick[1]["correct"]),
+            }
+        )
     return rows
 
 
@@ -213,20 +256,37 @@ def completions_table(before, after, n: int = 4, sample: int | None = None) -> g
     rows = paired_completions(before, after, n, sample)
     kind = "Greedy completions" if sample is None else f"Sampled completions (sample {sample}, the same seed)"
     counts = {when: sum(r[f"{when}_correct"] for r in rows) for when in ("before", "after")}
-    columns = [[str(i + 1) for i in range(len(rows))],
-               [f"{_shown(r['question'], 300, 0)}<br><b>gold {html.escape(r['gold'])}</b>" for r in rows]]
+    columns = [
+        [str(i + 1) for i in range(len(rows))],
+        [f"{_shown(r['question'], 300, 0)}<br><b>gold {html.escape(r['gold'])}</b>" for r in rows],
+    ]
     fills = [["white"] * len(rows), ["white"] * len(rows)]
     for when in ("before", "after"):
         columns.append([f"{MARKS[r[when + '_correct']]}<br>{_shown(r[when])}" for r in rows])
         fills.append(["#e6f4ea" if r[when + "_correct"] else "#fdecea" for r in rows])
-    header = ["#", "question", f"before training ({counts['before']}/{len(rows)} ✓)",
-              f"after training ({counts['after']}/{len(rows)} ✓)"]
-    table = go.Table(columnwidth=[0.3, 2.2, 3.5, 3.5], header={"values": header, "align": "left"},
-                     cells={"values": columns, "align": "left", "fill_color": fills, "font": {"size": 11}})
-    title = (f"{kind} before and after training, the first {len(rows)} held-out problems: "
-             f"{counts['before']}/{len(rows)} → {counts['after']}/{len(rows)} correct")
-    return go.Figure(table, layout={"title": {"text": title}, "height": 260 + 260 * len(rows),
-                                    "margin": {"l": 10, "r": 10, "t": 60, "b": 10}})
+    header = [
+        "#",
+        "question",
+        f"before training ({counts['before']}/{len(rows)} ✓)",
+        f"after training ({counts['after']}/{len(rows)} ✓)",
+    ]
+    table = go.Table(
+        columnwidth=[0.3, 2.2, 3.5, 3.5],
+        header={"values": header, "align": "left"},
+        cells={"values": columns, "align": "left", "fill_color": fills, "font": {"size": 11}},
+    )
+    title = (
+        f"{kind} before and after training, the first {len(rows)} held-out problems: "
+        f"{counts['before']}/{len(rows)} → {counts['after']}/{len(rows)} correct"
+    )
+    return go.Figure(
+        table,
+        layout={
+            "title": {"text": title},
+            "height": 260 + 260 * len(rows),
+            "margin": {"l": 10, "r": 10, "t": 60, "b": 10},
+        },
+    )
 
 
 def regime_figure(runs: Sequence, mean_method: str, quantile_method: str, quantity: str = "entropy") -> go.Figure:
@@ -269,18 +329,46 @@ def regime_figure(runs: Sequence, mean_method: str, quantile_method: str, quanti
             n_seeds = max(n_seeds, c.n_runs)
             upper, lower = [m + s for m, s in zip(c.mean, c.std)], [m - s for m, s in zip(c.mean, c.std)]
             # the +- std band: the upper edge forwards, the lower edge back, filled
-            fig.add_trace(go.Scatter(x=c.steps + c.steps[::-1], y=upper + lower[::-1], fill="toself", fillcolor=color,
-                                     opacity=0.2, line={"width": 0}, hoverinfo="skip", showlegend=False,
-                                     legendgroup=method), row=1, col=col)
-            fig.add_trace(go.Scatter(x=c.steps, y=c.mean, mode="lines+markers", line={"color": color},
-                                     legendgroup=method, name=f"{method} ({c.n_runs} seed{'s' * (c.n_runs != 1)})",
-                                     showlegend=col == 1), row=1, col=col)
+            fig.add_trace(
+                go.Scatter(
+                    x=c.steps + c.steps[::-1],
+                    y=upper + lower[::-1],
+                    fill="toself",
+                    fillcolor=color,
+                    opacity=0.2,
+                    line={"width": 0},
+                    hoverinfo="skip",
+                    showlegend=False,
+                    legendgroup=method,
+                ),
+                row=1,
+                col=col,
+            )
+            fig.add_trace(
+                go.Scatter(
+                    x=c.steps,
+                    y=c.mean,
+                    mode="lines+markers",
+                    line={"color": color},
+                    legendgroup=method,
+                    name=f"{method} ({c.n_runs} seed{'s' * (c.n_runs != 1)})",
+                    showlegend=col == 1,
+                ),
+                row=1,
+                col=col,
+            )
     words = {"entropy": "token entropy (nats)", "success": "success rate"}[quantity]
-    title = (f"Held-out prompts grouped by start success: {words} under {mean_method} vs {quantile_method}; "
-             f"mean ± std over {n_seeds} seeds")
+    title = (
+        f"Held-out prompts grouped by start success: {words} under {mean_method} vs {quantile_method}; "
+        f"mean ± std over {n_seeds} seeds"
+    )
     fig.update_xaxes(title_text="updates")
     fig.update_yaxes(title_text=words, row=1, col=1)
-    fig.update_layout(title={"text": wrap_title(title, 100), "font": {"size": 15}}, template="plotly_white",
-                      height=430, margin={"l": 60, "r": 20, "t": 120, "b": 110},
-                      legend={"orientation": "h", "yanchor": "top", "y": -0.22})
+    fig.update_layout(
+        title={"text": wrap_title(title, 100), "font": {"size": 15}},
+        template="plotly_white",
+        height=430,
+        margin={"l": 60, "r": 20, "t": 120, "b": 110},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.22},
+    )
     return fig

@@ -69,18 +69,58 @@ try:
 except ImportError:
     msvcrt = None
 
-__all__ = ["CONFIG_NAME", "LOG_NAME", "SUPERSEDED_NAME", "REPORT_NAME", "EVAL_BEFORE", "EVAL_AFTER", "MODEL_DIR",
-           "STAGING_DIR", "MARKER_NAME", "LOCK_NAME", "REGIME_SPLIT_NAME", "CHECKPOINT_NAME", "RunFolderError", "is_run_name", "fsync_dir",
-           "atomic_write_text", "read_json", "jsonable", "append_line", "read_log_lines", "read_log", "step_rows",
-           "run_files", "run_owned", "check_folder", "held_run", "unowned_files", "RunLock", "claim_fresh", "versions", "save_config",
-           "write_config"]
+__all__ = [
+    "CONFIG_NAME",
+    "LOG_NAME",
+    "SUPERSEDED_NAME",
+    "REPORT_NAME",
+    "EVAL_BEFORE",
+    "EVAL_AFTER",
+    "MODEL_DIR",
+    "STAGING_DIR",
+    "MARKER_NAME",
+    "LOCK_NAME",
+    "REGIME_SPLIT_NAME",
+    "CHECKPOINT_NAME",
+    "RunFolderError",
+    "is_run_name",
+    "fsync_dir",
+    "atomic_write_text",
+    "read_json",
+    "jsonable",
+    "append_line",
+    "read_log_lines",
+    "read_log",
+    "step_rows",
+    "run_files",
+    "run_owned",
+    "check_folder",
+    "held_run",
+    "unowned_files",
+    "RunLock",
+    "claim_fresh",
+    "versions",
+    "save_config",
+    "write_config",
+]
 
 CONFIG_NAME, LOG_NAME, SUPERSEDED_NAME, REPORT_NAME = "config.json", "log.jsonl", "log.superseded.jsonl", "report.html"
 EVAL_BEFORE, EVAL_AFTER, MODEL_DIR, STAGING_DIR = "eval_before.json", "eval_after.json", "model", ".staging"
 MARKER_NAME, LOCK_NAME = ".qae_lab-run.json", ".qae_lab-run.lock"
-REGIME_SPLIT_NAME = "regime_split.json"  # the held-out set's start split (qae_lab.train.regime_eval), read back on a resume
-_RUN_FILES = (CONFIG_NAME, LOG_NAME, SUPERSEDED_NAME, EVAL_BEFORE, EVAL_AFTER, REPORT_NAME, MODEL_DIR, MARKER_NAME,
-              REGIME_SPLIT_NAME)
+REGIME_SPLIT_NAME = (
+    "regime_split.json"  # the held-out set's start split (qae_lab.train.regime_eval), read back on a resume
+)
+_RUN_FILES = (
+    CONFIG_NAME,
+    LOG_NAME,
+    SUPERSEDED_NAME,
+    EVAL_BEFORE,
+    EVAL_AFTER,
+    REPORT_NAME,
+    MODEL_DIR,
+    MARKER_NAME,
+    REGIME_SPLIT_NAME,
+)
 CHECKPOINT_NAME = re.compile(r"^checkpoint-(\d+)$")  # a Trainer checkpoint folder; group 1: its step
 
 
@@ -95,6 +135,7 @@ class RunFolderError(ValueError):
 
 
 # ---------------------------------------------------------------- atomic writes
+
 
 def fsync_dir(path: str | os.PathLike) -> None:
     """Flush a folder's entries (a rename, a new file) to disk; a no-op where folders cannot be opened.
@@ -169,12 +210,14 @@ def read_json(path: str | os.PathLike, what: str = "file", *, expect: type | Non
     except RecursionError:
         raise RunFolderError(f"{what} {path} is damaged (nested too deep to read)") from None
     if expect is not None and not isinstance(data, expect):
-        raise RunFolderError(f"{what} {path} is damaged (a JSON {expect.__name__} is needed, it holds a "
-                             f"{type(data).__name__})")
+        raise RunFolderError(
+            f"{what} {path} is damaged (a JSON {expect.__name__} is needed, it holds a {type(data).__name__})"
+        )
     return data
 
 
 # ---------------------------------------------------------------- the log
+
 
 def jsonable(x: Any) -> Any:
     r"""x with NaN/inf as None and tuples/sets as lists, so the JSON is strict.
@@ -236,13 +279,15 @@ def read_log_lines(path: str | os.PathLike) -> tuple[list[dict], str | None]:
         except json.JSONDecodeError as err:
             if i == len(lines) - 1 and not tail:
                 return rows, line
-            raise RunFolderError(f"{path}: line {i + 1} is damaged (not JSON: {err}); only a cut last line "
-                                 f"can come from an interruption") from None
+            raise RunFolderError(
+                f"{path}: line {i + 1} is damaged (not JSON: {err}); only a cut last line can come from an interruption"
+            ) from None
         except RecursionError:
             raise RunFolderError(f"{path}: line {i + 1} is damaged (nested too deep to read)") from None
         if not isinstance(row, dict):
-            raise RunFolderError(f"{path}: line {i + 1} is damaged (a log row is a JSON object, got "
-                                 f"{type(row).__name__})")
+            raise RunFolderError(
+                f"{path}: line {i + 1} is damaged (a log row is a JSON object, got {type(row).__name__})"
+            )
         rows.append(row)
     # a last line without its newline is cut, even when it parses: its write did not finish
     return rows, (tail if tail.strip() else None)
@@ -282,11 +327,15 @@ def step_rows(rows: list[dict]) -> list[dict]:
     ...            {"step": 2, "event": "resume"}])
     [{'step': 1, 'reward': 0.5, 'loss': 0.1}, {'step': 2, 'loss': 0.2}]
     """
-    return [r for r in rows if (r.get("reward") is not None or r.get("loss") is not None) and "event" not in r
-            and "train_runtime" not in r]
+    return [
+        r
+        for r in rows
+        if (r.get("reward") is not None or r.get("loss") is not None) and "event" not in r and "train_runtime" not in r
+    ]
 
 
 # ---------------------------------------------------------------- a fresh run: its folder, its marker, its lock
+
 
 def run_files(folder: str | os.PathLike) -> list[str]:
     r"""The names in ``folder`` that a run writes (config, log, evaluations, report, model, checkpoints, the run's
@@ -310,8 +359,12 @@ def is_run_name(name: str) -> bool:
     >>> [is_run_name(n) for n in ("model", "checkpoint-3", ".staging", "finished-step2-2", LOCK_NAME, "export")]
     [True, True, True, True, True, False]
     """
-    return (name in _RUN_FILES or name in (STAGING_DIR, LOCK_NAME) or bool(CHECKPOINT_NAME.match(name))
-            or re.match(r"^finished-step\d+(-\d+)?$", name) is not None)
+    return (
+        name in _RUN_FILES
+        or name in (STAGING_DIR, LOCK_NAME)
+        or bool(CHECKPOINT_NAME.match(name))
+        or re.match(r"^finished-step\d+(-\d+)?$", name) is not None
+    )
 
 
 def run_owned(folder: str | os.PathLike) -> bool:
@@ -327,9 +380,16 @@ def run_owned(folder: str | os.PathLike) -> bool:
     True
     """
     folder = Path(folder)
-    for name, sign in ((MARKER_NAME, lambda d: "qae_lab_run" in d),
-                       (CONFIG_NAME, lambda d: isinstance(d.get("trainer"), dict)
-                        and "qae_lab" in (d.get("versions") if isinstance(d.get("versions"), dict) else {}))):
+    for name, sign in (
+        (MARKER_NAME, lambda d: "qae_lab_run" in d),
+        (
+            CONFIG_NAME,
+            lambda d: (
+                isinstance(d.get("trainer"), dict)
+                and "qae_lab" in (d.get("versions") if isinstance(d.get("versions"), dict) else {})
+            ),
+        ),
+    ):
         try:
             data = json.loads((folder / name).read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, ValueError, RecursionError):
@@ -351,16 +411,25 @@ def check_folder(folder: str | os.PathLike) -> Path:
     """
     path = Path(folder)
     if path.exists() and not path.is_dir():
-        raise RunFolderError(f"output_dir {folder} is a file, not a folder: give a folder for the run (a new one, "
-                             f"e.g. {path.with_name(path.name + '-run')})")
+        raise RunFolderError(
+            f"output_dir {folder} is a file, not a folder: give a folder for the run (a new one, "
+            f"e.g. {path.with_name(path.name + '-run')})"
+        )
     where = path.resolve()
-    why = ("the file system's root" if where == Path(where.anchor) else
-           "the home folder" if where == Path.home().resolve() else
-           "a folder above the current one" if Path.cwd().resolve().is_relative_to(where) and where != Path.cwd().resolve()
-           else None)
+    why = (
+        "the file system's root"
+        if where == Path(where.anchor)
+        else "the home folder"
+        if where == Path.home().resolve()
+        else "a folder above the current one"
+        if Path.cwd().resolve().is_relative_to(where) and where != Path.cwd().resolve()
+        else None
+    )
     if why:
-        raise RunFolderError(f"output_dir {folder} is {why}: a run writes config.json, log.jsonl, model/ and "
-                             f"checkpoints straight into its folder; give it a folder of its own (e.g. runs/my-run)")
+        raise RunFolderError(
+            f"output_dir {folder} is {why}: a run writes config.json, log.jsonl, model/ and "
+            f"checkpoints straight into its folder; give it a folder of its own (e.g. runs/my-run)"
+        )
     return path
 
 
@@ -378,9 +447,11 @@ def held_run(folder: str | os.PathLike) -> str | None:
     found = run_files(folder)
     if not found:
         return None
-    return (f"{folder}/ already holds a run ({', '.join(found)}): a new run would overwrite it. Either continue it "
-            f"(--resume {folder}), or replace it (--overwrite; deletes those files), or choose another folder "
-            f"(--output-dir).")
+    return (
+        f"{folder}/ already holds a run ({', '.join(found)}): a new run would overwrite it. Either continue it "
+        f"(--resume {folder}), or replace it (--overwrite; deletes those files), or choose another folder "
+        f"(--output-dir)."
+    )
 
 
 def unowned_files(folder: str | os.PathLike) -> str | None:
@@ -395,15 +466,21 @@ def unowned_files(folder: str | os.PathLike) -> str | None:
     found = [n for n in run_files(folder) if n != MARKER_NAME]
     if not found or run_owned(folder):
         return None
-    return (f"--overwrite deletes only the files of a run: {folder}/ holds {', '.join(found)}, but no run wrote "
-            f"them (no {MARKER_NAME} marker, and no {CONFIG_NAME} of a run): a model folder, or other data. "
-            f"Choose another --output-dir (or delete those files yourself).")
+    return (
+        f"--overwrite deletes only the files of a run: {folder}/ holds {', '.join(found)}, but no run wrote "
+        f"them (no {MARKER_NAME} marker, and no {CONFIG_NAME} of a run): a model folder, or other data. "
+        f"Choose another --output-dir (or delete those files yourself)."
+    )
 
 
 def _holder() -> dict[str, Any]:
     """Who takes a lock: this process, its host, since when, its command line."""
-    return {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%d %H:%M:%S"),
-            "command": " ".join(sys.argv)[:300]}
+    return {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "since": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "command": " ".join(sys.argv)[:300],
+    }
 
 
 def _read_holder(path: Path) -> dict | None:
@@ -420,8 +497,9 @@ def _describe(path: Path) -> str:
     if h is None:
         return "another process (it has not written its name yet)"
     mine = h["pid"] == os.getpid() and h["host"] == socket.gethostname()
-    return (f"process {h['pid']} on {h['host']} since {h['since']} ({h['command']})"
-            + (", this very process" if mine else ""))
+    return f"process {h['pid']} on {h['host']} since {h['since']} ({h['command']})" + (
+        ", this very process" if mine else ""
+    )
 
 
 def _alive(path: Path) -> bool:
@@ -491,7 +569,8 @@ class RunLock:
         if not taken:
             raise RunFolderError(
                 f"{self.folder}/ is being written by {_describe(self.path)}: one run folder takes one process at a "
-                f"time. Wait until that run ends, or choose another --output-dir.")
+                f"time. Wait until that run ends, or choose another --output-dir."
+            )
         try:
             if not self._file_only:
                 atomic_write_text(self.path, json.dumps(_holder()) + "\n")
@@ -511,8 +590,14 @@ class RunLock:
             os.close(fd)
         if taken is None:
             taken = not (self.path.exists() and _alive(self.path))
-        return None if taken else (f"{self.folder}/ is being written by {_describe(self.path)}: one run folder takes "
-                                   f"one process at a time. Wait until that run ends, or choose another --output-dir.")
+        return (
+            None
+            if taken
+            else (
+                f"{self.folder}/ is being written by {_describe(self.path)}: one run folder takes "
+                f"one process at a time. Wait until that run ends, or choose another --output-dir."
+            )
+        )
 
     def release(self) -> None:
         """Let go of the lock (a no-op when not held): the holder's file is deleted first, then the lock."""
@@ -639,14 +724,17 @@ def versions() -> dict[str, str]:
     >>> sorted(versions())
     ['python', 'qae_lab', 'torch', 'transformers', 'trl']
     """
+
     def installed(name: str) -> str:
         try:
             return metadata.version(name)
         except metadata.PackageNotFoundError:
             return "not installed"
 
-    return {**{name: installed(name.replace("_", "-")) for name in ("qae_lab", "trl", "transformers", "torch")},
-            "python": platform.python_version()}
+    return {
+        **{name: installed(name.replace("_", "-")) for name in ("qae_lab", "trl", "transformers", "torch")},
+        "python": platform.python_version(),
+    }
 
 
 def save_config(output_dir: str | os.PathLike, data: dict) -> Path:
@@ -659,8 +747,7 @@ def save_config(output_dir: str | os.PathLike, data: dict) -> Path:
     return atomic_write_text(Path(output_dir) / CONFIG_NAME, json.dumps(jsonable(data), indent=1) + "\n")
 
 
-def write_config(output_dir: str | os.PathLike, args, *, preset: str | None = None,
-                 run: dict | None = None) -> Path:
+def write_config(output_dir: str | os.PathLike, args, *, preset: str | None = None, run: dict | None = None) -> Path:
     r"""Write ``config.json`` (atomically): ``{"preset", "run", "trainer": args.to_dict(), "versions", "resumes"}``.
 
     ``args``: anything with ``to_dict()`` (a ``QAEConfig``).

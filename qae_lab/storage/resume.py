@@ -92,7 +92,24 @@ from qae_lab.storage.folder import (
     unowned_files,
 )
 
-__all__ = ['SAFE_ON_RESUME', 'checkpoint_problems', 'safetensors_problem', 'checkpoints', 'latest_complete_checkpoint', 'publish_dir', 'resume_changes', 'check_resume_point', 'finished_step', 'resume_log', 'FRESH', 'RESUME', 'REFUSE', 'ResumePlan', 'plan_run', 'claim']
+__all__ = [
+    "SAFE_ON_RESUME",
+    "checkpoint_problems",
+    "safetensors_problem",
+    "checkpoints",
+    "latest_complete_checkpoint",
+    "publish_dir",
+    "resume_changes",
+    "check_resume_point",
+    "finished_step",
+    "resume_log",
+    "FRESH",
+    "RESUME",
+    "REFUSE",
+    "ResumePlan",
+    "plan_run",
+    "claim",
+]
 
 
 SAFE_ON_RESUME = {
@@ -210,15 +227,18 @@ def checkpoint_problems(checkpoint: str | os.PathLike, *, load: bool = False, re
     names = {p.name for p in folder.iterdir()}
     if not names & set(_WEIGHTS):
         pickled = sorted(names & set(_PICKLED_WEIGHTS))
-        problems.append(f"no model weights (model.safetensors, adapter_model.safetensors or a sharded "
-                        f"model.safetensors.index.json)" + (f"; {', '.join(pickled)} holds pickled weights, which "
-                                                             f"qae_lab never loads" if pickled else ""))
+        problems.append(
+            f"no model weights (model.safetensors, adapter_model.safetensors or a sharded "
+            f"model.safetensors.index.json)"
+            + (f"; {', '.join(pickled)} holds pickled weights, which qae_lab never loads" if pickled else "")
+        )
     for name, what in _RESUME_STATE.items() if resume else ():
         if name not in names:
             problems.append(f"{name} is missing ({what})")
     if resume and not any(_is_rng_file(n) for n in names):
-        problems.append("no RNG state (rng_state.pth): the resumed run would draw other samples than an "
-                        "uninterrupted one")
+        problems.append(
+            "no RNG state (rng_state.pth): the resumed run would draw other samples than an uninterrupted one"
+        )
     for path in sorted(folder.iterdir()):
         if not path.is_file() or path.name == "trainer_state.json":
             continue
@@ -258,8 +278,10 @@ def _load_problem(path: Path) -> str | None:
             torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except pickle.UnpicklingError as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        return (f"{path.name} holds more than tensors and plain values, which a resume never unpickles "
-                f"(refused by torch's weights-only loader: {first[:160]})")
+        return (
+            f"{path.name} holds more than tensors and plain values, which a resume never unpickles "
+            f"(refused by torch's weights-only loader: {first[:160]})"
+        )
     except Exception as err:  # noqa: BLE001 -- any failure to load is the file's problem, named
         return f"{path.name} does not load ({type(err).__name__}: {str(err)[:160]})"
     return None
@@ -280,8 +302,9 @@ def checkpoints(folder: str | os.PathLike) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
-def latest_complete_checkpoint(folder: str | os.PathLike, *, load: bool = False,
-                               resume: bool = True) -> tuple[Path | None, list[str]]:
+def latest_complete_checkpoint(
+    folder: str | os.PathLike, *, load: bool = False, resume: bool = True
+) -> tuple[Path | None, list[str]]:
     r"""The run folder's latest checkpoint with no :func:`checkpoint_problems` (``load``: its torch files also
     load; ``resume=False``: complete for an export), and a note per later one skipped, naming it and what is wrong.
 
@@ -367,10 +390,12 @@ def resume_changes(stored: dict, trainer: dict, run: dict, *, checkpoint_step: i
         raise RunFolderError(
             f"resuming with other settings than the run was trained with: {said}. A resume continues the same "
             f"experiment; only {', '.join(SAFE_ON_RESUME)} may change. For other settings start a new run "
-            f"(another --output-dir).")
+            f"(another --output-dir)."
+        )
     if "max_steps" in changes and not changes["max_steps"][1] > checkpoint_step:
-        raise RunFolderError(f"max_steps must exceed the checkpoint's step {checkpoint_step} to train on, "
-                             f"got {changes['max_steps'][1]}")
+        raise RunFolderError(
+            f"max_steps must exceed the checkpoint's step {checkpoint_step} to train on, got {changes['max_steps'][1]}"
+        )
     return changes
 
 
@@ -393,19 +418,23 @@ def check_resume_point(output_dir: str | os.PathLike, step: int, *, skipped=()) 
     qae_lab.storage.folder.RunFolderError: the run in .../ finished at step 4, after checkpoint-2: ...
     """
     out = Path(output_dir)
-    later = [s for s, path in checkpoints(out) if s > step and path.name not in skipped and not checkpoint_problems(path)]
+    later = [
+        s for s, path in checkpoints(out) if s > step and path.name not in skipped and not checkpoint_problems(path)
+    ]
     if later:
         raise RunFolderError(
             f"{out}/checkpoint-{step} is not the run's latest checkpoint (checkpoint-{later[-1]} is): resuming it in "
             f"{out}/ would train steps {step + 1}-{later[-1]} again over their logged rows. Resume "
-            f"checkpoint-{later[-1]}, or start a new run folder to try something else from step {step}.")
+            f"checkpoint-{later[-1]}, or start a new run folder to try something else from step {step}."
+        )
     finished = finished_step(out)
     if finished is not None and finished > step:
         raise RunFolderError(
             f"the run in {out}/ finished at step {finished}, after checkpoint-{step}: resuming it would train "
             f"logged steps {step + 1}-{finished} again. To train on, resume from a checkpoint at step "
             f"{finished} (save_strategy='steps' keeps one at the end); to try something else from step {step}, "
-            f"start a new run folder.")
+            f"start a new run folder."
+        )
 
 
 def finished_step(output_dir: str | os.PathLike) -> int | None:
@@ -439,8 +468,11 @@ def resume_log(rows: list[dict], step: int, log_history: list[dict]) -> tuple[li
     kept = [r for r in rows if r.get("step", 0) <= step]
     later = [r for r in rows if r.get("step", 0) > step]
     have = {r["step"] for r in step_rows(kept)}
-    restored = [{**h, "restored_from": f"checkpoint-{step}/trainer_state.json"} for h in log_history
-                if h.get("reward") is not None and h.get("step", 0) <= step and h.get("step") not in have]
+    restored = [
+        {**h, "restored_from": f"checkpoint-{step}/trainer_state.json"}
+        for h in log_history
+        if h.get("reward") is not None and h.get("step", 0) <= step and h.get("step") not in have
+    ]
     merged = sorted(kept + restored, key=lambda r: r.get("step", 0))  # stable: events keep their place
     return merged, later, [r["step"] for r in restored]
 
@@ -516,7 +548,8 @@ class ResumePlan:
     def summary(self) -> str:
         """The plan in a few words: ``a new run``, ``the resume of <checkpoint> (step N)`` or ``refused: <reason>``."""
         return {FRESH: "a new run", RESUME: f"the resume of {self.checkpoint} (step {self.step})"}.get(
-            self.kind, f"refused: {self.reason}")
+            self.kind, f"refused: {self.reason}"
+        )
 
     @property
     def start_step(self) -> int | None:
@@ -537,23 +570,43 @@ class ResumePlan:
     def lines(self) -> list[str]:
         """What the plan does, for people: the notes, then one line (none for a plain fresh start)."""
         if self.kind == FRESH:
-            return [f"--overwrite: deleting the previous run's {', '.join(self.overwrite)} in {self.folder}/"] \
-                if self.overwrite else []
+            return (
+                [f"--overwrite: deleting the previous run's {', '.join(self.overwrite)} in {self.folder}/"]
+                if self.overwrite
+                else []
+            )
         if self.kind == REFUSE:
             return [*self.notes, self.reason]
         said = ", ".join(f"{k} {a} -> {b}" for k, a, b in self.changes)
         steps = ", ".join(map(str, self.superseded_steps))
-        return [*self.notes,
-                f"resuming {self.checkpoint} (step {self.step})" + (f"; changed: {said}" if said else "")
-                + (f"; steps {steps} were logged after the checkpoint and are trained again (their rows move to "
-                   f"{SUPERSEDED_NAME})" if steps else "")
-                + (f"; the log's last line was cut short (moves to {SUPERSEDED_NAME})" if self.cut_line else "")
-                + (f"; steps {', '.join(map(str, self.restored_steps))} missing from the log are restored from "
-                   f"the checkpoint" if self.restored_steps else "")]
+        return [
+            *self.notes,
+            f"resuming {self.checkpoint} (step {self.step})"
+            + (f"; changed: {said}" if said else "")
+            + (
+                f"; steps {steps} were logged after the checkpoint and are trained again (their rows move to "
+                f"{SUPERSEDED_NAME})"
+                if steps
+                else ""
+            )
+            + (f"; the log's last line was cut short (moves to {SUPERSEDED_NAME})" if self.cut_line else "")
+            + (
+                f"; steps {', '.join(map(str, self.restored_steps))} missing from the log are restored from "
+                f"the checkpoint"
+                if self.restored_steps
+                else ""
+            ),
+        ]
 
 
-def plan_run(folder: str | os.PathLike | None = None, *, resume: str | os.PathLike | bool | int | None = None,
-             overwrite: bool = False, settings: Settings = None, history: list[dict] | None = None) -> ResumePlan:
+def plan_run(
+    folder: str | os.PathLike | None = None,
+    *,
+    resume: str | os.PathLike | bool | int | None = None,
+    overwrite: bool = False,
+    settings: Settings = None,
+    history: list[dict] | None = None,
+) -> ResumePlan:
     r"""The plan for a run in ``folder``: the one place that decides fresh, resume or refuse.
 
     Args:
@@ -589,8 +642,11 @@ def plan_run(folder: str | os.PathLike | None = None, *, resume: str | os.PathLi
             unowned = unowned_files(folder) if overwrite else None
             if unowned:
                 raise RunFolderError(unowned)
-            return ResumePlan(FRESH, Path(folder), overwrite=tuple(n for n in run_files(folder) if n != MARKER_NAME)
-                              if overwrite else ())
+            return ResumePlan(
+                FRESH,
+                Path(folder),
+                overwrite=tuple(n for n in run_files(folder) if n != MARKER_NAME) if overwrite else (),
+            )
         if overwrite:
             raise RunFolderError("--overwrite starts a new run; --resume continues one: choose one")
         return _resume(folder, resume, settings, history)
@@ -620,8 +676,9 @@ def _locate(folder, resume) -> tuple[Path, int, list[dict], list[str]]:
     else:
         checkpoint, notes = latest_complete_checkpoint(p, load=True)
         if checkpoint is None:
-            raise RunFolderError(f"{p}/: no complete checkpoint in this run folder"
-                                 + (f" ({'; '.join(notes)})" if notes else ""))
+            raise RunFolderError(
+                f"{p}/: no complete checkpoint in this run folder" + (f" ({'; '.join(notes)})" if notes else "")
+            )
     state = read_json(checkpoint / "trainer_state.json", "checkpoint state", expect=dict)
     return checkpoint, state["global_step"], list(state.get("log_history", [])), notes
 
@@ -630,8 +687,10 @@ def _resume(folder, resume, settings: Settings, history) -> ResumePlan:
     checkpoint, step, log_history, notes = _locate(folder, resume)
     out = checkpoint.parent
     if folder is not None and Path(folder).resolve() != out.resolve():
-        raise RunFolderError(f"--resume continues its own run folder {out}/; --output-dir {folder} differs "
-                             f"(to branch off, start a new run)")
+        raise RunFolderError(
+            f"--resume continues its own run folder {out}/; --output-dir {folder} differs "
+            f"(to branch off, start a new run)"
+        )
     config = out / CONFIG_NAME
     stored = read_json(config, "run config", expect=dict) if config.exists() or callable(settings) else None
     if stored is not None:
@@ -651,11 +710,19 @@ def _resume(folder, resume, settings: Settings, history) -> ResumePlan:
     _kept, later, restored = resume_log(rows, step, history if history is not None else log_history)
     finished = finished_step(out)
     max_steps = ((wanted or stored or {}).get("trainer") or {}).get("max_steps")
-    return ResumePlan(RESUME, out, checkpoint=checkpoint, step=step, notes=tuple(notes),
-                      changes=tuple((k, a, b) for k, (a, b) in changes.items()), finished_at=finished,
-                      trains_on=finished is None or max_steps is None or max_steps > finished,
-                      superseded_steps=tuple(sorted({r["step"] for r in step_rows(later)})),
-                      restored_steps=tuple(restored), cut_line=cut is not None)
+    return ResumePlan(
+        RESUME,
+        out,
+        checkpoint=checkpoint,
+        step=step,
+        notes=tuple(notes),
+        changes=tuple((k, a, b) for k, (a, b) in changes.items()),
+        finished_at=finished,
+        trains_on=finished is None or max_steps is None or max_steps > finished,
+        superseded_steps=tuple(sorted({r["step"] for r in step_rows(later)})),
+        restored_steps=tuple(restored),
+        cut_line=cut is not None,
+    )
 
 
 def claim(plan: ResumePlan) -> RunLock:

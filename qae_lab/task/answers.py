@@ -56,10 +56,20 @@ import re
 import unicodedata
 from fractions import Fraction
 
-__all__ = ["MAX_DIGITS", "parse_number", "canonical", "extract_answer", "completion_text", "gold_value", "is_correct",
-           "ends_at_answer", "strict_is_correct"]
+__all__ = [
+    "MAX_DIGITS",
+    "parse_number",
+    "canonical",
+    "extract_answer",
+    "completion_text",
+    "gold_value",
+    "is_correct",
+    "ends_at_answer",
+    "strict_is_correct",
+]
 
 MAX_DIGITS = 30  # longer numbers are ignored: bounded work per number, whatever the model writes
+
 
 # What may not touch a number: Unicode's letters and numbers of every script (\w, which is exactly
 # categories L* and N* plus "_") and its combining marks (M*, which \w leaves out; `re` has no \p{M}, so
@@ -112,7 +122,6 @@ _PHRASE = re.compile(  # "The (final) answer is", "Answer:", "answer =", and a c
     r"(?:(?i:\banswer)(?:[ \t]*+[:=]|[ \t]++(?i:is)\b[ \t]*+:?)|(?<![A-Za-z0-9])A[ \t]*+:)" + _NUM_AHEAD
 )
 _BOXED = ("\\boxed{", "\\fbox{")
-
 
 
 def _ungroup(digits: str) -> str | None:
@@ -201,7 +210,7 @@ def _pick(span: str, *, last: bool = False) -> str | None:
             break
     if m is None:
         return None
-    before = span[max(0, m.start() - 40):m.start()]
+    before = span[max(0, m.start() - 40) : m.start()]
     if _TUPLE_NEXT.match(span, m.end()) or _TUPLE_PREV.search(before):
         return None  # "0, 1": a list of numbers, no single answer
     if _SPACED_NEXT.match(span, m.end()) or _SPACED_PREV.search(span, 0, m.start()):
@@ -219,7 +228,7 @@ def _boxed_span(text: str) -> str | None:
     for brace in re.finditer(r"[{}]", text[start:]):
         depth += 1 if brace.group() == "{" else -1
         if depth == 0:
-            return text[start:start + brace.start()]
+            return text[start : start + brace.start()]
     return text[start:]
 
 
@@ -257,7 +266,7 @@ def _frac_slash(m: re.Match) -> str:
 
 def _delimited_answer(span: str) -> str | None:
     """The number of a span that is all answer: after its last '=', the first number."""
-    return _pick(span[span.rfind("=") + 1:])
+    return _pick(span[span.rfind("=") + 1 :])
 
 
 def extract_answer(text: str) -> str | None:
@@ -303,7 +312,7 @@ def extract_answer(text: str) -> str | None:
     tag = _last(_OPEN, text)
     if tag is not None:
         close = _CLOSE.search(text, tag.end())
-        span = text[tag.end():close.start() if close else len(text)]
+        span = text[tag.end() : close.start() if close else len(text)]
         found, answer = _marked_answer(span)
         return answer if found else _delimited_answer(span)
     found, answer = _marked_answer(text)

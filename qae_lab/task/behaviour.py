@@ -28,11 +28,29 @@ import torch
 
 from qae_lab._checks import as_real_tensor, check_finite_scalar, check_int, check_mask
 
-__all__ = ["REFLECTION_WORDS", "reflection_pattern", "reflection_counts", "length_stats", "pearson", "behaviour_stats",
-           "diversity_stats"]
+__all__ = [
+    "REFLECTION_WORDS",
+    "reflection_pattern",
+    "reflection_counts",
+    "length_stats",
+    "pearson",
+    "behaviour_stats",
+    "diversity_stats",
+]
 
-REFLECTION_WORDS: tuple[str, ...] = ("wait", "verify", "check", "recheck", "let me", "double-check", "re-check",
-                                     "however", "hmm", "mistake", "actually")  # QAE's "aha" words and kin
+REFLECTION_WORDS: tuple[str, ...] = (
+    "wait",
+    "verify",
+    "check",
+    "recheck",
+    "let me",
+    "double-check",
+    "re-check",
+    "however",
+    "hmm",
+    "mistake",
+    "actually",
+)  # QAE's "aha" words and kin
 
 
 def _str_list(x, name: str, what: str) -> list[str]:
@@ -194,8 +212,11 @@ def behaviour_stats(lengths, texts, success, words=REFLECTION_WORDS) -> dict[str
             raise ValueError(f"{name} must have shape ({n},), one per text (len(texts) = {n}), got {tuple(t.shape)}")
     ok = check_mask(s, (n,), "success") > 0  # (N,) bool
     counts = reflection_counts(texts, words)  # (N,)
-    out = {**length_stats(x), "reflect_per_response": counts.mean().item(),
-           "reflect_frac": (counts > 0).double().mean().item()}
+    out = {
+        **length_stats(x),
+        "reflect_per_response": counts.mean().item(),
+        "reflect_frac": (counts > 0).double().mean().item(),
+    }
     if (r := pearson(counts, ok.double())) is not None:  # undefined (N < 2 or a constant vector): not logged
         out["reflect_corr"] = r
     for key, group in (("reflect_rate_correct", ok), ("reflect_rate_wrong", ~ok)):
@@ -229,9 +250,12 @@ def diversity_stats(texts, success, group_size: int) -> dict[str, float]:
     ok = check_mask(as_real_tensor(success, "success", ndim=1), (n,), "success") > 0  # (N,)
     correct, distinct, top = [], [], []
     for start in range(0, n, g):  # (B groups of G)
-        group = [t.strip() for t in texts[start:start + g]]
-        correct.append(len({t for t, right in zip(group, ok[start:start + g].tolist()) if right}))
+        group = [t.strip() for t in texts[start : start + g]]
+        correct.append(len({t for t, right in zip(group, ok[start : start + g].tolist()) if right}))
         distinct.append(len(set(group)) / g)
         top.append(max(map(group.count, set(group))) / g)
-    return {"distinct_correct": statistics.fmean(correct), "distinct_frac": statistics.fmean(distinct),
-            "top_share": statistics.fmean(top)}
+    return {
+        "distinct_correct": statistics.fmean(correct),
+        "distinct_frac": statistics.fmean(distinct),
+        "top_share": statistics.fmean(top),
+    }

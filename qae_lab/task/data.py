@@ -36,15 +36,25 @@ from qae_lab._checks import check_int
 from qae_lab.task.answers import MAX_DIGITS, canonical, parse_number
 
 __all__ = [
-    "SYSTEM_PROMPT", "GSM8K_ENV", "LEVELS", "load_gsm8k", "gsm8k_gold", "sa_ah_split", "synthetic_task",
-    "chat_messages", "prompt_text", "xml_completion", "to_grpo_dataset", "seeded_subset", "cycled_records",
+    "SYSTEM_PROMPT",
+    "GSM8K_ENV",
+    "LEVELS",
+    "load_gsm8k",
+    "gsm8k_gold",
+    "sa_ah_split",
+    "synthetic_task",
+    "chat_messages",
+    "prompt_text",
+    "xml_completion",
+    "to_grpo_dataset",
+    "seeded_subset",
+    "cycled_records",
 ]
 
 GSM8K_ENV = "QAE_LAB_GSM8K_DIR"
 GSM8K_HUB_ID, GSM8K_CONFIG = "openai/gsm8k", "main"
 SYSTEM_PROMPT = (
-    "Solve the problem. Respond in the following format:\n"
-    "<reasoning>\n...\n</reasoning>\n<answer>\n...\n</answer>"
+    "Solve the problem. Respond in the following format:\n<reasoning>\n...\n</reasoning>\n<answer>\n...\n</answer>"
 )
 LEVELS = (1, 2, 3, 4, 5)
 _ANNOTATION = re.compile(r"<<[^<>]*>>")
@@ -70,15 +80,18 @@ def gsm8k_gold(answer: str) -> str:
     marker = answer.find("####") if isinstance(answer, str) else -1
     if marker < 0:
         raise ValueError(f"answer must end in '#### <integer>' (GSM8K format), got {answer!r:.80}")
-    text = answer[marker + 4:].strip()
+    text = answer[marker + 4 :].strip()
     value = parse_number(text)
     if value is None:
-        raise ValueError(f"answer must end in '#### <integer>' (GSM8K format), an integer the rewards read "
-                         f"(digits 0-9, at most {MAX_DIGITS}, thousands commas well-formed as in '1,000'), "
-                         f"got {text!r:.80}")
+        raise ValueError(
+            f"answer must end in '#### <integer>' (GSM8K format), an integer the rewards read "
+            f"(digits 0-9, at most {MAX_DIGITS}, thousands commas well-formed as in '1,000'), "
+            f"got {text!r:.80}"
+        )
     if value.denominator != 1:
-        raise ValueError(f"answer must end in '#### <integer>' (GSM8K format; every GSM8K gold is an integer), "
-                         f"got {text!r:.80}")
+        raise ValueError(
+            f"answer must end in '#### <integer>' (GSM8K format; every GSM8K gold is an integer), got {text!r:.80}"
+        )
     return canonical(value)
 
 
@@ -98,8 +111,15 @@ def _gsm8k_record(row, split: str, i: int, where: str) -> dict[str, Any]:
         raise ValueError(f"{where}: field 'answer': {err}") from None
     body = answer[: answer.rfind("####")]
     steps = [_ANNOTATION.sub("", line).strip() for line in body.splitlines() if line.strip()]
-    return {"id": f"gsm8k-{split}-{i}", "question": row["question"].strip(), "answer": answer,
-            "gold": gold, "level": None, "source": "gsm8k", "steps": steps}
+    return {
+        "id": f"gsm8k-{split}-{i}",
+        "question": row["question"].strip(),
+        "answer": answer,
+        "gold": gold,
+        "level": None,
+        "source": "gsm8k",
+        "steps": steps,
+    }
 
 
 def _read_jsonl(file: Path) -> list[tuple[str, Any]]:
@@ -121,8 +141,9 @@ def _read_jsonl(file: Path) -> list[tuple[str, Any]]:
     return rows
 
 
-def seeded_subset(records: list[dict], n: int | None, seed: int = 0, *, name: str = "n",
-                  source: str = "records") -> list[dict]:
+def seeded_subset(
+    records: list[dict], n: int | None, seed: int = 0, *, name: str = "n", source: str = "records"
+) -> list[dict]:
     r"""``n`` records drawn without replacement by ``seed`` (all, in order, when n is None).
 
     ``name`` and ``source`` only word the error when ``n`` is more than there are records.
@@ -154,16 +175,18 @@ def _load_gsm8k(split: str, path, n: int | None, seed: int, name: str) -> list[d
         from datasets import load_dataset  # the [train] extra provides it
 
         source = f"{GSM8K_HUB_ID} ({GSM8K_CONFIG}, split {split!r})"
-        rows = [(f"{source} row {i}", row) for i, row in enumerate(load_dataset(GSM8K_HUB_ID, GSM8K_CONFIG,
-                                                                                 split=split))]
+        rows = [
+            (f"{source} row {i}", row) for i, row in enumerate(load_dataset(GSM8K_HUB_ID, GSM8K_CONFIG, split=split))
+        ]
     if not rows:
         raise ValueError(f"{source} holds no problems")
     records = [_gsm8k_record(row, split, i, where) for i, (where, row) in enumerate(rows)]
     return seeded_subset(records, n, seed, name=name, source=source)
 
 
-def load_gsm8k(split: str = "train", *, path: str | os.PathLike | None = None, n: int | None = None,
-               seed: int = 0) -> list[dict[str, Any]]:
+def load_gsm8k(
+    split: str = "train", *, path: str | os.PathLike | None = None, n: int | None = None, seed: int = 0
+) -> list[dict[str, Any]]:
     r"""GSM8K records of one split: from a local folder if given, else from the Hub.
 
     Args:
@@ -195,8 +218,9 @@ def load_gsm8k(split: str = "train", *, path: str | os.PathLike | None = None, n
     return _load_gsm8k(split, path, n, seed, "n")
 
 
-def sa_ah_split(*, path: str | os.PathLike | None = None, n_train: int = 800, n_eval: int = 500,
-                seed: int = 0) -> tuple[list[dict], list[dict]]:
+def sa_ah_split(
+    *, path: str | os.PathLike | None = None, n_train: int = 800, n_eval: int = 500, seed: int = 0
+) -> tuple[list[dict], list[dict]]:
     r"""SA-AH-GRPO's set-up (arXiv 2606.05434): 800 training problems from GSM8K's train
     split and 500 evaluation problems from its test split, drawn by ``seed``.
 
@@ -209,8 +233,7 @@ def sa_ah_split(*, path: str | os.PathLike | None = None, n_train: int = 800, n_
     >>> [r["id"] for r in train], [r["id"] for r in evaluation]
     (['gsm8k-train-3', 'gsm8k-train-1', 'gsm8k-train-0'], ['gsm8k-test-3', 'gsm8k-test-1'])
     """
-    return (_load_gsm8k("train", path, n_train, seed, "n_train"),
-            _load_gsm8k("test", path, n_eval, seed, "n_eval"))
+    return (_load_gsm8k("train", path, n_train, seed, "n_train"), _load_gsm8k("test", path, n_eval, seed, "n_eval"))
 
 
 _NAMES = ("Ava", "Ben", "Cleo", "Dev", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jade", "Kai", "Lena", "Milo", "Nia")
@@ -222,24 +245,38 @@ def _problem(level: int, rng: random.Random) -> tuple[str, list[str], int]:
     name, item = rng.choice(_NAMES), rng.choice(_ITEMS)
     if level == 1:  # one-digit addition
         a, b = rng.randint(0, 9), rng.randint(0, 9)
-        return f"{name} has {a} {item} and gets {b} more. How many {item} does {name} have now?", \
-            [f"{a} + {b} = {a + b}"], a + b
+        return (
+            f"{name} has {a} {item} and gets {b} more. How many {item} does {name} have now?",
+            [f"{a} + {b} = {a + b}"],
+            a + b,
+        )
     if level == 2:  # two-digit plus one-digit
         a, b = rng.randint(10, 49), rng.randint(1, 9)
-        return f"{name} has {a} {item}. A friend gives {name} {b} more. How many {item} does {name} have?", \
-            [f"{a} + {b} = {a + b}"], a + b
+        return (
+            f"{name} has {a} {item}. A friend gives {name} {b} more. How many {item} does {name} have?",
+            [f"{a} + {b} = {a + b}"],
+            a + b,
+        )
     if level == 3:  # two-digit minus one-digit
         a, b = rng.randint(10, 49), rng.randint(1, 9)
         return f"{name} has {a} {item} and gives away {b}. How many {item} are left?", [f"{a} - {b} = {a - b}"], a - b
     if level == 4:  # one-digit multiplication
         a, b = rng.randint(2, 9), rng.randint(2, 9)
-        return f"There are {a} boxes with {b} {item} in each box. How many {item} are there?", \
-            [f"{a} * {b} = {a * b}"], a * b
+        return (
+            f"There are {a} boxes with {b} {item} in each box. How many {item} are there?",
+            [f"{a} * {b} = {a * b}"],
+            a * b,
+        )
     if level == 5:  # two steps: multiply, then add
         a, b, c = rng.randint(1, 20), rng.randint(2, 5), rng.randint(2, 5)
-        return (f"{name} has {a} {item} and buys {b} packs with {c} {item} in each pack. "
-                f"How many {item} does {name} have now?"), [f"{b} * {c} = {b * c}", f"{a} + {b * c} = {a + b * c}"], \
-            a + b * c
+        return (
+            (
+                f"{name} has {a} {item} and buys {b} packs with {c} {item} in each pack. "
+                f"How many {item} does {name} have now?"
+            ),
+            [f"{b} * {c} = {b * c}", f"{a} + {b * c} = {a + b * c}"],
+            a + b * c,
+        )
     raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
 
 
@@ -278,9 +315,18 @@ def cycled_records(n: int, levels, allowed, seed: int, source: str, problem) -> 
     for i in range(n):
         level = levels[i % len(levels)]
         question, steps, value, extra = problem(level, rng)
-        out.append({"id": f"{source}-{seed}-{i}", "question": question, **extra,
-                    "answer": "\n".join(steps) + f"\n#### {value}", "gold": str(value), "level": level,
-                    "source": source, "steps": steps})
+        out.append(
+            {
+                "id": f"{source}-{seed}-{i}",
+                "question": question,
+                **extra,
+                "answer": "\n".join(steps) + f"\n#### {value}",
+                "gold": str(value),
+                "level": level,
+                "source": source,
+                "steps": steps,
+            }
+        )
     return out
 
 
@@ -337,5 +383,6 @@ def to_grpo_dataset(records: list[dict]):
 
     if not records:
         raise ValueError("records must not be empty")
-    return Dataset.from_list([{"prompt": chat_messages(r), "gold": r["gold"], "level": r["level"] or 0,
-                               "id": r["id"]} for r in records])
+    return Dataset.from_list(
+        [{"prompt": chat_messages(r), "gold": r["gold"], "level": r["level"] or 0, "id": r["id"]} for r in records]
+    )

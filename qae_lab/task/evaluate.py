@@ -61,6 +61,7 @@ __all__ = ["pass_at_k", "evaluate", "EvalResult", "validate_records"]
 
 # ---------------------------------------------------------------- pass@k
 
+
 def pass_at_k(n: int, c: int, k: int) -> float:
     r"""The unbiased pass@k estimate from n samples of which c are correct (Chen et al. 2021).
 
@@ -106,6 +107,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 # ---------------------------------------------------------------- evaluation
 
+
 @dataclass
 class EvalResult:
     r"""What :func:`evaluate` measured.
@@ -138,8 +140,11 @@ class EvalResult:
         r"""Write summary, by_level and problems to ``path`` as JSON (level keys become strings); return the path.
 
         Atomic (:func:`qae_lab.storage.folder.atomic_write_text`): an interrupted write leaves the old file or none."""
-        data = {"summary": self.summary, "by_level": {str(k): v for k, v in self.by_level.items()},
-                "problems": self.problems}
+        data = {
+            "summary": self.summary,
+            "by_level": {str(k): v for k, v in self.by_level.items()},
+            "problems": self.problems,
+        }
         return atomic_write_text(path, json.dumps(data, indent=1, ensure_ascii=False))
 
     @classmethod
@@ -182,8 +187,11 @@ def _check_ks(ks, num_samples: int) -> list[int]:
 
 def _judged(completion: str, gold: str, verdict: Callable, lenient: Callable | None) -> dict[str, Any]:
     """One completion with its extracted answer and verdict(s) (the completion is only ever parsed)."""
-    out = {"completion": completion, "extracted": extract_answer(completion),
-           "correct": bool(verdict(completion, gold))}
+    out = {
+        "completion": completion,
+        "extracted": extract_answer(completion),
+        "correct": bool(verdict(completion, gold)),
+    }
     if lenient is not None:
         out["correct_lenient"] = bool(lenient(completion, gold))
     return out
@@ -191,8 +199,10 @@ def _judged(completion: str, gold: str, verdict: Callable, lenient: Callable | N
 
 def _lenient_metrics(problems: list[dict], num_samples: int, greedy: bool) -> dict[str, float]:
     """``lenient_pass@1`` (mean c/n by the lenient verdict) and ``lenient_greedy_pass@1``."""
-    out = {"lenient_pass@1": sum(sum(s["correct_lenient"] for s in p["samples"]) / num_samples
-                                 for p in problems) / len(problems)}
+    out = {
+        "lenient_pass@1": sum(sum(s["correct_lenient"] for s in p["samples"]) / num_samples for p in problems)
+        / len(problems)
+    }
     if greedy:
         out["lenient_greedy_pass@1"] = sum(p["greedy"]["correct_lenient"] for p in problems) / len(problems)
     return out
@@ -213,16 +223,32 @@ def _metrics(problems: list[dict], ks: list[int], greedy: bool) -> dict[str, flo
     n_extracted = sum(s["extracted"] is not None for p in problems for s in p["samples"])
     out["extracted_frac"] = n_extracted / (n * len(problems))
     # how many different right texts the n samples of a problem hold, and the share of the most frequent text
-    diversity = diversity_stats([s["completion"] for p in problems for s in p["samples"]],
-                                [s["correct"] for p in problems for s in p["samples"]], n)
+    diversity = diversity_stats(
+        [s["completion"] for p in problems for s in p["samples"]],
+        [s["correct"] for p in problems for s in p["samples"]],
+        n,
+    )
     out["distinct_correct"], out["top_share"] = diversity["distinct_correct"], diversity["top_share"]
     return out
 
 
-def evaluate(model, tokenizer, records, *, num_samples: int = 8, ks=(1, 8), greedy: bool = True,
-             temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 256, batch_size: int = 16,
-             seed: int = 0, progress: bool = True, verdict: Callable = strict_is_correct,
-             lenient: Callable | None = None) -> EvalResult:
+def evaluate(
+    model,
+    tokenizer,
+    records,
+    *,
+    num_samples: int = 8,
+    ks=(1, 8),
+    greedy: bool = True,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    max_new_tokens: int = 256,
+    batch_size: int = 16,
+    seed: int = 0,
+    progress: bool = True,
+    verdict: Callable = strict_is_correct,
+    lenient: Callable | None = None,
+) -> EvalResult:
     r"""Greedy pass@1, sampled pass@1 and pass@k of ``model`` on ``records``.
 
     Each record's prompt is :func:`qae_lab.task.data.prompt_text` (the format system prompt and
@@ -267,23 +293,42 @@ def evaluate(model, tokenizer, records, *, num_samples: int = 8, ks=(1, 8), gree
     if not isinstance(greedy, bool):
         raise ValueError(f"greedy must be a bool, got {greedy!r}")
     if not callable(verdict) or not (lenient is None or callable(lenient)):
-        raise ValueError(f"verdict (and lenient, unless None) must be functions (completion, gold) -> bool, "
-                         f"got {verdict!r:.60} and {lenient!r:.60}")
+        raise ValueError(
+            f"verdict (and lenient, unless None) must be functions (completion, gold) -> bool, "
+            f"got {verdict!r:.60} and {lenient!r:.60}"
+        )
     sampling_options(temperature, top_p, max_new_tokens, batch_size)
     check_int(seed, "seed", 0)
     prompts = [prompt_text(rec, tokenizer) for rec in records]
     common = {"max_new_tokens": max_new_tokens, "batch_size": batch_size, "seed": seed, "progress": progress}
     greedy_out = generate(model, tokenizer, prompts, **common) if greedy else None
-    sampled = generate(model, tokenizer, prompts, num_samples=num_samples, do_sample=True, temperature=temperature,
-                       top_p=top_p, **common)
+    sampled = generate(
+        model,
+        tokenizer,
+        prompts,
+        num_samples=num_samples,
+        do_sample=True,
+        temperature=temperature,
+        top_p=top_p,
+        **common,
+    )
     problems = []
     for i, rec in enumerate(records):
         gold = str(rec["gold"])
         samples = [_judged(s, gold, verdict, lenient) for s in sampled[i]]
         c = sum(s["correct"] for s in samples)
-        problems.append({"id": rec.get("id", i), "level": rec.get("level") or 0, "question": rec["question"],
-                         "gold": gold, "greedy": _judged(greedy_out[i][0], gold, verdict, lenient) if greedy else None,
-                         "samples": samples, "n_correct": c, "success_rate": c / num_samples})
+        problems.append(
+            {
+                "id": rec.get("id", i),
+                "level": rec.get("level") or 0,
+                "question": rec["question"],
+                "gold": gold,
+                "greedy": _judged(greedy_out[i][0], gold, verdict, lenient) if greedy else None,
+                "samples": samples,
+                "n_correct": c,
+                "success_rate": c / num_samples,
+            }
+        )
     levels = sorted({p["level"] for p in problems})
     by_level = {lv: _metrics([p for p in problems if p["level"] == lv], ks, greedy) for lv in levels}
     summary = _metrics(problems, ks, greedy)

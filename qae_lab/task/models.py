@@ -26,8 +26,16 @@ import torch
 
 from qae_lab._checks import check_int
 
-__all__ = ["QWEN_MODELS", "LORA_TARGETS", "EMBEDDED_ENV", "EMBEDDED_MODELS", "embedded_dir", "resolve_name",
-           "lora_config", "load_policy"]
+__all__ = [
+    "QWEN_MODELS",
+    "LORA_TARGETS",
+    "EMBEDDED_ENV",
+    "EMBEDDED_MODELS",
+    "embedded_dir",
+    "resolve_name",
+    "lora_config",
+    "load_policy",
+]
 
 QWEN_MODELS = {
     "qwen2.5-0.5b": "Qwen/Qwen2.5-0.5B-Instruct",
@@ -66,7 +74,8 @@ def embedded_dir(name: str = "embedded") -> Path:
     task = "" if name == "embedded" else " --task sums"
     raise FileNotFoundError(
         f"the {name} model is not in {', '.join(map(str, candidates))}; rebuild it with "
-        f"`python -m tools.embedded_models{task} --out <folder>` and point {env} at the folder")
+        f"`python -m tools.embedded_models{task} --out <folder>` and point {env} at the folder"
+    )
 
 
 def resolve_name(name_or_path: str) -> str:
@@ -77,8 +86,10 @@ def resolve_name(name_or_path: str) -> str:
     ('Qwen/Qwen2.5-1.5B-Instruct', 'Qwen/Qwen2.5-3B-Instruct')
     """
     if not isinstance(name_or_path, (str, os.PathLike)) or not str(name_or_path).strip():
-        raise ValueError(f"name_or_path must be one of {sorted(EMBEDDED_MODELS)} or {sorted(QWEN_MODELS)}, a Hub id "
-                         f"or a folder, got {name_or_path!r}")
+        raise ValueError(
+            f"name_or_path must be one of {sorted(EMBEDDED_MODELS)} or {sorted(QWEN_MODELS)}, a Hub id "
+            f"or a folder, got {name_or_path!r}"
+        )
     name = str(name_or_path)
     if name in EMBEDDED_MODELS:
         return str(embedded_dir(name))
@@ -98,8 +109,14 @@ def lora_config(r: int = 16, alpha: int | None = None, dropout: float = 0.05, ta
     check_int(r, "r", 1)
     if not 0.0 <= dropout < 1.0:
         raise ValueError(f"dropout must lie in [0, 1), got {dropout!r}")
-    return LoraConfig(r=r, lora_alpha=2 * r if alpha is None else alpha, lora_dropout=dropout,
-                      target_modules=list(targets), task_type="CAUSAL_LM", bias="none")
+    return LoraConfig(
+        r=r,
+        lora_alpha=2 * r if alpha is None else alpha,
+        lora_dropout=dropout,
+        target_modules=list(targets),
+        task_type="CAUSAL_LM",
+        bias="none",
+    )
 
 
 def _dtype(dtype, device: str) -> torch.dtype:
@@ -113,8 +130,14 @@ def _dtype(dtype, device: str) -> torch.dtype:
     return _DTYPES[dtype]
 
 
-def load_policy(name_or_path: str = "embedded", *, lora=None, dtype="auto", device: str | None = None,
-                gradient_checkpointing: bool = False):
+def load_policy(
+    name_or_path: str = "embedded",
+    *,
+    lora=None,
+    dtype="auto",
+    device: str | None = None,
+    gradient_checkpointing: bool = False,
+):
     r"""Load a causal LM and its tokenizer, optionally wrapped with LoRA.
 
     Args:
@@ -148,8 +171,9 @@ def load_policy(name_or_path: str = "embedded", *, lora=None, dtype="auto", devi
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
-    model = AutoModelForCausalLM.from_pretrained(source, dtype=_dtype(dtype, device), use_safetensors=True,
-                                                 trust_remote_code=False).to(device)
+    model = AutoModelForCausalLM.from_pretrained(
+        source, dtype=_dtype(dtype, device), use_safetensors=True, trust_remote_code=False
+    ).to(device)
     if gradient_checkpointing:
         model.gradient_checkpointing_enable()
         model.config.use_cache = False

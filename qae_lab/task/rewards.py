@@ -98,7 +98,7 @@ def count_reasoning_steps(text: str) -> int:
     end = text.find("</reasoning>", start + 1) if start >= 0 else -1
     if end < 0:
         return 0
-    block = text[start + len("<reasoning>"):end]
+    block = text[start + len("<reasoning>") : end]
     return sum(1 for line in block.splitlines() if _DIGIT.search(line) and _OPERATOR.search(line))
 
 
@@ -108,7 +108,7 @@ def _strict_ok(text: str) -> bool:
     head, tail = "<reasoning>\n", "\n</answer>"
     if not (t.startswith(head) and t.endswith(tail)) or any(t.count(tag) != 1 for tag in _TAGS):
         return False
-    reasoning, sep, answer = t[len(head):-len(tail)].partition("\n</reasoning>\n<answer>\n")
+    reasoning, sep, answer = t[len(head) : -len(tail)].partition("\n</reasoning>\n<answer>\n")
     return bool(sep) and bool(reasoning.strip()) and bool(answer.strip())
 
 
@@ -167,6 +167,8 @@ def correctness_reward(completions, gold, **kwargs) -> list[float]:
     texts = _texts(completions)
     targets = _golds(gold, len(texts))
     return [1.0 if is_correct(t, g) else 0.0 for t, g in zip(texts, targets)]
+
+
 def strict_format_reward(completions, **kwargs) -> list[float]:
     r"""1.0 iff the stripped completion is exactly
     ``<reasoning>\nR\n</reasoning>\n<answer>\nA\n</answer>`` with R, A non-blank (multi-line
@@ -226,13 +228,16 @@ class CompositeWeights:
 
 def _check_verdict(verdict) -> Callable:
     if not callable(verdict):
-        raise ValueError(f"verdict must be a function (completion, gold) -> bool such as "
-                         f"qae_lab.task.answers.strict_is_correct, got {verdict!r:.80}")
+        raise ValueError(
+            f"verdict must be a function (completion, gold) -> bool such as "
+            f"qae_lab.task.answers.strict_is_correct, got {verdict!r:.80}"
+        )
     return verdict
 
 
-def composite_breakdown(completion, gold, weights: CompositeWeights | None = None, *,
-                        verdict: Callable = is_correct) -> dict[str, float]:
+def composite_breakdown(
+    completion, gold, weights: CompositeWeights | None = None, *, verdict: Callable = is_correct
+) -> dict[str, float]:
     r"""The composite reward of one completion and its four scores, each in [0, 1].
 
     Args:
@@ -291,8 +296,10 @@ def make_composite_reward(weights: CompositeWeights | dict | None = None, *, ver
         return [composite_breakdown(t, g, weights, verdict=verdict)["total"] for t, g in zip(texts, targets)]
 
     reward.__name__ = reward.__qualname__ = "composite_reward"
-    reward.__doc__ = (f"Composite reward with {asdict(weights)} (r_max = {weights.r_max}), correctness by "
-                      f"{getattr(verdict, '__name__', verdict)}.")
+    reward.__doc__ = (
+        f"Composite reward with {asdict(weights)} (r_max = {weights.r_max}), correctness by "
+        f"{getattr(verdict, '__name__', verdict)}."
+    )
     return reward
 
 
@@ -327,11 +334,11 @@ def strict_composite_reward(completions, gold, **kwargs) -> list[float]:
 # the training rewards a run can name (RunArgs.reward): strict and composite judge correctness by
 # strict_is_correct, math_verify by the same end-of-answer rule and math-verify's reading (qae_lab.task.verify)
 REWARDS: dict[str, Callable] = {
-    "strict": strict_correctness_reward,   # QAE's binary R_i in {0, 1}
+    "strict": strict_correctness_reward,  # QAE's binary R_i in {0, 1}
     "composite": strict_composite_reward,  # SA-AH-GRPO's composite, r_max = 7.5
-    "lenient": correctness_reward,         # ablation: pays an answer that runs on (see the module docstring)
+    "lenient": correctness_reward,  # ablation: pays an answer that runs on (see the module docstring)
     "lenient_composite": composite_reward,  # the same ablation of the composite
-    "math_verify": math_verify_reward,     # 0/1 by math-verify's reading, strict format; the `verify` extra
+    "math_verify": math_verify_reward,  # 0/1 by math-verify's reading, strict format; the `verify` extra
 }
 # (lo, hi) per reward: wrong completions score at most lo, correct ones at least hi, so a
 # success_threshold t with lo < t <= hi counts exactly the correct responses as successes
@@ -357,6 +364,6 @@ def check_reward(name: str) -> None:
     if name not in REWARDS:
         raise ValueError(f"reward must be one of {sorted(REWARDS)}, got {name!r}")
     if name == "math_verify" and not math_verify_available():
-        raise ValueError('reward "math_verify" needs the math-verify package, which is not installed: '
-                         'pip install "qae-lab[verify]"')
-
+        raise ValueError(
+            'reward "math_verify" needs the math-verify package, which is not installed: pip install "qae-lab[verify]"'
+        )

@@ -43,8 +43,15 @@ from qae_lab.task.evaluate import validate_records
 from qae_lab.horizon import normalised_entropy
 from qae_lab.task.sampling import eos_token_ids, generate_ids, generation_mode, model_device
 
-__all__ = ["Rollouts", "sample_groups", "completion_logits", "completion_entropies", "completion_logps",
-           "top_k_errors", "uncertain_tokens"]
+__all__ = [
+    "Rollouts",
+    "sample_groups",
+    "completion_logits",
+    "completion_entropies",
+    "completion_logps",
+    "top_k_errors",
+    "uncertain_tokens",
+]
 
 
 @dataclass
@@ -95,8 +102,18 @@ def _completion_mask(new_ids: torch.Tensor, eos_ids: list[int]) -> torch.Tensor:
     return (eos_before == 0).float()
 
 
-def sample_groups(model, tokenizer, records, group_size: int, *, temperature: float = 1.0, top_p: float = 1.0,
-                  max_new_tokens: int = 48, batch_size: int = 8, seed: int = 0) -> Rollouts:
+def sample_groups(
+    model,
+    tokenizer,
+    records,
+    group_size: int,
+    *,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    max_new_tokens: int = 48,
+    batch_size: int = 8,
+    seed: int = 0,
+) -> Rollouts:
     r"""Sample G completions per record and judge them: the rollouts of one GRPO step.
 
     Args:
@@ -121,9 +138,19 @@ def sample_groups(model, tokenizer, records, group_size: int, *, temperature: fl
     records = validate_records(records)
     group_size = check_int(group_size, "group_size", 2)
     prompts = [prompt_text(r, tokenizer) for r in records]
-    chunks = generate_ids(model, tokenizer, prompts, num_samples=group_size, do_sample=True, temperature=temperature,
-                          top_p=top_p, max_new_tokens=max_new_tokens, batch_size=batch_size, seed=seed,
-                          progress=False)  # one (b*G, T_b) per batch, each prompt's G contiguous
+    chunks = generate_ids(
+        model,
+        tokenizer,
+        prompts,
+        num_samples=group_size,
+        do_sample=True,
+        temperature=temperature,
+        top_p=top_p,
+        max_new_tokens=max_new_tokens,
+        batch_size=batch_size,
+        seed=seed,
+        progress=False,
+    )  # one (b*G, T_b) per batch, each prompt's G contiguous
     eos_ids, pad_id = eos_token_ids(model, tokenizer), tokenizer.pad_token_id
     width = max(c.shape[1] for c in chunks)
     ids = torch.cat([torch.nn.functional.pad(c, (0, width - c.shape[1]), value=pad_id) for c in chunks])  # (N, T)
@@ -137,14 +164,24 @@ def sample_groups(model, tokenizer, records, group_size: int, *, temperature: fl
 
 def _check_completions(completion_ids, mask) -> tuple[torch.Tensor, torch.Tensor]:
     """Validate (N, T) ids and a right-padded 0/1 mask of the same shape."""
-    if not isinstance(completion_ids, torch.Tensor) or completion_ids.dim() != 2 \
-            or completion_ids.is_floating_point() or completion_ids.dtype == torch.bool:
-        raise ValueError("completion_ids must be an integer tensor of shape (N, T), got "
-                         + (f"dtype {completion_ids.dtype}, shape {tuple(completion_ids.shape)}"
-                            if isinstance(completion_ids, torch.Tensor) else type(completion_ids).__name__))
+    if (
+        not isinstance(completion_ids, torch.Tensor)
+        or completion_ids.dim() != 2
+        or completion_ids.is_floating_point()
+        or completion_ids.dtype == torch.bool
+    ):
+        raise ValueError(
+            "completion_ids must be an integer tensor of shape (N, T), got "
+            + (
+                f"dtype {completion_ids.dtype}, shape {tuple(completion_ids.shape)}"
+                if isinstance(completion_ids, torch.Tensor)
+                else type(completion_ids).__name__
+            )
+        )
     if completion_ids.shape[0] < 1 or completion_ids.shape[1] < 1:
-        raise ValueError(f"completion_ids must hold at least one token of one row, got shape "
-                         f"{tuple(completion_ids.shape)}")
+        raise ValueError(
+            f"completion_ids must hold at least one token of one row, got shape {tuple(completion_ids.shape)}"
+        )
     m = check_mask(mask, completion_ids.shape)  # (N, T)
     if bool((m[:, 1:] > m[:, :-1]).any()):
         raise ValueError("mask must be right-padded: each row 1 on its completion tokens, then 0 (no gaps)")
@@ -156,8 +193,10 @@ def _prompt_per_row(prompts, tokenizer, n: int) -> list[str]:
     if isinstance(prompts, (str, dict)) or not isinstance(prompts, Sequence) or not prompts:
         raise ValueError(f"prompts must be a non-empty list of str or records, got {type(prompts).__name__}")
     if n % len(prompts):
-        raise ValueError(f"prompts has {len(prompts)} entries, which does not divide the {n} completion rows "
-                         f"(give B prompts for N = B*G rows, each prompt's G rows contiguous)")
+        raise ValueError(
+            f"prompts has {len(prompts)} entries, which does not divide the {n} completion rows "
+            f"(give B prompts for N = B*G rows, each prompt's G rows contiguous)"
+        )
     texts = [prompt_text(p, tokenizer) if isinstance(p, dict) else p for p in prompts]
     if not all(isinstance(t, str) for t in texts):
         raise ValueError("prompts must hold only str or record dicts")
@@ -191,8 +230,9 @@ def _forward_logits(model, tokenizer, texts: list[str], c_ids: torch.Tensor, c_m
     return out.logits[:, :-1].float()  # (n, T, V)
 
 
-def _logit_chunks(model, tokenizer, prompts, completion_ids, mask, temperature: float,
-                  batch_size: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+def _logit_chunks(
+    model, tokenizer, prompts, completion_ids, mask, temperature: float, batch_size: int
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Yield ((n, T, V) float32 logits / temperature, (n, T) mask) for successive rows, no grad."""
     ids, m, texts, temperature = _forward_inputs(model, tokenizer, prompts, completion_ids, mask, temperature)
     batch_size = check_int(batch_size, "batch_size", 1)
@@ -203,8 +243,9 @@ def _logit_chunks(model, tokenizer, prompts, completion_ids, mask, temperature: 
             yield z.cpu(), m[rows]
 
 
-def completion_logits(model, tokenizer, prompts, completion_ids, mask, *, temperature: float = 1.0,
-                      batch_size: int = 16) -> torch.Tensor:
+def completion_logits(
+    model, tokenizer, prompts, completion_ids, mask, *, temperature: float = 1.0, batch_size: int = 16
+) -> torch.Tensor:
     r"""The logits z_t / T from which each completion token was sampled, all (N, T, V) of them.
 
     For a small vocabulary (the embedded model's); for Qwen2.5 (V = 151,936) the full tensor
@@ -229,12 +270,23 @@ def completion_logits(model, tokenizer, prompts, completion_ids, mask, *, temper
     >>> torch.equal(z[0].argmax(-1), ids[0])    # this is the model's greedy completion: argmax z_t = y_t
     True
     """
-    return torch.cat([z for z, _ in _logit_chunks(model, tokenizer, prompts, completion_ids, mask, temperature,
-                                                  batch_size)])
+    return torch.cat(
+        [z for z, _ in _logit_chunks(model, tokenizer, prompts, completion_ids, mask, temperature, batch_size)]
+    )
 
 
-def completion_entropies(model, tokenizer, prompts, completion_ids, mask, *, top_k: int | None = None,
-                         temperature: float = 1.0, batch_size: int = 16, nats: bool = False) -> torch.Tensor:
+def completion_entropies(
+    model,
+    tokenizer,
+    prompts,
+    completion_ids,
+    mask,
+    *,
+    top_k: int | None = None,
+    temperature: float = 1.0,
+    batch_size: int = 16,
+    nats: bool = False,
+) -> torch.Tensor:
     r"""H~_t = H(pi(. | x, y_<t)) / log V for every completion token, from one no-grad forward.
 
     SA-AH-GRPO (arXiv 2606.05434), eq. for H~_t: exact (``top_k=None``) or the paper's
@@ -266,9 +318,12 @@ def completion_entropies(model, tokenizer, prompts, completion_ids, mask, *, top
     if not isinstance(nats, bool):
         raise ValueError(f"nats must be a bool, got {nats!r}")
     # H~_t = H(softmax(z_t / T)) / log V, exact or from the top-k logits; 0 on padding; with nats, H_t = H~_t log V
-    return torch.cat([normalised_entropy(z, top_k) * m * (math.log(z.shape[-1]) if nats else 1.0)
-                      for z, m in _logit_chunks(model, tokenizer, prompts, completion_ids, mask, temperature,
-                                                batch_size)])
+    return torch.cat(
+        [
+            normalised_entropy(z, top_k) * m * (math.log(z.shape[-1]) if nats else 1.0)
+            for z, m in _logit_chunks(model, tokenizer, prompts, completion_ids, mask, temperature, batch_size)
+        ]
+    )
 
 
 def completion_logps(model, tokenizer, prompts, completion_ids, mask, *, temperature: float = 1.0) -> torch.Tensor:
@@ -376,6 +431,9 @@ def uncertain_tokens(h_norm, completion_ids, mask, tokenizer, n: int = 10, min_c
     tok_ids, h_real = ids[real], h[real]  # (n_tokens,)
     sums = torch.zeros(int(tok_ids.max()) + 1, dtype=torch.float64).index_add_(0, tok_ids, h_real)
     counts = torch.bincount(tok_ids, minlength=sums.numel())
-    rows = [(tokenizer.decode([i]), (sums[i] / counts[i]).item(), int(counts[i]))
-            for i in counts.nonzero().flatten().tolist() if counts[i] >= min_count]
+    rows = [
+        (tokenizer.decode([i]), (sums[i] / counts[i]).item(), int(counts[i]))
+        for i in counts.nonzero().flatten().tolist()
+        if counts[i] >= min_count
+    ]
     return sorted(rows, key=lambda r: -r[1])[:n]

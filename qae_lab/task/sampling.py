@@ -41,8 +41,15 @@ import torch
 
 from qae_lab._checks import check_int
 
-__all__ = ["generate", "generate_ids", "sampling_options", "eos_token_ids", "decoding_kwargs", "generation_mode",
-           "model_device"]
+__all__ = [
+    "generate",
+    "generate_ids",
+    "sampling_options",
+    "eos_token_ids",
+    "decoding_kwargs",
+    "generation_mode",
+    "model_device",
+]
 
 
 def _check_real(x, name: str, lo: float, hi: float, *, lo_open: bool, hi_open: bool) -> float:
@@ -71,10 +78,12 @@ def sampling_options(temperature, top_p, max_new_tokens, batch_size) -> tuple[fl
     Traceback (most recent call last):
     ValueError: temperature must lie in (0.0, inf), got 0.0
     """
-    return (_check_real(temperature, "temperature", 0.0, float("inf"), lo_open=True, hi_open=True),
-            _check_real(top_p, "top_p", 0.0, 1.0, lo_open=True, hi_open=False),
-            check_int(max_new_tokens, "max_new_tokens", 1),
-            check_int(batch_size, "batch_size", 1))
+    return (
+        _check_real(temperature, "temperature", 0.0, float("inf"), lo_open=True, hi_open=True),
+        _check_real(top_p, "top_p", 0.0, 1.0, lo_open=True, hi_open=False),
+        check_int(max_new_tokens, "max_new_tokens", 1),
+        check_int(batch_size, "batch_size", 1),
+    )
 
 
 def eos_token_ids(model, tokenizer) -> list[int]:
@@ -88,7 +97,7 @@ def eos_token_ids(model, tokenizer) -> list[int]:
     for src in (tokenizer.eos_token_id, getattr(getattr(model, "generation_config", None), "eos_token_id", None)):
         if src is None:
             continue
-        for i in (src if isinstance(src, (list, tuple)) else [src]):
+        for i in src if isinstance(src, (list, tuple)) else [src]:
             if int(i) not in ids:
                 ids.append(int(i))
     if not ids:
@@ -108,8 +117,17 @@ def decoding_kwargs(do_sample: bool, temperature: float, top_p: float) -> dict[s
     neutral = {"num_beams": 1, "repetition_penalty": 1.0, "no_repeat_ngram_size": 0}
     if not do_sample:
         return {"do_sample": False, **neutral}
-    return {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": 0, "min_p": 0.0,
-            "typical_p": 1.0, "epsilon_cutoff": 0.0, "eta_cutoff": 0.0, **neutral}
+    return {
+        "do_sample": True,
+        "temperature": temperature,
+        "top_p": top_p,
+        "top_k": 0,
+        "min_p": 0.0,
+        "typical_p": 1.0,
+        "epsilon_cutoff": 0.0,
+        "eta_cutoff": 0.0,
+        **neutral,
+    }
 
 
 @contextlib.contextmanager
@@ -143,9 +161,20 @@ def model_device(model) -> torch.device:
     return getattr(model, "device", None) or next(model.parameters()).device
 
 
-def generate(model, tokenizer, prompts: list[str], *, num_samples: int = 1, do_sample: bool = False,
-             temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 256, batch_size: int = 16,
-             seed: int = 0, progress: bool = True) -> list[list[str]]:
+def generate(
+    model,
+    tokenizer,
+    prompts: list[str],
+    *,
+    num_samples: int = 1,
+    do_sample: bool = False,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    max_new_tokens: int = 256,
+    batch_size: int = 16,
+    seed: int = 0,
+    progress: bool = True,
+) -> list[list[str]]:
     r"""Batched ``model.generate``: ``num_samples`` decoded completions for each prompt.
 
     The token ids come from :func:`generate_ids`, the one sampling loop (also
@@ -193,20 +222,41 @@ def generate(model, tokenizer, prompts: list[str], *, num_samples: int = 1, do_s
     >>> len(out), [len(s) for s in out]
     (2, [3, 3])
     """
-    chunks = generate_ids(model, tokenizer, prompts, num_samples=num_samples, do_sample=do_sample,
-                          temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, batch_size=batch_size,
-                          seed=seed, progress=progress)
+    chunks = generate_ids(
+        model,
+        tokenizer,
+        prompts,
+        num_samples=num_samples,
+        do_sample=do_sample,
+        temperature=temperature,
+        top_p=top_p,
+        max_new_tokens=max_new_tokens,
+        batch_size=batch_size,
+        seed=seed,
+        progress=progress,
+    )
     out: list[list[str]] = []
     for ids in chunks:  # (b * num_samples, T_b)
         texts = tokenizer.batch_decode(ids, skip_special_tokens=True)
         # num_return_sequences keeps each prompt's samples contiguous
-        out.extend(texts[j:j + num_samples] for j in range(0, len(texts), num_samples))
+        out.extend(texts[j : j + num_samples] for j in range(0, len(texts), num_samples))
     return out
 
 
-def generate_ids(model, tokenizer, prompts: list[str], *, num_samples: int = 1, do_sample: bool = False,
-                 temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 256, batch_size: int = 16,
-                 seed: int = 0, progress: bool = True) -> list[torch.Tensor]:
+def generate_ids(
+    model,
+    tokenizer,
+    prompts: list[str],
+    *,
+    num_samples: int = 1,
+    do_sample: bool = False,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    max_new_tokens: int = 256,
+    batch_size: int = 16,
+    seed: int = 0,
+    progress: bool = True,
+) -> list[torch.Tensor]:
     r"""The token ids of :func:`generate` (same arguments, padding, seeding), before decoding.
 
     Returns one (b * num_samples, T_b) long tensor on the CPU per ``model.generate`` call of b
@@ -237,18 +287,23 @@ def generate_ids(model, tokenizer, prompts: list[str], *, num_samples: int = 1, 
 
     device = model_device(model)
     gen_kwargs = decoding_kwargs(do_sample, temperature, top_p)
-    gen_kwargs.update(max_new_tokens=max_new_tokens, num_return_sequences=num_samples,
-                      eos_token_id=eos_token_ids(model, tokenizer), pad_token_id=tokenizer.pad_token_id)
+    gen_kwargs.update(
+        max_new_tokens=max_new_tokens,
+        num_return_sequences=num_samples,
+        eos_token_id=eos_token_ids(model, tokenizer),
+        pad_token_id=tokenizer.pad_token_id,
+    )
     cuda = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else []
     starts = range(0, len(prompts), batch_size)
     chunks = []
     with generation_mode(model, tokenizer), torch.inference_mode(), torch.random.fork_rng(devices=cuda):
         desc = f"sampling x{num_samples}" if do_sample else "greedy"
         for i, start in enumerate(tqdm(starts, desc=desc, unit="batch", disable=not progress)):
-            batch = tokenizer(list(prompts[start:start + batch_size]), return_tensors="pt", padding=True,
-                              add_special_tokens=False).to(device)
+            batch = tokenizer(
+                list(prompts[start : start + batch_size]), return_tensors="pt", padding=True, add_special_tokens=False
+            ).to(device)
             torch.manual_seed(seed + i)
             seqs = model.generate(**batch, **gen_kwargs)  # (b * num_samples, T_prompt + T_new)
             # left padding: every prompt ends at column T_prompt, the new tokens follow
-            chunks.append(seqs[:, batch["input_ids"].shape[1]:].cpu())  # (b * num_samples, T_new)
+            chunks.append(seqs[:, batch["input_ids"].shape[1] :].cpu())  # (b * num_samples, T_new)
     return chunks

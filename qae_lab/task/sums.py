@@ -30,8 +30,15 @@ from typing import Any
 
 from qae_lab.task.data import cycled_records, xml_completion
 
-__all__ = ["SUMS_LEVELS", "SUMS_CORRECT_RATE", "FORMAT_SLIP_RATE", "CHECK_RATE", "sums_task", "sums_completion",
-           "chain_lines"]
+__all__ = [
+    "SUMS_LEVELS",
+    "SUMS_CORRECT_RATE",
+    "FORMAT_SLIP_RATE",
+    "CHECK_RATE",
+    "sums_task",
+    "sums_completion",
+    "chain_lines",
+]
 
 # level: (number of terms, smallest term, largest term)
 SUMS_LEVELS = {1: (3, 1, 9), 2: (3, 2, 30), 3: (4, 2, 30), 4: (5, 2, 30), 5: (5, 10, 60)}
@@ -130,8 +137,14 @@ def _slipped(text: str, rng: random.Random) -> str:
     return text.replace("\n</reasoning>", "")  # the reasoning block never closed: no format, no step score
 
 
-def sums_completion(record: dict, rng: random.Random, correct_rate: dict[int, float] = SUMS_CORRECT_RATE, *,
-                    slip_rate: float = FORMAT_SLIP_RATE, check_rate: float = CHECK_RATE) -> str:
+def sums_completion(
+    record: dict,
+    rng: random.Random,
+    correct_rate: dict[int, float] = SUMS_CORRECT_RATE,
+    *,
+    slip_rate: float = FORMAT_SLIP_RATE,
+    check_rate: float = CHECK_RATE,
+) -> str:
     r"""One supervised solution of a sums record: a random order and wording, sometimes wrong, checked or slipped.
 
     The chain is right with probability ``correct_rate[level]``; otherwise one partial sum is off by
@@ -167,7 +180,7 @@ def sums_completion(record: dict, rng: random.Random, correct_rate: dict[int, fl
     wrong = rng.random() >= correct_rate[record["level"]]
     offset = rng.choice(WRONG_OFFSETS) if wrong else 0
     error_at = rng.randrange(len(terms) - 1) if wrong else None
-    if wrong and sum(terms[:error_at + 2]) + offset < 0:
+    if wrong and sum(terms[: error_at + 2]) + offset < 0:
         offset = -offset  # a running total never goes below 0
     plain = chain_lines(terms, error_at, offset)
     lines = [_worded(line, j, rng) for j, line in enumerate(plain)]

@@ -42,8 +42,16 @@ import re
 
 from qae_lab.task.answers import completion_text, gold_value
 
-__all__ = ["MAX_CHARS", "MAX_DEPTH", "available", "answer_block", "safe_answer", "math_verify_is_correct", "reading",
-           "math_verify_reward"]
+__all__ = [
+    "MAX_CHARS",
+    "MAX_DEPTH",
+    "available",
+    "answer_block",
+    "safe_answer",
+    "math_verify_is_correct",
+    "reading",
+    "math_verify_reward",
+]
 
 MAX_CHARS = 100  # answer blocks longer than this are not handed to math-verify (score 0)
 MAX_DEPTH = 3  # brace groups nested deeper than this are not handed to math-verify (score 0)
@@ -83,7 +91,7 @@ def answer_block(text: str) -> str | None:
     opening = None
     for opening in _OPEN.finditer(text, 0, close.start()):
         pass
-    return None if opening is None else text[opening.end():close.start()].strip()
+    return None if opening is None else text[opening.end() : close.start()].strip()
 
 
 def _groups_ok(span: str) -> bool:
@@ -123,8 +131,7 @@ def safe_answer(span: str) -> bool:
     """
     if not isinstance(span, str):
         raise ValueError(f"span must be a str, got {type(span).__name__}")
-    return (bool(span.strip()) and len(span) <= MAX_CHARS and _SAFE.fullmatch(span) is not None
-            and _groups_ok(span))
+    return bool(span.strip()) and len(span) <= MAX_CHARS and _SAFE.fullmatch(span) is not None and _groups_ok(span)
 
 
 class _DropTimeoutWarning(logging.Filter):
@@ -137,8 +144,9 @@ def _math_verify():
     try:
         import math_verify  # the optional `verify` extra: pip install "qae-lab[verify]"
     except ImportError as err:
-        raise ImportError('the "math_verify" verdict needs the math-verify package: '
-                          'pip install "qae-lab[verify]"') from err
+        raise ImportError(
+            'the "math_verify" verdict needs the math-verify package: pip install "qae-lab[verify]"'
+        ) from err
     for name in ("math_verify.parser", "math_verify.grader"):
         log = logging.getLogger(name)
         if not any(isinstance(f, _DropTimeoutWarning) for f in log.filters):
@@ -203,7 +211,6 @@ def math_verify_reward(completions, gold, **kwargs) -> list[float]:
     if isinstance(completions, (str, bytes)) or not isinstance(completions, (list, tuple)):
         raise ValueError(f"completions must be a list of completions, got {type(completions).__name__}")
     if isinstance(gold, (str, bytes)) or not isinstance(gold, (list, tuple)) or len(gold) != len(completions):
-        raise ValueError(f"gold must be a list with one answer per completion ({len(completions)}), "
-                         f"got {gold!r:.80}")
+        raise ValueError(f"gold must be a list with one answer per completion ({len(completions)}), got {gold!r:.80}")
     targets = [gold_value(g) for g in gold]  # every gold checked before anything is scored
     return [1.0 if math_verify_is_correct(c, g) else 0.0 for c, g in zip(completions, targets)]

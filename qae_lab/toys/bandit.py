@@ -68,7 +68,33 @@ from qae_lab._checks import (
 )
 from qae_lab.advantages import BASELINES, QUANTILE_METHODS, SCALES, group_advantages, hard_regime
 
-__all__ = ['entropy', 'entropy_change_exact', 'entropy_change_first_order', 'first_order_errors', 'loglog_slope', 'identity_step', 'expected_pg_step', 'baseline_pg_step', 'STEP_MODELS', 'entropy_after_step', 'knob_slope', 'identity_entropy_change', 'population_quantile', 'check_proposition_42', 'proposition_42_sweep', 'make_bandits', 'KnobCurve', 'knob_curve', 'sample_group_steps', 'mc_entropy_change', 'mc_entropy_curve', 'simulate_training', 'mc_verdicts', 'mc_comparison_lines', 'training_summary_lines']
+__all__ = [
+    "entropy",
+    "entropy_change_exact",
+    "entropy_change_first_order",
+    "first_order_errors",
+    "loglog_slope",
+    "identity_step",
+    "expected_pg_step",
+    "baseline_pg_step",
+    "STEP_MODELS",
+    "entropy_after_step",
+    "knob_slope",
+    "identity_entropy_change",
+    "population_quantile",
+    "check_proposition_42",
+    "proposition_42_sweep",
+    "make_bandits",
+    "KnobCurve",
+    "knob_curve",
+    "sample_group_steps",
+    "mc_entropy_change",
+    "mc_entropy_curve",
+    "simulate_training",
+    "mc_verdicts",
+    "mc_comparison_lines",
+    "training_summary_lines",
+]
 
 
 def _logits(z, name: str = "z") -> torch.Tensor:
@@ -350,14 +376,18 @@ def check_proposition_42(z, r, k: float, eta: float, n_b: int = 101) -> dict[str
     hard = p <= 1 - check_k(k) + 1e-12
     sign = 1.0 if hard else -1.0  # hard: dH(b_K) is the minimum; easy: the maximum
     return {
-        "p": p, "regime": "hard" if hard else "easy", "b_k": float(b_k), "slope": float(knob_slope(z, eta)),
+        "p": p,
+        "regime": "hard" if hard else "easy",
+        "b_k": float(b_k),
+        "slope": float(knob_slope(z, eta)),
         "holds_first_order": bool((sign * (first[1:] - first[0]) >= -1e-15).all()),
         "holds_exact": bool((sign * (exact[1:] - exact[0]) >= -1e-15).all()),
     }
 
 
-def proposition_42_sweep(ps, ks, *, n_policies: int, n_actions: int = 16, sharpness: float = 1.5,
-                         eta: float = 1e-3, seed: int = 0) -> dict[str, int]:
+def proposition_42_sweep(
+    ps, ks, *, n_policies: int, n_actions: int = 16, sharpness: float = 1.5, eta: float = 1e-3, seed: int = 0
+) -> dict[str, int]:
     r"""Check Prop. 4.2 on ``n_policies`` random bandits for every success rate in ``ps`` and K in ``ks``.
 
     Returns:
@@ -383,8 +413,12 @@ def proposition_42_sweep(ps, ks, *, n_policies: int, n_actions: int = 16, sharpn
     return counts
 
 
-def make_bandits(p, n_actions: int, sharpness: float, generator: torch.Generator | None = None,
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
+def make_bandits(
+    p,
+    n_actions: int,
+    sharpness: float,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     r"""Softmax bandits with exact success rates: z (P, A) logits and r (P, A) 0/1 rewards.
 
     Half the actions (at least one) are correct; logits are ``sharpness * N(0, 1)``, then the
@@ -432,8 +466,9 @@ class KnobCurve(NamedTuple):
     hard: bool
 
 
-def knob_curve(p: float, k: float, eta: float, sharpness: float, *, n_actions: int = 12, n_baselines: int = 51,
-               seed: int = 1) -> KnobCurve:
+def knob_curve(
+    p: float, k: float, eta: float, sharpness: float, *, n_actions: int = 12, n_baselines: int = 51, seed: int = 1
+) -> KnobCurve:
     r"""The linear knob (:func:`identity_entropy_change`) of one bandit with success rate ``p``
     (:func:`make_bandits` from ``seed``) at ``n_baselines`` baselines from 0 to 1, with b_K
     (:func:`population_quantile`) and the slope (:func:`knob_slope`): notebook 02's knob figure.
@@ -443,11 +478,20 @@ def knob_curve(p: float, k: float, eta: float, sharpness: float, *, n_actions: i
     (0.0, True, True, True)
     """
     check_int(n_baselines, "n_baselines", 2)
-    z, r = make_bandits(torch.tensor([p], dtype=torch.float64), n_actions, sharpness,
-                        torch.Generator().manual_seed(check_int(seed, "seed", 0)))
+    z, r = make_bandits(
+        torch.tensor([p], dtype=torch.float64),
+        n_actions,
+        sharpness,
+        torch.Generator().manual_seed(check_int(seed, "seed", 0)),
+    )
     b = torch.linspace(0, 1, n_baselines, dtype=torch.float64)  # (M,)
-    return KnobCurve(b, identity_entropy_change(z[0], r[0], b, eta), float(population_quantile(z[0], r[0], k)),
-                     float(knob_slope(z[0], eta)), p <= 1 - check_k(k))
+    return KnobCurve(
+        b,
+        identity_entropy_change(z[0], r[0], b, eta),
+        float(population_quantile(z[0], r[0], k)),
+        float(knob_slope(z[0], eta)),
+        p <= 1 - check_k(k),
+    )
 
 
 def _reinforce_step(pi: torch.Tensor, actions: torch.Tensor, adv: torch.Tensor, eta: float) -> torch.Tensor:
@@ -457,9 +501,19 @@ def _reinforce_step(pi: torch.Tensor, actions: torch.Tensor, adv: torch.Tensor, 
     return eta / g * (dz - pi * adv.sum(1, keepdim=True))  # (M, A)
 
 
-def sample_group_steps(z, r, group_size: int, n_groups: int, *, baseline: str = "quantile", k: float = 0.4,
-                       quantile_method: str = "paper", scale: str = "group", eta: float = 1.0,
-                       generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def sample_group_steps(
+    z,
+    r,
+    group_size: int,
+    n_groups: int,
+    *,
+    baseline: str = "quantile",
+    k: float = 0.4,
+    quantile_method: str = "paper",
+    scale: str = "group",
+    eta: float = 1.0,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     r"""Step model (c): ``n_groups`` independent sampled-group REINFORCE steps from one z.
 
     Each draws G responses y_i ~ pi, scores r(y_i), takes advantages from
@@ -486,14 +540,25 @@ def sample_group_steps(z, r, group_size: int, n_groups: int, *, baseline: str = 
     pi = torch.softmax(z, -1)
     actions = torch.multinomial(pi.expand(n_groups, -1), group_size, replacement=True, generator=generator)  # (M, G)
     rewards = r[actions]  # (M, G)
-    adv = group_advantages(rewards.reshape(-1), group_size, baseline=baseline, k=k,
-                           quantile_method=quantile_method, scale=scale).view(n_groups, group_size)
+    adv = group_advantages(
+        rewards.reshape(-1), group_size, baseline=baseline, k=k, quantile_method=quantile_method, scale=scale
+    ).view(n_groups, group_size)
     return _reinforce_step(pi.expand(n_groups, -1), actions, adv, check_positive(eta, "eta")), rewards
 
 
-def mc_entropy_change(z, r, group_size: int, n_groups: int, *, baseline: str = "quantile", k: float = 0.4,
-                      quantile_method: str = "paper", scale: str = "group", eta: float = 1.0,
-                      generator: torch.Generator | None = None) -> dict[str, float]:
+def mc_entropy_change(
+    z,
+    r,
+    group_size: int,
+    n_groups: int,
+    *,
+    baseline: str = "quantile",
+    k: float = 0.4,
+    quantile_method: str = "paper",
+    scale: str = "group",
+    eta: float = 1.0,
+    generator: torch.Generator | None = None,
+) -> dict[str, float]:
     r"""Monte-Carlo E[dH] and its spread over sampled-group steps (model (c)) from one policy.
 
     Returns:
@@ -506,23 +571,46 @@ def mc_entropy_change(z, r, group_size: int, n_groups: int, *, baseline: str = "
     >>> sorted(out)
     ['expected_pg', 'mean', 'std', 'stderr', 'zero_adv_frac']
     """
-    dz, rewards = sample_group_steps(z, r, group_size, n_groups, baseline=baseline, k=k,
-                                     quantile_method=quantile_method, scale=scale, eta=eta, generator=generator)
+    dz, rewards = sample_group_steps(
+        z,
+        r,
+        group_size,
+        n_groups,
+        baseline=baseline,
+        k=k,
+        quantile_method=quantile_method,
+        scale=scale,
+        eta=eta,
+        generator=generator,
+    )
     z = _logits(z)
     dh = entropy_change_exact(z.expand_as(dz), dz)  # (M,)
-    adv = group_advantages(rewards.reshape(-1), group_size, baseline=baseline, k=k,
-                           quantile_method=quantile_method, scale=scale)
+    adv = group_advantages(
+        rewards.reshape(-1), group_size, baseline=baseline, k=k, quantile_method=quantile_method, scale=scale
+    )
     std = float(dh.std()) if n_groups > 1 else 0.0
     return {
-        "mean": float(dh.mean()), "std": std, "stderr": std / math.sqrt(n_groups),
+        "mean": float(dh.mean()),
+        "std": std,
+        "stderr": std / math.sqrt(n_groups),
         "zero_adv_frac": float((adv == 0).double().mean()),
         "expected_pg": float(entropy_change_exact(z, expected_pg_step(z, r, eta))),
     }
 
 
-def mc_entropy_curve(ps, *, group_size: int, n_groups: int, k: float = 0.4, scale: str = "group",
-                     quantile_method: str = "paper", n_actions: int = 16, sharpness: float = 1.5, eta: float = 0.5,
-                     seed: int = 0) -> dict[str, list[float]]:
+def mc_entropy_curve(
+    ps,
+    *,
+    group_size: int,
+    n_groups: int,
+    k: float = 0.4,
+    scale: str = "group",
+    quantile_method: str = "paper",
+    n_actions: int = 16,
+    sharpness: float = 1.5,
+    eta: float = 0.5,
+    seed: int = 0,
+) -> dict[str, list[float]]:
     r"""Monte-Carlo E[dH] of one sampled-group step, mean vs quantile baseline, for each p in ``ps``.
 
     One bandit per p, all built from the same base logits (:func:`make_bandits` with
@@ -544,14 +632,34 @@ def mc_entropy_curve(ps, *, group_size: int, n_groups: int, k: float = 0.4, scal
     # the same base logits for every p (one seed), so the curve varies p and nothing else
     bandits = [make_bandits(p.reshape(1), n_actions, sharpness, torch.Generator().manual_seed(seed)) for p in ps]
     z, r = torch.cat([b[0] for b in bandits]), torch.cat([b[1] for b in bandits])
-    out: dict[str, list[float]] = {key: [] for key in ("mean", "mean_stderr", "quantile", "quantile_stderr",
-                                                       "mean_zero_frac", "quantile_zero_frac", "expected_pg",
-                                                       "identity_mean", "identity_quantile")}
+    out: dict[str, list[float]] = {
+        key: []
+        for key in (
+            "mean",
+            "mean_stderr",
+            "quantile",
+            "quantile_stderr",
+            "mean_zero_frac",
+            "quantile_zero_frac",
+            "expected_pg",
+            "identity_mean",
+            "identity_quantile",
+        )
+    }
     for i in range(ps.shape[0]):
         for baseline in BASELINES:
-            mc = mc_entropy_change(z[i], r[i], group_size, n_groups, baseline=baseline, k=k, scale=scale,
-                                   quantile_method=quantile_method, eta=eta,
-                                   generator=torch.Generator().manual_seed(seed + 1 + i))
+            mc = mc_entropy_change(
+                z[i],
+                r[i],
+                group_size,
+                n_groups,
+                baseline=baseline,
+                k=k,
+                scale=scale,
+                quantile_method=quantile_method,
+                eta=eta,
+                generator=torch.Generator().manual_seed(seed + 1 + i),
+            )
             out[baseline].append(mc["mean"])
             out[f"{baseline}_stderr"].append(mc["stderr"])
             out[f"{baseline}_zero_frac"].append(mc["zero_adv_frac"])
@@ -563,9 +671,20 @@ def mc_entropy_curve(ps, *, group_size: int, n_groups: int, k: float = 0.4, scal
     return out
 
 
-def simulate_training(p0, *, steps: int, group_size: int, n_actions: int = 32, sharpness: float = 1.0,
-                      baseline: str = "quantile", k: float = 0.4, quantile_method: str = "paper",
-                      scale: str = "group", eta: float = 1.0, seed: int = 0) -> dict[str, list[float]]:
+def simulate_training(
+    p0,
+    *,
+    steps: int,
+    group_size: int,
+    n_actions: int = 32,
+    sharpness: float = 1.0,
+    baseline: str = "quantile",
+    k: float = 0.4,
+    quantile_method: str = "paper",
+    scale: str = "group",
+    eta: float = 1.0,
+    seed: int = 0,
+) -> dict[str, list[float]]:
     r"""Train a population of softmax bandits by sampled-group steps; track entropy and success.
 
     One bandit per initial success rate in ``p0`` (built by :func:`make_bandits` from
@@ -602,8 +721,9 @@ def simulate_training(p0, *, steps: int, group_size: int, n_actions: int = 32, s
             break
         actions = torch.multinomial(pi, g, replacement=True, generator=gen)  # (P, G)
         rewards = r.gather(1, actions)  # (P, G)
-        adv = group_advantages(rewards.reshape(-1), g, baseline=baseline, k=k, quantile_method=quantile_method,
-                               scale=scale).view(n, g)
+        adv = group_advantages(
+            rewards.reshape(-1), g, baseline=baseline, k=k, quantile_method=quantile_method, scale=scale
+        ).view(n, g)
         out["zero_adv_frac"].append(float((adv == 0).double().mean()))
         out["hard_frac"].append(float(hard_regime(rewards.sum(1), g, k).double().mean()))
         z = z + _reinforce_step(pi, actions, adv, eta)
@@ -620,7 +740,7 @@ def mc_verdicts(out: Mapping[str, Sequence[float]]) -> list[str]:
     """
     verdicts = []
     for m, m_se, q, q_se in zip(out["mean"], out["mean_stderr"], out["quantile"], out["quantile_stderr"]):
-        margin = 2 * (m_se ** 2 + q_se ** 2) ** 0.5  # two standard errors of the difference
+        margin = 2 * (m_se**2 + q_se**2) ** 0.5  # two standard errors of the difference
         verdicts.append("lower" if q - m < -margin else "higher" if q - m > margin else "same")
     return verdicts
 
@@ -644,9 +764,11 @@ def mc_comparison_lines(ps, out: dict[str, list[float]]) -> list[str]:
         diff = out["quantile"][i] - out["mean"][i]
         se = (out["quantile_stderr"][i] ** 2 + out["mean_stderr"][i] ** 2) ** 0.5
         verdict = words[verdicts[i]]
-        lines.append(f"p = {float(p):.1f}:  E[dH] mean {out['mean'][i]:+.4f}, QAE {out['quantile'][i]:+.4f} "
-                     f"(diff {diff:+.4f} ± {2 * se:.4f}: {verdict});  zero-advantage share QAE "
-                     f"{out['quantile_zero_frac'][i]:.2f}")
+        lines.append(
+            f"p = {float(p):.1f}:  E[dH] mean {out['mean'][i]:+.4f}, QAE {out['quantile'][i]:+.4f} "
+            f"(diff {diff:+.4f} ± {2 * se:.4f}: {verdict});  zero-advantage share QAE "
+            f"{out['quantile_zero_frac'][i]:.2f}"
+        )
     return lines
 
 
@@ -666,8 +788,10 @@ def training_summary_lines(runs: dict[str, dict[str, list[float]]]) -> list[str]
     lines = []
     for name, o in runs.items():
         zero = sum(o["zero_adv_frac"]) / len(o["zero_adv_frac"])
-        lines.append(f"{name:>10}: entropy {o['entropy'][0]:.3f} -> {o['entropy'][-1]:.3f},  success "
-                     f"{o['success'][0]:.3f} -> {o['success'][-1]:.3f},  mean zero-advantage share {zero:.2f}")
+        lines.append(
+            f"{name:>10}: entropy {o['entropy'][0]:.3f} -> {o['entropy'][-1]:.3f},  success "
+            f"{o['success'][0]:.3f} -> {o['success'][-1]:.3f},  mean zero-advantage share {zero:.2f}"
+        )
     lo = min(runs, key=lambda n: runs[n]["entropy"][-1])
     hi = max(runs, key=lambda n: runs[n]["entropy"][-1])
     steps = len(next(iter(runs.values()))["entropy"]) - 1

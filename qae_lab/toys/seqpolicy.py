@@ -95,10 +95,35 @@ from qae_lab.advantages import group_advantages, hard_regime
 from qae_lab.ledger import LEDGER_PARTS
 from qae_lab.toys.sparsity import canonical_groups
 
-__all__ = ['MAX_SEQUENCES', 'STARTS', 'n_prefixes', 'space_of', 'sequence_positions', 'enumerate_sequences', 'path_sum', 'sequence_logprobs', 'sequence_entropy', 'state_entropies', 'prefix_reach', 'success_rate', 'sampled_values', 'Tasks', 'make_tasks', 'task_batch', 'describe_rule', 'Snapshot', 'snapshot', 'entropy_gradients', 'score_dot', 'split_parts', 'advantage_table', 'expected_ledger']
+__all__ = [
+    "MAX_SEQUENCES",
+    "STARTS",
+    "n_prefixes",
+    "space_of",
+    "sequence_positions",
+    "enumerate_sequences",
+    "path_sum",
+    "sequence_logprobs",
+    "sequence_entropy",
+    "state_entropies",
+    "prefix_reach",
+    "success_rate",
+    "sampled_values",
+    "Tasks",
+    "make_tasks",
+    "task_batch",
+    "describe_rule",
+    "Snapshot",
+    "snapshot",
+    "entropy_gradients",
+    "score_dot",
+    "split_parts",
+    "advantage_table",
+    "expected_ledger",
+]
 
 
-MAX_SEQUENCES = 2 ** 16  # V**L at most: every quantity is exact by enumeration
+MAX_SEQUENCES = 2**16  # V**L at most: every quantity is exact by enumeration
 STARTS = ("flat", "peaked")
 
 
@@ -115,10 +140,11 @@ def n_prefixes(vocab: int, length: int) -> int:
     ValueError: vocab**length must be <= 65536 (every sequence is enumerated), got 8**8 = 16777216
     """
     v, l = check_int(vocab, "vocab", 2, 8), check_int(length, "length", 1, 8)
-    if v ** l > MAX_SEQUENCES:
-        raise ValueError(f"vocab**length must be <= {MAX_SEQUENCES} (every sequence is enumerated), "
-                         f"got {v}**{l} = {v ** l}")
-    return (v ** l - 1) // (v - 1)
+    if v**l > MAX_SEQUENCES:
+        raise ValueError(
+            f"vocab**length must be <= {MAX_SEQUENCES} (every sequence is enumerated), got {v}**{l} = {v**l}"
+        )
+    return (v**l - 1) // (v - 1)
 
 
 def space_of(z) -> tuple[int, int]:
@@ -128,14 +154,17 @@ def space_of(z) -> tuple[int, int]:
     (2, 3)
     """
     if not isinstance(z, torch.Tensor) or z.dim() < 2:
-        raise ValueError(f"z must be a tensor of shape (..., n_prefixes, V), got {type(z).__name__}"
-                         + (f" of shape {tuple(z.shape)}" if isinstance(z, torch.Tensor) else ""))
+        raise ValueError(
+            f"z must be a tensor of shape (..., n_prefixes, V), got {type(z).__name__}"
+            + (f" of shape {tuple(z.shape)}" if isinstance(z, torch.Tensor) else "")
+        )
     v, n = z.shape[-1], z.shape[-2]
     for l in range(1, 9):
-        if 2 <= v <= 8 and v ** l <= MAX_SEQUENCES and (v ** l - 1) // (v - 1) == n:
+        if 2 <= v <= 8 and v**l <= MAX_SEQUENCES and (v**l - 1) // (v - 1) == n:
             return v, l
-    raise ValueError(f"z must have shape (..., (V**L - 1)/(V - 1), V) with V in [2, 8], L in [1, 8], "
-                     f"got {tuple(z.shape)}")
+    raise ValueError(
+        f"z must have shape (..., (V**L - 1)/(V - 1), V) with V in [2, 8], L in [1, 8], got {tuple(z.shape)}"
+    )
 
 
 def _logits(z) -> torch.Tensor:
@@ -162,12 +191,12 @@ def sequence_positions(y, vocab: int, length: int) -> tuple[torch.Tensor, torch.
     y = torch.as_tensor(y)
     if y.is_floating_point() or y.is_complex() or y.dtype == torch.bool:
         raise ValueError(f"y must be an integer tensor of sequence indices, got dtype {y.dtype}")
-    if y.numel() and (int(y.min()) < 0 or int(y.max()) >= vocab ** length):
-        raise ValueError(f"y must lie in [0, {vocab ** length}) (vocab**length), got {int(y.min())}..{int(y.max())}")
+    if y.numel() and (int(y.min()) < 0 or int(y.max()) >= vocab**length):
+        raise ValueError(f"y must lie in [0, {vocab**length}) (vocab**length), got {int(y.min())}..{int(y.max())}")
     t = torch.arange(length)
     # y_t = digit t of y in base V; prefix y_<t has index (V**t - 1)/(V - 1) + y // V**(L - t)
     tokens = (y[..., None] // vocab ** (length - 1 - t)) % vocab  # (..., L)
-    offset = (vocab ** t - 1) // (vocab - 1)  # (L,)
+    offset = (vocab**t - 1) // (vocab - 1)  # (L,)
     return tokens, offset + y[..., None] // vocab ** (length - t)
 
 
@@ -179,7 +208,7 @@ def enumerate_sequences(vocab: int, length: int) -> tuple[torch.Tensor, torch.Te
     ([[0, 0], [0, 1], [1, 0], [1, 1]], [[0, 1], [0, 1], [0, 2], [0, 2]])
     """
     n_prefixes(vocab, length)
-    return sequence_positions(torch.arange(vocab ** length), vocab, length)
+    return sequence_positions(torch.arange(vocab**length), vocab, length)
 
 
 def path_sum(edge, length: int | None = None) -> torch.Tensor:
@@ -260,9 +289,9 @@ def _reach_and_paths(lp: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     levels, acc = [torch.zeros_like(lp[..., 0, :1])], lp[..., 0, :]  # rho(root) = 1
     for t in range(1, l):
         levels.append(acc)
-        lo = (v ** t - 1) // (v - 1)
+        lo = (v**t - 1) // (v - 1)
         # child (prefix m, token a) of length t + 1 has index m * V + a among its level
-        acc = (acc[..., :, None] + lp[..., lo:lo + v ** t, :]).flatten(-2)  # (..., V**(t+1))
+        acc = (acc[..., :, None] + lp[..., lo : lo + v**t, :]).flatten(-2)  # (..., V**(t+1))
     return torch.cat(levels, -1), acc
 
 
@@ -326,12 +355,17 @@ def describe_rule(rule: dict) -> str:
 def _targets(n: int) -> torch.Tensor:
     """Success-rate targets: one in eight prompts very hard (0.05), the rest spread over 0.15..0.9."""
     very_hard = n // 8
-    return torch.cat([torch.full((very_hard,), 0.05, dtype=torch.float64),
-                      torch.linspace(0.15, 0.9, n - very_hard, dtype=torch.float64)])
+    return torch.cat(
+        [
+            torch.full((very_hard,), 0.05, dtype=torch.float64),
+            torch.linspace(0.15, 0.9, n - very_hard, dtype=torch.float64),
+        ]
+    )
 
 
-def _pick_rule(pi: torch.Tensor, tokens: torch.Tensor, target: float, gen: torch.Generator,
-               n_candidates: int) -> tuple[dict, torch.Tensor]:
+def _pick_rule(
+    pi: torch.Tensor, tokens: torch.Tensor, target: float, gen: torch.Generator, n_candidates: int
+) -> tuple[dict, torch.Tensor]:
     """The checksum rule among random candidates whose success rate under pi (Y,) is closest to target."""
     y_count, length = tokens.shape
     m = torch.randint(2, 21, (n_candidates,), generator=gen)  # moduli 2..20
@@ -348,8 +382,16 @@ def _pick_rule(pi: torch.Tensor, tokens: torch.Tensor, target: float, gen: torch
     return rule, (res[:, i] < c[j]).double()
 
 
-def make_tasks(n_prompts: int, vocab: int, length: int, *, start: str = "flat", seed: int = 0,
-               sharpness: float = 3.0, n_candidates: int = 256) -> Tasks:
+def make_tasks(
+    n_prompts: int,
+    vocab: int,
+    length: int,
+    *,
+    start: str = "flat",
+    seed: int = 0,
+    sharpness: float = 3.0,
+    n_candidates: int = 256,
+) -> Tasks:
     r"""P prompts, each its own logit table and its own verifiable reward, success rates spread over K = 0.4's regimes.
 
     Reward rule (a checksum, :func:`describe_rule`): r(y) = 1 iff (sum_t a_t y_t) mod m < c, with
@@ -395,8 +437,9 @@ def make_tasks(n_prompts: int, vocab: int, length: int, *, start: str = "flat", 
     return Tasks(z, torch.stack(rewards), rules)
 
 
-def task_batch(n_seeds: int, n_prompts: int, vocab: int, length: int, *, start: str = "flat", seed: int = 0,
-               sharpness: float = 3.0) -> Tasks:
+def task_batch(
+    n_seeds: int, n_prompts: int, vocab: int, length: int, *, start: str = "flat", seed: int = 0, sharpness: float = 3.0
+) -> Tasks:
     r"""S independent task sets (seeds ``seed .. seed + S - 1`` of :func:`make_tasks`), stacked: logits
     (S, P, n, V), rewards (S, P, Y), rules a list of S lists.
 
@@ -404,10 +447,10 @@ def task_batch(n_seeds: int, n_prompts: int, vocab: int, length: int, *, start: 
     torch.Size([3, 4, 7, 2])
     """
     check_int(n_seeds, "n_seeds", 1)
-    sets = [make_tasks(n_prompts, vocab, length, start=start, seed=seed + s, sharpness=sharpness)
-            for s in range(n_seeds)]
-    return Tasks(torch.stack([t.logits for t in sets]), torch.stack([t.rewards for t in sets]),
-                 [t.rules for t in sets])
+    sets = [
+        make_tasks(n_prompts, vocab, length, start=start, seed=seed + s, sharpness=sharpness) for s in range(n_seeds)
+    ]
+    return Tasks(torch.stack([t.logits for t in sets]), torch.stack([t.rewards for t in sets]), [t.rules for t in sets])
 
 
 class Snapshot(NamedTuple):
@@ -453,11 +496,11 @@ def _snapshot(z: torch.Tensor) -> Snapshot:
     q = -lp  # (..., n, V): Q(s, a), the children's F added level by level from the deepest
     f_levels = []
     for t in range(l - 1, -1, -1):
-        lo = (v ** t - 1) // (v - 1)
+        lo = (v**t - 1) // (v - 1)
         if f_levels:
-            q[..., lo:lo + v ** t, :] += f_levels[-1].view(*q.shape[:-2], v ** t, v)
+            q[..., lo : lo + v**t, :] += f_levels[-1].view(*q.shape[:-2], v**t, v)
         # F(s) = sum_a pi(a|s) Q(s, a)
-        f_levels.append((pi[..., lo:lo + v ** t, :] * q[..., lo:lo + v ** t, :]).sum(-1))  # (..., V**t)
+        f_levels.append((pi[..., lo : lo + v**t, :] * q[..., lo : lo + v**t, :]).sum(-1))  # (..., V**t)
     f = torch.cat(f_levels[::-1], -1)  # (..., n): F(s) of every prefix, root first
     # grad_{z_{s,a}} H = rho(s) pi(a|s) (Q(s,a) - F(s));  H = F(root) = sum_s rho(s) H(s)
     g = log_rho.exp()[..., None] * pi * (q - f[..., None])
@@ -534,8 +577,10 @@ def split_parts(shares, advantages, hard) -> dict[str, torch.Tensor]:
     a = as_real_tensor(advantages, "advantages", ndim=2).to(d)
     hard = torch.as_tensor(hard, device=d.device)
     if a.shape != d.shape or hard.shape != d.shape or hard.dtype != torch.bool:
-        raise ValueError(f"advantages and hard (bool) must have the shape of shares {tuple(d.shape)}, "
-                         f"got {tuple(a.shape)} and {tuple(hard.shape)} ({hard.dtype})")
+        raise ValueError(
+            f"advantages and hard (bool) must have the shape of shares {tuple(d.shape)}, "
+            f"got {tuple(a.shape)} and {tuple(hard.shape)} ({hard.dtype})"
+        )
     out = {}
     for sign, sel in (("pos", a > 0), ("neg", a < 0)):
         for regime, rows in (("hard", hard), ("easy", ~hard)):
@@ -547,8 +592,9 @@ def split_parts(shares, advantages, hard) -> dict[str, torch.Tensor]:
     return {k: out[k] for k in LEDGER_PARTS}
 
 
-def advantage_table(group_size: int, *, baseline: str = "quantile", k: float = 0.4, quantile_method: str = "paper",
-                    scale: str = "group") -> tuple[torch.Tensor, torch.Tensor]:
+def advantage_table(
+    group_size: int, *, baseline: str = "quantile", k: float = 0.4, quantile_method: str = "paper", scale: str = "group"
+) -> tuple[torch.Tensor, torch.Tensor]:
     r"""A1(c), A0(c): the advantage of a correct and of a wrong response in a group with c of G correct.
 
     From :func:`qae_lab.advantages.group_advantages` on the G + 1 groups (1,..,1, 0,..,0); 0 where the
@@ -562,8 +608,10 @@ def advantage_table(group_size: int, *, baseline: str = "quantile", k: float = 0
     ([0.0, 1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, -1.0, 0.0])
     """
     if scale == "batch":
-        raise ValueError("scale must be 'group' or 'none' for the expected ledger: with 'batch' the advantages "
-                         "depend on the other prompts' groups, not on c alone")
+        raise ValueError(
+            "scale must be 'group' or 'none' for the expected ledger: with 'batch' the advantages "
+            "depend on the other prompts' groups, not on c alone"
+        )
     a1, a0 = _advantage_table(check_group_size(group_size, group_size), baseline, k, quantile_method, scale)
     return a1.clone(), a0.clone()
 
@@ -572,16 +620,26 @@ def advantage_table(group_size: int, *, baseline: str = "quantile", k: float = 0
 def _advantage_table(g: int, baseline: str, k: float, quantile_method: str, scale: str):
     """:func:`advantage_table`, computed once per setting (a training run asks at every step)."""
     c = torch.arange(g + 1)
-    adv = group_advantages(canonical_groups(g), g, baseline=baseline, k=k, quantile_method=quantile_method,
-                           scale=scale).view(g + 1, g)
+    adv = group_advantages(
+        canonical_groups(g), g, baseline=baseline, k=k, quantile_method=quantile_method, scale=scale
+    ).view(g + 1, g)
     a1 = torch.where(c > 0, adv[:, 0], torch.zeros(g + 1, dtype=adv.dtype))
     a0 = torch.where(c < g, adv[:, -1], torch.zeros(g + 1, dtype=adv.dtype))
     return a1, a0
 
 
-def expected_ledger(z, rewards, *, group_size: int, eta: float, baseline: str = "quantile", k: float = 0.4,
-                    quantile_method: str = "paper", scale: str = "group", snap: Snapshot | None = None
-                    ) -> dict[str, torch.Tensor]:
+def expected_ledger(
+    z,
+    rewards,
+    *,
+    group_size: int,
+    eta: float,
+    baseline: str = "quantile",
+    k: float = 0.4,
+    quantile_method: str = "paper",
+    scale: str = "group",
+    snap: Snapshot | None = None,
+) -> dict[str, torch.Tensor]:
     r"""The exact expected first-order entropy change of one on-policy group update, split (eq. LG3).
 
     One plain-SGD pass of the token-level (``bnpo``) loss without horizon weights: dz = eta/(P G L)
@@ -605,15 +663,21 @@ def expected_ledger(z, rewards, *, group_size: int, eta: float, baseline: str = 
     if z.dim() < 3:
         raise ValueError(f"z must have shape (..., P, n, V) with a prompt dimension, got {tuple(z.shape)}")
     r = as_real_tensor(rewards, "rewards").to(z)
-    if r.shape != z.shape[:-2] + (v ** l,) or not bool(((r == 0) | (r == 1)).all()):
-        raise ValueError(f"rewards must be 0/1 of shape {tuple(z.shape[:-2]) + (v ** l,)}, got {tuple(r.shape)}")
+    if r.shape != z.shape[:-2] + (v**l,) or not bool(((r == 0) | (r == 1)).all()):
+        raise ValueError(f"rewards must be 0/1 of shape {tuple(z.shape[:-2]) + (v**l,)}, got {tuple(r.shape)}")
     snap = _snapshot(z) if snap is None else snap
-    return _expected(snap, r, advantage_table(group_size, baseline=baseline, k=k, quantile_method=quantile_method,
-                                              scale=scale), k, check_positive(eta, "eta"))
+    return _expected(
+        snap,
+        r,
+        advantage_table(group_size, baseline=baseline, k=k, quantile_method=quantile_method, scale=scale),
+        k,
+        check_positive(eta, "eta"),
+    )
 
 
-def _expected(snap: Snapshot, r: torch.Tensor, table: tuple[torch.Tensor, torch.Tensor], k: float, eta: float
-              ) -> dict[str, torch.Tensor]:
+def _expected(
+    snap: Snapshot, r: torch.Tensor, table: tuple[torch.Tensor, torch.Tensor], k: float, eta: float
+) -> dict[str, torch.Tensor]:
     """eq. LG3 for a checked snapshot, rewards (..., P, Y) and advantage table (A1, A0)."""
     a1, a0 = table
     big_g, l = a1.shape[0] - 1, space_of(snap.lp)[1]

@@ -42,8 +42,15 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from qae_lab._checks import (as_real_tensor, check_choice, check_finite_scalar, check_group_size, check_int, check_k,
-                             check_positive)
+from qae_lab._checks import (
+    as_real_tensor,
+    check_choice,
+    check_finite_scalar,
+    check_group_size,
+    check_int,
+    check_k,
+    check_positive,
+)
 from qae_lab.advantages import BASELINES, QUANTILE_METHODS, SCALES, group_advantages, hard_regime
 from qae_lab.entropy_controls import ppo_clip_active
 from qae_lab.horizon import normalise_entropy, normaliser_factor, selective_horizon_weights
@@ -116,8 +123,8 @@ def _batch(logits, rewards) -> tuple[torch.Tensor, torch.Tensor]:
     if z.dim() != 4:
         raise ValueError(f"logits must have shape (S, P, n_prefixes, V), got {tuple(z.shape)}")
     r = as_real_tensor(rewards, "rewards").to(z)
-    if r.shape != z.shape[:2] + (v ** l,) or not bool(((r == 0) | (r == 1)).all()):
-        raise ValueError(f"rewards must be 0/1 of shape {tuple(z.shape[:2]) + (v ** l,)}, got {tuple(r.shape)}")
+    if r.shape != z.shape[:2] + (v**l,) or not bool(((r == 0) | (r == 1)).all()):
+        raise ValueError(f"rewards must be 0/1 of shape {tuple(z.shape[:2]) + (v**l,)}, got {tuple(r.shape)}")
     return z, r
 
 
@@ -149,8 +156,9 @@ def _pass(z: torch.Tensor, pos: tuple, adv: torch.Tensor, lp_old: torch.Tensor, 
         h = -(rows.exp() * rows).sum(-1)  # (S, P, G, L): H(s_t)
         mask = torch.ones(n_seeds * n_prompts * g, l, dtype=z.dtype)
         # w_{i,t} = exp(-alpha sum_{s<=t} H~_s) where SA-AH (A_i < 0) or AH applies, H~ = H / log V
-        w = selective_horizon_weights(normalise_entropy(h, v).reshape(-1, l), mask, adv.reshape(-1), s.alpha,
-                                      selective=s.selective).view(lp.shape)
+        w = selective_horizon_weights(
+            normalise_entropy(h, v).reshape(-1, l), mask, adv.reshape(-1), s.alpha, selective=s.selective
+        ).view(lp.shape)
         # c = sum(m) / sum(w) over each seed's batch, so that the loss is sum(w l) / sum(w): the token-level
         # factor of one seed's batch is the per-row factor of that batch laid out as one row
         c = normaliser_factor(w.reshape(n_seeds, -1), mask.view(n_seeds, -1), per_sequence=True)  # (S, 1)
@@ -160,9 +168,10 @@ def _pass(z: torch.Tensor, pos: tuple, adv: torch.Tensor, lp_old: torch.Tensor, 
     # l_t = -min(r_t A~_t, clip(r_t, 1 - eps_low, 1 + eps_high) A~_t); bnpo: sum / N_tok per seed
     per_token = -torch.min(ratio * a_tok, ratio.clamp(1 - s.epsilon_low, 1 + s.epsilon_high) * a_tok)
     loss = per_token.sum((1, 2, 3)) / (n_prompts * g * l)  # (S,)
-    grad, = torch.autograd.grad(loss.sum(), zg)
-    clipped = ppo_clip_active(log_ratio.detach().reshape(-1, l), a_tok.reshape(-1, l), s.epsilon_low,
-                              s.epsilon_high).view(lp.shape)
+    (grad,) = torch.autograd.grad(loss.sum(), zg)
+    clipped = ppo_clip_active(
+        log_ratio.detach().reshape(-1, l), a_tok.reshape(-1, l), s.epsilon_low, s.epsilon_high
+    ).view(lp.shape)
     return grad, a_tok, rows.detach(), clipped, lp.detach(), h
 
 
@@ -171,9 +180,9 @@ def _step(z: torch.Tensor, grad: torch.Tensor, s: UpdateSettings, state: dict | 
     if s.optimizer == "sgd":
         return z - s.eta * grad, state
     m, v, t = (torch.zeros_like(z), torch.zeros_like(z), 0) if state is None else (state["m"], state["v"], state["t"])
-    m, v, t = 0.9 * m + 0.1 * grad, 0.999 * v + 0.001 * grad ** 2, t + 1
+    m, v, t = 0.9 * m + 0.1 * grad, 0.999 * v + 0.001 * grad**2, t + 1
     # Adam: z <- z - eta m_hat / (sqrt(v_hat) + eps)
-    z = z - s.eta * (m / (1 - 0.9 ** t)) / ((v / (1 - 0.999 ** t)).sqrt() + 1e-8)
+    z = z - s.eta * (m / (1 - 0.9**t)) / ((v / (1 - 0.999**t)).sqrt() + 1e-8)
     return z, {"m": m, "v": v, "t": t}
 
 
@@ -181,8 +190,9 @@ def _sample(snap, rewards: torch.Tensor, s: UpdateSettings, generator):
     """G responses per prompt from the exact pi(y): (tokens, prefixes) (S, P, G, L), rewards, advantages."""
     pi_y = snap.log_pi_y.exp()  # (S, P, Y)
     n_seeds, n_prompts, y_count = pi_y.shape
-    y = torch.multinomial(pi_y.reshape(-1, y_count), s.group_size, replacement=True,
-                          generator=generator).view(n_seeds, n_prompts, s.group_size)  # (S, P, G)
+    y = torch.multinomial(pi_y.reshape(-1, y_count), s.group_size, replacement=True, generator=generator).view(
+        n_seeds, n_prompts, s.group_size
+    )  # (S, P, G)
     r = rewards.expand(pi_y.shape).gather(-1, y)  # (S, P, G)
     v, l = space_of(snap.lp)
     return sequence_positions(y, v, l), r, _advantages(r, s)
@@ -195,8 +205,12 @@ def _estimator_shares(rows, lp, h, lp_old, a_tok, clipped) -> dict[str, torch.Te
     # A~_t r_t, and 0 where the clip stops the gradient (the first pass: r = 1, nothing clipped)
     a_upd = update_advantages(a_tok.reshape(-1, l), (lp - lp_old).reshape(-1, l), clipped.reshape(-1, l))
     sums = {"reinforce": square_sums(rows.reshape(-1, l, v))}  # (S P G, L) each: sum_b pi_b^2, sum_b pi_b^2 log pi_b
-    return {form: entropy_change_terms(lp.reshape(-1, l), h.reshape(-1, l), a_upd, form=form,
-                                       sums=sums.get(form)).view(lp.shape) for form in LEDGER_FORMS}
+    return {
+        form: entropy_change_terms(lp.reshape(-1, l), h.reshape(-1, l), a_upd, form=form, sums=sums.get(form)).view(
+            lp.shape
+        )
+        for form in LEDGER_FORMS
+    }
 
 
 def _ledgers(snap, rewards, s, pos, rows0, adv, hard, passes) -> dict[str, torch.Tensor]:
@@ -217,8 +231,9 @@ def _ledgers(snap, rewards, s, pos, rows0, adv, hard, passes) -> dict[str, torch
     out["sampled/dh_visit"] = out["sampled/dh"] - out["sampled/dh_state"]
     exact = s.optimizer == "sgd" and s.alpha == 0 and s.scale != "batch"
     if exact:
-        expected = _expected(snap, rewards, _advantage_table(g, s.baseline, s.k, s.quantile_method, s.scale),
-                             s.k, s.eta)
+        expected = _expected(
+            snap, rewards, _advantage_table(g, s.baseline, s.k, s.quantile_method, s.scale), s.k, s.eta
+        )
     for key in LEDGER_PARTS:
         out[f"expected/{key}"] = expected[key].mean(-1) if exact else torch.full((n_seeds,), math.nan)
     for form in LEDGER_FORMS:
@@ -241,16 +256,22 @@ def _update(z0, rewards, s: UpdateSettings, generator, state, snap):
         clip.append(clipped.double().mean((1, 2, 3)))
         z, state = _step(z, grad, s, state)
     new = _snapshot(z)
-    out = {"entropy": snap.h.mean(-1), "success": (snap.log_pi_y.exp() * rewards).sum(-1).mean(-1),
-           "zero_adv_frac": (adv == 0).double().mean((1, 2)), "hard_frac": hard.double().mean(-1),
-           "clip_frac": torch.stack(clip).mean(0), "dh_exact": (new.h - snap.h).mean(-1),
-           "dh_first_order": (snap.g * (z - z0)).sum((-1, -2)).mean(-1)}
+    out = {
+        "entropy": snap.h.mean(-1),
+        "success": (snap.log_pi_y.exp() * rewards).sum(-1).mean(-1),
+        "zero_adv_frac": (adv == 0).double().mean((1, 2)),
+        "hard_frac": hard.double().mean(-1),
+        "clip_frac": torch.stack(clip).mean(0),
+        "dh_exact": (new.h - snap.h).mean(-1),
+        "dh_first_order": (snap.g * (z - z0)).sum((-1, -2)).mean(-1),
+    }
     out.update(_ledgers(snap, rewards, s, pos, rows0, adv, hard, passes))
     return z, out, state, new
 
 
-def group_update(logits, rewards, settings: UpdateSettings, *, generator: torch.Generator | None = None,
-                 state: dict | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor], dict | None]:
+def group_update(
+    logits, rewards, settings: UpdateSettings, *, generator: torch.Generator | None = None, state: dict | None = None
+) -> tuple[torch.Tensor, dict[str, torch.Tensor], dict | None]:
     r"""One sampled group update of every prompt (eq. U1), with its entropy ledgers.
 
     Args:
@@ -337,8 +358,9 @@ def _variants(settings: UpdateSettings, alphas) -> dict[str, UpdateSettings]:
     return out
 
 
-def update_variance(logits, rewards, settings: UpdateSettings, *, alphas=(0.5,), n_draws: int = 2000,
-                    chunk: int = 250, seed: int = 0) -> dict[str, dict[str, float]]:
+def update_variance(
+    logits, rewards, settings: UpdateSettings, *, alphas=(0.5,), n_draws: int = 2000, chunk: int = 250, seed: int = 0
+) -> dict[str, dict[str, float]]:
     r"""What SA-AH's horizon weights (arXiv 2606.05434) do to the variance of one update, by Monte Carlo.
 
     From one fixed policy, ``n_draws`` independent batches of groups; each gives the first pass's SGD step
@@ -370,8 +392,9 @@ def update_variance(logits, rewards, settings: UpdateSettings, *, alphas=(0.5,),
     done = 0
     while done < n_draws:
         m = min(chunk, n_draws - done)
-        many = snap._replace(lp=snap.lp.expand(m, *snap.lp.shape[1:]),
-                             log_pi_y=snap.log_pi_y.expand(m, *snap.log_pi_y.shape[1:]))
+        many = snap._replace(
+            lp=snap.lp.expand(m, *snap.lp.shape[1:]), log_pi_y=snap.log_pi_y.expand(m, *snap.log_pi_y.shape[1:])
+        )
         pos, _, adv = _sample(many, rewards, settings, gen)
         lp_old = _rows(many.lp, pos[1]).gather(-1, pos[0][..., None]).squeeze(-1)
         for name, s in variants.items():
@@ -379,12 +402,12 @@ def update_variance(logits, rewards, settings: UpdateSettings, *, alphas=(0.5,),
             dh = (snap.g * dz).sum((-1, -2)).mean(-1)  # (M,)
             acc = sums[name]
             acc[0] += dz.flatten(1).sum(0)
-            acc[1] += float((dz ** 2).sum())
+            acc[1] += float((dz**2).sum())
             acc[2] += float(dh.sum())
-            acc[3] += float((dh ** 2).sum())
+            acc[3] += float((dh**2).sum())
         done += m
     zg = z[0].clone().requires_grad_(True)
-    grad_p, = torch.autograd.grad(success_rate(zg, rewards[0]).mean(), zg)
+    (grad_p,) = torch.autograd.grad(success_rate(zg, rewards[0]).mean(), zg)
     return _variance_summary(sums, n_draws, grad_p.flatten())
 
 
@@ -397,8 +420,13 @@ def _variance_summary(sums: dict, n: int, grad_p: torch.Tensor) -> dict[str, dic
         mean = s_dz / n
         # tr Cov(dz) = E||dz||^2 - ||E dz||^2
         trace_var = s_sq / n - float(mean @ mean)
-        out[name] = {"trace_var": trace_var, "mean_norm": float(mean.norm()),
-                     "noise_to_signal": trace_var / max(float(mean @ mean), 1e-300), "cos_plain": cos(mean, plain),
-                     "cos_success": cos(mean, grad_p), "dh_mean": s_dh / n,
-                     "dh_std": max(s_dh2 / n - (s_dh / n) ** 2, 0.0) ** 0.5}
+        out[name] = {
+            "trace_var": trace_var,
+            "mean_norm": float(mean.norm()),
+            "noise_to_signal": trace_var / max(float(mean @ mean), 1e-300),
+            "cos_plain": cos(mean, plain),
+            "cos_success": cos(mean, grad_p),
+            "dh_mean": s_dh / n,
+            "dh_std": max(s_dh2 / n - (s_dh / n) ** 2, 0.0) ** 0.5,
+        }
     return out

@@ -77,8 +77,9 @@ def convention_disagreements(group_size: int, ks) -> torch.Tensor:
     """
     g = check_group_size(group_size, group_size)
     groups = canonical_groups(g)
-    return torch.stack([quantile_baseline(groups, g, k) != quantile_baseline(groups, g, k, method="linear")
-                        for k in check_k_list(ks)])
+    return torch.stack(
+        [quantile_baseline(groups, g, k) != quantile_baseline(groups, g, k, method="linear") for k in check_k_list(ks)]
+    )
 
 
 def gate_zero_counts(group_size: int, k: float, method: str = "paper") -> torch.Tensor:
@@ -135,7 +136,7 @@ def _binomial_pmf(p: torch.Tensor, g: int) -> torch.Tensor:
     # torch's lgamma on both sides, so that C(G, 0) = C(G, G) = 1 exactly
     log_comb = torch.lgamma(torch.tensor(g + 1.0, dtype=torch.float64)) - torch.lgamma(c + 1) - torch.lgamma(g - c + 1)
     pp = p[..., None]
-    return torch.exp(log_comb) * torch.where(c == 0, 1.0, pp ** c) * torch.where(c == g, 1.0, (1 - pp) ** (g - c))
+    return torch.exp(log_comb) * torch.where(c == 0, 1.0, pp**c) * torch.where(c == g, 1.0, (1 - pp) ** (g - c))
 
 
 def _beta_binomial_pmf(a: float, b: float, g: int) -> torch.Tensor:
@@ -157,8 +158,9 @@ def _check_rates(p: torch.Tensor) -> None:
         raise ValueError(f"p must hold success rates in [0, 1], got {p[bad].flatten()[0].item()}")
 
 
-def expected_zero_fraction(p, group_size: int, k: float, method: str = "paper", *,
-                           drop_all_equal: bool = False) -> torch.Tensor:
+def expected_zero_fraction(
+    p, group_size: int, k: float, method: str = "paper", *, drop_all_equal: bool = False
+) -> torch.Tensor:
     r"""Exact E[fraction of a group with A = 0] when the success count is Binomial(G, p).
 
     Args:
@@ -176,8 +178,9 @@ def expected_zero_fraction(p, group_size: int, k: float, method: str = "paper", 
     return _zero_share(_binomial_pmf(p, g), zeros, drop_all_equal)
 
 
-def expected_zero_fraction_beta(a: float, b: float, group_size: int, k: float, method: str = "paper", *,
-                                drop_all_equal: bool = False) -> float:
+def expected_zero_fraction_beta(
+    a: float, b: float, group_size: int, k: float, method: str = "paper", *, drop_all_equal: bool = False
+) -> float:
     r"""E[zero-advantage fraction] when per-prompt success rates follow Beta(a, b).
 
     ``drop_all_equal`` conditions on mixed groups, as in :func:`expected_zero_fraction`.
@@ -206,8 +209,9 @@ def sampled_zero_fraction(p, group_size: int, k: float, method: str = "paper", *
     return sampled_zero_sources(p, group_size, k, method, seed=seed).total
 
 
-def sampled_zero_fraction_beta(a: float, b: float, group_size: int, ks, method: str = "paper", *,
-                               n_prompts: int) -> list[float]:
+def sampled_zero_fraction_beta(
+    a: float, b: float, group_size: int, ks, method: str = "paper", *, n_prompts: int
+) -> list[float]:
     r"""Sampled counterpart of :func:`expected_zero_fraction_beta` at each K of ``ks``: ``n_prompts`` success
     rates drawn once from Beta(a, b), then :func:`sampled_zero_fraction` at the i-th K with ``seed=i``.
 
@@ -301,8 +305,9 @@ def sampled_zero_sources(p, group_size: int, k: float, method: str = "paper", *,
     return ZeroSources(float((zero * equal).sum()) / n, float((zero * ~equal).sum()) / n)
 
 
-def advantage_extremes(group_size: int, k: float, *, baseline: str = "quantile", scale: str = "group"
-                       ) -> tuple[torch.Tensor, torch.Tensor]:
+def advantage_extremes(
+    group_size: int, k: float, *, baseline: str = "quantile", scale: str = "group"
+) -> tuple[torch.Tensor, torch.Tensor]:
     r"""The largest and the smallest advantage in a binary group with c correct responses, for c = 0..G.
 
     Returns:
@@ -332,13 +337,21 @@ def group_advantage_rows(group_size: int, k: float, counts, baselines=("mean", "
     for c in counts:
         r = groups[check_int(c, "c", 0, g)]
         for base in baselines:
-            rows.append({"c": c, "baseline": base, "rewards": r.tolist(),
-                         "advantages": group_advantages(r, g, baseline=base, k=k).tolist()})
+            rows.append(
+                {
+                    "c": c,
+                    "baseline": base,
+                    "rewards": r.tolist(),
+                    "advantages": group_advantages(r, g, baseline=base, k=k).tolist(),
+                }
+            )
     return rows
 
 
-SPREADS = {"a U-shaped batch (Beta(0.5, 0.5): most prompts nearly always or nearly never solved)": (0.5, 0.5),
-           "one centred on p = 0.5 (Beta(4, 4))": (4.0, 4.0)}  # other spreads of difficulty summary_02 names
+SPREADS = {
+    "a U-shaped batch (Beta(0.5, 0.5): most prompts nearly always or nearly never solved)": (0.5, 0.5),
+    "one centred on p = 0.5 (Beta(4, 4))": (4.0, 4.0),
+}  # other spreads of difficulty summary_02 names
 
 
 def summary_02(measured: ZeroSources, n_prompts: int, group_size: int, k: float) -> str:
@@ -367,12 +380,15 @@ def summary_02(measured: ZeroSources, n_prompts: int, group_size: int, k: float)
     per_prompt = expected_zero_fraction(ps, g, k)
     low = int(per_prompt.argmin())
     others = ", ".join(f"{zero_sources_beta(a, b, g, k).total:.1%} for {name}" for name, (a, b) in SPREADS.items())
-    return "\n".join(textwrap.fill(line, 110, subsequent_indent="  ") for line in [
-        f"* At K = {k:g} and G = {g}, {measured.total:.1%} of the responses to {n_prompts:,} prompts with success "
-        f"rates uniform on (0, 1) got exactly zero advantage ({exact:.1%} expected): {100 * measured.all_equal:.1f} "
-        f"points from groups whose rewards were all equal, which GRPO's mean baseline leaves at zero too, and "
-        f"{100 * measured.gate:.1f} from QAE's gate.",
-        f"* One prompt's expected share is lowest at p = {ps[low].item():.2f} ({per_prompt[low].item():.1%}) and "
-        f"reaches {per_prompt[0].item():.0%} at p = 0 and p = 1.",
-        f"* Other spreads of difficulty: {others}.",
-    ])
+    return "\n".join(
+        textwrap.fill(line, 110, subsequent_indent="  ")
+        for line in [
+            f"* At K = {k:g} and G = {g}, {measured.total:.1%} of the responses to {n_prompts:,} prompts with success "
+            f"rates uniform on (0, 1) got exactly zero advantage ({exact:.1%} expected): {100 * measured.all_equal:.1f} "
+            f"points from groups whose rewards were all equal, which GRPO's mean baseline leaves at zero too, and "
+            f"{100 * measured.gate:.1f} from QAE's gate.",
+            f"* One prompt's expected share is lowest at p = {ps[low].item():.2f} ({per_prompt[low].item():.1%}) and "
+            f"reaches {per_prompt[0].item():.0%} at p = 0 and p = 1.",
+            f"* Other spreads of difficulty: {others}.",
+        ]
+    )

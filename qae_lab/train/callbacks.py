@@ -89,7 +89,15 @@ from qae_lab.storage.folder import (
 )
 from qae_lab.storage.resume import FRESH, ResumePlan, latest_complete_checkpoint, plan_run, resume_log
 
-__all__ = ['RunLogger', 'run_logger', 'pending_plan', 'CompactProgress', 'use_compact_progress', 'TrainOutcome', 'train_resumable']
+__all__ = [
+    "RunLogger",
+    "run_logger",
+    "pending_plan",
+    "CompactProgress",
+    "use_compact_progress",
+    "TrainOutcome",
+    "train_resumable",
+]
 
 
 if typing.TYPE_CHECKING:
@@ -126,11 +134,18 @@ class RunLogger(TrainerCallback):
     [(1, 0.5)]
     """
 
-    def __init__(self, preset: str | None = None, run: dict | None = None, plan: ResumePlan | None = None,
-                 lock: RunLock | None = None):
+    def __init__(
+        self,
+        preset: str | None = None,
+        run: dict | None = None,
+        plan: ResumePlan | None = None,
+        lock: RunLock | None = None,
+    ):
         self.preset, self.run = preset, dict(run or {})
         self.plan, self.followed = plan, None
-        self.lock = lock  # the run folder's lock (qae_lab.storage.resume.claim took it); taken here for a start of its own
+        self.lock = (
+            lock  # the run folder's lock (qae_lab.storage.resume.claim took it); taken here for a start of its own
+        )
         self.hold_lock = False  # True: whoever set it lets go (qae_lab.runs.pipeline.train, after the run's last write)
         self.start = None
         self.resume_event: dict | None = None
@@ -157,13 +172,19 @@ class RunLogger(TrainerCallback):
     def _begin(self, out: Path, args, state) -> None:
         plan, self.plan = self.plan, None  # a plan serves one start
         if plan is None:  # on its own: the one planner, from what the trainer has loaded
-            plan = plan_run(out, resume=state.global_step or None, history=list(state.log_history),
-                            settings={"trainer": jsonable(args.to_dict()), "run": jsonable(self.run)})
+            plan = plan_run(
+                out,
+                resume=state.global_step or None,
+                history=list(state.log_history),
+                settings={"trainer": jsonable(args.to_dict()), "run": jsonable(self.run)},
+            )
         plan.require()
         if plan.start_step != state.global_step or Path(plan.folder).resolve() != out.resolve():
-            raise RunFolderError(f"the trainer starts at step {state.global_step} in {out}/, but its run's plan is "
-                                 f"{plan.summary} in {plan.folder}/: train as planned, or make a new trainer "
-                                 f"(make_trainer(..., resume=...)) for the other start")
+            raise RunFolderError(
+                f"the trainer starts at step {state.global_step} in {out}/, but its run's plan is "
+                f"{plan.summary} in {plan.folder}/: train as planned, or make a new trainer "
+                f"(make_trainer(..., resume=...)) for the other start"
+            )
         self.followed = plan
         if plan.kind == FRESH:
             write_config(out, args, preset=self.preset, run=self.run)
@@ -181,11 +202,18 @@ class RunLogger(TrainerCallback):
         kept, later, restored = resume_log(rows, step, list(state.log_history))
         # the checkpoint has loaded (weights, optimizer, schedule; its RNG state was checked by the plan): only now
         # does the resume change the folder, so a resume refused or failing while loading leaves it as it was
-        moved = (_set_aside_finished(out, plan.finished_at)
-                 if plan.finished_at is not None and plan.trains_on else {})
-        event = {"event": "resume", "step": step, "time": time.time(), "changed": changes,
-                 "superseded_steps": [r["step"] for r in step_rows(later)], "restored_steps": restored,
-                 "cut_line": cut is not None, **moved, **self.resume_extra}
+        moved = _set_aside_finished(out, plan.finished_at) if plan.finished_at is not None and plan.trains_on else {}
+        event = {
+            "event": "resume",
+            "step": step,
+            "time": time.time(),
+            "changed": changes,
+            "superseded_steps": [r["step"] for r in step_rows(later)],
+            "restored_steps": restored,
+            "cut_line": cut is not None,
+            **moved,
+            **self.resume_extra,
+        }
         if later or cut is not None:  # kept beside the log before the log drops them
             for row in later:
                 append_line(out / SUPERSEDED_NAME, row)
@@ -201,8 +229,13 @@ class RunLogger(TrainerCallback):
                 stored.setdefault("run", {})["build"] = self.run["build"]
             now = versions()
             stored.setdefault("resumes", []).append(
-                {"step": step, "time": event["time"], "changed": changes,
-                 **({"versions": now} if now != stored.get("versions") else {})})
+                {
+                    "step": step,
+                    "time": event["time"],
+                    "changed": changes,
+                    **({"versions": now} if now != stored.get("versions") else {}),
+                }
+            )
             save_config(out, stored)
         return event
 
@@ -210,8 +243,13 @@ class RunLogger(TrainerCallback):
         if not state.is_world_process_zero:
             return
         now = time.time()
-        row = {"step": state.global_step, "epoch": state.epoch, "time": now,
-               "elapsed_s": now - (self.start if self.start is not None else now), **(logs or {})}
+        row = {
+            "step": state.global_step,
+            "epoch": state.epoch,
+            "time": now,
+            "elapsed_s": now - (self.start if self.start is not None else now),
+            **(logs or {}),
+        }
         append_line(Path(args.output_dir) / LOG_NAME, row)
 
 
@@ -268,8 +306,12 @@ class CompactProgress(ProgressCallback):
     """
 
     SHOWN: typing.ClassVar[dict[str, str]] = {  # logged name -> short label
-        "reward": "reward", "completions/mean_length": "len", QAE_ZERO_ADV_FRAC: "zero_adv",
-        "entropy": "H", "entropy/updated_rows": "H_upd"}
+        "reward": "reward",
+        "completions/mean_length": "len",
+        QAE_ZERO_ADV_FRAC: "zero_adv",
+        "entropy": "H",
+        "entropy/updated_rows": "H_upd",
+    }
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if state.is_world_process_zero and self.training_bar is not None and logs:
@@ -345,10 +387,17 @@ def train_resumable(trainer, resume_from_checkpoint: str | None = None) -> Train
             return TrainOutcome(True, str(out / f"checkpoint-{step}"), step)
         except KeyboardInterrupt:
             latest, _ = latest_complete_checkpoint(out)
-            return TrainOutcome(True, str(latest) if latest else None, step,
-                                f"interrupted again while saving checkpoint-{step}: that save was abandoned; "
-                                + (f"the latest complete checkpoint is {latest.name}" if latest
-                                   else "the run has no complete checkpoint to resume"))
+            return TrainOutcome(
+                True,
+                str(latest) if latest else None,
+                step,
+                f"interrupted again while saving checkpoint-{step}: that save was abandoned; "
+                + (
+                    f"the latest complete checkpoint is {latest.name}"
+                    if latest
+                    else "the run has no complete checkpoint to resume"
+                ),
+            )
         finally:  # training ended without on_train_end: the run folder's lock goes here (unless held for longer)
             logger = run_logger(trainer) if hasattr(trainer, "callback_handler") else None
             if logger is not None:

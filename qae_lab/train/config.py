@@ -34,20 +34,28 @@ from trl import GRPOConfig
 from qae_lab._checks import check_choice, check_finite_scalar, check_int, check_k
 from qae_lab.task.behaviour import REFLECTION_WORDS, reflection_pattern
 from qae_lab.entropy_controls import ADVANTAGE_MASKS, COV_PENALTIES, check_ratio
-from qae_lab.methods import (BASELINES, LOSS_TYPES, QUANTILE_METHODS, TOKEN_WEIGHTINGS, WEIGHTED_LOSS_TYPES,
-                             check_weighting_loss_type)
+from qae_lab.methods import (
+    BASELINES,
+    LOSS_TYPES,
+    QUANTILE_METHODS,
+    TOKEN_WEIGHTINGS,
+    WEIGHTED_LOSS_TYPES,
+    check_weighting_loss_type,
+)
 
 __all__ = ["QAEConfig"]
 
 
 def _in(lo: float, hi: float, *, lo_open: bool = False, hi_open: bool = False, none: bool = False):
     """A range check for :data:`_SETTING_RANGES`: (test, words for the message)."""
+
     def test(v) -> bool:
         if v is None:
             return none
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             return False
         return (v > lo if lo_open else v >= lo) and (v < hi if hi_open else v <= hi)
+
     words = ("(" if lo_open else "[") + f"{lo}, {hi}" + (")" if hi_open else "]")
     return test, f"a number in {words}".replace("inf]", "inf)") + (" or None" if none else "")
 
@@ -85,10 +93,23 @@ _SETTING_RANGES = {
     "regime_eval_samples": _in(1, _INF),
     "regime_eval_prompts": _in(2, _INF),
 }
-_INT_SETTINGS = ("max_completion_length", "num_generations", "num_generations_eval", "per_device_train_batch_size",
-                 "gradient_accumulation_steps",
-                 "num_iterations", "steps_per_generation", "save_total_limit", "seed", "top_k", "max_steps",
-                 "vllm_tensor_parallel_size", "regime_eval_steps", "regime_eval_samples", "regime_eval_prompts")
+_INT_SETTINGS = (
+    "max_completion_length",
+    "num_generations",
+    "num_generations_eval",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "num_iterations",
+    "steps_per_generation",
+    "save_total_limit",
+    "seed",
+    "top_k",
+    "max_steps",
+    "vllm_tensor_parallel_size",
+    "regime_eval_steps",
+    "regime_eval_samples",
+    "regime_eval_prompts",
+)
 _VLLM_MODES = ("colocate", "server")
 _VLLM_IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 # settings of transformers' generate that do nothing when vLLM generates: name -> the value that is off
@@ -124,9 +145,11 @@ def _refuse_remote_code(cfg) -> None:
     kwargs = cfg.model_init_kwargs if isinstance(cfg.model_init_kwargs, dict) else {}
     if cfg.trust_remote_code or kwargs.get("trust_remote_code"):
         where = "trust_remote_code" if cfg.trust_remote_code else "model_init_kwargs.trust_remote_code"
-        raise ValueError(f"{where}=true would run Python code shipped in a model folder (its modelling files), "
-                         f"which qae_lab never does: models load as transformers' own architectures, from "
-                         f"safetensors. Set {where} to false (the Qwen2.5 models need no remote code)")
+        raise ValueError(
+            f"{where}=true would run Python code shipped in a model folder (its modelling files), "
+            f"which qae_lab never does: models load as transformers' own architectures, from "
+            f"safetensors. Set {where} to false (the Qwen2.5 models need no remote code)"
+        )
 
 
 def _vllm_generates(cfg) -> None:
@@ -139,8 +162,12 @@ def _vllm_generates(cfg) -> None:
         setattr(cfg, name, _TRANSFORMERS_GENERATION[name])
     said = ", ".join(f"{name}={value!r} -> {_TRANSFORMERS_GENERATION[name]!r}" for name, value in on.items())
     # stacklevel 4: the code that built the config (this function < __post_init__ < the dataclass __init__)
-    warnings.warn(f"use_vllm=True: vLLM generates (vllm_mode={cfg.vllm_mode!r}), so the settings of transformers' "
-                  f"generate step aside: {said}", UserWarning, stacklevel=4)
+    warnings.warn(
+        f"use_vllm=True: vLLM generates (vllm_mode={cfg.vllm_mode!r}), so the settings of transformers' "
+        f"generate step aside: {said}",
+        UserWarning,
+        stacklevel=4,
+    )
 
 
 @dataclass
@@ -158,57 +185,140 @@ class QAEConfig(GRPOConfig):
     ValueError: temperature must be a number in (0, inf), got 0.0
     """
 
-    baseline: str = field(default="quantile", metadata={"help": "Response-level baseline: 'mean' (GRPO) or "
-                          "'quantile' (QAE, arXiv 2509.22611: the group K-quantile)."})
-    quantile_k: float = field(default=0.4, metadata={"help": "QAE's K in (0, 1); prompts with success rate "
-                              "p <= 1-K are 'hard' (only successes move). Paper default 0.4."})
-    quantile_method: str = field(default="paper", metadata={"help": "'paper' (ceil(K*G)-th smallest reward) or "
-                                 "'linear' (torch.quantile, as the official QAE code)."})
+    baseline: str = field(
+        default="quantile",
+        metadata={
+            "help": "Response-level baseline: 'mean' (GRPO) or "
+            "'quantile' (QAE, arXiv 2509.22611: the group K-quantile)."
+        },
+    )
+    quantile_k: float = field(
+        default=0.4,
+        metadata={
+            "help": "QAE's K in (0, 1); prompts with success rate "
+            "p <= 1-K are 'hard' (only successes move). Paper default 0.4."
+        },
+    )
+    quantile_method: str = field(
+        default="paper",
+        metadata={
+            "help": "'paper' (ceil(K*G)-th smallest reward) or 'linear' (torch.quantile, as the official QAE code)."
+        },
+    )
     advantage_eps: float = field(default=1e-4, metadata={"help": "Added to the std when scaling (TRL uses 1e-4)."})
-    token_weighting: str = field(default="none", metadata={"help": "'none', 'ah' (AH-GRPO: every rollout) or "
-                                 "'sa_ah' (SA-AH-GRPO, arXiv 2606.05434: negative-advantage rollouts only)."})
-    alpha: float = field(default=0.5, metadata={"help": "Entropy coefficient of SA-AH's horizon weight "
-                         "w_t = exp(-alpha * cumulative normalised entropy). 0 is plain GRPO; the paper uses 0.5."})
-    entropy_top_k: int | None = field(default=None, metadata={"help": "H~_t for the horizon weights: None for "
-                                      "the exact entropy of the loss's forward, or k for SA-AH's top-k estimate "
-                                      "H_topk / log V (arXiv 2606.05434 uses k = 500; an extra no-grad LM-head "
-                                      "projection of the same forward's hidden states)."})
-    sparse_update: bool = field(default=True, metadata={"help": "Skip the forward/backward of responses with "
-                                "advantage exactly 0 (same gradient); dense when beta != 0 or an entropy bonus is on."})
-    success_threshold: float = field(default=0.5, metadata={"help": "Reward at or above which a response counts "
-                                     "as a success in the qae/* regime metrics."})
-    fast_generation: bool = field(default=False, metadata={"help": "Sample in eval mode (no dropout) with LoRA "
-                                  "merged into the base weights, restored bit-exactly after (qae_lab.train.generation."
-                                  "generation_policy): the bare model's kernels per decode step instead of TRL's "
-                                  "unmerged LoRA in train mode. Transformers generation only: with use_vllm=True it "
-                                  "is set to False, with a warning."})
-    compile_generation: bool = field(default=False, metadata={"help": "Let transformers compile the decode step "
-                                     "(TRL passes disable_compile=True). Takes effect with "
-                                     "cache_implementation='static' on a GPU; the first steps compile. Set to False, "
-                                     "with a warning, when use_vllm=True."})
+    token_weighting: str = field(
+        default="none",
+        metadata={
+            "help": "'none', 'ah' (AH-GRPO: every rollout) or "
+            "'sa_ah' (SA-AH-GRPO, arXiv 2606.05434: negative-advantage rollouts only)."
+        },
+    )
+    alpha: float = field(
+        default=0.5,
+        metadata={
+            "help": "Entropy coefficient of SA-AH's horizon weight "
+            "w_t = exp(-alpha * cumulative normalised entropy). 0 is plain GRPO; the paper uses 0.5."
+        },
+    )
+    entropy_top_k: int | None = field(
+        default=None,
+        metadata={
+            "help": "H~_t for the horizon weights: None for "
+            "the exact entropy of the loss's forward, or k for SA-AH's top-k estimate "
+            "H_topk / log V (arXiv 2606.05434 uses k = 500; an extra no-grad LM-head "
+            "projection of the same forward's hidden states)."
+        },
+    )
+    sparse_update: bool = field(
+        default=True,
+        metadata={
+            "help": "Skip the forward/backward of responses with "
+            "advantage exactly 0 (same gradient); dense when beta != 0 or an entropy bonus is on."
+        },
+    )
+    success_threshold: float = field(
+        default=0.5,
+        metadata={"help": "Reward at or above which a response counts as a success in the qae/* regime metrics."},
+    )
+    fast_generation: bool = field(
+        default=False,
+        metadata={
+            "help": "Sample in eval mode (no dropout) with LoRA "
+            "merged into the base weights, restored bit-exactly after (qae_lab.train.generation."
+            "generation_policy): the bare model's kernels per decode step instead of TRL's "
+            "unmerged LoRA in train mode. Transformers generation only: with use_vllm=True it "
+            "is set to False, with a warning."
+        },
+    )
+    compile_generation: bool = field(
+        default=False,
+        metadata={
+            "help": "Let transformers compile the decode step "
+            "(TRL passes disable_compile=True). Takes effect with "
+            "cache_implementation='static' on a GPU; the first steps compile. Set to False, "
+            "with a warning, when use_vllm=True."
+        },
+    )
 
-    advantage_mask: str = field(default="none", metadata={"help": "Sign ablation: 'none', 'pos' (POS-MASK: only "
-                                "positive-advantage responses train) or 'neg' (NEG-MASK: only negative ones)."})
-    cov_penalty: str = field(default="none", metadata={"help": "Covariance-based token control of Cui et al. 2025 "
-                             "(arXiv 2505.22617): 'none', 'clip_cov' or 'kl_cov' (qae_lab.entropy_controls)."})
-    clip_cov_ratio: float = field(default=2e-4, metadata={"help": "Clip-Cov: fraction of tokens whose gradient is "
-                                  "detached, in (0, 1] (paper 2e-4; at least one token)."})
+    advantage_mask: str = field(
+        default="none",
+        metadata={
+            "help": "Sign ablation: 'none', 'pos' (POS-MASK: only "
+            "positive-advantage responses train) or 'neg' (NEG-MASK: only negative ones)."
+        },
+    )
+    cov_penalty: str = field(
+        default="none",
+        metadata={
+            "help": "Covariance-based token control of Cui et al. 2025 "
+            "(arXiv 2505.22617): 'none', 'clip_cov' or 'kl_cov' (qae_lab.entropy_controls)."
+        },
+    )
+    clip_cov_ratio: float = field(
+        default=2e-4,
+        metadata={
+            "help": "Clip-Cov: fraction of tokens whose gradient is "
+            "detached, in (0, 1] (paper 2e-4; at least one token)."
+        },
+    )
     clip_cov_lb: float = field(default=1.0, metadata={"help": "Clip-Cov: lower end of the covariance band (paper 1)."})
     clip_cov_ub: float = field(default=5.0, metadata={"help": "Clip-Cov: upper end of the covariance band (paper 5)."})
-    kl_cov_ratio: float = field(default=2e-4, metadata={"help": "KL-Cov: fraction of tokens (largest covariance) "
-                                "that get the KL penalty, in (0, 1] (paper 2e-4 to 2e-3; at least one token)."})
+    kl_cov_ratio: float = field(
+        default=2e-4,
+        metadata={
+            "help": "KL-Cov: fraction of tokens (largest covariance) "
+            "that get the KL penalty, in (0, 1] (paper 2e-4 to 2e-3; at least one token)."
+        },
+    )
     kl_cov_coef: float = field(default=1.0, metadata={"help": "KL-Cov: weight of |log pi - log pi_old| (paper 1)."})
-    regime_eval_steps: int | None = field(default=None, metadata={"help": "Every this many steps (and before the "
-                                          "first and the last), sample a fixed held-out prompt set and log the token "
-                                          "entropy and success rate of its hardest and easiest quarter by the start "
-                                          "model's success rate, and of all of it (regime_eval/*: QAE's Prop. 4.2 by "
-                                          "the regime a prompt starts in; qae_lab.train.regime_eval). None: off."})
-    regime_eval_samples: int = field(default=8, metadata={"help": "Completions per held-out prompt at each regime "
-                                     "evaluation; the start split draws 4 times as many (a separate draw)."})
-    regime_eval_prompts: int = field(default=64, metadata={"help": "Held-out prompts of the regime evaluation: the "
-                                     "first this many of the run's evaluation problems (all when fewer)."})
-    reflection_words: list[str] = field(default_factory=lambda: list(REFLECTION_WORDS), metadata={
-        "help": "Words counted as reflective in the behaviour/reflect_* metrics (whole words, any case)."})
+    regime_eval_steps: int | None = field(
+        default=None,
+        metadata={
+            "help": "Every this many steps (and before the "
+            "first and the last), sample a fixed held-out prompt set and log the token "
+            "entropy and success rate of its hardest and easiest quarter by the start "
+            "model's success rate, and of all of it (regime_eval/*: QAE's Prop. 4.2 by "
+            "the regime a prompt starts in; qae_lab.train.regime_eval). None: off."
+        },
+    )
+    regime_eval_samples: int = field(
+        default=8,
+        metadata={
+            "help": "Completions per held-out prompt at each regime "
+            "evaluation; the start split draws 4 times as many (a separate draw)."
+        },
+    )
+    regime_eval_prompts: int = field(
+        default=64,
+        metadata={
+            "help": "Held-out prompts of the regime evaluation: the "
+            "first this many of the run's evaluation problems (all when fewer)."
+        },
+    )
+    reflection_words: list[str] = field(
+        default_factory=lambda: list(REFLECTION_WORDS),
+        metadata={"help": "Words counted as reflective in the behaviour/reflect_* metrics (whole words, any case)."},
+    )
 
     def __post_init__(self):
         _check_training_settings(self)  # before TRL's own checks, whose messages name fewer ranges
@@ -230,20 +340,25 @@ class QAEConfig(GRPOConfig):
         # QAETrainer computes the loss itself (qae_lab.loss.grpo_loss): TRL's other loss types and loss options are refused
         check_choice(self.loss_type, "loss_type", LOSS_TYPES)
         if self.off_policy_mask_threshold is not None:
-            raise ValueError("off_policy_mask_threshold is not supported by QAETrainer's loss (qae_lab.loss): set it to None")
+            raise ValueError(
+                "off_policy_mask_threshold is not supported by QAETrainer's loss (qae_lab.loss): set it to None"
+            )
         if self.use_adaptive_entropy:
-            raise ValueError("use_adaptive_entropy is not supported by QAETrainer's loss (qae_lab.loss); a fixed "
-                             "entropy_coef is")
+            raise ValueError(
+                "use_adaptive_entropy is not supported by QAETrainer's loss (qae_lab.loss); a fixed entropy_coef is"
+            )
         check_weighting_loss_type(self.token_weighting, self.loss_type)
         check_choice(self.advantage_mask, "advantage_mask", ADVANTAGE_MASKS)
         check_choice(self.cov_penalty, "cov_penalty", COV_PENALTIES)
         if self.cov_penalty != "none" and self.loss_type not in WEIGHTED_LOSS_TYPES:
-            raise ValueError(f"cov_penalty={self.cov_penalty!r} needs loss_type in {WEIGHTED_LOSS_TYPES}, "
-                             f"got {self.loss_type!r}")
+            raise ValueError(
+                f"cov_penalty={self.cov_penalty!r} needs loss_type in {WEIGHTED_LOSS_TYPES}, got {self.loss_type!r}"
+            )
         for name in ("clip_cov_ratio", "kl_cov_ratio"):
             check_ratio(getattr(self, name), name)
-        if not check_finite_scalar(self.clip_cov_lb, "clip_cov_lb") < check_finite_scalar(self.clip_cov_ub,
-                                                                                          "clip_cov_ub"):
+        if not check_finite_scalar(self.clip_cov_lb, "clip_cov_lb") < check_finite_scalar(
+            self.clip_cov_ub, "clip_cov_ub"
+        ):
             raise ValueError(f"clip_cov_lb must be < clip_cov_ub, got {self.clip_cov_lb} and {self.clip_cov_ub}")
         if not check_finite_scalar(self.kl_cov_coef, "kl_cov_coef") >= 0:
             raise ValueError(f"kl_cov_coef must be >= 0, got {self.kl_cov_coef}")

@@ -57,8 +57,12 @@ def _lora_layers(model: torch.nn.Module) -> list[tuple[torch.nn.Module, str, tor
         from peft.tuners.lora import LoraLayer  # the `train` extra provides peft
     except ImportError:
         return []
-    return [(parent, name, child) for parent in model.modules() for name, child in parent.named_children()
-            if isinstance(child, LoraLayer)]
+    return [
+        (parent, name, child)
+        for parent in model.modules()
+        for name, child in parent.named_children()
+        if isinstance(child, LoraLayer)
+    ]
 
 
 def lora_base_params(model: torch.nn.Module) -> list[torch.nn.Parameter]:
@@ -78,10 +82,12 @@ def keep_base_weights(sync, model: torch.nn.Module):
     >>> keep_base_weights(lambda: "synced", net)()
     'synced'
     """
+
     @functools.wraps(sync)
     def synced(*args, **kwargs):
         with _restored(lora_base_params(model)):
             return sync(*args, **kwargs)
+
     return synced
 
 

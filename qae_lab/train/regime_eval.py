@@ -61,7 +61,15 @@ from qae_lab.regimes import group_means, start_split
 from qae_lab.task.rollouts import completion_entropies, sample_groups
 from qae_lab.storage.folder import REGIME_SPLIT_NAME, RunFolderError, atomic_write_text, read_json
 
-__all__ = ["REGIME_FRAC", "SPLIT_DRAWS", "RegimeSplit", "regime_split", "regime_measure", "RegimeEval", "add_regime_eval"]
+__all__ = [
+    "REGIME_FRAC",
+    "SPLIT_DRAWS",
+    "RegimeSplit",
+    "regime_split",
+    "regime_measure",
+    "RegimeEval",
+    "add_regime_eval",
+]
 
 REGIME_FRAC = 0.25  # the hard and the easy group: the hardest and the easiest quarter of the held-out prompts
 SPLIT_DRAWS = 4  # the split samples SPLIT_DRAWS x regime_eval_samples completions per prompt
@@ -113,9 +121,17 @@ def _prompt_ids(records) -> tuple[str, ...]:
 
 def _draw(model, tokenizer, records, args, samples: int, seed: int, batch_size: int):
     """``samples`` completions per record (:func:`qae_lab.task.rollouts.sample_groups`) at the run's sampling settings."""
-    return sample_groups(model, tokenizer, records, samples, temperature=args.temperature,
-                         top_p=args.top_p, max_new_tokens=args.max_completion_length, batch_size=batch_size,
-                         seed=seed)
+    return sample_groups(
+        model,
+        tokenizer,
+        records,
+        samples,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        max_new_tokens=args.max_completion_length,
+        batch_size=batch_size,
+        seed=seed,
+    )
 
 
 def regime_split(model, tokenizer, records, args, *, frac: float = REGIME_FRAC, batch_size: int = 16) -> RegimeSplit:
@@ -146,8 +162,16 @@ def regime_measure(model, tokenizer, records, split: RegimeSplit, args, *, batch
     """
     records = validate_records(records)
     ro = _draw(model, tokenizer, records, args, args.regime_eval_samples, args.seed * _SEED_STRIDE, batch_size)
-    h = completion_entropies(model, tokenizer, ro.prompts, ro.completion_ids, ro.mask, temperature=args.temperature,
-                             batch_size=4 * batch_size, nats=True)  # (N, T), H_t in nats, 0 on padding
+    h = completion_entropies(
+        model,
+        tokenizer,
+        ro.prompts,
+        ro.completion_ids,
+        ro.mask,
+        temperature=args.temperature,
+        batch_size=4 * batch_size,
+        nats=True,
+    )  # (N, T), H_t in nats, 0 on padding
     out = {}
     for group, (entropy, success) in group_means(h, ro.mask, ro.rewards, ro.group_size, split.groups()).items():
         out[regime_eval_metric("entropy", group)] = entropy
@@ -166,9 +190,11 @@ def _read_split(path: Path, records, args) -> RegimeSplit:
     got = {"prompts": split.prompts, "seed": split.seed, "samples": split.samples}
     if got != want:
         bad = [k for k in want if want[k] != got[k]]
-        raise RunFolderError(f"regime split {path} was made for other {', '.join(bad)} than this run's: the split "
-                             f"comes from the start model, so a resume cannot remake it; resume with the run's own "
-                             f"held-out problems and settings")
+        raise RunFolderError(
+            f"regime split {path} was made for other {', '.join(bad)} than this run's: the split "
+            f"comes from the start model, so a resume cannot remake it; resume with the run's own "
+            f"held-out problems and settings"
+        )
     return split
 
 

@@ -111,7 +111,7 @@ from qae_lab.task.behaviour import behaviour_stats, diversity_stats
 from qae_lab.train.config import QAEConfig
 from qae_lab.train.generation import generation_policy, keep_base_weights, silence_trl_deprecation
 
-__all__ = ['QAETrainer', 'StagedCheckpoints']
+__all__ = ["QAETrainer", "StagedCheckpoints"]
 
 
 class _Elsewhere:
@@ -158,8 +158,10 @@ class StagedCheckpoints:
         if resume_from_checkpoint is True:
             latest, notes = latest_complete_checkpoint(self.args.output_dir, load=True)
             if latest is None:
-                raise RunFolderError(f"resume_from_checkpoint=True: {self.args.output_dir}/ holds no complete "
-                                     f"checkpoint" + (f" ({'; '.join(notes)})" if notes else ""))
+                raise RunFolderError(
+                    f"resume_from_checkpoint=True: {self.args.output_dir}/ holds no complete "
+                    f"checkpoint" + (f" ({'; '.join(notes)})" if notes else "")
+                )
             resume_from_checkpoint = str(latest)
         if resume_from_checkpoint:
             problems = checkpoint_problems(resume_from_checkpoint, load=True)
@@ -231,18 +233,44 @@ class StagedCheckpoints:
             else:
                 from transformers.trainer_utils import rotate_checkpoints  # not in transformers 5.0
 
-                rotate_checkpoints(output_dir=str(out), save_total_limit=self.args.save_total_limit,
-                                   best_model_checkpoint=self.state.best_model_checkpoint, use_mtime=True)
+                rotate_checkpoints(
+                    output_dir=str(out),
+                    save_total_limit=self.args.save_total_limit,
+                    best_model_checkpoint=self.state.best_model_checkpoint,
+                    use_mtime=True,
+                )
 
 
 # (N, T) inputs whose trailing completion-padding columns sparse updates may drop; other keys: no trimming
-_TRIMMABLE = {"completion_ids", "completion_mask", "tool_mask", "old_per_token_logps", "sampling_per_token_logps",
-              "ref_per_token_logps", "importance_sampling_ratio"}
-_LOGIT_RESCALERS = ("final_logit_softcapping", "logit_scale", "output_multiplier", "lm_head_multiplier",
-                    "logits_scaling")
+_TRIMMABLE = {
+    "completion_ids",
+    "completion_mask",
+    "tool_mask",
+    "old_per_token_logps",
+    "sampling_per_token_logps",
+    "ref_per_token_logps",
+    "importance_sampling_ratio",
+}
+_LOGIT_RESCALERS = (
+    "final_logit_softcapping",
+    "logit_scale",
+    "output_multiplier",
+    "lm_head_multiplier",
+    "logits_scaling",
+)
 # the multimodal inputs TRL 1.16's forward takes (None for text models)
-_FORWARD_EXTRAS = ("pixel_values", "image_grid_thw", "num_images", "pixel_attention_mask", "spatial_shapes",
-                   "num_tiles", "image_sizes", "token_type_ids", "mm_token_type_ids", "image_position_ids")
+_FORWARD_EXTRAS = (
+    "pixel_values",
+    "image_grid_thw",
+    "num_images",
+    "pixel_attention_mask",
+    "spatial_shapes",
+    "num_tiles",
+    "image_sizes",
+    "token_type_ids",
+    "mm_token_type_ids",
+    "image_position_ids",
+)
 
 
 @dataclasses.dataclass
@@ -303,16 +331,22 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         text = self.accelerator.unwrap_model(self.model).config.get_text_config()
         rescaled = [a for a in _LOGIT_RESCALERS if getattr(text, a, None) not in (None, 1.0)]
         if self.args.entropy_top_k is not None and rescaled:
-            raise ValueError(f"entropy_top_k projects hidden states through the plain LM head, but this model also "
-                             f"applies {rescaled} to its logits; use entropy_top_k=None (exact entropy)")
+            raise ValueError(
+                f"entropy_top_k projects hidden states through the plain LM head, but this model also "
+                f"applies {rescaled} to its logits; use entropy_top_k=None (exact entropy)"
+            )
         a = self.args
-        self.knobs = Knobs(quantile_k=a.quantile_k, alpha=a.alpha, baseline=a.baseline, token_weighting=a.token_weighting)
+        self.knobs = Knobs(
+            quantile_k=a.quantile_k, alpha=a.alpha, baseline=a.baseline, token_weighting=a.token_weighting
+        )
         self._scoring: _Scoring | None = None  # set only while _generate_and_score_completions runs
         if self.use_vllm and not (self.is_deepspeed_enabled or self.is_fsdp_enabled):  # sync unmerges LoRA
             self.vllm_generation.sync_weights = keep_base_weights(self.vllm_generation.sync_weights, self.model)
         if a.fast_generation and (self.is_deepspeed_enabled or self.is_fsdp_enabled):
-            raise ValueError("fast_generation merges LoRA into whole weights, which DeepSpeed ZeRO / FSDP shard: "
-                             "set fast_generation=False")
+            raise ValueError(
+                "fast_generation merges LoRA into whole weights, which DeepSpeed ZeRO / FSDP shard: "
+                "set fast_generation=False"
+            )
         if a.compile_generation and getattr(self, "generation_config", None) is not None:
             self.generation_config.disable_compile = False  # TRL builds it with disable_compile=True
 
@@ -379,7 +413,11 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         device = out["completion_ids"].device
         self._log_behaviour(out, scoring, self._metrics[mode])
         # a new dict: TRL's own batch is not edited
-        return {**out, "advantages": scoring.advantages[local].to(device), "prompt_hard": scoring.hard[local].to(device)}
+        return {
+            **out,
+            "advantages": scoring.advantages[local].to(device),
+            "prompt_hard": scoring.hard[local].to(device),
+        }
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
@@ -394,14 +432,21 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         if torch.isnan(rpf).all(dim=1).any():
             raise ValueError("a completion got no reward from any reward function (all None); QAE needs every reward")
         rewards = (rpf * self.reward_weights.to(rpf.device).unsqueeze(0)).nansum(dim=1)  # (N_all,), as TRL
-        adv = group_advantages(rewards, g, baseline=knobs.baseline, k=knobs.quantile_k,
-                               quantile_method=a.quantile_method, scale=self.scale_rewards, eps=a.advantage_eps)
+        adv = group_advantages(
+            rewards,
+            g,
+            baseline=knobs.baseline,
+            k=knobs.quantile_k,
+            quantile_method=a.quantile_method,
+            scale=self.scale_rewards,
+            eps=a.advantage_eps,
+        )
         adv = sign_masked_advantages(adv, a.advantage_mask)  # POS-MASK / NEG-MASK ablations
         success = rewards >= a.success_threshold
         hard = hard_regime(success.view(-1, g).sum(1), g, knobs.quantile_k).repeat_interleave(g)  # (N_all,)
         scoring.rewards, scoring.advantages, scoring.hard = rewards, adv, hard
         start = self.accelerator.process_index * n_local
-        self._log_completion_extra("qae_advantage", adv[start:start + n_local].tolist())  # TRL gathers them
+        self._log_completion_extra("qae_advantage", adv[start : start + n_local].tolist())  # TRL gathers them
         metrics = self._metrics[scoring.mode]
         metrics[QAE_K].append(knobs.quantile_k)
         metrics[QAE_QUANTILE_BASELINE].append(float(knobs.baseline == "quantile"))
@@ -409,17 +454,20 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         for key, name in ADVANTAGE_STAT_METRICS.items():
             metrics[name].append(stats[key])
         if_mean = group_advantages(rewards, g, baseline="mean", scale=self.scale_rewards, eps=a.advantage_eps)
-        metrics[QAE_NEG_CORRECT_IF_MEAN].append(advantage_stats(
-            rewards, if_mean, g, knobs.quantile_k, success_threshold=a.success_threshold)["neg_correct"])
+        metrics[QAE_NEG_CORRECT_IF_MEAN].append(
+            advantage_stats(rewards, if_mean, g, knobs.quantile_k, success_threshold=a.success_threshold)["neg_correct"]
+        )
 
     def _log_behaviour(self, out: dict, scoring: _Scoring, metrics) -> None:
         """``behaviour/*`` (:mod:`qae_lab.task.behaviour`: length, reflection, diversity) over every process's completions."""
         lengths = self.accelerator.gather(out["completion_mask"].sum(1))  # (N_all,)
         # the texts TRL decoded and gathered for its completion table: this generation's are the last N_all
-        texts = [completion_text(c) for c in list(self._logs["completion"])[-scoring.rewards.numel():]]
+        texts = [completion_text(c) for c in list(self._logs["completion"])[-scoring.rewards.numel() :]]
         success = (scoring.rewards >= self.args.success_threshold).tolist()
-        for key, value in {**behaviour_stats(lengths.tolist(), texts, success, words=self.args.reflection_words),
-                           **diversity_stats(texts, success, scoring.group_size)}.items():
+        for key, value in {
+            **behaviour_stats(lengths.tolist(), texts, success, words=self.args.reflection_words),
+            **diversity_stats(texts, success, scoring.group_size),
+        }.items():
             metrics[BEHAVIOUR_PREFIX + key].append(value)
 
     # ---------------------------------------------------------------- loss
@@ -427,19 +475,38 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         """The :class:`qae_lab.loss.LossSettings` of this trainer's config with ``knobs`` (default: in force)."""
         knobs, a = self.knobs if knobs is None else knobs, self.args
         return LossSettings(
-            loss_type=self.loss_type, epsilon_low=self.epsilon_low, epsilon_high=self.epsilon_high, delta=a.delta,
-            sequence_ratio=self.importance_sampling_level == "sequence", beta=self.beta,
-            kl_ratio_correction=a.use_bias_correction_kl, token_weighting=knobs.token_weighting, alpha=knobs.alpha,
-            entropy_coef=self.entropy_coef if self._entropy_bonus_enabled else 0.0, cov_penalty=a.cov_penalty,
-            clip_cov_ratio=a.clip_cov_ratio, clip_cov_lb=a.clip_cov_lb, clip_cov_ub=a.clip_cov_ub,
-            kl_cov_ratio=a.kl_cov_ratio, kl_cov_coef=a.kl_cov_coef, max_completion_length=self.max_completion_length)
+            loss_type=self.loss_type,
+            epsilon_low=self.epsilon_low,
+            epsilon_high=self.epsilon_high,
+            delta=a.delta,
+            sequence_ratio=self.importance_sampling_level == "sequence",
+            beta=self.beta,
+            kl_ratio_correction=a.use_bias_correction_kl,
+            token_weighting=knobs.token_weighting,
+            alpha=knobs.alpha,
+            entropy_coef=self.entropy_coef if self._entropy_bonus_enabled else 0.0,
+            cov_penalty=a.cov_penalty,
+            clip_cov_ratio=a.clip_cov_ratio,
+            clip_cov_lb=a.clip_cov_lb,
+            clip_cov_ub=a.clip_cov_ub,
+            kl_cov_ratio=a.kl_cov_ratio,
+            kl_cov_coef=a.kl_cov_coef,
+            max_completion_length=self.max_completion_length,
+        )
 
     def _sparse_active(self, settings: LossSettings) -> bool:
         # AH weights every row, zero-advantage ones included, and its token normaliser needs their weights;
         # the forking-token mask and Cov_t run over the micro-batch's tokens: skipping rows would move them
-        return bool(self.args.sparse_update and settings.beta == 0.0 and settings.entropy_coef == 0.0
-                    and not self.aux_loss_enabled and self.model.training and settings.token_weighting != "ah"
-                    and self.top_entropy_quantile >= 1.0 and settings.cov_penalty == "none")
+        return bool(
+            self.args.sparse_update
+            and settings.beta == 0.0
+            and settings.entropy_coef == 0.0
+            and not self.aux_loss_enabled
+            and self.model.training
+            and settings.token_weighting != "ah"
+            and self.top_entropy_quantile >= 1.0
+            and settings.cov_penalty == "none"
+        )
 
     def _compute_loss(self, model, inputs):
         settings = self.loss_settings()  # the knobs in force now, for this whole micro-batch
@@ -453,26 +520,42 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         mask = self._loss_mask(batch)
         scale = LossScale(
             accumulation=self.current_gradient_accumulation_steps if training else 1,
-            num_items=batch.get("num_items_in_batch"), num_processes=self.accelerator.num_processes,
+            num_items=batch.get("num_items_in_batch"),
+            num_processes=self.accelerator.num_processes,
             steps_per_generation=self.args.steps_per_generation if training else 1,
             rows=None if keep is None else keep.numel(),
-            skipped_tokens=0.0 if keep is None else float(self._loss_mask(inputs)[~keep].sum()))
+            skipped_tokens=0.0 if keep is None else float(self._loss_mask(inputs)[~keep].sum()),
+        )
         logps, entropies, aux_loss, h_norm = self._forward(model, batch, settings)
-        forking = (self.get_high_entropy_mask(entropies, mask, 1 - self.top_entropy_quantile)
-                   if self.top_entropy_quantile < 1.0 else None)
-        out = grpo_loss(logps, batch["advantages"], mask, settings, scale,
-                        old_logps=batch.get("old_per_token_logps"), entropies=entropies, h_norm=h_norm,
-                        ref_logps=batch.get("ref_per_token_logps"), entropy_mask=forking,
-                        sampling_ratio=batch.get("importance_sampling_ratio")
-                        if self.use_vllm and self.vllm_importance_sampling_correction else None,
-                        hard_rows=batch.get("prompt_hard"),
-                        generator=self._clip_cov_generator() if settings.cov_penalty == "clip_cov" else None)
+        forking = (
+            self.get_high_entropy_mask(entropies, mask, 1 - self.top_entropy_quantile)
+            if self.top_entropy_quantile < 1.0
+            else None
+        )
+        out = grpo_loss(
+            logps,
+            batch["advantages"],
+            mask,
+            settings,
+            scale,
+            old_logps=batch.get("old_per_token_logps"),
+            entropies=entropies,
+            h_norm=h_norm,
+            ref_logps=batch.get("ref_per_token_logps"),
+            entropy_mask=forking,
+            sampling_ratio=batch.get("importance_sampling_ratio")
+            if self.use_vllm and self.vllm_importance_sampling_correction
+            else None,
+            hard_rows=batch.get("prompt_hard"),
+            generator=self._clip_cov_generator() if settings.cov_penalty == "clip_cov" else None,
+        )
         self._log_loss(out, mask, settings, rows_left_out=keep is not None, hard_rows=batch.get("prompt_hard"))
         loss = out.loss
         if self.aux_loss_enabled:  # a mixture-of-experts router's balance loss, split like the policy loss
             loss = loss + self.router_aux_loss_coef * aux_loss / scale.accumulation
             self._metrics["train" if training else "eval"]["aux_loss"].append(
-                self.accelerator.gather_for_metrics(aux_loss).mean().item())
+                self.accelerator.gather_for_metrics(aux_loss).mean().item()
+            )
         return loss
 
     def _kept_rows(self, advantages: torch.Tensor) -> torch.Tensor | None:
@@ -495,12 +578,19 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         hidden, hook = [], None
         if top_k is not None:  # keep the same forward's final hidden states for the top-k estimate
             decoder = self.accelerator.unwrap_model(model).get_decoder()
-            hook = decoder.register_forward_hook(lambda module, args_, out: hidden.append(out[0][:, -t - 1:-1].detach()))
+            hook = decoder.register_forward_hook(
+                lambda module, args_, out: hidden.append(out[0][:, -t - 1 : -1].detach())
+            )
         try:
             logps, entropies, aux_loss = self._get_per_token_logps_and_entropies(
-                model, torch.cat([batch["prompt_ids"], completion_ids], dim=1),
-                torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1), t, compute_entropy=True,
-                compute_aux_loss=self.aux_loss_enabled, **{k: batch.get(k) for k in _FORWARD_EXTRAS})
+                model,
+                torch.cat([batch["prompt_ids"], completion_ids], dim=1),
+                torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1),
+                t,
+                compute_entropy=True,
+                compute_aux_loss=self.aux_loss_enabled,
+                **{k: batch.get(k) for k in _FORWARD_EXTRAS},
+            )
         finally:
             if hook is not None:
                 hook.remove()
@@ -510,8 +600,9 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
             h_norm = normalise_entropy(entropies.float(), vocab)
         elif top_k is not None:  # the hidden state at position p predicts token p + 1, as the fused head scores it
             head = self.accelerator.unwrap_model(model).get_output_embeddings()
-            h_norm = head_normalised_entropy(torch.cat(hidden), head.weight, head.bias, temperature=self.temperature,
-                                             top_k=top_k).float()
+            h_norm = head_normalised_entropy(
+                torch.cat(hidden), head.weight, head.bias, temperature=self.temperature, top_k=top_k
+            ).float()
         return logps, entropies, aux_loss, h_norm
 
     def _clip_cov_generator(self) -> torch.Generator:
@@ -520,8 +611,14 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         draw = (self._step % self.current_gradient_accumulation_steps if self.model.training else 0) + 1
         return torch.Generator().manual_seed(hash((self.args.seed, self.state.global_step, draw)) % 2**63)
 
-    def _log_loss(self, out: LossOutput, mask: torch.Tensor, settings: LossSettings, rows_left_out: bool,
-                  hard_rows: torch.Tensor | None = None) -> None:
+    def _log_loss(
+        self,
+        out: LossOutput,
+        mask: torch.Tensor,
+        settings: LossSettings,
+        rows_left_out: bool,
+        hard_rows: torch.Tensor | None = None,
+    ) -> None:
         """The loss's metrics: ours (``saah/*``, ``cov/*``, ``ledger/*``) as computed on this process, TRL's
         (``entropy``, ``kl``, ``clip_ratio/*``, ``policy_loss``) reduced across processes as TRL reduces them, and
         ``entropy`` split by each response's regime (``entropy/hard``, ``entropy/easy``), reduced the same way."""
@@ -531,8 +628,11 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
             metrics[name].append(value)
 
         def global_mean(x: torch.Tensor) -> float:  # per token over the mask, or per response (sequence ratios)
-            local = (torch.stack([x.sum(), torch.tensor(float(x.shape[0]), device=x.device)]) if x.shape[1] == 1
-                     else torch.stack([(x * mask).sum(), mask.sum().to(x.dtype)]))
+            local = (
+                torch.stack([x.sum(), torch.tensor(float(x.shape[0]), device=x.device)])
+                if x.shape[1] == 1
+                else torch.stack([(x * mask).sum(), mask.sum().to(x.dtype)])
+            )
             total = self.accelerator.reduce(local, reduction="sum")
             return (total[0] / total[1].clamp(min=1.0)).item()
 
@@ -543,7 +643,9 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         if stats["kl"] is not None:
             metrics["kl"].append(global_mean(stats["kl"]))
         metrics["entropy/updated_rows" if rows_left_out else "entropy"].append(global_mean(stats["entropy"]))
-        if hard_rows is not None:  # the token-weighted global mean of each regime: sums and counts reduced, then divided
+        if (
+            hard_rows is not None
+        ):  # the token-weighted global mean of each regime: sums and counts reduced, then divided
             h = stats["entropy"].to(torch.promote_types(stats["entropy"].dtype, torch.float32))  # bf16 sums: float32
             sums = self.accelerator.reduce(regime_token_sums(h, mask, hard_rows), reduction="sum")
             names = (ENTROPY_UPDATED_HARD, ENTROPY_UPDATED_EASY) if rows_left_out else (ENTROPY_HARD, ENTROPY_EASY)
@@ -553,9 +655,11 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         for side in ("low", "high", "region"):
             metrics[f"clip_ratio/{side}_mean"].append(global_mean(stats[f"clip_{side}"].float()))
         metrics["clip_ratio/low_min"].append(
-            torch.nanquantile(self.accelerator.gather(row_means(stats["clip_low"].float())), 0.0).item())
+            torch.nanquantile(self.accelerator.gather(row_means(stats["clip_low"].float())), 0.0).item()
+        )
         metrics["clip_ratio/high_max"].append(
-            torch.nanquantile(self.accelerator.gather(row_means(stats["clip_high"].float())), 1.0).item())
+            torch.nanquantile(self.accelerator.gather(row_means(stats["clip_high"].float())), 1.0).item()
+        )
         if settings.entropy_coef:
             metrics["policy_loss"].append(self.accelerator.gather(stats["policy_loss"]).nanmean().item())
             if mode == "train" and self.accelerator.sync_gradients:
@@ -571,12 +675,15 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         """The kept rows of every per-response tensor of a micro-batch, without the completion-padding
         columns no kept row reaches (trailing: causal attention, so earlier positions are unchanged)."""
         n = keep.shape[0]
-        sub = {k: (v[keep] if isinstance(v, torch.Tensor) and v.dim() > 0 and v.shape[0] == n else v)
-               for k, v in inputs.items()}
+        sub = {
+            k: (v[keep] if isinstance(v, torch.Tensor) and v.dim() > 0 and v.shape[0] == n else v)
+            for k, v in inputs.items()
+        }
         if set(sub) <= _TRIMMABLE | {"prompt_ids", "prompt_mask", "advantages", "num_items_in_batch", "prompt_hard"}:
             m = sub["completion_mask"]
             width = int(m.sum(0).nonzero().max()) + 1 if bool(m.any()) else 1
             t = m.shape[1]
-            sub.update({k: sub[k][:, :width] for k in _TRIMMABLE & set(sub) if sub[k].dim() == 2
-                        and sub[k].shape[1] == t})
+            sub.update(
+                {k: sub[k][:, :width] for k in _TRIMMABLE & set(sub) if sub[k].dim() == 2 and sub[k].shape[1] == t}
+            )
         return sub

@@ -33,8 +33,15 @@ from qae_lab.analysis.phenomena import EXPERIMENTS, load_experiment, run_names
 
 def _run(method: str, seed: int, value: float, *, k: float = 0.4, steps: int = 6) -> Run:
     rows = [{"step": s, "entropy": value, "reward": value, "qae/neg_correct": 1.0} for s in range(1, steps + 1)]
-    return Run(f"{method}-{seed}", method, seed, {"trainer": {"quantile_k": k}}, rows, {"pass@1": value},
-               {"pass@1": value, "pass@16": value})
+    return Run(
+        f"{method}-{seed}",
+        method,
+        seed,
+        {"trainer": {"quantile_k": k}},
+        rows,
+        {"pass@1": value},
+        {"pass@1": value, "pass@16": value},
+    )
 
 
 @pytest.mark.parametrize("claim", CLAIMS, ids=lambda c: c.key)
@@ -93,8 +100,9 @@ def test_measures_by_hand():
 
 def test_the_k_sweep_side_picks_runs_by_k():
     claim = next(c for c in CLAIMS if c.key == "k_entropy")
-    runs = [_run("qae", s, 0.5 + 0.01 * s, k=0.8) for s in range(3)] + [_run("qae", s, 0.2 + 0.01 * s, k=0.2)
-                                                                          for s in range(3)]
+    runs = [_run("qae", s, 0.5 + 0.01 * s, k=0.8) for s in range(3)] + [
+        _run("qae", s, 0.2 + 0.01 * s, k=0.2) for s in range(3)
+    ]
     runs += [_run("qae", s, 9.0, k=0.4) for s in range(3)]  # neither side
     j = judge(claim, {"k_sweep": runs})
     assert j.verdict == "holds" and j.effect.a.mean == pytest.approx(0.51) and j.effect.b.mean == pytest.approx(0.21)
@@ -111,14 +119,18 @@ def test_every_claim_is_judged_on_the_committed_runs(claim):
 def test_sharpening_words_follow_the_numbers():
     ev = lambda p1, p32, d: {"pass@1": p1, "pass@32": p32, "distinct_correct": d}  # noqa: E731
     before = ev(0.4, 0.9, 10.0)
-    cases = {"pass@1 fell: unlearned": ev(0.3, 0.9, 10.0),
-             "pass@1 and pass@32 both rose": ev(0.5, 0.95, 8.0),
-             "sharpened: pass@1 up, pass@32 not, fewer distinct correct texts": ev(0.5, 0.9, 8.0),
-             "no sign of sharpening": ev(0.5, 0.88, 11.0)}
+    cases = {
+        "pass@1 fell: unlearned": ev(0.3, 0.9, 10.0),
+        "pass@1 and pass@32 both rose": ev(0.5, 0.95, 8.0),
+        "sharpened: pass@1 up, pass@32 not, fewer distinct correct texts": ev(0.5, 0.9, 8.0),
+        "no sign of sharpening": ev(0.5, 0.88, 11.0),
+    }
     ceiling = ev(0.4, 1.0, 10.0)  # pass@32 cannot rise from 1.000: only the distinct texts can say
     for after, word in ((ev(0.5, 1.0, 8.0), "fewer of them, sharpened"), (ev(0.5, 1.0, 11.0), "no sign of it")):
         [line] = sharpening_sentences([Run("r", "qae", 0, {}, [], ceiling, after)])
-        assert "pass@32 was already 1.000 before training and could not rise" in line and line.endswith(word + "."), line
+        assert "pass@32 was already 1.000 before training and could not rise" in line and line.endswith(word + "."), (
+            line
+        )
     for word, after in cases.items():
         [line] = sharpening_sentences([Run("r", "qae", 0, {}, [], before, after)])
         assert line.endswith(word + "."), line
@@ -128,13 +140,17 @@ def test_sharpening_words_follow_the_numbers():
 def test_punished_correct_counts_and_clip_shares():
     cfg = {"trainer": {"generation_batch_size": 8}}
     rows = [{"step": s, "reward": 6.0, "qae/neg_correct": 1.0, "qae/success_rate": 0.5} for s in (1, 2)]
-    runs = [Run(f"q{s}", "qae", s, cfg, rows, None, None) for s in range(2)] + [Run("m", "mean", 0, cfg, rows, None,
-                                                                                   None)]
+    runs = [Run(f"q{s}", "qae", s, cfg, rows, None, None) for s in range(2)] + [
+        Run("m", "mean", 0, cfg, rows, None, None)
+    ]
     text = punished_correct_sentence(runs)
     assert "qae gave 2.0±0.0 correct answers a negative advantage per run (2 seeds), 25.00% of the 8 correct" in text
     assert punished_correct_sentence(runs, "sa_ah") == "no sa_ah runs"
-    clip_rows = [{"step": 1, "reward": 1.0, "clip_ratio/region_mean": 0.0}, {"step": 2, "clip_ratio/region_mean": 0.01},
-                 {"step": 3, "clip_ratio/region_mean": 0.03}]
+    clip_rows = [
+        {"step": 1, "reward": 1.0, "clip_ratio/region_mean": 0.0},
+        {"step": 2, "clip_ratio/region_mean": 0.01},
+        {"step": 3, "clip_ratio/region_mean": 0.03},
+    ]
     assert "mean 2.00%±0.00% (1 seeds)" in clip_sentence([Run("m", "mean", 0, {}, clip_rows, None, None)])
 
 
@@ -160,8 +176,10 @@ def test_summary_counts_verdicts_per_paper_and_gives_the_numbers_of_the_decided_
     held, overlap = _judged([0.6, 0.62, 0.64], [0.4, 0.42, 0.44]), _judged([0.4, 0.6, 0.5], [0.45, 0.55, 0.5])
     lines = summary_lines([held, overlap, judge(CLAIMS[-1], {"composite": []})])
     assert lines[0] == "3 claims judged: 1 holds, 0 reversed, 1 no difference, 0 cannot be tested here, 1 not shown."
-    assert lines[1:3] == ["  QAE: 2 claims: 1 holds, 0 reversed, 1 no difference, 0 cannot be tested here, 0 not shown.",
-                          "  no paper: 1 claim: 0 hold, 0 reversed, 0 no difference, 0 cannot be tested here, 1 not shown."]
+    assert lines[1:3] == [
+        "  QAE: 2 claims: 1 holds, 0 reversed, 1 no difference, 0 cannot be tested here, 0 not shown.",
+        "  no paper: 1 claim: 0 hold, 0 reversed, 0 no difference, 0 cannot be tested here, 1 not shown.",
+    ]
     assert lines[3:] == ["holds: pass1: qae+clip_higher 0.620 vs mean+clip_higher 0.420 (+12.2 seed spreads)."]
     with pytest.raises(ValueError, match="Judgement"):
         summary_lines(["holds"])
@@ -202,8 +220,9 @@ def test_fell_needs_a_control_that_collapses():
 
 def test_clip_acted_needs_a_clip_that_acts():
     runs = [_entropy_run("m", [0.1] * 3, s, clip) for s, clip in enumerate([0.0003, 0.0002])]
-    assert clip_acted()(runs) == ("the clip acted on at most 0.03% of the tokens: widening it (Clip-Higher) could "
-                                  "not matter")
+    assert clip_acted()(runs) == (
+        "the clip acted on at most 0.03% of the tokens: widening it (Clip-Higher) could not matter"
+    )
     assert clip_acted()(runs + [_entropy_run("m", [0.1] * 3, 2, 0.004)]) is None
     assert clip_acted()([_entropy_run("m", [0.1] * 3)]) == "no run reuses a generation, so the clip never acts"
 
@@ -224,7 +243,9 @@ def test_the_scoreboard_says_each_verdict_in_plain_words():
     rows = scoreboard([held, overlap, judge(CLAIMS[-1], {"composite": []})])
     assert [r["verdict"] for r in rows] == ["holds", "tested, no difference", "not shown"]
     assert [r["paper"] for r in rows] == ["QAE", "QAE", "the lab"]
-    assert rows[0]["claim"] == "QAE ends with a higher pass@1" and rows[1]["why"].endswith("the seeds overlap, 0.0 seed spreads")
+    assert rows[0]["claim"] == "QAE ends with a higher pass@1" and rows[1]["why"].endswith(
+        "the seeds overlap, 0.0 seed spreads"
+    )
     table = scoreboard_markdown(rows).splitlines()
     assert table[0] == "| claim | paper | verdict | why |" and len(table) == 2 + len(rows)
     assert "| **tested, no difference** |" in table[3]
@@ -243,8 +264,10 @@ def test_the_committed_scoreboard_separates_untestable_from_no_difference():
 
 
 def _held_out_run(method: str, seed: int, hard, easy) -> Run:
-    rows = [{"step": 1 + 10 * i, "regime_eval/entropy_hard": h, "regime_eval/entropy_easy": e}
-            for i, (h, e) in enumerate(zip(hard, easy))]
+    rows = [
+        {"step": 1 + 10 * i, "regime_eval/entropy_hard": h, "regime_eval/entropy_easy": e}
+        for i, (h, e) in enumerate(zip(hard, easy))
+    ]
     return Run(f"{method}-{seed}", method, seed, {}, rows, None, None)
 
 
@@ -254,7 +277,8 @@ def test_the_regime_checks_need_a_held_out_control_that_explodes_or_collapses():
     assert regime_rose("mean+clip_higher")([calm]).endswith("1.05x its start: there was no explosion to prevent")
     assert regime_rose("mean+clip_higher")([calm, wild]) is None  # one run that rose 1.5x suffices
     assert regime_fell("mean+clip_higher")([calm]).startswith(
-        "mean+clip_higher's entropy on the prompts that start easiest fell only to 0.90x its start")
+        "mean+clip_higher's entropy on the prompts that start easiest fell only to 0.90x its start"
+    )
     assert regime_fell("mean+clip_higher")([calm, wild]) is None  # 0.25x
     assert regime_rose("qae")([calm]) == "no run of qae measured its held-out hard prompts"
 

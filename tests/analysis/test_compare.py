@@ -28,21 +28,37 @@ from qae_lab.analysis.stats import stat
 
 # ---------------------------------------------------------------- run folders on disk
 
-def write_run(folder: Path, *, method=None, baseline="mean", token_weighting="none", seed=0, rows=(),
-              before=None, after=None, layout="reference") -> Path:
+
+def write_run(
+    folder: Path,
+    *,
+    method=None,
+    baseline="mean",
+    token_weighting="none",
+    seed=0,
+    rows=(),
+    before=None,
+    after=None,
+    layout="reference",
+) -> Path:
     """A run folder: config.json, log.jsonl (+ a train_runtime row), and the evaluations in either layout."""
     folder.mkdir(parents=True)
     run = {"method": method} if method else {}
-    config = {"preset": "cpu-demo", "run": run, "versions": {},
-              "trainer": {"seed": seed, "baseline": baseline, "token_weighting": token_weighting}}
+    config = {
+        "preset": "cpu-demo",
+        "run": run,
+        "versions": {},
+        "trainer": {"seed": seed, "baseline": baseline, "token_weighting": token_weighting},
+    }
     (folder / "config.json").write_text(json.dumps(config))
     lines = [json.dumps(r) for r in rows]
     if rows:
         lines.append(json.dumps({"step": rows[-1]["step"], "train_runtime": 1.0}))
     (folder / "log.jsonl").write_text("".join(line + "\n" for line in lines))
     if layout == "reference":
-        summary = {w: {"summary": s, "by_level": {}, "success_rates": []} for w, s in (("before", before),
-                                                                                        ("after", after))}
+        summary = {
+            w: {"summary": s, "by_level": {}, "success_rates": []} for w, s in (("before", before), ("after", after))
+        }
         (folder / "summary.json").write_text(json.dumps(summary))
     else:  # python -m qae_lab train: full EvalResult JSON, after missing when interrupted
         for when, s in (("before", before), ("after", after)):
@@ -53,18 +69,30 @@ def write_run(folder: Path, *, method=None, baseline="mean", token_weighting="no
 
 def log_rows(rewards, **metrics):
     """Step rows 1..n with the given rewards and per-step metric lists."""
-    return [{"step": t + 1, "reward": r, **{k.replace("__", "/"): v[t] for k, v in metrics.items()}}
-            for t, r in enumerate(rewards)]
+    return [
+        {"step": t + 1, "reward": r, **{k.replace("__", "/"): v[t] for k, v in metrics.items()}}
+        for t, r in enumerate(rewards)
+    ]
 
 
 # ---------------------------------------------------------------- loading
 
+
 def test_load_reference_and_user_layouts(tmp_path):
     rows = log_rows([0.25, 0.5], entropy=[0.1, 0.2])
-    ref = write_run(tmp_path / "qae-seed3", method="qae", seed=3, rows=rows,
-                    before={"pass@1": 0.3}, after={"pass@1": 0.6})
-    user = write_run(tmp_path / "cpu-demo-20260101", baseline="quantile", token_weighting="sa_ah", seed=7, rows=rows,
-                     before={"pass@1": 0.2}, after=None, layout="user")
+    ref = write_run(
+        tmp_path / "qae-seed3", method="qae", seed=3, rows=rows, before={"pass@1": 0.3}, after={"pass@1": 0.6}
+    )
+    user = write_run(
+        tmp_path / "cpu-demo-20260101",
+        baseline="quantile",
+        token_weighting="sa_ah",
+        seed=7,
+        rows=rows,
+        before={"pass@1": 0.2},
+        after=None,
+        layout="user",
+    )
     r = load_run(ref)
     assert (r.name, r.method, r.seed, r.before, r.after) == ("qae-seed3", "qae", 3, {"pass@1": 0.3}, {"pass@1": 0.6})
     assert [row["step"] for row in r.rows] == [1, 2]  # the train_runtime row is not a step
@@ -78,8 +106,11 @@ def test_load_runs_sorts_groups_and_rejects_non_runs(tmp_path):
     (tmp_path / "notes").mkdir()  # not a run: skipped when scanning a parent
     runs = load_runs(tmp_path)
     assert [(r.method, r.seed) for r in runs] == [("mean", 0), ("qae", 0), ("qae", 1), ("custom", 0)]
-    assert {m: [r.seed for r in g] for m, g in group_by_method(runs).items()} == {"mean": [0], "qae": [0, 1],
-                                                                                 "custom": [0]}
+    assert {m: [r.seed for r in g] for m, g in group_by_method(runs).items()} == {
+        "mean": [0],
+        "qae": [0, 1],
+        "custom": [0],
+    }
     assert [r.name for r in load_runs([tmp_path / "b", tmp_path / "a"])] == ["a", "b"]
     assert [r.name for r in load_runs(tmp_path / "c")] == ["c"]
     with pytest.raises(ValueError, match="path"):
@@ -106,19 +137,28 @@ def test_find_up_and_reference_runs(tmp_path):
 
 # ---------------------------------------------------------------- over seeds
 
+
 def _run(method, seed, rewards, **metrics):
     return Run(f"{method}-seed{seed}", method, seed, {}, log_rows(rewards, **metrics), None, None)
 
 
 def test_metric_curves_mean_spread_and_smoothing():
-    runs = [_run("qae", 0, [0.0, 0.2, 0.4], entropy=[1.0, 3.0, 5.0]),
-            _run("qae", 1, [0.0, 0.4, 0.8], entropy=[3.0, 5.0, 7.0]),
-            _run("mean", 0, [0.1, 0.1, 0.1])]
+    runs = [
+        _run("qae", 0, [0.0, 0.2, 0.4], entropy=[1.0, 3.0, 5.0]),
+        _run("qae", 1, [0.0, 0.4, 0.8], entropy=[3.0, 5.0, 7.0]),
+        _run("mean", 0, [0.1, 0.1, 0.1]),
+    ]
     c = metric_curves(runs, "entropy")
     assert list(c) == ["qae"]  # mean never logged entropy here
     q = c["qae"]
-    assert (q.steps, q.mean, q.std, q.lo, q.hi, q.n_runs) == ([1, 2, 3], [2.0, 4.0, 6.0], [1.0, 1.0, 1.0],
-                                                              [1.0, 3.0, 5.0], [3.0, 5.0, 7.0], 2)
+    assert (q.steps, q.mean, q.std, q.lo, q.hi, q.n_runs) == (
+        [1, 2, 3],
+        [2.0, 4.0, 6.0],
+        [1.0, 1.0, 1.0],
+        [1.0, 3.0, 5.0],
+        [3.0, 5.0, 7.0],
+        2,
+    )
     # smoothed per run first: seed 0 -> [1, 2, 4], seed 1 -> [3, 4, 6, 8]
     s = metric_curves(runs, "entropy", window=2)["qae"]
     assert s.mean == pytest.approx([2.0, 3.0, 5.0]) and s.std == pytest.approx([1.0, 1.0, 1.0])
@@ -128,8 +168,10 @@ def test_metric_curves_mean_spread_and_smoothing():
     # a longer run is not averaged with the shorter ones: it is a group of its own, labelled with its length
     longer = _run("qae", 2, [0.0, 0.4, 0.8, 0.9], entropy=[3.0, 5.0, 7.0, 9.0])
     c = metric_curves(runs + [longer], "entropy")
-    assert {k: v.n_runs for k, v in c.items()} == {"qae (reference, 3 steps, seeds 0-1)": 2,
-                                                   "qae (reference, 4 steps, seed 2)": 1}
+    assert {k: v.n_runs for k, v in c.items()} == {
+        "qae (reference, 3 steps, seeds 0-1)": 2,
+        "qae (reference, 4 steps, seed 2)": 1,
+    }
     assert c["qae (reference, 4 steps, seed 2)"].mean == [3.0, 5.0, 7.0, 9.0]
     groups = group_runs(runs + [longer])
     assert metric_curves(groups, "entropy").keys() == c.keys()  # groups as given, or runs grouped alike
@@ -138,8 +180,12 @@ def test_metric_curves_mean_spread_and_smoothing():
 
 
 def test_versus_baseline_verdicts():
-    table = [{"method": "mean", "x": stat([0.5, 0.6])}, {"method": "qae", "x": stat([0.65, 0.7])},
-             {"method": "sa_ah", "x": stat([0.9])}, {"method": "custom", "x": None}]
+    table = [
+        {"method": "mean", "x": stat([0.5, 0.6])},
+        {"method": "qae", "x": stat([0.65, 0.7])},
+        {"method": "sa_ah", "x": stat([0.9])},
+        {"method": "custom", "x": None},
+    ]
     lines = versus_baseline(table, "x", digits=2).splitlines()
     assert lines[0].split() == ["mean", "0.55±0.05", "seeds", "[0.50,", "0.60]"]
     assert "+0.12 vs mean: outside the seed spread (the ranges of 2 and 2 seeds do not overlap)" in lines[1]
@@ -151,10 +197,19 @@ def test_versus_baseline_verdicts():
 def test_summary_table_by_hand(tmp_path):
     rewards = [0.0, 0.5, 0.0, 0.5]
     for seed, (b, a) in enumerate(((0.3, 0.5), (0.3, 0.7))):
-        write_run(tmp_path / f"sa_ah-seed{seed}", method="sa_ah", seed=seed,
-                  rows=log_rows(rewards, entropy=[0.4, 0.3, 0.2, 0.1 * (seed + 1)],
-                                qae__zero_adv_frac=[0.2, 0.4, 0.2, 0.4], saah__w_mean_neg=[1.0, 0.8, 0.8, 0.8]),
-                  before={"pass@1": b, "greedy_pass@1": 0.5, "pass@8": 0.9}, after={"pass@1": a})
+        write_run(
+            tmp_path / f"sa_ah-seed{seed}",
+            method="sa_ah",
+            seed=seed,
+            rows=log_rows(
+                rewards,
+                entropy=[0.4, 0.3, 0.2, 0.1 * (seed + 1)],
+                qae__zero_adv_frac=[0.2, 0.4, 0.2, 0.4],
+                saah__w_mean_neg=[1.0, 0.8, 0.8, 0.8],
+            ),
+            before={"pass@1": b, "greedy_pass@1": 0.5, "pass@8": 0.9},
+            after={"pass@1": a},
+        )
     [row] = summary_table(load_runs(tmp_path), window=2)
     assert row["method"] == "sa_ah" and row["seeds"] == 2
     assert row["pass@1 before"].mean == pytest.approx(0.3) and row["pass@1 before"].std == pytest.approx(0.0)
@@ -190,6 +245,7 @@ def test_committed_reference_runs():
 
 # ---------------------------------------------------------------- honest comparisons (issue 14)
 
+
 def test_a_repeated_seed_counts_once(tmp_path):
     # two runs of yours with one seed, the same settings and length: one seed, the newest run kept
     for name, t, after in (("live-b", 1.0, 0.2), ("live-a", 2.0, 0.4)):  # live-a is the newer, not the last by name
@@ -214,8 +270,12 @@ def _verdicts(tmp_path) -> dict[str, str]:
         write_run(ref / f"mean-seed{seed}", method="mean", seed=seed, rows=six, after={"pass@1": m})
         write_run(ref / f"qae-seed{seed}", method="qae", seed=seed, rows=six, after={"pass@1": q})
     write_run(ref / "sa_ah-seed0", method="sa_ah", seed=0, rows=six, after={"pass@1": 0.9})
-    for name, seed, rows, after in (("short-0", 0, four, 0.9), ("short-1", 1, four, 0.95),
-                                    ("full-5", 5, six, 0.3), ("full-6", 6, six, 0.4)):
+    for name, seed, rows, after in (
+        ("short-0", 0, four, 0.9),
+        ("short-1", 1, four, 0.95),
+        ("full-5", 5, six, 0.3),
+        ("full-6", 6, six, 0.4),
+    ):
         write_run(yours / name, method="qae", seed=seed, rows=rows, after={"pass@1": after}, layout="user")
     table = summary_table(group_runs(load_runs(ref), load_runs(yours)), window=2)
     text = versus_baseline(table, "pass@1 after", digits=2)
@@ -229,7 +289,8 @@ def test_versus_baseline_judges_the_spread_of_comparable_groups_only(tmp_path):
     # same settings and length, 2 seeds each: a verdict, for reference runs and for comparable runs of yours
     assert lines["qae"].endswith("+0.12 vs mean: outside the seed spread (the ranges of 2 and 2 seeds do not overlap)")
     assert lines["qae (yours, 6 steps, seeds 5-6)"].endswith(
-        "-0.20 vs mean: outside the seed spread (the ranges of 2 and 2 seeds do not overlap)")
+        "-0.20 vs mean: outside the seed spread (the ranges of 2 and 2 seeds do not overlap)"
+    )
     # one seed: the numbers, and why there is no verdict
     assert lines["sa_ah"].endswith("+0.35 vs mean: no spread verdict: only 1 seed")
 

@@ -53,13 +53,14 @@ def test_committed_runs_are_the_declared_ones(name):
         r = runs[folder]
         build = r.config["run"]["build"]
         assert build["preset"] == exp["preset"] and build["method"] == method
-        assert build["sets"][:len(exp["sets"]) + len(sets)] == [*exp["sets"], *sets]  # then the bookkeeping ones
+        assert build["sets"][: len(exp["sets"]) + len(sets)] == [*exp["sets"], *sets]  # then the bookkeeping ones
         steps = [row["step"] for row in r.rows]
         assert r.method == method and r.after is not None and steps == list(range(1, steps[-1] + 1))
         # every generation logs behaviour, diversity and the mean-baseline counterfactual; every step the ledger
         generated = [row for row in r.rows if row.get("reward") is not None]
-        assert generated and all("behaviour/distinct_correct" in row and "qae/neg_correct_if_mean" in row
-                                 for row in generated)
+        assert generated and all(
+            "behaviour/distinct_correct" in row and "qae/neg_correct_if_mean" in row for row in generated
+        )
         assert all("ledger/dh" in row for row in r.rows)
         assert {"pass@1", "pass@32", "distinct_correct"} <= set(r.after) and r.before is not None
 
@@ -71,8 +72,19 @@ def test_search_summary_is_committed_and_complete():
     reported = {seed for exp in EXPERIMENTS.values() for seed in exp["seeds"]}
     assert SEARCH_SEED not in reported
     for row in rows:
-        assert {"name", "sets", "steps", "entropy_first", "entropy_last", "entropy_peak", "reward_first",
-                "reward_last", "clipped", "pass@1_before", "pass@1_after"} <= set(row)
+        assert {
+            "name",
+            "sets",
+            "steps",
+            "entropy_first",
+            "entropy_last",
+            "entropy_peak",
+            "reward_first",
+            "reward_last",
+            "clipped",
+            "pass@1_before",
+            "pass@1_after",
+        } <= set(row)
         assert row["steps"] > 0 and all(0 <= row[k] < 10 for k in ("entropy_first", "entropy_last", "entropy_peak"))
 
 
@@ -92,8 +104,12 @@ def test_regime_search_summary_is_committed_and_complete():
 
 
 def test_run_names_and_bad_experiment():
-    assert run_names("composite")[:4] == [("mean-seed0", "mean", ["seed=0"]), ("qae-seed0", "qae", ["seed=0"]),
-                                          ("sa_ah-seed0", "sa_ah", ["seed=0"]), ("mean-seed1", "mean", ["seed=1"])]
+    assert run_names("composite")[:4] == [
+        ("mean-seed0", "mean", ["seed=0"]),
+        ("qae-seed0", "qae", ["seed=0"]),
+        ("sa_ah-seed0", "sa_ah", ["seed=0"]),
+        ("mean-seed1", "mean", ["seed=1"]),
+    ]
     with pytest.raises(ValueError, match="experiment must be one of"):
         run_names("nope")
     with pytest.raises(ValueError, match="experiment must be one of"):
@@ -121,30 +137,39 @@ def test_per_method_and_k_sweep_rows():
         rows = [{"step": i + 1, "entropy": e} for i, e in enumerate(entropies)]
         return Run(name, method, 0, {"trainer": {"quantile_k": k}}, rows, None, after)
 
-    runs = [run("a", "qae", 0.4, [0.5, 0.1, 0.3], {"pass@1": 0.4, "pass@8": 0.8}),
-            run("b", "qae", 0.4, [0.5, 0.2, 0.2], {"pass@1": 0.6, "pass@8": 0.9}),
-            run("c", "qae", 0.8, [0.5, 0.6, 0.7], None)]
+    runs = [
+        run("a", "qae", 0.4, [0.5, 0.1, 0.3], {"pass@1": 0.4, "pass@8": 0.8}),
+        run("b", "qae", 0.4, [0.5, 0.2, 0.2], {"pass@1": 0.6, "pass@8": 0.9}),
+        run("c", "qae", 0.8, [0.5, 0.6, 0.7], None),
+    ]
     assert per_method(runs, lambda r: r.name) == {"qae": ["a", "b", "c"]}
     rows = k_sweep_rows(runs, last=2)
     assert [r["k"] for r in rows] == [0.4, 0.8] and [r["seeds"] for r in rows] == [2, 1]
-    assert rows[0]["final entropy"].mean == pytest.approx((0.2 + 0.2) / 2)   # (0.1+0.3)/2 and (0.2+0.2)/2
+    assert rows[0]["final entropy"].mean == pytest.approx((0.2 + 0.2) / 2)  # (0.1+0.3)/2 and (0.2+0.2)/2
     assert rows[0]["pass@1"].mean == pytest.approx(0.5) and rows[1]["pass@1"] is None
     assert rows[1]["final entropy"].mean == pytest.approx(0.65)
 
 
 def test_search_row_keeps_the_settings_and_the_figures():
     rows = [{"step": s, "entropy": float(s), "reward": 1.0 - s / 10} for s in range(1, 11)]
-    config = {"run": {"build": {"preset": "cpu-demo", "method": "mean",
-                                "sets": ["sparse_update=false", "learning_rate=3e-4", "evaluate=false"]}}}
+    config = {
+        "run": {
+            "build": {
+                "preset": "cpu-demo",
+                "method": "mean",
+                "sets": ["sparse_update=false", "learning_rate=3e-4", "evaluate=false"],
+            }
+        }
+    }
     r = search_row(Run("x", "mean", 0, config, rows, None, None))
     assert r["sets"] == ["--method mean", "learning_rate=3e-4"] and r["steps"] == 10
-    assert (r["entropy_first"], r["entropy_last"]) == (1.5, 9.5)   # the first and last 2 of 10 steps
-    assert r["entropy_peak"] == pytest.approx(5.5)                 # the one full 10-step window
+    assert (r["entropy_first"], r["entropy_last"]) == (1.5, 9.5)  # the first and last 2 of 10 steps
+    assert r["entropy_peak"] == pytest.approx(5.5)  # the one full 10-step window
     assert r["reward_first"] == pytest.approx(0.85)
 
 
 def test_peak_uses_full_windows_only():
-    assert peak([0.9, 0.1, 0.1, 0.5, 0.5], 2) == pytest.approx(0.5)   # not the lone first value 0.9
+    assert peak([0.9, 0.1, 0.1, 0.5, 0.5], 2) == pytest.approx(0.5)  # not the lone first value 0.9
     assert peak([0.1, 0.3, 0.2], 1) == 0.3 and peak([0.2, 0.4], 5) == pytest.approx(0.3) and peak([], 2) is None
     with pytest.raises(ValueError, match="window must be"):
         peak([0.1], 0)
@@ -160,8 +185,9 @@ def test_the_k_sweep_borrows_the_entropy_experiments_qae_runs():
     assert exp["with"] == ("entropy", "qae") and exp["sets"] == EXPERIMENTS["entropy"]["sets"]  # the same settings
     runs = load_experiment(REF, "k_sweep")
     ks = sorted({float(r.config["trainer"]["quantile_k"]) for r in runs})
-    assert ks == sorted({*exp["k_values"], 0.4}) and sum(float(r.config["trainer"]["quantile_k"]) == 0.4
-                                                         for r in runs) == len(EXPERIMENTS["entropy"]["seeds"])
+    assert ks == sorted({*exp["k_values"], 0.4}) and sum(
+        float(r.config["trainer"]["quantile_k"]) == 0.4 for r in runs
+    ) == len(EXPERIMENTS["entropy"]["seeds"])
 
 
 def test_effect_against_a_hand_computation():
@@ -169,10 +195,10 @@ def test_effect_against_a_hand_computation():
     e = effect(a, b)
     sa, sb = statistics.pstdev(a), statistics.pstdev(b)
     assert e.diff == pytest.approx(statistics.mean(a) - statistics.mean(b))
-    assert e.d == pytest.approx(e.diff / math.sqrt((sa ** 2 + sb ** 2) / 2))
-    assert e.apart is True                               # 0.30 > 0.26
+    assert e.d == pytest.approx(e.diff / math.sqrt((sa**2 + sb**2) / 2))
+    assert e.apart is True  # 0.30 > 0.26
     assert effect([0.3, 0.2], [0.25, 0.1]).apart is False  # 0.2 < 0.25
-    assert effect([0.3], [0.2, 0.1]).apart is None       # one seed: cannot say
-    assert effect([0.3, 0.3], [0.2, 0.2]).d is None      # no spread
+    assert effect([0.3], [0.2, 0.1]).apart is None  # one seed: cannot say
+    assert effect([0.3, 0.3], [0.2, 0.2]).d is None  # no spread
     assert effect([None], [0.2]) is None
     assert effect([0.3, None, 0.5], [0.1]).a.n == 2

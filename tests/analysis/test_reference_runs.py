@@ -24,8 +24,10 @@ def test_run_is_complete_and_matches_its_name(run):
     assert config["preset"] == "cpu-demo" and config["run"]["method"] == method
     trainer = config["trainer"]
     assert trainer["seed"] == int(seed)
-    assert (trainer["baseline"], trainer["token_weighting"]) == (METHODS[method]["baseline"],
-                                                                 METHODS[method]["token_weighting"])
+    assert (trainer["baseline"], trainer["token_weighting"]) == (
+        METHODS[method]["baseline"],
+        METHODS[method]["token_weighting"],
+    )
     assert trainer["sparse_update"] is False  # dense, so `entropy` covers every response
     steps = [row for row in read_log(run / "log.jsonl") if "reward" in row]
     assert [row["step"] for row in steps] == list(range(1, trainer["max_steps"] + 1))

@@ -33,8 +33,14 @@ def _run(method: str, seed: int, curves: dict[str, list[float]], every: int = 10
     rows = []
     for i in range(n):
         step = 1 + i * every
-        row = {"step": step, "reward": 0.5, "clip_ratio/region_mean": 0.0, "clip_ratio/high_mean": 0.0,
-               "entropy/hard": 0.3 + 0.01 * i, "entropy/easy": 0.1}
+        row = {
+            "step": step,
+            "reward": 0.5,
+            "clip_ratio/region_mean": 0.0,
+            "clip_ratio/high_mean": 0.0,
+            "entropy/hard": 0.3 + 0.01 * i,
+            "entropy/easy": 0.1,
+        }
         for group, values in curves.items():
             row[f"regime_eval/entropy_{group}"] = values[i]
             start = {"hard": 0.2, "easy": 0.9, "all": 0.5}[group]
@@ -49,10 +55,29 @@ def _run(method: str, seed: int, curves: dict[str, list[float]], every: int = 10
 def _runs() -> list[Run]:
     runs = []
     for seed, wobble in ((0, 0.0), (1, 0.01), (2, -0.01)):
-        runs.append(_run("mean", seed, {"hard": [0.2, 0.3 + wobble, 0.25], "easy": [0.1, 0.08, 0.05 + wobble / 10],
-                                        "all": [0.15, 0.16, 0.15 + wobble]}))
-        runs.append(_run("qae", seed, {"hard": [0.2, 0.22 + wobble, 0.21], "easy": [0.1, 0.09, 0.08 + wobble / 10],
-                                       "all": [0.15, 0.155, 0.15 - wobble]}, clip=0.02))
+        runs.append(
+            _run(
+                "mean",
+                seed,
+                {
+                    "hard": [0.2, 0.3 + wobble, 0.25],
+                    "easy": [0.1, 0.08, 0.05 + wobble / 10],
+                    "all": [0.15, 0.16, 0.15 + wobble],
+                },
+            )
+        )
+        runs.append(
+            _run(
+                "qae",
+                seed,
+                {
+                    "hard": [0.2, 0.22 + wobble, 0.21],
+                    "easy": [0.1, 0.09, 0.08 + wobble / 10],
+                    "all": [0.15, 0.155, 0.15 - wobble],
+                },
+                clip=0.02,
+            )
+        )
     return runs
 
 
@@ -125,10 +150,12 @@ def test_sentences_say_what_holds_and_what_does_not():
 
 
 def test_sentences_say_not_shown_when_seeds_disagree():
-    runs = [_run("mean", 0, {"hard": [0.2, 0.3], "easy": [0.1, 0.1], "all": [0.1, 0.1]}),
-            _run("qae", 0, {"hard": [0.2, 0.25], "easy": [0.1, 0.1], "all": [0.1, 0.1]}),
-            _run("mean", 1, {"hard": [0.2, 0.25], "easy": [0.1, 0.1], "all": [0.1, 0.1]}),
-            _run("qae", 1, {"hard": [0.2, 0.3], "easy": [0.1, 0.1], "all": [0.1, 0.1]})]
+    runs = [
+        _run("mean", 0, {"hard": [0.2, 0.3], "easy": [0.1, 0.1], "all": [0.1, 0.1]}),
+        _run("qae", 0, {"hard": [0.2, 0.25], "easy": [0.1, 0.1], "all": [0.1, 0.1]}),
+        _run("mean", 1, {"hard": [0.2, 0.25], "easy": [0.1, 0.1], "all": [0.1, 0.1]}),
+        _run("qae", 1, {"hard": [0.2, 0.3], "easy": [0.1, 0.1], "all": [0.1, 0.1]}),
+    ]
     hard, easy = regime_sentences(runs, "mean", "qae")[:2]
     assert "1 of 2 seeds" in hard and "not shown here" in hard
     # the easy group's entropy never moved under the mean baseline: no collapse to prevent
@@ -160,15 +187,29 @@ def test_docs_name_every_regime_metric_and_constant():
     text = (ROOT / "docs/metrics.md").read_text()
     for metric in ENTROPY_REGIME_METRICS + REGIME_EVAL_METRICS:
         assert f"`{metric}`" in text or re.search(rf"`{re.escape(metric.rsplit('_', 1)[0])}_\w+`", text), metric
-    for constant in ("ENTROPY_HARD", "ENTROPY_EASY", "ENTROPY_UPDATED_HARD", "ENTROPY_UPDATED_EASY",
-                     "REGIME_EVAL_METRICS"):
+    for constant in (
+        "ENTROPY_HARD",
+        "ENTROPY_EASY",
+        "ENTROPY_UPDATED_HARD",
+        "ENTROPY_UPDATED_EASY",
+        "REGIME_EVAL_METRICS",
+    ):
         assert constant in text, constant
     glossary = (ROOT / "docs/glossary.md").read_text()
-    assert all(name in glossary for name in ("regime_eval_steps", "regime_eval_samples", "regime_eval_prompts",
-                                             "entropy/hard", "regime_split.json"))
+    assert all(
+        name in glossary
+        for name in (
+            "regime_eval_steps",
+            "regime_eval_samples",
+            "regime_eval_prompts",
+            "entropy/hard",
+            "regime_split.json",
+        )
+    )
 
 
 # ---------------------------------------------------------------- the committed regimes experiment
+
 
 def test_committed_regime_runs_share_split_and_start_per_seed():
     from qae_lab.analysis.compare import find_reference_runs
@@ -201,8 +242,9 @@ def test_committed_regime_table_and_sentences_agree():
     runs = load_experiment(find_reference_runs(), "regimes")
     rows = regime_table(runs)
     methods = EXPERIMENTS["regimes"]["methods"]
-    assert sorted((r["method"], r["group"]) for r in rows) == sorted((m, g) for m in methods
-                                                                     for g in ("hard", "easy", "mixed"))
+    assert sorted((r["method"], r["group"]) for r in rows) == sorted(
+        (m, g) for m in methods for g in ("hard", "easy", "mixed")
+    )
     assert all(r["seeds"] == len(EXPERIMENTS["regimes"]["seeds"]) for r in rows)
     by = {(r["method"], r["group"]): r for r in rows}
     for mean_method, quantile_method in zip(methods[::2], methods[1::2]):  # with Clip-Higher, then without
@@ -221,7 +263,9 @@ def test_regime_figure_of_the_committed_runs():
     from qae_lab.analysis.phenomena import load_experiment
 
     fig = regime_figure(load_experiment(find_reference_runs(), "regimes"), "mean+clip_higher", "qae+clip_higher")
-    assert [t.name for t in fig.data if t.showlegend is not False] == ["mean+clip_higher (3 seeds)",
-                                                                        "qae+clip_higher (3 seeds)"]
+    assert [t.name for t in fig.data if t.showlegend is not False] == [
+        "mean+clip_higher (3 seeds)",
+        "qae+clip_higher (3 seeds)",
+    ]
     lines = [t for t in fig.data if t.mode == "lines+markers"]
     assert len(lines) == 6 and all(list(t.x)[0] == 0 and list(t.x)[-1] == 479 for t in lines)  # 0 .. 479 updates

@@ -40,6 +40,7 @@ from qae_lab.toys.seqpolicy_training import UpdateSettings, simulate, update_var
 
 # ---------------------------------------------------------------- the findings and their sentences
 
+
 @pytest.fixture(scope="module")
 def tiny_findings() -> dict:
     """Findings of the whole sweep on a tiny policy (2 seeds, 3 steps), shaped like the committed file's."""
@@ -48,8 +49,7 @@ def tiny_findings() -> dict:
     for name, (start, s) in sweep_settings(eta=5.0, adam_eta=0.05, group_size=4).items():
         out = simulate(t[start].logits, t[start].rewards, s, steps=3, seed=0)
         runs[name] = summarise_run(out, every=1, early=1, estimators=headline(s))
-    variants = update_variance(t["peaked"].logits[0], t["peaked"].rewards[0], UpdateSettings(group_size=4),
-                               n_draws=4)
+    variants = update_variance(t["peaked"].logits[0], t["peaked"].rewards[0], UpdateSettings(group_size=4), n_draws=4)
     per_start = {"peaked": {n: {k: [v[k], v[k]] for k in v} for n, v in variants.items()}}
     return {"meta": {"early_step": 1, "n_seeds": 2}, "runs": runs, "variance": {"per_start": per_start}}
 
@@ -77,20 +77,31 @@ def headline_findings(corr: dict, sign: float = 0.9) -> dict:
         for opt in ("sgd", "adam"):
             for b in ("mean", "quantile"):
                 shift = 0.1 if b == "quantile" else 0.0
-                track = {f: {"corr": [corr[opt, f] - shift] * 2, "sign_agree": [sign] * 2, "ratio": [2.0, 4.0]}
-                         for f in LEDGER_FORMS}
+                track = {
+                    f: {"corr": [corr[opt, f] - shift] * 2, "sign_agree": [sign] * 2, "ratio": [2.0, 4.0]}
+                    for f in LEDGER_FORMS
+                }
                 runs[sweep_settings_name(start, b, opt)] = {"tracking": {**track, "visit_share": [0.1, 0.3]}}
     return {"meta": {"n_seeds": 2}, "runs": runs}
 
 
 def sweep_settings_name(start, baseline, optimizer):
-    return [n for n, (st, s) in sweep_settings(eta=1.0, adam_eta=1.0).items()
-            if st == start and s.baseline == baseline and s.optimizer == optimizer and headline(s)][0]
+    return [
+        n
+        for n, (st, s) in sweep_settings(eta=1.0, adam_eta=1.0).items()
+        if st == start and s.baseline == baseline and s.optimizer == optimizer and headline(s)
+    ][0]
 
 
 def test_tracking_sentences_state_the_numbers():
-    corr = {("sgd", "npg"): 0.2, ("sgd", "pg"): 0.5, ("sgd", "reinforce"): 0.9,
-            ("adam", "npg"): 0.8, ("adam", "pg"): 0.7, ("adam", "reinforce"): 0.6}
+    corr = {
+        ("sgd", "npg"): 0.2,
+        ("sgd", "pg"): 0.5,
+        ("sgd", "reinforce"): 0.9,
+        ("adam", "npg"): 0.8,
+        ("adam", "pg"): 0.7,
+        ("adam", "reinforce"): 0.6,
+    }
     f = headline_findings(corr)
     lines = tracking_sentences(f)
     assert lines[0] == (
@@ -99,32 +110,53 @@ def test_tracking_sentences_state_the_numbers():
         "+3±1 times it; pg correlates +0.50±0.00, has its sign on 90%±0% of steps and sums to +3±1 times it; "
         "reinforce correlates +0.90±0.00, has its sign on 90%±0% of steps and sums to +3±1 times it; the "
         "reinforce form tracks it best; the states' visitation, which per-state terms cannot see, is 20%±10% of "
-        "the exact change")
+        "the exact change"
+    )
     assert "the npg form tracks it best (under Adam the sums' scale is nominal" in lines[3]
-    assert lines[6].startswith("per-step correlation of the trainer's ledger (npg) with the exact change, mean, "
-                               "flat start, Adam vs SGD: 0.80±0.00 vs 0.20±0.00 over 2 seeds: higher")
+    assert lines[6].startswith(
+        "per-step correlation of the trainer's ledger (npg) with the exact change, mean, "
+        "flat start, Adam vs SGD: 0.80±0.00 vs 0.20±0.00 over 2 seeds: higher"
+    )
     said = trainer_ledger_sentences(f)
     assert said[0].startswith("QAETrainer logs the form npg as ledger/*")
     assert "Under SGD, " in said[1] and "the npg form +0.10 to +0.20 (sign right on 90% to 90% of steps)" in said[1]
     assert said[1].endswith("Best on average: reinforce") and said[2].endswith("Best on average: npg")
-    assert said[3] == ("The trainer's form (npg) tracked the exact change better under Adam than under SGD in 4 of 4 "
-                       "settings (mean correlation +0.75 against +0.15; its sign right on 90% against 90% of steps)")
-    assert said[4] == ("Under the quantile baseline the trainer's form correlated less with the exact change than "
-                       "under the mean in 4 of 4 (start, optimizer) settings (mean correlation +0.40 against +0.50)")
+    assert said[3] == (
+        "The trainer's form (npg) tracked the exact change better under Adam than under SGD in 4 of 4 "
+        "settings (mean correlation +0.75 against +0.15; its sign right on 90% against 90% of steps)"
+    )
+    assert said[4] == (
+        "Under the quantile baseline the trainer's form correlated less with the exact change than "
+        "under the mean in 4 of 4 (start, optimizer) settings (mean correlation +0.40 against +0.50)"
+    )
 
 
 def test_cell_sentences_name_the_largest_cell_of_each_ledger():
-    cells = {"dh_hard_pos": [-0.1, -0.1], "dh_hard_neg": [0.3, 0.5], "dh_easy_pos": [-0.2, -0.2],
-             "dh_easy_neg": [0.0, 0.0]}
-    ledger = {"sampled": {**cells, "dh": [0.0, 0.2]}, "estimator_npg": {**cells, "dh": [0.0, 0.2]},
-              "estimator_pg": {**cells, "dh_easy_pos": [-2.0, -2.0], "dh": [0.0, 0.0]},
-              "estimator_reinforce": {**cells, "dh": [0.0, 0.2]}}
-    f = {"runs": {sweep_settings_name(st, b, "sgd"): {"ledger": ledger} for st in ("flat", "peaked")
-                  for b in ("mean", "quantile")}}
+    cells = {
+        "dh_hard_pos": [-0.1, -0.1],
+        "dh_hard_neg": [0.3, 0.5],
+        "dh_easy_pos": [-0.2, -0.2],
+        "dh_easy_neg": [0.0, 0.0],
+    }
+    ledger = {
+        "sampled": {**cells, "dh": [0.0, 0.2]},
+        "estimator_npg": {**cells, "dh": [0.0, 0.2]},
+        "estimator_pg": {**cells, "dh_easy_pos": [-2.0, -2.0], "dh": [0.0, 0.0]},
+        "estimator_reinforce": {**cells, "dh": [0.0, 0.2]},
+    }
+    f = {
+        "runs": {
+            sweep_settings_name(st, b, "sgd"): {"ledger": ledger}
+            for st in ("flat", "peaked")
+            for b in ("mean", "quantile")
+        }
+    }
     line = cell_sentences(f)[0]
-    assert line == ("flat start, mean: the ledger cell that moved the entropy most is hard prompts' failures "
-                    "(dh_hard_neg, +0.400±0.100 of the total +0.100±0.100 nats, first passes summed over training); "
-                    "the per-token forms' largest cell: npg the same, pg easy prompts' successes, reinforce the same")
+    assert line == (
+        "flat start, mean: the ledger cell that moved the entropy most is hard prompts' failures "
+        "(dh_hard_neg, +0.400±0.100 of the total +0.100±0.100 nats, first passes summed over training); "
+        "the per-token forms' largest cell: npg the same, pg easy prompts' successes, reinforce the same"
+    )
 
 
 def test_paired_comparison_words():
@@ -137,7 +169,6 @@ def test_paired_comparison_words():
     assert p.n == 2 and p.n_lower == 2 and math.isclose(p.diff, -1.0)
     with pytest.raises(ValueError, match="^a and b "):
         paired([1.0], [1.0, 2.0])
-
 
 
 # ---------------------------------------------------------------- Proposition 4.2 by regime: regimes.json
@@ -156,8 +187,10 @@ def _said(q: list, m: list, suffix: str = "", unit: str = "") -> str:
     if lower == len(q) or higher == len(q):
         pooled = math.sqrt((statistics.pstdev(q) ** 2 + statistics.pstdev(m) ** 2) / 2)
         word = "lower" if lower == len(q) else "higher"
-        return f"{nums} ({word} under the quantile in {len(q)} of {len(q)} seeds, " \
-               f"{abs(_fmean(q) - _fmean(m)) / pooled:.1f} seed-spreads)"
+        return (
+            f"{nums} ({word} under the quantile in {len(q)} of {len(q)} seeds, "
+            f"{abs(_fmean(q) - _fmean(m)) / pooled:.1f} seed-spreads)"
+        )
     return f"{nums} (no clear difference: lower under the quantile in {lower}, higher in {higher} of {len(q)} seeds)"
 
 
@@ -165,16 +198,21 @@ def test_the_committed_regime_sentences_state_the_files_numbers():
     r = load_regimes()
     meta, runs, lines = r["meta"], r["runs"], regime_sentences(r)
     assert len(lines) == 6
+
     def g(opt, base, group, key, c="clip-higher", rr=runs):
         return rr[f"{opt}/{base}/{c}"]["groups"][group][key]
 
     q = f"quantile K={meta['k']:g}"
     hard_p, hard_h = _fmean(g("adam", "mean", "hard", "start_p")), _fmean(g("adam", "mean", "hard", "start_h"))
-    assert lines[0].startswith(f"Hard prompts (each seed's {meta['n_group']} hardest of {meta['n_prompts']} at the "
-                               f"start: p {hard_p:.2f}, H {hard_h:.2f} nats), Adam (lr {meta['adam_eta']:g}, "
-                               f"{meta['adam_passes']} passes), Clip-Higher, K = 0.4: entropy peak ")
-    assert _said(g("adam", q, "hard", "peak_ratio"), g("adam", "mean", "hard", "peak_ratio"), "x", " its start") \
+    assert lines[0].startswith(
+        f"Hard prompts (each seed's {meta['n_group']} hardest of {meta['n_prompts']} at the "
+        f"start: p {hard_p:.2f}, H {hard_h:.2f} nats), Adam (lr {meta['adam_eta']:g}, "
+        f"{meta['adam_passes']} passes), Clip-Higher, K = 0.4: entropy peak "
+    )
+    assert (
+        _said(g("adam", q, "hard", "peak_ratio"), g("adam", "mean", "hard", "peak_ratio"), "x", " its start")
         in lines[0]
+    )
     for key in ("early_h", "final_h"):
         assert _said(g("adam", q, "easy", key), g("adam", "mean", "easy", key), "", " nats") in lines[1]
     for key, suffix, unit in (("peak_ratio", "x", " its start"), ("final_h", "", " nats")):
@@ -190,14 +228,18 @@ def test_the_committed_regime_sentences_state_the_files_numbers():
                 on, off = g(opt, base, group, key), g(opt, base, group, key, "clip-0.2")
                 moves[key].append(abs(_fmean(on) - _fmean(off)))
                 agree += all(a < b for a, b in zip(on, off)) or all(a > b for a, b in zip(on, off))
-    assert (f"moves the hard prompts' peak by at most {max(moves['peak_ratio']):.3f}x and the easy prompts' H at "
-            f"step {meta['steps']} by at most {max(moves['final_h']):.3f} nats") in lines[4]
+    assert (
+        f"moves the hard prompts' peak by at most {max(moves['peak_ratio']):.3f}x and the easy prompts' H at "
+        f"step {meta['steps']} by at most {max(moves['final_h']):.3f} nats"
+    ) in lines[4]
     assert lines[4].endswith(f"every seed moved the same way in {agree} of these 8 comparisons.")
     check = r["runner_up"]
     c = lambda base, group, key: g("adam", base, group, key, rr=check["runs"])  # noqa: E731
-    assert lines[5].startswith(f"The search's runner-up, Adam (lr {check['settings']['adam_eta']:g}, "
-                               f"{check['settings']['adam_passes']} passes) at sharpness "
-                               f"{check['settings']['sharpness']:g}")
+    assert lines[5].startswith(
+        f"The search's runner-up, Adam (lr {check['settings']['adam_eta']:g}, "
+        f"{check['settings']['adam_passes']} passes) at sharpness "
+        f"{check['settings']['sharpness']:g}"
+    )
     assert _said(c(q, "hard", "peak_ratio"), c("mean", "hard", "peak_ratio"), "x") in lines[5]
 
 
@@ -225,8 +267,19 @@ def test_the_committed_regime_runs_are_the_searchs_choice_on_fresh_seeds():
 
 
 def test_regime_verdicts_by_hand():
-    base = {"meta": {"k": 0.4, "n_group": 1, "n_prompts": 4, "steps": 9, "early_step": 3, "adam_eta": 0.05,
-                     "adam_passes": 4, "sgd_eta": 40.0, "sgd_passes": 2}}
+    base = {
+        "meta": {
+            "k": 0.4,
+            "n_group": 1,
+            "n_prompts": 4,
+            "steps": 9,
+            "early_step": 3,
+            "adam_eta": 0.05,
+            "adam_passes": 4,
+            "sgd_eta": 40.0,
+            "sgd_passes": 2,
+        }
+    }
     summary = lambda v: {k: list(v) for k in ("start_p", "start_h", "peak_ratio", "early_h", "final_h")}  # noqa: E731
     runs = {}
     for opt in ("adam", "sgd"):
@@ -236,10 +289,14 @@ def test_regime_verdicts_by_hand():
     runs["adam/quantile K=0.4/clip-higher"]["groups"]["hard"]["peak_ratio"] = [0.5, 1.0, 1.5]
     lines = regime_sentences({**base, "runs": runs})
     assert len(lines) == 5  # no runner-up: no sixth sentence
-    assert "entropy peak mean 1.50x vs quantile 1.00x its start (lower under the quantile in 3 of 3 seeds, " \
-           "1.2 seed-spreads)" in lines[0]
-    assert "H at step 3 mean 1.50 vs quantile 1.03 nats (no clear difference: lower under the quantile in 2, " \
-           "higher in 1 of 3 seeds)" in lines[1]
+    assert (
+        "entropy peak mean 1.50x vs quantile 1.00x its start (lower under the quantile in 3 of 3 seeds, "
+        "1.2 seed-spreads)" in lines[0]
+    )
+    assert (
+        "H at step 3 mean 1.50 vs quantile 1.03 nats (no clear difference: lower under the quantile in 2, "
+        "higher in 1 of 3 seeds)" in lines[1]
+    )
     assert lines[4].endswith("every seed moved the same way in 0 of these 8 comparisons.")
     assert "moves the hard prompts' peak by at most 0.033x" in lines[4]  # adam quantile: 1.0 against 1.0333
     with pytest.raises(ValueError, match="^optimizer must"):
@@ -273,8 +330,7 @@ def test_the_benchmarks_smoke_mode_writes_a_readable_file(tmp_path, capsys):
     assert bench.main(["--smoke", "--out", str(out)]) == 0
     r = json.loads(out.read_text())
     assert r["meta"]["vocab"] == 2 and r["meta"]["n_seeds"] == 2 and len(r["search"]["tries"]) == 2
-    assert sorted(r["runs"]) == sorted(bench.regime_settings(adam_eta=1.0, adam_passes=1, sgd_eta=1.0,
-                                                             sgd_passes=1))
+    assert sorted(r["runs"]) == sorted(bench.regime_settings(adam_eta=1.0, adam_passes=1, sgd_eta=1.0, sgd_passes=1))
     assert len(regime_sentences(load_regimes(out))) == 6
     printed = capsys.readouterr().out
     assert "## chosen: sharpness 3" in printed and "Hard prompts (each seed's 1 hardest of 4" in printed
@@ -304,13 +360,22 @@ def _hand_regimes(mean: list, quantile: list, on: list, off: list) -> dict:
 def test_scoreboard_verdicts_by_hand():
     # the quantile below the mean in every seed: the "lower" claims hold, the "higher" ones are reversed
     rows = regime_scoreboard(_hand_regimes([2.0, 3.0, 4.0], [1.0, 2.0, 3.5], [1.0, 1.0, 1.0], [1.0, 0.5, 2.0]))
-    assert [r.verdict for r in rows] == ["holds", "reversed", "reversed", "holds", "holds", "tested, no difference",
-                                         "cannot be tested here"]
+    assert [r.verdict for r in rows] == [
+        "holds",
+        "reversed",
+        "reversed",
+        "holds",
+        "holds",
+        "tested, no difference",
+        "cannot be tested here",
+    ]
     assert rows[0].why == "peak 2.17x its start under the quantile, 3.00x under the mean; lower in all 3 seeds"
     assert rows[1].claim.endswith("at step 3") and rows[2].claim == "The same, at step 9"
     assert rows[1].why == "at step 3: 2.17 nats under the quantile, 3.00 under the mean; lower in all 3 seeds"
-    assert rows[5].why == ("all prompts at step 9, mean baseline, Adam: 1.000 nats with it, 1.167 without; the seeds "
-                           "disagree: higher in 1, lower in 1, equal in 1 of 3")
+    assert rows[5].why == (
+        "all prompts at step 9, mean baseline, Adam: 1.000 nats with it, 1.167 without; the seeds "
+        "disagree: higher in 1, lower in 1, equal in 1 of 3"
+    )
     assert [r.paper for r in rows] == ["QAE, Prop. 4.2"] * 3 + ["QAE", "QAE, Prop. 4.2", "DAPO", "QAE"]
     # seeds that disagree: every comparison "tested, no difference"
     mixed = regime_scoreboard(_hand_regimes([2.0, 3.0], [1.0, 4.0], [1.0, 2.0], [2.0, 1.0]))
@@ -323,11 +388,16 @@ def test_the_committed_scoreboard_follows_its_seeds():
     rows = regime_scoreboard(r)
     assert all(row.verdict in VERDICTS for row in rows) and rows[-1].verdict == "cannot be tested here"
     runs = r["runs"]
-    for row, (opt, group, key, expect) in zip(rows, [("adam", "hard", "peak_ratio", "<"),
-                                                     ("adam", "easy", "early_h", ">"),
-                                                     ("adam", "easy", "final_h", ">"),
-                                                     ("adam", "mixed", "peak_ratio", "<"),
-                                                     ("sgd", "hard", "peak_ratio", "<")]):
+    for row, (opt, group, key, expect) in zip(
+        rows,
+        [
+            ("adam", "hard", "peak_ratio", "<"),
+            ("adam", "easy", "early_h", ">"),
+            ("adam", "easy", "final_h", ">"),
+            ("adam", "mixed", "peak_ratio", "<"),
+            ("sgd", "hard", "peak_ratio", "<"),
+        ],
+    ):
         q = runs[f"{opt}/quantile K=0.4/clip-higher"]["groups"][group][key]
         m = runs[f"{opt}/mean/clip-higher"]["groups"][group][key]
         agree = all((a < b) if expect == "<" else (a > b) for a, b in zip(q, m))
@@ -349,7 +419,10 @@ def test_regime_curve_reads_one_committed_curve_and_names_a_bad_choice():
     r = load_regimes()
     c = regime_curve(r, "easy", "quantile", "sgd", False)
     assert c == r["runs"]["sgd/quantile K=0.4/clip-0.2"]["groups"]["easy"]["entropy_curve"]
-    for args, match in ((("hard", "median"), "^baseline must"), (("all", "mean"), "^group must"),
-                        (("hard", "mean", "lion"), "^no committed run")):
+    for args, match in (
+        (("hard", "median"), "^baseline must"),
+        (("all", "mean"), "^group must"),
+        (("hard", "mean", "lion"), "^no committed run"),
+    ):
         with pytest.raises(ValueError, match=match):
             regime_curve(r, *args)

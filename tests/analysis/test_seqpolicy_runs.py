@@ -27,9 +27,14 @@ from seqpolicy_setup import F64, peaked
 
 def test_tracking_of_a_perfect_and_of_a_reversed_estimator():
     exact = torch.tensor([[1.0, -2.0, 3.0, 0.5], [2.0, 1.0, -1.0, 4.0]], dtype=F64)
-    out = {"dh_first_order": exact, "estimator_npg/dh": 3 * exact, "estimator_pg/dh": -exact,
-           "estimator_reinforce/dh": exact + torch.tensor([0.0, 0.0, 0.0, 10.0], dtype=F64),
-           "sampled/dh_state": exact / 4, "sampled/dh_visit": 3 * exact / 4}
+    out = {
+        "dh_first_order": exact,
+        "estimator_npg/dh": 3 * exact,
+        "estimator_pg/dh": -exact,
+        "estimator_reinforce/dh": exact + torch.tensor([0.0, 0.0, 0.0, 10.0], dtype=F64),
+        "sampled/dh_state": exact / 4,
+        "sampled/dh_visit": 3 * exact / 4,
+    }
     t = tracking(out)
     assert t["npg"] == {"corr": [1.0, 1.0], "sign_agree": [1.0, 1.0], "ratio": [3.0, 3.0]}
     assert t["pg"] == {"corr": [-1.0, -1.0], "sign_agree": [0.0, 0.0], "ratio": [-1.0, -1.0]}
@@ -59,10 +64,15 @@ def test_summary_of_a_run():
 
 # ---------------------------------------------------------------- Proposition 4.2 by regime
 
+
 def test_start_split_by_hand():
-    p0 = torch.tensor([[0.3, 0.1, 0.8, 0.5, 0.1, 0.9],   # two hardest: the two 0.1s; two easiest: 0.9, 0.8
-                       [0.5, 0.5, 0.5, 0.5, 0.5, 0.5]],  # all tied: the lower index counts as harder
-                      dtype=F64)
+    p0 = torch.tensor(
+        [
+            [0.3, 0.1, 0.8, 0.5, 0.1, 0.9],  # two hardest: the two 0.1s; two easiest: 0.9, 0.8
+            [0.5, 0.5, 0.5, 0.5, 0.5, 0.5],
+        ],  # all tied: the lower index counts as harder
+        dtype=F64,
+    )
     m = start_split(p0, 2)
     assert m["hard"].nonzero().tolist() == [[0, 1], [0, 4], [1, 0], [1, 1]]
     assert m["easy"].nonzero().tolist() == [[0, 2], [0, 5], [1, 4], [1, 5]]
@@ -97,8 +107,11 @@ def test_regime_curves_and_summary_match_a_plain_loop():
             assert got[group][s].tolist() == pytest.approx(want, rel=tol, abs=0), (group, s)
             summary = curve_summary(got[group], 4)
             assert summary["peak_ratio"][s].item() == pytest.approx(max(want) / want[0], rel=tol, abs=0)
-            assert (summary["start"][s].item(), summary["early"][s].item(), summary["final"][s].item()) == \
-                pytest.approx((want[0], want[4], want[-1]), rel=tol, abs=0)
+            assert (
+                summary["start"][s].item(),
+                summary["early"][s].item(),
+                summary["final"][s].item(),
+            ) == pytest.approx((want[0], want[4], want[-1]), rel=tol, abs=0)
 
 
 def test_summarise_regimes_keeps_the_groups_numbers():
@@ -122,23 +135,27 @@ def test_summarise_regimes_keeps_the_groups_numbers():
 
 def test_regime_grid():
     g = regime_settings(adam_eta=0.02, adam_passes=4, sgd_eta=40.0, sgd_passes=2)
-    assert sorted(g) == sorted(f"{o}/{b}/{c}" for o in ("adam", "sgd") for b in ("mean", "quantile K=0.4")
-                               for c in ("clip-higher", "clip-0.2"))
+    assert sorted(g) == sorted(
+        f"{o}/{b}/{c}" for o in ("adam", "sgd") for b in ("mean", "quantile K=0.4") for c in ("clip-higher", "clip-0.2")
+    )
     adam = g["adam/quantile K=0.4/clip-higher"]
     assert (adam.optimizer, adam.eta, adam.num_iterations, adam.epsilon_high, adam.k) == ("adam", 0.02, 4, 0.28, 0.4)
     sgd = g["sgd/mean/clip-0.2"]
     assert (sgd.optimizer, sgd.eta, sgd.num_iterations, sgd.epsilon_high, sgd.baseline) == ("sgd", 40.0, 2, 0.2, "mean")
 
 
-@pytest.mark.parametrize("call,name", [
-    (lambda: start_split(torch.zeros(2, 4), 3), "n"),
-    (lambda: start_split(torch.zeros(2, 4), 0), "n"),
-    (lambda: start_split(torch.zeros(4), 1), "p0"),
-    (lambda: start_split(torch.zeros(2, 1), 1), "p0"),
-    (lambda: regime_curves(torch.zeros(2, 3, 5), torch.zeros(2, 4), 1), "curves"),
-    (lambda: curve_summary(torch.ones(2, 5), 5), "early"),
-    (lambda: curve_summary(torch.ones(5), 0), "curve"),
-])
+@pytest.mark.parametrize(
+    "call,name",
+    [
+        (lambda: start_split(torch.zeros(2, 4), 3), "n"),
+        (lambda: start_split(torch.zeros(2, 4), 0), "n"),
+        (lambda: start_split(torch.zeros(4), 1), "p0"),
+        (lambda: start_split(torch.zeros(2, 1), 1), "p0"),
+        (lambda: regime_curves(torch.zeros(2, 3, 5), torch.zeros(2, 4), 1), "curves"),
+        (lambda: curve_summary(torch.ones(2, 5), 5), "early"),
+        (lambda: curve_summary(torch.ones(5), 0), "curve"),
+    ],
+)
 def test_regime_errors_name_the_argument(call, name):
     with pytest.raises(ValueError, match=rf"^{name} must"):
         call()

@@ -14,28 +14,32 @@ from qae_lab.analysis.stats import detrended_variance, moving_average, stat, tra
 
 # ---------------------------------------------------------------- independent references
 
+
 def ref_moving_average(xs, w):
     """Loop: the mean of the last w values (fewer at the start)."""
     out = []
     for t in range(len(xs)):
-        window = xs[max(0, t - w + 1):t + 1]
+        window = xs[max(0, t - w + 1) : t + 1]
         out.append(sum(window) / len(window))
     return out
 
 
 def ref_detrended_variance(xs, w):
     """Residuals from full trailing windows only, then statistics.pvariance."""
-    res = [xs[t] - sum(xs[t - w + 1:t + 1]) / w for t in range(w - 1, len(xs))]
+    res = [xs[t] - sum(xs[t - w + 1 : t + 1]) / w for t in range(w - 1, len(xs))]
     return statistics.pvariance(res)
 
 
 def log_rows(rewards, **metrics):
     """Step rows 1..n with the given rewards and per-step metric lists."""
-    return [{"step": t + 1, "reward": r, **{k.replace("__", "/"): v[t] for k, v in metrics.items()}}
-            for t, r in enumerate(rewards)]
+    return [
+        {"step": t + 1, "reward": r, **{k.replace("__", "/"): v[t] for k, v in metrics.items()}}
+        for t, r in enumerate(rewards)
+    ]
 
 
 # ---------------------------------------------------------------- moving average and variance
+
 
 def test_moving_average_by_hand():
     assert moving_average([1, 3, 5, 7, 9], 3) == [1.0, 2.0, 3.0, 5.0, 7.0]
@@ -76,26 +80,30 @@ def test_training_variance_detrended_and_plain():
     assert training_variance(ent, "entropy", 2) == pytest.approx(2 / 9)
 
 
-@pytest.mark.parametrize("call, name", [
-    (lambda: moving_average([1.0, 2.0], 0), "window"),
-    (lambda: moving_average([1.0, 2.0], 2.0), "window"),
-    (lambda: moving_average([1.0, 2.0], True), "window"),
-    (lambda: moving_average([], 2), "values"),
-    (lambda: moving_average([1.0, math.nan], 2), "values"),
-    (lambda: moving_average(["a"], 2), "values"),
-    (lambda: detrended_variance([1.0, 2.0, 3.0], 1), "window"),
-    (lambda: detrended_variance([1.0, 2.0, 3.0], 3), "window"),
-    (lambda: detrended_variance([1.0, 2.0], 2), "values"),
-    (lambda: training_variance(log_rows([0.1, 0.2, 0.3]), "entropy"), "metric"),
-    (lambda: training_variance(log_rows([0.1, 0.2, 0.3]), 3), "metric"),
-    (lambda: training_variance(log_rows([0.1, 0.2, 0.3]), window=-1), "window"),
-])
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda: moving_average([1.0, 2.0], 0), "window"),
+        (lambda: moving_average([1.0, 2.0], 2.0), "window"),
+        (lambda: moving_average([1.0, 2.0], True), "window"),
+        (lambda: moving_average([], 2), "values"),
+        (lambda: moving_average([1.0, math.nan], 2), "values"),
+        (lambda: moving_average(["a"], 2), "values"),
+        (lambda: detrended_variance([1.0, 2.0, 3.0], 1), "window"),
+        (lambda: detrended_variance([1.0, 2.0, 3.0], 3), "window"),
+        (lambda: detrended_variance([1.0, 2.0], 2), "values"),
+        (lambda: training_variance(log_rows([0.1, 0.2, 0.3]), "entropy"), "metric"),
+        (lambda: training_variance(log_rows([0.1, 0.2, 0.3]), 3), "metric"),
+        (lambda: training_variance(log_rows([0.1, 0.2, 0.3]), window=-1), "window"),
+    ],
+)
 def test_bad_inputs_name_the_argument(call, name):
     with pytest.raises(ValueError, match=name):
         call()
 
 
 # ---------------------------------------------------------------- over seeds
+
 
 def test_stat_and_within_spread():
     s = stat([0.2, None, 0.6])

@@ -52,8 +52,9 @@ def test_ragged_groups_each_use_their_own_size():
     uids = np.array(["a", "a", "a", "b", "b", "b", "b", "b"])  # sizes 3 and 5
     rewards, mask = _verl_batch(scores)
     adv, _ = compute_qae_outcome_advantage(rewards, mask, uids, epsilon=1e-6, config={"quantile_k": 0.6})
-    want = ref_advantages(scores[:3], 3, "quantile", 0.6, "paper", "group", 1e-6) + \
-        ref_advantages(scores[3:], 5, "quantile", 0.6, "paper", "group", 1e-6)
+    want = ref_advantages(scores[:3], 3, "quantile", 0.6, "paper", "group", 1e-6) + ref_advantages(
+        scores[3:], 5, "quantile", 0.6, "paper", "group", 1e-6
+    )
     torch.testing.assert_close((adv * mask).sum(1) / mask.sum(1), torch.tensor(want), rtol=1e-5, atol=1e-6)
 
 
@@ -76,25 +77,31 @@ def test_std_switch_and_methods_and_config_kinds():
         def get(self, key, default=None):
             return self._d.get(key, default)
 
-    for cfg in (AlgoConfig(), DictConfigLike({"quantile_k": 0.4, "quantile_method": "linear"}),
-                {"quantile_k": 0.4, "quantile_method": "linear"}):
+    for cfg in (
+        AlgoConfig(),
+        DictConfigLike({"quantile_k": 0.4, "quantile_method": "linear"}),
+        {"quantile_k": 0.4, "quantile_method": "linear"},
+    ):
         lin, _ = compute_qae_outcome_advantage(rewards, mask, uids, norm_adv_by_std_in_grpo=False, config=cfg)
         assert ((lin * mask).sum(1) / mask.sum(1)).tolist() == pytest.approx([0.2] * 5 + [-0.8] * 3)
     # extra keyword arguments that verl passes to every estimator are accepted
     compute_qae_outcome_advantage(rewards, mask, uids, config=None, gamma=1.0, lam=1.0)
 
 
-@pytest.mark.parametrize("kwargs,msg", [
-    ({"index": np.array(["a", "a", "b"] + ["c"] * 3)}, "at least twice"),
-    ({"index": np.array(["a"] * 5)}, "index must be a 1-D array of 6"),
-    ({"config": {"quantile_k": 1.2}}, "quantile_k"),
-    ({"config": {"quantile_k": 0.0}}, "quantile_k"),
-    ({"config": {"quantile_method": "nearest"}}, "quantile_method"),
-    ({"epsilon": float("nan")}, "epsilon"),
-    ({"norm_adv_by_std_in_grpo": "yes"}, "norm_adv_by_std_in_grpo"),
-    ({"response_mask": torch.ones(6, 4)}, "response_mask"),
-    ({"token_level_rewards": torch.full((6, 5), float("nan"))}, "token_level_rewards must be finite"),
-])
+@pytest.mark.parametrize(
+    "kwargs,msg",
+    [
+        ({"index": np.array(["a", "a", "b"] + ["c"] * 3)}, "at least twice"),
+        ({"index": np.array(["a"] * 5)}, "index must be a 1-D array of 6"),
+        ({"config": {"quantile_k": 1.2}}, "quantile_k"),
+        ({"config": {"quantile_k": 0.0}}, "quantile_k"),
+        ({"config": {"quantile_method": "nearest"}}, "quantile_method"),
+        ({"epsilon": float("nan")}, "epsilon"),
+        ({"norm_adv_by_std_in_grpo": "yes"}, "norm_adv_by_std_in_grpo"),
+        ({"response_mask": torch.ones(6, 4)}, "response_mask"),
+        ({"token_level_rewards": torch.full((6, 5), float("nan"))}, "token_level_rewards must be finite"),
+    ],
+)
 def test_bad_input(kwargs, msg):
     rewards, mask = _verl_batch([1.0, 0, 0, 1, 1, 0])
     args = {"token_level_rewards": rewards, "response_mask": mask, "index": np.array(["a", "b"] * 3)}
@@ -119,6 +126,7 @@ def test_register_with_a_verl_like_registry(monkeypatch):
                 raise ValueError("already registered")
             registry[name] = fn
             return fn
+
         return deco
 
     stub_verl(monkeypatch, register_adv_est=register_adv_est)
@@ -227,14 +235,22 @@ def test_real_verl_calls_registered_estimators_with_these_keywords(core_algos):
     assert not {"epsilon", "norm_adv_by_std_in_grpo"} & (always | optional)
 
 
-@pytest.mark.parametrize("kind,settings,k,method,scale", [
-    ("verl-yaml", {"quantile_k": 0.4}, 0.4, "paper", "group"),
-    ("verl-yaml", {"quantile_k": 0.7, "quantile_method": "linear", "norm_adv_by_std_in_grpo": False},
-     0.7, "linear", "none"),
-    ("verl-yaml", {}, qae_verl.DEFAULT_K, "paper", "group"),
-    ("omegaconf", {"quantile_k": 0.25, "norm_adv_by_std_in_grpo": True}, 0.25, "paper", "group"),
-    ("algo-config", {"quantile_k": 0.6, "norm_adv_by_std_in_grpo": False}, 0.6, "paper", "none"),
-])
+@pytest.mark.parametrize(
+    "kind,settings,k,method,scale",
+    [
+        ("verl-yaml", {"quantile_k": 0.4}, 0.4, "paper", "group"),
+        (
+            "verl-yaml",
+            {"quantile_k": 0.7, "quantile_method": "linear", "norm_adv_by_std_in_grpo": False},
+            0.7,
+            "linear",
+            "none",
+        ),
+        ("verl-yaml", {}, qae_verl.DEFAULT_K, "paper", "group"),
+        ("omegaconf", {"quantile_k": 0.25, "norm_adv_by_std_in_grpo": True}, 0.25, "paper", "group"),
+        ("algo-config", {"quantile_k": 0.6, "norm_adv_by_std_in_grpo": False}, 0.6, "paper", "none"),
+    ],
+)
 def test_real_registry_qae_matches_group_advantages(core_algos, kind, settings, k, method, scale):
     from omegaconf import DictConfig, OmegaConf
 

@@ -20,8 +20,12 @@ import torch
 from verl_setup import block_verl, registry_fixture, stub_verl, verl_file
 
 from qae_lab.integrations import verl_saah
-from qae_lab.integrations.verl_saah import (compute_policy_loss_saah, response_advantages, saah_advantages,
-                                            surprisal_normalised_entropy)
+from qae_lab.integrations.verl_saah import (
+    compute_policy_loss_saah,
+    response_advantages,
+    saah_advantages,
+    surprisal_normalised_entropy,
+)
 from qae_lab.loss import reduce_token_loss
 
 V = 4  # vocabulary: a token of probability 1/2 has surprisal log 2 = 0.5 log V, so H~ = 0.5
@@ -42,8 +46,9 @@ def _batch():
 
 def _hand_weights():
     """w_{i,t} by hand: exp(-t) (t = 1, 2, ...) on a negative response's tokens, 1 on a positive one's."""
-    rows = [[(math.exp(-(t + 1)) if a < 0 else 1.0) if t < n else 0.0 for t in range(max(LENS))]
-            for a, n in zip(A, LENS)]
+    rows = [
+        [(math.exp(-(t + 1)) if a < 0 else 1.0) if t < n else 0.0 for t in range(max(LENS))] for a, n in zip(A, LENS)
+    ]
     return torch.tensor(rows)
 
 
@@ -60,6 +65,7 @@ def _hand_loss(per_token_loss, mode):
 # ---------------------------------------------------------------------------------------------
 # The pure core, without verl
 # ---------------------------------------------------------------------------------------------
+
 
 def test_surprisal_is_half_log_v_here():
     old, _, mask = _batch()
@@ -85,17 +91,20 @@ def test_alpha_zero_changes_nothing():
         assert torch.equal(a_t, adv) and torch.equal(w, mask.float())
 
 
-@pytest.mark.parametrize("call,msg", [
-    (lambda o, a, m: saah_advantages(a, m, torch.zeros(4, 5), 1.0, "token-sum"), "loss_agg_mode"),
-    (lambda o, a, m: saah_advantages(a, m, torch.zeros(4, 5), float("nan")), "alpha"),
-    (lambda o, a, m: saah_advantages(a, m, torch.full((4, 5), 2.0), 1.0), "h_norm"),
-    (lambda o, a, m: saah_advantages(a, m[:, :4], torch.zeros(4, 5), 1.0), "response_mask"),
-    (lambda o, a, m: response_advantages(a + torch.arange(5.0) * m, m), "constant along each response"),
-    (lambda o, a, m: surprisal_normalised_entropy(o, m, 1), "vocab_size"),
-    (lambda o, a, m: compute_policy_loss_saah(o, o, a, m), "vocab_size"),
-    (lambda o, a, m: compute_policy_loss_saah(o, o, a, m, vocab_size=V, alpha=float("inf")), "alpha"),
-    (lambda o, a, m: compute_policy_loss_saah(o, o, a, m, "seq-mean-token-sum", vocab_size=V), "loss_agg_mode"),
-])
+@pytest.mark.parametrize(
+    "call,msg",
+    [
+        (lambda o, a, m: saah_advantages(a, m, torch.zeros(4, 5), 1.0, "token-sum"), "loss_agg_mode"),
+        (lambda o, a, m: saah_advantages(a, m, torch.zeros(4, 5), float("nan")), "alpha"),
+        (lambda o, a, m: saah_advantages(a, m, torch.full((4, 5), 2.0), 1.0), "h_norm"),
+        (lambda o, a, m: saah_advantages(a, m[:, :4], torch.zeros(4, 5), 1.0), "response_mask"),
+        (lambda o, a, m: response_advantages(a + torch.arange(5.0) * m, m), "constant along each response"),
+        (lambda o, a, m: surprisal_normalised_entropy(o, m, 1), "vocab_size"),
+        (lambda o, a, m: compute_policy_loss_saah(o, o, a, m), "vocab_size"),
+        (lambda o, a, m: compute_policy_loss_saah(o, o, a, m, vocab_size=V, alpha=float("inf")), "alpha"),
+        (lambda o, a, m: compute_policy_loss_saah(o, o, a, m, "seq-mean-token-sum", vocab_size=V), "loss_agg_mode"),
+    ],
+)
 def test_bad_input(call, msg):
     old, adv, mask = _batch()
     with pytest.raises(ValueError, match=msg):
@@ -110,6 +119,7 @@ def _fake_verl(monkeypatch):
         def deco(fn):
             registry[name] = fn
             return fn
+
         return deco
 
     def get_policy_loss_fn(name):
@@ -154,8 +164,9 @@ def _actor_config(**kwargs):
     """verl's own ActorConfig (the ``config`` its actor passes a policy loss), Clip-Higher's range."""
     from verl.workers.config import ActorConfig
 
-    return ActorConfig(strategy="fsdp", rollout_n=4, ppo_micro_batch_size_per_gpu=2, clip_ratio_low=0.2,
-                       clip_ratio_high=0.28, **kwargs)
+    return ActorConfig(
+        strategy="fsdp", rollout_n=4, ppo_micro_batch_size_per_gpu=2, clip_ratio_low=0.2, clip_ratio_high=0.28, **kwargs
+    )
 
 
 def _off_policy_batch(seed=0):
@@ -169,8 +180,16 @@ def _off_policy_batch(seed=0):
 
 def _loss_and_grad(fn, old, log_prob, adv, mask, mode, config, **kwargs):
     log_prob.grad = None
-    loss, metrics = fn(old_log_prob=old, log_prob=log_prob, advantages=adv, response_mask=mask, loss_agg_mode=mode,
-                       config=config, rollout_is_weights=None, **kwargs)
+    loss, metrics = fn(
+        old_log_prob=old,
+        log_prob=log_prob,
+        advantages=adv,
+        response_mask=mask,
+        loss_agg_mode=mode,
+        config=config,
+        rollout_is_weights=None,
+        **kwargs,
+    )
     loss.backward()
     return loss.detach(), log_prob.grad.clone(), metrics
 
@@ -193,10 +212,12 @@ def test_real_alpha_zero_is_verls_vanilla(core_algos, mode, global_info):
     if global_info:  # as verl's ppo_loss fills it: the mini-batch's token count and size over dp ranks
         config.global_batch_info.update(dp_size=1, batch_num_tokens=int(mask.sum()) + 7, global_batch_size=6)
     sa_ah = verl_saah.register(0.0, vocab_size=V)
-    want, want_grad, want_metrics = _loss_and_grad(core_algos.compute_policy_loss_vanilla, old, log_prob, adv, mask,
-                                                   mode, config)
-    got, got_grad, metrics = _loss_and_grad(core_algos.get_policy_loss_fn("sa_ah"), old, log_prob, adv, mask,
-                                            mode, config)
+    want, want_grad, want_metrics = _loss_and_grad(
+        core_algos.compute_policy_loss_vanilla, old, log_prob, adv, mask, mode, config
+    )
+    got, got_grad, metrics = _loss_and_grad(
+        core_algos.get_policy_loss_fn("sa_ah"), old, log_prob, adv, mask, mode, config
+    )
     assert sa_ah.keywords["alpha"] == 0.0
     assert (got - want).abs().item() == 0.0 and (got_grad - want_grad).abs().max().item() == 0.0  # bit for bit
     assert want_grad.abs().sum() > 0 and metrics["actor/pg_clipfrac"] == want_metrics["actor/pg_clipfrac"] > 0
@@ -235,14 +256,23 @@ def test_real_hand_check_catches_wrong_weightings(core_algos, monkeypatch, mutan
     # the check above must fail for an SA-AH that discounts the wrong rows or forgets S4
     real_weights, real_factor = verl_saah.selective_horizon_weights, verl_saah.normaliser_factor
     if mutant == "weights on positive rows":
-        monkeypatch.setattr(verl_saah, "selective_horizon_weights", lambda h, m, a, alpha, selective=True:
-                            real_weights(h, m, -a, alpha, selective=selective))
+        monkeypatch.setattr(
+            verl_saah,
+            "selective_horizon_weights",
+            lambda h, m, a, alpha, selective=True: real_weights(h, m, -a, alpha, selective=selective),
+        )
     elif mutant == "weights on every row (AH)":
-        monkeypatch.setattr(verl_saah, "selective_horizon_weights", lambda h, m, a, alpha, selective=True:
-                            real_weights(h, m, a, alpha, selective=False))
+        monkeypatch.setattr(
+            verl_saah,
+            "selective_horizon_weights",
+            lambda h, m, a, alpha, selective=True: real_weights(h, m, a, alpha, selective=False),
+        )
     else:
-        monkeypatch.setattr(verl_saah, "normaliser_factor", lambda w, m, per_sequence=False:
-                            torch.ones_like(real_factor(w, m, per_sequence=per_sequence)))
+        monkeypatch.setattr(
+            verl_saah,
+            "normaliser_factor",
+            lambda w, m, per_sequence=False: torch.ones_like(real_factor(w, m, per_sequence=per_sequence)),
+        )
     verl_saah.register(ALPHA, vocab_size=V)
     with pytest.raises(AssertionError):
         _check_alpha_positive(core_algos, core_algos.get_policy_loss_fn("sa_ah"), "token-mean")
@@ -254,11 +284,13 @@ def test_real_exact_entropy_keyword_replaces_the_surprisal(core_algos):
     fn = verl_saah.register(ALPHA, vocab_size=V)
     surprisal, _, _ = _loss_and_grad(fn, old, log_prob, adv, mask, "token-mean", config)
     # exact H_t = 0.5 log V on every token: the same H~ as the surprisal here, so the same loss
-    same, _, _ = _loss_and_grad(fn, old, log_prob, adv, mask, "token-mean", config,
-                                entropy=torch.full(old.shape, 0.5 * math.log(V)))
+    same, _, _ = _loss_and_grad(
+        fn, old, log_prob, adv, mask, "token-mean", config, entropy=torch.full(old.shape, 0.5 * math.log(V))
+    )
     zero, _, _ = _loss_and_grad(fn, old, log_prob, adv, mask, "token-mean", config, entropy=torch.zeros(old.shape))
-    vanilla, _, _ = _loss_and_grad(core_algos.compute_policy_loss_vanilla, old, log_prob, adv, mask, "token-mean",
-                                   config)
+    vanilla, _, _ = _loss_and_grad(
+        core_algos.compute_policy_loss_vanilla, old, log_prob, adv, mask, "token-mean", config
+    )
     torch.testing.assert_close(same, surprisal)
     torch.testing.assert_close(zero, vanilla)  # H = 0: every weight 1
     assert not torch.isclose(surprisal, vanilla)
@@ -271,8 +303,15 @@ def test_real_actor_passes_a_policy_loss_no_entropy(core_algos):
     func = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "ppo_loss")
     calls = [n for n in ast.walk(func) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "policy_loss_fn"]
     assert len(calls) == 1 and not calls[0].args
-    assert {kw.arg for kw in calls[0].keywords} == {"old_log_prob", "log_prob", "advantages", "response_mask",
-                                                      "loss_agg_mode", "config", "rollout_is_weights"}
+    assert {kw.arg for kw in calls[0].keywords} == {
+        "old_log_prob",
+        "log_prob",
+        "advantages",
+        "response_mask",
+        "loss_agg_mode",
+        "config",
+        "rollout_is_weights",
+    }
     assert "config.policy_loss.get('loss_mode', 'vanilla')" in ast.unparse(func)  # the loss_mode key
 
 
@@ -304,9 +343,17 @@ def _actor_call(ppo_loss, loss_mode, entropy_scale):
         seqs.append(torch.cat([torch.zeros(p - 1), row[:n], torch.zeros(1)]))
     log_probs = torch.cat(seqs).requires_grad_()
     n, t = mask.shape
-    data = TensorDict({"prompts": torch.ones(n, p, dtype=torch.long), "responses": torch.ones(n, t, dtype=torch.long),
-                       "attention_mask": torch.cat([torch.ones(n, p), mask.float()], 1).long(),
-                       "response_mask": mask.long(), "old_log_probs": old, "advantages": adv}, batch_size=[n])
+    data = TensorDict(
+        {
+            "prompts": torch.ones(n, p, dtype=torch.long),
+            "responses": torch.ones(n, t, dtype=torch.long),
+            "attention_mask": torch.cat([torch.ones(n, p), mask.float()], 1).long(),
+            "response_mask": mask.long(),
+            "old_log_probs": old,
+            "advantages": adv,
+        },
+        batch_size=[n],
+    )
     tu.assign_non_tensor(data, dp_size=1, batch_num_tokens=None, global_batch_size=None)
     config = _actor_config(policy_loss=PolicyLossConfig(loss_mode=loss_mode), entropy_coeff=0.0)
     entropy = torch.full(log_probs.shape, entropy_scale * math.log(V))

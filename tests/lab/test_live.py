@@ -28,8 +28,18 @@ from qae_lab.lab.live import LIVE_PANELS, Dashboard, LiveRun, auto_preset
 from qae_lab.methods import Knobs
 from qae_lab.storage.folder import read_log, step_rows
 
-TINY = ["max_steps=5", "per_device_train_batch_size=8", "num_generations=4", "max_completion_length=24",
-        "n_train=64", "n_eval=4", "evaluate=false", "save_model=false", "disable_tqdm=true", "levels=2,3"]
+TINY = [
+    "max_steps=5",
+    "per_device_train_batch_size=8",
+    "num_generations=4",
+    "max_completion_length=24",
+    "n_train=64",
+    "n_eval=4",
+    "evaluate=false",
+    "save_model=false",
+    "disable_tqdm=true",
+    "levels=2,3",
+]
 
 
 class Gate(TrainerCallback):
@@ -93,14 +103,19 @@ def wait_gate(gate: Gate, live: LiveRun) -> None:
 
 # ---------------------------------------------------------------- controls (no training)
 
+
 def test_controls_start_values_snapshot_and_validation():
     c = Controls(quantile_k=0.6, alpha=0.25, baseline="mean", token_weighting="sa_ah")
     assert c.snapshot().as_dict() == {"quantile_k": 0.6, "alpha": 0.25, "baseline": "mean", "token_weighting": "sa_ah"}
     c.k.value, c.alpha.value = 0.30000000000000004, 1.5  # a browser's float step noise is rounded off
     c.baseline.value, c.token_weighting.value = "quantile", "ah"
     assert c.snapshot().as_dict() == {"quantile_k": 0.3, "alpha": 1.5, "baseline": "quantile", "token_weighting": "ah"}
-    for kwargs, name in (({"quantile_k": 1.0}, "quantile_k"), ({"alpha": float("nan")}, "alpha"),
-                         ({"baseline": "median"}, "baseline"), ({"token_weighting": "sa-ah"}, "token_weighting")):
+    for kwargs, name in (
+        ({"quantile_k": 1.0}, "quantile_k"),
+        ({"alpha": float("nan")}, "alpha"),
+        ({"baseline": "median"}, "baseline"),
+        ({"token_weighting": "sa-ah"}, "token_weighting"),
+    ):
         with pytest.raises(ValueError, match=name):
             Controls(**kwargs)
     with pytest.raises(ValueError, match=r"quantile_k must be in \[0.05, 0.95\]"):
@@ -134,10 +149,12 @@ def test_sliders_show_the_knobs_the_trainer_gets(k, alpha):
 def test_slider_refuses_what_it_cannot_show():
     c = Controls(quantile_k=0.99, alpha=3.0)
     before = c.snapshot()
-    for slider, bad, match in ((c.k, 1.5, r"quantile_k must be in \[0.05, 0.99\] \(the range of the slider 'K "),
-                               (c.k, 0.01, r"quantile_k must be in \[0.05, 0.99\]"),
-                               (c.alpha, 3.5, r"alpha must be in \[-0.5, 3.0\]"),
-                               (c.alpha, float("nan"), "alpha must be in")):
+    for slider, bad, match in (
+        (c.k, 1.5, r"quantile_k must be in \[0.05, 0.99\] \(the range of the slider 'K "),
+        (c.k, 0.01, r"quantile_k must be in \[0.05, 0.99\]"),
+        (c.alpha, 3.5, r"alpha must be in \[-0.5, 3.0\]"),
+        (c.alpha, float("nan"), "alpha must be in"),
+    ):
         with pytest.raises(TraitError, match=match):
             slider.value = bad  # ipywidgets would clamp it silently
         assert (c.k.value, c.alpha.value) == (0.99, 3.0) and c.snapshot() == before
@@ -191,8 +208,17 @@ def test_controls_stop_button_and_no_torn_reads():
 def test_dashboard_keeps_every_row_and_draws_the_panels():
     d = Dashboard(max_steps=10, mode="static", min_interval_s=3600.0)  # no automatic redraw after the first
     for step in range(1, 8):
-        d.add({"step": step, "reward": step / 10, "qae/k": 0.4 if step < 4 else 0.7, "qae/zero_adv_frac": 0.8,
-               "ledger/dh": -0.01, "ledger/dh_pos": -0.02, "ledger/dh_neg": 0.01})
+        d.add(
+            {
+                "step": step,
+                "reward": step / 10,
+                "qae/k": 0.4 if step < 4 else 0.7,
+                "qae/zero_adv_frac": 0.8,
+                "ledger/dh": -0.01,
+                "ledger/dh_pos": -0.02,
+                "ledger/dh_neg": 0.01,
+            }
+        )
     assert [r["step"] for r in d.rows] == list(range(1, 8)) and d.progress.value == 7
     d.refresh()
     k = next(t for t in d.view.figure.data if t.name == "qae/k")
@@ -211,6 +237,7 @@ def test_auto_preset_without_gpu():
 
 
 # ---------------------------------------------------------------- live runs
+
 
 def test_slider_moves_reach_the_next_step(tmp_path):
     gate = Gate(at=2)

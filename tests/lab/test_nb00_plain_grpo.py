@@ -27,8 +27,12 @@ def test_sequence_logps_sums_real_tokens_only():
 
 
 def test_group_and_advantage_lines():
-    ro = NS(completions=["<answer>\n4\n</answer>", "no answer " * 20], rewards=torch.tensor([1.0, 0.0]),
-            records=[{"gold": "4"}], group_size=2)
+    ro = NS(
+        completions=["<answer>\n4\n</answer>", "no answer " * 20],
+        rewards=torch.tensor([1.0, 0.0]),
+        records=[{"gold": "4"}],
+        group_size=2,
+    )
     lines = group_lines(ro)
     assert lines[0] == "gold answer 4" and "answer 4 " in lines[1] and "answer -" in lines[2]
     assert lines[2].endswith("…")  # a long text is cut
@@ -55,8 +59,12 @@ def test_update_change_counts_directions_and_clip_against_a_loop():
     assert torch.allclose(c.delta, torch.tensor(delta, dtype=torch.float64), atol=1e-6)
     for sign, rows in (("A > 0", [0, 3]), ("A = 0", [2]), ("A < 0", [1, 4, 5])):
         assert c.moved(sign) == (sum(delta[i] > 0 for i in rows), sum(delta[i] < 0 for i in rows), len(rows))
-    want = sum(bool(ppo_clip_active(after[i:i + 1, t:t + 1] - before[i:i + 1, t:t + 1], adv[i:i + 1], 0.2, 0.2))
-               for i in range(6) for t in range(6) if mask[i, t])
+    want = sum(
+        bool(ppo_clip_active(after[i : i + 1, t : t + 1] - before[i : i + 1, t : t + 1], adv[i : i + 1], 0.2, 0.2))
+        for i in range(6)
+        for t in range(6)
+        if mask[i, t]
+    )
     assert (c.clipped_tokens, c.tokens) == (want, 26)
     assert c.labels == ["y0 ✓", "y1 ✗", "y2 ✗", "y3 ✓", "y4 ✗", "y5 ✗"]
     up, _, n = c.moved("A > 0")

@@ -43,8 +43,9 @@ def test_sparsity_figure_exact_and_sampled():
 def test_extremes_figure_by_hand():
     fig = extremes_figure(4, 0.4)
     names = [t.name for t in fig.data]
-    assert names == [f"{n}: {e} A" for n in ("GRPO mean / std", "QAE / std", "QAE, no std") for e in ("largest",
-                                                                                                         "smallest")]
+    assert names == [
+        f"{n}: {e} A" for n in ("GRPO mean / std", "QAE / std", "QAE, no std") for e in ("largest", "smallest")
+    ]
     assert list(fig.data[4].y) == [0.0, 1.0, 1.0, 0.0, 0.0] and list(fig.data[5].y) == [0.0, 0.0, 0.0, -1.0, 0.0]
     assert list(fig.data[0].x) == [0, 1, 2, 3, 4]
     assert fig.layout.title.text == "Extreme advantages in a group, G = 4, K = 0.4"

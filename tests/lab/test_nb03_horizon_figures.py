@@ -12,11 +12,17 @@ from qae_lab.lab.nb03_horizon import entropy_figure, touched_figure, weights_fig
 
 
 def _rollouts():
-    rewards = torch.tensor([1., 0, 0, 0, 1, 1, 1, 0])
-    mask = torch.tensor([[1., 1, 1]] * 4 + [[1., 1, 0]] * 4)
-    return SimpleNamespace(rewards=rewards, mask=mask, group_size=4, lengths=mask.sum(1),
-                           success_counts=rewards.view(2, 4).sum(1), completion_ids=torch.zeros(8, 3, dtype=torch.long),
-                           records=[{"question": "1 + 2 + 3?", "gold": "6"}, {"question": "4 + 5?", "gold": "9"}])
+    rewards = torch.tensor([1.0, 0, 0, 0, 1, 1, 1, 0])
+    mask = torch.tensor([[1.0, 1, 1]] * 4 + [[1.0, 1, 0]] * 4)
+    return SimpleNamespace(
+        rewards=rewards,
+        mask=mask,
+        group_size=4,
+        lengths=mask.sum(1),
+        success_counts=rewards.view(2, 4).sum(1),
+        completion_ids=torch.zeros(8, 3, dtype=torch.long),
+        records=[{"question": "1 + 2 + 3?", "gold": "6"}, {"question": "4 + 5?", "gold": "9"}],
+    )
 
 
 def test_entropy_figure_of_a_group():
@@ -41,7 +47,8 @@ def test_weights_figure_rows_title_and_meta():
     mean = sum(discount) / 2  # 0.4872: the failure's mean weight, and the successes' under AH
     assert fig.layout.title.text.replace("<br>", " ") == (
         "w_t at α = 1, prompt 1 (top: SA-AH, bottom: AH) · mean w on its 1 rollouts with A < 0: 0.49 · on its 3 "
-        "others: SA-AH 1, AH 0.49")
+        "others: SA-AH 1, AH 0.49"
+    )
     meta = fig.layout.meta
     assert meta["alpha"] == 1.0 and meta["prompt"] == 1
     assert meta["saah"]["neg"] == pytest.approx(mean) and meta["saah"]["pos"] == 1.0

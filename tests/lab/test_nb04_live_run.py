@@ -21,8 +21,9 @@ def _first_last_by_hand(values, share):
 def test_first_last_reads_both_ends_of_the_logged_steps(n, share):
     values = [float((7 * s) % 11) for s in range(n)]
     rows = [{"step": s + 1, "completions/mean_length": v} for s, v in enumerate(values)] + [{"step": n + 1}]
-    assert first_last(rows, "completions/mean_length", share) == pytest.approx(_first_last_by_hand(values, share),
-                                                                              abs=1e-12)
+    assert first_last(rows, "completions/mean_length", share) == pytest.approx(
+        _first_last_by_hand(values, share), abs=1e-12
+    )
 
 
 def test_first_last_hand_values_and_bad_input():
@@ -40,8 +41,7 @@ def test_logged_mean():
 
 
 def test_summary_of_a_finished_run_states_the_numbers():
-    rows = [{"step": t, "qae/k": 0.4, "saah/alpha": 0.5, "qae/zero_adv_frac": z}
-            for t, z in enumerate([0.5, 0.75], 1)]
+    rows = [{"step": t, "qae/k": 0.4, "saah/alpha": 0.5, "qae/zero_adv_frac": z} for t, z in enumerate([0.5, 0.75], 1)]
     assert summary_lines(rows, BEFORE, AFTER, steps=2) == [
         "steps trained: 2 of 2",
         "K in force: 0.40 at every logged step",
@@ -53,8 +53,7 @@ def test_summary_of_a_finished_run_states_the_numbers():
 
 
 def test_summary_follows_k_moved_and_back():
-    rows = [{"step": 1, "qae/k": 0.4}, {"step": 2, "qae/k": 0.6}, {"step": 3, "qae/k": 0.6},
-            {"step": 4, "qae/k": 0.4}]
+    rows = [{"step": 1, "qae/k": 0.4}, {"step": 2, "qae/k": 0.6}, {"step": 3, "qae/k": 0.6}, {"step": 4, "qae/k": 0.4}]
     lines = summary_lines(rows, BEFORE, AFTER, steps=4)
     assert lines[1] == "K in force: 0.40 (from step 1) -> 0.60 (from step 2) -> 0.40 (from step 4), 2 change(s)"
     assert not any(line.startswith("alpha") for line in lines)  # never logged: no line
@@ -69,7 +68,8 @@ def test_summary_while_the_run_goes_on_or_after_it_failed():
     failed = summary_lines(rows, BEFORE, None, steps=400)
     assert failed[-1].startswith("pass@1 after training: no evaluation after training")
     assert summary_lines([], BEFORE, None, steps=400, running=True) == [
-        "no training step logged yet: run this cell again a little later"]
+        "no training step logged yet: run this cell again a little later"
+    ]
 
 
 def test_summary_rejects_bad_steps():

@@ -24,8 +24,11 @@ def _run(method, seed, rows, n=8):
 
 
 def test_runs_logging_looks_at_the_first_rows_only():
-    runs = [_run("qae", 0, [{"step": 1}, {"step": 2, "ledger/dh": 0.1}]), _run("qae", 1, [{"step": 1, "ledger/dh": 0}]),
-            _run("qae", 2, [{"step": 1}, {"step": 2}, {"step": 3, "ledger/dh": 0.1}])]
+    runs = [
+        _run("qae", 0, [{"step": 1}, {"step": 2, "ledger/dh": 0.1}]),
+        _run("qae", 1, [{"step": 1, "ledger/dh": 0}]),
+        _run("qae", 2, [{"step": 1}, {"step": 2}, {"step": 3, "ledger/dh": 0.1}]),
+    ]
     assert [r.seed for r in runs_logging(runs, "ledger/dh")] == [0, 1]
     assert [r.seed for r in runs_logging(runs, "ledger/dh", rows=1)] == [1]
     assert runs_logging([], "ledger/dh") == []
@@ -35,13 +38,21 @@ def test_first_last_lines_by_hand():
     # two seeds: entropy 0.4, 0.3, 0.2, 0.1 and 0.6, 0.5, 0.4, 0.3 -> mean 0.5, 0.4, 0.3, 0.2 per step;
     # trailing 2-step averages of the mean: at step 2 0.45, at step 4 0.25
     rows = lambda xs: [{"step": t, "entropy": x} for t, x in enumerate(xs, 1)]  # noqa: E731
-    groups = group_runs([_run("qae", 0, rows([0.4, 0.3, 0.2, 0.1])), _run("qae", 1, rows([0.6, 0.5, 0.4, 0.3])),
-                         _run("mean", 0, rows([0.2, 0.2, 0.2, 0.2]))])
+    groups = group_runs(
+        [
+            _run("qae", 0, rows([0.4, 0.3, 0.2, 0.1])),
+            _run("qae", 1, rows([0.6, 0.5, 0.4, 0.3])),
+            _run("mean", 0, rows([0.2, 0.2, 0.2, 0.2])),
+        ]
+    )
     assert first_last_lines(groups, "entropy", 2, name="entropy", digits=2, change="percent", width=5) == [
         "qae   entropy, first 2 steps 0.45 -> last 2 steps 0.25 (-44%)",
-        "mean  entropy, first 2 steps 0.20 -> last 2 steps 0.20 (+0%)"]
-    assert [line.split(": ")[-1] for line in first_last_lines(groups, "entropy", 2, name="e",
-                                                               change="direction")] == ["fell", "unchanged"]
+        "mean  entropy, first 2 steps 0.20 -> last 2 steps 0.20 (+0%)",
+    ]
+    assert [line.split(": ")[-1] for line in first_last_lines(groups, "entropy", 2, name="e", change="direction")] == [
+        "fell",
+        "unchanged",
+    ]
     assert first_last_lines(groups, "entropy", 5, name="e") == []  # shorter than the window: no line
     assert first_last_lines(groups, "reward", 2, name="r") == []  # not logged
     with pytest.raises(ValueError, match="change must be one of"):
@@ -50,8 +61,12 @@ def test_first_last_lines_by_hand():
 
 def test_plain_variance_and_its_ratio_by_hand():
     # rewards 0, 1, 0, 1: population variance 0.25; 0.5 throughout: 0
-    groups = group_runs([_run("mean", 0, [{"step": t, "reward": float(t % 2)} for t in range(1, 5)]),
-                         _run("sa_ah", 0, [{"step": t, "reward": 0.5} for t in range(1, 5)])])
+    groups = group_runs(
+        [
+            _run("mean", 0, [{"step": t, "reward": float(t % 2)} for t in range(1, 5)]),
+            _run("sa_ah", 0, [{"step": t, "reward": 0.5} for t in range(1, 5)]),
+        ]
+    )
     assert plain_variance_lines(groups, width=6) == ["  mean   0.250±0.000", "  sa_ah  0.000±0.000"]
     table = [{"method": "mean", "train var": stat([0.03, 0.05])}, {"method": "sa_ah", "train var": stat([0.01])}]
     assert variance_ratio_line(table) == "GRPO / SA-AH detrended variance: 4.00x (the paper's 3B runs: 3.6x)"
@@ -61,21 +76,27 @@ def test_plain_variance_and_its_ratio_by_hand():
 
 def test_sampling_floor_by_hand():
     # p(1-p)/N: 0.5 -> 0.25/4, 0.25 -> 0.1875/4, and 0 -> 0 with N = 2; mean of the three
-    runs = [_run("qae", 0, [{"step": 1, "reward": 0.5}, {"step": 2, "reward": 0.25}], n=4),
-            _run("qae", 1, [{"step": 1, "reward": 0.0}, {"step": 2}], n=2)]
+    runs = [
+        _run("qae", 0, [{"step": 1, "reward": 0.5}, {"step": 2, "reward": 0.25}], n=4),
+        _run("qae", 1, [{"step": 1, "reward": 0.0}, {"step": 2}], n=2),
+    ]
     assert sampling_floor(runs) == pytest.approx((0.0625 + 0.046875 + 0.0) / 3)
     with pytest.raises(ValueError, match="no rewards"):
         sampling_floor([_run("qae", 0, [{"step": 1}])])
 
 
 def test_behaviour_lines_by_hand():
-    rows = lambda lengths, refl: [{"step": t, "behaviour/length_mean": x, "behaviour/reflect_frac": refl}  # noqa: E731
-                                  for t, x in enumerate(lengths, 1)]
-    groups = group_runs([_run("sa_ah", 0, rows([40, 30, 20, 10, 10], 0.2)),
-                         _run("sa_ah", 1, rows([60, 50, 40, 30, 30], 0.4))])
+    rows = lambda lengths, refl: [
+        {"step": t, "behaviour/length_mean": x, "behaviour/reflect_frac": refl}  # noqa: E731
+        for t, x in enumerate(lengths, 1)
+    ]
+    groups = group_runs(
+        [_run("sa_ah", 0, rows([40, 30, 20, 10, 10], 0.2)), _run("sa_ah", 1, rows([60, 50, 40, 30, 30], 0.4))]
+    )
     # first 2 steps: (35 + 55) / 2 = 45; last 2 steps (4, 5): (10 + 30) / 2 = 20; reflective share (0.2 + 0.4) / 2
     assert behaviour_lines(groups, edge=2, width=8) == [
-        "sa_ah    length first 2 steps 45.0 -> last 2 20.0 tokens; share with a reflective word 0.300"]
+        "sa_ah    length first 2 steps 45.0 -> last 2 20.0 tokens; share with a reflective word 0.300"
+    ]
 
 
 def test_the_committed_reference_runs_give_the_variance_sentences():
@@ -109,6 +130,15 @@ def test_summary_lines_of_the_reference_runs_state_the_tables_numbers():
 
 
 def test_summary_lines_leave_out_what_a_row_lacks():
-    one = [{"method": "mine (yours, 4 steps, seed 0)", "seeds": 1, "pass@1 before": None,
-            "pass@1 after": stat([0.5]), "final entropy": None, "train var": None, "zero-adv frac": None}]
+    one = [
+        {
+            "method": "mine (yours, 4 steps, seed 0)",
+            "seeds": 1,
+            "pass@1 before": None,
+            "pass@1 after": stat([0.5]),
+            "final entropy": None,
+            "train var": None,
+            "zero-adv frac": None,
+        }
+    ]
     assert summary_lines(one) == ["mine (yours, 4 steps, seed 0) (1 seed): sampled pass@1 0.500"]

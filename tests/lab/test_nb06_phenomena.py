@@ -45,8 +45,12 @@ def test_ledger_curves_are_the_ledger_parts_shown():
 def test_every_curve_offered_is_logged_by_the_committed_runs():
     # a menu entry whose metric no run logs would draw an empty figure
     runs = {name: load_experiment(REF, name) for name in ("entropy", "composite")}
-    for name, labels in (("entropy", ENTROPY_CURVES), ("entropy", LEDGER_CURVES),
-                         ("composite", NEG_CORRECT_CURVES), ("composite", SAAH_CURVES)):
+    for name, labels in (
+        ("entropy", ENTROPY_CURVES),
+        ("entropy", LEDGER_CURVES),
+        ("composite", NEG_CORRECT_CURVES),
+        ("composite", SAAH_CURVES),
+    ):
         logged = {key for r in runs[name] for row in r.rows for key in row}
         assert set(labels) <= logged, (name, set(labels) - logged)
 
@@ -60,9 +64,11 @@ def test_runs_of_keeps_order_and_only_the_methods_named():
 
 def test_pass_at_k_lines_by_hand():
     before = {"pass@1": 0.25, "pass@2": 0.5, "pass@4": 0.75}
-    runs = [_run("mean", 0, before, {"pass@1": 0.30, "pass@2": 0.50, "pass@4": 0.70}),
-            _run("mean", 1, before, {"pass@1": 0.40, "pass@2": 0.60, "pass@4": 0.70}),
-            _run("qae", 0, before, {"pass@1": 0.50, "pass@2": 0.60, "pass@4": 0.90})]
+    runs = [
+        _run("mean", 0, before, {"pass@1": 0.30, "pass@2": 0.50, "pass@4": 0.70}),
+        _run("mean", 1, before, {"pass@1": 0.40, "pass@2": 0.60, "pass@4": 0.70}),
+        _run("qae", 0, before, {"pass@1": 0.50, "pass@2": 0.60, "pass@4": 0.90}),
+    ]
     lines = pass_at_k_lines(pass_at_k_table(runs))
     assert lines.x == [1, 2, 4]
     assert list(lines.y) == ["mean, after", "qae, after", BEFORE]  # the methods in order, the before line last
@@ -93,8 +99,11 @@ def test_pass_at_k_lines_on_the_committed_entropy_runs():
 
 def test_k_sweep_lines_by_hand():
     after = lambda p1: {"pass@1": p1, "pass@32": 0.9}  # noqa: E731
-    runs = [_run("qae", 0, None, after(0.5), k=0.6), _run("qae", 1, None, after(0.7), k=0.6),
-            _run("qae", 0, None, after(0.2), k=0.2)]
+    runs = [
+        _run("qae", 0, None, after(0.5), k=0.6),
+        _run("qae", 1, None, after(0.7), k=0.6),
+        _run("qae", 0, None, after(0.2), k=0.2),
+    ]
     lines = k_sweep_lines(k_sweep_rows(runs), "pass@1")
     assert lines.x == [0.2, 0.6]  # sorted by K
     assert lines.y == {"pass@1": pytest.approx([0.2, 0.6])}

@@ -40,8 +40,13 @@ def test_task_lines_a_flat_start_has_the_largest_entropy():
 
 
 def test_ledger_shares_by_hand():
-    m = {"exact/dh": 0.5, "exact/dh_hard_pos": 1.0, "exact/dh_hard_neg": -1.0, "exact/dh_easy_pos": 0.5,
-         "exact/dh_easy_neg": 0.0}
+    m = {
+        "exact/dh": 0.5,
+        "exact/dh_hard_pos": 1.0,
+        "exact/dh_hard_neg": -1.0,
+        "exact/dh_easy_pos": 0.5,
+        "exact/dh_easy_neg": 0.0,
+    }
     assert ledger_shares(m, "exact") == [0.2, 0.4, -0.4, 0.2, 0.0]  # |cells| sum to 2.5
     with pytest.raises(ValueError, match="cells are all 0"):
         ledger_shares({f"exact/{p}": 0.0 for p in SHARE_PARTS}, "exact")
@@ -52,13 +57,24 @@ def test_one_update_and_its_lines():
     m = one_update(t, UpdateSettings(group_size=4, baseline="mean", eta=1.0))
     assert m["sampled/dh"] == pytest.approx(m["sampled/dh_state"] + m["sampled/dh_visit"], abs=1e-12)
     assert one_update(t, UpdateSettings(group_size=4, baseline="mean", eta=1.0)) == m  # the same seed, the same draw
-    lines = one_update_lines({"dh_exact": -0.25, "dh_first_order": -0.5, "sampled/dh_state": -0.375,
-                              "sampled/dh_visit": -0.125, "estimator_npg/dh": 1.0, "estimator_pg/dh": -2.0,
-                              "estimator_reinforce/dh": 0.5})
-    assert lines[1] == ("per-token estimates, summed (eta / N_tok units): npg (trainer) +1.00000, pg -2.00000, "
-                        "reinforce +0.50000")
-    assert lines[0] == ("exact change H(after) - H(before) -0.25000, first order -0.50000 = the states' own "
-                        "entropies -0.37500 + their visitation -0.12500 (nats, mean over prompts)")
+    lines = one_update_lines(
+        {
+            "dh_exact": -0.25,
+            "dh_first_order": -0.5,
+            "sampled/dh_state": -0.375,
+            "sampled/dh_visit": -0.125,
+            "estimator_npg/dh": 1.0,
+            "estimator_pg/dh": -2.0,
+            "estimator_reinforce/dh": 0.5,
+        }
+    )
+    assert lines[1] == (
+        "per-token estimates, summed (eta / N_tok units): npg (trainer) +1.00000, pg -2.00000, reinforce +0.50000"
+    )
+    assert lines[0] == (
+        "exact change H(after) - H(before) -0.25000, first order -0.50000 = the states' own "
+        "entropies -0.37500 + their visitation -0.12500 (nats, mean over prompts)"
+    )
     with pytest.raises(KeyError):  # the default kinds name the reinforce estimate too
         one_update_lines({"dh_exact": 0, "dh_first_order": 0, "sampled/dh_state": 0, "sampled/dh_visit": 0})
 
@@ -79,7 +95,14 @@ def test_live_runs_settings_and_cache():
     live = LiveRuns(seeds=2, prompts=2, vocab=2, length=2, steps=3, eta=40.0, adam_eta=0.02)
     s = live.settings("quantile", 0.6, False, False, 0.5, "sgd")
     assert (s.baseline, s.k, s.scale, s.eta, s.epsilon_high, s.alpha, s.num_iterations) == (
-        "quantile", 0.6, "none", 40.0, 0.2, 0.5, 2)
+        "quantile",
+        0.6,
+        "none",
+        40.0,
+        0.2,
+        0.5,
+        2,
+    )
     s = live.settings("mean", 0.4, True, True, 0.0, "adam")
     assert (s.scale, s.eta, s.epsilon_high, s.optimizer) == ("group", 0.02, 0.28, "adam")
     out = live("mean", 0.4, True, True, "flat", 0.0, "sgd")
@@ -92,7 +115,8 @@ def test_ledger_keys_every_choice():
     assert ledger_keys("cumulative ledger, exact", "sgd") == {k: f"sampled/{v}" for k, v in CELL_NAMES.items()}
     assert ledger_keys("cumulative ledger, exact", "adam") == {"all (grad H . dz, whole step)": "dh_first_order"}
     assert ledger_keys("cumulative ledger, trainer's npg", "adam") == {
-        k: f"estimator_npg/{v}" for k, v in CELL_NAMES.items()}
+        k: f"estimator_npg/{v}" for k, v in CELL_NAMES.items()
+    }
     assert ledger_keys("success", "sgd") == {"success": "success"} and set(SHOW) >= {"entropy", "success"}
     with pytest.raises(ValueError, match="show must be one of"):
         ledger_keys("loss", "sgd")

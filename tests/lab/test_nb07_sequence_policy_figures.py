@@ -22,8 +22,11 @@ from qae_lab.analysis.seqpolicy_findings import load_findings, load_regimes
 
 
 def test_ledger_shares_figure_one_bar_group_per_ledger():
-    m = {f"{kind}/{p}": v for kind in ("sampled", "estimator_npg")
-         for p, v in zip(SHARE_PARTS, [0.5, 1.0, -1.0, 0.5, 0.0])}
+    m = {
+        f"{kind}/{p}": v
+        for kind in ("sampled", "estimator_npg")
+        for p, v in zip(SHARE_PARTS, [0.5, 1.0, -1.0, 0.5, 0.0])
+    }
     fig = ledger_shares_figure(m, {"exact": "sampled", "npg": "estimator_npg"}, title="shares")
     assert [t.name for t in fig.data] == ["exact", "npg"]
     assert list(fig.data[1].x) == SHARE_PARTS and list(fig.data[1].y) == [0.2, 0.4, -0.4, 0.2, 0.0]
@@ -35,7 +38,8 @@ def test_live_figure_titles_and_cumulative_ledger():
     fig = live_figure(live, "quantile", 0.6, False, True, "peaked", 0.5, "sgd", "cumulative ledger, exact")
     assert fig.layout.title.text.replace("<br>", " ") == (
         "first-order dH summed over steps (nats): baseline = quantile, K = 0.6, Clip-Higher off, std on, peaked "
-        "start, α = 0.5, optimizer sgd")  # wrapped at a space
+        "start, α = 0.5, optimizer sgd"
+    )  # wrapped at a space
     out = live("quantile", 0.6, False, True, "peaked", 0.5, "sgd")
     want = run_curves(out, {"all": "sampled/dh"}, cumulative=True)["all"]
     line = next(t for t in fig.data if t.name and t.name.startswith("all ("))
@@ -64,7 +68,6 @@ def test_variance_figure_ratios_to_grpo():
     assert "same 8 batches, α = 1, flat start" in fig.layout.title.text
 
 
-
 def test_regimes_figure_draws_the_committed_curves_in_three_panels():
     r = load_regimes()
     meta = r["meta"]
@@ -72,23 +75,33 @@ def test_regimes_figure_draws_the_committed_curves_in_three_panels():
     assert type(fig) is go.Figure  # a plain figure, not a FigureWidget
     titles = [a.text.replace("<br>", " ") for a in fig.layout.annotations]
     start_p = lambda g: sum(r["runs"]["sgd/mean/clip-0.2"]["groups"][g]["start_p"]) / meta["n_seeds"]  # noqa: E731
-    assert titles == [f"hard: the {meta['n_group']} hardest of {meta['n_prompts']} (start p {start_p('hard'):.2f})",
-                      f"easy: the {meta['n_group']} easiest of {meta['n_prompts']} (start p {start_p('easy'):.2f})",
-                      f"mixed: all {meta['n_prompts']} prompts (start p {start_p('mixed'):.2f})"]
+    assert titles == [
+        f"hard: the {meta['n_group']} hardest of {meta['n_prompts']} (start p {start_p('hard'):.2f})",
+        f"easy: the {meta['n_group']} easiest of {meta['n_prompts']} (start p {start_p('easy'):.2f})",
+        f"mixed: all {meta['n_prompts']} prompts (start p {start_p('mixed'):.2f})",
+    ]
     title = fig.layout.title.text.replace("<br>", " ")
-    assert (f"SGD, step {meta['sgd_eta']:g}, {meta['sgd_passes']} passes, Clip-Higher off; mean ± std over "
-            f"{meta['n_seeds']} seeds") in title
+    assert (
+        f"SGD, step {meta['sgd_eta']:g}, {meta['sgd_passes']} passes, Clip-Higher off; mean ± std over "
+        f"{meta['n_seeds']} seeds"
+    ) in title
     assert [fig.layout[f"xaxis{i}"].title.text for i in ("", "2", "3")] == ["step"] * 3
     assert fig.layout.yaxis.title.text == "H(pi) (nats)"
     # three panels side by side on one shared y axis
     assert fig.layout.yaxis2.matches == "y" and fig.layout.yaxis3.matches == "y"
-    assert fig.layout.xaxis.domain[1] < fig.layout.xaxis2.domain[0] < fig.layout.xaxis2.domain[1] < \
-        fig.layout.xaxis3.domain[0]
+    assert (
+        fig.layout.xaxis.domain[1]
+        < fig.layout.xaxis2.domain[0]
+        < fig.layout.xaxis2.domain[1]
+        < fig.layout.xaxis3.domain[0]
+    )
     lines = [t for t in fig.data if t.fill != "toself"]
     bands = [t for t in fig.data if t.fill == "toself"]
     assert len(lines) == len(bands) == 6
-    assert [t.name for t in lines if t.showlegend] == [f"mean baseline ({meta['n_seeds']} seeds)",
-                                                      f"quantile baseline, K = 0.4 ({meta['n_seeds']} seeds)"]
+    assert [t.name for t in lines if t.showlegend] == [
+        f"mean baseline ({meta['n_seeds']} seeds)",
+        f"quantile baseline, K = 0.4 ({meta['n_seeds']} seeds)",
+    ]
     for i, (band, line) in enumerate(zip(bands, lines)):
         base = ("mean", "quantile K=0.4")[i // 3]
         c = r["runs"][f"sgd/{base}/clip-0.2"]["groups"][("hard", "easy", "mixed")[i % 3]]["entropy_curve"]
@@ -109,8 +122,10 @@ def test_regimes_figure_counts_follow_the_data():
     fig = regimes_figure(r)
     assert fig.layout.annotations[0].text.startswith("hard: the 2 hardest of 6")
     assert fig.layout.annotations[2].text.startswith("mixed: all 6 prompts")
-    assert [t.name for t in fig.data if t.showlegend] == ["mean baseline (3 seeds)",
-                                                          "quantile baseline, K = 0.6 (3 seeds)"]
+    assert [t.name for t in fig.data if t.showlegend] == [
+        "mean baseline (3 seeds)",
+        "quantile baseline, K = 0.6 (3 seeds)",
+    ]
     assert "Adam, lr" in fig.layout.title.text and "over 3 seeds" in fig.layout.title.text
     with pytest.raises(ValueError, match="^optimizer must"):
         regimes_figure(r, "lion")
@@ -123,8 +138,9 @@ def test_start_rates_figure_sorts_each_seed_then_averages_by_rank():
     want = [sum(v) / 2 for v in zip(sorted(p0[0]), sorted(p0[1]))]  # rank by rank, hardest first
     drawn = [y for t in fig.data for y in t.y]
     assert drawn == pytest.approx(want) and [x for t in fig.data for x in t.x] == ["1", "2", "3", "4", "5", "6"]
-    assert fig.layout.title.text.replace("<br>", " ") == ("Start success rate p of the 6 prompts of each seed, "
-                                                          "hardest to easiest, mean over 2 seeds")
+    assert fig.layout.title.text.replace("<br>", " ") == (
+        "Start success rate p of the 6 prompts of each seed, hardest to easiest, mean over 2 seeds"
+    )
     assert fig.layout.shapes[0].y0 == pytest.approx(0.6) and fig.layout.barmode == "overlay"
     assert [t.name for t in start_rates_figure([[0.1, 0.9]], 1, 0.4).data] == ["the 1 hardest", "the 1 easiest"]
     with pytest.raises(ValueError, match="n"):

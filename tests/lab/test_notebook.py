@@ -73,9 +73,11 @@ def test_in_colab(monkeypatch):
 def test_colab_url():
     assert REPO == "qae-lab/qae_lab"
     assert colab_url("03_sampled_groups.ipynb") == (
-        "https://colab.research.google.com/github/qae-lab/qae_lab/blob/main/notebooks/03_sampled_groups.ipynb")
+        "https://colab.research.google.com/github/qae-lab/qae_lab/blob/main/notebooks/03_sampled_groups.ipynb"
+    )
     assert colab_url("02_softmax_entropy_proofs.ipynb").startswith(
-        f"https://colab.research.google.com/github/{REPO}/blob/main/notebooks/")
+        f"https://colab.research.google.com/github/{REPO}/blob/main/notebooks/"
+    )
 
 
 @pytest.mark.parametrize("value,expected", [("1", True), ("yes", True), ("0", False), ("", False)])

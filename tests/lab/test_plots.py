@@ -14,9 +14,18 @@ from qae_lab.toys.sparsity import gate_table
 
 # ---------------------------------------------------------------- figures
 
+
 def test_line_figure_traces_and_axes():
-    fig = line_figure([1, 10, 100], {"mean": [3, 2, 1], "quantile": [1, 2, 3]}, title="t",
-                      x_title="eta", y_title="err", log_x=True, log_y=True, markers=True)
+    fig = line_figure(
+        [1, 10, 100],
+        {"mean": [3, 2, 1], "quantile": [1, 2, 3]},
+        title="t",
+        x_title="eta",
+        y_title="err",
+        log_x=True,
+        log_y=True,
+        markers=True,
+    )
     assert isinstance(fig, go.Figure)
     assert [t.name for t in fig.data] == ["mean", "quantile"]
     assert all(t.type == "scatter" and t.mode == "lines+markers" for t in fig.data)
@@ -44,8 +53,9 @@ def test_line_figure_bands_add_a_fill_trace():
 
 
 def test_heatmap_figure():
-    fig = heatmap_figure([[0, 1, -1], [2, 0, 1]], x=[0, 1, 2], y=["K=0.4", "K=0.6"], text=[["a", "b", "c"]] * 2,
-                         title="gate", zmid=0.0)
+    fig = heatmap_figure(
+        [[0, 1, -1], [2, 0, 1]], x=[0, 1, 2], y=["K=0.4", "K=0.6"], text=[["a", "b", "c"]] * 2, title="gate", zmid=0.0
+    )
     (hm,) = fig.data
     assert hm.type == "heatmap"
     assert [list(row) for row in hm.z] == [[0.0, 1.0, -1.0], [2.0, 0.0, 1.0]]
@@ -88,8 +98,10 @@ def test_gate_heatmap_symbols_and_colours():
 def test_run_curves_figure_panels_and_not_logged_note():
     from qae_lab.lab.plots import run_curves_figure
 
-    rows = [{"step": 1, "reward": 0.2, "qae/k": 0.4, "entropy": None},
-            {"step": 2, "reward": 0.4, "qae/k": 0.7, "entropy": 0.5}]
+    rows = [
+        {"step": 1, "reward": 0.2, "qae/k": 0.4, "entropy": None},
+        {"step": 2, "reward": 0.4, "qae/k": 0.7, "entropy": 0.5},
+    ]
     panels = {"reward": ("reward",), "entropy": ("entropy",), "alpha": ("saah/alpha",), "K": ("qae/k",)}
     fig = run_curves_figure(rows, panels)
     by_name = {t.name: t for t in fig.data}
@@ -103,9 +115,11 @@ def test_run_curves_figure_panels_and_not_logged_note():
 
 # ---------------------------------------------------------------- what a reader sees
 
+
 def test_long_titles_wrap_at_words_and_short_ones_stay():
-    title = ("w_t at α = 0.5, prompt 3 (top: SA-AH, bottom: AH) · batch: mean w on A<0 tokens 0.910, "
-             "effective tokens 0.957")
+    title = (
+        "w_t at α = 0.5, prompt 3 (top: SA-AH, bottom: AH) · batch: mean w on A<0 tokens 0.910, effective tokens 0.957"
+    )
     lines = plots.wrap_title(title).split("<br>")
     assert len(lines) == 2 and all(len(line) <= plots.TITLE_CHARS for line in lines)
     assert " ".join(lines) == title  # nothing lost, broken only at spaces
@@ -155,8 +169,7 @@ def test_run_curves_layout_keeps_titles_labels_and_legend_apart():
     from qae_lab.lab.live import LIVE_PANELS
     from qae_lab.lab.plots import run_curves_figure
 
-    rows = [{"step": s, "reward": s % 2, "qae/success_rate": s % 2, "entropy": 0.1, "qae/k": 0.4}
-            for s in range(1, 6)]
+    rows = [{"step": s, "reward": s % 2, "qae/success_rate": s % 2, "entropy": 0.1, "qae/k": 0.4} for s in range(1, 6)]
     fig = run_curves_figure(rows, LIVE_PANELS, title="step 5 / 400: K = 0.40")
     n_rows = (len(LIVE_PANELS) + 1) // 2
     domains = sorted({fig.get_subplot(r, 1).yaxis.domain for r in range(1, n_rows + 1)}, reverse=True)
@@ -189,10 +202,14 @@ def test_band_figure_keeps_equal_mean_curves_visible():
 
 
 def test_change_figure_one_bar_per_item_by_advantage_sign():
-    fig = plots.change_figure(["y0", "y1", "y2", "y3"], [-1, -2, -3, -4], [-0.5, -2.5, -3, -3.5], [1, -1, 0, 2],
-                              title="t", y_title="change")
+    fig = plots.change_figure(
+        ["y0", "y1", "y2", "y3"], [-1, -2, -3, -4], [-0.5, -2.5, -3, -3.5], [1, -1, 0, 2], title="t", y_title="change"
+    )
     assert [(t.name, list(t.x), list(t.y)) for t in fig.data] == [
-        ("A > 0", ["y0", "y3"], [0.5, 0.5]), ("A = 0", ["y2"], [0.0]), ("A < 0", ["y1"], [-0.5])]
+        ("A > 0", ["y0", "y3"], [0.5, 0.5]),
+        ("A = 0", ["y2"], [0.0]),
+        ("A < 0", ["y1"], [-0.5]),
+    ]
     assert list(fig.layout.xaxis.categoryarray) == ["y0", "y1", "y2", "y3"]  # the items' order, not the traces'
     assert [list(c) for c in fig.data[2].customdata] == [[-2.0, -2.5, -1.0]]  # before, after, A on hover
     with pytest.raises(ValueError, match="unique"):

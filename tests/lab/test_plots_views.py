@@ -16,6 +16,7 @@ from qae_lab.lab import plots
 from qae_lab.lab.plots import bar_figure, line_figure
 from qae_lab.lab.plots import FigureView, figure_widget_supported, interactive
 
+
 @pytest.fixture
 def no_plots_env(monkeypatch):
     """No QAE_LAB_PLOTS and no Colab, whatever the machine running the tests has."""
@@ -29,6 +30,7 @@ def colab(monkeypatch):
 
 
 # ---------------------------------------------------------------- widget or static
+
 
 @pytest.mark.parametrize("value,want", [("widget", True), ("static", False), (" Widget ", True), ("STATIC", False)])
 def test_figure_widget_supported_env(monkeypatch, colab, value, want):
@@ -99,6 +101,7 @@ def test_auto_mode_follows_the_env(monkeypatch):
 
 # ---------------------------------------------------------------- FigureView
 
+
 def test_figure_view_static_update_replaces_the_figure():
     first, second = line_figure([0, 1], {"a": [0, 1]}), bar_figure(["x"], {"b": [2]})
     view = FigureView(first, mode="static")
@@ -126,14 +129,14 @@ def test_figure_view_static_redraws_into_its_output(monkeypatch):
         assert out["output_type"] == "display_data"
         return json.dumps(out["data"])
 
-    assert 'first-trace' in shown() and 'second-trace' not in shown()
+    assert "first-trace" in shown() and "second-trace" not in shown()
     worker = threading.Thread(target=view.update, args=(second,))
     worker.start()
     worker.join()
-    assert 'second-trace' in shown() and 'first-trace' not in shown()
+    assert "second-trace" in shown() and "first-trace" not in shown()
     monkeypatch.setattr(pio.renderers, "default", "browser")  # no mime bundle: embedded HTML instead
     view.update(first)
-    assert "text/html" in view.widget.outputs[0]["data"] and 'first-trace' in shown()
+    assert "text/html" in view.widget.outputs[0]["data"] and "first-trace" in shown()
 
 
 def test_figure_view_widget_update_replaces_the_traces():
@@ -160,6 +163,7 @@ def test_figure_view_bad_mode(mode):
 
 
 # ---------------------------------------------------------------- interactive
+
 
 @pytest.mark.parametrize("mode", ["static", "widget"])
 def test_interactive_rebuilds_on_control_change(mode):

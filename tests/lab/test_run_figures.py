@@ -23,11 +23,15 @@ from qae_lab.analysis.stats import stat
 
 def _runs():
     # two seeds of qae, one of mean; reward per step and an entropy only qae logs
-    rows = lambda r, e: [{"step": t, "reward": r * t, **({"entropy": e} if e else {})}  # noqa: E731
-                         for t in (1, 2, 3, 4)]
-    return [Run("qae-seed0", "qae", 0, {}, rows(0.1, 0.5), None, None),
-            Run("qae-seed1", "qae", 1, {}, rows(0.3, 0.7), None, None),
-            Run("mean-seed0", "mean", 0, {}, rows(0.2, None), None, None)]
+    rows = lambda r, e: [
+        {"step": t, "reward": r * t, **({"entropy": e} if e else {})}  # noqa: E731
+        for t in (1, 2, 3, 4)
+    ]
+    return [
+        Run("qae-seed0", "qae", 0, {}, rows(0.1, 0.5), None, None),
+        Run("qae-seed1", "qae", 1, {}, rows(0.3, 0.7), None, None),
+        Run("mean-seed0", "mean", 0, {}, rows(0.2, None), None, None),
+    ]
 
 
 def _line(fig, name):
@@ -35,8 +39,14 @@ def _line(fig, name):
 
 
 def test_curves_figure_draws_the_mean_over_seeds_after_the_trailing_average():
-    fig = curves_figure(_runs(), "reward", 2, labels={"reward": "mean reward"},
-                        title="{label}: {metric}, {window} steps", y_title="y: {label}")
+    fig = curves_figure(
+        _runs(),
+        "reward",
+        2,
+        labels={"reward": "mean reward"},
+        title="{label}: {metric}, {window} steps",
+        y_title="y: {label}",
+    )
     assert fig.layout.title.text == "mean reward: reward, 2 steps" and fig.layout.yaxis.title.text == "y: mean reward"
     # qae: seeds 0.1*t and 0.3*t, mean 0.2*t; trailing 2-step averages 0.2, 0.3, 0.5, 0.7
     assert list(_line(fig, "qae").y) == pytest.approx([0.2, 0.3, 0.5, 0.7])
@@ -54,8 +64,11 @@ def test_curves_figure_under_controls_as_the_notebooks_wire_it():
     labels = {"reward": "mean reward", "entropy": "entropy (nats)"}
     menu = widgets.Dropdown(options=[(v, k) for k, v in labels.items()], description="metric")
     slider = widgets.IntSlider(value=3, min=1, max=7, description="smoothing")
-    box = interactive(functools.partial(curves_figure, _runs(), labels=labels, title="{label} ({window})"),
-                      {"metric": menu, "window": slider}, mode="static")
+    box = interactive(
+        functools.partial(curves_figure, _runs(), labels=labels, title="{label} ({window})"),
+        {"metric": menu, "window": slider},
+        mode="static",
+    )
     assert box.view.figure.layout.title.text == "mean reward (3)"
     menu.value = "entropy"  # only qae logs it
     assert box.view.figure.layout.title.text == "entropy (nats) (3)"
@@ -64,16 +77,21 @@ def test_curves_figure_under_controls_as_the_notebooks_wire_it():
     slider.value = 1
     assert box.view.figure.layout.title.text == "entropy (nats) (1)"
     # a fixed window (no slider): qae's mean reward 0.2 * t averaged over the trailing (up to) 4 steps
-    fixed = interactive(functools.partial(curves_figure, _runs(), window=4, labels=labels, title="{window} steps"),
-                        {"metric": widgets.Dropdown(options=["reward"])}, mode="static")
+    fixed = interactive(
+        functools.partial(curves_figure, _runs(), window=4, labels=labels, title="{window} steps"),
+        {"metric": widgets.Dropdown(options=["reward"])},
+        mode="static",
+    )
     assert fixed.view.figure.layout.title.text == "4 steps"
     assert list(_line(fixed.view.figure, "qae").y) == pytest.approx([0.2, 0.3, 0.4, 0.5])
 
 
 def test_pass_at_k_figure_lines_bands_and_axis():
     before = {"pass@1": 0.25, "pass@4": 0.75}
-    runs = [Run("qae-seed0", "qae", 0, {}, [], before, {"pass@1": 0.4, "pass@4": 0.8}),
-            Run("qae-seed1", "qae", 1, {}, [], before, {"pass@1": 0.6, "pass@4": 0.8})]
+    runs = [
+        Run("qae-seed0", "qae", 0, {}, [], before, {"pass@1": 0.4, "pass@4": 0.8}),
+        Run("qae-seed1", "qae", 1, {}, [], before, {"pass@1": 0.6, "pass@4": 0.8}),
+    ]
     fig = pass_at_k_figure(pass_at_k_table(runs))
     names = [t.name for t in fig.data]
     assert names == [None, "qae, after", "before (every method)"]  # the band (no legend), the line, before
@@ -86,8 +104,10 @@ def test_pass_at_k_figure_lines_bands_and_axis():
 
 
 def test_k_sweep_figure():
-    rows = [{"k": 0.2, "final entropy": stat([0.1, 0.3]), "pass@1": stat([0.5])},
-            {"k": 0.8, "final entropy": stat([0.4, 0.4]), "pass@1": stat([0.6])}]
+    rows = [
+        {"k": 0.2, "final entropy": stat([0.1, 0.3]), "pass@1": stat([0.5])},
+        {"k": 0.8, "final entropy": stat([0.4, 0.4]), "pass@1": stat([0.6])},
+    ]
     fig = k_sweep_figure(rows, "final entropy")
     assert list(fig.data[-1].x) == [0.2, 0.8] and list(fig.data[-1].y) == pytest.approx([0.2, 0.4])
     assert list(fig.data[0].y) == pytest.approx([0.3, 0.4, 0.4, 0.1])  # band: 0.2 +- 0.1, 0.4 +- 0
@@ -96,9 +116,11 @@ def test_k_sweep_figure():
 
 
 def test_before_after_figure_skips_rows_not_evaluated_both_times():
-    table = [{"method": "mean", "pass@1 before": stat([0.3, 0.3]), "pass@1 after": stat([0.5, 0.6])},
-             {"method": "mine", "pass@1 before": None, "pass@1 after": stat([0.7])},
-             {"method": "qae", "pass@1 before": stat([0.3]), "pass@1 after": stat([0.4])}]
+    table = [
+        {"method": "mean", "pass@1 before": stat([0.3, 0.3]), "pass@1 after": stat([0.5, 0.6])},
+        {"method": "mine", "pass@1 before": None, "pass@1 after": stat([0.7])},
+        {"method": "qae", "pass@1 before": stat([0.3]), "pass@1 after": stat([0.4])},
+    ]
     fig = before_after_figure(table, "pass@1")
     before, after = fig.data
     assert list(before.x) == list(after.x) == ["mean", "qae"]
@@ -122,12 +144,20 @@ def test_detrend_figure():
 
 # ---------------------------------------------------------------- notebook 04: completions before and after
 
+
 def _evaluation(verdicts, text="<reasoning>\nstep\n</reasoning>\n<answer>{gold}</answer>"):
     from qae_lab.task.evaluate import EvalResult
 
-    problems = [{"id": i, "question": f"{i} + {i}?", "gold": str(2 * i),
-                 "greedy": {"completion": text.format(gold=2 * i), "correct": ok},
-                 "samples": [{"completion": f"sample of {i}", "correct": not ok}]} for i, ok in enumerate(verdicts)]
+    problems = [
+        {
+            "id": i,
+            "question": f"{i} + {i}?",
+            "gold": str(2 * i),
+            "greedy": {"completion": text.format(gold=2 * i), "correct": ok},
+            "samples": [{"completion": f"sample of {i}", "correct": not ok}],
+        }
+        for i, ok in enumerate(verdicts)
+    ]
     return EvalResult({}, {}, problems)
 
 

@@ -45,8 +45,11 @@ from browser import (
 from nbexec import DUMP, RECORD, collect
 from notebook_specs import NOTEBOOKS, check_run
 
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (.ci/run installs Debian's "
-                                "chromium; locally: apt-get install chromium): browser test skipped")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="chromium not installed (.ci/run installs Debian's "
+    "chromium; locally: apt-get install chromium): browser test skipped",
+)
 
 NOTEBOOK04 = "04_lora_grpo_qwen25.ipynb"
 K_START = 0.4  # notebook 04 starts with QAE, K = 0.4
@@ -115,17 +118,22 @@ def _move_redraws(nb: Notebook, notebook: str, marker: str, label: str, move) ->
     # the figure changes, its title (which shows the control's value) with it; a FigureWidget
     # takes its new data and its new layout in two messages: wait for both
     title = lambda fingerprint: fingerprint.split(":", 2)[2]
-    wait_until(lambda: (f := control.fingerprint()) and f != before and title(f) != title(before), HANG,
-               f"new title of the figure under {label!r} after the move")
+    wait_until(
+        lambda: (f := control.fingerprint()) and f != before and title(f) != title(before),
+        HANG,
+        f"new title of the figure under {label!r} after the move",
+    )
     figure = control.figure()
     assert figure["drawn"] > 0 and figure["width"] > 0, f"{notebook}: the redrawn figure is empty: {figure}"
     _assert_clean(nb, f"after moving {label!r}")
 
 
 @pytest.mark.slow(seconds=35)
-@pytest.mark.parametrize("notebook,plots", [*((name, "static") for name in MOVES),
-                                             ("01_two_regime_gating_and_sparsity.ipynb", "widget")],
-                         ids=lambda v: v[:2] if v.endswith(".ipynb") else v)
+@pytest.mark.parametrize(
+    "notebook,plots",
+    [*((name, "static") for name in MOVES), ("01_two_regime_gating_and_sparsity.ipynb", "widget")],
+    ids=lambda v: v[:2] if v.endswith(".ipynb") else v,
+)
 def test_notebook_runs_clean_and_its_controls_redraw(lab, notebook, plots):
     suffix = "" if plots == "static" else f"_{plots}"
     with lab.open(notebook, {"QAE_LAB_SMOKE": "1", "QAE_LAB_PLOTS": plots}, _prefix(notebook) + suffix) as (nb, opened):
@@ -136,7 +144,8 @@ def test_notebook_runs_clean_and_its_controls_redraw(lab, notebook, plots):
         _assert_clean(nb, "after Run All")
         _assert_figures_drawn(nb)
         assert nb.page.evaluate(  # every code cell ran (Run All stops at a failing cell)
-            "() => window.__nb.content.widgets.every(c => c.model.type !== 'code' || c.model.executionCount)")
+            "() => window.__nb.content.widgets.every(c => c.model.type !== 'code' || c.model.executionCount)"
+        )
 
         if MOVES[notebook] is not None:
             _move_redraws(nb, notebook, *MOVES[notebook])
@@ -180,8 +189,11 @@ def test_notebook04_k_slider_reaches_the_run_log(lab, plots):
         for _ in range(4):
             page.keyboard.press("ArrowRight")
         wait_until(lambda: "0.60" in slider.locator(".widget-readout").inner_text(), HANG, "readout 0.60")
-        wait_until(lambda: any(r["qae/k"] == pytest.approx(0.6) for r in _log_rows(opened["root"])), HANG,
-                   "logged step with K = 0.6")
+        wait_until(
+            lambda: any(r["qae/k"] == pytest.approx(0.6) for r in _log_rows(opened["root"])),
+            HANG,
+            "logged step with K = 0.6",
+        )
         # the dashboard (a FigureWidget, or a plain figure re-drawn from the training thread) shows it
         page.get_by_text(re.compile(r"step \d+ / \d+: K = 0\.60")).first.wait_for(timeout=HANG * 1000)
         _assert_figures_drawn(nb)
@@ -190,8 +202,7 @@ def test_notebook04_k_slider_reaches_the_run_log(lab, plots):
         page.get_by_role("button", name=re.compile(r"\bStop$")).click()
         page.get_by_text("stopped after step").wait_for(timeout=HANG * 1000)
         page.get_by_role("button", name=re.compile(r"\bStopped$")).wait_for(timeout=HANG * 1000)
-        wait_until(lambda: not nb.kernel_json("lab.running"), HANG, "end of the run's follow-ups (evaluation)",
-                   poll=2)
+        wait_until(lambda: not nb.kernel_json("lab.running"), HANG, "end of the run's follow-ups (evaluation)", poll=2)
 
         # what the controls received, and when (the step whose knobs were fixed), against the log
         changes = nb.kernel_json("lab.controls.changes")

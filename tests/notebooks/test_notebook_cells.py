@@ -24,8 +24,12 @@ NOTEBOOKS = sorted(NB_DIR.glob("*.ipynb"))
 def _stub(node: ast.FunctionDef) -> bool:
     """An exercise's stub: ``my_*``, its body (comments aside) ``return None``."""
     body = [b for b in node.body if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))]
-    return (node.name.startswith("my_") and len(body) == 1 and isinstance(body[0], ast.Return)
-            and (body[0].value is None or (isinstance(body[0].value, ast.Constant) and body[0].value.value is None)))
+    return (
+        node.name.startswith("my_")
+        and len(body) == 1
+        and isinstance(body[0], ast.Return)
+        and (body[0].value is None or (isinstance(body[0].value, ast.Constant) and body[0].value.value is None))
+    )
 
 
 def definitions(source: str) -> list[str]:
@@ -67,5 +71,6 @@ def test_no_cell_defines_analysis(path):
     assert not tagged or path.name == TAKE_HOME_NOTEBOOK, f"{path.name}: only {TAKE_HOME_NOTEBOOK} has take-home cells"
     cells = [c for c in cells if not _take_home(c)]
     found = [f"cell {i}: {d}" for i, c in enumerate(cells) for d in definitions(c.source)]
-    assert found == [], (f"{path.name} computes in its cells (move it into qae_lab, with tests, and call it): "
-                         + "; ".join(found))
+    assert found == [], (
+        f"{path.name} computes in its cells (move it into qae_lab, with tests, and call it): " + "; ".join(found)
+    )

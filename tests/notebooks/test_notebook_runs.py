@@ -27,6 +27,8 @@ def test_every_notebook_has_a_spec():
 @pytest.mark.parametrize("name", sorted(NOTEBOOKS), ids=lambda n: n[:2])
 def test_notebook_runs_and_shows_what_it_says(name, tmp_path, request):
     if browser_runs(request.session, f"test_notebook_runs_clean_and_its_controls_redraw[{name[:2]}-static]"):
-        pytest.skip("tests/notebooks/test_browser.py runs this notebook in this session (Run All in a real browser) "
-                    "and checks the same")
+        pytest.skip(
+            "tests/notebooks/test_browser.py runs this notebook in this session (Run All in a real browser) "
+            "and checks the same"
+        )
     check_run(name, execute(name, tmp_path, probe=NOTEBOOKS[name].probe))

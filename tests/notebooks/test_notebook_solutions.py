@@ -66,8 +66,11 @@ def checker(path: Path, name: str):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("qae_lab"):
                 for alias in node.names:
                     module = importlib.import_module(node.module)
-                    space[alias.asname or alias.name] = (getattr(module, alias.name) if hasattr(module, alias.name)
-                                                         else importlib.import_module(f"{node.module}.{alias.name}"))
+                    space[alias.asname or alias.name] = (
+                        getattr(module, alias.name)
+                        if hasattr(module, alias.name)
+                        else importlib.import_module(f"{node.module}.{alias.name}")
+                    )
             elif isinstance(node, ast.Import):
                 for alias in node.names:
                     if alias.name.startswith("qae_lab") and alias.asname:
@@ -112,17 +115,22 @@ def test_the_checks_catch_a_stub_that_gives_the_answer_away(tmp_path):
     nb = nbformat.v4.new_notebook()
     nb.cells = [
         nbformat.v4.new_code_cell("from qae_lab.lab.exercises import check_mean_advantages"),
-        nbformat.v4.new_markdown_cell("<details><summary>Solution</summary>\n\n```python\ndef my_f(r):\n"
-                                      "    return (r - r.mean()) / (r.std() + 1e-6)\n```\n</details>"),
-        nbformat.v4.new_code_cell("def my_f(r):\n    # YOUR CODE HERE: (r - r.mean()) / (r.std() + 1e-6)\n"
-                                  "    return None\n\n\nprint(check_mean_advantages(my_f))"),
+        nbformat.v4.new_markdown_cell(
+            "<details><summary>Solution</summary>\n\n```python\ndef my_f(r):\n"
+            "    return (r - r.mean()) / (r.std() + 1e-6)\n```\n</details>"
+        ),
+        nbformat.v4.new_code_cell(
+            "def my_f(r):\n    # YOUR CODE HERE: (r - r.mean()) / (r.std() + 1e-6)\n"
+            "    return None\n\n\nprint(check_mean_advantages(my_f))"
+        ),
     ]
     path = tmp_path / "99_x.ipynb"
     nbformat.write(nb, path)
     with pytest.raises(AssertionError, match="carries the solution"):
         test_the_stub_gives_nothing_away(path)
-    nb.cells[2].source = "def my_f(r):\n    # YOUR CODE HERE: use torch.std\n    return None\n\n" \
-                         "print(check_mean_advantages(my_f))"
+    nb.cells[2].source = (
+        "def my_f(r):\n    # YOUR CODE HERE: use torch.std\n    return None\n\nprint(check_mean_advantages(my_f))"
+    )
     nbformat.write(nb, path)
     with pytest.raises(AssertionError, match="names the solution's calls"):
         test_the_stub_gives_nothing_away(path)

@@ -43,8 +43,13 @@ def test_committed_without_outputs(path):
 def test_code_lines_fit_the_column(path):
     # JupyterLab and Colab do not wrap code: a longer line runs off the cell's right edge
     nb = nbformat.read(path, as_version=4)
-    long = [line for cell in nb.cells if cell.cell_type == "code" for line in cell.source.splitlines()
-            if len(line) > MAX_CODE_LINE]
+    long = [
+        line
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        for line in cell.source.splitlines()
+        if len(line) > MAX_CODE_LINE
+    ]
     assert long == [], f"{path.name}: {len(long)} code lines over {MAX_CODE_LINE} characters: {long[:3]}"
 
 
@@ -67,8 +72,10 @@ def no_browser_runs_notebook04(request):
     while it trains, Stop, the log checked): JupyterLab, Chromium and Playwright here, and that test collected."""
     from notebook_specs import browser_runs
 
-    if any(browser_runs(request.session, f"test_notebook04_k_slider_reaches_the_run_log[{plots}]")
-           for plots in ("widget", "static")):
+    if any(
+        browser_runs(request.session, f"test_notebook04_k_slider_reaches_the_run_log[{plots}]")
+        for plots in ("widget", "static")
+    ):
         pytest.skip("tests/notebooks/test_browser.py runs notebook 04 live in this session, in a real browser")
 
 
@@ -80,7 +87,8 @@ def test_notebook04_run_all_in_a_live_session(tmp_path, monkeypatch):
     monkeypatch.setenv("QAE_LAB_SMOKE", "1")
     nb = nbformat.read(NB_DIR / "04_lora_grpo_qwen25.ipynb", as_version=4)
     start = next(i for i, c in enumerate(nb.cells) if "lab.start()" in c.source)
-    nb.cells.append(nbformat.v4.new_code_cell("""
+    nb.cells.append(
+        nbformat.v4.new_code_cell("""
 from pathlib import Path
 assert not headless()
 lab.stop()                                # what the Stop button does; the kernel then shuts down cleanly
@@ -89,10 +97,12 @@ assert outcome.interrupted or outcome.global_step == STEPS, outcome
 assert not outcome.interrupted or Path(outcome.checkpoint).is_dir()
 assert [r["step"] for r in lab.logged_steps()] == list(range(1, outcome.global_step + 1))
 assert any(o.get("text", "").startswith("after:") for o in lab.messages.outputs)   # the evaluation after training
-"""))
+""")
+    )
     # the kernel works in tmp_path (the run folder is relative); allow_errors: every failing cell is reported below
-    NotebookClient(nb, timeout=1200, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    NotebookClient(
+        nb, timeout=1200, kernel_name="python3", allow_errors=True, resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
     outputs = [(i, o) for i, c in enumerate(nb.cells) if c.cell_type == "code" for o in c.outputs]
     errors = [(i, o.ename, o.evalue) for i, o in outputs if o.output_type == "error"]
     assert errors == [], errors

@@ -31,6 +31,7 @@ from qae_lab.storage.folder import (
 
 # ---------------------------------------------------------------- atomic writes
 
+
 def test_atomic_write_leaves_the_old_file_when_interrupted(tmp_path, monkeypatch):
     path = tmp_path / "config.json"
     atomic_write_text(path, '{"old": 1}\n')
@@ -55,6 +56,7 @@ def test_read_json_names_a_missing_or_damaged_file(tmp_path):
 
 # ---------------------------------------------------------------- a fresh run
 
+
 def test_claim_fresh_refuses_a_run_folder_and_overwrites_only_when_asked(tmp_path):
     (tmp_path / "notes.txt").write_text("mine")
     claim_fresh(tmp_path)  # unrelated files: fine; the folder now holds the new run's marker
@@ -62,8 +64,11 @@ def test_claim_fresh_refuses_a_run_folder_and_overwrites_only_when_asked(tmp_pat
     (tmp_path / LOG_NAME).write_text('{"step": 1, "reward": 0.5}\n')
     (tmp_path / "checkpoint-2").mkdir()
     (tmp_path / "checkpoint-2" / "trainer_state.json").write_text("{}")
-    with pytest.raises(RunFolderError, match=r"already holds a run \(.qae_lab-run.json, checkpoint-2, log.jsonl\)"
-                                              r".*--resume.*--overwrite"):
+    with pytest.raises(
+        RunFolderError,
+        match=r"already holds a run \(.qae_lab-run.json, checkpoint-2, log.jsonl\)"
+        r".*--resume.*--overwrite",
+    ):
         claim_fresh(tmp_path)
     assert run_files(tmp_path) == [MARKER_NAME, "checkpoint-2", "log.jsonl"]  # refused: nothing touched
     assert claim_fresh(tmp_path, overwrite=True) == ["checkpoint-2", "log.jsonl"]
@@ -111,8 +116,11 @@ def test_a_second_process_is_refused_naming_the_holder_and_a_killed_ones_lock_is
     # issue 31, finding 2: two processes on one --output-dir both wrote one folder
     proc = _holder(tmp_path)
     try:
-        with pytest.raises(RunFolderError, match=rf"is being written by process {proc.pid} on .* since .*"
-                                                 r"one run folder takes one process at a time"):
+        with pytest.raises(
+            RunFolderError,
+            match=rf"is being written by process {proc.pid} on .* since .*"
+            r"one run folder takes one process at a time",
+        ):
             claim_fresh(tmp_path)
         assert run_files(tmp_path) == []  # refused before anything was written
     finally:
@@ -142,8 +150,12 @@ def test_a_second_lock_in_the_same_process_is_refused_and_the_fallback_reads_the
 
 def test_bad_run_folders_are_named(tmp_path):
     (tmp_path / "a-file").write_text("x")
-    for folder, message in ((tmp_path / "a-file", "is a file, not a folder"), ("/", "the file system's root"),
-                            (Path.home(), "the home folder"), (Path.cwd().parent, "a folder above the current one")):
+    for folder, message in (
+        (tmp_path / "a-file", "is a file, not a folder"),
+        ("/", "the file system's root"),
+        (Path.home(), "the home folder"),
+        (Path.cwd().parent, "a folder above the current one"),
+    ):
         with pytest.raises(RunFolderError, match=message):
             check_folder(folder)
     check_folder(tmp_path / "new")  # a new folder, or the current one, is fine
@@ -151,6 +163,7 @@ def test_bad_run_folders_are_named(tmp_path):
 
 
 # ---------------------------------------------------------------- the log
+
 
 def test_a_cut_last_line_is_reported_and_damage_elsewhere_names_the_line(tmp_path):
     log = tmp_path / LOG_NAME

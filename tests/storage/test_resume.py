@@ -39,12 +39,12 @@ def _checkpoint(out: Path, step: int, history_steps=None) -> Path:
     return ckpt
 
 
-def _run_folder(out: Path, *, logged=(1, 2), checkpoints=(2,), finished: int | None = None,
-                settings=SETTINGS) -> Path:
+def _run_folder(out: Path, *, logged=(1, 2), checkpoints=(2,), finished: int | None = None, settings=SETTINGS) -> Path:
     """A run folder as a run leaves it: config.json, log.jsonl with the ``logged`` steps, the checkpoints."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / CONFIG_NAME).write_text(json.dumps({"preset": "cpu-demo", **settings, "versions": {"qae_lab": "0.1.0"},
-                                               "resumes": []}))
+    (out / CONFIG_NAME).write_text(
+        json.dumps({"preset": "cpu-demo", **settings, "versions": {"qae_lab": "0.1.0"}, "resumes": []})
+    )
     rows = [{"step": s, "reward": s / 10, "loss": 0.0} for s in logged]
     rows += [{"step": finished, "train_runtime": 9.0}] if finished else []
     (out / LOG_NAME).write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -63,6 +63,7 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
 
 # ---------------------------------------------------------------- hand-made folders -> the plan
 
+
 def test_an_empty_or_missing_folder_is_fresh_and_planning_writes_nothing(tmp_path):
     assert plan_run(tmp_path / "new") == ResumePlan(FRESH, tmp_path / "new")
     assert not (tmp_path / "new").exists()
@@ -77,7 +78,9 @@ def test_a_folder_holding_another_run_is_refused_unless_overwritten(tmp_path):
     (out / "eval_before.json").write_text("{}")
     before = _snapshot(out)
     p = plan_run(out)
-    assert p.kind == REFUSE and "already holds a run (checkpoint-2, config.json, eval_before.json, log.jsonl)" in p.reason
+    assert (
+        p.kind == REFUSE and "already holds a run (checkpoint-2, config.json, eval_before.json, log.jsonl)" in p.reason
+    )
     assert "--resume" in p.reason and "--overwrite" in p.reason
     with pytest.raises(RunFolderError, match="already holds a run"):
         p.require()
@@ -97,8 +100,14 @@ def test_a_complete_checkpoint_at_n_is_resumed(tmp_path, how):
     resume = {"run folder": out, "checkpoint": out / "checkpoint-2", "True": True}[how]
     p = plan_run(out if how != "run folder" else None, resume=resume, settings=SETTINGS)
     assert (p.kind, p.folder, p.checkpoint, p.step, p.start_step) == (RESUME, out, out / "checkpoint-2", 2, 2)
-    assert (p.changes, p.finished_at, p.trains_on, p.superseded_steps, p.restored_steps, p.cut_line) == \
-        ((), None, True, (), (), False)
+    assert (p.changes, p.finished_at, p.trains_on, p.superseded_steps, p.restored_steps, p.cut_line) == (
+        (),
+        None,
+        True,
+        (),
+        (),
+        False,
+    )
     assert p.lines() == [f"resuming {out / 'checkpoint-2'} (step 2)"]
     assert p.resume_from == str(out / "checkpoint-2")
 
@@ -109,16 +118,21 @@ def test_damaged_checkpoints_are_skipped_named_or_refused(tmp_path):
     rng.write_bytes(rng.read_bytes()[:100])  # cut by a crash
     p = plan_run(None, resume=out, settings=SETTINGS)
     assert p.kind == RESUME and p.step == 2 and p.superseded_steps == (3, 4)
-    assert p.notes == ("checkpoint-4 skipped: rng_state.pth is damaged or cut short (BadZipFile: File is not a zip "
-                       "file; 100 bytes)",)
+    assert p.notes == (
+        "checkpoint-4 skipped: rng_state.pth is damaged or cut short (BadZipFile: File is not a zip file; 100 bytes)",
+    )
     assert p.lines()[0] == p.notes[0] and "steps 3, 4 were logged after the checkpoint" in p.lines()[1]
     named = plan_run(None, resume=out / "checkpoint-4", settings=SETTINGS)
-    assert named.kind == REFUSE and "checkpoint-4: the checkpoint cannot be resumed: rng_state.pth is damaged" in \
-        named.reason
+    assert (
+        named.kind == REFUSE
+        and "checkpoint-4: the checkpoint cannot be resumed: rng_state.pth is damaged" in named.reason
+    )
     (out / "checkpoint-2" / "trainer_state.json").write_text('{"global_step": 2')
     none = plan_run(None, resume=out, settings=SETTINGS)
     assert none.kind == REFUSE and "no complete checkpoint in this run folder" in none.reason
-    assert "checkpoint-4 skipped" in none.reason and "checkpoint-2 skipped: trainer_state.json is damaged" in none.reason
+    assert (
+        "checkpoint-4 skipped" in none.reason and "checkpoint-2 skipped: trainer_state.json is damaged" in none.reason
+    )
     assert plan_run(None, resume=tmp_path / "nowhere").reason.endswith("nowhere: no such folder to resume")
 
 
@@ -132,8 +146,12 @@ def test_malformed_states_configs_and_pickled_weights_are_refused_naming_the_fil
         p = plan_run(None, resume=out, settings=SETTINGS)
         assert p.kind == REFUSE and "checkpoint-2 skipped: trainer_state.json" in p.reason, text
     state.write_text(json.dumps({"global_step": 2, "log_history": []}))
-    for text, said in (("[1, 2]", "a JSON dict is needed, it holds a list"), ('{"trainer": 3}', "its 'trainer' is not a "
-                       "mapping"), ("[" * 100_000, "nested too deep"), ('{"trainer": {}, "run": {"build": "x"}}', None)):
+    for text, said in (
+        ("[1, 2]", "a JSON dict is needed, it holds a list"),
+        ('{"trainer": 3}', "its 'trainer' is not a mapping"),
+        ("[" * 100_000, "nested too deep"),
+        ('{"trainer": {}, "run": {"build": "x"}}', None),
+    ):
         (out / CONFIG_NAME).write_text(text)
         if said is None:  # the command line's recipe reader: checked too
             assert main(["train", "--resume", str(out), "--dry-run"]) == 2
@@ -184,8 +202,10 @@ def test_the_log_around_the_checkpoint_is_planned(tmp_path):
 
 def test_what_a_resume_cannot_be(tmp_path):
     out = _run_folder(tmp_path / "run")
-    assert plan_run(out, resume=out, overwrite=True).reason == \
-        "--overwrite starts a new run; --resume continues one: choose one"
+    assert (
+        plan_run(out, resume=out, overwrite=True).reason
+        == "--overwrite starts a new run; --resume continues one: choose one"
+    )
     other = plan_run(tmp_path / "elsewhere", resume=out / "checkpoint-2")
     assert other.kind == REFUSE and "continues its own run folder" in other.reason
     (out / CONFIG_NAME).unlink()
@@ -221,8 +241,11 @@ def test_claim_carries_out_a_fresh_plan_and_guards_against_a_run_started_since(t
     (out / "notes.txt").write_text("keep")
     p = plan_run(out, overwrite=True)
     lock = claim(p)
-    assert lock.held and sorted(x.name for x in out.iterdir()) == [".qae_lab-run.json", ".qae_lab-run.lock",
-                                                                   "notes.txt"]
+    assert lock.held and sorted(x.name for x in out.iterdir()) == [
+        ".qae_lab-run.json",
+        ".qae_lab-run.lock",
+        "notes.txt",
+    ]
     lock.release()
     late = plan_run(tmp_path / "late")
     _run_folder(tmp_path / "late")  # another run started there after the plan was made
@@ -239,23 +262,27 @@ def test_claim_carries_out_a_fresh_plan_and_guards_against_a_run_started_since(t
 
 # ---------------------------------------------------------------- each caller follows the plan
 
+
 def _planned(plan: ResumePlan, calls: list):
     def planner(*args, **kwargs):
         calls.append((args, kwargs))
         return plan
+
     return planner
 
 
 def _no_loading(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("loaded before the plan was followed")
+
     monkeypatch.setattr(pipeline, "load_policy", refuse)
 
 
 def test_the_command_line_follows_the_plan(tmp_path, monkeypatch, capsys):
     calls = []
-    monkeypatch.setattr("qae_lab.runs.cli.plan_run", _planned(ResumePlan(REFUSE, tmp_path, reason="the plan says no"),
-                                                         calls))
+    monkeypatch.setattr(
+        "qae_lab.runs.cli.plan_run", _planned(ResumePlan(REFUSE, tmp_path, reason="the plan says no"), calls)
+    )
     _no_loading(monkeypatch)
     for extra in (["--dry-run"], []):
         assert main(["train", "--output-dir", str(tmp_path), *extra]) == 2  # an empty folder: refused all the same
@@ -281,8 +308,9 @@ def test_the_single_test_of_a_fresh_folder_decides_for_the_command_line(tmp_path
 def test_make_trainer_and_train_follow_the_plan(tmp_path, monkeypatch):
     run, cfg = pipeline.build("cpu-demo", ["n_train=8"], output_dir=str(tmp_path / "run"))
     calls = []
-    monkeypatch.setattr(pipeline, "plan_run", _planned(ResumePlan(REFUSE, tmp_path / "run", reason="planned: no"),
-                                                       calls))
+    monkeypatch.setattr(
+        pipeline, "plan_run", _planned(ResumePlan(REFUSE, tmp_path / "run", reason="planned: no"), calls)
+    )
     _no_loading(monkeypatch)
     with pytest.raises(RunFolderError, match="planned: no"):
         pipeline.make_trainer(run, cfg)
@@ -301,8 +329,12 @@ def test_the_run_logger_follows_its_plan(tmp_path, monkeypatch):
     out = _run_folder(tmp_path / "run", logged=(1, 2, 3), checkpoints=(2,))
     plan = plan_run(None, resume=out, settings=_with(max_steps=6))
     args = SimpleNamespace(output_dir=str(out), to_dict=lambda: {"anything": "else"})  # not compared again
-    state = SimpleNamespace(global_step=2, epoch=0.2, is_world_process_zero=True,
-                            log_history=[{"step": s, "reward": s / 10} for s in (1, 2)])
+    state = SimpleNamespace(
+        global_step=2,
+        epoch=0.2,
+        is_world_process_zero=True,
+        log_history=[{"step": s, "reward": s / 10} for s in (1, 2)],
+    )
     logger = RunLogger(plan=plan)
     logger.on_train_begin(args, state, None)
     assert logger.followed is plan and logger.plan is None
@@ -342,9 +374,14 @@ def _stand_in(out: Path, plan: ResumePlan | None, trained: list):
     def train(resume_from_checkpoint=None):
         trained.append(resume_from_checkpoint)
 
-    return SimpleNamespace(train=train, args=SimpleNamespace(max_steps=4, output_dir=str(out)),
-                           state=SimpleNamespace(global_step=2), callback_handler=SimpleNamespace(callbacks=callbacks),
-                           add_callback=callbacks.append, remove_callback=lambda cls: None)
+    return SimpleNamespace(
+        train=train,
+        args=SimpleNamespace(max_steps=4, output_dir=str(out)),
+        state=SimpleNamespace(global_step=2),
+        callback_handler=SimpleNamespace(callbacks=callbacks),
+        add_callback=callbacks.append,
+        remove_callback=lambda cls: None,
+    )
 
 
 def test_the_live_lab_resumes_the_plans_checkpoint(tmp_path):
@@ -359,13 +396,22 @@ def test_the_live_lab_resumes_the_plans_checkpoint(tmp_path):
     assert trained == [str(out / "checkpoint-2")]
     for other in (str(out / "checkpoint-4"), str(out)):
         with pytest.raises(ValueError, match="the trainer was made for the resume of"):
-            LiveRun(_stand_in(out, plan, []), resume_from_checkpoint=other, controls=Controls(),
-                    dashboard=Dashboard(4, mode="static"))
+            LiveRun(
+                _stand_in(out, plan, []),
+                resume_from_checkpoint=other,
+                controls=Controls(),
+                dashboard=Dashboard(4, mode="static"),
+            )
     with pytest.raises(ValueError, match="made for a new run"):
-        LiveRun(_stand_in(out, ResumePlan(FRESH, out), []), resume_from_checkpoint=str(out / "checkpoint-2"),
-                controls=Controls(), dashboard=Dashboard(4, mode="static"))
+        LiveRun(
+            _stand_in(out, ResumePlan(FRESH, out), []),
+            resume_from_checkpoint=str(out / "checkpoint-2"),
+            controls=Controls(),
+            dashboard=Dashboard(4, mode="static"),
+        )
     fresh = []
-    LiveRun(_stand_in(out, ResumePlan(FRESH, out), fresh), controls=Controls(),
-            dashboard=Dashboard(4, mode="static")).start().wait(60)
+    LiveRun(
+        _stand_in(out, ResumePlan(FRESH, out), fresh), controls=Controls(), dashboard=Dashboard(4, mode="static")
+    ).start().wait(60)
     assert fresh == [None]
     assert read_log(out)[-1]["step"] == 2  # the stand-ins wrote nothing

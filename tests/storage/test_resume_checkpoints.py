@@ -45,17 +45,21 @@ def _cut(path: Path, keep: float = 0.5) -> None:
 
 # ---------------------------------------------------------------- checkpoints
 
+
 def test_a_complete_checkpoint_has_no_problems(tmp_path):
     assert checkpoint_problems(_checkpoint(tmp_path, 4)) == []
 
 
-@pytest.mark.parametrize("name, message", [
-    ("trainer_state.json", r"trainer_state.json is damaged \(not JSON"),
-    ("rng_state.pth", r"rng_state.pth is damaged or cut short"),
-    ("optimizer.pt", r"optimizer.pt is damaged or cut short"),
-    ("model.safetensors", r"model.safetensors is (cut short|damaged)"),
-    ("config.json", r"config.json is damaged"),
-])
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("trainer_state.json", r"trainer_state.json is damaged \(not JSON"),
+        ("rng_state.pth", r"rng_state.pth is damaged or cut short"),
+        ("optimizer.pt", r"optimizer.pt is damaged or cut short"),
+        ("model.safetensors", r"model.safetensors is (cut short|damaged)"),
+        ("config.json", r"config.json is damaged"),
+    ],
+)
 def test_every_cut_file_of_a_checkpoint_is_named(tmp_path, name, message):
     ckpt = _checkpoint(tmp_path, 4)
     _cut(ckpt / name, 0.6 if name != "config.json" else 0.5)
@@ -69,7 +73,8 @@ def test_missing_pieces_are_named(tmp_path):
     (ckpt / "model.safetensors").unlink()
     assert checkpoint_problems(ckpt) == [
         "trainer_state.json is missing",
-        "no model weights (model.safetensors, adapter_model.safetensors or a sharded model.safetensors.index.json)"]
+        "no model weights (model.safetensors, adapter_model.safetensors or a sharded model.safetensors.index.json)",
+    ]
     (ckpt / "optimizer.pt").write_bytes(b"")  # a save killed right after creating the file
     assert any("optimizer.pt is damaged" in p for p in checkpoint_problems(ckpt))
 
@@ -81,17 +86,21 @@ def test_a_checkpoint_without_what_a_resume_loads_is_incomplete(tmp_path):
     for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth"):
         (ckpt / name).unlink()
     assert checkpoint_problems(ckpt) == [
-        "optimizer.pt is missing (Adam's moments)", "scheduler.pt is missing (the learning-rate schedule's position)",
-        "no RNG state (rng_state.pth): the resumed run would draw other samples than an uninterrupted one"]
+        "optimizer.pt is missing (Adam's moments)",
+        "scheduler.pt is missing (the learning-rate schedule's position)",
+        "no RNG state (rng_state.pth): the resumed run would draw other samples than an uninterrupted one",
+    ]
     torch.save({"cpu": torch.get_rng_state()}, ckpt / "rng_state_0.pth")  # one per process counts too
     assert not any("RNG" in p for p in checkpoint_problems(ckpt))
     # pickled weights only: refused (qae_lab loads safetensors only), as export refuses them
     only_bin = _checkpoint(tmp_path / "bin", 2)
     (only_bin / "model.safetensors").unlink()
     torch.save({"w": torch.zeros(2)}, only_bin / "pytorch_model.bin")
-    assert checkpoint_problems(only_bin) == ["no model weights (model.safetensors, adapter_model.safetensors or a "
-                                             "sharded model.safetensors.index.json); pytorch_model.bin holds pickled "
-                                             "weights, which qae_lab never loads"]
+    assert checkpoint_problems(only_bin) == [
+        "no model weights (model.safetensors, adapter_model.safetensors or a "
+        "sharded model.safetensors.index.json); pytorch_model.bin holds pickled "
+        "weights, which qae_lab never loads"
+    ]
 
 
 class _Gadget:
@@ -106,6 +115,7 @@ def test_load_checks_the_torch_files_as_the_trainer_loads_them(tmp_path, capsys)
     ckpt = _checkpoint(tmp_path, 4)
     assert checkpoint_problems(ckpt, load=True) == []  # real torch files, numpy's RNG arrays among them
     import numpy as np
+
     torch.save({"numpy": np.random.get_state(), "cpu": torch.get_rng_state()}, ckpt / "rng_state.pth")
     assert checkpoint_problems(ckpt, load=True) == []
     torch.save({"state": _Gadget()}, ckpt / "optimizer.pt")
@@ -149,19 +159,24 @@ def test_resume_log_restores_a_step_whose_line_was_cut_and_supersedes_later_ones
 
 # ---------------------------------------------------------------- the rules of a resume
 
-STORED = {"trainer": {"quantile_k": 0.4, "baseline": "quantile", "max_steps": 20, "save_steps": 5, "seed": 42},
-          "run": {"n_train": 64, "command": "python -m qae_lab train ..."}}
+STORED = {
+    "trainer": {"quantile_k": 0.4, "baseline": "quantile", "max_steps": 20, "save_steps": 5, "seed": 42},
+    "run": {"n_train": 64, "command": "python -m qae_lab train ..."},
+}
 
 
 def test_a_resume_accepts_only_safe_changes():
     same = resume_changes(STORED, dict(STORED["trainer"]), {"n_train": 64, "command": "other"}, checkpoint_step=5)
     assert same == {}
     longer = {**STORED["trainer"], "max_steps": 40, "save_steps": 10}
-    assert resume_changes(STORED, longer, {"n_train": 64}, checkpoint_step=20) == {"max_steps": [20, 40],
-                                                                                   "save_steps": [5, 10]}
+    assert resume_changes(STORED, longer, {"n_train": 64}, checkpoint_step=20) == {
+        "max_steps": [20, 40],
+        "save_steps": [5, 10],
+    }
     with pytest.raises(RunFolderError, match=r"baseline 'quantile' -> 'mean', quantile_k 0.4 -> 0.6.*only max_steps"):
-        resume_changes(STORED, {**STORED["trainer"], "quantile_k": 0.6, "baseline": "mean"}, {"n_train": 64},
-                       checkpoint_step=5)
+        resume_changes(
+            STORED, {**STORED["trainer"], "quantile_k": 0.6, "baseline": "mean"}, {"n_train": 64}, checkpoint_step=5
+        )
     with pytest.raises(RunFolderError, match="n_train 64 -> 128"):
         resume_changes(STORED, STORED["trainer"], {"n_train": 128}, checkpoint_step=5)
     with pytest.raises(RunFolderError, match="max_steps must exceed the checkpoint's step 20"):

@@ -32,6 +32,7 @@ from qae_lab.task.answers import (
 
 # ---------------------------------------------------------------- GSM8K: every gold parses, the facts hold
 
+
 def _gsm8k_dir() -> Path:
     env = os.environ.get("QAE_LAB_GSM8K_DIR")
     return Path(env) if env else Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "gsm8k"
@@ -45,8 +46,7 @@ def _gsm8k(split: str) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-@pytest.mark.parametrize("split, n_rows, n_commas, n_negative",
-                         [("train", 7473, 79, 3), ("test", 1319, 14, 2)])
+@pytest.mark.parametrize("split, n_rows, n_commas, n_negative", [("train", 7473, 79, 3), ("test", 1319, 14, 2)])
 def test_gsm8k_golds(split, n_rows, n_commas, n_negative):
     rows = _gsm8k(split)
     assert len(rows) == n_rows
@@ -65,67 +65,67 @@ def test_gsm8k_golds(split, n_rows, n_commas, n_negative):
 CASES = [
     # (completion, gold, extract_answer, is_correct)
     (xml("9 * 2 = 18", "18"), "18", "18", True),
-    (xml("line 1\nline 2", "  18  "), "18", "18", True),                       # extra spaces
-    ("<answer>\nShe pays\n$18\nin total.\n</answer>", "18", "18", True),         # multi-line content
-    ("<reasoning>9*2</reasoning>\n<answer>\n18", "18", "18", True),             # missing closing tag at the end
-    ("<answer>17</answer> wait, no: <answer>18</answer>", "18", "18", True),    # last block wins
+    (xml("line 1\nline 2", "  18  "), "18", "18", True),  # extra spaces
+    ("<answer>\nShe pays\n$18\nin total.\n</answer>", "18", "18", True),  # multi-line content
+    ("<reasoning>9*2</reasoning>\n<answer>\n18", "18", "18", True),  # missing closing tag at the end
+    ("<answer>17</answer> wait, no: <answer>18</answer>", "18", "18", True),  # last block wins
     ("<answer>18</answer> hmm <answer>17</answer>", "18", "17", False),
-    (xml("9 * 2 = 18", "eighteen"), "18", None, False),                         # number only in the reasoning
-    ("<answer></answer> 18", "18", None, False),                                # empty answer tag decides
-    ("<ANSWER> 18 </ANSWER>", "18", "18", True),                                # case and spaces in tags
-    ("<answer>9 * 2 = 18</answer>", "18", "18", True),                          # after the last '='
-    ("<answer>18 (that is 9 * 2)</answer>", "18", "18", True),                  # first number, explanation after
-    ("<answer>The answer is 42 (6 * 7)</answer>", "42", "42", True),            # marker inside the tag
+    (xml("9 * 2 = 18", "eighteen"), "18", None, False),  # number only in the reasoning
+    ("<answer></answer> 18", "18", None, False),  # empty answer tag decides
+    ("<ANSWER> 18 </ANSWER>", "18", "18", True),  # case and spaces in tags
+    ("<answer>9 * 2 = 18</answer>", "18", "18", True),  # after the last '='
+    ("<answer>18 (that is 9 * 2)</answer>", "18", "18", True),  # first number, explanation after
+    ("<answer>The answer is 42 (6 * 7)</answer>", "42", "42", True),  # marker inside the tag
     ("<answer>#### 42</answer>", "42", "42", True),
     ("Natalia sold 48/2 = <<48/2=24>>24 clips.\n#### 72", "72", "72", True),  # GSM8K reference style
     ("#### 1,000", "1,000", "1000", True),
     ("#### -3", "-3", "-3", True),
-    ("#### Final answer\nThe answer is 5", "5", "5", True),                     # a markdown heading, not a marker
-    ("The answer is 7.\n#### 8", "8", "8", True),                               # #### outranks the phrase
+    ("#### Final answer\nThe answer is 5", "5", "5", True),  # a markdown heading, not a marker
+    ("The answer is 7.\n#### 8", "8", "8", True),  # #### outranks the phrase
     (r"So the result is $\boxed{18}$.", "18", "18", True),
-    (r"\boxed{17} first, then \boxed{18}", "18", "18", True),                   # last box
-    (r"\boxed{\frac{3}{4}}", "0.75", "0.75", True),                             # LaTeX fraction, nested braces
+    (r"\boxed{17} first, then \boxed{18}", "18", "18", True),  # last box
+    (r"\boxed{\frac{3}{4}}", "0.75", "0.75", True),  # LaTeX fraction, nested braces
     (r"\boxed{18 \text{ dollars}}", "18", "18", True),
-    (r"\boxed{1{,}000}", "1000", "1000", True),                                 # LaTeX thousands separator
-    ("We add them up. The answer is 72.", "72", "72", True),                    # trailing period
+    (r"\boxed{1{,}000}", "1000", "1000", True),  # LaTeX thousands separator
+    ("We add them up. The answer is 72.", "72", "72", True),  # trailing period
     ("the final answer is: 1,234", "1234", "1234", True),
-    ("Answer: 5 apples (from 2 + 3)", "5", "5", True),                         # first number after the phrase
+    ("Answer: 5 apples (from 2 + 3)", "5", "5", True),  # first number after the phrase
     ("Q: how many?\nA: 12", "12", "12", True),
-    ("The answer is **73**.", "73", "73", True),                                # markdown bold
+    ("The answer is **73**.", "73", "73", True),  # markdown bold
     ("So she has **73** left", "73", "73", True),
     ("The total cost is $1,234.50", "1234.5", "1234.5", True),
-    ("It costs $29.00", "29", "29", True),                                      # "$29.00" vs 29
-    ("The answer is 18 dollars", "18", "18", True),                             # units
+    ("It costs $29.00", "29", "29", True),  # "$29.00" vs 29
+    ("The answer is 18 dollars", "18", "18", True),  # units
     ("He drives at 60 mph", "60", "60", True),
-    ("The discount is 25%", "25", "25", True),                                  # % dropped
-    ("The answer is −3", "-3", "-3", True),                                     # unicode minus
+    ("The discount is 25%", "25", "25", True),  # % dropped
+    ("The answer is −3", "-3", "-3", True),  # unicode minus
     ("The answer is -$5", "-5", "-5", True),
     ("18.00", "18", "18", True),
     ("29.50", "29.5", "29.5", True),
-    ("<answer>3/4</answer>", "3/4", "0.75", True),                              # exact fractions
+    ("<answer>3/4</answer>", "3/4", "0.75", True),  # exact fractions
     ("<answer>6/8</answer>", "0.75", "0.75", True),
     ("<answer>1/3</answer>", "1/3", "1/3", True),
     ("<answer>2/6</answer>", "1/3", "1/3", True),
-    ("<answer>0.333</answer>", "1/3", "0.333", False),                          # no float fuzz
-    ("<answer>0,1</answer>", "1", None, False),                                 # a tuple is not "01" or 1
+    ("<answer>0.333</answer>", "1/3", "0.333", False),  # no float fuzz
+    ("<answer>0,1</answer>", "1", None, False),  # a tuple is not "01" or 1
     ("<answer>0, 1</answer>", "1", None, False),
     ("The pair is (3, 4)", "4", None, False),
-    ("<answer>,</answer>", "1", None, False),                                   # a bare comma
+    ("<answer>,</answer>", "1", None, False),  # a bare comma
     ("<answer>1,,000</answer>", "1000", None, False),
-    ("<answer>1,234,56</answer>", "123456", None, False),                       # malformed grouping
-    ("They raised 8,000 dollars", "8,000", "8000", True),                       # not split on commas
+    ("<answer>1,234,56</answer>", "123456", None, False),  # malformed grouping
+    ("They raised 8,000 dollars", "8,000", "8000", True),  # not split on commas
     ("1,234,567 grains", "1234567", "1234567", True),
-    ("18, which is the answer", "18", "18", True),                              # a comma as punctuation
-    ("The answer is 71", "72", "71", False),                                    # a wrong answer
-    ("I don't know.", "72", None, False),                                       # no answer at all
+    ("18, which is the answer", "18", "18", True),  # a comma as punctuation
+    ("The answer is 71", "72", "71", False),  # a wrong answer
+    ("I don't know.", "72", None, False),  # no answer at all
     ("", "0", None, False),
-    ("First 3 apples, then 5 more, so 8 in total", "8", "8", True),             # fallback: last number
-    ("Version 3.14.15", "3", None, False),                                      # not one number
-    ("1/0", "0", None, False),                                                  # zero denominator
-    ("<answer>" + "9" * (MAX_DIGITS + 1) + "</answer>", "1", None, False),      # too long: ignored
+    ("First 3 apples, then 5 more, so 8 in total", "8", "8", True),  # fallback: last number
+    ("Version 3.14.15", "3", None, False),  # not one number
+    ("1/0", "0", None, False),  # zero denominator
+    ("<answer>" + "9" * (MAX_DIGITS + 1) + "</answer>", "1", None, False),  # too long: ignored
     ("<answer>007</answer>", "7", "7", True),
     ("x = -3", "-3", "-3", True),
-    ("12-3", "3", "3", True),                                                   # a hyphen after a digit is no sign
+    ("12-3", "3", "3", True),  # a hyphen after a digit is no sign
 ]
 
 
@@ -152,8 +152,26 @@ def test_parse_number_hand():
     assert parse_number(" 1,000 ") == 1000 and parse_number("-3") == -3 and parse_number("+3") == 3
     assert parse_number("1,234,567.25") == Fraction(4938269, 4)
     assert parse_number("1/3") == Fraction(1, 3) and parse_number("-2/4") == Fraction(-1, 2)
-    for bad in ["", ",", "0,1", "1,2", "1,,000", "1,0000", "12,34", "18.", "1e3", "1_000", "abc", "1/0",
-                "1.5/3", "18 dollars", "50%", "--3", "1 000", "9" * (MAX_DIGITS + 1)]:
+    for bad in [
+        "",
+        ",",
+        "0,1",
+        "1,2",
+        "1,,000",
+        "1,0000",
+        "12,34",
+        "18.",
+        "1e3",
+        "1_000",
+        "abc",
+        "1/0",
+        "1.5/3",
+        "18 dollars",
+        "50%",
+        "--3",
+        "1 000",
+        "9" * (MAX_DIGITS + 1),
+    ]:
         assert parse_number(bad) is None, bad
     assert parse_number("9" * MAX_DIGITS) == 10**MAX_DIGITS - 1
     assert parse_number("0" * 1000 + "5") == 5  # leading zeros do not count, and are cheap
@@ -190,41 +208,41 @@ def test_decimals_vs_fraction(d):
 
 PREFIX_CASES = [
     # (completion, the prefix/suffix an earlier version read, what is read now)
-    ("<answer>1e9</answer>", "1", None),                     # exponents are not read
+    ("<answer>1e9</answer>", "1", None),  # exponents are not read
     ("<answer>1e-9</answer>", "1", None),
     ("#### 2.5E3", "2.5", None),
-    ("The answer is 10^3.", "10", None),                     # powers
+    ("The answer is 10^3.", "10", None),  # powers
     (r"<answer>10^{3}</answer>", "10", None),
     ("<answer>10**3</answer>", "10", None),
     ("<answer>10²</answer>", "10", None),
     ("<answer>10⁻³</answer>", "10", None),
-    ("<answer>10₂</answer>", "10", None),                    # a subscript: "10 in base 2"
-    ("<answer>5 × 10³</answer>", "5", None),                 # a scale with a raised exponent
+    ("<answer>10₂</answer>", "10", None),  # a subscript: "10 in base 2"
+    ("<answer>5 × 10³</answer>", "5", None),  # a scale with a raised exponent
     ("<answer>5·10³</answer>", "5", None),
-    ("<answer>1.5 × 10^3</answer>", "1.5", None),            # scientific notation
+    ("<answer>1.5 × 10^3</answer>", "1.5", None),  # scientific notation
     (r"\boxed{1.5 \times 10^{3}}", "1.5", None),
-    ("<answer>12abc</answer>", "12", None),                  # letters attached
+    ("<answer>12abc</answer>", "12", None),  # letters attached
     ("<answer>5kg</answer>", "5", None),
-    ("<answer>5кг</answer>", "5", None),                     # other scripts: Cyrillic, Arabic-Indic, fractions
-    ("<answer>1Е9</answer>", "1", None),                     # a Cyrillic Е, not a Latin E
+    ("<answer>5кг</answer>", "5", None),  # other scripts: Cyrillic, Arabic-Indic, fractions
+    ("<answer>1Е9</answer>", "1", None),  # a Cyrillic Е, not a Latin E
     ("<answer>5٣</answer>", "5", None),
     ("<answer>٣5</answer>", "5", None),
     ("<answer>3½</answer>", "3", None),
-    ("<answer>5\u0301</answer>", "5", None),                 # a combining mark attached
+    ("<answer>5\u0301</answer>", "5", None),  # a combining mark attached
     ("<answer>3.٤</answer>", "3", None),
     ("The total is 5кг.", "5", None),
     ("<answer>0x1F</answer>", "0", None),
     ("<answer>1_000</answer>", "1", None),
     ("<answer>3.4.5</answer>", "3.4", None),
-    ("<answer>10:30</answer>", "10", None),                  # a time or a ratio
+    ("<answer>10:30</answer>", "10", None),  # a time or a ratio
     ("<answer>1'000</answer>", "1", None),
-    ("<answer>1 000</answer>", "1", None),                   # space-grouped thousands: None, not 1000
+    ("<answer>1 000</answer>", "1", None),  # space-grouped thousands: None, not 1000
     ("The answer is 1 000 dollars.", "1", None),
-    ("<answer>1\u202f000</answer>", "1", None),               # narrow no-break space
-    (r"<answer>1\,000</answer>", "1", None),                 # LaTeX thin space
-    ("<answer>2 1/2</answer>", "2", None),                   # mixed numbers are not read
-    (r"<answer>2\frac{1}{2}</answer>", "21/2", None),        # was glued into 21/2
-    ("so it is 1e9", "9", None),                             # fallback (last number): no suffix either
+    ("<answer>1\u202f000</answer>", "1", None),  # narrow no-break space
+    (r"<answer>1\,000</answer>", "1", None),  # LaTeX thin space
+    ("<answer>2 1/2</answer>", "2", None),  # mixed numbers are not read
+    (r"<answer>2\frac{1}{2}</answer>", "21/2", None),  # was glued into 21/2
+    ("so it is 1e9", "9", None),  # fallback (last number): no suffix either
     ("in total 2.5e3", "3", None),
     ("we meet at 10:30", "30", None),
     ("she ate 2 1/2", "0.5", None),
@@ -268,13 +286,33 @@ def test_no_prefix_read_in_any_script(context, token):
     assert len(texts) > 130_000
     assert [t for t, answer in zip(texts, map(extract_answer, texts)) if answer is not None] == []
     digits = "0123456789"
-    assert [extract_answer(context.format(token.format(d))) for d in digits] == [str(int(token.format(d)))
-                                                                                 for d in digits]
+    assert [extract_answer(context.format(token.format(d))) for d in digits] == [
+        str(int(token.format(d))) for d in digits
+    ]
 
 
 def test_parse_number_reads_whole_or_nothing():
-    for bad in ["1e9", "2.5e3", "10^3", "10**3", "12abc", "3.4.5", "10:30", "1 000", "2 1/2", "5kg", "5кг", "5٣",
-                "٣5", "1Е9", "3½", "10³", "10₂", "5 × 10³", "5\u0301"]:
+    for bad in [
+        "1e9",
+        "2.5e3",
+        "10^3",
+        "10**3",
+        "12abc",
+        "3.4.5",
+        "10:30",
+        "1 000",
+        "2 1/2",
+        "5kg",
+        "5кг",
+        "5٣",
+        "٣5",
+        "1Е9",
+        "3½",
+        "10³",
+        "10₂",
+        "5 × 10³",
+        "5\u0301",
+    ]:
         assert parse_number(bad) is None, bad
 
 
@@ -285,13 +323,13 @@ _literal = st.one_of(
     st.tuples(st.integers(1, 999), st.integers(1, 999)).map(lambda t: f"{t[0]}/{t[1]}"),
 )
 _continuation = st.one_of(
-    st.from_regex(r"[eE][-+]?[0-9]{1,3}", fullmatch=True),            # exponent
-    st.from_regex(r"\^\{?-?[0-9]{1,3}\}?", fullmatch=True),           # power
+    st.from_regex(r"[eE][-+]?[0-9]{1,3}", fullmatch=True),  # exponent
+    st.from_regex(r"\^\{?-?[0-9]{1,3}\}?", fullmatch=True),  # power
     st.from_regex(r"\*\*[0-9]{1,2}", fullmatch=True),
-    st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,5}", fullmatch=True),      # letters attached
-    st.from_regex(r"[.:][0-9]{1,3}[.:][0-9]{1,3}", fullmatch=True),    # "3.4.5", "10:30:00"
-    st.from_regex(r" [0-9]{3}", fullmatch=True),                      # "1 000"
-    st.from_regex(r" [1-9]/[1-9]", fullmatch=True),                   # "2 1/2"
+    st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,5}", fullmatch=True),  # letters attached
+    st.from_regex(r"[.:][0-9]{1,3}[.:][0-9]{1,3}", fullmatch=True),  # "3.4.5", "10:30:00"
+    st.from_regex(r" [0-9]{3}", fullmatch=True),  # "1 000"
+    st.from_regex(r" [1-9]/[1-9]", fullmatch=True),  # "2 1/2"
 )
 _CONTEXTS = ["<answer>{}</answer>", "#### {}", "The answer is {}.", "\\boxed{{{}}}", "So it is {}", "{}"]
 
@@ -308,14 +346,18 @@ def test_number_then_continuation_is_never_the_prefix(sign, literal, continuatio
 
 # ---------------------------------------------------------------- chat messages, gold handling
 
+
 def test_completion_text_of_chat_messages():
     texts = [xml("9 * 2 = 18", "18"), "#### 17", "<reasoning>a</reasoning> <answer>5</answer>", "nothing", ""]
     gold = ["18", "18", "5", "1", "0"]
     chats = [[{"role": "assistant", "content": t}] for t in texts]
     assert [is_correct(c, g) for c, g in zip(chats, gold)] == [is_correct(t, g) for t, g in zip(texts, gold)]
     # last assistant message wins; content blocks; a bare dict
-    multi = [{"role": "assistant", "content": "#### 1"}, {"role": "tool", "content": "#### 2"},
-             {"role": "assistant", "content": [{"type": "text", "text": "#### 3"}]}]
+    multi = [
+        {"role": "assistant", "content": "#### 1"},
+        {"role": "tool", "content": "#### 2"},
+        {"role": "assistant", "content": [{"type": "text", "text": "#### 3"}]},
+    ]
     assert completion_text(multi) == "#### 3" and is_correct(multi, "3")
     assert is_correct({"role": "assistant", "content": "#### 4"}, "4")
     assert completion_text([{"role": "user", "content": "#### 4"}]) == ""
@@ -357,9 +399,37 @@ def test_ends_at_answer():
 
 # ---------------------------------------------------------------- fuzzing: never raise, round-trip
 
-FRAGMENTS = ["<answer>", "</answer>", "<reasoning>", "</reasoning>", "\n", " ", "0", "1", "7", "42", ",", "$",
-             "####", "\\boxed{", "}", "{", "/", "-", "−", ".", "**", "%", "=", "The answer is ", "A:",
-             "\\frac{", "{,}", "dollars", "e"]
+FRAGMENTS = [
+    "<answer>",
+    "</answer>",
+    "<reasoning>",
+    "</reasoning>",
+    "\n",
+    " ",
+    "0",
+    "1",
+    "7",
+    "42",
+    ",",
+    "$",
+    "####",
+    "\\boxed{",
+    "}",
+    "{",
+    "/",
+    "-",
+    "−",
+    ".",
+    "**",
+    "%",
+    "=",
+    "The answer is ",
+    "A:",
+    "\\frac{",
+    "{,}",
+    "dollars",
+    "e",
+]
 fuzz_text = st.one_of(st.text(), st.lists(st.sampled_from(FRAGMENTS), max_size=40).map("".join))
 
 
@@ -385,15 +455,41 @@ def test_parse_number_never_raises(text):
 
 # ---------------------------------------------------------------- performance guard
 
-@pytest.mark.parametrize("adversarial", [
-    "1," * 50_000, "<answer>" * 12_500, "<answer>1" * 11_000, "#### " * 20_000, "\\boxed{" * 14_000,
-    "the answer is " * 7_200, "A:" * 50_000, "1" * 100_000, "1/" * 50_000, "- 1" * 33_000, " ,1" * 33_000,
-    "<reasoning>\n" + "x\n</reasoning>\n<answer>\n" * 4_000, "</reasoning> " * 8_000, "1 + 1\n" * 16_000,
-    "answer" + " " * 100_000, "####" + " \t" * 50_000 + "x",
-    "1e" * 50_000, "1 " * 50_000, "10^" * 33_000, "1 x 10" * 16_000, "1 \\times 10^" * 7_000, "1" + " " * 100_000 + "x",
-    "1\\," * 33_000, "\\frac{1}{2}" * 8_000,
-    "5" + "\u0301" * 100_000, "5٣" * 50_000, "\u0301 5" * 33_000, "10³" * 33_000, "1 × 10" * 16_000 + "³",
-])
+
+@pytest.mark.parametrize(
+    "adversarial",
+    [
+        "1," * 50_000,
+        "<answer>" * 12_500,
+        "<answer>1" * 11_000,
+        "#### " * 20_000,
+        "\\boxed{" * 14_000,
+        "the answer is " * 7_200,
+        "A:" * 50_000,
+        "1" * 100_000,
+        "1/" * 50_000,
+        "- 1" * 33_000,
+        " ,1" * 33_000,
+        "<reasoning>\n" + "x\n</reasoning>\n<answer>\n" * 4_000,
+        "</reasoning> " * 8_000,
+        "1 + 1\n" * 16_000,
+        "answer" + " " * 100_000,
+        "####" + " \t" * 50_000 + "x",
+        "1e" * 50_000,
+        "1 " * 50_000,
+        "10^" * 33_000,
+        "1 x 10" * 16_000,
+        "1 \\times 10^" * 7_000,
+        "1" + " " * 100_000 + "x",
+        "1\\," * 33_000,
+        "\\frac{1}{2}" * 8_000,
+        "5" + "\u0301" * 100_000,
+        "5٣" * 50_000,
+        "\u0301 5" * 33_000,
+        "10³" * 33_000,
+        "1 × 10" * 16_000 + "³",
+    ],
+)
 def test_no_catastrophic_backtracking(adversarial):
     start = time.perf_counter()
     extract_answer(adversarial)

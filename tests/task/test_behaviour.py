@@ -26,6 +26,7 @@ T = torch.tensor
 
 # ---------------------------------------------------------------- independent references
 
+
 def ref_pearson(x: list[float], y: list[float]) -> float | None:
     """r = sum (x - mx)(y - my) / sqrt(sum (x - mx)^2 * sum (y - my)^2), one loop; None if undefined."""
     n = len(x)
@@ -51,24 +52,28 @@ def ref_quantile(values: list[float], q: float) -> float:
 
 # ---------------------------------------------------------------- reflective words, by hand
 
-@pytest.mark.parametrize("text,count", [
-    ("Wait, let me check.", 3),
-    ("checked", 0),
-    ("checking, rechecking, waited, verified", 0),
-    ("re-check", 1),  # once, not also as "check"
-    ("double-check", 1),
-    ("double-checked", 0),
-    ("self-check", 1),  # a hyphen separates words: "check" counts
-    ("LET   ME", 1),
-    ("let\n\tme", 1),
-    ("letme", 0),
-    ("Hmm, actually a MISTAKE. However, VERIFY.", 5),
-    ("hmmm wait_for wait2 éwait", 0),  # glued to a letter, underscore, digit or a non-ASCII letter
-    ("however,however;wait—verify", 4),
-    ("recheck RECHECK Recheck", 3),
-    ("", 0),
-    ("The answer is 42.", 0),
-])
+
+@pytest.mark.parametrize(
+    "text,count",
+    [
+        ("Wait, let me check.", 3),
+        ("checked", 0),
+        ("checking, rechecking, waited, verified", 0),
+        ("re-check", 1),  # once, not also as "check"
+        ("double-check", 1),
+        ("double-checked", 0),
+        ("self-check", 1),  # a hyphen separates words: "check" counts
+        ("LET   ME", 1),
+        ("let\n\tme", 1),
+        ("letme", 0),
+        ("Hmm, actually a MISTAKE. However, VERIFY.", 5),
+        ("hmmm wait_for wait2 éwait", 0),  # glued to a letter, underscore, digit or a non-ASCII letter
+        ("however,however;wait—verify", 4),
+        ("recheck RECHECK Recheck", 3),
+        ("", 0),
+        ("The answer is 42.", 0),
+    ],
+)
 def test_reflection_counts_hand(text, count):
     got = reflection_counts([text])
     assert got.dtype == torch.float64 and got.shape == (1,)
@@ -86,8 +91,19 @@ def test_pattern_is_compiled_and_case_insensitive():
     pat = reflection_pattern()
     assert isinstance(pat, re.Pattern) and pat.flags & re.IGNORECASE
     assert [m.group() for m in pat.finditer("WAIT wait WaIt")] == ["WAIT", "wait", "WaIt"]
-    assert REFLECTION_WORDS == ("wait", "verify", "check", "recheck", "let me", "double-check", "re-check",
-                                "however", "hmm", "mistake", "actually")
+    assert REFLECTION_WORDS == (
+        "wait",
+        "verify",
+        "check",
+        "recheck",
+        "let me",
+        "double-check",
+        "re-check",
+        "however",
+        "hmm",
+        "mistake",
+        "actually",
+    )
 
 
 def test_longest_alternative_wins_and_whole_words_fall_back():
@@ -112,9 +128,11 @@ def test_metacharacters_are_literal():
 
 # ---------------------------------------------------------------- length stats
 
+
 def test_length_stats_hand():
     assert length_stats([10, 20, 30, 40, 100]) == pytest.approx(
-        {"length_mean": 40.0, "length_q10": 14.0, "length_q50": 30.0, "length_q90": 76.0})
+        {"length_mean": 40.0, "length_q10": 14.0, "length_q50": 30.0, "length_q90": 76.0}
+    )
     assert length_stats([7]) == {"length_mean": 7.0, "length_q10": 7.0, "length_q50": 7.0, "length_q90": 7.0}
     assert length_stats(T([3, 1], dtype=torch.int64), quantiles=[]) == {"length_mean": 2.0}
     got = length_stats(T([1.0, 2.0], dtype=torch.float32), quantiles=(0, 0.25, 1))
@@ -124,8 +142,10 @@ def test_length_stats_hand():
 
 
 @settings(max_examples=60)
-@given(st.lists(st.integers(0, 4096), min_size=1, max_size=40),
-       st.lists(st.floats(0, 1), max_size=4, unique_by=lambda q: round(100 * q)))
+@given(
+    st.lists(st.integers(0, 4096), min_size=1, max_size=40),
+    st.lists(st.floats(0, 1), max_size=4, unique_by=lambda q: round(100 * q)),
+)
 def test_length_stats_match_reference(lengths, quantiles):
     got = length_stats(lengths, quantiles)
     want = {"length_mean": sum(lengths) / len(lengths)}
@@ -138,6 +158,7 @@ def test_length_stats_match_reference(lengths, quantiles):
 
 # ---------------------------------------------------------------- pearson
 
+
 def test_pearson_hand():
     assert pearson([1, 2, 3], [1, 2, 4]) == pytest.approx(3 / math.sqrt(2 * 42 / 9))
     assert pearson([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
@@ -145,8 +166,17 @@ def test_pearson_hand():
     assert isinstance(pearson(T([1.0, 2.0], dtype=torch.float32), [2, 1]), float)
 
 
-@pytest.mark.parametrize("x,y", [([], []), ([1.0], [2.0]), ([1, 1, 1], [1, 2, 3]), ([1, 2, 3], [4, 4, 4]),
-                                 ([0, 0], [0, 0]), (T([0.1] * 5), T([0.0, 1, 0, 1, 0]))])
+@pytest.mark.parametrize(
+    "x,y",
+    [
+        ([], []),
+        ([1.0], [2.0]),
+        ([1, 1, 1], [1, 2, 3]),
+        ([1, 2, 3], [4, 4, 4]),
+        ([0, 0], [0, 0]),
+        (T([0.1] * 5), T([0.0, 1, 0, 1, 0])),
+    ],
+)
 def test_pearson_undefined_is_none_not_nan(x, y):
     assert pearson(x, y) is None
 
@@ -170,8 +200,12 @@ def test_pearson_matches_reference_random():
             assert got == pytest.approx(want, rel=1e-9, abs=1e-12)
 
 
-pairs = st.integers(0, 30).flatmap(lambda n: st.tuples(st.lists(st.integers(-1000, 1000), min_size=n, max_size=n),
-                                                       st.lists(st.integers(-1000, 1000), min_size=n, max_size=n)))
+pairs = st.integers(0, 30).flatmap(
+    lambda n: st.tuples(
+        st.lists(st.integers(-1000, 1000), min_size=n, max_size=n),
+        st.lists(st.integers(-1000, 1000), min_size=n, max_size=n),
+    )
+)
 
 
 @settings(max_examples=80)
@@ -187,8 +221,11 @@ def test_pearson_matches_reference_property(xy):
 
 
 @settings(max_examples=40)
-@given(st.lists(st.integers(-100, 100), min_size=2, max_size=20).filter(lambda v: len(set(v)) > 1),
-       st.sampled_from([-3.5, -1.0, 0.25, 7.0]), st.integers(-50, 50))
+@given(
+    st.lists(st.integers(-100, 100), min_size=2, max_size=20).filter(lambda v: len(set(v)) > 1),
+    st.sampled_from([-3.5, -1.0, 0.25, 7.0]),
+    st.integers(-50, 50),
+)
 def test_pearson_of_a_line_is_its_sign(x, a, b):
     assert pearson(x, [a * v + b for v in x]) == pytest.approx(math.copysign(1.0, a), abs=1e-12)
 
@@ -201,11 +238,19 @@ TEXTS = ["Wait, let me check.", "The answer is 4.", "Hmm, verify: 4", "checked: 
 def test_behaviour_stats_hand():
     got = behaviour_stats([10, 20, 30, 40], TEXTS, [1, 0, 1, 0])
     # counts - 1.25 = [1.75, -1.25, 0.75, -1.25], success - 0.5 = +-0.5: r = 2.5 / sqrt(6.75 * 1)
-    assert got == pytest.approx({
-        "length_mean": 25.0, "length_q10": 13.0, "length_q50": 25.0, "length_q90": 37.0,
-        "reflect_per_response": 1.25, "reflect_frac": 0.5, "reflect_corr": 2.5 / math.sqrt(6.75),
-        "reflect_rate_correct": 2.5, "reflect_rate_wrong": 0.0,
-    })
+    assert got == pytest.approx(
+        {
+            "length_mean": 25.0,
+            "length_q10": 13.0,
+            "length_q50": 25.0,
+            "length_q90": 37.0,
+            "reflect_per_response": 1.25,
+            "reflect_frac": 0.5,
+            "reflect_corr": 2.5 / math.sqrt(6.75),
+            "reflect_rate_correct": 2.5,
+            "reflect_rate_wrong": 0.0,
+        }
+    )
     assert all(isinstance(v, float) for v in got.values())
     # bool tensors and tuples are accepted, with the same result
     same = behaviour_stats(T([10, 20, 30, 40]), tuple(TEXTS), T([True, False, True, False]))
@@ -236,33 +281,57 @@ def test_behaviour_stats_absent_keys():
     assert "reflect_corr" not in no_words and no_words["reflect_frac"] == 0.0
     assert no_words["reflect_rate_correct"] == no_words["reflect_rate_wrong"] == 0.0
     one = behaviour_stats([5], ["wait"], [1])
-    assert set(one) == {"length_mean", "length_q10", "length_q50", "length_q90", "reflect_per_response",
-                        "reflect_frac", "reflect_rate_correct"}
+    assert set(one) == {
+        "length_mean",
+        "length_q10",
+        "length_q50",
+        "length_q90",
+        "reflect_per_response",
+        "reflect_frac",
+        "reflect_rate_correct",
+    }
     # custom words
     assert behaviour_stats([1, 1], ["c++ ok", "no"], [1, 0], words=["c++"])["reflect_corr"] == pytest.approx(1.0)
 
 
 # ---------------------------------------------------------------- bad input
 
-@pytest.mark.parametrize("words,msg", [
-    ([], "words must hold at least one word"), ((), "words must hold at least one word"),
-    ("wait", "words must be a list or tuple"), ({"wait"}, "words must be a list or tuple"),
-    (None, "words must be a list or tuple"), (["wait", 3], "words must hold only strings, got int at index 1"),
-    ([b"wait"], "words must hold only strings"), (["wait", "  "], "words must hold non-blank strings"),
-    ([""], "words must hold non-blank strings"), (["\n\t"], "non-blank"),
-])
+
+@pytest.mark.parametrize(
+    "words,msg",
+    [
+        ([], "words must hold at least one word"),
+        ((), "words must hold at least one word"),
+        ("wait", "words must be a list or tuple"),
+        ({"wait"}, "words must be a list or tuple"),
+        (None, "words must be a list or tuple"),
+        (["wait", 3], "words must hold only strings, got int at index 1"),
+        ([b"wait"], "words must hold only strings"),
+        (["wait", "  "], "words must hold non-blank strings"),
+        ([""], "words must hold non-blank strings"),
+        (["\n\t"], "non-blank"),
+    ],
+)
 def test_bad_words(words, msg):
-    for fn in (lambda: reflection_pattern(words), lambda: reflection_counts(["wait"], words),
-               lambda: behaviour_stats([1], ["wait"], [1], words)):
+    for fn in (
+        lambda: reflection_pattern(words),
+        lambda: reflection_counts(["wait"], words),
+        lambda: behaviour_stats([1], ["wait"], [1], words),
+    ):
         with pytest.raises(ValueError, match=msg):
             fn()
 
 
-@pytest.mark.parametrize("texts,msg", [
-    ("Wait, let me check.", "texts must be a list or tuple"), (None, "texts must be a list or tuple"),
-    (iter(["wait"]), "texts must be a list or tuple"), (["ok", None], "texts must hold only strings, got NoneType"),
-    ([b"wait"], "texts must hold only strings, got bytes at index 0"),
-])
+@pytest.mark.parametrize(
+    "texts,msg",
+    [
+        ("Wait, let me check.", "texts must be a list or tuple"),
+        (None, "texts must be a list or tuple"),
+        (iter(["wait"]), "texts must be a list or tuple"),
+        (["ok", None], "texts must hold only strings, got NoneType"),
+        ([b"wait"], "texts must hold only strings, got bytes at index 0"),
+    ],
+)
 def test_bad_texts(texts, msg):
     with pytest.raises(ValueError, match=msg):
         reflection_counts(texts)
@@ -270,46 +339,71 @@ def test_bad_texts(texts, msg):
         behaviour_stats([1, 2], texts, [1, 0])
 
 
-@pytest.mark.parametrize("lengths,msg", [
-    ([], "lengths must hold at least one length"), ([-1, 2], r"lengths must be >= 0 \(token counts\), got -1"),
-    ([1.0, float("nan")], "lengths must be finite"), ([float("inf")], "lengths must be finite"),
-    ([[1, 2]], "lengths must have 1 dimension"), (3, "lengths must have 1 dimension"),
-    ("12", "lengths must be a real-valued tensor"), (T([1j]), "lengths must be real-valued"),
-])
+@pytest.mark.parametrize(
+    "lengths,msg",
+    [
+        ([], "lengths must hold at least one length"),
+        ([-1, 2], r"lengths must be >= 0 \(token counts\), got -1"),
+        ([1.0, float("nan")], "lengths must be finite"),
+        ([float("inf")], "lengths must be finite"),
+        ([[1, 2]], "lengths must have 1 dimension"),
+        (3, "lengths must have 1 dimension"),
+        ("12", "lengths must be a real-valued tensor"),
+        (T([1j]), "lengths must be real-valued"),
+    ],
+)
 def test_bad_lengths(lengths, msg):
     with pytest.raises(ValueError, match=msg):
         length_stats(lengths)
 
 
-@pytest.mark.parametrize("quantiles,msg", [
-    ([1.5], r"quantiles must lie in \[0, 1\], got 1.5"), ([0.5, -0.1], r"quantiles must lie in \[0, 1\]"),
-    ([float("nan")], "quantiles must be finite"), ([True], "quantiles must be a finite real number"),
-    (["0.5"], "quantiles must be a finite real number"), (0.5, "quantiles must be a list or tuple"),
-    ("0.5", "quantiles must be a list or tuple"), ([0.1, 0.1001], "quantiles must give distinct keys.*length_q10"),
-])
+@pytest.mark.parametrize(
+    "quantiles,msg",
+    [
+        ([1.5], r"quantiles must lie in \[0, 1\], got 1.5"),
+        ([0.5, -0.1], r"quantiles must lie in \[0, 1\]"),
+        ([float("nan")], "quantiles must be finite"),
+        ([True], "quantiles must be a finite real number"),
+        (["0.5"], "quantiles must be a finite real number"),
+        (0.5, "quantiles must be a list or tuple"),
+        ("0.5", "quantiles must be a list or tuple"),
+        ([0.1, 0.1001], "quantiles must give distinct keys.*length_q10"),
+    ],
+)
 def test_bad_quantiles(quantiles, msg):
     with pytest.raises(ValueError, match=msg):
         length_stats([1, 2, 3], quantiles)
 
 
-@pytest.mark.parametrize("x,y,msg", [
-    ([1, 2, 3], [1, 2], r"x and y must have the same shape, got \(3,\) and \(2,\)"),
-    ([[1, 2]], [1, 2], "x must have 1 dimension"), ([1, 2], [[1, 2]], "y must have 1 dimension"),
-    ([1, float("nan")], [1, 2], "x must be finite"), ([1, 2], [float("inf"), 2], "y must be finite"),
-    ("ab", [1, 2], "x must be a real-valued tensor"),
-])
+@pytest.mark.parametrize(
+    "x,y,msg",
+    [
+        ([1, 2, 3], [1, 2], r"x and y must have the same shape, got \(3,\) and \(2,\)"),
+        ([[1, 2]], [1, 2], "x must have 1 dimension"),
+        ([1, 2], [[1, 2]], "y must have 1 dimension"),
+        ([1, float("nan")], [1, 2], "x must be finite"),
+        ([1, 2], [float("inf"), 2], "y must be finite"),
+        ("ab", [1, 2], "x must be a real-valued tensor"),
+    ],
+)
 def test_bad_pearson(x, y, msg):
     with pytest.raises(ValueError, match=msg):
         pearson(x, y)
 
 
-@pytest.mark.parametrize("lengths,success,msg", [
-    ([1, 2], [1, 0, 1], r"lengths must have shape \(3,\), one per text \(len\(texts\) = 3\), got \(2,\)"),
-    ([1, 2, 3], [1, 0], r"success must have shape \(3,\), one per text \(len\(texts\) = 3\), got \(2,\)"),
-    ([1, 2, 3], [1, 2, 0], "success must hold only 0 and 1"), ([1, 2, 3], [1, 0.5, 0], "success must hold only 0"),
-    ([1, 2, 3], [1, float("nan"), 0], "success must be finite"), ([1, 2, 3], [[1, 0, 1]], "success must have 1 dim"),
-    ([1, -2, 3], [1, 0, 1], "lengths must be >= 0"), ([1, 2, 3], "101", "success must be a real-valued tensor"),
-])
+@pytest.mark.parametrize(
+    "lengths,success,msg",
+    [
+        ([1, 2], [1, 0, 1], r"lengths must have shape \(3,\), one per text \(len\(texts\) = 3\), got \(2,\)"),
+        ([1, 2, 3], [1, 0], r"success must have shape \(3,\), one per text \(len\(texts\) = 3\), got \(2,\)"),
+        ([1, 2, 3], [1, 2, 0], "success must hold only 0 and 1"),
+        ([1, 2, 3], [1, 0.5, 0], "success must hold only 0"),
+        ([1, 2, 3], [1, float("nan"), 0], "success must be finite"),
+        ([1, 2, 3], [[1, 0, 1]], "success must have 1 dim"),
+        ([1, -2, 3], [1, 0, 1], "lengths must be >= 0"),
+        ([1, 2, 3], "101", "success must be a real-valued tensor"),
+    ],
+)
 def test_bad_behaviour_stats(lengths, success, msg):
     with pytest.raises(ValueError, match=msg):
         behaviour_stats(lengths, ["wait", "ok", "hmm"], success)
@@ -324,8 +418,8 @@ def _ref_diversity(texts, success, g):
     """Per group, by counting: distinct correct texts, distinct share, top share; then the means."""
     out = {"distinct_correct": [], "distinct_frac": [], "top_share": []}
     for start in range(0, len(texts), g):
-        group = [t.strip() for t in texts[start:start + g]]
-        right = [t for t, ok in zip(group, success[start:start + g]) if ok]
+        group = [t.strip() for t in texts[start : start + g]]
+        right = [t for t, ok in zip(group, success[start : start + g]) if ok]
         out["distinct_correct"].append(len(set(right)))
         out["distinct_frac"].append(len(set(group)) / g)
         out["top_share"].append(max(group.count(t) for t in group) / g)
@@ -334,8 +428,11 @@ def _ref_diversity(texts, success, g):
 
 def test_diversity_stats_hand_and_reference():
     texts = [" a", "a ", "b", "c", "x", "x", "x", "x"]  # surrounding whitespace does not make a text different
-    assert diversity_stats(texts, [1, 1, 1, 0, 0, 0, 0, 0], 4) == {"distinct_correct": 1.0, "distinct_frac": 0.5,
-                                                                   "top_share": 0.75}
+    assert diversity_stats(texts, [1, 1, 1, 0, 0, 0, 0, 0], 4) == {
+        "distinct_correct": 1.0,
+        "distinct_frac": 0.5,
+        "top_share": 0.75,
+    }
     rng = random.Random(0)
     for _ in range(20):
         g = rng.randint(1, 6)

@@ -44,6 +44,7 @@ def gsm8k_dir() -> Path:
 
 # ---------------------------------------------------------------- GSM8K
 
+
 def test_gsm8k_local_files(gsm8k_dir):
     train, test = load_gsm8k("train", path=gsm8k_dir), load_gsm8k("test", path=gsm8k_dir)
     assert (len(train), len(test)) == (7473, 1319)
@@ -77,8 +78,10 @@ def test_gsm8k_hub_path_uses_datasets(monkeypatch):
 
     def fake_load_dataset(name, config, split):
         calls.append((name, config, split))
-        return [{"question": " Q? ", "answer": "2 + 2 = <<2+2=4>>4\n#### 4"},
-                {"question": "R?", "answer": "#### -1,200"}]
+        return [
+            {"question": " Q? ", "answer": "2 + 2 = <<2+2=4>>4\n#### 4"},
+            {"question": "R?", "answer": "#### -1,200"},
+        ]
 
     monkeypatch.delenv("QAE_LAB_GSM8K_DIR", raising=False)
     monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
@@ -115,8 +118,10 @@ FILE_ERRORS = [
     # a blank line 3 is skipped but counted
     (_GOOD * 2 + "\n" + '{"question": "q", "answer": "#### 1"\n', r"line 4: not JSON \(.*column"),
     (_GOOD + "#### 5\n", r"line 2: not JSON"),
-    (_GOOD * 2 + json.dumps({"question": "q", "solution": "#### 1"}) + "\n",
-     r"line 3: no field 'answer' \(fields: question, solution\)"),
+    (
+        _GOOD * 2 + json.dumps({"question": "q", "solution": "#### 1"}) + "\n",
+        r"line 3: no field 'answer' \(fields: question, solution\)",
+    ),
     (json.dumps({"answer": "#### 1"}) + "\n", r"line 1: no field 'question' \(fields: answer\)"),
     (json.dumps({}) + "\n", r"line 1: no field 'question' \(fields: none\)"),
     (_GOOD + json.dumps({"question": "q", "answer": 72}) + "\n", r"line 2: field 'answer' must be a str, got int"),
@@ -124,10 +129,14 @@ FILE_ERRORS = [
     (_GOOD + json.dumps(["q", "#### 1"]) + "\n", r"line 2: not a JSON object .*got list"),
     (_GOOD * 6 + json.dumps({"question": "q", "answer": "72"}) + "\n", r"line 7: field 'answer': .*####"),
     # golds the rewards' reader cannot read are refused here, not half-way through training
-    (_GOOD * 2 + json.dumps({"question": "q", "answer": "#### " + "1" * 31}) + "\n",
-     r"line 3: field 'answer': .*at most 30.*got '1{31}'"),
-    (_GOOD + json.dumps({"question": "q", "answer": "1 + 2 = 3\n#### 1,2,3"}) + "\n",
-     r"line 2: field 'answer': .*thousands commas well-formed.*got '1,2,3'"),
+    (
+        _GOOD * 2 + json.dumps({"question": "q", "answer": "#### " + "1" * 31}) + "\n",
+        r"line 3: field 'answer': .*at most 30.*got '1{31}'",
+    ),
+    (
+        _GOOD + json.dumps({"question": "q", "answer": "1 + 2 = 3\n#### 1,2,3"}) + "\n",
+        r"line 2: field 'answer': .*thousands commas well-formed.*got '1,2,3'",
+    ),
     (json.dumps({"question": "q", "answer": "#### 1,,000"}) + "\n", r"line 1: field 'answer': .*got '1,,000'"),
     (json.dumps({"question": "q", "answer": "#### ٣"}) + "\n", r"line 1: field 'answer': .*digits 0-9"),
     (json.dumps({"question": "q", "answer": "#### 5 kg"}) + "\n", r"line 1: field 'answer': .*got '5 kg'"),
@@ -136,10 +145,28 @@ FILE_ERRORS = [
 ]
 
 
-@pytest.mark.parametrize("text, error", FILE_ERRORS, ids=[
-    "not-json-after-blank-line", "bare-text", "no-answer", "no-question", "empty-object", "answer-int",
-    "question-list", "row-list", "no-marker", "gold-31-digits", "gold-commas-1,2,3", "gold-commas-1,,000",
-    "gold-arabic-indic-digit", "gold-unit", "gold-decimal", "gold-fraction"])
+@pytest.mark.parametrize(
+    "text, error",
+    FILE_ERRORS,
+    ids=[
+        "not-json-after-blank-line",
+        "bare-text",
+        "no-answer",
+        "no-question",
+        "empty-object",
+        "answer-int",
+        "question-list",
+        "row-list",
+        "no-marker",
+        "gold-31-digits",
+        "gold-commas-1,2,3",
+        "gold-commas-1,,000",
+        "gold-arabic-indic-digit",
+        "gold-unit",
+        "gold-decimal",
+        "gold-fraction",
+    ],
+)
 def test_gsm8k_file_errors_name_file_line_and_field(tmp_path, text, error):
     file = _write_train(tmp_path, text)
     with pytest.raises(ValueError, match=re.escape(str(file)) + " " + error):
@@ -211,26 +238,47 @@ def test_gsm8k_gold_matches_reference_on_gsm8k(gsm8k_dir):
             assert _outcome(gsm8k_gold, a + " \n") == _outcome(_gsm8k_gold_reference, a + " \n")
 
 
-@pytest.mark.parametrize("answer", [
-    "#### 72", "x\n####72", "#### 1,000\n", "####\t-3 \n\n", "#### 007", "####", "#### ", "####\n", "no marker",
-    "#### 5 ####", "##### 5", "#### 5\n#### 6", "#### 1 2", "#### 1.5", "#### \u00a05\u2003", "#### --3",
-    "# ### 5", "#### " + "9" * 30,
-])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "#### 72",
+        "x\n####72",
+        "#### 1,000\n",
+        "####\t-3 \n\n",
+        "#### 007",
+        "####",
+        "#### ",
+        "####\n",
+        "no marker",
+        "#### 5 ####",
+        "##### 5",
+        "#### 5\n#### 6",
+        "#### 1 2",
+        "#### 1.5",
+        "#### \u00a05\u2003",
+        "#### --3",
+        "# ### 5",
+        "#### " + "9" * 30,
+    ],
+)
 def test_gsm8k_gold_matches_reference_by_hand(answer):
     assert _outcome(gsm8k_gold, answer) == _outcome(_gsm8k_gold_reference, answer)
 
 
-@pytest.mark.parametrize("answer, reference, now", [
-    # where the loader now follows the rewards' reader (qae_lab.task.answers.gold_value) instead of int()
-    ("#### " + "9" * 31, "9" * 31, ValueError),       # more than MAX_DIGITS: the reward would raise mid-run
-    ("#### 1,2,3", "123", ValueError),                 # malformed thousands commas
-    ("#### 1,,0", "10", ValueError),
-    ("#### 12,34", "1234", ValueError),
-    ("#### ٣", "3", ValueError),                       # an Arabic-Indic digit: no number to the reader
-    ("#### +3", ValueError, "3"),                     # the reader reads a sign and a currency symbol
-    ("#### $1,000", ValueError, "1000"),
-    ("#### 2.0", ValueError, "2"),                    # an integer written with decimals
-])
+@pytest.mark.parametrize(
+    "answer, reference, now",
+    [
+        # where the loader now follows the rewards' reader (qae_lab.task.answers.gold_value) instead of int()
+        ("#### " + "9" * 31, "9" * 31, ValueError),  # more than MAX_DIGITS: the reward would raise mid-run
+        ("#### 1,2,3", "123", ValueError),  # malformed thousands commas
+        ("#### 1,,0", "10", ValueError),
+        ("#### 12,34", "1234", ValueError),
+        ("#### ٣", "3", ValueError),  # an Arabic-Indic digit: no number to the reader
+        ("#### +3", ValueError, "3"),  # the reader reads a sign and a currency symbol
+        ("#### $1,000", ValueError, "1000"),
+        ("#### 2.0", ValueError, "2"),  # an integer written with decimals
+    ],
+)
 def test_gsm8k_gold_is_the_rewards_reading(answer, reference, now):
     assert _outcome(_gsm8k_gold_reference, answer) == reference
     assert _outcome(gsm8k_gold, answer) == now
@@ -252,7 +300,7 @@ def test_gsm8k_loader_refuses_nothing_real(gsm8k_dir):
     for split in ("train", "test"):
         with (gsm8k_dir / f"{split}.jsonl").open(encoding="utf-8") as f:
             answers = [json.loads(line)["answer"] for line in f if line.strip()]
-        old = [str(int(a[a.find("####") + 4:].strip().replace(",", ""))) for a in answers]
+        old = [str(int(a[a.find("####") + 4 :].strip().replace(",", ""))) for a in answers]
         records = load_gsm8k(split, path=gsm8k_dir)
         assert [r["gold"] for r in records] == old
         assert all(gold_value(r["gold"]) == int(g) for r, g in zip(records, old))
@@ -309,6 +357,7 @@ def test_synthetic_task_is_deterministic_and_validated():
 
 # ---------------------------------------------------------------- prompts
 
+
 def test_chat_messages_and_xml_completion():
     rec = synthetic_task(1, seed=0)[0]
     msgs = chat_messages(rec)
@@ -324,8 +373,10 @@ def test_prompt_text_uses_the_chat_template():
     tok = build_tokenizer()
     rec = synthetic_task(1, seed=0)[0]
     text = prompt_text(rec, tok)
-    assert text == (f"<|im_start|>system\n{SYSTEM_PROMPT}<|im_end|>\n<|im_start|>user\n{rec['question']}<|im_end|>\n"
-                    "<|im_start|>assistant\n")
+    assert text == (
+        f"<|im_start|>system\n{SYSTEM_PROMPT}<|im_end|>\n<|im_start|>user\n{rec['question']}<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
 
     class NoTemplate:
         chat_template = None

@@ -20,6 +20,7 @@ from qae_lab.task.evaluate import EvalResult, evaluate, pass_at_k
 
 # ---------------------------------------------------------------- pass@k: hand cases
 
+
 def test_pass_at_k_hand():
     assert pass_at_k(8, 0, 1) == 0.0 and pass_at_k(8, 0, 8) == 0.0
     assert pass_at_k(8, 8, 1) == 1.0 and pass_at_k(8, 8, 8) == 1.0
@@ -32,6 +33,7 @@ def test_pass_at_k_hand():
 
 
 # ---------------------------------------------------------------- pass@k: brute force
+
 
 def brute_force_pass_at_k(n: int, c: int, k: int) -> Fraction:
     """The fraction of k-subsets of n samples (the first c correct) holding a correct one."""
@@ -64,10 +66,22 @@ def test_pass_at_k_monotone_in_k_and_c(nck):
         assert pass_at_k(n, c + 1, k) >= p
 
 
-@pytest.mark.parametrize("n,c,k,name", [
-    (0, 0, 1, "n"), (-1, 0, 1, "n"), (8, -1, 1, "c"), (8, 9, 1, "c"), (8, 2, 0, "k"), (8, 2, 9, "k"),
-    (8.0, 2, 1, "n"), (8, 2.5, 1, "c"), (8, 2, True, "k"), ("8", 2, 1, "n"), (8, None, 1, "c"),
-])
+@pytest.mark.parametrize(
+    "n,c,k,name",
+    [
+        (0, 0, 1, "n"),
+        (-1, 0, 1, "n"),
+        (8, -1, 1, "c"),
+        (8, 9, 1, "c"),
+        (8, 2, 0, "k"),
+        (8, 2, 9, "k"),
+        (8.0, 2, 1, "n"),
+        (8, 2.5, 1, "c"),
+        (8, 2, True, "k"),
+        ("8", 2, 1, "n"),
+        (8, None, 1, "c"),
+    ],
+)
 def test_pass_at_k_bad_input(n, c, k, name):
     with pytest.raises(ValueError, match=rf"^{name} must"):
         pass_at_k(n, c, k)
@@ -75,14 +89,24 @@ def test_pass_at_k_bad_input(n, c, k, name):
 
 # ---------------------------------------------------------------- end to end, a tiny model
 
+
 def test_evaluate_end_to_end_tiny_model(tiny_qwen2, tmp_path):
     model, tok = tiny_qwen2
     records = synthetic_task(3, levels=(1, 2), seed=1) + [
-        {"id": "gsm8k-test-0", "question": "A pen costs 3 dollars. What do 4 pens cost?", "gold": "12", "level": None}]
+        {"id": "gsm8k-test-0", "question": "A pen costs 3 dollars. What do 4 pens cost?", "gold": "12", "level": None}
+    ]
     kw = {"num_samples": 2, "ks": (1, 2), "max_new_tokens": 4, "batch_size": 4, "progress": False}
     res = evaluate(model, tok, records, **kw)
-    assert set(res.summary) == {"n_problems", "n_samples", "greedy_pass@1", "pass@1", "pass@2", "extracted_frac",
-                                "distinct_correct", "top_share"}
+    assert set(res.summary) == {
+        "n_problems",
+        "n_samples",
+        "greedy_pass@1",
+        "pass@1",
+        "pass@2",
+        "extracted_frac",
+        "distinct_correct",
+        "top_share",
+    }
     assert res.summary["n_problems"] == 4 and sorted(res.by_level) == [0, 1, 2]
     assert [p["id"] for p in res.problems] == [r["id"] for r in records]
     assert all(len(p["samples"]) == 2 for p in res.problems) and len(res.success_rates()) == 4
@@ -91,6 +115,7 @@ def test_evaluate_end_to_end_tiny_model(tiny_qwen2, tmp_path):
 
 
 # ---------------------------------------------------------------- evaluate's bookkeeping, stubbed generator
+
 
 class FakeTokenizer:
     """Just enough for qae_lab.task.data.prompt_text: the 'prompt' is the question itself."""
@@ -102,14 +127,17 @@ class FakeTokenizer:
 
 
 RECORDS = synthetic_task(4, levels=(1, 2), seed=11) + [
-    {"id": "gsm8k-test-5", "question": "How many legs do 3 cats have?", "gold": "12", "level": None}]
+    {"id": "gsm8k-test-5", "question": "How many legs do 3 cats have?", "gold": "12", "level": None}
+]
 # per problem: greedy right?, and (right, wrong, unformatted) among its n = 4 samples
 #        level    greedy   c   samples
-PLAN = [(1, False, 0, ["wrong", "wrong", "junk", "wrong"]),
-        (2, True, 1, ["wrong", "right", "wrong", "junk"]),
-        (1, False, 2, ["right", "wrong", "right", "junk"]),
-        (2, True, 4, ["right", "right", "right", "right"]),
-        (0, True, 3, ["right", "junk", "right", "right"])]
+PLAN = [
+    (1, False, 0, ["wrong", "wrong", "junk", "wrong"]),
+    (2, True, 1, ["wrong", "right", "wrong", "junk"]),
+    (1, False, 2, ["right", "wrong", "right", "junk"]),
+    (2, True, 4, ["right", "right", "right", "right"]),
+    (0, True, 3, ["right", "junk", "right", "right"]),
+]
 
 
 def completion(record: dict, kind: str) -> str:
@@ -129,8 +157,11 @@ def stub(monkeypatch):
         out = []
         for p in prompts:
             rec, (_, greedy_right, _, kinds) = by_question[p]
-            out.append([completion(rec, k) for k in kinds] if do_sample
-                       else [completion(rec, "right" if greedy_right else "wrong")])
+            out.append(
+                [completion(rec, k) for k in kinds]
+                if do_sample
+                else [completion(rec, "right" if greedy_right else "wrong")]
+            )
         return out
 
     monkeypatch.setattr(ev, "generate", fake_generate)
@@ -139,8 +170,19 @@ def stub(monkeypatch):
 
 def test_evaluate_bookkeeping_hand(stub):
     assert [r["level"] for r in RECORDS] == [p[0] or None for p in PLAN]
-    res = evaluate(None, FakeTokenizer(), RECORDS, num_samples=4, ks=(4, 1, 2), temperature=0.7, top_p=0.9,
-                   max_new_tokens=32, batch_size=2, seed=3, progress=False)
+    res = evaluate(
+        None,
+        FakeTokenizer(),
+        RECORDS,
+        num_samples=4,
+        ks=(4, 1, 2),
+        temperature=0.7,
+        top_p=0.9,
+        max_new_tokens=32,
+        batch_size=2,
+        seed=3,
+        progress=False,
+    )
     # one greedy pass, then one sampled pass, with the options passed through
     assert [(c["num_samples"], c["do_sample"]) for c in stub] == [(1, False), (4, True)]
     assert stub[1]["temperature"] == 0.7 and stub[1]["top_p"] == 0.9 and stub[1]["seed"] == 3
@@ -159,30 +201,64 @@ def test_evaluate_bookkeeping_hand(stub):
 
     # diversity, counted here from the judged samples: different right texts, and the most frequent text's share
     for summary, problems in [(res.summary, res.problems)] + [
-            (res.by_level[lv], [p for p in res.problems if p["level"] == lv]) for lv in res.by_level]:
+        (res.by_level[lv], [p for p in res.problems if p["level"] == lv]) for lv in res.by_level
+    ]:
         texts = [[s["completion"].strip() for s in p["samples"]] for p in problems]
         right = [{t for t, s in zip(ts, p["samples"]) if s["correct"]} for ts, p in zip(texts, problems)]
         assert summary.pop("distinct_correct") == pytest.approx(sum(map(len, right)) / len(problems))
-        assert summary.pop("top_share") == pytest.approx(sum(max(map(ts.count, ts)) / 4 for ts in texts) / len(problems))
+        assert summary.pop("top_share") == pytest.approx(
+            sum(max(map(ts.count, ts)) / 4 for ts in texts) / len(problems)
+        )
     # pass@2 per problem, 1 - C(4-c, 2)/C(4, 2): c=0 -> 0, 1 -> 1/2, 2 -> 5/6, 3 -> 1, 4 -> 1
-    assert res.summary == pytest.approx({
-        "n_problems": 5, "n_samples": 4,
-        "greedy_pass@1": 3 / 5,
-        "pass@1": (0 + 0.25 + 0.5 + 1 + 0.75) / 5,
-        "pass@2": (0 + 1 / 2 + 5 / 6 + 1 + 1) / 5,
-        "pass@4": 4 / 5,
-        "extracted_frac": 16 / 20,
-    }, abs=1e-12)
+    assert res.summary == pytest.approx(
+        {
+            "n_problems": 5,
+            "n_samples": 4,
+            "greedy_pass@1": 3 / 5,
+            "pass@1": (0 + 0.25 + 0.5 + 1 + 0.75) / 5,
+            "pass@2": (0 + 1 / 2 + 5 / 6 + 1 + 1) / 5,
+            "pass@4": 4 / 5,
+            "extracted_frac": 16 / 20,
+        },
+        abs=1e-12,
+    )
     assert list(res.by_level) == [0, 1, 2]
-    assert res.by_level[1] == pytest.approx({"n_problems": 2, "n_samples": 4, "greedy_pass@1": 0.0,
-                                             "pass@1": 0.25, "pass@2": 5 / 12, "pass@4": 0.5,
-                                             "extracted_frac": 6 / 8}, abs=1e-12)
-    assert res.by_level[2] == pytest.approx({"n_problems": 2, "n_samples": 4, "greedy_pass@1": 1.0,
-                                             "pass@1": 0.625, "pass@2": 0.75, "pass@4": 1.0,
-                                             "extracted_frac": 7 / 8}, abs=1e-12)
-    assert res.by_level[0] == pytest.approx({"n_problems": 1, "n_samples": 4, "greedy_pass@1": 1.0,
-                                             "pass@1": 0.75, "pass@2": 1.0, "pass@4": 1.0,
-                                             "extracted_frac": 3 / 4}, abs=1e-12)
+    assert res.by_level[1] == pytest.approx(
+        {
+            "n_problems": 2,
+            "n_samples": 4,
+            "greedy_pass@1": 0.0,
+            "pass@1": 0.25,
+            "pass@2": 5 / 12,
+            "pass@4": 0.5,
+            "extracted_frac": 6 / 8,
+        },
+        abs=1e-12,
+    )
+    assert res.by_level[2] == pytest.approx(
+        {
+            "n_problems": 2,
+            "n_samples": 4,
+            "greedy_pass@1": 1.0,
+            "pass@1": 0.625,
+            "pass@2": 0.75,
+            "pass@4": 1.0,
+            "extracted_frac": 7 / 8,
+        },
+        abs=1e-12,
+    )
+    assert res.by_level[0] == pytest.approx(
+        {
+            "n_problems": 1,
+            "n_samples": 4,
+            "greedy_pass@1": 1.0,
+            "pass@1": 0.75,
+            "pass@2": 1.0,
+            "pass@4": 1.0,
+            "extracted_frac": 3 / 4,
+        },
+        abs=1e-12,
+    )
 
 
 def test_evaluate_judges_by_the_verdict_it_is_given(monkeypatch):
@@ -202,10 +278,17 @@ def test_evaluate_judges_by_the_verdict_it_is_given(monkeypatch):
     lenient = evaluate(None, FakeTokenizer(), rec, verdict=is_correct, **kw)
     assert [s["correct"] for s in lenient.problems[0]["samples"]] == [True, True, False]
     both = evaluate(None, FakeTokenizer(), rec, lenient=is_correct, **kw)
-    assert both.problems[0]["samples"][1] == {"completion": samples[1], "extracted": rec[0]["gold"], "correct": False,
-                                              "correct_lenient": True}
-    assert both.summary == {**strict.summary, "lenient_pass@1": lenient.summary["pass@1"],
-                            "lenient_greedy_pass@1": lenient.summary["greedy_pass@1"]}
+    assert both.problems[0]["samples"][1] == {
+        "completion": samples[1],
+        "extracted": rec[0]["gold"],
+        "correct": False,
+        "correct_lenient": True,
+    }
+    assert both.summary == {
+        **strict.summary,
+        "lenient_pass@1": lenient.summary["pass@1"],
+        "lenient_greedy_pass@1": lenient.summary["greedy_pass@1"],
+    }
     assert both.by_level == strict.by_level  # the lenient figures are overall only
     for bad in ({"verdict": "strict"}, {"verdict": None}, {"lenient": "yes"}):
         with pytest.raises(ValueError, match="verdict"):
@@ -237,15 +320,31 @@ def test_to_json_round_trip(stub, tmp_path):
 
 # ---------------------------------------------------------------- bad input
 
-@pytest.mark.parametrize("kwargs,name", [
-    ({"num_samples": 0}, "num_samples"), ({"num_samples": 2.0}, "num_samples"),
-    ({"ks": (1, 9)}, "ks"), ({"ks": (0,)}, "ks"), ({"ks": (1.5,)}, "ks"), ({"ks": "8"}, "ks"), ({"ks": None}, "ks"),
-    ({"temperature": 0}, "temperature"), ({"temperature": -1.0}, "temperature"),
-    ({"temperature": float("nan")}, "temperature"), ({"temperature": float("inf")}, "temperature"),
-    ({"top_p": 0}, "top_p"), ({"top_p": 1.5}, "top_p"), ({"top_p": "0.9"}, "top_p"),
-    ({"max_new_tokens": 0}, "max_new_tokens"), ({"batch_size": 0}, "batch_size"), ({"batch_size": True}, "batch_size"),
-    ({"seed": -1}, "seed"), ({"greedy": 1}, "greedy"),
-])
+
+@pytest.mark.parametrize(
+    "kwargs,name",
+    [
+        ({"num_samples": 0}, "num_samples"),
+        ({"num_samples": 2.0}, "num_samples"),
+        ({"ks": (1, 9)}, "ks"),
+        ({"ks": (0,)}, "ks"),
+        ({"ks": (1.5,)}, "ks"),
+        ({"ks": "8"}, "ks"),
+        ({"ks": None}, "ks"),
+        ({"temperature": 0}, "temperature"),
+        ({"temperature": -1.0}, "temperature"),
+        ({"temperature": float("nan")}, "temperature"),
+        ({"temperature": float("inf")}, "temperature"),
+        ({"top_p": 0}, "top_p"),
+        ({"top_p": 1.5}, "top_p"),
+        ({"top_p": "0.9"}, "top_p"),
+        ({"max_new_tokens": 0}, "max_new_tokens"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"batch_size": True}, "batch_size"),
+        ({"seed": -1}, "seed"),
+        ({"greedy": 1}, "greedy"),
+    ],
+)
 def test_evaluate_bad_options(kwargs, name, stub):
     with pytest.raises(ValueError, match=rf"^{name} must"):
         evaluate(None, FakeTokenizer(), RECORDS, **kwargs)

@@ -18,7 +18,7 @@ def test_embedded_loads_offline_and_generates():
     rec = synthetic_task(1, levels=(1,), seed=0)[0]
     batch = tok([prompt_text(rec, tok)], return_tensors="pt", add_special_tokens=False)
     out = model.generate(**batch, max_new_tokens=40, do_sample=False, pad_token_id=tok.pad_token_id)
-    text = tok.decode(out[0, batch["input_ids"].shape[1]:], skip_special_tokens=True)
+    text = tok.decode(out[0, batch["input_ids"].shape[1] :], skip_special_tokens=True)
     assert text.startswith("<reasoning>\n") and "<answer>" in text  # it learned the format
 
 

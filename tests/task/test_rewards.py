@@ -31,8 +31,14 @@ from qae_lab.task.rewards import (
 from qae_lab.task.verify import available as math_verify_available
 from qae_lab.task.verify import math_verify_reward
 
-REWARD_FNS = [strict_correctness_reward, correctness_reward, strict_format_reward, soft_format_reward,
-              composite_reward, strict_composite_reward]
+REWARD_FNS = [
+    strict_correctness_reward,
+    correctness_reward,
+    strict_format_reward,
+    soft_format_reward,
+    composite_reward,
+    strict_composite_reward,
+]
 GOOD = "<reasoning>\n3 + 4 = 7\n</reasoning>\n<answer>\n7\n</answer>"
 GARBAGE = GOOD + " 1 2 3 blah"  # a correct answer, then more text
 
@@ -40,11 +46,20 @@ GARBAGE = GOOD + " 1 2 3 blah"  # a correct answer, then more text
 def call(fn, completions, gold):
     """Call a reward function the way TRL's GRPOTrainer does (all keywords, extra columns)."""
     n = len(completions)
-    return fn(prompts=["q"] * n, completions=completions, completion_ids=[[1]] * n, gold=gold,
-              question=["q"] * n, trainer_state=None, log_extra=lambda *a: None, log_metric=lambda *a: None)
+    return fn(
+        prompts=["q"] * n,
+        completions=completions,
+        completion_ids=[[1]] * n,
+        gold=gold,
+        question=["q"] * n,
+        trainer_state=None,
+        log_extra=lambda *a: None,
+        log_metric=lambda *a: None,
+    )
 
 
 # ---------------------------------------------------------------- the 0/1 rewards
+
 
 def test_trailing_garbage_after_a_correct_answer_scores_zero_in_the_reward():
     assert strict_correctness_reward([GOOD, GARBAGE, GOOD + "\n\n"], gold=["7", "7", "7"]) == [1.0, 0.0, 1.0]
@@ -84,26 +99,27 @@ def test_rewards_are_python_floats():
     assert call(correctness_reward, comps, ["2", "2"]) == [1.0, 0.0]
     assert correctness_reward([], gold=[]) == [] and strict_correctness_reward([], gold=[]) == []
 
+
 # ---------------------------------------------------------------- strict vs soft format
 
 FORMAT_CASES = [
     # (completion, strict, soft)
     (xml("one line", "7"), 1.0, 1.0),
-    (xml("step 1\nstep 2\n\nstep 3", "7"), 1.0, 1.0),                     # multi-line reasoning
-    (xml("step 1", "7 boxes\nof 3"), 1.0, 1.0),                            # multi-line answer (the DOTALL bug)
-    ("\n  " + xml("r", "7") + "\n\n", 1.0, 1.0),                            # surrounding whitespace
-    (xml("  ", "7"), 0.0, 1.0),                                            # blank reasoning
-    (xml("r", ""), 0.0, 1.0),                                              # empty answer
-    ("<reasoning>r</reasoning><answer>7</answer>", 0.0, 1.0),              # no newlines
+    (xml("step 1\nstep 2\n\nstep 3", "7"), 1.0, 1.0),  # multi-line reasoning
+    (xml("step 1", "7 boxes\nof 3"), 1.0, 1.0),  # multi-line answer (the DOTALL bug)
+    ("\n  " + xml("r", "7") + "\n\n", 1.0, 1.0),  # surrounding whitespace
+    (xml("  ", "7"), 0.0, 1.0),  # blank reasoning
+    (xml("r", ""), 0.0, 1.0),  # empty answer
+    ("<reasoning>r</reasoning><answer>7</answer>", 0.0, 1.0),  # no newlines
     ("<reasoning>\nr\n</reasoning>\n\n<answer>\n7\n</answer>", 0.0, 1.0),  # extra blank line between
-    (xml("r", "7") + " extra", 0.0, 1.0),                                  # trailing text
-    ("Sure! " + xml("r", "7"), 0.0, 1.0),                                  # leading text
-    (xml("r", "7") + "\n" + xml("r", "8"), 0.0, 1.0),                      # tags twice
+    (xml("r", "7") + " extra", 0.0, 1.0),  # trailing text
+    ("Sure! " + xml("r", "7"), 0.0, 1.0),  # leading text
+    (xml("r", "7") + "\n" + xml("r", "8"), 0.0, 1.0),  # tags twice
     (xml("mentions <answer> inside", "7"), 0.0, 1.0),
     ("<reasoning>\nr\n</reasoning>\nso\n<answer>\n7\n</answer>", 0.0, 0.0),  # text between the blocks
-    ("<answer>\n7\n</answer>\n<reasoning>\nr\n</reasoning>", 0.0, 0.0),    # wrong order
-    ("<reasoning>\nr\n</reasoning>\n<answer>\n7", 0.0, 0.0),               # unclosed answer
-    ("<reasoning>\nr\n<answer>\n7\n</answer>", 0.0, 0.0),                  # no </reasoning>
+    ("<answer>\n7\n</answer>\n<reasoning>\nr\n</reasoning>", 0.0, 0.0),  # wrong order
+    ("<reasoning>\nr\n</reasoning>\n<answer>\n7", 0.0, 0.0),  # unclosed answer
+    ("<reasoning>\nr\n<answer>\n7\n</answer>", 0.0, 0.0),  # no </reasoning>
     ("#### 7", 0.0, 0.0),
     ("", 0.0, 0.0),
 ]
@@ -125,6 +141,7 @@ def test_notebook_regex_bug_is_fixed():
 
 # ---------------------------------------------------------------- composite reward
 
+
 def test_count_reasoning_steps_hand():
     block = "<reasoning>\n48/2 = 24\nSo May had 24.\n48 + 24 = 72\n\n2 × 3\nno digits = here\n</reasoning>"
     assert count_reasoning_steps(block) == 3
@@ -143,14 +160,18 @@ def test_composite_hand_values():
     assert composite_reward([perfect], gold=["17"]) == [2.5]
     # soft only (no newlines), 1 of 4 steps, correct: 5 + 0.5 + 0.5 + 0.25 = 6.25
     soft = "<reasoning>2*3=6</reasoning><answer>6</answer>"
-    assert composite_breakdown(soft, "6") == {"correct": 1.0, "format": 0.5, "tags": 1.0, "steps": 0.25,
-                                              "total": 6.25}
+    assert composite_breakdown(soft, "6") == {"correct": 1.0, "format": 0.5, "tags": 1.0, "steps": 0.25, "total": 6.25}
     # bare "#### 6": correct only
     assert composite_reward(["#### 6"], gold=["6"]) == [5.0]
     # two answer blocks: <answer>, </answer> appear twice -> tags 2/4; format strict 0, soft 1 -> 0.5
     twice = xml("1+1=2", "5") + "\n<answer>\n6\n</answer>"
-    assert composite_breakdown(twice, "6") == {"correct": 1.0, "format": 0.5, "tags": 0.5, "steps": 0.25,
-                                               "total": 5 + 0.5 + 0.25 + 0.25}
+    assert composite_breakdown(twice, "6") == {
+        "correct": 1.0,
+        "format": 0.5,
+        "tags": 0.5,
+        "steps": 0.25,
+        "total": 5 + 0.5 + 0.25 + 0.25,
+    }
     # garbage gets 0; a lone tag earns its quarter of the tags weight only
     assert composite_reward(["", "blah 7", "</reasoning>" * 2, "\x00<<>>"], gold=["1"] * 4) == [0.0] * 4
     assert composite_reward(["<answer>"], gold=["1"]) == [0.5 / 4]
@@ -171,10 +192,20 @@ def test_composite_configurable():
         make_composite_reward([5, 1, 0.5, 1])
 
 
-@pytest.mark.parametrize("field, value", [
-    ("correct", -1.0), ("format", math.nan), ("tags", math.inf), ("steps", -0.1), ("correct", "5"),
-    ("format", True), ("max_steps", 0), ("max_steps", 2.5), ("max_steps", True),
-])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("correct", -1.0),
+        ("format", math.nan),
+        ("tags", math.inf),
+        ("steps", -0.1),
+        ("correct", "5"),
+        ("format", True),
+        ("max_steps", 0),
+        ("max_steps", 2.5),
+        ("max_steps", True),
+    ],
+)
 def test_composite_weights_validation(field, value):
     with pytest.raises(ValueError, match=field):
         CompositeWeights(**{field: value})
@@ -187,6 +218,7 @@ def test_composite_weights_frozen():
 
 # ---------------------------------------------------------------- the strict composite and the table of rewards
 
+
 def test_strict_composite_reward_judges_correctness_by_the_verdict():
     steps4 = "1+1=2\n2+2=4\n4+4=8\n8+8=16"
     perfect = xml(steps4, "16")
@@ -196,8 +228,9 @@ def test_strict_composite_reward_judges_correctness_by_the_verdict():
     assert composite_reward(["#### 16"], gold=["16"]) == [5.0]
     lenient, strict = composite_breakdown(ran_on, "16"), composite_breakdown(ran_on, "16", verdict=strict_is_correct)
     assert lenient["correct"] == 1.0 and strict["correct"] == 0.0
-    assert {k: v for k, v in lenient.items() if k not in ("correct", "total")} == \
-        {k: v for k, v in strict.items() if k not in ("correct", "total")}  # only the correctness term differs
+    assert {k: v for k, v in lenient.items() if k not in ("correct", "total")} == {
+        k: v for k, v in strict.items() if k not in ("correct", "total")
+    }  # only the correctness term differs
     assert strict_composite_reward([ran_on], gold=["16"]) == [strict["total"]] == [lenient["total"] - 5.0]
     assert strict_composite_reward.__name__ == "strict_composite_reward"  # what TRL logs it as
     with pytest.raises(ValueError, match="verdict"):
@@ -207,14 +240,32 @@ def test_strict_composite_reward_judges_correctness_by_the_verdict():
 
 
 def test_rewards_table_and_success_bands():
-    assert REWARDS == {"strict": strict_correctness_reward, "composite": strict_composite_reward,
-                       "lenient": correctness_reward, "lenient_composite": composite_reward,
-                       "math_verify": math_verify_reward}
-    assert SUCCESS_BANDS == {"strict": (0.0, 1.0), "composite": (2.5, 5.0), "lenient": (0.0, 1.0),
-                             "lenient_composite": (2.5, 5.0), "math_verify": (0.0, 1.0)}
+    assert REWARDS == {
+        "strict": strict_correctness_reward,
+        "composite": strict_composite_reward,
+        "lenient": correctness_reward,
+        "lenient_composite": composite_reward,
+        "math_verify": math_verify_reward,
+    }
+    assert SUCCESS_BANDS == {
+        "strict": (0.0, 1.0),
+        "composite": (2.5, 5.0),
+        "lenient": (0.0, 1.0),
+        "lenient_composite": (2.5, 5.0),
+        "math_verify": (0.0, 1.0),
+    }
     # every completion of a mixed bag: wrong ones score <= lo, correct ones >= hi, by each reward's verdict
-    texts = [GOOD, GARBAGE, xml("3+4=7\n1+1=2\n2+2=4\n4+4=8", "7"), xml("3+4=7\n1+1=2\n2+2=4\n4+4=8", "8"),
-             "<reasoning>3+4=7</reasoning><answer>7</answer>", "<answer>7</answer>", "#### 7", "", "7"]
+    texts = [
+        GOOD,
+        GARBAGE,
+        xml("3+4=7\n1+1=2\n2+2=4\n4+4=8", "7"),
+        xml("3+4=7\n1+1=2\n2+2=4\n4+4=8", "8"),
+        "<reasoning>3+4=7</reasoning><answer>7</answer>",
+        "<answer>7</answer>",
+        "#### 7",
+        "",
+        "7",
+    ]
     for name, fn in REWARDS.items():
         if name == "math_verify" and not math_verify_available():
             continue  # the optional verify extra (tests/task/test_verify.py)
@@ -228,9 +279,39 @@ def test_rewards_table_and_success_bands():
 
 # ---------------------------------------------------------------- fuzzing: never raise, finite floats
 
-FRAGMENTS = ["<answer>", "</answer>", "<reasoning>", "</reasoning>", "\n", " ", "0", "1", "7", "42", ",", "$",
-             "####", "\\boxed{", "}", "{", "/", "-", "−", ".", "**", "%", "=", "The answer is ", "A:",
-             "\\frac{", "{,}", "dollars", "e", "+", "×"]
+FRAGMENTS = [
+    "<answer>",
+    "</answer>",
+    "<reasoning>",
+    "</reasoning>",
+    "\n",
+    " ",
+    "0",
+    "1",
+    "7",
+    "42",
+    ",",
+    "$",
+    "####",
+    "\\boxed{",
+    "}",
+    "{",
+    "/",
+    "-",
+    "−",
+    ".",
+    "**",
+    "%",
+    "=",
+    "The answer is ",
+    "A:",
+    "\\frac{",
+    "{,}",
+    "dollars",
+    "e",
+    "+",
+    "×",
+]
 fuzz_text = st.one_of(st.text(), st.lists(st.sampled_from(FRAGMENTS), max_size=40).map("".join))
 
 
@@ -249,11 +330,22 @@ def test_never_raises_and_stays_in_range(text):
 
 # ---------------------------------------------------------------- performance guard
 
-@pytest.mark.parametrize("adversarial", [
-    "<reasoning>\n" + "x\n</reasoning>\n<answer>\n" * 4_000, "</reasoning> " * 8_000, "<reasoning>" * 9_000,
-    "<reasoning>\n" + "1 + 1\n" * 16_000 + "</reasoning>", "</reasoning>" + " " * 100_000 + "x",
-    "<answer>" * 12_500, "1," * 50_000, "#### " * 20_000, "1e" * 50_000, "1\\," * 33_000,
-])
+
+@pytest.mark.parametrize(
+    "adversarial",
+    [
+        "<reasoning>\n" + "x\n</reasoning>\n<answer>\n" * 4_000,
+        "</reasoning> " * 8_000,
+        "<reasoning>" * 9_000,
+        "<reasoning>\n" + "1 + 1\n" * 16_000 + "</reasoning>",
+        "</reasoning>" + " " * 100_000 + "x",
+        "<answer>" * 12_500,
+        "1," * 50_000,
+        "#### " * 20_000,
+        "1e" * 50_000,
+        "1\\," * 33_000,
+    ],
+)
 def test_no_catastrophic_backtracking(adversarial):
     start = time.perf_counter()
     for fn in REWARD_FNS:

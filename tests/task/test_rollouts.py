@@ -34,9 +34,17 @@ def embedded():
 def tiny(embedded):
     """A random 2-layer Qwen2 on the embedded tokenizer's vocabulary (high entropy everywhere)."""
     tok = embedded[1]
-    cfg = transformers.Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                                   pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+    cfg = transformers.Qwen2Config(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
     torch.manual_seed(0)
     return transformers.Qwen2ForCausalLM(cfg).double(), tok
 
@@ -69,6 +77,7 @@ def loop_entropies(model, tok, records, ids, mask, top_k=None, temperature=1.0) 
 
 
 # ---------------------------------------------------------------- entropies
+
 
 def test_entropies_match_per_position_loop(tiny, ragged):
     model, tok = tiny
@@ -110,6 +119,7 @@ def test_completion_mask_hand():
 
 # ---------------------------------------------------------------- sampling
 
+
 def test_sample_groups_on_the_embedded_model(embedded):
     model, tok = embedded
     records = synthetic_task(3, seed=0)
@@ -125,8 +135,9 @@ def test_sample_groups_on_the_embedded_model(embedded):
     assert bool((last[ended] == tok.eos_token_id).all())
     assert bool((ro.completion_ids[ro.mask == 0] == tok.pad_token_id).all())
     # the same completions as sampling.generate with the same options and seeding
-    same = generate(model, tok, ro.prompts, num_samples=4, do_sample=True, max_new_tokens=40, batch_size=2, seed=3,
-                    progress=False)
+    same = generate(
+        model, tok, ro.prompts, num_samples=4, do_sample=True, max_new_tokens=40, batch_size=2, seed=3, progress=False
+    )
     assert [c for group in same for c in group] == ro.completions
     golds = [r["gold"] for r in records for _ in range(4)]
     assert ro.rewards.tolist() == [float(strict_is_correct(c, g)) for c, g in zip(ro.completions, golds)]
@@ -157,13 +168,15 @@ def test_sample_groups_rewards_only_answers_that_end_the_completion(embedded, mo
 
 # ---------------------------------------------------------------- top-k errors and uncertain tokens
 
+
 def test_top_k_errors_hand():
     z = torch.log(torch.tensor([[[0.5, 0.25, 0.25, 0.0], [0.25, 0.25, 0.25, 0.25]]]))  # V = 4, -inf allowed
     out = top_k_errors(z, torch.tensor([[1, 0]]), [1, 2, 4])  # the uniform row is padding
     assert out["k"] == [1, 2, 4]
     # exact H = 1.5 log 2 = 0.75 log 4; top-1: 0; top-2 renormalised {2/3, 1/3}
     h_top2 = -(2 / 3 * torch.log(torch.tensor(2 / 3)) + 1 / 3 * torch.log(torch.tensor(1 / 3))) / torch.log(
-        torch.tensor(4.0))
+        torch.tensor(4.0)
+    )
     assert out["mean_abs"] == pytest.approx([0.75, 0.75 - h_top2.item(), 0.0], abs=1e-6)
     assert out["mean_signed"] == pytest.approx([-0.75, h_top2.item() - 0.75, 0.0], abs=1e-6)
     assert out["tail_mass"] == pytest.approx([0.5, 0.25, 0.0], abs=1e-6)
@@ -183,15 +196,27 @@ def test_uncertain_tokens_hand():
     h = torch.tensor([[0.2, 0.5, 0.4, 0.9], [0.1, 0.3, 0.0, 0.7]])
     mask = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]])
     assert uncertain_tokens(h, ids, mask, Tok(), min_count=1) == [
-        ("d", pytest.approx(0.9), 1), ("c", pytest.approx(0.3), 3), ("b", pytest.approx(0.2), 3)]
+        ("d", pytest.approx(0.9), 1),
+        ("c", pytest.approx(0.3), 3),
+        ("b", pytest.approx(0.2), 3),
+    ]
     assert [r[0] for r in uncertain_tokens(h, ids, mask, Tok(), n=1, min_count=2)] == ["c"]
 
 
 # ---------------------------------------------------------------- bad input
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"group_size": 1}, "group_size"), ({"temperature": 0.0}, "temperature"), ({"top_p": 1.5}, "top_p"),
-    ({"max_new_tokens": 0}, "max_new_tokens"), ({"seed": -1}, "seed"), ({"records": []}, "records")])
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"group_size": 1}, "group_size"),
+        ({"temperature": 0.0}, "temperature"),
+        ({"top_p": 1.5}, "top_p"),
+        ({"max_new_tokens": 0}, "max_new_tokens"),
+        ({"seed": -1}, "seed"),
+        ({"records": []}, "records"),
+    ],
+)
 def test_sample_groups_bad_input(embedded, kwargs, match):
     model, tok = embedded
     args = {"records": synthetic_task(1), "group_size": 2, **kwargs}
@@ -204,11 +229,17 @@ def test_entropies_bad_input(tiny, ragged):
     records, ids, mask = ragged
     holes = mask.clone()
     holes[0, 2] = 0
-    cases = [((records, ids.float(), mask), {}, "completion_ids"), ((records, ids, mask[:, :3]), {}, "mask"),
-             ((records, ids, holes), {}, "right-padded"), ((records + records[:1], ids, mask), {}, "divide"),
-             (("a prompt", ids, mask), {}, "prompts"), ((records, ids, mask), {"top_k": 0}, "top_k"),
-             ((records, ids, mask), {"temperature": -1.0}, "temperature"),
-             ((records, ids + len(tok), mask), {}, "vocabulary"), ((records, ids, mask), {"batch_size": 0}, "batch")]
+    cases = [
+        ((records, ids.float(), mask), {}, "completion_ids"),
+        ((records, ids, mask[:, :3]), {}, "mask"),
+        ((records, ids, holes), {}, "right-padded"),
+        ((records + records[:1], ids, mask), {}, "divide"),
+        (("a prompt", ids, mask), {}, "prompts"),
+        ((records, ids, mask), {"top_k": 0}, "top_k"),
+        ((records, ids, mask), {"temperature": -1.0}, "temperature"),
+        ((records, ids + len(tok), mask), {}, "vocabulary"),
+        ((records, ids, mask), {"batch_size": 0}, "batch"),
+    ]
     for args, kwargs, match in cases:
         with pytest.raises(ValueError, match=match):
             completion_entropies(model, tok, *args, **kwargs)
@@ -229,7 +260,7 @@ def loop_logps(model, tok, records, ids, mask) -> torch.Tensor:
         prompt = tok(prompt_text(records[i // group], tok), add_special_tokens=False)["input_ids"]
         n = int(mask[i].sum())
         with torch.no_grad():
-            z = model(torch.tensor([prompt + ids[i, :n].tolist()])).logits[0, len(prompt) - 1:-1]  # (n, V)
+            z = model(torch.tensor([prompt + ids[i, :n].tolist()])).logits[0, len(prompt) - 1 : -1]  # (n, V)
         out[i, :n] = torch.log_softmax(z.double(), -1).gather(-1, ids[i, :n, None]).squeeze(-1)
     return out
 
@@ -249,16 +280,19 @@ def test_logps_match_a_per_row_loop_and_carry_the_gradient(tiny, ragged):
     assert any(p.grad is not None and bool(p.grad.abs().sum() > 0) for p in model.parameters())
     z = completion_logits(model, tok, records, ids, mask, temperature=2.0)
     want = torch.log_softmax(z, -1).gather(-1, ids[..., None]).squeeze(-1) * mask
-    assert torch.allclose(completion_logps(model, tok, records, ids, mask, temperature=2.0).detach().float(), want,
-                          atol=1e-5)
+    assert torch.allclose(
+        completion_logps(model, tok, records, ids, mask, temperature=2.0).detach().float(), want, atol=1e-5
+    )
 
 
 def test_logps_bad_input(tiny, ragged):
     model, tok = tiny
     records, ids, mask = ragged
-    for args, kwargs, match in [((records, ids.float(), mask), {}, "completion_ids"),
-                                ((records, ids, mask[:, :3]), {}, "mask"),
-                                ((records, ids, mask), {"temperature": 0.0}, "temperature"),
-                                ((records, ids + len(tok), mask), {}, "vocabulary")]:
+    for args, kwargs, match in [
+        ((records, ids.float(), mask), {}, "completion_ids"),
+        ((records, ids, mask[:, :3]), {}, "mask"),
+        ((records, ids, mask), {"temperature": 0.0}, "temperature"),
+        ((records, ids + len(tok), mask), {}, "vocabulary"),
+    ]:
         with pytest.raises(ValueError, match=match):
             completion_logps(model, tok, *args, **kwargs)

@@ -22,8 +22,7 @@ def prompts(tiny_qwen2):
 
 def test_generate_shapes_and_padding_side_restored(tiny_qwen2, prompts):
     model, tok = tiny_qwen2
-    out = generate(model, tok, prompts, num_samples=3, do_sample=True, max_new_tokens=6, batch_size=2,
-                   progress=False)
+    out = generate(model, tok, prompts, num_samples=3, do_sample=True, max_new_tokens=6, batch_size=2, progress=False)
     assert len(out) == len(prompts) and all(len(s) == 3 for s in out)
     assert all(isinstance(x, str) for s in out for x in s)
     assert not any(x.startswith("<|im_start|>") or "Solve the problem" in x for s in out for x in s)  # no echo
@@ -124,10 +123,16 @@ def test_generate_progress_bar(tiny_qwen2, prompts, capsys):
 
 def test_generate_bad_input(tiny_qwen2, prompts):
     model, tok = tiny_qwen2
-    for kwargs, name in [({"num_samples": 2}, "num_samples"), ({"num_samples": 0, "do_sample": True}, "num_samples"),
-                         ({"do_sample": "yes"}, "do_sample"), ({"temperature": 0.0}, "temperature"),
-                         ({"top_p": 0.0}, "top_p"), ({"max_new_tokens": 0}, "max_new_tokens"),
-                         ({"batch_size": 0}, "batch_size"), ({"seed": 1.5}, "seed")]:
+    for kwargs, name in [
+        ({"num_samples": 2}, "num_samples"),
+        ({"num_samples": 0, "do_sample": True}, "num_samples"),
+        ({"do_sample": "yes"}, "do_sample"),
+        ({"temperature": 0.0}, "temperature"),
+        ({"top_p": 0.0}, "top_p"),
+        ({"max_new_tokens": 0}, "max_new_tokens"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"seed": 1.5}, "seed"),
+    ]:
         with pytest.raises(ValueError, match=rf"^{name} must"):
             generate(model, tok, prompts, progress=False, **kwargs)
     for bad in ([], "a prompt", [1, 2]):

@@ -44,8 +44,10 @@ def test_problems_are_deterministic_and_cycle_the_levels():
     assert {r["question"].split()[0] for r in sums_task(200, seed=1)} >= {"Add", "What", "Find"}  # several phrasings
 
 
-@pytest.mark.parametrize("kwargs, match", [({"n": 0}, "n must be"), ({"n": 2, "levels": (0,)}, "levels must be"),
-                                           ({"n": 2, "levels": ()}, "levels must be")])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [({"n": 0}, "n must be"), ({"n": 2, "levels": (0,)}, "levels must be"), ({"n": 2, "levels": ()}, "levels must be")],
+)
 def test_bad_arguments_name_themselves(kwargs, match):
     with pytest.raises(ValueError, match=match):
         sums_task(**kwargs)
@@ -82,8 +84,13 @@ def test_error_check_and_slip_rates():
     checked, slipped, reflective = [], [], []
     for rec in sums_task(5000, seed=2):
         text = sums_completion(rec, rng)
-        chain_right = all(a + b == c for a, b, c in (map(int, m) for m in _LINE.findall(
-            "\n".join(ln for ln in text.splitlines() if "check" not in ln.lower()))))
+        chain_right = all(
+            a + b == c
+            for a, b, c in (
+                map(int, m)
+                for m in _LINE.findall("\n".join(ln for ln in text.splitlines() if "check" not in ln.lower()))
+            )
+        )
         right[rec["level"]].append(chain_right)
         checked.append("check:" in text.lower())
         slipped.append(strict_format_reward([text])[0] == 0.0)

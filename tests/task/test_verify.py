@@ -50,25 +50,79 @@ def test_answer_block_reads_the_final_block_of_a_text_that_stops_there():
 
 
 def test_safe_answer_whitelist():
-    ok = ["7", "-3", "1,000", "$18.00", r"\$5", "50%", r"5\%", "3/4", r"\frac{3}{4}", r"\dfrac{1}{2}",
-          r"\boxed{12}", "x = 18", "18 apples", r"\text{18 dollars}", r"2 \times 9", "1\\,000", "a" * MAX_CHARS]
-    bad = ["", "   ", "a" * (MAX_CHARS + 1), "2^10", "5!", "(7)", "[7]", "2*3", "'7'", '"7"', "x_1", r"\sqrt{4}",
-           r"\int x", r"\sum 1", r"\frac12^{99}", "__import__('os')", "7;", "a@b", "7\u22127"]
+    ok = [
+        "7",
+        "-3",
+        "1,000",
+        "$18.00",
+        r"\$5",
+        "50%",
+        r"5\%",
+        "3/4",
+        r"\frac{3}{4}",
+        r"\dfrac{1}{2}",
+        r"\boxed{12}",
+        "x = 18",
+        "18 apples",
+        r"\text{18 dollars}",
+        r"2 \times 9",
+        "1\\,000",
+        "a" * MAX_CHARS,
+    ]
+    bad = [
+        "",
+        "   ",
+        "a" * (MAX_CHARS + 1),
+        "2^10",
+        "5!",
+        "(7)",
+        "[7]",
+        "2*3",
+        "'7'",
+        '"7"',
+        "x_1",
+        r"\sqrt{4}",
+        r"\int x",
+        r"\sum 1",
+        r"\frac12^{99}",
+        "__import__('os')",
+        "7;",
+        "a@b",
+        "7\u22127",
+    ]
     assert [s for s in ok if not safe_answer(s)] == []
     assert [s for s in bad if safe_answer(s)] == []
     with pytest.raises(ValueError, match="span must be a str"):
         safe_answer(None)
 
 
-@pytest.mark.parametrize("answer, gold, want", [
-    ("18", "18", True), ("1,000", "1000", True), ("1000", "1,000", True), ("$5", "5", True), (r"\$5", "5", True),
-    ("5.00", "5", True), (r"\boxed{5}", "5", True), (r"\frac{3}{4}", "0.75", True), ("3/4", "3/4", True),
-    ("0.75", "3/4", True), ("-3", "-3", True), ("x = 18", "18", True), ("18 apples", "18", True),
-    ("19", "18", False), ("-18", "18", False), ("0.5", "5", False), ("", "18", False),
-    # where the two readers differ (benchmarks/bench_math_verify.py): math-verify accepts a decimal within
-    # its rounding tolerance, and a percentage as either its number or its hundredths
-    ("0.333333", "1/3", True), ("50%", "50", True), ("50%", "0.5", True),
-])
+@pytest.mark.parametrize(
+    "answer, gold, want",
+    [
+        ("18", "18", True),
+        ("1,000", "1000", True),
+        ("1000", "1,000", True),
+        ("$5", "5", True),
+        (r"\$5", "5", True),
+        ("5.00", "5", True),
+        (r"\boxed{5}", "5", True),
+        (r"\frac{3}{4}", "0.75", True),
+        ("3/4", "3/4", True),
+        ("0.75", "3/4", True),
+        ("-3", "-3", True),
+        ("x = 18", "18", True),
+        ("18 apples", "18", True),
+        ("19", "18", False),
+        ("-18", "18", False),
+        ("0.5", "5", False),
+        ("", "18", False),
+        # where the two readers differ (benchmarks/bench_math_verify.py): math-verify accepts a decimal within
+        # its rounding tolerance, and a percentage as either its number or its hundredths
+        ("0.333333", "1/3", True),
+        ("50%", "50", True),
+        ("50%", "0.5", True),
+    ],
+)
 def test_verdict_hand_cases(mv, answer, gold, want):
     assert math_verify_is_correct(xml(answer), gold) is want
     assert math_verify_is_correct([{"role": "assistant", "content": xml(answer)}], gold) is want
@@ -88,8 +142,14 @@ def test_malicious_answers_score_zero_and_run_nothing(mv, tmp_path, monkeypatch)
     handed = []  # every text qae_lab hands to math-verify
     real_parse = mv.parse
     monkeypatch.setattr(mv, "parse", lambda text, *a, **k: handed.append(text) or real_parse(text, *a, **k))
-    texts = [xml(payload), xml(f"\\boxed{{{payload}}}"), xml(f"${payload}$"), xml(f"2 {payload}"),
-             xml(f"2\n#### {payload}"), f"<answer>{payload}</answer>"]
+    texts = [
+        xml(payload),
+        xml(f"\\boxed{{{payload}}}"),
+        xml(f"${payload}$"),
+        xml(f"2 {payload}"),
+        xml(f"2\n#### {payload}"),
+        f"<answer>{payload}</answer>",
+    ]
     assert math_verify_reward(texts, gold=["2"] * len(texts)) == [0.0] * len(texts)
     assert handed == [] and not flag.exists()  # the guard stopped every one before math-verify
 
@@ -104,8 +164,18 @@ def test_only_number_tokens_reach_sympy_parse_expr(mv, monkeypatch):
     mv.parser.extract_latex.cache_clear()
     seen, real = [], sympy_parser.parse_expr
     monkeypatch.setattr(sympy_parser, "parse_expr", lambda s, *a, **k: seen.append(s) or real(s, *a, **k))
-    answers = ["os.system", "import os", "eval", "exec = 1", r"\text{open}", "getattr x", "9876.54321",
-               "1,234,567", "31415 apples", r"\frac{271828}{3}"]
+    answers = [
+        "os.system",
+        "import os",
+        "eval",
+        "exec = 1",
+        r"\text{open}",
+        "getattr x",
+        "9876.54321",
+        "1,234,567",
+        "31415 apples",
+        r"\frac{271828}{3}",
+    ]
     for a in answers:
         assert not math_verify_is_correct(xml(a), "7")
     assert seen and all(re.fullmatch(r"[0-9.,]+", s) for s in seen), seen
@@ -114,8 +184,12 @@ def test_only_number_tokens_reach_sympy_parse_expr(mv, monkeypatch):
 def test_reward_signature_and_table(mv):
     assert REWARDS["math_verify"] is math_verify_reward and SUCCESS_BANDS["math_verify"] == (0.0, 1.0)
     texts = [xml("7"), xml("7") + " more", xml(r"\boxed{7.0}"), xml("8")]
-    assert math_verify_reward(texts, gold=["7"] * 4, prompts=["p"] * 4, completion_ids=[[1]] * 4) == \
-        [1.0, 0.0, 1.0, 0.0]
+    assert math_verify_reward(texts, gold=["7"] * 4, prompts=["p"] * 4, completion_ids=[[1]] * 4) == [
+        1.0,
+        0.0,
+        1.0,
+        0.0,
+    ]
     with pytest.raises(ValueError, match="completions must be a list"):
         math_verify_reward(xml("7"), gold=["7"])
     with pytest.raises(ValueError, match="one answer per completion"):
@@ -125,17 +199,52 @@ def test_reward_signature_and_table(mv):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.sampled_from(["<answer>", "</answer>", "\n", " ", "7", "1", ",", ".", "$", "/", "\\boxed{",
-                                 "}", "{", "\\frac", "=", "%", "x", "-", "^", "(", "'"]), max_size=20).map("".join))
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "<answer>",
+                "</answer>",
+                "\n",
+                " ",
+                "7",
+                "1",
+                ",",
+                ".",
+                "$",
+                "/",
+                "\\boxed{",
+                "}",
+                "{",
+                "\\frac",
+                "=",
+                "%",
+                "x",
+                "-",
+                "^",
+                "(",
+                "'",
+            ]
+        ),
+        max_size=20,
+    ).map("".join)
+)
 def test_never_raises(text):
     pytest.importorskip("math_verify")
     assert math_verify_reward([text], gold=["7"]) in ([0.0], [1.0])
 
 
-@pytest.mark.parametrize("adversarial", [
-    "<answer>" * 12_500 + "</answer>", "</answer> " * 10_000, "<answer>\n" + "1," * 50_000 + "\n</answer>",
-    "<answer>" + "{" * 50_000 + "</answer>", "</answer>" + " " * 100_000 + "x", "< answer" * 20_000,
-])
+@pytest.mark.parametrize(
+    "adversarial",
+    [
+        "<answer>" * 12_500 + "</answer>",
+        "</answer> " * 10_000,
+        "<answer>\n" + "1," * 50_000 + "\n</answer>",
+        "<answer>" + "{" * 50_000 + "</answer>",
+        "</answer>" + " " * 100_000 + "x",
+        "< answer" * 20_000,
+    ],
+)
 def test_no_catastrophic_backtracking(mv, adversarial):
     start = time.perf_counter()
     assert math_verify_reward([adversarial], gold=["1"]) == [0.0]
@@ -143,6 +252,7 @@ def test_no_catastrophic_backtracking(mv, adversarial):
 
 
 # ---------------------------------------------------------------- bounded work: the guard's structure
+
 
 def _nested(depth: int, inner: str = "1") -> str:
     return "{" * depth + inner + "}" * depth
@@ -165,20 +275,54 @@ def test_deep_nesting_is_refused_at_once(mv, depth):
 
 
 def test_braces_only_as_command_arguments_balanced_and_shallow():
-    ok = [r"\boxed{\frac{3}{4}}", r"\frac{\frac{1}{2}}{3}", r"\boxed{\frac{\frac{1}{2}}{3}}", r"\text{18}",
-          r"\frac {1} {2}", r"\textbf{\text{7}}", "1{,}000", r"\text{1{,}000}", r"\frac{1}{2} + \frac{1}{3}",
-          _nested_frac(MAX_DEPTH), r"\frac12", "{,}"]
-    bad = ["{1}", "{ 1 }", "x = {5}", r"\frac{1}{2}{3}", r"\frac1{2}", r"\times{2}", r"\text{{1}}", "{}",
-           r"\frac{1}{2", r"\frac{1}}{2}", "}{", r"\text{1}}", "{,", _nested_frac(MAX_DEPTH + 1),
-           r"\boxed{" * (MAX_DEPTH + 1) + "1" + "}" * (MAX_DEPTH + 1), _nested(3), _nested(16), _nested(48)]
+    ok = [
+        r"\boxed{\frac{3}{4}}",
+        r"\frac{\frac{1}{2}}{3}",
+        r"\boxed{\frac{\frac{1}{2}}{3}}",
+        r"\text{18}",
+        r"\frac {1} {2}",
+        r"\textbf{\text{7}}",
+        "1{,}000",
+        r"\text{1{,}000}",
+        r"\frac{1}{2} + \frac{1}{3}",
+        _nested_frac(MAX_DEPTH),
+        r"\frac12",
+        "{,}",
+    ]
+    bad = [
+        "{1}",
+        "{ 1 }",
+        "x = {5}",
+        r"\frac{1}{2}{3}",
+        r"\frac1{2}",
+        r"\times{2}",
+        r"\text{{1}}",
+        "{}",
+        r"\frac{1}{2",
+        r"\frac{1}}{2}",
+        "}{",
+        r"\text{1}}",
+        "{,",
+        _nested_frac(MAX_DEPTH + 1),
+        r"\boxed{" * (MAX_DEPTH + 1) + "1" + "}" * (MAX_DEPTH + 1),
+        _nested(3),
+        _nested(16),
+        _nested(48),
+    ]
     assert [s for s in ok if not safe_answer(s)] == []
     assert [s for s in bad if safe_answer(s)] == []
 
 
-@pytest.mark.parametrize("span, gold", [
-    (_nested_frac(MAX_DEPTH), f"1/{2 ** MAX_DEPTH}"), (r"\boxed{\frac{\frac{3}{2}}{2}}", "0.75"),
-    (r"\frac{\frac{1}{2}}{\frac{3}{4}}", "2/3"), (r"\boxed{\dfrac{\tfrac{9}{1}}{3}}", "3"), ("1{,}000", "1000"),
-])
+@pytest.mark.parametrize(
+    "span, gold",
+    [
+        (_nested_frac(MAX_DEPTH), f"1/{2**MAX_DEPTH}"),
+        (r"\boxed{\frac{\frac{3}{2}}{2}}", "0.75"),
+        (r"\frac{\frac{1}{2}}{\frac{3}{4}}", "2/3"),
+        (r"\boxed{\dfrac{\tfrac{9}{1}}{3}}", "3"),
+        ("1{,}000", "1000"),
+    ],
+)
 def test_answers_at_the_depth_limit_still_verify(mv, span, gold):
     assert safe_answer(span)
     assert math_verify_is_correct(xml(span), gold)
@@ -198,6 +342,8 @@ def test_refused_where_math_verify_is_missing(monkeypatch):
 
 
 def test_importing_qae_lab_does_not_import_math_verify():
-    code = ("import sys, qae_lab, qae_lab.task.rewards, qae_lab.task.verify, qae_lab.runs.presets; "
-            "assert 'math_verify' not in sys.modules, 'math_verify imported'")
+    code = (
+        "import sys, qae_lab, qae_lab.task.rewards, qae_lab.task.verify, qae_lab.runs.presets; "
+        "assert 'math_verify' not in sys.modules, 'math_verify imported'"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -59,8 +59,10 @@ def test_tokenizer_digits_special_tokens_and_round_trip(tokenizer):
     assert tokenizer.decode(tokenizer(text, add_special_tokens=False)["input_ids"]) == text
     assert tokenizer.eos_token == "<|im_end|>" and tokenizer.pad_token == "<|endoftext|>"
     msgs = [{"role": "user", "content": "hi"}]
-    assert tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True) == \
-        "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    assert (
+        tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+        == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    )
 
 
 def test_config_is_a_small_qwen2():
@@ -120,8 +122,10 @@ def test_command_line_help(capsys):
     from tools import embedded_models
     from tools.embedded_models import main
 
-    assert (Path(embedded_models.__file__).read_text().rstrip().splitlines()[-2:]
-            == ['if __name__ == "__main__":', "    main()"])
+    assert Path(embedded_models.__file__).read_text().rstrip().splitlines()[-2:] == [
+        'if __name__ == "__main__":',
+        "    main()",
+    ]
     with pytest.raises(SystemExit) as done:
         main(["--help"])
     out = capsys.readouterr().out
@@ -139,8 +143,17 @@ def test_committed_model_lands_in_its_measured_band():
     from qae_lab.task.models import load_policy
 
     model, tok = load_policy("embedded", device="cpu")
-    result = evaluate(model, tok, synthetic_task(100, seed=1000), num_samples=8, ks=(1, 8), max_new_tokens=48,
-                      batch_size=25, seed=0, progress=False)
+    result = evaluate(
+        model,
+        tok,
+        synthetic_task(100, seed=1000),
+        num_samples=8,
+        ks=(1, 8),
+        max_new_tokens=48,
+        batch_size=25,
+        seed=0,
+        progress=False,
+    )
     s = result.summary
     assert 0.28 <= s["pass@1"] <= 0.50, s
     assert s["pass@8"] >= 0.80 and 0.65 <= s["greedy_pass@1"] <= 0.90, s

@@ -18,12 +18,31 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_smoke_runs_every_section_and_the_fast_path_has_the_bare_models_ops(tmp_path):
     out = tmp_path / "gpu_check.json"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"), "--smoke", "--json", str(out),
-                           "--workdir", str(tmp_path / "models")], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "gpu_check.py"),
+            "--smoke",
+            "--json",
+            str(out),
+            "--workdir",
+            str(tmp_path / "models"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    for header in ("1. the qwen2.5-1.5b-gsm8k preset", "2. decode", "3-4. update phase", "5. other precisions",
-                   "random Qwen2", "gpu_check: done (smoke)"):
+    for header in (
+        "1. the qwen2.5-1.5b-gsm8k preset",
+        "2. decode",
+        "3-4. update phase",
+        "5. other precisions",
+        "random Qwen2",
+        "gpu_check: done (smoke)",
+    ):
         assert header in proc.stdout
     report = json.loads(out.read_text())
     sections = report["sections"]

@@ -21,8 +21,11 @@ _SPEC.loader.exec_module(host_costs)
 def test_the_tiny_model_has_qwen25_05bs_layout():
     c = host_costs.TINY_05B
     q = QWEN25["qwen2.5-0.5b"]
-    assert (c["num_hidden_layers"], c["num_attention_heads"], c["num_key_value_heads"]) == (q.layers, q.heads,
-                                                                                          q.kv_heads)
+    assert (c["num_hidden_layers"], c["num_attention_heads"], c["num_key_value_heads"]) == (
+        q.layers,
+        q.heads,
+        q.kv_heads,
+    )
     Arch.from_config(c)  # a valid Qwen2 shape (hidden divisible by the heads)
 
 
@@ -45,6 +48,8 @@ def test_an_existing_measurement_is_kept(tmp_path, capsys):
 
 def test_the_committed_measurement_has_both_paths():
     measured = json.loads((ROOT / "data" / "gpu_time" / "host_costs.json").read_text())
-    assert measured["rows"]["unmerged"]["aten_ops_per_decode_step"] > measured["rows"]["merged"][
-        "aten_ops_per_decode_step"]
+    assert (
+        measured["rows"]["unmerged"]["aten_ops_per_decode_step"]
+        > measured["rows"]["merged"]["aten_ops_per_decode_step"]
+    )
     assert measured["threads"] == 1 and measured["layout"] == host_costs.TINY_05B

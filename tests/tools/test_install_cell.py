@@ -34,6 +34,7 @@ def _cells(path: Path) -> list[dict]:
 
 # ---------------------------------------------------------------- the cells agree with what the command writes
 
+
 def test_every_notebook_badge_and_install_cell_is_what_the_command_writes():
     stale = [p.name for p in sync(NB_DIR, write=False)]
     assert stale == [], f"run `python -m tools.install_cell` (their badge or install cell disagree): {stale}"
@@ -61,8 +62,11 @@ def test_the_address_is_written_once_in_pyproject():
         tree = ast.parse(path.read_text(encoding="utf-8"))
         owners = [n for n in ast.walk(tree) if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef))]
         docs = {id(n.body[0].value) for n in owners if n.body and isinstance(n.body[0], ast.Expr)}
-        strings = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
-                   and id(n) not in docs]
+        strings = [
+            n.value
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
+        ]
         assert not [s for s in strings if "github.com/qae-lab" in s], f"{path.name} writes the address itself"
 
 
@@ -73,8 +77,12 @@ def test_sync_rewrites_only_the_first_cells_and_adds_them_to_a_new_notebook(tmp_
     nb["cells"][1]["source"] = ["# Install qae_lab the old way\n", "pass"]
     nb["cells"][0]["source"][0] = "[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](x)\n"
     (tmp_path / old.name).write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
-    new = {"cells": [{"cell_type": "markdown", "id": "t", "metadata": {}, "source": ["# 00 · A new one"]}],
-           "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    new = {
+        "cells": [{"cell_type": "markdown", "id": "t", "metadata": {}, "source": ["# 00 · A new one"]}],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
     (tmp_path / "00_new.ipynb").write_text(json.dumps(new))
     (tmp_path / "notes.ipynb").write_text("{}")  # not a numbered notebook: left alone
     assert [p.name for p in sync(tmp_path)] == ["00_new.ipynb", old.name]
@@ -88,6 +96,7 @@ def test_sync_rewrites_only_the_first_cells_and_adds_them_to_a_new_notebook(tmp_
 
 
 # ---------------------------------------------------------------- the extras each notebook installs
+
 
 def test_extra_modules_are_pyproject_extras_by_import_name():
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
@@ -108,16 +117,23 @@ def test_a_notebook_without_the_train_extra_imports_without_it(path):
     tree = ast.parse("\n".join(line for line in code.splitlines() if not line.lstrip().startswith(("%", "!"))))
     tops = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     tops |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    tops |= {f"qae_lab.{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "qae_lab"
-             for a in n.names}
+    tops |= {
+        f"qae_lab.{a.name}"
+        for n in ast.walk(tree)
+        if isinstance(n, ast.ImportFrom) and n.module == "qae_lab"
+        for a in n.names
+    }
     assert not {t.split(".")[0] for t in tops} & set(EXTRA_MODULES["train"])
     blocked = ", ".join(map(repr, EXTRA_MODULES["train"]))
     imports = "; ".join(f"import {t}" for t in sorted(t for t in tops if t.startswith("qae_lab")))
-    subprocess.run([sys.executable, "-c", f"import sys; sys.modules.update({{m: None for m in ({blocked},)}}); "
-                    f"{imports}"], check=True)
+    subprocess.run(
+        [sys.executable, "-c", f"import sys; sys.modules.update({{m: None for m in ({blocked},)}}); {imports}"],
+        check=True,
+    )
 
 
 # ---------------------------------------------------------------- where the cell installs from
+
 
 @pytest.fixture
 def run_cell(monkeypatch, tmp_path):
@@ -135,11 +151,14 @@ def run_cell(monkeypatch, tmp_path):
     return run
 
 
-@pytest.mark.parametrize("source,target", [
-    ("/work/clone", "/work/clone[train]"),
-    ("/w/qae_lab-0.2.0-py3-none-any.whl", "/w/qae_lab-0.2.0-py3-none-any.whl[train]"),
-    ("git+file:///work/clone", "qae-lab[train] @ git+file:///work/clone"),
-])
+@pytest.mark.parametrize(
+    "source,target",
+    [
+        ("/work/clone", "/work/clone[train]"),
+        ("/w/qae_lab-0.2.0-py3-none-any.whl", "/w/qae_lab-0.2.0-py3-none-any.whl[train]"),
+        ("git+file:///work/clone", "qae-lab[train] @ git+file:///work/clone"),
+    ],
+)
 def test_the_environment_variable_comes_first(run_cell, monkeypatch, tmp_path, capsys, source, target):
     monkeypatch.setenv(INSTALL_ENV, source)
     (tmp_path / "qae_lab-9.0.0-py3-none-any.whl").write_bytes(b"")
@@ -166,6 +185,7 @@ def test_a_no_op_only_where_every_needed_module_imports(run_cell, monkeypatch):
 
 # ---------------------------------------------------------------- the repository's address
 
+
 def test_repository_url_prefers_the_checkout_then_the_installed_metadata(tmp_path, monkeypatch):
     mine = tmp_path / "pyproject.toml"
     mine.write_text('[project]\nname = "qae-lab"\n[project.urls]\nRepository = "https://github.com/me/fork"\n')
@@ -184,8 +204,11 @@ def test_repository_url_prefers_the_checkout_then_the_installed_metadata(tmp_pat
     monkeypatch.setattr(_project.importlib.metadata, "metadata", lambda dist: Meta())
     other = tmp_path / "other.toml"
     other.write_text('[project]\nname = "something-else"\n')
-    assert notebook.repository_url(other) == notebook.repository_url(tmp_path / "none.toml") == \
-        "https://github.com/them/lab"  # not qae-lab's, or no file: the installed metadata
+    assert (
+        notebook.repository_url(other)
+        == notebook.repository_url(tmp_path / "none.toml")
+        == "https://github.com/them/lab"
+    )  # not qae-lab's, or no file: the installed metadata
     mine.write_text('[project]\nname = "qae-lab"\n')
     with pytest.raises(ValueError, match="Repository"):
         notebook.repository_url(mine)
@@ -197,6 +220,7 @@ def test_repository_url_prefers_the_checkout_then_the_installed_metadata(tmp_pat
 
 
 # ---------------------------------------------------------------- the data travels with the package
+
 
 def test_data_dir_finds_the_checkouts_data_upwards(tmp_path, monkeypatch):
     (tmp_path / "data" / "reference_runs").mkdir(parents=True)
@@ -239,6 +263,7 @@ def test_pyproject_installs_every_data_folder_in_the_package():
 
 # ---------------------------------------------------------------- environment.yml
 
+
 def test_environment_yml_is_on_colabs_python_with_every_extra():
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     deps = env["dependencies"]
@@ -246,4 +271,4 @@ def test_environment_yml_is_on_colabs_python_with_every_extra():
     (pip,) = [d["pip"] for d in deps if isinstance(d, dict)]
     (line,) = [d for d in pip if d.startswith("-e .[")]
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    assert set(line[len("-e .["):-1].split(",")) == set(extras)
+    assert set(line[len("-e .[") : -1].split(",")) == set(extras)

@@ -33,9 +33,14 @@ from tools.readme_results import (
 
 def test_readme_result_passages_match_the_committed_runs():
     drift = [(path, now, new) for path, (now, new) in render(ROOT).items() if now != new]
-    diffs = "\n".join("".join(difflib.unified_diff(now.splitlines(True), new.splitlines(True), str(path),
-                                                   f"{path} from the committed runs", n=1))
-                      for path, now, new in drift)
+    diffs = "\n".join(
+        "".join(
+            difflib.unified_diff(
+                now.splitlines(True), new.splitlines(True), str(path), f"{path} from the committed runs", n=1
+            )
+        )
+        for path, now, new in drift
+    )
     assert not drift, f"the READMEs' result passages drifted from the committed runs: run {COMMAND}\n{diffs}"
 
 
@@ -44,48 +49,72 @@ def test_every_passage_is_marked_once_in_its_readme():
         text = (ROOT / name).read_text(encoding="utf-8")
         for passage in passages:
             begin, end = marker(passage)
-            assert text.count(begin) == 1 and text.count(end) == 1 and text.index(begin) < text.index(end), \
-                (name, passage)
+            assert text.count(begin) == 1 and text.count(end) == 1 and text.index(begin) < text.index(end), (
+                name,
+                passage,
+            )
 
 
 def test_replace_block_keeps_everything_outside_the_markers():
     text = "head\n<!-- results:a -->\nold\n<!-- /results:a -->\nmiddle <!-- results:b -->x<!-- /results:b --> tail"
     new = replace_block(replace_block(text, "a", "\nnew\n"), "b", "y")
-    assert new == ("head\n<!-- results:a -->\nnew\n<!-- /results:a -->\n"
-                   "middle <!-- results:b -->y<!-- /results:b --> tail")
-    for bad in ("<!-- /results:a --> <!-- results:a -->",  # out of order
-                "<!-- results:a --> <!-- results:a --> <!-- /results:a -->",  # repeated
-                "<!-- results:a -->"):  # not closed
+    assert new == (
+        "head\n<!-- results:a -->\nnew\n<!-- /results:a -->\nmiddle <!-- results:b -->y<!-- /results:b --> tail"
+    )
+    for bad in (
+        "<!-- /results:a --> <!-- results:a -->",  # out of order
+        "<!-- results:a --> <!-- results:a --> <!-- /results:a -->",  # repeated
+        "<!-- results:a -->",
+    ):  # not closed
         with pytest.raises(ValueError, match="passage 'a' needs one"):
             replace_block(bad, "a", "x")
 
 
 # ---------------------------------------------------------------- the cpu-demo passage, by hand
 
+
 def _write_run(folder: Path, seed: int, rows: list[dict], before: dict, after: dict, levels: dict) -> None:
     folder.mkdir(parents=True)
     config = {"preset": "cpu-demo", "run": {"method": "qae"}, "trainer": {"seed": seed, "temperature": 0.7}}
     (folder / "config.json").write_text(json.dumps(config))
     (folder / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    summary = {when: {"summary": {**ev, "n_problems": 10, "n_samples": 4},
-                      "by_level": {lv: {"pass@1": p} for lv, p in levels[when].items()}}
-               for when, ev in (("before", before), ("after", after))}
+    summary = {
+        when: {
+            "summary": {**ev, "n_problems": 10, "n_samples": 4},
+            "by_level": {lv: {"pass@1": p} for lv, p in levels[when].items()},
+        }
+        for when, ev in (("before", before), ("after", after))
+    }
     (folder / "summary.json").write_text(json.dumps(summary))
 
 
 def _rows(reward, entropy, hard, zero):
-    return [{"step": t + 1, "reward": r, "entropy": e, "qae/hard_frac": h, "qae/zero_adv_frac": z}
-            for t, (r, e, h, z) in enumerate(zip(reward, entropy, hard, zero))]
+    return [
+        {"step": t + 1, "reward": r, "entropy": e, "qae/hard_frac": h, "qae/zero_adv_frac": z}
+        for t, (r, e, h, z) in enumerate(zip(reward, entropy, hard, zero))
+    ]
 
 
 def _two_seeds(tmp_path, after0, after1, greedy_after=0.6):
     before = {"pass@1": 0.25, "greedy_pass@1": 0.5, "pass@8": 0.75}
     ev = lambda p1: {"pass@1": p1, "greedy_pass@1": greedy_after, "pass@8": 0.9}  # noqa: E731
     entropy = [0.10, 0.08, 0.06, 0.04]
-    _write_run(tmp_path / "qae-seed0", 0, _rows([0.2, 0.4, 0.6, 0.8], entropy, [1.0, 0.6, 0.4, 0.0], [0.5, 0.5, 1, 1]),
-               before, ev(after0), {"before": {"2": 0.3, "3": 0.2}, "after": {"2": 0.6, "3": 0.4}})
-    _write_run(tmp_path / "qae-seed1", 1, _rows([0.4, 0.4, 0.8, 0.8], entropy, [0.6, 0.6, 0.2, 0.2], [0.75] * 4),
-               before, ev(after1), {"before": {"2": 0.3, "3": 0.2}, "after": {"2": 0.8, "3": 0.6}})
+    _write_run(
+        tmp_path / "qae-seed0",
+        0,
+        _rows([0.2, 0.4, 0.6, 0.8], entropy, [1.0, 0.6, 0.4, 0.0], [0.5, 0.5, 1, 1]),
+        before,
+        ev(after0),
+        {"before": {"2": 0.3, "3": 0.2}, "after": {"2": 0.6, "3": 0.4}},
+    )
+    _write_run(
+        tmp_path / "qae-seed1",
+        1,
+        _rows([0.4, 0.4, 0.8, 0.8], entropy, [0.6, 0.6, 0.2, 0.2], [0.75] * 4),
+        before,
+        ev(after1),
+        {"before": {"2": 0.3, "3": 0.2}, "after": {"2": 0.8, "3": 0.6}},
+    )
 
 
 def test_cpu_demo_text_by_hand(tmp_path):
@@ -98,8 +127,10 @@ def test_cpu_demo_text_by_hand(tmp_path):
     prose = " ".join(text.split())
     assert "seeds 0 and 1" in prose and "same 10 held-out problems" in prose and "over the two seeds" in prose
     # pass@1 0.25 -> 0.60, pass@8 0.75 -> 0.90, greedy 0.50 -> 0.60; levels: 0.3 -> mean(0.6, 0.8), 0.2 -> 0.5
-    assert ("Sampled pass@1 gains 35 points (level 2: 0.30 -> 0.70, 3: 0.20 -> 0.50), pass@8 gains 15 points and "
-            "greedy pass@1 gains 10 points: within this budget RL mostly sharpens") in prose
+    assert (
+        "Sampled pass@1 gains 35 points (level 2: 0.30 -> 0.70, 3: 0.20 -> 0.50), pass@8 gains 15 points and "
+        "greedy pass@1 gains 10 points: within this budget RL mostly sharpens"
+    ) in prose
     # first 2 steps vs last 2: reward (0.3, 0.4) -> (0.7, 0.8); entropy 0.09 -> 0.05; hard (0.8, 0.6) -> (0.2, 0.2)
     assert "The training reward rises from 0.35 to 0.75 (means over the first and last 2 of the 4 steps" in prose
     assert "falls from 0.090 to 0.050" in prose and "the hard-prompt fraction falls from 0.70 to 0.20" in prose
@@ -124,6 +155,7 @@ def test_cpu_demo_text_refuses_missing_runs_and_a_too_long_edge(tmp_path):
 
 # ---------------------------------------------------------------- the other passages
 
+
 def test_lenient_text():
     ev = {"pass@1": 0.5, "lenient_pass@1": 0.5, "greedy_pass@1": 0.7, "lenient_greedy_pass@1": 0.7}
     run = lambda before, after: Run("qae-seed0", "qae", 0, {}, [], before, after)  # noqa: E731
@@ -140,20 +172,35 @@ def _eval(p1, greedy, p8):
 def test_reference_text_by_hand():
     def run(method, seed, zero, after):
         rows = [{"step": t, "reward": 0.1 * t, "qae/zero_adv_frac": zero} for t in range(1, 31)]
-        return Run(f"{method}-seed{seed}", method, seed, {"preset": "cpu-demo", "run": {"method": method},
-                                                          "trainer": {"seed": seed}}, rows, _eval(0.25, 0.5, 0.75),
-                   after)
+        return Run(
+            f"{method}-seed{seed}",
+            method,
+            seed,
+            {"preset": "cpu-demo", "run": {"method": method}, "trainer": {"seed": seed}},
+            rows,
+            _eval(0.25, 0.5, 0.75),
+            after,
+        )
 
-    runs = [run("mean", 0, 0.2, _eval(0.5, 0.6, 0.8)), run("mean", 1, 0.3, _eval(0.6, 0.6, 0.9)),
-            run("qae", 0, 0.8, _eval(0.5, 0.7, 0.9)), run("qae", 1, 0.7, _eval(0.52, 0.7, 1.0)),
-            run("sa_ah", 0, 0.2, _eval(0.3, 0.5, 0.8)), run("sa_ah", 1, 0.2, _eval(0.4, 0.5, 0.8))]
+    runs = [
+        run("mean", 0, 0.2, _eval(0.5, 0.6, 0.8)),
+        run("mean", 1, 0.3, _eval(0.6, 0.6, 0.9)),
+        run("qae", 0, 0.8, _eval(0.5, 0.7, 0.9)),
+        run("qae", 1, 0.7, _eval(0.52, 0.7, 1.0)),
+        run("sa_ah", 0, 0.2, _eval(0.3, 0.5, 0.8)),
+        run("sa_ah", 1, 0.2, _eval(0.4, 0.5, 0.8)),
+    ]
     text = reference_text(runs)
     lines = text.splitlines()
     assert "Seeds 0 and 1 for every method. Mean ± spread (population std) over the two seeds:" in lines
-    assert "| mean (GRPO) | 0.250 -> 0.550 ± 0.050 | 0.500 -> 0.600 ± 0.000 | 0.850 ± 0.050 | 0.250 ± 0.050 |" \
-        " 0.000 ± 0.000 |" in lines  # a linear reward: nothing left around its trailing average
-    assert "| qae | 0.250 -> 0.510 ± 0.010 | 0.500 -> 0.700 ± 0.000 | 0.950 ± 0.050 | 0.750 ± 0.050 |" \
+    assert (
+        "| mean (GRPO) | 0.250 -> 0.550 ± 0.050 | 0.500 -> 0.600 ± 0.000 | 0.850 ± 0.050 | 0.250 ± 0.050 |"
         " 0.000 ± 0.000 |" in lines
+    )  # a linear reward: nothing left around its trailing average
+    assert (
+        "| qae | 0.250 -> 0.510 ± 0.010 | 0.500 -> 0.700 ± 0.000 | 0.950 ± 0.050 | 0.750 ± 0.050 |"
+        " 0.000 ± 0.000 |" in lines
+    )
     prose = " ".join(text.split())
     # after: mean 0.55 [0.5, 0.6], qae 0.51 [0.50, 0.52] (overlaps), sa_ah 0.35 [0.3, 0.4] (apart)
     assert "the three methods end within 20 points of each other in sampled pass@1 (sa_ah 0.350 to mean 0.550)" in prose
@@ -166,11 +213,13 @@ def test_reference_text_matches_the_summary_table_of_the_committed_runs():
     runs = [r for r in load_runs(find_reference_runs()) if r.config.get("preset") == "cpu-demo"]
     row = next(r for r in summary_table(runs) if r["method"] == "qae_sa_ah")
     after = row["pass@1 after"]
-    assert f"| qae_sa_ah | {row['pass@1 before'].mean:.3f} -> {after.mean:.3f} ± {after.std:.3f} |" in \
-        reference_text(runs)
+    assert f"| qae_sa_ah | {row['pass@1 before'].mean:.3f} -> {after.mean:.3f} ± {after.std:.3f} |" in reference_text(
+        runs
+    )
 
 
 # ---------------------------------------------------------------- the command
+
 
 def _copy_checkout(tmp_path: Path) -> Path:
     root = tmp_path / "checkout"
@@ -183,8 +232,11 @@ def _copy_checkout(tmp_path: Path) -> Path:
     shutil.copy(ROOT / readme_results.HOST_COSTS, root / readme_results.HOST_COSTS)  # the T4 time estimate's input
     # docs/workshop.md's plans and answer key: the measured notebook times and the notebooks themselves
     shutil.copy(ROOT / readme_results.NOTEBOOK_TIMES, root / readme_results.NOTEBOOK_TIMES)
-    shutil.copytree(ROOT / readme_results.NOTEBOOKS, root / readme_results.NOTEBOOKS,
-                    ignore=shutil.ignore_patterns("runs", ".ipynb_checkpoints"))
+    shutil.copytree(
+        ROOT / readme_results.NOTEBOOKS,
+        root / readme_results.NOTEBOOKS,
+        ignore=shutil.ignore_patterns("runs", ".ipynb_checkpoints"),
+    )
     return root
 
 

@@ -25,9 +25,11 @@ def _ids(tok, texts):
 
 def test_reasoning_tokens_cover_the_block_content_only(sums_policy):
     _, tok = sums_policy
-    texts = ["<reasoning>\n3 + 4 = 7\n</reasoning>\n<answer>\n7\n</answer>",
-             "<reasoning>\nAdd 2: 5 + 2 = 7.\n<answer>\n7\n</answer>",  # never closed: up to <answer>
-             "no tags at all, 7"]
+    texts = [
+        "<reasoning>\n3 + 4 = 7\n</reasoning>\n<answer>\n7\n</answer>",
+        "<reasoning>\nAdd 2: 5 + 2 = 7.\n<answer>\n7\n</answer>",  # never closed: up to <answer>
+        "no tags at all, 7",
+    ]
     ids, mask = _ids(tok, texts)
     inside = reasoning_tokens(tok, ids, mask)
     decoded = [tok.decode(ids[i][inside[i]]) for i in range(3)]

@@ -28,6 +28,7 @@ def T(x, dtype=F64) -> torch.Tensor:
 
 # ---------------------------------------------------------------- plain-Python references
 
+
 def py_softmax(z: list[float]) -> list[float]:
     m = max(z)
     e = [math.exp(v - m) for v in z]
@@ -42,6 +43,7 @@ def py_exact(z: list[float], dz: list[float]) -> float:
 
 # ---------------------------------------------------------------- step model (c): sampled groups
 
+
 def test_sample_group_steps_shapes_and_determinism():
     z, r = T([1.0, 0.2, -0.5, 0.3]), T([1.0, 0.0, 1.0, 0.0])
     dz, rw = sample_group_steps(z, r, 8, 50, generator=torch.Generator().manual_seed(3))
@@ -55,14 +57,31 @@ def test_sample_group_steps_shapes_and_determinism():
     assert not torch.equal(dz, dz3)
 
 
-@pytest.mark.parametrize("baseline,scale,method", [("mean", "none", "paper"), ("mean", "group", "paper"),
-                                                   ("quantile", "group", "paper"), ("quantile", "none", "linear")])
+@pytest.mark.parametrize(
+    "baseline,scale,method",
+    [
+        ("mean", "none", "paper"),
+        ("mean", "group", "paper"),
+        ("quantile", "group", "paper"),
+        ("quantile", "none", "linear"),
+    ],
+)
 def test_sample_group_steps_matches_loop_reference(baseline, scale, method):
     # distinct rewards per action, so every sampled action can be read back from its reward
     z, r = [0.5, -0.2, 1.0, 0.0, -1.0], [0.0, 1.0, 2.0, 3.0, 4.0]
     g, m, eta, k = 6, 30, 0.8, 0.4
-    dz, rw = sample_group_steps(T(z), T(r), g, m, baseline=baseline, k=k, quantile_method=method, scale=scale,
-                                eta=eta, generator=torch.Generator().manual_seed(7))
+    dz, rw = sample_group_steps(
+        T(z),
+        T(r),
+        g,
+        m,
+        baseline=baseline,
+        k=k,
+        quantile_method=method,
+        scale=scale,
+        eta=eta,
+        generator=torch.Generator().manual_seed(7),
+    )
     pi = py_softmax(z)
     for row in range(m):
         rewards = rw[row].tolist()
@@ -80,8 +99,9 @@ def test_sampled_mean_baseline_step_is_shrunk_expected_gradient():
     # the group mean contains the response's own reward.
     z, r = T([1.0, 0.2, -0.5, 0.3, -1.2]), T([1.0, 0.0, 1.0, 0.0, 0.0])
     g, m, eta = 8, 40000, 0.5
-    dz, _ = sample_group_steps(z, r, g, m, baseline="mean", scale="none", eta=eta,
-                               generator=torch.Generator().manual_seed(1))
+    dz, _ = sample_group_steps(
+        z, r, g, m, baseline="mean", scale="none", eta=eta, generator=torch.Generator().manual_seed(1)
+    )
     mean, stderr = dz.mean(0), dz.std(0) / math.sqrt(m)  # (A,) each
     full = expected_pg_step(z, r, eta)
     # 5 standard errors per coordinate: a two-sided miss has probability ~6e-7 per coordinate
@@ -175,12 +195,24 @@ def test_simulate_training_learns_an_easy_setting(baseline):
     assert statistics.fmean(out["success"][-5:]) > statistics.fmean(out["success"][:5])
 
 
-@pytest.mark.parametrize("kwargs,name", [
-    ({"steps": -1}, "steps"), ({"steps": 1.5}, "steps"), ({"steps": True}, "steps"),
-    ({"group_size": 1}, "group_size"), ({"baseline": "median"}, "baseline"), ({"scale": "std"}, "scale"),
-    ({"quantile_method": "nearest"}, "quantile_method"), ({"eta": 0.0}, "eta"), ({"eta": float("nan")}, "eta"),
-    ({"n_actions": 1}, "n_actions"), ({"sharpness": -1.0}, "sharpness"), ({"k": 1.5}, "k"), ({"k": 0.0}, "k"),
-])
+@pytest.mark.parametrize(
+    "kwargs,name",
+    [
+        ({"steps": -1}, "steps"),
+        ({"steps": 1.5}, "steps"),
+        ({"steps": True}, "steps"),
+        ({"group_size": 1}, "group_size"),
+        ({"baseline": "median"}, "baseline"),
+        ({"scale": "std"}, "scale"),
+        ({"quantile_method": "nearest"}, "quantile_method"),
+        ({"eta": 0.0}, "eta"),
+        ({"eta": float("nan")}, "eta"),
+        ({"n_actions": 1}, "n_actions"),
+        ({"sharpness": -1.0}, "sharpness"),
+        ({"k": 1.5}, "k"),
+        ({"k": 0.0}, "k"),
+    ],
+)
 def test_simulate_training_bad_input(kwargs, name):
     args = {"steps": 2, "group_size": 4, "n_actions": 8} | kwargs
     with pytest.raises(ValueError, match=rf"^{name} "):
@@ -255,24 +287,34 @@ def test_bad_group_sizes_and_counts():
 
 # ---------------------------------------------------------------- notebook 02's sentences
 
+
 def test_mc_comparison_lines_verdicts_by_hand():
     # diff -0.008, 0.001 and +0.008 against a two-standard-error margin 2 * sqrt(0.001^2 + 0.001^2) = 0.0028
-    out = {"mean": [0.010, 0.010, 0.010], "mean_stderr": [0.001] * 3, "quantile": [0.002, 0.011, 0.018],
-           "quantile_stderr": [0.001] * 3, "quantile_zero_frac": [0.75, 0.5, 0.25]}
+    out = {
+        "mean": [0.010, 0.010, 0.010],
+        "mean_stderr": [0.001] * 3,
+        "quantile": [0.002, 0.011, 0.018],
+        "quantile_stderr": [0.001] * 3,
+        "quantile_zero_frac": [0.75, 0.5, 0.25],
+    }
     lines = bandit.mc_comparison_lines(T([0.1, 0.5, 0.9]), out)
-    assert lines[0] == ("p = 0.1:  E[dH] mean +0.0100, QAE +0.0020 (diff -0.0080 ± 0.0028: QAE lower);  "
-                        "zero-advantage share QAE 0.75")
+    assert lines[0] == (
+        "p = 0.1:  E[dH] mean +0.0100, QAE +0.0020 (diff -0.0080 ± 0.0028: QAE lower);  zero-advantage share QAE 0.75"
+    )
     assert "(diff +0.0010 ± 0.0028: no clear difference)" in lines[1] and lines[1].startswith("p = 0.5:")
     assert "QAE higher" in lines[2] and lines[2].endswith("share QAE 0.25")
 
 
 def test_training_summary_lines_by_hand():
-    runs = {"mean": {"entropy": [0.9, 0.6, 0.4], "success": [0.5, 0.6, 0.8], "zero_adv_frac": [0.2, 0.3]},
-            "QAE K=0.4": {"entropy": [0.9, 0.8, 0.7], "success": [0.5, 0.55, 0.6], "zero_adv_frac": [0.7, 0.8]}}
+    runs = {
+        "mean": {"entropy": [0.9, 0.6, 0.4], "success": [0.5, 0.6, 0.8], "zero_adv_frac": [0.2, 0.3]},
+        "QAE K=0.4": {"entropy": [0.9, 0.8, 0.7], "success": [0.5, 0.55, 0.6], "zero_adv_frac": [0.7, 0.8]},
+    }
     lines = bandit.training_summary_lines(runs)
     assert lines == [
         "      mean: entropy 0.900 -> 0.400,  success 0.500 -> 0.800,  mean zero-advantage share 0.25",
         " QAE K=0.4: entropy 0.900 -> 0.700,  success 0.500 -> 0.600,  mean zero-advantage share 0.75",
-        "After 2 steps the highest entropy is kept by 'QAE K=0.4', the lowest by 'mean'."]
+        "After 2 steps the highest entropy is kept by 'QAE K=0.4', the lowest by 'mean'.",
+    ]
     with pytest.raises(ValueError, match="at least one"):
         bandit.training_summary_lines({})

@@ -11,6 +11,7 @@ from theory_setup import F64, T
 
 # ---------------------------------------------------------------- make_bandits
 
+
 @pytest.mark.parametrize("n_actions", [2, 3, 7, 16])
 @pytest.mark.parametrize("sharpness", [0.0, 1.0, 3.0])
 def test_make_bandits_exact_success_rates(n_actions, sharpness):
@@ -33,11 +34,21 @@ def test_make_bandits_exact_success_rates(n_actions, sharpness):
     assert torch.equal(z2, z3) and torch.equal(r2, r3)
 
 
-@pytest.mark.parametrize("kwargs,name", [
-    ({"p": T([0.0])}, "p"), ({"p": T([1.0])}, "p"), ({"p": T([0.5, float("nan")])}, "p"), ({"p": T([-0.2])}, "p"),
-    ({"n_actions": 1}, "n_actions"), ({"n_actions": 0}, "n_actions"), ({"n_actions": 4.0}, "n_actions"),
-    ({"n_actions": True}, "n_actions"), ({"sharpness": -0.1}, "sharpness"), ({"sharpness": float("inf")}, "sharpness"),
-])
+@pytest.mark.parametrize(
+    "kwargs,name",
+    [
+        ({"p": T([0.0])}, "p"),
+        ({"p": T([1.0])}, "p"),
+        ({"p": T([0.5, float("nan")])}, "p"),
+        ({"p": T([-0.2])}, "p"),
+        ({"n_actions": 1}, "n_actions"),
+        ({"n_actions": 0}, "n_actions"),
+        ({"n_actions": 4.0}, "n_actions"),
+        ({"n_actions": True}, "n_actions"),
+        ({"sharpness": -0.1}, "sharpness"),
+        ({"sharpness": float("inf")}, "sharpness"),
+    ],
+)
 def test_make_bandits_bad_input(kwargs, name):
     args = {"p": T([0.5]), "n_actions": 4, "sharpness": 1.0} | kwargs
     with pytest.raises(ValueError, match=rf"^{name} "):

@@ -27,6 +27,7 @@ from theory_setup import F64, LOG3, T, py_exact, py_first_order, random_policy
 
 # ---------------------------------------------------------------- entropy and its first-order change
 
+
 def test_entropy_matches_plain_python():
     rng = random.Random(0)
     for _ in range(50):

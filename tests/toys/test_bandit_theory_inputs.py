@@ -25,19 +25,26 @@ from theory_setup import T
 
 # ---------------------------------------------------------------- Python numbers are taken at full precision
 
+
 def test_python_numbers_keep_float64_precision():
     # The maths runs in float64; a Python float or list must mean the same as a float64 tensor of it, not its
     # float32 rounding (0.1 -> 0.10000000149...), which would break "E_pi[r] = p exactly" by ~1e-9.
     z, r = T([1.0, 0.0, -1.0]), T([1.0, 0.0, 0.0])
     torch.testing.assert_close(identity_step(z, r, 0.1, 1.0), identity_step(z, r, T(0.1), 1.0), rtol=1e-15, atol=0)
-    torch.testing.assert_close(identity_entropy_change(z, r, [0.1, 0.3], 1.0),
-                               identity_entropy_change(z, r, T([0.1, 0.3]), 1.0), rtol=1e-15, atol=0)
+    torch.testing.assert_close(
+        identity_entropy_change(z, r, [0.1, 0.3], 1.0),
+        identity_entropy_change(z, r, T([0.1, 0.3]), 1.0),
+        rtol=1e-15,
+        atol=0,
+    )
     zb, rb = make_bandits([0.1, 0.3, 0.7], 6, 1.0, torch.Generator().manual_seed(0))
     assert ((torch.softmax(zb, -1) * rb).sum(-1) - T([0.1, 0.3, 0.7])).abs().max().item() < 1e-12
-    assert expected_zero_fraction(0.1, 8, 0.4).item() == pytest.approx(expected_zero_fraction(T(0.1), 8, 0.4).item(),
-                                                                     rel=1e-14)
-    torch.testing.assert_close(first_order_errors(z, r, [0.1, 0.01]), first_order_errors(z, r, T([0.1, 0.01])),
-                               rtol=1e-12, atol=0)
+    assert expected_zero_fraction(0.1, 8, 0.4).item() == pytest.approx(
+        expected_zero_fraction(T(0.1), 8, 0.4).item(), rel=1e-14
+    )
+    torch.testing.assert_close(
+        first_order_errors(z, r, [0.1, 0.01]), first_order_errors(z, r, T([0.1, 0.01])), rtol=1e-12, atol=0
+    )
 
 
 # ---------------------------------------------------------------- bad input, generally
@@ -58,10 +65,14 @@ def _calls_with(z=GOOD_Z, r=GOOD_R, eta=0.5, k=0.4) -> dict:
 
 @pytest.mark.parametrize("z", [T([1.0]), T(1.0), torch.zeros(3, 1), T([1.0, float("nan"), 0.0])])
 def test_bad_z(z):
-    for call in [*_calls_with(z=z).values(), lambda: entropy(z), lambda: knob_slope(z, 1.0),
-                 lambda: entropy_change_exact(z, torch.zeros_like(z)),
-                 lambda: entropy_change_first_order(z, torch.zeros_like(z)),
-                 lambda: first_order_errors(z, torch.ones_like(z), [0.1])]:
+    for call in [
+        *_calls_with(z=z).values(),
+        lambda: entropy(z),
+        lambda: knob_slope(z, 1.0),
+        lambda: entropy_change_exact(z, torch.zeros_like(z)),
+        lambda: entropy_change_first_order(z, torch.zeros_like(z)),
+        lambda: first_order_errors(z, torch.ones_like(z), [0.1]),
+    ]:
         with pytest.raises(ValueError, match=r"^z "):
             call()
 
@@ -86,9 +97,13 @@ def test_bad_eta(eta):
 @pytest.mark.parametrize("k", [0.0, 1.0, -0.2, 1.3, float("nan"), True, "0.4"])
 def test_bad_k(k):
     calls = _calls_with(k=k)
-    for call in [calls["population_quantile"], calls["check_proposition_42"],
-                 lambda: gate_zero_counts(4, k), lambda: expected_zero_fraction(0.5, 4, k),
-                 lambda: expected_zero_fraction_beta(1.0, 1.0, 4, k)]:
+    for call in [
+        calls["population_quantile"],
+        calls["check_proposition_42"],
+        lambda: gate_zero_counts(4, k),
+        lambda: expected_zero_fraction(0.5, 4, k),
+        lambda: expected_zero_fraction_beta(1.0, 1.0, 4, k),
+    ]:
         with pytest.raises(ValueError, match=r"^k "):
             call()
 

@@ -28,8 +28,9 @@ def test_knob_curve_of_a_two_action_bandit_by_hand():
     assert c.b_k == 0.0 and c.hard  # p = 0.25 <= 1 - K: the K-quantile of the reward is 0
 
 
-@pytest.mark.parametrize("p, k, hard", [(0.3, 0.4, True), (0.6, 0.4, True), (0.61, 0.4, False), (0.7, 0.2, True),
-                                        (0.5, 0.8, False)])
+@pytest.mark.parametrize(
+    "p, k, hard", [(0.3, 0.4, True), (0.6, 0.4, True), (0.61, 0.4, False), (0.7, 0.2, True), (0.5, 0.8, False)]
+)
 def test_knob_curve_regime_and_b_k(p, k, hard):
     c = knob_curve(p, k, 0.5, 1.5)
     assert c.hard is hard and c.b_k == (0.0 if hard else 1.0)

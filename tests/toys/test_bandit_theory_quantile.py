@@ -16,6 +16,7 @@ from theory_setup import F64, T, py_mean_reward, py_population_quantile, py_soft
 
 # ---------------------------------------------------------------- population quantile
 
+
 def test_population_quantile_binary_is_the_two_regime_gate():
     rng = random.Random(6)
     n_checked = 0
@@ -67,6 +68,7 @@ def test_population_quantile_boundary_p_equals_one_minus_k():
 
 
 # ---------------------------------------------------------------- Prop. 4.2
+
 
 def test_proposition_42_holds_on_a_grid_of_policies():
     gen = torch.Generator().manual_seed(8)

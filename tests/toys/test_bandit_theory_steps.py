@@ -26,6 +26,7 @@ from theory_setup import F64, LOG3, T, py_cov, py_mean_reward, py_softmax, rando
 
 # ---------------------------------------------------------------- the linear knob
 
+
 @pytest.mark.parametrize("binary", [True, False])
 def test_knob_is_affine_in_b_with_knob_slope(binary):
     rng = random.Random(2 + binary)
@@ -86,6 +87,7 @@ def test_knob_slope_never_negative(z):
 
 
 # ---------------------------------------------------------------- step models (a) and (b)
+
 
 def test_identity_step_hand():
     # z = (log 3, 0): pi = (3/4, 1/4); r = (1, 0), b = 1/2, eta = 2: dz = 2 (3/4 * 1/2, 1/4 * -1/2)

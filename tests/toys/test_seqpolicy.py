@@ -33,6 +33,7 @@ from seqpolicy_setup import F64
 
 # ---------------------------------------------------------------- plain-Python references
 
+
 def py_prefix_index(vocab: int, length: int) -> dict[tuple, int]:
     """Row of every prefix: by length, then in lexicographic order (the documented layout)."""
     rows = [p for t in range(length) for p in itertools.product(range(vocab), repeat=t)]
@@ -63,6 +64,7 @@ def binary_entropy(p: float) -> float:
 
 # ---------------------------------------------------------------- the policy, by hand and by loops
 
+
 def test_hand_v2_l2_entropy_and_gradient():
     # root [log 3, 0]: pi(y1 = 0) = 3/4; after 0: [0, 0] (1/2, 1/2); after 1: [log 4, 0] (4/5, 1/5)
     z = torch.tensor([[math.log(3), 0.0], [0.0, 0.0], [math.log(4), 0.0]], dtype=F64)
@@ -92,10 +94,11 @@ def test_exact_quantities_match_plain_python_loops(vocab, length):
     assert torch.allclose(sequence_logprobs(z).exp(), torch.tensor(list(ref.values()), dtype=F64), atol=1e-14)
     assert math.isclose(float(sequence_entropy(z)), py_entropy(z, vocab, length), rel_tol=1e-12)
     # the chain rule H = sum_s rho(s) H(s), rho(s) summed from the loop's sequence probabilities
-    rho = [sum(p for y, p in ref.items() if y[:len(s)] == s) for s in index]
+    rho = [sum(p for y, p in ref.items() if y[: len(s)] == s) for s in index]
     assert torch.allclose(prefix_reach(z), torch.tensor(rho, dtype=F64), atol=1e-14)
-    assert math.isclose(float((prefix_reach(z) * state_entropies(z)).sum()), py_entropy(z, vocab, length),
-                        rel_tol=1e-12)
+    assert math.isclose(
+        float((prefix_reach(z) * state_entropies(z)).sum()), py_entropy(z, vocab, length), rel_tol=1e-12
+    )
     r = torch.tensor([float(sum(y) % 2) for y in ref], dtype=F64)
     assert math.isclose(float(success_rate(z, r)), sum(p for y, p in ref.items() if sum(y) % 2), rel_tol=1e-12)
 
@@ -112,6 +115,7 @@ def test_sampled_values_read_the_table_along_each_sequence():
 
 
 # ---------------------------------------------------------------- tasks
+
 
 @pytest.mark.parametrize("start", ["flat", "peaked"])
 def test_make_tasks_rewards_follow_their_rule_and_spread_over_both_regimes(start):
@@ -130,16 +134,20 @@ def test_make_tasks_rewards_follow_their_rule_and_spread_over_both_regimes(start
 
 # ---------------------------------------------------------------- errors name the argument
 
-@pytest.mark.parametrize("call,name", [
-    (lambda: n_prefixes(1, 3), "vocab"),
-    (lambda: n_prefixes(2, 9), "length"),
-    (lambda: n_prefixes(5, 7), "vocab\\*\\*length"),
-    (lambda: space_of(torch.zeros(5, 2)), "z"),
-    (lambda: sequence_positions(torch.tensor([8]), 2, 3), "y"),
-    (lambda: make_tasks(0, 2, 2), "n_prompts"),
-    (lambda: make_tasks(2, 2, 2, start="hot"), "start"),
-    (lambda: make_tasks(2, 2, 2, sharpness=-1.0), "sharpness"),
-])
+
+@pytest.mark.parametrize(
+    "call,name",
+    [
+        (lambda: n_prefixes(1, 3), "vocab"),
+        (lambda: n_prefixes(2, 9), "length"),
+        (lambda: n_prefixes(5, 7), "vocab\\*\\*length"),
+        (lambda: space_of(torch.zeros(5, 2)), "z"),
+        (lambda: sequence_positions(torch.tensor([8]), 2, 3), "y"),
+        (lambda: make_tasks(0, 2, 2), "n_prompts"),
+        (lambda: make_tasks(2, 2, 2, start="hot"), "start"),
+        (lambda: make_tasks(2, 2, 2, sharpness=-1.0), "sharpness"),
+    ],
+)
 def test_errors_name_the_argument(call, name):
     with pytest.raises(ValueError, match=rf"^{name} "):
         call()

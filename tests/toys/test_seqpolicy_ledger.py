@@ -31,6 +31,7 @@ from seqpolicy_setup import F64, peaked
 
 # ---------------------------------------------------------------- gradients
 
+
 def test_tabular_softmax_gradient_is_e_minus_pi():
     # grad_z log pi(a|s) = e_a - pi(.|s) on row s, 0 elsewhere; so g . grad log pi(a|s) = g_{s,a} - <pi, g_s>
     z = torch.randn(n_prefixes(3, 2), 3, generator=torch.Generator().manual_seed(2), dtype=F64)
@@ -38,7 +39,7 @@ def test_tabular_softmax_gradient_is_e_minus_pi():
     u = score_dot(g, z)
     for s, a in [(0, 1), (2, 0), (3, 2)]:
         zg = z.clone().requires_grad_(True)
-        grad, = torch.autograd.grad(torch.log_softmax(zg, -1)[s, a], zg)
+        (grad,) = torch.autograd.grad(torch.log_softmax(zg, -1)[s, a], zg)
         expect = torch.zeros_like(z)
         expect[s] = -torch.softmax(z[s], -1)
         expect[s, a] += 1
@@ -51,20 +52,22 @@ def test_entropy_gradient_matches_autograd(vocab, length):
     z = 1.5 * torch.randn(2, n_prefixes(vocab, length), vocab, generator=torch.Generator().manual_seed(4), dtype=F64)
     h, g, g_state = entropy_gradients(z)
     zg = z.clone().requires_grad_(True)
-    grad, = torch.autograd.grad(sequence_entropy(zg).sum(), zg)
+    (grad,) = torch.autograd.grad(sequence_entropy(zg).sum(), zg)
     assert torch.allclose(h, sequence_entropy(z)) and torch.allclose(g, grad, atol=1e-14)
     zg = z.clone().requires_grad_(True)  # the state part: rho held fixed
-    grad_state, = torch.autograd.grad((prefix_reach(z) * state_entropies(zg)).sum(), zg)
+    (grad_state,) = torch.autograd.grad((prefix_reach(z) * state_entropies(zg)).sum(), zg)
     assert torch.allclose(g_state, grad_state, atol=1e-14)
 
 
 # ---------------------------------------------------------------- the update's ledgers
 
+
 def test_sampled_ledger_is_the_first_order_change_and_matches_finite_differences():
     t = peaked(3, 4, 3, 3)
     for eta in (1e-5, 1e-6):
-        z, m, _ = group_update(t.logits, t.rewards, UpdateSettings(group_size=4, eta=eta),
-                               generator=torch.Generator().manual_seed(5))
+        z, m, _ = group_update(
+            t.logits, t.rewards, UpdateSettings(group_size=4, eta=eta), generator=torch.Generator().manual_seed(5)
+        )
         # exact up to the rounding of z + dz - z (|z| ~ 1, |dz| ~ eta)
         assert torch.allclose(m["sampled/dh"], m["dh_first_order"], rtol=1e-6, atol=1e-18)
         # the exact entropy change of a tiny step is the first-order one up to O(eta^2)
@@ -125,8 +128,9 @@ def test_estimator_ledgers_are_the_library_forms(baseline):
         sums = square_sums(rows) if form == "reinforce" else None
         ref = ledger_parts(entropy_change_terms(lp, h, adv, form=form, sums=sums), adv, torch.ones(12, 3), hard)
         for key in LEDGER_PARTS:
-            assert math.isclose(float(m[f"estimator_{form}/{key}"][0]) * 3 / 2.0, ref[key], rel_tol=1e-9,
-                                abs_tol=1e-15), (form, key)
+            assert math.isclose(
+                float(m[f"estimator_{form}/{key}"][0]) * 3 / 2.0, ref[key], rel_tol=1e-9, abs_tol=1e-15
+            ), (form, key)
 
 
 @pytest.mark.parametrize("baseline", ["mean", "quantile"])

@@ -61,8 +61,8 @@ def zero_fraction_per_group(rewards: torch.Tensor, g: int, k: float, method: str
     return (adv.view(-1, g) == 0).double().mean(1)
 
 
-
 # ---------------------------------------------------------------- the gate: zero counts and table
+
 
 def test_gate_hand_g4():
     # G=4, K=0.4. Paper: b = 2nd smallest (ceil 1.6 = 2), hard (b = 0) while c <= 2.
@@ -79,8 +79,10 @@ def test_gate_hand_g8():
     # Linear, K=0.4: position 2.8, b = s[2] + 0.8 (s[3] - s[2]); c = 5: s[2] = 0, s[3] = 1, b = 0.8 (+ and -)
     assert gate_zero_counts(8, 0.4, "linear").tolist() == [8, 7, 6, 5, 4, 0, 6, 7, 8]
     # K=0.6: paper b = 5th smallest, hard iff c <= 3; linear position 4.2, c = 3 gives b = 0.2
-    want = {"paper": [[0, 1, 1, 1, 1, -1, -1, -1, 0], [0, 1, 1, 1, -1, -1, -1, -1, 0]],
-            "linear": [[0, 1, 1, 1, 1, 2, -1, -1, 0], [0, 1, 1, 2, -1, -1, -1, -1, 0]]}
+    want = {
+        "paper": [[0, 1, 1, 1, 1, -1, -1, -1, 0], [0, 1, 1, 1, -1, -1, -1, -1, 0]],
+        "linear": [[0, 1, 1, 1, 1, 2, -1, -1, 0], [0, 1, 1, 2, -1, -1, -1, -1, 0]],
+    }
     for method, rows in want.items():
         assert gate_table(8, [0.4, 0.6], method).tolist() == rows
         assert gate_table(8, torch.tensor([0.4, 0.6]), method).tolist() == rows  # a float32 tensor of K too
@@ -124,6 +126,7 @@ def test_gate_table_empty_ks_is_a_value_error():
 
 # ---------------------------------------------------------------- expected zero fraction
 
+
 @pytest.mark.parametrize("method", ["paper", "linear"])
 def test_expected_zero_fraction_matches_binomial_sum(method):
     ps = [0.0, 0.01, 0.2, 0.37, 0.5, 0.6, 0.83, 0.99, 1.0]
@@ -132,8 +135,10 @@ def test_expected_zero_fraction_matches_binomial_sum(method):
             got = expected_zero_fraction(T(ps), g, k, method)
             assert got.shape == (len(ps),) and got.dtype == F64
             for p, e in zip(ps, got.tolist()):
-                want = sum(math.comb(g, c) * p ** c * (1 - p) ** (g - c) * ref_zero_count(c, g, k, method) / g
-                           for c in range(g + 1))
+                want = sum(
+                    math.comb(g, c) * p**c * (1 - p) ** (g - c) * ref_zero_count(c, g, k, method) / g
+                    for c in range(g + 1)
+                )
                 assert e == pytest.approx(want, abs=1e-12)
     assert expected_zero_fraction(T([0.0, 1.0]), 8, 0.4).tolist() == [1.0, 1.0]
     assert expected_zero_fraction(torch.full((2, 3), 0.5), 8, 0.4).shape == (2, 3)
@@ -157,8 +162,15 @@ def test_expected_zero_fraction_beta_uniform_hand():
     assert expected_zero_fraction_beta(1.0, 1.0, 16, 0.4) == pytest.approx(206 / 272, abs=1e-12)
 
 
-@pytest.mark.parametrize("a,b,g,k,method", [(1.0, 1.0, 8, 0.4, "paper"), (2.0, 5.0, 16, 0.4, "paper"),
-                                            (3.5, 2.5, 8, 0.6, "linear"), (1.0, 2.5, 8, 0.4, "linear")])
+@pytest.mark.parametrize(
+    "a,b,g,k,method",
+    [
+        (1.0, 1.0, 8, 0.4, "paper"),
+        (2.0, 5.0, 16, 0.4, "paper"),
+        (3.5, 2.5, 8, 0.6, "linear"),
+        (1.0, 2.5, 8, 0.4, "linear"),
+    ],
+)
 def test_expected_zero_fraction_beta_is_binomial_averaged_over_beta(a, b, g, k, method):
     # midpoint rule for int_0^1 E[zero frac | p] Beta(p; a, b) dp. With a, b in {1} or >= 2 the integrand is
     # bounded with a bounded derivative, so the rule's error is O(1/n^2) ~ 1e-9 (a = 1.5 would give O(n^-1.5))
@@ -201,6 +213,7 @@ def test_expected_zero_fraction_bad_input():
 
 # ---------------------------------------------------------------- input holes (issue 11, case 10)
 
+
 def test_lists_and_bare_numbers():
     # p may be a list; ks must be a sequence: a bare K is refused with a ValueError naming ks
     assert expected_zero_fraction([0.0, 1.0], 4, 0.4).tolist() == [1.0, 1.0]
@@ -233,6 +246,7 @@ def test_bad_rates_method_and_seed_are_named():
 
 
 # ---------------------------------------------------------------- notebook 01's figures as numbers
+
 
 def test_advantage_extremes_by_hand():
     # G = 4, K = 0.4: c <= 2 is hard (b_K = 0, successes +1), c = 3 easy (b_K = 1, failures -1), all-equal groups 0
@@ -272,15 +286,18 @@ def test_sampled_zero_fraction_beta_tracks_the_exact_fraction():
 
 # ---------------------------------------------------------------- notebook 01's summary
 
+
 def test_summary_02_states_the_measured_share_and_its_sources():
     text = summary_02(ZeroSources(0.1, 0.65), 2000, 16, 0.4)
     assert all(len(line) <= 110 for line in text.splitlines())
     bullets = " ".join(text.split()).split("* ")[1:]  # wrapping undone
     exact = expected_zero_fraction_beta(1.0, 1.0, 16, 0.4)
-    assert bullets[0] == (f"At K = 0.4 and G = 16, 75.0% of the responses to 2,000 prompts with success rates "
-                          f"uniform on (0, 1) got exactly zero advantage ({exact:.1%} expected): 10.0 points from "
-                          "groups whose rewards were all equal, which GRPO's mean baseline leaves at zero too, and "
-                          "65.0 from QAE's gate. ")
+    assert bullets[0] == (
+        f"At K = 0.4 and G = 16, 75.0% of the responses to 2,000 prompts with success rates "
+        f"uniform on (0, 1) got exactly zero advantage ({exact:.1%} expected): 10.0 points from "
+        "groups whose rewards were all equal, which GRPO's mean baseline leaves at zero too, and "
+        "65.0 from QAE's gate. "
+    )
     low = min(range(101), key=lambda i: expected_zero_fraction(i / 100, 16, 0.4).item())
     assert f"lowest at p = {low / 100:.2f} ({expected_zero_fraction(low / 100, 16, 0.4).item():.1%})" in bullets[1]
     u, c = (expected_zero_fraction_beta(a, a, 16, 0.4) for a in (0.5, 4.0))
@@ -300,6 +317,7 @@ def test_summary_02_on_a_measured_share_and_bad_input():
 
 # ---------------------------------------------------------------- where the zeros come from
 
+
 @pytest.mark.parametrize("method", ["paper", "linear"])
 def test_zero_sources_split_the_expected_fraction(method):
     ps = [0.0, 0.01, 0.3, 0.5, 0.62, 0.99, 1.0]
@@ -309,9 +327,11 @@ def test_zero_sources_split_the_expected_fraction(method):
             torch.testing.assert_close(src.total, expected_zero_fraction(T(ps), g, k, method), rtol=0, atol=1e-12)
             for p, all_equal, gate in zip(ps, src.all_equal.tolist(), src.gate.tolist()):
                 # all-equal: c = 0 or c = G, every response zero; the gate: the zeros of the mixed counts
-                assert all_equal == pytest.approx((1 - p) ** g + p ** g, abs=1e-12)
-                want = sum(math.comb(g, c) * p ** c * (1 - p) ** (g - c) * ref_zero_count(c, g, k, method) / g
-                           for c in range(1, g))
+                assert all_equal == pytest.approx((1 - p) ** g + p**g, abs=1e-12)
+                want = sum(
+                    math.comb(g, c) * p**c * (1 - p) ** (g - c) * ref_zero_count(c, g, k, method) / g
+                    for c in range(1, g)
+                )
                 assert gate == pytest.approx(want, abs=1e-12)
     # the mean baseline's zeros are the all-equal groups alone: group_advantages(baseline="mean") agrees
     rewards = canonical_groups(4).view(5, 4)

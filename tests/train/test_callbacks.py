@@ -35,6 +35,7 @@ from qae_lab.train.trainer import QAETrainer
 
 # ---------------------------------------------------------------- files, without training
 
+
 def _args(out: Path) -> QAEConfig:
     return QAEConfig(output_dir=str(out), use_cpu=True, bf16=False, report_to=[], quantile_k=0.6)
 
@@ -61,8 +62,9 @@ def test_logger_writes_one_fsynced_line_per_log_call(tmp_path, monkeypatch):
     assert json.loads((tmp_path / CONFIG_NAME).read_text())["run"] == {"a": 1}
     synced.clear()  # config.json's own fsyncs (file and folder: it is written atomically)
     for step in (1, 2):
-        cb.on_log(args, _state(step), None, logs={"reward": 0.25 * step, "qae/k": 0.6, "entropy": None,
-                                                  "bad": float("nan")})
+        cb.on_log(
+            args, _state(step), None, logs={"reward": 0.25 * step, "qae/k": 0.6, "entropy": None, "bad": float("nan")}
+        )
     assert len(synced) == 2  # every line reached the disk before on_log returned
     rows = read_log(tmp_path)
     assert [r["step"] for r in rows] == [1, 2] and rows[1]["reward"] == 0.5 and rows[0]["qae/k"] == 0.6
@@ -122,15 +124,37 @@ def test_step_rows_skip_the_summary_line():
 
 # ---------------------------------------------------------------- interruption and resume
 
+
 def _trainer(out: Path, callbacks=(), **settings) -> QAETrainer:
     model, tok = load_policy("embedded", device="cpu")
-    cfg = QAEConfig(**{"output_dir": str(out), "per_device_train_batch_size": 8, "num_generations": 4,
-                       "max_completion_length": 48, "learning_rate": 1e-4, "report_to": [], "use_cpu": True,
-                       "bf16": False, "beta": 0.0, "save_strategy": "no", "disable_tqdm": True, "loss_type": "bnpo",
-                       "logging_steps": 1, "max_steps": 4, "seed": 3, **settings})
-    return QAETrainer(model=model, reward_funcs=[correctness_reward], args=cfg, processing_class=tok,
-                      train_dataset=to_grpo_dataset(synthetic_task(32, levels=(2, 3), seed=5)),
-                      callbacks=[RunLogger(preset="test"), *callbacks])
+    cfg = QAEConfig(
+        **{
+            "output_dir": str(out),
+            "per_device_train_batch_size": 8,
+            "num_generations": 4,
+            "max_completion_length": 48,
+            "learning_rate": 1e-4,
+            "report_to": [],
+            "use_cpu": True,
+            "bf16": False,
+            "beta": 0.0,
+            "save_strategy": "no",
+            "disable_tqdm": True,
+            "loss_type": "bnpo",
+            "logging_steps": 1,
+            "max_steps": 4,
+            "seed": 3,
+            **settings,
+        }
+    )
+    return QAETrainer(
+        model=model,
+        reward_funcs=[correctness_reward],
+        args=cfg,
+        processing_class=tok,
+        train_dataset=to_grpo_dataset(synthetic_task(32, levels=(2, 3), seed=5)),
+        callbacks=[RunLogger(preset="test"), *callbacks],
+    )
 
 
 @pytest.mark.slow
@@ -175,15 +199,18 @@ def test_checkpoints_are_staged_renamed_rotated_and_checked_before_a_resume(tmp_
     outcome = train_resumable(trainer)  # Ctrl-C as step 5 begins: checkpoint-4 is already saved and complete
     assert outcome.interrupted and outcome.checkpoint == str(out / "checkpoint-4")
     assert seen == [f".staging/checkpoint-{s}" for s in (1, 2, 3, 4)]  # never into checkpoint-N itself
-    assert sorted(p.name for p in out.iterdir() if p.name.startswith(("checkpoint-", ".staging"))) == \
-        ["checkpoint-3", "checkpoint-4"]  # renamed into place, rotated by save_total_limit, no staging left
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(("checkpoint-", ".staging"))) == [
+        "checkpoint-3",
+        "checkpoint-4",
+    ]  # renamed into place, rotated by save_total_limit, no staging left
     monkeypatch.undo()
 
     rng = out / "checkpoint-4" / "rng_state.pth"
     rng.write_bytes(rng.read_bytes()[:100])  # as a crash mid-write would leave it, were it not staged
     with pytest.raises(RunFolderError, match=r"checkpoint-4: rng_state.pth is damaged or cut short"):
         _trainer(out, max_steps=6, save_strategy="steps", save_steps=1, save_total_limit=2).train(
-            resume_from_checkpoint=str(out / "checkpoint-4"))
+            resume_from_checkpoint=str(out / "checkpoint-4")
+        )
     resumed = _trainer(out, max_steps=6, save_strategy="steps", save_steps=1, save_total_limit=2)
     resumed.train(resume_from_checkpoint=True)  # True: the latest *complete* checkpoint, checkpoint-3
     assert resumed.state.global_step == 6

@@ -16,43 +16,46 @@ def test_the_config_has_one_home():
     assert config.__all__ == ["QAEConfig"] and "QAEConfig" not in trainer.__all__
 
 
-@pytest.mark.parametrize("kwargs, name", [
-    ({"baseline": "median"}, "baseline"),
-    ({"baseline": None}, "baseline"),
-    ({"quantile_k": 0.0}, "quantile_k"),
-    ({"quantile_k": 1.0}, "quantile_k"),
-    ({"quantile_k": float("nan")}, "quantile_k"),
-    ({"quantile_k": True}, "quantile_k"),
-    ({"quantile_method": "nearest"}, "quantile_method"),
-    ({"token_weighting": "sa-ah"}, "token_weighting"),
-    ({"alpha": float("nan")}, "alpha"),
-    ({"alpha": float("-inf")}, "alpha"),
-    ({"advantage_eps": -1e-6}, "advantage_eps"),
-    ({"advantage_eps": float("nan")}, "advantage_eps"),
-    ({"success_threshold": float("nan")}, "success_threshold"),
-    ({"entropy_top_k": 0}, "entropy_top_k"),
-    ({"entropy_top_k": 2.5}, "entropy_top_k"),
-    ({"token_weighting": "sa_ah", "loss_type": "dr_grpo"}, "token_weighting"),
-    ({"token_weighting": "ah", "loss_type": "cispo"}, "loss_type"),
-    ({"advantage_mask": "positive"}, r"advantage_mask must be one of \('none', 'pos', 'neg'\)"),
-    ({"cov_penalty": "clipcov"}, r"cov_penalty must be one of \('none', 'clip_cov', 'kl_cov'\)"),
-    ({"cov_penalty": "kl_cov", "loss_type": "dr_grpo"}, r"cov_penalty='kl_cov' needs loss_type in"),
-    ({"clip_cov_ratio": 0.0}, r"clip_cov_ratio must lie in \(0, 1\]"),
-    ({"kl_cov_ratio": 1.5}, r"kl_cov_ratio must lie in \(0, 1\]"),
-    ({"kl_cov_ratio": float("nan")}, "kl_cov_ratio must be finite"),
-    ({"clip_cov_lb": 5.0, "clip_cov_ub": 1.0}, "clip_cov_lb must be < clip_cov_ub"),
-    ({"kl_cov_coef": -1.0}, "kl_cov_coef must be >= 0"),
-    ({"reflection_words": []}, "words"),
-    ({"reflection_words": ["wait", "  "]}, "words"),
-    # TRL's options that qae_lab.loss.grpo_loss does not compute are refused, not silently dropped
-    ({"loss_type": "sapo"}, r"loss_type must be one of \('grpo', 'bnpo', 'dr_grpo', 'dapo'\), got 'sapo'"),
-    ({"loss_type": "vespo"}, "loss_type must be one of"),
-    ({"off_policy_mask_threshold": 0.5}, "off_policy_mask_threshold is not supported"),
-    ({"use_adaptive_entropy": True, "entropy_coef": 0.01}, "use_adaptive_entropy is not supported"),
-    # TRL checks these only once the model is loaded (vllm_mode) or inside a step (the importance-sampling mode)
-    ({"vllm_mode": "remote"}, r"vllm_mode must be one of \('colocate', 'server'\), got 'remote'"),
-    ({"vllm_importance_sampling_mode": "token"}, "vllm_importance_sampling_mode must be one of"),
-])
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        ({"baseline": "median"}, "baseline"),
+        ({"baseline": None}, "baseline"),
+        ({"quantile_k": 0.0}, "quantile_k"),
+        ({"quantile_k": 1.0}, "quantile_k"),
+        ({"quantile_k": float("nan")}, "quantile_k"),
+        ({"quantile_k": True}, "quantile_k"),
+        ({"quantile_method": "nearest"}, "quantile_method"),
+        ({"token_weighting": "sa-ah"}, "token_weighting"),
+        ({"alpha": float("nan")}, "alpha"),
+        ({"alpha": float("-inf")}, "alpha"),
+        ({"advantage_eps": -1e-6}, "advantage_eps"),
+        ({"advantage_eps": float("nan")}, "advantage_eps"),
+        ({"success_threshold": float("nan")}, "success_threshold"),
+        ({"entropy_top_k": 0}, "entropy_top_k"),
+        ({"entropy_top_k": 2.5}, "entropy_top_k"),
+        ({"token_weighting": "sa_ah", "loss_type": "dr_grpo"}, "token_weighting"),
+        ({"token_weighting": "ah", "loss_type": "cispo"}, "loss_type"),
+        ({"advantage_mask": "positive"}, r"advantage_mask must be one of \('none', 'pos', 'neg'\)"),
+        ({"cov_penalty": "clipcov"}, r"cov_penalty must be one of \('none', 'clip_cov', 'kl_cov'\)"),
+        ({"cov_penalty": "kl_cov", "loss_type": "dr_grpo"}, r"cov_penalty='kl_cov' needs loss_type in"),
+        ({"clip_cov_ratio": 0.0}, r"clip_cov_ratio must lie in \(0, 1\]"),
+        ({"kl_cov_ratio": 1.5}, r"kl_cov_ratio must lie in \(0, 1\]"),
+        ({"kl_cov_ratio": float("nan")}, "kl_cov_ratio must be finite"),
+        ({"clip_cov_lb": 5.0, "clip_cov_ub": 1.0}, "clip_cov_lb must be < clip_cov_ub"),
+        ({"kl_cov_coef": -1.0}, "kl_cov_coef must be >= 0"),
+        ({"reflection_words": []}, "words"),
+        ({"reflection_words": ["wait", "  "]}, "words"),
+        # TRL's options that qae_lab.loss.grpo_loss does not compute are refused, not silently dropped
+        ({"loss_type": "sapo"}, r"loss_type must be one of \('grpo', 'bnpo', 'dr_grpo', 'dapo'\), got 'sapo'"),
+        ({"loss_type": "vespo"}, "loss_type must be one of"),
+        ({"off_policy_mask_threshold": 0.5}, "off_policy_mask_threshold is not supported"),
+        ({"use_adaptive_entropy": True, "entropy_coef": 0.01}, "use_adaptive_entropy is not supported"),
+        # TRL checks these only once the model is loaded (vllm_mode) or inside a step (the importance-sampling mode)
+        ({"vllm_mode": "remote"}, r"vllm_mode must be one of \('colocate', 'server'\), got 'remote'"),
+        ({"vllm_importance_sampling_mode": "token"}, "vllm_importance_sampling_mode must be one of"),
+    ],
+)
 def test_config_rejects_bad_values(tmp_path, kwargs, name):
     with pytest.raises(ValueError, match=name):
         QAEConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], **kwargs)
@@ -60,25 +63,51 @@ def test_config_rejects_bad_values(tmp_path, kwargs, name):
 
 def test_config_defaults_and_accepted_values(tmp_path):
     cfg = QAEConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[])
-    assert (cfg.baseline, cfg.quantile_k, cfg.quantile_method, cfg.token_weighting, cfg.alpha, cfg.advantage_eps,
-            cfg.sparse_update) == ("quantile", 0.4, "paper", "none", 0.5, 1e-4, True)
+    assert (
+        cfg.baseline,
+        cfg.quantile_k,
+        cfg.quantile_method,
+        cfg.token_weighting,
+        cfg.alpha,
+        cfg.advantage_eps,
+        cfg.sparse_update,
+    ) == ("quantile", 0.4, "paper", "none", 0.5, 1e-4, True)
     for loss_type in ("bnpo", "grpo", "dapo"):
         QAEConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], token_weighting="sa_ah", loss_type=loss_type)
-    QAEConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], loss_type="dr_grpo", advantage_eps=0.0,
-              alpha=-0.25, quantile_method="linear", baseline="mean")
+    QAEConfig(
+        output_dir=str(tmp_path),
+        use_cpu=True,
+        report_to=[],
+        loss_type="dr_grpo",
+        advantage_eps=0.0,
+        alpha=-0.25,
+        quantile_method="linear",
+        baseline="mean",
+    )
 
 
-@pytest.mark.parametrize("field, value, allowed", [
-    ("max_steps", 0, "-1 (train num_train_epochs epochs) or >= 1"), ("max_steps", -3, "-1 (train"),
-    ("learning_rate", -1.0, "a number in [0, inf)"), ("learning_rate", math.nan, "a number in [0, inf)"),
-    ("temperature", 0.0, "a number in (0, inf)"), ("top_p", 0.0, "a number in (0, 1]"),
-    ("beta", -0.5, "a number in [0, inf)"), ("epsilon_high", -1.0, "a number in [0, inf) or None"),
-    ("max_completion_length", 0, "a number in [1, inf)"), ("gradient_accumulation_steps", 0, "a number in [1, inf)"),
-    ("seed", -1, "a number in [0, 4294967295]"), ("save_total_limit", 0, "a number in [1, inf) or None"),
-    ("max_completion_length", 2.5, "a whole number"),
-    ("vllm_gpu_memory_utilization", 0.0, "a number in (0, 1]"), ("vllm_gpu_memory_utilization", 1.2, "a number in"),
-    ("vllm_tensor_parallel_size", 0, "a number in [1, inf)"), ("vllm_tensor_parallel_size", 1.5, "a whole number"),
-])
+@pytest.mark.parametrize(
+    "field, value, allowed",
+    [
+        ("max_steps", 0, "-1 (train num_train_epochs epochs) or >= 1"),
+        ("max_steps", -3, "-1 (train"),
+        ("learning_rate", -1.0, "a number in [0, inf)"),
+        ("learning_rate", math.nan, "a number in [0, inf)"),
+        ("temperature", 0.0, "a number in (0, inf)"),
+        ("top_p", 0.0, "a number in (0, 1]"),
+        ("beta", -0.5, "a number in [0, inf)"),
+        ("epsilon_high", -1.0, "a number in [0, inf) or None"),
+        ("max_completion_length", 0, "a number in [1, inf)"),
+        ("gradient_accumulation_steps", 0, "a number in [1, inf)"),
+        ("seed", -1, "a number in [0, 4294967295]"),
+        ("save_total_limit", 0, "a number in [1, inf) or None"),
+        ("max_completion_length", 2.5, "a whole number"),
+        ("vllm_gpu_memory_utilization", 0.0, "a number in (0, 1]"),
+        ("vllm_gpu_memory_utilization", 1.2, "a number in"),
+        ("vllm_tensor_parallel_size", 0, "a number in [1, inf)"),
+        ("vllm_tensor_parallel_size", 1.5, "a whole number"),
+    ],
+)
 def test_training_settings_are_range_checked_with_their_names(tmp_path, field, value, allowed):
     with pytest.raises(ValueError, match=rf"{field} must be {re.escape(allowed)}"):
         QAEConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to=[], **{field: value})

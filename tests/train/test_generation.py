@@ -27,8 +27,9 @@ def trainer_for(model, tok, tmp_path, **kwargs) -> QAETrainer:
 
 def prompt_ids(tok, n: int = 4) -> list[list[int]]:
     rows = to_grpo_dataset(synthetic_task(n, seed=3))
-    return [tok.apply_chat_template(r["prompt"], add_generation_prompt=True, tokenize=True, return_dict=False)
-            for r in rows]
+    return [
+        tok.apply_chat_template(r["prompt"], add_generation_prompt=True, tokenize=True, return_dict=False) for r in rows
+    ]
 
 
 def snapshot(model) -> dict[str, torch.Tensor]:
@@ -36,6 +37,7 @@ def snapshot(model) -> dict[str, torch.Tensor]:
 
 
 # ---------------------------------------------------------------- the context manager
+
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_base_weights_come_back_bit_identical(dtype):
@@ -92,6 +94,7 @@ def test_merged_policy_has_the_unmerged_logits():
 
 
 # ---------------------------------------------------------------- the trainer's in-loop path
+
 
 def sampled_logps(trainer, prompts, fast: bool) -> tuple[list[list[int]], list[list[float]]]:
     """Completions of the trainer's own generation seam, and the per-token log-probs the sampler saw."""

@@ -29,20 +29,45 @@ REGIMES = {"regime_eval_steps": 2, "regime_eval_samples": 4, "regime_eval_prompt
 
 def _trainer(out: Path, callbacks=(), regimes: bool = True, resume: bool = False, **settings) -> QAETrainer:
     model, tok = load_policy("embedded", device="cpu")
-    cfg = QAEConfig(**{"output_dir": str(out), "per_device_train_batch_size": 8, "num_generations": 4,
-                       "max_completion_length": 48, "learning_rate": 1e-4, "report_to": [], "use_cpu": True,
-                       "bf16": False, "beta": 0.0, "save_strategy": "no", "disable_tqdm": True, "loss_type": "bnpo",
-                       "logging_steps": 1, "max_steps": 4, "seed": 3, **(REGIMES if regimes else {}), **settings})
-    trainer = QAETrainer(model=model, reward_funcs=[correctness_reward], args=cfg, processing_class=tok,
-                         train_dataset=to_grpo_dataset(synthetic_task(32, levels=(2, 3), seed=5)),
-                         callbacks=[RunLogger(preset="test"), *callbacks])
+    cfg = QAEConfig(
+        **{
+            "output_dir": str(out),
+            "per_device_train_batch_size": 8,
+            "num_generations": 4,
+            "max_completion_length": 48,
+            "learning_rate": 1e-4,
+            "report_to": [],
+            "use_cpu": True,
+            "bf16": False,
+            "beta": 0.0,
+            "save_strategy": "no",
+            "disable_tqdm": True,
+            "loss_type": "bnpo",
+            "logging_steps": 1,
+            "max_steps": 4,
+            "seed": 3,
+            **(REGIMES if regimes else {}),
+            **settings,
+        }
+    )
+    trainer = QAETrainer(
+        model=model,
+        reward_funcs=[correctness_reward],
+        args=cfg,
+        processing_class=tok,
+        train_dataset=to_grpo_dataset(synthetic_task(32, levels=(2, 3), seed=5)),
+        callbacks=[RunLogger(preset="test"), *callbacks],
+    )
     add_regime_eval(trainer, HELD_OUT, resume=resume)
     return trainer
 
 
 def _regime_rows(out: Path) -> dict[int, dict]:
-    return {r["step"]: {k: r[k] for k in REGIME_EVAL_METRICS} for r in step_rows(read_log(out))
-            if REGIME_EVAL_METRICS[0] in r}
+    return {
+        r["step"]: {k: r[k] for k in REGIME_EVAL_METRICS}
+        for r in step_rows(read_log(out))
+        if REGIME_EVAL_METRICS[0] in r
+    }
 
 
 @pytest.mark.slow(seconds=90)
@@ -56,8 +81,9 @@ def test_the_split_and_the_start_are_the_same_for_every_method_and_training_is_u
     # measured before step 1, every 2 steps after it (step 3) and before the last step (4), in those steps' rows
     got = _regime_rows(tmp_path / "qae")
     assert sorted(got) == [1, 3, 4] and all(set(row) == set(REGIME_EVAL_METRICS) for row in got.values())
-    assert all(0.0 <= row["regime_eval/success_all"] <= 1.0 and row["regime_eval/entropy_all"] > 0
-               for row in got.values())
+    assert all(
+        0.0 <= row["regime_eval/success_all"] <= 1.0 and row["regime_eval/entropy_all"] > 0 for row in got.values()
+    )
     # the split: the start model's, written to the run folder, the same file for both methods (same seed)
     split_text = (tmp_path / "qae" / REGIME_SPLIT_NAME).read_text()
     assert split_text == (tmp_path / "mean" / REGIME_SPLIT_NAME).read_text()
@@ -70,8 +96,9 @@ def test_the_split_and_the_start_are_the_same_for_every_method_and_training_is_u
     # sampling for the measurement leaves the training's random state and the model alone: the same steps as a run
     # without it, to the last bit
     keys = ("reward", "loss", "entropy", "qae/zero_adv_frac")
-    assert ([{k: r.get(k) for k in keys} for r in step_rows(read_log(tmp_path / "qae"))]
-            == [{k: r.get(k) for k in keys} for r in step_rows(read_log(tmp_path / "plain"))])
+    assert [{k: r.get(k) for k in keys} for r in step_rows(read_log(tmp_path / "qae"))] == [
+        {k: r.get(k) for k in keys} for r in step_rows(read_log(tmp_path / "plain"))
+    ]
     assert not (tmp_path / "plain" / REGIME_SPLIT_NAME).exists()
 
 
@@ -138,11 +165,17 @@ def test_regime_eval_needs_the_setting_and_two_problems(tmp_path):
         RegimeEval(trainer, HELD_OUT[:1])
 
 
-@pytest.mark.parametrize("field, value, allowed", [
-    ("regime_eval_steps", 0, "a number in [1, inf) or None"), ("regime_eval_steps", 2.5, "a whole number"),
-    ("regime_eval_steps", -3, "a number in [1, inf) or None"), ("regime_eval_samples", 0, "a number in [1, inf)"),
-    ("regime_eval_prompts", 1, "a number in [2, inf)"), ("regime_eval_prompts", True, "a whole number"),
-])
+@pytest.mark.parametrize(
+    "field, value, allowed",
+    [
+        ("regime_eval_steps", 0, "a number in [1, inf) or None"),
+        ("regime_eval_steps", 2.5, "a whole number"),
+        ("regime_eval_steps", -3, "a number in [1, inf) or None"),
+        ("regime_eval_samples", 0, "a number in [1, inf)"),
+        ("regime_eval_prompts", 1, "a number in [2, inf)"),
+        ("regime_eval_prompts", True, "a whole number"),
+    ],
+)
 def test_regime_settings_are_checked_with_their_names_and_ranges(tmp_path, field, value, allowed):
     with pytest.raises(ValueError, match=rf"{field} must be {re.escape(allowed)}"):
         QAEConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to=[], **{field: value})

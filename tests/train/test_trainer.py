@@ -14,7 +14,17 @@ import math
 
 import pytest
 import torch
-from step_setup import (REWARDS, any_nonzero, assert_same_grads, make_trainer, qae_advantages, reference_grads, rows, tiny_model, trainer_grads)
+from step_setup import (
+    REWARDS,
+    any_nonzero,
+    assert_same_grads,
+    make_trainer,
+    qae_advantages,
+    reference_grads,
+    rows,
+    tiny_model,
+    trainer_grads,
+)
 from trl import GRPOConfig, GRPOTrainer
 
 from qae_lab.task.data import synthetic_task, to_grpo_dataset
@@ -26,12 +36,14 @@ from qae_lab.train.trainer import QAETrainer
 
 # ---------------------------------------------------------------- 1. gradients vs a plain-torch reference
 
+
 @pytest.mark.parametrize("weighting", ["none", "sa_ah", "ah"])
 @pytest.mark.parametrize("baseline", ["mean", "quantile"])
 @pytest.mark.parametrize("loss_type", ["bnpo", "grpo", "dapo"])
 def test_one_step_gradients_match_reference(tmp_path, tok, loss_type, baseline, weighting):
-    trainer = make_trainer(tmp_path, tok, loss_type=loss_type, baseline=baseline, token_weighting=weighting,
-                           alpha=0.3, sparse_update=False)
+    trainer = make_trainer(
+        tmp_path, tok, loss_type=loss_type, baseline=baseline, token_weighting=weighting, alpha=0.3, sparse_update=False
+    )
     inputs = trainer._generate_and_score_completions(rows(REWARDS))
     want_adv = qae_advantages(REWARDS, baseline=baseline)
     assert inputs["advantages"].tolist() == pytest.approx(want_adv, abs=1e-6)
@@ -50,8 +62,10 @@ def test_selective_horizon_weights_weigh_down_negative_rows(tmp_path, tok):
     inputs = trainer._generate_and_score_completions(rows(REWARDS))
     adv = qae_advantages(REWARDS)
     assert sum(a < 0 for a in adv) == 1  # one easy-regime failure: the only row SA-AH weighs down
-    grads = {w: reference_grads(trainer.model, inputs, adv, loss_type="bnpo", weighting=w, alpha=0.3)
-             for w in ("none", "sa_ah", "ah")}
+    grads = {
+        w: reference_grads(trainer.model, inputs, adv, loss_type="bnpo", weighting=w, alpha=0.3)
+        for w in ("none", "sa_ah", "ah")
+    }
     for a, b in (("none", "sa_ah"), ("sa_ah", "ah")):
         diff = max((grads[a][n] - grads[b][n]).abs().max().item() for n in grads[a])
         assert diff > 1e-3, (a, b)
@@ -65,8 +79,9 @@ def test_selective_horizon_weights_weigh_down_negative_rows(tmp_path, tok):
 @pytest.mark.parametrize("weighting", ["sa_ah", "ah"])
 def test_top_k_entropy_gradients_match_reference(tmp_path, tok, loss_type, weighting):
     # k = 5 of V = 640 on a random model: the top-k estimate is far from the exact entropy
-    trainer = make_trainer(tmp_path, tok, loss_type=loss_type, token_weighting=weighting, alpha=0.7,
-                           entropy_top_k=5, sparse_update=False)
+    trainer = make_trainer(
+        tmp_path, tok, loss_type=loss_type, token_weighting=weighting, alpha=0.7, entropy_top_k=5, sparse_update=False
+    )
     inputs = trainer._generate_and_score_completions(rows(REWARDS))
     adv = qae_advantages(REWARDS)
     got = trainer_grads(trainer, inputs)
@@ -81,8 +96,9 @@ def test_top_k_entropy_gradients_match_reference(tmp_path, tok, loss_type, weigh
 def test_top_k_at_least_vocab_is_exact_and_sparse_still_applies(tmp_path, tok):
     grads = {}
     for top_k, sparse in ((None, False), (len(tok), False), (len(tok), True)):
-        trainer = make_trainer(tmp_path, tok, token_weighting="sa_ah", alpha=0.3, entropy_top_k=top_k,
-                               sparse_update=sparse)
+        trainer = make_trainer(
+            tmp_path, tok, token_weighting="sa_ah", alpha=0.3, entropy_top_k=top_k, sparse_update=sparse
+        )
         inputs = trainer._generate_and_score_completions(rows(REWARDS))
         grads[top_k, sparse] = trainer_grads(trainer, inputs)
     assert_same_grads(grads[len(tok), False], grads[None, False])
@@ -98,16 +114,25 @@ def test_top_k_refuses_models_that_rescale_logits(tmp_path, tok):
 
 # ---------------------------------------------------------------- 2. parity with TRL's GRPOTrainer
 
+
 @pytest.mark.parametrize("scale", ["group", "batch", "none"])
 @pytest.mark.parametrize("loss_type", ["bnpo", "grpo", "dapo"])
 def test_mean_baseline_reproduces_trl(tmp_path, tok, loss_type, scale):
-    rewards = [1.0, 0, 0, 0,   0.25, 0.5, 1, 0,   0, 0, 0, 0,   0.9, 0.1, 0.6, 0.6]  # not only binary
+    rewards = [1.0, 0, 0, 0, 0.25, 0.5, 1, 0, 0, 0, 0, 0, 0.9, 0.1, 0.6, 0.6]  # not only binary
     common = {"loss_type": loss_type, "scale_rewards": scale, "advantage_eps": 1e-4}
-    qae = make_trainer(tmp_path / "qae", tok, tiny_model(tok, seed=1), baseline="mean", token_weighting="none",
-                       sparse_update=False, **common)
+    qae = make_trainer(
+        tmp_path / "qae",
+        tok,
+        tiny_model(tok, seed=1),
+        baseline="mean",
+        token_weighting="none",
+        sparse_update=False,
+        **common,
+    )
     common.pop("advantage_eps")  # TRL hard-codes 1e-4
-    trl_trainer = make_trainer(tmp_path / "trl", tok, tiny_model(tok, seed=1), trainer_cls=GRPOTrainer,
-                               config_cls=GRPOConfig, **common)
+    trl_trainer = make_trainer(
+        tmp_path / "trl", tok, tiny_model(tok, seed=1), trainer_cls=GRPOTrainer, config_cls=GRPOConfig, **common
+    )
     assert type(trl_trainer) is GRPOTrainer
     ours = qae._generate_and_score_completions(rows(rewards))
     theirs = trl_trainer._generate_and_score_completions(rows(rewards))
@@ -118,6 +143,7 @@ def test_mean_baseline_reproduces_trl(tmp_path, tok, loss_type, scale):
 
 
 # ---------------------------------------------------------------- 5. logged advantages
+
 
 def test_completion_table_gets_a_qae_column_and_trl_keeps_its_own(tmp_path, tok):
     trainer = make_trainer(tmp_path, tok, loss_type="bnpo")
@@ -131,20 +157,38 @@ def test_completion_table_gets_a_qae_column_and_trl_keeps_its_own(tmp_path, tok)
     assert len(trainer._logs["prompt"]) == len(ours) == len(REWARDS)  # one row per completion
     trainer.set_knobs(quantile_k=0.8)
     trainer._generate_and_score_completions(rows(REWARDS))
-    assert list(trainer._logs["extra"]["qae_advantage"])[-len(REWARDS):] == pytest.approx(
-        qae_advantages(REWARDS, k=0.8), abs=1e-6)
+    assert list(trainer._logs["extra"]["qae_advantage"])[-len(REWARDS) :] == pytest.approx(
+        qae_advantages(REWARDS, k=0.8), abs=1e-6
+    )
 
 
 # ---------------------------------------------------------------- 6. a LoRA step through trainer.train()
 
+
 def test_lora_train_step_moves_adapter_only(tmp_path):
     model, tok = load_policy("embedded", lora=True, device="cpu")
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    args = QAEConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to=[], per_device_train_batch_size=16,
-                     num_generations=4, max_completion_length=40, max_steps=1, learning_rate=1e-2, logging_steps=1,
-                     save_strategy="no", seed=0)
-    trainer = QAETrainer(model=model, reward_funcs=correctness_reward, args=args, processing_class=tok,
-                         train_dataset=to_grpo_dataset(synthetic_task(4, seed=0)))
+    args = QAEConfig(
+        output_dir=str(tmp_path),
+        use_cpu=True,
+        bf16=False,
+        report_to=[],
+        per_device_train_batch_size=16,
+        num_generations=4,
+        max_completion_length=40,
+        max_steps=1,
+        learning_rate=1e-2,
+        logging_steps=1,
+        save_strategy="no",
+        seed=0,
+    )
+    trainer = QAETrainer(
+        model=model,
+        reward_funcs=correctness_reward,
+        args=args,
+        processing_class=tok,
+        train_dataset=to_grpo_dataset(synthetic_task(4, seed=0)),
+    )
     trainer.train()
     assert any(a != 0 for a in trainer._logs["extra"]["qae_advantage"])  # the premise: something to learn from
     log = trainer.state.log_history[0]
@@ -159,6 +203,7 @@ def test_lora_train_step_moves_adapter_only(tmp_path):
 
 
 # ---------------------------------------------------------------- 7. the config it needs
+
 
 def test_trainer_needs_qae_config(tmp_path, tok):
     with pytest.raises(ValueError, match="QAEConfig"):

@@ -7,17 +7,27 @@ from __future__ import annotations
 import pytest
 import torch
 from datasets import Dataset
-from step_setup import (REWARDS, any_nonzero, assert_same_grads, make_trainer, qae_advantages, reference_grads, rows, trainer_grads)
+from step_setup import (
+    REWARDS,
+    any_nonzero,
+    assert_same_grads,
+    make_trainer,
+    qae_advantages,
+    reference_grads,
+    rows,
+    trainer_grads,
+)
 
 
 # ---------------------------------------------------------------- 7b. partners and behaviour metrics
+
 
 def _logp_ratio(model, inputs):
     """(log pi_theta of the completion tokens, mask) by a plain forward, as reference_loss computes them."""
     ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
     attention = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
     t = inputs["completion_ids"].shape[1]
-    log_p = torch.log_softmax(model(input_ids=ids, attention_mask=attention).logits[:, -t - 1:-1], dim=-1)
+    log_p = torch.log_softmax(model(input_ids=ids, attention_mask=attention).logits[:, -t - 1 : -1], dim=-1)
     return log_p.gather(-1, inputs["completion_ids"].unsqueeze(-1)).squeeze(-1), inputs["completion_mask"].double()
 
 
@@ -36,8 +46,9 @@ def test_sign_masks_train_on_one_side_only(tmp_path, tok, keep):
     full = torch.tensor(qae_advantages(REWARDS, baseline="mean"))
     want = torch.where(full > 0 if keep == "pos" else full < 0, full, torch.zeros_like(full))
     assert inputs["advantages"].tolist() == pytest.approx(want.tolist(), abs=1e-6)
-    assert_same_grads(trainer_grads(trainer, inputs),
-                      reference_grads(trainer.model, inputs, want.tolist(), loss_type="bnpo"))
+    assert_same_grads(
+        trainer_grads(trainer, inputs), reference_grads(trainer.model, inputs, want.tolist(), loss_type="bnpo")
+    )
 
 
 @pytest.mark.parametrize("loss_type", ["bnpo", "grpo"])
@@ -47,8 +58,17 @@ def test_clip_cov_zeroes_drawn_band_tokens_only(tmp_path, tok, loss_type, monkey
     drawn = []
     real = loss_module.clip_cov_select
     monkeypatch.setattr(loss_module, "clip_cov_select", lambda *a, **k: drawn.append(real(*a, **k)) or drawn[-1])
-    trainer = make_trainer(tmp_path, tok, loss_type=loss_type, baseline="mean", cov_penalty="clip_cov",
-                           clip_cov_ratio=0.2, clip_cov_lb=-0.05, clip_cov_ub=10.0, sparse_update=False)
+    trainer = make_trainer(
+        tmp_path,
+        tok,
+        loss_type=loss_type,
+        baseline="mean",
+        cov_penalty="clip_cov",
+        clip_cov_ratio=0.2,
+        clip_cov_lb=-0.05,
+        clip_cov_ub=10.0,
+        sparse_update=False,
+    )
     inputs = trainer._generate_and_score_completions(rows(REWARDS))
     adv = inputs["advantages"].clone()
     got = trainer_grads(trainer, inputs)
@@ -78,8 +98,16 @@ def test_clip_cov_zeroes_drawn_band_tokens_only(tmp_path, tok, loss_type, monkey
 
 @pytest.mark.parametrize("loss_type", ["bnpo", "grpo", "dapo"])
 def test_kl_cov_penalises_the_top_covariance_tokens_off_policy(tmp_path, tok, loss_type):
-    trainer = make_trainer(tmp_path, tok, loss_type=loss_type, baseline="mean", cov_penalty="kl_cov",
-                           kl_cov_ratio=0.1, kl_cov_coef=0.7, sparse_update=False)
+    trainer = make_trainer(
+        tmp_path,
+        tok,
+        loss_type=loss_type,
+        baseline="mean",
+        cov_penalty="kl_cov",
+        kl_cov_ratio=0.1,
+        kl_cov_coef=0.7,
+        sparse_update=False,
+    )
     inputs = trainer._generate_and_score_completions(rows(REWARDS))
     adv = inputs["advantages"].clone()
     # on-policy (no old log-probs): |log ratio| = 0, so the penalty adds nothing, not even gradient
@@ -88,12 +116,13 @@ def test_kl_cov_penalises_the_top_covariance_tokens_off_policy(tmp_path, tok, lo
     # off-policy: old log-probs moved by a fixed pattern, so ratios and |log ratio| are non-trivial
     logp, m = _logp_ratio(trainer.model, inputs)
     shift = 0.05 * torch.sin(torch.arange(logp.numel(), dtype=logp.dtype)).view_as(logp)
-    inputs["old_per_token_logps"] = (logp.detach() + shift)
+    inputs["old_per_token_logps"] = logp.detach() + shift
     got = trainer_grads(trainer, inputs)
     cov = _ref_cov(logp, adv, m)
     k = max(int(0.1 * m.sum()), 1)
-    order = sorted(((float(cov[i, j]), i, j) for i in range(m.shape[0]) for j in range(m.shape[1]) if m[i, j]),
-                   reverse=True)
+    order = sorted(
+        ((float(cov[i, j]), i, j) for i in range(m.shape[0]) for j in range(m.shape[1]) if m[i, j]), reverse=True
+    )
     chosen = torch.zeros_like(m, dtype=torch.bool)
     for _, i, j in order[:k]:
         chosen[i, j] = True
@@ -122,7 +151,7 @@ def test_cov_penalties_turn_sparse_updates_off_and_need_a_weighting_loss_type(tm
 
 
 def test_behaviour_and_counterfactual_metrics_every_step(tmp_path, tok):
-    composite = [7.5, 7.5, 5.5, 5.5,   7.5, 0, 0, 0,   5.5, 5.5, 5.5, 5.5,   7.5, 6.0, 2.0, 0]
+    composite = [7.5, 7.5, 5.5, 5.5, 7.5, 0, 0, 0, 5.5, 5.5, 5.5, 5.5, 7.5, 6.0, 2.0, 0]
     texts = ["Wait, 2 + 3 = 5", "let me check: 12 * 2 = 24", "Hi", "9 + 4 = 13"] * 4
     completions = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
     trainer = make_trainer(tmp_path, tok, loss_type="bnpo", success_threshold=5.0, completions=completions)

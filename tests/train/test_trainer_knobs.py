@@ -1,5 +1,4 @@
-"""QAETrainer's live knobs: K, alpha, baseline and token weighting changed between steps, one frozen value.
-"""
+"""QAETrainer's live knobs: K, alpha, baseline and token weighting changed between steps, one frozen value."""
 
 from __future__ import annotations
 
@@ -13,6 +12,7 @@ from qae_lab.methods import ADVANTAGE_STAT_METRICS
 
 
 # ---------------------------------------------------------------- 4. live knobs
+
 
 def test_set_knobs_k_changes_next_advantages_and_metric(tmp_path, tok):
     rewards = [0.0, 1, 1, 0] * 4  # 2 of 4 correct: hard for K = 0.4 (b = 0), easy for K = 0.6 (b = 1)
@@ -56,31 +56,46 @@ def test_set_knobs_alpha_changes_weights_and_metric(tmp_path, tok):
     metrics = trainer._metrics["train"]
     assert metrics["saah/alpha"] == [0.3, 1.5]
     assert metrics["saah/w_mean_neg"][1] < metrics["saah/w_mean_neg"][0]  # smaller weights
-    assert_same_grads(after, reference_grads(trainer.model, inputs, adv, loss_type="bnpo", weighting="sa_ah",
-                                             alpha=1.5))
+    assert_same_grads(
+        after, reference_grads(trainer.model, inputs, adv, loss_type="bnpo", weighting="sa_ah", alpha=1.5)
+    )
     assert max((before[n] - after[n]).abs().max().item() for n in before) > 1e-4
     # token_weighting is live too: AH from the next loss on
     trainer.set_knobs(token_weighting="ah")
-    assert_same_grads(trainer_grads(trainer, inputs),
-                      reference_grads(trainer.model, inputs, adv, loss_type="bnpo", weighting="ah", alpha=1.5))
+    assert_same_grads(
+        trainer_grads(trainer, inputs),
+        reference_grads(trainer.model, inputs, adv, loss_type="bnpo", weighting="ah", alpha=1.5),
+    )
 
 
 def test_set_knobs_validates(tmp_path, tok):
     trainer = make_trainer(tmp_path, tok, loss_type="bnpo")
     before = trainer.knobs
-    for knobs, name in (({"quantile_k": 0.0}, "quantile_k"), ({"quantile_k": 1.0}, "quantile_k"),
-                        ({"quantile_k": float("nan")}, "quantile_k"), ({"quantile_k": "0.4"}, "quantile_k"),
-                        ({"alpha": float("nan")}, "alpha"), ({"alpha": float("inf")}, "alpha"),
-                        ({"baseline": "median"}, "baseline"), ({"token_weighting": "sa-ah"}, "token_weighting"),
-                        ({"k": 0.5}, "unknown knob"), ({"quantile_k": 0.5, "beta": 0.1}, "unknown knob"),
-                        ({"quantile_k": 0.5, "alpha": float("nan")}, "alpha")):
+    for knobs, name in (
+        ({"quantile_k": 0.0}, "quantile_k"),
+        ({"quantile_k": 1.0}, "quantile_k"),
+        ({"quantile_k": float("nan")}, "quantile_k"),
+        ({"quantile_k": "0.4"}, "quantile_k"),
+        ({"alpha": float("nan")}, "alpha"),
+        ({"alpha": float("inf")}, "alpha"),
+        ({"baseline": "median"}, "baseline"),
+        ({"token_weighting": "sa-ah"}, "token_weighting"),
+        ({"k": 0.5}, "unknown knob"),
+        ({"quantile_k": 0.5, "beta": 0.1}, "unknown knob"),
+        ({"quantile_k": 0.5, "alpha": float("nan")}, "alpha"),
+    ):
         with pytest.raises(ValueError, match=name):
             trainer.set_knobs(**knobs)
     assert trainer.knobs is before  # a rejected call changes nothing, not even its valid part
     trainer.set_knobs(quantile_k=0.25, alpha=0.0)
     assert trainer.knobs == Knobs(quantile_k=0.25, alpha=0.0)
     trainer.set_knobs(Knobs(quantile_k=0.7, token_weighting="sa_ah"))  # a whole value, as the live controls hand it
-    assert trainer.knobs.as_dict() == {"quantile_k": 0.7, "alpha": 0.5, "baseline": "quantile", "token_weighting": "sa_ah"}
+    assert trainer.knobs.as_dict() == {
+        "quantile_k": 0.7,
+        "alpha": 0.5,
+        "baseline": "quantile",
+        "token_weighting": "sa_ah",
+    }
     with pytest.raises(ValueError, match="knobs must be a qae_lab.methods.Knobs"):
         trainer.set_knobs({"quantile_k": 0.5})
     dr = make_trainer(tmp_path / "dr", tok, loss_type="dr_grpo")
@@ -101,6 +116,7 @@ def test_set_knobs_k_moves_the_entropy_split(tmp_path, tok):
     assert len(metrics["entropy/hard"]) == 1 and len(metrics["entropy/easy"]) == 1
     # the same responses and weights: the whole batch's entropy, under the regime of the K in force
     # the same float32 token entropies summed in the same order: equal to float32 rounding (~100 tokens)
-    assert metrics["entropy/easy"][0] == pytest.approx(metrics["entropy/hard"][0], rel=128 * torch.finfo(torch.float32).eps)
+    assert metrics["entropy/easy"][0] == pytest.approx(
+        metrics["entropy/hard"][0], rel=128 * torch.finfo(torch.float32).eps
+    )
     assert trainer.args.quantile_k == 0.4
-

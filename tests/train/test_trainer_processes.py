@@ -19,7 +19,7 @@ from qae_lab.advantages import group_advantages
 
 # ---------------------------------------------------------------- 8. two processes (gloo)
 
-MP_REWARDS = [1.0, 0, 0, 0,   0, 1, 1, 0,   1, 1, 0, 0]  # 3 groups over 2 ranks of 6: group 2 spans both
+MP_REWARDS = [1.0, 0, 0, 0, 0, 1, 1, 0, 1, 1, 0, 0]  # 3 groups over 2 ranks of 6: group 2 spans both
 MP_WORKER = r'''
 """One rank of the two-process check: generation on fixed completions, then sparse vs dense losses."""
 import datetime, json, os, sys
@@ -77,8 +77,19 @@ def two_process_run(tmp_path_factory):
     script = out / "worker.py"
     script.write_text(MP_WORKER)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc_per_node", "2",
-           str(script), str(out), str(Path(__file__).resolve().parents[1])]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nnodes",
+        "1",
+        "--nproc_per_node",
+        "2",
+        str(script),
+        str(out),
+        str(Path(__file__).resolve().parents[1]),
+    ]
     try:
         proc = subprocess.run(cmd, check=False, env=env, capture_output=True, text=True, timeout=120)
         text = proc.stdout + proc.stderr
@@ -105,7 +116,7 @@ def test_two_processes_same_advantages_and_gradients_as_one(two_process_run):
     assert want == pytest.approx(qae_advantages(MP_REWARDS), abs=1e-6)
     n = len(MP_REWARDS) // 2
     for rank, got in enumerate(ranks):
-        assert got["local"] == pytest.approx(want[rank * n:(rank + 1) * n], abs=1e-6)  # each rank its own slice
+        assert got["local"] == pytest.approx(want[rank * n : (rank + 1) * n], abs=1e-6)  # each rank its own slice
         assert got["logged"] == pytest.approx(want, abs=1e-6)  # the gathered batch in the completion table
         assert got["zero_adv_frac"] == [pytest.approx(7 / 12)]
 

@@ -37,7 +37,7 @@ def textbook_entropies(model, inputs) -> list[list[float]]:
     attention = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)  # (N, P+T)
     t = inputs["completion_ids"].shape[1]
     with torch.no_grad():
-        z = model(input_ids=ids, attention_mask=attention).logits[:, -t - 1:-1]  # (N, T, V): position p predicts p+1
+        z = model(input_ids=ids, attention_mask=attention).logits[:, -t - 1 : -1]  # (N, T, V): position p predicts p+1
     return [[ref_entropy(z[i, s].tolist()) for s in range(t)] for i in range(z.shape[0])]
 
 
@@ -79,7 +79,7 @@ def test_sparse_split_covers_the_updated_rows_under_their_own_names(tmp_path, to
     metrics = trainer._metrics["train"]
     [entropies] = seen  # (4, T'): the forward saw the 4 kept rows, trimmed of trailing padding
     keep = [i for i, u in enumerate(updated) if u]
-    mask = inputs["completion_mask"][keep, :entropies.shape[1]].tolist()
+    mask = inputs["completion_mask"][keep, : entropies.shape[1]].tolist()
     want_hard, want_easy = ref_regime_token_means(entropies.tolist(), mask, [HARD[i] for i in keep])
     tol = float(inputs["completion_mask"].sum()) * EPS32  # as above: n float32 roundings of the total
     assert metrics[ENTROPY_UPDATED_HARD] == [pytest.approx(want_hard, rel=tol)]

@@ -15,6 +15,7 @@ from qae_lab.train.trainer import QAETrainer
 
 # ---------------------------------------------------------------- 3. sparse updates
 
+
 def spy_rows(trainer) -> list[int]:
     """Record how many rows each forward of the loss's log-prob function sees."""
     seen: list[int] = []
@@ -84,10 +85,15 @@ def test_sparse_update_drops_trailing_padding_columns(tmp_path, tok, loss_type):
 
 def test_row_selection_trims_known_per_token_keys_only(tmp_path, tok):
     mask = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1], [1, 0, 0, 0]])
-    inputs = {"prompt_ids": torch.ones(3, 4, dtype=torch.long), "prompt_mask": torch.ones(3, 4),
-              "completion_ids": torch.arange(12).view(3, 4), "completion_mask": mask,
-              "old_per_token_logps": torch.randn(3, 4), "advantages": torch.tensor([1.0, 0.0, -1.0]),
-              "num_items_in_batch": torch.tensor(7)}
+    inputs = {
+        "prompt_ids": torch.ones(3, 4, dtype=torch.long),
+        "prompt_mask": torch.ones(3, 4),
+        "completion_ids": torch.arange(12).view(3, 4),
+        "completion_mask": mask,
+        "old_per_token_logps": torch.randn(3, 4),
+        "advantages": torch.tensor([1.0, 0.0, -1.0]),
+        "num_items_in_batch": torch.tensor(7),
+    }
     keep = inputs["advantages"] != 0
     sub = QAETrainer._rows(inputs, keep)
     assert sub["completion_ids"].tolist() == [[0, 1], [8, 9]] and sub["completion_mask"].tolist() == [[1, 1], [1, 0]]
@@ -114,15 +120,23 @@ def test_sparse_update_all_zero_batch_skips_the_forward(tmp_path, tok):
 def test_sparse_falls_back_to_dense(tmp_path, tok, case):
     # AH weights zero-advantage rows too (its normaliser needs them); an entropy bonus and a KL
     # term give those rows a gradient of their own: every row must go through the model
-    trainer = make_trainer(tmp_path, tok, loss_type="bnpo", token_weighting="ah" if case == "ah" else "sa_ah",
-                           entropy_coef=0.01 if case == "entropy_bonus" else 0.0)
+    trainer = make_trainer(
+        tmp_path,
+        tok,
+        loss_type="bnpo",
+        token_weighting="ah" if case == "ah" else "sa_ah",
+        entropy_coef=0.01 if case == "entropy_bonus" else 0.0,
+    )
     inputs = trainer._generate_and_score_completions(rows(REWARDS))
     if case == "kl":  # beta != 0 needs reference log-probs: any fixed ones will do
         trainer.beta = 0.04
         with torch.no_grad():
             logps = trainer._get_per_token_logps_and_entropies(
-                trainer.model, torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], 1),
-                torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1), inputs["completion_ids"].shape[1])[0]
+                trainer.model,
+                torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], 1),
+                torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1),
+                inputs["completion_ids"].shape[1],
+            )[0]
         g = torch.Generator().manual_seed(1)
         inputs["ref_per_token_logps"] = logps + 0.1 * torch.randn(logps.shape, generator=g, dtype=logps.dtype)
     assert trainer.args.sparse_update and not trainer._sparse_active(trainer.loss_settings())

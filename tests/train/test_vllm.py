@@ -32,28 +32,46 @@ from qae_lab.storage.folder import RunFolderError
 from qae_lab.train.trainer import QAETrainer
 
 LIVE = "qwen2.5-1.5b-gsm8k-live"
-STEPPED_ASIDE = (r"fast_generation=True -> False, compile_generation=True -> False, "
-                 r"cache_implementation='static' -> None")
+STEPPED_ASIDE = (
+    r"fast_generation=True -> False, compile_generation=True -> False, "
+    r"cache_implementation='static' -> None"
+)
 
 
 # ---------------------------------------------------------------- configuration
 
 
 def test_the_live_preset_with_vllm_steps_the_fast_path_aside_and_says_so(tmp_path):
-    sets = ["use_vllm=true", "vllm_mode=colocate", "vllm_gpu_memory_utilization=0.25",
-            "vllm_importance_sampling_mode=token_truncate", "vllm_max_model_length=1024"]
+    sets = [
+        "use_vllm=true",
+        "vllm_mode=colocate",
+        "vllm_gpu_memory_utilization=0.25",
+        "vllm_importance_sampling_mode=token_truncate",
+        "vllm_max_model_length=1024",
+    ]
     with pytest.warns(UserWarning, match=STEPPED_ASIDE) as seen:
         run, cfg = presets.build(LIVE, sets, output_dir=str(tmp_path))
     assert len(seen) == 1 and seen[0].filename != config.__file__  # attributed to the code that built the config
     recorded = cfg.to_dict()  # what config.json holds
     assert (recorded["fast_generation"], recorded["compile_generation"], recorded["cache_implementation"]) == (
-        False, False, None)
-    assert (recorded["use_vllm"], recorded["vllm_mode"], recorded["vllm_gpu_memory_utilization"],
-            recorded["vllm_importance_sampling_mode"], recorded["vllm_max_model_length"]) == (
-        True, "colocate", 0.25, "token_truncate", 1024)
+        False,
+        False,
+        None,
+    )
+    assert (
+        recorded["use_vllm"],
+        recorded["vllm_mode"],
+        recorded["vllm_gpu_memory_utilization"],
+        recorded["vllm_importance_sampling_mode"],
+        recorded["vllm_max_model_length"],
+    ) == (True, "colocate", 0.25, "token_truncate", 1024)
     # the rest of the preset is untouched
     assert (run.model, cfg.per_device_train_batch_size, cfg.num_generations, cfg.max_completion_length) == (
-        "qwen2.5-1.5b", 32, 8, 256)
+        "qwen2.5-1.5b",
+        32,
+        8,
+        256,
+    )
 
 
 def test_without_vllm_the_preset_keeps_the_fast_path(tmp_path):
@@ -61,7 +79,11 @@ def test_without_vllm_the_preset_keeps_the_fast_path(tmp_path):
         warnings.simplefilter("error", UserWarning)  # no step-aside note
         _, cfg = presets.build(LIVE, [], output_dir=str(tmp_path))
     assert (cfg.use_vllm, cfg.fast_generation, cfg.compile_generation, cfg.cache_implementation) == (
-        False, True, True, "static")
+        False,
+        True,
+        True,
+        "static",
+    )
 
 
 def test_vllm_with_nothing_to_step_aside_gives_no_note(tmp_path):
@@ -115,11 +137,13 @@ class FakeLLM:
     def __init__(self, tok, **kwargs):
         self.kwargs, self.tok, self.pushed, self.prompts, self.sampling = kwargs, tok, [], [], []
         self.loading: dict[str, torch.Tensor] = {}  # the weights of the sync under way
-        model = types.SimpleNamespace(load_weights=lambda weights: self.loading.update(
-            {name: p.detach().clone() for name, p in weights}))
+        model = types.SimpleNamespace(
+            load_weights=lambda weights: self.loading.update({name: p.detach().clone() for name, p in weights})
+        )
         runner = types.SimpleNamespace(model=model)
-        self.llm_engine = types.SimpleNamespace(model_executor=types.SimpleNamespace(
-            driver_worker=types.SimpleNamespace(model_runner=runner)))
+        self.llm_engine = types.SimpleNamespace(
+            model_executor=types.SimpleNamespace(driver_worker=types.SimpleNamespace(model_runner=runner))
+        )
 
     def reset_prefix_cache(self):  # TRL calls it at the end of each weight sync
         self.pushed.append(self.loading)
@@ -132,8 +156,12 @@ class FakeLLM:
         for row, p in enumerate(prompts):
             ids = self.tok.encode(answer(row), add_special_tokens=False) + [self.tok.eos_token_id]
             logprobs = [{t: types.SimpleNamespace(logprob=SAMPLER_LOGP, rank=1)} for t in ids]
-            outputs.append(types.SimpleNamespace(prompt_token_ids=p["prompt_token_ids"], outputs=[
-                types.SimpleNamespace(token_ids=ids, logprobs=logprobs)]))
+            outputs.append(
+                types.SimpleNamespace(
+                    prompt_token_ids=p["prompt_token_ids"],
+                    outputs=[types.SimpleNamespace(token_ids=ids, logprobs=logprobs)],
+                )
+            )
         return outputs
 
 
@@ -161,14 +189,22 @@ def fake_vllm(monkeypatch, tok):
 
 def vllm_trainer(tmp_path, tok, model=None, **kwargs) -> QAETrainer:
     """lora_setup's trainer on 16 problems, rewarded by :func:`says_yes`, 2 steps sampled by vLLM (colocate)."""
-    settings = dict(num_generations=G, max_completion_length=8, max_steps=2, scale_rewards="none", quantile_k=0.4,
-                    use_vllm=True, vllm_mode="colocate", vllm_gpu_memory_utilization=0.25)
+    settings = dict(
+        num_generations=G,
+        max_completion_length=8,
+        max_steps=2,
+        scale_rewards="none",
+        quantile_k=0.4,
+        use_vllm=True,
+        vllm_mode="colocate",
+        vllm_gpu_memory_utilization=0.25,
+    )
     settings.update(kwargs)
     with pytest.warns(UserWarning, match="step aside"):  # the GPU presets' fast path, set aside
-        args = lora_args(tmp_path, **settings, fast_generation=True, compile_generation=True,
-                         cache_implementation="static")
-    return lora_trainer(model if model is not None else lora_policy()[0], tok, args, reward_funcs=says_yes,
-                        n_train=16)
+        args = lora_args(
+            tmp_path, **settings, fast_generation=True, compile_generation=True, cache_implementation="static"
+        )
+    return lora_trainer(model if model is not None else lora_policy()[0], tok, args, reward_funcs=says_yes, n_train=16)
 
 
 def spy(monkeypatch, owner, name, calls: list):
@@ -198,10 +234,15 @@ def test_qae_trains_on_vllms_completions(tmp_path, tok, fake_vllm, monkeypatch):
 
     [llm] = fake_vllm
     # the config's settings reached the engine and the sampler
-    assert (llm.kwargs["gpu_memory_utilization"], llm.kwargs["tensor_parallel_size"], llm.kwargs["max_num_seqs"],
-            llm.kwargs["model"]) == (0.25, 1, 8, model.name_or_path)
+    assert (
+        llm.kwargs["gpu_memory_utilization"],
+        llm.kwargs["tensor_parallel_size"],
+        llm.kwargs["max_num_seqs"],
+        llm.kwargs["model"],
+    ) == (0.25, 1, 8, model.name_or_path)
     assert len(llm.sampling) == 2 and all(
-        (s["n"], s["temperature"], s["max_tokens"], s["logprobs"]) == (1, 1.0, 8, 0) for s in llm.sampling)
+        (s["n"], s["temperature"], s["max_tokens"], s["logprobs"]) == (1, 1.0, 8, 0) for s in llm.sampling
+    )
     assert [len(p) for p in llm.prompts] == [8, 8]  # 2 prompts x G per step, each given G times
     # QAE's advantages from the fake's completions: K = 0.4 of G = 4 is the 2nd smallest reward, 0 in both groups
     # (the mean baseline would give 0.75, -0.25, ... and 0.5, -0.5, ...)
@@ -217,7 +258,8 @@ def test_qae_trains_on_vllms_completions(tmp_path, tok, fake_vllm, monkeypatch):
     for (_, kwargs, _), (_, _, out) in zip(losses, scored):
         kept = out["advantages"] != 0
         assert sorted(kwargs["sampling_ratio"].flatten().tolist()) == pytest.approx(
-            sorted(out["importance_sampling_ratio"][kept].flatten().tolist()), rel=1e-6)
+            sorted(out["importance_sampling_ratio"][kept].flatten().tolist()), rel=1e-6
+        )
     assert trainer.state.global_step == 2
     assert [row["qae/k"] for row in trainer.state.log_history if "qae/k" in row] == [0.4, 0.4]
 
@@ -226,8 +268,10 @@ def test_vllm_gets_the_merged_lora_weights_each_step(tmp_path, tok, fake_vllm):
     trainer = vllm_trainer(tmp_path, tok, vllm_importance_sampling_correction=False)  # ratios ~1e-19 would stall it
     model = trainer.accelerator.unwrap_model(trainer.model)
     q = model.get_base_model().model.layers[0].self_attn.q_proj  # a PEFT LoRA layer
-    merged_before = q.base_layer.weight.detach() + q.scaling["default"] * (
-        q.lora_B["default"].weight @ q.lora_A["default"].weight).detach()
+    merged_before = (
+        q.base_layer.weight.detach()
+        + q.scaling["default"] * (q.lora_B["default"].weight @ q.lora_A["default"].weight).detach()
+    )
     trainer.train()
 
     [llm] = fake_vllm
@@ -252,13 +296,19 @@ def test_without_the_importance_correction_the_loss_gets_no_sampler_ratio(tmp_pa
 
 def test_vllms_weight_sync_leaves_bf16_base_weights_bit_identical(tmp_path, tok, fake_vllm):
     # TRL's sync merges LoRA, sends the weights and unmerges: in bf16 that unmerge alone would leave rounding in W
-    trainer = vllm_trainer(tmp_path, tok, model=lora_policy(dtype=torch.bfloat16)[0], max_steps=1,
-                           vllm_importance_sampling_correction=False)
+    trainer = vllm_trainer(
+        tmp_path,
+        tok,
+        model=lora_policy(dtype=torch.bfloat16)[0],
+        max_steps=1,
+        vllm_importance_sampling_correction=False,
+    )
     model = trainer.accelerator.unwrap_model(trainer.model)
     frozen = {n: p.detach().clone() for n, p in model.named_parameters() if not p.requires_grad}
     trainer.train()
     [llm] = fake_vllm
     q_name = "model.layers.0.self_attn.q_proj.weight"
-    assert not torch.equal(llm.pushed[0][q_name], frozen["base_model.model." + q_name.replace(".weight",
-                                                                                              ".base_layer.weight")])
+    assert not torch.equal(
+        llm.pushed[0][q_name], frozen["base_model.model." + q_name.replace(".weight", ".base_layer.weight")]
+    )
     assert all(torch.equal(p.detach(), frozen[n]) for n, p in model.named_parameters() if not p.requires_grad)
