@@ -307,3 +307,36 @@ def test_license_file_matches_pyproject():
     assert text.startswith("MIT License\n") and "Permission is hereby granted, free of charge" in text
     authors = ", ".join(a["name"] for a in meta["authors"])
     assert re.search(rf"^Copyright \(c\) \d{{4}} {re.escape(authors)}$", text, re.M), "LICENSE names the authors"
+
+
+def _local_imports(path: Path, seen: set[Path]) -> set[str]:
+    """The repository's own top-level folders that ``path`` imports, following the helper modules under tests/."""
+    if path in seen or not path.is_file():
+        return set()
+    seen.add(path)
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        for name in names:
+            top = name.split(".")[0]
+            if (ROOT / top / "__init__.py").is_file() or (ROOT / f"{top}.py").is_file():
+                out.add(top)
+            helper = ROOT / "tests" / f"{top}.py"  # tests/ is on sys.path: its helper modules import by name
+            if helper.is_file():
+                out |= _local_imports(helper, seen)
+    return out
+
+
+def test_the_fresh_colab_suite_copies_every_folder_its_tests_import():
+    # the fresh-Colab job runs its tests from a copy of the checkout without qae_lab/ (the installed one must serve):
+    # a folder those tests import that the copy leaves out (tools/, when the maintainer tools left the package)
+    # fails only there
+    fresh = (ROOT / ".ci/fresh-colab").read_text()
+    copied = set(re.search(r"archive HEAD ([^|]+)\|", fresh).group(1).split())
+    files = re.findall(r"tests/[\w/]+\.py", fresh[fresh.index('"$py" -m pytest') :])
+    assert files, "no test files found in .ci/fresh-colab's pytest command"
+    seen: set[Path] = set()
+    imported = set().union(*(_local_imports(ROOT / f, seen) for f in ["conftest.py", *files]))
+    assert imported - {"qae_lab"} <= copied, f"imported but not copied: {sorted(imported - {'qae_lab'} - copied)}"
