@@ -78,6 +78,13 @@ def first_cell(path: Path, expect: str) -> None:
 
 def run(path: Path) -> None:
     sys.path.insert(0, str(TESTS))
+    # tools/ (nbexec reads the install cells' extras from tools.install_cell): the checkout goes last on the path,
+    # after site-packages, so that qae_lab stays the installed package
+    sys.path.append(str(TESTS.parent))
+    import qae_lab
+
+    if Path(qae_lab.__file__).resolve().is_relative_to(TESTS.parent):
+        raise SystemExit(f"fresh_colab_nb.py: qae_lab came from the checkout ({qae_lab.__file__}), not the install")
     from nbexec import execute_at
     from notebook_specs import NOTEBOOKS, check_run
 
