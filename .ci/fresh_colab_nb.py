@@ -83,7 +83,7 @@ def run(path: Path) -> None:
     sys.path.append(str(TESTS.parent))
     import qae_lab
 
-    if Path(qae_lab.__file__).resolve().is_relative_to(TESTS.parent):
+    if Path(qae_lab.__file__).resolve().is_relative_to(TESTS.parent / "qae_lab"):
         raise SystemExit(f"fresh_colab_nb.py: qae_lab came from the checkout ({qae_lab.__file__}), not the install")
     from nbexec import execute_at
     from notebook_specs import NOTEBOOKS, check_run
