@@ -59,37 +59,72 @@ def _method(name: str) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="qae-lab", description="QAE / SA-AH-GRPO runs with TRL (see qae_lab.runs.cli).",
-                                allow_abbrev=False)
+    p = argparse.ArgumentParser(
+        prog="qae-lab", description="QAE / SA-AH-GRPO runs with TRL (see qae_lab.runs.cli).", allow_abbrev=False
+    )
     sub = p.add_subparsers(dest="command", required=True)
-    t = sub.add_parser("train", help="evaluate, train, evaluate; write the run folder", allow_abbrev=False,
-                       usage="%(prog)s [--preset NAME] [--config FILE] [--method METHOD] [--NAME VALUE ...] "
-                             "[--set NAME=VALUE ...] [--output-dir DIR] [--overwrite] [--resume PATH] [--dry-run]",
-                       description="Run a preset, a YAML config file, or both, with any field overridden as --NAME "
-                       "VALUE (typed by TRL's parser, as TRL's own scripts take them). Fields of RunArgs: "
-                       + ", ".join(field_types(RunArgs)) + "; and every field of qae_lab.train.config.QAEConfig (TRL's "
-                       "GRPOConfig + QAE/SA-AH knobs), e.g. --quantile_k 0.6 --alpha 0.3 --report_to tensorboard.")
-    t.add_argument("--preset", choices=sorted(PRESETS),
-                   help=f"default cpu-demo (or the config file's preset:); with --resume, the run's own; the "
-                        f"presets' files: {PRESET_DIR}")
-    t.add_argument("--config", metavar="FILE", help="a YAML file of fields (the presets' form; `preset: NAME` "
-                   "starts from a preset, `env:` sets environment variables); --NAME VALUE and --set override it")
-    t.add_argument("--method", type=_method, metavar="METHOD[+PARTNER...]",
-                   help=f"sets baseline and token_weighting: one of {', '.join(METHODS)}, each optionally followed by "
-                        f"+partner from {', '.join(PARTNERS)} (e.g. qae+clip_higher)")
-    t.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME=VALUE",
-                   help="override a RunArgs or QAEConfig field (repeatable), e.g. --set quantile_k=0.6; with --resume "
-                        "only " + ", ".join(SAFE_ON_RESUME) + " may change")
+    t = sub.add_parser(
+        "train",
+        help="evaluate, train, evaluate; write the run folder",
+        allow_abbrev=False,
+        usage="%(prog)s [--preset NAME] [--config FILE] [--method METHOD] [--NAME VALUE ...] "
+        "[--set NAME=VALUE ...] [--output-dir DIR] [--overwrite] [--resume PATH] [--dry-run]",
+        description="Run a preset, a YAML config file, or both, with any field overridden as --NAME "
+        "VALUE (typed by TRL's parser, as TRL's own scripts take them). Fields of RunArgs: "
+        + ", ".join(field_types(RunArgs))
+        + "; and every field of qae_lab.train.config.QAEConfig (TRL's "
+        "GRPOConfig + QAE/SA-AH knobs), e.g. --quantile_k 0.6 --alpha 0.3 --report_to tensorboard.",
+    )
+    t.add_argument(
+        "--preset",
+        choices=sorted(PRESETS),
+        help=f"default cpu-demo (or the config file's preset:); with --resume, the run's own; the "
+        f"presets' files: {PRESET_DIR}",
+    )
+    t.add_argument(
+        "--config",
+        metavar="FILE",
+        help="a YAML file of fields (the presets' form; `preset: NAME` "
+        "starts from a preset, `env:` sets environment variables); --NAME VALUE and --set override it",
+    )
+    t.add_argument(
+        "--method",
+        type=_method,
+        metavar="METHOD[+PARTNER...]",
+        help=f"sets baseline and token_weighting: one of {', '.join(METHODS)}, each optionally followed by "
+        f"+partner from {', '.join(PARTNERS)} (e.g. qae+clip_higher)",
+    )
+    t.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a RunArgs or QAEConfig field (repeatable), e.g. --set quantile_k=0.6; with --resume "
+        "only " + ", ".join(SAFE_ON_RESUME) + " may change",
+    )
     t.add_argument("--output-dir", help="run folder (default runs/<preset>-<timestamp>); it must not hold another run")
-    t.add_argument("--overwrite", action="store_true",
-                   help="delete the run already in --output-dir (its config, log, evaluations, model, checkpoints)")
-    t.add_argument("--resume", metavar="PATH", help="checkpoint folder, or run folder (its latest complete checkpoint)"
-                   "; the run's settings come from its config.json")
+    t.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="delete the run already in --output-dir (its config, log, evaluations, model, checkpoints)",
+    )
+    t.add_argument(
+        "--resume",
+        metavar="PATH",
+        help="checkpoint folder, or run folder (its latest complete checkpoint)"
+        "; the run's settings come from its config.json",
+    )
     t.add_argument("--dry-run", action="store_true", help="check everything, print the resolved configuration, exit")
     sub.add_parser("presets", help="list the presets")
-    export.add_arguments(sub.add_parser("export", help="write a run's trained model as a stand-alone model folder",
-                                        description="The merged 16-bit model (or the LoRA adapter), tokenizer, "
-                                        "generation config and a model card, written to a new folder OUT."))
+    export.add_arguments(
+        sub.add_parser(
+            "export",
+            help="write a run's trained model as a stand-alone model folder",
+            description="The merged 16-bit model (or the LoRA adapter), tokenizer, "
+            "generation config and a model card, written to a new folder OUT.",
+        )
+    )
     return p
 
 
@@ -125,22 +160,34 @@ def main(argv: list[str] | None = None) -> int:
         print(f"qae-lab: error: {err}", file=sys.stderr)
         return 2
     run, cfg = ready["run"], ready["cfg"]
-    command = command_line(ready["preset"], ready["sets"], ready["method"], config=ready["config"],
-                           args=ready["flags"])
+    command = command_line(ready["preset"], ready["sets"], ready["method"], config=ready["config"], args=ready["flags"])
     for note in ready["notes"] if cfg.process_index == 0 and not args.dry_run else ():  # once, under several too
         print(note, flush=True)
     if args.dry_run:
         print(json.dumps(_resolved(ready, run, cfg, command), indent=1, default=str))
         return 0
-    recipe = {"preset": ready["preset"], "method": ready["method"], "sets": ready["sets"],
-              "config": ready["config_values"], "args": ready["flags"], "env": ready["env"]}  # --resume rebuilds these
+    recipe = {
+        "preset": ready["preset"],
+        "method": ready["method"],
+        "sets": ready["sets"],
+        "config": ready["config_values"],
+        "args": ready["flags"],
+        "env": ready["env"],
+    }  # --resume rebuilds these
     try:  # the run follows the plan made above: a new run (its folder claimed first), or the resume of its checkpoint
         result = train(run, cfg, preset=ready["preset"], command=command, plan=ready["plan"], recipe=recipe)
     except KeyboardInterrupt:  # outside the training loop (loading, evaluation, a save): say what is on disk
         latest, _ = latest_complete_checkpoint(cfg.output_dir)
-        print(f"interrupted; run folder {cfg.output_dir}: "
-              + (f"latest complete checkpoint {latest.name}, resume with: python -m qae_lab train --resume "
-                 f"{cfg.output_dir}" if latest else "no checkpoint to resume"), file=sys.stderr)
+        print(
+            f"interrupted; run folder {cfg.output_dir}: "
+            + (
+                f"latest complete checkpoint {latest.name}, resume with: python -m qae_lab train --resume "
+                f"{cfg.output_dir}"
+                if latest
+                else "no checkpoint to resume"
+            ),
+            file=sys.stderr,
+        )
         return 130
     except RunFolderError as err:
         print(f"qae-lab: error: {err}", file=sys.stderr)
@@ -151,13 +198,22 @@ def main(argv: list[str] | None = None) -> int:
 def _resolved(plan: dict, run: RunArgs, cfg, command: str) -> dict[str, Any]:
     """What a dry run prints (one JSON object): the command, the RunArgs, the resolved value of every overridden
     QAEConfig field, the env the run sets, and the plan's notes (what the run would do to its folder)."""
-    _, overrides = resolve(plan["preset"], plan["sets"], plan["method"], config=plan["config_values"],
-                           args=plan["flags"])
+    _, overrides = resolve(
+        plan["preset"], plan["sets"], plan["method"], config=plan["config_values"], args=plan["flags"]
+    )
     trainer = {k: getattr(cfg, k) for k in overrides if k in field_types(type(cfg))}
-    trainer.update(output_dir=cfg.output_dir, generation_batch_size=cfg.generation_batch_size,
-                   steps_per_generation=cfg.steps_per_generation)
-    return {"command": command, "run": dataclasses.asdict(run), "trainer": trainer, "env": plan["env"],
-            "notes": plan["notes"]}
+    trainer.update(
+        output_dir=cfg.output_dir,
+        generation_batch_size=cfg.generation_batch_size,
+        steps_per_generation=cfg.steps_per_generation,
+    )
+    return {
+        "command": command,
+        "run": dataclasses.asdict(run),
+        "trainer": trainer,
+        "env": plan["env"],
+        "notes": plan["notes"],
+    }
 
 
 def _sets_from_config(stored: dict, preset: str) -> list[str]:
@@ -169,16 +225,23 @@ def _sets_from_config(stored: dict, preset: str) -> list[str]:
     values = {}
     for section in ("trainer", "run"):
         for name, value in (stored.get(section) or {}).items():
-            if (name in settable[section] and name in built[section] and value != built[section][name]
-                    and name not in ("output_dir", "logging_dir", "run_name")):
+            if (
+                name in settable[section]
+                and name in built[section]
+                and value != built[section][name]
+                and name not in ("output_dir", "logging_dir", "run_name")
+            ):
                 values[name] = value
     return _as_sets(values)
 
 
 def _as_sets(values: dict[str, Any]) -> list[str]:
     """``{field: value}`` as ``--set`` strings (``name=value``; lists, mappings and booleans as JSON)."""
-    return [f"{name}=" + ("none" if value is None else json.dumps(value) if isinstance(value, (list, dict, bool))
-                          else str(value)) for name, value in values.items()]
+    return [
+        f"{name}="
+        + ("none" if value is None else json.dumps(value) if isinstance(value, (list, dict, bool)) else str(value))
+        for name, value in values.items()
+    ]
 
 
 def _main_process_folder(cfg) -> str:
@@ -227,11 +290,14 @@ def plan(args) -> dict[str, Any]:
     file_values, env = read_config(config) if config is not None else (None, {})
     if args.resume:
         if config is not None:
-            raise ValueError("--resume rebuilds the run's own settings (its config.json): give --set or --NAME VALUE "
-                             "for what may change, not --config")
+            raise ValueError(
+                "--resume rebuilds the run's own settings (its config.json): give --set or --NAME VALUE "
+                "for what may change, not --config"
+            )
         if args.overwrite:
-            raise ValueError("--resume continues the run in its folder, --overwrite deletes it to start a new one: "
-                             "choose one")
+            raise ValueError(
+                "--resume continues the run in its folder, --overwrite deletes it to start a new one: choose one"
+            )
         named = {*fields().sets(sets), *fields().arguments(flags)}  # what this command itself says
 
         def own_settings(stored: dict, out: Path) -> dict[str, Any]:  # the run's recipe, then this command's values
@@ -239,16 +305,22 @@ def plan(args) -> dict[str, Any]:
             recipe = _recipe(stored, out)
             preset = preset or recipe.get("preset") or stored.get("preset")
             if preset not in PRESETS:
-                raise RunFolderError(f"{out / CONFIG_NAME} does not say which preset built the run: give --preset "
-                                     f"(and the --set values it was run with)")
+                raise RunFolderError(
+                    f"{out / CONFIG_NAME} does not say which preset built the run: give --preset "
+                    f"(and the --set values it was run with)"
+                )
             method = method or recipe.get("method")
             # this command's --NAME VALUE go in as --set, above the recipe's own --set values
-            sets = [*(recipe["sets"] if "sets" in recipe else _sets_from_config(stored, preset)),
-                    *_as_sets(fields().arguments(flags)), *sets]
+            sets = [
+                *(recipe["sets"] if "sets" in recipe else _sets_from_config(stored, preset)),
+                *_as_sets(fields().arguments(flags)),
+                *sets,
+            ]
             flags, file_values = list(recipe.get("args") or []), recipe.get("config")
             env = check_env(recipe.get("env") or {}, f"{out / CONFIG_NAME} (the run's env)")
-            built["run"], built["cfg"] = build(preset, sets, method, output_dir=str(out), config=file_values,
-                                               args=flags)
+            built["run"], built["cfg"] = build(
+                preset, sets, method, output_dir=str(out), config=file_values, args=flags
+            )
             _outgoing_named_again(built["cfg"], named, out)
             return run_settings(built["run"], built["cfg"])
 
@@ -269,9 +341,21 @@ def plan(args) -> dict[str, Any]:
     if run.task == "gsm8k" and (run.gsm8k_path or os.environ.get("QAE_LAB_GSM8K_DIR")):
         load_records(run)  # a local data file is read now (seconds): its errors name the file, line and field
     notes = ready.lines() + [f"env: {line}" for line in env_lines] + _outgoing_lines(cfg)
-    return {"run": run, "cfg": cfg, "preset": preset, "method": method, "sets": sets, "config": config,
-            "config_values": file_values, "flags": flags, "env": env, "plan": ready, "resume": ready.checkpoint,
-            "notes": notes, "overwrite": args.overwrite}
+    return {
+        "run": run,
+        "cfg": cfg,
+        "preset": preset,
+        "method": method,
+        "sets": sets,
+        "config": config,
+        "config_values": file_values,
+        "flags": flags,
+        "env": env,
+        "plan": ready,
+        "resume": ready.checkpoint,
+        "notes": notes,
+        "overwrite": args.overwrite,
+    }
 
 
 # the settings through which a run sends data out of the machine, and the value that sends nothing
@@ -297,9 +381,11 @@ def _outgoing_named_again(cfg, named: set[str], out: Path) -> None:
     if unnamed:
         said = ", ".join(f"{k}={v!r}" for k, v in unnamed.items())
         again = " ".join(f"--set {s}" for s in _as_sets(unnamed))
-        raise RunFolderError(f"the run in {out}/ recorded settings that send data out ({said}); a resume takes "
-                             f"them only when this command names them again: add {again} to keep them, or "
-                             f"switch them off (--set push_to_hub=false --set report_to=none)")
+        raise RunFolderError(
+            f"the run in {out}/ recorded settings that send data out ({said}); a resume takes "
+            f"them only when this command names them again: add {again} to keep them, or "
+            f"switch them off (--set push_to_hub=false --set report_to=none)"
+        )
 
 
 def _outgoing_lines(cfg) -> list[str]:
@@ -314,11 +400,19 @@ def _recipe(stored: dict, out: Path) -> dict[str, Any]:
     where = f"{out / CONFIG_NAME}"
     if not isinstance(recipe, dict):
         raise RunFolderError(f"run config {where} is damaged (its run.build is not a mapping)")
-    kinds = {"preset": (str, type(None)), "method": (str, type(None)), "sets": list, "args": list,
-             "config": (dict, type(None)), "env": (dict, type(None))}
+    kinds = {
+        "preset": (str, type(None)),
+        "method": (str, type(None)),
+        "sets": list,
+        "args": list,
+        "config": (dict, type(None)),
+        "env": (dict, type(None)),
+    }
     for key, kind in kinds.items():
         if key in recipe and not isinstance(recipe[key], kind):
-            raise RunFolderError(f"run config {where} is damaged (its run.build.{key} is a {type(recipe[key]).__name__})")
+            raise RunFolderError(
+                f"run config {where} is damaged (its run.build.{key} is a {type(recipe[key]).__name__})"
+            )
     for key in ("sets", "args"):
         if any(not isinstance(item, str) for item in recipe.get(key) or []):
             raise RunFolderError(f"run config {where} is damaged (its run.build.{key} holds a non-string)")

@@ -93,10 +93,34 @@ from dataclasses import dataclass
 from qae_lab._checks import check_int
 from qae_lab.task.models import LORA_TARGETS
 
-__all__ = ['Arch', 'QWEN25', 'GIB', 'T4_MEMORY', 'DTYPE_BYTES', 'param_count', 'lora_param_count', 'layer_activation_bytes', 'lora_grpo_memory', 'run_memory', 'run_shape', 'PROMPT_TOKENS', 'GPU', 'GPUS', 'gpu_named', 'decoder_weights', 'prefill_flops', 'decode_flops', 'training_flops', 'generation_time', 'training_time', 'lora_grpo_step_time', 'run_time']
+__all__ = [
+    "Arch",
+    "QWEN25",
+    "GIB",
+    "T4_MEMORY",
+    "DTYPE_BYTES",
+    "param_count",
+    "lora_param_count",
+    "layer_activation_bytes",
+    "lora_grpo_memory",
+    "run_memory",
+    "run_shape",
+    "PROMPT_TOKENS",
+    "GPU",
+    "GPUS",
+    "gpu_named",
+    "decoder_weights",
+    "prefill_flops",
+    "decode_flops",
+    "training_flops",
+    "generation_time",
+    "training_time",
+    "lora_grpo_step_time",
+    "run_time",
+]
 
 
-GIB = 2 ** 30
+GIB = 2**30
 T4_MEMORY = 15 * GIB
 """What a T4 (16 GB card) offers: ``torch.cuda.get_device_properties(0).total_memory`` is about 15 GiB."""
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
@@ -130,8 +154,10 @@ class Arch:
         for name in ("hidden", "layers", "heads", "kv_heads", "intermediate", "vocab"):
             check_int(getattr(self, name), name, 1)
         if self.hidden % self.heads or self.heads % self.kv_heads:
-            raise ValueError(f"hidden ({self.hidden}) must be a multiple of heads ({self.heads}), and heads of "
-                             f"kv_heads ({self.kv_heads})")
+            raise ValueError(
+                f"hidden ({self.hidden}) must be a multiple of heads ({self.heads}), and heads of "
+                f"kv_heads ({self.kv_heads})"
+            )
 
     @property
     def kv(self) -> int:
@@ -141,9 +167,15 @@ class Arch:
     @classmethod
     def from_config(cls, config: Mapping) -> Arch:
         """From a Qwen2 ``config.json`` mapping (or a ``transformers`` config's ``to_dict()``)."""
-        return cls(config["hidden_size"], config["num_hidden_layers"], config["num_attention_heads"],
-                   config.get("num_key_value_heads", config["num_attention_heads"]), config["intermediate_size"],
-                   config["vocab_size"], bool(config.get("tie_word_embeddings", False)))
+        return cls(
+            config["hidden_size"],
+            config["num_hidden_layers"],
+            config["num_attention_heads"],
+            config.get("num_key_value_heads", config["num_attention_heads"]),
+            config["intermediate_size"],
+            config["vocab_size"],
+            bool(config.get("tie_word_embeddings", False)),
+        )
 
 
 # Qwen2.5-*-Instruct's config.json (the Hub's, as of 2025); all three tie the LM head to the embeddings
@@ -157,8 +189,15 @@ QWEN25 = {
 def _linears(arch: Arch) -> dict[str, tuple[int, int]]:
     """Each decoder layer's projections, ``name: (in_features, out_features)``."""
     h, kv, i = arch.hidden, arch.kv, arch.intermediate
-    return {"q_proj": (h, h), "k_proj": (h, kv), "v_proj": (h, kv), "o_proj": (h, h),
-            "gate_proj": (h, i), "up_proj": (h, i), "down_proj": (i, h)}
+    return {
+        "q_proj": (h, h),
+        "k_proj": (h, kv),
+        "v_proj": (h, kv),
+        "o_proj": (h, h),
+        "gate_proj": (h, i),
+        "up_proj": (h, i),
+        "down_proj": (i, h),
+    }
 
 
 def _check_targets(arch: Arch, targets: Sequence[str]) -> list[str]:
@@ -209,10 +248,20 @@ def layer_activation_bytes(arch: Arch, dtype_bytes: int, lora_r: int, targets: S
     return base + lora
 
 
-def lora_grpo_memory(arch: Arch, *, dtype_bytes: int, lora_r: int, micro_batch: int, generation_batch: int,
-                     prompt_len: int, completion_len: int, targets: Sequence[str] = LORA_TARGETS,
-                     checkpointing: bool = True, fast_generation: bool = True,
-                     fused_lm_head: bool = True) -> dict[str, int]:
+def lora_grpo_memory(
+    arch: Arch,
+    *,
+    dtype_bytes: int,
+    lora_r: int,
+    micro_batch: int,
+    generation_batch: int,
+    prompt_len: int,
+    completion_len: int,
+    targets: Sequence[str] = LORA_TARGETS,
+    checkpointing: bool = True,
+    fast_generation: bool = True,
+    fused_lm_head: bool = True,
+) -> dict[str, int]:
     r"""Estimated peak GPU memory of one LoRA GRPO step, in bytes, with every term (module docstring).
 
     Args:
@@ -238,8 +287,12 @@ def lora_grpo_memory(arch: Arch, *, dtype_bytes: int, lora_r: int, micro_batch: 
     """
     if dtype_bytes not in (2, 4):
         raise ValueError(f"dtype_bytes must be 2 (float16 / bfloat16) or 4 (float32), got {dtype_bytes!r}")
-    for name, value in (("micro_batch", micro_batch), ("generation_batch", generation_batch),
-                        ("prompt_len", prompt_len), ("completion_len", completion_len)):
+    for name, value in (
+        ("micro_batch", micro_batch),
+        ("generation_batch", generation_batch),
+        ("prompt_len", prompt_len),
+        ("completion_len", completion_len),
+    ):
         check_int(value, name, 1)
     b, h, L = dtype_bytes, arch.hidden, arch.layers
     n, s = micro_batch, prompt_len + completion_len
@@ -270,8 +323,9 @@ def lora_grpo_memory(arch: Arch, *, dtype_bytes: int, lora_r: int, micro_batch: 
     return t
 
 
-def run_memory(run, cfg, *, bf16_gpu: bool = False, prompt_len: int | None = None,
-               fused_lm_head: bool = True) -> dict[str, int]:
+def run_memory(
+    run, cfg, *, bf16_gpu: bool = False, prompt_len: int | None = None, fused_lm_head: bool = True
+) -> dict[str, int]:
     r""":func:`lora_grpo_memory` for a built run (``qae_lab.runs.presets.build``'s ``RunArgs`` and ``QAEConfig``).
 
     The model is ``run.model`` (a key of :data:`QWEN25`); ``run.dtype="auto"`` means bfloat16 where
@@ -289,10 +343,17 @@ def run_memory(run, cfg, *, bf16_gpu: bool = False, prompt_len: int | None = Non
         raise ValueError("run.lora must be True: the estimate is of a LoRA run (optimizer state for the adapters only)")
     arch, dtype_bytes, prompt_len = run_shape(run, bf16_gpu, prompt_len)
     return lora_grpo_memory(
-        arch, dtype_bytes=dtype_bytes, lora_r=run.lora_r, micro_batch=cfg.per_device_train_batch_size,
-        generation_batch=cfg.generation_batch_size, prompt_len=prompt_len,
-        completion_len=cfg.max_completion_length, checkpointing=bool(cfg.gradient_checkpointing),
-        fast_generation=bool(getattr(cfg, "fast_generation", False)), fused_lm_head=fused_lm_head)
+        arch,
+        dtype_bytes=dtype_bytes,
+        lora_r=run.lora_r,
+        micro_batch=cfg.per_device_train_batch_size,
+        generation_batch=cfg.generation_batch_size,
+        prompt_len=prompt_len,
+        completion_len=cfg.max_completion_length,
+        checkpointing=bool(cfg.gradient_checkpointing),
+        fast_generation=bool(getattr(cfg, "fast_generation", False)),
+        fused_lm_head=fused_lm_head,
+    )
 
 
 def run_shape(run, bf16_gpu: bool, prompt_len: int | None = None) -> tuple[Arch, int, int]:
@@ -307,8 +368,9 @@ def run_shape(run, bf16_gpu: bool, prompt_len: int | None = None) -> tuple[Arch,
     (28, 4, 320)
     """
     if run.model not in QWEN25:
-        raise ValueError(f"run.model must be one of {sorted(QWEN25)} (their architectures are stored here), "
-                         f"got {run.model!r}")
+        raise ValueError(
+            f"run.model must be one of {sorted(QWEN25)} (their architectures are stored here), got {run.model!r}"
+        )
     dtype_bytes = (2 if bf16_gpu else 4) if run.dtype == "auto" else DTYPE_BYTES[run.dtype]
     return QWEN25[run.model], dtype_bytes, prompt_len or PROMPT_TOKENS.get(run.task, 320)
 
@@ -379,8 +441,9 @@ def _dtype_bytes(dtype_bytes: int) -> int:
 
 def _check_sustained(sustained: float) -> None:
     if not (isinstance(sustained, (int, float)) and 0 < sustained <= 1):
-        raise ValueError(f"sustained (the fraction of the datasheet peaks kernels reach) must lie in (0, 1], "
-                         f"got {sustained!r}")
+        raise ValueError(
+            f"sustained (the fraction of the datasheet peaks kernels reach) must lie in (0, 1], got {sustained!r}"
+        )
 
 
 def _lora(arch: Arch, lora_r: int, targets: Sequence[str]) -> int:
@@ -388,8 +451,9 @@ def _lora(arch: Arch, lora_r: int, targets: Sequence[str]) -> int:
     return lora_param_count(arch, lora_r, targets) if lora_r else 0
 
 
-def prefill_flops(arch: Arch, *, batch: int, prompt_len: int, lora_r: int = 0,
-                  targets: Sequence[str] = LORA_TARGETS) -> dict[str, int]:
+def prefill_flops(
+    arch: Arch, *, batch: int, prompt_len: int, lora_r: int = 0, targets: Sequence[str] = LORA_TARGETS
+) -> dict[str, int]:
     r"""FLOPs of a prefill of ``batch`` prompts of ``P = prompt_len`` tokens: ``matmul`` ``2 (W + R) B P`` in the
     layers and ``2 H B`` for the LM head at the last position; ``attention`` ``2 h L B P (P + 1)`` (causal: position
     i attends to i positions, ``4 h`` FLOPs each per layer for QK^T and the weighted sum of V).
@@ -399,12 +463,15 @@ def prefill_flops(arch: Arch, *, batch: int, prompt_len: int, lora_r: int = 0,
     """
     check_int(batch, "batch", 1), check_int(prompt_len, "prompt_len", 1)
     w, r, head = decoder_weights(arch), _lora(arch, lora_r, targets), arch.vocab * arch.hidden
-    return {"matmul": 2 * (w + r) * batch * prompt_len + 2 * head * batch,
-            "attention": 2 * arch.hidden * arch.layers * batch * prompt_len * (prompt_len + 1)}
+    return {
+        "matmul": 2 * (w + r) * batch * prompt_len + 2 * head * batch,
+        "attention": 2 * arch.hidden * arch.layers * batch * prompt_len * (prompt_len + 1),
+    }
 
 
-def decode_flops(arch: Arch, *, batch: int, context: int, lora_r: int = 0,
-                 targets: Sequence[str] = LORA_TARGETS) -> dict[str, int]:
+def decode_flops(
+    arch: Arch, *, batch: int, context: int, lora_r: int = 0, targets: Sequence[str] = LORA_TARGETS
+) -> dict[str, int]:
     r"""FLOPs of one decode step of ``batch`` sequences, each new token attending to ``context`` positions (its own
     included): ``matmul`` ``2 (W + R + H) B``, ``attention`` ``4 h L B c``.
 
@@ -416,8 +483,16 @@ def decode_flops(arch: Arch, *, batch: int, context: int, lora_r: int = 0,
     return {"matmul": 2 * (w + r + head) * batch, "attention": 4 * arch.hidden * arch.layers * batch * context}
 
 
-def training_flops(arch: Arch, *, sequences: int, prompt_len: int, completion_len: int, lora_r: int,
-                   targets: Sequence[str] = LORA_TARGETS, checkpointing: bool = True) -> dict[str, int]:
+def training_flops(
+    arch: Arch,
+    *,
+    sequences: int,
+    prompt_len: int,
+    completion_len: int,
+    lora_r: int,
+    targets: Sequence[str] = LORA_TARGETS,
+    checkpointing: bool = True,
+) -> dict[str, int]:
     r"""FLOPs of the update phase: forward and backward passes over ``sequences`` sequences of
     ``S = prompt_len + completion_len`` tokens, logits at the completion positions only (TRL's ``logits_to_keep``).
 
@@ -434,13 +509,25 @@ def training_flops(arch: Arch, *, sequences: int, prompt_len: int, completion_le
     w, r, head = decoder_weights(arch), _lora(arch, lora_r, targets), arch.vocab * arch.hidden
     k, s = (3 if checkpointing else 2), prompt_len + completion_len
     tokens = sequences * s
-    return {"matmul": 2 * w * k * tokens + 2 * r * (k + 1) * tokens + 4 * head * sequences * completion_len,
-            "attention": 2 * arch.hidden * arch.layers * s * (s + 1) * (k + 1) * sequences}
+    return {
+        "matmul": 2 * w * k * tokens + 2 * r * (k + 1) * tokens + 4 * head * sequences * completion_len,
+        "attention": 2 * arch.hidden * arch.layers * s * (s + 1) * (k + 1) * sequences,
+    }
 
 
-def generation_time(arch: Arch, gpu: GPU, *, batch: int, prompt_len: int, new_tokens: int, dtype_bytes: int,
-                    lora_r: int = 0, targets: Sequence[str] = LORA_TARGETS, sustained: float = 1.0,
-                    host_s: float = 0.0) -> float:
+def generation_time(
+    arch: Arch,
+    gpu: GPU,
+    *,
+    batch: int,
+    prompt_len: int,
+    new_tokens: int,
+    dtype_bytes: int,
+    lora_r: int = 0,
+    targets: Sequence[str] = LORA_TARGETS,
+    sustained: float = 1.0,
+    host_s: float = 0.0,
+) -> float:
     r"""Seconds for one ``generate`` call of ``new_tokens`` tokens: a prefill (:func:`prefill_flops`; the weights
     read once), which gives the first token, then ``new_tokens - 1`` decode steps (:func:`decode_flops`; the
     weights, ``param_count * b`` as the tied LM head reads the embedding matrix, and the KV cache ``B c L 2 kv b``
@@ -460,19 +547,38 @@ def generation_time(arch: Arch, gpu: GPU, *, batch: int, prompt_len: int, new_to
         raise ValueError(f"host_s must be a finite number of seconds >= 0, got {host_s!r}")
     b = _dtype_bytes(dtype_bytes)
     weight_bytes = param_count(arch) * b + _lora(arch, lora_r, targets) * 4
-    total = _card(sum(prefill_flops(arch, batch=batch, prompt_len=prompt_len, lora_r=lora_r,
-                                    targets=targets).values()), weight_bytes, gpu, sustained)
+    total = _card(
+        sum(prefill_flops(arch, batch=batch, prompt_len=prompt_len, lora_r=lora_r, targets=targets).values()),
+        weight_bytes,
+        gpu,
+        sustained,
+    )
     step = decode_flops(arch, batch=batch, context=1, lora_r=lora_r, targets=targets)  # attention grows with c
     for c in range(prompt_len + 1, prompt_len + new_tokens):
-        card = _card(step["matmul"] + step["attention"] * c, weight_bytes + batch * c * arch.layers * 2 * arch.kv * b,
-                     gpu, sustained)
+        card = _card(
+            step["matmul"] + step["attention"] * c,
+            weight_bytes + batch * c * arch.layers * 2 * arch.kv * b,
+            gpu,
+            sustained,
+        )
         total += max(card, host_s)
     return total
 
 
-def training_time(arch: Arch, gpu: GPU, *, sequences: int, prompt_len: int, completion_len: int, micro_batch: int,
-                  dtype_bytes: int, lora_r: int, targets: Sequence[str] = LORA_TARGETS, checkpointing: bool = True,
-                  sustained: float = 1.0) -> float:
+def training_time(
+    arch: Arch,
+    gpu: GPU,
+    *,
+    sequences: int,
+    prompt_len: int,
+    completion_len: int,
+    micro_batch: int,
+    dtype_bytes: int,
+    lora_r: int,
+    targets: Sequence[str] = LORA_TARGETS,
+    checkpointing: bool = True,
+    sustained: float = 1.0,
+) -> float:
     r"""Seconds for the update phase of one step: :func:`training_flops`, and the weights read once per pass
     through the layers in each micro-batch of ``micro_batch`` sequences (padded to the longest). Bound by
     arithmetic: thousands of tokens per pass.
@@ -483,19 +589,42 @@ def training_time(arch: Arch, gpu: GPU, *, sequences: int, prompt_len: int, comp
     """
     check_int(micro_batch, "micro_batch", 1)
     _check_sustained(sustained)
-    flops = sum(training_flops(arch, sequences=sequences, prompt_len=prompt_len, completion_len=completion_len,
-                               lora_r=lora_r, targets=targets, checkpointing=checkpointing).values())
+    flops = sum(
+        training_flops(
+            arch,
+            sequences=sequences,
+            prompt_len=prompt_len,
+            completion_len=completion_len,
+            lora_r=lora_r,
+            targets=targets,
+            checkpointing=checkpointing,
+        ).values()
+    )
     k = 3 if checkpointing else 2
-    n_bytes = math.ceil(sequences / micro_batch) * k * (param_count(arch) * _dtype_bytes(dtype_bytes)
-                                                        + _lora(arch, lora_r, targets) * 4)
+    n_bytes = (
+        math.ceil(sequences / micro_batch)
+        * k
+        * (param_count(arch) * _dtype_bytes(dtype_bytes) + _lora(arch, lora_r, targets) * 4)
+    )
     return _card(flops, n_bytes, gpu, sustained)
 
 
-def lora_grpo_step_time(arch: Arch, gpu: GPU, *, dtype_bytes: int, lora_r: int, micro_batch: int,
-                        generation_batch: int, prompt_len: int, completion_len: int,
-                        targets: Sequence[str] = LORA_TARGETS, checkpointing: bool = True,
-                        merged_generation: bool = True, sustained: float = 1.0,
-                        host_s: float = 0.0) -> dict[str, float]:
+def lora_grpo_step_time(
+    arch: Arch,
+    gpu: GPU,
+    *,
+    dtype_bytes: int,
+    lora_r: int,
+    micro_batch: int,
+    generation_batch: int,
+    prompt_len: int,
+    completion_len: int,
+    targets: Sequence[str] = LORA_TARGETS,
+    checkpointing: bool = True,
+    merged_generation: bool = True,
+    sustained: float = 1.0,
+    host_s: float = 0.0,
+) -> dict[str, float]:
     r"""Seconds of one LoRA GRPO step (one generation batch, one optimizer step): ``generation``
     (:func:`generation_time` of ``generation_batch`` sequences, adapters merged when ``merged_generation``, as
     :func:`qae_lab.train.generation.generation_policy` does), ``training`` (:func:`training_time`) and their sum ``step``.
@@ -506,17 +635,43 @@ def lora_grpo_step_time(arch: Arch, gpu: GPU, *, dtype_bytes: int, lora_r: int, 
     >>> {k: round(v, 2) for k, v in est.items()}   # half the datasheet peaks: every card term doubles
     {'generation': 2.09, 'training': 1.45, 'step': 3.54}
     """
-    gen = generation_time(arch, gpu, batch=generation_batch, prompt_len=prompt_len, new_tokens=completion_len,
-                          dtype_bytes=dtype_bytes, lora_r=0 if merged_generation else lora_r, targets=targets,
-                          sustained=sustained, host_s=host_s)
-    train = training_time(arch, gpu, sequences=generation_batch, prompt_len=prompt_len,
-                          completion_len=completion_len, micro_batch=micro_batch, dtype_bytes=dtype_bytes,
-                          lora_r=lora_r, targets=targets, checkpointing=checkpointing, sustained=sustained)
+    gen = generation_time(
+        arch,
+        gpu,
+        batch=generation_batch,
+        prompt_len=prompt_len,
+        new_tokens=completion_len,
+        dtype_bytes=dtype_bytes,
+        lora_r=0 if merged_generation else lora_r,
+        targets=targets,
+        sustained=sustained,
+        host_s=host_s,
+    )
+    train = training_time(
+        arch,
+        gpu,
+        sequences=generation_batch,
+        prompt_len=prompt_len,
+        completion_len=completion_len,
+        micro_batch=micro_batch,
+        dtype_bytes=dtype_bytes,
+        lora_r=lora_r,
+        targets=targets,
+        checkpointing=checkpointing,
+        sustained=sustained,
+    )
     return {"generation": gen, "training": train, "step": gen + train}
 
 
-def run_time(run, cfg, gpu: GPU, *, host: Mapping[str, float] | None = None, sustained: float = 1.0,
-             prompt_len: int | None = None) -> dict[str, float]:
+def run_time(
+    run,
+    cfg,
+    gpu: GPU,
+    *,
+    host: Mapping[str, float] | None = None,
+    sustained: float = 1.0,
+    prompt_len: int | None = None,
+) -> dict[str, float]:
     r"""Seconds of a built run (``qae_lab.runs.presets.build``'s ``RunArgs`` and ``QAEConfig``) on ``gpu``: its
     ``max_steps`` steps and, when ``run.evaluate``, the evaluations before and after training.
 
@@ -545,22 +700,49 @@ def run_time(run, cfg, gpu: GPU, *, host: Mapping[str, float] | None = None, sus
     host = dict(host or {"merged": 0.0, "unmerged": 0.0})
     missing = {"merged", "unmerged"} - set(host)
     if missing:
-        raise ValueError(f"host must give seconds per decode step for 'merged' and 'unmerged', missing {sorted(missing)}")
+        raise ValueError(
+            f"host must give seconds per decode step for 'merged' and 'unmerged', missing {sorted(missing)}"
+        )
     lora_r = run.lora_r if run.lora else 0
     fast = bool(getattr(cfg, "fast_generation", False))
     compiled = fast and bool(getattr(cfg, "compile_generation", False))
-    step = lora_grpo_step_time(arch, gpu, dtype_bytes=b, lora_r=lora_r, micro_batch=cfg.per_device_train_batch_size,
-                               generation_batch=cfg.generation_batch_size, prompt_len=p,
-                               completion_len=cfg.max_completion_length,
-                               checkpointing=bool(cfg.gradient_checkpointing), merged_generation=fast,
-                               sustained=sustained,
-                               host_s=0.0 if compiled else host["merged" if fast else "unmerged"])["step"]
+    step = lora_grpo_step_time(
+        arch,
+        gpu,
+        dtype_bytes=b,
+        lora_r=lora_r,
+        micro_batch=cfg.per_device_train_batch_size,
+        generation_batch=cfg.generation_batch_size,
+        prompt_len=p,
+        completion_len=cfg.max_completion_length,
+        checkpointing=bool(cfg.gradient_checkpointing),
+        merged_generation=fast,
+        sustained=sustained,
+        host_s=0.0 if compiled else host["merged" if fast else "unmerged"],
+    )["step"]
     new = run.eval_max_new_tokens or cfg.max_completion_length
     calls = [min(run.eval_batch_size, run.n_eval - i) for i in range(0, run.n_eval, run.eval_batch_size)]
-    evaluation = sum(generation_time(arch, gpu, batch=n * samples, prompt_len=p, new_tokens=new, dtype_bytes=b,
-                                     lora_r=lora_r, sustained=sustained, host_s=host["unmerged"])
-                     for n in calls for samples in (1, run.eval_samples))
+    evaluation = sum(
+        generation_time(
+            arch,
+            gpu,
+            batch=n * samples,
+            prompt_len=p,
+            new_tokens=new,
+            dtype_bytes=b,
+            lora_r=lora_r,
+            sustained=sustained,
+            host_s=host["unmerged"],
+        )
+        for n in calls
+        for samples in (1, run.eval_samples)
+    )
     evaluations = 2 * evaluation if getattr(run, "evaluate", True) else 0.0
     steps = step * cfg.max_steps
-    return {"step": step, "steps": steps, "evaluation": evaluation, "evaluations": evaluations,
-            "total": steps + evaluations}
+    return {
+        "step": step,
+        "steps": steps,
+        "evaluation": evaluation,
+        "evaluations": evaluations,
+        "total": steps + evaluations,
+    }

@@ -64,8 +64,19 @@ from qae_lab.storage.folder import (
     step_rows,
 )
 
-__all__ = ["DTYPES", "Source", "find_source", "load_trained", "model_card", "export_run", "push", "save_model",
-           "add_arguments", "main", "model_problems"]
+__all__ = [
+    "DTYPES",
+    "Source",
+    "find_source",
+    "load_trained",
+    "model_card",
+    "export_run",
+    "push",
+    "save_model",
+    "add_arguments",
+    "main",
+    "model_problems",
+]
 
 DTYPES = ("bfloat16", "float16", "float32")
 _WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "adapter_model.safetensors")
@@ -93,8 +104,12 @@ def _weights(run_dir: Path, checkpoint: int | str | None) -> Path:
             latest, _ = latest_complete_checkpoint(run_dir, resume=False)
             raise RunFolderError(
                 f"{run_dir}/ has no {MODEL_DIR}/ (the run was interrupted, or trained with save_model=false) and "
-                + ("no complete checkpoint: nothing to export" if latest is None else
-                   f"its latest complete checkpoint is {latest.name}: export that with --checkpoint latest"))
+                + (
+                    "no complete checkpoint: nothing to export"
+                    if latest is None
+                    else f"its latest complete checkpoint is {latest.name}: export that with --checkpoint latest"
+                )
+            )
         if not any((weights / name).is_file() for name in _WEIGHTS):
             raise RunFolderError(f"{weights}/ holds no safetensors weights (one of {', '.join(_WEIGHTS)})")
         damaged = model_problems(weights)
@@ -109,8 +124,9 @@ def _weights(run_dir: Path, checkpoint: int | str | None) -> Path:
         weights = run_dir / f"checkpoint-{checkpoint}"
         if not weights.is_dir():
             found = ", ".join(str(s) for s, _ in checkpoints(run_dir)) or "none"
-            raise RunFolderError(f"checkpoint {checkpoint}: {run_dir}/ has no {weights.name}/ "
-                                 f"(its checkpoints: {found})")
+            raise RunFolderError(
+                f"checkpoint {checkpoint}: {run_dir}/ has no {weights.name}/ (its checkpoints: {found})"
+            )
     else:
         raise ValueError(f"checkpoint must be None, a step (int) or 'latest', got {checkpoint!r}")
     problems = checkpoint_problems(weights, resume=False)  # what an export reads: the state and whole weights
@@ -143,8 +159,11 @@ def model_problems(folder: Path) -> list[str]:
                 continue
             if path.name.endswith(".index.json"):
                 shards = set((data.get("weight_map") or {}).values()) if isinstance(data, dict) else set()
-                problems += [f"{shard} (listed in {path.name}) is missing" for shard in sorted(shards)
-                             if not (folder / str(shard)).is_file()]
+                problems += [
+                    f"{shard} (listed in {path.name}) is missing"
+                    for shard in sorted(shards)
+                    if not (folder / str(shard)).is_file()
+                ]
     return [p for p in problems if p]
 
 
@@ -214,14 +233,18 @@ def _check_out(out: Path, source: Source, overwrite: bool) -> None:
     """Refuse an OUT that would hide or replace what a run wrote, or that holds files (unless ``overwrite``)."""
     where, run = out.resolve(), source.run_dir.resolve()
     if where == run or run.is_relative_to(where) or where.is_relative_to(source.weights.resolve()):
-        raise RunFolderError(f"out {out} would hold or replace the run folder {source.run_dir}/ or its "
-                             f"{source.weights.name}/: choose a folder beside them (e.g. {run}/export)")
+        raise RunFolderError(
+            f"out {out} would hold or replace the run folder {source.run_dir}/ or its "
+            f"{source.weights.name}/: choose a folder beside them (e.g. {run}/export)"
+        )
     if is_run_name(where.name) and (where.parent == run or run_files(where.parent)):  # this run's, or another's
         raise RunFolderError(f"out {out}: {where.name} is a name the run folder uses; choose another (e.g. export)")
     if out.is_symlink():
-        raise RunFolderError(f"out {out} is a symbolic link (to {os.readlink(out)}): an export is written beside OUT "
-                             f"and renamed into place, which would replace the link, not fill its target; give the "
-                             f"folder itself")
+        raise RunFolderError(
+            f"out {out} is a symbolic link (to {os.readlink(out)}): an export is written beside OUT "
+            f"and renamed into place, which would replace the link, not fill its target; give the "
+            f"folder itself"
+        )
     if not out.exists():
         return
     if not out.is_dir():
@@ -231,14 +254,24 @@ def _check_out(out: Path, source: Source, overwrite: bool) -> None:
         raise RunFolderError(f"out {out}/ holds a run's files, which an export never replaces: {held}")
     names = sorted(p.name for p in out.iterdir())
     if names and not overwrite:
-        raise RunFolderError(f"out {out}/ is not empty ({', '.join(names[:5])}{', ...' if len(names) > 5 else ''}): "
-                             f"choose a new folder, or pass --overwrite (overwrite=True; the old folder is kept, "
-                             f"renamed to .replaced-{out.name}-<time>)")
+        raise RunFolderError(
+            f"out {out}/ is not empty ({', '.join(names[:5])}{', ...' if len(names) > 5 else ''}): "
+            f"choose a new folder, or pass --overwrite (overwrite=True; the old folder is kept, "
+            f"renamed to .replaced-{out.name}-<time>)"
+        )
 
 
-def export_run(run_dir: str | os.PathLike, out: str | os.PathLike, *, checkpoint: int | str | None = None,
-               adapter_only: bool = False, dtype: str | None = None, overwrite: bool = False,
-               push_to_hub: str | None = None, private: bool = False) -> Path:
+def export_run(
+    run_dir: str | os.PathLike,
+    out: str | os.PathLike,
+    *,
+    checkpoint: int | str | None = None,
+    adapter_only: bool = False,
+    dtype: str | None = None,
+    overwrite: bool = False,
+    push_to_hub: str | None = None,
+    private: bool = False,
+) -> Path:
     r"""Export a run's trained policy to ``out`` (see the module docstring for what it writes).
 
     Args:
@@ -258,8 +291,10 @@ def export_run(run_dir: str | os.PathLike, out: str | os.PathLike, *, checkpoint
         raise ValueError(f"push_to_hub must be a Hub repository id 'owner/name', got {push_to_hub!r}")
     source = find_source(run_dir, checkpoint)
     if adapter_only and not source.adapter:
-        raise ValueError(f"adapter_only: {source.weights}/ holds a full model (the run trained without LoRA), not "
-                         f"an adapter: export it without --adapter-only")
+        raise ValueError(
+            f"adapter_only: {source.weights}/ holds a full model (the run trained without LoRA), not "
+            f"an adapter: export it without --adapter-only"
+        )
     out = Path(out)
     _check_out(out, source, overwrite)
     model, tok = load_trained(source, dtype="float32", device="cpu")
@@ -303,38 +338,80 @@ def model_card(source: Source, *, dtype: str | None) -> str:
     hub_id = None if hub_id is None or Path(hub_id).exists() else hub_id  # a local folder is no Hub id
     method = method_name(source.config) if run.get("method") or "baseline" in trainer else "unknown"
     tags = [t for t in ("qae-lab", "grpo", "rlvr", "trl", method.replace("_", "-")) if t != "unknown"]
-    front = ["---", *([f"base_model: {hub_id}"] if hub_id else []),
-             f"library_name: {'transformers' if dtype else 'peft'}", "pipeline_tag: text-generation", "tags:",
-             *[f"- {t}" for t in tags], "---", ""]
-    what = (f"{'LoRA merged into the base' if source.adapter else 'the full model'}, {dtype}" if dtype
-            else "the LoRA adapter (load it over the base model)")
+    front = [
+        "---",
+        *([f"base_model: {hub_id}"] if hub_id else []),
+        f"library_name: {'transformers' if dtype else 'peft'}",
+        "pipeline_tag: text-generation",
+        "tags:",
+        *[f"- {t}" for t in tags],
+        "---",
+        "",
+    ]
+    what = (
+        f"{'LoRA merged into the base' if source.adapter else 'the full model'}, {dtype}"
+        if dtype
+        else "the LoRA adapter (load it over the base model)"
+    )
     alpha_used = trainer.get("token_weighting") == "sa_ah"
-    facts = {"base model": f"`{source.base}`" + (f" (`{hub_id}`)" if hub_id and hub_id != source.base else ""),
-             "method": f"{method} (baseline {trainer.get('baseline', '?')}, token weighting "
-                       f"{trainer.get('token_weighting', '?')})",
-             "K (quantile_k)": _num(trainer.get("quantile_k")),
-             "alpha": _num(trainer.get("alpha")) + ("" if alpha_used else " (not used: no SA-AH token weighting)"),
-             "steps": f"{_num(source.step)} of max_steps {_num(trainer.get('max_steps'))}",
-             "task": run.get("task", "?") + (f", levels {run['levels']}" if run.get("task") == "synthetic" else ""),
-             "reward": run.get("reward", "?"), "learning rate": _num(trainer.get("learning_rate")),
-             "weights": f"{what}; from {source.weights.name}/ of the run folder"}
-    command = run.get("command") or (f"made from Python (a notebook or a script), preset "
-                                     f"{source.config.get('preset') or '?'}; its settings: qae_lab_run.json")
+    facts = {
+        "base model": f"`{source.base}`" + (f" (`{hub_id}`)" if hub_id and hub_id != source.base else ""),
+        "method": f"{method} (baseline {trainer.get('baseline', '?')}, token weighting "
+        f"{trainer.get('token_weighting', '?')})",
+        "K (quantile_k)": _num(trainer.get("quantile_k")),
+        "alpha": _num(trainer.get("alpha")) + ("" if alpha_used else " (not used: no SA-AH token weighting)"),
+        "steps": f"{_num(source.step)} of max_steps {_num(trainer.get('max_steps'))}",
+        "task": run.get("task", "?") + (f", levels {run['levels']}" if run.get("task") == "synthetic" else ""),
+        "reward": run.get("reward", "?"),
+        "learning rate": _num(trainer.get("learning_rate")),
+        "weights": f"{what}; from {source.weights.name}/ of the run folder",
+    }
+    command = run.get("command") or (
+        f"made from Python (a notebook or a script), preset "
+        f"{source.config.get('preset') or '?'}; its settings: qae_lab_run.json"
+    )
     versions = ", ".join(f"{k} {v}" for k, v in (source.config.get("versions") or {}).items())
-    load = ('model = AutoModelForCausalLM.from_pretrained("<this folder or repo>")' if dtype else
-            f'model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained("{resolve_name(source.base)}"), '
-            '"<this folder or repo>")  # from peft import PeftModel')
-    return "\n".join([
-        *front, f"# {source.base} + {method}: {source.run_dir.name}", "",
-        f"`{source.base}` trained with RLVR (GRPO through TRL's `GRPOTrainer`) by "
-        f"[qae_lab]({REPOSITORY_URL}), exported with `python -m qae_lab export`.", "",
-        "| | |", "| --- | --- |", *[f"| {k} | {v} |" for k, v in facts.items()], "",
-        *_knob_lines(source), *_eval_lines(source),
-        "## How it was made", "", "```", command, "```", "", *([f"Versions: {versions}.", ""] if versions else []),
-        "## Use", "", "```python", "from transformers import AutoModelForCausalLM, AutoTokenizer", "", load,
-        'tokenizer = AutoTokenizer.from_pretrained("<this folder or repo>")', "```", "",
-        "Prompts as in training: the tokenizer's chat template over qae_lab's system prompt "
-        "(`qae_lab.task.data.prompt_text`); answers end with `</answer>`.", ""])
+    load = (
+        'model = AutoModelForCausalLM.from_pretrained("<this folder or repo>")'
+        if dtype
+        else f'model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained("{resolve_name(source.base)}"), '
+        '"<this folder or repo>")  # from peft import PeftModel'
+    )
+    return "\n".join(
+        [
+            *front,
+            f"# {source.base} + {method}: {source.run_dir.name}",
+            "",
+            f"`{source.base}` trained with RLVR (GRPO through TRL's `GRPOTrainer`) by "
+            f"[qae_lab]({REPOSITORY_URL}), exported with `python -m qae_lab export`.",
+            "",
+            "| | |",
+            "| --- | --- |",
+            *[f"| {k} | {v} |" for k, v in facts.items()],
+            "",
+            *_knob_lines(source),
+            *_eval_lines(source),
+            "## How it was made",
+            "",
+            "```",
+            command,
+            "```",
+            "",
+            *([f"Versions: {versions}.", ""] if versions else []),
+            "## Use",
+            "",
+            "```python",
+            "from transformers import AutoModelForCausalLM, AutoTokenizer",
+            "",
+            load,
+            'tokenizer = AutoTokenizer.from_pretrained("<this folder or repo>")',
+            "```",
+            "",
+            "Prompts as in training: the tokenizer's chat template over qae_lab's system prompt "
+            "(`qae_lab.task.data.prompt_text`); answers end with `</answer>`.",
+            "",
+        ]
+    )
 
 
 def _num(x) -> str:
@@ -348,31 +425,49 @@ def _knob_lines(source: Source) -> list[str]:
     changes = knob_changes([r for r in rows if source.step is None or r["step"] <= source.step])
     if len(changes) < 2:
         return []
-    return (["The knobs changed during the run (steps from which they held, as logged):", ""]
-            + [f"* step {c['step']}: " + ", ".join(f"{k} = {_num(v)}" for k, v in c.items() if k != "step")
-               for c in changes] + [""])
+    return (
+        ["The knobs changed during the run (steps from which they held, as logged):", ""]
+        + [
+            f"* step {c['step']}: " + ", ".join(f"{k} = {_num(v)}" for k, v in c.items() if k != "step")
+            for c in changes
+        ]
+        + [""]
+    )
 
 
 def _eval_lines(source: Source) -> list[str]:
     """Greedy and sampled pass@1 before and after training, from the run's evaluation files."""
     final = source.weights.name == MODEL_DIR  # eval_after.json evaluated model/, not a checkpoint
     paths = (source.run_dir / EVAL_BEFORE, source.run_dir / EVAL_AFTER)
-    before, after = (read_json(p, "evaluation")["summary"] if p.is_file() and (final or i == 0) else None
-                     for i, p in enumerate(paths))
+    before, after = (
+        read_json(p, "evaluation")["summary"] if p.is_file() and (final or i == 0) else None
+        for i, p in enumerate(paths)
+    )
     if before is None and after is None:
         return ["## Evaluation", "", "Not evaluated (the run had evaluate=false, or ended before its evaluation).", ""]
-    lines = ["## Evaluation", "", "Held-out problems, the strict verdict (correct and stopped right after "
-             "`</answer>`), the same problems and seeds before and after training.", "",
-             "| | before training | after training |", "| --- | --- | --- |"]
+    lines = [
+        "## Evaluation",
+        "",
+        "Held-out problems, the strict verdict (correct and stopped right after "
+        "`</answer>`), the same problems and seeds before and after training.",
+        "",
+        "| | before training | after training |",
+        "| --- | --- | --- |",
+    ]
     for key, label in (("greedy_pass@1", "greedy pass@1"), ("pass@1", "sampled pass@1")):
-        lines.append(f"| {label} | " + " | ".join(f"{s[key]:.3f}" if s and key in s else "—" for s in (before, after))
-                     + " |")
+        lines.append(
+            f"| {label} | " + " | ".join(f"{s[key]:.3f}" if s and key in s else "—" for s in (before, after)) + " |"
+        )
     s = after or before
-    lines += ["", f"{int(s['n_problems'])} problems; sampled pass@1 is the mean over problems of c/n with "
-              f"n = {int(s['n_samples'])} completions each at the training temperature."]
+    lines += [
+        "",
+        f"{int(s['n_problems'])} problems; sampled pass@1 is the mean over problems of c/n with "
+        f"n = {int(s['n_samples'])} completions each at the training temperature.",
+    ]
     if not final:
-        lines.append(f"After training: not evaluated at checkpoint step {source.step} ({EVAL_AFTER} is the final "
-                     "model's).")
+        lines.append(
+            f"After training: not evaluated at checkpoint step {source.step} ({EVAL_AFTER} is the final model's)."
+        )
     return lines + [""]
 
 
@@ -422,11 +517,19 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The ``export`` subcommand's arguments (:mod:`qae_lab.runs.cli` registers it)."""
     p.add_argument("run_dir", metavar="RUN_DIR", help="run folder (its model/), or one of its checkpoint-N folders")
     p.add_argument("out", metavar="OUT", help="new folder to write; must not exist or be empty (see --overwrite)")
-    p.add_argument("--checkpoint", type=_checkpoint, metavar="STEP|latest",
-                   help="export checkpoint-STEP (or the latest complete one) instead of model/")
+    p.add_argument(
+        "--checkpoint",
+        type=_checkpoint,
+        metavar="STEP|latest",
+        help="export checkpoint-STEP (or the latest complete one) instead of model/",
+    )
     p.add_argument("--adapter-only", action="store_true", help="write the LoRA adapter, not the merged model")
-    p.add_argument("--dtype", choices=DTYPES, help="precision of the merged model (default bfloat16; float16 for "
-                   "GPUs without bf16; float32: the trained weights unrounded)")
+    p.add_argument(
+        "--dtype",
+        choices=DTYPES,
+        help="precision of the merged model (default bfloat16; float16 for "
+        "GPUs without bf16; float32: the trained weights unrounded)",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace a non-empty OUT (renamed aside, not deleted)")
     p.add_argument("--push-to-hub", metavar="REPO", help="then upload OUT to this Hub repository (owner/name)")
     p.add_argument("--private", action="store_true", help="with --push-to-hub: create the repository private")
@@ -438,8 +541,14 @@ def main(args: argparse.Namespace) -> int:
     try:
         if args.push_to_hub is not None and not _REPO_ID.match(args.push_to_hub):
             raise ValueError(f"--push-to-hub must be a Hub repository id 'owner/name', got {args.push_to_hub!r}")
-        out = export_run(args.run_dir, args.out, checkpoint=args.checkpoint, adapter_only=args.adapter_only,
-                         dtype=args.dtype, overwrite=args.overwrite)
+        out = export_run(
+            args.run_dir,
+            args.out,
+            checkpoint=args.checkpoint,
+            adapter_only=args.adapter_only,
+            dtype=args.dtype,
+            overwrite=args.overwrite,
+        )
     except ValueError as err:
         print(f"qae-lab: error: {err}", file=sys.stderr)
         return 2
@@ -451,7 +560,10 @@ def main(args: argparse.Namespace) -> int:
         try:
             print(f"pushed: {push(out, args.push_to_hub, private=args.private)}")
         except Exception as err:  # no login, no network, no rights: the export itself is whole
-            print(f"qae-lab: error: the upload to {args.push_to_hub} failed ({type(err).__name__}: {err}); {out} is "
-                  f"complete: upload it with `hf upload {args.push_to_hub} {out}`", file=sys.stderr)
+            print(
+                f"qae-lab: error: the upload to {args.push_to_hub} failed ({type(err).__name__}: {err}); {out} is "
+                f"complete: upload it with `hf upload {args.push_to_hub} {out}`",
+                file=sys.stderr,
+            )
             return 1
     return 0

@@ -51,12 +51,23 @@ def load_records(run: RunArgs) -> tuple[list[dict], list[dict]]:
     if run.task == "gsm8k":
         return sa_ah_split(path=run.gsm8k_path, n_train=run.n_train, n_eval=run.n_eval, seed=run.data_seed)
     draw = sums_task if run.task == "sums" else synthetic_task
-    return (draw(run.n_train, levels=run.levels, seed=run.data_seed),
-            draw(run.n_eval, levels=run.levels, seed=run.data_seed + 1))
+    return (
+        draw(run.n_train, levels=run.levels, seed=run.data_seed),
+        draw(run.n_eval, levels=run.levels, seed=run.data_seed + 1),
+    )
 
 
-def evaluate_run(model, tok, records, run: RunArgs, cfg, path: Path | None = None, *, reuse: bool = False,
-                 progress: bool | None = None):
+def evaluate_run(
+    model,
+    tok,
+    records,
+    run: RunArgs,
+    cfg,
+    path: Path | None = None,
+    *,
+    reuse: bool = False,
+    progress: bool | None = None,
+):
     """Strict-verdict evaluation of ``records`` as the run is configured (samples, temperature, length),
     written to ``path`` when given (read back instead when ``reuse`` and it exists).
 
@@ -75,12 +86,21 @@ def evaluate_run(model, tok, records, run: RunArgs, cfg, path: Path | None = Non
         print(f"(evaluation read back from {path})", flush=True)
         return EvalResult.from_json(path)
     # pass@k at every power of two up to the sample count: sharpening shows as pass@1 up, pass@k at large k not
-    ks = sorted({1, run.eval_samples} | {2 ** i for i in range(1, 8) if 2 ** i < run.eval_samples})
-    res = evaluate(model, tok, records, num_samples=run.eval_samples, ks=ks,
-                   temperature=cfg.temperature, max_new_tokens=run.eval_max_new_tokens or cfg.max_completion_length,
-                   batch_size=run.eval_batch_size, seed=run.data_seed,
-                   progress=not cfg.disable_tqdm if progress is None else progress,
-                   verdict=strict_is_correct, lenient=is_correct)
+    ks = sorted({1, run.eval_samples} | {2**i for i in range(1, 8) if 2**i < run.eval_samples})
+    res = evaluate(
+        model,
+        tok,
+        records,
+        num_samples=run.eval_samples,
+        ks=ks,
+        temperature=cfg.temperature,
+        max_new_tokens=run.eval_max_new_tokens or cfg.max_completion_length,
+        batch_size=run.eval_batch_size,
+        seed=run.data_seed,
+        progress=not cfg.disable_tqdm if progress is None else progress,
+        verdict=strict_is_correct,
+        lenient=is_correct,
+    )
     if path is not None:
         res.to_json(path)
     return res
@@ -96,14 +116,24 @@ def eval_line(name: str, res) -> str:
     """
     s = res.summary
     levels = " ".join(f"L{lv}={m['pass@1']:.3f}" for lv, m in res.by_level.items())
-    return (f"{name}: greedy pass@1 {s['greedy_pass@1']:.3f}, sampled pass@1 {s['pass@1']:.3f} "
-            f"(n={int(s['n_samples'])}; lenient {s['lenient_pass@1']:.3f}) "
-            f"on {int(s['n_problems'])} problems [{levels}]")
+    return (
+        f"{name}: greedy pass@1 {s['greedy_pass@1']:.3f}, sampled pass@1 {s['pass@1']:.3f} "
+        f"(n={int(s['n_samples'])}; lenient {s['lenient_pass@1']:.3f}) "
+        f"on {int(s['n_problems'])} problems [{levels}]"
+    )
 
 
-def train(run: RunArgs, cfg, *, preset: str | None = None, command: str | None = None,
-          resume_from_checkpoint: str | None = None, callbacks=(), recipe: dict | None = None,
-          plan: ResumePlan | None = None) -> dict[str, Any]:
+def train(
+    run: RunArgs,
+    cfg,
+    *,
+    preset: str | None = None,
+    command: str | None = None,
+    resume_from_checkpoint: str | None = None,
+    callbacks=(),
+    recipe: dict | None = None,
+    plan: ResumePlan | None = None,
+) -> dict[str, Any]:
     r"""Evaluate, train with :class:`~qae_lab.train.trainer.QAETrainer`, evaluate, write the run folder.
 
     Args:
@@ -152,8 +182,17 @@ def train(run: RunArgs, cfg, *, preset: str | None = None, command: str | None =
         torch.set_num_threads(threads)
 
 
-def make_trainer(run: RunArgs, cfg, *, preset: str | None = None, command: str | None = None, callbacks=(),
-                 resume: bool | str | os.PathLike = False, recipe: dict | None = None, plan: ResumePlan | None = None):
+def make_trainer(
+    run: RunArgs,
+    cfg,
+    *,
+    preset: str | None = None,
+    command: str | None = None,
+    callbacks=(),
+    resume: bool | str | os.PathLike = False,
+    recipe: dict | None = None,
+    plan: ResumePlan | None = None,
+):
     r"""The run's :class:`~qae_lab.train.trainer.QAETrainer` (model, data, reward, LoRA, :class:`RunLogger`).
 
     The reward is ``REWARDS[run.reward]`` (:data:`qae_lab.task.rewards.REWARDS`): ``"strict"`` (0/1) or
@@ -205,12 +244,18 @@ def make_trainer(run: RunArgs, cfg, *, preset: str | None = None, command: str |
     try:
         train_recs, eval_recs = load_records(run)
         model, tok = load_policy(run.model, dtype=run.dtype, device=device)
-        logger = RunLogger(preset=preset, run=run_record(run, cfg, command=command, recipe=recipe), plan=plan,
-                           lock=lock)
-        trainer = QAETrainer(model=model, reward_funcs=[REWARDS[run.reward]], args=cfg,
-                             train_dataset=to_grpo_dataset(train_recs), processing_class=tok,
-                             peft_config=lora_config(run.lora_r) if run.lora else None,
-                             callbacks=[logger, *callbacks])
+        logger = RunLogger(
+            preset=preset, run=run_record(run, cfg, command=command, recipe=recipe), plan=plan, lock=lock
+        )
+        trainer = QAETrainer(
+            model=model,
+            reward_funcs=[REWARDS[run.reward]],
+            args=cfg,
+            train_dataset=to_grpo_dataset(train_recs),
+            processing_class=tok,
+            peft_config=lora_config(run.lora_r) if run.lora else None,
+            callbacks=[logger, *callbacks],
+        )
         # with regime_eval_steps: the first regime_eval_prompts held-out problems (a resume reads its split back now)
         add_regime_eval(trainer, eval_recs, resume=plan.kind == RESUME)
     except BaseException:
@@ -241,8 +286,9 @@ def run_settings(run: RunArgs, cfg) -> dict[str, Any]:
 
 def _run(run: RunArgs, cfg, preset, command, plan: ResumePlan, callbacks, recipe=None) -> dict[str, Any]:
     t0 = time.time()
-    trainer, tok, eval_recs = make_trainer(run, cfg, preset=preset, command=command, callbacks=callbacks,
-                                           recipe=recipe, plan=plan)
+    trainer, tok, eval_recs = make_trainer(
+        run, cfg, preset=preset, command=command, callbacks=callbacks, recipe=recipe, plan=plan
+    )
     logger = next(cb for cb in trainer.callback_handler.callbacks if isinstance(cb, RunLogger))
     logger.hold_lock = True  # held through the run's last write below, not only through training
     try:
@@ -255,17 +301,27 @@ def _train_and_write(run, cfg, preset, command, plan: ResumePlan, trainer, tok, 
     out = Path(cfg.output_dir)
     resuming, trains_on = plan.kind == RESUME, plan.trains_on  # a finished run resumed as it was trains nothing
     main = trainer.is_world_process_zero()  # all processes train; the main one alone writes, evaluates, reports
-    before = (evaluate_run(trainer.model, tok, eval_recs, run, cfg, out / "eval_before.json",
-                           reuse=resuming) if run.evaluate and main else None)
+    before = (
+        evaluate_run(trainer.model, tok, eval_recs, run, cfg, out / "eval_before.json", reuse=resuming)
+        if run.evaluate and main
+        else None
+    )
     if before:
         print(eval_line("before", before), flush=True)
     trainer.accelerator.wait_for_everyone()
     outcome = train_resumable(trainer, plan.resume_from)
     after = None
     if outcome.interrupted:
-        print(f"interrupted at step {outcome.global_step}" + (f" ({outcome.note})" if outcome.note else "")
-              + (f"; checkpoint: {outcome.checkpoint}\nresume with: python -m qae_lab train --resume {out}"
-                 if outcome.checkpoint else "; no checkpoint to resume"), flush=True)
+        print(
+            f"interrupted at step {outcome.global_step}"
+            + (f" ({outcome.note})" if outcome.note else "")
+            + (
+                f"; checkpoint: {outcome.checkpoint}\nresume with: python -m qae_lab train --resume {out}"
+                if outcome.checkpoint
+                else "; no checkpoint to resume"
+            ),
+            flush=True,
+        )
     else:
         if run.save_model and (trains_on or not (out / MODEL_DIR).is_dir()):  # staged and renamed: never half
             save_model(trainer, out, replace=True)  # a model/ left by an interrupted end is kept aside
@@ -276,29 +332,49 @@ def _train_and_write(run, cfg, preset, command, plan: ResumePlan, trainer, tok, 
     report = _report(out, run, cfg, preset, command, outcome, wall, before, after) if main else None
     if main:
         print(f"run folder: {out}  (report: {report})", flush=True)
-    return {"output_dir": str(out), "interrupted": outcome.interrupted, "checkpoint": outcome.checkpoint,
-            "global_step": outcome.global_step, "wall_s": wall, "report": str(report) if report else None,
-            "before": before.summary if before else None, "after": after.summary if after else None}
+    return {
+        "output_dir": str(out),
+        "interrupted": outcome.interrupted,
+        "checkpoint": outcome.checkpoint,
+        "global_step": outcome.global_step,
+        "wall_s": wall,
+        "report": str(report) if report else None,
+        "before": before.summary if before else None,
+        "after": after.summary if after else None,
+    }
 
 
 def _report(out: Path, run: RunArgs, cfg, preset, command, outcome, wall: float, before, after) -> Path:
     """``report.html`` of a run: its facts, the before/after table, the curves of ``log.jsonl``."""
-    evals = {name: {"overall": r.summary, "levels": r.by_level} for name, r in (("before", before), ("after", after))
-             if r is not None}
-    summary = {"preset": preset, "command": command, "model": run.model, "task": run.task,
-               "levels": ",".join(map(str, run.levels)) if run.task == "synthetic" else "—",
-               "method": method_name(cfg), "K": cfg.quantile_k, "alpha": cfg.alpha, "learning rate": cfg.learning_rate,
-               "steps": f"{outcome.global_step} / {cfg.max_steps}" + (" (interrupted)" if outcome.interrupted else ""),
-               "prompts x completions per step": f"{cfg.generation_batch_size // cfg.num_generations} x "
-                                                 f"{cfg.num_generations}",
-               "wall time (this process)": f"{wall:.0f} s"}
-    notes = ["Verdict: correct (qae_lab.task.answers.is_correct) AND stopped right after </answer> (qae_lab.task.answers."
-             "strict_is_correct), in the training reward and in every pass@1 here; 'lenient' ignores the stop.",
-             "Sampled pass@1: the mean over problems of c/n, n completions each at the training temperature; "
-             "greedy pass@1: one argmax completion per problem. Same problems and seeds before and after.",
-             "With sparse updates (sparse_update=True) TRL's entropy covers only the updated responses and is "
-             "drawn as entropy/updated_rows."][:3 if cfg.sparse_update else 2]
+    evals = {
+        name: {"overall": r.summary, "levels": r.by_level}
+        for name, r in (("before", before), ("after", after))
+        if r is not None
+    }
+    summary = {
+        "preset": preset,
+        "command": command,
+        "model": run.model,
+        "task": run.task,
+        "levels": ",".join(map(str, run.levels)) if run.task == "synthetic" else "—",
+        "method": method_name(cfg),
+        "K": cfg.quantile_k,
+        "alpha": cfg.alpha,
+        "learning rate": cfg.learning_rate,
+        "steps": f"{outcome.global_step} / {cfg.max_steps}" + (" (interrupted)" if outcome.interrupted else ""),
+        "prompts x completions per step": f"{cfg.generation_batch_size // cfg.num_generations} x {cfg.num_generations}",
+        "wall time (this process)": f"{wall:.0f} s",
+    }
+    notes = [
+        "Verdict: correct (qae_lab.task.answers.is_correct) AND stopped right after </answer> (qae_lab.task.answers."
+        "strict_is_correct), in the training reward and in every pass@1 here; 'lenient' ignores the stop.",
+        "Sampled pass@1: the mean over problems of c/n, n completions each at the training temperature; "
+        "greedy pass@1: one argmax completion per problem. Same problems and seeds before and after.",
+        "With sparse updates (sparse_update=True) TRL's entropy covers only the updated responses and is "
+        "drawn as entropy/updated_rows.",
+    ][: 3 if cfg.sparse_update else 2]
     from qae_lab.lab.report import write_report  # the only drawing of a run: plotting loads here, not at import
 
-    return write_report(out, title=f"qae_lab run: {preset or run.model}", rows=read_log(out),
-                        summary=summary, evals=evals, notes=notes)
+    return write_report(
+        out, title=f"qae_lab run: {preset or run.model}", rows=read_log(out), summary=summary, evals=evals, notes=notes
+    )

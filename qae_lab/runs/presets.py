@@ -53,8 +53,19 @@ from qae_lab.methods import check_ratio_partners, method_settings
 from qae_lab.task.rewards import SUCCESS_BANDS, check_reward
 from qae_lab.runs.settings import FieldParser, read_config
 
-__all__ = ["RunArgs", "PRESETS", "PRESET_DIR", "choose_preset", "fields", "resolve", "build", "command_line",
-           "field_types", "device_preset", "SMALL_GPU_PRESET"]
+__all__ = [
+    "RunArgs",
+    "PRESETS",
+    "PRESET_DIR",
+    "choose_preset",
+    "fields",
+    "resolve",
+    "build",
+    "command_line",
+    "field_types",
+    "device_preset",
+    "SMALL_GPU_PRESET",
+]
 
 
 DTYPES = ("auto", "bfloat16", "float16", "float32")
@@ -124,8 +135,10 @@ class RunArgs:
             raise ValueError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
         check_reward(self.reward)  # a REWARDS name; "math_verify" only with the verify extra installed
         if self.gsm8k_path is not None and not Path(self.gsm8k_path).is_dir():
-            raise ValueError(f"gsm8k_path {self.gsm8k_path} is not a folder (it must hold GSM8K's train.jsonl and "
-                             f"test.jsonl; None reads $QAE_LAB_GSM8K_DIR, else the Hub)")
+            raise ValueError(
+                f"gsm8k_path {self.gsm8k_path} is not a folder (it must hold GSM8K's train.jsonl and "
+                f"test.jsonl; None reads $QAE_LAB_GSM8K_DIR, else the Hub)"
+            )
         for name in ("eval_max_new_tokens", "torch_threads"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be None or >= 1, got {getattr(self, name)}")
@@ -179,7 +192,8 @@ def _installed_names(values: dict[str, Any]) -> dict[str, Any]:
 
 
 PRESETS: dict[str, dict[str, Any]] = {
-    p.stem: _installed_names(_preset_values(p.stem)) for p in sorted(PRESET_DIR.glob("*.yaml"))}
+    p.stem: _installed_names(_preset_values(p.stem)) for p in sorted(PRESET_DIR.glob("*.yaml"))
+}
 """Every preset's fields, as its file gives them (``bf16: auto`` is decided when a run is built)."""
 
 
@@ -221,8 +235,9 @@ def fields() -> FieldParser:
     return FieldParser([QAEConfig, RunArgs])
 
 
-def resolve(preset: str | None = None, sets=(), method: str | None = None, *, config=None,
-            args=()) -> tuple[str, dict[str, Any]]:
+def resolve(
+    preset: str | None = None, sets=(), method: str | None = None, *, config=None, args=()
+) -> tuple[str, dict[str, Any]]:
     r"""``(preset name, {field: typed value})``: what a run's settings override, in order of precedence.
 
     Lowest first: the preset's file (``qae_lab/runs/configs/<preset>.yaml``), the ``config`` file (a path, or
@@ -243,14 +258,25 @@ def resolve(preset: str | None = None, sets=(), method: str | None = None, *, co
         file_values, _env = read_config(config)  # its env: checked there, set by the command line (settings.apply_env)
     preset = choose_preset(preset, file_values.pop("preset", None), source)
     parser = fields()
-    layers = [parser.typed(PRESETS[preset], f"preset {preset} ({PRESET_DIR / preset}.yaml)"),
-              parser.typed(_installed_names(file_values), source),
-              method_settings(method) if method else {}, parser.arguments(args), parser.sets(sets)]
+    layers = [
+        parser.typed(PRESETS[preset], f"preset {preset} ({PRESET_DIR / preset}.yaml)"),
+        parser.typed(_installed_names(file_values), source),
+        method_settings(method) if method else {},
+        parser.arguments(args),
+        parser.sets(sets),
+    ]
     return preset, {k: v for layer in layers for k, v in layer.items()}
 
 
-def build(preset: str | None = "cpu-demo", sets=(), method: str | None = None, *,
-          output_dir: str | None = None, config=None, args=()):
+def build(
+    preset: str | None = "cpu-demo",
+    sets=(),
+    method: str | None = None,
+    *,
+    output_dir: str | None = None,
+    config=None,
+    args=(),
+):
     r"""The run's :class:`RunArgs` and :class:`~qae_lab.train.config.QAEConfig`, without loading anything.
 
     Order: defaults < the preset < ``config`` (a YAML file or its mapping) < ``method`` < ``args``
@@ -267,10 +293,15 @@ def build(preset: str | None = "cpu-demo", sets=(), method: str | None = None, *
     run_names = set(field_types(RunArgs))
     run_kw = {k: v for k, v in overrides.items() if k in run_names}
     cfg_kw = {k: v for k, v in overrides.items() if k not in run_names}
+
     def where() -> str:  # an error's context: the preset, the file, what the command changed (read on failure only)
         said = {**fields().arguments(args), **fields().sets(sets)}
-        return (f"preset {preset!r}" + (f", config file {config}" if config is not None and not isinstance(config, dict)
-                                        else "") + (f" with overrides {said}" if said else ""))
+        return (
+            f"preset {preset!r}"
+            + (f", config file {config}" if config is not None and not isinstance(config, dict) else "")
+            + (f" with overrides {said}" if said else "")
+        )
+
     try:
         run = RunArgs(**run_kw)
     except (TypeError, ValueError) as err:
@@ -286,8 +317,10 @@ def build(preset: str | None = "cpu-demo", sets=(), method: str | None = None, *
         raise ValueError(f"{where()}: {err}") from None
     lo, hi = SUCCESS_BANDS[run.reward]  # the qae/* metrics must count exactly the correct responses as successes
     if not lo < cfg.success_threshold <= hi:
-        raise ValueError(f"{where()}: success_threshold must lie in ({lo}, {hi}] with reward {run.reward!r} (wrong "
-                         f"answers score at most {lo}, correct ones at least {hi}), got {cfg.success_threshold}")
+        raise ValueError(
+            f"{where()}: success_threshold must lie in ({lo}, {hi}] with reward {run.reward!r} (wrong "
+            f"answers score at most {lo}, correct ones at least {hi}), got {cfg.success_threshold}"
+        )
     return run, cfg
 
 
@@ -296,8 +329,14 @@ SMALL_GPU_GIB = 20
 """A GPU without bf16 and with less memory than this (GiB) gets :data:`SMALL_GPU_PRESET` (a T4: 15 GiB)."""
 
 
-def device_preset(gpu_preset: str, *, name: str | None, total_memory: int = 0, bf16: bool = False,
-                  small_preset: str = SMALL_GPU_PRESET) -> tuple[str, str]:
+def device_preset(
+    gpu_preset: str,
+    *,
+    name: str | None,
+    total_memory: int = 0,
+    bf16: bool = False,
+    small_preset: str = SMALL_GPU_PRESET,
+) -> tuple[str, str]:
     r"""``(preset, reason)`` for a device: ``name`` None (no CUDA device) gives ``cpu-demo``; a GPU without bf16
     and with less than :data:`SMALL_GPU_GIB` GiB (``total_memory`` in bytes: a T4, a 16 GB V100 or P100) gives
     ``small_preset``, the 0.5B model in float16 (there ``gpu_preset``'s ``dtype="auto"`` means float32, and the
@@ -315,14 +354,17 @@ def device_preset(gpu_preset: str, *, name: str | None, total_memory: int = 0, b
         if preset not in PRESETS:
             raise ValueError(f"unknown preset {preset!r}; presets: {sorted(PRESETS)}")
     if name is None:
-        return "cpu-demo", (f"no GPU here, so the embedded tiny model on the synthetic task (cpu-demo) "
-                            f"instead of {gpu_preset}")
+        return "cpu-demo", (
+            f"no GPU here, so the embedded tiny model on the synthetic task (cpu-demo) instead of {gpu_preset}"
+        )
     gib = total_memory / 2**30
     found = f"GPU found ({name}, {gib:.1f} GiB, {'bf16' if bf16 else 'no bf16'})"
     if not bf16 and gib < SMALL_GPU_GIB:
-        return small_preset, (f"{found}: {small_preset}, the 0.5B model in float16, instead of {gpu_preset} "
-                              f"(without bf16 it would train in float32: an estimated peak near or above this "
-                              f"card's memory)")
+        return small_preset, (
+            f"{found}: {small_preset}, the 0.5B model in float16, instead of {gpu_preset} "
+            f"(without bf16 it would train in float32: an estimated peak near or above this "
+            f"card's memory)"
+        )
     return gpu_preset, f"{found}: {gpu_preset}"
 
 

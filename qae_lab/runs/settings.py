@@ -72,8 +72,9 @@ class FieldParser:
     def __init__(self, dataclass_types):
         from trl import TrlParser  # the train extra; importing TRL takes seconds, so only when settings are read
 
-        self.parser = TrlParser(list(dataclass_types), exit_on_error=False, allow_abbrev=False,
-                                conflict_handler="resolve")
+        self.parser = TrlParser(
+            list(dataclass_types), exit_on_error=False, allow_abbrev=False, conflict_handler="resolve"
+        )
         # a field's own action: the first for its name (a boolean that defaults to true also gets a --no_NAME
         # action, which stores false under the same name)
         self.actions = {}
@@ -97,16 +98,22 @@ class FieldParser:
     def _unknown(self, name: str, source: str) -> ValueError:
         close = difflib.get_close_matches(name, self.names, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        return ValueError(f"{source}: unknown field {name!r}{hint}: a RunArgs or QAEConfig field is needed "
-                          f"(see `python -m qae_lab train --help`)")
+        return ValueError(
+            f"{source}: unknown field {name!r}{hint}: a RunArgs or QAEConfig field is needed "
+            f"(see `python -m qae_lab train --help`)"
+        )
 
     def value(self, name: str, value, source: str):
         """One field's value, typed by the parser's action for it; errors name ``source`` and the field."""
         if name not in self.actions:
             raise self._unknown(name, source)
         action, hint = self.actions[name], self.hints[name]
-        if value is None or (isinstance(value, str) and value.strip().lower() in _NONE_WORDS
-                             and _allows(hint, None) and name not in _NONE_IS_A_VALUE):
+        if value is None or (
+            isinstance(value, str)
+            and value.strip().lower() in _NONE_WORDS
+            and _allows(hint, None)
+            and name not in _NONE_IS_A_VALUE
+        ):
             if not _allows(hint, None):
                 raise ValueError(f"{source}: {name} may not be None (it is a {hint})")
             return None
@@ -169,6 +176,7 @@ class FieldParser:
             if not values and not self._boolean(name):
                 raise ValueError(f"command line: --{name} needs a value")
             out[name] = self.value(name, values[0] if len(values) == 1 else values or "true", "command line")
+
         for token in list(tokens):
             if token.startswith("--") and len(token) > 2:
                 close()
@@ -197,8 +205,10 @@ def _allows(hint, kind) -> bool:
 def _tokens(value) -> list[str]:
     """A YAML scalar or list as the command-line strings that say it (booleans as true / false)."""
     items = value if isinstance(value, (list, tuple)) else [value]
-    return ["true" if v is True else "false" if v is False else json.dumps(v) if isinstance(v, dict) else str(v)
-            for v in items]
+    return [
+        "true" if v is True else "false" if v is False else json.dumps(v) if isinstance(v, dict) else str(v)
+        for v in items
+    ]
 
 
 def read_config(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, str]]:
@@ -226,12 +236,14 @@ def read_config(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, str]
     if loaded is None:
         loaded = {}
     if not isinstance(loaded, dict):
-        raise ValueError(f"config file {path}: must hold a mapping of field names to values, got "
-                         f"{type(loaded).__name__}")
+        raise ValueError(
+            f"config file {path}: must hold a mapping of field names to values, got {type(loaded).__name__}"
+        )
     keys = [k for k in loaded if not isinstance(k, str)]
     if keys:
-        raise ValueError(f"config file {path}: every key must be a field name (a string), got {keys[0]!r} "
-                         f"({type(keys[0]).__name__})")
+        raise ValueError(
+            f"config file {path}: every key must be a field name (a string), got {keys[0]!r} ({type(keys[0]).__name__})"
+        )
     env = loaded.pop("env", None) or {}
     if not isinstance(env, dict):
         raise ValueError(f"config file {path}: env must be a mapping of variable names to values, got {env!r}")
@@ -302,23 +314,29 @@ def check_env(env: dict, source: str = "env") -> dict[str, str]:
         if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
             raise ValueError(f"{source}: env: {name!r} is not an environment variable's name")
         if isinstance(value, (dict, list, tuple)) or value is None:
-            raise ValueError(f"{source}: env: {name} needs one plain value (a string, number or true/false), "
-                             f"got {value!r}")
+            raise ValueError(
+                f"{source}: env: {name} needs one plain value (a string, number or true/false), got {value!r}"
+            )
         text = "true" if value is True else "false" if value is False else str(value)
         refused = _matching(name, _ENV_REFUSED)
         if refused:
             raise ValueError(f"{source}: env: {name} may not be set from a file: {refused}")
         if _ENV_SECRETS & set(name.upper().split("_")):
-            raise ValueError(f"{source}: env: {name} looks like a credential, and a run records its env in its "
-                             f"config.json: set it in the shell, or log in (e.g. `hf auth login`, `wandb login`)")
+            raise ValueError(
+                f"{source}: env: {name} looks like a credential, and a run records its env in its "
+                f"config.json: set it in the shell, or log in (e.g. `hf auth login`, `wandb login`)"
+            )
         early = _matching(name, _ENV_TOO_EARLY)
         if early and os.environ.get(name) != text:
-            raise ValueError(f"{source}: env: {name} is read by {early}, before a config file is read, so setting it "
-                             f"here would change nothing: set it in the shell ({name}={text} python -m qae_lab ...)")
+            raise ValueError(
+                f"{source}: env: {name} is read by {early}, before a config file is read, so setting it "
+                f"here would change nothing: set it in the shell ({name}={text} python -m qae_lab ...)"
+            )
         if not early and not _matching(name, ENV_ALLOWED):
             allowed = ", ".join(ENV_ALLOWED)
-            raise ValueError(f"{source}: env: {name} is not among the variables a file may set ({allowed}): set "
-                             f"others in the shell")
+            raise ValueError(
+                f"{source}: env: {name} is not among the variables a file may set ({allowed}): set others in the shell"
+            )
         out[name] = text
     return out
 
