@@ -39,7 +39,7 @@ from qae_lab.analysis.seqpolicy_runs import (
     setting_name,
     start_split,
 )
-from qae_lab.lab.plots import PALETTE, band_figure, bar_figure, wrap_title
+from qae_lab.lab.plots import PALETTE, add_band, band_figure, bar_figure, wrap_title
 from qae_lab.toys.seqpolicy import (
     prefix_reach,
     sequence_entropy,
@@ -544,23 +544,7 @@ def regimes_figure(regimes: Mapping, optimizer: str = "adam", clip_higher: bool 
         for col, group in enumerate(REGIMES, start=1):
             c = by_group[group]["entropy_curve"]
             x, mean, std = c["steps"], c["mean"], c["std"]
-            upper, lower = [m + s for m, s in zip(mean, std)], [m - s for m, s in zip(mean, std)]
-            # the +- std band: the upper edge forwards, the lower edge back, filled
-            fig.add_trace(
-                go.Scatter(
-                    x=x + x[::-1],
-                    y=upper + lower[::-1],
-                    fill="toself",
-                    fillcolor=color,
-                    opacity=0.2,
-                    line={"width": 0},
-                    hoverinfo="skip",
-                    showlegend=False,
-                    legendgroup=label,
-                ),
-                row=1,
-                col=col,
-            )
+            add_band(fig, x, mean, std, color, legendgroup=label, row=1, col=col)
             fig.add_trace(
                 go.Scatter(
                     x=x,

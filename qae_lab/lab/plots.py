@@ -283,8 +283,19 @@ def vline(fig: go.Figure, x: float, text: str, dash: str = "dot", side: str = "r
     return fig
 
 
-def _add_band(fig: go.Figure, x: list, y: list[float], half: list[float], color: str) -> None:
-    """A shaded y +- half band behind a line: the upper edge forwards, the lower edge backwards, no legend entry."""
+def add_band(
+    fig: go.Figure,
+    x: list,
+    y: list[float],
+    half: list[float],
+    color: str,
+    *,
+    legendgroup: str | None = None,
+    row: int | None = None,
+    col: int | None = None,
+) -> None:
+    """A shaded y +- half band behind a line: the upper edge forwards, the lower edge backwards, no legend entry
+    (in the line's ``legendgroup``, so that hiding the line hides its band; ``row``/``col``: a subplot's cell)."""
     upper, lower = [a + h for a, h in zip(y, half)], [a - h for a, h in zip(y, half)]
     fig.add_trace(
         go.Scatter(
@@ -296,7 +307,10 @@ def _add_band(fig: go.Figure, x: list, y: list[float], half: list[float], color:
             line={"width": 0},
             hoverinfo="skip",
             showlegend=False,
-        )
+            legendgroup=legendgroup,
+        ),
+        row=row,
+        col=col,
     )
 
 
@@ -332,7 +346,7 @@ def line_figure(
     for i, (name, y, style) in enumerate(zip(series, ys, _styles(ys))):
         color = PALETTE[i % len(PALETTE)]
         if bands and name in bands:
-            _add_band(fig, x, y, [float(v) for v in bands[name]], color)
+            add_band(fig, x, y, [float(v) for v in bands[name]], color)
         fig.add_trace(
             go.Scatter(
                 x=x,
@@ -375,7 +389,7 @@ def band_figure(
     for i, ((name, c), pts, style) in enumerate(zip(curves.items(), points, _styles(points))):
         color, x, mean = PALETTE[i % len(PALETTE)], [p[0] for p in pts], [p[1] for p in pts]
         if c.n_runs > 1:
-            _add_band(fig, x, mean, [float(v) for v in c.std][::stride], color)
+            add_band(fig, x, mean, [float(v) for v in c.std][::stride], color)
         fig.add_trace(
             go.Scatter(
                 x=x,

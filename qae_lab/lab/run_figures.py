@@ -26,7 +26,7 @@ from qae_lab._checks import check_int
 from qae_lab.analysis.compare import metric_curves, series
 from qae_lab.task.evaluate import EvalResult
 from qae_lab.lab.nb06_phenomena import BEFORE, k_sweep_lines, pass_at_k_lines
-from qae_lab.lab.plots import PALETTE, band_figure, bar_figure, line_figure, wrap_title
+from qae_lab.lab.plots import PALETTE, add_band, band_figure, bar_figure, line_figure, wrap_title
 from qae_lab.analysis.regime_runs import GROUP_WORDS, regime_curves, regime_numbers
 from qae_lab.analysis.stats import detrended_variance, moving_average, stat
 
@@ -327,23 +327,7 @@ def regime_figure(runs: Sequence, mean_method: str, quantile_method: str, quanti
             if c is None:
                 continue
             n_seeds = max(n_seeds, c.n_runs)
-            upper, lower = [m + s for m, s in zip(c.mean, c.std)], [m - s for m, s in zip(c.mean, c.std)]
-            # the +- std band: the upper edge forwards, the lower edge back, filled
-            fig.add_trace(
-                go.Scatter(
-                    x=c.steps + c.steps[::-1],
-                    y=upper + lower[::-1],
-                    fill="toself",
-                    fillcolor=color,
-                    opacity=0.2,
-                    line={"width": 0},
-                    hoverinfo="skip",
-                    showlegend=False,
-                    legendgroup=method,
-                ),
-                row=1,
-                col=col,
-            )
+            add_band(fig, c.steps, c.mean, c.std, color, legendgroup=method, row=1, col=col)
             fig.add_trace(
                 go.Scatter(
                     x=c.steps,

@@ -14,12 +14,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 from interrupts import InterruptAt
+from tiny_runs import tiny_trainer
 from safetensors.torch import load_file
 
 from qae_lab.storage import folder
-from qae_lab.task.data import synthetic_task, to_grpo_dataset
-from qae_lab.task.models import load_policy
-from qae_lab.task.rewards import correctness_reward
 from qae_lab.train.callbacks import CompactProgress, RunLogger, train_resumable
 from qae_lab.storage.folder import (
     CONFIG_NAME,
@@ -126,35 +124,7 @@ def test_step_rows_skip_the_summary_line():
 
 
 def _trainer(out: Path, callbacks=(), **settings) -> QAETrainer:
-    model, tok = load_policy("embedded", device="cpu")
-    cfg = QAEConfig(
-        **{
-            "output_dir": str(out),
-            "per_device_train_batch_size": 8,
-            "num_generations": 4,
-            "max_completion_length": 48,
-            "learning_rate": 1e-4,
-            "report_to": [],
-            "use_cpu": True,
-            "bf16": False,
-            "beta": 0.0,
-            "save_strategy": "no",
-            "disable_tqdm": True,
-            "loss_type": "bnpo",
-            "logging_steps": 1,
-            "max_steps": 4,
-            "seed": 3,
-            **settings,
-        }
-    )
-    return QAETrainer(
-        model=model,
-        reward_funcs=[correctness_reward],
-        args=cfg,
-        processing_class=tok,
-        train_dataset=to_grpo_dataset(synthetic_task(32, levels=(2, 3), seed=5)),
-        callbacks=[RunLogger(preset="test"), *callbacks],
-    )
+    return tiny_trainer(out, callbacks, **settings)
 
 
 @pytest.mark.slow

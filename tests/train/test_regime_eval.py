@@ -9,17 +9,16 @@ from pathlib import Path
 
 import pytest
 from interrupts import InterruptAt
+from tiny_runs import tiny_trainer
 
 from qae_lab.train import regime_eval
-from qae_lab.train.callbacks import RunLogger, run_logger, train_resumable
+from qae_lab.train.callbacks import run_logger, train_resumable
 from qae_lab.train.config import QAEConfig
-from qae_lab.task.data import synthetic_task, to_grpo_dataset
+from qae_lab.task.data import synthetic_task
 from qae_lab.methods import REGIME_EVAL_METRICS
-from qae_lab.task.models import load_policy
 from qae_lab.runs.presets import build
 from qae_lab.train.regime_eval import REGIME_FRAC, SPLIT_DRAWS, RegimeEval, RegimeSplit, add_regime_eval
 from qae_lab.regimes import start_split
-from qae_lab.task.rewards import correctness_reward
 from qae_lab.storage.folder import REGIME_SPLIT_NAME, RunFolderError, read_log, step_rows
 from qae_lab.train.trainer import QAETrainer
 
@@ -28,36 +27,7 @@ REGIMES = {"regime_eval_steps": 2, "regime_eval_samples": 4, "regime_eval_prompt
 
 
 def _trainer(out: Path, callbacks=(), regimes: bool = True, resume: bool = False, **settings) -> QAETrainer:
-    model, tok = load_policy("embedded", device="cpu")
-    cfg = QAEConfig(
-        **{
-            "output_dir": str(out),
-            "per_device_train_batch_size": 8,
-            "num_generations": 4,
-            "max_completion_length": 48,
-            "learning_rate": 1e-4,
-            "report_to": [],
-            "use_cpu": True,
-            "bf16": False,
-            "beta": 0.0,
-            "save_strategy": "no",
-            "disable_tqdm": True,
-            "loss_type": "bnpo",
-            "logging_steps": 1,
-            "max_steps": 4,
-            "seed": 3,
-            **(REGIMES if regimes else {}),
-            **settings,
-        }
-    )
-    trainer = QAETrainer(
-        model=model,
-        reward_funcs=[correctness_reward],
-        args=cfg,
-        processing_class=tok,
-        train_dataset=to_grpo_dataset(synthetic_task(32, levels=(2, 3), seed=5)),
-        callbacks=[RunLogger(preset="test"), *callbacks],
-    )
+    trainer = tiny_trainer(out, callbacks, **(REGIMES if regimes else {}), **settings)
     add_regime_eval(trainer, HELD_OUT, resume=resume)
     return trainer
 
