@@ -12,7 +12,8 @@ through :func:`qae_lab.task.verify.math_verify_is_correct` and through the stric
 (:func:`qae_lab.task.rewards.strict_correctness_reward`), and the slowest are listed with their ratio to an
 ordinary answer (``\boxed{\frac{3}{4}}``) measured the same way in the same run. It also counts
 candidates the guard refused (deeper nesting, bare ``{...}`` groups), which the rewards score 0 at
-once, and times one to show it.
+once, and times one to show it. Since the token cap (``MAX_TOKENS``) most of these candidates are refused;
+the worst answer of each construct that the guard still admits is timed by ``benchmarks/bench_verify_guard.py``.
 
 Two timings per answer, because math-verify's parser (ANTLR, in ``latex2sympy2_extended``) caches
 what it learns about the grammar in class-level tables, and a slow input is slow while it learns:
@@ -107,6 +108,7 @@ def families() -> dict[str, str]:
         "decimal": "0." + "1" * (MAX_CHARS - 2),
         "big-fraction": "9" * 50 + "/" + "9" * 49,
         "slashes": fill("1/"),
+        "slashes-2": fill("2/"),  # 2/2/.../2: each / about doubles math-verify's time (1/1 collapses at once)
         "spaced-digits": fill("1 "),
         "percents": fill("1%"),
         "signs": "-" * MAX_CHARS,

@@ -1,10 +1,11 @@
-r"""Input validation shared by the maths modules.
+r"""Input validation shared by the package.
 
 Every public function of qae_lab checks its input with these helpers, so a bad call
 fails at once with a :class:`ValueError` that names the argument and the allowed range,
 instead of returning a silently wrong number. The checks on tensor *values* (finite,
 0/1 mask, ...) read one boolean back from the device; they are cheap next to a
-forward pass.
+forward pass. :func:`credential_name` is the one rule for names that carry a secret
+(settings, environment variables), which nothing qae_lab writes may hold.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ __all__ = [
     "check_choice",
     "check_mask",
     "snap_to_integer",
+    "credential_name",
+    "non_finite",
 ]
 
 
@@ -245,3 +248,41 @@ def snap_to_integer(x: float) -> float:
     """
     nearest = round(x)
     return float(nearest) if abs(x - nearest) <= 1e-9 * max(1.0, abs(x)) else x
+
+
+# name parts that mark a credential; "TOKEN" only as the last part (TrainingArguments' own rule: it hides every
+# field ending in "_token" from to_dict), so that e.g. pad_token_id or max_tokens is not one
+_CREDENTIAL_PARTS = frozenset({"KEY", "APIKEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS"})
+
+
+def credential_name(name: str) -> bool:
+    r"""Whether a setting or environment variable named ``name`` carries a credential: its last part (split at
+    ``_``, any case) is ``TOKEN``, or a part is ``KEY``, ``APIKEY``, ``SECRET``, ``PASSWORD``, ``PASSWD`` or
+    ``CREDENTIAL(S)``.
+
+    >>> [credential_name(n) for n in ("hub_token", "HF_TOKEN", "WANDB_API_KEY", "db_password", "COMET_APIKEY")]
+    [True, True, True, True, True]
+    >>> [credential_name(n) for n in ("pad_token_id", "max_tokens", "keyword", "WANDB_PROJECT", "monkey")]
+    [False, False, False, False, False]
+    """
+    parts = str(name).upper().split("_")
+    return parts[-1] == "TOKEN" or bool(_CREDENTIAL_PARTS & set(parts))
+
+
+def non_finite(value, name: str) -> str | None:
+    r"""Where a setting's value holds a number that is not finite (NaN or +-inf), searched through lists, tuples
+    and mappings: ``"name[1]"``, ``"name.min_lr"``, ... ; None when every number in it is finite.
+
+    >>> non_finite([1.0, float("nan")], "reward_weights"), non_finite({"min_lr": float("inf")}, "lr_scheduler_kwargs")
+    ('reward_weights[1]', 'lr_scheduler_kwargs.min_lr')
+    >>> non_finite([0.5, 2, True, "x", None], "w") is None
+    True
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return name
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (list, tuple)) else ()
+    for key, item in items:
+        found = non_finite(item, f"{name}.{key}" if isinstance(value, dict) else f"{name}[{key}]")
+        if found:
+            return found
+    return None

@@ -282,6 +282,7 @@ def advantage_stats(
     k: float,
     *,
     success_threshold: float = 0.5,
+    success=None,
 ) -> dict[str, float]:
     r"""Per-batch sparsity and regime statistics (the ``qae/*`` training metrics).
 
@@ -293,6 +294,9 @@ def advantage_stats(
         success_threshold: a response counts as a success when its reward is
             >= this value (0.5 suits 0/1 rewards; pass the correctness bonus for
             composite rewards).
+        success: (N,) bool, whether each response is a success, when another score than
+            its reward decides it (the trainer's: the correctness reward's own verdict,
+            whatever its weight in ``rewards``); then ``success_threshold`` is not used.
 
     Returns:
         dict of Python floats:
@@ -320,10 +324,16 @@ def advantage_stats(
     if a.shape[0] != r.numel():
         raise ValueError(f"advantages must have shape ({r.numel()},) like rewards, got {tuple(a.shape)}")
     k = check_k(k)
-    threshold = check_finite_scalar(success_threshold, "success_threshold")
-    n_success = (r >= threshold).sum(dim=1)  # (B,)
+    if success is None:
+        ok = r >= check_finite_scalar(success_threshold, "success_threshold")  # (B, G)
+    else:
+        ok = torch.as_tensor(success, device=r.device)
+        if ok.dtype != torch.bool or ok.shape != (r.numel(),):
+            raise ValueError(f"success must be a bool tensor of shape ({r.numel()},), got {ok.dtype} {tuple(ok.shape)}")
+        ok = ok.view(-1, g)  # (B, G)
+    n_success = ok.sum(dim=1)  # (B,)
     hard = hard_regime(n_success, g, k)  # (B,)
-    neg_correct = ((r.flatten() >= threshold) & (a < 0)).sum().item()
+    neg_correct = (ok.flatten() & (a < 0)).sum().item()
     return {
         "zero_adv_frac": (a == 0).float().mean().item(),
         "pos_frac": (a > 0).float().mean().item(),

@@ -244,6 +244,11 @@ def test_advantage_stats_hand():
     # composite rewards: successes are those at or above the threshold
     s = advantage_stats(r * 5 + 1, a, 4, 0.4, success_threshold=6.0)
     assert s["success_rate"] == pytest.approx(4 / 12)
+    # another score decides success (the correctness reward's own, whatever its weight in the trained reward):
+    # 0.4 * r is below any threshold of a 0/1 reward, yet the successes are those of r
+    assert advantage_stats(0.4 * r, a, 4, 0.4, success=r > 0.5) == pytest.approx(advantage_stats(r, a, 4, 0.4))
+    with pytest.raises(ValueError, match=r"success must be a bool tensor of shape \(12,\), got torch.float32 \(12,\)"):
+        advantage_stats(r, a, 4, 0.4, success=r)
 
 
 # ---------------------------------------------------------------- bad input

@@ -44,7 +44,7 @@ from qae_lab.runs.presets import (
 from qae_lab.storage.resume import plan_run
 from qae_lab.runs.pipeline import load_records, run_settings, train
 from qae_lab.storage.folder import CONFIG_NAME, RunFolderError, RunLock, jsonable
-from qae_lab.runs.settings import apply_env, check_env, read_config
+from qae_lab.runs.settings import apply_env, check_env, outgoing, outgoing_lines, read_config
 
 __all__ = ["main", "plan"]
 
@@ -107,7 +107,8 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument(
         "--overwrite",
         action="store_true",
-        help="delete the run already in --output-dir (its config, log, evaluations, model, checkpoints)",
+        help="delete the run already in --output-dir (its config, log, evaluations, model, checkpoints, "
+        ".staging and finished-step<S>/: listed first; never a run nested in them, nor files no run wrote)",
     )
     t.add_argument(
         "--resume",
@@ -340,7 +341,7 @@ def plan(args) -> dict[str, Any]:
     env_lines = apply_env(env)
     if run.task == "gsm8k" and (run.gsm8k_path or os.environ.get("QAE_LAB_GSM8K_DIR")):
         load_records(run)  # a local data file is read now (seconds): its errors name the file, line and field
-    notes = ready.lines() + [f"env: {line}" for line in env_lines] + _outgoing_lines(cfg)
+    notes = ready.lines() + [f"env: {line}" for line in env_lines] + outgoing_lines(cfg)
     return {
         "run": run,
         "cfg": cfg,
@@ -358,40 +359,28 @@ def plan(args) -> dict[str, Any]:
     }
 
 
-# the settings through which a run sends data out of the machine, and the value that sends nothing
-_LOCAL_TRACKERS = ("none", "tensorboard")
-
-
-def _outgoing(cfg) -> dict[str, Any]:
-    """The settings of ``cfg`` that send data out: ``push_to_hub`` (with its ``hub_model_id``) and trackers other
-    than TensorBoard (which writes local files only)."""
-    out = {}
-    if cfg.push_to_hub:
-        out.update(push_to_hub=True, hub_model_id=cfg.hub_model_id)
-    trackers = [t for t in (cfg.report_to or []) if t not in _LOCAL_TRACKERS]
-    if trackers:
-        out["report_to"] = trackers
-    return out
-
-
 def _outgoing_named_again(cfg, named: set[str], out: Path) -> None:
     r"""A resume sends data out only on settings this command names: each outgoing setting in force
-    (:func:`_outgoing`) that comes from the recorded run alone is refused, with the two ways on."""
-    unnamed = {k: v for k, v in _outgoing(cfg).items() if k not in named}
+    (:func:`qae_lab.runs.settings.outgoing`) that comes from the recorded run alone is refused, with the two ways on."""
+    unnamed = {k: v for k, v in outgoing(cfg).items() if k not in named}
     if unnamed:
         said = ", ".join(f"{k}={v!r}" for k, v in unnamed.items())
         again = " ".join(f"--set {s}" for s in _as_sets(unnamed))
+        off = " ".join(f"--set {k}={_SENDS_NOTHING[k]}" for k in unnamed if k in _SENDS_NOTHING)
         raise RunFolderError(
             f"the run in {out}/ recorded settings that send data out ({said}); a resume takes "
             f"them only when this command names them again: add {again} to keep them, or "
-            f"switch them off (--set push_to_hub=false --set report_to=none)"
+            f"switch them off ({off})"
         )
 
 
-def _outgoing_lines(cfg) -> list[str]:
-    """The notes of a run that sends data out: where to."""
-    sent = _outgoing(cfg)
-    return [f"sends data out: {', '.join(f'{k}={v!r}' for k, v in sent.items())}"] if sent else []
+# the value of each switch of qae_lab.runs.settings.outgoing that sends nothing
+_SENDS_NOTHING = {
+    "push_to_hub": "false",
+    "report_to": "none",
+    "log_completions_hub_repo": "none",
+    "vllm_mode": "colocate",
+}
 
 
 def _recipe(stored: dict, out: Path) -> dict[str, Any]:

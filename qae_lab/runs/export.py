@@ -16,7 +16,8 @@ trained (its weights are small).
 The weights: the run folder's ``model/`` (written when a run ends with ``save_model=True``, or by
 :func:`save_model` from a notebook), or a complete ``checkpoint-N`` (``checkpoint=N`` or ``"latest"``, or
 RUN_DIR given as the checkpoint folder). OUT is never written over: it must not exist or be empty, unless
-``overwrite`` (the old folder is then renamed aside, not deleted). The export is written into a hidden
+``overwrite`` (the old folder is then renamed aside, not deleted); it is no name a run folder uses for itself,
+nor inside one, nor under a file (:func:`qae_lab.storage.folder.check_folder`, as for a run's folder). The export is written into a hidden
 folder beside OUT and renamed to OUT once complete (:func:`qae_lab.storage.resume.publish_dir`), so an
 interrupted export leaves no OUT. ``push_to_hub`` then uploads OUT with ``huggingface_hub`` (the tests never do).
 """
@@ -42,11 +43,13 @@ from qae_lab.storage.resume import (
     latest_complete_checkpoint,
     publish_dir,
     safetensors_problem,
+    shard_problems,
 )
 from qae_lab.methods import knob_changes
 from qae_lab.methods import method_name
 from qae_lab.task.models import EMBEDDED_MODELS, load_policy, resolve_name
 from qae_lab._project import REPOSITORY_URL
+from qae_lab.storage.claim import held_run, removal_problem
 from qae_lab.storage.folder import (
     CHECKPOINT_NAME,
     CONFIG_NAME,
@@ -56,12 +59,11 @@ from qae_lab.storage.folder import (
     MODEL_DIR,
     STAGING_DIR,
     RunFolderError,
-    held_run,
-    is_run_name,
+    check_folder,
     read_json,
     read_log,
-    run_files,
     step_rows,
+    symlinks,
 )
 
 __all__ = [
@@ -137,16 +139,27 @@ def _weights(run_dir: Path, checkpoint: int | str | None) -> Path:
 
 def model_problems(folder: Path) -> list[str]:
     r"""What is cut short or damaged in a saved model folder (``model/``): its safetensors files and JSON files,
-    checked as a checkpoint's are (:func:`qae_lab.storage.resume.checkpoint_problems`), and the shards its index
-    lists; empty when it can be loaded.
+    checked as a checkpoint's are (:func:`qae_lab.storage.resume.checkpoint_problems`: each a regular file of the
+    folder's own, no symbolic link anywhere in it), and the shards its index lists (plain names, there); empty
+    when it can be loaded.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()); _ = (d / "model.safetensors").write_bytes(b"\x10" + bytes(7) + b"{}")
     >>> model_problems(d)
     ['model.safetensors is cut short (header of 16 bytes in a 10-byte file)']
     """
-    problems = []
+    if folder.is_symlink():
+        return [f"{folder} is a symbolic link (to {os.readlink(folder)}), not a model folder of the run's own"]
+    problems = [
+        f"{rel} is a symbolic link (to {target}): a model folder's files are its own"
+        for rel, target in symlinks(folder)
+    ]
     for path in sorted(folder.iterdir()):
+        if path.is_symlink():
+            continue  # named above
+        if path.suffix in (".safetensors", ".json") and not path.is_file():
+            problems.append(f"{path.name} is {'a folder' if path.is_dir() else 'a special file'}, not a regular file")
+            continue
         if not path.is_file():
             continue
         if path.suffix == ".safetensors":
@@ -157,13 +170,8 @@ def model_problems(folder: Path) -> list[str]:
             except (ValueError, UnicodeDecodeError, RecursionError) as err:
                 problems.append(f"{path.name} is damaged (not JSON: {str(err)[:100]})")
                 continue
-            if path.name.endswith(".index.json"):
-                shards = set((data.get("weight_map") or {}).values()) if isinstance(data, dict) else set()
-                problems += [
-                    f"{shard} (listed in {path.name}) is missing"
-                    for shard in sorted(shards)
-                    if not (folder / str(shard)).is_file()
-                ]
+            if path.name.endswith(".index.json") and isinstance(data, dict):
+                problems += shard_problems(folder, path.name)
     return [p for p in problems if p]
 
 
@@ -237,8 +245,7 @@ def _check_out(out: Path, source: Source, overwrite: bool) -> None:
             f"out {out} would hold or replace the run folder {source.run_dir}/ or its "
             f"{source.weights.name}/: choose a folder beside them (e.g. {run}/export)"
         )
-    if is_run_name(where.name) and (where.parent == run or run_files(where.parent)):  # this run's, or another's
-        raise RunFolderError(f"out {out}: {where.name} is a name the run folder uses; choose another (e.g. export)")
+    check_folder(out, "out")  # no name a run folder uses, inside no such name; no file among its parents
     if out.is_symlink():
         raise RunFolderError(
             f"out {out} is a symbolic link (to {os.readlink(out)}): an export is written beside OUT "
@@ -485,14 +492,18 @@ def save_model(trainer, run_dir: str | os.PathLike, *, replace: bool = False) ->
     r"""Write a trainer's model to the run folder's ``model/``, staged then renamed: what a run's end does
     (:func:`qae_lab.runs.pipeline.train`), and what runs trained with ``save_model=false`` (notebook 04's live run) do
     afterwards. An existing ``model/`` is refused, or with ``replace`` kept under a new name
-    (:func:`qae_lab.storage.resume.publish_dir`). Under several processes every one calls it (sharded
-    weights are gathered) and the main one writes."""
+    (:func:`qae_lab.storage.resume.publish_dir`); a ``.staging`` holding more than a trainer stages there (a
+    nested run, someone's files: :func:`qae_lab.storage.claim.removal_problem`) is refused, named. Under several
+    processes every one calls it (sharded weights are gathered) and the main one writes."""
     run_dir = Path(run_dir)
     final = run_dir / MODEL_DIR
     if final.exists() and not replace:
         raise RunFolderError(f"{final}/ exists already: export it, or save elsewhere (nothing is written over)")
     staged = run_dir / STAGING_DIR / MODEL_DIR
     main = trainer.is_world_process_zero()
+    problem = removal_problem(run_dir / STAGING_DIR)  # a leftover save's staging goes below, nothing else: every
+    if problem:  # process asks, so none waits below for one that stopped here
+        raise RunFolderError(f"{problem}; nothing was saved")
     if main:
         shutil.rmtree(staged, ignore_errors=True)
     trainer.accelerator.wait_for_everyone()  # none saves into the staging folder before it is clear

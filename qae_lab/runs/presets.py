@@ -51,7 +51,7 @@ from typing import Any
 from qae_lab.task.data import LEVELS
 from qae_lab.methods import check_ratio_partners, method_settings
 from qae_lab.task.rewards import SUCCESS_BANDS, check_reward
-from qae_lab.runs.settings import FieldParser, read_config
+from qae_lab.runs.settings import FIELDS, FieldParser, read_config
 
 __all__ = [
     "RunArgs",
@@ -232,7 +232,7 @@ def fields() -> FieldParser:
     """
     from qae_lab.train.config import QAEConfig  # imports TRL (the train extra, seconds): only to read settings
 
-    return FieldParser([QAEConfig, RunArgs])
+    return FieldParser([QAEConfig, RunArgs], FIELDS)
 
 
 def resolve(

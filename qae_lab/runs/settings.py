@@ -11,6 +11,14 @@ on the command line:
 * ``--name value`` after ``qae-lab train`` (:meth:`FieldParser.arguments`), as with TRL's scripts;
 * ``--set name=value`` (:meth:`FieldParser.sets`), the older form, kept because runs record it.
 
+Every field a file or the command line may set is classified once, in :data:`FIELDS` (allow-listed by name):
+**ordinary** (typed and taken), **sends data out** (taken; the run says where to before it starts, and a resume
+takes it only when named again: :func:`outgoing`), **runs code** (taken only with values that run none:
+:class:`~qae_lab.train.config.QAEConfig` checks them), **credential** (refused: log in, or set it in the shell's
+environment) and **the command line's** (refused: a flag of ``train`` does it). A field that is not in the table,
+as a new TRL release adds some, is refused by name until it is classified. The ``env:`` mapping of a config file
+is allow-listed by exact name the same way (:data:`ENV_ALLOWED`).
+
 Each value goes through the parser's own action for its field (argparse's type conversion, the
 choices of an enum or ``Literal`` field, ``true``/``false`` for booleans, ``nargs`` for lists), and
 a value the parser cannot read, or a name that is no field, fails with the file (or flag) and the
@@ -27,6 +35,9 @@ Traceback (most recent call last):
 ValueError: run.yaml: unknown field 'quantile_kk' (did you mean 'quantile_k'?): a RunArgs or QAEConfig field is needed (see `python -m qae_lab train --help`)
 >>> fields().sets(["levels=3,4", "max-steps=5"]), fields().arguments(["--alpha", "0.3", "--lora"])
 ({'levels': [3, 4], 'max_steps': 5}, {'alpha': 0.3, 'lora': True})
+>>> fields().arguments(["--hub_token", "hf_secret"])
+Traceback (most recent call last):
+ValueError: command line: hub_token carries a credential, which a run never takes as a setting (qae_lab writes its settings into config.json, its checkpoints and their exports): log in with `hf auth login`, or set HF_TOKEN in the shell's environment
 """
 
 from __future__ import annotations
@@ -38,6 +49,7 @@ import os
 import re
 import types
 import typing
+import urllib.parse
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -45,11 +57,100 @@ from typing import Any
 import torch
 import yaml
 
-__all__ = ["FieldParser", "read_config", "ENV_ALLOWED", "check_env", "apply_env"]
+from qae_lab._checks import credential_name
+
+__all__ = [
+    "ORDINARY",
+    "SENDS_OUT",
+    "RUNS_CODE",
+    "CREDENTIAL",
+    "COMMAND_LINE",
+    "FIELDS",
+    "FieldParser",
+    "outgoing",
+    "outgoing_lines",
+    "read_config",
+    "MAX_CONFIG_BYTES",
+    "ENV_ALLOWED",
+    "ENV_SHELL_ONLY",
+    "check_env",
+    "apply_env",
+]
 
 _NONE_WORDS = ("none", "null")
 # fields for which "none" is a value of their own, not None (TrainingArguments.report_to: no tracker)
 _NONE_IS_A_VALUE = ("report_to",)
+
+
+# ---------------------------------------------------------------- the classified table of settable fields
+
+ORDINARY, SENDS_OUT, RUNS_CODE, CREDENTIAL, COMMAND_LINE = (
+    "ordinary",
+    "sends data out",
+    "runs code",
+    "credential",
+    "the command line's",
+)
+_CLASSES = {
+    # TrainingArguments (transformers 5.0-5.25: group_by_length, logging_dir and warmup_ratio are 5.0's only)
+    ORDINARY: """output_dir per_device_train_batch_size num_train_epochs max_steps learning_rate lr_scheduler_type
+        lr_scheduler_kwargs warmup_steps warmup_ratio optim optim_args weight_decay adam_beta1 adam_beta2 adam_epsilon
+        optim_target_modules gradient_accumulation_steps average_tokens_across_devices max_grad_norm
+        label_smoothing_factor bf16 fp16 bf16_full_eval fp16_full_eval tf32 activation_checkpointing
+        activation_checkpointing_kwargs gradient_checkpointing gradient_checkpointing_kwargs torch_compile
+        torch_compile_backend torch_compile_mode use_liger_kernel liger_kernel_config use_cache neftune_noise_alpha
+        torch_empty_cache_steps auto_find_batch_size logging_strategy logging_steps logging_first_step log_on_each_node
+        logging_nan_inf_filter include_num_input_tokens_seen log_level log_level_replica disable_tqdm run_name
+        logging_dir eval_strategy eval_steps eval_delay per_device_eval_batch_size prediction_loss_only eval_on_start
+        eval_do_concat_batches eval_use_gather_object eval_accumulation_steps include_for_metrics batch_eval_metrics
+        save_only_model save_strategy save_steps save_on_each_node save_total_limit enable_jit_checkpoint
+        load_best_model_at_end metric_for_best_model greater_is_better ignore_data_skip
+        restore_callback_states_from_checkpoint full_determinism seed data_seed use_cpu accelerator_config
+        parallelism_config dataloader_drop_last dataloader_num_workers dataloader_pin_memory
+        dataloader_persistent_workers dataloader_prefetch_factor dataloader_multiprocessing_context dataloader_in_order
+        remove_unused_columns label_names train_sampling_strategy group_by_length length_column_name
+        ddp_find_unused_parameters ddp_bucket_cap_mb ddp_broadcast_buffers ddp_static_graph ddp_backend ddp_timeout
+        fsdp fsdp_config deepspeed debug skip_memory_metrics do_train do_eval do_predict local_rank"""
+    # GRPOConfig (trl 1.16)
+    + """ router_aux_loss_coef disable_dropout cast_lm_head_to_fp32 num_generations num_generations_eval
+        max_completion_length ds3_gather_for_generation shuffle_dataset pad_to_multiple_of generation_batch_size
+        steps_per_generation temperature top_p top_k min_p chat_template_kwargs repetition_penalty
+        cache_implementation use_vllm vllm_mode vllm_model_impl vllm_enable_sleep_mode vllm_structured_outputs_regex
+        vllm_server_timeout vllm_gpu_memory_utilization vllm_max_model_length vllm_tensor_parallel_size beta
+        num_iterations epsilon delta epsilon_high sapo_temperature_neg sapo_temperature_pos vespo_k_pos
+        vespo_lambda_pos vespo_k_neg vespo_lambda_neg importance_sampling_level reward_weights
+        multi_objective_aggregation scale_rewards loss_type mask_truncated_completions sync_ref_model
+        ref_model_mixup_alpha ref_model_sync_steps top_entropy_quantile entropy_coef use_adaptive_entropy
+        entropy_coef_min entropy_coef_max entropy_coef_delta entropy_target max_tool_calling_iterations
+        vllm_importance_sampling_correction vllm_importance_sampling_mode vllm_importance_sampling_clip_max
+        vllm_importance_sampling_clip_min vllm_importance_sampling_cap off_policy_mask_threshold
+        use_bias_correction_kl log_completions log_multimodal num_completions_to_print log_unique_prompts
+        use_transformers_continuous_batching transformers_continuous_batching_config use_transformers_paged"""
+    # QAEConfig's own, and RunArgs
+    + """ baseline quantile_k quantile_method advantage_eps token_weighting alpha entropy_top_k sparse_update
+        success_threshold success_reward fast_generation compile_generation advantage_mask cov_penalty clip_cov_ratio
+        clip_cov_lb clip_cov_ub kl_cov_ratio kl_cov_coef regime_eval_steps regime_eval_samples regime_eval_prompts
+        reflection_words model task levels n_train n_eval gsm8k_path lora lora_r eval_samples eval_batch_size
+        eval_max_new_tokens evaluate save_model torch_threads dtype reward""",
+    # where data leaves the machine: the Hub, trackers, a vLLM server, a Hub repository of completions
+    SENDS_OUT: """push_to_hub hub_model_id hub_strategy hub_private_repo hub_always_push hub_revision report_to
+        project trackio_space_id trackio_bucket_id trackio_static_space_id log_completions_hub_repo
+        vllm_server_base_url vllm_server_host vllm_server_port vllm_group_port""",
+    # handed to model loading and generation: QAEConfig takes the values that run no code only
+    RUNS_CODE: "trust_remote_code model_init_kwargs generation_kwargs",
+    CREDENTIAL: "hub_token",
+    COMMAND_LINE: "resume_from_checkpoint",
+}
+FIELDS: dict[str, str] = {name: kind for kind, names in _CLASSES.items() for name in names.split()}
+"""Every field a config file or the command line may set, by class: the one allow-list of settings."""
+# why a field of a refusing class is refused, and the way on
+_REFUSED = {
+    CREDENTIAL: "carries a credential, which a run never takes as a setting (qae_lab writes its settings into "
+    "config.json, its checkpoints and their exports): log in with `hf auth login`, or set HF_TOKEN in the shell's "
+    "environment",
+    COMMAND_LINE: "is what `train --resume RUN_DIR` does (a run's own plan: the checkpoint to resume, and the "
+    "settings it may change): give --resume instead",
+}
 
 
 class FieldParser:
@@ -59,17 +160,25 @@ class FieldParser:
     ``resolve``): :func:`qae_lab.runs.presets.fields` gives ``RunArgs.data_seed`` (the problem draws)
     precedence over ``TrainingArguments.data_seed``, as :func:`qae_lab.runs.presets.build` does.
 
+    ``classes``: ``{field: class}`` (:data:`FIELDS` for a run): a field it lacks is refused by name, and so is one
+    of a refusing class (a credential, the command line's own).
+
     >>> from dataclasses import dataclass
     >>> @dataclass
     ... class Demo:
     ...     steps: int = 1
     ...     rate: float | None = None
     ...     tags: list[str] = ()
-    >>> FieldParser([Demo]).typed({"steps": "3", "rate": "none", "tags": ["a"]}, "demo.yaml")
+    ...     key: str = ""
+    >>> parser = FieldParser([Demo], {"steps": ORDINARY, "rate": ORDINARY, "tags": ORDINARY})
+    >>> parser.typed({"steps": "3", "rate": "none", "tags": ["a"]}, "demo.yaml")
     {'steps': 3, 'rate': None, 'tags': ['a']}
+    >>> parser.typed({"key": "x"}, "demo.yaml")
+    Traceback (most recent call last):
+    ValueError: demo.yaml: key is a field qae_lab has not classified yet (ordinary, sends data out, runs code, credential), so a file or the command line may not set it; it is refused until qae_lab.runs.settings.FIELDS lists it
     """
 
-    def __init__(self, dataclass_types):
+    def __init__(self, dataclass_types, classes: dict[str, str]):
         from trl import TrlParser  # the train extra; importing TRL takes seconds, so only when settings are read
 
         self.parser = TrlParser(
@@ -81,6 +190,7 @@ class FieldParser:
         for action in self.parser._actions:
             if action.option_strings and action.dest != "help":
                 self.actions.setdefault(action.dest, action)
+        self.classes = dict(classes)
         self.hints = {}
         for cls in dataclass_types:
             resolved = typing.get_type_hints(cls)
@@ -103,10 +213,26 @@ class FieldParser:
             f"(see `python -m qae_lab train --help`)"
         )
 
+    def admit(self, name: str, source: str) -> str:
+        """The class of field ``name`` (:data:`FIELDS`); refuses, naming ``source``, a field the table lacks or one
+        of a refusing class (a credential, the command line's own). Its value is never part of the message."""
+        kind = self.classes.get(name)
+        if kind is None:
+            raise ValueError(
+                f"{source}: {name} is a field qae_lab has not classified yet (ordinary, sends data out, runs code, "
+                f"credential), so a file or the command line may not set it; it is refused until "
+                f"qae_lab.runs.settings.FIELDS lists it"
+            )
+        if kind in _REFUSED:
+            raise ValueError(f"{source}: {name} {_REFUSED[kind]}")
+        return kind
+
     def value(self, name: str, value, source: str):
         """One field's value, typed by the parser's action for it; errors name ``source`` and the field."""
         if name not in self.actions:
             raise self._unknown(name, source)
+        if self.admit(name, source) == SENDS_OUT and _holds_password(value):
+            raise ValueError(f"{source}: {name} {_URL_PASSWORD}")
         action, hint = self.actions[name], self.hints[name]
         if value is None or (
             isinstance(value, str)
@@ -154,12 +280,17 @@ class FieldParser:
                 raise ValueError(f"--set needs name=value, got {item!r}")
             if name not in self.actions:
                 raise self._unknown(name, f"--set {item}")
+            # before the value is read or repeated (it may be a secret)
+            if self.admit(name, f"--set {name}") == SENDS_OUT and _holds_password(raw):
+                raise ValueError(f"--set {name}: {name} {_URL_PASSWORD}")
             value: Any = raw
             if raw.strip().startswith(("[", "{")):
                 try:
                     value = json.loads(raw)
                 except json.JSONDecodeError as err:
                     raise ValueError(f"--set {item}: {name}: not valid JSON ({err})") from None
+                except RecursionError:
+                    raise ValueError(f"--set {name}: nested too deep to read") from None
             elif self.actions[name].nargs in ("+", "*"):
                 value = [part for part in raw.split(",") if part.strip()]
             out[name] = self.value(name, value, f"--set {item}")
@@ -183,15 +314,75 @@ class FieldParser:
                 flag, sep, rest = token[2:].partition("=")
                 name, values = flag.replace("-", "_"), [rest] if sep else []
                 if name.startswith("no_") and not sep and self._boolean(name[3:]):
+                    self.admit(name[3:], "command line")
                     out[name[3:]], name = False, None  # --no_NAME, the parser's own form of NAME false
                 elif name not in self.actions:
                     raise self._unknown(name, "command line")
+                else:
+                    self.admit(name, "command line")
             elif name is None:
                 raise ValueError(f"command line: {token!r} is not a --name of a field (nor the value of one)")
             else:
                 values.append(token)
         close()
         return out
+
+
+_URL_PASSWORD = (
+    "is an address with a password in it (scheme://user:password@host), which a run would record: give the "
+    "address without it, and the password the way its client takes one from the shell's environment"
+)
+
+
+def _holds_password(value) -> bool:
+    """Whether ``value`` (a string, or a list of them) is an address that carries a password (``user:pw@host``)."""
+    items = value if isinstance(value, (list, tuple)) else [value]
+    for item in items:
+        if isinstance(item, str) and "@" in item:
+            try:
+                if urllib.parse.urlsplit(item.strip()).password is not None:
+                    return True
+            except ValueError:  # not an address at all
+                continue
+    return False
+
+
+# trackers that write local files only: report_to with these sends nothing out
+_LOCAL_TRACKERS = ("none", "tensorboard")
+
+
+def outgoing(cfg) -> dict[str, Any]:
+    r"""The settings of ``cfg`` through which a run sends data out of the machine, ``{field: value}``, in the form
+    a resume names them again (:mod:`qae_lab.runs.cli`): ``push_to_hub`` (with ``hub_model_id``), trackers other
+    than TensorBoard (``report_to``), a Hub repository for the completions (``log_completions_hub_repo``) and a
+    vLLM server (``vllm_mode``). Every :data:`SENDS_OUT` field is one of these switches or says where one sends.
+
+    >>> import types
+    >>> cfg = types.SimpleNamespace(push_to_hub=False, report_to=["tensorboard", "wandb"], use_vllm=True,
+    ...                             vllm_mode="colocate", log_completions_hub_repo=None)
+    >>> outgoing(cfg)
+    {'report_to': ['wandb']}
+    """
+    out: dict[str, Any] = {}
+    if cfg.push_to_hub:
+        out.update(push_to_hub=True, hub_model_id=cfg.hub_model_id)
+    trackers = [t for t in (cfg.report_to or []) if t not in _LOCAL_TRACKERS]
+    if trackers:
+        out["report_to"] = trackers
+    if getattr(cfg, "log_completions_hub_repo", None):
+        out["log_completions_hub_repo"] = cfg.log_completions_hub_repo
+    if cfg.use_vllm and cfg.vllm_mode == "server":
+        out["vllm_mode"] = "server"
+    return out
+
+
+def outgoing_lines(cfg) -> list[str]:
+    r"""The note a run that sends data out prints before it starts: what goes where (none when nothing does)."""
+    sent = outgoing(cfg)
+    if "vllm_mode" in sent:  # where the prompts go
+        where = cfg.vllm_server_base_url or f"{cfg.vllm_server_host}:{cfg.vllm_server_port}"
+        sent = {**sent, "vllm_mode": f"server (prompts to {where})"}
+    return [f"sends data out: {', '.join(f'{k}={v!r}' for k, v in sent.items())}"] if sent else []
 
 
 def _allows(hint, kind) -> bool:
@@ -211,24 +402,73 @@ def _tokens(value) -> list[str]:
     ]
 
 
+MAX_CONFIG_BYTES = 1 << 20
+"""The largest config file read (1 MiB): a settings file is a few hundred bytes; a larger one is refused unread."""
+
+
+class _PlainLoader(yaml.SafeLoader):
+    """YAML's safe loader without aliases: ``*name`` repeats an anchored value, and aliases of aliases expand a
+    few hundred bytes into billions of items ("billion laughs") once printed or saved. A settings file never
+    needs one, so the first is refused where it stands (its line and column)."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise _AliasRefused(f"line {mark.line + 1}, column {mark.column + 1}")
+        return super().compose_node(parent, index)
+
+
+class _AliasRefused(yaml.YAMLError):
+    """An alias in a config file (its message: where it stands)."""
+
+
+def _config_text(path: Path) -> str:
+    """The text of a config file, refused with its path (and the line of a byte that is not UTF-8)."""
+    try:
+        with path.open("rb") as f:
+            data = f.read(MAX_CONFIG_BYTES + 1)
+    except OSError as err:
+        raise ValueError(f"config file {path}: cannot be read ({err.strerror or err})") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ValueError(f"config file {path}: larger than a settings file may be ({MAX_CONFIG_BYTES} bytes)")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        raise ValueError(
+            f"config file {path}: line {line}, column {column}: byte 0x{data[err.start]:02x} is not UTF-8 "
+            f"(save the file as UTF-8)"
+        ) from None
+
+
 def read_config(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, str]]:
     r"""A YAML settings file: ``(its fields, untyped, with ``preset`` if it names one; its ``env`` mapping)``.
 
     As in TRL's scripts, an ``env:`` mapping names environment variables for the run; only those of
     :data:`ENV_ALLOWED` are taken (:func:`check_env`), and the command line sets them (:func:`apply_env`). A file
-    that is missing, not YAML, or not a mapping of field names fails with its path.
+    that is missing, larger than :data:`MAX_CONFIG_BYTES`, not UTF-8, not YAML, holds an alias (``*name``), or is
+    not a mapping of field names fails with its path (and the line, where one is to blame).
 
     >>> import tempfile
     >>> p = Path(tempfile.mkdtemp()) / "run.yaml"
     >>> _ = p.write_text("preset: cpu-demo\nquantile_k: 0.6\nenv:\n  TOKENIZERS_PARALLELISM: false\n")
     >>> read_config(p)
     ({'preset': 'cpu-demo', 'quantile_k': 0.6}, {'TOKENIZERS_PARALLELISM': 'false'})
+    >>> _ = p.write_text("a: &x [1, 2]\nb: [*x, *x]\n")
+    >>> read_config(p)
+    Traceback (most recent call last):
+    ...
+    ValueError: config file .../run.yaml: line 2, column 5: an alias (*name) repeats another value; write the value out instead
     """
     path = Path(path)
+    text = _config_text(path)
     try:
-        loaded = yaml.safe_load(path.read_text())
-    except OSError as err:
-        raise ValueError(f"config file {path}: cannot be read ({err.strerror})") from None
+        loaded = yaml.load(text, Loader=_PlainLoader)  # a SafeLoader without aliases
+    except _AliasRefused as err:
+        raise ValueError(
+            f"config file {path}: {err}: an alias (*name) repeats another value; write the value out instead"
+        ) from None
     except yaml.YAMLError as err:
         raise ValueError(f"config file {path}: not valid YAML ({err})") from None
     except RecursionError:
@@ -246,96 +486,104 @@ def read_config(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, str]
         )
     env = loaded.pop("env", None) or {}
     if not isinstance(env, dict):
-        raise ValueError(f"config file {path}: env must be a mapping of variable names to values, got {env!r}")
+        raise ValueError(
+            f"config file {path}: env must be a mapping of variable names to values, got a {type(env).__name__}"
+        )
     return loaded, check_env(env, f"config file {path}")
 
 
-# variables an ``env:`` mapping may set: what reads each, after the settings are read (so setting it then works)
+# ---------------------------------------------------------------- env: the variables a config file may set
+
+# by exact name, what reads each after the settings are read (so that setting it then takes effect)
 ENV_ALLOWED = {
     "TOKENIZERS_PARALLELISM": "the tokenizers library, when it first encodes in parallel",
     "QAE_LAB_GSM8K_DIR": "qae_lab's GSM8K loader, when the data loads",
     "PYTORCH_CUDA_ALLOC_CONF": "torch's CUDA memory allocator, at the first allocation",
     "PYTORCH_ALLOC_CONF": "torch's memory allocator, at the first allocation",
-    "WANDB_*": "Weights & Biases, when training starts (report_to: wandb)",
-    "COMET_*": "Comet, when training starts (report_to: comet_ml)",
-    "MLFLOW_*": "MLflow, when training starts (report_to: mlflow)",
-    "TRACKIO_*": "Trackio, when training starts (report_to: trackio)",
-    "CLEARML_*": "ClearML, when training starts (report_to: clearml)",
-    "NEPTUNE_*": "Neptune, when training starts (report_to: neptune)",
+    "WANDB_PROJECT": "Weights & Biases (report_to: wandb), when training starts: the project",
+    "WANDB_ENTITY": "Weights & Biases, when training starts: the team or user",
+    "WANDB_RUN_GROUP": "Weights & Biases, when training starts: the run's group",
+    "WANDB_TAGS": "Weights & Biases, when training starts: the run's tags",
+    "WANDB_NOTES": "Weights & Biases, when training starts: the run's notes",
+    "WANDB_MODE": "Weights & Biases, when training starts: online, offline or disabled",
+    "WANDB_DIR": "Weights & Biases, when training starts: its local folder",
+    "COMET_PROJECT_NAME": "Comet (report_to: comet_ml), when training starts: the project",
+    "COMET_WORKSPACE": "Comet, when training starts: the workspace",
+    "COMET_MODE": "Comet, when training starts: online, offline or disabled",
+    "MLFLOW_EXPERIMENT_NAME": "MLflow (report_to: mlflow), when training starts: the experiment",
+    "MLFLOW_TRACKING_URI": "MLflow, when training starts: the tracking server (or a local folder)",
+    "MLFLOW_TAGS": "MLflow, when training starts: the run's tags",
+    "MLFLOW_NESTED_RUN": "MLflow, when training starts: nest the run",
+    "MLFLOW_FLATTEN_PARAMS": "MLflow, when training starts: flatten nested settings",
+    "CLEARML_PROJECT": "ClearML (report_to: clearml), when training starts: the project",
+    "CLEARML_TASK": "ClearML, when training starts: the task's name",
+    "NEPTUNE_PROJECT": "Neptune (report_to: neptune), when training starts: the project",
 }
-# read when a library is imported or starts, which qae-lab does before it reads a config file: too early to matter
-_ENV_TOO_EARLY = {
-    "HF_*": "huggingface_hub and transformers, when they are imported",
-    "HUGGINGFACE_*": "huggingface_hub, when it is imported",
-    "TRANSFORMERS_*": "transformers, when it is imported",
-    "ACCELERATE_*": "accelerate, when it is imported",
+"""The variables a config file's ``env:`` may set, by exact name, with what reads each."""
+# read when a library is imported or starts, which qae-lab does before it reads a config file: taken from a file
+# only when the shell already set that very value (it then changes nothing), else refused with the shell's way
+ENV_SHELL_ONLY = {
+    "HF_HOME": "huggingface_hub and transformers, when they are imported",
+    "HF_HUB_CACHE": "huggingface_hub, when it is imported",
+    "HF_HUB_OFFLINE": "huggingface_hub, when it is imported",
+    "HF_DATASETS_CACHE": "datasets, when it is imported",
+    "HF_DATASETS_OFFLINE": "datasets, when it is imported",
+    "HF_HUB_DISABLE_TELEMETRY": "huggingface_hub, when it is imported",
+    "TRANSFORMERS_OFFLINE": "transformers, when it is imported",
+    "TRANSFORMERS_VERBOSITY": "transformers, when it is imported",
     "CUDA_VISIBLE_DEVICES": "CUDA, when it starts (importing the libraries may already start it)",
     "OMP_NUM_THREADS": "torch's thread pools, when torch is imported",
     "MKL_NUM_THREADS": "torch's thread pools, when torch is imported",
     "XDG_CACHE_HOME": "the libraries' caches, when they are imported",
 }
-# never from a file: these change which code runs, or are credentials (a run records its env in config.json)
-_ENV_REFUSED = {
-    "LD_*": "it makes the dynamic linker load other code into every process",
-    "DYLD_*": "it makes the dynamic linker load other code into every process",
-    "PYTHON*": "it changes which Python code runs and how",
-    "PATH": "it changes which programs run",
-}
-_ENV_SECRETS = {"TOKEN", "KEY", "APIKEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIALS", "CREDENTIAL"}  # name parts
+"""Variables the libraries read when imported, before any config file: only the shell can set them."""
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def _matching(name: str, table: dict[str, str]) -> str | None:
-    for pattern, words in table.items():
-        if name == pattern or (pattern.endswith("*") and name.startswith(pattern[:-1])):
-            return words
-    return None
 
 
 def check_env(env: dict, source: str = "env") -> dict[str, str]:
     r"""An ``env:`` mapping checked against the allow-list, as ``{name: value}`` strings; the first variable that
     may not be set this way is refused with the reason (``source`` names where it came from).
 
-    Allowed: the variables of :data:`ENV_ALLOWED`, which their readers read after the settings are (so setting
-    them then takes effect). Refused: ones that change which code runs (``LD_*``, ``DYLD_*``, ``PYTHON*``,
-    ``PATH``), credentials (``*_TOKEN``, ``*_KEY``, ...: a run records its env in ``config.json``), and ones read
-    when the libraries are imported, before any config file (``HF_HOME``, ``HF_HUB_OFFLINE``,
-    ``CUDA_VISIBLE_DEVICES``, ...: set those in the shell), unless the environment already holds that very value.
+    Allowed: the variables of :data:`ENV_ALLOWED`, by exact name, which their readers read after the settings are
+    (so setting them then takes effect). The variables of :data:`ENV_SHELL_ONLY` are read when the libraries are
+    imported, before any config file: refused (set them in the shell), unless the environment already holds that
+    very value. Any other name is refused, credentials among them (a run records its env in ``config.json``); a
+    refusal never repeats the value.
 
     >>> check_env({"TOKENIZERS_PARALLELISM": False, "WANDB_PROJECT": "qae"})
     {'TOKENIZERS_PARALLELISM': 'false', 'WANDB_PROJECT': 'qae'}
+    >>> check_env({"WANDB_API_KEY": "x"}, "config file run.yaml")
+    Traceback (most recent call last):
+    ...
+    ValueError: config file run.yaml: env: WANDB_API_KEY carries a credential, and a run records its env in its config.json: set it in the shell, or log in (e.g. `hf auth login`, `wandb login`)
     >>> check_env({"LD_PRELOAD": "/tmp/x.so"}, "config file run.yaml")
     Traceback (most recent call last):
     ...
-    ValueError: config file run.yaml: env: LD_PRELOAD may not be set from a file: it makes the dynamic linker load other code into every process
+    ValueError: config file run.yaml: env: LD_PRELOAD is not among the variables a file may set (TOKENIZERS_PARALLELISM, ...); set others in the shell
     """
     out = {}
     for name, value in env.items():
         if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
             raise ValueError(f"{source}: env: {name!r} is not an environment variable's name")
+        if credential_name(name):
+            raise ValueError(
+                f"{source}: env: {name} carries a credential, and a run records its env in its config.json: "
+                f"set it in the shell, or log in (e.g. `hf auth login`, `wandb login`)"
+            )
+        if name not in ENV_ALLOWED and name not in ENV_SHELL_ONLY:
+            raise ValueError(
+                f"{source}: env: {name} is not among the variables a file may set ({', '.join(ENV_ALLOWED)}); "
+                f"set others in the shell"
+            )
         if isinstance(value, (dict, list, tuple)) or value is None:
-            raise ValueError(
-                f"{source}: env: {name} needs one plain value (a string, number or true/false), got {value!r}"
-            )
+            raise ValueError(f"{source}: env: {name} needs one plain value (a string, number or true/false)")
         text = "true" if value is True else "false" if value is False else str(value)
-        refused = _matching(name, _ENV_REFUSED)
-        if refused:
-            raise ValueError(f"{source}: env: {name} may not be set from a file: {refused}")
-        if _ENV_SECRETS & set(name.upper().split("_")):
+        if _holds_password(text):
+            raise ValueError(f"{source}: env: {name} {_URL_PASSWORD}")
+        if name in ENV_SHELL_ONLY and os.environ.get(name) != text:
             raise ValueError(
-                f"{source}: env: {name} looks like a credential, and a run records its env in its "
-                f"config.json: set it in the shell, or log in (e.g. `hf auth login`, `wandb login`)"
-            )
-        early = _matching(name, _ENV_TOO_EARLY)
-        if early and os.environ.get(name) != text:
-            raise ValueError(
-                f"{source}: env: {name} is read by {early}, before a config file is read, so setting it "
-                f"here would change nothing: set it in the shell ({name}={text} python -m qae_lab ...)"
-            )
-        if not early and not _matching(name, ENV_ALLOWED):
-            allowed = ", ".join(ENV_ALLOWED)
-            raise ValueError(
-                f"{source}: env: {name} is not among the variables a file may set ({allowed}): set others in the shell"
+                f"{source}: env: {name} is read by {ENV_SHELL_ONLY[name]}, before a config file is read, so setting "
+                f"it here would change nothing: set it in the shell ({name}={text} python -m qae_lab ...)"
             )
         out[name] = text
     return out
@@ -351,5 +599,5 @@ def apply_env(env: dict[str, str]) -> list[str]:
     lines = []
     for name, value in check_env(env).items():
         os.environ[name] = value
-        lines.append(f"{name}={value} (read by {_matching(name, ENV_ALLOWED) or _matching(name, _ENV_TOO_EARLY)})")
+        lines.append(f"{name}={value} (read by {ENV_ALLOWED.get(name) or ENV_SHELL_ONLY[name]})")
     return lines

@@ -3,22 +3,21 @@ r"""The run folder on disk: what a run writes there, and the rules that keep it 
 A run folder is someone's data. Three rules hold for everything qae_lab writes into one:
 
 1. **Nothing is replaced without an explicit choice.** A new run refuses a folder that holds
-   another run's files (:func:`held_run`, asked by the one resume plan, :func:`qae_lab.storage.resume.plan_run`;
-   :func:`claim_fresh` carries a fresh plan out): resume it, pass ``overwrite=True``
-   (``--overwrite``), or pick another folder. ``overwrite`` deletes only files a run wrote: a claimed
-   folder holds the run's own marker, ``.qae_lab-run.json`` (:func:`run_owned`), and a folder whose
-   run-named files no run can be shown to have written (a model folder's ``config.json``) is refused.
-   **One process at a time**: a run holds the folder's lock (:class:`RunLock`) from its claim until its last
-   write; a second process is refused, naming the holder (``.qae_lab-run.lock`` says who it is). The lock is
-   the operating system's (``flock`` on the folder), which dies with its process, so a killed run leaves no
-   lock behind.
+   another run's files, and ``--overwrite`` deletes only a run's own (its marker, ``.qae_lab-run.json``:
+   :func:`run_owned`), never a run nested in them (:mod:`qae_lab.storage.claim`, asked by the one resume plan,
+   :func:`qae_lab.storage.resume.plan_run`). The names a run folder uses for itself are reserved: no run or
+   export folder is one or lies inside one (:func:`check_folder`). **One process at a time**: a run holds the
+   folder's lock (:class:`RunLock`) from its claim until its last write; a second process is refused, naming
+   the holder (``.qae_lab-run.lock`` says who it is). The lock is the operating system's (``flock`` on the
+   folder), which dies with its process, so a killed run leaves no lock behind.
 2. **Every write that can be interrupted leaves the old state or the new one, never half.**
    Small files are written to a temporary file and renamed over the old one
    (:func:`atomic_write_text`); checkpoints are written into ``.staging/checkpoint-N`` and renamed
    to ``checkpoint-N`` once complete (:func:`qae_lab.storage.resume.publish_dir`); the log is append-only, one
    ``fsync``-ed line per step. A process killed at any moment (Ctrl-C twice, SIGKILL, a power
    cut after the fsync) leaves at worst a cut last log line and a stale ``.staging`` folder,
-   neither of which a resume mistakes for data.
+   neither of which a resume mistakes for data. Every file is opened as what it claims to be: a regular file,
+   never a symbolic link followed to another place, a folder or a named pipe.
 3. **A resume continues the same experiment.** :func:`qae_lab.storage.resume.resume_changes` compares the settings of a
    resume with those in ``config.json``: only the fields in :data:`qae_lab.storage.resume.SAFE_ON_RESUME` may change,
    and each accepted change is recorded (an ``event`` row in ``log.jsonl`` and the ``resumes``
@@ -28,13 +27,14 @@ Layout::
 
     config.json             settings (``trainer``: QAEConfig.to_dict(), ``run``: RunArgs + how it was built),
                             library versions, and every resume with what it changed
-    log.jsonl               one JSON object per logged step, plus ``{"event": ...}`` rows
+    log.jsonl               one JSON object per logged step, plus ``{"event": ...}`` rows; each names its ``step``
     log.superseded.jsonl    rows of steps that a resume trained again (they were after the last checkpoint)
     eval_before.json, eval_after.json, model/
     regime_split.json       with ``regime_eval_steps``: the held-out prompts' start success rates and their
                             hardest / easiest quarter (:mod:`qae_lab.train.regime_eval`), written before the first step
     report.html             the run's summary page (:mod:`qae_lab.lab.report`)
     checkpoint-N/           complete, resumable Trainer checkpoints (:mod:`qae_lab.storage.resume`)
+    finished-step<S>/       a finished run's model/ and eval_after.json, set aside when a resume trains on
     .staging/               a checkpoint being written (removed by the next save)
     .qae_lab-run.json       the run's marker, written when the folder is claimed (what --overwrite may delete)
     .qae_lab-run.lock       who holds the folder's lock (process, host, command): there while a run writes
@@ -52,8 +52,8 @@ import math
 import os
 import platform
 import re
-import shutil
 import socket
+import stat
 import sys
 import time
 from importlib import metadata
@@ -84,21 +84,21 @@ __all__ = [
     "CHECKPOINT_NAME",
     "RunFolderError",
     "is_run_name",
+    "symlinks",
     "fsync_dir",
     "atomic_write_text",
     "read_json",
     "jsonable",
     "append_line",
+    "log_row_problem",
     "read_log_lines",
     "read_log",
     "step_rows",
     "run_files",
     "run_owned",
     "check_folder",
-    "held_run",
-    "unowned_files",
+    "holder",
     "RunLock",
-    "claim_fresh",
     "versions",
     "save_config",
     "write_config",
@@ -122,6 +122,9 @@ _RUN_FILES = (
     REGIME_SPLIT_NAME,
 )
 CHECKPOINT_NAME = re.compile(r"^checkpoint-(\d+)$")  # a Trainer checkpoint folder; group 1: its step
+_FINISHED_NAME = re.compile(r"^finished-step\d+(-\d+)?$")  # where a resume sets a finished run's results aside
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # POSIX: open the name itself, never the place a link names (Windows: lstat)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a named pipe opens at once (and is then refused), never waits for a writer
 
 
 class RunFolderError(ValueError):
@@ -132,6 +135,83 @@ class RunFolderError(ValueError):
     >>> issubclass(RunFolderError, ValueError)
     True
     """
+
+
+# ---------------------------------------------------------------- files opened as what they claim to be
+
+
+def _kind(mode: int) -> str:
+    """What a file is, in words, from its ``lstat`` mode."""
+    for test, said in (
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a named pipe"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a device"),
+        (stat.S_ISBLK, "a device"),
+    ):
+        if test(mode):
+            return said
+    return "a file"
+
+
+def _irregular(path: Path) -> str | None:
+    """``'<path> is a symbolic link (to <target>), not a regular file'`` (or a folder, a named pipe, ...); None when
+    ``path`` is a regular file or is missing."""
+    try:
+        mode = os.lstat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    target = f" (to {os.readlink(path)})" if stat.S_ISLNK(mode) else ""
+    return f"{path} is {_kind(mode)}{target}, not a regular file"
+
+
+def _open_regular(path: Path, flags: int, mode: int = 0o666) -> int:
+    """``os.open`` of a regular file only: a symbolic link is never followed (``O_NOFOLLOW``; where the platform
+    lacks it, an ``lstat`` first), a named pipe never waited on. Raises :class:`RunFolderError` naming what ``path``
+    is instead; ``FileNotFoundError`` when it is missing (and ``flags`` do not create it)."""
+    if not _NOFOLLOW:
+        problem = _irregular(path)
+        if problem:
+            raise RunFolderError(problem)
+    try:
+        fd = os.open(path, flags | _NOFOLLOW | _NONBLOCK | getattr(os, "O_BINARY", 0), mode)
+    except OSError as err:
+        problem = _irregular(path) if err.errno in (errno.ELOOP, errno.EMLINK, errno.EISDIR, errno.ENXIO) else None
+        if problem:
+            raise RunFolderError(problem) from None
+        raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise RunFolderError(f"{path} is {_kind(st.st_mode)}, not a regular file")
+    return fd
+
+
+def _read_text(path: Path, *, limit: int = -1, errors: str = "strict") -> str:
+    """The text of a regular file (:func:`_open_regular`): at most ``limit`` bytes when ``limit`` >= 0."""
+    with os.fdopen(_open_regular(path, os.O_RDONLY), "rb") as f:
+        return f.read(limit).decode("utf-8", errors=errors)
+
+
+def symlinks(folder: str | os.PathLike) -> list[tuple[str, str]]:
+    r"""``(relative path, target)`` of every symbolic link in ``folder`` and its sub-folders (none is followed),
+    sorted: a checkpoint or model folder holds its own files, never links to other places.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp()); (d / "sub").mkdir(); (d / "sub" / "optimizer.pt").symlink_to("/nowhere")
+    >>> symlinks(d)
+    [('sub/optimizer.pt', '/nowhere')]
+    """
+    folder, found = Path(folder), []
+    for root, dirs, files in os.walk(folder):  # followlinks=False: a link to a folder is listed, not entered
+        for name in dirs + files:
+            path = Path(root) / name
+            if path.is_symlink():
+                found.append((path.relative_to(folder).as_posix(), os.readlink(path)))
+    return sorted(found)
 
 
 # ---------------------------------------------------------------- atomic writes
@@ -162,22 +242,33 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     The text goes to a temporary file beside ``path``, is flushed and ``fsync``-ed, then renamed
     over ``path`` (``os.replace`` is atomic on one file system).
 
+    Only a regular file is replaced: a ``path`` that is a symbolic link, a folder or another kind of file is
+    refused (:class:`RunFolderError`, naming it), and the temporary file is created anew (a link planted under
+    its name is removed, never written through).
+
     >>> import tempfile
     >>> p = Path(tempfile.mkdtemp()) / "a.json"
     >>> _ = atomic_write_text(p, "1\n"); _ = atomic_write_text(p, "2\n"); p.read_text(), len(list(p.parent.iterdir()))
     ('2\n', 1)
     """
     path = Path(path)
+    problem = _irregular(path)
+    if problem:
+        raise RunFolderError(f"{problem}: qae_lab replaces only regular files; move it away (nothing was written)")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        with tmp.open("w", encoding="utf-8") as f:
+        if tmp.is_symlink() or tmp.is_file():  # a leftover (or a planted link): removed, not written through
+            tmp.unlink()
+        elif os.path.lexists(tmp):
+            raise RunFolderError(f"{tmp} is in the way of writing {path.name}: {_irregular(tmp)}; move it away")
+        with os.fdopen(_open_regular(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     finally:
-        if tmp.exists():
+        if tmp.is_symlink() or tmp.is_file():
             tmp.unlink()
     fsync_dir(path.parent)
     return path
@@ -186,7 +277,8 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
 def read_json(path: str | os.PathLike, what: str = "file", *, expect: type | None = None) -> Any:
     r"""A JSON file's content; a missing or damaged file raises :class:`RunFolderError` naming it.
 
-    ``expect``: the type the content must have (e.g. ``dict``); other content counts as damaged.
+    ``expect``: the type the content must have (e.g. ``dict``); other content counts as damaged. Only a regular
+    file is read: a symbolic link, a folder or a named pipe is refused, named.
 
     >>> import tempfile
     >>> p = Path(tempfile.mkdtemp()) / "config.json"
@@ -198,9 +290,11 @@ def read_json(path: str | os.PathLike, what: str = "file", *, expect: type | Non
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = _read_text(path)
     except FileNotFoundError:
         raise RunFolderError(f"{what} {path} is missing") from None
+    except RunFolderError as err:
+        raise RunFolderError(f"{what} {err}: a run's files are regular files of its own") from None
     except (OSError, UnicodeDecodeError) as err:
         raise RunFolderError(f"{what} {path} cannot be read ({err})") from None
     try:
@@ -250,12 +344,44 @@ def append_line(path: str | os.PathLike, row: dict) -> None:
         os.fsync(f.fileno())
 
 
+def log_row_problem(row: Any) -> str | None:
+    r"""What is wrong with a row of a run's log (None: nothing): a row is a JSON object whose ``step`` is a whole
+    number >= 0 (not true/false, not a string). :class:`~qae_lab.train.callbacks.RunLogger` writes one on every row
+    (steps, events, the end-of-training summary), and everything that reads a log indexes rows by it.
+
+    >>> log_row_problem({"step": 3, "reward": 0.5}) is None
+    True
+    >>> log_row_problem({"step": "1", "reward": 0.5}), log_row_problem({"reward": 0.5})
+    ('its step is "1" (a string); a log row\'s step is a whole number >= 0', "it has no step; a log row's step is a whole number >= 0")
+    """
+    if not isinstance(row, dict):
+        return f"a log row is a JSON object, got {type(row).__name__}"
+    if "step" not in row:
+        return "it has no step; a log row's step is a whole number >= 0"
+    step = row["step"]
+    if isinstance(step, int) and not isinstance(step, bool) and step >= 0:
+        return None
+    kind = (
+        "a boolean"
+        if isinstance(step, bool)
+        else "below 0"
+        if isinstance(step, int)
+        else "not a whole number"
+        if isinstance(step, float)
+        else {str: "a string", list: "a list", dict: "an object"}.get(type(step))
+    )
+    said = json.dumps(step)
+    return f"its step is {said[:40]}{f' ({kind})' if kind else ''}; a log row's step is a whole number >= 0"
+
+
 def read_log_lines(path: str | os.PathLike) -> tuple[list[dict], str | None]:
     r"""``(rows, cut)``: the rows of a ``log.jsonl`` (a file or the run folder) and its cut last line, if any.
 
     A last line that does not parse, or lacks its newline, was being written when the process
-    died: it is returned as ``cut`` (its raw text), not as a row. A bad line anywhere else
-    raises :class:`RunFolderError` naming the file and the line. A missing log has no rows.
+    died: it is returned as ``cut`` (its raw text), not as a row. A bad line anywhere else (not JSON, or a row
+    without a whole ``step``: :func:`log_row_problem`) raises :class:`RunFolderError` naming the file and the
+    line, so no reader of a log meets a row it cannot index. A missing log has no rows; a log that is a symbolic
+    link, a folder or a named pipe is refused, named.
 
     >>> import tempfile
     >>> p = Path(tempfile.mkdtemp()) / "log.jsonl"
@@ -265,9 +391,12 @@ def read_log_lines(path: str | os.PathLike) -> tuple[list[dict], str | None]:
     """
     path = Path(path)
     path = path / LOG_NAME if path.is_dir() else path
-    if not path.exists():
+    try:
+        text = _read_text(path, errors="replace")
+    except FileNotFoundError:
         return [], None
-    text = path.read_text(encoding="utf-8", errors="replace")
+    except RunFolderError as err:
+        raise RunFolderError(f"{err}: a run's log is a regular file of its own") from None
     lines = text.split("\n")
     tail = lines.pop()  # "" when the file ends with its newline, else a line cut short
     rows = []
@@ -284,10 +413,9 @@ def read_log_lines(path: str | os.PathLike) -> tuple[list[dict], str | None]:
             ) from None
         except RecursionError:
             raise RunFolderError(f"{path}: line {i + 1} is damaged (nested too deep to read)") from None
-        if not isinstance(row, dict):
-            raise RunFolderError(
-                f"{path}: line {i + 1} is damaged (a log row is a JSON object, got {type(row).__name__})"
-            )
+        problem = log_row_problem(row)
+        if problem:
+            raise RunFolderError(f"{path}: line {i + 1} is damaged ({problem})")
         rows.append(row)
     # a last line without its newline is cut, even when it parses: its write did not finish
     return rows, (tail if tail.strip() else None)
@@ -308,7 +436,7 @@ def read_log(path: str | os.PathLike, *, strict: bool = False) -> list[dict]:
     """
     path = Path(path)
     path = path / LOG_NAME if path.is_dir() else path
-    if not path.exists():
+    if not os.path.lexists(path):
         raise FileNotFoundError(f"no log at {path}: no step has been logged there yet")
     rows, cut = read_log_lines(path)
     if cut is not None and strict:
@@ -338,8 +466,9 @@ def step_rows(rows: list[dict]) -> list[dict]:
 
 
 def run_files(folder: str | os.PathLike) -> list[str]:
-    r"""The names in ``folder`` that a run writes (config, log, evaluations, report, model, checkpoints, the run's
-    marker), sorted.
+    r"""The names in ``folder`` that a run writes (config, log, evaluations, report, model, checkpoints, a stale
+    ``.staging``, a finished run's ``finished-step<S>``, the run's marker: every :func:`is_run_name` but the lock),
+    sorted.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()); (d / "notes.txt").touch(); (d / "log.jsonl").touch(); (d / "checkpoint-2").mkdir()
@@ -349,21 +478,26 @@ def run_files(folder: str | os.PathLike) -> list[str]:
     folder = Path(folder)
     if not folder.is_dir():
         return []
-    return sorted(p.name for p in folder.iterdir() if p.name in _RUN_FILES or CHECKPOINT_NAME.match(p.name))
+    return sorted(p.name for p in folder.iterdir() if is_run_name(p.name) and p.name != LOCK_NAME)
 
 
 def is_run_name(name: str) -> bool:
-    r"""Whether a run folder uses ``name``: a file or folder a run writes (:func:`run_files`), its staging folder,
-    its lock, or where a resume sets a finished run's results aside (``finished-step<S>``).
+    r"""Whether a run folder uses ``name``: a file or folder a run writes, its staging folder, its lock, or where
+    a resume sets a finished run's results aside (``finished-step<S>``).
 
     >>> [is_run_name(n) for n in ("model", "checkpoint-3", ".staging", "finished-step2-2", LOCK_NAME, "export")]
     [True, True, True, True, True, False]
     """
+    return _is_own_name(name) or name in _RUN_FILES
+
+
+def _is_own_name(name: str) -> bool:
+    """The names no one but a run uses (its staging folder, marker, lock, checkpoints, set-aside results): unlike
+    ``model`` or ``config.json``, never met far from a run."""
     return (
-        name in _RUN_FILES
-        or name in (STAGING_DIR, LOCK_NAME)
+        name in (STAGING_DIR, MARKER_NAME, LOCK_NAME)
         or bool(CHECKPOINT_NAME.match(name))
-        or re.match(r"^finished-step\d+(-\d+)?$", name) is not None
+        or bool(_FINISHED_NAME.match(name))
     )
 
 
@@ -371,7 +505,8 @@ def run_owned(folder: str | os.PathLike) -> bool:
     r"""Whether a qae_lab run wrote the run-named files of ``folder``: it holds the run's own marker
     (``.qae_lab-run.json``, written when a run claims the folder), or a ``config.json`` that is a run's (its
     ``trainer`` settings and the library ``versions`` it ran with, qae_lab's among them: a run of a version
-    before markers). A model folder's ``config.json`` is neither: ``--overwrite`` never deletes it.
+    before markers), each a regular file (a link to another run's marker proves nothing). A model folder's
+    ``config.json`` is neither: ``--overwrite`` never deletes it.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()); _ = (d / "config.json").write_text('{"model_type": "qwen2"}'); run_owned(d)
@@ -390,8 +525,8 @@ def run_owned(folder: str | os.PathLike) -> bool:
             ),
         ),
     ):
-        try:
-            data = json.loads((folder / name).read_text(encoding="utf-8"))
+        try:  # a regular file only: a link to another run's marker proves nothing about this folder
+            data = json.loads(_read_text(folder / name))
         except (OSError, UnicodeDecodeError, ValueError, RecursionError):
             continue
         if isinstance(data, dict) and sign(data):
@@ -399,23 +534,45 @@ def run_owned(folder: str | os.PathLike) -> bool:
     return False
 
 
-def check_folder(folder: str | os.PathLike) -> Path:
-    r"""``folder`` as a run folder may be: not a file, not the file system's root, the home folder or a folder
-    above the current one (a run writes ``config.json``, ``model/`` and its checkpoints straight into it).
-    Returns the path; raises :class:`RunFolderError` naming it.
+def check_folder(folder: str | os.PathLike, what: str = "output_dir") -> Path:
+    r"""``folder`` as a run folder (``what``: ``output_dir``) or an export (``out``) may be; returns the path, or
+    raises :class:`RunFolderError` naming it, or the part of it that is wrong, and the form allowed.
+
+    * A folder, or a path to make one: not a file, and no parent of it a file or a link to one (nothing can
+      be made inside those); not the file system's root, the home folder or a folder above the current one (a
+      run writes ``config.json``, ``model/`` and its checkpoints straight into its folder).
+    * Never a name a run folder uses for itself, nor inside one, wherever the path leads (links resolved),
+      whichever command makes it: a run nested there would be another run's to rotate, set aside or delete.
+      The names only a run uses (``.staging``, the marker, the lock, ``checkpoint-N``, ``finished-stepN``) may be
+      no part of the path; the common ones (``model``, ``config.json``, the other files of :func:`run_files`)
+      may not be the folder's own name, nor a parent's where that parent's own parent holds a run's files
+      (``/home/u/model/runs/x`` is fine; ``OUTER/model/x`` beside OUTER's log is not). Letter case is ignored
+      (``MODEL`` is ``model`` where the file system ignores it).
 
     >>> check_folder("/")
     Traceback (most recent call last):
     ...
     qae_lab.storage.folder.RunFolderError: output_dir / is the file system's root: a run writes config.json, log.jsonl, model/ and checkpoints straight into its folder; give it a folder of its own (e.g. runs/my-run)
+    >>> check_folder("runs/x/.staging/y")
+    Traceback (most recent call last):
+    ...
+    qae_lab.storage.folder.RunFolderError: output_dir runs/x/.staging/y: .staging is a name the run folder uses for itself (where a checkpoint is written before it is renamed into place), so no run or export may be it or lie inside it: choose another folder (e.g. .../runs/x/staging-run/y)
     """
     path = Path(folder)
-    if path.exists() and not path.is_dir():
-        raise RunFolderError(
-            f"output_dir {folder} is a file, not a folder: give a folder for the run (a new one, "
-            f"e.g. {path.with_name(path.name + '-run')})"
-        )
     where = path.resolve()
+    for full in (Path.cwd() / path, where):  # as written, and where it leads
+        parts = full.parts
+        for i, name in enumerate(parts[1:], 1):
+            last, key = i == len(parts) - 1, name.casefold()  # MODEL is model where names ignore case (macOS, Windows)
+            if _is_own_name(key) or (key in _RUN_FILES and (last or _beside_a_run(Path(*parts[:i]), key))):
+                instead = Path(
+                    *parts[:i], f"{name.lstrip('.')}-{'export' if what == 'out' else 'run'}", *parts[i + 1 :]
+                )
+                raise RunFolderError(
+                    f"{what} {folder}: {name} is a name the run folder uses for itself ({_role(key)}), so no run or "
+                    f"export may be it or lie inside it: choose another folder (e.g. {instead})"
+                )
+    _check_kind(path, what)
     why = (
         "the file system's root"
         if where == Path(where.anchor)
@@ -426,55 +583,79 @@ def check_folder(folder: str | os.PathLike) -> Path:
         else None
     )
     if why:
+        writes = (
+            "an export writes model.safetensors, config.json and the tokenizer"
+            if what == "out"
+            else "a run writes config.json, log.jsonl, model/ and checkpoints"
+        )
         raise RunFolderError(
-            f"output_dir {folder} is {why}: a run writes config.json, log.jsonl, model/ and "
-            f"checkpoints straight into its folder; give it a folder of its own (e.g. runs/my-run)"
+            f"{what} {folder} is {why}: {writes} straight into its folder; give it a folder of its own "
+            f"(e.g. {'exports/my-model' if what == 'out' else 'runs/my-run'})"
         )
     return path
 
 
-def held_run(folder: str | os.PathLike) -> str | None:
-    r"""Whether a new run may start in ``folder``: None when it holds no run's files (:func:`run_files`),
-    else the refusal, naming them and the three ways on. The one test of "is this folder fresh"
-    (:func:`qae_lab.storage.resume.plan_run` decides with it, :func:`claim_fresh` guards with it).
+def _check_kind(path: Path, what: str) -> None:
+    """Refuse ``path`` when it, or the nearest of its parents that exists, is not a folder (or a link to one)."""
+    full = Path.cwd() / path  # not resolved: a link among the parts is judged as the link it is
+    for part in (full, *full.parents):
+        try:
+            mode = os.lstat(part).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            continue  # not there yet: its parent decides
+        except OSError:
+            return  # cannot be looked at (permissions): making the folder will say so
+        if stat.S_ISLNK(mode):
+            try:
+                mode = os.stat(part).st_mode
+            except OSError:
+                kind = "a symbolic link to nothing"
+            else:
+                kind = None if stat.S_ISDIR(mode) else f"a symbolic link to {_kind(mode)}"
+        else:
+            kind = None if stat.S_ISDIR(mode) else _kind(mode)
+        if kind is None:
+            return
+        if part == full:
+            raise RunFolderError(
+                f"{what} {path} is {kind}, not a folder: give a folder for the "
+                f"{'export' if what == 'out' else 'run'} (a new one, e.g. {path.with_name(path.name + '-run')})"
+            )
+        raise RunFolderError(
+            f"{what} {path}: {part} is {kind}, not a folder, so nothing can be made inside it: give a path whose "
+            f"parts are folders (e.g. {part.parent / (part.name + '-runs') / full.relative_to(part)})"
+        )
 
-    >>> import tempfile
-    >>> d = Path(tempfile.mkdtemp()); (d / "notes.txt").touch(); held_run(d) is None
-    True
-    >>> (d / "config.json").touch(); held_run(d)
-    '.../ already holds a run (config.json): a new run would overwrite it. ...'
+
+def _beside_a_run(parent: Path, name: str) -> bool:
+    """Whether ``parent`` holds a run's files (its marker, log, checkpoints, ...) besides ``name`` itself."""
+    try:
+        return any(is_run_name(n.casefold()) and n.casefold() != name for n in os.listdir(parent))
+    except OSError:  # missing, or not to be listed: nothing there can be shown to be a run
+        return False
+
+
+def _role(name: str) -> str:
+    """What a name a run folder uses is for, in words."""
+    if CHECKPOINT_NAME.match(name):
+        return "a checkpoint, which the trainer's rotation deletes"
+    if _FINISHED_NAME.match(name):
+        return "where a resume sets a finished run's model and evaluation aside"
+    return {
+        STAGING_DIR: "where a checkpoint is written before it is renamed into place",
+        MARKER_NAME: "the run's marker",
+        LOCK_NAME: "the run's lock",
+        MODEL_DIR: "the trained model",
+    }.get(name, "a file a run writes")
+
+
+def holder() -> dict[str, Any]:
+    r"""Who takes a lock (or claims a folder, :func:`qae_lab.storage.claim.claim_fresh`): this process, its host,
+    since when, its command line.
+
+    >>> sorted(holder())
+    ['command', 'host', 'pid', 'since']
     """
-    found = run_files(folder)
-    if not found:
-        return None
-    return (
-        f"{folder}/ already holds a run ({', '.join(found)}): a new run would overwrite it. Either continue it "
-        f"(--resume {folder}), or replace it (--overwrite; deletes those files), or choose another folder "
-        f"(--output-dir)."
-    )
-
-
-def unowned_files(folder: str | os.PathLike) -> str | None:
-    r"""Why ``--overwrite`` may not delete ``folder``'s run-named files (None: it may): they are there, but no run
-    can be shown to have written them (:func:`run_owned`).
-
-    >>> import tempfile
-    >>> d = Path(tempfile.mkdtemp()); _ = (d / "config.json").write_text('{"model_type": "qwen2"}')
-    >>> unowned_files(d)
-    '--overwrite deletes only the files of a run: .../ holds config.json, but no run wrote them ...'
-    """
-    found = [n for n in run_files(folder) if n != MARKER_NAME]
-    if not found or run_owned(folder):
-        return None
-    return (
-        f"--overwrite deletes only the files of a run: {folder}/ holds {', '.join(found)}, but no run wrote "
-        f"them (no {MARKER_NAME} marker, and no {CONFIG_NAME} of a run): a model folder, or other data. "
-        f"Choose another --output-dir (or delete those files yourself)."
-    )
-
-
-def _holder() -> dict[str, Any]:
-    """Who takes a lock: this process, its host, since when, its command line."""
     return {
         "pid": os.getpid(),
         "host": socket.gethostname(),
@@ -484,11 +665,29 @@ def _holder() -> dict[str, Any]:
 
 
 def _read_holder(path: Path) -> dict | None:
+    """The holder a lock file names (None: none, or no regular file to read: never read through a link)."""
     try:
-        h = json.loads(path.read_text(encoding="utf-8"))
+        h = json.loads(_read_text(path, limit=4096))
         return {"pid": int(h["pid"]), "host": str(h["host"]), "since": str(h["since"]), "command": str(h["command"])}
-    except (OSError, ValueError, TypeError, KeyError, RecursionError):
+    except (OSError, ValueError, TypeError, KeyError, RecursionError):  # RunFolderError is a ValueError
         return None
+
+
+def _lock_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be a run folder's lock file (None: it can): it must be a regular file with one name."""
+    problem = _irregular(path)
+    if problem is None:
+        try:
+            links = os.lstat(path).st_nlink
+        except FileNotFoundError:
+            return None
+        if links == 1:
+            return None
+        problem = f"{path} has {links} names (hard links), not one"
+    return (
+        f"{problem}: a run folder's lock is a regular file of its own, written only by the run that holds it; "
+        f"remove it if no run is writing this folder"
+    )
 
 
 def _describe(path: Path) -> str:
@@ -562,6 +761,9 @@ class RunLock:
             return self
         check_folder(self.folder)
         self.folder.mkdir(parents=True, exist_ok=True)
+        problem = _lock_problem(self.path)
+        if problem:
+            raise RunFolderError(problem)
         fd, taken = _lock_folder(self.folder)
         if taken is None:  # this file system has no flock: the lock file decides
             self._file_only = True
@@ -573,7 +775,7 @@ class RunLock:
             )
         try:
             if not self._file_only:
-                atomic_write_text(self.path, json.dumps(_holder()) + "\n")
+                atomic_write_text(self.path, json.dumps(holder()) + "\n")
         except BaseException:
             os.close(fd)
             raise
@@ -585,6 +787,9 @@ class RunLock:
         writes nothing (a folder that does not exist is not busy), so a dry run can ask."""
         if self._fd is not None or not self.folder.is_dir():
             return None
+        problem = _lock_problem(self.path)
+        if problem:
+            return problem
         fd, taken = _lock_folder(self.folder)
         if fd is not None:
             os.close(fd)
@@ -645,9 +850,10 @@ def _lock_folder(folder: Path) -> tuple[int | None, bool | None]:
 def _lock_file(path: Path) -> tuple[int | None, bool]:
     """Where folders cannot be locked: the lock file is the lock (Windows: locked with msvcrt, which dies with its
     process; elsewhere: created exclusively, and taken over when the holder it names no longer runs on this
-    host). ``(descriptor, taken)``."""
+    host). Opened only as a regular file with one name (:func:`_open_regular`): a link is refused, never followed
+    and emptied. ``(descriptor, taken)``."""
     if msvcrt is not None:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT)
+        fd = _open_regular(path, os.O_RDWR | os.O_CREAT)
         try:
             msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
         except OSError:
@@ -655,67 +861,19 @@ def _lock_file(path: Path) -> tuple[int | None, bool]:
             return None, False
     else:
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
+            fd = _open_regular(path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
         except FileExistsError:
             if _alive(path):
                 return None, False
-            fd = os.open(path, os.O_RDWR | os.O_TRUNC)  # a dead holder's file: taken over
+            fd = _open_regular(path, os.O_RDWR)  # a dead holder's file: taken over (emptied below, never followed)
+    if os.fstat(fd).st_nlink != 1:  # another name of the same file (a hard link) would be rewritten too
+        os.close(fd)
+        raise RunFolderError(_lock_problem(path) or f"{path} has several names (hard links), not one")
     os.lseek(fd, 0, os.SEEK_SET)
     os.ftruncate(fd, 0)
-    os.write(fd, (json.dumps(_holder()) + "\n").encode())
+    os.write(fd, (json.dumps(holder()) + "\n").encode())
     os.fsync(fd)
     return fd, True
-
-
-def claim_fresh(folder: str | os.PathLike, *, overwrite: bool = False, lock: RunLock | None = None) -> list[str]:
-    r"""Make ``folder`` ready for a new run, under its :class:`RunLock` (``lock``, held; taken here when None and
-    let go on return): refuse one that holds another run's files unless ``overwrite``, then write the run's marker.
-
-    Other files in the folder are left alone. With ``overwrite=True`` the previous run's files
-    (:func:`run_files`, and a stale ``.staging``) are deleted: the caller chose that explicitly, and only when a
-    run wrote them (:func:`run_owned`; otherwise refused, :func:`unowned_files`).
-
-    Returns:
-        the names deleted (empty unless ``overwrite``).
-
-    Raises:
-        RunFolderError: the folder holds a run and ``overwrite`` is False (the message lists the files and the
-        three ways on), or ``overwrite`` meets files no run wrote, or another process holds the lock.
-
-    >>> import tempfile
-    >>> d = Path(tempfile.mkdtemp()); _ = (d / "log.jsonl").write_text('{"step": 1}\n')
-    >>> claim_fresh(d)
-    Traceback (most recent call last):
-    ...
-    qae_lab.storage.folder.RunFolderError: .../ already holds a run (log.jsonl): ...
-    >>> claim_fresh(d, overwrite=True)
-    Traceback (most recent call last):
-    ...
-    qae_lab.storage.folder.RunFolderError: --overwrite deletes only the files of a run: .../ holds log.jsonl, but no run wrote them ...
-    >>> _ = (d / MARKER_NAME).write_text('{"qae_lab_run": 1}')
-    >>> claim_fresh(d, overwrite=True), run_files(d)
-    (['log.jsonl'], ['.qae_lab-run.json'])
-    """
-    folder = check_folder(folder)
-    own = lock is None
-    lock = (lock or RunLock(folder)).acquire()
-    try:
-        held = held_run(folder)
-        if held and not overwrite:
-            raise RunFolderError(held)
-        unowned = unowned_files(folder) if overwrite else None
-        if unowned:
-            raise RunFolderError(unowned)
-        found = [n for n in run_files(folder) if n != MARKER_NAME]
-        for name in found:
-            path = folder / name
-            shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
-        shutil.rmtree(folder / STAGING_DIR, ignore_errors=True)
-        atomic_write_text(folder / MARKER_NAME, json.dumps({"qae_lab_run": 1, "claimed": _holder()}) + "\n")
-    finally:
-        if own:
-            lock.release()
-    return found if overwrite else []
 
 
 def versions() -> dict[str, str]:

@@ -28,7 +28,7 @@ decides nothing itself:
   says (a logger used on its own plans from the trainer's state, with this same function).
 
 The rules behind a refusal are :mod:`qae_lab.storage.folder`'s (a new run never replaces another without
-``overwrite``: :func:`~qae_lab.storage.folder.held_run`) and :mod:`qae_lab.storage.resume`' (a damaged
+``overwrite``: :func:`~qae_lab.storage.claim.fresh_refusal`) and :mod:`qae_lab.storage.resume`' (a damaged
 checkpoint, a change outside :data:`~qae_lab.storage.resume.SAFE_ON_RESUME`, a checkpoint older than the
 run's latest or than its end). Files and JSON (torch only to check that a checkpoint's files load):
 no plotting or widget import. :func:`claim` takes the run folder's :class:`~qae_lab.storage.folder.RunLock`.
@@ -62,6 +62,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import stat
 import struct
 import time
 import zipfile
@@ -73,29 +74,31 @@ from typing import Any
 import numpy as np
 import torch
 
+from qae_lab.storage.claim import claim_fresh, fresh_refusal, removal_problem
 from qae_lab.storage.folder import (
     CHECKPOINT_NAME,
     CONFIG_NAME,
     LOG_NAME,
     MARKER_NAME,
+    STAGING_DIR,
     SUPERSEDED_NAME,
     RunFolderError,
     RunLock,
     check_folder,
-    claim_fresh,
     fsync_dir,
-    held_run,
+    log_row_problem,
     read_json,
     read_log_lines,
     run_files,
     step_rows,
-    unowned_files,
+    symlinks,
 )
 
 __all__ = [
     "SAFE_ON_RESUME",
     "checkpoint_problems",
     "safetensors_problem",
+    "shard_problems",
     "checkpoints",
     "latest_complete_checkpoint",
     "publish_dir",
@@ -186,62 +189,58 @@ def checkpoint_problems(checkpoint: str | os.PathLike, *, load: bool = False, re
     r"""What is missing or damaged in a Trainer checkpoint folder; empty when it can be resumed.
 
     A checkpoint is complete when every file a resume needs is there and whole: ``trainer_state.json``
-    naming its step, the weights as safetensors (pickled ``pytorch_model.bin`` weights are never loaded),
-    ``optimizer.pt``, ``scheduler.pt`` and the RNG state (``rng_state.pth``, or one per process); and every
-    JSON, torch (``.pt``/``.pth``/``.bin``) and safetensors file in it is whole (their structure, read
-    cheaply: a cut file is caught, a bit flip inside the data is not). With ``load=True`` each torch file is
-    also loaded as the Trainer loads it (``torch.load(weights_only=True)``, its numpy allow-list; memory-mapped,
-    so a large optimizer state costs little), so that one holding anything but tensors (a crafted pickle) or
-    failing to load is named here, before a resume starts, instead of inside ``torch.load`` halfway in.
-    ``resume=False`` asks only for what an export reads: the state and whole weights, no optimizer or RNG state.
+    naming its step (and each row of its ``log_history``, which a resume restores into the log, its step), the
+    weights as safetensors (pickled ``pytorch_model.bin`` weights are never loaded), ``optimizer.pt``,
+    ``scheduler.pt`` and the RNG state (``rng_state.pth``, or one per process); and every JSON, torch
+    (``.pt``/``.pth``/``.bin``) and safetensors file in it is whole (their structure, read cheaply: a cut file is
+    caught, a bit flip inside the data is not). Each is a regular file of the checkpoint's own: a symbolic link
+    anywhere in the folder (or the folder itself a link) is named, and so is a folder under a file's name
+    (transformers would skip such an ``optimizer.pt`` without a word and train on with a fresh one). With
+    ``load=True`` each torch file is also loaded as the Trainer loads it (``torch.load(weights_only=True)``, its
+    numpy allow-list; memory-mapped, so a large optimizer state costs little), so that one holding anything but
+    tensors (a crafted pickle) or failing to load is named here, before a resume starts, instead of inside
+    ``torch.load`` halfway in. ``resume=False`` asks only for what an export reads: the state and whole weights,
+    no optimizer or RNG state.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()) / "checkpoint-4"; d.mkdir()
     >>> _ = (d / "trainer_state.json").write_text('{"global_step": 4'); _ = (d / "optimizer.pt").write_bytes(b"PK..")
+    >>> (d / "scheduler.pt").mkdir()
     >>> for p in checkpoint_problems(d): print(p)
+    scheduler.pt is a folder, not a regular file
     trainer_state.json is damaged (not JSON: Expecting ',' delimiter: line 1 column 18 (char 17))
     no model weights (model.safetensors, adapter_model.safetensors or a sharded model.safetensors.index.json)
-    scheduler.pt is missing (the learning-rate schedule's position)
     no RNG state (rng_state.pth): the resumed run would draw other samples than an uninterrupted one
     optimizer.pt is damaged or cut short (BadZipFile: File is not a zip file; 4 bytes)
     """
     folder = Path(checkpoint)
+    if folder.is_symlink():
+        return [f"{folder} is a symbolic link (to {os.readlink(folder)}), not a checkpoint folder"]
     if not folder.is_dir():
         return [f"{folder} is not a folder"]
-    problems = []
-    state = folder / "trainer_state.json"
-    if not state.is_file():
+    modes = {p.name: p.lstat().st_mode for p in folder.iterdir()}
+    regular = {name for name, mode in modes.items() if stat.S_ISREG(mode)}
+    problems = _not_its_own(folder, modes, "a checkpoint's")
+    if "trainer_state.json" not in modes:
         problems.append("trainer_state.json is missing")
-    else:
-        try:
-            data = json.loads(state.read_text(encoding="utf-8"))
-            step = data.get("global_step") if isinstance(data, dict) else None
-            if not isinstance(step, int) or isinstance(step, bool) or step < 0:
-                problems.append("trainer_state.json names no global_step (a whole number >= 0)")
-            elif not isinstance(data.get("log_history", []), list):
-                problems.append("trainer_state.json is damaged (its log_history is not a list)")
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            problems.append(f"trainer_state.json is damaged (not JSON: {err})")
-        except RecursionError:
-            problems.append("trainer_state.json is damaged (nested too deep to read)")
-    names = {p.name for p in folder.iterdir()}
-    if not names & set(_WEIGHTS):
-        pickled = sorted(names & set(_PICKLED_WEIGHTS))
+    elif "trainer_state.json" in regular:
+        problems += _state_problems(folder / "trainer_state.json")
+    if not modes.keys() & set(_WEIGHTS):
+        pickled = sorted(modes.keys() & set(_PICKLED_WEIGHTS))
         problems.append(
-            f"no model weights (model.safetensors, adapter_model.safetensors or a sharded "
-            f"model.safetensors.index.json)"
+            "no model weights (model.safetensors, adapter_model.safetensors or a sharded "
+            "model.safetensors.index.json)"
             + (f"; {', '.join(pickled)} holds pickled weights, which qae_lab never loads" if pickled else "")
         )
     for name, what in _RESUME_STATE.items() if resume else ():
-        if name not in names:
+        if name not in modes:
             problems.append(f"{name} is missing ({what})")
-    if resume and not any(_is_rng_file(n) for n in names):
+    if resume and not any(_is_rng_file(n) for n in modes):
         problems.append(
             "no RNG state (rng_state.pth): the resumed run would draw other samples than an uninterrupted one"
         )
-    for path in sorted(folder.iterdir()):
-        if not path.is_file() or path.name == "trainer_state.json":
-            continue
+    for name in sorted(regular - {"trainer_state.json"}):
+        path = folder / name
         if path.suffix == ".json":
             try:
                 json.loads(path.read_text(encoding="utf-8"))
@@ -254,14 +253,67 @@ def checkpoint_problems(checkpoint: str | os.PathLike, *, load: bool = False, re
             problems.append(cut if cut or not load or path.suffix == ".bin" else _load_problem(path))
         elif path.suffix == ".safetensors":
             problems.append(safetensors_problem(path))
-    index = "model.safetensors.index.json"
-    if index in names:
-        try:
-            shards = set(json.loads((folder / index).read_text(encoding="utf-8"))["weight_map"].values())
-            problems += [f"{s} (listed in {index}) is missing" for s in sorted(shards - names)]
-        except (json.JSONDecodeError, KeyError, AttributeError, TypeError, UnicodeDecodeError, RecursionError):
-            pass  # reported above as damaged JSON, or an index without a weight map
+    if "model.safetensors.index.json" in regular:
+        problems += shard_problems(folder, "model.safetensors.index.json")
     return [p for p in problems if p]
+
+
+def _not_its_own(folder: Path, modes: dict[str, int], whose: str) -> list[str]:
+    """Every symbolic link in ``folder`` (sub-folders too), then each file a loader reads (JSON, torch,
+    safetensors, by name) that is not a regular file, named."""
+    problems = [
+        f"{rel} is a symbolic link (to {target}): {whose} files are its own" for rel, target in symlinks(folder)
+    ]
+    for name, mode in sorted(modes.items()):
+        known = Path(name).suffix in (".json", ".pt", ".pth", ".bin", ".safetensors")
+        if known and not stat.S_ISREG(mode) and not stat.S_ISLNK(mode):
+            problems.append(f"{name} is {'a folder' if stat.S_ISDIR(mode) else 'a special file'}, not a regular file")
+    return problems
+
+
+def _state_problems(state: Path) -> list[str]:
+    """What is wrong with a checkpoint's ``trainer_state.json``: its ``global_step``, its ``log_history`` rows."""
+    try:
+        data = json.loads(state.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        return [f"trainer_state.json is damaged (not JSON: {err})"]
+    except RecursionError:
+        return ["trainer_state.json is damaged (nested too deep to read)"]
+    step = data.get("global_step") if isinstance(data, dict) else None
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        return ["trainer_state.json names no global_step (a whole number >= 0)"]
+    history = data.get("log_history", [])
+    if not isinstance(history, list):
+        return ["trainer_state.json is damaged (its log_history is not a list)"]
+    for i, row in enumerate(history, 1):
+        problem = log_row_problem(row)
+        if problem:
+            return [f"trainer_state.json is damaged (log_history row {i}: {problem})"]
+    return []
+
+
+def shard_problems(folder: str | os.PathLike, index: str) -> list[str]:
+    r"""What is wrong with the shards a weights index (``model.safetensors.index.json``) in ``folder`` lists: a
+    shard is a plain file name in the folder (no path: nothing is loaded from elsewhere) that is there.
+    An index that is no JSON map of weights is left to the JSON check that names it.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp()); index = "model.safetensors.index.json"
+    >>> _ = (d / index).write_text('{"weight_map": {"a": "model-1.safetensors", "b": "../other.safetensors"}}')
+    >>> shard_problems(d, index)
+    ['model.safetensors.index.json lists ../other.safetensors, which is no file name in the folder', 'model-1.safetensors (listed in model.safetensors.index.json) is missing']
+    """
+    folder = Path(folder)
+    try:
+        shards = set(json.loads((folder / index).read_text(encoding="utf-8"))["weight_map"].values())
+    except (OSError, json.JSONDecodeError, KeyError, AttributeError, TypeError, UnicodeDecodeError, RecursionError):
+        return []
+    plain = {
+        s for s in shards if isinstance(s, str) and s not in ("", ".", "..") and Path(s).name == s and "\\" not in s
+    }
+    return [f"{index} lists {s}, which is no file name in the folder" for s in sorted(map(str, shards - plain))] + [
+        f"{s} (listed in {index}) is missing" for s in sorted(plain) if not os.path.lexists(folder / s)
+    ]
 
 
 # what transformers' Trainer allows a resume's torch files beside tensors (its trainer_pt_utils.safe_globals): the
@@ -636,12 +688,9 @@ def plan_run(
             if folder is None:
                 raise TypeError("a new run needs its run folder")
             check_folder(folder)
-            held = held_run(folder)
-            if held and not overwrite:
-                raise RunFolderError(held)
-            unowned = unowned_files(folder) if overwrite else None
-            if unowned:
-                raise RunFolderError(unowned)
+            refused = fresh_refusal(folder, overwrite)
+            if refused:
+                raise RunFolderError(refused)
             return ResumePlan(
                 FRESH,
                 Path(folder),
@@ -691,6 +740,10 @@ def _resume(folder, resume, settings: Settings, history) -> ResumePlan:
             f"--resume continues its own run folder {out}/; --output-dir {folder} differs "
             f"(to branch off, start a new run)"
         )
+    check_folder(out)  # the run folder's lock refuses what this refuses: the plan says so first
+    staging = removal_problem(out / STAGING_DIR)
+    if staging:  # the resumed run's first checkpoint save replaces .staging
+        raise RunFolderError(f"{staging}: a resume's first checkpoint replaces {STAGING_DIR}; nothing was changed")
     config = out / CONFIG_NAME
     stored = read_json(config, "run config", expect=dict) if config.exists() or callable(settings) else None
     if stored is not None:
@@ -731,7 +784,7 @@ def claim(plan: ResumePlan) -> RunLock:
 
     A refused plan raises its reason. The lock is taken first (another process writing the folder is refused,
     named), then the plan is checked again against the folder as it now is: a fresh one makes the folder,
-    deletes the run it overwrites and writes the new run's marker (:func:`qae_lab.storage.folder.claim_fresh`, which
+    deletes the run it overwrites and writes the new run's marker (:func:`qae_lab.storage.claim.claim_fresh`, which
     refuses a run that appeared since the plan was made); a resume refuses a folder whose checkpoints or end
     changed since (another process trained it on) and touches nothing.
 

@@ -15,23 +15,34 @@ so the reward cannot pay an answer that runs on; what differs from ``"strict"`` 
 content of that last ``<answer>`` block is read and compared. Like ``"strict"``, its success band
 is (0, 1): ``success_threshold`` = 0.5 counts exactly the rewarded responses.
 
-Model output is data, never code. math-verify's default extraction has two readers. Its expression
-reader hands the matched text to ``sympy.parse_expr``, which runs Python ``eval``. Its LaTeX reader
-(``latex2sympy2_extended``) parses with an ANTLR grammar into sympy objects, but converts each number
-token with ``sympy.Number(text)``, which sympifies (evals) the token's text. So, three guards:
+Model output is data, never code, and costs bounded work. math-verify's default extraction has two
+readers. Its expression reader hands the matched text to ``sympy.parse_expr``, which runs Python ``eval``.
+Its LaTeX reader (``latex2sympy2_extended``) parses with an ANTLR grammar into sympy objects, but converts
+each number token with ``sympy.Number(text)``, which sympifies (evals) the token's text. So, four guards:
 
 1. only the LaTeX reader is used (``LatexExtractionConfig``), never the expression reader;
 2. it is handed nothing but the content of the final answer block, and only when that content
    passes :func:`safe_answer`: at most ``MAX_CHARS`` characters of digits, ASCII letters,
    whitespace, ``, . $ % + - / = { }`` and the LaTeX commands of ``_COMMANDS``; no brackets,
-   quotes, ``_``, ``^``, ``!`` or ``*``, so no call, subscript, power or factorial can be written,
-   and the only text that can reach ``eval`` is a number token of digits and separators;
-3. the gold is built as ``sympy.Rational`` from :func:`qae_lab.task.answers.gold_value` (no parsing).
+   quotes, ``_``, ``^``, ``!`` or ``*``, so no call, subscript, power or factorial can be written
+   (but for the word ``sqrt``, a root to math-verify), and the only text that can reach ``eval`` is a
+   number token of digits and separators;
+3. at most ``MAX_TOKENS`` tokens (:func:`token_count`: a run of digits, a letter, an operator sign,
+   ``\frac``, ``\times``, ``\cdot``, ``\%``; wrappers such as ``\boxed``, spacing and ``$`` are free),
+   and braces only as command arguments, at most ``MAX_DEPTH`` deep;
+4. the gold is built as ``sympy.Rational`` from :func:`qae_lab.task.answers.gold_value` (no parsing).
 
-What passes the guard is short and has no power, factorial, integral or sum, so reading and
-comparing it is bounded work: math-verify's timeouts (``signal.alarm``, which works only on the
-main thread, while notebook 04 trains on a thread of its own) are switched off, and its one
-warning about that is filtered.
+math-verify's timeouts are off (they use ``signal.alarm``, which works only on the main thread, and
+notebook 04 trains on a thread of its own; their one warning is filtered), so guard 3 alone bounds the
+cost. Length alone does not: math-verify keeps ``2/2/.../2`` unevaluated as ``((2/2)/2)/...``, and
+sympy's ``evalf`` of a product evaluates each factor twice (looking for infinities, then at working
+precision), so n slashes cost about 2^n: 22 twos took 60 s, and 100 characters admitted 50 (centuries).
+Tokens do: each becomes at most three nodes of math-verify's expression (``/`` a product and a
+reciprocal power, a letter a symbol; the words it rewrites, ``or`` to ``,`` or ``sqrt`` to a root, are
+several letters) and two side by side at most one product, so the expression has at most
+``3 * MAX_TOKENS`` nodes, nested at most ``MAX_TOKENS`` deep (tests/task/test_verify.py checks both on
+the worst answer of every construct). ``benchmarks/bench_verify_guard.py`` times those worst answers
+and random ones: the slowest take about 0.1 s (under 0.2 s on a busy machine; ``18`` takes 1 ms).
 """
 
 from __future__ import annotations
@@ -45,20 +56,27 @@ from qae_lab.task.answers import completion_text, gold_value
 __all__ = [
     "MAX_CHARS",
     "MAX_DEPTH",
-    "available",
+    "MAX_TOKENS",
     "answer_block",
-    "safe_answer",
+    "available",
     "math_verify_is_correct",
-    "reading",
     "math_verify_reward",
+    "reading",
+    "safe_answer",
+    "token_count",
 ]
 
 MAX_CHARS = 100  # answer blocks longer than this are not handed to math-verify (score 0)
 MAX_DEPTH = 3  # brace groups nested deeper than this are not handed to math-verify (score 0)
+MAX_TOKENS = 12  # answer blocks of more tokens (token_count) are not handed to math-verify (score 0)
 _COMMANDS = r"(?:d|t)?frac|boxed|text|textbf|mathrm|mathbf|times|cdot"  # the LaTeX commands allowed
 # how many brace arguments each allowed command takes: the only places a "{" may open
 _ARGUMENTS = {"frac": 2, "dfrac": 2, "tfrac": 2, "boxed": 1, "text": 1, "textbf": 1, "mathrm": 1, "mathbf": 1}
 _TOKEN = re.compile(r"\{,\}|\\[A-Za-z]++|\\.|[{}]|\s++|[^{}\\\s]")  # "{,}", a command, an escape, a brace, ...
+# token_count's tokens: a command or an escape, "{,}", a run of digits, a letter, an operator sign
+_COUNTED = re.compile(r"\\[A-Za-z]++|\\.|\{,\}|[0-9]++|[A-Za-z]|[+\-/=%,.]")
+# the commands and escapes that add no node (a wrapper math-verify unwraps, a space, a dollar); any other counts
+_FREE = {"\\boxed", "\\text", "\\textbf", "\\mathrm", "\\mathbf", "\\$", "\\,", "\\;", "\\!", "\\ "}
 _SAFE = re.compile(r"(?:[0-9A-Za-z \t\r\n,.$%+\-/={}]|\\(?:" + _COMMANDS + r")(?![A-Za-z])|\\[$%,;! ])*+")
 _OPEN = re.compile(r"<[ \t]*+answer[ \t]*+>", re.IGNORECASE)
 _CLOSE_AT_END = re.compile(r"<[ \t]*+/[ \t]*+answer[ \t]*+>\s*+\Z", re.IGNORECASE)
@@ -117,13 +135,28 @@ def _groups_ok(span: str) -> bool:
     return not stack
 
 
+def token_count(span: str) -> int:
+    r"""How many tokens of ``span`` count toward ``MAX_TOKENS``: each run of digits, each letter (math-verify
+    reads a word as a product of one-letter symbols), each operator sign ``+ - / = % , .`` (``{,}`` is one), and
+    each command or escape but the wrappers ``\boxed``, ``\text``, ``\textbf``, ``\mathrm``, ``\mathbf`` and
+    ``\$ \, \; \! \ ``. Braces, whitespace and ``$`` are free.
+
+    >>> [token_count(s) for s in ("18", "$1,000.50", r"\boxed{\frac{3}{4}}", "x = 5", "18 apples", "2/2/2/2/2")]
+    [1, 5, 3, 3, 7, 9]
+    """
+    return sum(1 for token in _COUNTED.findall(span) if token not in _FREE)
+
+
 def safe_answer(span: str) -> bool:
     r"""True iff ``span`` may be handed to math-verify: non-blank, at most ``MAX_CHARS`` characters,
-    all of them in the whitelist of the module docstring, and its braces only arguments of the
-    allowed commands (or ``{,}``), balanced and nested at most ``MAX_DEPTH`` deep.
+    all of them in the whitelist of the module docstring, at most ``MAX_TOKENS`` tokens (:func:`token_count`),
+    and its braces only arguments of the allowed commands (or ``{,}``), balanced and nested at most
+    ``MAX_DEPTH`` deep.
 
     >>> [safe_answer(s) for s in ("18", r"\$1,000.50", r"\boxed{\frac{3}{4}}", "x = 5 apples", "50%", "1{,}000")]
     [True, True, True, True, True, True]
+    >>> [safe_answer(s) for s in ("2/2/2/2/2/2", "2/2/2/2/2/2/2", "abcdefghijkl", "abcdefghijklm", "7" * MAX_CHARS)]
+    [True, False, True, False, True]
     >>> [safe_answer(s) for s in ("__import__('os')", "2^100", "5!", r"\int_0^1 x", "(1)", "", "1" * 101)]
     [False, False, False, False, False, False, False]
     >>> [safe_answer(s) for s in ("{1}", r"\frac{1}{2", r"\text{1}}", r"\frac{\frac{\frac{\frac{1}{2}}{2}}{2}}{2}")]
@@ -131,7 +164,13 @@ def safe_answer(span: str) -> bool:
     """
     if not isinstance(span, str):
         raise ValueError(f"span must be a str, got {type(span).__name__}")
-    return bool(span.strip()) and len(span) <= MAX_CHARS and _SAFE.fullmatch(span) is not None and _groups_ok(span)
+    return (
+        bool(span.strip())
+        and len(span) <= MAX_CHARS
+        and _SAFE.fullmatch(span) is not None
+        and _groups_ok(span)
+        and token_count(span) <= MAX_TOKENS
+    )
 
 
 class _DropTimeoutWarning(logging.Filter):
@@ -193,8 +232,14 @@ def reading(text: str) -> list | None:
     span = answer_block(text)
     if span is None or not safe_answer(span):
         return None
+    return _read(span)
+
+
+def _read(span: str) -> list:
+    """math-verify's ``parse`` of an answer span, as :func:`reading` asks it (after :func:`safe_answer`; the
+    benchmark ``benchmarks/bench_verify_guard.py`` also times spans the guard refuses)."""
     mv = _math_verify()
-    # the LaTeX reader only (module docstring); no signal timeouts: the input is short and power-free
+    # the LaTeX reader only; no signal timeouts: the guard bounds the work (module docstring)
     return mv.parse("\\boxed{" + span + "}", [mv.LatexExtractionConfig()], parsing_timeout=None)
 
 

@@ -7,8 +7,16 @@ help citing the paper it comes from. :class:`qae_lab.train.trainer.QAETrainer` r
 
 Departures from TRL, and why:
 
-* ``trust_remote_code`` (TRL's, also in ``model_init_kwargs``) is refused: it would run a model folder's
-  own Python code when TRL builds the reference model or a tokenizer.
+* Nothing that runs code from elsewhere: ``trust_remote_code`` is refused, and the mappings TRL hands to
+  model loading and generation take known keys only (``model_init_kwargs``: :data:`MODEL_INIT_KEYS`, its
+  ``attn_implementation`` one of transformers' own; ``generation_kwargs``: the fields of transformers'
+  ``GenerationConfig`` and a few of vLLM's sampling ones), so neither ``trust_remote_code``, ``use_kernels``
+  nor a ``custom_generate`` repository can reach a loader.
+* No credential: a setting that carries one (``hub_token``; any name :func:`qae_lab._checks.credential_name`
+  marks) is refused, because the Trainer pickles its whole config into every checkpoint
+  (``training_args.bin``); ``hf auth login`` or ``HF_TOKEN`` in the environment serve ``push_to_hub``.
+* Every number a setting holds is finite, lists and mappings included (``reward_weights``,
+  ``lr_scheduler_kwargs``), and ``reward_weights`` are not all zero (which would train on nothing).
 * Settings that neither transformers nor TRL range-checks (``temperature``, ``top_p``,
   ``learning_rate``, ``max_steps``, ...) are checked here first, each error naming the
   setting and its range: left alone they fail late, deep inside a step, or train silently
@@ -25,13 +33,15 @@ Departures from TRL, and why:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from dataclasses import dataclass, field
 
+from transformers import GenerationConfig
 from trl import GRPOConfig
 
-from qae_lab._checks import check_choice, check_finite_scalar, check_int, check_k
+from qae_lab._checks import check_choice, check_finite_scalar, check_int, check_k, credential_name, non_finite
 from qae_lab.task.behaviour import REFLECTION_WORDS, reflection_pattern
 from qae_lab.entropy_controls import ADVANTAGE_MASKS, COV_PENALTIES, check_ratio
 from qae_lab.methods import (
@@ -43,7 +53,7 @@ from qae_lab.methods import (
     check_weighting_loss_type,
 )
 
-__all__ = ["QAEConfig"]
+__all__ = ["QAEConfig", "MODEL_INIT_KEYS", "ATTENTION_IMPLEMENTATIONS", "GENERATION_KEYS"]
 
 
 def _in(lo: float, hi: float, *, lo_open: bool = False, hi_open: bool = False, none: bool = False):
@@ -88,6 +98,31 @@ _SETTING_RANGES = {
     "seed": _in(0, 2**32 - 1),
     "vllm_gpu_memory_utilization": _in(0, 1, lo_open=True),
     "vllm_tensor_parallel_size": _in(1, _INF),
+    "adam_beta1": _in(0, 1, hi_open=True),
+    "adam_beta2": _in(0, 1, hi_open=True),
+    "adam_epsilon": _in(0, _INF),
+    "label_smoothing_factor": _in(0, 1, hi_open=True),
+    "logging_steps": _in(0, _INF, lo_open=True),
+    "eval_steps": _in(0, _INF, lo_open=True, none=True),
+    "eval_delay": _in(0, _INF),
+    "per_device_eval_batch_size": _in(1, _INF),
+    "eval_accumulation_steps": _in(1, _INF, none=True),
+    "generation_batch_size": _in(1, _INF, none=True),
+    "dataloader_num_workers": _in(0, _INF),
+    "dataloader_prefetch_factor": _in(1, _INF, none=True),
+    "ddp_timeout": _in(1, _INF),
+    "neftune_noise_alpha": _in(0, _INF, none=True),
+    "delta": _in(1, _INF, lo_open=True, none=True),  # TRL's two-sided clip: an upper bound on the ratio, above 1
+    "top_entropy_quantile": _in(0, 1),
+    "ref_model_mixup_alpha": _in(0, 1),
+    "ref_model_sync_steps": _in(1, _INF),
+    "num_completions_to_print": _in(0, _INF, none=True),
+    "max_tool_calling_iterations": _in(0, _INF, none=True),
+    "vllm_importance_sampling_cap": _in(0, _INF, lo_open=True, none=True),
+    "vllm_max_model_length": _in(1, _INF, none=True),
+    "vllm_server_timeout": _in(0, _INF, lo_open=True),
+    "vllm_server_port": _in(1, 65535),
+    "vllm_group_port": _in(1, 65535),
     # qae_lab's own, checked here with the rest
     "regime_eval_steps": _in(1, _INF, none=True),
     "regime_eval_samples": _in(1, _INF),
@@ -106,6 +141,18 @@ _INT_SETTINGS = (
     "top_k",
     "max_steps",
     "vllm_tensor_parallel_size",
+    "per_device_eval_batch_size",
+    "eval_accumulation_steps",
+    "generation_batch_size",
+    "dataloader_num_workers",
+    "dataloader_prefetch_factor",
+    "ddp_timeout",
+    "ref_model_sync_steps",
+    "num_completions_to_print",
+    "max_tool_calling_iterations",
+    "vllm_max_model_length",
+    "vllm_server_port",
+    "vllm_group_port",
     "regime_eval_steps",
     "regime_eval_samples",
     "regime_eval_prompts",
@@ -128,6 +175,15 @@ def _check_training_settings(cfg) -> None:
         value = getattr(cfg, name, None)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             bad.append(f"{name} must be a whole number, got {value!r}")
+    for f in dataclasses.fields(cfg):
+        where = non_finite(getattr(cfg, f.name, None), f.name) if f.init else None
+        if where:
+            bad.append(f"{where} must be a finite number (not NaN or inf)")
+    weights = cfg.reward_weights
+    if weights is not None and (not weights or all(w == 0 for w in weights if not isinstance(w, bool))):
+        bad.append(
+            f"reward_weights must hold a weight per reward function, not all 0 (that trains on nothing), got {weights!r}"
+        )
     if isinstance(cfg.max_steps, int) and not (cfg.max_steps == -1 or cfg.max_steps >= 1):
         bad.append(f"max_steps must be -1 (train num_train_epochs epochs) or >= 1, got {cfg.max_steps}")
     for name, (test, allowed) in _SETTING_RANGES.items():
@@ -137,11 +193,46 @@ def _check_training_settings(cfg) -> None:
         raise ValueError("; ".join(bad))
 
 
-def _refuse_remote_code(cfg) -> None:
-    r"""Refuse the settings that would run a model folder's own Python code (``trust_remote_code``, also inside
-    ``model_init_kwargs``): TRL builds the reference model, reward models and tokenizers with it, and a model
-    folder's ``auto_map`` modelling file would then run in this process. qae_lab loads only architectures that
-    transformers itself implements (:mod:`qae_lab.task.models`), as safetensors."""
+# what model_init_kwargs may hold (TRL passes it to from_pretrained for the reference model and reward models):
+# keys that choose precision, placement, revision and attention, none that fetches or runs code
+MODEL_INIT_KEYS = (
+    "dtype",
+    "torch_dtype",
+    "attn_implementation",
+    "device_map",
+    "low_cpu_mem_usage",
+    "revision",
+    "quantization_config",
+    "use_cache",
+    "trust_remote_code",  # false only
+)
+# transformers' own attention implementations (a Hub kernel repository named here would be fetched and run)
+ATTENTION_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention")
+# what generation_kwargs may hold: the fields of transformers' GenerationConfig (TRL builds one from them), and the
+# sampling fields of vLLM's SamplingParams that it lacks (TRL hands them to vLLM when use_vllm=True); not the
+# arguments of generate() that fetch or run code (custom_generate, trust_remote_code)
+GENERATION_KEYS = tuple(
+    sorted(
+        {k for k in GenerationConfig().to_dict() if not k.startswith("_") and k != "transformers_version"}
+        | {"stop", "stop_token_ids", "presence_penalty", "frequency_penalty", "min_tokens", "ignore_eos"}
+    )
+)
+
+
+def _unknown_keys(mapping, name: str, allowed: tuple[str, ...]) -> str | None:
+    if mapping is None or isinstance(mapping, str):  # None, or TRL's JSON string (TRL reads it into a dict)
+        return None
+    if not isinstance(mapping, dict):
+        return f"{name} must be a mapping, got {type(mapping).__name__}"
+    unknown = sorted(str(k) for k in mapping if k not in allowed)
+    if unknown:
+        return f"{name} may hold only {', '.join(allowed)}; got {', '.join(unknown)}"
+    return None
+
+
+def _refuse_code_and_credentials(cfg) -> None:
+    r"""Refuse the settings that would run code from elsewhere or hold a credential (module docstring): each
+    named, with what to do instead."""
     kwargs = cfg.model_init_kwargs if isinstance(cfg.model_init_kwargs, dict) else {}
     if cfg.trust_remote_code or kwargs.get("trust_remote_code"):
         where = "trust_remote_code" if cfg.trust_remote_code else "model_init_kwargs.trust_remote_code"
@@ -150,6 +241,25 @@ def _refuse_remote_code(cfg) -> None:
             f"which qae_lab never does: models load as transformers' own architectures, from "
             f"safetensors. Set {where} to false (the Qwen2.5 models need no remote code)"
         )
+    for problem in (
+        _unknown_keys(cfg.model_init_kwargs, "model_init_kwargs", MODEL_INIT_KEYS),
+        _unknown_keys(cfg.generation_kwargs, "generation_kwargs", GENERATION_KEYS),
+    ):
+        if problem:
+            raise ValueError(problem)
+    attention = kwargs.get("attn_implementation")
+    if attention is not None and str(attention).removeprefix("paged|") not in ATTENTION_IMPLEMENTATIONS:
+        raise ValueError(
+            f"model_init_kwargs.attn_implementation must be one of transformers' own {ATTENTION_IMPLEMENTATIONS} "
+            f"(optionally 'paged|...'), got {attention!r}: another name would fetch and run a kernel from the Hub"
+        )
+    for f in dataclasses.fields(cfg):
+        if f.init and credential_name(f.name) and getattr(cfg, f.name) not in (None, ""):
+            raise ValueError(
+                f"{f.name} carries a credential, which qae_lab never takes as a setting: the Trainer writes its "
+                f"settings into every checkpoint (training_args.bin). Log in instead (`hf auth login`), or set "
+                f"HF_TOKEN in the environment; leave {f.name} unset"
+            )
 
 
 def _vllm_generates(cfg) -> None:
@@ -238,7 +348,18 @@ class QAEConfig(GRPOConfig):
     )
     success_threshold: float = field(
         default=0.5,
-        metadata={"help": "Reward at or above which a response counts as a success in the qae/* regime metrics."},
+        metadata={
+            "help": "Score of success_reward at or above which a response counts as a success in the qae/* "
+            "regime metrics (0.5 for a 0/1 reward, 5.0 for SA-AH's composite one)."
+        },
+    )
+    success_reward: str | None = field(
+        default=None,
+        metadata={
+            "help": "The reward function whose own score (before reward_weights) decides a success, named as "
+            "TRL names it (a function's __name__, a reward model's id). None: the only reward function; with "
+            "several, the weighted sum the policy trains on, and the trainer warns."
+        },
     )
     fast_generation: bool = field(
         default=False,
@@ -322,7 +443,7 @@ class QAEConfig(GRPOConfig):
 
     def __post_init__(self):
         _check_training_settings(self)  # before TRL's own checks, whose messages name fewer ranges
-        _refuse_remote_code(self)
+        _refuse_code_and_credentials(self)
         super().__post_init__()
         check_choice(self.baseline, "baseline", BASELINES)
         check_k(self.quantile_k, "quantile_k")

@@ -45,8 +45,10 @@ Departures, and why:
   soft-cap their logits are refused.
 * The knobs are per process: in a multi-process run, set them on every rank (a callback does,
   since every rank runs the callbacks).
-* Regime statistics count a response as a success when its total reward is at least
-  ``success_threshold`` (0.5 suits the 0/1 correctness reward).
+* Regime statistics count a response as a success when the score of one reward function, before
+  ``reward_weights`` (``success_reward``; the only one by default), is at least ``success_threshold``:
+  the correctness reward's own verdict, whatever weight trains on it. With several reward functions
+  and no ``success_reward`` they judge the weighted sum, and the trainer warns that it does.
 * ``fast_generation=True`` (the GPU presets): generation in eval mode with the LoRA adapters merged,
   restored bit-exactly afterwards (:func:`qae_lab.train.generation.generation_policy` says why: TRL samples
   in train mode, LoRA dropout live, through PEFT's unmerged branches); ``compile_generation=True``
@@ -78,6 +80,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
+import warnings
 from pathlib import Path
 
 import torch
@@ -104,6 +107,7 @@ from qae_lab.methods import (
     check_weighting_loss_type,
 )
 from qae_lab.regimes import regime_token_means, regime_token_sums
+from qae_lab.storage.claim import removal_problem
 from qae_lab.storage.folder import STAGING_DIR, RunFolderError
 from qae_lab.storage.resume import checkpoint_problems, latest_complete_checkpoint, publish_dir
 from qae_lab.task.answers import completion_text
@@ -219,6 +223,9 @@ class StagedCheckpoints:
             return
         staging = out / STAGING_DIR
         if self.args.should_save:
+            problem = removal_problem(staging)  # only what a trainer stages there, never a run nested in it
+            if problem:
+                raise RunFolderError(problem)
             shutil.rmtree(staging, ignore_errors=True)  # an abandoned save's leftovers
         self._staging = True
         try:
@@ -227,7 +234,8 @@ class StagedCheckpoints:
             self._staging = False
         if self.args.should_save:
             publish_dir(staging / final.name, final)
-            shutil.rmtree(staging, ignore_errors=True)
+            if removal_problem(staging) is None:  # empty now, unless something not staged appeared in it meanwhile
+                shutil.rmtree(staging, ignore_errors=True)
             if hasattr(self, "_rotate_checkpoints"):  # transformers < 5.x's method, else the function
                 self._rotate_checkpoints(use_mtime=True, output_dir=str(out))
             else:
@@ -282,6 +290,7 @@ class _Scoring:
     mode: str
     group_size: int
     rewards: torch.Tensor | None = None  # (N_all,) weighted total reward, gathered across processes
+    success: torch.Tensor | None = None  # (N_all,) bool: success_reward's own score >= success_threshold
     advantages: torch.Tensor | None = None  # (N_all,) QAE's (sign-masked) advantages
     hard: torch.Tensor | None = None  # (N_all,) bool: each response's prompt is in QAE's hard regime
 
@@ -336,6 +345,7 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
                 f"applies {rescaled} to its logits; use entropy_top_k=None (exact entropy)"
             )
         a = self.args
+        self._success_column = self._success_reward_column()
         self.knobs = Knobs(
             quantile_k=a.quantile_k, alpha=a.alpha, baseline=a.baseline, token_weighting=a.token_weighting
         )
@@ -349,6 +359,27 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
             )
         if a.compile_generation and getattr(self, "generation_config", None) is not None:
             self.generation_config.disable_compile = False  # TRL builds it with disable_compile=True
+
+    def _success_reward_column(self) -> int | None:
+        """The reward function whose own score decides a success (``success_reward``); None: the weighted sum."""
+        names, chosen = list(self.reward_func_names), self.args.success_reward
+        if chosen is not None:
+            if chosen not in names:
+                raise ValueError(
+                    f"success_reward must name one of this trainer's reward functions {names}, got {chosen!r}"
+                )
+            return names.index(chosen)
+        if len(names) == 1:
+            return 0
+        warnings.warn(
+            f"{len(names)} reward functions ({', '.join(names)}) and no success_reward: the qae/* regime statistics "
+            f"count a success where the weighted sum of their rewards is >= success_threshold "
+            f"({self.args.success_threshold}); name the correctness reward (success_reward='{names[0]}') to judge "
+            f"by its own score",
+            UserWarning,
+            stacklevel=3,
+        )
+        return None
 
     # ---------------------------------------------------------------- live knobs
     def set_knobs(self, knobs: Knobs | None = None, **changes) -> Knobs:
@@ -442,20 +473,22 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
             eps=a.advantage_eps,
         )
         adv = sign_masked_advantages(adv, a.advantage_mask)  # POS-MASK / NEG-MASK ablations
-        success = rewards >= a.success_threshold
+        # a success by success_reward's own score (before reward_weights), else by the weighted sum
+        score = rewards if self._success_column is None else rpf[:, self._success_column]
+        success = score >= a.success_threshold  # (N_all,); a missing (NaN) score is no success
         hard = hard_regime(success.view(-1, g).sum(1), g, knobs.quantile_k).repeat_interleave(g)  # (N_all,)
-        scoring.rewards, scoring.advantages, scoring.hard = rewards, adv, hard
+        scoring.rewards, scoring.success, scoring.advantages, scoring.hard = rewards, success, adv, hard
         start = self.accelerator.process_index * n_local
         self._log_completion_extra("qae_advantage", adv[start : start + n_local].tolist())  # TRL gathers them
         metrics = self._metrics[scoring.mode]
         metrics[QAE_K].append(knobs.quantile_k)
         metrics[QAE_QUANTILE_BASELINE].append(float(knobs.baseline == "quantile"))
-        stats = advantage_stats(rewards, adv, g, knobs.quantile_k, success_threshold=a.success_threshold)
+        stats = advantage_stats(rewards, adv, g, knobs.quantile_k, success=success)
         for key, name in ADVANTAGE_STAT_METRICS.items():
             metrics[name].append(stats[key])
         if_mean = group_advantages(rewards, g, baseline="mean", scale=self.scale_rewards, eps=a.advantage_eps)
         metrics[QAE_NEG_CORRECT_IF_MEAN].append(
-            advantage_stats(rewards, if_mean, g, knobs.quantile_k, success_threshold=a.success_threshold)["neg_correct"]
+            advantage_stats(rewards, if_mean, g, knobs.quantile_k, success=success)["neg_correct"]
         )
 
     def _log_behaviour(self, out: dict, scoring: _Scoring, metrics) -> None:
@@ -463,7 +496,7 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         lengths = self.accelerator.gather(out["completion_mask"].sum(1))  # (N_all,)
         # the texts TRL decoded and gathered for its completion table: this generation's are the last N_all
         texts = [completion_text(c) for c in list(self._logs["completion"])[-scoring.rewards.numel() :]]
-        success = (scoring.rewards >= self.args.success_threshold).tolist()
+        success = scoring.success.tolist()
         for key, value in {
             **behaviour_stats(lengths.tolist(), texts, success, words=self.args.reflection_words),
             **diversity_stats(texts, success, scoring.group_size),

@@ -35,6 +35,7 @@ GARBAGE = GOOD + " 1 2 3 blah"
 
 # ---------------------------------------------------------------- the verdict of a run's evaluation
 
+
 class FakeTokenizer:
     """Just enough for qae_lab.task.data.prompt_text: the 'prompt' is the question itself."""
 
@@ -52,14 +53,26 @@ def test_trailing_garbage_scores_zero_in_the_printed_eval_verdict(monkeypatch, t
         return [outputs[p][1] if do_sample else [outputs[p][0]] for p in prompts]
 
     monkeypatch.setattr(ev, "generate", fake_generate)
-    records = [{"id": 0, "level": 2, "question": "q0", "gold": "7"}, {"id": 1, "level": 3, "question": "q1", "gold": "7"}]
+    records = [
+        {"id": 0, "level": 2, "question": "q0", "gold": "7"},
+        {"id": 1, "level": 3, "question": "q1", "gold": "7"},
+    ]
     cfg = SimpleNamespace(temperature=1.0, max_completion_length=48, disable_tqdm=True)
     res = pipeline.evaluate_run(None, FakeTokenizer(), records, RunArgs(eval_samples=2), cfg, tmp_path / "eval.json")
     # strict: only GOOD counts; lenient: GARBAGE too (RAN_ON's last answer is 8)
-    assert res.summary == {"n_problems": 2, "n_samples": 2, "greedy_pass@1": 0.5, "pass@1": 0.25, "pass@2": 0.5,
-                           "extracted_frac": 1.0, "lenient_pass@1": 0.75, "lenient_greedy_pass@1": 1.0,
-                           # q0: no correct text, q1: GOOD once; each group's most frequent text is 1 of its 2
-                           "distinct_correct": 0.5, "top_share": 0.5}
+    assert res.summary == {
+        "n_problems": 2,
+        "n_samples": 2,
+        "greedy_pass@1": 0.5,
+        "pass@1": 0.25,
+        "pass@2": 0.5,
+        "extracted_frac": 1.0,
+        "lenient_pass@1": 0.75,
+        "lenient_greedy_pass@1": 1.0,
+        # q0: no correct text, q1: GOOD once; each group's most frequent text is 1 of its 2
+        "distinct_correct": 0.5,
+        "top_share": 0.5,
+    }
     assert res.by_level[2]["pass@1"] == 0.0 and res.by_level[3]["pass@1"] == 0.5
     assert "lenient_pass@1" not in res.by_level[2]
     first = res.problems[0]["samples"][0]
@@ -71,6 +84,7 @@ def test_trailing_garbage_scores_zero_in_the_printed_eval_verdict(monkeypatch, t
 
 
 # ---------------------------------------------------------------- presets and overrides
+
 
 def test_every_preset_builds_and_methods_map_to_knobs(tmp_path):
     for name in PRESETS:
@@ -117,9 +131,14 @@ def test_default_output_dir_is_runs_preset_timestamp():
     assert not Path(cfg.output_dir).exists()  # building creates nothing
 
 
-@pytest.mark.parametrize("name,model,max_len", [("qwen2.5-0.5b-gsm8k", "qwen2.5-0.5b", 384),
-                                                ("qwen2.5-1.5b-gsm8k", "qwen2.5-1.5b", 384),
-                                                ("qwen2.5-3b-gsm8k", "qwen2.5-3b", 512)])
+@pytest.mark.parametrize(
+    "name,model,max_len",
+    [
+        ("qwen2.5-0.5b-gsm8k", "qwen2.5-0.5b", 384),
+        ("qwen2.5-1.5b-gsm8k", "qwen2.5-1.5b", 384),
+        ("qwen2.5-3b-gsm8k", "qwen2.5-3b", 512),
+    ],
+)
 def test_gpu_presets_build_without_loading_a_model(name, model, max_len, monkeypatch, capsys, tmp_path):
     import transformers
 
@@ -141,16 +160,19 @@ def test_gpu_presets_build_without_loading_a_model(name, model, max_len, monkeyp
     assert out["trainer"]["steps_per_generation"] == 4
 
 
-@pytest.mark.parametrize("sets,message", [
-    (["quantile_kk=0.6"], "unknown field.*'quantile_kk'.*did you mean 'quantile_k'"),
-    (["quantile_k"], "needs name=value"),
-    (["max_steps=ten"], r"--set max_steps=ten: max_steps: invalid int value: 'ten'"),
-    (["quantile_k=1.5"], "quantile_k must lie in"),
-    (["token_weighting=everything"], "token_weighting"),
-    (["task=mnist"], "task must be"),
-    (["levels=0,7"], "levels must be"),
-    (["n_eval=0"], "n_eval must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "sets,message",
+    [
+        (["quantile_kk=0.6"], "unknown field.*'quantile_kk'.*did you mean 'quantile_k'"),
+        (["quantile_k"], "needs name=value"),
+        (["max_steps=ten"], r"--set max_steps=ten: max_steps: invalid int value: 'ten'"),
+        (["quantile_k=1.5"], "quantile_k must lie in"),
+        (["token_weighting=everything"], "token_weighting"),
+        (["task=mnist"], "task must be"),
+        (["levels=0,7"], "levels must be"),
+        (["n_eval=0"], "n_eval must be >= 1"),
+    ],
+)
 def test_bad_overrides_are_rejected_clearly(sets, message, capsys):
     with pytest.raises(ValueError, match=message):
         build("cpu-demo", sets, output_dir="unused")
@@ -168,8 +190,10 @@ def test_unknown_preset_and_method_are_rejected():
 
 
 def test_command_line_quotes_values():
-    assert command_line("cpu-demo", ["report_to=[\"a b\"]"]) == \
-        "python -m qae_lab train --preset cpu-demo --set 'report_to=[\"a b\"]'"
+    assert (
+        command_line("cpu-demo", ['report_to=["a b"]'])
+        == "python -m qae_lab train --preset cpu-demo --set 'report_to=[\"a b\"]'"
+    )
 
 
 @pytest.mark.slow(seconds=8)
@@ -182,6 +206,7 @@ def test_console_script_and_module_entry_point():
 
 # ---------------------------------------------------------------- tiny real runs
 
+
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("cli") / "run"
@@ -191,8 +216,9 @@ def tiny_run(tmp_path_factory):
 
 @pytest.mark.slow
 def test_tiny_run_writes_config_log_evals_and_report(tiny_run):
-    assert {"config.json", "log.jsonl", "report.html", "eval_before.json", "eval_after.json", "model"} <= \
-        {p.name for p in tiny_run.iterdir()}
+    assert {"config.json", "log.jsonl", "report.html", "eval_before.json", "eval_after.json", "model"} <= {
+        p.name for p in tiny_run.iterdir()
+    }
     config = json.loads((tiny_run / "config.json").read_text())
     assert config["preset"] == "cpu-demo" and config["run"]["method"] == "qae" and config["run"]["n_eval"] == 8
     assert config["trainer"]["max_steps"] == 2 and config["trainer"]["quantile_k"] == 0.4
@@ -211,32 +237,37 @@ def test_tiny_run_writes_config_log_evals_and_report(tiny_run):
 
 
 def test_make_trainer_loads_the_run_dtype(tmp_path):
-    run, cfg = build("cpu-demo", ["dtype=bfloat16", "n_train=8", "n_eval=8", "max_steps=1"],
-                     output_dir=str(tmp_path / "run"))
+    run, cfg = build(
+        "cpu-demo", ["dtype=bfloat16", "n_train=8", "n_eval=8", "max_steps=1"], output_dir=str(tmp_path / "run")
+    )
     trainer, _, _ = pipeline.make_trainer(run, cfg, preset="cpu-demo")
     assert {p.dtype for p in trainer.model.parameters()} == {torch.bfloat16}
 
 
-@pytest.mark.parametrize("sets, message", [
-    (["max_steps=0"], "max_steps must be -1 (train num_train_epochs epochs) or >= 1, got 0"),
-    (["max_steps=-3"], "max_steps must be -1"),
-    (["learning_rate=-1"], "learning_rate must be a number in [0, inf), got -1.0"),
-    (["temperature=0"], "temperature must be a number in (0, inf), got 0.0"),
-    (["top_p=1.5"], "top_p must be a number in (0, 1], got 1.5"),
-    (["beta=-0.1"], "beta must be a number in [0, inf)"),
-    (["max_completion_length=0"], "max_completion_length must be a number in [1, inf)"),
-    (["per_device_train_batch_size=0"], "per_device_train_batch_size must be"),
-    (["task=gsm8k", "gsm8k_path=/nonexistent/gsm8k"], "gsm8k_path /nonexistent/gsm8k"),
-    # issue 31: a ZeroDivisionError in TRL's checks; a model folder's own Python code run by TRL's reference model
-    (["num_generations=0"], "num_generations must be a number in [2, inf), got 0"),
-    (["trust_remote_code=true"], "trust_remote_code=true would run Python code shipped in a model folder"),
-    (['model_init_kwargs={"trust_remote_code": true}'], "model_init_kwargs.trust_remote_code=true would run"),
-])
+@pytest.mark.parametrize(
+    "sets, message",
+    [
+        (["max_steps=0"], "max_steps must be -1 (train num_train_epochs epochs) or >= 1, got 0"),
+        (["max_steps=-3"], "max_steps must be -1"),
+        (["learning_rate=-1"], "learning_rate must be a number in [0, inf), got -1.0"),
+        (["temperature=0"], "temperature must be a number in (0, inf), got 0.0"),
+        (["top_p=1.5"], "top_p must be a number in (0, 1], got 1.5"),
+        (["beta=-0.1"], "beta must be a number in [0, inf)"),
+        (["max_completion_length=0"], "max_completion_length must be a number in [1, inf)"),
+        (["per_device_train_batch_size=0"], "per_device_train_batch_size must be"),
+        (["task=gsm8k", "gsm8k_path=/nonexistent/gsm8k"], "gsm8k_path /nonexistent/gsm8k"),
+        # issue 31: a ZeroDivisionError in TRL's checks; a model folder's own Python code run by TRL's reference model
+        (["num_generations=0"], "num_generations must be a number in [2, inf), got 0"),
+        (["trust_remote_code=true"], "trust_remote_code=true would run Python code shipped in a model folder"),
+        (['model_init_kwargs={"trust_remote_code": true}'], "model_init_kwargs.trust_remote_code=true would run"),
+    ],
+)
 def test_settings_are_refused_before_anything_loads_dry_run_included(sets, message, monkeypatch, capsys, tmp_path):
     no_loading(monkeypatch)
     for extra in (["--dry-run"], []):
-        assert main(["train", "--output-dir", str(tmp_path / "r"), *[a for s in sets for a in ("--set", s)],
-                     *extra]) == 2
+        assert (
+            main(["train", "--output-dir", str(tmp_path / "r"), *[a for s in sets for a in ("--set", s)], *extra]) == 2
+        )
         assert message in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
 
@@ -257,10 +288,10 @@ def test_run_folders_and_flag_pairs_that_cannot_work_get_a_named_error(monkeypat
     no_loading(monkeypatch)
     (tmp_path / "a-file").write_text("mine")
     for argv, message in (
-            (["--output-dir", str(tmp_path / "a-file")], "is a file, not a folder"),
-            (["--output-dir", "/"], "is the file system's root"),
-            (["--resume", str(tmp_path), "--overwrite"], "--resume continues the run in its folder, --overwrite deletes"),
-            (["--resume", str(tmp_path / "a-file")], "is a file: give a run folder"),
+        (["--output-dir", str(tmp_path / "a-file")], "is a file, not a folder"),
+        (["--output-dir", "/"], "is the file system's root"),
+        (["--resume", str(tmp_path), "--overwrite"], "--resume continues the run in its folder, --overwrite deletes"),
+        (["--resume", str(tmp_path / "a-file")], "is a file: give a run folder"),
     ):
         for extra in (["--dry-run"], []):
             assert main(["train", *argv, *extra]) == 2, argv
@@ -281,7 +312,20 @@ def test_remote_code_in_a_model_folder_never_runs(tmp_path, monkeypatch, capsys)
     config["auto_map"] = {"AutoModelForCausalLM": "modeling_evil.Evil", "AutoConfig": "modeling_evil.EvilConfig"}
     (model / "config.json").write_text(json.dumps(config))
     for sets in (["trust_remote_code=true"], ['model_init_kwargs={"trust_remote_code": true}']):
-        assert main(["train", "--output-dir", str(tmp_path / "run"), "--set", f"model={model}", "--set", "beta=0.04",
-                     *tiny_sets(sets)]) == 2
+        assert (
+            main(
+                [
+                    "train",
+                    "--output-dir",
+                    str(tmp_path / "run"),
+                    "--set",
+                    f"model={model}",
+                    "--set",
+                    "beta=0.04",
+                    *tiny_sets(sets),
+                ]
+            )
+            == 2
+        )
         assert "would run Python code shipped in a model folder" in capsys.readouterr().err
     assert not marker.exists() and not (tmp_path / "run").exists()

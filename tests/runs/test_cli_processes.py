@@ -13,16 +13,43 @@ import pytest
 
 from qae_lab.storage.folder import read_log, step_rows
 
-TINY = ["--n_train", "16", "--n_eval", "4", "--eval_samples", "2", "--per_device_train_batch_size", "4",
-        "--num_generations", "4", "--save_strategy", "steps", "--save_steps", "1", "--torch_threads", "1",
-        "--disable_tqdm", "true"]
+TINY = [
+    "--n_train",
+    "16",
+    "--n_eval",
+    "4",
+    "--eval_samples",
+    "2",
+    "--per_device_train_batch_size",
+    "4",
+    "--num_generations",
+    "4",
+    "--save_strategy",
+    "steps",
+    "--save_steps",
+    "1",
+    "--torch_threads",
+    "1",
+    "--disable_tqdm",
+    "true",
+]
 
 
 def torchrun(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
     """``python -m torch.distributed.run --standalone --nproc_per_node 2 -m qae_lab train ...`` (2 CPU processes)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           "-m", "qae_lab", "train", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "qae_lab",
+        "train",
+        *args,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
@@ -35,8 +62,17 @@ def test_two_processes_write_one_run_and_resume_it(tmp_path):
     assert first.stdout.count("before: greedy pass@1") == 1 and first.stdout.count("after: greedy pass@1") == 1
     assert first.stdout.count("run folder:") == 1
     listing = sorted(p.name for p in out.iterdir())
-    assert listing == [".qae_lab-run.json", "checkpoint-1", "checkpoint-2", "config.json", "eval_after.json",
-                       "eval_before.json", "log.jsonl", "model", "report.html"], listing  # the lock: gone with the run
+    assert listing == [
+        ".qae_lab-run.json",
+        "checkpoint-1",
+        "checkpoint-2",
+        "config.json",
+        "eval_after.json",
+        "eval_before.json",
+        "log.jsonl",
+        "model",
+        "report.html",
+    ], listing  # the lock: gone with the run
     assert (out / "checkpoint-2" / "README.md").is_file()  # TRL's model card: in the checkpoint, not over a user's file
     assert [r["step"] for r in step_rows(read_log(out))] == [1, 2]  # one log line per step, not one per process
     config = json.loads((out / "config.json").read_text())
@@ -57,13 +93,35 @@ def test_two_processes_without_an_output_dir_share_the_main_ones_folder(tmp_path
     # a new run's default folder is named from the clock; the second process starts 1.5 s late, so it would name
     # another folder (and write its checkpoint files there) if it did not take the main process's
     launcher = tmp_path / "late_second_process.py"
-    launcher.write_text("import os, sys, time\n"
-                        "if os.environ['RANK'] == '1':\n    time.sleep(1.5)\n"
-                        "from qae_lab.runs.cli import main\nsys.exit(main(['train', *sys.argv[1:]]))\n")
+    launcher.write_text(
+        "import os, sys, time\n"
+        "if os.environ['RANK'] == '1':\n    time.sleep(1.5)\n"
+        "from qae_lab.runs.cli import main\nsys.exit(main(['train', *sys.argv[1:]]))\n"
+    )
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                           str(launcher), "--preset", "cpu-demo", "--max_steps", "1", "--evaluate", "false", *TINY],
-                          capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            str(launcher),
+            "--preset",
+            "cpu-demo",
+            "--max_steps",
+            "1",
+            "--evaluate",
+            "false",
+            *TINY,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     folders = list((tmp_path / "runs").iterdir())
     assert len(folders) == 1, folders

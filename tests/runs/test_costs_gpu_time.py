@@ -38,6 +38,7 @@ BYTE_CARD = GPU("bytes", 1e30, 1e-9)
 
 # ---------------------------------------------------------------- FLOPs by hand
 
+
 def test_flops_by_hand():
     w = 2 * (2 * 8 * 8 + 2 * 8 * 4 + 3 * 8 * 16)  # per layer q, o 8x8; k, v 8x4; gate, up, down 8x16
     assert decoder_weights(SMALL) == w == 1152
@@ -45,7 +46,9 @@ def test_flops_by_hand():
     # prefill of 3 prompts of 5 tokens: every token through the layers, the LM head at the last position only;
     # causal attention: position i attends to i positions, 4 h FLOPs each per layer
     assert prefill_flops(SMALL, batch=3, prompt_len=5) == {
-        "matmul": 2 * w * 3 * 5 + 2 * head * 3, "attention": 3 * 2 * sum(4 * 8 * i for i in range(1, 6))}
+        "matmul": 2 * w * 3 * 5 + 2 * head * 3,
+        "attention": 3 * 2 * sum(4 * 8 * i for i in range(1, 6)),
+    }
     assert decode_flops(SMALL, batch=3, context=7) == {"matmul": 2 * (w + head) * 3, "attention": 3 * 2 * 4 * 8 * 7}
     r = lora_param_count(SMALL, 2)
     assert decode_flops(SMALL, batch=1, context=1, lora_r=2)["matmul"] == 2 * (w + r + head)
@@ -62,13 +65,21 @@ def test_flops_by_hand():
 
 # ---------------------------------------------------------------- FLOPs against torch's counter
 
+
 def _qwen2(arch: Arch):
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     torch.manual_seed(0)
-    config = Qwen2Config(hidden_size=arch.hidden, num_hidden_layers=arch.layers, num_attention_heads=arch.heads,
-                         num_key_value_heads=arch.kv_heads, intermediate_size=arch.intermediate,
-                         vocab_size=arch.vocab, tie_word_embeddings=arch.tied, attn_implementation="eager")
+    config = Qwen2Config(
+        hidden_size=arch.hidden,
+        num_hidden_layers=arch.layers,
+        num_attention_heads=arch.heads,
+        num_key_value_heads=arch.kv_heads,
+        intermediate_size=arch.intermediate,
+        vocab_size=arch.vocab,
+        tie_word_embeddings=arch.tied,
+        attn_implementation="eager",
+    )
     model = Qwen2ForCausalLM(config)
     assert param_count(arch) == sum(p.numel() for p in model.parameters())
     return model
@@ -126,12 +137,13 @@ def test_lora_update_flops_match_torchs_counter(checkpointing):
     def update():
         # TRL's loss forward: the layers over every position, the LM head on the completion positions only
         hidden = model.base_model.model.model(input_ids=ids).last_hidden_state
-        logits = model.base_model.model.lm_head(hidden[:, prompt_len - 1:-1].contiguous())
+        logits = model.base_model.model.lm_head(hidden[:, prompt_len - 1 : -1].contiguous())
         logits.log_softmax(-1).gather(-1, ids[:, prompt_len:, None]).sum().backward()
 
     counted = _counted(update)
-    ours = training_flops(SMALL, sequences=2, prompt_len=prompt_len, completion_len=completion_len, lora_r=2,
-                          checkpointing=checkpointing)
+    ours = training_flops(
+        SMALL, sequences=2, prompt_len=prompt_len, completion_len=completion_len, lora_r=2, checkpointing=checkpointing
+    )
     # non-reentrant checkpointing stops recomputing a layer once what the backward pass needs is back: the last
     # op, down_proj's LoRA B (8 x 2 weights), is not recomputed; the estimate counts it (2 x 16 FLOPs per token
     # and layer: 14 tokens, 2 layers)
@@ -142,49 +154,75 @@ def test_lora_update_flops_match_torchs_counter(checkpointing):
 
 # ---------------------------------------------------------------- times by hand
 
+
 def test_generation_time_by_hand():
     # arithmetic-bound card: the prefill and the decode steps' FLOPs, each step at least the host's time
     pre = sum(prefill_flops(SMALL, batch=2, prompt_len=4).values())
     steps = [sum(decode_flops(SMALL, batch=2, context=c).values()) for c in (5, 6)]
     assert generation_time(SMALL, FLOP_CARD, batch=2, prompt_len=4, new_tokens=3, dtype_bytes=2) == pytest.approx(
-        pre + sum(steps))
-    assert generation_time(SMALL, FLOP_CARD, batch=2, prompt_len=4, new_tokens=3, dtype_bytes=2,
-                           host_s=steps[1] + 0.5) == pytest.approx(pre + 2 * (steps[1] + 0.5))
+        pre + sum(steps)
+    )
+    assert generation_time(
+        SMALL, FLOP_CARD, batch=2, prompt_len=4, new_tokens=3, dtype_bytes=2, host_s=steps[1] + 0.5
+    ) == pytest.approx(pre + 2 * (steps[1] + 0.5))
     # half the peak: every card term doubles
-    assert generation_time(SMALL, FLOP_CARD, batch=2, prompt_len=4, new_tokens=3, dtype_bytes=2,
-                           sustained=0.5) == pytest.approx(2 * (pre + sum(steps)))
+    assert generation_time(
+        SMALL, FLOP_CARD, batch=2, prompt_len=4, new_tokens=3, dtype_bytes=2, sustained=0.5
+    ) == pytest.approx(2 * (pre + sum(steps)))
     # bandwidth-bound card: the weights (b = 2 bytes), once for the prefill and once per step with the KV cache
     # read (B c L 2 kv b); unmerged LoRA adds its float32 weights
     weights = param_count(SMALL) * 2
     kv = [2 * c * 2 * 2 * 4 * 2 for c in (5, 6)]
     assert generation_time(SMALL, BYTE_CARD, batch=2, prompt_len=4, new_tokens=3, dtype_bytes=2) == pytest.approx(
-        3 * weights + sum(kv))
+        3 * weights + sum(kv)
+    )
     lora = lora_param_count(SMALL, 2) * 4
-    assert generation_time(SMALL, BYTE_CARD, batch=2, prompt_len=4, new_tokens=3, dtype_bytes=2,
-                           lora_r=2) == pytest.approx(3 * (weights + lora) + sum(kv))
+    assert generation_time(
+        SMALL, BYTE_CARD, batch=2, prompt_len=4, new_tokens=3, dtype_bytes=2, lora_r=2
+    ) == pytest.approx(3 * (weights + lora) + sum(kv))
     # one new token is the prefill alone
     assert generation_time(SMALL, FLOP_CARD, batch=2, prompt_len=4, new_tokens=1, dtype_bytes=2) == pytest.approx(pre)
 
 
 def test_training_and_step_time_by_hand():
     fl = sum(training_flops(SMALL, sequences=4, prompt_len=3, completion_len=4, lora_r=2).values())
-    assert training_time(SMALL, FLOP_CARD, sequences=4, prompt_len=3, completion_len=4, micro_batch=2,
-                         dtype_bytes=2, lora_r=2) == pytest.approx(fl)
+    assert training_time(
+        SMALL, FLOP_CARD, sequences=4, prompt_len=3, completion_len=4, micro_batch=2, dtype_bytes=2, lora_r=2
+    ) == pytest.approx(fl)
     # the weights read 3 times (checkpointing) in each of 2 micro-batches, LoRA's in float32
-    assert training_time(SMALL, BYTE_CARD, sequences=4, prompt_len=3, completion_len=4, micro_batch=2,
-                         dtype_bytes=2, lora_r=2) == pytest.approx(2 * 3 * (param_count(SMALL) * 2
-                                                                            + lora_param_count(SMALL, 2) * 4))
-    step = lora_grpo_step_time(SMALL, FLOP_CARD, dtype_bytes=2, lora_r=2, micro_batch=2, generation_batch=4,
-                               prompt_len=3, completion_len=4)
+    assert training_time(
+        SMALL, BYTE_CARD, sequences=4, prompt_len=3, completion_len=4, micro_batch=2, dtype_bytes=2, lora_r=2
+    ) == pytest.approx(2 * 3 * (param_count(SMALL) * 2 + lora_param_count(SMALL, 2) * 4))
+    step = lora_grpo_step_time(
+        SMALL, FLOP_CARD, dtype_bytes=2, lora_r=2, micro_batch=2, generation_batch=4, prompt_len=3, completion_len=4
+    )
     gen = generation_time(SMALL, FLOP_CARD, batch=4, prompt_len=3, new_tokens=4, dtype_bytes=2)  # merged: R = 0
     assert step == pytest.approx({"generation": gen, "training": fl, "step": gen + fl})
 
 
 def _run(**kw):
-    run = NS(model="qwen2.5-0.5b", dtype="float16", lora=True, lora_r=16, task="gsm8k", evaluate=True, n_eval=40,
-             eval_samples=4, eval_batch_size=32, eval_max_new_tokens=None)
-    cfg = NS(max_steps=10, per_device_train_batch_size=16, generation_batch_size=32, max_completion_length=256,
-             gradient_checkpointing=True, fast_generation=True, compile_generation=True, use_vllm=False)
+    run = NS(
+        model="qwen2.5-0.5b",
+        dtype="float16",
+        lora=True,
+        lora_r=16,
+        task="gsm8k",
+        evaluate=True,
+        n_eval=40,
+        eval_samples=4,
+        eval_batch_size=32,
+        eval_max_new_tokens=None,
+    )
+    cfg = NS(
+        max_steps=10,
+        per_device_train_batch_size=16,
+        generation_batch_size=32,
+        max_completion_length=256,
+        gradient_checkpointing=True,
+        fast_generation=True,
+        compile_generation=True,
+        use_vllm=False,
+    )
     for key, value in kw.items():
         setattr(run if hasattr(run, key) else cfg, key, value)
     return run, cfg
@@ -193,28 +231,57 @@ def _run(**kw):
 def test_run_time_adds_the_steps_and_two_evaluations():
     q, t4, host = QWEN25["qwen2.5-0.5b"], GPUS["t4"], {"merged": 0.005, "unmerged": 0.011}
     est = run_time(*_run(), t4, host=host)
-    step = lora_grpo_step_time(q, t4, dtype_bytes=2, lora_r=16, micro_batch=16, generation_batch=32, prompt_len=320,
-                               completion_len=256)["step"]  # compiled decoding: no host term
+    step = lora_grpo_step_time(
+        q, t4, dtype_bytes=2, lora_r=16, micro_batch=16, generation_batch=32, prompt_len=320, completion_len=256
+    )["step"]  # compiled decoding: no host term
     assert est["step"] == pytest.approx(step) and est["steps"] == pytest.approx(10 * step)
     # 40 problems in calls of 32 and 8: greedy, then 4 samples each, on the PEFT model (adapters unmerged)
-    calls = [generation_time(q, t4, batch=b, prompt_len=320, new_tokens=256, dtype_bytes=2, lora_r=16,
-                             host_s=0.011) for b in (32, 128, 8, 32)]
+    calls = [
+        generation_time(q, t4, batch=b, prompt_len=320, new_tokens=256, dtype_bytes=2, lora_r=16, host_s=0.011)
+        for b in (32, 128, 8, 32)
+    ]
     assert est["evaluation"] == pytest.approx(sum(calls))
     assert est["total"] == pytest.approx(10 * step + 2 * sum(calls))
     assert run_time(*_run(evaluate=False), t4, host=host)["total"] == pytest.approx(10 * step)
     # eager decoding waits for the host: merged adapters with fast_generation alone, unmerged on TRL's path
     eager = run_time(*_run(compile_generation=False), t4, host=host)["step"]
-    assert eager == pytest.approx(lora_grpo_step_time(q, t4, dtype_bytes=2, lora_r=16, micro_batch=16,
-                                                      generation_batch=32, prompt_len=320, completion_len=256,
-                                                      host_s=0.005)["step"]) and eager > step
+    assert (
+        eager
+        == pytest.approx(
+            lora_grpo_step_time(
+                q,
+                t4,
+                dtype_bytes=2,
+                lora_r=16,
+                micro_batch=16,
+                generation_batch=32,
+                prompt_len=320,
+                completion_len=256,
+                host_s=0.005,
+            )["step"]
+        )
+        and eager > step
+    )
     trl_path = run_time(*_run(fast_generation=False), t4, host=host)["step"]
-    assert trl_path == pytest.approx(lora_grpo_step_time(
-        q, t4, dtype_bytes=2, lora_r=16, micro_batch=16, generation_batch=32, prompt_len=320, completion_len=256,
-        merged_generation=False, host_s=0.011)["step"])
+    assert trl_path == pytest.approx(
+        lora_grpo_step_time(
+            q,
+            t4,
+            dtype_bytes=2,
+            lora_r=16,
+            micro_batch=16,
+            generation_batch=32,
+            prompt_len=320,
+            completion_len=256,
+            merged_generation=False,
+            host_s=0.011,
+        )["step"]
+    )
     # dtype "auto": bfloat16 where the card has it, float32 on a T4
     assert run_time(*_run(dtype="auto"), t4)["step"] > run_time(*_run(), t4)["step"]
     assert run_time(*_run(dtype="auto"), GPUS["l4"])["step"] == pytest.approx(
-        run_time(*_run(dtype="bfloat16"), GPUS["l4"])["step"])
+        run_time(*_run(dtype="bfloat16"), GPUS["l4"])["step"]
+    )
 
 
 def test_bad_arguments_name_themselves():
@@ -241,12 +308,15 @@ def test_bad_arguments_name_themselves():
 
 def test_device_names():
     assert gpu_named("Tesla T4") is GPUS["t4"] and gpu_named("NVIDIA L4") is GPUS["l4"]
-    assert gpu_named("NVIDIA A100-SXM4-80GB") is GPUS["a100"] and gpu_named("NVIDIA A100-PCIE-40GB") is GPUS["a100-40gb"]
+    assert (
+        gpu_named("NVIDIA A100-SXM4-80GB") is GPUS["a100"] and gpu_named("NVIDIA A100-PCIE-40GB") is GPUS["a100-40gb"]
+    )
     assert gpu_named("NVIDIA H100 80GB HBM3") is GPUS["h100"] and gpu_named("NVIDIA H200") is GPUS["h200"]
     assert gpu_named("NVIDIA GeForce RTX 3090") is None and gpu_named("CPU") is None
 
 
 # ---------------------------------------------------------------- what notebook 04 and docs/workshop.md say
+
 
 def test_the_t4_sentence_is_notebook_04s_and_comes_from_the_committed_host_costs():
     from tools.readme_results import HOST_COSTS, t4_estimate, t4_time_line
@@ -263,4 +333,4 @@ def test_the_t4_sentence_is_notebook_04s_and_comes_from_the_committed_host_costs
     opening = " ".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
     assert " ".join(line.split()) in " ".join(opening.split())
     settings = next("".join(c["source"]) for c in nb["cells"] if "presets.build(" in "".join(c["source"]))
-    assert "GPU_RUN[\"max_steps\"]" in settings
+    assert 'GPU_RUN["max_steps"]' in settings

@@ -28,6 +28,7 @@ Q05, Q15 = QWEN25["qwen2.5-0.5b"], QWEN25["qwen2.5-1.5b"]
 
 # ---------------------------------------------------------------- parameter counts
 
+
 def test_parameter_counts_are_qwen25s_published_ones():
     # Qwen2.5-0.5B: 0.49B parameters, 1.5B: 1.54B (their model cards)
     assert round(param_count(Q05) / 1e6) == 494 and round(param_count(Q15) / 1e7) == 154
@@ -61,10 +62,12 @@ def test_lora_counts_by_hand():
 
 # ---------------------------------------------------------------- the estimate's terms
 
+
 def _small(**kw):
     # a toy architecture whose terms are easy to compute by hand: h 8, 2 layers, 2 heads of 4, 1 KV head, I 16, V 32
-    args = dict(dtype_bytes=2, lora_r=1, micro_batch=2, generation_batch=4, prompt_len=3, completion_len=5,
-                targets=["q_proj"])
+    args = dict(
+        dtype_bytes=2, lora_r=1, micro_batch=2, generation_batch=4, prompt_len=3, completion_len=5, targets=["q_proj"]
+    )
     return lora_grpo_memory(Arch(8, 2, 2, 1, 16, 32), **{**args, **kw})
 
 
@@ -94,8 +97,14 @@ def test_the_fused_head_keeps_one_tile():
     assert fused == 2 * 4096 * 32768 * 4 and full == 2 * 16 * 256 * 151936 * 4
 
 
-@pytest.mark.parametrize("bad,match", [({"dtype_bytes": 1}, "dtype_bytes must be 2"),
-                                       ({"micro_batch": 0}, "micro_batch"), ({"completion_len": -1}, "completion_len")])
+@pytest.mark.parametrize(
+    "bad,match",
+    [
+        ({"dtype_bytes": 1}, "dtype_bytes must be 2"),
+        ({"micro_batch": 0}, "micro_batch"),
+        ({"completion_len": -1}, "completion_len"),
+    ],
+)
 def test_bad_input_names_the_argument(bad, match):
     with pytest.raises(ValueError, match=match):
         _small(**bad)
@@ -107,6 +116,7 @@ def test_arch_checks_its_shape():
 
 
 # ---------------------------------------------------------------- the presets on a T4
+
 
 def test_the_t4_preset_fits_a_t4_and_the_15b_presets_do_not(tmp_path):
     run, cfg = build("qwen2.5-0.5b-gsm8k-t4", output_dir=str(tmp_path))
@@ -132,22 +142,27 @@ def test_run_memory_refuses_what_it_cannot_estimate(tmp_path):
 
 # ---------------------------------------------------------------- notebook 04's choice
 
+
 def _gpu(monkeypatch, name, gib, bf16):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: name is not None)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: name)
-    monkeypatch.setattr(torch.cuda, "get_device_properties",
-                        lambda device=None: SimpleNamespace(total_memory=int(gib * GIB), name=name))
+    monkeypatch.setattr(
+        torch.cuda, "get_device_properties", lambda device=None: SimpleNamespace(total_memory=int(gib * GIB), name=name)
+    )
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: bf16)
 
 
-@pytest.mark.parametrize("name,gib,bf16,expected", [
-    ("Tesla T4", 14.7, False, "qwen2.5-0.5b-gsm8k-t4"),
-    ("Tesla V100-SXM2-16GB", 15.8, False, "qwen2.5-0.5b-gsm8k-t4"),  # the same limits, not the name, decide
-    ("Tesla V100-SXM2-32GB", 31.7, False, "qwen2.5-1.5b-gsm8k-live"),
-    ("NVIDIA A100-SXM4-40GB", 39.4, True, "qwen2.5-1.5b-gsm8k-live"),
-    ("NVIDIA L4", 22.0, True, "qwen2.5-1.5b-gsm8k-live"),
-    (None, 0, False, "cpu-demo"),
-])
+@pytest.mark.parametrize(
+    "name,gib,bf16,expected",
+    [
+        ("Tesla T4", 14.7, False, "qwen2.5-0.5b-gsm8k-t4"),
+        ("Tesla V100-SXM2-16GB", 15.8, False, "qwen2.5-0.5b-gsm8k-t4"),  # the same limits, not the name, decide
+        ("Tesla V100-SXM2-32GB", 31.7, False, "qwen2.5-1.5b-gsm8k-live"),
+        ("NVIDIA A100-SXM4-40GB", 39.4, True, "qwen2.5-1.5b-gsm8k-live"),
+        ("NVIDIA L4", 22.0, True, "qwen2.5-1.5b-gsm8k-live"),
+        (None, 0, False, "cpu-demo"),
+    ],
+)
 def test_auto_preset_picks_by_the_device(monkeypatch, name, gib, bf16, expected):
     _gpu(monkeypatch, name, gib, bf16)
     preset, why = auto_preset("qwen2.5-1.5b-gsm8k-live")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import shutil
 import struct
 import types
@@ -52,8 +53,10 @@ def full_run(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def lora_run(tmp_path_factory) -> Path:
     """LoRA trained 2 steps at lr 0.02 (every greedy completion changes), a checkpoint at step 2, no evaluation."""
-    return _run(tmp_path_factory.mktemp("lora") / "run", ["lora=true", "learning_rate=0.02", "evaluate=false",
-                                                         "save_strategy=steps", "save_steps=2"])
+    return _run(
+        tmp_path_factory.mktemp("lora") / "run",
+        ["lora=true", "learning_rate=0.02", "evaluate=false", "save_strategy=steps", "save_steps=2"],
+    )
 
 
 def _greedy(model, tok) -> tuple[list[str], torch.Tensor]:
@@ -62,7 +65,7 @@ def _greedy(model, tok) -> tuple[list[str], torch.Tensor]:
     with torch.no_grad():
         out = model.generate(**enc, do_sample=False, max_new_tokens=48, pad_token_id=tok.pad_token_id)
         logits = model(**enc).logits.float()
-    return tok.batch_decode(out[:, enc.input_ids.shape[1]:], skip_special_tokens=True), logits
+    return tok.batch_decode(out[:, enc.input_ids.shape[1] :], skip_special_tokens=True), logits
 
 
 def _dtypes(folder: Path) -> set[str]:
@@ -107,7 +110,8 @@ def test_lora_run_exports_merged_and_as_adapter(lora_run, tmp_path):
 
     assert export_run(lora_run, tmp_path / "adapter", adapter_only=True) == tmp_path / "adapter"
     assert {"adapter_config.json", "adapter_model.safetensors", "README.md"} <= {
-        p.name for p in (tmp_path / "adapter").iterdir()}
+        p.name for p in (tmp_path / "adapter").iterdir()
+    }
     assert "library_name: peft" in (tmp_path / "adapter" / "README.md").read_text()
     reloaded = PeftModel.from_pretrained(load_policy("embedded", device="cpu")[0], tmp_path / "adapter").eval()
     assert _greedy(reloaded, tok)[0] == want
@@ -139,8 +143,13 @@ def test_a_checkpoint_exports_when_the_run_has_no_model(lora_run, tmp_path):
 @pytest.mark.slow(seconds=5)
 def test_full_run_exports_bf16_with_its_numbers_in_the_card(full_run, tmp_path, monkeypatch):
     pushed = []
-    monkeypatch.setattr(export, "push", lambda folder, repo, private=False: pushed.append(
-        (sorted(p.name for p in Path(folder).iterdir()), repo, private)))
+    monkeypatch.setattr(
+        export,
+        "push",
+        lambda folder, repo, private=False: pushed.append(
+            (sorted(p.name for p in Path(folder).iterdir()), repo, private)
+        ),
+    )
     out = export_run(full_run, tmp_path / "export", push_to_hub="someone/tiny-qae", private=True)
     assert _dtypes(out) == {"BF16"}  # the default: 16-bit
     model = AutoModelForCausalLM.from_pretrained(out)
@@ -204,12 +213,18 @@ def test_an_export_never_takes_a_name_a_run_folder_uses(full_run, tmp_path):
     (other / "model").mkdir(parents=True)
     (other / "model" / "weights.bin").write_text("theirs")
     (other / "log.jsonl").write_text('{"step": 1}\n')
-    for out in (other / "model", other / "checkpoint-3", other / ".staging", full_run / "finished-step2",
-                full_run / "eval_after.json"):
+    for out in (
+        other / "model",
+        other / "checkpoint-3",
+        other / ".staging",
+        full_run / "finished-step2",
+        full_run / "eval_after.json",
+    ):
         code, _, err = _cli(full_run, out, "--overwrite")
         assert code == 2 and "is a name the run folder uses" in err, (out, err)
     assert (other / "model" / "weights.bin").read_text() == "theirs" and not (full_run / "finished-step2").exists()
-    assert _cli(full_run, tmp_path / "plain" / "model")[0] == 0  # "model" in a folder that holds no run is fine
+    # "model" as an ancestor, in a folder that holds no run, is fine (as OUT's own name it is refused everywhere)
+    assert _cli(full_run, tmp_path / "plain" / "model" / "export")[0] == 0
 
 
 def test_an_export_into_a_link_or_from_damaged_weights_gets_a_named_error(full_run, tmp_path):
@@ -234,8 +249,11 @@ def test_an_export_into_a_link_or_from_damaged_weights_gets_a_named_error(full_r
 
 def test_a_run_without_weights_is_refused_naming_what_is_missing(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"run": {"model": "embedded"}, "trainer": {}}))
-    with pytest.raises(RunFolderError, match=r"has no model/ \(the run was interrupted, or trained with "
-                                             r"save_model=false\) and no complete checkpoint: nothing to export"):
+    with pytest.raises(
+        RunFolderError,
+        match=r"has no model/ \(the run was interrupted, or trained with "
+        r"save_model=false\) and no complete checkpoint: nothing to export",
+    ):
         find_source(tmp_path)
     (tmp_path / "model").mkdir()
     with pytest.raises(RunFolderError, match=r"model/ holds no safetensors weights"):
@@ -294,3 +312,80 @@ def test_save_model_publishes_model_once(tmp_path):
     with pytest.raises(RunFolderError, match="model/ exists already"):
         save_model(Trainer(), tmp_path)
     assert (tmp_path / "model" / "model.safetensors").read_bytes() == b"weights"
+
+
+def _hand_made_run(folder: Path) -> Path:
+    """A run folder as far as find_source reads one (no training): config.json and a whole model/."""
+    from safetensors.torch import save_file
+
+    (folder / "model").mkdir(parents=True)
+    save_file({"w": torch.zeros(4)}, str(folder / "model" / "model.safetensors"))
+    (folder / "model" / "config.json").write_text('{"model_type": "qwen2"}')
+    (folder / "config.json").write_text(json.dumps({"run": {"model": "embedded"}, "trainer": {}}))
+    (folder / "log.jsonl").write_text('{"step": 1, "reward": 0.5}\n')
+    return folder
+
+
+def test_an_export_folder_under_a_file_or_inside_a_runs_own_names_is_refused(tmp_path, monkeypatch):
+    # finding 11: OUT under a regular file died inside save_pretrained; finding 1: the names a run owns, everywhere
+    run = _hand_made_run(tmp_path / "run")
+    monkeypatch.setattr(export, "load_trained", lambda *a, **k: pytest.fail("checked after loading"))
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(
+        RunFolderError,
+        match=rf"out {tmp_path / 'notes.txt' / 'out'}: {tmp_path / 'notes.txt'} is a file, not a folder",
+    ):
+        export_run(run, tmp_path / "notes.txt" / "out")
+    code, _, err = _cli(run, tmp_path / "notes.txt" / "out")
+    assert code == 2 and "notes.txt is a file, not a folder" in err and err.count("\n") == 1
+    for out in (
+        tmp_path / "far" / ".staging" / "out",
+        tmp_path / "far" / "checkpoint-2" / "out",
+        tmp_path / "plain" / "model",
+        run / "model-export" / "finished-step4",
+        tmp_path / "x" / "log.jsonl",
+    ):
+        with pytest.raises(RunFolderError, match="is a name the run folder uses for itself"):
+            export_run(run, out, overwrite=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "run"]
+
+
+def test_a_model_folder_with_links_is_named(tmp_path):
+    # finding 7, for export: a linked or folder weights file counted as whole
+    run = _hand_made_run(tmp_path / "run")
+    model = run / "model"
+    assert export.model_problems(model) == []
+    os.replace(model / "model.safetensors", tmp_path / "weights.safetensors")
+    (model / "model.safetensors").symlink_to(tmp_path / "weights.safetensors")
+    (model / "tokenizer.json").symlink_to(tmp_path / "nowhere")
+    assert export.model_problems(model) == [
+        f"model.safetensors is a symbolic link (to {tmp_path / 'weights.safetensors'}): a model folder's files are its own",
+        f"tokenizer.json is a symbolic link (to {tmp_path / 'nowhere'}): a model folder's files are its own",
+    ]
+    with pytest.raises(RunFolderError, match="model/ is damaged: model.safetensors is a symbolic link"):
+        find_source(run)
+    (model / "model.safetensors").unlink()
+    (model / "tokenizer.json").unlink()
+    (model / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"w": "../../weights.safetensors"}}))
+    assert export.model_problems(model) == [
+        "model.safetensors.index.json lists ../../weights.safetensors, which is no file name in the folder"
+    ]
+
+
+def test_save_model_never_deletes_what_no_trainer_staged(tmp_path):
+    # finding 1, the deleting side: save_model empties .staging/model before it saves there
+    class Trainer:
+        accelerator = types.SimpleNamespace(wait_for_everyone=lambda: None)
+
+        def is_world_process_zero(self):
+            return True
+
+        def save_model(self, folder):
+            pytest.fail("saved over a nested run")
+
+    nested = tmp_path / ".staging" / "model"
+    nested.mkdir(parents=True)
+    (nested / ".qae_lab-run.json").write_text('{"qae_lab_run": 1}')
+    with pytest.raises(RunFolderError, match=r"\.staging/ holds a run of its own \(model/.qae_lab-run.json\)"):
+        save_model(Trainer(), tmp_path)
+    assert (nested / ".qae_lab-run.json").is_file()

@@ -27,8 +27,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_ctrl_c_then_resume_from_the_run_folder(tmp_path, capsys):
     out = tmp_path / "run"
     run, cfg = build("cpu-demo", [*TINY, "max_steps=4"], output_dir=str(out))
-    result = pipeline.train(run, cfg, preset="cpu-demo", command="python -m qae_lab train ...",
-                       callbacks=[InterruptAt(2)])
+    result = pipeline.train(
+        run, cfg, preset="cpu-demo", command="python -m qae_lab train ...", callbacks=[InterruptAt(2)]
+    )
     assert result["interrupted"] and result["global_step"] == 2 and result["after"] is None
     assert Path(result["checkpoint"]) == out / "checkpoint-2"
     assert "--resume" in capsys.readouterr().out  # tells how to continue
@@ -60,8 +61,9 @@ def test_a_new_run_never_overwrites_a_run_folder(saved_run, monkeypatch, capsys,
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("change", [["--set", "quantile_k=0.6"], ["--method", "mean"], ["--set", "n_train=32"],
-                                    ["--set", "seed=7"]])
+@pytest.mark.parametrize(
+    "change", [["--set", "quantile_k=0.6"], ["--method", "mean"], ["--set", "n_train=32"], ["--set", "seed=7"]]
+)
 def test_resume_refuses_changed_settings_and_touches_nothing(saved_run, change, monkeypatch, capsys):
     before = snapshot(saved_run)
     no_loading(monkeypatch)
@@ -81,7 +83,7 @@ def test_extending_a_finished_run_is_an_event_not_a_rewrite(saved_run, tmp_path,
     assert main(["train", "--resume", str(run), "--set", "max_steps=6"]) == 0
     assert "changed: max_steps 4 -> 6" in capsys.readouterr().out
     rows = read_log(run)
-    assert rows[:len(first)] == first  # every logged line kept, in place
+    assert rows[: len(first)] == first  # every logged line kept, in place
     events = [r for r in rows if r.get("event") == "resume"]
     assert len(events) == 1 and events[0]["step"] == 4 and events[0]["changed"] == {"max_steps": [4, 6]}
     assert [r["step"] for r in step_rows(rows)] == [1, 2, 3, 4, 5, 6]
@@ -96,8 +98,11 @@ def test_extending_a_finished_run_is_an_event_not_a_rewrite(saved_run, tmp_path,
     assert main(["train", "--resume", str(run)]) == 0  # again, as it now is: nothing left to train
     assert "resuming" in capsys.readouterr().out
     assert [r["step"] for r in step_rows(read_log(run))] == [1, 2, 3, 4, 5, 6]
-    assert all(snapshot(run)[name] == data for name, data in done.items()
-               if name.startswith(("model/", "eval_after", "finished-step4/")))  # kept, not redone
+    assert all(
+        snapshot(run)[name] == data
+        for name, data in done.items()
+        if name.startswith(("model/", "eval_after", "finished-step4/"))
+    )  # kept, not redone
 
 
 @pytest.mark.slow
@@ -105,8 +110,9 @@ def test_a_second_ctrl_c_during_the_save_leaves_no_half_checkpoint(tmp_path, cap
     from qae_lab.train.trainer import QAETrainer
 
     out = tmp_path / "run"
-    run, cfg = build("cpu-demo", [*TINY, "max_steps=4", "evaluate=false", "save_strategy=steps", "save_steps=2"],
-                     output_dir=str(out))
+    run, cfg = build(
+        "cpu-demo", [*TINY, "max_steps=4", "evaluate=false", "save_strategy=steps", "save_steps=2"], output_dir=str(out)
+    )
     real = QAETrainer._save_rng_state
     calls = []
 
@@ -132,8 +138,9 @@ def test_a_second_ctrl_c_during_the_save_leaves_no_half_checkpoint(tmp_path, cap
 
 
 @pytest.mark.slow
-def test_damaged_checkpoint_files_are_named_and_the_resume_takes_the_latest_complete_one(saved_run, tmp_path, capsys,
-                                                                                          monkeypatch):
+def test_damaged_checkpoint_files_are_named_and_the_resume_takes_the_latest_complete_one(
+    saved_run, tmp_path, capsys, monkeypatch
+):
     run = Path(shutil.copytree(saved_run, tmp_path / "run"))
     no_loading(monkeypatch)
     state = run / "checkpoint-4" / "trainer_state.json"
@@ -153,7 +160,9 @@ def test_damaged_checkpoint_files_are_named_and_the_resume_takes_the_latest_comp
 def test_a_cut_last_log_line_is_restored_from_the_checkpoint(tmp_path, capsys):
     out = tmp_path / "run"
     run, cfg = build("cpu-demo", [*TINY, "max_steps=5", "evaluate=false"], output_dir=str(out))
-    assert pipeline.train(run, cfg, preset="cpu-demo", callbacks=[InterruptAt(4)])["checkpoint"] == str(out / "checkpoint-4")
+    assert pipeline.train(run, cfg, preset="cpu-demo", callbacks=[InterruptAt(4)])["checkpoint"] == str(
+        out / "checkpoint-4"
+    )
     log = out / "log.jsonl"
     text = log.read_text()
     log.write_text(text[: text.rindex('{"step": 4') + 30])  # step 4's line cut by a crash, after its checkpoint
@@ -171,16 +180,28 @@ def test_a_cut_last_log_line_is_restored_from_the_checkpoint(tmp_path, capsys):
 
 KILL_STEPS = 6  # a checkpoint every 2 steps: the kills land in start-up, before, between and after checkpoints
 # one prompt x 4 completions a step: what is tested is the run folder, not the learning
-KILL_SETS = [f"max_steps={KILL_STEPS}", "save_strategy=steps", "save_steps=2", "per_device_train_batch_size=4",
-             "num_generations=4", "n_train=16", "evaluate=false", "disable_tqdm=true", "torch_threads=1"]
+KILL_SETS = [
+    f"max_steps={KILL_STEPS}",
+    "save_strategy=steps",
+    "save_steps=2",
+    "per_device_train_batch_size=4",
+    "num_generations=4",
+    "n_train=16",
+    "evaluate=false",
+    "disable_tqdm=true",
+    "torch_threads=1",
+]
 # at least 12 rounds, until 12 kills have landed, 4 of them in a save, and 6 rounds resumed from a checkpoint
 KILL_ROUNDS, KILLS, KILLS_IN_A_SAVE, RESUMES, MAX_ROUNDS = 12, 12, 4, 6, 48
 
 
 def _outside(work: Path, run: Path) -> dict[str, bytes]:
     """Every file under ``work`` that is not in the run folder."""
-    return {str(p.relative_to(work)): p.read_bytes() for p in sorted(work.rglob("*"))
-            if p.is_file() and run not in p.parents}
+    return {
+        str(p.relative_to(work)): p.read_bytes()
+        for p in sorted(work.rglob("*"))
+        if p.is_file() and run not in p.parents
+    }
 
 
 def _kill_at(proc, run: Path, mode: int, rng, duration: float) -> str:
@@ -198,8 +219,9 @@ def _kill_at(proc, run: Path, mode: int, rng, duration: float) -> str:
     else:  # around a log write: once k steps are logged
         k = rng.randint(1, KILL_STEPS)
         log = run / "log.jsonl"
-        while proc.is_alive() and time.monotonic() < deadline and \
-                (not log.exists() or log.read_bytes().count(b"\n") < k):
+        while (
+            proc.is_alive() and time.monotonic() < deadline and (not log.exists() or log.read_bytes().count(b"\n") < k)
+        ):
             time.sleep(0.001)
         time.sleep(rng.uniform(0.0, 0.05))
     if not proc.is_alive():
@@ -236,8 +258,19 @@ def test_sigkill_at_random_moments_then_resume_loses_nothing(tmp_path):
     from qae_lab.storage.resume import checkpoint_problems, checkpoints, latest_complete_checkpoint
 
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["killrun", "torch", "trl", "qae_lab.runs.cli", "qae_lab.train.trainer", "qae_lab.task.models",
-                                "qae_lab.runs.pipeline", "qae_lab.task.data", "qae_lab.lab.report"])
+    ctx.set_forkserver_preload(
+        [
+            "killrun",
+            "torch",
+            "trl",
+            "qae_lab.runs.cli",
+            "qae_lab.train.trainer",
+            "qae_lab.task.models",
+            "qae_lab.runs.pipeline",
+            "qae_lab.task.data",
+            "qae_lab.lab.report",
+        ]
+    )
     outputs = tmp_path / "outputs"
     outputs.mkdir()
 
@@ -261,12 +294,26 @@ def test_sigkill_at_random_moments_then_resume_loses_nothing(tmp_path):
     assert [r["step"] for r in ref] == list(range(1, KILL_STEPS + 1))
 
     rng = random.Random(20261201)
-    tally = {"rounds": 0, "kills": 0, "survived": 0, "during a checkpoint write": 0, "between writes": 0,
-             "finished before the kill": 0, "restarted (no checkpoint yet)": 0, "resumed from a checkpoint": 0,
-             "steps trained again": 0, "steps restored from a checkpoint": 0, "steps lost": 0}
+    tally = {
+        "rounds": 0,
+        "kills": 0,
+        "survived": 0,
+        "during a checkpoint write": 0,
+        "between writes": 0,
+        "finished before the kill": 0,
+        "restarted (no checkpoint yet)": 0,
+        "resumed from a checkpoint": 0,
+        "steps trained again": 0,
+        "steps restored from a checkpoint": 0,
+        "steps lost": 0,
+    }
     rnd = -1
-    while rnd + 1 < MAX_ROUNDS and (rnd + 1 < KILL_ROUNDS or tally["kills"] < KILLS or tally["resumed from a checkpoint"]
-                                    < RESUMES or tally["during a checkpoint write"] < KILLS_IN_A_SAVE):
+    while rnd + 1 < MAX_ROUNDS and (
+        rnd + 1 < KILL_ROUNDS
+        or tally["kills"] < KILLS
+        or tally["resumed from a checkpoint"] < RESUMES
+        or tally["during a checkpoint write"] < KILLS_IN_A_SAVE
+    ):
         rnd += 1
         tally["rounds"] += 1
         work = tmp_path / f"round{rnd:02d}"
@@ -295,15 +342,18 @@ def test_sigkill_at_random_moments_then_resume_loses_nothing(tmp_path):
             assert finish(["train", "--output-dir", "run", "--overwrite", *sets], work, f"{rnd:02d}-restart.txt") == 0
             tally["restarted (no checkpoint yet)"] += 1
         else:
-            assert finish(["train", "--resume", "run"], work, f"{rnd:02d}-resume.txt") == 0, \
-                (outputs / f"{rnd:02d}-resume.txt").read_text()[-2000:]
-            events = [r for r in read_log(run) if r.get("event") == "resume"][len(events_before):]
+            assert finish(["train", "--resume", "run"], work, f"{rnd:02d}-resume.txt") == 0, (
+                outputs / f"{rnd:02d}-resume.txt"
+            ).read_text()[-2000:]
+            events = [r for r in read_log(run) if r.get("event") == "resume"][len(events_before) :]
             assert events[0]["step"] == int(latest.name.split("-")[1]), f"round {rnd}: not the latest checkpoint"
             tally["resumed from a checkpoint"] += 1
         rows = read_log(run)
         steps = step_rows(rows)
         tally["steps lost"] += len(set(range(1, KILL_STEPS + 1)) - {r["step"] for r in steps})
-        assert [r["step"] for r in steps] == list(range(1, KILL_STEPS + 1)), f"round {rnd}: {[r['step'] for r in steps]}"
+        assert [r["step"] for r in steps] == list(range(1, KILL_STEPS + 1)), (
+            f"round {rnd}: {[r['step'] for r in steps]}"
+        )
         for got, want in zip(steps, ref, strict=True):
             assert (got["reward"], got["loss"]) == (want["reward"], want["loss"]), f"round {rnd}, step {got['step']}"
         assert _outside(work, run) == outside, f"round {rnd}: files outside the run folder changed"
@@ -325,4 +375,3 @@ def read_log_rows(run: Path) -> list[dict]:
     from qae_lab.storage.folder import read_log_lines
 
     return read_log_lines(run / "log.jsonl")[0]
-

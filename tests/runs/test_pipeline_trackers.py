@@ -24,8 +24,12 @@ def test_tensorboard_receives_the_qae_and_saah_metrics(tmp_path, monkeypatch):
     event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
     monkeypatch.delenv("TENSORBOARD_LOGGING_DIR", raising=False)  # transformers' override of the folder
     out = tmp_path / "run"
-    run, cfg = build("cpu-demo", [*TINY, "evaluate=false", "save_model=false", "report_to=tensorboard"],
-                     method="qae_sa_ah", output_dir=str(out))
+    run, cfg = build(
+        "cpu-demo",
+        [*TINY, "evaluate=false", "save_model=false", "report_to=tensorboard"],
+        method="qae_sa_ah",
+        output_dir=str(out),
+    )
     assert cfg.report_to == ["tensorboard"]
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         train(run, cfg, preset="cpu-demo")
@@ -35,8 +39,13 @@ def test_tensorboard_receives_the_qae_and_saah_metrics(tmp_path, monkeypatch):
     acc.Reload()
     tags = set(acc.Tags()["scalars"])
     # transformers' TensorBoard callback files the trainer's logs under train/
-    assert {"train/qae/k", "train/qae/zero_adv_frac", "train/qae/hard_frac", "train/saah/alpha",
-            "train/saah/w_mean_neg"} <= tags, sorted(tags)
+    assert {
+        "train/qae/k",
+        "train/qae/zero_adv_frac",
+        "train/qae/hard_frac",
+        "train/saah/alpha",
+        "train/saah/w_mean_neg",
+    } <= tags, sorted(tags)
     # the same numbers as the run folder's log, step by step
     rows = step_rows(read_log(out))
     for tag in ("qae/k", "qae/zero_adv_frac", "saah/alpha"):

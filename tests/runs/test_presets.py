@@ -32,15 +32,20 @@ def test_the_checkpointing_field_is_one_the_installed_versions_have():
     assert (name == "activation_checkpointing") == ("activation_checkpointing" in trainer_args)
 
 
-@pytest.mark.parametrize("installed,expected", [
-    ("4.56.2", "gradient_checkpointing"), ("5.17.0", "gradient_checkpointing"),
-    ("5.22.2", "gradient_checkpointing"), ("5.23.0", "activation_checkpointing"),
-    ("5.24.0.dev0", "activation_checkpointing"), ("6.0.0rc1", "activation_checkpointing"),
-])
+@pytest.mark.parametrize(
+    "installed,expected",
+    [
+        ("4.56.2", "gradient_checkpointing"),
+        ("5.17.0", "gradient_checkpointing"),
+        ("5.22.2", "gradient_checkpointing"),
+        ("5.23.0", "activation_checkpointing"),
+        ("5.24.0.dev0", "activation_checkpointing"),
+        ("6.0.0rc1", "activation_checkpointing"),
+    ],
+)
 def test_checkpointing_field_follows_the_installed_version(installed, expected, monkeypatch):
     real = importlib.metadata.version
-    monkeypatch.setattr(importlib.metadata, "version",
-                        lambda dist: installed if dist == "transformers" else real(dist))
+    monkeypatch.setattr(importlib.metadata, "version", lambda dist: installed if dist == "transformers" else real(dist))
     assert _checkpointing_field() == expected
 
 
@@ -84,9 +89,22 @@ def test_checkpointing_can_be_set_from_the_command_line(value, tmp_path):
 @pytest.mark.slow(seconds=8)
 def test_the_gpu_preset_dry_run_from_the_issue_in_a_fresh_process(tmp_path):
     # the command that failed with "unknown field(s) 'activation_checkpointing'" on transformers 5.17
-    out = subprocess.run([sys.executable, "-m", "qae_lab", "train", "--preset", "qwen2.5-1.5b-gsm8k",
-                          "--output-dir", str(tmp_path / "run"), "--dry-run"],
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "qae_lab",
+            "train",
+            "--preset",
+            "qwen2.5-1.5b-gsm8k",
+            "--output-dir",
+            str(tmp_path / "run"),
+            "--dry-run",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     resolved = json.loads(out.stdout)
     assert resolved["run"]["model"] == "qwen2.5-1.5b" and resolved["trainer"][_checkpointing_field()] is True
@@ -156,6 +174,7 @@ def test_cpu_sums_trains_the_sums_model_on_the_sums_task(tmp_path):
     assert cfg.max_completion_length >= 150  # the longest correct solutions run to about 140 tokens
     train, held_out = load_records(run)
     assert all(r["source"] == "sums" for r in train + held_out) and {r["id"] for r in train}.isdisjoint(
-        r["id"] for r in held_out)
+        r["id"] for r in held_out
+    )
     with pytest.raises(ValueError, match="task must be 'synthetic', 'sums' or 'gsm8k'"):
         RunArgs(task="products")

@@ -6,15 +6,28 @@ command line."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 import yaml
 
+from qae_lab._checks import credential_name
+from qae_lab.runs import settings
 from qae_lab.runs.cli import main
-from qae_lab.train.config import QAEConfig
-from qae_lab.runs.presets import PRESET_DIR, PRESETS, _checkpointing_field, build, command_line, fields, resolve
+from qae_lab.runs.presets import (
+    PRESET_DIR,
+    PRESETS,
+    RunArgs,
+    _checkpointing_field,
+    build,
+    command_line,
+    field_types,
+    fields,
+    resolve,
+)
 from qae_lab.runs.settings import read_config
+from qae_lab.train.config import QAEConfig
 
 
 def typed_values(values, source):
@@ -31,18 +44,22 @@ def argument_values(tokens):
 
 # ---------------------------------------------------------------- one value, three forms, one parser
 
-@pytest.mark.parametrize("name,in_file,on_line,expected", [
-    ("quantile_k", 0.6, ["0.6"], 0.6),
-    ("max_steps", 20, ["20"], 20),
-    ("learning_rate", 1.0e-5, ["1e-5"], 1e-5),
-    ("lora", True, ["true"], True),
-    ("evaluate", False, ["false"], False),
-    ("levels", [3, 4], ["3", "4"], [3, 4]),
-    ("reflection_words", ["wait", "check"], ["wait", "check"], ["wait", "check"]),
-    ("lr_scheduler_type", "cosine", ["cosine"], "cosine"),   # an enum field: kept as its plain string
-    ("eval_max_new_tokens", None, ["none"], None),
-    ("token_weighting", "sa_ah", ["sa_ah"], "sa_ah"),
-])
+
+@pytest.mark.parametrize(
+    "name,in_file,on_line,expected",
+    [
+        ("quantile_k", 0.6, ["0.6"], 0.6),
+        ("max_steps", 20, ["20"], 20),
+        ("learning_rate", 1.0e-5, ["1e-5"], 1e-5),
+        ("lora", True, ["true"], True),
+        ("evaluate", False, ["false"], False),
+        ("levels", [3, 4], ["3", "4"], [3, 4]),
+        ("reflection_words", ["wait", "check"], ["wait", "check"], ["wait", "check"]),
+        ("lr_scheduler_type", "cosine", ["cosine"], "cosine"),  # an enum field: kept as its plain string
+        ("eval_max_new_tokens", None, ["none"], None),
+        ("token_weighting", "sa_ah", ["sa_ah"], "sa_ah"),
+    ],
+)
 def test_a_value_means_the_same_in_a_file_on_the_line_and_in_set(name, in_file, on_line, expected):
     assert typed_values({name: in_file}, "run.yaml") == {name: expected}
     assert argument_values([f"--{name}", *on_line]) == {name: expected}
@@ -52,8 +69,11 @@ def test_a_value_means_the_same_in_a_file_on_the_line_and_in_set(name, in_file, 
 
 def test_strings_in_a_file_are_typed_as_on_the_command_line():
     # YAML reads 5e-6 (no dot) as a string; the parser makes it the field's float, as the command line would
-    assert typed_values({"learning_rate": "5e-6", "n_train": "64", "lora": "yes"}, "f") == \
-        {"learning_rate": 5e-6, "n_train": 64, "lora": True}
+    assert typed_values({"learning_rate": "5e-6", "n_train": "64", "lora": "yes"}, "f") == {
+        "learning_rate": 5e-6,
+        "n_train": 64,
+        "lora": True,
+    }
 
 
 def test_a_list_field_that_also_takes_a_string():
@@ -72,8 +92,11 @@ def test_a_boolean_flag_alone_is_true_and_other_flags_need_a_value():
         assert typed_values({default_true: True}, "f") == {default_true: True}
         assert argument_values([f"--{default_true}"]) == {default_true: True}
         assert argument_values([f"--{default_true}", "false"]) == {default_true: False}
-        assert argument_values([f"--no_{default_true}"]) == argument_values([f"--no-{default_true}"]) == \
-            {default_true: False}
+        assert (
+            argument_values([f"--no_{default_true}"])
+            == argument_values([f"--no-{default_true}"])
+            == {default_true: False}
+        )
     run, _ = build("cpu-demo", ["evaluate=true", "save_model=true"], output_dir="unused")
     assert run.evaluate is True and run.save_model is True
     with pytest.raises(ValueError, match="command line: --n_train needs a value"):
@@ -82,17 +105,20 @@ def test_a_boolean_flag_alone_is_true_and_other_flags_need_a_value():
         argument_values(["0.6"])
 
 
-@pytest.mark.parametrize("values,message", [
-    ({"quantile_kk": 0.6}, r"run.yaml: unknown field 'quantile_kk' \(did you mean 'quantile_k'\?\)"),
-    ({"n_train": 2.5}, r"run.yaml: n_train: invalid int value: '2.5'"),
-    ({"n_train": True}, r"run.yaml: n_train: invalid int value: 'true'"),
-    ({"quantile_k": "high"}, r"run.yaml: quantile_k: invalid float value: 'high'"),
-    ({"lora": "maybe"}, r"run.yaml: lora: Truthy value expected"),
-    ({"lr_scheduler_type": "wobbly"}, r"run.yaml: lr_scheduler_type: invalid choice"),
-    ({"n_train": None}, r"run.yaml: n_train may not be None"),
-    ({"n_train": [1, 2]}, r"run.yaml: n_train takes one value, not a list"),
-    ({"levels": {"a": 1}}, r"run.yaml: levels takes no mapping"),
-])
+@pytest.mark.parametrize(
+    "values,message",
+    [
+        ({"quantile_kk": 0.6}, r"run.yaml: unknown field 'quantile_kk' \(did you mean 'quantile_k'\?\)"),
+        ({"n_train": 2.5}, r"run.yaml: n_train: invalid int value: '2.5'"),
+        ({"n_train": True}, r"run.yaml: n_train: invalid int value: 'true'"),
+        ({"quantile_k": "high"}, r"run.yaml: quantile_k: invalid float value: 'high'"),
+        ({"lora": "maybe"}, r"run.yaml: lora: Truthy value expected"),
+        ({"lr_scheduler_type": "wobbly"}, r"run.yaml: lr_scheduler_type: invalid choice"),
+        ({"n_train": None}, r"run.yaml: n_train may not be None"),
+        ({"n_train": [1, 2]}, r"run.yaml: n_train takes one value, not a list"),
+        ({"levels": {"a": 1}}, r"run.yaml: levels takes no mapping"),
+    ],
+)
 def test_unknown_or_ill_typed_keys_name_the_file_and_the_key(values, message):
     with pytest.raises(ValueError, match=message):
         typed_values(values, "run.yaml")
@@ -106,6 +132,7 @@ def test_every_field_of_both_dataclasses_is_settable_and_data_seed_is_the_runs()
 
 
 # ---------------------------------------------------------------- the presets are YAML files
+
 
 def test_the_presets_are_the_files_and_a_preset_may_start_from_another():
     assert set(PRESETS) == {p.stem for p in PRESET_DIR.glob("*.yaml")}
@@ -125,14 +152,17 @@ def test_a_preset_file_names_the_checkpointing_field_the_installed_transformers_
 
 # ---------------------------------------------------------------- --config run.yaml
 
+
 def _write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
 
 
 def test_a_config_file_layers_between_the_preset_and_the_command_line(tmp_path):
-    cfg_file = _write(tmp_path / "run.yaml", "preset: cpu-demo\nquantile_k: 0.6\nalpha: 0.3\nmax_steps: 9\n"
-                      "levels: [3, 4]\ntoken_weighting: sa_ah\n")
+    cfg_file = _write(
+        tmp_path / "run.yaml",
+        "preset: cpu-demo\nquantile_k: 0.6\nalpha: 0.3\nmax_steps: 9\nlevels: [3, 4]\ntoken_weighting: sa_ah\n",
+    )
     run, cfg = build(None, ["max_steps=3"], config=str(cfg_file), args=["--alpha", "0.2"], output_dir="unused")
     assert (cfg.quantile_k, cfg.alpha, cfg.max_steps, run.levels, cfg.token_weighting) == (0.6, 0.2, 3, (3, 4), "sa_ah")
     assert cfg.per_device_train_batch_size == 64  # the rest is the preset's
@@ -152,17 +182,20 @@ def test_the_config_file_and_the_command_line_must_agree_on_the_preset(tmp_path)
     assert resolve(None, config=str(_write(tmp_path / "bare.yaml", "alpha: 0.1\n")))[0] == "cpu-demo"
 
 
-@pytest.mark.parametrize("text,message", [
-    ("quantile_kk: 0.6\n", r"config file .*bad.yaml: unknown field 'quantile_kk' \(did you mean 'quantile_k'\?\)"),
-    ("max_steps: ten\n", r"config file .*bad.yaml: max_steps: invalid int value: 'ten'"),
-    ("quantile_k: 1.5\n", r"preset 'cpu-demo', config file .*bad.yaml: quantile_k must lie in the open interval"),
-    ("- a\n- b\n", r"config file .*bad.yaml: must hold a mapping"),
-    ("a: [1,\n", r"config file .*bad.yaml: not valid YAML"),
-    ("env: 3\n", r"config file .*bad.yaml: env must be a mapping"),
-    ("1: 2\n", r"config file .*bad.yaml: every key must be a field name \(a string\), got 1 \(int\)"),  # issue 31
-    ("? [a, b]\n: 1\n", r"config file .*bad.yaml: not valid YAML|every key must be a field name"),
-    ("preset: gpu-please\n", r"unknown preset 'gpu-please'"),
-])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("quantile_kk: 0.6\n", r"config file .*bad.yaml: unknown field 'quantile_kk' \(did you mean 'quantile_k'\?\)"),
+        ("max_steps: ten\n", r"config file .*bad.yaml: max_steps: invalid int value: 'ten'"),
+        ("quantile_k: 1.5\n", r"preset 'cpu-demo', config file .*bad.yaml: quantile_k must lie in the open interval"),
+        ("- a\n- b\n", r"config file .*bad.yaml: must hold a mapping"),
+        ("a: [1,\n", r"config file .*bad.yaml: not valid YAML"),
+        ("env: 3\n", r"config file .*bad.yaml: env must be a mapping"),
+        ("1: 2\n", r"config file .*bad.yaml: every key must be a field name \(a string\), got 1 \(int\)"),  # issue 31
+        ("? [a, b]\n: 1\n", r"config file .*bad.yaml: not valid YAML|every key must be a field name"),
+        ("preset: gpu-please\n", r"unknown preset 'gpu-please'"),
+    ],
+)
 def test_a_bad_config_file_is_refused_naming_the_file_and_key(text, message, tmp_path, capsys):
     bad = _write(tmp_path / "bad.yaml", text)
     with pytest.raises(ValueError, match=message):
@@ -177,17 +210,31 @@ def test_the_command_line_takes_a_config_file_and_typed_flags(tmp_path, capsys, 
     monkeypatch.delenv("WANDB_PROJECT", raising=False)
     cfg_file = _write(tmp_path / "run.yaml", "preset: cpu-demo\nquantile_k: 0.6\nenv:\n  WANDB_PROJECT: hello\n")
     out_dir = tmp_path / "run"
-    argv = ["train", "--config", str(cfg_file), "--alpha", "0.3", "--levels", "3", "4", "--lora",
-            "--output-dir", str(out_dir), "--dry-run"]
+    argv = [
+        "train",
+        "--config",
+        str(cfg_file),
+        "--alpha",
+        "0.3",
+        "--levels",
+        "3",
+        "4",
+        "--lora",
+        "--output-dir",
+        str(out_dir),
+        "--dry-run",
+    ]
     assert main(argv) == 0, capsys.readouterr().err
     said = json.loads(capsys.readouterr().out)
-    assert said["command"] == (f"python -m qae_lab train --preset cpu-demo --config {cfg_file} --alpha 0.3 "
-                               f"--levels 3 4 --lora")
+    assert said["command"] == (
+        f"python -m qae_lab train --preset cpu-demo --config {cfg_file} --alpha 0.3 --levels 3 4 --lora"
+    )
     assert said["trainer"]["quantile_k"] == 0.6 and said["trainer"]["alpha"] == 0.3
     assert said["run"]["levels"] == [3, 4] and said["run"]["lora"] is True
     assert not out_dir.exists()  # a dry run writes nothing
     assert said["env"] == {"WANDB_PROJECT": "hello"}  # the file's env:, as in TRL's scripts (an allowed variable)
     import os
+
     assert os.environ.get("WANDB_PROJECT") == "hello"  # set for the dry run's checks too
     assert main(["train", "--quantile_k", "2", "--dry-run"]) == 2
     assert "quantile_k must lie in the open interval (0, 1)" in capsys.readouterr().err
@@ -220,8 +267,13 @@ def test_the_docs_config_file_example_builds(tmp_path):
     page = (Path(__file__).resolve().parents[2] / "docs" / "command-line.md").read_text()
     block = page.split("```yaml\n# my_run.yaml\n", 1)[1].split("```", 1)[0]
     run, cfg = build(None, config=str(_write(tmp_path / "my_run.yaml", block)), output_dir="unused")
-    assert (cfg.quantile_k, cfg.token_weighting, cfg.alpha, run.levels, cfg.max_steps) == (0.6, "sa_ah", 0.3,
-                                                                                           (3, 4, 5), 200)
+    assert (cfg.quantile_k, cfg.token_weighting, cfg.alpha, run.levels, cfg.max_steps) == (
+        0.6,
+        "sa_ah",
+        0.3,
+        (3, 4, 5),
+        200,
+    )
     assert cfg.report_to == ["tensorboard"] and run.model == "embedded"
 
 
@@ -232,3 +284,213 @@ def test_the_preset_files_are_installed_with_the_package():
     assert "configs/*.yaml" in pyproject["tool"]["setuptools"]["package-data"]["qae_lab.runs"]
     assert PRESET_DIR == Path(__file__).resolve().parents[2] / "qae_lab" / "runs" / "configs"
     assert any(d.startswith("pyyaml") for d in pyproject["project"]["dependencies"])  # read at import of presets
+
+
+# ---------------------------------------------------------------- one classified table of settable fields
+
+
+def test_every_field_a_run_can_be_given_is_classified_once():
+    installed = set(field_types(QAEConfig)) | set(field_types(RunArgs))
+    assert installed - set(settings.FIELDS) == set()  # a new TRL / transformers field fails here until classified
+    assert set(settings.FIELDS.values()) == {
+        settings.ORDINARY,
+        settings.SENDS_OUT,
+        settings.RUNS_CODE,
+        settings.CREDENTIAL,
+        settings.COMMAND_LINE,
+    }
+    named = [name for names in settings._CLASSES.values() for name in names.split()]
+    assert len(named) == len(set(named))  # each field in one class only
+    # every field named like a credential, by TrainingArguments' own rule and the key / secret / password names, is one
+    assert {f for f in installed if credential_name(f)} <= {
+        f for f, c in settings.FIELDS.items() if c == settings.CREDENTIAL
+    }
+
+
+def test_a_field_not_in_the_table_is_refused_by_name_until_it_is_classified():
+    parser = settings.FieldParser(
+        [QAEConfig, RunArgs], {k: v for k, v in settings.FIELDS.items() if k != "log_unique_prompts"}
+    )
+    message = (
+        r"log_unique_prompts is a field qae_lab has not classified yet .* refused until qae_lab.runs.settings.FIELDS"
+    )
+    for call in (
+        lambda: parser.typed({"log_unique_prompts": True}, "run.yaml"),
+        lambda: parser.sets(["log_unique_prompts=true"]),
+        lambda: parser.arguments(["--log_unique_prompts"]),
+        lambda: parser.arguments(["--no_log_unique_prompts"]),
+    ):
+        with pytest.raises(ValueError, match=message):
+            call()
+
+
+SECRET = "hf_plantedSecret0123456789"
+
+
+def test_a_credential_is_refused_in_every_form_and_never_repeated(tmp_path, capsys):
+    # found: --hub_token hf_... was taken like any setting and written to config.json, the marker, report.html
+    for call in (
+        lambda: typed_values({"hub_token": SECRET}, "run.yaml"),
+        lambda: set_values([f"hub_token={SECRET}"]),
+        lambda: set_values(['hub_token={"x": "' + SECRET + '"}']),
+        lambda: argument_values(["--hub_token", SECRET]),
+        lambda: argument_values([f"--hub-token={SECRET}"]),
+    ):
+        with pytest.raises(ValueError, match=r"hub_token carries a credential, .*hf auth login.*HF_TOKEN") as err:
+            call()
+        assert SECRET not in str(err.value)
+    cfg_file = _write(tmp_path / "run.yaml", f"hub_token: {SECRET}\n")
+    out = tmp_path / "run"
+    for argv in (["--hub_token", SECRET], ["--set", f"hub_token={SECRET}"], ["--config", str(cfg_file)]):
+        for extra in (["--dry-run"], []):
+            assert main(["train", *argv, "--output-dir", str(out), *extra]) == 2
+            said = capsys.readouterr()
+            assert "hub_token carries a credential" in said.err and SECRET not in said.out + said.err
+    assert not out.exists()  # refused before the folder is touched
+
+
+def test_the_command_lines_own_fields_are_refused_with_the_flag_that_does_it():
+    # resume_from_checkpoint is TrainingArguments' field for scripts; Trainer.train never reads it, so a run given it
+    # would start afresh and say nothing
+    with pytest.raises(ValueError, match=r"command line: resume_from_checkpoint is what `train --resume RUN_DIR` does"):
+        argument_values(["--resume_from_checkpoint", "runs/x"])
+
+
+@pytest.mark.parametrize(
+    "sets, said",
+    [
+        (["push_to_hub=true", "hub_model_id=me/run"], "push_to_hub=True, hub_model_id='me/run'"),
+        (["report_to=wandb"], "report_to=['wandb']"),
+        (
+            ["log_completions=true", "log_completions_hub_repo=me/completions"],
+            "log_completions_hub_repo='me/completions'",
+        ),
+        (
+            ["use_vllm=true", "vllm_mode=server", "vllm_server_host=10.0.0.5"],
+            "vllm_mode='server (prompts to 10.0.0.5:8000)'",
+        ),
+    ],
+)
+def test_each_setting_that_sends_data_out_is_said_before_the_run_starts(sets, said):
+    _, cfg = build("cpu-demo", sets, output_dir="unused")
+    assert settings.outgoing_lines(cfg) == [f"sends data out: {said}"]
+    _, quiet = build("cpu-demo", ["report_to=tensorboard", "use_vllm=true"], output_dir="unused")
+    assert settings.outgoing(quiet) == {}  # local files, a colocated vLLM: nothing leaves
+
+
+def test_every_field_that_sends_data_out_is_a_switch_or_says_where_one_sends():
+    switches = {"push_to_hub", "report_to", "log_completions_hub_repo", "vllm_mode"}
+    destinations = {
+        "hub_model_id",
+        "hub_strategy",
+        "hub_private_repo",
+        "hub_always_push",
+        "hub_revision",
+        "project",
+        "trackio_space_id",
+        "trackio_bucket_id",
+        "trackio_static_space_id",
+        "vllm_server_base_url",
+        "vllm_server_host",
+        "vllm_server_port",
+        "vllm_group_port",
+    }
+    assert {f for f, c in settings.FIELDS.items() if c == settings.SENDS_OUT} == (switches | destinations) - {
+        "vllm_mode"
+    }
+    from qae_lab.runs import cli
+
+    assert set(cli._SENDS_NOTHING) == switches  # each switch has a value that sends nothing, named on a refused resume
+
+
+# ---------------------------------------------------------------- env: by exact name
+
+
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("WANDB__EXECUTABLE", "is not among the variables a file may set"),  # wandb's override of the program it starts
+        ("WANDB_API_KEY", "carries a credential"),
+        ("HF_TOKEN", "carries a credential"),
+        ("COMET_API_KEY", "carries a credential"),
+        ("MLFLOW_TRACKING_PASSWORD", "carries a credential"),
+        ("WANDB_LOG_MODEL", "is not among the variables a file may set"),  # uploads the model: the shell's choice
+        ("HF_ENDPOINT", "is not among the variables a file may set"),
+        ("LD_PRELOAD", "is not among the variables a file may set"),
+        ("PYTHONPATH", "is not among the variables a file may set"),
+    ],
+)
+def test_env_takes_the_names_the_lab_needs_not_prefixes(name, message):
+    # found: the allow-list admitted every WANDB_* name, WANDB__EXECUTABLE included
+    with pytest.raises(ValueError, match=rf"run.yaml: env: {name} {message}") as err:
+        settings.check_env({name: "planted-value"}, "run.yaml")
+    assert "planted-value" not in str(err.value)
+
+
+def test_the_env_allow_list_is_names_and_none_of_them_a_credential(monkeypatch):
+    for table in (settings.ENV_ALLOWED, settings.ENV_SHELL_ONLY):
+        assert all(re.fullmatch(r"[A-Z][A-Z0-9_]*", name) and not credential_name(name) for name in table)
+    assert settings.check_env({"WANDB_PROJECT": "qae", "MLFLOW_TRACKING_URI": "file:./mlruns"}) == {
+        "WANDB_PROJECT": "qae",
+        "MLFLOW_TRACKING_URI": "file:./mlruns",
+    }
+    monkeypatch.setenv("HF_HOME", "/data/hf")
+    assert settings.check_env({"HF_HOME": "/data/hf"}) == {"HF_HOME": "/data/hf"}  # what the shell set already
+    with pytest.raises(ValueError, match="HF_HOME is read by .* set it in the shell"):
+        settings.check_env({"HF_HOME": "/elsewhere"})
+
+
+# ---------------------------------------------------------------- a config file is read as what it claims to be
+
+BILLION_LAUGHS = "".join(
+    ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]\n']
+    + [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]\n" for i in range(1, 9)]
+    + ["model_init_kwargs: {x: *a8}\n"]
+)
+
+
+def test_a_config_file_with_aliases_is_refused_before_anything_expands(tmp_path, capsys):
+    # found: ~540 bytes passed --dry-run, then expanded to ~10^8 items when printed or saved
+    bomb = _write(tmp_path / "bomb.yaml", BILLION_LAUGHS)
+    assert len(BILLION_LAUGHS) < 1000
+    with pytest.raises(ValueError, match=r"bomb.yaml: line 2, column 10: an alias \(\*name\) repeats another value"):
+        read_config(bomb)
+    assert main(["train", "--config", str(bomb), "--dry-run"]) == 2
+    said = capsys.readouterr()
+    assert "an alias (*name) repeats another value" in said.err and len(said.out + said.err) < 2000
+
+
+def test_a_config_file_that_is_not_utf8_or_too_large_is_refused_naming_it(tmp_path):
+    # found: a Latin-1 byte gave "'utf-8' codec can't decode byte 0xe9", no file name
+    latin1 = tmp_path / "run.yaml"
+    latin1.write_bytes("quantile_k: 0.6\nrun_name: caf\xe9\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"config file .*run.yaml: line 2, column 14: byte 0xe9 is not UTF-8"):
+        read_config(latin1)
+    big = _write(tmp_path / "big.yaml", "# " + "x" * settings.MAX_CONFIG_BYTES + "\n")
+    with pytest.raises(ValueError, match=r"big.yaml: larger than a settings file may be"):
+        read_config(big)
+    bom = tmp_path / "bom.yaml"
+    bom.write_bytes(b"\xef\xbb\xbfquantile_k: 0.6\n")  # a UTF-8 file some editors mark: read as it is
+    assert read_config(bom)[0] == {"quantile_k": 0.6}
+
+
+def test_a_set_value_nested_too_deep_is_refused_by_name():
+    with pytest.raises(ValueError, match="--set model_init_kwargs: nested too deep to read"):
+        set_values(["model_init_kwargs=" + "[" * 100_000])
+
+
+def test_an_address_with_a_password_in_it_is_refused_where_a_run_would_record_it():
+    address = "https://alice:s3cretPass@tracking.example:5000"
+    with pytest.raises(ValueError, match=r"env: MLFLOW_TRACKING_URI is an address with a password in it") as err:
+        settings.check_env({"MLFLOW_TRACKING_URI": address}, "run.yaml")
+    assert "s3cretPass" not in str(err.value)
+    for call in (
+        lambda: set_values([f"vllm_server_base_url={address}"]),
+        lambda: argument_values(["--vllm_server_base_url", address]),
+        lambda: typed_values({"vllm_server_base_url": address}, "run.yaml"),
+    ):
+        with pytest.raises(ValueError, match=r"vllm_server_base_url is an address with a password in it") as err:
+            call()
+        assert "s3cretPass" not in str(err.value)
+    assert settings.check_env({"MLFLOW_TRACKING_URI": "https://tracking.example:5000"})  # without one: taken
+    assert set_values(["vllm_server_base_url=http://10.0.0.5:8000"]) == {"vllm_server_base_url": "http://10.0.0.5:8000"}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -11,16 +13,17 @@ from pathlib import Path
 import pytest
 
 from qae_lab.storage import folder
+from qae_lab.storage.claim import claim_fresh
 from qae_lab.storage.folder import (
     CONFIG_NAME,
     LOCK_NAME,
     LOG_NAME,
     MARKER_NAME,
+    STAGING_DIR,
     RunFolderError,
     RunLock,
     atomic_write_text,
     check_folder,
-    claim_fresh,
     read_json,
     read_log,
     read_log_lines,
@@ -182,3 +185,213 @@ def test_a_cut_last_line_is_reported_and_damage_elsewhere_names_the_line(tmp_pat
         read_log_lines(log)
     with pytest.raises(FileNotFoundError, match="no step has been logged"):
         read_log(tmp_path / "none.jsonl")
+
+
+# ---------------------------------------------------------------- the names a run owns (issue 31 again)
+
+
+def _outer_run(folder: Path) -> Path:
+    """A claimed run folder: its marker, a log line, a checkpoint."""
+    folder.mkdir(parents=True)
+    (folder / MARKER_NAME).write_text('{"qae_lab_run": 1}\n')
+    (folder / LOG_NAME).write_text('{"step": 1, "reward": 0.5}\n')
+    (folder / "checkpoint-2").mkdir()
+    return folder
+
+
+def test_no_run_or_export_folder_is_or_lies_inside_a_name_a_run_folder_uses(tmp_path):
+    # finding 1: `train --output-dir OUTER/.staging` was accepted; `--overwrite OUTER` then deleted that run
+    outer = _outer_run(tmp_path / "outer")
+    (tmp_path / "plain" / "model").mkdir(parents=True)  # "model" in a folder that holds no run
+    (tmp_path / "outer-link").symlink_to(outer / STAGING_DIR)  # the same place under another name
+    for bad in (
+        outer / STAGING_DIR,
+        outer / STAGING_DIR / "x",
+        outer / "model",
+        outer / "Model",  # the same folder where names ignore case (macOS, Windows)
+        outer / "model" / "x",
+        outer / "checkpoint-3",
+        outer / "checkpoint-2" / "x",
+        outer / "finished-step2",
+        outer / "finished-step2-3" / "x",
+        outer / MARKER_NAME,
+        outer / LOCK_NAME,
+        outer / "config.json",
+        outer / "eval_after.json" / "x",
+        tmp_path / "far" / "checkpoint-5" / "x",  # the distinctive names: anywhere in the path
+        tmp_path / "far" / STAGING_DIR / "x",
+        tmp_path / "plain" / "model",  # the generic ones: as the folder's own name, wherever it is
+        tmp_path / "outer-link",
+    ):
+        with pytest.raises(RunFolderError, match=r"is a name the run folder uses for itself .*: choose another"):
+            check_folder(bad)
+        with pytest.raises(RunFolderError, match="is a name the run folder uses"):
+            RunLock(bad).acquire()
+    assert check_folder(tmp_path / "plain" / "model" / "runs" / "x")  # as an ancestor: only where a run is beside it
+    assert check_folder(tmp_path / "model-runs" / "checkpoint-3x") and check_folder(outer / "exports")
+    assert sorted(p.name for p in outer.iterdir()) == [MARKER_NAME, "checkpoint-2", LOG_NAME]  # nothing made
+
+
+def test_a_folder_under_a_file_is_refused_naming_the_file(tmp_path):
+    # finding 11: `--output-dir notes.txt/run` passed --dry-run, then the run died with NotADirectoryError
+    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / "file-link").symlink_to(tmp_path / "notes.txt")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    for bad, kind in (
+        (tmp_path / "notes.txt" / "run", "is a file"),
+        (tmp_path / "notes.txt" / "a" / "b", "is a file"),
+        (tmp_path / "file-link" / "run", "is a symbolic link to a file"),
+        (tmp_path / "dangling" / "run", "is a symbolic link to nothing"),
+    ):
+        anchor = bad.parent if bad.parent.name != "a" else bad.parent.parent
+        with pytest.raises(RunFolderError, match=rf"output_dir {bad}: {anchor} {kind}, not a folder"):
+            check_folder(bad)
+    with pytest.raises(RunFolderError, match=r"output_dir .*dangling is a symbolic link to nothing, not a folder"):
+        check_folder(tmp_path / "dangling")
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_overwrite_never_deletes_a_nested_run_or_what_no_trainer_staged(tmp_path):
+    # finding 1, the deleting side: `--overwrite` (and the fresh claim) deleted .staging, whatever it held
+    outer = _outer_run(tmp_path / "outer")
+    nested = outer / STAGING_DIR
+    nested.mkdir()
+    (nested / MARKER_NAME).write_text('{"qae_lab_run": 1}\n')  # a run made there before names were reserved
+    (nested / LOG_NAME).write_text('{"step": 1, "reward": 0.5}\n')
+    before = {str(p.relative_to(outer)) for p in outer.rglob("*")}
+    with pytest.raises(RunFolderError, match=rf"{nested}/ holds a run of its own \({MARKER_NAME}\)"):
+        claim_fresh(outer, overwrite=True)
+    shutil.rmtree(nested)
+    nested.mkdir()
+    (nested / "notes.txt").write_text("mine")  # not what a trainer stages
+    with pytest.raises(RunFolderError, match=rf"{nested}/ holds notes.txt, which no trainer stages there"):
+        claim_fresh(outer, overwrite=True)
+    (nested / "notes.txt").unlink()
+    (outer / "model").mkdir()
+    (outer / "model" / "sub").mkdir()
+    (outer / "model" / "sub" / LOCK_NAME).write_text("{}")  # a run being written inside model/
+    with pytest.raises(RunFolderError, match=rf"{outer / 'model'}/ holds a run of its own \(sub/{LOCK_NAME}\)"):
+        claim_fresh(outer, overwrite=True)
+    shutil.rmtree(outer / "model")
+    assert {str(p.relative_to(outer)) for p in outer.rglob("*")} == before - {
+        f"{STAGING_DIR}/{MARKER_NAME}",
+        f"{STAGING_DIR}/{LOG_NAME}",
+    }
+    # a folder holding only a stale .staging is not fresh: nothing is deleted without --overwrite
+    stale = tmp_path / "stale"
+    (stale / STAGING_DIR / "checkpoint-4").mkdir(parents=True)
+    with pytest.raises(RunFolderError, match=r"already holds a run \(.staging\)"):
+        claim_fresh(stale)
+    assert (stale / STAGING_DIR / "checkpoint-4").is_dir()
+    # what a trainer stages goes with --overwrite, and is named among what goes
+    (nested / "checkpoint-3").mkdir()
+    (nested / "model").mkdir()
+    assert claim_fresh(outer, overwrite=True) == [STAGING_DIR, "checkpoint-2", LOG_NAME]
+    assert sorted(p.name for p in outer.iterdir()) == [MARKER_NAME]
+    nested.symlink_to(tmp_path / "stale" / STAGING_DIR)  # a link is no staging folder: refused, named
+    with pytest.raises(RunFolderError, match=rf"{nested} is a symbolic link"):
+        claim_fresh(outer, overwrite=True)
+
+
+# ---------------------------------------------------------------- files opened as what they claim to be
+
+
+def _dead_pid() -> int:
+    """The id of a process that has ended (its holder record names no running process)."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_lock_file_that_is_a_link_or_no_file_is_refused_and_nothing_outside_is_written(tmp_path, monkeypatch):
+    # finding 2: where flock is refused, a lock file linked elsewhere was followed and truncated: the file it named,
+    # outside the run folder, was overwritten with the holder's JSON
+    monkeypatch.setattr(folder, "_lock_folder", lambda folder: (None, None))  # a file system without flock
+    victim = tmp_path / "victim.json"
+    dead = {"pid": _dead_pid(), "host": socket.gethostname(), "since": "then", "command": "x"}
+    victim.write_text(json.dumps(dead))  # a dead holder, as far as a reader through the link can tell
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / LOCK_NAME).symlink_to(victim)
+    with pytest.raises(RunFolderError, match=rf"{run / LOCK_NAME} is a symbolic link \(to {victim}\).*regular file"):
+        RunLock(run).acquire()
+    assert RunLock(run).busy().startswith(f"{run / LOCK_NAME} is a symbolic link")  # the dry run's answer too
+    assert json.loads(victim.read_text()) == dead  # untouched
+    (run / LOCK_NAME).unlink()
+    os.link(victim, run / LOCK_NAME)  # a hard link: the same file under the run folder's name
+    with pytest.raises(RunFolderError, match=rf"{run / LOCK_NAME} has 2 names.*regular file"):
+        RunLock(run).acquire()
+    assert json.loads(victim.read_text()) == dead
+    (run / LOCK_NAME).unlink()
+    (run / LOCK_NAME).mkdir()
+    for fallback in (True, False):  # with flock too: the lock path is checked before it is used
+        if not fallback:
+            monkeypatch.undo()
+        with pytest.raises(RunFolderError, match=rf"{run / LOCK_NAME} is a folder, not a regular file"):
+            RunLock(run).acquire()
+    (run / LOCK_NAME).rmdir()
+    os.mkfifo(run / LOCK_NAME)  # reading a pipe would wait for a writer forever
+    assert "is a named pipe" in RunLock(run).busy()
+    with pytest.raises(RunFolderError, match="is a named pipe, not a regular file"):
+        RunLock(run).acquire()
+    (run / LOCK_NAME).unlink()
+    with RunLock(run):  # a regular lock file: taken as before
+        assert json.loads((run / LOCK_NAME).read_text())["pid"] == os.getpid()
+
+
+def test_atomic_writes_and_the_markers_read_no_link_and_no_folder(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("mine")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / f".config.json.tmp-{os.getpid()}").symlink_to(victim)  # a temporary name planted in advance
+    atomic_write_text(run / "config.json", "{}\n")
+    assert victim.read_text() == "mine" and (run / "config.json").read_text() == "{}\n"
+    (run / "report.html").mkdir()
+    with pytest.raises(RunFolderError, match=r"report.html is a folder, not a regular file"):
+        atomic_write_text(run / "report.html", "<html>")
+    (run / "eval_after.json").symlink_to(victim)
+    with pytest.raises(RunFolderError, match=r"eval_after.json is a symbolic link \(to .*victim.txt\)"):
+        atomic_write_text(run / "eval_after.json", "{}")
+    assert victim.read_text() == "mine"
+    # another run's marker, linked in: no proof that a run wrote this folder (--overwrite may not delete it)
+    other = _outer_run(tmp_path / "other")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / MARKER_NAME).symlink_to(other / MARKER_NAME)
+    (mine / LOG_NAME).write_text('{"step": 1, "reward": 0.5}\n')
+    assert run_owned(mine) is False
+    with pytest.raises(RunFolderError, match="no run wrote them"):
+        claim_fresh(mine, overwrite=True)
+    # the readers: a log or config that is a link or a pipe is named, never followed or waited on
+    (mine / LOG_NAME).unlink()
+    (mine / LOG_NAME).symlink_to(other / LOG_NAME)
+    with pytest.raises(RunFolderError, match=rf"{mine / LOG_NAME} is a symbolic link"):
+        read_log_lines(mine)
+    os.mkfifo(mine / CONFIG_NAME)
+    with pytest.raises(RunFolderError, match=rf"run config {mine / CONFIG_NAME} is a named pipe, not a regular file"):
+        read_json(mine / CONFIG_NAME, "run config")
+
+
+# ---------------------------------------------------------------- each log row's step
+
+
+def test_a_log_row_without_a_whole_step_is_named_by_file_and_line(tmp_path):
+    # finding 9: a row with "step": "1", or none, crashed --resume with a bare TypeError / KeyError
+    log = tmp_path / LOG_NAME
+    for row, why in (
+        ('{"step": "1", "reward": 0.5}', 'its step is "1" \\(a string\\)'),
+        ('{"reward": 0.5}', "it has no step"),
+        ('{"step": true, "loss": 0.1}', "its step is true \\(a boolean\\)"),
+        ('{"step": -1, "reward": 0.5}', "its step is -1 \\(below 0\\)"),
+        ('{"step": 2.5, "reward": 0.5}', "its step is 2.5 \\(not a whole number\\)"),
+        ('{"step": null, "train_runtime": 9.0}', "its step is null"),
+        ('{"event": "resume"}', "it has no step"),
+    ):
+        log.write_text('{"step": 1, "reward": 0.1}\n' + row + '\n{"step": 3, "reward": 0.3}\n')
+        with pytest.raises(RunFolderError, match=rf"{log}: line 2 is damaged \({why}.*a whole number >= 0"):
+            read_log_lines(log)
+    log.write_text('{"step": 1, "reward": 0.1}\n{"step": "2", "rew')  # a cut last line is still only cut
+    assert read_log_lines(log) == ([{"step": 1, "reward": 0.1}], '{"step": "2", "rew')
+    log.write_text('{"step": 1, "reward": 0.1}\n{"step": "2"}')  # whole JSON, but its newline never came: cut
+    assert read_log_lines(log)[1] == '{"step": "2"}'

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -300,7 +301,9 @@ def test_the_command_line_follows_the_plan(tmp_path, monkeypatch, capsys):
 
 
 def test_the_single_test_of_a_fresh_folder_decides_for_the_command_line(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(resume_mod, "held_run", lambda folder: f"{folder}/ is taken (so the planner says)")
+    monkeypatch.setattr(
+        resume_mod, "fresh_refusal", lambda folder, overwrite=False: f"{folder}/ is taken (so the planner says)"
+    )
     assert main(["train", "--output-dir", str(tmp_path / "new"), "--dry-run"]) == 2
     assert "is taken (so the planner says)" in capsys.readouterr().err
 
@@ -415,3 +418,47 @@ def test_the_live_lab_resumes_the_plans_checkpoint(tmp_path):
     ).start().wait(60)
     assert fresh == [None]
     assert read_log(out)[-1]["step"] == 2  # the stand-ins wrote nothing
+
+
+# ---------------------------------------------------------------- issue 31 again: damaged logs, reserved names
+
+
+@pytest.mark.parametrize(
+    "row, why",
+    [
+        ({"step": "1", "reward": 0.1}, 'its step is "1" \\(a string\\)'),
+        ({"reward": 0.1}, "it has no step"),
+        ({"step": "4", "train_runtime": 9.0}, 'its step is "4" \\(a string\\)'),
+    ],
+)
+def test_a_log_row_without_a_whole_step_refuses_the_resume_naming_the_line(tmp_path, row, why):
+    # finding 9: `--resume` (and its dry run) crashed with a bare TypeError / KeyError
+    out = _run_folder(tmp_path / "run", logged=(1, 2), checkpoints=(2,))
+    with open(out / LOG_NAME, "a") as f:
+        f.write(json.dumps(row) + "\n" + json.dumps({"step": 3, "reward": 0.3}) + "\n")
+    before = _snapshot(out)
+    p = plan_run(None, resume=out, settings=SETTINGS)
+    assert p.kind == REFUSE and re.search(rf"{out / LOG_NAME}: line 3 is damaged \({why}", p.reason), p.reason
+    assert "a log row's step is a whole number >= 0" in p.reason
+    for read in (resume_mod.finished_step, lambda d: resume_mod.check_resume_point(d, 2)):
+        with pytest.raises(RunFolderError, match=rf"line 3 is damaged \({why}"):
+            read(out)
+    assert _snapshot(out) == before
+
+
+def test_the_plan_refuses_a_folder_inside_a_runs_own_names_and_lists_all_that_overwrite_deletes(tmp_path):
+    # finding 1: `train --output-dir OUTER/.staging` was planned fresh; `--overwrite OUTER` then deleted it unlisted
+    out = _run_folder(tmp_path / "run")
+    (out / ".qae_lab-run.json").write_text('{"qae_lab_run": 1}\n')
+    for inside in (".staging", "model", "checkpoint-3", "finished-step2", "model/x"):
+        p = plan_run(out / inside)
+        assert p.kind == REFUSE and "is a name the run folder uses for itself" in p.reason, inside
+    (out / ".staging" / "checkpoint-3").mkdir(parents=True)  # a save that was killed
+    o = plan_run(out, overwrite=True)
+    assert o.overwrite == (".staging", "checkpoint-2", "config.json", "log.jsonl")
+    assert "deleting the previous run's .staging, checkpoint-2" in o.lines()[0]
+    (out / ".staging" / "checkpoint-3" / ".qae_lab-run.json").write_text('{"qae_lab_run": 1}\n')  # a run, nested
+    before = _snapshot(out)
+    for p in (plan_run(out, overwrite=True), plan_run(None, resume=out, settings=SETTINGS)):
+        assert p.kind == REFUSE and f"{out / '.staging'}/ holds a run of its own" in p.reason, p
+    assert _snapshot(out) == before

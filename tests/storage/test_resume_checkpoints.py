@@ -199,3 +199,58 @@ def test_a_resume_point_older_than_kept_work_is_refused(tmp_path):
     with pytest.raises(RunFolderError, match="finished at step 12, after checkpoint-5"):
         check_resume_point(tmp_path, 5)
     assert os.path.exists(tmp_path / LOG_NAME)
+
+
+@pytest.mark.parametrize(
+    "name", ["optimizer.pt", "scheduler.pt", "rng_state.pth", "trainer_state.json", "model.safetensors"]
+)
+def test_a_checkpoint_file_that_is_a_link_or_a_folder_is_named(tmp_path, name):
+    # finding 7: a dangling optimizer.pt link (or a folder of that name) counted as complete; transformers then
+    # skipped the optimizer and schedule without a word and the resumed step trained at the wrong learning rate
+    ckpt = _checkpoint(tmp_path / "run", 4)
+    whole = tmp_path / f"whole-{name}"
+    os.replace(ckpt / name, whole)
+    (ckpt / name).symlink_to(tmp_path / "nowhere")
+    assert f"{name} is a symbolic link (to {tmp_path / 'nowhere'}): a checkpoint's files are its own" in "; ".join(
+        checkpoint_problems(ckpt)
+    )
+    (ckpt / name).unlink()
+    (ckpt / name).symlink_to(whole)  # even a link to the very file: another place, which may change or go
+    assert any(p.startswith(f"{name} is a symbolic link") for p in checkpoint_problems(ckpt, load=True))
+    (ckpt / name).unlink()
+    (ckpt / name).mkdir()
+    assert f"{name} is a folder, not a regular file" in "; ".join(checkpoint_problems(ckpt))
+    latest, notes = latest_complete_checkpoint(tmp_path / "run", load=True)
+    assert latest is None and notes[0].startswith(f"checkpoint-4 skipped: {name} is a folder")
+
+
+def test_every_link_inside_a_checkpoint_is_named(tmp_path):
+    ckpt = _checkpoint(tmp_path / "run", 4)
+    (ckpt / "sub").mkdir()
+    (ckpt / "sub" / "notes.txt").symlink_to(tmp_path)
+    (ckpt / "extra.bin").symlink_to(tmp_path / "nowhere")
+    assert checkpoint_problems(ckpt, resume=False) == [
+        f"extra.bin is a symbolic link (to {tmp_path / 'nowhere'}): a checkpoint's files are its own",
+        f"sub/notes.txt is a symbolic link (to {tmp_path}): a checkpoint's files are its own",
+    ]
+    (ckpt / "sub" / "notes.txt").unlink()
+    (ckpt / "extra.bin").unlink()
+    linked = tmp_path / "run" / "checkpoint-6"
+    linked.symlink_to(ckpt)  # a checkpoint folder that is another folder's name
+    assert checkpoint_problems(linked) == [f"{linked} is a symbolic link (to {ckpt}), not a checkpoint folder"]
+    assert latest_complete_checkpoint(tmp_path / "run") == (
+        ckpt,
+        [f"checkpoint-6 skipped: {checkpoint_problems(linked)[0]}"],
+    )
+
+
+def test_a_trainer_state_whose_history_names_no_whole_step_is_named(tmp_path):
+    # finding 9, the checkpoint's own log: its history rows are restored into log.jsonl by a resume
+    ckpt = _checkpoint(tmp_path, 4)
+    for history, why in (
+        ([{"step": "1", "reward": 0.5}], 'its step is "1" (a string); a log row\'s step is a whole number >= 0'),
+        ([{"loss": 0.5}], "it has no step; a log row's step is a whole number >= 0"),
+        ([3], "a log row is a JSON object, got int"),
+    ):
+        (ckpt / "trainer_state.json").write_text(json.dumps({"global_step": 4, "log_history": history}))
+        assert checkpoint_problems(ckpt) == [f"trainer_state.json is damaged (log_history row 1: {why})"]

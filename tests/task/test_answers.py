@@ -8,12 +8,12 @@ import functools
 import json
 import os
 import sys
-import time
 import unicodedata
 from fractions import Fraction
 from pathlib import Path
 
 import pytest
+from side_by_side import LINEAR_BOUND, growth
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from xml_texts import xml
@@ -457,42 +457,43 @@ def test_parse_number_never_raises(text):
 
 
 @pytest.mark.parametrize(
-    "adversarial",
+    "prefix, unit, n, suffix",
     [
-        "1," * 50_000,
-        "<answer>" * 12_500,
-        "<answer>1" * 11_000,
-        "#### " * 20_000,
-        "\\boxed{" * 14_000,
-        "the answer is " * 7_200,
-        "A:" * 50_000,
-        "1" * 100_000,
-        "1/" * 50_000,
-        "- 1" * 33_000,
-        " ,1" * 33_000,
-        "<reasoning>\n" + "x\n</reasoning>\n<answer>\n" * 4_000,
-        "</reasoning> " * 8_000,
-        "1 + 1\n" * 16_000,
-        "answer" + " " * 100_000,
-        "####" + " \t" * 50_000 + "x",
-        "1e" * 50_000,
-        "1 " * 50_000,
-        "10^" * 33_000,
-        "1 x 10" * 16_000,
-        "1 \\times 10^" * 7_000,
-        "1" + " " * 100_000 + "x",
-        "1\\," * 33_000,
-        "\\frac{1}{2}" * 8_000,
-        "5" + "\u0301" * 100_000,
-        "5٣" * 50_000,
-        "\u0301 5" * 33_000,
-        "10³" * 33_000,
-        "1 × 10" * 16_000 + "³",
+        ("", "1,", 50_000, ""),
+        ("", "<answer>", 12_500, ""),
+        ("", "<answer>1", 11_000, ""),
+        ("", "#### ", 20_000, ""),
+        ("", "\\boxed{", 14_000, ""),
+        ("", "the answer is ", 7_200, ""),
+        ("", "A:", 50_000, ""),
+        ("", "1", 100_000, ""),
+        ("", "1/", 50_000, ""),
+        ("", "- 1", 33_000, ""),
+        ("", " ,1", 33_000, ""),
+        ("<reasoning>\n", "x\n</reasoning>\n<answer>\n", 4_000, ""),
+        ("", "</reasoning> ", 8_000, ""),
+        ("", "1 + 1\n", 16_000, ""),
+        ("answer", " ", 100_000, ""),
+        ("####", " \t", 50_000, "x"),
+        ("", "1e", 50_000, ""),
+        ("", "1 ", 50_000, ""),
+        ("", "10^", 33_000, ""),
+        ("", "1 x 10", 16_000, ""),
+        ("", "1 \\times 10^", 7_000, ""),
+        ("1", " ", 100_000, "x"),
+        ("", "1\\,", 33_000, ""),
+        ("", "\\frac{1}{2}", 8_000, ""),
+        ("5", "\u0301", 100_000, ""),
+        ("", "5٣", 50_000, ""),
+        ("", "\u0301 5", 33_000, ""),
+        ("", "10³", 33_000, ""),
+        ("", "1 × 10", 16_000, "³"),
     ],
 )
-def test_no_catastrophic_backtracking(adversarial):
-    start = time.perf_counter()
-    extract_answer(adversarial)
-    is_correct(adversarial, "1")
-    strict_is_correct(adversarial, "1")
-    assert time.perf_counter() - start < 2.0
+def test_no_catastrophic_backtracking(prefix, unit, n, suffix):
+    def work(text):
+        extract_answer(text)
+        is_correct(text, "1")
+        strict_is_correct(text, "1")
+
+    assert growth(work, prefix, unit, n, suffix) < LINEAR_BOUND  # linear in the text, measured side by side

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import math
 import re
-import time
 
 import pytest
+from side_by_side import LINEAR_BOUND, growth
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from xml_texts import xml
@@ -332,23 +332,24 @@ def test_never_raises_and_stays_in_range(text):
 
 
 @pytest.mark.parametrize(
-    "adversarial",
+    "prefix, unit, n, suffix",
     [
-        "<reasoning>\n" + "x\n</reasoning>\n<answer>\n" * 4_000,
-        "</reasoning> " * 8_000,
-        "<reasoning>" * 9_000,
-        "<reasoning>\n" + "1 + 1\n" * 16_000 + "</reasoning>",
-        "</reasoning>" + " " * 100_000 + "x",
-        "<answer>" * 12_500,
-        "1," * 50_000,
-        "#### " * 20_000,
-        "1e" * 50_000,
-        "1\\," * 33_000,
+        ("<reasoning>\n", "x\n</reasoning>\n<answer>\n", 4_000, ""),
+        ("", "</reasoning> ", 8_000, ""),
+        ("", "<reasoning>", 9_000, ""),
+        ("<reasoning>\n", "1 + 1\n", 16_000, "</reasoning>"),
+        ("</reasoning>", " ", 100_000, "x"),
+        ("", "<answer>", 12_500, ""),
+        ("", "1,", 50_000, ""),
+        ("", "#### ", 20_000, ""),
+        ("", "1e", 50_000, ""),
+        ("", "1\\,", 33_000, ""),
     ],
 )
-def test_no_catastrophic_backtracking(adversarial):
-    start = time.perf_counter()
-    for fn in REWARD_FNS:
-        fn([adversarial], gold=["1"])
-    count_reasoning_steps(adversarial)
-    assert time.perf_counter() - start < 2.0
+def test_no_catastrophic_backtracking(prefix, unit, n, suffix):
+    def work(text):
+        for fn in REWARD_FNS:
+            fn([text], gold=["1"])
+        count_reasoning_steps(text)
+
+    assert growth(work, prefix, unit, n, suffix) < LINEAR_BOUND  # linear in the text, measured side by side

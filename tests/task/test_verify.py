@@ -1,7 +1,8 @@
 """Tests for qae_lab.task.verify: the answer block and the whitelist, math-verify's verdict on hand-computed
-cases, the guard that keeps completions away from eval, the "math_verify" training reward and its
-refusal where math-verify is missing. The cases that call math-verify skip where it is absent (the
-dev extra installs it, so they run in CI)."""
+cases, the guard that keeps completions away from eval, the guard's bound on math-verify's work (by
+structure: token counts and the shape of what math-verify reads, never a clock), the "math_verify"
+training reward and its refusal where math-verify is missing. The cases that call math-verify skip
+where it is absent (the dev extra installs it, so they run in CI)."""
 
 from __future__ import annotations
 
@@ -9,25 +10,27 @@ import functools
 import re
 import subprocess
 import sys
-import time
 
 import pytest
+from side_by_side import LINEAR_BOUND, growth
 import xml_texts
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from qae_lab.task import verify
 from qae_lab.task.answers import strict_is_correct
 from qae_lab.task.rewards import REWARDS, SUCCESS_BANDS, check_reward
 from qae_lab.task.verify import (
     MAX_CHARS,
     MAX_DEPTH,
+    MAX_TOKENS,
     answer_block,
     math_verify_is_correct,
     math_verify_reward,
     reading,
     safe_answer,
+    token_count,
 )
-
 
 xml = functools.partial(xml_texts.xml, "3 + 4 = 7")  # xml(answer): a completion with that answer
 
@@ -67,12 +70,14 @@ def test_safe_answer_whitelist():
         r"\text{18 dollars}",
         r"2 \times 9",
         "1\\,000",
-        "a" * MAX_CHARS,
+        "a" * MAX_TOKENS,
+        "1" * MAX_CHARS,
     ]
     bad = [
         "",
         "   ",
-        "a" * (MAX_CHARS + 1),
+        "1" * (MAX_CHARS + 1),
+        "a" * (MAX_TOKENS + 1),
         "2^10",
         "5!",
         "(7)",
@@ -157,7 +162,7 @@ def test_malicious_answers_score_zero_and_run_nothing(mv, tmp_path, monkeypatch)
 def test_only_number_tokens_reach_sympy_parse_expr(mv, monkeypatch):
     # math-verify's LaTeX reader turns number tokens into sympy numbers with sympy.Number(text), which
     # sympifies (evals) the text: whatever passes the guard, only digits and separators may get there
-    import sympy.parsing.sympy_parser as sympy_parser
+    from sympy.parsing import sympy_parser
 
     math_verify_is_correct(xml("import os"), "7")  # loads sympy's units once (their names go through parse_expr)
     mv.parser.parse_latex_cached.cache_clear()  # math-verify's caches: every answer below is read afresh
@@ -235,20 +240,21 @@ def test_never_raises(text):
 
 
 @pytest.mark.parametrize(
-    "adversarial",
+    "prefix, unit, n, suffix",
     [
-        "<answer>" * 12_500 + "</answer>",
-        "</answer> " * 10_000,
-        "<answer>\n" + "1," * 50_000 + "\n</answer>",
-        "<answer>" + "{" * 50_000 + "</answer>",
-        "</answer>" + " " * 100_000 + "x",
-        "< answer" * 20_000,
+        ("", "<answer>", 12_500, "</answer>"),
+        ("", "</answer> ", 10_000, ""),
+        ("<answer>\n", "1,", 50_000, "\n</answer>"),
+        ("<answer>", "{", 50_000, "</answer>"),
+        ("</answer>", " ", 100_000, "x"),
+        ("", "< answer", 20_000, ""),
     ],
 )
-def test_no_catastrophic_backtracking(mv, adversarial):
-    start = time.perf_counter()
-    assert math_verify_reward([adversarial], gold=["1"]) == [0.0]
-    assert time.perf_counter() - start < 2.0
+def test_no_catastrophic_backtracking(mv, prefix, unit, n, suffix, monkeypatch):
+    # none of these reaches math-verify: only the guard's regular expressions read them
+    monkeypatch.setattr("qae_lab.task.verify._read", lambda span: pytest.fail(f"math-verify was asked: {span[:40]!r}"))
+    assert math_verify_reward([prefix + unit * n + suffix], gold=["1"]) == [0.0]
+    assert growth(lambda text: math_verify_reward([text], gold=["1"]), prefix, unit, n, suffix) < LINEAR_BOUND
 
 
 # ---------------------------------------------------------------- bounded work: the guard's structure
@@ -264,14 +270,13 @@ def _nested_frac(depth: int) -> str:
 
 
 @pytest.mark.parametrize("depth", [16, 48])
-def test_deep_nesting_is_refused_at_once(mv, depth):
+def test_deep_nesting_is_refused_at_once(mv, depth, monkeypatch):
     # before: each level about doubled math-verify's time (16 levels 62 s, 48 fit in MAX_CHARS), with its
     # timeouts off; now refused by structure, so no clock decides it
     span = _nested(depth)
     assert len(span) <= MAX_CHARS and not safe_answer(span) and reading(xml(span)) is None
-    start = time.perf_counter()
-    assert math_verify_reward([xml(span)], gold=["1"]) == [0.0]
-    assert time.perf_counter() - start < 1.0  # generous: the refusal itself takes microseconds
+    monkeypatch.setattr("qae_lab.task.verify._read", lambda span: pytest.fail("math-verify was asked"))
+    assert math_verify_reward([xml(span)], gold=["1"]) == [0.0]  # refused by its structure before math-verify
 
 
 def test_braces_only_as_command_arguments_balanced_and_shallow():
@@ -329,9 +334,218 @@ def test_answers_at_the_depth_limit_still_verify(mv, span, gold):
     assert not math_verify_is_correct(xml(span), "5")
 
 
+# ---------------------------------------------------------------- bounded work: the token cap
+
+_OPERATOR_COMMANDS = {"frac", "dfrac", "tfrac", "times", "cdot", "%"}  # the commands and escapes that count
+
+
+def _tokens(span: str) -> int:
+    """token_count written again as a loop over characters: a reference independent of verify's regex."""
+    count, i = 0, 0
+    while i < len(span):
+        if span[i] == "\\":
+            j = i + 1
+            while j < len(span) and span[j].isascii() and span[j].isalpha():
+                j += 1
+            name = span[i + 1 : j] or span[i + 1 : i + 2]  # a command, else the escaped character
+            count += name in _OPERATOR_COMMANDS
+            i = max(j, i + 2)
+        elif span[i].isdigit():
+            while i < len(span) and span[i].isdigit():
+                i += 1
+            count += 1  # a run of digits
+        else:
+            count += span[i].isalpha() or span[i] in "+-/=%,."  # a letter or an operator sign; "{,}" its comma
+            i += 1
+    return count
+
+
+_LETTERS = "abcdfghjklmnpqrsuvwxyz" * 5  # letters math-verify reads as symbols (e is Euler's number; o, t units)
+
+# name -> n -> the construct with n operators; benchmarks/bench_verify_guard.py times each
+_CONSTRUCTS = {
+    "/": lambda n: "/".join(["2"] * (n + 1)),
+    "/-": lambda n: "2" + "/-2" * n,
+    "/ decimals": lambda n: "/".join(["2.5"] * (n + 1)),
+    "/ percents": lambda n: "/".join(["2%"] * (n + 1)),
+    "/ letters": lambda n: "/".join(_LETTERS[: n + 1]),
+    "+": lambda n: "+".join(["2"] * (n + 1)),
+    "-": lambda n: "-".join(["2"] * (n + 1)),
+    "unary -": lambda n: "-" * n + "2",
+    "=": lambda n: "=".join(["2"] * (n + 1)),
+    "%": lambda n: "%".join(["2"] * (n + 1)),
+    r"\%": lambda n: r"\%".join(["2"] * (n + 1)),
+    "$": lambda n: "$2" * n,
+    r"\frac nested": lambda n: (
+        r"\frac{" * min(n, MAX_DEPTH) + "2" + "}{3}" * min(n, MAX_DEPTH) + "/3" * (n - MAX_DEPTH)
+    ),
+    r"\frac siblings": lambda n: r"\frac{2}{3}" * n,
+    r"\frac unbraced": lambda n: r"\frac23" * n,
+    r"\times": lambda n: r"\times ".join(["2"] * (n + 1)),
+    r"\cdot": lambda n: r"\cdot ".join(["2"] * (n + 1)),
+    r"\text": lambda n: "/".join([r"\text{2}"] * (n + 1)),
+    "{,}": lambda n: "{,}".join(["2"] * (n + 1)),
+    ",": lambda n: ",".join(["2"] * (n + 1)),
+    ", letters": lambda n: ",".join(_LETTERS[: n + 1]),
+    ".": lambda n: ".".join(["1"] * (n + 1)),
+    "letters": lambda n: " ".join(_LETTERS[:n]),
+    "word": lambda n: _LETTERS[:n],
+    "or": lambda n: " or ".join(["2"] * (n + 1)),
+    "sqrt": lambda n: "2" + " sqrt 3" * n,
+    "juxtaposed": lambda n: " ".join(["2"] * (n + 1)),
+    "mixed": lambda n: "".join((r"\frac{2}{3}", "/3", r"\times 5", "+7", "=x")[i % 5] for i in range(n)),
+}
+
+
+def _longest(build) -> str | None:
+    """The longest instance of a construct, up to the old guard's 100 characters, that safe_answer admits."""
+    n, best = 1, None
+    while len(build(n)) <= 100:
+        best = build(n) if safe_answer(build(n)) else best
+        n += 1
+    return best
+
+
+@pytest.mark.parametrize("twos", [7, 18, 20, 22, 50])
+def test_division_chains_are_refused(twos):
+    # 18 twos took 5 s in math-verify, 22 (43 characters) 60 s, and the old guard's 100 characters admitted
+    # 50: each "/" about doubled the time
+    span = "/".join(["2"] * twos)
+    assert token_count(span) == 2 * twos - 1 > MAX_TOKENS
+    assert not safe_answer(span) and reading(xml(span)) is None
+    assert safe_answer("/".join(["2"] * ((MAX_TOKENS + 1) // 2)))  # the longest chain admitted: 6 twos
+
+
+@pytest.mark.parametrize("name", list(_CONSTRUCTS))
+def test_the_worst_of_each_construct_is_refused_or_within_the_cap(name, monkeypatch):
+    build = _CONSTRUCTS[name]
+    new = _longest(build)
+    with monkeypatch.context() as m:
+        m.setattr(verify, "MAX_TOKENS", 10**6)  # the guard as it was: alphabet, braces, 100 characters
+        old = _longest(build)
+    assert new is not None and _tokens(new) <= MAX_TOKENS  # the worst admitted instance is within the cap
+    assert old is not None and _tokens(old) > MAX_TOKENS and not safe_answer(old)  # the old guard's worst: refused
+
+
+def test_runs_without_operators_stay_admitted_at_full_length():
+    # a run of digits is one token (its length costs math-verify nothing that grows fast); spaces, "$",
+    # wrappers and spacing commands are free; every letter counts (a word is a product of symbols)
+    for span in ("9" * MAX_CHARS, "0." + "3" * (MAX_CHARS - 2), "$" * (MAX_CHARS - 1) + "7", r"\,\," * 24 + "7"):
+        assert safe_answer(span) and token_count(span) <= 3, span  # "0.333...": 0, ".", 333
+    assert [token_count(s) for s in (r"\boxed{\text{7}}", r"\mathrm{x}", r"\$7", "7 \\! 0")] == [1, 1, 1, 2]
+    assert not safe_answer("x" * (MAX_TOKENS + 1)) and not safe_answer("x " * MAX_TOKENS + "x")
+
+
+@pytest.mark.parametrize(
+    "span",
+    [
+        "18",
+        "1,000",
+        "1,000,000",
+        "$18",
+        r"\$18.00",
+        r"\$1,234,567.89",
+        "18 dollars",
+        "18 apples",
+        "x = 18 students",
+        r"\text{18 dollars}",
+        r"18 \text{ dollars}",
+        r"\boxed{18}",
+        r"\boxed{1{,}000}",
+        r"\frac{3}{4}",
+        r"\dfrac{36}{2}",
+        "36/2",
+        "7.50",
+        "50%",
+        r"5\%",
+        "x = 5",
+        "-3",
+        "18 or 19",
+        "2 \\times 9 = 18",
+        "16 - 3 - 4 = 9",
+        r"\frac{1}{2} + \frac{1}{3}",
+        r"\boxed{\frac{\frac{1}{2}}{3}}",
+    ],
+)
+def test_gsm8k_style_answers_pass_the_guard(span):
+    assert safe_answer(span) and token_count(span) == _tokens(span) <= MAX_TOKENS
+
+
+_PIECES = [
+    *"0123456789",
+    "987654321",
+    *"axeIT",
+    "apples",
+    "or",
+    "sqrt",
+    "percent",
+    *" +-/=%,.$",
+    "{,}",
+    r"\$",
+    r"\%",
+    r"\,",
+    r"\;",
+    r"\!",
+    "\\ ",
+    r"\times ",
+    r"\cdot ",
+    r"\frac{2}{3}",
+    r"\dfrac{x}{1.5}",
+    r"\tfrac12",
+    r"\frac",
+    r"\boxed{7}",
+    r"\boxed{",
+    r"\text{18 dollars}",
+    r"\textbf{",
+    r"\mathrm{x}",
+    r"\mathbf{",
+    "}",
+    "{",
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=16).map("".join))
+def test_every_admitted_answer_respects_the_token_cap(span):
+    # the property the module docstring's bound rests on, with the count written twice; and the cap is the
+    # only change: the guard admits exactly what the old guard admitted within the cap
+    if safe_answer(span):
+        assert token_count(span) == _tokens(span) <= MAX_TOKENS and len(span) <= MAX_CHARS
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(verify, "MAX_TOKENS", 10**6)
+        old = safe_answer(span)
+    assert safe_answer(span) == (old and _tokens(span) <= MAX_TOKENS)
+
+
+def _shape(expr) -> tuple[int, int]:
+    """(nodes, depth) of a sympy expression tree."""
+    shapes = [_shape(arg) for arg in expr.args]
+    return 1 + sum(n for n, _ in shapes), 1 + max((d for _, d in shapes), default=0)
+
+
+@pytest.mark.parametrize("name", list(_CONSTRUCTS))
+def test_math_verify_reads_the_worst_admitted_answers_as_small_shallow_expressions(mv, name):
+    # the module docstring's bound: at most 3 MAX_TOKENS nodes, at most MAX_TOKENS deep (sympy's evalf
+    # doubles its work with each level of an unevaluated product, so depth is what must stay small)
+    import sympy
+
+    span = _longest(_CONSTRUCTS[name])
+    expressions = [e for e in reading(xml(span)) if isinstance(e, sympy.Basic)]  # besides, the text it read
+    for nodes, depth in map(_shape, expressions):
+        assert nodes <= 3 * MAX_TOKENS and depth <= MAX_TOKENS, (span, nodes, depth)
+
+
+def test_the_old_worst_division_chain_is_what_the_cap_bounds(mv):
+    # what made the old guard's worst answer slow is the depth math-verify reads, not its length
+    import sympy
+
+    (chain,) = [e for e in verify._read("/".join(["2"] * 50)) if isinstance(e, sympy.Basic)]  # the guard bypassed
+    assert _shape(chain)[1] > 4 * MAX_TOKENS
+
+
 def test_refused_where_math_verify_is_missing(monkeypatch):
-    from qae_lab.task import rewards
     from qae_lab.runs.presets import RunArgs
+    from qae_lab.task import rewards
 
     monkeypatch.setattr(rewards, "math_verify_available", lambda: False)
     with pytest.raises(ValueError, match=re.escape('pip install "qae-lab[verify]"')):

@@ -95,3 +95,72 @@ def test_a_regime_without_responses_logs_nothing(tmp_path, tok):
     tol = 128 * EPS32  # the same float32 sum, divided in float32 (TRL's entropy) or float64: a few roundings apart
     assert metrics[ENTROPY_HARD] == [pytest.approx(metrics["entropy"][0], rel=tol)]  # the whole batch
     assert ENTROPY_EASY not in metrics  # not 0: no easy response was seen
+
+
+# ---------------------------------------------------------------- which score decides a success
+
+
+def test_a_success_is_the_correctness_rewards_own_verdict_whatever_its_weight(tmp_path, tok):
+    # found: with reward_weights=[0.4] the weighted reward of a correct answer is 0.4 < 0.5, and the
+    # regime statistics read 0 successes, every prompt hard, while 7 of 16 completions were correct
+    from qae_lab.methods import QAE_HARD_FRAC, QAE_SUCCESS_RATE
+
+    trainer = make_trainer(tmp_path, tok, reward_weights=[0.4])
+    inputs = trainer._generate_and_score_completions(rows(REWARDS))
+    metrics = trainer._metrics["train"]
+    # REWARDS' groups hold 1, 3, 0 and 2 successes of 4: p = 0.25, 0.75, 0, 0.5 (mean 0.375), one easy prompt of 4
+    assert metrics[QAE_SUCCESS_RATE] == [0.375] and metrics[QAE_HARD_FRAC] == [0.75]
+    assert inputs["prompt_hard"].tolist() == HARD
+
+
+def test_several_reward_functions_name_the_one_that_decides_a_success(tmp_path, tok):
+    import warnings
+
+    from datasets import Dataset
+    from step_setup import fixed_reward, tiny_model
+
+    from qae_lab.methods import QAE_SUCCESS_RATE
+    from qae_lab.train.config import QAEConfig
+    from qae_lab.train.trainer import QAETrainer
+
+    def format_bonus(completions, **kwargs):  # 2.0 for every completion: the weighted sum passes 0.5 everywhere
+        return [2.0] * len(completions)
+
+    def build(**kwargs):
+        args = QAEConfig(
+            output_dir=str(tmp_path),
+            use_cpu=True,
+            bf16=False,
+            report_to=[],
+            per_device_train_batch_size=16,
+            num_generations=4,
+            save_strategy="no",
+            **kwargs,
+        )
+        return QAETrainer(
+            model=tiny_model(tok),
+            reward_funcs=[format_bonus, fixed_reward],
+            args=args,
+            processing_class=tok,
+            train_dataset=Dataset.from_list(rows(REWARDS)),
+        )
+
+    with pytest.warns(
+        UserWarning,
+        match=r"2 reward functions \(format_bonus, fixed_reward\) and no success_reward: .*"
+        r"weighted sum",
+    ):
+        assert build()._success_column is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # named: no warning
+        trainer = build(success_reward="fixed_reward")
+    assert trainer._success_column == 1
+    trainer._generate_single_turn = lambda prompt_ids, *a, **k: ([[11, 12, 13]] * len(prompt_ids), None)
+    trainer._generate_and_score_completions(rows(REWARDS))
+    assert trainer._metrics["train"][QAE_SUCCESS_RATE] == [0.375]  # fixed_reward's own verdict, not 2.0 + r
+    with pytest.raises(
+        ValueError,
+        match=r"success_reward must name one of this trainer's reward functions "
+        r"\['format_bonus', 'fixed_reward'\], got 'correctness'",
+    ):
+        build(success_reward="correctness")
