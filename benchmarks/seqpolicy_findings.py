@@ -7,14 +7,14 @@ on the update's variance with :func:`qae_lab.toys.seqpolicy_training.update_vari
 :func:`qae_lab.analysis.seqpolicy_runs.summarise_run` of each run (for the headline settings with
 :func:`qae_lab.analysis.seqpolicy_runs.tracking`: how the per-token entropy-change estimators of :mod:`qae_lab.ledger` track the
 exact change; ``settings``: the fields that differ from :class:`~qae_lab.toys.seqpolicy_training.UpdateSettings`' defaults)
-in ``data/seqpolicy/findings.json`` (merged: ``--only`` replaces just its part) and prints the sentences of
-:func:`qae_lab.analysis.seqpolicy_findings.findings_sentences`.
+in ``data/seqpolicy/findings.json`` (merged: ``--only`` replaces just its part) and prints its tables
+(:func:`qae_lab.analysis.seqpolicy_findings.sweep_rows`, ``cell_rows``, ``variance_rows``).
 
     python benchmarks/seqpolicy_findings.py --timing          # simulate's speed: 2000 steps x 8 seeds x 16 prompts
     python benchmarks/seqpolicy_findings.py --only flat       # the flat-start runs (~5-7 minutes on one core)
     python benchmarks/seqpolicy_findings.py --only peaked
     python benchmarks/seqpolicy_findings.py --only variance   # SA-AH's update variance (~1 minute)
-    python benchmarks/seqpolicy_findings.py --sentences       # print the sentences of the committed file
+    python benchmarks/seqpolicy_findings.py --show       # print the tables of the committed file
 
 How the settings were chosen (exploration, not committed as runs): task seeds 100-103, 4 seeds, 600-1000 steps,
 eta in {10, 20, 40}; at eta = 40 the flat start's entropy falls from 6.93 to about 1.2 nats within 1000 steps and
@@ -38,12 +38,8 @@ import torch
 from qae_lab.storage.folder import atomic_write_text
 from qae_lab.toys.seqpolicy import STARTS, task_batch
 from qae_lab.analysis.seqpolicy_runs import headline, summarise_run, sweep_settings
-from qae_lab.analysis.seqpolicy_findings import (
-    cell_sentences,
-    findings_sentences,
-    trainer_ledger_sentences,
-    variance_sentences,
-)
+from qae_lab.analysis.seqpolicy_findings import cell_rows, sweep_rows, variance_rows
+from qae_lab.analysis.tables import markdown_table
 from qae_lab.toys.seqpolicy_training import UpdateSettings, simulate, update_variance
 
 DEST = Path(__file__).resolve().parents[1] / "data" / "seqpolicy" / "findings.json"
@@ -157,12 +153,12 @@ def main() -> None:
         "--only", choices=[*STARTS, "variance"], action="append", help="run only this part (repeatable); default: all"
     )
     parser.add_argument("--timing", action="store_true", help="only measure simulate's speed")
-    parser.add_argument("--sentences", action="store_true", help="only print the committed findings' sentences")
+    parser.add_argument("--show", action="store_true", help="only print the committed findings' tables")
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.timing:
         return timing()
-    if not args.sentences:
+    if not args.show:
         findings = json.loads(DEST.read_text()) if DEST.is_file() else {"meta": META, "runs": {}, "variance": {}}
         if findings["meta"] != META:  # other settings: the old runs no longer belong with the new ones
             findings = {"meta": META, "runs": {}, "variance": {}}
@@ -176,10 +172,8 @@ def main() -> None:
     findings = json.loads(DEST.read_text())
     complete = len(findings["runs"]) == len(sweep_settings(eta=META["eta"], adam_eta=META["adam_eta"]))
     if complete and findings["variance"]:
-        for topic, lines in findings_sentences(findings).items():
-            print(f"\n## {topic}\n" + "\n".join(lines))
-        print("\n## SA-AH variance\n" + "\n".join(variance_sentences(findings)))
-        print("\n## the trainer's ledger\n" + "\n".join(trainer_ledger_sentences(findings) + cell_sentences(findings)))
+        for rows in (sweep_rows(findings, every=True), cell_rows(findings), variance_rows(findings)):
+            print("\n" + markdown_table(rows))
 
 
 if __name__ == "__main__":

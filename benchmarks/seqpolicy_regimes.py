@@ -9,7 +9,7 @@ quantile K = 0.4} x {Adam, SGD} x {Clip-Higher, clip 0.2}), and each seed's 4 ha
 start are followed apart (:func:`qae_lab.analysis.seqpolicy_runs.summarise_regimes`).
 
     python benchmarks/seqpolicy_regimes.py              # the search, then the runs (2-4 minutes on one core)
-    python benchmarks/seqpolicy_regimes.py --sentences  # print the sentences of the committed file
+    python benchmarks/seqpolicy_regimes.py --show  # print the committed file's verdicts
     python benchmarks/seqpolicy_regimes.py --smoke --out /tmp/regimes.json   # a tiny policy, a few seconds
 
 How the settings were chosen (committed in the file's "search"): on task seeds 100-103, which the reported runs
@@ -40,7 +40,9 @@ import torch
 from qae_lab.storage.folder import atomic_write_text
 from qae_lab.toys.seqpolicy import task_batch
 from qae_lab.analysis.seqpolicy_runs import regime_setting_name, regime_settings, summarise_regimes
-from qae_lab.analysis.seqpolicy_findings import load_regimes, regime_sentences
+from qae_lab.analysis.claims import comparison_row
+from qae_lab.analysis.seqpolicy_findings import load_regimes
+from qae_lab.analysis.tables import markdown_table
 from qae_lab.toys.seqpolicy_training import UpdateSettings, simulate
 
 DEST = Path(__file__).resolve().parents[1] / "data" / "seqpolicy" / "regimes.json"
@@ -213,13 +215,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--smoke", action="store_true", help="a tiny policy and few steps (needs --out)")
     parser.add_argument("--out", type=Path, default=None, help=f"where to write (default: {DEST})")
-    parser.add_argument("--sentences", action="store_true", help="only print the sentences of the file")
+    parser.add_argument("--show", action="store_true", help="only print the committed file's verdicts")
     args = parser.parse_args(argv)
     if args.smoke and args.out is None:
         parser.error("--smoke writes a tiny run: name where with --out (the committed file is not replaced)")
     dest = args.out or DEST
     torch.set_num_threads(1)
-    if not args.sentences:
+    if not args.show:
         meta, space = (SMOKE_META, SMOKE_SEARCH) if args.smoke else (META, SEARCH)
         t0 = time.perf_counter()
         found = search(meta, space)
@@ -241,7 +243,18 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(f"wrote {dest}: search {t_search:.0f} s, runs {total - t_search:.0f} s, total {total:.0f} s", flush=True)
     regimes = load_regimes(dest)
-    print("\n".join(["", f"## {regimes['search']['why']}", *regime_sentences(regimes)]))
+    rows = [
+        {"optimizer": opt, **comparison_row(f"{group}: {key}", "quantile", q, "mean", m)}
+        for opt in ("adam", "sgd")
+        for group, key in (("hard", "peak_ratio"), ("easy", "early_h"), ("mixed", "final_h"))
+        for q, m in [
+            (
+                regimes["runs"][f"{opt}/{b}/clip-higher"]["groups"][group][key]
+                for b in (f"quantile K={regimes['meta']['k']:g}", "mean")
+            )
+        ]
+    ]
+    print("\n".join(["", f"## {regimes['search']['why']}", markdown_table(rows)]))
     return 0
 
 

@@ -60,10 +60,16 @@ NB00 = NotebookSpec(
 first = after.clone()
 exec(next(cell for cell in reversed(In) if cell.startswith("model.load_state_dict(START)")))
 assert torch.equal(after, first)                     # the update cell, run again, takes the same step
-up, down, n = change.moved("A < 0")
-verdicts = {guess: check_prediction(guess, change).split(":")[0] for guess in ("up", "down")}
+again = nb00_plain_grpo.sgd_update(model, tok, START, ro, A, LR, SETTINGS)
+assert torch.equal(again.after, change.after)        # the larger step's function is the update cell's step
+rows = change.summary_rows()                         # the table: the title's counts, and every completion once
+assert sum(r["completions"] for r in rows) == G and sum(r["tokens"] for r in rows) == int(ro.mask.sum())
+up, down, n = large.moved("A > 0")
+verdicts = {guess: check_prediction(guess, large).split(":")[0] for guess in ("up", "down")}
 assert verdicts["down"] == ("Right" if down == n > 0 else "Partly" if 0 < down < n else "Wrong"), verdicts
 assert verdicts["up"] == ("Right" if up == n > 0 else "Partly" if 0 < up < n else "Wrong"), verdicts
+assert verdicts["down"] == "Right", large.delta      # the Why's answer: at LR_LARGE the rewarded ones fall too
+assert [r["R"] for r in nb00_plain_grpo.completion_rows(ro)] == ro.rewards.tolist()
 assert bool(((A_qae == 0) | (torch.sign(A_qae) == torch.sign(A))).all())  # QAE zeroes one side, keeps the other's sign
 assert int((A_qae != 0).sum()) < int((A != 0).sum()) or int(ro.rewards.sum()) in (0, G)  # a mixed group: fewer move
 """,
@@ -182,14 +188,17 @@ assert kept and all(v == 1.0 for row in kept for v in row if v == v)   # SA-AH: 
 weights.controls["alpha"].value = 0.0
 assert weights.view.figure.layout.meta["saah"]["neg"] == 1.0   # alpha = 0 is plain GRPO
 
-hard = hard_regime(ro.success_counts, G, 0.4)                # the prediction: the same tokens on an easy mixed
-for b in range(N_PROMPTS):                                   # group, none under QAE on a hard one
+hard = hard_regime(ro.success_counts, G, 0.4)                # the same tokens on an easy mixed group, none under
+for b in range(N_PROMPTS):                                   # QAE on a hard one
     if 0 < ro.success_counts[b] < G:
         assert counts["quantile"][b] == (0 if hard[b] else counts["mean"][b]) and counts["mean"][b] > 0, (b, counts)
-right = "down" if counts["quantile"][PROMPT] < counts["mean"][PROMPT] else "same"
-verdict = check_direction(right, counts["mean"][PROMPT], counts["quantile"][PROMPT], quantity="x", change="y")
-assert verdict.startswith("Right"), verdict
-assert ("hard at K = 0.4" if hard[PROMPT] else "easy at K = 0.4") in nb03_horizon.baseline_line(counts, PROMPT, G)
+assert int(ro.success_counts[PROMPT]) <= 3 and hard_regime(ro.success_counts, G, 0.6)[PROMPT]   # "clearly hard"
+verdict = check_direction("down", counts["mean"][PROMPT], counts["quantile"][PROMPT], quantity="x", change="y")
+assert verdict.startswith("Right"), verdict                  # the prediction's written answer
+mixed = [b for b in range(N_PROMPTS) if 0 < ro.success_counts[b] < G]
+assert [r["prompt"] for r in nb03_horizon.discount_rows(counts, G)] == mixed
+tokens = [text for text, _, _ in uncertain]                  # section 2: the least sure steps are opening words
+assert {"First", "Wait"} <= set(tokens) and all(t.strip()[:1].isupper() for t in tokens[:3]), tokens
 
 def gate(K):                       # QAE + SA-AH touches exactly the failures of easy groups (p > 1 - K)
     touched.controls["K"].value = K
@@ -440,7 +449,8 @@ saah_view.controls["metric"].value = "saah/w_mean_neg"
 assert {t.name.split(" (")[0] for t in saah_view.view.figure.data if t.name} == {"sa_ah"}  # only SA-AH logs it
 sweep.controls["quantity"].value = "pass@32"
 assert "pass@32" in sweep.view.figure.layout.title.text and list(sweep.view.figure.data[-1].x) == [0.2, 0.4, 0.6, 0.8]
-assert len(JUDGED) == len(claims.CLAIMS) and all(j.effect is not None for j in JUDGED.values())
-assert 0 < claims.clipped_share(ENTROPY) < 0.01  # the prediction's measurement: the clip acts on few tokens
+assert {key for key, setting, _ in evidence.EVIDENCE if setting == "sums model"} == {key for key, _, _ in JUDGED}
+assert all(v.word in claims.VERDICTS for _, v in JUDGED.values())
+assert 0 < phenomena.clipped_share(ENTROPY) < 0.01  # the prediction's measurement: the clip acts on few tokens
 """,
 )

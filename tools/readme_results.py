@@ -18,20 +18,23 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from qae_lab.analysis.compare import Run, load_runs, summary_table
-from qae_lab.runs.costs import GPUS, run_time
+from qae_lab.analysis.claims import VERDICTS, matrix
+from qae_lab.analysis.compare import Run, find_reference_runs, load_runs, summary_table, versus_baseline  # noqa: F401 -- find_reference_runs: the doctests
+from qae_lab.analysis.evidence import judge_all
+from qae_lab.analysis.phenomena import window_mean
+from qae_lab.analysis.stats import stat
+from qae_lab.analysis.tables import markdown_table
 from qae_lab.lab.nb04_live_run import GPU_RUN
-from qae_lab.runs.costs import GIB, T4_MEMORY, run_memory
 from qae_lab.methods import QAE_HARD_FRAC, QAE_ZERO_ADV_FRAC
-from qae_lab.analysis.phenomena import per_method, window_mean
+from qae_lab.runs.costs import GIB, GPUS, T4_MEMORY, run_memory, run_time
 from qae_lab.runs.presets import build
 from qae_lab.storage.folder import atomic_write_text
-from qae_lab.analysis.stats import Stat, stat, within_spread
 
 __all__ = [
     "COMMAND",
@@ -43,6 +46,7 @@ __all__ = [
     "cpu_demo_text",
     "lenient_text",
     "reference_text",
+    "scoreboard_text",
     "gpu_memory_text",
     "t4_estimate",
     "gpu_time_text",
@@ -50,6 +54,7 @@ __all__ = [
     "NOTEBOOK_TIMES",
     "PLANS",
     "notebook_minutes",
+    "minutes_text",
     "workshop_plan_text",
     "answer_key_text",
     "BLOCKS",
@@ -64,7 +69,6 @@ REFERENCE_RUNS = Path("data") / "reference_runs"
 HOST_COSTS = Path("data") / "gpu_time" / "host_costs.json"  # benchmarks/host_costs.py
 T4_PRESET = "qwen2.5-0.5b-gsm8k-t4"
 _EDGE = 50  # steps: the README's "first and last 50 steps" of a 400-step run
-_COUNT = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
 
 
 def marker(name: str) -> tuple[str, str]:
@@ -101,43 +105,22 @@ def _wrap(paragraph: str) -> str:
     return textwrap.fill(paragraph, 100, break_long_words=False, break_on_hyphens=False)
 
 
-def _mean_std(s: Stat, digits: int = 3) -> str:
-    """A seed mean, with its spread where the seeds differ ("0.705" or "0.747 ± 0.013")."""
-    return f"{s.mean:.{digits}f}" if s.std == 0 else f"{s.mean:.{digits}f} ± {s.std:.{digits}f}"
-
-
-def _points(diff: float) -> str:
-    """A difference of rates in percentage points, in words: "gains 30 points", "loses 2 points"."""
-    n = round(100 * abs(diff))
-    return f"{'gains' if diff >= 0 else 'loses'} {n} point{'' if n == 1 else 's'}"
-
-
-def _seeds(runs: Sequence[Run]) -> str:
-    seeds = sorted(r.seed for r in runs)
-    return ", ".join(map(str, seeds[:-1])) + f" and {seeds[-1]}" if len(seeds) > 1 else str(seeds[0])
-
-
 def _level_pass1(folder: Path, when: str) -> dict[str, float]:
     """``{level: sampled pass@1}`` of a committed run's evaluation ``before`` or ``after`` training."""
     data = json.loads((folder / "summary.json").read_text(encoding="utf-8"))[when]
     return {level: v["pass@1"] for level, v in data["by_level"].items()}
 
 
-def _moves(what: str, first: Stat, last: Stat, digits: int) -> str:
-    verb = "rises" if last.mean > first.mean else "falls"
-    return f"{what} {verb} from {first.mean:.{digits}f} to {last.mean:.{digits}f}"
-
-
 def cpu_demo_text(reference_runs: str | Path, method: str = "qae", edge: int = _EDGE) -> str:
-    r"""The main README's cpu-demo results: the before/after table over ``method``'s committed runs (mean ± std over
-    seeds where they differ), pass@1 per level, and how reward, entropy, hard-prompt and zero-advantage fractions
-    moved during training (means over the first and last ``edge`` steps, then over seeds).
+    r"""The main README's cpu-demo results as tables, over ``method``'s committed runs (mean ± std over seeds):
+    greedy pass@1, sampled pass@1 and pass@8 before and after training, sampled pass@1 per level, and the reward,
+    entropy, hard-prompt and zero-advantage fractions over the first and last ``edge`` steps.
 
     Args:
         reference_runs: the ``data/reference_runs`` folder (``<method>-seed<S>/`` each).
         method: the runs described; edge: steps at each end of training, at most half the steps.
 
-    >>> "| embedded model | 0.705 | 0.278 | 0.830 |" in cpu_demo_text(ROOT / REFERENCE_RUNS).splitlines()
+    >>> "| embedded model | 0.705±0.000 | 0.278±0.000 | 0.830±0.000 |" in cpu_demo_text(ROOT / REFERENCE_RUNS)
     True
     """
     folder = Path(reference_runs)
@@ -145,62 +128,49 @@ def cpu_demo_text(reference_runs: str | Path, method: str = "qae", edge: int = _
     runs = [r for r in load_runs(folders) if r.method == method] if folders else []
     if not runs or any(r.before is None or r.after is None for r in runs):
         raise ValueError(f"no evaluated {method} runs in {folder}: make them with python benchmarks/reference_runs.py")
-    evals = {
-        (when, key): stat(getattr(r, when)[key] for r in runs)
-        for when in ("before", "after")
-        for key in ("greedy_pass@1", "pass@1", "pass@8")
-    }
-    levels = {when: [_level_pass1(folder / r.name, when) for r in runs] for when in ("before", "after")}
-    names = sorted(levels["before"][0], key=int)
-    level = ", ".join(
-        f"{'level ' if i == 0 else ''}{n}: {stat(d[n] for d in levels['before']).mean:.2f} -> "
-        f"{stat(d[n] for d in levels['after']).mean:.2f}"
-        for i, n in enumerate(names)
-    )
     steps = runs[0].rows[-1]["step"]
     if any(r.rows[-1]["step"] != steps for r in runs) or not 1 <= edge <= steps // 2:
         raise ValueError(f"the {method} runs must have one length of at least 2 * edge = {2 * edge} steps")
-    first = {m: stat(window_mean(r.rows, m, 1, edge) for r in runs) for m in ("reward", "entropy", QAE_HARD_FRAC)}
-    last = {m: stat(window_mean(r.rows, m, steps - edge + 1) for r in runs) for m in first}
-    zero = stat(window_mean(r.rows, QAE_ZERO_ADV_FRAC) for r in runs)
-    gain = {key: evals["after", key].mean - evals["before", key].mean for key in ("greedy_pass@1", "pass@1", "pass@8")}
-    sharpens = (
-        ": within this budget RL mostly sharpens the sampling distribution towards answers the greedy "
-        "decoder already picks"
-        if gain["pass@1"] > 2 * abs(gain["greedy_pass@1"])
-        else ""
-    )
     run0, after0 = runs[0].config, runs[0].after
-    row = {
-        when: " | ".join(_mean_std(evals[when, key]) for key in ("greedy_pass@1", "pass@1", "pass@8"))
-        for when in ("before", "after")
-    }
+    sampled = f"sampled pass@1 (n = {after0['n_samples']}, T = {run0['trainer']['temperature']:g})"
+    evals = [
+        {
+            "": label,
+            "greedy pass@1": stat(getattr(r, when)["greedy_pass@1"] for r in runs),
+            sampled: stat(getattr(r, when)["pass@1"] for r in runs),
+            "pass@8": stat(getattr(r, when)["pass@8"] for r in runs),
+        }
+        for when, label in (("before", "embedded model"), ("after", f"after `{run0['preset']}`"))
+    ]
+    levels = {when: [_level_pass1(folder / r.name, when) for r in runs] for when in ("before", "after")}
+    by_level = [
+        {"level": n, **{f"pass@1 {w}": stat(d[n] for d in levels[w]) for w in ("before", "after")}}
+        for n in sorted(levels["before"][0], key=int)
+    ]
+    training = [
+        {
+            "": f"{which} {edge} of {steps} steps",
+            "reward": stat(window_mean(r.rows, "reward", lo, hi) for r in runs),
+            "entropy (nats per token)": stat(window_mean(r.rows, "entropy", lo, hi) for r in runs),
+            "hard-prompt fraction": stat(window_mean(r.rows, QAE_HARD_FRAC, lo, hi) for r in runs),
+            "zero-advantage fraction": stat(window_mean(r.rows, QAE_ZERO_ADV_FRAC, lo, hi) for r in runs),
+        }
+        for which, lo, hi in (("first", 1, edge), ("last", steps - edge + 1, steps))
+    ]
     return "\n".join(
         [
             "",
             _wrap(
-                f"Measured in the committed runs of `benchmarks/reference_runs.py` "
-                f"(`data/reference_runs/{method}-seed*`: `--method {method}`, seeds {_seeds(runs)}, "
-                f"`--set sparse_update=false`), each evaluated on the same {after0['n_problems']} held-out problems "
-                f"with the same sampling seeds before and after training; after training, mean ± std over the "
-                f"{_COUNT.get(len(runs), len(runs))} seeds:"
+                f"Measured in the committed runs of `benchmarks/reference_runs.py` (`data/reference_runs/{method}-seed*`,"
+                f" `--method {method} --set sparse_update=false`), each evaluated on the same {after0['n_problems']} "
+                "held-out problems with the same sampling seeds before and after training; mean ± std over the seeds:"
             ),
             "",
-            f"| | greedy pass@1 | sampled pass@1 (n = {after0['n_samples']}, T = {run0['trainer']['temperature']:g}) "
-            "| pass@8 |",
-            "| --- | --- | --- | --- |",
-            f"| embedded model | {row['before']} |",
-            f"| after `{run0['preset']}` | {row['after']} |",
+            markdown_table(evals),
             "",
-            _wrap(
-                f"Sampled pass@1 {_points(gain['pass@1'])} ({level}), pass@8 {_points(gain['pass@8'])} and greedy "
-                f"pass@1 {_points(gain['greedy_pass@1'])}{sharpens}. "
-                f"{_moves('The training reward', first['reward'], last['reward'], 2)} (means over the first and last "
-                f"{edge} of the {steps} steps, then over the seeds), "
-                f"{_moves('the entropy of the sampled completions', first['entropy'], last['entropy'], 3)} (nats per "
-                f"token), {_moves('the hard-prompt fraction', first[QAE_HARD_FRAC], last[QAE_HARD_FRAC], 2)}, and "
-                f"{100 * zero.mean:.0f}% of completions get exactly zero advantage (mean over the steps)."
-            ),
+            markdown_table(by_level, digits=2),
+            "",
+            markdown_table(training),
             "",
         ]
     )
@@ -211,9 +181,7 @@ def lenient_text(runs: Sequence[Run]) -> str:
 
     >>> ev = {"pass@1": 0.5, "lenient_pass@1": 0.5, "greedy_pass@1": 0.7, "lenient_greedy_pass@1": 0.7}
     >>> lenient_text([Run("qae-seed0", "qae", 0, {}, [], ev, ev)])
-    'in the runs above they are equal'
-    >>> lenient_text([Run("qae-seed0", "qae", 0, {}, [], ev, {**ev, "lenient_pass@1": 0.52})])
-    'in the runs above the lenient figures exceed the strict ones by up to 0.020'
+    'in the runs above the largest gap is 0.000'
     """
     gaps = [
         getattr(r, when)[f"lenient_{key}"] - getattr(r, when)[key]
@@ -223,74 +191,54 @@ def lenient_text(runs: Sequence[Run]) -> str:
     ]
     if not gaps:
         raise ValueError("no evaluated runs to compare the lenient figures in")
-    if all(g == 0 for g in gaps):
-        return "in the runs above they are equal"
-    return f"in the runs above the lenient figures exceed the strict ones by up to {max(gaps):.3f}"
+    return f"in the runs above the largest gap is {max(gaps):.3f}"
 
 
 def reference_text(runs: Sequence[Run]) -> str:
-    r"""``data/reference_runs/README.md``'s table of the four methods (:func:`qae_lab.analysis.compare.summary_table`) and
-    what it says: the spread of sampled pass@1 after training, which methods lie within the mean baseline's seed
-    range, the zero-advantage fractions and QAE's pass@8 against the mean baseline's.
+    r"""``data/reference_runs/README.md``'s table of the four methods (:func:`qae_lab.analysis.compare.summary_table`),
+    mean ± std over seeds, and each method's sampled pass@1 after training against the mean baseline's (a - b with
+    its 95% interval: :func:`qae_lab.analysis.compare.versus_baseline`).
 
-    >>> from qae_lab.analysis.compare import find_reference_runs
-    >>> reference_text(load_runs(find_reference_runs())).splitlines()[5][:40]
-    '| mean (GRPO) | 0.278 -> 0.586 ± 0.009 |'
+    >>> reference_text(load_runs(find_reference_runs())).splitlines()[5][:36]
+    '| mean | 0.278±0.000 | 0.586±0.009 |'
     """
-    table = {row["method"]: row for row in summary_table(runs)}
-    if "mean" not in table or "qae" not in table:
-        raise ValueError(f"the reference runs need the mean and qae methods, got {sorted(table)}")
-    seeds = sorted(set(per_method(runs, lambda r: r.seed).get("mean", [])))
-    lines = [
-        "",
-        _wrap(
-            f"Seeds {', '.join(map(str, seeds[:-1]))} and {seeds[-1]} for every method. Mean ± "
-            f"spread (population std) over the {_COUNT.get(len(seeds), len(seeds))} seeds:"
-        ),
-        "",
-        "| method | sampled pass@1 before -> after | greedy pass@1 before -> after | pass@8 after | zero-adv frac "
-        "| training variance (reward, detrended, window 20) |",
-        "| --- | --- | --- | --- | --- | --- |",
-    ]
-    for method, row in table.items():
-        cells = [
-            f"{row[f'{k} before'].mean:.3f} -> {row[f'{k} after'].mean:.3f} ± {row[f'{k} after'].std:.3f}"
-            for k in ("pass@1", "greedy pass@1")
+    table = summary_table(runs)
+    if {"mean", "qae"} - {row["method"] for row in table}:
+        raise ValueError(f"the reference runs need the mean and qae methods, got {[r['method'] for r in table]}")
+    columns = ["pass@1 before", "pass@1 after", "greedy pass@1 after", "pass@8 after", "zero-adv frac", "train var"]
+    rows = [{"method": row["method"], **{c: row[c] for c in columns}} for row in table]
+    vs = {r["group"]: r["- mean"] for r in versus_baseline(table, "pass@1 after")}
+    for row in rows:
+        row["pass@1 after - mean"] = vs[row["method"]]
+    return "\n".join(
+        [
+            "",
+            "Mean ± std over the seeds (the training variance: the reward's, detrended, window 20):",
+            "",
+            markdown_table(rows),
+            "",
         ]
-        cells += [f"{row[k].mean:.3f} ± {row[k].std:.3f}" for k in ("pass@8 after", "zero-adv frac", "train var")]
-        lines.append(f"| {'mean (GRPO)' if method == 'mean' else method} | {' | '.join(cells)} |")
-    after = {m: row["pass@1 after"] for m, row in table.items()}
-    lo, hi = min(after, key=lambda m: after[m].mean), max(after, key=lambda m: after[m].mean)
-    inside = [m for m in after if m != "mean" and within_spread(after[m], after["mean"])]
-    outside = [m for m in after if m != "mean" and m not in inside]
-    spread = ", ".join(
-        filter(
-            None,
-            [
-                f"{' and '.join(inside)} within the seed spread of the mean baseline (the seed ranges overlap)"
-                if inside
-                else "",
-                f"{' and '.join(outside)} outside it" if outside else "",
-            ],
-        )
     )
-    q, m = table["qae"], table["mean"]
-    d8 = q["pass@8 after"].mean - m["pass@8 after"].mean
-    lines += [
-        "",
-        _wrap(
-            f"On this tiny task the {_COUNT.get(len(table), len(table))} methods end within "
-            f"{round(100 * (after[hi].mean - after[lo].mean))} points of each other in sampled pass@1 "
-            f"({lo} {after[lo].mean:.3f} to {hi} {after[hi].mean:.3f}), {spread}. QAE leaves "
-            f"{100 * q['zero-adv frac'].mean:.0f}% of responses with exactly zero advantage against "
-            f"{100 * m['zero-adv frac'].mean:.0f}% (the all-equal groups) under the mean baseline, and its pass@8 "
-            f"ends "
-            f"{round(100 * abs(d8))} points {'higher' if d8 >= 0 else 'lower'}. The table comes from "
-            "`qae_lab.analysis.compare.summary_table` (notebook 05 draws the curves)."
-        ),
-        "",
-    ]
-    return "\n".join(lines)
+
+
+def scoreboard_text(root: str | Path = ROOT) -> str:
+    r"""The lab's scoreboard, for the README and docs/workshop.md: the claims of both papers against the settings that
+    test them, one verdict a cell (:func:`qae_lab.analysis.claims.matrix` of every committed setting,
+    :func:`qae_lab.analysis.evidence.judge_all`), and what each verdict means (:data:`qae_lab.analysis.claims.VERDICTS`).
+
+    >>> "| claim | expected step | sampled groups | sequence policy | sums model | CPU preset |" in scoreboard_text()
+    True
+    """
+    judged = judge_all()
+    return "\n".join(
+        [
+            "",
+            markdown_table(matrix(judged)),
+            "",
+            markdown_table([{"verdict": w, "meaning": m} for w, m in VERDICTS.items()]),
+            "",
+        ]
+    )
 
 
 _GPU_PRESETS = ("qwen2.5-0.5b-gsm8k-t4", "qwen2.5-1.5b-gsm8k-live", "qwen2.5-1.5b-gsm8k", "qwen2.5-3b-gsm8k")
@@ -418,19 +366,26 @@ def t4_time_line(root: str | Path = ROOT) -> str:
 
 NOTEBOOK_TIMES = Path("data") / "notebook_times.json"  # benchmarks/bench_notebooks.py --write
 NOTEBOOKS = Path("notebooks")
-READING_WPM = 150  # words a minute: a participant reads prose at about 200, slower with formulas and figures
+READING_WPM = 150  # words a minute of prose and printed output: a participant reads at about 200, slower with formulas
+CODE_WPM = 100  # words a minute of code: read to see what runs, slower than prose
+CONTROL_MIN = 1  # a live control (a slider, a dropdown) played with: a minute each
 PREDICTION_MIN = 2  # write the guess, run the check, read the why
 EXERCISE_MIN = 6  # the closing exercise, with a look at the solution
 INSTALL_MIN = 10  # everyone's first cell, and the facilitator checking that each person sees a figure
 BREAK_MIN = 10
-# which notebooks each plan runs, in order; "core" notebooks are 00-08, 09 is 07's appendix. 90 minutes hold 00-04
-# without 02 (95 minutes with 08 as well, measured 2026-12-03): 08 is what they take home
+# notebooks whose run trains in the background while the participant reads and moves its controls (04's live run):
+# the longer of the two counts, not their sum
+OVERLAP = ("04",)
+# which notebooks each plan runs, in order; "core" notebooks are 00-08, 09 is 07's appendix. The 90 minutes end on
+# notebook 07, where QAE's effect shows (03, SA-AH's weights, does not fit); the half day runs every core notebook
+# but 05 (the comparison of runs), which with 08 and 09 is what participants take home
 PLANS = {
-    "90 minutes": ("00", "01", "03", "04"),
-    "half a day (3.5 hours)": ("00", "01", "02", "03", "04", "05", "06", "07", "08"),
+    "90 minutes": ("00", "01", "04", "07"),
+    "half a day (3.5 hours)": ("00", "01", "02", "03", "04", "06", "07", "08"),
 }
 PLAN_BUDGET = {"90 minutes": 90, "half a day (3.5 hours)": 210}
 PLAN_BREAKS = {"90 minutes": 0, "half a day (3.5 hours)": 2}
+_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 
 
 def _notebook(root: Path, number: str) -> tuple[str, dict]:
@@ -443,13 +398,20 @@ def _source(cell: dict) -> str:
     return "".join(cell["source"])
 
 
-def notebook_minutes(root: str | Path = ROOT) -> dict[str, dict]:
-    r"""Each notebook's time in a workshop, from what it holds and what it measured: its markdown words read at
-    :data:`READING_WPM`, its full-mode run time (:data:`NOTEBOOK_TIMES`, measured by ``benchmarks/bench_notebooks.py
-    --write``), :data:`PREDICTION_MIN` for its prediction and :data:`EXERCISE_MIN` for its exercise; ``minutes`` is
-    their sum rounded up.
+def _words(text: str) -> int:
+    """Words as ``benchmarks/bench_notebooks.py`` counts them: tokens with a letter or a digit."""
+    return sum(1 for token in text.split() if any(ch.isalnum() for ch in token))
 
-    >>> m = notebook_minutes()["00"]; m["minutes"] == math.ceil(m["reading"] + m["computing"] + m["activities"])
+
+def notebook_minutes(root: str | Path = ROOT) -> dict[str, dict]:
+    r"""Each notebook's time in a workshop: its markdown and printed output read at :data:`READING_WPM` and its code
+    at :data:`CODE_WPM`, :data:`CONTROL_MIN` for each live control, its full-mode run time, :data:`PREDICTION_MIN`
+    for its prediction and :data:`EXERCISE_MIN` for its exercise; ``minutes`` is their sum rounded up, where a run
+    that trains while the participant reads (:data:`OVERLAP`) counts only where it is the longer. The words of the
+    markdown and the code are the notebook's as it is now; the run time, the output's words and the controls were
+    measured by ``benchmarks/bench_notebooks.py --write`` (:data:`NOTEBOOK_TIMES`, on an otherwise idle machine).
+
+    >>> m = notebook_minutes()["00"]; m["minutes"] == math.ceil(m["reading"] + m["play"] + m["computing"] + m["activities"])
     True
     """
     root = Path(root)
@@ -457,23 +419,45 @@ def notebook_minutes(root: str | Path = ROOT) -> dict[str, dict]:
     out = {}
     for path in sorted((root / NOTEBOOKS).glob("[0-9][0-9]_*.ipynb")):
         number, nb = path.name[:2], json.loads(path.read_text(encoding="utf-8"))
-        if path.name not in times["notebooks"]:
+        record = times["notebooks"].get(path.name)
+        if record is None or "output_words" not in record:
             raise ValueError(
-                f"{root / NOTEBOOK_TIMES} has no time for {path.name}: run benchmarks/bench_notebooks.py --write"
+                f"{root / NOTEBOOK_TIMES} has no measurement of {path.name}: run benchmarks/bench_notebooks.py --write"
             )
-        words = sum(len(_source(c).split()) for c in nb["cells"] if c["cell_type"] == "markdown")
+        markdown = sum(_words(_COMMENT.sub("", _source(c))) for c in nb["cells"] if c["cell_type"] == "markdown")
+        code = sum(_words(_source(c)) for c in nb["cells"] if c["cell_type"] == "code")
         predicts = any(_source(c).startswith("PREDICTION = ") for c in nb["cells"] if c["cell_type"] == "code")
+        reading = (markdown + record["output_words"]) / READING_WPM + code / CODE_WPM
+        play, computing = CONTROL_MIN * record["controls"], record["full_s"] / 60
         activities = PREDICTION_MIN * predicts + EXERCISE_MIN
-        reading, computing = words / READING_WPM, times["notebooks"][path.name]["full_s"] / 60
+        busy = max(reading + play, computing) if number in OVERLAP else reading + play + computing
         out[number] = {
             "name": path.name,
-            "words": words,
+            "words": markdown + code + record["output_words"],
             "reading": reading,
+            "play": play,
             "computing": computing,
             "activities": activities,
-            "minutes": math.ceil(reading + computing + activities),
+            "minutes": math.ceil(busy + activities),
         }
     return out
+
+
+def minutes_text(number: str, root: str | Path = ROOT) -> str:
+    r"""A notebook's time as its opening lines state it, from :func:`notebook_minutes`.
+
+    >>> minutes_text("00").startswith("About ") and "minutes in a workshop" in minutes_text("00")
+    True
+    """
+    m = notebook_minutes(root)[number]
+    if number in OVERLAP:
+        return (
+            f"About {m['minutes']} minutes in a workshop: its {m['computing']:.0f} minutes of training on a CPU run "
+            "while you read and move the controls"
+        )
+    secs = 60 * m["computing"]
+    computing = f"{secs:.0f} s" if secs < 60 else f"{secs / 60:.1f} min"
+    return f"About {m['minutes']} minutes in a workshop ({computing} of computing on a CPU)"
 
 
 def workshop_plan_text(root: str | Path = ROOT) -> str:
@@ -489,26 +473,28 @@ def workshop_plan_text(root: str | Path = ROOT) -> str:
     lines = [
         "",
         _wrap(
-            f"Each notebook's minutes are its markdown read at {READING_WPM} words a minute, its run time "
-            f"in full mode on {times['cores']} CPU cores (measured {times['date']} by "
-            f"`benchmarks/bench_notebooks.py`), {PREDICTION_MIN} minutes for its prediction and "
-            f"{EXERCISE_MIN} for its exercise, rounded up."
+            f"Each notebook's minutes are its prose and printed output read at {READING_WPM} words a minute and its code "
+            f"at {CODE_WPM}, {CONTROL_MIN} minute for each live control, its run time in full mode on {times['cores']} "
+            f"CPU cores (measured {times['date']} by `benchmarks/bench_notebooks.py`, the load at most "
+            f"{times['max_load_per_core']:.2f} per core), {PREDICTION_MIN} minutes for its prediction and "
+            f"{EXERCISE_MIN} for its exercise, rounded up. Notebook 04 trains while you read and move its controls: "
+            "the longer of the two counts."
         ),
         "",
     ]
     for plan, numbers in PLANS.items():
-        rows = [("set-up", "everyone runs notebook 00's first cell", INSTALL_MIN)]
+        rows = [{"part": "set-up", "what": "everyone runs notebook 00's first cell", "minutes": INSTALL_MIN}]
         for n in numbers:
             m = minutes[n]
-            rows.append((n, f"{m['words']} words, {m['computing']:.1f} min of computing", m["minutes"]))
-        rows += [("break", "", BREAK_MIN)] * PLAN_BREAKS[plan]
-        used = sum(r[2] for r in rows)
+            what = f"{m['words']} words to read, {m['computing']:.1f} min of computing"
+            rows.append({"part": n, "what": what + (" (overlapping)" if n in OVERLAP else ""), "minutes": m["minutes"]})
+        rows += [{"part": "break", "what": "", "minutes": BREAK_MIN}] * PLAN_BREAKS[plan]
+        used = sum(r["minutes"] for r in rows)
         if used > PLAN_BUDGET[plan]:
             raise ValueError(f"the {plan} plan takes {used} min, more than its {PLAN_BUDGET[plan]}")
-        rows.append(("questions", "what is left of the plan", PLAN_BUDGET[plan] - used))
-        lines += [f"**{plan}**", "", "| part | what | minutes |", "| --- | --- | --- |"]
-        lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
-        lines += [f"| total | | {sum(r[2] for r in rows)} |", ""]
+        rows.append({"part": "questions", "what": "what is left of the plan", "minutes": PLAN_BUDGET[plan] - used})
+        rows.append({"part": "total", "what": "", "minutes": PLAN_BUDGET[plan]})
+        lines += [f"**{plan}**", "", markdown_table(rows), ""]
     return "\n".join(lines)
 
 
@@ -575,6 +561,7 @@ def _reference(root: Path) -> list[Run]:
 # README (relative to the root) -> {passage: its text from the root's committed runs}
 BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {
     "README.md": {
+        "scoreboard": scoreboard_text,
         "cpu-demo": lambda root: cpu_demo_text(root / REFERENCE_RUNS),
         "lenient": lambda root: lenient_text([r for r in _reference(root) if r.method == "qae"]),
     },
@@ -582,6 +569,7 @@ BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {
         "reference-runs": lambda root: reference_text(_reference(root)),
     },
     "docs/workshop.md": {
+        "scoreboard": scoreboard_text,
         "cpu-demo": lambda root: cpu_demo_text(root / REFERENCE_RUNS),
         "gpu-memory": lambda root: gpu_memory_text(),
         "gpu-time": gpu_time_text,
@@ -591,13 +579,32 @@ BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {
 }
 
 
+MINUTES = "minutes"  # the passage of each notebook's opening lines that states its time (minutes_text)
+
+
+def _with_minutes(path: Path, root: Path) -> tuple[str, str]:
+    """(a notebook's JSON text now, the same with its opening cell's minutes passage regenerated)."""
+    now = path.read_text(encoding="utf-8")
+    nb = json.loads(now)
+    head = nb["cells"][0]
+    head["source"] = lines(replace_block(_source(head), MINUTES, minutes_text(path.name[:2], root)))
+    return now, json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
+
+
+def lines(text: str) -> list[str]:
+    """A cell's source as a notebook stores it: its lines, each but the last with its newline."""
+    parts = text.split("\n")
+    return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
 def render(
     root: str | Path = ROOT, blocks: Mapping[str, Mapping[str, Callable[[Path], str]]] = BLOCKS
 ) -> dict[Path, tuple[str, str]]:
-    r"""``{README path: (its text now, its text with every passage regenerated)}`` under ``root``; writes nothing.
+    r"""``{path: (its text now, its text with every passage regenerated)}`` under ``root``: the READMEs of ``blocks``,
+    then each notebook's opening lines (:data:`MINUTES`); writes nothing.
 
-    >>> [str(path.relative_to(ROOT)) for path in render()]
-    ['README.md', 'data/reference_runs/README.md', 'docs/workshop.md']
+    >>> [str(path.relative_to(ROOT)) for path in render()][:4]
+    ['README.md', 'data/reference_runs/README.md', 'docs/workshop.md', 'notebooks/00_plain_grpo.ipynb']
     """
     root = Path(root)
     out = {}
@@ -608,6 +615,8 @@ def render(
         for passage, make in passages.items():
             new = replace_block(new, passage, make(root))
         out[path] = (now, new)
+    for path in sorted((root / NOTEBOOKS).glob("[0-9][0-9]_*.ipynb")):
+        out[path] = _with_minutes(path, root)
     return out
 
 

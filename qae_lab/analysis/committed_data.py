@@ -1,7 +1,8 @@
 r"""The committed data the notebooks read, found wherever qae_lab runs: a checkout, an editable or a plain install.
 
-The repository keeps it under ``data/``: ``data/reference_runs/`` (the runs notebooks 05 and 06 compare) and
-``data/seqpolicy/`` (the runs notebooks 07 and 09 state). A wheel or ``pip install git+...`` carries a copy inside
+The repository keeps it under ``data/``: ``data/reference_runs/`` (the runs notebooks 05 and 06 compare),
+``data/seqpolicy/`` (the runs notebooks 07 and 09 state) and ``data/bandit/`` (notebook 02's measurements of QAE's
+Prop. 4.2 on the softmax bandit, :func:`load_prop42`). A wheel or ``pip install git+...`` carries a copy inside
 the package, as ``qae_lab/<folder>`` (:data:`DATA_FOLDERS`; pyproject.toml's package-dir mapping, the same way
 as the embedded models). :func:`data_dir` looks, in this order, for
 
@@ -13,13 +14,14 @@ as the embedded models). :func:`data_dir` looks, in this order, for
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
-__all__ = ["DATA_FOLDERS", "find_up", "data_dir"]
+__all__ = ["DATA_FOLDERS", "find_up", "data_dir", "load_prop42"]
 
 # data/<name> -> the folder it installs as inside the package (pyproject's [tool.setuptools.package-dir])
-DATA_FOLDERS = {"reference_runs": "reference_runs", "seqpolicy": "seqpolicy_data"}
+DATA_FOLDERS = {"reference_runs": "reference_runs", "seqpolicy": "seqpolicy_data", "bandit": "bandit_data"}
 _PACKAGE = Path(__file__).resolve().parents[1]
 
 
@@ -43,7 +45,7 @@ def data_dir(name: str, start: str | os.PathLike | None = None, *, package: str 
     r"""The folder of committed data ``name`` (a key of :data:`DATA_FOLDERS`), in the order of the module's docstring.
 
     Args:
-        name: ``"reference_runs"`` or ``"seqpolicy"``.
+        name: ``"reference_runs"``, ``"seqpolicy"`` or ``"bandit"``.
         start: where the upward search begins (default: the working directory).
         package: the ``qae_lab`` package folder whose checkout and installed copy are looked at (default: this one).
 
@@ -55,7 +57,7 @@ def data_dir(name: str, start: str | os.PathLike | None = None, *, package: str 
     >>> data_dir("runs")
     Traceback (most recent call last):
     ...
-    ValueError: name must be one of ['reference_runs', 'seqpolicy'], got 'runs'
+    ValueError: name must be one of ['bandit', 'reference_runs', 'seqpolicy'], got 'runs'
     """
     if name not in DATA_FOLDERS:
         raise ValueError(f"name must be one of {sorted(DATA_FOLDERS)}, got {name!r}")
@@ -71,3 +73,26 @@ def data_dir(name: str, start: str | os.PathLike | None = None, *, package: str 
         f"no data/{name} above {where}, nor in {', '.join(map(str, candidates))}: "
         f"reinstall qae_lab (its package carries data/{name}) or open a checkout"
     )
+
+
+def load_prop42(path: str | os.PathLike | None = None) -> dict:
+    r"""QAE's Prop. 4.2 on random softmax bandits, one step three ways (``benchmarks/bandit_prop42.py``): ``data/bandit/
+    prop42.json`` as a dict, found by :func:`data_dir` (``path`` None) or read from ``path``.
+
+    ``meta`` holds the settings; ``hard`` and ``easy`` each hold ``p`` and, for ``"mean"`` and ``"quantile"``, the
+    entropy change of one step under the identity's model (``identity``), of the exact expected gradient
+    (``expected_step``, the same for both) and of sampled groups in expectation (``sampled``), and the scale factor
+    E[sampled step] / exact step (``scale``): one number per bandit, the bandits in the same order in every list.
+    ``details`` and ``training`` hold what notebook 02 adds (docs/notebook-notes.md, section 02).
+
+    >>> data = load_prop42()
+    >>> sorted(data["hard"]), sorted(data["hard"]["sampled"])
+    (['expected_step', 'identity', 'p', 'sampled', 'scale'], ['mean', 'quantile'])
+    """
+    path = data_dir("bandit") / "prop42.json" if path is None else Path(path)
+    if not path.is_file():
+        raise ValueError(
+            f"path must be a prop42.json file; none found (make it with python benchmarks/bandit_prop42.py --write), "
+            f"got {path}"
+        )
+    return json.loads(path.read_text(encoding="utf-8"))

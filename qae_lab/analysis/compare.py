@@ -23,7 +23,8 @@ from pathlib import Path
 
 from qae_lab._checks import check_int
 from qae_lab.analysis.committed_data import data_dir, find_up
-from qae_lab.analysis.grouping import Group, differences, group_runs, spread_verdict
+from qae_lab.analysis.claims import difference
+from qae_lab.analysis.grouping import Group, differences, format_differences, group_runs
 from qae_lab.methods import (
     METHODS,
     QAE_ALL_EQUAL_FRAC,
@@ -34,7 +35,7 @@ from qae_lab.methods import (
     method_name,
 )
 from qae_lab.storage.folder import read_log, step_rows
-from qae_lab.analysis.stats import Stat, moving_average, stat, training_variance, within_spread
+from qae_lab.analysis.stats import Stat, moving_average, stat, training_variance
 
 __all__ = [
     "Run",
@@ -343,28 +344,19 @@ def _base_row(row: Mapping, bases: Sequence[Mapping], baseline: str) -> Mapping 
     return next(comparable, default)
 
 
-def versus_baseline(table: Sequence[Mapping], column: str, baseline: str = "mean", digits: int = 3) -> str:
-    r"""Per row, ``column`` of :func:`summary_table` (mean±std and range over seeds) and its difference from the
-    mean of a ``baseline`` group, with a verdict on the seed spread only where one is honest.
+def versus_baseline(table: Sequence[Mapping], column: str, baseline: str = "mean", digits: int = 3) -> list[dict]:
+    r"""Per row of :func:`summary_table`, ``column`` over seeds and its difference from a ``baseline`` group's, as table
+    rows: ``group``, the column's Stat (mean ± std), ``seeds`` and ``- <baseline>``: a - b with its 95% interval
+    (:func:`qae_lab.analysis.claims.difference`, Welch's: the groups' seeds are not paired) where one is honest, else
+    why not (the baseline itself, groups that are not comparable, fewer than two seeds).
 
     A row's baseline is, among the rows of method ``baseline``, the first comparable with it (no
-    :func:`~qae_lab.analysis.grouping.differences`), else the first reference one (which itself gets no
-    comparison). The verdict is :func:`~qae_lab.analysis.grouping.spread_verdict`: within / outside the seed
-    spread for comparable groups of two seeds or more each, otherwise why there is none (the
-    settings and lengths that differ; one seed). Rows written by hand, without a ``group``, are
-    matched by ``method`` and taken as comparable (:func:`~qae_lab.analysis.stats.within_spread`).
+    :func:`~qae_lab.analysis.grouping.differences`), else the first reference one. Rows written by hand, without a
+    ``group``, are matched by ``method`` and taken as comparable.
 
-    >>> t = [{"method": "mean", "x": stat([0.5, 0.6])}, {"method": "qae", "x": stat([0.58, 0.7])}]
-    >>> print(versus_baseline(t, "x"))
-    mean  0.550±0.050  seeds [0.500, 0.600]
-    qae   0.640±0.060  seeds [0.580, 0.700]  +0.090 vs mean: within the seed spread (the seed ranges overlap)
-    >>> from qae_lab.analysis.grouping import group_runs
-    >>> ref = [Run(f"mean-seed{s}", "mean", s, {}, [{"step": 400}], None, None) for s in (0, 1)]
-    >>> mean, you = group_runs(ref, [Run("live", "qae", 42, {}, [{"step": 48}], None, None)])
-    >>> t = [{"method": "mean", "x": stat([0.5, 0.6]), "group": mean},
-    ...      {"method": you.label, "x": stat([0.31]), "group": you}]
-    >>> print(versus_baseline(t, "x").splitlines()[1].split("]  ")[1])
-    -0.240 vs mean: no spread verdict: not comparable (steps 48 vs 400); only 1 seed
+    >>> t = [{"method": "mean", "x": stat([0.5, 0.55, 0.6])}, {"method": "qae", "x": stat([0.62, 0.66, 0.7])}]
+    >>> [r["- mean"] for r in versus_baseline(t, "x")]
+    ['—', '+0.110 [-0.008, +0.228]']
     """
     check_int(digits, "digits", 0, 12)
     if not isinstance(column, str) or not isinstance(baseline, str):
@@ -376,27 +368,19 @@ def versus_baseline(table: Sequence[Mapping], column: str, baseline: str = "mean
         for row in table
         if row.get(column) is not None and (row["group"].method if "group" in row else row["method"]) == baseline
     ]
-    width = max((len(row["method"]) for row in table), default=0)
-    verdicts = {
-        True: "within the seed spread (the seed ranges overlap)",
-        False: "outside the seed spread (the ranges of {} and {} seeds do not overlap)",
-        None: "too few seeds to judge (one run)",
-    }
-    lines = []
+    rows = []
     for row in table:
-        s, f = row.get(column), f".{digits}f"
-        if s is None:
-            lines.append(f"{row['method']:<{width}}  —")
-            continue
-        line = f"{row['method']:<{width}}  {s.mean:{f}}±{s.std:{f}}  seeds [{s.lo:{f}}, {s.hi:{f}}]"
-        base = _base_row(row, bases, baseline)
+        s, said = row.get(column), "—"
+        base = _base_row(row, bases, baseline) if s is not None else None
         if base is not None:
             b = base[column]
-            verdict = (
-                spread_verdict(row["group"], s, base["group"], b)
-                if "group" in row and "group" in base
-                else verdicts[within_spread(s, b)].format(s.n, b.n)
-            )
-            line += f"  {s.mean - b.mean:+{f}} vs {base['method']}: {verdict}"
-        lines.append(line)
-    return "\n".join(lines)
+            diffs = differences(row["group"], base["group"]) if "group" in row and "group" in base else []
+            if diffs:
+                said = f"not compared: {format_differences(diffs, limit=2)}"
+            elif min(s.n, b.n) < 2:
+                said = "not compared: fewer than two seeds"
+            else:
+                d = difference(s.values, b.values, paired=False)
+                said = f"{d.diff:+.{digits}f} [{d.lo:+.{digits}f}, {d.hi:+.{digits}f}]"
+        rows.append({"group": row["method"], column: s, "seeds": None if s is None else s.n, f"- {baseline}": said})
+    return rows

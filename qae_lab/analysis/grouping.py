@@ -15,9 +15,8 @@ Within a group a seed counts once: of runs that share a seed (a rerun) the newes
 others are set aside, with the reason, so "n seeds" means n distinct seeds.
 
 :func:`differences` lists the settings two groups differ in (a method's own knobs left out when the
-methods differ: that difference is the comparison). :func:`spread_verdict` says "within / outside
-the seed spread" only for comparable groups (no differences) with two seeds or more each, and
-otherwise says why it gives no verdict.
+methods differ: that difference is the comparison); :func:`qae_lab.analysis.compare.versus_baseline` compares
+only groups without differences.
 """
 
 from __future__ import annotations
@@ -28,7 +27,6 @@ from dataclasses import dataclass
 
 from qae_lab.methods import knob_changes
 from qae_lab.methods import method_settings
-from qae_lab.analysis.stats import Stat, within_spread
 
 __all__ = [
     "SETTINGS",
@@ -39,7 +37,6 @@ __all__ = [
     "group_runs",
     "differences",
     "format_differences",
-    "spread_verdict",
     "describe_groups",
     "differences_report",
 ]
@@ -354,42 +351,6 @@ def format_differences(diffs: Mapping[str, tuple], limit: int | None = None) -> 
     items = [f"{k} {a} vs {b}" for k, (a, b) in diffs.items()]
     more = len(items) - (limit or len(items))
     return ", ".join(items[:limit]) + (f", and {more} more" if more > 0 else "")
-
-
-def spread_verdict(group: Group, value: Stat, base: Group, base_value: Stat) -> str:
-    r"""Whether ``group``'s ``value`` lies within the seed spread of ``base``'s, or why no verdict is given.
-
-    A verdict (:func:`~qae_lab.analysis.stats.within_spread`: do the seed ranges overlap) only when the
-    groups are comparable (no :func:`differences`) and each value comes from two seeds or more;
-    otherwise ``"no spread verdict: "`` and every reason, ``"; "``-separated (at most two differences
-    named: :func:`differences_report` lists them all).
-
-    Args:
-        group, base: the two groups (:func:`group_runs`).
-        value, base_value: their numbers over seeds (:class:`~qae_lab.analysis.stats.Stat`, ``n`` = seeds with a value).
-
-    >>> from qae_lab.analysis.compare import Run
-    >>> from qae_lab.analysis.stats import stat
-    >>> runs = [Run(f"{m}{s}", m, s, {}, [{"step": 400}], None, None) for m in ("mean", "qae") for s in (0, 1)]
-    >>> mean, qae = group_runs(runs)
-    >>> spread_verdict(qae, stat([0.65, 0.7]), mean, stat([0.5, 0.6]))
-    'outside the seed spread (the ranges of 2 and 2 seeds do not overlap)'
-    >>> you = group_runs([], [Run("live", "qae", 42, {}, [{"step": 48}], None, None)])[0]
-    >>> spread_verdict(you, stat([0.3]), mean, stat([0.5, 0.6]))
-    'no spread verdict: not comparable (steps 48 vs 400); only 1 seed'
-    """
-    for name, s in (("value", value), ("base_value", base_value)):
-        if not isinstance(s, Stat):
-            raise ValueError(f"{name} must be a Stat (qae_lab.analysis.stats.stat), got {type(s).__name__}")
-    diffs = differences(group, base)
-    why = [f"not comparable ({format_differences(diffs, limit=2)})"] if diffs else []
-    why += ["only 1 seed"] if value.n < 2 else []
-    why += [f"only 1 seed in {base.label}"] if base_value.n < 2 else []
-    if why:
-        return "no spread verdict: " + "; ".join(why)
-    if within_spread(value, base_value):
-        return "within the seed spread (the seed ranges overlap)"
-    return f"outside the seed spread (the ranges of {value.n} and {base_value.n} seeds do not overlap)"
 
 
 def describe_groups(groups: Sequence[Group]) -> str:

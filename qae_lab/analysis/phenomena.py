@@ -48,6 +48,9 @@ __all__ = [
     "k_sweep_rows",
     "pass_at_k_table",
     "clipped_fraction",
+    "clipped_share",
+    "SHARPENING",
+    "sharpening_rows",
     "ledger_table",
     "search_row",
     "search_table",
@@ -407,6 +410,45 @@ def clipped_fraction(run: Run, side: str = "region") -> float | None:
     key = f"clip_ratio/{side}_mean"
     xs = [float(r[key]) for r in run.rows if r.get("reward") is None and r.get(key) is not None]
     return statistics.fmean(xs) if xs else None
+
+
+def clipped_share(runs: Sequence[Run]) -> float | None:
+    r"""The share of tokens PPO's clip stopped on the passes that reuse a generation, averaged over the runs that
+    log it (:func:`clipped_fraction`); None where none does.
+
+    >>> from qae_lab.analysis.compare import Run
+    >>> rows = lambda x: [{"step": 1, "reward": 0.5}, {"step": 2, "clip_ratio/region_mean": x}]
+    >>> round(clipped_share([Run("a", "mean", 0, {}, rows(0.001), None, None), Run("b", "qae", 0, {}, rows(0.003),
+    ...                      None, None)]), 6)
+    0.002
+    """
+    shares = [x for x in (clipped_fraction(r) for r in runs) if x is not None]
+    return statistics.fmean(shares) if shares else None
+
+
+SHARPENING = ("pass@1", "pass@32", "distinct_correct")  # what RL sharpening moves: pass@1 up, pass@32 not, fewer texts
+
+
+def sharpening_rows(runs: Sequence[Run]) -> list[dict]:
+    r"""Per method and evaluation (before, after training): the :class:`~qae_lab.analysis.stats.Stat` over seeds of
+    pass@1, pass@32 and the distinct correct texts among 32 samples (:data:`SHARPENING`). Sharpening shows as pass@1
+    up while pass@32 does not rise and the distinct correct texts become fewer.
+
+    >>> from qae_lab.analysis.compare import Run
+    >>> ev = lambda p1, d: {"pass@1": p1, "pass@32": 0.98, "distinct_correct": d}
+    >>> rows = sharpening_rows([Run(f"r{s}", "qae", s, {}, [], ev(0.4, 12), ev(0.5, 8)) for s in range(2)])
+    >>> [(r["method"], r["when"], r["pass@1"].mean, r["distinct_correct"].mean) for r in rows]
+    [('qae', 'before', 0.4, 12.0), ('qae', 'after', 0.5, 8.0)]
+    """
+    return [
+        {
+            "method": method,
+            "when": when,
+            **{key: stat((getattr(r, when) or {}).get(key) for r in group) for key in SHARPENING},
+        }
+        for method, group in group_by_method(runs).items()
+        for when in ("before", "after")
+    ]
 
 
 _SEARCH_HIDDEN = ("sparse_update=false", "disable_tqdm=true", "save_model=false", "evaluate=false", "torch_threads=1")

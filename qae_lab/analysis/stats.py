@@ -122,7 +122,8 @@ def training_variance(
 
 
 class Stat(NamedTuple):
-    r"""Mean and spread of one number over a method's seeds: population std and range [lo, hi].
+    r"""Mean and spread of one number over a method's seeds: population std and range [lo, hi], and the ``values``
+    themselves (for an interval of a difference: :func:`qae_lab.analysis.claims.difference`).
 
     >>> print(Stat(mean=0.6, std=0.1, lo=0.5, hi=0.7, n=2))
     0.600±0.100
@@ -133,6 +134,7 @@ class Stat(NamedTuple):
     lo: float
     hi: float
     n: int
+    values: tuple = ()
 
     def __str__(self) -> str:
         return f"{self.mean:.3f}±{self.std:.3f}"
@@ -147,7 +149,7 @@ def stat(values: Iterable[float | None]) -> Stat | None:
     xs = [float(v) for v in values if v is not None]
     if not xs:
         return None
-    return Stat(statistics.fmean(xs), statistics.pstdev(xs), min(xs), max(xs), len(xs))
+    return Stat(statistics.fmean(xs), statistics.pstdev(xs), min(xs), max(xs), len(xs), tuple(xs))
 
 
 def within_spread(a: Stat, b: Stat) -> bool | None:

@@ -1,7 +1,7 @@
 r"""Checkers for the notebooks' exercises, in the style of Spinning Up's ``# YOUR CODE HERE``.
 
 Each ``check_*`` takes the learner's function, runs it on fixed random cases and compares
-the result with qae_lab's own implementation by ``torch.allclose``. A function that still
+the result with qae_lab's own implementation, a float within :data:`ATOL`. A function that still
 returns ``None`` (the stub) is reported as not attempted rather than failed, so notebooks
 run top to bottom before anyone has written a line.
 
@@ -53,19 +53,52 @@ NO_PREDICTION = (
 )
 
 
-def _compare(got, want, what: str) -> None:
+# How far a float answer may sit from qae_lab's. The answers here are of order 1, none above 10 (a lone success's
+# advantage (G - 1) / sqrt(G) = 3.75 in a group of 16, a horizon weight of at most exp(0.25 * 9) = 9.5 at
+# alpha = -0.25, an entropy of a few nats), and an answer computed in float32 rounds at 6e-8 of its size per
+# operation: written the plain way it lands within 2e-7 of the float64 reference on every case below
+# (tests/lab/test_exercises.py runs float32 answers). 1e-6 accepts that and refuses an error of 1e-5 (a wrong eps,
+# a term left out). No relative part: allclose's default rtol = 1e-5 would let an error of 1e-5 through on every
+# value above 1.
+ATOL = 1e-6
+
+
+def _close(got, want: torch.Tensor, atol: float = ATOL) -> bool:
+    """Whether ``got`` has ``want``'s shape and every value within ``atol`` of it (absolute, float64)."""
     got = torch.as_tensor(got, dtype=torch.float64)
-    if got.shape != want.shape or not torch.allclose(got, want.double(), atol=1e-6):
-        raise AssertionError(f"{what}: expected {want.tolist()}, got {got.tolist()}")
+    return got.shape == want.shape and bool(((got - want.double()).abs() <= atol).all())
+
+
+def _compare(got, want: torch.Tensor, what: str, hint: str = "") -> None:
+    if not _close(got, want):
+        got = torch.as_tensor(got, dtype=torch.float64)
+        raise AssertionError(f"{what}: expected {want.tolist()}, got {got.tolist()}{hint}")
+
+
+# (G, K) where K * G is an integer that floating point lands just above (0.28 * 25 = 7.000000000000001): a plain
+# ceil(K G) - 1 takes the next order statistic there. Every such K = 0.01 .. 0.99 with G <= 128 has G a multiple of
+# 25; these are four of the thirteen.
+FLOAT_TRAPS = ((25, 0.28), (25, 0.56), (50, 0.14), (100, 0.07))
+
+
+def _naive_quantile(rewards: torch.Tensor, g: int, k: float) -> torch.Tensor:
+    """The K-quantile read at the unguarded index ceil(K G) - 1: the answer :data:`FLOAT_TRAPS` catch."""
+    return rewards.view(-1, g).sort(dim=1).values[:, max(math.ceil(k * g), 1) - 1]
 
 
 def check_quantile_baseline(fn: Callable) -> str:
-    r"""Check ``fn(rewards, group_size, k) -> (B,)`` against the paper's K-quantile.
+    r"""Check ``fn(rewards, group_size, k) -> (B,)`` against the paper's K-quantile, the ceil(K G)-th smallest reward.
+
+    Random groups of G in {2, 4, 5, 8, 16} at six K, then the :data:`FLOAT_TRAPS`, where an index of
+    ``math.ceil(k * g) - 1`` is one too high; that answer is told so.
 
     >>> check_quantile_baseline(lambda r, g, k: None) == NOT_ATTEMPTED
     True
     >>> check_quantile_baseline(quantile_baseline)
-    'Correct: your baseline matches qae_lab.advantages.quantile_baseline on 30 cases.'
+    'Correct: your baseline matches qae_lab.advantages.quantile_baseline on 34 cases.'
+    >>> check_quantile_baseline(_naive_quantile)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    AssertionError: G=25, K=0.28, ... (that is the index ceil(K G) - 1: in floating point K * G = 7.000000000000001, ...
     """
     gen = torch.Generator().manual_seed(0)
     if fn(torch.tensor([1.0, 0, 0, 0]), 4, 0.4) is None:
@@ -76,6 +109,17 @@ def check_quantile_baseline(fn: Callable) -> str:
             r = (torch.rand(3 * g, generator=gen) < 0.5).float() if cases % 2 else torch.randn(3 * g, generator=gen)
             _compare(fn(r.clone(), g, k), quantile_baseline(r, g, k), f"G={g}, K={k}, rewards={r.tolist()}")
             cases += 1
+    for g, k in FLOAT_TRAPS:
+        r = torch.randn(2 * g, generator=gen)  # distinct rewards: neighbouring order statistics differ
+        got, want = fn(r.clone(), g, k), quantile_baseline(r, g, k)
+        hint = ""
+        if _close(got, _naive_quantile(r, g, k)):
+            hint = (
+                f" (that is the index ceil(K G) - 1: in floating point K * G = {k * g!r}, so ceil gives "
+                f"{math.ceil(k * g)}, not {round(k * g)}; round K G when it lies within 1e-9 of an integer)"
+            )
+        _compare(got, want, f"G={g}, K={k}, the ceil(K G) = {round(k * g)}-th smallest of {r.tolist()}", hint)
+        cases += 1
     return f"Correct: your baseline matches qae_lab.advantages.quantile_baseline on {cases} cases."
 
 
@@ -105,9 +149,10 @@ def check_zero_count(fn: Callable) -> str:
         return NOT_ATTEMPTED
     for g in (4, 8, 16):
         for k in (0.2, 0.4, 0.6, 0.8):
-            want = gate_zero_counts(g, k)
-            got = torch.tensor([fn(c, g, k) for c in range(g + 1)])
-            _compare(got, want, f"zero counts for c = 0..{g}, G={g}, K={k}")
+            want = gate_zero_counts(g, k).tolist()
+            got = [fn(c, g, k) for c in range(g + 1)]
+            if got != want:  # counts: compared exactly (2 == 2.0, but not 2.00001)
+                raise AssertionError(f"zero counts for c = 0..{g}, G={g}, K={k}: expected {want}, got {got}")
     return "Correct: your count matches the two-regime gate for every c, G in {4, 8, 16}, K in {0.2, 0.4, 0.6, 0.8}."
 
 
@@ -220,9 +265,9 @@ def check_neg_correct(fn: Callable) -> str:
 def check_mean_advantages(fn: Callable) -> str:
     r"""Check ``fn(rewards) -> (G,)``: GRPO's advantages A_i = (R_i - mean R) / (std R + eps) of one group.
 
-    std is Bessel-corrected (``torch.std``), eps = 1e-6 (:func:`qae_lab.advantages.group_advantages`'s
-    default); the comparison allows 1e-4, so an eps of 0 passes too. A wrong answer that forgot the
-    std, or took the population std, is told so.
+    std is Bessel-corrected (``torch.std``); eps = 1e-6 (:func:`qae_lab.advantages.group_advantages`'s default)
+    or 0 both pass, each within :data:`ATOL` (they differ by |A| eps / std, up to 1.5e-5 on a lone success of 16).
+    A wrong answer that forgot the std, or took the population std, is told so.
 
     >>> check_mean_advantages(lambda r: None) == NOT_ATTEMPTED
     True
@@ -238,18 +283,17 @@ def check_mean_advantages(fn: Callable) -> str:
         r = (torch.rand(g, generator=gen) < 0.4).float() if i % 2 else torch.randn(g, generator=gen)
         groups.append(r if bool(r.max() > r.min()) else torch.arange(g).float())  # each group mixed
     for r in groups:
-        want = group_advantages(r, r.numel(), baseline="mean").double()
-        got = torch.as_tensor(fn(r.clone()), dtype=torch.float64)
-        if got.shape == want.shape and torch.allclose(got, want, atol=1e-4):
+        r64 = r.double()
+        want = group_advantages(r64, r.numel(), baseline="mean")  # eps = 1e-6
+        got = fn(r.clone())
+        if _close(got, want) or _close(got, (r64 - r64.mean()) / r64.std()):  # or eps = 0
             continue
         hint = ""
-        if got.shape == want.shape and torch.allclose(got, (r - r.mean()).double(), atol=1e-4):
+        if _close(got, r64 - r64.mean()):
             hint = " (that is R - mean R: divide by the group's std too)"
-        elif got.shape == want.shape and torch.allclose(
-            got, ((r - r.mean()) / r.std(unbiased=False)).double(), atol=1e-4
-        ):
+        elif _close(got, (r64 - r64.mean()) / r64.std(unbiased=False)):
             hint = " (that divides by the population std: torch.std divides by G - 1)"
-        raise AssertionError(f"rewards {r.tolist()}: expected {want.tolist()}, got {got.tolist()}{hint}")
+        _compare(got, want, f"rewards {r.tolist()}", hint)
     return f'Correct: your advantages match group_advantages(baseline="mean") on {len(groups)} groups.'
 
 
@@ -292,23 +336,26 @@ def check_format_reward(fn: Callable) -> str:
     return f"Correct: your reward matches qae_lab.task.rewards.soft_format_reward on {len(want)} completions."
 
 
-def check_prediction(prediction, change: UpdateChange) -> str:
-    r"""Compare a prediction with what one update measurably did to the completions with A < 0.
+def check_prediction(prediction, change: UpdateChange, *, sign: str = "A > 0") -> str:
+    r"""Compare a prediction with what one update measurably did to the completions whose advantage has ``sign``.
+
+    Notebook 00 asks it of the rewarded completions (A > 0) after a step with a large learning rate.
 
     Args:
         prediction: ``"up"`` or ``"down"`` (did they become more or less likely?), or None before deciding.
         change: the measured :class:`qae_lab.lab.nb00_plain_grpo.UpdateChange`.
+        sign: which completions: ``"A > 0"``, ``"A < 0"`` or ``"A = 0"``.
 
     Returns:
         the verdict: right, wrong, or partly (the completions moved both ways, named); what to do when no
-        prediction was set, or when the group has no completion with A < 0.
+        prediction was set, or when the group has no completion with that sign.
 
-    >>> c = UpdateChange(["y0 ✓", "y1 ✗", "y2 ✗"], torch.tensor([-1., -2, -3]), torch.tensor([-0.9, -2.5, -3.5]),
-    ...                  torch.tensor([1., -0.5, -0.5]), 0, 9)
+    >>> c = UpdateChange(["y0 ✓", "y1 ✗", "y2 ✗"], torch.tensor([-1., -2, -3]), torch.tensor([-1.5, -2.5, -3.5]),
+    ...                  torch.tensor([1., -0.5, -0.5]), torch.tensor([0, 0, 0]), torch.tensor([3, 3, 3]))
     >>> print(check_prediction("down", c))
-    Right: you predicted "down", and all 2 completions with A < 0 became less likely
+    Right: you predicted "down", and all 1 completions with A > 0 became less likely
     (change of log π(y) from -0.500 to -0.500).
-    >>> check_prediction("up", c)[:60]
+    >>> check_prediction("up", c, sign="A < 0")[:60]
     'Wrong: you predicted "up", but all 2 completions with A < 0 '
     >>> check_prediction(None, c) == NO_PREDICTION
     True
@@ -320,11 +367,11 @@ def check_prediction(prediction, change: UpdateChange) -> str:
     if not isinstance(change, UpdateChange):
         raise ValueError(f"change must be a qae_lab.lab.nb00_plain_grpo.UpdateChange, got {type(change).__name__}")
     guess = prediction.strip().lower()
-    measured = change.direction("A < 0")
+    measured = change.direction(sign)  # checks sign
     if measured is None:
-        return "This group has no completion with A < 0 (its rewards are all equal): nothing to compare."
-    up, down, n = change.moved("A < 0")
-    rows = change.rows("A < 0")
+        return f"This group has no completion with {sign}: nothing to compare."
+    up, down, n = change.moved(sign)
+    rows = change.rows(sign)
     d = change.delta[rows]
     spread = f"(change of log π(y) from {d.min().item():+.3f} to {d.max().item():+.3f})"
     if measured in ("up", "down"):
@@ -332,7 +379,7 @@ def check_prediction(prediction, change: UpdateChange) -> str:
         verdict = "Right" if measured == guess else "Wrong"
         joint = "and" if measured == guess else "but"
         return (
-            f'{verdict}: you predicted "{guess}", {joint} all {n} completions with A < 0 became {moved} likely'
+            f'{verdict}: you predicted "{guess}", {joint} all {n} completions with {sign} became {moved} likely'
             f"{_BREAK}{spread}."
         )
     against = [
@@ -341,9 +388,10 @@ def check_prediction(prediction, change: UpdateChange) -> str:
         if on and (delta > 0 if guess == "down" else delta < 0)
     ]
     return (
-        f'Partly: you predicted "{guess}"; {down} of {n} completions with A < 0 became less likely and {up} '
-        f"more likely{_BREAK}{spread}.{_BREAK}Against your prediction: {', '.join(against)}. Compare their "
-        "text with the rewarded completions': one step moves shared weights, and shared tokens move together."
+        f'Partly: you predicted "{guess}"; {down} of {n} completions with {sign} became less likely and {up} '
+        f"more likely{_BREAK}{spread}.{_BREAK}Against your prediction: {', '.join(against)}. One step moves "
+        "weights every completion shares, so a completion can move with the others rather than with its own "
+        "advantage."
     )
 
 
@@ -466,10 +514,6 @@ def check_sequence_entropy(fn: Callable) -> str:
     for vocab, length in ((2, 1), (2, 3), (3, 2), (4, 3)):
         for scale in (0.0, 1.0, 3.0):
             z = scale * torch.randn(n_prefixes(vocab, length), vocab, generator=gen, dtype=torch.float64)
-            got, want = torch.as_tensor(fn(z.clone()), dtype=torch.float64), sequence_entropy(z)
-            if got.shape != want.shape or not torch.allclose(got, want, atol=1e-6):
-                raise AssertionError(
-                    f"V={vocab}, L={length}, logits {z.tolist()}: expected {float(want):.6f} nats, got {got.tolist()}"
-                )
+            _compare(fn(z.clone()), sequence_entropy(z), f"V={vocab}, L={length}, logits {z.tolist()}: the entropy")
             cases += 1
     return f"Correct: your entropy matches qae_lab.toys.seqpolicy.sequence_entropy on {cases} policies."

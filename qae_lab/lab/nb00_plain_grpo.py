@@ -1,41 +1,54 @@
-r"""Plain GRPO's one update, measured: what notebook 00 prints about a group and about the step (no plotting).
+r"""Plain GRPO's one update, measured: what notebook 00 shows about a group and about the step, as table rows.
 
 Notebook ``00_plain_grpo.ipynb`` runs one GRPO update on the embedded model in a few lines: a sampled
 group (:func:`qae_lab.task.rollouts.sample_groups`), its mean-baseline advantages
 (:func:`qae_lab.advantages.group_advantages`), the per-token log-probs
 (:func:`qae_lab.task.rollouts.completion_logps`), the loss (:func:`qae_lab.loss.grpo_loss`) and one
-optimizer step. This module reads what came out, so that every number the notebook shows is measured:
+optimizer step. This module reads what came out, so that every number the notebook shows is measured;
+each reading is a list of rows (dicts) that :func:`qae_lab.analysis.tables.markdown_table` renders:
 
-* :func:`group_lines`: each completion with its extracted answer, its reward and its advantage;
-* :func:`advantage_lines`: the group's mean and std and the advantage each reward gets,
+* :func:`completion_rows`: each completion with its extracted answer, its reward and its advantage;
+* :func:`advantage_rows`: the group's mean and std and the advantage each reward gets,
   A_i = (R_i - mean_j R_j) / (std_j R_j + eps);
 * :func:`sequence_logps`: log pi(y_i) = sum_t log pi(y_t | x, y_<t), one number per completion;
 * :func:`update_change` -> :class:`UpdateChange`: each completion's log pi(y_i) before and after the
-  step beside its advantage, how many moved which way by advantage sign, and how many tokens PPO's
-  clip would stop on a second pass over the same group.
+  step beside its advantage; :meth:`UpdateChange.summary_rows` counts how many moved which way by
+  advantage sign, and how many tokens PPO's clip would stop on a second pass over the same group;
+* :func:`sgd_update`: the notebook's update, run again from the sampled weights at another learning rate.
 
 Nothing here assumes which way a completion moves. The step changes shared weights: a completion
-with A_i < 0 that shares most of its tokens with rewarded ones can become more likely, and one with
-A_i = 0 moves too. The counts say what happened.
+with A_i < 0 that shares most of its tokens with rewarded ones can become more likely, and a large
+step can make every sampled completion less likely, the rewarded ones too. The counts say what happened.
 
 Shapes: N completions (G of one prompt, or B*G), T completion tokens.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
 
 from qae_lab._checks import as_real_tensor, check_finite_scalar, check_mask
-from qae_lab.task.answers import extract_answer
 from qae_lab.entropy_controls import ppo_clip_active
+from qae_lab.loss import LossSettings, grpo_loss
+from qae_lab.task.answers import extract_answer
+from qae_lab.task.rollouts import completion_logps
 
-__all__ = ["sequence_logps", "group_lines", "advantage_lines", "UpdateChange", "update_change", "SIGNS"]
+__all__ = [
+    "sequence_logps",
+    "completion_rows",
+    "advantage_rows",
+    "UpdateChange",
+    "update_change",
+    "sgd_update",
+    "SIGNS",
+]
 
 # the three kinds of completion an update treats differently, by the sign of the advantage
 SIGNS = {"A > 0": 1, "A = 0": 0, "A < 0": -1}
-_TEXT_CHARS = 72  # a completion's text in a printed line: longer ones end in "…"
+_TEXT_CHARS = 60  # a completion's text in a table cell: longer ones end in "…"
 
 
 def sequence_logps(logps: torch.Tensor, mask) -> torch.Tensor:
@@ -55,21 +68,27 @@ def _labels(rewards: torch.Tensor) -> list[str]:
     return [f"y{i} {'✓' if r > 0 else '✗'}" for i, r in enumerate(rewards.tolist())]
 
 
-def group_lines(ro, advantages=None) -> list[str]:
-    r"""One line per completion of a :class:`qae_lab.task.rollouts.Rollouts`: label, answer, reward, advantage, text.
+def _text_cell(text: str) -> str:
+    """A completion as a table cell: one line (⏎ for a newline), cut to :data:`_TEXT_CHARS`, in a code span, so
+    that its ``<answer>`` tags show as written."""
+    flat = text.replace("\n", "⏎").replace("`", "'")
+    return f"`{flat if len(flat) <= _TEXT_CHARS else flat[: _TEXT_CHARS - 1] + '…'}`"
+
+
+def completion_rows(ro, advantages=None) -> list[dict]:
+    r"""One row per completion of a :class:`qae_lab.task.rollouts.Rollouts`: ``completion`` (its label), ``answer``
+    (the one extracted, None where there is none), ``R``, ``A`` (where ``advantages`` are given) and ``text``.
 
     Args:
-        ro: the rollouts (``completions``, ``rewards``, ``records``, ``group_size``).
+        ro: the rollouts (``completions``, ``rewards``).
         advantages: (N,) advantages to show beside the rewards, or None.
 
     >>> from types import SimpleNamespace as NS
-    >>> ro = NS(completions=["<answer>\n4\n</answer>", "<answer>\n5\n</answer>"], rewards=torch.tensor([1., 0]),
-    ...         records=[{"gold": "4"}], group_size=2)
-    >>> for line in group_lines(ro, torch.tensor([0.7071, -0.7071])):
-    ...     print(line)
-    gold answer 4
-    y0 ✓  answer 4      R = 1  A = +0.707  '<answer>\n4\n</answer>'
-    y1 ✗  answer 5      R = 0  A = -0.707  '<answer>\n5\n</answer>'
+    >>> ro = NS(completions=["<answer>\n4\n</answer>", "no answer"], rewards=torch.tensor([1., 0]))
+    >>> completion_rows(ro, torch.tensor([0.5, -0.5]))[0]
+    {'completion': 'y0 ✓', 'answer': '4', 'R': 1.0, 'A': 0.5, 'text': '`<answer>⏎4⏎</answer>`'}
+    >>> completion_rows(ro)[1]
+    {'completion': 'y1 ✗', 'answer': None, 'R': 0.0, 'text': '`no answer`'}
     """
     rewards = as_real_tensor(ro.rewards, "rewards", ndim=1)
     n = len(ro.completions)
@@ -78,43 +97,38 @@ def group_lines(ro, advantages=None) -> list[str]:
     adv = None if advantages is None else as_real_tensor(advantages, "advantages", ndim=1)
     if adv is not None and adv.numel() != n:
         raise ValueError(f"advantages must hold one value per completion: {adv.numel()} for {n}")
-    golds = sorted({str(r["gold"]) for r in ro.records})
-    lines = [f"gold answer {', '.join(golds)}"]
+    rows = []
     for i, (label, text) in enumerate(zip(_labels(rewards), ro.completions)):
-        shown = repr(text) if len(repr(text)) <= _TEXT_CHARS else repr(text)[: _TEXT_CHARS - 1] + "…"
-        a = "" if adv is None else f"  A = {adv[i].item():+.3f}"
-        lines.append(f"{label}  answer {extract_answer(text) or '-':<6} R = {rewards[i].item():g}{a}  {shown}")
-    return lines
+        row = {"completion": label, "answer": extract_answer(text) or None, "R": rewards[i].item()}
+        if adv is not None:
+            row["A"] = adv[i].item()
+        rows.append({**row, "text": _text_cell(text)})
+    return rows
 
 
-def advantage_lines(rewards, advantages, eps: float = 1e-6) -> list[str]:
-    r"""How one group's rewards became its advantages: the mean, the std, and A for each distinct reward.
+def advantage_rows(rewards, advantages) -> list[dict]:
+    r"""How one group's rewards became its advantages: a row per distinct reward ``R`` (highest first), with how
+    many ``completions`` got it, the group's ``mean R`` and ``std R`` (Bessel-corrected, as ``torch.std``) and the
+    advantage ``A`` they got.
 
     Args:
         rewards: (G,) one group's rewards. advantages: (G,) the advantages computed from them.
-        eps: the eps the advantages were computed with (printed, not used).
 
-    >>> for line in advantage_lines(torch.tensor([1., 0, 0, 0]), torch.tensor([1.5, -0.5, -0.5, -0.5])):
-    ...     print(line)
-    mean R = 0.250, std R = 0.500 (Bessel-corrected, as torch.std), eps = 1e-06
-    R = 1: A = (1 - 0.250) / (0.500 + eps) = +1.500   (1 completion)
-    R = 0: A = (0 - 0.250) / (0.500 + eps) = -0.500   (3 completions)
+    >>> for row in advantage_rows(torch.tensor([1., 0, 0, 0]), torch.tensor([1.5, -0.5, -0.5, -0.5])):
+    ...     print(row)
+    {'R': 1.0, 'completions': 1, 'mean R': 0.25, 'std R': 0.5, 'A': 1.5}
+    {'R': 0.0, 'completions': 3, 'mean R': 0.25, 'std R': 0.5, 'A': -0.5}
     """
     r = as_real_tensor(rewards, "rewards", ndim=1).double()
     a = as_real_tensor(advantages, "advantages", ndim=1).double()
     if r.numel() < 2 or a.shape != r.shape:
         raise ValueError(f"rewards and advantages must be one group of G >= 2 each, got {r.numel()} and {a.numel()}")
-    eps = check_finite_scalar(eps, "eps")
     mean, std = r.mean().item(), r.std().item()
-    lines = [f"mean R = {mean:.3f}, std R = {std:.3f} (Bessel-corrected, as torch.std), eps = {eps:g}"]
+    rows = []
     for value in sorted(set(r.tolist()), reverse=True):
-        rows = r == value
-        count = int(rows.sum())
-        lines.append(
-            f"R = {value:g}: A = ({value:g} - {mean:.3f}) / ({std:.3f} + eps) = {a[rows][0].item():+.3f}"
-            f"   ({count} completion{'s' if count != 1 else ''})"
-        )
-    return lines
+        same = r == value
+        rows.append({"R": value, "completions": int(same.sum()), "mean R": mean, "std R": std, "A": a[same][0].item()})
+    return rows
 
 
 @dataclass(frozen=True)
@@ -125,12 +139,12 @@ class UpdateChange:
         labels: N labels (``y0 ✓``: index, and ✓ where the reward was positive).
         before, after: (N,) float64 log pi(y_i) before and after the step.
         advantages: (N,) float64 A_i the step used.
-        clipped_tokens: tokens where PPO's clip would stop the gradient on a second pass over the group
-            (ratio pi_new / pi_old past [1 - eps_low, 1 + eps_high] on the side its advantage pushes).
-        tokens: real completion tokens in the group.
+        clipped: (N,) int, each completion's tokens where PPO's clip would stop the gradient on a second pass
+            over the group (ratio pi_new / pi_old past [1 - eps_low, 1 + eps_high] on the side its advantage pushes).
+        lengths: (N,) int, each completion's real tokens.
 
     >>> c = UpdateChange(["y0 ✓", "y1 ✗", "y2 ✗"], torch.tensor([-1., -2, -3]), torch.tensor([-0.9, -2.5, -2.8]),
-    ...                  torch.tensor([1., -0.5, -0.5]), 0, 9)
+    ...                  torch.tensor([1., -0.5, -0.5]), torch.tensor([1, 0, 0]), torch.tensor([3, 3, 3]))
     >>> c.delta.tolist(), c.moved("A < 0"), c.direction("A < 0"), c.direction("A > 0"), c.direction("A = 0")
     ([0.1..., -0.5, 0.2...], (1, 1, 2), 'mixed', 'up', None)
     """
@@ -139,8 +153,8 @@ class UpdateChange:
     before: torch.Tensor
     after: torch.Tensor
     advantages: torch.Tensor
-    clipped_tokens: int
-    tokens: int
+    clipped: torch.Tensor
+    lengths: torch.Tensor
 
     @property
     def delta(self) -> torch.Tensor:
@@ -175,37 +189,35 @@ class UpdateChange:
             f"A < 0: {down} of {n_neg} down"
         )
 
-    def lines(self) -> list[str]:
-        r"""One line per completion: label, A_i, log pi(y_i) before -> after, the change and pi's factor."""
-        out = []
-        for i, label in enumerate(self.labels):
-            b, a, d = self.before[i].item(), self.after[i].item(), self.delta[i].item()
-            out.append(
-                f"{label}  A = {self.advantages[i].item():+.3f}  log π(y) {b:8.3f} -> {a:8.3f}  "
-                f"change {d:+.3f}  (π(y) x {torch.tensor(d).exp().item():.3f})"
-            )
-        return out
+    def summary_rows(self) -> list[dict]:
+        r"""A row per advantage sign present: how many completions have it, how many became ``more likely`` and
+        ``less likely``, their ``mean change`` of log pi(y), their ``tokens`` and how many of those PPO's clip
+        would stop on a second pass (``clipped``).
 
-    def summary_lines(self) -> list[str]:
-        r"""The measured directions by advantage sign, and the clip's count, as sentences."""
+        >>> c = UpdateChange(["y0 ✓", "y1 ✗", "y2 ✗"], torch.tensor([-1., -2, -3]), torch.tensor([-0.5, -2.5, -2.8]),
+        ...                  torch.tensor([1., -0.5, -0.5]), torch.tensor([2, 0, 1]), torch.tensor([3, 4, 5]))
+        >>> for row in c.summary_rows():
+        ...     print([round(v, 3) if isinstance(v, float) else v for v in row.values()])
+        ['A > 0', 1, 1, 0, 0.5, 3, 2]
+        ['A < 0', 2, 1, 1, -0.15, 9, 1]
+        """
         out = []
-        for sign, way in (("A > 0", "more"), ("A < 0", "less"), ("A = 0", None)):
+        for sign in SIGNS:
             up, down, n = self.moved(sign)
             if n == 0:
-                out.append(f"no completion has {sign}")
                 continue
-            mean = self.delta[self.rows(sign)].mean().item()
-            if way == "more":
-                head = f"{up} of {n} completions with {sign} became more likely"
-            elif way == "less":
-                head = f"{down} of {n} completions with {sign} became less likely"
-            else:
-                head = f"{n} completions with {sign} moved too (shared weights): {up} up, {down} down"
-            out.append(f"{head} (mean change of log π(y) {mean:+.3f})")
-        out.append(
-            f"a second pass over this group would clip {self.clipped_tokens} of its {self.tokens} tokens "
-            "(π_new / π_old past 1 ± ε where A pushes)"
-        )
+            on = self.rows(sign)
+            out.append(
+                {
+                    "advantage": sign,
+                    "completions": n,
+                    "more likely": up,
+                    "less likely": down,
+                    "mean change": self.delta[on].mean().item(),
+                    "tokens": int(self.lengths[on].sum()),
+                    "clipped": int(self.clipped[on].sum()),
+                }
+            )
         return out
 
 
@@ -219,7 +231,7 @@ def update_change(
         advantages: (N,) the advantages the step used.
         before, after: (N, T) per-token log-probs of the same completions before and after the step
             (:func:`qae_lab.task.rollouts.completion_logps`); detached here.
-        epsilon_low, epsilon_high: PPO's clip range, for :attr:`UpdateChange.clipped_tokens`.
+        epsilon_low, epsilon_high: PPO's clip range, for :attr:`UpdateChange.clipped`.
 
     Returns:
         :class:`UpdateChange`.
@@ -229,8 +241,8 @@ def update_change(
     >>> before = torch.log(torch.tensor([[0.5, 0.5], [0.5, 1.0]]))
     >>> after = torch.log(torch.tensor([[0.7, 0.5], [0.3, 1.0]]))     # token ratios 1.4, 1 and 0.6 (padding)
     >>> c = update_change(ro, torch.tensor([0.7, -0.7]), before, after)
-    >>> c.labels, c.direction("A > 0"), c.direction("A < 0"), c.clipped_tokens, c.tokens
-    (['y0 ✓', 'y1 ✗'], 'up', 'down', 2, 3)
+    >>> c.labels, c.direction("A > 0"), c.direction("A < 0"), c.clipped.tolist(), c.lengths.tolist()
+    (['y0 ✓', 'y1 ✗'], 'up', 'down', [1, 1], [2, 1])
     """
     rewards = as_real_tensor(ro.rewards, "rewards", ndim=1)
     a = as_real_tensor(advantages, "advantages", ndim=1).double()
@@ -252,6 +264,33 @@ def update_change(
         sequence_logps(b, m).cpu(),
         sequence_logps(af, m).cpu(),
         a.cpu(),
-        int(clipped.sum()),
-        int(m.sum()),
+        clipped.sum(-1).cpu(),  # (N,)
+        m.sum(-1).long().cpu(),  # (N,)
+    )
+
+
+def sgd_update(model, tokenizer, start: Mapping, ro, advantages, lr: float, settings: LossSettings) -> UpdateChange:
+    r"""Notebook 00's update, run again: load the weights ``start``, take one SGD step of learning rate ``lr`` on
+    GRPO's loss (:func:`qae_lab.loss.grpo_loss` with ``settings``) over the group ``ro`` with ``advantages``, and
+    measure it (:func:`update_change`). The model keeps the stepped weights.
+
+    Args:
+        model, tokenizer: the policy and its tokenizer. start: a ``state_dict`` of the weights that sampled ``ro``.
+        ro: the :class:`qae_lab.task.rollouts.Rollouts`. advantages: (N,) the advantages of its completions.
+        lr: SGD's learning rate, > 0. settings: the loss's :class:`qae_lab.loss.LossSettings`.
+    """
+    lr = check_finite_scalar(lr, "lr")
+    if lr <= 0:
+        raise ValueError(f"lr must be > 0, got {lr}")
+    model.load_state_dict(start)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    logps = completion_logps(model, tokenizer, ro.prompts, ro.completion_ids, ro.mask)  # (N, T), with its graph
+    loss = grpo_loss(logps, advantages, ro.mask, settings).loss
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()  # theta <- theta - lr * dL / dtheta
+    with torch.no_grad():
+        after = completion_logps(model, tokenizer, ro.prompts, ro.completion_ids, ro.mask)
+    return update_change(
+        ro, advantages, logps, after, epsilon_low=settings.epsilon_low, epsilon_high=settings.epsilon_high
     )

@@ -1,82 +1,35 @@
-r"""Notebook 02's figures and closing summary: the linear knob, the Monte-Carlo entropy change, and the sentences that state what its checks measured.
+r"""Notebook 02's figures and tables: the linear knob, one sampled step against the identity, and bandit training.
 
-Notebook 02's closing summary: the sentences that state what its toy-softmax checks measured.
-
-The numbers come from :mod:`qae_lab.toys.bandit` (the identity's first-order error, Prop. 4.2 of QAE, arXiv 2509.22611)
-and :mod:`qae_lab.toys.bandit` (one sampled-group step, a small training run); this module only words them, so
-each sentence says what the notebook's own run showed and stays true when a knob or the seed changes.
-Nothing here imports plotly or ipywidgets.
+The numbers come from :mod:`qae_lab.toys.bandit` (QAE, arXiv 2509.22611, sec. 4, Prop. 4.2; Cui et al.'s entropy
+identity) and from the committed ``data/bandit/prop42.json`` (:func:`qae_lab.analysis.committed_data.load_prop42`);
+this module only lays them out: figures, and table rows for :func:`qae_lab.analysis.tables.markdown_table`, so
+the notebook states its results as tables next to fixed sentences, never as generated prose.
 """
 
 from __future__ import annotations
 
-import textwrap
+import statistics
 from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 import torch
 
 from qae_lab.lab.plots import line_figure
-from qae_lab.toys.bandit import knob_curve, mc_entropy_curve, mc_verdicts
+from qae_lab.toys.bandit import (
+    entropy_by_start,
+    entropy_change_exact,
+    expected_pg_step,
+    identity_entropy_change,
+    knob_curve,
+    mc_entropy_curve,
+    population_quantile,
+    sampled_entropy_change,
+)
 
-__all__ = ["mc_verdicts", "summary_01", "knob_figure", "mc_figure"]
+__all__ = ["knob_figure", "mc_figure", "step_rows", "prop42_rows", "training_rows", "training_figures"]
 
-
-_COUNT_KEYS = ("checked", "hard", "easy", "violations_first_order", "violations_exact")
-
-
-def summary_01(
-    slope: float,
-    counts: Mapping[str, int],
-    mc: Mapping[str, Sequence[float]],
-    runs: Mapping[str, Mapping[str, Sequence[float]]],
-) -> str:
-    r"""The summary of notebook 02, one sentence per section, from the values its cells computed (each wrapped
-    at 110 characters).
-
-    Args:
-        slope: the log-log slope of the identity's first-order error (:func:`qae_lab.toys.bandit.loglog_slope`).
-        counts: :func:`qae_lab.toys.bandit.proposition_42_sweep`'s counts.
-        mc: :func:`qae_lab.toys.bandit.mc_entropy_curve`'s output (one entry per success rate).
-        runs: ``{name: simulate_training(...)}`` (at least one run).
-
-    >>> mc = {"mean": [0.01, 0.01], "mean_stderr": [0.001] * 2, "quantile": [0.002, 0.011],
-    ...       "quantile_stderr": [0.001] * 2}
-    >>> runs = {"mean": {"entropy": [0.9, 0.4], "success": [0.5, 0.8]},
-    ...         "QAE": {"entropy": [0.9, 0.6], "success": [0.5, 0.7]}}
-    >>> counts = dict(checked=8, hard=5, easy=3, violations_first_order=0, violations_exact=1)
-    >>> print(summary_01(2.01, counts, mc, runs))
-    * The first-order identity's error fell with log-log slope 2.01 over the smallest steps (2 is O(eta^2)).
-    * Proposition 4.2 on 8 (policy, p, K) cases (5 hard, 3 easy): 0 violations to first order, 1 with the exact
-      entropy after the step.
-    * One sampled step: QAE's mean entropy change was lower than the mean baseline's at 1, higher at 0 and within
-      two standard errors at 1 of 2 success rates.
-    * After 1 steps of training, mean H / log A (mean success): mean 0.400 (0.800), QAE 0.600 (0.700).
-    """
-    missing = [key for key in _COUNT_KEYS if key not in counts]
-    if missing:
-        raise ValueError(f"counts must hold {_COUNT_KEYS} (proposition_42_sweep's), missing {missing}")
-    if not runs:
-        raise ValueError("runs must hold at least one simulated run")
-    verdicts = mc_verdicts(mc)
-    steps = len(next(iter(runs.values()))["entropy"]) - 1
-    finals = ", ".join(f"{name} {o['entropy'][-1]:.3f} ({o['success'][-1]:.3f})" for name, o in runs.items())
-    return "\n".join(
-        textwrap.fill(line, 110, subsequent_indent="  ")
-        for line in [
-            f"* The first-order identity's error fell with log-log slope {slope:.2f} over the smallest steps "
-            f"(2 is O(eta^2)).",
-            f"* Proposition 4.2 on {counts['checked']} (policy, p, K) cases ({counts['hard']} hard, {counts['easy']} "
-            f"easy): {counts['violations_first_order']} violations to first order, {counts['violations_exact']} with "
-            f"the exact "
-            f"entropy after the step.",
-            f"* One sampled step: QAE's mean entropy change was lower than the mean baseline's at "
-            f"{verdicts.count('lower')}, higher at {verdicts.count('higher')} and "
-            f"within two standard errors at "
-            f"{verdicts.count('same')} of {len(verdicts)} success rates.",
-            f"* After {steps} steps of training, mean H / log A (mean success): {finals}.",
-        ]
-    )
+BASELINE_NAMES = {"mean": "mean", "quantile": "QAE"}  # the JSON's baseline keys, as the tables name them
+OPTIMIZER_NAMES = {"sgd": "SGD", "adam": "Adam", "adam_scalar": "Adam, one RMS per prompt"}
 
 
 def knob_figure(eta: float, sharpness: float, p: float, K: float) -> go.Figure:
@@ -100,28 +53,33 @@ def knob_figure(eta: float, sharpness: float, p: float, K: float) -> go.Figure:
     return fig
 
 
+MC_LINES = {
+    "sampled, mean baseline (c)": "mean",
+    "sampled, QAE baseline (c)": "quantile",
+    "computed, mean baseline": "computed_mean",
+    "computed, QAE baseline": "computed_quantile",
+    "identity, b = p (a)": "identity_mean",
+    "identity, b = b_K (a)": "identity_quantile",
+}
+
+
 def mc_figure(
     K: float, G: int, eta: float, sharpness: float, *, n_groups: int, ps: Sequence[float] | None = None
 ) -> go.Figure:
-    r"""E[dH] after one step against the success rate: sampled groups under the mean and the QAE baseline (+- two
-    standard errors), the expected gradient and the identity's predictions (:func:`qae_lab.toys.bandit.mc_entropy_curve`
-    with seed 3, at ``ps``, default 13 rates from 0.05 to 0.95).
+    r"""E[dH] after one step against the success rate (:func:`qae_lab.toys.bandit.mc_entropy_curve` with seed 3, at
+    ``ps``, default 13 rates from 0.05 to 0.95): sampled groups under each baseline by Monte Carlo (+- two standard
+    errors), the same computed (:func:`qae_lab.toys.bandit.sampled_entropy_change`: the scale factor times the exact
+    step, plus the eta^2 term; dashed, in the colour of its Monte Carlo), and the identity's predictions.
 
     >>> fig = mc_figure(0.4, 8, 0.5, 1.5, n_groups=20, ps=[0.3, 0.7])
-    >>> [t.name for t in fig.data if t.name][:2], fig.layout.title.text
-    (['sampled, mean baseline (c)', 'sampled, QAE baseline (c)'], 'E[dH] after one step, K = 0.4, G = 8')
+    >>> [t.name for t in fig.data if t.name][:3], fig.layout.title.text
+    (['sampled, mean baseline (c)', 'sampled, QAE baseline (c)', 'computed, mean baseline'], 'E[dH] after one step, K = 0.4, G = 8')
     """
     ps = torch.linspace(0.05, 0.95, 13) if ps is None else torch.tensor(list(ps))
     out = mc_entropy_curve(ps, group_size=G, n_groups=n_groups, k=K, eta=eta, sharpness=sharpness, seed=3)
-    return line_figure(
+    fig = line_figure(
         ps.tolist(),
-        {
-            "sampled, mean baseline (c)": out["mean"],
-            "sampled, QAE baseline (c)": out["quantile"],
-            "expected gradient (b)": out["expected_pg"],
-            "identity, b = p (a)": out["identity_mean"],
-            "identity, b = b_K (a)": out["identity_quantile"],
-        },
+        {name: out[key] for name, key in MC_LINES.items()},
         bands={
             "sampled, mean baseline (c)": [2 * s for s in out["mean_stderr"]],
             "sampled, QAE baseline (c)": [2 * s for s in out["quantile_stderr"]],
@@ -131,3 +89,174 @@ def mc_figure(
         y_title="entropy change",
         markers=True,
     )
+    colours = {t.name: t.line.color for t in fig.data if t.name}
+    for t in fig.data:
+        if t.name and t.name.startswith("computed, "):
+            t.update(
+                mode="lines", line={"dash": "dash", "color": colours[t.name.replace("computed", "sampled") + " (c)"]}
+            )
+    return fig
+
+
+def step_rows(z, r, *, group_size: int, k: float, eta: float) -> list[dict]:
+    r"""One bandit's one step, a row per baseline: the scale factor and the entropy change under the identity's model
+    (a), the exact expected step (b) and sampled groups in expectation (c) (std kept, the paper's quantile).
+
+    Args:
+        z: (A,) logits. r: (A,) rewards in {0, 1}. group_size: G. k: K. eta: the step size.
+
+    >>> rows = step_rows(torch.tensor([2.0, 0.0, -1.0, 0.5]), torch.tensor([0.0, 1.0, 0.0, 0.0]),
+    ...                  group_size=8, k=0.4, eta=0.5)
+    >>> [row["baseline"] for row in rows], rows[0]["exact step (b)"] == rows[1]["exact step (b)"]
+    (['mean', 'QAE'], True)
+    """
+    p = (torch.softmax(z.double(), -1) * r).sum()
+    b = {"mean": p, "quantile": population_quantile(z, r, k)}
+    rows = []
+    for baseline, name in BASELINE_NAMES.items():
+        sampled = sampled_entropy_change(z, r, group_size, eta, baseline=baseline, k=k)
+        rows.append(
+            {
+                "baseline": name,
+                "scale factor": sampled["scale"],
+                "identity (a)": float(identity_entropy_change(z, r, b[baseline], eta)),
+                "exact step (b)": float(entropy_change_exact(z, expected_pg_step(z, r, eta))),
+                "sampled (c)": sampled["total"],
+            }
+        )
+    return rows
+
+
+def _lower_in(a: Sequence[float], b: Sequence[float]) -> str | None:
+    """ "n of N": the pairs with a below b; None where the lists are equal (the same step for both)."""
+    return None if list(a) == list(b) else f"{sum(x < y for x, y in zip(a, b))} of {len(a)}"
+
+
+PROP42_STEPS = {  # row label -> (where in the file, a per-bandit value from a dict of lists)
+    "identity (a)": ("", "identity"),
+    "exact step (b)": ("", "expected_step"),
+    "sampled (c)": ("", "sampled"),
+    "sampled (c), no std": ("no_std", "sampled"),
+    "scale factor": ("", "scale"),
+    "scale factor, no std": ("no_std", "scale"),
+}
+
+
+def prop42_rows(data: Mapping) -> list[dict]:
+    r"""The committed one-step table (:func:`qae_lab.analysis.committed_data.load_prop42`): per step model, the mean
+    over the bandits of each baseline's dH / eta (or scale factor) on the hard and on the easy ones, and in how many
+    bandits QAE's value is below the mean baseline's (a dash where the two are the same step).
+
+    >>> rows = prop42_rows(_TINY)
+    >>> rows[0]
+    {'': 'identity (a)', 'hard: mean': 4.0, 'hard: QAE': 1.0, 'hard: QAE lower in': '2 of 2', 'easy: mean': -4.0, 'easy: QAE': -1.0, 'easy: QAE lower in': '0 of 2'}
+    """
+    eta = data["meta"]["eta"]
+    rows = []
+    for label, (part, key) in PROP42_STEPS.items():
+        row: dict = {"": label}
+        per_unit = 1.0 if key == "scale" else 1 / eta  # entropy changes per unit eta; scale factors as they are
+        for regime in ("hard", "easy"):
+            src = (data["details"][regime][part] if part else data[regime])[key]
+            for baseline, name in BASELINE_NAMES.items():
+                row[f"{regime}: {name}"] = statistics.fmean(src[baseline]) * per_unit
+            row[f"{regime}: QAE lower in"] = _lower_in(src["quantile"], src["mean"])
+        rows.append(row)
+    return rows
+
+
+def training_rows(data: Mapping) -> list[dict]:
+    r"""The committed training table (``data["training"]``): per optimiser and learning rate, each baseline's mean over
+    the replicates of the hard prompts' peak entropy over its start and of the easy prompts' entropy at the file's
+    ``easy_step`` over its start, and in how many replicates QAE's is lower (hard) and higher (easy) than the mean
+    baseline's: the directions Prop. 4.2 predicts.
+
+    >>> training_rows(_TINY)[0]["hard: QAE lower in"], training_rows(_TINY)[0]["easy H(2) / H(0), QAE"]
+    ('0 of 2', 0.4)
+    """
+    runs = {(run["optimizer"], run["lr"], run["baseline"]): run for run in data["training"]["runs"]}
+    easy = f"easy H({data['training']['settings']['easy_step']}) / H(0)"
+    rows = []
+    for opt, lr, _ in [key for key in runs if key[2] == "mean"]:
+        m, q = runs[(opt, lr, "mean")], runs[(opt, lr, "quantile")]
+        n = len(m["hard_peak"])
+        rows.append(
+            {
+                "optimiser": OPTIMIZER_NAMES[opt],
+                "lr": lr,
+                "hard peak / start, mean": statistics.fmean(m["hard_peak"]),
+                "hard peak / start, QAE": statistics.fmean(q["hard_peak"]),
+                "hard: QAE lower in": f"{sum(a < b for a, b in zip(q['hard_peak'], m['hard_peak']))} of {n}",
+                f"{easy}, mean": statistics.fmean(m["easy_h"]),
+                f"{easy}, QAE": statistics.fmean(q["easy_h"]),
+                "easy: QAE higher in": f"{sum(a > b for a, b in zip(q['easy_h'], m['easy_h']))} of {n}",
+            }
+        )
+    return rows
+
+
+def training_figures(
+    p0, runs: Mapping[str, Mapping[str, list]], *, hard_max: float = 0.3, easy_min: float = 0.7
+) -> list[go.Figure]:
+    r"""Two figures of :func:`qae_lab.toys.bandit.simulate_training` runs from the same ``p0``: the mean entropy
+    H / log A of the prompts that start hard, then of those that start easy (:func:`~qae_lab.toys.bandit.
+    entropy_by_start`), a line per run.
+
+    >>> from qae_lab.toys.bandit import simulate_training
+    >>> p0 = torch.tensor([0.1, 0.5, 0.9])
+    >>> runs = {"mean, SGD": simulate_training(p0, steps=2, group_size=4, baseline="mean")}
+    >>> [f.layout.title.text for f in training_figures(p0, runs)]
+    ['Entropy of the prompts that start hard (p ≤ 0.3), H / log A', 'Entropy of the prompts that start easy (p ≥ 0.7), H / log A']
+    """
+    curves = {
+        name: entropy_by_start(o["prompt_entropy"], p0, hard_max=hard_max, easy_min=easy_min)
+        for name, o in runs.items()
+    }
+    figures = []
+    for regime, bound in (("hard", f"p ≤ {hard_max:g}"), ("easy", f"p ≥ {easy_min:g}")):
+        series = {name: c[regime].tolist() for name, c in curves.items()}
+        steps = list(range(len(next(iter(series.values())))))
+        figures.append(
+            line_figure(
+                steps,
+                series,
+                title=f"Entropy of the prompts that start {regime} ({bound}), H / log A",
+                x_title="step",
+                y_title="H / log A",
+            )
+        )
+    return figures
+
+
+# a file of the committed shape, two bandits and one training setting, for the examples above
+_TINY = {
+    "meta": {"eta": 0.5},
+    "hard": {
+        "identity": {"mean": [2.0, 2.0], "quantile": [0.5, 0.5]},
+        "expected_step": {"mean": [2.0, 2.0], "quantile": [2.0, 2.0]},
+        "sampled": {"mean": [1.5, 1.5], "quantile": [2.0, 2.0]},
+        "scale": {"mean": [0.75, 0.75], "quantile": [1.0, 1.0]},
+    },
+    "easy": {
+        "identity": {"mean": [-2.0, -2.0], "quantile": [-0.5, -0.5]},
+        "expected_step": {"mean": [-2.0, -2.0], "quantile": [-2.0, -2.0]},
+        "sampled": {"mean": [-1.5, -1.5], "quantile": [-2.0, -2.0]},
+        "scale": {"mean": [0.75, 0.75], "quantile": [1.0, 1.0]},
+    },
+    "details": {
+        regime: {
+            "no_std": {
+                "sampled": {"mean": [0.0, 0.0], "quantile": [0.0, 0.0]},
+                "scale": {"mean": [0.75] * 2, "quantile": [1.0] * 2},
+            }
+        }
+        for regime in ("hard", "easy")
+    },
+    "training": {
+        "settings": {"easy_step": 2},
+        "runs": [
+            {"optimizer": "sgd", "lr": 0.5, "baseline": "mean", "hard_peak": [1.1, 1.1], "easy_h": [0.5, 0.5]},
+            {"optimizer": "sgd", "lr": 0.5, "baseline": "quantile", "hard_peak": [1.2, 1.2], "easy_h": [0.4, 0.4]},
+        ],
+    },
+}

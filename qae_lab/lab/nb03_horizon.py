@@ -1,25 +1,24 @@
-r"""Notebook 03's numbers and figures on sampled rollouts of the sums model: the group it shows, its token entropies, SA-AH's and AH's weights.
-
-Notebook 03's numbers on sampled rollouts of the sums model: the group it shows, that group's token entropies
-and SA-AH's and AH's horizon weights on it, the effective token fraction as alpha moves, which rollouts and tokens
-the horizon weights discount under QAE's and GRPO's baselines, and the sentences that state what was measured.
+r"""Notebook 03's numbers and figures on rollouts sampled from the sums model: SA-AH's horizon weights on them.
 
 Inputs are a :class:`qae_lab.task.rollouts.Rollouts` (B prompts x G completions; N = B*G rows, each prompt's G
 contiguous) and the (N, T) normalised token entropies H~_t of its completions
-(:func:`qae_lab.task.rollouts.completion_entropies`); the maths is :mod:`qae_lab.horizon` and :mod:`qae_lab.advantages`.
-Nothing here imports plotly or ipywidgets (the figures are :mod:`qae_lab.lab.nb03_horizon`).
+(:func:`qae_lab.task.rollouts.completion_entropies`); the maths is :mod:`qae_lab.horizon` (w_t = exp(-alpha *
+sum_{s<=t} H~_s), on the rollouts with A < 0 only under SA-AH) and :mod:`qae_lab.advantages`.
 
-The former ``horizon_figures`` module: notebook 03's figures of rollouts sampled from the sums model (the lab layer): one group's token entropies,
-SA-AH's horizon weights on that group beside AH's, and which rollouts of the batch the horizon weights discount
-under QAE's and GRPO's baselines.
+* the group shown (:func:`pick_group`) and what the horizon weights do to it (:func:`group_weights`,
+  :func:`weights_rows`); the batch's least sure steps (:func:`uncertain_rows`);
+* the batch under AH, SA-AH with GRPO's mean baseline and SA-AH with QAE's (:func:`alpha_sweep` against alpha,
+  :func:`batch_rows` at one alpha), and which tokens each baseline discounts (:func:`discounted_tokens`,
+  :func:`discount_rows`, :func:`discounted`);
+* the figures: one group's token entropies (:func:`entropy_figure`), SA-AH's weights beside AH's
+  (:func:`weights_figure`), each rollout's mean weight under a baseline (:func:`touched_figure`). The notebook puts
+  them under its sliders with :func:`qae_lab.lab.plots.interactive` (keyword arguments named as the sliders).
 
-The numbers come from :mod:`qae_lab.lab.nb03_horizon`; the notebook puts the figures under its sliders with
-:func:`qae_lab.lab.plots.interactive` (keyword arguments named as the sliders).
+The numbers come as table rows (dicts) for :func:`qae_lab.analysis.tables.markdown_table`, never as sentences.
 """
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
@@ -36,14 +35,13 @@ __all__ = [
     "both_weights",
     "pick_group",
     "group_weights",
-    "weights_line",
-    "uncertain_line",
+    "weights_rows",
+    "uncertain_rows",
     "alpha_sweep",
-    "effective_line",
+    "batch_rows",
     "discounted",
     "discounted_tokens",
-    "baseline_line",
-    "summary_03",
+    "discount_rows",
     "entropy_figure",
     "weights_figure",
     "touched_figure",
@@ -109,25 +107,29 @@ def _mean_weight(w: torch.Tensor, mask: torch.Tensor, rows: torch.Tensor) -> flo
     return (w * m).sum().item() / m.sum().item() if m.sum() > 0 else 1.0
 
 
-def pick_group(ro, h: torch.Tensor, alpha: float = 0.5) -> int:
-    r"""The prompt notebook 03 shows: of the groups with both successes and failures, the one whose failures'
-    mean SA-AH horizon weight at ``alpha`` (GRPO's mean-baseline advantages) is the median, the lower one of an
-    even count: a typical mixed group, neither the most nor the least discounted.
+def pick_group(ro, h: torch.Tensor, alpha: float = 0.5, clear_k: float = 0.6) -> int:
+    r"""The prompt notebook 03 shows: of the groups with both successes and failures that are hard even at
+    K = ``clear_k`` (so at the notebook's K = 0.4 with room to spare: which side of 1 - K the group lies on is never
+    a matter of one answer), the one whose failures' mean SA-AH horizon weight at ``alpha`` (GRPO's mean-baseline
+    advantages) is the median, the lower one of an even count: a typical hard group.
 
     >>> from types import SimpleNamespace
-    >>> ro = SimpleNamespace(rewards=torch.tensor([1., 0, 1, 1, 1, 0, 0, 0, 1, 0]), group_size=2,
-    ...                      mask=torch.ones(10, 2), success_counts=torch.tensor([1., 2, 1, 0, 1]))
-    >>> h = torch.tensor([[0.5] * 2, [0.5] * 2, [0] * 2, [0] * 2, [0.1] * 2, [0.1] * 2, [0] * 2, [0] * 2,
-    ...                   [0.9] * 2, [0.9] * 2])
-    >>> pick_group(ro, h)  # mixed: prompts 0, 2 and 4, failures' weights 0.69, 0.93 and 0.52
+    >>> ro = SimpleNamespace(rewards=torch.tensor([1., 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0]), group_size=4,
+    ...                      mask=torch.ones(16, 2), success_counts=torch.tensor([1., 3, 0, 1]))
+    >>> h = torch.tensor([[0.5] * 2] * 4 + [[0.1] * 2] * 4 + [[0.0] * 2] * 4 + [[0.2] * 2] * 4)
+    >>> pick_group(ro, h)  # hard and mixed at K = 0.6: prompts 0 and 3 (prompt 1 is easy, 2 all wrong)
     0
     """
     g = ro.group_size
     adv = group_advantages(ro.rewards, g, baseline="mean")  # (N,)
     w = selective_horizon_weights(h, ro.mask, adv, alpha)  # (N, T)
-    mixed = [b for b, c in enumerate(ro.success_counts.tolist()) if 0 < c < g]
+    hard = hard_regime(ro.success_counts, g, clear_k).tolist()  # (B,)
+    mixed = [b for b, c in enumerate(ro.success_counts.tolist()) if 0 < c < g and hard[b]]
     if not mixed:
-        raise ValueError("no group has both successes and failures: sample more prompts or another seed")
+        raise ValueError(
+            f"no group has both successes and failures and is hard at K = {clear_k:g}: sample more prompts or "
+            "another seed"
+        )
     rows = torch.zeros(len(ro.rewards), dtype=torch.bool)
     failures = ro.rewards == 0
     by_weight = []
@@ -166,32 +168,40 @@ def group_weights(
     return out
 
 
-def weights_line(stats: Mapping[str, Mapping[str, float]], prompt: int, alpha: float) -> str:
-    r"""What :func:`group_weights` (``stats``) found on prompt ``prompt``, in words.
+def weights_rows(stats: Mapping[str, Mapping[str, float]]) -> list[dict]:
+    r""":func:`group_weights` (``stats``) as table rows, one per weighting: its rollouts with A < 0, their mean
+    weight and their last token's, its other rollouts and their mean weight.
 
     >>> stats = {"SA-AH": {"neg": 0.58, "pos": 1.0, "n_neg": 5, "n_pos": 3, "last_neg": 0.31},
     ...          "AH": {"neg": 0.58, "pos": 0.74, "n_neg": 5, "n_pos": 3, "last_neg": 0.31}}
-    >>> print(weights_line(stats, 2, 0.5))  # doctest: +NORMALIZE_WHITESPACE
-    At α = 0.5, SA-AH's mean weight on the tokens of prompt 2's 5 rollouts with A < 0 is 0.58 (their last tokens
-    0.31); its 3 others keep 1, where AH gives them 0.74.
+    >>> weights_rows(stats)[1]  # doctest: +NORMALIZE_WHITESPACE
+    {'weights': 'AH', 'rollouts A < 0': 5, 'mean w': 0.58, 'last token w': 0.31, 'rollouts A ≥ 0': 3,
+     'their mean w': 0.74}
     """
-    sa, ah = stats["SA-AH"], stats["AH"]
-    return (
-        f"At α = {alpha:g}, SA-AH's mean weight on the tokens of prompt {prompt}'s {sa['n_neg']} rollouts with "
-        f"A < 0 is {sa['neg']:.2f} (their last tokens {sa['last_neg']:.2f}); its {sa['n_pos']} others keep "
-        f"{sa['pos']:.3g}, where AH gives them {ah['pos']:.2f}."
-    )
+    return [
+        {
+            "weights": name,
+            "rollouts A < 0": int(s["n_neg"]),
+            "mean w": s["neg"],
+            "last token w": s["last_neg"],
+            "rollouts A ≥ 0": int(s["n_pos"]),
+            "their mean w": s["pos"],
+        }
+        for name, s in stats.items()
+    ]
 
 
-def uncertain_line(tokens: Sequence[tuple[str, float, int]]) -> str:
-    r"""One line from :func:`qae_lab.task.rollouts.uncertain_tokens`: the tokens drawn where the model was least sure.
+def uncertain_rows(tokens: Sequence[tuple[str, float, int]]) -> list[dict]:
+    r""":func:`qae_lab.task.rollouts.uncertain_tokens` as table rows: each ``token`` (a newline shown as ⏎, in a code
+    span), the ``mean H~_t`` of the steps that drew it and how many ``times drawn``.
 
-    >>> uncertain_line([("First", 0.2764, 13), ("⏎", 0.01, 90)])
-    "most uncertain steps (mean H~_t of the step that drew the token, times drawn): 'First' 0.28 x13, '⏎' 0.01 x90"
+    >>> uncertain_rows([("First", 0.2764, 13), ("\n", 0.01, 90)])[1]
+    {'token': '`⏎`', 'mean H~_t': 0.01, 'times drawn': 90}
     """
-    return "most uncertain steps (mean H~_t of the step that drew the token, times drawn): " + ", ".join(
-        f"{text!r} {h:.2f} x{n}" for text, h, n in tokens
-    )
+    return [
+        {"token": "`" + text.replace("\n", "⏎").replace("`", "'") + "`", "mean H~_t": float(h), "times drawn": int(n)}
+        for text, h, n in tokens
+    ]
 
 
 def alpha_sweep(
@@ -221,16 +231,34 @@ def alpha_sweep(
     return curves
 
 
-def effective_line(curves: Mapping[str, Sequence[float]], alphas: Sequence[float], alpha: float = 0.5) -> str:
-    r"""The effective token fractions of :func:`alpha_sweep` at ``alpha`` (one of ``alphas``).
+def batch_rows(ro, h: torch.Tensor, alpha: float = 0.5, k: float = 0.4) -> list[dict]:
+    r"""The whole batch at ``alpha`` under AH (every rollout weighted) and SA-AH (only A < 0) with GRPO's mean baseline,
+    and SA-AH with QAE's K-quantile at ``k``, as table rows: the ``rollouts discounted`` (a token with w_t < 1) and
+    ``tokens discounted`` (w_t < 1) of the batch's real tokens, and the ``effective token fraction`` sum(w) /
+    #tokens (:func:`qae_lab.horizon.weight_stats`), the loss's denominator against the plain token count.
 
-    >>> effective_line({"effective tokens: AH": [1.0, 0.5], "mean w on A<0 tokens": [1.0, 0.3]}, [0.0, 0.5])
-    'effective token fraction at α = 0.5: AH 0.500'
+    >>> from types import SimpleNamespace
+    >>> ro = SimpleNamespace(rewards=torch.tensor([1., 0, 0, 0, 1, 1, 1, 0]), mask=torch.ones(8, 2), group_size=4)
+    >>> rows = batch_rows(ro, torch.full((8, 2), 0.5))
+    >>> [(row["weights"], row["baseline"], row["rollouts discounted"], row["tokens discounted"]) for row in rows]
+    [('AH', 'mean', 8, 16), ('SA-AH', 'mean', 4, 8), ('SA-AH', 'QAE, K = 0.4', 1, 2)]
     """
-    i = list(alphas).index(alpha)
-    return f"effective token fraction at α = {alpha:g}: " + ", ".join(
-        f"{name.split(': ')[-1]} {v[i]:.3f}" for name, v in curves.items() if "effective" in name
-    )
+    g, real = ro.group_size, ro.mask.bool()
+    rows = []
+    for weights, baseline, selective in (("AH", "mean", False), ("SA-AH", "mean", True), ("SA-AH", "quantile", True)):
+        adv = group_advantages(ro.rewards, g, baseline=baseline, k=k)  # (N,)
+        w = selective_horizon_weights(h, ro.mask, adv, alpha, selective)  # (N, T)
+        below = (w < 1) & real  # (N, T) the discounted tokens
+        rows.append(
+            {
+                "weights": weights,
+                "baseline": "mean" if baseline == "mean" else f"QAE, K = {k:g}",
+                "rollouts discounted": int(below.any(1).sum()),
+                "tokens discounted": int(below.sum()),
+                "effective token fraction": weight_stats(w, ro.mask, adv)["effective_tokens_frac"],
+            }
+        )
+    return rows
 
 
 def discounted(ro, h: torch.Tensor, k: float, baseline: str, alpha: float) -> dict:
@@ -281,89 +309,30 @@ def discounted_tokens(ro, h: torch.Tensor, alpha: float = 0.5, k: float = 0.4) -
     return out
 
 
-def baseline_line(counts: Mapping, prompt: int, group_size: int) -> str:
-    r"""Why :func:`discounted_tokens` (``counts``) came out as it did on prompt ``prompt``, and how it comes out on
-    the batch's other groups with both successes and failures: fewer tokens under QAE on the hard ones, the same on
-    the easy ones.
+def discount_rows(counts: Mapping, group_size: int) -> list[dict]:
+    r""":func:`discounted_tokens` (``counts``) as table rows, one per group with both successes and failures: its
+    ``prompt``, how many were ``correct``, its regime at the counts' K, and the tokens SA-AH discounts under GRPO's
+    mean baseline and under QAE's.
 
     >>> counts = {"mean": [6, 2, 0], "quantile": [0, 2, 0], "correct": [1, 3, 4], "hard": [True, False, False],
     ...           "k": 0.4}
-    >>> print(baseline_line(counts, 0, 4))  # doctest: +NORMALIZE_WHITESPACE
-    Prompt 0 has 1/4 correct: hard at K = 0.4, so QAE gives its failures A = 0 and discounts 0 of its tokens, the
-    mean baseline 6. Of this batch's 2 groups with both successes and failures, QAE discounted fewer tokens on 1
-    (hard) and the same on 1 (easy): the answer depends on the group.
+    >>> for row in discount_rows(counts, 4):
+    ...     print(row)
+    {'prompt': 0, 'correct': 1, 'regime at K = 0.4': 'hard', 'discounted, mean': 6, 'discounted, QAE': 0}
+    {'prompt': 1, 'correct': 3, 'regime at K = 0.4': 'easy', 'discounted, mean': 2, 'discounted, QAE': 2}
     """
-    c, hard, k = counts["correct"][prompt], counts["hard"][prompt], counts["k"]
-    why = (
-        "hard at K = {k:g}, so QAE gives its failures A = 0"
-        if hard
-        else "easy at K = {k:g}, so QAE, like the mean, gives every failure A < 0"
-    ).format(k=k)
-    mixed = [b for b, n in enumerate(counts["correct"]) if 0 < n < group_size]
-    fewer = [b for b in mixed if counts["quantile"][b] < counts["mean"][b]]
-    same = [b for b in mixed if counts["quantile"][b] == counts["mean"][b]]
-    # the regime, named where every group of the kind has it (with 0/1 rewards: fewer on hard, same on easy)
-    fewer_tag = " (hard)" if fewer and all(counts["hard"][b] for b in fewer) else ""
-    same_tag = " (easy)" if same and not any(counts["hard"][b] for b in same) else ""
-    depends = (
-        "the answer depends on the group"
-        if fewer and same
-        else f"on this batch the answer is the same for every such group, but a{'n easy' if fewer else ' hard'} "
-        f"group would give the other"
-    )
-    return (
-        f"Prompt {prompt} has {c}/{group_size} correct: {why} and discounts {counts['quantile'][prompt]:,} of "
-        f"its tokens, the mean baseline {counts['mean'][prompt]:,}. Of this batch's {len(mixed)} groups with "
-        f"both successes and failures, QAE discounted fewer tokens on {len(fewer)}{fewer_tag} and the same on "
-        f"{len(same)}{same_tag}: {depends}."
-    )
-
-
-def summary_03(
-    ro,
-    h: torch.Tensor,
-    prompt: int,
-    stats: Mapping[str, Mapping[str, float]],
-    curves: Mapping[str, Sequence[float]],
-    alphas: Sequence[float],
-    counts: Mapping,
-    alpha: float = 0.5,
-) -> str:
-    r"""The summary of notebook 03, from the values its cells computed: the batch's entropy, :func:`group_weights`
-    (``stats``) on the group shown, :func:`alpha_sweep`'s effective token fractions at ``alpha`` and
-    :func:`discounted_tokens`'s counts (``counts``) on the batch.
-
-    >>> from types import SimpleNamespace
-    >>> ro = SimpleNamespace(rewards=torch.tensor([1., 0]), mask=torch.ones(2, 2), group_size=2)
-    >>> stats = {"SA-AH": {"neg": 0.58, "pos": 1.0, "n_neg": 1, "n_pos": 1, "last_neg": 0.31},
-    ...          "AH": {"neg": 0.58, "pos": 0.74, "n_neg": 1, "n_pos": 1, "last_neg": 0.31}}
-    >>> curves = {"effective tokens: AH": [1.0, 0.5], "mean w on A<0 tokens": [1.0, 0.3]}
-    >>> counts = {"mean": [2], "quantile": [0], "correct": [1], "hard": [True], "k": 0.4}
-    >>> print(summary_03(ro, torch.full((2, 2), 0.25), 0, stats, curves, [0.0, 0.5], counts))
-    * 1 x 2 completions, success rate 0.50; mean H~_t 0.250 over 4 tokens, largest 0.250.
-    * Prompt 0 at α = 0.5: SA-AH's mean weight on its 1 rollouts with A < 0 is 0.58 (last tokens 0.31); its 1
-      others keep 1 (AH: 0.74).
-    * The batch's effective token fraction at α = 0.5: AH 0.500.
-    * Tokens discounted in the batch: mean baseline 2, QAE K = 0.4 0.
-    """
-    real = ro.mask.bool()
-    sa, ah = stats["SA-AH"], stats["AH"]
-    i = list(alphas).index(alpha)
-    share = ", ".join(f"{name.split(': ')[-1]} {v[i]:.3f}" for name, v in curves.items() if "effective" in name)
-    return "\n".join(
-        textwrap.fill(line, 110, subsequent_indent="  ")
-        for line in [
-            f"* {ro.rewards.numel() // ro.group_size} x {ro.group_size} completions, success rate "
-            f"{ro.rewards.float().mean():.2f}; mean H~_t {h[real].mean():.3f} over {int(real.sum()):,} tokens, largest "
-            f"{h[real].max():.3f}.",
-            f"* Prompt {prompt} at α = {alpha:g}: SA-AH's mean weight on its {sa['n_neg']} rollouts with A < 0 is "
-            f"{sa['neg']:.2f} (last tokens {sa['last_neg']:.2f}); its {sa['n_pos']} others keep {sa['pos']:.3g} "
-            f"(AH: {ah['pos']:.2f}).",
-            f"* The batch's effective token fraction at α = {alpha:g}: {share}.",
-            f"* Tokens discounted in the batch: mean baseline {sum(counts['mean']):,}, QAE K = {counts['k']:g} "
-            f"{sum(counts['quantile']):,}.",
-        ]
-    )
+    regime = f"regime at K = {counts['k']:g}"
+    return [
+        {
+            "prompt": b,
+            "correct": c,
+            regime: "hard" if counts["hard"][b] else "easy",
+            "discounted, mean": counts["mean"][b],
+            "discounted, QAE": counts["quantile"][b],
+        }
+        for b, c in enumerate(counts["correct"])
+        if 0 < c < group_size
+    ]
 
 
 def _marks(ro, rows) -> list[str]:

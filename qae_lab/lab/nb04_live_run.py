@@ -1,5 +1,6 @@
-r"""Notebook 04's numbers and sentences from a live run's log: where a logged quantity started and ended (its
-prediction), and the closing summary of the run (the steps, the K and alpha in force, pass@1 before and after).
+r"""Notebook 04's numbers and sentences from a live run's log: where a logged quantity started and ended, its
+prediction (did the share of hard prompts move?), and the closing summary of the run (the steps, the K and alpha in
+force, pass@1 before and after).
 
 Nothing here imports plotly or ipywidgets.
 """
@@ -12,11 +13,11 @@ import statistics
 from collections.abc import Mapping, Sequence
 
 from qae_lab._checks import check_int
-from qae_lab.methods import knob_changes
-from qae_lab.methods import QAE_K, QAE_ZERO_ADV_FRAC, SAAH_ALPHA
 from qae_lab.analysis.phenomena import window_mean
+from qae_lab.lab.exercises import check_direction
+from qae_lab.methods import QAE_HARD_FRAC, QAE_K, QAE_ZERO_ADV_FRAC, SAAH_ALPHA, knob_changes
 
-__all__ = ["GPU_RUN", "first_last", "logged_mean", "summary_lines"]
+__all__ = ["GPU_RUN", "HARD_SAME", "first_last", "hard_share_verdict", "logged_mean", "summary_lines"]
 
 GPU_RUN = {"max_steps": 200, "n_eval": 100}
 """Notebook 04's run on a GPU: its training steps and its held-out problems, evaluated before and after (a shorter
@@ -29,14 +30,14 @@ def first_last(rows: Sequence[Mapping], metric: str, share: float = 0.1) -> tupl
 
     Args:
         rows: training-step log rows in step order (``LiveRun.logged_steps()``).
-        metric: a logged metric (``"completions/mean_length"``, ``"entropy"``, ...).
+        metric: a logged metric (``"qae/hard_frac"``, ``"entropy"``, ...).
         share: the fraction of the logged steps in each window, in (0, 0.5].
 
-    >>> rows = [{"step": s, "completions/mean_length": float(s)} for s in range(1, 21)]
-    >>> first_last(rows, "completions/mean_length")   # steps 1-2 and 19-20
-    (1.5, 19.5)
-    >>> first_last(rows[:1], "completions/mean_length"), first_last(rows, "entropy")
-    ((1.0, 1.0), None)
+    >>> rows = [{"step": s, "qae/hard_frac": s / 32} for s in range(1, 21)]
+    >>> first_last(rows, "qae/hard_frac")   # steps 1-2 and 19-20
+    (0.046875, 0.609375)
+    >>> first_last(rows[:1], "qae/hard_frac"), first_last(rows, "entropy")
+    ((0.03125, 0.03125), None)
     """
     if not isinstance(share, (int, float)) or isinstance(share, bool) or not 0 < share <= 0.5:
         raise ValueError(f"share must lie in (0, 0.5], got {share!r}")
@@ -45,6 +46,32 @@ def first_last(rows: Sequence[Mapping], metric: str, share: float = 0.1) -> tupl
         return None
     n = max(1, math.ceil(share * len(values)))
     return statistics.fmean(values[:n]), statistics.fmean(values[-n:])
+
+
+HARD_SAME = 0.05
+"""How far the share of hard prompts may move and still count as "same" in notebook 04's prediction (absolute): a
+tenth of the CPU run's 400 steps averages 40 steps of 8 prompts, and such a mean of a share near one half scatters
+by about 0.03 from sampling alone."""
+
+
+def hard_share_verdict(prediction, rows: Sequence[Mapping]) -> str:
+    r"""Notebook 04's prediction checked: did the share of a step's prompts in QAE's hard regime (p <= 1 - K at the K
+    in force, logged as ``qae/hard_frac``) go ``"up"``, ``"down"`` or stay the ``"same"`` (within :data:`HARD_SAME`)
+    from the first to the last tenth of the logged steps (:func:`first_last`)?
+
+    >>> rows = [{"step": s, "qae/hard_frac": 0.875 if s <= 10 else 0.375} for s in range(1, 21)]
+    >>> print(hard_share_verdict("down", rows))
+    Right: you predicted "down", and the share of hard prompts went down when training went on
+    (measured 0.875 -> 0.375, tolerance 0.05).
+    >>> hard_share_verdict("down", [])
+    'no step logged yet: run this cell again a little later'
+    """
+    ends = first_last(rows, QAE_HARD_FRAC)
+    if ends is None:
+        return "no step logged yet: run this cell again a little later"
+    return check_direction(
+        prediction, *ends, quantity="the share of hard prompts", change="training went on", tolerance=HARD_SAME
+    )
 
 
 def logged_mean(rows: Sequence[Mapping], metric: str) -> float | None:

@@ -39,7 +39,7 @@ from qae_lab.analysis.seqpolicy_runs import (
     setting_name,
     start_split,
 )
-from qae_lab.lab.plots import PALETTE, add_band, band_figure, bar_figure, wrap_title
+from qae_lab.lab.plots import PALETTE, add_band, band_figure, bar_figure, differences_figure, wrap_title
 from qae_lab.toys.seqpolicy import (
     prefix_reach,
     sequence_entropy,
@@ -58,11 +58,11 @@ __all__ = [
     "SHOW",
     "COMPARISONS",
     "prefix_table",
-    "task_lines",
+    "task_rows",
     "one_update",
     "ledger_shares",
-    "one_update_lines",
-    "expected_vs_sampled_lines",
+    "one_update_rows",
+    "expected_vs_sampled_rows",
     "LiveRuns",
     "ledger_keys",
     "variance_ratios",
@@ -72,6 +72,8 @@ __all__ = [
     "variance_figure",
     "start_rates_figure",
     "regimes_figure",
+    "PROP42",
+    "seed_differences_figure",
 ]
 
 
@@ -170,27 +172,33 @@ def prefix_table(z) -> list[str]:
     return lines
 
 
-def task_lines(tasks: Mapping, vocab: int, length: int, hard_below: float = 0.6) -> list[str]:
-    r"""Per start, one line: the mean sequence entropy against its bound L log V, how closely the entropy chain rule
-    (the states' entropies weighted by how often they are reached) agrees with it, how many prompts are hard
-    (p <= ``hard_below``, QAE's 1 - K at K = 0.4) and the range of success rates.
+def task_rows(tasks: Mapping, vocab: int, length: int, hard_below: float = 0.6) -> list[dict]:
+    r"""Per start, a table row: the mean sequence entropy against its bound L log V, the chain rule's largest gap to
+    it (the states' entropies weighted by how often they are reached), the prompts that are hard (p <= ``hard_below``,
+    QAE's 1 - K at K = 0.4) and the lowest and highest success rate.
 
     >>> from qae_lab.toys.seqpolicy import make_tasks
-    >>> task_lines({"flat": make_tasks(4, 2, 3, start="flat", seed=0)}, 2, 3)[0][:61]
-    '  flat: H(pi) 2.079 nats on average (at most L log V = 2.079)'
+    >>> row = task_rows({"flat": make_tasks(4, 2, 3, start="flat", seed=0)}, 2, 3)[0]
+    >>> row["start"], round(row["H(pi), mean"], 3), round(row["L log V"], 3)
+    ('flat', 2.079, 2.079)
     """
-    lines = []
+    rows = []
     for start, t in tasks.items():
         h = sequence_entropy(t.logits)  # (P,)
         chain = (prefix_reach(t.logits) * state_entropies(t.logits)).sum(-1)  # (P,)
         p = success_rate(t.logits, t.rewards)  # (P,)
-        lines.append(
-            f"{start:>6}: H(pi) {h.mean():.3f} nats on average (at most L log V = "
-            f"{length * math.log(vocab):.3f}); the chain rule agrees to {(h - chain).abs().max():.0e}; "
-            f"hard prompts {int((p <= hard_below).sum())} of {p.shape[0]}, success rates "
-            f"{p.min():.2f}..{p.max():.2f}"
+        rows.append(
+            {
+                "start": start,
+                "H(pi), mean": float(h.mean()),
+                "L log V": length * math.log(vocab),
+                "chain rule's gap": float((h - chain).abs().max()),
+                "hard prompts": f"{int((p <= hard_below).sum())} of {p.shape[0]}",
+                "p, lowest": float(p.min()),
+                "p, highest": float(p.max()),
+            }
         )
-    return lines
+    return rows
 
 
 def one_update(task, settings: UpdateSettings, seed: int = 0) -> dict[str, float]:
@@ -226,25 +234,29 @@ def ledger_shares(metrics: Mapping[str, float], kind: str, parts: Sequence[str] 
     return [metrics[f"{kind}/{part}"] / scale for part in parts]
 
 
-def one_update_lines(metrics: Mapping[str, float], kinds: Mapping[str, str] = LEDGER_KINDS) -> list[str]:
-    r"""One update's exact entropy change against its first-order value, that split into the states' own entropies and
-    their visitation, and the per-token estimates (every kind of ``kinds`` but the first, the exact one).
+def one_update_rows(metrics: Mapping[str, float], kinds: Mapping[str, str] = LEDGER_KINDS) -> list[dict]:
+    r"""One update's entropy change as table rows: the exact change, its first-order value and that split into the
+    states' own entropies and their visitation (nats, mean over prompts), then each per-token estimate summed (every
+    kind of ``kinds`` but the first, the exact one; eta / N_tok units).
 
     >>> m = {"dh_exact": -0.01, "dh_first_order": -0.011, "sampled/dh_state": -0.008, "sampled/dh_visit": -0.003,
     ...      "estimator_npg/dh": -0.5}
-    >>> print(one_update_lines(m, {"exact": "sampled", "npg": "estimator_npg"})[1])
-    per-token estimates, summed (eta / N_tok units): npg -0.50000
+    >>> one_update_rows(m, {"exact": "sampled", "npg": "estimator_npg"})[-1]
+    {'quantity': 'per-token estimate npg, summed (eta / N_tok units)', 'value': -0.5}
     """
     return [
-        f"exact change H(after) - H(before) {metrics['dh_exact']:+.5f}, first order "
-        f"{metrics['dh_first_order']:+.5f} = the states' own entropies {metrics['sampled/dh_state']:+.5f} + "
-        f"their visitation {metrics['sampled/dh_visit']:+.5f} (nats, mean over prompts)",
-        "per-token estimates, summed (eta / N_tok units): "
-        + ", ".join(f"{label} {metrics[kind + '/dh']:+.5f}" for label, kind in list(kinds.items())[1:]),
+        {"quantity": "exact change H(after) - H(before) (nats)", "value": metrics["dh_exact"]},
+        {"quantity": "first-order change (nats)", "value": metrics["dh_first_order"]},
+        {"quantity": "  of which the states' own entropies", "value": metrics["sampled/dh_state"]},
+        {"quantity": "  of which their visitation", "value": metrics["sampled/dh_visit"]},
+        *(
+            {"quantity": f"per-token estimate {label}, summed (eta / N_tok units)", "value": metrics[kind + "/dh"]}
+            for label, kind in list(kinds.items())[1:]
+        ),
     ]
 
 
-def expected_vs_sampled_lines(
+def expected_vs_sampled_rows(
     task,
     settings: UpdateSettings,
     n_groups: int,
@@ -252,14 +264,14 @@ def expected_vs_sampled_lines(
     prompts: int = 4,
     seed: int = 1,
     parts: Sequence[str] = ("dh", "dh_hard_neg", "dh_easy_neg"),
-) -> list[str]:
+) -> list[dict]:
     r"""The expected ledger of one update against the average of ``n_groups`` sampled updates (each a fresh batch of
-    groups for the first ``prompts`` prompts), with two standard errors, for each of ``parts``.
+    groups for the first ``prompts`` prompts), with two standard errors, one row for each of ``parts``.
 
     >>> from qae_lab.toys.seqpolicy import make_tasks
-    >>> lines = expected_vs_sampled_lines(make_tasks(4, 2, 3, start="peaked"), UpdateSettings(group_size=4), 50)
-    >>> lines[0].split(":")[0], len(lines)
-    ('          dh', 3)
+    >>> rows = expected_vs_sampled_rows(make_tasks(4, 2, 3, start="peaked"), UpdateSettings(group_size=4), 50)
+    >>> rows[0]["part"], sorted(rows[0])
+    ('dh', ['2 s.e.', 'expected', 'part', 'sampled, mean'])
     """
     n_groups = check_int(n_groups, "n_groups", 2)
     logits, rewards = task.logits[:prompts], task.rewards[:prompts]
@@ -269,14 +281,15 @@ def expected_vs_sampled_lines(
         settings,
         generator=torch.Generator().manual_seed(check_int(seed, "seed", 0)),
     )[1]
-    lines = []
-    for part in parts:
-        mc, exact = many[f"sampled/{part}"], float(many[f"expected/{part}"][0])
-        lines.append(
-            f"{part:>12}: expected {exact:+.6f}, average of {n_groups} sampled updates "
-            f"{float(mc.mean()):+.6f} ± {2 * float(mc.std()) / n_groups**0.5:.6f} (2 s.e.)"
-        )
-    return lines
+    return [
+        {
+            "part": part,
+            "expected": float(many[f"expected/{part}"][0]),
+            "sampled, mean": float(many[f"sampled/{part}"].mean()),
+            "2 s.e.": 2 * float(many[f"sampled/{part}"].std()) / n_groups**0.5,
+        }
+        for part in parts
+    ]
 
 
 class LiveRuns:
@@ -580,3 +593,32 @@ def regimes_figure(regimes: Mapping, optimizer: str = "adam", clip_higher: bool 
         legend={"orientation": "h", "yanchor": "top", "y": -60 / plot_h},
     )
     return fig
+
+
+# Prop. 4.2's two halves as notebook 07 measures them (qae_lab.analysis.evidence): the claim, and its row label
+PROP42 = {"hard_prop42": "hard prompts: entropy peak / start", "easy_prop42": "easy prompts: entropy at step 10"}
+
+
+def seed_differences_figure(judged: Mapping) -> go.Figure:
+    r"""What carries notebook 07's verdicts: each seed's quantile - mean for both halves of Prop. 4.2 (:data:`PROP42`),
+    under each optimizer of the committed runs, with the 95% interval of :func:`qae_lab.analysis.claims.verdict`
+    (:func:`qae_lab.lab.plots.differences_figure`). ``judged``: :func:`qae_lab.analysis.evidence.judge_all`'s.
+
+    >>> from qae_lab.analysis.evidence import judge_all
+    >>> fig = seed_differences_figure(judge_all(["sequence policy"]))
+    >>> list(fig.layout.yaxis.ticktext)[:2], len(fig.data[0].x)
+    (['hard prompts: entropy peak / start, Adam', 'hard prompts: entropy peak / start, SGD'], 16)
+    """
+    rows = [
+        (f"{label}, {variant}", [x - y for x, y in zip(e["values_a"], e["values_b"])], v.word, v.lo, v.hi)
+        for key, label in PROP42.items()
+        for (claim, setting, variant), (e, v) in judged.items()
+        if claim == key and setting == "sequence policy"
+    ]
+    if not rows:
+        raise ValueError("judged holds no sequence-policy evidence of Prop. 4.2 (qae_lab.analysis.evidence.judge_all)")
+    return differences_figure(
+        rows,
+        title="Each seed's quantile minus mean baseline (same tasks, same start), with the 95% interval",
+        x_title="quantile - mean",
+    )

@@ -1,4 +1,4 @@
-r"""Small helpers the notebooks share: smoke mode, Colab detection, the repository's address.
+r"""Small helpers the notebooks share: smoke mode, Colab detection, the repository's address, a table shown.
 
 Notebooks run in two sizes. A workshop runs the full one; CI and quick checks set the
 environment variable ``QAE_LAB_SMOKE=1`` and every notebook shrinks its Monte-Carlo
@@ -17,6 +17,7 @@ import os
 import sys
 
 from qae_lab._project import REPOSITORY_URL, github_repo, repository_url
+from qae_lab.analysis.tables import markdown_table
 
 __all__ = [
     "SMOKE_ENV",
@@ -31,6 +32,7 @@ __all__ = [
     "pick",
     "in_colab",
     "colab_url",
+    "show_table",
 ]
 
 SMOKE_ENV = "QAE_LAB_SMOKE"
@@ -97,3 +99,15 @@ def colab_url(notebook: str) -> str:
     'https://colab.research.google.com/github/qae-lab/qae_lab/blob/main/notebooks/02_softmax_entropy_proofs.ipynb'
     """
     return f"https://colab.research.google.com/github/{REPO}/blob/main/notebooks/{notebook}"
+
+
+def show_table(rows, columns=None, *, digits=3) -> None:
+    r"""Show ``rows`` in the notebook as a Markdown table (:func:`qae_lab.analysis.tables.markdown_table`: ``columns``
+    in that order, default all; ``digits`` for every float, or per column).
+
+    >>> show_table([{"method": "qae", "pass@1": 0.5791}])
+    <IPython.core.display.Markdown object>
+    """
+    from IPython.display import Markdown, display  # ipykernel's, installed with ipywidgets
+
+    display(Markdown(markdown_table(rows, columns, digits=digits)))

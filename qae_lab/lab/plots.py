@@ -40,6 +40,8 @@ __all__ = [
     "heatmap_figure",
     "bar_figure",
     "change_figure",
+    "VERDICT_COLOURS",
+    "differences_figure",
     "gate_heatmap",
     "run_curves_figure",
     "RUN_CURVES",
@@ -479,6 +481,70 @@ def bar_figure(
     )
     fig.update_layout(barmode="group")
     return _layout(fig, title, x_title, y_title, height)
+
+
+# a verdict's colour (qae_lab.analysis.claims.VERDICTS): held green, reversed red, no difference grey
+VERDICT_COLOURS = {
+    "holds": "#2ca02c",
+    "reversed": "#d62728",
+    "no difference": "#7f7f7f",
+    "cannot be tested here": "#bbbbbb",
+}
+
+
+def differences_figure(
+    rows: Sequence[tuple[str, Sequence[float], str, float | None, float | None]],
+    *,
+    title: str = "",
+    x_title: str = "a - b, per seed",
+    height: int | None = None,
+) -> go.Figure:
+    r"""Paired seeds' differences, one row each: ``(label, differences, verdict, lo, hi)``, each seed's a - b a dot,
+    their 95% interval [lo, hi] a bar (:func:`qae_lab.analysis.claims.verdict`) coloured by the verdict, and a line at
+    zero: the seeds agree when every dot lies on one side of it.
+
+    >>> fig = differences_figure([("hard, Adam", [-0.2, -0.1], "holds", -0.3, -0.01)])
+    >>> [t.name for t in fig.data], list(fig.data[0].x)
+    (['each seed', 'holds: 95% interval'], [-0.2, -0.1])
+    """
+    fig = go.Figure()
+    shown: set[str] = set()
+    for i, (label, diffs, word, lo, hi) in enumerate(rows):
+        n = len(diffs)
+        jitter = [i + 0.25 * ((j % 5) - 2) / 2 for j in range(n)]  # seeds spread a little around their row
+        fig.add_trace(
+            go.Scatter(
+                x=[float(d) for d in diffs],
+                y=jitter,
+                mode="markers",
+                marker={"color": "#1f77b4", "size": 7, "opacity": 0.7},
+                name="each seed",
+                legendgroup="seeds",
+                showlegend=i == 0,
+            )
+        )
+        if lo is not None:
+            fig.add_trace(
+                go.Scatter(
+                    x=[lo, hi],
+                    y=[i + 0.4, i + 0.4],
+                    mode="lines+markers",
+                    line={"color": VERDICT_COLOURS.get(word, "#444"), "width": 5},
+                    marker={"symbol": "line-ns", "size": 12, "line": {"width": 2}},
+                    name=f"{word}: 95% interval",
+                    legendgroup=word,
+                    showlegend=word not in shown,
+                )
+            )
+            shown.add(word)
+    fig.add_vline(x=0, line_color="#444", line_width=1)
+    fig.update_yaxes(
+        tickvals=list(range(len(rows))),
+        ticktext=[r[0] for r in rows],
+        range=[-0.7, len(rows) - 0.3],
+        autorange="reversed",
+    )
+    return _layout(fig, title, x_title, "", height or 140 + 70 * len(rows))
 
 
 # the sign of an advantage -> legend name and colour: rewarded green, punished red, untouched grey

@@ -1,57 +1,36 @@
-r"""The toy softmax bandit behind QAE's two-sided entropy safety: the exact step models, and sampled groups (step model (c)).
+r"""The toy softmax bandit behind QAE's Prop. 4.2: three models of one update, their entropy change, and training.
 
-The toy softmax bandit behind QAE's two-sided entropy safety.
+QAE (arXiv 2509.22611, sec. 4, Prop. 4.2) reduces a prompt to a bandit: each whole response y is one action of
+pi = softmax(z) over A actions, with reward r(y) in {0, 1} and success rate p = E_pi r. A small logit step dz changes
+the entropy by (Cui et al. 2025, "The Entropy Mechanism of RL for Reasoning LMs")
 
-QAE (arXiv 2509.22611, sec. 4, Prop. 4.2) reduces a prompt to a bandit: each whole
-response y is one action of a softmax policy pi = softmax(z) over A actions, with reward
-r(y). Following Cui et al. 2025 ("The Entropy Mechanism of RL for Reasoning LMs"), one
-first-order logit step dz changes the entropy by
+    dH ~= -Cov_{y~pi}(log pi(y), dz(y))                                            (first order)
 
-    dH ~= -Cov_{y~pi}(log pi(y), dz(y))                                   (first order)
+Three step models:
 
-and with the identity's step model dz = eta * pi * (r - b)
+(a) the identity's, dz = eta pi (r - b) (:func:`identity_step`): dH(b) rises linearly in b with slope
+    eta Cov(log pi, pi) >= 0 (the knob), and Prop. 4.2 puts b_K at its low end on a hard prompt (p <= 1 - K) and at
+    its high end on an easy one;
+(b) the exact expected softmax policy gradient, dz = eta pi (r - E_pi r) (:func:`expected_pg_step`;
+    :func:`baseline_pg_step` keeps b in the sum): a constant b cancels;
+(c) a sampled group, dz = (eta/G) sum_i A_i (e_{y_i} - pi) with A_i from
+    :func:`qae_lab.advantages.group_advantages` (:func:`sample_group_steps`; Monte Carlo: :func:`mc_entropy_change`).
 
-    dH(b) ~= -eta Cov(log pi, pi r) + b * eta Cov(log pi, pi)             (the linear knob)
+With binary rewards A_i depends on y_i only through r(y_i), so for any baseline built from the group's own rewards
+(the mean p-hat or b_K(p-hat), the std division or not) the expected step (c) is step (b) times one number:
 
-which increases in b because Cov_pi(log pi, pi) > 0 for a non-uniform pi. Prop. 4.2: with
-b_K = 0 (p <= 1-K) dH(b_K) <= dH(b) for all b in [0, 1]; with b_K = 1 it is >=.
+    E[dz] = eta (h(1) - h(0)) pi (r - p),   h(x) = E_S[A(x, S)],   S ~ Binomial(G - 1, p)   (:func:`scale_factor`)
 
-Two step models, computed exactly (shapes: A actions, P policies, M baselines):
-
-(a) :func:`identity_step`, dz = eta pi (r - b): the model behind the identity;
-(b) :func:`expected_pg_step`, the exact expected softmax policy gradient
-    dz = eta pi (r - E_pi r), in which a constant b cancels; :func:`baseline_pg_step` computes it with
-    b written out, and :func:`entropy_after_step` the entropy after a step of either model.
-
-The third, (c) G sampled responses with group advantages, and the training simulation
-built on it are in :mod:`qae_lab.toys.bandit`; the sparsity of the gate (zero-advantage
-fractions) is in :mod:`qae_lab.toys.sparsity`. :func:`make_bandits` builds the bandits all
-three use. Departures: none from the maths; the bandit and the step sizes are the
-notebook's choices, not the paper's.
-
-The former ``simulation`` module: step model (c) of the softmax bandit: sampled groups, Monte-Carlo entropy change, training.
-
-QAE (arXiv 2509.22611, sec. 4) states its entropy result, Prop. 4.2, for the identity's step
-model (:mod:`qae_lab.toys.bandit`). Training does not take that step: it samples a group of G
-responses y_i ~ pi per prompt, scores them, and moves the logits by the REINFORCE step
-
-    dz = (eta/G) sum_i A_i (e_{y_i} - pi)                                  (model (c))
-
-with A_i from :func:`qae_lab.advantages.group_advantages` (mean or K-quantile baseline, with
-or without the std). This module measures what that step does to the entropy, by Monte
-Carlo over independent groups, next to the exact expected gradient (model (b)) and the
-identity's first-order prediction (model (a)), and trains a population of bandits with it.
-Shapes: A actions, M independent draws, G group size, P prompts.
-
-Departures: none from the maths; the bandit, the difficulty spread and the step sizes are
-the notebook's choices, not the paper's. The gate's exact zero-advantage fractions are in
-:mod:`qae_lab.toys.sparsity`.
+where S counts the other responses' successes. To second order in eta, E[dH] also takes E[dz dz^T]
+(:func:`sampled_step_moments`, :func:`sampled_entropy_change`), exact by enumerating S. :func:`simulate_training`
+trains a population of bandits with step (c), by plain SGD or Adam. Shapes: A actions, P policies, M baselines or
+draws, G group size. Departures: none from the maths; the bandits (:func:`make_bandits`), the step sizes and the
+optimisers are the notebook's choices, not the paper's.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 import torch
@@ -66,7 +45,7 @@ from qae_lab._checks import (
     check_k_list,
     check_positive,
 )
-from qae_lab.advantages import BASELINES, QUANTILE_METHODS, SCALES, group_advantages, hard_regime
+from qae_lab.advantages import BASELINES, QUANTILE_METHODS, SCALES, group_advantages, hard_regime, quantile_rank
 
 __all__ = [
     "entropy",
@@ -89,11 +68,17 @@ __all__ = [
     "knob_curve",
     "sample_group_steps",
     "mc_entropy_change",
+    "scale_factor",
+    "mean_scale_factor",
+    "quantile_scale_factor",
+    "StepMoments",
+    "sampled_step_moments",
+    "sampled_entropy_change",
+    "rms_normalised_step",
     "mc_entropy_curve",
+    "OPTIMIZERS",
     "simulate_training",
-    "mc_verdicts",
-    "mc_comparison_lines",
-    "training_summary_lines",
+    "entropy_by_start",
 ]
 
 
@@ -571,23 +556,11 @@ def mc_entropy_change(
     >>> sorted(out)
     ['expected_pg', 'mean', 'std', 'stderr', 'zero_adv_frac']
     """
-    dz, rewards = sample_group_steps(
-        z,
-        r,
-        group_size,
-        n_groups,
-        baseline=baseline,
-        k=k,
-        quantile_method=quantile_method,
-        scale=scale,
-        eta=eta,
-        generator=generator,
-    )
+    opts = {"baseline": baseline, "k": k, "quantile_method": quantile_method, "scale": scale}
+    dz, rewards = sample_group_steps(z, r, group_size, n_groups, eta=eta, generator=generator, **opts)
     z = _logits(z)
     dh = entropy_change_exact(z.expand_as(dz), dz)  # (M,)
-    adv = group_advantages(
-        rewards.reshape(-1), group_size, baseline=baseline, k=k, quantile_method=quantile_method, scale=scale
-    )
+    adv = group_advantages(rewards.reshape(-1), group_size, **opts)
     std = float(dh.std()) if n_groups > 1 else 0.0
     return {
         "mean": float(dh.mean()),
@@ -596,6 +569,201 @@ def mc_entropy_change(
         "zero_adv_frac": float((adv == 0).double().mean()),
         "expected_pg": float(entropy_change_exact(z, expected_pg_step(z, r, eta))),
     }
+
+
+# ---------------------------------------------------------------- step model (c) in expectation
+
+
+def _group_opts(baseline: str, k: float, quantile_method: str, scale: str) -> dict:
+    """The advantage settings of one prompt's group; "batch" ties a prompt's advantages to the others and is refused."""
+    if check_choice(scale, "scale", SCALES) == "batch":
+        raise ValueError("scale must be 'group' or 'none' here: 'batch' ties a prompt to the other prompts")
+    return {"baseline": baseline, "k": k, "quantile_method": quantile_method, "scale": scale}
+
+
+def _fixed_group_advantages(lead: torch.Tensor, g: int, opts: dict) -> torch.Tensor:
+    """Advantages of the groups that open with the rewards ``lead`` (..., L), then hold S ones and G-L-S zeros, for
+    S = 0..G-L: (..., G-L+1, G)."""
+    n_lead = lead.shape[-1]
+    s = torch.arange(g - n_lead + 1)  # S, the successes among the others
+    others = (torch.arange(g - n_lead)[None, :] < s[:, None]).double()  # (G-L+1, G-L)
+    lead = lead[..., None, :].expand(*lead.shape[:-1], s.shape[0], n_lead)  # (..., G-L+1, L)
+    groups = torch.cat([lead, others.expand(*lead.shape[:-1], g - n_lead)], -1)  # (..., G-L+1, G)
+    return group_advantages(groups.reshape(-1), g, **opts).view(groups.shape)
+
+
+def _binomial_pmf(n: int, p: torch.Tensor) -> torch.Tensor:
+    """P(S = s), S ~ Binomial(n, p), for s = 0..n: (...,) -> (..., n + 1)."""
+    s = torch.arange(n + 1, dtype=torch.float64)
+    comb = torch.tensor([math.comb(n, j) for j in range(n + 1)], dtype=torch.float64)
+    return comb * p[..., None] ** s * (1 - p[..., None]) ** (n - s)
+
+
+def _rates(p) -> torch.Tensor:
+    p = as_real_tensor(p, "p").double()
+    if not bool(((p >= 0) & (p <= 1)).all()):
+        raise ValueError("p must lie in [0, 1]")
+    return p
+
+
+_BIT = torch.tensor([0.0, 1.0], dtype=torch.float64)  # a response's reward x
+
+
+def scale_factor(p, group_size: int, *, baseline="quantile", k=0.4, quantile_method="paper", scale="group"):
+    r"""The number that turns the exact expected step (b) into the expected sampled step (c): E[dz] = scale * (b).
+
+    A(x, S), the advantage of a response with reward x when S of the other G - 1 succeed, comes from
+    :func:`qae_lab.advantages.group_advantages` (any baseline, std or not). With binary rewards A_1 depends on y_1
+    only through r(y_1), and sum_y pi(y) (e_y - pi) = 0, so E[A_1 (e_{y_1} - pi)] = (h(1) - h(0)) pi (r - p),
+    h(x) = E_S[A(x, S)], exact over S ~ Binomial(G - 1, p).
+
+    Args:
+        p: success rate(s) in [0, 1], any shape. group_size: G >= 2. baseline, k, quantile_method: as in
+            ``group_advantages``; scale: ``"group"`` or ``"none"``.
+
+    Returns:
+        float64 tensor of p's shape.
+
+    Without the std: (G-1)/G for the mean, about 1 for QAE on a hard prompt:
+
+    >>> [round(scale_factor(0.1, 8, baseline=b, scale="none").item(), 4) for b in ("mean", "quantile")]
+    [0.875, 0.9974]
+    """
+    p, g = _rates(p), check_group_size(group_size, group_size)
+    a = _fixed_group_advantages(_BIT[:, None], g, _group_opts(baseline, k, quantile_method, scale))[..., 0]  # (2, G)
+    # scale = h(1) - h(0),  h(x) = sum_S P(S) A(x, S),  S ~ Binomial(G - 1, p)
+    return _binomial_pmf(g - 1, p) @ (a[1] - a[0])
+
+
+def mean_scale_factor(group_size: int) -> float:
+    r"""The mean baseline's :func:`scale_factor` without the std, whatever p: the group mean holds the response's own
+    reward with weight 1/G, so E[(r_i - p_hat)(e_{y_i} - pi)] = (1 - 1/G) pi (r - p).
+
+    >>> mean_scale_factor(8)
+    0.875
+    """
+    g = check_group_size(group_size, group_size)
+    # scale = 1 - 1/G
+    return (g - 1) / g
+
+
+def quantile_scale_factor(p, group_size: int, k: float) -> torch.Tensor:
+    r"""QAE's :func:`scale_factor` without the std, the paper's quantile: 1 - c with
+    c = P(b_K = 1 | own success) - P(b_K = 1 | own failure) = P(S = G - ceil(K G)), S ~ Binomial(G - 1, p).
+
+    b_K = 1 exactly when at least G - ceil(K G) + 1 of the G rewards are 1, so a response's own reward moves b_K only
+    when the others hold S = G - ceil(K G) successes. p: any shape, in [0, 1]; G >= 2; K in (0, 1).
+
+    >>> round(quantile_scale_factor(0.1, 8, 0.4).item(), 6)  # 1 - C(7, 4) 0.1^4 0.9^3
+    0.997448
+    """
+    p, g = _rates(p), check_group_size(group_size, group_size)
+    m = quantile_rank(check_k(k), g)  # b_K is the m-th smallest reward
+    # scale = 1 - P(S = G - m)
+    return 1 - _binomial_pmf(g - 1, p)[..., g - m]
+
+
+class StepMoments(NamedTuple):
+    r"""One sampled-group step's (c) first two moments per unit step: ``scale`` (:func:`scale_factor`), ``mean``
+    (A,) E[dz] / eta = scale pi (r - p), ``second`` (A, A) E[dz dz^T] / eta^2.
+
+    >>> StepMoments(1.0, torch.zeros(2), torch.zeros(2, 2)).scale
+    1.0
+    """
+
+    scale: float
+    mean: torch.Tensor
+    second: torch.Tensor
+
+
+def sampled_step_moments(z, r, group_size: int, *, baseline="quantile", k=0.4, quantile_method="paper", scale="group"):
+    r"""E[dz] and E[dz dz^T] of step (c), dz = (eta/G) sum_i A_i u_i with u_i = e_{y_i} - pi: a :class:`StepMoments`.
+
+    The responses are exchangeable and A_i depends on y_i only through r(y_i), so, with v = pi (r - p),
+
+        E[dz dz^T] / eta^2 = (1/G) sum_y pi(y) q(r(y)) u_y u_y^T + (G-1)/G (m11 - m10 - m01 + m00) v v^T
+
+    with q(x) = E_S[A(x, S)^2], S ~ Binomial(G-1, p), and m(x, x') = E[A_1 A_2 | r_1 = x, r_2 = x'] over the other
+    G - 2 (sum over {y: r(y) = x} of pi(y) u_y is v for x = 1, -v for x = 0). Exact over the success counts.
+
+    Args:
+        z: (A,) logits. r: (A,) rewards in {0, 1}. The rest: as in :func:`scale_factor`.
+
+    >>> z, r = torch.tensor([1.0, 0.0, -1.0]), torch.tensor([1.0, 0.0, 0.0])
+    >>> mom = sampled_step_moments(z, r, 4, baseline="mean", scale="none")
+    >>> bool(torch.allclose(mom.mean, 0.75 * expected_pg_step(z, r, 1.0))), tuple(mom.second.shape)
+    (True, (3, 3))
+    """
+    z = _logits(z)
+    r = _rewards_like(r, z)
+    if z.dim() != 1 or not bool(((r == 0) | (r == 1)).all()):
+        raise ValueError("z must be one policy of shape (A,) and r its binary rewards in {0, 1}")
+    g, opts = check_group_size(group_size, group_size), _group_opts(baseline, k, quantile_method, scale)
+    pi = torch.softmax(z, -1)
+    p = (pi * r).sum()
+    a = _fixed_group_advantages(_BIT[:, None], g, opts)[..., 0]  # (2, G): A(x, S)
+    w = _binomial_pmf(g - 1, p)  # (G,)
+    c, v = float(w @ (a[1] - a[0])), pi * (r - p)  # the scale factor; (A,)
+    u = torch.eye(z.shape[0], dtype=torch.float64) - pi  # (A, A): row y is e_y - pi
+    own = u.T @ ((pi * ((a**2) @ w)[r.long()])[:, None] * u)  # sum_y pi(y) q(r(y)) u_y u_y^T
+    pairs = _fixed_group_advantages(torch.cartesian_prod(_BIT, _BIT).view(2, 2, 2), g, opts)  # (2, 2, G-1, G)
+    m = (pairs[..., 0] * pairs[..., 1]) @ _binomial_pmf(g - 2, p)  # (2, 2)
+    # E[dz dz^T] / eta^2 = (1/G) E[A_1^2 u_1 u_1^T] + (G-1)/G E[A_1 A_2 u_1 u_2^T]
+    second = (own + (g - 1) * (m[1, 1] - m[1, 0] - m[0, 1] + m[0, 0]) * torch.outer(v, v)) / g
+    return StepMoments(c, c * v, second)
+
+
+def sampled_entropy_change(z, r, group_size: int, eta: float, **kw) -> dict[str, float]:
+    r"""E[dH] of one sampled-group step (c) to second order in eta, exact over the success counts:
+
+        E[dH] = grad H . E[dz] + 1/2 tr(hess H E[dz dz^T]) + O(eta^3)
+
+    The first term is ``scale`` times step (b)'s first-order dH. E[dz dz^T] = E[dz] E[dz]^T + Cov(dz); ``noise`` is
+    Cov(dz)'s part of the second term, what the update's spread adds.
+
+    Args:
+        z: (A,) logits. r: (A,) rewards in {0, 1}. group_size: G >= 2. eta: step size > 0. kw: baseline, k,
+            quantile_method, scale (:func:`scale_factor`).
+
+    Returns:
+        dict of floats: ``scale``, ``first`` (the eta term), ``second`` (the eta^2 term), ``noise`` and ``total``.
+
+    >>> z, r = torch.tensor([2.0, 0.0, -1.0, 0.5]), torch.tensor([0.0, 1.0, 0.0, 0.0])
+    >>> out = sampled_entropy_change(z, r, 8, 0.01, baseline="mean", scale="none")
+    >>> b = entropy_change_first_order(z, expected_pg_step(z, r, 0.01)).item()
+    >>> round(out["first"] / b, 6), abs(out["second"]) < 1e-3 * abs(out["first"])
+    (0.875, True)
+    """
+    mom = sampled_step_moments(z, r, group_size, **kw)
+    z, eta = _logits(z), check_positive(eta, "eta")
+    hess = torch.autograd.functional.hessian(lambda x: -(x.softmax(-1) * x.log_softmax(-1)).sum(), z)  # (A, A)
+    first = float(entropy_change_first_order(z, eta * mom.mean))
+    # E[dH]'s second-order term: eta^2/2 tr(hess E[dz dz^T] / eta^2)
+    second = eta**2 / 2 * float((hess * mom.second).sum())
+    noise = eta**2 / 2 * float((hess * (mom.second - torch.outer(mom.mean, mom.mean))).sum())
+    return {"scale": mom.scale, "first": first, "second": second, "noise": noise, "total": first + second}
+
+
+def rms_normalised_step(z, r, group_size: int, eta: float, **kw) -> torch.Tensor:
+    r"""dz_a = eta E[g_a] / sqrt(E[g_a^2]) for each logit a, g = dz / eta of step (c): where Adam's step tends once its
+    running moments have settled (m -> E[g], v -> E[g^2]; the momentum's own noise left out). A scalar factor of g
+    cancels, so the scale factor does not enter; how the step spreads over the logits does.
+
+    Args: as :func:`sampled_entropy_change`. Returns: (A,) float64 (0 for a logit whose gradient is always 0).
+
+    On a hard prompt (p = 0.1) QAE's zero-advantage side, the wrong responses, moves together; the mean baseline moves
+    them by their probability:
+
+    >>> z, r = torch.log(torch.tensor([0.7, 0.1, 0.05, 0.15])), torch.tensor([0.0, 1.0, 0.0, 0.0])
+    >>> [[round(v, 2) for v in rms_normalised_step(z, r, 8, 1.0, baseline=b, scale="none").tolist()]
+    ...  for b in ("mean", "quantile")]
+    [[-0.7, 0.72, -0.37, -0.53], [-0.69, 0.69, -0.68, -0.69]]
+    """
+    mom = sampled_step_moments(z, r, group_size, **kw)
+    rms = mom.second.diagonal().sqrt()  # (A,): sqrt(E[g_a^2])
+    # dz_a = eta E[g_a] / sqrt(E[g_a^2])
+    step = torch.where(rms > 0, mom.mean / rms.clamp_min(torch.finfo(rms.dtype).tiny), torch.zeros_like(rms))
+    return check_positive(eta, "eta") * step
 
 
 def mc_entropy_curve(
@@ -616,13 +784,14 @@ def mc_entropy_curve(
     One bandit per p, all built from the same base logits (:func:`make_bandits` with
     ``seed``) and shifted to their success rate; both baselines see the same bandit and the
     same random stream. Alongside: the exact entropy change of the expected
-    gradient (model (b)) and the identity's first-order predictions (model (a)) with
-    b = p (mean) and b = b_K (quantile).
+    gradient (model (b)), the identity's first-order predictions (model (a)) with
+    b = p (mean) and b = b_K (quantile), and the E[dH] that :func:`sampled_entropy_change`
+    computes for each baseline (NaN with ``scale="batch"``, which it does not model).
 
     Returns:
         dict of lists over ``ps``: ``mean``, ``mean_stderr``, ``quantile``,
         ``quantile_stderr``, ``mean_zero_frac``, ``quantile_zero_frac``, ``expected_pg``,
-        ``identity_mean``, ``identity_quantile``.
+        ``identity_mean``, ``identity_quantile``, ``computed_mean``, ``computed_quantile``.
 
     >>> out = mc_entropy_curve([0.3, 0.7], group_size=8, n_groups=50)
     >>> len(out["mean"]), len(out["identity_quantile"])
@@ -632,43 +801,45 @@ def mc_entropy_curve(
     # the same base logits for every p (one seed), so the curve varies p and nothing else
     bandits = [make_bandits(p.reshape(1), n_actions, sharpness, torch.Generator().manual_seed(seed)) for p in ps]
     z, r = torch.cat([b[0] for b in bandits]), torch.cat([b[1] for b in bandits])
-    out: dict[str, list[float]] = {
-        key: []
-        for key in (
-            "mean",
-            "mean_stderr",
-            "quantile",
-            "quantile_stderr",
-            "mean_zero_frac",
-            "quantile_zero_frac",
-            "expected_pg",
-            "identity_mean",
-            "identity_quantile",
-        )
-    }
+    keys = ("mean", "mean_stderr", "quantile", "quantile_stderr", "mean_zero_frac", "quantile_zero_frac")
+    keys += ("expected_pg", "identity_mean", "identity_quantile", "computed_mean", "computed_quantile")
+    out: dict[str, list[float]] = {key: [] for key in keys}
     for i in range(ps.shape[0]):
         for baseline in BASELINES:
-            mc = mc_entropy_change(
-                z[i],
-                r[i],
-                group_size,
-                n_groups,
-                baseline=baseline,
-                k=k,
-                scale=scale,
-                quantile_method=quantile_method,
-                eta=eta,
-                generator=torch.Generator().manual_seed(seed + 1 + i),
-            )
+            opts = {"baseline": baseline, "k": k, "quantile_method": quantile_method, "scale": scale}
+            gen = torch.Generator().manual_seed(seed + 1 + i)
+            mc = mc_entropy_change(z[i], r[i], group_size, n_groups, eta=eta, generator=gen, **opts)
             out[baseline].append(mc["mean"])
             out[f"{baseline}_stderr"].append(mc["stderr"])
             out[f"{baseline}_zero_frac"].append(mc["zero_adv_frac"])
+            # step (c)'s E[dH] to eta^2, computed; "batch" ties a prompt to the others, which it does not model
+            computed = (
+                sampled_entropy_change(z[i], r[i], group_size, eta, **opts)["total"] if scale != "batch" else math.nan
+            )
+            out[f"computed_{baseline}"].append(computed)
         out["expected_pg"].append(mc["expected_pg"])
         b = torch.stack([ps[i], population_quantile(z[i], r[i], k)])
         ident = identity_entropy_change(z[i], r[i], b, eta)
         out["identity_mean"].append(float(ident[0]))
         out["identity_quantile"].append(float(ident[1]))
     return out
+
+
+OPTIMIZERS = ("sgd", "adam", "adam_scalar")  # simulate_training's update rules
+
+
+def _adam_ascent(
+    z: torch.Tensor, grad: torch.Tensor, state: dict, *, eta: float, scalar: bool
+) -> tuple[torch.Tensor, dict]:
+    """One Adam step up ``grad`` (P, A), betas (0.9, 0.999), eps 1e-8 (torch's defaults); ``scalar``: one second
+    moment per prompt, the mean of grad^2 over its A logits, instead of one per logit."""
+    t = state.get("t", 0) + 1
+    m = 0.9 * state.get("m", torch.zeros_like(grad)) + 0.1 * grad  # (P, A)
+    sq = (grad**2).mean(-1, keepdim=True) if scalar else grad**2  # (P, 1) or (P, A)
+    v = 0.999 * state.get("v", torch.zeros_like(sq)) + 0.001 * sq
+    # z <- z + eta m_hat / (sqrt(v_hat) + eps),  m_hat = m / (1 - 0.9^t),  v_hat = v / (1 - 0.999^t)
+    z = z + eta * (m / (1 - 0.9**t)) / ((v / (1 - 0.999**t)).sqrt() + 1e-8)
+    return z, {"t": t, "m": m, "v": v}
 
 
 def simulate_training(
@@ -683,39 +854,47 @@ def simulate_training(
     quantile_method: str = "paper",
     scale: str = "group",
     eta: float = 1.0,
+    optimizer: str = "sgd",
     seed: int = 0,
-) -> dict[str, list[float]]:
+) -> dict[str, list]:
     r"""Train a population of softmax bandits by sampled-group steps; track entropy and success.
 
     One bandit per initial success rate in ``p0`` (built by :func:`make_bandits` from
     ``seed``). Each step samples a group of G responses per prompt, takes advantages
-    from :func:`qae_lab.advantages.group_advantages` over the whole batch, and applies the
-    REINFORCE step to every prompt. The same seed gives the same bandits and, step by
-    step, the same random stream for every baseline, so runs pair up.
+    from :func:`qae_lab.advantages.group_advantages` over the whole batch, and moves every
+    prompt's logits up g = (1/G) sum_i A_i (e_{y_i} - pi): ``optimizer`` ``"sgd"`` takes z + eta g,
+    ``"adam"`` one Adam step with learning rate ``eta`` (betas 0.9, 0.999, eps 1e-8), ``"adam_scalar"``
+    the same with one running second moment per prompt (the mean of g^2 over its logits), which
+    cancels the step's scale but not its spread over the logits. The bandits do not interact
+    (each has its own logits, groups and optimiser moments). The same seed gives the same bandits
+    and, step by step, the same random stream for every setting, so runs pair up.
 
     Returns:
         dict of lists, one entry per step 0..steps: ``entropy`` (mean H / log A),
-        ``success`` (mean E_pi r), and per step 1..steps ``zero_adv_frac`` and ``hard_frac``.
+        ``success`` (mean E_pi r), ``prompt_entropy`` (each prompt's H / log A, a list of P),
+        and per step 1..steps ``zero_adv_frac`` and ``hard_frac``.
 
-    >>> out = simulate_training(torch.tensor([0.2, 0.8]), steps=3, group_size=4, n_actions=8)
-    >>> len(out["entropy"]), len(out["zero_adv_frac"])
-    (4, 3)
+    >>> out = simulate_training(torch.tensor([0.2, 0.8]), steps=3, group_size=4, n_actions=8, optimizer="adam")
+    >>> len(out["entropy"]), len(out["zero_adv_frac"]), len(out["prompt_entropy"][0])
+    (4, 3, 2)
     """
     check_int(steps, "steps", 0)
     check_choice(baseline, "baseline", BASELINES)
     check_choice(scale, "scale", SCALES)
     check_choice(quantile_method, "quantile_method", QUANTILE_METHODS)
+    check_choice(optimizer, "optimizer", OPTIMIZERS)
     k = check_k(k)
     g = check_group_size(group_size, group_size)
     eta = check_positive(eta, "eta")
     gen = torch.Generator().manual_seed(seed)
     z, r = make_bandits(p0, n_actions, sharpness, gen)  # (P, A)
-    n = z.shape[0]
-    log_a = math.log(n_actions)
-    out: dict[str, list[float]] = {"entropy": [], "success": [], "zero_adv_frac": [], "hard_frac": []}
+    n, log_a, state = z.shape[0], math.log(n_actions), {}
+    out: dict[str, list] = {"entropy": [], "success": [], "prompt_entropy": [], "zero_adv_frac": [], "hard_frac": []}
     for step in range(steps + 1):
         pi = torch.softmax(z, -1)
-        out["entropy"].append(float(entropy(z).mean()) / log_a)
+        h = entropy(z) / log_a  # (P,)
+        out["entropy"].append(float(h.mean()))
+        out["prompt_entropy"].append(h.tolist())
         out["success"].append(float((pi * r).sum(-1).mean()))
         if step == steps:
             break
@@ -726,74 +905,34 @@ def simulate_training(
         ).view(n, g)
         out["zero_adv_frac"].append(float((adv == 0).double().mean()))
         out["hard_frac"].append(float(hard_regime(rewards.sum(1), g, k).double().mean()))
-        z = z + _reinforce_step(pi, actions, adv, eta)
+        grad = _reinforce_step(pi, actions, adv, 1.0)  # (P, A)
+        if optimizer == "sgd":
+            z = z + eta * grad
+        else:
+            z, state = _adam_ascent(z, grad, state, eta=eta, scalar=optimizer == "adam_scalar")
     return out
 
 
-def mc_verdicts(out: Mapping[str, Sequence[float]]) -> list[str]:
-    r"""Per success rate of :func:`mc_entropy_curve`'s output: "lower", "higher" or "same",
-    QAE's E[dH] against the mean baseline's, "same" unless the difference is beyond two standard errors.
-
-    >>> mc_verdicts({"mean": [0.01, 0.01], "mean_stderr": [0.001] * 2, "quantile": [0.002, 0.011],
-    ...              "quantile_stderr": [0.001] * 2})
-    ['lower', 'same']
-    """
-    verdicts = []
-    for m, m_se, q, q_se in zip(out["mean"], out["mean_stderr"], out["quantile"], out["quantile_stderr"]):
-        margin = 2 * (m_se**2 + q_se**2) ** 0.5  # two standard errors of the difference
-        verdicts.append("lower" if q - m < -margin else "higher" if q - m > margin else "same")
-    return verdicts
-
-
-def mc_comparison_lines(ps, out: dict[str, list[float]]) -> list[str]:
-    r"""One line per success rate of :func:`mc_entropy_curve`'s output: E[dH] under the mean and the QAE baseline,
-    their difference with a two-standard-error margin, a verdict (QAE lower / higher only beyond that margin) and
-    QAE's zero-advantage share.
+def entropy_by_start(prompt_entropy, p0, *, hard_max: float = 0.3, easy_min: float = 0.7) -> dict[str, torch.Tensor]:
+    r"""The mean entropy of the prompts that start hard (p0 <= ``hard_max``) and of those that start easy
+    (p0 >= ``easy_min``), per step: a prompt's regime moves as it trains, so the groups are fixed at the start.
 
     Args:
-        ps: the success rates ``out`` was computed at; out: :func:`mc_entropy_curve` of them.
+        prompt_entropy: (T+1, ..., P) per-prompt entropies (:func:`simulate_training`'s ``prompt_entropy``; a middle
+            dimension for replicate populations of the same ``p0``). p0: (P,) the starting success rates.
 
-    >>> out = {"mean": [0.010], "mean_stderr": [0.001], "quantile": [0.002], "quantile_stderr": [0.001],
-    ...        "quantile_zero_frac": [0.75]}
-    >>> mc_comparison_lines([0.3], out)[0]
-    'p = 0.3:  E[dH] mean +0.0100, QAE +0.0020 (diff -0.0080 ± 0.0028: QAE lower);  zero-advantage share QAE 0.75'
+    Returns:
+        {"hard": (T+1, ...), "easy": (T+1, ...)} float64.
+
+    >>> out = entropy_by_start([[0.9, 0.5, 0.7], [0.8, 0.6, 0.7]], [0.1, 0.9, 0.5])
+    >>> out["hard"].tolist(), out["easy"].tolist()
+    ([0.9, 0.8], [0.5, 0.6])
     """
-    words = {"lower": "QAE lower", "higher": "QAE higher", "same": "no clear difference"}
-    verdicts, lines = mc_verdicts(out), []
-    for i, p in enumerate(ps):
-        diff = out["quantile"][i] - out["mean"][i]
-        se = (out["quantile_stderr"][i] ** 2 + out["mean_stderr"][i] ** 2) ** 0.5
-        verdict = words[verdicts[i]]
-        lines.append(
-            f"p = {float(p):.1f}:  E[dH] mean {out['mean'][i]:+.4f}, QAE {out['quantile'][i]:+.4f} "
-            f"(diff {diff:+.4f} ± {2 * se:.4f}: {verdict});  zero-advantage share QAE "
-            f"{out['quantile_zero_frac'][i]:.2f}"
-        )
-    return lines
-
-
-def training_summary_lines(runs: dict[str, dict[str, list[float]]]) -> list[str]:
-    r"""Per run of :func:`simulate_training` (``{name: its output}``): entropy and success at the first and the last
-    step and the mean zero-advantage share; then which run keeps the highest and the lowest final entropy.
-
-    >>> runs = {"mean": {"entropy": [0.9, 0.5], "success": [0.5, 0.7], "zero_adv_frac": [0.25]},
-    ...         "QAE": {"entropy": [0.9, 0.7], "success": [0.5, 0.6], "zero_adv_frac": [0.75]}}
-    >>> print("\n".join(training_summary_lines(runs)))
-          mean: entropy 0.900 -> 0.500,  success 0.500 -> 0.700,  mean zero-advantage share 0.25
-           QAE: entropy 0.900 -> 0.700,  success 0.500 -> 0.600,  mean zero-advantage share 0.75
-    After 1 steps the highest entropy is kept by 'QAE', the lowest by 'mean'.
-    """
-    if not runs:
-        raise ValueError("runs must hold at least one simulated run")
-    lines = []
-    for name, o in runs.items():
-        zero = sum(o["zero_adv_frac"]) / len(o["zero_adv_frac"])
-        lines.append(
-            f"{name:>10}: entropy {o['entropy'][0]:.3f} -> {o['entropy'][-1]:.3f},  success "
-            f"{o['success'][0]:.3f} -> {o['success'][-1]:.3f},  mean zero-advantage share {zero:.2f}"
-        )
-    lo = min(runs, key=lambda n: runs[n]["entropy"][-1])
-    hi = max(runs, key=lambda n: runs[n]["entropy"][-1])
-    steps = len(next(iter(runs.values()))["entropy"]) - 1
-    lines.append(f"After {steps} steps the highest entropy is kept by '{hi}', the lowest by '{lo}'.")
-    return lines
+    h = as_real_tensor(prompt_entropy, "prompt_entropy").double()
+    p0 = as_real_tensor(p0, "p0", ndim=1).double()
+    if h.dim() < 2 or h.shape[-1] != p0.shape[0]:
+        raise ValueError(f"prompt_entropy must be (T+1, ..., P) with P = {p0.shape[0]} prompts, got {tuple(h.shape)}")
+    hard, easy = p0 <= hard_max, p0 >= easy_min
+    if not bool(hard.any()) or not bool(easy.any()):
+        raise ValueError(f"p0 must hold a prompt with p0 <= hard_max ({hard_max}) and one with p0 >= easy_min")
+    return {"hard": h[..., hard].mean(-1), "easy": h[..., easy].mean(-1)}

@@ -21,7 +21,6 @@ difficulties is the notebook's modelling assumption, not the paper's.
 from __future__ import annotations
 
 import math
-import textwrap
 from typing import NamedTuple
 
 import torch
@@ -45,7 +44,7 @@ __all__ = [
     "zero_sources",
     "zero_sources_beta",
     "sampled_zero_sources",
-    "summary_02",
+    "zero_share_rows",
 ]
 
 
@@ -349,46 +348,38 @@ def group_advantage_rows(group_size: int, k: float, counts, baselines=("mean", "
 
 
 SPREADS = {
-    "a U-shaped batch (Beta(0.5, 0.5): most prompts nearly always or nearly never solved)": (0.5, 0.5),
-    "one centred on p = 0.5 (Beta(4, 4))": (4.0, 4.0),
-}  # other spreads of difficulty summary_02 names
+    "uniform on (0, 1): Beta(1, 1)": (1.0, 1.0),
+    "U-shaped: Beta(0.5, 0.5)": (0.5, 0.5),
+    "centred on 0.5: Beta(4, 4)": (4.0, 4.0),
+}  # spreads of difficulty across a batch's prompts, by name: the rows of zero_share_rows
 
 
-def summary_02(measured: ZeroSources, n_prompts: int, group_size: int, k: float) -> str:
-    r"""The summary of notebook 01, from the share it measured.
+def zero_share_rows(measured: ZeroSources, n_prompts: int, group_size: int, k: float) -> list[dict]:
+    r"""The share of responses with A = 0 in percent, by source, as table rows: the ``measured`` batch of notebook 01
+    (``n_prompts`` success rates drawn uniform on (0, 1), :func:`sampled_zero_sources`), then the exact share of a
+    batch for each spread of :data:`SPREADS` (:func:`zero_sources_beta`).
 
-    Args:
-        measured: :func:`sampled_zero_sources` of ``n_prompts`` success rates drawn uniform on (0, 1), with groups
-            of ``group_size`` and QAE at ``k``.
+    Each row: ``success rates``, ``prompts`` (None where exact), ``A = 0 (%)``, ``all-equal groups (%)`` (A = 0
+    under any baseline) and ``QAE's gate (%)`` (the side of a mixed group the gate leaves at 0).
 
-    Beside it: the exact share of that batch (:func:`zero_sources_beta`, Beta(1, 1)), where one prompt's share is
-    lowest (:func:`expected_zero_fraction` at p = 0, 0.01, ..., 1) and the shares of the :data:`SPREADS`.
-
-    >>> print(summary_02(ZeroSources(0.118, 0.638), 20000, 16, 0.4))
-    * At K = 0.4 and G = 16, 75.6% of the responses to 20,000 prompts with success rates uniform on (0, 1) got
-      exactly zero advantage (75.7% expected): 11.8 points from groups whose rewards were all equal, which GRPO's
-      mean baseline leaves at zero too, and 63.8 from QAE's gate.
-    * One prompt's expected share is lowest at p = 0.51 (57.6%) and reaches 100% at p = 0 and p = 1.
-    * Other spreads of difficulty: 82.3% for a U-shaped batch (Beta(0.5, 0.5): most prompts nearly always or
-      nearly never solved), 65.3% for one centred on p = 0.5 (Beta(4, 4)).
+    >>> rows = zero_share_rows(ZeroSources(0.118, 0.638), 20000, 16, 0.4)
+    >>> [row["success rates"] for row in rows][1:]
+    ['uniform on (0, 1): Beta(1, 1)', 'U-shaped: Beta(0.5, 0.5)', 'centred on 0.5: Beta(4, 4)']
+    >>> [round(row["A = 0 (%)"], 1) for row in rows], rows[0]["prompts"], rows[1]["prompts"]
+    ([75.6, 75.7, 82.3, 65.3], 20000, None)
     """
     if not isinstance(measured, ZeroSources):
         raise ValueError(f"measured must be a ZeroSources (sampled_zero_sources), got {type(measured).__name__}")
     n_prompts, g = check_int(n_prompts, "n_prompts", 1), check_group_size(group_size, group_size)
-    exact = zero_sources_beta(1.0, 1.0, g, k).total
-    ps = torch.linspace(0, 1, 101, dtype=torch.float64)
-    per_prompt = expected_zero_fraction(ps, g, k)
-    low = int(per_prompt.argmin())
-    others = ", ".join(f"{zero_sources_beta(a, b, g, k).total:.1%} for {name}" for name, (a, b) in SPREADS.items())
-    return "\n".join(
-        textwrap.fill(line, 110, subsequent_indent="  ")
-        for line in [
-            f"* At K = {k:g} and G = {g}, {measured.total:.1%} of the responses to {n_prompts:,} prompts with success "
-            f"rates uniform on (0, 1) got exactly zero advantage ({exact:.1%} expected): {100 * measured.all_equal:.1f} "
-            f"points from groups whose rewards were all equal, which GRPO's mean baseline leaves at zero too, and "
-            f"{100 * measured.gate:.1f} from QAE's gate.",
-            f"* One prompt's expected share is lowest at p = {ps[low].item():.2f} ({per_prompt[low].item():.1%}) and "
-            f"reaches {per_prompt[0].item():.0%} at p = 0 and p = 1.",
-            f"* Other spreads of difficulty: {others}.",
-        ]
-    )
+    batches = [("uniform on (0, 1), sampled", n_prompts, measured)]
+    batches += [(name, None, zero_sources_beta(a, b, g, k)) for name, (a, b) in SPREADS.items()]
+    return [
+        {
+            "success rates": name,
+            "prompts": n,
+            "A = 0 (%)": 100 * float(src.total),
+            "all-equal groups (%)": 100 * float(src.all_equal),
+            "QAE's gate (%)": 100 * float(src.gate),
+        }
+        for name, n, src in batches
+    ]

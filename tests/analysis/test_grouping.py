@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from qae_lab.analysis.compare import load_run, load_runs
+from qae_lab.analysis.compare import load_run
 from qae_lab.analysis.grouping import (
     LIVE,
     SETTINGS,
@@ -21,10 +21,8 @@ from qae_lab.analysis.grouping import (
     group_runs,
     run_length,
     settings_of,
-    spread_verdict,
 )
 from qae_lab.methods import method_settings
-from qae_lab.analysis.stats import stat
 
 
 def write_run(folder: Path, *, method="qae", seed=0, steps=4, run=None, trainer=None, rows=None) -> Path:
@@ -216,26 +214,3 @@ def test_differences_report_against_the_nearest_reference_group(tmp_path):
 
 
 # ---------------------------------------------------------------- the seed-spread verdict
-
-
-def test_spread_verdict_only_for_comparable_groups_with_two_seeds_each(tmp_path):
-    ref = load_runs(
-        [write_run(tmp_path / f"{m}-seed{s}", method=m, seed=s, steps=6) for m in ("mean", "qae") for s in (0, 1)]
-    )
-    short = [load_run(write_run(tmp_path / f"short{s}", seed=s, steps=4)) for s in (0, 1)]
-    mean, qae, qae_short = group_runs(ref, short)
-    apart, overlap, one = stat([0.65, 0.7]), stat([0.55, 0.7]), stat([0.9])
-    base = stat([0.5, 0.6])
-    assert (
-        spread_verdict(qae, apart, mean, base) == "outside the seed spread (the ranges of 2 and 2 seeds do not overlap)"
-    )
-    assert spread_verdict(qae, overlap, mean, base) == "within the seed spread (the seed ranges overlap)"
-    assert spread_verdict(qae, one, mean, base) == "no spread verdict: only 1 seed"
-    assert spread_verdict(mean, base, qae, one) == "no spread verdict: only 1 seed in qae"
-    assert spread_verdict(qae_short, apart, mean, base) == "no spread verdict: not comparable (steps 4 vs 6)"
-    assert (
-        spread_verdict(qae_short, one, mean, stat([0.5]))
-        == "no spread verdict: not comparable (steps 4 vs 6); only 1 seed; only 1 seed in mean"
-    )
-    with pytest.raises(ValueError, match="base_value must be a Stat"):
-        spread_verdict(qae, apart, mean, 0.55)

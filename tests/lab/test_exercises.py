@@ -3,7 +3,9 @@ and rejects plausible wrong answers (a checker that accepts anything teaches not
 
 from __future__ import annotations
 
+import math
 import statistics
+from fractions import Fraction
 
 import pytest
 import torch
@@ -16,10 +18,23 @@ from qae_lab.task.rewards import soft_format_reward
 from qae_lab.analysis.stats import detrended_variance
 from qae_lab.toys.sparsity import gate_zero_counts
 from qae_lab.toys.bandit import entropy_change_exact, entropy_change_first_order, knob_slope
+from qae_lab.toys.seqpolicy import sequence_entropy
 
 
 def _mean_baseline(r, g, k):
     return r.view(-1, g).mean(1)
+
+
+def _naive_quantile(r, g, k):
+    """The ceil(K G)-th smallest reward read at the unguarded index ceil(k * g) - 1."""
+    return r.view(-1, g).sort(dim=1).values[:, math.ceil(k * g) - 1]
+
+
+def _guarded_quantile(r, g, k):
+    """The notebook's solution: ceil(K G), with K G rounded where it lies within 1e-9 of an integer."""
+    x = k * g
+    rank = round(x) if abs(x - round(x)) < 1e-9 else math.ceil(x)
+    return r.view(-1, g).sort(dim=1).values[:, max(rank, 1) - 1]
 
 
 def _k_changes(rows):
@@ -44,6 +59,7 @@ CASES = {
         [
             _mean_baseline,  # GRPO's baseline, not QAE's
             lambda r, g, k: quantile_baseline(r, g, 1 - k),  # K read the other way round
+            _naive_quantile,  # ceil(K G) - 1 unguarded: one too high where K G lands just above an integer
         ],
     ),
     "check_knob_slope": (
@@ -149,15 +165,120 @@ def test_checker_rejects_a_wrong_answer(name, which):
         getattr(ex, name)(wrong)
 
 
-def _change(after):
+def test_the_naive_quantile_index_is_refused_by_name_and_the_guarded_one_accepted():
+    assert 0.28 * 25 == 7.000000000000001 and math.ceil(0.28 * 25) == 8  # the notebook's warning, in floats
+    with pytest.raises(AssertionError) as refused:
+        ex.check_quantile_baseline(_naive_quantile)
+    said = str(refused.value)
+    assert said.startswith("G=25, K=0.28, the ceil(K G) = 7-th smallest") and "expected" in said, said
+    assert said.endswith(
+        "(that is the index ceil(K G) - 1: in floating point K * G = 7.000000000000001, so ceil gives 8, not 7; "
+        "round K G when it lies within 1e-9 of an integer)"
+    ), said
+    assert ex.check_quantile_baseline(_guarded_quantile).startswith("Correct")
+
+
+def test_every_float_trap_is_one_and_the_naive_index_misses_it():
+    # K G is an integer exactly (K a two-place decimal), floating point lands above it, and ceil then overshoots
+    for g, k in ex.FLOAT_TRAPS:
+        exact = Fraction(round(100 * k), 100) * g
+        assert exact.denominator == 1 and k * g > exact and math.ceil(k * g) == exact + 1, (g, k, k * g)
+        r = torch.randn(2 * g, generator=torch.Generator().manual_seed(g))
+        assert not torch.equal(_naive_quantile(r, g, k), quantile_baseline(r, g, k))
+        assert torch.equal(_guarded_quantile(r, g, k), quantile_baseline(r, g, k))
+
+
+# every checker that compares floats -> its right answer
+FLOAT_CHECKERS = {
+    **{
+        name: CASES[name][0]
+        for name in (
+            "check_quantile_baseline",
+            "check_knob_slope",
+            "check_training_variance",
+            "check_horizon_weights",
+            "check_mean_advantages",
+            "check_entropy_change",
+        )
+    },
+    "check_sequence_entropy": sequence_entropy,
+}
+
+
+def _nudged(fn, by: float):
+    """``fn`` with the first value of its answer moved by ``by``."""
+
+    def nudged(*args):
+        out = fn(*args)
+        if isinstance(out, float):
+            return out + by
+        out = torch.as_tensor(out, dtype=torch.float64).clone()
+        out.view(-1)[0] += by
+        return out
+
+    return nudged
+
+
+def _variance_float32(values, window):
+    x = torch.tensor(values, dtype=torch.float32)
+    r = torch.stack([x[t] - x[t - window + 1 : t + 1].mean() for t in range(window - 1, len(x))])
+    return float(((r - r.mean()) ** 2).mean())
+
+
+# each float checker's right answer computed in float32: what a learner's plain torch code returns
+FLOAT32 = {
+    "check_quantile_baseline": lambda r, g, k: quantile_baseline(r.float(), g, k),
+    "check_knob_slope": lambda z, eta: float(knob_slope(z.float(), eta)),
+    "check_training_variance": _variance_float32,
+    "check_horizon_weights": lambda h, m, a: horizon_weights(h.float(), m.float(), a),
+    "check_mean_advantages": lambda r: (r.float() - r.float().mean()) / (r.float().std() + 1e-6),
+    "check_entropy_change": lambda z, dz: entropy_change_first_order(z.float(), dz.float()),
+    "check_sequence_entropy": lambda z: sequence_entropy(z.float()),
+}
+
+
+def test_every_float_checker_is_listed():
+    float_checkers = {"check_zero_count", "check_k_changes", "check_neg_correct", "check_format_reward"}  # exact
+    assert set(FLOAT_CHECKERS) == set(FLOAT32) == set(CASES) - float_checkers | {"check_sequence_entropy"}
+
+
+@pytest.mark.parametrize("name", sorted(FLOAT_CHECKERS))
+@pytest.mark.parametrize("sign", [1, -1])
+def test_a_float_answer_1e5_off_is_refused_and_one_within_1e8_accepted(name, sign):
+    check, right = getattr(ex, name), FLOAT_CHECKERS[name]
+    with pytest.raises(AssertionError, match="expected"):
+        check(_nudged(right, sign * 1e-5))
+    assert check(_nudged(right, sign * 1e-8)).startswith("Correct")
+
+
+@pytest.mark.parametrize("name", sorted(FLOAT32))
+def test_a_float32_answer_is_accepted(name):
+    # the tolerance's scale (exercises.ATOL): float32 rounding of answers of order 1 stays well inside it
+    assert getattr(ex, name)(FLOAT32[name]).startswith("Correct")
+
+
+def test_mean_advantages_accept_eps_zero_but_not_trls_eps():
+    assert ex.check_mean_advantages(lambda r: (r - r.mean()) / r.std()).startswith("Correct")
+    with pytest.raises(AssertionError, match="expected"):
+        ex.check_mean_advantages(lambda r: (r - r.mean()) / (r.std() + 1e-4))  # TRL's advantage_eps: 1.5e-5 off
+
+
+def test_zero_counts_are_compared_exactly():
+    right = CASES["check_zero_count"][0]
+    assert ex.check_zero_count(lambda c, g, k: float(right(c, g, k))).startswith("Correct")  # 3.0 is 3
+    with pytest.raises(AssertionError, match="expected"):
+        ex.check_zero_count(lambda c, g, k: right(c, g, k) + 1e-8)
+
+
+def _change(after, advantages=(1.0, -0.5, -0.5)):
     """A group of three (one rewarded, two not), log pi(y_i) -1, -2, -3 before the step and ``after`` it."""
     return UpdateChange(
         ["y0 ✓", "y1 ✗", "y2 ✗"],
         torch.tensor([-1.0, -2.0, -3.0]),
         torch.tensor(after),
-        torch.tensor([1.0, -0.5, -0.5]),
-        0,
-        9,
+        torch.tensor(advantages),
+        torch.zeros(3, dtype=torch.long),
+        torch.full((3,), 3),
     )
 
 
@@ -180,11 +301,34 @@ def test_wrong_answers_name_the_usual_mistake():
         ([-0.9, -1.5, -3.5], "up", "Partly"),
     ],
 )
-def test_prediction_is_compared_with_what_was_measured(after, prediction, verdict):
-    said = ex.check_prediction(prediction, _change(after))
+def test_prediction_on_the_punished_completions(after, prediction, verdict):
+    said = ex.check_prediction(prediction, _change(after), sign="A < 0")
     assert said.startswith(f'{verdict}: you predicted "{prediction.strip().lower()}"'), said
+    assert "completions with A < 0" in said, said
     if verdict == "Partly":  # names the completion that went against the prediction: y1 rose, y2 fell
         assert f"Against your prediction: {'y1' if prediction == 'down' else 'y2'} ✗." in said, said
+
+
+@pytest.mark.parametrize(
+    "after, prediction, verdict",
+    [
+        ([-1.5, -2.5, -3.5], "down", "Right"),  # a large step: every completion less likely, the rewarded one too
+        ([-1.5, -2.5, -3.5], "up", "Wrong"),
+        ([-0.5, -2.5, -3.5], "up", "Right"),
+        ([-0.5, -2.5, -3.5], "down", "Wrong"),
+    ],
+)
+def test_prediction_on_the_rewarded_completions(after, prediction, verdict):
+    said = ex.check_prediction(prediction, _change(after))  # notebook 00's question: the completions with A > 0
+    assert said.startswith(f'{verdict}: you predicted "{prediction}"'), said
+    assert f"all 1 completions with A > 0 became {'less' if after[0] < -1 else 'more'} likely" in said, said
+
+
+def test_prediction_partly_on_the_rewarded_completions():
+    c = _change([-0.5, -2.5, -3.5], advantages=(1.0, 0.5, -1.5))  # y0 rose, y1 fell: both had A > 0
+    said = ex.check_prediction("down", c)
+    assert said.startswith('Partly: you predicted "down"; 1 of 2 completions with A > 0 became less likely'), said
+    assert "Against your prediction: y0 ✓." in said, said
 
 
 def test_prediction_unset_says_what_to_do_and_a_bad_one_is_refused():
@@ -195,11 +339,21 @@ def test_prediction_unset_says_what_to_do_and_a_bad_one_is_refused():
             ex.check_prediction(bad, _change([-0.9, -2.5, -3.5]))
     with pytest.raises(ValueError, match="UpdateChange"):
         ex.check_prediction("up", {"delta": [0.1]})
+    with pytest.raises(ValueError, match="sign must be one of"):
+        ex.check_prediction("up", _change([-0.9, -2.5, -3.5]), sign="A >= 0")
 
 
-def test_prediction_without_negative_advantages():
-    c = UpdateChange(["y0 ✓", "y1 ✓"], torch.tensor([-1.0, -1.0]), torch.tensor([-1.0, -1.0]), torch.zeros(2), 0, 4)
-    assert "no completion with A < 0" in ex.check_prediction("down", c)
+def test_prediction_without_completions_of_that_sign():
+    c = UpdateChange(
+        ["y0 ✓", "y1 ✓"],
+        torch.tensor([-1.0, -1.0]),
+        torch.tensor([-1.0, -1.0]),
+        torch.zeros(2),
+        torch.zeros(2),
+        torch.ones(2),
+    )
+    assert "no completion with A > 0" in ex.check_prediction("down", c)
+    assert "no completion with A < 0" in ex.check_prediction("down", c, sign="A < 0")
 
 
 def test_check_direction_says_right_wrong_same_and_refuses_bad_input():

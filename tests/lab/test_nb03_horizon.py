@@ -10,19 +10,18 @@ import torch
 
 from qae_lab.lab.nb03_horizon import (
     alpha_sweep,
-    baseline_line,
+    batch_rows,
     both_weights,
+    discount_rows,
     discounted,
     discounted_tokens,
-    effective_line,
     group_rows,
     group_weights,
     pick_group,
-    summary_03,
     token_grid,
     token_texts,
-    uncertain_line,
-    weights_line,
+    uncertain_rows,
+    weights_rows,
 )
 
 TOK = SimpleNamespace(decode=lambda ids: ["7", "+", "\n", "x"][ids[0]])
@@ -74,12 +73,28 @@ def test_alpha_sweep_and_its_line():
     d = (math.exp(-0.5) + math.exp(-1.0)) / 2
     assert curves["effective tokens: AH"][1] == pytest.approx(d)
     assert curves["effective tokens: SA-AH, mean baseline"][1] == pytest.approx((1 + d) / 2)
-    assert effective_line(curves, [0.0, 1.0], 1.0) == (
-        f"effective token fraction at α = 1: AH {d:.3f}, SA-AH, mean baseline {(1 + d) / 2:.3f}, "
-        f"SA-AH, QAE K=0.4 {(1 + d) / 2:.3f}"
-    )
-    with pytest.raises(ValueError):
-        effective_line(curves, [0.0, 1.0], 0.5)  # not swept
+
+
+def test_batch_rows_by_hand():
+    ro, h = _rollouts(), torch.full((8, 3), 0.5)  # prompt 0: 1/4 correct, 3 tokens each; prompt 1: 3/4, 2 tokens
+    w = [math.exp(-0.5 * t) for t in (1, 2, 3)]  # w_t = exp(-alpha * sum_{s<=t} H~_s) at alpha = 1
+    long, short = sum(w), sum(w[:2])  # sum(w) over a rollout of prompt 0, and of prompt 1
+    rows = batch_rows(ro, h, alpha=1.0)
+    assert [(r["weights"], r["baseline"]) for r in rows] == [
+        ("AH", "mean"),
+        ("SA-AH", "mean"),
+        ("SA-AH", "QAE, K = 0.4"),
+    ]
+    # AH: all 8 rollouts, 20 tokens; SA-AH, mean: the failures of both mixed groups, rows 1-3 and 7;
+    # SA-AH, QAE: prompt 0 is hard (its failures get A = 0), prompt 1 easy: row 7 only
+    assert [(r["rollouts discounted"], r["tokens discounted"]) for r in rows] == [(8, 20), (4, 11), (1, 2)]
+    fractions = [
+        (4 * long + 4 * short) / 20,
+        (3 * long + short + 3 + 3 * 2) / 20,  # row 0 (3 tokens) and rows 4-6 (2 each) keep w = 1
+        (4 * 3 + 3 * 2 + short) / 20,
+    ]
+    assert [r["effective token fraction"] for r in rows] == pytest.approx(fractions, abs=1e-6)  # float32 weights
+    assert all(r["tokens discounted"] == 0 for r in batch_rows(ro, h, alpha=0.0))  # alpha 0: plain GRPO
 
 
 def test_discounted_under_each_baseline():
@@ -91,31 +106,31 @@ def test_discounted_under_each_baseline():
     assert m["touched"] == [1, 2, 3, 7] and m["in_hard"] == [1, 2, 3]  # every failure of a mixed group
 
 
-def test_pick_group_takes_the_median_mixed_group():
-    # G = 2, five prompts: 0, 2 and 4 mixed (rows 1, 5 and 9 fail), 1 all right, 3 all wrong
-    rewards = torch.tensor([1.0, 0, 1, 1, 1, 0, 0, 0, 1, 0])
-    ro = SimpleNamespace(
-        rewards=rewards, group_size=2, mask=torch.ones(10, 2), success_counts=rewards.view(5, 2).sum(1)
+def _groups(counts, g=8):
+    """Rollouts of len(counts) prompts x G, prompt b's first counts[b] rows correct; two tokens each."""
+    rewards = torch.tensor([float(j < c) for c in counts for j in range(g)])
+    n = len(rewards)
+    return SimpleNamespace(
+        rewards=rewards, group_size=g, mask=torch.ones(n, 2), success_counts=torch.tensor([float(c) for c in counts])
     )
-    h = torch.zeros(10, 2)
-    h[1], h[5], h[9] = 0.5, 0.1, 0.9  # the failures' H~: their mean w at alpha 0.5 is 0.69, 0.93 and 0.52
-    h[6:8] = 1.0  # prompt 3 is the most uncertain but not mixed: never chosen
-    assert pick_group(ro, h) == 0  # sorted 0.52 (4), 0.69 (0), 0.93 (2): the middle one
-    assert pick_group(ro, h, alpha=0.0) == 2  # every weight 1: ties broken by the prompt's index, the lower median
-    h[5] = 0.7  # prompt 2's failure (mean w 0.60) now sits between the other two
-    assert pick_group(ro, h) == 2
-    two = SimpleNamespace(
-        rewards=rewards[:6], group_size=2, mask=torch.ones(6, 2), success_counts=rewards[:6].view(3, 2).sum(1)
-    )
-    assert pick_group(two, h[:6]) == 2  # two mixed groups (0: 0.69, 2: 0.60): the lower of the two
-    none = SimpleNamespace(
-        rewards=torch.tensor([1.0, 1, 0, 0]), group_size=2, mask=torch.ones(4, 2), success_counts=torch.tensor([2.0, 0])
-    )
-    with pytest.raises(ValueError, match="both successes and failures"):
-        pick_group(none, torch.zeros(4, 2))
 
 
-def test_group_weights_and_their_line_by_hand():
+def test_pick_group_takes_the_median_clearly_hard_mixed_group():
+    # G = 8: hard at K = 0.6 while c <= 8 - ceil(4.8) = 3; c = 4 and 5 sit next to K = 0.4's boundary (c <= 4)
+    ro = _groups([2, 5, 4, 1, 0, 3, 8, 7])
+    h = torch.zeros(64, 2)
+    for b, level in ((0, 0.5), (1, 0.9), (2, 0.9), (3, 0.1), (5, 0.7), (7, 1.0)):
+        h[8 * b : 8 * b + 8] = level  # the failures' mean w at alpha 0.5: (exp(-level / 2) + exp(-level)) / 2
+    assert pick_group(ro, h) == 0  # prompts 0, 3 and 5 qualify, mean w 0.69, 0.93 and 0.60: the middle one
+    h[40:48] = 0.2  # prompt 5's failures at 0.86 now: 0.69 (0), 0.86 (5), 0.93 (3)
+    assert pick_group(ro, h) == 5
+    assert pick_group(ro, h, clear_k=0.4) == 0  # clear_k = K: c = 4 qualifies too, prompt 2 at 0.52: the lower median
+    assert pick_group(ro, h, alpha=0.0) == 3  # every weight 1: ties broken by the index (0, 3, 5), the middle one
+    with pytest.raises(ValueError, match="hard at K = 0.6"):
+        pick_group(_groups([5, 4, 8, 0]), torch.zeros(32, 2))  # mixed groups, but none clearly hard
+
+
+def test_group_weights_and_their_rows_by_hand():
     ro = _rollouts()
     h = torch.zeros(8, 3)
     h[4:7, :2], h[7, :2] = 0.2, 0.4  # prompt 1: three successes at H~ 0.2, the failure at 0.4, two tokens each
@@ -126,18 +141,20 @@ def test_group_weights_and_their_line_by_hand():
     assert out["AH"] == pytest.approx(
         {"neg": neg, "pos": (math.exp(-0.2) + math.exp(-0.4)) / 2, "n_neg": 1, "n_pos": 3, "last_neg": last}
     )  # padding (t = 2) counts nowhere
-    assert weights_line(out, 1, 1.0) == (
-        f"At α = 1, SA-AH's mean weight on the tokens of prompt 1's 1 rollouts with A < 0 is {neg:.2f} (their last "
-        f"tokens {last:.2f}); its 3 others keep 1, where AH gives them {out['AH']['pos']:.2f}."
-    )
+    rows = weights_rows(out)
+    assert [(r["weights"], r["rollouts A < 0"], r["rollouts A ≥ 0"]) for r in rows] == [("SA-AH", 1, 3), ("AH", 1, 3)]
+    ah_pos = (math.exp(-0.2) + math.exp(-0.4)) / 2
+    for row, pos in zip(rows, (1.0, ah_pos)):
+        assert [row["mean w"], row["last token w"], row["their mean w"]] == pytest.approx([neg, last, pos], abs=1e-6)
     none = group_weights(h, ro.mask, torch.ones(8), 1.0, group_rows(4, 1))  # no A < 0: nothing discounted
     assert none["SA-AH"]["neg"] == none["SA-AH"]["last_neg"] == 1.0 and none["SA-AH"]["n_neg"] == 0
 
 
-def test_uncertain_line():
-    assert uncertain_line([("First", 0.2764, 13), ("7", 0.05, 84)]) == (
-        "most uncertain steps (mean H~_t of the step that drew the token, times drawn): 'First' 0.28 x13, '7' 0.05 x84"
-    )
+def test_uncertain_rows():
+    assert uncertain_rows([("First", 0.2764, 13), ("7\n", 0.05, 84)]) == [
+        {"token": "`First`", "mean H~_t": 0.2764, "times drawn": 13},
+        {"token": "`7⏎`", "mean H~_t": 0.05, "times drawn": 84},
+    ]
 
 
 def test_discounted_tokens_by_hand():
@@ -157,57 +174,13 @@ def test_discounted_tokens_by_hand():
     assert discounted_tokens(ro, h, 0.0)["mean"] == [0, 0]  # alpha 0: every weight 1
 
 
-def test_baseline_line_states_the_regime_and_the_batch():
-    counts = {
-        "mean": [9, 2, 0, 5],
-        "quantile": [0, 2, 0, 0],
-        "correct": [1, 3, 4, 2],
-        "hard": [True, False, False, True],
-        "k": 0.4,
-    }
-    assert baseline_line(counts, 1, 4) == (
-        "Prompt 1 has 3/4 correct: easy at K = 0.4, so QAE, like the mean, gives every failure A < 0 and discounts 2 "
-        "of its tokens, the mean baseline 2. Of this batch's 3 groups with both successes and failures, QAE "
-        "discounted fewer tokens on 2 (hard) and the same on 1 (easy): the answer depends on the group."
-    )
-    hard_only = {**counts, "mean": [9, 0, 0, 5], "correct": [1, 4, 4, 2]}  # prompt 1 all right: not mixed
-    line = baseline_line(hard_only, 0, 4)
-    assert line.startswith(
-        "Prompt 0 has 1/4 correct: hard at K = 0.4, so QAE gives its failures A = 0 and "
-        "discounts 0 of its tokens, the mean baseline 9."
-    )
-    assert line.endswith(
-        "fewer tokens on 2 (hard) and the same on 0: on this batch the answer is the same "
-        "for every such group, but an easy group would give the other."
-    )
-    flat = {**counts, "mean": [0, 2, 0, 5]}  # prompt 0's failures had no entropy: 0 tokens either way, yet hard
-    assert "fewer tokens on 1 (hard) and the same on 2: the answer depends" in baseline_line(flat, 1, 4)
-    easy_only = {"mean": [2], "quantile": [2], "correct": [3], "hard": [False], "k": 0.4}
-    assert baseline_line(easy_only, 0, 4).endswith("but a hard group would give the other.")
-
-
-def test_summary_03_states_the_group_the_batch_and_the_counts():
-    ro = _rollouts()
-    h = torch.tensor([[0.5, 0.1, 0.0]] + [[0.2, 0.0, 0.0]] * 7)  # mean over the 20 real tokens: 2.0 / 20
-    stats = {
-        "SA-AH": {"neg": 0.58, "pos": 1.0, "n_neg": 5, "n_pos": 3, "last_neg": 0.314},
-        "AH": {"neg": 0.58, "pos": 0.7412, "n_neg": 5, "n_pos": 3, "last_neg": 0.314},
-    }
-    curves = {
-        "effective tokens: AH": [1.0, 0.6, 0.3],
-        "effective tokens: SA-AH, mean baseline": [1.0, 0.8, 0.5],
-        "mean w on A<0 tokens": [1.0, 0.4, 0.2],
-    }
-    counts = {"mean": [9, 2], "quantile": [0, 2], "correct": [1, 3], "hard": [True, False], "k": 0.4}
-    text = summary_03(ro, h, 1, stats, curves, [0.0, 0.5, 1.0], counts)
-    assert all(len(line) <= 110 for line in text.splitlines())
-    bullets = " ".join(text.split()).split("* ")[1:]  # wrapping undone
-    assert bullets == [
-        "2 x 4 completions, success rate 0.50; mean H~_t 0.100 over 20 tokens, largest 0.500. ",
-        "Prompt 1 at α = 0.5: SA-AH's mean weight on its 5 rollouts with A < 0 is 0.58 (last tokens 0.31); its 3 "
-        "others keep 1 (AH: 0.74). ",
-        "The batch's effective token fraction at α = 0.5: AH 0.600, SA-AH, mean baseline 0.800. ",
-        "Tokens discounted in the batch: mean baseline 11, QAE K = 0.4 2.",
+def test_discount_rows_list_the_mixed_groups_with_their_regime():
+    ro, h = _rollouts(), torch.full((8, 3), 0.5)
+    rows = discount_rows(discounted_tokens(ro, h, 1.0), 4)
+    # by hand (test_discounted_tokens_by_hand): prompt 0 hard, 9 tokens under the mean, none under QAE; prompt 1 easy
+    assert rows == [
+        {"prompt": 0, "correct": 1, "regime at K = 0.4": "hard", "discounted, mean": 9, "discounted, QAE": 0},
+        {"prompt": 1, "correct": 3, "regime at K = 0.4": "easy", "discounted, mean": 2, "discounted, QAE": 2},
     ]
-    with pytest.raises(ValueError):
-        summary_03(ro, h, 1, stats, curves, [0.0, 1.0], counts)  # alpha 0.5 was not swept
+    counts = {"mean": [9, 0, 0, 5], "quantile": [0, 0, 0, 5], "correct": [1, 4, 0, 3], "hard": [1, 0, 1, 0], "k": 0.6}
+    assert [(r["prompt"], r["regime at K = 0.6"]) for r in discount_rows(counts, 4)] == [(0, "hard"), (3, "easy")]

@@ -1,10 +1,17 @@
-"""qae_lab.lab.nb04_live_run: notebook 04's start-and-end reading of a logged quantity and its closing summary."""
+"""qae_lab.lab.nb04_live_run: notebook 04's start-and-end reading of a logged quantity, its prediction checked on the
+committed CPU runs, and its closing summary."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import nbformat
 import pytest
 
-from qae_lab.lab.nb04_live_run import first_last, logged_mean, summary_lines
+from qae_lab.lab.nb04_live_run import HARD_SAME, first_last, hard_share_verdict, logged_mean, summary_lines
+
+ROOT = Path(__file__).resolve().parents[2]
 
 BEFORE = {"pass@1": 0.25, "greedy_pass@1": 0.5, "n_problems": 8}
 AFTER = {"pass@1": 0.5, "greedy_pass@1": 0.375, "n_problems": 8}
@@ -33,6 +40,39 @@ def test_first_last_hand_values_and_bad_input():
     for bad in (0, 0.6, -0.1, True, "0.1"):
         with pytest.raises(ValueError, match="share must lie in"):
             first_last(rows, "x", bad)
+
+
+def _log(run: str) -> list[dict]:
+    path = ROOT / "data" / "reference_runs" / run / "log.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_prediction_moves_in_the_committed_cpu_runs(seed):
+    # notebook 04's CPU run is the cpu-demo preset these runs committed: its question must have an answer there
+    rows = _log(f"qae-seed{seed}")
+    first, last = first_last(rows, "qae/hard_frac")
+    by_hand = [r["qae/hard_frac"] for r in rows if "qae/hard_frac" in r]
+    assert (first, last) == pytest.approx((sum(by_hand[:40]) / 40, sum(by_hand[-40:]) / 40))  # 400 steps, a tenth
+    assert last < first - 4 * HARD_SAME, (first, last)  # a move far past "same"
+    assert 0.4 < last / first < 0.6, (first, last)  # the Why: about half the hard prompts they start with
+    assert hard_share_verdict("down", rows).startswith("Right")
+    assert hard_share_verdict("same", rows).startswith("Wrong") and hard_share_verdict("up", rows).startswith("Wrong")
+
+
+def test_the_notebook_asks_what_this_module_checks():
+    cells = nbformat.read(ROOT / "notebooks" / "04_lora_grpo_qwen25.ipynb", as_version=4).cells
+    code = [c.source for c in cells if c.cell_type == "code"]
+    assert any("hard_share_verdict(PREDICTION, lab.logged_steps())" in c for c in code)
+    assert not any("completions/mean_length" in c for c in code)  # a length the tiny model cannot move
+
+
+def test_hard_share_verdict_by_hand():
+    rows = [{"step": s, "qae/hard_frac": 0.5 + (0.04 if s > 10 else 0.0)} for s in range(1, 21)] + [{"step": 21}]
+    assert hard_share_verdict("same", rows).startswith("Right")  # 0.5 -> 0.54: within 0.05
+    assert hard_share_verdict("up", rows).startswith("Wrong")
+    assert hard_share_verdict(None, rows).startswith("No prediction yet")
+    assert hard_share_verdict("down", [{"step": 1}]) == "no step logged yet: run this cell again a little later"
 
 
 def test_logged_mean():

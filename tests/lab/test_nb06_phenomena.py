@@ -3,8 +3,6 @@ hand-computed cases and the committed runs."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 
 import pytest
 

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from qae_lab.toys.seqpolicy import make_tasks, sequence_entropy
+from qae_lab.analysis.seqpolicy_findings import load_findings
 from qae_lab.analysis.seqpolicy_runs import setting_name
 from qae_lab.lab.nb07_sequence_policy import (
     CELL_NAMES,
@@ -15,28 +15,29 @@ from qae_lab.lab.nb07_sequence_policy import (
     SHARE_PARTS,
     SHOW,
     LiveRuns,
-    expected_vs_sampled_lines,
+    expected_vs_sampled_rows,
     ledger_keys,
     ledger_shares,
     one_update,
-    one_update_lines,
+    one_update_rows,
     prefix_table,
-    task_lines,
+    task_rows,
     variance_ratios,
 )
-from qae_lab.analysis.seqpolicy_findings import load_findings
+from qae_lab.toys.seqpolicy import make_tasks, sequence_entropy
 from qae_lab.toys.seqpolicy_training import UpdateSettings
 
 
-def test_task_lines_a_flat_start_has_the_largest_entropy():
+def test_task_rows_a_flat_start_has_the_largest_entropy():
     # a flat start is the uniform policy: H(pi) = L log V exactly, and the chain rule holds to rounding
     tasks = {"flat": make_tasks(4, 2, 3, start="flat", seed=0), "peaked": make_tasks(4, 2, 3, start="peaked", seed=0)}
-    flat, peaked = task_lines(tasks, 2, 3)
+    flat, peaked = task_rows(tasks, 2, 3)
     bound = 3 * math.log(2)
-    assert flat.startswith(f"  flat: H(pi) {bound:.3f} nats on average (at most L log V = {bound:.3f})")
-    assert peaked.startswith(f"peaked: H(pi) {float(sequence_entropy(tasks['peaked'].logits).mean()):.3f} nats")
-    assert float(flat.split("agrees to ")[1].split(";")[0]) < 1e-12
-    assert "of 4, success rates" in peaked
+    # float64 entropies of 8 sequences: a few ulps of log 8
+    assert flat["H(pi), mean"] == pytest.approx(bound, abs=1e-12) and flat["L log V"] == bound
+    assert peaked["H(pi), mean"] == pytest.approx(float(sequence_entropy(tasks["peaked"].logits).mean()), abs=1e-12)
+    assert flat["chain rule's gap"] < 1e-12 and peaked["hard prompts"].endswith(" of 4")
+    assert 0 <= peaked["p, lowest"] <= peaked["p, highest"] <= 1
 
 
 def test_ledger_shares_by_hand():
@@ -52,12 +53,12 @@ def test_ledger_shares_by_hand():
         ledger_shares({f"exact/{p}": 0.0 for p in SHARE_PARTS}, "exact")
 
 
-def test_one_update_and_its_lines():
+def test_one_update_and_its_rows():
     t = make_tasks(4, 2, 3, start="peaked", seed=0)
     m = one_update(t, UpdateSettings(group_size=4, baseline="mean", eta=1.0))
     assert m["sampled/dh"] == pytest.approx(m["sampled/dh_state"] + m["sampled/dh_visit"], abs=1e-12)
     assert one_update(t, UpdateSettings(group_size=4, baseline="mean", eta=1.0)) == m  # the same seed, the same draw
-    lines = one_update_lines(
+    rows = one_update_rows(
         {
             "dh_exact": -0.25,
             "dh_first_order": -0.5,
@@ -68,27 +69,20 @@ def test_one_update_and_its_lines():
             "estimator_reinforce/dh": 0.5,
         }
     )
-    assert lines[1] == (
-        "per-token estimates, summed (eta / N_tok units): npg (trainer) +1.00000, pg -2.00000, reinforce +0.50000"
-    )
-    assert lines[0] == (
-        "exact change H(after) - H(before) -0.25000, first order -0.50000 = the states' own "
-        "entropies -0.37500 + their visitation -0.12500 (nats, mean over prompts)"
-    )
+    assert [r["value"] for r in rows] == [-0.25, -0.5, -0.375, -0.125, 1.0, -2.0, 0.5]
+    assert rows[4]["quantity"] == "per-token estimate npg (trainer), summed (eta / N_tok units)"
     with pytest.raises(KeyError):  # the default kinds name the reinforce estimate too
-        one_update_lines({"dh_exact": 0, "dh_first_order": 0, "sampled/dh_state": 0, "sampled/dh_visit": 0})
+        one_update_rows({"dh_exact": 0, "dh_first_order": 0, "sampled/dh_state": 0, "sampled/dh_visit": 0})
 
 
-def test_expected_vs_sampled_lines_agree_within_their_margin():
+def test_expected_vs_sampled_rows_agree_within_their_margin():
     t = make_tasks(4, 2, 3, start="peaked", seed=0)
-    lines = expected_vs_sampled_lines(t, UpdateSettings(group_size=4, baseline="mean", eta=1.0), 400, prompts=2)
-    assert [line.split(":")[0].strip() for line in lines] == ["dh", "dh_hard_neg", "dh_easy_neg"]
-    for line in lines:  # the sampled ledger is unbiased: its average lies near the expected one
-        expected = float(line.split("expected ")[1].split(",")[0])
-        average, margin = (float(x) for x in line.split("updates ")[1].split(" (2")[0].split(" ± "))
-        assert abs(average - expected) <= 2 * margin + 1e-9, line
+    rows = expected_vs_sampled_rows(t, UpdateSettings(group_size=4, baseline="mean", eta=1.0), 400, prompts=2)
+    assert [r["part"] for r in rows] == ["dh", "dh_hard_neg", "dh_easy_neg"]
+    for r in rows:  # the sampled ledger is unbiased: its average lies near the expected one
+        assert abs(r["sampled, mean"] - r["expected"]) <= 2 * r["2 s.e."] + 1e-9, r
     with pytest.raises(ValueError, match="n_groups"):
-        expected_vs_sampled_lines(t, UpdateSettings(group_size=4), 1)
+        expected_vs_sampled_rows(t, UpdateSettings(group_size=4), 1)
 
 
 def test_live_runs_settings_and_cache():

@@ -30,6 +30,13 @@ def test_notebooks_exist_and_are_numbered():
     assert all(re.match(r"0\d_[a-z0-9_]+\.ipynb$", n) for n in names)
 
 
+def test_the_readme_lists_every_notebook_with_what_it_shows():
+    text = (NB_DIR / "README.md").read_text(encoding="utf-8")
+    for path in NOTEBOOKS:
+        line = re.search(rf"^{int(path.name[:2])}\. `{re.escape(path.name)}` — (.+)$", text, re.M)
+        assert line and len(line.group(1).split()) >= 5, f"notebooks/README.md does not say what {path.name} shows"
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_committed_without_outputs(path):
     nb = json.loads(path.read_text())

@@ -55,6 +55,25 @@ def test_every_passage_is_marked_once_in_its_readme():
             )
 
 
+def test_every_notebook_states_its_minutes_from_the_measured_times():
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        head = "".join(json.loads(path.read_text(encoding="utf-8"))["cells"][0]["source"])
+        begin, end = marker(readme_results.MINUTES)
+        assert head.count(begin) == 1 and head.count(end) == 1, path.name
+        said = head.split(begin)[1].split(end)[0]
+        assert said == readme_results.minutes_text(path.name[:2])  # the plans' own number
+        assert f"About {readme_results.notebook_minutes()[path.name[:2]]['minutes']} minutes" in said
+
+
+def test_each_plan_fits_its_length_with_its_breaks():
+    minutes = readme_results.notebook_minutes()
+    for plan, numbers in readme_results.PLANS.items():
+        used = readme_results.INSTALL_MIN + sum(minutes[n]["minutes"] for n in numbers)
+        used += readme_results.BREAK_MIN * readme_results.PLAN_BREAKS[plan]
+        assert used <= readme_results.PLAN_BUDGET[plan], (plan, used)
+    assert "07" in readme_results.PLANS["90 minutes"]  # the route ends where QAE's effect shows
+
+
 def test_replace_block_keeps_everything_outside_the_markers():
     text = "head\n<!-- results:a -->\nold\n<!-- /results:a -->\nmiddle <!-- results:b -->x<!-- /results:b --> tail"
     new = replace_block(replace_block(text, "a", "\nnew\n"), "b", "y")
@@ -119,30 +138,18 @@ def _two_seeds(tmp_path, after0, after1, greedy_after=0.6):
 
 def test_cpu_demo_text_by_hand(tmp_path):
     _two_seeds(tmp_path, 0.5, 0.7)
-    text = cpu_demo_text(tmp_path, edge=2)
-    lines = text.splitlines()
-    assert "| | greedy pass@1 | sampled pass@1 (n = 4, T = 0.7) | pass@8 |" in lines
-    assert "| embedded model | 0.500 | 0.250 | 0.750 |" in lines  # one model before training: no spread
-    assert "| after `cpu-demo` | 0.600 | 0.600 ± 0.100 | 0.900 |" in lines  # pass@1 0.5 and 0.7: population std
-    prose = " ".join(text.split())
-    assert "seeds 0 and 1" in prose and "same 10 held-out problems" in prose and "over the two seeds" in prose
-    # pass@1 0.25 -> 0.60, pass@8 0.75 -> 0.90, greedy 0.50 -> 0.60; levels: 0.3 -> mean(0.6, 0.8), 0.2 -> 0.5
-    assert (
-        "Sampled pass@1 gains 35 points (level 2: 0.30 -> 0.70, 3: 0.20 -> 0.50), pass@8 gains 15 points and "
-        "greedy pass@1 gains 10 points: within this budget RL mostly sharpens"
-    ) in prose
-    # first 2 steps vs last 2: reward (0.3, 0.4) -> (0.7, 0.8); entropy 0.09 -> 0.05; hard (0.8, 0.6) -> (0.2, 0.2)
-    assert "The training reward rises from 0.35 to 0.75 (means over the first and last 2 of the 4 steps" in prose
-    assert "falls from 0.090 to 0.050" in prose and "the hard-prompt fraction falls from 0.70 to 0.20" in prose
-    assert "75% of completions get exactly zero advantage" in prose  # seed 0: 0.75, seed 1: 0.75
+    lines = cpu_demo_text(tmp_path, edge=2).splitlines()
+    assert "|  | greedy pass@1 | sampled pass@1 (n = 4, T = 0.7) | pass@8 |" in lines
+    assert "| embedded model | 0.500±0.000 | 0.250±0.000 | 0.750±0.000 |" in lines  # one model before training
+    assert "| after `cpu-demo` | 0.600±0.000 | 0.600±0.100 | 0.900±0.000 |" in lines  # 0.5 and 0.7: population std
+    # levels: 0.3 -> mean(0.6, 0.8), 0.2 -> mean(0.4, 0.6)
+    assert "| 2 | 0.30±0.00 | 0.70±0.10 |" in lines and "| 3 | 0.20±0.00 | 0.50±0.10 |" in lines
+    # first 2 steps vs last 2: reward (0.3, 0.4) -> (0.7, 0.8); entropy 0.09 -> 0.05; hard (0.8, 0.6) -> (0.2, 0.2);
+    # zero-advantage (0.5, 0.75) -> (1.0, 0.75)
+    assert "| first 2 of 4 steps | 0.350±0.050 | 0.090±0.000 | 0.700±0.100 | 0.625±0.125 |" in lines
+    assert "| last 2 of 4 steps | 0.750±0.050 | 0.050±0.000 | 0.200±0.000 | 0.875±0.125 |" in lines
+    assert "same 10 held-out problems" in " ".join(lines)
     assert all(len(line) <= 100 for line in lines if not line.startswith("|"))
-
-
-def test_cpu_demo_text_says_when_it_is_not_sharpening(tmp_path):
-    _two_seeds(tmp_path, 0.2, 0.2, greedy_after=0.9)  # sampled pass@1 falls, greedy rises 40 points
-    prose = " ".join(cpu_demo_text(tmp_path, edge=2).split())
-    assert "Sampled pass@1 loses 5 points" in prose and "greedy pass@1 gains 40 points." in prose
-    assert "sharpens" not in prose
 
 
 def test_cpu_demo_text_refuses_missing_runs_and_a_too_long_edge(tmp_path):
@@ -159,8 +166,8 @@ def test_cpu_demo_text_refuses_missing_runs_and_a_too_long_edge(tmp_path):
 def test_lenient_text():
     ev = {"pass@1": 0.5, "lenient_pass@1": 0.5, "greedy_pass@1": 0.7, "lenient_greedy_pass@1": 0.7}
     run = lambda before, after: Run("qae-seed0", "qae", 0, {}, [], before, after)  # noqa: E731
-    assert lenient_text([run(ev, ev)]) == "in the runs above they are equal"
-    assert lenient_text([run(ev, ev), run({**ev, "lenient_greedy_pass@1": 0.75}, ev)]).endswith("by up to 0.050")
+    assert lenient_text([run(ev, ev)]) == "in the runs above the largest gap is 0.000"
+    assert lenient_text([run(ev, ev), run({**ev, "lenient_greedy_pass@1": 0.75}, ev)]).endswith("gap is 0.050")
     with pytest.raises(ValueError, match="no evaluated runs"):
         lenient_text([])
 
@@ -190,31 +197,23 @@ def test_reference_text_by_hand():
         run("sa_ah", 0, 0.2, _eval(0.3, 0.5, 0.8)),
         run("sa_ah", 1, 0.2, _eval(0.4, 0.5, 0.8)),
     ]
-    text = reference_text(runs)
-    lines = text.splitlines()
-    assert "Seeds 0 and 1 for every method. Mean ± spread (population std) over the two seeds:" in lines
-    assert (
-        "| mean (GRPO) | 0.250 -> 0.550 ± 0.050 | 0.500 -> 0.600 ± 0.000 | 0.850 ± 0.050 | 0.250 ± 0.050 |"
-        " 0.000 ± 0.000 |" in lines
-    )  # a linear reward: nothing left around its trailing average
-    assert (
-        "| qae | 0.250 -> 0.510 ± 0.010 | 0.500 -> 0.700 ± 0.000 | 0.950 ± 0.050 | 0.750 ± 0.050 |"
-        " 0.000 ± 0.000 |" in lines
-    )
-    prose = " ".join(text.split())
-    # after: mean 0.55 [0.5, 0.6], qae 0.51 [0.50, 0.52] (overlaps), sa_ah 0.35 [0.3, 0.4] (apart)
-    assert "the three methods end within 20 points of each other in sampled pass@1 (sa_ah 0.350 to mean 0.550)" in prose
-    assert "qae within the seed spread of the mean baseline (the seed ranges overlap), sa_ah outside it." in prose
-    assert "QAE leaves 75% of responses with exactly zero advantage against 25%" in prose
-    assert "its pass@8 ends 10 points higher" in prose
+    lines = reference_text(runs).splitlines()
+    head = "| method | pass@1 before | pass@1 after | greedy pass@1 after | pass@8 after | zero-adv frac | train var |"
+    assert lines[3] == head + " pass@1 after - mean |"
+    # a linear reward: nothing left around its trailing average
+    assert lines[5].startswith("| mean | 0.250±0.000 | 0.550±0.050 | 0.600±0.000 | 0.850±0.050 | 0.250±0.050 | 0.000")
+    assert lines[5].endswith("| — |")  # the baseline itself
+    # qae after: 0.50, 0.52 against 0.5, 0.6: Welch's interval over two seeds each includes zero
+    assert lines[6].startswith("| qae | 0.250±0.000 | 0.510±0.010 |") and "| -0.040 [" in lines[6]
 
 
 def test_reference_text_matches_the_summary_table_of_the_committed_runs():
     runs = [r for r in load_runs(find_reference_runs()) if r.config.get("preset") == "cpu-demo"]
     row = next(r for r in summary_table(runs) if r["method"] == "qae_sa_ah")
     after = row["pass@1 after"]
-    assert f"| qae_sa_ah | {row['pass@1 before'].mean:.3f} -> {after.mean:.3f} ± {after.std:.3f} |" in reference_text(
-        runs
+    assert (
+        f"| qae_sa_ah | {row['pass@1 before'].mean:.3f}±0.000 | {after.mean:.3f}±{after.std:.3f} |"
+        in reference_text(runs)
     )
 
 
@@ -244,8 +243,8 @@ def test_the_command_finds_a_drifted_number_and_writes_it_back(tmp_path, capsys)
     root = _copy_checkout(tmp_path)
     readme = root / "README.md"
     good = readme.read_text(encoding="utf-8")
-    assert "| embedded model | 0.705 | 0.278 | 0.830 |" in good
-    readme.write_text(good.replace("| embedded model | 0.705 |", "| embedded model | 0.700 |"), encoding="utf-8")
+    assert "| embedded model | 0.705±0.000 | 0.278±0.000 | 0.830±0.000 |" in good
+    readme.write_text(good.replace("| embedded model | 0.705±", "| embedded model | 0.700±"), encoding="utf-8")
     assert stale(root) == [readme]
     assert main(["--check", "--root", str(root)]) == 1
     assert f"README.md: its result passages differ from the committed runs; run {COMMAND}" in capsys.readouterr().out

@@ -14,9 +14,9 @@ import pytest
 import torch
 from reference import ref_advantages, ref_entropy
 
-from qae_lab.toys import bandit
+from qae_lab.advantages import group_advantages
+from qae_lab.toys.bandit import entropy, entropy_by_start, expected_pg_step, make_bandits
 from qae_lab.toys.bandit import mc_entropy_change, sample_group_steps, simulate_training
-from qae_lab.toys.bandit import entropy, expected_pg_step, make_bandits
 
 F64 = torch.float64
 
@@ -165,9 +165,12 @@ P0 = T([0.2, 0.35, 0.5, 0.65, 0.8])
 def test_simulate_training_lengths_and_determinism():
     kw = {"steps": 5, "group_size": 4, "n_actions": 8, "seed": 3}
     out = simulate_training(P0, **kw)
-    assert sorted(out) == ["entropy", "hard_frac", "success", "zero_adv_frac"]
-    assert [len(out[key]) for key in ("entropy", "success", "zero_adv_frac", "hard_frac")] == [6, 6, 5, 5]
-    assert all(0.0 <= v <= 1.0 for key in out for v in out[key])
+    assert sorted(out) == ["entropy", "hard_frac", "prompt_entropy", "success", "zero_adv_frac"]
+    keys = ("entropy", "success", "prompt_entropy", "zero_adv_frac", "hard_frac")
+    assert [len(out[key]) for key in keys] == [6, 6, 6, 5, 5]
+    assert all(0.0 <= v <= 1.0 for key in out if key != "prompt_entropy" for v in out[key])
+    # the per-prompt entropies (H / log A) average to the mean entropy at every step
+    assert [statistics.fmean(h) for h in out["prompt_entropy"]] == pytest.approx(out["entropy"], abs=1e-12)
     assert simulate_training(P0, **kw) == out
     assert simulate_training(P0, **(kw | {"seed": 4})) != out
     assert simulate_training(P0, steps=0, group_size=4, n_actions=8)["zero_adv_frac"] == []
@@ -211,6 +214,7 @@ def test_simulate_training_learns_an_easy_setting(baseline):
         ({"sharpness": -1.0}, "sharpness"),
         ({"k": 1.5}, "k"),
         ({"k": 0.0}, "k"),
+        ({"optimizer": "rmsprop"}, "optimizer"),
     ],
 )
 def test_simulate_training_bad_input(kwargs, name):
@@ -285,36 +289,76 @@ def test_bad_group_sizes_and_counts():
         sample_group_steps(torch.zeros(2, 3), GOOD_R, 4, 3)  # one policy at a time
 
 
-# ---------------------------------------------------------------- notebook 02's sentences
+# ---------------------------------------------------------------- the optimisers
 
 
-def test_mc_comparison_lines_verdicts_by_hand():
-    # diff -0.008, 0.001 and +0.008 against a two-standard-error margin 2 * sqrt(0.001^2 + 0.001^2) = 0.0028
-    out = {
-        "mean": [0.010, 0.010, 0.010],
-        "mean_stderr": [0.001] * 3,
-        "quantile": [0.002, 0.011, 0.018],
-        "quantile_stderr": [0.001] * 3,
-        "quantile_zero_frac": [0.75, 0.5, 0.25],
-    }
-    lines = bandit.mc_comparison_lines(T([0.1, 0.5, 0.9]), out)
-    assert lines[0] == (
-        "p = 0.1:  E[dH] mean +0.0100, QAE +0.0020 (diff -0.0080 ± 0.0028: QAE lower);  zero-advantage share QAE 0.75"
+def _adam_reference(p0, steps: int, *, scalar: bool, lr: float = 0.05, seed: int = 9) -> list[list[float]]:
+    """simulate_training's Adam run rebuilt around torch.optim.Adam (per logit) or, for ``scalar``, by hand with one
+    second moment per prompt; the same bandits and the same random stream. Returns each step's per-prompt H / log A."""
+    g, n_actions = 4, 6
+    gen = torch.Generator().manual_seed(seed)
+    z, r = make_bandits(p0, n_actions, 1.0, gen)
+    z = z.clone().requires_grad_(True)
+    opt = torch.optim.Adam([z], lr=lr, maximize=True)  # betas (0.9, 0.999), eps 1e-8
+    m = torch.zeros_like(z)
+    v = torch.zeros(z.shape[0], 1, dtype=F64)
+    out = []
+    for t in range(1, steps + 2):
+        pi = torch.softmax(z.detach(), -1)
+        out.append((entropy(z.detach()) / math.log(n_actions)).tolist())
+        if t == steps + 1:
+            break
+        actions = torch.multinomial(pi, g, replacement=True, generator=gen)
+        adv = group_advantages(r.gather(1, actions).reshape(-1), g, baseline="quantile").view(-1, g)
+        # the surrogate whose gradient is (1/G) sum_i A_i (e_{y_i} - pi): (1/G) sum_i A_i log pi(y_i)
+        objective = (adv * torch.log_softmax(z, -1).gather(1, actions)).sum() / g
+        (grad,) = torch.autograd.grad(objective, z)
+        if not scalar:
+            z.grad = grad
+            opt.step()
+            continue
+        m = 0.9 * m + 0.1 * grad
+        v = 0.999 * v + 0.001 * (grad**2).mean(-1, keepdim=True)
+        with torch.no_grad():
+            z += lr * (m / (1 - 0.9**t)) / ((v / (1 - 0.999**t)).sqrt() + 1e-8)
+    return out
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "adam_scalar"])
+def test_simulate_training_adam_matches_a_reference(optimizer):
+    p0 = T([0.2, 0.5, 0.8])
+    out = simulate_training(
+        p0, steps=6, group_size=4, n_actions=6, sharpness=1.0, eta=0.05, optimizer=optimizer, seed=9
     )
-    assert "(diff +0.0010 ± 0.0028: no clear difference)" in lines[1] and lines[1].startswith("p = 0.5:")
-    assert "QAE higher" in lines[2] and lines[2].endswith("share QAE 0.25")
+    want = _adam_reference(p0, 6, scalar=optimizer == "adam_scalar")
+    torch.testing.assert_close(T(out["prompt_entropy"]), T(want), rtol=0, atol=1e-9)
 
 
-def test_training_summary_lines_by_hand():
-    runs = {
-        "mean": {"entropy": [0.9, 0.6, 0.4], "success": [0.5, 0.6, 0.8], "zero_adv_frac": [0.2, 0.3]},
-        "QAE K=0.4": {"entropy": [0.9, 0.8, 0.7], "success": [0.5, 0.55, 0.6], "zero_adv_frac": [0.7, 0.8]},
-    }
-    lines = bandit.training_summary_lines(runs)
-    assert lines == [
-        "      mean: entropy 0.900 -> 0.400,  success 0.500 -> 0.800,  mean zero-advantage share 0.25",
-        " QAE K=0.4: entropy 0.900 -> 0.700,  success 0.500 -> 0.600,  mean zero-advantage share 0.75",
-        "After 2 steps the highest entropy is kept by 'QAE K=0.4', the lowest by 'mean'.",
-    ]
-    with pytest.raises(ValueError, match="at least one"):
-        bandit.training_summary_lines({})
+def test_adam_cancels_the_step_size_and_sgd_does_not():
+    # Adam's update is invariant to a common factor of the gradient (up to its eps), SGD's is not. With G = 2 a mixed
+    # group's std is sqrt(1/2) always, so scale "group" is scale "none" times one constant, 1 / (sqrt(1/2) + eps)
+    kw = {"steps": 8, "group_size": 2, "n_actions": 6, "seed": 3, "baseline": "mean"}
+    p0 = T([0.3, 0.6])
+    for opt, same in (("adam", True), ("sgd", False)):
+        a = T(simulate_training(p0, scale="none", eta=0.1, optimizer=opt, **kw)["prompt_entropy"])
+        b = T(simulate_training(p0, scale="group", eta=0.1, optimizer=opt, **kw)["prompt_entropy"])
+        assert bool(torch.allclose(a, b, rtol=0, atol=1e-6)) is same, opt
+
+
+# ---------------------------------------------------------------- entropy by starting regime
+
+
+def test_entropy_by_start_by_hand():
+    h = [[0.9, 0.5, 0.7, 0.2], [0.8, 0.6, 0.7, 0.4]]  # (T+1 = 2, P = 4)
+    out = entropy_by_start(h, [0.1, 0.9, 0.5, 0.3], hard_max=0.3, easy_min=0.7)
+    assert out["hard"].tolist() == pytest.approx([0.55, 0.6]) and out["easy"].tolist() == [0.5, 0.6]
+    # a replicate dimension in the middle: (T+1, R, P) -> (T+1, R)
+    out = entropy_by_start(T([h, h]).transpose(0, 1), [0.1, 0.9, 0.5, 0.3])
+    assert out["easy"].shape == (2, 2) and out["easy"][:, 0].tolist() == [0.5, 0.6]
+
+
+def test_entropy_by_start_refuses_what_it_cannot_group():
+    with pytest.raises(ValueError, match="^prompt_entropy "):
+        entropy_by_start([[0.5, 0.5]], [0.1, 0.5, 0.9])
+    with pytest.raises(ValueError, match="^p0 "):
+        entropy_by_start([[0.5, 0.5]], [0.4, 0.5])  # no prompt starts easy

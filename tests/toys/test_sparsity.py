@@ -26,9 +26,9 @@ from qae_lab.toys.sparsity import (
     sampled_zero_fraction,
     sampled_zero_fraction_beta,
     sampled_zero_sources,
-    summary_02,
     zero_sources,
     zero_sources_beta,
+    zero_share_rows,
 )
 
 F64 = torch.float64
@@ -284,35 +284,59 @@ def test_sampled_zero_fraction_beta_tracks_the_exact_fraction():
         sampled_zero_fraction_beta(0.5, 0.5, 16, ks, n_prompts=0)
 
 
-# ---------------------------------------------------------------- notebook 01's summary
+# ---------------------------------------------------------------- notebook 01's table of zero shares
 
 
-def test_summary_02_states_the_measured_share_and_its_sources():
-    text = summary_02(ZeroSources(0.1, 0.65), 2000, 16, 0.4)
-    assert all(len(line) <= 110 for line in text.splitlines())
-    bullets = " ".join(text.split()).split("* ")[1:]  # wrapping undone
-    exact = expected_zero_fraction_beta(1.0, 1.0, 16, 0.4)
-    assert bullets[0] == (
-        f"At K = 0.4 and G = 16, 75.0% of the responses to 2,000 prompts with success rates "
-        f"uniform on (0, 1) got exactly zero advantage ({exact:.1%} expected): 10.0 points from "
-        "groups whose rewards were all equal, which GRPO's mean baseline leaves at zero too, and "
-        "65.0 from QAE's gate. "
+def _beta_binomial_shares(a: float, b: float, g: int, k: float) -> tuple[float, float]:
+    """(all-equal, gate) shares of A = 0 for p ~ Beta(a, b), by a plain loop over c with math.lgamma: a group is
+    hard while c <= G - ceil(K G) (its G - c failures get 0), else easy (its c successes get 0)."""
+
+    def log_beta(x, y):
+        return math.lgamma(x) + math.lgamma(y) - math.lgamma(x + y)
+
+    rank = math.ceil(round(k * g, 9))
+    all_equal = gate = 0.0
+    for c in range(g + 1):
+        pmf = math.comb(g, c) * math.exp(log_beta(c + a, g - c + b) - log_beta(a, b))
+        zeros = g - c if c <= g - rank else c
+        if c in (0, g):
+            all_equal += pmf * zeros / g
+        else:
+            gate += pmf * zeros / g
+    return all_equal, gate
+
+
+def test_zero_share_rows_by_hand_and_against_a_loop():
+    measured = ZeroSources(0.1, 0.65)
+    rows = zero_share_rows(measured, 2000, 16, 0.4)
+    assert [r["success rates"] for r in rows] == [
+        "uniform on (0, 1), sampled",
+        "uniform on (0, 1): Beta(1, 1)",
+        "U-shaped: Beta(0.5, 0.5)",
+        "centred on 0.5: Beta(4, 4)",
+    ]
+    assert [r["prompts"] for r in rows] == [2000, None, None, None]
+    assert [rows[0]["A = 0 (%)"], rows[0]["all-equal groups (%)"], rows[0]["QAE's gate (%)"]] == pytest.approx(
+        [75.0, 10.0, 65.0]
     )
-    low = min(range(101), key=lambda i: expected_zero_fraction(i / 100, 16, 0.4).item())
-    assert f"lowest at p = {low / 100:.2f} ({expected_zero_fraction(low / 100, 16, 0.4).item():.1%})" in bullets[1]
-    u, c = (expected_zero_fraction_beta(a, a, 16, 0.4) for a in (0.5, 4.0))
-    assert bullets[2].startswith(f"Other spreads of difficulty: {u:.1%} for a U-shaped batch")
-    assert f"{c:.1%} for one centred on p = 0.5" in bullets[2]
+    # p uniform: each c has probability 1/17; zeros 16, 15, ..., 7 for c = 0..9 (hard), 10, ..., 16 for c = 10..16
+    assert rows[1]["A = 0 (%)"] == pytest.approx(100 * 206 / 272) and rows[1]["all-equal groups (%)"] == pytest.approx(
+        100 * 32 / 272
+    )
+    for row, (a, b) in zip(rows[1:], ((1.0, 1.0), (0.5, 0.5), (4.0, 4.0))):
+        all_equal, gate = _beta_binomial_shares(a, b, 16, 0.4)
+        got = [row["all-equal groups (%)"], row["QAE's gate (%)"], row["A = 0 (%)"]]
+        assert got == pytest.approx([100 * all_equal, 100 * gate, 100 * (all_equal + gate)], abs=1e-9), row
+    for g, k in ((8, 0.6), (5, 0.2)):
+        for row, (a, b) in zip(zero_share_rows(measured, 10, g, k)[1:], ((1.0, 1.0), (0.5, 0.5), (4.0, 4.0))):
+            assert row["A = 0 (%)"] == pytest.approx(100 * sum(_beta_binomial_shares(a, b, g, k)), abs=1e-9)
 
 
-def test_summary_02_on_a_measured_share_and_bad_input():
-    measured = sampled_zero_sources(torch.rand(500, generator=torch.Generator().manual_seed(1)), 8, 0.6)
-    text = " ".join(summary_02(measured, 500, 8, 0.6).split())
-    assert f"At K = 0.6 and G = 8, {measured.total:.1%} of the responses to 500 prompts" in text
+def test_zero_share_rows_refuse_bad_input():
     with pytest.raises(ValueError, match="ZeroSources"):
-        summary_02((0.1, 0.6), 500, 8, 0.6)
+        zero_share_rows((0.1, 0.6), 500, 8, 0.6)
     with pytest.raises(ValueError, match="n_prompts"):
-        summary_02(measured, 0, 8, 0.6)
+        zero_share_rows(ZeroSources(0.1, 0.6), 0, 8, 0.6)
 
 
 # ---------------------------------------------------------------- where the zeros come from

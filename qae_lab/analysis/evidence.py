@@ -1,0 +1,392 @@
+r"""The numbers behind each claim in each setting, read from the committed data, and their verdicts.
+
+:data:`EVIDENCE` maps ``(claim key, setting)`` (:data:`qae_lab.analysis.claims.CLAIMS`,
+:data:`~qae_lab.analysis.claims.SETTINGS`) to the function that reads that claim's two sides, one number per
+seed, from what the setting committed:
+
+* ``expected step``, ``sampled groups``: ``data/bandit/prop42.json`` (``benchmarks/bandit_prop42.py``), random
+  softmax bandits, paired by bandit;
+* ``sequence policy``: ``data/seqpolicy/regimes.json`` and ``findings.json`` (``benchmarks/seqpolicy_*.py``),
+  paired by task seed;
+* ``sums model``: the runs of ``data/reference_runs/phenomena/`` (:mod:`qae_lab.analysis.phenomena`), paired by seed;
+* ``CPU preset``: the cpu-demo runs of ``data/reference_runs/`` (``benchmarks/reference_runs.py``), paired by seed.
+
+Each function returns an :class:`Evidence`; a claim about preventing an explosion or a collapse is untestable where
+the control never explodes (peak below :data:`ROSE` x its start in every seed) or collapses (final above
+:data:`FELL` x its start in every seed), and a claim about Clip-Higher where the clip never acts. :func:`judge_all`
+gives every verdict (:func:`qae_lab.analysis.claims.verdict`), the input of
+:func:`~qae_lab.analysis.claims.scoreboard` and :func:`~qae_lab.analysis.claims.matrix`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+from qae_lab.analysis.claims import CLAIMS, Verdict, verdict
+from qae_lab.analysis.committed_data import load_prop42
+from qae_lab.analysis.compare import Run, find_reference_runs, load_runs, series
+from qae_lab.analysis.phenomena import clipped_fraction, load_experiment, window_mean
+from qae_lab.analysis.regime_runs import regime_numbers
+from qae_lab.analysis.seqpolicy_findings import load_findings, load_regimes
+from qae_lab.analysis.stats import moving_average, training_variance
+from qae_lab.methods import QAE_NEG_CORRECT, QAE_ZERO_ADV_FRAC, SAAH_W_MEAN_NEG
+
+__all__ = ["ROSE", "FELL", "CLIPPED", "Evidence", "EVIDENCE", "judge", "judge_all"]
+
+ROSE = 1.1  # an explosion: the control's entropy peaks at least 1.1x its start in some seed
+FELL = 0.5  # a collapse: the control's entropy ends at most half its start in some seed
+CLIPPED = 0.001  # Clip-Higher can matter only where PPO's clip acts on at least 0.1% of the tokens
+_START = 10  # steps averaged for a run's start, and the trailing window of its peak
+
+
+class Evidence(NamedTuple):
+    r"""One claim's two sides in one setting: ``measured`` (the quantity, in words), the sides' labels ``a`` and
+    ``b``, one number per seed on each (``values_a``, ``values_b``; the i-th of each from one seed where
+    ``paired``), ``why`` the setting cannot test the claim (None: it can), ``digits`` to show."""
+
+    measured: str
+    a: str
+    b: str
+    values_a: list
+    values_b: list
+    paired: bool = True
+    why: str | None = None
+    digits: int = 3
+
+
+# ---------------------------------------------------------------- the committed data, read once
+
+
+@functools.cache
+def _cpu_runs() -> list[Run]:
+    return load_runs(find_reference_runs())
+
+
+@functools.cache
+def _experiment(name: str) -> list[Run]:
+    return load_experiment(find_reference_runs(), name)
+
+
+@functools.cache
+def _regimes() -> dict:
+    return load_regimes()
+
+
+@functools.cache
+def _findings() -> dict:
+    return load_findings()
+
+
+@functools.cache
+def _prop42() -> dict:
+    return load_prop42()
+
+
+def _by_seed(runs: Sequence[Run], method: str, k: float | None = None) -> dict[int, Run]:
+    return {
+        r.seed: r for r in runs if r.method == method and (k is None or float(r.config["trainer"]["quantile_k"]) == k)
+    }
+
+
+def _sides(runs, method_a, method_b, number: Callable[[Run], float | None], k_a=None, k_b=None) -> tuple[list, list]:
+    """One number per seed of each method, paired by seed (the seeds both methods ran)."""
+    a, b = _by_seed(runs, method_a, k_a), _by_seed(runs, method_b, k_b)
+    seeds = sorted(set(a) & set(b))
+    return [number(a[s]) for s in seeds], [number(b[s]) for s in seeds]
+
+
+def _third(metric: str, part: int) -> Callable[[Run], float | None]:
+    """The mean of ``metric`` over the first (0) or last (2) third of a run's steps."""
+
+    def number(run: Run) -> float | None:
+        n = run.rows[-1]["step"] if run.rows else 0
+        return window_mean(run.rows, metric, part * n // 3 + 1, max(1, (part + 1) * n // 3)) if n else None
+
+    return number
+
+
+def _start_peak_final(run: Run, metric: str = "entropy") -> tuple[float, float, float] | None:
+    """A run's ``metric`` over its first steps, its highest trailing average, and over its last third."""
+    values = series(run, metric)[1]
+    if len(values) < 2 * _START:
+        return None
+    peak = max(moving_average(values, _START)[_START - 1 :])
+    third = len(values) // 3
+    return sum(values[:_START]) / _START, peak, sum(values[-third:]) / third
+
+
+def _ratio(run: Run, which: int) -> float | None:
+    """A run's entropy peak / start (1) or final / start (2)."""
+    got = _start_peak_final(run)
+    return None if got is None else got[which] / got[0]
+
+
+def _control(values: Sequence[float | None], explode: bool, where: str = "") -> str | None:
+    """Why the mean baseline (its entropy peak/start or final/start per seed, on ``where``'s prompts) cannot serve as
+    the control of a claim about preventing an explosion or a collapse: it never exploded, or never collapsed."""
+    seen = [v for v in values if v is not None]
+    if not seen:
+        return "the mean baseline's entropy was not measured"
+    if explode and max(seen) < ROSE:
+        return f"the mean baseline's entropy{where} never rose to {ROSE:.1f}x its start: no explosion to prevent"
+    if not explode and min(seen) > FELL:
+        return f"the mean baseline's entropy{where} never fell to {FELL:.1f}x its start: no collapse to prevent"
+    return None
+
+
+def _clip(runs: Sequence[Run]) -> str | None:
+    shares = [x for x in (clipped_fraction(r) for r in runs) if x is not None]
+    if not shares:
+        return "no step reuses a generation, so the clip never acts"
+    return None if max(shares) >= CLIPPED else f"the clip acted on under {100 * CLIPPED:.1f}% of the tokens"
+
+
+# ---------------------------------------------------------------- 02: the bandit
+
+
+def _bandit(regime: str, step: str) -> Evidence:
+    data = _prop42()[regime][step]
+    what = {
+        "expected_step": "entropy change of the exact expected step",
+        "sampled": "expected entropy change of sampled groups",
+    }
+    return Evidence(f"{what[step]}, {regime} bandits", "quantile", "mean", data["quantile"], data["mean"], digits=6)
+
+
+# ---------------------------------------------------------------- 07, 09: the sequence policy
+
+
+def _seqpolicy(group: str, key: str, what: str, optimizer: str = "adam") -> Evidence:
+    runs = _regimes()["runs"]
+    a, b = (runs[f"{optimizer}/{base}/clip-higher"]["groups"][group][key] for base in ("quantile K=0.4", "mean"))
+    why = None
+    if key == "peak_ratio" and group == "mixed":
+        why = _control(b, True)
+    elif key == "final_h" and group == "mixed":
+        ratios = [f / h for f, h in zip(b, runs[f"{optimizer}/mean/clip-higher"]["groups"][group]["start_h"])]
+        why = _control(ratios, False)
+    return Evidence(what, "quantile", "mean", list(a), list(b), why=why)
+
+
+def _findings_runs(name_a: str, name_b: str, key: str, what: str, a: str, b: str) -> Evidence:
+    runs = _findings()["runs"]
+    return Evidence(what, a, b, list(runs[name_a][key]), list(runs[name_b][key]))
+
+
+def _update_variance(start: str) -> Evidence:
+    per = _findings()["variance"]["per_start"][start]
+    return Evidence(
+        "trace of the update's covariance (1,000 sampled updates)",
+        "SA-AH",
+        "plain",
+        list(per["SA-AH, alpha = 0.5"]["trace_var"]),
+        list(per["alpha = 0"]["trace_var"]),
+    )
+
+
+# ---------------------------------------------------------------- 06: the sums model; 05: the CPU preset
+
+
+def _held_out(group: str, key: str, what: str) -> Evidence:
+    runs = _experiment("regimes")
+    a, b = _sides(runs, "qae+clip_higher", "mean+clip_higher", lambda r: (regime_numbers(r, group) or {}).get(key))
+    explode = key == "peak/start"
+    why = _control(b, explode, " on the prompts that start " + ("hardest" if explode else "easiest"))
+    return Evidence(what, "quantile", "mean", a, b, why=why)
+
+
+def _trend(runs, method_a, method_b, which: int, what: str, clip: bool) -> Evidence:
+    """Entropy peak/start (``which`` 1) or final/start (2) of two methods, with the control's check."""
+    a, b = _sides(runs, method_a, method_b, lambda r: _ratio(r, which))
+    why = _control(b, which == 1) or (_clip(runs) if clip else None)
+    return Evidence(what, "quantile", "mean", a, b, why=why)
+
+
+def _two(runs, method_a, method_b, number, what, a, b, digits=3) -> Evidence:
+    va, vb = _sides(runs, method_a, method_b, number)
+    return Evidence(what, a, b, va, vb, digits=digits)
+
+
+def _within(runs, method: str, metric: str, what: str, digits: int = 3) -> Evidence:
+    """A method's ``metric`` over the last third of each run against the first third of the same run."""
+    chosen = sorted(_by_seed(runs, method).items())
+    last, first = ([_third(metric, p)(r) for _, r in chosen] for p in (2, 0))
+    return Evidence(what, "last third", "first third", last, first, digits=digits)
+
+
+def _after(key: str) -> Callable[[Run], float | None]:
+    return lambda run: (run.after or {}).get(key)
+
+
+def _variance(run: Run) -> float | None:
+    return training_variance(run.rows, "reward") if series(run, "reward")[1] else None
+
+
+def _total(metric: str) -> Callable[[Run], float]:
+    return lambda run: sum(series(run, metric)[1])
+
+
+_ENTROPY_PEAK = "entropy peak / start (10-step averages)"
+_HARDEST, _EASIEST = "entropy peak / start, the 4 hardest prompts", "entropy at step 10, the 4 easiest prompts"
+_ENTROPY_FINAL = "entropy over the last third / start"
+EVIDENCE: dict[tuple[str, str, str], Callable[[], Evidence]] = {
+    ("hard_prop42", "expected step", ""): lambda: _bandit("hard", "expected_step"),
+    ("hard_prop42", "sampled groups", ""): lambda: _bandit("hard", "sampled"),
+    ("hard_prop42", "sequence policy", "Adam"): lambda: _seqpolicy("hard", "peak_ratio", _HARDEST),
+    ("hard_prop42", "sequence policy", "SGD"): lambda: _seqpolicy("hard", "peak_ratio", _HARDEST, "sgd"),
+    ("hard_prop42", "sums model", ""): lambda: _held_out(
+        "hard", "peak/start", "held-out entropy peak / start, hardest quarter"
+    ),
+    ("easy_prop42", "expected step", ""): lambda: _bandit("easy", "expected_step"),
+    ("easy_prop42", "sampled groups", ""): lambda: _bandit("easy", "sampled"),
+    ("easy_prop42", "sequence policy", "Adam"): lambda: _seqpolicy("easy", "early_h", _EASIEST),
+    ("easy_prop42", "sequence policy", "SGD"): lambda: _seqpolicy("easy", "early_h", _EASIEST, "sgd"),
+    ("easy_prop42", "sums model", ""): lambda: _held_out(
+        "easy", "final/start", "held-out entropy final / start, easiest quarter"
+    ),
+    ("explosion", "sequence policy", "Adam"): lambda: _seqpolicy(
+        "mixed", "peak_ratio", "entropy peak / start, all prompts"
+    ),
+    ("explosion", "sums model", ""): lambda: _trend(
+        _experiment("entropy"), "qae+clip_higher", "mean+clip_higher", 1, _ENTROPY_PEAK, True
+    ),
+    ("explosion", "CPU preset", ""): lambda: _trend(_cpu_runs(), "qae", "mean", 1, _ENTROPY_PEAK, False),
+    ("collapse", "sequence policy", "Adam"): lambda: _seqpolicy("mixed", "final_h", "entropy at step 200, all prompts"),
+    ("collapse", "sums model", ""): lambda: _trend(
+        _experiment("entropy"), "qae+clip_higher", "mean+clip_higher", 2, _ENTROPY_FINAL, True
+    ),
+    ("collapse", "CPU preset", ""): lambda: _trend(_cpu_runs(), "qae", "mean", 2, _ENTROPY_FINAL, False),
+    ("sparsity", "sequence policy", "SGD"): lambda: _findings_runs(
+        "peaked/quantile K=0.4/clip-higher/std",
+        "peaked/mean/clip-higher/std",
+        "zero_adv_frac",
+        "share of responses with zero advantage",
+        "quantile",
+        "mean",
+    ),
+    ("sparsity", "sums model", ""): lambda: _two(
+        _experiment("entropy"),
+        "qae",
+        "mean",
+        _third(QAE_ZERO_ADV_FRAC, 2),
+        "share of responses with zero advantage (last third)",
+        "quantile",
+        "mean",
+    ),
+    ("sparsity", "CPU preset", ""): lambda: _two(
+        _cpu_runs(),
+        "qae",
+        "mean",
+        _third(QAE_ZERO_ADV_FRAC, 2),
+        "share of responses with zero advantage (last third)",
+        "quantile",
+        "mean",
+    ),
+    ("k_entropy", "sequence policy", "SGD"): lambda: _findings_runs(
+        "peaked/quantile K=0.8/clip-higher/std",
+        "peaked/quantile K=0.2/clip-higher/std",
+        "final_entropy",
+        "entropy at the last step",
+        "K = 0.8",
+        "K = 0.2",
+    ),
+    ("k_entropy", "sums model", ""): lambda: Evidence(
+        "entropy over the last third",
+        "K = 0.8",
+        "K = 0.2",
+        *_sides(_experiment("k_sweep"), "qae", "qae", _third("entropy", 2), 0.8, 0.2),
+        digits=4,
+    ),
+    ("qae_pass1", "sums model", ""): lambda: _two(
+        _experiment("entropy"),
+        "qae+clip_higher",
+        "mean+clip_higher",
+        _after("pass@1"),
+        "pass@1 after training",
+        "quantile",
+        "mean",
+    ),
+    ("qae_pass1", "CPU preset", ""): lambda: _two(
+        _cpu_runs(), "qae", "mean", _after("pass@1"), "pass@1 after training", "quantile", "mean"
+    ),
+    ("qae_passk", "sums model", ""): lambda: _two(
+        _experiment("entropy"),
+        "qae+clip_higher",
+        "mean+clip_higher",
+        _after("pass@16"),
+        "pass@16 after training",
+        "quantile",
+        "mean",
+    ),
+    ("qae_passk", "CPU preset", ""): lambda: _two(
+        _cpu_runs(), "qae", "mean", _after("pass@8"), "pass@8 after training", "quantile", "mean"
+    ),
+    ("saah_variance", "sequence policy", "flat start"): lambda: _update_variance("flat"),
+    ("saah_variance", "sequence policy", "peaked start"): lambda: _update_variance("peaked"),
+    ("saah_variance", "sums model", ""): lambda: _two(
+        _experiment("composite"), "sa_ah", "mean", _variance, "training variance of the reward", "SA-AH", "plain", 4
+    ),
+    ("saah_variance", "CPU preset", ""): lambda: _two(
+        _cpu_runs(), "sa_ah", "mean", _variance, "training variance of the reward", "SA-AH", "plain", 4
+    ),
+    ("saah_length", "sums model", ""): lambda: _within(
+        _experiment("composite"), "sa_ah", "completions/mean_length", "mean completion length (tokens)", 1
+    ),
+    ("saah_length", "CPU preset", ""): lambda: _within(
+        _cpu_runs(), "sa_ah", "completions/mean_length", "mean completion length (tokens)", 1
+    ),
+    ("saah_curriculum", "sums model", ""): lambda: _within(
+        _experiment("composite"), "sa_ah", SAAH_W_MEAN_NEG, "mean horizon weight of failed rollouts"
+    ),
+    ("saah_curriculum", "CPU preset", ""): lambda: _within(
+        _cpu_runs(), "sa_ah", SAAH_W_MEAN_NEG, "mean horizon weight of failed rollouts"
+    ),
+    ("saah_pass1", "sums model", ""): lambda: _two(
+        _experiment("composite"), "sa_ah", "mean", _after("pass@1"), "pass@1 after training", "SA-AH", "plain"
+    ),
+    ("saah_pass1", "CPU preset", ""): lambda: _two(
+        _cpu_runs(), "sa_ah", "mean", _after("pass@1"), "pass@1 after training", "SA-AH", "plain"
+    ),
+    ("neg_correct", "sums model", ""): lambda: _two(
+        _experiment("composite"),
+        "mean",
+        "qae",
+        _total(QAE_NEG_CORRECT),
+        "correct answers given A < 0, summed over the steps",
+        "mean",
+        "quantile",
+        1,
+    ),
+}
+"""Each claim in each setting that measures it, by ``(claim, setting, variant)`` (a variant: the same setting
+another way, e.g. its optimizer; "" where there is one): the function that reads its evidence."""
+
+
+def judge(claim: str, setting: str, variant: str = "") -> tuple[Evidence, Verdict]:
+    r"""The evidence of ``claim`` in ``setting`` (its ``variant``; :data:`EVIDENCE`) and its verdict.
+
+    >>> evidence, v = judge("hard_prop42", "sequence policy", "Adam")
+    >>> evidence.a, evidence.b, v.word, v.n
+    ('quantile', 'mean', 'holds', 16)
+    """
+    if (claim, setting, variant) not in EVIDENCE:
+        raise ValueError(
+            f"no evidence of claim {claim!r} in setting {setting!r} ({variant!r}); known: {sorted(EVIDENCE)}"
+        )
+    expect = next(c.expect for c in CLAIMS if c.key == claim)
+    e = EVIDENCE[claim, setting, variant]()
+    return e, verdict(e.values_a, e.values_b, expect, paired=e.paired, why=e.why)
+
+
+def judge_all(settings: Sequence[str] | None = None) -> dict[tuple[str, str, str], tuple[dict, Verdict]]:
+    r"""Every verdict of :data:`EVIDENCE` (in ``settings`` only, when given), as
+    :func:`qae_lab.analysis.claims.scoreboard` and :func:`~qae_lab.analysis.claims.matrix` take them.
+
+    >>> judged = judge_all(["CPU preset"]); judged["sparsity", "CPU preset", ""][1].word
+    'holds'
+    """
+    return {
+        key: (e._asdict(), v) for key in EVIDENCE if settings is None or key[1] in settings for e, v in [judge(*key)]
+    }
