@@ -20,6 +20,7 @@ from figure_checks import (
     vlines,
     within,
 )
+from heatmap_checks import readable_heatmap
 from nbexec import Figure
 
 
@@ -90,6 +91,7 @@ def _token_entropy(fig: Figure) -> None:
     assert 0 < correct < 8, f"the group shown should hold successes and failures: {fig.title}"
     heatmap(fig, 8, len(hm["x"]), 0, 1)  # normalised entropy, empty past each completion's end
     assert len(hm["text"]) == 8 and any(s for row in hm["text"] for s in row), "no token written in the cells"
+    readable_heatmap(fig, "H~_t")  # "First" cut to fit its cell ("Fir…"), never to "irst"; dark on yellow
 
 
 def _pooled(labels, z, keep) -> list[float]:
@@ -107,6 +109,7 @@ def _horizon_weights(fig: Figure) -> None:
     axes(fig, "completion token t", "")
     hm = fig.heatmap
     assert [s.split(" · ")[0] for s in hm["y"]] == ["SA-AH"] * 8 + ["AH"] * 8, hm["y"]
+    readable_heatmap(fig, "w_t", (0, 1))  # one colour scale at every alpha
     heatmap(fig, 16, len(hm["x"]), 0, 1)  # alpha = 0.5 >= 0: weights in (0, 1]
     labels, z = hm["y"], hm["z"]
     # GRPO's advantages on a mixed group: the failures are exactly the rollouts with A < 0
@@ -152,6 +155,7 @@ def _effective_tokens(fig: Figure) -> None:
 def _touched(fig: Figure) -> None:
     rows = len(fig.heatmap["y"])
     hm = heatmap(fig, rows, 8, 0, 1)
+    readable_heatmap(fig, "mean w_t", (0, 1))  # one colour scale whatever K, the baseline and alpha
     assert all(re.fullmatch(r"prompt \d+: p=\d/8 (hard|easy)", s) for s in hm["y"]), hm["y"]
     assert int(title_number(fig, r"(\d+) of (\d+) rollouts", 2)) == 8 * rows
     # a rollout discounted (A < 0) has mean weight < 1 unless its entropies round to 0; the rest keep 1
@@ -175,10 +179,21 @@ NB03 = NotebookSpec(
 from qae_lab.advantages import hard_regime
 assert 0 < ro.success_counts[PROMPT] < G                     # the group shown holds successes and failures
 assert f"prompt {PROMPT}:" in nb03_horizon.entropy_figure(ro, h, tok, PROMPT).layout.title.text
-weights.controls["alpha"].value = 0.25
-low = weights.view.figure.layout.meta
-weights.controls["alpha"].value = 2.0
-high = weights.view.figure.layout.meta
+def weights_shown(alpha):           # the figure and the table under it, at one alpha: the same numbers
+    weights.controls["alpha"].value = alpha
+    fig, meta = weights.view.figure, weights.view.figure.layout.meta
+    title = fig.layout.title.text.replace("<br>", " ")
+    head, _, *body = [[c.strip() for c in r.strip("|").split("|")] for r in weights.text.splitlines()]
+    table = {row[head.index("weights")]: dict(zip(head, row)) for row in body}
+    assert f"α = {alpha:g}," in title and {r["α"] for r in table.values()} == {f"{alpha:.2f}"}, (title, table)
+    for name, key in (("SA-AH", "saah"), ("AH", "ah")):
+        assert table[name]["mean w"] == f"{meta[key]['neg']:.2f}" and table[name]["their mean w"] == (
+            f"{meta[key]['pos']:.2f}"), (name, table[name], meta[key])
+    assert f"with A < 0: {meta['saah']['neg']:.2f} ·" in title and table["AH"]["their mean w"] in title
+    assert (fig.data[0].zmin, fig.data[0].zmax) == (0, 1)   # the colours mean the same at every alpha
+    return meta
+
+low, _, high = weights_shown(0.25), weights_shown(0.65), weights_shown(2.0)   # 0.65: the tester's move
 assert "α = 2" in weights.view.figure.layout.title.text and high["prompt"] == PROMPT
 assert high["saah"]["neg"] < low["saah"]["neg"] < 1          # a larger alpha discounts more
 assert high["ah"]["pos"] < low["ah"]["pos"] < 1 == high["saah"]["pos"]   # AH discounts the successes, SA-AH not
@@ -226,61 +241,56 @@ assert mean_touched == mixed_failures
 # ------------------------------------------------------------------ 04: live LoRA GRPO (headless here)
 
 LIVE_PANELS = [
-    "reward and pass rate",
+    "easy and hard prompts (QAE)",
     "entropy",
-    "zero-advantage fraction",
-    "hard / easy prompt fractions",
-    "SA-AH mean weight, negative rollouts",
+    "zero-advantage completions",
+    "token weight, failed completions",
+    "reward and pass rate",
     "K and alpha in force",
     "entropy ledger: dH by sign of A",
     "entropy ledger: dH by QAE regime",
 ]
+DASHBOARD = r"waiting for the first step\.\.\. \(\d+ steps to train\)|step \d+ of \d+ · knobs in force: .*"
 
 
 def _dashboard(fig: Figure) -> None:
+    """The live dashboard (qae_lab.lab.live.Dashboard): its panels in order, each line named in plain words in its
+    panel's own legend, one colour per metric, a unit on every y axis; every step up to the title's."""
     panels = [a["text"] for a in fig.layout.get("annotations", []) if a.get("text") in LIVE_PANELS]
     assert panels == LIVE_PANELS, f"dashboard panels {panels}"
-    steps = [list(t["x"]) for t in fig.lines if t["name"] == "reward"]
-    if fig.title:  # a redraw after step n: every step up to n, in each panel's curves
-        n = int(title_number(fig, r"step (\d+) / "))
+    named = [(t["name"], t.get("legend")) for t in fig.lines]
+    assert all("/" not in name and legend for name, legend in named), named  # plain words, in a panel's legend
+    colours = {}
+    for t in fig.lines:
+        assert colours.setdefault(t["meta"], t["line"]["color"]) == t["line"]["color"], (t["meta"], colours)
+    assert len(set(colours.values())) == len(colours), colours  # no two metrics share a colour
+    assert all(fig.layout[ax]["title"]["text"] for ax in fig.layout if ax.startswith("yaxis")), "a y axis without unit"
+    if fig.title.startswith("step "):  # a redraw after step n: every step up to n, in each panel's curves
+        n = int(title_number(fig, r"step (\d+) of "))
+        steps = [list(t["x"]) for t in fig.lines if t["meta"] == "reward"]
         assert steps == [list(range(1, n + 1))], f"{fig.title!r}: reward drawn at steps {steps}"
-        assert all(finite(t["y"], t["name"]) for t in fig.lines)
-    else:  # before the first step
-        assert fig.lines == []
-
-
-COMPLETIONS = (
-    r"Greedy completions before and after training, the first (\d+) held-out problems: "
-    r"(\d+)/\d+ → (\d+)/\d+ correct"
-)
-
-
-def _completions(fig: Figure) -> None:
-    """The table of completions before and after training (run_figures.completions_table): a row per problem,
-    each completion under its mark, the marks counted as the title counts them."""
-    n, before, after = (int(title_number(fig, COMPLETIONS, g)) for g in (1, 2, 3))
-    tables = [t for t in fig.traces if t.get("type") == "table"]
-    assert len(tables) == 1, f"{fig.title!r}: {len(tables)} tables"
-    number, question, *columns = tables[0]["cells"]["values"]
-    assert list(number) == [str(i) for i in range(1, n + 1)] and all("gold " in q for q in question), question
-    marks = [[cell.split("<br>")[0] for cell in column] for column in columns]
-    assert all(m in ("✓", "✗") for column in marks for m in column) and all(len(c) == n for c in marks), marks
-    assert [column.count("✓") for column in marks] == [before, after], (fig.title, marks)
+        assert all(finite(t["y"], t["name"]) for t in fig.lines if t["x"] != [None])
+    else:  # before the first step: each panel names what it will draw, and waits
+        assert all(t["x"] == [None] for t in fig.lines), fig.lines
+        notes = [a["text"] for a in fig.layout["annotations"] if a["text"] == "waiting for the first step..."]
+        assert len(notes) == len(LIVE_PANELS), notes
 
 
 NB04 = NotebookSpec(
-    [
-        Shown(r"|step \d+ / \d+: K = 0\.40", _dashboard, count=None),
-        Shown(COMPLETIONS, _completions),
-    ],
+    [Shown(DASHBOARD, _dashboard, count=None)],
     probe="""
 assert headless() and not lab.running
 rows = lab.logged_steps()
 assert [r["step"] for r in rows] == list(range(1, STEPS + 1)), [r["step"] for r in rows]
 assert all(r["qae/k"] == 0.4 for r in rows)                 # nobody moved K
+knobs = {"K": "0.40", "baseline": "K-quantile (QAE)", "token weighting": "none", "α": "—"}
+assert nb04_live_run.knob_ranges(rows, lab.token_weightings()) == [{"steps": f"1-{STEPS}", **knobs}]
+assert nb04_live_run.knob_changes_table(rows, lab.token_weightings()) == []
 last = lab.dashboard.view.figure
-assert last.layout.title.text.startswith(f"step {STEPS} / {STEPS}: K = 0.40"), last.layout.title.text
-assert [list(t.x) for t in last.data if t.name == "reward"] == [list(range(1, STEPS + 1))]
+assert last.layout.title.text == (
+    f"step {STEPS} of {STEPS} · knobs in force:<br>steps 1-{STEPS}: K 0.40 · K-quantile (QAE) baseline · no token weighting"
+), last.layout.title.text
+assert [list(t.x) for t in last.data if t.meta == "reward"] == [list(range(1, STEPS + 1))]
 assert any(o.get("text", "").startswith("after:") for o in lab.messages.outputs)   # the evaluation after training
 assert (OUT / "eval_before.json").is_file() and (OUT / "eval_after.json").is_file()
 assert not OUT.is_absolute() and (Path.cwd() / OUT / "log.jsonl").is_file()   # in the notebook's own folder
@@ -290,6 +300,9 @@ assert (OUT / "model").is_dir() and EXPORT == OUT / "export" and (EXPORT / "mode
 assert AutoModelForCausalLM.from_pretrained(EXPORT).dtype == (torch.bfloat16 if ON_GPU else torch.float32)
 old, new = (json.loads((OUT / f"eval_{w}.json").read_text())["problems"][:4] for w in ("before", "after"))
 assert [p["question"] for p in old] == [p["question"] for p in new]   # the table pairs the same problems
+import html
+table = nb04_live_run.completions_html(paired_completions(before, OUT / "eval_after.json", n=4))   # the one shown
+assert table.count("<tr>") == 1 + len(old) and all(html.escape(p["greedy"]["completion"]) in table for p in new)
 after = json.loads((OUT / "eval_after.json").read_text())["summary"]
 assert f"| greedy pass@1 | " in (EXPORT / "README.md").read_text()
 assert f"{after['greedy_pass@1']:.3f} |" in (EXPORT / "README.md").read_text()   # the card's numbers: the run's

@@ -12,6 +12,7 @@ what an update will do before running it, and the checker compares that with wha
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Callable
 
 import torch
@@ -414,9 +415,10 @@ def check_direction(
     """
     words = ("up", "down", "same")
     if prediction is None:
-        return (
+        return textwrap.fill(
             f'No prediction yet: set PREDICTION to "up", "down" or "same" (how will {quantity} move when '
-            f"{change}?), run that cell, then this one."
+            f"{change}?), run that cell, then this one.",
+            100,
         )
     if not isinstance(prediction, str) or prediction.strip().lower() not in words:
         raise ValueError(f"prediction must be one of {words} (or None before you decide), got {prediction!r}")

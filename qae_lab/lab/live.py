@@ -1,45 +1,37 @@
-r"""The live lab: training in a background thread, its controls (the knobs as widgets), the callback that hands them to the trainer each step, and a dashboard that grows as the steps arrive.
-
-The live lab: training in a background thread, a dashboard that grows as the steps arrive, and
-the live controls (:mod:`qae_lab.lab.live`) bound to the running :class:`~qae_lab.train.trainer.QAETrainer`.
+r"""The live lab: a trainer run in a background thread, its knobs as widgets handed to it at every step, and a
+dashboard a participant reads while it trains.
 
 Why a thread: a notebook kernel handles widget events only between cells, so a cell that runs
 ``trainer.train()`` would leave every slider dead until training ends. :meth:`LiveRun.start`
 returns at once; the training loop runs in a daemon thread and reads the controls at every step.
 
-* :class:`~qae_lab.lab.live.Controls` (in :mod:`qae_lab.lab.live`) — K, alpha, baseline, token
-  weighting and a Stop button, their value one frozen :class:`~qae_lab.methods.Knobs`;
-  :class:`~qae_lab.lab.live.LiveKnobs` (in :mod:`qae_lab.train.callbacks`) hands that value to
-  ``trainer.set_knobs`` at every ``on_step_begin`` and ends training after Stop, with a checkpoint.
-* :class:`Dashboard` — reward and pass rate, entropy, zero-advantage fraction, hard/easy regime
-  fractions, SA-AH's mean weight on negative rollouts, the K and alpha in force, and the entropy
-  ledger (``ledger/*``: the update's first-order entropy change by sign of A and by regime), one
-  panel each, plus a progress bar. It draws through :class:`qae_lab.lab.plots.FigureView`: a
-  ``FigureWidget`` where that renders, else a plain figure re-drawn into an ``Output`` (Colab's
-  ipywidgets 7.7 / plotly 5.24). Redraws are throttled; every step is kept in ``rows``.
+* :class:`Controls` — K, alpha, baseline (mean | K-quantile), token weighting (none | AH | SA-AH) and a Stop
+  button. A widget callback (the kernel thread) builds a new frozen :class:`~qae_lab.methods.Knobs` and swaps it
+  in as one reference; the training thread reads that reference (:meth:`Controls.snapshot`), so K and alpha never
+  come from two different moments (no torn reads, no lock). A control that changes nothing in the current setting
+  is disabled and says why (:func:`inactive_knobs`: alpha while token weighting is none, K under the mean
+  baseline). K and alpha are :class:`KnobSlider` widgets: a slider shows exactly the value the trainer gets (no
+  silent clamping, no snapping to a coarser step than the value needs); the checks are
+  :func:`~qae_lab.methods.validate_knobs`'s.
+* :class:`LiveKnobs` — the ``TrainerCallback`` that hands the snapshot to ``trainer.set_knobs`` at every
+  ``on_step_begin`` and ends training after Stop, with a checkpoint.
+* :class:`Dashboard` — at the top the knobs in force by step range, read from the logged steps
+  (:func:`qae_lab.lab.nb04_live_run.knob_ranges`), with the controls' next setting; under it the curves of
+  :data:`LIVE_PANELS` (:func:`qae_lab.lab.plots.run_curves_figure`: each panel with its own legend in plain words,
+  each metric one colour, units on the axes, and why a panel is empty). It draws through
+  :class:`qae_lab.lab.plots.FigureView` (a ``FigureWidget`` where that renders, else a plain figure re-drawn into
+  an ``Output``: Colab's ipywidgets 7.7 / plotly 5.24). Redraws are throttled; every step is kept in ``rows``.
   :class:`DashboardFeed` is the ``TrainerCallback`` that sends it each logged step.
-* :class:`LiveRun` — wires the three to a trainer, runs it, shows errors and warnings of the
-  training thread under the dashboard (errors are re-raised by :meth:`LiveRun.wait`), runs
-  follow-up work (:meth:`LiveRun.then`, e.g. the after-training evaluation) in the same thread,
-  and reads the steps logged so far (:meth:`LiveRun.logged_steps`; where the knobs changed in
-  them: :func:`qae_lab.methods.knob_changes`).
+* :class:`~qae_lab.lab.threads.ThreadTuner` — on a CPU, picks torch's thread count from the step times (two threads
+  on an idle machine, one beside other busy processes); :func:`~qae_lab.lab.threads.in_fresh_thread` runs a notebook's
+  own torch work (notebook 04's evaluation before training) where it cannot slow the training thread.
+* :class:`LiveRun` — wires them to a trainer, runs it, shows the training thread's errors, warnings and
+  follow-up results (:meth:`LiveRun.then`, e.g. the evaluation after training) under the status line (errors are
+  re-raised by :meth:`LiveRun.wait`), and reads the steps logged so far (:meth:`LiveRun.logged_steps`) and the
+  token weighting each step was given (:meth:`LiveRun.token_weightings`: the log records only whether one was on).
 
-Stopping: the Stop button, or :meth:`LiveRun.stop`. A kernel interrupt does not reach a
-background thread, so use Stop. The run's ``log.jsonl`` (:class:`qae_lab.train.callbacks.RunLogger`) keeps
-every finished step either way.
-
-The former ``controls`` module: the live controls: the knobs as widgets, and their value as one frozen :class:`~qae_lab.methods.Knobs`.
-
-:class:`Controls` holds K, alpha, baseline (mean | quantile), token weighting (none | ah | sa_ah)
-and a Stop button. A widget callback (the kernel thread) builds a new frozen value and swaps it in
-as one reference; the training thread reads that reference (:meth:`Controls.snapshot`), so K and
-alpha never come from two different moments (no torn reads) and no lock is needed.
-:class:`~qae_lab.lab.live.LiveKnobs` hands the value to the trainer at every step;
-:class:`~qae_lab.lab.live.LiveRun` wires the two to a running trainer.
-
-K and alpha are :class:`KnobSlider` widgets: a slider shows exactly the value the trainer gets
-(no silent clamping, no snapping to a coarser step than the value needs). The knobs' names and
-checks are :mod:`qae_lab.methods`'s (:func:`~qae_lab.methods.validate_knobs`).
+Stopping: the Stop button, or :meth:`LiveRun.stop`. A kernel interrupt does not reach a background thread, so use
+Stop. The run's ``log.jsonl`` (:class:`qae_lab.train.callbacks.RunLogger`) keeps every finished step either way.
 """
 
 from __future__ import annotations
@@ -60,9 +52,19 @@ from transformers import TrainerCallback
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 from transformers.utils.notebook import NotebookProgressCallback
 
-from qae_lab._checks import check_finite_scalar
+from qae_lab._checks import check_finite_scalar, check_positive
+from qae_lab.lab.nb04_live_run import (
+    BASELINE_NAMES,
+    KNOB_COLUMNS,
+    WEIGHTING_NAMES,
+    knob_ranges,
+    knob_title,
+    knobs_row,
+)
 from qae_lab.lab.plots import FigureView, run_curves_figure
+from qae_lab.lab.threads import ThreadTuner
 from qae_lab.methods import (
+    KNOBS,
     LEDGER_PREFIX,
     QAE_EASY_FRAC,
     QAE_HARD_FRAC,
@@ -95,11 +97,13 @@ __all__ = [
     "KnobSlider",
     "Controls",
     "LiveKnobs",
+    "inactive_knobs",
+    "knobs_html",
+    "panel_notes",
 ]
 
 
-_WEIGHTING_LABELS = {"none": "none", "ah": "AH", "sa_ah": "SA-AH"}
-TOKEN_WEIGHTING_OPTIONS = tuple((_WEIGHTING_LABELS[w], w) for w in TOKEN_WEIGHTINGS)  # (label, value)
+TOKEN_WEIGHTING_OPTIONS = tuple((WEIGHTING_NAMES[w], w) for w in TOKEN_WEIGHTINGS)  # (label, value)
 # the K and alpha sliders' ranges, widened to take in a start value outside them
 K_RANGE, ALPHA_RANGE = (0.05, 0.95), (-0.5, 2.0)
 
@@ -118,6 +122,38 @@ def _grid_step(*values: float) -> float:
     if all(abs(v * 20 - round(v * 20)) < 1e-9 for v in values):
         return 0.05
     return 10.0 ** -max(2, *(_decimals(v) for v in values))
+
+
+def inactive_knobs(knobs: Knobs) -> dict[str, str]:
+    r"""The knobs that change no update under ``knobs``' other settings, each with why: alpha while token weighting
+    is none (alpha is the exponent of AH's and SA-AH's weights), K under the mean baseline (K sets the K-quantile
+    baseline; under the mean it only sorts the logged prompts into hard and easy).
+
+    >>> inactive_knobs(Knobs(baseline="mean"))["alpha"]
+    'alpha does nothing while token weighting is none: choose AH or SA-AH to use it'
+    >>> inactive_knobs(Knobs(baseline="mean"))["quantile_k"]
+    'K does not change the update while the baseline is the mean (GRPO): choose K-quantile (QAE) to use it'
+    >>> inactive_knobs(Knobs(token_weighting="sa_ah"))
+    {}
+    """
+    why = {}
+    if knobs.baseline == "mean":
+        why["quantile_k"] = (
+            f"K does not change the update while the baseline is the {BASELINE_NAMES['mean']}: "
+            f"choose {BASELINE_NAMES['quantile']} to use it"
+        )
+    if knobs.token_weighting == "none":
+        why["alpha"] = "alpha does nothing while token weighting is none: choose AH or SA-AH to use it"
+    return why
+
+
+def _set_tooltip(widget, text: str) -> None:
+    """The hover text of ``widget``: ``tooltip`` in ipywidgets 8 (a ToggleButtons' ``tooltip`` too), else 7.7's
+    ``description_tooltip``."""
+    if widget.has_trait("tooltip"):
+        widget.tooltip = text or None
+    else:
+        widget.description_tooltip = text or None
 
 
 class KnobSlider(widgets.FloatSlider):
@@ -237,6 +273,7 @@ class Controls:
     ):
         self._stop = threading.Event()
         self._finished = False
+        self._locked: dict[str, str] = {}  # knob -> why its control is locked for the whole run
         clean = validate_knobs(quantile_k=quantile_k, alpha=alpha, baseline=baseline, token_weighting=token_weighting)
         style = {"description_width": "110px"}
         self.k = KnobSlider(
@@ -250,13 +287,16 @@ class Controls:
         self._received: list[tuple[int, str, object]] = []  # (version it made, knob, value)
         self._begun: list[tuple[int, int]] = []  # (step, version it took)
         self.baseline = widgets.ToggleButtons(
-            options=[("mean (GRPO)", "mean"), ("K-quantile (QAE)", "quantile")],
+            options=[(BASELINE_NAMES[b], b) for b in ("mean", "quantile")],
             value=baseline,
             description="baseline",
-            style=style,
+            style={**style, "button_width": "130px"},
         )
         self.token_weighting = widgets.ToggleButtons(
-            options=list(TOKEN_WEIGHTING_OPTIONS), value=token_weighting, description="token weighting", style=style
+            options=list(TOKEN_WEIGHTING_OPTIONS),
+            value=token_weighting,
+            description="token weighting",
+            style={**style, "button_width": "80px"},
         )
         self.stop_button = widgets.Button(
             description="Stop",
@@ -264,17 +304,44 @@ class Controls:
             icon="stop",
             tooltip="end training after the current step (log and checkpoint kept)",
         )
-        for name, w in (
-            ("quantile_k", self.k),
-            ("alpha", self.alpha),
-            ("baseline", self.baseline),
-            ("token_weighting", self.token_weighting),
-        ):
+        self.note = widgets.HTML()  # why a control is disabled
+        for name, w in self._boxes().items():
             w.observe(lambda change, name=name: self._set(name, change["new"]), names="value")
+            w.observe(lambda _change: self._sync(), names="value")
         self.stop_button.on_click(lambda _button: self.request_stop())
+        wrap = {"flex_flow": "row wrap"}
         self.widget = widgets.VBox(
-            [widgets.HBox([self.k, self.alpha]), self.baseline, self.token_weighting, self.stop_button]
+            [
+                widgets.HBox([self.k, self.alpha], layout=wrap),
+                widgets.HBox([self.baseline, self.token_weighting], layout=wrap),
+                widgets.HBox([self.stop_button, self.note], layout=wrap),
+            ]
         )
+        self._sync()
+
+    def _boxes(self) -> dict[str, widgets.ValueWidget]:
+        return {
+            "quantile_k": self.k,
+            "alpha": self.alpha,
+            "baseline": self.baseline,
+            "token_weighting": self.token_weighting,
+        }
+
+    def lock(self, knob: str, why: str) -> None:
+        """Disable the control of ``knob`` for the whole run (a trainer that cannot use it), saying ``why``."""
+        self._locked[knob] = why
+        self._sync()
+
+    def _sync(self) -> None:
+        """Disable each control that changes nothing now (:func:`inactive_knobs`, a lock, the run's end); its tooltip
+        and the note beside Stop say why."""
+        why = {**inactive_knobs(self.snapshot()), **self._locked}
+        if self._finished:
+            why = dict.fromkeys(KNOBS, "training has ended: the controls no longer reach a run")
+        for name, w in self._boxes().items():
+            w.disabled = name in why
+            _set_tooltip(w, why.get(name, ""))
+        self.note.value = "<br>".join(dict.fromkeys(why.values()))
 
     @classmethod
     def for_trainer(cls, trainer) -> Controls:
@@ -282,7 +349,7 @@ class Controls:
         trainer's loss type cannot weight tokens."""
         controls = cls(**trainer.knobs.as_dict())
         if not can_weight_tokens(trainer.loss_type):
-            controls.token_weighting.disabled = True
+            controls.lock("token_weighting", f"token weighting: loss type {trainer.loss_type!r} cannot weight tokens")
         return controls
 
     def _set(self, name: str, value) -> None:
@@ -307,12 +374,7 @@ class Controls:
 
         Keys: quantile_k, alpha, baseline, token_weighting (validated)."""
         clean = validate_knobs(**values)
-        boxes = {
-            "quantile_k": self.k,
-            "alpha": self.alpha,
-            "baseline": self.baseline,
-            "token_weighting": self.token_weighting,
-        }
+        boxes = self._boxes()
         for name in ("quantile_k", "alpha"):  # checked before any control moves
             if name in clean:
                 clean[name] = boxes[name].check(clean[name])
@@ -338,6 +400,7 @@ class Controls:
         self._finished = True
         self.stop_button.disabled = True
         self.stop_button.description = "Failed" if failed else "Stopped" if self.stop_requested else "Finished"
+        self._sync()
 
     def request_stop(self) -> None:
         """Ask the run to end after the current step (after :meth:`finish`: nothing left to stop)."""
@@ -351,18 +414,69 @@ class Controls:
         return self._stop.is_set()
 
 
-# panel title -> logged metrics drawn in it (names: docs/metrics.md)
+# panel title -> logged metrics drawn in it (names: docs/metrics.md; their plain names, units and colours:
+# qae_lab.lab.plots.CURVES). First what notebook 04 asks people to watch as they move the controls.
+WEIGHTS_PANEL = "token weight, failed completions"
 LIVE_PANELS = {
-    "reward and pass rate": ("reward", QAE_SUCCESS_RATE),
+    "easy and hard prompts (QAE)": (QAE_EASY_FRAC, QAE_HARD_FRAC),
     "entropy": ("entropy", "entropy/updated_rows"),
-    "zero-advantage fraction": (QAE_ZERO_ADV_FRAC,),
-    "hard / easy prompt fractions": (QAE_HARD_FRAC, QAE_EASY_FRAC),
-    "SA-AH mean weight, negative rollouts": (SAAH_W_MEAN_NEG,),
+    "zero-advantage completions": (QAE_ZERO_ADV_FRAC,),
+    WEIGHTS_PANEL: (SAAH_W_MEAN_NEG,),
+    "reward and pass rate": ("reward", QAE_SUCCESS_RATE),
     "K and alpha in force": (QAE_K, SAAH_ALPHA),
     # the entropy ledger (qae_lab.ledger): the update's first-order entropy change, and which responses it comes from
     "entropy ledger: dH by sign of A": tuple(LEDGER_PREFIX + p for p in ("dh", "dh_pos", "dh_neg")),
     "entropy ledger: dH by QAE regime": tuple(LEDGER_PREFIX + p for p in ("dh_hard", "dh_easy")),
 }
+WAITING = "waiting for the first step..."
+
+
+def panel_notes(rows: list[dict]) -> dict[str, str]:
+    r"""Why a panel of :data:`LIVE_PANELS` may be empty, by panel: before the first step every panel waits; the token
+    weights are logged only while a weighting is on.
+
+    >>> panel_notes([])["entropy"]
+    'waiting for the first step...'
+    >>> panel_notes([{"step": 1, "qae/k": 0.4}])
+    {'token weight, failed completions': 'SA-AH off: token weighting is none'}
+    >>> panel_notes([{"step": 1, "qae/k": 0.4, "saah/alpha": 0.5}])
+    {}
+    """
+    if not rows:
+        return dict.fromkeys(LIVE_PANELS, WAITING)
+    return {} if rows[-1].get(SAAH_ALPHA) is not None else {WEIGHTS_PANEL: "SA-AH off: token weighting is none"}
+
+
+_TABLE = "border-collapse:collapse;font-size:13px;margin:4px 0"
+_TD = "border:1px solid #ccc;padding:2px 10px;text-align:left"
+
+
+def knobs_html(ranges: list[dict], pending: tuple[int, dict] | None = None, last: int = 4) -> str:
+    r"""The dashboard's table of the knobs in force by step range (:func:`~qae_lab.lab.nb04_live_run.knob_ranges`: what
+    the log says each step used), the ``last`` ranges (the earlier ones counted), and ``pending``: ``(step, knobs row)``,
+    the controls' setting that applies from ``step`` on, shown while no logged step has used it.
+
+    >>> from qae_lab.lab.nb04_live_run import knobs_row
+    >>> from qae_lab.methods import Knobs
+    >>> page = knobs_html([], (1, knobs_row(Knobs())))
+    >>> "<td style" in page and "from step 1 (set; not in the log yet)" in page and "K-quantile (QAE)" in page
+    True
+    """
+    rows = [(r["steps"], r) for r in ranges[-last:]]
+    if pending is not None and (not ranges or {k: ranges[-1][k] for k in pending[1]} != pending[1]):
+        rows.append((f"from step {pending[0]} (set; not in the log yet)", pending[1]))
+    head = "".join(f"<th style='{_TD}'>{c}</th>" for c in KNOB_COLUMNS)
+    body = "".join(
+        "<tr>"
+        + f"<td style='{_TD}'>{steps}</td>"
+        + "".join(f"<td style='{_TD}'>{r[c]}</td>" for c in KNOB_COLUMNS[1:])
+        + "</tr>"
+        for steps, r in rows
+    )
+    n = len(ranges) - last
+    earlier = f" ({n} earlier setting{'s' if n > 1 else ''} not shown)" if n > 0 else ""
+    caption = f"<caption style='text-align:left;font-weight:bold'>Knobs in force, by step{earlier}</caption>"
+    return f"<table style='{_TABLE}'>{caption}<tr>{head}</tr>{body}</table>"
 
 
 def auto_preset(gpu_preset: str = "qwen2.5-1.5b-gsm8k") -> tuple[str, str]:
@@ -384,56 +498,96 @@ def auto_preset(gpu_preset: str = "qwen2.5-1.5b-gsm8k") -> tuple[str, str]:
 
 
 class Dashboard:
-    r"""Live training curves (:data:`LIVE_PANELS`), a progress bar and a status line.
+    r"""What a participant watches: a progress bar and a status line, the knobs in force by step range
+    (:func:`knobs_html`), and the training curves of :data:`LIVE_PANELS`.
 
     Args:
         max_steps: the progress bar's length.
         mode: :class:`~qae_lab.lab.plots.FigureView`'s ``"auto"``, ``"widget"`` or ``"static"``.
         min_interval_s: least time between two redraws (the last step is always drawn by
-            :meth:`refresh`); every row is kept in ``rows`` regardless.
+            :meth:`refresh`); every row is kept in ``rows``.
+        max_draw_share: the largest share of the run's time that redraws may take: after a redraw that took
+            ``c`` seconds the next waits at least ``c / max_draw_share`` (a redraw is ~0.15 s of Python in the
+            training thread: on a CPU, where a step is ~0.6 s, drawing every step made it 1.2x slower).
+
+    ``header`` (progress, status, knobs) and ``view.widget`` (the curves) are shown together as ``widget``;
+    :class:`LiveRun` puts its messages between them. ``weightings``: step -> the token weighting it was given.
 
     >>> d = Dashboard(max_steps=4, mode="static")
+    >>> d.view.figure.layout.title.text
+    'waiting for the first step... (4 steps to train)'
     >>> d.add({"step": 1, "reward": 0.25, "qae/k": 0.4}); d.refresh()
-    >>> d.progress.value, [t.name for t in d.view.figure.data]
-    (1, ['reward', 'qae/k'])
+    >>> d.progress.value, [t.name for t in d.view.figure.data if None not in t.x]   # the lines with a point
+    (1, ['mean reward', 'K'])
     """
 
-    def __init__(self, max_steps: int, *, mode: str = "auto", min_interval_s: float = 0.5):
+    def __init__(
+        self, max_steps: int, *, mode: str = "auto", min_interval_s: float = 0.5, max_draw_share: float = 0.05
+    ):
         self.rows: list[dict] = []
+        self.weightings: dict[int, str] = {}
+        self._pending: tuple[int, dict] | None = None
         self._lock = threading.Lock()
-        self._last_draw = 0.0
+        self._last_draw, self._draw_cost = 0.0, 0.0
         self.min_interval_s = check_finite_scalar(min_interval_s, "min_interval_s")
-        self.view = FigureView(run_curves_figure([], LIVE_PANELS), mode=mode)
+        self.max_draw_share = check_positive(max_draw_share, "max_draw_share")
+        if self.max_draw_share > 1:
+            raise ValueError(f"max_draw_share must be in (0, 1], got {max_draw_share}")
         self.progress = widgets.IntProgress(value=0, min=0, max=max(int(max_steps), 1), description="step")
         self.status = widgets.HTML(value="not started")
-        self.widget = widgets.VBox([widgets.HBox([self.progress, self.status]), self.view.widget])
+        self.knob_table = widgets.HTML(value=knobs_html([]))
+        self.view = FigureView(self._figure([]), mode=mode)
+        self.header = widgets.VBox([widgets.HBox([self.progress, self.status]), self.knob_table])
+        self.widget = widgets.VBox([self.header, self.view.widget])
 
-    def add(self, row: dict) -> None:
-        """Record one step's metrics (``row["step"]`` is the global step) and redraw when due."""
+    def _figure(self, rows: list[dict]):
+        ranges = knob_ranges(rows, self.weightings)
+        title = knob_title(ranges, rows[-1]["step"] if rows else 0, self.progress.max)
+        return run_curves_figure(rows, LIVE_PANELS, title=title, notes=panel_notes(rows))
+
+    def add(self, row: dict, token_weighting: str | None = None) -> None:
+        """Record one step's metrics (``row["step"]`` is the global step) and the token weighting it was given
+        (the log says only whether one was on); redraw when due."""
         with self._lock:
             self.rows.append(dict(row))
+            if token_weighting is not None:
+                self.weightings[int(row["step"])] = token_weighting
             self.progress.value = min(int(row["step"]), self.progress.max)
-            due = time.monotonic() - self._last_draw >= self.min_interval_s
+            wait = max(self.min_interval_s, self._draw_cost / self.max_draw_share)
+            due = time.monotonic() - self._last_draw >= wait
         if due:
             self.refresh()
+
+    def show_next(self, step: int, knobs: Knobs | None) -> None:
+        """Show ``knobs`` (the controls' setting) as applying from ``step`` on, until a logged step has used them;
+        None: nothing pending (the run has ended)."""
+        with self._lock:
+            self._pending = None if knobs is None else (int(step), knobs_row(knobs))
+            self._show_knobs(list(self.rows))
+
+    def _show_knobs(self, rows: list[dict]) -> None:
+        pending = self._pending
+        if pending is not None and rows:  # a change applies from the step after the last logged one at the earliest
+            pending = (max(pending[0], int(rows[-1]["step"]) + 1), pending[1])
+        self.knob_table.value = knobs_html(knob_ranges(rows, self.weightings), pending)
 
     def refresh(self) -> None:
         """Redraw every recorded step now."""
         with self._lock:
             rows = list(self.rows)
-            self._last_draw = time.monotonic()
-        last = rows[-1] if rows else {}
-        title = f"step {last.get('step', 0)} / {self.progress.max}: K = {last.get(QAE_K, float('nan')):.2f}" + (
-            f", alpha = {last[SAAH_ALPHA]:.2f}" if last.get(SAAH_ALPHA) is not None else ""
-        )
-        self.view.update(run_curves_figure(rows, LIVE_PANELS, title=title if rows else ""))
+            self._show_knobs(rows)
+        start = time.monotonic()
+        self.view.update(self._figure(rows))
+        self._last_draw = time.monotonic()
+        self._draw_cost = self._last_draw - start
 
     def set_status(self, text: str) -> None:
         self.status.value = text
 
 
 class DashboardFeed(TrainerCallback):
-    r"""Sends every logged training step (a log with ``reward``) to a :class:`Dashboard`.
+    r"""Sends every logged training step (a log with ``reward``) to a :class:`Dashboard`, with the token weighting
+    that :class:`LiveKnobs` gave that step (when given ``knobs``).
 
     >>> import types
     >>> feed, state = DashboardFeed(Dashboard(max_steps=4, mode="static")), types.SimpleNamespace(global_step=0)
@@ -444,8 +598,8 @@ class DashboardFeed(TrainerCallback):
     ([1], True)
     """
 
-    def __init__(self, dashboard: Dashboard):
-        self.dashboard = dashboard
+    def __init__(self, dashboard: Dashboard, knobs: LiveKnobs | None = None):
+        self.dashboard, self.knobs = dashboard, knobs
         self._t0 = None
 
     def on_train_begin(self, args, state, control, **kwargs):
@@ -454,7 +608,9 @@ class DashboardFeed(TrainerCallback):
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if logs and logs.get("reward") is not None:
-            self.dashboard.add({"step": state.global_step, **logs})
+            step = state.global_step
+            given = [k.token_weighting for s, k in (self.knobs.applied if self.knobs else []) if s == step]
+            self.dashboard.add({"step": step, **logs}, given[-1] if given else None)
             per_step = (time.monotonic() - self._t0) / max(state.global_step, 1)
             self.dashboard.set_status(f"training: {per_step:.2f} s/step")
 
@@ -499,6 +655,8 @@ class LiveRun:
             (:func:`qae_lab.runs.pipeline.make_trainer`'s :class:`~qae_lab.storage.resume.ResumePlan`: its checkpoint
             when it resumes one); a checkpoint that is not the plan's is refused here, before
             anything starts.
+        tune_threads: let a :class:`ThreadTuner` pick torch's thread count from the step times; None: where the
+            trainer trains on a CPU.
 
     ``display(run)`` (or the cell's last expression) shows controls, dashboard and a message
     area (``messages``: the training thread's warnings, errors and follow-up results); :meth:`start`
@@ -534,6 +692,7 @@ class LiveRun:
         controls: Controls | None = None,
         dashboard: Dashboard | None = None,
         resume_from_checkpoint: str | None = None,
+        tune_threads: bool | None = None,
     ):
         self.trainer = trainer
         self.controls = controls or Controls.for_trainer(trainer)
@@ -556,12 +715,27 @@ class LiveRun:
             while any(isinstance(cb, cls) for cb in trainer.callback_handler.callbacks):
                 trainer.remove_callback(cls)
         trainer.add_callback(self.knobs)
-        trainer.add_callback(DashboardFeed(self.dashboard))
+        trainer.add_callback(DashboardFeed(self.dashboard, self.knobs))
+        if tune_threads is None:
+            tune_threads = getattr(getattr(trainer.args, "device", None), "type", None) == "cpu"
+        self.tuner = ThreadTuner() if tune_threads else None
+        if self.tuner is not None:
+            trainer.add_callback(self.tuner)
         self.outcome = None
         self.error: BaseException | None = None
         self._after: list[Callable] = []
         self._thread: threading.Thread | None = None
-        self.widget = widgets.VBox([self.controls.widget, self.dashboard.widget, self.messages])
+        for w in self.controls._boxes().values():  # the dashboard shows a move at once, as applying from the next step
+            w.observe(lambda _change: self._show_next(), names="value")
+        self._show_next()
+        # the controls, then status and knobs in force, then what the training thread says, then the curves
+        self.widget = widgets.VBox(
+            [self.controls.widget, self.dashboard.header, self.messages, self.dashboard.view.widget]
+        )
+
+    def _show_next(self) -> None:
+        changes = self.controls.changes  # a change stamped s applies from step s + 1
+        self.dashboard.show_next(changes[-1][0] + 1 if changes else 1, self.controls.snapshot())
 
     def _ipython_display_(self):
         display(self.widget)
@@ -603,6 +777,7 @@ class LiveRun:
             self.messages.append_stderr(traceback.format_exc())
         finally:
             self.controls.finish(failed=self.error is not None)
+            self.dashboard.show_next(0, None)  # nothing is pending once training has ended
             logger = run_logger(self.trainer)
             if logger is not None:  # training that failed never reached on_train_end: let go of the folder's lock
                 logger.release_lock()
@@ -618,6 +793,12 @@ class LiveRun:
         so far, in step order: ``[]`` before the first step is written. Safe to call while training
         goes on (a line being written is not read half)."""
         return step_rows(read_log_lines(Path(self.trainer.args.output_dir) / LOG_NAME)[0])
+
+    def token_weightings(self) -> dict[int, str]:
+        r"""Step -> the token weighting (``"none"``, ``"ah"``, ``"sa_ah"``) that the controls gave it in this run: what
+        the log cannot say (it records only whether a weighting was on). For
+        :func:`~qae_lab.lab.nb04_live_run.knob_ranges`."""
+        return {step: knobs.token_weighting for step, knobs in list(self.knobs.applied)}
 
     @property
     def running(self) -> bool:

@@ -1,10 +1,9 @@
-r"""Notebook 01's figures: the gate's advantages, where the zero advantages come from, the gate and its sparsity (split from notebook 02's figures, :mod:`qae_lab.lab.nb02_entropy_proofs`, at the notebook seam).
+r"""Notebook 01's figures, and the table beside one: the gate's advantages, where the zero advantages come from,
+the gate and its sparsity.
 
-The figures of notebooks 01 and 02 (the gate and its sparsity, the softmax bandit): the lab layer.
-
-Each function draws numbers computed by :mod:`qae_lab.toys.bandit`, :mod:`qae_lab.toys.bandit` and
-:mod:`qae_lab.toys.sparsity` with :mod:`qae_lab.lab.plots`; the notebooks put them under sliders with
-:func:`qae_lab.lab.plots.interactive` (keyword arguments named as the sliders).
+Each function draws numbers computed by :mod:`qae_lab.toys.sparsity` with :mod:`qae_lab.lab.plots`; the notebook
+puts them under sliders with :func:`qae_lab.lab.plots.interactive` (keyword arguments named as the sliders), with
+:func:`zero_sources_table` under :func:`zero_sources_figure`, made from the same G and K at every move.
 """
 
 from __future__ import annotations
@@ -21,6 +20,8 @@ from qae_lab.toys.sparsity import (
     gate_table,
     group_advantage_rows,
     sampled_zero_fraction_beta,
+    sampled_zero_sources,
+    zero_share_rows,
     zero_sources,
     zero_sources_beta,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "advantages_figure",
     "ZERO_SOURCES",
     "zero_sources_figure",
+    "zero_sources_table",
 ]
 
 
@@ -131,6 +133,7 @@ def advantages_figure(G: int = 8, K: float = 0.4, counts: Sequence[int] = (1, 3,
         x=[f"y{i + 1}" for i in range(G)],
         y=[f"c={row['c']} · {names[row['baseline']]}" for row in rows],
         text=text,
+        colorbar_title="advantage A",
         height=460,
         title="Advantages per response (✓ correct, ✗ wrong)",
         x_title="response (correct ones first)",
@@ -177,3 +180,15 @@ def zero_sources_figure(G: int, K: float) -> go.Figure:
     vline(fig, round(1 - K, 6), "p = 1 − K: hard | easy")
     fig.update_layout(legend_traceorder="normal")  # plotly reverses a stack's legend by default
     return fig.update_yaxes(range=[0, 1.05])
+
+
+def zero_sources_table(G: int, K: float, *, rates) -> list[dict]:
+    r"""The table under :func:`zero_sources_figure` at the same ``G`` and ``K``: a batch of one group per success rate
+    of ``rates`` sampled (:func:`qae_lab.toys.sparsity.sampled_zero_sources`, seed 0), then the exact share of other
+    spreads of difficulty (:func:`qae_lab.toys.sparsity.zero_share_rows`); its uniform row is the figure's batch line.
+
+    >>> rows = zero_sources_table(16, 0.4, rates=torch.rand(2000, generator=torch.Generator().manual_seed(0)))
+    >>> rows[1]["success rates"], round(rows[1]["A = 0 (%)"], 1)
+    ('uniform on (0, 1): Beta(1, 1)', 75.7)
+    """
+    return zero_share_rows(sampled_zero_sources(rates, G, K), len(rates), G, K)

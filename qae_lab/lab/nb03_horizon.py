@@ -11,8 +11,10 @@ sum_{s<=t} H~_s), on the rollouts with A < 0 only under SA-AH) and :mod:`qae_lab
   :func:`batch_rows` at one alpha), and which tokens each baseline discounts (:func:`discounted_tokens`,
   :func:`discount_rows`, :func:`discounted`);
 * the figures: one group's token entropies (:func:`entropy_figure`), SA-AH's weights beside AH's
-  (:func:`weights_figure`), each rollout's mean weight under a baseline (:func:`touched_figure`). The notebook puts
-  them under its sliders with :func:`qae_lab.lab.plots.interactive` (keyword arguments named as the sliders).
+  (:func:`weights_figure`, and under it :func:`weights_table`, made from the same alpha), each rollout's mean weight
+  under a baseline (:func:`touched_figure`). The notebook puts them under its sliders with
+  :func:`qae_lab.lab.plots.interactive` (keyword arguments named as the sliders). A weight's colour scale is [0, 1]
+  at every alpha >= 0 (white: w = 1, untouched; red: discounted), so that two settings can be compared by colour.
 
 The numbers come as table rows (dicts) for :func:`qae_lab.analysis.tables.markdown_table`, never as sentences.
 """
@@ -28,6 +30,9 @@ from qae_lab.advantages import group_advantages, hard_regime
 from qae_lab.horizon import selective_horizon_weights, weight_stats
 from qae_lab.lab.plots import heatmap_figure
 
+# w_t's colour scale at every alpha: dark red at 0 (discounted away), white at 1 (untouched)
+WEIGHT_COLOURS = "Reds_r"
+
 __all__ = [
     "group_rows",
     "token_grid",
@@ -36,6 +41,7 @@ __all__ = [
     "pick_group",
     "group_weights",
     "weights_rows",
+    "weights_table",
     "uncertain_rows",
     "alpha_sweep",
     "batch_rows",
@@ -191,6 +197,20 @@ def weights_rows(stats: Mapping[str, Mapping[str, float]]) -> list[dict]:
     ]
 
 
+def weights_table(ro, h: torch.Tensor, advantages: torch.Tensor, alpha: float, prompt: int) -> list[dict]:
+    r"""The table under :func:`weights_figure` (same arguments): prompt ``prompt``'s :func:`weights_rows` at ``alpha``,
+    each row led by its ``α``, from the numbers the figure's title gives (:func:`group_weights`).
+
+    >>> from types import SimpleNamespace
+    >>> ro = SimpleNamespace(rewards=torch.tensor([1., 0]), mask=torch.ones(2, 2), group_size=2)
+    >>> row = weights_table(ro, torch.full((2, 2), 0.5), torch.tensor([1.0, -1.0]), 1.0, 0)[0]
+    >>> row["α"], row["weights"], round(row["mean w"], 2)
+    (1.0, 'SA-AH', 0.49)
+    """
+    stats = group_weights(h, ro.mask, advantages, alpha, group_rows(ro.group_size, prompt))
+    return [{"α": alpha, **row} for row in weights_rows(stats)]
+
+
 def uncertain_rows(tokens: Sequence[tuple[str, float, int]]) -> list[dict]:
     r""":func:`qae_lab.task.rollouts.uncertain_tokens` as table rows: each ``token`` (a newline shown as ⏎, in a code
     span), the ``mean H~_t`` of the steps that drew it and how many ``times drawn``.
@@ -339,10 +359,14 @@ def _marks(ro, rows) -> list[str]:
     return ["✓" if ro.rewards[i] else "✗" for i in rows]
 
 
-def entropy_figure(ro, h: torch.Tensor, tokenizer, prompt: int, label_above: float = 0.1) -> go.Figure:
+def entropy_figure(
+    ro, h: torch.Tensor, tokenizer, prompt: int, label_above: float = 0.1, first_tokens: int = 24
+) -> go.Figure:
     r"""H~_t of each token of prompt ``prompt``'s G completions (rows y1..yG, ✓ correct); the tokens drawn at a step
-    with H~_t >= ``label_above`` are written in their cells (all of them would overlap on a long completion), every
-    token is in its cell's hover text; the colour scale runs from 0 to the largest H~_t of all the rollouts.
+    with H~_t >= ``label_above`` are written in their cells (all of them would overlap on a long completion), cut to
+    fit (:func:`qae_lab.lab.plots.fit_label`: the x axis opens on the first ``first_tokens`` tokens, a range slider under it
+    for the rest), every token whole in its cell's hover text; the colour scale runs from 0 to the largest H~_t of
+    all the rollouts.
 
     >>> from types import SimpleNamespace
     >>> ro = SimpleNamespace(rewards=torch.tensor([1., 0]), mask=torch.tensor([[1., 1], [1, 0]]), group_size=2,
@@ -369,22 +393,28 @@ def entropy_figure(ro, h: torch.Tensor, tokenizer, prompt: int, label_above: flo
         zmid=None,
         zmin=0.0,
         zmax=float(h[real].max()),
+        colorbar_title="H~_t",
         x_title="completion token t",
-        height=420,
+        height=460,
+        text_size=10,
+        shown_cols=first_tokens,
         title=f"H~_t, prompt {prompt}: {rec['question']} (gold {rec['gold']}, "
         f"{int(ro.success_counts[prompt])}/{ro.group_size} correct)",
     )
     fig.update_traces(
-        customdata=tokens, hovertemplate="%{y}, t = %{x}: '%{customdata}'<br>H~_t = %{z:.3f}<extra></extra>"
+        customdata=tokens,
+        hovertemplate="%{y}, t = %{x}: '%{customdata}'<br>H~_t = %{z:.3f}<extra></extra>",
+        selector={"type": "heatmap"},
     )
     return fig
 
 
 def weights_figure(ro, h: torch.Tensor, advantages: torch.Tensor, alpha: float, prompt: int) -> go.Figure:
     r"""SA-AH's (top) and AH's (bottom) horizon weights w_t at ``alpha`` on prompt ``prompt``'s completions, each
-    row with its verdict and advantage; the title gives the group's :func:`qae_lab.lab.nb03_horizon.group_weights`
-    (the mean weight on its rollouts with A < 0, the same under both, and on the others under each), which
-    ``layout.meta`` holds too (``alpha``, ``prompt``, ``saah``, ``ah``).
+    row with its verdict and advantage, on the colour scale [0, 1] at every alpha; the title gives the group's
+    :func:`qae_lab.lab.nb03_horizon.group_weights` (the mean weight on its rollouts with A < 0, the same under both,
+    and on the others under each), which ``layout.meta`` holds too (``alpha``, ``prompt``, ``saah``, ``ah``) and
+    :func:`weights_table` tabulates.
 
     >>> from types import SimpleNamespace
     >>> ro = SimpleNamespace(rewards=torch.tensor([1., 0]), mask=torch.ones(2, 2), group_size=2)
@@ -395,6 +425,8 @@ def weights_figure(ro, h: torch.Tensor, advantages: torch.Tensor, alpha: float, 
     w_t at α = 1, prompt 0 (top: SA-AH, bottom: AH) · mean w on its 1 rollouts with A < 0: 0.49 · on its 1 others:
     SA-AH 1, AH 0.49
     """
+    if not alpha >= 0:  # alpha < 0 amplifies (w_t > 1), off the [0, 1] scale: alpha_sweep draws it
+        raise ValueError(f"alpha must be >= 0 for weights on the colour scale [0, 1], got {alpha}")
     rows = group_rows(ro.group_size, prompt)
     stats = group_weights(h, ro.mask, advantages, alpha, rows)
     z, labels = [], []
@@ -408,8 +440,11 @@ def weights_figure(ro, h: torch.Tensor, advantages: torch.Tensor, alpha: float, 
         z,
         x=list(range(len(z[0]))),
         y=labels,
-        colorscale="RdBu",
-        zmid=1.0,
+        colorscale=WEIGHT_COLOURS,
+        zmid=None,
+        zmin=0.0,
+        zmax=1.0,
+        colorbar_title="w_t",
         height=560,
         x_title="completion token t",
         title=f"w_t at α = {alpha:g}, prompt {prompt} (top: SA-AH, bottom: AH) · mean w on its "
@@ -423,8 +458,8 @@ def weights_figure(ro, h: torch.Tensor, advantages: torch.Tensor, alpha: float, 
 
 def touched_figure(ro, h: torch.Tensor, K: float, baseline: str, alpha: float) -> go.Figure:
     r"""Each rollout's mean horizon weight under ``baseline`` at ``K`` and ``alpha``, one row per prompt (its success
-    count and QAE regime), ✓ / ✗ in the cells; ``layout.meta`` lists the discounted rows (``touched``) and those
-    in hard groups (``in_hard``) (:func:`qae_lab.lab.nb03_horizon.discounted`).
+    count and QAE regime), ✓ / ✗ in the cells, on the colour scale [0, 1] whatever the controls; ``layout.meta`` lists
+    the discounted rows (``touched``) and those in hard groups (``in_hard``) (:func:`qae_lab.lab.nb03_horizon.discounted`).
 
     >>> from types import SimpleNamespace
     >>> ro = SimpleNamespace(rewards=torch.tensor([1., 0, 0, 0, 1, 1, 1, 0]), mask=torch.ones(8, 2), group_size=4,
@@ -446,8 +481,11 @@ def touched_figure(ro, h: torch.Tensor, K: float, baseline: str, alpha: float) -
         x=[f"y{j + 1}" for j in range(g)],
         y=labels,
         text=text,
-        colorscale="RdBu",
-        zmid=1.0,
+        colorscale=WEIGHT_COLOURS,
+        zmid=None,
+        zmin=0.0,
+        zmax=1.0,
+        colorbar_title="mean w_t",
         height=260 + 18 * n_prompts,
         title=f"{baseline} baseline, K = {K:g}, α = {alpha:g}: {len(d['touched'])} of "
         f"{n_prompts * g} rollouts discounted, {len(d['in_hard'])} of them in hard groups",

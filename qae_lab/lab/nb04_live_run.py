@@ -1,23 +1,45 @@
-r"""Notebook 04's numbers and sentences from a live run's log: where a logged quantity started and ended, its
-prediction (did the share of hard prompts move?), and the closing summary of the run (the steps, the K and alpha in
-force, pass@1 before and after).
+r"""Notebook 04's numbers and tables from a live run's log: the knobs in force by step range and where they changed,
+where a logged quantity started and ended, its prediction (did the share of hard prompts move?), the closing summary
+of the run, and the completions before and after training as a table that wraps its text.
+
+The knobs are read from the log (``qae/k``, ``qae/quantile_baseline``, ``saah/alpha``: what each step used, not where
+the sliders were). The log says whether a step weighted tokens (``saah/alpha`` is logged only then) but not which
+way: AH or SA-AH is named from what the live controls handed the trainer for that step
+(:meth:`qae_lab.lab.live.LiveRun.token_weightings`), else written "AH or SA-AH".
 
 Nothing here imports plotly or ipywidgets.
 """
 
 from __future__ import annotations
 
+import html
+import itertools
 import math
 import statistics
-
 from collections.abc import Mapping, Sequence
 
 from qae_lab._checks import check_int
 from qae_lab.analysis.phenomena import window_mean
 from qae_lab.lab.exercises import check_direction
-from qae_lab.methods import QAE_HARD_FRAC, QAE_K, QAE_ZERO_ADV_FRAC, SAAH_ALPHA, knob_changes
+from qae_lab.methods import QAE_HARD_FRAC, QAE_K, QAE_QUANTILE_BASELINE, QAE_ZERO_ADV_FRAC, SAAH_ALPHA
 
-__all__ = ["GPU_RUN", "HARD_SAME", "first_last", "hard_share_verdict", "logged_mean", "summary_lines"]
+__all__ = [
+    "BASELINE_NAMES",
+    "GPU_RUN",
+    "HARD_SAME",
+    "KNOB_COLUMNS",
+    "WEIGHTING_NAMES",
+    "completions_html",
+    "first_last",
+    "hard_share_verdict",
+    "knob_changes_table",
+    "knob_number",
+    "knob_ranges",
+    "knob_title",
+    "knobs_row",
+    "logged_mean",
+    "summary_rows",
+]
 
 GPU_RUN = {"max_steps": 200, "n_eval": 100}
 """Notebook 04's run on a GPU: its training steps and its held-out problems, evaluated before and after (a shorter
@@ -86,30 +108,148 @@ def logged_mean(rows: Sequence[Mapping], metric: str) -> float | None:
     return window_mean(rows, metric)  # every step's window
 
 
-def _knob_line(rows: Sequence[Mapping], metric: str, name: str) -> str | None:
-    """How the knob ``metric`` in force moved over the logged steps; None where it was never logged."""
-    moves = []
-    for change in knob_changes(rows):
-        if not moves or change[metric] != moves[-1][1]:
-            moves.append((change["step"], change[metric]))
-    moves = [(step, value) for step, value in moves if value is not None]
-    if not moves:
-        return None
-    if len(moves) == 1:
-        return f"{name} in force: {moves[0][1]:.2f} at every logged step"
-    path = " -> ".join(f"{value:.2f} (from step {step})" for step, value in moves)
-    return f"{name} in force: {path}, {len(moves) - 1} change(s)"
+# the words the controls and the tables use for the knobs' values
+BASELINE_NAMES = {"mean": "mean (GRPO)", "quantile": "K-quantile (QAE)"}
+WEIGHTING_NAMES = {"none": "none", "ah": "AH", "sa_ah": "SA-AH"}
+WEIGHTING_UNNAMED = "AH or SA-AH"  # a step that weighted tokens, by its log, whose weighting nobody named
+KNOB_COLUMNS = ("steps", "K", "baseline", "token weighting", "α")
+
+
+def knob_number(x: float | None) -> str:
+    r"""A knob's value for people: two decimals, more where the value has them (up to 6), "—" for None.
+
+    >>> knob_number(0.4), knob_number(0.123), knob_number(1.25), knob_number(0.30000000000000004), knob_number(None)
+    ('0.40', '0.123', '1.25', '0.30', '—')
+    """
+    if x is None:
+        return "—"
+    digits = len(f"{float(x):.6f}".rstrip("0").split(".")[1])
+    return f"{float(x):.{max(2, digits)}f}"
+
+
+def knobs_row(knobs) -> dict:
+    r"""A :class:`~qae_lab.methods.Knobs` (the controls' setting) as :func:`knob_ranges` writes a logged step's knobs.
+
+    >>> from qae_lab.methods import Knobs
+    >>> knobs_row(Knobs(quantile_k=0.6, alpha=1.25, token_weighting="sa_ah"))
+    {'K': '0.60', 'baseline': 'K-quantile (QAE)', 'token weighting': 'SA-AH', 'α': '1.25'}
+    """
+    weighted = knobs.token_weighting != "none"
+    return {
+        "K": knob_number(knobs.quantile_k),
+        "baseline": BASELINE_NAMES[knobs.baseline],
+        "token weighting": WEIGHTING_NAMES[knobs.token_weighting],
+        "α": knob_number(knobs.alpha) if weighted else "—",
+    }
+
+
+def _knobs_of(row: Mapping, weighting: str | None) -> dict:
+    """The knobs a log row records, as the tables write them; ``weighting`` names a weighting the row says was on."""
+    alpha, quantile = row.get(SAAH_ALPHA), row.get(QAE_QUANTILE_BASELINE)
+    if alpha is None:
+        named = "none"
+    else:
+        named = WEIGHTING_NAMES[weighting] if weighting in ("ah", "sa_ah") else WEIGHTING_UNNAMED
+    return {
+        "K": knob_number(row.get(QAE_K)),
+        "baseline": "—" if quantile is None else BASELINE_NAMES["quantile" if quantile >= 0.5 else "mean"],
+        "token weighting": named,
+        "α": knob_number(alpha),
+    }
+
+
+def _ranges(rows: Sequence[Mapping], weightings: Mapping[int, str] | None) -> list[tuple[int, int, dict]]:
+    """``(first step, last step, knobs)`` of each run of consecutive logged steps with the same knobs."""
+    ranges: list[tuple[int, int, dict]] = []
+    for row in rows:
+        if "step" not in row:
+            raise ValueError(f"rows must be log rows with a 'step', got keys {sorted(row)}")
+        step = int(row["step"])
+        knobs = _knobs_of(row, (weightings or {}).get(step))
+        if ranges and ranges[-1][2] == knobs and ranges[-1][1] + 1 == step:
+            ranges[-1] = (ranges[-1][0], step, knobs)
+        else:
+            ranges.append((step, step, knobs))
+    return ranges
+
+
+def knob_ranges(rows: Sequence[Mapping], weightings: Mapping[int, str] | None = None) -> list[dict]:
+    r"""The knobs in force by step range, read from the log: one row per run of consecutive steps that used the same
+    K, baseline, token weighting and alpha (:data:`KNOB_COLUMNS`), as a table shows them.
+
+    Args:
+        rows: training-step log rows in step order (``LiveRun.logged_steps()``).
+        weightings: step -> ``"none"``, ``"ah"`` or ``"sa_ah"``, what the controls set for that step
+            (``LiveRun.token_weightings()``); a step whose log shows weighting and that it does not name: "AH or SA-AH".
+
+    >>> rows = [{"step": s, "qae/k": 0.4 if s < 3 else 0.6, "qae/quantile_baseline": 1.0} for s in (1, 2, 3)]
+    >>> rows.append({"step": 4, "qae/k": 0.6, "qae/quantile_baseline": 1.0, "saah/alpha": 1.25})
+    >>> for r in knob_ranges(rows, {4: "sa_ah"}):
+    ...     print(r)
+    {'steps': '1-2', 'K': '0.40', 'baseline': 'K-quantile (QAE)', 'token weighting': 'none', 'α': '—'}
+    {'steps': '3', 'K': '0.60', 'baseline': 'K-quantile (QAE)', 'token weighting': 'none', 'α': '—'}
+    {'steps': '4', 'K': '0.60', 'baseline': 'K-quantile (QAE)', 'token weighting': 'SA-AH', 'α': '1.25'}
+    """
+    return [{"steps": f"{a}-{b}" if b > a else f"{a}", **knobs} for a, b, knobs in _ranges(rows, weightings)]
+
+
+def knob_changes_table(rows: Sequence[Mapping], weightings: Mapping[int, str] | None = None) -> list[dict]:
+    r"""Where the knobs in force changed, one table row per knob that moved: the first step that used the new value,
+    the knob, its value before and after (read as :func:`knob_ranges` reads them).
+
+    >>> rows = [{"step": 1, "qae/k": 0.4, "qae/quantile_baseline": 1.0},
+    ...         {"step": 2, "qae/k": 0.4, "qae/quantile_baseline": 0.0, "saah/alpha": 0.5}]
+    >>> for r in knob_changes_table(rows, {2: "sa_ah"}):
+    ...     print(r)
+    {'step': 2, 'knob': 'baseline', 'before': 'K-quantile (QAE)', 'after': 'mean (GRPO)'}
+    {'step': 2, 'knob': 'token weighting', 'before': 'none', 'after': 'SA-AH'}
+    {'step': 2, 'knob': 'α', 'before': '—', 'after': '0.50'}
+    """
+    ranges = _ranges(rows, weightings)
+    return [
+        {"step": now[0], "knob": knob, "before": was[2][knob], "after": now[2][knob]}
+        for was, now in itertools.pairwise(ranges)
+        for knob in KNOB_COLUMNS[1:]
+        if was[2][knob] != now[2][knob]
+    ]
+
+
+def _range_text(r: Mapping) -> str:
+    weighting = "no token weighting" if r["token weighting"] == "none" else f"{r['token weighting']}, α {r['α']}"
+    steps = f"steps {r['steps']}" if "-" in r["steps"] else f"step {r['steps']}"
+    return f"{steps}: K {r['K']} · {r['baseline']} baseline · {weighting}"
+
+
+def knob_title(ranges: Sequence[Mapping], step: int, max_steps: int, last: int = 3) -> str:
+    r"""The live dashboard's title: the step reached, then the knobs in force by step range (:func:`knob_ranges`),
+    one line each, the ``last`` ones (the title says how many there are).
+
+    >>> ranges = [{"steps": "1-8", "K": "0.40", "baseline": "K-quantile (QAE)", "token weighting": "none", "α": "—"},
+    ...           {"steps": "9-12", "K": "0.60", "baseline": "K-quantile (QAE)", "token weighting": "SA-AH", "α": "1.25"}]
+    >>> print(knob_title(ranges, 12, 40).replace("<br>", "\n"))
+    step 12 of 40 · knobs in force:
+    steps 1-8: K 0.40 · K-quantile (QAE) baseline · no token weighting
+    steps 9-12: K 0.60 · K-quantile (QAE) baseline · SA-AH, α 1.25
+    >>> knob_title([], 0, 40)
+    'waiting for the first step... (40 steps to train)'
+    """
+    if not ranges:
+        return f"waiting for the first step... ({max_steps} steps to train)"
+    shown = f", the last {last} of {len(ranges)} settings" if len(ranges) > last else ""
+    lines = [f"step {step} of {max_steps} · knobs in force{shown}:"]
+    return "<br>".join(lines + [_range_text(r) for r in ranges[-last:]])
 
 
 def _direction(before: float, after: float) -> str:
     return "rose" if after > before else "fell" if after < before else "unchanged"
 
 
-def summary_lines(
+def summary_rows(
     rows: Sequence[Mapping], before: Mapping, after: Mapping | None = None, *, steps: int, running: bool = False
-) -> list[str]:
-    r"""Notebook 04's closing summary: the steps trained, the K and alpha in force, the logged zero-advantage
-    fraction and, once the evaluation after training has run, pass@1 before and after.
+) -> list[dict]:
+    r"""Notebook 04's closing numbers as table rows (``measure``, ``value``): the steps trained, the logged
+    zero-advantage share and, once the evaluation after training has run, pass@1 before and after. The knobs in force
+    are :func:`knob_ranges`'s table.
 
     Args:
         rows: the run's training-step log rows so far (``LiveRun.logged_steps()``), in step order.
@@ -117,47 +257,78 @@ def summary_lines(
             ``n_problems``); after: the one after training, None while it has not run.
         steps: the run's ``max_steps`` (>= 1); running: whether training (or its evaluation) goes on.
 
-    >>> rows = [{"step": 1, "qae/k": 0.4, "qae/zero_adv_frac": 0.75},
-    ...         {"step": 2, "qae/k": 0.6, "qae/zero_adv_frac": 0.5}]
+    >>> rows = [{"step": 1, "qae/zero_adv_frac": 0.75}, {"step": 2, "qae/zero_adv_frac": 0.5}]
     >>> b = {"pass@1": 0.25, "greedy_pass@1": 0.5, "n_problems": 8}
     >>> a = {"pass@1": 0.375, "greedy_pass@1": 0.5, "n_problems": 8}
-    >>> for line in summary_lines(rows, b, a, steps=2):
-    ...     print(line)
-    steps trained: 2 of 2
-    K in force: 0.40 (from step 1) -> 0.60 (from step 2), 1 change(s)
-    zero-advantage fraction (logged), mean over the 2 steps: 0.625
-    sampled pass@1 on 8 held-out problems: 0.250 before -> 0.375 after training (rose)
-    greedy pass@1 on 8 held-out problems: 0.500 before -> 0.500 after training (unchanged)
-    >>> summary_lines([], b, steps=4, running=True)[0]
-    'no training step logged yet: run this cell again a little later'
+    >>> for r in summary_rows(rows, b, a, steps=2):
+    ...     print(r["measure"], "|", r["value"])
+    steps trained | 2 of 2
+    zero-advantage share, mean over the 2 steps | 0.625
+    sampled pass@1, 8 held-out problems | 0.250 before → 0.375 after (rose)
+    greedy pass@1, 8 held-out problems | 0.500 before → 0.500 after (unchanged)
     """
     steps = check_int(steps, "steps", 1)
     if not rows:
-        return ["no training step logged yet: run this cell again a little later"]
-    lines = [
-        f"steps trained: {len(rows)} of {steps}"
-        + (
-            " so far (training goes on: run this cell again once the run and its evaluation have ended)"
-            if running
-            else ""
-        )
-    ]
-    lines += [line for line in (_knob_line(rows, QAE_K, "K"), _knob_line(rows, SAAH_ALPHA, "alpha")) if line]
+        return [{"measure": "steps trained", "value": "none logged yet: run this cell again a little later"}]
+    goes_on = " so far (training goes on: run this cell again once the run and its evaluation have ended)"
+    table = [{"measure": "steps trained", "value": f"{len(rows)} of {steps}" + (goes_on if running else "")}]
     zero = logged_mean(rows, QAE_ZERO_ADV_FRAC)
     if zero is not None:
-        lines.append(f"zero-advantage fraction (logged), mean over the {len(rows)} steps: {zero:.3f}")
+        table.append({"measure": f"zero-advantage share, mean over the {len(rows)} steps", "value": f"{zero:.3f}"})
     if after is None:
-        lines.append(
-            "pass@1 after training: not measured yet, the evaluation follows the run"
+        why = (
+            "not measured yet: the evaluation follows the run"
             if running
-            else "pass@1 after training: no evaluation after training (the run failed or was cut short)"
+            else "no evaluation (the run failed or was cut short)"
         )
-        return lines
+        return [*table, {"measure": "pass@1 after training", "value": why}]
     n = int(before["n_problems"])
     for name, key in (("sampled pass@1", "pass@1"), ("greedy pass@1", "greedy_pass@1")):
         if before.get(key) is not None and after.get(key) is not None:
             b, a = float(before[key]), float(after[key])
-            lines.append(
-                f"{name} on {n} held-out problems: {b:.3f} before -> {a:.3f} after training ({_direction(b, a)})"
-            )
-    return lines
+            value = f"{b:.3f} before → {a:.3f} after ({_direction(b, a)})"
+            table.append({"measure": f"{name}, {n} held-out problems", "value": value})
+    return table
+
+
+_CELL = (
+    "text-align:left;vertical-align:top;white-space:pre-wrap;overflow-wrap:break-word;"
+    "padding:6px 8px;border:1px solid #ddd;font-size:12px;line-height:1.35"
+)
+_FILLS = {True: "#e6f4ea", False: "#fdecea"}
+
+
+def completions_html(pairs: Sequence[Mapping], kind: str = "Greedy completions") -> str:
+    r"""Completions before and after training, paired by problem (:func:`qae_lab.lab.run_figures.paired_completions`),
+    as an HTML table: a row per problem, the question with its gold answer, then each completion under its verdict
+    ✓ / ✗, shaded green / red, under a caption that counts them (``kind``: what the completions are). The text wraps
+    at spaces within its column (nothing is cut), and the table is as tall as its text.
+
+    >>> pair = {"question": "1 + 1?", "gold": "2", "before": "<answer>3</answer>", "before_correct": False,
+    ...         "after": "<answer>2</answer>", "after_correct": True}
+    >>> page = completions_html([pair])
+    >>> "0/1 → 1/1 correct" in page, "&lt;answer&gt;2&lt;/answer&gt;" in page, page.count("<tr>")
+    (True, True, 2)
+    """
+    rows = list(pairs)
+    counts = {when: sum(r[f"{when}_correct"] for r in rows) for when in ("before", "after")}
+    head = ["#", "question", *(f"{when} training ({counts[when]}/{len(rows)} ✓)" for when in ("before", "after"))]
+    widths = ("4%", "26%", "35%", "35%")
+    lines = [
+        "<table class='qae-completions' style='table-layout:fixed;width:100%;border-collapse:collapse'>",
+        (
+            f"<caption style='text-align:left;font-weight:bold;padding:4px 0'>{html.escape(kind)} before and after "
+            f"training, the first {len(rows)} held-out problems: {counts['before']}/{len(rows)} → "
+            f"{counts['after']}/{len(rows)} correct</caption>"
+        ),
+        "<tr>" + "".join(f"<th style='{_CELL};width:{w}'>{h}</th>" for h, w in zip(head, widths)) + "</tr>",
+    ]
+    for i, r in enumerate(rows, 1):
+        cells = [f"<td style='{_CELL}'>{i}</td>"]
+        cells.append(f"<td style='{_CELL}'>{html.escape(r['question'])}\n<b>gold {html.escape(r['gold'])}</b></td>")
+        for when in ("before", "after"):
+            ok = r[f"{when}_correct"]
+            mark = "✓" if ok else "✗"
+            cells.append(f"<td style='{_CELL};background:{_FILLS[ok]}'><b>{mark}</b>\n{html.escape(r[when])}</td>")
+        lines.append("<tr>" + "".join(cells) + "</tr>")
+    return "\n".join([*lines, "</table>"])

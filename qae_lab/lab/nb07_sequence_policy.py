@@ -468,28 +468,29 @@ def variance_figure(tasks: Mapping, alpha: float, start: str, *, eta: float, n_d
     )
 
 
-def start_rates_figure(p0, n: int, k: float) -> go.Figure:
+def start_rates_figure(p0, n: int) -> go.Figure:
     r"""The prompts' start success rates, hardest to easiest: each seed's prompts sorted by p_0, then per rank the mean
-    over seeds; the ``n`` hardest and the ``n`` easiest (the groups of :func:`qae_lab.analysis.seqpolicy_runs.start_split`) in
-    their own colours, and a dotted line at 1 - K, QAE's regime boundary (hard at or below it).
+    over seeds; the ``n`` hardest and the ``n`` easiest in their own colours, named as :func:`regimes_figure` names its
+    panels (the groups of :func:`qae_lab.analysis.seqpolicy_runs.start_split`: "hard" and "easy" here mean these
+    groups, the figure's one notion of hard).
 
     Args:
         p0: (S, P) start success rates (:func:`qae_lab.toys.seqpolicy.success_rate` of S task sets). n: prompts per group.
-        k: QAE's K.
 
-    >>> fig = start_rates_figure([[0.1, 0.9, 0.5, 0.3], [0.2, 0.6, 0.8, 0.4]], 1, 0.4)
+    >>> fig = start_rates_figure([[0.1, 0.9, 0.5, 0.3], [0.2, 0.6, 0.8, 0.4]], 1)
     >>> [(t.name, list(t.x), [round(v, 2) for v in t.y]) for t in fig.data][::2]
-    [('the 1 hardest', ['1'], [0.15]), ('the 1 easiest', ['4'], [0.85])]
+    [('hard: the 1 hardest of 4', ['1'], [0.15]), ('easy: the 1 easiest of 4', ['4'], [0.85])]
     """
     p = as_real_tensor(p0, "p0").double()
     start_split(p, n)  # checks p0's shape and n (the groups drawn are its groups)
     s_count, p_count = p.shape
     mean = p.sort(1).values.mean(0)  # (P,): the mean over seeds of each rank's p_0, hardest first
     ranks = [str(i + 1) for i in range(p_count)]
+    meta = {"n_group": n, "n_prompts": p_count}
     groups = {
-        f"the {n} hardest": range(0, n),
+        _group_name("hard", meta): range(0, n),
         f"the {p_count - 2 * n} in between": range(n, p_count - n),
-        f"the {n} easiest": range(p_count - n, p_count),
+        _group_name("easy", meta): range(p_count - n, p_count),
     }
     fig = bar_figure(
         ranks,
@@ -505,27 +506,24 @@ def start_rates_figure(p0, n: int, k: float) -> go.Figure:
             fig.add_trace(
                 go.Bar(x=[ranks[i] for i in idx], y=[float(mean[i]) for i in idx], name=name, marker_color=colour)
             )
-    fig.add_hline(
-        y=1 - k,
-        line_dash="dot",
-        line_color="#444",
-        line_width=1,
-        annotation_text=f"1 - K = {1 - k:g}: hard at or below",
-        annotation_position="top left",
-    )
     fig.update_layout(barmode="overlay", yaxis_range=[0, 1])
     return fig
 
 
-def _group_title(group: str, meta: Mapping, p0: float) -> str:
-    """A panel's title: which prompts, how many, their start success rate."""
+def _group_name(group: str, meta: Mapping) -> str:
+    """A group of prompts by name and size, as both notebook 07 figures call it ("hard: the 4 hardest of 16")."""
     n, n_prompts = meta["n_group"], meta["n_prompts"]
     which = {
         "hard": f"the {n} hardest of {n_prompts}",
         "easy": f"the {n} easiest of {n_prompts}",
         "mixed": f"all {n_prompts} prompts",
     }[group]
-    return f"{group}: {which}<br>(start p {p0:.2f})"
+    return f"{group}: {which}"
+
+
+def _group_title(group: str, meta: Mapping, p0: float) -> str:
+    """A panel's title: which prompts, how many, their start success rate."""
+    return f"{_group_name(group, meta)}<br>(start p {p0:.2f})"
 
 
 def regimes_figure(regimes: Mapping, optimizer: str = "adam", clip_higher: bool = True) -> go.Figure:
@@ -572,8 +570,8 @@ def regimes_figure(regimes: Mapping, optimizer: str = "adam", clip_higher: bool 
                 col=col,
             )
     opt = {
-        "adam": f"Adam, lr {meta['adam_eta']:g}, {meta['adam_passes']} passes",
-        "sgd": f"SGD, step {meta['sgd_eta']:g}, {meta['sgd_passes']} passes",
+        "adam": f"Adam, learning rate {meta['adam_eta']:g}, {meta['adam_passes']} passes",
+        "sgd": f"SGD, learning rate {meta['sgd_eta']:g}, {meta['sgd_passes']} passes",
     }[optimizer]
     n_seeds = first["mixed"]["entropy_curve"]["n"]
     title = (

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import zlib
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
@@ -30,7 +31,17 @@ import ipywidgets as widgets
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from qae_lab.methods import QAE_EASY_FRAC, QAE_HARD_FRAC, QAE_K, QAE_ZERO_ADV_FRAC, SAAH_ALPHA, SAAH_W_MEAN_NEG
+from qae_lab.analysis.tables import markdown_table
+from qae_lab.methods import (
+    LEDGER_PREFIX,
+    QAE_EASY_FRAC,
+    QAE_HARD_FRAC,
+    QAE_K,
+    QAE_SUCCESS_RATE,
+    QAE_ZERO_ADV_FRAC,
+    SAAH_ALPHA,
+    SAAH_W_MEAN_NEG,
+)
 
 __all__ = [
     "wrap_title",
@@ -38,6 +49,8 @@ __all__ = [
     "line_figure",
     "band_figure",
     "heatmap_figure",
+    "text_colour",
+    "fit_label",
     "bar_figure",
     "change_figure",
     "VERDICT_COLOURS",
@@ -45,6 +58,8 @@ __all__ = [
     "gate_heatmap",
     "run_curves_figure",
     "RUN_CURVES",
+    "CURVES",
+    "curve_style",
     "figure_widget_supported",
     "plot_mode",
     "FigureView",
@@ -153,28 +168,58 @@ class FigureView:
 
 
 def interactive(
-    build: Callable[..., go.Figure], controls: Mapping[str, widgets.ValueWidget], mode: str = "auto"
+    build: Callable[..., go.Figure],
+    controls: Mapping[str, widgets.ValueWidget],
+    mode: str = "auto",
+    *,
+    beside: Callable[..., Sequence[Mapping] | str] | None = None,
+    digits: int = 3,
 ) -> widgets.VBox:
-    r"""Controls above a figure that ``build(**values)`` re-makes whenever a control changes.
+    r"""Controls above a figure that ``build(**values)`` re-makes whenever a control changes, and under it what
+    ``beside(**values)`` makes, if given: a table's rows (:func:`qae_lab.analysis.tables.markdown_table`, ``digits``
+    per float) or Markdown. Both are made from the same values in the same refresh, so that a figure and the table
+    beside it never show two settings.
 
-    Works without a browser: setting ``control.value`` in code re-builds the figure too.
-    The returned box carries ``.view`` (its :class:`FigureView`) and ``.controls``.
+    Works without a browser: setting ``control.value`` in code re-builds the figure (and its table) too. The
+    returned box carries ``.view`` (its :class:`FigureView`), ``.controls``, ``.refresh``, ``.values`` (what the
+    figure and the table shown were made from), ``.text`` (the Markdown under the figure, or "") and ``.make``
+    (values -> the figure and the Markdown they give, as the box shows them).
 
     >>> from qae_lab.lab.plots import line_figure
     >>> s = widgets.IntSlider(value=2, min=1, max=5, description="n")
-    >>> box = interactive(lambda n: line_figure(range(n), {"y": range(n)}), {"n": s}, mode="static")
-    >>> s.value = 4; len(box.view.figure.data[0].x)
-    4
+    >>> box = interactive(lambda n: line_figure(range(n), {"y": range(n)}), {"n": s}, mode="static",
+    ...                   beside=lambda n: [{"n": n, "points": n}])
+    >>> s.value = 4; len(box.view.figure.data[0].x), box.values, box.text.splitlines()[-1]
+    (4, {'n': 4}, '| 4 | 4 |')
     """
-    view = FigureView(build(**{name: c.value for name, c in controls.items()}), mode=mode)
+    table = widgets.Output()
+
+    def made(values: dict) -> tuple[go.Figure, str]:
+        text = beside(**values) if beside is not None else ""
+        if not isinstance(text, str):  # a table's rows; none (nothing logged at these values): no table
+            text = markdown_table(text, digits=digits) if text else ""
+        return build(**values), text
+
+    def show(text: str) -> None:
+        box.text = text
+        bundle = {"text/markdown": text, "text/plain": text}
+        table.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},) if text else ()
 
     def refresh(_change=None) -> None:
-        view.update(build(**{name: c.value for name, c in controls.items()}))
+        values = {name: c.value for name, c in controls.items()}
+        fig, text = made(values)
+        view.update(fig)
+        box.values = values
+        show(text)
 
+    values = {name: c.value for name, c in controls.items()}
+    fig, text = made(values)
+    view = FigureView(fig, mode=mode)
+    box = widgets.VBox([widgets.HBox(list(controls.values()), layout={"flex_flow": "row wrap"}), view.widget, table])
+    box.view, box.controls, box.refresh, box.make, box.values = view, dict(controls), refresh, made, values
+    show(text)
     for c in controls.values():
         c.observe(refresh, names="value")
-    box = widgets.VBox([widgets.HBox(list(controls.values()), layout={"flex_flow": "row wrap"}), view.widget])
-    box.view, box.controls, box.refresh = view, dict(controls), refresh
     return box
 
 
@@ -405,6 +450,129 @@ def band_figure(
     return _layout(fig, title, x_title, y_title, height)
 
 
+# a heatmap's cell labels: dark on a light cell, white on a dark one (text_colour), fitted to their cells (fit_label)
+TEXT_DARK, TEXT_LIGHT = "#1a1a1a", "#ffffff"
+CHAR_EM = 0.62  # a character's width in em in plotly's sans-serif (Open Sans, then Arial), digits and capitals included
+PLOT_PX = 640  # the plot area a heatmap's labels are fitted to: a notebook column less its margins (wider: more room)
+TICK_SIZE = 12  # px: plotly's tick labels
+STANDOFF = 8  # px between a row's label and its cells
+
+
+def _rgb(colour: str) -> tuple[float, float, float]:
+    """``#rrggbb``, ``rgb(r, g, b)`` or ``rgba(r, g, b, a)`` as (r, g, b), each 0..255."""
+    colour = colour.strip()
+    if colour.startswith("#") and len(colour) == 7:
+        return tuple(float(int(colour[i : i + 2], 16)) for i in (1, 3, 5))
+    if colour.startswith(("rgb(", "rgba(")):
+        return tuple(float(v) for v in colour[colour.index("(") + 1 : -1].split(",")[:3])
+    raise ValueError(f"colour must be '#rrggbb' or 'rgb(r, g, b)', got {colour!r}")
+
+
+def relative_luminance(colour: str) -> float:
+    r"""WCAG 2's relative luminance of ``colour``: 0 for black, 1 for white.
+
+    >>> round(relative_luminance("#fde725"), 3), round(relative_luminance("#440154"), 3)  # Viridis' top and bottom
+    (0.782, 0.019)
+    """
+
+    def linear(c: float) -> float:  # an sRGB channel, 0..255, as linear light
+        c /= 255
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (linear(c) for c in _rgb(colour))
+    # L = 0.2126 R + 0.7152 G + 0.0722 B
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def text_colour(background: str) -> str:
+    r"""The colour to write on ``background``: :data:`TEXT_DARK` or :data:`TEXT_LIGHT`, whichever has the higher WCAG
+    contrast ratio (L_light + 0.05) / (L_dark + 0.05) against it.
+
+    >>> text_colour("#fde725"), text_colour("#440154"), text_colour("#808080"), text_colour("#767676")
+    ('#1a1a1a', '#ffffff', '#1a1a1a', '#ffffff')
+    """
+    bg = relative_luminance(background)
+
+    def ratio(text: str) -> float:
+        lo, hi = sorted((bg, relative_luminance(text)))
+        return (hi + 0.05) / (lo + 0.05)
+
+    return TEXT_DARK if ratio(TEXT_DARK) >= ratio(TEXT_LIGHT) else TEXT_LIGHT
+
+
+def scale_colour(colorscale: Sequence[Sequence], z: float, zmin: float, zmax: float) -> str:
+    r"""The colour a heatmap paints ``z`` with: ``colorscale`` (``(position, colour)`` stops, as plotly validates
+    them) interpolated linearly at (z - zmin) / (zmax - zmin), clipped to [0, 1].
+
+    >>> scale_colour([(0.0, "#000000"), (1.0, "rgb(255, 255, 255)")], 0.25, 0.0, 1.0)
+    'rgb(64, 64, 64)'
+    """
+    pos = min(max((z - zmin) / (zmax - zmin), 0.0), 1.0) if zmax > zmin else 0.0
+    stops = [(float(p), _rgb(c)) for p, c in colorscale]
+    for (p0, c0), (p1, c1) in zip(stops, stops[1:]):
+        if p0 <= pos <= p1:
+            f = (pos - p0) / (p1 - p0) if p1 > p0 else 0.0
+            return "rgb({}, {}, {})".format(*(round(a + f * (b - a)) for a, b in zip(c0, c1)))
+    return "rgb({}, {}, {})".format(*(round(v) for v in stops[-1][1]))
+
+
+def fit_label(text: str, width: int) -> str:
+    r"""``text`` without its outer spaces, cut to at most ``width`` characters, a cut one ending in "…".
+
+    >>> fit_label(" First", 4), fit_label(" Add", 4), fit_label("Wait", 4), fit_label(" ", 4)
+    ('Fir…', 'Add', 'Wait', '')
+    """
+    text = text.strip()
+    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
+
+
+def cell_chars(n_cols: int, text_size: int, plot_px: int = PLOT_PX) -> int:
+    r"""How many characters of ``text_size`` px fit in one of ``n_cols`` cells across ``plot_px`` px.
+
+    >>> cell_chars(8, 11), cell_chars(24, 10)
+    (11, 4)
+    """
+    return int(plot_px / max(n_cols, 1) // (CHAR_EM * text_size))
+
+
+def label_px(text: str, size: int = TICK_SIZE) -> float:
+    """About how many px ``text`` takes at ``size`` px (:data:`CHAR_EM` per character)."""
+    return len(str(text)) * CHAR_EM * size
+
+
+def _z_range(z: Sequence[Sequence[float]], zmid: float | None, zmin: float | None, zmax: float | None):
+    """The colour scale's (zmin, zmax): as given, else the finite cells' extremes, spread evenly about ``zmid``."""
+    cells = [v for row in z for v in row if math.isfinite(v)] or [0.0]
+    lo, hi = min(cells) if zmin is None else zmin, max(cells) if zmax is None else zmax
+    if zmid is not None and zmin is None and zmax is None:
+        half = max(hi - zmid, zmid - lo)
+        lo, hi = zmid - half, zmid + half
+    return (lo, hi) if hi > lo else (lo, lo + 1.0)
+
+
+def _cell_labels(fig: go.Figure, labels: list[list[str]], text_size: int) -> None:
+    """The heatmap's (``fig.data[0]``) non-empty cell ``labels`` drawn over it as one text trace, each in the colour
+    that reads on its cell (:func:`text_colour`; a blank cell shows the white plot behind it)."""
+    hm = fig.data[0]
+    xs, ys, texts, colours = [], [], [], []
+    for y, row, zs in zip(hm.y, labels, hm.z):
+        for x, label, z in zip(hm.x, row, zs):
+            if label:
+                bg = scale_colour(hm.colorscale, z, hm.zmin, hm.zmax) if math.isfinite(z) else "#ffffff"
+                xs.append(x), ys.append(y), texts.append(label), colours.append(text_colour(bg))
+    fig.add_trace(
+        go.Scatter(
+            x=xs,
+            y=ys,
+            text=texts,
+            mode="text",
+            textfont={"size": text_size, "color": colours},
+            hoverinfo="skip",
+            showlegend=False,
+        )
+    )
+
+
 def heatmap_figure(
     z: Sequence[Sequence[float]],
     x: Sequence,
@@ -418,17 +586,29 @@ def heatmap_figure(
     zmid: float | None = 0.0,
     zmin: float | None = None,
     zmax: float | None = None,
+    colorbar_title: str = "",
     height: int = 420,
     text_size: int = 11,
+    shown_cols: int | None = None,
 ) -> go.Figure:
-    r"""A heatmap of z[row][col] with rows labelled by ``y`` and columns by ``x``; ``text`` (same shape
-    as ``z``) is written in the cells at ``text_size`` px (plotly would shrink it to fit, often to dots).
+    r"""A heatmap of z[row][col] with rows labelled by ``y`` and columns by ``x``, its colour bar titled
+    ``colorbar_title`` over [zmin, zmax] (default: the cells' range, even about ``zmid``).
+
+    ``text`` (same shape as ``z``) is written in the cells at ``text_size`` px, each label fitted to its cell
+    (:func:`fit_label`, :func:`cell_chars`) in the colour that reads on it (:func:`text_colour`), as a text trace
+    over the heatmap; the heatmap's own ``text`` holds the same labels (its hover shows them). ``shown_cols``: the x
+    axis opens on the first ``shown_cols`` columns (their labels fitted to that width), a range slider under it for
+    the rest (the labels on a hidden twin of the x axis, which the slider leaves out). The left margin holds the
+    longest row label, set off from the cells.
 
     Labels must be unique: plotly merges rows (or columns) that share a label into one, which would
     hide data without a word.
 
-    >>> heatmap_figure([[1, -1]], x=[0, 1], y=["K=0.4"]).data[0].type
-    'heatmap'
+    >>> fig = heatmap_figure([[1, -1]], x=[0, 1], y=["K=0.4"], text=[["up", "down"]], colorbar_title="A")
+    >>> [t.type for t in fig.data], (fig.data[0].zmin, fig.data[0].zmax), fig.data[0].colorbar.title.text
+    (['heatmap', 'scatter'], (-1.0, 1.0), 'A')
+    >>> list(fig.data[1].text), list(fig.data[1].textfont.color)  # dark blue at +1, dark red at -1: white on both
+    (['up', 'down'], ['#ffffff', '#ffffff'])
     >>> heatmap_figure([[1], [2]], x=[0], y=["p=1/8", "p=1/8"])
     Traceback (most recent call last):
     ...
@@ -442,21 +622,37 @@ def heatmap_figure(
             raise ValueError(
                 f"{name} labels must be unique (plotly merges {what} with one label): {label!r} appears {n} times"
             )
+    rows = [list(map(float, row)) for row in z]
+    lo, hi = _z_range(rows, zmid, zmin, zmax)
+    width = cell_chars(min(shown_cols or len(x), len(x)), text_size)
+    labels = [[fit_label(str(s), width) for s in row] for row in text] if text is not None else None
     fig = go.Figure(
         go.Heatmap(
-            z=[list(map(float, row)) for row in z],
+            z=rows,
             x=x,
             y=y,
-            text=[list(r) for r in text] if text is not None else None,
-            texttemplate="%{text}" if text is not None else None,
-            textfont={"size": text_size},
+            text=labels,
             colorscale=colorscale,
-            zmid=zmid,
-            zmin=zmin,
-            zmax=zmax,
+            zmin=lo,
+            zmax=hi,
+            colorbar={"title": {"text": colorbar_title, "side": "right"}},
         )
     )
-    return _layout(fig, title, x_title, y_title, height)
+    if labels is not None:
+        _cell_labels(fig, labels, text_size)
+    _layout(fig, title, x_title, y_title, height)
+    left = label_px(max(map(str, y), key=len, default="")) + STANDOFF + (28 if y_title else 0) + 12
+    fig.update_layout(margin_l=max(60, math.ceil(left)))
+    fig.update_yaxes(ticklabelstandoff=STANDOFF)
+    if shown_cols is not None and shown_cols < len(x):
+        start = x[0] if isinstance(x[0], (int, float)) else 0
+        fig.update_layout(
+            xaxis_range=[start - 0.5, start + shown_cols - 0.5], xaxis_rangeslider={"visible": True, "thickness": 0.1}
+        )
+        if labels is not None:  # the labels on a twin of the x axis: they follow its range, the slider leaves them out
+            fig.update_traces(xaxis="x2", selector={"mode": "text"})
+            fig.update_layout(xaxis2={"overlaying": "x", "matches": "x", "visible": False})
+    return fig
 
 
 def bar_figure(
@@ -636,9 +832,30 @@ def gate_heatmap(table, ks: Sequence[float], *, title: str = "", height: int = 4
         zmax=2.5,
         height=height,
     )
-    fig.update_traces(showscale=False)
+    fig.update_traces(showscale=False, selector={"type": "heatmap"})
     return fig
 
+
+# metric -> (its name in plain words, the unit of its axis, its colour). A metric keeps its colour in every panel and at
+# every redraw, and no two metrics share one; a metric not named here is drawn under its key, in a colour from its name.
+CURVES = {
+    "reward": ("mean reward", "reward", "#1f77b4"),
+    QAE_SUCCESS_RATE: ("pass rate", "share correct", "#17becf"),
+    "entropy": ("entropy", "nats per token", "#9467bd"),
+    "entropy/updated_rows": ("updated rows", "nats per token", "#e377c2"),
+    QAE_ZERO_ADV_FRAC: ("zero advantage", "share of completions", "#8c564b"),
+    QAE_EASY_FRAC: ("easy share", "share of prompts", "#2ca02c"),
+    QAE_HARD_FRAC: ("hard share", "share of prompts", "#d62728"),
+    SAAH_W_MEAN_NEG: ("mean weight", "weight (1: full)", "#ff7f0e"),
+    QAE_K: ("K", "K (quantile level)", "#000000"),
+    SAAH_ALPHA: ("α", "α (exponent)", "#bcbd22"),
+    LEDGER_PREFIX + "dh": ("all", "dH per unit step", "#393b79"),
+    LEDGER_PREFIX + "dh_pos": ("A > 0", "dH per unit step", "#637939"),
+    LEDGER_PREFIX + "dh_neg": ("A < 0", "dH per unit step", "#843c39"),
+    LEDGER_PREFIX + "dh_hard": ("hard prompts", "dH per unit step", "#e7969c"),
+    LEDGER_PREFIX + "dh_easy": ("easy prompts", "dH per unit step", "#6b6ecf"),
+    "completions/mean_length": ("mean length", "tokens", "#7f7f7f"),
+}
 
 # panel title -> the logged metrics it draws (TRL's names and qae_lab's qae/*, saah/*)
 RUN_CURVES = {
@@ -652,29 +869,119 @@ RUN_CURVES = {
     "completion length (tokens)": ("completions/mean_length",),
 }
 
+LEGEND_PX = 24  # a panel's legend: one row of names between its title and its plot area
+
+
+def curve_style(metric: str) -> tuple[str, str, str]:
+    r"""``(name, unit, colour)`` of a logged metric (:data:`CURVES`); a metric not there: its key, no unit, and a
+    colour of :data:`PALETTE` chosen by its name (the same in every figure and every process).
+
+    >>> curve_style("qae/easy_frac")
+    ('easy share', 'share of prompts', '#2ca02c')
+    >>> curve_style("my/metric") == curve_style("my/metric")
+    True
+    """
+    if metric in CURVES:
+        return CURVES[metric]
+    return metric, "", PALETTE[zlib.crc32(metric.encode()) % len(PALETTE)]
+
+
+def _panel_traces(rows: Sequence[Mapping], keys: Sequence[str], legend: str) -> list[go.Scatter]:
+    """One line per metric of ``keys`` with a logged value, in its own colour and under its plain name in ``legend``;
+    none logged: a line of one missing point per metric (plotly.js names it in the legend, an empty one it leaves out),
+    so that the legend says what the panel will draw."""
+    curves = [(key, [(row["step"], float(row[key])) for row in rows if row.get(key) is not None]) for key in keys]
+    drawn = [(key, pts) for key, pts in curves if pts]
+    styles = _styles([pts for _, pts in drawn]) if drawn else [{} for _ in keys]
+    traces = []
+    for (key, pts), style in zip(drawn or [(key, [(None, None)]) for key in keys], styles):
+        name, _, colour = curve_style(key)
+        traces.append(
+            go.Scatter(
+                x=[p[0] for p in pts],
+                y=[p[1] for p in pts],
+                name=name,
+                meta=key,  # the logged metric, for readers of the figure
+                legend=legend,
+                showlegend=True,
+                mode="lines",
+                opacity=style.pop("opacity", None),
+                line={"color": colour, "width": 2, **style},
+                hovertemplate=f"{name}<br>step %{{x}}: %{{y:.3g}}<extra></extra>",
+            )
+        )
+    return traces
+
+
+def _panel_unit(keys: Sequence[str]) -> str:
+    """The y-axis title of a panel: its metrics' units, each once."""
+    return " · ".join(dict.fromkeys(u for u in (curve_style(k)[1] for k in keys) if u))
+
+
+def _add_panel(fig: go.Figure, i: int, keys: Sequence[str], rows: Sequence[Mapping], note: str) -> None:
+    """Panel ``i`` of a :func:`run_curves_figure`: its lines, its legend between its title and its plot, its axes'
+    titles (units) and, where nothing is logged, ``note`` centred on it."""
+    r, c = i // 2 + 1, i % 2 + 1
+    legend = "legend" if i == 0 else f"legend{i + 1}"
+    traces = _panel_traces(rows, keys, legend)
+    for trace in traces:
+        fig.add_trace(trace, row=r, col=c)
+    panel = fig.get_subplot(r, c)
+    x0, top = panel.xaxis.domain[0], panel.yaxis.domain[1]
+    fig.update_layout({legend: {"orientation": "h", "x": x0, "xanchor": "left", "y": top, "yanchor": "bottom"}})
+    fig.layout[legend].update(font={"size": 12}, bgcolor="rgba(255,255,255,0)")
+    fig.layout.annotations[i].update(yshift=LEGEND_PX, font={"size": 14})  # the panel's title, above its legend
+    fig.update_yaxes(title_text=_panel_unit(keys), title_font={"size": 11}, row=r, col=c)
+    fig.update_xaxes(title_text="training step", title_standoff=2, title_font={"size": 11}, row=r, col=c)
+    share = all(curve_style(k)[1].startswith("share") for k in keys)
+    if share:
+        fig.update_yaxes(range=[-0.03, 1.03], row=r, col=c)  # a share: the whole of 0..1, the same at every redraw
+    if all(x is None for t in traces for x in t.x):  # no numbers made up on its axes; the note in paper coordinates
+        fig.update_xaxes(range=[0, 10], showticklabels=False, row=r, col=c)
+        fig.update_yaxes(showticklabels=share, row=r, col=c)
+        fig.add_annotation(
+            text=note,
+            showarrow=False,
+            xref="paper",
+            yref="paper",
+            xanchor="center",
+            yanchor="middle",
+            x=sum(panel.xaxis.domain) / 2,
+            y=sum(panel.yaxis.domain) / 2,
+            font={"size": 13, "color": "#555"},
+        )
+
 
 def run_curves_figure(
     rows: Sequence[Mapping],
     panels: Mapping[str, Sequence[str]] = RUN_CURVES,
     *,
     title: str = "",
+    notes: Mapping[str, str] | None = None,
     height_per_row: int = 280,
 ) -> go.Figure:
     r"""Training curves from log rows (dicts with ``step`` and metrics), one panel per entry of ``panels``.
 
-    A metric missing from every row (e.g. ``saah/*`` without token weighting) leaves its
-    panel with a "not logged" note; a row where it is None is skipped.
+    Each panel has its own legend, above its plot, naming its lines in plain words (:data:`CURVES`); a metric has
+    one colour in every panel and at every redraw. The y axes carry their metrics' units (shares span 0 to 1), the
+    x axes the training step. A panel with nothing logged shows its note from ``notes`` (why it is empty: "waiting
+    for the first step", "SA-AH off"), else "not logged in this run"; a row where a metric is None is skipped.
 
     >>> fig = run_curves_figure([{"step": 1, "reward": 0.2}, {"step": 2, "reward": 0.4}], {"reward": ("reward",)})
-    >>> list(fig.data[0].x), list(fig.data[0].y)
-    ([1, 2], [0.2, 0.4])
+    >>> list(fig.data[0].x), list(fig.data[0].y), fig.data[0].name, fig.data[0].line.color
+    ([1, 2], [0.2, 0.4], 'mean reward', '#1f77b4')
     """
-    names = list(panels)
+    names, notes = list(panels), dict(notes or {})
     n_rows = (len(names) + 1) // 2
-    layout_title, top = _title(title)
-    top, bottom, gap = top + 10, 110, 70  # px: title, "step" + legend below, between rows
+    layout_title, _ = _title(title)
+    lines = layout_title["text"].count("<br>") + 1 if title else 0
+    # px: the title's lines, then the first panels' titles and legends; "training step" below
+    top, bottom, gap = 12 + 22 * lines + 28 + LEGEND_PX, 50, 105
     height = height_per_row * n_rows + top + bottom
     plot_h = height - top - bottom
+    # the title's first line 10 px from the top, the others under it (plotly.js anchors a title of several lines by
+    # its first line: yanchor "bottom" puts that line's top 14 px above y, whatever the number of lines)
+    layout_title.update(yref="container", y=1 - 24 / height, yanchor="bottom")
     fig = make_subplots(
         rows=n_rows,
         cols=2,
@@ -682,42 +989,12 @@ def run_curves_figure(
         horizontal_spacing=0.1,
         vertical_spacing=min(gap / plot_h, 0.9 / max(n_rows - 1, 1)) if n_rows > 1 else 0,
     )
-    color = 0
     for i, (name, keys) in enumerate(panels.items()):
-        r, c = i // 2 + 1, i % 2 + 1
-        curves = [(key, [(row["step"], float(row[key])) for row in rows if row.get(key) is not None]) for key in keys]
-        curves = [(key, pts) for key, pts in curves if pts]
-        for (key, pts), style in zip(curves, _styles([pts for _, pts in curves])):
-            fig.add_trace(
-                go.Scatter(
-                    x=[p[0] for p in pts],
-                    y=[p[1] for p in pts],
-                    name=key,
-                    mode="lines",
-                    opacity=style.pop("opacity", None),
-                    line={"color": PALETTE[color % len(PALETTE)], **style},
-                ),
-                row=r,
-                col=c,
-            )
-            color += 1
-        if not curves:  # centred on the panel in paper coordinates (its axes have no data to anchor to)
-            panel = fig.get_subplot(r, c)
-            fig.add_annotation(
-                text="not logged in this run",
-                showarrow=False,
-                xref="paper",
-                yref="paper",
-                x=sum(panel.xaxis.domain) / 2,
-                y=sum(panel.yaxis.domain) / 2,
-            )
-        if r == n_rows or (r == n_rows - 1 and i + 2 >= len(names)):  # the lowest panel of each column
-            fig.update_xaxes(title_text="step", title_standoff=4, row=r, col=c)
+        _add_panel(fig, i, keys, rows, notes.get(name, "not logged in this run"))
     fig.update_layout(
         title=layout_title,
         height=height,
         template="plotly_white",
-        margin={"l": 50, "r": 20, "t": top, "b": bottom},
-        legend=_legend_below(52, plot_h),
+        margin={"l": 60, "r": 20, "t": top, "b": bottom},
     )
     return fig

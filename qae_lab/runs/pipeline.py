@@ -107,19 +107,20 @@ def evaluate_run(
 
 
 def eval_line(name: str, res) -> str:
-    """One line: greedy and sampled pass@1 overall and per level.
+    """Greedy and sampled pass@1 overall, then per level on a second line (each within a notebook's 100 columns).
 
     >>> res = EvalResult({"greedy_pass@1": 0.75, "pass@1": 0.5, "n_samples": 8, "lenient_pass@1": 0.5,
     ...                   "n_problems": 4}, {2: {"pass@1": 0.75}, 3: {"pass@1": 0.25}}, [])
-    >>> eval_line("after", res)
-    'after: greedy pass@1 0.750, sampled pass@1 0.500 (n=8; lenient 0.500) on 4 problems [L2=0.750 L3=0.250]'
+    >>> print(eval_line("after", res))
+    after: greedy pass@1 0.750, sampled pass@1 0.500 (n=8; lenient 0.500) on 4 problems
+      sampled pass@1 by level: L2=0.750 L3=0.250
     """
     s = res.summary
     levels = " ".join(f"L{lv}={m['pass@1']:.3f}" for lv, m in res.by_level.items())
     return (
         f"{name}: greedy pass@1 {s['greedy_pass@1']:.3f}, sampled pass@1 {s['pass@1']:.3f} "
-        f"(n={int(s['n_samples'])}; lenient {s['lenient_pass@1']:.3f}) "
-        f"on {int(s['n_problems'])} problems [{levels}]"
+        f"(n={int(s['n_samples'])}; lenient {s['lenient_pass@1']:.3f}) on {int(s['n_problems'])} problems\n"
+        f"  sampled pass@1 by level: {levels}"
     )
 
 

@@ -355,7 +355,7 @@ def device_preset(
             raise ValueError(f"unknown preset {preset!r}; presets: {sorted(PRESETS)}")
     if name is None:
         return "cpu-demo", (
-            f"no GPU here, so the embedded tiny model on the synthetic task (cpu-demo) instead of {gpu_preset}"
+            f"no GPU here, so the embedded tiny model on the synthetic task (cpu-demo)\ninstead of {gpu_preset}"
         )
     gib = total_memory / 2**30
     found = f"GPU found ({name}, {gib:.1f} GiB, {'bf16' if bf16 else 'no bf16'})"
@@ -377,17 +377,31 @@ def _new_folder(path: Path) -> str:
     return str(candidate)
 
 
-def command_line(preset: str, sets=(), method: str | None = None, *, config: str | None = None, args=()) -> str:
-    r"""The shell command that reproduces a run.
+def command_line(
+    preset: str, sets=(), method: str | None = None, *, config: str | None = None, args=(), width: int | None = None
+) -> str:
+    r"""The shell command that reproduces a run; with ``width``, continued on further lines (a shell's `` \``) so that
+    no line is longer (a notebook's column: a browser would break it anywhere).
 
     >>> command_line("cpu-demo", ["quantile_k=0.6"], "qae")
     'python -m qae_lab train --preset cpu-demo --method qae --set quantile_k=0.6'
     >>> command_line("cpu-demo", config="my run.yaml", args=["--alpha", "0.3"])
     "python -m qae_lab train --preset cpu-demo --config 'my run.yaml' --alpha 0.3"
+    >>> print(command_line("cpu-demo", ["quantile_k=0.6", "max_steps=40"], "qae", width=60))
+    python -m qae_lab train --preset cpu-demo --method qae \
+        --set quantile_k=0.6 --set max_steps=40
     """
     parts = ["python -m qae_lab train", f"--preset {preset}"]
     parts += [f"--config {shlex.quote(str(config))}"] if config is not None else []
     parts += [f"--method {method}"] if method else []
     parts += [shlex.quote(a) for a in args]
     parts += [f"--set {shlex.quote(s)}" for s in sets]
-    return " ".join(parts)
+    if width is None:
+        return " ".join(parts)
+    lines = [parts[0]]
+    for part in parts[1:]:  # a part goes on the line if it fits with the " \\" that may follow it
+        if len(lines[-1]) + 1 + len(part) + 2 > width and lines[-1].strip():
+            lines.append("    " + part)
+        else:
+            lines[-1] += " " + part
+    return " \\\n".join(lines)

@@ -1,8 +1,10 @@
 """Tests for the live lab (qae_lab.lab.live with its controls and qae_lab.lab.live.LiveKnobs), headless: the
-controls' thread-safe values, sliders showing exactly the knobs the trainer gets, knob changes reaching
-the next step (checked in the run's log.jsonl), Stop at a step boundary with a resumable checkpoint, the
-dashboard receiving every step, the steps logged so far, and errors and warnings of the training thread
-surfacing under the dashboard.
+controls' thread-safe values, sliders showing exactly the knobs the trainer gets, controls that do nothing disabled
+with the reason, knob changes reaching the next step (checked in the run's log.jsonl), the knobs in force by step
+range as the dashboard and notebook 04's summary report them (checked against the log of a run whose K, alpha,
+baseline and token weighting move mid-way), Stop at a step boundary with a resumable checkpoint, the dashboard
+receiving every step, the steps logged so far, and errors and warnings of the training thread surfacing under the
+status line.
 
 Runs train the embedded model on a few tiny steps of the synthetic task (no download). A gate
 callback holds the training thread at the end of a chosen step while the test moves a control,
@@ -11,12 +13,14 @@ so "the next step" is exact rather than a race.
 
 from __future__ import annotations
 
+import re
 import threading
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import torch
 from traitlets import TraitError
 from transformers import TrainerCallback
 
@@ -24,7 +28,10 @@ from qae_lab.runs import presets
 from qae_lab.runs import pipeline as pipeline
 from qae_lab.lab.live import LiveKnobs
 from qae_lab.lab.live import Controls, KnobSlider
-from qae_lab.lab.live import LIVE_PANELS, Dashboard, LiveRun, auto_preset
+from qae_lab.lab.live import LIVE_PANELS, Dashboard, LiveRun, auto_preset, inactive_knobs, knobs_html, panel_notes
+from qae_lab.lab import live
+from qae_lab.lab.threads import ThreadTuner
+from qae_lab.lab.nb04_live_run import knob_changes_table, knob_ranges, knob_title, knobs_row, summary_rows
 from qae_lab.methods import Knobs
 from qae_lab.storage.folder import read_log, step_rows
 
@@ -205,6 +212,106 @@ def test_controls_stop_button_and_no_torn_reads():
     assert c.changes[-2:] == [(0, "quantile_k", 0.2), (0, "alpha", 0.2)]
 
 
+def test_controls_disable_what_does_nothing_and_say_why():
+    c = Controls(baseline="quantile", token_weighting="none")
+    alpha_why = "alpha does nothing while token weighting is none: choose AH or SA-AH to use it"
+    assert c.alpha.disabled and c.alpha.tooltip == alpha_why == c.note.value and not c.k.disabled
+    c.token_weighting.value = "sa_ah"  # a person's click
+    assert not c.alpha.disabled and c.alpha.tooltip is None and c.note.value == ""
+    c.baseline.value = "mean"
+    assert c.k.disabled and c.note.value == (
+        "K does not change the update while the baseline is the mean (GRPO): choose K-quantile (QAE) to use it"
+    )
+    c.set(baseline="quantile", token_weighting="none", quantile_k=0.3)  # code still moves a disabled control
+    assert not c.k.disabled and c.alpha.disabled and c.snapshot().quantile_k == 0.3
+    assert inactive_knobs(Knobs(baseline="mean", token_weighting="ah")) == {
+        "quantile_k": "K does not change the update while the baseline is the mean (GRPO): choose K-quantile (QAE) to use it"
+    }
+    c.finish()  # nothing reaches a run any more
+    assert all(w.disabled for w in (c.k, c.alpha, c.baseline, c.token_weighting, c.stop_button))
+    assert c.note.value == "training has ended: the controls no longer reach a run"
+    # a trainer whose loss type cannot weight tokens: token weighting locked, for the whole run
+    trainer = KnobRecorder()
+    trainer.loss_type = "dr_grpo"
+    c = Controls.for_trainer(trainer)
+    assert c.token_weighting.disabled and "loss type 'dr_grpo' cannot weight tokens" in c.token_weighting.tooltip
+    c.baseline.value = "mean"
+    assert c.token_weighting.disabled and c.alpha.disabled and c.k.disabled
+
+
+def _cells(page: str) -> list[list[str]]:
+    """The rows of an HTML table, as lists of cell texts (header included)."""
+    return [re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row) for row in re.findall(r"<tr>(.*?)</tr>", page)]
+
+
+def test_knob_table_shows_the_logged_ranges_then_the_next_setting():
+    qae = {"K": "0.40", "baseline": "K-quantile (QAE)", "token weighting": "none", "α": "—"}
+    ranges = [{"steps": "1-8", **qae}, {"steps": "9-12", **qae, "K": "0.60"}]
+    assert _cells(knobs_html(ranges, (13, knobs_row(Knobs(quantile_k=0.6, token_weighting="sa_ah", alpha=1.25))))) == [
+        ["steps", "K", "baseline", "token weighting", "α"],
+        ["1-8", "0.40", "K-quantile (QAE)", "none", "—"],
+        ["9-12", "0.60", "K-quantile (QAE)", "none", "—"],
+        ["from step 13 (set; not in the log yet)", "0.60", "K-quantile (QAE)", "SA-AH", "1.25"],
+    ]
+    assert len(_cells(knobs_html(ranges, (13, knobs_row(Knobs(quantile_k=0.6)))))) == 3  # in force already: no row
+    page = knobs_html([{"steps": str(s), **qae} for s in range(1, 7)], last=4)
+    assert [r[0] for r in _cells(page)[1:]] == ["3", "4", "5", "6"] and "(2 earlier settings not shown)" in page
+    assert _cells(knobs_html([], (1, knobs_row(Knobs()))))[1][0] == "from step 1 (set; not in the log yet)"  # the start
+    assert panel_notes([]) == dict.fromkeys(LIVE_PANELS, "waiting for the first step...")
+
+
+def test_dashboard_waits_then_shows_a_move_at_once_and_in_force_from_the_next_step():
+    d = Dashboard(max_steps=40, mode="static", min_interval_s=3600.0)
+    assert d.view.figure.layout.title.text == "waiting for the first step... (40 steps to train)"
+    notes = [a.text for a in d.view.figure.layout.annotations if a.text not in LIVE_PANELS]
+    assert notes == ["waiting for the first step..."] * len(LIVE_PANELS)  # not "not logged"
+    d.show_next(1, Knobs())
+    assert _cells(d.knob_table.value)[1][0] == "from step 1 (set; not in the log yet)"
+    d.add({"step": 1, "reward": 0.5, "qae/k": 0.4, "qae/quantile_baseline": 1.0}, "none")
+    d.refresh()
+    assert [r[0] for r in _cells(d.knob_table.value)[1:]] == ["1"]  # used: no longer pending
+    d.show_next(1, Knobs(quantile_k=0.6))  # a move received before step 1 ended applies from step 2 at the earliest
+    assert [r[:2] for r in _cells(d.knob_table.value)[1:]] == [
+        ["1", "0.40"],
+        ["from step 2 (set; not in the log yet)", "0.60"],
+    ]
+    d.show_next(0, None)  # the run has ended
+    assert len(_cells(d.knob_table.value)) == 2
+
+
+def test_redraws_wait_in_proportion_to_what_the_last_one_cost(monkeypatch):
+    """On a fake clock (binary fractions, so no rounding): steps every 0.5 s, a redraw that costs 0.25 s, at most
+    1/8 of the time for redraws: a redraw every 2 s at the most (0.25 * 8), whatever min_interval_s says; the end
+    of the run draws the last step."""
+    clock = [100.0]
+    monkeypatch.setattr(live.time, "monotonic", lambda: clock[0])
+    d = Dashboard(max_steps=40, mode="static", min_interval_s=0.5, max_draw_share=0.125)
+    drawn = []
+
+    def update(figure):  # a redraw that takes 0.25 s of the fake clock
+        clock[0] += 0.25
+        drawn.append(len(d.rows))
+
+    monkeypatch.setattr(d.view, "update", update)
+    monkeypatch.setattr(d, "_figure", lambda rows: None)  # the figure itself is not under test here
+    for step in range(1, 41):
+        clock[0] += 0.5
+        d.add({"step": step, "reward": 0.5})
+    d.refresh()
+    assert drawn[0] == 1  # the first step at once
+    gaps = [b - a for a, b in zip(drawn[:-1], drawn[1:-1])]  # in steps of 0.5 s, the last (forced) redraw aside
+    assert gaps and all(g == 4 for g in gaps)  # 0.25 s * 8 = 2 s = 4 steps
+    assert drawn[-1] == 40 and len(drawn) == 1 + 39 // 4 + 1
+    d.max_draw_share = 1.0  # redraws may take all the time: min_interval_s rules
+    drawn.clear()
+    for step in range(41, 45):
+        clock[0] += 0.5
+        d.add({"step": step, "reward": 0.5})
+    assert drawn == [41, 42, 43, 44]
+    with pytest.raises(ValueError, match=r"max_draw_share must be in \(0, 1\], got 2"):
+        Dashboard(max_steps=4, mode="static", max_draw_share=2)
+
+
 def test_dashboard_keeps_every_row_and_draws_the_panels():
     d = Dashboard(max_steps=10, mode="static", min_interval_s=3600.0)  # no automatic redraw after the first
     for step in range(1, 8):
@@ -221,12 +328,17 @@ def test_dashboard_keeps_every_row_and_draws_the_panels():
         )
     assert [r["step"] for r in d.rows] == list(range(1, 8)) and d.progress.value == 7
     d.refresh()
-    k = next(t for t in d.view.figure.data if t.name == "qae/k")
+    k = next(t for t in d.view.figure.data if t.meta == "qae/k")
     assert list(k.x) == list(range(1, 8)) and list(k.y) == [0.4] * 3 + [0.7] * 4
-    assert "K = 0.70" in d.view.figure.layout.title.text
+    assert d.view.figure.layout.title.text.split("<br>") == [
+        "step 7 of 10 · knobs in force:",
+        "steps 1-3: K 0.40 · — baseline · no token weighting",  # rows without qae/quantile_baseline: unknown
+        "steps 4-7: K 0.70 · — baseline · no token weighting",
+    ]
     titles = [a.text for a in d.view.figure.layout.annotations]
     assert all(panel in titles for panel in LIVE_PANELS)
-    assert {"ledger/dh", "ledger/dh_pos", "ledger/dh_neg"} <= {t.name for t in d.view.figure.data}  # the ledger
+    assert {"ledger/dh", "ledger/dh_pos", "ledger/dh_neg"} <= {t.meta for t in d.view.figure.data}  # the ledger
+    assert "SA-AH off: token weighting is none" in titles  # why the weights' panel is empty
 
 
 def test_auto_preset_without_gpu():
@@ -242,7 +354,7 @@ def test_auto_preset_without_gpu():
 def test_slider_moves_reach_the_next_step(tmp_path):
     gate = Gate(at=2)
     trainer = tiny_trainer(tmp_path, callbacks=[gate])
-    live = LiveRun(trainer)
+    live, threads_before = LiveRun(trainer), torch.get_num_threads()
     kinds = [type(cb).__name__ for cb in trainer.callback_handler.callbacks]
     assert not any("Progress" in k or "Printer" in k for k in kinds), kinds  # the dashboard replaces them
     assert live.start() is live and live.running  # start() returns while training goes on
@@ -266,9 +378,62 @@ def test_slider_moves_reach_the_next_step(tmp_path):
     assert live.controls.stop_button.description == "Finished" and not live.controls.stop_requested
     # the dashboard received every step, and its last drawing shows them all
     assert [r["step"] for r in live.dashboard.rows] == [1, 2, 3, 4, 5]
-    k = next(t for t in live.dashboard.view.figure.data if t.name == "qae/k")
+    k = next(t for t in live.dashboard.view.figure.data if t.meta == "qae/k")
     assert list(k.y) == [0.4, 0.4, 0.7, 0.7, 0.7]
     assert "finished" in live.dashboard.status.value
+    # on a CPU the thread count is tuned: the first steps are a probe, timed at each count in turn, that has
+    # either ended with a choice or goes on (its length depends on the step times); the count is put back after
+    assert isinstance(live.tuner, ThreadTuner) and torch.get_num_threads() == threads_before
+    if len(live.tuner.counts) > 1:
+        assert live.tuner.chosen or all(live.tuner.times.values()), (live.tuner.chosen, live.tuner.times)
+
+
+QAE, GRPO = "K-quantile (QAE)", "mean (GRPO)"
+
+
+def test_knobs_switched_mid_run_are_reported_as_the_log_records_them(tmp_path):
+    gates = [Gate(at=2), Gate(at=4)]
+    trainer = tiny_trainer(tmp_path, "max_steps=6", callbacks=gates)
+    live = LiveRun(trainer)
+    children = (live.controls.widget, live.dashboard.header, live.messages, live.dashboard.view.widget)
+    assert live.widget.children == children  # controls, knobs in force and messages above the curves
+    assert live.controls.alpha.disabled  # no token weighting at the start: alpha does nothing
+    live.start()
+    wait_gate(gates[0], live)  # between steps 2 and 3
+    live.controls.set(quantile_k=0.6, token_weighting="sa_ah")
+    live.controls.alpha.value = 1.25
+    assert "from step 3 (set; not in the log yet)" in live.dashboard.knob_table.value
+    gates[0].release()
+    wait_gate(gates[1], live)  # between steps 4 and 5
+    live.controls.set(baseline="mean", token_weighting="ah", alpha=0.75)
+    gates[1].release()
+    live.wait(300)
+    rows = step_rows(read_log(trainer.args.output_dir))
+    # the log, read by hand: K, the baseline (1: the K-quantile), alpha (logged only while a weighting is on)
+    assert [(r["qae/k"], r["qae/quantile_baseline"], r.get("saah/alpha")) for r in rows] == [
+        (0.4, 1.0, None), (0.4, 1.0, None), (0.6, 1.0, 1.25), (0.6, 1.0, 1.25), (0.6, 0.0, 0.75), (0.6, 0.0, 0.75),
+    ]  # fmt: skip
+    weightings = live.token_weightings()  # what the log cannot say: which weighting
+    assert weightings == {1: "none", 2: "none", 3: "sa_ah", 4: "sa_ah", 5: "ah", 6: "ah"}
+    ranges = knob_ranges(rows, weightings)
+    assert ranges == [
+        {"steps": "1-2", "K": "0.40", "baseline": QAE, "token weighting": "none", "α": "—"},
+        {"steps": "3-4", "K": "0.60", "baseline": QAE, "token weighting": "SA-AH", "α": "1.25"},
+        {"steps": "5-6", "K": "0.60", "baseline": GRPO, "token weighting": "AH", "α": "0.75"},
+    ]
+    assert knob_changes_table(rows, weightings) == [
+        {"step": 3, "knob": "K", "before": "0.40", "after": "0.60"},
+        {"step": 3, "knob": "token weighting", "before": "none", "after": "SA-AH"},
+        {"step": 3, "knob": "α", "before": "—", "after": "1.25"},
+        {"step": 5, "knob": "baseline", "before": QAE, "after": GRPO},
+        {"step": 5, "knob": "token weighting", "before": "SA-AH", "after": "AH"},
+        {"step": 5, "knob": "α", "before": "1.25", "after": "0.75"},
+    ]
+    # the dashboard says the same, from the steps it received: its title, its table of knobs (nothing pending)
+    assert live.dashboard.view.figure.layout.title.text == knob_title(ranges, 6, 6)
+    assert [r[0] for r in _cells(live.dashboard.knob_table.value)[1:]] == ["1-2", "3-4", "5-6"]
+    assert summary_rows(rows, {"n_problems": 4}, None, steps=6)[0] == {"measure": "steps trained", "value": "6 of 6"}
+    assert all(w.disabled for w in live.controls._boxes().values())  # the run has ended
 
 
 def test_stop_ends_at_a_step_boundary_with_log_and_checkpoint(tmp_path):

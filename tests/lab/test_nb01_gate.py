@@ -13,6 +13,7 @@ from qae_lab.lab.nb01_gate import (
     gate_figure,
     sparsity_figure,
     zero_sources_figure,
+    zero_sources_table,
 )
 from qae_lab.toys.sparsity import expected_zero_fraction, expected_zero_fraction_beta, gate_table, zero_sources
 
@@ -83,3 +84,22 @@ def test_zero_sources_figure_stacks_the_two_sources(g, k):
     assert batch == pytest.approx(trapezoid, abs=2e-3)
     assert lines[0].name == f"a batch, p uniform on (0, 1): {batch:.1%}" and set(lines[1].y) == {0.8}
     assert [s.x0 for s in fig.layout.shapes] == [pytest.approx(1 - k)]  # the regimes' boundary
+
+
+@pytest.mark.parametrize("g,k", [(16, 0.4), (4, 0.8), (32, 0.25)])
+def test_zero_sources_table_is_the_figures_at_the_same_g_and_k(g, k):
+    # the table under the figure: its uniform row is the figure's batch line, its sampled batch drawn at the same G, K
+    rates = torch.rand(3000, generator=torch.Generator().manual_seed(0))
+    rows = zero_sources_table(g, k, rates=rates)
+    line = next(t.name for t in zero_sources_figure(g, k).data if t.name.startswith("a batch"))
+    uniform = next(r for r in rows if r["success rates"].startswith("uniform on (0, 1): Beta"))
+    assert line.endswith(f"{uniform['A = 0 (%)'] / 100:.1%}")
+    sampled = rows[0]
+    assert sampled["prompts"] == 3000 and abs(sampled["A = 0 (%)"] - uniform["A = 0 (%)"]) < 3  # 3000 groups: ~1 pt
+    assert zero_sources_table(g, k, rates=rates) == rows  # the same batch at every redraw
+
+
+def test_advantages_figure_colour_bar_and_row_labels():
+    fig = advantages_figure(8, 0.4, (1, 7))
+    assert fig.data[0].colorbar.title.text == "advantage A"
+    assert fig.layout.yaxis.ticklabelstandoff >= 4 and fig.layout.margin.l > 60  # "c=7 · QAE K=0.4" needs room

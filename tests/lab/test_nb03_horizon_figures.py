@@ -67,3 +67,55 @@ def test_touched_figure_marks_only_the_discounted():
     assert list(hm.z[0])[0] == 1.0 and list(hm.z[1])[:3] == [1.0, 1.0, 1.0]  # the successes keep w = 1
     assert list(hm.text[1]) == ["✓", "✓", "✓", "✗"]
     assert fig.layout.title.text.startswith("mean baseline, K = 0.4, α = 1: 4 of 8 rollouts discounted, 3 of them")
+
+
+def test_weights_table_gives_the_numbers_of_the_figure_at_the_same_alpha():
+    # the table under the weights figure: made from the same alpha, the same numbers as its title
+    from qae_lab.lab.nb03_horizon import weights_table
+
+    ro = _rollouts()
+    adv = torch.tensor([1.5, -0.5, -0.5, -0.5, 0.5, 0.5, 0.5, -1.5])
+    h = torch.full((8, 3), 0.5)
+    for alpha in (0.5, 0.65, 2.0):
+        meta = weights_figure(ro, h, adv, alpha, 1).layout.meta
+        rows = weights_table(ro, h, adv, alpha, 1)
+        assert [(r["α"], r["weights"]) for r in rows] == [(alpha, "SA-AH"), (alpha, "AH")]
+        for row, key in zip(rows, ("saah", "ah")):
+            assert (row["mean w"], row["their mean w"]) == (meta[key]["neg"], meta[key]["pos"])
+    # by hand at alpha = 1: exp(-0.5) and exp(-1.0) on the failure's two tokens
+    assert weights_table(ro, h, adv, 1.0, 1)[0]["mean w"] == pytest.approx((math.exp(-0.5) + math.exp(-1.0)) / 2)
+
+
+def test_weight_figures_keep_one_titled_colour_scale_whatever_the_controls():
+    # the colour of a weight means the same at every alpha, K and baseline: [0, 1], white at 1
+    ro = _rollouts()
+    adv = torch.tensor([1.5, -0.5, -0.5, -0.5, 0.5, 0.5, 0.5, -1.5])
+    for alpha in (0.0, 0.25, 3.0):
+        hm = weights_figure(ro, torch.full((8, 3), 0.5), adv, alpha, 1).data[0]
+        assert (hm.zmin, hm.zmax, hm.colorbar.title.text) == (0.0, 1.0, "w_t")
+        assert hm.colorscale[-1][1] == "rgb(255,245,240)"  # w = 1: (nearly) white
+    for k, baseline in ((0.2, "quantile"), (0.8, "mean")):
+        hm = touched_figure(ro, torch.full((8, 3), 0.5), k, baseline, 0.5).data[0]
+        assert (hm.zmin, hm.zmax, hm.colorbar.title.text) == (0.0, 1.0, "mean w_t")
+
+
+def test_entropy_figure_labels_fit_and_read():
+    # a long completion: the first 24 tokens shown, " First" cut to "Fir…" (never "irst"), its colour bar titled
+    ro = _rollouts()
+    ro.mask = torch.ones(8, 40)
+    ro.completion_ids = torch.zeros(8, 40, dtype=torch.long)
+    h = torch.full((8, 40), 0.2)
+    h[:, 0] = 0.9  # an unsure first step, the brightest cell
+    fig = entropy_figure(ro, h, SimpleNamespace(decode=lambda ids: " First"), 0)
+    hm, labels = fig.data
+    assert hm.colorbar.title.text == "H~_t" and list(fig.layout.xaxis.range) == [-0.5, 23.5]
+    assert set(labels.text) == {"Fir…"} and all(len(t) <= 4 for t in labels.text)
+    assert labels.textfont.color[0] == "#1a1a1a"  # Viridis' yellow (the largest H~): dark text
+    assert hm.customdata[0][0] == " First"  # the whole token in the hover
+
+
+def test_weights_figure_refuses_an_alpha_off_its_colour_scale():
+    ro = _rollouts()
+    adv = torch.tensor([1.5, -0.5, -0.5, -0.5, 0.5, 0.5, 0.5, -1.5])
+    with pytest.raises(ValueError, match="alpha must be >= 0"):
+        weights_figure(ro, torch.full((8, 3), 0.5), adv, -0.25, 1)  # w_t > 1: white, as if untouched

@@ -1,15 +1,31 @@
 """qae_lab.lab.nb04_live_run: notebook 04's start-and-end reading of a logged quantity, its prediction checked on the
-committed CPU runs, and its closing summary."""
+committed CPU runs, the knobs in force by step range and their changes, the dashboard's title, the closing summary, and
+the table of completions."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from qae_lab.lab.nb04_live_run import HARD_SAME, first_last, hard_share_verdict, logged_mean, summary_lines
+from qae_lab.lab.nb04_live_run import (
+    HARD_SAME,
+    KNOB_COLUMNS,
+    completions_html,
+    first_last,
+    hard_share_verdict,
+    knob_changes_table,
+    knob_number,
+    knob_ranges,
+    knob_title,
+    knobs_row,
+    logged_mean,
+    summary_rows,
+)
+from qae_lab.methods import Knobs
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -82,36 +98,145 @@ def test_logged_mean():
 
 def test_summary_of_a_finished_run_states_the_numbers():
     rows = [{"step": t, "qae/k": 0.4, "saah/alpha": 0.5, "qae/zero_adv_frac": z} for t, z in enumerate([0.5, 0.75], 1)]
-    assert summary_lines(rows, BEFORE, AFTER, steps=2) == [
-        "steps trained: 2 of 2",
-        "K in force: 0.40 at every logged step",
-        "alpha in force: 0.50 at every logged step",
-        "zero-advantage fraction (logged), mean over the 2 steps: 0.625",
-        "sampled pass@1 on 8 held-out problems: 0.250 before -> 0.500 after training (rose)",
-        "greedy pass@1 on 8 held-out problems: 0.500 before -> 0.375 after training (fell)",
+    assert summary_rows(rows, BEFORE, AFTER, steps=2) == [
+        {"measure": "steps trained", "value": "2 of 2"},
+        {"measure": "zero-advantage share, mean over the 2 steps", "value": "0.625"},
+        {"measure": "sampled pass@1, 8 held-out problems", "value": "0.250 before → 0.500 after (rose)"},
+        {"measure": "greedy pass@1, 8 held-out problems", "value": "0.500 before → 0.375 after (fell)"},
     ]
-
-
-def test_summary_follows_k_moved_and_back():
-    rows = [{"step": 1, "qae/k": 0.4}, {"step": 2, "qae/k": 0.6}, {"step": 3, "qae/k": 0.6}, {"step": 4, "qae/k": 0.4}]
-    lines = summary_lines(rows, BEFORE, AFTER, steps=4)
-    assert lines[1] == "K in force: 0.40 (from step 1) -> 0.60 (from step 2) -> 0.40 (from step 4), 2 change(s)"
-    assert not any(line.startswith("alpha") for line in lines)  # never logged: no line
 
 
 def test_summary_while_the_run_goes_on_or_after_it_failed():
     rows = [{"step": 1, "qae/k": 0.4}]
-    running = summary_lines(rows, BEFORE, None, steps=400, running=True)
-    assert running[0].startswith("steps trained: 1 of 400 so far (training goes on: run this cell again")
-    assert running[-1] == "pass@1 after training: not measured yet, the evaluation follows the run"
-    assert not any("before ->" in line for line in running)
-    failed = summary_lines(rows, BEFORE, None, steps=400)
-    assert failed[-1].startswith("pass@1 after training: no evaluation after training")
-    assert summary_lines([], BEFORE, None, steps=400, running=True) == [
-        "no training step logged yet: run this cell again a little later"
+    running = summary_rows(rows, BEFORE, None, steps=400, running=True)
+    assert running[0]["value"].startswith("1 of 400 so far (training goes on: run this cell again")
+    assert running[-1] == {
+        "measure": "pass@1 after training",
+        "value": "not measured yet: the evaluation follows the run",
+    }
+    assert not any("before" in r["value"] for r in running)
+    failed = summary_rows(rows, BEFORE, None, steps=400)
+    assert failed[-1]["value"].startswith("no evaluation (the run failed")
+    assert summary_rows([], BEFORE, None, steps=400, running=True) == [
+        {"measure": "steps trained", "value": "none logged yet: run this cell again a little later"}
     ]
 
 
 def test_summary_rejects_bad_steps():
     with pytest.raises(ValueError, match="steps must be an int >= 1"):
-        summary_lines([{"step": 1}], BEFORE, AFTER, steps=0)
+        summary_rows([{"step": 1}], BEFORE, AFTER, steps=0)
+
+
+# ---------------------------------------------------------------- the knobs in force, read from the log
+
+
+def _row(step, k=0.4, quantile=1.0, alpha=None):
+    row = {"step": step, "qae/k": k, "qae/quantile_baseline": quantile}
+    return row if alpha is None else {**row, "saah/alpha": alpha}
+
+
+QAE, GRPO = "K-quantile (QAE)", "mean (GRPO)"
+
+
+def test_knob_ranges_report_every_knob_including_the_switches():
+    # what the tester saw: SA-AH off for steps 1-8, then alpha 0.7 (the old summary said "0.70 at every logged step")
+    rows = [_row(s) for s in range(1, 9)] + [_row(s, k=0.6, alpha=0.7) for s in range(9, 13)]
+    rows += [_row(s, k=0.6, quantile=0.0, alpha=0.7) for s in (13, 14)]
+    weightings = {s: "none" if s < 9 else "sa_ah" for s in range(1, 15)}
+    assert knob_ranges(rows, weightings) == [
+        {"steps": "1-8", "K": "0.40", "baseline": QAE, "token weighting": "none", "α": "—"},
+        {"steps": "9-12", "K": "0.60", "baseline": QAE, "token weighting": "SA-AH", "α": "0.70"},
+        {"steps": "13-14", "K": "0.60", "baseline": GRPO, "token weighting": "SA-AH", "α": "0.70"},
+    ]
+    assert list(knob_ranges(rows)[0]) == list(KNOB_COLUMNS)
+    assert knob_ranges(rows)[1]["token weighting"] == "AH or SA-AH"  # the log alone cannot say which
+    assert knob_changes_table(rows, weightings) == [
+        {"step": 9, "knob": "K", "before": "0.40", "after": "0.60"},
+        {"step": 9, "knob": "token weighting", "before": "none", "after": "SA-AH"},
+        {"step": 9, "knob": "α", "before": "—", "after": "0.70"},
+        {"step": 13, "knob": "baseline", "before": QAE, "after": GRPO},
+    ]
+
+
+def test_knob_ranges_edge_cases():
+    assert knob_ranges([]) == [] and knob_changes_table([]) == []
+    # a gap in the steps (a resumed run that lost a step) starts a new range, but no change
+    rows = [_row(1), _row(2), _row(4), _row(5, alpha=1.0), _row(6)]
+    assert [r["steps"] for r in knob_ranges(rows, {5: "ah"})] == ["1-2", "4", "5", "6"]
+    assert [(c["step"], c["knob"], c["after"]) for c in knob_changes_table(rows, {5: "ah"})] == [
+        (5, "token weighting", "AH"),
+        (5, "α", "1.00"),
+        (6, "token weighting", "none"),
+        (6, "α", "—"),
+    ]
+    # a weighting named "none" for a step whose log shows weighting on: the log wins, unnamed
+    assert knob_ranges([_row(1, alpha=0.5)], {1: "none"})[0]["token weighting"] == "AH or SA-AH"
+    assert knob_ranges([{"step": 1}])[0] == {
+        "steps": "1",
+        "K": "—",
+        "baseline": "—",
+        "token weighting": "none",
+        "α": "—",
+    }
+    with pytest.raises(ValueError, match="rows must be log rows with a 'step'"):
+        knob_ranges([{"event": "resume"}])
+
+
+def test_knob_number_and_the_controls_setting_as_a_row():
+    assert [knob_number(x) for x in (0.4, 0.123, 0.4567, 1.25, -0.5, 2.0, 0.1 + 0.2, None)] == [
+        "0.40", "0.123", "0.4567", "1.25", "-0.50", "2.00", "0.30", "—",
+    ]  # fmt: skip
+    assert knobs_row(Knobs(quantile_k=0.7, alpha=1.5, baseline="mean")) == {
+        "K": "0.70",
+        "baseline": GRPO,
+        "token weighting": "none",
+        "α": "—",  # alpha does nothing without a weighting: not shown as in force
+    }
+    # a setting reads as a logged step with the same knobs reads
+    logged = knob_ranges([_row(3, k=0.7, quantile=0.0, alpha=1.5)], {3: "ah"})[0]
+    assert knobs_row(Knobs(quantile_k=0.7, alpha=1.5, baseline="mean", token_weighting="ah")) == {
+        k: v for k, v in logged.items() if k != "steps"
+    }
+
+
+def test_knob_title_names_every_knob_of_the_last_ranges():
+    ranges = [{"steps": f"{s}", "K": f"0.{s}0", "baseline": QAE, "token weighting": "none", "α": "—"} for s in (1, 2)]
+    ranges += [{"steps": "3-9", "K": "0.30", "baseline": GRPO, "token weighting": "AH", "α": "1.00"}]
+    lines = knob_title(ranges, 9, 40).split("<br>")
+    assert lines == [
+        "step 9 of 40 · knobs in force:",
+        "step 1: K 0.10 · K-quantile (QAE) baseline · no token weighting",
+        "step 2: K 0.20 · K-quantile (QAE) baseline · no token weighting",
+        "steps 3-9: K 0.30 · mean (GRPO) baseline · AH, α 1.00",
+    ]
+    short = knob_title(ranges, 9, 40, last=1).split("<br>")
+    assert short == ["step 9 of 40 · knobs in force, the last 1 of 3 settings:", lines[-1]]
+    assert knob_title([], 0, 40) == "waiting for the first step... (40 steps to train)"
+
+
+# ---------------------------------------------------------------- the completions before and after
+
+
+def _pairs(before, after, completions):
+    """What :func:`qae_lab.lab.run_figures.paired_completions` pairs: per problem, the question, gold answer, and each
+    completion with its verdict."""
+    return [
+        {"question": f"Cleo has {10 + i} cookies. A friend gives Cleo 5 more cookies. How many now?",
+         "gold": str(15 + i), "before": completions[0], "before_correct": b, "after": completions[1], "after_correct": a}
+        for i, (b, a) in enumerate(zip(before, after))
+    ]  # fmt: skip
+
+
+def test_completions_html_keeps_every_word_and_escapes_the_text():
+    long = "First, 10 + 5 = 15. " * 30 + "<answer>15</answer>"  # longer than any cell: wrapped, never cut
+    page = completions_html(_pairs([False, True], [True, True], ["<answer>7 & 8</answer>", long]))
+    assert "<caption" in page and "Greedy completions before and after training" in page
+    assert "the first 2 held-out problems: 1/2 → 2/2 correct" in page
+    assert page.count("<tr>") == 3 and page.count("Cleo has 10 cookies. A friend gives Cleo 5 more cookies.") == 1
+    assert page.count("First, 10 + 5 = 15.") == 2 * 30 and "&lt;answer&gt;7 &amp; 8&lt;/answer&gt;" in page
+    assert "white-space:pre-wrap" in page and "overflow-wrap:break-word" in page  # wraps at spaces in its column
+    assert not re.search(r"(?<![-\w])(max-)?height", page)  # as tall as its text: no fixed height to leave blank
+    assert page.count("background:#fdecea") == 1 and page.count("background:#e6f4ea") == 3  # ✗ red, ✓ green
+    assert "Sampled completions (sample 0) before" in completions_html(
+        _pairs([True], [True], "ab"), "Sampled completions (sample 0)"
+    )

@@ -82,7 +82,7 @@ def test_regimes_figure_draws_the_committed_curves_in_three_panels():
     ]
     title = fig.layout.title.text.replace("<br>", " ")
     assert (
-        f"SGD, step {meta['sgd_eta']:g}, {meta['sgd_passes']} passes, Clip-Higher off; mean ± std over "
+        f"SGD, learning rate {meta['sgd_eta']:g}, {meta['sgd_passes']} passes, Clip-Higher off; mean ± std over "
         f"{meta['n_seeds']} seeds"
     ) in title
     assert [fig.layout[f"xaxis{i}"].title.text for i in ("", "2", "3")] == ["step"] * 3
@@ -126,22 +126,45 @@ def test_regimes_figure_counts_follow_the_data():
         "mean baseline (3 seeds)",
         "quantile baseline, K = 0.6 (3 seeds)",
     ]
-    assert "Adam, lr" in fig.layout.title.text and "over 3 seeds" in fig.layout.title.text
+    assert "Adam, learning rate" in fig.layout.title.text and "over 3 seeds" in fig.layout.title.text
     with pytest.raises(ValueError, match="^optimizer must"):
         regimes_figure(r, "lion")
 
 
+def test_regimes_figure_names_the_step_size_as_a_learning_rate():
+    # "SGD, step 40" read as a training step: both optimizers' step sizes are called learning rates
+    r = load_regimes()
+    for optimizer in ("sgd", "adam"):
+        title = regimes_figure(r, optimizer).layout.title.text.replace("<br>", " ")
+        eta = r["meta"][f"{optimizer}_eta"]
+        assert f"learning rate {eta:g}," in title and "step " not in title.split(";")[0], title
+
+
 def test_start_rates_figure_sorts_each_seed_then_averages_by_rank():
     p0 = [[0.1, 0.9, 0.5, 0.3, 0.7, 0.2], [0.4, 0.2, 0.8, 0.6, 0.0, 1.0]]
-    fig = start_rates_figure(p0, 2, 0.4)
-    assert [t.name for t in fig.data] == ["the 2 hardest", "the 2 in between", "the 2 easiest"]
+    fig = start_rates_figure(p0, 2)
+    assert [t.name for t in fig.data] == ["hard: the 2 hardest of 6", "the 2 in between", "easy: the 2 easiest of 6"]
     want = [sum(v) / 2 for v in zip(sorted(p0[0]), sorted(p0[1]))]  # rank by rank, hardest first
     drawn = [y for t in fig.data for y in t.y]
     assert drawn == pytest.approx(want) and [x for t in fig.data for x in t.x] == ["1", "2", "3", "4", "5", "6"]
     assert fig.layout.title.text.replace("<br>", " ") == (
         "Start success rate p of the 6 prompts of each seed, hardest to easiest, mean over 2 seeds"
     )
-    assert fig.layout.shapes[0].y0 == pytest.approx(0.6) and fig.layout.barmode == "overlay"
-    assert [t.name for t in start_rates_figure([[0.1, 0.9]], 1, 0.4).data] == ["the 1 hardest", "the 1 easiest"]
+    assert fig.layout.barmode == "overlay"
+    assert [t.name for t in start_rates_figure([[0.1, 0.9]], 1).data] == [
+        "hard: the 1 hardest of 2",
+        "easy: the 1 easiest of 2",
+    ]
     with pytest.raises(ValueError, match="n"):
-        start_rates_figure(p0, 4, 0.4)  # the groups would overlap
+        start_rates_figure(p0, 4)  # the groups would overlap
+
+
+def test_start_rates_figure_has_one_notion_of_hard_the_regimes_figures():
+    # its groups are named as the regimes figure's panels, and no second "hard" (QAE's 1 - K line) is drawn
+    r = load_regimes()
+    meta = r["meta"]
+    fig = start_rates_figure([[0.1 * i for i in range(meta["n_prompts"])]], meta["n_group"])
+    panels = [a.text.split("<br>")[0] for a in regimes_figure(r).layout.annotations]
+    names = [t.name for t in fig.data]
+    assert [names[0], names[-1]] == panels[:2], (names, panels)
+    assert not fig.layout.shapes and not fig.layout.annotations

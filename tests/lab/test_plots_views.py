@@ -191,3 +191,37 @@ def test_interactive_rebuilds_on_control_change(mode):
     assert len(calls) == 3
     box.refresh()
     assert len(calls) == 4
+
+
+@pytest.mark.parametrize("mode", ["static", "widget"])
+def test_interactive_redraws_the_figure_and_the_table_under_it_together(mode):
+    # the figure and the table beside it come from the same values after every move: a table computed once
+    # ("At alpha = 0.5 ... 0.58" under a figure at alpha = 0.65) cannot happen
+    made = []
+
+    def build(alpha):
+        made.append(("figure", alpha))
+        return line_figure([0, 1], {"w": [1.0, 1 - alpha]}, title=f"α = {alpha:g}")
+
+    def rows(alpha):
+        made.append(("table", alpha))
+        return [{"α": alpha, "mean w": 1 - alpha / 2}]
+
+    alpha = widgets.FloatSlider(value=0.5, min=0.0, max=3.0, step=0.05)
+    box = interactive(build, {"alpha": alpha}, mode=mode, beside=rows, digits=2)
+    table = box.children[2]
+    assert isinstance(table, widgets.Output) and box.text.splitlines()[-1] == "| 0.50 | 0.75 |"
+    assert table.outputs[0]["data"]["text/markdown"] == box.text
+    alpha.value = 0.65
+    assert made[-2:] == [("table", 0.65), ("figure", 0.65)] and box.values == {"alpha": 0.65}
+    assert box.view.figure.layout.title.text == "α = 0.65" and box.text.splitlines()[-1] == "| 0.65 | 0.68 |"
+    assert table.outputs[0]["data"]["text/markdown"] == box.text
+    fig, text = box.make({"alpha": 0.65})  # what the box shows is what its functions make of the values shown
+    assert fig.to_json() == box.view.figure.to_json() and text == box.text
+    markdown = interactive(build, {"alpha": alpha}, mode="static", beside=lambda alpha: f"**α = {alpha:g}**")
+    alpha.value = 1.0
+    assert markdown.text == "**α = 1**"
+    empty = interactive(build, {"alpha": alpha}, mode="static", beside=lambda alpha: [])  # nothing to tabulate
+    assert empty.text == "" and empty.children[2].outputs == ()
+    plain = interactive(build, {"alpha": alpha}, mode="static")
+    assert plain.text == "" and plain.children[2].outputs == () and plain.make({"alpha": 1.0})[1] == ""
