@@ -51,6 +51,7 @@ __all__ = [
     "METHODS",
     "PARTNERS",
     "LOSS_TYPES",
+    "TRL_LOSS_TYPES",
     "method_settings",
     "RATIO_PARTNERS",
     "check_ratio_partners",
@@ -114,8 +115,10 @@ LEDGER_PARTS = (
     "dh_easy_neg",
 )
 TOKEN_WEIGHTINGS = ("none", "ah", "sa_ah")
-# the loss types qae_lab.loss.grpo_loss reduces (TRL's names); QAETrainer refuses TRL's others (cispo, sapo, vespo, luspo)
+# the loss types qae_lab.loss.grpo_loss reduces (TRL's names)
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
+# TRL 1.16's other loss types: QAETrainer hands QAE's advantages to TRL's own loss for them (no token weighting there)
+TRL_LOSS_TYPES = ("cispo", "sapo", "vespo", "luspo")
 # loss types whose token normaliser can become the effective token count sum(w) (SA-AH)
 WEIGHTED_LOSS_TYPES = ("bnpo", "dapo", "grpo")
 

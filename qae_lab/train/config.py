@@ -47,6 +47,7 @@ from qae_lab.entropy_controls import ADVANTAGE_MASKS, COV_PENALTIES, check_ratio
 from qae_lab.methods import (
     BASELINES,
     LOSS_TYPES,
+    TRL_LOSS_TYPES,
     QUANTILE_METHODS,
     TOKEN_WEIGHTINGS,
     WEIGHTED_LOSS_TYPES,
@@ -228,6 +229,23 @@ def _unknown_keys(mapping, name: str, allowed: tuple[str, ...]) -> str | None:
     if unknown:
         return f"{name} may hold only {', '.join(allowed)}; got {', '.join(unknown)}"
     return None
+
+
+def uses_trl_loss(cfg) -> bool:
+    r"""Whether QAETrainer computes ``cfg``'s loss with TRL's own ``_compute_loss`` (QAE's advantages in its batch):
+    for TRL's loss types that :mod:`qae_lab.loss` does not reduce (:data:`~qae_lab.methods.TRL_LOSS_TYPES`) and for
+    TRL's loss options it does not compute (``off_policy_mask_threshold``, ``use_adaptive_entropy``). QAE changes only
+    the advantages, so these compose with it; token weighting and the covariance penalties need qae_lab's loss.
+
+    >>> import types
+    >>> uses_trl_loss(types.SimpleNamespace(loss_type="cispo", off_policy_mask_threshold=None, use_adaptive_entropy=False))
+    True
+    >>> uses_trl_loss(types.SimpleNamespace(loss_type="dapo", off_policy_mask_threshold=None, use_adaptive_entropy=False))
+    False
+    """
+    return (
+        cfg.loss_type in TRL_LOSS_TYPES or cfg.off_policy_mask_threshold is not None or bool(cfg.use_adaptive_entropy)
+    )
 
 
 def _refuse_code_and_credentials(cfg) -> None:
@@ -458,17 +476,27 @@ class QAEConfig(GRPOConfig):
         check_choice(self.vllm_mode, "vllm_mode", _VLLM_MODES)
         check_choice(self.vllm_importance_sampling_mode, "vllm_importance_sampling_mode", _VLLM_IS_MODES)
         _vllm_generates(self)  # fast_generation / compile_generation / cache_implementation off when vLLM samples
-        # QAETrainer computes the loss itself (qae_lab.loss.grpo_loss): TRL's other loss types and loss options are refused
-        check_choice(self.loss_type, "loss_type", LOSS_TYPES)
-        if self.off_policy_mask_threshold is not None:
-            raise ValueError(
-                "off_policy_mask_threshold is not supported by QAETrainer's loss (qae_lab.loss): set it to None"
-            )
-        if self.use_adaptive_entropy:
-            raise ValueError(
-                "use_adaptive_entropy is not supported by QAETrainer's loss (qae_lab.loss); a fixed entropy_coef is"
-            )
+        # QAETrainer computes the loss itself (qae_lab.loss.grpo_loss) for LOSS_TYPES; for TRL's other loss types and
+        # loss options it hands QAE's advantages to TRL's own loss (uses_trl_loss), which has no token weighting
+        check_choice(self.loss_type, "loss_type", LOSS_TYPES + TRL_LOSS_TYPES)
         check_weighting_loss_type(self.token_weighting, self.loss_type)
+        if uses_trl_loss(self):
+            lab_only = {"token_weighting": "none", "cov_penalty": "none"}
+            for name, off in lab_only.items():
+                if getattr(self, name) != off:
+                    raise ValueError(
+                        f"{name}={getattr(self, name)!r} needs qae_lab's loss, but loss_type={self.loss_type!r}, "
+                        f"off_policy_mask_threshold={self.off_policy_mask_threshold} and use_adaptive_entropy="
+                        f"{self.use_adaptive_entropy} are TRL's loss: set {name}={off!r}, or loss_type in "
+                        f"{LOSS_TYPES} without those two options"
+                    )
+        if self.multi_objective_aggregation != "sum_then_normalize":
+            raise ValueError(
+                f"multi_objective_aggregation={self.multi_objective_aggregation!r} is not supported by QAETrainer: its "
+                "baseline (the group's mean or K-quantile) is taken of one reward per response, the weighted sum of "
+                "the reward functions (TRL's 'sum_then_normalize'); 'normalize_then_sum' normalises each reward "
+                "function within the group and then over the batch, which leaves no group baseline to replace"
+            )
         check_choice(self.advantage_mask, "advantage_mask", ADVANTAGE_MASKS)
         check_choice(self.cov_penalty, "cov_penalty", COV_PENALTIES)
         if self.cov_penalty != "none" and self.loss_type not in WEIGHTED_LOSS_TYPES:

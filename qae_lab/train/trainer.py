@@ -23,7 +23,8 @@ accelerate/DeepSpeed stay TRL's:
 Departures, and why:
 
 * TRL's loss types ``cispo``, ``sapo``, ``vespo``, ``luspo``, its ``off_policy_mask_threshold`` and its
-  adaptive entropy bonus are refused (:class:`qae_lab.train.config.QAEConfig`): :func:`qae_lab.loss.grpo_loss`
+  adaptive entropy bonus are TRL's own ``_compute_loss`` of QAE's advantages
+  (:func:`qae_lab.train.config.uses_trl_loss`; no token weighting there); :func:`qae_lab.loss.grpo_loss`
   computes the others (``grpo``, ``bnpo``, ``dr_grpo``, ``dapo``; token or sequence ratios, ``delta``,
   the KL term, a fixed entropy bonus, the forking-token mask, vLLM's importance correction).
 * ``sum(w)`` normalisation is exact for ``loss_type="bnpo"`` and ``"grpo"`` (per sequence). For
@@ -84,6 +85,9 @@ import warnings
 from pathlib import Path
 
 import torch
+import transformers
+import trl
+from accelerate.utils import gather_object
 from transformers.trainer_callback import TrainerState
 from transformers.trainer_utils import TrainOutput
 from trl import GRPOTrainer
@@ -112,7 +116,7 @@ from qae_lab.storage.folder import STAGING_DIR, RunFolderError
 from qae_lab.storage.resume import checkpoint_problems, latest_complete_checkpoint, publish_dir
 from qae_lab.task.answers import completion_text
 from qae_lab.task.behaviour import behaviour_stats, diversity_stats
-from qae_lab.train.config import QAEConfig
+from qae_lab.train.config import QAEConfig, uses_trl_loss
 from qae_lab.train.generation import generation_policy, keep_base_weights, silence_trl_deprecation
 
 __all__ = ["QAETrainer", "StagedCheckpoints"]
@@ -281,6 +285,55 @@ _FORWARD_EXTRAS = (
 )
 
 
+# Every private member of TRL's GRPOTrainer and transformers' Trainer that QAETrainer overrides, calls or reads, and
+# why: TRL has no public hook for the advantages (huggingface/trl #4525) nor for the loss. QAETrainer checks them when
+# it is made (missing_private_members), so an upgrade that moves one fails there, naming it, not inside a step.
+PRIVATE_MEMBERS = {
+    # TRL's GRPOTrainer (tested with trl 1.16)
+    "_generate_and_score_completions": "overridden: returns TRL's batch with QAE's advantages; behaviour/* metrics",
+    "_calculate_rewards": "overridden: QAE's advantages and regimes from the rewards TRL gathered; qae/* metrics",
+    "_generate_single_turn": "overridden: wraps TRL's generation in generation_policy (fast_generation)",
+    "_compute_loss": "overridden: sparse rows, the forward, qae_lab.loss.grpo_loss",
+    "_get_per_token_logps_and_entropies": "called: the policy's log-probs and entropies in the loss",
+    "_log_completion_extra": "called: adds qae_advantage to TRL's completion table",
+    "_metrics": "read: TRL's per-mode metric lists, where qae/*, saah/* and behaviour/* go",
+    "_step": "read: the generation counter TRL's buffer uses (steps_per_generation)",
+    "_entropy_bonus_enabled": "read: whether TRL's entropy_coef applies",
+    # transformers' Trainer
+    "_save_checkpoint": "overridden: staged, renamed checkpoints (StagedCheckpoints)",
+    "_get_output_dir": "overridden: the staging folder while a checkpoint is written",
+    "_load_from_checkpoint": "called: loads a finished run's checkpoint without training a step",
+}
+
+
+def missing_private_members(trainer) -> list[str]:
+    r"""The members of :data:`PRIVATE_MEMBERS` that ``trainer`` (a made GRPOTrainer, or its class for the methods
+    only) lacks, each as ``"name (why)"``.
+
+    >>> missing_private_members(GRPOTrainer)     # the methods: instance attributes are set by __init__
+    []
+    >>> import types
+    >>> print(missing_private_members(types.SimpleNamespace(_step=0))[0])
+    _generate_and_score_completions (overridden: returns TRL's batch with QAE's advantages; behaviour/* metrics)
+    """
+    on_class = isinstance(trainer, type)
+    return [
+        f"{name} ({why})"
+        for name, why in PRIVATE_MEMBERS.items()
+        if not (hasattr(trainer, name) or (on_class and not why.startswith(("overridden", "called"))))
+    ]
+
+
+def _check_private_members(trainer) -> None:
+    missing = missing_private_members(trainer)
+    if missing:
+        raise ImportError(
+            f"QAETrainer needs private members of TRL's GRPOTrainer / transformers' Trainer that trl {trl.__version__} "
+            f"with transformers {transformers.__version__} lacks: {'; '.join(missing)}. qae_lab is tested with "
+            "trl 1.16 (pip install 'trl>=1.16,<1.17')"
+        )
+
+
 @dataclasses.dataclass
 class _Scoring:
     """One generation's state between TRL's reward call and its return: created and dropped in
@@ -293,6 +346,7 @@ class _Scoring:
     success: torch.Tensor | None = None  # (N_all,) bool: success_reward's own score >= success_threshold
     advantages: torch.Tensor | None = None  # (N_all,) QAE's (sign-masked) advantages
     hard: torch.Tensor | None = None  # (N_all,) bool: each response's prompt is in QAE's hard regime
+    completions: list | None = None  # this process's completions as TRL handed them to the reward functions
 
 
 class QAETrainer(StagedCheckpoints, GRPOTrainer):
@@ -319,9 +373,8 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
     ``train``, ``_save_checkpoint`` and ``_get_output_dir`` (transformers) come from
     :class:`~qae_lab.train.trainer.StagedCheckpoints`,
 
-    and these TRL attributes are read (the private ones can change in any TRL release): private
-    ``_get_per_token_logps_and_entropies``, ``_log_completion_extra``, ``_metrics``, ``_logs`` (the completions TRL
-    decoded are read there), ``_step``, ``_entropy_bonus_enabled``; public ``epsilon_low``, ``epsilon_high``,
+    every private member of TRL and transformers it touches is in :data:`PRIVATE_MEMBERS`, with why (a missing one is
+    named when the trainer is made); these public TRL attributes are read: ``epsilon_low``, ``epsilon_high``,
     ``importance_sampling_level``, ``current_gradient_accumulation_steps``, ``reward_weights``, ``num_generations``,
     ``num_generations_eval``, ``scale_rewards``, ``loss_type``, ``beta``, ``temperature``, ``top_entropy_quantile``
     (and ``get_high_entropy_mask``), ``entropy_coef``, ``aux_loss_enabled``, ``router_aux_loss_coef``, ``use_vllm``,
@@ -334,7 +387,9 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
 
     def __init__(self, *args, **kwargs):
         silence_trl_deprecation()
+        _check_private_members(GRPOTrainer)  # the methods, before anything loads
         super().__init__(*args, **kwargs)
+        _check_private_members(self)  # and the attributes TRL's __init__ sets
         if not isinstance(self.args, QAEConfig):
             raise ValueError("args must be a qae_lab.train.config.QAEConfig")
         text = self.accelerator.unwrap_model(self.model).config.get_text_config()
@@ -346,6 +401,7 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
             )
         a = self.args
         self._success_column = self._success_reward_column()
+        self._trl_loss = uses_trl_loss(a)
         self.knobs = Knobs(
             quantile_k=a.quantile_k, alpha=a.alpha, baseline=a.baseline, token_weighting=a.token_weighting
         )
@@ -407,6 +463,11 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
             raise ValueError(f"knobs must be a qae_lab.methods.Knobs, got {type(knobs).__name__}")
         new = (self.knobs if knobs is None else knobs).replace(**changes)
         check_weighting_loss_type(new.token_weighting, self.loss_type)
+        if self._trl_loss and new.token_weighting != "none":
+            raise ValueError(
+                f"token_weighting={new.token_weighting!r} needs qae_lab's loss; this trainer uses TRL's "
+                f"(off_policy_mask_threshold or use_adaptive_entropy is set)"
+            )
         self.knobs = new
         return new
 
@@ -454,6 +515,7 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         scoring = self._scoring
         if scoring is not None:  # inside one of our generations (always, in training and evaluation)
+            scoring.completions = list(completions)
             self._score(scoring, rewards_per_func, n_local=len(prompts))
         return rewards_per_func  # (N_all, n_funcs), gathered across processes
 
@@ -461,7 +523,13 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         """QAE's advantages (eq. Q1-Q5) and regimes from the gathered rewards, and the ``qae/*`` metrics."""
         rpf, knobs, g, a = rewards_per_func, scoring.knobs, scoring.group_size, self.args
         if torch.isnan(rpf).all(dim=1).any():
-            raise ValueError("a completion got no reward from any reward function (all None); QAE needs every reward")
+            raise ValueError(
+                "a completion got no reward from any reward function (every one returned None): TRL leaves such a "
+                "completion out of its group's baseline and gives it advantage 0, QAETrainer refuses it, because a "
+                "K-quantile over the group's other members would sit at another rank of a smaller group (QAE's "
+                "regime threshold 1 - K moves with the group size): give every completion a reward (0 where one "
+                "cannot be scored)"
+            )
         rewards = (rpf * self.reward_weights.to(rpf.device).unsqueeze(0)).nansum(dim=1)  # (N_all,), as TRL
         adv = group_advantages(
             rewards,
@@ -494,8 +562,8 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
     def _log_behaviour(self, out: dict, scoring: _Scoring, metrics) -> None:
         """``behaviour/*`` (:mod:`qae_lab.task.behaviour`: length, reflection, diversity) over every process's completions."""
         lengths = self.accelerator.gather(out["completion_mask"].sum(1))  # (N_all,)
-        # the texts TRL decoded and gathered for its completion table: this generation's are the last N_all
-        texts = [completion_text(c) for c in list(self._logs["completion"])[-scoring.rewards.numel() :]]
+        # the completions TRL decoded for the reward functions, every process's (in process order, as the rewards)
+        texts = [completion_text(c) for c in gather_object(scoring.completions)]
         success = scoring.success.tolist()
         for key, value in {
             **behaviour_stats(lengths.tolist(), texts, success, words=self.args.reflection_words),
@@ -542,6 +610,8 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         )
 
     def _compute_loss(self, model, inputs):
+        if self._trl_loss:  # TRL's loss of QAE's advantages (the batch holds them): qae_lab.train.config.uses_trl_loss
+            return super()._compute_loss(model, inputs)
         settings = self.loss_settings()  # the knobs in force now, for this whole micro-batch
         training = self.model.training
         keep = self._kept_rows(inputs["advantages"]) if self._sparse_active(settings) else None

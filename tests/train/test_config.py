@@ -46,11 +46,19 @@ def test_the_config_has_one_home():
         ({"kl_cov_coef": -1.0}, "kl_cov_coef must be >= 0"),
         ({"reflection_words": []}, "words"),
         ({"reflection_words": ["wait", "  "]}, "words"),
-        # TRL's options that qae_lab.loss.grpo_loss does not compute are refused, not silently dropped
-        ({"loss_type": "sapo"}, r"loss_type must be one of \('grpo', 'bnpo', 'dr_grpo', 'dapo'\), got 'sapo'"),
-        ({"loss_type": "vespo"}, "loss_type must be one of"),
-        ({"off_policy_mask_threshold": 0.5}, "off_policy_mask_threshold is not supported"),
-        ({"use_adaptive_entropy": True, "entropy_coef": 0.01}, "use_adaptive_entropy is not supported"),
+        # TRL's loss types and options are TRL's loss (QAE's advantages in): what needs qae_lab's loss is refused
+        ({"loss_type": "ppo"}, r"loss_type must be one of \('grpo', 'bnpo', 'dr_grpo', 'dapo', 'cispo', 'sapo', "),
+        ({"loss_type": "sapo", "cov_penalty": "clip_cov"}, r"cov_penalty='clip_cov' needs"),
+        (
+            {"off_policy_mask_threshold": 0.5, "token_weighting": "sa_ah"},
+            r"token_weighting='sa_ah' needs qae_lab's loss",
+        ),
+        ({"use_adaptive_entropy": True, "entropy_coef": 0.01, "cov_penalty": "kl_cov"}, "cov_penalty='kl_cov' needs"),
+        # accepted by TRL, but it leaves no group baseline for QAE to replace: refused, naming why (it was ignored)
+        (
+            {"multi_objective_aggregation": "normalize_then_sum"},
+            r"multi_objective_aggregation='normalize_then_sum' is not supported by QAETrainer: .*no group baseline",
+        ),
         # TRL checks these only once the model is loaded (vllm_mode) or inside a step (the importance-sampling mode)
         ({"vllm_mode": "remote"}, r"vllm_mode must be one of \('colocate', 'server'\), got 'remote'"),
         ({"vllm_importance_sampling_mode": "token"}, "vllm_importance_sampling_mode must be one of"),

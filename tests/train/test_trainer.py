@@ -142,6 +142,37 @@ def test_mean_baseline_reproduces_trl(tmp_path, tok, loss_type, scale):
     assert_same_grads(trainer_grads(qae, ours), trainer_grads(trl_trainer, theirs))
 
 
+# TRL's loss types and options that qae_lab.loss does not compute: QAETrainer hands its advantages to TRL's own loss
+TRL_LOSSES = {
+    "cispo": {"loss_type": "cispo"},
+    "sapo": {"loss_type": "sapo"},
+    "vespo": {"loss_type": "vespo"},
+    "luspo": {"loss_type": "luspo", "importance_sampling_level": "sequence"},
+    "off_policy_mask": {"loss_type": "dapo", "off_policy_mask_threshold": 0.5},
+    "adaptive_entropy": {"loss_type": "dapo", "use_adaptive_entropy": True, "entropy_coef": 0.01},
+}
+
+
+@pytest.mark.parametrize("name", sorted(TRL_LOSSES))
+def test_trl_losses_take_qae_advantages_and_reproduce_trl_with_the_mean(tmp_path, tok, name):
+    rewards = [1.0, 0, 0, 0, 0.25, 0.5, 1, 0, 0, 0, 0, 0, 0.9, 0.1, 0.6, 0.6]
+    common = TRL_LOSSES[name]
+    qae = make_trainer(tmp_path / "qae", tok, tiny_model(tok, seed=1), baseline="mean", advantage_eps=1e-4, **common)
+    trl_trainer = make_trainer(
+        tmp_path / "trl", tok, tiny_model(tok, seed=1), trainer_cls=GRPOTrainer, config_cls=GRPOConfig, **common
+    )
+    ours = qae._generate_and_score_completions(rows(rewards))
+    theirs = trl_trainer._generate_and_score_completions(rows(rewards))
+    torch.testing.assert_close(ours["advantages"], theirs["advantages"], rtol=1e-6, atol=1e-6)
+    assert_same_grads(trainer_grads(qae, ours), trainer_grads(trl_trainer, theirs))
+    # with the K-quantile baseline the same loss moves the model by QAE's advantages: TRL's loss of those, by hand
+    quantile = make_trainer(tmp_path / "quantile", tok, tiny_model(tok, seed=1), advantage_eps=1e-4, **common)
+    batch = quantile._generate_and_score_completions(rows(rewards))
+    assert batch["advantages"].tolist() == pytest.approx(qae_advantages(rewards, eps=1e-4), abs=1e-6)
+    handed = {**theirs, "advantages": batch["advantages"]}
+    assert_same_grads(trainer_grads(quantile, batch), trainer_grads(trl_trainer, handed))
+
+
 # ---------------------------------------------------------------- 5. logged advantages
 
 
