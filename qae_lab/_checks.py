@@ -3,15 +3,19 @@ r"""Input validation shared by the package.
 Every public function of qae_lab checks its input with these helpers, so a bad call
 fails at once with a :class:`ValueError` that names the argument and the allowed range,
 instead of returning a silently wrong number. The checks on tensor *values* (finite,
-0/1 mask, ...) read one boolean back from the device; they are cheap next to a
-forward pass. :func:`credential_name` is the one rule for names that carry a secret
+0/1 mask, ...) read one boolean back from the device (a host synchronisation on a GPU):
+``QAETrainer`` turns them off inside its loss step (:func:`value_checks`), whose tensors it built from
+inputs checked where the batch was made. :func:`credential_name` is the one rule for names that carry a secret
 (settings, environment variables), which nothing qae_lab writes may hold.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 import numbers
+import os
 
 import torch
 
@@ -29,7 +33,38 @@ __all__ = [
     "snap_to_integer",
     "credential_name",
     "non_finite",
+    "value_checks",
+    "checking_values",
 ]
+
+# whether the checks on tensor values run (value_checks); QAE_LAB_CHECK_VALUES=1 keeps them on everywhere
+_VALUE_CHECKS = contextvars.ContextVar("qae_lab_value_checks", default=True)
+CHECK_VALUES_ENV = "QAE_LAB_CHECK_VALUES"
+
+
+def checking_values() -> bool:
+    """Whether the checks on tensor values run here (:func:`value_checks`): the guard of a module's own value check."""
+    return _VALUE_CHECKS.get()
+
+
+@contextlib.contextmanager
+def value_checks(enabled: bool):
+    r"""Within the block (in this thread or task), the checks on tensor *values* (finite, 0/1 masks, whole numbers)
+    run only if ``enabled``; shapes, dtypes and scalar arguments are checked either way.
+
+    Each value check reads a boolean back from the device, a host synchronisation on a GPU. ``QAETrainer`` turns them
+    off inside its loss step, whose tensors it built itself from inputs checked where the batch was made (the rewards
+    and advantages, once per generation); ``QAE_LAB_CHECK_VALUES=1`` in the environment keeps them on (debugging).
+
+    >>> with value_checks(False):
+    ...     as_real_tensor([float("nan")], "x")
+    tensor([nan], dtype=torch.float64)
+    """
+    token = _VALUE_CHECKS.set(bool(enabled) or os.environ.get(CHECK_VALUES_ENV) == "1")
+    try:
+        yield
+    finally:
+        _VALUE_CHECKS.reset(token)
 
 
 def as_real_tensor(x, name: str, *, ndim: int | None = None) -> torch.Tensor:
@@ -58,7 +93,7 @@ def as_real_tensor(x, name: str, *, ndim: int | None = None) -> torch.Tensor:
         x = x.float()
     if ndim is not None and x.dim() != ndim:
         raise ValueError(f"{name} must have {ndim} dimension(s), got shape {tuple(x.shape)}")
-    if x.numel() and not bool(torch.isfinite(x).all()):
+    if x.numel() and _VALUE_CHECKS.get() and not bool(torch.isfinite(x).all()):
         raise ValueError(f"{name} must be finite (no NaN or inf)")
     return x
 
@@ -83,7 +118,7 @@ def as_count_tensor(x, name: str, hi: int, hi_name: str) -> torch.Tensor:
             raise ValueError(f"{name} must be whole numbers in {rng}, got {type(x).__name__}") from err
     if x.dtype == torch.bool or x.is_complex():
         raise ValueError(f"{name} must be whole numbers in {rng} (an integer or float tensor), got dtype {x.dtype}")
-    if not x.numel():
+    if not x.numel() or not _VALUE_CHECKS.get():
         return x
     if x.is_floating_point():
         if not bool(torch.isfinite(x).all()):
@@ -235,7 +270,12 @@ def check_mask(mask, shape: torch.Size, name: str = "mask") -> torch.Tensor:
         raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(mask.shape)}")
     if mask.is_complex():
         raise ValueError(f"{name} must be real-valued, got dtype {mask.dtype}")
-    if mask.dtype != torch.bool and mask.numel() and not bool(((mask == 0) | (mask == 1)).all()):
+    if (
+        mask.dtype != torch.bool
+        and mask.numel()
+        and _VALUE_CHECKS.get()
+        and not bool(((mask == 0) | (mask == 1)).all())
+    ):
         raise ValueError(f"{name} must hold only 0 and 1 (or be a bool tensor)")
     return mask.to(torch.float32)
 

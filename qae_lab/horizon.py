@@ -37,7 +37,7 @@ import math
 
 import torch
 
-from qae_lab._checks import as_real_tensor, check_finite_scalar, check_int, check_mask
+from qae_lab._checks import as_real_tensor, check_finite_scalar, check_int, check_mask, checking_values
 
 __all__ = [
     "normalised_entropy",
@@ -205,13 +205,13 @@ def horizon_weights(h_norm, mask, alpha: float) -> torch.Tensor:
     tensor([[0.3679, 0.3679, 0.1353, 0.0000]])
     """
     h = as_real_tensor(h_norm, "h_norm", ndim=2).detach()
-    if h.numel() and not bool(((h >= -_H_TOL) & (h <= 1 + _H_TOL)).all()):
+    if h.numel() and checking_values() and not bool(((h >= -_H_TOL) & (h <= 1 + _H_TOL)).all()):
         raise ValueError("h_norm must hold normalised entropies in [0, 1] (divide by log V)")
     m = check_mask(mask, h.shape).to(h.dtype)
     alpha = check_finite_scalar(alpha, "alpha")
     # w_t = exp(-alpha * sum_{s<=t} H~_s), padding excluded from the sum
     w = torch.exp(-alpha * torch.cumsum(h * m, dim=-1)) * m  # (N, T)
-    if not bool(torch.isfinite(w).all()):
+    if checking_values() and not bool(torch.isfinite(w).all()):
         raise ValueError(f"alpha={alpha} makes exp(-alpha * cumulative entropy) overflow; use a smaller |alpha|")
     return w
 
@@ -274,7 +274,7 @@ def weighted_token_mean(per_token_loss: torch.Tensor, weights) -> torch.Tensor:
         raise ValueError(
             f"weights must have the shape of per_token_loss {tuple(per_token_loss.shape)}, got {tuple(w.shape)}"
         )
-    if w.numel() and not bool((w >= 0).all()):
+    if w.numel() and checking_values() and not bool((w >= 0).all()):
         raise ValueError("weights must be >= 0")
     w = w.to(per_token_loss.dtype)
     denom = w.sum()
@@ -317,7 +317,7 @@ def normaliser_factor(weights, mask, *, per_sequence: bool = False, skipped_toke
     tensor(1.5000)
     """
     w = as_real_tensor(weights, "weights", ndim=2).detach()
-    if w.numel() and not bool((w >= 0).all()):
+    if w.numel() and checking_values() and not bool((w >= 0).all()):
         raise ValueError("weights must be >= 0")
     m = check_mask(mask, w.shape).to(w.dtype)
     skipped = check_finite_scalar(skipped_tokens, "skipped_tokens")

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import torch
 
-from qae_lab._checks import as_real_tensor, check_choice, check_finite_scalar, check_mask
+from qae_lab._checks import as_real_tensor, check_choice, check_finite_scalar, check_mask, checking_values
 from qae_lab.entropy_controls import ppo_clip_active
 from qae_lab.methods import LEDGER_PARTS  # the ledger's parts: the total, by sign of A, by regime, the four cells
 
@@ -125,7 +125,7 @@ def entropy_change_terms(logps, entropies, advantages, *, form: str = "npg", sum
     check_choice(form, "form", LEDGER_FORMS)
     lp = as_real_tensor(logps.detach() if isinstance(logps, torch.Tensor) else logps, "logps", ndim=2)
     h = _same_shape(entropies, lp.shape, "entropies").to(lp)
-    if bool((h < 0).any()):
+    if checking_values() and bool((h < 0).any()):
         raise ValueError("entropies must be >= 0 (nats)")
     a = _same_shape(advantages, lp.shape, "advantages").to(lp)
     if (sums is not None) != (form == "reinforce"):
@@ -201,7 +201,7 @@ def ledger_parts(terms, advantages, weights, hard_rows=None, *, normaliser: floa
     d = as_real_tensor(terms, "terms", ndim=2)
     a = _same_shape(advantages, d.shape, "advantages").to(d)
     w = _same_shape(weights, d.shape, "weights").to(d)
-    if bool((w < 0).any()):
+    if checking_values() and bool((w < 0).any()):
         raise ValueError("weights must be >= 0")
     n = float(w.sum()) if normaliser is None else check_finite_scalar(normaliser, "normaliser")
     if n <= 0:

@@ -92,6 +92,7 @@ from transformers.trainer_callback import TrainerState
 from transformers.trainer_utils import TrainOutput
 from trl import GRPOTrainer
 
+from qae_lab._checks import value_checks
 from qae_lab.advantages import advantage_stats, group_advantages, hard_regime
 from qae_lab.entropy_controls import sign_masked_advantages
 from qae_lab.horizon import head_normalised_entropy, normalise_entropy
@@ -635,24 +636,26 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
             if self.top_entropy_quantile < 1.0
             else None
         )
-        out = grpo_loss(
-            logps,
-            batch["advantages"],
-            mask,
-            settings,
-            scale,
-            old_logps=batch.get("old_per_token_logps"),
-            entropies=entropies,
-            h_norm=h_norm,
-            ref_logps=batch.get("ref_per_token_logps"),
-            entropy_mask=forking,
-            sampling_ratio=batch.get("importance_sampling_ratio")
-            if self.use_vllm and self.vllm_importance_sampling_correction
-            else None,
-            hard_rows=batch.get("prompt_hard"),
-            generator=self._clip_cov_generator() if settings.cov_penalty == "clip_cov" else None,
-        )
-        self._log_loss(out, mask, settings, rows_left_out=keep is not None, hard_rows=batch.get("prompt_hard"))
+        # the step's own tensors: their values were checked where the batch was made (value_checks)
+        with value_checks(False):
+            out = grpo_loss(
+                logps,
+                batch["advantages"],
+                mask,
+                settings,
+                scale,
+                old_logps=batch.get("old_per_token_logps"),
+                entropies=entropies,
+                h_norm=h_norm,
+                ref_logps=batch.get("ref_per_token_logps"),
+                entropy_mask=forking,
+                sampling_ratio=batch.get("importance_sampling_ratio")
+                if self.use_vllm and self.vllm_importance_sampling_correction
+                else None,
+                hard_rows=batch.get("prompt_hard"),
+                generator=self._clip_cov_generator() if settings.cov_penalty == "clip_cov" else None,
+            )
+            self._log_loss(out, mask, settings, rows_left_out=keep is not None, hard_rows=batch.get("prompt_hard"))
         loss = out.loss
         if self.aux_loss_enabled:  # a mixture-of-experts router's balance loss, split like the policy loss
             loss = loss + self.router_aux_loss_coef * aux_loss / scale.accumulation

@@ -6,9 +6,12 @@ completions no reward function can score. The embedded model on the CPU."""
 from __future__ import annotations
 
 import re
+import traceback
 from pathlib import Path
 
 import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from tiny_runs import tiny_trainer
 
 from qae_lab.task import rewards
@@ -83,3 +86,47 @@ def test_every_private_member_of_trl_or_transformers_the_trainer_touches_is_list
     touched = {n for n in (used | defs) - ours if hasattr(trainer, n)}
     # _rotate_checkpoints: used only where it exists (transformers < 5), else the public function
     assert touched - {"_rotate_checkpoints"} == set(trainer_module.PRIVATE_MEMBERS)
+
+
+class _HostSyncs(TorchDispatchMode):
+    """Counts the reads of a tensor's value back to the host (``.item()``, ``bool(t)``: ``aten._local_scalar_dense``,
+    a synchronisation on a GPU), each with the qae_lab file it came from."""
+
+    def __init__(self):
+        super().__init__()
+        self.files: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten._local_scalar_dense.default:
+            ours = [f.filename for f in traceback.extract_stack() if "/qae_lab/" in f.filename]
+            self.files.append(Path(ours[-1]).name if ours else "trl or transformers")
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("weighting", ["none", "sa_ah"])
+def test_the_loss_step_reads_values_back_only_for_its_metrics(tmp_path, monkeypatch, weighting):
+    from step_setup import REWARDS, make_trainer, rows, tiny_model
+    from trl import GRPOConfig, GRPOTrainer
+
+    from qae_lab.task.models import load_policy
+
+    _, tok = load_policy("embedded", device="cpu")
+    ours = make_trainer(tmp_path / "qae", tok, tiny_model(tok, seed=1), loss_type="bnpo", token_weighting=weighting)
+    theirs = make_trainer(
+        tmp_path / "trl", tok, tiny_model(tok, seed=1), trainer_cls=GRPOTrainer, config_cls=GRPOConfig, loss_type="bnpo"
+    )
+
+    def syncs(trainer) -> list[str]:
+        batch = trainer._generate_and_score_completions(rows(REWARDS))  # where the batch is built and checked
+        with _HostSyncs() as counted:
+            trainer._compute_loss(trainer.model, batch)
+        return counted.files
+
+    quiet, trl = syncs(ours), syncs(theirs)
+    assert "_checks.py" not in quiet  # no input check inside the step: the batch was checked where it was built
+    monkeypatch.setenv("QAE_LAB_CHECK_VALUES", "1")  # the debug switch brings them back
+    checked = syncs(ours)
+    assert checked.count("_checks.py") >= 3 and len(checked) > len(quiet)
+    # what is left: TRL's own forward, and the metrics (the entropy ledger, the weights' statistics, global means)
+    assert set(quiet) <= {"trl or transformers", "ledger.py", "horizon.py", "trainer.py"}, quiet
+    print(f"host syncs per micro-batch ({weighting}): qae_lab {len(quiet)}, with checks {len(checked)}, TRL {len(trl)}")
