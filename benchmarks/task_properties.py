@@ -6,7 +6,7 @@
 Loads ``load_policy("embedded-sums")`` (or ``--model``), samples ``--samples`` completions at temperature 1
 for each of ``--prompts`` fresh problems of the sums task (``sums_task(n, seed=2024)``: seeds the model's
 training never drew in this order), and measures, with ``tools.task_properties.task_properties``,
-the property table issue 21 asks for (distinct correct completions, length spread, token entropy on
+the property table (distinct correct completions, length spread, token entropy on
 reasoning and format tokens, QAE's regimes at K = 0.4, never-solved prompts, format compliance, punished
 correct answers under the composite reward, reflective words), then greedy / sampled pass@1 and pass@k
 per level with ``qae_lab.task.evaluate.evaluate``. With ``--write`` (the default) the tables replace the

@@ -351,7 +351,7 @@ def test_linear_matches_torch_quantile_and_keeps_exact_zeros():
     assert int((group_advantages(r, 26, k=0.28, quantile_method="linear") == 0).sum()) == 8
 
 
-# ---------------------------------------------------------------- huge rewards (issue 11, case 10)
+# ---------------------------------------------------------------- huge rewards
 
 F32_MAX = torch.finfo(torch.float32).max
 
@@ -461,7 +461,7 @@ def test_scaling_rewards_by_a_power_of_two_is_exact(gr, j, k, method, baseline, 
     assert torch.equal(big, small * 2.0**j if scale == "none" else small)
 
 
-# ---------------------------------------------------------------- hard_regime input (issue 11, case 10)
+# ---------------------------------------------------------------- hard_regime input
 
 
 def test_hard_regime_accepts_lists_and_whole_floats():

@@ -184,7 +184,7 @@ def _doctest_coverage(path: Path) -> tuple[int, int]:
 
 
 def test_doctest_examples_cover_most_public_functions():
-    # issue 12: at least 85% of the public functions and classes show a runnable >>> example
+    # at least 85% of the public functions and classes show a runnable >>> example
     per_module = {
         p.relative_to(ROOT).as_posix(): _doctest_coverage(p) for p in sorted((ROOT / "qae_lab").rglob("*.py"))
     }
@@ -234,7 +234,7 @@ OPTIONAL = (
 
 
 def test_imports_sit_at_the_top_except_optional_heavy_dependencies_with_a_reason():
-    # issue 12 / docs/architecture.md, "Imports": imports at the top of each module; only an optional heavy dependency
+    # docs/architecture.md, "Imports": imports at the top of each module; only an optional heavy dependency
     # may be imported inside a function, with a comment on that line saying why
     bad = []
     for path in sorted((ROOT / "qae_lab").rglob("*.py")):
@@ -248,9 +248,9 @@ def test_imports_sit_at_the_top_except_optional_heavy_dependencies_with_a_reason
 
 
 def test_every_module_stays_within_1000_lines():
-    # issue 12, as issue 33 amends it: a module is as long as its idea (about 600 lines a guideline, 1,000 a limit);
+    # a module is as long as its idea (about 600 lines a guideline, 1,000 a limit);
     # a longer one splits along a seam of its ideas, never at a count (a 400-line cap split trainer, export and
-    # the sequence policy where no seam was, and issue 31's run-folder lock belongs with the run folder)
+    # the sequence policy where no seam was, and the run-folder lock belongs with the run folder)
     long = {
         p.relative_to(ROOT).as_posix(): n
         for p in sorted((ROOT / "qae_lab").rglob("*.py"))

@@ -31,7 +31,7 @@ from qae_lab.task.rollouts import completion_entropies, sample_groups
 
 __all__ = ["TARGETS", "reasoning_tokens", "task_properties", "property_table"]
 
-# property -> (lower bound, upper bound, what it is); None: no bound on that side (issue 21's bands)
+# property -> (lower bound, upper bound, what it is); None: no bound on that side
 TARGETS: dict[str, tuple[float | None, float | None, str]] = {
     "distinct_correct": (4.0, None, "distinct correct completions among G samples of a prompt (mean)"),
     "length_cv": (0.15, None, "within-prompt length std / mean (mean over prompts)"),

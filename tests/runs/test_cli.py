@@ -256,7 +256,7 @@ def test_make_trainer_loads_the_run_dtype(tmp_path):
         (["max_completion_length=0"], "max_completion_length must be a number in [1, inf)"),
         (["per_device_train_batch_size=0"], "per_device_train_batch_size must be"),
         (["task=gsm8k", "gsm8k_path=/nonexistent/gsm8k"], "gsm8k_path /nonexistent/gsm8k"),
-        # issue 31: a ZeroDivisionError in TRL's checks; a model folder's own Python code run by TRL's reference model
+        # a ZeroDivisionError in TRL's checks; a model folder's own Python code run by TRL's reference model
         (["num_generations=0"], "num_generations must be a number in [2, inf), got 0"),
         (["trust_remote_code=true"], "trust_remote_code=true would run Python code shipped in a model folder"),
         (['model_init_kwargs={"trust_remote_code": true}'], "model_init_kwargs.trust_remote_code=true would run"),
@@ -284,7 +284,7 @@ def test_a_bad_local_data_file_fails_the_dry_run_with_file_and_line(tmp_path, mo
 
 
 def test_run_folders_and_flag_pairs_that_cannot_work_get_a_named_error(monkeypatch, capsys, tmp_path):
-    # issue 31, finding 11: --output-dir naming a file, or /, passed --dry-run; --resume ignored --overwrite
+    # --output-dir naming a file, or /, passed --dry-run; --resume ignored --overwrite
     no_loading(monkeypatch)
     (tmp_path / "a-file").write_text("mine")
     for argv, message in (
@@ -301,7 +301,7 @@ def test_run_folders_and_flag_pairs_that_cannot_work_get_a_named_error(monkeypat
 
 
 def test_remote_code_in_a_model_folder_never_runs(tmp_path, monkeypatch, capsys):
-    # issue 31, finding 6: with beta > 0 and no LoRA, TRL built the reference model with trust_remote_code and a
+    # with beta > 0 and no LoRA, TRL built the reference model with trust_remote_code and a
     # model folder's own modelling file ran (it wrote a marker file)
     from qae_lab.task.models import embedded_dir
 

@@ -1,5 +1,5 @@
-"""The run folder through the real command line (``qae_lab.runs.cli.main``), the way a hostile user tries it (issue 31,
-second round): an output folder inside the names a run owns, ``--overwrite`` over a run nested in one, an output
+"""The run folder through the real command line (``qae_lab.runs.cli.main``), the way a hostile user tries it:
+an output folder inside the names a run owns, ``--overwrite`` over a run nested in one, an output
 folder under a regular file, and a damaged log under ``--resume``. Each is refused with ``--dry-run`` too, before
 anything loads, naming the path, the line or the setting; the folders are left byte for byte as they were."""
 

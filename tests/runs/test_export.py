@@ -228,7 +228,7 @@ def test_an_export_never_takes_a_name_a_run_folder_uses(full_run, tmp_path):
 
 
 def test_an_export_into_a_link_or_from_damaged_weights_gets_a_named_error(full_run, tmp_path):
-    # issue 31, finding 11: a symlink to an empty folder as OUT, and a damaged model/*.safetensors, gave tracebacks
+    # a symlink to an empty folder as OUT, and a damaged model/*.safetensors, gave tracebacks
     target = tmp_path / "target"
     target.mkdir()
     (tmp_path / "link").symlink_to(target)

@@ -1,4 +1,4 @@
-"""A run folder loses nothing, whatever happens to the run (issue 11): Ctrl-C then ``--resume``, a second
+"""A run folder loses nothing, whatever happens to the run: Ctrl-C then ``--resume``, a second
 Ctrl-C during the save, a new run refused over another one (``--overwrite`` replaces it), a resume
 with changed settings or an old checkpoint refused, a finished run extended as an event, damaged
 checkpoint files named, a cut log line restored, and SIGKILL at random moments. Tiny real runs of the

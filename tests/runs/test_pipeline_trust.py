@@ -1,4 +1,4 @@
-"""What a careless or hostile user tries on a run folder (issue 31), with the real command line on tiny runs:
+"""What a careless or hostile user tries on a run folder, with the real command line on tiny runs:
 ``--overwrite`` on a folder no run wrote, a second process on a folder being written, a checkpoint without its
 optimizer, schedule or RNG state, a README.md of the user's beside the checkpoints, a resume that is refused or
 fails while loading, recorded settings that send data out, and a config file's ``env:``. Each test names the

@@ -191,7 +191,7 @@ def test_the_config_file_and_the_command_line_must_agree_on_the_preset(tmp_path)
         ("- a\n- b\n", r"config file .*bad.yaml: must hold a mapping"),
         ("a: [1,\n", r"config file .*bad.yaml: not valid YAML"),
         ("env: 3\n", r"config file .*bad.yaml: env must be a mapping"),
-        ("1: 2\n", r"config file .*bad.yaml: every key must be a field name \(a string\), got 1 \(int\)"),  # issue 31
+        ("1: 2\n", r"config file .*bad.yaml: every key must be a field name \(a string\), got 1 \(int\)"),
         ("? [a, b]\n: 1\n", r"config file .*bad.yaml: not valid YAML|every key must be a field name"),
         ("preset: gpu-please\n", r"unknown preset 'gpu-please'"),
     ],

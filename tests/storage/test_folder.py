@@ -79,7 +79,7 @@ def test_claim_fresh_refuses_a_run_folder_and_overwrites_only_when_asked(tmp_pat
 
 
 def test_overwrite_deletes_only_what_a_run_wrote(tmp_path):
-    # issue 31, finding 1: `--output-dir data/embedded --overwrite` deleted the model's config.json
+    # `--output-dir data/embedded --overwrite` deleted the model's config.json
     model = tmp_path / "embedded"
     model.mkdir()
     (model / CONFIG_NAME).write_text('{"model_type": "qwen2", "vocab_size": 100}')
@@ -116,7 +116,7 @@ def _holder(folder):
 
 
 def test_a_second_process_is_refused_naming_the_holder_and_a_killed_ones_lock_is_taken_over(tmp_path):
-    # issue 31, finding 2: two processes on one --output-dir both wrote one folder
+    # two processes on one --output-dir both wrote one folder
     proc = _holder(tmp_path)
     try:
         with pytest.raises(
@@ -176,7 +176,7 @@ def test_a_cut_last_line_is_reported_and_damage_elsewhere_names_the_line(tmp_pat
     with pytest.raises(RunFolderError, match=r"log.jsonl: line 2 is damaged"):
         read_log_lines(log)
     assert read_log_lines(tmp_path / "none.jsonl") == ([], None)
-    # issue 31, finding 11: a line nested 100,000 deep raised a RecursionError naming no file or line
+    # a line nested 100,000 deep raised a RecursionError naming no file or line
     log.write_text('{"step": 1}\n' + "[" * 100_000 + "]" * 100_000 + '\n{"step": 3}\n')
     with pytest.raises(RunFolderError, match=r"log.jsonl: line 2 is damaged \(nested too deep to read\)"):
         read_log_lines(log)
@@ -187,7 +187,7 @@ def test_a_cut_last_line_is_reported_and_damage_elsewhere_names_the_line(tmp_pat
         read_log(tmp_path / "none.jsonl")
 
 
-# ---------------------------------------------------------------- the names a run owns (issue 31 again)
+# ---------------------------------------------------------------- the names a run owns
 
 
 def _outer_run(folder: Path) -> Path:

@@ -138,7 +138,7 @@ def test_damaged_checkpoints_are_skipped_named_or_refused(tmp_path):
 
 
 def test_malformed_states_configs_and_pickled_weights_are_refused_naming_the_file(tmp_path):
-    # issue 31, finding 11: malformed trainer_state.json or config.json gave tracebacks; a checkpoint holding only
+    # malformed trainer_state.json or config.json gave tracebacks; a checkpoint holding only
     # pytorch_model.bin was accepted here and refused by export
     out = _run_folder(tmp_path / "run", logged=(1, 2), checkpoints=(2,))
     state = out / "checkpoint-2" / "trainer_state.json"
@@ -420,7 +420,7 @@ def test_the_live_lab_resumes_the_plans_checkpoint(tmp_path):
     assert read_log(out)[-1]["step"] == 2  # the stand-ins wrote nothing
 
 
-# ---------------------------------------------------------------- issue 31 again: damaged logs, reserved names
+# ---------------------------------------------------------------- damaged logs, reserved names
 
 
 @pytest.mark.parametrize(

@@ -80,7 +80,7 @@ def test_missing_pieces_are_named(tmp_path):
 
 
 def test_a_checkpoint_without_what_a_resume_loads_is_incomplete(tmp_path):
-    # issue 31, finding 3: without optimizer.pt, scheduler.pt and rng_state.pth a resume trained on with a fresh
+    # without optimizer.pt, scheduler.pt and rng_state.pth a resume trained on with a fresh
     # optimizer and schedule (lr 1e-4 where it had reached 0), and said nothing
     ckpt = _checkpoint(tmp_path, 4)
     for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth"):
@@ -111,7 +111,7 @@ class _Gadget:
 
 
 def test_load_checks_the_torch_files_as_the_trainer_loads_them(tmp_path, capsys):
-    # issue 31, finding 11: a crafted optimizer.pt was refused inside torch.load as a raw UnpicklingError, exit 1
+    # a crafted optimizer.pt was refused inside torch.load as a raw UnpicklingError, exit 1
     ckpt = _checkpoint(tmp_path, 4)
     assert checkpoint_problems(ckpt, load=True) == []  # real torch files, numpy's RNG arrays among them
     import numpy as np

@@ -211,7 +211,7 @@ def test_expected_zero_fraction_bad_input():
         expected_zero_fraction_beta(1.0, 1.0, 8, 1.0)
 
 
-# ---------------------------------------------------------------- input holes (issue 11, case 10)
+# ---------------------------------------------------------------- input holes
 
 
 def test_lists_and_bare_numbers():

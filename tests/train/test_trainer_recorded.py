@@ -56,7 +56,7 @@ def test_same_loss_gradients_and_metrics_as_recorded(tmp_path, tok, name):
     torch.testing.assert_close(loss, case["loss"], rtol=REL, atol=REL * loss_scale)
     assert fingerprint_mismatch(got, case["grad_fingerprint"]) == []
     recorded = {k: v for k, v in case["metrics"].items() if v}  # the old trainer left an emptied "entropy" list
-    # the entropy's split by regime came later (issue 32): not recorded, checked to recombine to the recorded entropy
+    # the entropy's split by regime came later: not recorded, checked to recombine to the recorded entropy
     split = {k: metrics.pop(k) for k in ENTROPY_REGIME_METRICS if k in metrics}
     assert metrics.keys() == recorded.keys()
     entropy_key = "entropy/updated_rows" if "entropy/updated_rows" in recorded else "entropy"
