@@ -49,7 +49,7 @@ from browser import (
     wait_until,
 )
 from nbexec import DUMP, RECORD, collect
-from notebook_specs import NOTEBOOKS, check_run
+from notebook_specs import MAX_PRINTED, NOTEBOOKS, VIEWS_AGREE, check_run, long_printed_lines
 
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None,
@@ -158,12 +158,13 @@ def test_notebook_runs_clean_and_its_controls_redraw(lab, notebook, plots):
         nb.screenshot_sections(_prefix(notebook), suffix)
         if checked:  # the spec's probe in the kernel, then the figures and outputs of the saved notebook
             spec, record = NOTEBOOKS[notebook], opened["root"] / "figures.json"
-            if spec.probe:
-                nb.execute(spec.probe)
+            nb.execute(spec.probe + VIEWS_AGREE)  # the spec's probe, then every control of every view moved
             nb.execute(DUMP.format(path=str(record)))
             nb.save()
             saved = nbformat.read(opened["root"] / notebook, as_version=4)
-            check_run(notebook, collect(saved, opened["root"], range(len(saved.cells)), record, in_cells=False))
+            run = collect(saved, opened["root"], range(len(saved.cells)), record, in_cells=False)
+            check_run(notebook, run)
+            assert long_printed_lines(run) == [], f"{notebook}: printed lines over {MAX_PRINTED} columns (wrap them)"
 
 
 def _log_rows(root) -> list[dict]:
