@@ -212,12 +212,17 @@ def test_controls_stop_button_and_no_torn_reads():
     assert c.changes[-2:] == [(0, "quantile_k", 0.2), (0, "alpha", 0.2)]
 
 
+def _tip(widget):
+    """A widget's hover text: ``tooltip`` in ipywidgets 8, ``description_tooltip`` in 7.7 (Colab's)."""
+    return widget.tooltip if widget.has_trait("tooltip") else widget.description_tooltip
+
+
 def test_controls_disable_what_does_nothing_and_say_why():
     c = Controls(baseline="quantile", token_weighting="none")
     alpha_why = "alpha does nothing while token weighting is none: choose AH or SA-AH to use it"
-    assert c.alpha.disabled and c.alpha.tooltip == alpha_why == c.note.value and not c.k.disabled
+    assert c.alpha.disabled and _tip(c.alpha) == alpha_why == c.note.value and not c.k.disabled
     c.token_weighting.value = "sa_ah"  # a person's click
-    assert not c.alpha.disabled and c.alpha.tooltip is None and c.note.value == ""
+    assert not c.alpha.disabled and _tip(c.alpha) is None and c.note.value == ""
     c.baseline.value = "mean"
     assert c.k.disabled and c.note.value == (
         "K does not change the update while the baseline is the mean (GRPO): choose K-quantile (QAE) to use it"
@@ -234,7 +239,7 @@ def test_controls_disable_what_does_nothing_and_say_why():
     trainer = KnobRecorder()
     trainer.loss_type = "dr_grpo"
     c = Controls.for_trainer(trainer)
-    assert c.token_weighting.disabled and "loss type 'dr_grpo' cannot weight tokens" in c.token_weighting.tooltip
+    assert c.token_weighting.disabled and "loss type 'dr_grpo' cannot weight tokens" in _tip(c.token_weighting)
     c.baseline.value = "mean"
     assert c.token_weighting.disabled and c.alpha.disabled and c.k.disabled
 
