@@ -18,9 +18,9 @@ competition. The ratios are what to read: the machine's own speed cancels out of
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -29,6 +29,9 @@ from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
+
+from qae_lab.runs import presets
+from qae_lab.storage.folder import read_log, step_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "04_lora_grpo_qwen25.ipynb"
@@ -40,8 +43,7 @@ def _spin() -> None:
 
 
 def _rows(log: Path) -> list[dict]:
-    rows = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-    return [r for r in rows if "reward" in r and "event" not in r]
+    return step_rows(read_log(log))
 
 
 def _per_step(rows: list[dict]) -> float:
@@ -78,19 +80,8 @@ def command_line(steps: int, work: Path) -> dict:
         "n_eval=200",
         "eval_samples=8",
     ]
-    cmd = [
-        sys.executable,
-        "-m",
-        "qae_lab",
-        "train",
-        "--preset",
-        "cpu-demo",
-        "--method",
-        "qae",
-        "--output-dir",
-        str(out),
-    ]
-    cmd += [a for s in sets for a in ("--set", s)]
+    # presets.command_line's words, run by this Python
+    cmd = [sys.executable, *shlex.split(presets.command_line("cpu-demo", sets, "qae"))[1:], "--output-dir", str(out)]
     t0 = time.time()
     subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wall = time.time() - t0

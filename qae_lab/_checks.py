@@ -93,7 +93,7 @@ def as_real_tensor(x, name: str, *, ndim: int | None = None) -> torch.Tensor:
         x = x.float()
     if ndim is not None and x.dim() != ndim:
         raise ValueError(f"{name} must have {ndim} dimension(s), got shape {tuple(x.shape)}")
-    if x.numel() and _VALUE_CHECKS.get() and not bool(torch.isfinite(x).all()):
+    if x.numel() and checking_values() and not bool(torch.isfinite(x).all()):
         raise ValueError(f"{name} must be finite (no NaN or inf)")
     return x
 
@@ -118,7 +118,7 @@ def as_count_tensor(x, name: str, hi: int, hi_name: str) -> torch.Tensor:
             raise ValueError(f"{name} must be whole numbers in {rng}, got {type(x).__name__}") from err
     if x.dtype == torch.bool or x.is_complex():
         raise ValueError(f"{name} must be whole numbers in {rng} (an integer or float tensor), got dtype {x.dtype}")
-    if not x.numel() or not _VALUE_CHECKS.get():
+    if not x.numel() or not checking_values():
         return x
     if x.is_floating_point():
         if not bool(torch.isfinite(x).all()):
@@ -270,12 +270,7 @@ def check_mask(mask, shape: torch.Size, name: str = "mask") -> torch.Tensor:
         raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(mask.shape)}")
     if mask.is_complex():
         raise ValueError(f"{name} must be real-valued, got dtype {mask.dtype}")
-    if (
-        mask.dtype != torch.bool
-        and mask.numel()
-        and _VALUE_CHECKS.get()
-        and not bool(((mask == 0) | (mask == 1)).all())
-    ):
+    if mask.dtype != torch.bool and mask.numel() and checking_values() and not bool(((mask == 0) | (mask == 1)).all()):
         raise ValueError(f"{name} must hold only 0 and 1 (or be a bool tensor)")
     return mask.to(torch.float32)
 

@@ -540,8 +540,8 @@ class Dashboard:
         self.header = widgets.VBox([widgets.HBox([self.progress, self.status]), self.knob_table])
         self.widget = widgets.VBox([self.header, self.view.widget])
 
-    def _figure(self, rows: list[dict]):
-        ranges = knob_ranges(rows, self.weightings)
+    def _figure(self, rows: list[dict], ranges: list[dict] | None = None):
+        ranges = knob_ranges(rows, self.weightings) if ranges is None else ranges
         title = knob_title(ranges, rows[-1]["step"] if rows else 0, self.progress.max)
         return run_curves_figure(rows, LIVE_PANELS, title=title, notes=panel_notes(rows))
 
@@ -565,19 +565,22 @@ class Dashboard:
             self._pending = None if knobs is None else (int(step), knobs_row(knobs))
             self._show_knobs(list(self.rows))
 
-    def _show_knobs(self, rows: list[dict]) -> None:
+    def _show_knobs(self, rows: list[dict]) -> list[dict]:
+        """The knobs table from ``rows``; returns their ranges (:func:`knob_ranges`), which the figure's title reads."""
+        ranges = knob_ranges(rows, self.weightings)
         pending = self._pending
         if pending is not None and rows:  # a change applies from the step after the last logged one at the earliest
             pending = (max(pending[0], int(rows[-1]["step"]) + 1), pending[1])
-        self.knob_table.value = knobs_html(knob_ranges(rows, self.weightings), pending)
+        self.knob_table.value = knobs_html(ranges, pending)
+        return ranges
 
     def refresh(self) -> None:
         """Redraw every recorded step now."""
         with self._lock:
             rows = list(self.rows)
-            self._show_knobs(rows)
+            ranges = self._show_knobs(rows)  # computed once, for the table and the figure's title
         start = time.monotonic()
-        self.view.update(self._figure(rows))
+        self.view.update(self._figure(rows, ranges))
         self._last_draw = time.monotonic()
         self._draw_cost = self._last_draw - start
 

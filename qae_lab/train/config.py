@@ -248,6 +248,31 @@ def uses_trl_loss(cfg) -> bool:
     )
 
 
+def check_lab_loss_options(cfg, **values) -> None:
+    r"""Refuse, naming it, an option that needs qae_lab's loss (token weighting, the covariance penalties) where
+    ``cfg``'s loss is TRL's (:func:`uses_trl_loss`); ``values`` stand in for ``cfg``'s (a live knob change).
+
+    >>> import types
+    >>> cfg = types.SimpleNamespace(loss_type="dapo", off_policy_mask_threshold=0.5, use_adaptive_entropy=False,
+    ...                             token_weighting="none", cov_penalty="none")
+    >>> check_lab_loss_options(cfg, token_weighting="sa_ah")
+    Traceback (most recent call last):
+    ...
+    ValueError: token_weighting='sa_ah' needs qae_lab's loss, but loss_type='dapo', off_policy_mask_threshold=0.5 and use_adaptive_entropy=False are TRL's loss: set token_weighting='none', or loss_type in ('grpo', 'bnpo', 'dr_grpo', 'dapo') without those two options
+    """
+    if not uses_trl_loss(cfg):
+        return
+    for name, off in {"token_weighting": "none", "cov_penalty": "none"}.items():
+        value = values.get(name, getattr(cfg, name))
+        if value != off:
+            raise ValueError(
+                f"{name}={value!r} needs qae_lab's loss, but loss_type={cfg.loss_type!r}, "
+                f"off_policy_mask_threshold={cfg.off_policy_mask_threshold} and use_adaptive_entropy="
+                f"{cfg.use_adaptive_entropy} are TRL's loss: set {name}={off!r}, or loss_type in "
+                f"{LOSS_TYPES} without those two options"
+            )
+
+
 def _refuse_code_and_credentials(cfg) -> None:
     r"""Refuse the settings that would run code from elsewhere or hold a credential (module docstring): each
     named, with what to do instead."""
@@ -480,16 +505,7 @@ class QAEConfig(GRPOConfig):
         # loss options it hands QAE's advantages to TRL's own loss (uses_trl_loss), which has no token weighting
         check_choice(self.loss_type, "loss_type", LOSS_TYPES + TRL_LOSS_TYPES)
         check_weighting_loss_type(self.token_weighting, self.loss_type)
-        if uses_trl_loss(self):
-            lab_only = {"token_weighting": "none", "cov_penalty": "none"}
-            for name, off in lab_only.items():
-                if getattr(self, name) != off:
-                    raise ValueError(
-                        f"{name}={getattr(self, name)!r} needs qae_lab's loss, but loss_type={self.loss_type!r}, "
-                        f"off_policy_mask_threshold={self.off_policy_mask_threshold} and use_adaptive_entropy="
-                        f"{self.use_adaptive_entropy} are TRL's loss: set {name}={off!r}, or loss_type in "
-                        f"{LOSS_TYPES} without those two options"
-                    )
+        check_lab_loss_options(self)
         if self.multi_objective_aggregation != "sum_then_normalize":
             raise ValueError(
                 f"multi_objective_aggregation={self.multi_objective_aggregation!r} is not supported by QAETrainer: its "

@@ -117,7 +117,7 @@ from qae_lab.storage.folder import STAGING_DIR, RunFolderError
 from qae_lab.storage.resume import checkpoint_problems, latest_complete_checkpoint, publish_dir
 from qae_lab.task.answers import completion_text
 from qae_lab.task.behaviour import behaviour_stats, diversity_stats
-from qae_lab.train.config import QAEConfig, uses_trl_loss
+from qae_lab.train.config import QAEConfig, check_lab_loss_options, uses_trl_loss
 from qae_lab.train.generation import generation_policy, keep_base_weights, silence_trl_deprecation
 
 __all__ = ["QAETrainer", "StagedCheckpoints"]
@@ -321,7 +321,7 @@ def missing_private_members(trainer) -> list[str]:
     return [
         f"{name} ({why})"
         for name, why in PRIVATE_MEMBERS.items()
-        if not (hasattr(trainer, name) or (on_class and not why.startswith(("overridden", "called"))))
+        if not (hasattr(trainer, name) or (on_class and why.startswith("read:")))  # read: set by __init__
     ]
 
 
@@ -464,11 +464,7 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
             raise ValueError(f"knobs must be a qae_lab.methods.Knobs, got {type(knobs).__name__}")
         new = (self.knobs if knobs is None else knobs).replace(**changes)
         check_weighting_loss_type(new.token_weighting, self.loss_type)
-        if self._trl_loss and new.token_weighting != "none":
-            raise ValueError(
-                f"token_weighting={new.token_weighting!r} needs qae_lab's loss; this trainer uses TRL's "
-                f"(off_policy_mask_threshold or use_adaptive_entropy is set)"
-            )
+        check_lab_loss_options(self.args, token_weighting=new.token_weighting)
         self.knobs = new
         return new
 

@@ -298,7 +298,7 @@ def test_redraws_wait_in_proportion_to_what_the_last_one_cost(monkeypatch):
         drawn.append(len(d.rows))
 
     monkeypatch.setattr(d.view, "update", update)
-    monkeypatch.setattr(d, "_figure", lambda rows: None)  # the figure itself is not under test here
+    monkeypatch.setattr(d, "_figure", lambda rows, ranges=None: None)  # the figure itself is not under test here
     for step in range(1, 41):
         clock[0] += 0.5
         d.add({"step": step, "reward": 0.5})
