@@ -61,6 +61,7 @@ __all__ = [
     "mean_baseline",
     "group_advantages",
     "hard_regime",
+    "signal_groups",
     "advantage_stats",
     "QUANTILE_METHODS",
     "BASELINES",
@@ -273,6 +274,29 @@ def hard_regime(success_count, group_size: int, k: float) -> torch.Tensor:
     c = as_count_tensor(success_count, "success_count", g, f"group_size={g}")
     # hard <=> b_K = 0 <=> c <= G - ceil(K*G)
     return c <= g - quantile_rank(k, g)
+
+
+def signal_groups(advantages, group_size: int) -> torch.Tensor:
+    r"""DAPO's dynamic-sampling filter, of the advantages in force: does each group carry a learning signal?
+
+    DAPO (Yu et al. 2025, arXiv 2503.14476, sec. 3.2) keeps a prompt only when 0 < #correct < G: a group
+    whose rewards are all equal has A_i = 0 for every response and moves nothing. Here a group carries
+    signal when some A_i != 0, which is that rule for the mean baseline and for QAE's K-quantile alike
+    (a group not all equal has a reward away from any baseline it can have, for every K), and which
+    also drops what a sign mask (POS-MASK, NEG-MASK) leaves without a response to train.
+
+    Args:
+        advantages: (N,) advantages as the update uses them, N = B*G, each group contiguous.
+        group_size: G >= 2, dividing N.
+
+    Returns:
+        (B,) bool: group b keeps at least one non-zero advantage.
+
+    >>> signal_groups(torch.tensor([1., 0, 0, 0,   0, 0, 0, 0,   0, 0, 0, -1.]), 4)
+    tensor([ True, False,  True])
+    """
+    a, _ = _grouped(advantages, group_size)  # (B, G)
+    return (a != 0).any(dim=1)  # (B,)
 
 
 def advantage_stats(

@@ -75,6 +75,12 @@ __all__ = [
     "COV_SELECTED_FRAC",
     "COV_TOKEN_COV",
     "COV_METRICS",
+    "DYNAMIC_SAMPLING_ROUNDS",
+    "DYNAMIC_SAMPLING_GENERATIONS",
+    "DYNAMIC_SAMPLING_GROUPS_DROPPED",
+    "DYNAMIC_SAMPLING_GROUPS_WITHOUT_SIGNAL",
+    "DYNAMIC_SAMPLING_ZERO_ADV_FRAC",
+    "DYNAMIC_SAMPLING_METRICS",
     "SAAH_ALPHA",
     "SAAH_W_MEAN_NEG",
     "SAAH_EFFECTIVE_TOKENS_FRAC",
@@ -139,6 +145,7 @@ PARTNERS = {
     "kl_cov": {"cov_penalty": "kl_cov"},  # Cui et al. 2025 (arXiv 2505.22617)
     "pos_mask": {"advantage_mask": "pos"},  # POS-MASK: only positive-advantage responses train
     "neg_mask": {"advantage_mask": "neg"},  # NEG-MASK: only negative-advantage responses train
+    "dynamic_sampling": {"dynamic_sampling": True},  # DAPO's dynamic sampling (Yu et al. 2025, sec. 3.2)
 }
 
 # partners that act only through the importance ratio r = pi_theta / pi_old: on a generation's single on-policy pass
@@ -161,6 +168,14 @@ QAE_NEG_CORRECT = "qae/neg_correct"
 QAE_NEG_CORRECT_FRAC = "qae/neg_correct_frac"
 QAE_NEG_CORRECT_IF_MEAN = "qae/neg_correct_if_mean"  # the same rewards under the mean baseline
 BEHAVIOUR_PREFIX = "behaviour/"  # + each key of qae_lab.task.behaviour.behaviour_stats
+# dynamic_sampling/*: with dynamic_sampling only, by QAETrainer._dynamic_sampling, once per generation batch
+DYNAMIC_SAMPLING_ROUNDS = "dynamic_sampling/rounds"  # generation rounds spent (1: the first held enough)
+DYNAMIC_SAMPLING_GENERATIONS = "dynamic_sampling/generations"  # completions generated for the batch
+DYNAMIC_SAMPLING_GROUPS_DROPPED = "dynamic_sampling/groups_dropped"  # groups generated without signal
+DYNAMIC_SAMPLING_GROUPS_WITHOUT_SIGNAL = (
+    "dynamic_sampling/groups_without_signal"  # trained anyway: the cap on rounds came first
+)
+DYNAMIC_SAMPLING_ZERO_ADV_FRAC = "dynamic_sampling/zero_adv_frac"  # zero advantages in the batch trained
 # cov/*: with cov_penalty only, by qae_lab.loss.grpo_loss
 COV_SELECTED_FRAC = "cov/selected_frac"
 COV_TOKEN_COV = "cov/token_cov"
@@ -196,6 +211,13 @@ ADVANTAGE_STAT_METRICS = {
 }
 QAE_METRICS = (QAE_K, QAE_QUANTILE_BASELINE, *ADVANTAGE_STAT_METRICS.values(), QAE_NEG_CORRECT_IF_MEAN)
 COV_METRICS = (COV_SELECTED_FRAC, COV_TOKEN_COV)
+DYNAMIC_SAMPLING_METRICS = (
+    DYNAMIC_SAMPLING_ROUNDS,
+    DYNAMIC_SAMPLING_GENERATIONS,
+    DYNAMIC_SAMPLING_GROUPS_DROPPED,
+    DYNAMIC_SAMPLING_GROUPS_WITHOUT_SIGNAL,
+    DYNAMIC_SAMPLING_ZERO_ADV_FRAC,
+)
 SAAH_METRICS = (SAAH_ALPHA, SAAH_W_MEAN_NEG, SAAH_EFFECTIVE_TOKENS_FRAC)
 LEDGER_METRICS = tuple(LEDGER_PREFIX + part for part in LEDGER_PARTS)
 # the logged metrics that record the knobs in force at each step

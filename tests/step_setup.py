@@ -70,6 +70,7 @@ def make_trainer(
     trainer_cls=QAETrainer,
     config_cls=QAEConfig,
     completions=None,
+    reward_funcs=fixed_reward,
     **kwargs,
 ):
     """A trainer on fixed completions: one micro-batch of n responses per generation, no KL, on the CPU."""
@@ -91,7 +92,7 @@ def make_trainer(
     args = config_cls(**{**settings, **kwargs})
     trainer = trainer_cls(
         model=model,
-        reward_funcs=fixed_reward,
+        reward_funcs=reward_funcs,
         args=args,
         processing_class=tok,
         train_dataset=Dataset.from_list(rows(REWARDS[:n])),

@@ -17,6 +17,7 @@ from qae_lab.advantages import (
     hard_regime,
     mean_baseline,
     quantile_baseline,
+    signal_groups,
 )
 
 T = torch.tensor
@@ -504,3 +505,34 @@ def test_hard_regime_bad_counts(counts, msg):
 def test_hard_regime_bad_group_size_and_k(g, k, msg):
     with pytest.raises(ValueError, match=msg):
         hard_regime([1, 2], g, k)
+
+
+# ---------------------------------------------------------------- dynamic sampling's filter
+
+
+@pytest.mark.parametrize("g", [2, 3, 4, 5, 8])
+def test_signal_is_dapos_rule_for_binary_rewards_under_every_baseline_and_k(g):
+    # every 0/1 pattern of a group: DAPO keeps it when 0 < #correct < G; QAE's zeros lie inside such groups
+    patterns = torch.tensor([[(i >> j) & 1 for j in range(g)] for i in range(2**g)], dtype=torch.float)
+    dapo = (patterns.sum(1) > 0) & (patterns.sum(1) < g)
+    r = patterns.flatten()
+    for k in (0.05, 0.2, 0.4, 0.5, 0.6, 0.8, 0.95):
+        for method in ("paper", "linear"):
+            for scale in ("group", "none"):
+                adv = group_advantages(r, g, baseline="quantile", k=k, quantile_method=method, scale=scale)
+                assert torch.equal(signal_groups(adv, g), dapo), (k, method, scale)
+    assert torch.equal(signal_groups(group_advantages(r, g, baseline="mean"), g), dapo)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.sampled_from([0.0, 0.1, 0.5, 1.0, 7.5]), min_size=4, max_size=4), min_size=1, max_size=6))
+def test_signal_means_rewards_not_all_equal_for_any_rewards(groups):
+    r = torch.tensor(groups).flatten()
+    not_all_equal = torch.tensor([len(set(gr)) > 1 for gr in groups])
+    for baseline in ("mean", "quantile"):
+        assert torch.equal(signal_groups(group_advantages(r, 4, baseline=baseline, k=0.4), 4), not_all_equal)
+
+
+def test_signal_refuses_a_batch_that_is_not_whole_groups():
+    with pytest.raises(ValueError, match="group_size"):
+        signal_groups(torch.zeros(6), 4)

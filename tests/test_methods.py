@@ -26,6 +26,7 @@ from qae_lab.methods import (
     ADVANTAGE_STAT_METRICS,
     BASELINES,
     COV_METRICS,
+    DYNAMIC_SAMPLING_METRICS,
     METHODS,
     PARTNERS,
     QAE_METRICS,
@@ -185,10 +186,11 @@ def test_config_and_live_controls_apply_the_same_rule(tmp_path):
 
 
 def test_metric_constants_are_named_after_their_metric():
-    names = QAE_METRICS + SAAH_METRICS + COV_METRICS
-    assert len(set(names)) == len(names) == 17
+    names = QAE_METRICS + SAAH_METRICS + COV_METRICS + DYNAMIC_SAMPLING_METRICS
+    assert len(set(names)) == len(names) == 22
     assert all(m.startswith("qae/") for m in QAE_METRICS) and all(m.startswith("saah/") for m in SAAH_METRICS)
     assert all(m.startswith("cov/") for m in COV_METRICS)
+    assert all(m.startswith("dynamic_sampling/") for m in DYNAMIC_SAMPLING_METRICS)
     for metric in names:  # "qae/zero_adv_frac" is QAE_ZERO_ADV_FRAC
         constant = metric.upper().replace("/", "_")
         assert getattr(methods, constant) == metric and constant in methods.__all__
@@ -204,7 +206,7 @@ def test_advantage_stat_metrics_cover_advantage_stats():
 
 def test_docs_list_every_metric_and_constant():
     text = (ROOT / "docs/metrics.md").read_text()
-    for metric in QAE_METRICS + SAAH_METRICS + COV_METRICS:
+    for metric in QAE_METRICS + SAAH_METRICS + COV_METRICS + DYNAMIC_SAMPLING_METRICS:
         assert f"`{metric}`" in text and f"`{metric.upper().replace('/', '_')}`" in text, metric
     for key in behaviour_stats([3, 5], ["wait", "ok"], [True, False]):
         assert f"`behaviour/{key}`" in text or f"`behaviour/{key[:-4]}_q10`" in text, key

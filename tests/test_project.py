@@ -35,7 +35,18 @@ def test_ci_runs_exactly_the_readme_test_command():
     # the fresh-Colab job runs before the main suite, and pins what Colab ships
     assert ci.index("bash .ci/fresh-colab") < ci.rindex(test_cmd)
     fresh = (ROOT / ".ci/fresh-colab").read_text()
-    assert all(pin in fresh for pin in ("ipywidgets==7.7.1", "plotly==5.24.1", "ipykernel==6.17.1", "torch==2.13.0"))
+    assert '-r "$COLAB_STACK"' in fresh and "COLAB_STACK=.ci/colab-stack.txt" in fresh
+    stack = {
+        line.split("==")[0].lower().replace("_", "-"): line.split("==")[1]
+        for line in (ROOT / ".ci/colab-stack.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    # Colab's whole stack, each package pinned exactly (what the install cells upgrade from)
+    colab = {"torch": "2.11.0", "transformers": "5.15.0", "accelerate": "1.14.0", "peft": "0.20.0"}
+    colab |= {"datasets": "4.0.0", "pyarrow": "18.1.0", "huggingface-hub": "1.27.0", "ipywidgets": "7.7.1"}
+    colab |= {"plotly": "5.24.1", "ipykernel": "6.17.1"}
+    assert {name: stack.get(name) for name in colab} == colab
+    assert "trl" not in stack  # not on Colab: the install cell brings it
 
 
 def test_pyproject_dependencies():

@@ -27,7 +27,7 @@ from pathlib import Path
 from qae_lab.analysis.claims import VERDICTS, matrix
 from qae_lab.analysis.compare import Run, find_reference_runs, load_runs, summary_table, versus_baseline  # noqa: F401 -- find_reference_runs: the doctests
 from qae_lab.analysis.evidence import judge_all
-from qae_lab.analysis.phenomena import window_mean
+from qae_lab.analysis.phenomena import dynamic_sampling_rows, load_experiment, window_mean
 from qae_lab.analysis.stats import stat
 from qae_lab.analysis.tables import markdown_table
 from qae_lab.lab.nb04_live_run import GPU_RUN
@@ -239,6 +239,17 @@ def scoreboard_text(root: str | Path = ROOT) -> str:
             "",
         ]
     )
+
+
+def dynamic_sampling_text(root: str | Path = ROOT) -> str:
+    r"""docs/dynamic-sampling.md's table: QAE with and without dynamic sampling on the committed runs
+    (:func:`qae_lab.analysis.phenomena.dynamic_sampling_rows`).
+
+    >>> dynamic_sampling_text().splitlines()[1].startswith("| method | seeds | pass@1 before |")
+    True
+    """
+    rows = dynamic_sampling_rows(load_experiment(Path(root) / REFERENCE_RUNS, "dynamic_sampling"))
+    return "\n".join(["", markdown_table(rows, digits={"completions per batch": 1, "train s": 0}), ""])
 
 
 _GPU_PRESETS = ("qwen2.5-0.5b-gsm8k-t4", "qwen2.5-1.5b-gsm8k-live", "qwen2.5-1.5b-gsm8k", "qwen2.5-3b-gsm8k")
@@ -567,6 +578,9 @@ BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {
     },
     str(REFERENCE_RUNS / "README.md"): {
         "reference-runs": lambda root: reference_text(_reference(root)),
+    },
+    "docs/dynamic-sampling.md": {
+        "dynamic-sampling": dynamic_sampling_text,
     },
     "docs/workshop.md": {
         "scoreboard": scoreboard_text,

@@ -26,7 +26,12 @@ from pathlib import Path
 from qae_lab._checks import check_int
 from qae_lab.analysis.compare import Run, group_by_method, load_runs
 from qae_lab.ledger import LEDGER_PARTS
-from qae_lab.methods import LEDGER_PREFIX, QAE_EASY_FRAC
+from qae_lab.methods import (
+    DYNAMIC_SAMPLING_GENERATIONS,
+    DYNAMIC_SAMPLING_GROUPS_WITHOUT_SIGNAL,
+    LEDGER_PREFIX,
+    QAE_EASY_FRAC,
+)
 from qae_lab.analysis.stats import Stat, moving_average, stat
 
 __all__ = [
@@ -46,6 +51,7 @@ __all__ = [
     "Effect",
     "effect",
     "k_sweep_rows",
+    "dynamic_sampling_rows",
     "pass_at_k_table",
     "clipped_fraction",
     "clipped_share",
@@ -92,6 +98,14 @@ EXPERIMENTS: dict[str, dict] = {
         "k_values": (0.2, 0.6, 0.8),
         "seeds": (0, 1, 2),
         "with": ("entropy", "qae"),
+    },
+    "dynamic_sampling": {
+        "what": "QAE with and without DAPO's dynamic sampling (DAPO, sec. 3.2): groups dropped, generations spent, "
+        "pass@k and entropy; seeds no other experiment and no search used",
+        "preset": "cpu-sums",
+        "sets": list(BASE_SETS),
+        "methods": ("qae", "qae+dynamic_sampling"),
+        "seeds": (3, 4, 5),
     },
 }
 
@@ -374,6 +388,79 @@ def k_sweep_rows(runs: Sequence[Run], last: int = 20) -> list[dict]:
         }
         for k in sorted(by_k)
     ]
+
+
+def dynamic_sampling_rows(runs: Sequence[Run], last: int = 20) -> list[dict]:
+    r"""The dynamic-sampling comparison, one row per method (a :class:`~qae_lab.analysis.stats.Stat` over its seeds
+    in each column), then ``with - without``: the difference of the means, for every method ``M+dynamic_sampling``
+    beside its ``M``.
+
+    Columns: sampled pass@1 before and after training and pass@32 after; the final entropy (mean of the last ``last``
+    steps); the share of groups without signal among those generated (TRL's ``frac_reward_zero_std``) and among
+    those trained (all that were generated without dynamic sampling; ``dynamic_sampling/groups_without_signal`` per
+    group with it); completions generated per generation batch; seconds to the last training step.
+
+    >>> from qae_lab.analysis.compare import Run
+    >>> cfg = {"trainer": {"generation_batch_size": 8, "num_generations": 4}}
+    >>> row = lambda ds: {"step": 1, "entropy": 0.5, "frac_reward_zero_std": 0.5, "elapsed_s": 10.0,
+    ...                   **({"dynamic_sampling/generations": 16.0, "dynamic_sampling/groups_without_signal": 0.0}
+    ...                      if ds else {})}
+    >>> runs = [Run("a", "qae", 0, cfg, [row(False)], {"pass@1": 0.2}, {"pass@1": 0.4, "pass@32": 0.9}),
+    ...         Run("b", "qae+dynamic_sampling", 0, cfg, [row(True)], {"pass@1": 0.2}, {"pass@1": 0.5, "pass@32": 0.9})]
+    >>> rows = dynamic_sampling_rows(runs)
+    >>> [(r["method"], r["no-signal share trained"].mean, r["completions per batch"].mean) for r in rows[:2]]
+    [('qae', 0.5, 8.0), ('qae+dynamic_sampling', 0.0, 16.0)]
+    >>> rows[2]["method"], round(rows[2]["pass@1 after"], 3)
+    ('qae+dynamic_sampling - qae', 0.1)
+    """
+    last = check_int(last, "last", 1)
+
+    def final(r: Run) -> float | None:
+        return window_mean(r.rows, "entropy", max(1, r.rows[-1]["step"] - last + 1)) if r.rows else None
+
+    def trained(r: Run) -> float | None:
+        if r.method.endswith("+dynamic_sampling"):
+            groups = r.config["trainer"]["generation_batch_size"] / r.config["trainer"]["num_generations"]
+            share = window_mean(r.rows, DYNAMIC_SAMPLING_GROUPS_WITHOUT_SIGNAL)
+            return None if share is None else share / groups
+        return window_mean(r.rows, "frac_reward_zero_std")
+
+    def generated(r: Run) -> float | None:
+        if r.method.endswith("+dynamic_sampling"):
+            return window_mean(r.rows, DYNAMIC_SAMPLING_GENERATIONS)
+        return float(r.config["trainer"]["generation_batch_size"])
+
+    columns = {
+        "pass@1 before": lambda r: (r.before or {}).get("pass@1"),
+        "pass@1 after": lambda r: (r.after or {}).get("pass@1"),
+        "pass@32 after": lambda r: (r.after or {}).get("pass@32"),
+        "final entropy": final,
+        "no-signal share generated": lambda r: window_mean(r.rows, "frac_reward_zero_std"),
+        "no-signal share trained": trained,
+        "completions per batch": generated,
+        "train s": lambda r: max((row.get("elapsed_s") or 0.0 for row in r.rows), default=None),
+    }
+    groups = group_by_method(runs)
+    rows = [
+        {"method": m, "seeds": len(g), **{c: stat(number(r) for r in g) for c, number in columns.items()}}
+        for m, g in groups.items()
+    ]
+    by_method = {row["method"]: row for row in rows}
+    for m in groups:
+        base = by_method.get(m.removesuffix("+dynamic_sampling"))
+        if m.endswith("+dynamic_sampling") and base is not None:
+            with_ = by_method[m]
+            rows.append(
+                {
+                    "method": f"{m} - {base['method']}",
+                    "seeds": None,
+                    **{
+                        c: None if with_[c] is None or base[c] is None else with_[c].mean - base[c].mean
+                        for c in columns
+                    },
+                }
+            )
+    return rows
 
 
 def pass_at_k_table(runs: Sequence[Run]) -> dict[str, dict[str, dict[int, Stat]]]:

@@ -5,6 +5,9 @@ K-quantile b_K instead of the group mean) and the token weighting of SA-AH-GRPO 
 2606.05434: horizon weights w_t = exp(-alpha * sum_{s<=t} H~_s) on negative-advantage rollouts), each field's
 help citing the paper it comes from. :class:`qae_lab.train.trainer.QAETrainer` reads it.
 
+Every option TRL reads in the code :class:`~qae_lab.train.trainer.QAETrainer` replaces (the loss, the advantages) is in
+:data:`REPLACED_CODE_OPTIONS`, with how it is honoured or why a value is refused, and the tests that show it.
+
 Departures from TRL, and why:
 
 * Nothing that runs code from elsewhere: ``trust_remote_code`` is refused, and the mappings TRL hands to
@@ -54,7 +57,7 @@ from qae_lab.methods import (
     check_weighting_loss_type,
 )
 
-__all__ = ["QAEConfig", "MODEL_INIT_KEYS", "ATTENTION_IMPLEMENTATIONS", "GENERATION_KEYS"]
+__all__ = ["QAEConfig", "MODEL_INIT_KEYS", "ATTENTION_IMPLEMENTATIONS", "GENERATION_KEYS", "REPLACED_CODE_OPTIONS"]
 
 
 def _in(lo: float, hi: float, *, lo_open: bool = False, hi_open: bool = False, none: bool = False):
@@ -218,6 +221,61 @@ GENERATION_KEYS = tuple(
         | {"stop", "stop_token_ids", "presence_penalty", "frequency_penalty", "min_tokens", "ignore_eos"}
     )
 )
+
+
+# Every GRPOConfig option that TRL reads in the code QAETrainer replaces (TRL's _compute_loss for qae_lab's loss types,
+# and the advantage computation of _generate_and_score_completions), with how QAETrainer honours it or why it refuses a
+# value, and the tests that show it; tests/train/test_trl_options.py checks the list against TRL's source. Every other
+# option is read by TRL code that QAETrainer calls unchanged.
+_OFF = "tests/train/test_trl_options.py::test_each_loss_option_off_default_is_trls_and_changes_the_step"
+_TRL_LOSS = (
+    "TRL's own loss of QAE's advantages (uses_trl_loss), unchanged: "
+    "tests/train/test_trainer.py::test_trl_losses_take_qae_advantages_and_reproduce_trl_with_the_mean"
+)
+REPLACED_CODE_OPTIONS: dict[str, str] = {
+    "loss_type": "grpo, bnpo, dr_grpo, dapo: qae_lab.loss.grpo_loss; cispo, sapo, vespo, luspo: "
+    + _TRL_LOSS
+    + "; tests/train/test_trainer.py::test_mean_baseline_reproduces_trl, "
+    + _OFF,
+    "epsilon": "LossSettings.epsilon_low (the clipped surrogate): " + _OFF,
+    "epsilon_high": "LossSettings.epsilon_high (Clip-Higher): " + _OFF,
+    "delta": "LossSettings.delta (the two-sided bound): " + _OFF,
+    "beta": "LossSettings.beta (the k3 KL term on TRL's reference log-probs): " + _OFF,
+    "use_bias_correction_kl": "LossSettings.kl_ratio_correction: " + _OFF,
+    "importance_sampling_level": "LossSettings.sequence_ratio (GSPO): " + _OFF,
+    "top_entropy_quantile": "TRL's get_high_entropy_mask, applied in qae_lab.loss.grpo_loss: " + _OFF,
+    "entropy_coef": "LossSettings.entropy_coef (a fixed bonus; adaptive: TRL's loss): " + _OFF,
+    "max_completion_length": "LossSettings.max_completion_length (dr_grpo's constant normaliser): " + _OFF,
+    "steps_per_generation": "LossScale.steps_per_generation (dapo's generation-batch normaliser): "
+    "tests/test_loss.py::test_each_loss_type_reduces_as_trl_and_sparse_rows_stay_in_the_denominators, "
+    "tests/train/test_trl_options.py::test_several_micro_batches_per_generation_step_as_trl",
+    "router_aux_loss_coef": "a mixture-of-experts router's balance loss added as TRL adds it: "
+    "tests/train/test_trl_options.py::test_a_routers_balance_loss_is_trls",
+    "use_vllm": "the sampler's log-probs and TRL's importance ratio in the batch: "
+    "tests/train/test_vllm.py::test_qae_trains_on_vllms_completions",
+    "vllm_importance_sampling_correction": "the ratio TRL put in the batch multiplies the loss, or is absent: "
+    "tests/train/test_vllm.py::test_without_the_importance_correction_the_loss_gets_no_sampler_ratio",
+    "off_policy_mask_threshold": _TRL_LOSS,
+    "use_adaptive_entropy": _TRL_LOSS,
+    "entropy_coef_min": "with use_adaptive_entropy, " + _TRL_LOSS,
+    "entropy_coef_max": "with use_adaptive_entropy, " + _TRL_LOSS,
+    "entropy_coef_delta": "with use_adaptive_entropy, " + _TRL_LOSS,
+    "entropy_target": "with use_adaptive_entropy, " + _TRL_LOSS,
+    "sapo_temperature_pos": "with loss_type='sapo', " + _TRL_LOSS,
+    "sapo_temperature_neg": "with loss_type='sapo', " + _TRL_LOSS,
+    "vespo_k_pos": "with loss_type='vespo', " + _TRL_LOSS,
+    "vespo_k_neg": "with loss_type='vespo', " + _TRL_LOSS,
+    "vespo_lambda_pos": "with loss_type='vespo', " + _TRL_LOSS,
+    "vespo_lambda_neg": "with loss_type='vespo', " + _TRL_LOSS,
+    "scale_rewards": "group_advantages(scale=...): tests/train/test_trainer.py::test_mean_baseline_reproduces_trl",
+    "reward_weights": "the weighted sum the baseline is taken of, as TRL's: "
+    "tests/train/test_trl_options.py::test_reward_weights_weigh_the_rewards_as_trl",
+    "num_generations": "the group size G: tests/train/test_trainer.py::test_mean_baseline_reproduces_trl",
+    "num_generations_eval": "the group size in evaluation: "
+    "tests/train/test_trainer_drop_in.py::test_evaluate_scores_every_completion_it_generated",
+    "multi_objective_aggregation": "'sum_then_normalize' (TRL's default) honoured; 'normalize_then_sum' refused, "
+    "with why (it leaves no group baseline to replace): tests/train/test_config.py::test_config_rejects_bad_values",
+}
 
 
 def _unknown_keys(mapping, name: str, allowed: tuple[str, ...]) -> str | None:
@@ -479,6 +537,23 @@ class QAEConfig(GRPOConfig):
             "first this many of the run's evaluation problems (all when fewer)."
         },
     )
+    dynamic_sampling: bool = field(
+        default=False,
+        metadata={
+            "help": "DAPO's dynamic sampling (Yu et al. 2025, arXiv 2503.14476, sec. 3.2): drop the groups whose "
+            "advantages are all 0 (no learning signal) and refill the generation batch with groups generated for "
+            "further prompts of the training set (qae_lab.train.dynamic_sampling). One process, map-style "
+            "training set."
+        },
+    )
+    dynamic_sampling_max_rounds: int = field(
+        default=10,
+        metadata={
+            "help": "Generation rounds a batch may take with dynamic_sampling, the first included (verl's DAPO "
+            "recipe caps at 10); past the cap the batch is completed with groups without signal, counted in "
+            "dynamic_sampling/groups_without_signal."
+        },
+    )
     reflection_words: list[str] = field(
         default_factory=lambda: list(REFLECTION_WORDS),
         metadata={"help": "Words counted as reflective in the behaviour/reflect_* metrics (whole words, any case)."},
@@ -528,3 +603,9 @@ class QAEConfig(GRPOConfig):
         if not check_finite_scalar(self.kl_cov_coef, "kl_cov_coef") >= 0:
             raise ValueError(f"kl_cov_coef must be >= 0, got {self.kl_cov_coef}")
         reflection_pattern(self.reflection_words)  # refuses an empty list or an empty word, naming it
+        check_int(self.dynamic_sampling_max_rounds, "dynamic_sampling_max_rounds", 1)
+        if self.dynamic_sampling and self.scale_rewards == "batch":
+            raise ValueError(
+                "dynamic_sampling with scale_rewards='batch' would scale each group by the std of the round it was "
+                "generated in, not of the batch it trains in: set scale_rewards='group' or 'none'"
+            )

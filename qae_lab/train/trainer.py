@@ -44,6 +44,9 @@ Departures, and why:
   top-k estimate hooks the same forward's final hidden states and projects them again through
   the LM head without gradient, in chunks (not a second model forward). Models that rescale or
   soft-cap their logits are refused.
+* ``dynamic_sampling=True``: DAPO's dynamic sampling, which TRL lacks: groups whose advantages are all 0 are
+  dropped and the generation batch refilled from further rounds (:mod:`qae_lab.train.dynamic_sampling`;
+  docs/dynamic-sampling.md says what "no signal" means under QAE). One process, training only.
 * The knobs are per process: in a multi-process run, set them on every rank (a callback does,
   since every rank runs the callbacks).
 * Regime statistics count a response as a success when the score of one reward function, before
@@ -93,13 +96,18 @@ from transformers.trainer_utils import TrainOutput
 from trl import GRPOTrainer
 
 from qae_lab._checks import value_checks
-from qae_lab.advantages import advantage_stats, group_advantages, hard_regime
+from qae_lab.advantages import advantage_stats, group_advantages, hard_regime, signal_groups
 from qae_lab.entropy_controls import sign_masked_advantages
 from qae_lab.horizon import head_normalised_entropy, normalise_entropy
 from qae_lab.loss import LossOutput, LossScale, LossSettings, grpo_loss
 from qae_lab.methods import (
     ADVANTAGE_STAT_METRICS,
     BEHAVIOUR_PREFIX,
+    DYNAMIC_SAMPLING_GENERATIONS,
+    DYNAMIC_SAMPLING_GROUPS_DROPPED,
+    DYNAMIC_SAMPLING_GROUPS_WITHOUT_SIGNAL,
+    DYNAMIC_SAMPLING_ROUNDS,
+    DYNAMIC_SAMPLING_ZERO_ADV_FRAC,
     ENTROPY_EASY,
     ENTROPY_HARD,
     ENTROPY_UPDATED_EASY,
@@ -118,6 +126,7 @@ from qae_lab.storage.resume import checkpoint_problems, latest_complete_checkpoi
 from qae_lab.task.answers import completion_text
 from qae_lab.task.behaviour import behaviour_stats, diversity_stats
 from qae_lab.train.config import QAEConfig, check_lab_loss_options, uses_trl_loss
+from qae_lab.train.dynamic_sampling import assemble, refill_prompts
 from qae_lab.train.generation import generation_policy, keep_base_weights, silence_trl_deprecation
 
 __all__ = ["QAETrainer", "StagedCheckpoints"]
@@ -335,6 +344,26 @@ def _check_private_members(trainer) -> None:
         )
 
 
+def _pad_token_id(processing_class) -> int:
+    """The pad id TRL pads generation batches with: the tokenizer's (a multimodal processor's tokenizer's)."""
+    return getattr(processing_class, "tokenizer", processing_class).pad_token_id
+
+
+def _check_dynamic_sampling(trainer) -> None:
+    """Refuse, naming why, what dynamic sampling cannot serve: several processes (each holds a slice of the
+    generation batch, whose groups a refill would have to exchange) and a training set without rows to draw."""
+    if trainer.accelerator.num_processes > 1:
+        raise ValueError(
+            f"dynamic_sampling runs on one process; this run has {trainer.accelerator.num_processes}: each holds a "
+            "slice of the generation batch, and dropping and refilling groups would have to move rows between them"
+        )
+    if not hasattr(trainer.train_dataset, "__getitem__") or not hasattr(trainer.train_dataset, "__len__"):
+        raise ValueError(
+            f"dynamic_sampling draws the refill prompts by row from the training set, but train_dataset is a "
+            f"{type(trainer.train_dataset).__name__} without rows to index: pass a map-style dataset"
+        )
+
+
 @dataclasses.dataclass
 class _Scoring:
     """One generation's state between TRL's reward call and its return: created and dropped in
@@ -414,6 +443,8 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
                 "fast_generation merges LoRA into whole weights, which DeepSpeed ZeRO / FSDP shard: "
                 "set fast_generation=False"
             )
+        if a.dynamic_sampling:
+            _check_dynamic_sampling(self)
         if a.compile_generation and getattr(self, "generation_config", None) is not None:
             self.generation_config.disable_compile = False  # TRL builds it with disable_compile=True
 
@@ -492,6 +523,36 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
     def _generate_and_score_completions(self, inputs):
         mode = "train" if self.model.training else "eval"
         g = self.num_generations if mode == "train" else self.num_generations_eval
+        first = self._generate_round(inputs, mode, g)
+        if mode == "eval" or not self.args.dynamic_sampling:
+            return first
+        return self._dynamic_sampling(first, len(inputs) // g, g)
+
+    def _dynamic_sampling(self, first: dict, n_groups: int, g: int) -> dict:
+        """DAPO's dynamic sampling (:mod:`qae_lab.train.dynamic_sampling`): refill rounds until ``n_groups`` groups
+        carry signal or ``dynamic_sampling_max_rounds`` rounds are spent; ``dynamic_sampling/*`` metrics."""
+        rounds = [first]
+        signal = [signal_groups(first["advantages"], g)]
+        found = int(signal[0].sum())
+        while found < n_groups and len(rounds) < self.args.dynamic_sampling_max_rounds:
+            rows = refill_prompts(
+                len(self.train_dataset), n_groups, seed=self.args.seed, step=self._step, round_=len(rounds)
+            )
+            out = self._generate_round([self.train_dataset[i] for i in rows for _ in range(g)], "train", g)
+            rounds.append(out)
+            signal.append(signal_groups(out["advantages"], g))
+            found += int(signal[-1].sum())
+        batch, short = assemble(rounds, signal, g, n_groups, _pad_token_id(self.processing_class))
+        metrics = self._metrics["train"]
+        metrics[DYNAMIC_SAMPLING_ROUNDS].append(float(len(rounds)))
+        metrics[DYNAMIC_SAMPLING_GENERATIONS].append(float(len(rounds) * n_groups * g))
+        metrics[DYNAMIC_SAMPLING_GROUPS_DROPPED].append(float(sum(int((~s).sum()) for s in signal)))
+        metrics[DYNAMIC_SAMPLING_GROUPS_WITHOUT_SIGNAL].append(float(short))
+        metrics[DYNAMIC_SAMPLING_ZERO_ADV_FRAC].append(float((batch["advantages"] == 0).float().mean()))
+        return batch
+
+    def _generate_round(self, inputs, mode: str, g: int) -> dict:
+        """TRL's generation and scoring of ``inputs``, with QAE's advantages and each response's regime."""
         scoring = self._scoring = _Scoring(knobs=self.knobs, mode=mode, group_size=g)
         try:
             out = super()._generate_and_score_completions(inputs)

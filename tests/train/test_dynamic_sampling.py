@@ -1,0 +1,172 @@
+"""DAPO's dynamic sampling: the batch assembled from the rounds (hand-built cases), the refill draw, and QAETrainer
+dropping the groups without signal and refilling to TRL's batch size, with every baseline, within the cap on rounds,
+logged; its refusals. The trainer tests run the embedded model on the CPU with a scripted reward, so which groups
+carry signal is known."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+import torch
+from tiny_runs import tiny_trainer
+
+from qae_lab.advantages import signal_groups
+from qae_lab.methods import DYNAMIC_SAMPLING_METRICS, method_settings
+from qae_lab.task import rewards
+from qae_lab.train import trainer as trainer_module
+from qae_lab.train.config import QAEConfig
+from qae_lab.train.dynamic_sampling import assemble, refill_prompts
+
+G = 2
+
+
+def _round(prompt_width, completion_width, advantages, first_id):
+    """A generation batch of len(advantages) rows: prompt ids first_id + row, left-padded by one column on odd rows;
+    completions right-padded by one column on odd rows."""
+    n = len(advantages)
+    prompt = torch.tensor([[first_id + i] * prompt_width for i in range(n)])
+    prompt_mask = torch.ones(n, prompt_width, dtype=torch.long)
+    completion = torch.tensor([[100 + first_id + i] * completion_width for i in range(n)])
+    completion_mask = torch.ones(n, completion_width, dtype=torch.long)
+    prompt_mask[1::2, 0] = 0
+    completion_mask[1::2, -1] = 0
+    return {
+        "prompt_ids": prompt,
+        "prompt_mask": prompt_mask,
+        "completion_ids": completion,
+        "completion_mask": completion_mask,
+        "old_per_token_logps": -torch.ones(n, completion_width),
+        "advantages": torch.tensor(advantages, dtype=torch.float),
+        "prompt_hard": torch.zeros(n, dtype=torch.bool),
+        "num_items_in_batch": completion_mask.sum(),
+    }
+
+
+def test_the_batch_takes_the_groups_with_signal_in_order_padded_to_the_widest_round():
+    first = _round(2, 3, [0, 0, 1, -1, 0, 0], first_id=0)  # groups: none, signal, none
+    second = _round(3, 2, [0.5, 0, 0, 0, 0, -2], first_id=10)  # signal, none, signal
+    signal = [signal_groups(r["advantages"], G) for r in (first, second)]
+    assert [s.tolist() for s in signal] == [[False, True, False], [True, False, True]]
+    batch, short = assemble([first, second], signal, G, n_groups=2, pad_token_id=-1)
+    assert short == 0
+    # rows 2, 3 of the first round, then rows 0, 1 of the second; prompts left-padded, completions right-padded
+    assert batch["prompt_ids"].tolist() == [[-1, 2, 2], [-1, 3, 3], [10, 10, 10], [11, 11, 11]]
+    assert batch["prompt_mask"].tolist() == [[0, 1, 1], [0, 0, 1], [1, 1, 1], [0, 1, 1]]
+    assert batch["completion_ids"].tolist() == [[102, 102, 102], [103, 103, 103], [110, 110, -1], [111, 111, -1]]
+    assert batch["completion_mask"].tolist() == [[1, 1, 1], [1, 1, 0], [1, 1, 0], [1, 0, 0]]
+    assert batch["old_per_token_logps"].tolist() == [[-1, -1, -1]] * 2 + [[-1, -1, 0]] * 2
+    assert batch["advantages"].tolist() == [1, -1, 0.5, 0]
+    assert int(batch["num_items_in_batch"]) == 3 + 2 + 2 + 1  # counted again over the batch
+
+
+def test_past_the_cap_the_first_rounds_groups_without_signal_keep_the_size():
+    first = _round(1, 1, [0, 0, 1, 0, 0, 0], first_id=0)
+    batch, short = assemble([first], [signal_groups(first["advantages"], G)], G, n_groups=3, pad_token_id=0)
+    assert short == 2 and batch["prompt_ids"].flatten().tolist() == [2, 3, 0, 1, 4, 5]  # signal first
+
+
+def test_a_key_it_does_not_know_is_refused_by_name():
+    first = {**_round(1, 1, [1, 0], first_id=0), "pixel_values": torch.zeros(2, 3)}
+    with pytest.raises(ValueError, match=r"holding \['pixel_values'\] \(round 0\).*dynamic_sampling=False"):
+        assemble([first], [torch.tensor([True])], G, n_groups=1, pad_token_id=0)
+
+
+def test_refill_draws_are_reproducible_distinct_and_cover_small_sets():
+    a = refill_prompts(100, 8, seed=1, step=4, round_=2)
+    assert a == refill_prompts(100, 8, seed=1, step=4, round_=2)  # a resumed run draws the same prompts
+    assert len(set(a)) == 8 and all(0 <= i < 100 for i in a)
+    assert a != refill_prompts(100, 8, seed=1, step=4, round_=3) != refill_prompts(100, 8, seed=1, step=5, round_=2)
+    small = refill_prompts(3, 7, seed=0, step=0, round_=1)  # more than the set holds: every row, then again
+    assert len(small) == 7 and sorted(small[:3]) == [0, 1, 2]
+    with pytest.raises(ValueError, match="at least one row"):
+        refill_prompts(0, 1, seed=0, step=0, round_=1)
+
+
+# ---------------------------------------------------------------- in QAETrainer
+
+
+def _scripted_reward(calls, no_signal):
+    """A 0/1 reward: every completion of a prompt whose id `no_signal` picks scores 1 (a group without signal);
+    the others alternate 1, 0 within the group (signal, whatever the baseline). Records each call's prompt ids."""
+
+    def correctness_reward(completions, id, **kwargs):
+        calls.append(list(id))
+        return [1.0 if no_signal(p) else float(i % 2 == 0) for i, p in enumerate(id)]
+
+    return correctness_reward
+
+
+def _trained_batches(trainer):
+    batches = []
+    real = trainer._dynamic_sampling
+
+    def spy(*args):
+        batches.append(real(*args))
+        return batches[-1]
+
+    trainer._dynamic_sampling = spy
+    return batches
+
+
+@pytest.mark.slow(seconds=20)
+@pytest.mark.parametrize("method", ["mean", "qae", "qae+pos_mask"])
+def test_groups_without_signal_are_dropped_and_refilled_for_every_baseline(tmp_path, monkeypatch, method):
+    calls = []
+    no_signal = {f"synthetic-5-{i}" for i in range(0, 32, 2)}  # half the prompts
+    monkeypatch.setattr(rewards, "correctness_reward", _scripted_reward(calls, no_signal.__contains__))
+    settings = {**method_settings(method), "dynamic_sampling": True}
+    trainer = tiny_trainer(tmp_path, max_steps=3, max_completion_length=8, **settings)
+    batches = _trained_batches(trainer)
+    trainer.train()
+    assert len(batches) == 3
+    rows = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    steps = [r for r in rows if "dynamic_sampling/rounds" in r]
+    assert len(steps) == 3 and all(set(DYNAMIC_SAMPLING_METRICS) <= set(r) for r in steps)
+    groups = [[c[i] for i in range(0, len(c), 4)] for c in calls]  # each call's prompts, one per group of 4
+    # pos_mask zeroes the negative advantages: with one success in two, every group keeps a positive one
+    assert sum(r["dynamic_sampling/generations"] for r in steps) == 4 * sum(map(len, groups))
+    assert sum(r["dynamic_sampling/rounds"] for r in steps) == len(calls)
+    assert sum(r["dynamic_sampling/groups_dropped"] for r in steps) == sum(p in no_signal for c in groups for p in c)
+    assert sum(r["dynamic_sampling/groups_dropped"] for r in steps) >= 1  # the refill did something
+    for batch in batches:  # TRL's batch size, every group with signal: QAE's and the mean's drops are the same
+        assert batch["advantages"].shape == (8,) and bool(signal_groups(batch["advantages"], 4).all())
+        assert batch["completion_ids"].shape[0] == batch["prompt_ids"].shape[0] == 8
+    assert all(r["dynamic_sampling/groups_without_signal"] == 0 for r in steps)
+
+
+@pytest.mark.slow(seconds=15)
+def test_at_the_cap_the_batch_trains_with_what_it_has_and_says_so(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(rewards, "correctness_reward", _scripted_reward(calls, lambda p: True))  # no signal anywhere
+    trainer = tiny_trainer(tmp_path, max_steps=2, max_completion_length=8, dynamic_sampling=True)
+    trainer.args.dynamic_sampling_max_rounds = 3
+    trainer.train()
+    steps = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    steps = [r for r in steps if "dynamic_sampling/rounds" in r]
+    assert [r["dynamic_sampling/rounds"] for r in steps] == [3, 3] and len(calls) == 6
+    assert [r["dynamic_sampling/groups_without_signal"] for r in steps] == [2, 2]
+    assert [r["dynamic_sampling/zero_adv_frac"] for r in steps] == [1.0, 1.0]
+
+
+@pytest.mark.slow(seconds=15)
+def test_evaluation_never_refills(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(rewards, "correctness_reward", _scripted_reward(calls, lambda p: True))
+    trainer = tiny_trainer(tmp_path, max_completion_length=8, dynamic_sampling=True, per_device_eval_batch_size=8)
+    metrics = trainer.evaluate(eval_dataset=trainer.train_dataset.select(range(4)))
+    assert len(calls) == 2 and not any(k.startswith("eval_dynamic_sampling") for k in metrics)
+
+
+def test_refusals_name_the_setting_and_why(tmp_path):
+    with pytest.raises(ValueError, match=r"scale_rewards='batch' would scale each group by the std of the round"):
+        QAEConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], dynamic_sampling=True, scale_rewards="batch")
+    with pytest.raises(ValueError, match=r"dynamic_sampling_max_rounds must be"):
+        QAEConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], dynamic_sampling_max_rounds=0)
+    several = SimpleNamespace(accelerator=SimpleNamespace(num_processes=2), train_dataset=[])
+    with pytest.raises(ValueError, match=r"dynamic_sampling runs on one process; this run has 2"):
+        trainer_module._check_dynamic_sampling(several)
+    stream = SimpleNamespace(accelerator=SimpleNamespace(num_processes=1), train_dataset=iter([]))
+    with pytest.raises(ValueError, match=r"train_dataset is a list_iterator without rows to index"):
+        trainer_module._check_dynamic_sampling(stream)
