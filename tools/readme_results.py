@@ -618,7 +618,7 @@ def render(
     then each notebook's opening lines (:data:`MINUTES`); writes nothing.
 
     >>> [str(path.relative_to(ROOT)) for path in render()][:4]
-    ['README.md', 'data/reference_runs/README.md', 'docs/workshop.md', 'notebooks/00_plain_grpo.ipynb']
+    ['README.md', 'data/reference_runs/README.md', 'docs/dynamic-sampling.md', 'docs/workshop.md']
     """
     root = Path(root)
     out = {}

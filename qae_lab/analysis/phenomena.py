@@ -393,7 +393,8 @@ def k_sweep_rows(runs: Sequence[Run], last: int = 20) -> list[dict]:
 def dynamic_sampling_rows(runs: Sequence[Run], last: int = 20) -> list[dict]:
     r"""The dynamic-sampling comparison, one row per method (a :class:`~qae_lab.analysis.stats.Stat` over its seeds
     in each column), then ``with - without``: the difference of the means, for every method ``M+dynamic_sampling``
-    beside its ``M``.
+    beside its ``M``, and whether their seed ranges lie apart (``"yes"``: every seed of one beyond every seed of the
+    other; ``"no"``: the ranges overlap, a difference within the seed spread).
 
     Columns: sampled pass@1 before and after training and pass@32 after; the final entropy (mean of the last ``last``
     steps); the share of groups without signal among those generated (TRL's ``frac_reward_zero_std``) and among
@@ -410,8 +411,8 @@ def dynamic_sampling_rows(runs: Sequence[Run], last: int = 20) -> list[dict]:
     >>> rows = dynamic_sampling_rows(runs)
     >>> [(r["method"], r["no-signal share trained"].mean, r["completions per batch"].mean) for r in rows[:2]]
     [('qae', 0.5, 8.0), ('qae+dynamic_sampling', 0.0, 16.0)]
-    >>> rows[2]["method"], round(rows[2]["pass@1 after"], 3)
-    ('qae+dynamic_sampling - qae', 0.1)
+    >>> rows[2]["method"], round(rows[2]["pass@1 after"], 3), rows[3]["pass@1 after"]  # one seed a side: no ranges
+    ('qae+dynamic_sampling - qae', 0.1, None)
     """
     last = check_int(last, "last", 1)
 
@@ -456,6 +457,18 @@ def dynamic_sampling_rows(runs: Sequence[Run], last: int = 20) -> list[dict]:
                     "seeds": None,
                     **{
                         c: None if with_[c] is None or base[c] is None else with_[c].mean - base[c].mean
+                        for c in columns
+                    },
+                }
+            )
+            rows.append(
+                {
+                    "method": "seed ranges apart",
+                    "seeds": None,
+                    **{
+                        c: None
+                        if with_[c] is None or base[c] is None or with_[c].n < 2 or base[c].n < 2
+                        else ("yes" if with_[c].lo > base[c].hi or base[c].lo > with_[c].hi else "no")
                         for c in columns
                     },
                 }

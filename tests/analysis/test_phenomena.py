@@ -202,3 +202,18 @@ def test_effect_against_a_hand_computation():
     assert effect([0.3, 0.3], [0.2, 0.2]).d is None  # no spread
     assert effect([None], [0.2]) is None
     assert effect([0.3, None, 0.5], [0.1]).a.n == 2
+
+
+def test_the_dynamic_sampling_comparison_reads_as_its_page_says():
+    from qae_lab.analysis.phenomena import dynamic_sampling_rows
+
+    rows = dynamic_sampling_rows(load_experiment(REF, "dynamic_sampling"))
+    arms = {row["method"]: row for row in rows}
+    without, with_ = arms["qae"], arms["qae+dynamic_sampling"]
+    apart = arms["seed ranges apart"]
+    assert with_["no-signal share trained"].hi == 0.0 < without["no-signal share trained"].lo  # none trained
+    assert with_["completions per batch"].lo > without["completions per batch"].hi  # more spent
+    assert apart["no-signal share trained"] == apart["completions per batch"] == "yes"
+    assert apart["pass@1 after"] == apart["pass@32 after"] == apart["final entropy"] == "no"  # within the spread
+    assert 0.05 < without["no-signal share generated"].mean < 0.2  # "about a tenth of the groups"
+    assert [without["seeds"], with_["seeds"]] == [3, 3]

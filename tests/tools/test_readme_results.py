@@ -227,6 +227,8 @@ def _copy_checkout(tmp_path: Path) -> Path:
         shutil.copy(ROOT / name, root / name)
     for run in (ROOT / readme_results.REFERENCE_RUNS).glob("*-seed*"):
         shutil.copytree(run, root / readme_results.REFERENCE_RUNS / run.name)
+    ds = readme_results.REFERENCE_RUNS / "phenomena" / "dynamic_sampling"  # docs/dynamic-sampling.md's runs
+    shutil.copytree(ROOT / ds, root / ds)
     (root / readme_results.HOST_COSTS).parent.mkdir(parents=True)
     shutil.copy(ROOT / readme_results.HOST_COSTS, root / readme_results.HOST_COSTS)  # the T4 time estimate's input
     # docs/workshop.md's plans and answer key: the measured notebook times and the notebooks themselves
