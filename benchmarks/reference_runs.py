@@ -21,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from qae_lab.methods import METHODS  # mean, qae, sa_ah, qae_sa_ah, in that order
+from qae_lab.methods import METHODS
 from qae_lab.storage.folder import atomic_write_text
 
 SEEDS = (0, 1, 2)

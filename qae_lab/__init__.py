@@ -20,7 +20,7 @@ import importlib
 from qae_lab.advantages import advantage_stats, group_advantages, quantile_baseline
 from qae_lab.horizon import horizon_weights, normalised_entropy, selective_horizon_weights, weighted_token_mean
 from qae_lab.loss import LossSettings, grpo_loss
-from qae_lab.methods import Knobs
+from qae_lab.knobs import Knobs
 
 __version__ = "0.1.0"
 

@@ -11,31 +11,7 @@ one prompt contiguous, shape legend B, G, N as everywhere in qae_lab):
   F_q(x) = (1/G) #{j : R_j <= x},   b_K(q) = inf{x : F_q(x) >= K},
   A_i = (R_i - b_K(q)) / (std_j R_j + eps).
 
-Where this departs from the paper, and why:
-
-* Two quantile conventions. ``method="paper"`` is the definition above, the
-  ceil(K*G)-th smallest reward. ``method="linear"`` is ``torch.quantile`` with linear
-  interpolation, which the official QAE code (a verl fork) calls. They differ for small
-  G (G=8, K=0.4, 5 of 8 correct: paper 1.0, linear 0.8). The paper's is the default.
-  ``"linear"`` interpolates like ``torch.quantile`` but snaps a position K*(G-1) lying
-  within 1e-9 of an integer onto it: ``torch.quantile`` puts K=0.28, G=26 at position
-  7.000000000000001 and returns 9e-16 instead of 0 for a group with 7 zeros below a 1,
-  which would turn exact zero advantages into tiny non-zero ones.
-* std is Bessel-corrected (``torch.std``), as in TRL and verl; ``scale="batch"`` divides
-  by the std of the whole batch (TRL's ``scale_rewards="batch"``).
-* A group whose rewards are all equal gets exactly 0. With the mean baseline the float
-  mean of G equal values can be off by one rounding step, and dividing that by
-  (std + eps) ~ eps turns it into a spurious O(0.1) advantage; engines that compute
-  (R - mean) / (std + eps) naively have this bug.
-* Huge rewards (|R| near the dtype's largest finite value, e.g. 3e38 in float32) do not
-  overflow. The mean, the linear quantile and the std-scaled advantages are computed on
-  R / s, where s is a power of two with max_j |R_j| / 2 < s <= max_j |R_j| (s = 1 when
-  every |R| < 1, so ordinary rewards are untouched); dividing by a power of two is exact,
-  and (R - b) / (std + eps) = (R/s - b/s) / (std(R/s) + eps/s). This costs one max per
-  group, unlike a float64 copy, and it also covers float64 rewards. With ``scale="none"``
-  the advantages R_i - b are returned unscaled; when they exceed the dtype's range (rewards
-  3e38 and -3e38 in one float32 group) there is no right answer to return, so a
-  ``ValueError`` is raised instead of an inf.
+Implementer's notes: docs/implementation.md, section ``qae_lab.advantages``.
 """
 
 from __future__ import annotations
@@ -53,7 +29,7 @@ from qae_lab._checks import (
     check_k,
     snap_to_integer,
 )
-from qae_lab.methods import BASELINES, QUANTILE_METHODS  # the vocabulary, checked here
+from qae_lab.methods import BASELINES, QUANTILE_METHODS
 
 __all__ = [
     "quantile_rank",

@@ -11,31 +11,7 @@ Shape legend: N responses, T completion tokens.
   softmax policy is driven by Cov(log pi(y_t), A(y_t)); per token of a batch it is estimated
   by the centred product
 
-      Cov_t = (log pi(y_t) - mean_s log pi(y_s)) * (A_t - mean_s A_s),
-
-  the means over every valid (unmasked) token of the batch (:func:`token_covariance`).
-* Clip-Cov (same paper): among the tokens whose covariance lies in the band (lb, ub), a
-  random ``ratio`` fraction of the batch's tokens (at least one) contributes no gradient
-  (:func:`clip_cov_select`); tokens that PPO's ratio clipping already stops are not drawn
-  (:func:`ppo_clip_active`). Defaults: ratio 2e-4, lb 1, ub 5.
-* KL-Cov (same paper): the top ``ratio`` fraction of tokens by covariance (at least one) gets
-  the penalty ``coef * |log pi_theta(y_t) - log pi_old(y_t)|`` added to its loss
-  (:func:`kl_cov_select`, :func:`kl_cov_penalty`). Defaults: ratio 2e-4, coef 1.
-* POS-MASK / NEG-MASK (the sign ablations): only the positive-advantage (POS-MASK) or only the
-  negative-advantage (NEG-MASK) responses train; the others' advantages become 0
-  (:func:`sign_masked_advantages`).
-
-Departures, and why:
-
-* The covariance is computed on what the loss sees: the micro-batch's tokens, with the
-  response-level advantage of each token (before any SA-AH horizon weight), as the
-  authors' verl code computes it per micro-batch.
-* KL-Cov's penalty is |log ratio|; on a step's first pass over its own samples
-  (``num_iterations=1``) log pi_theta = log pi_old, the penalty is 0 and so is its gradient
-  (torch's d|x|/dx at 0 is 0). It acts only off-policy: set ``num_iterations`` > 1 or
-  ``steps_per_generation`` > ``gradient_accumulation_steps``.
-* The authors' KL-Cov drops PPO's ratio clipping; here TRL's clipping stays on every token
-  (ratios near 1 make the two agree; set ``epsilon`` large to drop it).
+Implementer's notes: docs/implementation.md, section ``qae_lab.entropy_controls``.
 """
 
 from __future__ import annotations

@@ -12,23 +12,7 @@ Discounting for Efficient RL of Language Models" (arXiv 2606.05434). Equations:
   (:func:`weighted_token_mean`; in training, TRL's mask-normalised loss gets there through
   the rescaling factor of :func:`normaliser_factor`)
 
-One name throughout qae_lab: w_t is the *horizon weight* (the paper's token-level discount);
-g_t, the per-step discount, is the factor each token multiplies into it. ``docs/glossary.md``
-lists the names.
-
-Shapes: N responses, T completion tokens, V vocabulary (qae_lab's legend).
-
-Where this departs from the paper, and why:
-
-* The top-k estimate renormalises the k largest probabilities before taking the
-  entropy and still divides by log V (not log k), as the paper's H_topk / log V reads;
-  ``top_k >= V`` is the exact entropy.
-* Weights are detached (no gradient flows through them), as the paper states, and
-  masked (padding) positions get weight 0 so that sum(w) counts real tokens only.
-* :func:`head_normalised_entropy` refuses integer (and bool/complex) ``hidden``, ``weight``
-  and ``bias`` rather than promoting them: an integer LM head is a quantised one whose
-  scales live elsewhere, and the entropy is not scale-invariant, so promoting it would
-  return the entropy of the wrong logits. Dequantise first.
+Implementer's notes: docs/implementation.md, section ``qae_lab.horizon``.
 """
 
 from __future__ import annotations

@@ -6,39 +6,7 @@ the entropy of the state by, to first order,
 
     dH(s) ~= -Cov_{a~pi(.|s)}( log pi(a|s), dz_{s,a} )                          (Cui et al.'s Lemma 1)
 
-and a policy-gradient step moves z_{s,a} by eta * A(s, a) (natural policy gradient, Cui et al.'s
-Prop. for NPG) or by eta * pi(a|s) A(s, a) (the vanilla softmax policy gradient, their Prop. for PG;
-QAE's identity, arXiv 2509.22611 sec. 4, is this form for the one-step bandit, :mod:`qae_lab.toys.bandit`).
-Because E_{a~pi}[log pi(a|s)] = -H(s) exactly, the covariance is an expectation of one sampled
-action a_t at s_t,
-
-    Cov_a( log pi, dz ) = E_{a~pi}[ (log pi(a|s) + H(s)) dz_{s,a} ],
-
-so each sampled token carries its own additive share of the entropy change (per unit step):
-
-    d_t = -(log pi_t + H_t) A_t                  form "npg"                   (L1)
-    d_t = -(log pi_t + H_t) pi_t A_t             form "pg"                    (L2)
-
-A token with A_t = 0 contributes exactly 0; a likely token (log pi_t > -H_t) with A_t > 0 lowers the
-entropy, a likely token with A_t < 0 raises it. The ledger sums the shares over the batch and splits
-the sum, exactly, by the sign of the advantage and by QAE's regime of the prompt (hard: p <= 1-K, easy:
-p > 1-K): the mean baseline's hard-prompt failures (A < 0) and easy-prompt successes (A > 0) are the
-cells QAE's gate sets to zero with 0/1 rewards. That is why a baseline moves entropy, where the net
-curves of two runs may look alike.
-
-Where this departs from the papers, and why:
-
-* Cui et al. estimate the covariance with the batch-centred product (:func:`qae_lab.entropy_controls.
-  token_covariance`, logged as ``cov/token_cov``); here the centring is the state's own exact
-  -H(s_t), which TRL's loss forward already computes, so that the terms add up per sample and the
-  split is exact (zero-advantage samples contribute 0 rather than a centring remainder).
-* A_t is what the loss applies to the token: the group advantage, times SA-AH's weight and its
-  normaliser, times the importance ratio, and 0 where PPO's clip stops the gradient
-  (:func:`update_advantages`). Adam's per-parameter scaling is not modelled: the ledger is the
-  logit-space step's first-order change, a direction and a split, not a prediction in nats.
-* The sum is normalised by the number of completion tokens (``weights``' sum), like ``bnpo``'s loss.
-
-Shapes: N responses, T completion tokens (for a bandit: N actions, T = 1, weights = pi).
+Implementer's notes: docs/implementation.md, section ``qae_lab.ledger``.
 """
 
 from __future__ import annotations
@@ -48,7 +16,7 @@ import torch
 
 from qae_lab._checks import as_real_tensor, check_choice, check_finite_scalar, check_mask, checking_values
 from qae_lab.entropy_controls import ppo_clip_active
-from qae_lab.methods import LEDGER_PARTS  # the ledger's parts: the total, by sign of A, by regime, the four cells
+from qae_lab.methods import LEDGER_PARTS
 
 __all__ = [
     "LEDGER_FORMS",

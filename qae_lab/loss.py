@@ -32,15 +32,14 @@ from qae_lab.entropy_controls import (
 )
 from qae_lab.horizon import normaliser_factor, selective_horizon_weights, weight_stats
 from qae_lab.ledger import batch_ledger
-from qae_lab.methods import (
+from qae_lab.methods import LOSS_TYPES, TOKEN_WEIGHTINGS
+from qae_lab.metric_names import (
     COV_SELECTED_FRAC,
     COV_TOKEN_COV,
     LEDGER_PREFIX,
-    LOSS_TYPES,
     SAAH_ALPHA,
     SAAH_EFFECTIVE_TOKENS_FRAC,
     SAAH_W_MEAN_NEG,
-    TOKEN_WEIGHTINGS,
 )
 
 __all__ = ["LOSS_TYPES", "LossSettings", "LossScale", "LossOutput", "grpo_loss", "reduce_token_loss"]

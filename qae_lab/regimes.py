@@ -13,17 +13,7 @@ look alike; these functions split it.
   and easiest fraction (:class:`qae_lab.train.regime_eval.RegimeEval` takes quarters).
 * :func:`group_means`: the token mean (e.g. entropy) and success rate of each group of prompts.
 
-Shapes: B prompts, G completions per prompt (each prompt's G contiguous), N = B*G responses, T tokens.
-
-Where this departs from the proposition, and why:
-
-* The proposition is one softmax step on one prompt. In training a prompt's regime moves as the policy
-  learns; :func:`regime_token_sums` splits each step by the regime in force at that step (the K in force),
-  while :func:`start_split` fixes a held-out group by where it *starts*, as the exact simulator does.
-* The held-out groups are the hardest and easiest *fraction* by start success rate, not p <= 1-K vs
-  p > 1-K: equal-sized groups at the two ends, away from the boundary (whose prompts change regime with a
-  single sample). Their start success rates are recorded beside them, so which side of 1-K they lie on
-  is visible.
+Implementer's notes: docs/implementation.md, section ``qae_lab.regimes``.
 """
 
 from __future__ import annotations

@@ -157,20 +157,20 @@ def test_every_reference_in_the_docs_and_notebooks_resolves():
 def test_the_checker_catches_made_up_names():
     good = """`qae_lab.advantages`, `qae_lab.advantages.group_advantages`, `qae_lab.train.trainer.QAETrainer._score`,
 `qae_lab.integrations.verl_saah`, `qae_lab.train.config.QAEConfig.quantile_k`, `python -m tools.readme_results`,
-from qae_lab.methods import Knobs, knob_changes
-`tests/test_methods_knobs.py`, [a page](docs/testing.md), [its part](docs/architecture.md#the-layers), [up](#a-doc)
+from qae_lab.knobs import Knobs, knob_changes
+`tests/test_knobs.py`, [a page](docs/testing.md), [its part](docs/architecture.md#the-layers), [up](#a-doc)
 [Colab](https://colab.research.google.com/x.ipynb)
 # A doc
 | name | means | former names, removed |
 | --- | --- | --- |
-| knob changes | ... | `qae_lab.methods.knob_changes` |
+| knob changes | ... | `qae_lab.knobs.knob_changes` |
 """
     assert missing({"doc.md": good}) == []
     made_up = """`qae_lab.methods.no_such_name` and `qae_lab.no_such_module.f`;
 run `python -m qae_lab.advantages.group_advantages`
-from qae_lab.methods import (Knobs,
-                           knob_changes_of)
-`tests/test_methods_knobs.py::test_no_such_test`, `tests/test_no_such_file.py`, [gone](docs/gone.md), [x](docs/architecture.md#nope)
+from qae_lab.methods import knob_changes_of
+from qae_lab.knobs import Knobs
+`tests/test_knobs.py::test_no_such_test`, `tests/test_no_such_file.py`, [gone](docs/gone.md), [x](docs/architecture.md#nope)
 [down](#no-heading-here)
 """
     assert sorted(missing({"doc.md": made_up})) == sorted(
@@ -179,7 +179,7 @@ from qae_lab.methods import (Knobs,
             "doc.md: qae_lab.methods.no_such_name",
             "doc.md: qae_lab.no_such_module.f",
             "doc.md: python -m qae_lab.advantages.group_advantages",
-            "doc.md: tests/test_methods_knobs.py::test_no_such_test",
+            "doc.md: tests/test_knobs.py::test_no_such_test",
             "doc.md: tests/test_no_such_file.py",
             "doc.md: link docs/gone.md",
             "doc.md: link docs/architecture.md#nope (no such heading)",

@@ -370,3 +370,62 @@ def test_no_source_file_is_ignored_by_git():
         ["git", "check-ignore", "--stdin"], input="\n".join(files), cwd=ROOT, capture_output=True, text=True
     )
     assert out.stdout.split() == [], f"source files git ignores: {out.stdout.split()}"
+
+
+# ---------------------------------------------------------------- module docstrings
+
+
+def _module_docstrings():
+    for path in sorted((ROOT / "qae_lab").rglob("*.py")):
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")), clean=False)
+        yield path.relative_to(ROOT), doc or ""
+
+
+def test_every_module_docstring_is_one_short_and_followable():
+    notes = (ROOT / "docs/implementation.md").read_text(encoding="utf-8")
+    for path, doc in _module_docstrings():
+        assert doc.strip(), f"{path}: no docstring"
+        # one docstring: no second one glued under it, the first line said once
+        assert "The former" not in doc, path
+        first, *rest = doc.strip().split("\n\n")
+        assert not rest or " ".join(rest[0].split()[:4]) != " ".join(first.split()[:4]), (
+            f"{path} repeats its first line"
+        )
+        # a screen or less of prose (doctest examples, which run, apart)
+        prose = [p for p in doc.strip().split("\n\n") if not p.lstrip().startswith(">>>")]
+        lines = sum(p.count("\n") + 1 for p in prose) + len(prose) - 1
+        assert lines <= 25, f"{path}: {lines} lines of prose; implementer detail goes to docs/implementation.md"
+        # citations a reader can follow: papers, and files of the repository
+        for section in re.findall(r"docs/implementation\.md, section ``([\w.]+)``", doc):
+            assert f"## `{section}`" in notes, f"{path}: docs/implementation.md has no section {section}"
+
+
+def test_no_issue_numbers_and_no_specification_outside_the_repository_cited():
+    for folder in ("qae_lab", "tests", "tools", "benchmarks"):
+        for path in (ROOT / folder).rglob("*.py"):
+            text = path.read_text(encoding="utf-8")
+            assert not re.search(r"\bissues? #?\d+\b", text, re.I), path
+            # the specification this project was written from is not in the repository: cite the papers
+            assert not re.search(r"\bS" + r"PEC\b", text), path
+
+
+def test_a_module_that_says_it_imports_no_plotly_does_not():
+    said = [
+        ".".join(path.with_suffix("").parts)
+        for path, doc in _module_docstrings()
+        if "Nothing here imports plotly or ipywidgets" in " ".join(doc.split())
+    ]
+    assert said
+    for module in said:
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                f"import sys, {module}; print('plotly' in sys.modules or 'ipywidgets' in sys.modules)",
+            ],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            check=True,
+        )
+        assert out.stdout.strip() == "False", module

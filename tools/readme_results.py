@@ -31,7 +31,7 @@ from qae_lab.analysis.phenomena import dynamic_sampling_rows, load_experiment, w
 from qae_lab.analysis.stats import stat
 from qae_lab.analysis.tables import markdown_table
 from qae_lab.lab.nb04_live_run import GPU_RUN
-from qae_lab.methods import QAE_HARD_FRAC, QAE_ZERO_ADV_FRAC
+from qae_lab.metric_names import QAE_HARD_FRAC, QAE_ZERO_ADV_FRAC
 from qae_lab.runs.costs import GIB, GPUS, T4_MEMORY, run_memory, run_time
 from qae_lab.runs.presets import build
 from qae_lab.storage.folder import atomic_write_text

@@ -25,15 +25,8 @@ from qae_lab._checks import check_int
 from qae_lab.analysis.committed_data import data_dir, find_up
 from qae_lab.analysis.claims import difference
 from qae_lab.analysis.grouping import Group, differences, format_differences, group_runs
-from qae_lab.methods import (
-    METHODS,
-    QAE_ALL_EQUAL_FRAC,
-    QAE_EASY_FRAC,
-    QAE_HARD_FRAC,
-    QAE_ZERO_ADV_FRAC,
-    SAAH_W_MEAN_NEG,
-    method_name,
-)
+from qae_lab.methods import METHODS, method_name
+from qae_lab.metric_names import QAE_ALL_EQUAL_FRAC, QAE_EASY_FRAC, QAE_HARD_FRAC, QAE_ZERO_ADV_FRAC, SAAH_W_MEAN_NEG
 from qae_lab.storage.folder import read_log, step_rows
 from qae_lab.analysis.stats import Stat, moving_average, stat, training_variance
 

@@ -31,7 +31,7 @@ from qae_lab.analysis.phenomena import clipped_fraction, load_experiment, window
 from qae_lab.analysis.regime_runs import regime_numbers
 from qae_lab.analysis.seqpolicy_findings import load_findings, load_regimes
 from qae_lab.analysis.stats import moving_average, training_variance
-from qae_lab.methods import QAE_NEG_CORRECT, QAE_ZERO_ADV_FRAC, SAAH_W_MEAN_NEG
+from qae_lab.metric_names import QAE_NEG_CORRECT, QAE_ZERO_ADV_FRAC, SAAH_W_MEAN_NEG
 
 __all__ = ["ROSE", "FELL", "CLIPPED", "Evidence", "EVIDENCE", "judge", "judge_all"]
 

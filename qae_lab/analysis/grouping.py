@@ -25,7 +25,7 @@ import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from qae_lab.methods import knob_changes
+from qae_lab.knobs import knob_changes
 from qae_lab.methods import method_settings
 
 __all__ = [

@@ -26,7 +26,7 @@ from pathlib import Path
 from qae_lab._checks import check_int
 from qae_lab.analysis.compare import Run, group_by_method, load_runs
 from qae_lab.ledger import LEDGER_PARTS
-from qae_lab.methods import (
+from qae_lab.metric_names import (
     DYNAMIC_SAMPLING_GENERATIONS,
     DYNAMIC_SAMPLING_GROUPS_WITHOUT_SIGNAL,
     LEDGER_PREFIX,

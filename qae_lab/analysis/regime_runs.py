@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from qae_lab.analysis.compare import Curve, Run, group_by_method, series
-from qae_lab.methods import REGIME_GROUPS, regime_eval_metric
+from qae_lab.metric_names import REGIME_GROUPS, regime_eval_metric
 from qae_lab.analysis.stats import stat
 
 __all__ = ["GROUP_WORDS", "regime_curve", "regime_curves", "regime_numbers", "regime_table"]
@@ -30,7 +30,7 @@ _NUMBERS = ("start", "peak/start", "final", "final/start")
 
 
 def regime_curve(run: Run, group: str, quantity: str = "entropy") -> tuple[list[int], list[float]]:
-    r"""(updates, values) of a run's held-out ``group`` (one of :data:`qae_lab.methods.REGIME_GROUPS`):
+    r"""(updates, values) of a run's held-out ``group`` (one of :data:`qae_lab.metric_names.REGIME_GROUPS`):
     ``regime_eval/<quantity>_<group>`` against the number of updates the measured policy had (row S: S - 1).
 
     >>> run = Run("r", "qae", 0, {}, [{"step": 1, "regime_eval/entropy_hard": 0.2}, {"step": 2},

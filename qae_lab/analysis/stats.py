@@ -7,21 +7,7 @@ Training variance. SA-AH-GRPO (arXiv 2606.05434) reports a "training variance" (
 is a decision, not the paper's definition: the population variance over training steps of
 the per-step mean reward x_t around its trailing moving average m_t over ``window`` steps,
 
-    m_t = (1/w) * sum_{s=t-w+1..t} x_s,        r_t = x_t - m_t,
-    Var_detrended = (1/(n-w+1)) * sum_{t=w-1..n-1} (r_t - mean(r))^2,
-
-so the learning trend itself (reward rising from 0.3 to 0.7) does not count as
-instability; ``detrend=False`` gives the plain variance of x_t. Numbers on our tiny task are
-not comparable to the paper's (different reward scale, model and batch size).
-
-Where this departs from the usual conventions, and why:
-
-* The spread over seeds is the population standard deviation (ddof = 0, as
-  ``benchmarks/reference_runs.py`` prints it) and the seed range [min, max]; with two or
-  three seeds neither is a confidence interval, only an honest "how far apart the seeds were".
-* :func:`moving_average` averages the first ``window - 1`` steps over the steps so far (a
-  shorter window), so a smoothed curve keeps every step; :func:`detrended_variance` uses
-  only the full windows.
+Implementer's notes: docs/implementation.md, section ``qae_lab.analysis.stats``.
 """
 
 from __future__ import annotations

@@ -8,24 +8,7 @@ A_i = (R_i - b_K(q)) / (std_j R_j + eps), broadcast over the response's tokens.
 
 Departures from verl's GRPO estimator, and why:
 
-* verl's batch holds a prompt's responses anywhere, tied by a uid in ``index``; they are
-  grouped here by uid. Groups of unequal size are allowed (each gets its own K-quantile
-  and std); a uid seen only once is an error, since neither a quantile baseline nor a
-  std means anything for one response (verl's GRPO silently uses 0 and 1 there).
-* ``config["quantile_method"]`` picks the quantile convention, "paper" by default; the
-  official QAE code uses ``torch.quantile``, i.e. ``"linear"``.
-* verl's ``compute_advantage`` hands a registered estimator only the rewards, the mask, the
-  uids and ``config=algorithm`` (not ``epsilon`` nor ``norm_adv_by_std_in_grpo``, which go to
-  its built-in GRPO alone), so ``algorithm.norm_adv_by_std_in_grpo`` is read from ``config``.
-
-Usage, before verl builds its trainer (e.g. in a module named by
-``VERL_USE_EXTERNAL_MODULES``)::
-
-    from qae_lab.integrations import verl as qae_verl
-    qae_verl.register()          # then: algorithm.adv_estimator=qae +algorithm.quantile_k=0.4
-
-(``+``: ``quantile_k`` is not a key of verl's ``algorithm`` config, and Hydra's struct mode
-refuses a plain override of a missing key.)
+Implementer's notes: docs/implementation.md, section ``qae_lab.integrations.verl``.
 """
 
 from __future__ import annotations

@@ -9,40 +9,7 @@ entropy bonus and the KL loss itself. :func:`compute_policy_loss_saah` has that 
 
 The maths is qae_lab's (SA-AH, arXiv 2606.05434; labels of ``docs/equations.md``):
 
-* S2-S3: w_{i,t} = exp(-alpha * sum_{s<=t} H~_{i,s}) if A_i < 0, else 1
-  (:func:`qae_lab.horizon.selective_horizon_weights`);
-* S4: L = sum_t w_t l_t / sum_t w_t, reached as verl's own token mean of per-token advantages
-  A_i w_t c, c = sum(m) / sum(w) (:func:`qae_lab.horizon.normaliser_factor`);
-* S5: the ``saah/*`` metrics (:func:`qae_lab.horizon.weight_stats`).
-
-Since c w_t > 0, PPO's clipped surrogate (dual clip included) of the advantage A_i w_t c is w_t c
-times that of A_i, token by token: the loss is verl's own ``vanilla`` loss, called on
-:func:`saah_advantages`, so clipping, the rollout-correction weights, ``agg_loss`` and its
-global-batch normaliser stay verl's. At alpha = 0 every w_t and c is exactly 1 and the loss is
-``vanilla``'s, bit for bit.
-
-Departures from the paper, and why (verl 0.9.1):
-
-* **H~_t is the sampled token's surprisal, not the entropy.** verl's ``ppo_loss`` holds the
-  per-token entropy (``model_output["entropy"]``, when ``actor.calculate_entropy`` or
-  ``entropy_coeff`` asks for it) but passes a policy loss no entropy, nor the logits nor V; the
-  driver drops the old policy's entropies (``entropys``) before the batch reaches the advantage
-  estimator or the actor. From what does reach the loss, H~_t = -log pi_old(y_t) / log V
-  (:func:`surprisal_normalised_entropy`) is a one-sample estimate of S1: E_{y_t ~ pi_old}
-  [-log pi_old(y_t)] = H_t, and sum_{s<=t} of it (the only thing w_t uses) is -log pi_old(y_<=t),
-  an unbiased estimate of the cumulative entropy of the path, clamped per token to [0, 1].
-  A caller that does have the exact H_t (its own loss function) passes ``entropy=``.
-* alpha and V are fixed when the loss is registered (:func:`register`): verl's
-  ``PolicyLossConfig`` is a closed dataclass and refuses keys it does not declare.
-* c is computed per micro-batch: exact for one micro-batch on one rank; with several, each
-  micro-batch's sum(w) is made to equal its token count, which verl's global normaliser counts.
-* Only loss aggregations that divide by a token count (``token-mean``, ``seq-mean-token-mean``,
-  where c is per response) have a normaliser for sum(w) to replace: the token-sum ones are refused,
-  as qae_lab's trainer refuses ``dr_grpo``.
-* A_i is a response's advantage: the token-level advantages must be constant along each response
-  (an outcome estimator: verl's ``grpo``, qae_lab's ``qae``); GAE's are refused.
-
-Shapes: N responses (verl's ``bs``), T response tokens.
+Implementer's notes: docs/implementation.md, section ``qae_lab.integrations.verl_saah``.
 """
 
 from __future__ import annotations
@@ -54,7 +21,7 @@ import torch
 
 from qae_lab._checks import as_real_tensor, check_choice, check_finite_scalar, check_int, check_mask
 from qae_lab.horizon import normalise_entropy, normaliser_factor, selective_horizon_weights, weight_stats
-from qae_lab.methods import SAAH_ALPHA, SAAH_EFFECTIVE_TOKENS_FRAC, SAAH_W_MEAN_NEG
+from qae_lab.metric_names import SAAH_ALPHA, SAAH_EFFECTIVE_TOKENS_FRAC, SAAH_W_MEAN_NEG
 
 __all__ = [
     "LOSS_NAME",

@@ -21,7 +21,7 @@ from qae_lab.advantages import advantage_stats, group_advantages, quantile_basel
 from qae_lab.analysis.stats import detrended_variance
 from qae_lab.horizon import horizon_weights
 from qae_lab.lab.nb00_plain_grpo import UpdateChange
-from qae_lab.methods import knob_changes
+from qae_lab.knobs import knob_changes
 from qae_lab.task.rewards import soft_format_reward
 from qae_lab.toys.bandit import entropy_change_first_order, knob_slope
 from qae_lab.toys.seqpolicy import n_prefixes, sequence_entropy
@@ -212,13 +212,13 @@ def check_horizon_weights(fn: Callable) -> str:
 
 def check_k_changes(fn: Callable) -> str:
     r"""Check ``fn(rows) -> list[int]``: the steps of a run log whose ``qae/k`` differs from the step
-    before, the first step included (the K part of :func:`qae_lab.methods.knob_changes`).
+    before, the first step included (the K part of :func:`qae_lab.knobs.knob_changes`).
 
     >>> check_k_changes(lambda rows: None) == NOT_ATTEMPTED
     True
     >>> check_k_changes(lambda rows: [r["step"] for i, r in enumerate(rows)
     ...                               if i == 0 or r["qae/k"] != rows[i - 1]["qae/k"]])
-    'Correct: your change points match qae_lab.methods.knob_changes on 20 logs.'
+    'Correct: your change points match qae_lab.knobs.knob_changes on 20 logs.'
     """
     gen = torch.Generator().manual_seed(4)
     if fn([{"step": 1, "qae/k": 0.4}]) is None:
@@ -232,7 +232,7 @@ def check_k_changes(fn: Callable) -> str:
         got = fn([dict(r) for r in rows])
         if list(got) != want:
             raise AssertionError(f"K values {[r['qae/k'] for r in rows]}: expected steps {want}, got {list(got)}")
-    return "Correct: your change points match qae_lab.methods.knob_changes on 20 logs."
+    return "Correct: your change points match qae_lab.knobs.knob_changes on 20 logs."
 
 
 def check_neg_correct(fn: Callable) -> str:

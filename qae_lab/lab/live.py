@@ -5,33 +5,7 @@ Why a thread: a notebook kernel handles widget events only between cells, so a c
 ``trainer.train()`` would leave every slider dead until training ends. :meth:`LiveRun.start`
 returns at once; the training loop runs in a daemon thread and reads the controls at every step.
 
-* :class:`Controls` — K, alpha, baseline (mean | K-quantile), token weighting (none | AH | SA-AH) and a Stop
-  button. A widget callback (the kernel thread) builds a new frozen :class:`~qae_lab.methods.Knobs` and swaps it
-  in as one reference; the training thread reads that reference (:meth:`Controls.snapshot`), so K and alpha never
-  come from two different moments (no torn reads, no lock). A control that changes nothing in the current setting
-  is disabled and says why (:func:`inactive_knobs`: alpha while token weighting is none, K under the mean
-  baseline). K and alpha are :class:`KnobSlider` widgets: a slider shows exactly the value the trainer gets (no
-  silent clamping, no snapping to a coarser step than the value needs); the checks are
-  :func:`~qae_lab.methods.validate_knobs`'s.
-* :class:`LiveKnobs` — the ``TrainerCallback`` that hands the snapshot to ``trainer.set_knobs`` at every
-  ``on_step_begin`` and ends training after Stop, with a checkpoint.
-* :class:`Dashboard` — at the top the knobs in force by step range, read from the logged steps
-  (:func:`qae_lab.lab.nb04_live_run.knob_ranges`), with the controls' next setting; under it the curves of
-  :data:`LIVE_PANELS` (:func:`qae_lab.lab.plots.run_curves_figure`: each panel with its own legend in plain words,
-  each metric one colour, units on the axes, and why a panel is empty). It draws through
-  :class:`qae_lab.lab.plots.FigureView` (a ``FigureWidget`` where that renders, else a plain figure re-drawn into
-  an ``Output``: Colab's ipywidgets 7.7 / plotly 5.24). Redraws are throttled; every step is kept in ``rows``.
-  :class:`DashboardFeed` is the ``TrainerCallback`` that sends it each logged step.
-* :class:`~qae_lab.lab.threads.ThreadTuner` — on a CPU, picks torch's thread count from the step times (two threads
-  on an idle machine, one beside other busy processes); :func:`~qae_lab.lab.threads.in_fresh_thread` runs a notebook's
-  own torch work (notebook 04's evaluation before training) where it cannot slow the training thread.
-* :class:`LiveRun` — wires them to a trainer, runs it, shows the training thread's errors, warnings and
-  follow-up results (:meth:`LiveRun.then`, e.g. the evaluation after training) under the status line (errors are
-  re-raised by :meth:`LiveRun.wait`), and reads the steps logged so far (:meth:`LiveRun.logged_steps`) and the
-  token weighting each step was given (:meth:`LiveRun.token_weightings`: the log records only whether one was on).
-
-Stopping: the Stop button, or :meth:`LiveRun.stop`. A kernel interrupt does not reach a background thread, so use
-Stop. The run's ``log.jsonl`` (:class:`qae_lab.train.callbacks.RunLogger`) keeps every finished step either way.
+Implementer's notes: docs/implementation.md, section ``qae_lab.lab.live``.
 """
 
 from __future__ import annotations
@@ -63,8 +37,8 @@ from qae_lab.lab.nb04_live_run import (
 )
 from qae_lab.lab.plots import FigureView, run_curves_figure
 from qae_lab.lab.threads import ThreadTuner
-from qae_lab.methods import (
-    KNOBS,
+from qae_lab.methods import TOKEN_WEIGHTINGS, can_weight_tokens
+from qae_lab.metric_names import (
     LEDGER_PREFIX,
     QAE_EASY_FRAC,
     QAE_HARD_FRAC,
@@ -73,11 +47,8 @@ from qae_lab.methods import (
     QAE_ZERO_ADV_FRAC,
     SAAH_ALPHA,
     SAAH_W_MEAN_NEG,
-    TOKEN_WEIGHTINGS,
-    Knobs,
-    can_weight_tokens,
-    validate_knobs,
 )
+from qae_lab.knobs import KNOBS, Knobs, validate_knobs
 from qae_lab.runs.presets import device_preset
 from qae_lab.storage.folder import (
     LOG_NAME,
@@ -163,7 +134,7 @@ class KnobSlider(widgets.FloatSlider):
     handle and the readout to ``min + n * step``: either way it can show another number than the
     one the trainer uses. This one
 
-    * widens its range to take in the start value (validated by :func:`~qae_lab.methods.validate_knobs`);
+    * widens its range to take in the start value (validated by :func:`~qae_lab.knobs.validate_knobs`);
     * refuses, with a ``TraitError`` naming the knob and the range, a value outside the range or
       invalid for the knob, and a min or max that would move the value;
     * rounds values to 6 decimals (a browser's float noise, 0.30000000000000004) and keeps its step
@@ -243,7 +214,7 @@ class KnobSlider(widgets.FloatSlider):
 
 
 class Controls:
-    r"""The knobs as widgets, and their value as one frozen :class:`~qae_lab.methods.Knobs`.
+    r"""The knobs as widgets, and their value as one frozen :class:`~qae_lab.knobs.Knobs`.
 
     Args:
         quantile_k, alpha, baseline, token_weighting: starting values (validated as in
@@ -384,7 +355,7 @@ class Controls:
             boxes[name].value = value  # its observer records the change (the value is already in force)
 
     def snapshot(self) -> Knobs:
-        """The four knob values, one frozen :class:`~qae_lab.methods.Knobs`."""
+        """The four knob values, one frozen :class:`~qae_lab.knobs.Knobs`."""
         return self._current[1]
 
     def begin_step(self, step: int) -> Knobs:
@@ -830,7 +801,7 @@ class LiveKnobs(TrainerCallback):
     r"""Applies :meth:`Controls.snapshot <qae_lab.lab.live.Controls.snapshot>` to the trainer before every
     step; ends training after Stop.
 
-    The snapshot, one frozen :class:`~qae_lab.methods.Knobs`, goes to ``trainer.set_knobs`` whole; the
+    The snapshot, one frozen :class:`~qae_lab.knobs.Knobs`, goes to ``trainer.set_knobs`` whole; the
     step's generation and loss both read it (the trainer logs what it used as ``qae/k`` and ``saah/alpha``). After Stop,
     ``on_step_end`` asks the Trainer to save a checkpoint and stop, so the run ends at a step
     boundary with its log complete.

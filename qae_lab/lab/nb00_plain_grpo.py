@@ -16,11 +16,7 @@ each reading is a list of rows (dicts) that :func:`qae_lab.analysis.tables.markd
   advantage sign, and how many tokens PPO's clip would stop on a second pass over the same group;
 * :func:`sgd_update`: the notebook's update, run again from the sampled weights at another learning rate.
 
-Nothing here assumes which way a completion moves. The step changes shared weights: a completion
-with A_i < 0 that shares most of its tokens with rewarded ones can become more likely, and a large
-step can make every sampled completion less likely, the rewarded ones too. The counts say what happened.
-
-Shapes: N completions (G of one prompt, or B*G), T completion tokens.
+Implementer's notes: docs/implementation.md, section ``qae_lab.lab.nb00_plain_grpo``.
 """
 
 from __future__ import annotations

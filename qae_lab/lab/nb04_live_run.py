@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from qae_lab._checks import check_int
 from qae_lab.analysis.phenomena import window_mean
 from qae_lab.lab.exercises import check_direction
-from qae_lab.methods import QAE_HARD_FRAC, QAE_K, QAE_QUANTILE_BASELINE, QAE_ZERO_ADV_FRAC, SAAH_ALPHA
+from qae_lab.metric_names import QAE_HARD_FRAC, QAE_K, QAE_QUANTILE_BASELINE, QAE_ZERO_ADV_FRAC, SAAH_ALPHA
 
 __all__ = [
     "BASELINE_NAMES",
@@ -128,7 +128,7 @@ def knob_number(x: float | None) -> str:
 
 
 def knobs_row(knobs) -> dict:
-    r"""A :class:`~qae_lab.methods.Knobs` (the controls' setting) as :func:`knob_ranges` writes a logged step's knobs.
+    r"""A :class:`~qae_lab.knobs.Knobs` (the controls' setting) as :func:`knob_ranges` writes a logged step's knobs.
 
     >>> from qae_lab.methods import Knobs
     >>> knobs_row(Knobs(quantile_k=0.6, alpha=1.25, token_weighting="sa_ah"))

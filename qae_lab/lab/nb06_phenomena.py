@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 from qae_lab.analysis.compare import Run
-from qae_lab.methods import (
+from qae_lab.metric_names import (
     LEDGER_PREFIX,
     QAE_NEG_CORRECT,
     QAE_NEG_CORRECT_IF_MEAN,

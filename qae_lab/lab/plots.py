@@ -1,20 +1,10 @@
 r"""Plotly figures for the notebooks, and the views that re-draw them in place when a control moves.
 
-Plotly figures for the notebooks, and (re-exported from :mod:`qae_lab.lab.plots`) views that re-draw
-them when a slider moves.
-
 Every function returns a plain ``plotly.graph_objects.Figure``; the notebooks only call them.
 Titles wrap instead of being cut at the figure's edge, legends sit below the axis titles, and a
 curve equal to another is drawn dashed over it, so that what a title or legend names can be seen.
 
-The former ``views`` module: figures that re-draw in place when a control moves: :class:`FigureView` and :func:`interactive`.
-
-By default (:func:`plot_mode`) a view re-draws a plain figure into an ``ipywidgets.Output``:
-that figure fills the notebook's column in JupyterLab, Jupyter and Colab alike. A
-``go.FigureWidget`` (``QAE_LAB_PLOTS=widget``) updates in place but keeps plotly.js's
-700 px default width (plotly's anywidget front end lays it out before it is on the page),
-and shows nothing in Colab (ipywidgets 7.7, plotly 5.24). The figures themselves come
-from :mod:`qae_lab.lab.plots`, which re-exports these names.
+Implementer's notes: docs/implementation.md, section ``qae_lab.lab.plots``.
 """
 
 from __future__ import annotations
@@ -32,7 +22,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from qae_lab.analysis.tables import markdown_table
-from qae_lab.methods import (
+from qae_lab.metric_names import (
     LEDGER_PREFIX,
     QAE_EASY_FRAC,
     QAE_HARD_FRAC,

@@ -1,81 +1,14 @@
 r"""What a LoRA GRPO run costs on a GPU, estimated from the architecture: the peak memory of a step, the time of a step and of a whole run.
 
-Peak GPU memory of one LoRA GRPO step, estimated from a Qwen2 architecture and a run's settings.
+Estimates, not measurements: each written term by term, so that every assumption can be checked;
+``benchmarks/gpu_check.py`` prints a measured step beside them on the GPU it runs on.
 
-An **estimate**, written down term by term so that each assumption can be checked against a
-measurement (``benchmarks/gpu_check.py`` prints the measured peak beside it on a GPU). It counts
-the tensors a step holds, i.e. what ``torch.cuda.max_memory_allocated`` measures; the CUDA context,
-cuBLAS workspaces, compiled-graph pools and allocator fragmentation come on top (hence the headroom
-asked of a preset: :data:`T4_MEMORY` is the card, not the budget).
-
-Symbols (bytes unless said): ``b`` bytes per weight / activation element (2 for float16 and
-bfloat16, 4 for float32); ``h`` hidden size, ``L`` layers, ``d = h / heads`` head size,
-``kv = kv_heads * d``, ``I`` MLP width, ``V`` vocabulary, ``r`` LoRA rank; ``N`` completions per
-micro-batch (``per_device_train_batch_size``), ``B`` completions generated at once
-(``per_device_train_batch_size * steps_per_generation``: TRL generates a whole generation batch in one
-call), ``P`` prompt tokens (the longest prompt of the batch: left padding), ``T`` completion tokens,
-``S = P + T``.
-
-The step has a generation phase and a training phase; they do not overlap, so
-
-    peak = persistent + max(generation, training)
-
-* persistent: base weights ``P_base * b``; LoRA weights ``P_lora * 4`` (PEFT keeps adapters in float32
-  under a float16 / bfloat16 base); AdamW's two moments ``P_lora * 8`` (float32).
-* generation: the static KV cache ``B * S * L * 2 * kv * b``; one layer's prefill workspace
-  ``B * P * (3 I + 4 h) * b`` (no gradients are kept, so one layer's intermediates at a time); the
-  last position's logits and their float32 sampling copy ``B * V * 8``; with ``fast_generation`` the
-  snapshot of the adapted layers' base weights that :mod:`qae_lab.train.generation` restores them from,
-  ``P_adapted * b``.
-* training: LoRA gradients ``P_lora * 4``; activations (below); the loss forward's logits and their
-  gradient, ``2 * rows * cols * 4`` (float32 log-softmax): with TRL's fused LM head (TRL >= 1.16, the
-  trainer this project runs) one tile, rows = min(N T, 4096) tokens, cols = min(V, 32768); without
-  it the whole ``N T x V`` (only completion positions are scored).
-* activations, per token and layer (:func:`layer_activation_bytes`): what autograd keeps of a Qwen2
-  decoder layer with LoRA on ``targets`` and scaled-dot-product attention that keeps no ``S x S``
-  scores. With activation checkpointing: each layer's input ``L * N * S * h * b``, plus one layer
-  recomputed in full ``N * S * a``, plus the final hidden states ``N * S * h * b``; without it,
-  ``L * N * S * a``.
-
-Not counted: the CUDA context (some hundreds of MB), autocast's cached half-precision copies of the
-LoRA weights (``P_lora * b``), GradScaler state, rotary tables, the tokenizer's and dataloader's
-tensors, and what ``torch.compile`` / CUDA graphs reserve for the compiled decode step.
+Implementer's notes: docs/implementation.md, section ``qae_lab.runs.costs``.
 
 >>> est = lora_grpo_memory(QWEN25["qwen2.5-0.5b"], dtype_bytes=2, lora_r=16, micro_batch=16,
 ...                        generation_batch=32, prompt_len=320, completion_len=256)
 >>> round(est["peak"] / GIB, 2), max(("generation", "training"), key=est.get)
 (3.18, 'training')
-
-The former ``gpu_time`` module: time of a LoRA GRPO step, and of a whole run with its evaluations, on a GPU: an estimate from the architecture.
-
-An **estimate, not a measurement**, written term by term like :mod:`qae_lab.runs.costs` so that each assumption can
-be checked (``benchmarks/gpu_check.py`` prints a measured step beside it on the GPU it runs on). Two kinds of term:
-
-* the card's: arithmetic over the peak rate, ``flops / (tflops * sustained)``, and memory traffic over the
-  bandwidth, ``bytes / (bandwidth * sustained)``, whichever is longer, from :data:`GPUS`' datasheet figures
-  (dense half precision with float32 accumulation, no sparsity);
-* the host's: a decode step run eagerly (no CUDA graphs) cannot end before the host has issued its ~1,400-2,400
-  ops (Python, PyTorch's dispatcher, the launches): ``host_s`` seconds per decode step, measured on a CPU by
-  ``benchmarks/host_costs.py``. Each decode step takes ``max(card, host)``.
-
-With ``sustained = 1`` every card term is the least time the datasheet allows, and the host figures are lower
-bounds of the host's share, so the sum is a **lower bound** (up to the two overcounts below, each well under 1%
-of a step): a real run is slower. ``sustained = 0.5`` is the
-figure if kernels reach half the datasheet peaks, an assumption that ``gpu_check.py``'s measured/estimated
-ratio tests. Not counted at all: downloading and loading the model, compiling the decode step (its first
-steps), tokenizing, the rewards, TRL's per-step Python, the dashboard.
-
-Symbols as in :mod:`qae_lab.runs.costs`; ``W`` the matmul weights of the decoder layers (the seven projections),
-``H = V h`` the LM head, ``R`` the LoRA weights (counted only where the adapters run unmerged), ``b`` bytes per
-weight. Per token: a forward pass costs ``2 (W + R)`` FLOPs in the layers, ``2 H`` in the LM head (only where
-logits are needed: the last prompt position and each decode step while sampling, completion positions in the
-loss) and ``4 h L c`` in attention over ``c`` positions (QK^T and the weighted sum of V), so a causal pass over
-``S`` tokens costs ``2 h L S (S + 1)`` there. Training: the base is frozen, so its backward pass computes input gradients
-only (``2 W``) and LoRA's adds its weight gradients (``2 R``); activation checkpointing recomputes the layers'
-forward pass once more. Two small overcounts, checked against ``torch.utils.flop_counter`` in
-``tests/runs/test_costs_gpu_time.py``: layer 0's input gradients are counted (PEFT and TRL ask for them under checkpointing;
-without it autograd skips them), and so is the last op of each layer's recomputation, which non-reentrant
-checkpointing skips (down_proj's LoRA B: ``2 r h`` FLOPs per token and layer).
 
 >>> t4 = GPUS["t4"]
 >>> est = lora_grpo_step_time(QWEN25["qwen2.5-0.5b"], t4, dtype_bytes=2, lora_r=16, micro_batch=16,

@@ -13,13 +13,7 @@ serves GPUs without bf16 (T4, V100); float32 keeps the trained weights bit for b
 model trains in float32; tests/runs/test_export.py compares completions with it). An adapter is written as
 trained (its weights are small).
 
-The weights: the run folder's ``model/`` (written when a run ends with ``save_model=True``, or by
-:func:`save_model` from a notebook), or a complete ``checkpoint-N`` (``checkpoint=N`` or ``"latest"``, or
-RUN_DIR given as the checkpoint folder). OUT is never written over: it must not exist or be empty, unless
-``overwrite`` (the old folder is then renamed aside, not deleted); it is no name a run folder uses for itself,
-nor inside one, nor under a file (:func:`qae_lab.storage.folder.check_folder`, as for a run's folder). The export is written into a hidden
-folder beside OUT and renamed to OUT once complete (:func:`qae_lab.storage.resume.publish_dir`), so an
-interrupted export leaves no OUT. ``push_to_hub`` then uploads OUT with ``huggingface_hub`` (the tests never do).
+Implementer's notes: docs/implementation.md, section ``qae_lab.runs.export``.
 """
 
 from __future__ import annotations
@@ -45,7 +39,7 @@ from qae_lab.storage.resume import (
     safetensors_problem,
     shard_problems,
 )
-from qae_lab.methods import knob_changes
+from qae_lab.knobs import knob_changes
 from qae_lab.methods import method_name
 from qae_lab.task.models import EMBEDDED_MODELS, load_policy, resolve_name
 from qae_lab._project import REPOSITORY_URL

@@ -13,26 +13,7 @@ configuration can be built and checked on any machine.
 
 Presets:
 
-* ``cpu-demo``: the embedded tiny model, synthetic task levels 2-5 (level 1 is near solved:
-  greedy 1.0, sampled pass@1 0.77), 8 prompts x 8 completions per step, QAE with K = 0.4,
-  lr 1e-4 decaying linearly over 400 steps; about 3 minutes on 2 CPU cores (README).
-* ``cpu-sums``: the sums model (``embedded-sums``) on the sums task of :mod:`qae_lab.task.sums`, built so that
-  the papers' phenomena can show on a CPU (notebook 06; :mod:`qae_lab.analysis.phenomena` holds the settings each
-  experiment adds); 8 prompts x 8 completions of at most 160 tokens, evaluation of 64 problems with 32
-  samples each (pass@k up to 32), 120 steps.
-* ``qwen2.5-{0.5b,1.5b,3b}-gsm8k``: SA-AH-GRPO's set-up (arXiv 2606.05434) on one GPU:
-  Qwen2.5-Instruct with LoRA r = 16, GSM8K 800 train / 500 test problems, lr 5e-6,
-  8 prompts x 8 completions per step (16 per micro-batch x 4 accumulation steps),
-  activation checkpointing, bf16 where the GPU supports it, and the fast generation path
-  (``fast_generation``, static KV cache, compiled decoding). Their reward is SA-AH-GRPO's
-  composite one (``reward="composite"``, r_max = 7.5, correctness by the strict verdict, see
-  :mod:`qae_lab.task.rewards`), so a response counts as a success at ``success_threshold`` = 5.0;
-  ``--set reward=strict --set success_threshold=0.5`` trains on QAE's 0/1 reward instead.
-* ``qwen2.5-1.5b-gsm8k-live``: the 1.5B preset made quicker per step for steering by hand
-  (notebook 04 on a GPU): 4 prompts x 8 completions of at most 256 tokens per step.
-* ``qwen2.5-0.5b-gsm8k-t4``: the 0.5B preset for a free Colab T4 (no bf16, about 15 GiB): float16, the live
-  preset's 4 x 8 completions of at most 256 tokens, in 2 micro-batches of 16; :func:`device_preset` picks it on
-  such a GPU, and :mod:`qae_lab.runs.costs` estimates its peak (3.2 GiB; not yet measured on a T4).
+Implementer's notes: docs/implementation.md, section ``qae_lab.runs.presets``.
 """
 
 from __future__ import annotations

@@ -6,26 +6,7 @@ come in three forms, and every one is typed by the same parser, ``trl.TrlParser`
 ``transformers.HfArgumentParser`` over both dataclasses), so a value means in a file what it means
 on the command line:
 
-* a YAML file (a preset in ``qae_lab/runs/configs/``, or ``--config run.yaml``): a mapping of field
-  names to values (:func:`read_config`, then :meth:`FieldParser.typed`), in the form TRL's own scripts take;
-* ``--name value`` after ``qae-lab train`` (:meth:`FieldParser.arguments`), as with TRL's scripts;
-* ``--set name=value`` (:meth:`FieldParser.sets`), the older form, kept because runs record it.
-
-Every field a file or the command line may set is classified once, in :data:`FIELDS` (allow-listed by name):
-**ordinary** (typed and taken), **sends data out** (taken; the run says where to before it starts, and a resume
-takes it only when named again: :func:`outgoing`), **runs code** (taken only with values that run none:
-:class:`~qae_lab.train.config.QAEConfig` checks them), **credential** (refused: log in, or set it in the shell's
-environment) and **the command line's** (refused: a flag of ``train`` does it). A field that is not in the table,
-as a new TRL release adds some, is refused by name until it is classified. The ``env:`` mapping of a config file
-is allow-listed by exact name the same way (:data:`ENV_ALLOWED`).
-
-Each value goes through the parser's own action for its field (argparse's type conversion, the
-choices of an enum or ``Literal`` field, ``true``/``false`` for booleans, ``nargs`` for lists), and
-a value the parser cannot read, or a name that is no field, fails with the file (or flag) and the
-name in the message. ``none`` / ``null`` set a field that allows None to None; ``bf16: auto`` (the GPU
-presets) is bf16 where the GPU supports it.
-
-The parser of a run's two dataclasses is :func:`qae_lab.runs.presets.fields`:
+Implementer's notes: docs/implementation.md, section ``qae_lab.runs.settings``.
 
 >>> from qae_lab.runs.presets import fields
 >>> fields().typed({"quantile_k": "0.6", "levels": [3, 4], "lora": True}, "run.yaml")

@@ -2,46 +2,7 @@ r"""The run folder on disk: what a run writes there, and the rules that keep it 
 
 A run folder is someone's data. Three rules hold for everything qae_lab writes into one:
 
-1. **Nothing is replaced without an explicit choice.** A new run refuses a folder that holds
-   another run's files, and ``--overwrite`` deletes only a run's own (its marker, ``.qae_lab-run.json``:
-   :func:`run_owned`), never a run nested in them (:mod:`qae_lab.storage.claim`, asked by the one resume plan,
-   :func:`qae_lab.storage.resume.plan_run`). The names a run folder uses for itself are reserved: no run or
-   export folder is one or lies inside one (:func:`check_folder`). **One process at a time**: a run holds the
-   folder's lock (:class:`RunLock`) from its claim until its last write; a second process is refused, naming
-   the holder (``.qae_lab-run.lock`` says who it is). The lock is the operating system's (``flock`` on the
-   folder), which dies with its process, so a killed run leaves no lock behind.
-2. **Every write that can be interrupted leaves the old state or the new one, never half.**
-   Small files are written to a temporary file and renamed over the old one
-   (:func:`atomic_write_text`); checkpoints are written into ``.staging/checkpoint-N`` and renamed
-   to ``checkpoint-N`` once complete (:func:`qae_lab.storage.resume.publish_dir`); the log is append-only, one
-   ``fsync``-ed line per step. A process killed at any moment (Ctrl-C twice, SIGKILL, a power
-   cut after the fsync) leaves at worst a cut last log line and a stale ``.staging`` folder,
-   neither of which a resume mistakes for data. Every file is opened as what it claims to be: a regular file,
-   never a symbolic link followed to another place, a folder or a named pipe.
-3. **A resume continues the same experiment.** :func:`qae_lab.storage.resume.resume_changes` compares the settings of a
-   resume with those in ``config.json``: only the fields in :data:`qae_lab.storage.resume.SAFE_ON_RESUME` may change,
-   and each accepted change is recorded (an ``event`` row in ``log.jsonl`` and the ``resumes``
-   list of ``config.json``), never by deleting logged steps.
-
-Layout::
-
-    config.json             settings (``trainer``: QAEConfig.to_dict(), ``run``: RunArgs + how it was built),
-                            library versions, and every resume with what it changed
-    log.jsonl               one JSON object per logged step, plus ``{"event": ...}`` rows; each names its ``step``
-    log.superseded.jsonl    rows of steps that a resume trained again (they were after the last checkpoint)
-    eval_before.json, eval_after.json, model/
-    regime_split.json       with ``regime_eval_steps``: the held-out prompts' start success rates and their
-                            hardest / easiest quarter (:mod:`qae_lab.train.regime_eval`), written before the first step
-    report.html             the run's summary page (:mod:`qae_lab.lab.report`)
-    checkpoint-N/           complete, resumable Trainer checkpoints (:mod:`qae_lab.storage.resume`)
-    finished-step<S>/       a finished run's model/ and eval_after.json, set aside when a resume trains on
-    .staging/               a checkpoint being written (removed by the next save)
-    .qae_lab-run.json       the run's marker, written when the folder is claimed (what --overwrite may delete)
-    .qae_lab-run.lock       who holds the folder's lock (process, host, command): there while a run writes
-
-This module is pure (files and JSON): no torch, transformers, plotting or widget import; the
-report page is drawn by :mod:`qae_lab.lab.report`. Checkpoints and the rules of a resume: :mod:`qae_lab.storage.resume`; the callbacks that
-write during training: :mod:`qae_lab.train.callbacks`.
+Implementer's notes: docs/implementation.md, section ``qae_lab.storage.folder``.
 """
 
 from __future__ import annotations

@@ -3,35 +3,7 @@ r"""Resuming a run: which checkpoints are complete, the rules of a resume, and t
 Checkpoints in a run folder, and the rules of a resume. Files and JSON; torch only loads a checkpoint's
 torch files to check them (:func:`checkpoint_problems` with ``load=True``).
 
-* A checkpoint is complete when :func:`checkpoint_problems` finds nothing missing, cut short or unloadable;
-  :class:`qae_lab.train.trainer.QAETrainer` stages every save and publishes it in one rename
-  (:func:`publish_dir`), so a ``checkpoint-N`` folder is never half written; a resume takes the
-  latest complete one (:func:`latest_complete_checkpoint`).
-* A resume continues the same experiment: only the fields of :data:`SAFE_ON_RESUME` may change
-  (:func:`resume_changes`); it starts from the latest checkpoint, and not from before the end of
-  a finished run (:func:`check_resume_point`); and the log goes on without losing a row
-  (:func:`resume_log`: rows after the checkpoint are set aside, rows the log lacks are restored).
-
-The former ``resume`` module: one resume plan: whether a run starts fresh, resumes checkpoint N, or is refused, decided once.
-
-:func:`plan_run` looks at the run folder and at what was asked (a checkpoint or run folder to
-resume, or none; ``overwrite``; the settings the run would train with) and returns a frozen
-:class:`ResumePlan`. It writes nothing. Everything that starts a run acts on that plan and
-decides nothing itself:
-
-* the command line: :func:`qae_lab.runs.cli.plan` makes it before anything loads (``--dry-run`` too);
-* :func:`qae_lab.runs.pipeline.make_trainer` and :func:`qae_lab.runs.pipeline.train` (the notebooks' way in) make it
-  when not given one, :func:`claim` carries out a fresh one (the folder made, an overwritten run's
-  files deleted) and the run's :class:`~qae_lab.train.callbacks.RunLogger` is given it;
-* :class:`qae_lab.lab.live.LiveRun` resumes the plan's checkpoint;
-* :class:`~qae_lab.train.callbacks.RunLogger` writes a new ``config.json`` or continues the log as the plan
-  says (a logger used on its own plans from the trainer's state, with this same function).
-
-The rules behind a refusal are :mod:`qae_lab.storage.folder`'s (a new run never replaces another without
-``overwrite``: :func:`~qae_lab.storage.claim.fresh_refusal`) and :mod:`qae_lab.storage.resume`' (a damaged
-checkpoint, a change outside :data:`~qae_lab.storage.resume.SAFE_ON_RESUME`, a checkpoint older than the
-run's latest or than its end). Files and JSON (torch only to check that a checkpoint's files load):
-no plotting or widget import. :func:`claim` takes the run folder's :class:`~qae_lab.storage.folder.RunLock`.
+Implementer's notes: docs/implementation.md, section ``qae_lab.storage.resume``.
 
 >>> import tempfile
 >>> d = Path(tempfile.mkdtemp())

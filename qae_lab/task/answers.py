@@ -18,35 +18,7 @@ tokens such as EOS), so a completion cut by the length limit exactly after ``</a
 pass; in the cpu-demo completions are ~31 tokens against a 48-token limit. Evaluation also keeps
 the lenient verdict (``lenient_pass@1``, ``lenient_greedy_pass@1``), so any gap stays visible.
 
-How numbers are read, where this departs from common harnesses, and why:
-
-* Numbers are compared exactly, as :class:`fractions.Fraction`, never as floats:
-  "18.00" == "18", "3/4" == "0.75". Canonical form (what :func:`extract_answer` returns):
-  an integer "1234" / "-3"; else a terminating decimal without trailing zeros "29.5",
-  "0.75" (at most ``MAX_DIGITS`` digits, leading zeros not counted); else a reduced
-  fraction "1/3", "-2/3". Equal values always give equal strings.
-* Commas are thousands separators only when well-formed ("1,234", "1,234,567");
-  "0,1", "1,2", "1,,000" or "1,234,56" are not numbers, and a comma-separated list such as
-  "0, 1" is no single number: the answer is None rather than a guess ("0,1" -> "01" is a
-  known harness bug). "%" is dropped like a unit ("50%" -> "50"): GSM8K states percentages
-  as bare numbers. Words ("eighteen") are not read.
-* A number is read whole or not at all, never cut to a prefix, whatever the script: exponents
-  and powers ("1e9", "2.5e3", "10^3", "10**3", "10³", "1.5 × 10^3", "5 × 10³"), letters, digits,
-  combining marks or "_" attached, of any script ("12abc", "5kg", "5кг", "1Е9", "5٣", "3½",
-  "10₂", "3rd", "1_000"), "3.4.5", "10:30", mixed numbers ("2 1/2") and space-grouped thousands
-  ("1 000", "1\,000") all give None; such a character in front ("x2", "٣5", "кг5") makes the
-  digits part of a longer token, no number. "Attached" means Unicode's letters, numbers and marks
-  (categories L*, N*, M*) and "_"; only the ASCII digits 0-9 make up a number. "1 000" is not read
-  as 1000 on purpose: "3 100-metre races" looks the same, and a missed reward costs less than a
-  wrong one.
-* Which number is the answer, where harnesses differ (:func:`extract_answer` lists the
-  order): the last ``<answer>`` block decides alone (no number in it -> None, even if the
-  reasoning has one); inside a block or ``\boxed{}``, the first number after the last ``=``
-  ("18 (9 * 2)" and "9 * 2 = 18" both give 18); after ``####`` or "The answer is", the first
-  number on that line; a ``####`` not followed by a number is a markdown heading, not a marker.
-* Model output is data, never code: regular expressions (linear-time, possessive
-  quantifiers) and ``Fraction`` only, no ``eval``/``sympify``; numbers with more than
-  ``MAX_DIGITS`` digits are ignored.
+Implementer's notes: docs/implementation.md, section ``qae_lab.task.answers``.
 """
 
 from __future__ import annotations

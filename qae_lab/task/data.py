@@ -5,22 +5,7 @@ Every loader returns *records*, plain dicts of one shape whatever the source::
     {"id": "gsm8k-test-17", "question": "...", "answer": "...\n#### 72",
      "gold": "72", "level": None, "source": "gsm8k", "steps": ["48 / 2 = 24", ...]}
 
-``answer`` is GSM8K's solution text (calculator annotations ``<<48/2=24>>`` and all),
-``gold`` the final answer after ``####`` as a canonical integer string (no thousands
-commas), checked by the rewards' own reader when the file loads (:func:`gsm8k_gold`), ``steps`` the solution's lines without annotations, ``level`` the synthetic
-difficulty (1-5) or None. :func:`to_grpo_dataset` turns records into what TRL's
-``GRPOTrainer`` expects: a conversational ``prompt`` column plus ``gold`` (which TRL hands
-to every reward function as a keyword argument).
-
-GSM8K (openai/grade-school-math, MIT): train 7,473 and test 1,319 problems. It loads from
-the Hub through ``datasets`` (``openai/gsm8k``, config ``main``), or from a local folder of
-the original ``train.jsonl`` / ``test.jsonl``: the ``path`` argument, else the environment
-variable ``QAE_LAB_GSM8K_DIR``. Nothing of GSM8K is stored in this project.
-
-The synthetic task mirrors GSM8K's shape with short word problems at five difficulty
-levels (one- and two-step addition, subtraction, multiplication), deterministic by seed,
-so that a tiny model reaches a spread of per-prompt success rates: QAE's two regimes
-(hard and easy prompts) both need to be populated.
+Implementer's notes: docs/implementation.md, section ``qae_lab.task.data``.
 """
 
 from __future__ import annotations

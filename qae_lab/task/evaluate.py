@@ -17,26 +17,7 @@ Two ways to score a model on a set of problems, both reported by :func:`evaluate
 * **Diversity** of the n samples of a problem (:func:`qae_lab.task.behaviour.diversity_stats`): the mean number
   of different correct texts (``distinct_correct``) and the share of the most frequent text (``top_share``).
 
-The per-problem success rate p = c/n is also what QAE's regime analysis needs
-(arXiv 2509.22611: a prompt is "hard" when p <= 1 - K), see
-:meth:`EvalResult.success_rates`.
-
-Completions are judged by :func:`evaluate`'s ``verdict``, by default training's,
-:func:`qae_lab.task.answers.strict_is_correct`; a run also reports the ``lenient`` one
-(:func:`qae_lab.task.answers.is_correct`) beside it. Model output is only ever treated as data: the
-answer is extracted with regular expressions (:mod:`qae_lab.task.answers`), never evaluated or executed.
-
-Completions come from :func:`qae_lab.task.sampling.generate`, the project's one sampling loop
-(batched, seeded per batch, with explicit decoding options); this module only judges and counts.
-
-Where this departs from the references, and why:
-
-* Sampling is pure temperature / nucleus sampling, with top_k, repetition penalties and the
-  like switched off explicitly (:mod:`qae_lab.task.sampling` says why).
-* ``pass@1`` is computed as the mean of c/n exactly, not through the product form,
-  so that it equals the success-rate mean to the last bit.
-* GSM8K records have no difficulty level (``level`` None); they are grouped, and
-  stored, under level 0, as in :func:`qae_lab.task.data.to_grpo_dataset`.
+Implementer's notes: docs/implementation.md, section ``qae_lab.task.evaluate``.
 """
 
 from __future__ import annotations

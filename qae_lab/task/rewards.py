@@ -13,39 +13,7 @@ message dicts (the last assistant message's ``content`` is read).
 
 A run names its training reward (``RunArgs.reward``, ``--set reward=...``) in :data:`REWARDS`:
 
-* ``"strict"``: :func:`strict_correctness_reward`, 0/1, QAE's binary R_i (the cpu-demo preset);
-* ``"composite"``: :func:`strict_composite_reward`, 0 to 7.5, SA-AH-GRPO's set-up (the Qwen2.5
-  GSM8K presets);
-* ``"math_verify"``: :func:`qae_lab.task.verify.math_verify_reward`, 0/1, the same strict format with the
-  answer block read and compared by the optional math-verify package (an independent verifier; needs
-  ``pip install "qae-lab[verify]"``, which :func:`check_reward` asks for when it is missing).
-
-The first two judge correctness by the one verdict, :func:`qae_lab.task.answers.strict_is_correct`, the
-one pass@1 uses. A response counts as a success in the trainer's ``qae/*`` metrics when its reward is
-at least ``success_threshold``; :data:`SUCCESS_BANDS` gives, per reward, the thresholds that count
-exactly the correct responses (0.5 for ``strict`` and ``math_verify``, 5.0 for ``composite``), and
-:func:`qae_lab.runs.presets.build` refuses any other. Two ablations are in the table too, named as
-such: ``"lenient"`` (:func:`correctness_reward`) and ``"lenient_composite"``
-(:func:`composite_reward`) judge by :func:`qae_lab.task.answers.is_correct`, which pays a completion
-that answers and then runs on, the failure the strict verdict exists for (:mod:`qae_lab.task.answers`);
-a run with them shows that failure (its training reward holds while strict pass@1 falls). The
-format rewards (:func:`strict_format_reward`, :func:`soft_format_reward`) never look at the
-answer, so none is a training reward alone: they are the composite's format term (1 and 0.5 of
-its format weight), which calls them.
-
-Where this departs from the papers, and why:
-
-* The composite split is ours: SA-AH-GRPO publishes only r_max = 7.5. Default
-  :class:`CompositeWeights`: correct 5.0 + format 1.0 + tags 0.5 + steps 1.0 = 7.5, with
-  format = 1 (strict XML), 0.5 (only the soft pattern) or 0; tags = 1/4 for each of
-  ``<reasoning>``, ``</reasoning>``, ``<answer>``, ``</answer>`` occurring exactly once;
-  steps = min(#calculation lines in the reasoning block, max_steps) / max_steps, a line
-  counting when it holds a digit and one of ``= + - * / × ÷ −``. Correctness dominates, so a
-  well-formatted wrong answer (at most 2.5) never outscores a correct one (at least 5).
-* A run's composite is strict-aware (:func:`strict_composite_reward`): its correctness term
-  also asks the completion to stop after ``</answer>``. With the lenient term a completion that
-  answers and runs on would still earn 5 plus most of the rest, losing only the strict format's
-  half point, so the reward would barely hold back the run-on that pass@1 counts as wrong.
+Implementer's notes: docs/implementation.md, section ``qae_lab.task.rewards``.
 """
 
 from __future__ import annotations

@@ -12,20 +12,7 @@ needs from a policy, on data it actually sampled:
 * the log-probabilities log pi_theta(y_t | x, y_<t) of the sampled tokens, differentiable, what
   GRPO's loss is built from (:func:`completion_logps`, for :func:`qae_lab.loss.grpo_loss`).
 
-Shapes: B prompts, G group size, N = B*G responses (each prompt's G contiguous),
-T completion tokens, V vocabulary (the model's output dimension).
-
-Where this departs from the papers / TRL, and why:
-
-* The completion mask covers the tokens up to and including the first EOS (as TRL's
-  ``completion_mask``): the EOS token was sampled too and its distribution has an entropy.
-* The reward is :func:`qae_lab.task.answers.strict_is_correct`, the project's single verdict, not
-  SA-AH's composite reward (r_max = 7.5): QAE's gate needs binary rewards.
-* Logits are divided by the sampling temperature before the entropy, as TRL does for its
-  log-probabilities and entropies; at T = 1 this is the policy's own distribution.
-* Sampling is :func:`qae_lab.task.sampling.generate_ids`, the loop behind
-  :func:`qae_lab.task.sampling.generate` and so behind evaluation: the same explicit decoding options
-  and seeding (batch i after ``torch.manual_seed(seed + i)``); the token ids are kept.
+Implementer's notes: docs/implementation.md, section ``qae_lab.task.rollouts``.
 """
 
 from __future__ import annotations

@@ -10,24 +10,7 @@ decoding options, eval mode with left padding, the model's device) are shared wi
 
 What a call does, for B prompts and n = ``num_samples``:
 
-* batching: ``batch_size`` prompts per ``model.generate`` call, each call returning
-  n contiguous samples per prompt (``num_return_sequences``);
-* seeding: batch i is sampled after ``torch.manual_seed(seed + i)`` inside
-  ``torch.random.fork_rng``, so the same seed and batch_size give the same completions and
-  the caller's random state is left as it was;
-* progress: an optional ``tqdm`` bar over the batches ("greedy" or "sampling xn").
-
-Where this departs from ``model.generate``'s defaults, and why:
-
-* Sampling is pure temperature / nucleus sampling: top_k, min_p, typical_p, repetition
-  penalties and the like are switched off explicitly (:func:`decoding_kwargs`), because
-  ``model.generate`` would otherwise take them from the checkpoint's
-  ``generation_config.json`` (Qwen2.5-Instruct ships top_k=20 and repetition_penalty=1.05)
-  or from transformers' global default (top_k=50), which changes the distribution pass@k
-  is an estimate for.
-* Generation stops at every EOS id the tokenizer or the model's generation config names
-  (:func:`eos_token_ids`): Qwen2.5-Instruct ends turns with ``<|im_end|>`` but its config
-  also names ``<|endoftext|>``.
+Implementer's notes: docs/implementation.md, section ``qae_lab.task.sampling``.
 """
 
 from __future__ import annotations

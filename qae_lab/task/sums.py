@@ -10,17 +10,7 @@ and little entropy to lose. Here a prompt is a list of 3-5 numbers, and a correc
 * open with a plan and close with "So the total is 53.";
 * add a reflective check line that re-adds the last step ("Wait, let me check: 42 + 7 = 49.").
 
-:func:`sums_task` draws the problems (five levels: three one-digit terms up to five two-digit ones);
-:func:`sums_completion` writes one supervised solution for the sums model
-(:mod:`tools.embedded_models`, ``python -m tools.embedded_models --task sums``): a random order and wording,
-with errors at a rate that grows with the level (:data:`SUMS_CORRECT_RATE`: one partial sum off by a
-small amount, carried on to the answer), a check line that re-adds the last step and so sometimes
-catches an error made there and corrects the answer, and format slips (:data:`FORMAT_SLIP_RATE`: the answer on one line, a blank line before
-``<answer>``, or no ``</reasoning>``) that keep the answer readable but cost the composite reward its
-format points. The sums model learns this distribution, so before any RL its completions differ
-within a prompt (orders, wordings, lengths of about 40 to 120 tokens), its success rate spreads over
-both of QAE's regimes, and the composite reward (:mod:`qae_lab.task.rewards`) gives correct answers
-different scores. ``benchmarks/task_properties.py`` measures all of that (``data/embedded_sums/README.md``).
+Implementer's notes: docs/implementation.md, section ``qae_lab.task.sums``.
 """
 
 from __future__ import annotations

@@ -15,34 +15,7 @@ so the reward cannot pay an answer that runs on; what differs from ``"strict"`` 
 content of that last ``<answer>`` block is read and compared. Like ``"strict"``, its success band
 is (0, 1): ``success_threshold`` = 0.5 counts exactly the rewarded responses.
 
-Model output is data, never code, and costs bounded work. math-verify's default extraction has two
-readers. Its expression reader hands the matched text to ``sympy.parse_expr``, which runs Python ``eval``.
-Its LaTeX reader (``latex2sympy2_extended``) parses with an ANTLR grammar into sympy objects, but converts
-each number token with ``sympy.Number(text)``, which sympifies (evals) the token's text. So, four guards:
-
-1. only the LaTeX reader is used (``LatexExtractionConfig``), never the expression reader;
-2. it is handed nothing but the content of the final answer block, and only when that content
-   passes :func:`safe_answer`: at most ``MAX_CHARS`` characters of digits, ASCII letters,
-   whitespace, ``, . $ % + - / = { }`` and the LaTeX commands of ``_COMMANDS``; no brackets,
-   quotes, ``_``, ``^``, ``!`` or ``*``, so no call, subscript, power or factorial can be written
-   (but for the word ``sqrt``, a root to math-verify), and the only text that can reach ``eval`` is a
-   number token of digits and separators;
-3. at most ``MAX_TOKENS`` tokens (:func:`token_count`: a run of digits, a letter, an operator sign,
-   ``\frac``, ``\times``, ``\cdot``, ``\%``; wrappers such as ``\boxed``, spacing and ``$`` are free),
-   and braces only as command arguments, at most ``MAX_DEPTH`` deep;
-4. the gold is built as ``sympy.Rational`` from :func:`qae_lab.task.answers.gold_value` (no parsing).
-
-math-verify's timeouts are off (they use ``signal.alarm``, which works only on the main thread, and
-notebook 04 trains on a thread of its own; their one warning is filtered), so guard 3 alone bounds the
-cost. Length alone does not: math-verify keeps ``2/2/.../2`` unevaluated as ``((2/2)/2)/...``, and
-sympy's ``evalf`` of a product evaluates each factor twice (looking for infinities, then at working
-precision), so n slashes cost about 2^n: 22 twos took 60 s, and 100 characters admitted 50 (centuries).
-Tokens do: each becomes at most three nodes of math-verify's expression (``/`` a product and a
-reciprocal power, a letter a symbol; the words it rewrites, ``or`` to ``,`` or ``sqrt`` to a root, are
-several letters) and two side by side at most one product, so the expression has at most
-``3 * MAX_TOKENS`` nodes, nested at most ``MAX_TOKENS`` deep (tests/task/test_verify.py checks both on
-the worst answer of every construct). ``benchmarks/bench_verify_guard.py`` times those worst answers
-and random ones: the slowest take about 0.1 s (under 0.2 s on a busy machine; ``18`` takes 1 ms).
+Implementer's notes: docs/implementation.md, section ``qae_lab.task.verify``.
 """
 
 from __future__ import annotations

@@ -6,26 +6,7 @@ the entropy by (Cui et al. 2025, "The Entropy Mechanism of RL for Reasoning LMs"
 
     dH ~= -Cov_{y~pi}(log pi(y), dz(y))                                            (first order)
 
-Three step models:
-
-(a) the identity's, dz = eta pi (r - b) (:func:`identity_step`): dH(b) rises linearly in b with slope
-    eta Cov(log pi, pi) >= 0 (the knob), and Prop. 4.2 puts b_K at its low end on a hard prompt (p <= 1 - K) and at
-    its high end on an easy one;
-(b) the exact expected softmax policy gradient, dz = eta pi (r - E_pi r) (:func:`expected_pg_step`;
-    :func:`baseline_pg_step` keeps b in the sum): a constant b cancels;
-(c) a sampled group, dz = (eta/G) sum_i A_i (e_{y_i} - pi) with A_i from
-    :func:`qae_lab.advantages.group_advantages` (:func:`sample_group_steps`; Monte Carlo: :func:`mc_entropy_change`).
-
-With binary rewards A_i depends on y_i only through r(y_i), so for any baseline built from the group's own rewards
-(the mean p-hat or b_K(p-hat), the std division or not) the expected step (c) is step (b) times one number:
-
-    E[dz] = eta (h(1) - h(0)) pi (r - p),   h(x) = E_S[A(x, S)],   S ~ Binomial(G - 1, p)   (:func:`scale_factor`)
-
-where S counts the other responses' successes. To second order in eta, E[dH] also takes E[dz dz^T]
-(:func:`sampled_step_moments`, :func:`sampled_entropy_change`), exact by enumerating S. :func:`simulate_training`
-trains a population of bandits with step (c), by plain SGD or Adam. Shapes: A actions, P policies, M baselines or
-draws, G group size. Departures: none from the maths; the bandits (:func:`make_bandits`), the step sizes and the
-optimisers are the notebook's choices, not the paper's.
+Implementer's notes: docs/implementation.md, section ``qae_lab.toys.bandit``.
 """
 
 from __future__ import annotations

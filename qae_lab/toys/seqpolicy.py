@@ -1,7 +1,5 @@
 r"""An exact autoregressive softmax policy over short sequences, and its entropy ledger: realised, expected and estimated first-order changes.
 
-An exact autoregressive softmax policy over short sequences: notebook 01's bandit, made sequential.
-
 QAE's entropy argument (arXiv 2509.22611, sec. 4) and Cui et al. 2025 (arXiv 2505.22617) reduce a prompt
 to a one-step softmax bandit (:mod:`qae_lab.toys.bandit`). Training is autoregressive: a response y = (y_1..y_L)
 is drawn token by token from pi(y_t | y_<t). Here every prefix s = y_<t (a "state") has its own logit row
@@ -11,68 +9,7 @@ z_s, so the policy is exact and small enough to enumerate:
     H(pi) = -sum_y pi(y) log pi(y) = sum_s rho(s) H(pi(.|s))                (entropy chain rule, S2)
     p     = E_{y~pi}[r(y)]                                                  (success rate, S3)
 
-rho(s) is the probability that a response starts with the prefix s. A prompt's logits form one table of
-n = (V**L - 1)/(V - 1) rows (prefixes of length 0..L-1) of V logits; prefix y_<t has index
-(V**t - 1)/(V - 1) + (y_1..y_{t-1} read as a base-V number), so the V**t prefixes of length t are
-contiguous and their children, flattened, are the prefixes of length t + 1 in order. Sequence y has
-index sum_t y_t V**(L-t) (first token most significant).
-
-:func:`make_tasks` builds prompts with verifiable 0/1 rewards (a checksum rule, :func:`describe_rule`)
-whose success rates spread over both of QAE's regimes. The sampled update, the ledgers and the training
-simulation are in :mod:`qae_lab.toys.seqpolicy_training` and :mod:`qae_lab.toys.seqpolicy`.
-
-Shapes: S seeds, P prompts, G group size, Y = V**L sequences, L positions, V vocabulary, n prefixes;
-every function takes any leading dimensions (...). Departures: none from the maths; the reward rule,
-the difficulty spread and the "peaked" start are this lab's choices, not the papers'.
-
-The former ``seqpolicy_ledger`` module: the entropy ledger of the exact sequence policy: realised, expected and estimated first-order changes.
-
-For the tabular policy of :mod:`qae_lab.toys.seqpolicy` the sequence entropy H(pi) (eq. S2) is an exact,
-differentiable function of the logit tables, so the first-order change of an update dz is known exactly:
-
-    dH ~= grad_z H . dz                                                              (first order, LG1)
-
-with the gradient in closed form, the entropy's own policy gradient (a token's "reward" is -log pi):
-
-    grad_{z_{s,a}} H = rho(s) pi(a|s) (Q(s,a) - F(s)),  Q(s,a) = -log pi(a|s) + F(s a),  F(s) = E_{a~pi}Q(s,a) (LG4)
-
-(F(s): the entropy still to come after prefix s, 0 after L tokens; :func:`snapshot`).
-
-A policy-gradient pass moves the logits by dz = eta/N_tok sum_{i,t} A~_{i,t} grad_z log pi(y_{i,t} | y_{i,<t})
-(N_tok tokens of the batch, A~ the advantage each token's gradient carries), a sum over samples, so the change
-splits exactly into each sample's share
-
-    grad_z H . grad_z log pi(a | s) = g_{s,a} - sum_b pi(b|s) g_{s,b} =: u_{s,a},   g = grad_z H     (LG2)
-
-and each sample's share is eta/N_tok sum_t A~_{i,t} u_{i,t}: split by the sign of A_i and by QAE's regime of
-its prompt (arXiv 2509.22611), this is the ledger of :mod:`qae_lab.ledger` computed exactly (sampled, "(a)").
-
-The expectation over the group, "(b)": given the group's success count c ~ Binomial(G, p), the correct samples
-are iid from pi(.|r=1) and the wrong ones from pi(.|r=0), and with 0/1 rewards every group baseline (mean,
-K-quantile, with or without the group std) gives advantages A1(c), A0(c) that depend on c alone, so
-
-    E[grad H . dz] = eta/(P G L) sum_c Binom(c; G, p) [c A1(c) h1 + (G - c) A0(c) h0]               (LG3)
-
-with h1 = E_{pi|r=1}[sum_t u_t] = grad H . E_{pi|r=1}[grad log pi(y)], h0 likewise (P prompts, L tokens each).
-Each term has the sign of its A and the regime of its c (hard: c <= G - ceil(K G)), so (LG3) splits exactly.
-
-Where the per-token estimators of :func:`qae_lab.ledger.entropy_change_terms` ("(c)") depart from (LG1):
-H(pi) = sum_s rho(s) H(s) changes through the states' entropies and through rho, the visitation of the states
-(:func:`entropy_gradients` returns both parts); the per-state terms ignore the second. And a sampled token's own
-step, A (e_a - pi) on the logits of its state s, changes H(s) by (Cui et al.'s Lemma 1 applied to that step)
-
-    dH(s) ~= -A [pi_a (log pi_a + H(s)) - sum_b pi_b^2 (log pi_b + H(s))]                         (LG5)
-
-which is the library's form "reinforce" (eq. L3); the form "pg" keeps the first term only (it models the step as
-pi A, exact in expectation only when E_{a~pi}[A] = 0 at s, which group advantages do not give), and the form "npg",
-what the trainer logs, is the one-sample estimate -(log pi_a + H(s)) A of Cui et al.'s covariance for a natural-
-gradient-like step dz_{s,b} = A(s, b).
-rho(s_t) times (LG5), summed over the batch, is exactly the part of (LG1) through the states' own entropies
-(:mod:`qae_lab.toys.seqpolicy_training` computes it so, from the same library call).
-
-Departures: the split by seed is vectorised here (:func:`split_parts`), equal to :func:`qae_lab.ledger.
-ledger_parts` row for row (tested), which returns one batch's floats. Shapes: S seeds, P prompts, G group size,
-L positions, V vocabulary, n prefixes, Y = V**L sequences.
+Implementer's notes: docs/implementation.md, section ``qae_lab.toys.seqpolicy``.
 """
 
 from __future__ import annotations

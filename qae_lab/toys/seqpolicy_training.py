@@ -12,27 +12,7 @@ with DAPO's asymmetric range (Clip-Higher: eps_high = 0.28 against eps_low = 0.2
     l_t = -min(r_t A~_t, clip(r_t, 1 - eps_low, 1 + eps_high) A~_t),  r_t = exp(log pi_t - log pi_old,t),
     A~_t = A_i w_t c,   L = sum_t l_t / N_tok   (TRL's "bnpo": a seed's tokens, N_tok = P G L)       (U1)
 
-differentiated by autograd on the logit tables and applied by plain SGD, z <- z - eta grad L (or Adam).
-
-Per update the ledgers of :mod:`qae_lab.toys.seqpolicy` (first order, nats per step, mean over prompts):
-``sampled/*`` the realised first pass split exactly by sample (eq. LG1-LG2); ``expected/*`` its exact
-expectation over the groups (eq. LG3); ``estimator_npg/*``, ``estimator_pg/*``, ``estimator_reinforce/*`` the
-per-token estimates of :func:`qae_lab.ledger.entropy_change_terms` in its three forms (eq. L1 "npg", the one
-:class:`~qae_lab.train.trainer.QAETrainer` logs as ``ledger/*``; L2 "pg", QAE's bandit identity's step model; L3
-"reinforce", the step A (e_a - pi) each sampled token takes, eq. LG5), with the advantage each pass's gradient
-carries (:func:`qae_lab.ledger.update_advantages`: ratio, clip), summed over the passes (TRL averages the passes'
-logged values: a factor num_iterations), times eta / (N_tok P) so that they are in the same units.
-``sampled/dh_state`` (the part through the states' own entropies) is the first pass's "reinforce" terms weighted
-by rho(s_t), from the same library call.
-
-Departures, and why: the trainer computes the horizon weights from top-k entropies (k = 500 >= V here, so
-exact); ``clip_frac`` averages over all passes (the first, on-policy, clips nothing and is counted too). The
-sampled split and the expectation are exact for plain SGD only (Adam's step is not a sum over samples): with
-Adam they are NaN, the estimators are not (the trainer logs them under Adam too; their eta / N_tok scale is
-then nominal); the expectation is NaN also with horizon weights (alpha != 0: the normaliser depends on the
-whole batch) and with ``scale="batch"``. With ``num_iterations > 1`` sampled and expected describe the first
-pass; the estimators, ``dh_first_order`` and ``dh_exact`` the whole step.
-Shapes: S seeds, P prompts, G group size, L positions, V vocabulary, n prefixes, Y = V**L sequences.
+Implementer's notes: docs/implementation.md, section ``qae_lab.toys.seqpolicy_training``.
 """
 
 from __future__ import annotations

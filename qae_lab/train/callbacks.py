@@ -1,6 +1,5 @@
-r"""The callbacks around a training run: the log, the progress bar, Ctrl-C (the live knobs' callback went to :mod:`qae_lab.lab.live`, the seam between training and widgets).
-
-The callbacks around a training run: the log, the progress bar, the live knobs, Ctrl-C.
+r"""The callbacks around a training run: the run log, the progress bar, Ctrl-C (the live knobs' callback is
+:class:`qae_lab.lab.live.LiveKnobs`).
 
 One folder per run (``<output_dir>``; its layout and rules: :mod:`qae_lab.storage.folder`)::
 
@@ -9,49 +8,7 @@ One folder per run (``<output_dir>``; its layout and rules: :mod:`qae_lab.storag
     checkpoint-N/  a complete, resumable Trainer checkpoint (on Ctrl-C / Stop, or by save_strategy)
     report.html    curves and before/after pass@1, one self-contained file (see :func:`qae_lab.lab.report.write_report`)
 
-:class:`RunLogger` is a ``transformers.TrainerCallback``. Each log line is written, flushed
-and ``fsync``-ed before the callback returns, so a run stopped at any point (Ctrl-C, a
-notebook's stop button, a killed process) leaves every finished step's line on disk;
-at worst the line being written when the process died is cut short, which
-:func:`read_log` drops. The metrics are TRL's and qae_lab's, under their logged names;
-those the report draws:
-
-==========================  ==============================================================
-``reward``                  mean total reward of the step's completions (TRL)
-``entropy``                 mean per-token entropy of the completions (TRL); with sparse
-                            updates ``entropy/updated_rows``: the updated responses only
-``completions/mean_length`` mean completion length in tokens (TRL)
-``qae/zero_adv_frac``       fraction of responses with advantage exactly 0
-``qae/hard_frac``           fraction of prompts in QAE's hard regime, p <= 1-K (``easy_frac``: p > 1-K)
-``qae/k``                   the K used this step (a live knob)
-``saah/alpha``              SA-AH's alpha used this step (logged with token weighting only)
-``saah/w_mean_neg``         mean horizon weight w_t over negative-advantage tokens
-==========================  ==============================================================
-
-Interruption and resume: :func:`train_resumable` runs ``trainer.train`` and, on
-``KeyboardInterrupt``, saves a full checkpoint (weights, optimizer, scheduler, RNG states,
-``trainer_state.json``: what ``trainer.train(resume_from_checkpoint=...)`` reads), then
-returns instead of raising. :class:`~qae_lab.train.trainer.QAETrainer` writes every checkpoint
-into ``.staging/`` and renames it when complete, so a second Ctrl-C or a kill during the
-save leaves the previous checkpoint as the resume point, never a half one.
-
-Whether a run starts fresh or resumes checkpoint N is decided once, by :func:`qae_lab.storage.resume.plan_run`;
-:class:`RunLogger` follows that :class:`~qae_lab.storage.resume.ResumePlan`. A resumed run continues the same
-``log.jsonl`` (:meth:`RunLogger.on_train_begin`):
-
-* steps logged after the checkpoint (a crash lost their state, so they are trained again)
-  move to ``log.superseded.jsonl``, and a cut last line goes there too;
-* steps up to the checkpoint that the log lacks (a line cut by the crash, the Ctrl-C
-  checkpoint of a step whose line never reached the disk) are restored from the checkpoint's
-  ``trainer_state.json`` (``"restored_from"`` marks them);
-* one ``{"event": "resume", ...}`` row records the step, what moved or was restored, and the
-  settings the resume changed (only :data:`qae_lab.storage.resume.SAFE_ON_RESUME` may change),
-  which ``config.json`` also lists under ``resumes``.
-
-So the log holds every step exactly once, and nothing logged is deleted.
-
-Live knobs: :class:`LiveKnobs` hands the live controls' values (:class:`qae_lab.lab.live.Controls`)
-to ``trainer.set_knobs`` before every step, and ends training at a step boundary after Stop.
+Implementer's notes: docs/implementation.md, section ``qae_lab.train.callbacks``.
 """
 
 from __future__ import annotations
@@ -67,7 +24,7 @@ from typing import Any
 from transformers import TrainerCallback
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
-from qae_lab.methods import QAE_ZERO_ADV_FRAC
+from qae_lab.metric_names import QAE_ZERO_ADV_FRAC
 from qae_lab.storage.folder import (
     CONFIG_NAME,
     EVAL_AFTER,

@@ -8,30 +8,7 @@ help citing the paper it comes from. :class:`qae_lab.train.trainer.QAETrainer` r
 Every option TRL reads in the code :class:`~qae_lab.train.trainer.QAETrainer` replaces (the loss, the advantages) is in
 :data:`REPLACED_CODE_OPTIONS`, with how it is honoured or why a value is refused, and the tests that show it.
 
-Departures from TRL, and why:
-
-* Nothing that runs code from elsewhere: ``trust_remote_code`` is refused, and the mappings TRL hands to
-  model loading and generation take known keys only (``model_init_kwargs``: :data:`MODEL_INIT_KEYS`, its
-  ``attn_implementation`` one of transformers' own; ``generation_kwargs``: the fields of transformers'
-  ``GenerationConfig`` and a few of vLLM's sampling ones), so neither ``trust_remote_code``, ``use_kernels``
-  nor a ``custom_generate`` repository can reach a loader.
-* No credential: a setting that carries one (``hub_token``; any name :func:`qae_lab._checks.credential_name`
-  marks) is refused, because the Trainer pickles its whole config into every checkpoint
-  (``training_args.bin``); ``hf auth login`` or ``HF_TOKEN`` in the environment serve ``push_to_hub``.
-* Every number a setting holds is finite, lists and mappings included (``reward_weights``,
-  ``lr_scheduler_kwargs``), and ``reward_weights`` are not all zero (which would train on nothing).
-* Settings that neither transformers nor TRL range-checks (``temperature``, ``top_p``,
-  ``learning_rate``, ``max_steps``, ...) are checked here first, each error naming the
-  setting and its range: left alone they fail late, deep inside a step, or train silently
-  wrong (``max_steps=0`` runs a step at learning rate 0; ``temperature=0`` gives every group
-  identical completions and so zero advantages).
-* Std scaling is TRL's own ``scale_rewards`` ("group" | "batch" | "none"); the QAE
-  estimator reads it too instead of adding a second field.
-* With ``use_vllm=True`` vLLM samples (TRL's path), so the settings of transformers' ``generate``
-  (``fast_generation``, ``compile_generation``, ``cache_implementation``; the GPU presets turn them
-  on) step aside: they are set off, with a ``UserWarning`` naming them, and ``to_dict()`` (a run's
-  ``config.json``) records them off. TRL checks ``vllm_mode`` only once the model is loaded; it is
-  checked here, with the other vLLM settings that would otherwise fail late.
+Implementer's notes: docs/implementation.md, section ``qae_lab.train.config``.
 """
 
 from __future__ import annotations

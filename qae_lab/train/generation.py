@@ -14,19 +14,7 @@ duration of the ``generate`` call, and PEFT's wrapper layers step out of the mod
 (their Python runs at every layer of every decode step even when merged). Departures from TRL's
 default, and why:
 
-* Dropout off while sampling. With LoRA dropout on, TRL samples from a randomly perturbed
-  policy, not from pi_theta; the loss then scores those completions under pi_theta. Eval-mode
-  sampling is the policy the GRPO objective is written for.
-* Merged weights round once more in bf16: W + dW in bf16 is not bit-equal to computing x W and
-  x dW apart, so sampling log-probs differ from the training forward's at the bf16 rounding
-  level (as with vLLM generation). In float32 the two agree to ~1e-6 (tests/train/test_generation.py).
-* The base weights are restored from a snapshot after ``unmerge_adapter``: unmerging in bf16
-  alone leaves rounding error in W that would accumulate over the steps of a run. The
-  snapshot costs one copy of the adapted layers' weights while generating.
-
-With vLLM (``use_vllm=True``) none of this runs: vLLM samples, and TRL's weight sync merges the
-LoRA adapter, sends the merged weights to vLLM and unmerges it, once per step. That unmerge leaves
-the same bf16 rounding in W, so :func:`keep_base_weights` restores them from a snapshot there too.
+Implementer's notes: docs/implementation.md, section ``qae_lab.train.generation``.
 """
 
 from __future__ import annotations

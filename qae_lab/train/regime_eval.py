@@ -5,46 +5,7 @@ at most as much as the mean baseline (no explosion), on easy ones (p > 1-K) at l
 A training batch mixes both, so its net ``entropy`` can hide the two. :class:`RegimeEval` follows a fixed
 held-out prompt set instead, grouped once by where the start model stands:
 
-1. before the first step, :func:`regime_split` samples 4 x ``regime_eval_samples`` completions per held-out
-   prompt with the start model and ranks the prompts by their success rate; the hardest quarter is the
-   "hard" group, the easiest quarter the "easy" one (:func:`qae_lab.regimes.start_split`). The split is
-   written to the run folder (``regime_split.json``) and read back on a resume: the model a resume loads is
-   no longer the start model, so the split cannot be recomputed there;
-2. before step 1, every ``regime_eval_steps`` steps after it (before steps 1, 1 + N, 1 + 2N, ...) and before
-   the last step, :func:`regime_measure` samples ``regime_eval_samples`` completions per prompt again and
-   logs, in that step's row of ``log.jsonl``, the mean token
-   entropy and the success rate of each group and of the whole set (``regime_eval/entropy_hard``,
-   ``regime_eval/success_easy``, ..., :data:`qae_lab.methods.REGIME_EVAL_METRICS`). The row of step S
-   measures the policy step S starts from (after S - 1 updates): the one TRL's ``entropy`` in that row is
-   measured on (the first pass's forward), so row 1 holds the start values and the last row the policy one
-   update before the end.
-
-The token entropy is the quantity TRL logs as ``entropy``: the entropy of softmax(z_t / T) at every sampled
-completion token (EOS included, as TRL's completion mask), at the training temperature, token-weighted over
-the group's completions (:func:`qae_lab.task.rollouts.completion_entropies` with ``nats=True``). Sampling is
-:func:`qae_lab.task.rollouts.sample_groups` (the evaluation's loop, :mod:`qae_lab.task.sampling`: the run's temperature
-and top_p, no top_k), success is :func:`qae_lab.task.answers.strict_is_correct`.
-
-Seeds: every measurement draws with the same seed, ``seed * 10_000`` (the run's ``seed``), so measurements over
-time differ by the policy, not by the draw; the split draws with ``seed * 10_000 + 5_000``, a separate draw, so
-the groups are not measured on the samples that chose them (the hard quarter would look harder at the start
-than it is, and seem to improve by regression to the mean alone). Every method's run of one seed sees the same
-split and the same start values.
-
-Departures, and why:
-
-* The groups are the two ends of the start distribution, not p <= 1-K vs p > 1-K (:mod:`qae_lab.regimes` says
-  why); ``regime_split.json`` holds every prompt's start success rate.
-* The measurement samples and scores in eval mode (:func:`qae_lab.task.sampling.generation_mode`), as evaluation does;
-  TRL's ``entropy`` comes from the training forward, in train mode. The same numbers for models without dropout
-  (the embedded ones); with LoRA dropout they differ by what dropout does to the entropy.
-* Every process measures (the same seeds: the same numbers), so that a sharded model (ZeRO-3) generates in
-  step; the main process alone writes the split. With ``use_vllm`` the measurement still samples with
-  transformers' ``generate``.
-* Measuring costs a generation of prompts x samples completions and one forward of them: with the cpu-sums
-  preset, 64 prompts x 4 samples take about 10 s on one free CPU core (the split, 4 x as many, once). The
-  split draws more completions than a measurement because ranking single prompts needs finer success rates
-  than a group's mean does.
+Implementer's notes: docs/implementation.md, section ``qae_lab.train.regime_eval``.
 """
 
 from __future__ import annotations
@@ -56,7 +17,7 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from qae_lab.task.evaluate import validate_records
-from qae_lab.methods import REGIME_GROUPS, regime_eval_metric
+from qae_lab.metric_names import REGIME_GROUPS, regime_eval_metric
 from qae_lab.regimes import group_means, start_split
 from qae_lab.task.rollouts import completion_entropies, sample_groups
 from qae_lab.storage.folder import REGIME_SPLIT_NAME, RunFolderError, atomic_write_text, read_json

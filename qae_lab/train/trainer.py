@@ -1,7 +1,5 @@
 r"""QAE and SA-AH-GRPO inside TRL's ``GRPOTrainer``: a thin subclass, with the checkpoint staging it resumes from.
 
-QAE and SA-AH-GRPO inside TRL's ``GRPOTrainer``: a thin subclass (its config: :mod:`qae_lab.train.config`).
-
 What one update computes is :func:`qae_lab.loss.grpo_loss`, a pure function (read it first). This
 class only gathers tensors for it and logs what it returns; generation, vLLM, PEFT and
 accelerate/DeepSpeed stay TRL's:
@@ -20,63 +18,7 @@ accelerate/DeepSpeed stay TRL's:
   tokens kept in the loss's denominators (:class:`qae_lab.loss.LossScale`), so the gradient is
   unchanged; completion padding columns beyond the longest kept completion are dropped as well.
 
-Departures, and why:
-
-* TRL's loss types ``cispo``, ``sapo``, ``vespo``, ``luspo``, its ``off_policy_mask_threshold`` and its
-  adaptive entropy bonus are TRL's own ``_compute_loss`` of QAE's advantages
-  (:func:`qae_lab.train.config.uses_trl_loss`; no token weighting there); :func:`qae_lab.loss.grpo_loss`
-  computes the others (``grpo``, ``bnpo``, ``dr_grpo``, ``dapo``; token or sequence ratios, ``delta``,
-  the KL term, a fixed entropy bonus, the forking-token mask, vLLM's importance correction).
-* ``sum(w)`` normalisation is exact for ``loss_type="bnpo"`` and ``"grpo"`` (per sequence). For
-  ``"dapo"`` TRL normalises by the token count of the whole generation batch, which a micro-batch
-  cannot know in weighted form before its forward; each micro-batch then uses its own sum(w),
-  exact when one micro-batch holds the generation batch (the CPU demo).
-* Sparse skipping stays off with AH-GRPO (its token normaliser needs the zero-advantage rows'
-  weights), with the KL term, an entropy bonus or an auxiliary loss (those rows have gradients of
-  their own), and with the forking-token mask and Clip-Cov / KL-Cov (centred or ranked over all the
-  micro-batch's tokens).
-* When sparse skipping leaves rows out, the per-token ``entropy`` metric would cover the updated
-  rows only; it is logged as ``entropy/updated_rows`` instead (``sparse_update=False`` for entropy
-  curves over all responses), and its regime split (``entropy/hard``, ``entropy/easy``: each response's
-  regime at the K in force, :func:`qae_lab.regimes.regime_token_sums`) as ``entropy/updated_rows/hard`` and
-  ``entropy/updated_rows/easy``. A regime with no response in a micro-batch logs nothing for it.
-* ``entropy_top_k=k``: TRL's fused LM head returns exact entropies only, never the logits. The
-  top-k estimate hooks the same forward's final hidden states and projects them again through
-  the LM head without gradient, in chunks (not a second model forward). Models that rescale or
-  soft-cap their logits are refused.
-* ``dynamic_sampling=True``: DAPO's dynamic sampling, which TRL lacks: groups whose advantages are all 0 are
-  dropped and the generation batch refilled from further rounds (:mod:`qae_lab.train.dynamic_sampling`;
-  docs/dynamic-sampling.md says what "no signal" means under QAE). One process, training only.
-* The knobs are per process: in a multi-process run, set them on every rank (a callback does,
-  since every rank runs the callbacks).
-* Regime statistics count a response as a success when the score of one reward function, before
-  ``reward_weights`` (``success_reward``; the only one by default), is at least ``success_threshold``:
-  the correctness reward's own verdict, whatever weight trains on it. With several reward functions
-  and no ``success_reward`` they judge the weighted sum, and the trainer warns that it does.
-* ``fast_generation=True`` (the GPU presets): generation in eval mode with the LoRA adapters merged,
-  restored bit-exactly afterwards (:func:`qae_lab.train.generation.generation_policy` says why: TRL samples
-  in train mode, LoRA dropout live, through PEFT's unmerged branches); ``compile_generation=True``
-  undoes TRL's ``disable_compile=True`` (static cache, GPU only). With ``use_vllm=True`` the config
-  sets both off, and TRL's vLLM weight sync (LoRA merged, sent, unmerged) leaves the base weights
-  bit-identical (:func:`qae_lab.train.generation.keep_base_weights`).
-
-The former ``staged_checkpoints`` module: checkpoints a run can always resume from: the ``Trainer`` overrides behind :class:`qae_lab.train.trainer.QAETrainer`.
-
-A mixin placed before TRL's ``GRPOTrainer`` in :class:`~qae_lab.train.trainer.QAETrainer`'s bases. It
-overrides three transformers ``Trainer`` methods and one of TRL's, each calling the library's own inside:
-
-* ``train``: checks the checkpoint to resume before ``torch.load`` meets it
-  (:func:`qae_lab.storage.resume.checkpoint_problems`); ``resume_from_checkpoint=True`` takes the
-  latest *complete* checkpoint; a checkpoint at or past ``max_steps`` is loaded and not trained
-  past (transformers' loop would run one step beyond it);
-* ``_save_checkpoint``: writes ``checkpoint-N`` into ``<output_dir>/.staging/`` and renames it
-  into place when complete (:func:`qae_lab.storage.resume.publish_dir`), then rotates;
-* ``_get_output_dir``: points at ``.staging/`` while a checkpoint is being written;
-* ``create_model_card`` (TRL's): the card goes into the staged checkpoint, never over a ``README.md`` of the
-  run folder's.
-
-So an interrupted save (a second Ctrl-C, a kill) never leaves a half ``checkpoint-N`` for a
-resume to pick (``tests/runs/test_pipeline_safety.py``'s kill test).
+Implementer's notes: docs/implementation.md, section ``qae_lab.train.trainer``.
 """
 
 from __future__ import annotations
@@ -100,7 +42,8 @@ from qae_lab.advantages import advantage_stats, group_advantages, hard_regime, s
 from qae_lab.entropy_controls import sign_masked_advantages
 from qae_lab.horizon import head_normalised_entropy, normalise_entropy
 from qae_lab.loss import LossOutput, LossScale, LossSettings, grpo_loss
-from qae_lab.methods import (
+from qae_lab.methods import check_weighting_loss_type
+from qae_lab.metric_names import (
     ADVANTAGE_STAT_METRICS,
     BEHAVIOUR_PREFIX,
     DYNAMIC_SAMPLING_GENERATIONS,
@@ -116,9 +59,8 @@ from qae_lab.methods import (
     QAE_NEG_CORRECT_IF_MEAN,
     QAE_QUANTILE_BASELINE,
     SAAH_ALPHA,
-    Knobs,
-    check_weighting_loss_type,
 )
+from qae_lab.knobs import Knobs
 from qae_lab.regimes import regime_token_means, regime_token_sums
 from qae_lab.storage.claim import removal_problem
 from qae_lab.storage.folder import STAGING_DIR, RunFolderError
@@ -383,7 +325,7 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
     r"""``GRPOTrainer`` with QAE advantages, SA-AH/AH horizon weights, sparse updates and fast generation.
 
     The knobs (``quantile_k``, ``alpha``, ``baseline``, ``token_weighting``) are one frozen
-    :class:`qae_lab.methods.Knobs` value, :attr:`knobs`; :meth:`set_knobs` swaps in a new one
+    :class:`qae_lab.knobs.Knobs` value, :attr:`knobs`; :meth:`set_knobs` swaps in a new one
     between steps (e.g. from a widget or callback); the next generation / loss reads it, and
     ``qae/k`` and ``saah/alpha`` log what was used.
 
@@ -471,7 +413,7 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
 
     # ---------------------------------------------------------------- live knobs
     def set_knobs(self, knobs: Knobs | None = None, **changes) -> Knobs:
-        r"""Put ``knobs`` (a :class:`~qae_lab.methods.Knobs`, e.g. the live controls' value) and/or
+        r"""Put ``knobs`` (a :class:`~qae_lab.knobs.Knobs`, e.g. the live controls' value) and/or
         ``changes`` to any of quantile_k, alpha, baseline, token_weighting in force from the next step.
 
         Validated before anything changes; the swap is one reference, so a step reads the old
@@ -492,7 +434,7 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         ValueError: quantile_k must lie in the open interval (0, 1), got 1.5
         """
         if knobs is not None and not isinstance(knobs, Knobs):
-            raise ValueError(f"knobs must be a qae_lab.methods.Knobs, got {type(knobs).__name__}")
+            raise ValueError(f"knobs must be a qae_lab.knobs.Knobs, got {type(knobs).__name__}")
         new = (self.knobs if knobs is None else knobs).replace(**changes)
         check_weighting_loss_type(new.token_weighting, self.loss_type)
         check_lab_loss_options(self.args, token_weighting=new.token_weighting)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from qae_lab.analysis.compare import Run
-from qae_lab.methods import ENTROPY_REGIME_METRICS, REGIME_EVAL_METRICS
+from qae_lab.metric_names import ENTROPY_REGIME_METRICS, REGIME_EVAL_METRICS
 from qae_lab.analysis.regime_runs import regime_curve, regime_curves, regime_numbers, regime_table
 from qae_lab.lab.run_figures import regime_figure
 

@@ -32,7 +32,7 @@ from qae_lab.lab.live import LIVE_PANELS, Dashboard, LiveRun, auto_preset, inact
 from qae_lab.lab import live
 from qae_lab.lab.threads import ThreadTuner
 from qae_lab.lab.nb04_live_run import knob_changes_table, knob_ranges, knob_title, knobs_row, summary_rows
-from qae_lab.methods import Knobs
+from qae_lab.knobs import Knobs
 from qae_lab.storage.folder import read_log, step_rows
 
 TINY = [

@@ -25,7 +25,7 @@ from qae_lab.lab.nb04_live_run import (
     logged_mean,
     summary_rows,
 )
-from qae_lab.methods import Knobs
+from qae_lab.knobs import Knobs
 
 ROOT = Path(__file__).resolve().parents[2]
 

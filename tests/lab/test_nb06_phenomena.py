@@ -8,7 +8,7 @@ import pytest
 
 from qae_lab.analysis.compare import Run, find_reference_runs
 from qae_lab.ledger import LEDGER_PARTS
-from qae_lab.methods import LEDGER_PREFIX
+from qae_lab.metric_names import LEDGER_PREFIX
 from qae_lab.analysis.phenomena import k_sweep_rows, load_experiment, pass_at_k_table
 from qae_lab.lab.nb06_phenomena import (
     BEFORE,

@@ -1,132 +1,16 @@
-"""qae_lab.lab.nb07_sequence_policy: notebooks 07's and 09's live numbers, against hand-computed cases and the exact
-policy's facts."""
+"""qae_lab.lab.nb07_sequence_policy: notebook 07's prefix table, against the logit table and the chain rule, and its
+figures, against the committed runs they draw."""
 
 from __future__ import annotations
 
-import math
+import copy
 
+import plotly.graph_objects as go
 import pytest
 
-from qae_lab.analysis.seqpolicy_findings import load_findings
-from qae_lab.analysis.seqpolicy_runs import setting_name
-from qae_lab.lab.nb07_sequence_policy import (
-    CELL_NAMES,
-    COMPARISONS,
-    SHARE_PARTS,
-    SHOW,
-    LiveRuns,
-    expected_vs_sampled_rows,
-    ledger_keys,
-    ledger_shares,
-    one_update,
-    one_update_rows,
-    prefix_table,
-    task_rows,
-    variance_ratios,
-)
+from qae_lab.analysis.seqpolicy_findings import load_regimes
+from qae_lab.lab.nb07_sequence_policy import prefix_table, regimes_figure, start_rates_figure
 from qae_lab.toys.seqpolicy import make_tasks, sequence_entropy
-from qae_lab.toys.seqpolicy_training import UpdateSettings
-
-
-def test_task_rows_a_flat_start_has_the_largest_entropy():
-    # a flat start is the uniform policy: H(pi) = L log V exactly, and the chain rule holds to rounding
-    tasks = {"flat": make_tasks(4, 2, 3, start="flat", seed=0), "peaked": make_tasks(4, 2, 3, start="peaked", seed=0)}
-    flat, peaked = task_rows(tasks, 2, 3)
-    bound = 3 * math.log(2)
-    # float64 entropies of 8 sequences: a few ulps of log 8
-    assert flat["H(pi), mean"] == pytest.approx(bound, abs=1e-12) and flat["L log V"] == bound
-    assert peaked["H(pi), mean"] == pytest.approx(float(sequence_entropy(tasks["peaked"].logits).mean()), abs=1e-12)
-    assert flat["chain rule's gap"] < 1e-12 and peaked["hard prompts"].endswith(" of 4")
-    assert 0 <= peaked["p, lowest"] <= peaked["p, highest"] <= 1
-
-
-def test_ledger_shares_by_hand():
-    m = {
-        "exact/dh": 0.5,
-        "exact/dh_hard_pos": 1.0,
-        "exact/dh_hard_neg": -1.0,
-        "exact/dh_easy_pos": 0.5,
-        "exact/dh_easy_neg": 0.0,
-    }
-    assert ledger_shares(m, "exact") == [0.2, 0.4, -0.4, 0.2, 0.0]  # |cells| sum to 2.5
-    with pytest.raises(ValueError, match="cells are all 0"):
-        ledger_shares({f"exact/{p}": 0.0 for p in SHARE_PARTS}, "exact")
-
-
-def test_one_update_and_its_rows():
-    t = make_tasks(4, 2, 3, start="peaked", seed=0)
-    m = one_update(t, UpdateSettings(group_size=4, baseline="mean", eta=1.0))
-    assert m["sampled/dh"] == pytest.approx(m["sampled/dh_state"] + m["sampled/dh_visit"], abs=1e-12)
-    assert one_update(t, UpdateSettings(group_size=4, baseline="mean", eta=1.0)) == m  # the same seed, the same draw
-    rows = one_update_rows(
-        {
-            "dh_exact": -0.25,
-            "dh_first_order": -0.5,
-            "sampled/dh_state": -0.375,
-            "sampled/dh_visit": -0.125,
-            "estimator_npg/dh": 1.0,
-            "estimator_pg/dh": -2.0,
-            "estimator_reinforce/dh": 0.5,
-        }
-    )
-    assert [r["value"] for r in rows] == [-0.25, -0.5, -0.375, -0.125, 1.0, -2.0, 0.5]
-    assert rows[4]["quantity"] == "per-token estimate npg (trainer), summed (eta / N_tok units)"
-    with pytest.raises(KeyError):  # the default kinds name the reinforce estimate too
-        one_update_rows({"dh_exact": 0, "dh_first_order": 0, "sampled/dh_state": 0, "sampled/dh_visit": 0})
-
-
-def test_expected_vs_sampled_rows_agree_within_their_margin():
-    t = make_tasks(4, 2, 3, start="peaked", seed=0)
-    rows = expected_vs_sampled_rows(t, UpdateSettings(group_size=4, baseline="mean", eta=1.0), 400, prompts=2)
-    assert [r["part"] for r in rows] == ["dh", "dh_hard_neg", "dh_easy_neg"]
-    for r in rows:  # the sampled ledger is unbiased: its average lies near the expected one
-        assert abs(r["sampled, mean"] - r["expected"]) <= 2 * r["2 s.e."] + 1e-9, r
-    with pytest.raises(ValueError, match="n_groups"):
-        expected_vs_sampled_rows(t, UpdateSettings(group_size=4), 1)
-
-
-def test_live_runs_settings_and_cache():
-    live = LiveRuns(seeds=2, prompts=2, vocab=2, length=2, steps=3, eta=40.0, adam_eta=0.02)
-    s = live.settings("quantile", 0.6, False, False, 0.5, "sgd")
-    assert (s.baseline, s.k, s.scale, s.eta, s.epsilon_high, s.alpha, s.num_iterations) == (
-        "quantile",
-        0.6,
-        "none",
-        40.0,
-        0.2,
-        0.5,
-        2,
-    )
-    s = live.settings("mean", 0.4, True, True, 0.0, "adam")
-    assert (s.scale, s.eta, s.epsilon_high, s.optimizer) == ("group", 0.02, 0.28, "adam")
-    out = live("mean", 0.4, True, True, "flat", 0.0, "sgd")
-    assert out["entropy"].shape == (2, 4) and out["sampled/dh"].shape == (2, 3)
-    assert live("mean", 0.4, True, True, "flat", 0.0, "sgd") is out  # made once
-    assert live("mean", 0.4, True, True, "peaked", 0.0, "sgd") is not out
-
-
-def test_ledger_keys_every_choice():
-    assert ledger_keys("cumulative ledger, exact", "sgd") == {k: f"sampled/{v}" for k, v in CELL_NAMES.items()}
-    assert ledger_keys("cumulative ledger, exact", "adam") == {"all (grad H . dz, whole step)": "dh_first_order"}
-    assert ledger_keys("cumulative ledger, trainer's npg", "adam") == {
-        k: f"estimator_npg/{v}" for k, v in CELL_NAMES.items()
-    }
-    assert ledger_keys("success", "sgd") == {"success": "success"} and set(SHOW) >= {"entropy", "success"}
-    with pytest.raises(ValueError, match="show must be one of"):
-        ledger_keys("loss", "sgd")
-
-
-def test_variance_ratios_by_hand():
-    out = {"alpha = 0": {"trace_var": 4.0, "mean_norm": 2.0}, "AH, alpha = 1": {"trace_var": 1.0, "mean_norm": 3.0}}
-    assert variance_ratios(out) == {"alpha = 0": [1.0, 1.0], "AH, alpha = 1": [0.25, 1.5]}
-
-
-def test_comparisons_name_settings_of_the_committed_sweep():
-    runs = load_findings()["runs"]
-    for group in COMPARISONS.values():
-        for spec in group.values():
-            for start in ("flat", "peaked"):
-                assert setting_name(start, *spec) in runs, (start, spec)
 
 
 def test_prefix_table_rows_follow_the_logit_table_and_the_chain_rule_agrees():
@@ -139,3 +23,105 @@ def test_prefix_table_rows_follow_the_logit_table_and_the_chain_rule_agrees():
     for bad, match in ((t.logits, "one prompt"), (make_tasks(1, 5, 2).logits[0], "V <= 4")):
         with pytest.raises(ValueError, match=match):
             prefix_table(bad)
+
+
+def test_regimes_figure_draws_the_committed_curves_in_three_panels():
+    r = load_regimes()
+    meta = r["meta"]
+    fig = regimes_figure(r, "sgd", False)
+    assert type(fig) is go.Figure  # a plain figure, not a FigureWidget
+    titles = [a.text.replace("<br>", " ") for a in fig.layout.annotations]
+    start_p = lambda g: sum(r["runs"]["sgd/mean/clip-0.2"]["groups"][g]["start_p"]) / meta["n_seeds"]  # noqa: E731
+    assert titles == [
+        f"hard: the {meta['n_group']} hardest of {meta['n_prompts']} (start p {start_p('hard'):.2f})",
+        f"easy: the {meta['n_group']} easiest of {meta['n_prompts']} (start p {start_p('easy'):.2f})",
+        f"mixed: all {meta['n_prompts']} prompts (start p {start_p('mixed'):.2f})",
+    ]
+    title = fig.layout.title.text.replace("<br>", " ")
+    assert (
+        f"SGD, learning rate {meta['sgd_eta']:g}, {meta['sgd_passes']} passes, Clip-Higher off; mean ± std over "
+        f"{meta['n_seeds']} seeds"
+    ) in title
+    assert [fig.layout[f"xaxis{i}"].title.text for i in ("", "2", "3")] == ["step"] * 3
+    assert fig.layout.yaxis.title.text == "H(pi) (nats)"
+    # three panels side by side on one shared y axis
+    assert fig.layout.yaxis2.matches == "y" and fig.layout.yaxis3.matches == "y"
+    assert (
+        fig.layout.xaxis.domain[1]
+        < fig.layout.xaxis2.domain[0]
+        < fig.layout.xaxis2.domain[1]
+        < fig.layout.xaxis3.domain[0]
+    )
+    lines = [t for t in fig.data if t.fill != "toself"]
+    bands = [t for t in fig.data if t.fill == "toself"]
+    assert len(lines) == len(bands) == 6
+    assert [t.name for t in lines if t.showlegend] == [
+        f"mean baseline ({meta['n_seeds']} seeds)",
+        f"quantile baseline, K = 0.4 ({meta['n_seeds']} seeds)",
+    ]
+    for i, (band, line) in enumerate(zip(bands, lines)):
+        base = ("mean", "quantile K=0.4")[i // 3]
+        c = r["runs"][f"sgd/{base}/clip-0.2"]["groups"][("hard", "easy", "mixed")[i % 3]]["entropy_curve"]
+        assert line.xaxis == band.xaxis == ("x", "x2", "x3")[i % 3]
+        assert list(line.x) == c["steps"] and list(line.y) == c["mean"]
+        n = len(c["steps"])  # the band: mean + std forwards, mean - std backwards
+        assert list(band.y[:n]) == pytest.approx([m + s for m, s in zip(c["mean"], c["std"])])
+        assert list(band.y[n:][::-1]) == pytest.approx([m - s for m, s in zip(c["mean"], c["std"])])
+
+
+def test_regimes_figure_counts_follow_the_data():
+    r = copy.deepcopy(load_regimes())
+    r["meta"].update(n_group=2, n_prompts=6, k=0.6)
+    r["runs"] = {name.replace("K=0.4", "K=0.6"): run for name, run in r["runs"].items()}
+    for run in r["runs"].values():
+        for g in run["groups"].values():
+            g["entropy_curve"]["n"] = 3
+    fig = regimes_figure(r)
+    assert fig.layout.annotations[0].text.startswith("hard: the 2 hardest of 6")
+    assert fig.layout.annotations[2].text.startswith("mixed: all 6 prompts")
+    assert [t.name for t in fig.data if t.showlegend] == [
+        "mean baseline (3 seeds)",
+        "quantile baseline, K = 0.6 (3 seeds)",
+    ]
+    assert "Adam, learning rate" in fig.layout.title.text and "over 3 seeds" in fig.layout.title.text
+    with pytest.raises(ValueError, match="^optimizer must"):
+        regimes_figure(r, "lion")
+
+
+def test_regimes_figure_names_the_step_size_as_a_learning_rate():
+    # "SGD, step 40" read as a training step: both optimizers' step sizes are called learning rates
+    r = load_regimes()
+    for optimizer in ("sgd", "adam"):
+        title = regimes_figure(r, optimizer).layout.title.text.replace("<br>", " ")
+        eta = r["meta"][f"{optimizer}_eta"]
+        assert f"learning rate {eta:g}," in title and "step " not in title.split(";")[0], title
+
+
+def test_start_rates_figure_sorts_each_seed_then_averages_by_rank():
+    p0 = [[0.1, 0.9, 0.5, 0.3, 0.7, 0.2], [0.4, 0.2, 0.8, 0.6, 0.0, 1.0]]
+    fig = start_rates_figure(p0, 2)
+    assert [t.name for t in fig.data] == ["hard: the 2 hardest of 6", "the 2 in between", "easy: the 2 easiest of 6"]
+    want = [sum(v) / 2 for v in zip(sorted(p0[0]), sorted(p0[1]))]  # rank by rank, hardest first
+    drawn = [y for t in fig.data for y in t.y]
+    assert drawn == pytest.approx(want) and [x for t in fig.data for x in t.x] == ["1", "2", "3", "4", "5", "6"]
+    assert fig.layout.title.text.replace("<br>", " ") == (
+        "Start success rate p of the 6 prompts of each seed, hardest to easiest, mean over 2 seeds"
+    )
+    assert fig.layout.barmode == "overlay"
+    assert [t.name for t in start_rates_figure([[0.1, 0.9]], 1).data] == [
+        "hard: the 1 hardest of 2",
+        "easy: the 1 easiest of 2",
+    ]
+    with pytest.raises(ValueError, match="n"):
+        start_rates_figure(p0, 4)  # the groups would overlap
+
+
+def test_start_rates_figure_has_one_notion_of_hard_the_regimes_figures():
+    # its groups are named as the regimes figure's panels, and no second "hard" (QAE's 1 - K line) is drawn
+    r = load_regimes()
+    meta = r["meta"]
+    fig = start_rates_figure([[0.1 * i for i in range(meta["n_prompts"])]], meta["n_group"])
+    panels = [a.text.split("<br>")[0] for a in regimes_figure(r).layout.annotations]
+    names = [t.name for t in fig.data]
+    assert [names[0], names[-1]] == panels[:2], (names, panels)
+    assert not fig.layout.shapes and not fig.layout.annotations

@@ -236,7 +236,7 @@ def _kill_at(proc, run: Path, mode: int, rng, duration: float) -> str:
 
 @pytest.mark.slow(seconds=75)
 def test_sigkill_at_random_moments_then_resume_loses_nothing(tmp_path):
-    """Issue 11's kill test: rounds of start, SIGKILL at a random moment (a third aimed inside a checkpoint write), resume.
+    """The kill test: rounds of start, SIGKILL at a random moment (a third aimed inside a checkpoint write), resume.
 
     At least 12 rounds, and more until 12 kills have landed (a kill drawn after the run ended
     does not count) with at least 4 of them inside a checkpoint write, and until 6 rounds were

@@ -13,7 +13,8 @@ import torch
 from tiny_runs import tiny_trainer
 
 from qae_lab.advantages import signal_groups
-from qae_lab.methods import DYNAMIC_SAMPLING_METRICS, method_settings
+from qae_lab.methods import method_settings
+from qae_lab.metric_names import DYNAMIC_SAMPLING_METRICS
 from qae_lab.task import rewards
 from qae_lab.train import trainer as trainer_module
 from qae_lab.train.config import QAEConfig

@@ -15,7 +15,7 @@ from qae_lab.train import regime_eval
 from qae_lab.train.callbacks import run_logger, train_resumable
 from qae_lab.train.config import QAEConfig
 from qae_lab.task.data import synthetic_task
-from qae_lab.methods import REGIME_EVAL_METRICS
+from qae_lab.metric_names import REGIME_EVAL_METRICS
 from qae_lab.runs.presets import build
 from qae_lab.train.regime_eval import REGIME_FRAC, SPLIT_DRAWS, RegimeEval, RegimeSplit, add_regime_eval
 from qae_lab.regimes import start_split

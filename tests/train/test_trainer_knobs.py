@@ -7,8 +7,8 @@ import torch
 from step_setup import REWARDS, assert_same_grads, make_trainer, qae_advantages, reference_grads, rows, trainer_grads
 
 from qae_lab.advantages import advantage_stats
-from qae_lab.methods import Knobs
-from qae_lab.methods import ADVANTAGE_STAT_METRICS
+from qae_lab.knobs import Knobs
+from qae_lab.metric_names import ADVANTAGE_STAT_METRICS
 
 
 # ---------------------------------------------------------------- 4. live knobs
@@ -96,7 +96,7 @@ def test_set_knobs_validates(tmp_path, tok):
         "baseline": "quantile",
         "token_weighting": "sa_ah",
     }
-    with pytest.raises(ValueError, match="knobs must be a qae_lab.methods.Knobs"):
+    with pytest.raises(ValueError, match="knobs must be a qae_lab.knobs.Knobs"):
         trainer.set_knobs({"quantile_k": 0.5})
     dr = make_trainer(tmp_path / "dr", tok, loss_type="dr_grpo")
     with pytest.raises(ValueError, match="loss_type"):

@@ -14,7 +14,7 @@ import torch
 from recorded_steps import CASES, EPS32, ROUNDING_ULPS, fingerprint_mismatch, grad_fingerprint, load
 from step_setup import make_trainer, tiny_model
 
-from qae_lab.methods import ENTROPY_REGIME_METRICS
+from qae_lab.metric_names import ENTROPY_REGIME_METRICS
 
 
 RECORDED = load()

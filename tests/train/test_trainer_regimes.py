@@ -9,7 +9,7 @@ import torch
 from reference import ref_entropy, ref_regime_token_means
 from step_setup import REWARDS, make_trainer, rows
 
-from qae_lab.methods import ENTROPY_EASY, ENTROPY_HARD, ENTROPY_UPDATED_EASY, ENTROPY_UPDATED_HARD
+from qae_lab.metric_names import ENTROPY_EASY, ENTROPY_HARD, ENTROPY_UPDATED_EASY, ENTROPY_UPDATED_HARD
 
 EPS32 = torch.finfo(torch.float32).eps
 # REWARDS' four groups of 4 under K = 0.4 (hard while p <= 0.6): 1/4 hard, 3/4 easy, 0/4 hard, 2/4 hard
@@ -103,7 +103,7 @@ def test_a_regime_without_responses_logs_nothing(tmp_path, tok):
 def test_a_success_is_the_correctness_rewards_own_verdict_whatever_its_weight(tmp_path, tok):
     # found: with reward_weights=[0.4] the weighted reward of a correct answer is 0.4 < 0.5, and the
     # regime statistics read 0 successes, every prompt hard, while 7 of 16 completions were correct
-    from qae_lab.methods import QAE_HARD_FRAC, QAE_SUCCESS_RATE
+    from qae_lab.metric_names import QAE_HARD_FRAC, QAE_SUCCESS_RATE
 
     trainer = make_trainer(tmp_path, tok, reward_weights=[0.4])
     inputs = trainer._generate_and_score_completions(rows(REWARDS))
@@ -119,7 +119,7 @@ def test_several_reward_functions_name_the_one_that_decides_a_success(tmp_path, 
     from datasets import Dataset
     from step_setup import fixed_reward, tiny_model
 
-    from qae_lab.methods import QAE_SUCCESS_RATE
+    from qae_lab.metric_names import QAE_SUCCESS_RATE
     from qae_lab.train.config import QAEConfig
     from qae_lab.train.trainer import QAETrainer
 

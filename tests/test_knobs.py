@@ -1,4 +1,4 @@
-"""Tests for qae_lab.methods: the live knobs' checks, their one frozen value, and where a log says they changed."""
+"""Tests for qae_lab.knobs: the live knobs' checks, their one frozen value, and where a log says they changed."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import dataclasses
 import pytest
 import torch
 
-from qae_lab.methods import KNOBS, Knobs, knob_changes, validate_knobs
-from qae_lab.methods import KNOB_METRICS
+from qae_lab.knobs import KNOBS, Knobs, knob_changes, validate_knobs
+from qae_lab.metric_names import KNOB_METRICS
 
 
 def test_the_knobs():
