@@ -6,7 +6,7 @@ whose working directory is the notebook's own folder (a folder outside any check
         importable, installed by ROUTE ("git+file" or "wheel": what pip recorded in its direct_url.json).
     python .ci/fresh_colab_nb.py run NOTEBOOK
         every cell top to bottom (smoke mode and headless: the caller's environment), every figure recorded
-        and its probe run as tests/nbexec.py does, then tests/notebook_specs.py's checks of that execution.
+        and its probe run as tests/testkit/nbexec.py does, then tests/testkit/notebook_specs.py's checks of that execution.
     python .ci/fresh_colab_nb.py junit-times JUNIT_XML
         "NN SECONDS" for each notebook run of tests/notebooks/test_notebook_runs.py in a pytest JUnit report.
 
@@ -27,7 +27,7 @@ import nbformat
 from nbclient import NotebookClient
 
 TESTS = Path(__file__).resolve().parents[1] / "tests"
-TIMEOUT = 900  # s per cell, as tests/nbexec.py: a hang guard
+TIMEOUT = 900  # s per cell, as tests/testkit/nbexec.py: a hang guard
 
 # how pip installed qae-lab, from the direct_url.json it wrote (PEP 610); "" where qae-lab is not installed
 ROUTE = """\
@@ -85,8 +85,8 @@ def run(path: Path) -> None:
 
     if Path(qae_lab.__file__).resolve().is_relative_to(TESTS.parent / "qae_lab"):
         raise SystemExit(f"fresh_colab_nb.py: qae_lab came from the checkout ({qae_lab.__file__}), not the install")
-    from nbexec import execute_at
-    from notebook_specs import NOTEBOOKS, check_run
+    from testkit.nbexec import execute_at
+    from testkit.notebook_specs import NOTEBOOKS, check_run
 
     with tempfile.TemporaryDirectory() as tmp:  # a failing cell raises CellExecutionError (source and traceback)
         executed = execute_at(path, Path(tmp) / "figures.json", NOTEBOOKS[path.name].probe)

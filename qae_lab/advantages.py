@@ -190,6 +190,18 @@ def group_advantages(
     tensor([ 0.7500, -0.2500, -0.2500, -0.2500,  0.2500,  0.2500,  0.2500, -0.7500])
     """
     r, _ = _grouped(rewards, group_size)  # (B, G)
+    k, eps = _advantage_settings(baseline, k, quantile_method, scale, eps)
+    b = _row_means(r) if baseline == "mean" else _row_quantiles(r, k, quantile_method)  # (B,)
+    # A_i = (R_i - b(q)) / (std_j R_j + eps); Dr.GRPO (scale="none"): A_i = R_i - b(q)
+    adv = _deviation(r, b) if scale == "none" else _scaled_deviation(r, b, scale, eps)  # (B, G)
+    # an all-equal group carries no signal: exactly 0, even where the float mean of G equal
+    # values is off by rounding (which the std division would blow up)
+    adv = adv.masked_fill((r.amax(dim=1) == r.amin(dim=1))[:, None], 0.0)  # (B, G)
+    return adv.reshape(-1)  # (N,)
+
+
+def _advantage_settings(baseline, k, quantile_method, scale, eps) -> tuple[float, float]:
+    """:func:`group_advantages`' settings checked, each error naming its argument: (k, eps)."""
     check_choice(baseline, "baseline", BASELINES)
     check_choice(scale, "scale", SCALES)
     check_choice(quantile_method, "quantile_method", QUANTILE_METHODS)
@@ -197,30 +209,33 @@ def group_advantages(
     eps = check_finite_scalar(eps, "eps")
     if eps < 0:
         raise ValueError(f"eps must be >= 0, got {eps}")
-    b = _row_means(r) if baseline == "mean" else _row_quantiles(r, k, quantile_method)  # (B,)
-    if scale == "none":
-        # A_i = R_i - b(q), the baseline broadcast over the group
-        adv = r - b[:, None]  # (B, G)
-        if not bool(torch.isfinite(adv).all()):
-            raise ValueError(
-                f"rewards span more than {r.dtype} can hold: R_i - b(q) overflows with scale='none' "
-                f"(max |R| = {r.abs().max().item():.3g}); rescale the rewards, pass float64 ones, "
-                "or use scale='group' or 'batch'"
-            )
-    else:
-        # A_i = (R_i - b(q)) / (std + eps) = (R_i/s - b/s) / (std(R/s) + eps/s), s a power of two
-        # per group (scale="group") or for the batch ("batch"), so nothing overflows for huge R
-        s = _pow2_scale(r) if scale == "group" else _pow2_scale(r.reshape(1, -1))  # (B, 1) or (1, 1)
-        r_s = r / s  # (B, G)
-        adv = r_s - b[:, None] / s  # (B, G)
-        std = r_s.std(dim=1, keepdim=True) if scale == "group" else r_s.std()  # (B, 1) or ()
-        denom = std + eps / s  # (B, 1) or (1, 1)
-        # std = 0 means the group is all equal, so R_i - b = 0 too: keep 0 rather than 0/0 when eps = 0
-        adv = torch.where(denom > 0, adv / denom.clamp_min(torch.finfo(r.dtype).tiny), torch.zeros_like(adv))
-    # an all-equal group carries no signal: exactly 0, even where the float mean of G equal
-    # values is off by rounding (which the std division would blow up)
-    adv = adv.masked_fill((r.amax(dim=1) == r.amin(dim=1))[:, None], 0.0)  # (B, G)
-    return adv.reshape(-1)  # (N,)
+    return k, eps
+
+
+def _deviation(r: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """R_i - b(q) for (B, G) rewards and (B,) baselines, refused where it overflows the dtype (scale="none")."""
+    adv = r - b[:, None]  # (B, G)
+    if not bool(torch.isfinite(adv).all()):
+        raise ValueError(
+            f"rewards span more than {r.dtype} can hold: R_i - b(q) overflows with scale='none' "
+            f"(max |R| = {r.abs().max().item():.3g}); rescale the rewards, pass float64 ones, "
+            "or use scale='group' or 'batch'"
+        )
+    return adv
+
+
+def _scaled_deviation(r: torch.Tensor, b: torch.Tensor, scale: str, eps: float) -> torch.Tensor:
+    """(R_i - b(q)) / (std + eps) for (B, G) rewards, the std the group's or the batch's, without overflow.
+
+    Computed as (R_i/s - b/s) / (std(R/s) + eps/s), s a power of two per group (scale="group") or for the batch
+    ("batch"), so nothing overflows for rewards near the dtype's largest value (docs/implementation.md)."""
+    s = _pow2_scale(r) if scale == "group" else _pow2_scale(r.reshape(1, -1))  # (B, 1) or (1, 1)
+    r_s = r / s  # (B, G)
+    adv = r_s - b[:, None] / s  # (B, G)
+    std = r_s.std(dim=1, keepdim=True) if scale == "group" else r_s.std()  # (B, 1) or ()
+    denom = std + eps / s  # (B, 1) or (1, 1)
+    # std = 0 means the group is all equal, so R_i - b = 0 too: keep 0 rather than 0/0 when eps = 0
+    return torch.where(denom > 0, adv / denom.clamp_min(torch.finfo(r.dtype).tiny), torch.zeros_like(adv))
 
 
 def hard_regime(success_count, group_size: int, k: float) -> torch.Tensor:

@@ -300,6 +300,18 @@ def normaliser_factor(weights, mask, *, per_sequence: bool = False, skipped_toke
     >>> normaliser_factor(w, m, skipped_tokens=2.0)      # (4 + 2) / (2 + 2)
     tensor(1.5000)
     """
+    w, m, skipped = _normaliser_inputs(weights, mask, per_sequence, skipped_tokens)  # (N, T), (N, T), S
+    w = w * m  # (N, T): padding never counts towards sum(w)
+    if per_sequence:
+        # c_i = sum_t m_{i,t} / sum_t w_{i,t}
+        return m.sum(-1, keepdim=True) / w.sum(-1, keepdim=True).clamp_min(1e-12)  # (N, 1)
+    # c = (sum m + S) / (sum w + S)
+    return (m.sum() + skipped) / (w.sum() + skipped).clamp_min(1e-12)  # ()
+
+
+def _normaliser_inputs(weights, mask, per_sequence, skipped_tokens) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """:func:`normaliser_factor`'s inputs checked, each error naming its argument: (weights, mask as weights' dtype,
+    S)."""
     w = as_real_tensor(weights, "weights", ndim=2).detach()
     if w.numel() and checking_values() and not bool((w >= 0).all()):
         raise ValueError("weights must be >= 0")
@@ -311,12 +323,7 @@ def normaliser_factor(weights, mask, *, per_sequence: bool = False, skipped_toke
         raise ValueError(f"per_sequence must be True or False, got {per_sequence!r}")
     if per_sequence and skipped:
         raise ValueError("skipped_tokens must be 0 with per_sequence=True (each row is normalised by its own tokens)")
-    w = w * m  # (N, T): padding never counts towards sum(w)
-    if per_sequence:
-        # c_i = sum_t m_{i,t} / sum_t w_{i,t}
-        return m.sum(-1, keepdim=True) / w.sum(-1, keepdim=True).clamp_min(1e-12)  # (N, 1)
-    # c = (sum m + S) / (sum w + S)
-    return (m.sum() + skipped) / (w.sum() + skipped).clamp_min(1e-12)  # ()
+    return w, m, skipped
 
 
 def weight_stats(weights, mask, advantages) -> dict[str, float]:

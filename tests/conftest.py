@@ -73,9 +73,9 @@ def tok():
 def saved_run(tmp_path_factory):
     """A finished 4-step tiny run of the command line with a checkpoint every 2 steps (checkpoint-2, checkpoint-4),
     made once per test process; tests copy it before they change anything in it."""
-    from tiny_runs import tiny_sets
+    from testkit.tiny_runs import tiny_sets
 
-    from qae_lab.runs.cli import main
+    from qae_lab.__main__ import main
 
     out = tmp_path_factory.mktemp("saved") / "run"
     assert (

@@ -9,7 +9,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from reference import ref_advantages, ref_quantile_linear, ref_quantile_paper
+from testkit.reference import ref_advantages, ref_quantile_linear, ref_quantile_paper
 
 from qae_lab.advantages import (
     advantage_stats,

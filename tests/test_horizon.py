@@ -10,7 +10,7 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
-from reference import ref_entropy, ref_horizon_weights
+from testkit.reference import ref_entropy, ref_horizon_weights
 
 from qae_lab.horizon import (
     head_normalised_entropy,

@@ -8,8 +8,8 @@ import math
 
 import pytest
 import torch
-from reference import ref_advantages
-from step_setup import G, REWARDS, make_trainer, rows
+from testkit.reference import ref_advantages
+from testkit.step_setup import G, REWARDS, make_trainer, rows
 
 from qae_lab.advantages import hard_regime
 from qae_lab.ledger import (

@@ -1,6 +1,6 @@
 """Tests for qae_lab.loss: the update as a pure function, without TRL or a model.
 
-* recorded steps (tests/recorded_steps.py): the micro-batches the trainer of commit e7fc51d computed
+* recorded steps (tests/testkit/recorded_steps.py): the micro-batches the trainer of commit e7fc51d computed
   inside TRL's loss; the pure function gives the same loss, dL/dlogps and metrics on each;
 * hand-computed cases from the equations (SA-AH's sum(w) normalisation, the PPO clip, GSPO's
   sequence ratio, two-sided clipping, the k3 KL, each loss type's reduction, sparse denominators);
@@ -13,12 +13,12 @@ import math
 
 import pytest
 import torch
-from recorded_steps import EPS32, ROUNDING_ULPS, load
+from testkit.recorded_steps import EPS32, ROUNDING_ULPS, load
 
 from qae_lab.loss import LossScale, LossSettings, grpo_loss, reduce_token_loss
 
 RECORDED = load()
-# float32 rounding against each quantity's own scale, as tests/recorded_steps.py derives it for another machine
+# float32 rounding against each quantity's own scale, as tests/testkit/recorded_steps.py derives it for another machine
 REL = ROUNDING_ULPS * EPS32
 
 # the LossSettings each recorded case's QAEConfig amounts to (TRL's defaults: epsilon 0.2, epsilon_high = epsilon)

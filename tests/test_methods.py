@@ -216,7 +216,7 @@ def test_presets_and_cli_take_a_method_with_partners(capsys):
         "cpu-demo", ["epsilon_high=0.3", "num_iterations=2"], method="qae+clip_higher", output_dir="/tmp/x"
     )
     assert cfg.epsilon_high == 0.3  # --set still wins
-    from qae_lab.runs.cli import main
+    from qae_lab.__main__ import main
 
     with pytest.raises(SystemExit):
         main(["train", "--method", "qae+nope", "--dry-run"])

@@ -76,7 +76,7 @@ def tok():
 
 
 def test_trainer_logs_exactly_the_constants(tmp_path, tok):
-    from step_setup import REWARDS, make_trainer, rows, trainer_grads
+    from testkit.step_setup import REWARDS, make_trainer, rows, trainer_grads
 
     t = make_trainer(tmp_path, tok, loss_type="bnpo", token_weighting="sa_ah", sparse_update=False)
     trainer_grads(t, t._generate_and_score_completions(rows(REWARDS)))  # the loss logs saah/*

@@ -298,12 +298,14 @@ def test_no_module_under_tests_shadows_a_package_module_or_an_importable_one():
     package = {p.stem for p in (ROOT / "qae_lab").rglob("*.py")} | {
         p.name for p in (ROOT / "qae_lab").rglob("*") if p.is_dir() and (p / "__init__.py").exists()
     }
-    elsewhere = [p for p in sys.path if Path(p or ".").resolve() != tests_dir]
+    folders = {tests_dir, *(p for p in tests_dir.iterdir() if p.is_dir())}  # each goes on sys.path for its tests
+    elsewhere = [p for p in sys.path if Path(p or ".").resolve() not in folders]
     clashes = {}
-    for path in sorted(tests_dir.glob("*.py")):
-        name = path.stem
-        if name == "conftest":  # pytest's own per-directory file, never imported by name
-            continue
+    helpers = [*tests_dir.glob("*.py"), *tests_dir.glob("*/*.py"), *tests_dir.glob("*/__init__.py")]
+    for path in sorted(helpers):
+        name = path.parent.name if path.name == "__init__.py" else path.stem
+        if name == "conftest" or name.startswith("test_") or path.parent.name == "testkit" and name != "testkit":
+            continue  # pytest's own files; test modules; testkit's modules are named through it
         if name in package:
             clashes[name] = f"qae_lab.{name}"
         elif name in sys.stdlib_module_names:

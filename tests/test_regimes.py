@@ -8,7 +8,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from reference import ref_regime_token_means, ref_start_split
+from testkit.reference import ref_regime_token_means, ref_start_split
 
 from qae_lab.regimes import group_means, regime_token_means, regime_token_sums, start_split
 

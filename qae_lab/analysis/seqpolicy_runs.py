@@ -11,7 +11,7 @@ over seeds per step) for :func:`qae_lab.lab.plots.band_figure`; :func:`check_seq
 exercise (H(pi) by the entropy chain rule, eq. S2 of :mod:`qae_lab.toys.seqpolicy`) against the library.
 
 QAE's Proposition 4.2 (arXiv 2509.22611) by regime, in training: :func:`regime_settings` names the grid that
-``benchmarks/seqpolicy_regimes.py`` runs; :func:`start_split` groups each seed's prompts by their start success rate
+``benchmarks/seqpolicy_regimes.py`` runs; :func:`start_groups` groups each seed's prompts by their start success rate
 (the n hardest, the n easiest, all of them), :func:`regime_curves` averages per-prompt curves over each group,
 :func:`curve_summary` reads a curve's start, peak/start, early and final values, :func:`first_move` its first move
 away from the start (notebook 07's prediction), and :func:`summarise_regimes` is what ``data/seqpolicy/regimes.json``
@@ -50,7 +50,7 @@ __all__ = [
     "REGIMES",
     "regime_setting_name",
     "regime_settings",
-    "start_split",
+    "start_groups",
     "regime_curves",
     "curve_summary",
     "Move",
@@ -348,8 +348,9 @@ def regime_settings(
     return out
 
 
-def start_split(p0, n: int) -> dict[str, torch.Tensor]:
-    r"""Per seed, the ``n`` hardest and the ``n`` easiest prompts by their start success rate p_0, as masks.
+def start_groups(p0, n: int) -> dict[str, torch.Tensor]:
+    r"""Per seed, the ``n`` hardest and the ``n`` easiest prompts by their start success rate p_0, as masks that never
+    overlap (unlike :func:`qae_lab.regimes.start_split`, whose held-out groups share a prompt when every rate ties).
 
     QAE's Proposition 4.2 (arXiv 2509.22611) is two claims, one per regime: hard prompts (p <= 1-K) change their
     entropy by at most the mean baseline's under the quantile baseline, easy ones (p > 1-K) by at least. The groups
@@ -362,7 +363,7 @@ def start_split(p0, n: int) -> dict[str, torch.Tensor]:
     Returns:
         dict ``"hard"``, ``"easy"``, ``"mixed"`` -> (S, P) bool masks, each with n (mixed: P) True per seed.
 
-    >>> m = start_split(torch.tensor([[0.5, 0.1, 0.9, 0.1]]), 1)   # two prompts at 0.1: prompt 1 counts as harder
+    >>> m = start_groups(torch.tensor([[0.5, 0.1, 0.9, 0.1]]), 1)   # two prompts at 0.1: prompt 1 counts as harder
     >>> m["hard"].tolist(), m["easy"].tolist(), m["mixed"].sum().item()
     ([[False, True, False, False]], [[False, False, True, False]], 4)
     """
@@ -379,7 +380,7 @@ def start_split(p0, n: int) -> dict[str, torch.Tensor]:
 
 
 def regime_curves(curves, p0, n: int) -> dict[str, torch.Tensor]:
-    r"""Per-prompt curves averaged over each group of :func:`start_split`: x_g(t) = mean_{q in g} x_q(t).
+    r"""Per-prompt curves averaged over each group of :func:`start_groups`: x_g(t) = mean_{q in g} x_q(t).
 
     Args:
         curves: (S, P, T) per-prompt values over steps (e.g. ``entropy_curves`` of
@@ -393,7 +394,7 @@ def regime_curves(curves, p0, n: int) -> dict[str, torch.Tensor]:
     {'hard': [[5.0, 9.0]], 'easy': [[3.0, 4.0]], 'mixed': [[4.0, 4.0]]}
     """
     x = as_real_tensor(curves, "curves").double()
-    masks = start_split(p0, n)
+    masks = start_groups(p0, n)
     if x.dim() != 3 or x.shape[:2] != masks["mixed"].shape:
         raise ValueError(
             f"curves must have shape (S, P, T) = {tuple(masks['mixed'].shape)} + (T,) to match p0, got {tuple(x.shape)}"
@@ -472,7 +473,7 @@ def first_move(values: Sequence[float], steps: Sequence[int]) -> Move:
 def summarise_regimes(out: Mapping[str, torch.Tensor], n: int, *, early: int, every: int) -> dict:
     r"""What ``data/seqpolicy/regimes.json`` keeps of one :func:`~qae_lab.toys.seqpolicy_training.simulate` run (JSON-ready).
 
-    Per group of :func:`start_split` (the ``n`` hardest / easiest prompts of each seed at the start, and all of them),
+    Per group of :func:`start_groups` (the ``n`` hardest / easiest prompts of each seed at the start, and all of them),
     per seed, rounded to 4 significant digits: ``start_p`` and ``final_p`` (the group's mean success rate),
     ``start_h``, ``peak_ratio``, ``early_h`` (at step ``early``) and ``final_h`` of its mean entropy curve
     (:func:`curve_summary`); and ``entropy_curve`` every ``every`` steps from step 0, as mean, std and range over

@@ -428,7 +428,7 @@ def knobs_html(ranges: list[dict], pending: tuple[int, dict] | None = None, last
     the controls' setting that applies from ``step`` on, shown while no logged step has used it.
 
     >>> from qae_lab.lab.nb04_live_run import knobs_row
-    >>> from qae_lab.methods import Knobs
+    >>> from qae_lab.knobs import Knobs
     >>> page = knobs_html([], (1, knobs_row(Knobs())))
     >>> "<td style" in page and "from step 1 (set; not in the log yet)" in page and "K-quantile (QAE)" in page
     True
@@ -641,7 +641,7 @@ class LiveRun:
     A stand-in for a trainer, with what LiveRun uses of one, that trains one step:
 
     >>> import types
-    >>> from qae_lab.methods import Knobs
+    >>> from qae_lab.knobs import Knobs
     >>> used, callbacks = [], []
     >>> def train(resume_from_checkpoint=None):      # one step, calling the callbacks as the Trainer does
     ...     for cb in callbacks:

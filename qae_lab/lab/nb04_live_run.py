@@ -130,7 +130,7 @@ def knob_number(x: float | None) -> str:
 def knobs_row(knobs) -> dict:
     r"""A :class:`~qae_lab.knobs.Knobs` (the controls' setting) as :func:`knob_ranges` writes a logged step's knobs.
 
-    >>> from qae_lab.methods import Knobs
+    >>> from qae_lab.knobs import Knobs
     >>> knobs_row(Knobs(quantile_k=0.6, alpha=1.25, token_weighting="sa_ah"))
     {'K': '0.60', 'baseline': 'K-quantile (QAE)', 'token weighting': 'SA-AH', 'α': '1.25'}
     """

@@ -17,7 +17,7 @@ from qae_lab._checks import as_real_tensor
 from qae_lab.analysis.seqpolicy_runs import (
     REGIMES,
     regime_setting_name,
-    start_split,
+    start_groups,
 )
 from qae_lab.lab.plots import PALETTE, add_band, bar_figure, differences_figure, wrap_title
 from qae_lab.toys.seqpolicy import (
@@ -53,6 +53,7 @@ def prefix_table(z) -> list[str]:
     Args:
         z: (n, V) logits of one prompt, V <= 4 and L <= 3 (a table to read, not to scroll).
 
+    >>> import math
     >>> for line in prefix_table(torch.tensor([[0.0, math.log(3)], [0.0, 0.0], [0.0, 0.0]])):
     ...     print(line)
     prefix s    logits z_s    pi(.|s)  rho(s)  H(pi(.|s))
@@ -86,7 +87,7 @@ def prefix_table(z) -> list[str]:
 def start_rates_figure(p0, n: int) -> go.Figure:
     r"""The prompts' start success rates, hardest to easiest: each seed's prompts sorted by p_0, then per rank the mean
     over seeds; the ``n`` hardest and the ``n`` easiest in their own colours, named as :func:`regimes_figure` names its
-    panels (the groups of :func:`qae_lab.analysis.seqpolicy_runs.start_split`: "hard" and "easy" here mean these
+    panels (the groups of :func:`qae_lab.analysis.seqpolicy_runs.start_groups`: "hard" and "easy" here mean these
     groups, the figure's one notion of hard).
 
     Args:
@@ -97,7 +98,7 @@ def start_rates_figure(p0, n: int) -> go.Figure:
     [('hard: the 1 hardest of 4', ['1'], [0.15]), ('easy: the 1 easiest of 4', ['4'], [0.85])]
     """
     p = as_real_tensor(p0, "p0").double()
-    start_split(p, n)  # checks p0's shape and n (the groups drawn are its groups)
+    start_groups(p, n)  # checks p0's shape and n (the groups drawn are its groups)
     s_count, p_count = p.shape
     mean = p.sort(1).values.mean(0)  # (P,): the mean over seeds of each rank's p_0, hardest first
     ranks = [str(i + 1) for i in range(p_count)]
@@ -143,7 +144,7 @@ def _group_title(group: str, meta: Mapping, p0: float) -> str:
 
 def regimes_figure(regimes: Mapping, optimizer: str = "adam", clip_higher: bool = True) -> go.Figure:
     r"""QAE's Proposition 4.2 by regime in training: three panels side by side, hard | easy | mixed (each seed's
-    prompts grouped by their start success rate, :func:`qae_lab.analysis.seqpolicy_runs.start_split`), each the mean entropy
+    prompts grouped by their start success rate, :func:`qae_lab.analysis.seqpolicy_runs.start_groups`), each the mean entropy
     curve over seeds +- one std under the mean and the quantile baseline, for one ``optimizer`` and Clip-Higher
     setting of the committed runs (:func:`qae_lab.analysis.seqpolicy_findings.load_regimes`). A plain ``go.Figure``.
 

@@ -18,6 +18,7 @@ import dataclasses
 import os
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -31,7 +32,7 @@ from qae_lab.task.evaluate import EvalResult, evaluate
 from qae_lab.runs.export import save_model
 from qae_lab.methods import method_name
 from qae_lab.task.models import load_policy, lora_config
-from qae_lab.runs.presets import RunArgs, build
+from qae_lab.runs.presets import RunArgs, build  # noqa: F401 -- build: the doctests
 from qae_lab.train.regime_eval import add_regime_eval
 from qae_lab.storage.resume import RESUME, ResumePlan, claim, plan_run
 from qae_lab.task.rewards import REWARDS
@@ -134,6 +135,7 @@ def train(
     callbacks=(),
     recipe: dict | None = None,
     plan: ResumePlan | None = None,
+    report: Callable[..., Path] | None = None,
 ) -> dict[str, Any]:
     r"""Evaluate, train with :class:`~qae_lab.train.trainer.QAETrainer`, evaluate, write the run folder.
 
@@ -146,6 +148,8 @@ def train(
         recipe: ``{"preset", "method", "sets"}``, recorded for ``--resume`` (:func:`make_trainer`).
         plan: the run's :class:`~qae_lab.storage.resume.ResumePlan` when already made (the command line's),
             instead of ``resume_from_checkpoint``.
+        report: draws the run's ``report.html`` when it ends (the command line passes
+            :func:`qae_lab.lab.report.write_report`, which this layer may not import); None: no report page.
 
     The run does what its plan says: a fresh run in a folder that holds no other run (or replaces
     it, when planned with ``overwrite``), or a resume of the plan's checkpoint; a refused plan
@@ -178,7 +182,7 @@ def train(
             plan = plan_run(cfg.output_dir, resume=resume_from_checkpoint, settings=run_settings(run, cfg))
         elif resume_from_checkpoint is not None:
             raise ValueError("give the run's plan or resume_from_checkpoint, not both")
-        return _run(run, cfg, preset, command, plan, callbacks, recipe)
+        return _run(run, cfg, preset, command, plan, callbacks, recipe, report)
     finally:
         torch.set_num_threads(threads)
 
@@ -285,7 +289,7 @@ def run_settings(run: RunArgs, cfg) -> dict[str, Any]:
     return {"trainer": jsonable(cfg.to_dict()), "run": jsonable(run_record(run, cfg))}
 
 
-def _run(run: RunArgs, cfg, preset, command, plan: ResumePlan, callbacks, recipe=None) -> dict[str, Any]:
+def _run(run: RunArgs, cfg, preset, command, plan: ResumePlan, callbacks, recipe=None, report=None) -> dict[str, Any]:
     t0 = time.time()
     trainer, tok, eval_recs = make_trainer(
         run, cfg, preset=preset, command=command, callbacks=callbacks, recipe=recipe, plan=plan
@@ -293,12 +297,14 @@ def _run(run: RunArgs, cfg, preset, command, plan: ResumePlan, callbacks, recipe
     logger = next(cb for cb in trainer.callback_handler.callbacks if isinstance(cb, RunLogger))
     logger.hold_lock = True  # held through the run's last write below, not only through training
     try:
-        return _train_and_write(run, cfg, preset, command, plan, trainer, tok, eval_recs, t0)
+        return _train_and_write(run, cfg, preset, command, plan, trainer, tok, eval_recs, t0, report)
     finally:
         logger.release_lock(force=True)
 
 
-def _train_and_write(run, cfg, preset, command, plan: ResumePlan, trainer, tok, eval_recs, t0) -> dict[str, Any]:
+def _train_and_write(
+    run, cfg, preset, command, plan: ResumePlan, trainer, tok, eval_recs, t0, report=None
+) -> dict[str, Any]:
     out = Path(cfg.output_dir)
     resuming, trains_on = plan.kind == RESUME, plan.trains_on  # a finished run resumed as it was trains nothing
     main = trainer.is_world_process_zero()  # all processes train; the main one alone writes, evaluates, reports
@@ -330,23 +336,23 @@ def _train_and_write(run, cfg, preset, command, plan: ResumePlan, trainer, tok, 
             after = evaluate_run(trainer.model, tok, eval_recs, run, cfg, out / "eval_after.json", reuse=not trains_on)
             print(eval_line("after", after), flush=True)
     wall = time.time() - t0
-    report = _report(out, run, cfg, preset, command, outcome, wall, before, after) if main else None
+    page = _report(report, out, run, cfg, preset, command, outcome, wall, before, after) if main and report else None
     if main:
-        print(f"run folder: {out}  (report: {report})", flush=True)
+        print(f"run folder: {out}" + (f"  (report: {page})" if page else ""), flush=True)
     return {
         "output_dir": str(out),
         "interrupted": outcome.interrupted,
         "checkpoint": outcome.checkpoint,
         "global_step": outcome.global_step,
         "wall_s": wall,
-        "report": str(report) if report else None,
+        "report": str(page) if page else None,
         "before": before.summary if before else None,
         "after": after.summary if after else None,
     }
 
 
-def _report(out: Path, run: RunArgs, cfg, preset, command, outcome, wall: float, before, after) -> Path:
-    """``report.html`` of a run: its facts, the before/after table, the curves of ``log.jsonl``."""
+def _report(draw, out: Path, run: RunArgs, cfg, preset, command, outcome, wall: float, before, after) -> Path:
+    """``report.html`` of a run, drawn by ``draw``: its facts, the before/after table, the curves of ``log.jsonl``."""
     evals = {
         name: {"overall": r.summary, "levels": r.by_level}
         for name, r in (("before", before), ("after", after))
@@ -374,8 +380,6 @@ def _report(out: Path, run: RunArgs, cfg, preset, command, outcome, wall: float,
         "With sparse updates (sparse_update=True) TRL's entropy covers only the updated responses and is "
         "drawn as entropy/updated_rows.",
     ][: 3 if cfg.sparse_update else 2]
-    from qae_lab.lab.report import write_report  # the only drawing of a run: plotting loads here, not at import
-
-    return write_report(
+    return draw(
         out, title=f"qae_lab run: {preset or run.model}", rows=read_log(out), summary=summary, evals=evals, notes=notes
     )

@@ -730,10 +730,7 @@ class RunLock:
             self._file_only = True
             fd, taken = _lock_file(self.path)
         if not taken:
-            raise RunFolderError(
-                f"{self.folder}/ is being written by {_describe(self.path)}: one run folder takes one process at a "
-                f"time. Wait until that run ends, or choose another --output-dir."
-            )
+            raise RunFolderError(self._held_elsewhere())
         try:
             if not self._file_only:
                 atomic_write_text(self.path, json.dumps(holder()) + "\n")
@@ -756,13 +753,13 @@ class RunLock:
             os.close(fd)
         if taken is None:
             taken = not (self.path.exists() and _alive(self.path))
+        return None if taken else self._held_elsewhere()
+
+    def _held_elsewhere(self) -> str:
+        """The one refusal of a folder another process holds, naming that process."""
         return (
-            None
-            if taken
-            else (
-                f"{self.folder}/ is being written by {_describe(self.path)}: one run folder takes "
-                f"one process at a time. Wait until that run ends, or choose another --output-dir."
-            )
+            f"{self.folder}/ is being written by {_describe(self.path)}: one run folder takes one process at a "
+            f"time. Wait until that run ends, or choose another --output-dir."
         )
 
     def release(self) -> None:

@@ -27,6 +27,7 @@ from qae_lab._checks import (
     check_positive,
 )
 from qae_lab.advantages import BASELINES, QUANTILE_METHODS, SCALES, group_advantages, hard_regime, quantile_rank
+from qae_lab.regimes import binomial_pmf
 
 __all__ = [
     "entropy",
@@ -573,13 +574,6 @@ def _fixed_group_advantages(lead: torch.Tensor, g: int, opts: dict) -> torch.Ten
     return group_advantages(groups.reshape(-1), g, **opts).view(groups.shape)
 
 
-def _binomial_pmf(n: int, p: torch.Tensor) -> torch.Tensor:
-    """P(S = s), S ~ Binomial(n, p), for s = 0..n: (...,) -> (..., n + 1)."""
-    s = torch.arange(n + 1, dtype=torch.float64)
-    comb = torch.tensor([math.comb(n, j) for j in range(n + 1)], dtype=torch.float64)
-    return comb * p[..., None] ** s * (1 - p[..., None]) ** (n - s)
-
-
 def _rates(p) -> torch.Tensor:
     p = as_real_tensor(p, "p").double()
     if not bool(((p >= 0) & (p <= 1)).all()):
@@ -613,7 +607,7 @@ def scale_factor(p, group_size: int, *, baseline="quantile", k=0.4, quantile_met
     p, g = _rates(p), check_group_size(group_size, group_size)
     a = _fixed_group_advantages(_BIT[:, None], g, _group_opts(baseline, k, quantile_method, scale))[..., 0]  # (2, G)
     # scale = h(1) - h(0),  h(x) = sum_S P(S) A(x, S),  S ~ Binomial(G - 1, p)
-    return _binomial_pmf(g - 1, p) @ (a[1] - a[0])
+    return binomial_pmf(p, g - 1) @ (a[1] - a[0])
 
 
 def mean_scale_factor(group_size: int) -> float:
@@ -641,7 +635,7 @@ def quantile_scale_factor(p, group_size: int, k: float) -> torch.Tensor:
     p, g = _rates(p), check_group_size(group_size, group_size)
     m = quantile_rank(check_k(k), g)  # b_K is the m-th smallest reward
     # scale = 1 - P(S = G - m)
-    return 1 - _binomial_pmf(g - 1, p)[..., g - m]
+    return 1 - binomial_pmf(p, g - 1)[..., g - m]
 
 
 class StepMoments(NamedTuple):
@@ -683,12 +677,12 @@ def sampled_step_moments(z, r, group_size: int, *, baseline="quantile", k=0.4, q
     pi = torch.softmax(z, -1)
     p = (pi * r).sum()
     a = _fixed_group_advantages(_BIT[:, None], g, opts)[..., 0]  # (2, G): A(x, S)
-    w = _binomial_pmf(g - 1, p)  # (G,)
+    w = binomial_pmf(p, g - 1)  # (G,)
     c, v = float(w @ (a[1] - a[0])), pi * (r - p)  # the scale factor; (A,)
     u = torch.eye(z.shape[0], dtype=torch.float64) - pi  # (A, A): row y is e_y - pi
     own = u.T @ ((pi * ((a**2) @ w)[r.long()])[:, None] * u)  # sum_y pi(y) q(r(y)) u_y u_y^T
     pairs = _fixed_group_advantages(torch.cartesian_prod(_BIT, _BIT).view(2, 2, 2), g, opts)  # (2, 2, G-1, G)
-    m = (pairs[..., 0] * pairs[..., 1]) @ _binomial_pmf(g - 2, p)  # (2, 2)
+    m = (pairs[..., 0] * pairs[..., 1]) @ binomial_pmf(p, g - 2)  # (2, 2)
     # E[dz dz^T] / eta^2 = (1/G) E[A_1^2 u_1 u_1^T] + (G-1)/G E[A_1 A_2 u_1 u_2^T]
     second = (own + (g - 1) * (m[1, 1] - m[1, 0] - m[0, 1] + m[0, 0]) * torch.outer(v, v)) / g
     return StepMoments(c, c * v, second)

@@ -30,6 +30,7 @@ from qae_lab._checks import (
 )
 from qae_lab.advantages import group_advantages, hard_regime
 from qae_lab.ledger import LEDGER_PARTS
+from qae_lab.regimes import binomial_pmf
 from qae_lab.toys.sparsity import canonical_groups
 
 __all__ = [
@@ -625,7 +626,7 @@ def _expected(
     h1 = (pi * r * u_seq).sum(-1) / p.clamp_min(1e-300)
     h0 = (pi * (1 - r) * u_seq).sum(-1) / (1 - p).clamp_min(1e-300)
     c = torch.arange(big_g + 1, dtype=pi.dtype)
-    pmf = _binomial_pmf(p, big_g)  # (..., P, G+1)
+    pmf = binomial_pmf(p, big_g)  # (..., P, G+1)
     unit = eta / (snap.lp.shape[-3] * big_g * l)  # the loss's token count P G L
     # E[grad H . dz] = eta/(P G L) sum_c Binom(c) [c A1(c) h1 + (G - c) A0(c) h0]
     pos_term = unit * pmf * c * a1 * h1[..., None]  # (..., P, G+1): the correct samples' share
@@ -641,12 +642,3 @@ def _expected(
     out["dh_hard"] = out["dh_hard_pos"] + out["dh_hard_neg"]
     out["dh_easy"] = out["dh_easy_pos"] + out["dh_easy_neg"]
     return {key: out[key] for key in LEDGER_PARTS}
-
-
-def _binomial_pmf(p: torch.Tensor, n: int) -> torch.Tensor:
-    """Binom(c; n, p) for c = 0..n: (...) -> (..., n + 1), exact at p = 0 and p = 1."""
-    c = torch.arange(n + 1, dtype=p.dtype)
-    log_binom = torch.lgamma(c.new_tensor(n + 1.0)) - torch.lgamma(c + 1) - torch.lgamma(n - c + 1)
-    pq = p[..., None]
-    pmf = torch.exp(log_binom + c * torch.log(pq.clamp_min(1e-300)) + (n - c) * torch.log1p(-pq.clamp_max(1 - 1e-16)))
-    return torch.where(pq >= 1, (c == n).to(p), torch.where(pq <= 0, (c == 0).to(p), pmf))

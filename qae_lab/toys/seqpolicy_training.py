@@ -35,8 +35,17 @@ from qae_lab.advantages import BASELINES, QUANTILE_METHODS, SCALES, group_advant
 from qae_lab.entropy_controls import ppo_clip_active
 from qae_lab.horizon import normalise_entropy, normaliser_factor, selective_horizon_weights
 from qae_lab.ledger import LEDGER_FORMS, LEDGER_PARTS, entropy_change_terms, square_sums, update_advantages
-from qae_lab.toys.seqpolicy import _log_softmax, _logits, sequence_positions, space_of, success_rate
-from qae_lab.toys.seqpolicy import _advantage_table, _expected, _snapshot, split_parts
+from qae_lab.toys.seqpolicy import (
+    _advantage_table,
+    _expected,
+    _log_softmax,
+    _logits,
+    _snapshot,
+    sequence_positions,
+    space_of,
+    split_parts,
+    success_rate,
+)
 
 __all__ = ["OPTIMIZERS", "UpdateSettings", "group_update", "simulate", "update_variance"]
 

@@ -27,6 +27,7 @@ import torch
 
 from qae_lab._checks import as_real_tensor, check_choice, check_group_size, check_int, check_k_list, check_positive
 from qae_lab.advantages import QUANTILE_METHODS, group_advantages, quantile_baseline
+from qae_lab.regimes import binomial_pmf
 
 __all__ = [
     "canonical_groups",
@@ -129,15 +130,6 @@ def _zero_share(pmf: torch.Tensor, zeros: torch.Tensor, drop_all_equal: bool) ->
     return (pmf * zeros[1:-1]).sum(-1) / pmf.sum(-1)  # NaN where no group can be mixed (p in {0, 1})
 
 
-def _binomial_pmf(p: torch.Tensor, g: int) -> torch.Tensor:
-    """(..., G+1) P(c) = C(G, c) p^c (1-p)^(G-c) for success rates p (...), with 0^0 = 1 at p in {0, 1}."""
-    c = torch.arange(g + 1, dtype=torch.float64)
-    # torch's lgamma on both sides, so that C(G, 0) = C(G, G) = 1 exactly
-    log_comb = torch.lgamma(torch.tensor(g + 1.0, dtype=torch.float64)) - torch.lgamma(c + 1) - torch.lgamma(g - c + 1)
-    pp = p[..., None]
-    return torch.exp(log_comb) * torch.where(c == 0, 1.0, pp**c) * torch.where(c == g, 1.0, (1 - pp) ** (g - c))
-
-
 def _beta_binomial_pmf(a: float, b: float, g: int) -> torch.Tensor:
     """(G+1,) P(c) = C(G, c) B(c + a, G - c + b) / B(a, b): the success count when p ~ Beta(a, b)."""
     c = torch.arange(g + 1, dtype=torch.float64)
@@ -174,7 +166,7 @@ def expected_zero_fraction(
     _check_rates(p)
     g = check_group_size(group_size, group_size)
     zeros = gate_zero_counts(g, k, method).double() / g  # (G+1,)
-    return _zero_share(_binomial_pmf(p, g), zeros, drop_all_equal)
+    return _zero_share(binomial_pmf(p, g), zeros, drop_all_equal)
 
 
 def expected_zero_fraction_beta(
@@ -266,7 +258,7 @@ def zero_sources(p, group_size: int, k: float, method: str = "paper") -> ZeroSou
     p = as_real_tensor(p, "p").double()
     _check_rates(p)
     g = check_group_size(group_size, group_size)
-    return _sources(_binomial_pmf(p, g), gate_zero_counts(g, k, method).double() / g)
+    return _sources(binomial_pmf(p, g), gate_zero_counts(g, k, method).double() / g)
 
 
 def zero_sources_beta(a: float, b: float, group_size: int, k: float, method: str = "paper") -> ZeroSources:

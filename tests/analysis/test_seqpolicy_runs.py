@@ -16,13 +16,13 @@ from qae_lab.analysis.seqpolicy_runs import (
     first_move,
     regime_curves,
     regime_settings,
-    start_split,
+    start_groups,
     summarise_regimes,
     summarise_run,
     tracking,
 )
 from qae_lab.toys.seqpolicy_training import UpdateSettings, simulate
-from seqpolicy_setup import F64, peaked
+from testkit.seqpolicy_setup import F64, peaked
 
 
 def test_tracking_of_a_perfect_and_of_a_reversed_estimator():
@@ -65,7 +65,7 @@ def test_summary_of_a_run():
 # ---------------------------------------------------------------- Proposition 4.2 by regime
 
 
-def test_start_split_by_hand():
+def test_start_groups_by_hand():
     p0 = torch.tensor(
         [
             [0.3, 0.1, 0.8, 0.5, 0.1, 0.9],  # two hardest: the two 0.1s; two easiest: 0.9, 0.8
@@ -73,11 +73,11 @@ def test_start_split_by_hand():
         ],  # all tied: the lower index counts as harder
         dtype=F64,
     )
-    m = start_split(p0, 2)
+    m = start_groups(p0, 2)
     assert m["hard"].nonzero().tolist() == [[0, 1], [0, 4], [1, 0], [1, 1]]
     assert m["easy"].nonzero().tolist() == [[0, 2], [0, 5], [1, 4], [1, 5]]
     assert bool(m["mixed"].all()) and not bool((m["hard"] & m["easy"]).any())
-    assert start_split(p0, 3)["hard"][0].nonzero().flatten().tolist() == [0, 1, 4]  # 0.1, 0.1, then 0.3
+    assert start_groups(p0, 3)["hard"][0].nonzero().flatten().tolist() == [0, 1, 4]  # 0.1, 0.1, then 0.3
 
 
 def _reference_groups(p0: list, n: int) -> dict[str, list[list[int]]]:
@@ -147,10 +147,10 @@ def test_regime_grid():
 @pytest.mark.parametrize(
     "call,name",
     [
-        (lambda: start_split(torch.zeros(2, 4), 3), "n"),
-        (lambda: start_split(torch.zeros(2, 4), 0), "n"),
-        (lambda: start_split(torch.zeros(4), 1), "p0"),
-        (lambda: start_split(torch.zeros(2, 1), 1), "p0"),
+        (lambda: start_groups(torch.zeros(2, 4), 3), "n"),
+        (lambda: start_groups(torch.zeros(2, 4), 0), "n"),
+        (lambda: start_groups(torch.zeros(4), 1), "p0"),
+        (lambda: start_groups(torch.zeros(2, 1), 1), "p0"),
         (lambda: regime_curves(torch.zeros(2, 3, 5), torch.zeros(2, 4), 1), "curves"),
         (lambda: curve_summary(torch.ones(2, 5), 5), "early"),
         (lambda: curve_summary(torch.ones(5), 0), "curve"),

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 import torch
-from reference import ref_advantages
+from testkit.reference import ref_advantages
 from verl_setup import block_verl, registry_fixture, stub_verl, verl_file
 
 from qae_lab.advantages import group_advantages, quantile_baseline

@@ -6,7 +6,7 @@ figure has a drawn plot area. Then, where it has controls, one control is moved 
 keyboard on a slider, a choice in a dropdown) and the figure under it must change. One screenshot per ``## ``
 section goes to ``$QAE_LAB_ARTIFACTS`` (default ``<repo>/.artifacts``), and one on failure.
 With plain figures (the default), every figure shown is recorded, the spec's probe runs in the
-kernel, and the saved notebook gets tests/notebooks/test_notebook_runs.py's checks (tests/notebook_specs.py),
+kernel, and the saved notebook gets tests/notebooks/test_notebook_runs.py's checks (tests/testkit/notebook_specs.py),
 which then skips its headless run of the notebook.
 
 Notebook 04 (a live training run) also: the K slider is moved while the model trains, token weighting switched
@@ -37,7 +37,7 @@ import time
 
 import nbformat
 import pytest
-from browser import (
+from testkit.browser import (
     CHROMIUM,
     HANG,
     REPO,
@@ -48,8 +48,8 @@ from browser import (
     chromium,
     wait_until,
 )
-from nbexec import DUMP, RECORD, collect
-from notebook_specs import MAX_PRINTED, NOTEBOOKS, VIEWS_AGREE, check_run, long_printed_lines
+from testkit.nbexec import DUMP, RECORD, collect
+from testkit.notebook_specs import MAX_PRINTED, NOTEBOOKS, VIEWS_AGREE, check_run, long_printed_lines
 
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None,
@@ -145,7 +145,7 @@ def test_notebook_runs_clean_and_its_controls_redraw(lab, notebook, plots):
     with lab.open(notebook, {"QAE_LAB_SMOKE": "1", "QAE_LAB_PLOTS": plots}, _prefix(notebook) + suffix) as (nb, opened):
         checked = plots == "static"  # tests/notebooks/test_notebook_runs.py's checks, made here on this run
         if checked:
-            nb.execute(RECORD)  # every figure shown from now on is recorded (as tests/nbexec.py does)
+            nb.execute(RECORD)  # every figure shown from now on is recorded (as tests/testkit/nbexec.py does)
         nb.run_all()
         _assert_clean(nb, "after Run All")
         _assert_figures_drawn(nb)

@@ -77,7 +77,7 @@ def test_badge_install_cell_and_smoke_mode(path):
 def no_browser_runs_notebook04(request):
     """Skips where this session runs tests/notebooks/test_browser.py's live notebook 04 (Run All in a real browser, K moved
     while it trains, Stop, the log checked): JupyterLab, Chromium and Playwright here, and that test collected."""
-    from notebook_specs import browser_runs
+    from testkit.notebook_specs import browser_runs
 
     if any(
         browser_runs(request.session, f"test_notebook04_k_slider_reaches_the_run_log[{plots}]")

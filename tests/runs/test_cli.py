@@ -16,11 +16,11 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from tiny_runs import no_loading, tiny_sets
+from testkit.tiny_runs import no_loading, tiny_sets
 
 import qae_lab.task.evaluate as ev
 from qae_lab.runs import pipeline as pipeline
-from qae_lab.runs.cli import main
+from qae_lab.__main__ import main
 from qae_lab.task.evaluate import EvalResult
 from qae_lab.methods import METHODS
 from qae_lab.runs.presets import PRESETS, RunArgs, _checkpointing_field, build, command_line
@@ -199,7 +199,7 @@ def test_command_line_quotes_values():
 @pytest.mark.slow(seconds=8)
 def test_console_script_and_module_entry_point():
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts == {"qae-lab": "qae_lab.runs.cli:main"}
+    assert scripts == {"qae-lab": "qae_lab.__main__:main"}
     out = subprocess.run([sys.executable, "-m", "qae_lab", "presets"], capture_output=True, text=True, check=True)
     assert set(PRESETS) == {line.split(":")[0] for line in out.stdout.splitlines()}
 

@@ -10,9 +10,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from tiny_runs import no_loading, snapshot, tiny_sets
+from testkit.tiny_runs import no_loading, snapshot, tiny_sets
 
-from qae_lab.runs.cli import main
+from qae_lab.__main__ import main
 from qae_lab.storage.folder import LOCK_NAME, LOG_NAME, MARKER_NAME, STAGING_DIR
 
 

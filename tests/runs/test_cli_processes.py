@@ -96,7 +96,7 @@ def test_two_processes_without_an_output_dir_share_the_main_ones_folder(tmp_path
     launcher.write_text(
         "import os, sys, time\n"
         "if os.environ['RANK'] == '1':\n    time.sleep(1.5)\n"
-        "from qae_lab.runs.cli import main\nsys.exit(main(['train', *sys.argv[1:]]))\n"
+        "from qae_lab.__main__ import main\nsys.exit(main(['train', *sys.argv[1:]]))\n"
     )
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     proc = subprocess.run(

@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_runs import TINY
+from testkit.tiny_runs import TINY
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 import qae_lab.runs.export as export
-from qae_lab.runs.cli import main
+from qae_lab.__main__ import main
 from qae_lab.task.data import prompt_text, synthetic_task
 from qae_lab.runs.export import export_run, find_source, load_trained, save_model
 from qae_lab.task.models import load_policy

@@ -2,7 +2,7 @@
 Ctrl-C during the save, a new run refused over another one (``--overwrite`` replaces it), a resume
 with changed settings or an old checkpoint refused, a finished run extended as an event, damaged
 checkpoint files named, a cut log line restored, and SIGKILL at random moments. Tiny real runs of the
-command line (tests/tiny_runs.py; ``saved_run``: tests/conftest.py); which start each makes is
+command line (tests/testkit/tiny_runs.py; ``saved_run``: tests/conftest.py); which start each makes is
 :mod:`qae_lab.storage.resume`'s plan (tests/storage/test_resume.py). What a careless or hostile user tries: tests/runs/test_pipeline_trust.py."""
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from interrupts import InterruptAt
-from tiny_runs import TINY, no_loading, snapshot, tiny_sets
+from testkit.interrupts import InterruptAt
+from testkit.tiny_runs import TINY, no_loading, snapshot, tiny_sets
 
+from qae_lab.lab.report import write_report
 from qae_lab.runs import pipeline as pipeline
-from qae_lab.runs.cli import main
+from qae_lab.__main__ import main
 from qae_lab.runs.presets import build
 from qae_lab.storage.folder import read_log, step_rows
 
@@ -28,7 +29,12 @@ def test_ctrl_c_then_resume_from_the_run_folder(tmp_path, capsys):
     out = tmp_path / "run"
     run, cfg = build("cpu-demo", [*TINY, "max_steps=4"], output_dir=str(out))
     result = pipeline.train(
-        run, cfg, preset="cpu-demo", command="python -m qae_lab train ...", callbacks=[InterruptAt(2)]
+        run,
+        cfg,
+        preset="cpu-demo",
+        command="python -m qae_lab train ...",
+        callbacks=[InterruptAt(2)],
+        report=write_report,  # the page the command line draws
     )
     assert result["interrupted"] and result["global_step"] == 2 and result["after"] is None
     assert Path(result["checkpoint"]) == out / "checkpoint-2"

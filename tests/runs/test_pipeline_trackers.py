@@ -7,7 +7,7 @@ import contextlib
 import io
 
 import pytest
-from tiny_runs import TINY
+from testkit.tiny_runs import TINY
 
 from qae_lab.runs.presets import PRESETS, build
 from qae_lab.runs.pipeline import train

@@ -11,11 +11,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from interrupts import InterruptAt
-from tiny_runs import TINY, no_loading, snapshot, tiny_sets
+from testkit.interrupts import InterruptAt
+from testkit.tiny_runs import TINY, no_loading, snapshot, tiny_sets
 
 from qae_lab.runs import pipeline as pipeline
-from qae_lab.runs.cli import main
+from qae_lab.__main__ import main
 from qae_lab.runs.presets import build
 from qae_lab.storage.folder import read_log, step_rows
 
@@ -61,7 +61,9 @@ def test_a_second_process_is_refused_while_a_run_writes_the_folder(monkeypatch, 
             assert main(["train", "--output-dir", str(out), *tiny_sets(), *extra]) == 2
             err = capsys.readouterr().err
             assert f"is being written by process {holder.pid}" in err and "one run folder takes one process" in err
-        monkeypatch.setattr("qae_lab.runs.cli.RunLock.busy", lambda self: None)  # planned before the other took it:
+        monkeypatch.setattr(
+            "qae_lab.storage.folder.RunLock.busy", lambda self: None
+        )  # planned before the other took it:
         assert main(["train", "--output-dir", str(out), *tiny_sets()]) == 2  # the claim itself refuses
         assert f"is being written by process {holder.pid}" in capsys.readouterr().err
         assert sorted(p.name for p in out.iterdir()) == [".qae_lab-run.lock"]  # the holder's name only: nothing written

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import transformers
 
-from qae_lab.runs.cli import main
+from qae_lab.__main__ import main
 from qae_lab.runs.presets import PRESETS, RunArgs, _checkpointing_field, build
 from qae_lab.train.config import QAEConfig
 

@@ -5,9 +5,9 @@ process's environment (where credentials belong) no file that a run, its checkpo
 from __future__ import annotations
 
 import pytest
-from tiny_runs import tiny_sets
+from testkit.tiny_runs import tiny_sets
 
-from qae_lab.runs.cli import main
+from qae_lab.__main__ import main
 
 SECRET = "hf_qaeLabPlantedSecret7d1e"
 

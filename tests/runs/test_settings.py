@@ -14,7 +14,7 @@ import yaml
 
 from qae_lab._checks import credential_name
 from qae_lab.runs import settings
-from qae_lab.runs.cli import main
+from qae_lab.__main__ import main
 from qae_lab.runs.presets import (
     PRESET_DIR,
     PRESETS,
@@ -398,9 +398,11 @@ def test_every_field_that_sends_data_out_is_a_switch_or_says_where_one_sends():
     assert {f for f, c in settings.FIELDS.items() if c == settings.SENDS_OUT} == (switches | destinations) - {
         "vllm_mode"
     }
-    from qae_lab.runs import cli
+    from qae_lab.runs import run_plan
 
-    assert set(cli._SENDS_NOTHING) == switches  # each switch has a value that sends nothing, named on a refused resume
+    assert (
+        set(run_plan._SENDS_NOTHING) == switches
+    )  # each switch has a value that sends nothing, named on a refused resume
 
 
 # ---------------------------------------------------------------- env: by exact name

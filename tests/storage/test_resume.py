@@ -18,7 +18,7 @@ from safetensors.torch import save_file
 import qae_lab.runs.pipeline as pipeline
 from qae_lab.storage import resume as resume_mod
 from qae_lab.train.callbacks import RunLogger, pending_plan
-from qae_lab.runs.cli import main
+from qae_lab.__main__ import main
 from qae_lab.lab.live import Controls
 from qae_lab.lab.live import Dashboard, LiveRun
 from qae_lab.storage.resume import FRESH, REFUSE, RESUME, ResumePlan, claim, plan_run
@@ -282,7 +282,7 @@ def _no_loading(monkeypatch):
 def test_the_command_line_follows_the_plan(tmp_path, monkeypatch, capsys):
     calls = []
     monkeypatch.setattr(
-        "qae_lab.runs.cli.plan_run", _planned(ResumePlan(REFUSE, tmp_path, reason="the plan says no"), calls)
+        "qae_lab.runs.run_plan.plan_run", _planned(ResumePlan(REFUSE, tmp_path, reason="the plan says no"), calls)
     )
     _no_loading(monkeypatch)
     for extra in (["--dry-run"], []):

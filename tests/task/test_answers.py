@@ -16,7 +16,7 @@ import pytest
 from side_by_side import LINEAR_BOUND, growth
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from xml_texts import xml
+from texts import fuzz_text, xml
 
 from qae_lab.task.answers import (
     MAX_DIGITS,
@@ -398,39 +398,6 @@ def test_ends_at_answer():
 
 
 # ---------------------------------------------------------------- fuzzing: never raise, round-trip
-
-FRAGMENTS = [
-    "<answer>",
-    "</answer>",
-    "<reasoning>",
-    "</reasoning>",
-    "\n",
-    " ",
-    "0",
-    "1",
-    "7",
-    "42",
-    ",",
-    "$",
-    "####",
-    "\\boxed{",
-    "}",
-    "{",
-    "/",
-    "-",
-    "−",
-    ".",
-    "**",
-    "%",
-    "=",
-    "The answer is ",
-    "A:",
-    "\\frac{",
-    "{,}",
-    "dollars",
-    "e",
-]
-fuzz_text = st.one_of(st.text(), st.lists(st.sampled_from(FRAGMENTS), max_size=40).map("".join))
 
 
 @settings(max_examples=300)

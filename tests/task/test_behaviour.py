@@ -91,19 +91,11 @@ def test_pattern_is_compiled_and_case_insensitive():
     pat = reflection_pattern()
     assert isinstance(pat, re.Pattern) and pat.flags & re.IGNORECASE
     assert [m.group() for m in pat.finditer("WAIT wait WaIt")] == ["WAIT", "wait", "WaIt"]
-    assert REFLECTION_WORDS == (
-        "wait",
-        "verify",
-        "check",
-        "recheck",
-        "let me",
-        "double-check",
-        "re-check",
-        "however",
-        "hmm",
-        "mistake",
-        "actually",
-    )
+    # the default list: lowercase, each once, and each found by the pattern, alone and inside a sentence
+    assert REFLECTION_WORDS and len(set(REFLECTION_WORDS)) == len(REFLECTION_WORDS)
+    assert all(w == w.lower().strip() and w for w in REFLECTION_WORDS)
+    for word in REFLECTION_WORDS:
+        assert [m.group().lower() for m in pat.finditer(f"So, {word.upper()}: 4.")] == [word], word
 
 
 def test_longest_alternative_wins_and_whole_words_fall_back():

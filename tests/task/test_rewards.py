@@ -10,8 +10,7 @@ import re
 import pytest
 from side_by_side import LINEAR_BOUND, growth
 from hypothesis import given, settings
-from hypothesis import strategies as st
-from xml_texts import xml
+from texts import fuzz_text, xml
 
 from qae_lab.task.answers import is_correct, strict_is_correct
 from qae_lab.task.rewards import (
@@ -278,41 +277,6 @@ def test_rewards_table_and_success_bands():
 
 
 # ---------------------------------------------------------------- fuzzing: never raise, finite floats
-
-FRAGMENTS = [
-    "<answer>",
-    "</answer>",
-    "<reasoning>",
-    "</reasoning>",
-    "\n",
-    " ",
-    "0",
-    "1",
-    "7",
-    "42",
-    ",",
-    "$",
-    "####",
-    "\\boxed{",
-    "}",
-    "{",
-    "/",
-    "-",
-    "−",
-    ".",
-    "**",
-    "%",
-    "=",
-    "The answer is ",
-    "A:",
-    "\\frac{",
-    "{,}",
-    "dollars",
-    "e",
-    "+",
-    "×",
-]
-fuzz_text = st.one_of(st.text(), st.lists(st.sampled_from(FRAGMENTS), max_size=40).map("".join))
 
 
 @settings(max_examples=300)

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 from side_by_side import LINEAR_BOUND, growth
-import xml_texts
+import texts
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -32,7 +32,7 @@ from qae_lab.task.verify import (
     token_count,
 )
 
-xml = functools.partial(xml_texts.xml, "3 + 4 = 7")  # xml(answer): a completion with that answer
+xml = functools.partial(texts.xml, "3 + 4 = 7")  # xml(answer): a completion with that answer
 
 
 @pytest.fixture

@@ -109,7 +109,7 @@ def test_extra_modules_are_pyproject_extras_by_import_name():
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name[:2])
 def test_a_notebook_without_the_train_extra_imports_without_it(path):
     # statically: no train module imported in a cell, and every qae_lab module it names imports with them blocked.
-    # (tests/nbexec.py runs such a notebook whole with them blocked: their lazy imports, e.g. the embedded
+    # (tests/testkit/nbexec.py runs such a notebook whole with them blocked: their lazy imports, e.g. the embedded
     # tokenizer that makes notebook 03 need [train], show there.)
     if "train" in notebook_extras(path.name):
         pytest.skip("installs the train extra")

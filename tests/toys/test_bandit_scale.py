@@ -2,7 +2,7 @@
 second order and the RMS-normalised step.
 
 The reference is written apart from the library: every ordered group of G responses of a small bandit (A^G of them,
-each with its product of probabilities), the advantages from tests/reference.py's plain-Python loop, the exact
+each with its product of probabilities), the advantages from tests/testkit/reference.py's plain-Python loop, the exact
 entropy change from the textbook formula. Where a Monte Carlo stands in, its tolerance comes from its own standard
 error (fixed seed).
 """
@@ -16,7 +16,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from reference import ref_advantages, ref_entropy
+from testkit.reference import ref_advantages, ref_entropy
 
 from qae_lab.toys.bandit import (
     entropy_change_first_order,

@@ -12,7 +12,7 @@ import statistics
 
 import pytest
 import torch
-from reference import ref_advantages, ref_entropy
+from testkit.reference import ref_advantages, ref_entropy
 
 from qae_lab.advantages import group_advantages
 from qae_lab.toys.bandit import entropy, entropy_by_start, expected_pg_step, make_bandits

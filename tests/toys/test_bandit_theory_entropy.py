@@ -1,6 +1,6 @@
 """Tests for qae_lab.toys.bandit's entropy of the toy softmax bandit and its first-order change under a logit step.
 
-Plain-Python references (tests/theory_setup.py) stand in for the vectorised code; hand-derived two-action
+Plain-Python references (tests/toys/theory_setup.py) stand in for the vectorised code; hand-derived two-action
 cases pin the formulas.
 """
 
@@ -13,7 +13,7 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
-from reference import ref_entropy
+from testkit.reference import ref_entropy
 
 from qae_lab.toys.bandit import (
     entropy,

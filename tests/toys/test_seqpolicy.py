@@ -28,7 +28,7 @@ from qae_lab.toys.seqpolicy import (
     success_rate,
 )
 from qae_lab.toys.seqpolicy import entropy_gradients
-from seqpolicy_setup import F64
+from testkit.seqpolicy_setup import F64
 
 
 # ---------------------------------------------------------------- plain-Python references

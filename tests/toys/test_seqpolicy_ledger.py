@@ -26,7 +26,7 @@ from qae_lab.toys.seqpolicy import (
 )
 from qae_lab.toys.seqpolicy import advantage_table, entropy_gradients, expected_ledger, score_dot, split_parts
 from qae_lab.toys.seqpolicy_training import UpdateSettings, group_update
-from seqpolicy_setup import F64, peaked
+from testkit.seqpolicy_setup import F64, peaked
 
 
 # ---------------------------------------------------------------- gradients

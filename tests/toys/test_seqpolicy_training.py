@@ -10,7 +10,7 @@ import torch
 
 from qae_lab.toys.seqpolicy import make_tasks
 from qae_lab.toys.seqpolicy_training import UpdateSettings, group_update, simulate, update_variance
-from seqpolicy_setup import peaked
+from testkit.seqpolicy_setup import peaked
 
 
 def test_clipping_only_from_the_second_pass_and_clip_higher_clips_less():

@@ -1,6 +1,6 @@
 """Tests for qae_lab.toys.sparsity: the two-regime gate's zero counts and zero-advantage fractions.
 
-Reference quantiles from ``tests/reference.py`` stand in for the gate; exact Binomial and
+Reference quantiles from ``tests/testkit/reference.py`` stand in for the gate; exact Binomial and
 Beta-Binomial sums are checked against direct sums, numerical integration and sampling.
 """
 
@@ -10,7 +10,7 @@ import math
 
 import pytest
 import torch
-from reference import ref_quantile_linear, ref_quantile_paper
+from testkit.reference import ref_quantile_linear, ref_quantile_paper
 
 from qae_lab.advantages import group_advantages
 from qae_lab.toys.sparsity import (

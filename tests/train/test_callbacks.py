@@ -13,8 +13,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from interrupts import InterruptAt
-from tiny_runs import tiny_trainer
+from testkit.interrupts import InterruptAt
+from testkit.tiny_runs import tiny_trainer
 from safetensors.torch import load_file
 
 from qae_lab.storage import folder

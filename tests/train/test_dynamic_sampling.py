@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from tiny_runs import tiny_trainer
+from testkit.tiny_runs import tiny_trainer
 
 from qae_lab.advantages import signal_groups
 from qae_lab.methods import method_settings

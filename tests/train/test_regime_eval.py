@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 
 import pytest
-from interrupts import InterruptAt
-from tiny_runs import tiny_trainer
+from testkit.interrupts import InterruptAt
+from testkit.tiny_runs import tiny_trainer
 
 from qae_lab.train import regime_eval
 from qae_lab.train.callbacks import run_logger, train_resumable

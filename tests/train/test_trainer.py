@@ -3,7 +3,7 @@ the papers' equations, parity with TRL's GRPOTrainer, the completion table, a Lo
 it needs (sparse updates, live knobs, entropy controls and two processes: tests/test_trainer_*.py;
 the recorded steps of the previous trainer: tests/train/test_trainer_recorded.py).
 
-Generation is replaced by fixed completions (tests/step_setup.py), so ``_generate_and_score_completions``
+Generation is replaced by fixed completions (tests/testkit/step_setup.py), so ``_generate_and_score_completions``
 runs end to end on known tokens and rewards. Models are tiny random Qwen2s in float64 (or the project's
 embedded model for the LoRA step); nothing is downloaded.
 """
@@ -14,7 +14,7 @@ import math
 
 import pytest
 import torch
-from step_setup import (
+from testkit.step_setup import (
     REWARDS,
     any_nonzero,
     assert_same_grads,

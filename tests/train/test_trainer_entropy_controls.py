@@ -1,5 +1,5 @@
 """QAETrainer with the entropy controls and partners (POS/NEG-MASK, Clip-Cov, KL-Cov, Clip-Higher, GSPO)
-and the behaviour metrics, against plain-torch references (set-up: tests/step_setup.py).
+and the behaviour metrics, against plain-torch references (set-up: tests/testkit/step_setup.py).
 """
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 from datasets import Dataset
-from step_setup import (
+from testkit.step_setup import (
     REWARDS,
     any_nonzero,
     assert_same_grads,

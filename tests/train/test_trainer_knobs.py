@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 import torch
-from step_setup import REWARDS, assert_same_grads, make_trainer, qae_advantages, reference_grads, rows, trainer_grads
+from testkit.step_setup import (
+    REWARDS,
+    assert_same_grads,
+    make_trainer,
+    qae_advantages,
+    reference_grads,
+    rows,
+    trainer_grads,
+)
 
 from qae_lab.advantages import advantage_stats
 from qae_lab.knobs import Knobs

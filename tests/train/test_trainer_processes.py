@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from step_setup import G, qae_advantages
+from testkit.step_setup import G, qae_advantages
 
 from qae_lab.advantages import group_advantages
 
@@ -29,7 +29,7 @@ import torch
 torch.set_num_threads(1)
 out, tests_dir = sys.argv[1], sys.argv[2]
 sys.path[:0] = [tests_dir, os.path.join(tests_dir, "train")]
-from step_setup import completion_ids, make_trainer, rows, trainer_grads  # noqa: E402
+from testkit.step_setup import completion_ids, make_trainer, rows, trainer_grads  # noqa: E402
 from test_trainer_processes import MP_REWARDS  # noqa: E402
 
 from qae_lab.task.models import load_policy  # noqa: E402

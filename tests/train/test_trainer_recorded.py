@@ -1,4 +1,4 @@
-"""QAETrainer against the steps its predecessor recorded (tests/recorded_steps.py).
+"""QAETrainer against the steps its predecessor recorded (tests/testkit/recorded_steps.py).
 
 The trainer of commit e7fc51d computed these micro-batches inside TRL's ``_compute_loss`` (QAE
 advantages and SA-AH weights folded into TRL's advantages, sparse rows rescaled afterwards). Today's
@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-from recorded_steps import CASES, EPS32, ROUNDING_ULPS, fingerprint_mismatch, grad_fingerprint, load
-from step_setup import make_trainer, tiny_model
+from testkit.recorded_steps import CASES, EPS32, ROUNDING_ULPS, fingerprint_mismatch, grad_fingerprint, load
+from testkit.step_setup import make_trainer, tiny_model
 
 from qae_lab.metric_names import ENTROPY_REGIME_METRICS
 
 
 RECORDED = load()
-# float32 rounding, measured against each quantity's own scale (tests/recorded_steps.py says why so much)
+# float32 rounding, measured against each quantity's own scale (tests/testkit/recorded_steps.py says why so much)
 REL = ROUNDING_ULPS * EPS32
 
 

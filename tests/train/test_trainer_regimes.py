@@ -1,13 +1,13 @@
 """QAETrainer's entropy split by regime: ``entropy/hard`` and ``entropy/easy`` beside TRL's ``entropy``
-(set-up: tests/step_setup.py; K's live change: tests/train/test_trainer_knobs.py).
+(set-up: tests/testkit/step_setup.py; K's live change: tests/train/test_trainer_knobs.py).
 """
 
 from __future__ import annotations
 
 import pytest
 import torch
-from reference import ref_entropy, ref_regime_token_means
-from step_setup import REWARDS, make_trainer, rows
+from testkit.reference import ref_entropy, ref_regime_token_means
+from testkit.step_setup import REWARDS, make_trainer, rows
 
 from qae_lab.metric_names import ENTROPY_EASY, ENTROPY_HARD, ENTROPY_UPDATED_EASY, ENTROPY_UPDATED_HARD
 
@@ -117,7 +117,7 @@ def test_several_reward_functions_name_the_one_that_decides_a_success(tmp_path, 
     import warnings
 
     from datasets import Dataset
-    from step_setup import fixed_reward, tiny_model
+    from testkit.step_setup import fixed_reward, tiny_model
 
     from qae_lab.metric_names import QAE_SUCCESS_RATE
     from qae_lab.train.config import QAEConfig

@@ -1,5 +1,5 @@
 """QAETrainer's sparse updates: rows with A = 0 left out of the forward and backward, the same gradient
-(set-up: tests/step_setup.py).
+(set-up: tests/testkit/step_setup.py).
 """
 
 from __future__ import annotations
@@ -8,7 +8,15 @@ import dataclasses
 
 import pytest
 import torch
-from step_setup import REWARDS, any_nonzero, assert_same_grads, make_trainer, reference_grads, rows, trainer_grads
+from testkit.step_setup import (
+    REWARDS,
+    any_nonzero,
+    assert_same_grads,
+    make_trainer,
+    reference_grads,
+    rows,
+    trainer_grads,
+)
 
 from qae_lab.train.trainer import QAETrainer
 

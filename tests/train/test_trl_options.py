@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 import transformers
-from step_setup import REWARDS, assert_same_grads, fixed_reward, make_trainer, rows, tiny_model, trainer_grads
+from testkit.step_setup import REWARDS, assert_same_grads, fixed_reward, make_trainer, rows, tiny_model, trainer_grads
 from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import split_tensor_dict
 

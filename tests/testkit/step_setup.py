@@ -3,7 +3,7 @@
 Generation is replaced by fixed completions (TRL's ``_generate_single_turn`` seam) and the reward
 function returns fixed rewards from a dataset column, so ``_generate_and_score_completions`` runs
 end to end on known tokens and rewards. Used by tests/test_trainer*.py, tests/test_loss.py and
-tests/recorded_steps.py.
+tests/testkit/recorded_steps.py.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import math
 import torch
 import transformers
 from datasets import Dataset
-from reference import ref_advantages, ref_horizon_weights
+from testkit.reference import ref_advantages, ref_horizon_weights
 
 from qae_lab.train.config import QAEConfig
 from qae_lab.train.trainer import QAETrainer
@@ -175,5 +175,5 @@ def any_nonzero(grads: dict) -> bool:
 
 
 def qae_advantages(rewards, baseline="quantile", k=0.4, method="paper", scale="group", eps=1e-4) -> list[float]:
-    """The independent loop reference of tests/reference.py."""
+    """The independent loop reference of tests/testkit/reference.py."""
     return ref_advantages([float(r) for r in rewards], G, baseline, k, method, scale, eps)

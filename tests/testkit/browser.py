@@ -23,7 +23,7 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 # flags for a closed network: no background connections, no component updates, no GPU
 CHROMIUM_ARGS = [

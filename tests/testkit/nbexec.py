@@ -1,7 +1,7 @@
 """One headless execution of a notebook, recording every plotly figure it shows.
 
 :func:`execute` runs a copy of ``notebooks/<name>`` in a fresh kernel, in its own folder beside a
-link ``data -> <repo>/data`` (as tests/browser.py does), so that what a notebook writes (notebook
+link ``data -> <repo>/data`` (as tests/testkit/browser.py does), so that what a notebook writes (notebook
 04's ``runs/``) stays out of the repository and two notebooks run at once never share a file. A
 first, added cell wraps plotly's two display hooks so that each figure shown (a cell's plain figure,
 or one drawn into a view's ``Output``: :class:`qae_lab.lab.plots.FigureView`) is recorded with the
@@ -22,7 +22,7 @@ from nbclient import NotebookClient
 
 from tools.install_cell import EXTRA_MODULES, notebook_extras
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 NB_DIR = REPO / "notebooks"
 TIMEOUT = 900  # s per cell: a hang guard, never a statement about speed
 

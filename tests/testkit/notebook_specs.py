@@ -1,4 +1,4 @@
-"""Each notebook's spec (tests/figures_theory.py, tests/figures_runs.py) and the check of one execution
+"""Each notebook's spec (tests/testkit/figures_theory.py, tests/testkit/figures_runs.py) and the check of one execution
 against it: used by tests/notebooks/test_notebook_runs.py (headless) and tests/notebooks/test_browser.py (Run All in a
 browser), whichever runs the notebook in a session; :func:`browser_runs` says which.
 """
@@ -8,9 +8,9 @@ from __future__ import annotations
 import importlib.util
 import re
 
-from figures_runs import NB00, NB03, NB04, NB05, NB06, NB08
-from figures_theory import NB01, NB02, NB07, NB09
-from nbexec import Executed
+from testkit.figures_runs import NB00, NB03, NB04, NB05, NB06, NB08
+from testkit.figures_theory import NB01, NB02, NB07, NB09
+from testkit.nbexec import Executed
 
 from qae_lab.lab.exercises import NOT_ATTEMPTED
 
@@ -115,7 +115,7 @@ def check_run(name: str, run: Executed) -> None:
 
 def browser_here() -> bool:
     """Whether tests/notebooks/test_browser.py can run here: Chromium, JupyterLab and Playwright installed."""
-    from browser import CHROMIUM
+    from testkit.browser import CHROMIUM
 
     return CHROMIUM is not None and all(importlib.util.find_spec(m) for m in ("jupyterlab", "playwright"))
 

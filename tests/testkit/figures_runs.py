@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import re
 
-from figure_checks import (
+from testkit.figure_checks import (
     NotebookSpec,
     Shown,
     axes,
@@ -20,8 +20,8 @@ from figure_checks import (
     vlines,
     within,
 )
-from heatmap_checks import readable_heatmap
-from nbexec import Figure
+from testkit.heatmap_checks import readable_heatmap
+from testkit.nbexec import Figure
 
 
 # ------------------------------------------------------------------ 00: plain GRPO in one update

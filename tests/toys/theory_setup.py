@@ -9,7 +9,7 @@ import math
 import random
 
 import torch
-from reference import ref_entropy
+from testkit.reference import ref_entropy
 
 F64 = torch.float64
 

@@ -14,7 +14,7 @@ def run_cli(argv: list[str], cwd: str, output: str) -> None:
     os.dup2(fd, 2)
     import torch
 
-    from qae_lab.runs.cli import main
+    from qae_lab.__main__ import main
 
     torch.set_num_threads(1)
     code = main(argv)

@@ -1,4 +1,4 @@
-"""What a heatmap's reader needs, checked on a figure as shown (tests/figures_theory.py, tests/figures_runs.py): a
+"""What a heatmap's reader needs, checked on a figure as shown (tests/testkit/figures_theory.py, tests/testkit/figures_runs.py): a
 colour bar with a title (and a fixed range where the figure is compared across a control's settings), row labels set
 off from the cells with the room they need, and cell labels that fit their cells and read on them.
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from nbexec import Figure
+from testkit.nbexec import Figure
 
 CHAR_EM = 0.62  # a character's width in em in plotly's sans-serif (Open Sans, Arial), capitals and digits included
 PLOT_PX = 640  # px: the narrowest plot area a notebook column leaves (JupyterLab, Colab)

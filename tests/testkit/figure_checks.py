@@ -1,4 +1,4 @@
-"""Checks shared by the notebooks' figure specs (tests/figures_theory.py, tests/figures_runs.py).
+"""Checks shared by the notebooks' figure specs (tests/testkit/figures_theory.py, tests/testkit/figures_runs.py).
 
 A notebook's spec (:class:`NotebookSpec`) lists its figures by title (a regular expression that the
 whole title, line breaks read as spaces, must match): how many the notebook shows with that title
@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from nbexec import Figure
+from testkit.nbexec import Figure
 
 
 def finite(values, what: str = "values") -> list[float]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import re
 
-from figure_checks import (
+from testkit.figure_checks import (
     NotebookSpec,
     Shown,
     axes,
@@ -19,8 +19,8 @@ from figure_checks import (
     vlines,
     within,
 )
-from heatmap_checks import readable_heatmap
-from nbexec import Figure
+from testkit.heatmap_checks import readable_heatmap
+from testkit.nbexec import Figure
 
 
 # ------------------------------------------------------------------ 01: two-regime gate and sparsity

@@ -1,6 +1,6 @@
 """Recorded training steps: the loss, its gradients and its metrics, as ``QAETrainer`` computed them.
 
-``tests/data/recorded_steps.pt`` was written by ``python tests/recorded_steps.py`` with the trainer of
+``tests/data/recorded_steps.pt`` was written by ``python tests/testkit/recorded_steps.py`` with the trainer of
 commit e7fc51d, whose loss still ran inside TRL's ``_compute_loss`` (QAE advantages and SA-AH horizon weights
 folded into TRL's advantages, a normaliser factor, sparse rows rescaled afterwards). The pure loss
 (:mod:`qae_lab.loss`) and today's trainer must reproduce each case: same loss, same gradient with
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-PATH = Path(__file__).resolve().parent / "data" / "recorded_steps.pt"
+PATH = Path(__file__).resolve().parents[1] / "data" / "recorded_steps.pt"
 SHIFT = 0.3  # the old log-probs are the current ones plus SHIFT * sin(token index): ratios in ~[0.74, 1.35]
 
 # name -> QAEConfig settings (on top of step_setup.make_trainer's)
@@ -56,7 +56,7 @@ CASES: dict[str, dict] = {
 
 
 def _record_case(name: str, settings: dict, tok, state: dict, out: str) -> dict:
-    from step_setup import REWARDS, make_trainer, rows, tiny_model
+    from testkit.step_setup import REWARDS, make_trainer, rows, tiny_model
 
     import qae_lab.train.trainer as trainer_module
 
@@ -188,7 +188,7 @@ def fingerprint_mismatch(got: dict, want: dict) -> list[str]:
 
 def record(path: Path = PATH) -> dict:
     """Run every case through the trainer of this checkout and save what it computed."""
-    from step_setup import tiny_model
+    from testkit.step_setup import tiny_model
 
     from qae_lab.task.models import load_policy
 
@@ -215,7 +215,7 @@ def log_vocab(record_: dict) -> float:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: testkit importable
     data = record()
     for name, case in data["cases"].items():
         print(
