@@ -431,3 +431,14 @@ def test_a_module_that_says_it_imports_no_plotly_does_not():
             check=True,
         )
         assert out.stdout.strip() == "False", module
+
+
+def test_every_test_path_a_ci_job_names_exists():
+    # a renamed or moved test file would leave a job running nothing (pytest: "no tests ran")
+    named = {
+        path
+        for script in sorted((ROOT / ".ci").iterdir())
+        if script.is_file()
+        for path in re.findall(r"\btests/[\w/]+(?:\.py)?\b", script.read_text(encoding="utf-8"))
+    }
+    assert named and [p for p in sorted(named) if not (ROOT / p).exists()] == []
