@@ -32,7 +32,7 @@ from qae_lab.metric_names import (
     LEDGER_PREFIX,
     QAE_EASY_FRAC,
 )
-from qae_lab.analysis.stats import Stat, moving_average, stat
+from qae_lab.analysis.stats import Stat, moving_average, stat, within_spread
 
 __all__ = [
     "EXPERIMENTS",
@@ -390,6 +390,9 @@ def k_sweep_rows(runs: Sequence[Run], last: int = 20) -> list[dict]:
     ]
 
 
+_APART = {True: "no", False: "yes", None: None}  # within_spread (the seed ranges overlap) -> "seed ranges apart"
+
+
 def dynamic_sampling_rows(runs: Sequence[Run], last: int = 20) -> list[dict]:
     r"""The dynamic-sampling comparison, one row per method (a :class:`~qae_lab.analysis.stats.Stat` over its seeds
     in each column), then ``with - without``: the difference of the means, for every method ``M+dynamic_sampling``
@@ -466,9 +469,7 @@ def dynamic_sampling_rows(runs: Sequence[Run], last: int = 20) -> list[dict]:
                     "method": "seed ranges apart",
                     "seeds": None,
                     **{
-                        c: None
-                        if with_[c] is None or base[c] is None or with_[c].n < 2 or base[c].n < 2
-                        else ("yes" if with_[c].lo > base[c].hi or base[c].lo > with_[c].hi else "no")
+                        c: None if with_[c] is None or base[c] is None else _APART[within_spread(with_[c], base[c])]
                         for c in columns
                     },
                 }

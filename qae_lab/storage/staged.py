@@ -4,6 +4,8 @@ each resume, beside the checkpoint rules they follow (:mod:`qae_lab.storage.resu
 :class:`StagedCheckpoints` is a mixin placed before TRL's ``GRPOTrainer`` in ``QAETrainer``'s bases: a save is written
 into ``<output_dir>/.staging/`` and renamed into place when complete, so an interrupted save never leaves a half
 ``checkpoint-N`` for a resume to pick; a resume names a missing or damaged file before ``torch.load`` meets it.
+
+Implementer's notes: docs/implementation.md, section ``qae_lab.storage.staged``.
 """
 
 from __future__ import annotations

@@ -350,7 +350,7 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         metrics = self._metrics["train"]
         metrics[DYNAMIC_SAMPLING_ROUNDS].append(float(len(rounds)))
         metrics[DYNAMIC_SAMPLING_GENERATIONS].append(float(len(rounds) * n_groups * g))
-        metrics[DYNAMIC_SAMPLING_GROUPS_DROPPED].append(float(sum(int((~s).sum()) for s in signal)))
+        metrics[DYNAMIC_SAMPLING_GROUPS_DROPPED].append(float(len(rounds) * n_groups - found))
         metrics[DYNAMIC_SAMPLING_GROUPS_WITHOUT_SIGNAL].append(float(short))
         metrics[DYNAMIC_SAMPLING_ZERO_ADV_FRAC].append(float((batch["advantages"] == 0).float().mean()))
         return batch

@@ -6,11 +6,12 @@ from __future__ import annotations
 import pytest
 import torch
 import transformers
+from testkit.step_setup import tiny_config
 
-from qae_lab.task.answers import strict_is_correct
-from qae_lab.task.data import prompt_text, synthetic_task
 from qae_lab.horizon import normalised_entropy
 from qae_lab.task import rollouts
+from qae_lab.task.answers import strict_is_correct
+from qae_lab.task.data import prompt_text, synthetic_task
 from qae_lab.task.models import load_policy
 from qae_lab.task.rollouts import (
     _completion_mask,
@@ -34,17 +35,7 @@ def embedded():
 def tiny(embedded):
     """A random 2-layer Qwen2 on the embedded tokenizer's vocabulary (high entropy everywhere)."""
     tok = embedded[1]
-    cfg = transformers.Qwen2Config(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        pad_token_id=tok.pad_token_id,
-        eos_token_id=tok.eos_token_id,
-    )
+    cfg = tiny_config(tok, max_position_embeddings=256)
     torch.manual_seed(0)
     return transformers.Qwen2ForCausalLM(cfg).double(), tok
 

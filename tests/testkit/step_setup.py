@@ -31,20 +31,25 @@ def fixed_reward(completions, reward, **kwargs) -> list[float]:
     return [float(r) for r in reward]
 
 
+def tiny_config(tok, config_cls=transformers.Qwen2Config, **settings):
+    """The tiny models' shape on the embedded tokenizer's vocabulary (2 layers, hidden 32), ``settings`` on top."""
+    shape = {
+        "vocab_size": len(tok),
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 128,
+        "pad_token_id": tok.pad_token_id,
+        "eos_token_id": tok.eos_token_id,
+    }
+    return config_cls(**{**shape, **settings})
+
+
 def tiny_model(tok, seed: int = 0) -> transformers.Qwen2ForCausalLM:
     """A tiny random Qwen2 in float64 on the embedded tokenizer's vocabulary (high entropy: weights far from 1)."""
-    cfg = transformers.Qwen2Config(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=128,
-        tie_word_embeddings=True,
-        pad_token_id=tok.pad_token_id,
-        eos_token_id=tok.eos_token_id,
-    )
+    cfg = tiny_config(tok, tie_word_embeddings=True)
     torch.manual_seed(seed)
     return transformers.Qwen2ForCausalLM(cfg).double().train()
 

@@ -16,7 +16,16 @@ from pathlib import Path
 import pytest
 import torch
 import transformers
-from testkit.step_setup import REWARDS, assert_same_grads, fixed_reward, make_trainer, rows, tiny_model, trainer_grads
+from testkit.step_setup import (
+    REWARDS,
+    assert_same_grads,
+    fixed_reward,
+    make_trainer,
+    rows,
+    tiny_config,
+    tiny_model,
+    trainer_grads,
+)
 from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import split_tensor_dict
 
@@ -76,7 +85,6 @@ OFF_DEFAULT = {
     "max_completion_length": {"loss_type": "dr_grpo", "max_completion_length": 40},
     "loss_type": {"loss_type": "grpo"},
 }
-BESIDE = {"use_bias_correction_kl": {"beta": 0.3}, "max_completion_length": {"loss_type": "dr_grpo"}}
 
 
 def _moved_grads(tmp_path, tok, trainer_cls, config_cls, **settings):
@@ -105,7 +113,8 @@ def test_each_loss_option_off_default_is_trls_and_changes_the_step(tmp_path, tok
     ours = _moved_grads(tmp_path / "qae", tok, QAETrainer, QAEConfig, **settings)
     theirs = _moved_grads(tmp_path / "trl", tok, GRPOTrainer, GRPOConfig, **settings)
     assert_same_grads(ours, theirs)
-    default = _moved_grads(tmp_path / "default", tok, QAETrainer, QAEConfig, **BESIDE.get(option, {}))
+    beside = {name: value for name, value in settings.items() if name != option}  # what the option needs with it
+    default = _moved_grads(tmp_path / "default", tok, QAETrainer, QAEConfig, **beside)
     assert any(not torch.allclose(ours[n], default[n], rtol=1e-4, atol=1e-8) for n in ours), option
 
 
@@ -144,22 +153,15 @@ def test_several_micro_batches_per_generation_step_as_trl(tmp_path, tok):
 
 
 def _moe(tok):
-    cfg = transformers.Qwen2MoeConfig(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
+    cfg = tiny_config(
+        tok,
+        transformers.Qwen2MoeConfig,
         moe_intermediate_size=16,
         shared_expert_intermediate_size=16,
         num_experts=4,
         num_experts_per_tok=2,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=128,
         output_router_logits=True,
         router_aux_loss_coef=0.5,
-        pad_token_id=tok.pad_token_id,
-        eos_token_id=tok.eos_token_id,
     )
     torch.manual_seed(2)
     return transformers.Qwen2MoeForCausalLM(cfg).train()  # float32: the experts' grouped matmul takes no float64
