@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import decimal
+import json
 import math
 import numbers
 import os
+import re
+import urllib.parse
 
 import torch
 
@@ -32,6 +36,11 @@ __all__ = [
     "check_mask",
     "snap_to_integer",
     "credential_name",
+    "address_credential",
+    "plain_value",
+    "json_value",
+    "json_mapping",
+    "check_path",
     "non_finite",
     "value_checks",
     "checking_values",
@@ -302,6 +311,151 @@ def credential_name(name: str) -> bool:
     """
     parts = str(name).upper().split("_")
     return parts[-1] == "TOKEN" or bool(_CREDENTIAL_PARTS & set(parts))
+
+
+# the parts of an address's query key (split at _ - . and spaces, any case) that mark a credential
+_QUERY_CREDENTIAL_PARTS = _CREDENTIAL_PARTS | {
+    "TOKEN",
+    "PWD",
+    "PASS",
+    "SIGNATURE",
+    "SIG",
+    "AUTH",
+    "AUTHORIZATION",
+    "SESSION",
+    "JWT",
+    "BEARER",
+}
+
+
+def address_credential(text) -> str | None:
+    r"""Which part of an address ``text`` carries a credential, in words without the credential itself: a user part
+    (``scheme://user@host``), a password (``user:pw@``), or a query or fragment key whose name marks a token, key,
+    secret, password or signature (``?api_key=``, ``#access_token=``, ``X-Amz-Signature=``); None for an address
+    without one, and for text that is no address.
+
+    >>> address_credential("https://TOKEN@tracking.example"), address_credential("http://h:8000/?api_key=abc")
+    ('a user part (scheme://user@host)', "the query key 'api_key'")
+    >>> [address_credential(t) for t in ("https://tracking.example:5000/x?run=3", "file:///tmp/mlruns", "sdpa")]
+    [None, None, None]
+    """
+    if not isinstance(text, str) or ":" not in text:
+        return None
+    try:
+        parts = urllib.parse.urlsplit(text.strip())
+        user, password = parts.username, parts.password
+    except ValueError:  # not an address at all (e.g. an unbalanced bracket)
+        return None
+    if password is not None:
+        return "a password (scheme://user:password@host)"
+    if user is not None:
+        return "a user part (scheme://user@host)"
+    for where, piece in (("query", parts.query), ("fragment", parts.fragment)):
+        for key, _value in urllib.parse.parse_qsl(piece, keep_blank_values=True):
+            if _QUERY_CREDENTIAL_PARTS & set(re.split(r"[_\-.\s]+", key.upper())):
+                return f"the {where} key {key!r}"
+    return None
+
+
+def plain_value(value):
+    r"""A setting's value with every number as Python's own: numpy and torch scalars become ``int``, ``float`` or
+    ``bool``, arrays and tensors lists, ``Decimal`` a float, through lists, tuples and mappings; the rest as given.
+    Settings are checked and recorded in this form, so a number means the same whatever type it came in.
+
+    >>> import numpy as np
+    >>> plain_value({"w": [np.float32(0.5), torch.tensor(2), np.bool_(True)]}), plain_value(np.array([1.0, 2.0]))
+    ({'w': [0.5, 2, True]}, [1.0, 2.0])
+    """
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    if isinstance(value, torch.Tensor) or type(value).__module__ == "numpy":
+        return plain_value(value.tolist()) if hasattr(value, "tolist") else value
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    if isinstance(value, dict):
+        return {k: plain_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(plain_value(v) for v in value)
+    return value
+
+
+def _unique_keys(pairs: list) -> dict:
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"{key!r} is set twice in one JSON object: set it once")
+        out[key] = value
+    return out
+
+
+def json_value(text: str, name: str):
+    r"""A setting's JSON text as a value, a key given twice in an object refused (``json.loads`` keeps the last), as
+    text that is not JSON; errors name ``name``.
+
+    >>> json_value("[1, 2]", "levels")
+    [1, 2]
+    >>> json_value('{"a": 1, "a": 2}', "model_init_kwargs")
+    Traceback (most recent call last):
+    ValueError: model_init_kwargs: 'a' is set twice in one JSON object: set it once
+    """
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{name}: not valid JSON ({err})") from None
+    except RecursionError:
+        raise ValueError(f"{name}: nested too deep to read") from None
+    except ValueError as err:  # a key given twice
+        raise ValueError(f"{name}: {err}") from None
+
+
+def json_mapping(text: str, name: str) -> dict:
+    r"""A mapping setting's JSON object string (``'{"dtype": "bfloat16"}'``) as a dict, read as JSON reads it (its
+    strings stay strings; :func:`json_value`); JSON that is no object is refused. Every form of a mapping setting is
+    read by this one function before any check.
+
+    >>> json_mapping(' {"dtype": "bfloat16", "use_cache": false}', "model_init_kwargs")
+    {'dtype': 'bfloat16', 'use_cache': False}
+    """
+    value = json_value(text, name)
+    if not isinstance(value, dict):
+        raise ValueError(f"{name} must be a JSON object ({{...}}), got {type(value).__name__}")
+    return value
+
+
+_PATH_MAX, _NAME_MAX = 4096, 255  # bytes: the longest path and file name Linux and macOS accept
+
+
+def check_path(value, name: str) -> str:
+    r"""``value`` as a path string the file system can take, or a ``ValueError`` naming ``name`` and what is wrong:
+    not a string, empty, a NUL byte, not encodable, a name longer than 255 bytes or a path longer than 4096.
+
+    >>> check_path("runs/my-run", "output_dir")
+    'runs/my-run'
+    >>> check_path("runs/a\x00b", "output_dir")
+    Traceback (most recent call last):
+    ValueError: output_dir holds a NUL byte (at 6), which no file system takes in a path
+    """
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{name} must be a non-empty path, got {value!r}")
+    if "\x00" in value:
+        raise ValueError(f"{name} holds a NUL byte (at {value.index(chr(0))}), which no file system takes in a path")
+    try:
+        encoded = os.fsencode(value)
+    except UnicodeError:
+        raise ValueError(f"{name} holds characters the file system cannot encode: {value!r}") from None
+    longest = max(len(part) for part in encoded.split(b"/"))
+    if len(encoded) > _PATH_MAX or longest > _NAME_MAX:
+        raise ValueError(
+            f"{name} is too long for a file system ({len(encoded)} bytes, a name of {longest}; at most "
+            f"{_PATH_MAX} and {_NAME_MAX})"
+        )
+    return value
 
 
 def non_finite(value, name: str) -> str | None:

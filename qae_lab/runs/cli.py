@@ -12,7 +12,8 @@ overrides: :mod:`qae_lab.runs.presets`; the ``--method`` names: :mod:`qae_lab.me
     python -m qae_lab export runs/cpu-demo-20260101-120000 exported  # merged 16-bit model + card (qae_lab.runs.export)
 
 Ctrl-C during training saves a resumable checkpoint (:func:`qae_lab.train.callbacks.train_resumable`)
-and exits with status 130; a failed check exits with status 2 and says why.
+and exits with status 130; a failed check exits with status 2 and says why; a run that ends before its last step
+on its own (not finished: no model, :func:`qae_lab.runs.pipeline.train`) exits with status 1.
 """
 
 from __future__ import annotations
@@ -123,7 +124,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None, *, report=None) -> int:
-    r"""The ``qae-lab`` / ``python -m qae_lab`` entry point; returns the exit status (130 when interrupted).
+    r"""The ``qae-lab`` / ``python -m qae_lab`` entry point; returns the exit status (130 when interrupted, 1 when the
+    run ended short of its steps on its own).
 
     Every check (settings, data folder, run folder, checkpoint) runs before anything loads, with
     ``--dry-run`` too: :func:`qae_lab.runs.run_plan.plan` makes the run folder's one
@@ -136,7 +138,7 @@ def main(argv: list[str] | None = None, *, report=None) -> int:
     ...     main(["train", "--set", "max_steps=0", "--dry-run"])
     2
     >>> print(err.getvalue().strip())
-    qae-lab: error: preset 'cpu-demo' with overrides {'max_steps': 0}: max_steps must be -1 (train num_train_epochs epochs) or >= 1, got 0
+    qae-lab: error: preset 'cpu-demo' with overrides {'max_steps': 0}: max_steps must be -1 (train num_train_epochs epochs) or in [1, 100000] (MAX_STEPS: the Trainer keeps every logged step in memory), got 0
     """
     parser = _parser()
     args, flags = parser.parse_known_args(argv)
@@ -189,7 +191,7 @@ def main(argv: list[str] | None = None, *, report=None) -> int:
     except RunFolderError as err:
         print(f"qae-lab: error: {err}", file=sys.stderr)
         return 2
-    return 130 if result["interrupted"] else 0
+    return 130 if result["interrupted"] else 1 if result.get("finished") is False else 0
 
 
 def _resolved(plan: dict, run: RunArgs, cfg, command: str) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from qae_lab._checks import check_choice
+from qae_lab._checks import check_choice, check_path
 from qae_lab.storage.resume import (
     checkpoint_problems,
     checkpoints,
@@ -53,9 +53,11 @@ from qae_lab.storage.folder import (
     MODEL_DIR,
     STAGING_DIR,
     RunFolderError,
+    atomic_write_text,
     check_folder,
     read_json,
     read_log,
+    read_text,
     step_rows,
     symlinks,
 )
@@ -160,7 +162,10 @@ def model_problems(folder: Path) -> list[str]:
             problems.append(safetensors_problem(path))
         elif path.suffix == ".json":
             try:
-                data = json.loads(path.read_text(encoding="utf-8"))
+                data = json.loads(read_text(path))
+            except RunFolderError as err:  # replaced by a link or a pipe since it was listed: never read through
+                problems.append(str(err))
+                continue
             except (ValueError, UnicodeDecodeError, RecursionError) as err:
                 problems.append(f"{path.name} is damaged (not JSON: {str(err)[:100]})")
                 continue
@@ -288,6 +293,7 @@ def export_run(
     if adapter_only and dtype is not None:
         raise ValueError(f"dtype={dtype!r} applies to a merged model: an adapter (adapter_only) is written as trained")
     dtype = check_choice("bfloat16" if dtype is None else dtype, "dtype", DTYPES)
+    check_path(run_dir, "run_dir"), check_path(out, "out")  # a NUL byte, a name too long: named before any look
     if push_to_hub is not None and not _REPO_ID.match(push_to_hub):
         raise ValueError(f"push_to_hub must be a Hub repository id 'owner/name', got {push_to_hub!r}")
     source = find_source(run_dir, checkpoint)
@@ -315,9 +321,9 @@ def export_run(
                 merged.generation_config.pad_token_id = tok.pad_token_id
             merged.save_pretrained(staged, safe_serialization=True)
         tok.save_pretrained(staged)
-        (staged / "README.md").write_text(model_card(source, dtype=None if adapter_only else dtype), encoding="utf-8")
+        atomic_write_text(staged / "README.md", model_card(source, dtype=None if adapter_only else dtype))
         if source.config:
-            (staged / "qae_lab_run.json").write_text(json.dumps(source.config, indent=1), encoding="utf-8")
+            atomic_write_text(staged / "qae_lab_run.json", json.dumps(source.config, indent=1))
         if out.is_dir() and not any(out.iterdir()):
             out.rmdir()  # an empty folder made for the export: replaced, nothing in it is lost
         publish_dir(staged, out)

@@ -29,17 +29,31 @@ from qae_lab.train.callbacks import RunLogger, train_resumable, use_compact_prog
 from qae_lab.task.data import sa_ah_split, synthetic_task, to_grpo_dataset
 from qae_lab.task.sums import sums_task
 from qae_lab.task.evaluate import EvalResult, evaluate
+from qae_lab.runs.costs import over_limits
 from qae_lab.runs.export import save_model
 from qae_lab.methods import method_name
 from qae_lab.task.models import load_policy, lora_config
 from qae_lab.runs.presets import RunArgs, build  # noqa: F401 -- build: the doctests
-from qae_lab.train.regime_eval import add_regime_eval
+from qae_lab.train.regime_eval import SPLIT_DRAWS, add_regime_eval
 from qae_lab.storage.resume import RESUME, ResumePlan, claim, plan_run
 from qae_lab.task.rewards import REWARDS
 from qae_lab.storage.folder import MODEL_DIR, jsonable, read_log
 from qae_lab.train.trainer import QAETrainer
 
-__all__ = ["load_records", "evaluate_run", "eval_line", "make_trainer", "run_record", "run_settings", "train"]
+__all__ = [
+    "load_records",
+    "reward_functions",
+    "check_run",
+    "evaluate_run",
+    "eval_line",
+    "make_trainer",
+    "run_record",
+    "run_settings",
+    "train",
+]
+
+REGIME_BATCH = 16
+"""Held-out prompts per ``generate`` call of the regime evaluation (:func:`qae_lab.train.regime_eval.add_regime_eval`)."""
 
 
 def load_records(run: RunArgs) -> tuple[list[dict], list[dict]]:
@@ -56,6 +70,63 @@ def load_records(run: RunArgs) -> tuple[list[dict], list[dict]]:
         draw(run.n_train, levels=run.levels, seed=run.data_seed),
         draw(run.n_eval, levels=run.levels, seed=run.data_seed + 1),
     )
+
+
+def reward_functions(run: RunArgs) -> list[Callable]:
+    r"""The reward functions the run trains on: one, ``run.reward``'s (:data:`qae_lab.task.rewards.REWARDS`).
+
+    >>> [f.__name__ for f in reward_functions(RunArgs())]
+    ['strict_correctness_reward']
+    """
+    return [REWARDS[run.reward]]
+
+
+def check_run(run: RunArgs, cfg) -> None:
+    r"""Refuse a run that no machine could hold or that would train nothing, before anything loads; each setting is
+    named with what to change. :func:`qae_lab.runs.run_plan.plan` calls it (the dry run too), and so do :func:`train`
+    and :func:`make_trainer` when they make the run's plan themselves.
+
+    Refused: a size setting above its largest accepted value (:func:`qae_lab.runs.costs.over_limits`); fewer training
+    problems than one generation batch draws (``generation_batch_size // num_generations`` prompts: TRL's sampler
+    drops an incomplete batch, so the run would train no step); ``reward_weights`` that are not one weight per reward
+    function (:func:`reward_functions`); fewer problems than ``levels`` in the synthetic or sums task, training ones
+    or held-out ones when an evaluation uses them (the problems cycle through the levels: a level past the count
+    would get none).
+
+    >>> check_run(*build("cpu-demo", ["n_train=4"], output_dir="unused"))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: n_train=4 is fewer than the 8 prompts one generation batch draws (generation_batch_size 64 / ...
+    """
+    said = over_limits(run, cfg, regime_batch=REGIME_BATCH, regime_draws=SPLIT_DRAWS)
+    if said:
+        said[0] = "settings beyond what one machine or run holds (docs/command-line.md, 'Largest settings'): " + said[0]
+    prompts = cfg.generation_batch_size // cfg.num_generations  # TRL's RepeatSampler: a generation batch's prompts
+    if run.n_train < prompts:
+        said.append(
+            f"n_train={run.n_train} is fewer than the {prompts} prompts one generation batch draws "
+            f"(generation_batch_size {cfg.generation_batch_size} / num_generations {cfg.num_generations}); TRL's "
+            f"sampler drops an incomplete batch, so the run would train no step: set n_train >= {prompts}, or draw "
+            f"fewer prompts a step (a smaller per_device_train_batch_size, steps_per_generation or "
+            f"gradient_accumulation_steps, or a larger num_generations)"
+        )
+    functions = reward_functions(run)
+    if cfg.reward_weights is not None and len(cfg.reward_weights) != len(functions):
+        said.append(
+            f"reward_weights holds {len(cfg.reward_weights)} weights, but the run trains on {len(functions)} reward "
+            f"function{'s' if len(functions) > 1 else ''} ({', '.join(f.__name__ for f in functions)}, of "
+            f"reward={run.reward!r}): give one weight per function, or leave reward_weights unset"
+        )
+    held_out = run.evaluate or cfg.regime_eval_steps is not None  # n_eval's problems are used
+    for name in ("n_train", "n_eval") if held_out else ("n_train",):
+        if run.task != "gsm8k" and getattr(run, name) < len(run.levels):
+            said.append(
+                f"{name}={getattr(run, name)} is fewer than the {len(run.levels)} levels {list(run.levels)}: the "
+                f"problems cycle through the levels, so levels {list(run.levels[getattr(run, name) :])} would get "
+                f"none; set {name} >= {len(run.levels)} or name fewer levels"
+            )
+    if said:
+        raise ValueError("; ".join(said))
 
 
 def evaluate_run(
@@ -160,8 +231,13 @@ def train(
     run (a larger ``max_steps``) moves its ``eval_after.json`` and ``model/`` to ``finished-step<S>/`` once the
     checkpoint has loaded (:class:`~qae_lab.train.callbacks.RunLogger`), so a resume that fails leaves them in place.
 
+    A run is finished when it trained every step it was asked for. One that is not (Ctrl-C, or an end of its own
+    before the last step) writes no ``model/`` and no "after" evaluation, and a report page only when it trained a
+    step, marked interrupted or stopped early; Ctrl-C leaves a checkpoint to resume (:class:`TrainOutcome
+    <qae_lab.train.callbacks.TrainOutcome>`).
+
     Returns:
-        dict with ``output_dir``, ``interrupted``, ``checkpoint`` (when interrupted), ``global_step``,
+        dict with ``output_dir``, ``interrupted``, ``finished``, ``checkpoint`` (when interrupted), ``global_step``,
         ``wall_s``, ``before`` / ``after`` (evaluation summaries or None) and ``report`` (its path).
 
     >>> import contextlib, io, tempfile
@@ -179,6 +255,7 @@ def train(
         torch.set_num_threads(run.torch_threads)
     try:
         if plan is None:
+            check_run(run, cfg)
             plan = plan_run(cfg.output_dir, resume=resume_from_checkpoint, settings=run_settings(run, cfg))
         elif resume_from_checkpoint is not None:
             raise ValueError("give the run's plan or resume_from_checkpoint, not both")
@@ -233,6 +310,7 @@ def make_trainer(
     ('QAETrainer', ['strict_correctness_reward'], 16, 4)
     """
     if plan is None:
+        check_run(run, cfg)
         plan = plan_run(cfg.output_dir, resume=resume or None, settings=run_settings(run, cfg))
     elif Path(plan.folder).resolve() != Path(cfg.output_dir).resolve():
         raise ValueError(f"the plan is for {plan.folder}/, the trainer writes to {cfg.output_dir}/")
@@ -254,7 +332,7 @@ def make_trainer(
         )
         trainer = QAETrainer(
             model=model,
-            reward_funcs=[REWARDS[run.reward]],
+            reward_funcs=reward_functions(run),
             args=cfg,
             train_dataset=to_grpo_dataset(train_recs),
             processing_class=tok,
@@ -262,7 +340,7 @@ def make_trainer(
             callbacks=[logger, *callbacks],
         )
         # with regime_eval_steps: the first regime_eval_prompts held-out problems (a resume reads its split back now)
-        add_regime_eval(trainer, eval_recs, resume=plan.kind == RESUME)
+        add_regime_eval(trainer, eval_recs, resume=plan.kind == RESUME, batch_size=REGIME_BATCH)
     except BaseException:
         if lock is not None:
             lock.release()  # nothing trains: the folder is free again (a fresh claim leaves only its marker)
@@ -317,6 +395,8 @@ def _train_and_write(
         print(eval_line("before", before), flush=True)
     trainer.accelerator.wait_for_everyone()
     outcome = train_resumable(trainer, plan.resume_from)
+    asked = trainer.state.max_steps  # max_steps, or the Trainer's count of num_train_epochs' steps
+    finished = not outcome.interrupted and outcome.global_step >= asked
     after = None
     if outcome.interrupted:
         print(
@@ -329,6 +409,18 @@ def _train_and_write(
             ),
             flush=True,
         )
+    elif not finished:  # ended on its own before its last step: not a trained run
+        print(
+            f"the run trained {outcome.global_step} of the {asked} steps it was asked for, so it is not finished: "
+            f"no {MODEL_DIR}/ and no evaluation after training were written"
+            + (
+                " nor a report page (nothing trained; the likely cause: fewer training problems than one generation "
+                "batch draws)"
+                if outcome.global_step == 0
+                else ""
+            ),
+            flush=True,
+        )
     else:
         if run.save_model and (trains_on or not (out / MODEL_DIR).is_dir()):  # staged and renamed: never half
             save_model(trainer, out, replace=True)  # a model/ left by an interrupted end is kept aside
@@ -336,12 +428,15 @@ def _train_and_write(
             after = evaluate_run(trainer.model, tok, eval_recs, run, cfg, out / "eval_after.json", reuse=not trains_on)
             print(eval_line("after", after), flush=True)
     wall = time.time() - t0
-    page = _report(report, out, run, cfg, preset, command, outcome, wall, before, after) if main and report else None
+    # a report page for a run that trained at least one step: finished, or marked interrupted / stopped early
+    drawn = main and report and outcome.global_step > 0
+    page = _report(report, out, run, cfg, preset, command, outcome, finished, wall, before, after) if drawn else None
     if main:
         print(f"run folder: {out}" + (f"  (report: {page})" if page else ""), flush=True)
     return {
         "output_dir": str(out),
         "interrupted": outcome.interrupted,
+        "finished": finished,
         "checkpoint": outcome.checkpoint,
         "global_step": outcome.global_step,
         "wall_s": wall,
@@ -351,7 +446,9 @@ def _train_and_write(
     }
 
 
-def _report(draw, out: Path, run: RunArgs, cfg, preset, command, outcome, wall: float, before, after) -> Path:
+def _report(
+    draw, out: Path, run: RunArgs, cfg, preset, command, outcome, finished: bool, wall: float, before, after
+) -> Path:
     """``report.html`` of a run, drawn by ``draw``: its facts, the before/after table, the curves of ``log.jsonl``."""
     evals = {
         name: {"overall": r.summary, "levels": r.by_level}
@@ -368,7 +465,8 @@ def _report(draw, out: Path, run: RunArgs, cfg, preset, command, outcome, wall: 
         "K": cfg.quantile_k,
         "alpha": cfg.alpha,
         "learning rate": cfg.learning_rate,
-        "steps": f"{outcome.global_step} / {cfg.max_steps}" + (" (interrupted)" if outcome.interrupted else ""),
+        "steps": f"{outcome.global_step} / {cfg.max_steps}"
+        + (" (interrupted)" if outcome.interrupted else "" if finished else " (stopped early: not finished)"),
         "prompts x completions per step": f"{cfg.generation_batch_size // cfg.num_generations} x {cfg.num_generations}",
         "wall time (this process)": f"{wall:.0f} s",
     }

@@ -29,6 +29,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from qae_lab._checks import check_int, check_path, plain_value
 from qae_lab.task.data import LEVELS
 from qae_lab.methods import check_ratio_partners, method_settings
 from qae_lab.task.rewards import SUCCESS_BANDS, check_reward
@@ -50,6 +51,8 @@ __all__ = [
 
 
 DTYPES = ("auto", "bfloat16", "float16", "float32")
+MAX_THREADS = 1_024
+"""The most CPU threads a run takes (``torch_threads``): more than the hardware threads of one machine."""
 
 
 @dataclass
@@ -63,7 +66,7 @@ class RunArgs:
     >>> RunArgs(n_eval=0)
     Traceback (most recent call last):
     ...
-    ValueError: n_eval must be >= 1, got 0
+    ValueError: n_eval must be an int >= 1, got 0
     """
 
     model: str = "embedded"
@@ -104,14 +107,18 @@ class RunArgs:
     set success_threshold=5.0 with it); 'math_verify' (0/1 by the math-verify package: the verify extra)"""
 
     def __post_init__(self):
+        for f in dataclasses.fields(self):  # numbers as Python's own (numpy, torch, Decimal), as QAEConfig holds them
+            setattr(self, f.name, plain_value(getattr(self, f.name)))
+        for name in ("model", "gsm8k_path"):  # a folder or a Hub id: a path the file system can take
+            if getattr(self, name) is not None:
+                check_path(getattr(self, name), name)
+        for name in ("n_train", "n_eval", "eval_samples", "eval_batch_size", "lora_r", "data_seed"):
+            check_int(getattr(self, name), name, 0 if name == "data_seed" else 1)
         if self.task not in ("synthetic", "sums", "gsm8k"):
             raise ValueError(f"task must be 'synthetic', 'sums' or 'gsm8k', got {self.task!r}")
         self.levels = tuple(self.levels)
         if not self.levels or not set(self.levels) <= set(LEVELS):
             raise ValueError(f"levels must be a non-empty subset of {LEVELS}, got {self.levels!r}")
-        for name in ("n_train", "n_eval", "eval_samples", "eval_batch_size", "lora_r"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
         check_reward(self.reward)  # a REWARDS name; "math_verify" only with the verify extra installed
@@ -123,6 +130,11 @@ class RunArgs:
         for name in ("eval_max_new_tokens", "torch_threads"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be None or >= 1, got {getattr(self, name)}")
+        if self.torch_threads is not None and self.torch_threads > MAX_THREADS:
+            raise ValueError(
+                f"torch_threads must be at most {MAX_THREADS} (more than one machine's hardware threads), got "
+                f"{self.torch_threads}"
+            )
 
 
 def _checkpointing_field() -> str:

@@ -21,8 +21,10 @@ from qae_lab.runs.presets import (
     field_types,
     fields,
 )
+from qae_lab._checks import check_path
 from qae_lab.storage.resume import plan_run
-from qae_lab.runs.pipeline import load_records, run_settings
+from qae_lab.runs.pipeline import check_run, load_records, run_settings
+from qae_lab.task.data import GSM8K_ENV
 from qae_lab.storage.folder import CONFIG_NAME, RunFolderError, RunLock, jsonable
 from qae_lab.runs.settings import apply_env, check_env, outgoing, outgoing_lines, read_config
 
@@ -74,7 +76,8 @@ def _main_process_folder(cfg) -> str:
 
 
 def plan(args) -> dict[str, Any]:
-    r"""Everything ``train`` checks before anything loads: settings, the run folder, the checkpoint to resume.
+    r"""Everything ``train`` checks before anything loads: settings (each alone, and together:
+    :func:`qae_lab.runs.pipeline.check_run`), the run folder, the checkpoint to resume, a local data file.
 
     Returns ``{"run", "cfg", "preset", "method", "sets", "config", "config_values", "flags", "plan", "resume",
     "notes", "overwrite"}``: ``plan`` is the run folder's :class:`~qae_lab.storage.resume.ResumePlan`
@@ -100,6 +103,9 @@ def plan(args) -> dict[str, Any]:
     """
     preset, method, sets, built = args.preset, args.method, list(args.sets), {}
     config, flags = getattr(args, "config", None), list(getattr(args, "flags", None) or [])
+    for flag, path in (("--config", config), ("--resume", args.resume), ("--output-dir", args.output_dir)):
+        if path is not None:
+            check_path(path, flag)  # before any file is looked for: a NUL byte, a name too long
     file_values, env = read_config(config) if config is not None else (None, {})
     if args.resume:
         if config is not None:
@@ -149,9 +155,10 @@ def plan(args) -> dict[str, Any]:
     busy = RunLock(cfg.output_dir).busy()  # another process writes the folder now: refused here, dry run included
     if busy:
         raise RunFolderError(busy)
-    # the env is set now, before the data check below and anything that loads (its variables are read later)
+    # the env is set now, before the checks below and anything that loads (its variables are read later)
     env_lines = apply_env(env)
-    if run.task == "gsm8k" and (run.gsm8k_path or os.environ.get("QAE_LAB_GSM8K_DIR")):
+    check_run(run, cfg)  # sizes one machine holds, a step's prompts, a weight per reward function, the levels
+    if run.task == "gsm8k" and (run.gsm8k_path or os.environ.get(GSM8K_ENV)):
         load_records(run)  # a local data file is read now (seconds): its errors name the file, line and field
     notes = ready.lines() + [f"env: {line}" for line in env_lines] + outgoing_lines(cfg)
     return {

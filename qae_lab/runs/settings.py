@@ -30,7 +30,6 @@ import os
 import re
 import types
 import typing
-import urllib.parse
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -38,7 +37,7 @@ from typing import Any
 import torch
 import yaml
 
-from qae_lab._checks import credential_name
+from qae_lab._checks import address_credential, credential_name, json_mapping, json_value
 
 __all__ = [
     "ORDINARY",
@@ -213,8 +212,10 @@ class FieldParser:
         """One field's value, typed by the parser's action for it; errors name ``source`` and the field."""
         if name not in self.actions:
             raise self._unknown(name, source)
-        if self.admit(name, source) == SENDS_OUT and _holds_password(value):
-            raise ValueError(f"{source}: {name} {_URL_PASSWORD}")
+        self.admit(name, source)
+        refusal = _address_refusal(value, f"{source}: {name}")
+        if refusal:
+            raise refusal
         action, hint = self.actions[name], self.hints[name]
         if value is None or (
             isinstance(value, str)
@@ -232,6 +233,8 @@ class FieldParser:
             if _allows(hint, list):  # e.g. report_to: a string or a list of strings; the dataclass checks the items
                 return [str(v) for v in value]
             raise ValueError(f"{source}: {name} takes one value, not a list (got {list(value)!r})")
+        if isinstance(value, str) and value.strip().startswith("{") and _allows(hint, dict):
+            value = json_mapping(value, f"{source}: {name}")  # read here as in every form (QAEConfig reads the same)
         if isinstance(value, dict):
             if not _allows(hint, dict):
                 raise ValueError(f"{source}: {name} takes no mapping (got {value!r})")
@@ -263,18 +266,18 @@ class FieldParser:
             if name not in self.actions:
                 raise self._unknown(name, f"--set {item}")
             # before the value is read or repeated (it may be a secret)
-            if self.admit(name, f"--set {name}") == SENDS_OUT and _holds_password(raw):
-                raise ValueError(f"--set {name}: {name} {_URL_PASSWORD}")
+            self.admit(name, f"--set {name}")
+            refusal = _address_refusal(raw, f"--set {name}: {name}")
+            if refusal:
+                raise refusal
             value: Any = raw
             if raw.strip().startswith(("[", "{")):
-                try:
-                    value = json.loads(raw)
-                except json.JSONDecodeError as err:
-                    raise ValueError(f"--set {item}: {name}: not valid JSON ({err})") from None
-                except RecursionError:
-                    raise ValueError(f"--set {name}: nested too deep to read") from None
+                value = json_value(raw, f"--set {name}")
             elif self.actions[name].nargs in ("+", "*"):
                 value = [part for part in raw.split(",") if part.strip()]
+            refusal = _address_refusal(value, f"--set {name}: {name}")  # the items of a list, unrepeated too
+            if refusal:
+                raise refusal
             out[name] = self.value(name, value, f"--set {item}")
         return out
 
@@ -310,23 +313,18 @@ class FieldParser:
         return out
 
 
-_URL_PASSWORD = (
-    "is an address with a password in it (scheme://user:password@host), which a run would record: give the "
-    "address without it, and the password the way its client takes one from the shell's environment"
-)
-
-
-def _holds_password(value) -> bool:
-    """Whether ``value`` (a string, or a list of them) is an address that carries a password (``user:pw@host``)."""
-    items = value if isinstance(value, (list, tuple)) else [value]
-    for item in items:
-        if isinstance(item, str) and "@" in item:
-            try:
-                if urllib.parse.urlsplit(item.strip()).password is not None:
-                    return True
-            except ValueError:  # not an address at all
-                continue
-    return False
+def _address_refusal(value, where: str) -> ValueError | None:
+    """The refusal of ``value`` (a string, or a list of them) when it is an address that carries a credential
+    (:func:`qae_lab._checks.address_credential`), naming ``where`` and the part, never the value; else None."""
+    for item in value if isinstance(value, (list, tuple)) else [value]:
+        part = address_credential(item)
+        if part:
+            return ValueError(
+                f"{where} is an address with {part} in it, which a run would record (config.json, its checkpoints): "
+                f"give the address without it, and the credential the way its client takes one from the shell's "
+                f"environment"
+            )
+    return None
 
 
 # trackers that write local files only: report_to with these sends nothing out
@@ -389,19 +387,33 @@ MAX_CONFIG_BYTES = 1 << 20
 
 
 class _PlainLoader(yaml.SafeLoader):
-    """YAML's safe loader without aliases: ``*name`` repeats an anchored value, and aliases of aliases expand a
-    few hundred bytes into billions of items ("billion laughs") once printed or saved. A settings file never
-    needs one, so the first is refused where it stands (its line and column)."""
+    """YAML's safe loader without aliases and without repeated keys. ``*name`` repeats an anchored value, and
+    aliases of aliases expand a few hundred bytes into billions of items ("billion laughs") once printed or saved;
+    a key given twice in one mapping would let the last silently win. A settings file needs neither, so the first
+    is refused where it stands (its line and column; a repeated key's both lines)."""
 
     def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
             mark = self.peek_event().start_mark
-            raise _AliasRefused(f"line {mark.line + 1}, column {mark.column + 1}")
+            raise _Refused(
+                f"line {mark.line + 1}, column {mark.column + 1}: an alias (*name) repeats another value; write the "
+                f"value out instead"
+            )
         return super().compose_node(parent, index)
 
+    def construct_mapping(self, node, deep=False):
+        lines: dict = {}
+        for key_node, _value in node.value:
+            key = self.construct_object(key_node, deep=True) if isinstance(key_node, yaml.ScalarNode) else None
+            line = key_node.start_mark.line + 1
+            if key is not None and key in lines:
+                raise _Refused(f"{key!r} is set twice, on line {lines[key]} and line {line}: set it once")
+            lines.setdefault(key, line)
+        return super().construct_mapping(node, deep=deep)
 
-class _AliasRefused(yaml.YAMLError):
-    """An alias in a config file (its message: where it stands)."""
+
+class _Refused(yaml.YAMLError):
+    """What a config file may not hold (an alias, a repeated key); its message says where and why."""
 
 
 def _config_text(path: Path) -> str:
@@ -447,10 +459,8 @@ def read_config(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, str]
     text = _config_text(path)
     try:
         loaded = yaml.load(text, Loader=_PlainLoader)  # a SafeLoader without aliases
-    except _AliasRefused as err:
-        raise ValueError(
-            f"config file {path}: {err}: an alias (*name) repeats another value; write the value out instead"
-        ) from None
+    except _Refused as err:
+        raise ValueError(f"config file {path}: {err}") from None
     except yaml.YAMLError as err:
         raise ValueError(f"config file {path}: not valid YAML ({err})") from None
     except RecursionError:
@@ -560,8 +570,9 @@ def check_env(env: dict, source: str = "env") -> dict[str, str]:
         if isinstance(value, (dict, list, tuple)) or value is None:
             raise ValueError(f"{source}: env: {name} needs one plain value (a string, number or true/false)")
         text = "true" if value is True else "false" if value is False else str(value)
-        if _holds_password(text):
-            raise ValueError(f"{source}: env: {name} {_URL_PASSWORD}")
+        refusal = _address_refusal(text, f"{source}: env: {name}")
+        if refusal:
+            raise refusal
         if name in ENV_SHELL_ONLY and os.environ.get(name) != text:
             raise ValueError(
                 f"{source}: env: {name} is read by {ENV_SHELL_ONLY[name]}, before a config file is read, so setting "

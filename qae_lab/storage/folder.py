@@ -2,6 +2,14 @@ r"""The run folder on disk: what a run writes there, and the rules that keep it 
 
 A run folder is someone's data. Three rules hold for everything qae_lab writes into one:
 
+1. Nothing is truncated or written over without an explicit choice: a new run refuses a folder that holds a run,
+   and ``--overwrite`` deletes that run's files (:func:`run_files`, its trackers' among them) and only those.
+2. An interrupted write leaves the old state or the new one: small files are written to a temporary name and
+   renamed (:func:`atomic_write_text`); the log grows by whole, fsync-ed lines (:func:`append_lines`).
+3. Every file is opened as what it claims to be, through one opener (``_open_regular``): a regular file of the
+   run's own. A symbolic link is never written through or read through, a pipe never waited on; each is
+   refused, named.
+
 Implementer's notes: docs/implementation.md, section ``qae_lab.storage.folder``.
 """
 
@@ -19,7 +27,7 @@ import sys
 import time
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 try:  # the operating system's file locks (RunLock): fcntl on POSIX, msvcrt on Windows
     import fcntl
@@ -42,15 +50,21 @@ __all__ = [
     "MARKER_NAME",
     "LOCK_NAME",
     "REGIME_SPLIT_NAME",
+    "TENSORBOARD_DIR",
+    "EMISSIONS_NAME",
     "CHECKPOINT_NAME",
     "RunFolderError",
     "is_run_name",
     "symlinks",
+    "irregular",
+    "read_text",
+    "open_to_read",
     "fsync_dir",
     "atomic_write_text",
     "read_json",
     "jsonable",
     "append_line",
+    "append_lines",
     "log_row_problem",
     "read_log_lines",
     "read_log",
@@ -71,6 +85,14 @@ MARKER_NAME, LOCK_NAME = ".qae_lab-run.json", ".qae_lab-run.lock"
 REGIME_SPLIT_NAME = (
     "regime_split.json"  # the held-out set's start split (qae_lab.train.regime_eval), read back on a resume
 )
+# What the run's trackers write into the run folder, where transformers' callbacks put it (report_to). TensorBoard:
+# <output_dir>/runs/<date>_<host>/ (transformers' default_logdir; a resume adds a sub-folder of its own beside the
+# first). codecarbon: <output_dir>/emissions.csv, one row appended per training. Both are the run's: listed by
+# run_files, so a new run is refused beside them, --overwrite deletes them with the other files of the run it
+# replaces (no TensorBoard chart or emissions table mixes two runs), and a resume keeps and continues them.
+# transformers' default folder is named here, not set: whatever sub-folder each start gets, all is under runs/.
+TENSORBOARD_DIR, EMISSIONS_NAME = "runs", "emissions.csv"
+_TRACKER_FILES = (TENSORBOARD_DIR, EMISSIONS_NAME)
 _RUN_FILES = (
     CONFIG_NAME,
     LOG_NAME,
@@ -116,9 +138,15 @@ def _kind(mode: int) -> str:
     return "a file"
 
 
-def _irregular(path: Path) -> str | None:
-    """``'<path> is a symbolic link (to <target>), not a regular file'`` (or a folder, a named pipe, ...); None when
-    ``path`` is a regular file or is missing."""
+def irregular(path: str | os.PathLike) -> str | None:
+    r"""``'<path> is a symbolic link (to <target>), not a regular file'`` (or a folder, a named pipe, ...); None when
+    ``path`` is a regular file or is missing. Asks, opens nothing: what a plan checks before a run writes there.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp()); (d / "log.jsonl").symlink_to("/elsewhere/log.jsonl")
+    >>> irregular(d / "log.jsonl"), irregular(d / "missing.jsonl")
+    ('.../log.jsonl is a symbolic link (to /elsewhere/log.jsonl), not a regular file', None)
+    """
     try:
         mode = os.lstat(path).st_mode
     except (FileNotFoundError, NotADirectoryError):
@@ -134,13 +162,13 @@ def _open_regular(path: Path, flags: int, mode: int = 0o666) -> int:
     lacks it, an ``lstat`` first), a named pipe never waited on. Raises :class:`RunFolderError` naming what ``path``
     is instead; ``FileNotFoundError`` when it is missing (and ``flags`` do not create it)."""
     if not _NOFOLLOW:
-        problem = _irregular(path)
+        problem = irregular(path)
         if problem:
             raise RunFolderError(problem)
     try:
         fd = os.open(path, flags | _NOFOLLOW | _NONBLOCK | getattr(os, "O_BINARY", 0), mode)
     except OSError as err:
-        problem = _irregular(path) if err.errno in (errno.ELOOP, errno.EMLINK, errno.EISDIR, errno.ENXIO) else None
+        problem = irregular(path) if err.errno in (errno.ELOOP, errno.EMLINK, errno.EISDIR, errno.ENXIO) else None
         if problem:
             raise RunFolderError(problem) from None
         raise
@@ -151,9 +179,30 @@ def _open_regular(path: Path, flags: int, mode: int = 0o666) -> int:
     return fd
 
 
-def _read_text(path: Path, *, limit: int = -1, errors: str = "strict") -> str:
-    """The text of a regular file (:func:`_open_regular`): at most ``limit`` bytes when ``limit`` >= 0."""
-    with os.fdopen(_open_regular(path, os.O_RDONLY), "rb") as f:
+def open_to_read(path: str | os.PathLike) -> BinaryIO:
+    r"""A regular file opened for reading, in binary (``_open_regular``): a link, a folder or a pipe is refused with
+    :class:`RunFolderError` naming it; a missing file raises ``FileNotFoundError``.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp()); _ = (d / "a.bin").write_bytes(b"PK"); (d / "b.bin").symlink_to(d / "a.bin")
+    >>> with open_to_read(d / "a.bin") as f: f.read()
+    b'PK'
+    >>> open_to_read(d / "b.bin")
+    Traceback (most recent call last):
+    ...
+    qae_lab.storage.folder.RunFolderError: .../b.bin is a symbolic link (to .../a.bin), not a regular file
+    """
+    return os.fdopen(_open_regular(Path(path), os.O_RDONLY), "rb")
+
+
+def read_text(path: str | os.PathLike, *, limit: int = -1, errors: str = "strict") -> str:
+    r"""The text (UTF-8) of a regular file (:func:`open_to_read`): at most ``limit`` bytes when ``limit`` >= 0.
+
+    >>> import tempfile
+    >>> p = Path(tempfile.mkdtemp()) / "a.json"; _ = p.write_text('{"a": 1}'); read_text(p, limit=4)
+    '{"a"'
+    """
+    with open_to_read(path) as f:
         return f.read(limit).decode("utf-8", errors=errors)
 
 
@@ -213,7 +262,7 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     ('2\n', 1)
     """
     path = Path(path)
-    problem = _irregular(path)
+    problem = irregular(path)
     if problem:
         raise RunFolderError(f"{problem}: qae_lab replaces only regular files; move it away (nothing was written)")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -222,7 +271,7 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
         if tmp.is_symlink() or tmp.is_file():  # a leftover (or a planted link): removed, not written through
             tmp.unlink()
         elif os.path.lexists(tmp):
-            raise RunFolderError(f"{tmp} is in the way of writing {path.name}: {_irregular(tmp)}; move it away")
+            raise RunFolderError(f"{tmp} is in the way of writing {path.name}: {irregular(tmp)}; move it away")
         with os.fdopen(_open_regular(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
@@ -251,7 +300,7 @@ def read_json(path: str | os.PathLike, what: str = "file", *, expect: type | Non
     """
     path = Path(path)
     try:
-        text = _read_text(path)
+        text = read_text(path)
     except FileNotFoundError:
         raise RunFolderError(f"{what} {path} is missing") from None
     except RunFolderError as err:
@@ -291,18 +340,40 @@ def jsonable(x: Any) -> Any:
     return str(x)
 
 
+def append_lines(path: str | os.PathLike, rows: list[dict]) -> None:
+    r"""JSON lines appended in one write, flushed and fsync-ed: on disk before the call returns (NaN/inf become null).
+
+    The file is created if missing; only a regular file is appended to (``_open_regular``): a symbolic link, a
+    folder or a named pipe at ``path`` is refused with :class:`RunFolderError`, naming it, and nothing is written.
+
+    >>> import tempfile
+    >>> p = Path(tempfile.mkdtemp()) / "log.superseded.jsonl"
+    >>> append_lines(p, [{"step": 3, "reward": 0.5}, {"cut_line": '{"step": 4, "rew'}]); print(p.read_text(), end="")
+    {"step": 3, "reward": 0.5}
+    {"cut_line": "{\"step\": 4, \"rew"}
+    """
+    text = "".join(json.dumps(jsonable(row), allow_nan=False) + "\n" for row in rows)
+    try:
+        fd = _open_regular(Path(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    except RunFolderError as err:
+        raise RunFolderError(
+            f"{err}: qae_lab appends only to a regular file of the run's own (nothing was written)"
+        ) from None
+    with os.fdopen(fd, "ab") as f:
+        f.write(text.encode("utf-8"))
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def append_line(path: str | os.PathLike, row: dict) -> None:
-    r"""One JSON line appended, flushed and fsync-ed: on disk before the call returns (NaN/inf become null).
+    r"""One JSON line appended (:func:`append_lines`): on disk before the call returns (NaN/inf become null).
 
     >>> import tempfile
     >>> p = Path(tempfile.mkdtemp()) / "log.jsonl"
     >>> append_line(p, {"step": 1, "reward": float("nan")}); p.read_text()
     '{"step": 1, "reward": null}\n'
     """
-    with Path(path).open("a", encoding="utf-8") as f:
-        f.write(json.dumps(jsonable(row), allow_nan=False) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    append_lines(path, [row])
 
 
 def log_row_problem(row: Any) -> str | None:
@@ -353,7 +424,7 @@ def read_log_lines(path: str | os.PathLike) -> tuple[list[dict], str | None]:
     path = Path(path)
     path = path / LOG_NAME if path.is_dir() else path
     try:
-        text = _read_text(path, errors="replace")
+        text = read_text(path, errors="replace")
     except FileNotFoundError:
         return [], None
     except RunFolderError as err:
@@ -401,7 +472,7 @@ def read_log(path: str | os.PathLike, *, strict: bool = False) -> list[dict]:
         raise FileNotFoundError(f"no log at {path}: no step has been logged there yet")
     rows, cut = read_log_lines(path)
     if cut is not None and strict:
-        line = path.read_text(encoding="utf-8", errors="replace").rstrip("\n").count("\n") + 1
+        line = read_text(path, errors="replace").rstrip("\n").count("\n") + 1
         raise RunFolderError(f"{path}: line {line}, the last, is cut short ({cut[:60]!r})")
     return rows
 
@@ -428,13 +499,13 @@ def step_rows(rows: list[dict]) -> list[dict]:
 
 def run_files(folder: str | os.PathLike) -> list[str]:
     r"""The names in ``folder`` that a run writes (config, log, evaluations, report, model, checkpoints, a stale
-    ``.staging``, a finished run's ``finished-step<S>``, the run's marker: every :func:`is_run_name` but the lock),
-    sorted.
+    ``.staging``, a finished run's ``finished-step<S>``, its trackers' ``runs/`` and ``emissions.csv``, the run's
+    marker: every :func:`is_run_name` but the lock), sorted.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()); (d / "notes.txt").touch(); (d / "log.jsonl").touch(); (d / "checkpoint-2").mkdir()
-    >>> run_files(d)
-    ['checkpoint-2', 'log.jsonl']
+    >>> (d / "runs").mkdir(); run_files(d)
+    ['checkpoint-2', 'log.jsonl', 'runs']
     """
     folder = Path(folder)
     if not folder.is_dir():
@@ -443,13 +514,13 @@ def run_files(folder: str | os.PathLike) -> list[str]:
 
 
 def is_run_name(name: str) -> bool:
-    r"""Whether a run folder uses ``name``: a file or folder a run writes, its staging folder, its lock, or where
-    a resume sets a finished run's results aside (``finished-step<S>``).
+    r"""Whether a run folder uses ``name``: a file or folder a run or its trackers write, its staging folder, its
+    lock, or where a resume sets a finished run's results aside (``finished-step<S>``).
 
-    >>> [is_run_name(n) for n in ("model", "checkpoint-3", ".staging", "finished-step2-2", LOCK_NAME, "export")]
-    [True, True, True, True, True, False]
+    >>> [is_run_name(n) for n in ("model", "checkpoint-3", ".staging", "finished-step2-2", LOCK_NAME, "runs", "export")]
+    [True, True, True, True, True, True, False]
     """
-    return _is_own_name(name) or name in _RUN_FILES
+    return _is_own_name(name) or name in _RUN_FILES or name in _TRACKER_FILES
 
 
 def _is_own_name(name: str) -> bool:
@@ -487,7 +558,7 @@ def run_owned(folder: str | os.PathLike) -> bool:
         ),
     ):
         try:  # a regular file only: a link to another run's marker proves nothing about this folder
-            data = json.loads(_read_text(folder / name))
+            data = json.loads(read_text(folder / name))
         except (OSError, UnicodeDecodeError, ValueError, RecursionError):
             continue
         if isinstance(data, dict) and sign(data):
@@ -507,8 +578,10 @@ def check_folder(folder: str | os.PathLike, what: str = "output_dir") -> Path:
       The names only a run uses (``.staging``, the marker, the lock, ``checkpoint-N``, ``finished-stepN``) may be
       no part of the path; the common ones (``model``, ``config.json``, the other files of :func:`run_files`)
       may not be the folder's own name, nor a parent's where that parent's own parent holds a run's files
-      (``/home/u/model/runs/x`` is fine; ``OUTER/model/x`` beside OUTER's log is not). Letter case is ignored
-      (``MODEL`` is ``model`` where the file system ignores it).
+      (``/home/u/model/runs/x`` is fine; ``OUTER/model/x`` beside OUTER's log is not). The trackers' names
+      (``runs``, ``emissions.csv``) only where the parent holds a run's own names (its marker, checkpoints, ...):
+      ``runs/my-run`` is where run folders are kept, beside anything (``OUTER/runs/x`` in a run is refused).
+      Letter case is ignored (``MODEL`` is ``model`` where the file system ignores it).
 
     >>> check_folder("/")
     Traceback (most recent call last):
@@ -525,7 +598,12 @@ def check_folder(folder: str | os.PathLike, what: str = "output_dir") -> Path:
         parts = full.parts
         for i, name in enumerate(parts[1:], 1):
             last, key = i == len(parts) - 1, name.casefold()  # MODEL is model where names ignore case (macOS, Windows)
-            if _is_own_name(key) or (key in _RUN_FILES and (last or _beside_a_run(Path(*parts[:i]), key))):
+            parent = Path(*parts[:i])
+            if (
+                _is_own_name(key)
+                or (key in _RUN_FILES and (last or _beside_a_run(parent, key)))
+                or (key in _TRACKER_FILES and _beside_a_run(parent, key, own=True))
+            ):
                 instead = Path(
                     *parts[:i], f"{name.lstrip('.')}-{'export' if what == 'out' else 'run'}", *parts[i + 1 :]
                 )
@@ -588,10 +666,13 @@ def _check_kind(path: Path, what: str) -> None:
         )
 
 
-def _beside_a_run(parent: Path, name: str) -> bool:
-    """Whether ``parent`` holds a run's files (its marker, log, checkpoints, ...) besides ``name`` itself."""
+def _beside_a_run(parent: Path, name: str, *, own: bool = False) -> bool:
+    """Whether ``parent`` holds a run's files (its marker, log, checkpoints, ...) besides ``name`` itself; with
+    ``own``, the names only a run uses (:func:`_is_own_name`). A ``runs/`` folder is no sign: it is where run
+    folders are kept, and the default parent of a new one."""
+    sign = _is_own_name if own else (lambda n: _is_own_name(n) or n in _RUN_FILES)
     try:
-        return any(is_run_name(n.casefold()) and n.casefold() != name for n in os.listdir(parent))
+        return any(sign(n.casefold()) and n.casefold() != name for n in os.listdir(parent))
     except OSError:  # missing, or not to be listed: nothing there can be shown to be a run
         return False
 
@@ -607,6 +688,8 @@ def _role(name: str) -> str:
         MARKER_NAME: "the run's marker",
         LOCK_NAME: "the run's lock",
         MODEL_DIR: "the trained model",
+        TENSORBOARD_DIR: "the run's TensorBoard logs",
+        EMISSIONS_NAME: "the run's codecarbon emissions",
     }.get(name, "a file a run writes")
 
 
@@ -628,7 +711,7 @@ def holder() -> dict[str, Any]:
 def _read_holder(path: Path) -> dict | None:
     """The holder a lock file names (None: none, or no regular file to read: never read through a link)."""
     try:
-        h = json.loads(_read_text(path, limit=4096))
+        h = json.loads(read_text(path, limit=4096))
         return {"pid": int(h["pid"]), "host": str(h["host"]), "since": str(h["since"]), "command": str(h["command"])}
     except (OSError, ValueError, TypeError, KeyError, RecursionError):  # RunFolderError is a ValueError
         return None
@@ -636,7 +719,7 @@ def _read_holder(path: Path) -> dict | None:
 
 def _lock_problem(path: Path) -> str | None:
     """Why ``path`` cannot be a run folder's lock file (None: it can): it must be a regular file with one name."""
-    problem = _irregular(path)
+    problem = irregular(path)
     if problem is None:
         try:
             links = os.lstat(path).st_nlink

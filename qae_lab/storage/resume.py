@@ -58,9 +58,12 @@ from qae_lab.storage.folder import (
     RunLock,
     check_folder,
     fsync_dir,
+    irregular,
     log_row_problem,
+    open_to_read,
     read_json,
     read_log_lines,
+    read_text,
     run_files,
     step_rows,
     symlinks,
@@ -108,14 +111,19 @@ _NOT_SETTINGS = {"output_dir", "logging_dir", "run_name", "command", "build", "h
 
 def _zip_problem(path: Path) -> str | None:
     """torch.save writes a zip archive, whose directory sits at its end: a cut file has none. Cheap: reads no data."""
-    size = path.stat().st_size
     try:
-        with zipfile.ZipFile(path) as z:
-            for info in z.infolist():
-                if info.header_offset + info.compress_size > size:
-                    return f"{path.name} is cut short (member {info.filename} runs past the end)"
-    except (zipfile.BadZipFile, OSError, ValueError) as err:
-        return f"{path.name} is damaged or cut short ({type(err).__name__}: {err}; {size} bytes)"
+        f = open_to_read(path)
+    except (OSError, RunFolderError) as err:
+        return f"{path.name} cannot be read ({err})"
+    with f:
+        size = os.fstat(f.fileno()).st_size
+        try:
+            with zipfile.ZipFile(f) as z:
+                for info in z.infolist():
+                    if info.header_offset + info.compress_size > size:
+                        return f"{path.name} is cut short (member {info.filename} runs past the end)"
+        except (zipfile.BadZipFile, OSError, ValueError) as err:
+            return f"{path.name} is damaged or cut short ({type(err).__name__}: {err}; {size} bytes)"
     return None
 
 
@@ -128,13 +136,15 @@ def safetensors_problem(path: Path) -> str | None:
     >>> safetensors_problem(p)
     'model.safetensors is damaged (its header is not a map of tensors)'
     """
-    size = path.stat().st_size
     try:
-        with path.open("rb") as f:
+        with open_to_read(path) as f:
+            size = os.fstat(f.fileno()).st_size
             (n,) = struct.unpack("<Q", f.read(8))
             if n > size - 8:
                 return f"{path.name} is cut short (header of {n} bytes in a {size}-byte file)"
             header = json.loads(f.read(n))
+    except RunFolderError as err:  # a link or a pipe under the name: never read through
+        return str(err)
     except (struct.error, json.JSONDecodeError, UnicodeDecodeError, OSError, RecursionError) as err:
         return f"{path.name} is damaged ({type(err).__name__}: {str(err)[:120]})"
     try:
@@ -215,7 +225,9 @@ def checkpoint_problems(checkpoint: str | os.PathLike, *, load: bool = False, re
         path = folder / name
         if path.suffix == ".json":
             try:
-                json.loads(path.read_text(encoding="utf-8"))
+                json.loads(read_text(path))
+            except RunFolderError as err:  # replaced by a link or a pipe since it was listed
+                problems.append(str(err))
             except (json.JSONDecodeError, UnicodeDecodeError) as err:
                 problems.append(f"{path.name} is damaged (not JSON: {err})")
             except RecursionError:
@@ -246,7 +258,9 @@ def _not_its_own(folder: Path, modes: dict[str, int], whose: str) -> list[str]:
 def _state_problems(state: Path) -> list[str]:
     """What is wrong with a checkpoint's ``trainer_state.json``: its ``global_step``, its ``log_history`` rows."""
     try:
-        data = json.loads(state.read_text(encoding="utf-8"))
+        data = json.loads(read_text(state))
+    except RunFolderError as err:
+        return [str(err)]
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         return [f"trainer_state.json is damaged (not JSON: {err})"]
     except RecursionError:
@@ -277,9 +291,9 @@ def shard_problems(folder: str | os.PathLike, index: str) -> list[str]:
     """
     folder = Path(folder)
     try:
-        shards = set(json.loads((folder / index).read_text(encoding="utf-8"))["weight_map"].values())
-    except (OSError, json.JSONDecodeError, KeyError, AttributeError, TypeError, UnicodeDecodeError, RecursionError):
-        return []
+        shards = set(json.loads(read_text(folder / index))["weight_map"].values())
+    except (OSError, ValueError, KeyError, AttributeError, TypeError, UnicodeDecodeError, RecursionError):
+        return []  # ValueError: not JSON, or not a regular file (RunFolderError), each named where the index is read
     plain = {
         s for s in shards if isinstance(s, str) and s not in ("", ".", "..") and Path(s).name == s and "\\" not in s
     }
@@ -363,10 +377,11 @@ def publish_dir(staged: str | os.PathLike, final: str | os.PathLike) -> Path:
     ('checkpoint-2', ['trainer_state.json'])
     """
     staged, final = Path(staged), Path(final)
-    for path in staged.rglob("*"):
-        if path.is_file():
-            with path.open("rb") as f:
-                os.fsync(f.fileno())
+    for root, _dirs, files in os.walk(staged):  # followlinks=False
+        for path in (Path(root) / name for name in files):
+            if stat.S_ISREG(os.lstat(path).st_mode):  # a link is not followed: nothing outside is touched
+                with open_to_read(path) as f:
+                    os.fsync(f.fileno())
     fsync_dir(staged)
     if final.exists():
         os.rename(final, final.with_name(f".replaced-{final.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"))
@@ -733,6 +748,13 @@ def _resume(folder, resume, settings: Settings, history) -> ResumePlan:
         raise RunFolderError(". ".join([*notes, str(err)])) from None
     rows, cut = read_log_lines(out / LOG_NAME)
     _kept, later, restored = resume_log(rows, step, history if history is not None else log_history)
+    aside = irregular(out / SUPERSEDED_NAME) if later or cut is not None else None
+    if aside:  # the rows it would move there would go wherever the link points
+        moved = f"the log's rows after step {step}" if later else "the log's cut last line"
+        raise RunFolderError(
+            f"{aside}: the resume moves {moved} there, and qae_lab appends only to a regular file of the run's "
+            f"own. Move it away and resume again (nothing was changed)"
+        )
     finished = finished_step(out)
     max_steps = ((wanted or stored or {}).get("trainer") or {}).get("max_steps")
     return ResumePlan(

@@ -34,6 +34,7 @@ from qae_lab.storage.folder import (
     RunFolderError,
     RunLock,
     append_line,
+    append_lines,
     atomic_write_text,
     fsync_dir,
     jsonable,
@@ -158,7 +159,11 @@ class RunLogger(TrainerCallback):
         rows, cut = read_log_lines(out / LOG_NAME)
         kept, later, restored = resume_log(rows, step, list(state.log_history))
         # the checkpoint has loaded (weights, optimizer, schedule; its RNG state was checked by the plan): only now
-        # does the resume change the folder, so a resume refused or failing while loading leaves it as it was
+        # does the resume change the folder, so a resume refused or failing while loading leaves it as it was. The
+        # superseded rows are written first, in one append: a link planted at their file after the plan was made
+        # refuses the resume here (append_lines never writes through one), before anything else has moved
+        if later or cut is not None:  # kept beside the log before the log drops them
+            append_lines(out / SUPERSEDED_NAME, [*later, *([{"cut_line": cut}] if cut is not None else [])])
         moved = _set_aside_finished(out, plan.finished_at) if plan.finished_at is not None and plan.trains_on else {}
         event = {
             "event": "resume",
@@ -171,11 +176,6 @@ class RunLogger(TrainerCallback):
             **moved,
             **self.resume_extra,
         }
-        if later or cut is not None:  # kept beside the log before the log drops them
-            for row in later:
-                append_line(out / SUPERSEDED_NAME, row)
-            if cut is not None:
-                append_line(out / SUPERSEDED_NAME, {"cut_line": cut})
         atomic_write_text(out / LOG_NAME, "".join(json.dumps(jsonable(r)) + "\n" for r in [*kept, event]))
         if stored is None:
             write_config(out, args, preset=self.preset, run=self.run)

@@ -14,14 +14,31 @@ Implementer's notes: docs/implementation.md, section ``qae_lab.train.config``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+import types
+import typing
 import warnings
 from dataclasses import dataclass, field
+
+from pathlib import Path
 
 from transformers import GenerationConfig
 from trl import GRPOConfig
 
-from qae_lab._checks import check_choice, check_finite_scalar, check_int, check_k, credential_name, non_finite
+from qae_lab._checks import (
+    address_credential,
+    check_choice,
+    check_finite_scalar,
+    check_int,
+    check_k,
+    check_path,
+    credential_name,
+    json_mapping,
+    non_finite,
+    plain_value,
+)
+from qae_lab.storage.folder import TENSORBOARD_DIR
 from qae_lab.task.behaviour import REFLECTION_WORDS, reflection_pattern
 from qae_lab.entropy_controls import ADVANTAGE_MASKS, COV_PENALTIES, check_ratio
 from qae_lab.methods import (
@@ -34,7 +51,17 @@ from qae_lab.methods import (
     check_weighting_loss_type,
 )
 
-__all__ = ["QAEConfig", "MODEL_INIT_KEYS", "ATTENTION_IMPLEMENTATIONS", "GENERATION_KEYS", "REPLACED_CODE_OPTIONS"]
+__all__ = [
+    "QAEConfig",
+    "refuse_code_and_credentials",
+    "MAX_STEPS",
+    "MAX_REPEATS",
+    "MAX_WORKERS",
+    "MODEL_INIT_KEYS",
+    "ATTENTION_IMPLEMENTATIONS",
+    "GENERATION_KEYS",
+    "REPLACED_CODE_OPTIONS",
+]
 
 
 def _in(lo: float, hi: float, *, lo_open: bool = False, hi_open: bool = False, none: bool = False):
@@ -52,6 +79,22 @@ def _in(lo: float, hi: float, *, lo_open: bool = False, hi_open: bool = False, n
 
 
 _INF = math.inf
+MAX_STEPS = 100_000
+"""Optimizer steps a run takes, and checkpoints it keeps (``save_total_limit``): the Trainer keeps every logged step in
+memory (``state.log_history``) and writes them all into every checkpoint; ``log.jsonl`` grows about 1.2 KB a step at
+``logging_steps=1``. The papers' runs take hundreds of steps; 100,000 at a second a step is more than a day."""
+MAX_REPEATS = 1_024
+"""Times a step repeats its work: micro-batches accumulated (``gradient_accumulation_steps``), passes over one
+generation batch (``num_iterations``), dynamic sampling's rounds, batches a loader process prefetches. The presets use
+1 to 4, verl's DAPO recipe 10 rounds."""
+MAX_WORKERS = 1_024
+"""Data-loading processes (``dataloader_num_workers``): more than the hardware threads of one machine."""
+
+
+def _pad_multiple(v) -> bool:  # TRL reads "auto" (128 on Neuron, else None) and a whole number's text itself
+    return v is None or v == "auto" or (isinstance(v, str) and v.strip().isdigit()) or _in(1, _INF)[0](v)
+
+
 # GRPOConfig / TrainingArguments fields neither transformers nor TRL range-checks: name -> (test, allowed)
 _SETTING_RANGES = {
     "learning_rate": _in(0, _INF),
@@ -68,11 +111,11 @@ _SETTING_RANGES = {
     "epsilon_high": _in(0, _INF, none=True),
     "num_train_epochs": _in(0, _INF, lo_open=True),
     "per_device_train_batch_size": _in(1, _INF),
-    "gradient_accumulation_steps": _in(1, _INF),
-    "num_iterations": _in(1, _INF),
+    "gradient_accumulation_steps": _in(1, MAX_REPEATS),
+    "num_iterations": _in(1, MAX_REPEATS),
     "steps_per_generation": _in(1, _INF, none=True),
     "save_steps": _in(0, _INF, lo_open=True),
-    "save_total_limit": _in(1, _INF, none=True),
+    "save_total_limit": _in(1, MAX_STEPS, none=True),
     "weight_decay": _in(0, _INF),
     "max_grad_norm": _in(0, _INF),
     "warmup_steps": _in(0, _INF),
@@ -89,8 +132,9 @@ _SETTING_RANGES = {
     "per_device_eval_batch_size": _in(1, _INF),
     "eval_accumulation_steps": _in(1, _INF, none=True),
     "generation_batch_size": _in(1, _INF, none=True),
-    "dataloader_num_workers": _in(0, _INF),
-    "dataloader_prefetch_factor": _in(1, _INF, none=True),
+    "dataloader_num_workers": _in(0, MAX_WORKERS),
+    "dataloader_prefetch_factor": _in(1, MAX_REPEATS, none=True),
+    "pad_to_multiple_of": (_pad_multiple, "None, 'auto' or a whole number >= 1"),
     "ddp_timeout": _in(1, _INF),
     "neftune_noise_alpha": _in(0, _INF, none=True),
     "delta": _in(1, _INF, lo_open=True, none=True),  # TRL's two-sided clip: an upper bound on the ratio, above 1
@@ -108,6 +152,7 @@ _SETTING_RANGES = {
     "regime_eval_steps": _in(1, _INF, none=True),
     "regime_eval_samples": _in(1, _INF),
     "regime_eval_prompts": _in(2, _INF),
+    "dynamic_sampling_max_rounds": _in(1, MAX_REPEATS),
 }
 _INT_SETTINGS = (
     "max_completion_length",
@@ -137,6 +182,7 @@ _INT_SETTINGS = (
     "regime_eval_steps",
     "regime_eval_samples",
     "regime_eval_prompts",
+    "dynamic_sampling_max_rounds",
 )
 _VLLM_MODES = ("colocate", "server")
 _VLLM_IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
@@ -165,8 +211,11 @@ def _check_training_settings(cfg) -> None:
         bad.append(
             f"reward_weights must hold a weight per reward function, not all 0 (that trains on nothing), got {weights!r}"
         )
-    if isinstance(cfg.max_steps, int) and not (cfg.max_steps == -1 or cfg.max_steps >= 1):
-        bad.append(f"max_steps must be -1 (train num_train_epochs epochs) or >= 1, got {cfg.max_steps}")
+    if isinstance(cfg.max_steps, int) and not (cfg.max_steps == -1 or 1 <= cfg.max_steps <= MAX_STEPS):
+        bad.append(
+            f"max_steps must be -1 (train num_train_epochs epochs) or in [1, {MAX_STEPS}] (MAX_STEPS: the Trainer keeps "
+            f"every logged step in memory), got {cfg.max_steps}"
+        )
     for name, (test, allowed) in _SETTING_RANGES.items():
         if hasattr(cfg, name) and not test(getattr(cfg, name)):
             bad.append(f"{name} must be {allowed}, got {getattr(cfg, name)!r}")
@@ -256,7 +305,7 @@ REPLACED_CODE_OPTIONS: dict[str, str] = {
 
 
 def _unknown_keys(mapping, name: str, allowed: tuple[str, ...]) -> str | None:
-    if mapping is None or isinstance(mapping, str):  # None, or TRL's JSON string (TRL reads it into a dict)
+    if mapping is None or isinstance(mapping, str):  # None, or a JSON string TRL has not read into a dict yet
         return None
     if not isinstance(mapping, dict):
         return f"{name} must be a mapping, got {type(mapping).__name__}"
@@ -264,6 +313,144 @@ def _unknown_keys(mapping, name: str, allowed: tuple[str, ...]) -> str | None:
     if unknown:
         return f"{name} may hold only {', '.join(allowed)}; got {', '.join(unknown)}"
     return None
+
+
+# the mapping settings that TRL reads from a JSON string (TrainingArguments._VALID_DICT_FIELDS) and that must be a
+# mapping once it has: the others there (deepspeed, fsdp_config, accelerator_config) also take a file's path
+_MAPPINGS = (
+    "model_init_kwargs",
+    "generation_kwargs",
+    "chat_template_kwargs",
+    "transformers_continuous_batching_config",
+    "lr_scheduler_kwargs",
+    "activation_checkpointing_kwargs",
+    "gradient_checkpointing_kwargs",
+)
+_PATHS = ("output_dir", "logging_dir")  # the folders a run writes
+
+
+def _credential_inside(value, name: str) -> str | None:
+    """Where a setting's value holds a credential: an address with one (:func:`qae_lab._checks.address_credential`)
+    or a mapping key that names one, searched through lists and mappings; said without the value."""
+    if isinstance(value, str):
+        part = address_credential(value)
+        return f"{name} is an address with {part} in it" if part else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (list, tuple)) else ()
+    for key, item in items:
+        where = f"{name}.{key}" if isinstance(value, dict) else f"{name}[{key}]"
+        if isinstance(value, dict) and credential_name(str(key)) and item not in (None, ""):
+            return f"{where} carries a credential"
+        found = _credential_inside(item, where)
+        if found:
+            return found
+    return None
+
+
+def refuse_code_and_credentials(cfg, *, read: bool = True) -> None:
+    r"""Refuse the settings that would run code from elsewhere or hold a credential (module docstring): each
+    named, with what to do instead, never with a credential's value. ``read``: TRL's ``__post_init__`` has run, so a
+    mapping setting given as a JSON string is a mapping now, and one still a string is refused. QAEConfig calls it
+    before and after TRL's ``__post_init__``, and QAETrainer again on the config it is handed (a field can be
+    changed after the config is built)."""
+    if read:
+        for name in _MAPPINGS:
+            value = getattr(cfg, name, None)
+            if value is not None and not isinstance(value, dict):
+                raise ValueError(
+                    f"{name} must be a mapping: a dict, or a JSON object ('{{...}}', read by TRL only when it starts "
+                    f"with '{{'), got a {type(value).__name__} TRL did not read as one"
+                )
+    kwargs = cfg.model_init_kwargs if isinstance(cfg.model_init_kwargs, dict) else {}
+    remote = kwargs.get("trust_remote_code", False)
+    if cfg.trust_remote_code or remote is not False:
+        where = "trust_remote_code" if cfg.trust_remote_code else "model_init_kwargs.trust_remote_code"
+        value = cfg.trust_remote_code if cfg.trust_remote_code else remote
+        said = "true" if value is True else repr(value)
+        raise ValueError(
+            f"{where}={said} would run Python code shipped in a model folder (its modelling files; from_pretrained "
+            f"reads any value but False as true), which qae_lab never does: models load as transformers' own "
+            f"architectures, from safetensors. Leave {where} out, or set it to false (the Qwen2.5 models need no "
+            f"remote code)"
+        )
+    for problem in (
+        _unknown_keys(cfg.model_init_kwargs, "model_init_kwargs", MODEL_INIT_KEYS),
+        _unknown_keys(cfg.generation_kwargs, "generation_kwargs", GENERATION_KEYS),
+    ):
+        if problem:
+            raise ValueError(problem)
+    attention = kwargs.get("attn_implementation")
+    if attention is not None and str(attention).removeprefix("paged|") not in ATTENTION_IMPLEMENTATIONS:
+        raise ValueError(
+            f"model_init_kwargs.attn_implementation must be one of transformers' own {ATTENTION_IMPLEMENTATIONS} "
+            f"(optionally 'paged|...'), got {attention!r}: another name would fetch and run a kernel from the Hub"
+        )
+    for f in dataclasses.fields(cfg):
+        if not f.init:
+            continue
+        value = getattr(cfg, f.name)
+        if credential_name(f.name) and value not in (None, ""):
+            raise ValueError(
+                f"{f.name} carries a credential, which qae_lab never takes as a setting: the Trainer writes its "
+                f"settings into every checkpoint (training_args.bin). Log in instead (`hf auth login`), or set "
+                f"HF_TOKEN in the environment; leave {f.name} unset"
+            )
+        found = _credential_inside(value, f.name)
+        if found:
+            raise ValueError(
+                f"{found}, which a run would record (config.json, every checkpoint): give it without the "
+                f"credential, and the credential the way its client takes one from the shell's environment"
+            )
+
+
+@functools.cache
+def _mapping_fields(cls) -> dict[str, bool]:
+    """``{field: whether it also takes a string}`` for every field of ``cls`` whose type admits a mapping."""
+    out = {}
+    for name, hint in typing.get_type_hints(cls).items():
+        options = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+        if any(o is dict or typing.get_origin(o) is dict for o in options):
+            out[name] = str in options
+    return out
+
+
+def _normalise(cfg) -> None:
+    """Every setting in one form before any check: numbers as Python's own (:func:`qae_lab._checks.plain_value`:
+    numpy, torch and Decimal numbers, inside lists and mappings too), a mapping's JSON object string read as JSON
+    (:func:`qae_lab._checks.json_mapping`, as the command line and a file read it), a value among its field's choices
+    (transformers' ``choices``, which its own parser alone enforces), the run's folders as usable paths."""
+    mappings = _mapping_fields(type(cfg))
+    for f in dataclasses.fields(cfg):
+        if not f.init:
+            continue
+        value = plain_value(getattr(cfg, f.name))
+        if isinstance(value, str) and f.name in mappings:
+            if value.strip().startswith("{"):
+                value = json_mapping(value, f.name)
+            elif not mappings[f.name]:
+                raise ValueError(f"{f.name} must be a mapping (a dict or a JSON object), got a string")
+        setattr(cfg, f.name, value)
+        choices = f.metadata.get("choices")
+        if choices is not None and value is not None and value not in list(choices):
+            raise ValueError(f"{f.name} must be one of {list(choices)}, got {value!r}")
+    for name in _PATHS:
+        if getattr(cfg, name, None) is not None:
+            check_path(getattr(cfg, name), name)
+    _check_tracker_folder(cfg)
+
+
+def _check_tracker_folder(cfg) -> None:
+    """TensorBoard writes inside the run folder only under ``runs/`` (the run's own, which ``--overwrite`` deletes and
+    a resume keeps): a ``logging_dir`` (transformers 5.0) elsewhere in it would outlive the run it belongs to."""
+    logging_dir = getattr(cfg, "logging_dir", None)
+    if logging_dir is None or cfg.output_dir is None:
+        return
+    run, logs = Path(cfg.output_dir).resolve(), Path(logging_dir).resolve()
+    if logs.is_relative_to(run) and not logs.is_relative_to(run / TENSORBOARD_DIR):
+        raise ValueError(
+            f"logging_dir {logging_dir} lies in the run folder outside its {TENSORBOARD_DIR}/ folder, where a later "
+            f"--overwrite would leave it behind: leave logging_dir unset, or put it under {run / TENSORBOARD_DIR} "
+            f"or outside the run folder"
+        )
 
 
 def uses_trl_loss(cfg) -> bool:
@@ -305,38 +492,6 @@ def check_lab_loss_options(cfg, **values) -> None:
                 f"off_policy_mask_threshold={cfg.off_policy_mask_threshold} and use_adaptive_entropy="
                 f"{cfg.use_adaptive_entropy} are TRL's loss: set {name}={off!r}, or loss_type in "
                 f"{LOSS_TYPES} without those two options"
-            )
-
-
-def _refuse_code_and_credentials(cfg) -> None:
-    r"""Refuse the settings that would run code from elsewhere or hold a credential (module docstring): each
-    named, with what to do instead."""
-    kwargs = cfg.model_init_kwargs if isinstance(cfg.model_init_kwargs, dict) else {}
-    if cfg.trust_remote_code or kwargs.get("trust_remote_code"):
-        where = "trust_remote_code" if cfg.trust_remote_code else "model_init_kwargs.trust_remote_code"
-        raise ValueError(
-            f"{where}=true would run Python code shipped in a model folder (its modelling files), "
-            f"which qae_lab never does: models load as transformers' own architectures, from "
-            f"safetensors. Set {where} to false (the Qwen2.5 models need no remote code)"
-        )
-    for problem in (
-        _unknown_keys(cfg.model_init_kwargs, "model_init_kwargs", MODEL_INIT_KEYS),
-        _unknown_keys(cfg.generation_kwargs, "generation_kwargs", GENERATION_KEYS),
-    ):
-        if problem:
-            raise ValueError(problem)
-    attention = kwargs.get("attn_implementation")
-    if attention is not None and str(attention).removeprefix("paged|") not in ATTENTION_IMPLEMENTATIONS:
-        raise ValueError(
-            f"model_init_kwargs.attn_implementation must be one of transformers' own {ATTENTION_IMPLEMENTATIONS} "
-            f"(optionally 'paged|...'), got {attention!r}: another name would fetch and run a kernel from the Hub"
-        )
-    for f in dataclasses.fields(cfg):
-        if f.init and credential_name(f.name) and getattr(cfg, f.name) not in (None, ""):
-            raise ValueError(
-                f"{f.name} carries a credential, which qae_lab never takes as a setting: the Trainer writes its "
-                f"settings into every checkpoint (training_args.bin). Log in instead (`hf auth login`), or set "
-                f"HF_TOKEN in the environment; leave {f.name} unset"
             )
 
 
@@ -537,9 +692,13 @@ class QAEConfig(GRPOConfig):
     )
 
     def __post_init__(self):
+        _normalise(self)  # one form for every value, whichever route it came by (Python, a file, the command line)
         _check_training_settings(self)  # before TRL's own checks, whose messages name fewer ranges
-        _refuse_code_and_credentials(self)
+        refuse_code_and_credentials(self, read=False)
         super().__post_init__()
+        # again on what TRL's __post_init__ made of the values (a JSON string is a mapping now, derived sizes are set)
+        _check_training_settings(self)
+        refuse_code_and_credentials(self)
         check_choice(self.baseline, "baseline", BASELINES)
         check_k(self.quantile_k, "quantile_k")
         check_choice(self.quantile_method, "quantile_method", QUANTILE_METHODS)
@@ -580,7 +739,6 @@ class QAEConfig(GRPOConfig):
         if not check_finite_scalar(self.kl_cov_coef, "kl_cov_coef") >= 0:
             raise ValueError(f"kl_cov_coef must be >= 0, got {self.kl_cov_coef}")
         reflection_pattern(self.reflection_words)  # refuses an empty list or an empty word, naming it
-        check_int(self.dynamic_sampling_max_rounds, "dynamic_sampling_max_rounds", 1)
         if self.dynamic_sampling and self.scale_rewards == "batch":
             raise ValueError(
                 "dynamic_sampling with scale_rewards='batch' would scale each group by the std of the round it was "

@@ -61,7 +61,7 @@ from qae_lab.regimes import regime_token_means, regime_token_sums
 from qae_lab.storage.staged import StagedCheckpoints
 from qae_lab.task.answers import completion_text
 from qae_lab.task.behaviour import behaviour_stats, diversity_stats
-from qae_lab.train.config import QAEConfig, check_lab_loss_options, uses_trl_loss
+from qae_lab.train.config import QAEConfig, check_lab_loss_options, refuse_code_and_credentials, uses_trl_loss
 from qae_lab.train.dynamic_sampling import assemble, refill_prompts
 from qae_lab.train.generation import generation_policy, keep_base_weights, silence_trl_deprecation
 
@@ -111,7 +111,7 @@ PRIVATE_MEMBERS = {
     "_get_per_token_logps_and_entropies": "called: the policy's log-probs and entropies in the loss",
     "_log_completion_extra": "called: adds qae_advantage to TRL's completion table",
     "_metrics": "read: TRL's per-mode metric lists, where qae/*, saah/* and behaviour/* go",
-    "_step": "read: the generation counter TRL's buffer uses (steps_per_generation)",
+    "_step": "read: TRL's micro-batch counter since this trainer started (its place within an optimizer step)",
     "_entropy_bonus_enabled": "read: whether TRL's entropy_coef applies",
     # transformers' Trainer
     "_save_checkpoint": "overridden: staged, renamed checkpoints (StagedCheckpoints)",
@@ -222,6 +222,9 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
     def __init__(self, *args, **kwargs):
         silence_trl_deprecation()
         _check_private_members(GRPOTrainer)  # the methods, before anything loads
+        config = kwargs.get("args", args[2] if len(args) > 2 else None)
+        if isinstance(config, QAEConfig):  # again: a field may have been changed since the config was built
+            refuse_code_and_credentials(config)
         super().__init__(*args, **kwargs)
         _check_private_members(self)  # and the attributes TRL's __init__ sets
         if not isinstance(self.args, QAEConfig):
@@ -340,7 +343,7 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         found = int(signal[0].sum())
         while found < n_groups and len(rounds) < self.args.dynamic_sampling_max_rounds:
             rows = refill_prompts(
-                len(self.train_dataset), n_groups, seed=self.args.seed, step=self._step, round_=len(rounds)
+                len(self.train_dataset), n_groups, seed=self.args.seed, step=self._micro_step(), round_=len(rounds)
             )
             out = self._generate_round([self.train_dataset[i] for i in rows for _ in range(g)], "train", g)
             rounds.append(out)
@@ -354,6 +357,13 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         metrics[DYNAMIC_SAMPLING_GROUPS_WITHOUT_SIGNAL].append(float(short))
         metrics[DYNAMIC_SAMPLING_ZERO_ADV_FRAC].append(float((batch["advantages"] == 0).float().mean()))
         return batch
+
+    def _micro_step(self) -> int:
+        """This micro-batch's index in the run, from the trainer's state (optimizer steps done x accumulation, plus
+        the micro-batch within the step): a resumed run reaches it as the uninterrupted one did, where TRL's own
+        ``_step`` counts from 0 again in a new trainer."""
+        ga = self.current_gradient_accumulation_steps
+        return self.state.global_step * ga + self._step % ga
 
     def _generate_round(self, inputs, mode: str, g: int) -> dict:
         """TRL's generation and scoring of ``inputs``, with QAE's advantages and each response's regime."""

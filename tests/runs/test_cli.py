@@ -170,7 +170,7 @@ def test_gpu_presets_build_without_loading_a_model(name, model, max_len, monkeyp
         (["token_weighting=everything"], "token_weighting"),
         (["task=mnist"], "task must be"),
         (["levels=0,7"], "levels must be"),
-        (["n_eval=0"], "n_eval must be >= 1"),
+        (["n_eval=0"], "n_eval must be an int >= 1"),
     ],
 )
 def test_bad_overrides_are_rejected_clearly(sets, message, capsys):
@@ -247,7 +247,7 @@ def test_make_trainer_loads_the_run_dtype(tmp_path):
 @pytest.mark.parametrize(
     "sets, message",
     [
-        (["max_steps=0"], "max_steps must be -1 (train num_train_epochs epochs) or >= 1, got 0"),
+        (["max_steps=0"], "max_steps must be -1 (train num_train_epochs epochs) or in [1, 100000]"),
         (["max_steps=-3"], "max_steps must be -1"),
         (["learning_rate=-1"], "learning_rate must be a number in [0, inf), got -1.0"),
         (["temperature=0"], "temperature must be a number in (0, inf), got 0.0"),

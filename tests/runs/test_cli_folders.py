@@ -1,6 +1,6 @@
 """The run folder through the real command line (``qae_lab.runs.cli.main``), the way a hostile user tries it:
 an output folder inside the names a run owns, ``--overwrite`` over a run nested in one, an output
-folder under a regular file, and a damaged log under ``--resume``. Each is refused with ``--dry-run`` too, before
+folder under a regular file, a damaged log under ``--resume``, and ``--overwrite`` over a run's TensorBoard logs. Each is refused with ``--dry-run`` too, before
 anything loads, naming the path, the line or the setting; the folders are left byte for byte as they were."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from testkit.tiny_runs import no_loading, snapshot, tiny_sets
+from testkit.tiny_runs import TINY, no_loading, snapshot, tiny_sets
 
 from qae_lab.__main__ import main
-from qae_lab.storage.folder import LOCK_NAME, LOG_NAME, MARKER_NAME, STAGING_DIR
+from qae_lab.storage.folder import LOCK_NAME, LOG_NAME, MARKER_NAME, STAGING_DIR, TENSORBOARD_DIR
 
 
 def _outer(folder: Path) -> Path:
@@ -89,3 +89,35 @@ def test_a_damaged_log_refuses_the_resume_naming_the_file_and_line(saved_run, tm
             err = capsys.readouterr().err
             assert f"{log}: {said}; a log row's step is a whole number >= 0)" in err and err.count("\n") == 1, err
         assert snapshot(run) == before
+
+
+@pytest.mark.slow(seconds=15)
+def test_overwrite_leaves_tensorboard_one_run_to_read(tmp_path, capsys, monkeypatch):
+    # the finding: --overwrite kept the replaced run's TensorBoard events (transformers writes them to
+    # <output_dir>/runs/<date>_<host>/), so the new run's chart showed both runs
+    event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+    monkeypatch.delenv("TENSORBOARD_LOGGING_DIR", raising=False)  # transformers' override of the folder
+    out = tmp_path / "run"
+    quick = [s for s in TINY if not s.startswith("max_steps=")]
+    quick += ["evaluate=false", "save_model=false", "report_to=tensorboard", "max_completion_length=16"]
+
+    def sets(values: list[str]) -> list[str]:
+        return [a for v in values for a in ("--set", v)]
+
+    def steps() -> list[int]:
+        """The training steps TensorBoard reads under the run folder: each events file must be there to count."""
+        found = sorted(out.rglob("events.out.tfevents.*"))
+        assert len(found) == 1, found  # one writer: one run
+        acc = event_accumulator.EventAccumulator(str(found[0].parent))
+        acc.Reload()
+        return [s.step for s in acc.Scalars("train/reward")]
+
+    assert main(["train", "--output-dir", str(out), *sets([*quick, "max_steps=2"])]) == 0
+    assert steps() == [1, 2]
+    (out / "notes.txt").write_text("mine")  # the user's own file in the run folder
+    capsys.readouterr()
+    assert main(["train", "--output-dir", str(out), "--overwrite", *sets([*quick, "max_steps=1"])]) == 0
+    assert steps() == [1]  # the second run's one step, and nothing of the first run's two
+    assert (out / "notes.txt").read_text() == "mine"
+    said = capsys.readouterr().out
+    assert f"--overwrite: deleting the previous run's config.json, log.jsonl, report.html, {TENSORBOARD_DIR} in" in said

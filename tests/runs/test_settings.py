@@ -481,18 +481,35 @@ def test_a_set_value_nested_too_deep_is_refused_by_name():
         set_values(["model_init_kwargs=" + "[" * 100_000])
 
 
-def test_an_address_with_a_password_in_it_is_refused_where_a_run_would_record_it():
-    address = "https://alice:s3cretPass@tracking.example:5000"
-    with pytest.raises(ValueError, match=r"env: MLFLOW_TRACKING_URI is an address with a password in it") as err:
+@pytest.mark.parametrize(
+    "address, part",
+    [
+        ("https://alice:s3cretPass@tracking.example:5000", "a password"),
+        ("https://s3cretPass@tracking.example", "a user part"),  # a token as the user part
+        ("http://10.0.0.5:8000/v1?api_key=s3cretPass", "the query key 'api_key'"),
+        ("https://tracking.example/?run=3&token=s3cretPass", "the query key 'token'"),
+        ("https://bucket.example/x?X-Amz-Signature=s3cretPass", "the query key 'X-Amz-Signature'"),
+        ("https://tracking.example/#access_token=s3cretPass", "the fragment key 'access_token'"),
+    ],
+)
+def test_an_address_with_a_credential_anywhere_in_it_is_refused_where_a_run_would_record_it(address, part):
+    with pytest.raises(ValueError, match=rf"env: MLFLOW_TRACKING_URI is an address with {part}") as err:
         settings.check_env({"MLFLOW_TRACKING_URI": address}, "run.yaml")
     assert "s3cretPass" not in str(err.value)
     for call in (
         lambda: set_values([f"vllm_server_base_url={address}"]),
         lambda: argument_values(["--vllm_server_base_url", address]),
         lambda: typed_values({"vllm_server_base_url": address}, "run.yaml"),
+        lambda: set_values([f'report_to=["{address}"]']),  # inside a list, of any field
+        lambda: QAEConfig(output_dir="unused", use_cpu=True, report_to=[], vllm_server_base_url=address),
+        lambda: QAEConfig(output_dir="unused", use_cpu=True, report_to=[], lr_scheduler_kwargs={"url": address}),
     ):
-        with pytest.raises(ValueError, match=r"vllm_server_base_url is an address with a password in it") as err:
+        with pytest.raises(ValueError, match=rf"is an address with {part}") as err:
             call()
         assert "s3cretPass" not in str(err.value)
+
+
+def test_an_address_without_a_credential_is_taken():
     assert settings.check_env({"MLFLOW_TRACKING_URI": "https://tracking.example:5000"})  # without one: taken
+    assert settings.check_env({"MLFLOW_TRACKING_URI": "https://tracking.example/?experiment=3&keyword=x"})
     assert set_values(["vllm_server_base_url=http://10.0.0.5:8000"]) == {"vllm_server_base_url": "http://10.0.0.5:8000"}

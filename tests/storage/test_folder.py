@@ -16,10 +16,12 @@ from qae_lab.storage import folder
 from qae_lab.storage.claim import claim_fresh
 from qae_lab.storage.folder import (
     CONFIG_NAME,
+    EMISSIONS_NAME,
     LOCK_NAME,
     LOG_NAME,
     MARKER_NAME,
     STAGING_DIR,
+    TENSORBOARD_DIR,
     RunFolderError,
     RunLock,
     atomic_write_text,
@@ -95,6 +97,37 @@ def test_overwrite_deletes_only_what_a_run_wrote(tmp_path):
     (old / CONFIG_NAME).write_text(json.dumps({"trainer": {"quantile_k": 0.4}, "versions": {"qae_lab": "0.1.0"}}))
     (old / LOG_NAME).write_text('{"step": 1, "reward": 0.5}\n')
     assert run_owned(old) and claim_fresh(old, overwrite=True) == [CONFIG_NAME, LOG_NAME]
+
+
+def test_the_trackers_files_are_the_runs_own_and_go_with_it_on_overwrite(tmp_path):
+    # the finding: --overwrite left the replaced run's TensorBoard events (transformers' <output_dir>/runs/<date>_<host>/)
+    # beside the new run's, so one chart showed both runs
+    run = _outer_run(tmp_path / "run")
+    (run / TENSORBOARD_DIR / "Jan01_00-00-00_host").mkdir(parents=True)
+    (run / TENSORBOARD_DIR / "Jan01_00-00-00_host" / "events.out.tfevents.1.host.1.0").write_bytes(b"old run")
+    (run / EMISSIONS_NAME).write_text("timestamp,duration\n2026-01-01,9.0\n")  # codecarbon appends a row per run
+    (run / "notes.txt").write_text("mine")
+    (run / "tb-mine").mkdir()  # the user's own folders and files, whatever they hold
+    (run / "tb-mine" / "events.out.tfevents.2.host.1.0").write_bytes(b"mine")
+    assert claim_fresh(run, overwrite=True) == ["checkpoint-2", EMISSIONS_NAME, LOG_NAME, TENSORBOARD_DIR]
+    assert sorted(p.name for p in run.iterdir()) == [MARKER_NAME, "notes.txt", "tb-mine"]
+    assert (run / "tb-mine" / "events.out.tfevents.2.host.1.0").read_bytes() == b"mine"
+    # someone's TensorBoard folder with no run beside it: a new run would write into it, so it is refused, and
+    # --overwrite may not delete it (no run wrote it)
+    logs = tmp_path / "logs"
+    (logs / TENSORBOARD_DIR).mkdir(parents=True)
+    with pytest.raises(RunFolderError, match=r"already holds a run \(runs\)"):
+        claim_fresh(logs)
+    with pytest.raises(RunFolderError, match="holds runs, but no run wrote them"):
+        claim_fresh(logs, overwrite=True)
+    assert sorted(p.name for p in logs.iterdir()) == [TENSORBOARD_DIR]
+    # runs/ is where run folders are kept: fine beside anything but a run's own names
+    (tmp_path / "project" / "model").mkdir(parents=True)
+    (tmp_path / "project" / CONFIG_NAME).write_text("{}")
+    assert check_folder(tmp_path / "project" / "runs" / "x")
+    for bad in (run / TENSORBOARD_DIR / "x", run / TENSORBOARD_DIR, run / EMISSIONS_NAME):  # inside a run's: refused
+        with pytest.raises(RunFolderError, match=r"is a name the run folder uses for itself \(the run's"):
+            check_folder(bad)
 
 
 # ---------------------------------------------------------------- one process at a time

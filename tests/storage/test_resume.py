@@ -22,7 +22,7 @@ from qae_lab.__main__ import main
 from qae_lab.lab.live import Controls
 from qae_lab.lab.live import Dashboard, LiveRun
 from qae_lab.storage.resume import FRESH, REFUSE, RESUME, ResumePlan, claim, plan_run
-from qae_lab.storage.folder import CONFIG_NAME, LOG_NAME, RunFolderError, read_log, run_files
+from qae_lab.storage.folder import CONFIG_NAME, LOG_NAME, SUPERSEDED_NAME, RunFolderError, read_log, run_files
 
 SETTINGS = {"trainer": {"quantile_k": 0.4, "max_steps": 4, "save_steps": 2, "seed": 42}, "run": {"n_train": 16}}
 
@@ -462,3 +462,41 @@ def test_the_plan_refuses_a_folder_inside_a_runs_own_names_and_lists_all_that_ov
     for p in (plan_run(out, overwrite=True), plan_run(None, resume=out, settings=SETTINGS)):
         assert p.kind == REFUSE and f"{out / '.staging'}/ holds a run of its own" in p.reason, p
     assert _snapshot(out) == before
+
+
+def test_a_link_at_the_superseded_log_refuses_the_resume_and_nothing_is_written_through(tmp_path):
+    # the finding: after a kill between checkpoints the resume appended the rows it supersedes to
+    # log.superseded.jsonl with a plain open("a"): a link planted there sent them into the file it names
+    out = _run_folder(tmp_path / "run", logged=(1, 2, 3), checkpoints=(2,))  # step 3 logged, never saved
+    outside = tmp_path / "outside.jsonl"
+    outside.write_text("someone's data\n")
+    link = out / SUPERSEDED_NAME
+    link.symlink_to(outside)
+    before = _snapshot(out)
+    refused = plan_run(None, resume=out, settings=SETTINGS)  # the plan (and so --dry-run) refuses, naming the link
+    assert refused.kind == REFUSE, refused
+    assert refused.reason.startswith(f"{link} is a symbolic link (to {outside}), not a regular file: the resume moves")
+    assert "nothing was changed" in refused.reason
+    # planned before the link was planted: the resume itself refuses it when it comes to write, before anything moves
+    link.unlink()
+    plan = plan_run(None, resume=out, settings=SETTINGS)
+    assert plan.kind == RESUME and plan.superseded_steps == (3,)
+    link.symlink_to(outside)
+    args = SimpleNamespace(output_dir=str(out), to_dict=lambda: {})
+    state = SimpleNamespace(global_step=2, epoch=0.2, is_world_process_zero=True, log_history=[])
+    with pytest.raises(RunFolderError, match=rf"{link} is a symbolic link \(to {outside}\).*nothing was written"):
+        RunLogger(plan=plan).on_train_begin(args, state, None)
+    assert outside.read_text() == "someone's data\n"
+    assert _snapshot(out) == before and link.is_symlink()  # the log, config.json and checkpoints as they were
+    assert not (out / ".qae_lab-run.lock").exists()  # the refused resume let go of the folder
+    # no rows to move there: the link is not written, and the resume goes on (the link is left as it is)
+    plain = _run_folder(tmp_path / "plain", logged=(1, 2), checkpoints=(2,))
+    (plain / SUPERSEDED_NAME).symlink_to(outside)
+    assert plan_run(None, resume=plain, settings=SETTINGS).kind == RESUME
+    # the link moved away: the same resume moves step 3's row aside, into a file of the run's own
+    link.unlink()
+    logger = RunLogger(plan=plan)
+    logger.on_train_begin(args, state, None)
+    logger.on_train_end(args, state, None)  # lets go of the folder's lock
+    assert [json.loads(line)["step"] for line in (out / SUPERSEDED_NAME).read_text().splitlines()] == [3]
+    assert outside.read_text() == "someone's data\n"

@@ -97,7 +97,8 @@ def test_config_defaults_and_accepted_values(tmp_path):
 @pytest.mark.parametrize(
     "field, value, allowed",
     [
-        ("max_steps", 0, "-1 (train num_train_epochs epochs) or >= 1"),
+        ("max_steps", 0, "-1 (train num_train_epochs epochs) or in [1, 100000]"),
+        ("max_steps", 100_001, "-1 (train num_train_epochs epochs) or in [1, 100000]"),
         ("max_steps", -3, "-1 (train"),
         ("learning_rate", -1.0, "a number in [0, inf)"),
         ("learning_rate", math.nan, "a number in [0, inf)"),
@@ -106,9 +107,10 @@ def test_config_defaults_and_accepted_values(tmp_path):
         ("beta", -0.5, "a number in [0, inf)"),
         ("epsilon_high", -1.0, "a number in [0, inf) or None"),
         ("max_completion_length", 0, "a number in [1, inf)"),
-        ("gradient_accumulation_steps", 0, "a number in [1, inf)"),
+        ("gradient_accumulation_steps", 0, "a number in [1, 1024]"),
+        ("pad_to_multiple_of", 0, "None, 'auto' or a whole number >= 1"),
         ("seed", -1, "a number in [0, 4294967295]"),
-        ("save_total_limit", 0, "a number in [1, inf) or None"),
+        ("save_total_limit", 0, "a number in [1, 100000] or None"),
         ("max_completion_length", 2.5, "a whole number"),
         ("vllm_gpu_memory_utilization", 0.0, "a number in (0, 1]"),
         ("vllm_gpu_memory_utilization", 1.2, "a number in"),
@@ -124,7 +126,7 @@ def test_config_defaults_and_accepted_values(tmp_path):
         ("per_device_eval_batch_size", 0, "a number in [1, inf)"),
         ("generation_batch_size", 0, "a number in [1, inf) or None"),
         ("vllm_server_port", -5, "a number in [1, 65535]"),
-        ("dataloader_num_workers", -1, "a number in [0, inf)"),
+        ("dataloader_num_workers", -1, "a number in [0, 1024]"),
         ("num_completions_to_print", -1, "a number in [0, inf) or None"),
     ],
 )
@@ -147,6 +149,8 @@ def build(tmp_path, **kwargs):
     [
         ({"trust_remote_code": True}, "trust_remote_code=true would run Python code shipped in a model folder"),
         ({"model_init_kwargs": {"trust_remote_code": True}}, "model_init_kwargs.trust_remote_code=true would run"),
+        # a string: from_pretrained reads any value but False as true
+        ({"model_init_kwargs": {"trust_remote_code": "false"}}, "model_init_kwargs.trust_remote_code='false' would"),
         ({"model_init_kwargs": {"use_kernels": True}}, r"model_init_kwargs may hold only dtype, .*; got use_kernels"),
         (
             {"model_init_kwargs": {"attn_implementation": "kernels-community/flash-attn"}},
@@ -209,3 +213,22 @@ def test_every_number_a_setting_holds_is_finite_lists_and_mappings_included(tmp_
         build(tmp_path, **kwargs)
     build(tmp_path, reward_weights=[0.4])  # a weight below 1 is fine; so is a negative one beside a positive
     build(tmp_path, reward_weights=[1.0, -0.5])
+
+
+@pytest.mark.parametrize(
+    "logging_dir, refused",
+    [("run/logs", True), ("run/runs/x", False), ("elsewhere/tb", False), (None, False)],
+)
+def test_tensorboard_writes_in_the_run_folder_only_under_its_own_runs_folder(tmp_path, logging_dir, refused):
+    # transformers 5.0's logging_dir (5.25 has none: TENSORBOARD_LOGGING_DIR): a folder of its own beside the run's
+    # files would survive --overwrite and mix two runs in one TensorBoard chart
+    import types
+
+    cfg = types.SimpleNamespace(
+        output_dir=str(tmp_path / "run"), logging_dir=None if logging_dir is None else str(tmp_path / logging_dir)
+    )
+    if refused:
+        with pytest.raises(ValueError, match=r"logging_dir .* lies in the run folder outside its runs/ folder"):
+            config._check_tracker_folder(cfg)
+    else:
+        config._check_tracker_folder(cfg)

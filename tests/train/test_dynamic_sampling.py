@@ -171,3 +171,50 @@ def test_refusals_name_the_setting_and_why(tmp_path):
     stream = SimpleNamespace(accelerator=SimpleNamespace(num_processes=1), train_dataset=iter([]))
     with pytest.raises(ValueError, match=r"train_dataset is a list_iterator without rows to index"):
         trainer_module._check_dynamic_sampling(stream)
+
+
+def _stop_after(step: int):
+    import transformers
+
+    class Stop(transformers.TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == step:
+                control.should_save, control.should_training_stop = True, True
+
+    return Stop()
+
+
+@pytest.mark.slow(seconds=30)
+def test_a_resumed_run_refills_with_the_prompts_the_uninterrupted_run_drew(tmp_path, monkeypatch):
+    # planted: the refill seeded with TRL's _step (which a new trainer starts at 0 again) drew step 0's prompts for the
+    # resumed step 1: the resumed run's refills differed from the uninterrupted run's
+    no_signal = {f"synthetic-5-{i}" for i in range(0, 32, 2)}
+    settings = {"max_steps": 3, "max_completion_length": 8, "dynamic_sampling": True, "save_strategy": "no"}
+
+    def refills(calls):  # the prompt ids of each refill round, one per group of 4 (round 1 is TRL's own batch)
+        return [[c[i] for i in range(0, len(c), 4)] for c in calls]
+
+    whole = []
+    monkeypatch.setattr(rewards, "correctness_reward", _scripted_reward(whole, no_signal.__contains__))
+    rounds_whole = []
+    trainer = tiny_trainer(tmp_path / "whole", **settings)
+    real = trainer._generate_round
+    trainer._generate_round = lambda *a: (rounds_whole.append(trainer.state.global_step), real(*a))[1]
+    trainer.train()
+
+    cut = []
+    monkeypatch.setattr(rewards, "correctness_reward", _scripted_reward(cut, no_signal.__contains__))
+    first = tiny_trainer(tmp_path / "cut", callbacks=[_stop_after(1)], **{**settings, "save_strategy": "steps"})
+    first.train()
+    assert (tmp_path / "cut" / "checkpoint-1").is_dir() and first.state.global_step == 1
+    resumed_calls = len(cut)
+    rounds_cut = []
+    second = tiny_trainer(tmp_path / "cut", **settings)
+    real2 = second._generate_round
+    second._generate_round = lambda *a: (rounds_cut.append(second.state.global_step), real2(*a))[1]
+    second.train(resume_from_checkpoint=str(tmp_path / "cut" / "checkpoint-1"))
+    assert second.state.global_step == 3
+    # the generation rounds of steps 1 and 2, uninterrupted and resumed: the same prompts, refills included
+    later = [i for i, step in enumerate(rounds_whole) if step >= 1]
+    assert rounds_cut == [rounds_whole[i] for i in later] and len(rounds_cut) > 2  # some refill happened
+    assert refills(cut[resumed_calls:]) == refills([whole[i] for i in later])
