@@ -19,6 +19,7 @@ import math
 import numbers
 import os
 import re
+import stat
 import urllib.parse
 
 import torch
@@ -37,10 +38,14 @@ __all__ = [
     "snap_to_integer",
     "credential_name",
     "address_credential",
+    "address_name",
+    "credential_in",
+    "nul_in",
     "plain_value",
     "json_value",
     "json_mapping",
     "check_path",
+    "check_regular_file",
     "non_finite",
     "value_checks",
     "checking_values",
@@ -313,36 +318,65 @@ def credential_name(name: str) -> bool:
     return parts[-1] == "TOKEN" or bool(_CREDENTIAL_PARTS & set(parts))
 
 
-# the parts of an address's query key (split at _ - . and spaces, any case) that mark a credential
-_QUERY_CREDENTIAL_PARTS = _CREDENTIAL_PARTS | {
-    "TOKEN",
-    "PWD",
-    "PASS",
-    "SIGNATURE",
-    "SIG",
-    "AUTH",
-    "AUTHORIZATION",
-    "SESSION",
-    "JWT",
-    "BEARER",
-}
+# a key in an address (query, fragment, path parameter) that names a credential: one of these words as a part of it
+# (split at _ - . and spaces and between camelCase words, any case), or a key that ends in one of the longer ones
+_KEY_WORDS = frozenset(
+    "token key apikey secret password passwd pwd pw pass signature sig auth authorization credential credentials "
+    "session jwt bearer".split()
+)
+_KEY_ENDINGS = ("token", "key", "secret", "password", "passwd", "pwd", "signature", "credential", "credentials")
+_ADDRESS_NAMES = ("HOST", "URL", "URI", "ENDPOINT", "SERVER", "ADDRESS")  # a setting that names where to connect
 
 
-def address_credential(text) -> str | None:
+def _credential_key(key: str) -> bool:
+    words = [w.lower() for w in re.split(r"[_\-.\s]+|(?<=[a-z0-9])(?=[A-Z])", key) if w]
+    return bool(_KEY_WORDS & set(words)) or "".join(words).endswith(_KEY_ENDINGS)
+
+
+def _credential_mapping_key(key: str) -> bool:
+    """Whether a mapping's key names a credential: :func:`credential_name` of it read as snake case (``api-key``,
+    ``accessToken`` and ``api.key`` too), or a part of it names one (``auth``, ``bearer``, ``signature``, ...);
+    ``pad_token_id`` and ``max_new_tokens`` do not."""
+    snake = "_".join(w for w in re.split(r"[_\-.\s]+|(?<=[a-z0-9])(?=[A-Z])", key) if w)
+    return credential_name(snake) or bool(set(snake.lower().split("_")) & _MAPPING_KEY_WORDS)
+
+
+_MAPPING_KEY_WORDS = frozenset({"auth", "authorization", "bearer", "jwt", "signature", "passwd", "pwd"})
+
+
+def address_name(name: str) -> bool:
+    r"""Whether a setting or variable named ``name`` holds an address (a host, URL, URI, endpoint, server or address),
+    where :func:`address_credential` reads a user part without a scheme too (``user@host:8000``).
+
+    >>> address_name("vllm_server_host"), address_name("MLFLOW_TRACKING_URI"), address_name("run_name")
+    (True, True, False)
+    """
+    return any(part in _ADDRESS_NAMES for part in re.split(r"[_\-.]+", str(name).upper()))
+
+
+def address_credential(text, *, host: bool = False) -> str | None:
     r"""Which part of an address ``text`` carries a credential, in words without the credential itself: a user part
-    (``scheme://user@host``), a password (``user:pw@``), or a query or fragment key whose name marks a token, key,
-    secret, password or signature (``?api_key=``, ``#access_token=``, ``X-Amz-Signature=``); None for an address
-    without one, and for text that is no address.
+    (``scheme://user@host``), a password (``user:pw@``), or a query, fragment or path-parameter key that names a
+    token, key, secret, password or signature (``?api_key=``, ``?accessToken=``, ``#access_token=``,
+    ``X-Amz-Signature=``, ``;token=``); None for an address without one, and for text that is no address. Without a
+    scheme, ``user:pw@host`` is read as an address; ``user@host`` too when ``host`` (a setting that names a host,
+    :func:`address_name`; elsewhere it may be an e-mail address).
 
-    >>> address_credential("https://TOKEN@tracking.example"), address_credential("http://h:8000/?api_key=abc")
-    ('a user part (scheme://user@host)', "the query key 'api_key'")
-    >>> [address_credential(t) for t in ("https://tracking.example:5000/x?run=3", "file:///tmp/mlruns", "sdpa")]
+    >>> address_credential("https://TOKEN@tracking.example"), address_credential("http://h:8000/?accessToken=abc")
+    ('a user part (scheme://user@host)', "the query key 'accessToken'")
+    >>> address_credential("user:pw@myhost"), address_credential("tok@myhost:8000", host=True)
+    ('a password (scheme://user:password@host)', 'a user part (scheme://user@host)')
+    >>> [address_credential(t) for t in ("https://tracking.example:5000/x?run=3&keyword=a", "file:///tmp/mlruns", "sdpa")]
     [None, None, None]
     """
-    if not isinstance(text, str) or ":" not in text:
+    if not isinstance(text, str) or not (":" in text or "@" in text):
         return None
+    text = text.strip()
+    if "://" not in text and "@" in text and not any(c.isspace() for c in text):
+        if host or ":" in text.split("@", 1)[0]:
+            text = "//" + text  # a host given without a scheme (TRL builds http://{host}:{port} from it)
     try:
-        parts = urllib.parse.urlsplit(text.strip())
+        parts = urllib.parse.urlparse(text)
         user, password = parts.username, parts.password
     except ValueError:  # not an address at all (e.g. an unbalanced bracket)
         return None
@@ -350,10 +384,54 @@ def address_credential(text) -> str | None:
         return "a password (scheme://user:password@host)"
     if user is not None:
         return "a user part (scheme://user@host)"
-    for where, piece in (("query", parts.query), ("fragment", parts.fragment)):
+    pieces = (("query", parts.query), ("fragment", parts.fragment), ("path parameter", parts.params.replace(";", "&")))
+    for where, piece in pieces:
         for key, _value in urllib.parse.parse_qsl(piece, keep_blank_values=True):
-            if _QUERY_CREDENTIAL_PARTS & set(re.split(r"[_\-.\s]+", key.upper())):
+            if _credential_key(key):
                 return f"the {where} key {key!r}"
+    return None
+
+
+def credential_in(value, name: str) -> str | None:
+    r"""Where a setting's value holds a credential, said without it: an address with one (:func:`address_credential`,
+    reading ``user@host`` where ``name`` names an address) or a mapping key that names one (:func:`credential_name`),
+    searched through lists and mappings; None when there is none.
+
+    >>> credential_in({"url": "https://u:pw@h"}, "lr_scheduler_kwargs"), credential_in(["a", "b"], "report_to")
+    ('lr_scheduler_kwargs.url is an address with a password (scheme://user:password@host) in it', None)
+    """
+    if isinstance(value, str):
+        part = address_credential(value, host=address_name(name))
+        return f"{name} is an address with {part} in it" if part else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (list, tuple)) else ()
+    for key, item in items:
+        where = f"{name}.{key}" if isinstance(value, dict) else f"{name}[{key}]"
+        if isinstance(value, dict) and _credential_mapping_key(str(key)) and item not in (None, ""):
+            return f"{where} carries a credential"
+        if isinstance(value, dict) and address_credential(str(key)):
+            return f"{name} holds a key that is an address with {address_credential(str(key))} in it"
+        found = credential_in(item, where if isinstance(value, dict) else name)
+        if found:
+            return found
+    return None
+
+
+def nul_in(value, name: str) -> str | None:
+    r"""Where a setting's value holds a NUL byte (no file system, process or library takes one), searched through
+    lists and mappings (their keys too): the place, or None.
+
+    >>> nul_in({"a": ["x", "y\x00"]}, "fsdp_config"), nul_in("run-1", "run_name")
+    ('fsdp_config.a[1]', None)
+    """
+    if isinstance(value, str):
+        return name if "\x00" in value else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (list, tuple)) else ()
+    for key, item in items:
+        if isinstance(key, str) and "\x00" in key:
+            return f"{name} (a key)"
+        found = nul_in(item, f"{name}.{key}" if isinstance(value, dict) else f"{name}[{key}]")
+        if found:
+            return found
     return None
 
 
@@ -370,8 +448,8 @@ def plain_value(value):
         return value
     if isinstance(value, torch.Tensor) or type(value).__module__ == "numpy":
         return plain_value(value.tolist()) if hasattr(value, "tolist") else value
-    if isinstance(value, decimal.Decimal):
-        return float(value)
+    if isinstance(value, decimal.Decimal):  # a whole Decimal is an int, as Python's own 10 is
+        return int(value) if value.is_finite() and value == value.to_integral_value() else float(value)
     if isinstance(value, numbers.Integral):
         return int(value)
     if isinstance(value, numbers.Real):
@@ -429,9 +507,10 @@ def json_mapping(text: str, name: str) -> dict:
 _PATH_MAX, _NAME_MAX = 4096, 255  # bytes: the longest path and file name Linux and macOS accept
 
 
-def check_path(value, name: str) -> str:
+def check_path(value, name: str, *, room: int = 0) -> str:
     r"""``value`` as a path string the file system can take, or a ``ValueError`` naming ``name`` and what is wrong:
-    not a string, empty, a NUL byte, not encodable, a name longer than 255 bytes or a path longer than 4096.
+    not a string, empty, a NUL byte, not encodable, a name longer than 255 bytes or a path longer than 4096 (with
+    ``room``: its absolute form no longer than 4096 - ``room``, so that what is written inside it fits too).
 
     >>> check_path("runs/my-run", "output_dir")
     'runs/my-run'
@@ -450,12 +529,33 @@ def check_path(value, name: str) -> str:
     except UnicodeError:
         raise ValueError(f"{name} holds characters the file system cannot encode: {value!r}") from None
     longest = max(len(part) for part in encoded.split(b"/"))
-    if len(encoded) > _PATH_MAX or longest > _NAME_MAX:
+    whole = len(os.fsencode(os.path.abspath(value))) if room else len(encoded)
+    if whole > _PATH_MAX - room or longest > _NAME_MAX:
         raise ValueError(
-            f"{name} is too long for a file system ({len(encoded)} bytes, a name of {longest}; at most "
-            f"{_PATH_MAX} and {_NAME_MAX})"
+            f"{name} is too long for a file system ({whole} bytes, a name of {longest}; at most "
+            f"{_PATH_MAX - room}{f' (room kept for the {room} bytes of what is written inside it)' if room else ''} "
+            f"and {_NAME_MAX})"
         )
     return value
+
+
+def check_regular_file(path, name: str) -> None:
+    r"""Refuse, naming ``name``, a ``path`` that is missing or no regular file (a folder, a named pipe, a device):
+    asked with ``os.stat``, which never blocks where opening a named pipe would wait for a writer forever.
+
+    >>> check_regular_file("/dev/null", "config file")
+    Traceback (most recent call last):
+    ValueError: config file /dev/null is a device, not a regular file
+    """
+    try:
+        mode = os.stat(check_path(path, name)).st_mode
+    except FileNotFoundError:
+        raise ValueError(f"{name} {path} cannot be read: it does not exist") from None
+    except OSError as err:
+        raise ValueError(f"{name} {path} cannot be read ({err.strerror or err})") from None
+    if not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "a named pipe" if stat.S_ISFIFO(mode) else "a device"
+        raise ValueError(f"{name} {path} is {kind}, not a regular file")
 
 
 def non_finite(value, name: str) -> str | None:

@@ -55,7 +55,7 @@ from qae_lab.storage.folder import (
     read_log_lines,
     step_rows,
 )
-from qae_lab.train.callbacks import TrainOutcome, pending_plan, run_logger
+from qae_lab.train.callbacks import TrainOutcome, pending_plan, run_logger, steps_asked
 
 __all__ = [
     "LIVE_PANELS",
@@ -654,9 +654,9 @@ class LiveRun:
     >>> run = LiveRun(trainer, dashboard=Dashboard(max_steps=3, mode="static"))
     >>> run.controls.k.value = 0.7                   # a slider move before the step
     >>> run.then(lambda run: "evaluated").start().wait()
-    TrainOutcome(interrupted=False, checkpoint=None, global_step=1, note='')
+    TrainOutcome(interrupted=False, checkpoint=None, global_step=1, note='', asked=3)
     >>> used[-1].quantile_k, run.dashboard.status.value, run.messages.outputs[0]["text"]
-    (0.7, 'finished: 1 steps', 'evaluated\n')
+    (0.7, 'ended after 1 of 3 steps (not finished)', 'evaluated\n')
     """
 
     def __init__(
@@ -716,7 +716,9 @@ class LiveRun:
 
     def then(self, fn: Callable) -> LiveRun:
         """Run ``fn(self)`` in the training thread after training ends (also after Stop, not after an
-        error); a returned string is shown under the dashboard, another non-None value displayed."""
+        error); a returned string is shown under the dashboard, another non-None value displayed. ``self.outcome``
+        says whether the run finished (:attr:`~qae_lab.train.callbacks.TrainOutcome.finished`): a follow-up writes
+        what only a finished run writes (``eval_after.json``, ``model/``) only then."""
         self._after.append(fn)
         return self
 
@@ -738,9 +740,14 @@ class LiveRun:
             step = self.trainer.state.global_step
             stopped = self.controls.stop_requested
             ckpt = Path(self.trainer.args.output_dir) / f"checkpoint-{step}"
-            self.outcome = TrainOutcome(stopped, str(ckpt) if stopped else None, step)
+            self.outcome = TrainOutcome(stopped, str(ckpt) if stopped else None, step, asked=steps_asked(self.trainer))
+            asked = f"{step} of {self.outcome.asked} steps"
             self.dashboard.set_status(
-                f"stopped after step {step}; checkpoint {ckpt}" if stopped else f"finished: {step} steps"
+                f"stopped after {asked} (not finished); checkpoint {ckpt}"
+                if stopped
+                else f"finished: {step} steps"
+                if self.outcome.finished
+                else f"ended after {asked} (not finished)"
             )
             self.controls.finish()  # before the follow-ups (an evaluation can take minutes)
             for fn in self._after:

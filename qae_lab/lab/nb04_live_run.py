@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from qae_lab._checks import check_int
 from qae_lab.analysis.phenomena import window_mean
 from qae_lab.lab.exercises import check_direction
+from qae_lab.runs.pipeline import eval_line, evaluate_run
 from qae_lab.metric_names import QAE_HARD_FRAC, QAE_K, QAE_QUANTILE_BASELINE, QAE_ZERO_ADV_FRAC, SAAH_ALPHA
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "KNOB_COLUMNS",
     "WEIGHTING_NAMES",
     "completions_html",
+    "evaluate_after",
     "first_last",
     "hard_share_verdict",
     "knob_changes_table",
@@ -332,3 +334,14 @@ def completions_html(pairs: Sequence[Mapping], kind: str = "Greedy completions")
             cells.append(f"<td style='{_CELL};background:{_FILLS[ok]}'><b>{mark}</b>\n{html.escape(r[when])}</td>")
         lines.append("<tr>" + "".join(cells) + "</tr>")
     return "\n".join([*lines, "</table>"])
+
+
+def evaluate_after(live, tok, records, run, cfg, out) -> str:
+    r"""The evaluation after training of a :class:`~qae_lab.lab.live.LiveRun` that has ended, as a line: written to
+    ``out/eval_after.json`` only when the run finished (trained every step asked for: a stopped run's evaluation is
+    shown, not saved as the run's result, as :func:`qae_lab.runs.pipeline.train` keeps it). For ``LiveRun.then``."""
+    done, step = live.outcome.finished, live.outcome.global_step
+    res = evaluate_run(
+        live.trainer.model, tok, records, run, cfg, out / "eval_after.json" if done else None, progress=False
+    )
+    return eval_line("after" if done else f"after step {step}, not finished", res)

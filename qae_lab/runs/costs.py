@@ -1,6 +1,5 @@
 r"""What a LoRA GRPO run costs on a GPU, estimated from the architecture: the peak memory of a step, the time of a
-step and of a whole run; and the largest settings a run accepts (:func:`limits`: from the estimated peak where a
-bound depends on the model, a documented cap where it does not).
+step and of a whole run (the largest settings a run accepts, from these estimates: :mod:`qae_lab.runs.limits`).
 
 Estimates, not measurements: each written term by term, so that every assumption can be checked;
 ``benchmarks/gpu_check.py`` prints a measured step beside them on the GPU it runs on.
@@ -21,16 +20,12 @@ Implementer's notes: docs/implementation.md, section ``qae_lab.runs.costs``.
 
 from __future__ import annotations
 
-import json
 import math
-import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from qae_lab._checks import check_int
-from qae_lab.task.data import GSM8K_ENV
-from qae_lab.task.models import EMBEDDED_MODELS, LORA_TARGETS, embedded_dir, resolve_name
+from qae_lab.task.models import LORA_TARGETS
 
 __all__ = [
     "Arch",
@@ -38,6 +33,7 @@ __all__ = [
     "GIB",
     "T4_MEMORY",
     "DTYPE_BYTES",
+    "projections",
     "param_count",
     "lora_param_count",
     "layer_activation_bytes",
@@ -56,14 +52,6 @@ __all__ = [
     "training_time",
     "lora_grpo_step_time",
     "run_time",
-    "MAX_PEAK",
-    "MAX_DRAWN",
-    "GSM8K_SIZES",
-    "SMALLEST_ARCH",
-    "model_arch",
-    "run_peak",
-    "limits",
-    "over_limits",
 ]
 
 
@@ -133,8 +121,12 @@ QWEN25 = {
 }
 
 
-def _linears(arch: Arch) -> dict[str, tuple[int, int]]:
-    """Each decoder layer's projections, ``name: (in_features, out_features)``."""
+def projections(arch: Arch) -> dict[str, tuple[int, int]]:
+    r"""Each decoder layer's projections, ``name: (in_features, out_features)``.
+
+    >>> projections(QWEN25["qwen2.5-0.5b"])["k_proj"]
+    (896, 128)
+    """
     h, kv, i = arch.hidden, arch.kv, arch.intermediate
     return {
         "q_proj": (h, h),
@@ -148,9 +140,9 @@ def _linears(arch: Arch) -> dict[str, tuple[int, int]]:
 
 
 def _check_targets(arch: Arch, targets: Sequence[str]) -> list[str]:
-    unknown = sorted(set(targets) - set(_linears(arch)))
+    unknown = sorted(set(targets) - set(projections(arch)))
     if unknown:
-        raise ValueError(f"targets must be among {list(_linears(arch))}, got {unknown}")
+        raise ValueError(f"targets must be among {list(projections(arch))}, got {unknown}")
     return list(dict.fromkeys(targets))
 
 
@@ -162,7 +154,7 @@ def param_count(arch: Arch) -> int:
     (494032768, 1543714304)
     """
     h = arch.hidden
-    per_layer = sum(i * o for i, o in _linears(arch).values()) + (h + 2 * arch.kv) + 2 * h
+    per_layer = sum(i * o for i, o in projections(arch).values()) + (h + 2 * arch.kv) + 2 * h
     return arch.vocab * h * (1 if arch.tied else 2) + arch.layers * per_layer + h
 
 
@@ -173,7 +165,7 @@ def lora_param_count(arch: Arch, r: int, targets: Sequence[str] = LORA_TARGETS) 
     8798208
     """
     check_int(r, "r", 1)
-    linears = _linears(arch)
+    linears = projections(arch)
     return arch.layers * sum(r * sum(linears[t]) for t in _check_targets(arch, targets))
 
 
@@ -190,7 +182,7 @@ def layer_activation_bytes(arch: Arch, dtype_bytes: int, lora_r: int, targets: S
     """
     h, kv, i, b = arch.hidden, arch.kv, arch.intermediate, dtype_bytes
     base = 2 * h * 4 + 2 * h * b + (h + 2 * kv) * b + (h + kv) * b + h * b + 4 * i * b
-    linears = _linears(arch)
+    linears = projections(arch)
     lora = sum(linears[t][0] * (b + 1) + lora_r * b for t in _check_targets(arch, targets))
     return base + lora
 
@@ -244,7 +236,7 @@ def lora_grpo_memory(
     b, h, L = dtype_bytes, arch.hidden, arch.layers
     n, s = micro_batch, prompt_len + completion_len
     p_lora = lora_param_count(arch, lora_r, targets)
-    linears = _linears(arch)
+    linears = projections(arch)
     p_adapted = L * sum(i * o for t, (i, o) in linears.items() if t in targets)
     t = {"weights": param_count(arch) * b, "lora": p_lora * 4, "optimizer": p_lora * 8}
     # generation: K and V of every layer for B sequences of S positions
@@ -693,279 +685,3 @@ def run_time(
         "evaluations": evaluations,
         "total": steps + evaluations,
     }
-
-
-# the largest settings a run accepts: qae_lab.runs.pipeline.check_run refuses the rest before anything loads
-
-MAX_PEAK = 2 * 2**40
-"""2 TiB: the most a run's estimated peak memory (:func:`run_peak`) may be: eight times the largest GPU's (256 GB)
-and more than most servers' RAM. The estimate leaves out the CUDA context, the allocator's slack and, without LoRA,
-the model's gradients and optimizer state, so a run it refuses would need more still."""
-MAX_DRAWN = 100_000
-"""Problems the synthetic and sums tasks draw (``n_train``, ``n_eval``), held in memory as records and an Arrow
-table: 100,000 take about 250 MB and 2 s to draw (50 times cpu-demo's 2,000)."""
-GSM8K_SIZES = {"train": 7_473, "test": 1_319}
-"""GSM8K's splits on the Hub (openai/gsm8k, main): the most ``n_train`` and ``n_eval`` draw from them. A local folder's
-files are counted when the run is planned (:func:`qae_lab.runs.run_plan.plan` reads them)."""
-SMALLEST_ARCH = Arch(128, 4, 4, 2, 384, 470, True)
-"""The embedded model's architecture (``data/embedded/config.json``), the smallest here: the estimates' model when a
-run's model has no ``config.json`` on this machine (a Hub id not downloaded yet), which bounds its sizes loosely."""
-_LARGEST = 2**62  # the top of the search for a memory-bound setting's largest value
-
-
-def model_arch(model: str) -> Arch | None:
-    r"""The architecture of a run's ``model`` (a ``RunArgs.model``), read without loading anything: its :data:`QWEN25`
-    entry, else the ``config.json`` of the embedded model, of a local folder or in the Hub's local cache (never
-    fetched); None when there is none here, or when :class:`Arch` cannot read it (not a decoder of Qwen2's form).
-
-    >>> model_arch("qwen2.5-1.5b").hidden, model_arch("embedded") == SMALLEST_ARCH, model_arch("no-such/model-here")
-    (1536, True, None)
-    """
-    if str(model).lower() in QWEN25:
-        return QWEN25[str(model).lower()]
-    try:
-        if model in EMBEDDED_MODELS:
-            file = embedded_dir(model) / "config.json"
-        elif Path(model).is_dir():  # a local folder's own file, never a link to another place
-            file = None if (Path(model) / "config.json").is_symlink() else Path(model) / "config.json"
-        else:
-            from huggingface_hub import try_to_load_from_cache  # transformers' own dependency (the train extra)
-
-            cached = try_to_load_from_cache(resolve_name(model), "config.json")
-            file = Path(cached) if isinstance(cached, str) else None
-        if file is None or not file.is_file() or file.stat().st_size > 2**20:
-            return None
-        return Arch.from_config(json.loads(file.read_text(encoding="utf-8")))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # unreadable: the run's load says why
-        return None
-
-
-_EVERY_PHASE = ("step", "evaluation", "trl_evaluation", "regime_eval")
-# the settings run_peak counts, and the phases each enters; those of RunArgs
-_PHASES = {
-    **dict.fromkeys(("lora_r", "max_completion_length"), _EVERY_PHASE),
-    **dict.fromkeys(
-        ("per_device_train_batch_size", "steps_per_generation", "pad_to_multiple_of", "entropy_top_k"), ("step",)
-    ),
-    **dict.fromkeys(("eval_batch_size", "eval_samples", "eval_max_new_tokens"), ("evaluation",)),
-    "per_device_eval_batch_size": ("trl_evaluation",),
-    **dict.fromkeys(("regime_eval_samples", "regime_eval_prompts"), ("regime_eval",)),
-}
-_RUN_SIZES = ("lora_r", "eval_batch_size", "eval_samples", "eval_max_new_tokens")
-# the settings whose bound is the largest generate call's (_memory_limits)
-_BATCHES = ("generation_batch_size", "num_generations", "num_generations_eval")
-
-
-def _sizes(run, cfg) -> dict[str, int | None]:
-    """The run's settings that :func:`run_peak` counts, by name (:data:`_PHASES`' order)."""
-    return {name: getattr(run if name in _RUN_SIZES else cfg, name, None) for name in _PHASES}
-
-
-def run_peak(run, cfg, *, regime_batch: int, regime_draws: int, **sizes) -> dict[str, int]:
-    r"""A lower estimate of a built run's peak memory in bytes, phase by phase, and ``peak``, the largest.
-
-    ``step``: :func:`lora_grpo_memory` of a training step: the generation batch of a process
-    (``per_device_train_batch_size * steps_per_generation``) and a micro-batch's update (padded to
-    ``pad_to_multiple_of``; with ``entropy_top_k``, its float32 values and int64 indices per token); a run without
-    LoRA counts no adapters, nor the full model's gradients and optimizer state. ``evaluation``: one generate call of
-    the evaluation, ``eval_batch_size * eval_samples`` sequences of ``eval_max_new_tokens``; ``trl_evaluation``:
-    ``per_device_eval_batch_size`` sequences (TRL's evaluation); ``regime_eval``: the regime evaluation's start split,
-    ``min(regime_batch, regime_eval_prompts) * regime_draws * regime_eval_samples`` sequences (its prompts a call,
-    :data:`qae_lab.runs.pipeline.REGIME_BATCH`, and draws, :data:`qae_lab.train.regime_eval.SPLIT_DRAWS`). Each phase
-    counts whether or not the run turns it on. Elements take ``run.dtype``'s bytes (``"auto"`` 2); the model is
-    :func:`model_arch`'s, else :data:`SMALLEST_ARCH`; prompts are
-    :data:`PROMPT_TOKENS` of the task. ``sizes``: values in place of the run's settings of those names.
-
-    >>> from types import SimpleNamespace as NS
-    >>> run = NS(model="qwen2.5-0.5b", dtype="float16", lora=True, lora_r=16, task="gsm8k", eval_batch_size=32,
-    ...          eval_samples=4, eval_max_new_tokens=None)
-    >>> cfg = NS(per_device_train_batch_size=16, steps_per_generation=2, max_completion_length=256,
-    ...          gradient_checkpointing=True, fast_generation=True, pad_to_multiple_of=None, entropy_top_k=None,
-    ...          per_device_eval_batch_size=8, regime_eval_samples=8, regime_eval_prompts=64)
-    >>> est = run_peak(run, cfg, regime_batch=16, regime_draws=4)
-    >>> {k: round(v / GIB, 2) for k, v in est.items()}   # the step: run_memory's 3.18 GiB
-    {'step': 3.18, 'evaluation': 3.39, 'trl_evaluation': 1.17, 'regime_eval': 10.52, 'peak': 10.52}
-    """
-    return _run_peak(
-        run, cfg, model_arch(run.model) or SMALLEST_ARCH, regime_batch, regime_draws, {**_sizes(run, cfg), **sizes}
-    )
-
-
-def _run_peak(run, cfg, arch: Arch, regime_batch: int, regime_draws: int, s: dict) -> dict[str, int]:
-    """:func:`run_peak` of the model ``arch`` and the settings ``s`` (:func:`_sizes`' names)."""
-    b = 2 if run.dtype == "auto" else DTYPE_BYTES[run.dtype]
-    common = {
-        "dtype_bytes": b,
-        "lora_r": s["lora_r"] if run.lora else 1,
-        "targets": LORA_TARGETS if run.lora else (),
-        "prompt_len": PROMPT_TOKENS.get(run.task, 320),
-    }
-    n, t, m = s["per_device_train_batch_size"], s["max_completion_length"], s["pad_to_multiple_of"] or 1
-
-    def generation(batch: int, new_tokens: int) -> int:  # the persistent terms and one generate call
-        est = lora_grpo_memory(
-            arch, **common, micro_batch=1, generation_batch=batch, completion_len=new_tokens, fast_generation=False
-        )
-        return est["persistent"] + est["generation"]
-
-    checkpointing = bool(getattr(cfg, "gradient_checkpointing", False))
-    step = lora_grpo_memory(
-        arch,
-        **common,
-        micro_batch=n,
-        generation_batch=n * s["steps_per_generation"],
-        completion_len=t,
-        checkpointing=checkpointing,
-        fast_generation=bool(getattr(cfg, "fast_generation", False)),
-    )
-    padded_t = -(-t // m) * m  # TRL pads prompts and completions to a multiple of pad_to_multiple_of
-    update = lora_grpo_memory(
-        arch,
-        **{**common, "prompt_len": -(-common["prompt_len"] // m) * m},
-        micro_batch=n,
-        generation_batch=1,
-        completion_len=padded_t,
-        checkpointing=checkpointing,
-    )
-    top_k = n * padded_t * (s["entropy_top_k"] or 0) * 12
-    regime = min(regime_batch, s["regime_eval_prompts"]) * regime_draws * s["regime_eval_samples"]
-    phases = {
-        "step": step["persistent"] + max(step["generation"], update["training"] + top_k),
-        "evaluation": generation(s["eval_batch_size"] * s["eval_samples"], s["eval_max_new_tokens"] or t),
-        "trl_evaluation": generation(s["per_device_eval_batch_size"], t),
-        "regime_eval": generation(regime, t),
-    }
-    return {**phases, "peak": max(phases.values())}
-
-
-def _largest(fits: Callable[[int], bool], top: int = _LARGEST) -> int:
-    """The largest v in [0, top] with ``fits(v)``, for a ``fits`` true up to some value and false after (0: none)."""
-    lo, hi = 0, top
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
-    return lo
-
-
-def _drawable(run) -> dict[str, int]:
-    """``{"n_train": most, "n_eval": most}`` the run's task draws; empty for a local GSM8K folder (counted when read)."""
-    if run.task != "gsm8k":
-        return {"n_train": MAX_DRAWN, "n_eval": MAX_DRAWN}
-    if run.gsm8k_path or os.environ.get(GSM8K_ENV):
-        return {}
-    return {"n_train": GSM8K_SIZES["train"], "n_eval": GSM8K_SIZES["test"]}
-
-
-def limits(run, cfg, *, regime_batch: int, regime_draws: int) -> dict[str, tuple[float, str]]:
-    r"""The largest value a built run accepts for each of its size settings, ``{field: (largest, why)}``, each with
-    the run's other settings as they are (docs/command-line.md tables them).
-
-    Where it depends on the model: ``lora_r`` at most the widest rank an adapted layer has (``min(in, out)``: the
-    hidden size), ``entropy_top_k`` at most the vocabulary, and each setting :func:`run_peak` counts at most what keeps
-    the phases it enters within :data:`MAX_PEAK` (found by bisection: the estimate grows with each);
-    ``generation_batch_size`` and ``num_generations`` (a group is generated in one call) at most the largest
-    generation batch, ``num_generations_eval`` TRL's largest evaluation batch. Where it does not: the problems a task
-    draws (:data:`MAX_DRAWN`, :data:`GSM8K_SIZES`; ``regime_eval_prompts`` uses at most ``n_eval`` of them). The
-    caps that depend on nothing else are the settings' own (``QAEConfig``: ``max_steps``, ``gradient_accumulation_steps``,
-    ... ; ``RunArgs.torch_threads``). With ``max_steps=-1``, ``num_train_epochs`` at most
-    what takes ``QAEConfig``'s ``MAX_STEPS`` steps, by the Trainer's count: an epoch is a process's generation batches,
-    ``(n_train // prompts a batch) * steps_per_generation * num_iterations``, in optimizer steps of
-    ``gradient_accumulation_steps``. ``regime_batch``, ``regime_draws``: as :func:`run_peak`'s.
-
-    >>> from qae_lab.runs.presets import build
-    >>> bounds = limits(*build("cpu-demo", output_dir="unused"), regime_batch=16, regime_draws=4)
-    >>> bounds["n_train"][0], bounds["lora_r"][0], bounds["per_device_train_batch_size"][0]
-    (100000, 128, 852169)
-    """
-    out: dict[str, tuple[float, str]] = {}
-
-    def bound(name: str, largest: float, why: str) -> None:  # of two bounds of one field, the smaller stands
-        if name not in out or largest < out[name][0]:
-            out[name] = (largest, why)
-
-    gsm8k = {"n_train": "the problems in GSM8K's train split", "n_eval": "the problems in GSM8K's test split"}
-    for name, most in _drawable(run).items():
-        bound(name, most, gsm8k[name] if run.task == "gsm8k" else f"the most problems the {run.task} task draws")
-    bound("regime_eval_prompts", _drawable(run).get("n_eval", MAX_DRAWN), "the most held-out problems there can be")
-    if cfg.max_steps == -1:  # the Trainer's count of an epoch's optimizer steps, within QAEConfig's MAX_STEPS
-        from qae_lab.train.config import MAX_STEPS  # imports TRL (the train extra), loaded already where cfg was built
-
-        batches = run.n_train // (cfg.generation_batch_size // cfg.num_generations) * cfg.steps_per_generation
-        per_epoch = max(-(-batches * cfg.num_iterations // cfg.gradient_accumulation_steps), 1)
-        bound(
-            "num_train_epochs",
-            MAX_STEPS / per_epoch,
-            f"{per_epoch} steps an epoch, within the most steps a run takes ({MAX_STEPS}: the Trainer keeps every "
-            "logged step in memory)",
-        )
-    arch = model_arch(run.model)
-    if arch is not None:
-        widest = max(min(i, o) for t, (i, o) in _linears(arch).items() if t in LORA_TARGETS)
-        bound("lora_r", widest, f"the widest rank of an adapted layer of the model {run.model!r}, min(in, out)")
-        if cfg.entropy_top_k is not None:
-            bound("entropy_top_k", arch.vocab, f"the vocabulary of the model {run.model!r}")
-    why = f"keeps the estimated peak memory within {MAX_PEAK // 2**40} TiB, the other settings as set"
-    for name, largest in _memory_limits(run, cfg, arch or SMALLEST_ARCH, regime_batch, regime_draws).items():
-        if name != "num_generations_eval" or cfg.num_generations_eval is not None:
-            bound(name, largest, why)
-    return out
-
-
-def _memory_limits(run, cfg, arch: Arch, regime_batch: int, regime_draws: int) -> dict[str, int]:
-    """The largest value of each setting :func:`run_peak` counts that keeps the phases it enters within
-    :data:`MAX_PEAK`, the rest as set; and of the :data:`_BATCHES`, which the largest generate call bounds."""
-    sizes = _sizes(run, cfg)
-    n, spg = sizes["per_device_train_batch_size"], sizes["steps_per_generation"]
-
-    def largest(name: str) -> int:
-        def fits(v: int) -> bool:
-            est = _run_peak(run, cfg, arch, regime_batch, regime_draws, {**sizes, name: v})
-            return max(est[phase] for phase in _PHASES[name]) <= MAX_PEAK
-
-        return _largest(fits)
-
-    out = {
-        name: largest(name)
-        for name, value in sizes.items()
-        if value is not None and (name != "lora_r" or run.lora)  # without LoRA, lora_r sizes nothing
-    }
-    # a generate call holds per_device_train_batch_size * steps_per_generation sequences a process, whichever grows
-    processes = cfg.generation_batch_size // (n * spg)
-    most = max(out["per_device_train_batch_size"] * spg, n * out["steps_per_generation"])
-    out["generation_batch_size"] = out["num_generations"] = processes * most
-    out["num_generations_eval"] = processes * out["per_device_eval_batch_size"]
-    return out
-
-
-def over_limits(run, cfg, *, regime_batch: int, regime_draws: int) -> list[str]:
-    r"""Each size setting of a built run above its largest accepted value (:func:`limits`), as ``"field=value (at
-    most largest: why)"``; empty when all are within. When the estimated peak is above :data:`MAX_PEAK`, a last line
-    says how far and in which phase (with the phase's settings, when no one of them alone is the cause).
-
-    >>> from qae_lab.runs.presets import build
-    >>> run, cfg = build("cpu-demo", ["n_train=1000000000000", "per_device_train_batch_size=100000000"], output_dir="x")
-    >>> said = over_limits(run, cfg, regime_batch=16, regime_draws=4)
-    >>> print(said[0]); print(said[1]); print(said[-1])
-    n_train=1000000000000 (at most 100000: the most problems the synthetic task draws)
-    per_device_train_batch_size=100000000 (at most 852169: keeps the estimated peak memory within 2 TiB, the ...)
-    the estimated peak memory (qae_lab.runs.costs.run_peak) is 235 TiB, in its step phase
-    """
-    said, named = [], set()
-    for name, (largest, why) in limits(run, cfg, regime_batch=regime_batch, regime_draws=regime_draws).items():
-        value = getattr(run, name) if hasattr(run, name) else getattr(cfg, name)
-        if value is None or value <= largest or largest == 0:
-            continue  # within; or no value fits with the rest as set: another setting is the cause
-        named.add(name)
-        said.append(f"{name}={value} (at most {f'{largest:.4g}' if isinstance(largest, float) else largest}: {why})")
-    peak = run_peak(run, cfg, regime_batch=regime_batch, regime_draws=regime_draws)
-    if peak["peak"] > MAX_PEAK:
-        phase = max((k for k in peak if k != "peak"), key=peak.get)
-        tib = peak["peak"] / 2**40
-        line = f"the estimated peak memory (qae_lab.runs.costs.run_peak) is {tib:,.0f} TiB, in its {phase} phase"
-        if not named & {*_PHASES, *_BATCHES}:  # no one setting alone is the cause: the phase's settings together
-            sizes = _sizes(run, cfg)
-            line += ", which these size together: " + ", ".join(
-                f"{k}={sizes[k]}" for k, phases in _PHASES.items() if phase in phases and sizes[k] is not None
-            )
-        said.append(line)
-    return said

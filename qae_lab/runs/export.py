@@ -55,6 +55,7 @@ from qae_lab.storage.folder import (
     RunFolderError,
     atomic_write_text,
     check_folder,
+    new_folder,
     read_json,
     read_log,
     read_text,
@@ -305,8 +306,8 @@ def export_run(
     out = Path(out)
     _check_out(out, source, overwrite)
     model, tok = load_trained(source, dtype="float32", device="cpu")
-    staged = out.parent / f".{out.name}.export-{os.getpid()}"
-    shutil.rmtree(staged, ignore_errors=True)  # this process's own leftover only (the name carries its id)
+    # this process's own (the name carries its id): a leftover, or a link planted there, removed, never written through
+    staged = new_folder(out.parent / f".{out.name}.export-{os.getpid()}")
     try:
         if adapter_only:
             model.peft_config["default"].base_model_name_or_path = resolve_name(source.base)
@@ -504,8 +505,9 @@ def save_model(trainer, run_dir: str | os.PathLike, *, replace: bool = False) ->
     problem = removal_problem(run_dir / STAGING_DIR)  # a leftover save's staging goes below, nothing else: every
     if problem:  # process asks, so none waits below for one that stopped here
         raise RunFolderError(f"{problem}; nothing was saved")
-    if main:
-        shutil.rmtree(staged, ignore_errors=True)
+    if main:  # a leftover, or a link planted there, removed, never written through
+        (run_dir / STAGING_DIR).mkdir(exist_ok=True)
+        new_folder(staged)
     trainer.accelerator.wait_for_everyone()  # none saves into the staging folder before it is clear
     trainer.save_model(str(staged))
     if main:

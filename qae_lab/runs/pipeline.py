@@ -29,10 +29,20 @@ from qae_lab.train.callbacks import RunLogger, train_resumable, use_compact_prog
 from qae_lab.task.data import sa_ah_split, synthetic_task, to_grpo_dataset
 from qae_lab.task.sums import sums_task
 from qae_lab.task.evaluate import EvalResult, evaluate
-from qae_lab.runs.costs import over_limits
+from qae_lab.runs.costs import DTYPE_BYTES
+from qae_lab.runs.limits import (
+    MAX_DISK,
+    MAX_EVAL_COMPLETIONS,
+    SMALLEST_ARCH,
+    checkpoint_bytes,
+    model_arch,
+    over_limits,
+    saved_checkpoints,
+    trainer_steps,
+)
 from qae_lab.runs.export import save_model
 from qae_lab.methods import method_name
-from qae_lab.task.models import load_policy, lora_config
+from qae_lab.task.models import check_model_files, load_policy, lora_config, resolve_name
 from qae_lab.runs.presets import RunArgs, build  # noqa: F401 -- build: the doctests
 from qae_lab.train.regime_eval import SPLIT_DRAWS, add_regime_eval
 from qae_lab.storage.resume import RESUME, ResumePlan, claim, plan_run
@@ -86,7 +96,7 @@ def check_run(run: RunArgs, cfg) -> None:
     named with what to change. :func:`qae_lab.runs.run_plan.plan` calls it (the dry run too), and so do :func:`train`
     and :func:`make_trainer` when they make the run's plan themselves.
 
-    Refused: a size setting above its largest accepted value (:func:`qae_lab.runs.costs.over_limits`); fewer training
+    Refused: a size setting above its largest accepted value (:func:`qae_lab.runs.limits.over_limits`); fewer training
     problems than one generation batch draws (``generation_batch_size // num_generations`` prompts: TRL's sampler
     drops an incomplete batch, so the run would train no step); ``reward_weights`` that are not one weight per reward
     function (:func:`reward_functions`); fewer problems than ``levels`` in the synthetic or sums task, training ones
@@ -117,6 +127,42 @@ def check_run(run: RunArgs, cfg) -> None:
             f"function{'s' if len(functions) > 1 else ''} ({', '.join(f.__name__ for f in functions)}, of "
             f"reward={run.reward!r}): give one weight per function, or leave reward_weights unset"
         )
+    arch = model_arch(run.model) or SMALLEST_ARCH
+    if run.n_train >= prompts:  # the steps the Trainer will count (max_steps, or the epochs' steps)
+        b = 2 if run.dtype == "auto" else DTYPE_BYTES[run.dtype]
+        each = checkpoint_bytes(arch, lora_r=run.lora_r if run.lora else None, dtype_bytes=b)
+        kept = saved_checkpoints(cfg, trainer_steps(run, cfg))
+        if kept * each > MAX_DISK:
+            said.append(
+                f"the run would keep {kept} checkpoints of about {each / 2**30:.1f} GiB each "
+                f"({kept * each / 2**40:.1f} TiB; at most {MAX_DISK // 2**40} TiB, limits.MAX_DISK): save less often "
+                f"(save_steps), keep fewer (save_total_limit) or train with LoRA"
+            )
+    evaluations = {
+        "an evaluation (n_eval x eval_samples)": run.n_eval * run.eval_samples if run.evaluate else 0,
+        f"the regime evaluation's start split (regime_eval_prompts x regime_eval_samples x {SPLIT_DRAWS})": min(
+            run.n_eval, cfg.regime_eval_prompts
+        )
+        * cfg.regime_eval_samples
+        * SPLIT_DRAWS
+        if cfg.regime_eval_steps is not None
+        else 0,
+    }
+    for what, completions in evaluations.items():
+        if completions > MAX_EVAL_COMPLETIONS:
+            said.append(
+                f"{what} would sample {completions:,} completions (at most {MAX_EVAL_COMPLETIONS:,}, "
+                f"limits.MAX_EVAL_COMPLETIONS): more than a day's sampling on a GPU"
+            )
+    source = resolve_name(run.model)
+    if Path(source).is_dir():  # a folder here (the embedded model's too): its config.json read now, not fetched
+        try:
+            check_model_files(source)
+        except (ValueError, OSError) as err:
+            said.append(str(err))
+    names = [f.__name__ for f in functions]
+    if cfg.success_reward is not None and cfg.success_reward not in names:
+        said.append(f"success_reward must name one of the run's reward functions {names}, got {cfg.success_reward!r}")
     held_out = run.evaluate or cfg.regime_eval_steps is not None  # n_eval's problems are used
     for name in ("n_train", "n_eval") if held_out else ("n_train",):
         if run.task != "gsm8k" and getattr(run, name) < len(run.levels):
@@ -395,8 +441,7 @@ def _train_and_write(
         print(eval_line("before", before), flush=True)
     trainer.accelerator.wait_for_everyone()
     outcome = train_resumable(trainer, plan.resume_from)
-    asked = trainer.state.max_steps  # max_steps, or the Trainer's count of num_train_epochs' steps
-    finished = not outcome.interrupted and outcome.global_step >= asked
+    asked, finished = outcome.asked, outcome.finished
     after = None
     if outcome.interrupted:
         print(

@@ -29,7 +29,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from qae_lab._checks import check_int, check_path, plain_value
+from qae_lab._checks import check_int, check_path, credential_in, plain_value
 from qae_lab.task.data import LEVELS
 from qae_lab.methods import check_ratio_partners, method_settings
 from qae_lab.task.rewards import SUCCESS_BANDS, check_reward
@@ -109,16 +109,30 @@ class RunArgs:
     def __post_init__(self):
         for f in dataclasses.fields(self):  # numbers as Python's own (numpy, torch, Decimal), as QAEConfig holds them
             setattr(self, f.name, plain_value(getattr(self, f.name)))
+            found = credential_in(getattr(self, f.name), f.name)  # before any message repeats a value
+            if found:
+                raise ValueError(f"{found}: give it without the credential (a run records its settings)")
         for name in ("model", "gsm8k_path"):  # a folder or a Hub id: a path the file system can take
             if getattr(self, name) is not None:
                 check_path(getattr(self, name), name)
+        for name in ("lora", "evaluate", "save_model"):  # a string "false" would be true
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
         for name in ("n_train", "n_eval", "eval_samples", "eval_batch_size", "lora_r", "data_seed"):
             check_int(getattr(self, name), name, 0 if name == "data_seed" else 1)
+        for name, most in (("eval_max_new_tokens", None), ("torch_threads", MAX_THREADS)):
+            if getattr(self, name) is not None:  # MAX_THREADS: more than one machine's hardware threads
+                check_int(getattr(self, name), name, 1, most)
         if self.task not in ("synthetic", "sums", "gsm8k"):
             raise ValueError(f"task must be 'synthetic', 'sums' or 'gsm8k', got {self.task!r}")
         self.levels = tuple(self.levels)
-        if not self.levels or not set(self.levels) <= set(LEVELS):
-            raise ValueError(f"levels must be a non-empty subset of {LEVELS}, got {self.levels!r}")
+        if not self.levels or not set(self.levels) <= set(LEVELS) or len(set(self.levels)) != len(self.levels):
+            raise ValueError(
+                f"levels must be a non-empty subset of {LEVELS}, each level once (a level named twice would get "
+                f"twice the problems), got {self.levels!r}"
+            )
+        for level in self.levels:
+            check_int(level, "levels", min(LEVELS), max(LEVELS))
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
         check_reward(self.reward)  # a REWARDS name; "math_verify" only with the verify extra installed
@@ -126,14 +140,6 @@ class RunArgs:
             raise ValueError(
                 f"gsm8k_path {self.gsm8k_path} is not a folder (it must hold GSM8K's train.jsonl and "
                 f"test.jsonl; None reads $QAE_LAB_GSM8K_DIR, else the Hub)"
-            )
-        for name in ("eval_max_new_tokens", "torch_threads"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise ValueError(f"{name} must be None or >= 1, got {getattr(self, name)}")
-        if self.torch_threads is not None and self.torch_threads > MAX_THREADS:
-            raise ValueError(
-                f"torch_threads must be at most {MAX_THREADS} (more than one machine's hardware threads), got "
-                f"{self.torch_threads}"
             )
 
 
@@ -288,7 +294,8 @@ def build(
     cfg_kw = {k: v for k, v in overrides.items() if k not in run_names}
 
     def where() -> str:  # an error's context: the preset, the file, what the command changed (read on failure only)
-        said = {**fields().arguments(args), **fields().sets(sets)}
+        said = {**fields().arguments(args), **fields().sets(sets)}  # a value that holds a credential is not repeated
+        said = {k: "<not shown: it holds a credential>" if credential_in(v, k) else v for k, v in said.items()}
         return (
             f"preset {preset!r}"
             + (f", config file {config}" if config is not None and not isinstance(config, dict) else "")

@@ -160,7 +160,7 @@ def plan(args) -> dict[str, Any]:
     check_run(run, cfg)  # sizes one machine holds, a step's prompts, a weight per reward function, the levels
     if run.task == "gsm8k" and (run.gsm8k_path or os.environ.get(GSM8K_ENV)):
         load_records(run)  # a local data file is read now (seconds): its errors name the file, line and field
-    notes = ready.lines() + [f"env: {line}" for line in env_lines] + outgoing_lines(cfg)
+    notes = ready.lines() + [f"env: {line}" for line in env_lines] + outgoing_lines(cfg) + _reuse_note(ready, cfg)
     return {
         "run": run,
         "cfg": cfg,
@@ -176,6 +176,19 @@ def plan(args) -> dict[str, Any]:
         "notes": notes,
         "overwrite": args.overwrite,
     }
+
+
+def _reuse_note(ready, cfg) -> list[str]:
+    """The note of a resume from a checkpoint inside a generation batch's reuse (``num_iterations``,
+    ``steps_per_generation``): what is left of that batch is in no checkpoint, so the first resumed step generates."""
+    every = cfg.steps_per_generation * cfg.num_iterations  # micro-batches a generation serves
+    if ready.step is None or (ready.step * cfg.gradient_accumulation_steps) % every == 0:
+        return []
+    return [
+        f"checkpoint-{ready.step} falls inside a generation batch's reuse ({every} micro-batches a generation: "
+        f"steps_per_generation x num_iterations): its rest is in no checkpoint, so the first resumed step generates "
+        f"anew; after it, the run generates at the steps the uninterrupted run did"
+    ]
 
 
 def _outgoing_named_again(cfg, named: set[str], out: Path) -> None:

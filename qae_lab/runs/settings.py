@@ -37,7 +37,7 @@ from typing import Any
 import torch
 import yaml
 
-from qae_lab._checks import address_credential, credential_name, json_mapping, json_value
+from qae_lab._checks import check_regular_file, credential_in, credential_name, json_mapping, json_value
 
 __all__ = [
     "ORDINARY",
@@ -213,7 +213,7 @@ class FieldParser:
         if name not in self.actions:
             raise self._unknown(name, source)
         self.admit(name, source)
-        refusal = _address_refusal(value, f"{source}: {name}")
+        refusal = _credential_refusal(value, name, source)
         if refusal:
             raise refusal
         action, hint = self.actions[name], self.hints[name]
@@ -263,11 +263,11 @@ class FieldParser:
             name = name.strip().replace("-", "_")
             if not sep or not name:
                 raise ValueError(f"--set needs name=value, got {item!r}")
-            if name not in self.actions:
-                raise self._unknown(name, f"--set {item}")
+            if name not in self.actions:  # the value is never repeated: it may be a secret under a mistyped name
+                raise self._unknown(name, f"--set {name}")
             # before the value is read or repeated (it may be a secret)
             self.admit(name, f"--set {name}")
-            refusal = _address_refusal(raw, f"--set {name}: {name}")
+            refusal = _credential_refusal(raw, name, f"--set {name}")
             if refusal:
                 raise refusal
             value: Any = raw
@@ -275,7 +275,7 @@ class FieldParser:
                 value = json_value(raw, f"--set {name}")
             elif self.actions[name].nargs in ("+", "*"):
                 value = [part for part in raw.split(",") if part.strip()]
-            refusal = _address_refusal(value, f"--set {name}: {name}")  # the items of a list, unrepeated too
+            refusal = _credential_refusal(value, name, f"--set {name}")  # inside a list or a mapping, unrepeated too
             if refusal:
                 raise refusal
             out[name] = self.value(name, value, f"--set {item}")
@@ -313,18 +313,16 @@ class FieldParser:
         return out
 
 
-def _address_refusal(value, where: str) -> ValueError | None:
-    """The refusal of ``value`` (a string, or a list of them) when it is an address that carries a credential
-    (:func:`qae_lab._checks.address_credential`), naming ``where`` and the part, never the value; else None."""
-    for item in value if isinstance(value, (list, tuple)) else [value]:
-        part = address_credential(item)
-        if part:
-            return ValueError(
-                f"{where} is an address with {part} in it, which a run would record (config.json, its checkpoints): "
-                f"give the address without it, and the credential the way its client takes one from the shell's "
-                f"environment"
-            )
-    return None
+def _credential_refusal(value, name: str, source: str) -> ValueError | None:
+    """The refusal of setting ``name``'s ``value`` when it holds a credential anywhere (an address with one, a mapping
+    key that names one: :func:`qae_lab._checks.credential_in`), naming ``source`` and the place, never the value."""
+    found = credential_in(value, name)
+    if found is None:
+        return None
+    return ValueError(
+        f"{source}: {found}, which a run would record (config.json, its checkpoints): give it without the credential, "
+        f"and the credential the way its client takes one from the shell's environment"
+    )
 
 
 # trackers that write local files only: report_to with these sends nothing out
@@ -418,6 +416,7 @@ class _Refused(yaml.YAMLError):
 
 def _config_text(path: Path) -> str:
     """The text of a config file, refused with its path (and the line of a byte that is not UTF-8)."""
+    check_regular_file(path, "config file")  # a named pipe would block the read forever
     try:
         with path.open("rb") as f:
             data = f.read(MAX_CONFIG_BYTES + 1)
@@ -570,7 +569,9 @@ def check_env(env: dict, source: str = "env") -> dict[str, str]:
         if isinstance(value, (dict, list, tuple)) or value is None:
             raise ValueError(f"{source}: env: {name} needs one plain value (a string, number or true/false)")
         text = "true" if value is True else "false" if value is False else str(value)
-        refusal = _address_refusal(text, f"{source}: env: {name}")
+        if "\x00" in text:
+            raise ValueError(f"{source}: env: {name} holds a NUL byte, which no process environment takes")
+        refusal = _credential_refusal(text, name, f"{source}: env")
         if refusal:
             raise refusal
         if name in ENV_SHELL_ONLY and os.environ.get(name) != text:

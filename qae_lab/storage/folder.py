@@ -21,6 +21,7 @@ import math
 import os
 import platform
 import re
+import shutil
 import socket
 import stat
 import sys
@@ -52,6 +53,8 @@ __all__ = [
     "REGIME_SPLIT_NAME",
     "TENSORBOARD_DIR",
     "EMISSIONS_NAME",
+    "COMPLETIONS_DIR",
+    "TRACKER_FILES",
     "CHECKPOINT_NAME",
     "RunFolderError",
     "is_run_name",
@@ -59,6 +62,7 @@ __all__ = [
     "irregular",
     "read_text",
     "open_to_read",
+    "new_folder",
     "fsync_dir",
     "atomic_write_text",
     "read_json",
@@ -85,14 +89,15 @@ MARKER_NAME, LOCK_NAME = ".qae_lab-run.json", ".qae_lab-run.lock"
 REGIME_SPLIT_NAME = (
     "regime_split.json"  # the held-out set's start split (qae_lab.train.regime_eval), read back on a resume
 )
-# What the run's trackers write into the run folder, where transformers' callbacks put it (report_to). TensorBoard:
+# What the run's trackers and TRL write into the run folder besides the run's own files. TensorBoard (report_to):
 # <output_dir>/runs/<date>_<host>/ (transformers' default_logdir; a resume adds a sub-folder of its own beside the
-# first). codecarbon: <output_dir>/emissions.csv, one row appended per training. Both are the run's: listed by
-# run_files, so a new run is refused beside them, --overwrite deletes them with the other files of the run it
-# replaces (no TensorBoard chart or emissions table mixes two runs), and a resume keeps and continues them.
-# transformers' default folder is named here, not set: whatever sub-folder each start gets, all is under runs/.
-TENSORBOARD_DIR, EMISSIONS_NAME = "runs", "emissions.csv"
-_TRACKER_FILES = (TENSORBOARD_DIR, EMISSIONS_NAME)
+# first). codecarbon: <output_dir>/emissions.csv, one row appended per training. TRL's log_completions:
+# <output_dir>/completions/completions_<step>.parquet. All are the run's: listed by run_files, so a new run is
+# refused beside them, --overwrite deletes them with the other files of the run it replaces (no chart, table or
+# completion file mixes two runs), and a resume keeps and continues them. The libraries' default folders are named
+# here, not set: whatever sub-folder each start gets, all is under these names.
+TENSORBOARD_DIR, EMISSIONS_NAME, COMPLETIONS_DIR = "runs", "emissions.csv", "completions"
+TRACKER_FILES = (TENSORBOARD_DIR, EMISSIONS_NAME, COMPLETIONS_DIR)
 _RUN_FILES = (
     CONFIG_NAME,
     LOG_NAME,
@@ -225,6 +230,28 @@ def symlinks(folder: str | os.PathLike) -> list[tuple[str, str]]:
 
 
 # ---------------------------------------------------------------- atomic writes
+
+
+def new_folder(path: str | os.PathLike) -> Path:
+    r"""An empty folder made anew at ``path`` for a staged write (a model saved, an export): a leftover there is
+    removed first, a file or a symbolic link unlinked (never followed), a folder deleted; then ``os.mkdir`` makes a
+    folder of its own, so what is written there never lands in a place a link names. Its parent must exist and be a
+    folder (made with its parents when missing), not a link.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp()); (d / "x").symlink_to("/elsewhere"); new_folder(d / "x").is_symlink()
+    False
+    """
+    path = Path(path)
+    if path.parent.is_symlink():
+        raise RunFolderError(f"{path.parent} is a symbolic link (to {os.readlink(path.parent)}): move it away")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path)
+    os.mkdir(path)
+    return path
 
 
 def fsync_dir(path: str | os.PathLike) -> None:
@@ -520,7 +547,7 @@ def is_run_name(name: str) -> bool:
     >>> [is_run_name(n) for n in ("model", "checkpoint-3", ".staging", "finished-step2-2", LOCK_NAME, "runs", "export")]
     [True, True, True, True, True, True, False]
     """
-    return _is_own_name(name) or name in _RUN_FILES or name in _TRACKER_FILES
+    return _is_own_name(name) or name in _RUN_FILES or name in TRACKER_FILES
 
 
 def _is_own_name(name: str) -> bool:
@@ -602,7 +629,7 @@ def check_folder(folder: str | os.PathLike, what: str = "output_dir") -> Path:
             if (
                 _is_own_name(key)
                 or (key in _RUN_FILES and (last or _beside_a_run(parent, key)))
-                or (key in _TRACKER_FILES and _beside_a_run(parent, key, own=True))
+                or (key in TRACKER_FILES and _beside_a_run(parent, key, own=True))
             ):
                 instead = Path(
                     *parts[:i], f"{name.lstrip('.')}-{'export' if what == 'out' else 'run'}", *parts[i + 1 :]
@@ -690,6 +717,7 @@ def _role(name: str) -> str:
         MODEL_DIR: "the trained model",
         TENSORBOARD_DIR: "the run's TensorBoard logs",
         EMISSIONS_NAME: "the run's codecarbon emissions",
+        COMPLETIONS_DIR: "the run's logged completions (TRL's log_completions)",
     }.get(name, "a file a run writes")
 
 

@@ -54,6 +54,7 @@ from qae_lab.storage.folder import (
     MARKER_NAME,
     STAGING_DIR,
     SUPERSEDED_NAME,
+    TRACKER_FILES,
     RunFolderError,
     RunLock,
     check_folder,
@@ -678,11 +679,11 @@ def plan_run(
             refused = fresh_refusal(folder, overwrite)
             if refused:
                 raise RunFolderError(refused)
-            return ResumePlan(
-                FRESH,
-                Path(folder),
-                overwrite=tuple(n for n in run_files(folder) if n != MARKER_NAME) if overwrite else (),
-            )
+            names = run_files(folder) if overwrite else []
+            # the previous run's files; a folder holding only a run's marker (a start that failed after its claim)
+            # is replaced too, its marker named
+            replaced = tuple(n for n in names if n != MARKER_NAME) or tuple(names)
+            return ResumePlan(FRESH, Path(folder), overwrite=replaced)
         if overwrite:
             raise RunFolderError("--overwrite starts a new run; --resume continues one: choose one")
         return _resume(folder, resume, settings, history)
@@ -717,6 +718,21 @@ def _locate(folder, resume) -> tuple[Path, int, list[dict], list[str]]:
             )
     state = read_json(checkpoint / "trainer_state.json", "checkpoint state", expect=dict)
     return checkpoint, state["global_step"], list(state.get("log_history", [])), notes
+
+
+def _linked_run_files(out: Path) -> list[str]:
+    """Each name of the run in ``out`` that is a symbolic link, and each link, named pipe or device inside its
+    trackers' folders (:data:`~qae_lab.storage.folder.TRACKER_FILES`, which the libraries write by name), said."""
+    found = [
+        f"{out / n} is a symbolic link (to {os.readlink(out / n)})" for n in run_files(out) if (out / n).is_symlink()
+    ]
+    for name in TRACKER_FILES:
+        if (out / name).is_dir() and not (out / name).is_symlink():
+            found += [f"{out / name / rel} is a symbolic link (to {target})" for rel, target in symlinks(out / name)]
+            for root, _dirs, files in os.walk(out / name):  # links among files were named just above
+                special = [Path(root) / f for f in files if not (Path(root) / f).is_symlink()]
+                found += [problem for problem in map(irregular, special) if problem]
+    return found
 
 
 def _resume(folder, resume, settings: Settings, history) -> ResumePlan:
@@ -754,6 +770,12 @@ def _resume(folder, resume, settings: Settings, history) -> ResumePlan:
         raise RunFolderError(
             f"{aside}: the resume moves {moved} there, and qae_lab appends only to a regular file of the run's "
             f"own. Move it away and resume again (nothing was changed)"
+        )
+    linked = _linked_run_files(out)
+    if linked:  # the resume writes there: log rows, checkpoints, the trackers' events
+        raise RunFolderError(
+            f"{linked[0]}: a resume writes into the run's own files, and a link would send the writes elsewhere (a "
+            f"named pipe would block them); move it away (nothing was changed)"
         )
     finished = finished_step(out)
     max_steps = ((wanted or stored or {}).get("trainer") or {}).get("max_steps")

@@ -63,6 +63,10 @@ def _str_list(x, name: str, what: str) -> list[str]:
     return list(x)
 
 
+MAX_WORDS, MAX_WORD_CHARS = 1_000, 100
+"""The most reflection words, and characters a word: the default list holds 11."""
+
+
 def reflection_pattern(words=REFLECTION_WORDS) -> re.Pattern:
     r"""One compiled, case-insensitive regex matching any of ``words`` as a whole word.
 
@@ -85,6 +89,12 @@ def reflection_pattern(words=REFLECTION_WORDS) -> re.Pattern:
     words = _str_list(words, "words", "non-blank")
     if not words:
         raise ValueError("words must hold at least one word, got an empty sequence")
+    if len(words) > MAX_WORDS or max(map(len, words)) > MAX_WORD_CHARS:
+        raise ValueError(
+            f"words must hold at most {MAX_WORDS} entries of at most {MAX_WORD_CHARS} characters (a regex of more "
+            f"is slow to build and to scan every completion with), got {len(words)}, the longest "
+            f"{max(map(len, words))}"
+        )
     for i, w in enumerate(words):
         if not w.split():
             raise ValueError(f"words must hold non-blank strings, got {w!r} at index {i}")

@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from qae_lab._checks import check_int
+from qae_lab._checks import check_int, check_regular_file
 from qae_lab.task.answers import MAX_DIGITS, canonical, parse_number
 
 __all__ = [
@@ -110,6 +110,7 @@ def _gsm8k_record(row, split: str, i: int, where: str) -> dict[str, Any]:
 def _read_jsonl(file: Path) -> list[tuple[str, Any]]:
     """(where, row) for each non-blank line of a JSON-lines file; ValueError naming file and line."""
     rows = []
+    check_regular_file(file, "data file")  # a named pipe would block the read forever
     with file.open("rb") as f:
         for lineno, raw in enumerate(f, 1):
             where = f"{file} line {lineno}"

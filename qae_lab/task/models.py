@@ -19,6 +19,7 @@ comes from :func:`lora_config`, either applied here (``lora=True``) or handed to
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 
@@ -34,6 +35,10 @@ __all__ = [
     "embedded_dir",
     "resolve_name",
     "lora_config",
+    "ATTENTION_IMPLEMENTATIONS",
+    "check_attention",
+    "EXPERTS_IMPLEMENTATIONS",
+    "check_model_files",
     "load_policy",
 ]
 
@@ -119,6 +124,65 @@ def lora_config(r: int = 16, alpha: int | None = None, dropout: float = 0.05, ta
     )
 
 
+# transformers' own attention implementations (a Hub kernel repository named instead would be fetched and run)
+ATTENTION_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention")
+# the package each flash attention needs: without it, transformers fetches a kernel from the Hub in its place
+_FLASH_PACKAGES = {"flash_attention_2": "flash_attn", "flash_attention_3": "flash_attn_interface"}
+
+
+def check_attention(value, name: str = "attn_implementation") -> None:
+    r"""Refuse, naming ``name``, an attention implementation that would run code from elsewhere: anything but
+    transformers' own :data:`ATTENTION_IMPLEMENTATIONS` (optionally ``paged|...``), and flash attention where its
+    package is not installed (transformers would then fetch a kernel from the Hub, code no one here wrote).
+
+    >>> check_attention("sdpa"), check_attention("paged|eager")
+    (None, None)
+    >>> check_attention("kernels-community/flash-attn2", "model_init_kwargs.attn_implementation")
+    Traceback (most recent call last):
+    ...
+    ValueError: model_init_kwargs.attn_implementation must be one of transformers' own ('eager', 'sdpa', ...
+    """
+    if value is None:
+        return
+    plain = str(value).removeprefix("paged|")
+    if plain not in ATTENTION_IMPLEMENTATIONS:
+        raise ValueError(
+            f"{name} must be one of transformers' own {ATTENTION_IMPLEMENTATIONS} (optionally 'paged|...'), got "
+            f"{value!r}: another name would fetch and run a kernel from the Hub"
+        )
+    package = _FLASH_PACKAGES.get(plain)
+    if package is not None and importlib.util.find_spec(package) is None:
+        raise ValueError(
+            f"{name}={value!r} needs the {package} package, which is not installed here: transformers would fetch a "
+            f"kernel from the Hub in its place (code from elsewhere). Install {package}, or use 'sdpa'"
+        )
+
+
+# transformers' mixture-of-experts implementations that run its own code (deepgemm and sonicmoe fetch a kernel)
+EXPERTS_IMPLEMENTATIONS = ("eager", "batched_mm", "grouped_mm")
+
+
+def check_model_files(source: str) -> None:
+    r"""Refuse a model whose ``config.json`` names an attention implementation :func:`check_attention` refuses, or
+    an experts implementation outside :data:`EXPERTS_IMPLEMENTATIONS` (transformers would follow either when
+    loading, fetching a kernel from the Hub); a local folder or an embedded model is read here, a Hub id's file as
+    transformers reads it (from the local cache, else the Hub). For a policy, a reference model or a reward model.
+
+    >>> check_model_files(resolve_name("embedded")) is None
+    True
+    """
+    from transformers import PretrainedConfig  # the train extra: imported only when used
+
+    config, _ = PretrainedConfig.get_config_dict(source)
+    check_attention(config.get("attn_implementation"), f"the model's config.json ({source}): attn_implementation")
+    experts = config.get("experts_implementation")
+    if experts is not None and experts not in EXPERTS_IMPLEMENTATIONS:
+        raise ValueError(
+            f"the model's config.json ({source}): experts_implementation must be one of transformers' own "
+            f"{EXPERTS_IMPLEMENTATIONS} or absent, got {experts!r}: another would fetch and run a kernel from the Hub"
+        )
+
+
 def _dtype(dtype, device: str) -> torch.dtype:
     if isinstance(dtype, torch.dtype):
         return dtype
@@ -167,6 +231,7 @@ def load_policy(
 
     source = resolve_name(name_or_path)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    check_model_files(source)  # before anything loads: no kernel from elsewhere named in its config.json
     tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token

@@ -26,6 +26,7 @@ from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
 from qae_lab.metric_names import QAE_ZERO_ADV_FRAC
 from qae_lab.storage.folder import (
+    COMPLETIONS_DIR,
     CONFIG_NAME,
     EVAL_AFTER,
     LOG_NAME,
@@ -165,6 +166,7 @@ class RunLogger(TrainerCallback):
         if later or cut is not None:  # kept beside the log before the log drops them
             append_lines(out / SUPERSEDED_NAME, [*later, *([{"cut_line": cut}] if cut is not None else [])])
         moved = _set_aside_finished(out, plan.finished_at) if plan.finished_at is not None and plan.trains_on else {}
+        moved.update(_set_aside_completions(out, step))
         event = {
             "event": "resume",
             "step": step,
@@ -208,6 +210,27 @@ class RunLogger(TrainerCallback):
             **(logs or {}),
         }
         append_line(Path(args.output_dir) / LOG_NAME, row)
+
+
+def _set_aside_completions(out: Path, step: int) -> dict:
+    """TRL's completion tables of the steps after ``step`` (``completions/completions_<step>.parquet``: a resume trains
+    them again, and TRL would write over them) renamed aside, ``...superseded.parquet``, as their log rows move to
+    log.superseded.jsonl; returns ``{"completions_set_aside": [names]}`` (empty: nothing moved)."""
+    folder, moved = out / COMPLETIONS_DIR, []
+    if not folder.is_dir() or folder.is_symlink():
+        return {}
+    for path in sorted(folder.glob("completions_*.parquet")):
+        number = path.stem.removeprefix("completions_")
+        if number.isdigit() and int(number) > step and not path.is_symlink():
+            target, n = path.with_name(f"{path.stem}.superseded.parquet"), 1
+            while os.path.lexists(target):
+                n += 1
+                target = path.with_name(f"{path.stem}.superseded-{n}.parquet")
+            os.replace(path, target)
+            moved.append(target.name)
+    if moved:
+        fsync_dir(folder)
+    return {"completions_set_aside": moved} if moved else {}
 
 
 def _set_aside_finished(out: Path, step: int) -> dict[str, Any]:
@@ -300,16 +323,31 @@ class TrainOutcome:
 
     ``interrupted``: stopped before ``max_steps``; ``checkpoint``: the checkpoint to resume from
     (None when there is none); ``global_step``: the last finished step; ``note``: what happened
-    to the interruption's checkpoint when it is not the obvious one.
+    to the interruption's checkpoint when it is not the obvious one; ``asked``: the steps the run was asked for
+    (the Trainer's ``state.max_steps``). :attr:`finished`: it trained every one of them.
 
-    >>> TrainOutcome(True, "runs/x/checkpoint-4", 4)
-    TrainOutcome(interrupted=True, checkpoint='runs/x/checkpoint-4', global_step=4, note='')
+    >>> TrainOutcome(True, "runs/x/checkpoint-4", 4, asked=8).finished, TrainOutcome(False, None, 8, asked=8).finished
+    (False, True)
+    >>> TrainOutcome(False, None, 3, asked=8).finished   # ended on its own, short of its steps
+    False
     """
 
     interrupted: bool
     checkpoint: str | None
     global_step: int
     note: str = ""
+    asked: int | None = None
+
+    @property
+    def finished(self) -> bool:
+        """Whether the run trained every step it was asked for: never after an interruption, nor one ended short."""
+        return not self.interrupted and self.asked is not None and self.global_step >= self.asked
+
+
+def steps_asked(trainer) -> int:
+    """The optimizer steps a trainer was asked for: the Trainer's own count once training began (``state.max_steps``,
+    ``num_train_epochs`` counted in steps), else ``args.max_steps``."""
+    return getattr(trainer.state, "max_steps", 0) or trainer.args.max_steps
 
 
 def train_resumable(trainer, resume_from_checkpoint: str | None = None) -> TrainOutcome:
@@ -329,7 +367,7 @@ def train_resumable(trainer, resume_from_checkpoint: str | None = None) -> Train
     >>> trainer = types.SimpleNamespace(args=types.SimpleNamespace(output_dir="runs/x"), train=ctrl_c,
     ...                                 state=types.SimpleNamespace(global_step=0))
     >>> train_resumable(trainer)  # Ctrl-C before the first step finished: nothing to save
-    TrainOutcome(interrupted=True, checkpoint=None, global_step=0, note='interrupted before the first step finished: nothing to resume')
+    TrainOutcome(interrupted=True, checkpoint=None, global_step=0, note='interrupted before the first step finished: nothing to resume', asked=None)
     """
     out = Path(trainer.args.output_dir)
     try:
@@ -359,4 +397,4 @@ def train_resumable(trainer, resume_from_checkpoint: str | None = None) -> Train
             logger = run_logger(trainer) if hasattr(trainer, "callback_handler") else None
             if logger is not None:
                 logger.release_lock()
-    return TrainOutcome(False, None, trainer.state.global_step)
+    return TrainOutcome(False, None, trainer.state.global_step, asked=steps_asked(trainer))

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.util
 import math
+import os
 import types
 import typing
 import warnings
@@ -27,19 +29,22 @@ from transformers import GenerationConfig
 from trl import GRPOConfig
 
 from qae_lab._checks import (
-    address_credential,
     check_choice,
     check_finite_scalar,
     check_int,
     check_k,
     check_path,
+    check_regular_file,
+    credential_in,
     credential_name,
     json_mapping,
+    nul_in,
     non_finite,
     plain_value,
 )
 from qae_lab.storage.folder import TENSORBOARD_DIR
 from qae_lab.task.behaviour import REFLECTION_WORDS, reflection_pattern
+from qae_lab.task.models import check_attention
 from qae_lab.entropy_controls import ADVANTAGE_MASKS, COV_PENALTIES, check_ratio
 from qae_lab.methods import (
     BASELINES,
@@ -57,8 +62,8 @@ __all__ = [
     "MAX_STEPS",
     "MAX_REPEATS",
     "MAX_WORKERS",
+    "MAX_BEAMS",
     "MODEL_INIT_KEYS",
-    "ATTENTION_IMPLEMENTATIONS",
     "GENERATION_KEYS",
     "REPLACED_CODE_OPTIONS",
 ]
@@ -190,6 +195,47 @@ _VLLM_IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence
 _TRANSFORMERS_GENERATION = {"fast_generation": False, "compile_generation": False, "cache_implementation": None}
 
 
+MAX_BEAMS = 64
+"""Beams of a beam search in ``generation_kwargs`` (``num_beams``, ``num_beam_groups``): each multiplies the
+generation batch; sampling, what GRPO does, uses 1."""
+_LENGTH_KEYS = ("max_new_tokens", "min_new_tokens")  # completion tokens
+_WINDOW_KEYS = ("max_length", "min_length", "max_cache_len")  # prompt and completion tokens together
+MAX_PROMPT_TOKENS = 32_768
+"""The prompt tokens a ``generation_kwargs`` window (``max_length``, ``max_cache_len``) may add to
+``max_completion_length``: far more than any prompt here (GSM8K's longest is about 300)."""
+
+
+def _generation_size_problems(cfg) -> list[str]:
+    """``generation_kwargs`` entries that size a generation past what the run's own settings bound: TRL applies them
+    after ``max_completion_length``, so a length there overrides it."""
+    kwargs = cfg.generation_kwargs if isinstance(cfg.generation_kwargs, dict) else {}
+    bad = []
+    for key in _LENGTH_KEYS:
+        value = kwargs.get(key)
+        if value is not None and not (isinstance(value, int) and 0 <= value <= cfg.max_completion_length):
+            bad.append(
+                f"generation_kwargs.{key} must be a whole number in [0, max_completion_length={cfg.max_completion_length}] "
+                f"(TRL applies it after max_completion_length, which sizes the run), got {value!r}"
+            )
+    for key in _WINDOW_KEYS:
+        value, most = kwargs.get(key), cfg.max_completion_length + MAX_PROMPT_TOKENS
+        if value is not None and not (isinstance(value, int) and 0 <= value <= most):
+            bad.append(
+                f"generation_kwargs.{key} must be a whole number in [0, max_completion_length + {MAX_PROMPT_TOKENS} = "
+                f"{most}] (MAX_PROMPT_TOKENS: prompt and completion tokens together), got {value!r}"
+            )
+    for key in ("num_beams", "num_beam_groups"):
+        value = kwargs.get(key)
+        if value is not None and not (isinstance(value, int) and 1 <= value <= MAX_BEAMS):
+            bad.append(f"generation_kwargs.{key} must be a whole number in [1, {MAX_BEAMS}] (MAX_BEAMS), got {value!r}")
+    if kwargs.get("num_return_sequences") not in (None, 1):
+        bad.append(
+            f"generation_kwargs.num_return_sequences must be 1 (TRL generates one completion a row, each group's "
+            f"rows repeat its prompt: num_generations sets the group size), got {kwargs['num_return_sequences']!r}"
+        )
+    return bad
+
+
 def _check_training_settings(cfg) -> None:
     r"""Refuse the trainer settings that would fail late or train silently wrong, each named with its range.
 
@@ -216,6 +262,7 @@ def _check_training_settings(cfg) -> None:
             f"max_steps must be -1 (train num_train_epochs epochs) or in [1, {MAX_STEPS}] (MAX_STEPS: the Trainer keeps "
             f"every logged step in memory), got {cfg.max_steps}"
         )
+    bad += _generation_size_problems(cfg)
     for name, (test, allowed) in _SETTING_RANGES.items():
         if hasattr(cfg, name) and not test(getattr(cfg, name)):
             bad.append(f"{name} must be {allowed}, got {getattr(cfg, name)!r}")
@@ -236,8 +283,6 @@ MODEL_INIT_KEYS = (
     "use_cache",
     "trust_remote_code",  # false only
 )
-# transformers' own attention implementations (a Hub kernel repository named here would be fetched and run)
-ATTENTION_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention")
 # what generation_kwargs may hold: the fields of transformers' GenerationConfig (TRL builds one from them), and the
 # sampling fields of vLLM's SamplingParams that it lacks (TRL hands them to vLLM when use_vllm=True); not the
 # arguments of generate() that fetch or run code (custom_generate, trust_remote_code)
@@ -327,23 +372,10 @@ _MAPPINGS = (
     "gradient_checkpointing_kwargs",
 )
 _PATHS = ("output_dir", "logging_dir")  # the folders a run writes
-
-
-def _credential_inside(value, name: str) -> str | None:
-    """Where a setting's value holds a credential: an address with one (:func:`qae_lab._checks.address_credential`)
-    or a mapping key that names one, searched through lists and mappings; said without the value."""
-    if isinstance(value, str):
-        part = address_credential(value)
-        return f"{name} is an address with {part} in it" if part else None
-    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (list, tuple)) else ()
-    for key, item in items:
-        where = f"{name}.{key}" if isinstance(value, dict) else f"{name}[{key}]"
-        if isinstance(value, dict) and credential_name(str(key)) and item not in (None, ""):
-            return f"{where} carries a credential"
-        found = _credential_inside(item, where)
-        if found:
-            return found
-    return None
+RUN_PATH_ROOM = 512
+"""Bytes kept for what a run writes inside its folder (``.staging/checkpoint-N/generation_config.json``, a TensorBoard
+file named by host and time, a lock's temporary name): its folder's absolute path may take 4096 less these."""
+_FILES = ("deepspeed", "fsdp_config", "accelerator_config")  # JSON files transformers reads, when given by path
 
 
 def refuse_code_and_credentials(cfg, *, read: bool = True) -> None:
@@ -378,12 +410,7 @@ def refuse_code_and_credentials(cfg, *, read: bool = True) -> None:
     ):
         if problem:
             raise ValueError(problem)
-    attention = kwargs.get("attn_implementation")
-    if attention is not None and str(attention).removeprefix("paged|") not in ATTENTION_IMPLEMENTATIONS:
-        raise ValueError(
-            f"model_init_kwargs.attn_implementation must be one of transformers' own {ATTENTION_IMPLEMENTATIONS} "
-            f"(optionally 'paged|...'), got {attention!r}: another name would fetch and run a kernel from the Hub"
-        )
+    check_attention(kwargs.get("attn_implementation"), "model_init_kwargs.attn_implementation")
     for f in dataclasses.fields(cfg):
         if not f.init:
             continue
@@ -394,7 +421,7 @@ def refuse_code_and_credentials(cfg, *, read: bool = True) -> None:
                 f"settings into every checkpoint (training_args.bin). Log in instead (`hf auth login`), or set "
                 f"HF_TOKEN in the environment; leave {f.name} unset"
             )
-        found = _credential_inside(value, f.name)
+        found = credential_in(value, f.name)
         if found:
             raise ValueError(
                 f"{found}, which a run would record (config.json, every checkpoint): give it without the "
@@ -429,28 +456,43 @@ def _normalise(cfg) -> None:
             elif not mappings[f.name]:
                 raise ValueError(f"{f.name} must be a mapping (a dict or a JSON object), got a string")
         setattr(cfg, f.name, value)
+        if nul_in(value, f.name):
+            raise ValueError(
+                f"{nul_in(value, f.name)} holds a NUL byte, which no file system, process or library takes"
+            )
         choices = f.metadata.get("choices")
         if choices is not None and value is not None and value not in list(choices):
             raise ValueError(f"{f.name} must be one of {list(choices)}, got {value!r}")
     for name in _PATHS:
         if getattr(cfg, name, None) is not None:
-            check_path(getattr(cfg, name), name)
+            check_path(getattr(cfg, name), name, room=RUN_PATH_ROOM)
+    for name in _FILES:  # transformers reads these files itself (a named pipe would block it forever)
+        value = getattr(cfg, name, None)
+        if isinstance(value, str) and value.strip():
+            check_regular_file(value, name)
+    if cfg.deepspeed and importlib.util.find_spec("deepspeed") is None:
+        raise ValueError(
+            "deepspeed needs the deepspeed package, which is not installed here: install it, or unset deepspeed"
+        )
     _check_tracker_folder(cfg)
 
 
 def _check_tracker_folder(cfg) -> None:
     """TensorBoard writes inside the run folder only under ``runs/`` (the run's own, which ``--overwrite`` deletes and
     a resume keeps): a ``logging_dir`` (transformers 5.0) elsewhere in it would outlive the run it belongs to."""
-    logging_dir = getattr(cfg, "logging_dir", None)
-    if logging_dir is None or cfg.output_dir is None:
-        return
-    run, logs = Path(cfg.output_dir).resolve(), Path(logging_dir).resolve()
-    if logs.is_relative_to(run) and not logs.is_relative_to(run / TENSORBOARD_DIR):
-        raise ValueError(
-            f"logging_dir {logging_dir} lies in the run folder outside its {TENSORBOARD_DIR}/ folder, where a later "
-            f"--overwrite would leave it behind: leave logging_dir unset, or put it under {run / TENSORBOARD_DIR} "
-            f"or outside the run folder"
-        )
+    for name, logging_dir in (
+        ("logging_dir", getattr(cfg, "logging_dir", None)),
+        ("TENSORBOARD_LOGGING_DIR", os.environ.get("TENSORBOARD_LOGGING_DIR")),  # transformers' override (>= 5.1)
+    ):
+        if not logging_dir or cfg.output_dir is None:
+            continue
+        run, logs = Path(cfg.output_dir).resolve(), Path(logging_dir).resolve()
+        if logs.is_relative_to(run) and not logs.is_relative_to(run / TENSORBOARD_DIR):
+            raise ValueError(
+                f"{name} {logging_dir} lies in the run folder outside its {TENSORBOARD_DIR}/ folder, where a later "
+                f"--overwrite would leave it behind: leave it unset, or put it under {run / TENSORBOARD_DIR} "
+                f"or outside the run folder"
+            )
 
 
 def uses_trl_loss(cfg) -> bool:
@@ -693,8 +735,8 @@ class QAEConfig(GRPOConfig):
 
     def __post_init__(self):
         _normalise(self)  # one form for every value, whichever route it came by (Python, a file, the command line)
+        refuse_code_and_credentials(self, read=False)  # first: a later message may repeat a value
         _check_training_settings(self)  # before TRL's own checks, whose messages name fewer ranges
-        refuse_code_and_credentials(self, read=False)
         super().__post_init__()
         # again on what TRL's __post_init__ made of the values (a JSON string is a mapping now, derived sizes are set)
         _check_training_settings(self)

@@ -60,6 +60,7 @@ from qae_lab.knobs import Knobs
 from qae_lab.regimes import regime_token_means, regime_token_sums
 from qae_lab.storage.staged import StagedCheckpoints
 from qae_lab.task.answers import completion_text
+from qae_lab.task.models import check_model_files
 from qae_lab.task.behaviour import behaviour_stats, diversity_stats
 from qae_lab.train.config import QAEConfig, check_lab_loss_options, refuse_code_and_credentials, uses_trl_loss
 from qae_lab.train.dynamic_sampling import assemble, refill_prompts
@@ -111,7 +112,7 @@ PRIVATE_MEMBERS = {
     "_get_per_token_logps_and_entropies": "called: the policy's log-probs and entropies in the loss",
     "_log_completion_extra": "called: adds qae_advantage to TRL's completion table",
     "_metrics": "read: TRL's per-mode metric lists, where qae/*, saah/* and behaviour/* go",
-    "_step": "read: TRL's micro-batch counter since this trainer started (its place within an optimizer step)",
+    "_step": "read: TRL's micro-batch counter, which QAETrainer sets from the trainer's state when training begins",
     "_entropy_bonus_enabled": "read: whether TRL's entropy_coef applies",
     # transformers' Trainer
     "_save_checkpoint": "overridden: staged, renamed checkpoints (StagedCheckpoints)",
@@ -168,6 +169,19 @@ def _check_dynamic_sampling(trainer) -> None:
         )
 
 
+class _StepFromState(transformers.TrainerCallback):
+    """Sets TRL's micro-batch counter ``_step`` from the trainer's state when training begins: the micro-batches of the
+    optimizer steps done (``global_step`` x accumulation). A new trainer starts it at 0, so a resumed run would
+    generate, reuse a generation batch (``num_iterations``, ``steps_per_generation``) and seed dynamic sampling's
+    refills at other steps than the uninterrupted run did; from its state it keeps their schedule."""
+
+    def __init__(self, trainer):
+        self.trainer = trainer
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.trainer._step = state.global_step * args.gradient_accumulation_steps
+
+
 @dataclasses.dataclass
 class _Scoring:
     """One generation's state between TRL's reward call and its return: created and dropped in
@@ -222,13 +236,19 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
     def __init__(self, *args, **kwargs):
         silence_trl_deprecation()
         _check_private_members(GRPOTrainer)  # the methods, before anything loads
+        # before TRL's __init__ loads anything: the config (again: a field may have changed since it was built) and a
+        # model given by name (its config.json may name a kernel from the Hub)
         config = kwargs.get("args", args[2] if len(args) > 2 else None)
-        if isinstance(config, QAEConfig):  # again: a field may have been changed since the config was built
-            refuse_code_and_credentials(config)
+        if not isinstance(config, QAEConfig):
+            raise ValueError("args must be a qae_lab.train.config.QAEConfig")
+        refuse_code_and_credentials(config)
+        model = kwargs.get("model", args[0] if args else None)
+        rewards = kwargs.get("reward_funcs", args[1] if len(args) > 1 else None)
+        for name in [model, *(rewards if isinstance(rewards, (list, tuple)) else [rewards])]:
+            if isinstance(name, str):  # a policy or a reward model TRL loads by name
+                check_model_files(name)
         super().__init__(*args, **kwargs)
         _check_private_members(self)  # and the attributes TRL's __init__ sets
-        if not isinstance(self.args, QAEConfig):
-            raise ValueError("args must be a qae_lab.train.config.QAEConfig")
         text = self.accelerator.unwrap_model(self.model).config.get_text_config()
         rescaled = [a for a in _LOGIT_RESCALERS if getattr(text, a, None) not in (None, 1.0)]
         if self.args.entropy_top_k is not None and rescaled:
@@ -254,6 +274,7 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
             _check_dynamic_sampling(self)
         if a.compile_generation and getattr(self, "generation_config", None) is not None:
             self.generation_config.disable_compile = False  # TRL builds it with disable_compile=True
+        self.add_callback(_StepFromState(self))
 
     def _success_reward_column(self) -> int | None:
         """The reward function whose own score decides a success (``success_reward``); None: the weighted sum."""
@@ -343,7 +364,7 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         found = int(signal[0].sum())
         while found < n_groups and len(rounds) < self.args.dynamic_sampling_max_rounds:
             rows = refill_prompts(
-                len(self.train_dataset), n_groups, seed=self.args.seed, step=self._micro_step(), round_=len(rounds)
+                len(self.train_dataset), n_groups, seed=self.args.seed, step=self._step, round_=len(rounds)
             )
             out = self._generate_round([self.train_dataset[i] for i in rows for _ in range(g)], "train", g)
             rounds.append(out)
@@ -357,13 +378,6 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         metrics[DYNAMIC_SAMPLING_GROUPS_WITHOUT_SIGNAL].append(float(short))
         metrics[DYNAMIC_SAMPLING_ZERO_ADV_FRAC].append(float((batch["advantages"] == 0).float().mean()))
         return batch
-
-    def _micro_step(self) -> int:
-        """This micro-batch's index in the run, from the trainer's state (optimizer steps done x accumulation, plus
-        the micro-batch within the step): a resumed run reaches it as the uninterrupted one did, where TRL's own
-        ``_step`` counts from 0 again in a new trainer."""
-        ga = self.current_gradient_accumulation_steps
-        return self.state.global_step * ga + self._step % ga
 
     def _generate_round(self, inputs, mode: str, g: int) -> dict:
         """TRL's generation and scoring of ``inputs``, with QAE's advantages and each response's regime."""

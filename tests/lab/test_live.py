@@ -454,7 +454,7 @@ def test_stop_ends_at_a_step_boundary_with_log_and_checkpoint(tmp_path):
     assert ckpt == Path(trainer.args.output_dir) / "checkpoint-2" and (ckpt / "trainer_state.json").is_file()
     rows = step_rows(read_log(trainer.args.output_dir))
     assert [r["step"] for r in rows] == [1, 2]  # complete up to the stop, nothing after
-    assert "stopped after step 2" in live.dashboard.status.value
+    assert "stopped after 2 of 50 steps (not finished)" in live.dashboard.status.value
     assert live.controls.stop_button.description == "Stopped"  # no longer "Stopping..."
     assert any("after-hook saw step 2" in o.get("text", "") for o in live.messages.outputs)
     with pytest.raises(RuntimeError, match="already started"):

@@ -103,7 +103,7 @@ outcome = lab.wait(timeout=900)           # a safety net, not a bound
 assert outcome.interrupted or outcome.global_step == STEPS, outcome
 assert not outcome.interrupted or Path(outcome.checkpoint).is_dir()
 assert [r["step"] for r in lab.logged_steps()] == list(range(1, outcome.global_step + 1))
-assert any(o.get("text", "").startswith("after:") for o in lab.messages.outputs)   # the evaluation after training
+assert any(o.get("text", "").startswith("after") for o in lab.messages.outputs)   # the evaluation after training
 """)
     )
     # the kernel works in tmp_path (the run folder is relative); allow_errors: every failing cell is reported below

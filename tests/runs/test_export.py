@@ -247,6 +247,17 @@ def test_an_export_into_a_link_or_from_damaged_weights_gets_a_named_error(full_r
     assert code == 2 and "is damaged (a JSON dict is needed, it holds a list)" in err
 
 
+def test_a_link_planted_at_the_exports_staging_name_is_never_written_through(full_run, tmp_path):
+    # found: the staging folder's name (.OUT.export-<pid>) held a planted link; rmtree(ignore_errors) left it, the
+    # whole model was written where it pointed, and OUT became a link to it
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / f".out.export-{os.getpid()}").symlink_to(elsewhere)
+    assert export_run(full_run, tmp_path / "out") == tmp_path / "out"
+    assert not any(elsewhere.iterdir()) and not (tmp_path / "out").is_symlink()
+    assert (tmp_path / "out" / "model.safetensors").is_file()
+
+
 def test_a_run_without_weights_is_refused_naming_what_is_missing(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"run": {"model": "embedded"}, "trainer": {}}))
     with pytest.raises(
@@ -304,7 +315,7 @@ def test_save_model_publishes_model_once(tmp_path):
             return True
 
         def save_model(self, folder):
-            Path(folder).mkdir(parents=True)
+            Path(folder).mkdir(parents=True, exist_ok=True)  # as transformers' Trainer.save_model
             (Path(folder) / "model.safetensors").write_bytes(b"weights")
 
     assert save_model(Trainer(), tmp_path) == tmp_path / "model"

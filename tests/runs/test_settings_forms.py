@@ -220,3 +220,266 @@ def test_an_unusable_path_is_refused_by_name_in_every_form(tmp_path, capsys):
         QAEConfig(output_dir=nul, use_cpu=True, report_to=[])
     with pytest.raises(ValueError, match="gsm8k_path holds a NUL byte"):
         RunArgs(gsm8k_path=nul)
+
+
+# ---------------------------------------------------------------- a third pass, by other routes (each found, then closed)
+
+SECRET = "s3cretValue9"
+
+
+@pytest.mark.parametrize(
+    "sets",
+    [
+        ["hf_token=" + SECRET],  # a mistyped credential field: unknown, and its value not repeated
+        ['lr_scheduler_kwargs={"api_key": "' + SECRET + '"}'],  # a credential key inside a mapping
+        ['chat_template_kwargs={"url": "https://u:' + SECRET + '@h"}'],
+        ['generation_kwargs={"stop": ["https://u:' + SECRET + '@h"]}'],
+        ["vllm_server_host=user:" + SECRET + "@myhost"],  # a host without a scheme (TRL adds http://)
+        ["vllm_server_host=" + SECRET + "@myhost:8000"],
+        ["vllm_server_base_url=http://h:8000/?accessToken=" + SECRET],  # camelCase
+        ["hub_model_id=https://h/m?privatekey=" + SECRET],
+        ["vllm_server_base_url=http://h:8000/v1;token=" + SECRET],  # a path parameter
+        ["vllm_server_base_url=http://h:8000/?pw=" + SECRET],
+    ],
+)
+def test_a_credential_anywhere_is_refused_and_never_repeated(sets, capsys):
+    from qae_lab.runs.cli import main
+
+    assert main(["train", *[a for s in sets for a in ("--set", s)], "--dry-run"]) == 2
+    captured = capsys.readouterr()
+    assert SECRET not in captured.err + captured.out and "error" in captured.err
+
+
+def test_an_env_address_with_a_credential_or_a_nul_byte_is_refused_by_name(tmp_path, capsys):
+    from qae_lab.runs.cli import main
+
+    for value, said in (
+        (f"https://tracking.example/?accessToken={SECRET}", "MLFLOW_TRACKING_URI is an address with the query key"),
+        ("/tmp/a\x00b", "env: QAE_LAB_GSM8K_DIR holds a NUL byte"),
+    ):
+        name = "MLFLOW_TRACKING_URI" if "tracking" in value else "QAE_LAB_GSM8K_DIR"
+        (tmp_path / "run.yaml").write_text(yaml.safe_dump({"env": {name: value}}))
+        assert main(["train", "--config", str(tmp_path / "run.yaml"), "--dry-run"]) == 2
+        err = capsys.readouterr().err
+        assert said in err and SECRET not in err and "\x00" not in err, err
+
+
+def test_files_transformers_reads_must_be_regular_files_and_a_pipe_never_blocks(tmp_path, capsys):
+    # found: a named pipe as --config or accelerator_config blocked the dry run forever; a missing fsdp_config and a
+    # deepspeed file without the deepspeed package passed it, or failed with a traceback
+    import os
+
+    from qae_lab.runs.cli import main
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    for argv, said in (
+        (["--config", str(fifo)], f"config file {fifo} is a named pipe, not a regular file"),
+        (["--set", f"accelerator_config={fifo}"], f"accelerator_config {fifo} is a named pipe"),
+        (["--set", f"fsdp_config={tmp_path / 'none.json'}"], f"fsdp_config {tmp_path / 'none.json'} cannot be read"),
+        (["--set", f"fsdp_config={tmp_path}"], f"fsdp_config {tmp_path} is a folder"),
+    ):
+        assert main(["train", *argv, "--dry-run"]) == 2
+        assert said in capsys.readouterr().err
+    (tmp_path / "ds.json").write_text("{}")
+    with pytest.raises(ValueError, match="deepspeed needs the deepspeed package"):
+        QAEConfig(output_dir=str(tmp_path / "run"), use_cpu=True, report_to=[], deepspeed=str(tmp_path / "ds.json"))
+
+
+@pytest.mark.parametrize(
+    "kwargs, said",
+    [
+        ({"run_name": "a\x00b"}, "run_name holds a NUL byte"),
+        ({"hub_model_id": "me/a\x00b"}, "hub_model_id holds a NUL byte"),
+        ({"lr_scheduler_kwargs": {"x": "a\x00b"}}, r"lr_scheduler_kwargs.x holds a NUL byte"),
+        ({"log_level": "loud"}, r"log_level must be one of \["),
+        ({"generation_kwargs": {"max_new_tokens": 10**9}}, r"generation_kwargs.max_new_tokens must be a whole number"),
+        (
+            {"generation_kwargs": {"num_beams": 10**6}},
+            r"generation_kwargs.num_beams must be a whole number in \[1, 64\]",
+        ),
+        ({"generation_kwargs": {"num_return_sequences": 4}}, "generation_kwargs.num_return_sequences must be 1"),
+        ({"reflection_words": [f"w{i}" for i in range(1001)]}, "words must hold at most 1000 entries"),
+        ({"model_init_kwargs": {"attn_implementation": "flash_attention_2"}}, "needs the flash_attn package"),
+        ({"model_init_kwargs": {"attn_implementation": "paged|flash_attention_3"}}, "needs the flash_attn_interface"),
+    ],
+)
+def test_values_that_cannot_be_used_or_would_fetch_code_are_refused_by_the_config(tmp_path, kwargs, said):
+    # flash attention without its package: transformers (5.25, with its kernels dependency) fetches a Hub kernel
+    pytest.importorskip("transformers")
+    if "flash" in said:
+        import importlib.util
+
+        if importlib.util.find_spec("flash_attn") or importlib.util.find_spec("flash_attn_interface"):
+            pytest.skip("flash attention is installed here: it runs no code from elsewhere")
+    with pytest.raises(ValueError, match=said):
+        QAEConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], **kwargs)
+
+
+def test_a_model_folder_naming_a_hub_kernel_is_refused_before_anything_loads(tmp_path, capsys):
+    # found: a model folder's config.json with attn_implementation "kernels-community/..." made transformers fetch and
+    # run that kernel when the model loaded; and QAETrainer ran a folder's remote code before refusing its args
+    import json
+    import shutil
+
+    from qae_lab.runs.cli import main
+    from qae_lab.task.models import embedded_dir, load_policy
+    from qae_lab.train.trainer import QAETrainer
+
+    evil = tmp_path / "model"
+    shutil.copytree(embedded_dir(), evil)
+    config = json.loads((evil / "config.json").read_text())
+    (evil / "config.json").write_text(json.dumps({**config, "attn_implementation": "kernels-community/flash-attn2"}))
+    with pytest.raises(ValueError, match=r"config.json .*attn_implementation must be one of transformers' own"):
+        load_policy(str(evil), device="cpu")
+    assert main(["train", "--set", f"model={evil}", "--dry-run"]) == 2
+    assert "attn_implementation must be one of" in capsys.readouterr().err
+    from trl import GRPOConfig
+
+    marker = tmp_path / "ran"
+    for args in (GRPOConfig(output_dir=str(tmp_path / "o"), report_to=[], use_cpu=True), None):
+        with pytest.raises(ValueError, match="args must be a qae_lab.train.config.QAEConfig"):
+            QAETrainer(model=str(evil), reward_funcs=[lambda completions, **kw: [0.0] * len(completions)], args=args)
+    assert not marker.exists()
+    cfg = QAEConfig(output_dir=str(tmp_path / "o"), report_to=[], use_cpu=True)
+    with pytest.raises(ValueError, match=r"attn_implementation must be one of"):
+        QAETrainer(model=str(evil), reward_funcs=[lambda completions, **kw: [0.0] * len(completions)], args=cfg)
+
+
+def test_settings_that_pair_are_checked_together_before_anything_loads(capsys):
+    from qae_lab.runs.cli import main
+
+    for sets, said in (
+        (["success_reward=nope"], "success_reward must name one of the run's reward functions"),
+        (["levels=[2,2,3]"], "each level once"),
+    ):
+        assert main(["train", *[a for s in sets for a in ("--set", s)], "--dry-run"]) == 2
+        assert said in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- a fourth pass, by yet other routes
+
+
+def _folder_with_config(tmp_path, **extra):
+    import json
+    import shutil
+
+    from qae_lab.task.models import embedded_dir
+
+    folder = tmp_path / "model"
+    shutil.copytree(embedded_dir(), folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, **extra}))
+    return folder
+
+
+def test_a_reward_model_or_an_experts_implementation_naming_a_kernel_is_refused(tmp_path):
+    # found: a reward model given by name, and a config.json's experts_implementation (deepgemm, sonicmoe), were
+    # loaded as named: transformers fetches those kernels from the Hub
+    from qae_lab.task.models import check_model_files
+    from qae_lab.train.trainer import QAETrainer
+
+    reward_model = _folder_with_config(tmp_path, attn_implementation="kernels-community/flash-attn2")
+    cfg = QAEConfig(output_dir=str(tmp_path / "o"), report_to=[], use_cpu=True)
+    from qae_lab.task.models import embedded_dir
+
+    with pytest.raises(ValueError, match="attn_implementation must be one of"):
+        QAETrainer(model=str(embedded_dir()), reward_funcs=[str(reward_model)], args=cfg)
+    experts = _folder_with_config(tmp_path / "e", experts_implementation="deepgemm")
+    with pytest.raises(ValueError, match=r"experts_implementation must be one of transformers' own"):
+        check_model_files(str(experts))
+    check_model_files(str(_folder_with_config(tmp_path / "g", experts_implementation="grouped_mm")))
+
+
+@pytest.mark.parametrize(
+    "build_it",
+    [
+        lambda: QAEConfig(output_dir="o", use_cpu=True, report_to=[], max_steps="https://u:" + SECRET + "@h"),
+        lambda: QAEConfig(
+            output_dir="o",
+            use_cpu=True,
+            report_to=[],
+            generation_kwargs={"max_new_tokens": "https://u:" + SECRET + "@h"},
+        ),
+        lambda: QAEConfig(output_dir="o", use_cpu=True, report_to=[], chat_template_kwargs={"auth": SECRET}),
+        lambda: QAEConfig(output_dir="o", use_cpu=True, report_to=[], chat_template_kwargs={"api-key": SECRET}),
+        lambda: QAEConfig(output_dir="o", use_cpu=True, report_to=[], chat_template_kwargs={"access-token": SECRET}),
+        lambda: QAEConfig(
+            output_dir="o", use_cpu=True, report_to=[], chat_template_kwargs={"https://u:" + SECRET + "@h": 1}
+        ),
+        lambda: RunArgs(task="https://u:" + SECRET + "@h"),
+        lambda: RunArgs(dtype="https://u:" + SECRET + "@h"),
+        lambda: RunArgs(model="https://u:" + SECRET + "@h/x"),
+    ],
+)
+def test_no_message_in_python_repeats_a_credential(build_it):
+    with pytest.raises(ValueError) as err:
+        build_it()
+    assert SECRET not in str(err.value) and "credential" in str(err.value) or "address" in str(err.value)
+    assert SECRET not in str(err.value)
+
+
+def test_what_a_config_holds_as_python_values_means_what_the_command_line_means():
+    # found: RunArgs took lora="false" (true in Python), torch_threads=2.5 and levels=(2.0, 3.0), which a resume then
+    # refused; a whole Decimal was a float
+    from decimal import Decimal
+
+    for kwargs, said in (
+        ({"lora": "false"}, "lora must be true or false"),
+        ({"evaluate": "no"}, "evaluate must be true or false"),
+        ({"torch_threads": 2.5}, r"torch_threads must be an int \[1, 1024\]"),
+        ({"eval_max_new_tokens": 3.5}, "eval_max_new_tokens must be an int"),
+        ({"levels": (2.0, 3.0)}, r"levels must be an int \[1, 5\]"),
+    ):
+        with pytest.raises(ValueError, match=said):
+            RunArgs(**kwargs)
+    assert RunArgs(n_train=Decimal(10)).n_train == 10
+    assert QAEConfig(output_dir="o", use_cpu=True, report_to=[], max_steps=Decimal(10)).max_steps == 10
+
+
+def test_sizes_hidden_in_generation_kwargs_and_epochs_are_bounded(capsys):
+    from qae_lab.runs.cli import main
+
+    for preset, sets, said in (
+        ("cpu-demo", ['generation_kwargs={"max_cache_len": 1000000000000}'], "generation_kwargs.max_cache_len"),
+        (  # the disk bound counts the epochs' steps too
+            "qwen2.5-3b-gsm8k",
+            [
+                "lora=false",
+                "save_strategy=steps",
+                "save_steps=1",
+                "save_total_limit=none",
+                "max_steps=-1",
+                "num_train_epochs=40",
+            ],
+            "the run would keep 4000 checkpoints",
+        ),
+    ):
+        assert main(["train", "--preset", preset, *[a for s in sets for a in ("--set", s)], "--dry-run"]) == 2
+        assert said in capsys.readouterr().err
+
+
+def test_beams_count_in_the_memory_estimate():
+    from qae_lab.runs import limits
+    from qae_lab.runs.presets import build
+
+    regime = {"regime_batch": 16, "regime_draws": 4}
+    one = limits.run_peak(*build("qwen2.5-1.5b-gsm8k", output_dir="unused"), **regime)["step"]
+    beams = build("qwen2.5-1.5b-gsm8k", ['generation_kwargs={"num_beams": 8}'], output_dir="unused")
+    assert limits.run_peak(*beams, **regime)["step"] > one
+
+
+def test_tensorboard_sent_into_the_run_folder_by_the_environment_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path / "run" / "tb"))
+    with pytest.raises(ValueError, match="TENSORBOARD_LOGGING_DIR .* lies in the run folder outside its runs/"):
+        QAEConfig(output_dir=str(tmp_path / "run"), use_cpu=True, report_to=[])
+    monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path / "run" / "runs" / "x"))
+    QAEConfig(output_dir=str(tmp_path / "run"), use_cpu=True, report_to=[])
+
+
+def test_a_run_folder_leaves_room_for_what_a_run_writes_inside_it(tmp_path):
+    # found: a 4,060-byte output_dir passed the checks and the run failed at its first checkpoint
+    # (".staging/checkpoint-1/generation_config.json" past 4,096 bytes)
+    deep = tmp_path.joinpath(*["d" * 200] * ((4060 - len(str(tmp_path))) // 201))
+    with pytest.raises(ValueError, match=r"output_dir is too long .*room kept"):
+        QAEConfig(output_dir=str(deep), use_cpu=True, report_to=[])

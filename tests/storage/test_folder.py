@@ -16,6 +16,7 @@ from qae_lab.storage import folder
 from qae_lab.storage.claim import claim_fresh
 from qae_lab.storage.folder import (
     CONFIG_NAME,
+    COMPLETIONS_DIR,
     EMISSIONS_NAME,
     LOCK_NAME,
     LOG_NAME,
@@ -106,10 +107,18 @@ def test_the_trackers_files_are_the_runs_own_and_go_with_it_on_overwrite(tmp_pat
     (run / TENSORBOARD_DIR / "Jan01_00-00-00_host").mkdir(parents=True)
     (run / TENSORBOARD_DIR / "Jan01_00-00-00_host" / "events.out.tfevents.1.host.1.0").write_bytes(b"old run")
     (run / EMISSIONS_NAME).write_text("timestamp,duration\n2026-01-01,9.0\n")  # codecarbon appends a row per run
+    (run / COMPLETIONS_DIR).mkdir()  # TRL's log_completions: one parquet file a logged step
+    (run / COMPLETIONS_DIR / "completions_00003.parquet").write_bytes(b"old run")
     (run / "notes.txt").write_text("mine")
     (run / "tb-mine").mkdir()  # the user's own folders and files, whatever they hold
     (run / "tb-mine" / "events.out.tfevents.2.host.1.0").write_bytes(b"mine")
-    assert claim_fresh(run, overwrite=True) == ["checkpoint-2", EMISSIONS_NAME, LOG_NAME, TENSORBOARD_DIR]
+    assert claim_fresh(run, overwrite=True) == [
+        "checkpoint-2",
+        COMPLETIONS_DIR,
+        EMISSIONS_NAME,
+        LOG_NAME,
+        TENSORBOARD_DIR,
+    ]
     assert sorted(p.name for p in run.iterdir()) == [MARKER_NAME, "notes.txt", "tb-mine"]
     assert (run / "tb-mine" / "events.out.tfevents.2.host.1.0").read_bytes() == b"mine"
     # someone's TensorBoard folder with no run beside it: a new run would write into it, so it is refused, and

@@ -49,13 +49,14 @@ EXCEPTIONS = {
         "deletes .staging, only as removal_problem allows (a folder of checkpoint-N and model folders, no link); "
         "rmtree never follows a link"
     ),
-    ("qae_lab/runs/export.py", "save_model", "shutil.rmtree"): (
-        ".staging/model, a leftover save, once removal_problem allowed .staging; rmtree never follows a link"
+    ("qae_lab/storage/folder.py", "new_folder", "shutil.rmtree"): (
+        "a leftover folder at a staging name (.staging/model, an export's own) before os.mkdir makes it anew; a link "
+        "there is unlinked, and rmtree never follows one"
     ),
     ("qae_lab/runs/export.py", "export_run", "shutil.rmtree"): (
         "the export's own staging folder beside OUT, named with this process's id: no run's file"
     ),
-    ("qae_lab/runs/costs.py", "model_arch", ".read_text"): (
+    ("qae_lab/runs/limits.py", "model_arch", ".read_text"): (
         "reads a model's config.json (the embedded model's package file, a local model folder, or the Hub's cache, "
         "whose files are links into its blob store by design) to estimate memory: no run's file"
     ),

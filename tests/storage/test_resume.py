@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 from pathlib import Path
 from types import SimpleNamespace
@@ -22,7 +23,15 @@ from qae_lab.__main__ import main
 from qae_lab.lab.live import Controls
 from qae_lab.lab.live import Dashboard, LiveRun
 from qae_lab.storage.resume import FRESH, REFUSE, RESUME, ResumePlan, claim, plan_run
-from qae_lab.storage.folder import CONFIG_NAME, LOG_NAME, SUPERSEDED_NAME, RunFolderError, read_log, run_files
+from qae_lab.storage.folder import (
+    CONFIG_NAME,
+    LOG_NAME,
+    MARKER_NAME,
+    SUPERSEDED_NAME,
+    RunFolderError,
+    read_log,
+    run_files,
+)
 
 SETTINGS = {"trainer": {"quantile_k": 0.4, "max_steps": 4, "save_steps": 2, "seed": 42}, "run": {"n_train": 16}}
 
@@ -489,10 +498,11 @@ def test_a_link_at_the_superseded_log_refuses_the_resume_and_nothing_is_written_
     assert outside.read_text() == "someone's data\n"
     assert _snapshot(out) == before and link.is_symlink()  # the log, config.json and checkpoints as they were
     assert not (out / ".qae_lab-run.lock").exists()  # the refused resume let go of the folder
-    # no rows to move there: the link is not written, and the resume goes on (the link is left as it is)
+    # no rows to move there: a link at a name of the run is refused all the same (a later resume would write there)
     plain = _run_folder(tmp_path / "plain", logged=(1, 2), checkpoints=(2,))
     (plain / SUPERSEDED_NAME).symlink_to(outside)
-    assert plan_run(None, resume=plain, settings=SETTINGS).kind == RESUME
+    refused = plan_run(None, resume=plain, settings=SETTINGS)
+    assert refused.kind == REFUSE and "a link would send the writes elsewhere" in refused.reason
     # the link moved away: the same resume moves step 3's row aside, into a file of the run's own
     link.unlink()
     logger = RunLogger(plan=plan)
@@ -500,3 +510,38 @@ def test_a_link_at_the_superseded_log_refuses_the_resume_and_nothing_is_written_
     logger.on_train_end(args, state, None)  # lets go of the folder's lock
     assert [json.loads(line)["step"] for line in (out / SUPERSEDED_NAME).read_text().splitlines()] == [3]
     assert outside.read_text() == "someone's data\n"
+
+
+@pytest.mark.parametrize("name", ["runs", "completions", "emissions.csv", "runs/Dec06_host"])
+def test_a_link_at_a_trackers_name_refuses_the_resume(tmp_path, name):
+    # found: a runs/ folder replaced by a link took the resumed run's TensorBoard events elsewhere
+    out = _run_folder(tmp_path / "run", logged=(1, 2), checkpoints=(2,))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (out / name).parent.mkdir(parents=True, exist_ok=True)
+    (out / name).symlink_to(elsewhere)
+    refused = plan_run(None, resume=out, settings=SETTINGS)
+    assert refused.kind == REFUSE and f"{out / name} is a symbolic link (to {elsewhere})" in refused.reason
+    (out / name).unlink()
+    assert plan_run(None, resume=out, settings=SETTINGS).kind == RESUME
+
+
+def test_overwrite_replaces_a_folder_that_holds_only_a_runs_marker(tmp_path):
+    # found: a start that failed after its claim left only the marker, and --overwrite planned nothing to delete and
+    # then refused the folder as holding a run
+    out = tmp_path / "run"
+    claim(plan_run(out)).release()
+    assert run_files(out) == [MARKER_NAME]
+    plan = plan_run(out, overwrite=True)
+    assert plan.kind == FRESH and plan.overwrite == (MARKER_NAME,)
+    claim(plan).release()
+    assert run_files(out) == [MARKER_NAME]
+
+
+def test_a_named_pipe_among_the_trackers_files_refuses_the_resume(tmp_path):
+    # found: a named pipe at completions/completions_00003.parquet blocked the resumed run forever when TRL wrote it
+    out = _run_folder(tmp_path / "run", logged=(1, 2), checkpoints=(2,))
+    (out / "completions").mkdir()
+    os.mkfifo(out / "completions" / "completions_00003.parquet")
+    refused = plan_run(None, resume=out, settings=SETTINGS)
+    assert refused.kind == REFUSE and "completions_00003.parquet is a named pipe" in refused.reason

@@ -56,6 +56,8 @@ def test_qwen_path_asks_for_safetensors_and_no_remote_code(monkeypatch):
 
     monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", fake_model)
     monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", fake_tok)
+    # the model's config.json, read first (its attention implementation is checked): Qwen2.5's names none
+    monkeypatch.setattr(transformers.PretrainedConfig, "get_config_dict", lambda source, **kw: ({}, kw))
     _, tok = load_policy("qwen2.5-1.5b", dtype="bfloat16", device="cpu")
     source, kwargs = seen["model"]
     assert source == "Qwen/Qwen2.5-1.5B-Instruct"

@@ -188,3 +188,26 @@ def test_checkpoints_are_staged_renamed_rotated_and_checked_before_a_resume(tmp_
     event = next(r for r in rows if r.get("event") == "resume")
     assert event["step"] == 3 and event["superseded_steps"] == [4] and event["changed"] == {}
     assert [r["step"] for r in step_rows(rows)] == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_resume_sets_aside_the_completion_tables_of_the_steps_it_trains_again(tmp_path):
+    # found: TRL's completions_<step>.parquet of the steps after the checkpoint were written over by the resumed steps
+    from qae_lab.train.callbacks import _set_aside_completions
+
+    folder = tmp_path / "completions"
+    folder.mkdir()
+    for step in (1, 2, 3, 4):
+        (folder / f"completions_{step:05d}.parquet").write_bytes(b"step %d" % step)
+    (folder / "completions_00004.superseded.parquet").write_bytes(b"an earlier resume's")
+    assert _set_aside_completions(tmp_path, 2) == {
+        "completions_set_aside": ["completions_00003.superseded.parquet", "completions_00004.superseded-2.parquet"]
+    }
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "completions_00001.parquet",
+        "completions_00002.parquet",
+        "completions_00003.superseded.parquet",
+        "completions_00004.superseded-2.parquet",
+        "completions_00004.superseded.parquet",
+    ]
+    assert (folder / "completions_00004.superseded-2.parquet").read_bytes() == b"step 4"
+    assert _set_aside_completions(tmp_path / "nowhere", 2) == {}

@@ -1,5 +1,5 @@
 """A run's settings checked together before anything loads, as a careless user breaks them: a size no machine holds
-(``qae_lab.runs.costs.limits``), fewer training problems than one step draws, a reward weight per reward function,
+(``qae_lab.runs.limits.limits``), fewer training problems than one step draws, a reward weight per reward function,
 fewer problems than levels; and a run that trains fewer steps than asked never writes itself up as finished
 (``qae_lab.runs.pipeline.train``). Each test names the finding it checks and the bug planted to see it fail."""
 
@@ -15,7 +15,7 @@ from transformers import TrainerCallback
 
 from qae_lab.__main__ import main
 from qae_lab.lab.report import write_report
-from qae_lab.runs import costs, pipeline
+from qae_lab.runs import limits, pipeline
 from qae_lab.runs.presets import PRESETS, build
 from qae_lab.storage.folder import MODEL_DIR
 from qae_lab.train.regime_eval import SPLIT_DRAWS
@@ -43,7 +43,7 @@ def _refused(sets: list[str], capsys, tmp_path: Path, preset: str = "cpu-demo") 
 
 
 def _largest(sets: list[str], name: str, preset: str = "cpu-demo"):
-    return costs.limits(*build(preset, sets, output_dir="unused"), **REGIME)[name][0]
+    return limits.limits(*build(preset, sets, output_dir="unused"), **REGIME)[name][0]
 
 
 @pytest.mark.parametrize(
@@ -92,7 +92,7 @@ def test_the_largest_accepted_value_is_accepted_and_one_more_is_refused(preset, 
     monkeypatch.delenv("QAE_LAB_GSM8K_DIR", raising=False)
     largest = _largest(extra, name, preset)
     for value, named in ((largest, False), (largest + 1, True)):
-        said = costs.over_limits(*build(preset, [*extra, f"{name}={value}"], output_dir="unused"), **REGIME)
+        said = limits.over_limits(*build(preset, [*extra, f"{name}={value}"], output_dir="unused"), **REGIME)
         assert any(line.startswith(f"{name}={value} (at most {largest}:") for line in said) == named, said
 
 
@@ -125,9 +125,9 @@ def test_memory_bounds_sit_where_the_estimate_crosses_2_tib():
     # planted: MAX_PEAK in GiB instead of TiB, or the bisection returning one below its last fit: the crossing moves
     run, cfg = build("qwen2.5-1.5b-gsm8k", output_dir="unused")
     for name in ("max_completion_length", "eval_samples", "per_device_eval_batch_size"):
-        largest = costs.limits(run, cfg, **REGIME)[name][0]
-        at = costs.run_peak(run, cfg, **REGIME, **{name: largest})
-        past = costs.run_peak(run, cfg, **REGIME, **{name: largest + 1})
+        largest = limits.limits(run, cfg, **REGIME)[name][0]
+        at = limits.run_peak(run, cfg, **REGIME, **{name: largest})
+        past = limits.run_peak(run, cfg, **REGIME, **{name: largest + 1})
         assert at["peak"] <= 2 * 2**40 < past["peak"], name
 
 
@@ -136,11 +136,11 @@ def test_hand_counted_bounds_of_cpu_demo():
     # with max_steps=-1 an epoch is 2000 // (64 / 8) = 250 generation batches of one optimizer step each
     # planted: lora_r from max(in, out) (384), or the epoch's count without the prompts a batch (2000 steps)
     run, cfg = build("cpu-demo", ["lora=true", "entropy_top_k=5", "max_steps=-1"], output_dir="unused")
-    bounds = costs.limits(run, cfg, **REGIME)
+    bounds = limits.limits(run, cfg, **REGIME)
     assert bounds["lora_r"][0] == 128 and bounds["entropy_top_k"][0] == 470
     assert bounds["num_train_epochs"][0] == 100_000 / 250 and "250 steps an epoch" in bounds["num_train_epochs"][1]
     assert bounds["n_train"][0] == bounds["n_eval"][0] == 100_000
-    said = costs.over_limits(
+    said = limits.over_limits(
         *build("cpu-demo", ["max_steps=-1", "num_train_epochs=401"], output_dir="unused"), **REGIME
     )
     assert said and said[0].startswith("num_train_epochs=401.0 (at most 400:")
@@ -183,11 +183,11 @@ def test_a_model_folder_bounds_lora_r_by_its_own_hidden_size(monkeypatch, capsys
     model = tmp_path / "model"
     model.mkdir()
     (model / "config.json").write_text(json.dumps({**config, "hidden_size": 64, "intermediate_size": 96}))
-    assert costs.model_arch(str(model)).hidden == 64
+    assert limits.model_arch(str(model)).hidden == 64
     err = _refused([f"model={model}", "lora=true", "lora_r=65"], capsys, tmp_path)
     assert "lora_r=65 (at most 64: the widest rank of an adapted layer of the model" in err
     (model / "config.json").unlink()
-    assert costs.model_arch(str(model)) is None  # unknown: the memory bounds count the embedded model's
+    assert limits.model_arch(str(model)) is None  # unknown: the memory bounds count the embedded model's
     assert _largest([f"model={model}"], "max_completion_length") == _largest([], "max_completion_length")
 
 
@@ -201,12 +201,12 @@ def test_two_settings_too_large_only_together_are_named_with_their_phase():
     # neither of eval_batch_size and eval_samples alone can be lowered enough: the phase and its settings are named
     # (planted: the fallback line left out -> the run refused with no setting named)
     run, cfg = build("cpu-demo", ["eval_batch_size=100000000", "eval_samples=100000000"], output_dir="unused")
-    (said,) = costs.over_limits(run, cfg, **REGIME)
+    (said,) = limits.over_limits(run, cfg, **REGIME)
     assert "in its evaluation phase" in said and "eval_batch_size=100000000, eval_samples=100000000" in said
     # a setting's bound is that of the phases it enters: the evaluation's stand while the training step is too large
     # (planted: each bound from the whole peak -> eval_samples' bound 0)
     run, cfg = build("cpu-demo", ["per_device_train_batch_size=100000000"], output_dir="unused")
-    assert costs.limits(run, cfg, **REGIME)["eval_samples"][0] == _largest([], "eval_samples") > 0
+    assert limits.limits(run, cfg, **REGIME)["eval_samples"][0] == _largest([], "eval_samples") > 0
 
 
 def test_fewer_training_problems_than_a_step_draws_is_refused_naming_what_to_change(monkeypatch, capsys, tmp_path):
@@ -274,3 +274,29 @@ def test_a_run_that_trains_fewer_steps_than_asked_writes_no_model_and_no_finishe
     result = pipeline.train(run, cfg, preset="cpu-demo", callbacks=[StopAt(1)], report=write_report)
     assert (result["global_step"], result["finished"], result["interrupted"]) == (1, False, False)
     assert not (out / MODEL_DIR).exists() and "1 / 3 (stopped early: not finished)" in (out / "report.html").read_text()
+
+
+def test_disk_and_evaluation_time_are_bounded_in_the_dry_run(capsys):
+    # found: 100,000 full-model checkpoints of the 1.5B preset (about 1,400 TiB) and an evaluation of 10^8 completions
+    # passed the dry run. planted: the checks removed from check_run, or the checkpoint count ignoring save_steps
+    from qae_lab.runs.cli import main
+
+    for preset, sets, said in (
+        (
+            "qwen2.5-1.5b-gsm8k",
+            ["lora=false", "save_strategy=steps", "save_steps=1", "max_steps=100000", "save_total_limit=none"],
+            "the run would keep 100000 checkpoints of about 14.4 GiB each",
+        ),
+        ("cpu-demo", ["n_eval=100000", "eval_samples=1000"], "would sample 100,000,000 completions"),
+        (
+            "cpu-demo",
+            ["regime_eval_steps=1", "n_eval=100000", "regime_eval_prompts=100000", "regime_eval_samples=100"],
+            "the regime evaluation's start split",
+        ),
+    ):
+        assert main(["train", "--preset", preset, *[a for s in sets for a in ("--set", s)], "--dry-run"]) == 2
+        assert said in capsys.readouterr().err
+    # kept within the bound: a LoRA run saving every step keeps small checkpoints; save_total_limit bounds the rest
+    ok = ["lora=false", "save_strategy=steps", "save_steps=1", "max_steps=100000", "save_total_limit=10"]
+    assert main(["train", "--preset", "qwen2.5-1.5b-gsm8k", *[a for s in ok for a in ("--set", s)], "--dry-run"]) == 0
+    capsys.readouterr()
