@@ -336,12 +336,18 @@ def completions_html(pairs: Sequence[Mapping], kind: str = "Greedy completions")
     return "\n".join([*lines, "</table>"])
 
 
-def evaluate_after(live, tok, records, run, cfg, out) -> str:
+def evaluate_after(live, tok, records, run, cfg, out, keep: dict | None = None) -> str:
     r"""The evaluation after training of a :class:`~qae_lab.lab.live.LiveRun` that has ended, as a line: written to
     ``out/eval_after.json`` only when the run finished (trained every step asked for: a stopped run's evaluation is
-    shown, not saved as the run's result, as :func:`qae_lab.runs.pipeline.train` keeps it). For ``LiveRun.then``."""
+    shown, not saved as the run's result, as :func:`qae_lab.runs.pipeline.train` keeps it), and kept in
+    ``keep["result"]`` either way (the completions table reads it there). Nothing is evaluated when no step trained.
+    For ``LiveRun.then``."""
     done, step = live.outcome.finished, live.outcome.global_step
+    if step == 0:
+        return "no step trained: nothing to evaluate after training"
     res = evaluate_run(
         live.trainer.model, tok, records, run, cfg, out / "eval_after.json" if done else None, progress=False
     )
+    if keep is not None:
+        keep["result"] = res
     return eval_line("after" if done else f"after step {step}, not finished", res)

@@ -53,11 +53,19 @@ def torchrun(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
+def _why(proc: subprocess.CompletedProcess) -> str:
+    """A failed launch's own error lines first (each process's ``qae-lab: error`` or traceback's last line, which
+    torchrun's summary at the end of stderr hides), then the ends of its output."""
+    lines = (proc.stdout + proc.stderr).splitlines()
+    errors = [line for line in lines if "error" in line.lower() and "elastic" not in line][:20]
+    return "\n".join(["error lines:", *errors, "stdout:", proc.stdout[-2000:], "stderr:", proc.stderr[-3000:]])
+
+
 @pytest.mark.slow(seconds=40)
 def test_two_processes_write_one_run_and_resume_it(tmp_path):
     out = tmp_path / "run"
     first = torchrun("--preset", "cpu-demo", "--output-dir", str(out), "--max_steps", "2", *TINY)
-    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert first.returncode == 0, _why(first)
     # evaluated and reported once (the issue's two identical "before" lines), by the main process
     assert first.stdout.count("before: greedy pass@1") == 1 and first.stdout.count("after: greedy pass@1") == 1
     assert first.stdout.count("run folder:") == 1
@@ -79,7 +87,7 @@ def test_two_processes_write_one_run_and_resume_it(tmp_path):
     assert config["trainer"]["max_steps"] == 2 and (out / "model" / "config.json").is_file()
 
     again = torchrun("--resume", str(out), "--max_steps", "3")
-    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert again.returncode == 0, _why(again)
     assert [r["step"] for r in step_rows(read_log(out))] == [1, 2, 3]  # continued from checkpoint 2, once
     assert again.stdout.count("after: greedy pass@1") == 1
     assert (out / "finished-step2" / "eval_after.json").is_file()  # the finished run's results set aside, once
@@ -122,7 +130,7 @@ def test_two_processes_without_an_output_dir_share_the_main_ones_folder(tmp_path
         env=env,
         cwd=tmp_path,
     )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0, _why(proc)
     folders = list((tmp_path / "runs").iterdir())
     assert len(folders) == 1, folders
     assert (folders[0] / "checkpoint-1" / "rng_state_1.pth").is_file()  # the second process's, in the one folder
