@@ -3,7 +3,9 @@ r"""Checkers for the notebooks' exercises, in the style of Spinning Up's ``# YOU
 Each ``check_*`` takes the learner's function, runs it on fixed random cases and compares
 the result with qae_lab's own implementation, a float within :data:`ATOL`. A function that still
 returns ``None`` (the stub) is reported as not attempted rather than failed, so notebooks
-run top to bottom before anyone has written a line.
+run top to bottom before anyone has written a line. A wrong answer is not an error either: the checker returns
+``"Not yet: "``, the likely mistake first, then the case that shows it; an exception raised inside the learner's
+function is reported the same way, by its type and message, so no traceback stands between the learner and the hint.
 
 A predict-then-run exercise (:func:`check_prediction`) is the other kind: the learner writes down
 what an update will do before running it, and the checker compares that with what was measured.
@@ -11,6 +13,7 @@ what an update will do before running it, and the checker compares that with wha
 
 from __future__ import annotations
 
+import functools
 import math
 import textwrap
 from collections.abc import Callable
@@ -64,16 +67,78 @@ NO_PREDICTION = (
 ATOL = 1e-6
 
 
+class _NotYet(Exception):
+    """A wrong answer: the case that shows it (``case``) and, when the checker recognises the mistake, ``hint``."""
+
+    def __init__(self, case: str, hint: str = ""):
+        super().__init__(case)
+        self.case, self.hint = case, hint
+
+
+class _TheirError(Exception):
+    """The learner's function raised (the exception is ``__cause__``) when called with the arguments in ``args[0]``."""
+
+
+def _theirs(fn: Callable) -> Callable:
+    """``fn`` whose exceptions become :class:`_TheirError` (theirs, not the checker's)."""
+
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as err:  # anything their code raises is reported, never a traceback
+            shown = ", ".join(textwrap.shorten(repr(a), 60) for a in args)
+            raise _TheirError(shown) from err
+
+    return call
+
+
+def _not_yet(hint: str, case: str) -> str:
+    """The verdict on a wrong answer: ``Not yet:``, the hint, then the case, wrapped to a notebook's column."""
+    first = textwrap.fill(f"Not yet: {hint}" if hint else "Not yet.", 100)
+    return f"{first}\n{case}"
+
+
+def _checker(hint: str) -> Callable:
+    """A ``check_*(fn)`` as a notebook shows it: ``Correct: ...``, :data:`NOT_ATTEMPTED`, or :func:`_not_yet`'s
+    verdict, the case's own hint (``_NotYet.hint``) or else ``hint``, the checker's usual mistake, first."""
+
+    def wrap(check: Callable) -> Callable:
+        @functools.wraps(check)
+        def run(fn: Callable) -> str:
+            try:
+                return check(_theirs(fn))
+            except _NotYet as wrong:
+                return _not_yet(wrong.hint or hint, wrong.case)
+            except _TheirError as err:
+                cause = err.__cause__
+                return _not_yet(
+                    hint, f"your function raised {type(cause).__name__}: {cause} (called with {err.args[0]})"
+                )
+
+        return run
+
+    return wrap
+
+
+def _tensor(got) -> torch.Tensor | None:
+    """``got`` as a float64 tensor, or None where it is not numbers (a string, a ragged list)."""
+    try:
+        return torch.as_tensor(got, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError):
+        return None
+
+
 def _close(got, want: torch.Tensor, atol: float = ATOL) -> bool:
     """Whether ``got`` has ``want``'s shape and every value within ``atol`` of it (absolute, float64)."""
-    got = torch.as_tensor(got, dtype=torch.float64)
-    return got.shape == want.shape and bool(((got - want.double()).abs() <= atol).all())
+    got = _tensor(got)
+    return got is not None and got.shape == want.shape and bool(((got - want.double()).abs() <= atol).all())
 
 
 def _compare(got, want: torch.Tensor, what: str, hint: str = "") -> None:
     if not _close(got, want):
-        got = torch.as_tensor(got, dtype=torch.float64)
-        raise AssertionError(f"{what}: expected {want.tolist()}, got {got.tolist()}{hint}")
+        shown = _tensor(got)
+        shown = repr(got) if shown is None else shown.tolist()
+        raise _NotYet(f"{what}: expected {want.tolist()}, got {shown}", hint)
 
 
 # (G, K) where K * G is an integer that floating point lands just above (0.28 * 25 = 7.000000000000001): a plain
@@ -87,6 +152,7 @@ def _naive_quantile(rewards: torch.Tensor, g: int, k: float) -> torch.Tensor:
     return rewards.view(-1, g).sort(dim=1).values[:, max(math.ceil(k * g), 1) - 1]
 
 
+@_checker("the K-quantile of a group is its ceil(K G)-th smallest reward, read per group of G (sorted).")
 def check_quantile_baseline(fn: Callable) -> str:
     r"""Check ``fn(rewards, group_size, k) -> (B,)`` against the paper's K-quantile, the ceil(K G)-th smallest reward.
 
@@ -97,9 +163,10 @@ def check_quantile_baseline(fn: Callable) -> str:
     True
     >>> check_quantile_baseline(quantile_baseline)
     'Correct: your baseline matches qae_lab.advantages.quantile_baseline on 34 cases.'
-    >>> check_quantile_baseline(_naive_quantile)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    AssertionError: G=25, K=0.28, ... (that is the index ceil(K G) - 1: in floating point K * G = 7.000000000000001, ...
+    >>> print(check_quantile_baseline(_naive_quantile))  # doctest: +ELLIPSIS
+    Not yet: that is the index ceil(K G) - 1: in floating point K * G = 7.000000000000001, so ceil gives
+    8, not 7; round K G when it lies within 1e-9 of an integer.
+    G=25, K=0.28, the ceil(K G) = 7-th smallest of ...
     """
     gen = torch.Generator().manual_seed(0)
     if fn(torch.tensor([1.0, 0, 0, 0]), 4, 0.4) is None:
@@ -116,14 +183,17 @@ def check_quantile_baseline(fn: Callable) -> str:
         hint = ""
         if _close(got, _naive_quantile(r, g, k)):
             hint = (
-                f" (that is the index ceil(K G) - 1: in floating point K * G = {k * g!r}, so ceil gives "
-                f"{math.ceil(k * g)}, not {round(k * g)}; round K G when it lies within 1e-9 of an integer)"
+                f"that is the index ceil(K G) - 1: in floating point K * G = {k * g!r}, so ceil gives "
+                f"{math.ceil(k * g)}, not {round(k * g)}; round K G when it lies within 1e-9 of an integer."
             )
         _compare(got, want, f"G={g}, K={k}, the ceil(K G) = {round(k * g)}-th smallest of {r.tolist()}", hint)
         cases += 1
     return f"Correct: your baseline matches qae_lab.advantages.quantile_baseline on {cases} cases."
 
 
+@_checker(
+    "the slope is eta times the covariance, under pi = softmax(z), of log pi and pi (a weighted covariance, not a plain one)."
+)
 def check_knob_slope(fn: Callable) -> str:
     r"""Check ``fn(z, eta) -> float``, the knob's slope eta * Cov_pi(log pi, pi).
 
@@ -140,6 +210,7 @@ def check_knob_slope(fn: Callable) -> str:
     return "Correct: your slope matches qae_lab.toys.bandit.knob_slope on 10 policies."
 
 
+@_checker("below the gate (c / G <= 1 - K) only the c successes move; above it only the G - c failures.")
 def check_zero_count(fn: Callable) -> str:
     r"""Check ``fn(c, group_size, k) -> int``: responses with A = 0 when c of G are correct.
 
@@ -153,10 +224,13 @@ def check_zero_count(fn: Callable) -> str:
             want = gate_zero_counts(g, k).tolist()
             got = [fn(c, g, k) for c in range(g + 1)]
             if got != want:  # counts: compared exactly (2 == 2.0, but not 2.00001)
-                raise AssertionError(f"zero counts for c = 0..{g}, G={g}, K={k}: expected {want}, got {got}")
+                raise _NotYet(f"zero counts for c = 0..{g}, G={g}, K={k}: expected {want}, got {got}")
     return "Correct: your count matches the two-regime gate for every c, G in {4, 8, 16}, K in {0.2, 0.4, 0.6, 0.8}."
 
 
+@_checker(
+    "subtract each step's trailing mean of the last `window` values, keep only full windows, then take the population variance."
+)
 def check_training_variance(fn: Callable) -> str:
     r"""Check ``fn(values, window) -> float``, the detrended training variance of a per-step series.
 
@@ -184,6 +258,9 @@ def check_training_variance(fn: Callable) -> str:
     )
 
 
+@_checker(
+    "sum H~ over real tokens only (multiply by the mask first), cumulatively along each row, and set padding to 0."
+)
 def check_horizon_weights(fn: Callable) -> str:
     r"""Check ``fn(h_norm, mask, alpha) -> (N, T)``, SA-AH's w_t = exp(-alpha * sum_{s<=t} H~_s), 0 on padding.
 
@@ -210,6 +287,7 @@ def check_horizon_weights(fn: Callable) -> str:
     return f"Correct: your weights match qae_lab.horizon.horizon_weights on {cases} cases."
 
 
+@_checker("the first step always counts; after it, a step counts when its qae/k differs from the step just before.")
 def check_k_changes(fn: Callable) -> str:
     r"""Check ``fn(rows) -> list[int]``: the steps of a run log whose ``qae/k`` differs from the step
     before, the first step included (the K part of :func:`qae_lab.knobs.knob_changes`).
@@ -230,14 +308,22 @@ def check_k_changes(fn: Callable) -> str:
         rows = [{"step": i + 1, "qae/k": float(k), "reward": 0.5} for i, k in enumerate(ks)]
         want = [c["step"] for c in knob_changes(rows)]
         got = fn([dict(r) for r in rows])
-        if list(got) != want:
-            raise AssertionError(f"K values {[r['qae/k'] for r in rows]}: expected steps {want}, got {list(got)}")
+        got = list(got) if isinstance(got, (list, tuple)) else got
+        if got != want:
+            raise _NotYet(f"K values {[r['qae/k'] for r in rows]}: expected steps {want}, got {got}")
     return "Correct: your change points match qae_lab.knobs.knob_changes on 20 logs."
 
 
+@_checker(
+    "a correct answer has a reward of at least `threshold`; only those strictly below their own group's mean get A < 0."
+)
 def check_neg_correct(fn: Callable) -> str:
     r"""Check ``fn(rewards, group_size, threshold) -> int``: the correct responses (reward >= threshold)
-    that GRPO's mean baseline gives a negative advantage (:func:`qae_lab.advantages.advantage_stats`).
+    that GRPO's mean baseline gives a negative advantage (:func:`qae_lab.advantages.group_advantages`).
+
+    Hand-made batches first: a correct answer exactly at the threshold, and correct answers exactly at their group's
+    mean (A = 0, not negative); an answer that counts ``> threshold`` or ``<= mean`` is told which. Then 30 random
+    batches of composite rewards.
 
     >>> check_neg_correct(lambda r, g, t: None) == NOT_ATTEMPTED
     True
@@ -245,24 +331,45 @@ def check_neg_correct(fn: Callable) -> str:
     ...     groups = [r[i:i + g] for i in range(0, len(r), g)]
     ...     return sum(x >= t and x < sum(grp) / g for grp in groups for x in grp)
     >>> check_neg_correct(count)
-    'Correct: your count matches the mean baseline on 30 batches of composite rewards.'
+    'Correct: your count matches the mean baseline on 34 batches of composite rewards.'
+    >>> print(check_neg_correct(lambda r, g, t: sum(x > t and x < sum(r) / len(r) for x in r)))
+    Not yet: a reward equal to the threshold is correct too: count reward >= threshold.
+    rewards [5.0, 7.5, 7.5, 2.0] in groups of 4, threshold 5.0: expected 1, got 0
     """
     gen = torch.Generator().manual_seed(6)
     if fn([7.5, 5.5], 2, 5.0) is None:
         return NOT_ATTEMPTED
     levels = torch.tensor([0.0, 1.75, 2.0, 5.5, 6.75, 7.0, 7.5])  # composite rewards: wrong <= 2, correct >= 5.5
+    by_hand = [  # (rewards, G, threshold): the count by hand
+        ([5.0, 7.5, 7.5, 2.0], 4, 5.0),  # mean 5.5: the 5.0 is correct (= threshold) and below it -> 1
+        ([7.5, 5.5, 5.5, 3.5], 4, 5.0),  # mean 5.5: both 5.5 sit at it, A = 0 -> 0
+        ([5.5, 5.5, 5.5, 5.5], 4, 5.5),  # one value, at the threshold and at the mean -> 0
+        ([5.5, 7.5, 0.0, 0.0, 7.5, 7.5, 5.5, 7.5], 4, 5.5),  # means 3.25 and 7.0: the second group's 5.5 -> 1
+    ]
+    cases = [(torch.tensor(r), g, t) for r, g, t in by_hand]
     for case in range(30):
         g = (4, 8)[case % 2]
-        rewards = levels[torch.randint(0, len(levels), (3 * g,), generator=gen)]
-        want = advantage_stats(rewards, group_advantages(rewards, g, baseline="mean"), g, 0.4, success_threshold=5.0)[
-            "neg_correct"
-        ]
-        got = fn(rewards.tolist(), g, 5.0)
+        cases.append((levels[torch.randint(0, len(levels), (3 * g,), generator=gen)], g, 5.0))
+    for rewards, g, threshold in cases:
+        correct = rewards >= threshold
+        want = int((correct & (group_advantages(rewards, g, baseline="mean") < 0)).sum())
+        got = fn(rewards.tolist(), g, threshold)
         if got != want:
-            raise AssertionError(f"rewards {rewards.tolist()} in groups of {g}: expected {int(want)}, got {got}")
-    return "Correct: your count matches the mean baseline on 30 batches of composite rewards."
+            means = rewards.view(-1, g).mean(dim=1).repeat_interleave(g)
+            hint = ""
+            if got == int(((rewards > threshold) & (rewards < means)).sum()):
+                hint = "a reward equal to the threshold is correct too: count reward >= threshold."
+            elif got == int((correct & (rewards <= means)).sum()):
+                hint = (
+                    "an answer exactly at its group's mean gets A = 0, not a negative advantage: count reward < mean."
+                )
+            raise _NotYet(
+                f"rewards {rewards.tolist()} in groups of {g}, threshold {threshold}: expected {want}, got {got}", hint
+            )
+    return f"Correct: your count matches the mean baseline on {len(cases)} batches of composite rewards."
 
 
+@_checker("subtract the group's mean, then divide by its std (torch.std, which divides by G - 1).")
 def check_mean_advantages(fn: Callable) -> str:
     r"""Check ``fn(rewards) -> (G,)``: GRPO's advantages A_i = (R_i - mean R) / (std R + eps) of one group.
 
@@ -291,9 +398,9 @@ def check_mean_advantages(fn: Callable) -> str:
             continue
         hint = ""
         if _close(got, r64 - r64.mean()):
-            hint = " (that is R - mean R: divide by the group's std too)"
+            hint = "that is R - mean R: divide by the group's std too."
         elif _close(got, (r64 - r64.mean()) / r64.std(unbiased=False)):
-            hint = " (that divides by the population std: torch.std divides by G - 1)"
+            hint = "that divides by the population std: torch.std divides by G - 1."
         _compare(got, want, f"rewards {r.tolist()}", hint)
     return f'Correct: your advantages match group_advantages(baseline="mean") on {len(groups)} groups.'
 
@@ -312,6 +419,9 @@ FORMAT_CASES = (  # completions as TRL hands them to a reward: a list of message
 )
 
 
+@_checker(
+    "1.0 only where a <reasoning>...</reasoning> block is followed, after nothing but whitespace, by an <answer>...</answer> block."
+)
 def check_format_reward(fn: Callable) -> str:
     r"""Check ``fn(completions, **kwargs) -> list[float]``, a format reward in TRL's signature, against
     :func:`qae_lab.task.rewards.soft_format_reward`: 1.0 where a ``<reasoning>...</reasoning>`` block is followed, after
@@ -329,11 +439,11 @@ def check_format_reward(fn: Callable) -> str:
         return NOT_ATTEMPTED
     want = soft_format_reward(completions)
     if not isinstance(got, (list, tuple)) or len(got) != len(want):
-        raise AssertionError(f"a reward returns one float per completion: expected {len(want)}, got {got!r}")
+        raise _NotYet(f"a reward returns one float per completion: expected {len(want)}, got {got!r}")
     wrong = [(text, g, w) for text, g, w in zip(FORMAT_CASES, got, want) if g != w]
     if wrong:
         text, g, w = wrong[0]
-        raise AssertionError(f"{len(wrong)} of {len(want)} differ; for {text!r} expected {w}, got {g}")
+        raise _NotYet(f"{len(wrong)} of {len(want)} differ; for {text!r} expected {w}, got {g}")
     return f"Correct: your reward matches qae_lab.task.rewards.soft_format_reward on {len(want)} completions."
 
 
@@ -469,6 +579,7 @@ def check_estimate(prediction, measured: float, *, quantity: str, tolerance: flo
     )
 
 
+@_checker("dH ~= -Cov under pi of (log pi_a, dz_a): a covariance weighted by pi = softmax(z), over the last axis.")
 def check_entropy_change(fn: Callable) -> str:
     r"""Check ``fn(z, dz) -> dH``: the first-order entropy change of one softmax state pi = softmax(z) when its logits
     move by dz, dH ~= -Cov_{a~pi}(log pi_a, dz_a) (Cui et al. 2025), against
@@ -501,6 +612,7 @@ def check_entropy_change(fn: Callable) -> str:
     )
 
 
+@_checker("the sequence entropy sums, over every prefix, the prefix's probability times its next-token entropy.")
 def check_sequence_entropy(fn: Callable) -> str:
     r"""Check ``fn(z) -> H`` for logit tables z of shape (n, V): the sequence entropy in nats.
 
