@@ -10,7 +10,7 @@ the live controls (``plots.interactive`` and ``lab.start``: each a minute of pla
 
 ``--write`` keeps every notebook's record in ``data/notebook_times.json`` (the notebooks measured now replace their
 old entries), which docs/workshop.md's plans and each notebook's opening lines read
-(``tools.readme_results.notebook_minutes``; ``python -m tools.readme_results`` rewrites them). Times measured on a
+(``tools.workshop_minutes.notebook_minutes``; ``python -m tools.readme_results`` rewrites them). Times measured on a
 busy machine are not times: ``--write`` refuses while the load average over the last minute exceeds
 :data:`MAX_LOAD_PER_CORE` per core, before it starts and after each notebook, and records the load it ran under.
 """

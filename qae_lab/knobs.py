@@ -3,7 +3,7 @@ r"""The live knobs: K, alpha, the baseline and the token weighting, checked, and
 A knob is a setting the trainer reads at every step, so it may change while training runs (docs/glossary.md).
 :func:`validate_knobs` checks them wherever they are set; :class:`Knobs` is their value, swapped whole between steps
 by ``QAETrainer.set_knobs`` and the live controls, never edited; :func:`knob_changes` reads from a run's log where the
-knobs in force changed.
+knobs in force changed; :func:`resumed_knobs` decides which knobs a resumed run trains with.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ __all__ = [
     "validate_knobs",
     "Knobs",
     "knob_changes",
+    "resumed_knobs",
 ]
 
 
@@ -118,3 +119,32 @@ def knob_changes(rows) -> list[dict]:
             changes.append({"step": row["step"], **dict(zip(KNOB_METRICS, now))})
             last = now
     return changes
+
+
+def resumed_knobs(saved: dict, configured: dict, config: Knobs) -> Knobs:
+    r"""The knobs a resumed run trains with, knob by knob: the value in force when its checkpoint was saved, unless
+    the resume's config gives that knob another value than the config of the run that saved it did (the resume
+    command changed it: that is how "explicitly" is known), then the resume's.
+
+    Args:
+        saved: the knobs in force at the checkpoint (:meth:`Knobs.as_dict`, as the checkpoint records them).
+        configured: the knobs of the config the saving run was started with (as recorded beside ``saved``).
+        config: the knobs of the resumed run's config.
+
+    Returns:
+        the :class:`Knobs` to put in force from the first resumed step.
+
+    >>> launched = Knobs(quantile_k=0.4).as_dict()
+    >>> live = Knobs(quantile_k=0.8, token_weighting="sa_ah").as_dict()       # set while the run trained
+    >>> resumed_knobs(live, launched, Knobs(quantile_k=0.4))                   # resumed with the same config
+    Knobs(quantile_k=0.8, alpha=0.5, baseline='quantile', token_weighting='sa_ah')
+    >>> resumed_knobs(live, launched, Knobs(quantile_k=0.6))                   # the resume names a new K
+    Knobs(quantile_k=0.6, alpha=0.5, baseline='quantile', token_weighting='sa_ah')
+    """
+    now = config.as_dict()
+    return Knobs(
+        **{
+            name: now[name] if name not in saved or now[name] != configured.get(name, now[name]) else saved[name]
+            for name in KNOBS
+        }
+    )

@@ -9,46 +9,48 @@ from __future__ import annotations
 from qae_lab.methods import LEDGER_PARTS
 
 __all__ = [
-    "QAE_K",
-    "QAE_QUANTILE_BASELINE",
-    "QAE_ZERO_ADV_FRAC",
-    "QAE_POS_FRAC",
-    "QAE_NEG_FRAC",
-    "QAE_HARD_FRAC",
-    "QAE_EASY_FRAC",
-    "QAE_ALL_EQUAL_FRAC",
-    "QAE_SUCCESS_RATE",
-    "QAE_NEG_CORRECT",
-    "QAE_NEG_CORRECT_FRAC",
-    "QAE_NEG_CORRECT_IF_MEAN",
+    "ADVANTAGE_STAT_METRICS",
     "BEHAVIOUR_PREFIX",
+    "COV_METRICS",
     "COV_SELECTED_FRAC",
     "COV_TOKEN_COV",
-    "COV_METRICS",
-    "DYNAMIC_SAMPLING_ROUNDS",
     "DYNAMIC_SAMPLING_GENERATIONS",
     "DYNAMIC_SAMPLING_GROUPS_DROPPED",
     "DYNAMIC_SAMPLING_GROUPS_WITHOUT_SIGNAL",
-    "DYNAMIC_SAMPLING_ZERO_ADV_FRAC",
     "DYNAMIC_SAMPLING_METRICS",
-    "SAAH_ALPHA",
-    "SAAH_W_MEAN_NEG",
-    "SAAH_EFFECTIVE_TOKENS_FRAC",
-    "ADVANTAGE_STAT_METRICS",
-    "QAE_METRICS",
-    "SAAH_METRICS",
-    "LEDGER_PREFIX",
-    "LEDGER_METRICS",
-    "KNOB_METRICS",
-    "ENTROPY_HARD",
+    "DYNAMIC_SAMPLING_ROUNDS",
+    "DYNAMIC_SAMPLING_ZERO_ADV_FRAC",
     "ENTROPY_EASY",
-    "ENTROPY_UPDATED_HARD",
-    "ENTROPY_UPDATED_EASY",
+    "ENTROPY_HARD",
     "ENTROPY_REGIME_METRICS",
-    "REGIME_GROUPS",
-    "REGIME_EVAL_PREFIX",
-    "regime_eval_metric",
+    "ENTROPY_UPDATED_EASY",
+    "ENTROPY_UPDATED_HARD",
+    "ENTROPY_UPDATED_ROWS",
+    "KNOB_METRICS",
+    "LEDGER_METRICS",
+    "LEDGER_PREFIX",
+    "QAE_ALL_EQUAL_FRAC",
+    "QAE_EASY_FRAC",
+    "QAE_HARD_FRAC",
+    "QAE_K",
+    "QAE_METRICS",
+    "QAE_NEG_CORRECT",
+    "QAE_NEG_CORRECT_FRAC",
+    "QAE_NEG_CORRECT_IF_MEAN",
+    "QAE_NEG_FRAC",
+    "QAE_POS_FRAC",
+    "QAE_QUANTILE_BASELINE",
+    "QAE_SUCCESS_RATE",
+    "QAE_ZERO_ADV_FRAC",
     "REGIME_EVAL_METRICS",
+    "REGIME_EVAL_PREFIX",
+    "REGIME_GROUPS",
+    "SAAH_ALPHA",
+    "SAAH_EFFECTIVE_TOKENS_FRAC",
+    "SAAH_METRICS",
+    "SAAH_W_MEAN_NEG",
+    "TOKEN_WEIGHTING",
+    "regime_eval_metric",
 ]
 
 # qae/*, behaviour/*: every step, by QAETrainer._score and QAETrainer._log_behaviour
@@ -73,6 +75,9 @@ DYNAMIC_SAMPLING_GROUPS_WITHOUT_SIGNAL = (
     "dynamic_sampling/groups_without_signal"  # trained anyway: the cap on rounds came first
 )
 DYNAMIC_SAMPLING_ZERO_ADV_FRAC = "dynamic_sampling/zero_adv_frac"  # zero advantages in the batch trained
+# knobs/token_weighting: every training log row, by QAETrainer.log: the token weighting the row's steps trained with, a
+# string ("none", "ah", "sa_ah"; "none+sa_ah" where it changed within a logging window: each in the order first used)
+TOKEN_WEIGHTING = "knobs/token_weighting"
 # cov/*: with cov_penalty only, by qae_lab.loss.grpo_loss
 COV_SELECTED_FRAC = "cov/selected_frac"
 COV_TOKEN_COV = "cov/token_cov"
@@ -82,9 +87,11 @@ SAAH_W_MEAN_NEG = "saah/w_mean_neg"
 SAAH_EFFECTIVE_TOKENS_FRAC = "saah/effective_tokens_frac"
 # ledger/*: every loss forward, by qae_lab.loss.grpo_loss: the update's first-order entropy change and its parts
 LEDGER_PREFIX = "ledger/"  # + each name of LEDGER_PARTS
-# entropy/hard, entropy/easy: every loss forward, by QAETrainer._log_loss: TRL's `entropy` over the responses of
-# prompts in QAE's hard (p <= 1-K, K in force) / easy regime; with sparse updates leaving rows out, the updated
-# rows' only, under entropy/updated_rows/hard and entropy/updated_rows/easy (as `entropy/updated_rows`)
+# entropy/updated_rows, entropy/hard, entropy/easy: every loss forward, by QAETrainer._log_entropy, beside TRL's
+# `entropy` (every completion token, also under sparse updates): the rows with A_i != 0 (the rows the update moves);
+# `entropy` over the responses of prompts in QAE's hard (p <= 1-K, K in force) / easy regime; and the updated rows'
+# by regime
+ENTROPY_UPDATED_ROWS = "entropy/updated_rows"
 ENTROPY_HARD = "entropy/hard"
 ENTROPY_EASY = "entropy/easy"
 ENTROPY_UPDATED_HARD = "entropy/updated_rows/hard"
@@ -118,7 +125,7 @@ DYNAMIC_SAMPLING_METRICS = (
 SAAH_METRICS = (SAAH_ALPHA, SAAH_W_MEAN_NEG, SAAH_EFFECTIVE_TOKENS_FRAC)
 LEDGER_METRICS = tuple(LEDGER_PREFIX + part for part in LEDGER_PARTS)
 # the logged metrics that record the knobs in force at each step
-KNOB_METRICS = (QAE_K, QAE_QUANTILE_BASELINE, SAAH_ALPHA)
+KNOB_METRICS = (QAE_K, QAE_QUANTILE_BASELINE, SAAH_ALPHA, TOKEN_WEIGHTING)
 ENTROPY_REGIME_METRICS = (ENTROPY_HARD, ENTROPY_EASY, ENTROPY_UPDATED_HARD, ENTROPY_UPDATED_EASY)
 
 

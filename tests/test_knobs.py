@@ -53,7 +53,7 @@ def test_validate_knobs_knows_exactly_the_knobs():
 
 
 def test_knob_changes_lists_the_first_step_and_every_change():
-    assert KNOB_METRICS == ("qae/k", "qae/quantile_baseline", "saah/alpha")
+    assert KNOB_METRICS == ("qae/k", "qae/quantile_baseline", "saah/alpha", "knobs/token_weighting")
     rows = [
         {"step": 1, "qae/k": 0.4, "qae/quantile_baseline": 0.0, "reward": 0.1},
         {"step": 2, "qae/k": 0.4, "qae/quantile_baseline": 0.0, "reward": 0.9},  # only the reward moved
@@ -62,7 +62,16 @@ def test_knob_changes_lists_the_first_step_and_every_change():
         {"step": 5, "qae/k": 0.4, "qae/quantile_baseline": 0.0},
     ]  # and off again
     assert [(c["step"], c["saah/alpha"]) for c in knob_changes(rows)] == [(1, None), (3, 0.5), (4, 1.0), (5, None)]
-    assert knob_changes(rows)[0] == {"step": 1, "qae/k": 0.4, "qae/quantile_baseline": 0.0, "saah/alpha": None}
+    assert knob_changes(rows)[0] == {
+        "step": 1,
+        "qae/k": 0.4,
+        "qae/quantile_baseline": 0.0,
+        "saah/alpha": None,
+        "knobs/token_weighting": None,  # a log written before the weighting was logged
+    }
+    # the weighting named in the log: a change from SA-AH to AH at the same alpha is a change
+    named = [{"step": s, "saah/alpha": 0.5, "knobs/token_weighting": w} for s, w in ((1, "sa_ah"), (2, "ah"))]
+    assert [c["knobs/token_weighting"] for c in knob_changes(named)] == ["sa_ah", "ah"]
     assert knob_changes([]) == []
     with pytest.raises(ValueError, match=r"rows must be log rows with a 'step', got keys \['event'\]"):
         knob_changes([{"event": "resume"}])

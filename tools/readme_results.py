@@ -17,24 +17,24 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import re
 import sys
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from qae_lab.analysis.claims import VERDICTS, matrix
+from qae_lab.analysis.claims import VERDICTS, claim_card, matrix
 from qae_lab.analysis.compare import Run, find_reference_runs, load_runs, summary_table, versus_baseline  # noqa: F401 -- find_reference_runs: the doctests
 from qae_lab.analysis.evidence import judge_all
 from qae_lab.analysis.phenomena import dynamic_sampling_rows, load_experiment, window_mean
 from qae_lab.analysis.stats import stat
 from qae_lab.analysis.tables import markdown_table
+from qae_lab.analysis.takeaways import saah_sentence, sgd_sentence
 from qae_lab.lab.nb04_live_run import GPU_RUN
 from qae_lab.metric_names import QAE_HARD_FRAC, QAE_ZERO_ADV_FRAC
 from qae_lab.runs.costs import GIB, GPUS, T4_MEMORY, run_memory, run_time
 from qae_lab.runs.presets import build
 from qae_lab.storage.folder import atomic_write_text
+from tools.workshop_minutes import NOTEBOOK_TIMES, minutes_text, notebook_table_text, routes_text, workshop_plan_text
 
 __all__ = [
     "COMMAND",
@@ -47,15 +47,13 @@ __all__ = [
     "lenient_text",
     "reference_text",
     "scoreboard_text",
+    "claim_card_text",
+    "sentence_text",
     "gpu_memory_text",
     "t4_estimate",
     "gpu_time_text",
     "t4_time_line",
     "NOTEBOOK_TIMES",
-    "PLANS",
-    "notebook_minutes",
-    "minutes_text",
-    "workshop_plan_text",
     "answer_key_text",
     "BLOCKS",
     "render",
@@ -241,6 +239,24 @@ def scoreboard_text(root: str | Path = ROOT) -> str:
     )
 
 
+def claim_card_text(root: str | Path = ROOT) -> str:
+    r"""The README's claim card: six verdicts in plain words (:func:`qae_lab.analysis.claims.claim_card`).
+
+    >>> claim_card_text().splitlines()[1]
+    '| the paper says | measured on | verdict | how sure |'
+    """
+    return "\n".join(["", markdown_table(claim_card(judge_all())), ""])
+
+
+def sentence_text(sentence: Callable[[], str]) -> Callable[[Path], str]:
+    r"""A passage that is one sentence of :mod:`qae_lab.analysis.takeaways`, wrapped as the READMEs are.
+
+    >>> sentence_text(sgd_sentence)(ROOT).startswith("\nUnder plain SGD")
+    True
+    """
+    return lambda root: "\n" + _wrap(sentence()) + "\n"
+
+
 def dynamic_sampling_text(root: str | Path = ROOT) -> str:
     r"""docs/dynamic-sampling.md's table: QAE with and without dynamic sampling on the committed runs
     (:func:`qae_lab.analysis.phenomena.dynamic_sampling_rows`).
@@ -375,138 +391,11 @@ def t4_time_line(root: str | Path = ROOT) -> str:
 
 # ---------------------------------------------------------------- the workshop's plans and answer key
 
-NOTEBOOK_TIMES = Path("data") / "notebook_times.json"  # benchmarks/bench_notebooks.py --write
 NOTEBOOKS = Path("notebooks")
-READING_WPM = 150  # words a minute of prose and printed output: a participant reads at about 200, slower with formulas
-CODE_WPM = 100  # words a minute of code: read to see what runs, slower than prose
-CONTROL_MIN = 1  # a live control (a slider, a dropdown) played with: a minute each
-PREDICTION_MIN = 2  # write the guess, run the check, read the why
-EXERCISE_MIN = 6  # the closing exercise, with a look at the solution
-INSTALL_MIN = 10  # everyone's first cell, and the facilitator checking that each person sees a figure
-BREAK_MIN = 10
-# notebooks whose run trains in the background while the participant reads and moves its controls (04's live run):
-# the longer of the two counts, not their sum
-OVERLAP = ("04",)
-# which notebooks each plan runs, in order; "core" notebooks are 00-08, 09 is 07's appendix. The 90 minutes end on
-# notebook 07, where QAE's effect shows (03, SA-AH's weights, does not fit); the half day runs every core notebook
-# but 05 (the comparison of runs), which with 08 and 09 is what participants take home
-PLANS = {
-    "90 minutes": ("00", "01", "04", "07"),
-    "half a day (3.5 hours)": ("00", "01", "02", "03", "04", "06", "07", "08"),
-}
-PLAN_BUDGET = {"90 minutes": 90, "half a day (3.5 hours)": 210}
-PLAN_BREAKS = {"90 minutes": 0, "half a day (3.5 hours)": 2}
-_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
-
-
-def _notebook(root: Path, number: str) -> tuple[str, dict]:
-    """(file name, its JSON) of notebook ``number`` ("00") under ``root``."""
-    [path] = sorted((root / NOTEBOOKS).glob(f"{number}_*.ipynb"))
-    return path.name, json.loads(path.read_text(encoding="utf-8"))
 
 
 def _source(cell: dict) -> str:
     return "".join(cell["source"])
-
-
-def _words(text: str) -> int:
-    """Words as ``benchmarks/bench_notebooks.py`` counts them: tokens with a letter or a digit."""
-    return sum(1 for token in text.split() if any(ch.isalnum() for ch in token))
-
-
-def notebook_minutes(root: str | Path = ROOT) -> dict[str, dict]:
-    r"""Each notebook's time in a workshop: its markdown and printed output read at :data:`READING_WPM` and its code
-    at :data:`CODE_WPM`, :data:`CONTROL_MIN` for each live control, its full-mode run time, :data:`PREDICTION_MIN`
-    for its prediction and :data:`EXERCISE_MIN` for its exercise; ``minutes`` is their sum rounded up, where a run
-    that trains while the participant reads (:data:`OVERLAP`) counts only where it is the longer. The words of the
-    markdown and the code are the notebook's as it is now; the run time, the output's words and the controls were
-    measured by ``benchmarks/bench_notebooks.py --write`` (:data:`NOTEBOOK_TIMES`, on an otherwise idle machine).
-
-    >>> m = notebook_minutes()["00"]; m["minutes"] == math.ceil(m["reading"] + m["play"] + m["computing"] + m["activities"])
-    True
-    """
-    root = Path(root)
-    times = json.loads((root / NOTEBOOK_TIMES).read_text(encoding="utf-8"))
-    out = {}
-    for path in sorted((root / NOTEBOOKS).glob("[0-9][0-9]_*.ipynb")):
-        number, nb = path.name[:2], json.loads(path.read_text(encoding="utf-8"))
-        record = times["notebooks"].get(path.name)
-        if record is None or "output_words" not in record:
-            raise ValueError(
-                f"{root / NOTEBOOK_TIMES} has no measurement of {path.name}: run benchmarks/bench_notebooks.py --write"
-            )
-        markdown = sum(_words(_COMMENT.sub("", _source(c))) for c in nb["cells"] if c["cell_type"] == "markdown")
-        code = sum(_words(_source(c)) for c in nb["cells"] if c["cell_type"] == "code")
-        predicts = any(_source(c).startswith("PREDICTION = ") for c in nb["cells"] if c["cell_type"] == "code")
-        reading = (markdown + record["output_words"]) / READING_WPM + code / CODE_WPM
-        play, computing = CONTROL_MIN * record["controls"], record["full_s"] / 60
-        activities = PREDICTION_MIN * predicts + EXERCISE_MIN
-        busy = max(reading + play, computing) if number in OVERLAP else reading + play + computing
-        out[number] = {
-            "name": path.name,
-            "words": markdown + code + record["output_words"],
-            "reading": reading,
-            "play": play,
-            "computing": computing,
-            "activities": activities,
-            "minutes": math.ceil(busy + activities),
-        }
-    return out
-
-
-def minutes_text(number: str, root: str | Path = ROOT) -> str:
-    r"""A notebook's time as its opening lines state it, from :func:`notebook_minutes`.
-
-    >>> minutes_text("00").startswith("About ") and "minutes in a workshop" in minutes_text("00")
-    True
-    """
-    m = notebook_minutes(root)[number]
-    if number in OVERLAP:
-        return (
-            f"About {m['minutes']} minutes in a workshop: its {m['computing']:.0f} minutes of training on a CPU run "
-            "while you read and move the controls"
-        )
-    secs = 60 * m["computing"]
-    computing = f"{secs:.0f} s" if secs < 60 else f"{secs / 60:.1f} min"
-    return f"About {m['minutes']} minutes in a workshop ({computing} of computing on a CPU)"
-
-
-def workshop_plan_text(root: str | Path = ROOT) -> str:
-    r"""docs/workshop.md's two plans: each notebook's minutes (:func:`notebook_minutes`), the set-up and breaks, and
-    what is left of the plan's length for questions; a plan that does not fit raises.
-
-    >>> "| total |" in workshop_plan_text()
-    True
-    """
-    root = Path(root)
-    minutes = notebook_minutes(root)
-    times = json.loads((root / NOTEBOOK_TIMES).read_text(encoding="utf-8"))
-    lines = [
-        "",
-        _wrap(
-            f"Each notebook's minutes are its prose and printed output read at {READING_WPM} words a minute and its code "
-            f"at {CODE_WPM}, {CONTROL_MIN} minute for each live control, its run time in full mode on {times['cores']} "
-            f"CPU cores (measured {times['date']} by `benchmarks/bench_notebooks.py`, the load at most "
-            f"{times['max_load_per_core']:.2f} per core), {PREDICTION_MIN} minutes for its prediction and "
-            f"{EXERCISE_MIN} for its exercise, rounded up. Notebook 04 trains while you read and move its controls: "
-            "the longer of the two counts."
-        ),
-        "",
-    ]
-    for plan, numbers in PLANS.items():
-        rows = [{"part": "set-up", "what": "everyone runs notebook 00's first cell", "minutes": INSTALL_MIN}]
-        for n in numbers:
-            m = minutes[n]
-            what = f"{m['words']} words to read, {m['computing']:.1f} min of computing"
-            rows.append({"part": n, "what": what + (" (overlapping)" if n in OVERLAP else ""), "minutes": m["minutes"]})
-        rows += [{"part": "break", "what": "", "minutes": BREAK_MIN}] * PLAN_BREAKS[plan]
-        used = sum(r["minutes"] for r in rows)
-        if used > PLAN_BUDGET[plan]:
-            raise ValueError(f"the {plan} plan takes {used} min, more than its {PLAN_BUDGET[plan]}")
-        rows.append({"part": "questions", "what": "what is left of the plan", "minutes": PLAN_BUDGET[plan] - used})
-        rows.append({"part": "total", "what": "", "minutes": PLAN_BUDGET[plan]})
-        lines += [f"**{plan}**", "", markdown_table(rows), ""]
-    return "\n".join(lines)
 
 
 def _between(text: str, start: str, end: str) -> str:
@@ -573,8 +462,12 @@ def _reference(root: Path) -> list[Run]:
 BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {
     "README.md": {
         "scoreboard": scoreboard_text,
+        "claim-card": claim_card_text,
+        "sgd": sentence_text(sgd_sentence),
+        "saah": sentence_text(saah_sentence),
         "cpu-demo": lambda root: cpu_demo_text(root / REFERENCE_RUNS),
         "lenient": lambda root: lenient_text([r for r in _reference(root) if r.method == "qae"]),
+        "workshop-routes": routes_text,
     },
     str(REFERENCE_RUNS / "README.md"): {
         "reference-runs": lambda root: reference_text(_reference(root)),
@@ -584,11 +477,17 @@ BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {
     },
     "docs/workshop.md": {
         "scoreboard": scoreboard_text,
+        "sgd": sentence_text(sgd_sentence),
+        "saah": sentence_text(saah_sentence),
         "cpu-demo": lambda root: cpu_demo_text(root / REFERENCE_RUNS),
         "gpu-memory": lambda root: gpu_memory_text(),
         "gpu-time": gpu_time_text,
+        "workshop-minutes": notebook_table_text,
         "workshop-plans": workshop_plan_text,
         "answer-key": answer_key_text,
+    },
+    "docs/notebook-notes.md": {
+        "sgd": sentence_text(sgd_sentence),
     },
 }
 

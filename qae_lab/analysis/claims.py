@@ -8,15 +8,21 @@ step of a softmax bandit (notebook 02) to the cpu-demo preset (notebook 05).
 :func:`verdict` judges them, in the one vocabulary of :data:`VERDICTS`, each word with one meaning:
 
 * **holds**: the difference a - b has the predicted sign, and its 95% interval over the seeds (Student's t:
-  over the per-seed differences where seeds are paired, Welch's where they are not) excludes zero;
+  over the per-seed differences where seeds are paired, Welch's where they are not) excludes zero; for a claim
+  of a size (``expect="in"``: "about 80%"), the 95% interval of a lies inside the band :data:`CLAIMS` states;
 * **reversed**: the interval excludes zero on the other side;
-* **no difference**: tested, but the interval includes zero: these seeds cannot tell the sides apart (for a
-  claim of the "no lower" kind, ``>=``, the outcome it allows);
+* **outside the stated size**: a claim of a size whose measured interval lies wholly outside its band;
+* **no difference**: tested, but the interval includes zero (for a size: the band's edge): these seeds cannot
+  tell the sides apart, and the interval's half-width is how large a difference they could miss (for a claim
+  of the "no lower" kind, ``>=``, the outcome it allows);
+* **equal by construction**: the two sides are one number by construction (the evidence gives the reason, e.g.
+  a constant baseline cancels in the exact gradient) and agree to float rounding: nothing was tested;
 * **cannot be tested here**: the setting lacks what the claim is about (a control that never explodes or
   collapses, a clip that never acts, fewer than two seeds), with the reason.
 
-:func:`scoreboard` gives one row per claim and setting (the verdict and the numbers behind it), and
-:func:`matrix` the claims against the settings, one verdict a cell: where Prop. 4.2 holds and where not.
+:func:`scoreboard` gives one row per claim and setting (the verdict and the numbers behind it), :func:`matrix`
+the claims against the settings, one verdict a cell (where Prop. 4.2 holds and where not), and
+:func:`claim_card` the few rows of :data:`CARD` in plain words for the 90-minute route.
 """
 
 from __future__ import annotations
@@ -40,13 +46,17 @@ __all__ = [
     "scoreboard",
     "COLUMNS",
     "matrix",
+    "CardRow",
+    "CARD",
+    "claim_card",
 ]
 
 
 @dataclass(frozen=True)
 class Claim:
     r"""One claim: who makes it (``paper``, ``section``), what it says, what is measured (``a`` against ``b``, in
-    ``measured``) and the direction the paper predicts of a - b: ``">"``, ``"<"``, or ``">="`` (a not below b)."""
+    ``measured``) and the direction the paper predicts of a - b: ``">"``, ``"<"``, or ``">="`` (a not below b); or,
+    for a claim of a size, ``"in"``: a lies in ``band`` (lo, hi), chosen for ``band_reason``."""
 
     key: str
     paper: str
@@ -55,10 +65,19 @@ class Claim:
     a: str
     b: str
     expect: str
+    band: tuple[float, float] | None = None
+    band_reason: str = ""
 
     def __post_init__(self):
-        if self.expect not in (">", "<", ">="):
-            raise ValueError(f"expect must be '>', '<' or '>=', got {self.expect!r}")
+        if self.expect not in _EXPECT:
+            raise ValueError(f"expect must be one of {_EXPECT}, got {self.expect!r}")
+        if (self.expect == "in") != (self.band is not None) or (self.band and not self.band_reason):
+            raise ValueError(f"claim {self.key!r}: a band (with its reason) goes with expect='in', and only with it")
+        if self.band is not None and not self.band[0] < self.band[1]:
+            raise ValueError(f"claim {self.key!r}: band must be (lo, hi) with lo < hi, got {self.band}")
+
+
+_EXPECT = (">", "<", ">=", "in")
 
 
 CLAIMS: tuple[Claim, ...] = (
@@ -102,10 +121,13 @@ CLAIMS: tuple[Claim, ...] = (
         "sparsity",
         "QAE",
         "sec. 5, fig. 5c",
-        "about 80% of the sampled responses get exactly zero advantage",
+        "about 80% of the sampled responses get exactly zero advantage (quantile baseline)",
         "quantile",
-        "mean",
-        ">",
+        "the stated size",
+        "in",
+        # "about 80%": fig. 5c's share for Qwen3-8B with a tuned K is ~0.8; "about" read as a tenth either way
+        band=(0.70, 0.90),
+        band_reason="the paper's ~80% (fig. 5c, Qwen3-8B, tuned K), give or take 10 points",
     ),
     Claim(
         "k_entropy",
@@ -116,13 +138,30 @@ CLAIMS: tuple[Claim, ...] = (
         "K = 0.2",
         ">",
     ),
-    Claim("qae_pass1", "QAE", "Table 1", "the quantile baseline raises pass@1", "quantile", "mean", ">"),
+    Claim(
+        "qae_pass1",
+        "QAE",
+        "Table 1",
+        "the quantile baseline raises pass@1 (Qwen3-8B, AIME'24: 39.69 -> 48.23)",
+        "quantile",
+        "mean",
+        ">",
+    ),
     Claim("qae_passk", "QAE", "Table 1", "the quantile baseline keeps or improves pass@k", "quantile", "mean", ">="),
     Claim(
         "saah_variance",
         "SA-AH-GRPO",
         "Table 2",
         "SA-AH's training variance is lower than GRPO's (3B: 3.6x lower)",
+        "SA-AH",
+        "plain",
+        "<",
+    ),
+    Claim(
+        "saah_update_variance",
+        "the lab",
+        "SA-AH-GRPO Table 2",
+        "update variance at a fixed policy: SA-AH's weights lower one update's variance (not the training variance)",
         "SA-AH",
         "plain",
         "<",
@@ -145,7 +184,15 @@ CLAIMS: tuple[Claim, ...] = (
         "first third",
         ">",
     ),
-    Claim("saah_pass1", "SA-AH-GRPO", "Table 1", "SA-AH raises pass@1 over GRPO", "SA-AH", "plain", ">"),
+    Claim(
+        "saah_pass1",
+        "SA-AH-GRPO",
+        "Table 1",
+        "SA-AH raises pass@1 over GRPO (1.5B: 0.668 -> 0.686)",
+        "SA-AH",
+        "plain",
+        ">",
+    ),
     Claim(
         "neg_correct",
         "the lab",
@@ -168,9 +215,13 @@ SETTINGS: dict[str, str] = {
 """Where the lab measures the claims, with the notebooks that show each."""
 
 VERDICTS: dict[str, str] = {
-    "holds": "a - b has the predicted sign and its 95% interval over the seeds excludes zero",
+    "holds": "a - b has the predicted sign and its 95% interval over the seeds excludes zero (a claim of a size: "
+    "the 95% interval of a lies inside the stated band)",
     "reversed": "a - b has the other sign and its 95% interval over the seeds excludes zero",
-    "no difference": "tested, but the 95% interval of a - b includes zero: these seeds cannot tell a and b apart",
+    "outside the stated size": "a claim of a size: the 95% interval of a lies wholly outside the stated band",
+    "no difference": "tested, but the 95% interval of a - b includes zero (a size: the band's edge): these seeds "
+    "cannot tell a and b apart; ± its half-width, how large a difference they could miss",
+    "equal by construction": "a and b are one number by construction (the reason is given): nothing was tested",
     "cannot be tested here": "the setting lacks what the claim is about (the reason is given)",
 }
 """The one vocabulary of verdicts, each word with its one meaning."""
@@ -228,9 +279,10 @@ def t_quantile(df: float) -> float:
 
 class Verdict(NamedTuple):
     r"""A verdict and the numbers behind it: ``word`` (one of :data:`VERDICTS`), the sides' means, the difference
-    ``diff`` = mean(a) - mean(b) with its 95% interval [``lo``, ``hi``], ``n`` seeds (pairs, or the smaller side),
-    ``agree`` the paired seeds whose difference has the predicted sign (None unpaired), ``why`` (cannot be
-    tested here: the reason)."""
+    ``diff`` = mean(a) - mean(b) with its 95% interval [``lo``, ``hi``] (a claim of a size: ``b`` and ``diff`` None,
+    [``lo``, ``hi``] the interval of a's mean), ``n`` seeds (pairs, or the smaller side), ``agree`` the paired seeds
+    whose difference has the predicted sign (None unpaired), ``why`` (cannot be tested here, equal by construction:
+    the reason)."""
 
     word: str
     a: float | None
@@ -241,6 +293,11 @@ class Verdict(NamedTuple):
     n: int
     agree: int | None
     why: str = ""
+
+    @property
+    def half(self) -> float | None:
+        """The 95% interval's half-width: how large a difference these seeds could miss (None: no interval)."""
+        return None if self.lo is None else (self.hi - self.lo) / 2
 
 
 def _mean_sd(x: Sequence[float]) -> tuple[float, float]:
@@ -309,12 +366,20 @@ def difference(a: Sequence[float | None], b: Sequence[float | None], *, paired: 
 
 
 def verdict(
-    a: Sequence[float | None], b: Sequence[float | None], expect: str, *, paired: bool = True, why: str | None = None
+    a: Sequence[float | None],
+    b: Sequence[float | None] | None,
+    expect: str,
+    *,
+    paired: bool = True,
+    why: str | None = None,
+    band: tuple[float, float] | None = None,
+    equal_by_construction: str | None = None,
 ) -> Verdict:
-    r"""The verdict on a claim that expects ``a - b`` ``expect`` (``">"``, ``"<"``, ``">="``), from one number per seed
-    on each side (None: that seed has none). ``paired``: the i-th numbers of a and b come from the same seed (the
-    interval is then over the per-seed differences, :func:`difference`); ``why``: the setting cannot test the claim,
-    and why.
+    r"""The verdict on a claim that expects ``a - b`` ``expect`` (``">"``, ``"<"``, ``">="``), or a in ``band``
+    (``expect="in"``, ``b`` unused), from one number per seed on each side (None: that seed has none). ``paired``:
+    the i-th numbers of a and b come from the same seed (the interval is then over the per-seed differences,
+    :func:`difference`); ``why``: the setting cannot test the claim, and why; ``equal_by_construction``: why a and b
+    are one number (checked: they must agree to float rounding seed by seed).
 
     >>> verdict([0.40, 0.62, 0.52], [0.45, 0.55, 0.50], ">").word      # the seeds disagree: no difference
     'no difference'
@@ -324,9 +389,17 @@ def verdict(
     'no difference'
     >>> verdict([1.0], [0.5], ">").why
     'fewer than two seeds with a number on both sides'
+    >>> verdict([0.97, 0.98, 0.99], None, "in", band=(0.7, 0.9)).word   # "about 80%" measured at 0.98
+    'outside the stated size'
+    >>> verdict([0.3, 0.3], [0.3, 0.3], "<", equal_by_construction="b cancels").word
+    'equal by construction'
     """
-    if expect not in (">", "<", ">="):
-        raise ValueError(f"expect must be '>', '<' or '>=', got {expect!r}")
+    if expect not in _EXPECT:
+        raise ValueError(f"expect must be one of {_EXPECT}, got {expect!r}")
+    if (expect == "in") != (band is not None):
+        raise ValueError("a band goes with expect='in', and only with it")
+    if band is not None:
+        return _size_verdict(a, band, why)
     xa, xb = _sides(a, b, paired)
     n = min(len(xa), len(xb))
     if why is None and n < 2:
@@ -336,6 +409,14 @@ def verdict(
         diff = means[0] - means[1] if None not in means else None
         return Verdict("cannot be tested here", *means, diff, None, None, n, None, why)
     d = difference(xa, xb, paired=paired)
+    if equal_by_construction:
+        gaps = [abs(x - y) for x, y in zip(xa, xb)] if paired else [abs(d.diff)]
+        if not paired or max(gaps) > _ROUNDING * max(abs(v) for v in xa + xb):
+            raise ValueError(
+                f"a and b differ by up to {max(gaps):.3g} (paired: {paired}): not equal by construction as "
+                f"{equal_by_construction!r} says"
+            )
+        return Verdict("equal by construction", d.a, d.b, d.diff, d.lo, d.hi, n, None, equal_by_construction)
     sign = -1 if expect == "<" else 1
     if d.lo > 0 or d.hi < 0:
         word = "holds" if (d.lo > 0) == (sign > 0) else "reversed"
@@ -343,6 +424,31 @@ def verdict(
         word = "no difference"
     agree = None if d.higher is None else (d.higher if sign > 0 else sum(x < y for x, y in zip(xa, xb)))
     return Verdict(word, d.a, d.b, d.diff, d.lo, d.hi, n, agree)
+
+
+def _size_verdict(a: Sequence[float | None], band: tuple[float, float], why: str | None) -> Verdict:
+    """A claim of a size: the 95% interval of a's mean (Student's t over the seeds) against ``band``."""
+    lo_band, hi_band = band
+    if not lo_band < hi_band:
+        raise ValueError(f"band must be (lo, hi) with lo < hi, got {band}")
+    xa, _ = _sides(a, [], False)
+    if why is None and len(xa) < 2:
+        why = "fewer than two seeds with a number"
+    if why:
+        return Verdict(
+            "cannot be tested here", sum(xa) / len(xa) if xa else None, None, None, None, None, len(xa), None, why
+        )
+    m, sd = _mean_sd(xa)
+    # no narrower than the numbers' float rounding, as in difference()
+    half = max(t_quantile(len(xa) - 1) * sd / math.sqrt(len(xa)), _ROUNDING * max(abs(v) for v in xa))
+    lo, hi = m - half, m + half
+    if lo_band <= lo and hi <= hi_band:
+        word = "holds"
+    elif hi < lo_band or lo > hi_band:
+        word = "outside the stated size"
+    else:
+        word = "no difference"
+    return Verdict(word, m, None, None, lo, hi, len(xa), None)
 
 
 def comparison_row(what: str, label_a: str, a: Sequence, label_b: str, b: Sequence, digits: int = 3) -> dict:
@@ -377,11 +483,13 @@ def scoreboard(
     ``settings``: only those (default: all).
 
     Columns: claim, paper, section, setting (with its variant), measured, a, b (each side's label and mean over
-    seeds), a - b with its 95% interval, seeds (agreeing / all, where paired), verdict, why.
+    seeds; a claim of a size: the band), a - b with its 95% interval (a size: a's own), seeds (agreeing / all, where
+    paired), verdict, why (the reason; for no difference, the half-width a difference could hide in; for a size,
+    the band's reason).
 
     >>> v = verdict([0.61, 0.72, 0.55], [0.50, 0.60, 0.45], ">")
     >>> row = scoreboard({("qae_pass1", "CPU preset", ""): ({"measured": "pass@1", "a": "qae", "b": "mean"}, v)})[0]
-    >>> row["claim"], row["verdict"], row["seeds"], row["a - b"]
+    >>> row["claim"][:35], row["verdict"], row["seeds"], row["a - b"]
     ('the quantile baseline raises pass@1', 'holds', '3/3', '+0.110 [+0.085, +0.135]')
     """
     rows = []
@@ -393,6 +501,12 @@ def scoreboard(
                 d = evidence.get("digits", 3)
                 num = lambda x: "—" if x is None else f"{x:.{d}f}"  # noqa: E731 -- a number as the table shows it
                 interval = "" if v.lo is None else f" [{v.lo:+.{d}f}, {v.hi:+.{d}f}]"
+                if claim.band is not None:  # a size: a's own interval against the band
+                    b = f"{evidence['b']} [{claim.band[0]:.2f}, {claim.band[1]:.2f}]"
+                    shown = "—" if v.a is None else num(v.a) + ("" if v.lo is None else f" [{num(v.lo)}, {num(v.hi)}]")
+                else:
+                    b = f"{evidence['b']} {num(v.b)}"
+                    shown = "—" if v.diff is None else f"{v.diff:+.{d}f}{interval}"
                 rows.append(
                     {
                         "claim": claim.statement,
@@ -401,31 +515,47 @@ def scoreboard(
                         "setting": setting + (f", {variant}" if variant else ""),
                         "measured": evidence["measured"],
                         "a": f"{evidence['a']} {num(v.a)}",
-                        "b": f"{evidence['b']} {num(v.b)}",
-                        "a - b": "—" if v.diff is None else f"{v.diff:+.{d}f}{interval}",
+                        "b": b,
+                        "a - b": shown,
                         "seeds": f"{v.agree}/{v.n}" if v.agree is not None else str(v.n),
                         "verdict": v.word,
-                        "why": v.why,
+                        "why": _why(claim, v),
                     }
                 )
     return rows
 
 
+def _half(v: Verdict) -> str:
+    """A no-difference verdict's half-width, two significant digits (0.044, 27): what its seeds could miss."""
+    return f"±{v.half:.2g}"
+
+
+def _why(claim: Claim, v: Verdict) -> str:
+    """The scoreboard's why: the verdict's reason, what a null could hide, or the band's reason."""
+    if v.word == "no difference":
+        missed = f"a difference within {_half(v)} (95% half-width, {v.n} seeds) could be missed"
+        return missed + (f"; band: {claim.band_reason}" if claim.band else "")
+    if claim.band is not None and v.word in ("holds", "outside the stated size"):
+        return f"band: {claim.band_reason}"
+    return v.why
+
+
 def matrix(judged: Mapping[tuple[str, str, str], tuple[Mapping, Verdict]]) -> list[dict]:
     r"""The claims against the settings, one verdict a cell (a dash where a setting does not measure the claim; where it
     measures it more ways, each variant's verdict): one row per claim of :data:`CLAIMS` that some setting measures,
-    one column per setting of :data:`SETTINGS`.
+    one column per setting of :data:`SETTINGS`. A "no difference" cell carries its interval's half-width (what its
+    seeds could miss, beside the size the claim states), a claim of a size its measured value.
 
     >>> v = verdict([0.61, 0.72, 0.55], [0.50, 0.60, 0.45], ">")
     >>> row = matrix({("qae_pass1", "CPU preset", ""): ({}, v), ("qae_pass1", "sums model", "SGD"): ({}, v)})[0]
     >>> row["claim"], row["CPU preset"], row["sums model"], row["sequence policy"]
-    ('the quantile baseline raises pass@1 (QAE, Table 1)', 'holds', 'holds (SGD)', '—')
+    ("the quantile baseline raises pass@1 (Qwen3-8B, AIME'24: 39.69 -> 48.23) (QAE, Table 1)", 'holds', 'holds (SGD)', '—')
     """
     rows = []
     for claim in CLAIMS:
         cells = {
             s: "; ".join(
-                v.word + (f" ({variant})" if variant else "")
+                _cell(claim, v) + (f" ({variant})" if variant else "")
                 for (key, where, variant), (_, v) in judged.items()
                 if key == claim.key and where == s
             )
@@ -439,3 +569,79 @@ def matrix(judged: Mapping[tuple[str, str, str], tuple[Mapping, Verdict]]) -> li
                 }
             )
     return rows
+
+
+def _cell(claim: Claim, v: Verdict) -> str:
+    """A verdict as a matrix cell: the word, with a null's half-width or a size's measured value."""
+    if claim.band is not None and v.a is not None:
+        return f"{v.word} ({v.a:.2f}" + (f" {_half(v)}" if v.word == "no difference" else "") + ")"
+    if v.word == "no difference":
+        return f"{v.word} {_half(v)}"
+    return v.word
+
+
+class CardRow(NamedTuple):
+    r"""One row of the claim card: a verdict of :func:`matrix` (``key``, ``setting``, ``variant``) and its claim and
+    setting in plain words."""
+
+    key: str
+    setting: str
+    variant: str
+    says: str
+    where: str
+
+
+CARD: tuple[CardRow, ...] = (
+    CardRow("hard_prop42", "sequence policy", "Adam", "QAE: hard prompts' entropy rises less", "exact policy, Adam"),
+    CardRow("easy_prop42", "sequence policy", "Adam", "QAE: easy prompts' entropy falls less", "exact policy, Adam"),
+    CardRow(
+        "hard_prop42", "sequence policy", "SGD", "QAE: hard prompts' entropy rises less", "exact policy, plain SGD"
+    ),
+    CardRow("sparsity", "CPU preset", "", "QAE: about 80% of responses get zero advantage", "CPU demo model"),
+    CardRow("qae_pass1", "CPU preset", "", "QAE raises pass@1", "CPU demo model"),
+    CardRow("saah_variance", "CPU preset", "", "SA-AH lowers the training variance", "CPU demo model"),
+)
+"""The claim card of the 90-minute route: six verdicts of the full matrix, in plain words."""
+
+
+def _how_sure(claim: Claim, v: Verdict) -> str:
+    """The card's last column: how many seeds agree, how large a null could hide, or the measured size."""
+    if v.word == "cannot be tested here":
+        return v.why
+    if claim.band is not None:
+        return f"measured {v.a:.2f} (95%: {v.lo:.2f}-{v.hi:.2f}), paper ~{sum(claim.band) / 2:.2f}"
+    if v.word == "no difference":
+        return f"{v.n} seeds could miss up to {_half(v)}"
+    if v.agree is not None:
+        return f"{v.agree} of {v.n} seeds agree"
+    return f"{v.n} seeds"
+
+
+def claim_card(
+    judged: Mapping[tuple[str, str, str], tuple[Mapping, Verdict]], rows: Sequence[CardRow] = CARD
+) -> list[dict]:
+    r"""The claim card: for each of ``rows`` (at most six), what the paper says, where the lab measured it, the verdict
+    and how sure (seeds agreeing, what a null could miss, a measured size), in plain words, from ``judged``
+    (:func:`qae_lab.analysis.evidence.judge_all`). The full matrix (:func:`matrix`) stays for researchers.
+
+    >>> v = verdict([0.61, 0.72, 0.55], [0.50, 0.60, 0.45], ">")
+    >>> claim_card({("qae_pass1", "CPU preset", ""): ({}, v)}, [CARD[4]])
+    [{'the paper says': 'QAE raises pass@1', 'measured on': 'CPU demo model', 'verdict': 'holds', 'how sure': '3 of 3 seeds agree'}]
+    """
+    if len(rows) > 6:
+        raise ValueError(f"a claim card holds at most six rows, got {len(rows)}")
+    claims = {c.key: c for c in CLAIMS}
+    out = []
+    for row in rows:
+        if (row.key, row.setting, row.variant) not in judged:
+            raise ValueError(f"no verdict of {row.key!r} in {row.setting!r} ({row.variant!r}) among those judged")
+        v = judged[row.key, row.setting, row.variant][1]
+        out.append(
+            {
+                "the paper says": row.says,
+                "measured on": row.where,
+                "verdict": v.word,
+                "how sure": _how_sure(claims[row.key], v),
+            }
+        )
+    return out

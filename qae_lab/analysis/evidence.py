@@ -44,7 +44,8 @@ _START = 10  # steps averaged for a run's start, and the trailing window of its 
 class Evidence(NamedTuple):
     r"""One claim's two sides in one setting: ``measured`` (the quantity, in words), the sides' labels ``a`` and
     ``b``, one number per seed on each (``values_a``, ``values_b``; the i-th of each from one seed where
-    ``paired``), ``why`` the setting cannot test the claim (None: it can), ``digits`` to show."""
+    ``paired``; a claim of a size: ``values_b`` empty), ``why`` the setting cannot test the claim (None: it can),
+    ``digits`` to show, ``equal_by_construction`` why the two sides are one number (None: they are not)."""
 
     measured: str
     a: str
@@ -54,6 +55,7 @@ class Evidence(NamedTuple):
     paired: bool = True
     why: str | None = None
     digits: int = 3
+    equal_by_construction: str | None = None
 
 
 # ---------------------------------------------------------------- the committed data, read once
@@ -146,13 +148,26 @@ def _clip(runs: Sequence[Run]) -> str | None:
 # ---------------------------------------------------------------- 02: the bandit
 
 
+# a constant b drops out of eta E_pi[(r - b) grad log pi] since E_pi[grad log pi] = 0 (notebook 02, section 4)
+_CANCELS = "a constant baseline cancels in the exact expected gradient: E_pi[grad log pi] = 0"
+
+
 def _bandit(regime: str, step: str) -> Evidence:
     data = _prop42()[regime][step]
     what = {
         "expected_step": "entropy change of the exact expected step",
         "sampled": "expected entropy change of sampled groups",
     }
-    return Evidence(f"{what[step]}, {regime} bandits", "quantile", "mean", data["quantile"], data["mean"], digits=6)
+    same = _CANCELS if step == "expected_step" else None
+    return Evidence(
+        f"{what[step]}, {regime} bandits",
+        "quantile",
+        "mean",
+        data["quantile"],
+        data["mean"],
+        digits=6,
+        equal_by_construction=same,
+    )
 
 
 # ---------------------------------------------------------------- 07, 09: the sequence policy
@@ -170,9 +185,10 @@ def _seqpolicy(group: str, key: str, what: str, optimizer: str = "adam") -> Evid
     return Evidence(what, "quantile", "mean", list(a), list(b), why=why)
 
 
-def _findings_runs(name_a: str, name_b: str, key: str, what: str, a: str, b: str) -> Evidence:
+def _findings_runs(name_a: str, name_b: str | None, key: str, what: str, a: str, b: str) -> Evidence:
+    """Two settings of notebook 09's sweep (``name_b`` None: one setting against a claim's stated size)."""
     runs = _findings()["runs"]
-    return Evidence(what, a, b, list(runs[name_a][key]), list(runs[name_b][key]))
+    return Evidence(what, a, b, list(runs[name_a][key]), list(runs[name_b][key]) if name_b else [])
 
 
 def _update_variance(start: str) -> Evidence:
@@ -202,6 +218,16 @@ def _trend(runs, method_a, method_b, which: int, what: str, clip: bool) -> Evide
     a, b = _sides(runs, method_a, method_b, lambda r: _ratio(r, which))
     why = _control(b, which == 1) or (_clip(runs) if clip else None)
     return Evidence(what, "quantile", "mean", a, b, why=why)
+
+
+_STATED = "the stated size"
+
+
+def _share(runs) -> Evidence:
+    """The quantile baseline's share of zero advantages over the last third of each run, against the stated size."""
+    chosen = sorted(_by_seed(runs, "qae").items())
+    values = [_third(QAE_ZERO_ADV_FRAC, 2)(r) for _, r in chosen]
+    return Evidence("share of responses with zero advantage (last third)", "quantile", _STATED, values, [])
 
 
 def _two(runs, method_a, method_b, number, what, a, b, digits=3) -> Evidence:
@@ -260,30 +286,14 @@ EVIDENCE: dict[tuple[str, str, str], Callable[[], Evidence]] = {
     ("collapse", "CPU preset", ""): lambda: _trend(_cpu_runs(), "qae", "mean", 2, _ENTROPY_FINAL, False),
     ("sparsity", "sequence policy", "SGD"): lambda: _findings_runs(
         "peaked/quantile K=0.4/clip-higher/std",
-        "peaked/mean/clip-higher/std",
+        None,
         "zero_adv_frac",
         "share of responses with zero advantage",
         "quantile",
-        "mean",
+        _STATED,
     ),
-    ("sparsity", "sums model", ""): lambda: _two(
-        _experiment("entropy"),
-        "qae",
-        "mean",
-        _third(QAE_ZERO_ADV_FRAC, 2),
-        "share of responses with zero advantage (last third)",
-        "quantile",
-        "mean",
-    ),
-    ("sparsity", "CPU preset", ""): lambda: _two(
-        _cpu_runs(),
-        "qae",
-        "mean",
-        _third(QAE_ZERO_ADV_FRAC, 2),
-        "share of responses with zero advantage (last third)",
-        "quantile",
-        "mean",
-    ),
+    ("sparsity", "sums model", ""): lambda: _share(_experiment("entropy")),
+    ("sparsity", "CPU preset", ""): lambda: _share(_cpu_runs()),
     ("k_entropy", "sequence policy", "SGD"): lambda: _findings_runs(
         "peaked/quantile K=0.8/clip-higher/std",
         "peaked/quantile K=0.2/clip-higher/std",
@@ -323,8 +333,8 @@ EVIDENCE: dict[tuple[str, str, str], Callable[[], Evidence]] = {
     ("qae_passk", "CPU preset", ""): lambda: _two(
         _cpu_runs(), "qae", "mean", _after("pass@8"), "pass@8 after training", "quantile", "mean"
     ),
-    ("saah_variance", "sequence policy", "flat start"): lambda: _update_variance("flat"),
-    ("saah_variance", "sequence policy", "peaked start"): lambda: _update_variance("peaked"),
+    ("saah_update_variance", "sequence policy", "flat start"): lambda: _update_variance("flat"),
+    ("saah_update_variance", "sequence policy", "peaked start"): lambda: _update_variance("peaked"),
     ("saah_variance", "sums model", ""): lambda: _two(
         _experiment("composite"), "sa_ah", "mean", _variance, "training variance of the reward", "SA-AH", "plain", 4
     ),
@@ -375,9 +385,18 @@ def judge(claim: str, setting: str, variant: str = "") -> tuple[Evidence, Verdic
         raise ValueError(
             f"no evidence of claim {claim!r} in setting {setting!r} ({variant!r}); known: {sorted(EVIDENCE)}"
         )
-    expect = next(c.expect for c in CLAIMS if c.key == claim)
+    c = next(c for c in CLAIMS if c.key == claim)
     e = EVIDENCE[claim, setting, variant]()
-    return e, verdict(e.values_a, e.values_b, expect, paired=e.paired, why=e.why)
+    v = verdict(
+        e.values_a,
+        e.values_b,
+        c.expect,
+        paired=e.paired,
+        why=e.why,
+        band=c.band,
+        equal_by_construction=e.equal_by_construction,
+    )
+    return e, v
 
 
 def judge_all(settings: Sequence[str] | None = None) -> dict[tuple[str, str, str], tuple[dict, Verdict]]:

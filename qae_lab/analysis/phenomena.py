@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import textwrap
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
@@ -57,6 +58,7 @@ __all__ = [
     "clipped_share",
     "SHARPENING",
     "sharpening_rows",
+    "sharpening_line",
     "ledger_table",
     "search_row",
     "search_table",
@@ -550,6 +552,46 @@ def sharpening_rows(runs: Sequence[Run]) -> list[dict]:
         for method, group in group_by_method(runs).items()
         for when in ("before", "after")
     ]
+
+
+def sharpening_line(rows: Sequence[dict]) -> str:
+    r"""Which way pass@1, pass@32 and the distinct correct texts went from before to after training, read from
+    :func:`sharpening_rows` (the means over seeds, every method): the sentence under notebook 06's table, so that the
+    prose says what these runs show, sharpening or not. A quantity "rose" or "fell" when every method's mean moved
+    that way ("rose or stayed" where some stayed equal), "moved both ways" where methods disagree.
+
+    >>> from qae_lab.analysis.stats import stat
+    >>> row = lambda m, w, p1, d: {"method": m, "when": w, "pass@1": stat([p1]), "pass@32": stat([1.0]),
+    ...                            "distinct_correct": stat([d])}
+    >>> print(sharpening_line([row("qae", "before", 0.4, 12), row("qae", "after", 0.5, 14)]))
+    Here pass@1 rose (0.400→0.500), pass@32 stayed (1.000→1.000) and the distinct correct texts rose
+    (12.0→14.0): no sharpening in that sense, the correct answers grew more varied, not fewer.
+    """
+    before = {r["method"]: r for r in rows if r["when"] == "before"}
+    after = {r["method"]: r for r in rows if r["when"] == "after"}
+    methods = [m for m in before if m in after]
+    if not methods:
+        raise ValueError("rows must hold a 'before' and an 'after' row of at least one method")
+
+    def went(key: str, digits: int) -> str:
+        moves = [after[m][key].mean - before[m][key].mean for m in methods]
+        up, down = any(d > 0 for d in moves), any(d < 0 for d in moves)
+        flat = any(d == 0 for d in moves)
+        word = "moved both ways" if up and down else "rose" if up else "fell" if down else "stayed"
+        word += " or stayed" if flat and word in ("rose", "fell") else ""
+        lo = min(before[m][key].mean for m in methods)
+        new = sorted(after[m][key].mean for m in methods)
+        span = f"{new[0]:.{digits}f}" if new[0] == new[-1] else f"{new[0]:.{digits}f}..{new[-1]:.{digits}f}"
+        return f"{word} ({lo:.{digits}f}→{span})", word
+
+    p1, _ = went("pass@1", 3)
+    pk, _ = went("pass@32", 3)
+    distinct, word = went("distinct_correct", 1)
+    reading = {
+        "fell": "sharpening in that sense: fewer distinct correct answers",
+        "rose": "no sharpening in that sense, the correct answers grew more varied, not fewer",
+    }.get(word, "no clear sharpening: the distinct correct answers did not fall in every method")
+    return textwrap.fill(f"Here pass@1 {p1}, pass@32 {pk} and the distinct correct texts {distinct}: {reading}.", 100)
 
 
 _SEARCH_HIDDEN = ("sparse_update=false", "disable_tqdm=true", "save_model=false", "evaluate=false", "torch_threads=1")

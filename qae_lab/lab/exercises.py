@@ -507,13 +507,25 @@ def check_prediction(prediction, change: UpdateChange, *, sign: str = "A > 0") -
 
 
 def check_direction(
-    prediction, before: float, after: float, *, quantity: str, change: str, tolerance: float = 0.0
+    prediction,
+    before: float,
+    after: float,
+    *,
+    quantity: str,
+    change: str,
+    tolerance: float = 0.0,
+    interval: tuple[float, float] | None = None,
 ) -> str:
     r"""A predict-then-run verdict: did ``quantity`` move the way the participant predicted when ``change`` was made?
 
     The participant records ``prediction`` ("up", "down" or "same"; None before deciding) in a cell, runs the
     experiment, and this compares it with the measured ``before`` -> ``after``: a move within ``tolerance``
-    (absolute) counts as "same".
+    (absolute) counts as "same". Over seeds, pass ``interval``, the 95% interval of after - before
+    (:func:`qae_lab.analysis.claims.verdict`'s): "same" is then an interval that includes zero, the rule of the
+    lab's tables (its "no difference"), and the move's direction otherwise the interval's side.
+
+    >>> check_direction("same", 0.50, 0.52, quantity="x", change="y", interval=(-0.01, 0.05))[:6]
+    'Right:'
 
     >>> print(check_direction("up", 0.41, 0.63, quantity="the mean entropy", change="K rose from 0.2 to 0.8"))
     Right: you predicted "up", and the mean entropy went up when K rose from 0.2 to 0.8
@@ -537,13 +549,21 @@ def check_direction(
             raise ValueError(f"{name} must be a finite number, got {value!r}")
     if tolerance < 0:
         raise ValueError(f"tolerance must be >= 0, got {tolerance}")
+    if interval is not None:
+        lo, hi = interval
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi) or tolerance:
+            raise ValueError(f"interval must be a finite (lo, hi) with lo <= hi, without a tolerance, got {interval}")
     guess = prediction.strip().lower()
-    measured = "same" if abs(after - before) <= tolerance else "up" if after > before else "down"
+    if interval is not None:  # the tables' rule: an interval that includes zero is no difference
+        measured = "same" if interval[0] <= 0 <= interval[1] else "up" if interval[0] > 0 else "down"
+    else:
+        measured = "same" if abs(after - before) <= tolerance else "up" if after > before else "down"
     moved = "stayed the same" if measured == "same" else f"went {measured}"
     verdict, joint = ("Right", "and") if measured == guess else ("Wrong", "but")
+    spread = f", 95% interval of the change [{interval[0]:+.2g}, {interval[1]:+.2g}]" if interval is not None else ""
     return (
         f'{verdict}: you predicted "{guess}", {joint} {quantity} {moved} when {change}{_BREAK}'
-        f"(measured {before:.4g} -> {after:.4g}" + (f", tolerance {tolerance:.2g}" if tolerance else "") + ")."
+        f"(measured {before:.4g} -> {after:.4g}" + (f", tolerance {tolerance:.2g}" if tolerance else "") + spread + ")."
     )
 
 

@@ -47,6 +47,7 @@ from qae_lab.metric_names import (
     QAE_ZERO_ADV_FRAC,
     SAAH_ALPHA,
     SAAH_W_MEAN_NEG,
+    TOKEN_WEIGHTING,
 )
 from qae_lab.knobs import KNOBS, Knobs, validate_knobs
 from qae_lab.runs.presets import device_preset
@@ -71,6 +72,7 @@ __all__ = [
     "inactive_knobs",
     "knobs_html",
     "panel_notes",
+    "live_panels",
 ]
 
 
@@ -388,12 +390,13 @@ class Controls:
 # panel title -> logged metrics drawn in it (names: docs/metrics.md; their plain names, units and colours:
 # qae_lab.lab.plots.CURVES). First what notebook 04 asks people to watch as they move the controls.
 WEIGHTS_PANEL = "token weight, failed completions"
+SHARES_PANEL, REWARD_PANEL = "easy and hard prompts (QAE)", "reward and pass rate"
 LIVE_PANELS = {
-    "easy and hard prompts (QAE)": (QAE_EASY_FRAC, QAE_HARD_FRAC),
+    SHARES_PANEL: (QAE_EASY_FRAC, QAE_HARD_FRAC),
     "entropy": ("entropy", "entropy/updated_rows"),
     "zero-advantage completions": (QAE_ZERO_ADV_FRAC,),
     WEIGHTS_PANEL: (SAAH_W_MEAN_NEG,),
-    "reward and pass rate": ("reward", QAE_SUCCESS_RATE),
+    REWARD_PANEL: ("reward", QAE_SUCCESS_RATE),
     "K and alpha in force": (QAE_K, SAAH_ALPHA),
     # the entropy ledger (qae_lab.ledger): the update's first-order entropy change, and which responses it comes from
     "entropy ledger: dH by sign of A": tuple(LEDGER_PREFIX + p for p in ("dh", "dh_pos", "dh_neg")),
@@ -416,6 +419,42 @@ def panel_notes(rows: list[dict]) -> dict[str, str]:
     if not rows:
         return dict.fromkeys(LIVE_PANELS, WAITING)
     return {} if rows[-1].get(SAAH_ALPHA) is not None else {WEIGHTS_PANEL: "SA-AH off: token weighting is none"}
+
+
+# a step of this few prompts gives shares in steps of 1 / prompts (one prompt: 0 or 1): the panel's title says so
+FEW_PROMPTS = 4
+
+
+def live_panels(rows: list[dict], prompts_per_step: int | None = None) -> dict[str, tuple[str, ...]]:
+    r""":data:`LIVE_PANELS` as the rows so far can honestly be drawn: with ``prompts_per_step`` at most
+    :data:`FEW_PROMPTS`, the easy and hard shares' title says how many prompts a step holds (each share moves in steps
+    of 1 / prompts: with one prompt it is 0 or 1 at every step); where every logged step's mean reward equals its pass
+    rate (a 0/1 reward: one number twice), one line, titled so.
+
+    >>> panels = live_panels([{"step": 1, "reward": 0.5, "qae/success_rate": 0.5}], prompts_per_step=1)
+    >>> list(panels)[:1], panels["mean reward = pass rate (a 0/1 reward)"]
+    (['easy and hard prompts (QAE): 1 prompt a step, so each share is 0 or 1'], ('reward',))
+    >>> live_panels([{"step": 1, "reward": 4.5, "qae/success_rate": 0.5}], prompts_per_step=8) == LIVE_PANELS
+    True
+    """
+    names = {}
+    if prompts_per_step is not None and prompts_per_step <= FEW_PROMPTS:
+        n = prompts_per_step
+        names[SHARES_PANEL] = (
+            f"{SHARES_PANEL}: 1 prompt a step, so each share is 0 or 1"
+            if n == 1
+            else f"{SHARES_PANEL}: {n} prompts a step, shares in steps of 1/{n}"
+        )
+    pairs = [(r.get("reward"), r.get(QAE_SUCCESS_RATE)) for r in rows]
+    pairs = [(a, b) for a, b in pairs if a is not None and b is not None]
+    one_line = bool(pairs) and all(abs(a - b) <= 1e-9 for a, b in pairs)
+    panels = {}
+    for name, keys in LIVE_PANELS.items():
+        if name == REWARD_PANEL and one_line:
+            panels["mean reward = pass rate (a 0/1 reward)"] = ("reward",)
+        else:
+            panels[names.get(name, name)] = keys
+    return panels
 
 
 _TABLE = "border-collapse:collapse;font-size:13px;margin:4px 0"
@@ -480,9 +519,10 @@ class Dashboard:
         max_draw_share: the largest share of the run's time that redraws may take: after a redraw that took
             ``c`` seconds the next waits at least ``c / max_draw_share`` (a redraw is ~0.15 s of Python in the
             training thread: on a CPU, where a step is ~0.6 s, drawing every step made it 1.2x slower).
+        prompts_per_step: the prompts an optimizer step trains, for the shares' title (:func:`live_panels`).
 
     ``header`` (progress, status, knobs) and ``view.widget`` (the curves) are shown together as ``widget``;
-    :class:`LiveRun` puts its messages between them. ``weightings``: step -> the token weighting it was given.
+    :class:`LiveRun` puts its messages between them.
 
     >>> d = Dashboard(max_steps=4, mode="static")
     >>> d.view.figure.layout.title.text
@@ -493,10 +533,16 @@ class Dashboard:
     """
 
     def __init__(
-        self, max_steps: int, *, mode: str = "auto", min_interval_s: float = 0.5, max_draw_share: float = 0.05
+        self,
+        max_steps: int,
+        *,
+        mode: str = "auto",
+        min_interval_s: float = 0.5,
+        max_draw_share: float = 0.05,
+        prompts_per_step: int | None = None,
     ):
         self.rows: list[dict] = []
-        self.weightings: dict[int, str] = {}
+        self.prompts_per_step = prompts_per_step
         self._pending: tuple[int, dict] | None = None
         self._lock = threading.Lock()
         self._last_draw, self._draw_cost = 0.0, 0.0
@@ -512,17 +558,17 @@ class Dashboard:
         self.widget = widgets.VBox([self.header, self.view.widget])
 
     def _figure(self, rows: list[dict], ranges: list[dict] | None = None):
-        ranges = knob_ranges(rows, self.weightings) if ranges is None else ranges
+        ranges = knob_ranges(rows) if ranges is None else ranges
         title = knob_title(ranges, rows[-1]["step"] if rows else 0, self.progress.max)
-        return run_curves_figure(rows, LIVE_PANELS, title=title, notes=panel_notes(rows))
+        panels = live_panels(rows, self.prompts_per_step)  # the same order as LIVE_PANELS: the notes follow it
+        notes = {new: panel_notes(rows)[old] for old, new in zip(LIVE_PANELS, panels) if old in panel_notes(rows)}
+        return run_curves_figure(rows, panels, title=title, notes=notes)
 
-    def add(self, row: dict, token_weighting: str | None = None) -> None:
-        """Record one step's metrics (``row["step"]`` is the global step) and the token weighting it was given
-        (the log says only whether one was on); redraw when due."""
+    def add(self, row: dict) -> None:
+        """Record one step's metrics (``row["step"]`` is the global step; the knobs it used among them, its token
+        weighting included); redraw when due."""
         with self._lock:
             self.rows.append(dict(row))
-            if token_weighting is not None:
-                self.weightings[int(row["step"])] = token_weighting
             self.progress.value = min(int(row["step"]), self.progress.max)
             wait = max(self.min_interval_s, self._draw_cost / self.max_draw_share)
             due = time.monotonic() - self._last_draw >= wait
@@ -538,7 +584,7 @@ class Dashboard:
 
     def _show_knobs(self, rows: list[dict]) -> list[dict]:
         """The knobs table from ``rows``; returns their ranges (:func:`knob_ranges`), which the figure's title reads."""
-        ranges = knob_ranges(rows, self.weightings)
+        ranges = knob_ranges(rows)
         pending = self._pending
         if pending is not None and rows:  # a change applies from the step after the last logged one at the earliest
             pending = (max(pending[0], int(rows[-1]["step"]) + 1), pending[1])
@@ -582,9 +628,7 @@ class DashboardFeed(TrainerCallback):
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if logs and logs.get("reward") is not None:
-            step = state.global_step
-            given = [k.token_weighting for s, k in (self.knobs.applied if self.knobs else []) if s == step]
-            self.dashboard.add({"step": step, **logs}, given[-1] if given else None)
+            self.dashboard.add({"step": state.global_step, **logs})
             per_step = (time.monotonic() - self._t0) / max(state.global_step, 1)
             self.dashboard.set_status(f"training: {per_step:.2f} s/step")
 
@@ -670,7 +714,11 @@ class LiveRun:
     ):
         self.trainer = trainer
         self.controls = controls or Controls.for_trainer(trainer)
-        self.dashboard = dashboard or Dashboard(trainer.args.max_steps)
+        if dashboard is None:  # the prompts one optimizer step trains, over its micro-batches and processes
+            a = trainer.args
+            per_step = a.per_device_train_batch_size * a.gradient_accumulation_steps * a.world_size // a.num_generations
+            dashboard = Dashboard(a.max_steps, prompts_per_step=per_step)
+        self.dashboard = dashboard
         self.messages = widgets.Output()
         plan = pending_plan(trainer)
         if plan is not None:  # the trainer was made for a plan: follow it
@@ -776,10 +824,9 @@ class LiveRun:
         return step_rows(read_log_lines(Path(self.trainer.args.output_dir) / LOG_NAME)[0])
 
     def token_weightings(self) -> dict[int, str]:
-        r"""Step -> the token weighting (``"none"``, ``"ah"``, ``"sa_ah"``) that the controls gave it in this run: what
-        the log cannot say (it records only whether a weighting was on). For
-        :func:`~qae_lab.lab.nb04_live_run.knob_ranges`."""
-        return {step: knobs.token_weighting for step, knobs in list(self.knobs.applied)}
+        r"""Step -> the token weighting (``"none"``, ``"ah"``, ``"sa_ah"``) it trained with, as its log row names it
+        (``knobs/token_weighting``: also the steps before a resume, which no control of this session set)."""
+        return {row["step"]: row[TOKEN_WEIGHTING] for row in self.logged_steps() if TOKEN_WEIGHTING in row}
 
     @property
     def running(self) -> bool:

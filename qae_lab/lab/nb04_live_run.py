@@ -2,10 +2,10 @@ r"""Notebook 04's numbers and tables from a live run's log: the knobs in force b
 where a logged quantity started and ended, its prediction (did the share of hard prompts move?), the closing summary
 of the run, and the completions before and after training as a table that wraps its text.
 
-The knobs are read from the log (``qae/k``, ``qae/quantile_baseline``, ``saah/alpha``: what each step used, not where
-the sliders were). The log says whether a step weighted tokens (``saah/alpha`` is logged only then) but not which
-way: AH or SA-AH is named from what the live controls handed the trainer for that step
-(:meth:`qae_lab.lab.live.LiveRun.token_weightings`), else written "AH or SA-AH".
+The knobs are read from the log (``qae/k``, ``qae/quantile_baseline``, ``saah/alpha``, ``knobs/token_weighting``: what
+each step used, not where the sliders were). A log written before ``knobs/token_weighting`` existed says only whether a
+step weighted tokens (``saah/alpha`` is logged only then): there the weighting is named from ``weightings`` if given,
+else written "AH or SA-AH".
 
 Nothing here imports plotly or ipywidgets.
 """
@@ -22,7 +22,14 @@ from qae_lab._checks import check_int
 from qae_lab.analysis.phenomena import window_mean
 from qae_lab.lab.exercises import check_direction
 from qae_lab.runs.pipeline import eval_line, evaluate_run
-from qae_lab.metric_names import QAE_HARD_FRAC, QAE_K, QAE_QUANTILE_BASELINE, QAE_ZERO_ADV_FRAC, SAAH_ALPHA
+from qae_lab.metric_names import (
+    QAE_HARD_FRAC,
+    QAE_K,
+    QAE_QUANTILE_BASELINE,
+    QAE_ZERO_ADV_FRAC,
+    SAAH_ALPHA,
+    TOKEN_WEIGHTING,
+)
 
 __all__ = [
     "BASELINE_NAMES",
@@ -89,12 +96,31 @@ def hard_share_verdict(prediction, rows: Sequence[Mapping]) -> str:
     (measured 0.875 -> 0.375, tolerance 0.05).
     >>> hard_share_verdict("down", [])
     'no step logged yet: run this cell again a little later'
+
+    A prompt is hard at the K in force, so moving K moves the share by itself (a higher K, a lower threshold 1 - K:
+    fewer hard prompts at once). The prediction is about training, so it is judged on the steps trained at the first
+    step's K only (as logged, ``qae/k``), and the answer says so when K moved:
+
+    >>> rows += [{"step": s, "qae/k": 0.8, "qae/hard_frac": 0.0} for s in range(21, 31)]
+    >>> print(hard_share_verdict("down", [{**r, "qae/k": r.get("qae/k", 0.4)} for r in rows]))
+    Right: you predicted "down", and the share of hard prompts went down when training went on
+    (measured 0.875 -> 0.375, tolerance 0.05).
+    (Judged on steps 1-20, trained at K = 0.40; steps at another K (0.80) count hard at another threshold 1 - K.)
     """
-    ends = first_last(rows, QAE_HARD_FRAC)
+    k0 = rows[0].get(QAE_K) if rows else None
+    same_k = [r for r in rows if r.get(QAE_K) == k0]  # the steps at the first step's K (all of them if K never moved)
+    ends = first_last(same_k, QAE_HARD_FRAC)
     if ends is None:
         return "no step logged yet: run this cell again a little later"
-    return check_direction(
+    verdict = check_direction(
         prediction, *ends, quantity="the share of hard prompts", change="training went on", tolerance=HARD_SAME
+    )
+    if len(same_k) == len(rows):
+        return verdict
+    others = sorted({float(r[QAE_K]) for r in rows if r.get(QAE_K) is not None and r.get(QAE_K) != k0})
+    return (
+        f"{verdict}\n(Judged on steps {same_k[0]['step']}-{same_k[-1]['step']}, trained at K = {knob_number(k0)}; "
+        f"steps at another K ({', '.join(knob_number(k) for k in others)}) count hard at another threshold 1 - K.)"
     )
 
 
@@ -113,7 +139,7 @@ def logged_mean(rows: Sequence[Mapping], metric: str) -> float | None:
 # the words the controls and the tables use for the knobs' values
 BASELINE_NAMES = {"mean": "mean (GRPO)", "quantile": "K-quantile (QAE)"}
 WEIGHTING_NAMES = {"none": "none", "ah": "AH", "sa_ah": "SA-AH"}
-WEIGHTING_UNNAMED = "AH or SA-AH"  # a step that weighted tokens, by its log, whose weighting nobody named
+WEIGHTING_UNNAMED = "AH or SA-AH"  # a step of an older log that weighted tokens, whose weighting nobody named
 KNOB_COLUMNS = ("steps", "K", "baseline", "token weighting", "α")
 
 
@@ -146,9 +172,13 @@ def knobs_row(knobs) -> dict:
 
 
 def _knobs_of(row: Mapping, weighting: str | None) -> dict:
-    """The knobs a log row records, as the tables write them; ``weighting`` names a weighting the row says was on."""
-    alpha, quantile = row.get(SAAH_ALPHA), row.get(QAE_QUANTILE_BASELINE)
-    if alpha is None:
+    """The knobs a log row records, as the tables write them; the row's own ``knobs/token_weighting`` names its token
+    weighting ("none+sa_ah": a change within the row's logging window); in an older log without it, ``weighting``
+    names a weighting the row says was on."""
+    alpha, quantile, logged = row.get(SAAH_ALPHA), row.get(QAE_QUANTILE_BASELINE), row.get(TOKEN_WEIGHTING)
+    if isinstance(logged, str):
+        named = " + ".join(WEIGHTING_NAMES.get(w, w) for w in logged.split("+"))
+    elif alpha is None:
         named = "none"
     else:
         named = WEIGHTING_NAMES[weighting] if weighting in ("ah", "sa_ah") else WEIGHTING_UNNAMED
@@ -181,12 +211,14 @@ def knob_ranges(rows: Sequence[Mapping], weightings: Mapping[int, str] | None = 
 
     Args:
         rows: training-step log rows in step order (``LiveRun.logged_steps()``).
-        weightings: step -> ``"none"``, ``"ah"`` or ``"sa_ah"``, what the controls set for that step
-            (``LiveRun.token_weightings()``); a step whose log shows weighting and that it does not name: "AH or SA-AH".
+        weightings: for a log written before ``knobs/token_weighting`` existed only: step -> ``"none"``, ``"ah"`` or
+            ``"sa_ah"``; a step of such a log that weighted tokens and that it does not name: "AH or SA-AH".
 
-    >>> rows = [{"step": s, "qae/k": 0.4 if s < 3 else 0.6, "qae/quantile_baseline": 1.0} for s in (1, 2, 3)]
-    >>> rows.append({"step": 4, "qae/k": 0.6, "qae/quantile_baseline": 1.0, "saah/alpha": 1.25})
-    >>> for r in knob_ranges(rows, {4: "sa_ah"}):
+    >>> rows = [{"step": s, "qae/k": 0.4 if s < 3 else 0.6, "qae/quantile_baseline": 1.0,
+    ...          "knobs/token_weighting": "none"} for s in (1, 2, 3)]
+    >>> rows.append({"step": 4, "qae/k": 0.6, "qae/quantile_baseline": 1.0, "saah/alpha": 1.25,
+    ...              "knobs/token_weighting": "sa_ah"})
+    >>> for r in knob_ranges(rows):
     ...     print(r)
     {'steps': '1-2', 'K': '0.40', 'baseline': 'K-quantile (QAE)', 'token weighting': 'none', 'α': '—'}
     {'steps': '3', 'K': '0.60', 'baseline': 'K-quantile (QAE)', 'token weighting': 'none', 'α': '—'}
@@ -199,9 +231,9 @@ def knob_changes_table(rows: Sequence[Mapping], weightings: Mapping[int, str] | 
     r"""Where the knobs in force changed, one table row per knob that moved: the first step that used the new value,
     the knob, its value before and after (read as :func:`knob_ranges` reads them).
 
-    >>> rows = [{"step": 1, "qae/k": 0.4, "qae/quantile_baseline": 1.0},
-    ...         {"step": 2, "qae/k": 0.4, "qae/quantile_baseline": 0.0, "saah/alpha": 0.5}]
-    >>> for r in knob_changes_table(rows, {2: "sa_ah"}):
+    >>> rows = [{"step": 1, "qae/k": 0.4, "qae/quantile_baseline": 1.0, "knobs/token_weighting": "none"},
+    ...         {"step": 2, "qae/k": 0.4, "qae/quantile_baseline": 0.0, "saah/alpha": 0.5, "knobs/token_weighting": "sa_ah"}]
+    >>> for r in knob_changes_table(rows):
     ...     print(r)
     {'step': 2, 'knob': 'baseline', 'before': 'K-quantile (QAE)', 'after': 'mean (GRPO)'}
     {'step': 2, 'knob': 'token weighting', 'before': 'none', 'after': 'SA-AH'}

@@ -226,7 +226,7 @@ def _drawable(run) -> dict[str, int]:
     return {"n_train": GSM8K_SIZES["train"], "n_eval": GSM8K_SIZES["test"]}
 
 
-def limits(run, cfg, *, regime_batch: int, regime_draws: int) -> dict[str, tuple[float, str]]:
+def limits(run, cfg, *, regime_batch: int, regime_draws: int, memory: bool = True) -> dict[str, tuple[float, str]]:
     r"""The largest value a built run accepts for each of its size settings, ``{field: (largest, why)}``, each with
     the run's other settings as they are (docs/command-line.md tables them).
 
@@ -240,7 +240,8 @@ def limits(run, cfg, *, regime_batch: int, regime_draws: int) -> dict[str, tuple
     ... ; ``RunArgs.torch_threads``). With ``max_steps=-1``, ``num_train_epochs`` at most
     what takes ``QAEConfig``'s ``MAX_STEPS`` steps, by the Trainer's count: an epoch is a process's generation batches,
     ``(n_train // prompts a batch) * steps_per_generation * num_iterations``, in optimizer steps of
-    ``gradient_accumulation_steps``. ``regime_batch``, ``regime_draws``: as :func:`run_peak`'s.
+    ``gradient_accumulation_steps``. ``regime_batch``, ``regime_draws``: as :func:`run_peak`'s. ``memory=False``
+    leaves out the memory bounds (their bisection is most of the cost).
 
     >>> from qae_lab.runs.presets import build
     >>> bounds = limits(*build("cpu-demo", output_dir="unused"), regime_batch=16, regime_draws=4)
@@ -274,7 +275,9 @@ def limits(run, cfg, *, regime_batch: int, regime_draws: int) -> dict[str, tuple
         if cfg.entropy_top_k is not None:
             bound("entropy_top_k", arch.vocab, f"the vocabulary of the model {run.model!r}")
     why = f"keeps the estimated peak memory within {MAX_PEAK // 2**40} TiB, the other settings as set"
-    for name, largest in _memory_limits(run, cfg, arch or SMALLEST_ARCH, regime_batch, regime_draws).items():
+    for name, largest in (
+        memory and _memory_limits(run, cfg, arch or SMALLEST_ARCH, regime_batch, regime_draws) or {}
+    ).items():
         if name != "num_generations_eval" or cfg.num_generations_eval is not None:
             bound(name, largest, why)
     return out
@@ -320,14 +323,19 @@ def over_limits(run, cfg, *, regime_batch: int, regime_draws: int) -> list[str]:
     the estimated peak memory (qae_lab.runs.limits.run_peak) is 235 TiB, in its step phase
     """
     said, named = [], set()
-    for name, (largest, why) in limits(run, cfg, regime_batch=regime_batch, regime_draws=regime_draws).items():
+    peak = run_peak(run, cfg, regime_batch=regime_batch, regime_draws=regime_draws)
+    # the estimate grows with every size it counts, so a run whose own peak fits has each of them within its largest
+    # (found by bisection, the cost of this check): looked for only when the peak is over
+    over = peak["peak"] > MAX_PEAK
+    for name, (largest, why) in limits(
+        run, cfg, regime_batch=regime_batch, regime_draws=regime_draws, memory=over
+    ).items():
         value = getattr(run, name) if hasattr(run, name) else getattr(cfg, name)
         if value is None or value <= largest or largest == 0:
             continue  # within; or no value fits with the rest as set: another setting is the cause
         named.add(name)
         said.append(f"{name}={value} (at most {f'{largest:.4g}' if isinstance(largest, float) else largest}: {why})")
-    peak = run_peak(run, cfg, regime_batch=regime_batch, regime_draws=regime_draws)
-    if peak["peak"] > MAX_PEAK:
+    if over:
         phase = max((k for k in peak if k != "peak"), key=peak.get)
         tib = peak["peak"] / 2**40
         line = f"the estimated peak memory (qae_lab.runs.limits.run_peak) is {tib:,.0f} TiB, in its {phase} phase"

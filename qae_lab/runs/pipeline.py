@@ -520,8 +520,8 @@ def _report(
         "strict_is_correct), in the training reward and in every pass@1 here; 'lenient' ignores the stop.",
         "Sampled pass@1: the mean over problems of c/n, n completions each at the training temperature; "
         "greedy pass@1: one argmax completion per problem. Same problems and seeds before and after.",
-        "With sparse updates (sparse_update=True) TRL's entropy covers only the updated responses and is "
-        "drawn as entropy/updated_rows.",
+        "With sparse updates (sparse_update=True) entropy is still TRL's, over every completion token (the rows "
+        "left out of the update measured without gradients); entropy/updated_rows is the updated rows' alone.",
     ][: 3 if cfg.sparse_update else 2]
     return draw(
         out, title=f"qae_lab run: {preset or run.model}", rows=read_log(out), summary=summary, evals=evals, notes=notes

@@ -8,8 +8,7 @@ accelerate/DeepSpeed stay TRL's:
 * advantages: :func:`qae_lab.advantages.group_advantages` on the rewards TRL gathered across
   processes (POS/NEG-MASK: :func:`qae_lab.entropy_controls.sign_masked_advantages`), sliced per
   process into the generation batch TRL returns, with each response's QAE regime (``prompt_hard``);
-  TRL's completion table keeps its own mean-baseline ``advantages`` column and gets the update's
-  in a ``qae_advantage`` column (TRL's route for extra columns);
+  TRL's completion table's ``advantages`` column holds them (what trained), not TRL's mean-baseline ones;
 * the loss: the model's forward through TRL's ``_get_per_token_logps_and_entropies`` (and, with
   ``entropy_top_k``, the top-k entropy estimate from the same forward's hidden states), then
   :func:`qae_lab.loss.grpo_loss` with a :class:`qae_lab.loss.LossSettings` built from the config and
@@ -17,7 +16,11 @@ accelerate/DeepSpeed stay TRL's:
   processes as TRL reduces them;
 * sparse update: rows with A_i = 0 exactly are left out of the forward and backward, their rows and
   tokens kept in the loss's denominators (:class:`qae_lab.loss.LossScale`), so the gradient is
-  unchanged; completion padding columns beyond the longest kept completion are dropped as well.
+  unchanged; completion padding columns beyond the longest kept completion are dropped as well. One
+  forward without a graph over the rows left out gives their token entropies, so ``entropy`` stays
+  TRL's (every completion token); ``entropy/updated_rows`` is the rows with A_i != 0;
+* the knobs in force travel with each checkpoint (:class:`KnobsCheckpoint`, in transformers'
+  ``trainer_state.json``) and come back on resume unless the resumed config changes them.
 
 Implementer's notes: docs/implementation.md, section ``qae_lab.train.trainer``.
 """
@@ -31,12 +34,14 @@ import torch
 import transformers
 import trl
 from accelerate.utils import gather_object
+from transformers.trainer_callback import ExportableState
 from trl import GRPOTrainer
 
 from qae_lab._checks import value_checks
 from qae_lab.advantages import advantage_stats, group_advantages, hard_regime, signal_groups
 from qae_lab.entropy_controls import sign_masked_advantages
 from qae_lab.horizon import head_normalised_entropy, normalise_entropy
+from qae_lab.knobs import Knobs, resumed_knobs
 from qae_lab.loss import LossOutput, LossScale, LossSettings, grpo_loss
 from qae_lab.methods import check_weighting_loss_type
 from qae_lab.metric_names import (
@@ -51,17 +56,18 @@ from qae_lab.metric_names import (
     ENTROPY_HARD,
     ENTROPY_UPDATED_EASY,
     ENTROPY_UPDATED_HARD,
+    ENTROPY_UPDATED_ROWS,
     QAE_K,
     QAE_NEG_CORRECT_IF_MEAN,
     QAE_QUANTILE_BASELINE,
     SAAH_ALPHA,
+    TOKEN_WEIGHTING,
 )
-from qae_lab.knobs import Knobs
 from qae_lab.regimes import regime_token_means, regime_token_sums
 from qae_lab.storage.staged import StagedCheckpoints
 from qae_lab.task.answers import completion_text
-from qae_lab.task.models import check_model_files
 from qae_lab.task.behaviour import behaviour_stats, diversity_stats
+from qae_lab.task.models import check_model_files
 from qae_lab.train.config import QAEConfig, check_lab_loss_options, refuse_code_and_credentials, uses_trl_loss
 from qae_lab.train.dynamic_sampling import assemble, refill_prompts
 from qae_lab.train.generation import generation_policy, keep_base_weights, silence_trl_deprecation
@@ -110,7 +116,7 @@ PRIVATE_MEMBERS = {
     "_generate_single_turn": "overridden: wraps TRL's generation in generation_policy (fast_generation)",
     "_compute_loss": "overridden: sparse rows, the forward, qae_lab.loss.grpo_loss",
     "_get_per_token_logps_and_entropies": "called: the policy's log-probs and entropies in the loss",
-    "_log_completion_extra": "called: adds qae_advantage to TRL's completion table",
+    "_logs": "read: the completion table's columns; its advantages' last generation batch is replaced by QAE's",
     "_metrics": "read: TRL's per-mode metric lists, where qae/*, saah/* and behaviour/* go",
     "_step": "read: TRL's micro-batch counter, which QAETrainer sets from the trainer's state when training begins",
     "_entropy_bonus_enabled": "read: whether TRL's entropy_coef applies",
@@ -154,6 +160,70 @@ def _pad_token_id(processing_class) -> int:
     return getattr(processing_class, "tokenizer", processing_class).pad_token_id
 
 
+def entropy_token_sums(
+    entropies: torch.Tensor, mask: torch.Tensor, advantages: torch.Tensor, hard_rows: torch.Tensor | None = None
+) -> torch.Tensor:
+    r"""The token sums behind the entropy metrics of one micro-batch (or of some of its rows): by regime over every
+    row, then by regime over the updated rows (A_i != 0), each as :func:`qae_lab.regimes.regime_token_sums` gives them.
+
+    Args:
+        entropies: (B, T) the policy's token entropies H_t (any float dtype; summed in at least float32).
+        mask: (B, T) 0/1, the loss's token mask.
+        advantages: (B,) the advantages A_i that trained.
+        hard_rows: (B,) bool, each response's prompt in QAE's hard regime; None: every row counted as easy.
+
+    Returns:
+        (8,) ``[sum_hard, n_hard, sum_easy, n_easy]`` over every row, then the same over the rows with A_i != 0.
+        Sums of several parts of a micro-batch (rows kept and left out; processes) add: :func:`entropy_metrics`.
+
+    >>> h = torch.tensor([[1.0, 3.0], [2.0, 9.0], [4.0, 4.0]])
+    >>> m = torch.tensor([[1.0, 1.0], [1.0, 0.0], [1.0, 1.0]])
+    >>> entropy_token_sums(h, m, torch.tensor([0.5, 0.0, -1.0]), torch.tensor([True, True, False])).tolist()
+    [6.0, 3.0, 8.0, 2.0, 4.0, 2.0, 8.0, 2.0]
+    """
+    h = entropies.to(torch.promote_types(entropies.dtype, torch.float32))  # (B, T); bf16 sums in float32
+    hard = torch.zeros(h.shape[0], dtype=torch.bool, device=h.device) if hard_rows is None else hard_rows.bool()
+    updated = advantages.reshape(h.shape[0], -1).ne(0).any(1)  # (B,): the rows the update moves
+    m = mask.to(h.dtype)  # (B, T)
+    return torch.cat([regime_token_sums(h, m, hard), regime_token_sums(h, m * updated[:, None].to(h.dtype), hard)])
+
+
+def entropy_metrics(sums: torch.Tensor, split: bool = True) -> dict[str, float]:
+    r"""The entropy metrics from :func:`entropy_token_sums` (added over parts and processes).
+
+    ``entropy`` is TRL's: the mean over every completion token, the count clamped at 1 as TRL clamps it;
+    ``entropy/updated_rows`` the mean over the rows with A_i != 0 (NaN when there is none: TRL's ``log`` leaves
+    NaN out of its average); with ``split``, each regime's mean where the regime has tokens.
+
+    >>> entropy_metrics(torch.tensor([6.0, 3.0, 8.0, 2.0, 4.0, 2.0, 8.0, 2.0]))
+    {'entropy': 2.8, 'entropy/updated_rows': 3.0, 'entropy/hard': 2.0, 'entropy/easy': 4.0, 'entropy/updated_rows/hard': 2.0, 'entropy/updated_rows/easy': 4.0}
+    """
+    s = [float(v) for v in sums.tolist()]
+    out = {
+        "entropy": (s[0] + s[2]) / max(s[1] + s[3], 1.0),
+        ENTROPY_UPDATED_ROWS: (s[4] + s[6]) / (s[5] + s[7]) if s[5] + s[7] > 0 else float("nan"),
+    }
+    if split:  # a regime with no token on any process: not logged (None is not 0)
+        names = (ENTROPY_HARD, ENTROPY_EASY, ENTROPY_UPDATED_HARD, ENTROPY_UPDATED_EASY)
+        means = (*regime_token_means(s[:4]), *regime_token_means(s[4:]))
+        out.update({name: value for name, value in zip(names, means) if value is not None})
+    return out
+
+
+def _replace_last(logged, values: list) -> None:
+    r"""Replace the last ``len(values)`` entries of ``logged`` (a deque, perhaps bounded) by ``values``, in order: TRL
+    has just appended the gathered batch's mean-baseline advantages there; the table gets those that trained.
+
+    >>> from collections import deque
+    >>> d = deque([9.0, 1.0, 2.0], maxlen=3); _replace_last(d, [0.5, -0.5]); d
+    deque([9.0, 0.5, -0.5], maxlen=3)
+    """
+    n = min(len(values), len(logged))  # a bounded deque holds at most its maxlen of them
+    for _ in range(n):
+        logged.pop()
+    logged.extend(values[len(values) - n :])
+
+
 def _check_dynamic_sampling(trainer) -> None:
     """Refuse, naming why, what dynamic sampling cannot serve: several processes (each holds a slice of the
     generation batch, whose groups a refill would have to exchange) and a training set without rows to draw."""
@@ -169,17 +239,50 @@ def _check_dynamic_sampling(trainer) -> None:
         )
 
 
+class KnobsCheckpoint(transformers.TrainerCallback, ExportableState):
+    """Puts the knobs in force, and those of the trainer's config, in each checkpoint: transformers writes
+    :meth:`state` into ``trainer_state.json`` (``stateful_callbacks``); :class:`_StepFromState` reads them back when a
+    resumed run begins (:func:`qae_lab.knobs.resumed_knobs`)."""
+
+    def __init__(self, trainer=None):
+        self.trainer = trainer  # None only where transformers remakes it (restore_callback_states_from_checkpoint)
+
+    def state(self) -> dict:
+        return {
+            "args": {},
+            "attributes": {
+                "knobs": self.trainer.knobs.as_dict(),
+                "configured": self.trainer.configured_knobs.as_dict(),
+            },
+        }
+
+
 class _StepFromState(transformers.TrainerCallback):
-    """Sets TRL's micro-batch counter ``_step`` from the trainer's state when training begins: the micro-batches of the
-    optimizer steps done (``global_step`` x accumulation). A new trainer starts it at 0, so a resumed run would
-    generate, reuse a generation batch (``num_iterations``, ``steps_per_generation``) and seed dynamic sampling's
-    refills at other steps than the uninterrupted run did; from its state it keeps their schedule."""
+    """Sets TRL's micro-batch counter ``_step`` and the knobs from the trainer's state when training begins.
+
+    ``_step``: the micro-batches of the optimizer steps done (``global_step`` x accumulation). A new trainer starts it
+    at 0, so a resumed run would generate, reuse a generation batch (``num_iterations``, ``steps_per_generation``) and
+    seed dynamic sampling's refills at other steps than the uninterrupted run did; from its state it keeps their
+    schedule. The knobs: those the checkpoint recorded (:class:`KnobsCheckpoint`), but for a knob the resumed config
+    changes (:func:`qae_lab.knobs.resumed_knobs`), in force from the first resumed step."""
 
     def __init__(self, trainer):
         self.trainer = trainer
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.trainer._step = state.global_step * args.gradient_accumulation_steps
+        name = KnobsCheckpoint.__name__
+        for cb in self.trainer.callback_handler.callbacks:
+            if isinstance(cb, KnobsCheckpoint):
+                cb.trainer = self.trainer  # also one transformers remade from the checkpoint
+        saved = state.stateful_callbacks.get(name) if state.global_step else None
+        if isinstance(saved, dict) and "knobs" in saved.get("attributes", {}):
+            recorded = saved["attributes"]
+            self.trainer.set_knobs(
+                resumed_knobs(recorded["knobs"], recorded["configured"], self.trainer.configured_knobs)
+            )
+        # a checkpoint from before KnobsCheckpoint has no entry, which transformers' next save expects
+        state.stateful_callbacks.setdefault(name, KnobsCheckpoint(self.trainer).state())
 
 
 @dataclasses.dataclass
@@ -216,6 +319,7 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
     ``_generate_and_score_completions``    returns TRL's batch with those advantages and ``prompt_hard``;
                                            ``behaviour/*``
     ``_compute_loss``                      sparse rows, the forward, :func:`qae_lab.loss.grpo_loss`, metrics
+    ``log`` (public)                       adds the token weighting used (a string) to TRL's training row
     ====================================== ===============================================================
 
     ``train``, ``_save_checkpoint`` and ``_get_output_dir`` (transformers) come from
@@ -259,10 +363,12 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         a = self.args
         self._success_column = self._success_reward_column()
         self._trl_loss = uses_trl_loss(a)
-        self.knobs = Knobs(
+        self.configured_knobs = Knobs(
             quantile_k=a.quantile_k, alpha=a.alpha, baseline=a.baseline, token_weighting=a.token_weighting
         )
+        self.knobs = self.configured_knobs  # in force; swapped by set_knobs, saved by KnobsCheckpoint
         self._scoring: _Scoring | None = None  # set only while _generate_and_score_completions runs
+        self._weightings: list[str] = []  # the token weighting of each training micro-batch since the last log
         if self.use_vllm and not (self.is_deepspeed_enabled or self.is_fsdp_enabled):  # sync unmerges LoRA
             self.vllm_generation.sync_weights = keep_base_weights(self.vllm_generation.sync_weights, self.model)
         if a.fast_generation and (self.is_deepspeed_enabled or self.is_fsdp_enabled):
@@ -275,6 +381,7 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         if a.compile_generation and getattr(self, "generation_config", None) is not None:
             self.generation_config.disable_compile = False  # TRL builds it with disable_compile=True
         self.add_callback(_StepFromState(self))
+        self.add_callback(KnobsCheckpoint(self))
 
     def _success_reward_column(self) -> int | None:
         """The reward function whose own score decides a success (``success_reward``); None: the weighted sum."""
@@ -390,6 +497,7 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         local = slice(self.accelerator.process_index * n_local, (self.accelerator.process_index + 1) * n_local)
         device = out["completion_ids"].device
         self._log_behaviour(out, scoring, self._metrics[mode])
+        _replace_last(self._logs["advantages"], scoring.advantages.tolist())  # the completion table: what trained
         # a new dict: TRL's own batch is not edited
         return {
             **out,
@@ -402,10 +510,10 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         scoring = self._scoring
         if scoring is not None:  # inside one of our generations (always, in training and evaluation)
             scoring.completions = list(completions)
-            self._score(scoring, rewards_per_func, n_local=len(prompts))
+            self._score(scoring, rewards_per_func)
         return rewards_per_func  # (N_all, n_funcs), gathered across processes
 
-    def _score(self, scoring: _Scoring, rewards_per_func: torch.Tensor, n_local: int) -> None:
+    def _score(self, scoring: _Scoring, rewards_per_func: torch.Tensor) -> None:
         """QAE's advantages (eq. Q1-Q5) and regimes from the gathered rewards, and the ``qae/*`` metrics."""
         rpf, knobs, g, a = rewards_per_func, scoring.knobs, scoring.group_size, self.args
         if torch.isnan(rpf).all(dim=1).any():
@@ -432,8 +540,6 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         success = score >= a.success_threshold  # (N_all,); a missing (NaN) score is no success
         hard = hard_regime(success.view(-1, g).sum(1), g, knobs.quantile_k).repeat_interleave(g)  # (N_all,)
         scoring.rewards, scoring.success, scoring.advantages, scoring.hard = rewards, success, adv, hard
-        start = self.accelerator.process_index * n_local
-        self._log_completion_extra("qae_advantage", adv[start : start + n_local].tolist())  # TRL gathers them
         metrics = self._metrics[scoring.mode]
         metrics[QAE_K].append(knobs.quantile_k)
         metrics[QAE_QUANTILE_BASELINE].append(float(knobs.baseline == "quantile"))
@@ -495,7 +601,17 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
             and settings.cov_penalty == "none"
         )
 
+    def log(self, logs: dict, start_time: float | None = None) -> None:
+        """TRL's log, and in a training row the token weighting its steps trained with (a string: TRL averages
+        ``_metrics``, so it goes in beside them), under ``knobs/token_weighting``."""
+        if self.model.training and self._weightings:
+            logs = {**logs, TOKEN_WEIGHTING: "+".join(dict.fromkeys(self._weightings))}  # in the order first used
+            self._weightings = []
+        super().log(logs, start_time)
+
     def _compute_loss(self, model, inputs):
+        if self.model.training:
+            self._weightings.append(self.knobs.token_weighting)  # what this micro-batch's loss reads (loss_settings)
         if self._trl_loss:  # TRL's loss of QAE's advantages (the batch holds them): qae_lab.train.config.uses_trl_loss
             return super()._compute_loss(model, inputs)
         settings = self.loss_settings()  # the knobs in force now, for this whole micro-batch
@@ -504,6 +620,8 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         if keep is not None and not bool(keep.any()):  # nothing to learn from: a zero loss with a graph
             if settings.token_weighting != "none":  # the alpha in force, also when no row is weighted
                 self._metrics["train"][SAAH_ALPHA].append(settings.alpha)
+            sums = self._left_out_entropy_sums(model, inputs, ~keep)  # TRL's entropy: of every row
+            self._log_entropy(sums, split="prompt_hard" in inputs)
             return sum(p.sum() * 0.0 for p in model.parameters() if p.requires_grad)
         batch = inputs if keep is None else self._rows(inputs, keep)
         mask = self._loss_mask(batch)
@@ -540,7 +658,11 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
                 hard_rows=batch.get("prompt_hard"),
                 generator=self._clip_cov_generator() if settings.cov_penalty == "clip_cov" else None,
             )
-            self._log_loss(out, mask, settings, rows_left_out=keep is not None, hard_rows=batch.get("prompt_hard"))
+            self._log_loss(out, mask, settings)
+            sums = entropy_token_sums(entropies.detach(), mask, batch["advantages"], batch.get("prompt_hard"))
+        if keep is not None:  # the rows left out: their entropies from a no-grad forward, so `entropy` is TRL's
+            sums = sums + self._left_out_entropy_sums(model, inputs, ~keep)
+        self._log_entropy(sums, split="prompt_hard" in inputs)
         loss = out.loss
         if self.aux_loss_enabled:  # a mixture-of-experts router's balance loss, split like the policy loss
             loss = loss + self.router_aux_loss_coef * aux_loss / scale.accumulation
@@ -573,15 +695,7 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
                 lambda module, args_, out: hidden.append(out[0][:, -t - 1 : -1].detach())
             )
         try:
-            logps, entropies, aux_loss = self._get_per_token_logps_and_entropies(
-                model,
-                torch.cat([batch["prompt_ids"], completion_ids], dim=1),
-                torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1),
-                t,
-                compute_entropy=True,
-                compute_aux_loss=self.aux_loss_enabled,
-                **{k: batch.get(k) for k in _FORWARD_EXTRAS},
-            )
+            logps, entropies, aux_loss = self._policy_forward(model, batch, aux_loss=self.aux_loss_enabled)
         finally:
             if hook is not None:
                 hook.remove()
@@ -596,23 +710,45 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
             ).float()
         return logps, entropies, aux_loss, h_norm
 
+    def _policy_forward(self, model, batch: dict, aux_loss: bool = False):
+        """TRL's forward of a micro-batch's prompts and completions: log-probs (B, T), entropies (B, T), aux loss."""
+        return self._get_per_token_logps_and_entropies(
+            model,
+            torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1),
+            torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1),
+            batch["completion_ids"].size(1),
+            compute_entropy=True,
+            compute_aux_loss=aux_loss,
+            **{k: batch.get(k) for k in _FORWARD_EXTRAS},
+        )
+
+    def _left_out_entropy_sums(self, model, inputs: dict, rows: torch.Tensor) -> torch.Tensor:
+        """:func:`entropy_token_sums` of the ``rows`` (B,) bool a sparse update leaves out, from one forward without
+        a graph (no backward: about a third of what their forward and backward would cost). Every process holds as
+        many of them (:meth:`_kept_rows`), so a sharded model's forward runs on all processes alike."""
+        rest = self._rows(inputs, rows)
+        with torch.no_grad():
+            _, entropies, _ = self._policy_forward(model, rest)
+        with value_checks(False):  # the step's own tensors, as in the loss
+            return entropy_token_sums(entropies, self._loss_mask(rest), rest["advantages"], rest.get("prompt_hard"))
+
+    def _log_entropy(self, sums: torch.Tensor, split: bool) -> None:
+        """TRL's ``entropy`` (every completion token of the micro-batch), ``entropy/updated_rows`` and their splits by
+        regime, from :func:`entropy_token_sums` added over processes, as TRL reduces ``entropy``."""
+        metrics = self._metrics["train" if self.model.training else "eval"]
+        for name, value in entropy_metrics(self.accelerator.reduce(sums, reduction="sum"), split).items():
+            metrics[name].append(value)
+
     def _clip_cov_generator(self) -> torch.Generator:
         """Clip-Cov's draw, seeded by (seed, global step, micro-batch of the step): a resumed run draws as an
         uninterrupted one would, and every process the same (int tuples hash alike everywhere)."""
         draw = (self._step % self.current_gradient_accumulation_steps if self.model.training else 0) + 1
         return torch.Generator().manual_seed(hash((self.args.seed, self.state.global_step, draw)) % 2**63)
 
-    def _log_loss(
-        self,
-        out: LossOutput,
-        mask: torch.Tensor,
-        settings: LossSettings,
-        rows_left_out: bool,
-        hard_rows: torch.Tensor | None = None,
-    ) -> None:
+    def _log_loss(self, out: LossOutput, mask: torch.Tensor, settings: LossSettings) -> None:
         """The loss's metrics: ours (``saah/*``, ``cov/*``, ``ledger/*``) as computed on this process, TRL's
-        (``entropy``, ``kl``, ``clip_ratio/*``, ``policy_loss``) reduced across processes as TRL reduces them, and
-        ``entropy`` split by each response's regime (``entropy/hard``, ``entropy/easy``), reduced the same way."""
+        (``kl``, ``clip_ratio/*``, ``policy_loss``) reduced across processes as TRL reduces them (``entropy``:
+        :meth:`_log_entropy`)."""
         mode = "train" if self.model.training else "eval"
         metrics = self._metrics[mode]
         for name, value in out.metrics.items():
@@ -633,16 +769,6 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         stats = out.token_stats
         if stats["kl"] is not None:
             metrics["kl"].append(global_mean(stats["kl"]))
-        metrics["entropy/updated_rows" if rows_left_out else "entropy"].append(global_mean(stats["entropy"]))
-        if (
-            hard_rows is not None
-        ):  # the token-weighted global mean of each regime: sums and counts reduced, then divided
-            h = stats["entropy"].to(torch.promote_types(stats["entropy"].dtype, torch.float32))  # bf16 sums: float32
-            sums = self.accelerator.reduce(regime_token_sums(h, mask, hard_rows), reduction="sum")
-            names = (ENTROPY_UPDATED_HARD, ENTROPY_UPDATED_EASY) if rows_left_out else (ENTROPY_HARD, ENTROPY_EASY)
-            for name, value in zip(names, regime_token_means(sums)):
-                if value is not None:  # a regime with no response in this micro-batch on any process: not logged
-                    metrics[name].append(value)
         for side in ("low", "high", "region"):
             metrics[f"clip_ratio/{side}_mean"].append(global_mean(stats[f"clip_{side}"].float()))
         metrics["clip_ratio/low_min"].append(

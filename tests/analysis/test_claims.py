@@ -9,7 +9,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qae_lab.analysis.claims import CLAIMS, SETTINGS, VERDICTS, Claim, matrix, scoreboard, t_quantile, verdict
+from qae_lab.analysis.claims import (
+    CARD,
+    CLAIMS,
+    SETTINGS,
+    VERDICTS,
+    Claim,
+    claim_card,
+    matrix,
+    scoreboard,
+    t_quantile,
+    verdict,
+)
 
 
 def reference_t975(df: float) -> float:
@@ -124,7 +135,20 @@ def test_each_claim_once_with_its_paper_section_and_direction():
     assert all(c.section and c.statement and c.a != c.b for c in CLAIMS)
     with pytest.raises(ValueError, match="expect must be"):
         Claim("x", "QAE", "s", "t", "a", "b", "=")
-    assert set(VERDICTS) == {"holds", "reversed", "no difference", "cannot be tested here"}
+    assert set(VERDICTS) == {
+        "holds",
+        "reversed",
+        "outside the stated size",
+        "no difference",
+        "equal by construction",
+        "cannot be tested here",
+    }
+    with pytest.raises(ValueError, match="a band"):
+        Claim("x", "QAE", "s", "t", "a", "b", "in")  # a size without its band
+    with pytest.raises(ValueError, match="a band"):
+        Claim("x", "QAE", "s", "t", "a", "b", ">", band=(0.7, 0.9), band_reason="r")
+    sparsity = next(c for c in CLAIMS if c.key == "sparsity")
+    assert sparsity.expect == "in" and sparsity.band == (0.70, 0.90) and "80%" in sparsity.band_reason
     assert list(SETTINGS)[:2] == ["expected step", "sampled groups"]
 
 
@@ -139,6 +163,7 @@ def test_the_scoreboard_row_holds_the_verdicts_numbers():
     }
     hard, pass1 = scoreboard(judged)  # in CLAIMS' order
     assert pass1["a"] == "quantile 0.627" and pass1["b"] == "mean 0.517" and pass1["seeds"] == "3/3"
+    assert pass1["why"] == ""
     assert pass1["a - b"] == f"+0.110 [{v.lo:+.3f}, {v.hi:+.3f}]"
     assert (hard["setting"], hard["verdict"], hard["why"], hard["a - b"]) == (
         "sequence policy, SGD",
@@ -149,6 +174,84 @@ def test_the_scoreboard_row_holds_the_verdicts_numbers():
     assert scoreboard(judged, ["CPU preset"]) == [pass1]
     row = next(r for r in matrix(judged) if r["claim"].startswith("on a hard prompt"))
     assert row["sequence policy"] == "cannot be tested here (SGD)" and row["CPU preset"] == "—"
+
+
+# ---------------------------------------------------------------- a claim of a size: "about 80%" against its band
+
+
+def test_a_share_is_judged_against_its_stated_band_not_against_the_other_baseline():
+    # by hand: mean 0.98, sd 0.01, half-width t(2) * 0.01 / sqrt(3) = 4.303 * 0.005774 = 0.02484: [0.955, 1.005]
+    v = verdict([0.97, 0.98, 0.99], None, "in", band=(0.70, 0.90))
+    assert v.word == "outside the stated size" and v.b is None and v.diff is None
+    assert (v.a, v.lo, v.hi) == pytest.approx((0.98, 0.98 - 0.02484, 0.98 + 0.02484), abs=1e-5)
+    # inside: mean 0.80, sd 0.01: [0.775, 0.825] within [0.70, 0.90]
+    assert verdict([0.79, 0.80, 0.81], None, "in", band=(0.70, 0.90)).word == "holds"
+    # below the band is outside too, not "reversed"
+    assert verdict([0.40, 0.41, 0.42], None, "in", band=(0.70, 0.90)).word == "outside the stated size"
+    # straddling the edge: mean 0.70, [0.675, 0.725]: the seeds cannot tell it from the edge
+    straddle = verdict([0.69, 0.70, 0.71], None, "in", band=(0.70, 0.90))
+    assert straddle.word == "no difference" and straddle.half == pytest.approx(0.02484, abs=1e-5)
+    # a mean inside the band is not enough: 0.71, [0.685, 0.735], reaches below 0.70
+    assert verdict([0.70, 0.71, 0.72], None, "in", band=(0.70, 0.90)).word == "no difference"
+    assert verdict([0.8], None, "in", band=(0.7, 0.9)).word == "cannot be tested here"
+    with pytest.raises(ValueError, match="a band goes with expect='in'"):
+        verdict([0.8, 0.8], [0.5, 0.5], ">", band=(0.7, 0.9))
+
+
+def test_the_sparsity_row_shows_the_share_and_the_band():
+    v = verdict([0.97, 0.98, 0.99], None, "in", band=(0.70, 0.90))
+    judged = {("sparsity", "CPU preset", ""): ({"measured": "share", "a": "quantile", "b": "the stated size"}, v)}
+    [row] = scoreboard(judged)
+    assert row["b"] == "the stated size [0.70, 0.90]" and row["a - b"] == "0.980 [0.955, 1.005]"
+    assert row["verdict"] == "outside the stated size" and "80%" in row["why"]
+    assert next(r for r in matrix(judged) if "zero advantage" in r["claim"])["CPU preset"] == (
+        "outside the stated size (0.98)"
+    )
+
+
+# ---------------------------------------------------------------- equal by construction; a null's half-width
+
+
+def test_sides_equal_by_construction_get_their_own_word_and_the_reason():
+    a = [0.30, 0.25, 0.40]
+    v = verdict(a, list(a), "<", equal_by_construction="a constant baseline cancels")
+    assert (v.word, v.why, v.diff) == ("equal by construction", "a constant baseline cancels", 0.0)
+    row = scoreboard({("hard_prop42", "expected step", ""): ({"measured": "m", "a": "q", "b": "m"}, v)})[0]
+    assert row["verdict"] == "equal by construction" and row["why"] == "a constant baseline cancels"
+    # sides that differ are not equal by construction, whatever the evidence says
+    with pytest.raises(ValueError, match="not equal by construction"):
+        verdict(a, [0.30, 0.25, 0.41], "<", equal_by_construction="a constant baseline cancels")
+
+
+def test_a_null_shows_how_large_a_difference_its_seeds_could_miss():
+    # by hand: d = (-0.05, 0.07, 0.02), sd 0.060277, half-width 4.303 * 0.060277 / sqrt(3) = 0.14975
+    v = verdict([0.40, 0.62, 0.52], [0.45, 0.55, 0.50], ">")
+    assert v.word == "no difference" and v.half == pytest.approx(0.14975, abs=1e-5)
+    judged = {("qae_pass1", "CPU preset", ""): ({"measured": "pass@1", "a": "quantile", "b": "mean"}, v)}
+    [row] = scoreboard(judged)
+    assert row["why"] == "a difference within ±0.15 (95% half-width, 3 seeds) could be missed"
+    assert matrix(judged)[0]["CPU preset"] == "no difference ±0.15"
+    # a verdict that holds carries no half-width in its cell
+    held = verdict([0.61, 0.72, 0.55], [0.50, 0.60, 0.45], ">")
+    assert matrix({("qae_pass1", "CPU preset", ""): ({}, held)})[0]["CPU preset"] == "holds"
+
+
+def test_the_claim_card_is_six_plain_rows_of_four_columns():
+    assert len(CARD) <= 6 and all(c.key in {k.key for k in CLAIMS} for c in CARD)
+    v = verdict([0.40, 0.62, 0.52], [0.45, 0.55, 0.50], ">")
+    judged = {(c.key, c.setting, c.variant): ({}, v) for c in CARD}
+    card = claim_card(judged)
+    assert len(card) == len(CARD) and all(len(row) == 4 for row in card)
+    assert card[4] == {
+        "the paper says": "QAE raises pass@1",
+        "measured on": "CPU demo model",
+        "verdict": "no difference",
+        "how sure": "3 seeds could miss up to ±0.15",
+    }
+    with pytest.raises(ValueError, match="at most six rows"):
+        claim_card(judged, CARD + CARD[:1])
+    with pytest.raises(ValueError, match="no verdict of"):
+        claim_card({}, CARD)
 
 
 def test_sides_equal_but_for_float_rounding_are_no_difference():

@@ -217,3 +217,53 @@ def test_the_dynamic_sampling_comparison_reads_as_its_page_says():
     assert apart["pass@1 after"] == apart["pass@32 after"] == apart["final entropy"] == "no"  # within the spread
     assert 0.05 < without["no-signal share generated"].mean < 0.2  # "about a tenth of the groups"
     assert [without["seeds"], with_["seeds"]] == [3, 3]
+
+
+def test_the_sharpening_line_reads_the_committed_runs_direction_by_direction():
+    # notebook 06's sentence under its table: each word checked here against the means it summarises, by hand
+    from qae_lab.analysis.phenomena import load_experiment, sharpening_line, sharpening_rows
+
+    rows = sharpening_rows(load_experiment(REF, "entropy"))
+    before = {r["method"]: r for r in rows if r["when"] == "before"}
+    moves = {
+        key: [r[key].mean - before[r["method"]][key].mean for r in rows if r["when"] == "after"]
+        for key in ("pass@1", "distinct_correct")
+    }
+    line = " ".join(sharpening_line(rows).split())
+    distinct = (
+        "rose"
+        if all(d > 0 for d in moves["distinct_correct"])
+        else "fell"
+        if all(d < 0 for d in moves["distinct_correct"])
+        else None
+    )
+    assert distinct is not None, moves  # the committed runs agree in direction (else the line says "both ways")
+    assert f"distinct correct texts {distinct} (" in line, line
+    assert ("no sharpening" in line) == (distinct == "rose"), line  # fewer distinct correct texts = sharpening
+    assert ("pass@1 rose" in line) == all(d > 0 for d in moves["pass@1"]), line
+
+
+def test_the_sharpening_line_calls_fewer_distinct_correct_texts_sharpening():
+    from qae_lab.analysis.phenomena import sharpening_line
+    from qae_lab.analysis.stats import stat
+
+    def row(method, when, p1, pk, d):
+        return {
+            "method": method,
+            "when": when,
+            "pass@1": stat([p1]),
+            "pass@32": stat([pk]),
+            "distinct_correct": stat([d]),
+        }
+
+    line = sharpening_line(
+        [
+            row("a", "before", 0.4, 0.9, 12),
+            row("a", "after", 0.6, 0.9, 9),
+            row("b", "before", 0.4, 0.9, 12),
+            row("b", "after", 0.5, 0.8, 12),
+        ]
+    )
+    line = " ".join(line.split())
+    assert "pass@1 rose (0.400→0.500..0.600)" in line and "pass@32 fell or stayed (0.900→0.800..0.900)" in line, line
+    assert "distinct correct texts fell or stayed (12.0→9.0..12.0): no clear sharpening" in line, line

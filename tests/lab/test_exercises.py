@@ -436,3 +436,16 @@ def test_check_estimate_refuses_bad_input():
             ex.check_estimate(bad, 1.0, quantity="q", tolerance=1)
     with pytest.raises(ValueError, match="tolerance must be >= 0"):
         ex.check_estimate(1, 1.0, quantity="q", tolerance=-1)
+
+
+def test_check_direction_over_seeds_uses_the_tables_interval_rule():
+    from qae_lab.lab.exercises import check_direction
+
+    # the means moved down (0.0150 -> 0.0138), but the 95% interval of the change includes zero: "same", as the table
+    kw = {"quantity": "the variance", "change": "QAE came in", "interval": (-0.0035, 0.0012)}
+    assert check_direction("same", 0.0150, 0.0138, **kw).startswith("Right")
+    assert check_direction("down", 0.0150, 0.0138, **kw).startswith("Wrong")
+    assert check_direction("up", 1.0, 1.2, quantity="x", change="y", interval=(0.1, 0.3)).startswith("Right")
+    assert check_direction("down", 1.2, 1.0, quantity="x", change="y", interval=(-0.3, -0.1)).startswith("Right")
+    with pytest.raises(ValueError, match="interval must be"):
+        check_direction("up", 1.0, 1.2, quantity="x", change="y", interval=(0.3, 0.1))

@@ -272,7 +272,7 @@ def test_dashboard_waits_then_shows_a_move_at_once_and_in_force_from_the_next_st
     assert notes == ["waiting for the first step..."] * len(LIVE_PANELS)  # not "not logged"
     d.show_next(1, Knobs())
     assert _cells(d.knob_table.value)[1][0] == "from step 1 (set; not in the log yet)"
-    d.add({"step": 1, "reward": 0.5, "qae/k": 0.4, "qae/quantile_baseline": 1.0}, "none")
+    d.add({"step": 1, "reward": 0.5, "qae/k": 0.4, "qae/quantile_baseline": 1.0, "knobs/token_weighting": "none"})
     d.refresh()
     assert [r[0] for r in _cells(d.knob_table.value)[1:]] == ["1"]  # used: no longer pending
     d.show_next(1, Knobs(quantile_k=0.6))  # a move received before step 1 ended applies from step 2 at the earliest
@@ -414,19 +414,20 @@ def test_knobs_switched_mid_run_are_reported_as_the_log_records_them(tmp_path):
     gates[1].release()
     live.wait(300)
     rows = step_rows(read_log(trainer.args.output_dir))
-    # the log, read by hand: K, the baseline (1: the K-quantile), alpha (logged only while a weighting is on)
-    assert [(r["qae/k"], r["qae/quantile_baseline"], r.get("saah/alpha")) for r in rows] == [
-        (0.4, 1.0, None), (0.4, 1.0, None), (0.6, 1.0, 1.25), (0.6, 1.0, 1.25), (0.6, 0.0, 0.75), (0.6, 0.0, 0.75),
+    # the log, read by hand: K, the baseline (1: the K-quantile), alpha (logged only while a weighting is on), and
+    # which token weighting each step trained with
+    assert [(r["qae/k"], r["qae/quantile_baseline"], r.get("saah/alpha"), r["knobs/token_weighting"]) for r in rows] == [
+        (0.4, 1.0, None, "none"), (0.4, 1.0, None, "none"), (0.6, 1.0, 1.25, "sa_ah"), (0.6, 1.0, 1.25, "sa_ah"),
+        (0.6, 0.0, 0.75, "ah"), (0.6, 0.0, 0.75, "ah"),
     ]  # fmt: skip
-    weightings = live.token_weightings()  # what the log cannot say: which weighting
-    assert weightings == {1: "none", 2: "none", 3: "sa_ah", 4: "sa_ah", 5: "ah", 6: "ah"}
-    ranges = knob_ranges(rows, weightings)
+    assert live.token_weightings() == {1: "none", 2: "none", 3: "sa_ah", 4: "sa_ah", 5: "ah", 6: "ah"}
+    ranges = knob_ranges(rows)  # from the log alone
     assert ranges == [
         {"steps": "1-2", "K": "0.40", "baseline": QAE, "token weighting": "none", "α": "—"},
         {"steps": "3-4", "K": "0.60", "baseline": QAE, "token weighting": "SA-AH", "α": "1.25"},
         {"steps": "5-6", "K": "0.60", "baseline": GRPO, "token weighting": "AH", "α": "0.75"},
     ]
-    assert knob_changes_table(rows, weightings) == [
+    assert knob_changes_table(rows) == [
         {"step": 3, "knob": "K", "before": "0.40", "after": "0.60"},
         {"step": 3, "knob": "token weighting", "before": "none", "after": "SA-AH"},
         {"step": 3, "knob": "α", "before": "—", "after": "1.25"},
@@ -497,3 +498,23 @@ def test_logged_steps_and_the_training_threads_warnings(tmp_path, recwarn):
     assert "qae_lab test: a warning from the test's thread" in recorded
     assert not any("training thread" in m for m in recorded)
     assert "test's thread" not in errs
+
+
+def test_the_dashboard_says_how_many_prompts_a_share_counts_and_draws_one_line_for_a_01_reward():
+    # one prompt a step: the shares are 0 or 1 and the title says so; a 0/1 reward's mean is its pass rate: one line
+    d = Dashboard(max_steps=10, mode="static", min_interval_s=3600.0, prompts_per_step=1)
+    for step, (reward, hard) in enumerate([(0.25, 1.0), (0.75, 0.0)], 1):
+        d.add({"step": step, "reward": reward, "qae/success_rate": reward, "qae/hard_frac": hard, "qae/k": 0.4})
+    d.refresh()
+    titles = [a.text for a in d.view.figure.layout.annotations]
+    assert "easy and hard prompts (QAE): 1 prompt a step, so each share is 0 or 1" in titles, titles
+    assert "mean reward = pass rate (a 0/1 reward)" in titles and "reward and pass rate" not in titles, titles
+    assert [t.meta for t in d.view.figure.data].count("reward") == 1
+    assert "qae/success_rate" not in {t.meta for t in d.view.figure.data}  # not the same line drawn twice
+    # a graded reward differs from the pass rate: both lines, the plain title; 8 prompts a step: the plain title
+    d = Dashboard(max_steps=10, mode="static", min_interval_s=3600.0, prompts_per_step=8)
+    d.add({"step": 1, "reward": 5.5, "qae/success_rate": 0.5, "qae/k": 0.4})
+    d.refresh()
+    titles = [a.text for a in d.view.figure.layout.annotations]
+    assert "reward and pass rate" in titles and "easy and hard prompts (QAE)" in titles, titles
+    assert {"reward", "qae/success_rate"} <= {t.meta for t in d.view.figure.data}

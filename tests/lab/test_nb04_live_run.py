@@ -149,12 +149,31 @@ def test_knob_ranges_report_every_knob_including_the_switches():
         {"steps": "13-14", "K": "0.60", "baseline": GRPO, "token weighting": "SA-AH", "α": "0.70"},
     ]
     assert list(knob_ranges(rows)[0]) == list(KNOB_COLUMNS)
-    assert knob_ranges(rows)[1]["token weighting"] == "AH or SA-AH"  # the log alone cannot say which
+    # a log written before knobs/token_weighting existed cannot say which
+    assert knob_ranges(rows)[1]["token weighting"] == "AH or SA-AH"
     assert knob_changes_table(rows, weightings) == [
         {"step": 9, "knob": "K", "before": "0.40", "after": "0.60"},
         {"step": 9, "knob": "token weighting", "before": "none", "after": "SA-AH"},
         {"step": 9, "knob": "α", "before": "—", "after": "0.70"},
         {"step": 13, "knob": "baseline", "before": QAE, "after": GRPO},
+    ]
+
+
+def test_knob_ranges_name_the_weighting_each_log_row_names():
+    # a resumed run: steps 1-4 trained in an earlier session, whose controls nobody here recorded; the rows say
+    # which weighting each step used (the old tables wrote "AH or SA-AH" for them)
+    rows = [{**_row(s, alpha=0.7), "knobs/token_weighting": "sa_ah"} for s in (1, 2)]
+    rows += [{**_row(s, alpha=0.7), "knobs/token_weighting": "ah"} for s in (3, 4)]
+    rows += [{**_row(5, alpha=0.7), "knobs/token_weighting": "none+sa_ah"}]  # a change inside a logging window
+    assert [(r["steps"], r["token weighting"]) for r in knob_ranges(rows)] == [
+        ("1-2", "SA-AH"),
+        ("3-4", "AH"),
+        ("5", "none + SA-AH"),
+    ]
+    assert knob_ranges(rows, {1: "ah", 2: "ah"})[0]["token weighting"] == "SA-AH"  # the log wins over any record
+    assert [(c["step"], c["after"]) for c in knob_changes_table(rows) if c["knob"] == "token weighting"] == [
+        (3, "AH"),
+        (5, "none + SA-AH"),
     ]
 
 

@@ -239,17 +239,18 @@ def _screenshot(nb: Notebook, name: str) -> None:
 
 
 def _knobs_by_hand(rows: list[dict], changes: list) -> list[list[str]]:
-    """The table of knobs by step range, written here from the log and the controls' changes: K, the baseline and
-    alpha as the log records them; the weighting's name as the controls set it (in force from the step after the
-    change was received), "none" where the log has no alpha."""
+    """The table of knobs by step range, written here from the log: K, the baseline, the token weighting and alpha as
+    the log records them; the weighting checked against the controls' changes (in force from the step after the
+    change was received)."""
     table = []
     for row in rows:
         named = [v for s, knob, v in changes if knob == "token_weighting" and s < row["step"]]
-        alpha = row.get("saah/alpha")
+        alpha, weighting = row.get("saah/alpha"), row["knobs/token_weighting"]
+        assert not named or weighting == named[-1], (row, changes)  # the log names what the controls set
         knobs = [
             f"{row['qae/k']:.2f}",
             "K-quantile (QAE)" if row["qae/quantile_baseline"] == 1.0 else "mean (GRPO)",
-            "none" if alpha is None else {"ah": "AH", "sa_ah": "SA-AH"}[named[-1]],
+            {"none": "none", "ah": "AH", "sa_ah": "SA-AH"}[weighting],
             "—" if alpha is None else f"{alpha:.2f}",
         ]
         if table and table[-1][1:] == knobs:

@@ -253,10 +253,18 @@ LIVE_PANELS = [
 DASHBOARD = r"waiting for the first step\.\.\. \(\d+ steps to train\)|step \d+ of \d+ · knobs in force: .*"
 
 
+def _panel(title: str) -> str:
+    """A dashboard panel's title as :data:`LIVE_PANELS` names it: the shares' title may say how many prompts a step
+    holds, and a 0/1 reward's panel is one line (qae_lab.lab.live.live_panels)."""
+    if title.startswith("easy and hard prompts (QAE): "):
+        return "easy and hard prompts (QAE)"
+    return "reward and pass rate" if title == "mean reward = pass rate (a 0/1 reward)" else title
+
+
 def _dashboard(fig: Figure) -> None:
     """The live dashboard (qae_lab.lab.live.Dashboard): its panels in order, each line named in plain words in its
     panel's own legend, one colour per metric, a unit on every y axis; every step up to the title's."""
-    panels = [a["text"] for a in fig.layout.get("annotations", []) if a.get("text") in LIVE_PANELS]
+    panels = [_panel(a["text"]) for a in fig.layout.get("annotations", []) if _panel(a.get("text", "")) in LIVE_PANELS]
     assert panels == LIVE_PANELS, f"dashboard panels {panels}"
     named = [(t["name"], t.get("legend")) for t in fig.lines]
     assert all("/" not in name and legend for name, legend in named), named  # plain words, in a panel's legend

@@ -13,6 +13,7 @@ tests/notebooks/test_browser.py records a notebook run in a real browser the sam
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -175,7 +176,17 @@ def execute_at(path: Path, record: Path, probe: str = "", prelude: str = "") -> 
     nb.cells.insert(0, nbformat.v4.new_code_cell(RECORD + prelude))
     extra = [probe] if probe else []
     nb.cells += [nbformat.v4.new_code_cell(code) for code in [*extra, DUMP.format(path=str(record))]]
-    NotebookClient(
-        nb, timeout=TIMEOUT, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
-    ).execute()
+    # one OpenMP thread in the kernel, as the browser test's JupyterLab has: beside the other test worker a tiny
+    # model's two threads wait on each other (a notebook's run several times slower on 2 busy cores)
+    threads = os.environ.get("OMP_NUM_THREADS")
+    os.environ["OMP_NUM_THREADS"] = "1"  # the kernel takes this process's environment when it starts
+    try:
+        NotebookClient(
+            nb, timeout=TIMEOUT, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+        ).execute()
+    finally:
+        if threads is None:
+            os.environ.pop("OMP_NUM_THREADS")
+        else:
+            os.environ["OMP_NUM_THREADS"] = threads
     return collect(nb, path.parent, own, record)

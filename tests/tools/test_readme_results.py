@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tools import readme_results
 from qae_lab.analysis.compare import Run, find_reference_runs, load_runs, summary_table
+from tools import readme_results, workshop_minutes
 from tools.readme_results import (
     BLOCKS,
     COMMAND,
@@ -61,17 +61,11 @@ def test_every_notebook_states_its_minutes_from_the_measured_times():
         begin, end = marker(readme_results.MINUTES)
         assert head.count(begin) == 1 and head.count(end) == 1, path.name
         said = head.split(begin)[1].split(end)[0]
-        assert said == readme_results.minutes_text(path.name[:2])  # the plans' own number
-        assert f"About {readme_results.notebook_minutes()[path.name[:2]]['minutes']} minutes" in said
-
-
-def test_each_plan_fits_its_length_with_its_breaks():
-    minutes = readme_results.notebook_minutes()
-    for plan, numbers in readme_results.PLANS.items():
-        used = readme_results.INSTALL_MIN + sum(minutes[n]["minutes"] for n in numbers)
-        used += readme_results.BREAK_MIN * readme_results.PLAN_BREAKS[plan]
-        assert used <= readme_results.PLAN_BUDGET[plan], (plan, used)
-    assert "07" in readme_results.PLANS["90 minutes"]  # the route ends where QAE's effect shows
+        assert said == workshop_minutes.minutes_text(path.name[:2])  # the plans' own number
+        m = workshop_minutes.notebook_minutes()[path.name[:2]]
+        assert said.startswith(
+            f"About {m['total']} minutes in a workshop, {m['total_with_exercise']} with its exercise"
+        )
 
 
 def test_replace_block_keeps_everything_outside_the_markers():

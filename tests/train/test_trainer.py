@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 import torch
 from testkit.step_setup import (
@@ -32,7 +33,6 @@ from qae_lab.task.models import load_policy
 from qae_lab.task.rewards import correctness_reward
 from qae_lab.train.config import QAEConfig
 from qae_lab.train.trainer import QAETrainer
-
 
 # ---------------------------------------------------------------- 1. gradients vs a plain-torch reference
 
@@ -176,21 +176,30 @@ def test_trl_losses_take_qae_advantages_and_reproduce_trl_with_the_mean(tmp_path
 # ---------------------------------------------------------------- 5. logged advantages
 
 
-def test_completion_table_gets_a_qae_column_and_trl_keeps_its_own(tmp_path, tok):
+def test_completion_table_advantages_are_those_that_trained(tmp_path, tok):
     trainer = make_trainer(tmp_path, tok, loss_type="bnpo")
     out = trainer._generate_and_score_completions(rows(REWARDS))
     want = qae_advantages(REWARDS)
     trl_mean = qae_advantages(REWARDS, baseline="mean")
-    ours = list(trainer._logs["extra"]["qae_advantage"])
-    assert ours == pytest.approx(want, abs=1e-6) and ours == out["advantages"].tolist()
-    assert list(trainer._logs["advantages"]) == pytest.approx(trl_mean, abs=1e-5)  # TRL's log, untouched
-    assert ours != pytest.approx(trl_mean, abs=1e-3)
-    assert len(trainer._logs["prompt"]) == len(ours) == len(REWARDS)  # one row per completion
+    logged = list(trainer._logs["advantages"])  # TRL's column `advantage` of the completion table
+    assert logged == pytest.approx(want, abs=1e-6) and logged == out["advantages"].tolist()
+    assert logged != pytest.approx(trl_mean, abs=1e-3)  # the premise: TRL's own mean-baseline ones differ
+    assert "qae_advantage" not in trainer._logs["extra"]  # one column, TRL's name, what trained
+    assert len(trainer._logs["prompt"]) == len(logged) == len(REWARDS)  # one row per completion
     trainer.set_knobs(quantile_k=0.8)
     trainer._generate_and_score_completions(rows(REWARDS))
-    assert list(trainer._logs["extra"]["qae_advantage"])[-len(REWARDS) :] == pytest.approx(
-        qae_advantages(REWARDS, k=0.8), abs=1e-6
-    )
+    # TRL's deque holds one generation batch: the new one replaced the old, with the K now in force
+    assert list(trainer._logs["advantages"]) == pytest.approx(qae_advantages(REWARDS, k=0.8), abs=1e-6)
+    assert len(trainer._logs["prompt"]) == len(REWARDS)
+
+
+def test_completion_table_written_by_trl_holds_the_trained_advantages(tmp_path, tok):
+    trainer = make_trainer(tmp_path, tok, loss_type="bnpo", log_completions=True)
+    trainer._generate_and_score_completions(rows(REWARDS))
+    (tmp_path / "completions").mkdir(exist_ok=True)
+    trainer.log({})
+    [table] = (tmp_path / "completions").glob("completions_*.parquet")
+    assert pd.read_parquet(table)["advantage"].tolist() == pytest.approx(qae_advantages(REWARDS), abs=1e-6)
 
 
 # ---------------------------------------------------------------- 6. a LoRA step through trainer.train()
@@ -221,7 +230,7 @@ def test_lora_train_step_moves_adapter_only(tmp_path):
         train_dataset=to_grpo_dataset(synthetic_task(4, seed=0)),
     )
     trainer.train()
-    assert any(a != 0 for a in trainer._logs["extra"]["qae_advantage"])  # the premise: something to learn from
+    assert any(a != 0 for a in trainer._logs["advantages"])  # the premise: something to learn from
     log = trainer.state.log_history[0]
     assert log["qae/k"] == 0.4 and math.isfinite(log["loss"]) and log["grad_norm"] > 0
     params = dict(trainer.model.named_parameters())

@@ -44,7 +44,7 @@ trainer = make_trainer(os.path.join(out, f"run{rank}"), tok, n=n, completions=co
 assert trainer.accelerator.num_processes == 2 and trainer.accelerator.process_index == rank
 inputs = trainer._generate_and_score_completions(rows(MP_REWARDS)[local])
 with open(os.path.join(out, f"adv{rank}.json"), "w") as f:
-    json.dump({"local": inputs["advantages"].tolist(), "logged": list(trainer._logs["extra"]["qae_advantage"]),
+    json.dump({"local": inputs["advantages"].tolist(), "logged": list(trainer._logs["advantages"]),
                "zero_adv_frac": trainer._metrics["train"]["qae/zero_adv_frac"]}, f)
 
 

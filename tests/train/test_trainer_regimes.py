@@ -65,10 +65,20 @@ def test_dense_split_matches_the_reference_and_recombines_to_entropy(tmp_path, t
     # weighted by their token counts, the two give TRL's entropy of the whole micro-batch
     whole = (n_hard * metrics[ENTROPY_HARD][0] + n_easy * metrics[ENTROPY_EASY][0]) / (n_hard + n_easy)
     assert metrics["entropy"] == [pytest.approx(whole, rel=tol)]
-    assert ENTROPY_UPDATED_HARD not in metrics and ENTROPY_UPDATED_EASY not in metrics
+    # the updated rows (A != 0) are a part of the same forward, logged beside it
+    updated = inputs["advantages"] != 0
+    upd_hard, upd_easy = ref_regime_token_means(
+        [e for e, u in zip(entropies.tolist(), updated) if u],
+        [m for m, u in zip(mask, updated) if u],
+        [h for h, u in zip(HARD, updated) if u],
+    )
+    assert metrics[ENTROPY_UPDATED_HARD] == [pytest.approx(upd_hard, rel=tol)]
+    assert metrics[ENTROPY_UPDATED_EASY] == [pytest.approx(upd_easy, rel=tol)]
 
 
-def test_sparse_split_covers_the_updated_rows_under_their_own_names(tmp_path, tok):
+def test_sparse_split_covers_every_row_and_the_updated_rows_under_their_own_names(tmp_path, tok):
+    dense = make_trainer(tmp_path, tok, loss_type="bnpo", sparse_update=False)
+    dense._compute_loss(dense.model, dense._generate_and_score_completions(rows(REWARDS)))
     trainer = make_trainer(tmp_path, tok, loss_type="bnpo", sparse_update=True)
     seen = spy_entropies(trainer)
     inputs = trainer._generate_and_score_completions(rows(REWARDS))
@@ -77,14 +87,16 @@ def test_sparse_split_covers_the_updated_rows_under_their_own_names(tmp_path, to
     assert [i for i, u in enumerate(updated) if u] == [0, 6, 13, 14]
     trainer._compute_loss(trainer.model, inputs)
     metrics = trainer._metrics["train"]
-    [entropies] = seen  # (4, T'): the forward saw the 4 kept rows, trimmed of trailing padding
+    entropies, _ = seen  # (4, T'): the forward saw the 4 kept rows, trimmed of trailing padding; then the others
     keep = [i for i, u in enumerate(updated) if u]
     mask = inputs["completion_mask"][keep, : entropies.shape[1]].tolist()
     want_hard, want_easy = ref_regime_token_means(entropies.tolist(), mask, [HARD[i] for i in keep])
     tol = float(inputs["completion_mask"].sum()) * EPS32  # as above: n float32 roundings of the total
     assert metrics[ENTROPY_UPDATED_HARD] == [pytest.approx(want_hard, rel=tol)]
     assert metrics[ENTROPY_UPDATED_EASY] == [pytest.approx(want_easy, rel=tol)]
-    assert ENTROPY_HARD not in metrics and ENTROPY_EASY not in metrics and "entropy" not in metrics
+    # TRL's entropy and its split cover every row (the left-out ones from a pass without a graph): as a dense update
+    for name in ("entropy", ENTROPY_HARD, ENTROPY_EASY):
+        assert metrics[name] == [pytest.approx(dense._metrics["train"][name][0], rel=tol)], name
 
 
 def test_a_regime_without_responses_logs_nothing(tmp_path, tok):

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 import torch
@@ -15,22 +16,29 @@ from testkit.step_setup import (
     make_trainer,
     reference_grads,
     rows,
+    tiny_model,
     trainer_grads,
 )
+from trl import GRPOTrainer
 
+from qae_lab.metric_names import ENTROPY_UPDATED_ROWS
 from qae_lab.train.trainer import QAETrainer
+
+# float32's rounding unit: the entropies are float32 (TRL's fused LM head), each at most log V ~ 6 nats
+EPS32 = torch.finfo(torch.float32).eps
 
 
 # ---------------------------------------------------------------- 3. sparse updates
 
 
-def spy_rows(trainer) -> list[int]:
-    """Record how many rows each forward of the loss's log-prob function sees."""
-    seen: list[int] = []
+def spy_rows(trainer) -> list[int | str]:
+    """Record how many rows each forward of the loss's log-prob function sees: a number for a forward with a graph,
+    ``"no_grad:<n>"`` for one without (the entropy pass over the rows a sparse update leaves out)."""
+    seen: list[int | str] = []
     original = trainer._get_per_token_logps_and_entropies
 
     def spy(model, input_ids, *args, **kwargs):
-        seen.append(input_ids.shape[0])
+        seen.append(input_ids.shape[0] if torch.is_grad_enabled() else f"no_grad:{input_ids.shape[0]}")
         return original(model, input_ids, *args, **kwargs)
 
     trainer._get_per_token_logps_and_entropies = spy
@@ -57,15 +65,16 @@ def test_sparse_update_same_gradient_fewer_rows(tmp_path, tok, loss_type, weight
     adv = inputs["advantages"]
     assert (adv == 0).float().mean().item() == 0.75  # QAE's sparsity: 12 of 16 responses get exactly 0
     sparse, dense, n_sparse, n_dense = sparse_and_dense_grads(trainer, inputs)
-    assert n_sparse == [4] and n_dense == [16]  # only the non-zero-advantage rows went through the model
+    # only the non-zero-advantage rows went through the model with a graph; the others once without, for `entropy`
+    assert n_sparse == [4, "no_grad:12"] and n_dense == [16]
     assert any_nonzero(dense)
     assert_same_grads(sparse, dense)
     # ... and both equal the reference
     want = reference_grads(trainer.model, inputs, adv.tolist(), loss_type=loss_type, weighting=weighting, alpha=0.3)
     assert_same_grads(dense, want)
-    # the entropy of the updated rows only is logged under its own name
+    # TRL's entropy (every token) and the updated rows' under its own name, in both runs
     metrics = trainer._metrics["train"]
-    assert len(metrics["entropy/updated_rows"]) == 1 and len(metrics["entropy"]) == 1
+    assert len(metrics[ENTROPY_UPDATED_ROWS]) == 2 and len(metrics["entropy"]) == 2
 
 
 @pytest.mark.parametrize("loss_type", ["bnpo", "grpo", "dapo"])
@@ -87,7 +96,7 @@ def test_sparse_update_drops_trailing_padding_columns(tmp_path, tok, loss_type):
     sparse = trainer_grads(trainer, inputs)
     trainer.args.sparse_update = False
     dense = trainer_grads(trainer, inputs)
-    assert widths == [3, 9]
+    assert widths == [3, 9, 9]  # kept rows (3 columns), the left-out rows' entropy pass (9), then dense (9)
     assert_same_grads(sparse, dense)
 
 
@@ -112,16 +121,59 @@ def test_row_selection_trims_known_per_token_keys_only(tmp_path, tok):
     assert sub["completion_ids"].shape == (2, 4) and sub["token_type_ids"].shape == (2, 4)
 
 
-def test_sparse_update_all_zero_batch_skips_the_forward(tmp_path, tok):
+def test_sparse_update_all_zero_batch_skips_the_backward(tmp_path, tok):
     flat = [1.0] * 8 + [0.0] * 8  # every group all-equal: nothing to learn
     trainer = make_trainer(tmp_path, tok, loss_type="bnpo", token_weighting="sa_ah")
     inputs = trainer._generate_and_score_completions(rows(flat))
     assert inputs["advantages"].abs().max().item() == 0.0
     sparse, dense, n_sparse, n_dense = sparse_and_dense_grads(trainer, inputs)
-    assert n_sparse == [] and n_dense == [16]
+    assert n_sparse == ["no_grad:16"] and n_dense == [16]  # no graph: only the pass for TRL's entropy
     assert not any_nonzero(dense)
+    metrics = trainer._metrics["train"]
+    assert metrics["entropy"] == [pytest.approx(metrics["entropy"][1], rel=16 * 9 * EPS32)] * 2  # as dense logs it
+    assert math.isnan(metrics[ENTROPY_UPDATED_ROWS][0])  # no updated row: NaN, which TRL's log leaves out
     assert_same_grads(sparse, dense)
     assert trainer._metrics["train"]["saah/alpha"] == [0.5, 0.5]  # the alpha in force is logged either way
+
+
+def test_sparse_update_logs_trls_entropy_of_every_token(tmp_path, tok):
+    # the 4 kept rows (A != 0: 0, 6, 13, 14) hold 3 tokens each, the 12 left out 9 each: 12 + 108 tokens, so the
+    # kept rows' mean, or the mean of the two parts' means, lies far from the token-weighted mean TRL logs
+    short, g = {0, 6, 13, 14}, torch.Generator().manual_seed(0)
+    fixed = [torch.randint(10, len(tok), (3 if i in short else 9,), generator=g).tolist() for i in range(16)]
+    model = tiny_model(tok)
+    with torch.no_grad():  # sharper logits: a random tiny model's entropies all lie near log V, alike everywhere
+        model.get_output_embeddings().weight.mul_(10.0)
+    trainer = make_trainer(tmp_path, tok, model, loss_type="bnpo", completions=fixed)
+    inputs = trainer._generate_and_score_completions(rows(REWARDS))
+    kept = inputs["advantages"] != 0  # (16,)
+    m = inputs["completion_mask"].double()  # (16, 9)
+    assert kept.nonzero().flatten().tolist() == sorted(short) and (m[kept].sum(), m[~kept].sum()) == (12, 108)
+    with torch.no_grad():  # the policy's token entropies, one forward over every row
+        _, h, _ = trainer._policy_forward(trainer.model, inputs)
+    h = h.double()  # (16, 9)
+    want_all = float((h * m).sum() / m.sum())  # TRL's: every completion token
+    want_kept = float((h * m)[kept].sum() / m[kept].sum())
+    want_rest = float((h * m)[~kept].sum() / m[~kept].sum())
+
+    def logged(sparse: bool, loss=QAETrainer._compute_loss) -> dict:
+        trainer._metrics["train"].clear()
+        trainer.args.sparse_update = sparse
+        loss(trainer, trainer.model, inputs)
+        return {k: list(v) for k, v in trainer._metrics["train"].items()}
+
+    sparse, dense, trl = logged(True), logged(False), logged(False, GRPOTrainer._compute_loss)
+    # TRL's fused head returns float32 entropies (each in [0, log V]), summed over 120 tokens: at most 120 float32
+    # roundings of the total, relative to it (the same in every run: the positive terms cannot cancel)
+    tol = 120 * EPS32
+    # the premise: the wrong answers (kept rows only; the two parts' means averaged) lie far outside that tolerance
+    assert want_kept != pytest.approx(want_all, rel=100 * tol)
+    assert (want_kept + want_rest) / 2 != pytest.approx(want_all, rel=100 * tol)
+    assert trl["entropy"] == [pytest.approx(want_all, rel=tol)]  # TRL's own loss, the same batch
+    assert sparse["entropy"] == [pytest.approx(want_all, rel=tol)]
+    assert dense["entropy"] == [pytest.approx(want_all, rel=tol)]
+    assert sparse[ENTROPY_UPDATED_ROWS] == [pytest.approx(want_kept, rel=tol)]  # the kept rows only
+    assert dense[ENTROPY_UPDATED_ROWS] == [pytest.approx(want_kept, rel=tol)]
 
 
 @pytest.mark.parametrize("case", ["ah", "entropy_bonus", "kl"])

@@ -1,0 +1,164 @@
+r"""The lab's results in sentences a participant can repeat, each written from the verdicts of the committed data.
+
+Every sentence here is assembled from :func:`qae_lab.analysis.claims.verdict`'s words on the committed numbers,
+never typed by hand, so that notebook 02's and 07's summaries, the README and the docs say one thing, and say what
+was measured. A test compares each place that states one with what these functions return.
+
+* :func:`bandit_training`: notebook 02's committed bandit training (``data/bandit/prop42.json``, ``training``),
+  QAE's Prop. 4.2 judged per optimiser and learning rate on the paired replicates: hard prompts' entropy peak /
+  start (predicted lower under the quantile baseline), easy prompts' entropy at ``easy_step`` / start (higher);
+* :func:`sgd_sentence`, :func:`sgd_short`: what plain SGD gives, on 02's bandits and 07's sequence policy;
+* :func:`qae_sentence`: QAE's effect in notebook 07 and its scope (the optimiser, the searched setting, why the
+  lab's language models cannot show it);
+* :func:`saah_sentence`: SA-AH-GRPO's result on everything the lab measured of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from qae_lab.analysis.claims import Verdict, verdict
+from qae_lab.analysis.committed_data import load_prop42
+from qae_lab.analysis.evidence import judge
+
+__all__ = ["bandit_training", "qae_sentence", "saah_sentence", "sgd_sentence", "sgd_short"]
+
+
+def bandit_training(data: Mapping | None = None, optimizer: str = "sgd") -> list[tuple[float, Verdict, Verdict]]:
+    r"""``(lr, hard verdict, easy verdict)`` per learning rate of ``optimizer`` in notebook 02's committed training
+    (``data``: :func:`~qae_lab.analysis.committed_data.load_prop42`'s dict, None: the committed file): Prop. 4.2's
+    two halves, quantile against mean, paired by replicate.
+
+    >>> [(lr, h.word, e.word) for lr, h, e in bandit_training()]
+    [(0.2, 'reversed', 'reversed'), (0.5, 'reversed', 'reversed'), (1.0, 'no difference', 'no difference')]
+    """
+    data = load_prop42() if data is None else data
+    runs = {(r["optimizer"], r["lr"], r["baseline"]): r for r in data["training"]["runs"]}
+    lrs = sorted({lr for opt, lr, _ in runs if opt == optimizer})
+    if not lrs:
+        raise ValueError(f"optimizer must be one the training ran, {sorted({k[0] for k in runs})}, got {optimizer!r}")
+    out = []
+    for lr in lrs:
+        q, m = runs[optimizer, lr, "quantile"], runs[optimizer, lr, "mean"]
+        # Prop. 4.2 (1): the hard prompts' peak rises less; (2): the easy prompts' entropy falls less
+        out.append((lr, verdict(q["hard_peak"], m["hard_peak"], "<"), verdict(q["easy_h"], m["easy_h"], ">")))
+    return out
+
+
+def _said(v: Verdict) -> str:
+    """A verdict word, with a null's half-width (what its seeds could miss)."""
+    return f"{v.word} (±{v.half:.2g})" if v.word == "no difference" else v.word
+
+
+def _one_word(hard: Verdict, easy: Verdict, half: bool = False) -> str:
+    """Both halves' word where they agree, else each half's (``half``: with a null's half-widths)."""
+    if hard.word == easy.word:
+        return (
+            hard.word if not half or hard.word != "no difference" else f"{hard.word} (±{max(hard.half, easy.half):.2g})"
+        )
+    say = _said if half else (lambda v: v.word)
+    return f"{say(hard)} on hard prompts and {say(easy)} on easy ones"
+
+
+def _lrs(lrs: list[float]) -> str:
+    return "lr " + " and ".join(f"{lr:g}" for lr in lrs)
+
+
+def sgd_sentence(data: Mapping | None = None) -> str:
+    r"""What plain SGD gives, in one sentence: notebook 02's bandits per learning rate (16 replicates each) and
+    notebook 07's sequence policy, Prop. 4.2's two halves judged by :func:`~qae_lab.analysis.claims.verdict`.
+
+    >>> sgd_sentence()[:60]
+    "Under plain SGD the quantile baseline's Prop. 4.2 direction "
+    """
+    by_word: dict[str, list[float]] = {}
+    n = 0
+    for lr, hard, easy in bandit_training(data):
+        by_word.setdefault(_one_word(hard, easy), []).append(lr)
+        n = hard.n
+    bandits = " and ".join(f"{word} at {_lrs(lrs)}" for word, lrs in by_word.items())
+    hard, easy = (judge(claim, "sequence policy", "SGD")[1] for claim in ("hard_prop42", "easy_prop42"))
+    return (
+        f"Under plain SGD the quantile baseline's Prop. 4.2 direction does not appear: on notebook 02's trained "
+        f"bandits it is {bandits} ({n} replicates, both regimes), and on notebook 07's sequence policy "
+        f"{_one_word(hard, easy, half=True)} over {hard.n} seeds."
+    )
+
+
+def sgd_short(data: Mapping | None = None) -> str:
+    r"""The verdict words plain SGD gets anywhere (02's bandits, 07's sequence policy), for a notebook's opening lines.
+
+    >>> sgd_short()
+    'under plain SGD it is reversed or no difference'
+    """
+    words = [w for _, h, e in bandit_training(data) for w in (h.word, e.word)]
+    words += [judge(c, "sequence policy", "SGD")[1].word for c in ("hard_prop42", "easy_prop42")]
+    return f"under plain SGD it is {' or '.join(dict.fromkeys(words))}"
+
+
+def _agree(v: Verdict) -> str:
+    return f"{v.agree} of {v.n} seeds" if v.agree is not None else f"{v.n} seeds"
+
+
+def qae_sentence() -> str:
+    r"""Notebook 07's "What you saw": QAE's effect on the exact sequence policy and its scope, in two sentences.
+
+    >>> qae_sentence()[:59]
+    "Under Adam, QAE's quantile baseline kept the hard prompts' "
+    """
+    hard, easy = (judge(c, "sequence policy", "Adam")[1] for c in ("hard_prop42", "easy_prop42"))
+    if hard.word == easy.word == "holds":
+        effect = (
+            f"Under Adam, QAE's quantile baseline kept the hard prompts' entropy from rising as far as under the mean "
+            f"baseline ({_agree(hard)}) and the easy prompts' from falling as fast ({_agree(easy)})"
+        )
+    else:
+        effect = f"Under Adam, Prop. 4.2 on the hard prompts: {hard.word}; on the easy ones: {easy.word}"
+    sgd = _one_word(*(judge(c, "sequence policy", "SGD")[1] for c in ("hard_prop42", "easy_prop42")), half=True)
+    lm = judge("hard_prop42", "sums model")[1]
+    lm_part = (
+        f"the lab's language models cannot show it (on the sums model {lm.why})"
+        if lm.word == "cannot be tested here"
+        else f"on the lab's sums model it is {_said(lm)}"
+    )
+    return (
+        f"{effect}; under plain SGD, {sgd}. The setting is the favourable one a search chose (where the mean "
+        f"baseline's hard-prompt entropy rose most), and {lm_part}."
+    )
+
+
+_MOVED = {  # what SA-AH's weights did to one update's variance (the claim: lowered it), by verdict word
+    "holds": "lowered",
+    "reversed": "raised",
+    "no difference": "did not measurably change",
+}
+
+
+def saah_sentence() -> str:
+    r"""SA-AH-GRPO's result in one sentence: its training variance and pass@1 on the lab's two small language models
+    (3 seeds), and one update's variance at a fixed policy on the exact sequence policy.
+
+    >>> saah_sentence()[:56]
+    "On the lab's small language models SA-AH-GRPO's training"
+    """
+    said = {}
+    for claim, what in (("saah_variance", "training variance"), ("saah_pass1", "pass@1")):
+        vs = [judge(claim, s)[1] for s in ("sums model", "CPU preset")]
+        said[what] = (
+            ("no different from plain GRPO's", max(v.half for v in vs))
+            if {v.word for v in vs} == {"no difference"}
+            else (" on the sums model and ".join(_said(v) for v in vs) + " on the CPU preset", None)
+        )
+    (tv, tv_half), (p1, p1_half) = said.values()
+    if tv == p1 and tv_half is not None:
+        models = (
+            f"training variance and pass@1 were {tv} (3 seeds each, 95% half-widths ±{tv_half:.2g} and ±{p1_half:.2g})"
+        )
+    else:
+        models = f"training variance was {tv} and its pass@1 {p1}"
+    flat, peaked = (judge("saah_update_variance", "sequence policy", f"{s} start")[1] for s in ("flat", "peaked"))
+    update = (
+        f"at a fixed policy its weights {_MOVED.get(flat.word, flat.word)} one update's variance from a flat start "
+        f"and {_MOVED.get(peaked.word, peaked.word)} it from a peaked one"
+    )
+    return f"On the lab's small language models SA-AH-GRPO's {models}; {update} (notebook 09)."
