@@ -25,6 +25,7 @@ import urllib.parse
 import torch
 
 __all__ = [
+    "host_floats",
     "as_real_tensor",
     "as_count_tensor",
     "check_group_size",
@@ -59,6 +60,18 @@ CHECK_VALUES_ENV = "QAE_LAB_CHECK_VALUES"
 def checking_values() -> bool:
     """Whether the checks on tensor values run here (:func:`value_checks`): the guard of a module's own value check."""
     return _VALUE_CHECKS.get()
+
+
+def host_floats(values) -> list[float]:
+    r"""Numbers on the device read back to the host in one transfer (one synchronisation on a GPU, where reading each
+    with ``.item()`` costs one apiece): a tensor's values, or a sequence of 0-dim tensors stacked first, as floats.
+
+    >>> host_floats([torch.tensor(0.5), torch.tensor(2)])
+    [0.5, 2.0]
+    """
+    if not isinstance(values, torch.Tensor):
+        values = torch.stack([torch.as_tensor(v).reshape(()).double() for v in values]) if len(values) else None
+    return [] if values is None else values.detach().to("cpu", torch.float64).flatten().tolist()
 
 
 @contextlib.contextmanager

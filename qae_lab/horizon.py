@@ -21,7 +21,7 @@ import math
 
 import torch
 
-from qae_lab._checks import as_real_tensor, check_finite_scalar, check_int, check_mask, checking_values
+from qae_lab._checks import host_floats, as_real_tensor, check_finite_scalar, check_int, check_mask, checking_values
 
 __all__ = [
     "normalised_entropy",
@@ -83,7 +83,8 @@ def normalised_entropy(logits: torch.Tensor, top_k: int | None = None, *, chunk_
         out.append(-(p * torch.where(p > 0, log_p, torch.zeros_like(log_p))).sum(-1))
     # H~ = H / log V
     h_norm = torch.cat(out).reshape(logits.shape[:-1]) / math.log(v)  # (N, T)
-    if h_norm.numel() and not bool(torch.isfinite(h_norm).all()):
+    # a value check (a read back to the host): off inside the trainer's step, whose logits come from its own forward
+    if h_norm.numel() and checking_values() and not bool(torch.isfinite(h_norm).all()):
         raise ValueError("logits must be finite or -inf (NaN or +inf found)")
     return h_norm
 
@@ -349,9 +350,8 @@ def weight_stats(weights, mask, advantages) -> dict[str, float]:
     if a.shape[0] != w.shape[0]:
         raise ValueError(f"advantages must have shape ({w.shape[0]},), got {tuple(a.shape)}")
     neg = m * (a < 0).to(w.dtype)[:, None]  # (N, T)
-    n_tok = m.sum().item()
-    n_neg = neg.sum().item()
+    n_tok, n_neg, w_neg, w_tok = host_floats([m.sum(), neg.sum(), (w * neg).sum(), (w * m).sum()])  # one transfer
     return {
-        "w_mean_neg": (w * neg).sum().item() / n_neg if n_neg else 1.0,
-        "effective_tokens_frac": (w * m).sum().item() / n_tok if n_tok else 1.0,
+        "w_mean_neg": w_neg / n_neg if n_neg else 1.0,
+        "effective_tokens_frac": w_tok / n_tok if n_tok else 1.0,
     }

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from qae_lab._checks import as_real_tensor, check_choice, check_finite_scalar, check_mask, checking_values
+from qae_lab._checks import host_floats, as_real_tensor, check_choice, check_finite_scalar, check_mask, checking_values
 from qae_lab.entropy_controls import ppo_clip_active
 from qae_lab.methods import LEDGER_PARTS
 
@@ -144,7 +144,9 @@ def update_advantages(advantages, log_ratio=None, clipped=None) -> torch.Tensor:
     return a
 
 
-def ledger_parts(terms, advantages, weights, hard_rows=None, *, normaliser: float | None = None) -> dict[str, float]:
+def ledger_parts(
+    terms, advantages, weights, hard_rows=None, *, normaliser: float | None = None, added: float = 0.0
+) -> dict[str, float]:
     r"""The ledger: the weighted sum of the terms, split by the sign of A and by the prompt's regime.
 
     Args:
@@ -153,7 +155,8 @@ def ledger_parts(terms, advantages, weights, hard_rows=None, *, normaliser: floa
         weights: (N, T) non-negative weights: the completion mask (a batch), or pi (a bandit's expectation).
         hard_rows: None, or (N,) bool: the response's prompt is hard for QAE (p <= 1-K). None: every row
             counts as neither, and the regime parts are 0.
-        normaliser: the sum is divided by this (> 0); None: by the weights' sum (the token count).
+        normaliser: the sum is divided by this (> 0); None: by the weights' sum (the token count) plus ``added``
+            (tokens outside ``weights`` that count: the rows a sparse update left out).
 
     Returns:
         dict of Python floats over :data:`LEDGER_PARTS`: ``dh`` (total), ``dh_pos`` / ``dh_neg``
@@ -171,11 +174,10 @@ def ledger_parts(terms, advantages, weights, hard_rows=None, *, normaliser: floa
     w = _same_shape(weights, d.shape, "weights").to(d)
     if checking_values() and bool((w < 0).any()):
         raise ValueError("weights must be >= 0")
-    n = float(w.sum()) if normaliser is None else check_finite_scalar(normaliser, "normaliser")
-    if n <= 0:
-        if normaliser is not None:
+    if normaliser is not None:
+        check_finite_scalar(normaliser, "normaliser")
+        if normaliser <= 0:
             raise ValueError(f"normaliser must be > 0, got {normaliser}")
-        return dict.fromkeys(LEDGER_PARTS, 0.0)  # no token: no change
     wd = w * d  # (N, T)
     if hard_rows is None:
         hard = torch.zeros(d.shape[0], dtype=torch.bool, device=d.device)
@@ -183,11 +185,18 @@ def ledger_parts(terms, advantages, weights, hard_rows=None, *, normaliser: floa
     else:
         hard = check_mask(hard_rows, (d.shape[0],), "hard_rows").to(d.device) > 0  # (N,)
         easy = ~hard
-    out = {}
+    names, sums = [], []
     for sign, sel in (("pos", a > 0), ("neg", a < 0)):
-        out[f"dh_{sign}"] = float((wd * sel).sum()) / n
+        names.append(f"dh_{sign}")
+        sums.append((wd * sel).sum())
         for regime, rows in (("hard", hard), ("easy", easy)):
-            out[f"dh_{regime}_{sign}"] = float((wd * (sel & rows[:, None])).sum()) / n
+            names.append(f"dh_{regime}_{sign}")
+            sums.append((wd * (sel & rows[:, None])).sum())
+    *values, total = host_floats([*sums, w.sum()])  # one read back to the host, the weights' sum with the parts
+    n = total + float(added) if normaliser is None else float(normaliser)
+    if n <= 0:
+        return dict.fromkeys(LEDGER_PARTS, 0.0)  # no token: no change
+    out = {name: v / n for name, v in zip(names, values)}
     out["dh"] = out["dh_pos"] + out["dh_neg"]  # A = 0 contributes nothing
     out["dh_hard"] = out["dh_hard_pos"] + out["dh_hard_neg"]
     out["dh_easy"] = out["dh_easy_pos"] + out["dh_easy_neg"]
@@ -244,11 +253,11 @@ def batch_ledger(
     if per_sequence:
         weights = m / m.sum(-1, keepdim=True).clamp(min=1.0)  # each response's tokens weigh 1 / |y_i|
         normaliser = float(m.shape[0] + skipped_rows)
-    else:
-        weights, normaliser = m, float(m.sum()) + skipped_tokens
-    if normaliser <= 0:
-        return dict.fromkeys(LEDGER_PARTS, 0.0)
-    return ledger_parts(terms, a_upd, weights, hard_rows, normaliser=normaliser)
+        if normaliser <= 0:
+            return dict.fromkeys(LEDGER_PARTS, 0.0)
+        return ledger_parts(terms, a_upd, weights, hard_rows, normaliser=normaliser)
+    # the token count, read back with the parts in one transfer; the rows left out still count in it
+    return ledger_parts(terms, a_upd, m, hard_rows, added=skipped_tokens)
 
 
 def bandit_ledger(z, r, b, *, hard: bool | None = None) -> dict[str, float]:

@@ -44,7 +44,7 @@ def test_ci_runs_exactly_the_readme_test_command():
     # Colab's whole stack, each package pinned exactly (what the install cells upgrade from)
     colab = {"torch": "2.11.0", "transformers": "5.15.0", "accelerate": "1.14.0", "peft": "0.20.0"}
     colab |= {"datasets": "4.0.0", "pyarrow": "18.1.0", "huggingface-hub": "1.27.0", "ipywidgets": "7.7.1"}
-    colab |= {"plotly": "5.24.1", "ipykernel": "6.17.1"}
+    colab |= {"plotly": "5.24.1", "ipykernel": "6.17.1", "numpy": "2.1.3", "anywidget": "0.9.21"}
     assert {name: stack.get(name) for name in colab} == colab
     assert "trl" not in stack  # not on Colab: the install cell brings it
 
@@ -58,6 +58,9 @@ def test_pyproject_dependencies():
     assert {"numpy", "plotly", "anywidget"} <= set(deps)
     extras = meta["optional-dependencies"]
     assert any(d.startswith("trl>=1.16") for d in extras["train"])
+    # vLLM through TRL's own extra (its vLLM bounds, aiohttp, requests), within the train extra's trl range
+    (trl,) = [d for d in extras["train"] if d.startswith("trl")]
+    assert extras["vllm"] == [trl.replace("trl", "trl[vllm]", 1)]
     assert {"transformers", "peft", "accelerate", "datasets"} <= {re.split(r"[<>=]", d)[0] for d in extras["train"]}
     assert any(d.startswith("jupyterlab") for d in extras["lab"])
 
@@ -241,6 +244,7 @@ OPTIONAL = (
     "qae_lab.lab.plots",
     "math_verify",
     "sympy",
+    "vllm",
 )  # the verify extra (qae_lab/task/verify.py) and the sympy it computes with
 
 

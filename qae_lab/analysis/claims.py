@@ -1,28 +1,23 @@
 r"""The papers' claims as data, and the one verdict on each in each setting the lab can test it in.
 
 Each claim of QAE (arXiv 2509.22611) and SA-AH-GRPO (arXiv 2606.05434) that the lab can measure is written
-once in :data:`CLAIMS`: the paper, the section, the statement, what is measured (side a against side b) and
-the direction the paper predicts. :data:`SETTINGS` are where the lab measures it, from the exact expected
-step of a softmax bandit (notebook 02) to the cpu-demo preset (notebook 05).
-:mod:`qae_lab.analysis.evidence` reads each claim's numbers in each setting from the committed data;
-:func:`verdict` judges them, in the one vocabulary of :data:`VERDICTS`, each word with one meaning:
+once in :data:`CLAIMS` (paper, section, statement, side a against side b, the predicted direction or a size's
+band); :data:`SETTINGS` are where the lab measures it, from a softmax bandit's exact expected step (notebook 02)
+to the cpu-demo preset (notebook 05). :mod:`qae_lab.analysis.evidence` reads the numbers from the committed data;
+:func:`verdict` judges them in the one vocabulary of :data:`VERDICTS`, each word with one meaning:
 
-* **holds**: the difference a - b has the predicted sign, and its 95% interval over the seeds (Student's t:
-  over the per-seed differences where seeds are paired, Welch's where they are not) excludes zero; for a claim
-  of a size (``expect="in"``: "about 80%"), the 95% interval of a lies inside the band :data:`CLAIMS` states;
+* **holds**: a - b has the predicted sign and its 95% interval over the seeds (Student's t, paired by seed where
+  they are, else Welch's) excludes zero; for a size (``expect="in"``), a's interval lies inside the band;
 * **reversed**: the interval excludes zero on the other side;
-* **outside the stated size**: a claim of a size whose measured interval lies wholly outside its band;
-* **no difference**: tested, but the interval includes zero (for a size: the band's edge): these seeds cannot
-  tell the sides apart, and the interval's half-width is how large a difference they could miss (for a claim
-  of the "no lower" kind, ``>=``, the outcome it allows);
-* **equal by construction**: the two sides are one number by construction (the evidence gives the reason, e.g.
-  a constant baseline cancels in the exact gradient) and agree to float rounding: nothing was tested;
-* **cannot be tested here**: the setting lacks what the claim is about (a control that never explodes or
-  collapses, a clip that never acts, fewer than two seeds), with the reason.
+* **outside the stated size**: a size whose interval lies wholly outside its band;
+* **no difference**: the interval includes zero; its half-width is shown beside it, with the paper's effect
+  where stated (an effect as large as the half-width is found only about half the time: no ceiling);
+* **at the band's edge**: a size whose interval reaches across an edge of its band;
+* **equal by construction**: the sides are one number by construction (the reason given) and agree to rounding;
+* **cannot be tested here**: the setting lacks what the claim is about, with the reason.
 
-:func:`scoreboard` gives one row per claim and setting (the verdict and the numbers behind it), :func:`matrix`
-the claims against the settings, one verdict a cell (where Prop. 4.2 holds and where not), and
-:func:`claim_card` the few rows of :data:`CARD` in plain words for the 90-minute route.
+:func:`scoreboard` gives a row per claim and setting, :func:`matrix` the claims against the settings, and
+:func:`claim_card` the rows of :data:`CARD` in plain words for the 90-minute route.
 """
 
 from __future__ import annotations
@@ -56,7 +51,8 @@ __all__ = [
 class Claim:
     r"""One claim: who makes it (``paper``, ``section``), what it says, what is measured (``a`` against ``b``, in
     ``measured``) and the direction the paper predicts of a - b: ``">"``, ``"<"``, or ``">="`` (a not below b); or,
-    for a claim of a size, ``"in"``: a lies in ``band`` (lo, hi), chosen for ``band_reason``."""
+    for a claim of a size, ``"in"``: a lies in ``band`` (lo, hi), chosen for ``band_reason``; ``effect``: the paper's
+    effect in the units the lab measures, where the paper states one (shown beside a null's interval)."""
 
     key: str
     paper: str
@@ -67,6 +63,7 @@ class Claim:
     expect: str
     band: tuple[float, float] | None = None
     band_reason: str = ""
+    effect: str = ""
 
     def __post_init__(self):
         if self.expect not in _EXPECT:
@@ -85,7 +82,7 @@ CLAIMS: tuple[Claim, ...] = (
         "hard_prop42",
         "QAE",
         "Prop. 4.2 (1)",
-        "on a hard prompt (p <= 1-K) the quantile baseline raises entropy no more than the mean baseline",
+        "on a hard prompt (p <= 1-K) the quantile baseline raises entropy less than the mean baseline",
         "quantile",
         "mean",
         "<",
@@ -94,7 +91,7 @@ CLAIMS: tuple[Claim, ...] = (
         "easy_prop42",
         "QAE",
         "Prop. 4.2 (2)",
-        "on an easy prompt (p > 1-K) the quantile baseline lowers entropy no more than the mean baseline",
+        "on an easy prompt (p > 1-K) the quantile baseline lowers entropy less than the mean baseline",
         "quantile",
         "mean",
         ">",
@@ -146,6 +143,7 @@ CLAIMS: tuple[Claim, ...] = (
         "quantile",
         "mean",
         ">",
+        effect="+0.085",  # 0.3969 -> 0.4823
     ),
     Claim("qae_passk", "QAE", "Table 1", "the quantile baseline keeps or improves pass@k", "quantile", "mean", ">="),
     Claim(
@@ -156,6 +154,7 @@ CLAIMS: tuple[Claim, ...] = (
         "SA-AH",
         "plain",
         "<",
+        effect="3.6x lower",
     ),
     Claim(
         "saah_update_variance",
@@ -174,6 +173,7 @@ CLAIMS: tuple[Claim, ...] = (
         "last third",
         "first third",
         "<",
+        effect="-72 tokens",  # 243 -> 171
     ),
     Claim(
         "saah_curriculum",
@@ -192,6 +192,7 @@ CLAIMS: tuple[Claim, ...] = (
         "SA-AH",
         "plain",
         ">",
+        effect="+0.018",  # 0.668 -> 0.686
     ),
     Claim(
         "neg_correct",
@@ -219,8 +220,10 @@ VERDICTS: dict[str, str] = {
     "the 95% interval of a lies inside the stated band)",
     "reversed": "a - b has the other sign and its 95% interval over the seeds excludes zero",
     "outside the stated size": "a claim of a size: the 95% interval of a lies wholly outside the stated band",
-    "no difference": "tested, but the 95% interval of a - b includes zero (a size: the band's edge): these seeds "
-    "cannot tell a and b apart; ± its half-width, how large a difference they could miss",
+    "no difference": "tested, but the 95% interval of a - b includes zero: these seeds cannot tell a and b apart; "
+    "± its half-width (an effect that large is found only about half the time: no ceiling)",
+    "at the band's edge": "a claim of a size: the 95% interval of a reaches across an edge of the stated band: these "
+    "seeds cannot tell whether it lies inside",
     "equal by construction": "a and b are one number by construction (the reason is given): nothing was tested",
     "cannot be tested here": "the setting lacks what the claim is about (the reason is given)",
 }
@@ -296,7 +299,7 @@ class Verdict(NamedTuple):
 
     @property
     def half(self) -> float | None:
-        """The 95% interval's half-width: how large a difference these seeds could miss (None: no interval)."""
+        """The 95% interval's half-width (None: no interval)."""
         return None if self.lo is None else (self.hi - self.lo) / 2
 
 
@@ -447,7 +450,7 @@ def _size_verdict(a: Sequence[float | None], band: tuple[float, float], why: str
     elif hi < lo_band or lo > hi_band:
         word = "outside the stated size"
     else:
-        word = "no difference"
+        word = "at the band's edge"
     return Verdict(word, m, None, None, lo, hi, len(xa), None)
 
 
@@ -484,8 +487,8 @@ def scoreboard(
 
     Columns: claim, paper, section, setting (with its variant), measured, a, b (each side's label and mean over
     seeds; a claim of a size: the band), a - b with its 95% interval (a size: a's own), seeds (agreeing / all, where
-    paired), verdict, why (the reason; for no difference, the half-width a difference could hide in; for a size,
-    the band's reason).
+    paired), verdict, why (the reason; for no difference, the 95% interval's half-width and the paper's effect where
+    it states one; for a size, the band's reason).
 
     >>> v = verdict([0.61, 0.72, 0.55], [0.50, 0.60, 0.45], ">")
     >>> row = scoreboard({("qae_pass1", "CPU preset", ""): ({"measured": "pass@1", "a": "qae", "b": "mean"}, v)})[0]
@@ -526,15 +529,23 @@ def scoreboard(
 
 
 def _half(v: Verdict) -> str:
-    """A no-difference verdict's half-width, two significant digits (0.044, 27): what its seeds could miss."""
+    """A null's 95% half-width, two significant digits (0.044, 27)."""
     return f"±{v.half:.2g}"
 
 
+def _null(claim: Claim, v: Verdict) -> str:
+    """A null's 95% interval over its seeds, with the paper's effect where the claim states one: the interval is no
+    ceiling (an effect as large as its half-width is found only about half the time), so the two are shown side by
+    side, not as what the seeds "could miss"."""
+    return f"95% interval {_half(v)} ({v.n} seeds)" + (f", paper's effect {claim.effect}" if claim.effect else "")
+
+
 def _why(claim: Claim, v: Verdict) -> str:
-    """The scoreboard's why: the verdict's reason, what a null could hide, or the band's reason."""
+    """The scoreboard's why: the verdict's reason, a null's interval (and the paper's effect), or the band's reason."""
     if v.word == "no difference":
-        missed = f"a difference within {_half(v)} (95% half-width, {v.n} seeds) could be missed"
-        return missed + (f"; band: {claim.band_reason}" if claim.band else "")
+        return _null(claim, v)
+    if v.word == "at the band's edge":
+        return f"95% interval {v.lo:.2f}-{v.hi:.2f} reaches across the band's edge; band: {claim.band_reason}"
     if claim.band is not None and v.word in ("holds", "outside the stated size"):
         return f"band: {claim.band_reason}"
     return v.why
@@ -543,8 +554,8 @@ def _why(claim: Claim, v: Verdict) -> str:
 def matrix(judged: Mapping[tuple[str, str, str], tuple[Mapping, Verdict]]) -> list[dict]:
     r"""The claims against the settings, one verdict a cell (a dash where a setting does not measure the claim; where it
     measures it more ways, each variant's verdict): one row per claim of :data:`CLAIMS` that some setting measures,
-    one column per setting of :data:`SETTINGS`. A "no difference" cell carries its interval's half-width (what its
-    seeds could miss, beside the size the claim states), a claim of a size its measured value.
+    one column per setting of :data:`SETTINGS`. A "no difference" cell carries its 95% interval's half-width (to read
+    beside the size the claim states), a claim of a size its measured value (at the band's edge: with its half-width).
 
     >>> v = verdict([0.61, 0.72, 0.55], [0.50, 0.60, 0.45], ">")
     >>> row = matrix({("qae_pass1", "CPU preset", ""): ({}, v), ("qae_pass1", "sums model", "SGD"): ({}, v)})[0]
@@ -574,7 +585,7 @@ def matrix(judged: Mapping[tuple[str, str, str], tuple[Mapping, Verdict]]) -> li
 def _cell(claim: Claim, v: Verdict) -> str:
     """A verdict as a matrix cell: the word, with a null's half-width or a size's measured value."""
     if claim.band is not None and v.a is not None:
-        return f"{v.word} ({v.a:.2f}" + (f" {_half(v)}" if v.word == "no difference" else "") + ")"
+        return f"{v.word} ({v.a:.2f}" + (f" {_half(v)}" if v.word == "at the band's edge" else "") + ")"
     if v.word == "no difference":
         return f"{v.word} {_half(v)}"
     return v.word
@@ -605,13 +616,13 @@ CARD: tuple[CardRow, ...] = (
 
 
 def _how_sure(claim: Claim, v: Verdict) -> str:
-    """The card's last column: how many seeds agree, how large a null could hide, or the measured size."""
+    """The card's last column: how many seeds agree, a null's interval (and the paper's effect), or the measured size."""
     if v.word == "cannot be tested here":
         return v.why
     if claim.band is not None:
         return f"measured {v.a:.2f} (95%: {v.lo:.2f}-{v.hi:.2f}), paper ~{sum(claim.band) / 2:.2f}"
     if v.word == "no difference":
-        return f"{v.n} seeds could miss up to {_half(v)}"
+        return _null(claim, v)
     if v.agree is not None:
         return f"{v.agree} of {v.n} seeds agree"
     return f"{v.n} seeds"
@@ -621,7 +632,7 @@ def claim_card(
     judged: Mapping[tuple[str, str, str], tuple[Mapping, Verdict]], rows: Sequence[CardRow] = CARD
 ) -> list[dict]:
     r"""The claim card: for each of ``rows`` (at most six), what the paper says, where the lab measured it, the verdict
-    and how sure (seeds agreeing, what a null could miss, a measured size), in plain words, from ``judged``
+    and how sure (seeds agreeing, a null's 95% interval beside the paper's effect, a measured size), in plain words, from ``judged``
     (:func:`qae_lab.analysis.evidence.judge_all`). The full matrix (:func:`matrix`) stays for researchers.
 
     >>> v = verdict([0.61, 0.72, 0.55], [0.50, 0.60, 0.45], ">")

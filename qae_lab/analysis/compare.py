@@ -337,10 +337,34 @@ def _base_row(row: Mapping, bases: Sequence[Mapping], baseline: str) -> Mapping 
     return next(comparable, default)
 
 
+def seed_difference(row: Mapping, base: Mapping, column: str):
+    r"""``column``'s a - b between two rows of :func:`summary_table` with its 95% interval
+    (:func:`qae_lab.analysis.claims.difference`): paired by seed where both groups ran the same known seeds and each
+    has a value for every one (as the lab's claims are judged: :mod:`qae_lab.analysis.evidence`), else Welch's.
+
+    >>> from qae_lab.analysis.grouping import group_runs
+    >>> runs = [Run(f"{m}{s}", m, s, {}, [{"step": 4}], None, None) for m in ("mean", "qae") for s in (0, 1, 2)]
+    >>> g = {x.method: x for x in group_runs([], runs)}
+    >>> a = {"group": g["qae"], "x": stat([0.62, 0.66, 0.7])}; b = {"group": g["mean"], "x": stat([0.5, 0.55, 0.6])}
+    >>> d = seed_difference(a, b, "x"); round(d.diff, 3), round(d.hi - d.lo, 3)  # paired: seed by seed
+    (0.11, 0.05)
+    """
+    a, b = row[column], base[column]
+    seeds = row["group"].seeds if "group" in row else None
+    paired = (
+        seeds is not None
+        and "group" in base
+        and None not in seeds
+        and list(seeds) == list(base["group"].seeds)
+        and a.n == b.n == len(seeds)
+    )
+    return difference(a.values, b.values, paired=paired)
+
+
 def versus_baseline(table: Sequence[Mapping], column: str, baseline: str = "mean", digits: int = 3) -> list[dict]:
     r"""Per row of :func:`summary_table`, ``column`` over seeds and its difference from a ``baseline`` group's, as table
     rows: ``group``, the column's Stat (mean ± std), ``seeds`` and ``- <baseline>``: a - b with its 95% interval
-    (:func:`qae_lab.analysis.claims.difference`, Welch's: the groups' seeds are not paired) where one is honest, else
+    (:func:`seed_difference`: paired by seed where both groups ran the same seeds, else Welch's) where one is honest, else
     why not (the baseline itself, groups that are not comparable, fewer than two seeds).
 
     A row's baseline is, among the rows of method ``baseline``, the first comparable with it (no
@@ -373,7 +397,7 @@ def versus_baseline(table: Sequence[Mapping], column: str, baseline: str = "mean
             elif min(s.n, b.n) < 2:
                 said = "not compared: fewer than two seeds"
             else:
-                d = difference(s.values, b.values, paired=False)
+                d = seed_difference(row, base, column)
                 said = f"{d.diff:+.{digits}f} [{d.lo:+.{digits}f}, {d.hi:+.{digits}f}]"
         rows.append({"group": row["method"], column: s, "seeds": None if s is None else s.n, f"- {baseline}": said})
     return rows

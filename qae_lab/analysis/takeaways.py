@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from qae_lab.analysis.claims import Verdict, verdict
+from qae_lab.analysis.claims import CLAIMS, Verdict, verdict
 from qae_lab.analysis.committed_data import load_prop42
 from qae_lab.analysis.evidence import judge
 
@@ -46,7 +46,7 @@ def bandit_training(data: Mapping | None = None, optimizer: str = "sgd") -> list
 
 
 def _said(v: Verdict) -> str:
-    """A verdict word, with a null's half-width (what its seeds could miss)."""
+    """A verdict word, with a null's 95% half-width."""
     return f"{v.word} (±{v.half:.2g})" if v.word == "no difference" else v.word
 
 
@@ -134,28 +134,40 @@ _MOVED = {  # what SA-AH's weights did to one update's variance (the claim: lowe
 }
 
 
+def _on(v: Verdict, what: str = "") -> str:
+    """A null's 95% half-width on the scale of plain GRPO's value (``what``: the quantity, named once)."""
+    return f"±{v.half:.2g} on {what}{v.b:.2g}"
+
+
 def saah_sentence() -> str:
     r"""SA-AH-GRPO's result in one sentence: its training variance and pass@1 on the lab's two small language models
-    (3 seeds), and one update's variance at a fixed policy on the exact sequence policy.
+    (3 seeds), and one update's variance at a fixed policy on the exact sequence policy. Where both are no difference
+    in both settings, each 95% half-width is given on the scale of plain GRPO's value in its setting (the settings'
+    scales differ some tenfold), with the paper's effect beside them.
 
     >>> saah_sentence()[:56]
     "On the lab's small language models SA-AH-GRPO's training"
     """
-    said = {}
-    for claim, what in (("saah_variance", "training variance"), ("saah_pass1", "pass@1")):
-        vs = [judge(claim, s)[1] for s in ("sums model", "CPU preset")]
-        said[what] = (
-            ("no different from plain GRPO's", max(v.half for v in vs))
-            if {v.word for v in vs} == {"no difference"}
-            else (" on the sums model and ".join(_said(v) for v in vs) + " on the CPU preset", None)
+    claims = {c.key: c for c in CLAIMS}
+    settings = ("CPU preset", "sums model")
+    tv, p1 = ({s: judge(claim, s)[1] for s in settings} for claim in ("saah_variance", "saah_pass1"))
+    if {v.word for v in (*tv.values(), *p1.values())} == {"no difference"}:
+        first, second = settings
+        halves = (
+            f"{_on(tv[first], 'a variance of ')} and {_on(p1[first], 'a pass@1 of ')} on the {first}, "
+            f"{_on(tv[second])} and {_on(p1[second])} on the {second}"
         )
-    (tv, tv_half), (p1, p1_half) = said.values()
-    if tv == p1 and tv_half is not None:
+        paper = f"the paper: {claims['saah_variance'].effect} variance and {claims['saah_pass1'].effect} pass@1"
         models = (
-            f"training variance and pass@1 were {tv} (3 seeds each, 95% half-widths ±{tv_half:.2g} and ±{p1_half:.2g})"
+            f"training variance and pass@1 could not be told apart from plain GRPO's ({tv[first].n} seeds; 95% "
+            f"half-width {halves}; {paper})"
         )
     else:
-        models = f"training variance was {tv} and its pass@1 {p1}"
+        tv_said, p1_said = (
+            f"{_said(v['sums model'])} on the sums model and {_said(v['CPU preset'])} on the CPU preset"
+            for v in (tv, p1)
+        )
+        models = f"training variance was {tv_said} and its pass@1 {p1_said}"
     flat, peaked = (judge("saah_update_variance", "sequence policy", f"{s} start")[1] for s in ("flat", "peaked"))
     update = (
         f"at a fixed policy its weights {_MOVED.get(flat.word, flat.word)} one update's variance from a flat start "

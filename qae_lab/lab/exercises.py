@@ -331,7 +331,7 @@ def check_neg_correct(fn: Callable) -> str:
     ...     groups = [r[i:i + g] for i in range(0, len(r), g)]
     ...     return sum(x >= t and x < sum(grp) / g for grp in groups for x in grp)
     >>> check_neg_correct(count)
-    'Correct: your count matches the mean baseline on 34 batches of composite rewards.'
+    'Correct: your count matches the mean baseline on 35 batches of composite rewards.'
     >>> print(check_neg_correct(lambda r, g, t: sum(x > t and x < sum(r) / len(r) for x in r)))
     Not yet: a reward equal to the threshold is correct too: count reward >= threshold.
     rewards [5.0, 7.5, 7.5, 2.0] in groups of 4, threshold 5.0: expected 1, got 0
@@ -344,6 +344,7 @@ def check_neg_correct(fn: Callable) -> str:
         ([5.0, 7.5, 7.5, 2.0], 4, 5.0),  # mean 5.5: the 5.0 is correct (= threshold) and below it -> 1
         ([7.5, 5.5, 5.5, 3.5], 4, 5.0),  # mean 5.5: both 5.5 sit at it, A = 0 -> 0
         ([5.5, 5.5, 5.5, 5.5], 4, 5.5),  # one value, at the threshold and at the mean -> 0
+        ([7.5, 0.0, 0.0, 0.0, 5.5, 7.5, 7.5, 7.5], 4, 5.0),  # means 1.875 and 6.875 (the batch's 4.4375): 5.5 -> 1
         ([5.5, 7.5, 0.0, 0.0, 7.5, 7.5, 5.5, 7.5], 4, 5.5),  # means 3.25 and 7.0: the second group's 5.5 -> 1
     ]
     cases = [(torch.tensor(r), g, t) for r, g, t in by_hand]
@@ -363,6 +364,8 @@ def check_neg_correct(fn: Callable) -> str:
                 hint = (
                     "an answer exactly at its group's mean gets A = 0, not a negative advantage: count reward < mean."
                 )
+            elif got == int((correct & (rewards < rewards.mean())).sum()):
+                hint = "that compares with the whole batch's mean: each group (G side by side) has its own mean."
             raise _NotYet(
                 f"rewards {rewards.tolist()} in groups of {g}, threshold {threshold}: expected {want}, got {got}", hint
             )
@@ -474,7 +477,7 @@ def check_prediction(prediction, change: UpdateChange, *, sign: str = "A > 0") -
     if prediction is None:
         return NO_PREDICTION
     if not isinstance(prediction, str) or prediction.strip().lower() not in PREDICTIONS:
-        raise ValueError(f'prediction must be "up" or "down" (or None before you decide), got {prediction!r}')
+        return f'Not yet: write PREDICTION = "up" or "down" (you wrote {prediction!r}), then run the cells again.'
     if not isinstance(change, UpdateChange):
         raise ValueError(f"change must be a qae_lab.lab.nb00_plain_grpo.UpdateChange, got {type(change).__name__}")
     guess = prediction.strip().lower()
@@ -543,7 +546,7 @@ def check_direction(
             100,
         )
     if not isinstance(prediction, str) or prediction.strip().lower() not in words:
-        raise ValueError(f"prediction must be one of {words} (or None before you decide), got {prediction!r}")
+        return f'Not yet: write PREDICTION = "up", "down" or "same" (you wrote {prediction!r}), then run this again.'
     for name, value in (("before", before), ("after", after), ("tolerance", tolerance)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise ValueError(f"{name} must be a finite number, got {value!r}")
@@ -581,7 +584,14 @@ def check_estimate(prediction, measured: float, *, quantity: str, tolerance: flo
     """
     if prediction is None:
         return f"No guess yet: set PREDICTION to a number ({quantity}), run that cell, then this one."
-    for name, value in (("prediction", prediction), ("measured", measured), ("tolerance", tolerance)):
+    if isinstance(prediction, bool) or not isinstance(prediction, (int, float)) or not math.isfinite(prediction):
+        return f"Not yet: write PREDICTION as a number, such as 50 (you wrote {prediction!r}), then run this again."
+    if unit == "%" and 0 < prediction <= 1 < measured:  # a share written as a fraction
+        return (
+            f"Not yet: PREDICTION is in percent: {prediction:g} means {prediction:g}%; did you mean "
+            f"{100 * prediction:g}? Write it in percent and run this again."
+        )
+    for name, value in (("measured", measured), ("tolerance", tolerance)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise ValueError(f"{name} must be a finite number, got {value!r}")
     if tolerance < 0:

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 import plotly.graph_objects as go
 import torch
 
+from qae_lab.analysis.claims import Verdict, verdict
 from qae_lab.lab.plots import line_figure
 from qae_lab.toys.bandit import (
     entropy_by_start,
@@ -165,11 +166,17 @@ def prop42_rows(data: Mapping) -> list[dict]:
     return rows
 
 
+def _judged(regime: str, v: Verdict) -> dict[str, str]:
+    """A training row's interval and verdict columns for one regime (Prop. 4.2's half on its prompts)."""
+    return {f"{regime}: QAE - mean [95%]": f"{v.diff:+.3f} [{v.lo:+.3f}, {v.hi:+.3f}]", f"{regime}: verdict": v.word}
+
+
 def training_rows(data: Mapping) -> list[dict]:
     r"""The committed training table (``data["training"]``): per optimiser and learning rate, each baseline's mean over
     the replicates of the hard prompts' peak entropy over its start and of the easy prompts' entropy at the file's
     ``easy_step`` over its start, and in how many replicates QAE's is lower (hard) and higher (easy) than the mean
-    baseline's: the directions Prop. 4.2 predicts.
+    baseline's: the directions Prop. 4.2 predicts; then QAE - mean with its 95% interval over the paired replicates
+    and :func:`qae_lab.analysis.claims.verdict`'s word, as :func:`qae_lab.analysis.takeaways.bandit_training` judges.
 
     >>> training_rows(_TINY)[0]["hard: QAE lower in"], training_rows(_TINY)[0]["easy H(2) / H(0), QAE"]
     ('0 of 2', 0.4)
@@ -187,9 +194,11 @@ def training_rows(data: Mapping) -> list[dict]:
                 "hard peak / start, mean": statistics.fmean(m["hard_peak"]),
                 "hard peak / start, QAE": statistics.fmean(q["hard_peak"]),
                 "hard: QAE lower in": f"{sum(a < b for a, b in zip(q['hard_peak'], m['hard_peak']))} of {n}",
+                **_judged("hard", verdict(q["hard_peak"], m["hard_peak"], "<")),
                 f"{easy}, mean": statistics.fmean(m["easy_h"]),
                 f"{easy}, QAE": statistics.fmean(q["easy_h"]),
                 "easy: QAE higher in": f"{sum(a > b for a, b in zip(q['easy_h'], m['easy_h']))} of {n}",
+                **_judged("easy", verdict(q["easy_h"], m["easy_h"], ">")),
             }
         )
     return rows

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from qae_lab.analysis.compare import Run, metric_curves, series
 from qae_lab.analysis.stats import stat, training_variance
 
-__all__ = ["first_last_rows", "plain_variance_rows", "sampling_floor", "column_stat"]
+__all__ = ["first_last_rows", "plain_variance_rows", "sampling_floor", "column_stat", "column_row"]
 
 
 def first_last_rows(groups: Sequence, metric: str, window: int) -> list[dict]:
@@ -68,6 +68,17 @@ def sampling_floor(runs: Iterable[Run]) -> float:
     if not values:
         raise ValueError("runs hold no rewards")
     return statistics.fmean(values)
+
+
+def column_row(table: Sequence[Mapping], method: str, column: str) -> Mapping:
+    r"""The :func:`qae_lab.analysis.compare.summary_table` row labelled ``method`` (the first), which has a value in
+    ``column`` (for :func:`qae_lab.analysis.compare.seed_difference`); raises as :func:`column_stat`.
+
+    >>> column_row([{"method": "qae", "x": stat([0.03, 0.05])}], "qae", "x")["method"]
+    'qae'
+    """
+    column_stat(table, method, column)  # the checks
+    return next(row for row in table if row["method"] == method)
 
 
 def column_stat(table: Sequence[Mapping], method: str, column: str):

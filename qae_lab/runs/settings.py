@@ -109,7 +109,7 @@ _CLASSES = {
     # QAEConfig's own, and RunArgs
     + """ baseline quantile_k quantile_method advantage_eps token_weighting alpha entropy_top_k sparse_update
         success_threshold success_reward fast_generation compile_generation advantage_mask cov_penalty clip_cov_ratio
-        dynamic_sampling dynamic_sampling_max_rounds
+        dynamic_sampling dynamic_sampling_max_rounds dynamic_sampling_oversample
         clip_cov_lb clip_cov_ub kl_cov_ratio kl_cov_coef regime_eval_steps regime_eval_samples regime_eval_prompts
         reflection_words model task levels n_train n_eval gsm8k_path lora lora_r eval_samples eval_batch_size
         eval_max_new_tokens evaluate save_model torch_threads dtype reward""",

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from transformers import GenerationConfig
+from transformers.generation import logits_process
 from trl import GRPOConfig
 
 from qae_lab._checks import (
@@ -44,7 +45,7 @@ from qae_lab._checks import (
 )
 from qae_lab.storage.folder import TENSORBOARD_DIR
 from qae_lab.task.behaviour import REFLECTION_WORDS, reflection_pattern
-from qae_lab.task.models import check_attention
+from qae_lab.task.models import EXPERTS_IMPLEMENTATIONS, check_attention
 from qae_lab.entropy_controls import ADVANTAGE_MASKS, COV_PENALTIES, check_ratio
 from qae_lab.methods import (
     BASELINES,
@@ -58,13 +59,16 @@ from qae_lab.methods import (
 
 __all__ = [
     "QAEConfig",
+    "as_qae_config",
     "refuse_code_and_credentials",
     "MAX_STEPS",
     "MAX_REPEATS",
     "MAX_WORKERS",
     "MAX_BEAMS",
     "MODEL_INIT_KEYS",
+    "MODEL_INIT_CODE",
     "GENERATION_KEYS",
+    "VLLM_SAMPLING_KEYS",
     "REPLACED_CODE_OPTIONS",
 ]
 
@@ -100,14 +104,12 @@ def _pad_multiple(v) -> bool:  # TRL reads "auto" (128 on Neuron, else None) and
     return v is None or v == "auto" or (isinstance(v, str) and v.strip().isdigit()) or _in(1, _INF)[0](v)
 
 
-# GRPOConfig / TrainingArguments fields neither transformers nor TRL range-checks: name -> (test, allowed)
+# GRPOConfig / TrainingArguments fields neither transformers nor TRL range-checks (GRPOConfig.__post_init__ takes
+# each's out-of-range value): name -> (test, allowed). Not here: what theirs refuses with a message naming the field
+# (warmup_steps: TrainingArguments), and the sampling values (temperature, top_p, top_k, min_p, repetition_penalty),
+# which transformers' own logits warpers check (_sampling_problems) and vLLM's SamplingParams with use_vllm=True.
 _SETTING_RANGES = {
     "learning_rate": _in(0, _INF),
-    "temperature": _in(0, _INF, lo_open=True),
-    "top_p": _in(0, 1, lo_open=True),
-    "min_p": _in(0, 1, none=True),
-    "top_k": _in(0, _INF, none=True),
-    "repetition_penalty": _in(0, _INF, lo_open=True),
     "max_completion_length": _in(1, _INF),
     "num_generations": _in(2, _INF),
     "num_generations_eval": _in(1, _INF, none=True),
@@ -123,7 +125,6 @@ _SETTING_RANGES = {
     "save_total_limit": _in(1, MAX_STEPS, none=True),
     "weight_decay": _in(0, _INF),
     "max_grad_norm": _in(0, _INF),
-    "warmup_steps": _in(0, _INF),
     "seed": _in(0, 2**32 - 1),
     "vllm_gpu_memory_utilization": _in(0, 1, lo_open=True),
     "vllm_tensor_parallel_size": _in(1, _INF),
@@ -158,6 +159,7 @@ _SETTING_RANGES = {
     "regime_eval_samples": _in(1, _INF),
     "regime_eval_prompts": _in(2, _INF),
     "dynamic_sampling_max_rounds": _in(1, MAX_REPEATS),
+    "dynamic_sampling_oversample": _in(1, MAX_REPEATS),
 }
 _INT_SETTINGS = (
     "max_completion_length",
@@ -169,7 +171,6 @@ _INT_SETTINGS = (
     "steps_per_generation",
     "save_total_limit",
     "seed",
-    "top_k",
     "max_steps",
     "vllm_tensor_parallel_size",
     "per_device_eval_batch_size",
@@ -198,7 +199,12 @@ _TRANSFORMERS_GENERATION = {"fast_generation": False, "compile_generation": Fals
 MAX_BEAMS = 64
 """Beams of a beam search in ``generation_kwargs`` (``num_beams``, ``num_beam_groups``): each multiplies the
 generation batch; sampling, what GRPO does, uses 1."""
-_LENGTH_KEYS = ("max_new_tokens", "min_new_tokens")  # completion tokens
+_LENGTH_KEYS = (
+    "max_new_tokens",
+    "min_new_tokens",
+    "max_tokens",
+    "min_tokens",
+)  # completion tokens (vLLM: the last two)
 _WINDOW_KEYS = ("max_length", "min_length", "max_cache_len")  # prompt and completion tokens together
 MAX_PROMPT_TOKENS = 32_768
 """The prompt tokens a ``generation_kwargs`` window (``max_length``, ``max_cache_len``) may add to
@@ -228,11 +234,61 @@ def _generation_size_problems(cfg) -> list[str]:
         value = kwargs.get(key)
         if value is not None and not (isinstance(value, int) and 1 <= value <= MAX_BEAMS):
             bad.append(f"generation_kwargs.{key} must be a whole number in [1, {MAX_BEAMS}] (MAX_BEAMS), got {value!r}")
-    if kwargs.get("num_return_sequences") not in (None, 1):
-        bad.append(
-            f"generation_kwargs.num_return_sequences must be 1 (TRL generates one completion a row, each group's "
-            f"rows repeat its prompt: num_generations sets the group size), got {kwargs['num_return_sequences']!r}"
-        )
+    for key in ("num_return_sequences", "n"):  # transformers', vLLM's
+        if kwargs.get(key) not in (None, 1):
+            bad.append(
+                f"generation_kwargs.{key} must be 1 (TRL generates one completion a row, each group's rows repeat "
+                f"its prompt: num_generations sets the group size), got {kwargs[key]!r}"
+            )
+    return bad
+
+
+# transformers' logits warpers for GRPOConfig's sampling fields, each built when transformers' generate builds it
+# (GenerationMixin._get_logits_processor, under do_sample=True): their constructors are transformers' checks
+_WARPERS = {
+    "temperature": (lambda v: v != 1.0, lambda v: logits_process.TemperatureLogitsWarper(v)),
+    "top_k": (lambda v: v != 0, lambda v: logits_process.TopKLogitsWarper(top_k=v)),
+    "top_p": (lambda v: v < 1.0, lambda v: logits_process.TopPLogitsWarper(top_p=v)),
+    "min_p": (lambda v: True, lambda v: logits_process.MinPLogitsWarper(min_p=v)),
+    "repetition_penalty": (lambda v: v != 1.0, lambda v: logits_process.RepetitionPenaltyLogitsProcessor(penalty=v)),
+}
+
+
+def _sampling_problems(cfg) -> list[str]:
+    r"""The sampling values (``temperature``, ``top_k``, ``top_p``, ``min_p``, ``repetition_penalty``, or the same
+    keys of ``generation_kwargs``, which TRL applies after them) that the generator would refuse at its first step,
+    in its own words, now. transformers (``use_vllm=False``): its logits warpers' constructors, as ``generate``
+    builds them (``top_k=-1``, vLLM's old "no top-k", and ``temperature=0`` fail there: TRL samples). vLLM: its
+    ``SamplingParams`` where vLLM is installed, and ``temperature`` > 0 in any case: vLLM would decode greedily
+    (0), but TRL divides the logits by it for the log-probs the loss uses (0 gives NaN)."""
+    kwargs = cfg.generation_kwargs if isinstance(cfg.generation_kwargs, dict) else {}
+    values = {name: kwargs.get(name, getattr(cfg, name)) for name in _WARPERS}
+    where = {name: f"generation_kwargs.{name}" if name in kwargs else name for name in _WARPERS}
+    bad = []
+    if cfg.use_vllm:
+        t = values["temperature"]
+        if not (isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0):
+            bad.append(
+                f"{where['temperature']} must be > 0, got {t!r}: TRL divides the logits by it for the log-probs the "
+                f"loss uses (0, vLLM's greedy decoding, gives NaN; and a group of identical completions learns nothing)"
+            )
+        if importlib.util.find_spec("vllm") is not None:
+            from vllm import SamplingParams  # the vllm extra: imported only when it is installed and used
+
+            try:
+                SamplingParams(**{**{k: v for k, v in values.items() if v is not None}, **kwargs})
+            except (ValueError, TypeError) as err:  # vLLM's own validation (VLLMValidationError is a ValueError)
+                bad.append(f"generation_kwargs / sampling settings refused by vLLM's SamplingParams: {err}")
+        return bad
+    for name, (applies, build) in _WARPERS.items():
+        value = values[name]
+        if value is None:
+            continue
+        try:
+            if applies(value):
+                build(value)
+        except (ValueError, TypeError) as err:  # transformers' message names the setting (`top_k`, `temperature`)
+            bad.append(f"{where[name]}={value!r}: transformers' generate would refuse it: {err}")
     return bad
 
 
@@ -240,8 +296,8 @@ def _check_training_settings(cfg) -> None:
     r"""Refuse the trainer settings that would fail late or train silently wrong, each named with its range.
 
     ``max_steps`` must be -1 (train ``num_train_epochs`` epochs) or >= 1: 0 would run one step at
-    learning rate 0 and other negatives silently train by epochs. ``temperature`` must be > 0
-    (sampling; greedy decoding gives a group identical completions and so zero advantages).
+    learning rate 0 and other negatives silently train by epochs. The sampling values are the generator's own
+    checks (:func:`_sampling_problems`).
     """
     bad = []
     for name in _INT_SETTINGS:
@@ -263,6 +319,7 @@ def _check_training_settings(cfg) -> None:
             f"every logged step in memory), got {cfg.max_steps}"
         )
     bad += _generation_size_problems(cfg)
+    bad += _sampling_problems(cfg)
     for name, (test, allowed) in _SETTING_RANGES.items():
         if hasattr(cfg, name) and not test(getattr(cfg, name)):
             bad.append(f"{name} must be {allowed}, got {getattr(cfg, name)!r}")
@@ -270,26 +327,102 @@ def _check_training_settings(cfg) -> None:
         raise ValueError("; ".join(bad))
 
 
-# what model_init_kwargs may hold (TRL passes it to from_pretrained for the reference model and reward models):
-# keys that choose precision, placement, revision and attention, none that fetches or runs code
+# what model_init_kwargs may hold (TRL passes it to from_pretrained for the policy, the reference model and reward
+# models): every keyword transformers' PreTrainedModel.from_pretrained documents or reads (transformers 5.x: its
+# docstring and its kwargs.pop calls), and use_cache (a config attribute it forwards), less the internal ones
+# (_commit_hash, _from_auto, _from_pipeline) and those in MODEL_INIT_CODE, refused by name
+MODEL_INIT_CODE = {
+    "use_kernels": "loads kernels from the Hub (the kernels package), code no one here wrote",
+    "kernel_config": "maps layers to kernels from the Hub, code no one here wrote",
+    "allow_all_kernels": "lets from_pretrained load any Hub kernel a model names, code no one here wrote",
+    "kernels_mode": "chooses how Hub kernels load, code no one here wrote",
+    "tqdm_class": "is a class from_pretrained calls: a setting of a file or the command line names no code",
+}
 MODEL_INIT_KEYS = (
-    "dtype",
-    "torch_dtype",
-    "attn_implementation",
+    "adapter_kwargs",
+    "adapter_name",
+    "attn_implementation",  # transformers' own only (check_attention)
+    "cache_dir",
+    "config",
     "device_map",
+    "device_mesh",
+    "disable_mmap",
+    "distributed_config",
+    "dtype",
+    "experts_implementation",  # transformers' own only (EXPERTS_IMPLEMENTATIONS)
+    "force_download",
+    "fusion_config",
+    "generation_config",
+    "gguf_file",
+    "ignore_mismatched_sizes",
+    "key_mapping",
+    "local_files_only",
     "low_cpu_mem_usage",
-    "revision",
+    "max_memory",
+    "offload_buffers",
+    "offload_folder",
+    "output_loading_info",
+    "proxies",
     "quantization_config",
-    "use_cache",
+    "revision",
+    "state_dict",
+    "subfolder",
+    "torch_dtype",
+    "tp_plan",
+    "tp_size",
     "trust_remote_code",  # false only
+    "use_cache",
+    "use_safetensors",
+    "variant",
+    "weights_only",  # true only: false unpickles, which runs code
 )
-# what generation_kwargs may hold: the fields of transformers' GenerationConfig (TRL builds one from them), and the
-# sampling fields of vLLM's SamplingParams that it lacks (TRL hands them to vLLM when use_vllm=True); not the
-# arguments of generate() that fetch or run code (custom_generate, trust_remote_code)
+# what generation_kwargs may hold: TRL hands it to transformers' GenerationConfig (use_vllm=False) or to vLLM's
+# SamplingParams (use_vllm=True), both as grpo_config.py's help says. The fields of GenerationConfig (the installed
+# transformers), and every input field of SamplingParams (vLLM 0.31, vllm/sampling_params.py: the range TRL 1.16's
+# vllm extra allows); not the arguments of generate() that fetch or run code (custom_generate, trust_remote_code)
+VLLM_SAMPLING_KEYS = (
+    "n",  # 1 only (_generation_size_problems)
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "seed",
+    "stop",
+    "stop_token_ids",
+    "ignore_eos",
+    "max_tokens",
+    "min_tokens",
+    "logprobs",
+    "prompt_logprobs",
+    "prompt_logprob_token_ids",
+    "prompt_logprob_start",
+    "logprob_token_ids",
+    "flat_logprobs",
+    "detokenize",
+    "skip_special_tokens",
+    "spaces_between_special_tokens",
+    "include_stop_str_in_output",
+    "output_kind",
+    "stream_interval",
+    "skip_clone",
+    "structured_outputs",
+    "logit_bias",
+    "allowed_token_ids",
+    "extra_args",
+    "bad_words",
+    "skip_reading_prefix_cache",
+    "thinking_token_budget",
+    "repetition_detection",
+    "routed_experts_prompt_start",
+    "trace_decode_token_ids",
+)
 GENERATION_KEYS = tuple(
     sorted(
         {k for k in GenerationConfig().to_dict() if not k.startswith("_") and k != "transformers_version"}
-        | {"stop", "stop_token_ids", "presence_penalty", "frequency_penalty", "min_tokens", "ignore_eos"}
+        | set(VLLM_SAMPLING_KEYS)
     )
 )
 
@@ -317,6 +450,9 @@ REPLACED_CODE_OPTIONS: dict[str, str] = {
     "top_entropy_quantile": "TRL's get_high_entropy_mask, applied in qae_lab.loss.grpo_loss: " + _OFF,
     "entropy_coef": "LossSettings.entropy_coef (a fixed bonus; adaptive: TRL's loss): " + _OFF,
     "max_completion_length": "LossSettings.max_completion_length (dr_grpo's constant normaliser): " + _OFF,
+    "gradient_accumulation_steps": "LossScale.accumulation (the Trainer's current_gradient_accumulation_steps: every "
+    "loss type divides by it in training): "
+    "tests/train/test_trl_options.py::test_several_micro_batches_per_generation_step_as_trl",
     "steps_per_generation": "LossScale.steps_per_generation (dapo's generation-batch normaliser): "
     "tests/test_loss.py::test_each_loss_type_reduces_as_trl_and_sparse_rows_stay_in_the_denominators, "
     "tests/train/test_trl_options.py::test_several_micro_batches_per_generation_step_as_trl",
@@ -403,6 +539,23 @@ def refuse_code_and_credentials(cfg, *, read: bool = True) -> None:
             f"reads any value but False as true), which qae_lab never does: models load as transformers' own "
             f"architectures, from safetensors. Leave {where} out, or set it to false (the Qwen2.5 models need no "
             f"remote code)"
+        )
+    for key, why in MODEL_INIT_CODE.items():
+        if key in kwargs:
+            raise ValueError(
+                f"model_init_kwargs.{key} {why}, which qae_lab never runs: leave it out (transformers' own attention "
+                f"and kernels need none)"
+            )
+    if kwargs.get("weights_only", True) is not True:
+        raise ValueError(
+            f"model_init_kwargs.weights_only={kwargs['weights_only']!r} would unpickle a checkpoint, which runs any "
+            f"code the file holds: leave it out (true), and load safetensors"
+        )
+    experts = kwargs.get("experts_implementation")
+    if experts is not None and experts not in EXPERTS_IMPLEMENTATIONS:
+        raise ValueError(
+            f"model_init_kwargs.experts_implementation must be one of transformers' own {EXPERTS_IMPLEMENTATIONS}, "
+            f"got {experts!r}: another would fetch and run a kernel from the Hub"
         )
     for problem in (
         _unknown_keys(cfg.model_init_kwargs, "model_init_kwargs", MODEL_INIT_KEYS),
@@ -565,9 +718,9 @@ class QAEConfig(GRPOConfig):
     >>> cfg = QAEConfig(output_dir="runs/doc", use_cpu=True, report_to=[], quantile_k=0.6, token_weighting="sa_ah")
     >>> cfg.baseline, cfg.quantile_k, cfg.token_weighting, cfg.alpha
     ('quantile', 0.6, 'sa_ah', 0.5)
-    >>> QAEConfig(output_dir="runs/doc", use_cpu=True, report_to=[], temperature=0.0)
+    >>> QAEConfig(output_dir="runs/doc", use_cpu=True, report_to=[], quantile_k=1.5)
     Traceback (most recent call last):
-    ValueError: temperature must be a number in (0, inf), got 0.0
+    ValueError: quantile_k must lie in the open interval (0, 1), got 1.5
     """
 
     baseline: str = field(
@@ -716,16 +869,24 @@ class QAEConfig(GRPOConfig):
         metadata={
             "help": "DAPO's dynamic sampling (Yu et al. 2025, arXiv 2503.14476, sec. 3.2): drop the groups whose "
             "advantages are all 0 (no learning signal) and refill the generation batch with groups generated for "
-            "further prompts of the training set (qae_lab.train.dynamic_sampling). One process, map-style "
-            "training set."
+            "the next prompts of the epoch's order that the batch does not hold (qae_lab.train.dynamic_sampling; "
+            "verl's DAPO recipe, algorithm.filter_groups). One process, map-style training set."
         },
     )
     dynamic_sampling_max_rounds: int = field(
         default=10,
         metadata={
             "help": "Generation rounds a batch may take with dynamic_sampling, the first included (verl's DAPO "
-            "recipe caps at 10); past the cap the batch is completed with groups without signal, counted in "
-            "dynamic_sampling/groups_without_signal."
+            "recipe caps at 10 and stops the run there); past the cap the batch is completed with groups without "
+            "signal, counted in dynamic_sampling/groups_without_signal."
+        },
+    )
+    dynamic_sampling_oversample: float = field(
+        default=1.0,
+        metadata={
+            "help": "With dynamic_sampling, each refill round generates for ceil(this x the groups still needed) "
+            "prompts (at least 1.0; verl's DAPO recipe over-samples with gen_batch_size = 3 x train_batch_size); "
+            "the groups with signal beyond the batch's size are dropped."
         },
     )
     reflection_words: list[str] = field(
@@ -786,3 +947,46 @@ class QAEConfig(GRPOConfig):
                 "dynamic_sampling with scale_rewards='batch' would scale each group by the std of the round it was "
                 "generated in, not of the batch it trains in: set scale_rewards='group' or 'none'"
             )
+
+
+# what a QAEConfig adds to a GRPOConfig at its defaults, said when one is made from a GRPOConfig (as_qae_config)
+_QAE_DEFAULTS_SAID = (
+    "baseline='quantile' (QAE, arXiv 2509.22611: the group's K-quantile instead of its mean, quantile_k=0.4), "
+    "sparse_update=True (the rows with advantage 0 skip the forward and backward; same gradient); every other QAE "
+    "and SA-AH knob off (token_weighting='none'). baseline='mean' trains as GRPOTrainer"
+)
+
+
+def as_qae_config(args, model) -> QAEConfig:
+    r"""The :class:`QAEConfig` that :class:`~qae_lab.train.trainer.QAETrainer` trains with, given what a
+    ``GRPOTrainer`` takes as ``args``: a QAEConfig as it is; a ``GRPOConfig`` as a QAEConfig with every field it set
+    and QAE's own fields at their defaults; None as TRL does (``GRPOConfig(f"{model_name}-GRPO")``), named
+    ``{model_name}-QAE``. The last two say so in one ``UserWarning`` naming what QAE adds.
+
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as said:
+    ...     warnings.simplefilter("always")
+    ...     cfg = as_qae_config(GRPOConfig(output_dir="runs/doc", use_cpu=True, report_to=[], top_k=5), "Qwen/Qwen2.5-0.5B")
+    >>> type(cfg).__name__, cfg.top_k, cfg.baseline, cfg.quantile_k, sum("got a GRPOConfig" in str(w.message) for w in said)
+    ('QAEConfig', 5, 'quantile', 0.4, 1)
+    """
+    if isinstance(args, QAEConfig):
+        return args
+    if args is not None and not isinstance(args, GRPOConfig):
+        raise ValueError(f"args must be a trl.GRPOConfig or a QAEConfig (or None), got {type(args).__name__}")
+    if args is None:
+        name = model if isinstance(model, str) else model.config._name_or_path
+        made, source = QAEConfig(f"{name.split('/')[-1]}-QAE"), "no args"
+    else:
+        values = {f.name: getattr(args, f.name) for f in dataclasses.fields(args) if f.init}
+        if values["steps_per_generation"] is not None:  # TRL's __post_init__ derived the other of the two
+            values["generation_batch_size"] = None
+        made, source = QAEConfig(**values), f"a {type(args).__name__}"
+    warnings.warn(
+        f"QAETrainer got {source}: it trains with a QAEConfig holding every GRPOConfig setting"
+        f"{'' if args is not None else ' at its default'} (output_dir={made.output_dir!r}), and QAE's at theirs: "
+        f"{_QAE_DEFAULTS_SAID}",
+        UserWarning,
+        stacklevel=3,
+    )
+    return made

@@ -1,19 +1,26 @@
 r"""DAPO's dynamic sampling inside TRL's generation batch: the prompts a refill draws and the batch it assembles.
 
-DAPO (Yu et al. 2025, arXiv 2503.14476, sec. 3.2) over-samples, drops every group without a learning
-signal and refills the batch up to its size, with a cap on the generation rounds. ``QAETrainer`` does it
-when ``dynamic_sampling=True``: the first round is TRL's own generation batch; each further round
-generates for as many prompts again, drawn by :func:`refill_prompts`; the signal of a group is
-:func:`qae_lab.advantages.signal_groups` of the advantages in force; :func:`assemble` takes the first
-groups with signal, round by round, into one batch of TRL's size and layout. The decisions (what "no
-signal" means under QAE, what happens at the cap) are in docs/dynamic-sampling.md.
+DAPO (Yu et al. 2025, arXiv 2503.14476, sec. 3.2) over-samples, drops every group without a learning signal and
+refills the batch up to its size, with a cap on the generation rounds; verl's recipe (``dapo/dapo_ray_trainer.py``)
+takes each round's prompts from its dataloader, the next ones of the epoch. ``QAETrainer`` does it when
+``dynamic_sampling=True``: the first round is TRL's own generation batch; each further round generates for
+``ceil(dynamic_sampling_oversample x groups still needed)`` prompts, the next ones of the order TRL's sampler walks
+(:func:`epoch_walk`) that the batch does not hold yet (:func:`refill_prompts`); the signal of a group is
+:func:`qae_lab.advantages.signal_groups` of the advantages in force; :func:`assemble` takes the first groups with
+signal, round by round, into one batch of TRL's size and layout. Where this departs from verl (the refill prompts are
+not consumed from the epoch, the first round is not over-sampled, the cap pads instead of raising) and why:
+docs/dynamic-sampling.md.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Hashable, Iterator
+from fractions import Fraction
+
 import torch
 
-__all__ = ["refill_prompts", "assemble", "ROW_KEYS", "PADDED_KEYS"]
+__all__ = ["PADDED_KEYS", "ROW_KEYS", "assemble", "epoch_order", "epoch_walk", "refill_prompts", "refill_size"]
 
 # the generation batch's keys that assemble() knows, each with where it pads and with what; any other key is refused
 # (a multimodal batch's pixel values, say): None pads with the tokenizer's pad id
@@ -31,22 +38,78 @@ PADDED_KEYS = {
 ROW_KEYS = ("advantages", "prompt_hard")  # (N,) one value per response
 
 
-def refill_prompts(n_rows: int, n: int, *, seed: int, step: int, round_: int) -> list[int]:
-    r"""The dataset rows a refill round generates for: ``n`` of ``range(n_rows)``, without repeats while
-    ``n <= n_rows``, drawn by a generator seeded from the run's ``seed``, the ``step`` and the ``round_``,
-    so a resumed run draws what the uninterrupted one would.
+def epoch_order(n_rows: int, epoch: int, *, seed: int, shuffle: bool = True) -> list[int]:
+    r"""The rows of the training set in the order TRL's ``RepeatSampler`` walks epoch ``epoch`` (from 0) of a run:
+    one generator seeded with ``seed``, one ``randperm`` per epoch (``range(n_rows)`` when ``shuffle`` is off).
 
-    >>> refill_prompts(10, 4, seed=0, step=3, round_=1) == refill_prompts(10, 4, seed=0, step=3, round_=1)
+    >>> epoch_order(4, 0, seed=0, shuffle=False)
+    [0, 1, 2, 3]
+    >>> sorted(epoch_order(4, 1, seed=0)) == [0, 1, 2, 3] and epoch_order(4, 1, seed=0) == epoch_order(4, 1, seed=0)
     True
-    >>> sorted(refill_prompts(3, 3, seed=0, step=0, round_=1))
-    [0, 1, 2]
     """
-    if n_rows < 1:
-        raise ValueError(f"dynamic_sampling needs a training set with at least one row, got {n_rows}")
-    gen = torch.Generator().manual_seed(hash((seed, step, round_)) & (2**63 - 1))
+    if not shuffle:
+        return list(range(n_rows))
+    gen = torch.Generator().manual_seed(seed)
+    for _ in range(epoch):  # the permutations of the epochs before
+        torch.randperm(n_rows, generator=gen)
+    return torch.randperm(n_rows, generator=gen).tolist()
+
+
+def epoch_walk(n_rows: int, batch_size: int, generation: int, *, seed: int, shuffle: bool = True) -> Iterator[int]:
+    r"""The rows TRL's sampler hands out after generation batch ``generation`` (from 0, counted over the run): the
+    rest of its epoch, then the whole next epoch; each epoch's trailing ``n_rows % batch_size`` rows, which the
+    sampler drops, are left out here too.
+
+    Args:
+        n_rows: rows of the training set.
+        batch_size: B, prompts a generation batch holds (TRL's generation batch size / G).
+        generation: the generation batch whose refills are drawn (TRL's ``_step`` // (``steps_per_generation`` x
+            ``num_iterations``)).
+        seed, shuffle: TRL's sampler's (``args.seed``, ``shuffle_dataset``).
+
+    >>> list(epoch_walk(5, 2, 0, seed=0, shuffle=False))  # batch 0 held rows 0, 1; row 4 is dropped by the sampler
+    [2, 3, 0, 1, 2, 3]
+    >>> list(epoch_walk(5, 2, 1, seed=0, shuffle=False))  # the last batch of epoch 0: epoch 1 follows
+    [0, 1, 2, 3]
+    """
+    chunks = n_rows // batch_size
+    if chunks < 1:
+        raise ValueError(
+            f"dynamic_sampling needs a training set of at least one batch ({batch_size} rows), got {n_rows}"
+        )
+    epoch, position = divmod(generation, chunks)
+    yield from epoch_order(n_rows, epoch, seed=seed, shuffle=shuffle)[(position + 1) * batch_size : chunks * batch_size]
+    yield from epoch_order(n_rows, epoch + 1, seed=seed, shuffle=shuffle)[: chunks * batch_size]
+
+
+def refill_size(needed: int, oversample: float) -> int:
+    r"""Prompts a refill round generates for: ``ceil(oversample x needed)``, in exact arithmetic on the decimal
+    ``oversample`` (``1.1 * 10`` is 11.000000000000002 in floats, whose ceiling would be 12).
+
+    >>> refill_size(10, 1.1), refill_size(3, 1.0), refill_size(3, 1.5), refill_size(2, 3)
+    (11, 3, 5, 6)
+    """
+    return math.ceil(Fraction(str(oversample)) * needed)
+
+
+def refill_prompts(walk: Iterator[int], n: int, taken: set, prompt_of: Callable[[int], Hashable]) -> list[int]:
+    r"""The next ``n`` rows of ``walk`` whose prompts are not in ``taken`` (the batch's and earlier rounds'), which it
+    extends with theirs; fewer when the walk runs out.
+
+    >>> walk, taken = epoch_walk(6, 2, 0, seed=0, shuffle=False), {"p0", "p1"}  # batch 0 held rows 0, 1
+    >>> refill_prompts(walk, 3, taken, lambda i: f"p{i}"), refill_prompts(walk, 3, taken, lambda i: f"p{i}")
+    ([2, 3, 4], [5])
+    >>> refill_prompts(walk, 3, taken, lambda i: f"p{i}")  # epoch 1 holds no prompt the batch lacks
+    []
+    """
     rows: list[int] = []
-    while len(rows) < n:
-        rows += torch.randperm(n_rows, generator=gen)[: n - len(rows)].tolist()
+    while len(rows) < n:  # a row is pulled from the walk only when one is still needed
+        row = next(walk, None)
+        if row is None:
+            break
+        if prompt_of(row) not in taken:
+            taken.add(prompt_of(row))
+            rows.append(row)
     return rows
 
 

@@ -25,18 +25,23 @@ from contextlib import contextmanager
 
 import torch
 
-__all__ = ["generation_policy", "keep_base_weights", "lora_base_params", "silence_trl_deprecation"]
+__all__ = ["generation_policy", "keep_base_weights", "lora_base_params", "trl_deprecation_hidden"]
 
 
-def silence_trl_deprecation() -> None:
-    """Hide the one FutureWarning that TRL's ``unwrap_model_for_generation`` causes at every generation.
+@contextmanager
+def trl_deprecation_hidden():
+    """Hide, inside the block only, the one FutureWarning that TRL's generation (``unwrap_model_for_generation``,
+    ``disable_gradient_checkpointing``) and PEFT's wrapping cause at every call.
 
-    It reads transformers' deprecated ``is_gradient_checkpointing`` alias. The warning is addressed to
+    They read transformers' deprecated ``is_gradient_checkpointing`` alias. The warning is addressed to
     TRL, not to whoever trains: shown, it lands under a notebook's cell (or a live run's dashboard) as
-    if something were wrong. Only that message is filtered; :class:`~qae_lab.train.trainer.QAETrainer` calls
-    this when it is built (a filter added at import could be undone by a ``catch_warnings`` block).
+    if something were wrong. Only that message is filtered, and ``warnings.catch_warnings`` gives the process its
+    own filters back when the block ends. :class:`~qae_lab.train.trainer.QAETrainer` wraps its ``__init__`` and
+    ``_generate_and_score_completions`` in it (as a decorator: a fresh block per call).
     """
-    warnings.filterwarnings("ignore", message=r"`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+        yield
 
 
 def _lora_layers(model: torch.nn.Module) -> list[tuple[torch.nn.Module, str, torch.nn.Module]]:

@@ -37,7 +37,7 @@ from accelerate.utils import gather_object
 from transformers.trainer_callback import ExportableState
 from trl import GRPOTrainer
 
-from qae_lab._checks import value_checks
+from qae_lab._checks import host_floats, value_checks
 from qae_lab.advantages import advantage_stats, group_advantages, hard_regime, signal_groups
 from qae_lab.entropy_controls import sign_masked_advantages
 from qae_lab.horizon import head_normalised_entropy, normalise_entropy
@@ -68,9 +68,15 @@ from qae_lab.storage.staged import StagedCheckpoints
 from qae_lab.task.answers import completion_text
 from qae_lab.task.behaviour import behaviour_stats, diversity_stats
 from qae_lab.task.models import check_model_files
-from qae_lab.train.config import QAEConfig, check_lab_loss_options, refuse_code_and_credentials, uses_trl_loss
-from qae_lab.train.dynamic_sampling import assemble, refill_prompts
-from qae_lab.train.generation import generation_policy, keep_base_weights, silence_trl_deprecation
+from qae_lab.train.config import (
+    QAEConfig,  # noqa: F401  (the doctests build one)
+    as_qae_config,
+    check_lab_loss_options,
+    refuse_code_and_credentials,
+    uses_trl_loss,
+)
+from qae_lab.train.dynamic_sampling import assemble, epoch_walk, refill_prompts, refill_size
+from qae_lab.train.generation import generation_policy, keep_base_weights, trl_deprecation_hidden
 
 __all__ = ["QAETrainer"]
 
@@ -239,6 +245,11 @@ def _check_dynamic_sampling(trainer) -> None:
         )
 
 
+def _prompt_key(row: dict) -> str:
+    """What makes two training rows the same prompt for dynamic sampling: their ``prompt`` (text or messages)."""
+    return repr(row["prompt"])
+
+
 class KnobsCheckpoint(transformers.TrainerCallback, ExportableState):
     """Puts the knobs in force, and those of the trainer's config, in each checkpoint: transformers writes
     :meth:`state` into ``trainer_state.json`` (``stateful_callbacks``); :class:`_StepFromState` reads them back when a
@@ -337,14 +348,20 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
     ``importance_sampling_ratio``, ``num_items_in_batch``.
     """
 
+    @trl_deprecation_hidden()  # PEFT's wrapping reads a deprecated alias: that one warning, in here only
     def __init__(self, *args, **kwargs):
-        silence_trl_deprecation()
         _check_private_members(GRPOTrainer)  # the methods, before anything loads
         # before TRL's __init__ loads anything: the config (again: a field may have changed since it was built) and a
         # model given by name (its config.json may name a kernel from the Hub)
-        config = kwargs.get("args", args[2] if len(args) > 2 else None)
-        if not isinstance(config, QAEConfig):
-            raise ValueError("args must be a qae_lab.train.config.QAEConfig")
+        args, kwargs = list(args), dict(kwargs)
+        # a GRPOConfig or none, as GRPOTrainer takes: a QAEConfig of its settings and QAE's defaults, said once
+        config = as_qae_config(
+            kwargs.get("args", args[2] if len(args) > 2 else None), args[0] if args else kwargs.get("model")
+        )
+        if len(args) > 2:
+            args[2] = config
+        else:
+            kwargs["args"] = config
         refuse_code_and_credentials(config)
         model = kwargs.get("model", args[0] if args else None)
         rewards = kwargs.get("reward_funcs", args[1] if len(args) > 1 else None)
@@ -455,33 +472,45 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
             return super()._generate_single_turn(*args, **kwargs)
 
     # ---------------------------------------------------------------- advantages
+    @trl_deprecation_hidden()  # TRL's generation reads a deprecated alias: that one warning, in here only
     def _generate_and_score_completions(self, inputs):
         mode = "train" if self.model.training else "eval"
         g = self.num_generations if mode == "train" else self.num_generations_eval
         first = self._generate_round(inputs, mode, g)
         if mode == "eval" or not self.args.dynamic_sampling:
             return first
-        return self._dynamic_sampling(first, len(inputs) // g, g)
+        return self._dynamic_sampling(first, inputs, len(inputs) // g, g)
 
-    def _dynamic_sampling(self, first: dict, n_groups: int, g: int) -> dict:
-        """DAPO's dynamic sampling (:mod:`qae_lab.train.dynamic_sampling`): refill rounds until ``n_groups`` groups
-        carry signal or ``dynamic_sampling_max_rounds`` rounds are spent; ``dynamic_sampling/*`` metrics."""
-        rounds = [first]
-        signal = [signal_groups(first["advantages"], g)]
-        found = int(signal[0].sum())
-        while found < n_groups and len(rounds) < self.args.dynamic_sampling_max_rounds:
-            rows = refill_prompts(
-                len(self.train_dataset), n_groups, seed=self.args.seed, step=self._step, round_=len(rounds)
-            )
-            out = self._generate_round([self.train_dataset[i] for i in rows for _ in range(g)], "train", g)
-            rounds.append(out)
-            signal.append(signal_groups(out["advantages"], g))
-            found += int(signal[-1].sum())
-        batch, short = assemble(rounds, signal, g, n_groups, _pad_token_id(self.processing_class))
+    def _dynamic_sampling(self, first: dict, inputs: list, n_groups: int, g: int) -> dict:
+        """DAPO's dynamic sampling (:mod:`qae_lab.train.dynamic_sampling`; verl's ``filter_groups``): refill rounds of
+        ``ceil(dynamic_sampling_oversample x groups still needed)`` prompts, the next ones of the epoch's order that
+        the batch lacks, until ``n_groups`` groups carry signal, ``dynamic_sampling_max_rounds`` rounds are spent or
+        the order holds no new prompt; ``dynamic_sampling/*`` metrics."""
+        a, data = self.args, self.train_dataset
+        generation = self._step // (a.steps_per_generation * self.num_iterations)  # TRL's generation batches so far
+        walk = epoch_walk(len(data), n_groups, generation, seed=a.seed, shuffle=self.shuffle_dataset)
+        taken = {_prompt_key(row) for row in inputs}  # (B*G,) rows, G per prompt
+        calls, signal = [first], [signal_groups(first["advantages"], g)]
+        found, rounds = int(signal[0].sum()), 1
+        while found < n_groups and rounds < a.dynamic_sampling_max_rounds:
+            need = refill_size(n_groups - found, a.dynamic_sampling_oversample)
+            rows = refill_prompts(walk, need, taken, lambda i: _prompt_key(data[i]))
+            if not rows:  # the rest of the epoch and the next hold no prompt the batch lacks: as at the cap
+                break
+            rounds += 1
+            for start in range(0, len(rows), n_groups):  # calls of at most TRL's generation batch (its memory)
+                out = self._generate_round(
+                    [data[i] for i in rows[start : start + n_groups] for _ in range(g)], "train", g
+                )
+                calls.append(out)
+                signal.append(signal_groups(out["advantages"], g))
+                found += int(signal[-1].sum())
+        batch, short = assemble(calls, signal, g, n_groups, _pad_token_id(self.processing_class))
+        generated = sum(int(s.numel()) for s in signal)  # groups generated over all rounds
         metrics = self._metrics["train"]
-        metrics[DYNAMIC_SAMPLING_ROUNDS].append(float(len(rounds)))
-        metrics[DYNAMIC_SAMPLING_GENERATIONS].append(float(len(rounds) * n_groups * g))
-        metrics[DYNAMIC_SAMPLING_GROUPS_DROPPED].append(float(len(rounds) * n_groups - found))
+        metrics[DYNAMIC_SAMPLING_ROUNDS].append(float(rounds))
+        metrics[DYNAMIC_SAMPLING_GENERATIONS].append(float(generated * g))
+        metrics[DYNAMIC_SAMPLING_GROUPS_DROPPED].append(float(generated - found))
         metrics[DYNAMIC_SAMPLING_GROUPS_WITHOUT_SIGNAL].append(float(short))
         metrics[DYNAMIC_SAMPLING_ZERO_ADV_FRAC].append(float((batch["advantages"] == 0).float().mean()))
         return batch
@@ -616,8 +645,8 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
             return super()._compute_loss(model, inputs)
         settings = self.loss_settings()  # the knobs in force now, for this whole micro-batch
         training = self.model.training
-        keep = self._kept_rows(inputs["advantages"]) if self._sparse_active(settings) else None
-        if keep is not None and not bool(keep.any()):  # nothing to learn from: a zero loss with a graph
+        keep, skipped = self._kept_rows(inputs) if self._sparse_active(settings) else (None, 0.0)
+        if keep is not None and skipped < 0:  # nothing to learn from (no row kept): a zero loss with a graph
             if settings.token_weighting != "none":  # the alpha in force, also when no row is weighted
                 self._metrics["train"][SAAH_ALPHA].append(settings.alpha)
             sums = self._left_out_entropy_sums(model, inputs, ~keep)  # TRL's entropy: of every row
@@ -631,7 +660,7 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
             num_processes=self.accelerator.num_processes,
             steps_per_generation=self.args.steps_per_generation if training else 1,
             rows=None if keep is None else keep.numel(),
-            skipped_tokens=0.0 if keep is None else float(self._loss_mask(inputs)[~keep].sum()),
+            skipped_tokens=skipped,
         )
         logps, entropies, aux_loss, h_norm = self._forward(model, batch, settings)
         forking = (
@@ -671,16 +700,22 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
             )
         return loss
 
-    def _kept_rows(self, advantages: torch.Tensor) -> torch.Tensor | None:
-        """The rows a sparse update keeps (A != 0), or None when that is every row."""
-        keep = advantages != 0
+    def _kept_rows(self, inputs: dict) -> tuple[torch.Tensor | None, float]:
+        """The rows a sparse update keeps (A != 0), or None when that is every row, and the real tokens of the rows
+        it leaves out (-1 when it keeps none): one read back to the host for both."""
+        keep = inputs["advantages"] != 0
         if self.accelerator.num_processes > 1:
             # the loss's metrics gather per-row values across ranks: every rank keeps the same number of rows
             # (padding with zero-advantage rows, which add nothing to the loss)
-            n_keep = int(self.accelerator.gather(keep.sum().reshape(1)).max())
+            n_keep, n_own = host_floats(
+                torch.cat([self.accelerator.gather(keep.sum().reshape(1)).max().reshape(1), keep.sum().reshape(1)])
+            )
             keep = keep.clone()
-            keep[(~keep).nonzero().flatten()[: n_keep - int(keep.sum())]] = True
-        return None if bool(keep.all()) else keep
+            keep[(~keep).nonzero().flatten()[: int(n_keep - n_own)]] = True
+        n_keep, skipped = host_floats([keep.sum(), self._loss_mask(inputs)[~keep].sum()])
+        if n_keep == keep.numel():
+            return None, 0.0
+        return keep, (skipped if n_keep else -1.0)
 
     def _forward(self, model, batch: dict, settings: LossSettings):
         """The model's forward on a micro-batch: log-probs (B, T), entropies (B, T), the auxiliary loss and,
@@ -705,9 +740,10 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
             h_norm = normalise_entropy(entropies.float(), vocab)
         elif top_k is not None:  # the hidden state at position p predicts token p + 1, as the fused head scores it
             head = self.accelerator.unwrap_model(model).get_output_embeddings()
-            h_norm = head_normalised_entropy(
-                torch.cat(hidden), head.weight, head.bias, temperature=self.temperature, top_k=top_k
-            ).float()
+            with value_checks(False):  # the step's own forward: no finiteness check (a read back) inside the step
+                h_norm = head_normalised_entropy(
+                    torch.cat(hidden), head.weight, head.bias, temperature=self.temperature, top_k=top_k
+                ).float()
         return logps, entropies, aux_loss, h_norm
 
     def _policy_forward(self, model, batch: dict, aux_loss: bool = False):
@@ -754,31 +790,35 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         for name, value in out.metrics.items():
             metrics[name].append(value)
 
-        def global_mean(x: torch.Tensor) -> float:  # per token over the mask, or per response (sequence ratios)
+        def global_mean(x: torch.Tensor) -> torch.Tensor:  # per token over the mask, or per response (sequence ratios)
             local = (
                 torch.stack([x.sum(), torch.tensor(float(x.shape[0]), device=x.device)])
                 if x.shape[1] == 1
                 else torch.stack([(x * mask).sum(), mask.sum().to(x.dtype)])
             )
             total = self.accelerator.reduce(local, reduction="sum")
-            return (total[0] / total[1].clamp(min=1.0)).item()
+            return total[0] / total[1].clamp(min=1.0)
 
         def row_means(x: torch.Tensor) -> torch.Tensor:
             return x.squeeze(1) if x.shape[1] == 1 else (x * mask).sum(-1) / mask.sum(-1)
 
         stats = out.token_stats
+        found = {}  # TRL's metrics as device numbers, read back to the host together (one transfer)
         if stats["kl"] is not None:
-            metrics["kl"].append(global_mean(stats["kl"]))
+            found["kl"] = global_mean(stats["kl"])
         for side in ("low", "high", "region"):
-            metrics[f"clip_ratio/{side}_mean"].append(global_mean(stats[f"clip_{side}"].float()))
-        metrics["clip_ratio/low_min"].append(
-            torch.nanquantile(self.accelerator.gather(row_means(stats["clip_low"].float())), 0.0).item()
+            found[f"clip_ratio/{side}_mean"] = global_mean(stats[f"clip_{side}"].float())
+        found["clip_ratio/low_min"] = torch.nanquantile(
+            self.accelerator.gather(row_means(stats["clip_low"].float())), 0.0
         )
-        metrics["clip_ratio/high_max"].append(
-            torch.nanquantile(self.accelerator.gather(row_means(stats["clip_high"].float())), 1.0).item()
+        found["clip_ratio/high_max"] = torch.nanquantile(
+            self.accelerator.gather(row_means(stats["clip_high"].float())), 1.0
         )
         if settings.entropy_coef:
-            metrics["policy_loss"].append(self.accelerator.gather(stats["policy_loss"]).nanmean().item())
+            found["policy_loss"] = self.accelerator.gather(stats["policy_loss"]).nanmean()
+        for name, value in zip(found, host_floats(list(found.values()))):
+            metrics[name].append(value)
+        if settings.entropy_coef:
             if mode == "train" and self.accelerator.sync_gradients:
                 metrics["entropy_coef"].append(settings.entropy_coef)
 
@@ -798,7 +838,8 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         }
         if set(sub) <= _TRIMMABLE | {"prompt_ids", "prompt_mask", "advantages", "num_items_in_batch", "prompt_hard"}:
             m = sub["completion_mask"]
-            width = int(m.sum(0).nonzero().max()) + 1 if bool(m.any()) else 1
+            # one past the last column any kept row reaches (1 when none does), in one read back to the host
+            width = max(int((m.any(0) * torch.arange(1, m.shape[1] + 1, device=m.device)).max()), 1)
             t = m.shape[1]
             sub.update(
                 {k: sub[k][:, :width] for k in _TRIMMABLE & set(sub) if sub[k].dim() == 2 and sub[k].shape[1] == t}

@@ -140,6 +140,7 @@ def test_each_claim_once_with_its_paper_section_and_direction():
         "reversed",
         "outside the stated size",
         "no difference",
+        "at the band's edge",
         "equal by construction",
         "cannot be tested here",
     }
@@ -190,9 +191,9 @@ def test_a_share_is_judged_against_its_stated_band_not_against_the_other_baselin
     assert verdict([0.40, 0.41, 0.42], None, "in", band=(0.70, 0.90)).word == "outside the stated size"
     # straddling the edge: mean 0.70, [0.675, 0.725]: the seeds cannot tell it from the edge
     straddle = verdict([0.69, 0.70, 0.71], None, "in", band=(0.70, 0.90))
-    assert straddle.word == "no difference" and straddle.half == pytest.approx(0.02484, abs=1e-5)
+    assert straddle.word == "at the band's edge" and straddle.half == pytest.approx(0.02484, abs=1e-5)
     # a mean inside the band is not enough: 0.71, [0.685, 0.735], reaches below 0.70
-    assert verdict([0.70, 0.71, 0.72], None, "in", band=(0.70, 0.90)).word == "no difference"
+    assert verdict([0.70, 0.71, 0.72], None, "in", band=(0.70, 0.90)).word == "at the band's edge"
     assert verdict([0.8], None, "in", band=(0.7, 0.9)).word == "cannot be tested here"
     with pytest.raises(ValueError, match="a band goes with expect='in'"):
         verdict([0.8, 0.8], [0.5, 0.5], ">", band=(0.7, 0.9))
@@ -229,7 +230,7 @@ def test_a_null_shows_how_large_a_difference_its_seeds_could_miss():
     assert v.word == "no difference" and v.half == pytest.approx(0.14975, abs=1e-5)
     judged = {("qae_pass1", "CPU preset", ""): ({"measured": "pass@1", "a": "quantile", "b": "mean"}, v)}
     [row] = scoreboard(judged)
-    assert row["why"] == "a difference within ±0.15 (95% half-width, 3 seeds) could be missed"
+    assert row["why"] == "95% interval ±0.15 (3 seeds), paper's effect +0.085"
     assert matrix(judged)[0]["CPU preset"] == "no difference ±0.15"
     # a verdict that holds carries no half-width in its cell
     held = verdict([0.61, 0.72, 0.55], [0.50, 0.60, 0.45], ">")
@@ -246,7 +247,7 @@ def test_the_claim_card_is_six_plain_rows_of_four_columns():
         "the paper says": "QAE raises pass@1",
         "measured on": "CPU demo model",
         "verdict": "no difference",
-        "how sure": "3 seeds could miss up to ±0.15",
+        "how sure": "95% interval ±0.15 (3 seeds), paper's effect +0.085",
     }
     with pytest.raises(ValueError, match="at most six rows"):
         claim_card(judged, CARD + CARD[:1])
@@ -260,3 +261,40 @@ def test_sides_equal_but_for_float_rounding_are_no_difference():
     b = [0.3, 0.6, 1.2]
     assert all(x > y for x, y in zip(a, b))
     assert verdict(a, b, ">").word == "no difference"
+
+
+# ---------------------------------------------------------------- each word one meaning; claims worded as tested
+
+
+def test_a_size_at_its_bands_edge_has_its_own_word_not_no_difference():
+    # mean 0.73, sd 0.02: [0.680, 0.780] reaches below 0.70
+    v = verdict([0.71, 0.73, 0.75], None, "in", band=(0.70, 0.90))
+    assert v.word == "at the band's edge" and v.word in VERDICTS
+    assert "size" in VERDICTS["at the band's edge"] and "band" not in VERDICTS["no difference"]
+    judged = {("sparsity", "CPU preset", ""): ({"measured": "share", "a": "quantile", "b": "the stated size"}, v)}
+    assert matrix(judged)[0]["CPU preset"] == "at the band's edge (0.73 ±0.05)"
+    [row] = scoreboard(judged)
+    assert row["verdict"] == "at the band's edge" and row["why"].startswith("95% interval 0.68-0.78 reaches across")
+    # a difference claim never gets the size's word
+    assert verdict([0.40, 0.62, 0.52], [0.45, 0.55, 0.50], ">").word == "no difference"
+
+
+def test_a_null_is_worded_as_its_interval_beside_the_papers_effect_not_as_a_ceiling():
+    v = verdict([0.40, 0.62, 0.52], [0.45, 0.55, 0.50], "<")
+    judged = {("saah_variance", "CPU preset", ""): ({"measured": "var", "a": "SA-AH", "b": "plain"}, v)}
+    [row] = scoreboard(judged)
+    assert row["why"] == "95% interval ±0.15 (3 seeds), paper's effect 3.6x lower"
+    [card] = claim_card(judged, [CARD[5]])
+    assert card["how sure"] == "95% interval ±0.15 (3 seeds), paper's effect 3.6x lower"
+    # a claim without a stated effect shows the interval alone
+    judged = {("hard_prop42", "sequence policy", "SGD"): ({"measured": "m", "a": "q", "b": "m"}, v)}
+    assert claim_card(judged, [CARD[2]])[0]["how sure"] == "95% interval ±0.15 (3 seeds)"
+    assert not any("could miss" in text for text in (*VERDICTS.values(), row["why"], card["how sure"]))
+
+
+def test_prop42_claims_are_worded_as_the_strict_comparison_they_are_tested_by():
+    by_key = {c.key: c for c in CLAIMS}
+    for key, expect in (("hard_prop42", "<"), ("easy_prop42", ">")):
+        claim = by_key[key]
+        assert claim.expect == expect and "less than the mean baseline" in claim.statement
+        assert "no more than" not in claim.statement

@@ -304,8 +304,8 @@ def _groups(r, g):
             lambda r, g, t: sum(x >= t and x <= sum(grp) / g for grp in _groups(r, g) for x in grp),
             "exactly at its group",
         ),
-        # the mean of the whole batch, not each group's: refused (its hint depends on the case it fails first)
-        (lambda r, g, t: sum(x >= t and x < sum(r) / len(r) for x in r), ""),
+        # the mean of the whole batch, not each group's
+        (lambda r, g, t: sum(x >= t and x < sum(r) / len(r) for x in r), "the whole batch's mean"),
     ],
 )
 def test_neg_correct_refuses_the_plausible_slips_hint_first(count, hint):
@@ -369,9 +369,9 @@ def test_prediction_partly_on_the_rewarded_completions():
 def test_prediction_unset_says_what_to_do_and_a_bad_one_is_refused():
     assert ex.check_prediction(None, _change([-0.9, -2.5, -3.5])) == ex.NO_PREDICTION
     assert 'PREDICTION = "up" or "down"' in ex.NO_PREDICTION
-    for bad in ("sideways", 1, True):
-        with pytest.raises(ValueError, match="prediction must be"):
-            ex.check_prediction(bad, _change([-0.9, -2.5, -3.5]))
+    for bad in ("sideways", 1, True):  # the participant's slip: a verdict saying what to write, not a traceback
+        said = ex.check_prediction(bad, _change([-0.9, -2.5, -3.5]))
+        assert said.startswith('Not yet: write PREDICTION = "up" or "down"') and repr(bad) in said, said
     with pytest.raises(ValueError, match="UpdateChange"):
         ex.check_prediction("up", {"delta": [0.1]})
     with pytest.raises(ValueError, match="sign must be one of"):
@@ -402,9 +402,9 @@ def test_check_direction_says_right_wrong_same_and_refuses_bad_input():
     assert check_direction("up", 1.0, 1.05, tolerance=0.1, **kw).startswith("Wrong")  # within tolerance: same
     assert check_direction("same", 1.0, 1.05, **kw).startswith("Wrong")
     assert "No prediction yet" in check_direction(None, 1.0, 2.0, **kw)
-    for bad in ("sideways", 1, True):
-        with pytest.raises(ValueError, match="prediction must be one of"):
-            check_direction(bad, 1.0, 2.0, **kw)
+    for bad in ("sideways", "higher", 1, True):
+        said = check_direction(bad, 1.0, 2.0, **kw)
+        assert said.startswith('Not yet: write PREDICTION = "up", "down" or "same"') and repr(bad) in said, said
     with pytest.raises(ValueError, match="after must be a finite number"):
         check_direction("up", 1.0, float("nan"), **kw)
     with pytest.raises(ValueError, match="tolerance must be >= 0"):
@@ -431,9 +431,13 @@ def test_check_estimate_says_right_or_how_far_off(guess, measured, tolerance, ve
 
 def test_check_estimate_refuses_bad_input():
     assert ex.check_estimate(None, 1.0, quantity="q", tolerance=1).startswith("No guess yet")
-    for bad in ("80", float("nan"), True):
-        with pytest.raises(ValueError, match="prediction must be a finite number"):
-            ex.check_estimate(bad, 1.0, quantity="q", tolerance=1)
+    for bad in ("80", "80%", float("nan"), True):
+        said = ex.check_estimate(bad, 1.0, quantity="q", tolerance=1)
+        assert said.startswith("Not yet: write PREDICTION as a number") and repr(bad) in said, said
+    said = ex.check_estimate(0.8, 79.4, quantity="q", tolerance=10, unit="%")  # a fraction for a percentage
+    assert said.startswith("Not yet: PREDICTION is in percent") and "did you mean 80?" in said, said
+    with pytest.raises(ValueError, match="measured must be a finite number"):
+        ex.check_estimate(50, float("nan"), quantity="q", tolerance=1)
     with pytest.raises(ValueError, match="tolerance must be >= 0"):
         ex.check_estimate(1, 1.0, quantity="q", tolerance=-1)
 

@@ -337,9 +337,14 @@ def test_a_model_folder_naming_a_hub_kernel_is_refused_before_anything_loads(tmp
     from trl import GRPOConfig
 
     marker = tmp_path / "ran"
-    for args in (GRPOConfig(output_dir=str(tmp_path / "o"), report_to=[], use_cpu=True), None):
-        with pytest.raises(ValueError, match="args must be a qae_lab.train.config.QAEConfig"):
-            QAETrainer(model=str(evil), reward_funcs=[lambda completions, **kw: [0.0] * len(completions)], args=args)
+    # a GRPOConfig (converted, as GRPOTrainer takes it) or none (TRL's default: on a CPU its bf16 is refused first):
+    # either way refused before the folder's model loads
+    rewards = [lambda completions, **kw: [0.0] * len(completions)]
+    grpo = GRPOConfig(output_dir=str(tmp_path / "o"), report_to=[], use_cpu=True)
+    with pytest.warns(UserWarning, match="got a GRPOConfig"), pytest.raises(ValueError, match="attn_implementation"):
+        QAETrainer(model=str(evil), reward_funcs=rewards, args=grpo)
+    with pytest.raises(ValueError, match=r"attn_implementation must be one of|bf16"):
+        QAETrainer(model=str(evil), reward_funcs=rewards, args=None)
     assert not marker.exists()
     cfg = QAEConfig(output_dir=str(tmp_path / "o"), report_to=[], use_cpu=True)
     with pytest.raises(ValueError, match=r"attn_implementation must be one of"):

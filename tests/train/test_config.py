@@ -102,8 +102,6 @@ def test_config_defaults_and_accepted_values(tmp_path):
         ("max_steps", -3, "-1 (train"),
         ("learning_rate", -1.0, "a number in [0, inf)"),
         ("learning_rate", math.nan, "a number in [0, inf)"),
-        ("temperature", 0.0, "a number in (0, inf)"),
-        ("top_p", 0.0, "a number in (0, 1]"),
         ("beta", -0.5, "a number in [0, inf)"),
         ("epsilon_high", -1.0, "a number in [0, inf) or None"),
         ("max_completion_length", 0, "a number in [1, inf)"),
@@ -131,6 +129,7 @@ def test_config_defaults_and_accepted_values(tmp_path):
     ],
 )
 def test_training_settings_are_range_checked_with_their_names(tmp_path, field, value, allowed):
+    # the fields here: ones GRPOConfig.__post_init__ takes out of range (test_trls_own_checks_are_not_repeated)
     with pytest.raises(ValueError, match=rf"{field} must be {re.escape(allowed)}"):
         QAEConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to=[], **{field: value})
     QAEConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to=[])  # the defaults pass
@@ -151,7 +150,14 @@ def build(tmp_path, **kwargs):
         ({"model_init_kwargs": {"trust_remote_code": True}}, "model_init_kwargs.trust_remote_code=true would run"),
         # a string: from_pretrained reads any value but False as true
         ({"model_init_kwargs": {"trust_remote_code": "false"}}, "model_init_kwargs.trust_remote_code='false' would"),
-        ({"model_init_kwargs": {"use_kernels": True}}, r"model_init_kwargs may hold only dtype, .*; got use_kernels"),
+        ({"model_init_kwargs": {"use_kernels": True}}, r"model_init_kwargs.use_kernels loads kernels from the Hub"),
+        ({"model_init_kwargs": {"kernel_config": {}}}, r"model_init_kwargs.kernel_config maps layers to kernels from"),
+        ({"model_init_kwargs": {"weights_only": False}}, r"model_init_kwargs.weights_only=False would unpickle"),
+        (
+            {"model_init_kwargs": {"experts_implementation": "deepgemm"}},
+            r"model_init_kwargs.experts_implementation must be one of transformers' own",
+        ),
+        ({"model_init_kwargs": {"from_tf": True}}, r"model_init_kwargs may hold only adapter_kwargs, .*; got from_tf"),
         (
             {"model_init_kwargs": {"attn_implementation": "kernels-community/flash-attn"}},
             r"model_init_kwargs.attn_implementation must be one of transformers' own .* got 'kernels-community/flash-attn'",
@@ -232,3 +238,38 @@ def test_tensorboard_writes_in_the_run_folder_only_under_its_own_runs_folder(tmp
             config._check_tracker_folder(cfg)
     else:
         config._check_tracker_folder(cfg)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        # transformers' generate builds these logits warpers under TRL's do_sample=True: its words, named, now
+        ({"temperature": 0.0}, r"temperature=0.0: transformers' generate would refuse it: `temperature` \(=0.0\) has"),
+        ({"top_k": -1}, r"top_k=-1: transformers' generate would refuse it: `top_k` has to be a strictly positive"),
+        ({"top_p": -0.5}, r"top_p=-0.5: transformers' generate would refuse it: `top_p` has to be a float"),
+        ({"generation_kwargs": {"min_p": 2.0}}, r"generation_kwargs.min_p=2.0: transformers' generate would refuse"),
+        # vLLM would decode greedily; TRL divides the logits by it for the loss's log-probs
+        ({"temperature": 0.0, "use_vllm": True}, r"temperature must be > 0, got 0.0: TRL divides the logits by it"),
+    ],
+)
+def test_sampling_values_the_generator_refuses_are_refused_in_its_words(tmp_path, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        build(tmp_path, **kwargs)
+
+
+def test_sampling_values_trl_takes_are_taken(tmp_path):
+    # vLLM's "no top-k" (-1), and its SamplingParams keys in generation_kwargs, as TRL hands them over
+    vllm_keys = {"seed": 0, "skip_special_tokens": True, "include_stop_str_in_output": False, "min_tokens": 2}
+    vllm_keys |= {"presence_penalty": 0.1, "frequency_penalty": 0.1, "stop": ["</answer>"], "max_tokens": 16}
+    cfg = build(tmp_path, use_vllm=True, top_k=-1, generation_kwargs=vllm_keys)
+    assert cfg.top_k == -1 and cfg.generation_kwargs == vllm_keys
+    build(tmp_path, temperature=0.3, top_k=0, top_p=0.9, min_p=0.05, repetition_penalty=1.1)
+    build(tmp_path, generation_kwargs={"seed": 0, "skip_special_tokens": True, "include_stop_str_in_output": False})
+    assert set(config.VLLM_SAMPLING_KEYS) <= set(config.GENERATION_KEYS)
+
+
+def test_trls_own_checks_are_not_repeated(tmp_path):
+    # warmup_steps: transformers' TrainingArguments refuses it, in its words; ours would only repeat it
+    with pytest.raises(ValueError, match=r"Got warmup_steps = -1, Expected value warmup_steps >= 0"):
+        build(tmp_path, warmup_steps=-1)
+    assert not {"warmup_steps", "temperature", "top_k", "top_p", "min_p"} & set(config._SETTING_RANGES)

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 from testkit.tiny_runs import tiny_trainer
+from trl.trainer.utils import RepeatSampler
 
 from qae_lab.advantages import signal_groups
 from qae_lab.methods import method_settings
@@ -18,7 +19,7 @@ from qae_lab.metric_names import DYNAMIC_SAMPLING_METRICS
 from qae_lab.task import rewards
 from qae_lab.train import trainer as trainer_module
 from qae_lab.train.config import QAEConfig
-from qae_lab.train.dynamic_sampling import assemble, refill_prompts
+from qae_lab.train.dynamic_sampling import assemble, epoch_walk, refill_prompts, refill_size
 
 G = 2
 
@@ -74,15 +75,45 @@ def test_a_key_it_does_not_know_is_refused_by_name():
         assemble([first], [torch.tensor([True])], G, n_groups=1, pad_token_id=0)
 
 
-def test_refill_draws_are_reproducible_distinct_and_cover_small_sets():
-    a = refill_prompts(100, 8, seed=1, step=4, round_=2)
-    assert a == refill_prompts(100, 8, seed=1, step=4, round_=2)  # a resumed run draws the same prompts
-    assert len(set(a)) == 8 and all(0 <= i < 100 for i in a)
-    assert a != refill_prompts(100, 8, seed=1, step=4, round_=3) != refill_prompts(100, 8, seed=1, step=5, round_=2)
-    small = refill_prompts(3, 7, seed=0, step=0, round_=1)  # more than the set holds: every row, then again
-    assert len(small) == 7 and sorted(small[:3]) == [0, 1, 2]
-    with pytest.raises(ValueError, match="at least one row"):
-        refill_prompts(0, 1, seed=0, step=0, round_=1)
+def _sampler_epochs(n_rows, batch_size, epochs, seed):
+    """The prompts TRL's own sampler hands out, generation batch by generation batch, over `epochs` epochs."""
+    sampler = RepeatSampler(range(n_rows), mini_repeat_count=G, batch_size=batch_size, repeat_count=3, seed=seed)
+    batches = []
+    for _ in range(epochs):  # one iteration of the sampler per epoch, as the Trainer's loop does
+        rows = list(sampler)[::G]  # one per group
+        batches += [rows[k : k + batch_size] for k in range(0, len(rows), batch_size * 3)]  # repeat_count=3 times each
+    return batches
+
+
+def test_the_walk_is_the_order_trls_sampler_hands_out():
+    # planted: refills from a permutation of their own (seeded per epoch) instead of the sampler's: they were not the
+    # next prompts TRL trains on
+    batches = _sampler_epochs(11, 3, epochs=3, seed=7)  # 3 batches an epoch, rows 9 and 10 dropped each epoch
+    assert len(batches) == 9 and all(len({r for b in batches[e * 3 : e * 3 + 3] for r in b}) == 9 for e in range(3))
+    for generation in range(6):
+        epoch_end = (generation // 3 + 2) * 3  # the walk ends with the next epoch
+        expected = [r for b in batches[generation + 1 : epoch_end] for r in b]
+        assert list(epoch_walk(11, 3, generation, seed=7)) == expected
+
+
+def test_refills_take_the_next_prompts_of_the_epoch_the_batch_lacks():
+    # by hand, without shuffling: 7 rows, batches of 2, so 3 an epoch (row 6 dropped); row 5 repeats row 2's prompt
+    prompts = ["a", "b", "c", "d", "e", "c", "g"]
+    walk = epoch_walk(7, 2, 1, seed=0, shuffle=False)  # generation batch 1 held rows 2, 3
+    taken = {"c", "d"}
+    # the rest of epoch 0 (4; 5 is prompt "c" again), then epoch 1 from its start (0, 1)
+    assert refill_prompts(walk, 3, taken, prompts.__getitem__) == [4, 0, 1]
+    assert refill_prompts(walk, 2, taken, prompts.__getitem__) == []  # epoch 1's rows 2-5: all in the batch already
+    assert taken == {"a", "b", "c", "d", "e"}
+    assert list(epoch_walk(7, 2, 2, seed=0, shuffle=False)) == [0, 1, 2, 3, 4, 5]  # the epoch's last batch: epoch 1
+    with pytest.raises(ValueError, match="at least one batch"):
+        next(epoch_walk(1, 2, 0, seed=0))
+
+
+def test_a_round_generates_ceil_oversample_times_the_groups_still_needed():
+    assert [refill_size(n, 1.0) for n in (1, 2, 5)] == [1, 2, 5]  # no over-sampling: what is missing
+    assert [refill_size(n, 1.5) for n in (1, 2, 5)] == [2, 3, 8]
+    assert refill_size(10, 1.1) == 11  # 1.1 * 10 is 11.000000000000002 in floats
 
 
 # ---------------------------------------------------------------- in QAETrainer
@@ -158,6 +189,87 @@ def test_evaluation_never_refills(tmp_path, monkeypatch):
     trainer = tiny_trainer(tmp_path, max_completion_length=8, dynamic_sampling=True, per_device_eval_batch_size=8)
     metrics = trainer.evaluate(eval_dataset=trainer.train_dataset.select(range(4)))
     assert len(calls) == 2 and not any(k.startswith("eval_dynamic_sampling") for k in metrics)
+
+
+def _rounds_by_step(trainer):
+    """Spies on the trainer's generation calls: the optimizer step each was made at, in order."""
+    steps = []
+    real = trainer._generate_round
+    trainer._generate_round = lambda *a: (steps.append(trainer.state.global_step), real(*a))[1]
+    return steps
+
+
+def _groups(batch):
+    """The prompt of each group of a trained batch, as its unpadded token ids."""
+    ids, mask = batch["prompt_ids"][::4], batch["prompt_mask"][::4]  # (B, P): one row per group of 4
+    return [tuple(row[m.bool()].tolist()) for row, m in zip(ids, mask, strict=True)]
+
+
+def _run_with_one_prompt_without_signal(tmp_path, monkeypatch, n_prompts, max_steps):
+    """A dynamic-sampling run on the first `n_prompts` prompts, where prompt 0's groups carry no signal: its trained
+    batches, each generation call's prompt ids (one per group) and the step each call was made at."""
+    calls = []
+    monkeypatch.setattr(rewards, "correctness_reward", _scripted_reward(calls, {"synthetic-5-0"}.__contains__))
+    trainer = tiny_trainer(tmp_path, max_steps=max_steps, max_completion_length=8, dynamic_sampling=True)
+    trainer.train_dataset = trainer.train_dataset.select(range(n_prompts))  # batches of 2 prompts
+    batches, steps = _trained_batches(trainer), _rounds_by_step(trainer)
+    trainer.train()
+    assert len(batches) == max_steps and len(calls) > max_steps  # prompt 0 lost its group: some refill happened
+    return batches, [c[::4] for c in calls], steps
+
+
+@pytest.mark.slow(seconds=20)
+def test_a_batch_never_holds_a_prompt_twice(tmp_path, monkeypatch):
+    # planted: the old refill (random rows of the whole training set, seeded by step and round) put a prompt of the
+    # batch into it again: with 4 prompts, a refill of 2 drew the batch's other prompt
+    batches, _, _ = _run_with_one_prompt_without_signal(tmp_path, monkeypatch, n_prompts=4, max_steps=4)
+    for batch in batches:
+        assert len(set(_groups(batch))) == 2 and bool(signal_groups(batch["advantages"], 4).all())
+
+
+@pytest.mark.slow(seconds=20)
+def test_refills_are_the_prompts_trl_trains_next(tmp_path, monkeypatch):
+    # planted: the old random refill, and a walk that starts one batch late: both drew other prompts than TRL's next
+    _, prompts, steps = _run_with_one_prompt_without_signal(tmp_path, monkeypatch, n_prompts=6, max_steps=4)
+    first = {s: prompts[steps.index(s)] for s in range(4)}  # TRL's own batch of each step (3 an epoch)
+    for i, s in enumerate(steps):
+        if i != steps.index(s):  # a refill: the next prompts of TRL's order (the next batches'), not in the batch
+            later = [p for t in range(s + 1, 4) for p in first[t] if p not in first[s]]
+            assert prompts[i][: len(later)] == later[: len(prompts[i])]  # as far as this run's batches show it
+
+
+@pytest.mark.slow(seconds=20)
+def test_oversampling_generates_ceil_factor_times_the_missing_groups_a_round(tmp_path, monkeypatch):
+    # planted: a round of the groups still needed, without the factor: 2 groups a round, 16 completions a step
+    calls = []
+    monkeypatch.setattr(rewards, "correctness_reward", _scripted_reward(calls, lambda p: True))  # no signal anywhere
+    trainer = tiny_trainer(
+        tmp_path, max_steps=1, max_completion_length=8, dynamic_sampling=True, dynamic_sampling_oversample=1.5
+    )
+    trainer.args.dynamic_sampling_max_rounds = 3
+    trainer.train()
+    (step,) = [
+        r for r in map(json.loads, (tmp_path / "log.jsonl").read_text().splitlines()) if "dynamic_sampling/rounds" in r
+    ]
+    # TRL's 2 groups, then two rounds of ceil(1.5 x 2) = 3 groups, each in calls of at most TRL's 2
+    assert [len(c) // 4 for c in calls] == [2, 2, 1, 2, 1]
+    assert step["dynamic_sampling/rounds"] == 3 and step["dynamic_sampling/generations"] == (2 + 3 + 3) * 4
+    assert step["dynamic_sampling/groups_dropped"] == 8 and step["dynamic_sampling/groups_without_signal"] == 2
+
+
+@pytest.mark.slow(seconds=15)
+def test_the_rounds_stop_when_the_order_holds_no_new_prompt(tmp_path, monkeypatch):
+    # planted: rounds went on to the cap (10) with nothing left to draw
+    calls = []
+    monkeypatch.setattr(rewards, "correctness_reward", _scripted_reward(calls, lambda p: True))
+    trainer = tiny_trainer(tmp_path, max_steps=1, max_completion_length=8, dynamic_sampling=True)
+    trainer.train_dataset = trainer.train_dataset.select(range(4))
+    trainer.train()
+    (step,) = [
+        r for r in map(json.loads, (tmp_path / "log.jsonl").read_text().splitlines()) if "dynamic_sampling/rounds" in r
+    ]
+    assert len(calls) == 2 and len({p for c in calls for p in c}) == 4  # the batch's 2 prompts, then the other 2
+    assert step["dynamic_sampling/rounds"] == 2 and step["dynamic_sampling/groups_without_signal"] == 2
 
 
 def test_refusals_name_the_setting_and_why(tmp_path):

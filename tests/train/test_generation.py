@@ -202,11 +202,17 @@ def test_trls_deprecated_checkpointing_read_warns_nobody():
     # TRL reads model.is_gradient_checkpointing at every generation; transformers 5 deprecated that alias
     import warnings
 
-    from qae_lab.train.generation import silence_trl_deprecation
+    from qae_lab.train.generation import trl_deprecation_hidden
 
     model, _ = load_policy("embedded", device="cpu")
     with warnings.catch_warnings(record=True) as seen:
-        silence_trl_deprecation()  # what QAETrainer.__init__ does
-        model.is_gradient_checkpointing  # noqa: B018
-        warnings.warn("another FutureWarning", FutureWarning)
-    assert [str(w.message) for w in seen] == ["another FutureWarning"]  # only that one message is silenced
+        warnings.simplefilter("always")
+        filters = list(warnings.filters)
+        with trl_deprecation_hidden():  # what QAETrainer's __init__ and generation run in
+            model.is_gradient_checkpointing  # noqa: B018
+            warnings.warn("another FutureWarning", FutureWarning)
+        assert warnings.filters == filters  # the process's filters as they were
+        model.is_gradient_checkpointing  # noqa: B018  (outside the block: shown)
+    messages = [str(w.message) for w in seen]
+    assert messages[0] == "another FutureWarning"  # only that one message is hidden, only inside
+    assert len(messages) == 2 and "`is_gradient_checkpointing` is deprecated" in messages[1]

@@ -19,6 +19,7 @@ from testkit.step_setup import (
     REWARDS,
     any_nonzero,
     assert_same_grads,
+    fixed_reward,
     make_trainer,
     qae_advantages,
     reference_grads,
@@ -245,6 +246,10 @@ def test_lora_train_step_moves_adapter_only(tmp_path):
 # ---------------------------------------------------------------- 7. the config it needs
 
 
-def test_trainer_needs_qae_config(tmp_path, tok):
-    with pytest.raises(ValueError, match="QAEConfig"):
-        make_trainer(tmp_path, tok, config_cls=GRPOConfig)
+def test_trainer_takes_a_grpo_config_as_grpotrainer_does_and_refuses_other_args_by_name(tmp_path, tok):
+    # a GRPOConfig becomes a QAEConfig of its settings and QAE's defaults, said once; anything else is refused by name
+    with pytest.warns(UserWarning, match="QAETrainer got a GRPOConfig"):
+        trainer = make_trainer(tmp_path, tok, config_cls=GRPOConfig)
+    assert type(trainer.args).__name__ == "QAEConfig" and trainer.args.baseline == "quantile"
+    with pytest.raises(ValueError, match=r"args must be a trl.GRPOConfig or a QAEConfig \(or None\), got dict"):
+        QAETrainer(model=tiny_model(tok, seed=1), reward_funcs=[fixed_reward], args={"output_dir": str(tmp_path)})

@@ -34,7 +34,9 @@ from qae_lab.train.trainer import QAETrainer
 
 ROOT = Path(__file__).resolve().parents[2]
 FIELDS = {f.name for f in dataclasses.fields(GRPOConfig)}
-ATTRIBUTE_OF = {"epsilon_low": "epsilon"}  # TRL's attribute -> the option it holds, where the names differ
+# TRL's attribute -> the option it holds, where the names differ (the Trainer keeps the accumulation it is in as
+# current_gradient_accumulation_steps, from args.gradient_accumulation_steps)
+ATTRIBUTE_OF = {"epsilon_low": "epsilon", "current_gradient_accumulation_steps": "gradient_accumulation_steps"}
 
 
 def _options_read(source: str) -> set[str]:
