@@ -15,6 +15,10 @@ import pytest
 
 os.environ.setdefault("QAE_LAB_SMOKE", "1")
 os.environ.setdefault("QAE_LAB_HEADLESS", "1")  # nobody at the notebook: wait for background runs
+# the processes the tests start (the command line, kernels, a fresh interpreter) on one OpenMP thread, as the tests'
+# own process runs torch (tests/conftest.py): beside the other test worker on 2 cores, a tiny model's two threads
+# wait on each other. A test that starts one with other threads says so in its own environment.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 # Property tests run torch code whose first call can be slow on a busy 2-core machine:
 # no per-example deadline, so a slow example is never mistaken for a failure.
