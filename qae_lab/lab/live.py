@@ -561,7 +561,8 @@ class Dashboard:
         ranges = knob_ranges(rows) if ranges is None else ranges
         title = knob_title(ranges, rows[-1]["step"] if rows else 0, self.progress.max)
         panels = live_panels(rows, self.prompts_per_step)  # the same order as LIVE_PANELS: the notes follow it
-        notes = {new: panel_notes(rows)[old] for old, new in zip(LIVE_PANELS, panels) if old in panel_notes(rows)}
+        said = panel_notes(rows)
+        notes = {new: said[old] for old, new in zip(LIVE_PANELS, panels) if old in said}
         return run_curves_figure(rows, panels, title=title, notes=notes)
 
     def add(self, row: dict) -> None:

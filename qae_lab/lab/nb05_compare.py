@@ -72,13 +72,20 @@ def sampling_floor(runs: Iterable[Run]) -> float:
 
 def column_row(table: Sequence[Mapping], method: str, column: str) -> Mapping:
     r"""The :func:`qae_lab.analysis.compare.summary_table` row labelled ``method`` (the first), which has a value in
-    ``column`` (for :func:`qae_lab.analysis.compare.seed_difference`); raises as :func:`column_stat`.
+    ``column`` (for :func:`qae_lab.analysis.compare.seed_difference`).
+
+    Raises:
+        ValueError: no row labelled ``method``, or that row has no value in ``column``.
 
     >>> column_row([{"method": "qae", "x": stat([0.03, 0.05])}], "qae", "x")["method"]
     'qae'
     """
-    column_stat(table, method, column)  # the checks
-    return next(row for row in table if row["method"] == method)
+    rows = [row for row in table if row["method"] == method]
+    if not rows:
+        raise ValueError(f"method must label a row of the table, one of {[r['method'] for r in table]}, got {method!r}")
+    if rows[0].get(column) is None:
+        raise ValueError(f"column {column!r} has no value in the row of {method!r}")
+    return rows[0]
 
 
 def column_stat(table: Sequence[Mapping], method: str, column: str):
@@ -86,16 +93,10 @@ def column_stat(table: Sequence[Mapping], method: str, column: str):
     :func:`qae_lab.analysis.compare.summary_table` row labelled ``method``.
 
     Raises:
-        ValueError: no row labelled ``method``, or that row has no value in ``column``.
+        ValueError: as :func:`column_row`.
 
     >>> s = column_stat([{"method": "qae", "final entropy": stat([0.03, 0.05])}], "qae", "final entropy")
     >>> round(s.mean, 6), round(s.std, 6), s.n
     (0.04, 0.01, 2)
     """
-    rows = [row for row in table if row["method"] == method]
-    if not rows:
-        raise ValueError(f"method must label a row of the table, one of {[r['method'] for r in table]}, got {method!r}")
-    value = rows[0].get(column)
-    if value is None:
-        raise ValueError(f"column {column!r} has no value in the row of {method!r}")
-    return value
+    return column_row(table, method, column)[column]

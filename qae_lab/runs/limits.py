@@ -275,9 +275,8 @@ def limits(run, cfg, *, regime_batch: int, regime_draws: int, memory: bool = Tru
         if cfg.entropy_top_k is not None:
             bound("entropy_top_k", arch.vocab, f"the vocabulary of the model {run.model!r}")
     why = f"keeps the estimated peak memory within {MAX_PEAK // 2**40} TiB, the other settings as set"
-    for name, largest in (
-        memory and _memory_limits(run, cfg, arch or SMALLEST_ARCH, regime_batch, regime_draws) or {}
-    ).items():
+    sizes = _memory_limits(run, cfg, arch or SMALLEST_ARCH, regime_batch, regime_draws) if memory else {}
+    for name, largest in sizes.items():
         if name != "num_generations_eval" or cfg.num_generations_eval is not None:
             bound(name, largest, why)
     return out

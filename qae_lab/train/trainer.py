@@ -645,8 +645,8 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
             return super()._compute_loss(model, inputs)
         settings = self.loss_settings()  # the knobs in force now, for this whole micro-batch
         training = self.model.training
-        keep, skipped = self._kept_rows(inputs) if self._sparse_active(settings) else (None, 0.0)
-        if keep is not None and skipped < 0:  # nothing to learn from (no row kept): a zero loss with a graph
+        keep, skipped, kept = self._kept_rows(inputs) if self._sparse_active(settings) else (None, 0.0, None)
+        if kept == 0:  # nothing to learn from (no row kept): a zero loss with a graph
             if settings.token_weighting != "none":  # the alpha in force, also when no row is weighted
                 self._metrics["train"][SAAH_ALPHA].append(settings.alpha)
             sums = self._left_out_entropy_sums(model, inputs, ~keep)  # TRL's entropy: of every row
@@ -700,9 +700,9 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
             )
         return loss
 
-    def _kept_rows(self, inputs: dict) -> tuple[torch.Tensor | None, float]:
-        """The rows a sparse update keeps (A != 0), or None when that is every row, and the real tokens of the rows
-        it leaves out (-1 when it keeps none): one read back to the host for both."""
+    def _kept_rows(self, inputs: dict) -> tuple[torch.Tensor | None, float, int]:
+        """The rows a sparse update keeps (A != 0), or None when that is every row; the real tokens of the rows it
+        leaves out; how many it keeps: one read back to the host for the counts."""
         keep = inputs["advantages"] != 0
         if self.accelerator.num_processes > 1:
             # the loss's metrics gather per-row values across ranks: every rank keeps the same number of rows
@@ -714,8 +714,8 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
             keep[(~keep).nonzero().flatten()[: int(n_keep - n_own)]] = True
         n_keep, skipped = host_floats([keep.sum(), self._loss_mask(inputs)[~keep].sum()])
         if n_keep == keep.numel():
-            return None, 0.0
-        return keep, (skipped if n_keep else -1.0)
+            return None, 0.0, int(n_keep)
+        return keep, skipped, int(n_keep)
 
     def _forward(self, model, batch: dict, settings: LossSettings):
         """The model's forward on a micro-batch: log-probs (B, T), entropies (B, T), the auxiliary loss and,
@@ -818,9 +818,8 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
             found["policy_loss"] = self.accelerator.gather(stats["policy_loss"]).nanmean()
         for name, value in zip(found, host_floats(list(found.values()))):
             metrics[name].append(value)
-        if settings.entropy_coef:
-            if mode == "train" and self.accelerator.sync_gradients:
-                metrics["entropy_coef"].append(settings.entropy_coef)
+        if settings.entropy_coef and mode == "train" and self.accelerator.sync_gradients:
+            metrics["entropy_coef"].append(settings.entropy_coef)
 
     @staticmethod
     def _loss_mask(inputs: dict) -> torch.Tensor:
