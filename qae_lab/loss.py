@@ -307,8 +307,9 @@ def grpo_loss(
         )
         metrics.update({LEDGER_PREFIX + k: v for k, v in ledger.items()})
 
-    clip_low = (bounded < 1 - s.epsilon_low) & (a_t < 0)
-    clip_high = (bounded > 1 + s.epsilon_high) & (a_t > 0)
+    # the clip's metrics by the sign of A_i (w_t c > 0): one per response with GSPO's ratio, as TRL counts them
+    clip_low = (bounded < 1 - s.epsilon_low) & (a[:, None] < 0)
+    clip_high = (bounded > 1 + s.epsilon_high) & (a[:, None] > 0)
     token_stats = {
         "entropy": entropies,
         "kl": kl,

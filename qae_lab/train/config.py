@@ -427,17 +427,19 @@ GENERATION_KEYS = tuple(
 )
 
 
-# Every GRPOConfig option that TRL reads in the code QAETrainer replaces (TRL's _compute_loss for qae_lab's loss types,
-# and the advantage computation of _generate_and_score_completions), with how QAETrainer honours it or why it refuses a
-# value, and the tests that show it; tests/train/test_trl_options.py checks the list against TRL's source. Every other
-# option is read by TRL code that QAETrainer calls unchanged.
+# Every GRPOConfig option that TRL reads in the code QAETrainer may replace (TRL's _compute_loss, replaced by
+# qae_lab.loss.grpo_loss under token weighting, Clip-Cov / KL-Cov or the sparse update, and the advantage computation of
+# _generate_and_score_completions), with how QAETrainer honours it or why it refuses a value, and the tests that show
+# it; tests/train/test_trl_options.py checks the list against TRL's source. Every other option is read by TRL code
+# that QAETrainer calls unchanged.
 _OFF = "tests/train/test_trl_options.py::test_each_loss_option_off_default_is_trls_and_changes_the_step"
 _TRL_LOSS = (
     "TRL's own loss of QAE's advantages (uses_trl_loss), unchanged: "
     "tests/train/test_trainer.py::test_trl_losses_take_qae_advantages_and_reproduce_trl_with_the_mean"
 )
 REPLACED_CODE_OPTIONS: dict[str, str] = {
-    "loss_type": "grpo, bnpo, dr_grpo, dapo: qae_lab.loss.grpo_loss; cispo, sapo, vespo, luspo: "
+    "loss_type": "grpo, bnpo, dr_grpo, dapo: TRL's own loss, or qae_lab.loss.grpo_loss under token weighting, "
+    "Clip-Cov / KL-Cov or the sparse update; cispo, sapo, vespo, luspo: "
     + _TRL_LOSS
     + "; tests/train/test_trainer.py::test_mean_baseline_reproduces_trl, "
     + _OFF,
@@ -452,34 +454,34 @@ REPLACED_CODE_OPTIONS: dict[str, str] = {
     "max_completion_length": "LossSettings.max_completion_length (dr_grpo's constant normaliser): " + _OFF,
     "gradient_accumulation_steps": "LossScale.accumulation (the Trainer's current_gradient_accumulation_steps: every "
     "loss type divides by it in training): "
-    "tests/train/test_trl_options.py::test_several_micro_batches_per_generation_step_as_trl",
+    "tests/train/test_trl_options.py::test_several_micro_batches_per_generation_step_as_trl, " + _OFF,
     "steps_per_generation": "LossScale.steps_per_generation (dapo's generation-batch normaliser): "
     "tests/test_loss.py::test_each_loss_type_reduces_as_trl_and_sparse_rows_stay_in_the_denominators, "
-    "tests/train/test_trl_options.py::test_several_micro_batches_per_generation_step_as_trl",
+    "tests/train/test_trl_options.py::test_several_micro_batches_per_generation_step_as_trl, " + _OFF,
     "router_aux_loss_coef": "a mixture-of-experts router's balance loss added as TRL adds it: "
     "tests/train/test_trl_options.py::test_a_routers_balance_loss_is_trls",
     "use_vllm": "the sampler's log-probs and TRL's importance ratio in the batch: "
     "tests/train/test_vllm.py::test_qae_trains_on_vllms_completions",
     "vllm_importance_sampling_correction": "the ratio TRL put in the batch multiplies the loss, or is absent: "
     "tests/train/test_vllm.py::test_without_the_importance_correction_the_loss_gets_no_sampler_ratio",
-    "off_policy_mask_threshold": _TRL_LOSS,
-    "use_adaptive_entropy": _TRL_LOSS,
-    "entropy_coef_min": "with use_adaptive_entropy, " + _TRL_LOSS,
-    "entropy_coef_max": "with use_adaptive_entropy, " + _TRL_LOSS,
-    "entropy_coef_delta": "with use_adaptive_entropy, " + _TRL_LOSS,
-    "entropy_target": "with use_adaptive_entropy, " + _TRL_LOSS,
-    "sapo_temperature_pos": "with loss_type='sapo', " + _TRL_LOSS,
-    "sapo_temperature_neg": "with loss_type='sapo', " + _TRL_LOSS,
-    "vespo_k_pos": "with loss_type='vespo', " + _TRL_LOSS,
-    "vespo_k_neg": "with loss_type='vespo', " + _TRL_LOSS,
-    "vespo_lambda_pos": "with loss_type='vespo', " + _TRL_LOSS,
-    "vespo_lambda_neg": "with loss_type='vespo', " + _TRL_LOSS,
-    "scale_rewards": "group_advantages(scale=...): tests/train/test_trainer.py::test_mean_baseline_reproduces_trl",
+    "off_policy_mask_threshold": _TRL_LOSS + ", " + _OFF,
+    "use_adaptive_entropy": _TRL_LOSS + ", " + _OFF,
+    "entropy_coef_min": "with use_adaptive_entropy, " + _TRL_LOSS + ", " + _OFF,
+    "entropy_coef_max": "with use_adaptive_entropy, " + _TRL_LOSS + ", " + _OFF,
+    "entropy_coef_delta": "with use_adaptive_entropy, " + _TRL_LOSS + ", " + _OFF,
+    "entropy_target": "with use_adaptive_entropy, " + _TRL_LOSS + ", " + _OFF,
+    "sapo_temperature_pos": "with loss_type='sapo', " + _TRL_LOSS + ", " + _OFF,
+    "sapo_temperature_neg": "with loss_type='sapo', " + _TRL_LOSS + ", " + _OFF,
+    "vespo_k_pos": "with loss_type='vespo', " + _TRL_LOSS + ", " + _OFF,
+    "vespo_k_neg": "with loss_type='vespo', " + _TRL_LOSS + ", " + _OFF,
+    "vespo_lambda_pos": "with loss_type='vespo', " + _TRL_LOSS + ", " + _OFF,
+    "vespo_lambda_neg": "with loss_type='vespo', " + _TRL_LOSS + ", " + _OFF,
+    "scale_rewards": "group_advantages(scale=...): " + _OFF,
     "reward_weights": "the weighted sum the baseline is taken of, as TRL's: "
     "tests/train/test_trl_options.py::test_reward_weights_weigh_the_rewards_as_trl",
-    "num_generations": "the group size G: tests/train/test_trainer.py::test_mean_baseline_reproduces_trl",
+    "num_generations": "the group size G: " + _OFF,
     "num_generations_eval": "the group size in evaluation: "
-    "tests/train/test_trainer_drop_in.py::test_evaluate_scores_every_completion_it_generated",
+    "tests/train/test_trl_options.py::test_num_generations_eval_sets_the_evaluation_group_size",
     "multi_objective_aggregation": "'sum_then_normalize' (TRL's default) honoured; 'normalize_then_sum' refused, "
     "with why (it leaves no group baseline to replace): tests/train/test_config.py::test_config_rejects_bad_values",
 }

@@ -1,24 +1,21 @@
 r"""QAE and SA-AH-GRPO inside TRL's ``GRPOTrainer``: a thin subclass (its checkpoints staged by
 :class:`qae_lab.storage.staged.StagedCheckpoints`).
 
-What one update computes is :func:`qae_lab.loss.grpo_loss`, a pure function (read it first). This
-class only gathers tensors for it and logs what it returns; generation, vLLM, PEFT and
+Where QAE leaves the loss alone (no token weighting, no covariance penalty, no sparse update in force) one update is
+TRL's own ``_compute_loss`` of QAE's advantages; otherwise it is :func:`qae_lab.loss.grpo_loss`, a pure function (read
+it first). This class only gathers tensors for it and logs what it returns; generation, vLLM, PEFT and
 accelerate/DeepSpeed stay TRL's:
 
 * advantages: :func:`qae_lab.advantages.group_advantages` on the rewards TRL gathered across
   processes (POS/NEG-MASK: :func:`qae_lab.entropy_controls.sign_masked_advantages`), sliced per
   process into the generation batch TRL returns, with each response's QAE regime (``prompt_hard``);
   TRL's completion table's ``advantages`` column holds them (what trained), not TRL's mean-baseline ones;
-* the loss: the model's forward through TRL's ``_get_per_token_logps_and_entropies`` (and, with
-  ``entropy_top_k``, the top-k entropy estimate from the same forward's hidden states), then
-  :func:`qae_lab.loss.grpo_loss` with a :class:`qae_lab.loss.LossSettings` built from the config and
-  the knobs in force, and TRL's metrics (``entropy``, ``kl``, ``clip_ratio/*``) reduced across
-  processes as TRL reduces them;
-* sparse update: rows with A_i = 0 exactly are left out of the forward and backward, their rows and
-  tokens kept in the loss's denominators (:class:`qae_lab.loss.LossScale`), so the gradient is
-  unchanged; completion padding columns beyond the longest kept completion are dropped as well. One
-  forward without a graph over the rows left out gives their token entropies, so ``entropy`` stays
-  TRL's (every completion token); ``entropy/updated_rows`` is the rows with A_i != 0;
+* TRL's loss (:meth:`QAETrainer._trl_loss_step`): TRL's code and metrics; ``ledger/*`` and ``entropy/*`` from
+  TRL's own forward. qae_lab's: TRL's forward, then :func:`qae_lab.loss.grpo_loss` with a
+  :class:`qae_lab.loss.LossSettings` of the config and the knobs in force, TRL's metrics reduced as TRL reduces them;
+* sparse update: rows with A_i = 0 left out of the forward and backward, kept in the loss's denominators
+  (:class:`qae_lab.loss.LossScale`) and in TRL's metrics, so gradient and readouts are a dense update's; one
+  forward without a graph gives the left-out rows' entropies (``entropy``: every completion token);
 * the knobs in force travel with each checkpoint (:class:`KnobsCheckpoint`, in transformers'
   ``trainer_state.json``) and come back on resume unless the resumed config changes them.
 
@@ -42,6 +39,7 @@ from qae_lab.advantages import advantage_stats, group_advantages, hard_regime, s
 from qae_lab.entropy_controls import sign_masked_advantages
 from qae_lab.horizon import head_normalised_entropy, normalise_entropy
 from qae_lab.knobs import Knobs, resumed_knobs
+from qae_lab.ledger import batch_ledger
 from qae_lab.loss import LossOutput, LossScale, LossSettings, grpo_loss
 from qae_lab.methods import check_weighting_loss_type
 from qae_lab.metric_names import (
@@ -57,6 +55,7 @@ from qae_lab.metric_names import (
     ENTROPY_UPDATED_EASY,
     ENTROPY_UPDATED_HARD,
     ENTROPY_UPDATED_ROWS,
+    LEDGER_PREFIX,
     QAE_K,
     QAE_NEG_CORRECT_IF_MEAN,
     QAE_QUANTILE_BASELINE,
@@ -120,8 +119,8 @@ PRIVATE_MEMBERS = {
     "_generate_and_score_completions": "overridden: returns TRL's batch with QAE's advantages; behaviour/* metrics",
     "_calculate_rewards": "overridden: QAE's advantages and regimes from the rewards TRL gathered; qae/* metrics",
     "_generate_single_turn": "overridden: wraps TRL's generation in generation_policy (fast_generation)",
-    "_compute_loss": "overridden: sparse rows, the forward, qae_lab.loss.grpo_loss",
-    "_get_per_token_logps_and_entropies": "called: the policy's log-probs and entropies in the loss",
+    "_compute_loss": "overridden: TRL's own where QAE leaves the loss alone; else sparse rows, qae_lab.loss.grpo_loss",
+    "_get_per_token_logps_and_entropies": "overridden: keeps TRL's loss forward for the ledger; called in ours",
     "_logs": "read: the completion table's columns; its advantages' last generation batch is replaced by QAE's",
     "_metrics": "read: TRL's per-mode metric lists, where qae/*, saah/* and behaviour/* go",
     "_step": "read: TRL's micro-batch counter, which QAETrainer sets from the trainer's state when training begins",
@@ -329,7 +328,9 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
     ``_calculate_rewards``                 QAE's advantages and regimes from TRL's gathered rewards; ``qae/*``
     ``_generate_and_score_completions``    returns TRL's batch with those advantages and ``prompt_hard``;
                                            ``behaviour/*``
-    ``_compute_loss``                      sparse rows, the forward, :func:`qae_lab.loss.grpo_loss`, metrics
+    ``_compute_loss``                      TRL's own where QAE leaves the loss alone; else sparse rows, the
+                                           forward, :func:`qae_lab.loss.grpo_loss`, metrics
+    ``_get_per_token_logps_and_entropies`` TRL's, and inside TRL's loss a detached copy kept for the ledger
     ``log`` (public)                       adds the token weighting used (a string) to TRL's training row
     ====================================== ===============================================================
 
@@ -641,11 +642,14 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
     def _compute_loss(self, model, inputs):
         if self.model.training:
             self._weightings.append(self.knobs.token_weighting)  # what this micro-batch's loss reads (loss_settings)
-        if self._trl_loss:  # TRL's loss of QAE's advantages (the batch holds them): qae_lab.train.config.uses_trl_loss
-            return super()._compute_loss(model, inputs)
+        if self._trl_loss:  # a loss type or option of TRL's alone (qae_lab.train.config.uses_trl_loss)
+            return self._trl_loss_step(model, inputs)
         settings = self.loss_settings()  # the knobs in force now, for this whole micro-batch
+        sparse = self._sparse_active(settings)
+        if settings.token_weighting == "none" and settings.cov_penalty == "none" and not sparse:
+            return self._trl_loss_step(model, inputs, settings)  # QAE leaves the loss alone: TRL's own
         training = self.model.training
-        keep, skipped, kept = self._kept_rows(inputs) if self._sparse_active(settings) else (None, 0.0, None)
+        keep, skipped, kept = self._kept_rows(inputs) if sparse else (None, 0.0, None)
         if kept == 0:  # nothing to learn from (no row kept): a zero loss with a graph
             if settings.token_weighting != "none":  # the alpha in force, also when no row is weighted
                 self._metrics["train"][SAAH_ALPHA].append(settings.alpha)
@@ -687,7 +691,7 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
                 hard_rows=batch.get("prompt_hard"),
                 generator=self._clip_cov_generator() if settings.cov_penalty == "clip_cov" else None,
             )
-            self._log_loss(out, mask, settings)
+            self._log_loss(out, mask, settings, scale)
             sums = entropy_token_sums(entropies.detach(), mask, batch["advantages"], batch.get("prompt_hard"))
         if keep is not None:  # the rows left out: their entropies from a no-grad forward, so `entropy` is TRL's
             sums = sums + self._left_out_entropy_sums(model, inputs, ~keep)
@@ -699,6 +703,48 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
                 self.accelerator.gather_for_metrics(aux_loss).mean().item()
             )
         return loss
+
+    def _trl_loss_step(self, model, inputs: dict, settings: LossSettings | None = None):
+        """TRL's own ``_compute_loss`` of the batch (QAE's advantages in it), unchanged: every loss option and metric
+        TRL's. Its forward's log-probs and entropies (kept by :meth:`_get_per_token_logps_and_entropies`) give what
+        TRL does not log: the entropy ledger (``ledger/*``, with ``settings``: the PPO-clip loss types qae_lab also
+        reduces) and the entropy by regime and of the updated rows (``entropy/*``; ``entropy`` itself is TRL's)."""
+        self._loss_forward = []
+        try:
+            loss = super()._compute_loss(model, inputs)
+            logps, entropies = self._loss_forward[0]  # TRL's one forward of the micro-batch
+        finally:
+            self._loss_forward = None
+        mask = self._loss_mask(inputs)
+        metrics = self._metrics["train" if self.model.training else "eval"]
+        with value_checks(False):  # the step's own tensors, as in qae_lab's loss
+            if settings is not None:  # the PPO clip the ledger's update advantages assume
+                on = mask
+                if self.top_entropy_quantile < 1.0:  # the forking tokens TRL's loss acted on (its own mask, again)
+                    on = mask * self.get_high_entropy_mask(entropies, mask, 1 - self.top_entropy_quantile)
+                ledger = batch_ledger(
+                    logps,
+                    entropies,
+                    inputs["advantages"][:, None].expand(mask.shape),
+                    on,
+                    inputs.get("prompt_hard"),
+                    old_logps=inputs.get("old_per_token_logps"),
+                    epsilon_low=settings.epsilon_low,
+                    epsilon_high=settings.epsilon_high,
+                    sequence_level=settings.sequence_ratio,
+                    per_sequence=settings.loss_type == "grpo",
+                )
+                for name, value in ledger.items():
+                    metrics[LEDGER_PREFIX + name].append(value)
+            sums = entropy_token_sums(entropies, mask, inputs["advantages"], inputs.get("prompt_hard"))
+        self._log_entropy(sums, split="prompt_hard" in inputs, trl_logged=True)
+        return loss
+
+    def _get_per_token_logps_and_entropies(self, *args, **kwargs):
+        out = super()._get_per_token_logps_and_entropies(*args, **kwargs)
+        if getattr(self, "_loss_forward", None) is not None:  # inside TRL's loss (_trl_loss_step): keep a detached copy
+            self._loss_forward.append((out[0].detach(), out[1].detach()))
+        return out
 
     def _kept_rows(self, inputs: dict) -> tuple[torch.Tensor | None, float, int]:
         """The rows a sparse update keeps (A != 0), or None when that is every row; the real tokens of the rows it
@@ -768,12 +814,14 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         with value_checks(False):  # the step's own tensors, as in the loss
             return entropy_token_sums(entropies, self._loss_mask(rest), rest["advantages"], rest.get("prompt_hard"))
 
-    def _log_entropy(self, sums: torch.Tensor, split: bool) -> None:
-        """TRL's ``entropy`` (every completion token of the micro-batch), ``entropy/updated_rows`` and their splits by
-        regime, from :func:`entropy_token_sums` added over processes, as TRL reduces ``entropy``."""
+    def _log_entropy(self, sums: torch.Tensor, split: bool, trl_logged: bool = False) -> None:
+        """TRL's ``entropy`` (every completion token of the micro-batch; ``trl_logged``: TRL's loss logged it),
+        ``entropy/updated_rows`` and their splits by regime, from :func:`entropy_token_sums` added over processes, as
+        TRL reduces ``entropy``."""
         metrics = self._metrics["train" if self.model.training else "eval"]
         for name, value in entropy_metrics(self.accelerator.reduce(sums, reduction="sum"), split).items():
-            metrics[name].append(value)
+            if not (trl_logged and name == "entropy"):
+                metrics[name].append(value)
 
     def _clip_cov_generator(self) -> torch.Generator:
         """Clip-Cov's draw, seeded by (seed, global step, micro-batch of the step): a resumed run draws as an
@@ -781,26 +829,31 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         draw = (self._step % self.current_gradient_accumulation_steps if self.model.training else 0) + 1
         return torch.Generator().manual_seed(hash((self.args.seed, self.state.global_step, draw)) % 2**63)
 
-    def _log_loss(self, out: LossOutput, mask: torch.Tensor, settings: LossSettings) -> None:
+    def _log_loss(self, out: LossOutput, mask: torch.Tensor, settings: LossSettings, scale: LossScale) -> None:
         """The loss's metrics: ours (``saah/*``, ``cov/*``, ``ledger/*``) as computed on this process, TRL's
-        (``kl``, ``clip_ratio/*``, ``policy_loss``) reduced across processes as TRL reduces them (``entropy``:
+        (``kl``, ``clip_ratio/*``, ``policy_loss``) reduced across processes as TRL reduces them, over every row of
+        the micro-batch: the rows a sparse update left out (``scale``) clip nothing and count (``entropy``:
         :meth:`_log_entropy`)."""
         mode = "train" if self.model.training else "eval"
         metrics = self._metrics[mode]
         for name, value in out.metrics.items():
             metrics[name].append(value)
+        left_rows = 0 if scale.rows is None else scale.rows - mask.shape[0]  # rows left out; their tokens:
+        left_tokens = scale.skipped_tokens
 
         def global_mean(x: torch.Tensor) -> torch.Tensor:  # per token over the mask, or per response (sequence ratios)
             local = (
-                torch.stack([x.sum(), torch.tensor(float(x.shape[0]), device=x.device)])
+                torch.stack([x.sum(), torch.tensor(float(x.shape[0] + left_rows), device=x.device)])
                 if x.shape[1] == 1
-                else torch.stack([(x * mask).sum(), mask.sum().to(x.dtype)])
+                else torch.stack([(x * mask).sum(), mask.sum().to(x.dtype) + left_tokens])
             )
             total = self.accelerator.reduce(local, reduction="sum")
             return total[0] / total[1].clamp(min=1.0)
 
-        def row_means(x: torch.Tensor) -> torch.Tensor:
-            return x.squeeze(1) if x.shape[1] == 1 else (x * mask).sum(-1) / mask.sum(-1)
+        def row_means(x: torch.Tensor) -> torch.Tensor:  # and one 0 for the rows left out (a clip share), if any
+            means = x.squeeze(1) if x.shape[1] == 1 else (x * mask).sum(-1) / mask.sum(-1)
+            left = 0.0 if (left_rows if x.shape[1] == 1 else left_tokens) else float("nan")  # NaN: no such row
+            return torch.cat([means, means.new_full((1,), left)])
 
         stats = out.token_stats
         found = {}  # TRL's metrics as device numbers, read back to the host together (one transfer)

@@ -174,6 +174,47 @@ def test_trl_losses_take_qae_advantages_and_reproduce_trl_with_the_mean(tmp_path
     assert_same_grads(trainer_grads(quantile, batch), trainer_grads(trl_trainer, handed))
 
 
+@pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dr_grpo", "dapo"])
+def test_where_qae_leaves_the_loss_alone_trls_own_loss_trains(tmp_path, tok, monkeypatch, loss_type):
+    # no token weighting, no covariance penalty, a dense update: TRL's _compute_loss of QAE's advantages, and what
+    # TRL does not log (the ledger, the entropy by regime) from TRL's own forward. Planted bug: qae_lab's loss on
+    # this path -> the first call below raises; the ledger off by its sparse counterpart -> the last assert fails.
+    import qae_lab.train.trainer as trainer_module
+
+    dense = make_trainer(tmp_path / "dense", tok, loss_type=loss_type, sparse_update=False, num_iterations=2)
+    inputs = dense._generate_and_score_completions(rows(REWARDS))
+    with torch.no_grad():  # a second pass's policy: ratios away from 1, so the ledger's clip acts
+        gen = torch.Generator().manual_seed(3)
+        for p in dense.model.parameters():
+            p.add_(torch.randn(p.shape, generator=gen) * 0.3)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("qae_lab's loss ran where QAE leaves the loss alone")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(trainer_module, "grpo_loss", refuse)
+        dense._metrics["train"].clear()
+        got = trainer_grads(dense, inputs)
+    trl_logged = {k: list(v) for k, v in dense._metrics["train"].items()}
+    dense._metrics["train"].clear()
+    dense.model.zero_grad(set_to_none=True)
+    GRPOTrainer._compute_loss(dense, dense.model, inputs).backward()  # TRL's, unwrapped, on the same batch
+    want = {n: p.grad.clone() for n, p in dense.model.named_parameters() if p.grad is not None}
+    assert_same_grads(got, want)
+    assert len(trl_logged["entropy"]) == 1  # TRL's entropy, logged once (not again by qae_lab)
+    assert {k for k in trl_logged if k.startswith(("ledger/", "entropy/"))} >= {"ledger/dh", "entropy/updated_rows"}
+    # the same micro-batch through qae_lab's loss (the sparse update: its ledger counts the rows it left out)
+    dense.args.sparse_update = True
+    dense._metrics["train"].clear()
+    trainer_grads(dense, inputs)
+    ours = {k: v[0] for k, v in dense._metrics["train"].items() if k.startswith(("ledger/", "entropy"))}
+    theirs = {k: v[0] for k, v in trl_logged.items() if k.startswith(("ledger/", "entropy"))}
+    assert set(ours) == set(theirs)
+    # float32 sums of at most 16 x 9 terms each at most ~log V: their rounding, relative to the largest term
+    scale = max(abs(v) for v in theirs.values())
+    assert ours == pytest.approx(theirs, rel=1e-5, abs=1e-5 * scale)
+
+
 # ---------------------------------------------------------------- 5. logged advantages
 
 

@@ -124,8 +124,11 @@ class _HostSyncs(TorchDispatchMode):
         return super().__exit__(*exc)
 
 
-@pytest.mark.parametrize("weighting, top_k", [("none", None), ("sa_ah", None), ("sa_ah", 8)])
-def test_the_loss_step_reads_values_back_only_for_its_metrics(tmp_path, monkeypatch, weighting, top_k):
+# sparse: qae_lab's loss (rows with A = 0 left out); dense and unweighted: TRL's own loss and the ledger beside it
+@pytest.mark.parametrize(
+    "weighting, top_k, sparse", [("none", None, True), ("none", None, False), ("sa_ah", None, True), ("sa_ah", 8, True)]
+)
+def test_the_loss_step_reads_values_back_only_for_its_metrics(tmp_path, monkeypatch, weighting, top_k, sparse):
     from testkit.step_setup import REWARDS, make_trainer, rows, tiny_model
     from trl import GRPOConfig, GRPOTrainer
 
@@ -133,7 +136,13 @@ def test_the_loss_step_reads_values_back_only_for_its_metrics(tmp_path, monkeypa
 
     _, tok = load_policy("embedded", device="cpu")
     ours = make_trainer(
-        tmp_path / "qae", tok, tiny_model(tok, seed=1), loss_type="bnpo", token_weighting=weighting, entropy_top_k=top_k
+        tmp_path / "qae",
+        tok,
+        tiny_model(tok, seed=1),
+        loss_type="bnpo",
+        token_weighting=weighting,
+        entropy_top_k=top_k,
+        sparse_update=sparse,
     )
     theirs = make_trainer(
         tmp_path / "trl", tok, tiny_model(tok, seed=1), trainer_cls=GRPOTrainer, config_cls=GRPOConfig, loss_type="bnpo"
@@ -156,4 +165,6 @@ def test_the_loss_step_reads_values_back_only_for_its_metrics(tmp_path, monkeypa
     assert len(checked) >= len(quiet) + 3
     # what is left: TRL's own forward, and the metrics (the entropy ledger, the weights' statistics, global means)
     assert set(quiet) <= {"trl or transformers", "host_floats", "trainer.py"}, quiet
-    print(f"host syncs per micro-batch ({weighting}): qae_lab {len(quiet)}, with checks {len(checked)}, TRL {len(trl)}")
+    print(
+        f"host syncs per micro-batch ({weighting}, sparse={sparse}): qae_lab {len(quiet)}, with checks {len(checked)}, TRL {len(trl)}"
+    )

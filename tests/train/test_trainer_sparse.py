@@ -245,3 +245,42 @@ def test_sparse_update_same_gradient_with_tool_mask(tmp_path, tok, loss_type, we
     inputs["tool_mask"] = tool_mask
     sparse, dense, _, _ = sparse_and_dense_grads(trainer, inputs)
     assert_same_grads(sparse, dense)
+
+
+@pytest.mark.parametrize("level", ["token", "sequence"])
+def test_sparse_update_logs_trls_clip_ratios_over_every_row(tmp_path, tok, level):
+    # TRL's clip_ratio/* are means over every completion token (GSPO: every response) and the min / max over every
+    # row's mean; the rows a sparse update leaves out (A = 0) clip nothing but count. Planted bug: the kept rows'
+    # tokens (or rows) alone in the denominators, and no 0 row in the min -> low_mean, region_mean and low_min differ.
+    trainer = make_trainer(
+        tmp_path,
+        tok,
+        loss_type="bnpo",
+        num_iterations=2,
+        epsilon=0.05,
+        epsilon_high=0.05,
+        importance_sampling_level=level,
+    )
+    inputs = trainer._generate_and_score_completions(rows(REWARDS))
+    assert inputs["old_per_token_logps"] is not None and (inputs["advantages"] == 0).sum() == 12  # the premise
+    with torch.no_grad():  # a second pass's policy: ratios away from 1, so the clip acts
+        gen = torch.Generator().manual_seed(3)
+        for p in trainer.model.parameters():
+            p.add_(torch.randn(p.shape, generator=gen) * 0.3)
+
+    def logged(loss) -> dict:
+        trainer._metrics["train"].clear()
+        loss(trainer, trainer.model, inputs)
+        return {k: v[0] for k, v in trainer._metrics["train"].items() if k.startswith("clip_ratio/")}
+
+    seen = spy_rows(trainer)
+    sparse, trl = logged(QAETrainer._compute_loss), logged(GRPOTrainer._compute_loss)
+    assert seen[0] == 4  # the sparse path ran: 4 rows with a graph
+    assert (
+        set(sparse)
+        == set(trl)
+        == {f"clip_ratio/{k}" for k in ("low_mean", "high_mean", "region_mean", "low_min", "high_max")}
+    )
+    assert trl["clip_ratio/region_mean"] > 0  # the premise: the clip acted
+    # ratios of counts of at most 16 x 9 tokens: exact in float32 but for the division's rounding
+    assert sparse == pytest.approx(trl, rel=4 * EPS32, abs=0)
