@@ -154,7 +154,7 @@ def head_normalised_entropy(
             )
             for h in flat.split(chunk_rows)
         ]
-    return (torch.cat(out) if out else flat.new_zeros(0)).reshape(hidden.shape[:-1])
+    return torch.cat(out).reshape(hidden.shape[:-1])  # split gives one chunk, empty or not: out is never empty
 
 
 def normalise_entropy(entropies: torch.Tensor, vocab_size: int) -> torch.Tensor:

@@ -218,7 +218,8 @@ def grpo_loss(
             [ 0.1250,  0.1250]])
     """
     s = settings
-    m = check_mask(mask, logps.shape).to(logps.dtype)  # (B, T)
+    # (B, T), in logps' dtype but never below float32: a bfloat16 / float16 mask would round its token counts (257 -> 256)
+    m = check_mask(mask, logps.shape).to(torch.promote_types(logps.dtype, torch.float32))
     a = advantages  # (B,), kept in its own dtype, as TRL applies it
     old = logps.detach() if old_logps is None else old_logps  # (B, T)
     metrics: dict = {}

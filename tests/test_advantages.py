@@ -171,6 +171,17 @@ def test_all_equal_groups_get_zero(g, b, value, k, method, baseline, scale):
     assert torch.count_nonzero(a) == 0
 
 
+@pytest.mark.parametrize("scale", ["group", "batch", "none"])
+def test_all_equal_group_is_zeroed_beside_groups_with_larger_and_smaller_rewards(scale):
+    # each group is judged on its own max == min: seven 0.1s (their float32 mean is 0.1 + 7.45e-9) get exactly 0
+    # although the batch holds both a larger (1) and a smaller (-1) reward
+    # Planted: r.amax(dim=None) == r.amin(dim=1) -> fails; r.amax(dim=1) == r.amin(dim=None) -> fails
+    r = T([0.1] * 7 + [-1.0, 1, 0, 0, 0, 0, 0])
+    a = group_advantages(r, 7, baseline="mean", scale=scale)
+    assert a[:7].tolist() == [0.0] * 7
+    assert a[7].item() < 0 < a[8].item() and a[9:].tolist() == [0.0] * 5
+
+
 @given(groups, st.sampled_from(["group", "none"]))
 def test_mean_baseline_sums_to_zero(gr, scale):
     g, rewards = gr
@@ -250,6 +261,23 @@ def test_advantage_stats_hand():
     assert advantage_stats(0.4 * r, a, 4, 0.4, success=r > 0.5) == pytest.approx(advantage_stats(r, a, 4, 0.4))
     with pytest.raises(ValueError, match=r"success must be a bool tensor of shape \(12,\), got torch.float32 \(12,\)"):
         advantage_stats(r, a, 4, 0.4, success=r)
+
+
+def test_advantage_stats_neg_correct_frac_and_all_equal_hand():
+    # one success (the correctness verdict), below the mean of its composite rewards: 1 of 1 successes punished
+    r = T([1.0, 2, 2, 2])  # mean 1.75
+    a = group_advantages(r, 4, baseline="mean")
+    s = advantage_stats(r, a, 4, 0.4, success=T([True, False, False, False]))
+    assert (s["neg_correct"], s["neg_correct_frac"]) == (1.0, 1.0)
+    # four successes (>= 5), the two 5.5s below the mean 6.5: 2 of 4
+    r = T([7.5, 7.5, 5.5, 5.5])
+    s = advantage_stats(r, group_advantages(r, 4, baseline="mean"), 4, 0.4, success_threshold=5.0)
+    assert (s["neg_correct"], s["neg_correct_frac"]) == (2.0, 0.5)
+    # all_equal_frac judges each group by its own max and min: [1, 1] and [0, 0] are all equal, [0, 1] is not
+    r = T([1.0, 1, 0, 1, 0, 0])
+    assert advantage_stats(r, group_advantages(r, 2), 2, 0.4)["all_equal_frac"] == pytest.approx(2 / 3)
+    # Planted: / max(n_success, 2) -> fails; neg_correct * max(n_success, 1) -> fails;
+    # r.amax(dim=1) == r.amin(dim=None) in all_equal_frac -> fails
 
 
 # ---------------------------------------------------------------- bad input
@@ -336,6 +364,27 @@ def test_bad_method_and_stats_shapes():
         advantage_stats(GOOD, T([1.0, float("nan"), 0, 0]), 2, 0.4)
 
 
+@pytest.mark.parametrize(
+    "call,msg",
+    [
+        (lambda: group_advantages(GOOD, 2, baseline="median"), r"^baseline must be one of"),
+        (lambda: group_advantages(GOOD, 2, scale="std"), r"^scale must be one of"),
+        (lambda: group_advantages(GOOD, 2, quantile_method="nearest"), r"^quantile_method must be one of"),
+        (lambda: group_advantages(GOOD, 2, eps=float("nan")), r"^eps must be finite"),
+        (lambda: quantile_baseline(GOOD, 2, 0.4, method="lower"), r"^method must be one of"),
+        (lambda: advantage_stats(GOOD, GOOD, 2, 0.4, success_threshold=float("inf")), r"^success_threshold must be"),
+        # (4, 1) advantages have 4 rows like the rewards, yet would broadcast against the (4,) success mask
+        (lambda: advantage_stats(GOOD, GOOD[:, None], 2, 0.4), r"^advantages must have 1 dimension"),
+    ],
+)
+def test_bad_input_error_starts_with_the_arguments_name(call, msg):
+    # the project's promise: bad input gets a clear error naming the argument, as the caller spelled it
+    # Planted: check_choice(baseline, "XXbaselineXX", ...) (likewise scale, quantile_method, eps, method,
+    # success_threshold) -> fails; as_real_tensor(advantages, "advantages", ndim=None) or no ndim -> fails
+    with pytest.raises(ValueError, match=msg):
+        call()
+
+
 def test_linear_matches_torch_quantile_and_keeps_exact_zeros():
     g = torch.Generator().manual_seed(3)
     for G in (2, 3, 5, 8, 16, 31):
@@ -394,6 +443,33 @@ def test_huge_rewards_with_scale_none_refuse_rather_than_overflow():
     # ... while the same rewards in float64 are fine
     x = r[0].item()
     assert group_advantages(r.double(), 4, k=0.4, scale="none").tolist() == [2 * x, 0, 2 * x, 0]
+
+
+def test_pow2_scale_is_the_documented_power_of_two():
+    # docs/implementation.md: s is a power of two with max|R| / 2 < s <= max|R|, and s = 1 when every |R| < 1
+    # (ordinary rewards untouched); a power-of-two scaling is exact, so only this helper shows which s is taken
+    # Planted: (e - 2).clamp_min(0) -> fails (s = 1 for max|R| = 3); (e - 1).clamp_min(1) -> fails (s = 2 for 0.5)
+    from qae_lab.advantages import _pow2_scale
+
+    r = T([[3.0, -1], [-4.0, 0], [2.0, 1], [0.5, 0.25], [0.0, 0], [1.0, -0.5], [F32_MAX, -F32_MAX]])
+    want = [2.0, 4.0, 2.0, 1.0, 1.0, 1.0, 2.0**127]
+    assert _pow2_scale(r).tolist() == [[w] for w in want]
+    m = torch.tensor([[x] for x in (1e-30, 0.99, 1.5, 7.0, 8.0, 1000.0, 3e38)])
+    s = _pow2_scale(m)
+    assert torch.all(torch.where(m < 1, s == 1, (m / 2 < s) & (s <= m)))
+    assert torch.equal(torch.frexp(s).mantissa, torch.full_like(s, 0.5))  # powers of two
+
+
+def test_an_underflowing_std_with_eps_zero_gives_no_blow_up():
+    # float64 rewards 0 and 1e-170: the squared deviations (~1e-341) underflow, so std = 0 with eps = 0 although the
+    # group is not all equal; the advantages must stay finite and within |A| <= sqrt(2 (G - 1)) (here they are 0),
+    # never R_i - b divided by the tiniest float (~1e137)
+    # Planted: torch.where(denom >= 0, ...) in _scaled_deviation -> fails
+    r = torch.tensor([0.0, 1e-170], dtype=torch.float64)
+    for baseline in ("mean", "quantile"):
+        for scale in ("group", "batch"):
+            a = group_advantages(r, 2, baseline=baseline, k=0.4, scale=scale, eps=0.0)
+            assert bool(torch.isfinite(a).all()) and a.abs().max().item() <= math.sqrt(2), (baseline, scale)
 
 
 def any_finite_groups(width):

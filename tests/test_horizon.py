@@ -376,3 +376,173 @@ def test_weight_stats():
     s = weight_stats(w, m, T([1.0, -1.0]))
     assert s == pytest.approx({"w_mean_neg": 0.375, "effective_tokens_frac": 2.75 / 4})
     assert weight_stats(w, m, T([1.0, 0.0]))["w_mean_neg"] == 1.0  # no negative rollout
+
+
+# ---------------------------------------------------------------- errors name the argument, exactly
+
+
+_H, _W = torch.zeros(2, 3, 4), torch.zeros(5, 4)  # head_normalised_entropy's valid hidden (N, T, H = 4) and weight
+
+
+@pytest.mark.parametrize(
+    "fn,args,kwargs,msg",
+    [
+        # normalised_entropy
+        (
+            normalised_entropy,
+            ([[0.0, 1.0]],),
+            {},
+            r"^logits must be a floating-point tensor of shape \(N, T, V\), got list$",
+        ),
+        (normalised_entropy, (torch.zeros(2, 3, dtype=torch.long),), {}, r"got Tensor of dtype torch\.int64$"),
+        (normalised_entropy, (torch.zeros(2, 3, 4),), {"top_k": 0}, r"^top_k must be an int >= 1, got 0$"),
+        (normalised_entropy, (torch.zeros(2, 3, 4),), {"chunk_rows": 0}, r"^chunk_rows must be an int >= 1, got 0$"),
+        (
+            normalised_entropy,
+            (torch.full((1, 1, 4), float("nan")),),
+            {},
+            r"^logits must be finite or -inf \(NaN or \+inf found\)$",
+        ),
+        # head_normalised_entropy
+        (head_normalised_entropy, ([[0.0] * 4], _W), {}, r"^hidden must be a floating-point tensor .*, got list$"),
+        (
+            head_normalised_entropy,
+            (_H, torch.zeros(5, 3)),
+            {},
+            r"^weight must be a \(V, H\) tensor with H = 4 \(hidden's last dim\), got shape \(5, 3\)$",
+        ),
+        (
+            head_normalised_entropy,
+            (_H, _W, torch.zeros(4)),
+            {},
+            r"^bias must be None or a \(5,\) tensor, got shape \(4,\)$",
+        ),
+        (head_normalised_entropy, (_H, _W), {"temperature": float("nan")}, r"^temperature must be finite"),
+        (head_normalised_entropy, (_H, _W), {"top_k": 0}, r"^top_k must be an int >= 1, got 0$"),
+        (head_normalised_entropy, (_H, _W), {"chunk_rows": 0}, r"^chunk_rows must be an int >= 1, got 0$"),
+        # horizon_weights
+        (
+            horizon_weights,
+            (torch.full((2, 3), 1.5), torch.ones(2, 3), 0.5),
+            {},
+            r"^h_norm must hold normalised entropies in \[0, 1\] \(divide by log V\)$",
+        ),
+        (horizon_weights, (torch.zeros(2, 3), torch.ones(2, 3), float("nan")), {}, r"^alpha must be finite"),
+        # selective_horizon_weights
+        (
+            selective_horizon_weights,
+            (torch.zeros(2, 3), torch.ones(2, 3), T([1.0]), 0.5),
+            {},
+            r"^advantages must have shape \(2,\), one per row of h_norm, got \(1,\)$",
+        ),
+        (
+            selective_horizon_weights,
+            (torch.zeros(2, 3), torch.ones(2, 3), torch.ones(2, 1), 0.5),
+            {},
+            r"^advantages must have 1 dimension",
+        ),
+        # weighted_token_mean
+        (
+            weighted_token_mean,
+            (torch.ones(2, 2, dtype=torch.long), torch.ones(2, 2)),
+            {},
+            r"^per_token_loss must be a floating-point tensor$",
+        ),
+        (weighted_token_mean, (torch.ones(2, 2), torch.full((2, 2), float("inf"))), {}, r"^weights must be finite"),
+        (weighted_token_mean, (torch.ones(2, 2), -torch.ones(2, 2)), {}, r"^weights must be >= 0$"),
+        # normaliser_factor
+        (normaliser_factor, (torch.ones(2), torch.ones(2)), {}, r"^weights must have 2 dimension"),
+        (normaliser_factor, (-torch.ones(2, 2), torch.ones(2, 2)), {}, r"^weights must be >= 0$"),
+        (
+            normaliser_factor,
+            (torch.ones(2, 2), torch.ones(2, 2)),
+            {"skipped_tokens": float("nan")},
+            r"^skipped_tokens must be finite",
+        ),
+        (
+            normaliser_factor,
+            (torch.ones(2, 2), torch.ones(2, 2)),
+            {"skipped_tokens": 2.0, "per_sequence": True},
+            r"^skipped_tokens must be 0 with per_sequence=True ",
+        ),
+        # weight_stats
+        (weight_stats, (torch.ones(2), torch.ones(2), T([1.0, -1.0])), {}, r"^weights must have 2 dimension"),
+        (
+            weight_stats,
+            (torch.ones(2, 2), torch.ones(2, 2), torch.ones(2, 1)),
+            {},
+            r"^advantages must have 1 dimension",
+        ),
+    ],
+)
+def test_error_message_names_the_bad_argument_exactly(fn, args, kwargs, msg):
+    # Bad input gets a clear error naming the argument (anchored, case-sensitive), and wrong-rank
+    # weights/advantages are refused rather than broadcast into a wrong answer.
+    # Planted: an argument name in as_real_tensor / check_int / check_finite_scalar -> None, "XX..XX" or upper case;
+    # a message wrapped in "XX..XX" or lower-cased ("log v", "nan", "per_sequence=true"); the non-tensor suffix
+    # "" -> "XXXX"; type(logits) -> type(None); the dtype suffix `... and False`; hidden.shape[-1] -> [+1] / [-2] and
+    # weight.shape[0] -> [1] / w.shape[0] -> [1] in the shape messages; ndim=1 / ndim=2 -> None or dropped for
+    # weight_stats' weights and advantages and selective_horizon_weights' advantages -> fails
+    with pytest.raises(ValueError, match=msg):
+        fn(*args, **kwargs)
+
+
+# ---------------------------------------------------------------- boundaries of the valid input
+
+
+def test_entropy_smallest_vocabulary_rank_and_top_k_are_valid():
+    # V = 2 is the smallest vocabulary, a 1-D (V,) logits vector is "any leading dims" (-> a 0-dim H~), and
+    # top_k = 1 is a valid (degenerate) estimate: one token keeps all the mass, H = 0.
+    # Planted: `shape[-1] < 2` -> `<= 2` / `< 3`; `dim() < 1` -> `<= 1` / `< 2`; check_int(top_k, ..., 1) -> 2
+    # (in normalised_entropy and in head_normalised_entropy) -> fails
+    assert normalised_entropy(torch.zeros(1, 1, 2)).item() == pytest.approx(1.0, abs=1e-6)
+    one_d = normalised_entropy(torch.zeros(4))
+    assert one_d.shape == () and one_d.item() == pytest.approx(1.0, abs=1e-6)
+    z = T([[[2.0, 1.0, 0.0, -1.0]]])
+    assert normalised_entropy(z, top_k=1).item() == 0.0
+    w = torch.eye(4, 2)  # V = 4, H = 2
+    assert head_normalised_entropy(torch.ones(1, 1, 2), w, top_k=1).item() == 0.0
+
+
+def test_horizon_weights_accept_h_norm_exactly_at_the_rounding_tolerance():
+    # h_norm within the float32 slack of [0, 1] (1e-4) is accepted, the edges themselves included.
+    # Planted: `h >= -_H_TOL` -> `h > -_H_TOL`; `h <= 1 + _H_TOL` -> `h < 1 + _H_TOL` -> fails
+    tol = 1e-4
+    h = T([[-tol, 1 + tol]], dtype=torch.float64)
+    w = horizon_weights(h, torch.ones(1, 2), 1.0)
+    assert w.tolist() == [[pytest.approx(math.exp(tol), rel=1e-12), pytest.approx(math.exp(-1.0), rel=1e-12)]]
+
+
+def test_normaliser_factor_total_weight_below_one_is_not_clamped_to_one():
+    # the clamp only guards a zero denominator (1e-12): one token of weight 0.5 gives c = 1 / 0.5 = 2.
+    # Planted: clamp_min(1e-12) -> clamp_min(1.000000000001) (token level) -> fails
+    assert normaliser_factor(T([[0.5, 0.0]]), T([[1, 0]])).item() == 2.0
+
+
+def test_normaliser_factor_float64_counts_stay_exact_with_many_skipped_tokens():
+    # float64 weights: the counts are float64 too; S = 2**24 + 1 is not representable in float32.
+    # c = (4 + S) / (2 + S), hand-computed in float64.
+    # Planted: the mask `.to(w.dtype)` -> `.to(None)` (stays float32, so sum(m) + S rounds in float32) -> fails
+    s = float(2**24 + 1)
+    w = T([[1.0, 0.5], [0.25, 0.25]], dtype=torch.float64)
+    c = normaliser_factor(w, torch.ones(2, 2), skipped_tokens=s)
+    assert c.dtype == torch.float64
+    assert c.item() == pytest.approx((4.0 + s) / (2.0 + s), rel=1e-15)
+
+
+def test_weighted_token_mean_keeps_the_loss_dtype():
+    # the weights are cast to per_token_loss's dtype, so the loss keeps its (mixed-precision or float64) dtype.
+    # Planted: w.to(per_token_loss.dtype) -> w.to(None) -> fails
+    loss = T([[1.0, 2.0], [3.0, 4.0]])
+    w = T([[1.0, 0.0], [0.5, 0.5]])
+    out = weighted_token_mean(loss.bfloat16(), w)
+    assert out.dtype == torch.bfloat16 and out.item() == 2.25
+    out = weighted_token_mean(loss, [[1.0, 0.0], [0.5, 0.5]])  # list weights are float64: still a float32 loss
+    assert out.dtype == torch.float32 and out.item() == 2.25
+
+
+def test_weight_stats_without_real_tokens():
+    # no real token at all: both summaries are 1.0 (nothing is discounted), not a division by zero.
+    # Planted: `if n_tok` -> `if n_tok or True` (ZeroDivisionError); the fallback 1.0 -> 2.0 -> fails
+    s = weight_stats(torch.zeros(2, 3), torch.zeros(2, 3), T([1.0, -1.0]))
+    assert s == {"w_mean_neg": 1.0, "effective_tokens_frac": 1.0}

@@ -268,3 +268,200 @@ def test_settings_are_frozen():
     s = LossSettings()
     with pytest.raises(AttributeError):
         s.alpha = 0.9
+
+
+# ---------------------------------------------------------------- boundaries and wiring (mutation-testing survivors)
+
+
+def test_clip_cov_band_upper_bound_is_the_settings():
+    # Clip-Cov draws only tokens with lb < Cov_t < clip_cov_ub. logps centred: +-(log 9)/2 = +-1.0986, A centred:
+    # +-0.75, so Cov = 0.824 on (0, 0) and (1, 1): outside the band (0.5, 0.8), nothing drawn, the plain loss
+    # -(1 + 1 - 0.5 - 0.5) / 4; inside (0.5, 5) the two would be zeroed: -(1 - 0.5) / 4.
+    # Planted: clip_cov_select(...) without s.clip_cov_ub (its default 5.0) -> fails.
+    lp = torch.log(torch.tensor([[0.9, 0.1], [0.9, 0.1]], dtype=torch.float64))
+    a, m = torch.tensor([1.0, -0.5], dtype=torch.float64), torch.ones(2, 2, dtype=torch.float64)
+    settings = LossSettings(cov_penalty="clip_cov", clip_cov_ratio=1.0, clip_cov_lb=0.5, clip_cov_ub=0.8)
+    out = grpo_loss(lp, a, m, settings)
+    assert out.metrics["cov/selected_frac"] == 0.0
+    assert out.loss.item() == pytest.approx(-0.25)
+
+
+def test_kl_cov_on_one_token_selected_fraction_and_loss_type():
+    # one token, sampled at p = 0.25, now 0.5, A = 0: KL-Cov selects it (fraction 1/1), and its penalty
+    # 0.7 |log 0.5 - log 0.25| = 0.7 log 2 is reduced like the policy term (bnpo: over its 1 token).
+    # Planted: n = m.sum().clamp(min=2) -> fails (fraction 0.5); reduce_token_loss(cov_penalty, m, None, scale) -> fails
+    # (reduced as dapo: needs num_items).
+    lp = torch.log(torch.tensor([[0.5]], dtype=torch.float64))
+    old = torch.log(torch.tensor([[0.25]], dtype=torch.float64))
+    settings = LossSettings(loss_type="bnpo", cov_penalty="kl_cov", kl_cov_ratio=1.0, kl_cov_coef=0.7)
+    out = grpo_loss(lp, torch.tensor([0.0], dtype=torch.float64), torch.ones(1, 1), settings, old_logps=old)
+    assert out.metrics["cov/selected_frac"] == 1.0
+    assert out.loss.item() == pytest.approx(0.7 * math.log(2.0))
+
+
+def test_sequence_ratio_of_a_one_token_response():
+    # GSPO on a 1-token response: s = exp(log 2 / 1) = 2; A = -1: -min(2 * -1, 1.2 * -1) = 2.
+    # Planted: m.sum(-1).clamp(min=2.0) in the sequence ratio -> fails (s = sqrt 2).
+    out = grpo_loss(
+        leaf([[0.5]]),
+        torch.tensor([-1.0], dtype=torch.float64),
+        torch.ones(1, 1, dtype=torch.float64),
+        LossSettings(loss_type="grpo", sequence_ratio=True),
+        old_logps=torch.log(torch.tensor([[0.25]], dtype=torch.float64)),
+    )
+    assert out.loss.item() == pytest.approx(2.0)
+
+
+def test_kl_stat_is_none_without_beta():
+    # token_stats holds None where a statistic is not computed (beta = 0: no KL).
+    # Planted: kl = "" -> fails.
+    out = grpo_loss(leaf([[0.5, 0.5]]), torch.tensor([1.0], dtype=torch.float64), torch.ones(1, 2), LossSettings())
+    assert out.token_stats["kl"] is None
+
+
+@pytest.mark.parametrize(
+    "loss_type, scale, want_loss, want_policy",
+    [
+        # bnpo: -(1 + 1 - 0.5 - 0.5) / 4 = -0.25, split over 2 accumulation steps; policy_loss unsplit
+        ("bnpo", LossScale(accumulation=2), -0.125, -0.25),
+        # dapo: -1 / (4 tokens / 1 process * 2 steps / 1): already per generation, policy_loss = loss
+        ("dapo", LossScale(num_items=4, accumulation=2), -0.125, -0.125),
+    ],
+)
+def test_policy_loss_is_the_unsplit_micro_batch_loss(loss_type, scale, want_loss, want_policy):
+    # Planted: policy_loss = loss / (...) -> fails; (1 if ... and False ...), (1 if ... or True ...), (2 if dapo ...),
+    # (1 if loss_type != "dapo" ...), "XXdapoXX" / "DAPO" -> each fails one row.
+    lp = torch.log(torch.tensor([[0.5, 0.25], [0.5, 0.5]], dtype=torch.float64))
+    a = torch.tensor([1.0, -0.5], dtype=torch.float64)
+    out = grpo_loss(lp, a, torch.ones(2, 2), LossSettings(loss_type=loss_type), scale)
+    assert out.loss.item() == pytest.approx(want_loss)
+    assert out.token_stats["policy_loss"].item() == pytest.approx(want_policy)
+
+
+def test_entropy_bonus_over_one_token_and_accumulation():
+    # A = 0: the loss is the bonus alone, -coef * mean entropy over the counted tokens (one here: 0.7), then split
+    # over the accumulation steps.
+    # Planted: on.sum().clamp(min=2.0) -> fails (-0.035); "* scale.accumulation" instead of "/" -> fails (-0.14).
+    lp, a = leaf([[0.5, 0.5]]), torch.tensor([0.0], dtype=torch.float64)
+    m, h = torch.tensor([[1.0, 0.0]], dtype=torch.float64), torch.tensor([[0.7, 5.0]], dtype=torch.float64)
+    settings = LossSettings(entropy_coef=0.1)
+    assert grpo_loss(lp, a, m, settings, entropies=h).loss.item() == pytest.approx(-0.07)
+    assert grpo_loss(lp, a, m, settings, LossScale(accumulation=2), entropies=h).loss.item() == pytest.approx(-0.035)
+
+
+def test_ledger_uses_the_settings_clip_range():
+    # r = 0.35 / 0.5 = 0.7 on an A < 0 token: clipped with eps_low = 0.2 (the ledger's term is 0), not with 0.5 or
+    # 0.9 (the same nonzero term both times).
+    # Planted: batch_ledger(...) without epsilon_low (its default 0.2) -> fails.
+    def dh(eps_low):
+        out = grpo_loss(
+            torch.log(torch.tensor([[0.35]], dtype=torch.float64)),
+            torch.tensor([-1.0], dtype=torch.float64),
+            torch.ones(1, 1, dtype=torch.float64),
+            LossSettings(epsilon_low=eps_low),
+            old_logps=torch.log(torch.tensor([[0.5]], dtype=torch.float64)),
+            entropies=torch.tensor([[1.0]], dtype=torch.float64),
+        )
+        return out.metrics["ledger/dh"]
+
+    assert dh(0.2) == 0.0
+    assert dh(0.5) != 0.0 and dh(0.5) == pytest.approx(dh(0.9))
+
+
+def test_clip_metrics_exclude_the_boundary():
+    # as TRL counts them: r < 1 - eps_low (A < 0) and r > 1 + eps_high (A > 0), strictly; on-policy r = exp(0) = 1
+    # exactly, on both bounds when eps = 0: nothing is clipped.
+    # Planted: "bounded <= 1 - eps_low" -> fails; "bounded >= 1 + eps_high" -> fails.
+    out = grpo_loss(
+        leaf([[0.5], [0.5]]),
+        torch.tensor([1.0, -1.0], dtype=torch.float64),
+        torch.ones(2, 1),
+        LossSettings(epsilon_low=0.0, epsilon_high=0.0),
+    )
+    assert out.token_stats["clip_low"].tolist() == [[False], [False]]
+    assert out.token_stats["clip_high"].tolist() == [[False], [False]]
+
+
+def test_mask_counts_stay_exact_with_half_precision_logps():
+    # bfloat16 logps (float32 advantages, as TRL's): 257 tokens of l_t = -1 give -1 exactly, as TRL's integer mask
+    # counts them; a bfloat16 mask would round the count to 256 (-1.0039). float64 logps keep float64 throughout:
+    # the entropy bonus of float32 entropies 1 and 2^-24 is their float64 mean, not their float32 sum 1.0 / 2.
+    # Planted (on the fixed source): check_mask(...).to(None) -> fails (second part); the former .to(logps.dtype)
+    # -> fails (first part).
+    lp = torch.full((1, 257), -1.0, dtype=torch.bfloat16)
+    for loss_type in ("bnpo", "grpo"):
+        out = grpo_loss(lp, torch.tensor([1.0]), torch.ones(1, 257), LossSettings(loss_type=loss_type))
+        assert out.loss.item() == -1.0, loss_type
+    h = torch.tensor([[1.0, 2.0**-24]], dtype=torch.float32)
+    out = grpo_loss(
+        leaf([[0.5, 0.5]]),
+        torch.tensor([0.0], dtype=torch.float64),
+        torch.ones(1, 2),
+        LossSettings(entropy_coef=1.0),
+        entropies=h,
+    )
+    assert out.loss.dtype == torch.float64
+    assert out.loss.item() == pytest.approx(-(1.0 + 2.0**-24) / 2, rel=1e-15, abs=0)
+
+
+def test_reductions_at_one_token_and_with_accumulation():
+    # boundaries of the denominators: one token (bnpo's count, dapo's num_items = 1) divides by 1, and grpo / dr_grpo
+    # divide by the accumulation steps.
+    # Planted: bnpo clamp(min=2.0) -> fails; dapo items clamp(min=2.0) -> fails; grpo "* scale.accumulation" -> fails;
+    # dr_grpo "* scale.accumulation" -> fails.
+    one, m1 = torch.tensor([[3.0]]), torch.ones(1, 1)
+    assert reduce_token_loss(one, m1, "bnpo").item() == pytest.approx(3.0)
+    assert reduce_token_loss(one, m1, "dapo", LossScale(num_items=1)).item() == pytest.approx(3.0)
+    x, m = torch.tensor([[1.0, 3.0], [2.0, 0.0]]), torch.tensor([[1.0, 1.0], [1.0, 0.0]])
+    assert reduce_token_loss(x, m, "grpo", LossScale(accumulation=2)).item() == pytest.approx(2.0 / 2)
+    dr = reduce_token_loss(x, m, "dr_grpo", LossScale(accumulation=2), max_completion_length=4)
+    assert dr.item() == pytest.approx(6 / 8 / 2)
+
+
+def test_dapo_denominator_in_the_loss_dtype():
+    # float64 per-token losses: 4 / (10 / 3 processes) = 1.2 to float64 rounding (a float32 denominator is off by
+    # ~2e-8 relative).
+    # Planted: torch.as_tensor(num_items, dtype=None, ...) -> fails; without dtype= -> fails.
+    x = torch.tensor([[1.0, 3.0]], dtype=torch.float64)
+    got = reduce_token_loss(x, torch.ones(1, 2), "dapo", LossScale(num_items=10, num_processes=3))
+    assert got.dtype == torch.float64
+    assert got.item() == pytest.approx(1.2, rel=1e-14, abs=0)
+
+
+def test_dapo_without_num_items_names_it():
+    # the error names the missing argument exactly, LossScale.num_items.
+    # Planted: the message "XXLossScale.num_items ...XX" -> fails; "lossscale.num_items ..." -> fails.
+    with pytest.raises(ValueError, match=r"^LossScale\.num_items .* loss_type='dapo'$"):
+        reduce_token_loss(torch.ones(1, 1), torch.ones(1, 1), "dapo")
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"delta": float("nan")}, r"^delta must be finite"),
+        ({"delta": "1.5"}, r"^delta must be a finite real number"),
+        ({"delta": 1.0}, r"^delta must be > 1"),
+        ({"clip_cov_ratio": 0.0}, r"^clip_cov_ratio must lie in \(0, 1\]"),
+        ({"kl_cov_ratio": 0.0}, r"^kl_cov_ratio must lie in \(0, 1\]"),
+        ({"kl_cov_ratio": 1.5}, r"^kl_cov_ratio must lie in \(0, 1\]"),
+        ({"loss_type": "dr_grpo"}, r"^max_completion_length must be an int >= 1"),
+        ({"loss_type": "dr_grpo", "max_completion_length": 0}, r"^max_completion_length must be an int >= 1"),
+        ({"loss_type": "dr_grpo", "max_completion_length": 8, "token_weighting": "ah"}, r"^token_weighting needs"),
+    ],
+)
+def test_bad_settings_messages_start_with_the_argument(bad, message):
+    # the message begins with the argument's exact name; delta = 1 is refused (delta > 1).
+    # Planted: check_finite_scalar(delta, None / "XXdeltaXX" / "DELTA") -> fails; "delta >= 1" -> fails;
+    # check_ratio(clip_cov_ratio, "XXclip_cov_ratioXX") -> fails; check_ratio(kl_cov_ratio, None / no name /
+    # "XXkl_cov_ratioXX" / "KL_COV_RATIO") -> fails; check_int(..., "XXmax_completion_lengthXX", 1) -> fails;
+    # "XXtoken_weighting needs ...XX" -> fails.
+    with pytest.raises(ValueError, match=message):
+        LossSettings(**bad)
+
+
+def test_boundary_settings_are_accepted():
+    # the smallest valid values pass: max_completion_length = 1, delta just above 1; dr_grpo without token weighting.
+    # Planted: check_int(max_completion_length, ..., 2) -> fails; token_weighting != "XXnoneXX" / "NONE" -> fails.
+    assert LossSettings(loss_type="dr_grpo", max_completion_length=1).max_completion_length == 1
+    assert LossSettings(loss_type="dr_grpo", max_completion_length=8, token_weighting="none").loss_type == "dr_grpo"
+    assert LossSettings(delta=1.0 + 1e-9).delta == 1.0 + 1e-9

@@ -66,6 +66,45 @@ def test_regime_token_sums_refuses_bad_shapes():
         regime_token_means([1.0, 2.0])
 
 
+@pytest.mark.parametrize(
+    "x, hard, match",
+    [
+        # not a tensor: the message names its type
+        ([[1.0, 2.0, 3.0]] * 2, [True, False], r"^x must be a floating \(B, T\) tensor, got list$"),
+        # 1-D / integer: the message shows the shape
+        (torch.zeros(2), [True, False], r"^x must be a floating \(B, T\) tensor, got torch\.Size\(\[2\]\)$"),
+        (
+            torch.zeros(2, 3, dtype=torch.long),
+            [True, False],
+            r"^x must be a floating \(B, T\) tensor, got torch\.Size\(\[2, 3\]\)$",
+        ),
+        # B = 2 rows, not T = 3
+        (torch.zeros(2, 3), [True], r"^hard_rows must be a bool tensor of shape \(2,\), got torch\.bool \(1,\)$"),
+    ],
+)
+def test_regime_token_sums_errors_name_the_argument(x, hard, match):
+    # bad input gets a ValueError naming the argument and, for hard_rows, the batch size B (not the length T).
+    # Planted: `... or x.dim() != 2 and not x.is_floating_point()` -> the integer x passes;
+    # `not isinstance(x, Tensor) and x.dim() != 2 or ...` -> the list raises AttributeError, the 1-D x passes;
+    # `({x.shape[1]},)` in the hard_rows message -> fails.
+    # The whole message is matched (what the user reads). Planted in the x message: getattr(None, 'shape', ...),
+    # getattr(x, 'XXshapeXX' | 'SHAPE', ...) (1-D x says "Tensor"), getattr(x, 'shape', None) or
+    # type(None).__name__ (a list says "None" / "NoneType") -> fails
+    mask = torch.ones(x.shape if isinstance(x, torch.Tensor) else (2, 3))
+    with pytest.raises(ValueError, match=match):
+        regime_token_sums(x, mask, torch.tensor(hard))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_regime_token_sums_keep_x_dtype(dtype):
+    # the four numbers come back in x's dtype (the trainer upcasts bf16 itself): small sums, exact in half precision.
+    # Planted: `check_mask(mask, x.shape).to(None)` (a float32 mask) -> the sums come back float32 -> fails
+    x = torch.tensor([[0.5, 1.5, 9.0], [2.0, 4.0, 6.0]], dtype=dtype)
+    sums = regime_token_sums(x, torch.tensor([[1, 1, 0], [1, 1, 1]]), torch.tensor([True, False]))
+    assert sums.dtype == dtype
+    assert sums.tolist() == [2.0, 2.0, 12.0, 3.0]
+
+
 def test_start_split_by_hand_ties_go_to_the_first_prompt():
     rates = [0.25, 0.0, 0.25, 1.0, 0.75, 1.0, 0.0, 0.5]
     assert start_split(rates, 0.25) == ([1, 6], [3, 5])
@@ -93,6 +132,10 @@ def test_start_split_matches_the_loop_reference(rates, frac):
         ([0.5, 0.5], 0.0, "frac"),
         ([0.5, 0.5], 0.6, "frac"),
         ([0.5, 0.5], True, "frac"),
+        # not a real number, even one float() reads; Planted: `isinstance(frac, bool) and not isinstance(frac,
+        # numbers.Real) or ...` -> "0.25" is accepted, None raises TypeError -> fails
+        ([0.5, 0.5], "0.25", "frac"),
+        ([0.5, 0.5], None, "frac"),
     ],
 )
 def test_start_split_refuses(rates, frac, name):
@@ -125,3 +168,75 @@ def test_group_means_refuses():
         group_means(x, m, r, 2, {"a": [2]})
     with pytest.raises(ValueError, match=r"groups\['a'\]"):
         group_means(x, m, r, 2, {"a": []})
+
+
+@pytest.mark.parametrize(
+    "x, rewards, group_size, groups, match",
+    [
+        # not a tensor: the message names its type; 1-D: it shows the shape
+        ([[0.0, 0.0]] * 4, torch.zeros(4), 2, {"a": [0]}, r"^x must be an \(N, T\) tensor, got list$"),
+        (torch.zeros(4), torch.zeros(4), 2, {"a": [0]}, r"^x must be an \(N, T\) tensor, got torch\.Size\(\[4\]\)$"),
+        (torch.zeros(4, 2), torch.zeros(4), 0, {"a": [0]}, r"^group_size must be an int >= 1, got 0$"),
+        (torch.zeros(4, 2), torch.zeros(4), 2, {"a": [-1]}, r"^groups\['a'\] must be an int >= 0, got -1$"),
+        (
+            torch.zeros(4, 2),
+            torch.zeros(3),
+            2,
+            {"a": [0]},
+            r"^rewards must have shape \(4,\) and N = 4 must be a multiple of group_size 2, got \(3,\)$",
+        ),
+        # N = 3 rows of T = 2: not a multiple of G = 2 (T is)
+        (
+            torch.zeros(3, 2),
+            torch.zeros(3),
+            2,
+            {"a": [0]},
+            r"^rewards must have shape \(3,\) and N = 3 must be a multiple of group_size 2, got \(3,\)$",
+        ),
+    ],
+)
+def test_group_means_errors_name_the_argument(x, rewards, group_size, groups, match):
+    # bad input gets a ValueError naming the argument, with N (rows) not T (tokens) in the shape message.
+    # Planted: `not isinstance(x, Tensor) and x.dim() != 2` -> AttributeError / the 1-D x passes;
+    # check_int(group_size, None | "XXgroup_sizeXX" | "GROUP_SIZE", 1) and check_int(i, None, 0) -> the name is lost;
+    # `x.shape[1] % g` -> (3, 2) passes the check and fails in view (RuntimeError); `({x.shape[1]},)` or
+    # `N = {x.shape[1]}` in the message -> fails.
+    # The whole message is matched (what the user reads). Planted in the x message: getattr(None, 'shape', ...),
+    # getattr(x, 'XXshapeXX' | 'SHAPE', ...) (1-D x says "Tensor"), getattr(x, 'shape', None) or
+    # type(None).__name__ (a list says "None" / "NoneType") -> fails
+    mask = torch.ones(x.shape if isinstance(x, torch.Tensor) else (4, 2))
+    with pytest.raises(ValueError, match=match):
+        group_means(x, mask, rewards, group_size, groups)
+
+
+def test_group_means_by_hand_one_completion_per_prompt():
+    # G = 1 is allowed; a group with one token gives that token, a group with none NaN (not a crash)
+    x = torch.tensor([[2.0, 7.0], [5.0, 9.0], [1.0, 1.0]])
+    m = torch.tensor([[1, 0], [0, 0], [1, 1]])
+    groups = {"one": [0], "none": [1], "two": [2], "all": [0, 1, 2]}
+    got = group_means(x, m, torch.tensor([1.0, 0.0, 1.0]), 1, groups)
+    assert got["one"] == (2.0, 1.0)
+    assert math.isnan(got["none"][0]) and got["none"][1] == 0.0
+    assert got["two"] == (1.0, 1.0)
+    assert got["all"] == ((2.0 + 1.0 + 1.0) / 3, 2 / 3)
+    # Planted: check_int(group_size, "group_size", 2) -> G = 1 refused; `n_tok > 1` -> "one" is NaN;
+    # `n_tok >= 0` or `(n_tok > 0) or True` -> ZeroDivisionError on "none" -> fails
+
+
+def test_group_means_success_rate_exact_for_bfloat16_rewards():
+    # the success rate counts in float64 whatever the rewards' dtype: 299 of 300 in bfloat16, whose integers are
+    # exact only up to 256 (299 would round to 298 or 300). Planted: `torch.as_tensor(rewards)` (dtype kept) -> fails
+    rewards = torch.ones(300, dtype=torch.bfloat16)
+    rewards[0] = 0
+    got = group_means(torch.zeros(300, 1), torch.ones(300, 1), rewards, 3, {"all": list(range(100))})
+    assert got["all"] == (0.0, 299 / 300)
+
+
+def test_group_means_token_count_past_float32_integers():
+    # 2**24 + 1 tokens (e.g. 512 prompts x 8 completions x 4096 tokens, plus one): float32 cannot count them, the
+    # float64 count can, so the mean of ones is exactly 1 (about 0.5 s; x and mask are expanded views).
+    # Planted: `check_mask(mask, x.shape).to(None)` (a float32 count) -> 1 + 2**-24 -> fails
+    n = 2**24 + 1
+    x = torch.ones(1, 1, dtype=torch.float64).expand(1, n)
+    m = torch.ones(1, 1, dtype=torch.bool).expand(1, n)
+    assert group_means(x, m, torch.ones(1), 1, {"a": [0]}) == {"a": (1.0, 1.0)}

@@ -94,7 +94,7 @@ def _theirs(fn: Callable) -> Callable:
 
 def _not_yet(hint: str, case: str) -> str:
     """The verdict on a wrong answer: ``Not yet:``, the hint, then the case, wrapped to a notebook's column."""
-    first = textwrap.fill(f"Not yet: {hint}" if hint else "Not yet.", 100)
+    first = textwrap.fill(f"Not yet: {hint}", 100)  # every checker has a hint
     return f"{first}\n{case}"
 
 

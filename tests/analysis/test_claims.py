@@ -16,6 +16,8 @@ from qae_lab.analysis.claims import (
     VERDICTS,
     Claim,
     claim_card,
+    comparison_row,
+    difference,
     matrix,
     scoreboard,
     t_quantile,
@@ -298,3 +300,231 @@ def test_prop42_claims_are_worded_as_the_strict_comparison_they_are_tested_by():
         claim = by_key[key]
         assert claim.expect == expect and "less than the mean baseline" in claim.statement
         assert "no more than" not in claim.statement
+
+
+# ---------------------------------------------------------------- mutation-testing survivors: held by hand-computed cases
+
+
+def test_beyond_the_table_the_t_quantile_is_the_stated_cornish_fisher_series():
+    # the table's last entry is df = 30 itself, not the expansion (2.0423 there).
+    # Planted: `df <= 30` -> `df < 30` -> fails
+    assert t_quantile(30) == 2.042
+    # beyond it: z + g1 / df + g2 / df^2 with z = 1.959964 and, by hand at that z (Abramowitz & Stegun 26.7.5),
+    # g1 = (z^3 + z) / 4 = 2.372271, g2 = (5 z^5 + 16 z^3 + 3 z) / 96 = 2.822499; the coefficients rounded to 6
+    # decimals move t by < 1e-6 / df. The smallest slip (3 z -> 4 z: g2 + 0.0204) moves t(31) by 2.1e-5.
+    # Planted: each of 3 z -> -3 z, 4 z, 3 / z; 5 z^5 -> 6 z^5, 5 z * 5, 5 z^6; 16 z^3 -> 17 z^3, 16 / z^3, 16 z * 3,
+    # 16 z^4; 96 df^2 -> 97 df^2 -> fails
+    for df in (31, 45, 100):
+        assert t_quantile(df) == pytest.approx(1.959964 + 2.372271 / df + 2.822499 / df**2, abs=1e-7)
+
+
+def test_welchs_interval_by_hand():
+    # a = (0, 0.1, 0.2, 0.6): mean 0.225, squares 0.2075, s^2 0.069167, s^2 / 4 = 0.017292;
+    # b = (0, 0.3, 0.3, 0.6, 0.9, 1.2): mean 0.55, squares 0.975, s^2 0.195, s^2 / 6 = 0.0325;
+    # se = sqrt(0.049792) = 0.223141; df = 0.049792^2 / (0.017292^2 / 3 + 0.0325^2 / 5) = 7.97 -> t(7) = 2.365,
+    # half-width 2.365 * 0.223141 = 0.527727 about diff -0.325.
+    # Planted: any slip in the variances (s^2 * n, s * 2, s^3) or in the Welch-Satterthwaite df (a sign, a power,
+    # n + 1, n - 2, * for /, `and False`), or t / se -> fails
+    d = difference([0, 0.1, 0.2, 0.6], [0, 0.3, 0.3, 0.6, 0.9, 1.2], paired=False)
+    assert (d.a, d.b, d.diff, d.n, d.higher) == pytest.approx((0.225, 0.55, -0.325, 4, None))
+    assert (d.lo, d.hi) == pytest.approx((-0.325 - 0.527727, -0.325 + 0.527727), abs=1e-5)
+    # df below 2 takes t(1) = 12.706: a = (0, 6) spreads, b = (1, 1.1, 1.2) hardly: s^2 / n = 9 and 0.003333,
+    # df = 1.0007, half-width 12.706 * sqrt(9.003333) = 38.1251. Planted: max(df, 1.0) -> max(df, 2.0) -> fails
+    d = difference([0, 6], [1, 1.1, 1.2], paired=False)
+    assert d.hi - d.diff == pytest.approx(38.1251, abs=1e-3)
+    # both sides without spread: the interval is the point (no 0 / 0). Planted: `se > 0` -> `se >= 0`, or
+    # `(se > 0) or True` -> fails (ZeroDivisionError)
+    v = verdict([1.0, 1.0], [0.0, 0.0], ">", paired=False)
+    assert (v.word, v.lo, v.hi, v.agree) == ("holds", 1.0, 1.0, None)
+
+
+def test_difference_pairs_by_seed_by_default_and_drops_a_pair_with_a_none():
+    # seed 2 has no a: the pairs are (1, 0), (3, 1): d = (1, 2), mean 1.5, sd 0.7071, half-width 12.706 * 0.5
+    # Planted: default paired=False -> fails; _sides(..., paired) -> _sides(..., None) -> fails (b keeps its 5.0);
+    # Difference(..., n) -> None -> fails
+    d = difference([1.0, None, 3.0], [0.0, 5.0, 1.0])
+    assert (d.a, d.b, d.diff, d.n, d.higher) == (2.0, 0.5, 1.5, 2, 2)
+    assert (d.lo, d.hi) == pytest.approx((1.5 - 6.353, 1.5 + 6.353), abs=1e-9)
+    # a seed with a = b is not "higher". Planted: `v > 0` -> `v >= 0` -> fails
+    assert difference([1.0, 2.0, 3.0], [1.0, 1.0, 1.0]).higher == 2
+    # comparison_row pairs by seed: d = (0.5, 0.5, 1.5), mean 0.833, sd 0.57735, half-width 4.303 / 3 = 1.4343;
+    # a's sd: squares 1.778 + 0.111 + 2.778 = 4.667 / 2 -> 1.528; b's: 1.00. Planted: default paired=False -> fails
+    assert comparison_row("final entropy", "quantile", [1.0, 2.0, 4.0], "mean", [0.5, 1.5, 2.5], 2) == {
+        "quantity": "final entropy",
+        "a": "quantile 2.33±1.53",
+        "b": "mean 1.50±1.00",
+        "a - b": "+0.83 [-0.60, +2.27]",
+        "seeds a > b": "3/3",
+    }
+
+
+def test_a_size_verdict_at_its_edges_by_hand():
+    band = (0.70, 0.90)
+    # two seeds are enough: mean 0.80, sd 0.014142, half-width 12.706 * 0.01 = 0.12706 -> [0.673, 0.927]
+    # Planted: `len(xa) < 2` -> `<= 2` or `< 3` -> fails
+    v = verdict([0.79, 0.81], None, "in", band=band)
+    assert (v.word, v.n) == ("at the band's edge", 2) and v.lo == pytest.approx(0.67294, abs=1e-9)
+    # one seed: its number, no interval, the reason. Planted: each field of that Verdict dropped or set to None
+    # (a, n, why, a None removed), `if xa` -> `(xa) and False`, the reason's text changed -> fails
+    single = verdict([0.8, None], None, "in", band=band)
+    assert tuple(single) == (
+        "cannot be tested here",
+        0.8,
+        None,
+        None,
+        None,
+        None,
+        1,
+        None,
+        "fewer than two seeds with a number",
+    )
+    # no seed: no mean (no 0 / 0). Planted: `(xa) or True` -> fails (ZeroDivisionError)
+    assert tuple(verdict([None, None], None, "in", band=band))[1:7] == (None, None, None, None, None, 0)
+    # a reason given: untested whatever the seeds, a the mean (2.25 / 3). Planted: sum / len -> sum * len -> fails;
+    # verdict passes why=None on to the size -> fails
+    why = "no zero advantages to count"
+    v = verdict([0.5, 0.75, 1.0], None, "in", band=band, why=why)
+    assert tuple(v) == ("cannot be tested here", 0.75, None, None, None, None, 3, None, why)
+    # a judged size counts its seeds. Planted: Verdict(..., len(xa)) -> None -> fails
+    assert verdict([0.79, 0.80, 0.81], None, "in", band=band).n == 3
+    # seeds without spread keep the rounding floor, relative to their size: 1e-12 * 50. Planted: _ROUNDING * max
+    # -> _ROUNDING / max -> fails
+    assert verdict([50.0, 50.0, 50.0], None, "in", band=(40, 60)).half == pytest.approx(5e-11, rel=1e-3)
+    # an interval that exactly fills its band holds; one that touches the band from outside shares its edge.
+    # Planted: `lo_band <= lo` -> `<`, `hi <= hi_band` -> `<`, `hi < lo_band` -> `<=`, `lo > hi_band` -> `>=` -> fails
+    seeds = [0.79, 0.80, 0.81]
+    base = verdict(seeds, None, "in", band=(0.0, 1.0))
+    assert verdict(seeds, None, "in", band=(base.lo, base.hi)).word == "holds"
+    assert verdict(seeds, None, "in", band=(base.hi, base.hi + 0.1)).word == "at the band's edge"
+    assert verdict(seeds, None, "in", band=(base.lo - 0.1, base.lo)).word == "at the band's edge"
+
+
+def test_the_verdict_at_its_edges_by_hand():
+    # two seeds are enough: d = (0.5, 0.5) -> holds. Planted: `n < 2` -> `<= 2` or `< 3` -> fails
+    v = verdict([1.0, 1.1], [0.5, 0.6], ">")
+    assert (v.word, v.n, v.agree) == ("holds", 2, 2)
+    # untested, with its one pair counted. Planted: Verdict(..., n) -> None -> fails
+    assert verdict([1.0, None], [0.5, 0.6], ">").n == 1
+    # equal by construction keeps the numbers: means 0.95 / 3, the interval the rounding floor 1e-12 * 0.40.
+    # Planted: a, b, lo or n -> None -> fails
+    a = [0.30, 0.25, 0.40]
+    v = verdict(a, list(a), "<", equal_by_construction="a constant baseline cancels")
+    assert (v.a, v.b, v.n) == pytest.approx((0.95 / 3, 0.95 / 3, 3))
+    assert (v.lo, v.hi) == pytest.approx((-4e-13, 4e-13), rel=1e-6)
+    # all zero (no entropy change on either side) is equal. Planted: `max(gaps) > floor` -> `>=` -> fails
+    assert verdict([0.0, 0.0], [0.0, 0.0], "<", equal_by_construction="nothing moves").word == "equal by construction"
+    # sums in another order at a few hundred differ by ~6e-14, within 1e-12 * 600. Planted: _ROUNDING * max ->
+    # _ROUNDING / max -> fails
+    v = verdict([(0.1 + 0.2) * 1000, (0.2 + 0.4) * 1000], [300.0, 600.0], "<", equal_by_construction="same sums")
+    assert v.word == "equal by construction"
+    # paired seeds that differ are not equal even when the means are. Planted: `(paired) and False` -> fails
+    with pytest.raises(ValueError, match=r"^a and b differ by up to 0\.1 \(paired: True\)"):
+        verdict([0.3, 0.4], [0.4, 0.3], "<", equal_by_construction="x")
+    # unpaired: the gap reported is the means' (0.6 - 0.5), not a seed's (0.3). Planted: `(paired) or True` -> fails;
+    # abs(d.diff) -> abs(None) -> fails (TypeError)
+    with pytest.raises(ValueError, match=r"^a and b differ by up to 0\.1 \(paired: False\)"):
+        verdict([0.5, 0.7], [0.6, 0.4], "<", paired=False, equal_by_construction="x")
+    # unpaired seeds have no agreeing count, whichever the direction. Planted: `(d.higher is None) and False` -> fails
+    assert verdict([1.0, 2.0], [3.0, 4.0], "<", paired=False).agree is None
+    # a tie does not agree with "<". Planted: `x < y` -> `x <= y` -> fails
+    assert verdict([1.0, 1.0, 1.0], [1.0, 2.0, 3.0], "<").agree == 2
+
+
+def test_a_claim_is_built_when_valid_and_refused_by_name_when_not():
+    # Planted: `band and not band_reason` -> `band or not ...` / `band and band_reason`; `band is not None and`
+    # -> `or` / `band is None`; `not band[0] < band[1]` -> `band[0] < band[1]`, `band[1] < band[1]`, `band[2]` -> fails
+    assert Claim("x", "QAE", "s", "t", "a", "b", ">").band is None
+    assert Claim("x", "QAE", "s", "t", "a", "b", "in", band=(0.7, 0.9), band_reason="r").band == (0.7, 0.9)
+    # Planted: `band[0] < band[1]` -> `<=` (an empty band accepted) -> fails
+    for band in ((0.8, 0.8), (0.9, 0.7)):
+        with pytest.raises(ValueError, match=r"^claim 'x': band must be \(lo, hi\) with lo < hi"):
+            Claim("x", "QAE", "s", "t", "a", "b", "in", band=band, band_reason="r")
+    with pytest.raises(ValueError, match=r"^claim 'x': a band \(with its reason\)"):
+        Claim("x", "QAE", "s", "t", "a", "b", "in", band=(0.7, 0.9))
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: verdict([0.8, 0.8], [0.5, 0.5], ">", band=(0.7, 0.9)), r"^a band goes with expect='in'"),
+        (lambda: verdict([0.8, 0.8], None, "in", band=(0.8, 0.8)), r"^band must be \(lo, hi\) with lo < hi"),
+    ],
+)
+def test_a_bad_band_is_refused_by_a_message_that_starts_with_it(call, message):
+    # Planted: the message -> "XX...XX" -> fails; `lo_band < hi_band` -> `<=` (an empty band accepted) -> fails
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_the_scoreboard_rows_read_as_the_table_shows_them():
+    unpaired = verdict([0.61, 0.72, 0.55], [0.50, 0.60, 0.45], ">", paired=False)
+    no_mean_run = verdict([1.0, 1.1], [None, None], ">", paired=False, why="no mean-baseline run")
+    share = {"measured": "share", "a": "quantile", "b": "the stated size"}
+    judged = {
+        ("qae_pass1", "CPU preset", ""): ({"measured": "pass@1", "a": "quantile", "b": "mean"}, unpaired),
+        ("qae_pass1", "sums model", ""): ({"measured": "pass@1", "a": "quantile", "b": "mean"}, no_mean_run),
+        ("sparsity", "CPU preset", "none"): (share, verdict([None, None], None, "in", band=(0.7, 0.9))),
+        ("sparsity", "CPU preset", "one"): (share, verdict([0.8], None, "in", band=(0.7, 0.9))),
+        ("sparsity", "CPU preset", "held"): (share, verdict([0.79, 0.80, 0.81], None, "in", band=(0.7, 0.9))),
+    }
+    none, one, held, sums, cpu = scoreboard(judged)  # CLAIMS' order (sparsity first), then SETTINGS' order
+    # the columns by name. Planted: a key "claim", "paper", "section", "measured" -> "XX..XX" or upper case -> fails
+    assert list(cpu) == [
+        "claim",
+        "paper",
+        "section",
+        "setting",
+        "measured",
+        "a",
+        "b",
+        "a - b",
+        "seeds",
+        "verdict",
+        "why",
+    ]
+    # no variant: the setting alone; unpaired: the seeds counted, none agreeing.
+    # Planted: `if variant` -> `or True`, "" -> "XXXX"; `agree is not None` -> `or True`, str(n) -> str(None) -> fails
+    assert (cpu["paper"], cpu["section"], cpu["setting"], cpu["measured"], cpu["seeds"]) == (
+        "QAE",
+        "Table 1",
+        "CPU preset",
+        "pass@1",
+        "3",
+    )
+    # a side without a number shows a dash. Planted: "—" -> "XX—XX", `x is None` -> `and False` -> fails
+    assert (sums["a"], sums["b"], sums["a - b"]) == ("quantile 1.050", "mean —", "—")
+    # a size without a number, with one (no interval) and held (with its band's reason).
+    # Planted: the dash -> "XX—XX" or `and False`; "" -> "XXXX" or `(v.lo is None) and False`;
+    # ("holds", ...) -> ("XXholdsXX", ...) or ("HOLDS", ...) -> fails
+    assert (none["setting"], none["a"], none["a - b"]) == ("CPU preset, none", "quantile —", "—")
+    assert (one["a"], one["a - b"], one["why"]) == ("quantile 0.800", "0.800", "fewer than two seeds with a number")
+    assert held["verdict"] == "holds" and held["why"].startswith("band: ") and "80%" in held["why"]
+
+
+def test_a_matrix_cell_measured_two_ways_shows_both_verdicts():
+    # Planted: "; ".join -> "XX; XX".join -> fails
+    held = verdict([0.61, 0.72, 0.55], [0.50, 0.60, 0.45], "<")
+    null = verdict([0.40, 0.62, 0.52], [0.45, 0.55, 0.50], "<")
+    judged = {
+        ("hard_prop42", "sequence policy", "Adam"): ({}, held),
+        ("hard_prop42", "sequence policy", "SGD"): ({}, null),
+    }
+    assert matrix(judged)[0]["sequence policy"] == "reversed (Adam); no difference ±0.15 (SGD)"
+
+
+def test_the_claim_cards_how_sure_for_a_size_and_for_the_untested():
+    judged = {
+        ("sparsity", "CPU preset", ""): ({}, verdict([0.97, 0.98, 0.99], None, "in", band=(0.70, 0.90))),
+        ("qae_pass1", "CPU preset", ""): ({}, verdict([0.6], [0.5], ">")),
+    }
+    size, untested = claim_card(judged, [CARD[3], CARD[4]])
+    # by hand: mean 0.98, [0.955, 1.005]; the band (0.70, 0.90)'s middle 0.80. Planted: sum(band) / 2 -> * 2 or / 3
+    assert size["how sure"] == "measured 0.98 (95%: 0.96-1.00), paper ~0.80"
+    # Planted: "cannot be tested here" -> "XX..XX" or upper case (falls through to "1 seeds") -> fails
+    assert untested["how sure"] == "fewer than two seeds with a number on both sides"
+
+
+def test_a_comparison_row_shows_three_decimals_by_default():
+    # the default a participant reads: three decimals. Planted: digits=4 -> "quantile 1.000±0.000" reads 1.0000
+    row = comparison_row("x", "quantile", [1.0, 1.0], "mean", [0.5, 0.5])
+    assert (row["a"], row["b"], row["a - b"]) == ("quantile 1.000±0.000", "mean 0.500±0.000", "+0.500 [+0.500, +0.500]")

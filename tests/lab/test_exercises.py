@@ -249,6 +249,41 @@ def test_a_float_answer_1e5_off_is_refused_and_one_within_1e8_accepted(name, sig
     assert check(_nudged(right, sign * 1e-8)).startswith("Correct")
 
 
+def _largest_nudged(fn, rel: float, moved: list):
+    """``fn`` with the largest value (in size) of each answer moved by ``rel`` of its size, where that value is not
+    the first (the first stays exact); each move made is appended to ``moved``."""
+
+    def nudged(*args):
+        out = torch.as_tensor(fn(*args), dtype=torch.float64).clone()
+        flat = out.view(-1)
+        i = int(flat.abs().argmax())
+        if i > 0:
+            moved.append(rel * abs(float(flat[i])))
+            flat[i] += moved[-1]
+        return out
+
+    return nudged
+
+
+# the float checkers whose answers hold several values, the largest of some not the first
+SEVERAL_VALUES = ("check_quantile_baseline", "check_horizon_weights", "check_mean_advantages")
+
+
+@pytest.mark.parametrize("name", SEVERAL_VALUES)
+@pytest.mark.parametrize("sign", [1, -1])
+def test_an_answer_whose_largest_value_is_1e5_off_relative_is_refused(name, sign):
+    # Planted bugs, in exercises._close: a relative tolerance, `torch.allclose(got, want.double(), rtol=1e-5,
+    # atol=atol)` -> each nudged answer is "Correct" and the first assert fails; comparing the first value only,
+    # `(got - want.double()).abs().view(-1)[:1] <= atol` -> the same
+    check, right = getattr(ex, name), FLOAT_CHECKERS[name]
+    moved = []
+    assert check(_largest_nudged(right, sign * 1e-5, moved)).startswith("Not yet: ")
+    # the scale: the value moved in the refused case is 1.6 to 2.2 in size (exercises.ATOL's note: of order 1), so
+    # the move refused is 1e-5 x that, over ten times ATOL = 1e-6
+    assert moved and abs(moved[-1]) > 10 * ex.ATOL
+    assert check(_largest_nudged(right, sign * 1e-8, [])).startswith("Correct")  # 1e-8 x at most 10: well inside
+
+
 @pytest.mark.parametrize("name", sorted(FLOAT32))
 def test_a_float32_answer_is_accepted(name):
     # the tolerance's scale (exercises.ATOL): float32 rounding of answers of order 1 stays well inside it
@@ -453,3 +488,260 @@ def test_check_direction_over_seeds_uses_the_tables_interval_rule():
     assert check_direction("down", 1.2, 1.0, quantity="x", change="y", interval=(-0.3, -0.1)).startswith("Right")
     with pytest.raises(ValueError, match="interval must be"):
         check_direction("up", 1.0, 1.2, quantity="x", change="y", interval=(0.3, 0.1))
+
+
+def test_a_wrong_count_gets_the_checkers_hint_wrapped_at_100_then_the_case():
+    # the checker's own hint, wrapped at a notebook's 100 columns, then the case with the counts worked by hand:
+    # G=4, K=0.2: c = 0 and c = 4 are all-equal groups (every A = 0), c = 1..3 lie below the gate (c/G <= 0.8),
+    # where only the successes move and the G - c failures keep A = 0.
+    # Planted: _NotYet's hint default "" -> "XXXX" -> fails; _not_yet's textwrap.fill(..., 100) -> 101 -> fails
+    said = ex.check_zero_count(lambda c, g, k: 0)
+    assert said == (
+        "Not yet: below the gate (c / G <= 1 - K) only the c successes move; above it only the G - c\n"
+        "failures.\n"
+        "zero counts for c = 0..4, G=4, K=0.2: expected [4, 3, 2, 1, 4], got [0, 0, 0, 0, 0]"
+    ), said
+
+
+def test_a_function_that_raises_later_is_named_with_its_arguments_shortened():
+    # a learner who wrote it for the example's one group of 4: the probe passes, the first random case (G=2, six
+    # rewards) raises; the verdict shows every argument, comma-separated, each repr shortened to 60 characters (the
+    # rewards' repr is 61, so it ends in [...]).
+    # Planted (_theirs): shown = None / "XX, XX".join / repr(None) / shorten(..., 61) / _TheirError(None) -> fails;
+    # _not_yet's fill width 100 -> 101 (the hint is 101 characters) -> fails
+    def one_group(r, g, k):
+        return quantile_baseline(r.view(1, 4).flatten(), 4, k)
+
+    said = ex.check_quantile_baseline(one_group)
+    hint, rest = said.split("\n(sorted).\n")
+    assert hint == "Not yet: the K-quantile of a group is its ceil(K G)-th smallest reward, read per group of G", said
+    assert rest.startswith("your function raised RuntimeError: "), said
+    assert rest.endswith(" (called with tensor([ 1.5410, -0.2934, -2.1788, 0.5684, -1.0845, [...], 2, 0.2)"), said
+
+
+def test_format_reward_is_called_with_trls_keyword_arguments():
+    # TRL passes prompts= (and more) to a reward function; one that reads them must be accepted.
+    # Planted: _theirs calling fn(*args) without **kwargs -> TypeError reported, not "Correct" -> fails
+    def reward(completions, prompts, **kwargs):
+        assert len(prompts) == len(completions)
+        return soft_format_reward(completions)
+
+    assert ex.check_format_reward(reward).startswith("Correct"), ex.check_format_reward(reward)
+
+
+@pytest.mark.parametrize(
+    "check, answer, got",
+    [
+        (ex.check_knob_slope, lambda z, eta: 0.1, ", got 0.1"),  # a float shown as written, not as float32
+        (ex.check_knob_slope, lambda z, eta: 0, ", got 0.0"),  # an int read as a float64 number
+        (ex.check_knob_slope, lambda z, eta: "a slope", ", got 'a slope'"),  # not numbers: its repr
+        (ex.check_horizon_weights, lambda h, m, a: torch.zeros_like(h), ", got [[0.0]]"),  # a tensor as a list
+    ],
+)
+def test_a_wrong_float_answer_is_shown_as_numbers_after_the_checkers_hint(check, answer, got):
+    # the case line ends with the learner's answer as numbers (float64, a list for a tensor), or its repr where it is
+    # not numbers; the hint before it is the checker's own.
+    # Planted (_compare): hint default "" -> "XXXX"; shown = None; _tensor(None); repr(got) always / never /
+    # repr(None); `is not None`; (_tensor) dtype=torch.float64 dropped (0.1 shows as 0.10000000149011612) -> fails
+    said = check(answer)
+    assert said.endswith(got), said
+    assert said.startswith(("Not yet: the slope is eta times", "Not yet: sum H~ over real tokens")), said
+
+
+def test_a_value_exactly_atol_off_is_accepted():
+    # ATOL is inclusive: padding answered 1e-6 instead of 0 (the difference exactly ATOL in float64) still passes;
+    # some of the 15 cases are padded.
+    # Planted: _close's `<= atol` -> `< atol` -> "Not yet" -> fails
+    def weights(h, m, a):
+        w = horizon_weights(h, m, a)
+        return torch.where(m == 0, torch.full_like(w, ex.ATOL), w)
+
+    assert ex.check_horizon_weights(weights).startswith("Correct")
+
+
+def test_the_modules_naive_quantile_passes_every_random_case_and_is_caught_by_a_float_trap():
+    # exercises._naive_quantile (the doctest's wrong answer) differs from the right one only at the FLOAT_TRAPS: at
+    # K G <= 1 (G=2, K=0.2 is the first case) it reads the smallest reward, as ceil(K G) = 1 says.
+    # Planted: _naive_quantile's max(ceil(k g), 1) -> max(..., 2) -> refused at G=2 with the generic hint -> fails
+    said = ex.check_quantile_baseline(ex._naive_quantile)
+    assert said.startswith("Not yet: that is the index ceil(K G) - 1"), said
+    assert "G=25, K=0.28" in said, said
+
+
+@pytest.mark.parametrize(
+    "prediction, before, after, kw, verdict",
+    [
+        ("up", 1.0, 2.0, {}, 'Right: you predicted "up", and the entropy went up when K rose\n(measured 1 -> 2).'),
+        ("down", 1.0, 2.0, {}, 'Wrong: you predicted "down", but the entropy went up when K rose\n(measured 1 -> 2).'),
+        (
+            "same",
+            1.0,
+            1.05,
+            {"tolerance": 0.1},
+            'Right: you predicted "same", and the entropy stayed the same when K rose\n'
+            "(measured 1 -> 1.05, tolerance 0.1).",
+        ),
+        (
+            "down",
+            0.0150,
+            0.0138,
+            {"interval": (-0.0035, 0.0012)},
+            'Wrong: you predicted "down", but the entropy stayed the same when K rose\n'
+            "(measured 0.015 -> 0.0138, 95% interval of the change [-0.0035, +0.0012]).",
+        ),
+    ],
+)
+def test_check_direction_reads_as_a_sentence(prediction, before, after, kw, verdict):
+    # the participant reads: verdict, the prediction, what was measured, and the numbers (a tolerance or an interval
+    # only where one was given)
+    # Planted: joint "and"/"but" -> "XXandXX"/"AND"/"XXbutXX"/"BUT"; moved = None / always or never "stayed the
+    # same" / "XXstayed the sameXX" / "STAYED THE SAME" / `!= "same"` / == "XXsameXX" / == "SAME"; spread never
+    # shown / [interval[1], interval[1]] / "XXXX" without an interval; tolerance always or never shown / "XXXX";
+    # closing "XX).XX" -> fails
+    said = ex.check_direction(prediction, before, after, quantity="the entropy", change="K rose", **kw)
+    assert said == verdict, said
+
+
+def test_check_direction_without_a_prediction_wraps_at_100():
+    # Planted: textwrap.fill's width 100 -> 101 or left out (70) -> fails
+    said = ex.check_direction(None, 1.0, 2.0, quantity="the training variance", change="QAE came in")
+    assert said == (
+        'No prediction yet: set PREDICTION to "up", "down" or "same" (how will the training variance move\n'
+        "when QAE came in?), run that cell, then this one."
+    ), said
+
+
+@pytest.mark.parametrize(
+    "before, after, kw, measured",
+    [
+        (1.0, 1.0, {}, "same"),  # no move at all, no tolerance
+        (1.0, 1.5, {"tolerance": 0.5}, "same"),  # a move of exactly the tolerance (exact in binary)
+        (1.0, 1.0, {"interval": (0.0, 0.0)}, "same"),  # every seed gave the same change: lo == hi is an interval
+        (1.0, 1.2, {"interval": (0.0, 0.4)}, "same"),  # an interval whose edge is zero includes zero
+        (1.2, 1.0, {"interval": (-0.4, 0.0)}, "same"),
+    ],
+)
+def test_check_direction_edges_count_as_same(before, after, kw, measured):
+    # Planted: `abs(after - before) <= tolerance` -> `<`; `lo <= hi` -> `lo < hi` (raises); `interval[0] <= 0` ->
+    # `< 0`; `0 <= interval[1]` -> `0 <` -> fails
+    said = ex.check_direction(measured, before, after, quantity="x", change="y", **kw)
+    assert said.startswith('Right: you predicted "same", and x stayed the same'), said
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: ex.check_direction("up", float("nan"), 1.0, quantity="x", change="y"), "^before must be a finite"),
+        (lambda: ex.check_direction("up", True, 1.0, quantity="x", change="y"), "^before must be a finite"),
+        (lambda: ex.check_direction("up", "1", 1.0, quantity="x", change="y"), "^before must be a finite"),
+        (lambda: ex.check_direction("up", 1.0, 2.0, quantity="x", change="y", tolerance=math.inf), "^tolerance must"),
+        (lambda: ex.check_estimate(5, True, quantity="x", tolerance=1), "^measured must be a finite"),
+        (lambda: ex.check_estimate(5, "5", quantity="x", tolerance=1), "^measured must be a finite"),
+        (lambda: ex.check_estimate(5, 5.0, quantity="x", tolerance=float("nan")), "^tolerance must be a finite"),
+    ],
+)
+def test_bad_numbers_get_an_error_naming_the_argument(call, message):
+    # bad input gets a clear ValueError naming the argument (a bool or a string is not a number)
+    # Planted: names "XXbeforeXX"/"BEFORE"/"XXtoleranceXX"/"TOLERANCE" (both checkers); `isinstance(value, bool) or
+    # not isinstance(...)` -> `and` (True passes, "1" raises TypeError) -> fails
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+@pytest.mark.parametrize(
+    "guess, measured, tolerance, unit, verdict",
+    [
+        (
+            10,
+            10.5,
+            0.1,
+            "",
+            "Off: you guessed 10, the gap measured 10.5 (0.5 higher than your guess;\nwithin 0.1 counts as right).",
+        ),  # no unit: bare numbers; a gap under 1 is still "higher"
+        (
+            0,
+            79.4,
+            10,
+            "%",
+            "Off: you guessed 0%, the gap measured 79.4% (79.4% higher than your guess;\nwithin 10% counts as right).",
+        ),  # 0 is not a fraction written for a percentage
+        (
+            1.5,
+            79.4,
+            10,
+            "%",
+            "Off: you guessed 1.5%, the gap measured 79.4% (77.9% higher than your guess;\n"
+            "within 10% counts as right).",
+        ),  # above 1: read as a percentage
+        (
+            0.5,
+            1,
+            0.1,
+            "%",
+            "Off: you guessed 0.5%, the gap measured 1% (0.5% higher than your guess;\nwithin 0.1% counts as right).",
+        ),  # measured 1%: no fraction to mistake it for
+        (
+            1,
+            79.4,
+            10,
+            "%",
+            "Not yet: PREDICTION is in percent: 1 means 1%; did you mean 100? Write it in percent and run this again.",
+        ),  # 1 with a share of 79.4%: the fraction 1 = 100%
+    ],
+)
+def test_check_estimate_reads_as_a_sentence(guess, measured, tolerance, unit, verdict):
+    # Planted: unit default "" -> "XXXX"; side `gap > 0` -> `gap > 1`; the fraction test `0 < prediction <= 1 <
+    # measured` -> `0 <=` / `< 1` / `<= 2` / `1 <= measured` -> fails
+    units = {"unit": unit} if unit else {}  # no unit: the default
+    said = ex.check_estimate(guess, measured, quantity="the gap", tolerance=tolerance, **units)
+    assert said == verdict, said
+
+
+def test_check_prediction_reads_as_a_sentence():
+    # Planted: spread = None; joint = None / "and" always or never / "XXandXX" / "AND" / `!=` / "XXbutXX" / "BUT"
+    # -> fails
+    right = ex.check_prediction("down", _change([-1.5, -2.5, -3.5]))
+    assert right == (
+        'Right: you predicted "down", and all 1 completions with A > 0 became less likely\n'
+        "(change of log π(y) from -0.500 to -0.500)."
+    ), right
+    wrong = ex.check_prediction("up", _change([-1.5, -2.5, -3.25]), sign="A < 0")
+    assert wrong == (
+        'Wrong: you predicted "up", but all 2 completions with A < 0 became less likely\n'
+        "(change of log π(y) from -0.500 to -0.250)."
+    ), wrong
+
+
+@pytest.mark.parametrize(
+    "prediction, after, against",
+    [
+        ("down", [-1.0, -1.5, -3.0], "y1 ✗"),  # y1 rose, y2 did not move: only y1 went against "down"
+        ("up", [-1.0, -2.5, -3.0], "y1 ✗"),  # y1 fell, y2 did not move: only y1 went against "up"
+    ],
+)
+def test_prediction_partly_does_not_count_an_unmoved_completion_against(prediction, after, against):
+    # Planted: `delta > 0 if guess == "down"` -> `delta >= 0`; `else delta < 0` -> `delta <= 0` -> y2 listed -> fails
+    said = ex.check_prediction(prediction, _change(after), sign="A < 0")
+    assert said.startswith(f'Partly: you predicted "{prediction}"; '), said
+    assert f"\nAgainst your prediction: {against}. One step" in said, said
+
+
+def test_prediction_partly_lists_every_completion_against():
+    # Planted: ", ".join(against) -> "XX, XX".join -> fails
+    c = UpdateChange(
+        ["y0 ✓", "y1 ✗", "y2 ✗", "y3 ✗"],
+        torch.tensor([-1.0, -2.0, -3.0, -4.0]),
+        torch.tensor([-1.0, -1.5, -2.75, -4.5]),  # y1 and y2 rose, y3 fell
+        torch.tensor([1.0, -0.5, -0.25, -0.25]),
+        torch.zeros(4, dtype=torch.long),
+        torch.full((4,), 3),
+    )
+    said = ex.check_prediction("down", c, sign="A < 0")
+    assert said.startswith('Partly: you predicted "down"; 1 of 3 completions with A < 0 became less likely and 2'), said
+    assert "\nAgainst your prediction: y1 ✗, y2 ✗. One step" in said, said
+
+
+def test_prediction_refuses_a_change_of_the_wrong_type_by_its_type():
+    # Planted: type(change) -> type(None) in the message -> "got NoneType" -> fails
+    with pytest.raises(ValueError, match="^change must be a .*UpdateChange, got dict$"):
+        ex.check_prediction("up", {"delta": [0.1]})

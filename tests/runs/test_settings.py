@@ -442,6 +442,27 @@ def test_the_env_allow_list_is_names_and_none_of_them_a_credential(monkeypatch):
         settings.check_env({"HF_HOME": "/elsewhere"})
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        "WANDB_PROJECT_X",  # an allowed name, then more
+        "WANDB_PROJECTX",
+        "TOKENIZERS_PARALLELISM_",
+        "MLFLOW_TRACKING_URI2",
+        "HF_HOME_OLD",  # a shell-only name, then more: not a name the shell-only rule knows either
+    ],
+)
+def test_an_env_name_that_only_starts_like_an_allowed_one_is_refused(name, tmp_path):
+    # Planted bug: check_env tested `not any(name.startswith(a) for a in (*ENV_ALLOWED, *ENV_SHELL_ONLY))` instead of
+    # exact membership -> "DID NOT RAISE ValueError" for every name here
+    assert any(name.startswith(a) and name != a for a in (*settings.ENV_ALLOWED, *settings.ENV_SHELL_ONLY))
+    with pytest.raises(ValueError, match=rf"run.yaml: env: {name} is not among the variables a file may set"):
+        settings.check_env({name: "hello"}, "run.yaml")
+    cfg = _write(tmp_path / "run.yaml", f"preset: cpu-demo\nenv:\n  {name}: hello\n")
+    with pytest.raises(ValueError, match=rf"config file .*run.yaml: env: {name} is not among the variables"):
+        read_config(cfg)
+
+
 # ---------------------------------------------------------------- a config file is read as what it claims to be
 
 BILLION_LAUGHS = "".join(
@@ -474,6 +495,22 @@ def test_a_config_file_that_is_not_utf8_or_too_large_is_refused_naming_it(tmp_pa
     bom = tmp_path / "bom.yaml"
     bom.write_bytes(b"\xef\xbb\xbfquantile_k: 0.6\n")  # a UTF-8 file some editors mark: read as it is
     assert read_config(bom)[0] == {"quantile_k": 0.6}
+
+
+def test_a_config_file_of_exactly_1_mib_is_read_and_one_byte_more_is_refused(tmp_path):
+    # Planted bugs: `if len(data) >= MAX_CONFIG_BYTES` in _config_text -> the 1 MiB file is refused and the first
+    # read_config fails; `f.read(MAX_CONFIG_BYTES)` (no + 1) -> the 1 MiB + 1 file is read cut short, no ValueError
+    assert settings.MAX_CONFIG_BYTES == 1048576  # 1 MiB, as documented
+    head = "quantile_k: 0.6\n# "
+    at_limit = tmp_path / "at_limit.yaml"
+    at_limit.write_bytes((head + "x" * (settings.MAX_CONFIG_BYTES - len(head) - 1) + "\n").encode("ascii"))
+    assert at_limit.stat().st_size == 1048576
+    assert read_config(at_limit) == ({"quantile_k": 0.6}, {})
+    over = tmp_path / "over.yaml"
+    over.write_bytes((head + "x" * (settings.MAX_CONFIG_BYTES - len(head)) + "\n").encode("ascii"))
+    assert over.stat().st_size == 1048577
+    with pytest.raises(ValueError, match=r"over.yaml: larger than a settings file may be \(1048576 bytes\)"):
+        read_config(over)
 
 
 def test_a_set_value_nested_too_deep_is_refused_by_name():

@@ -103,6 +103,18 @@ def test_a_checkpoint_without_what_a_resume_loads_is_incomplete(tmp_path):
     ]
 
 
+@pytest.mark.parametrize("other", ["optimizer.pth", "rng_states.pth", "old_rng_state.pth", "extra_state.pth"])
+def test_another_pth_file_is_no_rng_state(tmp_path, other):
+    # Planted bug: `if resume and not any(n.endswith(".pth") for n in modes)` in checkpoint_problems (any .pth
+    # counted as RNG state) -> the list is [] and this assert fails
+    ckpt = _checkpoint(tmp_path / "run", 4)
+    (ckpt / "rng_state.pth").unlink()
+    torch.save({"cpu": torch.get_rng_state()}, ckpt / other)  # whole and loadable: only its name is wrong
+    no_rng = "no RNG state (rng_state.pth): the resumed run would draw other samples than an uninterrupted one"
+    assert checkpoint_problems(ckpt) == checkpoint_problems(ckpt, load=True) == [no_rng]
+    assert latest_complete_checkpoint(tmp_path / "run") == (None, [f"checkpoint-4 skipped: {no_rng}"])
+
+
 class _Gadget:
     """What a crafted pickle carries: an object that is no tensor (its reduce could run any code)."""
 

@@ -265,7 +265,10 @@ def test_pyproject_installs_every_data_folder_in_the_package():
 
 
 # extras the conda environment leaves out, and why
-NOT_IN_ENVIRONMENT = {"vllm": "GPU generation (vLLM and its CUDA torch): for a GPU machine, not a laptop's environment"}
+NOT_IN_ENVIRONMENT = {
+    "vllm": "GPU generation (vLLM and its CUDA torch): for a GPU machine, not a laptop's environment",
+    "mutation": "mutation testing (python -m tools.mutation): a maintainer's tool, hours long, not a participant's",
+}
 
 
 def test_environment_yml_is_on_colabs_python_with_every_extra():

@@ -15,11 +15,11 @@ from trl.trainer.utils import RepeatSampler
 
 from qae_lab.advantages import signal_groups
 from qae_lab.methods import method_settings
-from qae_lab.metric_names import DYNAMIC_SAMPLING_METRICS
+from qae_lab.metric_names import DYNAMIC_SAMPLING_METRICS, DYNAMIC_SAMPLING_ZERO_ADV_FRAC
 from qae_lab.task import rewards
 from qae_lab.train import trainer as trainer_module
 from qae_lab.train.config import QAEConfig
-from qae_lab.train.dynamic_sampling import assemble, epoch_walk, refill_prompts, refill_size
+from qae_lab.train.dynamic_sampling import assemble, epoch_order, epoch_walk, refill_prompts, refill_size
 
 G = 2
 
@@ -63,10 +63,44 @@ def test_the_batch_takes_the_groups_with_signal_in_order_padded_to_the_widest_ro
     assert int(batch["num_items_in_batch"]) == 3 + 2 + 2 + 1  # counted again over the batch
 
 
+def test_the_refilled_batchs_token_count_leaves_out_the_tool_tokens_as_trl_does():
+    # TRL's num_items_in_batch (what dapo's loss divides by) sums completion_mask * tool_mask where the batch has a
+    # tool_mask (tool results are 0 in it)
+    # Planted bug: assemble's `mask = ... completion_mask * tool_mask` as `mask = batch["completion_mask"]` -> the
+    # count is 3 + 2 + 2 + 1 = 8 and the num_items_in_batch assert fails
+    first = {**_round(1, 3, [1, -1, 0, 0], first_id=0), "tool_mask": torch.tensor([[1, 0, 1], [1, 1, 1]] * 2)}
+    second = {**_round(1, 2, [0.5, 0], first_id=10), "tool_mask": torch.tensor([[0, 1], [1, 1]])}
+    signal = [signal_groups(r["advantages"], G) for r in (first, second)]
+    batch, short = assemble([first, second], signal, G, n_groups=2, pad_token_id=0)
+    assert short == 0
+    assert batch["completion_mask"].tolist() == [[1, 1, 1], [1, 1, 0], [1, 1, 0], [1, 0, 0]]
+    assert batch["tool_mask"].tolist() == [[1, 0, 1], [1, 1, 1], [0, 1, 1], [1, 1, 1]]  # right-padded with 1, as TRL
+    # the products, row by row: [1, 0, 1], [1, 1, 0], [0, 1, 0], [1, 0, 0]
+    assert int(batch["num_items_in_batch"]) == 2 + 2 + 1 + 1
+
+
 def test_past_the_cap_the_first_rounds_groups_without_signal_keep_the_size():
     first = _round(1, 1, [0, 0, 1, 0, 0, 0], first_id=0)
     batch, short = assemble([first], [signal_groups(first["advantages"], G)], G, n_groups=3, pad_token_id=0)
     assert short == 2 and batch["prompt_ids"].flatten().tolist() == [2, 3, 0, 1, 4, 5]  # signal first
+
+
+def test_past_the_cap_the_padding_comes_from_the_first_round_when_later_rounds_lack_signal_too():
+    # as assemble and docs/dynamic-sampling.md document: the groups with signal of every round, then groups without
+    # signal from the first round, in order (verl stops with an error there)
+    # Planted bug: the padding `picks += [(0, b) ... (~signal[0])]` taken from the last round (`len(rounds) - 1`,
+    # `~signal[-1]`) -> the padded groups are (20, 21), (22, 23) and the group assert fails
+    first = _round(1, 1, [0, 0, 0, 0, 0, 0], first_id=0)  # none, none, none
+    second = _round(1, 1, [1, -1, 0, 0], first_id=10)  # signal, none
+    third = _round(1, 1, [0, 0, 0, 0], first_id=20)  # none, none
+    signal = [signal_groups(r["advantages"], G) for r in (first, second, third)]
+    assert [s.tolist() for s in signal] == [[False] * 3, [True, False], [False, False]]
+    batch, short = assemble([first, second, third], signal, G, n_groups=3, pad_token_id=0)
+    assert short == 2
+    groups = batch["prompt_ids"].view(3, G).tolist()  # one row per group of G, prompts of width 1
+    assert sorted(map(tuple, groups)) == [(0, 1), (2, 3), (10, 11)]  # round 2's signal, round 1's first two
+    advantages = dict(zip(map(tuple, groups), batch["advantages"].view(3, G).tolist(), strict=True))
+    assert advantages == {(0, 1): [0, 0], (2, 3): [0, 0], (10, 11): [1, -1]}  # each group with its own advantages
 
 
 def test_a_key_it_does_not_know_is_refused_by_name():
@@ -108,6 +142,38 @@ def test_refills_take_the_next_prompts_of_the_epoch_the_batch_lacks():
     assert list(epoch_walk(7, 2, 2, seed=0, shuffle=False)) == [0, 1, 2, 3, 4, 5]  # the epoch's last batch: epoch 1
     with pytest.raises(ValueError, match="at least one batch"):
         next(epoch_walk(1, 2, 0, seed=0))
+
+
+def test_a_training_set_of_exactly_one_batch_is_walked_not_refused():
+    # the boundary of the "at least one batch" refusal: n_rows // batch_size == 1 is allowed; every generation batch
+    # is the epoch's last, so the walk is the next epoch's one batch (a trailing row is dropped, as the sampler does)
+    # Planted: epoch_walk's `if chunks < 1` as `if chunks <= 1` or `if chunks < 2` -> ValueError, the test fails
+    assert list(epoch_walk(2, 2, 0, seed=0, shuffle=False)) == [0, 1]
+    assert list(epoch_walk(3, 2, 4, seed=0, shuffle=False)) == [0, 1]  # row 2 dropped each epoch
+    with pytest.raises(ValueError, match=r"at least one batch \(2 rows\), got 1"):  # one row short still refused
+        next(epoch_walk(1, 2, 0, seed=0))
+
+
+def test_a_refill_rounds_prompts_differ_from_step_to_step():
+    # every pair of steps is compared: a chained `a != b != c` only compares neighbours (a != b and b != c), so a
+    # refill that repeats two steps apart passed it.
+    # Planted bug: epoch_walk's `divmod(generation, chunks)` as `divmod(generation % 2, chunks)` (the order forgets
+    # all but the parity of the step): generation 2 refills generation 0's prompts and 3 generation 1's, neighbours
+    # still differ -> the by-hand list and both `len(set(...)) == count` asserts fail
+    def refill(n_rows, batch_size, generation, batch, **order):  # the first refill round of a generation batch
+        walk = epoch_walk(n_rows, batch_size, generation, **order)
+        return tuple(refill_prompts(walk, batch_size, set(batch), int))
+
+    # by hand, without shuffling: 8 rows, batches of 2 (rows 2g, 2g+1); the last batch of the epoch refills from the
+    # next epoch's start
+    plain = [refill(8, 2, g, {2 * g, 2 * g + 1}, seed=0, shuffle=False) for g in range(4)]
+    assert plain == [(2, 3), (4, 5), (6, 7), (0, 1)]
+    assert len(set(plain)) == 4
+    # shuffled, two epochs of TRL's own sampler's batches
+    batches = _sampler_epochs(11, 3, epochs=3, seed=7)
+    shuffled = [refill(11, 3, g, batches[g], seed=7) for g in range(6)]
+    assert all(len(r) == 3 and not set(r) & set(b) for r, b in zip(shuffled, batches, strict=False))
+    assert len(set(shuffled)) == 6
 
 
 def test_a_round_generates_ceil_oversample_times_the_groups_still_needed():
@@ -227,6 +293,22 @@ def test_a_batch_never_holds_a_prompt_twice(tmp_path, monkeypatch):
         assert len(set(_groups(batch))) == 2 and bool(signal_groups(batch["advantages"], 4).all())
 
 
+@pytest.mark.slow(seconds=15)
+def test_the_zero_advantage_share_logged_is_the_trained_batchs(tmp_path, monkeypatch):
+    # QAE's default K = 0.4: a group scored 1, 0, 1, 0 has its quantile baseline at 0, so its failures' advantages
+    # are 0 (half the group); prompt 0's group (all 1) has only zeros. 4 prompts, 2 a step: one step's first round
+    # holds prompt 0 ((4 + 2) / 8 = 0.75 zero), its refill replaces it with a group of signal: every trained batch
+    # is two groups of signal, 4 / 8 = 0.5 zero
+    # Planted bug: the metric from `first["advantages"]` (round 1) instead of `batch["advantages"]` -> the step
+    # holding prompt 0 logs 0.75 and the logged-list assert fails
+    batches, prompts, steps = _run_with_one_prompt_without_signal(tmp_path, monkeypatch, n_prompts=4, max_steps=2)
+    first_rounds = [prompts[steps.index(s)] for s in range(2)]
+    assert sum("synthetic-5-0" in c for c in first_rounds) == 1  # one step's round 1 held prompt 0
+    assert [float((b["advantages"] == 0).float().mean()) for b in batches] == [0.5, 0.5]
+    logged = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert [r[DYNAMIC_SAMPLING_ZERO_ADV_FRAC] for r in logged if DYNAMIC_SAMPLING_ZERO_ADV_FRAC in r] == [0.5, 0.5]
+
+
 @pytest.mark.slow(seconds=20)
 def test_refills_are_the_prompts_trl_trains_next(tmp_path, monkeypatch):
     # planted: the old random refill, and a walk that starts one batch late: both drew other prompts than TRL's next
@@ -236,6 +318,26 @@ def test_refills_are_the_prompts_trl_trains_next(tmp_path, monkeypatch):
         if i != steps.index(s):  # a refill: the next prompts of TRL's order (the next batches'), not in the batch
             later = [p for t in range(s + 1, 4) for p in first[t] if p not in first[s]]
             assert prompts[i][: len(later)] == later[: len(prompts[i])]  # as far as this run's batches show it
+
+
+@pytest.mark.slow(seconds=15)
+def test_in_the_trainer_each_steps_refill_is_the_next_batchs_first_prompt(tmp_path, monkeypatch):
+    # the second prompt of each of TRL's batches carries no signal, so each step refills one group: the next prompt
+    # of the epoch's order, the first of the next batch (it carries signal: one refill round a step)
+    # Planted bug: _dynamic_sampling's `generation = self._step // (...)` as `generation = 0` (the walk ignores the
+    # step) -> step 2 refills step 0's prompt again, order[2] (neighbours still differ): the `refills ==` assert fails
+    # (and the pairwise one below it would); test_refills_are_the_prompts_trl_trains_next passes with that plant
+    order = [f"synthetic-5-{i}" for i in epoch_order(32, 0, seed=3)]  # TRL's sampler's, tiny_trainer's seed 3
+    calls = []
+    monkeypatch.setattr(rewards, "correctness_reward", _scripted_reward(calls, set(order[1:8:2]).__contains__))
+    trainer = tiny_trainer(tmp_path, max_steps=3, max_completion_length=8, dynamic_sampling=True)
+    steps = _rounds_by_step(trainer)
+    trainer.train()
+    prompts = [c[::4] for c in calls]  # one per group of 4
+    assert steps == [0, 0, 1, 1, 2, 2] and [prompts[i] for i in (0, 2, 4)] == [order[0:2], order[2:4], order[4:6]]
+    refills = [tuple(prompts[i]) for i in (1, 3, 5)]
+    assert refills == [(order[2],), (order[4],), (order[6],)]
+    assert len(set(refills)) == 3  # every pair of steps differs
 
 
 @pytest.mark.slow(seconds=20)

@@ -38,6 +38,7 @@ def _trainer_step(tmp_path, tok, name):
     beta = settings.pop("kl_beta", 0.0)
     trainer = make_trainer(tmp_path, tok, model, **settings)
     trainer.beta = beta
+    trainer.sparse = trainer._sparse_active(trainer.loss_settings())  # read by the test: rows left out or not
     inputs = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in case["inputs"].items()}
     seen = {k: v.clone() for k, v in inputs.items() if isinstance(v, torch.Tensor)}
     model.zero_grad(set_to_none=True)
@@ -45,7 +46,26 @@ def _trainer_step(tmp_path, tok, name):
     loss.backward()
     grads = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
     metrics = {k: list(v) for k, v in trainer._metrics["train"].items() if v}
+    metrics["sparse"] = trainer.sparse
     return case, loss.detach(), grad_fingerprint(grads), metrics, inputs, seen
+
+
+def as_trl_counts_them(recorded: dict, given: dict, settings: dict) -> dict:
+    """The recorded ``clip_ratio/*`` of a step whose sparse update left rows out, as today's trainer logs them: as TRL
+    does, over every row (the rows left out, A = 0, clip nothing and count); the old trainer counted the kept rows
+    only (tokens, or responses with GSPO's sequence ratio). A change of definition on purpose (commit message)."""
+    kept = given["advantages"] != 0  # (N,)
+    mask = trainer_mask(given).double()  # (N, T)
+    if settings.get("importance_sampling_level") == "sequence":
+        share, left_counted = float(kept.sum()) / kept.numel(), bool((~kept).any())
+    else:
+        share, left_counted = float(mask[kept].sum() / mask.sum()), float(mask[~kept].sum()) > 0
+    out = dict(recorded)
+    for side in ("low_mean", "high_mean", "region_mean"):
+        out[f"clip_ratio/{side}"] = [v * share for v in recorded[f"clip_ratio/{side}"]]
+    if left_counted:  # a row left out clips 0 of its tokens: the least row share is 0
+        out["clip_ratio/low_min"] = [min(v, 0.0) for v in recorded["clip_ratio/low_min"]]
+    return out
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -56,6 +76,8 @@ def test_same_loss_gradients_and_metrics_as_recorded(tmp_path, tok, name):
     torch.testing.assert_close(loss, case["loss"], rtol=REL, atol=REL * loss_scale)
     assert fingerprint_mismatch(got, case["grad_fingerprint"]) == []
     recorded = {k: v for k, v in case["metrics"].items() if v}  # the old trainer left an emptied "entropy" list
+    if metrics.pop("sparse") and bool((case["inputs"]["advantages"] == 0).any()):
+        recorded = as_trl_counts_them(recorded, case["inputs"], case["settings"])
     # the entropy's split by regime came later: not recorded, checked to recombine to the recorded entropy
     split = {k: metrics.pop(k) for k in ENTROPY_REGIME_METRICS if k in metrics}
     entropy_key = "entropy/updated_rows" if "entropy/updated_rows" in recorded else "entropy"
