@@ -30,7 +30,7 @@ def trainer_mask(inputs: dict) -> torch.Tensor:
 
 def _trainer_step(tmp_path, tok, name):
     """The recorded case's micro-batch through today's trainer: (case, loss, gradient fingerprint, metrics, inputs
-    as the loss left them, the inputs as given)."""
+    as the loss left them, the inputs as given, whether the sparse update was in force)."""
     case = RECORDED["cases"][name]
     model = tiny_model(tok)
     model.load_state_dict(RECORDED["model_state"])
@@ -38,7 +38,7 @@ def _trainer_step(tmp_path, tok, name):
     beta = settings.pop("kl_beta", 0.0)
     trainer = make_trainer(tmp_path, tok, model, **settings)
     trainer.beta = beta
-    trainer.sparse = trainer._sparse_active(trainer.loss_settings())  # read by the test: rows left out or not
+    sparse = trainer._sparse_active(trainer.loss_settings())  # rows with A = 0 left out, or not
     inputs = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in case["inputs"].items()}
     seen = {k: v.clone() for k, v in inputs.items() if isinstance(v, torch.Tensor)}
     model.zero_grad(set_to_none=True)
@@ -46,8 +46,7 @@ def _trainer_step(tmp_path, tok, name):
     loss.backward()
     grads = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
     metrics = {k: list(v) for k, v in trainer._metrics["train"].items() if v}
-    metrics["sparse"] = trainer.sparse
-    return case, loss.detach(), grad_fingerprint(grads), metrics, inputs, seen
+    return case, loss.detach(), grad_fingerprint(grads), metrics, inputs, seen, sparse
 
 
 def as_trl_counts_them(recorded: dict, given: dict, settings: dict) -> dict:
@@ -70,13 +69,13 @@ def as_trl_counts_them(recorded: dict, given: dict, settings: dict) -> dict:
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_same_loss_gradients_and_metrics_as_recorded(tmp_path, tok, name):
-    case, loss, got, metrics, inputs, seen = _trainer_step(tmp_path, tok, name)
+    case, loss, got, metrics, inputs, seen, sparse = _trainer_step(tmp_path, tok, name)
     # the loss is a mean of per-token terms ratio * A (ratios within [0.74, 1.35]): its rounding scales with max |A|
     loss_scale = max(1.0, float(case["inputs"]["advantages"].abs().max()))
     torch.testing.assert_close(loss, case["loss"], rtol=REL, atol=REL * loss_scale)
     assert fingerprint_mismatch(got, case["grad_fingerprint"]) == []
     recorded = {k: v for k, v in case["metrics"].items() if v}  # the old trainer left an emptied "entropy" list
-    if metrics.pop("sparse") and bool((case["inputs"]["advantages"] == 0).any()):
+    if sparse and bool((case["inputs"]["advantages"] == 0).any()):
         recorded = as_trl_counts_them(recorded, case["inputs"], case["settings"])
     # the entropy's split by regime came later: not recorded, checked to recombine to the recorded entropy
     split = {k: metrics.pop(k) for k in ENTROPY_REGIME_METRICS if k in metrics}
@@ -107,7 +106,7 @@ def test_same_loss_gradients_and_metrics_as_recorded(tmp_path, tok, name):
 def test_the_derived_tolerance_still_catches_a_planted_error_of_1e4(tmp_path, tok):
     # the case that differed on a second machine passes at the derived tolerance, and a gradient off by 1e-4
     # relative (scaled, moved in a random direction, or one parameter scaled) fails it
-    case, _, got, _, _, _ = _trainer_step(tmp_path, tok, "grpo_sparse")
+    case, _, got, _, _, _, _ = _trainer_step(tmp_path, tok, "grpo_sparse")
     want = case["grad_fingerprint"]
     assert fingerprint_mismatch(got, want) == []
     norm = float(want["norms"].double().norm())
