@@ -474,11 +474,22 @@ def plain_value(value):
     return value
 
 
+def key_words(key) -> str:
+    """A mapping key as an error message may say it: its repr, or where it is an address holding a credential
+    (:func:`address_credential`), which part, without the key.
+
+    >>> key_words("lr"), key_words("https://u:pw@h")
+    ("'lr'", 'a key with a password (scheme://user:password@host) in it')
+    """
+    part = address_credential(key)
+    return f"a key with {part} in it" if part else repr(key)
+
+
 def _unique_keys(pairs: list) -> dict:
     out: dict = {}
     for key, value in pairs:
         if key in out:
-            raise ValueError(f"{key!r} is set twice in one JSON object: set it once")
+            raise ValueError(f"{key_words(key)} is set twice in one JSON object: set it once")
         out[key] = value
     return out
 

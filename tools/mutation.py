@@ -35,9 +35,20 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "regimes": ("qae_lab/regimes.py", ("tests/test_regimes.py",)),
     "entropy_controls": ("qae_lab/entropy_controls.py", ("tests/test_entropy_controls.py",)),
     "dynamic_sampling": ("qae_lab/train/dynamic_sampling.py", ("tests/train/test_dynamic_sampling.py",)),
-    "trainer": ("qae_lab/train/trainer.py", ("tests/train/test_trainer.py",)),
+    "trainer": (
+        "qae_lab/train/trainer.py",
+        (
+            "tests/train/test_trainer.py",
+            "tests/train/test_trainer_regimes.py",
+            "tests/train/test_trainer_knobs.py",
+            "tests/train/test_trainer_processes.py",
+        ),
+    ),
     "settings": ("qae_lab/runs/settings.py", ("tests/runs/test_settings.py", "tests/runs/test_settings_forms.py")),
-    "storage_folder": ("qae_lab/storage/folder.py", ("tests/storage/test_folder.py", "tests/storage/test_openers.py")),
+    "storage_folder": (
+        "qae_lab/storage/folder.py",
+        ("tests/storage/test_folder.py", "tests/storage/test_folder_lock.py", "tests/storage/test_openers.py"),
+    ),
     "storage_resume": (
         "qae_lab/storage/resume.py",
         ("tests/storage/test_resume.py", "tests/storage/test_resume_checkpoints.py"),
@@ -48,11 +59,18 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 # modules where only some functions are mutated (mutmut's mutant-name patterns): the trainer's advantage path
 NAMES = {"trainer": ("*QAETrainer*_score__mutmut_*", "*QAETrainer*_generate_round__mutmut_*")}
+# tests that read the module's source rather than run it: mutmut's copy holds every mutant's text beside the original
+SOURCE_READERS = {
+    "storage_folder": ("tests/storage/test_openers.py::test_every_file_call_goes_through_the_opener",),
+}
 # the status of each mutmut exit code that counts in the score (others: no test reached it, skipped, timed out)
 KILLED, SURVIVED = {1, 3}, {0}
 
 
-def _config(source: str, tests: tuple[str, ...]) -> str:
+def _config(source: str, tests: tuple[str, ...], deselect: tuple[str, ...] = ()) -> str:
+    options = ["-p", "no:xdist", "-p", "no:cacheprovider", "-o", "addopts="]
+    for test in deselect:
+        options += ["--deselect", test]
     lines = [
         "[tool.mutmut]",
         'source_paths = ["qae_lab/"]',
@@ -60,16 +78,18 @@ def _config(source: str, tests: tuple[str, ...]) -> str:
         'also_copy = ["conftest.py", "tools/", "benchmarks/", "data/", "docs/", "notebooks/", "README.md"]',
         f"pytest_add_cli_args_test_selection = {json.dumps(list(tests))}",
         # one process (mutmut forks per mutant), no doctest collection of the copied package, no cache
-        'pytest_add_cli_args = ["-p", "no:xdist", "-p", "no:cacheprovider", "-o", "addopts="]',
+        f"pytest_add_cli_args = {json.dumps(options)}",
         "mutate_only_covered_lines = true",
     ]
     return "\n".join(lines) + "\n"
 
 
 def _scratch(name: str) -> Path:
-    """A copy of the tracked files (the working tree's versions) with the module's mutmut table; mutmut's results of
-    an earlier run of this module are kept (it reruns only what changed)."""
+    """A copy of the tracked files (the working tree's versions) with the module's mutmut table, without mutmut's
+    results of an earlier run: after a change mutmut reruns only the changed functions and its record of the module
+    holds only those, so a score read from it would count part of the module."""
     work = SCRATCH / name
+    shutil.rmtree(work / "mutants", ignore_errors=True)
     files = subprocess.run(
         ["git", "ls-files", "-z"], cwd=ROOT, check=True, capture_output=True, text=True
     ).stdout.split("\0")
@@ -80,7 +100,7 @@ def _scratch(name: str) -> Path:
             shutil.copy2(src, dst)
     pyproject = (work / "pyproject.toml").read_text()
     source, tests = MODULES[name]
-    (work / "pyproject.toml").write_text(pyproject + "\n" + _config(source, tests))
+    (work / "pyproject.toml").write_text(pyproject + "\n" + _config(source, tests, SOURCE_READERS.get(name, ())))
     return work
 
 

@@ -37,7 +37,14 @@ from typing import Any
 import torch
 import yaml
 
-from qae_lab._checks import check_regular_file, credential_in, credential_name, json_mapping, json_value
+from qae_lab._checks import (
+    check_regular_file,
+    credential_in,
+    credential_name,
+    json_mapping,
+    json_value,
+    key_words,
+)
 
 __all__ = [
     "ORDINARY",
@@ -242,9 +249,14 @@ class FieldParser:
         if lists and isinstance(value, (list, tuple)) and not value:
             return []
         try:
-            namespace, _ = self.parser.parse_known_args([action.option_strings[0], *_tokens(value)])
+            namespace, left = self.parser.parse_known_args([action.option_strings[0], *_tokens(value)])
         except argparse.ArgumentError as err:
             raise ValueError(f"{source}: {name}: {err.message}") from None
+        if left:  # an item argparse reads as an option ('-1e-05', '--x', '--'), never as a value: not dropped unsaid
+            raise ValueError(
+                f"{source}: {name}: {left[0]!r} cannot be read as one of its values (the parser reads an item that "
+                f"starts with '-' as an option, unless it is a plain number such as -0.5)"
+            )
         got = getattr(namespace, action.dest)
         if isinstance(got, Enum):  # an enum field's choice, kept as the plain string a file or a log holds
             got = got.value
@@ -400,12 +412,14 @@ class _PlainLoader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
     def construct_mapping(self, node, deep=False):
+        if not isinstance(node, yaml.MappingNode):  # e.g. `!!set a`, `!!map [a, b]`: YAML's own error, not ours
+            return super().construct_mapping(node, deep=deep)
         lines: dict = {}
         for key_node, _value in node.value:
             key = self.construct_object(key_node, deep=True) if isinstance(key_node, yaml.ScalarNode) else None
             line = key_node.start_mark.line + 1
             if key is not None and key in lines:
-                raise _Refused(f"{key!r} is set twice, on line {lines[key]} and line {line}: set it once")
+                raise _Refused(f"{key_words(key)} is set twice, on line {lines[key]} and line {line}: set it once")
             lines.setdefault(key, line)
         return super().construct_mapping(node, deep=deep)
 
@@ -478,7 +492,7 @@ def read_config(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, str]
     env = loaded.pop("env", None) or {}
     if not isinstance(env, dict):
         raise ValueError(
-            f"config file {path}: env must be a mapping of variable names to values, got a {type(env).__name__}"
+            f"config file {path}: env must be a mapping of variable names to values, got {type(env).__name__}"
         )
     return loaded, check_env(env, f"config file {path}")
 
@@ -531,7 +545,7 @@ ENV_SHELL_ONLY = {
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def check_env(env: dict, source: str = "env") -> dict[str, str]:
+def check_env(env: dict, source: str = "") -> dict[str, str]:
     r"""An ``env:`` mapping checked against the allow-list, as ``{name: value}`` strings; the first variable that
     may not be set this way is refused with the reason (``source`` names where it came from).
 
@@ -539,7 +553,7 @@ def check_env(env: dict, source: str = "env") -> dict[str, str]:
     (so setting them then takes effect). The variables of :data:`ENV_SHELL_ONLY` are read when the libraries are
     imported, before any config file: refused (set them in the shell), unless the environment already holds that
     very value. Any other name is refused, credentials among them (a run records its env in ``config.json``); a
-    refusal never repeats the value.
+    refusal never repeats the value; it starts with ``source``, then ``env:``.
 
     >>> check_env({"TOKENIZERS_PARALLELISM": False, "WANDB_PROJECT": "qae"})
     {'TOKENIZERS_PARALLELISM': 'false', 'WANDB_PROJECT': 'qae'}
@@ -552,31 +566,32 @@ def check_env(env: dict, source: str = "env") -> dict[str, str]:
     ...
     ValueError: config file run.yaml: env: LD_PRELOAD is not among the variables a file may set (TOKENIZERS_PARALLELISM, ...); set others in the shell
     """
+    where = f"{source}: env" if source else "env"  # where the mapping came from, then the mapping
     out = {}
     for name, value in env.items():
         if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
-            raise ValueError(f"{source}: env: {name!r} is not an environment variable's name")
+            raise ValueError(f"{where}: {name!r} is not an environment variable's name")
         if credential_name(name):
             raise ValueError(
-                f"{source}: env: {name} carries a credential, and a run records its env in its config.json: "
+                f"{where}: {name} carries a credential, and a run records its env in its config.json: "
                 f"set it in the shell, or log in (e.g. `hf auth login`, `wandb login`)"
             )
         if name not in ENV_ALLOWED and name not in ENV_SHELL_ONLY:
             raise ValueError(
-                f"{source}: env: {name} is not among the variables a file may set ({', '.join(ENV_ALLOWED)}); "
+                f"{where}: {name} is not among the variables a file may set ({', '.join(ENV_ALLOWED)}); "
                 f"set others in the shell"
             )
         if isinstance(value, (dict, list, tuple)) or value is None:
-            raise ValueError(f"{source}: env: {name} needs one plain value (a string, number or true/false)")
+            raise ValueError(f"{where}: {name} needs one plain value (a string, number or true/false)")
         text = "true" if value is True else "false" if value is False else str(value)
         if "\x00" in text:
-            raise ValueError(f"{source}: env: {name} holds a NUL byte, which no process environment takes")
-        refusal = _credential_refusal(text, name, f"{source}: env")
+            raise ValueError(f"{where}: {name} holds a NUL byte, which no process environment takes")
+        refusal = _credential_refusal(text, name, where)
         if refusal:
             raise refusal
         if name in ENV_SHELL_ONLY and os.environ.get(name) != text:
             raise ValueError(
-                f"{source}: env: {name} is read by {ENV_SHELL_ONLY[name]}, before a config file is read, so setting "
+                f"{where}: {name} is read by {ENV_SHELL_ONLY[name]}, before a config file is read, so setting "
                 f"it here would change nothing: set it in the shell ({name}={text} python -m qae_lab ...)"
             )
         out[name] = text

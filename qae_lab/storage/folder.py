@@ -109,7 +109,7 @@ _RUN_FILES = (
     MARKER_NAME,
     REGIME_SPLIT_NAME,
 )
-CHECKPOINT_NAME = re.compile(r"^checkpoint-(\d+)$")  # a Trainer checkpoint folder; group 1: its step
+CHECKPOINT_NAME = re.compile(r"checkpoint-(\d+)\Z")  # a Trainer checkpoint folder (no "\n" after); group 1: its step
 _FINISHED_NAME = re.compile(r"^finished-step\d+(-\d+)?$")  # where a resume sets a finished run's results aside
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # POSIX: open the name itself, never the place a link names (Windows: lstat)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a named pipe opens at once (and is then refused), never waits for a writer

@@ -120,8 +120,8 @@ def _zip_problem(path: Path) -> str | None:
         size = os.fstat(f.fileno()).st_size
         try:
             with zipfile.ZipFile(f) as z:
-                for info in z.infolist():
-                    if info.header_offset + info.compress_size > size:
+                for info in z.infolist():  # a member's data follows its local header: 30 bytes and its name at least
+                    if info.header_offset + 30 + len(info.filename.encode()) + info.compress_size > size:
                         return f"{path.name} is cut short (member {info.filename} runs past the end)"
         except (zipfile.BadZipFile, OSError, ValueError) as err:
             return f"{path.name} is damaged or cut short ({type(err).__name__}: {err}; {size} bytes)"
@@ -391,12 +391,6 @@ def publish_dir(staged: str | os.PathLike, final: str | os.PathLike) -> Path:
     return final
 
 
-def _differ(old: Any, new: Any) -> bool:
-    if isinstance(old, (int, float)) and isinstance(new, (int, float)) and not isinstance(old, bool):
-        return float(old) != float(new)
-    return old != new
-
-
 def resume_changes(stored: dict, trainer: dict, run: dict, *, checkpoint_step: int) -> dict[str, list]:
     r"""The settings a resume changes, ``{name: [old, new]}``; refuses any change not in :data:`SAFE_ON_RESUME`.
 
@@ -422,7 +416,7 @@ def resume_changes(stored: dict, trainer: dict, run: dict, *, checkpoint_step: i
     for section, new in (("trainer", trainer), ("run", run)):
         old = stored.get(section) or {}
         for name in sorted(set(old) & set(new) - _NOT_SETTINGS):
-            if _differ(old[name], new[name]):
+            if old[name] != new[name]:  # 1 and 1.0 alike (JSON's forms); whole numbers past 2**53 exactly
                 changes[name] = [old[name], new[name]]
     unsafe = {k: v for k, v in changes.items() if k not in SAFE_ON_RESUME}
     if unsafe:
@@ -697,9 +691,9 @@ def _locate(folder, resume) -> tuple[Path, int, list[dict], list[str]]:
         if resume < 1 or folder is None:
             raise ValueError(f"resume={resume}: a loaded checkpoint's step is >= 1, in a given run folder")
         return Path(folder) / f"checkpoint-{resume}", resume, [], []
-    p = Path(folder if resume is True else resume)
     if resume is True and folder is None:
         raise TypeError("resume=True takes the latest checkpoint of the run folder: give the folder")
+    p = Path(folder if resume is True else resume)
     if not p.exists():
         raise RunFolderError(f"{p}: no such folder to resume")
     notes: list[str] = []

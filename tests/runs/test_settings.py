@@ -5,8 +5,13 @@ command line."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import re
+import sys
+import tracemalloc
+import types
 from pathlib import Path
 
 import pytest
@@ -550,3 +555,244 @@ def test_an_address_without_a_credential_is_taken():
     assert settings.check_env({"MLFLOW_TRACKING_URI": "https://tracking.example:5000"})  # without one: taken
     assert settings.check_env({"MLFLOW_TRACKING_URI": "https://tracking.example/?experiment=3&keyword=x"})
     assert set_values(["vllm_server_base_url=http://10.0.0.5:8000"]) == {"vllm_server_base_url": "http://10.0.0.5:8000"}
+
+
+# ---------------------------------------------------------------- what mutation testing found unheld (settings)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("preset: cpu-demo\nalpha: 0.1\nquantile_k: 0.6\nalpha: 0.3\n", "'alpha' is set twice, on line 2 and line 4"),
+        (
+            "quantile_k: 0.6\nenv:\n  WANDB_PROJECT: a\n  WANDB_MODE: offline\n  WANDB_PROJECT: b\n",
+            "'WANDB_PROJECT' is set twice, on line 3 and line 5",
+        ),
+    ],
+)
+def test_a_key_set_twice_in_a_config_file_is_refused_naming_both_lines(text, message, tmp_path):
+    # a repeated key would let the last silently win: refused, at the top level and inside env:, with both lines.
+    # Planted: `key = None` / `... if (isinstance(key_node, yaml.ScalarNode)) and False else None` /
+    # `if key is None and key in lines` / `lines.setdefault(None, line)` / `lines.setdefault(line)` -> DID NOT RAISE;
+    # `line = None` / `line = ... - 1` / `line = ... + 2` / `lines.setdefault(key, None)` / `lines.setdefault(key, )`
+    # -> the lines named are wrong (None, 1 and 3, 3 and 5) -> fails
+    cfg = _write(tmp_path / "run.yaml", text)
+    with pytest.raises(ValueError, match=rf"^config file {re.escape(str(cfg))}: {message}: set it once$"):
+        read_config(cfg)
+
+
+def test_a_key_holding_a_credential_set_twice_is_refused_without_repeating_it(tmp_path, capsys):
+    # a repeated key is named in its refusal, unless it is an address holding a credential: then the part is said,
+    # never the key. Planted: `repr(key)` for key_words(key) in either refusal -> the secret is in the message
+    secret = "https://u:s3cret@h"
+    cfg = _write(tmp_path / "run.yaml", f'model_init_kwargs:\n  "{secret}": 1\n  "{secret}": 2\n')
+    with pytest.raises(
+        ValueError,
+        match=r"a key with a password \(scheme://user:password@host\) in it is set twice, on line 2 and line 3",
+    ) as err:
+        read_config(cfg)
+    assert secret not in str(err.value)
+    as_json = json.dumps({"a": 1}).replace('"a": 1', f'"{secret}": 1, "{secret}": 2')
+    assert main(["train", "--dry-run", "--set", f"model_init_kwargs={as_json}"]) == 2
+    said = capsys.readouterr()
+    assert "a key with a password (scheme://user:password@host) in it is set twice" in said.err
+    assert "s3cret" not in said.out + said.err
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("? !!seq a\n: 1\n", "expected a sequence node, but found scalar"),  # a key tagged as a list
+        ("? !!map a\n: 1\n", "expected a mapping node, but found scalar"),  # a key tagged as a mapping
+        ("x: !!set a\n", "expected a mapping node, but found scalar"),
+        ("x: !!map [a, b]\n", "expected a mapping node, but found sequence"),
+    ],
+)
+def test_a_value_tagged_as_another_kind_is_refused_as_yaml_naming_the_file(text, message, tmp_path, capsys):
+    # found: `x: !!set a` gave "qae-lab: error: not enough values to unpack (expected 2, got 1)" (no file named) and
+    # `x: !!map [a, b]` a TypeError: _PlainLoader.construct_mapping read node.value as key/value pairs before YAML's
+    # own check that the node is a mapping. Planted (in _PlainLoader.construct_mapping, the key read with
+    # `construct_object(key_node, deep=False)` / `deep=None` / no deep) -> the tagged keys give an empty list or
+    # mapping as key, and `key in lines` raises TypeError: unhashable -> fails
+    cfg = _write(tmp_path / "run.yaml", text)
+    with pytest.raises(ValueError, match=rf"^config file {re.escape(str(cfg))}: not valid YAML \({message}"):
+        read_config(cfg)
+    assert main(["train", "--config", str(cfg), "--dry-run"]) == 2
+    assert f"qae-lab: error: config file {cfg}: not valid YAML" in capsys.readouterr().err
+
+
+def _stack_depth() -> int:
+    frame, depth = sys._getframe(), 0
+    while frame is not None:
+        frame, depth = frame.f_back, depth + 1
+    return depth
+
+
+def test_a_deeply_nested_config_file_is_built_without_recursing_per_level():
+    # YAML's constructor builds nested mappings through generators, one level at a time: only the composer's depth
+    # limits a file (a few hundred levels; deeper is refused as "nested too deep to read"). Planted:
+    # `def construct_mapping(self, node, deep=True)` in _PlainLoader -> every level built inside the one above,
+    # ~5 frames a level, RecursionError under 50 frames of headroom -> fails
+    depth = 150
+    loader = settings._PlainLoader("x: " + "{a: " * depth + "1" + "}" * depth + "\n")
+    try:
+        node = loader.get_single_node()  # composed under the usual limit
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(_stack_depth() + 50)
+        try:
+            built = loader.construct_document(node)
+        finally:
+            sys.setrecursionlimit(limit)
+    finally:
+        loader.dispose()
+    inner, levels = built["x"], 0
+    while isinstance(inner, dict):
+        inner, levels = inner["a"], levels + 1
+    assert (levels, inner) == (depth, 1)
+
+
+@pytest.mark.parametrize(
+    "data, line, column",
+    [
+        (b"\xe9", 1, 1),
+        (b"\n\xe9\n", 2, 1),  # the only newline before the byte is the file's first
+        (b"quantile_k: 0.6\nalpha: 0.3\nrun_name: caf\xe9\n", 3, 14),  # counted from the last newline, not the first
+    ],
+)
+def test_a_byte_that_is_not_utf8_is_placed_by_line_and_column(data, line, column, tmp_path):
+    # Planted: `data.find(b"\n", 0, err.start)` -> column 25 for line 3; `data.rfind(b"\n", 1, err.start)` -> column 2
+    # for line 2 -> fails
+    bad = tmp_path / "run.yaml"
+    bad.write_bytes(data)
+    with pytest.raises(
+        ValueError,
+        match=rf"^config file {re.escape(str(bad))}: line {line}, column {column}: byte 0xe9 is not UTF-8 "
+        r"\(save the file as UTF-8\)$",
+    ):
+        read_config(bad)
+
+
+def test_a_config_file_far_over_the_limit_is_refused_without_being_read_whole(tmp_path):
+    # "a larger one is refused unread": at most MAX_CONFIG_BYTES + 1 bytes are read, whatever the file's size.
+    # Planted: `data = f.read(None)` -> the 64 MiB (sparse) file is read whole, a 64 MiB peak -> fails
+    huge = tmp_path / "huge.yaml"
+    with huge.open("wb") as f:
+        f.truncate(64 << 20)
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match=r"huge.yaml: larger than a settings file may be \(1048576 bytes\)$"):
+            read_config(huge)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * settings.MAX_CONFIG_BYTES  # one read of 1 MiB + 1, not 64 MiB
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("- a\n- b\n", "must hold a mapping of field names to values, got list"),
+        ("just words\n", "must hold a mapping of field names to values, got str"),
+        ("env: 3\n", "env must be a mapping of variable names to values, got int"),
+        ("env: [A, B]\n", "env must be a mapping of variable names to values, got list"),
+    ],
+)
+def test_a_config_file_of_the_wrong_shape_says_what_it_holds(text, message, tmp_path):
+    # Planted: `got {type(None).__name__}` for the file or for env: -> "got NoneType" / "got a NoneType" -> fails
+    cfg = _write(tmp_path / "run.yaml", text)
+    with pytest.raises(ValueError, match=rf"^config file {re.escape(str(cfg))}: {message}$"):
+        read_config(cfg)
+
+
+def test_env_values_are_the_strings_a_shell_would_hold():
+    # YAML's true / false / numbers become what one writes in a shell. Planted: each of `"XXtrueXX"`, `"TRUE"`,
+    # `"XXfalseXX"`, `"FALSE"`, `value is False` for `value is True` (and back), `(value is True) and False`,
+    # `(value is False) and False` in check_env's text -> "True" / "False" / the wrong word -> fails
+    assert settings.check_env(
+        {"TOKENIZERS_PARALLELISM": False, "MLFLOW_NESTED_RUN": True, "WANDB_TAGS": 3, "WANDB_NOTES": 0.5}
+    ) == {"TOKENIZERS_PARALLELISM": "false", "MLFLOW_NESTED_RUN": "true", "WANDB_TAGS": "3", "WANDB_NOTES": "0.5"}
+
+
+@pytest.mark.parametrize("value", [None, ["a", "b"], ("a",), {"a": 1}])
+def test_an_env_value_that_is_not_one_plain_value_is_refused(value):
+    # `WANDB_TAGS:` left empty reads as None; a list or mapping has no one string. Planted: `isinstance(value, (dict,
+    # list, tuple)) and value is None` -> None becomes "None", a list "['a', 'b']" -> DID NOT RAISE
+    with pytest.raises(
+        ValueError, match=r"^run.yaml: env: WANDB_TAGS needs one plain value \(a string, number or true/false\)$"
+    ):
+        settings.check_env({"WANDB_TAGS": value}, "run.yaml")
+
+
+@pytest.mark.parametrize("name", ["MY-VAR", "1ABC", "", "WANDB PROJECT", 3])
+def test_an_env_key_that_is_no_variable_name_is_refused_as_such(name):
+    # Planted: `not isinstance(name, str) and not _ENV_NAME.fullmatch(name)` -> a string that is no name goes on to
+    # "is not among the variables ..." and the number 3 to a TypeError -> fails
+    with pytest.raises(
+        ValueError, match=rf"^run.yaml: env: {re.escape(repr(name))} is not an environment variable's name$"
+    ):
+        settings.check_env({name: "x"}, "run.yaml")
+
+
+def test_an_env_refusal_without_a_source_says_env_and_lists_the_allowed_names():
+    # without a source the message starts "env: " once (it read "env: env: " when the default source was "env");
+    # the allowed names are listed comma-separated. Planted: `where = "XXenvXX"` or a default source "env" -> "^env:
+    # LD_PRELOAD" fails; `'XX, XX'.join(ENV_ALLOWED)` -> the list's separators fail
+    with pytest.raises(ValueError) as err:
+        settings.check_env({"LD_PRELOAD": "/tmp/x.so"})
+    message = str(err.value)
+    assert message.startswith(
+        "env: LD_PRELOAD is not among the variables a file may set (TOKENIZERS_PARALLELISM, QAE_LAB_GSM8K_DIR, "
+        "PYTORCH_CUDA_ALLOC_CONF, "
+    )
+    assert message.endswith(", CLEARML_TASK, NEPTUNE_PROJECT); set others in the shell")
+    assert all(name in message for name in settings.ENV_ALLOWED) and "/tmp/x.so" not in message
+    with pytest.raises(ValueError, match=r"^env: WANDB_TAGS needs one plain value"):
+        settings.apply_env({"WANDB_TAGS": None})  # apply_env checks with the same default
+
+
+def test_apply_env_sets_each_variable_and_says_what_reads_it(monkeypatch):
+    # Planted: `lines.append(None)` in apply_env -> [None, None, None] -> fails
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "true")  # monkeypatch restores each after the test
+    monkeypatch.setenv("WANDB_MODE", "online")
+    monkeypatch.setenv("HF_HOME", "/data/hf")  # shell-only: taken when the shell set that very value
+    lines = settings.apply_env({"TOKENIZERS_PARALLELISM": False, "WANDB_MODE": "offline", "HF_HOME": "/data/hf"})
+    assert lines == [
+        "TOKENIZERS_PARALLELISM=false (read by the tokenizers library, when it first encodes in parallel)",
+        "WANDB_MODE=offline (read by Weights & Biases, when training starts: online, offline or disabled)",
+        "HF_HOME=/data/hf (read by huggingface_hub and transformers, when they are imported)",
+    ]
+    assert (os.environ["TOKENIZERS_PARALLELISM"], os.environ["WANDB_MODE"]) == ("false", "offline")
+
+
+def test_outgoing_names_a_vllm_server_as_a_resume_names_it_and_says_nothing_when_nothing_leaves():
+    # outgoing() gives the settings in the form `--set` names them again on a resume (vllm_mode=server), and a run
+    # that sends nothing prints no note. Planted: `out["vllm_mode"] = None` / `"XXserverXX"` / `"SERVER"` -> fails;
+    # `if (sent) or True` in outgoing_lines -> ["sends data out: "] for the quiet run -> fails;
+    # `getattr(cfg, "log_completions_hub_repo", )` -> AttributeError for a config that lacks the field -> fails
+    _, cfg = build("cpu-demo", ["use_vllm=true", "vllm_mode=server"], output_dir="unused")
+    assert settings.outgoing(cfg) == {"vllm_mode": "server"}
+    _, quiet = build("cpu-demo", ["report_to=tensorboard", "use_vllm=true"], output_dir="unused")
+    assert settings.outgoing_lines(quiet) == []
+    without = types.SimpleNamespace(push_to_hub=False, report_to=["wandb"], use_vllm=False, vllm_mode="server")
+    assert settings.outgoing(without) == {"report_to": ["wandb"]}  # a config with no log_completions_hub_repo
+
+
+@dataclasses.dataclass
+class _Demo:
+    options: dict[str, int] = dataclasses.field(default_factory=dict)
+    tags: list[str] = dataclasses.field(default_factory=list)
+    title: str = ""
+
+
+def test_a_parser_of_any_dataclass_takes_a_mapping_field_and_says_values_as_the_command_line_does():
+    # FieldParser reads any dataclass (its docstring's Demo): a field typed dict takes a mapping; YAML's false / true
+    # are the words false / true, a mapping inside a list its JSON. Planted: `_allows` taking typing.get_args of every
+    # hint (`... in (typing.Union, types.UnionType)) or True`) -> dict[str, int] admits no dict, "takes no mapping";
+    # in _tokens: `(v is False) and False` / `v is True` for `v is False` -> "False"; `"FALSE"` -> "FALSE";
+    # `(isinstance(v, dict)) and False` -> "{'k': 1}"; `json.dumps(None)` -> "null" -> fails
+    parser = settings.FieldParser([_Demo], dict.fromkeys(("options", "tags", "title"), settings.ORDINARY))
+    assert parser.typed({"options": {"a": 1}}, "demo.yaml") == {"options": {"a": 1}}
+    assert parser.typed({"title": False, "tags": ["a", {"k": 1}, False, True]}, "demo.yaml") == {
+        "title": "false",
+        "tags": ["a", '{"k": 1}', "false", "true"],
+    }

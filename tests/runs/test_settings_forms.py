@@ -488,3 +488,161 @@ def test_a_run_folder_leaves_room_for_what_a_run_writes_inside_it(tmp_path):
     deep = tmp_path.joinpath(*["d" * 200] * ((4060 - len(str(tmp_path))) // 201))
     with pytest.raises(ValueError, match=r"output_dir is too long .*room kept"):
         QAEConfig(output_dir=str(deep), use_cpu=True, report_to=[])
+
+
+# ---------------------------------------------------------------- the parser itself: each test below was seen to fail
+# with the changes it names planted in qae_lab/runs/settings.py (mutation testing's survivors)
+
+
+def _fresh_parser(**without):
+    # built here, not fields()'s parser: that one is built once per process, so a change to FieldParser.__init__
+    # shows only in a parser built after it
+    from qae_lab.runs.settings import FieldParser
+
+    return FieldParser([QAEConfig, RunArgs], {k: v for k, v in FIELDS.items() if k not in without})
+
+
+def test_a_new_parser_types_values_refuses_bad_ones_with_an_error_and_has_no_help_field():
+    # a bad value is a ValueError naming the source and the field, never argparse's exit; --help is no field.
+    # Planted: exit_on_error=True (or left out) -> SystemExit; `option_strings or dest != "help"` (or "XXhelpXX",
+    # "HELP") -> "help" a settable name; hints for the names `not in self.actions` -> KeyError; each -> fails
+    parser = _fresh_parser()
+    assert parser.typed({"max_steps": "3", "lora": "false"}, "run.yaml") == {"max_steps": 3, "lora": False}
+    with pytest.raises(ValueError, match=r"^run\.yaml: max_steps: invalid int value: 'abc'$"):
+        parser.typed({"max_steps": "abc"}, "run.yaml")
+    assert "help" not in parser.names and "max_steps" in parser.names
+    with pytest.raises(ValueError, match=r"^command line: unknown field 'help'"):
+        parser.arguments(["--help"])
+
+
+def test_a_list_item_the_parser_would_read_as_an_option_is_refused_not_dropped():
+    # found: argparse reads '-1e-05' (a number its negative-number rule misses), '-b' and '--lea' as options, and
+    # parse_known_args left them out silently: reward_weights=[1.0, -1e-05] became [1.0]. Now refused by name.
+    # Planted: allow_abbrev=True (or left out) -> '--lea' read as --learning_rate ("expected one argument") -> fails
+    parser = _fresh_parser()
+    assert parser.typed({"reward_weights": [1.0, -0.5]}, "run.yaml") == {"reward_weights": [1.0, -0.5]}
+    with pytest.raises(ValueError, match=r"^run\.yaml: reward_weights: '-1e-05' cannot be read as one of its values"):
+        parser.typed({"reward_weights": [1.0, -1e-05]}, "run.yaml")
+    with pytest.raises(ValueError, match=r"^run\.yaml: label_names: '--lea' cannot be read as one of its values"):
+        parser.typed({"label_names": ["a", "--lea"]}, "run.yaml")
+    with pytest.raises(ValueError, match=r"^--set label_names=a,-b: label_names: '-b' cannot be read"):
+        parser.sets(["label_names=a,-b"])
+
+
+_PW = "https://u:pw@h"
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        # no close name: no hint. Planted: `if close or True` -> IndexError; the empty hint "XXXX" -> fails
+        (lambda p: p.arguments(["--zzzzqqqq", "1"]), r"^command line: unknown field 'zzzzqqqq': a RunArgs or QAE"),
+        # Planted: _unknown(name, None / "XXcommand lineXX" / "COMMAND LINE") in arguments -> fails
+        (lambda p: p.arguments(["--quantile_kk", "1"]), r"^command line: unknown field 'quantile_kk' \(did you mean "),
+        # Planted: _unknown(name, None) in sets -> fails
+        (lambda p: p.sets(["quantile_kk=1"]), r"^--set quantile_kk: unknown field 'quantile_kk' \(did you mean "),
+        # a one-letter flag is a flag. Planted: `len(token) > 3` -> "'--q' is not a --name" -> fails
+        (lambda p: p.arguments(["--q"]), r"^command line: unknown field 'q': "),
+        # a bare "--" is no flag. Planted: `len(token) >= 2` -> "unknown field ''" -> fails
+        (lambda p: p.arguments(["--"]), r"^command line: '--' is not a --name of a field \(nor the value of one\)$"),
+        # only --no_NAME (no "=") of a boolean NAME means false. Planted: `... and not sep or self._boolean(...)` ->
+        # --xyzlora and --no_lora=true set lora false; `startswith("no_") or ...` -> --no_levels sets levels false
+        (lambda p: p.arguments(["--xyzlora"]), r"^command line: unknown field 'xyzlora' \(did you mean 'lora'\?\)"),
+        (lambda p: p.arguments(["--no_lora=true"]), r"^command line: unknown field 'no_lora' "),
+        (lambda p: p.arguments(["--no_levels"]), r"^command line: unknown field 'no_levels' "),
+        # Planted: admit(name[3:], None / "XXcommand lineXX" / "COMMAND LINE") for --no_NAME -> fails
+        (
+            lambda p: _fresh_parser(lora=1).arguments(["--no_lora"]),
+            r"^command line: lora is a field qae_lab has not classified yet",
+        ),
+        # Planted: `not sep and not name` -> "=5" reaches _unknown, "max_steps" a value "" -> fails
+        (lambda p: p.sets(["=5"]), r"^--set needs name=value, got '=5'$"),
+        (lambda p: p.sets(["max_steps"]), r"^--set needs name=value, got 'max_steps'$"),
+        # Planted: value(..., None) in sets; self.value(..., None / "XXcommand lineXX" / "COMMAND LINE") -> fails
+        (lambda p: p.sets(["max_steps=abc"]), r"^--set max_steps=abc: max_steps: invalid int value: 'abc'$"),
+        (lambda p: p.arguments(["--max_steps", "abc"]), r"^command line: max_steps: invalid int value: 'abc'$"),
+        # Planted: admit(name, None) in sets and in value -> fails
+        (lambda p: p.sets(["hub_token=x"]), r"^--set hub_token: hub_token carries a credential"),
+        (lambda p: p.typed({"hub_token": "x"}, "run.yaml"), r"^run\.yaml: hub_token carries a credential"),
+        # Planted: _credential_refusal(raw, None, ...) / (raw, name, None) in sets, (value, None / name, None) in
+        # value -> "None is an address" / "None: ..." -> fails
+        (
+            lambda p: p.sets([f"vllm_server_base_url={_PW}"]),
+            r"^--set vllm_server_base_url: vllm_server_base_url is an address with a password",
+        ),
+        (
+            lambda p: p.typed({"vllm_server_base_url": _PW}, "run.yaml"),
+            r"^run\.yaml: vllm_server_base_url is an address with a password",
+        ),
+        # a JSON object in --set is read, then its keys checked. Planted: startswith(("[", "XX{XX")) -> the string
+        # passes the check and value() reads it unchecked; the second check's (value, None) / source None -> fails
+        (
+            lambda p: p.sets(['lr_scheduler_kwargs={"api_key": "x"}']),
+            r"^--set lr_scheduler_kwargs: lr_scheduler_kwargs\.api_key carries a credential",
+        ),
+        # the raw text is checked before JSON reads it. Planted: the first refusal None, or of None -> "not valid
+        # JSON" -> fails
+        (
+            lambda p: p.sets(["chat_template_kwargs={user:pw@host"]),
+            r"^--set chat_template_kwargs: chat_template_kwargs is an address with a password",
+        ),
+        # Planted: json_mapping(value, None) -> "None: not valid JSON" -> fails
+        (
+            lambda p: p.typed({"lr_scheduler_kwargs": "{bad"}, "run.yaml"),
+            r"^run\.yaml: lr_scheduler_kwargs: not valid JSON",
+        ),
+        # a field taking None but no list, no mapping. Planted: _allows(hint, None) for list -> ['1', '2'];
+        # `not _allows(hint, None)` for dict -> the mapping kept -> fails
+        (
+            lambda p: p.typed({"eval_steps": [1, 2]}, "run.yaml"),
+            r"^run\.yaml: eval_steps takes one value, not a list \(got \[1, 2\]\)$",
+        ),
+        (
+            lambda p: p.typed({"eval_steps": {"a": 1}}, "run.yaml"),
+            r"^run\.yaml: eval_steps takes no mapping \(got \{'a': 1\}\)$",
+        ),
+    ],
+)
+def test_a_bad_setting_is_refused_naming_its_form_and_field(call, message):
+    with pytest.raises(ValueError, match=message) as err:
+        call(fields())
+    assert "pw@" not in str(err.value)  # the credential never repeated
+
+
+def test_every_form_reads_its_own_spellings():
+    # --set takes name-with-dashes, --name=value is a value, --no_NAME is false, a bare boolean flag true; "none" and
+    # "null" are None where the field takes None; a string starting with "{" stays a string where no mapping is taken.
+    # Planted: replace("XX-XX", "_") / ("-", "XX_XX"); `[rest] if sep and False`; .upper() in _NONE_WORDS;
+    # _allows(None, None); _allows(hint, None) for the "{" reading -> each fails
+    parser = fields()
+    assert parser.sets(["max-steps=5", "quantile_k=0.6"]) == {"max_steps": 5, "quantile_k": 0.6}
+    assert parser.arguments(["--max_steps=5", "--no_lora", "--use_cpu"]) == {
+        "max_steps": 5,
+        "lora": False,
+        "use_cpu": True,
+    }
+    said = {"eval_steps": "None", "hub_model_id": " null ", "run_name": '{"a": 1}', "lr_scheduler_kwargs": '{"b": 2}'}
+    assert parser.typed(said, "run.yaml") == {
+        "eval_steps": None,
+        "hub_model_id": None,
+        "run_name": '{"a": 1}',
+        "lr_scheduler_kwargs": {"b": 2},
+    }
+
+
+@pytest.mark.parametrize(
+    "available, supported, expected",
+    [(True, True, True), (True, False, False), (False, None, False)],
+)
+def test_bf16_auto_is_true_where_cuda_has_bf16_and_asks_cuda_only_when_there(
+    monkeypatch, available, supported, expected
+):
+    # Planted: bool(None) -> (True, True) false; `is_available() or is_bf16_supported()` -> asks without CUDA -> fails
+    def bf16_supported():
+        if supported is None:
+            raise AssertionError("is_bf16_supported asked without CUDA")
+        return supported
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: available)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", bf16_supported)
+    assert fields().typed({"bf16": " Auto"}, "run.yaml") == {"bf16": expected}

@@ -193,6 +193,27 @@ def test_a_second_lock_in_the_same_process_is_refused_and_the_fallback_reads_the
     RunLock(tmp_path / "nfs").acquire().release()
 
 
+@pytest.mark.parametrize(
+    "who, suffix",
+    [("parent", ""), ("elsewhere", ""), ("me", ", this very process")],
+)
+def test_the_refusal_names_the_holder_and_says_this_very_process_only_when_it_is(tmp_path, monkeypatch, who, suffix):
+    # The holder a lock file names, in words: pid, host, since, command, and ", this very process" only where
+    # both pid and host are this process's (another process on this host, or this pid on another host, is not).
+    # Planted: `mine or True`, `pid == ... or host == ...`, the suffix "XX, this very processXX", the empty
+    # suffix "XXXX" -> fails.
+    monkeypatch.setattr(folder, "_lock_folder", lambda folder: (None, None))  # the lock file decides (no flock)
+    pid = os.getppid() if who == "parent" else os.getpid()  # both running, so the holder counts as alive
+    host = "elsewhere.invalid" if who == "elsewhere" else socket.gethostname()
+    h = {"pid": pid, "host": host, "since": "2024-05-06 07:08:09", "command": "qae-lab train --output-dir x"}
+    (tmp_path / LOCK_NAME).write_text(json.dumps(h) + "\n")
+    assert RunLock(tmp_path).busy() == (
+        f"{tmp_path}/ is being written by process {pid} on {host} since 2024-05-06 07:08:09 "
+        f"(qae-lab train --output-dir x){suffix}: one run folder takes one process "
+        f"at a time. Wait until that run ends, or choose another --output-dir."
+    )
+
+
 def test_bad_run_folders_are_named(tmp_path):
     (tmp_path / "a-file").write_text("x")
     for folder, message in (
@@ -205,6 +226,34 @@ def test_bad_run_folders_are_named(tmp_path):
             check_folder(folder)
     check_folder(tmp_path / "new")  # a new folder, or the current one, is fine
     check_folder(Path.cwd())
+
+
+RUN_WRITES = "a run writes config.json, log.jsonl, model/ and checkpoints straight into its folder"
+EXPORT_WRITES = "an export writes model.safetensors, config.json and the tokenizer straight into its folder"
+
+
+@pytest.mark.parametrize(
+    "where, what, why, writes, example",
+    [
+        ("root", "output_dir", "the file system's root", RUN_WRITES, "runs/my-run"),
+        ("root", "out", "the file system's root", EXPORT_WRITES, "exports/my-model"),
+        ("home", "out", "the home folder", EXPORT_WRITES, "exports/my-model"),
+        ("above", "output_dir", "a folder above the current one", RUN_WRITES, "runs/my-run"),
+    ],
+)
+def test_a_folder_too_wide_for_a_run_is_refused_saying_what_it_is_and_what_to_give(
+    tmp_path, monkeypatch, where, what, why, writes, example
+):
+    # The whole message, per command: what the folder is, what the run (or export) would write there, and the
+    # kind of folder to give instead. Planted: each of the three "why" texts, the run's or the export's "writes"
+    # text and the e.g. folder (XX..XX, upper case, None), `what == "out"` negated, "OUT"/"XXoutXX", `and False`,
+    # `or True` -> fails.
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "a" / "b")
+    folder_ = {"root": "/", "home": Path.home(), "above": tmp_path / "a"}[where]
+    with pytest.raises(RunFolderError) as err:
+        check_folder(folder_, what)
+    assert str(err.value) == f"{what} {folder_} is {why}: {writes}; give it a folder of its own (e.g. {example})"
 
 
 # ---------------------------------------------------------------- the log
@@ -272,6 +321,67 @@ def test_no_run_or_export_folder_is_or_lies_inside_a_name_a_run_folder_uses(tmp_
     assert check_folder(tmp_path / "plain" / "model" / "runs" / "x")  # as an ancestor: only where a run is beside it
     assert check_folder(tmp_path / "model-runs" / "checkpoint-3x") and check_folder(outer / "exports")
     assert sorted(p.name for p in outer.iterdir()) == [MARKER_NAME, "checkpoint-2", LOG_NAME]  # nothing made
+
+
+@pytest.mark.parametrize(
+    "inside, what, role, instead",
+    [
+        (".staging/x", "output_dir", "where a checkpoint is written before it is renamed into place", "staging-run/x"),
+        (".staging/x", "out", "where a checkpoint is written before it is renamed into place", "staging-export/x"),
+        ("checkpoint-3", "output_dir", "a checkpoint, which the trainer's rotation deletes", "checkpoint-3-run"),
+        (
+            "finished-step2-3/x/y",
+            "out",
+            "where a resume sets a finished run's model and evaluation aside",
+            "finished-step2-3-export/x/y",
+        ),
+        (".qae_lab-run.json", "output_dir", "the run's marker", "qae_lab-run.json-run"),
+        (".qae_lab-run.lock", "out", "the run's lock", "qae_lab-run.lock-export"),
+        ("Model/x", "output_dir", "the trained model", "Model-run/x"),  # named as written, judged case-blind
+        ("runs/x", "output_dir", "the run's TensorBoard logs", "runs-run/x"),
+        ("emissions.csv", "output_dir", "the run's codecarbon emissions", "emissions.csv-run"),
+        ("completions/x", "out", "the run's logged completions (TRL's log_completions)", "completions-export/x"),
+        ("config.json", "output_dir", "a file a run writes", "config.json-run"),
+        ("log.jsonl/x", "out", "a file a run writes", "log.jsonl-export/x"),
+    ],
+)
+def test_a_refused_run_name_is_named_with_what_it_is_for_and_the_folder_to_use_instead(
+    tmp_path, inside, what, role, instead
+):
+    # The refusal names the folder as given, the part that is a run's own name, what the run uses that name for,
+    # and a folder to use instead: the same path with that one part renamed (its leading dot dropped, "-run" or
+    # "-export" added), everything before and after it kept. Planted: any role text (XX..XX, upper case, TRL or
+    # TensorBoard lower-cased, the default None or dropped), `instead = None`, the parts before or after the name
+    # dropped, `parts[i - 1:]`/`parts[i + 2:]`, lstrip(None)/rstrip('.'), the -export/-run choice negated, forced
+    # (`and False`, `or True`) or its literals changed ("OUT", XX..XX, upper case) -> fails.
+    outer = _outer_run(tmp_path / "outer")
+    bad = outer / inside
+    with pytest.raises(RunFolderError) as err:
+        check_folder(bad, what)
+    name = inside.split("/")[0]
+    assert str(err.value) == (
+        f"{what} {bad}: {name} is a name the run folder uses for itself ({role}), so no run or export may be it or "
+        f"lie inside it: choose another folder (e.g. {outer / instead})"
+    )
+
+
+def test_a_common_run_name_is_refused_as_a_parent_only_beside_a_runs_files(tmp_path):
+    # `OUTER/model/x` is refused where OUTER holds a run's files, a log or config.json included (a run of a version
+    # before markers has no own names); beside anything else (notes.txt) `model` is a parent like any other. The
+    # trackers' names need the run's own names beside them: a log alone does not refuse `OUTER/runs/x`.
+    # Planted: `own` defaulting to True, `own or True`, `_is_own_name(n) and n in _RUN_FILES`,
+    # `n not in _RUN_FILES` -> fails.
+    old = tmp_path / "old-run"
+    old.mkdir()
+    (old / CONFIG_NAME).write_text("{}")
+    (old / LOG_NAME).write_text('{"step": 1, "reward": 0.5}\n')
+    with pytest.raises(RunFolderError, match=r"model is a name the run folder uses for itself \(the trained model\)"):
+        check_folder(old / "model" / "x")
+    assert check_folder(old / "runs" / "x") == old / "runs" / "x"
+    plain = tmp_path / "plain"
+    (plain / "model").mkdir(parents=True)
+    (plain / "notes.txt").write_text("mine")
+    assert check_folder(plain / "model" / "x") == plain / "model" / "x"
 
 
 def test_a_folder_under_a_file_is_refused_naming_the_file(tmp_path):

@@ -13,14 +13,32 @@ body in a copy of the source and checks so every time."""
 from __future__ import annotations
 
 import ast
+import errno
+import io
 import json
 import os
+import socket
+import stat
 from pathlib import Path
 
 import pytest
 
 from qae_lab.storage import folder
-from qae_lab.storage.folder import RunFolderError, append_line, append_lines, open_to_read, read_text
+from qae_lab.storage.folder import (
+    RunFolderError,
+    append_line,
+    append_lines,
+    atomic_write_text,
+    check_folder,
+    jsonable,
+    log_row_problem,
+    open_to_read,
+    read_json,
+    read_log,
+    read_log_lines,
+    read_text,
+    run_owned,
+)
 from qae_lab.storage.resume import safetensors_problem
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -244,3 +262,210 @@ def test_the_readers_never_read_through_a_link(tmp_path):
         with pytest.raises(RunFolderError, match=r"trainer_state.json is a symbolic link"):
             read(ckpt / "trainer_state.json")
     assert folder.irregular(ckpt / "trainer_state.json").endswith("not a regular file")
+
+
+# ---------------------------------------------------------------- what the opener and the readers/writers promise
+
+
+def test_every_kind_of_irregular_file_is_named(tmp_path):
+    # a socket and a device are refused by their names, as a link, folder or pipe is.
+    # Planted: _kind's "a socket" / "a device" (character or block) -> "XXa socketXX" / "A DEVICE" -> fails
+    sock = tmp_path / "s.jsonl"
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind(str(sock))
+        assert folder.irregular(sock) == f"{sock} is a socket, not a regular file"
+        with pytest.raises(RunFolderError, match=rf"^{sock} is a socket, not a regular file$"):
+            read_text(sock)
+    assert folder.irregular("/dev/null") == "/dev/null is a device, not a regular file"
+    assert [folder._kind(kind | 0o600) for kind in (stat.S_IFSOCK, stat.S_IFCHR, stat.S_IFBLK, stat.S_IFREG)] == [
+        "a socket",
+        "a device",
+        "a device",
+        "a file",
+    ]
+
+
+def test_new_files_get_the_ordinary_permissions(tmp_path):
+    # a run's files are made rw for the owner, r for the others under umask 022: never executable.
+    # Planted: _open_regular's mode 0o666 -> 439 (0o667), or the mode left out of os.open (0o777) -> fails
+    old = os.umask(0o022)
+    try:
+        append_line(tmp_path / "log.jsonl", {"step": 1})
+        atomic_write_text(tmp_path / "config.json", "{}\n")
+    finally:
+        os.umask(old)
+    assert [stat.S_IMODE((tmp_path / n).stat().st_mode) for n in ("log.jsonl", "config.json")] == [0o644, 0o644]
+
+
+def test_an_os_error_that_is_no_kind_of_file_is_raised_as_it_is(tmp_path, monkeypatch):
+    # only the open's "no regular file" answers (ELOOP, EMLINK, EISDIR, ENXIO) are turned into a RunFolderError, and
+    # on POSIX the no-follow open itself is the check (no lstat before it): a folder a user may not open (mode 000,
+    # as a non-root user meets it; the open's EACCES is simulated, the suite runs as root) is reported as the
+    # PermissionError the system gave. Planted: `if not _NOFOLLOW:` -> `if _NOFOLLOW:` (lstat first), or the errno
+    # test -> `(...) or True` -> fails (both raise "is a folder" instead)
+    locked = tmp_path / "log.jsonl"
+    locked.mkdir()
+    real_open = os.open
+
+    def denied(path, flags, mode=0o777, *args, **kwargs):
+        if Path(path) == locked:
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_open(path, flags, mode, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", denied)
+    with pytest.raises(PermissionError, match="Permission denied"):
+        read_text(locked)
+
+
+def test_atomic_write_makes_the_parents_and_replaces_a_leftover_temporary_file(tmp_path):
+    # a config saved into a new nested folder: its parents are made. A leftover temporary file of an earlier write
+    # (killed before its rename, same pid) is removed and the write goes on.
+    # Planted: mkdir(parents=True) -> parents=False / None / left out -> fails;
+    # `tmp.is_symlink() or tmp.is_file()` -> `and` -> fails ("is in the way")
+    deep = tmp_path / "a" / "b" / "config.json"
+    atomic_write_text(deep, '{"x": 1}\n')
+    assert deep.read_text() == '{"x": 1}\n'
+    leftover = tmp_path / f".report.json.tmp-{os.getpid()}"
+    leftover.write_text('{"half')
+    atomic_write_text(tmp_path / "report.json", "{}\n")
+    assert (tmp_path / "report.json").read_text() == "{}\n" and not os.path.lexists(leftover)
+
+
+def test_atomic_write_is_utf8_whatever_the_locale(tmp_path, monkeypatch):
+    # text files are UTF-8 on every platform: with a cp1252 locale (Windows; os.fdopen asks io.text_encoding for the
+    # encoding when none is given) a name with umlauts is still written as UTF-8 bytes.
+    # Planted: encoding="utf-8" -> None / left out -> fails
+    monkeypatch.setattr(io, "text_encoding", lambda encoding, stacklevel=2: "cp1252" if encoding is None else encoding)
+    atomic_write_text(tmp_path / "config.json", '{"city": "Zürich"}\n')
+    assert (tmp_path / "config.json").read_bytes() == b'{"city": "Z\xc3\xbcrich"}\n'
+
+
+def test_jsonable_keeps_finite_floats_and_none_and_spells_the_rest(tmp_path):
+    # only NaN/inf become None; a finite float stays, None stays None, an object becomes its text.
+    # Planted: `x if math.isfinite(x)` -> `(...) and False` -> fails; `x is None or` -> `x is not None or` -> fails
+    assert jsonable({"a": 0.5, "b": float("-inf"), "c": None, "d": Path("runs") / "x", "e": (True, 2)}) == {
+        "a": 0.5,
+        "b": None,
+        "c": None,
+        "d": "runs/x",
+        "e": [True, 2],
+    }
+    append_line(tmp_path / "log.jsonl", {"step": 1, "reward": 0.25, "kl": None})
+    assert (tmp_path / "log.jsonl").read_text() == '{"step": 1, "reward": 0.25, "kl": null}\n'
+
+
+@pytest.mark.parametrize(
+    "step, said",
+    [
+        (0, None),  # the first row of a run: step 0 is a whole number >= 0
+        ([1], "its step is [1] (a list); a log row's step is a whole number >= 0"),
+        ({"n": 1}, 'its step is {"n": 1} (an object); a log row\'s step is a whole number >= 0'),
+        (None, "its step is null; a log row's step is a whole number >= 0"),
+        ("x" * 50, 'its step is "' + "x" * 39 + " (a string); a log row's step is a whole number >= 0"),
+    ],
+    ids=["zero", "a-list", "an-object", "null", "a-long-string"],
+)
+def test_a_log_rows_step_is_named_as_it_is(step, said):
+    # Planted: `step >= 0` -> `step > 0` / `step >= 1` -> fails (step 0); "a list"/"an object" -> "XX..XX"/"A LIST"
+    # -> fails; the kind shown when there is none (`if kind or True`, else 'XXXX') -> fails (null);
+    # said[:40] -> said[:41] -> fails (the long string shows its first 40 characters, the quote among them)
+    assert log_row_problem({"step": step, "reward": 0.5}) == said
+
+
+def test_read_text_reads_utf8_strictly_unless_told_and_stops_at_the_limit(tmp_path):
+    # a byte that is no UTF-8 is an error by default (read_json names the file), replaced when asked; limit counts bytes.
+    # Planted: errors default "strict" -> "XXstrictXX" / "STRICT" -> fails (LookupError, not named);
+    # errors=errors left out of decode -> fails (replace ignored); f.read(limit) -> f.read(None) -> fails
+    p = tmp_path / "config.json"
+    p.write_bytes(b'{"a": "\xff"}')
+    with pytest.raises(UnicodeDecodeError):
+        read_text(p)
+    with pytest.raises(
+        RunFolderError,
+        match=rf"^file {p} cannot be read \('utf-8' codec can't decode byte 0xff in position 7: invalid start byte\)$",
+    ):
+        read_json(p)
+    assert read_text(p, errors="replace") == '{"a": "\ufffd"}'
+    assert read_text(p, limit=4) == '{"a"'
+
+
+def test_read_json_names_the_file_as_a_file_by_default(tmp_path):
+    # Planted: what="file" -> "XXfileXX" / "FILE" -> fails
+    with pytest.raises(RunFolderError, match=rf"^file {tmp_path / 'eval_after.json'} is missing$"):
+        read_json(tmp_path / "eval_after.json")
+
+
+@pytest.mark.parametrize(
+    "content, rows, cut",
+    [
+        # cut inside a two-byte character (é): the bytes that came are replaced, the line is the cut one
+        (b'{"step": 1}\n{"step": 2, "note": "caf\xc3', [{"step": 1}], '{"step": 2, "note": "caf\ufffd'),
+        # the last line has its newline but does not parse: it was being written when the process died
+        (b'{"step": 1}\n{"step": 2, "rew\n', [{"step": 1}], '{"step": 2, "rew'),
+        # a whole log: no cut line (None, not ""), also when only blanks follow the last newline
+        (b'{"step": 0}\n{"step": 1}\n', [{"step": 0}, {"step": 1}], None),
+        (b'{"step": 1}\n  ', [{"step": 1}], None),
+    ],
+    ids=["cut-inside-a-character", "last-line-not-json", "whole", "blanks-after-the-last-newline"],
+)
+def test_the_last_line_of_a_log_is_cut_or_whole(tmp_path, content, rows, cut):
+    # Planted: read_text(path, errors="replace") -> errors left out / "XXreplaceXX" / "REPLACE" -> fails (first case);
+    # `i == len(lines) - 1 and not tail` -> `len(lines) + 1` / `and tail` -> fails (second); `tail if tail.strip()`
+    # -> `(...) or True` -> fails (third and fourth: "" / "  " instead of None)
+    (tmp_path / "log.jsonl").write_bytes(content)
+    assert read_log_lines(tmp_path / "log.jsonl") == (rows, cut)
+
+
+def test_read_log_takes_the_file_or_the_run_folder(tmp_path):
+    # the rows of a log from its file or its run folder; a cut last line dropped unless strict; no log: named.
+    # Planted: strict default False -> True -> fails; `path / LOG_NAME if path.is_dir()` -> `(...) and False` ->
+    # fails (an empty run folder reads as no rows); `(...) or True` -> fails (the file); `path * LOG_NAME` -> fails
+    run = tmp_path / "run"
+    run.mkdir()
+    with pytest.raises(FileNotFoundError, match=rf"^no log at {run / 'log.jsonl'}: no step has been logged there yet$"):
+        read_log(run)
+    (run / "log.jsonl").write_text('{"step": 1, "reward": 0.5}\n{"step": 2, "rew')
+    assert read_log(run) == read_log(run / "log.jsonl") == [{"step": 1, "reward": 0.5}]
+    with pytest.raises(RunFolderError, match=r"line 2, the last, is cut short"):
+        read_log(run, strict=True)
+
+
+@pytest.mark.parametrize(
+    "config, owned",
+    [
+        ({"trainer": {}}, False),  # no versions: not shown to be a run's
+        ({"trainer": {}, "versions": None}, False),
+        ({"trainer": {}, "versions": ["qae_lab"]}, False),  # versions is a table of library -> version
+        ({"trainer": {}, "versions": {"qae_lab": "0.1.0"}}, True),
+    ],
+    ids=["no-versions", "versions-null", "versions-a-list", "a-runs"],
+)
+def test_a_config_is_a_runs_only_with_its_trainer_and_qae_labs_version(tmp_path, config, owned):
+    # Planted: `isinstance(trainer, dict) and "qae_lab" in ...` -> `or` -> fails (first);
+    # `versions if isinstance(versions, dict) else {}` -> `(...) or True` -> fails (second: TypeError; third: True)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert run_owned(tmp_path) is owned
+
+
+@pytest.mark.parametrize("what, made", [("output_dir", "run"), ("out", "export")])
+def test_a_file_in_the_way_of_a_folder_is_named_with_a_way_out(tmp_path, what, made):
+    # the run folder or export is a file, or a part of its path is: the message says what is made and shows a path.
+    # A link to a folder is a folder. Planted: 'export' if what == 'out' else 'run' (either word, the test, `!=`,
+    # `(...) and False`, `(...) or True`) -> fails; '-run' / '-runs' -> 'XX-runXX' / '-RUN' / '-RUNS' -> fails;
+    # a link to a folder: `S_ISDIR(mode)` -> `(...) and False` -> fails
+    f = tmp_path / "f"
+    f.write_text("notes")
+    with pytest.raises(RunFolderError) as err:
+        check_folder(f, what)
+    assert (
+        str(err.value) == f"{what} {f} is a file, not a folder: give a folder for the {made} (a new one, e.g. {f}-run)"
+    )
+    with pytest.raises(RunFolderError) as err:
+        check_folder(f / "x", what)
+    assert str(err.value) == (
+        f"{what} {f / 'x'}: {f} is a file, not a folder, so nothing can be made inside it: give a path whose parts "
+        f"are folders (e.g. {tmp_path / 'f-runs' / 'x'})"
+    )
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    assert check_folder(tmp_path / "link", what) == tmp_path / "link"

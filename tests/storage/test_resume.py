@@ -545,3 +545,245 @@ def test_a_named_pipe_among_the_trackers_files_refuses_the_resume(tmp_path):
     os.mkfifo(out / "completions" / "completions_00003.parquet")
     refused = plan_run(None, resume=out, settings=SETTINGS)
     assert refused.kind == REFUSE and "completions_00003.parquet is a named pipe" in refused.reason
+
+
+# ---------------------------------------------------------------- the plan's messages and edges, in full
+
+
+@pytest.mark.parametrize(
+    "kwargs, said",
+    [
+        ({"kind": REFUSE}, "^a refused plan says why, "),
+        ({"kind": FRESH, "reason": "no"}, "^a refused plan says why, "),
+        ({"kind": RESUME, "checkpoint": Path("run/checkpoint-2")}, "^a resume plan names its checkpoint and step, "),
+        ({"kind": RESUME, "step": 2}, "^a resume plan names its checkpoint and step, "),
+    ],
+)
+def test_a_plan_that_means_two_things_is_refused_with_why(tmp_path, kwargs, said):
+    # a resume plan needs both its checkpoint and its step; a reason belongs to a refused plan only.
+    # Planted: the messages as "XX...XX" -> fails; `checkpoint is not None or step is not None` -> fails
+    with pytest.raises(ValueError, match=said):
+        ResumePlan(folder=tmp_path, **kwargs)
+
+
+def test_a_resume_plans_line_lists_every_change_and_restored_step(tmp_path):
+    # the line a person reads: each change and each restored step, comma-separated.
+    # Planted: "XX, XX".join(...) for the changes, or for the restored steps -> fails
+    p = ResumePlan(
+        RESUME,
+        tmp_path,
+        checkpoint=tmp_path / "checkpoint-3",
+        step=3,
+        changes=(("max_steps", 4, 8), ("save_steps", 2, 1)),
+        restored_steps=(2, 3),
+    )
+    assert p.lines() == [
+        f"resuming {tmp_path}/checkpoint-3 (step 3); changed: max_steps 4 -> 8, save_steps 2 -> 1; "
+        "steps 2, 3 missing from the log are restored from the checkpoint"
+    ]
+
+
+def test_a_loaded_step_of_1_is_the_smallest_and_resume_true_needs_its_folder(tmp_path):
+    # resume=N: N >= 1 (1 is allowed, 0 is not); resume=True without a folder says what is missing.
+    # found: the check came after Path(None), so its message was never said (a bare Path TypeError instead).
+    # Planted: `resume <= 1`, `resume < 2` -> fails; `resume is False and folder is None` -> fails (a bare Path error)
+    out = _run_folder(tmp_path / "run", logged=(), checkpoints=())
+    p = plan_run(out, resume=1, history=[{"step": 1, "reward": 0.5}], settings=SETTINGS)
+    assert (p.kind, p.step, p.restored_steps) == (RESUME, 1, (1,))
+    with pytest.raises(ValueError, match=r"^resume=0: "):
+        plan_run(out, resume=0)
+    with pytest.raises(TypeError, match=r"^resume=True takes the latest checkpoint of the run folder: give the"):
+        plan_run(None, resume=True)
+
+
+def test_a_checkpoint_holding_a_crafted_pickle_is_refused_when_named_and_skipped_in_its_run(tmp_path):
+    # each torch file is loaded as the Trainer loads it (weights only) before a resume: a named checkpoint holding
+    # anything else is refused, and a run folder's latest one is skipped (its note then keeps check_resume_point
+    # from calling it "the run's latest checkpoint").
+    # Planted: checkpoint_problems(p, load=False/None/default) -> fails; latest_complete_checkpoint(p, load=False/
+    # None/default) -> fails; check_resume_point(..) without skipped, or split on "XX skipped: XX"/" SKIPPED: ", or
+    # taking [1] -> fails
+    out = _run_folder(tmp_path / "run", logged=(1, 2, 3, 4), checkpoints=(2, 4))
+    torch.save({"state": SimpleNamespace(lr=0.1)}, out / "checkpoint-4" / "optimizer.pt")  # a pickle, not tensors
+    named = plan_run(None, resume=out / "checkpoint-4", settings=SETTINGS)
+    assert named.kind == REFUSE
+    assert named.reason.startswith(
+        f"{out}/checkpoint-4: the checkpoint cannot be resumed: optimizer.pt holds more than tensors"
+    ), named.reason
+    p = plan_run(None, resume=out, settings=SETTINGS)
+    assert (p.kind, p.step, p.superseded_steps) == (RESUME, 2, (3, 4)), p
+    assert len(p.notes) == 1 and p.notes[0].startswith("checkpoint-4 skipped: optimizer.pt holds more than tensors")
+
+
+def test_a_checkpoint_is_known_by_its_state_or_by_its_name(tmp_path):
+    # a folder holding trainer_state.json is a checkpoint whatever its name; a checkpoint-N folder is one even
+    # without its state (then named as incomplete, every problem joined by "; "); a state without log_history is
+    # whole (the checkpoint restores no rows).
+    # Planted: `exists() and CHECKPOINT_NAME.match(...)` -> fails; "XXtrainer_state.jsonXX" / "TRAINER_STATE.JSON"
+    # -> fails; 'XX; XX'.join(problems) -> fails; state.get("log_history", None) or no default -> fails (TypeError)
+    out = _run_folder(tmp_path / "run", logged=(1,), checkpoints=(2,))
+    (out / "checkpoint-2" / "trainer_state.json").write_text('{"global_step": 2}')  # no log_history
+    os.rename(out / "checkpoint-2", out / "best")
+    p = plan_run(None, resume=out / "best", settings=SETTINGS)
+    assert (p.kind, p.checkpoint, p.step, p.restored_steps) == (RESUME, out / "best", 2, ()), p
+    ckpt = _checkpoint(tmp_path / "other", 2)
+    (ckpt / "trainer_state.json").unlink()
+    assert (
+        plan_run(None, resume=ckpt).reason == f"{ckpt}: the checkpoint cannot be resumed: trainer_state.json is missing"
+    )
+    ckpt = _checkpoint(tmp_path / "third", 2)
+    (ckpt / "optimizer.pt").unlink()
+    (ckpt / "scheduler.pt").unlink()
+    assert plan_run(None, resume=ckpt).reason == (
+        f"{ckpt}: the checkpoint cannot be resumed: optimizer.pt is missing (Adam's moments); "
+        "scheduler.pt is missing (the learning-rate schedule's position)"
+    )
+
+
+def test_no_complete_checkpoint_reads_in_full_with_each_skipped_one(tmp_path):
+    # the reason ends with the skipped checkpoints in brackets, latest first, joined by "; " -- and with nothing
+    # when none was skipped.
+    # Planted: `if notes or True` -> fails; else "XXXX" -> fails; 'XX; XX'.join(notes) -> fails
+    out = _run_folder(tmp_path / "run", logged=(1,), checkpoints=())
+    assert plan_run(None, resume=out).reason == f"{out}/: no complete checkpoint in this run folder"
+    _checkpoint(out, 2)
+    _checkpoint(out, 4)
+    (out / "checkpoint-4" / "optimizer.pt").unlink()
+    (out / "checkpoint-2" / "scheduler.pt").unlink()
+    assert plan_run(None, resume=out).reason == (
+        f"{out}/: no complete checkpoint in this run folder (checkpoint-4 skipped: optimizer.pt is missing (Adam's "
+        "moments); checkpoint-2 skipped: scheduler.pt is missing (the learning-rate schedule's position))"
+    )
+
+
+def test_a_refused_resume_says_first_which_later_checkpoint_was_skipped(tmp_path):
+    # the run finished at step 4 but checkpoint-4 is damaged: the refusal says so, then ". ", then why.
+    # Planted: "XX. XX".join([*notes, str(err)]) -> fails
+    out = _run_folder(tmp_path / "run", logged=(1, 2, 3, 4), checkpoints=(2, 4), finished=4)
+    rng = out / "checkpoint-4" / "rng_state.pth"
+    rng.write_bytes(rng.read_bytes()[:100])
+    reason = plan_run(None, resume=out, settings=SETTINGS).reason
+    assert reason.startswith(
+        "checkpoint-4 skipped: rng_state.pth is damaged or cut short (BadZipFile: File is not a zip file; 100 bytes). "
+        f"the run in {out}/ finished at step 4, after checkpoint-2: "
+    ), reason
+
+
+@pytest.mark.parametrize("what", ["rows", "cut line"])
+def test_a_link_at_the_superseded_log_is_refused_saying_what_would_move_there(tmp_path, what):
+    # the refusal says what the resume would move: the rows after the checkpoint's step, or the log's cut last line.
+    # Planted: moved = None -> fails; `if later and False` -> fails (rows); `if later or True` -> fails (cut line);
+    # "XXthe log's cut last lineXX" / upper case -> fails (cut line)
+    out = _run_folder(tmp_path / "run", logged=(1, 2, 3) if what == "rows" else (1, 2), checkpoints=(2,))
+    if what == "cut line":
+        with open(out / LOG_NAME, "a") as f:
+            f.write('{"step": 3, "rew')
+    outside = tmp_path / "outside.jsonl"
+    outside.write_text("")
+    (out / SUPERSEDED_NAME).symlink_to(outside)
+    moved = "the log's rows after step 2" if what == "rows" else "the log's cut last line"
+    reason = plan_run(None, resume=out, settings=SETTINGS).reason
+    assert reason.startswith(
+        f"{out / SUPERSEDED_NAME} is a symbolic link (to {outside}), not a regular file: the resume moves {moved} "
+        "there, and "
+    ), reason
+
+
+def test_a_run_without_config_or_settings_is_resumed(tmp_path):
+    # nothing to compare and nothing given: the resume goes on (trains on: no max_steps known).
+    # Planted: `(wanted or stored and {})` -> fails (AttributeError on None)
+    out = _run_folder(tmp_path / "run", logged=(1, 2), checkpoints=(2,))
+    (out / CONFIG_NAME).unlink()
+    p = plan_run(None, resume=out)
+    assert (p.kind, p.step, p.trains_on, p.changes) == (RESUME, 2, True, ())
+
+
+@pytest.mark.parametrize(
+    "text, said",
+    [
+        ('{"trainer": {}, "run": 3}', "is damaged (its 'run' is not a mapping of settings)"),
+        ('{"trainer": [], "run": {}}', "is damaged (its 'trainer' is not a mapping of settings)"),
+        ("[1, 2]", "is damaged (a JSON dict is needed, it holds a list)"),
+    ],
+)
+def test_a_damaged_run_config_is_named_as_the_run_config(tmp_path, text, said):
+    # the refusal names the file as the run's config and says which section is not a mapping.
+    # Planted: read_json(config, "XXrun configXX") -> fails; ("trainer", "XXrunXX") / ("trainer", "RUN") -> fails
+    out = _run_folder(tmp_path / "run", logged=(1, 2), checkpoints=(2,))
+    (out / CONFIG_NAME).write_text(text)
+    assert plan_run(None, resume=out, settings=SETTINGS).reason == f"run config {out / CONFIG_NAME} {said}"
+
+
+def test_a_link_among_the_runs_files_is_named_even_beside_a_trackers_folder(tmp_path):
+    # a link at a run's name (here eval_before.json) is refused also when a tracker's folder (runs/) is there.
+    # Planted: `found = [...]` for the trackers' links (instead of +=) -> fails
+    out = _run_folder(tmp_path / "run", logged=(1, 2), checkpoints=(2,))
+    (out / "runs").mkdir()
+    outside = tmp_path / "outside.json"
+    outside.write_text("{}")
+    (out / "eval_before.json").symlink_to(outside)
+    reason = plan_run(None, resume=out, settings=SETTINGS).reason
+    assert reason.startswith(f"{out / 'eval_before.json'} is a symbolic link (to {outside}): a resume writes"), reason
+
+
+def test_a_refused_plan_names_the_folder_it_refuses(tmp_path):
+    # Planted: ResumePlan(REFUSE, None, ...) -> fails
+    out = _run_folder(tmp_path / "run")
+    assert (plan_run(out).kind, plan_run(out).folder) == (REFUSE, out)
+    assert plan_run(None, resume=tmp_path / "nowhere").folder == tmp_path / "nowhere"
+
+
+def test_publish_dir_keeps_the_folder_it_replaces_under_a_dated_name(tmp_path):
+    # `.replaced-<name>-<YYYYmmdd-HHMMSS>-<pid>`: sortable by time, nothing deleted.
+    # Planted: strftime("XX%Y%m%d-%H%M%SXX") or ("%y%m%d-%h%m%s") -> fails
+    final = tmp_path / "checkpoint-2"
+    final.mkdir()
+    (final / "old.txt").write_text("old")
+    staged = tmp_path / ".staging" / "checkpoint-2"
+    staged.mkdir(parents=True)
+    (staged / "new.txt").write_text("new")
+    assert resume_mod.publish_dir(staged, final) == final and (final / "new.txt").read_text() == "new"
+    (kept,) = [p for p in tmp_path.iterdir() if p.name.startswith(".replaced-")]
+    assert re.fullmatch(rf"\.replaced-checkpoint-2-20\d\d[01]\d[0-3]\d-[0-2]\d[0-5]\d[0-6]\d-{os.getpid()}", kept.name)
+    assert (kept / "old.txt").read_text() == "old"
+
+
+def test_resume_changes_edges(tmp_path):
+    # max_steps must exceed the checkpoint's step (equal is refused); a number changed to another type (None, a
+    # string) is a change; the refusal lists the settings that may change, comma-separated.
+    # Planted: `not new > checkpoint_step` as `>=` -> fails; `isinstance(old, num) or isinstance(new, num) ...` ->
+    # fails (float(None) / "42" == 42); 'XX, XX'.join(SAFE_ON_RESUME) -> fails
+    changes = resume_mod.resume_changes
+    stored = {"trainer": {"max_steps": 8, "seed": 42}, "run": {}}
+    with pytest.raises(RunFolderError, match=r"^max_steps must exceed the checkpoint's step 4 to train on, got 4$"):
+        changes(stored, {"max_steps": 4}, {}, checkpoint_step=4)
+    assert changes(stored, {"max_steps": 5}, {}, checkpoint_step=4) == {"max_steps": [8, 5]}
+    for new, said in ((None, "seed 42 -> None"), ("42", "seed 42 -> '42'")):
+        with pytest.raises(
+            RunFolderError, match=rf"^resuming with other settings than the run was trained with: {said}\."
+        ):
+            changes(stored, {"seed": new}, {}, checkpoint_step=4)
+    with pytest.raises(RunFolderError, match=r"only max_steps, save_strategy, save_steps, save_total_limit, torch_thr"):
+        changes(stored, {"seed": 1}, {}, checkpoint_step=4)
+    # 42 and 42.0 are one value (a JSON file may hold either); two seeds past 2**53 that floats cannot tell apart are
+    # two. Found: they were compared as floats, so seed 2**53 + 1 -> 2**53 resumed as the same run. Planted: the
+    # comparison as float(old) != float(new) -> the second does not raise
+    assert changes(stored, {"seed": 42.0}, {}, checkpoint_step=4) == {}
+    with pytest.raises(RunFolderError, match=r"seed 9007199254740993 -> 9007199254740992\."):
+        changes({"trainer": {"seed": 2**53 + 1}}, {"seed": 2**53}, {}, checkpoint_step=4)
+
+
+def test_resume_log_restores_only_steps_up_to_the_checkpoint_in_step_order():
+    # a missing step is restored in its place (the log sorted by step), and history past the checkpoint's step is
+    # not restored.
+    # Planted: sort key r.get(None, 0) / r.get("XXstepXX", 0) / r.get("STEP", 0) -> fails (unsorted);
+    # h.get(None, 0) / h.get("XXstepXX", 0) / h.get("STEP", 0) <= step -> fails (step 4 restored)
+    rows = [{"step": 1, "reward": 0.1}, {"step": 3, "reward": 0.3}]
+    history = [{"step": s, "reward": s / 10} for s in (1, 2, 3, 4)]
+    kept, later, restored = resume_mod.resume_log(rows, 3, history)
+    assert [(r["step"], r.get("restored_from")) for r in kept] == [
+        (1, None),
+        (2, "checkpoint-3/trainer_state.json"),
+        (3, None),
+    ]
+    assert (later, restored) == ([], [2])

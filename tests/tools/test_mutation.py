@@ -45,3 +45,41 @@ def test_an_unknown_module_is_refused_by_name(capsys):
         mutation.main(["advantage"])
     assert "module must be one of advantages," in capsys.readouterr().err
     assert mutation.main(["--list"]) == 0 and "dynamic_sampling" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", sorted(mutation.SOURCE_READERS))
+def test_tests_that_read_the_source_are_left_out_of_the_module_run(name):
+    # a test that scans the module's text fails on mutmut's copy (every mutant's text sits beside the original), so
+    # nothing would be judged. Planted: the deselect options dropped from _config -> the option is missing below
+    import tomllib
+
+    source, tests = mutation.MODULES[name]
+    table = tomllib.loads(mutation._config(source, tests, mutation.SOURCE_READERS[name]))["tool"]["mutmut"]
+    options = table["pytest_add_cli_args"]
+    for test in mutation.SOURCE_READERS[name]:
+        path, _, function = test.partition("::")
+        assert path in tests and f"def {function}(" in (ROOT / path).read_text()
+        assert options[options.index(test) - 1] == "--deselect"
+
+
+def test_each_run_starts_without_an_earlier_runs_record(tmp_path, monkeypatch):
+    # an earlier run's mutants/ kept, mutmut reran only the functions changed since and rewrote the module's record
+    # with those alone: the score then counted 23 of settings' 548 mutants. Planted: the rmtree in _scratch removed ->
+    # the old record is still there below
+    (tmp_path / "repo").mkdir()
+    monkeypatch.setattr(mutation, "ROOT", tmp_path / "repo")
+    monkeypatch.setattr(mutation, "SCRATCH", tmp_path / "scratch")
+    (tmp_path / "repo" / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    old = tmp_path / "scratch" / "advantages" / "mutants" / "qae_lab" / "advantages.py.meta"
+    old.parent.mkdir(parents=True)
+    old.write_text("{}")
+    real_run = mutation.subprocess.run
+
+    def fake_run(command, **kwargs):
+        if command[:2] == ["git", "ls-files"]:
+            return real_run(["printf", "pyproject.toml\\0"], **kwargs)
+        raise AssertionError(command)
+
+    monkeypatch.setattr(mutation.subprocess, "run", fake_run)
+    work = mutation._scratch("advantages")
+    assert not (work / "mutants").exists() and "[tool.mutmut]" in (work / "pyproject.toml").read_text()

@@ -244,6 +244,83 @@ def test_completion_table_written_by_trl_holds_the_trained_advantages(tmp_path, 
     assert pd.read_parquet(table)["advantage"].tolist() == pytest.approx(qae_advantages(REWARDS), abs=1e-6)
 
 
+# ---------------------------------------------------------------- 5b. what decides a success, and the advantage path
+
+
+def test_without_success_reward_the_weighted_sum_of_the_rewards_decides_a_success(tmp_path, tok):
+    # two reward functions and no success_reward: a success is a weighted sum (reward_weights multiply, as TRL)
+    # >= success_threshold. fixed_reward gives 1 or 0 and the bonus 0.25 x weight 2: sums 1.5 or 0.5, so at
+    # threshold 1.5 exactly REWARDS' ones succeed (fixed_reward's own 1.0 would not).
+    # Planted: `rewards if col is None and False else rpf[:, col]` or `... if col is not None ...` -> raises;
+    # `rpf / weights` -> fails (sums 1.125); weights `.unsqueeze(1)` -> raises.
+    from qae_lab.metric_names import QAE_HARD_FRAC, QAE_SUCCESS_RATE
+
+    def bonus(completions, **kwargs):
+        return [0.25] * len(completions)
+
+    with pytest.warns(UserWarning, match="no success_reward"):
+        trainer = make_trainer(
+            tmp_path, tok, reward_funcs=[fixed_reward, bonus], reward_weights=[1.0, 2.0], success_threshold=1.5
+        )
+    out = trainer._generate_and_score_completions(rows(REWARDS))
+    metrics = trainer._metrics["train"]
+    # REWARDS' groups hold 1, 3, 0 and 2 successes of 4: p = 0.25, 0.75, 0, 0.5; hard while p <= 1 - K = 0.6
+    assert metrics[QAE_SUCCESS_RATE] == [0.375] and metrics[QAE_HARD_FRAC] == [0.75]
+    assert out["prompt_hard"].tolist() == [True] * 4 + [False] * 4 + [True] * 8
+
+
+def test_success_threshold_is_inclusive_and_decides_the_regimes_and_the_if_mean_count(tmp_path, tok):
+    # a score equal to success_threshold is a success; the config's threshold (not advantage_stats' default 0.5)
+    # decides every qae/* statistic, and qae/neg_correct_if_mean counts the successes the MEAN baseline punishes.
+    # Groups (threshold 5): A 7.5 7.5 5 5 (4 successes, easy; mean 6.25 punishes both 5s), B 0.6 0.6 0.6 1.0
+    # (none: below 5, though >= 0.5), C all 0, D 10 0 0 0 (1 success). Under QAE's quantile baseline (K = 0.4,
+    # rank 2) A's 5s sit at the baseline: advantage 0, no success punished.
+    # Planted: `score > threshold` -> fails (A has 2 successes, hard); the if-mean advantages without
+    # baseline="mean" -> fails (0); advantage_stats(..., success=None) in the stats or the if-mean count -> fails.
+    from qae_lab.metric_names import QAE_HARD_FRAC, QAE_NEG_CORRECT, QAE_NEG_CORRECT_IF_MEAN, QAE_SUCCESS_RATE
+
+    rewards = [7.5, 7.5, 5.0, 5.0, 0.6, 0.6, 0.6, 1.0, 0, 0, 0, 0, 10, 0, 0, 0]
+    trainer = make_trainer(tmp_path, tok, success_threshold=5.0)
+    out = trainer._generate_and_score_completions(rows(rewards))
+    metrics = trainer._metrics["train"]
+    assert metrics[QAE_SUCCESS_RATE] == [(1 + 0 + 0 + 0.25) / 4]
+    assert metrics[QAE_HARD_FRAC] == [0.75]
+    assert out["prompt_hard"].tolist() == [False] * 4 + [True] * 12
+    assert metrics[QAE_NEG_CORRECT_IF_MEAN] == [2.0] and metrics[QAE_NEG_CORRECT] == [0.0]
+    assert out["advantages"].tolist() == pytest.approx(qae_advantages(rewards), abs=1e-6)
+
+
+def test_quantile_method_linear_reaches_the_advantages(tmp_path, tok):
+    # the config's quantile_method is the one the advantages use: 'linear' interpolates at K (G - 1) = 1.2,
+    # so REWARDS' 0 1 1 0 group gets the baseline 0.2 where 'paper' (rank ceil(K G) = 2) takes 0.
+    # Planted: group_advantages(...) without quantile_method= (the default 'paper') -> fails.
+    trainer = make_trainer(tmp_path, tok, quantile_method="linear")
+    out = trainer._generate_and_score_completions(rows(REWARDS))
+    want = qae_advantages(REWARDS, method="linear")
+    assert want != pytest.approx(qae_advantages(REWARDS), abs=1e-3)  # the premise: the two methods differ here
+    assert out["advantages"].tolist() == pytest.approx(want, abs=1e-6)
+
+
+def test_one_unscored_completion_is_refused_and_leaves_no_generation_in_force(tmp_path, tok):
+    # one completion no reward function scores (None) among scored ones is refused, naming why; after it (and
+    # after any generation) the trainer holds no scoring of its own: TRL's _calculate_rewards called on its own
+    # returns the rewards and scores nothing. Planted: `isnan(rpf).all(dim=None)` -> no error; the finally's
+    # `self._scoring = ""` -> the later call raises AttributeError.
+    def sometimes(completions, reward, **kwargs):
+        return [None if r is None else float(r) for r in reward]
+
+    trainer = make_trainer(tmp_path, tok, reward_funcs=sometimes)
+    given = rows(REWARDS)
+    given[5]["reward"] = None
+    with pytest.raises(ValueError, match=r"^a completion got no reward from any reward function \(every one returned"):
+        trainer._generate_and_score_completions(given)
+    before = {k: list(v) for k, v in trainer._metrics["train"].items()}
+    prompts = [r["prompt"] for r in rows(REWARDS)]
+    got = trainer._calculate_rewards(rows(REWARDS), prompts, ["x"] * len(REWARDS), [[11]] * len(REWARDS))
+    assert got[:, 0].tolist() == REWARDS
+    assert {k: list(v) for k, v in trainer._metrics["train"].items()} == before  # no qae/* row added
+
+
 # ---------------------------------------------------------------- 6. a LoRA step through trainer.train()
 
 

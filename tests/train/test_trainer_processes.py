@@ -14,8 +14,8 @@ import pytest
 import torch
 from testkit.step_setup import G, qae_advantages
 
+import qae_lab
 from qae_lab.advantages import group_advantages
-
 
 # ---------------------------------------------------------------- 8. two processes (gloo)
 
@@ -77,6 +77,9 @@ def two_process_run(tmp_path_factory):
     script = out / "worker.py"
     script.write_text(MP_WORKER)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    # the workers import the qae_lab this test imported (a mutation run's copy, not the installed package)
+    here = str(Path(qae_lab.__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)
     cmd = [
         sys.executable,
         "-m",
