@@ -612,3 +612,12 @@ def test_signal_means_rewards_not_all_equal_for_any_rewards(groups):
 def test_signal_refuses_a_batch_that_is_not_whole_groups():
     with pytest.raises(ValueError, match="group_size"):
         signal_groups(torch.zeros(6), 4)
+
+
+def test_advantage_stats_success_of_the_right_count_in_another_shape_is_refused():
+    # success is (N,) bool, one per response: a (B, G) tensor of the right count is another layout, refused by name
+    # rather than silently flattened. Planted: `ok.shape != (r.numel(),)` -> `ok.numel() != r.numel()` -> fails
+    r = T([1.0, 0, 0, 0, 1, 1, 1, 0])
+    a = group_advantages(r, 4, k=0.4)
+    with pytest.raises(ValueError, match=r"success must be a bool tensor of shape \(8,\), got torch.bool \(2, 4\)"):
+        advantage_stats(r, a, 4, 0.4, success=(r > 0.5).view(2, 4))

@@ -546,3 +546,13 @@ def test_weight_stats_without_real_tokens():
     # Planted: `if n_tok` -> `if n_tok or True` (ZeroDivisionError); the fallback 1.0 -> 2.0 -> fails
     s = weight_stats(torch.zeros(2, 3), torch.zeros(2, 3), T([1.0, -1.0]))
     assert s == {"w_mean_neg": 1.0, "effective_tokens_frac": 1.0}
+
+
+def test_weight_stats_counts_only_the_real_tokens_weights():
+    # effective_tokens_frac is sum(w) over real tokens / their number: a weight left on padding does not count.
+    # By hand: real weights 1 + 0.5 + 0.25 = 1.75 over 3 real tokens; the padding's 1s (and 0.5) are left out.
+    # Planted: `(w * m).sum()` -> `w.sum()` (4.25 / 3) -> fails
+    w = T([[1.0, 1.0, 1.0], [0.5, 0.25, 0.5]])
+    m = T([[1, 0, 0], [1, 1, 0]])
+    s = weight_stats(w, m, T([1.0, -1.0]))
+    assert s == pytest.approx({"w_mean_neg": 0.75 / 2, "effective_tokens_frac": 1.75 / 3})

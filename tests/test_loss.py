@@ -465,3 +465,16 @@ def test_boundary_settings_are_accepted():
     assert LossSettings(loss_type="dr_grpo", max_completion_length=1).max_completion_length == 1
     assert LossSettings(loss_type="dr_grpo", max_completion_length=8, token_weighting="none").loss_type == "dr_grpo"
     assert LossSettings(delta=1.0 + 1e-9).delta == 1.0 + 1e-9
+
+
+def test_dr_grpo_counts_the_rows_left_out_by_sparse_updates():
+    # dr_grpo divides the token sum by B * max_completion_length with B the whole micro-batch's responses: rows a
+    # sparse update left out (LossScale(rows=...)) stay in it, so the loss equals the full micro-batch's.
+    # By hand: token sum 1 + 3 + 2 = 6 over 4 rows * 2 = 8 (not 2 rows * 2 = 4); with the two zero rows present the
+    # full batch gives the same 6 / 8. Planted: `rows *` -> `per_token.shape[0] *` -> fails
+    x, m = torch.tensor([[1.0, 3.0], [2.0, 0.0]]), torch.tensor([[1.0, 1.0], [1.0, 0.0]])
+    got = reduce_token_loss(x, m, "dr_grpo", LossScale(rows=4), max_completion_length=2)
+    assert got.item() == pytest.approx(6 / 8)
+    full_x, full_m = torch.cat([x, torch.zeros(2, 2)]), torch.cat([m, torch.ones(2, 2)])
+    full = reduce_token_loss(full_x, full_m, "dr_grpo", max_completion_length=2)
+    assert got.item() == pytest.approx(full.item())

@@ -153,7 +153,8 @@ def safetensors_problem(path: Path) -> str | None:
     except (AttributeError, KeyError, TypeError, IndexError, ValueError):
         return f"{path.name} is damaged (its header is not a map of tensors)"
     if 8 + n + end != size:
-        return f"{path.name} is cut short ({size} bytes, {8 + n + end} expected)"
+        said = "is cut short" if size < 8 + n + end else "holds bytes after its tensors"
+        return f"{path.name} {said} ({size} bytes, {8 + n + end} expected)"
     return None
 
 

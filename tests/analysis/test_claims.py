@@ -528,3 +528,11 @@ def test_a_comparison_row_shows_three_decimals_by_default():
     # the default a participant reads: three decimals. Planted: digits=4 -> "quantile 1.000±0.000" reads 1.0000
     row = comparison_row("x", "quantile", [1.0, 1.0], "mean", [0.5, 0.5])
     assert (row["a"], row["b"], row["a - b"]) == ("quantile 1.000±0.000", "mean 0.500±0.000", "+0.500 [+0.500, +0.500]")
+
+
+def test_unpaired_sides_are_never_equal_by_construction_even_with_equal_means():
+    # equal_by_construction is checked seed by seed (the sides must agree to float rounding pair by pair); unpaired
+    # sides have no pairs to check, so the claim is refused even when their means agree (both 0.6 here, exactly).
+    # Planted: `if not paired or max(gaps) > ...` -> `if max(gaps) > ...` -> fails
+    with pytest.raises(ValueError, match=r"^a and b differ by up to 0 \(paired: False\): not equal by construction"):
+        verdict([0.5, 0.7], [0.7, 0.5], "<", paired=False, equal_by_construction="x")

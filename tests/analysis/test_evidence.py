@@ -409,6 +409,34 @@ def test_the_sequence_policys_controls_read_final_over_start_and_count_the_edges
     assert e.why == why
 
 
+@pytest.mark.parametrize(
+    "claim, key, values, start",
+    [
+        # peak / start 1.0 in fifteen seeds, 1.2 (above ROSE = 1.1) in one: the control exploded in some seed
+        ("explosion", "peak_ratio", [1.0] * 15 + [1.2], None),
+        # half the seeds at exactly ROSE, the other half at 0.9
+        ("explosion", "peak_ratio", [1.1, 0.9] * 8, None),
+        # final / start 0.9 in fifteen seeds, 0.4 (below FELL = 0.5) in one: the control collapsed in some seed
+        ("collapse", "final_h", [0.9] * 15 + [0.4], [1.0] * 16),
+    ],
+)
+def test_a_control_that_exploded_or_collapsed_in_one_seed_only_makes_the_claim_testable(
+    monkeypatch, claim, key, values, start
+):
+    # the module's rule: untestable only where the control never explodes (peak below ROSE x its start in EVERY seed)
+    # or never collapses (final above FELL x its start in every seed); seeds mixed on both sides of the line are a
+    # control that did explode (collapse) in some seed, so no reason is given.
+    # Planted: _control's `max(seen) < ROSE` -> `min(seen) < ROSE` -> the explosion cases fail
+    regimes = _json("seqpolicy", "regimes.json")
+    mixed = regimes["runs"]["adam/mean/clip-higher"]["groups"]["mixed"]
+    mixed[key] = values
+    if start is not None:
+        mixed["start_h"] = start
+    monkeypatch.setattr(evidence, "_regimes", lambda: regimes)
+    e, _ = evidence.judge(claim, "sequence policy", "Adam")
+    assert e.values_b == values and e.why is None
+
+
 def test_runs_that_never_reuse_a_generation_are_why_the_clip_cannot_act(monkeypatch):
     # a run with no clip share (no step reuses a generation: clipped_fraction is None) is the reason read out, word for
     # word; one whose clip acted on 0.1% or more of the tokens gives none. Planted: the reason text changed

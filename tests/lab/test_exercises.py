@@ -284,6 +284,21 @@ def test_an_answer_whose_largest_value_is_1e5_off_relative_is_refused(name, sign
     assert check(_largest_nudged(right, sign * 1e-8, [])).startswith("Correct")  # 1e-8 x at most 10: well inside
 
 
+@pytest.mark.parametrize("name", sorted(FLOAT_CHECKERS))
+def test_a_right_answer_with_an_extra_dimension_is_refused(name):
+    # _close: the answer must have the reference's shape as well as its values. The right values with a leading
+    # dimension of 1 ((1, B) for (B,), (1,) for a number) broadcast onto the reference exactly, every difference 0,
+    # yet are the wrong shape: "Not yet", the case showing the answer's numbers nested one level deeper.
+    # Planted: _close's `got.shape == want.shape` dropped -> "Correct" -> fails
+    right = FLOAT_CHECKERS[name]
+
+    def one_more_dimension(*args):
+        return torch.as_tensor(right(*args), dtype=torch.float64).unsqueeze(0)
+
+    said = getattr(ex, name)(one_more_dimension)
+    assert said.startswith("Not yet: ") and ", got [" in said, said
+
+
 @pytest.mark.parametrize("name", sorted(FLOAT32))
 def test_a_float32_answer_is_accepted(name):
     # the tolerance's scale (exercises.ATOL): float32 rounding of answers of order 1 stays well inside it

@@ -469,3 +469,36 @@ def test_a_file_in_the_way_of_a_folder_is_named_with_a_way_out(tmp_path, what, m
     (tmp_path / "real").mkdir()
     (tmp_path / "link").symlink_to(tmp_path / "real")
     assert check_folder(tmp_path / "link", what) == tmp_path / "link"
+
+
+def test_atomic_write_fsyncs_the_new_file_before_it_replaces_the_old_and_the_folder_after(tmp_path, monkeypatch):
+    # "flushed and fsync-ed, then renamed over path": the temporary file's bytes are on disk (fsync of that very file,
+    # holding all of the text) before os.replace makes it the file, and the folder's entries are fsync-ed after the
+    # rename; else a power cut can leave an empty file where the old or the new one was.
+    # Planted: `os.fsync(f.fileno())` before `os.replace` removed -> fails (the first event is the replace)
+    target = tmp_path / "config.json"
+    target.write_text("old\n")
+    text = '{"city": "Zürich"}\n'  # 20 bytes in UTF-8
+    events = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        st = os.fstat(fd)
+        folder = stat.S_ISDIR(st.st_mode)
+        events.append(("fsync", "folder" if folder else "file", st.st_ino, None if folder else st.st_size))
+        return real_fsync(fd)
+
+    def replace(src, dst, *args, **kwargs):
+        events.append(("replace", os.stat(src).st_ino, Path(dst)))
+        return real_replace(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    atomic_write_text(target, text)
+    new = target.stat().st_ino  # the inode the temporary file had, now under the target's name
+    assert target.read_text(encoding="utf-8") == text
+    assert events == [
+        ("fsync", "file", new, 20),
+        ("replace", new, target),
+        ("fsync", "folder", tmp_path.stat().st_ino, None),
+    ]

@@ -507,6 +507,18 @@ def test_a_safetensors_file_is_whole_or_named_with_its_sizes(tmp_path, header, d
     assert safetensors_problem(_safetensors(tmp_path / "model.safetensors", header, data, length)) == problem
 
 
+def test_a_safetensors_file_with_bytes_after_its_tensors_is_named(tmp_path):
+    # "exactly the tensors' bytes": the header's 16-byte tensor ends at byte 8 + 56 + 16 = 80, so a file with bytes
+    # after it (an 81- or a 96-byte file: another write's tail, a file joined to another) is not whole, and is named
+    # with its size and the 80 bytes expected, as holding bytes after its tensors (it said "cut short").
+    # Planted: `8 + n + end != size` -> `> size` (trailing bytes accepted) -> fails
+    for extra, size in ((1, 81), (16, 96)):
+        path = _safetensors(tmp_path / "model.safetensors", _HEADER, bytes(16 + extra))
+        assert path.stat().st_size == size
+        problem = safetensors_problem(path)
+        assert problem == f"model.safetensors holds bytes after its tensors ({size} bytes, 80 expected)"
+
+
 def test_a_refused_resume_point_names_the_steps_it_would_train_again(tmp_path):
     # Planted: `step - 1` / `step + 2` in either of check_resume_point's messages -> fails
     for step in (4, 10):

@@ -304,7 +304,8 @@ def test_quantile_method_linear_reaches_the_advantages(tmp_path, tok):
 def test_one_unscored_completion_is_refused_and_leaves_no_generation_in_force(tmp_path, tok):
     # one completion no reward function scores (None) among scored ones is refused, naming why; after it (and
     # after any generation) the trainer holds no scoring of its own: TRL's _calculate_rewards called on its own
-    # returns the rewards and scores nothing. Planted: `isnan(rpf).all(dim=None)` -> no error; the finally's
+    # returns the rewards and scores nothing. Planted: `isnan(rpf).all(dim=None)` -> no error; the message in lower
+    # case ("returned none: trl leaves") -> fails; the finally's
     # `self._scoring = ""` -> the later call raises AttributeError.
     def sometimes(completions, reward, **kwargs):
         return [None if r is None else float(r) for r in reward]
@@ -312,7 +313,10 @@ def test_one_unscored_completion_is_refused_and_leaves_no_generation_in_force(tm
     trainer = make_trainer(tmp_path, tok, reward_funcs=sometimes)
     given = rows(REWARDS)
     given[5]["reward"] = None
-    with pytest.raises(ValueError, match=r"^a completion got no reward from any reward function \(every one returned"):
+    with pytest.raises(
+        ValueError,
+        match=r"^a completion got no reward from any reward function \(every one returned None\): TRL leaves such",
+    ):
         trainer._generate_and_score_completions(given)
     before = {k: list(v) for k, v in trainer._metrics["train"].items()}
     prompts = [r["prompt"] for r in rows(REWARDS)]
