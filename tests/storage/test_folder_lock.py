@@ -154,8 +154,10 @@ def test_on_windows_the_locked_file_stays_the_lock_file_and_a_second_lock_is_ref
     # locked must stay the one under the lock's name, written once through that descriptor; replaced by a new file
     # (atomic_write_text's rename), the lock would sit on an orphan and a second lock would take the name.
     # Planted: `self._file_only = None/False` (the file rewritten after _lock_file), lseek(fd, 1), json.dumps(None),
-    # "XX\nXX" (the holder unreadable) -> fails.
-    def locking(fd, mode, nbytes):
+    # "XX\nXX" (the holder unreadable), msvcrt.locking(fd, None, 1) or (fd, LK_NBLCK, None) -> fails.
+    def locking(fd, mode, nbytes):  # msvcrt's own checks: a mode of its constants, a whole count of bytes
+        if not isinstance(mode, int) or not isinstance(nbytes, int) or nbytes < 1:
+            raise TypeError(f"locking(fd, mode, nbytes): got mode={mode!r}, nbytes={nbytes!r}")
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError (an OSError) while another holds it
 
     monkeypatch.setattr(folder, "fcntl", None)
@@ -234,3 +236,17 @@ def test_a_lock_dropped_while_held_lets_go_and_a_lock_never_made_drops_quietly(t
         RunLock(None)
     gc.collect()
     assert unraisable == []
+
+
+@pytest.mark.parametrize("holder", ["none", "a dead process"])
+def test_without_flock_a_folder_no_live_process_holds_is_not_busy(tmp_path, monkeypatch, holder):
+    # where flock is refused the lock file alone is the lock: no file, or one naming a process that no longer runs,
+    # leaves the folder free (busy() says None, and acquire takes it). Planted: busy's `taken = None` -> always busy;
+    # `exists() or _alive()` -> the dead holder's file counts as held -> fails
+    monkeypatch.setattr(folder, "_lock_folder", lambda folder: (None, None))
+    if holder == "a dead process":
+        child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+        h = {"pid": int(child.stdout), "host": socket.gethostname(), "since": "2024-05-06 07:08:09", "command": "x"}
+        (tmp_path / LOCK_NAME).write_text(json.dumps(h) + "\n")
+    assert RunLock(tmp_path).busy() is None
+    RunLock(tmp_path).acquire().release()

@@ -502,3 +502,29 @@ def test_atomic_write_fsyncs_the_new_file_before_it_replaces_the_old_and_the_fol
         ("replace", new, target),
         ("fsync", "folder", tmp_path.stat().st_ino, None),
     ]
+
+
+@pytest.mark.parametrize(
+    "text, said",
+    [
+        # a blank first line counts: the cut row is line 3
+        (b'\n{"step": 1}\n{"step": 2, "re', 'line 3, the last, is cut short (\'{"step": 2, "re\')'),
+        # cut inside a character: read with replacement to count the lines, never refused for the bytes
+        (b'{"step": 1}\n{"step": 2, "note": "\xc3', 'line 2, the last, is cut short (\'{"step": 2, "note": "\ufffd\')'),
+        # a cut line of two X's after a whole row
+        (b'{"step": 1}\nXX', "line 2, the last, is cut short ('XX')"),
+        # a long cut line is shown by its first 60 characters
+        (b'{"step": 1}\n{"note": "' + b"a" * 80, 'line 2, the last, is cut short (\'{"note": "' + "a" * 50 + "')"),
+    ],
+)
+def test_a_strict_read_names_the_cut_last_line_by_number_and_its_start(tmp_path, text, said):
+    # read_log(strict=True) refuses a cut last line naming its line number (counted over the whole file, blank
+    # lines included) and its first 60 characters. Planted: lstrip("\n") / rstrip(None) / rstrip("XX\nXX") for
+    # rstrip("\n") -> another line number; errors="replace" dropped or misspelt -> a decoding error, not this
+    # refusal; cut[:61] -> 61 characters -> fails
+    log = tmp_path / "log.jsonl"
+    log.write_bytes(text)
+    with pytest.raises(RunFolderError) as err:
+        read_log(log, strict=True)
+    assert str(err.value) == f"{log}: {said}"
+    assert [r["step"] for r in read_log(log)] == [1]  # not strict: the cut line is left out

@@ -29,6 +29,7 @@ from qae_lab.storage.resume import (
     resume_changes,
     resume_log,
     safetensors_problem,
+    shard_problems,
 )
 from qae_lab.storage.folder import LOG_NAME, RunFolderError
 
@@ -389,6 +390,30 @@ def test_a_shard_missing_from_a_sharded_checkpoint_is_named(tmp_path):
     ]
 
 
+def test_a_missing_shard_is_named_beside_the_checkpoints_other_problems(tmp_path):
+    # Planted: `problems = shard_problems(...)` for `+=` in checkpoint_problems (the earlier problems dropped) -> fails
+    ckpt = _index_checkpoint(tmp_path, 4)
+    (ckpt / "model-00002-of-00002.safetensors").unlink()
+    (ckpt / "optimizer.pt").unlink()
+    assert checkpoint_problems(ckpt) == [
+        "optimizer.pt is missing (Adam's moments)",
+        "model-00002-of-00002.safetensors (listed in model.safetensors.index.json) is missing",
+    ]
+
+
+def test_an_index_may_list_only_plain_file_names_of_its_folder(tmp_path):
+    # a shard is a plain name in the folder: no path, no "." or "..", no empty name, no Windows separator, no number;
+    # each other entry is named, sorted as text, before the plain ones that are missing.
+    # Planted: any `and` of the filter as `or`, one of "", ".." or "\\" misspelt in it, map(None, ...) -> fails
+    index = "model.safetensors.index.json"
+    listed = ["", ".", "..", "../w.safetensors", "sub/w.safetensors", "a\\b.safetensors", 7, "gone.safetensors"]
+    (tmp_path / index).write_text(json.dumps({"weight_map": {f"w{i}": s for i, s in enumerate(listed)}}))
+    bad = ["", ".", "..", "../w.safetensors", "7", "a\\b.safetensors", "sub/w.safetensors"]
+    assert shard_problems(tmp_path, index) == [
+        f"{index} lists {s}, which is no file name in the folder" for s in bad
+    ] + [f"gone.safetensors (listed in {index}) is missing"]
+
+
 def test_two_pickled_weight_files_are_both_named(tmp_path):
     # Planted: 'XX, XX'.join(pickled) in checkpoint_problems -> fails
     ckpt = _checkpoint(tmp_path, 4)
@@ -436,12 +461,14 @@ def test_training_args_bin_is_checked_whole_but_never_loaded(tmp_path):
     assert problem.startswith("training_args.bin is damaged or cut short (BadZipFile: ")
 
 
-@pytest.mark.parametrize("short", ["the whole file", "its header's offset"])
+@pytest.mark.parametrize("short", ["the whole file", "its header's offset", "its name"])
 def test_a_zip_whose_directory_runs_past_the_end_is_named(tmp_path, short):
     # the zip directory is whole but says a member's data runs past the file's end (the data itself is lost); at the
     # boundary its header's offset plus its size is the file's size, and the data, after a local header of 30 bytes
     # and the name, still runs past it. Found: that boundary passed (the header was not counted).
-    # Planted: `info.header_offset - info.compress_size > size`, or the local header left out -> fails
+    # "its name": the data, after the 30-byte header, runs past the end by the name's 16 bytes.
+    # Planted: `info.header_offset - info.compress_size > size`, the local header left out, or its name's length
+    # subtracted -> fails
     ckpt = _checkpoint(tmp_path, 4)
     data = bytearray((ckpt / "optimizer.pt").read_bytes())
     name = b"optimizer/data/0"
@@ -449,7 +476,7 @@ def test_a_zip_whose_directory_runs_past_the_end_is_named(tmp_path, short):
     while data[entry + 46 : entry + 46 + len(name)] != name:
         entry = data.index(b"PK\x01\x02", entry + 4)
     offset = struct.unpack("<I", data[entry + 42 : entry + 46])[0]  # where its local header starts
-    size = len(data) if short == "the whole file" else len(data) - offset
+    size = {"the whole file": len(data), "its header's offset": len(data) - offset}.get(short, len(data) - offset - 30)
     data[entry + 20 : entry + 24] = struct.pack("<I", size)  # its compressed size
     (ckpt / "optimizer.pt").write_bytes(bytes(data))
     assert checkpoint_problems(ckpt) == ["optimizer.pt is cut short (member optimizer/data/0 runs past the end)"]
@@ -548,6 +575,11 @@ def test_a_claim_refuses_a_checkpoint_damaged_since_the_plan(tmp_path):
     (ckpt / "optimizer.pt").write_bytes(b"")
     assert _still_complete(plan) == (
         "checkpoint-4: optimizer.pt is damaged or cut short (BadZipFile: File is not a zip file; 0 bytes)"
+    )
+    (ckpt / "scheduler.pt").unlink()  # two problems: "; "-separated. Planted: 'XX; XX'.join -> fails
+    assert _still_complete(plan) == (
+        "checkpoint-4: scheduler.pt is missing (the learning-rate schedule's position); "
+        "optimizer.pt is damaged or cut short (BadZipFile: File is not a zip file; 0 bytes)"
     )
 
 
