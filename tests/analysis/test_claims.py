@@ -345,6 +345,10 @@ def test_difference_pairs_by_seed_by_default_and_drops_a_pair_with_a_none():
     d = difference([1.0, None, 3.0], [0.0, 5.0, 1.0])
     assert (d.a, d.b, d.diff, d.n, d.higher) == (2.0, 0.5, 1.5, 2, 2)
     assert (d.lo, d.hi) == pytest.approx((1.5 - 6.353, 1.5 + 6.353), abs=1e-9)
+    # a None on b's side drops its pair too: pairs (1, 1), (3, 3.5): d = (0, -0.5), mean -0.25 over n = 2.
+    # Planted: the pair kept when only a is there (`if x is not None`) -> "b must hold finite numbers" -> fails
+    d = difference([1.0, 2.0, 3.0], [1.0, None, 3.5])
+    assert (d.a, d.b, d.diff, d.n) == (2.0, 2.25, -0.25, 2)
     # a seed with a = b is not "higher". Planted: `v > 0` -> `v >= 0` -> fails
     assert difference([1.0, 2.0, 3.0], [1.0, 1.0, 1.0]).higher == 2
     # comparison_row pairs by seed: d = (0.5, 0.5, 1.5), mean 0.833, sd 0.57735, half-width 4.303 / 3 = 1.4343;

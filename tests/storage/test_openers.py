@@ -528,3 +528,13 @@ def test_a_strict_read_names_the_cut_last_line_by_number_and_its_start(tmp_path,
         read_log(log, strict=True)
     assert str(err.value) == f"{log}: {said}"
     assert [r["step"] for r in read_log(log)] == [1]  # not strict: the cut line is left out
+
+
+def test_a_damaged_line_before_a_cut_last_line_is_named_as_damaged(tmp_path):
+    # only the last line may be cut: a bad line that ends with its newline is damage wherever it sits, also just
+    # before a cut last line (found by a reviewer's planted bug). Planted: the cut-line rule without `and not tail`
+    # (the line before the cut taken as the cut one, the cut row lost) -> fails
+    log = tmp_path / "log.jsonl"
+    log.write_text('{"step": 1}\nBAD\n{"step": 2')
+    with pytest.raises(RunFolderError, match=r"line 2 is damaged"):
+        read_log(log)
