@@ -96,7 +96,7 @@ def reaches(start: set[str], targets: set[str]) -> bool:
     return False
 
 
-def test_uses(path: Path, test: str | None) -> set[str]:
+def uses_of(path: Path, test: str | None) -> set[str]:
     """The names ``test`` (every test of ``path`` when None) uses, with its module's and tests/conftest.py's helpers
     and fixtures it uses, followed by name."""
     local = _definitions([path, ROOT / "tests" / "conftest.py"])
@@ -113,9 +113,6 @@ def test_uses(path: Path, test: str | None) -> set[str]:
             found |= names
             todo.extend(names)
     return found
-
-
-test_uses.__test__ = False  # a helper, not a test
 
 
 def cited() -> list[tuple[str, str, str | None, set[str]]]:
@@ -139,7 +136,7 @@ def test_the_document_has_its_promises_each_with_a_mechanism_and_a_test():
 def test_each_cited_test_reaches_the_code_its_promise_names(promise, path, test, mechanisms):
     # Planted: the lock's paragraph citing tests/runs/test_export.py::test_a_model_folder_with_links_is_named (an
     # export test that never takes a lock) -> fails naming it
-    uses = test_uses(ROOT / path, test)
+    uses = uses_of(ROOT / path, test)
     assert uses & mechanisms or reaches(uses, mechanisms), (
         f"{path}::{test or '*'} is cited for '{promise}' but reaches none of {sorted(mechanisms)}"
     )
@@ -150,11 +147,11 @@ def test_each_promise_cites_a_test_that_calls_its_code_by_name(promise):
     # Planted: "A new run never writes over another" left with its command-line and resume-plan tests only (its two
     # tests of tests/storage/test_folder.py removed) -> fails
     rows = [(p, t, m) for title, p, t, m in cited() if title == promise]
-    assert any(test_uses(ROOT / p, t) & m for p, t, m in rows), f"'{promise}': no cited test uses {rows[0][2]}"
+    assert any(uses_of(ROOT / p, t) & m for p, t, m in rows), f"'{promise}': no cited test uses {rows[0][2]}"
 
 
 def test_the_check_refuses_a_test_that_does_not_reach_the_mechanism():
     # the reader itself: an export test reaches no lock; the command line's main reaches the resume plan
-    export = test_uses(ROOT / "tests/runs/test_export.py", "test_a_model_folder_with_links_is_named")
+    export = uses_of(ROOT / "tests/runs/test_export.py", "test_a_model_folder_with_links_is_named")
     assert not reaches(export, {"RunLock"}) and not export & {"RunLock"}
     assert reaches({"main"}, {"plan_run"}) and not reaches({"atomic_write_text"}, {"plan_run"})
