@@ -193,27 +193,6 @@ def test_a_second_lock_in_the_same_process_is_refused_and_the_fallback_reads_the
     RunLock(tmp_path / "nfs").acquire().release()
 
 
-@pytest.mark.parametrize(
-    "who, suffix",
-    [("parent", ""), ("elsewhere", ""), ("me", ", this very process")],
-)
-def test_the_refusal_names_the_holder_and_says_this_very_process_only_when_it_is(tmp_path, monkeypatch, who, suffix):
-    # The holder a lock file names, in words: pid, host, since, command, and ", this very process" only where
-    # both pid and host are this process's (another process on this host, or this pid on another host, is not).
-    # Planted: `mine or True`, `pid == ... or host == ...`, the suffix "XX, this very processXX", the empty
-    # suffix "XXXX" -> fails.
-    monkeypatch.setattr(folder, "_lock_folder", lambda folder: (None, None))  # the lock file decides (no flock)
-    pid = os.getppid() if who == "parent" else os.getpid()  # both running, so the holder counts as alive
-    host = "elsewhere.invalid" if who == "elsewhere" else socket.gethostname()
-    h = {"pid": pid, "host": host, "since": "2024-05-06 07:08:09", "command": "qae-lab train --output-dir x"}
-    (tmp_path / LOCK_NAME).write_text(json.dumps(h) + "\n")
-    assert RunLock(tmp_path).busy() == (
-        f"{tmp_path}/ is being written by process {pid} on {host} since 2024-05-06 07:08:09 "
-        f"(qae-lab train --output-dir x){suffix}: one run folder takes one process "
-        f"at a time. Wait until that run ends, or choose another --output-dir."
-    )
-
-
 def test_bad_run_folders_are_named(tmp_path):
     (tmp_path / "a-file").write_text("x")
     for folder, message in (

@@ -28,6 +28,24 @@ def _refusal(run, who: str) -> str:
     )
 
 
+@pytest.mark.parametrize(
+    "holder, suffix",
+    [("parent", ""), ("elsewhere", ""), ("me", ", this very process")],
+)
+def test_the_refusal_names_the_holder_and_says_this_very_process_only_when_it_is(tmp_path, monkeypatch, holder, suffix):
+    # The holder a lock file names, in words: pid, host, since, command, and ", this very process" only where
+    # both pid and host are this process's (another process on this host, or this pid on another host, is not).
+    # Planted: `mine or True`, `pid == ... or host == ...`, the suffix "XX, this very processXX", the empty
+    # suffix "XXXX" -> fails.
+    monkeypatch.setattr(folder, "_lock_folder", lambda folder: (None, None))  # the lock file decides (no flock)
+    pid = os.getppid() if holder == "parent" else os.getpid()  # both running, so the holder counts as alive
+    host = "elsewhere.invalid" if holder == "elsewhere" else socket.gethostname()
+    h = {"pid": pid, "host": host, "since": "2024-05-06 07:08:09", "command": "qae-lab train --output-dir x"}
+    (tmp_path / LOCK_NAME).write_text(json.dumps(h) + "\n")
+    who = f"process {pid} on {host} since 2024-05-06 07:08:09 (qae-lab train --output-dir x){suffix}"
+    assert RunLock(tmp_path).busy() == _refusal(tmp_path, who)
+
+
 def test_the_holder_is_this_process_its_host_the_time_and_the_command_line_cut_at_300_characters(monkeypatch):
     # holder(): what a lock file and a claim record. Planted: the since format changed ("XX%Y...XX", "%y-%m-%d
     # %h:%m:%s", "%Y-%M-%D ..."), the command joined by "XX XX" or cut at 301 -> fails.

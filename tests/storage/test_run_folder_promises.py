@@ -65,11 +65,16 @@ def _uses(node: ast.AST, text: bool = True) -> set[str]:
     return found
 
 
+@cache
+def _parsed(path: Path) -> list[ast.stmt]:
+    return ast.parse(path.read_text(encoding="utf-8")).body  # each file once, whatever cites it
+
+
 def _definitions(paths) -> dict[str, list[ast.AST]]:
     """``{name: its module-level function and class definitions}`` in ``paths`` (a class with its methods)."""
     out: dict[str, list[ast.AST]] = {}
     for path in paths:
-        for n in ast.parse(path.read_text(encoding="utf-8")).body:
+        for n in _parsed(path):
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 out.setdefault(n.name, []).append(n)
     return out
