@@ -45,6 +45,7 @@ from pathlib import Path
 
 import torch
 
+from qae_lab.threads import use_threads
 from qae_lab.advantages import BASELINES
 from qae_lab.analysis.committed_data import load_prop42
 from qae_lab.storage.folder import atomic_write_text
@@ -253,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.smoke and args.out is None:
         parser.error("--smoke computes tiny settings: name where to write them with --out")
-    torch.set_num_threads(1)
+    use_threads()  # the lab's thread policy: one CPU thread (qae_lab.threads)
     meta, train = (SMOKE_META, SMOKE_TRAINING) if args.smoke else (META, TRAINING)
     t0 = time.perf_counter()
     data = {

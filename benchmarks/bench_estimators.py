@@ -15,6 +15,7 @@ import time
 
 import torch
 
+from qae_lab.threads import use_threads
 from qae_lab.advantages import group_advantages
 from qae_lab.horizon import selective_horizon_weights
 
@@ -51,6 +52,7 @@ def best_of(fn, repeats: int) -> float:
 
 
 def main() -> None:
+    use_threads()  # the lab's thread policy: one CPU thread (qae_lab.threads), both sides alike
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--prompts", type=int, default=64)
     p.add_argument("--group", type=int, default=16)

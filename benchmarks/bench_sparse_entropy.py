@@ -30,6 +30,7 @@ from transformers import Qwen2ForCausalLM
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tools/ and benchmarks/ live at the repository's root
 from benchmarks.bench_trainer import _rewards_at_80, _trainer, _update
+from qae_lab.threads import use_threads
 from qae_lab.advantages import group_advantages
 from qae_lab.task.models import load_policy
 from qae_lab.train.config import QAEConfig
@@ -57,6 +58,7 @@ def _variants(trainer, net, inputs, repeats: int) -> dict[str, float]:
 
 
 def main() -> None:
+    use_threads()  # the lab's thread policy: one CPU thread (qae_lab.threads), both sides alike
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--prompts", type=int, default=16)
     p.add_argument("--group", type=int, default=8)

@@ -29,6 +29,7 @@ import torch
 from transformers import Qwen2ForCausalLM
 from trl import GRPOConfig, GRPOTrainer
 
+from qae_lab.threads import use_threads
 from qae_lab.advantages import advantage_stats, group_advantages
 from qae_lab.task.data import synthetic_task, to_grpo_dataset
 import sys
@@ -80,6 +81,7 @@ def _update(trainer, model, inputs) -> tuple[float, list[torch.Tensor]]:
 
 
 def main() -> None:
+    use_threads()  # the lab's thread policy: one CPU thread (qae_lab.threads), both sides alike
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--prompts", type=int, default=16)
     p.add_argument("--group", type=int, default=8)

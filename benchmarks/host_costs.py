@@ -35,6 +35,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
+from qae_lab.threads import use_threads
 from qae_lab.train.generation import generation_policy
 from qae_lab.task.models import lora_config
 
@@ -116,7 +117,7 @@ def measure(new_tokens: int, repeats: int) -> dict:
     The host's figure is the one at batch 1, where the ops' own arithmetic is as small as it gets; at batch 32
     the CPU also does the (tiny) arithmetic that a GPU would do on the card, kept for reference.
     """
-    torch.set_num_threads(1)  # one host thread launches a GPU's kernels
+    use_threads(1)  # one host thread launches a GPU's kernels
     model = tiny_policy()
     rows = {}
     for path in ("unmerged", "merged"):

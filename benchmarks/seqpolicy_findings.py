@@ -33,8 +33,7 @@ import json
 import time
 from pathlib import Path
 
-import torch
-
+from qae_lab.threads import use_threads
 from qae_lab.storage.folder import atomic_write_text
 from qae_lab.toys.seqpolicy import STARTS, task_batch
 from qae_lab.analysis.seqpolicy_runs import headline, summarise_run, sweep_settings
@@ -64,7 +63,7 @@ META = {
 
 def timing() -> None:
     """simulate's wall time for 2000 steps x 8 seeds x 16 prompts, V = 4, L = 5, G = 8, on one thread."""
-    torch.set_num_threads(1)
+    use_threads()  # the lab's thread policy: one CPU thread (qae_lab.threads)
     tasks = task_batch(8, 16, 4, 5, start="peaked", seed=META["task_seed"])
     t0 = time.perf_counter()
     simulate(tasks.logits, tasks.rewards, UpdateSettings(group_size=8, eta=META["eta"]), steps=2000, seed=1)
@@ -155,7 +154,7 @@ def main() -> None:
     parser.add_argument("--timing", action="store_true", help="only measure simulate's speed")
     parser.add_argument("--show", action="store_true", help="only print the committed findings' tables")
     args = parser.parse_args()
-    torch.set_num_threads(1)
+    use_threads()  # the lab's thread policy: one CPU thread (qae_lab.threads)
     if args.timing:
         return timing()
     if not args.show:

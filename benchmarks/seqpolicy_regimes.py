@@ -37,6 +37,7 @@ from pathlib import Path
 
 import torch
 
+from qae_lab.threads import use_threads
 from qae_lab.storage.folder import atomic_write_text
 from qae_lab.toys.seqpolicy import task_batch
 from qae_lab.analysis.seqpolicy_runs import regime_setting_name, regime_settings, summarise_regimes
@@ -220,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke and args.out is None:
         parser.error("--smoke writes a tiny run: name where with --out (the committed file is not replaced)")
     dest = args.out or DEST
-    torch.set_num_threads(1)
+    use_threads()  # the lab's thread policy: one CPU thread (qae_lab.threads)
     if not args.show:
         meta, space = (SMOKE_META, SMOKE_SEARCH) if args.smoke else (META, SEARCH)
         t0 = time.perf_counter()

@@ -21,6 +21,7 @@ import time
 
 import torch
 
+from qae_lab.threads import use_threads
 from qae_lab.task.evaluate import evaluate
 from qae_lab.task.models import EMBEDDED_MODELS, embedded_dir, load_policy
 from qae_lab.storage.folder import atomic_write_text
@@ -49,6 +50,7 @@ def level_table(result, ks) -> str:
 
 
 def main() -> None:
+    use_threads()  # the lab's thread policy: one CPU thread (qae_lab.threads), both sides alike
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="embedded-sums")
     p.add_argument("--prompts", type=int, default=200)

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
+
+from qae_lab.threads import THREADS_ENV
+
+# one thread for every run the tests start, in this process and the ones it starts (the command line, notebook kernels):
+# the thread policy's own override (qae_lab.threads), unless the session names another count
+os.environ.setdefault(THREADS_ENV, "1")
 
 
 @pytest.fixture(autouse=True)

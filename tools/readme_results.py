@@ -54,6 +54,10 @@ __all__ = [
     "gpu_time_text",
     "t4_time_line",
     "NOTEBOOK_TIMES",
+    "THREAD_POLICY",
+    "cpu_time_text",
+    "thread_ratios",
+    "thread_policy_text",
     "answer_key_text",
     "BLOCKS",
     "render",
@@ -65,6 +69,7 @@ COMMAND = "python -m tools.readme_results"
 ROOT = Path(__file__).resolve().parents[1]  # the source checkout the READMEs belong to
 REFERENCE_RUNS = Path("data") / "reference_runs"
 HOST_COSTS = Path("data") / "gpu_time" / "host_costs.json"  # benchmarks/host_costs.py
+THREAD_POLICY = Path("data") / "thread_policy.json"  # benchmarks/bench_threads.py
 T4_PRESET = "qwen2.5-0.5b-gsm8k-t4"
 _EDGE = 50  # steps: the README's "first and last 50 steps" of a 400-step run
 
@@ -327,6 +332,112 @@ def t4_estimate(root: str | Path = ROOT) -> dict:
     }
 
 
+def _clock(seconds: float) -> str:
+    r"""Seconds as a reader counts them.
+
+    >>> _clock(47.4), _clock(167.0), _clock(600.0)
+    ('47 s', '2 min 47 s', '10 min 0 s')
+    """
+    whole = round(seconds)
+    return f"{whole} s" if whole < 60 else f"{whole // 60} min {whole % 60} s"
+
+
+_CPU_JOBS = {
+    "main_job": "the README's main job (`--preset cpu-demo`: 400 steps, two evaluations)",  # with --main-job
+    "cli": "`cpu-demo` from the command line, {steps} steps and two evaluations",
+    "nb04": "notebook 04's CPU path, {steps} steps and two evaluations (Run All)",
+    "nb08": "notebook 08, full mode",
+}
+
+
+def cpu_time_text(root: str | Path = ROOT, jobs: Sequence[str] = ("cli", "nb04", "nb08")) -> str:
+    r"""The wall times of ``jobs`` on a CPU, idle and beside busy processes, from ``benchmarks/bench_threads.py``'s
+    committed record: under the lab's thread policy, and in brackets at torch's default count.
+
+    >>> [line for line in cpu_time_text(jobs=["cli"]).splitlines() if line.startswith("| job")]
+    ['| job | idle | beside 1 busy process | beside 2 busy processes |']
+    """
+    rec = json.loads((Path(root) / THREAD_POLICY).read_text(encoding="utf-8"))
+    default, loads = str(rec["torch_default"]), ("0", "1", "2")
+
+    def cell(cols: dict | None) -> str:
+        if not cols:
+            return "not measured"
+        if "policy" not in cols:  # the main job: the policy alone
+            return _clock(cols["wall_s"])
+        at_default = cols[default]
+        shown = _clock(at_default["wall_s"]) if "wall_s" in at_default else f"over {_clock(at_default['over_s'])}"
+        return f"{_clock(cols['policy']['wall_s'])} ({shown})"
+
+    rows = []
+    for job in jobs:
+        by_load = rec["main_job"] if job == "main_job" else rec["rows"][job]
+        label = _CPU_JOBS[job].format(steps=rec["steps"])
+        names = {"0": "idle", "1": "beside 1 busy process", "2": "beside 2 busy processes"}
+        rows.append({"job": label, **{names[n]: cell(by_load.get(n)) for n in loads}})
+    about = (
+        f"Measured by `benchmarks/bench_threads.py` on {rec['date']}, on {rec['cores']} CPU cores, idle and beside "
+        f"processes that keep a core busy each (a browser, a second notebook), under the lab's thread policy "
+        f'(docs/processes.md, "CPU threads")'
+        + (f"; in brackets, at torch's default of {default} threads" if set(jobs) & set(rec["rows"]) else "")
+        + ":"
+    )
+    return "\n".join(["", _wrap(about), "", markdown_table(rows), ""])
+
+
+def thread_ratios(record: dict) -> list[dict]:
+    r"""One row per (job, load) of ``benchmarks/bench_threads.py``'s record: the seconds under the policy and at each
+    fixed count, the policy's over the fastest fixed count's, and notebook 04's over the command line's (both under
+    the policy).
+
+    >>> rec = {"torch_default": 2, "rows": {
+    ...     "cli": {"0": {"policy": {"wall_s": 10.0}, "1": {"wall_s": 12.0}, "2": {"wall_s": 9.0}}},
+    ...     "nb04": {"0": {"policy": {"wall_s": 11.0}, "1": {"wall_s": 13.0}, "2": {"wall_s": 10.0}}}}}
+    >>> [(r["job"], r["policy / fastest fixed"], r["notebook 04 / command line"]) for r in thread_ratios(rec)]
+    [('command line', 1.11, ''), ('notebook 04', 1.1, 1.1)]
+    """
+    names, out = {"cli": "command line", "nb04": "notebook 04", "nb08": "notebook 08"}, []
+    for job, by_load in record["rows"].items():
+        for load, cols in by_load.items():
+            # a run stopped after over_s seconds was slower than that: never the fastest (policy's time x --cap)
+            fixed = {n: c["wall_s"] for n, c in cols.items() if n != "policy" and "wall_s" in c}
+            cli = record["rows"].get("cli", {}).get(load, {}).get("policy")
+            out.append(
+                {
+                    "job": names[job],
+                    "busy beside": int(load),
+                    "policy (s)": cols["policy"]["wall_s"],
+                    **{
+                        f"{n} thread{'s' * (n != '1')}{' (default)' * (int(n) == record['torch_default'])} (s)": c.get(
+                            "wall_s", f"> {c.get('over_s')}"
+                        )
+                        for n, c in sorted(cols.items(), key=lambda item: int(item[0]) if item[0] != "policy" else 0)
+                        if n != "policy"
+                    },
+                    "policy / fastest fixed": round(cols["policy"]["wall_s"] / min(fixed.values()), 2),
+                    "notebook 04 / command line": round(cols["policy"]["wall_s"] / cli["wall_s"], 2)
+                    if job == "nb04" and cli
+                    else "",
+                }
+            )
+    return out
+
+
+def thread_policy_text(root: str | Path = ROOT) -> str:
+    r"""docs/processes.md's table: :func:`thread_ratios` of the committed record.
+
+    >>> "| job | busy beside | policy (s) |" in thread_policy_text()
+    True
+    """
+    rec = json.loads((Path(root) / THREAD_POLICY).read_text(encoding="utf-8"))
+    about = (
+        f"`benchmarks/bench_threads.py` on {rec['date']}, {rec['cores']} cores, one run of each, interleaved; the "
+        f"command line and notebook 04 train {rec['steps']} steps and evaluate before and after (notebook 04's CPU "
+        f'settings), notebook 08 runs in full mode. Wall seconds; "> N": stopped after N seconds, slower than that:'
+    )
+    return "\n".join(["", _wrap(about), "", markdown_table(thread_ratios(rec), digits=2), ""])
+
+
 def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f} min" if seconds < 600 else f"{seconds / 60:.0f} min"
 
@@ -468,6 +579,7 @@ BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {
         "cpu-demo": lambda root: cpu_demo_text(root / REFERENCE_RUNS),
         "lenient": lambda root: lenient_text([r for r in _reference(root) if r.method == "qae"]),
         "workshop-routes": routes_text,
+        "cpu-time": lambda root: cpu_time_text(root, ["cli"]),
     },
     str(REFERENCE_RUNS / "README.md"): {
         "reference-runs": lambda root: reference_text(_reference(root)),
@@ -482,12 +594,16 @@ BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {
         "cpu-demo": lambda root: cpu_demo_text(root / REFERENCE_RUNS),
         "gpu-memory": lambda root: gpu_memory_text(),
         "gpu-time": gpu_time_text,
+        "cpu-time": cpu_time_text,
         "workshop-minutes": notebook_table_text,
         "workshop-plans": workshop_plan_text,
         "answer-key": answer_key_text,
     },
     "docs/notebook-notes.md": {
         "sgd": sentence_text(sgd_sentence),
+    },
+    "docs/processes.md": {
+        "thread-policy": thread_policy_text,
     },
 }
 

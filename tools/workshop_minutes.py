@@ -331,8 +331,9 @@ def notebook_table_text(root: str | Path = ROOT) -> str:
         f"output read at {PROSE_WPM} words a minute, code at {CODE_WPM}, mathematics (LaTeX and code in the text) at "
         f"{MATHS_SPM} symbols a minute, {FIGURE_MIN:g} minutes for each figure, {CONTROL_MIN} for each live control, "
         f"{PREDICTION_MIN} for the prediction, {FACILITATOR_MIN} for the facilitator to introduce the notebook and "
-        f"move the room on, and the run time on {times['cores']} CPU cores (measured {times['date']} by "
-        f"`benchmarks/bench_notebooks.py`); notebook 04 trains while the room reads, so the longer of the two counts. "
+        f"move the room on, and the run time on {times['cores']} CPU cores at a load of at most "
+        f"{times['max_load_per_core']} per core (measured {times['date']} by `benchmarks/bench_notebooks.py`; beside "
+        f'busy programs: "What runs where"); notebook 04 trains while the room reads, so the longer of the two counts. '
         f"An exercise in the room takes {EXERCISE_MIN} minutes ({spelled}); the total without it is the notebook "
         f"with its exercise as homework. Totals are rounded up."
     )

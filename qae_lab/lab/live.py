@@ -36,7 +36,6 @@ from qae_lab.lab.nb04_live_run import (
     knobs_row,
 )
 from qae_lab.lab.plots import FigureView, run_curves_figure
-from qae_lab.lab.threads import ThreadTuner
 from qae_lab.methods import TOKEN_WEIGHTINGS, can_weight_tokens
 from qae_lab.metric_names import (
     LEDGER_PREFIX,
@@ -674,8 +673,6 @@ class LiveRun:
             (:func:`qae_lab.runs.pipeline.make_trainer`'s :class:`~qae_lab.storage.resume.ResumePlan`: its checkpoint
             when it resumes one); a checkpoint that is not the plan's is refused here, before
             anything starts.
-        tune_threads: let a :class:`ThreadTuner` pick torch's thread count from the step times; None: where the
-            trainer trains on a CPU.
 
     ``display(run)`` (or the cell's last expression) shows controls, dashboard and a message
     area (``messages``: the training thread's warnings, errors and follow-up results); :meth:`start`
@@ -711,7 +708,6 @@ class LiveRun:
         controls: Controls | None = None,
         dashboard: Dashboard | None = None,
         resume_from_checkpoint: str | None = None,
-        tune_threads: bool | None = None,
     ):
         self.trainer = trainer
         self.controls = controls or Controls.for_trainer(trainer)
@@ -739,11 +735,6 @@ class LiveRun:
                 trainer.remove_callback(cls)
         trainer.add_callback(self.knobs)
         trainer.add_callback(DashboardFeed(self.dashboard, self.knobs))
-        if tune_threads is None:
-            tune_threads = getattr(getattr(trainer.args, "device", None), "type", None) == "cpu"
-        self.tuner = ThreadTuner() if tune_threads else None
-        if self.tuner is not None:
-            trainer.add_callback(self.tuner)
         self.outcome = None
         self.error: BaseException | None = None
         self._after: list[Callable] = []

@@ -25,7 +25,8 @@ import torch
 from accelerate import PartialState
 
 from qae_lab.task.answers import is_correct, strict_is_correct
-from qae_lab.train.callbacks import RunLogger, train_resumable, use_compact_progress
+from qae_lab.threads import thread_probe, use_threads
+from qae_lab.train.callbacks import RunLogger, thread_callbacks, train_resumable, use_compact_progress
 from qae_lab.task.data import sa_ah_split, synthetic_task, to_grpo_dataset
 from qae_lab.task.sums import sums_task
 from qae_lab.task.evaluate import EvalResult, evaluate
@@ -205,20 +206,28 @@ def evaluate_run(
         return EvalResult.from_json(path)
     # pass@k at every power of two up to the sample count: sharpening shows as pass@1 up, pass@k at large k not
     ks = sorted({1, run.eval_samples} | {2**i for i in range(1, 8) if 2**i < run.eval_samples})
-    res = evaluate(
-        model,
-        tok,
-        records,
-        num_samples=run.eval_samples,
-        ks=ks,
-        temperature=cfg.temperature,
-        max_new_tokens=run.eval_max_new_tokens or cfg.max_completion_length,
-        batch_size=run.eval_batch_size,
-        seed=run.data_seed,
-        progress=not cfg.disable_tqdm if progress is None else progress,
-        verdict=strict_is_correct,
-        lenient=is_correct,
-    )
+    pace = thread_probe(run.torch_threads, device=cfg.device)  # the lab's thread policy, batch by batch
+    if pace is not None:
+        pace.start()
+    try:
+        res = evaluate(
+            model,
+            tok,
+            records,
+            num_samples=run.eval_samples,
+            ks=ks,
+            temperature=cfg.temperature,
+            max_new_tokens=run.eval_max_new_tokens or cfg.max_completion_length,
+            batch_size=run.eval_batch_size,
+            seed=run.data_seed,
+            progress=not cfg.disable_tqdm if progress is None else progress,
+            verdict=strict_is_correct,
+            lenient=is_correct,
+            pace=pace,
+        )
+    finally:
+        if pace is not None:
+            pace.stop()
     if path is not None:
         res.to_json(path)
     return res
@@ -255,6 +264,9 @@ def train(
     report: Callable[..., Path] | None = None,
 ) -> dict[str, Any]:
     r"""Evaluate, train with :class:`~qae_lab.train.trainer.QAETrainer`, evaluate, write the run folder.
+
+    torch's thread count follows the lab's policy (:mod:`qae_lab.threads`; ``run.torch_threads`` fixes it) and is
+    put back at the end.
 
     Args:
         run, cfg: from :func:`qae_lab.runs.presets.build`.
@@ -297,8 +309,7 @@ def train(
     (False, 2, [1, 2])
     """
     threads = torch.get_num_threads()
-    if run.torch_threads:
-        torch.set_num_threads(run.torch_threads)
+    use_threads(run.torch_threads, device=cfg.device)  # the lab's thread policy (qae_lab.threads)
     try:
         if plan is None:
             check_run(run, cfg)
@@ -307,7 +318,7 @@ def train(
             raise ValueError("give the run's plan or resume_from_checkpoint, not both")
         return _run(run, cfg, preset, command, plan, callbacks, recipe, report)
     finally:
-        torch.set_num_threads(threads)
+        use_threads(threads)  # put back
 
 
 def make_trainer(
@@ -321,7 +332,8 @@ def make_trainer(
     recipe: dict | None = None,
     plan: ResumePlan | None = None,
 ):
-    r"""The run's :class:`~qae_lab.train.trainer.QAETrainer` (model, data, reward, LoRA, :class:`RunLogger`).
+    r"""The run's :class:`~qae_lab.train.trainer.QAETrainer` (model, data, reward, LoRA, :class:`RunLogger`, and on a
+    CPU the thread policy's :class:`~qae_lab.train.callbacks.ThreadTuner`).
 
     The reward is ``REWARDS[run.reward]`` (:data:`qae_lab.task.rewards.REWARDS`): ``"strict"`` (0/1) or
     ``"composite"`` (SA-AH-GRPO's, r_max = 7.5), both judging correctness by the evaluation's verdict.
@@ -383,7 +395,7 @@ def make_trainer(
             train_dataset=to_grpo_dataset(train_recs),
             processing_class=tok,
             peft_config=lora_config(run.lora_r) if run.lora else None,
-            callbacks=[logger, *callbacks],
+            callbacks=[logger, *callbacks, *thread_callbacks(run.torch_threads, device)],
         )
         # with regime_eval_steps: the first regime_eval_prompts held-out problems (a resume reads its split back now)
         add_regime_eval(trainer, eval_recs, resume=plan.kind == RESUME, batch_size=REGIME_BATCH)

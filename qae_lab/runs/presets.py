@@ -29,6 +29,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from qae_lab.threads import MAX_THREADS
 from qae_lab._checks import check_int, check_path, credential_in, plain_value
 from qae_lab.task.data import LEVELS
 from qae_lab.methods import check_ratio_partners, method_settings
@@ -51,8 +52,6 @@ __all__ = [
 
 
 DTYPES = ("auto", "bfloat16", "float16", "float32")
-MAX_THREADS = 1_024
-"""The most CPU threads a run takes (``torch_threads``): more than the hardware threads of one machine."""
 
 
 @dataclass
@@ -99,7 +98,8 @@ class RunArgs:
     save_model: bool = True
     """save the final weights (or adapters) to <output_dir>/model"""
     torch_threads: int | None = None
-    """torch.set_num_threads for the run (None: torch's default); 1 helps a tiny model on a busy machine"""
+    """CPU threads for the whole run (None: the lab's policy, qae_lab.threads: one outside training steps, the
+    count measured fastest for the steps)"""
     dtype: str = "auto"
     """model weights: 'auto' (bf16 on a bf16-capable GPU, else float32), 'bfloat16', 'float16' or 'float32'"""
     reward: str = "strict"

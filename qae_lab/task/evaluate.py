@@ -229,6 +229,7 @@ def evaluate(
     progress: bool = True,
     verdict: Callable = strict_is_correct,
     lenient: Callable | None = None,
+    pace=None,
 ) -> EvalResult:
     r"""Greedy pass@1, sampled pass@1 and pass@k of ``model`` on ``records``.
 
@@ -245,8 +246,9 @@ def evaluate(
         greedy: also decode one greedy completion per problem (``greedy_pass@1``).
         temperature: sampling temperature T > 0.
         top_p: nucleus mass in (0, 1].
-        max_new_tokens, batch_size, seed, progress: as in :func:`qae_lab.task.sampling.generate` (batch_size
-            counts prompts; the sampled pass runs batch_size * num_samples sequences at once).
+        max_new_tokens, batch_size, seed, progress, pace: as in :func:`qae_lab.task.sampling.generate` (batch_size
+            counts prompts; the sampled pass runs batch_size * num_samples sequences at once; one ``pace`` times the
+            greedy batches, then the sampled ones).
         verdict: ``verdict(completion, gold) -> bool``, what ``correct`` and every pass@ count:
             :func:`qae_lab.task.answers.strict_is_correct` (default), or e.g. :func:`qae_lab.task.answers.is_correct`.
         lenient: None, or a second verdict recorded per completion as ``correct_lenient`` and
@@ -282,6 +284,7 @@ def evaluate(
     check_int(seed, "seed", 0)
     prompts = [prompt_text(rec, tokenizer) for rec in records]
     common = {"max_new_tokens": max_new_tokens, "batch_size": batch_size, "seed": seed, "progress": progress}
+    common["pace"] = pace
     greedy_out = generate(model, tokenizer, prompts, **common) if greedy else None
     sampled = generate(
         model,

@@ -157,6 +157,7 @@ def generate(
     batch_size: int = 16,
     seed: int = 0,
     progress: bool = True,
+    pace=None,
 ) -> list[list[str]]:
     r"""Batched ``model.generate``: ``num_samples`` decoded completions for each prompt.
 
@@ -185,6 +186,8 @@ def generate(
             batch_size * num_samples sequences.
         seed: base seed (int).
         progress: show a ``tqdm`` progress bar over the batches.
+        pace: a :class:`qae_lab.threads.ThreadProbe` that sets torch's thread count batch by batch (the lab's thread
+            policy; started and stopped by the caller), or None: the count as it is.
 
     Returns:
         list of B lists of ``num_samples`` strings, in the order of ``prompts``.
@@ -217,6 +220,7 @@ def generate(
         batch_size=batch_size,
         seed=seed,
         progress=progress,
+        pace=pace,
     )
     out: list[list[str]] = []
     for ids in chunks:  # (b * num_samples, T_b)
@@ -239,6 +243,7 @@ def generate_ids(
     batch_size: int = 16,
     seed: int = 0,
     progress: bool = True,
+    pace=None,
 ) -> list[torch.Tensor]:
     r"""The token ids of :func:`generate` (same arguments, padding, seeding), before decoding.
 
@@ -282,6 +287,8 @@ def generate_ids(
     with generation_mode(model, tokenizer), torch.inference_mode(), torch.random.fork_rng(devices=cuda):
         desc = f"sampling x{num_samples}" if do_sample else "greedy"
         for i, start in enumerate(tqdm(starts, desc=desc, unit="batch", disable=not progress)):
+            if pace is not None:
+                pace.begin()  # this batch's thread count
             batch = tokenizer(
                 list(prompts[start : start + batch_size]), return_tensors="pt", padding=True, add_special_tokens=False
             ).to(device)
@@ -289,4 +296,6 @@ def generate_ids(
             seqs = model.generate(**batch, **gen_kwargs)  # (b * num_samples, T_prompt + T_new)
             # left padding: every prompt ends at column T_prompt, the new tokens follow
             chunks.append(seqs[:, batch["input_ids"].shape[1] :].cpu())  # (b * num_samples, T_new)
+            if pace is not None:
+                pace.end()
     return chunks

@@ -292,8 +292,8 @@ def simulate(logits, rewards, settings: UpdateSettings, *, steps: int, seed: int
 
     One ``torch.Generator`` seeded with ``seed`` draws every group; the same seed and batch shape give the same
     random stream for any settings, so runs that differ only in settings pair up seed by seed. A step is many small
-    tensor operations: run it on one thread (``torch.set_num_threads(1)``); on a busy 2-core machine two threads
-    made it about 30 times slower.
+    tensor operations: run it on one thread (:func:`qae_lab.threads.use_threads`, the lab's policy); on a busy 2-core
+    machine two threads made it about 30 times slower.
 
     Args:
         logits: (S, P, n, V) initial logit tables. rewards: (S, P, Y) 0/1 rewards.

@@ -1,5 +1,5 @@
-r"""The callbacks around a training run: the run log, the progress bar, Ctrl-C (the live knobs' callback is
-:class:`qae_lab.lab.live.LiveKnobs`).
+r"""The callbacks around a training run: the run log, the progress bar, Ctrl-C, the thread count on a CPU (the live
+knobs' callback is :class:`qae_lab.lab.live.LiveKnobs`).
 
 One folder per run (``<output_dir>``; its layout and rules: :mod:`qae_lab.storage.folder`)::
 
@@ -21,10 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
 from transformers import TrainerCallback
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
 from qae_lab.metric_names import QAE_ZERO_ADV_FRAC
+from qae_lab.threads import ThreadProbe, thread_probe
 from qae_lab.storage.folder import (
     COMPLETIONS_DIR,
     CONFIG_NAME,
@@ -56,6 +58,8 @@ __all__ = [
     "use_compact_progress",
     "TrainOutcome",
     "train_resumable",
+    "ThreadTuner",
+    "thread_callbacks",
 ]
 
 
@@ -398,3 +402,40 @@ def train_resumable(trainer, resume_from_checkpoint: str | None = None) -> Train
             if logger is not None:
                 logger.release_lock()
     return TrainOutcome(False, None, trainer.state.global_step, asked=steps_asked(trainer))
+
+
+class ThreadTuner(TrainerCallback):
+    r"""The lab's thread policy for training steps (:class:`qae_lab.threads.ThreadProbe`, a step a unit), as a
+    callback; ``probe`` holds its counts and choices."""
+
+    def __init__(self, probe: ThreadProbe):
+        self.probe = probe
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.probe.start()
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.probe.begin()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.probe.end()
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.probe.stop()
+
+
+def thread_callbacks(torch_threads: int | None = None, device=None, *, environ=os.environ) -> list[ThreadTuner]:
+    r"""The :class:`ThreadTuner` a run on ``device`` (default: CUDA where there is one, else the CPU) trains with, as a
+    list for a trainer's ``callbacks`` (:func:`qae_lab.threads.thread_probe`: a fixed count where ``torch_threads`` or
+    ``$QAE_LAB_TORCH_THREADS`` names one, else probing on a CPU; none on another device with no count named).
+
+    >>> from qae_lab.threads import TORCH_DEFAULT
+    >>> thread_callbacks(None, "cuda", environ={}), thread_callbacks(3, "cuda")[0].probe.counts
+    ([], (3,))
+    >>> [t.probe.counts for t in thread_callbacks(None, "cpu", environ={})] == [tuple(sorted({1, TORCH_DEFAULT}))]
+    True
+    """
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    probe = thread_probe(torch_threads, device=device, environ=environ)
+    return [ThreadTuner(probe)] if probe is not None else []

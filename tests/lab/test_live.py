@@ -30,7 +30,7 @@ from qae_lab.lab.live import LiveKnobs
 from qae_lab.lab.live import Controls, KnobSlider
 from qae_lab.lab.live import LIVE_PANELS, Dashboard, LiveRun, auto_preset, inactive_knobs, knobs_html, panel_notes
 from qae_lab.lab import live
-from qae_lab.lab.threads import ThreadTuner
+from qae_lab.train.callbacks import ThreadTuner
 from qae_lab.lab.nb04_live_run import knob_changes_table, knob_ranges, knob_title, knobs_row, summary_rows
 from qae_lab.knobs import Knobs
 from qae_lab.storage.folder import read_log, step_rows
@@ -386,11 +386,13 @@ def test_slider_moves_reach_the_next_step(tmp_path):
     k = next(t for t in live.dashboard.view.figure.data if t.meta == "qae/k")
     assert list(k.y) == [0.4, 0.4, 0.7, 0.7, 0.7]
     assert "finished" in live.dashboard.status.value
-    # on a CPU the thread count is tuned: the first steps are a probe, timed at each count in turn, that has
-    # either ended with a choice or goes on (its length depends on the step times); the count is put back after
-    assert isinstance(live.tuner, ThreadTuner) and torch.get_num_threads() == threads_before
-    if len(live.tuner.counts) > 1:
-        assert live.tuner.chosen or all(live.tuner.times.values()), (live.tuner.chosen, live.tuner.times)
+    # the pipeline's trainer carries the thread policy's tuner (a fixed count here: the tests' one thread); the
+    # count in force before training is put back after
+    [tuner] = [cb for cb in trainer.callback_handler.callbacks if isinstance(cb, ThreadTuner)]
+    assert torch.get_num_threads() == threads_before
+    probe = tuner.probe
+    if len(probe.counts) > 1:  # probing: the first steps were a probe that has either ended or goes on
+        assert probe.chosen or all(probe.times.values()), (probe.chosen, probe.times)
 
 
 QAE, GRPO = "K-quantile (QAE)", "mean (GRPO)"

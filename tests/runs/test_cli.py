@@ -57,7 +57,7 @@ def test_trailing_garbage_scores_zero_in_the_printed_eval_verdict(monkeypatch, t
         {"id": 0, "level": 2, "question": "q0", "gold": "7"},
         {"id": 1, "level": 3, "question": "q1", "gold": "7"},
     ]
-    cfg = SimpleNamespace(temperature=1.0, max_completion_length=48, disable_tqdm=True)
+    cfg = SimpleNamespace(temperature=1.0, max_completion_length=48, disable_tqdm=True, device="cpu")
     res = pipeline.evaluate_run(None, FakeTokenizer(), records, RunArgs(eval_samples=2), cfg, tmp_path / "eval.json")
     # strict: only GOOD counts; lenient: GARBAGE too (RAN_ON's last answer is 8)
     assert res.summary == {

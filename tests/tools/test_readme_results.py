@@ -227,6 +227,7 @@ def _copy_checkout(tmp_path: Path) -> Path:
     shutil.copy(ROOT / readme_results.HOST_COSTS, root / readme_results.HOST_COSTS)  # the T4 time estimate's input
     # docs/workshop.md's plans and answer key: the measured notebook times and the notebooks themselves
     shutil.copy(ROOT / readme_results.NOTEBOOK_TIMES, root / readme_results.NOTEBOOK_TIMES)
+    shutil.copy(ROOT / readme_results.THREAD_POLICY, root / readme_results.THREAD_POLICY)  # the CPU times
     shutil.copytree(
         ROOT / readme_results.NOTEBOOKS,
         root / readme_results.NOTEBOOKS,

@@ -1,0 +1,262 @@
+r"""torch's CPU thread count: the lab's one policy, used by the command line, every notebook that computes, and the
+benchmarks (docs/processes.md, "CPU threads", gives the measurements that chose it).
+
+On a CPU, unless a setting names a count (``torch_threads``, else ``$QAE_LAB_TORCH_THREADS``):
+
+* **repeated work** (training steps, evaluation batches) runs on the count a :class:`ThreadProbe` times fastest, 1
+  or torch's default, probed again as the work goes on (:func:`thread_probe`; ``qae_lab.train.callbacks.ThreadTuner``
+  is its trainer callback);
+* **everything else** (a notebook's sampling and its own tensors) runs on one thread (:func:`use_threads`).
+
+Why: torch splits each CPU operation over OpenMP threads that wait for one another at its end. The lab's models are
+tiny, so the operations are short and the waits are most of the gain or loss. On an idle 2-core machine a training
+step and an evaluation batch are faster on two threads; beside other busy processes (a browser, a second notebook)
+both are two to six times faster on one. The load changes while a workshop runs; the work's own times say which
+holds. One-off work is too short to probe, and one thread loses little there. On a GPU nothing changes.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+
+import torch
+
+__all__ = [
+    "MAX_THREADS",
+    "THREADS_ENV",
+    "TORCH_DEFAULT",
+    "named_threads",
+    "policy_threads",
+    "use_threads",
+    "thread_probe",
+    "in_fresh_thread",
+    "ThreadProbe",
+]
+
+MAX_THREADS = 1024
+"""The most CPU threads a setting may name: more than the hardware threads of one machine."""
+THREADS_ENV = "QAE_LAB_TORCH_THREADS"
+"""A session's fixed count, where no ``torch_threads`` setting names one (a benchmark's fixed counts, a teacher's
+machine)."""
+TORCH_DEFAULT = torch.get_num_threads()
+"""torch's own count, read when qae_lab.threads is first imported (its default unless changed before)."""
+
+
+def named_threads(torch_threads: int | None = None, *, environ=os.environ) -> int | None:
+    r"""The count a setting names: ``torch_threads`` when given, else ``$QAE_LAB_TORCH_THREADS`` when set, else None.
+
+    >>> named_threads(environ={}), named_threads(3), named_threads(environ={"QAE_LAB_TORCH_THREADS": " 2 "})
+    (None, 3, 2)
+    >>> named_threads(environ={"QAE_LAB_TORCH_THREADS": "two"})
+    Traceback (most recent call last):
+    ...
+    ValueError: QAE_LAB_TORCH_THREADS must be a whole number of threads in [1, 1024], got 'two'
+    >>> named_threads(0)
+    Traceback (most recent call last):
+    ...
+    ValueError: torch_threads must be an int in [1, 1024] or None, got 0
+    """
+    if torch_threads is None:
+        raw = environ.get(THREADS_ENV, "").strip()
+        if not raw:
+            return None
+        if not (raw.isdigit() and 1 <= int(raw) <= MAX_THREADS):
+            raise ValueError(f"{THREADS_ENV} must be a whole number of threads in [1, {MAX_THREADS}], got {raw!r}")
+        return int(raw)
+    if isinstance(torch_threads, bool) or not isinstance(torch_threads, int) or not 1 <= torch_threads <= MAX_THREADS:
+        raise ValueError(f"torch_threads must be an int in [1, {MAX_THREADS}] or None, got {torch_threads!r}")
+    return torch_threads
+
+
+def policy_threads(torch_threads: int | None = None, *, device: str | torch.device = "cpu", environ=os.environ):
+    r"""The thread count for one-off work (not probed by a :class:`ThreadProbe`): the count a setting names (:func:`named_threads`), else one
+    on a CPU and None (torch's count left as it is) on any other device.
+
+    >>> policy_threads(environ={}), policy_threads(device="cuda", environ={}), policy_threads(3, device="cuda")
+    (1, None, 3)
+    >>> policy_threads(environ={"QAE_LAB_TORCH_THREADS": "2"})
+    2
+    """
+    named = named_threads(torch_threads, environ=environ)
+    if named is not None:
+        return named
+    return 1 if torch.device(device).type == "cpu" else None
+
+
+def use_threads(torch_threads: int | None = None, *, device: str | torch.device = "cpu", environ=os.environ) -> int:
+    r"""Sets torch's thread count as :func:`policy_threads` says (a notebook's first cell; the command line around a
+    run) and returns the count now in force.
+
+    >>> before = torch.get_num_threads()
+    >>> use_threads(device="cpu", environ={}), use_threads(2, device="cpu")
+    (1, 2)
+    >>> _ = use_threads(before)
+    """
+    count = policy_threads(torch_threads, device=device, environ=environ)
+    if count is not None and torch.get_num_threads() != count:
+        torch.set_num_threads(count)
+    return torch.get_num_threads()
+
+
+def in_fresh_thread(fn: Callable, /, *args, **kwargs):
+    r"""``fn(*args, **kwargs)`` run in a new thread that ends with it: its result, or its error re-raised here.
+
+    For torch work done in a notebook beside a live run on more than one thread (notebook 04's evaluation before
+    training, with ``torch_threads`` >= 2). OpenMP keeps a pool of worker threads for every thread that has run
+    parallel work, for as long as that thread lives; a pool left in the kernel's main thread doubles the threads on
+    the cores and the training thread's workers sleep instead of spinning between operations (a ``cpu-demo`` step
+    0.85 s instead of 0.61 s on an idle 2-core machine). A thread that ends takes its pool with it.
+
+    >>> in_fresh_thread(sum, [1, 2, 3])
+    6
+    >>> in_fresh_thread(int, "x")
+    Traceback (most recent call last):
+    ...
+    ValueError: invalid literal for int() with base 10: 'x'
+    """
+    out: dict = {}
+
+    def call():
+        try:
+            out["value"] = fn(*args, **kwargs)
+        except BaseException as err:  # re-raised in the caller's thread
+            out["error"] = err
+
+    thread = threading.Thread(target=call, name="qae_lab-fresh-thread", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
+def thread_probe(torch_threads: int | None = None, *, device="cpu", environ=os.environ) -> ThreadProbe | None:
+    r"""The :class:`ThreadProbe` for repeated work on ``device`` (training steps, evaluation batches): one fixed count
+    where a setting names it (:func:`named_threads`), else probing 1 and :data:`TORCH_DEFAULT` on a CPU; None (torch's
+    count left as it is) on another device with no count named.
+
+    >>> thread_probe(device="cuda", environ={}), thread_probe(3, device="cuda").counts
+    (None, (3,))
+    >>> thread_probe(device="cpu", environ={}).counts == tuple(sorted({1, TORCH_DEFAULT}))
+    True
+    """
+    named = named_threads(torch_threads, environ=environ)
+    if named is not None:
+        return ThreadProbe(counts=(named,))
+    return ThreadProbe() if torch.device(device).type == "cpu" else None
+
+
+class ThreadProbe:
+    r"""Picks torch's thread count for repeated units of work (training steps, evaluation batches) from their own times:
+    a probe times up to ``probe`` units at each of ``counts`` (interleaved, so a change of load falls on all of them)
+    and keeps the count with the shortest median until the next probe. Call :meth:`start` before the work,
+    :meth:`begin` and :meth:`end` around each unit, :meth:`stop` after it (``qae_lab.train.callbacks.ThreadTuner``
+    calls them from a trainer's events; ``qae_lab.task.sampling.generate_ids`` around each batch).
+
+    A probe costs units at the slower count, so it is kept short: a count whose fastest unit took more than
+    ``clear`` times the other's slowest is dropped at once, and the wait until the next probe (``period`` units)
+    doubles, up to ``max_period``, each time a probe keeps the count in force. With one count there is nothing to
+    probe: that count is set at :meth:`start` (a fixed ``torch_threads``).
+
+    Args:
+        counts: the thread counts to try; default 1 and :data:`TORCH_DEFAULT` (nothing to tune on 1 core).
+        probe: units timed at each count per probe, at most.
+        period, max_period: units from the end of a probe to the next, at first and at most.
+        clear: the ratio of unit times that ends a probe early.
+
+    ``chosen`` lists ``(unit, count)``: the count kept from that unit on (0-based, one entry per probe); ``times``:
+    count -> the seconds of the current probe's units at that count. :meth:`stop` puts back the count in force at
+    :meth:`start`.
+
+    >>> tuner, clock = ThreadProbe(counts=(1, 2), probe=2, period=2, max_period=4), [0.0]
+    >>> tuner._clock = lambda: clock[0]          # a fake clock
+    >>> tuner.start()
+    >>> def unit(seconds):                       # seconds(thread count) -> the unit's time
+    ...     tuner.begin()
+    ...     clock[0] += seconds(tuner.count)
+    ...     tuner.end()
+    >>> for _ in range(13):                      # idle: two threads are a little faster
+    ...     unit(lambda count: 0.6 if count == 2 else 0.8)
+    >>> tuner.chosen                             # probes at units 0-3 and 8-11 (the wait doubled, to 4)
+    [(4, 2), (12, 2)]
+    >>> for _ in range(6):                       # under load one thread is much faster
+    ...     unit(lambda count: 6.5 if count == 2 else 2.4)
+    >>> tuner.chosen[2:], tuner.count            # the probe at unit 16 ended after one unit at each count
+    ([(18, 1)], 1)
+    >>> tuner.stop()                             # the count in force at start is put back
+    """
+
+    def __init__(
+        self,
+        counts: tuple[int, ...] | None = None,
+        *,
+        probe: int = 3,
+        period: int = 25,
+        max_period: int = 200,
+        clear: float = 1.5,
+    ):
+        self.counts = tuple(sorted({int(c) for c in counts})) if counts else tuple(sorted({1, TORCH_DEFAULT}))
+        if not self.counts or not 1 <= min(self.counts) <= max(self.counts) <= MAX_THREADS:
+            raise ValueError(f"counts must be thread counts in [1, {MAX_THREADS}], got {counts!r}")
+        if probe < 1 or not 0 <= period <= max_period or clear <= 1:
+            raise ValueError(
+                f"need probe >= 1, 0 <= period <= max_period and clear > 1, got probe={probe}, period={period}, "
+                f"max_period={max_period}, clear={clear}"
+            )
+        self.probe, self.period, self.max_period, self.clear = int(probe), int(period), int(max_period), float(clear)
+        self.count = self.best = max(self.counts)
+        self.chosen: list[tuple[int, int]] = []
+        self.times: dict[int, list[float]] = {c: [] for c in self.counts}
+        self._plan: list[int] = []  # the counts of the probe's coming steps
+        self._next_probe, self._wait, self._units = 0, self.period, 0
+        self._before, self._t0, self._clock = torch.get_num_threads(), None, time.perf_counter
+
+    def start(self) -> None:
+        """Before the work: note the count in force; with one count, set it."""
+        self._before = torch.get_num_threads()
+        if len(self.counts) == 1 and self._before != self.count:
+            torch.set_num_threads(self.count)
+
+    def begin(self) -> None:
+        """Before a unit: set its count (a probe's next, or the one kept) and start its clock while probing."""
+        unit, self._units = self._units, self._units + 1
+        if len(self.counts) < 2:
+            return
+        if not self._plan and any(self.times.values()):  # a probe has ended: keep the fastest
+            median = {c: sorted(t)[len(t) // 2] for c, t in self.times.items() if t}
+            best = min(median, key=median.get)
+            self._wait = min(2 * self._wait, self.max_period) if best == self.best else self.period
+            self.best, self._next_probe = best, unit + self._wait
+            self.chosen.append((unit, best))
+            self.times = {c: [] for c in self.counts}
+        elif not self._plan and unit >= self._next_probe:  # a probe begins: the count in force first
+            order = sorted(self.counts, key=lambda c: c != self.best)
+            self._plan = order * self.probe
+        probing = bool(self._plan)
+        self.count = self._plan.pop(0) if probing else self.best
+        if torch.get_num_threads() != self.count:
+            torch.set_num_threads(self.count)
+        self._t0 = self._clock() if probing else None
+
+    def end(self) -> None:
+        """After a unit: its time, while probing; a count far slower than another is not timed again in this probe."""
+        if self._t0 is None:
+            return
+        self.times[self.count].append(self._clock() - self._t0)
+        self._t0 = None
+        timed = {c: t for c, t in self.times.items() if t}
+        if len(timed) == len(self.counts):
+            fastest = min(max(t) for t in timed.values())
+            slow = {c for c, t in timed.items() if min(t) > self.clear * fastest}
+            if len(self.counts) - len(slow) < 2:  # one count left: the probe has its answer
+                self._plan = []
+            else:
+                self._plan = [c for c in self._plan if c not in slow]
+
+    def stop(self) -> None:
+        """After the work: the count in force at :meth:`start` again."""
+        if torch.get_num_threads() != self._before:
+            torch.set_num_threads(self._before)

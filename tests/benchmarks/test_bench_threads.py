@@ -1,0 +1,83 @@
+"""benchmarks/bench_threads.py: the columns it measures, and its committed record (data/thread_policy.json) against
+the targets the thread policy was chosen for on 2 cores."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from qae_lab.threads import THREADS_ENV, TORCH_DEFAULT
+from tools.readme_results import THREAD_POLICY, thread_ratios
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORD = json.loads((ROOT / THREAD_POLICY).read_text())
+# the targets the policy was chosen for: idle and beside two busy processes, each job under the policy within this factor of the
+# fastest fixed count; notebook 04 within NB04_VS_CLI of the command line at every load; its first dashboard point
+# within FIRST_POINT_S of Run All, idle
+WITHIN = {"0": 1.1, "2": 1.25}
+NB04_VS_CLI, FIRST_POINT_S = 1.3, 60.0
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_threads", ROOT / "benchmarks" / "bench_threads.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_policy_runs_with_no_count_named_and_each_fixed_count_names_its_own(bench, monkeypatch):
+    monkeypatch.setenv(THREADS_ENV, "7")  # a count left in the shell does not leak into the policy's column
+    assert bench.settings() == ["policy", *(str(n) for n in sorted({1, TORCH_DEFAULT}))]
+    assert THREADS_ENV not in bench._env("policy")
+    assert bench._env("1")[THREADS_ENV] == "1"
+
+
+def test_the_record_holds_every_job_at_every_load_under_every_column():
+    assert RECORD["cores"] == 2, "the targets are for 2 cores"
+    for job in ("cli", "nb04", "nb08"):
+        for load in ("0", "1", "2"):
+            cols = RECORD["rows"][job][load]
+            assert set(cols) == {"policy", "1", str(RECORD["torch_default"])}, (job, load)
+            assert "wall_s" in cols["policy"] and all("wall_s" in c or "over_s" in c for c in cols.values())
+
+
+# the targets the committed record does not meet, each a strict xfail (until a policy meets them
+# on a new record): notebooks that probe two threads beside busy processes stay slower afterwards than one thread
+MISSED = {
+    ("notebook 04", 2): "beside two busy processes notebook 04 took 1.45x its one-thread time",
+    ("notebook 08", 2): "beside two busy processes notebook 08 took 1.62x its one-thread time",
+}
+MISSED_VS_CLI = {1: "beside one busy process notebook 04 took 1.65x the command line's time"}
+
+
+def _cases(targets, missed):
+    return [
+        pytest.param(
+            *(case if isinstance(case, tuple) else (case,)), marks=pytest.mark.xfail(strict=True, reason=missed[case])
+        )
+        if case in missed
+        else case
+        for case in targets
+    ]
+
+
+@pytest.mark.parametrize(
+    "job, load", _cases([(j, n) for j in ("command line", "notebook 04", "notebook 08") for n in (0, 2)], MISSED)
+)
+def test_the_policy_is_within_the_target_of_the_fastest_fixed_count(job, load):
+    [row] = [r for r in thread_ratios(RECORD) if r["job"] == job and r["busy beside"] == load]
+    assert row["policy / fastest fixed"] <= WITHIN[str(load)], row
+
+
+@pytest.mark.parametrize("load", _cases([0, 1, 2], MISSED_VS_CLI))
+def test_notebook_04_keeps_up_with_the_command_line(load):
+    [row] = [r for r in thread_ratios(RECORD) if r["job"] == "notebook 04" and r["busy beside"] == load]
+    assert row["notebook 04 / command line"] <= NB04_VS_CLI, row
+
+
+def test_notebook_04_shows_its_first_point_within_a_minute_of_run_all():
+    assert RECORD["rows"]["nb04"]["0"]["policy"]["first_point_s"] <= FIRST_POINT_S
