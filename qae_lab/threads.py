@@ -11,8 +11,9 @@ On a CPU, unless a setting names a count (``torch_threads``, else ``$QAE_LAB_TOR
 Why: torch splits each CPU operation over OpenMP threads that wait for one another at its end. The lab's models are
 tiny, so the operations are short and the waits are most of the gain or loss. On an idle 2-core machine a training
 step and an evaluation batch are faster on two threads; beside other busy processes (a browser, a second notebook)
-both are two to six times faster on one. The load changes while a workshop runs; the work's own times say which
-holds. One-off work is too short to probe, and one thread loses little there. On a GPU nothing changes.
+both are several times faster on one (data/thread_policy.json). The load changes while a workshop runs; the work's
+own times say which holds. One-off work is too short to probe, and one thread loses little there. On a GPU nothing
+changes. Measured, the notebooks under this policy still lag one thread beside busy processes (docs/processes.md).
 """
 
 from __future__ import annotations
