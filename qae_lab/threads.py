@@ -64,7 +64,7 @@ def named_threads(torch_threads: int | None = None, *, environ=os.environ) -> in
         raw = environ.get(THREADS_ENV, "").strip()
         if not raw:
             return None
-        if not (raw.isdigit() and 1 <= int(raw) <= MAX_THREADS):
+        if not (raw.isascii() and raw.isdigit() and 1 <= int(raw) <= MAX_THREADS):
             raise ValueError(f"{THREADS_ENV} must be a whole number of threads in [1, {MAX_THREADS}], got {raw!r}")
         return int(raw)
     if isinstance(torch_threads, bool) or not isinstance(torch_threads, int) or not 1 <= torch_threads <= MAX_THREADS:
@@ -73,8 +73,8 @@ def named_threads(torch_threads: int | None = None, *, environ=os.environ) -> in
 
 
 def policy_threads(torch_threads: int | None = None, *, device: str | torch.device = "cpu", environ=os.environ):
-    r"""The thread count for one-off work (not probed by a :class:`ThreadProbe`): the count a setting names (:func:`named_threads`), else one
-    on a CPU and None (torch's count left as it is) on any other device.
+    r"""The thread count for one-off work (not probed by a :class:`ThreadProbe`): the count a setting names
+    (:func:`named_threads`), else one on a CPU and None (torch's count left as it is) on any other device.
 
     >>> policy_threads(environ={}), policy_threads(device="cuda", environ={}), policy_threads(3, device="cuda")
     (1, None, 3)

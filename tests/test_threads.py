@@ -54,7 +54,7 @@ def test_a_named_count_wins_the_setting_before_the_environment():
     assert named_threads(MAX_THREADS, environ={}) == MAX_THREADS
 
 
-@pytest.mark.parametrize("raw", ["0", "-1", "1.5", "two", str(MAX_THREADS + 1), "1e3"])
+@pytest.mark.parametrize("raw", ["0", "-1", "1.5", "two", str(MAX_THREADS + 1), "1e3", "²", "٣"])
 def test_a_bad_count_in_the_environment_is_refused_by_name(raw):
     with pytest.raises(ValueError, match=rf"{THREADS_ENV} must be a whole number of threads in \[1, 1024\], got "):
         named_threads(None, environ={THREADS_ENV: raw})
