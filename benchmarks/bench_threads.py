@@ -51,10 +51,9 @@ from qae_lab.threads import THREADS_ENV, TORCH_DEFAULT
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tools/ lives at the repository's root
-from tools.readme_results import thread_ratios  # noqa: E402
+from tools.readme_results import THREAD_JOBS as ROWS, thread_ratios  # noqa: E402
 
 RECORD = ROOT / "data" / "thread_policy.json"
-ROWS = {"cli": "command line", "nb04": "notebook 04", "nb08": "notebook 08"}
 NOTEBOOKS = {"nb04": "04_lora_grpo_qwen25.ipynb", "nb08": "08_write_it_yourself.ipynb"}
 POLICY = "policy"
 MAX_IDLE_LOAD = 0.5  # per core, before --write starts

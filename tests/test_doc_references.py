@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from testkit.scripts import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # qae_lab.X[.Y...], not inside a path or a longer name; group 1: "python -m " when it is run as a module
@@ -190,9 +192,7 @@ from qae_lab.knobs import Knobs
 
 def test_the_readmes_picture_is_the_tools_figure_of_notebook_07():
     # tools/readme_figure.py draws it; the PNG is committed (drawing it needs kaleido or a Chromium)
-    spec = importlib.util.spec_from_file_location("readme_figure", ROOT / "tools" / "readme_figure.py")
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = load_script("tools/readme_figure.py")
     fig = tool.figure()
     assert len([a for a in fig.layout if a.startswith("xaxis")]) == 3  # hard | easy | mixed
     assert (fig.layout.width, fig.layout.height) == (tool.WIDTH, tool.HEIGHT)

@@ -55,6 +55,7 @@ __all__ = [
     "t4_time_line",
     "NOTEBOOK_TIMES",
     "THREAD_POLICY",
+    "THREAD_JOBS",
     "cpu_time_text",
     "thread_ratios",
     "thread_policy_text",
@@ -70,6 +71,7 @@ ROOT = Path(__file__).resolve().parents[1]  # the source checkout the READMEs be
 REFERENCE_RUNS = Path("data") / "reference_runs"
 HOST_COSTS = Path("data") / "gpu_time" / "host_costs.json"  # benchmarks/host_costs.py
 THREAD_POLICY = Path("data") / "thread_policy.json"  # benchmarks/bench_threads.py
+THREAD_JOBS = {"cli": "command line", "nb04": "notebook 04", "nb08": "notebook 08"}  # its jobs, as its tables name them
 T4_PRESET = "qwen2.5-0.5b-gsm8k-t4"
 _EDGE = 50  # steps: the README's "first and last 50 steps" of a 400-step run
 
@@ -396,7 +398,7 @@ def thread_ratios(record: dict) -> list[dict]:
     >>> [(r["job"], r["policy / fastest fixed"], r["notebook 04 / command line"]) for r in thread_ratios(rec)]
     [('command line', 1.11, ''), ('notebook 04', 1.1, 1.1)]
     """
-    names, out = {"cli": "command line", "nb04": "notebook 04", "nb08": "notebook 08"}, []
+    out = []
     for job, by_load in record["rows"].items():
         for load, cols in by_load.items():
             # a run stopped after over_s seconds was slower than that: never the fastest (policy's time x --cap)
@@ -404,7 +406,7 @@ def thread_ratios(record: dict) -> list[dict]:
             cli = record["rows"].get("cli", {}).get(load, {}).get("policy")
             out.append(
                 {
-                    "job": names[job],
+                    "job": THREAD_JOBS[job],
                     "busy beside": int(load),
                     "policy (s)": cols["policy"]["wall_s"],
                     **{

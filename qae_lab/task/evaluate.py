@@ -283,8 +283,13 @@ def evaluate(
     sampling_options(temperature, top_p, max_new_tokens, batch_size)
     check_int(seed, "seed", 0)
     prompts = [prompt_text(rec, tokenizer) for rec in records]
-    common = {"max_new_tokens": max_new_tokens, "batch_size": batch_size, "seed": seed, "progress": progress}
-    common["pace"] = pace
+    common = {
+        "max_new_tokens": max_new_tokens,
+        "batch_size": batch_size,
+        "seed": seed,
+        "progress": progress,
+        "pace": pace,
+    }
     greedy_out = generate(model, tokenizer, prompts, **common) if greedy else None
     sampled = generate(
         model,

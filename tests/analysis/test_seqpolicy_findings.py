@@ -3,7 +3,6 @@ and the sweep's table rows against the file's numbers (recomputed here)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import shutil
@@ -24,6 +23,7 @@ from qae_lab.analysis.seqpolicy_findings import (
     variance_rows,
 )
 from qae_lab.analysis.seqpolicy_runs import CELLS
+from testkit.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -66,10 +66,7 @@ def test_regimes_are_found_in_a_checkout_and_in_an_installed_copy(tmp_path, monk
 
 
 def _benchmark():
-    spec = importlib.util.spec_from_file_location("seqpolicy_regimes", ROOT / "benchmarks" / "seqpolicy_regimes.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/seqpolicy_regimes.py")
 
 
 def test_the_benchmarks_smoke_mode_writes_a_readable_file(tmp_path, capsys):

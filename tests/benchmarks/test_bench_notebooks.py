@@ -3,22 +3,20 @@ times on a busy machine."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import nbformat
 import pytest
 
+from testkit.scripts import load_script
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_notebooks", ROOT / "benchmarks" / "bench_notebooks.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/bench_notebooks.py")
 
 
 def test_it_counts_prose_code_printed_text_figures_and_controls(bench):

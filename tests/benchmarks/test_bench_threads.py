@@ -3,13 +3,13 @@ the targets the thread policy was chosen for on 2 cores."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
 from qae_lab.threads import THREADS_ENV, TORCH_DEFAULT
+from testkit.scripts import load_script
 from tools.readme_results import THREAD_POLICY, thread_ratios
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,10 +23,7 @@ NB04_VS_CLI, FIRST_POINT_S = 1.3, 60.0
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_threads", ROOT / "benchmarks" / "bench_threads.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/bench_threads.py")
 
 
 def test_the_policy_runs_with_no_count_named_and_each_fixed_count_names_its_own(bench, monkeypatch):

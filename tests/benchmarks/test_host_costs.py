@@ -3,19 +3,17 @@ qae_lab.runs.costs's host term), measured in smoke mode; an existing measurement
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
 from qae_lab.runs.costs import QWEN25, Arch
+from testkit.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 # the benchmark script, loaded from its file (sys.path stays as it is: it imports no neighbour)
-_SPEC = importlib.util.spec_from_file_location("host_costs", ROOT / "benchmarks" / "host_costs.py")
-host_costs = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(host_costs)
+host_costs = load_script("benchmarks/host_costs.py")
 
 
 def test_the_tiny_model_has_qwen25_05bs_layout():

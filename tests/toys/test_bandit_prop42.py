@@ -4,7 +4,6 @@ its loader, qae_lab.analysis.committed_data.load_prop42, in a checkout and in an
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import shutil
 import statistics
@@ -16,6 +15,7 @@ import torch
 from qae_lab.analysis import committed_data
 from qae_lab.analysis.committed_data import load_prop42
 from qae_lab.toys.bandit import mean_scale_factor, quantile_scale_factor
+from testkit.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = load_prop42()
@@ -25,10 +25,7 @@ T_975_15 = 2.131  # Student's t, 97.5% quantile, 15 degrees of freedom: a 95% in
 
 
 def _benchmark():
-    spec = importlib.util.spec_from_file_location("bandit_prop42", ROOT / "benchmarks" / "bandit_prop42.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/bandit_prop42.py")
 
 
 def _shape(data: dict) -> None:
