@@ -46,6 +46,7 @@ from testkit.browser import (
     Notebook,
     artifacts_dir,
     chromium,
+    slide_to,
     wait_until,
 )
 from testkit.nbexec import DUMP, RECORD, collect
@@ -290,18 +291,12 @@ def test_notebook04_k_slider_reaches_the_run_log(lab, plots):
         slider = page.locator(".widget-slider", has_text="K (QAE)")
         slider.wait_for(timeout=HANG * 1000)
         wait_until(lambda: _log_rows(opened["root"]), HANG, "first logged step")
-        # a person's moves: focus the K slider's handle and press the right arrow 4 times (step 0.05); switch token
-        # weighting to SA-AH, which makes the alpha slider live; then alpha up 5 times
-        slider.locator(".noUi-handle").focus()
-        for _ in range(4):
-            page.keyboard.press("ArrowRight")
-        wait_until(lambda: "0.60" in slider.locator(".widget-readout").inner_text(), HANG, "readout 0.60")
+        # a person's moves: the K slider's handle up with the arrow key to 0.60 (4 steps of 0.05); token weighting
+        # switched to SA-AH, which makes the alpha slider live; then alpha up to 0.75 (5 steps)
+        slide_to(page, slider, "0.60", HANG)
         page.locator(".widget-toggle-button", has_text=re.compile(r"^\s*SA-AH\s*$")).click()
         wait_until(lambda: alpha.locator("[disabled]").count() == 0, HANG, "the alpha slider enabled")
-        alpha.locator(".noUi-handle").focus()
-        for _ in range(5):
-            page.keyboard.press("ArrowRight")
-        wait_until(lambda: "0.75" in alpha.locator(".widget-readout").inner_text(), HANG, "readout 0.75")
+        slide_to(page, alpha, "0.75", HANG)
         moved = [("qae/k", 0.6), ("saah/alpha", 0.75)]
         wait_until(
             lambda: any(all(r.get(m) == pytest.approx(v) for m, v in moved) for r in _log_rows(opened["root"])),

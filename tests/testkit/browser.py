@@ -66,6 +66,28 @@ def wait_until(predicate, timeout: float, what: str, poll: float = 0.5):
     raise AssertionError(f"no {what} after {timeout:.0f} s (a hang guard, not a speed limit)")
 
 
+def slide_to(page, slider, target: str, timeout: float) -> None:
+    """Move the ipywidgets slider ``slider`` (a locator) until its readout reads ``target``, as a person does: focus
+    the handle, press one arrow key, look at the readout. A press the page drops (the slider re-drawn by a message
+    from the kernel takes the focus with it) is pressed again on a fresh focus; a press that lands late and passes
+    the target is pressed back. Each look waits twice as long as the last (from 1 s) before pressing again, so a
+    slow page slows the moves down instead of failing them; ``timeout`` is the hang guard."""
+    readout = slider.locator(".widget-readout")
+    deadline, patience = time.monotonic() + timeout, 1.0
+    while time.monotonic() < deadline:
+        now = readout.inner_text().strip()
+        if now == target:
+            return
+        slider.locator(".noUi-handle").focus()
+        page.keyboard.press("ArrowRight" if float(now) < float(target) else "ArrowLeft")
+        look = time.monotonic() + patience
+        while time.monotonic() < min(look, deadline) and readout.inner_text().strip() == now:
+            time.sleep(0.1)
+        if readout.inner_text().strip() == now:
+            patience *= 2  # nothing moved: the press was lost or the page is slow; look longer next time
+    raise AssertionError(f"no readout {target} after {timeout:.0f} s (a hang guard, not a speed limit)")
+
+
 class LabServer:
     """One JupyterLab server on 127.0.0.1 with token auth, serving ``<base>/lab``: started once per test
     process and shared by its browser tests (each opens its own copy of a notebook: :meth:`notebook`).
