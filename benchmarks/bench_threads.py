@@ -21,9 +21,10 @@ ratios are what to read: the machine's own speed cancels out of them. ``--main-j
     python benchmarks/bench_threads.py --main-job --write    # the table and the main job, kept in data/
     python benchmarks/bench_threads.py --loads --full --write  # notebook 04's 400 steps against the command line
 
-``--write`` keeps the record in ``data/thread_policy.json`` (the parts measured replace their old entries) (README's and docs/workshop.md's CPU times are read from
-it by ``python -m tools.readme_results``); it refuses to start on a machine already busier than a load of 0.5 per
-core, since "idle" would then not be idle.
+``--write`` keeps the record in ``data/thread_policy.json``, merged after each load and part (what was measured
+replaces its old entries; README's and docs/workshop.md's CPU times are read from it by ``python -m
+tools.readme_results``); it refuses to start on a machine already busier than a load of 0.5 per core, since "idle"
+would then not be idle.
 """
 
 from __future__ import annotations
@@ -250,7 +251,7 @@ def main(argv=None) -> int:
                         if setting not in cols or got.get("wall_s", math.inf) < cols[setting].get("wall_s", math.inf):
                             cols[setting] = got  # the fastest of the repeats: the least disturbed
                         print(f"{ROWS[row]:<13} busy beside {load}  {setting:<7} {got}", flush=True)
-    keep(a.write, record)  # after each part: an interrupted measurement keeps what it measured
+        keep(a.write, record)  # after each load and part: an interrupted measurement keeps what it measured
     if a.main_job:
         main_job(record)
         keep(a.write, record)

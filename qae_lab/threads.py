@@ -5,15 +5,17 @@ On a CPU, unless a setting names a count (``torch_threads``, else ``$QAE_LAB_TOR
 
 * **repeated work** (training steps, evaluation batches) runs on the count a :class:`ThreadProbe` times fastest, 1
   or torch's default, probed again as the work goes on (:func:`thread_probe`; ``qae_lab.train.callbacks.ThreadTuner``
-  is its trainer callback);
+  is its trainer callback), among the counts the machine has free cores for (:class:`CpuRoom`, read before each
+  unit: two threads beside a busy process are neither timed nor used);
 * **everything else** (a notebook's sampling and its own tensors) runs on one thread (:func:`use_threads`).
 
 Why: torch splits each CPU operation over OpenMP threads that wait for one another at its end. The lab's models are
 tiny, so the operations are short and the waits are most of the gain or loss. On an idle 2-core machine a training
 step and an evaluation batch are faster on two threads; beside other busy processes (a browser, a second notebook)
 both are several times faster on one (data/thread_policy.json). The load changes while a workshop runs; the work's
-own times say which holds. One-off work is too short to probe, and one thread loses little there. On a GPU nothing
-changes. Measured, the notebooks under this policy still lag one thread beside busy processes (docs/processes.md).
+own times say which holds, except that a single unit timed at two threads beside a busy process costs several at one
+(an evaluation batch: half a minute), so the cores other processes keep busy rule two threads out first. One-off work
+is too short to probe, and one thread loses little there. On a GPU nothing changes.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ __all__ = [
     "thread_probe",
     "in_fresh_thread",
     "ThreadProbe",
+    "CpuRoom",
 ]
 
 MAX_THREADS = 1024
@@ -136,8 +139,9 @@ def in_fresh_thread(fn: Callable, /, *args, **kwargs):
 
 def thread_probe(torch_threads: int | None = None, *, device="cpu", environ=os.environ) -> ThreadProbe | None:
     r"""The :class:`ThreadProbe` for repeated work on ``device`` (training steps, evaluation batches): one fixed count
-    where a setting names it (:func:`named_threads`), else probing 1 and :data:`TORCH_DEFAULT` on a CPU; None (torch's
-    count left as it is) on another device with no count named.
+    where a setting names it (:func:`named_threads`), else probing 1 and :data:`TORCH_DEFAULT` on a CPU within the
+    cores other processes leave free (:class:`CpuRoom`); None (torch's count left as it is) on another device with no
+    count named.
 
     >>> thread_probe(device="cuda", environ={}), thread_probe(3, device="cuda").counts
     (None, (3,))
@@ -147,7 +151,7 @@ def thread_probe(torch_threads: int | None = None, *, device="cpu", environ=os.e
     named = named_threads(torch_threads, environ=environ)
     if named is not None:
         return ThreadProbe(counts=(named,))
-    return ThreadProbe() if torch.device(device).type == "cpu" else None
+    return ThreadProbe(room=CpuRoom()) if torch.device(device).type == "cpu" else None
 
 
 class ThreadProbe:
@@ -162,11 +166,16 @@ class ThreadProbe:
     doubles, up to ``max_period``, each time a probe keeps the count in force. With one count there is nothing to
     probe: that count is set at :meth:`start` (a fixed ``torch_threads``).
 
+    ``room``, when given, is asked before each unit which counts the machine has cores for (:class:`CpuRoom`): a count
+    that does not fit is dropped from a probe and not used (the largest count that fits below it runs instead), and a
+    probe waits until two counts fit, so a busy machine spends no unit at a count that would stall.
+
     Args:
         counts: the thread counts to try; default 1 and :data:`TORCH_DEFAULT` (nothing to tune on 1 core).
         probe: units timed at each count per probe, at most.
         period, max_period: units from the end of a probe to the next, at first and at most.
         clear: the ratio of unit times that ends a probe early.
+        room: ``room(counts)`` -> the counts that fit now (the smallest always among them); None: every count fits.
 
     ``chosen`` lists ``(unit, count)``: the count kept from that unit on (0-based, one entry per probe); ``times``:
     count -> the seconds of the current probe's units at that count. :meth:`stop` puts back the count in force at
@@ -198,6 +207,7 @@ class ThreadProbe:
         period: int = 25,
         max_period: int = 200,
         clear: float = 1.5,
+        room: Callable[[tuple[int, ...]], tuple[int, ...]] | None = None,
     ):
         self.counts = tuple(sorted({int(c) for c in counts})) if counts else tuple(sorted({1, TORCH_DEFAULT}))
         if not self.counts or not 1 <= min(self.counts) <= max(self.counts) <= MAX_THREADS:
@@ -208,6 +218,7 @@ class ThreadProbe:
                 f"max_period={max_period}, clear={clear}"
             )
         self.probe, self.period, self.max_period, self.clear = int(probe), int(period), int(max_period), float(clear)
+        self.room = room
         self.count = self.best = max(self.counts)
         self.chosen: list[tuple[int, int]] = []
         self.times: dict[int, list[float]] = {c: [] for c in self.counts}
@@ -226,6 +237,8 @@ class ThreadProbe:
         unit, self._units = self._units, self._units + 1
         if len(self.counts) < 2:
             return
+        fits = sorted({min(self.counts), *(self.room(self.counts) if self.room else self.counts)} & set(self.counts))
+        self._plan = [c for c in self._plan if c in fits]  # a count the machine has no room for now: not timed
         if not self._plan and any(self.times.values()):  # a probe has ended: keep the fastest
             median = {c: sorted(t)[len(t) // 2] for c, t in self.times.items() if t}
             best = min(median, key=median.get)
@@ -233,11 +246,10 @@ class ThreadProbe:
             self.best, self._next_probe = best, unit + self._wait
             self.chosen.append((unit, best))
             self.times = {c: [] for c in self.counts}
-        elif not self._plan and unit >= self._next_probe:  # a probe begins: the count in force first
-            order = sorted(self.counts, key=lambda c: c != self.best)
-            self._plan = order * self.probe
+        elif not self._plan and unit >= self._next_probe and len(fits) > 1:  # a probe begins: the count in force first
+            self._plan = sorted(fits, key=lambda c: c != self.best) * self.probe
         probing = bool(self._plan)
-        self.count = self._plan.pop(0) if probing else self.best
+        self.count = self._plan.pop(0) if probing else max(c for c in fits if c <= self.best)
         if torch.get_num_threads() != self.count:
             torch.set_num_threads(self.count)
         self._t0 = self._clock() if probing else None
@@ -261,3 +273,76 @@ class ThreadProbe:
         """After the work: the count in force at :meth:`start` again."""
         if torch.get_num_threads() != self._before:
             torch.set_num_threads(self._before)
+
+
+class CpuRoom:
+    r"""The thread counts the machine has cores for now: a count fits when it is at most the cores other processes
+    left free over the last ``window`` seconds or more, plus ``spare``; the smallest count always fits.
+
+    Other processes' time is the machine's busy time (Linux's ``/proc/stat``: every state but idle and I/O wait,
+    counted in clock ticks) less this process's own (:func:`time.process_time`, all its threads). Two threads need
+    two free cores: beside a process that keeps one busy, each of torch's operations waits at its end for the thread
+    the scheduler set aside (docs/processes.md, "CPU threads"). Where ``/proc/stat`` cannot be read (macOS, Windows)
+    every count fits, and a probe's own times decide alone.
+
+    The first look waits ``window`` seconds to have a measure; later looks closer together than ``window`` give the
+    last answer again, and the measure runs on until the window is full.
+
+    >>> ticks, own, clock = [1000], [0.0], [0.0]            # a fake 2-core machine at 100 ticks a second
+    >>> room = CpuRoom(window=1.0, read=lambda: f"cpu  {ticks[0]} 0 0 0 0\ncpu0 0\ncpu1 0\n", tick=100,
+    ...                own=lambda: own[0], clock=lambda: clock[0], sleep=lambda s: None)
+    >>> room.cores
+    2
+    >>> def seconds(busy, mine, wall=1.0):                  # the machine busy for ``busy`` core-seconds, ``mine`` ours
+    ...     ticks[0] += int(100 * busy); own[0] += mine; clock[0] += wall
+    >>> seconds(2.0, 2.0); room((1, 2))                     # only this process busy: two free cores
+    (1, 2)
+    >>> seconds(2.0, 1.0); room((1, 2))                     # another process kept a core busy
+    (1,)
+    >>> seconds(1.3, 1.0); room((1, 2))                     # a browser at a third of a core: within the spare half
+    (1, 2)
+    """
+
+    def __init__(
+        self,
+        *,
+        window: float = 0.3,
+        spare: float = 0.5,
+        read: Callable[[], str] | None = None,
+        tick: int | None = None,
+        own: Callable[[], float] = time.process_time,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
+        self.window, self.spare, self._own, self._clock, self._sleep = window, spare, own, clock, sleep
+        self._read = read or (lambda: open("/proc/stat", encoding="ascii").read(4096))
+        try:
+            self.tick = tick or os.sysconf("SC_CLK_TCK")
+            busy, self.cores = self._busy()
+        except (OSError, ValueError, AttributeError, IndexError):
+            self.cores = None  # not Linux, or a /proc/stat not like Linux's: every count fits
+            return
+        self._mark, self._fits = (self._clock(), busy, self._own()), None
+
+    def _busy(self) -> tuple[float, int]:
+        # (busy core-seconds since boot, cores): the first line sums every core's ticks by state; idle and iowait
+        # are the 4th and 5th
+        text = self._read()
+        head = [int(v) for v in text.split("\n", 1)[0].split()[1:]]
+        cores = sum(1 for line in text.splitlines() if line.startswith("cpu") and line[3:4].isdigit())
+        return (sum(head) - head[3] - head[4]) / self.tick, cores
+
+    def __call__(self, counts: tuple[int, ...]) -> tuple[int, ...]:
+        if self.cores is None:
+            return counts
+        now = self._clock()
+        if now - self._mark[0] < self.window:
+            if self._fits is not None:
+                return tuple(c for c in counts if c in self._fits or c == min(counts))
+            self._sleep(self.window - (now - self._mark[0]))  # the first look: wait for a measure
+        (then, busy_then, own_then), (busy, _), mine = self._mark, self._busy(), self._own()
+        now = self._clock()
+        others = max(0.0, (busy - busy_then) - (mine - own_then)) / max(now - then, 1e-9)
+        self._mark = (now, busy, mine)
+        self._fits = tuple(c for c in counts if c == min(counts) or c <= self.cores - others + self.spare)
+        return self._fits

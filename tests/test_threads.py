@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from qae_lab.threads import (
     MAX_THREADS,
     THREADS_ENV,
     TORCH_DEFAULT,
+    CpuRoom,
     ThreadProbe,
     in_fresh_thread,
     named_threads,
@@ -156,6 +158,89 @@ def test_one_count_is_set_for_the_whole_run_and_not_probed(threads_kept):
     assert torch.get_num_threads() == 2
 
 
+class Room:
+    """A fake :class:`CpuRoom`: the counts that fit, set by the test; every question it was asked."""
+
+    def __init__(self, fits=(1, 2)):
+        self.fits, self.asked = tuple(fits), 0
+
+    def __call__(self, counts):
+        self.asked += 1
+        return tuple(c for c in counts if c in self.fits)
+
+
+def test_a_count_the_machine_has_no_room_for_is_neither_probed_nor_used(threads_kept):
+    room = Room(fits=(1,))  # busy beside: two threads do not fit
+    tuner = ThreadProbe(counts=(1, 2), probe=3, period=4, room=room)
+    clock = Clock(tuner)
+    assert [clock.step(lambda c: 1.0) for _ in range(5)] == [1] * 5  # no unit timed at two threads, not even the first
+    assert tuner.chosen == [] and not any(tuner.times.values()) and room.asked == 5
+    room.fits = (1, 2)  # the other process ended: the probe, due since unit 0, begins at once
+    ran = [clock.step(lambda c: 0.8 if c == 2 else 1.0) for _ in range(7)]
+    assert ran == [2, 1, 2, 1, 2, 1, 2] and tuner.chosen == [(11, 2)]
+
+
+def test_a_count_that_stops_fitting_mid_probe_is_dropped_from_it_and_from_use(threads_kept):
+    room = Room()
+    tuner = ThreadProbe(counts=(1, 2), probe=3, period=4, room=room)
+    clock = Clock(tuner)
+    assert [clock.step(lambda c: 0.7 if c == 2 else 0.9) for _ in range(3)] == [2, 1, 2]
+    room.fits = (1,)  # a busy process starts: the probe's last two-thread unit is not run
+    assert [clock.step(lambda c: 0.9) for _ in range(3)] == [1, 1, 1]
+    assert tuner.chosen == [(5, 2)]  # the probe kept its fastest (two threads) ...
+    assert tuner.count == 1  # ... which runs only once it fits again
+    room.fits = (1, 2)
+    assert clock.step(lambda c: 0.5) == 2
+
+
+def test_room_counts_other_processes_busy_cores_from_proc_stat():
+    ticks, idle, own, clock, slept = [5000], [900], [0.0], [0.0], []
+    stat = lambda: f"cpu  {ticks[0]} 7 0 {idle[0]} 50 0 0 0 0 0\ncpu0 1 2\ncpu1 3 4\ncpu2 5 6\ncpu3 7 8\nintr 1 2\n"
+    room = CpuRoom(window=0.5, read=stat, tick=100, own=lambda: own[0], clock=lambda: clock[0], sleep=slept.append)
+    assert room.cores == 4 and room((1, 2, 4)) == (1, 2, 4)  # the first look waits half a second (nothing busy)
+    assert slept == [0.5]
+
+    def spend(busy, mine, wall):  # the machine busy ``busy`` core-seconds, this process ``mine`` of them
+        ticks[0] += round(100 * busy)
+        idle[0] += round(100 * (4 * wall - busy))  # the rest of the four cores' time
+        own[0] += mine
+        clock[0] += wall
+
+    spend(8.0, 4.0, 2.0)  # others kept two of four cores busy: two threads fit (2 + 0.5 >= 2), four do not
+    assert room((1, 2, 4)) == (1, 2)
+    spend(0.3, 0.1, 0.2)  # a look before the window is full: the last answer, the measure runs on
+    assert room((1, 2, 4)) == (1, 2) and slept == [0.5]
+    spend(2.2, 0.4, 0.4)  # others' 2.0 core-seconds over the whole 0.6 s: three and a third cores busy
+    assert room((1, 2, 4)) == (1,)
+    spend(2.0, 2.0, 1.0)  # only this process busy: all four fit
+    assert room((1, 2, 4)) == (1, 2, 4)
+
+
+@pytest.mark.parametrize("read", [lambda: "", lambda: "no cpu line here\n", lambda: open("/no/such/proc/stat").read()])
+def test_room_without_a_linux_proc_stat_lets_every_count_fit(read):
+    room = CpuRoom(read=read, sleep=lambda s: pytest.fail("waited for a measure it cannot take"))
+    assert room.cores is None and room((1, 2, 8)) == (1, 2, 8)
+
+
+@pytest.mark.skipif(not Path("/proc/stat").is_file(), reason="Linux's /proc/stat")
+def test_room_on_this_machine_sees_busy_processes_beside_it():
+    import subprocess
+    import sys
+
+    room = CpuRoom(window=1.0)
+    if not room.cores or room.cores > 8:
+        pytest.skip(f"{room.cores} cores: too many to fill with busy processes in a test")
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(room.cores)]
+    try:
+        time.sleep(0.5)  # the processes started
+        room((1, 2))  # the measure from here
+        assert room((1, 2)) == (1,)  # every core busy with others' work: one thread only
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
+
+
 def test_the_default_counts_are_one_and_torchs_own():
     assert ThreadProbe().counts == tuple(sorted({1, TORCH_DEFAULT}))
 
@@ -182,6 +267,7 @@ def test_repeated_work_is_probed_on_a_cpu_and_fixed_where_a_count_is_named():
     from qae_lab.train.callbacks import ThreadTuner, thread_callbacks
 
     assert thread_probe(device="cpu", environ={}).counts == ThreadProbe().counts
+    assert isinstance(thread_probe(device="cpu", environ={}).room, CpuRoom)  # within the cores others leave free
     assert thread_probe(device="cuda", environ={}) is None
     assert thread_probe(device="cuda:0", environ={THREADS_ENV: "3"}).counts == (3,)
     assert thread_probe(2, device="cpu", environ={THREADS_ENV: "3"}).counts == (2,)
