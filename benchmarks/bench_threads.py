@@ -63,6 +63,11 @@ NB04_SETS = ["save_strategy=no", "save_model=false", "sparse_update=false", "n_e
 
 
 def _spin() -> None:
+    # a session of its own, as another program's: Linux's autogroup scheduler shares the cores between sessions first,
+    # so spinners left in this script's session would crowd the command line (a child of it) more than a notebook's
+    # kernel (which jupyter_client starts in a session of its own)
+    if hasattr(os, "setsid"):
+        os.setsid()
     while True:
         pass
 
@@ -160,13 +165,17 @@ class Load:
 
 
 def merged(old: dict, new: dict) -> dict:
-    r"""The record ``--write`` keeps: ``old`` with what ``new`` measured in place of its entries (a job at a load
-    replaces that job at that load alone). Refused where the two come from different machines or step counts.
+    r"""The record ``--write`` keeps: ``old`` with what ``new`` measured in place of its entries (a job at a load, the
+    main job or the 400-step runs at a load, replace that entry alone). Refused where the two come from different
+    machines or step counts.
 
-    >>> old = {"cores": 2, "torch_default": 2, "steps": 24, "rows": {"cli": {"0": "a", "1": "b"}}, "main_job": "m"}
-    >>> new = {"cores": 2, "torch_default": 2, "steps": 24, "rows": {"cli": {"0": "A"}, "nb08": {"0": "C"}}}
-    >>> merged(old, new)["rows"], merged(old, new)["main_job"]
-    ({'cli': {'0': 'A', '1': 'b'}, 'nb08': {'0': 'C'}}, 'm')
+    >>> old = {"cores": 2, "torch_default": 2, "steps": 24, "rows": {"cli": {"0": "a", "1": "b"}},
+    ...        "main_job": {"0": "m"}, "full": {"0": "f", "2": "g"}}
+    >>> new = {"cores": 2, "torch_default": 2, "steps": 24, "rows": {"cli": {"0": "A"}, "nb08": {"0": "C"}},
+    ...        "full": {"2": "G"}}
+    >>> out = merged(old, new)
+    >>> out["rows"], out["main_job"], out["full"]
+    ({'cli': {'0': 'A', '1': 'b'}, 'nb08': {'0': 'C'}}, {'0': 'm'}, {'0': 'f', '2': 'G'})
     >>> merged(old, {**new, "steps": 30})
     Traceback (most recent call last):
     ...
@@ -178,7 +187,10 @@ def merged(old: dict, new: dict) -> dict:
                 f"data/thread_policy.json holds {key}={old[key]}, this run measured {key}={new[key]}: move it aside "
                 f"to start afresh"
             )
-    out = old | {k: v for k, v in new.items() if k != "rows"}
+    out = old | {k: v for k, v in new.items() if k not in ("rows", "main_job", "full")}
+    for key in ("main_job", "full"):  # load -> a run
+        if key in new:
+            out[key] = {**old.get(key, {}), **new[key]}
     if "rows" in new:
         out["rows"] = dict(old.get("rows", {}))
         for job, by_load in new["rows"].items():
@@ -193,11 +205,11 @@ def keep(write: bool, record: dict) -> None:
         atomic_write_text(RECORD, json.dumps(merged(old, record), indent=1) + "\n")
 
 
-def full_path(record: dict) -> None:
+def full_path(record: dict, loads=(0, 2)) -> None:
     """Notebook 04's whole CPU path (400 steps, as a workshop runs it) and the command line with its settings, under the
     policy, idle and beside two busy processes: ``record["full"][load] = {"cli": ..., "nb04": ...}``."""
     record["full"] = {}
-    for load in (0, 2):
+    for load in loads:
         with Load(load), tempfile.TemporaryDirectory() as tmp:
             got = {
                 "cli": command_line(["max_steps=400", *NB04_SETS], POLICY, Path(tmp)),
@@ -230,6 +242,7 @@ def main(argv=None) -> int:
     p.add_argument("--cap", type=float, help="stop a fixed count's run after CAP times the policy's time")
     p.add_argument("--main-job", action="store_true", help="also the README's main job, idle and beside two")
     p.add_argument("--full", action="store_true", help="also notebook 04's 400 steps against the command line's")
+    p.add_argument("--full-loads", type=int, nargs="+", default=[0, 2], help="the loads of --full")
     p.add_argument("--write", action="store_true", help=f"keep the record in {RECORD.relative_to(ROOT)}")
     a = p.parse_args(argv)
     load_now = os.getloadavg()[0] / (os.cpu_count() or 1)
@@ -256,7 +269,7 @@ def main(argv=None) -> int:
         main_job(record)
         keep(a.write, record)
     if a.full:
-        full_path(record)
+        full_path(record, a.full_loads)
         keep(a.write, record)
     print(f"\n{os.cpu_count()} cores, {round((time.time() - t_start) / 60, 1)} minutes; seconds of wall time")
     if "rows" in record:

@@ -327,6 +327,8 @@ def test_a_command_line_run_evaluates_on_one_thread_and_tunes_its_steps(tmp_path
 
     monkeypatch.delenv(THREADS_ENV, raising=False)  # the policy itself, not the tests' fixed count
     monkeypatch.setattr(threads, "TORCH_DEFAULT", 2)  # a 2-core machine's default (the tests set OMP_NUM_THREADS=1)
+    rooms = []  # an idle machine's room (the tests' own processes keep this one busy): both counts fit
+    monkeypatch.setattr(threads, "CpuRoom", lambda: rooms.append(Room()) or rooms[-1])
     torch.set_num_threads(2)
     seen = {"evaluate": [], "steps": []}
     evaluate = pipeline.evaluate
@@ -347,6 +349,7 @@ def test_a_command_line_run_evaluates_on_one_thread_and_tunes_its_steps(tmp_path
     assert [count for count, _ in seen["evaluate"]] == [1, 1]
     assert [(pace.counts, pace._units) for _, pace in seen["evaluate"]] == [((1, 2), 2)] * 2
     assert set(seen["steps"]) == {1, 2} and len(seen["steps"]) == 4  # the probe's first steps ran at each count
+    assert len(rooms) == 3 and all(room.asked for room in rooms)  # each probe asked the room before its units
     assert torch.get_num_threads() == 2  # put back
 
     # a named count is the tuner's one count

@@ -58,6 +58,7 @@ __all__ = [
     "THREAD_JOBS",
     "cpu_time_text",
     "thread_ratios",
+    "long_run_ratios",
     "thread_policy_text",
     "answer_key_text",
     "BLOCKS",
@@ -346,6 +347,7 @@ def _clock(seconds: float) -> str:
 
 _CPU_JOBS = {
     "main_job": "the README's main job (`--preset cpu-demo`: 400 steps, two evaluations)",  # with --main-job
+    "full_nb04": "notebook 04's whole CPU path, 400 steps and two evaluations (Run All)",  # with --full
     "cli": "`cpu-demo` from the command line, {steps} steps and two evaluations",
     "nb04": "notebook 04's CPU path, {steps} steps and two evaluations (Run All)",
     "nb08": "notebook 08, full mode",
@@ -373,7 +375,7 @@ def cpu_time_text(root: str | Path = ROOT, jobs: Sequence[str] = ("cli", "nb04",
 
     rows = []
     for job in jobs:
-        by_load = rec["main_job"] if job == "main_job" else rec["rows"][job]
+        by_load = _policy_runs(rec, job)
         label = _CPU_JOBS[job].format(steps=rec["steps"])
         names = {"0": "idle", "1": "beside 1 busy process", "2": "beside 2 busy processes"}
         rows.append({"job": label, **{names[n]: cell(by_load.get(n)) for n in loads}})
@@ -385,6 +387,47 @@ def cpu_time_text(root: str | Path = ROOT, jobs: Sequence[str] = ("cli", "nb04",
         + ":"
     )
     return "\n".join(["", _wrap(about), "", markdown_table(rows), ""])
+
+
+def _policy_runs(rec: dict, job: str) -> dict:
+    # load -> the job's columns in the record (the main job and the 400-step path: the policy's run alone)
+    if job == "main_job":
+        return rec["main_job"]
+    if job == "full_nb04":
+        return {load: got["nb04"] for load, got in rec["full"].items()}
+    return rec["rows"][job]
+
+
+def long_run_ratios(record: dict) -> list[dict]:
+    r"""The 400-step runs of ``benchmarks/bench_threads.py``'s record, under the policy: notebook 04's whole CPU path
+    against the command line with its settings (``--full``), and the README's main job (``--main-job``), at each load
+    measured, with the ratio each target is set on.
+
+    >>> rec = {"full": {"0": {"cli": {"wall_s": 300.0}, "nb04": {"wall_s": 330.0}}},
+    ...        "main_job": {"0": {"wall_s": 200.0}, "2": {"wall_s": 450.0}}}
+    >>> [(r["job"], r["busy beside"], r["ratio"]) for r in long_run_ratios(rec)]
+    [('notebook 04 / command line, 400 steps', 0, 1.1), ("the README's main job, beside two / idle", 2, 2.25)]
+    """
+    out = [
+        {
+            "job": "notebook 04 / command line, 400 steps",
+            "busy beside": int(load),
+            "seconds": f"{got['nb04']['wall_s']} / {got['cli']['wall_s']}",
+            "ratio": round(got["nb04"]["wall_s"] / got["cli"]["wall_s"], 2),
+        }
+        for load, got in record.get("full", {}).items()
+    ]
+    main = record.get("main_job", {})
+    if "0" in main and "2" in main:
+        out.append(
+            {
+                "job": "the README's main job, beside two / idle",
+                "busy beside": 2,
+                "seconds": f"{main['2']['wall_s']} / {main['0']['wall_s']}",
+                "ratio": round(main["2"]["wall_s"] / main["0"]["wall_s"], 2),
+            }
+        )
+    return out
 
 
 def thread_ratios(record: dict) -> list[dict]:
@@ -435,9 +478,21 @@ def thread_policy_text(root: str | Path = ROOT) -> str:
     about = (
         f"`benchmarks/bench_threads.py` on {rec['date']}, {rec['cores']} cores, one run of each, interleaved; the "
         f"command line and notebook 04 train {rec['steps']} steps and evaluate before and after (notebook 04's CPU "
-        f'settings), notebook 08 runs in full mode. Wall seconds; "> N": stopped after N seconds, slower than that:'
+        f'settings), notebook 08 runs in full mode; the record\'s `notes` say how it was assembled. Wall seconds; "> N": '
+        f"stopped after N seconds, slower than that:"
     )
-    return "\n".join(["", _wrap(about), "", markdown_table(thread_ratios(rec), digits=2), ""])
+    parts = ["", _wrap(about), "", markdown_table(thread_ratios(rec), digits=2), ""]
+    if long_run_ratios(rec):
+        parts += [
+            _wrap(
+                "The 400-step runs under the policy (`--full`: the command line with notebook 04's settings; "
+                "`--main-job`: `python -m qae_lab train --preset cpu-demo`), wall seconds:"
+            ),
+            "",
+            markdown_table(long_run_ratios(rec), digits=2),
+            "",
+        ]
+    return "\n".join(parts)
 
 
 def _minutes(seconds: float) -> str:
@@ -581,7 +636,7 @@ BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {
         "cpu-demo": lambda root: cpu_demo_text(root / REFERENCE_RUNS),
         "lenient": lambda root: lenient_text([r for r in _reference(root) if r.method == "qae"]),
         "workshop-routes": routes_text,
-        "cpu-time": lambda root: cpu_time_text(root, ["cli"]),
+        "cpu-time": lambda root: cpu_time_text(root, ["main_job", "cli"]),
     },
     str(REFERENCE_RUNS / "README.md"): {
         "reference-runs": lambda root: reference_text(_reference(root)),
@@ -596,7 +651,7 @@ BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {
         "cpu-demo": lambda root: cpu_demo_text(root / REFERENCE_RUNS),
         "gpu-memory": lambda root: gpu_memory_text(),
         "gpu-time": gpu_time_text,
-        "cpu-time": cpu_time_text,
+        "cpu-time": lambda root: cpu_time_text(root, ["full_nb04", "cli", "nb04", "nb08"]),
         "workshop-minutes": notebook_table_text,
         "workshop-plans": workshop_plan_text,
         "answer-key": answer_key_text,
