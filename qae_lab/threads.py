@@ -20,6 +20,7 @@ is too short to probe, and one thread loses little there. On a GPU nothing chang
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import time
@@ -275,6 +276,13 @@ class ThreadProbe:
             torch.set_num_threads(self._before)
 
 
+def _cpu_lines() -> str:
+    # /proc/stat's "cpu" lines, the whole machine's then each core's: read up to the first other line (the interrupt
+    # counts after them run to kilobytes), so a machine of any size is read whole and quickly
+    with open("/proc/stat", encoding="ascii") as stat:
+        return "".join(itertools.takewhile(lambda line: line.startswith("cpu"), stat))
+
+
 class CpuRoom:
     r"""The thread counts the machine has cores for now: a count fits when it is at most the cores other processes
     left free over the last ``window`` seconds or more, plus ``spare``; the smallest count always fits.
@@ -315,7 +323,7 @@ class CpuRoom:
         sleep: Callable[[float], None] = time.sleep,
     ):
         self.window, self.spare, self._own, self._clock, self._sleep = window, spare, own, clock, sleep
-        self._read = read or (lambda: open("/proc/stat", encoding="ascii").read(4096))
+        self._read = read or _cpu_lines
         try:
             self.tick = tick or os.sysconf("SC_CLK_TCK")
             busy, self.cores = self._busy()

@@ -382,3 +382,10 @@ def test_every_notebook_that_computes_uses_the_policy_and_nothing_else_sets_thre
     for path in [*(ROOT / "qae_lab").rglob("*.py"), *(ROOT / "benchmarks").glob("*.py")]:
         if path != ROOT / "qae_lab" / "threads.py":
             assert "set_num_threads(" not in path.read_text(), path.relative_to(ROOT)
+
+
+@pytest.mark.skipif(not Path("/proc/stat").is_file(), reason="Linux's /proc/stat")
+def test_room_reads_every_cores_line_and_nothing_after_them():
+    lines = threads._cpu_lines().splitlines()
+    assert lines[0].startswith("cpu ") and all(line.startswith("cpu") for line in lines)
+    assert CpuRoom().cores == len(lines) - 1 == sum(1 for line in open("/proc/stat") if line[:3] == "cpu") - 1
