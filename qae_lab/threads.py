@@ -330,7 +330,7 @@ class CpuRoom:
         except (OSError, ValueError, AttributeError, IndexError):
             self.cores = None  # not Linux, or a /proc/stat not like Linux's: every count fits
             return
-        self._mark, self._fits = (self._clock(), busy, self._own()), None
+        self._mark, self._free = (self._clock(), busy, self._own()), None  # free: cores left free, plus the spare
 
     def _busy(self) -> tuple[float, int]:
         # (busy core-seconds since boot, cores): the first line sums every core's ticks by state; idle and iowait
@@ -343,14 +343,12 @@ class CpuRoom:
     def __call__(self, counts: tuple[int, ...]) -> tuple[int, ...]:
         if self.cores is None:
             return counts
-        now = self._clock()
-        if now - self._mark[0] < self.window:
-            if self._fits is not None:
-                return tuple(c for c in counts if c in self._fits or c == min(counts))
-            self._sleep(self.window - (now - self._mark[0]))  # the first look: wait for a measure
-        (then, busy_then, own_then), (busy, _), mine = self._mark, self._busy(), self._own()
-        now = self._clock()
-        others = max(0.0, (busy - busy_then) - (mine - own_then)) / max(now - then, 1e-9)
-        self._mark = (now, busy, mine)
-        self._fits = tuple(c for c in counts if c == min(counts) or c <= self.cores - others + self.spare)
-        return self._fits
+        waited = self._clock() - self._mark[0]
+        if waited < self.window and self._free is None:
+            self._sleep(self.window - waited)  # the first look: wait for a measure
+        if waited >= self.window or self._free is None:  # else the last answer, the measure running on
+            (then, busy_then, own_then), (busy, _), mine = self._mark, self._busy(), self._own()
+            now = self._clock()
+            others = max(0.0, (busy - busy_then) - (mine - own_then)) / max(now - then, 1e-9)
+            self._mark, self._free = (now, busy, mine), self.cores - others + self.spare
+        return tuple(c for c in counts if c == min(counts) or c <= self._free)

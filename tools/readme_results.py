@@ -482,14 +482,15 @@ def thread_policy_text(root: str | Path = ROOT) -> str:
         f"stopped after N seconds, slower than that:"
     )
     parts = ["", _wrap(about), "", markdown_table(thread_ratios(rec), digits=2), ""]
-    if long_run_ratios(rec):
+    long_runs = long_run_ratios(rec)
+    if long_runs:
         parts += [
             _wrap(
                 "The 400-step runs under the policy (`--full`: the command line with notebook 04's settings; "
                 "`--main-job`: `python -m qae_lab train --preset cpu-demo`), wall seconds:"
             ),
             "",
-            markdown_table(long_run_ratios(rec), digits=2),
+            markdown_table(long_runs, digits=2),
             "",
         ]
     return "\n".join(parts)
