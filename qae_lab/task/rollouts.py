@@ -127,28 +127,16 @@ def sample_groups(
 
 def _check_completions(completion_ids, mask) -> tuple[torch.Tensor, torch.Tensor]:
     """Validate (N, T) ids and a right-padded 0/1 mask of the same shape."""
-    if (
-        not isinstance(completion_ids, torch.Tensor)
-        or completion_ids.dim() != 2
-        or completion_ids.is_floating_point()
-        or completion_ids.dtype == torch.bool
-    ):
-        raise ValueError(
-            "completion_ids must be an integer tensor of shape (N, T), got "
-            + (
-                f"dtype {completion_ids.dtype}, shape {tuple(completion_ids.shape)}"
-                if isinstance(completion_ids, torch.Tensor)
-                else type(completion_ids).__name__
-            )
-        )
-    if completion_ids.shape[0] < 1 or completion_ids.shape[1] < 1:
-        raise ValueError(
-            f"completion_ids must hold at least one token of one row, got shape {tuple(completion_ids.shape)}"
-        )
-    m = check_mask(mask, completion_ids.shape)  # (N, T)
+    ids = completion_ids
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.is_floating_point() or ids.dtype == torch.bool:
+        got = f"dtype {ids.dtype}, shape {tuple(ids.shape)}" if isinstance(ids, torch.Tensor) else type(ids).__name__
+        raise ValueError(f"completion_ids must be an integer tensor of shape (N, T), got {got}")
+    if 0 in ids.shape:
+        raise ValueError(f"completion_ids must hold at least one token of one row, got shape {tuple(ids.shape)}")
+    m = check_mask(mask, ids.shape)  # (N, T)
     if bool((m[:, 1:] > m[:, :-1]).any()):
         raise ValueError("mask must be right-padded: each row 1 on its completion tokens, then 0 (no gaps)")
-    return completion_ids.long(), m
+    return ids.long(), m
 
 
 def _prompt_per_row(prompts, tokenizer, n: int) -> list[str]:

@@ -331,10 +331,7 @@ def proposition_42_sweep(
 
 
 def make_bandits(
-    p,
-    n_actions: int,
-    sharpness: float,
-    generator: torch.Generator | None = None,
+    p, n_actions: int, sharpness: float, generator: torch.Generator | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     r"""Softmax bandits with exact success rates: z (P, A) logits and r (P, A) 0/1 rewards.
 
@@ -448,27 +445,16 @@ def sample_group_steps(
 
 
 def mc_entropy_change(
-    z,
-    r,
-    group_size: int,
-    n_groups: int,
-    *,
-    baseline: str = "quantile",
-    k: float = 0.4,
-    quantile_method: str = "paper",
-    scale: str = "group",
-    eta: float = 1.0,
-    generator: torch.Generator | None = None,
+    z, r, group_size: int, n_groups: int, *, eta: float = 1.0, generator: torch.Generator | None = None, **opts
 ) -> dict[str, float]:
     r"""Monte-Carlo E[dH] (mean, std, stderr of the exact change) over sampled-group steps (c) from one policy,
-    the share of zero advantages, and model (b)'s exact dH (``expected_pg``).
+    the share of zero advantages, and model (b)'s exact dH (``expected_pg``); ``opts``: as :func:`sample_group_steps`.
 
     >>> out = mc_entropy_change(torch.tensor([1.0, 0, 0, -1]), torch.tensor([1.0, 0, 1, 0]), 8, 200,
     ...                         eta=0.5, generator=torch.Generator().manual_seed(0))
     >>> sorted(out)
     ['expected_pg', 'mean', 'std', 'stderr', 'zero_adv_frac']
     """
-    opts = {"baseline": baseline, "k": k, "quantile_method": quantile_method, "scale": scale}
     dz, rewards = sample_group_steps(z, r, group_size, n_groups, eta=eta, generator=generator, **opts)
     z = _logits(z)
     dh = entropy_change_exact(z.expand_as(dz), dz)  # (M,)
@@ -662,11 +648,9 @@ def mc_entropy_curve(
     eta: float = 0.5,
     seed: int = 0,
 ) -> dict[str, list[float]]:
-    r"""Monte-Carlo E[dH] of one sampled-group step, mean vs quantile baseline, per p in ``ps`` (lists over ``ps``).
-
-    One bandit per p from the same base logits; both baselines see the same random stream. Beside it: model (b)'s
-    exact dH, model (a)'s first-order dH at b = p and b = b_K, and :func:`sampled_entropy_change` (NaN for
-    ``scale="batch"``, which it does not model).
+    r"""Monte-Carlo E[dH] of one sampled-group step, mean vs quantile baseline, per p in ``ps`` (lists over ``ps``),
+    one bandit per p from the same base logits and random stream; beside it model (b)'s exact dH, model (a)'s at
+    b = p and b = b_K, and :func:`sampled_entropy_change` (NaN for ``scale="batch"``, which it does not model).
 
     >>> out = mc_entropy_curve([0.3, 0.7], group_size=8, n_groups=50)
     >>> len(out["mean"]), len(out["identity_quantile"])

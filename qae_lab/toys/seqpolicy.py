@@ -266,13 +266,7 @@ def describe_rule(rule: dict) -> str:
 
 def _targets(n: int) -> torch.Tensor:
     """Success-rate targets: one in eight prompts very hard (0.05), the rest spread over 0.15..0.9."""
-    very_hard = n // 8
-    return torch.cat(
-        [
-            torch.full((very_hard,), 0.05, dtype=torch.float64),
-            torch.linspace(0.15, 0.9, n - very_hard, dtype=torch.float64),
-        ]
-    )
+    return torch.nn.functional.pad(torch.linspace(0.15, 0.9, n - n // 8, dtype=torch.float64), (n // 8, 0), value=0.05)
 
 
 def _pick_rule(

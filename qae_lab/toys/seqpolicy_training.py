@@ -1,13 +1,10 @@
-r"""The sampled group update of the exact sequence policy, its entropy ledgers, the training simulation,
-and what SA-AH's horizon weights do to the update's variance.
+r"""The exact sequence policy's sampled group update, its entropy ledgers, training, and SA-AH's update variance.
 
-One update, as the trainer (:class:`qae_lab.train.trainer.QAETrainer` on TRL's GRPO loss) makes it, with the same
-functions: G responses per prompt drawn from the exact pi(y) (:mod:`qae_lab.toys.seqpolicy`); advantages
-A_i from :func:`qae_lab.advantages.group_advantages` (mean or K-quantile baseline, QAE arXiv 2509.22611);
-SA-AH / AH horizon weights w_t from :func:`qae_lab.horizon.selective_horizon_weights` (arXiv 2606.05434) on the
-normalised state entropies H(s_t)/log V, with the sum(w) normaliser c of
-:func:`qae_lab.horizon.normaliser_factor`; then ``num_iterations`` passes of PPO's clipped surrogate
-with DAPO's asymmetric range (Clip-Higher: eps_high = 0.28 against eps_low = 0.2),
+One update as the trainer (:class:`qae_lab.train.trainer.QAETrainer`) makes it, with the same functions: G
+responses per prompt from the exact pi(y); advantages A_i (:func:`qae_lab.advantages.group_advantages`, QAE arXiv
+2509.22611); SA-AH / AH horizon weights w_t on H(s_t)/log V (:func:`qae_lab.horizon.selective_horizon_weights`,
+arXiv 2606.05434) with the sum(w) normaliser c; then ``num_iterations`` passes of PPO's clipped surrogate with
+DAPO's Clip-Higher range (eps_high = 0.28 against eps_low = 0.2),
 
     l_t = -min(r_t A~_t, clip(r_t, 1 - eps_low, 1 + eps_high) A~_t),  r_t = exp(log pi_t - log pi_old,t),
     A~_t = A_i w_t c,   L = sum_t l_t / N_tok   (TRL's "bnpo": a seed's tokens, N_tok = P G L)       (U1)
@@ -134,8 +131,7 @@ def _rows(table: torch.Tensor, prefixes: torch.Tensor) -> torch.Tensor:
 
 
 def _pass(z: torch.Tensor, pos: tuple, adv: torch.Tensor, lp_old: torch.Tensor, s: UpdateSettings):
-    """One pass of eq. U1: (grad (S, P, n, V), A~ (S, P, G, L), log pi(.|s_t) (S, P, G, L, V), clipped,
-    log pi of each sampled token (S, P, G, L), H(s_t) (S, P, G, L))."""
+    """One pass of eq. U1: grad (S, P, n, V); A~, clipped, log pi(y_t|s_t), H(s_t) (S, P, G, L); log pi(.|s_t)."""
     n_seeds, n_prompts, g = adv.shape
     tokens, prefixes = pos  # (S, P, G, L) each
     v, l = z.shape[-1], tokens.shape[-1]
@@ -185,8 +181,7 @@ def _sample(snap, rewards: torch.Tensor, s: UpdateSettings, generator):
 
 
 def _estimator_shares(rows, lp, h, lp_old, a_tok, clipped) -> dict[str, torch.Tensor]:
-    """One pass's per-token terms of every form (:func:`qae_lab.ledger.entropy_change_terms`), from :func:`_pass`'s
-    rows, lp and h: form -> (S, P, G, L)."""
+    """One pass's per-token terms (S, P, G, L) of every form (:func:`qae_lab.ledger.entropy_change_terms`)."""
     l, v = lp.shape[-1], rows.shape[-1]
     # A~_t r_t, and 0 where the clip stops the gradient (the first pass: r = 1, nothing clipped)
     a_upd = update_advantages(a_tok.reshape(-1, l), (lp - lp_old).reshape(-1, l), clipped.reshape(-1, l))
