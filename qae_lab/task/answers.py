@@ -1,22 +1,15 @@
 r"""Answers: a completion's final answer, and the one verdict that training and evaluation share.
 
 Completions are asked for in the format ``<reasoning>\n...\n</reasoning>\n<answer>\n...\n</answer>``.
-Reading (:func:`extract_answer`, :func:`parse_number`, :func:`is_correct`): the final answer is
-found and compared with the gold answer as an exact number. The verdict
-(:func:`strict_is_correct`): a completion is correct only when :func:`is_correct` accepts it AND it
-stops right after its closing ``</answer>`` tag, whitespace aside (:func:`ends_at_answer`). The
-training rewards (:data:`qae_lab.task.rewards.REWARDS`: the 0/1 reward and the composite's
-correctness term) and every pass@1 of a run (:func:`qae_lab.task.evaluate.evaluate`'s ``verdict``) call
-that one function. Nothing here imports the reward functions: :mod:`qae_lab.task.rewards` builds on it.
+:func:`extract_answer` finds the final answer and :func:`is_correct` compares it with the gold one as an exact
+number. The verdict of training rewards and of every pass@1, :func:`strict_is_correct`, also asks that the
+completion stop right after its closing ``</answer>`` tag, whitespace aside (:func:`ends_at_answer`).
 
-Why the end-of-answer rule: ``is_correct`` reads the last ``<answer>`` block wherever it sits, so a
-completion that answers and then runs on (more text, more tags, to the length limit) still scores;
-a tiny model rewarded that way can stop emitting EOS while its training reward holds and
-exact-match evaluation falls to zero. With the rule, "answer, then stop" is the only way to earn
-reward. The check reads the decoded text (TRL and :func:`qae_lab.task.sampling.generate` strip special
-tokens such as EOS), so a completion cut by the length limit exactly after ``</answer>`` would
-pass; in the cpu-demo completions are ~31 tokens against a 48-token limit. Evaluation also keeps
-the lenient verdict (``lenient_pass@1``, ``lenient_greedy_pass@1``), so any gap stays visible.
+Why: ``is_correct`` reads the last ``<answer>`` block wherever it sits, so a tiny model rewarded by it alone can
+answer, run on to the length limit and stop emitting EOS while its reward holds and exact-match evaluation falls
+to zero. The check reads the decoded text (special tokens such as EOS stripped), so a completion cut by the length
+limit exactly after ``</answer>`` would pass. Evaluation also keeps the lenient verdict (``lenient_pass@1``), so
+any gap stays visible.
 
 Implementer's notes: docs/implementation.md, section ``qae_lab.task.answers``.
 """
@@ -121,11 +114,10 @@ def _token_value(m: re.Match) -> Fraction | None:
 
 
 def canonical(q: Fraction) -> str:
-    r"""The canonical string of a value (module docstring): what :func:`extract_answer` returns for it.
+    r"""The canonical string of a value: what :func:`extract_answer` returns for it.
 
-    An integer "1234" / "-3"; else a terminating decimal without trailing zeros "29.5" (when it has
-    at most ``MAX_DIGITS`` digits); else a reduced fraction "1/3". :func:`parse_number` reads it back
-    to the same value, and equal values give equal strings.
+    An integer; else a terminating decimal without trailing zeros (at most ``MAX_DIGITS`` digits); else a reduced
+    fraction. :func:`parse_number` reads it back to the same value; equal values give equal strings.
 
     >>> canonical(Fraction(1000)), canonical(Fraction(59, 2)), canonical(Fraction(-2, 6))
     ('1000', '29.5', '-1/3')
@@ -147,21 +139,12 @@ def canonical(q: Fraction) -> str:
 
 
 def parse_number(text: str) -> Fraction | None:
-    r"""The exact value of a string holding one number literal, or None.
+    r"""The exact value (a Fraction) of a string holding one number literal, or None.
 
-    Grammar: optional sign (``-``, unicode ``−``, ``+``), optional currency symbol
-    (``$ € £``), digits with optional well-formed thousands commas, optional decimals
-    (``.5`` allowed), or an integer fraction ``a/b``; surrounding whitespace is ignored.
-    Units, words, ``%`` and trailing periods are not part of it (that is
-    :func:`extract_answer`'s job); exponents ("1e9", "10^3"), attached letters ("12abc")
-    and space-grouped thousands ("1 000") are no number at all. At most ``MAX_DIGITS``
-    digits (leading zeros not counted). Every string :func:`extract_answer` returns parses here.
-
-    Args:
-        text: the string.
-
-    Returns:
-        a :class:`fractions.Fraction`, or None.
+    Grammar: optional sign (``-``, ``−``, ``+``), optional ``$ € £``, digits with well-formed thousands commas,
+    optional decimals (``.5`` allowed), or an integer fraction ``a/b``; whitespace around is ignored. Units, words,
+    ``%``, exponents ("1e9", "10^3"), attached letters and space-grouped thousands ("1 000") are no number. At most
+    ``MAX_DIGITS`` digits (leading zeros not counted). Every string :func:`extract_answer` returns parses here.
 
     >>> parse_number("1,000"), parse_number("-3"), parse_number("$29.00"), parse_number("3/4")
     (Fraction(1000, 1), Fraction(-3, 1), Fraction(29, 1), Fraction(3, 4))
@@ -176,10 +159,7 @@ def parse_number(text: str) -> Fraction | None:
 
 def _pick(span: str, *, last: bool = False) -> str | None:
     """The first (or last) number of a span, canonical; None if it is malformed or in a tuple."""
-    m = None
-    for m in _NUMBER.finditer(span):
-        if not last:
-            break
+    m = _last(_NUMBER, span) if last else _NUMBER.search(span)
     if m is None:
         return None
     before = span[max(0, m.start() - 40) : m.start()]
@@ -255,17 +235,9 @@ def extract_answer(text: str) -> str | None:
     4. the last "The (final) answer is n" / "Answer: n" / "A: n", first number after it;
     5. otherwise the last number of the text.
 
-    The chosen number is returned in canonical form (module docstring): ``$``, ``€``, ``£``,
-    ``%``, bold ``**``, units and trailing words or periods around it are ignored,
-    ``\frac{a}{b}`` reads as a/b; a malformed number ("0,1", "1,,000"), one in a
-    comma-separated list, and one that goes on as a number ("1e9", "10^3", "12abc", "5кг",
-    "3.4.5", "1 000", "2 1/2") give None: never the prefix "1", "10", "12", "5", "3", "1", "2".
-
-    Args:
-        text: the completion text.
-
-    Returns:
-        a string that :func:`parse_number` parses, or None.
+    The number comes back as :func:`canonical` gives it: currency, ``%``, bold, units and words around it are
+    ignored, ``\frac{a}{b}`` reads as a/b; a malformed number ("0,1"), one in a list, and one that goes on as a
+    number ("1e9", "10^3", "12abc", "5кг", "3.4.5", "1 000", "2 1/2") give None, never a prefix.
 
     >>> extract_answer("<reasoning>\n9 * 2 = 18\n</reasoning>\n<answer>\n$18.00 dollars\n</answer>")
     '18'
@@ -302,10 +274,8 @@ def _content(message) -> str:
 
 
 def completion_text(completion) -> str:
-    r"""The text of one completion: a str as is, a message dict's ``content``, or for a list
-    of messages (TRL's conversational format) the last assistant message's content.
-
-    Messages without a ``role`` count as assistant messages; no assistant message gives "".
+    r"""The text of one completion: a str as is, a message dict's ``content``, or for a list of messages (TRL's
+    conversational format) the last assistant message's (a message without ``role`` counts; none gives "").
 
     >>> completion_text([{"role": "assistant", "content": "#### 4"}]), completion_text({"content": "x"})
     ('#### 4', 'x')
@@ -323,9 +293,7 @@ def completion_text(completion) -> str:
 
 
 def gold_value(gold) -> Fraction:
-    r"""The exact value of a gold answer: a str in :func:`parse_number`'s grammar, an int or a Fraction.
-
-    Raises ValueError naming ``gold`` when it is none of these (a bool is no number here).
+    r"""The exact value of a gold answer: a str in :func:`parse_number`'s grammar, an int (not a bool) or a Fraction.
 
     >>> gold_value("1,000"), gold_value(-3), gold_value(Fraction(3, 4))
     (Fraction(1000, 1), Fraction(-3, 1), Fraction(3, 4))
@@ -339,15 +307,7 @@ def gold_value(gold) -> Fraction:
 
 
 def is_correct(completion, gold) -> bool:
-    r"""True iff the completion's final answer equals ``gold`` exactly (as Fractions).
-
-    Args:
-        completion: a str, a message dict, or a list of message dicts (see :func:`completion_text`).
-        gold: the reference answer: a str in :func:`parse_number`'s grammar ("1,000", "-3",
-            "72", "0.75", "3/4"), an int or a Fraction. Unparseable -> ValueError.
-
-    Returns:
-        bool.
+    r"""True iff the completion's (:func:`completion_text`) final answer equals ``gold`` (:func:`gold_value`) exactly.
 
     >>> is_correct("She pays $29.00.\n#### 29", "29"), is_correct("The answer is 8,000", "8,000")
     (True, True)

@@ -9,13 +9,9 @@ r"""Behaviour metrics of one training step, from the step's N completions.
 
 Where this departs from the papers, and why:
 
-* The papers give no word list or matching rule. Words match case-insensitively and whole
-  (no letter, digit or underscore glued on: "checked" is not "check"), a multi-word entry
-  across any whitespace run; the longest entry wins at a position, so "re-check" counts once,
-  not also as "check", while a hyphen separates words ("self-check" counts "check"). Entries
-  are regex-escaped: model output is data, never a pattern.
-* An undefined correlation (N < 2, or a constant vector) is None and its key is left out of
-  :func:`behaviour_stats`, rather than logged as NaN.
+* The papers give no word list or matching rule: words match case-insensitively and whole ("checked" is not
+  "check"), the longest entry at a position ("re-check" counts once); a hyphen separates words.
+* An undefined correlation (N < 2, or a constant vector) is left out of :func:`behaviour_stats`, not logged as NaN.
 """
 
 from __future__ import annotations
@@ -70,18 +66,8 @@ MAX_WORDS, MAX_WORD_CHARS = 1_000, 100
 def reflection_pattern(words=REFLECTION_WORDS) -> re.Pattern:
     r"""One compiled, case-insensitive regex matching any of ``words`` as a whole word.
 
-    The reflective "aha" words tracked by QAE (arXiv 2509.22611). No letter, digit or underscore
-    may touch a match; a multi-word entry matches across any run of whitespace; longer entries
-    are tried first ("re-check" matches once). Entries are escaped: "a.b" matches only "a.b".
-
-    Args:
-        words: non-empty list or tuple of non-blank strings.
-
-    Returns:
-        the compiled pattern (flags ``re.IGNORECASE``).
-
-    Raises:
-        ValueError: naming ``words`` if empty, not a list/tuple, or with a non-string or blank entry.
+    No letter, digit or underscore may touch a match; a multi-word entry matches across any run of whitespace;
+    longer entries are tried first. Entries are escaped (model output is data, never a pattern).
 
     >>> [m.group() for m in reflection_pattern().finditer("Wait... LET  me re-check; checked.")]
     ['Wait', 'LET  me', 're-check']
@@ -105,17 +91,7 @@ def reflection_pattern(words=REFLECTION_WORDS) -> re.Pattern:
 
 
 def reflection_counts(texts, words=REFLECTION_WORDS) -> torch.Tensor:
-    r"""The number of reflective-word matches in each text (QAE, arXiv 2509.22611).
-
-    Args:
-        texts: list or tuple of N strings (the decoded completions).
-        words: as in :func:`reflection_pattern`.
-
-    Returns:
-        (N,) float64 tensor of counts (non-overlapping matches of :func:`reflection_pattern`).
-
-    Raises:
-        ValueError: naming ``texts`` if it is not a list/tuple of str; ``words`` as above.
+    r"""The number of reflective-word matches in each of N texts (QAE, arXiv 2509.22611): (N,) float64.
 
     >>> reflection_counts(["Wait, let me check.", "checked", "re-check", "LET   ME"])
     tensor([3., 0., 1., 1.], dtype=torch.float64)
@@ -128,17 +104,7 @@ def reflection_counts(texts, words=REFLECTION_WORDS) -> torch.Tensor:
 def length_stats(lengths, quantiles=(0.1, 0.5, 0.9)) -> dict[str, float]:
     r"""Mean and quantiles of the completion lengths (SA-AH-GRPO, arXiv 2606.05434: 243 -> 171 tokens).
 
-    Quantiles: ``torch.quantile``, linear interpolation at position q * (N - 1), in float64.
-
-    Args:
-        lengths: (N,) non-negative finite token counts, N >= 1.
-        quantiles: list or tuple (may be empty) of levels q in [0, 1], keys ``length_q{round(100 * q)}`` distinct.
-
-    Returns:
-        dict of Python floats: ``length_mean`` and one ``length_q..`` per level.
-
-    Raises:
-        ValueError: naming ``lengths`` (empty, not 1-D, negative, NaN/inf) or ``quantiles``.
+    Quantiles by ``torch.quantile`` (linear), keys ``length_q{round(100 * q)}``, which must be distinct.
 
     >>> length_stats([10, 20, 30, 40, 100])
     {'length_mean': 40.0, 'length_q10': 14.0, 'length_q50': 30.0, 'length_q90': 76.0}
@@ -164,18 +130,8 @@ def length_stats(lengths, quantiles=(0.1, 0.5, 0.9)) -> dict[str, float]:
 def pearson(x, y) -> float | None:
     r"""Pearson correlation r = sum dx dy / sqrt(sum dx^2 sum dy^2), d = deviation from the mean.
 
-    Correlates reflective words with success (QAE, arXiv 2509.22611; point-biserial for 0/1).
-    Computed in float64 on x / max|x| and y / max|y| (r is scale-free): no overflow or underflow.
-
-    Args:
-        x, y: (N,) finite real tensors or lists of the same shape.
-
-    Returns:
-        r in [-1, 1] as a Python float, or None when undefined, not logged: N < 2, or x or y
-        constant (zero variance).
-
-    Raises:
-        ValueError: naming ``x`` or ``y`` (not 1-D, non-finite), or both when shapes differ.
+    Correlates reflective words with success (QAE, arXiv 2509.22611). Computed on x / max|x| and y / max|y| (r is
+    scale-free): no overflow. None when undefined: N < 2, or x or y constant.
 
     >>> round(pearson([1, 2, 3], [1, 2, 4]), 4), pearson([1, 2, 3], [5, 5, 5]), pearson([1], [2])
     (0.982, None, None)
@@ -192,23 +148,10 @@ def pearson(x, y) -> float | None:
 
 
 def behaviour_stats(lengths, texts, success, words=REFLECTION_WORDS) -> dict[str, float]:
-    r"""The ``behaviour/*`` metrics of one step: length (SA-AH-GRPO, arXiv 2606.05434) and
-    reflective words (QAE, arXiv 2509.22611).
-
-    Args:
-        lengths: (N,) non-negative completion lengths in tokens.
-        texts: list or tuple of the N decoded completions.
-        success: (N,) bool or 0/1 tensor or list, 1 where the response is correct.
-        words: the reflective words, as in :func:`reflection_pattern`.
-
-    Returns:
-        dict of Python floats: those of :func:`length_stats` (default quantiles), ``reflect_per_response``
-        (mean count), ``reflect_frac`` (fraction of responses with a match), ``reflect_corr`` (:func:`pearson`
-        of counts and success; absent when undefined), ``reflect_rate_correct`` / ``reflect_rate_wrong``
-        (mean count over the successes / failures; each absent when there are none).
-
-    Raises:
-        ValueError: naming ``texts``, ``lengths``, ``success`` or ``words`` (also N != len(texts)).
+    r"""The ``behaviour/*`` metrics of one step: length (SA-AH-GRPO, arXiv 2606.05434) and reflective words (QAE,
+    arXiv 2509.22611): :func:`length_stats`, ``reflect_per_response``, ``reflect_frac`` (responses with a match),
+    ``reflect_corr`` (:func:`pearson` of counts and 0/1 ``success``) and ``reflect_rate_correct`` /
+    ``reflect_rate_wrong``; each of the last three absent when undefined.
 
     >>> s = behaviour_stats([12, 30, 8], ["Wait, check it.", "so 4", "hmm 5"], [1, 0, 0])
     >>> s["reflect_per_response"], s["reflect_frac"], s["reflect_rate_correct"], s["reflect_rate_wrong"]
@@ -236,18 +179,9 @@ def behaviour_stats(lengths, texts, success, words=REFLECTION_WORDS) -> dict[str
 
 
 def diversity_stats(texts, success, group_size: int) -> dict[str, float]:
-    r"""Diversity of each prompt's group of G completions, averaged over the B groups.
-
-    Args:
-        texts: list or tuple of the N = B*G decoded completions, each prompt's G contiguous.
-        success: (N,) bool or 0/1, 1 where the response is correct.
-        group_size: G >= 1, dividing N.
-
-    Returns:
-        dict of Python floats: ``distinct_correct`` (mean number of different correct texts per group; two
-        texts are the same when equal after stripping surrounding whitespace), ``distinct_frac`` (mean share
-        of different texts among the G) and ``top_share`` (mean share of the group taken by its most
-        frequent text: 1/G when all differ, 1 when all are the same).
+    r"""Diversity of each prompt's group of G contiguous completions, averaged over the groups: ``distinct_correct``
+    (different correct texts, equal after stripping whitespace), ``distinct_frac`` and ``top_share`` (the share of
+    the most frequent text: 1/G when all differ).
 
     >>> diversity_stats(["a", "a", "b", "c", "x", "x", "x", "x"], [1, 1, 1, 0, 0, 0, 0, 0], 4)
     {'distinct_correct': 1.0, 'distinct_frac': 0.5, 'top_share': 0.75}

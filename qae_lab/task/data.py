@@ -48,13 +48,8 @@ _ANNOTATION = re.compile(r"<<[^<>]*>>")
 def gsm8k_gold(answer: str) -> str:
     r"""The final answer of a GSM8K solution, after ``####``, as a canonical integer string.
 
-    The text after the first ``####``, stripped of whitespace, is read by the very reader the
-    rewards use on a gold (:func:`qae_lab.task.answers.parse_number`), so what loads here never fails
-    inside a reward: at most ``MAX_DIGITS`` (30) digits, thousands commas only when well-formed
-    ("1,000"; not "1,2,3" or "1,,000"), digits 0-9 only. It must be an integer: every GSM8K gold
-    is one, and the records promise an integer string. The result is the reader's canonical form
-    (:func:`qae_lab.task.answers.canonical`): "1,000" -> "1000", "+3" -> "3". Linear time in
-    ``len(answer)`` (string methods and a possessive regex, no backtracking).
+    The text after the first ``####`` is read by the rewards' own reader (:func:`qae_lab.task.answers.parse_number`),
+    so what loads here never fails inside a reward; it must be an integer (every GSM8K gold is one). Linear time.
 
     >>> gsm8k_gold("She pays 2 * 500 = <<2*500=1000>>1000.\n#### 1,000"), gsm8k_gold("#### -3")
     ('1000', '-3')
@@ -130,9 +125,8 @@ def _read_jsonl(file: Path) -> list[tuple[str, Any]]:
 def seeded_subset(
     records: list[dict], n: int | None, seed: int = 0, *, name: str = "n", source: str = "records"
 ) -> list[dict]:
-    r"""``n`` records drawn without replacement by ``seed`` (all, in order, when n is None).
-
-    ``name`` and ``source`` only word the error when ``n`` is more than there are records.
+    r"""``n`` records drawn without replacement by ``seed`` (all, in order, when n is None); ``name`` and
+    ``source`` word the errors.
 
     >>> [r["id"] for r in seeded_subset([{"id": i} for i in range(5)], 3, seed=1)]
     [1, 0, 4]
@@ -173,25 +167,11 @@ def _load_gsm8k(split: str, path, n: int | None, seed: int, name: str) -> list[d
 def load_gsm8k(
     split: str = "train", *, path: str | os.PathLike | None = None, n: int | None = None, seed: int = 0
 ) -> list[dict[str, Any]]:
-    r"""GSM8K records of one split: from a local folder if given, else from the Hub.
+    r"""GSM8K records of one split from the folder ``path`` (``train.jsonl`` / ``test.jsonl``; default
+    ``QAE_LAB_GSM8K_DIR``), else from the Hub; ``n``: a seeded subset (None: the whole split, in file order).
 
-    Args:
-        split: ``"train"`` or ``"test"``.
-        path: folder holding ``train.jsonl`` / ``test.jsonl``; defaults to the environment
-            variable ``QAE_LAB_GSM8K_DIR``; when neither is set, ``datasets.load_dataset
-            ("openai/gsm8k", "main")`` downloads it.
-        n: a seeded random subset of this size (None: the whole split, in file order).
-        seed: the subset's seed.
-
-    Returns:
-        list of records (see the module docstring).
-
-    Raises:
-        ValueError: naming the file and line (or Hub row) and the field, for a line that is
-            not JSON, a row without ``question`` / ``answer`` or with one that is not a str,
-            an answer not ending in ``#### <integer>`` that the rewards read (:func:`gsm8k_gold`:
-            at most 30 digits, well-formed thousands commas); naming the file for an empty split
-            or an ``n`` larger than the split.
+    A bad row (not JSON, a field missing or not a str, an answer :func:`gsm8k_gold` refuses) raises ValueError
+    naming the file and line (or Hub row) and the field.
 
     >>> import tempfile
     >>> row = {"question": "Ann has 2 pens and buys 3. How many?", "answer": "2 + 3 = <<2+3=5>>5\n#### 5"}
@@ -226,33 +206,27 @@ _NAMES = ("Ava", "Ben", "Cleo", "Dev", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jade
 _ITEMS = ("apples", "pens", "cards", "stamps", "books", "shells", "coins", "marbles", "stickers", "cookies")
 
 
+_ONE_STEP = {  # level: the ranges of a and b, the operator, the question
+    1: ((0, 9), (0, 9), "+", "{name} has {a} {item} and gets {b} more. How many {item} does {name} have now?"),
+    2: (
+        (10, 49),
+        (1, 9),
+        "+",
+        "{name} has {a} {item}. A friend gives {name} {b} more. How many {item} does {name} have?",
+    ),
+    3: ((10, 49), (1, 9), "-", "{name} has {a} {item} and gives away {b}. How many {item} are left?"),
+    4: ((2, 9), (2, 9), "*", "There are {a} boxes with {b} {item} in each box. How many {item} are there?"),
+}
+
+
 def _problem(level: int, rng: random.Random) -> tuple[str, list[str], int]:
     """One word problem of a level: (question, solution steps, answer)."""
     name, item = rng.choice(_NAMES), rng.choice(_ITEMS)
-    if level == 1:  # one-digit addition
-        a, b = rng.randint(0, 9), rng.randint(0, 9)
-        return (
-            f"{name} has {a} {item} and gets {b} more. How many {item} does {name} have now?",
-            [f"{a} + {b} = {a + b}"],
-            a + b,
-        )
-    if level == 2:  # two-digit plus one-digit
-        a, b = rng.randint(10, 49), rng.randint(1, 9)
-        return (
-            f"{name} has {a} {item}. A friend gives {name} {b} more. How many {item} does {name} have?",
-            [f"{a} + {b} = {a + b}"],
-            a + b,
-        )
-    if level == 3:  # two-digit minus one-digit
-        a, b = rng.randint(10, 49), rng.randint(1, 9)
-        return f"{name} has {a} {item} and gives away {b}. How many {item} are left?", [f"{a} - {b} = {a - b}"], a - b
-    if level == 4:  # one-digit multiplication
-        a, b = rng.randint(2, 9), rng.randint(2, 9)
-        return (
-            f"There are {a} boxes with {b} {item} in each box. How many {item} are there?",
-            [f"{a} * {b} = {a * b}"],
-            a * b,
-        )
+    if level in _ONE_STEP:
+        (a_lo, a_hi), (b_lo, b_hi), op, question = _ONE_STEP[level]
+        a, b = rng.randint(a_lo, a_hi), rng.randint(b_lo, b_hi)
+        value = {"+": a + b, "-": a - b, "*": a * b}[op]
+        return question.format(name=name, item=item, a=a, b=b), [f"{a} {op} {b} = {value}"], value
     if level == 5:  # two steps: multiply, then add
         a, b, c = rng.randint(1, 20), rng.randint(2, 5), rng.randint(2, 5)
         return (
@@ -269,9 +243,8 @@ def _problem(level: int, rng: random.Random) -> tuple[str, list[str], int]:
 def synthetic_task(n: int, *, levels=LEVELS, seed: int = 0) -> list[dict[str, Any]]:
     r"""``n`` synthetic arithmetic word problems in GSM8K's record shape, deterministic by ``seed``.
 
-    Levels (difficulty for a small model): 1 one-digit addition, 2 two-digit plus one-digit,
-    3 two-digit minus one-digit, 4 one-digit multiplication, 5 multiply then add. Levels
-    are cycled so every level gets n / len(levels) problems.
+    Levels: 1 one-digit addition, 2 two-digit plus one-digit, 3 two-digit minus one-digit, 4 one-digit
+    multiplication, 5 multiply then add; cycled.
 
     >>> r = synthetic_task(2, levels=(1, 4), seed=3)
     >>> [x["level"] for x in r], r[0]["answer"].splitlines()[-1] == "#### " + r[0]["gold"]
@@ -283,10 +256,7 @@ def synthetic_task(n: int, *, levels=LEVELS, seed: int = 0) -> list[dict[str, An
 def cycled_records(n: int, levels, allowed, seed: int, source: str, problem) -> list[dict[str, Any]]:
     r"""``n`` records of a synthetic task in GSM8K's record shape, levels cycled, deterministic by ``seed``.
 
-    Args:
-        n: >= 1. levels: a non-empty subset of ``allowed``. seed: the one random stream's seed.
-        source: the records' ``source`` and id prefix.
-        problem: ``problem(level, rng) -> (question, steps, answer value, extra fields)``.
+    ``problem(level, rng) -> (question, steps, answer value, extra fields)``; ``source``: also the id prefix.
 
     >>> one = lambda level, rng: (f"{level} + 1?", [f"{level} + 1 = {level + 1}"], level + 1, {"terms": [level, 1]})
     >>> [(r["id"], r["gold"], r["terms"]) for r in cycled_records(3, (1, 2), (1, 2), 0, "toy", one)]
@@ -356,9 +326,8 @@ def xml_completion(record: dict, answer: str | None = None) -> str:
 
 
 def to_grpo_dataset(records: list[dict]):
-    r"""A ``datasets.Dataset`` for TRL's GRPOTrainer: conversational ``prompt``, ``gold``,
-    ``level`` (0 for GSM8K) and ``id``. TRL applies the chat template itself and passes
-    ``gold`` and ``level`` to the reward functions as keyword lists.
+    r"""A ``datasets.Dataset`` for TRL's GRPOTrainer: conversational ``prompt``, ``gold``, ``level`` (0 for GSM8K),
+    ``id``; TRL passes ``gold`` and ``level`` to the reward functions as keyword lists.
 
     >>> ds = to_grpo_dataset(synthetic_task(2, levels=(1, 4)) + [{"id": "gsm8k-test-0", "question": "1 + 1?",
     ...                                                          "gold": "2", "level": None}])

@@ -2,18 +2,11 @@ r"""Evaluation of a policy on verifiable problems: greedy pass@1, sampled pass@1
 
 Two ways to score a model on a set of problems, both reported by :func:`evaluate`:
 
-* **Greedy pass@1**: one completion per problem by greedy decoding (argmax at every
-  token); the fraction of problems it gets right. Deterministic, cheap, and what most
-  papers' "accuracy" means.
-* **Sampled pass@1 and pass@k**: n completions per problem sampled at temperature T
-  (and nucleus top_p), c of them correct. Sampled pass@1 is the mean of c/n over
-  problems, the policy's expected success rate, which RL with verifiable rewards
-  optimises. pass@k is the probability that at least one of k samples is right,
-  estimated without bias from the n >= k samples by Chen et al. 2021 ("Evaluating Large
-  Language Models Trained on Code", the Codex paper, eq. 1):
-  pass@k = E_problems[ 1 - C(n-c, k) / C(n, k) ].
-  RLVR tends to raise pass@1 more than pass@k (it sharpens what the model can already
-  sample); an entropy collapse shows as pass@k falling towards pass@1.
+* **Greedy pass@1**: the fraction of problems one greedy completion gets right (most papers' "accuracy").
+* **Sampled pass@1 and pass@k**: n completions per problem sampled at temperature T, c of them correct. Sampled
+  pass@1 is the mean of c/n, the expected success rate RL with verifiable rewards optimises; pass@k, that one of k
+  samples is right, is estimated without bias by Chen et al. 2021 (arXiv 2107.03374, eq. 1):
+  pass@k = E_problems[ 1 - C(n-c, k) / C(n, k) ]. An entropy collapse shows as pass@k falling towards pass@1.
 * **Diversity** of the n samples of a problem (:func:`qae_lab.task.behaviour.diversity_stats`): the mean number
   of different correct texts (``distinct_correct``) and the share of the most frequent text (``top_share``).
 
@@ -23,6 +16,7 @@ Implementer's notes: docs/implementation.md, section ``qae_lab.task.evaluate``.
 from __future__ import annotations
 
 import json
+import math
 import numbers
 import os
 from collections.abc import Callable
@@ -46,20 +40,9 @@ __all__ = ["pass_at_k", "evaluate", "EvalResult", "validate_records"]
 def pass_at_k(n: int, c: int, k: int) -> float:
     r"""The unbiased pass@k estimate from n samples of which c are correct (Chen et al. 2021).
 
-    pass@k = 1 - C(n-c, k) / C(n, k): one minus the probability that k samples drawn
-    without replacement from the n are all wrong. The ratio of binomials is computed as
-    a product of at most min(k, c) factors, never as huge integers:
-
-    C(n-c, k) / C(n, k) = prod_{i=0}^{k-1} (n-c-i) / (n-i) = prod_{j=n-c+1}^{n} (j-k) / j.
-
-    Args:
-        n: samples drawn for the problem, n >= 1.
-        c: how many of them are correct, 0 <= c <= n.
-        k: the k of pass@k, 1 <= k <= n.
-
-    Returns:
-        float in [0, 1]; exactly 1.0 when n - c < k (every k-subset holds a correct
-        sample) and exactly 0.0 when c = 0.
+    pass@k = 1 - C(n-c, k) / C(n, k): one minus the probability that k of the n samples, drawn without
+    replacement, are all wrong. The ratio of exact integers is rounded once; exactly 1.0 when n - c < k, 0.0 when
+    c = 0.
 
     >>> pass_at_k(8, 0, 4), pass_at_k(8, 2, 1), pass_at_k(8, 5, 4)
     (0.0, 0.25, 1.0)
@@ -69,21 +52,8 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     n = check_int(n, "n", 1)
     c = check_int(c, "c", 0, n)
     k = check_int(k, "k", 1, n)
-    if n - c < k:  # fewer wrong samples than k: every k-subset contains a correct one
-        return 1.0
-    if c == 0:
-        return 0.0
-    if k <= c:
-        # C(n-c, k) / C(n, k) = prod_{i=0}^{k-1} (n-c-i) / (n-i)
-        all_wrong = 1.0
-        for i in range(k):
-            all_wrong *= (n - c - i) / (n - i)
-    else:
-        # the same ratio with c factors: prod_{j=n-c+1}^{n} (1 - k/j)  (the Codex paper's form)
-        all_wrong = 1.0
-        for j in range(n - c + 1, n + 1):
-            all_wrong *= (j - k) / j
-    return 1.0 - all_wrong
+    # pass@k = 1 - C(n-c, k) / C(n, k); C(n-c, k) = 0 when n - c < k
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
 # ---------------------------------------------------------------- evaluation
@@ -91,17 +61,8 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 @dataclass
 class EvalResult:
-    r"""What :func:`evaluate` measured.
-
-    Attributes:
-        summary: metrics over all problems: ``n_problems``, ``n_samples`` (n per problem),
-            ``greedy_pass@1`` (when greedy decoding ran), ``pass@1`` (mean c/n),
-            ``pass@k`` for each k asked for, ``extracted_frac`` (the fraction of sampled
-            completions with an extractable answer: a format check).
-        by_level: the same metrics per difficulty level (GSM8K, level None: level 0).
-        problems: one dict per problem: ``id``, ``level``, ``question``, ``gold``,
-            ``greedy`` (``{"completion", "extracted", "correct"}``, or None),
-            ``samples`` (a list of such dicts), ``n_correct`` (c), ``success_rate`` (c/n).
+    r"""What :func:`evaluate` measured: the ``summary`` metrics, the same ``by_level`` (GSM8K's None: level 0),
+    and one dict per problem (``greedy`` and each of ``samples`` a ``{"completion", "extracted", "correct"}``).
 
     >>> r = EvalResult({"pass@1": 0.5}, {0: {"pass@1": 0.5}},
     ...                [{"id": "a", "success_rate": 0.25}, {"id": "b", "success_rate": 0.75}])
@@ -233,29 +194,10 @@ def evaluate(
 ) -> EvalResult:
     r"""Greedy pass@1, sampled pass@1 and pass@k of ``model`` on ``records``.
 
-    Each record's prompt is :func:`qae_lab.task.data.prompt_text` (the format system prompt and
-    the question through the tokenizer's chat template). Completions are judged by
-    ``verdict`` against the record's ``gold``.
-
-    Args:
-        model, tokenizer: a causal LM and its tokenizer (with a chat template and a pad token).
-        records: non-empty list of records (dicts with ``question`` and ``gold``, see
-            :mod:`qae_lab.task.data`).
-        num_samples: n, sampled completions per problem, >= 1.
-        ks: the k of each pass@k to report, ints in [1, num_samples] (a bare int means (k,)).
-        greedy: also decode one greedy completion per problem (``greedy_pass@1``).
-        temperature: sampling temperature T > 0.
-        top_p: nucleus mass in (0, 1].
-        max_new_tokens, batch_size, seed, progress, pace: as in :func:`qae_lab.task.sampling.generate` (batch_size
-            counts prompts; the sampled pass runs batch_size * num_samples sequences at once; one ``pace`` times the
-            greedy batches, then the sampled ones).
-        verdict: ``verdict(completion, gold) -> bool``, what ``correct`` and every pass@ count:
-            :func:`qae_lab.task.answers.strict_is_correct` (default), or e.g. :func:`qae_lab.task.answers.is_correct`.
-        lenient: None, or a second verdict recorded per completion as ``correct_lenient`` and
-            summarised as ``lenient_pass@1`` (and ``lenient_greedy_pass@1``); not per level.
-
-    Returns:
-        :class:`EvalResult` with ``summary``, ``by_level`` and per-problem ``problems``.
+    Prompts by :func:`qae_lab.task.data.prompt_text`; ``num_samples`` n per problem; ``ks`` in [1, n] (a bare int
+    means (k,)); generation options as :func:`qae_lab.task.sampling.generate` (``batch_size`` counts prompts; one
+    ``pace`` times the greedy batches, then the sampled). ``verdict(completion, gold) -> bool`` decides ``correct``
+    and every pass@; ``lenient``: a second verdict, summarised as ``lenient_pass@1`` (not per level).
 
     >>> from qae_lab.task.models import load_policy; from qae_lab.task.data import synthetic_task
     >>> model, tok = load_policy("embedded", device="cpu")

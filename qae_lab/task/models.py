@@ -3,18 +3,13 @@ r"""Policies to train: Qwen2.5-Instruct from the Hub, or the project's embedded 
 ``load_policy(name_or_path)`` returns ``(model, tokenizer)``:
 
 * ``"embedded"``: the tiny Qwen2 trained by ``python -m tools.embedded_models`` and committed in
-  ``data/embedded/`` (installed as ``qae_lab/embedded_model/``); loads offline, runs on a CPU.
-* ``"embedded-sums"``: its sibling for the sums task (:mod:`qae_lab.task.sums`), built by
-  ``python -m tools.embedded_models --task sums`` into ``data/embedded_sums/`` (installed as
-  ``qae_lab/embedded_sums_model/``).
-* ``"qwen2.5-0.5b"``, ``"qwen2.5-1.5b"``, ``"qwen2.5-3b"``: the Instruct models of the SA-AH
-  paper's set-up (Qwen/Qwen2.5-*-Instruct), from the Hub or its local cache.
+  ``data/embedded/``; loads offline, runs on a CPU. ``"embedded-sums"``: its sibling for :mod:`qae_lab.task.sums`
+  (``--task sums``, ``data/embedded_sums/``).
+* ``"qwen2.5-0.5b"``, ``"qwen2.5-1.5b"``, ``"qwen2.5-3b"``: the SA-AH set-up's Qwen/Qwen2.5-*-Instruct.
 * any other Hub id or local folder of a causal LM with a chat template.
 
-Weights load as safetensors only and never with ``trust_remote_code``: a model repository
-cannot run code here. LoRA (SA-AH's set-up: r = 16 on the attention and MLP projections)
-comes from :func:`lora_config`, either applied here (``lora=True``) or handed to TRL's
-``GRPOTrainer(peft_config=...)``.
+Weights load as safetensors only and never with ``trust_remote_code``: a model repository cannot run code here.
+LoRA (SA-AH: r = 16 on the attention and MLP projections) comes from :func:`lora_config`.
 """
 
 from __future__ import annotations
@@ -164,9 +159,8 @@ EXPERTS_IMPLEMENTATIONS = ("eager", "batched_mm", "grouped_mm")
 
 def check_model_files(source: str) -> None:
     r"""Refuse a model whose ``config.json`` names an attention implementation :func:`check_attention` refuses, or
-    an experts implementation outside :data:`EXPERTS_IMPLEMENTATIONS` (transformers would follow either when
-    loading, fetching a kernel from the Hub); a local folder or an embedded model is read here, a Hub id's file as
-    transformers reads it (from the local cache, else the Hub). For a policy, a reference model or a reward model.
+    an experts implementation outside :data:`EXPERTS_IMPLEMENTATIONS` (transformers would fetch a kernel from the
+    Hub for either). A Hub id's file is read as transformers reads it (the local cache, else the Hub).
 
     >>> check_model_files(resolve_name("embedded")) is None
     True
@@ -204,17 +198,8 @@ def load_policy(
 ):
     r"""Load a causal LM and its tokenizer, optionally wrapped with LoRA.
 
-    Args:
-        name_or_path: ``"embedded"``, ``"embedded-sums"``, ``"qwen2.5-0.5b" | "qwen2.5-1.5b" | "qwen2.5-3b"``, a Hub
-            id or a local folder.
-        lora: None/False (full model), True (:func:`lora_config` defaults, r = 16) or a
-            ``peft.LoraConfig``.
-        dtype: ``"auto"`` (bf16 on a bf16-capable GPU, else float32), a name or a torch.dtype.
-        device: ``"cuda"``, ``"cpu"``, ...; default cuda when available.
-        gradient_checkpointing: trade compute for memory (16 GB cards).
-
-    Returns:
-        (model, tokenizer); the tokenizer pads on the left (for generation) and has a pad token.
+    ``lora``: None/False, True (:func:`lora_config`) or a ``peft.LoraConfig``; ``dtype`` ``"auto"``: bf16 on a
+    bf16-capable GPU, else float32. The tokenizer pads on the left and has a pad token.
 
     >>> model, tokenizer = load_policy("embedded", device="cpu")
     >>> type(model).__name__, model.dtype, tokenizer.padding_side, tokenizer.pad_token

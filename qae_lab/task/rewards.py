@@ -1,17 +1,11 @@
 r"""Verifiable rewards for GSM8K-style tasks, with TRL's signature: correctness, format and composite.
 
-Completions are asked for in the format ``<reasoning>\n...\n</reasoning>\n<answer>\n...\n</answer>``;
-how their final answer is read and judged is :mod:`qae_lab.task.answers`. QAE (arXiv 2509.22611)
-assumes a binary verifier R_i in {0, 1}: :func:`strict_correctness_reward`. SA-AH-GRPO (arXiv
-2606.05434, sec. on the setup) trains with a composite reward built from correctness, XML format
-compliance, solution-tag presence and reasoning-step density, with r_max = 7.5:
-:func:`strict_composite_reward`. Every reward function has TRL's signature
-``fn(completions, **kwargs) -> list[float]``; ``GRPOTrainer`` passes each dataset column as a
-keyword list (``gold=[...]``) plus ``prompts``, ``completion_ids``, ``trainer_state``, ... which
-are accepted and ignored. A completion is a string or, for conversational datasets, a list of
-message dicts (the last assistant message's ``content`` is read).
-
-A run names its training reward (``RunArgs.reward``, ``--set reward=...``) in :data:`REWARDS`:
+How a completion's answer is read and judged is :mod:`qae_lab.task.answers`. QAE (arXiv 2509.22611) assumes a
+binary verifier R_i in {0, 1}: :func:`strict_correctness_reward`. SA-AH-GRPO (arXiv 2606.05434, sec. on the setup)
+trains with a composite of correctness, XML format, solution tags and reasoning-step density, r_max = 7.5:
+:func:`strict_composite_reward`. Every reward has TRL's signature ``fn(completions, **kwargs) -> list[float]``:
+``GRPOTrainer`` passes each dataset column as a keyword list (``gold=[...]``) and more, which is ignored. A run
+names its training reward (``RunArgs.reward``) in :data:`REWARDS`.
 
 Implementer's notes: docs/implementation.md, section ``qae_lab.task.rewards``.
 """
@@ -54,8 +48,7 @@ _SOFT_JOIN = re.compile(r"</reasoning>\s*+<answer>")
 def count_reasoning_steps(text: str) -> int:
     r"""Number of calculation lines in the first ``<reasoning>...</reasoning>`` block.
 
-    A line counts when it holds a digit and one of ``= + - * / × ÷ −``. No closed
-    reasoning block: 0.
+    A line counts when it holds a digit and one of ``= + - * / × ÷ −``. No closed block: 0.
 
     >>> count_reasoning_steps("<reasoning>\n48/2 = 24\nSo May is 24.\n48+24 = 72\n</reasoning>")
     2
@@ -95,6 +88,11 @@ def _texts(completions) -> list[str]:
     return [completion_text(c) for c in completions]
 
 
+def _binary(completions, gold, judge: Callable) -> list[float]:
+    texts = _texts(completions)
+    return [1.0 if judge(t, g) else 0.0 for t, g in zip(texts, _golds(gold, len(texts)))]
+
+
 def _golds(gold, n: int) -> list[Fraction]:
     if isinstance(gold, (str, bytes)) or not isinstance(gold, Sequence):
         raise ValueError(f"gold must be a list with one answer per completion, got {type(gold).__name__}")
@@ -106,23 +104,13 @@ def _golds(gold, n: int) -> list[Fraction]:
 def strict_correctness_reward(completions, gold, **kwargs) -> list[float]:
     r"""Binary verifier reward, 1.0 iff :func:`qae_lab.task.answers.strict_is_correct` (QAE's R_i in {0, 1}).
 
-    The training reward ``"strict"`` (:data:`REWARDS`): correct AND stopped right after ``</answer>``.
-
-    Args:
-        completions: list of str, or of message lists (TRL conversational format).
-        gold: list of reference answers, one per completion (the dataset's ``gold`` column).
-        **kwargs: whatever else TRL passes (``prompts``, ``completion_ids``, ...); ignored.
-
-    Returns:
-        list of floats, one per completion.
+    The training reward ``"strict"``: correct AND stopped right after ``</answer>``. ``gold``: one per completion.
 
     >>> strict_correctness_reward(["<answer>5</answer>", "<answer>5</answer> and more", "<answer>6</answer>"],
     ...                           gold=["5", "5", "5"])
     [1.0, 0.0, 0.0]
     """
-    texts = _texts(completions)
-    targets = _golds(gold, len(texts))
-    return [1.0 if strict_is_correct(t, g) else 0.0 for t, g in zip(texts, targets)]
+    return _binary(completions, gold, strict_is_correct)
 
 
 def correctness_reward(completions, gold, **kwargs) -> list[float]:
@@ -132,15 +120,12 @@ def correctness_reward(completions, gold, **kwargs) -> list[float]:
     >>> correctness_reward(["#### 72", "<answer>71</answer>", "no idea"], gold=["72", "72", "72"])
     [1.0, 0.0, 0.0]
     """
-    texts = _texts(completions)
-    targets = _golds(gold, len(texts))
-    return [1.0 if is_correct(t, g) else 0.0 for t, g in zip(texts, targets)]
+    return _binary(completions, gold, is_correct)
 
 
 def strict_format_reward(completions, **kwargs) -> list[float]:
-    r"""1.0 iff the stripped completion is exactly
-    ``<reasoning>\nR\n</reasoning>\n<answer>\nA\n</answer>`` with R, A non-blank (multi-line
-    allowed, each tag once), else 0.0.
+    r"""1.0 iff the stripped completion is exactly ``<reasoning>\nR\n</reasoning>\n<answer>\nA\n</answer>``,
+    R and A non-blank (multi-line allowed, each tag once), else 0.0.
 
     >>> strict_format_reward(["<reasoning>\nstep 1\nstep 2\n</reasoning>\n<answer>\n7\nboxes\n</answer>",
     ...                       "<reasoning>x</reasoning><answer>7</answer>"])
@@ -150,9 +135,8 @@ def strict_format_reward(completions, **kwargs) -> list[float]:
 
 
 def soft_format_reward(completions, **kwargs) -> list[float]:
-    r"""1.0 iff a ``<reasoning>...</reasoning>`` block is followed, after nothing but
-    whitespace, by an ``<answer>...</answer>`` block, anywhere in the completion (multi-line
-    content allowed), else 0.0.
+    r"""1.0 iff a ``<reasoning>...</reasoning>`` block is followed, after nothing but whitespace, by an
+    ``<answer>...</answer>`` block, anywhere in the completion, else 0.0.
 
     >>> soft_format_reward(["Sure! <reasoning>a\nb</reasoning>\n\n<answer> 7 </answer> bye",
     ...                     "<answer>7</answer><reasoning>a</reasoning>"])
@@ -208,16 +192,8 @@ def composite_breakdown(
 ) -> dict[str, float]:
     r"""The composite reward of one completion and its four scores, each in [0, 1].
 
-    Args:
-        completion, gold: as in :func:`qae_lab.task.answers.is_correct`.
-        weights: the :class:`CompositeWeights` (None: the defaults, r_max = 7.5).
-        verdict: ``verdict(completion, gold) -> bool``, the ``correct`` score:
-            :func:`qae_lab.task.answers.is_correct` (lenient, the default) or
-            :func:`qae_lab.task.answers.strict_is_correct` (a run's, :func:`strict_composite_reward`).
-
-    Returns:
-        dict with ``correct``, ``format``, ``tags``, ``steps`` (the scores) and ``total`` =
-        sum of weight * score.
+    ``verdict(completion, gold) -> bool`` gives the ``correct`` score: :func:`qae_lab.task.answers.is_correct`
+    (lenient, the default) or ``strict_is_correct`` (a run's). ``total`` = sum of weight * score.
 
     >>> c = "<reasoning>\n9 * 2 = 18\n</reasoning>\n<answer>\n18\n</answer>"
     >>> composite_breakdown(c, "18")
@@ -239,10 +215,8 @@ def composite_breakdown(
 
 
 def make_composite_reward(weights: CompositeWeights | dict | None = None, *, verdict: Callable = is_correct):
-    r"""A TRL reward function ``fn(completions, gold, **kwargs) -> list[float]`` for the
-    composite reward with these weights (a :class:`CompositeWeights` or a dict of its fields)
-    and this correctness ``verdict`` (see :func:`composite_breakdown`).
-    Its ``__name__`` is ``"composite_reward"``, the name TRL logs it under.
+    r"""A TRL reward function for the composite with these weights (a :class:`CompositeWeights` or a dict of its
+    fields) and ``verdict`` (:func:`composite_breakdown`), named ``"composite_reward"`` as TRL logs it.
 
     >>> fn = make_composite_reward(CompositeWeights(correct=1.0, format=0.0, tags=0.0, steps=0.0))
     >>> fn(["#### 5", "#### 6"], gold=["5", "5"]), fn.__name__
@@ -276,9 +250,7 @@ _STRICT_COMPOSITE = make_composite_reward(CompositeWeights(), verdict=strict_is_
 
 
 def composite_reward(completions, gold, **kwargs) -> list[float]:
-    r"""SA-AH-GRPO's composite reward with the default :class:`CompositeWeights` (r_max = 7.5):
-    5 * correct + 1 * format + 0.5 * tags + 1 * steps, each score in [0, 1]
-    (see :func:`composite_breakdown`). Other weights: :func:`make_composite_reward`.
+    r"""SA-AH-GRPO's composite reward, 5 * correct + 1 * format + 0.5 * tags + 1 * steps (r_max = 7.5).
 
     >>> perfect = "<reasoning>\n1+1=2\n2+2=4\n4+4=8\n8+8=16\n</reasoning>\n<answer>\n16\n</answer>"
     >>> composite_reward([perfect, "16", "blah"], gold=["16", "16", "16"])
@@ -288,9 +260,8 @@ def composite_reward(completions, gold, **kwargs) -> list[float]:
 
 
 def strict_composite_reward(completions, gold, **kwargs) -> list[float]:
-    r"""The training reward ``"composite"`` (:data:`REWARDS`): :func:`composite_reward` with its
-    correctness term by :func:`qae_lab.task.answers.strict_is_correct`, so a correct answer earns its 5
-    only when the completion stops right after ``</answer>`` (module docstring). r_max = 7.5.
+    r"""The training reward ``"composite"``: :func:`composite_reward` with correctness by
+    :func:`qae_lab.task.answers.strict_is_correct` (the 5 only when the completion stops after ``</answer>``).
 
     >>> good = "<reasoning>\n9 * 2 = 18\n</reasoning>\n<answer>\n18\n</answer>"
     >>> strict_composite_reward([good, good + " and on"], gold=["18", "18"])

@@ -1,16 +1,10 @@
 r"""Rollouts of a real policy for the notebooks: sampled groups, their rewards, their token entropies.
 
-What SA-AH-GRPO ("Selective-Advantage Entropy-Adaptive Horizon GRPO", arXiv 2606.05434)
-needs from a policy, on data it actually sampled:
-
-* a group of G completions per prompt, sampled at temperature T, with their token ids and
-  a completion mask, and the binary reward R_i of each (:func:`sample_groups`);
-* the normalised entropy H~_t = H(pi(. | x, y_<t)) / log V of the distribution each
-  completion token was drawn from (:func:`completion_entropies`), exact or the paper's
-  top-k estimate, from ONE no-grad forward pass of prompt + completion per row;
-* how far the top-k estimate is from the exact entropy (:func:`top_k_errors`);
-* the log-probabilities log pi_theta(y_t | x, y_<t) of the sampled tokens, differentiable, what
-  GRPO's loss is built from (:func:`completion_logps`, for :func:`qae_lab.loss.grpo_loss`).
+What SA-AH-GRPO (arXiv 2606.05434) needs from a policy, on data it sampled: G completions per prompt with ids,
+mask and binary rewards (:func:`sample_groups`); the normalised entropy H~_t = H(pi(. | x, y_<t)) / log V of each
+completion token's distribution, exact or the paper's top-k estimate, from one no-grad forward of prompt +
+completion (:func:`completion_entropies`, :func:`top_k_errors`); the differentiable log pi_theta(y_t | x, y_<t)
+that GRPO's loss is built from (:func:`completion_logps`).
 
 Implementer's notes: docs/implementation.md, section ``qae_lab.task.rollouts``.
 """
@@ -43,17 +37,9 @@ __all__ = [
 
 @dataclass
 class Rollouts:
-    r"""G sampled completions for each of B prompts, with ids, mask and rewards.
-
-    Attributes:
-        records: the B records sampled from (:mod:`qae_lab.task.data`'s shape).
-        prompts: the B prompt strings (:func:`qae_lab.task.data.prompt_text`).
-        group_size: G.
-        completions: N = B*G decoded completions (special tokens skipped), prompt i's at
-            rows i*G .. i*G + G - 1.
-        completion_ids: (N, T) long token ids, the pad id after each completion's end.
-        mask: (N, T) float 0/1, 1 on the completion's tokens (EOS included).
-        rewards: (N,) float 0/1, :func:`qae_lab.task.answers.strict_is_correct`.
+    r"""G sampled completions for each of B prompts: N = B*G decoded ``completions`` (prompt i's at rows
+    i*G .. i*G + G - 1), (N, T) ``completion_ids`` padded after each end, (N, T) 0/1 ``mask`` (EOS included) and
+    (N,) 0/1 ``rewards`` (:func:`qae_lab.task.answers.strict_is_correct`).
 
     >>> recs = [{"question": "1 + 1?", "gold": "2"}, {"question": "2 + 2?", "gold": "4"}]
     >>> ids = torch.tensor([[5, 2, 0], [5, 6, 2], [7, 2, 0], [2, 0, 0]])  # (N, T), N = B*G = 2*2, pad 0, EOS 2
@@ -103,18 +89,8 @@ def sample_groups(
 ) -> Rollouts:
     r"""Sample G completions per record and judge them: the rollouts of one GRPO step.
 
-    Args:
-        model: a causal LM with ``.generate`` (e.g. from :func:`qae_lab.task.models.load_policy`).
-        tokenizer: its tokenizer, with a chat template and a pad token.
-        records: non-empty list of B dicts with ``question`` and ``gold``.
-        group_size: G >= 2 completions per prompt.
-        temperature: sampling temperature T > 0; top_p: nucleus mass in (0, 1] (1: off).
-        max_new_tokens: >= 1; batch_size: prompts per ``generate`` call, >= 1.
-        seed: int >= 0; batch i is sampled after ``torch.manual_seed(seed + i)`` inside
-            ``torch.random.fork_rng`` (the caller's random state is left alone).
-
-    Returns:
-        :class:`Rollouts` with N = B*G rows; the same seed and batch_size give the same rollouts.
+    Batch i is sampled after ``torch.manual_seed(seed + i)`` inside ``torch.random.fork_rng``: the same seed and
+    batch_size give the same rollouts, and the caller's random state is left alone.
 
     >>> from qae_lab.task.models import load_policy; from qae_lab.task.data import synthetic_task
     >>> model, tok = load_policy("embedded", device="cpu")
@@ -151,28 +127,16 @@ def sample_groups(
 
 def _check_completions(completion_ids, mask) -> tuple[torch.Tensor, torch.Tensor]:
     """Validate (N, T) ids and a right-padded 0/1 mask of the same shape."""
-    if (
-        not isinstance(completion_ids, torch.Tensor)
-        or completion_ids.dim() != 2
-        or completion_ids.is_floating_point()
-        or completion_ids.dtype == torch.bool
-    ):
-        raise ValueError(
-            "completion_ids must be an integer tensor of shape (N, T), got "
-            + (
-                f"dtype {completion_ids.dtype}, shape {tuple(completion_ids.shape)}"
-                if isinstance(completion_ids, torch.Tensor)
-                else type(completion_ids).__name__
-            )
-        )
-    if completion_ids.shape[0] < 1 or completion_ids.shape[1] < 1:
-        raise ValueError(
-            f"completion_ids must hold at least one token of one row, got shape {tuple(completion_ids.shape)}"
-        )
-    m = check_mask(mask, completion_ids.shape)  # (N, T)
+    ids = completion_ids
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.is_floating_point() or ids.dtype == torch.bool:
+        got = f"dtype {ids.dtype}, shape {tuple(ids.shape)}" if isinstance(ids, torch.Tensor) else type(ids).__name__
+        raise ValueError(f"completion_ids must be an integer tensor of shape (N, T), got {got}")
+    if 0 in ids.shape:
+        raise ValueError(f"completion_ids must hold at least one token of one row, got shape {tuple(ids.shape)}")
+    m = check_mask(mask, ids.shape)  # (N, T)
     if bool((m[:, 1:] > m[:, :-1]).any()):
         raise ValueError("mask must be right-padded: each row 1 on its completion tokens, then 0 (no gaps)")
-    return completion_ids.long(), m
+    return ids.long(), m
 
 
 def _prompt_per_row(prompts, tokenizer, n: int) -> list[str]:
@@ -235,18 +199,9 @@ def completion_logits(
 ) -> torch.Tensor:
     r"""The logits z_t / T from which each completion token was sampled, all (N, T, V) of them.
 
-    For a small vocabulary (the embedded model's); for Qwen2.5 (V = 151,936) the full tensor
-    is too large: use :func:`completion_entropies`, which reduces each batch to (n, T).
-
-    Args:
-        model, tokenizer: the policy (any causal LM taking ``position_ids`` and ``logits_to_keep``).
-        prompts: B prompt strings or records (N / B completions each, contiguous), or N of them.
-        completion_ids: (N, T) integer tensor; mask: (N, T) right-padded 0/1 completion mask.
-        temperature: > 0, the sampling temperature the logits are divided by.
-        batch_size: rows per forward pass, >= 1.
-
-    Returns:
-        (N, T, V) float32 tensor; rows at masked positions are finite but meaningless.
+    For a small vocabulary; for Qwen2.5 (V = 151,936) use :func:`completion_entropies`, which reduces each batch to
+    (n, T). ``prompts``: B prompt strings or records (N / B contiguous completions each); ``mask``: right-padded
+    0/1 (N, T). Rows at masked positions are finite but meaningless.
 
     >>> from qae_lab.task.models import load_policy; from qae_lab.task.data import synthetic_task
     >>> model, tok = load_policy("embedded", device="cpu")
@@ -276,18 +231,8 @@ def completion_entropies(
 ) -> torch.Tensor:
     r"""H~_t = H(pi(. | x, y_<t)) / log V for every completion token, from one no-grad forward.
 
-    SA-AH-GRPO (arXiv 2606.05434), eq. for H~_t: exact (``top_k=None``) or the paper's
-    estimate H_topk / log V (k = 500 there), by :func:`qae_lab.horizon.normalised_entropy`.
-
-    Args:
-        model, tokenizer, prompts, completion_ids, mask, temperature, batch_size: as in
-            :func:`completion_logits`.
-        top_k: None (exact) or an int >= 1; >= V gives the exact entropy.
-        nats: return H_t itself, in nats (what TRL logs as ``entropy``: the entropy of softmax(z_t / T)),
-            instead of H~_t = H_t / log V.
-
-    Returns:
-        (N, T) float32 tensor in [0, 1] (in [0, log V] with ``nats``), 0 where ``mask`` is 0.
+    SA-AH-GRPO (arXiv 2606.05434), eq. for H~_t: exact (``top_k=None``) or the paper's estimate H_topk / log V
+    (k = 500 there). ``nats``: H_t itself, what TRL logs as ``entropy``. (N, T) float32, 0 where ``mask`` is 0.
 
     >>> from qae_lab.task.models import load_policy; from qae_lab.task.data import synthetic_task
     >>> model, tok = load_policy("embedded", device="cpu")
@@ -316,17 +261,9 @@ def completion_entropies(
 def completion_logps(model, tokenizer, prompts, completion_ids, mask, *, temperature: float = 1.0) -> torch.Tensor:
     r"""log pi_theta(y_t | x, y_<t) of every sampled completion token, differentiable: what GRPO's loss is made of.
 
-    One forward pass of prompt + completion for all N rows, with gradient, in eval mode (no dropout: the
-    function differentiated is the one measured before and after an update); the model's mode is restored.
-    The log-softmax of the logits divided by the sampling temperature, taken at the sampled token, as
-    TRL computes its per-token log-probs. Feed the result to :func:`qae_lab.loss.grpo_loss`.
-
-    Args:
-        model, tokenizer, prompts, completion_ids, mask, temperature: as in :func:`completion_logits`.
-
-    Returns:
-        (N, T) float32 tensor on the model's device, 0 where ``mask`` is 0; it carries the graph back to the
-        model's parameters (call under ``torch.no_grad()`` to measure only).
+    One forward of prompt + completion for all N rows, with gradient, in eval mode (no dropout: the function
+    differentiated is the one measured before and after an update), log softmax(z_t / T)[y_t] as TRL computes it,
+    for :func:`qae_lab.loss.grpo_loss`. (N, T) float32 on the model's device, 0 where ``mask`` is 0.
 
     >>> from qae_lab.task.models import load_policy; from qae_lab.task.data import synthetic_task
     >>> model, tok = load_policy("embedded", device="cpu")
@@ -350,18 +287,9 @@ def completion_logps(model, tokenizer, prompts, completion_ids, mask, *, tempera
 def top_k_errors(logits: torch.Tensor, mask, ks: Sequence[int]) -> dict[str, list[float]]:
     r"""How far SA-AH's top-k entropy estimate is from the exact H~_t, over real tokens.
 
-    The estimate keeps the k largest logits, renormalises them and divides the entropy by
-    log V; what it drops is the tail mass 1 - sum_{top k} p_v. It is never above the exact
-    value: the renormalised top-k distribution majorises p, and entropy is Schur-concave.
-
-    Args:
-        logits: (N, T, V) floating tensor (e.g. from :func:`completion_logits`).
-        mask: (N, T) 0/1 mask; at least one 1.
-        ks: non-empty sequence of ints >= 1.
-
-    Returns:
-        dict of lists, one entry per k: ``k``, ``mean_abs`` (mean |H~_topk - H~|), ``max_abs``,
-        ``mean_signed`` (mean H~_topk - H~), ``tail_mass`` (mean dropped probability).
+    The estimate drops the tail mass 1 - sum_{top k} p_v and is never above the exact value (the renormalised
+    top-k distribution majorises p; entropy is Schur-concave). Lists per k of ``mean_abs``, ``max_abs``,
+    ``mean_signed`` (H~_topk - H~) and ``tail_mass``.
 
     >>> z = torch.log(torch.tensor([[[0.5, 0.25, 0.25]]]))
     >>> top_k_errors(z, torch.ones(1, 1), [1, 3])["tail_mass"]
@@ -391,15 +319,8 @@ def top_k_errors(logits: torch.Tensor, mask, ks: Sequence[int]) -> dict[str, lis
 
 
 def uncertain_tokens(h_norm, completion_ids, mask, tokenizer, n: int = 10, min_count: int = 3) -> list[tuple]:
-    r"""The sampled tokens whose predicting distribution had the highest mean H~, most uncertain first.
-
-    Args:
-        h_norm: (N, T) normalised entropies; completion_ids: (N, T); mask: (N, T) 0/1.
-        tokenizer: decodes each token id.
-        n: how many to return, >= 1; min_count: ignore tokens sampled fewer times, >= 1.
-
-    Returns:
-        list of (token text, mean H~ before it, count), at most ``n`` long.
+    r"""The ``n`` sampled tokens (sampled ``min_count`` times or more) whose predicting distribution had the
+    highest mean H~: (token text, mean H~ before it, count), most uncertain first.
 
     >>> from types import SimpleNamespace
     >>> tok = SimpleNamespace(decode=lambda ids: "abc"[ids[0]])      # token id i is the letter "abc"[i]

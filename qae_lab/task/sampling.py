@@ -1,14 +1,8 @@
 r"""Sampling completions from a policy: the one batched, seeded ``model.generate`` loop.
 
 :func:`generate_ids` is the loop; :func:`generate` decodes its token ids. Evaluation
-(:func:`qae_lab.task.evaluate.evaluate`: greedy and sampled pass@1, pass@k) and the notebooks'
-rollouts (:func:`qae_lab.task.rollouts.sample_groups`: G completions per prompt with their ids)
-both sample through it, so that a pass@k and a rollout group come from the same
-distribution. The small helpers it is built from (validated options, EOS ids, explicit
-decoding options, eval mode with left padding, the model's device) are shared with
-:mod:`qae_lab.task.rollouts` too.
-
-What a call does, for B prompts and n = ``num_samples``:
+(:func:`qae_lab.task.evaluate.evaluate`) and the notebooks' rollouts (:func:`qae_lab.task.rollouts.sample_groups`)
+both sample through it, so that a pass@k and a rollout group come from the same distribution.
 
 Implementer's notes: docs/implementation.md, section ``qae_lab.task.sampling``.
 """
@@ -49,11 +43,8 @@ def _check_real(x, name: str, lo: float, hi: float, *, lo_open: bool, hi_open: b
 
 
 def sampling_options(temperature, top_p, max_new_tokens, batch_size) -> tuple[float, float, int, int]:
-    r"""The generation options shared by :func:`generate` and :func:`qae_lab.task.evaluate.evaluate`, validated.
-
-    Returns:
-        (temperature, top_p, max_new_tokens, batch_size) as (float in (0, inf), float in (0, 1],
-        int >= 1, int >= 1); a ValueError names the first option out of range.
+    r"""The generation options shared by :func:`generate` and :func:`qae_lab.task.evaluate.evaluate`, validated:
+    temperature in (0, inf), top_p in (0, 1], max_new_tokens and batch_size >= 1.
 
     >>> sampling_options(1, 0.9, 48, 8)
     (1.0, 0.9, 48, 8)
@@ -161,36 +152,13 @@ def generate(
 ) -> list[list[str]]:
     r"""Batched ``model.generate``: ``num_samples`` decoded completions for each prompt.
 
-    The token ids come from :func:`generate_ids`, the one sampling loop (also
-    :func:`qae_lab.task.rollouts.sample_groups`'s). Prompts are left-padded (``tokenizer.padding_side``
-    is set to ``"left"`` for the call and restored afterwards) and tokenized without extra
-    special tokens, since a chat template already writes them. Generation stops at the
-    tokenizer's or the model's EOS ids. Only the new tokens are decoded, special tokens
-    skipped. The model runs in eval mode under ``torch.inference_mode`` and is put back in
-    training mode afterwards if it was in it.
-
-    Determinism: batch i is sampled after ``torch.manual_seed(seed + i)``, inside
-    ``torch.random.fork_rng`` so that the caller's random state is left as it was. The
-    same seed, batch_size, device and library versions give the same completions.
-
-    Args:
-        model: a causal LM with ``.generate`` (any ``transformers`` ``*ForCausalLM``).
-        tokenizer: its tokenizer; it needs a ``pad_token``.
-        prompts: list of B prompt strings (already through the chat template).
-        num_samples: completions per prompt, >= 1; must be 1 when ``do_sample=False``.
-        do_sample: sample (True) or decode greedily (False).
-        temperature: softmax temperature T > 0 (used when sampling).
-        top_p: nucleus mass in (0, 1]; 1 disables it (used when sampling).
-        max_new_tokens: the most tokens generated per completion, >= 1.
-        batch_size: prompts per ``model.generate`` call, >= 1; one call generates
-            batch_size * num_samples sequences.
-        seed: base seed (int).
-        progress: show a ``tqdm`` progress bar over the batches.
-        pace: a :class:`qae_lab.threads.ThreadProbe` that sets torch's thread count batch by batch (the lab's thread
-            policy; started and stopped by the caller), or None: the count as it is.
-
-    Returns:
-        list of B lists of ``num_samples`` strings, in the order of ``prompts``.
+    Prompts (through the chat template already) are left-padded and tokenized without extra special tokens;
+    generation stops at the tokenizer's or the model's EOS ids; only the new tokens are decoded, special tokens
+    skipped; the model runs in eval mode under ``torch.inference_mode``, its mode restored afterwards. Batch i
+    (``batch_size`` prompts) is sampled after ``torch.manual_seed(seed + i)`` inside ``torch.random.fork_rng``:
+    the same seed, batch_size, device and library versions give the same completions, and the caller's random
+    state is left alone. ``pace``: a :class:`qae_lab.threads.ThreadProbe` that sets torch's thread count batch by
+    batch, or None.
 
     >>> from qae_lab.task.models import load_policy; from qae_lab.task.data import prompt_text, synthetic_task
     >>> model, tok = load_policy("embedded", device="cpu")
@@ -245,10 +213,8 @@ def generate_ids(
     progress: bool = True,
     pace=None,
 ) -> list[torch.Tensor]:
-    r"""The token ids of :func:`generate` (same arguments, padding, seeding), before decoding.
-
-    Returns one (b * num_samples, T_b) long tensor on the CPU per ``model.generate`` call of b
-    prompts: the new tokens (EOS, then pad ids), each prompt's samples contiguous.
+    r"""The token ids of :func:`generate` before decoding: one (b * num_samples, T_b) CPU tensor of new tokens per
+    call of b prompts (EOS, then pad ids), each prompt's samples contiguous.
 
     >>> from qae_lab.task.models import load_policy; from qae_lab.task.data import prompt_text, synthetic_task
     >>> model, tok = load_policy("embedded", device="cpu")

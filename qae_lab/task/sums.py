@@ -1,9 +1,8 @@
 r"""The sums task: add a few numbers, in any order, with free wording; built so that RL has something to show.
 
-A second synthetic task beside :func:`qae_lab.task.data.synthetic_task`, in the same record shape
-(``question``, ``gold``, ``level``, ``steps``), for the phenomena of notebook 06. The arithmetic task
-has one correct derivation per prompt and a fixed length, so its policy has little to sharpen
-and little entropy to lose. Here a prompt is a list of 3-5 numbers, and a correct solution may:
+A second synthetic task in :func:`qae_lab.task.data.synthetic_task`'s record shape, for notebook 06's phenomena:
+the arithmetic task has one derivation per prompt, so its policy has little entropy to lose. Here a prompt is a
+list of 3-5 numbers, and a correct solution may:
 
 * add the terms in any order (3 terms: 3! = 6 orders; 5 terms: 120), one partial sum per line;
 * word each line one of several ways ("12 + 7 = 19", "Then 19 + 30 = 49.", "Add 4: 49 + 4 = 53.");
@@ -64,9 +63,8 @@ def _question(terms: list[int], rng: random.Random) -> str:
 def sums_task(n: int, *, levels=tuple(SUMS_LEVELS), seed: int = 0) -> list[dict[str, Any]]:
     r"""``n`` sums problems in the record shape of :mod:`qae_lab.task.data`, deterministic by ``seed``.
 
-    Levels cycle (every level gets n / len(levels) problems): 1 three terms in 1-9, 2 three terms in
-    2-30, 3 four and 4 five terms in 2-30, 5 five terms in 10-60 (:data:`SUMS_LEVELS`). ``steps`` is one
-    correct chain (the terms left to right) and ``terms`` the numbers.
+    Levels (:data:`SUMS_LEVELS`) cycle; ``steps`` is one correct chain (the terms left to right), ``terms`` the
+    numbers.
 
     >>> r = sums_task(2, levels=(1, 5), seed=3)
     >>> [len(x["terms"]) for x in r], r[0]["gold"] == str(sum(r[0]["terms"])), r[1]["source"]
@@ -137,13 +135,10 @@ def sums_completion(
 ) -> str:
     r"""One supervised solution of a sums record: a random order and wording, sometimes wrong, checked or slipped.
 
-    The chain is right with probability ``correct_rate[level]``; otherwise one partial sum is off by
-    one of :data:`WRONG_OFFSETS` (turned positive where it would take the total below 0) and the wrong
-    total is carried to the answer. With probability
-    ``check_rate`` a check line re-adds the chain's last step (a one-step sum, within a tiny model's
-    reach): it agrees with the chain, except when the error is in that last step, which it catches with
-    probability :data:`CATCH_RATE` ("Wait, the total is 53, not 51.", and the answer is corrected). With
-    probability ``slip_rate`` the format slips (:func:`_slipped`).
+    The chain is right with probability ``correct_rate[level]``; otherwise one partial sum is off by one of
+    :data:`WRONG_OFFSETS` (made positive where the total would go below 0), carried to the answer. With probability
+    ``check_rate`` a check line re-adds the last step (within a tiny model's reach), catching an error made there
+    with probability :data:`CATCH_RATE` ("Wait, the total is 53, not 51."). With ``slip_rate`` the format slips.
 
     >>> rec = {"terms": [12, 7, 30], "level": 1}   # two right solutions of one prompt
     >>> for seed in (0, 4):

@@ -1,19 +1,14 @@
 r"""An independent verifier: math-verify's reading of a completion's answer, as a 0/1 training reward.
 
-:mod:`qae_lab.task.answers` reads answers with its own grammar (exact numbers, no guessing). Where the
-optional ``math-verify`` package is installed (``pip install "qae-lab[verify]"``), this module
-asks it for a second opinion: :func:`math_verify_is_correct` judges a completion with math-verify's
-LaTeX reader and its symbolic / numeric comparison, and :func:`math_verify_reward` is that verdict
-as TRL's 0/1 reward, the training reward ``"math_verify"`` of :data:`qae_lab.task.rewards.REWARDS`.
-``benchmarks/bench_math_verify.py`` measures where the two readers agree on GSM8K. Importing
-qae_lab never imports math_verify; :func:`available` looks for it without importing it, and
-:func:`qae_lab.task.rewards.check_reward` refuses ``reward="math_verify"`` when it is absent.
+:mod:`qae_lab.task.answers` reads answers with its own grammar (exact numbers, no guessing). Where the optional
+``math-verify`` package is installed (``pip install "qae-lab[verify]"``), :func:`math_verify_is_correct` asks its
+LaTeX reader and symbolic comparison for a second opinion, and :func:`math_verify_reward` is that verdict as the
+training reward ``"math_verify"``. ``benchmarks/bench_math_verify.py`` measures where the two readers agree on
+GSM8K. Importing qae_lab never imports math_verify.
 
-The verdict keeps the strict format of :func:`qae_lab.task.answers.strict_is_correct`: a completion
-scores only when it stops right after a closing ``</answer>`` (:func:`~qae_lab.task.answers.ends_at_answer`),
-so the reward cannot pay an answer that runs on; what differs from ``"strict"`` is only how the
-content of that last ``<answer>`` block is read and compared. Like ``"strict"``, its success band
-is (0, 1): ``success_threshold`` = 0.5 counts exactly the rewarded responses.
+The verdict keeps the strict format: a completion scores only when it stops right after a closing ``</answer>``;
+only how the content of that block is read differs from ``"strict"``. Every block is first checked by
+:func:`safe_answer` (a whitelist of characters, a few tokens, shallow braces), which bounds math-verify's work.
 
 Implementer's notes: docs/implementation.md, section ``qae_lab.task.verify``.
 """
@@ -66,8 +61,7 @@ def available() -> bool:
 
 
 def answer_block(text: str) -> str | None:
-    r"""The stripped content of the final ``<answer>...</answer>`` block when the text stops right
-    after it (whitespace aside), else None.
+    r"""The stripped content of the final ``<answer>...</answer>`` block when the text stops right after it.
 
     >>> answer_block("<reasoning>\n3 + 4 = 7\n</reasoning>\n<answer>\n7\n</answer>\n")
     '7'
@@ -121,10 +115,9 @@ def token_count(span: str) -> int:
 
 
 def safe_answer(span: str) -> bool:
-    r"""True iff ``span`` may be handed to math-verify: non-blank, at most ``MAX_CHARS`` characters,
-    all of them in the whitelist of the module docstring, at most ``MAX_TOKENS`` tokens (:func:`token_count`),
-    and its braces only arguments of the allowed commands (or ``{,}``), balanced and nested at most
-    ``MAX_DEPTH`` deep.
+    r"""True iff ``span`` may be handed to math-verify: non-blank, at most ``MAX_CHARS`` whitelisted characters and
+    ``MAX_TOKENS`` tokens (:func:`token_count`), its braces only arguments of the allowed commands (or ``{,}``),
+    balanced and at most ``MAX_DEPTH`` deep.
 
     >>> [safe_answer(s) for s in ("18", r"\$1,000.50", r"\boxed{\frac{3}{4}}", "x = 5 apples", "50%", "1{,}000")]
     [True, True, True, True, True, True]
@@ -167,17 +160,8 @@ def _math_verify():
 
 
 def math_verify_is_correct(completion, gold) -> bool:
-    r"""True iff the completion stops right after its final ``</answer>`` and math-verify finds that
-    block's content equal to ``gold``. Content that fails :func:`safe_answer` is never handed to
-    math-verify: False.
-
-    Args:
-        completion: a str, a message dict or a list of message dicts
-            (:func:`qae_lab.task.answers.completion_text`).
-        gold: the reference answer, as in :func:`qae_lab.task.answers.gold_value` ("1,000", "3/4", 7).
-
-    Returns:
-        bool.
+    r"""True iff the completion stops right after its final ``</answer>`` and math-verify finds that block equal
+    to ``gold`` (:func:`qae_lab.task.answers.gold_value`); a block that fails :func:`safe_answer` is False.
 
     >>> c = "<reasoning>\n3 + 4 = 7\n</reasoning>\n<answer>\n{}\n</answer>"
     >>> [math_verify_is_correct(c.format(a), "7") for a in ("7", r"\boxed{7}", "7.00", "$7", "8")]
@@ -212,15 +196,13 @@ def _read(span: str) -> list:
     """math-verify's ``parse`` of an answer span, as :func:`reading` asks it (after :func:`safe_answer`; the
     benchmark ``benchmarks/bench_verify_guard.py`` also times spans the guard refuses)."""
     mv = _math_verify()
-    # the LaTeX reader only; no signal timeouts: the guard bounds the work (module docstring)
+    # the LaTeX reader only; no signal timeouts: safe_answer bounds the work
     return mv.parse("\\boxed{" + span + "}", [mv.LatexExtractionConfig()], parsing_timeout=None)
 
 
 def math_verify_reward(completions, gold, **kwargs) -> list[float]:
-    r"""1.0 iff :func:`math_verify_is_correct`, else 0.0: the training reward ``"math_verify"``.
-
-    Needs the ``verify`` extra. Arguments as :func:`qae_lab.task.rewards.strict_correctness_reward`;
-    further keyword arguments (what TRL passes) are ignored.
+    r"""1.0 iff :func:`math_verify_is_correct`, else 0.0: the training reward ``"math_verify"`` (the ``verify``
+    extra), with :func:`qae_lab.task.rewards.strict_correctness_reward`'s arguments.
 
     >>> math_verify_reward(["<answer>\n1,000\n</answer>", "<answer>1000</answer> more", "<answer>999</answer>"],
     ...                    gold=["1000", "1000", "1000"])

@@ -86,10 +86,7 @@ def _cov(pi: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 def entropy(z) -> torch.Tensor:
-    r"""Shannon entropy H(pi) = -sum_a pi_a log pi_a of pi = softmax(z), in nats.
-
-    Args:
-        z: (..., A) logits, A >= 2. Returns (...) float64.
+    r"""Shannon entropy H(pi) = -sum_a pi_a log pi_a of pi = softmax(z), in nats; (..., A) -> (...) float64.
 
     >>> round(entropy(torch.zeros(4)).item(), 6) == round(math.log(4), 6)
     True
@@ -128,16 +125,9 @@ def entropy_change_first_order(z, dz) -> torch.Tensor:
 
 
 def first_order_errors(z, direction, etas) -> torch.Tensor:
-    r"""|exact - first-order| entropy change for steps dz = eta * direction, one per eta.
+    r"""|exact - first-order| entropy change for steps dz = eta * direction: (A,), (A,), (E,) -> (E,).
 
-    The first-order formula drops O(eta^2) terms, so the error should shrink as eta^2
-    (slope 2 on a log-log plot: :func:`loglog_slope`).
-
-    Args:
-        z: (A,) logits; direction: (A,) step direction; etas: (E,) positive step sizes.
-
-    Returns:
-        (E,) float64 absolute errors.
+    The first-order formula drops O(eta^2) terms, so the error shrinks as eta^2 (log-log slope 2).
 
     >>> err = first_order_errors(torch.tensor([1.0, 0, -1]), torch.tensor([0.3, -0.2, 0.5]), [1e-2, 1e-3])
     >>> round(loglog_slope([1e-2, 1e-3], err), 1)
@@ -168,14 +158,7 @@ def loglog_slope(x, y) -> float:
 
 
 def identity_step(z, r, b, eta: float) -> torch.Tensor:
-    r"""Step model (a): dz(y) = eta * pi(y) * (r(y) - b), the identity's model of the update.
-
-    Args:
-        z: (..., A) logits. r: (..., A) rewards. b: float or tensor broadcastable to (...).
-        eta: step size > 0.
-
-    Returns:
-        (..., A) float64 logit step.
+    r"""Step model (a): dz(y) = eta * pi(y) * (r(y) - b), the identity's model; b broadcasts to z's (...).
 
     >>> identity_step(torch.zeros(2), torch.tensor([1.0, 0.0]), 0.0, 1.0)
     tensor([0.5000, 0.0000], dtype=torch.float64)
@@ -203,18 +186,10 @@ def expected_pg_step(z, r, eta: float) -> torch.Tensor:
 
 
 def baseline_pg_step(z, r, b, eta: float) -> torch.Tensor:
-    r"""Step model (b) with its baseline written out: the exact expected softmax policy gradient with baseline b,
-    dz = eta E_{y~pi}[(r(y) - b) grad_z log pi(y)] = eta sum_y pi(y) (r(y) - b) (e_y - pi).
+    r"""Step model (b) with its baseline b written out: dz = eta sum_y pi(y) (r(y) - b) (e_y - pi).
 
-    b stays in the sum, so that its cancellation is computed, not assumed: its term is
-    eta b E_pi[grad_z log pi] = eta b (pi - pi) = 0, and the step is :func:`expected_pg_step` for every constant
-    b, up to float64 rounding.
-
-    Args:
-        z: (..., A) logits. r: (..., A) rewards. b: float or tensor broadcastable to (...). eta: step size > 0.
-
-    Returns:
-        (..., A) float64 logit step.
+    b's cancellation is computed, not assumed (its term is eta b (pi - pi) = 0): :func:`expected_pg_step` for
+    every constant b, up to float64 rounding.
 
     >>> z, r = torch.tensor([1.0, 0.0, -1.0]), torch.tensor([0.0, 1.0, 1.0])
     >>> bool(torch.allclose(baseline_pg_step(z, r, 0.0, 0.5), baseline_pg_step(z, r, 1.0, 0.5)))
@@ -235,15 +210,7 @@ STEP_MODELS = ("identity", "expected")  # step model (a) and (b)
 
 
 def entropy_after_step(z, r, b, eta: float, *, model: str) -> torch.Tensor:
-    r"""H(softmax(z + dz)), the entropy after one step with baseline b: step model (a) ``"identity"``
-    (:func:`identity_step`) or (b) ``"expected"`` (:func:`baseline_pg_step`).
-
-    Args:
-        z: (..., A) logits. r: (..., A) rewards. b: float or tensor broadcastable to (...). eta: step size > 0.
-        model: one of :data:`STEP_MODELS`.
-
-    Returns:
-        (...) float64 entropies, in nats.
+    r"""H(softmax(z + dz)) after one step with baseline b of model (a) ``"identity"`` or (b) ``"expected"``.
 
     Under (b) the baseline cancels; under (a) a higher b leaves a higher entropy (the linear knob):
 
@@ -271,13 +238,7 @@ def knob_slope(z, eta: float) -> torch.Tensor:
 
 
 def identity_entropy_change(z, r, b, eta: float) -> torch.Tensor:
-    r"""First-order dH(b) under step model (a): dH(0) + b * eta * Cov_pi(log pi, pi).
-
-    Args:
-        z: (A,) logits; r: (A,) rewards; b: float or (M,) baselines; eta > 0.
-
-    Returns:
-        () or (M,): -Cov_pi(log pi, eta pi (r - b)) for each b.
+    r"""First-order dH(b) of step model (a), dH(0) + b * eta * Cov_pi(log pi, pi), for b () or (M,) -> b's shape.
 
     >>> z, r = torch.tensor([1.0, 0.0, -1.0]), torch.tensor([0.0, 1.0, 0.0])
     >>> d = identity_entropy_change(z, r, torch.tensor([0.0, 1.0]), 0.1)
@@ -309,18 +270,11 @@ def population_quantile(z, r, k: float) -> torch.Tensor:
 
 
 def check_proposition_42(z, r, k: float, eta: float, n_b: int = 101) -> dict[str, float | bool | str]:
-    r"""Check QAE's Prop. 4.2 for one non-uniform policy with binary rewards.
+    r"""Check QAE's Prop. 4.2 (sec. 4) for one policy (A,) with binary rewards: dH(b_K) against ``n_b`` baselines
+    in [0, 1], to first order and exactly (model (a)). ``holds_*``: dH(b_K) <= dH(b) for all b if hard (p <= 1-K),
+    >= if easy, up to 1e-15.
 
-    Compares dH at b_K with dH at ``n_b`` baselines b evenly spread over [0, 1], both to
-    first order (the identity) and exactly (H after the step of model (a)).
-
-    Returns:
-        dict with ``p`` (E_pi r), ``regime`` ("hard" if p <= 1-K else "easy"), ``b_k``,
-        ``slope`` (eta Cov(log pi, pi)), ``holds_first_order`` and ``holds_exact``
-        (dH(b_K) <= dH(b) for all b if hard, >= if easy, up to 1e-15).
-
-    pi = (0.1, 0.2, 0.3, 0.4) and K = 0.4: one correct response of mass 0.1 is hard (p <= 0.6,
-    b_K = 0); three of mass 0.9 are easy (P(r <= 0) = 0.1 < K, so b_K = 1):
+    pi = (0.1, 0.2, 0.3, 0.4), K = 0.4: one correct response of mass 0.1 is hard (b_K = 0), three of 0.9 easy:
 
     >>> z = torch.log(torch.tensor([0.1, 0.2, 0.3, 0.4]))
     >>> out = check_proposition_42(z, torch.tensor([1.0, 0, 0, 0]), 0.4, 0.1)
@@ -355,12 +309,8 @@ def check_proposition_42(z, r, k: float, eta: float, n_b: int = 101) -> dict[str
 def proposition_42_sweep(
     ps, ks, *, n_policies: int, n_actions: int = 16, sharpness: float = 1.5, eta: float = 1e-3, seed: int = 0
 ) -> dict[str, int]:
-    r"""Check Prop. 4.2 on ``n_policies`` random bandits for every success rate in ``ps`` and K in ``ks``.
-
-    Returns:
-        counts: ``checked``, ``hard``, ``easy``, ``violations_first_order``,
-        ``violations_exact`` and ``uniform`` (policies with slope <= 1e-15, where the
-        proposition holds only with equality).
+    r"""Check Prop. 4.2 on ``n_policies`` random bandits per p in ``ps`` and K in ``ks``; counts of each outcome
+    (``uniform``: slope <= 1e-15, where it holds only with equality).
 
     >>> proposition_42_sweep([0.2, 0.8], [0.4], n_policies=3)["violations_first_order"]
     0
@@ -381,16 +331,12 @@ def proposition_42_sweep(
 
 
 def make_bandits(
-    p,
-    n_actions: int,
-    sharpness: float,
-    generator: torch.Generator | None = None,
+    p, n_actions: int, sharpness: float, generator: torch.Generator | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     r"""Softmax bandits with exact success rates: z (P, A) logits and r (P, A) 0/1 rewards.
 
-    Half the actions (at least one) are correct; logits are ``sharpness * N(0, 1)``, then the
-    correct ones are shifted together so that E_pi[r] = p exactly. ``sharpness`` 0 gives a
-    policy uniform within each class; larger values concentrate pi on few responses.
+    Half the actions (at least one) are correct; logits ``sharpness * N(0, 1)``, the correct ones shifted together
+    so that E_pi[r] = p exactly.
 
     >>> z, r = make_bandits(torch.tensor([0.1, 0.9]), 6, 1.0, torch.Generator().manual_seed(0))
     >>> (torch.softmax(z, -1) * r).sum(-1)
@@ -415,12 +361,8 @@ def make_bandits(
 
 
 class KnobCurve(NamedTuple):
-    r"""The linear knob of one bandit: first-order dH against the baseline b, and QAE's b_K on it.
-
-    Attributes:
-        b: (M,) baselines from 0 to 1; dh: (M,) first-order dH(b) of step model (a).
-        b_k: the K-quantile baseline; slope: eta * Cov_pi(log pi, pi), dH's slope in b;
-        hard: whether the prompt is hard for this K (p <= 1 - K, so b_K = 0).
+    r"""One bandit's linear knob: (M,) baselines ``b`` in [0, 1], first-order ``dh`` of model (a), ``b_k``,
+    ``slope`` (eta Cov_pi(log pi, pi)) and ``hard`` (p <= 1 - K).
 
     >>> KnobCurve(torch.zeros(2), torch.zeros(2), 0.0, 0.0, True).hard
     True
@@ -436,9 +378,7 @@ class KnobCurve(NamedTuple):
 def knob_curve(
     p: float, k: float, eta: float, sharpness: float, *, n_actions: int = 12, n_baselines: int = 51, seed: int = 1
 ) -> KnobCurve:
-    r"""The linear knob (:func:`identity_entropy_change`) of one bandit with success rate ``p``
-    (:func:`make_bandits` from ``seed``) at ``n_baselines`` baselines from 0 to 1, with b_K
-    (:func:`population_quantile`) and the slope (:func:`knob_slope`): notebook 02's knob figure.
+    r"""The linear knob of one bandit with success rate ``p`` at ``n_baselines`` baselines: notebook 02's figure.
 
     >>> c = knob_curve(0.3, 0.4, 0.5, 1.5)
     >>> c.b_k, c.hard, c.slope > 0, bool(torch.isclose(c.dh[-1] - c.dh[0], torch.tensor(c.slope, dtype=c.dh.dtype)))
@@ -481,17 +421,8 @@ def sample_group_steps(
     eta: float = 1.0,
     generator: torch.Generator | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""Step model (c): ``n_groups`` independent sampled-group REINFORCE steps from one z.
-
-    Each draws G responses y_i ~ pi, scores r(y_i), takes advantages from
-    :func:`qae_lab.advantages.group_advantages` and returns dz = (eta/G) sum_i A_i (e_{y_i} - pi).
-
-    Args:
-        z: (A,) logits; r: (A,) rewards. group_size: G >= 2. n_groups: M >= 1.
-        baseline, k, quantile_method, scale: as in ``group_advantages``.
-
-    Returns:
-        (dz, rewards): (M, A) float64 steps and the (M, G) sampled rewards.
+    r"""Step model (c): M sampled-group REINFORCE steps dz = (eta/G) sum_i A_i (e_{y_i} - pi), y_i ~ pi, from one
+    z (A,), advantages by :func:`qae_lab.advantages.group_advantages`: (M, A) steps and (M, G) rewards.
 
     >>> dz, rw = sample_group_steps(torch.zeros(3), torch.tensor([1.0, 0, 0]), 4, 5,
     ...                             generator=torch.Generator().manual_seed(0))
@@ -514,31 +445,16 @@ def sample_group_steps(
 
 
 def mc_entropy_change(
-    z,
-    r,
-    group_size: int,
-    n_groups: int,
-    *,
-    baseline: str = "quantile",
-    k: float = 0.4,
-    quantile_method: str = "paper",
-    scale: str = "group",
-    eta: float = 1.0,
-    generator: torch.Generator | None = None,
+    z, r, group_size: int, n_groups: int, *, eta: float = 1.0, generator: torch.Generator | None = None, **opts
 ) -> dict[str, float]:
-    r"""Monte-Carlo E[dH] and its spread over sampled-group steps (model (c)) from one policy.
-
-    Returns:
-        dict with ``mean``, ``std`` and ``stderr`` of the exact entropy change over the
-        ``n_groups`` draws, ``zero_adv_frac`` (responses with A = 0) and, for comparison,
-        ``expected_pg`` (the exact entropy change of model (b), the same step size).
+    r"""Monte-Carlo E[dH] (mean, std, stderr of the exact change) over sampled-group steps (c) from one policy,
+    the share of zero advantages, and model (b)'s exact dH (``expected_pg``); ``opts``: as :func:`sample_group_steps`.
 
     >>> out = mc_entropy_change(torch.tensor([1.0, 0, 0, -1]), torch.tensor([1.0, 0, 1, 0]), 8, 200,
     ...                         eta=0.5, generator=torch.Generator().manual_seed(0))
     >>> sorted(out)
     ['expected_pg', 'mean', 'std', 'stderr', 'zero_adv_frac']
     """
-    opts = {"baseline": baseline, "k": k, "quantile_method": quantile_method, "scale": scale}
     dz, rewards = sample_group_steps(z, r, group_size, n_groups, eta=eta, generator=generator, **opts)
     z = _logits(z)
     dh = entropy_change_exact(z.expand_as(dz), dz)  # (M,)
@@ -587,17 +503,9 @@ _BIT = torch.tensor([0.0, 1.0], dtype=torch.float64)  # a response's reward x
 def scale_factor(p, group_size: int, *, baseline="quantile", k=0.4, quantile_method="paper", scale="group"):
     r"""The number that turns the exact expected step (b) into the expected sampled step (c): E[dz] = scale * (b).
 
-    A(x, S), the advantage of a response with reward x when S of the other G - 1 succeed, comes from
-    :func:`qae_lab.advantages.group_advantages` (any baseline, std or not). With binary rewards A_1 depends on y_1
-    only through r(y_1), and sum_y pi(y) (e_y - pi) = 0, so E[A_1 (e_{y_1} - pi)] = (h(1) - h(0)) pi (r - p),
-    h(x) = E_S[A(x, S)], exact over S ~ Binomial(G - 1, p).
-
-    Args:
-        p: success rate(s) in [0, 1], any shape. group_size: G >= 2. baseline, k, quantile_method: as in
-            ``group_advantages``; scale: ``"group"`` or ``"none"``.
-
-    Returns:
-        float64 tensor of p's shape.
+    A(x, S) is the advantage of a response with reward x when S of the other G - 1 succeed. With binary rewards
+    E[A_1 (e_{y_1} - pi)] = (h(1) - h(0)) pi (r - p), h(x) = E_S[A(x, S)], exact over S ~ Binomial(G - 1, p).
+    p: any shape in [0, 1]; scale ``"group"`` or ``"none"``.
 
     Without the std: (G-1)/G for the mean, about 1 for QAE on a hard prompt:
 
@@ -639,8 +547,7 @@ def quantile_scale_factor(p, group_size: int, k: float) -> torch.Tensor:
 
 
 class StepMoments(NamedTuple):
-    r"""One sampled-group step's (c) first two moments per unit step: ``scale`` (:func:`scale_factor`), ``mean``
-    (A,) E[dz] / eta = scale pi (r - p), ``second`` (A, A) E[dz dz^T] / eta^2.
+    r"""Step (c)'s moments per unit step: ``scale``, ``mean`` (A,) E[dz] / eta, ``second`` (A, A) E[dz dz^T] / eta^2.
 
     >>> StepMoments(1.0, torch.zeros(2), torch.zeros(2, 2)).scale
     1.0
@@ -659,10 +566,7 @@ def sampled_step_moments(z, r, group_size: int, *, baseline="quantile", k=0.4, q
         E[dz dz^T] / eta^2 = (1/G) sum_y pi(y) q(r(y)) u_y u_y^T + (G-1)/G (m11 - m10 - m01 + m00) v v^T
 
     with q(x) = E_S[A(x, S)^2], S ~ Binomial(G-1, p), and m(x, x') = E[A_1 A_2 | r_1 = x, r_2 = x'] over the other
-    G - 2 (sum over {y: r(y) = x} of pi(y) u_y is v for x = 1, -v for x = 0). Exact over the success counts.
-
-    Args:
-        z: (A,) logits. r: (A,) rewards in {0, 1}. The rest: as in :func:`scale_factor`.
+    G - 2. Exact over the success counts; z (A,), r (A,) in {0, 1}.
 
     >>> z, r = torch.tensor([1.0, 0.0, -1.0]), torch.tensor([1.0, 0.0, 0.0])
     >>> mom = sampled_step_moments(z, r, 4, baseline="mean", scale="none")
@@ -693,15 +597,7 @@ def sampled_entropy_change(z, r, group_size: int, eta: float, **kw) -> dict[str,
 
         E[dH] = grad H . E[dz] + 1/2 tr(hess H E[dz dz^T]) + O(eta^3)
 
-    The first term is ``scale`` times step (b)'s first-order dH. E[dz dz^T] = E[dz] E[dz]^T + Cov(dz); ``noise`` is
-    Cov(dz)'s part of the second term, what the update's spread adds.
-
-    Args:
-        z: (A,) logits. r: (A,) rewards in {0, 1}. group_size: G >= 2. eta: step size > 0. kw: baseline, k,
-            quantile_method, scale (:func:`scale_factor`).
-
-    Returns:
-        dict of floats: ``scale``, ``first`` (the eta term), ``second`` (the eta^2 term), ``noise`` and ``total``.
+    ``first`` is ``scale`` times step (b)'s first-order dH; ``noise`` is Cov(dz)'s part of ``second``.
 
     >>> z, r = torch.tensor([2.0, 0.0, -1.0, 0.5]), torch.tensor([0.0, 1.0, 0.0, 0.0])
     >>> out = sampled_entropy_change(z, r, 8, 0.01, baseline="mean", scale="none")
@@ -722,9 +618,7 @@ def sampled_entropy_change(z, r, group_size: int, eta: float, **kw) -> dict[str,
 def rms_normalised_step(z, r, group_size: int, eta: float, **kw) -> torch.Tensor:
     r"""dz_a = eta E[g_a] / sqrt(E[g_a^2]) for each logit a, g = dz / eta of step (c): where Adam's step tends once its
     running moments have settled (m -> E[g], v -> E[g^2]; the momentum's own noise left out). A scalar factor of g
-    cancels, so the scale factor does not enter; how the step spreads over the logits does.
-
-    Args: as :func:`sampled_entropy_change`. Returns: (A,) float64 (0 for a logit whose gradient is always 0).
+    cancels, so the scale factor does not enter. (A,); 0 for a logit whose gradient is always 0.
 
     On a hard prompt (p = 0.1) QAE's zero-advantage side, the wrong responses, moves together; the mean baseline moves
     them by their probability:
@@ -754,19 +648,9 @@ def mc_entropy_curve(
     eta: float = 0.5,
     seed: int = 0,
 ) -> dict[str, list[float]]:
-    r"""Monte-Carlo E[dH] of one sampled-group step, mean vs quantile baseline, for each p in ``ps``.
-
-    One bandit per p, all built from the same base logits (:func:`make_bandits` with
-    ``seed``) and shifted to their success rate; both baselines see the same bandit and the
-    same random stream. Alongside: the exact entropy change of the expected
-    gradient (model (b)), the identity's first-order predictions (model (a)) with
-    b = p (mean) and b = b_K (quantile), and the E[dH] that :func:`sampled_entropy_change`
-    computes for each baseline (NaN with ``scale="batch"``, which it does not model).
-
-    Returns:
-        dict of lists over ``ps``: ``mean``, ``mean_stderr``, ``quantile``,
-        ``quantile_stderr``, ``mean_zero_frac``, ``quantile_zero_frac``, ``expected_pg``,
-        ``identity_mean``, ``identity_quantile``, ``computed_mean``, ``computed_quantile``.
+    r"""Monte-Carlo E[dH] of one sampled-group step, mean vs quantile baseline, per p in ``ps`` (lists over ``ps``),
+    one bandit per p from the same base logits and random stream; beside it model (b)'s exact dH, model (a)'s at
+    b = p and b = b_K, and :func:`sampled_entropy_change` (NaN for ``scale="batch"``, which it does not model).
 
     >>> out = mc_entropy_curve([0.3, 0.7], group_size=8, n_groups=50)
     >>> len(out["mean"]), len(out["identity_quantile"])
@@ -832,22 +716,13 @@ def simulate_training(
     optimizer: str = "sgd",
     seed: int = 0,
 ) -> dict[str, list]:
-    r"""Train a population of softmax bandits by sampled-group steps; track entropy and success.
+    r"""Train one softmax bandit per success rate in ``p0`` by sampled-group steps; track entropy and success.
 
-    One bandit per initial success rate in ``p0`` (built by :func:`make_bandits` from
-    ``seed``). Each step samples a group of G responses per prompt, takes advantages
-    from :func:`qae_lab.advantages.group_advantages` over the whole batch, and moves every
-    prompt's logits up g = (1/G) sum_i A_i (e_{y_i} - pi): ``optimizer`` ``"sgd"`` takes z + eta g,
-    ``"adam"`` one Adam step with learning rate ``eta`` (betas 0.9, 0.999, eps 1e-8), ``"adam_scalar"``
-    the same with one running second moment per prompt (the mean of g^2 over its logits), which
-    cancels the step's scale but not its spread over the logits. The bandits do not interact
-    (each has its own logits, groups and optimiser moments). The same seed gives the same bandits
-    and, step by step, the same random stream for every setting, so runs pair up.
-
-    Returns:
-        dict of lists, one entry per step 0..steps: ``entropy`` (mean H / log A),
-        ``success`` (mean E_pi r), ``prompt_entropy`` (each prompt's H / log A, a list of P),
-        and per step 1..steps ``zero_adv_frac`` and ``hard_frac``.
+    Each step samples G responses per prompt, takes batch advantages and moves the logits up
+    g = (1/G) sum_i A_i (e_{y_i} - pi): ``"sgd"`` z + eta g, ``"adam"`` one Adam step, ``"adam_scalar"`` Adam with
+    one second moment per prompt (cancels the step's scale, not its spread). The same seed gives the same bandits
+    and random stream for every setting, so runs pair up. Lists per step 0..steps: ``entropy`` (mean H / log A),
+    ``success``, ``prompt_entropy`` (P each); per step 1..steps: ``zero_adv_frac``, ``hard_frac``.
 
     >>> out = simulate_training(torch.tensor([0.2, 0.8]), steps=3, group_size=4, n_actions=8, optimizer="adam")
     >>> len(out["entropy"]), len(out["zero_adv_frac"]), len(out["prompt_entropy"][0])
@@ -890,14 +765,7 @@ def simulate_training(
 
 def entropy_by_start(prompt_entropy, p0, *, hard_max: float = 0.3, easy_min: float = 0.7) -> dict[str, torch.Tensor]:
     r"""The mean entropy of the prompts that start hard (p0 <= ``hard_max``) and of those that start easy
-    (p0 >= ``easy_min``), per step: a prompt's regime moves as it trains, so the groups are fixed at the start.
-
-    Args:
-        prompt_entropy: (T+1, ..., P) per-prompt entropies (:func:`simulate_training`'s ``prompt_entropy``; a middle
-            dimension for replicate populations of the same ``p0``). p0: (P,) the starting success rates.
-
-    Returns:
-        {"hard": (T+1, ...), "easy": (T+1, ...)} float64.
+    (p0 >= ``easy_min``), per step, groups fixed at the start: (T+1, ..., P) entropies -> (T+1, ...) each.
 
     >>> out = entropy_by_start([[0.9, 0.5, 0.7], [0.8, 0.6, 0.7]], [0.1, 0.9, 0.5])
     >>> out["hard"].tolist(), out["easy"].tolist()

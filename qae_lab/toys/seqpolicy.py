@@ -66,10 +66,7 @@ STARTS = ("flat", "peaked")
 
 
 def n_prefixes(vocab: int, length: int) -> int:
-    r"""The number of states (prefixes of length 0..L-1), n = (V**L - 1)/(V - 1); checks V, L.
-
-    Args:
-        vocab: V in [2, 8]. length: L in [1, 8], with V**L <= 2**16.
+    r"""The number of states (prefixes of length 0..L-1), n = (V**L - 1)/(V - 1); checks V in [2, 8], L in [1, 8].
 
     >>> n_prefixes(2, 2), n_prefixes(4, 5)
     (3, 341)
@@ -112,14 +109,7 @@ def _logits(z) -> torch.Tensor:
 
 
 def sequence_positions(y, vocab: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""The tokens y_t and prefix (state) indices of sequences given by their indices.
-
-    Args:
-        y: (...) integer tensor of sequence indices in [0, V**L).
-        vocab, length: V and L (:func:`n_prefixes`).
-
-    Returns:
-        (tokens, prefixes): two (..., L) long tensors.
+    r"""The tokens y_t and prefix (state) indices of sequences y (...) in [0, V**L): two (..., L) long tensors.
 
     >>> tok, pre = sequence_positions(torch.tensor([0, 3, 6]), 2, 3)   # 000, 011, 110
     >>> tok.tolist(), pre.tolist()
@@ -152,14 +142,7 @@ def enumerate_sequences(vocab: int, length: int) -> tuple[torch.Tensor, torch.Te
 def path_sum(edge, length: int | None = None) -> torch.Tensor:
     r"""sum_t edge[y_<t, y_t] for every sequence y: a per-(state, token) table summed along each path.
 
-    With edge = log pi(.|s) this is log pi(y) (eq. S1). Computed level by level (the prefixes of length t
-    are contiguous), without an (..., Y, L) gather.
-
-    Args:
-        edge: (..., n, V) real tensor. length: L (checked against n; None: inferred).
-
-    Returns:
-        (..., Y) tensor; gradients flow.
+    With edge = log pi(.|s) this is log pi(y) (eq. S1). (..., n, V) -> (..., Y), level by level; gradients flow.
 
     >>> path_sum(torch.tensor([[1.0, 2.0], [10.0, 20.0], [100.0, 200.0]]))   # V = 2, L = 2
     tensor([ 11.,  21., 102., 202.])
@@ -205,9 +188,7 @@ def state_entropies(z) -> torch.Tensor:
 
 
 def prefix_reach(z) -> torch.Tensor:
-    r"""rho(s) = pi(y_<t = s), the probability that a response starts with prefix s: (..., n, V) -> (..., n).
-
-    With it, H(pi) = sum_s rho(s) H(pi(.|s)) (eq. S2).
+    r"""rho(s) = pi(y_<t = s), the reach of prefix s in H(pi) = sum_s rho(s) H(pi(.|s)) (eq. S2): (..., n).
 
     >>> [round(r, 6) for r in prefix_reach(torch.tensor([[0.0, math.log(3)], [0.0, 0.0], [0.0, 0.0]])).tolist()]
     [1.0, 0.25, 0.75]
@@ -234,7 +215,7 @@ def _reach_and_paths(lp: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def success_rate(z, rewards) -> torch.Tensor:
-    r"""p = E_{y~pi}[r(y)] (eq. S3). Args: z (..., n, V); rewards (..., Y). Returns (...).
+    r"""p = E_{y~pi}[r(y)] (eq. S3): z (..., n, V), rewards (..., Y) -> (...).
 
     >>> success_rate(torch.zeros(3, 2), torch.tensor([1.0, 0, 0, 1]))
     tensor(0.5000, dtype=torch.float64)
@@ -247,14 +228,7 @@ def success_rate(z, rewards) -> torch.Tensor:
 
 
 def sampled_values(table, y) -> torch.Tensor:
-    r"""table[..., y_<t, y_t] at every position of sampled sequences: the per-token values of a batch.
-
-    Args:
-        table: (..., n, V) per-(state, token) values (e.g. log pi, with gradient).
-        y: (..., G) long sequence indices, the leading dims of ``table``.
-
-    Returns:
-        (..., G, L) tensor.
+    r"""table[..., y_<t, y_t] at every position of sampled sequences y (..., G): (..., n, V) -> (..., G, L).
 
     >>> lp = torch.log_softmax(torch.tensor([[0.0, 0.0], [0.0, 1.0], [2.0, 0.0]]), -1)
     >>> torch.allclose(sampled_values(lp, torch.tensor([1, 2])).sum(-1), path_sum(lp)[[1, 2]])
@@ -292,13 +266,7 @@ def describe_rule(rule: dict) -> str:
 
 def _targets(n: int) -> torch.Tensor:
     """Success-rate targets: one in eight prompts very hard (0.05), the rest spread over 0.15..0.9."""
-    very_hard = n // 8
-    return torch.cat(
-        [
-            torch.full((very_hard,), 0.05, dtype=torch.float64),
-            torch.linspace(0.15, 0.9, n - very_hard, dtype=torch.float64),
-        ]
-    )
+    return torch.nn.functional.pad(torch.linspace(0.15, 0.9, n - n // 8, dtype=torch.float64), (n // 8, 0), value=0.05)
 
 
 def _pick_rule(
@@ -332,22 +300,10 @@ def make_tasks(
 ) -> Tasks:
     r"""P prompts, each its own logit table and its own verifiable reward, success rates spread over K = 0.4's regimes.
 
-    Reward rule (a checksum, :func:`describe_rule`): r(y) = 1 iff (sum_t a_t y_t) mod m < c, with
-    prompt-specific weights a_t in [1, m-1], modulus m in [2, 20] and threshold c, chosen among
-    ``n_candidates`` random rules as the one whose success rate under the initial policy lies
-    closest to the prompt's target: one prompt in eight targets 0.05 (very hard), the others spread
-    evenly over 0.15..0.9, so some are hard (p <= 0.6) and some easy (p > 0.6). Every prompt has at least
-    one correct and one wrong sequence.
-
-    Args:
-        n_prompts: P >= 1. vocab, length: V and L (:func:`n_prefixes`).
-        start: ``"flat"`` (all logits 0, the uniform policy) or ``"peaked"`` (pretrained-like:
-            logits ``sharpness * N(0, 1)``, a low entropy at every state).
-        seed: the task's random seed. sharpness: >= 0, the peaked logits' scale.
-        n_candidates: random rules tried per prompt, >= 1.
-
-    Returns:
-        :class:`Tasks` with logits (P, n, V) float64, rewards (P, Y) float64 and P rules.
+    Each prompt's checksum rule (:func:`describe_rule`; a_t in [1, m-1], m in [2, 20]) is the one of
+    ``n_candidates`` random rules whose success rate under the initial policy lies closest to its target: one in
+    eight targets 0.05, the rest spread over 0.15..0.9. Every prompt has a correct and a wrong sequence.
+    ``start``: ``"flat"`` (uniform) or ``"peaked"`` (logits ``sharpness * N(0, 1)``, pretrained-like).
 
     >>> t = make_tasks(8, 4, 5, start="peaked", seed=0)
     >>> p = success_rate(t.logits, t.rewards)
@@ -392,10 +348,8 @@ def task_batch(
 
 
 class Snapshot(NamedTuple):
-    r"""The exact quantities of a policy that one update's ledgers need.
-
-    Fields: ``lp`` (..., n, V) log pi(.|s); ``log_pi_y`` (..., Y) log pi(y); ``rho`` (..., n) the prefixes'
-    reach; ``h`` (...) H(pi); ``g`` (..., n, V) = grad_z H. All detached.
+    r"""A policy's exact quantities for one update's ledgers (detached): ``lp`` (..., n, V) log pi(.|s),
+    ``log_pi_y`` (..., Y), ``rho`` (..., n), ``h`` (...) H(pi), ``g`` (..., n, V) = grad_z H.
 
     >>> round(float(snapshot(torch.zeros(3, 2)).h), 4)
     1.3863
@@ -416,7 +370,7 @@ def snapshot(z) -> Snapshot:
         grad_{z_{s,a}} H = rho(s) pi(a|s) (Q(s,a) - F(s)),   Q(s,a) = -log pi(a|s) + F(s a),
         F(s) = sum_a pi(a|s) Q(s,a) (the entropy still to come after prefix s; F = 0 after L tokens),
 
-    computed by one backward sweep over the levels; ``tests/toys/test_seqpolicy.py`` checks it against autograd.
+    computed by one backward sweep over the levels (tested against autograd).
 
     >>> snap = snapshot(torch.tensor([[1.0, 0.0], [0.0, 0.0], [0.0, 2.0]]))
     >>> bool(torch.allclose(snap.h, sequence_entropy(torch.tensor([[1.0, 0.0], [0.0, 0.0], [0.0, 2.0]]))))
@@ -448,14 +402,8 @@ def _snapshot(z: torch.Tensor) -> Snapshot:
 def entropy_gradients(z) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     r"""H(pi), its gradient g = grad_z H, and the part of g through the states' own entropies.
 
-    H = sum_s rho(s) H(s) (eq. S2); g_state = grad_z sum_s rho(s) H(s) with rho held fixed, so
-    g - g_state is the part through the visitation rho (which the per-state ledger ignores).
-
-    Args:
-        z: (..., n, V) logits.
-
-    Returns:
-        (H (...), g (..., n, V), g_state (..., n, V)), float64, detached.
+    H = sum_s rho(s) H(s) (eq. S2); g_state holds rho fixed, so g - g_state is the part through the visitation rho
+    (which the per-state ledger ignores). Shapes (...), (..., n, V), (..., n, V); detached.
 
     >>> h, g, g_state = entropy_gradients(torch.zeros(3, 2))      # uniform: H is at its maximum
     >>> round(float(h), 4), float(g.abs().max()) < 1e-12
@@ -470,12 +418,6 @@ def entropy_gradients(z) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 
 def score_dot(g, z) -> torch.Tensor:
     r"""u_{s,a} = g . grad_z log pi(a|s) = g_{s,a} - sum_b pi(b|s) g_{s,b} for every (state, token) (eq. LG2).
-
-    Args:
-        g: (..., n, V) a gradient (e.g. of H). z: (..., n, V) logits.
-
-    Returns:
-        (..., n, V) float64.
 
     >>> score_dot(torch.tensor([[1.0, 0.0]]), torch.zeros(1, 2))     # V = 2, L = 1
     tensor([[ 0.5000, -0.5000]], dtype=torch.float64)
@@ -493,18 +435,10 @@ def _score_dot(g: torch.Tensor, lp: torch.Tensor) -> torch.Tensor:
 
 
 def split_parts(shares, advantages, hard) -> dict[str, torch.Tensor]:
-    r"""The ledger's parts (:data:`qae_lab.ledger.LEDGER_PARTS`) of per-sample shares, summed per leading row.
+    r"""The ledger's parts (:data:`qae_lab.ledger.LEDGER_PARTS`) of per-sample shares (S, N), summed per row: (S,).
 
-    Like :func:`qae_lab.ledger.ledger_parts` with weight 1 and normaliser 1, for many batches at once:
-    ``dh`` sums every share, ``dh_pos`` / ``dh_neg`` those with A > 0 / A < 0, ``dh_hard`` / ``dh_easy``
-    those of hard / easy prompts, and the four cells.
-
-    Args:
-        shares: (S, N) each sample's share of the change. advantages: (S, N) their A (the sign splits).
-        hard: (S, N) bool, the sample's prompt is hard for QAE.
-
-    Returns:
-        dict of (S,) tensors.
+    :func:`qae_lab.ledger.ledger_parts` with weight and normaliser 1, for many batches at once; the advantages'
+    signs and ``hard`` (S, N) bool split the shares.
 
     >>> parts = split_parts(torch.tensor([[-0.4, 1.5, 0.2]]), torch.tensor([[1.0, -1.0, -1.0]]),
     ...                     torch.tensor([[True, True, False]]))
@@ -519,14 +453,18 @@ def split_parts(shares, advantages, hard) -> dict[str, torch.Tensor]:
             f"advantages and hard (bool) must have the shape of shares {tuple(d.shape)}, "
             f"got {tuple(a.shape)} and {tuple(hard.shape)} ({hard.dtype})"
         )
-    out = {}
-    for sign, sel in (("pos", a > 0), ("neg", a < 0)):
-        for regime, rows in (("hard", hard), ("easy", ~hard)):
-            out[f"dh_{regime}_{sign}"] = (d * (sel & rows)).sum(-1)
-        out[f"dh_{sign}"] = out[f"dh_hard_{sign}"] + out[f"dh_easy_{sign}"]
+    signs, regimes = (("pos", a > 0), ("neg", a < 0)), (("hard", hard), ("easy", ~hard))
+    return _ledger({f"dh_{r}_{s}": (d * (sel & rows)).sum(-1) for s, sel in signs for r, rows in regimes})
+
+
+def _ledger(cells: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """All of :data:`~qae_lab.ledger.LEDGER_PARTS` from the four cells dh_{hard,easy}_{pos,neg}."""
+    out = dict(cells)
+    for sign in ("pos", "neg"):
+        out[f"dh_{sign}"] = cells[f"dh_hard_{sign}"] + cells[f"dh_easy_{sign}"]
+    for regime in ("hard", "easy"):
+        out[f"dh_{regime}"] = cells[f"dh_{regime}_pos"] + cells[f"dh_{regime}_neg"]
     out["dh"] = out["dh_pos"] + out["dh_neg"]  # A = 0 contributes nothing
-    out["dh_hard"] = out["dh_hard_pos"] + out["dh_hard_neg"]
-    out["dh_easy"] = out["dh_easy_pos"] + out["dh_easy_neg"]
     return {k: out[k] for k in LEDGER_PARTS}
 
 
@@ -535,11 +473,7 @@ def advantage_table(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     r"""A1(c), A0(c): the advantage of a correct and of a wrong response in a group with c of G correct.
 
-    From :func:`qae_lab.advantages.group_advantages` on the G + 1 groups (1,..,1, 0,..,0); 0 where the
-    group has no such response. ``scale="batch"`` is refused: its std mixes the other prompts' groups.
-
-    Returns:
-        two (G + 1,) float64 tensors.
+    Two (G + 1,) tensors from the G + 1 groups (1,..,1, 0,..,0); 0 where the group has no such response.
 
     >>> a1, a0 = advantage_table(4, baseline="quantile", k=0.4, scale="none")
     >>> a1.tolist(), a0.tolist()                  # G = 4, K = 0.4: hard while c <= 2
@@ -581,16 +515,8 @@ def expected_ledger(
     r"""The exact expected first-order entropy change of one on-policy group update, split (eq. LG3).
 
     One plain-SGD pass of the token-level (``bnpo``) loss without horizon weights: dz = eta/(P G L)
-    sum_i A_i grad log pi(y_i) for each prompt; the expectation is over the G sampled responses.
-
-    Args:
-        z: (..., P, n, V) logits of a batch of P prompts. rewards: (..., P, Y) 0/1 rewards.
-        group_size: G >= 2. eta: the step size. baseline, k, quantile_method, scale: as
-            :func:`qae_lab.advantages.group_advantages` (not ``scale="batch"``, :func:`advantage_table`).
-        snap: optional :func:`snapshot` of z, to save recomputing it.
-
-    Returns:
-        dict over :data:`qae_lab.ledger.LEDGER_PARTS` of (..., P) tensors: each prompt's expected change.
+    sum_i A_i grad log pi(y_i) per prompt, expected over the G sampled responses. z (..., P, n, V), rewards
+    (..., P, Y) -> (..., P) per ledger part; ``snap``: z's :func:`snapshot`, if already computed.
 
     >>> z, r = torch.zeros(1, 3, 2), torch.tensor([[1.0, 0.0, 0.0, 0.0]])   # uniform: H is at its maximum
     >>> abs(float(expected_ledger(z, r, group_size=4, eta=1.0)["dh"][0])) < 1e-12
@@ -632,13 +558,9 @@ def _expected(
     pos_term = unit * pmf * c * a1 * h1[..., None]  # (..., P, G+1): the correct samples' share
     neg_term = unit * pmf * (big_g - c) * a0 * h0[..., None]  # the wrong samples' share
     hard = hard_regime(torch.arange(big_g + 1), big_g, k)  # (G+1,)
-    out = {}
+    cells = {}
     for sign, sel in (("pos", 1), ("neg", -1)):
         both = pos_term * (torch.sign(a1) == sel) + neg_term * (torch.sign(a0) == sel)  # (..., P, G+1)
-        out[f"dh_hard_{sign}"] = (both * hard).sum(-1)
-        out[f"dh_easy_{sign}"] = (both * ~hard).sum(-1)
-        out[f"dh_{sign}"] = out[f"dh_hard_{sign}"] + out[f"dh_easy_{sign}"]
-    out["dh"] = out["dh_pos"] + out["dh_neg"]
-    out["dh_hard"] = out["dh_hard_pos"] + out["dh_hard_neg"]
-    out["dh_easy"] = out["dh_easy_pos"] + out["dh_easy_neg"]
-    return {key: out[key] for key in LEDGER_PARTS}
+        cells[f"dh_hard_{sign}"] = (both * hard).sum(-1)
+        cells[f"dh_easy_{sign}"] = (both * ~hard).sum(-1)
+    return _ledger(cells)

@@ -1,13 +1,10 @@
-r"""The sampled group update of the exact sequence policy, its entropy ledgers, the training simulation,
-and what SA-AH's horizon weights do to the update's variance.
+r"""The exact sequence policy's sampled group update, its entropy ledgers, training, and SA-AH's update variance.
 
-One update, as the trainer (:class:`qae_lab.train.trainer.QAETrainer` on TRL's GRPO loss) makes it, with the same
-functions: G responses per prompt drawn from the exact pi(y) (:mod:`qae_lab.toys.seqpolicy`); advantages
-A_i from :func:`qae_lab.advantages.group_advantages` (mean or K-quantile baseline, QAE arXiv 2509.22611);
-SA-AH / AH horizon weights w_t from :func:`qae_lab.horizon.selective_horizon_weights` (arXiv 2606.05434) on the
-normalised state entropies H(s_t)/log V, with the sum(w) normaliser c of
-:func:`qae_lab.horizon.normaliser_factor`; then ``num_iterations`` passes of PPO's clipped surrogate
-with DAPO's asymmetric range (Clip-Higher: eps_high = 0.28 against eps_low = 0.2),
+One update as the trainer (:class:`qae_lab.train.trainer.QAETrainer`) makes it, with the same functions: G
+responses per prompt from the exact pi(y); advantages A_i (:func:`qae_lab.advantages.group_advantages`, QAE arXiv
+2509.22611); SA-AH / AH horizon weights w_t on H(s_t)/log V (:func:`qae_lab.horizon.selective_horizon_weights`,
+arXiv 2606.05434) with the sum(w) normaliser c; then ``num_iterations`` passes of PPO's clipped surrogate with
+DAPO's Clip-Higher range (eps_high = 0.28 against eps_low = 0.2),
 
     l_t = -min(r_t A~_t, clip(r_t, 1 - eps_low, 1 + eps_high) A~_t),  r_t = exp(log pi_t - log pi_old,t),
     A~_t = A_i w_t c,   L = sum_t l_t / N_tok   (TRL's "bnpo": a seed's tokens, N_tok = P G L)       (U1)
@@ -35,6 +32,7 @@ from qae_lab.advantages import BASELINES, QUANTILE_METHODS, SCALES, group_advant
 from qae_lab.entropy_controls import ppo_clip_active
 from qae_lab.horizon import normalise_entropy, normaliser_factor, selective_horizon_weights
 from qae_lab.ledger import LEDGER_FORMS, LEDGER_PARTS, entropy_change_terms, square_sums, update_advantages
+from qae_lab.toys.bandit import _adam_ascent
 from qae_lab.toys.seqpolicy import (
     _advantage_table,
     _expected,
@@ -133,8 +131,7 @@ def _rows(table: torch.Tensor, prefixes: torch.Tensor) -> torch.Tensor:
 
 
 def _pass(z: torch.Tensor, pos: tuple, adv: torch.Tensor, lp_old: torch.Tensor, s: UpdateSettings):
-    """One pass of eq. U1: (grad (S, P, n, V), A~ (S, P, G, L), log pi(.|s_t) (S, P, G, L, V), clipped,
-    log pi of each sampled token (S, P, G, L), H(s_t) (S, P, G, L))."""
+    """One pass of eq. U1: grad (S, P, n, V); A~, clipped, log pi(y_t|s_t), H(s_t) (S, P, G, L); log pi(.|s_t)."""
     n_seeds, n_prompts, g = adv.shape
     tokens, prefixes = pos  # (S, P, G, L) each
     v, l = z.shape[-1], tokens.shape[-1]
@@ -165,14 +162,10 @@ def _pass(z: torch.Tensor, pos: tuple, adv: torch.Tensor, lp_old: torch.Tensor, 
 
 
 def _step(z: torch.Tensor, grad: torch.Tensor, s: UpdateSettings, state: dict | None):
-    """z <- z - eta grad (SGD), or one Adam step; returns (z, state)."""
+    """z <- z - eta grad (SGD), or one Adam step down grad; returns (z, state)."""
     if s.optimizer == "sgd":
         return z - s.eta * grad, state
-    m, v, t = (torch.zeros_like(z), torch.zeros_like(z), 0) if state is None else (state["m"], state["v"], state["t"])
-    m, v, t = 0.9 * m + 0.1 * grad, 0.999 * v + 0.001 * grad**2, t + 1
-    # Adam: z <- z - eta m_hat / (sqrt(v_hat) + eps)
-    z = z - s.eta * (m / (1 - 0.9**t)) / ((v / (1 - 0.999**t)).sqrt() + 1e-8)
-    return z, {"m": m, "v": v, "t": t}
+    return _adam_ascent(z, -grad, state or {}, eta=s.eta, scalar=False)
 
 
 def _sample(snap, rewards: torch.Tensor, s: UpdateSettings, generator):
@@ -188,8 +181,7 @@ def _sample(snap, rewards: torch.Tensor, s: UpdateSettings, generator):
 
 
 def _estimator_shares(rows, lp, h, lp_old, a_tok, clipped) -> dict[str, torch.Tensor]:
-    """One pass's per-token terms of every form (:func:`qae_lab.ledger.entropy_change_terms`), from :func:`_pass`'s
-    rows, lp and h: form -> (S, P, G, L)."""
+    """One pass's per-token terms (S, P, G, L) of every form (:func:`qae_lab.ledger.entropy_change_terms`)."""
     l, v = lp.shape[-1], rows.shape[-1]
     # A~_t r_t, and 0 where the clip stops the gradient (the first pass: r = 1, nothing clipped)
     a_upd = update_advantages(a_tok.reshape(-1, l), (lp - lp_old).reshape(-1, l), clipped.reshape(-1, l))
@@ -261,18 +253,12 @@ def _update(z0, rewards, s: UpdateSettings, generator, state, snap):
 def group_update(
     logits, rewards, settings: UpdateSettings, *, generator: torch.Generator | None = None, state: dict | None = None
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor], dict | None]:
-    r"""One sampled group update of every prompt (eq. U1), with its entropy ledgers.
+    r"""One sampled group update of every prompt (eq. U1), with its entropy ledgers: (new logits, metrics, state).
 
-    Args:
-        logits: (S, P, n, V) the logit tables. rewards: (S, P, Y) 0/1 rewards.
-        settings: :class:`UpdateSettings`. generator: the sampling stream. state: Adam's (None: fresh).
-
-    Returns:
-        (new logits (S, P, n, V), metrics, state). Metrics are (S,) tensors, means over prompts:
-        ``entropy`` and ``success`` before the step, ``zero_adv_frac``, ``hard_frac``, ``clip_frac``,
-        ``dh_exact`` (H after - H before), ``dh_first_order`` (grad H . dz, all passes), and the ledgers
-        ``sampled/*``, ``expected/*`` and ``estimator_npg/*``, ``estimator_pg/*``, ``estimator_reinforce/*``
-        over :data:`qae_lab.ledger.LEDGER_PARTS`, with ``sampled/dh_state`` + ``sampled/dh_visit`` = ``sampled/dh``.
+    logits (S, P, n, V), rewards (S, P, Y) 0/1; ``state``: Adam's (None: fresh). Metrics are (S,) means over prompts:
+    ``entropy`` and ``success`` before the step, ``zero_adv_frac``, ``hard_frac``, ``clip_frac``, ``dh_exact``,
+    ``dh_first_order`` (grad H . dz, all passes), and ``sampled/*``, ``expected/*``, ``estimator_{form}/*`` over
+    :data:`qae_lab.ledger.LEDGER_PARTS`, with ``sampled/dh_state`` + ``sampled/dh_visit`` = ``sampled/dh``.
 
     >>> from qae_lab.toys.seqpolicy import task_batch
     >>> t = task_batch(2, 4, 2, 3, start="peaked")
@@ -290,21 +276,11 @@ def group_update(
 def simulate(logits, rewards, settings: UpdateSettings, *, steps: int, seed: int = 0) -> dict[str, torch.Tensor]:
     r"""Train S seeds' prompts by ``steps`` sampled group updates (eq. U1), recording the exact curves and ledgers.
 
-    One ``torch.Generator`` seeded with ``seed`` draws every group; the same seed and batch shape give the same
-    random stream for any settings, so runs that differ only in settings pair up seed by seed. A step is many small
-    tensor operations: run it on one thread (:func:`qae_lab.threads.use_threads`, the lab's policy); on a busy 2-core
-    machine two threads made it about 30 times slower.
-
-    Args:
-        logits: (S, P, n, V) initial logit tables. rewards: (S, P, Y) 0/1 rewards.
-        settings: :class:`UpdateSettings`. steps: >= 0. seed: the sampling stream's seed.
-
-    Returns:
-        dict of float64 tensors: ``entropy`` and ``success`` (S, steps + 1), means over prompts, from the start;
-        every metric of :func:`group_update` per step, (S, steps); ``entropy_curves`` and ``success_curves``,
-        (S, P, steps + 1): each prompt's exact H(pi) and p at every step, from the start (their mean over prompts is
-        ``entropy`` and ``success``); ``entropy_per_prompt`` and ``success_per_prompt``, (S, P, 2): each prompt's
-        value at the start and at the end.
+    The same seed and batch shape give the same random stream for any settings, so runs pair up seed by seed. A
+    step is many small tensor operations: run it on one thread (:func:`qae_lab.threads.use_threads`); on a busy
+    2-core machine two threads made it about 30 times slower. Returns ``entropy`` and ``success`` (S, steps + 1),
+    every :func:`group_update` metric (S, steps), ``{entropy,success}_curves`` per prompt (S, P, steps + 1) and
+    ``{entropy,success}_per_prompt`` (S, P, 2): start and end.
 
     >>> from qae_lab.toys.seqpolicy import task_batch
     >>> t = task_batch(2, 4, 2, 3, start="peaked")
@@ -352,20 +328,10 @@ def update_variance(
 ) -> dict[str, dict[str, float]]:
     r"""What SA-AH's horizon weights (arXiv 2606.05434) do to the variance of one update, by Monte Carlo.
 
-    From one fixed policy, ``n_draws`` independent batches of groups; each gives the first pass's SGD step
-    dz = -eta grad L (eq. U1), under GRPO's weights (alpha = 0) and, on the same groups, under SA-AH's and
-    AH's weights for every alpha. Measured over the draws: tr Cov(dz) = E||dz - E dz||^2, ||E dz||, their
-    ratio (noise to signal), the cosine of E dz with GRPO's E dz and with grad p (the mean success rate's
-    exact gradient), and the mean and std of the first-order entropy change grad H . dz (mean over prompts).
-
-    Args:
-        logits: (P, n, V) one task's logits. rewards: (P, Y) its 0/1 rewards.
-        settings: :class:`UpdateSettings` (its alpha / selective are replaced by the variants').
-        alphas: the alpha values > 0 to compare with 0. n_draws: >= 2. chunk: draws at a time, >= 1.
-
-    Returns:
-        dict variant name -> dict of floats ``trace_var``, ``mean_norm``, ``noise_to_signal``, ``cos_plain``,
-        ``cos_success``, ``dh_mean``, ``dh_std``.
+    From one policy (P, n, V), ``n_draws`` batches of groups each give the first pass's SGD step dz = -eta grad L
+    (eq. U1) under GRPO's weights (alpha = 0) and, on the same groups, SA-AH's and AH's for each alpha. Per variant:
+    ``trace_var`` tr Cov(dz), ``mean_norm`` ||E dz||, ``noise_to_signal``, ``cos_plain`` / ``cos_success`` (E dz's
+    cosine with GRPO's and with grad p), ``dh_mean`` / ``dh_std`` of grad H . dz.
 
     >>> from qae_lab.toys.seqpolicy import make_tasks
     >>> t = make_tasks(4, 2, 3, start="peaked")

@@ -12,10 +12,8 @@ zeros(c) = G - c for a hard group and c for an easy one, and
 The zeros have two sources (:class:`ZeroSources`): groups whose rewards are all equal, zero under
 any baseline (GRPO's mean too), and the side of a mixed group that the gate leaves at 0.
 
-Every count here is computed by :func:`qae_lab.advantages.group_advantages` on the
-canonical groups, so the same functions serve the official code's ``"linear"`` quantile,
-whose interpolated baseline can move both sides of a group. Departures: the Beta spread of
-difficulties is the notebook's modelling assumption, not the paper's.
+Every count is computed by :func:`qae_lab.advantages.group_advantages` on the canonical groups, so the official
+code's ``"linear"`` quantile is served too. The Beta spread of difficulties is the notebook's assumption.
 """
 
 from __future__ import annotations
@@ -50,10 +48,7 @@ __all__ = [
 
 
 def canonical_groups(group_size: int) -> torch.Tensor:
-    r"""All binary groups of size G up to order: group c holds c ones then G - c zeros.
-
-    Returns:
-        ((G+1)*G,) float64 rewards, ready for :func:`qae_lab.advantages.group_advantages`.
+    r"""All binary groups of size G up to order, group c = c ones then G - c zeros: ((G+1)*G,) float64 rewards.
 
     >>> canonical_groups(2)
     tensor([0., 0., 1., 0., 1., 1.], dtype=torch.float64)
@@ -64,11 +59,8 @@ def canonical_groups(group_size: int) -> torch.Tensor:
 
 
 def convention_disagreements(group_size: int, ks) -> torch.Tensor:
-    r"""Where the paper's and the official code's K-quantiles of a binary group differ.
-
-    Returns:
-        (len(ks), G+1) bool tensor: True where, with c successes out of G, the
-        ``"paper"`` baseline differs from the ``"linear"`` (``torch.quantile``) one.
+    r"""Where the ``"paper"`` and ``"linear"`` (official code) K-quantiles of a group with c of G correct differ:
+    (len(ks), G+1) bool.
 
     >>> convention_disagreements(8, [0.4])[0].nonzero().flatten().tolist()    # only c = 5 of 8
     [5]
@@ -85,9 +77,7 @@ def convention_disagreements(group_size: int, ks) -> torch.Tensor:
 def gate_zero_counts(group_size: int, k: float, method: str = "paper") -> torch.Tensor:
     r"""How many of G binary responses get A = 0 under QAE, for each success count c = 0..G.
 
-    Computed by :func:`qae_lab.advantages.group_advantages` on one group per c, so it holds
-    for either quantile convention. Paper convention: G - c if the prompt is hard
-    (c <= G - ceil(K G)), else c.
+    Paper convention: G - c if the prompt is hard (c <= G - ceil(K G)), else c.
 
     >>> gate_zero_counts(4, 0.4)       # hard while c <= 2: failures get 0; easy: successes get 0
     tensor([4, 3, 2, 3, 4])
@@ -101,9 +91,8 @@ def gate_zero_counts(group_size: int, k: float, method: str = "paper") -> torch.
 def gate_table(group_size: int, ks, method: str = "paper") -> torch.Tensor:
     r"""Which responses QAE moves, for each K (rows) and success count c = 0..G (columns).
 
-    Entries: +1 only successes get A != 0 (A > 0, the hard regime), -1 only failures
-    (A < 0, easy), 0 nobody (all-equal group), 2 both (the linear convention's
-    interpolated baseline can sit strictly between 0 and 1).
+    +1: only successes get A != 0 (hard), -1: only failures (easy), 0: nobody (all-equal group), 2: both (the
+    linear convention's baseline can sit strictly between 0 and 1).
 
     >>> gate_table(4, [0.4, 0.8])
     tensor([[ 0,  1,  1, -1,  0],
@@ -152,12 +141,9 @@ def _check_rates(p: torch.Tensor) -> None:
 def expected_zero_fraction(
     p, group_size: int, k: float, method: str = "paper", *, drop_all_equal: bool = False
 ) -> torch.Tensor:
-    r"""Exact E[fraction of a group with A = 0] when the success count is Binomial(G, p).
+    r"""Exact E[fraction of a group with A = 0] when the success count is Binomial(G, p); p's shape.
 
-    Args:
-        p: float or tensor of success rates in [0, 1]. Returns the same shape, float64.
-        drop_all_equal: condition on the group not being all-correct or all-wrong, as
-            after DAPO's dynamic sampling (NaN for p in {0, 1}, where no group is kept).
+    ``drop_all_equal``: condition on mixed groups, as after DAPO's dynamic sampling (NaN for p in {0, 1}).
 
     >>> expected_zero_fraction(torch.tensor([0.0, 0.5, 1.0]), 16, 0.4)
     tensor([1.0000, 0.5764, 1.0000], dtype=torch.float64)
@@ -172,12 +158,8 @@ def expected_zero_fraction(
 def expected_zero_fraction_beta(
     a: float, b: float, group_size: int, k: float, method: str = "paper", *, drop_all_equal: bool = False
 ) -> float:
-    r"""E[zero-advantage fraction] when per-prompt success rates follow Beta(a, b).
-
-    ``drop_all_equal`` conditions on mixed groups, as in :func:`expected_zero_fraction`.
-
-    Exact: the success count is then Beta-Binomial(G, a, b),
-    P(c) = C(G, c) B(c + a, G - c + b) / B(a, b).
+    r"""E[zero-advantage fraction] when per-prompt success rates follow Beta(a, b), exact: the success count is
+    Beta-Binomial(G, a, b). ``drop_all_equal``: as in :func:`expected_zero_fraction`.
 
     >>> round(expected_zero_fraction_beta(1.0, 1.0, 16, 0.4), 4)   # p uniform: 206 / (16 * 17)
     0.7574
@@ -189,10 +171,7 @@ def expected_zero_fraction_beta(
 
 
 def sampled_zero_fraction(p, group_size: int, k: float, method: str = "paper", *, seed: int = 0) -> float:
-    r"""Sampled counterpart of the expected zero fraction: one Binomial group per success rate.
-
-    Draws G binary rewards for every p in ``p``, computes QAE advantages with
-    :func:`qae_lab.advantages.group_advantages` and returns the share that is exactly 0.
+    r"""The share of QAE advantages exactly 0 in one sampled group of G per success rate in ``p``.
 
     >>> sampled_zero_fraction(torch.full((2000,), 0.5), 16, 0.4) - 0.5764 < 0.02
     True
@@ -218,12 +197,8 @@ def sampled_zero_fraction_beta(
 
 
 class ZeroSources(NamedTuple):
-    r"""Where a share of zero advantages comes from, as shares of all responses (floats, or tensors of one shape).
-
-    Attributes:
-        all_equal: responses of groups whose rewards are all equal: A = 0 under any baseline, GRPO's mean too.
-        gate: responses of mixed groups that QAE's gate leaves at 0: the failures of a hard group, the successes
-            of an easy one.
+    r"""Where zero advantages come from, as shares of all responses: ``all_equal`` groups (A = 0 under any
+    baseline) and the ``gate`` (the failures of a hard mixed group, the successes of an easy one).
 
     >>> ZeroSources(0.1, 0.6).total
     0.7
@@ -245,11 +220,7 @@ def _sources(pmf: torch.Tensor, zeros: torch.Tensor) -> ZeroSources:
 
 
 def zero_sources(p, group_size: int, k: float, method: str = "paper") -> ZeroSources:
-    r"""The expected share of a group's responses with A = 0 when its success count is Binomial(G, p), split into
-    its two sources (:class:`ZeroSources`); their total is :func:`expected_zero_fraction`.
-
-    Args:
-        p: float or tensor of success rates in [0, 1]. Each source has its shape, float64.
+    r""":func:`expected_zero_fraction` split into its two sources (:class:`ZeroSources`), each of p's shape.
 
     >>> src = zero_sources(torch.tensor([0.0, 0.5]), 2, 0.4)  # G = 2, K = 0.4: c = 1 is hard, its failure gets 0
     >>> src.all_equal.tolist(), src.gate.tolist(), src.total.tolist()
@@ -276,9 +247,7 @@ def zero_sources_beta(a: float, b: float, group_size: int, k: float, method: str
 
 
 def sampled_zero_sources(p, group_size: int, k: float, method: str = "paper", *, seed: int = 0) -> ZeroSources:
-    r"""Measured: one group of G binary rewards drawn for every success rate in ``p``, QAE's advantages computed by
-    :func:`qae_lab.advantages.group_advantages`, and the responses with A = 0 counted by their source
-    (:class:`ZeroSources`, floats: shares of all ``len(p) * G`` responses).
+    r""":func:`sampled_zero_fraction` split into its two sources (:class:`ZeroSources`, floats).
 
     >>> src = sampled_zero_sources(torch.rand(4000, generator=torch.Generator().manual_seed(0)), 16, 0.4)
     >>> abs(src.total - zero_sources_beta(1.0, 1.0, 16, 0.4).total) < 0.02
@@ -299,10 +268,7 @@ def sampled_zero_sources(p, group_size: int, k: float, method: str = "paper", *,
 def advantage_extremes(
     group_size: int, k: float, *, baseline: str = "quantile", scale: str = "group"
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""The largest and the smallest advantage in a binary group with c correct responses, for c = 0..G.
-
-    Returns:
-        two (G+1,) float64 tensors, from :func:`qae_lab.advantages.group_advantages` of :func:`canonical_groups`.
+    r"""The largest and the smallest advantage in a binary group with c correct, for c = 0..G: two (G+1,) tensors.
 
     >>> hi, lo = advantage_extremes(4, 0.4, scale="none")  # QAE: b_K = 0 for c <= 2, 1 above
     >>> hi.tolist(), lo.tolist()
@@ -347,12 +313,8 @@ SPREADS = {
 
 
 def zero_share_rows(measured: ZeroSources, n_prompts: int, group_size: int, k: float) -> list[dict]:
-    r"""The share of responses with A = 0 in percent, by source, as table rows: the ``measured`` batch of notebook 01
-    (``n_prompts`` success rates drawn uniform on (0, 1), :func:`sampled_zero_sources`), then the exact share of a
-    batch for each spread of :data:`SPREADS` (:func:`zero_sources_beta`).
-
-    Each row: ``success rates``, ``prompts`` (None where exact), ``A = 0 (%)``, ``all-equal groups (%)`` (A = 0
-    under any baseline) and ``QAE's gate (%)`` (the side of a mixed group the gate leaves at 0).
+    r"""The share of responses with A = 0 in percent, by source, as table rows: notebook 01's ``measured`` batch
+    (uniform success rates), then the exact share for each spread of :data:`SPREADS` (``prompts`` None).
 
     >>> rows = zero_share_rows(ZeroSources(0.118, 0.638), 20000, 16, 0.4)
     >>> [row["success rates"] for row in rows][1:]
