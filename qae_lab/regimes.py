@@ -12,7 +12,6 @@ look alike; these functions split it.
 * :func:`start_split`: a fixed held-out prompt set ranked by the start model's success rate; its hardest
   and easiest fraction (:class:`qae_lab.train.regime_eval.RegimeEval` takes quarters).
 * :func:`group_means`: the token mean (e.g. entropy) and success rate of each group of prompts.
-* :func:`binomial_pmf`: how many of a group's responses succeed, the count QAE's gate reads, for a success rate p.
 
 Implementer's notes: docs/implementation.md, section ``qae_lab.regimes``.
 """
@@ -27,7 +26,7 @@ import torch
 
 from qae_lab._checks import check_int, check_mask
 
-__all__ = ["regime_token_sums", "regime_token_means", "start_split", "group_means", "binomial_pmf"]
+__all__ = ["regime_token_sums", "regime_token_means", "start_split", "group_means"]
 
 
 def regime_token_sums(x: torch.Tensor, mask: torch.Tensor, hard_rows: torch.Tensor) -> torch.Tensor:
@@ -149,24 +148,3 @@ def group_means(
             float(successes[sel].sum()) / (len(idx) * g),
         )
     return out
-
-
-def binomial_pmf(p, n: int) -> torch.Tensor:
-    r"""P(c) = C(n, c) p^c (1 - p)^(n - c), c = 0..n: how many of n independent responses succeed at rate p.
-
-    Args:
-        p: success rates, any shape (...), in [0, 1]; computed in float64 (gradients flow through a tensor's).
-        n: the number of responses, >= 0.
-
-    Returns:
-        (..., n + 1), with 0^0 = 1, so exact at p = 0 and p = 1.
-
-    >>> binomial_pmf(torch.tensor([0.0, 0.5, 1.0]), 2).tolist()
-    [[1.0, 0.0, 0.0], [0.25, 0.5, 0.25], [0.0, 0.0, 1.0]]
-    """
-    n = check_int(n, "n", 0)
-    p = p.double() if isinstance(p, torch.Tensor) else torch.as_tensor(p, dtype=torch.float64)
-    c = torch.arange(n + 1, dtype=p.dtype)
-    comb = torch.tensor([math.comb(n, j) for j in range(n + 1)], dtype=p.dtype)
-    q = p[..., None]  # (..., 1)
-    return comb * torch.where(c == 0, 1.0, q**c) * torch.where(c == n, 1.0, (1 - q) ** (n - c))  # (..., n + 1)
