@@ -28,8 +28,8 @@ from qae_lab.analysis.claims import CLAIMS, Verdict, verdict
 from qae_lab.analysis.committed_data import load_prop42
 from qae_lab.analysis.compare import Run, find_reference_runs, load_runs, series
 from qae_lab.analysis.phenomena import clipped_fraction, load_experiment, window_mean
-from qae_lab.analysis.regime_runs import regime_numbers
-from qae_lab.analysis.seqpolicy_findings import load_findings, load_regimes
+from qae_lab.analysis.regime_runs import regime_eval_numbers
+from qae_lab.analysis.seqpolicy_runs import load_findings, load_regimes
 from qae_lab.analysis.stats import moving_average, training_variance
 from qae_lab.metric_names import QAE_NEG_CORRECT, QAE_ZERO_ADV_FRAC, SAAH_W_MEAN_NEG
 
@@ -207,7 +207,7 @@ def _update_variance(start: str) -> Evidence:
 
 def _held_out(group: str, key: str, what: str) -> Evidence:
     runs = _experiment("regimes")
-    a, b = _sides(runs, "qae+clip_higher", "mean+clip_higher", lambda r: (regime_numbers(r, group) or {}).get(key))
+    a, b = _sides(runs, "qae+clip_higher", "mean+clip_higher", lambda r: (regime_eval_numbers(r, group) or {}).get(key))
     explode = key == "peak/start"
     why = _control(b, explode, " on the prompts that start " + ("hardest" if explode else "easiest"))
     return Evidence(what, "quantile", "mean", a, b, why=why)
