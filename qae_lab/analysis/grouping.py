@@ -49,54 +49,17 @@ SETTINGS: dict[str, tuple[str | None, object]] = {
     "preset": (None, None),
     **{
         k: (_RUN, None)
-        for k in (
-            "model",
-            "task",
-            "levels",
-            "n_train",
-            "n_eval",
-            "data_seed",
-            "lora",
-            "lora_r",
-            "eval_samples",
-            "eval_max_new_tokens",
-        )
+        for k in "model task levels n_train n_eval data_seed lora lora_r eval_samples eval_max_new_tokens".split()
     },
     "dtype": (_RUN, "auto"),
     "reward": (_RUN, "strict"),
     **{
         k: (_TRAINER, None)
-        for k in (
-            "max_steps",
-            "learning_rate",
-            "lr_scheduler_type",
-            "warmup_steps",
-            "weight_decay",
-            "max_grad_norm",
-            "per_device_train_batch_size",
-            "gradient_accumulation_steps",
-            "num_generations",
-            "generation_batch_size",
-            "steps_per_generation",
-            "max_completion_length",
-            "temperature",
-            "top_p",
-            "top_k",
-            "beta",
-            "num_iterations",
-            "epsilon",
-            "epsilon_high",
-            "importance_sampling_level",
-            "loss_type",
-            "scale_rewards",
-            "baseline",
-            "quantile_k",
-            "quantile_method",
-            "advantage_eps",
-            "token_weighting",
-            "alpha",
-            "success_threshold",
-        )
+        for k in """max_steps learning_rate lr_scheduler_type warmup_steps weight_decay max_grad_norm
+            per_device_train_batch_size gradient_accumulation_steps num_generations generation_batch_size
+            steps_per_generation max_completion_length temperature top_p top_k beta num_iterations epsilon
+            epsilon_high importance_sampling_level loss_type scale_rewards baseline quantile_k quantile_method
+            advantage_eps token_weighting alpha success_threshold""".split()
     },
     "sparse_update": (_TRAINER, True),
     "entropy_top_k": (_TRAINER, None),

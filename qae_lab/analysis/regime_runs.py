@@ -54,17 +54,9 @@ def regime_eval_curves(runs: Sequence[Run], group: str, quantity: str = "entropy
     for method, group_runs in group_by_method(runs).items():
         points = [dict(zip(*regime_eval_curve(r, group, quantity))) for r in group_runs]
         points = [p for p in points if p]
-        common = sorted(set.intersection(*(set(p) for p in points))) if points else []
-        if common:
-            stats = [stat(p[x] for p in points) for x in common]
-            out[method] = Curve(
-                common,
-                [s.mean for s in stats],
-                [s.std for s in stats],
-                [s.lo for s in stats],
-                [s.hi for s in stats],
-                len(points),
-            )
+        curve = Curve.over(points) if points else None
+        if curve and curve.steps:
+            out[method] = curve
     return out
 
 
