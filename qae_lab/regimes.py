@@ -32,14 +32,9 @@ __all__ = ["regime_token_sums", "regime_token_means", "start_split", "group_mean
 def regime_token_sums(x: torch.Tensor, mask: torch.Tensor, hard_rows: torch.Tensor) -> torch.Tensor:
     r"""``[sum_hard, tokens_hard, sum_easy, tokens_easy]`` of a per-token quantity over a micro-batch.
 
-    Args:
-        x: (B, T) per-token values (the policy's token entropies H_t).
-        mask: (B, T) 0/1, the tokens that count (the loss's completion mask).
-        hard_rows: (B,) bool, each response's prompt is in QAE's hard regime (p <= 1-K).
-
-    Returns:
-        (4,) tensor in ``x``'s dtype: the masked sums and token counts of the hard rows, then of the
-        others. Add these over processes (and micro-batches) before :func:`regime_token_means`.
+    Shapes: x (B, T) per-token values (the token entropies H_t), mask (B, T) 0/1 (the loss's completion mask),
+    hard_rows (B,) bool (the prompt is in QAE's hard regime, p <= 1-K) -> (4,) in ``x``'s dtype; add these over
+    processes (and micro-batches) before :func:`regime_token_means`.
 
     >>> x = torch.tensor([[1.0, 3.0], [2.0, 9.0], [4.0, 4.0]])
     >>> m = torch.tensor([[1.0, 1.0], [1.0, 0.0], [1.0, 1.0]])
@@ -75,17 +70,9 @@ def regime_token_means(sums: torch.Tensor | Sequence[float]) -> tuple[float | No
 def start_split(success_rates: Sequence[float] | torch.Tensor, frac: float) -> tuple[list[int], list[int]]:
     r"""The hardest and the easiest ``frac`` of a prompt set, by the start model's success rates.
 
-    Each group holds n = round(frac * B) prompts (at least 1): the hard group the n lowest success rates,
-    the easy group the n highest; ties go to the prompt that comes first, so the split is a function of
-    the rates alone.
-
-    Args:
-        success_rates: (B,) each prompt's success rate p (the share of its sampled completions that are
-            correct), B >= 2.
-        frac: the share of the prompts in each group, in (0, 0.5].
-
-    Returns:
-        (hard indices, easy indices), each ascending.
+    ``success_rates``: (B,), B >= 2; ``frac`` in (0, 0.5]. Each group holds n = round(frac * B) prompts (at least
+    1): the hard group the n lowest rates, the easy group the n highest; ties go to the prompt that comes first, so
+    the split is a function of the rates alone. Returns (hard indices, easy indices), each ascending.
 
     >>> start_split([0.5, 0.0, 1.0, 0.25, 0.0, 0.75, 1.0, 0.5], 0.25)
     ([1, 4], [2, 6])
@@ -106,15 +93,8 @@ def group_means(
 ) -> dict[str, tuple[float, float]]:
     r"""Per group of prompts: (token-weighted mean of ``x`` over its completions' tokens, mean reward).
 
-    Args:
-        x: (N, T) per-token values, N = B*G (each prompt's G completions contiguous).
-        mask: (N, T) 0/1, the completion tokens (EOS included, as TRL's completion mask).
-        rewards: (N,) 0/1 success of each completion.
-        group_size: G >= 1.
-        groups: name -> indices of its prompts (0 .. B-1), each group non-empty.
-
-    Returns:
-        name -> (sum of x over the group's tokens / their number, the group's success rate).
+    Shapes: x (N, T), N = B*G (each prompt's G completions contiguous), mask (N, T) 0/1 (TRL's completion mask,
+    EOS included), rewards (N,) 0/1; ``groups``: name -> indices of its prompts (0 .. B-1), each non-empty.
 
     >>> x = torch.tensor([[1.0, 1.0], [3.0, 0.0], [2.0, 2.0], [4.0, 4.0]])   # B = 2 prompts, G = 2
     >>> m = torch.tensor([[1.0, 1.0], [1.0, 0.0], [1.0, 1.0], [1.0, 1.0]])

@@ -187,13 +187,6 @@ def load_experiment(reference_runs: str | Path, experiment: str) -> list[Run]:
     r"""The committed runs of one experiment, from ``<reference_runs>/phenomena/<experiment>/``, with the runs it
     shares with another experiment (``"with"``: the K sweep's K = 0.4 runs are the entropy experiment's qae runs).
 
-    Args:
-        reference_runs: the ``data/reference_runs`` folder (:func:`qae_lab.analysis.compare.find_reference_runs`).
-        experiment: a name of :data:`EXPERIMENTS`.
-
-    Raises:
-        ValueError: an unknown experiment, or a folder without runs (with the command that makes them).
-
     >>> from qae_lab.analysis.compare import find_reference_runs
     >>> sorted({r.method for r in load_experiment(find_reference_runs(), "composite")})
     ['mean', 'qae', 'sa_ah']
@@ -215,11 +208,6 @@ def load_experiment(reference_runs: str | Path, experiment: str) -> list[Run]:
 
 def window_mean(rows: Sequence[Mapping], metric: str, start: int = 1, stop: int | None = None) -> float | None:
     r"""Mean of ``metric`` over the log rows with ``start <= step <= stop`` that hold it; None when none does.
-
-    Args:
-        rows: training-step rows (:func:`qae_lab.storage.folder.step_rows`), each with a ``step``.
-        metric: a logged metric (``"entropy"``, ``"qae/neg_correct"``, ...).
-        start, stop: the window of steps, inclusive (``stop=None``: to the last step); start >= 1.
 
     >>> rows = [{"step": s, "entropy": 0.1 * s} for s in range(1, 6)]
     >>> round(window_mean(rows, "entropy", 2, 3), 6), window_mean(rows, "reward")
@@ -255,10 +243,6 @@ def k_sweep_rows(runs: Sequence[Run], last: int = 20) -> list[dict]:
     r"""One row per K of a K sweep: ``k``, ``seeds`` and a :class:`~qae_lab.analysis.stats.Stat` over seeds of the
     final entropy and the final easy-prompt fraction (means of the last ``last`` steps that log them) and of
     sampled pass@1 and pass@32 after training.
-
-    Args:
-        runs: runs that differ in ``quantile_k`` (their ``config.json``'s trainer settings).
-        last: steps averaged for the final values, >= 1.
 
     >>> from qae_lab.analysis.compare import Run
     >>> run = lambda k, e: Run("r", "qae", 0, {"trainer": {"quantile_k": k}}, [{"step": 1, "entropy": e}], None,

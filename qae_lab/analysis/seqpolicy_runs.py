@@ -534,11 +534,7 @@ def start_groups(p0, n: int) -> dict[str, torch.Tensor]:
     here are fixed at the start: each seed's prompts sorted by p_0 (a stable sort: of equal p_0 the lower prompt
     index counts as harder), the first ``n`` are "hard", the last ``n`` "easy"; "mixed" is every prompt.
 
-    Args:
-        p0: (S, P) start success rates, P >= 2. n: prompts per group, in [1, P // 2] (the groups do not overlap).
-
-    Returns:
-        dict ``"hard"``, ``"easy"``, ``"mixed"`` -> (S, P) bool masks, each with n (mixed: P) True per seed.
+    Shapes: p0 (S, P), P >= 2, n in [1, P // 2] -> :data:`REGIMES` -> (S, P) bool, n (mixed: P) True per seed.
 
     >>> m = start_groups(torch.tensor([[0.5, 0.1, 0.9, 0.1]]), 1)   # two prompts at 0.1: prompt 1 counts as harder
     >>> m["hard"].tolist(), m["easy"].tolist(), m["mixed"].sum().item()
@@ -559,12 +555,7 @@ def start_groups(p0, n: int) -> dict[str, torch.Tensor]:
 def start_group_curves(curves, p0, n: int) -> dict[str, torch.Tensor]:
     r"""Per-prompt curves averaged over each group of :func:`start_groups`: x_g(t) = mean_{q in g} x_q(t).
 
-    Args:
-        curves: (S, P, T) per-prompt values over steps (e.g. ``entropy_curves`` of
-            :func:`qae_lab.toys.seqpolicy_training.simulate`). p0: (S, P) start success rates. n: prompts per group.
-
-    Returns:
-        dict ``"hard"``, ``"easy"``, ``"mixed"`` -> (S, T) float64.
+    Shapes: curves (S, P, T) (e.g. simulate's ``entropy_curves``), p0 (S, P) -> :data:`REGIMES` -> (S, T) float64.
 
     >>> x = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [5.0, 9.0], [7.0, 1.0]]])      # S = 1, P = 4, T = 2
     >>> {g: c.tolist() for g, c in start_group_curves(x, torch.tensor([[0.2, 0.9, 0.1, 0.5]]), 1).items()}
@@ -588,11 +579,7 @@ def curve_summary(curve, early: int) -> dict[str, torch.Tensor]:
     r"""What a curve over steps did, per seed: ``start`` x_0, ``peak_ratio`` max_t x_t / x_0 (1 when it never rises
     above its start), ``early`` x at step ``early``, ``final`` x at the last step.
 
-    Args:
-        curve: (S, T) values from step 0. early: a step in [0, T - 1].
-
-    Returns:
-        dict of (S,) float64 tensors.
+    Shapes: curve (S, T) from step 0, ``early`` in [0, T - 1] -> dict of (S,) float64.
 
     >>> s = curve_summary(torch.tensor([[2.0, 3.0, 1.0], [1.0, 0.5, 0.25]]), 1)
     >>> {k: v.tolist() for k, v in s.items()}
@@ -619,9 +606,6 @@ def first_move(values: Sequence[float], steps: Sequence[int]) -> Move:
     r"""Which way a curve goes first: from x_0, the first value that differs from it sets the direction, and the move
     lasts while the curve stays on that side of x_0; its extreme (the peak of a rise, the trough of a fall) and step.
     A curve that never leaves x_0 gives ``extreme = start`` at the first step.
-
-    Args:
-        values: x_t at ``steps``, the first the start. steps: as many step numbers, increasing.
 
     >>> first_move([1.0, 1.3, 1.6, 1.2, 0.9, 1.7], [0, 5, 10, 15, 20, 25])   # up first: the peak before it falls back
     Move(start=1.0, extreme=1.6, step=10)
