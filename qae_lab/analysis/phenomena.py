@@ -479,13 +479,9 @@ _SEARCH_HIDDEN = ("sparse_update=false", "disable_tqdm=true", "save_model=false"
 def search_row(run: Run) -> dict:
     r"""What notebook 06's "settings tried" table keeps of an exploratory run: its settings and figures.
 
-    ``sets`` are the run's ``--method`` and ``--set`` overrides (from ``config.json``'s ``run.build``),
-    without the bookkeeping ones; entropy and reward are means over the first and last 20% of the
-    steps that log them, with the peak of a 10-row trailing average of the entropy (:func:`peak`);
-    ``clipped`` is the mean share of tokens PPO's clip stopped (``clip_ratio/region_mean``) over the steps
-    that reuse a generation (where the ratio can leave 1), ``clipped_high`` its upper end alone (Clip-Higher's);
-    pass@1 and pass@32 before and after training
-    when the run was evaluated.
+    ``sets``: the run's ``--method`` and ``--set`` overrides (``config.json``'s ``run.build``) less the bookkeeping
+    ones; entropy and reward over the first and last 20% of the steps, the entropy's 10-row :func:`peak`;
+    ``clipped`` and ``clipped_high``: :func:`clipped_fraction`; pass@1 and pass@32 before and after, if evaluated.
 
     >>> from qae_lab.analysis.compare import Run
     >>> rows = [{"step": s, "entropy": 0.1 if s < 6 else 0.3, "reward": 0.5} for s in range(1, 11)]

@@ -634,8 +634,7 @@ def first_move(values: Sequence[float], steps: Sequence[int]) -> Move:
 def summarise_regimes(out: Mapping[str, torch.Tensor], n: int, *, early: int, every: int) -> dict:
     r"""What ``data/seqpolicy/regimes.json`` keeps of one :func:`~qae_lab.toys.seqpolicy_training.simulate` run (JSON-ready).
 
-    Per group of :func:`start_groups` (the ``n`` hardest / easiest prompts of each seed at the start, and all of them),
-    per seed, rounded to 4 significant digits: ``start_p`` and ``final_p`` (the group's mean success rate),
+    Per group of :func:`start_groups`, per seed, rounded to 4 significant digits: ``start_p`` and ``final_p`` (the group's mean success rate),
     ``start_h``, ``peak_ratio``, ``early_h`` (at step ``early``) and ``final_h`` of its mean entropy curve
     (:func:`curve_summary`); and ``entropy_curve`` every ``every`` steps from step 0, as mean, std and range over
     seeds (``steps``, ``mean``, ``std``, ``lo``, ``hi``, ``n``).
