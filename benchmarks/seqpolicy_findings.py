@@ -8,7 +8,7 @@ on the update's variance with :func:`qae_lab.toys.seqpolicy_training.update_vari
 :func:`qae_lab.analysis.seqpolicy_runs.tracking`: how the per-token entropy-change estimators of :mod:`qae_lab.ledger` track the
 exact change; ``settings``: the fields that differ from :class:`~qae_lab.toys.seqpolicy_training.UpdateSettings`' defaults)
 in ``data/seqpolicy/findings.json`` (merged: ``--only`` replaces just its part) and prints its tables
-(:func:`qae_lab.analysis.seqpolicy_findings.sweep_rows`, ``cell_rows``, ``variance_rows``).
+(:func:`qae_lab.analysis.seqpolicy_runs.sweep_rows`, ``cell_rows``, ``variance_rows``).
 
     python benchmarks/seqpolicy_findings.py --timing          # simulate's speed: 2000 steps x 8 seeds x 16 prompts
     python benchmarks/seqpolicy_findings.py --only flat       # the flat-start runs (~5-7 minutes on one core)
@@ -37,7 +37,7 @@ from qae_lab.threads import use_threads
 from qae_lab.storage.folder import atomic_write_text
 from qae_lab.toys.seqpolicy import STARTS, task_batch
 from qae_lab.analysis.seqpolicy_runs import headline, summarise_run, sweep_settings
-from qae_lab.analysis.seqpolicy_findings import cell_rows, sweep_rows, variance_rows
+from qae_lab.analysis.seqpolicy_runs import cell_rows, sweep_rows, variance_rows
 from qae_lab.analysis.tables import markdown_table
 from qae_lab.toys.seqpolicy_training import UpdateSettings, simulate, update_variance
 

@@ -40,9 +40,8 @@ import torch
 from qae_lab.threads import use_threads
 from qae_lab.storage.folder import atomic_write_text
 from qae_lab.toys.seqpolicy import task_batch
-from qae_lab.analysis.seqpolicy_runs import regime_setting_name, regime_settings, summarise_regimes
+from qae_lab.analysis.seqpolicy_runs import load_regimes, regime_setting_name, regime_settings, summarise_regimes
 from qae_lab.analysis.claims import comparison_row
-from qae_lab.analysis.seqpolicy_findings import load_regimes
 from qae_lab.analysis.tables import markdown_table
 from qae_lab.toys.seqpolicy_training import UpdateSettings, simulate
 
@@ -66,7 +65,7 @@ META = {
     "every": 5,
 }
 SEARCH = {"task_seed": 100, "n_seeds": 4, "sharpness": [3.0, 6.0], "adam_eta": [0.02, 0.05], "adam_passes": [2, 4]}
-# a tiny policy, every part of the script in a few seconds (tests/analysis/test_seqpolicy_findings.py)
+# a tiny policy, every part of the script in a few seconds (tests/analysis/test_seqpolicy_runs.py)
 SMOKE_META = {
     **META,
     "vocab": 2,

@@ -12,7 +12,6 @@ look alike; these functions split it.
 * :func:`start_split`: a fixed held-out prompt set ranked by the start model's success rate; its hardest
   and easiest fraction (:class:`qae_lab.train.regime_eval.RegimeEval` takes quarters).
 * :func:`group_means`: the token mean (e.g. entropy) and success rate of each group of prompts.
-* :func:`binomial_pmf`: how many of a group's responses succeed, the count QAE's gate reads, for a success rate p.
 
 Implementer's notes: docs/implementation.md, section ``qae_lab.regimes``.
 """
@@ -27,20 +26,15 @@ import torch
 
 from qae_lab._checks import check_int, check_mask
 
-__all__ = ["regime_token_sums", "regime_token_means", "start_split", "group_means", "binomial_pmf"]
+__all__ = ["regime_token_sums", "regime_token_means", "start_split", "group_means"]
 
 
 def regime_token_sums(x: torch.Tensor, mask: torch.Tensor, hard_rows: torch.Tensor) -> torch.Tensor:
     r"""``[sum_hard, tokens_hard, sum_easy, tokens_easy]`` of a per-token quantity over a micro-batch.
 
-    Args:
-        x: (B, T) per-token values (the policy's token entropies H_t).
-        mask: (B, T) 0/1, the tokens that count (the loss's completion mask).
-        hard_rows: (B,) bool, each response's prompt is in QAE's hard regime (p <= 1-K).
-
-    Returns:
-        (4,) tensor in ``x``'s dtype: the masked sums and token counts of the hard rows, then of the
-        others. Add these over processes (and micro-batches) before :func:`regime_token_means`.
+    Shapes: x (B, T) per-token values (the token entropies H_t), mask (B, T) 0/1 (the loss's completion mask),
+    hard_rows (B,) bool (the prompt is in QAE's hard regime, p <= 1-K) -> (4,) in ``x``'s dtype; add these over
+    processes (and micro-batches) before :func:`regime_token_means`.
 
     >>> x = torch.tensor([[1.0, 3.0], [2.0, 9.0], [4.0, 4.0]])
     >>> m = torch.tensor([[1.0, 1.0], [1.0, 0.0], [1.0, 1.0]])
@@ -76,17 +70,9 @@ def regime_token_means(sums: torch.Tensor | Sequence[float]) -> tuple[float | No
 def start_split(success_rates: Sequence[float] | torch.Tensor, frac: float) -> tuple[list[int], list[int]]:
     r"""The hardest and the easiest ``frac`` of a prompt set, by the start model's success rates.
 
-    Each group holds n = round(frac * B) prompts (at least 1): the hard group the n lowest success rates,
-    the easy group the n highest; ties go to the prompt that comes first, so the split is a function of
-    the rates alone.
-
-    Args:
-        success_rates: (B,) each prompt's success rate p (the share of its sampled completions that are
-            correct), B >= 2.
-        frac: the share of the prompts in each group, in (0, 0.5].
-
-    Returns:
-        (hard indices, easy indices), each ascending.
+    ``success_rates``: (B,), B >= 2; ``frac`` in (0, 0.5]. Each group holds n = round(frac * B) prompts (at least
+    1): the hard group the n lowest rates, the easy group the n highest; ties go to the prompt that comes first, so
+    the split is a function of the rates alone. Returns (hard indices, easy indices), each ascending.
 
     >>> start_split([0.5, 0.0, 1.0, 0.25, 0.0, 0.75, 1.0, 0.5], 0.25)
     ([1, 4], [2, 6])
@@ -107,15 +93,8 @@ def group_means(
 ) -> dict[str, tuple[float, float]]:
     r"""Per group of prompts: (token-weighted mean of ``x`` over its completions' tokens, mean reward).
 
-    Args:
-        x: (N, T) per-token values, N = B*G (each prompt's G completions contiguous).
-        mask: (N, T) 0/1, the completion tokens (EOS included, as TRL's completion mask).
-        rewards: (N,) 0/1 success of each completion.
-        group_size: G >= 1.
-        groups: name -> indices of its prompts (0 .. B-1), each group non-empty.
-
-    Returns:
-        name -> (sum of x over the group's tokens / their number, the group's success rate).
+    Shapes: x (N, T), N = B*G (each prompt's G completions contiguous), mask (N, T) 0/1 (TRL's completion mask,
+    EOS included), rewards (N,) 0/1; ``groups``: name -> indices of its prompts (0 .. B-1), each non-empty.
 
     >>> x = torch.tensor([[1.0, 1.0], [3.0, 0.0], [2.0, 2.0], [4.0, 4.0]])   # B = 2 prompts, G = 2
     >>> m = torch.tensor([[1.0, 1.0], [1.0, 0.0], [1.0, 1.0], [1.0, 1.0]])
@@ -149,24 +128,3 @@ def group_means(
             float(successes[sel].sum()) / (len(idx) * g),
         )
     return out
-
-
-def binomial_pmf(p, n: int) -> torch.Tensor:
-    r"""P(c) = C(n, c) p^c (1 - p)^(n - c), c = 0..n: how many of n independent responses succeed at rate p.
-
-    Args:
-        p: success rates, any shape (...), in [0, 1]; computed in float64 (gradients flow through a tensor's).
-        n: the number of responses, >= 0.
-
-    Returns:
-        (..., n + 1), with 0^0 = 1, so exact at p = 0 and p = 1.
-
-    >>> binomial_pmf(torch.tensor([0.0, 0.5, 1.0]), 2).tolist()
-    [[1.0, 0.0, 0.0], [0.25, 0.5, 0.25], [0.0, 0.0, 1.0]]
-    """
-    n = check_int(n, "n", 0)
-    p = p.double() if isinstance(p, torch.Tensor) else torch.as_tensor(p, dtype=torch.float64)
-    c = torch.arange(n + 1, dtype=p.dtype)
-    comb = torch.tensor([math.comb(n, j) for j in range(n + 1)], dtype=p.dtype)
-    q = p[..., None]  # (..., 1)
-    return comb * torch.where(c == 0, 1.0, q**c) * torch.where(c == n, 1.0, (1 - q) ** (n - c))  # (..., n + 1)

@@ -44,13 +44,8 @@ def find_up(name: str, start: str | os.PathLike | None = None) -> Path | None:
 def data_dir(name: str, start: str | os.PathLike | None = None, *, package: str | os.PathLike | None = None) -> Path:
     r"""The folder of committed data ``name`` (a key of :data:`DATA_FOLDERS`), in the order of the module's docstring.
 
-    Args:
-        name: ``"reference_runs"``, ``"seqpolicy"`` or ``"bandit"``.
-        start: where the upward search begins (default: the working directory).
-        package: the ``qae_lab`` package folder whose checkout and installed copy are looked at (default: this one).
-
-    Raises:
-        FileNotFoundError: naming every place looked at, where none holds it.
+    ``package``: the ``qae_lab`` folder whose checkout and installed copy are looked at (default: this one); none
+    holding it raises ``FileNotFoundError`` naming every place looked at.
 
     >>> data_dir("reference_runs").name in ("reference_runs",)
     True

@@ -28,7 +28,7 @@ from qae_lab.analysis.grouping import Group, differences, format_differences, gr
 from qae_lab.methods import METHODS, method_name
 from qae_lab.metric_names import QAE_ALL_EQUAL_FRAC, QAE_EASY_FRAC, QAE_HARD_FRAC, QAE_ZERO_ADV_FRAC, SAAH_W_MEAN_NEG
 from qae_lab.storage.folder import read_log, step_rows
-from qae_lab.analysis.stats import Stat, moving_average, stat, training_variance
+from qae_lab.analysis.stats import moving_average, stat, training_variance
 
 __all__ = [
     "Run",
@@ -41,7 +41,6 @@ __all__ = [
     "group_by_method",
     "metric_curves",
     "summary_table",
-    "format_table",
     "versus_baseline",
 ]
 
@@ -51,17 +50,10 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Run:
-    r"""One training run read from its folder.
-
-    Attributes:
-        name: the folder's name (``qae-seed0``, ``cpu-demo-20260101-120000``).
-        method: ``mean`` | ``qae`` | ``sa_ah`` | ``qae_sa_ah`` (:data:`qae_lab.methods.METHODS`),
-            or ``<baseline>+<token_weighting>`` for a combination without a name.
-        seed: the trainer's seed (None when the config does not say).
-        config: ``config.json``: ``{"preset", "run", "trainer", "versions"}``.
-        rows: the training-step rows of ``log.jsonl`` (:func:`qae_lab.storage.folder.step_rows`).
-        before, after: the evaluation summaries (``pass@1``, ``greedy_pass@1``, ``pass@8``, ...)
-            before and after training, or None when the run has none (interrupted, or evaluate off).
+    r"""One training run read from its folder: its ``name`` (the folder's), ``method``
+    (:func:`qae_lab.methods.method_name`), ``seed`` (None when the config does not say), ``config`` (``config.json``),
+    ``rows`` (:func:`qae_lab.storage.folder.step_rows` of ``log.jsonl``), and the evaluation summaries ``before`` and
+    ``after`` training (``pass@1``, ``greedy_pass@1``, ``pass@8``, ...; None when the run has none).
 
     >>> run = Run("qae-seed0", "qae", 0, {}, [{"step": 1, "reward": 0.25}, {"step": 2, "reward": 0.5}], None, None)
     >>> run.method, len(run.rows), run.after
@@ -212,6 +204,13 @@ class Curve:
     hi: list[float]
     n_runs: int
 
+    @classmethod
+    def over(cls, per_run: Sequence[Mapping[int, float]]) -> Curve:
+        """The curve of runs given as {step: value}, at the steps every run has."""
+        steps = sorted(set.intersection(*(set(d) for d in per_run)))
+        stats = [stat([d[s] for d in per_run]) for s in steps]
+        return cls(steps, *([getattr(x, k) for x in stats] for k in ("mean", "std", "lo", "hi")), len(per_run))
+
 
 def metric_curves(runs: Iterable[Run] | Iterable[Group], metric: str, window: int = 1) -> dict[str, Curve]:
     r"""Per group, ``metric`` smoothed per run (trailing average over ``window`` steps), then mean/spread over runs.
@@ -234,18 +233,8 @@ def metric_curves(runs: Iterable[Run] | Iterable[Group], metric: str, window: in
             steps, xs = series(run, metric)
             if xs:
                 per_run.append(dict(zip(steps, moving_average(xs, window))))
-        if not per_run:
-            continue
-        steps = sorted(set.intersection(*(set(d) for d in per_run)))
-        stats = [stat([d[s] for d in per_run]) for s in steps]
-        out[group.label] = Curve(
-            steps,
-            [s.mean for s in stats],
-            [s.std for s in stats],
-            [s.lo for s in stats],
-            [s.hi for s in stats],
-            len(per_run),
-        )
+        if per_run:
+            out[group.label] = Curve.over(per_run)
     return out
 
 
@@ -298,32 +287,6 @@ def summary_table(runs: Iterable[Run] | Iterable[Group], window: int = 20) -> li
         row["group"] = g
         table.append(row)
     return table
-
-
-def format_table(table: Sequence[Mapping], columns: Sequence[str] | None = None, digits: int = 3) -> str:
-    r"""A fixed-width text table of :func:`summary_table` rows (a Stat as mean±std, None as a dash).
-
-    ``columns``: default every key of the first row but ``group``.
-
-    >>> print(format_table([{"method": "qae", "seeds": 2, "pass@1 after": stat([0.5, 0.7])}]))
-    method  seeds  pass@1 after
-    qae         2   0.600±0.100
-    """
-    check_int(digits, "digits", 0, 12)
-    columns = list(columns or [c for c in (table[0] if table else []) if c != "group"])
-
-    def cell(v) -> str:
-        if isinstance(v, Stat):
-            return f"{v.mean:.{digits}f}±{v.std:.{digits}f}"
-        if isinstance(v, float):
-            return f"{v:.{digits}f}"
-        return "—" if v is None else str(v)
-
-    cells = [[cell(row.get(c)) for c in columns] for row in table]
-    widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(columns, widths)))]
-    lines += ["  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths))) for r in cells]
-    return "\n".join(line.rstrip() for line in lines)
 
 
 def _base_row(row: Mapping, bases: Sequence[Mapping], baseline: str) -> Mapping | None:

@@ -28,8 +28,8 @@ from qae_lab.analysis.claims import CLAIMS, Verdict, verdict
 from qae_lab.analysis.committed_data import load_prop42
 from qae_lab.analysis.compare import Run, find_reference_runs, load_runs, series
 from qae_lab.analysis.phenomena import clipped_fraction, load_experiment, window_mean
-from qae_lab.analysis.regime_runs import regime_numbers
-from qae_lab.analysis.seqpolicy_findings import load_findings, load_regimes
+from qae_lab.analysis.regime_runs import regime_eval_numbers
+from qae_lab.analysis.seqpolicy_runs import load_findings, load_regimes
 from qae_lab.analysis.stats import moving_average, training_variance
 from qae_lab.metric_names import QAE_NEG_CORRECT, QAE_ZERO_ADV_FRAC, SAAH_W_MEAN_NEG
 
@@ -61,29 +61,9 @@ class Evidence(NamedTuple):
 # ---------------------------------------------------------------- the committed data, read once
 
 
-@functools.cache
-def _cpu_runs() -> list[Run]:
-    return load_runs(find_reference_runs())
-
-
-@functools.cache
-def _experiment(name: str) -> list[Run]:
-    return load_experiment(find_reference_runs(), name)
-
-
-@functools.cache
-def _regimes() -> dict:
-    return load_regimes()
-
-
-@functools.cache
-def _findings() -> dict:
-    return load_findings()
-
-
-@functools.cache
-def _prop42() -> dict:
-    return load_prop42()
+_cpu_runs = functools.cache(lambda: load_runs(find_reference_runs()))
+_experiment = functools.cache(lambda name: load_experiment(find_reference_runs(), name))
+_regimes, _findings, _prop42 = (functools.cache(load) for load in (load_regimes, load_findings, load_prop42))
 
 
 def _by_seed(runs: Sequence[Run], method: str, k: float | None = None) -> dict[int, Run]:
@@ -207,7 +187,7 @@ def _update_variance(start: str) -> Evidence:
 
 def _held_out(group: str, key: str, what: str) -> Evidence:
     runs = _experiment("regimes")
-    a, b = _sides(runs, "qae+clip_higher", "mean+clip_higher", lambda r: (regime_numbers(r, group) or {}).get(key))
+    a, b = _sides(runs, "qae+clip_higher", "mean+clip_higher", lambda r: (regime_eval_numbers(r, group) or {}).get(key))
     explode = key == "peak/start"
     why = _control(b, explode, " on the prompts that start " + ("hardest" if explode else "easiest"))
     return Evidence(what, "quantile", "mean", a, b, why=why)
@@ -233,6 +213,11 @@ def _share(runs) -> Evidence:
 def _two(runs, method_a, method_b, number, what, a, b, digits=3) -> Evidence:
     va, vb = _sides(runs, method_a, method_b, number)
     return Evidence(what, a, b, va, vb, digits=digits)
+
+
+def _clip_higher(number, what) -> Evidence:
+    """The sums model's entropy experiment: quantile against mean, both with Clip-Higher."""
+    return _two(_experiment("entropy"), "qae+clip_higher", "mean+clip_higher", number, what, "quantile", "mean")
 
 
 def _within(runs, method: str, metric: str, what: str, digits: int = 3) -> Evidence:
@@ -309,27 +294,11 @@ EVIDENCE: dict[tuple[str, str, str], Callable[[], Evidence]] = {
         *_sides(_experiment("k_sweep"), "qae", "qae", _third("entropy", 2), 0.8, 0.2),
         digits=4,
     ),
-    ("qae_pass1", "sums model", ""): lambda: _two(
-        _experiment("entropy"),
-        "qae+clip_higher",
-        "mean+clip_higher",
-        _after("pass@1"),
-        "pass@1 after training",
-        "quantile",
-        "mean",
-    ),
+    ("qae_pass1", "sums model", ""): lambda: _clip_higher(_after("pass@1"), "pass@1 after training"),
     ("qae_pass1", "CPU preset", ""): lambda: _two(
         _cpu_runs(), "qae", "mean", _after("pass@1"), "pass@1 after training", "quantile", "mean"
     ),
-    ("qae_passk", "sums model", ""): lambda: _two(
-        _experiment("entropy"),
-        "qae+clip_higher",
-        "mean+clip_higher",
-        _after("pass@16"),
-        "pass@16 after training",
-        "quantile",
-        "mean",
-    ),
+    ("qae_passk", "sums model", ""): lambda: _clip_higher(_after("pass@16"), "pass@16 after training"),
     ("qae_passk", "CPU preset", ""): lambda: _two(
         _cpu_runs(), "qae", "mean", _after("pass@8"), "pass@8 after training", "quantile", "mean"
     ),

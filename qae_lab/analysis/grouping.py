@@ -49,54 +49,17 @@ SETTINGS: dict[str, tuple[str | None, object]] = {
     "preset": (None, None),
     **{
         k: (_RUN, None)
-        for k in (
-            "model",
-            "task",
-            "levels",
-            "n_train",
-            "n_eval",
-            "data_seed",
-            "lora",
-            "lora_r",
-            "eval_samples",
-            "eval_max_new_tokens",
-        )
+        for k in "model task levels n_train n_eval data_seed lora lora_r eval_samples eval_max_new_tokens".split()
     },
     "dtype": (_RUN, "auto"),
     "reward": (_RUN, "strict"),
     **{
         k: (_TRAINER, None)
-        for k in (
-            "max_steps",
-            "learning_rate",
-            "lr_scheduler_type",
-            "warmup_steps",
-            "weight_decay",
-            "max_grad_norm",
-            "per_device_train_batch_size",
-            "gradient_accumulation_steps",
-            "num_generations",
-            "generation_batch_size",
-            "steps_per_generation",
-            "max_completion_length",
-            "temperature",
-            "top_p",
-            "top_k",
-            "beta",
-            "num_iterations",
-            "epsilon",
-            "epsilon_high",
-            "importance_sampling_level",
-            "loss_type",
-            "scale_rewards",
-            "baseline",
-            "quantile_k",
-            "quantile_method",
-            "advantage_eps",
-            "token_weighting",
-            "alpha",
-            "success_threshold",
-        )
+        for k in """max_steps learning_rate lr_scheduler_type warmup_steps weight_decay max_grad_norm
+            per_device_train_batch_size gradient_accumulation_steps num_generations generation_batch_size
+            steps_per_generation max_completion_length temperature top_p top_k beta num_iterations epsilon
+            epsilon_high importance_sampling_level loss_type scale_rewards baseline quantile_k quantile_method
+            advantage_eps token_weighting alpha success_threshold""".split()
     },
     "sparse_update": (_TRAINER, True),
     "entropy_top_k": (_TRAINER, None),
@@ -118,12 +81,7 @@ def settings_of(run) -> dict[str, object]:
     r"""The settings of a run that change its experiment: :data:`SETTINGS` read from its config, then
     :data:`LIVE`, the knobs changed during training (None when they never changed).
 
-    Args:
-        run: a :class:`qae_lab.analysis.compare.Run` (its ``config`` and ``rows``).
-
-    Returns:
-        ``{name: value}``, in :data:`SETTINGS` order; a field missing from the config takes its
-        default there (None for most), lists become tuples.
+    In :data:`SETTINGS` order; a field missing from the config takes its default there, lists become tuples.
 
     >>> from qae_lab.analysis.compare import Run
     >>> rows = [{"step": 1, "reward": 0.5, "qae/k": 0.4}, {"step": 2, "reward": 0.5, "qae/k": 0.6}]
@@ -175,15 +133,9 @@ def _seeds_text(seeds: Sequence) -> str:
 class Group:
     r"""Runs of one method, settings and length, one per distinct seed: what a mean over seeds may average.
 
-    Attributes:
-        label: the name shown in tables and legends: the method for a reference group (unless the
-            method has several), else :attr:`title`, with `` #2``... where titles coincide.
-        method: the runs' :attr:`Run.method <qae_lab.analysis.compare.Run>`.
-        mine: True for your own runs (``runs/``), False for reference runs.
-        steps: the length every run has (:func:`run_length`).
-        settings: :func:`settings_of` the runs (the same for all).
-        runs: the counted runs, one per seed, in seed order.
-        set_aside: ``(run, why)`` for each run not counted (its seed was already there).
+    ``label``: the name in tables and legends (the method for a method's only reference group, else :attr:`title`,
+    with `` #2``... where titles coincide); ``mine``: your own runs (``runs/``); ``steps``: :func:`run_length`;
+    ``runs``: the counted runs, one per seed, in seed order; ``set_aside``: ``(run, why)`` for each run not counted.
 
     >>> from qae_lab.analysis.compare import Run
     >>> [g] = group_runs([], [Run("a", "qae", 42, {}, [{"step": 48}], None, None)])
@@ -232,12 +184,7 @@ def group_runs(runs: Iterable, mine: Iterable = ()) -> list[Group]:
     Groups come in the order their first run appears, reference groups first. Within a group, of the
     runs that share a seed the newest (the latest logged ``time``, then the name) is kept.
 
-    Args:
-        runs: the reference runs (:func:`qae_lab.analysis.compare.load_runs`).
-        mine: your own runs, labelled ``<method> (yours, <steps> steps, <seeds>)``.
-
-    Raises:
-        ValueError: ``runs`` or ``mine`` is not a list of Run (the argument and position named).
+    ``mine``: your own runs, labelled ``<method> (yours, <steps> steps, <seeds>)``.
 
     >>> from qae_lab.analysis.compare import Run
     >>> run = lambda name, seed, n: Run(name, "qae", seed, {}, [{"step": s} for s in range(1, n + 1)], None, None)

@@ -4,33 +4,22 @@ r"""The papers' phenomena in miniature: the committed CPU experiments, and the n
 its runs share, the methods it compares and its seeds. ``benchmarks/phenomena_runs.py`` runs
 them (``python -m qae_lab train``) and keeps each run's ``config.json``, ``log.jsonl`` and
 ``summary.json`` under ``data/reference_runs/phenomena/<experiment>/<method>-seed<S>/``;
-notebook 06 reads them back with :func:`qae_lab.analysis.compare.load_runs`.
-
-A claim is judged by one number per run (:func:`window_mean`: a metric averaged over a window of
-steps), compared between two methods over their seeds by :func:`effect`: the difference of the
-seed means, each side's spread (population std, as :mod:`qae_lab.analysis.stats`), a standardised
-effect (Cohen's d with the pooled population std) and whether the seed ranges are apart. With
-three seeds a side none of this is a significance test; the notebook says "apart" only when every
-seed of one method lies beyond every seed of the other.
+notebook 06 reads them back with :func:`qae_lab.analysis.compare.load_runs`. The numbers of a run are means over a
+window of steps (:func:`window_mean`); the claims are judged on them by :mod:`qae_lab.analysis.evidence`.
 """
 
 from __future__ import annotations
 
-import math
 import statistics
 import textwrap
 from collections.abc import Mapping, Sequence
-from typing import NamedTuple
-
 from pathlib import Path
 
 from qae_lab._checks import check_int
 from qae_lab.analysis.compare import Run, group_by_method, load_runs
-from qae_lab.ledger import LEDGER_PARTS
 from qae_lab.metric_names import (
     DYNAMIC_SAMPLING_GENERATIONS,
     DYNAMIC_SAMPLING_GROUPS_WITHOUT_SIGNAL,
-    LEDGER_PREFIX,
     QAE_EASY_FRAC,
 )
 from qae_lab.analysis.stats import Stat, moving_average, stat, within_spread
@@ -46,11 +35,8 @@ __all__ = [
     "PHENOMENA_DIR",
     "run_names",
     "load_experiment",
-    "per_method",
     "window_mean",
     "peak",
-    "Effect",
-    "effect",
     "k_sweep_rows",
     "dynamic_sampling_rows",
     "pass_at_k_table",
@@ -59,18 +45,29 @@ __all__ = [
     "SHARPENING",
     "sharpening_rows",
     "sharpening_line",
-    "ledger_table",
     "search_row",
     "search_table",
 ]
 
 PHENOMENA_DIR = "phenomena"  # under data/reference_runs/
 
+
+def _sets(steps: int, lr: str, *middle: str, after: tuple[str, ...] = ()) -> list[str]:
+    """``--set`` overrides of cpu-sums: ``max_steps``, ``middle``, a constant learning rate ``lr``, then ``after``."""
+    return [f"max_steps={steps}", *middle, f"learning_rate={lr}", "lr_scheduler_type=constant", *after]
+
+
+def _dapo(steps: int, batch: int, per_generation: int, lr: str, every: int, *after: str) -> list[str]:
+    """DAPO's regime: ``per_generation`` optimizer steps per generation, a held-out regime evaluation every ``every``."""
+    middle = (f"per_device_train_batch_size={batch}", f"steps_per_generation={per_generation}")
+    return _sets(steps, lr, *middle, after=(f"regime_eval_steps={every}", "regime_eval_samples=4", *after))
+
+
 # What every run of the experiments shares beyond the cpu-sums preset, chosen by the search (SEARCH, search.json):
 # 60 generations, each trained on twice (so that the ratio leaves 1 and Clip-Higher's range can matter), lr 5e-5
 # held constant, the one setting tried where pass@1 rose (mean+clip_higher 0.436 -> 0.512); at 1e-4 and 3e-4 both
 # methods unlearned (the tiny model's arithmetic breaks), and clipping stayed rare everywhere (<= 0.7% of tokens).
-BASE_SETS = ["max_steps=120", "num_iterations=2", "learning_rate=5e-5", "lr_scheduler_type=constant"]
+BASE_SETS = _sets(120, "5e-5", "num_iterations=2")
 
 # Each experiment: what it shows, the settings its runs share, the methods compared, the seeds (fresh: the
 # search used SEARCH_SEED only). "k_values" (K sweep only): one run per K and seed with --set quantile_k=K.
@@ -118,20 +115,11 @@ SEARCH: tuple[tuple[str, str, list[str]], ...] = tuple(
     (f"{tag}-{method}", method, sets)
     for tag, sets in (  # 60 generations of 8 prompts x 8 each: two or four passes over each, or four mini-batches
         # lr 3e-4 came first: both methods unlearned (pass@1 0.44 -> 0.23 / 0.17), so the rest try smaller steps
-        ("iter2-lr3e-4", ["max_steps=120", "num_iterations=2", "learning_rate=3e-4", "lr_scheduler_type=constant"]),
-        ("iter2-lr1e-4", ["max_steps=120", "num_iterations=2", "learning_rate=1e-4", "lr_scheduler_type=constant"]),
-        ("iter2-lr5e-5", ["max_steps=120", "num_iterations=2", "learning_rate=5e-5", "lr_scheduler_type=constant"]),
-        ("iter4-lr5e-5", ["max_steps=240", "num_iterations=4", "learning_rate=5e-5", "lr_scheduler_type=constant"]),
-        (
-            "mini4-lr5e-5",
-            [
-                "max_steps=240",
-                "per_device_train_batch_size=16",
-                "steps_per_generation=4",
-                "learning_rate=5e-5",
-                "lr_scheduler_type=constant",
-            ],
-        ),
+        ("iter2-lr3e-4", _sets(120, "3e-4", "num_iterations=2")),
+        ("iter2-lr1e-4", _sets(120, "1e-4", "num_iterations=2")),
+        ("iter2-lr5e-5", _sets(120, "5e-5", "num_iterations=2")),
+        ("iter4-lr5e-5", _sets(240, "5e-5", "num_iterations=4")),
+        ("mini4-lr5e-5", _sets(240, "5e-5", "per_device_train_batch_size=16", "steps_per_generation=4")),
     )
     for method in ("mean+clip_higher", "qae+clip_higher")
 )
@@ -145,46 +133,10 @@ SEARCH: tuple[tuple[str, str, list[str]], ...] = tuple(
 REGIME_SEARCH: tuple[tuple[str, str, list[str]], ...] = tuple(
     (f"{tag}-{method}", method, sets)
     for tag, sets in (
-        (
-            "spg8-lr2e-5",
-            [
-                "max_steps=480",
-                "per_device_train_batch_size=8",
-                "steps_per_generation=8",
-                "learning_rate=2e-5",
-                "lr_scheduler_type=constant",
-                "regime_eval_steps=60",
-                "regime_eval_samples=4",
-                "eval_samples=8",
-            ],
-        ),
-        (
-            "spg8-lr5e-5",
-            [
-                "max_steps=480",
-                "per_device_train_batch_size=8",
-                "steps_per_generation=8",
-                "learning_rate=5e-5",
-                "lr_scheduler_type=constant",
-                "regime_eval_steps=60",
-                "regime_eval_samples=4",
-                "eval_samples=8",
-            ],
-        ),
+        ("spg8-lr2e-5", _dapo(480, 8, 8, "2e-5", 60, "eval_samples=8")),
+        ("spg8-lr5e-5", _dapo(480, 8, 8, "5e-5", 60, "eval_samples=8")),
         # the two above clipped 0.01% and 0.1% of the tokens (mean baseline): sixteen steps per generation next
-        (
-            "spg16-lr5e-5",
-            [
-                "max_steps=960",
-                "per_device_train_batch_size=4",
-                "steps_per_generation=16",
-                "learning_rate=5e-5",
-                "lr_scheduler_type=constant",
-                "regime_eval_steps=120",
-                "regime_eval_samples=4",
-                "eval_samples=8",
-            ],
-        ),
+        ("spg16-lr5e-5", _dapo(960, 4, 16, "5e-5", 120, "eval_samples=8")),
     )
     for method in ("mean+clip_higher", "qae+clip_higher")
 )
@@ -193,15 +145,7 @@ REGIME_SEARCH: tuple[tuple[str, str, list[str]], ...] = tuple(
 # steps per generation at lr 5e-5 clipped 0.12% (mean+clip_higher) and 0.03% (qae+clip_higher) of the tokens, pass@1
 # 0.440 -> 0.447 and 0.469; 16 steps per generation clipped 0.36% and 0.08% but qae+clip_higher fell to 0.395, and lr
 # 2e-5 clipped 0.01% and 0.00%. The reported runs evaluate with the preset's 32 samples per problem.
-REGIME_SETS = [
-    "max_steps=480",
-    "per_device_train_batch_size=8",
-    "steps_per_generation=8",
-    "learning_rate=5e-5",
-    "lr_scheduler_type=constant",
-    "regime_eval_steps=60",
-    "regime_eval_samples=4",
-]
+REGIME_SETS = _dapo(480, 8, 8, "5e-5", 60)
 EXPERIMENTS["regimes"] = {
     "what": "QAE's Prop. 4.2 by the regime a prompt starts in: a held-out set's hardest and easiest quarter at the "
     "start, their entropy and success under the mean and the quantile baseline, with Clip-Higher in DAPO's "
@@ -243,13 +187,6 @@ def load_experiment(reference_runs: str | Path, experiment: str) -> list[Run]:
     r"""The committed runs of one experiment, from ``<reference_runs>/phenomena/<experiment>/``, with the runs it
     shares with another experiment (``"with"``: the K sweep's K = 0.4 runs are the entropy experiment's qae runs).
 
-    Args:
-        reference_runs: the ``data/reference_runs`` folder (:func:`qae_lab.analysis.compare.find_reference_runs`).
-        experiment: a name of :data:`EXPERIMENTS`.
-
-    Raises:
-        ValueError: an unknown experiment, or a folder without runs (with the command that makes them).
-
     >>> from qae_lab.analysis.compare import find_reference_runs
     >>> sorted({r.method for r in load_experiment(find_reference_runs(), "composite")})
     ['mean', 'qae', 'sa_ah']
@@ -269,24 +206,8 @@ def load_experiment(reference_runs: str | Path, experiment: str) -> list[Run]:
     return runs
 
 
-def per_method(runs: Sequence[Run], number) -> dict[str, list[float | None]]:
-    r"""``{method: [number(run) for each of its runs]}``, methods in the order they first appear.
-
-    >>> from qae_lab.analysis.compare import Run
-    >>> runs = [Run("a", "qae", 0, {}, [], None, None), Run("b", "qae", 1, {}, [{}], None, None)]
-    >>> per_method(runs, lambda r: len(r.rows))
-    {'qae': [0, 1]}
-    """
-    return {method: [number(r) for r in group] for method, group in group_by_method(runs).items()}
-
-
 def window_mean(rows: Sequence[Mapping], metric: str, start: int = 1, stop: int | None = None) -> float | None:
     r"""Mean of ``metric`` over the log rows with ``start <= step <= stop`` that hold it; None when none does.
-
-    Args:
-        rows: training-step rows (:func:`qae_lab.storage.folder.step_rows`), each with a ``step``.
-        metric: a logged metric (``"entropy"``, ``"qae/neg_correct"``, ...).
-        start, stop: the window of steps, inclusive (``stop=None``: to the last step); start >= 1.
 
     >>> rows = [{"step": s, "entropy": 0.1 * s} for s in range(1, 6)]
     >>> round(window_mean(rows, "entropy", 2, 3), 6), window_mean(rows, "reward")
@@ -318,52 +239,10 @@ def peak(values: Sequence[float], window: int) -> float | None:
     return max(averages[window - 1 :]) if len(values) >= window else statistics.fmean(values)
 
 
-class Effect(NamedTuple):
-    r"""Method A against method B over seeds: ``diff`` = mean(A) - mean(B), Cohen's ``d``, and whether apart.
-
-    ``d`` is diff over the pooled population std sqrt((std_A^2 + std_B^2) / 2) (None when both are
-    0); ``apart`` is True when every seed of one side lies beyond every seed of the other, None
-    with fewer than two seeds on a side.
-
-    >>> e = Effect(stat([0.3, 0.4]), stat([0.1, 0.2]), 0.2, 4.0, True); round(e.diff, 3), e.apart
-    (0.2, True)
-    """
-
-    a: Stat
-    b: Stat
-    diff: float
-    d: float | None
-    apart: bool | None
-
-
-def effect(a: Sequence[float | None], b: Sequence[float | None]) -> Effect | None:
-    r"""The :class:`Effect` of per-seed numbers ``a`` against ``b`` (None entries skipped); None if a side is empty.
-
-    Args:
-        a, b: one number per seed of each method (e.g. :func:`window_mean` of each run).
-
-    >>> e = effect([0.30, 0.32, 0.34], [0.20, 0.21, 0.22])
-    >>> round(e.diff, 3), round(e.d, 1), e.apart
-    (0.11, 8.5, True)
-    """
-    sa, sb = stat(a), stat(b)
-    if sa is None or sb is None:
-        return None
-    diff = sa.mean - sb.mean
-    pooled = math.sqrt((sa.std**2 + sb.std**2) / 2)
-    d = diff / pooled if pooled > 0 else None
-    apart = None if sa.n < 2 or sb.n < 2 else (sa.lo > sb.hi or sb.lo > sa.hi)
-    return Effect(sa, sb, diff, d, apart)
-
-
 def k_sweep_rows(runs: Sequence[Run], last: int = 20) -> list[dict]:
     r"""One row per K of a K sweep: ``k``, ``seeds`` and a :class:`~qae_lab.analysis.stats.Stat` over seeds of the
     final entropy and the final easy-prompt fraction (means of the last ``last`` steps that log them) and of
     sampled pass@1 and pass@32 after training.
-
-    Args:
-        runs: runs that differ in ``quantile_k`` (their ``config.json``'s trainer settings).
-        last: steps averaged for the final values, >= 1.
 
     >>> from qae_lab.analysis.compare import Run
     >>> run = lambda k, e: Run("r", "qae", 0, {"trainer": {"quantile_k": k}}, [{"step": 1, "entropy": e}], None,
@@ -597,41 +476,12 @@ def sharpening_line(rows: Sequence[dict]) -> str:
 _SEARCH_HIDDEN = ("sparse_update=false", "disable_tqdm=true", "save_model=false", "evaluate=false", "torch_threads=1")
 
 
-def ledger_table(groups, parts=LEDGER_PARTS) -> list[dict]:
-    r"""The entropy ledger per group of runs: for each part, the :class:`~qae_lab.analysis.stats.Stat` over seeds of each
-    run's mean ``ledger/<part>`` over its steps (rows for :func:`qae_lab.analysis.compare.format_table`).
-
-    Args:
-        groups: :class:`~qae_lab.analysis.grouping.Group` objects (their ``label`` and ``runs``).
-        parts: names of :data:`qae_lab.ledger.LEDGER_PARTS`.
-
-    >>> from types import SimpleNamespace
-    >>> from qae_lab.analysis.compare import Run
-    >>> runs = [Run("a", "qae", s, {}, [{"step": 1, "ledger/dh": 0.1 * s}], None, None) for s in (1, 2)]
-    >>> [row] = ledger_table([SimpleNamespace(label="qae", runs=runs)], ("dh",))
-    >>> row["method"], row["seeds"], round(row["dh"].mean, 3)
-    ('qae', 2, 0.15)
-    """
-    return [
-        {
-            "method": g.label,
-            "seeds": len(g.runs),
-            **{part: stat(window_mean(r.rows, LEDGER_PREFIX + part) for r in g.runs) for part in parts},
-        }
-        for g in groups
-    ]
-
-
 def search_row(run: Run) -> dict:
     r"""What notebook 06's "settings tried" table keeps of an exploratory run: its settings and figures.
 
-    ``sets`` are the run's ``--method`` and ``--set`` overrides (from ``config.json``'s ``run.build``),
-    without the bookkeeping ones; entropy and reward are means over the first and last 20% of the
-    steps that log them, with the peak of a 10-row trailing average of the entropy (:func:`peak`);
-    ``clipped`` is the mean share of tokens PPO's clip stopped (``clip_ratio/region_mean``) over the steps
-    that reuse a generation (where the ratio can leave 1), ``clipped_high`` its upper end alone (Clip-Higher's);
-    pass@1 and pass@32 before and after training
-    when the run was evaluated.
+    ``sets``: the run's ``--method`` and ``--set`` overrides (``config.json``'s ``run.build``) less the bookkeeping
+    ones; entropy and reward over the first and last 20% of the steps, the entropy's 10-row :func:`peak`;
+    ``clipped`` and ``clipped_high``: :func:`clipped_fraction`; pass@1 and pass@32 before and after, if evaluated.
 
     >>> from qae_lab.analysis.compare import Run
     >>> rows = [{"step": s, "entropy": 0.1 if s < 6 else 0.3, "reward": 0.5} for s in range(1, 11)]

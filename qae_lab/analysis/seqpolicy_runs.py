@@ -1,35 +1,40 @@
-r"""Notebooks 07's and 09's experiments on the exact sequence policy: the sweep, what each run keeps, curves, checks.
+r"""The exact sequence policy's experiments (notebooks 07 and 09): settings, what each run keeps, the committed files.
 
-:func:`sweep_settings` names the committed sweep's settings (``benchmarks/seqpolicy_findings.py`` runs them with
-:func:`qae_lab.toys.seqpolicy_training.simulate`); :func:`summarise_run` is what ``data/seqpolicy/findings.json`` keeps of
-each run, :func:`tracking` among it for the :func:`headline` settings: how each per-token entropy-change estimator
-of :mod:`qae_lab.ledger` tracks the exact first-order change step by step. :mod:`qae_lab.analysis.seqpolicy_findings` states
-the results in sentences.
-:func:`run_curves` turns a :func:`qae_lab.toys.seqpolicy_training.simulate` output, :func:`findings_curves` the
-committed findings (:mod:`qae_lab.analysis.seqpolicy_findings`), into :class:`qae_lab.analysis.compare.Curve` s (mean, std and range
-over seeds per step) for :func:`qae_lab.lab.plots.band_figure`; :func:`check_sequence_entropy` checks the notebook's
-exercise (H(pi) by the entropy chain rule, eq. S2 of :mod:`qae_lab.toys.seqpolicy`) against the library.
+Notebook 09's sweep: :func:`sweep_settings` names its settings (``benchmarks/seqpolicy_findings.py`` runs them with
+:func:`qae_lab.toys.seqpolicy_training.simulate`); :func:`summarise_run` is what ``data/seqpolicy/findings.json``
+(:func:`load_findings`) keeps of each run, :func:`tracking` among it for the :func:`headline` settings: how each
+per-token entropy-change estimator of :mod:`qae_lab.ledger` tracks the exact first-order change step by step. Its
+tables (:func:`sweep_rows`, :func:`cell_rows`, :func:`variance_rows`) compare two settings over the same seeds: each
+side's mean ± std and a - b with its 95% interval over the paired seeds
+(:func:`qae_lab.analysis.claims.comparison_row`). :func:`run_curves` (a simulate output) and :func:`findings_curves`
+(the committed runs) give :class:`qae_lab.analysis.compare.Curve` s for :func:`qae_lab.lab.plots.band_figure`.
 
-QAE's Proposition 4.2 (arXiv 2509.22611) by regime, in training: :func:`regime_settings` names the grid that
+Notebook 07's QAE Proposition 4.2 (arXiv 2509.22611) by regime, in training: :func:`regime_settings` names the grid
 ``benchmarks/seqpolicy_regimes.py`` runs; :func:`start_groups` groups each seed's prompts by their start success rate
-(the n hardest, the n easiest, all of them), :func:`regime_curves` averages per-prompt curves over each group,
-:func:`curve_summary` reads a curve's start, peak/start, early and final values, :func:`first_move` its first move
-away from the start (notebook 07's prediction), and :func:`summarise_regimes` is what ``data/seqpolicy/regimes.json``
-keeps of each run. Departure: the proposition speaks of one prompt's one-step
-change in its current regime; a prompt's regime moves as it trains, so the groups here are fixed by the start
-(what a prompt was, not what it is at step t).
+(the n hardest, the n easiest, all of them: :data:`REGIMES`), :func:`start_group_curves` averages per-prompt curves
+over each group, :func:`curve_summary` reads a curve's start, peak/start, early and final values, and
+:func:`summarise_regimes` is what ``data/seqpolicy/regimes.json`` (:func:`load_regimes`; the claims judged on it:
+:mod:`qae_lab.analysis.evidence`) keeps of each run. :func:`seqpolicy_regime_curve` reads one committed curve back,
+:func:`first_move` its first move away from the start (the notebook's prediction). Departure: the proposition speaks
+of one prompt's one-step change in its current regime; a prompt's regime moves as it trains, so the groups here are
+fixed by the start (what a prompt was, not what it is at step t).
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import statistics
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import NamedTuple
 
 import torch
 
 from qae_lab._checks import as_real_tensor, check_int
+from qae_lab.analysis.claims import comparison_row
+from qae_lab.analysis.committed_data import data_dir
 from qae_lab.analysis.compare import Curve
 from qae_lab.ledger import LEDGER_FORMS
 from qae_lab.toys.seqpolicy import STARTS
@@ -47,15 +52,24 @@ __all__ = [
     "run_curves",
     "findings_curves",
     "tracking_table",
+    "load_findings",
+    "find_regimes",
+    "load_regimes",
+    "SWEEP",
+    "sweep_rows",
+    "cell_rows",
+    "VARIANCE_QUANTITIES",
+    "variance_rows",
     "REGIMES",
     "regime_setting_name",
     "regime_settings",
     "start_groups",
-    "regime_curves",
+    "start_group_curves",
     "curve_summary",
     "Move",
     "first_move",
     "summarise_regimes",
+    "seqpolicy_regime_curve",
 ]
 
 
@@ -306,6 +320,169 @@ def tracking_table(findings: Mapping, metric: str = "corr") -> tuple[list[str], 
     return labels, list(LEDGER_FORMS), z
 
 
+# ---------------------------------------------------------------- the committed files, notebook 09's tables
+
+
+def _load(path: Path, script: str) -> dict:
+    """A committed JSON file of ``data/seqpolicy``, or ``ValueError`` naming ``path`` and the script that makes it."""
+    if not path.is_file():
+        raise ValueError(
+            f"path must be a {path.name} file; none found (make it with python benchmarks/{script}), got {path}"
+        )
+    return json.loads(path.read_text())
+
+
+def find_regimes(start: str | os.PathLike | None = None) -> Path:
+    r"""The committed ``regimes.json``: :func:`qae_lab.analysis.committed_data.data_dir` ``("seqpolicy", start)`` (a
+    checkout's ``data/`` from ``start``, default the cwd, upwards; else the copy the package carries).
+
+    >>> find_regimes().name
+    'regimes.json'
+    """
+    return data_dir("seqpolicy", start) / "regimes.json"
+
+
+def load_findings(path: str | os.PathLike | None = None) -> dict:
+    r"""The findings as a dict (``meta``, ``runs``, ``variance``); ``path`` None: the committed one, found as
+    :func:`find_regimes` finds its file.
+
+    >>> sorted(load_findings())
+    ['meta', 'runs', 'variance']
+    """
+    return _load(data_dir("seqpolicy") / "findings.json" if path is None else Path(path), "seqpolicy_findings.py")
+
+
+def load_regimes(path: str | os.PathLike | None = None) -> dict:
+    r"""QAE's Proposition 4.2 by regime in training (``benchmarks/seqpolicy_regimes.py``) as a dict: ``meta``,
+    ``timing``, ``search`` (the tries that chose the settings), ``runs`` (setting name -> ``settings``, ``seconds``,
+    ``groups`` -> :func:`summarise_regimes`), ``runner_up`` (the search's runner-up's
+    ``settings`` and its Adam ``runs`` on the same seeds); ``path`` None: :func:`find_regimes`.
+
+    >>> sorted(load_regimes())
+    ['meta', 'runner_up', 'runs', 'search', 'timing']
+    """
+    return _load(find_regimes() if path is None else Path(path), "seqpolicy_regimes.py")
+
+
+# quantile (K = 0.4) against mean, both with Clip-Higher and the std, SGD unless said: (quantity, what, digits); the
+# headlines first (what notebook 09 shows by default), then the rest of the sweep
+SWEEP = (
+    ("final_entropy", "final entropy (nats)", 2),
+    ("early_entropy", "entropy after {early_step} steps (nats)", 2),
+    ("final_success", "final success rate", 3),
+    ("ledger.sampled.dh", "summed first-order entropy change, all samples (nats)", 3),
+    *((f"ledger.sampled.{c}", f"summed first-order entropy change, {w} ({c})", 3) for c, w in CELLS.items()),
+    ("final_entropy_hard0", "final entropy, prompts hard at the start (nats)", 2),
+    ("final_entropy_easy0", "final entropy, prompts easy at the start (nats)", 2),
+    ("hard_frac", "share of hard prompts", 3),
+    ("zero_adv_frac", "share of zero advantages", 3),
+    ("clip_frac", "share of clipped tokens", 4),
+    ("ledger.estimator_npg.dh", "the trainer's per-token ledger (npg), summed", 3),
+    ("dh_first_order", "the exact first-order change, summed (nats)", 3),
+)
+
+
+def _value(run: Mapping, quantity: str) -> list:
+    """A per-seed list from a run's summary by a dotted path (``"ledger.sampled.dh_easy_neg"``)."""
+    node = run
+    for key in quantity.split("."):
+        node = node[key]
+    return node
+
+
+def _headline(start: str, baseline: str, optimizer: str = "sgd", k: float = 0.4) -> str:
+    """A setting of the sweep with Clip-Higher and the group std."""
+    return setting_name(start, baseline, k, True, True, optimizer)
+
+
+def sweep_rows(findings: Mapping, *, every: bool = False) -> list[dict]:
+    r"""The committed sweep as table rows, quantile (K = 0.4) against mean over the paired seeds: per start and
+    optimizer the final entropy (the headlines); ``every``: each quantity of :data:`SWEEP` under SGD, the other K
+    against the mean, and Clip-Higher against the plain clip. Columns: start, setting, quantity, a, b, a - b
+    (its 95% interval), seeds a > b.
+
+    >>> rows = sweep_rows(load_findings())
+    >>> [(r["start"], r["setting"]) for r in rows]
+    [('flat', 'SGD'), ('flat', 'Adam'), ('peaked', 'SGD'), ('peaked', 'Adam')]
+    """
+    meta, runs, out = findings["meta"], findings["runs"], []
+
+    def row(start: str, setting: str, a: str, b: str, quantity: str, what: str, labels=("quantile", "mean"), digits=2):
+        values = (_value(runs[a], quantity), _value(runs[b], quantity))
+        compared = comparison_row(what.format(**meta), labels[0], values[0], labels[1], values[1], digits)
+        out.append({"start": start, "setting": setting, **compared})
+
+    for start in STARTS:
+        for opt in OPTIMIZERS:
+            name = {"sgd": "SGD", "adam": "Adam"}[opt]
+            row(
+                start,
+                name,
+                _headline(start, "quantile", opt),
+                _headline(start, "mean", opt),
+                "final_entropy",
+                SWEEP[0][1],
+            )
+        if not every:
+            continue
+        for quantity, what, digits in SWEEP[1:]:
+            row(start, "SGD", _headline(start, "quantile"), _headline(start, "mean"), quantity, what, digits=digits)
+        for k in (k for k in K_VALUES if k != 0.4):
+            a = _headline(start, "quantile", k=k)
+            row(start, "SGD", a, _headline(start, "mean"), "final_entropy", SWEEP[0][1], (f"K = {k:g}", "mean"))
+        for base in ("mean", "quantile"):
+            a, b = (setting_name(start, base, 0.4, c, True) for c in (True, False))
+            row(start, f"SGD, {base}", a, b, "final_entropy", SWEEP[0][1], ("Clip-Higher", "clip 0.2"))
+    return out
+
+
+def cell_rows(findings: Mapping) -> list[dict]:
+    r"""Under SGD, per start and baseline: the exact ledger's total and its four cells (first passes summed over
+    training, nats, mean over seeds): which samples moved the entropy.
+
+    >>> rows = cell_rows(load_findings()); [(r["start"], r["baseline"]) for r in rows][:2], sorted(rows[0])[:2]
+    ([('flat', 'mean'), ('flat', 'quantile')], ['baseline', 'dh'])
+    """
+    return [
+        {
+            "start": start,
+            "baseline": base,
+            **{
+                part: statistics.fmean(findings["runs"][_headline(start, base)]["ledger"]["sampled"][part])
+                for part in ("dh", *CELLS)
+            },
+        }
+        for start in STARTS
+        for base in ("mean", "quantile")
+    ]
+
+
+# SA-AH's update against GRPO's on the same groups: quantity -> what, digits
+VARIANCE_QUANTITIES = {
+    "trace_var": ("tr Cov(dz), the update's variance", 3),
+    "noise_to_signal": ("noise to signal, tr Cov(dz) / |E dz|^2", 1),
+    "cos_success": ("cos(E dz, grad p), alignment with the success gradient", 3),
+}
+
+
+def variance_rows(findings: Mapping) -> list[dict]:
+    r"""SA-AH's and AH's update (alpha = 0.5) against GRPO's (alpha = 0) on the same sampled groups, per start and
+    quantity of :data:`VARIANCE_QUANTITIES`, over the paired task seeds.
+
+    >>> rows = variance_rows(load_findings()); rows[0]["start"], rows[0]["a"].split()[0], rows[0]["quantity"][:8]
+    ('flat', 'SA-AH,', 'tr Cov(d')
+    """
+    out = []
+    for start, variants in findings["variance"]["per_start"].items():
+        plain = variants["alpha = 0"]
+        for name, v in variants.items():
+            if name == "alpha = 0":
+                continue
+            for key, (what, digits) in VARIANCE_QUANTITIES.items():
+                out.append({"start": start, **comparison_row(what, name, v[key], "alpha = 0", plain[key], digits)})
+    return out
+
+
 # ---------------------------------------------------------------- Proposition 4.2 by regime, in training
 
 REGIMES = ("hard", "easy", "mixed")  # the n hardest prompts at the start, the n easiest, all of them
@@ -357,11 +534,7 @@ def start_groups(p0, n: int) -> dict[str, torch.Tensor]:
     here are fixed at the start: each seed's prompts sorted by p_0 (a stable sort: of equal p_0 the lower prompt
     index counts as harder), the first ``n`` are "hard", the last ``n`` "easy"; "mixed" is every prompt.
 
-    Args:
-        p0: (S, P) start success rates, P >= 2. n: prompts per group, in [1, P // 2] (the groups do not overlap).
-
-    Returns:
-        dict ``"hard"``, ``"easy"``, ``"mixed"`` -> (S, P) bool masks, each with n (mixed: P) True per seed.
+    Shapes: p0 (S, P), P >= 2, n in [1, P // 2] -> :data:`REGIMES` -> (S, P) bool, n (mixed: P) True per seed.
 
     >>> m = start_groups(torch.tensor([[0.5, 0.1, 0.9, 0.1]]), 1)   # two prompts at 0.1: prompt 1 counts as harder
     >>> m["hard"].tolist(), m["easy"].tolist(), m["mixed"].sum().item()
@@ -379,18 +552,13 @@ def start_groups(p0, n: int) -> dict[str, torch.Tensor]:
     return masks
 
 
-def regime_curves(curves, p0, n: int) -> dict[str, torch.Tensor]:
+def start_group_curves(curves, p0, n: int) -> dict[str, torch.Tensor]:
     r"""Per-prompt curves averaged over each group of :func:`start_groups`: x_g(t) = mean_{q in g} x_q(t).
 
-    Args:
-        curves: (S, P, T) per-prompt values over steps (e.g. ``entropy_curves`` of
-            :func:`qae_lab.toys.seqpolicy_training.simulate`). p0: (S, P) start success rates. n: prompts per group.
-
-    Returns:
-        dict ``"hard"``, ``"easy"``, ``"mixed"`` -> (S, T) float64.
+    Shapes: curves (S, P, T) (e.g. simulate's ``entropy_curves``), p0 (S, P) -> :data:`REGIMES` -> (S, T) float64.
 
     >>> x = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [5.0, 9.0], [7.0, 1.0]]])      # S = 1, P = 4, T = 2
-    >>> {g: c.tolist() for g, c in regime_curves(x, torch.tensor([[0.2, 0.9, 0.1, 0.5]]), 1).items()}
+    >>> {g: c.tolist() for g, c in start_group_curves(x, torch.tensor([[0.2, 0.9, 0.1, 0.5]]), 1).items()}
     {'hard': [[5.0, 9.0]], 'easy': [[3.0, 4.0]], 'mixed': [[4.0, 4.0]]}
     """
     x = as_real_tensor(curves, "curves").double()
@@ -411,11 +579,7 @@ def curve_summary(curve, early: int) -> dict[str, torch.Tensor]:
     r"""What a curve over steps did, per seed: ``start`` x_0, ``peak_ratio`` max_t x_t / x_0 (1 when it never rises
     above its start), ``early`` x at step ``early``, ``final`` x at the last step.
 
-    Args:
-        curve: (S, T) values from step 0. early: a step in [0, T - 1].
-
-    Returns:
-        dict of (S,) float64 tensors.
+    Shapes: curve (S, T) from step 0, ``early`` in [0, T - 1] -> dict of (S,) float64.
 
     >>> s = curve_summary(torch.tensor([[2.0, 3.0, 1.0], [1.0, 0.5, 0.25]]), 1)
     >>> {k: v.tolist() for k, v in s.items()}
@@ -442,9 +606,6 @@ def first_move(values: Sequence[float], steps: Sequence[int]) -> Move:
     r"""Which way a curve goes first: from x_0, the first value that differs from it sets the direction, and the move
     lasts while the curve stays on that side of x_0; its extreme (the peak of a rise, the trough of a fall) and step.
     A curve that never leaves x_0 gives ``extreme = start`` at the first step.
-
-    Args:
-        values: x_t at ``steps``, the first the start. steps: as many step numbers, increasing.
 
     >>> first_move([1.0, 1.3, 1.6, 1.2, 0.9, 1.7], [0, 5, 10, 15, 20, 25])   # up first: the peak before it falls back
     Move(start=1.0, extreme=1.6, step=10)
@@ -473,8 +634,7 @@ def first_move(values: Sequence[float], steps: Sequence[int]) -> Move:
 def summarise_regimes(out: Mapping[str, torch.Tensor], n: int, *, early: int, every: int) -> dict:
     r"""What ``data/seqpolicy/regimes.json`` keeps of one :func:`~qae_lab.toys.seqpolicy_training.simulate` run (JSON-ready).
 
-    Per group of :func:`start_groups` (the ``n`` hardest / easiest prompts of each seed at the start, and all of them),
-    per seed, rounded to 4 significant digits: ``start_p`` and ``final_p`` (the group's mean success rate),
+    Per group of :func:`start_groups`, per seed, rounded to 4 significant digits: ``start_p`` and ``final_p`` (the group's mean success rate),
     ``start_h``, ``peak_ratio``, ``early_h`` (at step ``early``) and ``final_h`` of its mean entropy curve
     (:func:`curve_summary`); and ``entropy_curve`` every ``every`` steps from step 0, as mean, std and range over
     seeds (``steps``, ``mean``, ``std``, ``lo``, ``hi``, ``n``).
@@ -491,7 +651,7 @@ def summarise_regimes(out: Mapping[str, torch.Tensor], n: int, *, early: int, ev
     """
     every = check_int(every, "every", 1)
     p0 = out["success_curves"][..., 0]  # (S, P)
-    h, p = regime_curves(out["entropy_curves"], p0, n), regime_curves(out["success_curves"], p0, n)
+    h, p = start_group_curves(out["entropy_curves"], p0, n), start_group_curves(out["success_curves"], p0, n)
     keep = {}
     for group in REGIMES:
         sh = curve_summary(h[group], early)
@@ -505,3 +665,22 @@ def summarise_regimes(out: Mapping[str, torch.Tensor], n: int, *, early: int, ev
             "entropy_curve": _curve(h[group], list(range(0, h[group].shape[1], every))),
         }
     return keep
+
+
+def seqpolicy_regime_curve(
+    regimes: Mapping, group: str, baseline: str, optimizer: str = "adam", clip_higher: bool = True
+) -> dict:
+    r"""One committed entropy curve of :func:`load_regimes`: ``group`` (hard, easy, mixed) under ``baseline`` (mean,
+    quantile), ``optimizer`` and Clip-Higher: ``steps``, ``mean``, ``std``, ``lo``, ``hi`` over seeds, ``n`` seeds.
+
+    >>> c = seqpolicy_regime_curve(load_regimes(), "hard", "mean"); c["steps"][:3], c["n"]
+    ([0, 5, 10], 16)
+    """
+    if baseline not in ("mean", "quantile"):
+        raise ValueError(f"baseline must be 'mean' or 'quantile', got {baseline!r}")
+    if group not in REGIMES:
+        raise ValueError(f"group must be one of {list(REGIMES)}, got {group!r}")
+    name = regime_setting_name(optimizer, baseline, regimes["meta"]["k"], bool(clip_higher))
+    if name not in regimes["runs"]:
+        raise ValueError(f"no committed run {name!r}; runs: {sorted(regimes['runs'])}")
+    return regimes["runs"][name]["groups"][group]["entropy_curve"]

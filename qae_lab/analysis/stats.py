@@ -38,13 +38,6 @@ def _values(values: Sequence[float], name: str) -> list[float]:
 def moving_average(values: Sequence[float], window: int) -> list[float]:
     r"""Trailing moving average: m_t = mean(x_{max(0, t-w+1)} .. x_t), a shorter window for the first w-1 steps.
 
-    Args:
-        values: (n,) the per-step values x_t, finite.
-        window: w >= 1 (1: the values themselves).
-
-    Returns:
-        (n,) list of floats.
-
     >>> moving_average([0, 2, 4, 6], 2)
     [0.0, 1.0, 3.0, 5.0]
     """
@@ -60,9 +53,7 @@ def moving_average(values: Sequence[float], window: int) -> list[float]:
 def detrended_variance(values: Sequence[float], window: int) -> float:
     r"""Population variance of r_t = x_t - m_t (m: the trailing ``window``-step average) over the full windows.
 
-    Args:
-        values: (n,) per-step values x_t, finite, n >= window + 1 (at least two residuals).
-        window: w >= 2.
+    ``values``: n >= window + 1 finite x_t (at least two residuals); ``window`` w >= 2.
 
     >>> detrended_variance([0, 2, 0, 2, 0], 2)    # r = 1, -1, 1, -1
     1.0
@@ -84,11 +75,7 @@ def training_variance(
 ) -> float:
     r"""Training variance of ``metric`` over the steps of a log (see the module docstring: our definition).
 
-    Args:
-        rows: log rows (dicts with ``step`` and metrics); rows without ``metric`` are skipped.
-        metric: the logged per-step value, default ``reward`` (the step's mean reward).
-        window: the trailing moving average's length w (steps) the values are detrended by.
-        detrend: False: the plain population variance of the values (``window`` unused).
+    Rows without ``metric`` are skipped; ``detrend=False``: the plain population variance (``window`` unused).
 
     >>> rows = [{"step": t, "reward": x} for t, x in enumerate([0.0, 0.5, 0.0, 0.5, 0.0], 1)]
     >>> training_variance(rows, window=2), training_variance(rows, detrend=False)

@@ -146,9 +146,9 @@ def regimes_figure(regimes: Mapping, optimizer: str = "adam", clip_higher: bool 
     r"""QAE's Proposition 4.2 by regime in training: three panels side by side, hard | easy | mixed (each seed's
     prompts grouped by their start success rate, :func:`qae_lab.analysis.seqpolicy_runs.start_groups`), each the mean entropy
     curve over seeds +- one std under the mean and the quantile baseline, for one ``optimizer`` and Clip-Higher
-    setting of the committed runs (:func:`qae_lab.analysis.seqpolicy_findings.load_regimes`). A plain ``go.Figure``.
+    setting of the committed runs (:func:`qae_lab.analysis.seqpolicy_runs.load_regimes`). A plain ``go.Figure``.
 
-    >>> from qae_lab.analysis.seqpolicy_findings import load_regimes
+    >>> from qae_lab.analysis.seqpolicy_runs import load_regimes
     >>> fig = regimes_figure(load_regimes(), "adam", True)
     >>> [t.name for t in fig.data if t.showlegend is not False]
     ['mean baseline (16 seeds)', 'quantile baseline, K = 0.4 (16 seeds)']

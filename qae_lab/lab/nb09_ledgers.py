@@ -368,7 +368,7 @@ def findings_figure(
     r"""One comparison of the committed sweep (``comparisons[group]``: legend name -> the setting's baseline, K,
     Clip-Higher, std[, optimizer]) from one ``start``: its ``entropy`` or ``success`` curves, mean +- std over seeds.
 
-    >>> from qae_lab.analysis.seqpolicy_findings import load_findings
+    >>> from qae_lab.analysis.seqpolicy_runs import load_findings
     >>> from qae_lab.lab.nb09_ledgers import COMPARISONS
     >>> fig = findings_figure(load_findings(), COMPARISONS, "flat", "mean vs quantile", "entropy")
     >>> [t.name.split(" (")[0] for t in fig.data if t.name], fig.layout.yaxis.title.text

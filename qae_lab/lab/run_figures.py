@@ -27,7 +27,7 @@ from qae_lab.analysis.compare import metric_curves, series
 from qae_lab.task.evaluate import EvalResult
 from qae_lab.lab.nb06_phenomena import BEFORE, k_sweep_lines, pass_at_k_lines
 from qae_lab.lab.plots import PALETTE, add_band, band_figure, bar_figure, line_figure, wrap_title
-from qae_lab.analysis.regime_runs import GROUP_WORDS, regime_curves, regime_numbers
+from qae_lab.analysis.regime_runs import GROUP_WORDS, regime_eval_curves, regime_eval_numbers
 from qae_lab.analysis.stats import detrended_variance, moving_average, stat
 
 __all__ = [
@@ -293,7 +293,7 @@ def regime_figure(runs: Sequence, mean_method: str, quantile_method: str, quanti
     r"""QAE's Prop. 4.2 in training, by the regime a prompt starts in: three panels, hard | easy | mixed (the
     held-out groups of :mod:`qae_lab.train.regime_eval`), each the mean over seeds +- one std of ``regime_eval/<quantity>_*``
     against the number of updates, under the mean-baseline and the quantile-baseline method
-    (:func:`qae_lab.analysis.regime_runs.regime_curves`). A plain ``go.Figure``.
+    (:func:`qae_lab.analysis.regime_runs.regime_eval_curves`). A plain ``go.Figure``.
 
     Args:
         runs: :class:`~qae_lab.analysis.compare.Run` s of the two methods (others are left out).
@@ -315,13 +315,13 @@ def regime_figure(runs: Sequence, mean_method: str, quantile_method: str, quanti
     groups = ("hard", "easy", "all")
     titles = []
     for g in groups:
-        start = stat((regime_numbers(r, g, "success") or {}).get("start") for r in runs)
+        start = stat((regime_eval_numbers(r, g, "success") or {}).get("start") for r in runs)
         which = {"hard": "hardest quarter", "easy": "easiest quarter", "all": "all held-out prompts"}[g]
         titles.append(f"{GROUP_WORDS[g]}: {which}" + (f"<br>(start success {start.mean:.2f})" if start else ""))
     fig = make_subplots(rows=1, cols=3, subplot_titles=titles, horizontal_spacing=0.07)
     n_seeds = 0
     for col, g in enumerate(groups, start=1):
-        curves = regime_curves(runs, g, quantity)
+        curves = regime_eval_curves(runs, g, quantity)
         for i, method in enumerate((mean_method, quantile_method)):
             c, color = curves.get(method), PALETTE[i % len(PALETTE)]
             if c is None:

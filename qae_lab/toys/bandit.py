@@ -27,7 +27,7 @@ from qae_lab._checks import (
     check_positive,
 )
 from qae_lab.advantages import BASELINES, QUANTILE_METHODS, SCALES, group_advantages, hard_regime, quantile_rank
-from qae_lab.regimes import binomial_pmf
+from qae_lab.toys.sparsity import binomial_pmf
 
 __all__ = [
     "entropy",

@@ -30,8 +30,7 @@ from qae_lab._checks import (
 )
 from qae_lab.advantages import group_advantages, hard_regime
 from qae_lab.ledger import LEDGER_PARTS
-from qae_lab.regimes import binomial_pmf
-from qae_lab.toys.sparsity import canonical_groups
+from qae_lab.toys.sparsity import binomial_pmf, canonical_groups
 
 __all__ = [
     "MAX_SEQUENCES",

@@ -25,9 +25,9 @@ import torch
 
 from qae_lab._checks import as_real_tensor, check_choice, check_group_size, check_int, check_k_list, check_positive
 from qae_lab.advantages import QUANTILE_METHODS, group_advantages, quantile_baseline
-from qae_lab.regimes import binomial_pmf
 
 __all__ = [
+    "binomial_pmf",
     "canonical_groups",
     "convention_disagreements",
     "gate_zero_counts",
@@ -117,6 +117,27 @@ def _zero_share(pmf: torch.Tensor, zeros: torch.Tensor, drop_all_equal: bool) ->
         return (pmf * zeros).sum(-1)
     pmf = pmf[..., 1:-1]
     return (pmf * zeros[1:-1]).sum(-1) / pmf.sum(-1)  # NaN where no group can be mixed (p in {0, 1})
+
+
+def binomial_pmf(p, n: int) -> torch.Tensor:
+    r"""P(c) = C(n, c) p^c (1 - p)^(n - c), c = 0..n: how many of n independent responses succeed at rate p.
+
+    Args:
+        p: success rates, any shape (...), in [0, 1]; computed in float64 (gradients flow through a tensor's).
+        n: the number of responses, >= 0.
+
+    Returns:
+        (..., n + 1), with 0^0 = 1, so exact at p = 0 and p = 1.
+
+    >>> binomial_pmf(torch.tensor([0.0, 0.5, 1.0]), 2).tolist()
+    [[1.0, 0.0, 0.0], [0.25, 0.5, 0.25], [0.0, 0.0, 1.0]]
+    """
+    n = check_int(n, "n", 0)
+    p = p.double() if isinstance(p, torch.Tensor) else torch.as_tensor(p, dtype=torch.float64)
+    c = torch.arange(n + 1, dtype=p.dtype)
+    comb = torch.tensor([math.comb(n, j) for j in range(n + 1)], dtype=p.dtype)
+    q = p[..., None]  # (..., 1)
+    return comb * torch.where(c == 0, 1.0, q**c) * torch.where(c == n, 1.0, (1 - q) ** (n - c))  # (..., n + 1)
 
 
 def _beta_binomial_pmf(a: float, b: float, g: int) -> torch.Tensor:

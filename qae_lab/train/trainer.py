@@ -1,5 +1,5 @@
 r"""QAE and SA-AH-GRPO inside TRL's ``GRPOTrainer``: a thin subclass (its checkpoints staged by
-:class:`qae_lab.storage.staged.StagedCheckpoints`).
+:class:`qae_lab.train.staged.StagedCheckpoints`).
 
 Where QAE leaves the loss alone (no token weighting, no covariance penalty, no sparse update in force) one update is
 TRL's own ``_compute_loss`` of QAE's advantages; otherwise it is :func:`qae_lab.loss.grpo_loss`, a pure function (read
@@ -63,7 +63,7 @@ from qae_lab.metric_names import (
     TOKEN_WEIGHTING,
 )
 from qae_lab.regimes import regime_token_means, regime_token_sums
-from qae_lab.storage.staged import StagedCheckpoints
+from qae_lab.train.staged import StagedCheckpoints
 from qae_lab.task.answers import completion_text
 from qae_lab.task.behaviour import behaviour_stats, diversity_stats
 from qae_lab.task.models import check_model_files
@@ -335,7 +335,7 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
     ====================================== ===============================================================
 
     ``train``, ``_save_checkpoint`` and ``_get_output_dir`` (transformers) come from
-    :class:`~qae_lab.storage.staged.StagedCheckpoints`,
+    :class:`~qae_lab.train.staged.StagedCheckpoints`,
 
     every private member of TRL and transformers it touches is in :data:`PRIVATE_MEMBERS`, with why (a missing one is
     named when the trainer is made); these public TRL attributes are read: ``epsilon_low``, ``epsilon_high``,

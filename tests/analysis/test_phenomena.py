@@ -4,8 +4,6 @@ and the claim numbers (window means, effects, the K sweep, the search summary) a
 from __future__ import annotations
 
 import json
-import math
-import statistics
 from pathlib import Path
 
 import pytest
@@ -20,11 +18,9 @@ from qae_lab.analysis.phenomena import (
     SEARCH_SEED,
     SEARCHES,
     PHENOMENA_DIR,
-    effect,
     k_sweep_rows,
     load_experiment,
     peak,
-    per_method,
     run_names,
     search_row,
     window_mean,
@@ -132,7 +128,7 @@ def test_window_mean_by_hand():
         window_mean(rows, "x", 3, 2)
 
 
-def test_per_method_and_k_sweep_rows():
+def test_k_sweep_rows():
     def run(name, method, k, entropies, after):
         rows = [{"step": i + 1, "entropy": e} for i, e in enumerate(entropies)]
         return Run(name, method, 0, {"trainer": {"quantile_k": k}}, rows, None, after)
@@ -142,7 +138,6 @@ def test_per_method_and_k_sweep_rows():
         run("b", "qae", 0.4, [0.5, 0.2, 0.2], {"pass@1": 0.6, "pass@8": 0.9}),
         run("c", "qae", 0.8, [0.5, 0.6, 0.7], None),
     ]
-    assert per_method(runs, lambda r: r.name) == {"qae": ["a", "b", "c"]}
     rows = k_sweep_rows(runs, last=2)
     assert [r["k"] for r in rows] == [0.4, 0.8] and [r["seeds"] for r in rows] == [2, 1]
     assert rows[0]["final entropy"].mean == pytest.approx((0.2 + 0.2) / 2)  # (0.1+0.3)/2 and (0.2+0.2)/2
@@ -188,20 +183,6 @@ def test_the_k_sweep_borrows_the_entropy_experiments_qae_runs():
     assert ks == sorted({*exp["k_values"], 0.4}) and sum(
         float(r.config["trainer"]["quantile_k"]) == 0.4 for r in runs
     ) == len(EXPERIMENTS["entropy"]["seeds"])
-
-
-def test_effect_against_a_hand_computation():
-    a, b = [0.30, 0.32, 0.37], [0.20, 0.26, 0.21]
-    e = effect(a, b)
-    sa, sb = statistics.pstdev(a), statistics.pstdev(b)
-    assert e.diff == pytest.approx(statistics.mean(a) - statistics.mean(b))
-    assert e.d == pytest.approx(e.diff / math.sqrt((sa**2 + sb**2) / 2))
-    assert e.apart is True  # 0.30 > 0.26
-    assert effect([0.3, 0.2], [0.25, 0.1]).apart is False  # 0.2 < 0.25
-    assert effect([0.3], [0.2, 0.1]).apart is None  # one seed: cannot say
-    assert effect([0.3, 0.3], [0.2, 0.2]).d is None  # no spread
-    assert effect([None], [0.2]) is None
-    assert effect([0.3, None, 0.5], [0.1]).a.n == 2
 
 
 def test_the_dynamic_sampling_comparison_reads_as_its_page_says():

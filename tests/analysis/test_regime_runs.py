@@ -10,7 +10,7 @@ import pytest
 
 from qae_lab.analysis.compare import Run
 from qae_lab.metric_names import ENTROPY_REGIME_METRICS, REGIME_EVAL_METRICS
-from qae_lab.analysis.regime_runs import regime_curve, regime_curves, regime_numbers, regime_table
+from qae_lab.analysis.regime_runs import regime_eval_curve, regime_eval_curves, regime_eval_numbers, regime_eval_table
 from qae_lab.lab.run_figures import regime_figure
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,21 +74,21 @@ def _runs() -> list[Run]:
 
 def test_curve_and_numbers_by_hand():
     run = _runs()[0]
-    assert regime_curve(run, "hard") == ([0, 10, 20], [0.2, 0.3, 0.25])  # updates before each measurement
-    n = regime_numbers(run, "hard")
+    assert regime_eval_curve(run, "hard") == ([0, 10, 20], [0.2, 0.3, 0.25])  # updates before each measurement
+    n = regime_eval_numbers(run, "hard")
     assert (n["start"], n["peak"], n["final"]) == (0.2, 0.3, 0.25)
     assert n["peak/start"] == pytest.approx(1.5) and n["final/start"] == pytest.approx(1.25)
-    assert regime_numbers(run, "hard", "success")["final"] == pytest.approx(0.3)
+    assert regime_eval_numbers(run, "hard", "success")["final"] == pytest.approx(0.3)
     # no measurement before the first update: no start, so no numbers
     late = Run("r", "qae", 0, {}, [{"step": 5, "regime_eval/entropy_hard": 0.2}], None, None)
-    assert regime_numbers(late, "hard") is None
+    assert regime_eval_numbers(late, "hard") is None
     zero = Run("r", "qae", 0, {}, [{"step": 1, "regime_eval/success_hard": 0.0}], None, None)
-    assert regime_numbers(zero, "hard", "success")["peak/start"] is None  # no ratio to a start of 0
+    assert regime_eval_numbers(zero, "hard", "success")["peak/start"] is None  # no ratio to a start of 0
 
 
 def test_table_over_seeds():
     runs = _runs()
-    rows = {(r["method"], r["group"]): r for r in regime_table(runs)}
+    rows = {(r["method"], r["group"]): r for r in regime_eval_table(runs)}
     assert sorted(rows) == [(m, g) for m in ("mean", "qae") for g in ("easy", "hard", "mixed")]
     hard_mean = rows[("mean", "hard")]
     assert hard_mean["seeds"] == 3 and hard_mean["start"].mean == pytest.approx(0.2)
@@ -98,7 +98,7 @@ def test_table_over_seeds():
 
 
 def test_curves_over_seeds():
-    c = regime_curves(_runs(), "hard")
+    c = regime_eval_curves(_runs(), "hard")
     assert list(c) == ["mean", "qae"] and c["mean"].steps == [0, 10, 20] and c["mean"].n_runs == 3
     assert c["mean"].mean[1] == pytest.approx(0.3) and c["qae"].hi[1] == pytest.approx(0.23)
 
@@ -174,7 +174,7 @@ def test_committed_regime_table_covers_every_method_and_group():
     from qae_lab.analysis.phenomena import EXPERIMENTS, load_experiment
 
     runs = load_experiment(find_reference_runs(), "regimes")
-    rows = regime_table(runs)
+    rows = regime_eval_table(runs)
     methods = EXPERIMENTS["regimes"]["methods"]
     assert sorted((r["method"], r["group"]) for r in rows) == sorted(
         (m, g) for m in methods for g in ("hard", "easy", "mixed")

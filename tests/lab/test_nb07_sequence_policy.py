@@ -8,7 +8,7 @@ import copy
 import plotly.graph_objects as go
 import pytest
 
-from qae_lab.analysis.seqpolicy_findings import load_regimes
+from qae_lab.analysis.seqpolicy_runs import load_regimes
 from qae_lab.lab.nb07_sequence_policy import prefix_table, regimes_figure, start_rates_figure
 from qae_lab.toys.seqpolicy import make_tasks, sequence_entropy
 

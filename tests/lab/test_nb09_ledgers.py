@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from qae_lab.analysis.seqpolicy_findings import load_findings
+from qae_lab.analysis.seqpolicy_runs import load_findings
 from qae_lab.analysis.seqpolicy_runs import findings_curves, run_curves, setting_name
 from qae_lab.lab.nb09_ledgers import (
     CELL_NAMES,

@@ -63,7 +63,7 @@ EXCEPTIONS = {
         "deletes a folder of the run --overwrite replaces, once overwrite_refusal allowed it; rmtree never follows "
         "a link (one at the name is unlinked instead, links inside are removed as links)"
     ),
-    ("qae_lab/storage/staged.py", "StagedCheckpoints._save_checkpoint", "shutil.rmtree"): (
+    ("qae_lab/train/staged.py", "StagedCheckpoints._save_checkpoint", "shutil.rmtree"): (
         "deletes .staging, only as removal_problem allows (a folder of checkpoint-N and model folders, no link); "
         "rmtree never follows a link"
     ),

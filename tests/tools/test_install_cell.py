@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from qae_lab.analysis import compare, committed_data, phenomena, seqpolicy_findings
+from qae_lab.analysis import compare, committed_data, phenomena, seqpolicy_runs
 from tools import install_cell
 from qae_lab.lab import notebook
 from qae_lab import _project
@@ -243,8 +243,8 @@ def test_outside_a_checkout_the_packages_copy_serves_notebooks_05_06_07_09(tmp_p
     assert len(compare.load_runs(ref)) >= 8  # notebook 05's reference runs
     for name in phenomena.EXPERIMENTS:  # notebook 06's
         assert phenomena.load_experiment(ref, name), name
-    assert seqpolicy_findings.load_regimes()["runs"]  # notebook 07's
-    assert seqpolicy_findings.load_findings()["runs"]  # notebook 09's (07's appendix)
+    assert seqpolicy_runs.load_regimes()["runs"]  # notebook 07's
+    assert seqpolicy_runs.load_findings()["runs"]  # notebook 09's (07's appendix)
     with pytest.raises(FileNotFoundError, match="data/seqpolicy"):
         committed_data.data_dir("seqpolicy", package=tmp_path / "nowhere")
     for name in ("05_compare_runs.ipynb", "06_phenomena_in_miniature.ipynb"):

@@ -3,7 +3,7 @@
 Plain-Python references (loops over every sequence with ``itertools.product`` and ``math``) stand in for the
 level-by-level tensor code; a V = 2, L = 2 policy pins the entropy and one gradient by hand. The ledgers are
 tested in test_seqpolicy_ledger.py, the update in test_seqpolicy_training.py, the findings in
-test_seqpolicy_runs.py and test_seqpolicy_findings.py.
+test_seqpolicy_runs.py.
 """
 
 from __future__ import annotations

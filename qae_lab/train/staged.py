@@ -1,11 +1,11 @@
 r"""Checkpoints a run can always resume from: the transformers ``Trainer`` overrides that stage each save and check
-each resume, beside the checkpoint rules they follow (:mod:`qae_lab.storage.resume`).
+each resume, by the checkpoint rules of :mod:`qae_lab.storage.resume`.
 
 :class:`StagedCheckpoints` is a mixin placed before TRL's ``GRPOTrainer`` in ``QAETrainer``'s bases: a save is written
 into ``<output_dir>/.staging/`` and renamed into place when complete, so an interrupted save never leaves a half
 ``checkpoint-N`` for a resume to pick; a resume names a missing or damaged file before ``torch.load`` meets it.
 
-Implementer's notes: docs/implementation.md, section ``qae_lab.storage.staged``.
+Implementer's notes: docs/implementation.md, section ``qae_lab.train.staged``.
 """
 
 from __future__ import annotations
@@ -25,10 +25,8 @@ __all__ = ["StagedCheckpoints"]
 
 
 class _Elsewhere:
-    """The trainer as TRL's ``create_model_card`` sees it, but with ``args.output_dir`` pointing elsewhere.
-
-    Nothing of the trainer changes (its ``args`` stay as they are, so another thread reading them sees the run
-    folder); every other attribute is the trainer's own."""
+    """The trainer as TRL's ``create_model_card`` sees it, with ``args.output_dir`` elsewhere; the trainer's own
+    ``args`` are left as they are (another thread reading them sees the run folder)."""
 
     def __init__(self, trainer, folder: Path):
         self._trainer = trainer
@@ -59,12 +57,8 @@ class StagedCheckpoints:
     _staging = False  # True while _save_checkpoint writes into .staging/
 
     def train(self, resume_from_checkpoint=None, *args, **kwargs):
-        """``Trainer.train``, with the checkpoint to resume checked first.
-
-        A missing or damaged file of the checkpoint is named (:func:`qae_lab.storage.resume.checkpoint_problems`)
-        instead of failing inside ``torch.load``; ``resume_from_checkpoint=True`` takes the latest
-        *complete* checkpoint of ``output_dir``.
-        """
+        """``Trainer.train``, the checkpoint to resume checked first (:func:`qae_lab.storage.resume.checkpoint_problems`);
+        ``resume_from_checkpoint=True`` takes the latest *complete* checkpoint of ``output_dir``."""
         if resume_from_checkpoint is True:
             latest, notes = latest_complete_checkpoint(self.args.output_dir, load=True)
             if latest is None:
@@ -83,11 +77,8 @@ class StagedCheckpoints:
         return super().train(resume_from_checkpoint, *args, **kwargs)
 
     def _resume_finished(self, checkpoint: str, state) -> TrainOutput:
-        """A checkpoint at or past ``max_steps``: load it, run the callbacks' begin and end, train nothing.
-
-        transformers' loop would run one step past ``max_steps`` here (it checks the limit only after
-        a step), so a resumed finished run would gain a step it was never meant to have.
-        """
+        """A checkpoint at or past ``max_steps``: load it, run the callbacks' begin and end, train nothing
+        (transformers' loop checks the limit only after a step, so it would train one step too many)."""
         self._load_from_checkpoint(checkpoint)
         self.state = state
         self.control = self.callback_handler.on_train_begin(self.args, self.state, self.control)
@@ -99,13 +90,9 @@ class StagedCheckpoints:
         return os.path.join(out, STAGING_DIR) if self._staging else out
 
     def create_model_card(self, *args, **kwargs):
-        """TRL's model card, written where it cannot replace a file of the user's.
-
-        TRL writes ``<output_dir>/README.md`` at every checkpoint save, over whatever ``README.md`` the folder
-        holds. Here the card goes into the staged checkpoint instead (``checkpoint-N/README.md``, published with
-        it); outside a save (``push_to_hub``) into ``<output_dir>/README.md`` only when no such file is there.
-        ``python -m qae_lab export`` writes a run's real model card (:func:`qae_lab.runs.export.model_card`).
-        """
+        """TRL's model card (written at every save over ``<output_dir>/README.md``), into the staged checkpoint
+        instead; outside a save (``push_to_hub``) into ``<output_dir>/README.md`` only when no such file is there.
+        ``python -m qae_lab export`` writes a run's real model card (:func:`qae_lab.runs.export.model_card`)."""
         out = Path(self.args.output_dir)
         if self._staging:
             folder = out / STAGING_DIR / f"checkpoint-{self.state.global_step}"
@@ -117,12 +104,8 @@ class StagedCheckpoints:
         return super().create_model_card.__func__(_Elsewhere(self, folder), *args, **kwargs)
 
     def _save_checkpoint(self, model, trial):
-        """Write ``checkpoint-N`` into ``<output_dir>/.staging/`` and rename it into place when complete.
-
-        So an interrupted save (a second Ctrl-C, a kill) never leaves a half ``checkpoint-N`` for a
-        resume to pick. A complete checkpoint of the same step is kept (the state is the same).
-        Checkpoint rotation (``save_total_limit``) runs on the run folder after the rename.
-        """
+        """Write ``checkpoint-N`` into ``<output_dir>/.staging/`` and rename it into place when complete; a complete
+        checkpoint of the same step is kept (the state is the same); rotation runs on the run folder after."""
         out = Path(super()._get_output_dir(trial))
         final = out / f"checkpoint-{self.state.global_step}"
         if final.is_dir() and not checkpoint_problems(final):

@@ -1,4 +1,4 @@
-"""Tests for qae_lab.storage.staged: a save over a damaged ``checkpoint-N`` publishes a complete one and sets the
+"""Tests for qae_lab.train.staged: a save over a damaged ``checkpoint-N`` publishes a complete one and sets the
 damaged one aside (``.replaced-checkpoint-N-<time>-<pid>``, :func:`qae_lab.storage.resume.publish_dir`), nothing
 deleted. A real QAETrainer run of the embedded model on the CPU (tests/testkit/tiny_runs.py), one step."""
 
