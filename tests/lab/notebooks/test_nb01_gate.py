@@ -1,4 +1,4 @@
-"""qae_lab.lab.nb01_gate: what notebook 01 draws, checked against the numbers it draws from (notebook 02's knob and
+"""qae_lab.lab.notebooks.nb01_gate: what notebook 01 draws, checked against the numbers it draws from (notebook 02's knob and
 Monte Carlo figures: test_nb02_entropy_proofs.py)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from qae_lab.lab.nb01_gate import (
+from qae_lab.lab.notebooks.nb01_gate import (
     K_GRID,
     advantages_figure,
     extremes_figure,
