@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from qae_lab.labels import GROUP_WORDS
 from qae_lab.analysis.compare import Curve, Run, group_by_method, series
 from qae_lab.metric_names import REGIME_GROUPS, regime_eval_metric
 from qae_lab.analysis.stats import stat
@@ -24,8 +25,6 @@ from qae_lab.analysis.stats import stat
 __all__ = ["GROUP_WORDS", "regime_curve", "regime_curves", "regime_numbers", "regime_table"]
 
 ROSE = 1.1  # an explosion: a peak at least 1.1x the start in some seed (the claims scoreboard's rose check: the same)
-# a group's name in the sentences and the figure: the held-out set's "all" is the mixed one
-GROUP_WORDS = {"hard": "hard", "easy": "easy", "all": "mixed"}
 _NUMBERS = ("start", "peak/start", "final", "final/start")
 
 

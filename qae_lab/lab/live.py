@@ -29,18 +29,13 @@ from transformers.utils.notebook import NotebookProgressCallback
 
 from qae_lab._checks import check_finite_scalar, check_positive
 from qae_lab.lab.plots import FigureView, run_curves_figure
-from qae_lab.labels import BASELINE_NAMES, WEIGHTING_NAMES
+from qae_lab.labels import BASELINE_NAMES, LIVE_PANELS, REWARD_PANEL, SHARES_PANEL, WEIGHTING_NAMES, WEIGHTS_PANEL
 from qae_lab.methods import TOKEN_WEIGHTINGS, can_weight_tokens
 from qae_lab.metric_names import (
-    LEDGER_PREFIX,
-    QAE_EASY_FRAC,
-    QAE_HARD_FRAC,
     QAE_K,
     QAE_QUANTILE_BASELINE,
     QAE_SUCCESS_RATE,
-    QAE_ZERO_ADV_FRAC,
     SAAH_ALPHA,
-    SAAH_W_MEAN_NEG,
     TOKEN_WEIGHTING,
 )
 from qae_lab.knobs import KNOBS, Knobs, validate_knobs
@@ -387,21 +382,6 @@ class Controls:
         return self._stop.is_set()
 
 
-# panel title -> logged metrics drawn in it (names: docs/metrics.md; their plain names, units and colours:
-# qae_lab.lab.plots.CURVES). First what notebook 04 asks people to watch as they move the controls.
-WEIGHTS_PANEL = "token weight, failed completions"
-SHARES_PANEL, REWARD_PANEL = "easy and hard prompts (QAE)", "reward and pass rate"
-LIVE_PANELS = {
-    SHARES_PANEL: (QAE_EASY_FRAC, QAE_HARD_FRAC),
-    "entropy": ("entropy", "entropy/updated_rows"),
-    "zero-advantage completions": (QAE_ZERO_ADV_FRAC,),
-    WEIGHTS_PANEL: (SAAH_W_MEAN_NEG,),
-    REWARD_PANEL: ("reward", QAE_SUCCESS_RATE),
-    "K and alpha in force": (QAE_K, SAAH_ALPHA),
-    # the entropy ledger (qae_lab.ledger): the update's first-order entropy change, and which responses it comes from
-    "entropy ledger: dH by sign of A": tuple(LEDGER_PREFIX + p for p in ("dh", "dh_pos", "dh_neg")),
-    "entropy ledger: dH by QAE regime": tuple(LEDGER_PREFIX + p for p in ("dh_hard", "dh_easy")),
-}
 WAITING = "waiting for the first step..."
 
 

@@ -27,7 +27,8 @@ from qae_lab._checks import check_int
 from qae_lab.analysis.compare import metric_curves, series
 from qae_lab.task.evaluate import EvalResult
 from qae_lab.lab.plots import PALETTE, add_band, band_figure, bar_figure, line_figure, wrap_title
-from qae_lab.analysis.regime_runs import GROUP_WORDS, regime_curves, regime_numbers
+from qae_lab.labels import GROUP_WORDS
+from qae_lab.analysis.regime_runs import regime_curves, regime_numbers
 from qae_lab.analysis.stats import Stat, detrended_variance, moving_average, stat
 
 __all__ = [

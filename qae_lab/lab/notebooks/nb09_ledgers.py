@@ -22,6 +22,7 @@ from qae_lab.analysis.seqpolicy_runs import (
     run_curves,
     setting_name,
 )
+from qae_lab.labels import CELL_NAMES, SHOW
 from qae_lab.lab.plots import band_figure, bar_figure
 from qae_lab.toys.seqpolicy import (
     prefix_reach,
@@ -62,25 +63,6 @@ LEDGER_KINDS = {
 
 
 SHARE_PARTS = ["dh", *CELLS]  # the whole change, then the four cells
-
-
-# the ledger's cells in the live view's legend
-CELL_NAMES = {
-    "hard, A > 0": "dh_hard_pos",
-    "hard, A < 0": "dh_hard_neg",
-    "easy, A > 0": "dh_easy_pos",
-    "easy, A < 0": "dh_easy_neg",
-    "all": "dh",
-}
-
-
-# what the live view shows -> its axis
-SHOW = {
-    "cumulative ledger, exact": "first-order dH summed over steps (nats)",
-    "cumulative ledger, trainer's npg": "npg ledger summed over steps (eta / N_tok units)",
-    "entropy": "H(pi) (nats)",
-    "success": "success rate",
-}
 
 
 # the committed sweep's comparisons: legend name -> (baseline, K, Clip-Higher, std[, optimizer])

@@ -55,7 +55,7 @@ def test_extremes_figure_by_hand():
 def test_advantages_figure_shows_correct_responses_first():
     fig = advantages_figure(8, 0.4, (1, 7))
     hm = fig.data[0]
-    assert list(hm.y) == ["c=1 · GRPO mean", "c=1 · QAE K=0.4", "c=7 · GRPO mean", "c=7 · QAE K=0.4"]
+    assert list(hm.y) == ["c=1 · mean", "c=1 · QAE K=0.4", "c=7 · mean", "c=7 · QAE K=0.4"]
     # the x axis says "correct ones first": a group of c correct responses starts with c ticks
     for row, c in zip(hm.text, (1, 1, 7, 7)):
         assert [cell[0] for cell in row] == ["✓"] * c + ["✗"] * (8 - c)
