@@ -453,8 +453,7 @@ def knob_number(x: float | None) -> str:
     """
     if x is None:
         return "—"
-    digits = len(f"{float(x):.6f}".rstrip("0").split(".")[1])
-    return f"{float(x):.{max(2, digits)}f}"
+    return f"{float(x):.{max(2, _decimals(float(x)))}f}"
 
 
 def knobs_row(knobs) -> dict:
@@ -511,10 +510,8 @@ def knob_ranges(rows: Sequence[Mapping], weightings: Mapping[int, str] | None = 
     r"""The knobs in force by step range, read from the log: one row per run of consecutive steps that used the same
     K, baseline, token weighting and alpha (:data:`KNOB_COLUMNS`), as a table shows them.
 
-    Args:
-        rows: training-step log rows in step order (``LiveRun.logged_steps()``).
-        weightings: for a log written before ``knobs/token_weighting`` existed only: step -> ``"none"``, ``"ah"`` or
-            ``"sa_ah"``; a step of such a log that weighted tokens and that it does not name: "AH or SA-AH".
+    ``rows``: log rows in step order (``LiveRun.logged_steps()``); ``weightings`` (step -> weighting) names the
+    weighting of a step that a log older than ``knobs/token_weighting`` does not name (else "AH or SA-AH").
 
     >>> rows = [{"step": s, "qae/k": 0.4 if s < 3 else 0.6, "qae/quantile_baseline": 1.0,
     ...          "knobs/token_weighting": "none"} for s in (1, 2, 3)]
@@ -625,15 +622,10 @@ class Dashboard:
     r"""What a participant watches: a progress bar and a status line, the knobs in force by step range
     (:func:`knobs_html`), and the training curves of :data:`LIVE_PANELS`.
 
-    Args:
-        max_steps: the progress bar's length.
-        mode: :class:`~qae_lab.lab.plots.FigureView`'s ``"auto"``, ``"widget"`` or ``"static"``.
-        min_interval_s: least time between two redraws (the last step is always drawn by
-            :meth:`refresh`); every row is kept in ``rows``.
-        max_draw_share: the largest share of the run's time that redraws may take: after a redraw that took
-            ``c`` seconds the next waits at least ``c / max_draw_share`` (a redraw is ~0.15 s of Python in the
-            training thread: on a CPU, where a step is ~0.6 s, drawing every step made it 1.2x slower).
-        prompts_per_step: the prompts an optimizer step trains, for the shares' title (:func:`live_panels`).
+    Redraws are at least ``min_interval_s`` apart (:meth:`refresh` draws the last step; ``rows`` keeps every one),
+    and after a redraw of ``c`` seconds the next waits ``c / max_draw_share``: a redraw is ~0.15 s of Python in the
+    training thread, and on a CPU (~0.6 s a step) drawing every step made training 1.2x slower. ``prompts_per_step``
+    titles the shares' panel (:func:`live_panels`); ``mode`` is :class:`~qae_lab.lab.plots.FigureView`'s.
 
     ``header`` (progress, status, knobs) and ``view.widget`` (the curves) are shown together as ``widget``;
     :class:`LiveRun` puts its messages between them.
