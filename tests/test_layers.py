@@ -3,8 +3,10 @@
 The maths sits at the top level of the package; ``storage/`` (run folders on disk) sits just above it, since the
 evaluation, the trainer and its callbacks all write into a run folder; ``task/``, ``toys/`` and ``integrations/``
 import the maths (the task also storage); ``train/`` imports the task; ``runs/`` imports training; ``analysis/``
-imports runs and toys; ``lab/`` may import anything (docs/architecture.md). A layer may import every layer below
-its own, and its own folder; the three layers of one floor do not import one another. Every layer below the lab
+imports runs and toys; ``lab/`` (the shared floor of plotting, widgets and the live run) imports any of them;
+``lab/notebooks/`` (one module per notebook) stands above the lab, and each of its modules is imported by its own
+notebook and its own tests alone (docs/architecture.md). A layer may import every layer below its own, and its own
+folder; the three layers of one floor do not import one another. Every layer below the lab
 loads no plotting or widget module. Only imports at a module's top level count for the floors;
 an import inside a function crosses upwards only where :data:`LAZY_CROSSINGS` names it. The command line loads no
 plotting or widget module. ``python tests/test_layers.py`` prints each module's layer and floor.
@@ -14,6 +16,8 @@ from __future__ import annotations
 
 import ast
 import functools
+import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -31,7 +35,8 @@ FLOOR = {
     "runs": 4,
     "analysis": 5,
     "lab": 6,
-    "program": 7,  # qae_lab.__main__: the command line with the lab's report page
+    "notebooks": 7,  # qae_lab.lab.notebooks: one module per notebook
+    "program": 8,  # qae_lab.__main__: the command line with the lab's report page
 }
 # (importer, imported) that cross upwards on purpose, inside a function: none (a run's report page is drawn by the
 # function the program, qae_lab.__main__, hands the run)
@@ -54,6 +59,8 @@ def layer(name: str) -> str:
     """The layer of a module: its folder, or "maths" for the package's top level (``__main__``: the program)."""
     if name == "__main__":
         return "program"
+    if name.startswith("lab.notebooks"):
+        return "notebooks"
     return name.split(".")[0] if "." in name or name in FLOOR else "maths"
 
 
@@ -80,7 +87,7 @@ def imports(name: str, *, module_level: bool) -> set[str]:
 
 def allowed(importer: str, dep: str) -> bool:
     a, b = layer(importer), layer(dep)
-    if b in (a, "maths") or a in ("lab", "program"):
+    if b in (a, "maths"):
         return True
     if FLOOR[a] == FLOOR[b]:
         return False  # task, toys and integrations stand side by side
@@ -116,6 +123,34 @@ def test_the_rule_itself():
     assert allowed("analysis.claims", "toys.bandit") and allowed("lab.live", "runs.pipeline")
     assert not allowed("task.rewards", "train.trainer") and not allowed("toys.bandit", "task.data")
     assert not allowed("advantages", "task.answers") and not allowed("runs.folder", "analysis.compare")
+    assert allowed("lab.notebooks.nb04_live_run", "lab.live") and not allowed("lab.live", "lab.notebooks.nb04_live_run")
+
+
+def _imported_notebook_modules(text: str) -> set[str]:
+    """The qae_lab.lab.notebooks modules a text's import lines name (a module's source, a notebook's cells)."""
+    found = set()
+    for m in re.finditer(
+        r"^\s*(?:from|import)\s+qae_lab\.lab\.notebooks\b(\.\w+)?(?:\s+import\s+\(?([\w\s,]+))?", text, re.M
+    ):
+        found |= {m.group(1)[1:]} if m.group(1) else {n.split()[0] for n in (m.group(2) or "").split(",") if n.strip()}
+    return found
+
+
+def test_each_notebook_module_is_imported_by_its_notebook_and_its_tests_alone():
+    own = {m.removeprefix("lab.notebooks.") for m in module_names() if m.startswith("lab.notebooks.")}
+    wrong = []
+    for path in sorted(PACKAGE.rglob("*.py")):  # no qae_lab module, nor one notebook module another
+        wrong += [(path.name, m) for m in _imported_notebook_modules(path.read_text()) if m != path.stem]
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        cells = json.loads(path.read_text())["cells"]
+        code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+        wrong += [(path.name, m) for m in _imported_notebook_modules(code) if m[2:4] != path.name[:2]]
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        if ROOT / "tests" / "lab" / "notebooks" not in path.parents:
+            wrong += [(str(path.relative_to(ROOT)), m) for m in _imported_notebook_modules(path.read_text())]
+    assert wrong == [], f"notebook modules imported outside their notebook and tests/lab/notebooks/: {wrong}"
+    assert {"nb00_plain_grpo", "nb04_live_run"} <= own
+    assert _imported_notebook_modules("from qae_lab.lab.notebooks import nb04_live_run as nb\n") == {"nb04_live_run"}
 
 
 def _loaded_drawing(modules: list[str]) -> str:
@@ -133,7 +168,11 @@ def test_the_command_line_loads_no_plotting_or_widgets():
 
 
 def test_no_layer_below_the_lab_loads_plotting_or_widgets():
-    below = ["qae_lab." + m for m in module_names() if layer(m) != "lab" and m not in ("__init__", "__main__")]
+    below = [
+        "qae_lab." + m
+        for m in module_names()
+        if layer(m) not in ("lab", "notebooks") and m not in ("__init__", "__main__")
+    ]
     assert _loaded_drawing(below) == "[]"
     assert _loaded_drawing(["qae_lab.lab.plots"]) != "[]"  # the check sees a module that draws
 
@@ -153,14 +192,18 @@ def test_the_import_graph_stays_shallow():
     assert got["methods"] <= 2  # the vocabulary imports only the argument checks
 
 
-if __name__ == "__main__":
-    for name, n in sorted(chains().items(), key=lambda kv: (FLOOR[layer(kv[0])], kv[1], kv[0])):
-        print(f"{layer(name):>12}  {n}  {name}")
-
-
 def test_the_architecture_page_lists_every_module_once():
     text = (ROOT / "docs" / "architecture.md").read_text()
     table = text[text.index("## The modules") :]
-    listed = [p for p in __import__("re").findall(r"^\| `(qae_lab/[\w/]+\.py)` \|", table, __import__("re").M)]
+    listed = re.findall(r"^\| `(qae_lab/[\w/]+\.py)` \|", table, re.M)
     files = sorted(str(p.relative_to(ROOT)) for p in PACKAGE.rglob("*.py"))
     assert sorted(listed) == files, (sorted(set(files) - set(listed)), sorted(set(listed) - set(files)))
+
+
+if __name__ == "__main__":  # each floor, lowest first, with its modules
+    by_floor: dict[int, list[str]] = {}
+    for name in module_names():
+        by_floor.setdefault(FLOOR[layer(name)], []).append(name)
+    for floor, names in sorted(by_floor.items()):
+        layers = sorted({layer(n) for n in names}, key=list(FLOOR).index)
+        print(f"{floor} {' + '.join(layers)}: {', '.join(n.split('.')[-1] for n in names)}")

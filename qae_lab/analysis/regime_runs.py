@@ -17,14 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from qae_lab.labels import GROUP_WORDS
 from qae_lab.analysis.compare import Curve, Run, group_by_method, series
 from qae_lab.metric_names import REGIME_GROUPS, regime_eval_metric
 from qae_lab.analysis.stats import stat
 
 __all__ = ["GROUP_WORDS", "regime_eval_curve", "regime_eval_curves", "regime_eval_numbers", "regime_eval_table"]
 
-# a group's name in the sentences and the figure: the held-out set's "all" is the mixed one
-GROUP_WORDS = {"hard": "hard", "easy": "easy", "all": "mixed"}
 _NUMBERS = ("start", "peak/start", "final", "final/start")
 
 

@@ -17,13 +17,13 @@ import functools
 import math
 import textwrap
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
-from qae_lab.advantages import advantage_stats, group_advantages, quantile_baseline
+from qae_lab.advantages import group_advantages, quantile_baseline
 from qae_lab.analysis.stats import detrended_variance
 from qae_lab.horizon import horizon_weights
-from qae_lab.lab.nb00_plain_grpo import UpdateChange
 from qae_lab.knobs import knob_changes
 from qae_lab.task.rewards import soft_format_reward
 from qae_lab.toys.bandit import entropy_change_first_order, knob_slope
@@ -77,6 +77,100 @@ class _NotYet(Exception):
 
 class _TheirError(Exception):
     """The learner's function raised (the exception is ``__cause__``) when called with the arguments in ``args[0]``."""
+
+
+# the three kinds of completion an update treats differently, by the sign of the advantage
+SIGNS = {"A > 0": 1, "A = 0": 0, "A < 0": -1}
+
+
+@dataclass(frozen=True)
+class UpdateChange:
+    r"""What one update did to each completion of a group: log pi(y_i) before and after, beside A_i.
+
+    Attributes:
+        labels: N labels (``y0 ✓``: index, and ✓ where the reward was positive).
+        before, after: (N,) float64 log pi(y_i) before and after the step.
+        advantages: (N,) float64 A_i the step used.
+        clipped: (N,) int, each completion's tokens where PPO's clip would stop the gradient on a second pass
+            over the group (ratio pi_new / pi_old past [1 - eps_low, 1 + eps_high] on the side its advantage pushes).
+        lengths: (N,) int, each completion's real tokens.
+
+    >>> c = UpdateChange(["y0 ✓", "y1 ✗", "y2 ✗"], torch.tensor([-1., -2, -3]), torch.tensor([-0.9, -2.5, -2.8]),
+    ...                  torch.tensor([1., -0.5, -0.5]), torch.tensor([1, 0, 0]), torch.tensor([3, 3, 3]))
+    >>> c.delta.tolist(), c.moved("A < 0"), c.direction("A < 0"), c.direction("A > 0"), c.direction("A = 0")
+    ([0.1..., -0.5, 0.2...], (1, 1, 2), 'mixed', 'up', None)
+    """
+
+    labels: list[str]
+    before: torch.Tensor
+    after: torch.Tensor
+    advantages: torch.Tensor
+    clipped: torch.Tensor
+    lengths: torch.Tensor
+
+    @property
+    def delta(self) -> torch.Tensor:
+        r"""(N,) log pi_after(y_i) - log pi_before(y_i): > 0 where the completion became more likely."""
+        return self.after - self.before
+
+    def rows(self, sign: str) -> torch.Tensor:
+        r"""(N,) bool: the completions whose advantage has ``sign``, a key of :data:`SIGNS`."""
+        if sign not in SIGNS:
+            raise ValueError(f"sign must be one of {list(SIGNS)}, got {sign!r}")
+        return torch.sign(self.advantages) == SIGNS[sign]
+
+    def moved(self, sign: str) -> tuple[int, int, int]:
+        r"""(how many became more likely, how many less likely, how many there are) among the ``sign`` rows."""
+        d = self.delta[self.rows(sign)]
+        return int((d > 0).sum()), int((d < 0).sum()), d.numel()
+
+    def direction(self, sign: str) -> str | None:
+        r"""How the ``sign`` rows moved: ``"up"`` or ``"down"`` (all of them), ``"mixed"``, ``"unchanged"``, or
+        None where there is no such row."""
+        up, down, n = self.moved(sign)
+        if n == 0:
+            return None
+        return "up" if up == n else "down" if down == n else "unchanged" if up == down == 0 else "mixed"
+
+    @property
+    def title(self) -> str:
+        r"""The figure's title: what is drawn and the counts it shows."""
+        (up, _, n_pos), (_, down, n_neg) = self.moved("A > 0"), self.moved("A < 0")
+        return (
+            f"One GRPO step: change of log π(y_i) per completion · A > 0: {up} of {n_pos} up · "
+            f"A < 0: {down} of {n_neg} down"
+        )
+
+    def summary_rows(self) -> list[dict]:
+        r"""A row per advantage sign present: how many completions have it, how many became ``more likely`` and
+        ``less likely``, their ``mean change`` of log pi(y), their ``tokens`` and how many of those PPO's clip
+        would stop on a second pass (``clipped``).
+
+        >>> c = UpdateChange(["y0 ✓", "y1 ✗", "y2 ✗"], torch.tensor([-1., -2, -3]), torch.tensor([-0.5, -2.5, -2.8]),
+        ...                  torch.tensor([1., -0.5, -0.5]), torch.tensor([2, 0, 1]), torch.tensor([3, 4, 5]))
+        >>> for row in c.summary_rows():
+        ...     print([round(v, 3) if isinstance(v, float) else v for v in row.values()])
+        ['A > 0', 1, 1, 0, 0.5, 3, 2]
+        ['A < 0', 2, 1, 1, -0.15, 9, 1]
+        """
+        out = []
+        for sign in SIGNS:
+            up, down, n = self.moved(sign)
+            if n == 0:
+                continue
+            on = self.rows(sign)
+            out.append(
+                {
+                    "advantage": sign,
+                    "completions": n,
+                    "more likely": up,
+                    "less likely": down,
+                    "mean change": self.delta[on].mean().item(),
+                    "tokens": int(self.lengths[on].sum()),
+                    "clipped": int(self.clipped[on].sum()),
+                }
+            )
+        return out
 
 
 def _theirs(fn: Callable) -> Callable:
@@ -457,7 +551,7 @@ def check_prediction(prediction, change: UpdateChange, *, sign: str = "A > 0") -
 
     Args:
         prediction: ``"up"`` or ``"down"`` (did they become more or less likely?), or None before deciding.
-        change: the measured :class:`qae_lab.lab.nb00_plain_grpo.UpdateChange`.
+        change: the measured :class:`UpdateChange`.
         sign: which completions: ``"A > 0"``, ``"A < 0"`` or ``"A = 0"``.
 
     Returns:
@@ -479,7 +573,7 @@ def check_prediction(prediction, change: UpdateChange, *, sign: str = "A > 0") -
     if not isinstance(prediction, str) or prediction.strip().lower() not in PREDICTIONS:
         return f'Not yet: write PREDICTION = "up" or "down" (you wrote {prediction!r}), then run the cells again.'
     if not isinstance(change, UpdateChange):
-        raise ValueError(f"change must be a qae_lab.lab.nb00_plain_grpo.UpdateChange, got {type(change).__name__}")
+        raise ValueError(f"change must be a qae_lab.lab.exercises.UpdateChange, got {type(change).__name__}")
     guess = prediction.strip().lower()
     measured = change.direction(sign)  # checks sign
     if measured is None:

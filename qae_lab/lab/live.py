@@ -11,11 +11,12 @@ Implementer's notes: docs/implementation.md, section ``qae_lab.lab.live``.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
 import time
 import traceback
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import ipywidgets as widgets
@@ -27,25 +28,14 @@ from transformers.trainer_callback import PrinterCallback, ProgressCallback
 from transformers.utils.notebook import NotebookProgressCallback
 
 from qae_lab._checks import check_finite_scalar, check_positive
-from qae_lab.lab.nb04_live_run import (
-    BASELINE_NAMES,
-    KNOB_COLUMNS,
-    WEIGHTING_NAMES,
-    knob_ranges,
-    knob_title,
-    knobs_row,
-)
 from qae_lab.lab.plots import FigureView, run_curves_figure
+from qae_lab.labels import BASELINE_NAMES, LIVE_PANELS, REWARD_PANEL, SHARES_PANEL, WEIGHTING_NAMES, WEIGHTS_PANEL
 from qae_lab.methods import TOKEN_WEIGHTINGS, can_weight_tokens
 from qae_lab.metric_names import (
-    LEDGER_PREFIX,
-    QAE_EASY_FRAC,
-    QAE_HARD_FRAC,
     QAE_K,
+    QAE_QUANTILE_BASELINE,
     QAE_SUCCESS_RATE,
-    QAE_ZERO_ADV_FRAC,
     SAAH_ALPHA,
-    SAAH_W_MEAN_NEG,
     TOKEN_WEIGHTING,
 )
 from qae_lab.knobs import KNOBS, Knobs, validate_knobs
@@ -69,6 +59,12 @@ __all__ = [
     "Controls",
     "LiveKnobs",
     "inactive_knobs",
+    "KNOB_COLUMNS",
+    "knob_number",
+    "knobs_row",
+    "knob_ranges",
+    "knob_changes_table",
+    "knob_title",
     "knobs_html",
     "panel_notes",
     "live_panels",
@@ -386,21 +382,6 @@ class Controls:
         return self._stop.is_set()
 
 
-# panel title -> logged metrics drawn in it (names: docs/metrics.md; their plain names, units and colours:
-# qae_lab.lab.plots.CURVES). First what notebook 04 asks people to watch as they move the controls.
-WEIGHTS_PANEL = "token weight, failed completions"
-SHARES_PANEL, REWARD_PANEL = "easy and hard prompts (QAE)", "reward and pass rate"
-LIVE_PANELS = {
-    SHARES_PANEL: (QAE_EASY_FRAC, QAE_HARD_FRAC),
-    "entropy": ("entropy", "entropy/updated_rows"),
-    "zero-advantage completions": (QAE_ZERO_ADV_FRAC,),
-    WEIGHTS_PANEL: (SAAH_W_MEAN_NEG,),
-    REWARD_PANEL: ("reward", QAE_SUCCESS_RATE),
-    "K and alpha in force": (QAE_K, SAAH_ALPHA),
-    # the entropy ledger (qae_lab.ledger): the update's first-order entropy change, and which responses it comes from
-    "entropy ledger: dH by sign of A": tuple(LEDGER_PREFIX + p for p in ("dh", "dh_pos", "dh_neg")),
-    "entropy ledger: dH by QAE regime": tuple(LEDGER_PREFIX + p for p in ("dh_hard", "dh_easy")),
-}
 WAITING = "waiting for the first step..."
 
 
@@ -460,12 +441,143 @@ _TABLE = "border-collapse:collapse;font-size:13px;margin:4px 0"
 _TD = "border:1px solid #ccc;padding:2px 10px;text-align:left"
 
 
+WEIGHTING_UNNAMED = "AH or SA-AH"  # a step of an older log that weighted tokens, whose weighting nobody named
+KNOB_COLUMNS = ("steps", "K", "baseline", "token weighting", "α")
+
+
+def knob_number(x: float | None) -> str:
+    r"""A knob's value for people: two decimals, more where the value has them (up to 6), "—" for None.
+
+    >>> knob_number(0.4), knob_number(0.123), knob_number(1.25), knob_number(0.30000000000000004), knob_number(None)
+    ('0.40', '0.123', '1.25', '0.30', '—')
+    """
+    if x is None:
+        return "—"
+    return f"{float(x):.{max(2, _decimals(float(x)))}f}"
+
+
+def knobs_row(knobs) -> dict:
+    r"""A :class:`~qae_lab.knobs.Knobs` (the controls' setting) as :func:`knob_ranges` writes a logged step's knobs.
+
+    >>> from qae_lab.knobs import Knobs
+    >>> knobs_row(Knobs(quantile_k=0.6, alpha=1.25, token_weighting="sa_ah"))
+    {'K': '0.60', 'baseline': 'K-quantile (QAE)', 'token weighting': 'SA-AH', 'α': '1.25'}
+    """
+    weighted = knobs.token_weighting != "none"
+    return {
+        "K": knob_number(knobs.quantile_k),
+        "baseline": BASELINE_NAMES[knobs.baseline],
+        "token weighting": WEIGHTING_NAMES[knobs.token_weighting],
+        "α": knob_number(knobs.alpha) if weighted else "—",
+    }
+
+
+def _knobs_of(row: Mapping, weighting: str | None) -> dict:
+    """The knobs a log row records, as the tables write them; the row's own ``knobs/token_weighting`` names its token
+    weighting ("none+sa_ah": a change within the row's logging window); in an older log without it, ``weighting``
+    names a weighting the row says was on."""
+    alpha, quantile, logged = row.get(SAAH_ALPHA), row.get(QAE_QUANTILE_BASELINE), row.get(TOKEN_WEIGHTING)
+    if isinstance(logged, str):
+        named = " + ".join(WEIGHTING_NAMES.get(w, w) for w in logged.split("+"))
+    elif alpha is None:
+        named = "none"
+    else:
+        named = WEIGHTING_NAMES[weighting] if weighting in ("ah", "sa_ah") else WEIGHTING_UNNAMED
+    return {
+        "K": knob_number(row.get(QAE_K)),
+        "baseline": "—" if quantile is None else BASELINE_NAMES["quantile" if quantile >= 0.5 else "mean"],
+        "token weighting": named,
+        "α": knob_number(alpha),
+    }
+
+
+def _ranges(rows: Sequence[Mapping], weightings: Mapping[int, str] | None) -> list[tuple[int, int, dict]]:
+    """``(first step, last step, knobs)`` of each run of consecutive logged steps with the same knobs."""
+    ranges: list[tuple[int, int, dict]] = []
+    for row in rows:
+        if "step" not in row:
+            raise ValueError(f"rows must be log rows with a 'step', got keys {sorted(row)}")
+        step = int(row["step"])
+        knobs = _knobs_of(row, (weightings or {}).get(step))
+        if ranges and ranges[-1][2] == knobs and ranges[-1][1] + 1 == step:
+            ranges[-1] = (ranges[-1][0], step, knobs)
+        else:
+            ranges.append((step, step, knobs))
+    return ranges
+
+
+def knob_ranges(rows: Sequence[Mapping], weightings: Mapping[int, str] | None = None) -> list[dict]:
+    r"""The knobs in force by step range, read from the log: one row per run of consecutive steps that used the same
+    K, baseline, token weighting and alpha (:data:`KNOB_COLUMNS`), as a table shows them.
+
+    ``rows``: log rows in step order (``LiveRun.logged_steps()``); ``weightings`` (step -> weighting) names the
+    weighting of a step that a log older than ``knobs/token_weighting`` does not name (else "AH or SA-AH").
+
+    >>> rows = [{"step": s, "qae/k": 0.4 if s < 3 else 0.6, "qae/quantile_baseline": 1.0,
+    ...          "knobs/token_weighting": "none"} for s in (1, 2, 3)]
+    >>> rows.append({"step": 4, "qae/k": 0.6, "qae/quantile_baseline": 1.0, "saah/alpha": 1.25,
+    ...              "knobs/token_weighting": "sa_ah"})
+    >>> for r in knob_ranges(rows):
+    ...     print(r)
+    {'steps': '1-2', 'K': '0.40', 'baseline': 'K-quantile (QAE)', 'token weighting': 'none', 'α': '—'}
+    {'steps': '3', 'K': '0.60', 'baseline': 'K-quantile (QAE)', 'token weighting': 'none', 'α': '—'}
+    {'steps': '4', 'K': '0.60', 'baseline': 'K-quantile (QAE)', 'token weighting': 'SA-AH', 'α': '1.25'}
+    """
+    return [{"steps": f"{a}-{b}" if b > a else f"{a}", **knobs} for a, b, knobs in _ranges(rows, weightings)]
+
+
+def knob_changes_table(rows: Sequence[Mapping], weightings: Mapping[int, str] | None = None) -> list[dict]:
+    r"""Where the knobs in force changed, one table row per knob that moved: the first step that used the new value,
+    the knob, its value before and after (read as :func:`knob_ranges` reads them).
+
+    >>> rows = [{"step": 1, "qae/k": 0.4, "qae/quantile_baseline": 1.0, "knobs/token_weighting": "none"},
+    ...         {"step": 2, "qae/k": 0.4, "qae/quantile_baseline": 0.0, "saah/alpha": 0.5, "knobs/token_weighting": "sa_ah"}]
+    >>> for r in knob_changes_table(rows):
+    ...     print(r)
+    {'step': 2, 'knob': 'baseline', 'before': 'K-quantile (QAE)', 'after': 'mean (GRPO)'}
+    {'step': 2, 'knob': 'token weighting', 'before': 'none', 'after': 'SA-AH'}
+    {'step': 2, 'knob': 'α', 'before': '—', 'after': '0.50'}
+    """
+    ranges = _ranges(rows, weightings)
+    return [
+        {"step": now[0], "knob": knob, "before": was[2][knob], "after": now[2][knob]}
+        for was, now in itertools.pairwise(ranges)
+        for knob in KNOB_COLUMNS[1:]
+        if was[2][knob] != now[2][knob]
+    ]
+
+
+def _range_text(r: Mapping) -> str:
+    weighting = "no token weighting" if r["token weighting"] == "none" else f"{r['token weighting']}, α {r['α']}"
+    steps = f"steps {r['steps']}" if "-" in r["steps"] else f"step {r['steps']}"
+    return f"{steps}: K {r['K']} · {r['baseline']} baseline · {weighting}"
+
+
+def knob_title(ranges: Sequence[Mapping], step: int, max_steps: int, last: int = 3) -> str:
+    r"""The live dashboard's title: the step reached, then the knobs in force by step range (:func:`knob_ranges`),
+    one line each, the ``last`` ones (the title says how many there are).
+
+    >>> ranges = [{"steps": "1-8", "K": "0.40", "baseline": "K-quantile (QAE)", "token weighting": "none", "α": "—"},
+    ...           {"steps": "9-12", "K": "0.60", "baseline": "K-quantile (QAE)", "token weighting": "SA-AH", "α": "1.25"}]
+    >>> print(knob_title(ranges, 12, 40).replace("<br>", "\n"))
+    step 12 of 40 · knobs in force:
+    steps 1-8: K 0.40 · K-quantile (QAE) baseline · no token weighting
+    steps 9-12: K 0.60 · K-quantile (QAE) baseline · SA-AH, α 1.25
+    >>> knob_title([], 0, 40)
+    'waiting for the first step... (40 steps to train)'
+    """
+    if not ranges:
+        return f"waiting for the first step... ({max_steps} steps to train)"
+    shown = f", the last {last} of {len(ranges)} settings" if len(ranges) > last else ""
+    lines = [f"step {step} of {max_steps} · knobs in force{shown}:"]
+    return "<br>".join(lines + [_range_text(r) for r in ranges[-last:]])
+
+
 def knobs_html(ranges: list[dict], pending: tuple[int, dict] | None = None, last: int = 4) -> str:
-    r"""The dashboard's table of the knobs in force by step range (:func:`~qae_lab.lab.nb04_live_run.knob_ranges`: what
+    r"""The dashboard's table of the knobs in force by step range (:func:`knob_ranges`: what
     the log says each step used), the ``last`` ranges (the earlier ones counted), and ``pending``: ``(step, knobs row)``,
     the controls' setting that applies from ``step`` on, shown while no logged step has used it.
 
-    >>> from qae_lab.lab.nb04_live_run import knobs_row
     >>> from qae_lab.knobs import Knobs
     >>> page = knobs_html([], (1, knobs_row(Knobs())))
     >>> "<td style" in page and "from step 1 (set; not in the log yet)" in page and "K-quantile (QAE)" in page
@@ -510,15 +622,10 @@ class Dashboard:
     r"""What a participant watches: a progress bar and a status line, the knobs in force by step range
     (:func:`knobs_html`), and the training curves of :data:`LIVE_PANELS`.
 
-    Args:
-        max_steps: the progress bar's length.
-        mode: :class:`~qae_lab.lab.plots.FigureView`'s ``"auto"``, ``"widget"`` or ``"static"``.
-        min_interval_s: least time between two redraws (the last step is always drawn by
-            :meth:`refresh`); every row is kept in ``rows``.
-        max_draw_share: the largest share of the run's time that redraws may take: after a redraw that took
-            ``c`` seconds the next waits at least ``c / max_draw_share`` (a redraw is ~0.15 s of Python in the
-            training thread: on a CPU, where a step is ~0.6 s, drawing every step made it 1.2x slower).
-        prompts_per_step: the prompts an optimizer step trains, for the shares' title (:func:`live_panels`).
+    Redraws are at least ``min_interval_s`` apart (:meth:`refresh` draws the last step; ``rows`` keeps every one),
+    and after a redraw of ``c`` seconds the next waits ``c / max_draw_share``: a redraw is ~0.15 s of Python in the
+    training thread, and on a CPU (~0.6 s a step) drawing every step made training 1.2x slower. ``prompts_per_step``
+    titles the shares' panel (:func:`live_panels`); ``mode`` is :class:`~qae_lab.lab.plots.FigureView`'s.
 
     ``header`` (progress, status, knobs) and ``view.widget`` (the curves) are shown together as ``widget``;
     :class:`LiveRun` puts its messages between them.

@@ -22,16 +22,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from qae_lab.analysis.tables import markdown_table
-from qae_lab.metric_names import (
-    LEDGER_PREFIX,
-    QAE_EASY_FRAC,
-    QAE_HARD_FRAC,
-    QAE_K,
-    QAE_SUCCESS_RATE,
-    QAE_ZERO_ADV_FRAC,
-    SAAH_ALPHA,
-    SAAH_W_MEAN_NEG,
-)
+from qae_lab.labels import CURVES, PALETTE, RUN_CURVES
 
 __all__ = [
     "wrap_title",
@@ -211,9 +202,6 @@ def interactive(
     for c in controls.values():
         c.observe(refresh, names="value")
     return box
-
-
-PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#7f7f7f")
 
 
 TITLE_CHARS = 80  # a title line longer than this wraps: plotly.js cuts titles at the figure's edge
@@ -825,39 +813,6 @@ def gate_heatmap(table, ks: Sequence[float], *, title: str = "", height: int = 4
     fig.update_traces(showscale=False, selector={"type": "heatmap"})
     return fig
 
-
-# metric -> (its name in plain words, the unit of its axis, its colour). A metric keeps its colour in every panel and at
-# every redraw, and no two metrics share one; a metric not named here is drawn under its key, in a colour from its name.
-CURVES = {
-    "reward": ("mean reward", "reward", "#1f77b4"),
-    QAE_SUCCESS_RATE: ("pass rate", "share correct", "#17becf"),
-    "entropy": ("entropy", "nats per token", "#9467bd"),
-    "entropy/updated_rows": ("updated rows", "nats per token", "#e377c2"),
-    QAE_ZERO_ADV_FRAC: ("zero advantage", "share of completions", "#8c564b"),
-    QAE_EASY_FRAC: ("easy share", "share of prompts", "#2ca02c"),
-    QAE_HARD_FRAC: ("hard share", "share of prompts", "#d62728"),
-    SAAH_W_MEAN_NEG: ("mean weight", "weight (1: full)", "#ff7f0e"),
-    QAE_K: ("K", "K (quantile level)", "#000000"),
-    SAAH_ALPHA: ("α", "α (exponent)", "#bcbd22"),
-    LEDGER_PREFIX + "dh": ("all", "dH per unit step", "#393b79"),
-    LEDGER_PREFIX + "dh_pos": ("A > 0", "dH per unit step", "#637939"),
-    LEDGER_PREFIX + "dh_neg": ("A < 0", "dH per unit step", "#843c39"),
-    LEDGER_PREFIX + "dh_hard": ("hard prompts", "dH per unit step", "#e7969c"),
-    LEDGER_PREFIX + "dh_easy": ("easy prompts", "dH per unit step", "#6b6ecf"),
-    "completions/mean_length": ("mean length", "tokens", "#7f7f7f"),
-}
-
-# panel title -> the logged metrics it draws (TRL's names and qae_lab's qae/*, saah/*)
-RUN_CURVES = {
-    "reward": ("reward",),
-    "entropy": ("entropy", "entropy/updated_rows"),
-    "zero-advantage fraction": (QAE_ZERO_ADV_FRAC,),
-    "hard / easy prompt fractions": (QAE_HARD_FRAC, QAE_EASY_FRAC),
-    "K": (QAE_K,),
-    "alpha": (SAAH_ALPHA,),
-    "SA-AH mean weight, negative rollouts": (SAAH_W_MEAN_NEG,),
-    "completion length (tokens)": ("completions/mean_length",),
-}
 
 LEGEND_PX = 24  # a panel's legend: one row of names between its title and its plot area
 

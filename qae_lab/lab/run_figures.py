@@ -8,7 +8,7 @@ r"""Figures of training runs over seeds (the lab layer): notebooks 05 and 06 put
 hard / easy / mixed groups' entropy under the mean and the quantile baseline (:mod:`qae_lab.analysis.regime_runs`);
 :func:`completions_table` the
 completions of the same problems before and after training, side by side (notebook 04). The numbers come from
-:mod:`qae_lab.analysis.compare`, :mod:`qae_lab.lab.nb06_phenomena` and :mod:`qae_lab.analysis.stats`; the figures from
+:mod:`qae_lab.analysis.compare` and :mod:`qae_lab.analysis.stats`; the figures from
 :mod:`qae_lab.lab.plots`.
 """
 
@@ -18,6 +18,7 @@ import html
 import os
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
+from typing import NamedTuple
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -25,12 +26,17 @@ from plotly.subplots import make_subplots
 from qae_lab._checks import check_int
 from qae_lab.analysis.compare import metric_curves, series
 from qae_lab.task.evaluate import EvalResult
-from qae_lab.lab.nb06_phenomena import BEFORE, k_sweep_lines, pass_at_k_lines
 from qae_lab.lab.plots import PALETTE, add_band, band_figure, bar_figure, line_figure, wrap_title
-from qae_lab.analysis.regime_runs import GROUP_WORDS, regime_eval_curves, regime_eval_numbers
-from qae_lab.analysis.stats import detrended_variance, moving_average, stat
+from qae_lab.labels import GROUP_WORDS
+from qae_lab.analysis.regime_runs import regime_eval_curves, regime_eval_numbers
+from qae_lab.analysis.stats import Stat, detrended_variance, moving_average, stat
 
 __all__ = [
+    "BEFORE",
+    "K_SWEEP_QUANTITIES",
+    "Lines",
+    "pass_at_k_lines",
+    "k_sweep_lines",
     "curves_figure",
     "pass_at_k_figure",
     "k_sweep_figure",
@@ -40,6 +46,86 @@ __all__ = [
     "completions_table",
     "regime_figure",
 ]
+
+
+K_SWEEP_QUANTITIES: tuple[str, ...] = ("final entropy", "final easy fraction", "pass@1", "pass@32")
+
+BEFORE = "before (every method)"  # the one pass@k line before training: every method starts from the same model
+
+
+class Lines(NamedTuple):
+    r"""Lines over one x axis: ``x`` (n values), ``y`` (name -> n means) and ``bands`` (name -> n stds; the lines
+    without a band are left out), as :func:`qae_lab.lab.plots.line_figure` takes them.
+
+    >>> Lines([1, 2], {"a": [0.5, 0.6]}, {}).y["a"]
+    [0.5, 0.6]
+    """
+
+    x: list
+    y: dict[str, list[float]]
+    bands: dict[str, list[float]]
+
+
+def pass_at_k_lines(table: Mapping[str, Mapping[str, Mapping[int, Stat]]]) -> Lines:
+    r"""pass@k against k: one line per method after training (``"<method>, after"``, mean over seeds with a +- std
+    band), then one line before training (:data:`BEFORE`, no band), all at the k of the first method's after-training
+    evaluation.
+
+    Every method starts from the same model, evaluated on the same problems with the same sampling seeds, so the
+    before line is the first method's; a method whose before-training pass@k differs from it is an error.
+
+    Args:
+        table: :func:`qae_lab.analysis.phenomena.pass_at_k_table`: ``{method: {"before" | "after": {k: Stat}}}``.
+
+    Raises:
+        ValueError: an empty table, or methods whose pass@k before training differ.
+
+    >>> from qae_lab.analysis.stats import stat
+    >>> before = {1: stat([0.4, 0.4]), 2: stat([0.6, 0.6])}
+    >>> table = {"mean": {"before": before, "after": {1: stat([0.5, 0.7]), 2: stat([0.8, 0.8])}},
+    ...          "qae": {"before": before, "after": {1: stat([0.5, 0.5]), 2: stat([0.5, 1.0])}}}
+    >>> lines = pass_at_k_lines(table)
+    >>> lines.x, lines.y["mean, after"], lines.y["before (every method)"], lines.bands["qae, after"]
+    ([1, 2], [0.6, 0.8], [0.4, 0.6], [0.0, 0.25])
+    """
+    if not table:
+        raise ValueError("no methods in the pass@k table (qae_lab.analysis.phenomena.pass_at_k_table of no runs?)")
+    first = next(iter(table.values()))
+    ks = sorted(first["after"])
+    for method, t in table.items():
+        if any(k in t["before"] and abs(t["before"][k].mean - first["before"][k].mean) > 1e-12 for k in ks):
+            raise ValueError(
+                f"{method}'s pass@k before training differs from {next(iter(table))}'s: the runs do "
+                "not start from one model, so there is no single before line"
+            )
+    y = {f"{m}, after": [t["after"][k].mean for k in ks] for m, t in table.items()}
+    y[BEFORE] = [first["before"][k].mean for k in ks]
+    bands = {f"{m}, after": [t["after"][k].std for k in ks] for m, t in table.items()}
+    return Lines(ks, y, bands)
+
+
+def k_sweep_lines(rows: Sequence[Mapping], quantity: str) -> Lines:
+    r"""One quantity of a K sweep against K: the mean over seeds at each K with a +- std band.
+
+    Args:
+        rows: :func:`qae_lab.analysis.phenomena.k_sweep_rows` (one row per K, sorted by K).
+        quantity: one of :data:`K_SWEEP_QUANTITIES`.
+
+    >>> from qae_lab.analysis.stats import stat
+    >>> rows = [{"k": 0.2, "pass@1": stat([0.25, 0.75])}, {"k": 0.4, "pass@1": stat([0.5, 0.5])}]
+    >>> k_sweep_lines(rows, "pass@1")
+    Lines(x=[0.2, 0.4], y={'pass@1': [0.5, 0.5]}, bands={'pass@1': [0.25, 0.0]})
+    """
+    if quantity not in K_SWEEP_QUANTITIES:
+        raise ValueError(f"quantity must be one of {K_SWEEP_QUANTITIES}, got {quantity!r}")
+    missing = [r["k"] for r in rows if r.get(quantity) is None]
+    if missing:
+        raise ValueError(f"no {quantity} at K = {', '.join(map(str, missing))} (runs without it?)")
+    return Lines(
+        [r["k"] for r in rows],
+        {quantity: [r[quantity].mean for r in rows]},
+        {quantity: [r[quantity].std for r in rows]},
+    )
 
 
 def curves_figure(
@@ -81,7 +167,7 @@ def pass_at_k_figure(
     table: Mapping, *, title: str = "pass@k before and after training, mean over seeds ± std"
 ) -> go.Figure:
     r"""pass@k against k (log axis, a tick per k) for each method after training, with a +- std band, and the
-    dashed line before training (:func:`qae_lab.lab.nb06_phenomena.pass_at_k_lines`).
+    dashed line before training (:func:`pass_at_k_lines`).
 
     Args:
         table: :func:`qae_lab.analysis.phenomena.pass_at_k_table`.
@@ -102,7 +188,7 @@ def pass_at_k_figure(
 
 
 def k_sweep_figure(rows: Sequence[Mapping], quantity: str) -> go.Figure:
-    r"""One quantity of a K sweep against K, mean over seeds +- std (:func:`qae_lab.lab.nb06_phenomena.k_sweep_lines`).
+    r"""One quantity of a K sweep against K, mean over seeds +- std (:func:`k_sweep_lines`).
 
     >>> from qae_lab.analysis.stats import stat
     >>> fig = k_sweep_figure([{"k": 0.2, "pass@1": stat([0.4, 0.6])}, {"k": 0.8, "pass@1": stat([0.5])}], "pass@1")

@@ -12,9 +12,8 @@ import nbformat
 import pytest
 
 from qae_lab.analysis import takeaways
-from qae_lab.analysis.committed_data import data_dir, load_prop42
+from qae_lab.analysis.committed_data import data_dir
 from qae_lab.analysis.evidence import judge
-from qae_lab.lab.nb02_entropy_proofs import training_rows
 from tools.readme_results import ROOT
 
 T975_15 = 2.131  # Student's t, 0.975 quantile, 15 degrees of freedom (16 paired replicates)
@@ -163,14 +162,3 @@ def test_the_saah_sentence_gives_each_half_width_on_its_settings_scale_and_the_p
     assert f"±{cpu.half:.2g} on a variance of {cpu.b:.2g}" in sentence
     assert "3.6x lower" in sentence and "+0.018" in sentence
     assert "half-widths ±0.072 and ±0.053" not in sentence
-
-
-def test_notebook_02s_training_table_carries_the_interval_and_the_verdict_bandit_training_gives():
-    rows = [r for r in training_rows(load_prop42()) if r["optimiser"] == "SGD"]
-    judged = takeaways.bandit_training()
-    assert [r["lr"] for r in rows] == [lr for lr, _, _ in judged]
-    for row, (_, hard, easy) in zip(rows, judged):
-        assert (row["hard: verdict"], row["easy: verdict"]) == (hard.word, easy.word)
-        assert row["hard: QAE - mean [95%]"] == f"{hard.diff:+.3f} [{hard.lo:+.3f}, {hard.hi:+.3f}]"
-        assert row["easy: QAE - mean [95%]"] == f"{easy.diff:+.3f} [{easy.lo:+.3f}, {easy.hi:+.3f}]"
-    assert [r["hard: verdict"] for r in rows] == ["reversed", "reversed", "no difference"]

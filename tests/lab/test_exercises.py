@@ -13,7 +13,7 @@ import torch
 from qae_lab.lab import exercises as ex
 from qae_lab.advantages import quantile_baseline
 from qae_lab.horizon import horizon_weights
-from qae_lab.lab.nb00_plain_grpo import UpdateChange
+from qae_lab.lab.exercises import UpdateChange
 from qae_lab.task.rewards import soft_format_reward
 from qae_lab.analysis.stats import detrended_variance
 from qae_lab.toys.sparsity import gate_zero_counts

@@ -13,7 +13,6 @@ so "the next step" is exact rather than a race.
 
 from __future__ import annotations
 
-import re
 import threading
 import warnings
 from pathlib import Path
@@ -24,44 +23,16 @@ import torch
 from traitlets import TraitError
 from transformers import TrainerCallback
 
-from qae_lab.runs import presets
 from qae_lab.runs import pipeline as pipeline
 from qae_lab.lab.live import LiveKnobs
 from qae_lab.lab.live import Controls, KnobSlider
 from qae_lab.lab.live import LIVE_PANELS, Dashboard, LiveRun, auto_preset, inactive_knobs, knobs_html, panel_notes
 from qae_lab.lab import live
 from qae_lab.train.callbacks import ThreadTuner
-from qae_lab.lab.nb04_live_run import knob_changes_table, knob_ranges, knob_title, knobs_row, summary_rows
+from qae_lab.lab.live import knobs_row
 from qae_lab.knobs import Knobs
 from qae_lab.storage.folder import read_log, step_rows
-
-TINY = [
-    "max_steps=5",
-    "per_device_train_batch_size=8",
-    "num_generations=4",
-    "max_completion_length=24",
-    "n_train=64",
-    "n_eval=4",
-    "evaluate=false",
-    "save_model=false",
-    "disable_tqdm=true",
-    "levels=2,3",
-]
-
-
-class Gate(TrainerCallback):
-    """Holds the training thread at the end of step ``at`` until :meth:`release`."""
-
-    def __init__(self, at: int):
-        self.at, self.reached, self.go = at, threading.Event(), threading.Event()
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if state.global_step == self.at:
-            self.reached.set()
-            assert self.go.wait(120), "the test never released the gate"
-
-    def release(self):
-        self.go.set()
+from testkit.live_runs import Gate, cells, tiny_trainer, wait_gate
 
 
 class FailAt(TrainerCallback):
@@ -93,19 +64,6 @@ class KnobRecorder:
     def set_knobs(self, knobs):
         assert isinstance(knobs, Knobs)  # one frozen value, never a dict to share
         self.received.append(knobs.as_dict())
-
-
-def tiny_trainer(tmp_path: Path, *sets: str, method: str = "qae", callbacks=(), resume: bool = False):
-    run, cfg = presets.build("cpu-demo", [*TINY, *sets], method=method, output_dir=str(tmp_path / "run"))
-    trainer, _, _ = pipeline.make_trainer(run, cfg, preset="cpu-demo", callbacks=list(callbacks), resume=resume)
-    return trainer
-
-
-def wait_gate(gate: Gate, live: LiveRun) -> None:
-    while not gate.reached.wait(0.5):
-        if not live.running:
-            live.wait()  # re-raises a failure of the training thread
-            pytest.fail("training ended before the gate")
 
 
 # ---------------------------------------------------------------- controls (no training)
@@ -244,24 +202,19 @@ def test_controls_disable_what_does_nothing_and_say_why():
     assert c.token_weighting.disabled and c.alpha.disabled and c.k.disabled
 
 
-def _cells(page: str) -> list[list[str]]:
-    """The rows of an HTML table, as lists of cell texts (header included)."""
-    return [re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row) for row in re.findall(r"<tr>(.*?)</tr>", page)]
-
-
 def test_knob_table_shows_the_logged_ranges_then_the_next_setting():
     qae = {"K": "0.40", "baseline": "K-quantile (QAE)", "token weighting": "none", "α": "—"}
     ranges = [{"steps": "1-8", **qae}, {"steps": "9-12", **qae, "K": "0.60"}]
-    assert _cells(knobs_html(ranges, (13, knobs_row(Knobs(quantile_k=0.6, token_weighting="sa_ah", alpha=1.25))))) == [
+    assert cells(knobs_html(ranges, (13, knobs_row(Knobs(quantile_k=0.6, token_weighting="sa_ah", alpha=1.25))))) == [
         ["steps", "K", "baseline", "token weighting", "α"],
         ["1-8", "0.40", "K-quantile (QAE)", "none", "—"],
         ["9-12", "0.60", "K-quantile (QAE)", "none", "—"],
         ["from step 13 (set; not in the log yet)", "0.60", "K-quantile (QAE)", "SA-AH", "1.25"],
     ]
-    assert len(_cells(knobs_html(ranges, (13, knobs_row(Knobs(quantile_k=0.6)))))) == 3  # in force already: no row
+    assert len(cells(knobs_html(ranges, (13, knobs_row(Knobs(quantile_k=0.6)))))) == 3  # in force already: no row
     page = knobs_html([{"steps": str(s), **qae} for s in range(1, 7)], last=4)
-    assert [r[0] for r in _cells(page)[1:]] == ["3", "4", "5", "6"] and "(2 earlier settings not shown)" in page
-    assert _cells(knobs_html([], (1, knobs_row(Knobs()))))[1][0] == "from step 1 (set; not in the log yet)"  # the start
+    assert [r[0] for r in cells(page)[1:]] == ["3", "4", "5", "6"] and "(2 earlier settings not shown)" in page
+    assert cells(knobs_html([], (1, knobs_row(Knobs()))))[1][0] == "from step 1 (set; not in the log yet)"  # the start
     assert panel_notes([]) == dict.fromkeys(LIVE_PANELS, "waiting for the first step...")
 
 
@@ -271,17 +224,17 @@ def test_dashboard_waits_then_shows_a_move_at_once_and_in_force_from_the_next_st
     notes = [a.text for a in d.view.figure.layout.annotations if a.text not in LIVE_PANELS]
     assert notes == ["waiting for the first step..."] * len(LIVE_PANELS)  # not "not logged"
     d.show_next(1, Knobs())
-    assert _cells(d.knob_table.value)[1][0] == "from step 1 (set; not in the log yet)"
+    assert cells(d.knob_table.value)[1][0] == "from step 1 (set; not in the log yet)"
     d.add({"step": 1, "reward": 0.5, "qae/k": 0.4, "qae/quantile_baseline": 1.0, "knobs/token_weighting": "none"})
     d.refresh()
-    assert [r[0] for r in _cells(d.knob_table.value)[1:]] == ["1"]  # used: no longer pending
+    assert [r[0] for r in cells(d.knob_table.value)[1:]] == ["1"]  # used: no longer pending
     d.show_next(1, Knobs(quantile_k=0.6))  # a move received before step 1 ended applies from step 2 at the earliest
-    assert [r[:2] for r in _cells(d.knob_table.value)[1:]] == [
+    assert [r[:2] for r in cells(d.knob_table.value)[1:]] == [
         ["1", "0.40"],
         ["from step 2 (set; not in the log yet)", "0.60"],
     ]
     d.show_next(0, None)  # the run has ended
-    assert len(_cells(d.knob_table.value)) == 2
+    assert len(cells(d.knob_table.value)) == 2
 
 
 def test_redraws_wait_in_proportion_to_what_the_last_one_cost(monkeypatch):
@@ -393,55 +346,6 @@ def test_slider_moves_reach_the_next_step(tmp_path):
     probe = tuner.probe
     if len(probe.counts) > 1:  # probing: the first steps were a probe that has either ended or goes on
         assert probe.chosen or all(probe.times.values()), (probe.chosen, probe.times)
-
-
-QAE, GRPO = "K-quantile (QAE)", "mean (GRPO)"
-
-
-def test_knobs_switched_mid_run_are_reported_as_the_log_records_them(tmp_path):
-    gates = [Gate(at=2), Gate(at=4)]
-    trainer = tiny_trainer(tmp_path, "max_steps=6", callbacks=gates)
-    live = LiveRun(trainer)
-    children = (live.controls.widget, live.dashboard.header, live.messages, live.dashboard.view.widget)
-    assert live.widget.children == children  # controls, knobs in force and messages above the curves
-    assert live.controls.alpha.disabled  # no token weighting at the start: alpha does nothing
-    live.start()
-    wait_gate(gates[0], live)  # between steps 2 and 3
-    live.controls.set(quantile_k=0.6, token_weighting="sa_ah")
-    live.controls.alpha.value = 1.25
-    assert "from step 3 (set; not in the log yet)" in live.dashboard.knob_table.value
-    gates[0].release()
-    wait_gate(gates[1], live)  # between steps 4 and 5
-    live.controls.set(baseline="mean", token_weighting="ah", alpha=0.75)
-    gates[1].release()
-    live.wait(300)
-    rows = step_rows(read_log(trainer.args.output_dir))
-    # the log, read by hand: K, the baseline (1: the K-quantile), alpha (logged only while a weighting is on), and
-    # which token weighting each step trained with
-    assert [(r["qae/k"], r["qae/quantile_baseline"], r.get("saah/alpha"), r["knobs/token_weighting"]) for r in rows] == [
-        (0.4, 1.0, None, "none"), (0.4, 1.0, None, "none"), (0.6, 1.0, 1.25, "sa_ah"), (0.6, 1.0, 1.25, "sa_ah"),
-        (0.6, 0.0, 0.75, "ah"), (0.6, 0.0, 0.75, "ah"),
-    ]  # fmt: skip
-    assert live.token_weightings() == {1: "none", 2: "none", 3: "sa_ah", 4: "sa_ah", 5: "ah", 6: "ah"}
-    ranges = knob_ranges(rows)  # from the log alone
-    assert ranges == [
-        {"steps": "1-2", "K": "0.40", "baseline": QAE, "token weighting": "none", "α": "—"},
-        {"steps": "3-4", "K": "0.60", "baseline": QAE, "token weighting": "SA-AH", "α": "1.25"},
-        {"steps": "5-6", "K": "0.60", "baseline": GRPO, "token weighting": "AH", "α": "0.75"},
-    ]
-    assert knob_changes_table(rows) == [
-        {"step": 3, "knob": "K", "before": "0.40", "after": "0.60"},
-        {"step": 3, "knob": "token weighting", "before": "none", "after": "SA-AH"},
-        {"step": 3, "knob": "α", "before": "—", "after": "1.25"},
-        {"step": 5, "knob": "baseline", "before": QAE, "after": GRPO},
-        {"step": 5, "knob": "token weighting", "before": "SA-AH", "after": "AH"},
-        {"step": 5, "knob": "α", "before": "1.25", "after": "0.75"},
-    ]
-    # the dashboard says the same, from the steps it received: its title, its table of knobs (nothing pending)
-    assert live.dashboard.view.figure.layout.title.text == knob_title(ranges, 6, 6)
-    assert [r[0] for r in _cells(live.dashboard.knob_table.value)[1:]] == ["1-2", "3-4", "5-6"]
-    assert summary_rows(rows, {"n_problems": 4}, None, steps=6)[0] == {"measure": "steps trained", "value": "6 of 6"}
-    assert all(w.disabled for w in live.controls._boxes().values())  # the run has ended
 
 
 def test_stop_ends_at_a_step_boundary_with_log_and_checkpoint(tmp_path):

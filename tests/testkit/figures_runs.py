@@ -79,7 +79,7 @@ assert int((A_qae != 0).sum()) < int((A != 0).sum()) or int(ro.rewards.sum()) in
 
 # ------------------------------------------------------------------ 03: token entropy and horizon weights
 
-GROUP = r"prompt (\d+)"  # the group notebook 03 shows (qae_lab.lab.nb03_horizon.pick_group): the same in each figure
+GROUP = r"prompt (\d+)"  # the group notebook 03 shows (qae_lab.lab.notebooks.nb03_horizon.pick_group): the same in each figure
 
 
 def _token_entropy(fig: Figure) -> None:

@@ -30,12 +30,12 @@ def _worked_examples(fig: Figure) -> None:
     axes(fig, "response (correct ones first)", "")
     hm = heatmap(fig, 8, 8)
     readable_heatmap(fig, "advantage A")  # labels like "c=7 · QAE K=0.4" clear of the cells, "✗ -2.83" readable
-    assert list(hm["y"]) == [f"c={c} · {m}" for c in (1, 3, 5, 7) for m in ("GRPO mean", "QAE K=0.4")]
+    assert list(hm["y"]) == [f"c={c} · {m}" for c in (1, 3, 5, 7) for m in ("mean", "QAE K=0.4")]
     for label, z, text in zip(hm["y"], hm["z"], hm["text"]):
         c = int(label[2])
         assert [s[0] for s in text] == ["✓"] * c + ["✗"] * (8 - c), (label, text)
         moved = [i for i, v in enumerate(z) if v != 0]
-        if label.endswith("GRPO mean"):
+        if label.endswith("· mean"):
             assert moved == list(range(8)), f"{label}: the mean baseline moves every response of a mixed group"
             assert abs(sum(z)) < 1e-6, f"{label}: advantages about the group's mean do not sum to 0: {z}"
         else:  # K = 0.4, G = 8: c <= 4 is hard (only successes move), c > 4 easy (only failures)

@@ -412,7 +412,7 @@ def entropy_figure(
 def weights_figure(ro, h: torch.Tensor, advantages: torch.Tensor, alpha: float, prompt: int) -> go.Figure:
     r"""SA-AH's (top) and AH's (bottom) horizon weights w_t at ``alpha`` on prompt ``prompt``'s completions, each
     row with its verdict and advantage, on the colour scale [0, 1] at every alpha; the title gives the group's
-    :func:`qae_lab.lab.nb03_horizon.group_weights` (the mean weight on its rollouts with A < 0, the same under both,
+    :func:`qae_lab.lab.notebooks.nb03_horizon.group_weights` (the mean weight on its rollouts with A < 0, the same under both,
     and on the others under each), which ``layout.meta`` holds too (``alpha``, ``prompt``, ``saah``, ``ah``) and
     :func:`weights_table` tabulates.
 
@@ -459,7 +459,7 @@ def weights_figure(ro, h: torch.Tensor, advantages: torch.Tensor, alpha: float, 
 def touched_figure(ro, h: torch.Tensor, K: float, baseline: str, alpha: float) -> go.Figure:
     r"""Each rollout's mean horizon weight under ``baseline`` at ``K`` and ``alpha``, one row per prompt (its success
     count and QAE regime), ✓ / ✗ in the cells, on the colour scale [0, 1] whatever the controls; ``layout.meta`` lists
-    the discounted rows (``touched``) and those in hard groups (``in_hard``) (:func:`qae_lab.lab.nb03_horizon.discounted`).
+    the discounted rows (``touched``) and those in hard groups (``in_hard``) (:func:`qae_lab.lab.notebooks.nb03_horizon.discounted`).
 
     >>> from types import SimpleNamespace
     >>> ro = SimpleNamespace(rewards=torch.tensor([1., 0, 0, 0, 1, 1, 1, 0]), mask=torch.ones(8, 2), group_size=4,

@@ -1,4 +1,4 @@
-"""qae_lab.lab.nb01_gate: what notebook 01 draws, checked against the numbers it draws from (notebook 02's knob and
+"""qae_lab.lab.notebooks.nb01_gate: what notebook 01 draws, checked against the numbers it draws from (notebook 02's knob and
 Monte Carlo figures: test_nb02_entropy_proofs.py)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from qae_lab.lab.nb01_gate import (
+from qae_lab.lab.notebooks.nb01_gate import (
     K_GRID,
     advantages_figure,
     extremes_figure,
@@ -55,7 +55,7 @@ def test_extremes_figure_by_hand():
 def test_advantages_figure_shows_correct_responses_first():
     fig = advantages_figure(8, 0.4, (1, 7))
     hm = fig.data[0]
-    assert list(hm.y) == ["c=1 · GRPO mean", "c=1 · QAE K=0.4", "c=7 · GRPO mean", "c=7 · QAE K=0.4"]
+    assert list(hm.y) == ["c=1 · mean", "c=1 · QAE K=0.4", "c=7 · mean", "c=7 · QAE K=0.4"]
     # the x axis says "correct ones first": a group of c correct responses starts with c ticks
     for row, c in zip(hm.text, (1, 1, 7, 7)):
         assert [cell[0] for cell in row] == ["✓"] * c + ["✗"] * (8 - c)

@@ -1,4 +1,4 @@
-"""qae_lab.lab.nb09_ledgers: notebook 09's live numbers and figures, against hand-computed cases, the exact policy's
+"""qae_lab.lab.notebooks.nb09_ledgers: notebook 09's live numbers and figures, against hand-computed cases, the exact policy's
 facts and the numbers the figures draw."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 from qae_lab.analysis.seqpolicy_runs import load_findings
 from qae_lab.analysis.seqpolicy_runs import findings_curves, run_curves, setting_name
-from qae_lab.lab.nb09_ledgers import (
+from qae_lab.lab.notebooks.nb09_ledgers import (
     CELL_NAMES,
     COMPARISONS,
     SHARE_PARTS,

@@ -3,7 +3,7 @@ update's entropy ledgers, the sampled ledger against the expected one, training 
 sweep's comparisons and SA-AH's update variance against GRPO's.
 
 The maths is :mod:`qae_lab.toys.seqpolicy` and :mod:`qae_lab.toys.seqpolicy_training`; this module runs it for the
-notebook and draws its figures. Implementer's notes: docs/implementation.md, section ``qae_lab.lab.nb07_sequence_policy``.
+notebook and draws its figures. Implementer's notes: docs/implementation.md, section ``qae_lab.lab.notebooks.nb07_sequence_policy``.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from qae_lab.analysis.seqpolicy_runs import (
     run_curves,
     setting_name,
 )
+from qae_lab.labels import CELL_NAMES, SHOW
 from qae_lab.lab.plots import band_figure, bar_figure
 from qae_lab.toys.seqpolicy import (
     prefix_reach,
@@ -62,25 +63,6 @@ LEDGER_KINDS = {
 
 
 SHARE_PARTS = ["dh", *CELLS]  # the whole change, then the four cells
-
-
-# the ledger's cells in the live view's legend
-CELL_NAMES = {
-    "hard, A > 0": "dh_hard_pos",
-    "hard, A < 0": "dh_hard_neg",
-    "easy, A > 0": "dh_easy_pos",
-    "easy, A < 0": "dh_easy_neg",
-    "all": "dh",
-}
-
-
-# what the live view shows -> its axis
-SHOW = {
-    "cumulative ledger, exact": "first-order dH summed over steps (nats)",
-    "cumulative ledger, trainer's npg": "npg ledger summed over steps (eta / N_tok units)",
-    "entropy": "H(pi) (nats)",
-    "success": "success rate",
-}
 
 
 # the committed sweep's comparisons: legend name -> (baseline, K, Clip-Higher, std[, optimizer])
@@ -316,8 +298,8 @@ def variance_ratios(out: Mapping[str, Mapping[str, float]], plain: str = "alpha 
 def ledger_shares_figure(
     metrics: Mapping[str, float], kinds: Mapping[str, str] = LEDGER_KINDS, *, title: str
 ) -> go.Figure:
-    r"""One update's ledgers by part (:data:`qae_lab.lab.nb09_ledgers.SHARE_PARTS`), each as a share of its summed
-    |cells| (:func:`qae_lab.lab.nb09_ledgers.ledger_shares`), grouped bars per ledger of ``kinds``.
+    r"""One update's ledgers by part (:data:`qae_lab.lab.notebooks.nb09_ledgers.SHARE_PARTS`), each as a share of its summed
+    |cells| (:func:`qae_lab.lab.notebooks.nb09_ledgers.ledger_shares`), grouped bars per ledger of ``kinds``.
 
     >>> m = {f"sampled/{p}": v for p, v in zip(SHARE_PARTS, [-0.2, -0.1, 0.1, -0.3, 0.1])}
     >>> fig = ledger_shares_figure(m, {"exact": "sampled"}, title="t")
@@ -344,7 +326,7 @@ def live_figure(
     optimizer: str,
     show: str,
 ) -> go.Figure:
-    r"""One of :data:`qae_lab.lab.nb09_ledgers.SHOW` over the steps of the live run with these settings (``live``
+    r"""One of :data:`qae_lab.lab.notebooks.nb09_ledgers.SHOW` over the steps of the live run with these settings (``live``
     makes it once), mean over seeds +- std; ledgers summed over the steps; about 100 points drawn.
 
     >>> live = LiveRuns(seeds=2, prompts=2, vocab=2, length=2, steps=3, eta=1.0, adam_eta=0.01)
@@ -369,7 +351,7 @@ def findings_figure(
     Clip-Higher, std[, optimizer]) from one ``start``: its ``entropy`` or ``success`` curves, mean +- std over seeds.
 
     >>> from qae_lab.analysis.seqpolicy_runs import load_findings
-    >>> from qae_lab.lab.nb09_ledgers import COMPARISONS
+    >>> from qae_lab.lab.notebooks.nb09_ledgers import COMPARISONS
     >>> fig = findings_figure(load_findings(), COMPARISONS, "flat", "mean vs quantile", "entropy")
     >>> [t.name.split(" (")[0] for t in fig.data if t.name], fig.layout.yaxis.title.text
     (['mean', 'quantile'], 'H(pi) (nats)')
@@ -384,7 +366,7 @@ def findings_figure(
 
 def variance_figure(tasks: Mapping, alpha: float, start: str, *, eta: float, n_draws: int) -> go.Figure:
     r"""SA-AH's and AH's update at ``alpha`` against GRPO's (alpha = 0) on the same ``n_draws`` batches of the
-    ``start`` task: tr Cov(dz) and |E dz| as ratios to GRPO's (:func:`qae_lab.lab.nb09_ledgers.variance_ratios` of
+    ``start`` task: tr Cov(dz) and |E dz| as ratios to GRPO's (:func:`qae_lab.lab.notebooks.nb09_ledgers.variance_ratios` of
     :func:`qae_lab.toys.seqpolicy_training.update_variance`, mean baseline, G = 8).
 
     >>> from qae_lab.toys.seqpolicy import make_tasks

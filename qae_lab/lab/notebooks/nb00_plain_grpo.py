@@ -16,18 +16,18 @@ each reading is a list of rows (dicts) that :func:`qae_lab.analysis.tables.markd
   advantage sign, and how many tokens PPO's clip would stop on a second pass over the same group;
 * :func:`sgd_update`: the notebook's update, run again from the sampled weights at another learning rate.
 
-Implementer's notes: docs/implementation.md, section ``qae_lab.lab.nb00_plain_grpo``.
+Implementer's notes: docs/implementation.md, section ``qae_lab.lab.notebooks.nb00_plain_grpo``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import torch
 
 from qae_lab._checks import as_real_tensor, check_finite_scalar, check_mask
 from qae_lab.entropy_controls import ppo_clip_active
+from qae_lab.lab.exercises import SIGNS, UpdateChange
 from qae_lab.loss import LossSettings, grpo_loss
 from qae_lab.task.answers import extract_answer
 from qae_lab.task.rollouts import completion_logps
@@ -42,8 +42,6 @@ __all__ = [
     "SIGNS",
 ]
 
-# the three kinds of completion an update treats differently, by the sign of the advantage
-SIGNS = {"A > 0": 1, "A = 0": 0, "A < 0": -1}
 _TEXT_CHARS = 60  # a completion's text in a table cell: longer ones end in "…"
 
 
@@ -125,96 +123,6 @@ def advantage_rows(rewards, advantages) -> list[dict]:
         same = r == value
         rows.append({"R": value, "completions": int(same.sum()), "mean R": mean, "std R": std, "A": a[same][0].item()})
     return rows
-
-
-@dataclass(frozen=True)
-class UpdateChange:
-    r"""What one update did to each completion of a group: log pi(y_i) before and after, beside A_i.
-
-    Attributes:
-        labels: N labels (``y0 ✓``: index, and ✓ where the reward was positive).
-        before, after: (N,) float64 log pi(y_i) before and after the step.
-        advantages: (N,) float64 A_i the step used.
-        clipped: (N,) int, each completion's tokens where PPO's clip would stop the gradient on a second pass
-            over the group (ratio pi_new / pi_old past [1 - eps_low, 1 + eps_high] on the side its advantage pushes).
-        lengths: (N,) int, each completion's real tokens.
-
-    >>> c = UpdateChange(["y0 ✓", "y1 ✗", "y2 ✗"], torch.tensor([-1., -2, -3]), torch.tensor([-0.9, -2.5, -2.8]),
-    ...                  torch.tensor([1., -0.5, -0.5]), torch.tensor([1, 0, 0]), torch.tensor([3, 3, 3]))
-    >>> c.delta.tolist(), c.moved("A < 0"), c.direction("A < 0"), c.direction("A > 0"), c.direction("A = 0")
-    ([0.1..., -0.5, 0.2...], (1, 1, 2), 'mixed', 'up', None)
-    """
-
-    labels: list[str]
-    before: torch.Tensor
-    after: torch.Tensor
-    advantages: torch.Tensor
-    clipped: torch.Tensor
-    lengths: torch.Tensor
-
-    @property
-    def delta(self) -> torch.Tensor:
-        r"""(N,) log pi_after(y_i) - log pi_before(y_i): > 0 where the completion became more likely."""
-        return self.after - self.before
-
-    def rows(self, sign: str) -> torch.Tensor:
-        r"""(N,) bool: the completions whose advantage has ``sign``, a key of :data:`SIGNS`."""
-        if sign not in SIGNS:
-            raise ValueError(f"sign must be one of {list(SIGNS)}, got {sign!r}")
-        return torch.sign(self.advantages) == SIGNS[sign]
-
-    def moved(self, sign: str) -> tuple[int, int, int]:
-        r"""(how many became more likely, how many less likely, how many there are) among the ``sign`` rows."""
-        d = self.delta[self.rows(sign)]
-        return int((d > 0).sum()), int((d < 0).sum()), d.numel()
-
-    def direction(self, sign: str) -> str | None:
-        r"""How the ``sign`` rows moved: ``"up"`` or ``"down"`` (all of them), ``"mixed"``, ``"unchanged"``, or
-        None where there is no such row."""
-        up, down, n = self.moved(sign)
-        if n == 0:
-            return None
-        return "up" if up == n else "down" if down == n else "unchanged" if up == down == 0 else "mixed"
-
-    @property
-    def title(self) -> str:
-        r"""The figure's title: what is drawn and the counts it shows."""
-        (up, _, n_pos), (_, down, n_neg) = self.moved("A > 0"), self.moved("A < 0")
-        return (
-            f"One GRPO step: change of log π(y_i) per completion · A > 0: {up} of {n_pos} up · "
-            f"A < 0: {down} of {n_neg} down"
-        )
-
-    def summary_rows(self) -> list[dict]:
-        r"""A row per advantage sign present: how many completions have it, how many became ``more likely`` and
-        ``less likely``, their ``mean change`` of log pi(y), their ``tokens`` and how many of those PPO's clip
-        would stop on a second pass (``clipped``).
-
-        >>> c = UpdateChange(["y0 ✓", "y1 ✗", "y2 ✗"], torch.tensor([-1., -2, -3]), torch.tensor([-0.5, -2.5, -2.8]),
-        ...                  torch.tensor([1., -0.5, -0.5]), torch.tensor([2, 0, 1]), torch.tensor([3, 4, 5]))
-        >>> for row in c.summary_rows():
-        ...     print([round(v, 3) if isinstance(v, float) else v for v in row.values()])
-        ['A > 0', 1, 1, 0, 0.5, 3, 2]
-        ['A < 0', 2, 1, 1, -0.15, 9, 1]
-        """
-        out = []
-        for sign in SIGNS:
-            up, down, n = self.moved(sign)
-            if n == 0:
-                continue
-            on = self.rows(sign)
-            out.append(
-                {
-                    "advantage": sign,
-                    "completions": n,
-                    "more likely": up,
-                    "less likely": down,
-                    "mean change": self.delta[on].mean().item(),
-                    "tokens": int(self.lengths[on].sum()),
-                    "clipped": int(self.clipped[on].sum()),
-                }
-            )
-        return out
 
 
 def update_change(

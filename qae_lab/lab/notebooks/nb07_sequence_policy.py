@@ -2,7 +2,7 @@ r"""Notebook 07's numbers and figures on the exact sequence policy: one prompt's
 entropy by the chain rule (:func:`prefix_table`); the prompts' start success rates; QAE's Proposition 4.2 by regime in
 training, from the committed runs (:func:`regimes_figure`, :func:`seed_differences_figure`).
 
-The maths is :mod:`qae_lab.toys.seqpolicy`; notebook 09, 07's appendix, has :mod:`qae_lab.lab.nb09_ledgers`.
+The maths is :mod:`qae_lab.toys.seqpolicy`; notebook 09, 07's appendix, has :mod:`qae_lab.lab.notebooks.nb09_ledgers`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Tests for qae_lab.lab.nb00_plain_grpo: what notebook 00 shows about a group and about one update, as table rows
+"""Tests for qae_lab.lab.notebooks.nb00_plain_grpo: what notebook 00 shows about a group and about one update, as table rows
 whose numbers are checked against hand computations and loops."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from qae_lab.task.data import synthetic_task
 from qae_lab.entropy_controls import ppo_clip_active
 from qae_lab.loss import LossSettings, grpo_loss
 from qae_lab.task.models import load_policy
-from qae_lab.lab.nb00_plain_grpo import (
+from qae_lab.lab.notebooks.nb00_plain_grpo import (
     UpdateChange,
     advantage_rows,
     completion_rows,

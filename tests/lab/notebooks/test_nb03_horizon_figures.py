@@ -1,4 +1,4 @@
-"""qae_lab.lab.nb03_horizon: notebook 03's figures, checked against hand-computed groups."""
+"""qae_lab.lab.notebooks.nb03_horizon: notebook 03's figures, checked against hand-computed groups."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from qae_lab.lab.nb03_horizon import entropy_figure, touched_figure, weights_figure
+from qae_lab.lab.notebooks.nb03_horizon import entropy_figure, touched_figure, weights_figure
 
 
 def _rollouts():
@@ -71,7 +71,7 @@ def test_touched_figure_marks_only_the_discounted():
 
 def test_weights_table_gives_the_numbers_of_the_figure_at_the_same_alpha():
     # the table under the weights figure: made from the same alpha, the same numbers as its title
-    from qae_lab.lab.nb03_horizon import weights_table
+    from qae_lab.lab.notebooks.nb03_horizon import weights_table
 
     ro = _rollouts()
     adv = torch.tensor([1.5, -0.5, -0.5, -0.5, 0.5, 0.5, 0.5, -1.5])

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 import torch
 
+from qae_lab.labels import BASELINE_SHORT
 from qae_lab.lab.plots import gate_heatmap, heatmap_figure, line_figure, vline
 from qae_lab.toys.sparsity import (
     advantage_extremes,
@@ -118,11 +119,11 @@ def advantages_figure(G: int = 8, K: float = 0.4, counts: Sequence[int] = (1, 3,
 
     >>> fig = advantages_figure(4, 0.4, [1])
     >>> list(fig.data[0].y)
-    ['c=1 · GRPO mean', 'c=1 · QAE K=0.4']
+    ['c=1 · mean', 'c=1 · QAE K=0.4']
     >>> list(fig.data[0].text[0]), list(fig.data[0].text[1])
     (['✓ +1.50', '✗ -0.50', '✗ -0.50', '✗ -0.50'], ['✓ +2.00', '✗ 0', '✗ 0', '✗ 0'])
     """
-    names = {"mean": "GRPO mean", "quantile": f"QAE K={K:g}"}
+    names = {b: name + (f" K={K:g}" if b == "quantile" else "") for b, name in BASELINE_SHORT.items()}
     rows = group_advantage_rows(G, K, counts)
     text = [
         [("✓ " if ok else "✗ ") + (f"{v:+.2f}" if v else "0") for ok, v in zip(row["rewards"], row["advantages"])]

@@ -5,9 +5,7 @@ of the run, and the completions before and after training as a table that wraps 
 The knobs are read from the log (``qae/k``, ``qae/quantile_baseline``, ``saah/alpha``, ``knobs/token_weighting``: what
 each step used, not where the sliders were). A log written before ``knobs/token_weighting`` existed says only whether a
 step weighted tokens (``saah/alpha`` is logged only then): there the weighting is named from ``weightings`` if given,
-else written "AH or SA-AH".
-
-Nothing here imports plotly or ipywidgets.
+else written "AH or SA-AH". The knobs' tables themselves are :mod:`qae_lab.lab.live`'s, the dashboard's.
 """
 
 from __future__ import annotations
@@ -21,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from qae_lab._checks import check_int
 from qae_lab.analysis.phenomena import window_mean
 from qae_lab.lab.exercises import check_direction
+from qae_lab.lab.live import KNOB_COLUMNS, knob_changes_table, knob_number, knob_ranges, knob_title, knobs_row
 from qae_lab.runs.pipeline import eval_line, evaluate_run
 from qae_lab.metric_names import (
     QAE_HARD_FRAC,
@@ -32,11 +31,9 @@ from qae_lab.metric_names import (
 )
 
 __all__ = [
-    "BASELINE_NAMES",
     "GPU_RUN",
     "HARD_SAME",
     "KNOB_COLUMNS",
-    "WEIGHTING_NAMES",
     "completions_html",
     "evaluate_after",
     "first_last",
@@ -134,144 +131,6 @@ def logged_mean(rows: Sequence[Mapping], metric: str) -> float | None:
     True
     """
     return window_mean(rows, metric)  # every step's window
-
-
-# the words the controls and the tables use for the knobs' values
-BASELINE_NAMES = {"mean": "mean (GRPO)", "quantile": "K-quantile (QAE)"}
-WEIGHTING_NAMES = {"none": "none", "ah": "AH", "sa_ah": "SA-AH"}
-WEIGHTING_UNNAMED = "AH or SA-AH"  # a step of an older log that weighted tokens, whose weighting nobody named
-KNOB_COLUMNS = ("steps", "K", "baseline", "token weighting", "α")
-
-
-def knob_number(x: float | None) -> str:
-    r"""A knob's value for people: two decimals, more where the value has them (up to 6), "—" for None.
-
-    >>> knob_number(0.4), knob_number(0.123), knob_number(1.25), knob_number(0.30000000000000004), knob_number(None)
-    ('0.40', '0.123', '1.25', '0.30', '—')
-    """
-    if x is None:
-        return "—"
-    digits = len(f"{float(x):.6f}".rstrip("0").split(".")[1])
-    return f"{float(x):.{max(2, digits)}f}"
-
-
-def knobs_row(knobs) -> dict:
-    r"""A :class:`~qae_lab.knobs.Knobs` (the controls' setting) as :func:`knob_ranges` writes a logged step's knobs.
-
-    >>> from qae_lab.knobs import Knobs
-    >>> knobs_row(Knobs(quantile_k=0.6, alpha=1.25, token_weighting="sa_ah"))
-    {'K': '0.60', 'baseline': 'K-quantile (QAE)', 'token weighting': 'SA-AH', 'α': '1.25'}
-    """
-    weighted = knobs.token_weighting != "none"
-    return {
-        "K": knob_number(knobs.quantile_k),
-        "baseline": BASELINE_NAMES[knobs.baseline],
-        "token weighting": WEIGHTING_NAMES[knobs.token_weighting],
-        "α": knob_number(knobs.alpha) if weighted else "—",
-    }
-
-
-def _knobs_of(row: Mapping, weighting: str | None) -> dict:
-    """The knobs a log row records, as the tables write them; the row's own ``knobs/token_weighting`` names its token
-    weighting ("none+sa_ah": a change within the row's logging window); in an older log without it, ``weighting``
-    names a weighting the row says was on."""
-    alpha, quantile, logged = row.get(SAAH_ALPHA), row.get(QAE_QUANTILE_BASELINE), row.get(TOKEN_WEIGHTING)
-    if isinstance(logged, str):
-        named = " + ".join(WEIGHTING_NAMES.get(w, w) for w in logged.split("+"))
-    elif alpha is None:
-        named = "none"
-    else:
-        named = WEIGHTING_NAMES[weighting] if weighting in ("ah", "sa_ah") else WEIGHTING_UNNAMED
-    return {
-        "K": knob_number(row.get(QAE_K)),
-        "baseline": "—" if quantile is None else BASELINE_NAMES["quantile" if quantile >= 0.5 else "mean"],
-        "token weighting": named,
-        "α": knob_number(alpha),
-    }
-
-
-def _ranges(rows: Sequence[Mapping], weightings: Mapping[int, str] | None) -> list[tuple[int, int, dict]]:
-    """``(first step, last step, knobs)`` of each run of consecutive logged steps with the same knobs."""
-    ranges: list[tuple[int, int, dict]] = []
-    for row in rows:
-        if "step" not in row:
-            raise ValueError(f"rows must be log rows with a 'step', got keys {sorted(row)}")
-        step = int(row["step"])
-        knobs = _knobs_of(row, (weightings or {}).get(step))
-        if ranges and ranges[-1][2] == knobs and ranges[-1][1] + 1 == step:
-            ranges[-1] = (ranges[-1][0], step, knobs)
-        else:
-            ranges.append((step, step, knobs))
-    return ranges
-
-
-def knob_ranges(rows: Sequence[Mapping], weightings: Mapping[int, str] | None = None) -> list[dict]:
-    r"""The knobs in force by step range, read from the log: one row per run of consecutive steps that used the same
-    K, baseline, token weighting and alpha (:data:`KNOB_COLUMNS`), as a table shows them.
-
-    Args:
-        rows: training-step log rows in step order (``LiveRun.logged_steps()``).
-        weightings: for a log written before ``knobs/token_weighting`` existed only: step -> ``"none"``, ``"ah"`` or
-            ``"sa_ah"``; a step of such a log that weighted tokens and that it does not name: "AH or SA-AH".
-
-    >>> rows = [{"step": s, "qae/k": 0.4 if s < 3 else 0.6, "qae/quantile_baseline": 1.0,
-    ...          "knobs/token_weighting": "none"} for s in (1, 2, 3)]
-    >>> rows.append({"step": 4, "qae/k": 0.6, "qae/quantile_baseline": 1.0, "saah/alpha": 1.25,
-    ...              "knobs/token_weighting": "sa_ah"})
-    >>> for r in knob_ranges(rows):
-    ...     print(r)
-    {'steps': '1-2', 'K': '0.40', 'baseline': 'K-quantile (QAE)', 'token weighting': 'none', 'α': '—'}
-    {'steps': '3', 'K': '0.60', 'baseline': 'K-quantile (QAE)', 'token weighting': 'none', 'α': '—'}
-    {'steps': '4', 'K': '0.60', 'baseline': 'K-quantile (QAE)', 'token weighting': 'SA-AH', 'α': '1.25'}
-    """
-    return [{"steps": f"{a}-{b}" if b > a else f"{a}", **knobs} for a, b, knobs in _ranges(rows, weightings)]
-
-
-def knob_changes_table(rows: Sequence[Mapping], weightings: Mapping[int, str] | None = None) -> list[dict]:
-    r"""Where the knobs in force changed, one table row per knob that moved: the first step that used the new value,
-    the knob, its value before and after (read as :func:`knob_ranges` reads them).
-
-    >>> rows = [{"step": 1, "qae/k": 0.4, "qae/quantile_baseline": 1.0, "knobs/token_weighting": "none"},
-    ...         {"step": 2, "qae/k": 0.4, "qae/quantile_baseline": 0.0, "saah/alpha": 0.5, "knobs/token_weighting": "sa_ah"}]
-    >>> for r in knob_changes_table(rows):
-    ...     print(r)
-    {'step': 2, 'knob': 'baseline', 'before': 'K-quantile (QAE)', 'after': 'mean (GRPO)'}
-    {'step': 2, 'knob': 'token weighting', 'before': 'none', 'after': 'SA-AH'}
-    {'step': 2, 'knob': 'α', 'before': '—', 'after': '0.50'}
-    """
-    ranges = _ranges(rows, weightings)
-    return [
-        {"step": now[0], "knob": knob, "before": was[2][knob], "after": now[2][knob]}
-        for was, now in itertools.pairwise(ranges)
-        for knob in KNOB_COLUMNS[1:]
-        if was[2][knob] != now[2][knob]
-    ]
-
-
-def _range_text(r: Mapping) -> str:
-    weighting = "no token weighting" if r["token weighting"] == "none" else f"{r['token weighting']}, α {r['α']}"
-    steps = f"steps {r['steps']}" if "-" in r["steps"] else f"step {r['steps']}"
-    return f"{steps}: K {r['K']} · {r['baseline']} baseline · {weighting}"
-
-
-def knob_title(ranges: Sequence[Mapping], step: int, max_steps: int, last: int = 3) -> str:
-    r"""The live dashboard's title: the step reached, then the knobs in force by step range (:func:`knob_ranges`),
-    one line each, the ``last`` ones (the title says how many there are).
-
-    >>> ranges = [{"steps": "1-8", "K": "0.40", "baseline": "K-quantile (QAE)", "token weighting": "none", "α": "—"},
-    ...           {"steps": "9-12", "K": "0.60", "baseline": "K-quantile (QAE)", "token weighting": "SA-AH", "α": "1.25"}]
-    >>> print(knob_title(ranges, 12, 40).replace("<br>", "\n"))
-    step 12 of 40 · knobs in force:
-    steps 1-8: K 0.40 · K-quantile (QAE) baseline · no token weighting
-    steps 9-12: K 0.60 · K-quantile (QAE) baseline · SA-AH, α 1.25
-    >>> knob_title([], 0, 40)
-    'waiting for the first step... (40 steps to train)'
-    """
-    if not ranges:
-        return f"waiting for the first step... ({max_steps} steps to train)"
-    shown = f", the last {last} of {len(ranges)} settings" if len(ranges) > last else ""
-    lines = [f"step {step} of {max_steps} · knobs in force{shown}:"]
-    return "<br>".join(lines + [_range_text(r) for r in ranges[-last:]])
 
 
 def _direction(before: float, after: float) -> str:

@@ -1,4 +1,4 @@
-"""qae_lab.lab.nb02_entropy_proofs: notebook 02's figures and tables, their numbers against the library and the
+"""qae_lab.lab.notebooks.nb02_entropy_proofs: notebook 02's figures and tables, their numbers against the library and the
 committed data/bandit/prop42.json."""
 
 from __future__ import annotations
@@ -8,9 +8,10 @@ import statistics
 import pytest
 import torch
 
+from qae_lab.analysis import takeaways
 from qae_lab.analysis.committed_data import load_prop42
 from qae_lab.analysis.tables import markdown_table
-from qae_lab.lab.nb02_entropy_proofs import (
+from qae_lab.lab.notebooks.nb02_entropy_proofs import (
     knob_figure,
     mc_figure,
     prop42_rows,
@@ -127,3 +128,14 @@ def test_training_figures_follow_the_prompts_by_their_start():
         for t, out in zip(fig.data, runs.values()):
             want = [statistics.fmean(h[c] for c in cols) for h in out["prompt_entropy"]]
             assert list(t.y) == pytest.approx(want) and list(t.x) == list(range(5))
+
+
+def test_notebook_02s_training_table_carries_the_interval_and_the_verdict_bandit_training_gives():
+    rows = [r for r in training_rows(load_prop42()) if r["optimiser"] == "SGD"]
+    judged = takeaways.bandit_training()
+    assert [r["lr"] for r in rows] == [lr for lr, _, _ in judged]
+    for row, (_, hard, easy) in zip(rows, judged):
+        assert (row["hard: verdict"], row["easy: verdict"]) == (hard.word, easy.word)
+        assert row["hard: QAE - mean [95%]"] == f"{hard.diff:+.3f} [{hard.lo:+.3f}, {hard.hi:+.3f}]"
+        assert row["easy: QAE - mean [95%]"] == f"{easy.diff:+.3f} [{easy.lo:+.3f}, {easy.hi:+.3f}]"
+    assert [r["hard: verdict"] for r in rows] == ["reversed", "reversed", "no difference"]

@@ -16,6 +16,7 @@ import torch
 
 from qae_lab.analysis.claims import Verdict, verdict
 from qae_lab.lab.plots import line_figure
+from qae_lab.labels import BASELINE_SHORT, OPTIMIZER_NAMES
 from qae_lab.toys.bandit import (
     entropy_by_start,
     entropy_change_exact,
@@ -29,8 +30,6 @@ from qae_lab.toys.bandit import (
 
 __all__ = ["knob_figure", "mc_figure", "step_rows", "prop42_rows", "training_rows", "training_figures"]
 
-BASELINE_NAMES = {"mean": "mean", "quantile": "QAE"}  # the JSON's baseline keys, as the tables name them
-OPTIMIZER_NAMES = {"sgd": "SGD", "adam": "Adam", "adam_scalar": "Adam, one RMS per prompt"}
 
 
 def knob_figure(eta: float, sharpness: float, p: float, K: float) -> go.Figure:
@@ -114,7 +113,7 @@ def step_rows(z, r, *, group_size: int, k: float, eta: float) -> list[dict]:
     p = (torch.softmax(z.double(), -1) * r).sum()
     b = {"mean": p, "quantile": population_quantile(z, r, k)}
     rows = []
-    for baseline, name in BASELINE_NAMES.items():
+    for baseline, name in BASELINE_SHORT.items():
         sampled = sampled_entropy_change(z, r, group_size, eta, baseline=baseline, k=k)
         rows.append(
             {
@@ -159,7 +158,7 @@ def prop42_rows(data: Mapping) -> list[dict]:
         per_unit = 1.0 if key == "scale" else 1 / eta  # entropy changes per unit eta; scale factors as they are
         for regime in ("hard", "easy"):
             src = (data["details"][regime][part] if part else data[regime])[key]
-            for baseline, name in BASELINE_NAMES.items():
+            for baseline, name in BASELINE_SHORT.items():
                 row[f"{regime}: {name}"] = statistics.fmean(src[baseline]) * per_unit
             row[f"{regime}: QAE lower in"] = _lower_in(src["quantile"], src["mean"])
         rows.append(row)

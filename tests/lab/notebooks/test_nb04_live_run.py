@@ -1,4 +1,4 @@
-"""qae_lab.lab.nb04_live_run: notebook 04's start-and-end reading of a logged quantity, its prediction checked on the
+"""qae_lab.lab.notebooks.nb04_live_run: notebook 04's start-and-end reading of a logged quantity, its prediction checked on the
 committed CPU runs, the knobs in force by step range and their changes, the dashboard's title, the closing summary, and
 the table of completions."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from qae_lab.lab.nb04_live_run import (
+from qae_lab.lab.notebooks.nb04_live_run import (
     HARD_SAME,
     KNOB_COLUMNS,
     completions_html,
@@ -26,8 +26,11 @@ from qae_lab.lab.nb04_live_run import (
     summary_rows,
 )
 from qae_lab.knobs import Knobs
+from qae_lab.lab.live import LiveRun
+from qae_lab.storage.folder import read_log, step_rows
+from testkit.live_runs import Gate, cells, tiny_trainer, wait_gate
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 BEFORE = {"pass@1": 0.25, "greedy_pass@1": 0.5, "n_problems": 8}
 AFTER = {"pass@1": 0.5, "greedy_pass@1": 0.375, "n_problems": 8}
@@ -259,3 +262,52 @@ def test_completions_html_keeps_every_word_and_escapes_the_text():
     assert "Sampled completions (sample 0) before" in completions_html(
         _pairs([True], [True], "ab"), "Sampled completions (sample 0)"
     )
+
+
+QAE, GRPO = "K-quantile (QAE)", "mean (GRPO)"
+
+
+def test_knobs_switched_mid_run_are_reported_as_the_log_records_them(tmp_path):
+    gates = [Gate(at=2), Gate(at=4)]
+    trainer = tiny_trainer(tmp_path, "max_steps=6", callbacks=gates)
+    live = LiveRun(trainer)
+    children = (live.controls.widget, live.dashboard.header, live.messages, live.dashboard.view.widget)
+    assert live.widget.children == children  # controls, knobs in force and messages above the curves
+    assert live.controls.alpha.disabled  # no token weighting at the start: alpha does nothing
+    live.start()
+    wait_gate(gates[0], live)  # between steps 2 and 3
+    live.controls.set(quantile_k=0.6, token_weighting="sa_ah")
+    live.controls.alpha.value = 1.25
+    assert "from step 3 (set; not in the log yet)" in live.dashboard.knob_table.value
+    gates[0].release()
+    wait_gate(gates[1], live)  # between steps 4 and 5
+    live.controls.set(baseline="mean", token_weighting="ah", alpha=0.75)
+    gates[1].release()
+    live.wait(300)
+    rows = step_rows(read_log(trainer.args.output_dir))
+    # the log, read by hand: K, the baseline (1: the K-quantile), alpha (logged only while a weighting is on), and
+    # which token weighting each step trained with
+    assert [(r["qae/k"], r["qae/quantile_baseline"], r.get("saah/alpha"), r["knobs/token_weighting"]) for r in rows] == [
+        (0.4, 1.0, None, "none"), (0.4, 1.0, None, "none"), (0.6, 1.0, 1.25, "sa_ah"), (0.6, 1.0, 1.25, "sa_ah"),
+        (0.6, 0.0, 0.75, "ah"), (0.6, 0.0, 0.75, "ah"),
+    ]  # fmt: skip
+    assert live.token_weightings() == {1: "none", 2: "none", 3: "sa_ah", 4: "sa_ah", 5: "ah", 6: "ah"}
+    ranges = knob_ranges(rows)  # from the log alone
+    assert ranges == [
+        {"steps": "1-2", "K": "0.40", "baseline": QAE, "token weighting": "none", "α": "—"},
+        {"steps": "3-4", "K": "0.60", "baseline": QAE, "token weighting": "SA-AH", "α": "1.25"},
+        {"steps": "5-6", "K": "0.60", "baseline": GRPO, "token weighting": "AH", "α": "0.75"},
+    ]
+    assert knob_changes_table(rows) == [
+        {"step": 3, "knob": "K", "before": "0.40", "after": "0.60"},
+        {"step": 3, "knob": "token weighting", "before": "none", "after": "SA-AH"},
+        {"step": 3, "knob": "α", "before": "—", "after": "1.25"},
+        {"step": 5, "knob": "baseline", "before": QAE, "after": GRPO},
+        {"step": 5, "knob": "token weighting", "before": "SA-AH", "after": "AH"},
+        {"step": 5, "knob": "α", "before": "1.25", "after": "0.75"},
+    ]
+    # the dashboard says the same, from the steps it received: its title, its table of knobs (nothing pending)
+    assert live.dashboard.view.figure.layout.title.text == knob_title(ranges, 6, 6)
+    assert [r[0] for r in cells(live.dashboard.knob_table.value)[1:]] == ["1-2", "3-4", "5-6"]
+    assert summary_rows(rows, {"n_problems": 4}, None, steps=6)[0] == {"measure": "steps trained", "value": "6 of 6"}
+    assert all(w.disabled for w in live.controls._boxes().values())  # the run has ended

@@ -1,4 +1,4 @@
-"""qae_lab.lab.nb06_phenomena: the metrics notebook 06's views offer, and the pass@k and K-sweep lines, against
+"""qae_lab.lab.notebooks.nb06_phenomena: the metrics notebook 06's views offer, and the pass@k and K-sweep lines, against
 hand-computed cases and the committed runs."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from qae_lab.analysis.compare import Run, find_reference_runs
 from qae_lab.ledger import LEDGER_PARTS
 from qae_lab.metric_names import LEDGER_PREFIX
 from qae_lab.analysis.phenomena import k_sweep_rows, load_experiment, pass_at_k_table
-from qae_lab.lab.nb06_phenomena import (
+from qae_lab.lab.notebooks.nb06_phenomena import (
     BEFORE,
     ENTROPY_CURVES,
     K_SWEEP_QUANTITIES,

@@ -1,11 +1,11 @@
-"""qae_lab.lab.nb05_compare: notebook 05's tables about groups of runs, against hand-computed runs."""
+"""qae_lab.lab.notebooks.nb05_compare: notebook 05's tables about groups of runs, against hand-computed runs."""
 
 from __future__ import annotations
 
 import pytest
 
 from qae_lab.analysis.compare import Run, find_reference_runs, load_runs
-from qae_lab.lab.nb05_compare import column_stat, first_last_rows, plain_variance_rows, sampling_floor
+from qae_lab.lab.notebooks.nb05_compare import column_stat, first_last_rows, plain_variance_rows, sampling_floor
 from qae_lab.analysis.grouping import group_runs
 from qae_lab.analysis.stats import stat
 

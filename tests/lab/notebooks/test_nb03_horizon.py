@@ -1,4 +1,4 @@
-"""qae_lab.lab.nb03_horizon: notebook 03's numbers on rollouts, against hand-computed groups."""
+"""qae_lab.lab.notebooks.nb03_horizon: notebook 03's numbers on rollouts, against hand-computed groups."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from qae_lab.lab.nb03_horizon import (
+from qae_lab.lab.notebooks.nb03_horizon import (
     alpha_sweep,
     batch_rows,
     both_weights,

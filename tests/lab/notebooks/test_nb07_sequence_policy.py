@@ -1,4 +1,4 @@
-"""qae_lab.lab.nb07_sequence_policy: notebook 07's prefix table, against the logit table and the chain rule, and its
+"""qae_lab.lab.notebooks.nb07_sequence_policy: notebook 07's prefix table, against the logit table and the chain rule, and its
 figures, against the committed runs they draw."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 import pytest
 
 from qae_lab.analysis.seqpolicy_runs import load_regimes
-from qae_lab.lab.nb07_sequence_policy import prefix_table, regimes_figure, start_rates_figure
+from qae_lab.lab.notebooks.nb07_sequence_policy import prefix_table, regimes_figure, start_rates_figure
 from qae_lab.toys.seqpolicy import make_tasks, sequence_entropy
 
 
