@@ -17,6 +17,19 @@ __all__ = [
     "BASELINES",
     "QUANTILE_METHODS",
     "TOKEN_WEIGHTINGS",
+    "DEFAULT_K",
+    "DEFAULT_ALPHA",
+    "DEFAULT_BASELINE",
+    "DEFAULT_TOKEN_WEIGHTING",
+    "DEFAULT_QUANTILE_METHOD",
+    "DEFAULT_SCALE",
+    "DEFAULT_SUCCESS_THRESHOLD",
+    "DEFAULT_COV_PENALTY",
+    "DEFAULT_CLIP_COV_RATIO",
+    "DEFAULT_KL_COV_RATIO",
+    "DEFAULT_CLIP_COV_LB",
+    "DEFAULT_CLIP_COV_UB",
+    "DEFAULT_KL_COV_COEF",
     "WEIGHTED_LOSS_TYPES",
     "METHODS",
     "PARTNERS",
@@ -47,6 +60,20 @@ LEDGER_PARTS = (
     "dh_easy_neg",
 )
 TOKEN_WEIGHTINGS = ("none", "ah", "sa_ah")
+# the defaults of the method's settings, each written here once: qae_lab.knobs.Knobs, QAEConfig, qae_lab.loss and
+# every function's parameter read them (tests/test_defaults.py)
+DEFAULT_K = 0.4  # QAE's K (arXiv 2509.22611, the paper's setting)
+DEFAULT_ALPHA = 0.5  # SA-AH's alpha (arXiv 2606.05434, the paper's setting)
+DEFAULT_BASELINE = "quantile"  # QAE
+DEFAULT_TOKEN_WEIGHTING = "none"
+DEFAULT_QUANTILE_METHOD = "paper"  # the paper's inverse CDF
+DEFAULT_SCALE = "group"  # of qae_lab.advantages.SCALES: the group's std, TRL's scale_rewards default
+DEFAULT_SUCCESS_THRESHOLD = 0.5  # a 0/1 reward's success
+# Clip-Cov and KL-Cov's (Cui et al. 2025, arXiv 2505.22617: the paper's settings), off by default
+DEFAULT_COV_PENALTY = "none"
+DEFAULT_CLIP_COV_RATIO = DEFAULT_KL_COV_RATIO = 2e-4
+DEFAULT_CLIP_COV_LB, DEFAULT_CLIP_COV_UB = 1.0, 5.0
+DEFAULT_KL_COV_COEF = 1.0
 # the loss types qae_lab.loss.grpo_loss reduces (TRL's names)
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
 # TRL 1.16's other loss types: QAETrainer hands QAE's advantages to TRL's own loss for them (no token weighting there)

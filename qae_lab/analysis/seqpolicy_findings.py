@@ -20,6 +20,7 @@ import statistics
 from collections.abc import Mapping
 from pathlib import Path
 
+from qae_lab.methods import DEFAULT_K
 from qae_lab.analysis.claims import comparison_row
 from qae_lab.analysis.committed_data import data_dir
 from qae_lab.analysis.seqpolicy_runs import CELLS, K_VALUES, REGIMES, regime_setting_name, setting_name
@@ -115,7 +116,7 @@ def _value(run: Mapping, quantity: str) -> list:
     return node
 
 
-def _headline(start: str, baseline: str, optimizer: str = "sgd", k: float = 0.4) -> str:
+def _headline(start: str, baseline: str, optimizer: str = "sgd", k: float = DEFAULT_K) -> str:
     """A setting of the sweep with Clip-Higher and the group std."""
     return setting_name(start, baseline, k, True, True, optimizer)
 

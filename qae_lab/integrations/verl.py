@@ -21,10 +21,10 @@ import torch
 
 from qae_lab._checks import as_real_tensor, check_finite_scalar, check_k
 from qae_lab.advantages import QUANTILE_METHODS, group_advantages
+from qae_lab.methods import DEFAULT_K, DEFAULT_QUANTILE_METHOD
 
 __all__ = ["compute_qae_outcome_advantage", "register", "DEFAULT_K", "ESTIMATOR_NAME"]
 
-DEFAULT_K = 0.4
 ESTIMATOR_NAME = "qae"
 
 
@@ -66,9 +66,8 @@ def compute_qae_outcome_advantage(
         epsilon: added to the group std.
         norm_adv_by_std_in_grpo: divide by the group std (GRPO) or not (Dr.GRPO). None (the
             default, and what verl leaves it at): ``config["norm_adv_by_std_in_grpo"]``, else True.
-        config: mapping or verl ``AlgoConfig`` with ``quantile_k`` (default 0.4) and
-            optionally ``quantile_method`` ("paper" or "linear", default "paper") and
-            ``norm_adv_by_std_in_grpo``.
+        config: mapping or verl ``AlgoConfig`` with ``quantile_k`` (default :data:`DEFAULT_K`) and optionally
+            ``quantile_method`` (``"paper"``, the default, or ``"linear"``) and ``norm_adv_by_std_in_grpo``.
         **kwargs: ignored (verl passes extra keyword arguments to every estimator).
 
     Returns:
@@ -91,7 +90,7 @@ def compute_qae_outcome_advantage(
         raise ValueError(f"norm_adv_by_std_in_grpo must be a bool, got {norm_adv_by_std_in_grpo!r}")
     eps = check_finite_scalar(epsilon, "epsilon")
     k = check_k(_config_value(config, "quantile_k", DEFAULT_K), "config.quantile_k")
-    method = _config_value(config, "quantile_method", "paper")
+    method = _config_value(config, "quantile_method", DEFAULT_QUANTILE_METHOD)
     if method not in QUANTILE_METHODS:
         raise ValueError(f"config.quantile_method must be one of {QUANTILE_METHODS}, got {method!r}")
     scores = rewards.sum(dim=-1)  # (bs,)

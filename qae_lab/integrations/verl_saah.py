@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from qae_lab._checks import as_real_tensor, check_choice, check_finite_scalar, check_int, check_mask
+from qae_lab.methods import DEFAULT_ALPHA
 from qae_lab.horizon import normalise_entropy, normaliser_factor, selective_horizon_weights, weight_stats
 from qae_lab.metric_names import SAAH_ALPHA, SAAH_EFFECTIVE_TOKENS_FRAC, SAAH_W_MEAN_NEG
 
@@ -35,7 +36,6 @@ __all__ = [
 ]
 
 LOSS_NAME = "sa_ah"
-DEFAULT_ALPHA = 0.5  # the SA-AH paper's setting
 # verl's aggregations that divide by a token count (S4 replaces it by sum(w)); the second per response
 LOSS_AGG_MODES = ("token-mean", "seq-mean-token-mean")
 

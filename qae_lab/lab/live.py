@@ -36,7 +36,14 @@ from qae_lab.lab.nb04_live_run import (
     knobs_row,
 )
 from qae_lab.lab.plots import FigureView, run_curves_figure
-from qae_lab.methods import TOKEN_WEIGHTINGS, can_weight_tokens
+from qae_lab.methods import (
+    DEFAULT_ALPHA,
+    DEFAULT_BASELINE,
+    DEFAULT_K,
+    DEFAULT_TOKEN_WEIGHTING,
+    TOKEN_WEIGHTINGS,
+    can_weight_tokens,
+)
 from qae_lab.metric_names import (
     LEDGER_PREFIX,
     QAE_EASY_FRAC,
@@ -241,7 +248,11 @@ class Controls:
     """
 
     def __init__(
-        self, quantile_k: float = 0.4, alpha: float = 0.5, baseline: str = "quantile", token_weighting: str = "none"
+        self,
+        quantile_k: float = DEFAULT_K,
+        alpha: float = DEFAULT_ALPHA,
+        baseline: str = DEFAULT_BASELINE,
+        token_weighting: str = DEFAULT_TOKEN_WEIGHTING,
     ):
         self._stop = threading.Event()
         self._finished = False

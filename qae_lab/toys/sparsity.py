@@ -25,6 +25,7 @@ from typing import NamedTuple
 
 import torch
 
+from qae_lab.methods import DEFAULT_BASELINE, DEFAULT_QUANTILE_METHOD, DEFAULT_SCALE
 from qae_lab._checks import as_real_tensor, check_choice, check_group_size, check_int, check_k_list, check_positive
 from qae_lab.advantages import QUANTILE_METHODS, group_advantages, quantile_baseline
 from qae_lab.regimes import binomial_pmf
@@ -82,7 +83,7 @@ def convention_disagreements(group_size: int, ks) -> torch.Tensor:
     )
 
 
-def gate_zero_counts(group_size: int, k: float, method: str = "paper") -> torch.Tensor:
+def gate_zero_counts(group_size: int, k: float, method: str = DEFAULT_QUANTILE_METHOD) -> torch.Tensor:
     r"""How many of G binary responses get A = 0 under QAE, for each success count c = 0..G.
 
     Computed by :func:`qae_lab.advantages.group_advantages` on one group per c, so it holds
@@ -98,7 +99,7 @@ def gate_zero_counts(group_size: int, k: float, method: str = "paper") -> torch.
     return (adv.view(g + 1, g) == 0).sum(1)
 
 
-def gate_table(group_size: int, ks, method: str = "paper") -> torch.Tensor:
+def gate_table(group_size: int, ks, method: str = DEFAULT_QUANTILE_METHOD) -> torch.Tensor:
     r"""Which responses QAE moves, for each K (rows) and success count c = 0..G (columns).
 
     Entries: +1 only successes get A != 0 (A > 0, the hard regime), -1 only failures
@@ -150,7 +151,7 @@ def _check_rates(p: torch.Tensor) -> None:
 
 
 def expected_zero_fraction(
-    p, group_size: int, k: float, method: str = "paper", *, drop_all_equal: bool = False
+    p, group_size: int, k: float, method: str = DEFAULT_QUANTILE_METHOD, *, drop_all_equal: bool = False
 ) -> torch.Tensor:
     r"""Exact E[fraction of a group with A = 0] when the success count is Binomial(G, p).
 
@@ -170,7 +171,13 @@ def expected_zero_fraction(
 
 
 def expected_zero_fraction_beta(
-    a: float, b: float, group_size: int, k: float, method: str = "paper", *, drop_all_equal: bool = False
+    a: float,
+    b: float,
+    group_size: int,
+    k: float,
+    method: str = DEFAULT_QUANTILE_METHOD,
+    *,
+    drop_all_equal: bool = False,
 ) -> float:
     r"""E[zero-advantage fraction] when per-prompt success rates follow Beta(a, b).
 
@@ -188,7 +195,9 @@ def expected_zero_fraction_beta(
     return float(_zero_share(_beta_binomial_pmf(a, b, g), zeros, drop_all_equal))
 
 
-def sampled_zero_fraction(p, group_size: int, k: float, method: str = "paper", *, seed: int = 0) -> float:
+def sampled_zero_fraction(
+    p, group_size: int, k: float, method: str = DEFAULT_QUANTILE_METHOD, *, seed: int = 0
+) -> float:
     r"""Sampled counterpart of the expected zero fraction: one Binomial group per success rate.
 
     Draws G binary rewards for every p in ``p``, computes QAE advantages with
@@ -201,7 +210,7 @@ def sampled_zero_fraction(p, group_size: int, k: float, method: str = "paper", *
 
 
 def sampled_zero_fraction_beta(
-    a: float, b: float, group_size: int, ks, method: str = "paper", *, n_prompts: int
+    a: float, b: float, group_size: int, ks, method: str = DEFAULT_QUANTILE_METHOD, *, n_prompts: int
 ) -> list[float]:
     r"""Sampled counterpart of :func:`expected_zero_fraction_beta` at each K of ``ks``: ``n_prompts`` success
     rates drawn once from Beta(a, b), then :func:`sampled_zero_fraction` at the i-th K with ``seed=i``.
@@ -244,7 +253,7 @@ def _sources(pmf: torch.Tensor, zeros: torch.Tensor) -> ZeroSources:
     return ZeroSources(all_equal, (pmf[..., 1:-1] * zeros[1:-1]).sum(-1))
 
 
-def zero_sources(p, group_size: int, k: float, method: str = "paper") -> ZeroSources:
+def zero_sources(p, group_size: int, k: float, method: str = DEFAULT_QUANTILE_METHOD) -> ZeroSources:
     r"""The expected share of a group's responses with A = 0 when its success count is Binomial(G, p), split into
     its two sources (:class:`ZeroSources`); their total is :func:`expected_zero_fraction`.
 
@@ -261,7 +270,9 @@ def zero_sources(p, group_size: int, k: float, method: str = "paper") -> ZeroSou
     return _sources(binomial_pmf(p, g), gate_zero_counts(g, k, method).double() / g)
 
 
-def zero_sources_beta(a: float, b: float, group_size: int, k: float, method: str = "paper") -> ZeroSources:
+def zero_sources_beta(
+    a: float, b: float, group_size: int, k: float, method: str = DEFAULT_QUANTILE_METHOD
+) -> ZeroSources:
     r""":func:`zero_sources` averaged over success rates p ~ Beta(a, b), exact (Beta-Binomial), as floats; their
     total is :func:`expected_zero_fraction_beta`.
 
@@ -275,7 +286,9 @@ def zero_sources_beta(a: float, b: float, group_size: int, k: float, method: str
     return ZeroSources(float(src.all_equal), float(src.gate))
 
 
-def sampled_zero_sources(p, group_size: int, k: float, method: str = "paper", *, seed: int = 0) -> ZeroSources:
+def sampled_zero_sources(
+    p, group_size: int, k: float, method: str = DEFAULT_QUANTILE_METHOD, *, seed: int = 0
+) -> ZeroSources:
     r"""Measured: one group of G binary rewards drawn for every success rate in ``p``, QAE's advantages computed by
     :func:`qae_lab.advantages.group_advantages`, and the responses with A = 0 counted by their source
     (:class:`ZeroSources`, floats: shares of all ``len(p) * G`` responses).
@@ -297,7 +310,7 @@ def sampled_zero_sources(p, group_size: int, k: float, method: str = "paper", *,
 
 
 def advantage_extremes(
-    group_size: int, k: float, *, baseline: str = "quantile", scale: str = "group"
+    group_size: int, k: float, *, baseline: str = DEFAULT_BASELINE, scale: str = DEFAULT_SCALE
 ) -> tuple[torch.Tensor, torch.Tensor]:
     r"""The largest and the smallest advantage in a binary group with c correct responses, for c = 0..G.
 
