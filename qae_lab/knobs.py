@@ -23,14 +23,7 @@ from qae_lab.methods import (
 )
 from qae_lab.metric_names import KNOB_METRICS
 
-__all__ = [
-    "KNOBS",
-    "validate_knobs",
-    "Knobs",
-    "knob_field",
-    "knob_changes",
-    "resumed_knobs",
-]
+__all__ = ["KNOBS", "validate_knobs", "Knobs", "knob_field", "knob_changes", "resumed_knobs"]
 
 
 # the live knobs: read by QAETrainer at every step, set with QAETrainer.set_knobs

@@ -37,14 +37,7 @@ from typing import Any
 import torch
 import yaml
 
-from qae_lab._checks import (
-    check_regular_file,
-    credential_in,
-    credential_name,
-    json_mapping,
-    json_value,
-    key_words,
-)
+from qae_lab._checks import check_regular_file, credential_in, credential_name, json_mapping, json_value, key_words
 
 __all__ = [
     "ORDINARY",

@@ -47,13 +47,7 @@ from qae_lab.task.models import EXPERTS_IMPLEMENTATIONS, check_attention
 from qae_lab.entropy_controls import ADVANTAGE_MASKS, COV_PENALTIES, check_ratio
 from qae_lab.knobs import KNOBS, knob_field, validate_knobs
 from qae_lab import methods
-from qae_lab.methods import (
-    LOSS_TYPES,
-    TRL_LOSS_TYPES,
-    QUANTILE_METHODS,
-    WEIGHTED_LOSS_TYPES,
-    check_weighting_loss_type,
-)
+from qae_lab.methods import LOSS_TYPES, TRL_LOSS_TYPES, QUANTILE_METHODS, WEIGHTED_LOSS_TYPES, check_weighting_loss_type
 
 __all__ = [
     "QAEConfig",
@@ -392,16 +386,15 @@ REPLACED_CODE_OPTIONS: dict[str, str] = {
     "tests/train/test_vllm.py::test_without_the_importance_correction_the_loss_gets_no_sampler_ratio",
     "off_policy_mask_threshold": _TRL_LOSS + ", " + _OFF,
     "use_adaptive_entropy": _TRL_LOSS + ", " + _OFF,
-    "entropy_coef_min": "with use_adaptive_entropy, " + _TRL_LOSS + ", " + _OFF,
-    "entropy_coef_max": "with use_adaptive_entropy, " + _TRL_LOSS + ", " + _OFF,
-    "entropy_coef_delta": "with use_adaptive_entropy, " + _TRL_LOSS + ", " + _OFF,
-    "entropy_target": "with use_adaptive_entropy, " + _TRL_LOSS + ", " + _OFF,
-    "sapo_temperature_pos": "with loss_type='sapo', " + _TRL_LOSS + ", " + _OFF,
-    "sapo_temperature_neg": "with loss_type='sapo', " + _TRL_LOSS + ", " + _OFF,
-    "vespo_k_pos": "with loss_type='vespo', " + _TRL_LOSS + ", " + _OFF,
-    "vespo_k_neg": "with loss_type='vespo', " + _TRL_LOSS + ", " + _OFF,
-    "vespo_lambda_pos": "with loss_type='vespo', " + _TRL_LOSS + ", " + _OFF,
-    "vespo_lambda_neg": "with loss_type='vespo', " + _TRL_LOSS + ", " + _OFF,
+    **{
+        name: f"with {when}, {_TRL_LOSS}, {_OFF}"
+        for when, names in (
+            ("use_adaptive_entropy", "entropy_coef_min entropy_coef_max entropy_coef_delta entropy_target"),
+            ("loss_type='sapo'", "sapo_temperature_pos sapo_temperature_neg"),
+            ("loss_type='vespo'", "vespo_k_pos vespo_k_neg vespo_lambda_pos vespo_lambda_neg"),
+        )
+        for name in names.split()
+    },
     "scale_rewards": "group_advantages(scale=...): " + _OFF,
     "reward_weights": "the weighted sum the baseline is taken of, as TRL's: "
     "tests/train/test_trl_options.py::test_reward_weights_weigh_the_rewards_as_trl",
@@ -736,8 +729,7 @@ class QAEConfig(GRPOConfig):
         },
     )
     regime_eval_samples: int = field(
-        default=8,
-        metadata={"help": "Completions per held-out prompt at each regime evaluation (the start split: 4x)."},
+        default=8, metadata={"help": "Completions per held-out prompt at each regime evaluation (the start split: 4x)."}
     )
     regime_eval_prompts: int = field(
         default=64, metadata={"help": "Held-out prompts of the regime evaluation (the first of the run's)."}
