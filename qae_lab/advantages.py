@@ -29,7 +29,15 @@ from qae_lab._checks import (
     check_k,
     snap_to_integer,
 )
-from qae_lab.methods import BASELINES, QUANTILE_METHODS
+from qae_lab.methods import (
+    BASELINES,
+    DEFAULT_BASELINE,
+    DEFAULT_K,
+    DEFAULT_QUANTILE_METHOD,
+    DEFAULT_SCALE,
+    DEFAULT_SUCCESS_THRESHOLD,
+    QUANTILE_METHODS,
+)
 
 __all__ = [
     "quantile_rank",
@@ -98,7 +106,7 @@ def quantile_rank(k: float, group_size: int) -> int:
     return min(max(math.ceil(x), 1), group_size)
 
 
-def quantile_baseline(rewards, group_size: int, k: float, method: str = "paper") -> torch.Tensor:
+def quantile_baseline(rewards, group_size: int, k: float, method: str = DEFAULT_QUANTILE_METHOD) -> torch.Tensor:
     r"""QAE's per-prompt baseline b_K(q), the group K-quantile of the rewards.
 
     Paper: arXiv 2509.22611, eq. b_K(q) = inf{x : F_q(x) >= K} with the group's
@@ -157,10 +165,10 @@ def group_advantages(
     rewards,
     group_size: int,
     *,
-    baseline: str = "quantile",
-    k: float = 0.4,
-    quantile_method: str = "paper",
-    scale: str = "group",
+    baseline: str = DEFAULT_BASELINE,
+    k: float = DEFAULT_K,
+    quantile_method: str = DEFAULT_QUANTILE_METHOD,
+    scale: str = DEFAULT_SCALE,
     eps: float = 1e-6,
 ) -> torch.Tensor:
     r"""Response-level advantages A_i = (R_i - b(q)) / (std + eps), one per response.
@@ -296,7 +304,7 @@ def advantage_stats(
     group_size: int,
     k: float,
     *,
-    success_threshold: float = 0.5,
+    success_threshold: float = DEFAULT_SUCCESS_THRESHOLD,
     success=None,
 ) -> dict[str, float]:
     r"""Per-batch sparsity and regime statistics (the ``qae/*`` training metrics).

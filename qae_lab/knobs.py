@@ -1,6 +1,7 @@
 r"""The live knobs: K, alpha, the baseline and the token weighting, checked, and held as one frozen value.
 
-A knob is a setting the trainer reads at every step, so it may change while training runs (docs/glossary.md).
+:class:`Knobs`' fields say each knob's meaning (``QAEConfig``'s knob fields are :func:`knob_field` copies), and
+:func:`validate_knobs` its range; the defaults are :mod:`qae_lab.methods`' ``DEFAULT_*``. A knob is a setting the trainer reads at every step, so it may change while training runs (docs/glossary.md).
 :func:`validate_knobs` checks them wherever they are set; :class:`Knobs` is their value, swapped whole between steps
 by ``QAETrainer.set_knobs`` and the live controls, never edited; :func:`knob_changes` reads from a run's log where the
 knobs in force changed; :func:`resumed_knobs` decides which knobs a resumed run trains with.
@@ -9,18 +10,20 @@ knobs in force changed; :func:`resumed_knobs` decides which knobs a resumed run 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import field
 
 from qae_lab._checks import check_choice, check_finite_scalar, check_k
-from qae_lab.methods import BASELINES, TOKEN_WEIGHTINGS
+from qae_lab.methods import (
+    BASELINES,
+    DEFAULT_ALPHA,
+    DEFAULT_BASELINE,
+    DEFAULT_K,
+    DEFAULT_TOKEN_WEIGHTING,
+    TOKEN_WEIGHTINGS,
+)
 from qae_lab.metric_names import KNOB_METRICS
 
-__all__ = [
-    "KNOBS",
-    "validate_knobs",
-    "Knobs",
-    "knob_changes",
-    "resumed_knobs",
-]
+__all__ = ["KNOBS", "validate_knobs", "Knobs", "knob_field", "knob_changes", "resumed_knobs"]
 
 
 # the live knobs: read by QAETrainer at every step, set with QAETrainer.set_knobs
@@ -30,15 +33,8 @@ KNOBS = ("quantile_k", "alpha", "baseline", "token_weighting")
 def validate_knobs(**knobs) -> dict:
     r"""The live knobs checked and cleaned.
 
-    Args:
-        **knobs: any of :data:`KNOBS`: ``quantile_k`` (in (0, 1)), ``alpha`` (finite),
-            ``baseline`` (:data:`BASELINES`), ``token_weighting`` (:data:`TOKEN_WEIGHTINGS`).
-
-    Returns:
-        the same keys with their checked values (numbers as floats).
-
-    Raises:
-        ValueError: an unknown knob, or a value out of its range, named.
+    ``knobs``: any of :data:`KNOBS`; returns them checked (numbers as floats). Raises ValueError naming an unknown
+    knob, or a value out of its range.
 
     >>> validate_knobs(quantile_k=0.6, baseline="mean")
     {'quantile_k': 0.6, 'baseline': 'mean'}
@@ -75,10 +71,28 @@ class Knobs:
     ValueError: quantile_k must lie in the open interval (0, 1), got 1.0
     """
 
-    quantile_k: float = 0.4
-    alpha: float = 0.5
-    baseline: str = "quantile"
-    token_weighting: str = "none"
+    quantile_k: float = field(
+        default=DEFAULT_K,
+        metadata={"help": "QAE's K in (0, 1) (paper default 0.4): prompts with success rate p <= 1-K are 'hard'."},
+    )
+    alpha: float = field(
+        default=DEFAULT_ALPHA,
+        metadata={
+            "help": "SA-AH's entropy coefficient in w_t = exp(-alpha * cumulative normalised entropy); "
+            "0 is plain GRPO, the paper uses 0.5."
+        },
+    )
+    baseline: str = field(
+        default=DEFAULT_BASELINE,
+        metadata={"help": "'mean' (GRPO) or 'quantile' (QAE, arXiv 2509.22611: the group's K-quantile)."},
+    )
+    token_weighting: str = field(
+        default=DEFAULT_TOKEN_WEIGHTING,
+        metadata={
+            "help": "'none', 'ah' (AH-GRPO: every rollout) or 'sa_ah' (SA-AH-GRPO, arXiv 2606.05434: "
+            "negative-advantage rollouts only)."
+        },
+    )
 
     def __post_init__(self):
         for name, value in validate_knobs(**self.as_dict()).items():
@@ -92,19 +106,20 @@ class Knobs:
         return {name: getattr(self, name) for name in KNOBS}
 
 
+def knob_field(name: str):
+    """A dataclass field with knob ``name``'s default and help, for a config that holds the knob
+    (:class:`~qae_lab.train.config.QAEConfig`).
+
+    >>> knob_field("quantile_k").default
+    0.4
+    """
+    return field(default=getattr(Knobs, name), metadata=Knobs.__dataclass_fields__[name].metadata)
+
+
 def knob_changes(rows) -> list[dict]:
-    r"""The log rows where the knobs in force (:data:`KNOB_METRICS`) changed: the first step's values,
-    then one entry per step whose values differ from the step before. ``saah/alpha`` is None on
-    steps without token weighting.
-
-    Args:
-        rows: training-step log rows (:func:`qae_lab.storage.folder.step_rows`), in step order.
-
-    Returns:
-        one dict per change: ``step`` and the value of each of :data:`KNOB_METRICS` (None where unlogged).
-
-    Raises:
-        ValueError: a row without a ``step``.
+    r"""The log rows where the knobs in force (:data:`KNOB_METRICS`) changed: ``{"step", each metric}`` for the first
+    row (a :func:`qae_lab.storage.folder.step_rows` row, in step order), then for each row that differs from the one
+    before (None where unlogged: ``saah/alpha`` without token weighting). A row without ``step`` is refused.
 
     >>> rows = [{"step": 1, "qae/k": 0.4}, {"step": 2, "qae/k": 0.4}, {"step": 3, "qae/k": 0.7}]
     >>> [(c["step"], c["qae/k"], c["saah/alpha"]) for c in knob_changes(rows)]
@@ -126,13 +141,8 @@ def resumed_knobs(saved: dict, configured: dict, config: Knobs) -> Knobs:
     the resume's config gives that knob another value than the config of the run that saved it did (the resume
     command changed it: that is how "explicitly" is known), then the resume's.
 
-    Args:
-        saved: the knobs in force at the checkpoint (:meth:`Knobs.as_dict`, as the checkpoint records them).
-        configured: the knobs of the config the saving run was started with (as recorded beside ``saved``).
-        config: the knobs of the resumed run's config.
-
-    Returns:
-        the :class:`Knobs` to put in force from the first resumed step.
+    ``saved``: the knobs in force at the checkpoint (as it records them); ``configured``: those of the config the
+    saving run started with (recorded beside them); ``config``: the resumed run's config's.
 
     >>> launched = Knobs(quantile_k=0.4).as_dict()
     >>> live = Knobs(quantile_k=0.8, token_weighting="sa_ah").as_dict()       # set while the run trained

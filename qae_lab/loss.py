@@ -32,6 +32,7 @@ from qae_lab.entropy_controls import (
 )
 from qae_lab.horizon import normaliser_factor, selective_horizon_weights, weight_stats
 from qae_lab.ledger import batch_ledger
+from qae_lab import methods
 from qae_lab.methods import LOSS_TYPES, TOKEN_WEIGHTINGS
 from qae_lab.metric_names import (
     COV_SELECTED_FRAC,
@@ -79,15 +80,15 @@ class LossSettings:
     sequence_ratio: bool = False
     beta: float = 0.0
     kl_ratio_correction: bool = True
-    token_weighting: str = "none"
-    alpha: float = 0.5
+    token_weighting: str = methods.DEFAULT_TOKEN_WEIGHTING
+    alpha: float = methods.DEFAULT_ALPHA
     entropy_coef: float = 0.0
-    cov_penalty: str = "none"
-    clip_cov_ratio: float = 2e-4
-    clip_cov_lb: float = 1.0
-    clip_cov_ub: float = 5.0
-    kl_cov_ratio: float = 2e-4
-    kl_cov_coef: float = 1.0
+    cov_penalty: str = methods.DEFAULT_COV_PENALTY
+    clip_cov_ratio: float = methods.DEFAULT_CLIP_COV_RATIO
+    clip_cov_lb: float = methods.DEFAULT_CLIP_COV_LB
+    clip_cov_ub: float = methods.DEFAULT_CLIP_COV_UB
+    kl_cov_ratio: float = methods.DEFAULT_KL_COV_RATIO
+    kl_cov_coef: float = methods.DEFAULT_KL_COV_COEF
     max_completion_length: int | None = None
 
     def __post_init__(self):

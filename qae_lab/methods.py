@@ -1,9 +1,7 @@
-r"""The method vocabulary: what a method is made of (a baseline, a token weighting, partners) and the rules that combine
-them; the live knobs are :mod:`qae_lab.knobs`, the metric names :mod:`qae_lab.metric_names`.
-
-One home for the words every layer above the maths shares (the trainer, the presets, the
-command line, the live lab, the run comparison, the docs). Pure: it imports no TRL,
-transformers or torch of its own, so a notebook or an analysis script can use it anywhere.
+r"""The method vocabulary: what a method is made of (a baseline, a token weighting, partners), the rules that combine
+them, and the one home of every default of the method's settings (``DEFAULT_*``); the live knobs are
+:mod:`qae_lab.knobs`, the metric names :mod:`qae_lab.metric_names`. Pure: it imports no TRL, transformers or torch,
+so every layer (and a notebook or an analysis script) can use it.
 
 Implementer's notes: docs/implementation.md, section ``qae_lab.methods``.
 """
@@ -17,6 +15,19 @@ __all__ = [
     "BASELINES",
     "QUANTILE_METHODS",
     "TOKEN_WEIGHTINGS",
+    "DEFAULT_K",
+    "DEFAULT_ALPHA",
+    "DEFAULT_BASELINE",
+    "DEFAULT_TOKEN_WEIGHTING",
+    "DEFAULT_QUANTILE_METHOD",
+    "DEFAULT_SCALE",
+    "DEFAULT_SUCCESS_THRESHOLD",
+    "DEFAULT_COV_PENALTY",
+    "DEFAULT_CLIP_COV_RATIO",
+    "DEFAULT_KL_COV_RATIO",
+    "DEFAULT_CLIP_COV_LB",
+    "DEFAULT_CLIP_COV_UB",
+    "DEFAULT_KL_COV_COEF",
     "WEIGHTED_LOSS_TYPES",
     "METHODS",
     "PARTNERS",
@@ -47,6 +58,20 @@ LEDGER_PARTS = (
     "dh_easy_neg",
 )
 TOKEN_WEIGHTINGS = ("none", "ah", "sa_ah")
+# the defaults of the method's settings, each written here once: qae_lab.knobs.Knobs, QAEConfig, qae_lab.loss and
+# every function's parameter read them (tests/test_defaults.py)
+DEFAULT_K = 0.4  # QAE's K (arXiv 2509.22611, the paper's setting)
+DEFAULT_ALPHA = 0.5  # SA-AH's alpha (arXiv 2606.05434, the paper's setting)
+DEFAULT_BASELINE = "quantile"  # QAE
+DEFAULT_TOKEN_WEIGHTING = "none"
+DEFAULT_QUANTILE_METHOD = "paper"  # the paper's inverse CDF
+DEFAULT_SCALE = "group"  # of qae_lab.advantages.SCALES: the group's std, TRL's scale_rewards default
+DEFAULT_SUCCESS_THRESHOLD = 0.5  # a 0/1 reward's success
+# Clip-Cov and KL-Cov's (Cui et al. 2025, arXiv 2505.22617: the paper's settings), off by default
+DEFAULT_COV_PENALTY = "none"
+DEFAULT_CLIP_COV_RATIO = DEFAULT_KL_COV_RATIO = 2e-4
+DEFAULT_CLIP_COV_LB, DEFAULT_CLIP_COV_UB = 1.0, 5.0
+DEFAULT_KL_COV_COEF = 1.0
 # the loss types qae_lab.loss.grpo_loss reduces (TRL's names)
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
 # TRL 1.16's other loss types: QAETrainer hands QAE's advantages to TRL's own loss for them (no token weighting there)
@@ -82,14 +107,9 @@ RATIO_PARTNERS = ("clip_higher", "gspo")
 
 
 def can_weight_tokens(loss_type: str) -> bool:
-    r"""Whether QAETrainer can apply horizon weights under TRL's ``loss_type``.
-
-    The weighted loss divides by the effective token count sum(w) (arXiv 2606.05434); the trainer
-    rescales the loss type's own token normaliser into it, which it can do for
-    :data:`WEIGHTED_LOSS_TYPES` only.
-
-    Args:
-        loss_type: a TRL ``GRPOConfig.loss_type`` (``"bnpo"``, ``"grpo"``, ``"dr_grpo"``, ...).
+    r"""Whether QAETrainer can apply horizon weights under TRL's ``loss_type``: the weighted loss divides by the
+    effective token count sum(w) (arXiv 2606.05434), into which the trainer rescales the loss type's own token
+    normaliser, for :data:`WEIGHTED_LOSS_TYPES` only.
 
     >>> can_weight_tokens("bnpo"), can_weight_tokens("dr_grpo")
     (True, False)
@@ -98,20 +118,9 @@ def can_weight_tokens(loss_type: str) -> bool:
 
 
 def check_weighting_loss_type(token_weighting: str, loss_type: str) -> str:
-    r"""Refuse a token weighting other than ``"none"`` under a loss type that cannot weight tokens.
-
-    The one statement of the rule (:func:`can_weight_tokens`) that ``QAEConfig``,
+    r"""``token_weighting``, refused (naming both and the allowed loss types) where it is not ``"none"`` and
+    ``loss_type`` cannot weight tokens: the one statement of :func:`can_weight_tokens`' rule, which ``QAEConfig``,
     ``QAETrainer.set_knobs`` and the live controls apply.
-
-    Args:
-        token_weighting: one of :data:`TOKEN_WEIGHTINGS`.
-        loss_type: TRL's ``loss_type`` of the trainer.
-
-    Returns:
-        ``token_weighting``, unchanged.
-
-    Raises:
-        ValueError: naming both and the allowed loss types.
 
     >>> check_weighting_loss_type("sa_ah", "dapo"), check_weighting_loss_type("none", "dr_grpo")
     ('sa_ah', 'none')
@@ -130,10 +139,6 @@ def check_weighting_loss_type(token_weighting: str, loss_type: str) -> str:
 def method_of(baseline: str, token_weighting: str) -> str:
     r"""The :data:`METHODS` name of a baseline and token weighting, else ``"<baseline>+<token_weighting>"``.
 
-    Args:
-        baseline: one of :data:`BASELINES`.
-        token_weighting: one of :data:`TOKEN_WEIGHTINGS`.
-
     >>> method_of("quantile", "sa_ah"), method_of("mean", "ah")
     ('qae_sa_ah', 'mean+ah')
     """
@@ -142,21 +147,11 @@ def method_of(baseline: str, token_weighting: str) -> str:
 
 
 def method_name(config) -> str:
-    r"""The method of a trainer configuration or of a run's ``config.json``.
-
-    Args:
-        config: an object with ``baseline`` and ``token_weighting`` attributes (a
-            :class:`~qae_lab.train.config.QAEConfig`), or a run's ``config.json`` as a mapping
-            ``{"run": {"method": ...}, "trainer": {"baseline": ..., "token_weighting": ...}}``,
-            whose ``run.method`` wins when set (the name the run recorded).
-
-    Returns:
-        the :data:`METHODS` name, else ``"<baseline>+<token_weighting>"`` (:func:`method_of`), followed
-        by ``+partner`` for each of :data:`PARTNERS` whose settings the configuration holds.
-
-    Raises:
-        ValueError: a mapping with neither ``run.method`` nor both trainer fields.
-        TypeError: an object without ``baseline`` and ``token_weighting``.
+    r"""The method of a trainer configuration (an object with ``baseline`` and ``token_weighting``, a
+    :class:`~qae_lab.train.config.QAEConfig`) or of a run's ``config.json`` mapping (``{"run": {"method": ...},
+    "trainer": {...}}``, whose ``run.method`` wins when set): :func:`method_of`'s name followed by ``+partner`` for
+    each of :data:`PARTNERS` whose settings it holds. A mapping without ``run.method`` or both trainer fields is a
+    ValueError, another object without them a TypeError.
 
     >>> method_name({"run": {}, "trainer": {"baseline": "quantile", "token_weighting": "sa_ah"}})
     'qae_sa_ah'
@@ -192,17 +187,9 @@ def _with_partners(base: str, get) -> str:
 
 
 def method_settings(method: str) -> dict:
-    r"""The trainer settings of a method name: a :data:`METHODS` name, optionally with ``+partner``s.
-
-    Args:
-        method: e.g. ``"qae"``, ``"mean+clip_higher"``, ``"qae_sa_ah+gspo"``, ``"qae+clip_higher+kl_cov"``.
-
-    Returns:
-        ``{setting: value}``: the method's baseline and token weighting, then each partner's settings.
-
-    Raises:
-        ValueError: an unknown method or partner, a partner named twice, or two partners that set
-            one setting to different values (``gspo`` and ``clip_higher`` both set the clip range).
+    r"""The trainer settings (``{setting: value}``) of a method name: a :data:`METHODS` name's baseline and token
+    weighting, then the settings of each ``+partner`` (e.g. ``"qae_sa_ah+gspo"``). Refused: an unknown method or
+    partner, a partner named twice, two partners that set one setting differently (``gspo`` and ``clip_higher``).
 
     >>> method_settings("qae+clip_higher")
     {'baseline': 'quantile', 'token_weighting': 'none', 'epsilon': 0.2, 'epsilon_high': 0.28}

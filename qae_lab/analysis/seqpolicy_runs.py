@@ -32,6 +32,7 @@ from typing import NamedTuple
 
 import torch
 
+from qae_lab.methods import DEFAULT_K
 from qae_lab._checks import as_real_tensor, check_int
 from qae_lab.analysis.claims import comparison_row
 from qae_lab.analysis.committed_data import data_dir
@@ -390,7 +391,7 @@ def _value(run: Mapping, quantity: str) -> list:
     return node
 
 
-def _headline(start: str, baseline: str, optimizer: str = "sgd", k: float = 0.4) -> str:
+def _headline(start: str, baseline: str, optimizer: str = "sgd", k: float = DEFAULT_K) -> str:
     """A setting of the sweep with Clip-Higher and the group std."""
     return setting_name(start, baseline, k, True, True, optimizer)
 
@@ -499,7 +500,7 @@ def regime_setting_name(optimizer: str, baseline: str, k: float, clip_higher: bo
 
 
 def regime_settings(
-    *, adam_eta: float, adam_passes: int, sgd_eta: float, sgd_passes: int, k: float = 0.4, group_size: int = 8
+    *, adam_eta: float, adam_passes: int, sgd_eta: float, sgd_passes: int, k: float = DEFAULT_K, group_size: int = 8
 ) -> dict[str, UpdateSettings]:
     r"""The regime grid: name -> :class:`~qae_lab.toys.seqpolicy_training.UpdateSettings`, {mean, quantile at ``k``} x
     {Adam (learning rate ``adam_eta``, ``adam_passes`` passes), SGD (step ``sgd_eta``, ``sgd_passes`` passes)} x

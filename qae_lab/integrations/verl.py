@@ -21,10 +21,10 @@ import torch
 
 from qae_lab._checks import as_real_tensor, check_finite_scalar, check_k
 from qae_lab.advantages import QUANTILE_METHODS, group_advantages
+from qae_lab.methods import DEFAULT_K, DEFAULT_QUANTILE_METHOD
 
 __all__ = ["compute_qae_outcome_advantage", "register", "DEFAULT_K", "ESTIMATOR_NAME"]
 
-DEFAULT_K = 0.4
 ESTIMATOR_NAME = "qae"
 
 
@@ -57,23 +57,15 @@ def compute_qae_outcome_advantage(
     config: Any = None,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""QAE outcome advantages with verl's estimator signature.
+    r"""QAE outcome advantages with verl's estimator signature: ``(advantages, returns)``, both (bs, T), the
+    response's advantage on its tokens and 0 on padding (verl returns the same tensor twice for outcome estimators).
 
-    Args:
-        token_level_rewards: (bs, T) rewards; a response's score is their sum over T.
-        response_mask: (bs, T) 0/1 mask of response tokens.
-        index: (bs,) array of prompt uids; a prompt's responses need not be contiguous.
-        epsilon: added to the group std.
-        norm_adv_by_std_in_grpo: divide by the group std (GRPO) or not (Dr.GRPO). None (the
-            default, and what verl leaves it at): ``config["norm_adv_by_std_in_grpo"]``, else True.
-        config: mapping or verl ``AlgoConfig`` with ``quantile_k`` (default 0.4) and
-            optionally ``quantile_method`` ("paper" or "linear", default "paper") and
-            ``norm_adv_by_std_in_grpo``.
-        **kwargs: ignored (verl passes extra keyword arguments to every estimator).
-
-    Returns:
-        (advantages, returns), both (bs, T): the response's advantage on its tokens,
-        0 on padding (verl returns the same tensor twice for outcome estimators).
+    ``token_level_rewards`` (bs, T): a response's score is their sum; ``response_mask`` (bs, T) 0/1; ``index`` (bs,)
+    prompt uids (a prompt's responses need not be contiguous); ``epsilon`` added to the group std;
+    ``norm_adv_by_std_in_grpo``: divide by the group std (GRPO) or not (Dr.GRPO), None (what verl leaves it at):
+    ``config["norm_adv_by_std_in_grpo"]``, else True. ``config``: a mapping or verl ``AlgoConfig`` with
+    ``quantile_k`` (default :data:`DEFAULT_K`) and optionally ``quantile_method`` (``"paper"``, the default, or
+    ``"linear"``). Other keyword arguments (verl passes extra ones to every estimator) are ignored.
 
     >>> r = torch.zeros(6, 3); r[[0, 3, 5], 2] = 1.0          # scores 1,0,0,1,0,1
     >>> uid = np.array(["a", "b", "a", "b", "a", "b"])        # interleaved: a = 1,0,0  b = 0,1,1
@@ -91,7 +83,7 @@ def compute_qae_outcome_advantage(
         raise ValueError(f"norm_adv_by_std_in_grpo must be a bool, got {norm_adv_by_std_in_grpo!r}")
     eps = check_finite_scalar(epsilon, "epsilon")
     k = check_k(_config_value(config, "quantile_k", DEFAULT_K), "config.quantile_k")
-    method = _config_value(config, "quantile_method", "paper")
+    method = _config_value(config, "quantile_method", DEFAULT_QUANTILE_METHOD)
     if method not in QUANTILE_METHODS:
         raise ValueError(f"config.quantile_method must be one of {QUANTILE_METHODS}, got {method!r}")
     scores = rewards.sum(dim=-1)  # (bs,)
@@ -117,13 +109,9 @@ def compute_qae_outcome_advantage(
 
 
 def register() -> None:
-    r"""Register :func:`compute_qae_outcome_advantage` with verl under the name "qae".
-
-    Calling it again is a no-op: verl accepts the same function under the same name.
-
-    Raises:
-        ImportError: verl is not installed (install it, or call the function directly).
-        ValueError: (from verl) another function is already registered as "qae".
+    r"""Register :func:`compute_qae_outcome_advantage` with verl under the name "qae" (again: a no-op). Raises
+    ImportError without verl (the function itself works without it), verl's ValueError where another function holds
+    the name.
 
     Where verl cannot be imported (here made so by blocking its module):
 

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from qae_lab._checks import as_real_tensor, check_choice, check_finite_scalar, check_int, check_mask
+from qae_lab.methods import DEFAULT_ALPHA
 from qae_lab.horizon import normalise_entropy, normaliser_factor, selective_horizon_weights, weight_stats
 from qae_lab.metric_names import SAAH_ALPHA, SAAH_EFFECTIVE_TOKENS_FRAC, SAAH_W_MEAN_NEG
 
@@ -35,20 +36,13 @@ __all__ = [
 ]
 
 LOSS_NAME = "sa_ah"
-DEFAULT_ALPHA = 0.5  # the SA-AH paper's setting
 # verl's aggregations that divide by a token count (S4 replaces it by sum(w)); the second per response
 LOSS_AGG_MODES = ("token-mean", "seq-mean-token-mean")
 
 
 def response_advantages(advantages: torch.Tensor, response_mask) -> torch.Tensor:
-    r"""A_i, each response's advantage, from verl's token-level (N, T) advantages.
-
-    Args:
-        advantages: (N, T) floating; constant along each response's real tokens (an outcome estimator).
-        response_mask: (N, T) 0/1 or bool.
-
-    Returns:
-        (N,) in ``advantages``' dtype; 0 for a response without tokens.
+    r"""A_i, each response's advantage (N,), from verl's token-level (N, T) advantages, constant along each
+    response's tokens (an outcome estimator; refused otherwise); 0 for a response without tokens.
 
     >>> response_advantages(torch.tensor([[0.5, 0.5, 0.0], [-1.0, 0.0, 0.0]]), torch.tensor([[1, 1, 0], [1, 0, 0]]))
     tensor([ 0.5000, -1.0000])
@@ -68,19 +62,11 @@ def response_advantages(advantages: torch.Tensor, response_mask) -> torch.Tensor
 
 
 def surprisal_normalised_entropy(old_log_prob: torch.Tensor, response_mask, vocab_size: int) -> torch.Tensor:
-    r"""H~_t estimated by the sampled token's surprisal, -log pi_old(y_t) / log V, clamped to [0, 1].
+    r"""H~_t estimated by the sampled token's surprisal, -log pi_old(y_t) / log V, clamped to [0, 1]: (N, T).
 
-    SA-AH (arXiv 2606.05434), S1 estimated from one sample: E_{y ~ pi_old}[-log pi_old(y)] is the
-    entropy H_t, and the cumulative sum that S2 uses is -log pi_old(y_<=t). What verl hands a policy
-    loss (see the module's departures); detached, 0 on padding.
-
-    Args:
-        old_log_prob: (N, T) log pi_old(y_t) of the sampled tokens (verl's, at the sampling temperature).
-        response_mask: (N, T) 0/1 or bool.
-        vocab_size: V >= 2, the model's vocabulary size.
-
-    Returns:
-        (N, T) in [0, 1].
+    SA-AH (arXiv 2606.05434), S1 from one sample: E_{y ~ pi_old}[-log pi_old(y)] is H_t, and S2's cumulative sum is
+    -log pi_old(y_<=t); what verl hands a policy loss. ``old_log_prob`` (N, T) at the sampling temperature; V >= 2
+    the vocabulary size; detached, 0 on padding.
 
     >>> lp = torch.log(torch.tensor([[0.5, 0.25, 1.0]]))               # V = 4: log 2 / log 4 = 0.5
     >>> surprisal_normalised_entropy(lp, torch.tensor([[1, 1, 0]]), 4)
@@ -95,21 +81,13 @@ def surprisal_normalised_entropy(old_log_prob: torch.Tensor, response_mask, voca
 def saah_advantages(
     advantages: torch.Tensor, response_mask, h_norm: torch.Tensor, alpha: float, loss_agg_mode: str = "token-mean"
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""SA-AH's per-token advantages A_i w_t c for verl's token-normalised losses, and the weights w.
+    r"""SA-AH's per-token advantages A_i w_t c for verl's token-normalised losses, and the weights w: (N, T) each.
 
     SA-AH (arXiv 2606.05434): S2-S3 w_{i,t} = exp(-alpha sum_{s<=t} H~_{i,s}) on responses with
     A_i < 0, 1 on the others; S4 c = sum(m) / sum(w) (``token-mean``) or c_i = sum_t m / sum_t w
-    (``seq-mean-token-mean``), so that verl's mean of c w_t l_t is sum(w l) / sum(w).
-
-    Args:
-        advantages: (N, T) verl's token-level advantages, constant along each response.
-        response_mask: (N, T) 0/1 or bool.
-        h_norm: (N, T) H~_t in [0, 1] (:func:`surprisal_normalised_entropy`, or exact H_t / log V).
-        alpha: finite real; 0 is plain GRPO (every weight 1), the paper's 0.5 discounts.
-        loss_agg_mode: one of :data:`LOSS_AGG_MODES`.
-
-    Returns:
-        (A~, w): both (N, T); A~ in ``advantages``' dtype, w detached and 0 on padding.
+    (``seq-mean-token-mean``), so that verl's mean of c w_t l_t is sum(w l) / sum(w). ``h_norm``: H~_t in [0, 1]
+    (:func:`surprisal_normalised_entropy`, or exact H_t / log V); ``alpha`` finite (0: plain GRPO); w is detached,
+    0 on padding.
 
     >>> a = torch.tensor([[1.0, 1.0], [-1.0, -1.0]]); m = torch.ones(2, 2)
     >>> a_t, w = saah_advantages(a, m, torch.full((2, 2), 0.5), alpha=2.0)
@@ -150,27 +128,12 @@ def compute_policy_loss_saah(
 ) -> tuple[torch.Tensor, dict[str, Any]]:
     r"""SA-AH-GRPO's policy loss with verl's policy-loss signature: ``vanilla`` on A_i w_t c.
 
-    SA-AH (arXiv 2606.05434), S1-S5 (see the module docstring): H~_t from ``entropy`` if given,
-    else from the surprisal -log pi_old(y_t) (what verl passes), then :func:`saah_advantages`,
-    then verl's ``compute_policy_loss_vanilla`` (PPO's clipped surrogate, verl's ``agg_loss``).
-
-    Args:
-        old_log_prob, log_prob: (N, T) log-probs of the sampled tokens (old: detached; log_prob
-            carries the gradient).
-        advantages: (N, T) token-level advantages, constant along each response.
-        response_mask: (N, T) bool or 0/1.
-        loss_agg_mode: one of :data:`LOSS_AGG_MODES`.
-        config: verl's ``ActorConfig`` (clip ratios, ``global_batch_info``), passed on to ``vanilla``.
-        rollout_is_weights: (N, T) or None, passed on to ``vanilla``.
-        alpha: finite real (bound by :func:`register`). vocab_size: V >= 2 (bound by :func:`register`).
-        entropy: (N, T) exact token entropies H_t in nats, or None (verl passes none).
-
-    Returns:
-        (loss, metrics): ``vanilla``'s 0-dim loss and metrics, plus ``saah/alpha``,
-        ``saah/w_mean_neg`` and ``saah/effective_tokens_frac``.
-
-    Raises:
-        ImportError: verl is not installed (:func:`saah_advantages` works without it).
+    SA-AH (arXiv 2606.05434), S1-S5: H~_t from ``entropy`` (exact H_t in nats, (N, T)) if given, else from the
+    surprisal -log pi_old(y_t) (what verl passes), then :func:`saah_advantages`, then verl's
+    ``compute_policy_loss_vanilla`` (PPO's clipped surrogate, verl's ``agg_loss``) with ``config`` and
+    ``rollout_is_weights``. All tensors (N, T); ``alpha`` and ``vocab_size`` are bound by :func:`register`.
+    Returns ``vanilla``'s 0-dim loss and metrics, plus ``saah/alpha``, ``saah/w_mean_neg`` and
+    ``saah/effective_tokens_frac``; ImportError without verl (:func:`saah_advantages` works without it).
 
     Where verl cannot be imported (here made so by blocking its module):
 
@@ -222,21 +185,11 @@ def compute_policy_loss_saah(
 def register(alpha: float = DEFAULT_ALPHA, *, vocab_size: int, name: str = LOSS_NAME):
     r"""Register :func:`compute_policy_loss_saah`, with ``alpha`` and ``vocab_size`` bound, as verl's ``name``.
 
-    Select it with ``actor_rollout_ref.actor.policy_loss.loss_mode=sa_ah``. Run it in every process
-    that computes the actor's loss (e.g. from a module named by ``VERL_USE_EXTERNAL_MODULES``).
-    Calling it again replaces the settings; a name verl already uses for another loss is refused
-    (verl's registry would silently overwrite it).
-
-    Args:
-        alpha: finite real (paper: 0.5; 0 is verl's ``vanilla``; < 0 amplifies, the paper's ablation).
-        vocab_size: V >= 2, the model's vocabulary size (the normaliser log V of H~).
-        name: the ``loss_mode`` to register under.
-
-    Returns:
-        The registered callable (a :func:`functools.partial` of :func:`compute_policy_loss_saah`).
-
-    Raises:
-        ImportError: verl is not installed. ValueError: a bad setting, or ``name`` taken by another loss.
+    Select it with ``actor_rollout_ref.actor.policy_loss.loss_mode=sa_ah``, in every process that computes the
+    actor's loss (e.g. from a module named by ``VERL_USE_EXTERNAL_MODULES``). Calling it again replaces the settings;
+    a name verl already uses for another loss is refused (verl's registry would silently overwrite it). ``alpha``:
+    finite (0 is verl's ``vanilla``; < 0 amplifies, the paper's ablation); ``vocab_size``: V >= 2 (log V normalises
+    H~). Returns the registered :func:`functools.partial`; ImportError without verl.
 
     >>> import sys
     >>> from unittest import mock

@@ -30,7 +30,14 @@ from transformers.utils.notebook import NotebookProgressCallback
 from qae_lab._checks import check_finite_scalar, check_positive
 from qae_lab.lab.plots import FigureView, run_curves_figure
 from qae_lab.labels import BASELINE_NAMES, LIVE_PANELS, REWARD_PANEL, SHARES_PANEL, WEIGHTING_NAMES, WEIGHTS_PANEL
-from qae_lab.methods import TOKEN_WEIGHTINGS, can_weight_tokens
+from qae_lab.methods import (
+    DEFAULT_ALPHA,
+    DEFAULT_BASELINE,
+    DEFAULT_K,
+    DEFAULT_TOKEN_WEIGHTING,
+    TOKEN_WEIGHTINGS,
+    can_weight_tokens,
+)
 from qae_lab.metric_names import (
     QAE_K,
     QAE_QUANTILE_BASELINE,
@@ -237,7 +244,11 @@ class Controls:
     """
 
     def __init__(
-        self, quantile_k: float = 0.4, alpha: float = 0.5, baseline: str = "quantile", token_weighting: str = "none"
+        self,
+        quantile_k: float = DEFAULT_K,
+        alpha: float = DEFAULT_ALPHA,
+        baseline: str = DEFAULT_BASELINE,
+        token_weighting: str = DEFAULT_TOKEN_WEIGHTING,
     ):
         self._stop = threading.Event()
         self._finished = False

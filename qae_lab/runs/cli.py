@@ -28,14 +28,7 @@ from typing import Any
 from qae_lab.runs import export
 from qae_lab.storage.resume import SAFE_ON_RESUME, latest_complete_checkpoint
 from qae_lab.methods import METHODS, PARTNERS, method_settings
-from qae_lab.runs.presets import (
-    PRESET_DIR,
-    PRESETS,
-    RunArgs,
-    command_line,
-    field_types,
-    resolve,
-)
+from qae_lab.runs.presets import PRESET_DIR, PRESETS, RunArgs, command_line, field_types, resolve
 from qae_lab.runs.pipeline import train
 from qae_lab.runs.run_plan import plan
 from qae_lab.storage.folder import RunFolderError

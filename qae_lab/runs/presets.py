@@ -11,8 +11,6 @@ such as ``qae+clip_higher``), ``--name value`` and ``--set name=value`` override
 TRL's parser (:mod:`qae_lab.runs.settings`). Nothing here loads a model or data, so a GPU preset's
 configuration can be built and checked on any machine.
 
-Presets:
-
 Implementer's notes: docs/implementation.md, section ``qae_lab.runs.presets``.
 """
 
@@ -144,16 +142,10 @@ class RunArgs:
 
 
 def _checkpointing_field() -> str:
-    r"""The installed transformers' ``TrainingArguments`` name of activation checkpointing.
-
-    transformers 5.23 renamed ``gradient_checkpointing`` to ``activation_checkpointing`` (the old
-    name stays a deprecated alias there); older versions only know ``gradient_checkpointing``. The
-    presets use whichever the installed version has, so each builds on every supported version.
-    Either name is a plain field where it exists, so ``--set activation_checkpointing=true``
-    works on transformers >= 5.23 and ``--set gradient_checkpointing=true`` before it. (On >= 5.23
-    the alias is ignored once the preset sets the new name: set ``activation_checkpointing`` there.)
-    Decided from the installed version's metadata: importing transformers here would add seconds
-    to every ``import qae_lab.runs.presets`` (the CLI's ``presets`` listing, :mod:`qae_lab.analysis.compare`).
+    r"""The installed transformers' ``TrainingArguments`` name of activation checkpointing:
+    ``activation_checkpointing`` from 5.23 (the old name an alias there), ``gradient_checkpointing`` before, so that
+    every preset builds on every supported version. Read from the package metadata: importing transformers would add
+    seconds to every ``import qae_lab.runs.presets``.
 
     >>> _checkpointing_field() in ("activation_checkpointing", "gradient_checkpointing")
     True
@@ -237,14 +229,11 @@ def fields() -> FieldParser:
 def resolve(
     preset: str | None = None, sets=(), method: str | None = None, *, config=None, args=()
 ) -> tuple[str, dict[str, Any]]:
-    r"""``(preset name, {field: typed value})``: what a run's settings override, in order of precedence.
-
-    Lowest first: the preset's file (``qae_lab/runs/configs/<preset>.yaml``), the ``config`` file (a path, or
-    the mapping such a file held: a run records it), the method (:func:`qae_lab.methods.method_settings`),
-    ``args`` (``--name value`` strings) and ``sets`` (``name=value`` strings). A ``config`` file may name its
-    preset (``preset: ...``); the preset is then that one, or ``preset`` when the file names none
-    (both, and different: an error), else ``cpu-demo``. Every value is typed by
-    :mod:`qae_lab.runs.settings` (TRL's parser), errors naming the file or flag and the field.
+    r"""``(preset name, {field: typed value})``: what a run's settings override, lowest first: the preset's file,
+    ``config`` (a YAML file, or the mapping one held: a run records it), ``method``
+    (:func:`qae_lab.methods.method_settings`), ``args`` (``--name value``) and ``sets`` (``name=value``). The preset
+    is ``preset``, else the file's ``preset:`` (both, and different: an error), else ``cpu-demo``. Every value is
+    typed by TRL's parser (:mod:`qae_lab.runs.settings`), errors naming the file or flag and the field.
 
     >>> resolve("cpu-demo", ["quantile_k=0.6"], "qae_sa_ah")[1]["token_weighting"]
     'sa_ah'

@@ -13,14 +13,7 @@ from typing import Any
 
 from accelerate.utils import broadcast_object_list
 
-from qae_lab.runs.presets import (
-    PRESETS,
-    RunArgs,
-    build,
-    choose_preset,
-    field_types,
-    fields,
-)
+from qae_lab.runs.presets import PRESETS, RunArgs, build, choose_preset, field_types, fields
 from qae_lab._checks import check_path
 from qae_lab.storage.resume import plan_run
 from qae_lab.runs.pipeline import check_run, load_records, run_settings
@@ -76,18 +69,13 @@ def _main_process_folder(cfg) -> str:
 
 
 def plan(args) -> dict[str, Any]:
-    r"""Everything ``train`` checks before anything loads: settings (each alone, and together:
-    :func:`qae_lab.runs.pipeline.check_run`), the run folder, the checkpoint to resume, a local data file.
-
-    Returns ``{"run", "cfg", "preset", "method", "sets", "config", "config_values", "flags", "plan", "resume",
-    "notes", "overwrite"}``: ``plan`` is the run folder's :class:`~qae_lab.storage.resume.ResumePlan`
-    (:func:`qae_lab.storage.resume.plan_run`), ``resume`` its checkpoint (None for a new run), ``notes`` what it
-    does, for people; ``config_values`` the config file's fields, as the run records them. Raises
-    ``ValueError`` (or its :class:`~qae_lab.storage.folder.RunFolderError`: the refused plan's reason) with the reason.
-
-    ``args``: the ``train`` command's arguments (``preset``, ``config``, ``method``, ``sets``, ``flags``:
-    the ``--name value`` strings, ``output_dir``, ``overwrite``, ``resume``). A resume rebuilds the run's own
-    settings from its ``config.json`` (the recipe it recorded), with this command's values on top.
+    r"""Everything ``train`` checks before anything loads, from the ``train`` command's ``args``: the settings (each
+    alone, and together: :func:`qae_lab.runs.pipeline.check_run`), the run folder's one
+    :class:`~qae_lab.storage.resume.ResumePlan` (``plan``; ``resume``: its checkpoint or None), a local data file.
+    A resume rebuilds the run's own settings from its ``config.json`` recipe, with this command's values on top.
+    Returns ``{"run", "cfg", "preset", "method", "sets", "config", "config_values", "flags", "plan", "resume", "notes",
+    "overwrite"}`` (``notes``: what it does, for people; ``config_values``: the config file's fields, as the run
+    records them); raises ValueError (a refused plan: :class:`~qae_lab.storage.folder.RunFolderError`).
 
     >>> import argparse, tempfile
     >>> args = argparse.Namespace(preset=None, method="mean", sets=["quantile_k=0.6"], output_dir=tempfile.mkdtemp(),

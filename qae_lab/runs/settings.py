@@ -37,14 +37,7 @@ from typing import Any
 import torch
 import yaml
 
-from qae_lab._checks import (
-    check_regular_file,
-    credential_in,
-    credential_name,
-    json_mapping,
-    json_value,
-    key_words,
-)
+from qae_lab._checks import check_regular_file, credential_in, credential_name, json_mapping, json_value, key_words
 
 __all__ = [
     "ORDINARY",
@@ -546,14 +539,12 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def check_env(env: dict, source: str = "") -> dict[str, str]:
-    r"""An ``env:`` mapping checked against the allow-list, as ``{name: value}`` strings; the first variable that
-    may not be set this way is refused with the reason (``source`` names where it came from).
+    r"""An ``env:`` mapping checked against the allow-list, as ``{name: value}`` strings; the first variable that may
+    not be set this way is refused, the message starting with ``source``, then ``env:``, never repeating the value.
 
-    Allowed: the variables of :data:`ENV_ALLOWED`, by exact name, which their readers read after the settings are
-    (so setting them then takes effect). The variables of :data:`ENV_SHELL_ONLY` are read when the libraries are
-    imported, before any config file: refused (set them in the shell), unless the environment already holds that
-    very value. Any other name is refused, credentials among them (a run records its env in ``config.json``); a
-    refusal never repeats the value; it starts with ``source``, then ``env:``.
+    Allowed: :data:`ENV_ALLOWED`'s variables, read after the settings are. :data:`ENV_SHELL_ONLY`'s are read when
+    the libraries are imported: refused (set them in the shell) unless the environment already holds that very value.
+    Any other name is refused, credentials among them (a run records its env in ``config.json``).
 
     >>> check_env({"TOKENIZERS_PARALLELISM": False, "WANDB_PROJECT": "qae"})
     {'TOKENIZERS_PARALLELISM': 'false', 'WANDB_PROJECT': 'qae'}

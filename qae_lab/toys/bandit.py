@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 import torch
 
+from qae_lab.methods import DEFAULT_BASELINE, DEFAULT_K, DEFAULT_QUANTILE_METHOD, DEFAULT_SCALE
 from qae_lab._checks import (
     as_real_tensor,
     check_choice,
@@ -414,10 +415,10 @@ def sample_group_steps(
     group_size: int,
     n_groups: int,
     *,
-    baseline: str = "quantile",
-    k: float = 0.4,
-    quantile_method: str = "paper",
-    scale: str = "group",
+    baseline: str = DEFAULT_BASELINE,
+    k: float = DEFAULT_K,
+    quantile_method: str = DEFAULT_QUANTILE_METHOD,
+    scale: str = DEFAULT_SCALE,
     eta: float = 1.0,
     generator: torch.Generator | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -500,7 +501,15 @@ def _rates(p) -> torch.Tensor:
 _BIT = torch.tensor([0.0, 1.0], dtype=torch.float64)  # a response's reward x
 
 
-def scale_factor(p, group_size: int, *, baseline="quantile", k=0.4, quantile_method="paper", scale="group"):
+def scale_factor(
+    p,
+    group_size: int,
+    *,
+    baseline=DEFAULT_BASELINE,
+    k=DEFAULT_K,
+    quantile_method=DEFAULT_QUANTILE_METHOD,
+    scale=DEFAULT_SCALE,
+):
     r"""The number that turns the exact expected step (b) into the expected sampled step (c): E[dz] = scale * (b).
 
     A(x, S) is the advantage of a response with reward x when S of the other G - 1 succeed. With binary rewards
@@ -558,7 +567,16 @@ class StepMoments(NamedTuple):
     second: torch.Tensor
 
 
-def sampled_step_moments(z, r, group_size: int, *, baseline="quantile", k=0.4, quantile_method="paper", scale="group"):
+def sampled_step_moments(
+    z,
+    r,
+    group_size: int,
+    *,
+    baseline=DEFAULT_BASELINE,
+    k=DEFAULT_K,
+    quantile_method=DEFAULT_QUANTILE_METHOD,
+    scale=DEFAULT_SCALE,
+):
     r"""E[dz] and E[dz dz^T] of step (c), dz = (eta/G) sum_i A_i u_i with u_i = e_{y_i} - pi: a :class:`StepMoments`.
 
     The responses are exchangeable and A_i depends on y_i only through r(y_i), so, with v = pi (r - p),
@@ -640,9 +658,9 @@ def mc_entropy_curve(
     *,
     group_size: int,
     n_groups: int,
-    k: float = 0.4,
-    scale: str = "group",
-    quantile_method: str = "paper",
+    k: float = DEFAULT_K,
+    scale: str = DEFAULT_SCALE,
+    quantile_method: str = DEFAULT_QUANTILE_METHOD,
     n_actions: int = 16,
     sharpness: float = 1.5,
     eta: float = 0.5,
@@ -708,10 +726,10 @@ def simulate_training(
     group_size: int,
     n_actions: int = 32,
     sharpness: float = 1.0,
-    baseline: str = "quantile",
-    k: float = 0.4,
-    quantile_method: str = "paper",
-    scale: str = "group",
+    baseline: str = DEFAULT_BASELINE,
+    k: float = DEFAULT_K,
+    quantile_method: str = DEFAULT_QUANTILE_METHOD,
+    scale: str = DEFAULT_SCALE,
     eta: float = 1.0,
     optimizer: str = "sgd",
     seed: int = 0,

@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 import torch
 
+from qae_lab.methods import DEFAULT_BASELINE, DEFAULT_K, DEFAULT_QUANTILE_METHOD, DEFAULT_SCALE
 from qae_lab._checks import (
     as_real_tensor,
     check_choice,
@@ -468,7 +469,12 @@ def _ledger(cells: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def advantage_table(
-    group_size: int, *, baseline: str = "quantile", k: float = 0.4, quantile_method: str = "paper", scale: str = "group"
+    group_size: int,
+    *,
+    baseline: str = DEFAULT_BASELINE,
+    k: float = DEFAULT_K,
+    quantile_method: str = DEFAULT_QUANTILE_METHOD,
+    scale: str = DEFAULT_SCALE,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     r"""A1(c), A0(c): the advantage of a correct and of a wrong response in a group with c of G correct.
 
@@ -505,10 +511,10 @@ def expected_ledger(
     *,
     group_size: int,
     eta: float,
-    baseline: str = "quantile",
-    k: float = 0.4,
-    quantile_method: str = "paper",
-    scale: str = "group",
+    baseline: str = DEFAULT_BASELINE,
+    k: float = DEFAULT_K,
+    quantile_method: str = DEFAULT_QUANTILE_METHOD,
+    scale: str = DEFAULT_SCALE,
     snap: Snapshot | None = None,
 ) -> dict[str, torch.Tensor]:
     r"""The exact expected first-order entropy change of one on-policy group update, split (eq. LG3).

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from qae_lab.methods import DEFAULT_BASELINE, DEFAULT_K, DEFAULT_QUANTILE_METHOD, DEFAULT_SCALE
 from qae_lab._checks import (
     as_real_tensor,
     check_choice,
@@ -63,13 +64,13 @@ class UpdateSettings:
 
     group_size: int = 8
     """G, responses sampled per prompt (>= 2)"""
-    baseline: str = "quantile"
+    baseline: str = DEFAULT_BASELINE
     """'mean' (GRPO) or 'quantile' (QAE)"""
-    k: float = 0.4
+    k: float = DEFAULT_K
     """QAE's K in (0, 1); also the regime split of the ledgers for the mean baseline"""
-    quantile_method: str = "paper"
+    quantile_method: str = DEFAULT_QUANTILE_METHOD
     """'paper' or 'linear' (:func:`qae_lab.advantages.quantile_baseline`)"""
-    scale: str = "group"
+    scale: str = DEFAULT_SCALE
     """divide A by the group's std ('group'), the seed's batch std ('batch') or not ('none', Dr.GRPO)"""
     eta: float = 10.0
     """the SGD step size on the logits (Adam: its learning rate), > 0"""

@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 import torch
 
+from qae_lab.methods import DEFAULT_BASELINE, DEFAULT_QUANTILE_METHOD, DEFAULT_SCALE
 from qae_lab._checks import as_real_tensor, check_choice, check_group_size, check_int, check_k_list, check_positive
 from qae_lab.advantages import QUANTILE_METHODS, group_advantages, quantile_baseline
 
@@ -74,7 +75,7 @@ def convention_disagreements(group_size: int, ks) -> torch.Tensor:
     )
 
 
-def gate_zero_counts(group_size: int, k: float, method: str = "paper") -> torch.Tensor:
+def gate_zero_counts(group_size: int, k: float, method: str = DEFAULT_QUANTILE_METHOD) -> torch.Tensor:
     r"""How many of G binary responses get A = 0 under QAE, for each success count c = 0..G.
 
     Paper convention: G - c if the prompt is hard (c <= G - ceil(K G)), else c.
@@ -88,7 +89,7 @@ def gate_zero_counts(group_size: int, k: float, method: str = "paper") -> torch.
     return (adv.view(g + 1, g) == 0).sum(1)
 
 
-def gate_table(group_size: int, ks, method: str = "paper") -> torch.Tensor:
+def gate_table(group_size: int, ks, method: str = DEFAULT_QUANTILE_METHOD) -> torch.Tensor:
     r"""Which responses QAE moves, for each K (rows) and success count c = 0..G (columns).
 
     +1: only successes get A != 0 (hard), -1: only failures (easy), 0: nobody (all-equal group), 2: both (the
@@ -160,7 +161,7 @@ def _check_rates(p: torch.Tensor) -> None:
 
 
 def expected_zero_fraction(
-    p, group_size: int, k: float, method: str = "paper", *, drop_all_equal: bool = False
+    p, group_size: int, k: float, method: str = DEFAULT_QUANTILE_METHOD, *, drop_all_equal: bool = False
 ) -> torch.Tensor:
     r"""Exact E[fraction of a group with A = 0] when the success count is Binomial(G, p); p's shape.
 
@@ -177,7 +178,13 @@ def expected_zero_fraction(
 
 
 def expected_zero_fraction_beta(
-    a: float, b: float, group_size: int, k: float, method: str = "paper", *, drop_all_equal: bool = False
+    a: float,
+    b: float,
+    group_size: int,
+    k: float,
+    method: str = DEFAULT_QUANTILE_METHOD,
+    *,
+    drop_all_equal: bool = False,
 ) -> float:
     r"""E[zero-advantage fraction] when per-prompt success rates follow Beta(a, b), exact: the success count is
     Beta-Binomial(G, a, b). ``drop_all_equal``: as in :func:`expected_zero_fraction`.
@@ -191,7 +198,9 @@ def expected_zero_fraction_beta(
     return float(_zero_share(_beta_binomial_pmf(a, b, g), zeros, drop_all_equal))
 
 
-def sampled_zero_fraction(p, group_size: int, k: float, method: str = "paper", *, seed: int = 0) -> float:
+def sampled_zero_fraction(
+    p, group_size: int, k: float, method: str = DEFAULT_QUANTILE_METHOD, *, seed: int = 0
+) -> float:
     r"""The share of QAE advantages exactly 0 in one sampled group of G per success rate in ``p``.
 
     >>> sampled_zero_fraction(torch.full((2000,), 0.5), 16, 0.4) - 0.5764 < 0.02
@@ -201,7 +210,7 @@ def sampled_zero_fraction(p, group_size: int, k: float, method: str = "paper", *
 
 
 def sampled_zero_fraction_beta(
-    a: float, b: float, group_size: int, ks, method: str = "paper", *, n_prompts: int
+    a: float, b: float, group_size: int, ks, method: str = DEFAULT_QUANTILE_METHOD, *, n_prompts: int
 ) -> list[float]:
     r"""Sampled counterpart of :func:`expected_zero_fraction_beta` at each K of ``ks``: ``n_prompts`` success
     rates drawn once from Beta(a, b), then :func:`sampled_zero_fraction` at the i-th K with ``seed=i``.
@@ -240,7 +249,7 @@ def _sources(pmf: torch.Tensor, zeros: torch.Tensor) -> ZeroSources:
     return ZeroSources(all_equal, (pmf[..., 1:-1] * zeros[1:-1]).sum(-1))
 
 
-def zero_sources(p, group_size: int, k: float, method: str = "paper") -> ZeroSources:
+def zero_sources(p, group_size: int, k: float, method: str = DEFAULT_QUANTILE_METHOD) -> ZeroSources:
     r""":func:`expected_zero_fraction` split into its two sources (:class:`ZeroSources`), each of p's shape.
 
     >>> src = zero_sources(torch.tensor([0.0, 0.5]), 2, 0.4)  # G = 2, K = 0.4: c = 1 is hard, its failure gets 0
@@ -253,7 +262,9 @@ def zero_sources(p, group_size: int, k: float, method: str = "paper") -> ZeroSou
     return _sources(binomial_pmf(p, g), gate_zero_counts(g, k, method).double() / g)
 
 
-def zero_sources_beta(a: float, b: float, group_size: int, k: float, method: str = "paper") -> ZeroSources:
+def zero_sources_beta(
+    a: float, b: float, group_size: int, k: float, method: str = DEFAULT_QUANTILE_METHOD
+) -> ZeroSources:
     r""":func:`zero_sources` averaged over success rates p ~ Beta(a, b), exact (Beta-Binomial), as floats; their
     total is :func:`expected_zero_fraction_beta`.
 
@@ -267,7 +278,9 @@ def zero_sources_beta(a: float, b: float, group_size: int, k: float, method: str
     return ZeroSources(float(src.all_equal), float(src.gate))
 
 
-def sampled_zero_sources(p, group_size: int, k: float, method: str = "paper", *, seed: int = 0) -> ZeroSources:
+def sampled_zero_sources(
+    p, group_size: int, k: float, method: str = DEFAULT_QUANTILE_METHOD, *, seed: int = 0
+) -> ZeroSources:
     r""":func:`sampled_zero_fraction` split into its two sources (:class:`ZeroSources`, floats).
 
     >>> src = sampled_zero_sources(torch.rand(4000, generator=torch.Generator().manual_seed(0)), 16, 0.4)
@@ -287,7 +300,7 @@ def sampled_zero_sources(p, group_size: int, k: float, method: str = "paper", *,
 
 
 def advantage_extremes(
-    group_size: int, k: float, *, baseline: str = "quantile", scale: str = "group"
+    group_size: int, k: float, *, baseline: str = DEFAULT_BASELINE, scale: str = DEFAULT_SCALE
 ) -> tuple[torch.Tensor, torch.Tensor]:
     r"""The largest and the smallest advantage in a binary group with c correct, for c = 0..G: two (G+1,) tensors.
 

@@ -32,8 +32,6 @@ from trl import GRPOConfig
 from qae_lab._checks import (
     check_choice,
     check_finite_scalar,
-    check_int,
-    check_k,
     check_path,
     check_regular_file,
     credential_in,
@@ -47,15 +45,9 @@ from qae_lab.storage.folder import TENSORBOARD_DIR
 from qae_lab.task.behaviour import REFLECTION_WORDS, reflection_pattern
 from qae_lab.task.models import EXPERTS_IMPLEMENTATIONS, check_attention
 from qae_lab.entropy_controls import ADVANTAGE_MASKS, COV_PENALTIES, check_ratio
-from qae_lab.methods import (
-    BASELINES,
-    LOSS_TYPES,
-    TRL_LOSS_TYPES,
-    QUANTILE_METHODS,
-    TOKEN_WEIGHTINGS,
-    WEIGHTED_LOSS_TYPES,
-    check_weighting_loss_type,
-)
+from qae_lab.knobs import KNOBS, knob_field, validate_knobs
+from qae_lab import methods
+from qae_lab.methods import LOSS_TYPES, TRL_LOSS_TYPES, QUANTILE_METHODS, WEIGHTED_LOSS_TYPES, check_weighting_loss_type
 
 __all__ = [
     "QAEConfig",
@@ -155,41 +147,14 @@ _SETTING_RANGES = {
     "vllm_server_port": _in(1, 65535),
     "vllm_group_port": _in(1, 65535),
     # qae_lab's own, checked here with the rest
+    "advantage_eps": _in(0, _INF),
+    "entropy_top_k": _in(1, _INF, none=True),
     "regime_eval_steps": _in(1, _INF, none=True),
     "regime_eval_samples": _in(1, _INF),
     "regime_eval_prompts": _in(2, _INF),
     "dynamic_sampling_max_rounds": _in(1, MAX_REPEATS),
     "dynamic_sampling_oversample": _in(1, MAX_REPEATS),
 }
-_INT_SETTINGS = (
-    "max_completion_length",
-    "num_generations",
-    "num_generations_eval",
-    "per_device_train_batch_size",
-    "gradient_accumulation_steps",
-    "num_iterations",
-    "steps_per_generation",
-    "save_total_limit",
-    "seed",
-    "max_steps",
-    "vllm_tensor_parallel_size",
-    "per_device_eval_batch_size",
-    "eval_accumulation_steps",
-    "generation_batch_size",
-    "dataloader_num_workers",
-    "dataloader_prefetch_factor",
-    "ddp_timeout",
-    "ref_model_sync_steps",
-    "num_completions_to_print",
-    "max_tool_calling_iterations",
-    "vllm_max_model_length",
-    "vllm_server_port",
-    "vllm_group_port",
-    "regime_eval_steps",
-    "regime_eval_samples",
-    "regime_eval_prompts",
-    "dynamic_sampling_max_rounds",
-)
 _VLLM_MODES = ("colocate", "server")
 _VLLM_IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 # settings of transformers' generate that do nothing when vLLM generates: name -> the value that is off
@@ -292,6 +257,18 @@ def _sampling_problems(cfg) -> list[str]:
     return bad
 
 
+@functools.cache
+def _int_fields(cls) -> tuple[str, ...]:
+    """The fields of ``cls`` typed ``int`` or ``int | None``: a whole number each (a float would pass TRL)."""
+    return tuple(name for name, hint in typing.get_type_hints(cls).items() if {int} <= _options(hint) <= {int, None})
+
+
+def _options(hint) -> set:
+    """The types a type hint admits, None for ``None`` (``int | None``: ``{int, None}``)."""
+    options = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+    return {None if o is type(None) else o for o in options}
+
+
 def _check_training_settings(cfg) -> None:
     r"""Refuse the trainer settings that would fail late or train silently wrong, each named with its range.
 
@@ -300,7 +277,7 @@ def _check_training_settings(cfg) -> None:
     checks (:func:`_sampling_problems`).
     """
     bad = []
-    for name in _INT_SETTINGS:
+    for name in _int_fields(type(cfg)):
         value = getattr(cfg, name, None)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             bad.append(f"{name} must be a whole number, got {value!r}")
@@ -330,7 +307,8 @@ def _check_training_settings(cfg) -> None:
 # what model_init_kwargs may hold (TRL passes it to from_pretrained for the policy, the reference model and reward
 # models): every keyword transformers' PreTrainedModel.from_pretrained documents or reads (transformers 5.x: its
 # docstring and its kwargs.pop calls), and use_cache (a config attribute it forwards), less the internal ones
-# (_commit_hash, _from_auto, _from_pipeline) and those in MODEL_INIT_CODE, refused by name
+# (_commit_hash, _from_auto, _from_pipeline) and those in MODEL_INIT_CODE, refused by name; attn_implementation and
+# experts_implementation: transformers' own only, trust_remote_code false only, weights_only true only (refuse_...)
 MODEL_INIT_CODE = {
     "use_kernels": "loads kernels from the Hub (the kernels package), code no one here wrote",
     "kernel_config": "maps layers to kernels from the Hub, code no one here wrote",
@@ -338,86 +316,28 @@ MODEL_INIT_CODE = {
     "kernels_mode": "chooses how Hub kernels load, code no one here wrote",
     "tqdm_class": "is a class from_pretrained calls: a setting of a file or the command line names no code",
 }
-MODEL_INIT_KEYS = (
-    "adapter_kwargs",
-    "adapter_name",
-    "attn_implementation",  # transformers' own only (check_attention)
-    "cache_dir",
-    "config",
-    "device_map",
-    "device_mesh",
-    "disable_mmap",
-    "distributed_config",
-    "dtype",
-    "experts_implementation",  # transformers' own only (EXPERTS_IMPLEMENTATIONS)
-    "force_download",
-    "fusion_config",
-    "generation_config",
-    "gguf_file",
-    "ignore_mismatched_sizes",
-    "key_mapping",
-    "local_files_only",
-    "low_cpu_mem_usage",
-    "max_memory",
-    "offload_buffers",
-    "offload_folder",
-    "output_loading_info",
-    "proxies",
-    "quantization_config",
-    "revision",
-    "state_dict",
-    "subfolder",
-    "torch_dtype",
-    "tp_plan",
-    "tp_size",
-    "trust_remote_code",  # false only
-    "use_cache",
-    "use_safetensors",
-    "variant",
-    "weights_only",  # true only: false unpickles, which runs code
+MODEL_INIT_KEYS = tuple(
+    """
+    adapter_kwargs adapter_name attn_implementation cache_dir config device_map device_mesh disable_mmap
+    distributed_config dtype experts_implementation force_download fusion_config generation_config gguf_file
+    ignore_mismatched_sizes key_mapping local_files_only low_cpu_mem_usage max_memory offload_buffers
+    offload_folder output_loading_info proxies quantization_config revision state_dict subfolder torch_dtype
+    tp_plan tp_size trust_remote_code use_cache use_safetensors variant weights_only
+    """.split()
 )
 # what generation_kwargs may hold: TRL hands it to transformers' GenerationConfig (use_vllm=False) or to vLLM's
 # SamplingParams (use_vllm=True), both as grpo_config.py's help says. The fields of GenerationConfig (the installed
 # transformers), and every input field of SamplingParams (vLLM 0.31, vllm/sampling_params.py: the range TRL 1.16's
-# vllm extra allows); not the arguments of generate() that fetch or run code (custom_generate, trust_remote_code)
-VLLM_SAMPLING_KEYS = (
-    "n",  # 1 only (_generation_size_problems)
-    "presence_penalty",
-    "frequency_penalty",
-    "repetition_penalty",
-    "temperature",
-    "top_p",
-    "top_k",
-    "min_p",
-    "seed",
-    "stop",
-    "stop_token_ids",
-    "ignore_eos",
-    "max_tokens",
-    "min_tokens",
-    "logprobs",
-    "prompt_logprobs",
-    "prompt_logprob_token_ids",
-    "prompt_logprob_start",
-    "logprob_token_ids",
-    "flat_logprobs",
-    "detokenize",
-    "skip_special_tokens",
-    "spaces_between_special_tokens",
-    "include_stop_str_in_output",
-    "output_kind",
-    "stream_interval",
-    "skip_clone",
-    "structured_outputs",
-    "logit_bias",
-    "allowed_token_ids",
-    "extra_args",
-    "bad_words",
-    "skip_reading_prefix_cache",
-    "thinking_token_budget",
-    "repetition_detection",
-    "routed_experts_prompt_start",
-    "trace_decode_token_ids",
+# vllm extra allows; n: 1 only); not the arguments of generate() that fetch or run code (custom_generate, ...)
+VLLM_SAMPLING_KEYS = tuple(
+    """
+    n presence_penalty frequency_penalty repetition_penalty temperature top_p top_k min_p seed stop
+    stop_token_ids ignore_eos max_tokens min_tokens logprobs prompt_logprobs prompt_logprob_token_ids
+    prompt_logprob_start logprob_token_ids flat_logprobs detokenize skip_special_tokens
+    spaces_between_special_tokens include_stop_str_in_output output_kind stream_interval skip_clone
+    structured_outputs logit_bias allowed_token_ids extra_args bad_words skip_reading_prefix_cache
+    thinking_token_budget repetition_detection routed_experts_prompt_start trace_decode_token_ids
+    """.split()
 )
 GENERATION_KEYS = tuple(
     sorted(
@@ -466,16 +386,15 @@ REPLACED_CODE_OPTIONS: dict[str, str] = {
     "tests/train/test_vllm.py::test_without_the_importance_correction_the_loss_gets_no_sampler_ratio",
     "off_policy_mask_threshold": _TRL_LOSS + ", " + _OFF,
     "use_adaptive_entropy": _TRL_LOSS + ", " + _OFF,
-    "entropy_coef_min": "with use_adaptive_entropy, " + _TRL_LOSS + ", " + _OFF,
-    "entropy_coef_max": "with use_adaptive_entropy, " + _TRL_LOSS + ", " + _OFF,
-    "entropy_coef_delta": "with use_adaptive_entropy, " + _TRL_LOSS + ", " + _OFF,
-    "entropy_target": "with use_adaptive_entropy, " + _TRL_LOSS + ", " + _OFF,
-    "sapo_temperature_pos": "with loss_type='sapo', " + _TRL_LOSS + ", " + _OFF,
-    "sapo_temperature_neg": "with loss_type='sapo', " + _TRL_LOSS + ", " + _OFF,
-    "vespo_k_pos": "with loss_type='vespo', " + _TRL_LOSS + ", " + _OFF,
-    "vespo_k_neg": "with loss_type='vespo', " + _TRL_LOSS + ", " + _OFF,
-    "vespo_lambda_pos": "with loss_type='vespo', " + _TRL_LOSS + ", " + _OFF,
-    "vespo_lambda_neg": "with loss_type='vespo', " + _TRL_LOSS + ", " + _OFF,
+    **{
+        name: f"with {when}, {_TRL_LOSS}, {_OFF}"
+        for when, names in (
+            ("use_adaptive_entropy", "entropy_coef_min entropy_coef_max entropy_coef_delta entropy_target"),
+            ("loss_type='sapo'", "sapo_temperature_pos sapo_temperature_neg"),
+            ("loss_type='vespo'", "vespo_k_pos vespo_k_neg vespo_lambda_pos vespo_lambda_neg"),
+        )
+        for name in names.split()
+    },
     "scale_rewards": "group_advantages(scale=...): " + _OFF,
     "reward_weights": "the weighted sum the baseline is taken of, as TRL's: "
     "tests/train/test_trl_options.py::test_reward_weights_weigh_the_rewards_as_trl",
@@ -587,12 +506,12 @@ def refuse_code_and_credentials(cfg, *, read: bool = True) -> None:
 @functools.cache
 def _mapping_fields(cls) -> dict[str, bool]:
     """``{field: whether it also takes a string}`` for every field of ``cls`` whose type admits a mapping."""
-    out = {}
-    for name, hint in typing.get_type_hints(cls).items():
-        options = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
-        if any(o is dict or typing.get_origin(o) is dict for o in options):
-            out[name] = str in options
-    return out
+    hints = typing.get_type_hints(cls).items()
+    return {
+        name: str in _options(h)
+        for name, h in hints
+        if any(o is dict or typing.get_origin(o) is dict for o in _options(h))
+    }
 
 
 def _normalise(cfg) -> None:
@@ -725,171 +644,110 @@ class QAEConfig(GRPOConfig):
     ValueError: quantile_k must lie in the open interval (0, 1), got 1.5
     """
 
-    baseline: str = field(
-        default="quantile",
-        metadata={
-            "help": "Response-level baseline: 'mean' (GRPO) or "
-            "'quantile' (QAE, arXiv 2509.22611: the group K-quantile)."
-        },
-    )
-    quantile_k: float = field(
-        default=0.4,
-        metadata={
-            "help": "QAE's K in (0, 1); prompts with success rate "
-            "p <= 1-K are 'hard' (only successes move). Paper default 0.4."
-        },
-    )
+    # the live knobs: qae_lab.knobs.Knobs' fields (help, default) and validate_knobs (range)
+    baseline: str = knob_field("baseline")
+    quantile_k: float = knob_field("quantile_k")
     quantile_method: str = field(
-        default="paper",
-        metadata={
-            "help": "'paper' (ceil(K*G)-th smallest reward) or 'linear' (torch.quantile, as the official QAE code)."
-        },
+        default=methods.DEFAULT_QUANTILE_METHOD,
+        metadata={"help": "'paper' (ceil(K*G)-th smallest reward) or 'linear' (torch.quantile, as QAE's code)."},
     )
     advantage_eps: float = field(default=1e-4, metadata={"help": "Added to the std when scaling (TRL uses 1e-4)."})
-    token_weighting: str = field(
-        default="none",
-        metadata={
-            "help": "'none', 'ah' (AH-GRPO: every rollout) or "
-            "'sa_ah' (SA-AH-GRPO, arXiv 2606.05434: negative-advantage rollouts only)."
-        },
-    )
-    alpha: float = field(
-        default=0.5,
-        metadata={
-            "help": "Entropy coefficient of SA-AH's horizon weight "
-            "w_t = exp(-alpha * cumulative normalised entropy). 0 is plain GRPO; the paper uses 0.5."
-        },
-    )
+    token_weighting: str = knob_field("token_weighting")
+    alpha: float = knob_field("alpha")
     entropy_top_k: int | None = field(
         default=None,
         metadata={
-            "help": "H~_t for the horizon weights: None for "
-            "the exact entropy of the loss's forward, or k for SA-AH's top-k estimate "
-            "H_topk / log V (arXiv 2606.05434 uses k = 500; an extra no-grad LM-head "
-            "projection of the same forward's hidden states)."
+            "help": "H~_t of the horizon weights: None for the loss forward's exact entropy, k for SA-AH's top-k "
+            "estimate H_topk / log V (arXiv 2606.05434: k = 500; an extra no-grad LM-head projection)."
         },
     )
     sparse_update: bool = field(
         default=True,
         metadata={
-            "help": "Skip the forward/backward of responses with "
-            "advantage exactly 0 (same gradient); dense when beta != 0 or an entropy bonus is on."
+            "help": "Skip the forward/backward of responses with advantage exactly 0 (same gradient); dense "
+            "when beta != 0 or an entropy bonus is on."
         },
     )
     success_threshold: float = field(
-        default=0.5,
+        default=methods.DEFAULT_SUCCESS_THRESHOLD,
         metadata={
-            "help": "Score of success_reward at or above which a response counts as a success in the qae/* "
-            "regime metrics (0.5 for a 0/1 reward, 5.0 for SA-AH's composite one)."
+            "help": "Score of success_reward at or above which a response is a success in the qae/* metrics "
+            "(0.5 for a 0/1 reward, 5.0 for SA-AH's composite one)."
         },
     )
     success_reward: str | None = field(
         default=None,
         metadata={
-            "help": "The reward function whose own score (before reward_weights) decides a success, named as "
-            "TRL names it (a function's __name__, a reward model's id). None: the only reward function; with "
-            "several, the weighted sum the policy trains on, and the trainer warns."
+            "help": "The reward function (as TRL names it) whose own score decides a success. None: the only "
+            "one; with several, the weighted sum, and the trainer warns."
         },
     )
     fast_generation: bool = field(
         default=False,
         metadata={
-            "help": "Sample in eval mode (no dropout) with LoRA "
-            "merged into the base weights, restored bit-exactly after (qae_lab.train.generation."
-            "generation_policy): the bare model's kernels per decode step instead of TRL's "
-            "unmerged LoRA in train mode. Transformers generation only: with use_vllm=True it "
-            "is set to False, with a warning."
+            "help": "Sample in eval mode with LoRA merged, restored bit-exactly after "
+            "(qae_lab.train.generation.generation_policy). Transformers generation only."
         },
     )
     compile_generation: bool = field(
         default=False,
         metadata={
-            "help": "Let transformers compile the decode step "
-            "(TRL passes disable_compile=True). Takes effect with "
-            "cache_implementation='static' on a GPU; the first steps compile. Set to False, "
-            "with a warning, when use_vllm=True."
+            "help": "Let transformers compile the decode step (TRL passes disable_compile=True); with "
+            "cache_implementation='static' on a GPU. Transformers generation only."
         },
     )
-
     advantage_mask: str = field(
         default="none",
-        metadata={
-            "help": "Sign ablation: 'none', 'pos' (POS-MASK: only "
-            "positive-advantage responses train) or 'neg' (NEG-MASK: only negative ones)."
-        },
+        metadata={"help": "'none', 'pos' (POS-MASK: only A > 0 responses train) or 'neg' (NEG-MASK: only A < 0)."},
     )
+    # Cui et al. 2025 (arXiv 2505.22617), qae_lab.entropy_controls
     cov_penalty: str = field(
-        default="none",
-        metadata={
-            "help": "Covariance-based token control of Cui et al. 2025 "
-            "(arXiv 2505.22617): 'none', 'clip_cov' or 'kl_cov' (qae_lab.entropy_controls)."
-        },
+        default=methods.DEFAULT_COV_PENALTY, metadata={"help": "'none', 'clip_cov' or 'kl_cov' (Cui et al. 2025)."}
     )
     clip_cov_ratio: float = field(
-        default=2e-4,
-        metadata={
-            "help": "Clip-Cov: fraction of tokens whose gradient is "
-            "detached, in (0, 1] (paper 2e-4; at least one token)."
-        },
+        default=methods.DEFAULT_CLIP_COV_RATIO,
+        metadata={"help": "Clip-Cov: fraction of tokens detached, in (0, 1] (paper 2e-4; at least one)."},
     )
-    clip_cov_lb: float = field(default=1.0, metadata={"help": "Clip-Cov: lower end of the covariance band (paper 1)."})
-    clip_cov_ub: float = field(default=5.0, metadata={"help": "Clip-Cov: upper end of the covariance band (paper 5)."})
+    clip_cov_lb: float = field(
+        default=methods.DEFAULT_CLIP_COV_LB, metadata={"help": "Clip-Cov: covariance band's low end."}
+    )
+    clip_cov_ub: float = field(
+        default=methods.DEFAULT_CLIP_COV_UB, metadata={"help": "Clip-Cov: covariance band's top end."}
+    )
     kl_cov_ratio: float = field(
-        default=2e-4,
-        metadata={
-            "help": "KL-Cov: fraction of tokens (largest covariance) "
-            "that get the KL penalty, in (0, 1] (paper 2e-4 to 2e-3; at least one token)."
-        },
+        default=methods.DEFAULT_KL_COV_RATIO,
+        metadata={"help": "KL-Cov: fraction of tokens penalised, in (0, 1] (paper 2e-4 to 2e-3; at least one)."},
     )
-    kl_cov_coef: float = field(default=1.0, metadata={"help": "KL-Cov: weight of |log pi - log pi_old| (paper 1)."})
+    kl_cov_coef: float = field(
+        default=methods.DEFAULT_KL_COV_COEF, metadata={"help": "KL-Cov: weight of |log pi - log pi_old|, >= 0."}
+    )
     regime_eval_steps: int | None = field(
         default=None,
         metadata={
-            "help": "Every this many steps (and before the "
-            "first and the last), sample a fixed held-out prompt set and log the token "
-            "entropy and success rate of its hardest and easiest quarter by the start "
-            "model's success rate, and of all of it (regime_eval/*: QAE's Prop. 4.2 by "
-            "the regime a prompt starts in; qae_lab.train.regime_eval). None: off."
+            "help": "Every this many steps (and before the first and after the last) log a fixed held-out prompt "
+            "set's entropy and success by start regime (regime_eval/*, qae_lab.train.regime_eval). None: off."
         },
     )
     regime_eval_samples: int = field(
-        default=8,
-        metadata={
-            "help": "Completions per held-out prompt at each regime "
-            "evaluation; the start split draws 4 times as many (a separate draw)."
-        },
+        default=8, metadata={"help": "Completions per held-out prompt at each regime evaluation (the start split: 4x)."}
     )
     regime_eval_prompts: int = field(
-        default=64,
-        metadata={
-            "help": "Held-out prompts of the regime evaluation: the "
-            "first this many of the run's evaluation problems (all when fewer)."
-        },
+        default=64, metadata={"help": "Held-out prompts of the regime evaluation (the first of the run's)."}
     )
     dynamic_sampling: bool = field(
         default=False,
         metadata={
-            "help": "DAPO's dynamic sampling (Yu et al. 2025, arXiv 2503.14476, sec. 3.2): drop the groups whose "
-            "advantages are all 0 (no learning signal) and refill the generation batch with groups generated for "
-            "the next prompts of the epoch's order that the batch does not hold (qae_lab.train.dynamic_sampling; "
-            "verl's DAPO recipe, algorithm.filter_groups). One process, map-style training set."
+            "help": "DAPO's dynamic sampling (arXiv 2503.14476, sec. 3.2): drop groups whose advantages are all 0 "
+            "and refill from the epoch's next prompts (qae_lab.train.dynamic_sampling). One process."
         },
     )
     dynamic_sampling_max_rounds: int = field(
         default=10,
-        metadata={
-            "help": "Generation rounds a batch may take with dynamic_sampling, the first included (verl's DAPO "
-            "recipe caps at 10 and stops the run there); past the cap the batch is completed with groups without "
-            "signal, counted in dynamic_sampling/groups_without_signal."
-        },
+        metadata={"help": "Generation rounds a batch may take (verl's DAPO: 10); then groups without signal fill it."},
     )
     dynamic_sampling_oversample: float = field(
         default=1.0,
-        metadata={
-            "help": "With dynamic_sampling, each refill round generates for ceil(this x the groups still needed) "
-            "prompts (at least 1.0; verl's DAPO recipe over-samples with gen_batch_size = 3 x train_batch_size); "
-            "the groups with signal beyond the batch's size are dropped."
-        },
+        metadata={"help": "Each refill generates for ceil(this x groups still needed) prompts (verl's DAPO: 3)."},
     )
     reflection_words: list[str] = field(
         default_factory=lambda: list(REFLECTION_WORDS),
@@ -904,16 +762,9 @@ class QAEConfig(GRPOConfig):
         # again on what TRL's __post_init__ made of the values (a JSON string is a mapping now, derived sizes are set)
         _check_training_settings(self)
         refuse_code_and_credentials(self)
-        check_choice(self.baseline, "baseline", BASELINES)
-        check_k(self.quantile_k, "quantile_k")
+        validate_knobs(**{name: getattr(self, name) for name in KNOBS})
         check_choice(self.quantile_method, "quantile_method", QUANTILE_METHODS)
-        check_choice(self.token_weighting, "token_weighting", TOKEN_WEIGHTINGS)
-        check_finite_scalar(self.alpha, "alpha")
         check_finite_scalar(self.success_threshold, "success_threshold")
-        if self.entropy_top_k is not None:
-            check_int(self.entropy_top_k, "entropy_top_k", 1)
-        if not check_finite_scalar(self.advantage_eps, "advantage_eps") >= 0:
-            raise ValueError(f"advantage_eps must be >= 0, got {self.advantage_eps}")
         check_choice(self.vllm_mode, "vllm_mode", _VLLM_MODES)
         check_choice(self.vllm_importance_sampling_mode, "vllm_importance_sampling_mode", _VLLM_IS_MODES)
         _vllm_generates(self)  # fast_generation / compile_generation / cache_implementation off when vLLM samples
@@ -953,9 +804,10 @@ class QAEConfig(GRPOConfig):
 
 # what a QAEConfig adds to a GRPOConfig at its defaults, said when one is made from a GRPOConfig (as_qae_config)
 _QAE_DEFAULTS_SAID = (
-    "baseline='quantile' (QAE, arXiv 2509.22611: the group's K-quantile instead of its mean, quantile_k=0.4), "
-    "sparse_update=True (the rows with advantage 0 skip the forward and backward; same gradient); every other QAE "
-    "and SA-AH knob off (token_weighting='none'). baseline='mean' trains as GRPOTrainer"
+    f"baseline={methods.DEFAULT_BASELINE!r} (QAE, arXiv 2509.22611: the group's K-quantile instead of its mean, "
+    f"quantile_k={methods.DEFAULT_K}), sparse_update=True (the rows with advantage 0 skip the forward and backward; "
+    f"same gradient); every other QAE and SA-AH knob off (token_weighting={methods.DEFAULT_TOKEN_WEIGHTING!r}). "
+    "baseline='mean' trains as GRPOTrainer"
 )
 
 

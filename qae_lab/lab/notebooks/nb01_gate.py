@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 import torch
 
 from qae_lab.labels import BASELINE_SHORT
+from qae_lab.methods import DEFAULT_K
 from qae_lab.lab.plots import gate_heatmap, heatmap_figure, line_figure, vline
 from qae_lab.toys.sparsity import (
     advantage_extremes,
@@ -113,7 +114,7 @@ def extremes_figure(G: int, K: float) -> go.Figure:
     )
 
 
-def advantages_figure(G: int = 8, K: float = 0.4, counts: Sequence[int] = (1, 3, 5, 7)) -> go.Figure:
+def advantages_figure(G: int = 8, K: float = DEFAULT_K, counts: Sequence[int] = (1, 3, 5, 7)) -> go.Figure:
     r"""Each response's advantage in groups of ``G`` with c correct responses (correct ones first), for each c of
     ``counts``, under GRPO's mean and QAE's K-quantile baseline (:func:`qae_lab.toys.sparsity.group_advantage_rows`).
 

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 import plotly.graph_objects as go
 import torch
 
+from qae_lab.methods import DEFAULT_ALPHA, DEFAULT_K
 from qae_lab.advantages import group_advantages, hard_regime
 from qae_lab.horizon import selective_horizon_weights, weight_stats
 from qae_lab.lab.plots import heatmap_figure
@@ -113,7 +114,7 @@ def _mean_weight(w: torch.Tensor, mask: torch.Tensor, rows: torch.Tensor) -> flo
     return (w * m).sum().item() / m.sum().item() if m.sum() > 0 else 1.0
 
 
-def pick_group(ro, h: torch.Tensor, alpha: float = 0.5, clear_k: float = 0.6) -> int:
+def pick_group(ro, h: torch.Tensor, alpha: float = DEFAULT_ALPHA, clear_k: float = 0.6) -> int:
     r"""The prompt notebook 03 shows: of the groups with both successes and failures that are hard even at
     K = ``clear_k`` (so at the notebook's K = 0.4 with room to spare: which side of 1 - K the group lies on is never
     a matter of one answer), the one whose failures' mean SA-AH horizon weight at ``alpha`` (GRPO's mean-baseline
@@ -251,7 +252,7 @@ def alpha_sweep(
     return curves
 
 
-def batch_rows(ro, h: torch.Tensor, alpha: float = 0.5, k: float = 0.4) -> list[dict]:
+def batch_rows(ro, h: torch.Tensor, alpha: float = DEFAULT_ALPHA, k: float = DEFAULT_K) -> list[dict]:
     r"""The whole batch at ``alpha`` under AH (every rollout weighted) and SA-AH (only A < 0) with GRPO's mean baseline,
     and SA-AH with QAE's K-quantile at ``k``, as table rows: the ``rollouts discounted`` (a token with w_t < 1) and
     ``tokens discounted`` (w_t < 1) of the batch's real tokens, and the ``effective token fraction`` sum(w) /
@@ -306,7 +307,7 @@ def discounted(ro, h: torch.Tensor, k: float, baseline: str, alpha: float) -> di
     }
 
 
-def discounted_tokens(ro, h: torch.Tensor, alpha: float = 0.5, k: float = 0.4) -> dict[str, list]:
+def discounted_tokens(ro, h: torch.Tensor, alpha: float = DEFAULT_ALPHA, k: float = DEFAULT_K) -> dict[str, list]:
     r"""Per prompt, how many real tokens SA-AH discounts (horizon weight < 1) at ``alpha`` under GRPO's mean
     baseline (``mean``) and under QAE's K-quantile (``quantile``), each prompt's ``correct`` count and whether it
     is ``hard`` at K = ``k`` (p <= 1 - K): lists of B; and ``k``.
