@@ -34,10 +34,9 @@ from qae_lab._checks import check_choice, check_path
 from qae_lab.storage.resume import (
     checkpoint_problems,
     checkpoints,
+    folder_problems,
     latest_complete_checkpoint,
     publish_dir,
-    safetensors_problem,
-    shard_problems,
 )
 from qae_lab.knobs import knob_changes
 from qae_lab.methods import method_name
@@ -58,9 +57,7 @@ from qae_lab.storage.folder import (
     new_folder,
     read_json,
     read_log,
-    read_text,
     step_rows,
-    symlinks,
 )
 
 __all__ = [
@@ -147,32 +144,7 @@ def model_problems(folder: Path) -> list[str]:
     """
     if folder.is_symlink():
         return [f"{folder} is a symbolic link (to {os.readlink(folder)}), not a model folder of the run's own"]
-    problems = [
-        f"{rel} is a symbolic link (to {target}): a model folder's files are its own"
-        for rel, target in symlinks(folder)
-    ]
-    for path in sorted(folder.iterdir()):
-        if path.is_symlink():
-            continue  # named above
-        if path.suffix in (".safetensors", ".json") and not path.is_file():
-            problems.append(f"{path.name} is {'a folder' if path.is_dir() else 'a special file'}, not a regular file")
-            continue
-        if not path.is_file():
-            continue
-        if path.suffix == ".safetensors":
-            problems.append(safetensors_problem(path))
-        elif path.suffix == ".json":
-            try:
-                data = json.loads(read_text(path))
-            except RunFolderError as err:  # replaced by a link or a pipe since it was listed: never read through
-                problems.append(str(err))
-                continue
-            except (ValueError, UnicodeDecodeError, RecursionError) as err:
-                problems.append(f"{path.name} is damaged (not JSON: {str(err)[:100]})")
-                continue
-            if path.name.endswith(".index.json") and isinstance(data, dict):
-                problems += shard_problems(folder, path.name)
-    return [p for p in problems if p]
+    return folder_problems(folder, "a model folder's")
 
 
 def find_source(run_dir: str | os.PathLike, checkpoint: int | str | None = None) -> Source:
