@@ -2,13 +2,12 @@ r"""The run folder on disk: what a run writes there, and the rules that keep it 
 
 A run folder is someone's data. Three rules hold for everything qae_lab writes into one:
 
-1. Nothing is truncated or written over without an explicit choice: a new run refuses a folder that holds a run,
-   and ``--overwrite`` deletes that run's files (:func:`run_files`, its trackers' among them) and only those.
-2. An interrupted write leaves the old state or the new one: small files are written to a temporary name and
-   renamed (:func:`atomic_write_text`); the log grows by whole, fsync-ed lines (:func:`append_lines`).
-3. Every file is opened as what it claims to be, through one opener (``_open_regular``): a regular file of the
-   run's own. A symbolic link is never written through or read through, a pipe never waited on; each is
-   refused, named.
+1. Nothing is truncated or written over without an explicit choice: a new run refuses a folder that holds a run, and
+   ``--overwrite`` deletes that run's files (:func:`run_files`, its trackers' among them) and only those.
+2. An interrupted write leaves the old state or the new one: small files are written to a temporary name and renamed
+   (:func:`atomic_write_text`); the log grows by whole, fsync-ed lines (:func:`append_lines`).
+3. Every file is opened as what it claims to be, through one opener (``_open_regular``): a regular file of the run's
+   own. A symbolic link is never written through or read through, a pipe never waited on; each is refused, named.
 
 Implementer's notes: docs/implementation.md, section ``qae_lab.storage.folder``.
 """
@@ -339,8 +338,8 @@ def jsonable(x: Any) -> Any:
 
 
 def append_lines(path: str | os.PathLike, rows: list[dict]) -> None:
-    r"""JSON lines appended in one write, fsync-ed before the call returns (NaN/inf become null). Only a regular file
-    is appended to (created if missing); anything else is refused, named, and nothing is written.
+    r"""JSON lines appended in one write, fsync-ed before the call returns (NaN/inf become null). Only a regular file is
+    appended to (created if missing); anything else is refused, named, and nothing is written.
 
     >>> import tempfile
     >>> p = Path(tempfile.mkdtemp()) / "log.superseded.jsonl"
@@ -373,8 +372,8 @@ def append_line(path: str | os.PathLike, row: dict) -> None:
 
 
 def log_row_problem(row: Any) -> str | None:
-    r"""What is wrong with a row of a run's log (None: nothing): a row is a JSON object whose ``step`` is a whole
-    number >= 0; everything that reads a log indexes rows by it.
+    r"""What is wrong with a row of a run's log (None: nothing): a row is a JSON object whose ``step`` is a whole number
+    >= 0; everything that reads a log indexes rows by it.
 
     >>> log_row_problem({"step": 3, "reward": 0.5}) is None
     True
@@ -404,8 +403,8 @@ def log_row_problem(row: Any) -> str | None:
 def read_log_lines(path: str | os.PathLike) -> tuple[list[dict], str | None]:
     r"""``(rows, cut)``: the rows of a ``log.jsonl`` (a file or the run folder) and its cut last line, if any.
 
-    A last line that does not parse, or lacks its newline, was being written when the process died: it is ``cut``,
-    not a row. A bad line anywhere else (not JSON, or no whole ``step``: :func:`log_row_problem`) raises
+    A last line that does not parse, or lacks its newline, was being written when the process died: it is ``cut``, not a
+    row. A bad line anywhere else (not JSON, or no whole ``step``: :func:`log_row_problem`) raises
     :class:`RunFolderError` naming the line. A missing log has no rows; an irregular one is refused.
 
     >>> import tempfile
@@ -520,8 +519,8 @@ def _is_own_name(name: str) -> bool:
 
 def run_owned(folder: str | os.PathLike) -> bool:
     r"""Whether a qae_lab run wrote ``folder``'s run-named files: it holds the run's marker, or a run's ``config.json``
-    (``trainer`` settings and qae_lab among its ``versions``: a run from before markers), each a regular file. A
-    model folder's ``config.json`` is neither: ``--overwrite`` never deletes it.
+    (``trainer`` settings and qae_lab among its ``versions``: a run from before markers), each a regular file. A model
+    folder's ``config.json`` is neither: ``--overwrite`` never deletes it.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()); _ = (d / "config.json").write_text('{"model_type": "qwen2"}'); run_owned(d)
@@ -550,10 +549,10 @@ def check_folder(folder: str | os.PathLike, what: str = "output_dir") -> Path:
 
     * A folder, or a path to make one: no file, and no parent a file; not the root, the home folder or a folder above
       the current one (a run writes straight into its folder).
-    * No name a run folder uses for itself, nor inside one (links resolved): the names only a run uses may be no
-      part of the path; the common ones (``model``, ``config.json``, ...) not the folder's own name, nor a parent's
-      beside a run's files; the trackers' (``runs``, ``emissions.csv``) only beside a run's own names, so
-      ``runs/my-run`` is fine. Letter case is ignored.
+    * No name a run folder uses for itself, nor inside one (links resolved): the names only a run uses may be no part of
+      the path; the common ones (``model``, ``config.json``, ...) not the folder's own name, nor a parent's beside a
+      run's files; the trackers' (``runs``, ``emissions.csv``) only beside a run's own names, so ``runs/my-run`` is
+      fine. Letter case is ignored.
 
     >>> check_folder("/")
     Traceback (most recent call last):
@@ -736,9 +735,9 @@ class RunLock:
 
     :meth:`acquire` takes ``flock`` on the folder's descriptor, then writes the holder into
     ``<folder>/.qae_lab-run.lock``; another taker is refused, the holder named. :meth:`release` deletes the file and
-    lets go, so a refused or failed run leaves the folder as it was. The operating system drops a killed process's
-    lock. Where ``flock`` is refused (some network and FUSE file systems) the file alone is the lock, and a dead
-    holder on this host is taken over; on Windows the file is locked with ``msvcrt.locking``.
+    lets go, so a refused or failed run leaves the folder as it was. The operating system drops a killed process's lock.
+    Where ``flock`` is refused (some network and FUSE file systems) the file alone is the lock, and a dead holder on
+    this host is taken over; on Windows the file is locked with ``msvcrt.locking``.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp())

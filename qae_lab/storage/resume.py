@@ -261,7 +261,7 @@ def _json_content(path: Path) -> tuple[Any, str | None]:
 
 
 def _not_its_own(folder: Path, modes: dict[str, int], whose: str) -> list[str]:
-    """Every symbolic link in ``folder`` and below, then each file a loader reads (by suffix) that is no regular file."""
+    """Every symbolic link in ``folder`` and below, then each file a loader reads that is no regular file."""
     problems = [
         f"{rel} is a symbolic link (to {target}): {whose} files are its own" for rel, target in symlinks(folder)
     ]
@@ -291,8 +291,8 @@ def _state_problems(state: Path) -> list[str]:
 
 
 def shard_problems(folder: str | os.PathLike, index: str) -> list[str]:
-    r"""What is wrong with the shards a weights index in ``folder`` lists: each must be a plain file name there. An index
-    that is no JSON map is left to the JSON check that names it.
+    r"""What is wrong with the shards a weights index in ``folder`` lists: each must be a plain file name there. An
+    index that is no JSON map is left to the JSON check that names it.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()); index = "model.safetensors.index.json"
@@ -320,8 +320,8 @@ _NUMPY_GLOBALS = [_NUMPY_CORE.multiarray._reconstruct, np.ndarray, np.dtype, typ
 
 
 def _load_problem(path: Path) -> str | None:
-    """Load a torch file as the Trainer loads a resume's state (``weights_only=True``, numpy's arrays allowed); None when
-    it loads, else what went wrong.
+    """Load a torch file as the Trainer loads a resume's state (``weights_only=True``, numpy's arrays allowed); None
+    when it loads, else what went wrong.
     """
     try:
         with torch.serialization.safe_globals(_NUMPY_GLOBALS):
@@ -398,8 +398,8 @@ def publish_dir(staged: str | os.PathLike, final: str | os.PathLike) -> Path:
 
 def resume_changes(stored: dict, trainer: dict, run: dict, *, checkpoint_step: int) -> dict[str, list]:
     r"""The settings a resume changes, ``{name: [old, new]}``, comparing ``stored`` (``config.json``) with the resume's
-    ``trainer`` and ``run`` settings; fields on one side only (another TRL version) are not compared. Any change not
-    in :data:`SAFE_ON_RESUME` is refused (:class:`RunFolderError` listing them), and so is a ``max_steps`` not past
+    ``trainer`` and ``run`` settings; fields on one side only (another TRL version) are not compared. Any change not in
+    :data:`SAFE_ON_RESUME` is refused (:class:`RunFolderError` listing them), and so is a ``max_steps`` not past
     ``checkpoint_step``.
 
     >>> stored = {"trainer": {"quantile_k": 0.4, "max_steps": 20, "seed": 1}, "run": {"n_train": 64}}
@@ -626,9 +626,9 @@ def plan_run(
 
     ``resume``: None/False a new run (``overwrite`` replaces the run there); True ``folder``'s latest complete
     checkpoint; a path, a checkpoint or run folder (``folder`` None: its own); an int ``N``, the step the trainer has
-    loaded (its ``history``). ``settings``: the resume's settings in ``config.json``'s form (None: the stored ones),
-    or a function of the stored ``config.json`` and the folder returning them. A :class:`RunFolderError` on the way
-    becomes a ``refuse`` plan; other errors are raised.
+    loaded (its ``history``). ``settings``: the resume's settings in ``config.json``'s form (None: the stored ones), or
+    a function of the stored ``config.json`` and the folder returning them. A :class:`RunFolderError` on the way becomes
+    a ``refuse`` plan; other errors are raised.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp())
