@@ -387,15 +387,8 @@ def log_row_problem(row: Any) -> str | None:
     step = row["step"]
     if isinstance(step, int) and not isinstance(step, bool) and step >= 0:
         return None
-    kind = (
-        "a boolean"
-        if isinstance(step, bool)
-        else "below 0"
-        if isinstance(step, int)
-        else "not a whole number"
-        if isinstance(step, float)
-        else {str: "a string", list: "a list", dict: "an object"}.get(type(step))
-    )
+    kinds = {bool: "a boolean", int: "below 0", float: "not a whole number", str: "a string", list: "a list"}
+    kind = {**kinds, dict: "an object"}.get(type(step))  # JSON's types, exactly
     said = json.dumps(step)
     return f"its step is {said[:40]}{f' ({kind})' if kind else ''}; a log row's step is a whole number >= 0"
 

@@ -585,33 +585,21 @@ class ResumePlan:
     def lines(self) -> list[str]:
         """What the plan does, for people: the notes, then one line (none for a plain fresh start)."""
         if self.kind == FRESH:
-            return (
-                [f"--overwrite: deleting the previous run's {', '.join(self.overwrite)} in {self.folder}/"]
-                if self.overwrite
-                else []
-            )
+            said = f"--overwrite: deleting the previous run's {', '.join(self.overwrite)} in {self.folder}/"
+            return [said] if self.overwrite else []
         if self.kind == REFUSE:
             return [*self.notes, self.reason]
-        said = ", ".join(f"{k} {a} -> {b}" for k, a, b in self.changes)
-        steps = ", ".join(map(str, self.superseded_steps))
-        return [
-            *self.notes,
-            f"resuming {self.checkpoint} (step {self.step})"
-            + (f"; changed: {said}" if said else "")
-            + (
-                f"; steps {steps} were logged after the checkpoint and are trained again (their rows move to "
-                f"{SUPERSEDED_NAME})"
-                if steps
-                else ""
-            )
-            + (f"; the log's last line was cut short (moves to {SUPERSEDED_NAME})" if self.cut_line else "")
-            + (
-                f"; steps {', '.join(map(str, self.restored_steps))} missing from the log are restored from "
-                f"the checkpoint"
-                if self.restored_steps
-                else ""
-            ),
+        steps, restored = (", ".join(map(str, s)) for s in (self.superseded_steps, self.restored_steps))
+        parts = [
+            f"resuming {self.checkpoint} (step {self.step})",
+            self.changes and "changed: " + ", ".join(f"{k} {a} -> {b}" for k, a, b in self.changes),
+            steps
+            and f"steps {steps} were logged after the checkpoint and are trained again (their rows move to "
+            f"{SUPERSEDED_NAME})",
+            self.cut_line and f"the log's last line was cut short (moves to {SUPERSEDED_NAME})",
+            restored and f"steps {restored} missing from the log are restored from the checkpoint",
         ]
+        return [*self.notes, "; ".join(p for p in parts if p)]
 
 
 def plan_run(
