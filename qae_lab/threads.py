@@ -38,8 +38,7 @@ __all__ = [
 MAX_THREADS = 1024
 """The most CPU threads a setting may name: more than the hardware threads of one machine."""
 THREADS_ENV = "QAE_LAB_TORCH_THREADS"
-"""A session's fixed count, where no ``torch_threads`` setting names one (a benchmark's fixed counts, a teacher's
-machine)."""
+"""A session's fixed count, where no ``torch_threads`` setting names one (a benchmark's, a teacher's machine)."""
 TORCH_DEFAULT = torch.get_num_threads()
 """torch's own count, read when qae_lab.threads is first imported (its default unless changed before)."""
 

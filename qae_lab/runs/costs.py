@@ -60,9 +60,8 @@ T4_MEMORY = 15 * GIB
 """What a T4 (16 GB card) offers: ``torch.cuda.get_device_properties(0).total_memory`` is about 15 GiB."""
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
 PROMPT_TOKENS = {"gsm8k": 320, "synthetic": 64, "sums": 64}
-"""Assumed longest prompt of a batch, in tokens, chat template and the format system prompt included.
-GSM8K's longest training prompt is 1,168 characters (99% are under 710), about 300 tokens at Qwen's
-~4 characters a token (digits count one token each)."""
+"""Assumed longest prompt of a batch, in tokens, chat template and system prompt included: GSM8K's longest training
+prompt is 1,168 characters (99% under 710), about 300 tokens at Qwen's ~4 characters a token."""
 # the tiles of TRL 1.16's fused LM head (trl.kernels.chunked_logprob): tokens x vocabulary columns
 _FUSED_ROWS, _FUSED_COLS = 4096, 32768
 

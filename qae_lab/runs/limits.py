@@ -43,18 +43,16 @@ __all__ = [
 ]
 
 MAX_PEAK = 2 * 2**40
-"""2 TiB: the most a run's estimated peak memory (:func:`run_peak`) may be: eight times the largest GPU's (256 GB)
-and more than most servers' RAM. The estimate leaves out the CUDA context, the allocator's slack and, without LoRA,
-the model's gradients and optimizer state, so a run it refuses would need more still."""
+"""2 TiB: the most a run's estimated peak memory (:func:`run_peak`, a lower estimate) may be: eight times the largest
+GPU's (256 GB) and more than most servers' RAM."""
 MAX_DRAWN = 100_000
 """Problems the synthetic and sums tasks draw (``n_train``, ``n_eval``), held in memory as records and an Arrow
 table: 100,000 take about 250 MB and 2 s to draw (50 times cpu-demo's 2,000)."""
 GSM8K_SIZES = {"train": 7_473, "test": 1_319}
-"""GSM8K's splits on the Hub (openai/gsm8k, main): the most ``n_train`` and ``n_eval`` draw from them. A local folder's
-files are counted when the run is planned (:func:`qae_lab.runs.run_plan.plan` reads them)."""
+"""GSM8K's splits on the Hub (openai/gsm8k, main); a local folder's are counted by
+:func:`qae_lab.runs.run_plan.plan`."""
 SMALLEST_ARCH = Arch(128, 4, 4, 2, 384, 470, True)
-"""The embedded model's architecture (``data/embedded/config.json``), the smallest here: the estimates' model when a
-run's model has no ``config.json`` on this machine (a Hub id not downloaded yet), which bounds its sizes loosely."""
+"""The embedded model's architecture, the smallest: the estimates' model when a run's has no ``config.json`` here."""
 _LARGEST = 2**62  # the top of the search for a memory-bound setting's largest value
 
 
@@ -333,8 +331,7 @@ def over_limits(run, cfg, *, regime_batch: int, regime_draws: int) -> list[str]:
 
 
 MAX_DISK = 2 * 2**40
-"""2 TiB: the most a run's checkpoints may take on disk together (:func:`checkpoint_bytes` x
-:func:`saved_checkpoints`), as much as the largest memory a run may estimate (:data:`MAX_PEAK`)."""
+"""2 TiB: the most a run's checkpoints may take on disk (:func:`checkpoint_bytes` x :func:`saved_checkpoints`)."""
 MAX_EVAL_COMPLETIONS = 10_000_000
 """Completions one evaluation samples (held-out problems x samples each; the regime evaluation's start split):
 at a hundred a second on a GPU, more than a day."""
