@@ -9,7 +9,7 @@ from qae_lab.runs import cli
 
 def draw_report(*args, **kwargs):
     """:func:`qae_lab.lab.report.write_report`, imported when a run ends."""
-    from qae_lab.lab.report import write_report
+    from qae_lab.lab.report import write_report  # plotting: loaded when a run ends, not when the command starts
 
     return write_report(*args, **kwargs)
 
