@@ -1,8 +1,5 @@
-"""``qae-lab ...`` and ``python -m qae_lab ...``: the command line (:mod:`qae_lab.runs.cli`) with the lab's report page.
-
-The program above every layer: it hands the run the lab's drawing of ``report.html``
-(:func:`qae_lab.lab.report.write_report`), which the runs layer may not import; plotting loads when a run ends, not
-when the command starts.
+"""``qae-lab ...`` and ``python -m qae_lab ...``: the command line (:mod:`qae_lab.runs.cli`) with the lab's report page
+(:func:`qae_lab.lab.report.write_report`, which the runs layer may not import), loaded when a run ends.
 """
 
 import sys

@@ -1,9 +1,8 @@
 r"""The project's own address: ``Repository`` under ``[project.urls]`` in pyproject.toml, read once.
 
-Publishing qae_lab under another address is a one-line change there, then ``python -m tools.install_cell``
-(the notebooks' badges and install cells). :data:`REPOSITORY_URL` is read from the checkout's pyproject.toml where
-there is one, else from the installed distribution's metadata (:func:`repository_url` says why); the Colab badges
-(:data:`qae_lab.lab.notebook.REPO`) and an exported model's card (:mod:`qae_lab.runs.export`) use it.
+Publishing qae_lab elsewhere is a one-line change there, then ``python -m tools.install_cell``. The Colab badges
+(:data:`qae_lab.lab.notebook.REPO`) and an exported model's card (:mod:`qae_lab.runs.export`) use
+:data:`REPOSITORY_URL`.
 """
 
 from __future__ import annotations
@@ -21,11 +20,8 @@ _CHECKOUT_PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 
 
 def repository_url(pyproject: str | os.PathLike | None = _CHECKOUT_PYPROJECT, dist: str = _DIST) -> str:
-    r"""The ``Repository`` address of ``[project.urls]``: from ``pyproject`` where that file exists and
-    is qae-lab's (a source checkout, an editable install), else from the installed distribution's metadata.
-
-    The checkout wins because an editable install's metadata is written at install time and goes stale
-    when pyproject.toml changes; a wheel or ``pip install git+...`` has no pyproject.toml beside the package.
+    r"""The ``Repository`` address of ``[project.urls]``: from ``pyproject`` where it is qae-lab's (a checkout, whose
+    editable install's metadata goes stale when the file changes), else from the installed distribution's metadata.
 
     >>> repository_url()
     'https://github.com/qae-lab/qae_lab'

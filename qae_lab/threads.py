@@ -1,28 +1,22 @@
-r"""torch's CPU thread count: the lab's one policy, used by the command line, every notebook that computes, and the
+r"""torch's CPU thread count: the lab's one policy, for the command line, every notebook that computes, and the
 benchmarks (docs/processes.md, "CPU threads", gives the measurements that chose it).
 
-On a CPU, unless a setting names a count (``torch_threads``, else ``$QAE_LAB_TORCH_THREADS``):
+On a CPU, unless a setting names a count (``torch_threads``, else ``$QAE_LAB_TORCH_THREADS``), repeated work (training
+steps, evaluation batches) runs on the count a :class:`ThreadProbe` times fastest, 1 or torch's default, among the
+counts the machine has free cores for (:class:`CpuRoom`); everything else runs on one thread (:func:`use_threads`). On a
+GPU nothing changes.
 
-* **repeated work** (training steps, evaluation batches) runs on the count a :class:`ThreadProbe` times fastest, 1
-  or torch's default, probed again as the work goes on (:func:`thread_probe`; ``qae_lab.train.callbacks.ThreadTuner``
-  is its trainer callback), among the counts the machine has free cores for (:class:`CpuRoom`, read before each
-  unit: two threads beside a busy process are neither timed nor used);
-* **everything else** (a notebook's sampling and its own tensors) runs on one thread (:func:`use_threads`).
-
-Why: torch splits each CPU operation over OpenMP threads that wait for one another at its end. The lab's models are
-tiny, so the operations are short and the waits are most of the gain or loss. On an idle 2-core machine a training
-step and an evaluation batch are faster on two threads; beside other busy processes (a browser, a second notebook)
-both are several times faster on one (data/thread_policy.json). The load changes while a workshop runs; the work's
-own times say which holds, except that a single unit timed at two threads beside a busy process costs several at one
-(an evaluation batch: half a minute), so the cores other processes keep busy rule two threads out first. One-off work
-is too short to probe, and one thread loses little there. On a GPU nothing changes.
+Why: torch splits each CPU operation over OpenMP threads that wait for one another at its end, and the lab's tiny models
+make the waits most of the gain or loss. On an idle 2-core machine two threads are faster; beside a busy process one is
+several times faster (data/thread_policy.json). The load changes while a workshop runs, so the work's own times decide,
+and the cores other processes keep busy rule two threads out first.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import itertools
 import os
-import threading
 import time
 from collections.abc import Callable
 
@@ -44,8 +38,7 @@ __all__ = [
 MAX_THREADS = 1024
 """The most CPU threads a setting may name: more than the hardware threads of one machine."""
 THREADS_ENV = "QAE_LAB_TORCH_THREADS"
-"""A session's fixed count, where no ``torch_threads`` setting names one (a benchmark's fixed counts, a teacher's
-machine)."""
+"""A session's fixed count, where no ``torch_threads`` setting names one (a benchmark's, a teacher's machine)."""
 TORCH_DEFAULT = torch.get_num_threads()
 """torch's own count, read when qae_lab.threads is first imported (its default unless changed before)."""
 
@@ -77,8 +70,8 @@ def named_threads(torch_threads: int | None = None, *, environ=os.environ) -> in
 
 
 def policy_threads(torch_threads: int | None = None, *, device: str | torch.device = "cpu", environ=os.environ):
-    r"""The thread count for one-off work (not probed by a :class:`ThreadProbe`): the count a setting names
-    (:func:`named_threads`), else one on a CPU and None (torch's count left as it is) on any other device.
+    r"""The thread count for one-off work: the count a setting names (:func:`named_threads`), else one on a CPU and None
+    (torch's count left as it is) on any other device.
 
     >>> policy_threads(environ={}), policy_threads(device="cuda", environ={}), policy_threads(3, device="cuda")
     (1, None, 3)
@@ -92,8 +85,7 @@ def policy_threads(torch_threads: int | None = None, *, device: str | torch.devi
 
 
 def use_threads(torch_threads: int | None = None, *, device: str | torch.device = "cpu", environ=os.environ) -> int:
-    r"""Sets torch's thread count as :func:`policy_threads` says (a notebook's first cell; the command line around a
-    run) and returns the count now in force.
+    r"""Set torch's thread count as :func:`policy_threads` says; returns the count now in force.
 
     >>> before = torch.get_num_threads()
     >>> use_threads(device="cpu", environ={}), use_threads(2, device="cpu")
@@ -109,11 +101,9 @@ def use_threads(torch_threads: int | None = None, *, device: str | torch.device 
 def in_fresh_thread(fn: Callable, /, *args, **kwargs):
     r"""``fn(*args, **kwargs)`` run in a new thread that ends with it: its result, or its error re-raised here.
 
-    For torch work done in a notebook beside a live run on more than one thread (notebook 04's evaluation before
-    training, with ``torch_threads`` >= 2). OpenMP keeps a pool of worker threads for every thread that has run
-    parallel work, for as long as that thread lives; a pool left in the kernel's main thread doubles the threads on
-    the cores and the training thread's workers sleep instead of spinning between operations (a ``cpu-demo`` step
-    0.85 s instead of 0.61 s on an idle 2-core machine). A thread that ends takes its pool with it.
+    For torch work in a notebook beside a live run on several threads: OpenMP keeps a pool of worker threads for every
+    thread that ran parallel work while it lives, and a pool left in the kernel's main thread doubles the threads on the
+    cores (a ``cpu-demo`` step 0.85 s instead of 0.61 s on 2 cores). A thread that ends takes its pool with it.
 
     >>> in_fresh_thread(sum, [1, 2, 3])
     6
@@ -122,27 +112,13 @@ def in_fresh_thread(fn: Callable, /, *args, **kwargs):
     ...
     ValueError: invalid literal for int() with base 10: 'x'
     """
-    out: dict = {}
-
-    def call():
-        try:
-            out["value"] = fn(*args, **kwargs)
-        except BaseException as err:  # re-raised in the caller's thread
-            out["error"] = err
-
-    thread = threading.Thread(target=call, name="qae_lab-fresh-thread", daemon=True)
-    thread.start()
-    thread.join()
-    if "error" in out:
-        raise out["error"]
-    return out["value"]
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="qae_lab-fresh-thread") as pool:
+        return pool.submit(fn, *args, **kwargs).result()  # the pool's thread joined on leaving: its OpenMP pool gone
 
 
 def thread_probe(torch_threads: int | None = None, *, device="cpu", environ=os.environ) -> ThreadProbe | None:
-    r"""The :class:`ThreadProbe` for repeated work on ``device`` (training steps, evaluation batches): one fixed count
-    where a setting names it (:func:`named_threads`), else probing 1 and :data:`TORCH_DEFAULT` on a CPU within the
-    cores other processes leave free (:class:`CpuRoom`); None (torch's count left as it is) on another device with no
-    count named.
+    r"""The :class:`ThreadProbe` for repeated work on ``device``: one fixed count where a setting names it, else probing
+    1 and :data:`TORCH_DEFAULT` on a CPU within :class:`CpuRoom`; None on another device with no count named.
 
     >>> thread_probe(device="cuda", environ={}), thread_probe(3, device="cuda").counts
     (None, (3,))
@@ -156,31 +132,15 @@ def thread_probe(torch_threads: int | None = None, *, device="cpu", environ=os.e
 
 
 class ThreadProbe:
-    r"""Picks torch's thread count for repeated units of work (training steps, evaluation batches) from their own times:
-    a probe times up to ``probe`` units at each of ``counts`` (interleaved, so a change of load falls on all of them)
-    and keeps the count with the shortest median until the next probe. Call :meth:`start` before the work,
-    :meth:`begin` and :meth:`end` around each unit, :meth:`stop` after it (``qae_lab.train.callbacks.ThreadTuner``
-    calls them from a trainer's events; ``qae_lab.task.sampling.generate_ids`` around each batch).
+    r"""Picks torch's thread count for repeated units of work from their own times: a probe times up to ``probe`` units
+    at each of ``counts`` (interleaved) and keeps the count with the shortest median until the next probe. Call
+    :meth:`start`, :meth:`begin` and :meth:`end` around each unit, :meth:`stop` after.
 
-    A probe costs units at the slower count, so it is kept short: a count whose fastest unit took more than
-    ``clear`` times the other's slowest is dropped at once, and the wait until the next probe (``period`` units)
-    doubles, up to ``max_period``, each time a probe keeps the count in force. With one count there is nothing to
-    probe: that count is set at :meth:`start` (a fixed ``torch_threads``).
-
-    ``room``, when given, is asked before each unit which counts the machine has cores for (:class:`CpuRoom`): a count
-    that does not fit is dropped from a probe and not used (the largest count that fits below it runs instead), and a
-    probe waits until two counts fit, so a busy machine spends no unit at a count that would stall.
-
-    Args:
-        counts: the thread counts to try; default 1 and :data:`TORCH_DEFAULT` (nothing to tune on 1 core).
-        probe: units timed at each count per probe, at most.
-        period, max_period: units from the end of a probe to the next, at first and at most.
-        clear: the ratio of unit times that ends a probe early.
-        room: ``room(counts)`` -> the counts that fit now (the smallest always among them); None: every count fits.
-
-    ``chosen`` lists ``(unit, count)``: the count kept from that unit on (0-based, one entry per probe); ``times``:
-    count -> the seconds of the current probe's units at that count. :meth:`stop` puts back the count in force at
-    :meth:`start`.
+    A count whose fastest unit took more than ``clear`` times the other's slowest is dropped at once, and the wait to
+    the next probe (``period`` units) doubles, up to ``max_period``, each time a probe keeps the count in force. With
+    one count, it is set at :meth:`start`. ``room`` (:class:`CpuRoom`), asked before each unit, drops the counts the
+    machine has no cores for. ``chosen`` lists ``(unit, count)`` per probe; ``times``: the current probe's seconds by
+    count.
 
     >>> tuner, clock = ThreadProbe(counts=(1, 2), probe=2, period=2, max_period=4), [0.0]
     >>> tuner._clock = lambda: clock[0]          # a fake clock
@@ -256,7 +216,7 @@ class ThreadProbe:
         self._t0 = self._clock() if probing else None
 
     def end(self) -> None:
-        """After a unit: its time, while probing; a count far slower than another is not timed again in this probe."""
+        """After a unit: its time, while probing; a count far slower than another is dropped from this probe."""
         if self._t0 is None:
             return
         self.times[self.count].append(self._clock() - self._t0)
@@ -284,17 +244,13 @@ def _cpu_lines() -> str:
 
 
 class CpuRoom:
-    r"""The thread counts the machine has cores for now: a count fits when it is at most the cores other processes
-    left free over the last ``window`` seconds or more, plus ``spare``; the smallest count always fits.
+    r"""The thread counts the machine has cores for now: a count fits when it is at most the cores other processes left
+    free over the last ``window`` seconds, plus ``spare``; the smallest count always fits.
 
-    Other processes' time is the machine's busy time (Linux's ``/proc/stat``: every state but idle and I/O wait,
-    counted in clock ticks) less this process's own (:func:`time.process_time`, all its threads). Two threads need
-    two free cores: beside a process that keeps one busy, each of torch's operations waits at its end for the thread
-    the scheduler set aside (docs/processes.md, "CPU threads"). Where ``/proc/stat`` cannot be read (macOS, Windows)
-    every count fits, and a probe's own times decide alone.
-
-    The first look waits ``window`` seconds to have a measure; later looks closer together than ``window`` give the
-    last answer again, and the measure runs on until the window is full.
+    Other processes' time is the machine's busy time (Linux's ``/proc/stat``) less this process's own
+    (:func:`time.process_time`). Two threads need two free cores: beside a busy process each operation waits for the
+    thread the scheduler set aside. Without ``/proc/stat`` (macOS, Windows) every count fits. The first look waits
+    ``window`` seconds; looks closer together than ``window`` give the last answer again.
 
     >>> ticks, own, clock = [1000], [0.0], [0.0]            # a fake 2-core machine at 100 ticks a second
     >>> room = CpuRoom(window=1.0, read=lambda: f"cpu  {ticks[0]} 0 0 0 0\ncpu0 0\ncpu1 0\n", tick=100,

@@ -1,8 +1,8 @@
-r"""What a LoRA GRPO run costs on a GPU, estimated from the architecture: the peak memory of a step, the time of a
-step and of a whole run (the largest settings a run accepts, from these estimates: :mod:`qae_lab.runs.limits`).
+r"""What a LoRA GRPO run costs on a GPU, estimated from the architecture: the peak memory of a step, the time of a step
+and of a whole run (the largest settings a run accepts: :mod:`qae_lab.runs.limits`).
 
-Estimates, not measurements: each written term by term, so that every assumption can be checked;
-``benchmarks/gpu_check.py`` prints a measured step beside them on the GPU it runs on.
+Estimates, not measurements, written term by term so that every assumption can be checked; ``benchmarks/gpu_check.py``
+prints a measured step beside them.
 
 Implementer's notes: docs/implementation.md, section ``qae_lab.runs.costs``.
 
@@ -60,9 +60,8 @@ T4_MEMORY = 15 * GIB
 """What a T4 (16 GB card) offers: ``torch.cuda.get_device_properties(0).total_memory`` is about 15 GiB."""
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
 PROMPT_TOKENS = {"gsm8k": 320, "synthetic": 64, "sums": 64}
-"""Assumed longest prompt of a batch, in tokens, chat template and the format system prompt included.
-GSM8K's longest training prompt is 1,168 characters (99% are under 710), about 300 tokens at Qwen's
-~4 characters a token (digits count one token each)."""
+"""Assumed longest prompt of a batch, in tokens, chat template and system prompt included: GSM8K's longest training
+prompt is 1,168 characters (99% under 710), about 300 tokens at Qwen's ~4 characters a token."""
 # the tiles of TRL 1.16's fused LM head (trl.kernels.chunked_logprob): tokens x vocabulary columns
 _FUSED_ROWS, _FUSED_COLS = 4096, 32768
 
@@ -147,8 +146,8 @@ def _check_targets(arch: Arch, targets: Sequence[str]) -> list[str]:
 
 
 def param_count(arch: Arch) -> int:
-    r"""Parameters of a Qwen2 causal LM: embeddings ``V h``; per layer the seven projections (biases on
-    q, k, v only) and two RMSNorm weights; the final norm; an LM head ``V h`` unless tied.
+    r"""Parameters of a Qwen2 causal LM: embeddings ``V h``; per layer the seven projections (biases on q, k, v) and two
+    RMSNorm weights; the final norm; an LM head ``V h`` unless tied.
 
     >>> param_count(QWEN25["qwen2.5-0.5b"]), param_count(QWEN25["qwen2.5-1.5b"])
     (494032768, 1543714304)
@@ -170,12 +169,10 @@ def lora_param_count(arch: Arch, r: int, targets: Sequence[str] = LORA_TARGETS) 
 
 
 def layer_activation_bytes(arch: Arch, dtype_bytes: int, lora_r: int, targets: Sequence[str] = LORA_TARGETS) -> int:
-    r"""Bytes autograd keeps per token of one Qwen2 decoder layer (the ``a`` of the module docstring).
-
-    Counted: the two RMSNorms' inputs in float32 (``2 h * 4``) and outputs (``2 h b``); q, k, v
-    (``(h + 2 kv) b``) and their rotated q, k (``(h + kv) b``); the attention
-    output (``h b``); gate, up, SiLU(gate) and the product (``4 I b``); per adapted projection its
-    dropped-out input (``in * b``), the dropout mask (``in`` bytes) and A's output (``r b``).
+    r"""Bytes autograd keeps per token of one Qwen2 decoder layer: the two RMSNorms' inputs in float32 (``2 h * 4``) and
+    outputs (``2 h b``); q, k, v (``(h + 2 kv) b``) and the rotated q, k (``(h + kv) b``); the attention output (``h
+    b``); gate, up, SiLU(gate) and their product (``4 I b``); per adapted projection its dropped-out input (``in * b``),
+    the dropout mask (``in`` bytes) and A's output (``r b``).
 
     >>> layer_activation_bytes(QWEN25["qwen2.5-0.5b"], 2, 16)   # 2 (11 h + 3 kv + 5 I + 7 r) + 14 h + I
     86752
@@ -201,39 +198,23 @@ def lora_grpo_memory(
     fast_generation: bool = True,
     fused_lm_head: bool = True,
 ) -> dict[str, int]:
-    r"""Estimated peak GPU memory of one LoRA GRPO step, in bytes, with every term (module docstring).
+    r"""Estimated peak GPU memory of one LoRA GRPO step, in bytes, term by term.
 
-    Args:
-        arch: the model's :class:`Arch` (e.g. ``QWEN25["qwen2.5-0.5b"]``).
-        dtype_bytes: bytes per weight and activation element: 2 (float16, bfloat16) or 4 (float32).
-        lora_r: LoRA rank r >= 1; ``targets``: the adapted projections (default: all seven).
-        micro_batch: N, completions per forward/backward (``per_device_train_batch_size``).
-        generation_batch: B, completions generated in one call (``generation_batch_size``).
-        prompt_len, completion_len: P and T in tokens.
-        checkpointing: activation checkpointing on.
-        fast_generation: qae_lab's fast path (a snapshot of the adapted base weights while generating).
-        fused_lm_head: TRL's fused LM head (one logits tile) instead of the whole float32 logits.
-
-    Returns:
-        ``{term: bytes}``: ``weights``, ``lora``, ``optimizer``, ``kv_cache``, ``prefill``,
-        ``sample_logits``, ``snapshot``, ``gradients``, ``activations``, ``loss_logits``, the phase sums
-        ``persistent``, ``generation``, ``training``, and ``peak = persistent + max(generation, training)``.
+    N = ``micro_batch`` completions per forward/backward, B = ``generation_batch`` per generate call, P and T =
+    ``prompt_len`` and ``completion_len``; ``dtype_bytes`` 2 or 4. ``fast_generation``: qae_lab's snapshot of the
+    adapted base weights while generating; ``fused_lm_head``: TRL's one logits tile instead of all float32 logits.
+    Returns ``weights``, ``lora``, ``optimizer``, ``kv_cache``, ``prefill``, ``sample_logits``, ``snapshot``,
+    ``gradients``, ``activations``, ``loss_logits``, the sums ``persistent``, ``generation``, ``training``, and ``peak =
+    persistent + max(generation, training)``.
 
     >>> est = lora_grpo_memory(QWEN25["qwen2.5-0.5b"], dtype_bytes=2, lora_r=16, micro_batch=16,
     ...                        generation_batch=32, prompt_len=320, completion_len=256, fused_lm_head=False)
     >>> est["loss_logits"] == 2 * 16 * 256 * 151936 * 4, round(est["peak"] / GIB, 2)
     (True, 6.82)
     """
-    if dtype_bytes not in (2, 4):
-        raise ValueError(f"dtype_bytes must be 2 (float16 / bfloat16) or 4 (float32), got {dtype_bytes!r}")
-    for name, value in (
-        ("micro_batch", micro_batch),
-        ("generation_batch", generation_batch),
-        ("prompt_len", prompt_len),
-        ("completion_len", completion_len),
-    ):
-        check_int(value, name, 1)
-    b, h, L = dtype_bytes, arch.hidden, arch.layers
+    check_int(micro_batch, "micro_batch", 1), check_int(generation_batch, "generation_batch", 1)
+    check_int(prompt_len, "prompt_len", 1), check_int(completion_len, "completion_len", 1)
+    b, h, L = _dtype_bytes(dtype_bytes), arch.hidden, arch.layers
     n, s = micro_batch, prompt_len + completion_len
     p_lora = lora_param_count(arch, lora_r, targets)
     linears = projections(arch)
@@ -265,11 +246,7 @@ def lora_grpo_memory(
 def run_memory(
     run, cfg, *, bf16_gpu: bool = False, prompt_len: int | None = None, fused_lm_head: bool = True
 ) -> dict[str, int]:
-    r""":func:`lora_grpo_memory` for a built run (``qae_lab.runs.presets.build``'s ``RunArgs`` and ``QAEConfig``).
-
-    The model is ``run.model`` (a key of :data:`QWEN25`); ``run.dtype="auto"`` means bfloat16 where
-    ``bf16_gpu`` (a bf16-capable GPU) else float32, as :func:`qae_lab.task.models.load_policy` decides;
-    ``prompt_len`` defaults to :data:`PROMPT_TOKENS` of ``run.task``.
+    r""":func:`lora_grpo_memory` for a built run (``RunArgs`` and ``QAEConfig``), as :func:`run_shape` reads it.
 
     >>> from types import SimpleNamespace as NS
     >>> run = NS(model="qwen2.5-0.5b", dtype="float16", lora=True, lora_r=16, task="gsm8k")
@@ -281,25 +258,15 @@ def run_memory(
     if not run.lora:
         raise ValueError("run.lora must be True: the estimate is of a LoRA run (optimizer state for the adapters only)")
     arch, dtype_bytes, prompt_len = run_shape(run, bf16_gpu, prompt_len)
-    return lora_grpo_memory(
-        arch,
-        dtype_bytes=dtype_bytes,
-        lora_r=run.lora_r,
-        micro_batch=cfg.per_device_train_batch_size,
-        generation_batch=cfg.generation_batch_size,
-        prompt_len=prompt_len,
-        completion_len=cfg.max_completion_length,
-        checkpointing=bool(cfg.gradient_checkpointing),
-        fast_generation=bool(getattr(cfg, "fast_generation", False)),
-        fused_lm_head=fused_lm_head,
-    )
+    fast = bool(getattr(cfg, "fast_generation", False))
+    sizes = {"prompt_len": prompt_len, "fused_lm_head": fused_lm_head, "fast_generation": fast}
+    return lora_grpo_memory(arch, dtype_bytes=dtype_bytes, **sizes, **_batches(run, cfg, run.lora_r))
 
 
 def run_shape(run, bf16_gpu: bool, prompt_len: int | None = None) -> tuple[Arch, int, int]:
-    r"""``(architecture, bytes per weight, prompt tokens)`` of a built run, as the estimates read it: the
-    :data:`QWEN25` entry of ``run.model``; ``run.dtype``'s bytes, ``"auto"`` being bfloat16 where ``bf16_gpu``
-    else float32 (as :func:`qae_lab.task.models.load_policy` decides); ``prompt_len``, else :data:`PROMPT_TOKENS` of
-    ``run.task``.
+    r"""``(architecture, bytes per weight, prompt tokens)`` of a built run: the :data:`QWEN25` entry of ``run.model``;
+    ``run.dtype``'s bytes, ``"auto"`` bfloat16 where ``bf16_gpu`` else float32 (as
+    :func:`qae_lab.task.models.load_policy` decides); ``prompt_len``, else :data:`PROMPT_TOKENS` of ``run.task``.
 
     >>> from types import SimpleNamespace as NS
     >>> arch, b, p = run_shape(NS(model="qwen2.5-1.5b", dtype="auto", task="gsm8k"), bf16_gpu=False)
@@ -316,8 +283,8 @@ def run_shape(run, bf16_gpu: bool, prompt_len: int | None = None) -> tuple[Arch,
 
 @dataclass(frozen=True)
 class GPU:
-    r"""A card's datasheet figures: dense half-precision tensor throughput (TFLOP/s, float32 accumulation, no
-    sparsity) and memory bandwidth (GB/s, 1e9 bytes).
+    r"""A card's datasheet figures: dense half-precision tensor TFLOP/s (float32 accumulation, no sparsity) and memory
+    bandwidth in GB/s.
 
     >>> GPUS["t4"].tflops, GPUS["t4"].bandwidth
     (65.0, 320.0)
@@ -368,6 +335,17 @@ def decoder_weights(arch: Arch) -> int:
     return arch.layers * (2 * h * h + 2 * h * kv + 3 * h * i)
 
 
+def _batches(run, cfg, lora_r: int) -> dict:
+    """The step's sizes in a built run, as :func:`lora_grpo_memory` and :func:`lora_grpo_step_time` name them."""
+    return {
+        "lora_r": lora_r,
+        "micro_batch": cfg.per_device_train_batch_size,
+        "generation_batch": cfg.generation_batch_size,
+        "completion_len": cfg.max_completion_length,
+        "checkpointing": bool(cfg.gradient_checkpointing),
+    }
+
+
 def _card(flops: float, n_bytes: float, gpu: GPU, sustained: float) -> float:
     return max(flops / (gpu.tflops * 1e12 * sustained), n_bytes / (gpu.bandwidth * 1e9 * sustained))
 
@@ -393,9 +371,9 @@ def _lora(arch: Arch, lora_r: int, targets: Sequence[str]) -> int:
 def prefill_flops(
     arch: Arch, *, batch: int, prompt_len: int, lora_r: int = 0, targets: Sequence[str] = LORA_TARGETS
 ) -> dict[str, int]:
-    r"""FLOPs of a prefill of ``batch`` prompts of ``P = prompt_len`` tokens: ``matmul`` ``2 (W + R) B P`` in the
-    layers and ``2 H B`` for the LM head at the last position; ``attention`` ``2 h L B P (P + 1)`` (causal: position
-    i attends to i positions, ``4 h`` FLOPs each per layer for QK^T and the weighted sum of V).
+    r"""FLOPs of a prefill of ``batch`` prompts of ``P`` tokens: ``matmul`` ``2 (W + R) B P`` in the layers and ``2 H
+    B`` for the LM head at the last position; ``attention`` ``2 h L B P (P + 1)`` (causal: ``4 h`` FLOPs per attended
+    position per layer, for QK^T and the weighted sum of V).
 
     >>> prefill_flops(Arch(4, 1, 1, 1, 8, 10), batch=1, prompt_len=2)   # W = 2x16 + 2x16 + 3x32; H = 40
     {'matmul': 720, 'attention': 48}
@@ -411,8 +389,8 @@ def prefill_flops(
 def decode_flops(
     arch: Arch, *, batch: int, context: int, lora_r: int = 0, targets: Sequence[str] = LORA_TARGETS
 ) -> dict[str, int]:
-    r"""FLOPs of one decode step of ``batch`` sequences, each new token attending to ``context`` positions (its own
-    included): ``matmul`` ``2 (W + R + H) B``, ``attention`` ``4 h L B c``.
+    r"""FLOPs of one decode step of ``batch`` sequences attending to ``context`` positions: ``matmul`` ``2 (W + R + H)
+    B``, ``attention`` ``4 h L B c``.
 
     >>> decode_flops(Arch(4, 1, 1, 1, 8, 10), batch=1, context=3)
     {'matmul': 400, 'attention': 48}
@@ -432,13 +410,10 @@ def training_flops(
     targets: Sequence[str] = LORA_TARGETS,
     checkpointing: bool = True,
 ) -> dict[str, int]:
-    r"""FLOPs of the update phase: forward and backward passes over ``sequences`` sequences of
-    ``S = prompt_len + completion_len`` tokens, logits at the completion positions only (TRL's ``logits_to_keep``).
-
-    With ``k = 3`` passes through the layers under activation checkpointing (forward, recomputed forward,
-    backward), else 2: ``matmul`` ``2 W k`` per token (the frozen base: input gradients only), ``2 R (k + 1)``
-    (LoRA's weight gradients too), ``4 H`` per completion token (the LM head forward and its input gradient);
-    ``attention`` ``2 h L S (S + 1) (k + 1)`` per sequence (causal; its backward costs two forwards).
+    r"""FLOPs of the update phase over ``sequences`` sequences of ``S = prompt_len + completion_len`` tokens, logits at
+    the completion positions only (TRL's ``logits_to_keep``). With ``k = 3`` passes under activation checkpointing (else
+    2): ``matmul`` ``2 W k`` per token (frozen base: input gradients only), ``2 R (k + 1)`` (LoRA's weight gradients
+    too), ``4 H`` per completion token; ``attention`` ``2 h L S (S + 1) (k + 1)`` per sequence.
 
     >>> training_flops(Arch(4, 1, 1, 1, 8, 10), sequences=1, prompt_len=1, completion_len=1, lora_r=0)
     {'matmul': 2080, 'attention': 192}
@@ -467,11 +442,10 @@ def generation_time(
     sustained: float = 1.0,
     host_s: float = 0.0,
 ) -> float:
-    r"""Seconds for one ``generate`` call of ``new_tokens`` tokens: a prefill (:func:`prefill_flops`; the weights
-    read once), which gives the first token, then ``new_tokens - 1`` decode steps (:func:`decode_flops`; the
-    weights, ``param_count * b`` as the tied LM head reads the embedding matrix, and the KV cache ``B c L 2 kv b``
-    read), each taking ``max(card, host_s)``. Every sequence runs to the limit: an upper count of the steps.
-    ``lora_r = 0``: adapters merged (or none); else unmerged, their float32 weights read too.
+    r"""Seconds for one ``generate`` call: a prefill (:func:`prefill_flops`, the weights read once), then ``new_tokens -
+    1`` decode steps (:func:`decode_flops`; the weights and the KV cache ``B c L 2 kv b`` read), each ``max(card,
+    host_s)``. Every sequence runs to the limit. ``lora_r = 0``: adapters merged (or none); else unmerged, their float32
+    weights read too.
 
     >>> q = QWEN25["qwen2.5-0.5b"]
     >>> round(generation_time(q, GPUS["t4"], batch=32, prompt_len=320, new_tokens=256, dtype_bytes=2), 3)
@@ -518,9 +492,8 @@ def training_time(
     checkpointing: bool = True,
     sustained: float = 1.0,
 ) -> float:
-    r"""Seconds for the update phase of one step: :func:`training_flops`, and the weights read once per pass
-    through the layers in each micro-batch of ``micro_batch`` sequences (padded to the longest). Bound by
-    arithmetic: thousands of tokens per pass.
+    r"""Seconds for the update phase of one step: :func:`training_flops`, and the weights read once per pass in each
+    micro-batch of ``micro_batch`` sequences.
 
     >>> round(training_time(QWEN25["qwen2.5-0.5b"], GPUS["t4"], sequences=32, prompt_len=320, completion_len=256,
     ...                     micro_batch=16, dtype_bytes=2, lora_r=16), 3)
@@ -528,24 +501,10 @@ def training_time(
     """
     check_int(micro_batch, "micro_batch", 1)
     _check_sustained(sustained)
-    flops = sum(
-        training_flops(
-            arch,
-            sequences=sequences,
-            prompt_len=prompt_len,
-            completion_len=completion_len,
-            lora_r=lora_r,
-            targets=targets,
-            checkpointing=checkpointing,
-        ).values()
-    )
-    k = 3 if checkpointing else 2
-    n_bytes = (
-        math.ceil(sequences / micro_batch)
-        * k
-        * (param_count(arch) * _dtype_bytes(dtype_bytes) + _lora(arch, lora_r, targets) * 4)
-    )
-    return _card(flops, n_bytes, gpu, sustained)
+    shape = {"prompt_len": prompt_len, "completion_len": completion_len, "lora_r": lora_r, "targets": targets}
+    flops = sum(training_flops(arch, sequences=sequences, checkpointing=checkpointing, **shape).values())
+    weights = param_count(arch) * _dtype_bytes(dtype_bytes) + _lora(arch, lora_r, targets) * 4
+    return _card(flops, math.ceil(sequences / micro_batch) * (3 if checkpointing else 2) * weights, gpu, sustained)
 
 
 def lora_grpo_step_time(
@@ -564,41 +523,22 @@ def lora_grpo_step_time(
     sustained: float = 1.0,
     host_s: float = 0.0,
 ) -> dict[str, float]:
-    r"""Seconds of one LoRA GRPO step (one generation batch, one optimizer step): ``generation``
-    (:func:`generation_time` of ``generation_batch`` sequences, adapters merged when ``merged_generation``, as
-    :func:`qae_lab.train.generation.generation_policy` does), ``training`` (:func:`training_time`) and their sum ``step``.
-    ``host_s``: host seconds per decode step (0 for compiled decoding, whose CUDA graphs replay without the host).
+    r"""Seconds of one LoRA GRPO step: ``generation`` (:func:`generation_time` of ``generation_batch`` sequences,
+    adapters merged when ``merged_generation``), ``training`` (:func:`training_time`) and their sum ``step``.
+    ``host_s``: host seconds per decode step (0 for compiled decoding).
 
     >>> est = lora_grpo_step_time(QWEN25["qwen2.5-0.5b"], GPUS["t4"], dtype_bytes=2, lora_r=16, micro_batch=16,
     ...                           generation_batch=32, prompt_len=320, completion_len=256, sustained=0.5)
     >>> {k: round(v, 2) for k, v in est.items()}   # half the datasheet peaks: every card term doubles
     {'generation': 2.09, 'training': 1.45, 'step': 3.54}
     """
+    same = {"prompt_len": prompt_len, "dtype_bytes": dtype_bytes, "targets": targets, "sustained": sustained}
+    gen_r = 0 if merged_generation else lora_r
     gen = generation_time(
-        arch,
-        gpu,
-        batch=generation_batch,
-        prompt_len=prompt_len,
-        new_tokens=completion_len,
-        dtype_bytes=dtype_bytes,
-        lora_r=0 if merged_generation else lora_r,
-        targets=targets,
-        sustained=sustained,
-        host_s=host_s,
+        arch, gpu, batch=generation_batch, new_tokens=completion_len, lora_r=gen_r, host_s=host_s, **same
     )
-    train = training_time(
-        arch,
-        gpu,
-        sequences=generation_batch,
-        prompt_len=prompt_len,
-        completion_len=completion_len,
-        micro_batch=micro_batch,
-        dtype_bytes=dtype_bytes,
-        lora_r=lora_r,
-        targets=targets,
-        checkpointing=checkpointing,
-        sustained=sustained,
-    )
+    sizes = {"completion_len": completion_len, "lora_r": lora_r, "checkpointing": checkpointing}
+    train = training_time(arch, gpu, sequences=generation_batch, micro_batch=micro_batch, **sizes, **same)
     return {"generation": gen, "training": train, "step": gen + train}
 
 
@@ -611,18 +551,13 @@ def run_time(
     sustained: float = 1.0,
     prompt_len: int | None = None,
 ) -> dict[str, float]:
-    r"""Seconds of a built run (``qae_lab.runs.presets.build``'s ``RunArgs`` and ``QAEConfig``) on ``gpu``: its
-    ``max_steps`` steps and, when ``run.evaluate``, the evaluations before and after training.
+    r"""Seconds of a built run on ``gpu``: ``step``, ``steps`` (``max_steps`` of them), ``evaluation`` (one),
+    ``evaluations`` (before and after, when ``run.evaluate``) and ``total``.
 
-    The decoding path is the run's: compiled (``fast_generation`` and ``compile_generation``) costs the card's
-    time only; eager with merged adapters (``fast_generation`` alone) at least ``host["merged"]`` seconds per decode
-    step; TRL's own path, and the evaluations (``model.generate`` on the PEFT model), at least
-    ``host["unmerged"]`` with the adapters' arithmetic. ``host``: ``benchmarks/host_costs.py``'s figures in
-    seconds (None: the card's terms only). An evaluation decodes ``n_eval`` prompts greedily and
-    ``eval_samples`` times sampled, ``eval_batch_size`` prompts a call. ``run.dtype="auto"`` is bfloat16 where the
-    card has it, else float32 (:func:`qae_lab.runs.costs.run_shape`).
-
-    Returns ``step``, ``steps`` (all of them), ``evaluation`` (one), ``evaluations`` (both, or 0) and ``total``.
+    The decoding path is the run's: compiled costs the card's time only; eager merged (``fast_generation``) at least
+    ``host["merged"]`` seconds per decode step; TRL's own path and the evaluations at least ``host["unmerged"]``
+    (``benchmarks/host_costs.py``'s figures; None: the card's terms only). An evaluation decodes ``n_eval`` prompts
+    greedily and ``eval_samples`` times sampled, ``eval_batch_size`` prompts a call.
 
     >>> from types import SimpleNamespace as NS
     >>> run = NS(model="qwen2.5-0.5b", dtype="float16", lora=True, lora_r=16, task="gsm8k", evaluate=True,
@@ -645,43 +580,18 @@ def run_time(
     lora_r = run.lora_r if run.lora else 0
     fast = bool(getattr(cfg, "fast_generation", False))
     compiled = fast and bool(getattr(cfg, "compile_generation", False))
-    step = lora_grpo_step_time(
-        arch,
-        gpu,
-        dtype_bytes=b,
-        lora_r=lora_r,
-        micro_batch=cfg.per_device_train_batch_size,
-        generation_batch=cfg.generation_batch_size,
-        prompt_len=p,
-        completion_len=cfg.max_completion_length,
-        checkpointing=bool(cfg.gradient_checkpointing),
-        merged_generation=fast,
-        sustained=sustained,
-        host_s=0.0 if compiled else host["merged" if fast else "unmerged"],
-    )["step"]
+    host_s = 0.0 if compiled else host["merged" if fast else "unmerged"]
+    shape = {"dtype_bytes": b, "prompt_len": p, "sustained": sustained}
+    step = lora_grpo_step_time(arch, gpu, merged_generation=fast, host_s=host_s, **shape, **_batches(run, cfg, lora_r))
+    step = step["step"]
     new = run.eval_max_new_tokens or cfg.max_completion_length
     calls = [min(run.eval_batch_size, run.n_eval - i) for i in range(0, run.n_eval, run.eval_batch_size)]
     evaluation = sum(
-        generation_time(
-            arch,
-            gpu,
-            batch=n * samples,
-            prompt_len=p,
-            new_tokens=new,
-            dtype_bytes=b,
-            lora_r=lora_r,
-            sustained=sustained,
-            host_s=host["unmerged"],
-        )
+        generation_time(arch, gpu, batch=n * samples, new_tokens=new, lora_r=lora_r, host_s=host["unmerged"], **shape)
         for n in calls
         for samples in (1, run.eval_samples)
     )
     evaluations = 2 * evaluation if getattr(run, "evaluate", True) else 0.0
     steps = step * cfg.max_steps
-    return {
-        "step": step,
-        "steps": steps,
-        "evaluation": evaluation,
-        "evaluations": evaluations,
-        "total": steps + evaluations,
-    }
+    total = steps + evaluations
+    return {"step": step, "steps": steps, "evaluation": evaluation, "evaluations": evaluations, "total": total}

@@ -1,17 +1,12 @@
 r"""``python -m qae_lab export RUN_DIR OUT``: a trained run's policy as a stand-alone Hugging Face model folder.
 
-OUT then holds what ``AutoModelForCausalLM.from_pretrained(OUT)`` loads, with no qae_lab and no PEFT:
-``model.safetensors`` and ``config.json`` (the policy, its LoRA adapter merged by PEFT's ``merge_and_unload``:
-W + (lora_alpha / r) B A), the tokenizer and ``generation_config.json`` as the run saved them, a model card
-``README.md`` (base model, method, K, alpha, steps, greedy and sampled pass@1 before and after training, the
-command that made the run: every number read from the run folder's files), and ``qae_lab_run.json`` (the
-run's ``config.json``). ``adapter_only`` writes the LoRA adapter instead, which PEFT loads over the base.
+OUT holds what ``AutoModelForCausalLM.from_pretrained(OUT)`` loads, with no qae_lab and no PEFT: the policy with its
+LoRA adapter merged (PEFT's ``merge_and_unload``: W + (lora_alpha / r) B A), the tokenizer and
+``generation_config.json``, a model card ``README.md`` (every number read from the run folder), and ``qae_lab_run.json``
+(the run's ``config.json``). ``adapter_only`` writes the LoRA adapter instead.
 
-Precision: the merge is computed in float32 and rounded once to ``dtype``. bfloat16 (the default) is
-Qwen2.5's own release precision, half the size of float32 and what inference servers load; float16
-serves GPUs without bf16 (T4, V100); float32 keeps the trained weights bit for bit (the embedded tiny
-model trains in float32; tests/runs/test_export.py compares completions with it). An adapter is written as
-trained (its weights are small).
+Precision: the merge is computed in float32 and rounded once to ``dtype``: bfloat16 by default (Qwen2.5's release
+precision), float16 for GPUs without bf16, float32 bit for bit. An adapter is written as trained.
 
 Implementer's notes: docs/implementation.md, section ``qae_lab.runs.export``.
 """
@@ -34,10 +29,9 @@ from qae_lab._checks import check_choice, check_path
 from qae_lab.storage.resume import (
     checkpoint_problems,
     checkpoints,
+    folder_problems,
     latest_complete_checkpoint,
     publish_dir,
-    safetensors_problem,
-    shard_problems,
 )
 from qae_lab.knobs import knob_changes
 from qae_lab.methods import method_name
@@ -58,9 +52,7 @@ from qae_lab.storage.folder import (
     new_folder,
     read_json,
     read_log,
-    read_text,
     step_rows,
-    symlinks,
 )
 
 __all__ = [
@@ -135,9 +127,7 @@ def _weights(run_dir: Path, checkpoint: int | str | None) -> Path:
 
 
 def model_problems(folder: Path) -> list[str]:
-    r"""What is cut short or damaged in a saved model folder (``model/``): its safetensors files and JSON files,
-    checked as a checkpoint's are (:func:`qae_lab.storage.resume.checkpoint_problems`: each a regular file of the
-    folder's own, no symbolic link anywhere in it), and the shards its index lists (plain names, there); empty
+    r"""What is cut short or damaged in a saved model folder (``model/``), checked as a checkpoint's files are; empty
     when it can be loaded.
 
     >>> import tempfile
@@ -147,44 +137,12 @@ def model_problems(folder: Path) -> list[str]:
     """
     if folder.is_symlink():
         return [f"{folder} is a symbolic link (to {os.readlink(folder)}), not a model folder of the run's own"]
-    problems = [
-        f"{rel} is a symbolic link (to {target}): a model folder's files are its own"
-        for rel, target in symlinks(folder)
-    ]
-    for path in sorted(folder.iterdir()):
-        if path.is_symlink():
-            continue  # named above
-        if path.suffix in (".safetensors", ".json") and not path.is_file():
-            problems.append(f"{path.name} is {'a folder' if path.is_dir() else 'a special file'}, not a regular file")
-            continue
-        if not path.is_file():
-            continue
-        if path.suffix == ".safetensors":
-            problems.append(safetensors_problem(path))
-        elif path.suffix == ".json":
-            try:
-                data = json.loads(read_text(path))
-            except RunFolderError as err:  # replaced by a link or a pipe since it was listed: never read through
-                problems.append(str(err))
-                continue
-            except (ValueError, UnicodeDecodeError, RecursionError) as err:
-                problems.append(f"{path.name} is damaged (not JSON: {str(err)[:100]})")
-                continue
-            if path.name.endswith(".index.json") and isinstance(data, dict):
-                problems += shard_problems(folder, path.name)
-    return [p for p in problems if p]
+    return folder_problems(folder, "a model folder's")
 
 
 def find_source(run_dir: str | os.PathLike, checkpoint: int | str | None = None) -> Source:
-    r"""The weights to export from a run folder, and what the run recorded, checked before anything loads.
-
-    Args:
-        run_dir: a run folder, or one of its ``checkpoint-N`` folders.
-        checkpoint: None (the run's ``model/``), a step N (``checkpoint-N``) or ``"latest"`` (the latest
-            complete checkpoint).
-
-    Raises:
-        RunFolderError: naming what is missing (no ``model/``: which checkpoint to export instead).
+    r"""The weights to export from a run folder (or one of its ``checkpoint-N``), and what the run recorded, checked
+    before anything loads. ``checkpoint``: None (``model/``), a step N, or ``"latest"`` (the latest complete one).
 
     >>> find_source("runs/nowhere")
     Traceback (most recent call last):
@@ -216,12 +174,8 @@ def find_source(run_dir: str | os.PathLike, checkpoint: int | str | None = None)
 
 
 def load_trained(source: Source | str | os.PathLike, *, checkpoint=None, dtype: str = "float32", device: str = "cpu"):
-    r"""The trained policy of a run, as it trained: ``(model, tokenizer)``, the model in eval mode.
-
-    A LoRA run gives the base model and its tokenizer (:func:`qae_lab.task.models.load_policy`, as the run
-    loaded them) with the run's adapter over it, unmerged (a ``peft.PeftModel``); a full-model run, its
-    saved model and tokenizer. ``source``: a :class:`Source`, or a run folder (with ``checkpoint`` as in
-    :func:`find_source`).
+    r"""The trained policy of a run, as it trained: ``(model, tokenizer)`` in eval mode; a LoRA run's adapter unmerged
+    over its base (a ``peft.PeftModel``). ``source``: a :class:`Source`, or a run folder (with ``checkpoint``).
     """
     if not isinstance(source, Source):
         source = find_source(source, checkpoint)
@@ -279,17 +233,9 @@ def export_run(
     push_to_hub: str | None = None,
     private: bool = False,
 ) -> Path:
-    r"""Export a run's trained policy to ``out`` (see the module docstring for what it writes).
-
-    Args:
-        run_dir, checkpoint: which weights (:func:`find_source`).
-        out: the new folder; it must not exist or be empty, unless ``overwrite``.
-        adapter_only: write the LoRA adapter, not the merged model (a LoRA run only).
-        dtype: the merged model's precision, one of :data:`DTYPES` (default bfloat16); not with ``adapter_only``.
-        push_to_hub, private: upload ``out`` to this Hub repository afterwards (:func:`push`).
-
-    Returns:
-        ``out``, complete (written beside it, then renamed into place).
+    r"""Export a run's trained policy to ``out`` (the module docstring says what it writes): written beside it, then
+    renamed into place. ``out`` must not exist or be empty, unless ``overwrite``; ``dtype`` (:data:`DTYPES`) is the
+    merged model's; ``push_to_hub``: then upload it (:func:`push`).
     """
     if adapter_only and dtype is not None:
         raise ValueError(f"dtype={dtype!r} applies to a merged model: an adapter (adapter_only) is written as trained")
@@ -337,10 +283,7 @@ def export_run(
 
 
 def model_card(source: Source, *, dtype: str | None) -> str:
-    r"""The export's ``README.md``: YAML front matter for the Hub, then what the run was and what it scored.
-
-    Every number comes from the run folder's files; ``dtype`` None means an adapter export.
-    """
+    r"""The export's ``README.md``: front matter for the Hub, then what the run was and what it scored."""
     run, trainer = source.config.get("run") or {}, source.config.get("trainer") or {}
     hub_id = None if source.base in EMBEDDED_MODELS else resolve_name(source.base)
     hub_id = None if hub_id is None or Path(hub_id).exists() else hub_id  # a local folder is no Hub id
@@ -490,12 +433,10 @@ def push(folder: str | os.PathLike, repo: str, *, private: bool = False) -> str:
 
 
 def save_model(trainer, run_dir: str | os.PathLike, *, replace: bool = False) -> Path:
-    r"""Write a trainer's model to the run folder's ``model/``, staged then renamed: what a run's end does
-    (:func:`qae_lab.runs.pipeline.train`), and what runs trained with ``save_model=false`` (notebook 04's live run) do
-    afterwards. An existing ``model/`` is refused, or with ``replace`` kept under a new name
-    (:func:`qae_lab.storage.resume.publish_dir`); a ``.staging`` holding more than a trainer stages there (a
-    nested run, someone's files: :func:`qae_lab.storage.claim.removal_problem`) is refused, named. Under several
-    processes every one calls it (sharded weights are gathered) and the main one writes."""
+    r"""Write a trainer's model to the run folder's ``model/``, staged then renamed (a run's end, or afterwards for a
+    run with ``save_model=false``). An existing ``model/`` is refused, or with ``replace`` kept aside; a ``.staging`` no
+    trainer left is refused. Every process calls it; the main one writes.
+    """
     run_dir = Path(run_dir)
     final = run_dir / MODEL_DIR
     if final.exists() and not replace:

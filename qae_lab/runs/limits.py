@@ -1,7 +1,7 @@
 r"""The largest settings a run accepts, before anything loads: from the estimated peak memory where a bound depends on
 the model (:mod:`qae_lab.runs.costs`), a documented cap where it does not; the disk its checkpoints take and the
-completions an evaluation samples. :func:`qae_lab.runs.pipeline.check_run` refuses a run past any of them (the dry run
-too); docs/command-line.md tables them.
+completions an evaluation samples. :func:`qae_lab.runs.pipeline.check_run` refuses a run past any of them;
+docs/command-line.md tables them.
 """
 
 from __future__ import annotations
@@ -43,25 +43,23 @@ __all__ = [
 ]
 
 MAX_PEAK = 2 * 2**40
-"""2 TiB: the most a run's estimated peak memory (:func:`run_peak`) may be: eight times the largest GPU's (256 GB)
-and more than most servers' RAM. The estimate leaves out the CUDA context, the allocator's slack and, without LoRA,
-the model's gradients and optimizer state, so a run it refuses would need more still."""
+"""2 TiB: the most a run's estimated peak memory (:func:`run_peak`, a lower estimate) may be: eight times the largest
+GPU's (256 GB) and more than most servers' RAM."""
 MAX_DRAWN = 100_000
 """Problems the synthetic and sums tasks draw (``n_train``, ``n_eval``), held in memory as records and an Arrow
 table: 100,000 take about 250 MB and 2 s to draw (50 times cpu-demo's 2,000)."""
 GSM8K_SIZES = {"train": 7_473, "test": 1_319}
-"""GSM8K's splits on the Hub (openai/gsm8k, main): the most ``n_train`` and ``n_eval`` draw from them. A local folder's
-files are counted when the run is planned (:func:`qae_lab.runs.run_plan.plan` reads them)."""
+"""GSM8K's splits on the Hub (openai/gsm8k, main); a local folder's are counted by
+:func:`qae_lab.runs.run_plan.plan`."""
 SMALLEST_ARCH = Arch(128, 4, 4, 2, 384, 470, True)
-"""The embedded model's architecture (``data/embedded/config.json``), the smallest here: the estimates' model when a
-run's model has no ``config.json`` on this machine (a Hub id not downloaded yet), which bounds its sizes loosely."""
+"""The embedded model's architecture, the smallest: the estimates' model when a run's has no ``config.json`` here."""
 _LARGEST = 2**62  # the top of the search for a memory-bound setting's largest value
 
 
 def model_arch(model: str) -> Arch | None:
-    r"""The architecture of a run's ``model`` (a ``RunArgs.model``), read without loading anything: its :data:`QWEN25`
-    entry, else the ``config.json`` of the embedded model, of a local folder or in the Hub's local cache (never
-    fetched); None when there is none here, or when :class:`Arch` cannot read it (not a decoder of Qwen2's form).
+    r"""The architecture of a run's ``model``, read without loading anything: its :data:`QWEN25` entry, else the
+    ``config.json`` of the embedded model, a local folder or the Hub's local cache (never fetched); None when there is
+    none here or :class:`Arch` cannot read it.
 
     >>> model_arch("qwen2.5-1.5b").hidden, model_arch("embedded") == SMALLEST_ARCH, model_arch("no-such/model-here")
     (1536, True, None)
@@ -102,24 +100,19 @@ _BATCHES = ("generation_batch_size", "num_generations", "num_generations_eval")
 
 
 def _sizes(run, cfg) -> dict[str, int | None]:
-    """The run's settings that :func:`run_peak` counts, by name (:data:`_PHASES`' order)."""
+    """The run's settings that :func:`run_peak` counts, by name."""
     return {name: getattr(run if name in _RUN_SIZES else cfg, name, None) for name in _PHASES}
 
 
 def run_peak(run, cfg, *, regime_batch: int, regime_draws: int, **sizes) -> dict[str, int]:
     r"""A lower estimate of a built run's peak memory in bytes, phase by phase, and ``peak``, the largest.
 
-    ``step``: :func:`lora_grpo_memory` of a training step: the generation batch of a process
-    (``per_device_train_batch_size * steps_per_generation``) and a micro-batch's update (padded to
-    ``pad_to_multiple_of``; with ``entropy_top_k``, its float32 values and int64 indices per token); a run without
-    LoRA counts no adapters, nor the full model's gradients and optimizer state. ``evaluation``: one generate call of
-    the evaluation, ``eval_batch_size * eval_samples`` sequences of ``eval_max_new_tokens``; ``trl_evaluation``:
-    ``per_device_eval_batch_size`` sequences (TRL's evaluation); ``regime_eval``: the regime evaluation's start split,
-    ``min(regime_batch, regime_eval_prompts) * regime_draws * regime_eval_samples`` sequences (its prompts a call,
-    :data:`qae_lab.runs.pipeline.REGIME_BATCH`, and draws, :data:`qae_lab.train.regime_eval.SPLIT_DRAWS`). Each phase
-    counts whether or not the run turns it on. Elements take ``run.dtype``'s bytes (``"auto"`` 2); the model is
-    :func:`model_arch`'s, else :data:`SMALLEST_ARCH`; prompts are
-    :data:`PROMPT_TOKENS` of the task. ``sizes``: values in place of the run's settings of those names.
+    ``step``: :func:`lora_grpo_memory` of a process's generation batch and a micro-batch's update (padded to
+    ``pad_to_multiple_of``; ``entropy_top_k``'s float32 values and int64 indices); without LoRA no adapters, nor the
+    full model's gradients and optimizer state. ``evaluation``: one generate call of ``eval_batch_size * eval_samples``;
+    ``trl_evaluation``: ``per_device_eval_batch_size``; ``regime_eval``: ``min(regime_batch, regime_eval_prompts) *
+    regime_draws * regime_eval_samples`` sequences. Each phase counts whether or not the run turns it on. The model is
+    :func:`model_arch`'s, else :data:`SMALLEST_ARCH`. ``sizes``: values in place of the run's settings of those names.
 
     >>> from types import SimpleNamespace as NS
     >>> run = NS(model="qwen2.5-0.5b", dtype="float16", lora=True, lora_r=16, task="gsm8k", eval_batch_size=32,
@@ -144,8 +137,7 @@ def _beams(cfg) -> int:
 
 def trainer_steps(run, cfg) -> int:
     r"""The optimizer steps a run takes, by the Trainer's count: ``max_steps``, or with ``max_steps=-1``
-    ``num_train_epochs`` epochs of a process's generation batches, ``(n_train // prompts a batch) *
-    steps_per_generation * num_iterations`` micro-batches in steps of ``gradient_accumulation_steps``.
+    ``num_train_epochs`` epochs of a process's generation batches.
 
     >>> from qae_lab.runs.presets import build
     >>> trainer_steps(*build("cpu-demo", ["max_steps=-1", "num_train_epochs=2"], output_dir="unused"))
@@ -162,7 +154,7 @@ def _steps_an_epoch(run, cfg) -> int:
 
 
 def _run_peak(run, cfg, arch: Arch, regime_batch: int, regime_draws: int, s: dict) -> dict[str, int]:
-    """:func:`run_peak` of the model ``arch`` and the settings ``s`` (:func:`_sizes`' names)."""
+    """:func:`run_peak` of the model ``arch`` and the settings ``s``."""
     b = 2 if run.dtype == "auto" else DTYPE_BYTES[run.dtype]
     common = {
         "dtype_bytes": b,
@@ -218,7 +210,7 @@ def _largest(fits: Callable[[int], bool], top: int = _LARGEST) -> int:
 
 
 def _drawable(run) -> dict[str, int]:
-    """``{"n_train": most, "n_eval": most}`` the run's task draws; empty for a local GSM8K folder (counted when read)."""
+    """``{"n_train": most, "n_eval": most}`` the run's task draws; empty for a local GSM8K folder."""
     if run.task != "gsm8k":
         return {"n_train": MAX_DRAWN, "n_eval": MAX_DRAWN}
     if run.gsm8k_path or os.environ.get(GSM8K_ENV):
@@ -227,21 +219,14 @@ def _drawable(run) -> dict[str, int]:
 
 
 def limits(run, cfg, *, regime_batch: int, regime_draws: int, memory: bool = True) -> dict[str, tuple[float, str]]:
-    r"""The largest value a built run accepts for each of its size settings, ``{field: (largest, why)}``, each with
-    the run's other settings as they are (docs/command-line.md tables them).
+    r"""The largest value a built run accepts for each of its size settings, ``{field: (largest, why)}``, the run's
+    other settings as they are.
 
-    Where it depends on the model: ``lora_r`` at most the widest rank an adapted layer has (``min(in, out)``: the
-    hidden size), ``entropy_top_k`` at most the vocabulary, and each setting :func:`run_peak` counts at most what keeps
-    the phases it enters within :data:`MAX_PEAK` (found by bisection: the estimate grows with each);
-    ``generation_batch_size`` and ``num_generations`` (a group is generated in one call) at most the largest
-    generation batch, ``num_generations_eval`` TRL's largest evaluation batch. Where it does not: the problems a task
-    draws (:data:`MAX_DRAWN`, :data:`GSM8K_SIZES`; ``regime_eval_prompts`` uses at most ``n_eval`` of them). The
-    caps that depend on nothing else are the settings' own (``QAEConfig``: ``max_steps``, ``gradient_accumulation_steps``,
-    ... ; ``RunArgs.torch_threads``). With ``max_steps=-1``, ``num_train_epochs`` at most
-    what takes ``QAEConfig``'s ``MAX_STEPS`` steps, by the Trainer's count: an epoch is a process's generation batches,
-    ``(n_train // prompts a batch) * steps_per_generation * num_iterations``, in optimizer steps of
-    ``gradient_accumulation_steps``. ``regime_batch``, ``regime_draws``: as :func:`run_peak`'s. ``memory=False``
-    leaves out the memory bounds (their bisection is most of the cost).
+    Bound by the model: ``lora_r`` (the hidden size), ``entropy_top_k`` (the vocabulary), and each setting
+    :func:`run_peak` counts, within :data:`MAX_PEAK` (by bisection); the generation batches by the largest generate
+    call. Bound by the task: the problems it draws (:data:`MAX_DRAWN`, :data:`GSM8K_SIZES`). With ``max_steps=-1``,
+    ``num_train_epochs`` within ``QAEConfig``'s ``MAX_STEPS``. ``memory=False`` leaves out the memory bounds (the
+    bisection is most of the cost).
 
     >>> from qae_lab.runs.presets import build
     >>> bounds = limits(*build("cpu-demo", output_dir="unused"), regime_batch=16, regime_draws=4)
@@ -283,8 +268,7 @@ def limits(run, cfg, *, regime_batch: int, regime_draws: int, memory: bool = Tru
 
 
 def _memory_limits(run, cfg, arch: Arch, regime_batch: int, regime_draws: int) -> dict[str, int]:
-    """The largest value of each setting :func:`run_peak` counts that keeps the phases it enters within
-    :data:`MAX_PEAK`, the rest as set; and of the :data:`_BATCHES`, which the largest generate call bounds."""
+    """The largest value of each setting :func:`run_peak` counts within :data:`MAX_PEAK`, the rest as set."""
     sizes = _sizes(run, cfg)
     n, spg = sizes["per_device_train_batch_size"], sizes["steps_per_generation"]
 
@@ -309,9 +293,8 @@ def _memory_limits(run, cfg, arch: Arch, regime_batch: int, regime_draws: int) -
 
 
 def over_limits(run, cfg, *, regime_batch: int, regime_draws: int) -> list[str]:
-    r"""Each size setting of a built run above its largest accepted value (:func:`limits`), as ``"field=value (at
-    most largest: why)"``; empty when all are within. When the estimated peak is above :data:`MAX_PEAK`, a last line
-    says how far and in which phase (with the phase's settings, when no one of them alone is the cause).
+    r"""Each size setting of a built run above its largest (:func:`limits`), as ``"field=value (at most largest:
+    why)"``; when the estimated peak is over :data:`MAX_PEAK`, a last line says how far and in which phase.
 
     >>> from qae_lab.runs.presets import build
     >>> run, cfg = build("cpu-demo", ["n_train=1000000000000", "per_device_train_batch_size=100000000"], output_dir="x")
@@ -348,16 +331,15 @@ def over_limits(run, cfg, *, regime_batch: int, regime_draws: int) -> list[str]:
 
 
 MAX_DISK = 2 * 2**40
-"""2 TiB: the most a run's checkpoints may take on disk together (:func:`checkpoint_bytes` x
-:func:`saved_checkpoints`), as much as the largest memory a run may estimate (:data:`MAX_PEAK`)."""
+"""2 TiB: the most a run's checkpoints may take on disk (:func:`checkpoint_bytes` x :func:`saved_checkpoints`)."""
 MAX_EVAL_COMPLETIONS = 10_000_000
 """Completions one evaluation samples (held-out problems x samples each; the regime evaluation's start split):
 at a hundred a second on a GPU, more than a day."""
 
 
 def checkpoint_bytes(arch: Arch, *, lora_r: int | None, dtype_bytes: int) -> int:
-    r"""The bytes of one checkpoint, estimated: the trained weights in ``dtype_bytes`` (LoRA: the adapters, in
-    float32) and AdamW's two float32 moments of each, plus the scheduler, RNG and state files (a few KB, left out).
+    r"""The bytes of one checkpoint, estimated: the trained weights (LoRA: the adapters, in float32) and AdamW's two
+    float32 moments of each.
 
     >>> round(checkpoint_bytes(QWEN25["qwen2.5-1.5b"], lora_r=None, dtype_bytes=2) / GIB, 1)   # 1.5B x (2 + 8) bytes
     14.4
@@ -368,8 +350,8 @@ def checkpoint_bytes(arch: Arch, *, lora_r: int | None, dtype_bytes: int) -> int
 
 
 def saved_checkpoints(cfg, steps: int) -> int:
-    r"""How many checkpoints a run of ``steps`` optimizer steps keeps at its end: one every ``save_steps`` steps
-    (a fraction below 1: of the steps, as transformers reads it) or one an epoch, at most ``save_total_limit``.
+    r"""How many checkpoints a run of ``steps`` steps keeps at its end: one every ``save_steps`` (a fraction: of the
+    steps) or one an epoch, at most ``save_total_limit``.
 
     >>> import types
     >>> saved_checkpoints(types.SimpleNamespace(save_strategy="steps", save_steps=50, save_total_limit=None), 200)

@@ -1,15 +1,10 @@
 r"""A whole run: evaluate the policy on held-out problems, train it, evaluate again, write the run folder.
 
-:func:`train` is what ``python -m qae_lab train`` (:mod:`qae_lab.runs.cli`) and notebook 04 run:
-:func:`make_trainer` builds :class:`qae_lab.train.trainer.QAETrainer` (model, data, the reward ``run.reward``
-names in :data:`qae_lab.task.rewards.REWARDS`, LoRA, the :class:`~qae_lab.train.callbacks.RunLogger`, and with
-``regime_eval_steps`` the :class:`~qae_lab.train.regime_eval.RegimeEval` of the held-out problems),
-:func:`evaluate_run` measures pass@1 with the one verdict of :mod:`qae_lab.task.answers`, and the folder
-(:mod:`qae_lab.storage.folder`) then holds ``config.json``, ``log.jsonl``, ``eval_*.json``, ``report.html``
-and ``model/``. :func:`plan` checks all a run needs before anything loads: the settings, and the run
-folder's :class:`~qae_lab.storage.resume.ResumePlan` (:func:`qae_lab.storage.resume.plan_run`: a new run, never over
-another without ``overwrite``, or a resume of checkpoint N and what it changes), which :func:`train`,
-:func:`make_trainer` and the run's :class:`~qae_lab.train.callbacks.RunLogger` then follow.
+:func:`train` is what ``python -m qae_lab train`` and notebook 04 run: :func:`make_trainer` builds
+:class:`qae_lab.train.trainer.QAETrainer` (model, data, reward, LoRA, :class:`~qae_lab.train.callbacks.RunLogger`, the
+regime evaluation), :func:`evaluate_run` measures pass@1 with the one verdict of :mod:`qae_lab.task.answers`, and the
+folder (:mod:`qae_lab.storage.folder`) then holds ``config.json``, ``log.jsonl``, ``eval_*.json``, ``report.html`` and
+``model/``. What the run does with its folder is its :class:`~qae_lab.storage.resume.ResumePlan`.
 """
 
 from __future__ import annotations
@@ -93,16 +88,11 @@ def reward_functions(run: RunArgs) -> list[Callable]:
 
 
 def check_run(run: RunArgs, cfg) -> None:
-    r"""Refuse a run that no machine could hold or that would train nothing, before anything loads; each setting is
-    named with what to change. :func:`qae_lab.runs.run_plan.plan` calls it (the dry run too), and so do :func:`train`
-    and :func:`make_trainer` when they make the run's plan themselves.
-
-    Refused: a size setting above its largest accepted value (:func:`qae_lab.runs.limits.over_limits`); fewer training
-    problems than one generation batch draws (``generation_batch_size // num_generations`` prompts: TRL's sampler
-    drops an incomplete batch, so the run would train no step); ``reward_weights`` that are not one weight per reward
-    function (:func:`reward_functions`); fewer problems than ``levels`` in the synthetic or sums task, training ones
-    or held-out ones when an evaluation uses them (the problems cycle through the levels: a level past the count
-    would get none).
+    r"""Refuse, before anything loads, a run that no machine could hold or that would train nothing, naming each setting
+    and what to change: a size above its largest (:func:`qae_lab.runs.limits.over_limits`), checkpoints past
+    ``MAX_DISK``, evaluations past ``MAX_EVAL_COMPLETIONS``, fewer training problems than one generation batch draws
+    (TRL's sampler drops an incomplete batch), ``reward_weights`` not one per reward function, fewer problems than
+    ``levels``.
 
     >>> check_run(*build("cpu-demo", ["n_train=4"], output_dir="unused"))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
@@ -139,13 +129,10 @@ def check_run(run: RunArgs, cfg) -> None:
                 f"({kept * each / 2**40:.1f} TiB; at most {MAX_DISK // 2**40} TiB, limits.MAX_DISK): save less often "
                 f"(save_steps), keep fewer (save_total_limit) or train with LoRA"
             )
+    split = min(run.n_eval, cfg.regime_eval_prompts) * cfg.regime_eval_samples * SPLIT_DRAWS
     evaluations = {
         "an evaluation (n_eval x eval_samples)": run.n_eval * run.eval_samples if run.evaluate else 0,
-        f"the regime evaluation's start split (regime_eval_prompts x regime_eval_samples x {SPLIT_DRAWS})": min(
-            run.n_eval, cfg.regime_eval_prompts
-        )
-        * cfg.regime_eval_samples
-        * SPLIT_DRAWS
+        f"the regime evaluation's start split (regime_eval_prompts x regime_eval_samples x {SPLIT_DRAWS})": split
         if cfg.regime_eval_steps is not None
         else 0,
     }
@@ -187,12 +174,9 @@ def evaluate_run(
     reuse: bool = False,
     progress: bool | None = None,
 ):
-    """Strict-verdict evaluation of ``records`` as the run is configured (samples, temperature, length),
-    written to ``path`` when given (read back instead when ``reuse`` and it exists).
-
-    pass@1 and pass@k (k = 2, 4, ... up to ``eval_samples``) are :func:`~qae_lab.task.answers.strict_is_correct`'s;
-    the lenient :func:`~qae_lab.task.answers.is_correct`
-    is kept beside it (each completion's ``correct_lenient``, ``lenient_pass@1``, ``lenient_greedy_pass@1``).
+    """Strict-verdict evaluation of ``records`` as the run is configured, written to ``path`` when given (read back
+    instead when ``reuse`` and it exists). pass@k at k = 1, 2, 4, ... ``eval_samples``; the lenient verdict is kept
+    beside it (``correct_lenient``, ``lenient_pass@1``, ``lenient_greedy_pass@1``).
 
     >>> from qae_lab.task.models import load_policy
     >>> run, cfg = build("cpu-demo", ["n_eval=2", "eval_samples=2", "disable_tqdm=true"], output_dir="unused")
@@ -234,7 +218,7 @@ def evaluate_run(
 
 
 def eval_line(name: str, res) -> str:
-    """Greedy and sampled pass@1 overall, then per level on a second line (each within a notebook's 100 columns).
+    """Greedy and sampled pass@1 overall, then per level on a second line (each within 100 columns).
 
     >>> res = EvalResult({"greedy_pass@1": 0.75, "pass@1": 0.5, "n_samples": 8, "lenient_pass@1": 0.5,
     ...                   "n_problems": 4}, {2: {"pass@1": 0.75}, 3: {"pass@1": 0.25}}, [])
@@ -263,40 +247,15 @@ def train(
     plan: ResumePlan | None = None,
     report: Callable[..., Path] | None = None,
 ) -> dict[str, Any]:
-    r"""Evaluate, train with :class:`~qae_lab.train.trainer.QAETrainer`, evaluate, write the run folder.
+    r"""Evaluate, train, evaluate, write the run folder; returns ``output_dir``, ``interrupted``, ``finished``,
+    ``checkpoint``, ``global_step``, ``wall_s``, ``before`` / ``after`` (summaries or None) and ``report``.
 
-    torch's thread count follows the lab's policy (:mod:`qae_lab.threads`; ``run.torch_threads`` fixes it) and is
-    put back at the end.
-
-    Args:
-        run, cfg: from :func:`qae_lab.runs.presets.build`.
-        preset, command: recorded in ``config.json`` and the report.
-        resume_from_checkpoint: a checkpoint (or run) folder to continue (the "before" evaluation is
-            read back from the run folder when there); planned with :func:`qae_lab.storage.resume.plan_run`.
-        callbacks: further ``TrainerCallback`` objects.
-        recipe: ``{"preset", "method", "sets"}``, recorded for ``--resume`` (:func:`make_trainer`).
-        plan: the run's :class:`~qae_lab.storage.resume.ResumePlan` when already made (the command line's),
-            instead of ``resume_from_checkpoint``.
-        report: draws the run's ``report.html`` when it ends (the command line passes
-            :func:`qae_lab.lab.report.write_report`, which this layer may not import); None: no report page.
-
-    The run does what its plan says: a fresh run in a folder that holds no other run (or replaces
-    it, when planned with ``overwrite``), or a resume of the plan's checkpoint; a refused plan
-    raises its reason before anything loads. Launched as several processes (``torchrun``,
-    ``accelerate launch``), every process trains (each on the device the Trainer gives it) and the
-    main one alone writes the folder, evaluates (before and after, on its own device) and reports, holding the
-    folder's lock (:class:`~qae_lab.storage.folder.RunLock`) from the claim to its last write. Resuming a finished
-    run (a larger ``max_steps``) moves its ``eval_after.json`` and ``model/`` to ``finished-step<S>/`` once the
-    checkpoint has loaded (:class:`~qae_lab.train.callbacks.RunLogger`), so a resume that fails leaves them in place.
-
-    A run is finished when it trained every step it was asked for. One that is not (Ctrl-C, or an end of its own
-    before the last step) writes no ``model/`` and no "after" evaluation, and a report page only when it trained a
-    step, marked interrupted or stopped early; Ctrl-C leaves a checkpoint to resume (:class:`TrainOutcome
-    <qae_lab.train.callbacks.TrainOutcome>`).
-
-    Returns:
-        dict with ``output_dir``, ``interrupted``, ``finished``, ``checkpoint`` (when interrupted), ``global_step``,
-        ``wall_s``, ``before`` / ``after`` (evaluation summaries or None) and ``report`` (its path).
+    ``plan``: the run's :class:`~qae_lab.storage.resume.ResumePlan` (else made from ``resume_from_checkpoint``);
+    ``recipe`` (``{"preset", "method", "sets"}``) is recorded for ``--resume``; ``report`` draws ``report.html`` (the
+    command line passes :func:`qae_lab.lab.report.write_report`, which this layer may not import). torch's thread count
+    follows :mod:`qae_lab.threads` and is put back. Under several processes every one trains and the main one alone
+    evaluates, writes and reports, holding the folder's lock to its last write. A run that did not train every step
+    (Ctrl-C, an early end) writes no ``model/`` and no "after" evaluation, and a report only when it trained a step.
 
     >>> import contextlib, io, tempfile
     >>> from qae_lab.storage.folder import step_rows
@@ -332,34 +291,14 @@ def make_trainer(
     recipe: dict | None = None,
     plan: ResumePlan | None = None,
 ):
-    r"""The run's :class:`~qae_lab.train.trainer.QAETrainer` (model, data, reward, LoRA, :class:`RunLogger`, and on a
-    CPU the thread policy's :class:`~qae_lab.train.callbacks.ThreadTuner`).
+    r"""``(trainer, tokenizer, eval_records)``: the run's :class:`~qae_lab.train.trainer.QAETrainer` (model, data,
+    ``REWARDS[run.reward]``, LoRA, :class:`RunLogger`, and on a CPU the thread policy's tuner).
 
-    The reward is ``REWARDS[run.reward]`` (:data:`qae_lab.task.rewards.REWARDS`): ``"strict"`` (0/1) or
-    ``"composite"`` (SA-AH-GRPO's, r_max = 7.5), both judging correctness by the evaluation's verdict.
-
-    Args:
-        run, cfg: from :func:`qae_lab.runs.presets.build`.
-        preset, command: recorded in ``config.json``.
-        callbacks: further ``TrainerCallback`` objects.
-        resume: the trainer will resume ``cfg.output_dir``'s latest complete checkpoint (True), or the
-            checkpoint (or run folder) given; otherwise it starts a new run, in a folder that must not
-            hold another.
-        recipe: ``{"preset", "method", "sets"}`` that built ``run`` and ``cfg``, recorded so that
-            ``--resume`` rebuilds the same settings.
-        plan: the :class:`~qae_lab.storage.resume.ResumePlan` to follow (made from ``resume`` and the
-            settings by :func:`qae_lab.storage.resume.plan_run` when None).
-
-    The plan is carried out before anything loads (:func:`qae_lab.storage.resume.claim`: a refused plan raises
-    its reason, a fresh one claims the folder, both under the folder's lock; under several processes the main
-    one claims it, after every process has planned) and handed to the :class:`RunLogger`, which holds the lock
-    until training ends (:func:`train` holds it to the run's last write), and
-    :class:`qae_lab.lab.live.LiveRun` resumes its checkpoint. The data is read before the model loads, so a
-    bad data file fails in seconds.
-
-    Returns:
-        ``(trainer, tokenizer, eval_records)``; the trainer's progress display is
-        :func:`qae_lab.train.callbacks.use_compact_progress`'s.
+    ``resume``: True (``cfg.output_dir``'s latest complete checkpoint) or a checkpoint or run folder; ``plan``: the
+    :class:`~qae_lab.storage.resume.ResumePlan` to follow (else made here). The plan is claimed before anything loads
+    (:func:`qae_lab.storage.resume.claim`, by the main process after every one has planned) and the :class:`RunLogger`
+    holds the folder's lock until training ends. The data is read before the model loads, so a bad data file fails in
+    seconds.
 
     >>> import tempfile
     >>> run, cfg = build("cpu-demo", ["n_train=16", "n_eval=4"], output_dir=tempfile.mkdtemp())

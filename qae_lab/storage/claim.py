@@ -1,12 +1,9 @@
 r"""A new run in a folder: whether it may start there, what ``--overwrite`` may delete, and the claim itself.
 
-The one test of "is this folder fresh" is :func:`held_run` (a folder holding any of a run's files is not);
-``--overwrite`` deletes a run's own files only when a run can be shown to have written them (its marker,
-:func:`unowned_files`) and each may go (:func:`removal_problem`: never a run nested inside one, and ``.staging``
-only as a trainer leaves it), all decided before anything is deleted (:func:`overwrite_refusal`).
-:func:`claim_fresh` carries a fresh plan out under the folder's lock and writes the new run's marker;
+:func:`held_run` is the one test of "is this folder fresh"; ``--overwrite`` deletes a run's files only when a run wrote
+them (:func:`unowned_files`) and each may go (:func:`removal_problem`), all decided before anything is deleted
+(:func:`overwrite_refusal`). :func:`claim_fresh` carries a fresh plan out under the folder's lock;
 :func:`qae_lab.storage.resume.plan_run` asks the same questions first, so a dry run gives the same refusal.
-The folder's layout, its names and its lock: :mod:`qae_lab.storage.folder`.
 """
 
 from __future__ import annotations
@@ -37,10 +34,8 @@ __all__ = ["claim_fresh", "fresh_refusal", "held_run", "overwrite_refusal", "rem
 
 
 def held_run(folder: str | os.PathLike) -> str | None:
-    r"""Whether a new run may start in ``folder``: None when it holds no run's files
-    (:func:`~qae_lab.storage.folder.run_files`), else the refusal, naming them and the three ways on. The one test
-    of "is this folder fresh" (:func:`qae_lab.storage.resume.plan_run` decides with it, :func:`claim_fresh` guards
-    with it).
+    r"""None when ``folder`` holds no run's files (:func:`~qae_lab.storage.folder.run_files`), else the refusal, naming
+    them and the three ways on.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()); (d / "notes.txt").touch(); held_run(d) is None
@@ -59,8 +54,8 @@ def held_run(folder: str | os.PathLike) -> str | None:
 
 
 def unowned_files(folder: str | os.PathLike) -> str | None:
-    r"""Why ``--overwrite`` may not delete ``folder``'s run-named files (None: it may): they are there, but no run
-    can be shown to have written them (:func:`~qae_lab.storage.folder.run_owned`).
+    r"""Why ``--overwrite`` may not delete ``folder``'s run-named files (None: it may): no run can be shown to have
+    written them (:func:`~qae_lab.storage.folder.run_owned`).
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()); _ = (d / "config.json").write_text('{"model_type": "qwen2"}')
@@ -78,11 +73,9 @@ def unowned_files(folder: str | os.PathLike) -> str | None:
 
 
 def removal_problem(path: str | os.PathLike) -> str | None:
-    r"""Why qae_lab may not delete ``path``, one of a run folder's own names (None: it may, or it is not there).
-
-    Never a folder that holds a run of its own (a run marker or lock anywhere inside: a run made there before its
-    names were reserved); and ``.staging`` only as a trainer leaves it: a real folder holding only ``checkpoint-N``
-    and ``model`` folders (a link, a file or anything else there is someone's data).
+    r"""Why qae_lab may not delete ``path``, one of a run folder's names (None: it may, or it is not there): a folder
+    that holds a run of its own (a marker or lock inside), or a ``.staging`` that holds more than a trainer stages there
+    (``checkpoint-N`` and ``model`` folders).
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()) / ".staging"; (d / "checkpoint-4").mkdir(parents=True)
@@ -124,10 +117,7 @@ def removal_problem(path: str | os.PathLike) -> str | None:
 
 
 def overwrite_refusal(folder: str | os.PathLike) -> str | None:
-    r"""Why ``--overwrite`` may not delete ``folder``'s run files (None: it may delete every one of
-    :func:`~qae_lab.storage.folder.run_files` but the marker, as :func:`claim_fresh` does): no run wrote them
-    (:func:`unowned_files`), or one of them may not go (:func:`removal_problem`: a run nested inside, a
-    ``.staging`` no trainer left).
+    r"""Why ``--overwrite`` may not delete ``folder``'s run files (None: it may): no run wrote them, or one may not go.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()); _ = (d / MARKER_NAME).write_text('{"qae_lab_run": 1}')
@@ -146,9 +136,8 @@ def overwrite_refusal(folder: str | os.PathLike) -> str | None:
 
 
 def fresh_refusal(folder: str | os.PathLike, overwrite: bool = False) -> str | None:
-    r"""Why a new run may not start in ``folder`` (None: it may): it holds a run and ``overwrite`` is off
-    (:func:`held_run`), or ``overwrite`` may not delete what it holds (:func:`overwrite_refusal`). The one decision,
-    asked by the plan (:func:`qae_lab.storage.resume.plan_run`) and again by the claim (:func:`claim_fresh`).
+    r"""Why a new run may not start in ``folder`` (None: it may): it holds a run and ``overwrite`` is off, or
+    ``overwrite`` may not delete what it holds. Asked by the plan and again by the claim.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()); fresh_refusal(d) is None
@@ -163,21 +152,9 @@ def fresh_refusal(folder: str | os.PathLike, overwrite: bool = False) -> str | N
 
 
 def claim_fresh(folder: str | os.PathLike, *, overwrite: bool = False, lock: RunLock | None = None) -> list[str]:
-    r"""Make ``folder`` ready for a new run, under its :class:`~qae_lab.storage.folder.RunLock` (``lock``, held;
-    taken here when None and let go on return): refuse one that holds another run's files unless ``overwrite``,
-    then write the run's marker.
-
-    Other files in the folder are left alone. With ``overwrite=True`` the previous run's files
-    (:func:`~qae_lab.storage.folder.run_files`, a stale ``.staging`` among them) are deleted: the caller chose that
-    explicitly, and only when a run wrote them and each may go (otherwise refused, nothing deleted:
-    :func:`overwrite_refusal`; a run nested inside one is never deleted).
-
-    Returns:
-        the names deleted (empty unless ``overwrite``).
-
-    Raises:
-        RunFolderError: the folder holds a run and ``overwrite`` is False (the message lists the files and the
-        three ways on), or ``overwrite`` meets files no run wrote, or another process holds the lock.
+    r"""Make ``folder`` ready for a new run under its lock (``lock``, held; else taken here and let go on return):
+    refuse it as :func:`fresh_refusal` does, delete the previous run's files when ``overwrite``, write the run's marker.
+    Returns the names deleted; other files are left alone.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()); _ = (d / "log.jsonl").write_text('{"step": 1}\n')

@@ -2,19 +2,19 @@ r"""The run folder on disk: what a run writes there, and the rules that keep it 
 
 A run folder is someone's data. Three rules hold for everything qae_lab writes into one:
 
-1. Nothing is truncated or written over without an explicit choice: a new run refuses a folder that holds a run,
-   and ``--overwrite`` deletes that run's files (:func:`run_files`, its trackers' among them) and only those.
-2. An interrupted write leaves the old state or the new one: small files are written to a temporary name and
-   renamed (:func:`atomic_write_text`); the log grows by whole, fsync-ed lines (:func:`append_lines`).
-3. Every file is opened as what it claims to be, through one opener (``_open_regular``): a regular file of the
-   run's own. A symbolic link is never written through or read through, a pipe never waited on; each is
-   refused, named.
+1. Nothing is truncated or written over without an explicit choice: a new run refuses a folder that holds a run, and
+   ``--overwrite`` deletes that run's files (:func:`run_files`, its trackers' among them) and only those.
+2. An interrupted write leaves the old state or the new one: small files are written to a temporary name and renamed
+   (:func:`atomic_write_text`); the log grows by whole, fsync-ed lines (:func:`append_lines`).
+3. Every file is opened as what it claims to be, through one opener (``_open_regular``): a regular file of the run's
+   own. A symbolic link is never written through or read through, a pipe never waited on; each is refused, named.
 
 Implementer's notes: docs/implementation.md, section ``qae_lab.storage.folder``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import math
@@ -86,16 +86,10 @@ __all__ = [
 CONFIG_NAME, LOG_NAME, SUPERSEDED_NAME, REPORT_NAME = "config.json", "log.jsonl", "log.superseded.jsonl", "report.html"
 EVAL_BEFORE, EVAL_AFTER, MODEL_DIR, STAGING_DIR = "eval_before.json", "eval_after.json", "model", ".staging"
 MARKER_NAME, LOCK_NAME = ".qae_lab-run.json", ".qae_lab-run.lock"
-REGIME_SPLIT_NAME = (
-    "regime_split.json"  # the held-out set's start split (qae_lab.train.regime_eval), read back on a resume
-)
-# What the run's trackers and TRL write into the run folder besides the run's own files. TensorBoard (report_to):
-# <output_dir>/runs/<date>_<host>/ (transformers' default_logdir; a resume adds a sub-folder of its own beside the
-# first). codecarbon: <output_dir>/emissions.csv, one row appended per training. TRL's log_completions:
-# <output_dir>/completions/completions_<step>.parquet. All are the run's: listed by run_files, so a new run is
-# refused beside them, --overwrite deletes them with the other files of the run it replaces (no chart, table or
-# completion file mixes two runs), and a resume keeps and continues them. The libraries' default folders are named
-# here, not set: whatever sub-folder each start gets, all is under these names.
+REGIME_SPLIT_NAME = "regime_split.json"  # the held-out set's start split (qae_lab.train.regime_eval)
+# What the trackers and TRL write beside the run's files, by the libraries' default names (not set here): TensorBoard
+# runs/<date>_<host>/, codecarbon emissions.csv, TRL's completions/completions_<step>.parquet. They are the run's
+# (run_files): --overwrite deletes them with the run, a resume continues them.
 TENSORBOARD_DIR, EMISSIONS_NAME, COMPLETIONS_DIR = "runs", "emissions.csv", "completions"
 TRACKER_FILES = (TENSORBOARD_DIR, EMISSIONS_NAME, COMPLETIONS_DIR)
 _RUN_FILES = (
@@ -116,9 +110,8 @@ _NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a named pipe opens at once (and is t
 
 
 class RunFolderError(ValueError):
-    """A run folder cannot be used as asked: it holds another run, a damaged file, or other settings.
-
-    A ``ValueError``, so callers that catch bad input catch it too; the CLI prints it and exits with 2.
+    """A run folder cannot be used as asked: another run, a damaged file, other settings. A ``ValueError``: the CLI
+    prints it and exits with 2.
 
     >>> issubclass(RunFolderError, ValueError)
     True
@@ -130,22 +123,13 @@ class RunFolderError(ValueError):
 
 def _kind(mode: int) -> str:
     """What a file is, in words, from its ``lstat`` mode."""
-    for test, said in (
-        (stat.S_ISLNK, "a symbolic link"),
-        (stat.S_ISDIR, "a folder"),
-        (stat.S_ISFIFO, "a named pipe"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a device"),
-        (stat.S_ISBLK, "a device"),
-    ):
-        if test(mode):
-            return said
-    return "a file"
+    kinds = {"l": "a symbolic link", "d": "a folder", "p": "a named pipe", "s": "a socket", "c": "a device"}
+    return kinds.get(stat.filemode(mode)[0].replace("b", "c"), "a file")
 
 
 def irregular(path: str | os.PathLike) -> str | None:
     r"""``'<path> is a symbolic link (to <target>), not a regular file'`` (or a folder, a named pipe, ...); None when
-    ``path`` is a regular file or is missing. Asks, opens nothing: what a plan checks before a run writes there.
+    ``path`` is a regular file or is missing. Opens nothing.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()); (d / "log.jsonl").symlink_to("/elsewhere/log.jsonl")
@@ -163,9 +147,9 @@ def irregular(path: str | os.PathLike) -> str | None:
 
 
 def _open_regular(path: Path, flags: int, mode: int = 0o666) -> int:
-    """``os.open`` of a regular file only: a symbolic link is never followed (``O_NOFOLLOW``; where the platform
-    lacks it, an ``lstat`` first), a named pipe never waited on. Raises :class:`RunFolderError` naming what ``path``
-    is instead; ``FileNotFoundError`` when it is missing (and ``flags`` do not create it)."""
+    """``os.open`` of a regular file only: a link is never followed (``O_NOFOLLOW``, else an ``lstat`` first), a pipe
+    never waited on; anything else raises :class:`RunFolderError` naming it.
+    """
     if not _NOFOLLOW:
         problem = irregular(path)
         if problem:
@@ -185,8 +169,7 @@ def _open_regular(path: Path, flags: int, mode: int = 0o666) -> int:
 
 
 def open_to_read(path: str | os.PathLike) -> BinaryIO:
-    r"""A regular file opened for reading, in binary (``_open_regular``): a link, a folder or a pipe is refused with
-    :class:`RunFolderError` naming it; a missing file raises ``FileNotFoundError``.
+    r"""A regular file opened for reading, in binary (``_open_regular``); a missing file raises ``FileNotFoundError``.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()); _ = (d / "a.bin").write_bytes(b"PK"); (d / "b.bin").symlink_to(d / "a.bin")
@@ -201,7 +184,7 @@ def open_to_read(path: str | os.PathLike) -> BinaryIO:
 
 
 def read_text(path: str | os.PathLike, *, limit: int = -1, errors: str = "strict") -> str:
-    r"""The text (UTF-8) of a regular file (:func:`open_to_read`): at most ``limit`` bytes when ``limit`` >= 0.
+    r"""The UTF-8 text of a regular file (:func:`open_to_read`): at most ``limit`` bytes when ``limit`` >= 0.
 
     >>> import tempfile
     >>> p = Path(tempfile.mkdtemp()) / "a.json"; _ = p.write_text('{"a": 1}'); read_text(p, limit=4)
@@ -212,8 +195,7 @@ def read_text(path: str | os.PathLike, *, limit: int = -1, errors: str = "strict
 
 
 def symlinks(folder: str | os.PathLike) -> list[tuple[str, str]]:
-    r"""``(relative path, target)`` of every symbolic link in ``folder`` and its sub-folders (none is followed),
-    sorted: a checkpoint or model folder holds its own files, never links to other places.
+    r"""``(relative path, target)`` of every symbolic link in ``folder`` and below (none followed), sorted.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()); (d / "sub").mkdir(); (d / "sub" / "optimizer.pt").symlink_to("/nowhere")
@@ -233,10 +215,8 @@ def symlinks(folder: str | os.PathLike) -> list[tuple[str, str]]:
 
 
 def new_folder(path: str | os.PathLike) -> Path:
-    r"""An empty folder made anew at ``path`` for a staged write (a model saved, an export): a leftover there is
-    removed first, a file or a symbolic link unlinked (never followed), a folder deleted; then ``os.mkdir`` makes a
-    folder of its own, so what is written there never lands in a place a link names. Its parent must exist and be a
-    folder (made with its parents when missing), not a link.
+    r"""An empty folder made anew at ``path`` for a staged write: a leftover there is removed (a link unlinked, never
+    followed), then ``os.mkdir``; its parent is made if missing and must not be a link.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()); (d / "x").symlink_to("/elsewhere"); new_folder(d / "x").is_symlink()
@@ -265,23 +245,15 @@ def fsync_dir(path: str | os.PathLike) -> None:
         fd = os.open(path, os.O_RDONLY)
     except OSError:  # Windows
         return
-    try:
+    with contextlib.suppress(OSError):
         os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    os.close(fd)
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    r"""Write ``text`` to ``path`` so that a reader (or a crash) sees the old file or the new one, never half.
-
-    The text goes to a temporary file beside ``path``, is flushed and ``fsync``-ed, then renamed
-    over ``path`` (``os.replace`` is atomic on one file system).
-
-    Only a regular file is replaced: a ``path`` that is a symbolic link, a folder or another kind of file is
-    refused (:class:`RunFolderError`, naming it), and the temporary file is created anew (a link planted under
-    its name is removed, never written through).
+    r"""Write ``text`` to ``path`` so that a reader (or a crash) sees the old file or the new one, never half: a
+    temporary file beside it, fsync-ed, then ``os.replace``. Only a regular file is replaced (else
+    :class:`RunFolderError`); the temporary file is created anew, a link planted under its name removed.
 
     >>> import tempfile
     >>> p = Path(tempfile.mkdtemp()) / "a.json"
@@ -312,10 +284,8 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
 
 
 def read_json(path: str | os.PathLike, what: str = "file", *, expect: type | None = None) -> Any:
-    r"""A JSON file's content; a missing or damaged file raises :class:`RunFolderError` naming it.
-
-    ``expect``: the type the content must have (e.g. ``dict``); other content counts as damaged. Only a regular
-    file is read: a symbolic link, a folder or a named pipe is refused, named.
+    r"""A JSON file's content; a missing, damaged or irregular file raises :class:`RunFolderError` naming it.
+    ``expect``: the type the content must have (e.g. ``dict``); other content counts as damaged.
 
     >>> import tempfile
     >>> p = Path(tempfile.mkdtemp()) / "config.json"
@@ -351,7 +321,7 @@ def read_json(path: str | os.PathLike, what: str = "file", *, expect: type | Non
 
 
 def jsonable(x: Any) -> Any:
-    r"""x with NaN/inf as None and tuples/sets as lists, so the JSON is strict.
+    r"""``x`` with NaN/inf as None and tuples/sets as lists, so the JSON is strict.
 
     >>> jsonable({"a": float("nan"), "b": (1, 2)})
     {'a': None, 'b': [1, 2]}
@@ -368,10 +338,8 @@ def jsonable(x: Any) -> Any:
 
 
 def append_lines(path: str | os.PathLike, rows: list[dict]) -> None:
-    r"""JSON lines appended in one write, flushed and fsync-ed: on disk before the call returns (NaN/inf become null).
-
-    The file is created if missing; only a regular file is appended to (``_open_regular``): a symbolic link, a
-    folder or a named pipe at ``path`` is refused with :class:`RunFolderError`, naming it, and nothing is written.
+    r"""JSON lines appended in one write, fsync-ed before the call returns (NaN/inf become null). Only a regular file is
+    appended to (created if missing); anything else is refused, named, and nothing is written.
 
     >>> import tempfile
     >>> p = Path(tempfile.mkdtemp()) / "log.superseded.jsonl"
@@ -393,7 +361,7 @@ def append_lines(path: str | os.PathLike, rows: list[dict]) -> None:
 
 
 def append_line(path: str | os.PathLike, row: dict) -> None:
-    r"""One JSON line appended (:func:`append_lines`): on disk before the call returns (NaN/inf become null).
+    r"""One JSON line appended (:func:`append_lines`).
 
     >>> import tempfile
     >>> p = Path(tempfile.mkdtemp()) / "log.jsonl"
@@ -404,9 +372,8 @@ def append_line(path: str | os.PathLike, row: dict) -> None:
 
 
 def log_row_problem(row: Any) -> str | None:
-    r"""What is wrong with a row of a run's log (None: nothing): a row is a JSON object whose ``step`` is a whole
-    number >= 0 (not true/false, not a string). :class:`~qae_lab.train.callbacks.RunLogger` writes one on every row
-    (steps, events, the end-of-training summary), and everything that reads a log indexes rows by it.
+    r"""What is wrong with a row of a run's log (None: nothing): a row is a JSON object whose ``step`` is a whole number
+    >= 0; everything that reads a log indexes rows by it.
 
     >>> log_row_problem({"step": 3, "reward": 0.5}) is None
     True
@@ -420,15 +387,8 @@ def log_row_problem(row: Any) -> str | None:
     step = row["step"]
     if isinstance(step, int) and not isinstance(step, bool) and step >= 0:
         return None
-    kind = (
-        "a boolean"
-        if isinstance(step, bool)
-        else "below 0"
-        if isinstance(step, int)
-        else "not a whole number"
-        if isinstance(step, float)
-        else {str: "a string", list: "a list", dict: "an object"}.get(type(step))
-    )
+    kinds = {bool: "a boolean", int: "below 0", float: "not a whole number", str: "a string", list: "a list"}
+    kind = {**kinds, dict: "an object"}.get(type(step))  # JSON's types, exactly
     said = json.dumps(step)
     return f"its step is {said[:40]}{f' ({kind})' if kind else ''}; a log row's step is a whole number >= 0"
 
@@ -436,11 +396,9 @@ def log_row_problem(row: Any) -> str | None:
 def read_log_lines(path: str | os.PathLike) -> tuple[list[dict], str | None]:
     r"""``(rows, cut)``: the rows of a ``log.jsonl`` (a file or the run folder) and its cut last line, if any.
 
-    A last line that does not parse, or lacks its newline, was being written when the process
-    died: it is returned as ``cut`` (its raw text), not as a row. A bad line anywhere else (not JSON, or a row
-    without a whole ``step``: :func:`log_row_problem`) raises :class:`RunFolderError` naming the file and the
-    line, so no reader of a log meets a row it cannot index. A missing log has no rows; a log that is a symbolic
-    link, a folder or a named pipe is refused, named.
+    A last line that does not parse, or lacks its newline, was being written when the process died: it is ``cut``, not a
+    row. A bad line anywhere else (not JSON, or no whole ``step``: :func:`log_row_problem`) raises
+    :class:`RunFolderError` naming the line. A missing log has no rows; an irregular one is refused.
 
     >>> import tempfile
     >>> p = Path(tempfile.mkdtemp()) / "log.jsonl"
@@ -481,11 +439,8 @@ def read_log_lines(path: str | os.PathLike) -> tuple[list[dict], str | None]:
 
 
 def read_log(path: str | os.PathLike, *, strict: bool = False) -> list[dict]:
-    r"""The rows of a ``log.jsonl`` (a file or the run folder), in order.
-
-    A cut last line (the process died while writing it) is dropped, unless ``strict``, when it
-    raises; a bad line anywhere else always raises :class:`RunFolderError` (a ``ValueError``).
-    A missing file raises ``FileNotFoundError`` naming it.
+    r"""The rows of a ``log.jsonl`` (a file or the run folder), in order: a cut last line is dropped, or with ``strict``
+    raises; a missing file raises ``FileNotFoundError``.
 
     >>> import tempfile
     >>> p = Path(tempfile.mkdtemp()) / "log.jsonl"
@@ -505,10 +460,8 @@ def read_log(path: str | os.PathLike, *, strict: bool = False) -> list[dict]:
 
 
 def step_rows(rows: list[dict]) -> list[dict]:
-    r"""The training-step rows of a log, one per optimizer step, without events or the end-of-training summary.
-
-    A step row holds a ``reward`` (the step generated) or a ``loss``: with ``num_iterations`` > 1 the steps
-    that reuse a generation log the loss's metrics (``clip_ratio/*``, ``entropy``, ``ledger/*``) and no reward.
+    r"""The training-step rows of a log, one per optimizer step, without events or the end-of-training summary: a
+    ``reward`` or a ``loss`` (with ``num_iterations`` > 1 the steps that reuse a generation log no reward).
 
     >>> step_rows([{"step": 1, "reward": 0.5, "loss": 0.1}, {"step": 2, "loss": 0.2}, {"step": 2, "train_runtime": 3.0},
     ...            {"step": 2, "event": "resume"}])
@@ -525,9 +478,7 @@ def step_rows(rows: list[dict]) -> list[dict]:
 
 
 def run_files(folder: str | os.PathLike) -> list[str]:
-    r"""The names in ``folder`` that a run writes (config, log, evaluations, report, model, checkpoints, a stale
-    ``.staging``, a finished run's ``finished-step<S>``, its trackers' ``runs/`` and ``emissions.csv``, the run's
-    marker: every :func:`is_run_name` but the lock), sorted.
+    r"""The names in ``folder`` that a run writes (every :func:`is_run_name` but the lock), sorted.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()); (d / "notes.txt").touch(); (d / "log.jsonl").touch(); (d / "checkpoint-2").mkdir()
@@ -541,8 +492,8 @@ def run_files(folder: str | os.PathLike) -> list[str]:
 
 
 def is_run_name(name: str) -> bool:
-    r"""Whether a run folder uses ``name``: a file or folder a run or its trackers write, its staging folder, its
-    lock, or where a resume sets a finished run's results aside (``finished-step<S>``).
+    r"""Whether a run folder uses ``name``: a file or folder a run or its trackers write, its staging folder, its lock,
+    or a ``finished-step<S>`` where a resume set a finished run's results aside.
 
     >>> [is_run_name(n) for n in ("model", "checkpoint-3", ".staging", "finished-step2-2", LOCK_NAME, "runs", "export")]
     [True, True, True, True, True, True, False]
@@ -551,8 +502,7 @@ def is_run_name(name: str) -> bool:
 
 
 def _is_own_name(name: str) -> bool:
-    """The names no one but a run uses (its staging folder, marker, lock, checkpoints, set-aside results): unlike
-    ``model`` or ``config.json``, never met far from a run."""
+    """The names only a run uses (never met far from a run, unlike ``model`` or ``config.json``)."""
     return (
         name in (STAGING_DIR, MARKER_NAME, LOCK_NAME)
         or bool(CHECKPOINT_NAME.match(name))
@@ -561,11 +511,9 @@ def _is_own_name(name: str) -> bool:
 
 
 def run_owned(folder: str | os.PathLike) -> bool:
-    r"""Whether a qae_lab run wrote the run-named files of ``folder``: it holds the run's own marker
-    (``.qae_lab-run.json``, written when a run claims the folder), or a ``config.json`` that is a run's (its
-    ``trainer`` settings and the library ``versions`` it ran with, qae_lab's among them: a run of a version
-    before markers), each a regular file (a link to another run's marker proves nothing). A model folder's
-    ``config.json`` is neither: ``--overwrite`` never deletes it.
+    r"""Whether a qae_lab run wrote ``folder``'s run-named files: it holds the run's marker, or a run's ``config.json``
+    (``trainer`` settings and qae_lab among its ``versions``: a run from before markers), each a regular file. A model
+    folder's ``config.json`` is neither: ``--overwrite`` never deletes it.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()); _ = (d / "config.json").write_text('{"model_type": "qwen2"}'); run_owned(d)
@@ -573,42 +521,31 @@ def run_owned(folder: str | os.PathLike) -> bool:
     >>> _ = (d / MARKER_NAME).write_text('{"qae_lab_run": 1}'); run_owned(d)
     True
     """
-    folder = Path(folder)
-    for name, sign in (
-        (MARKER_NAME, lambda d: "qae_lab_run" in d),
-        (
-            CONFIG_NAME,
-            lambda d: (
-                isinstance(d.get("trainer"), dict)
-                and "qae_lab" in (d.get("versions") if isinstance(d.get("versions"), dict) else {})
-            ),
-        ),
-    ):
-        try:  # a regular file only: a link to another run's marker proves nothing about this folder
-            data = json.loads(read_text(folder / name))
+
+    def read(name: str) -> dict:  # a regular file only: a link to another run's marker proves nothing
+        try:
+            data = json.loads(read_text(Path(folder) / name))
         except (OSError, UnicodeDecodeError, ValueError, RecursionError):
-            continue
-        if isinstance(data, dict) and sign(data):
-            return True
-    return False
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    marker, config = read(MARKER_NAME), read(CONFIG_NAME)
+    versions = config.get("versions")
+    return "qae_lab_run" in marker or (
+        isinstance(config.get("trainer"), dict) and isinstance(versions, dict) and "qae_lab" in versions
+    )
 
 
 def check_folder(folder: str | os.PathLike, what: str = "output_dir") -> Path:
-    r"""``folder`` as a run folder (``what``: ``output_dir``) or an export (``out``) may be; returns the path, or
-    raises :class:`RunFolderError` naming it, or the part of it that is wrong, and the form allowed.
+    r"""``folder`` as a run folder (``what``: ``output_dir``) or an export (``out``) may be; returns the path, or raises
+    :class:`RunFolderError` naming what is wrong and the form allowed.
 
-    * A folder, or a path to make one: not a file, and no parent of it a file or a link to one (nothing can
-      be made inside those); not the file system's root, the home folder or a folder above the current one (a
-      run writes ``config.json``, ``model/`` and its checkpoints straight into its folder).
-    * Never a name a run folder uses for itself, nor inside one, wherever the path leads (links resolved),
-      whichever command makes it: a run nested there would be another run's to rotate, set aside or delete.
-      The names only a run uses (``.staging``, the marker, the lock, ``checkpoint-N``, ``finished-stepN``) may be
-      no part of the path; the common ones (``model``, ``config.json``, the other files of :func:`run_files`)
-      may not be the folder's own name, nor a parent's where that parent's own parent holds a run's files
-      (``/home/u/model/runs/x`` is fine; ``OUTER/model/x`` beside OUTER's log is not). The trackers' names
-      (``runs``, ``emissions.csv``) only where the parent holds a run's own names (its marker, checkpoints, ...):
-      ``runs/my-run`` is where run folders are kept, beside anything (``OUTER/runs/x`` in a run is refused).
-      Letter case is ignored (``MODEL`` is ``model`` where the file system ignores it).
+    * A folder, or a path to make one: no file, and no parent a file; not the root, the home folder or a folder above
+      the current one (a run writes straight into its folder).
+    * No name a run folder uses for itself, nor inside one (links resolved): the names only a run uses may be no part of
+      the path; the common ones (``model``, ``config.json``, ...) not the folder's own name, nor a parent's beside a
+      run's files; the trackers' (``runs``, ``emissions.csv``) only beside a run's own names, so ``runs/my-run`` is
+      fine. Letter case is ignored.
 
     >>> check_folder("/")
     Traceback (most recent call last):
@@ -694,9 +631,7 @@ def _check_kind(path: Path, what: str) -> None:
 
 
 def _beside_a_run(parent: Path, name: str, *, own: bool = False) -> bool:
-    """Whether ``parent`` holds a run's files (its marker, log, checkpoints, ...) besides ``name`` itself; with
-    ``own``, the names only a run uses (:func:`_is_own_name`). A ``runs/`` folder is no sign: it is where run
-    folders are kept, and the default parent of a new one."""
+    """Whether ``parent`` holds a run's files besides ``name``; with ``own``, only the names a run alone uses."""
     sign = _is_own_name if own else (lambda n: _is_own_name(n) or n in _RUN_FILES)
     try:
         return any(sign(n.casefold()) and n.casefold() != name for n in os.listdir(parent))
@@ -722,8 +657,7 @@ def _role(name: str) -> str:
 
 
 def holder() -> dict[str, Any]:
-    r"""Who takes a lock (or claims a folder, :func:`qae_lab.storage.claim.claim_fresh`): this process, its host,
-    since when, its command line.
+    r"""Who takes a lock (or claims a folder): this process, its host, since when, its command line.
 
     >>> sorted(holder())
     ['command', 'host', 'pid', 'since']
@@ -737,7 +671,7 @@ def holder() -> dict[str, Any]:
 
 
 def _read_holder(path: Path) -> dict | None:
-    """The holder a lock file names (None: none, or no regular file to read: never read through a link)."""
+    """The holder a lock file names (None: none, or no regular file: never read through a link)."""
     try:
         h = json.loads(read_text(path, limit=4096))
         return {"pid": int(h["pid"]), "host": str(h["host"]), "since": str(h["since"]), "command": str(h["command"])}
@@ -746,7 +680,7 @@ def _read_holder(path: Path) -> dict | None:
 
 
 def _lock_problem(path: Path) -> str | None:
-    """Why ``path`` cannot be a run folder's lock file (None: it can): it must be a regular file with one name."""
+    """Why ``path`` cannot be a run folder's lock file (None: it can): a regular file with one name."""
     problem = irregular(path)
     if problem is None:
         try:
@@ -792,17 +726,11 @@ def _alive(path: Path) -> bool:
 class RunLock:
     r"""The lock of a run folder: one process writes a run at a time.
 
-    :meth:`acquire` takes the operating system's exclusive lock on the folder itself (``flock`` on the
-    folder's descriptor) and then writes who holds it (process, host, since when, command) into
-    ``<folder>/.qae_lab-run.lock``; a second process (or a second trainer of the same process) is refused with
-    :class:`RunFolderError` naming that holder. :meth:`release` (or leaving a ``with`` block) deletes the file
-    and lets go, so a folder is left as it was, byte for byte, by a run that was refused or failed.
-
-    A lock left by a killed process does not block: the operating system drops a process's locks when it
-    ends, however it ends (SIGKILL, a crash, a closed notebook), so the folder is held by nobody and the next
-    run takes it, replacing the file the dead one left. Where ``flock`` is refused (some network and FUSE file
-    systems) the file alone is the lock, and a holder that no longer runs on this host is taken over; on
-    Windows the file is locked with ``msvcrt.locking``, which also dies with its process.
+    :meth:`acquire` takes ``flock`` on the folder's descriptor, then writes the holder into
+    ``<folder>/.qae_lab-run.lock``; another taker is refused, the holder named. :meth:`release` deletes the file and
+    lets go, so a refused or failed run leaves the folder as it was. The operating system drops a killed process's lock.
+    Where ``flock`` is refused (some network and FUSE file systems) the file alone is the lock, and a dead holder on
+    this host is taken over; on Windows the file is locked with ``msvcrt.locking``.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp())
@@ -828,7 +756,7 @@ class RunLock:
         return self._fd is not None
 
     def acquire(self) -> RunLock:
-        """Take the lock (the folder is made if missing); refuse, naming the holder, when another one holds it."""
+        """Take the lock (the folder is made if missing); refuse, naming the holder, when another holds it."""
         if self._fd is not None:
             return self
         check_folder(self.folder)
@@ -852,8 +780,7 @@ class RunLock:
         return self
 
     def busy(self) -> str | None:
-        """Whether another holds the lock now: the refusal :meth:`acquire` would give, else None. Takes nothing and
-        writes nothing (a folder that does not exist is not busy), so a dry run can ask."""
+        """The refusal :meth:`acquire` would give now, else None; takes and writes nothing (for a dry run)."""
         if self._fd is not None or not self.folder.is_dir():
             return None
         problem = _lock_problem(self.path)
@@ -874,7 +801,7 @@ class RunLock:
         )
 
     def release(self) -> None:
-        """Let go of the lock (a no-op when not held): the holder's file is deleted first, then the lock."""
+        """Let go (a no-op when not held): the holder's file is deleted first, then the lock."""
         fd, self._fd = self._fd, None
         if fd is None or self._pid != os.getpid():  # not held, or a forked child's copy: the parent holds it
             return
@@ -898,8 +825,9 @@ class RunLock:
 
 
 def _lock_folder(folder: Path) -> tuple[int | None, bool | None]:
-    """``(descriptor, taken)``: the operating system's exclusive lock on the folder; taken is False when another
-    holds it, None when it cannot be had here (Windows, or a file system without flock: descriptor None)."""
+    """``(descriptor, taken)``: the exclusive flock on the folder; taken False when another holds it, None when it
+    cannot be had here (Windows, or no flock: descriptor None).
+    """
     if fcntl is None:  # Windows: folders cannot be locked
         return None, None
     fd = os.open(folder, os.O_RDONLY)
@@ -917,10 +845,9 @@ def _lock_folder(folder: Path) -> tuple[int | None, bool | None]:
 
 
 def _lock_file(path: Path) -> tuple[int | None, bool]:
-    """Where folders cannot be locked: the lock file is the lock (Windows: locked with msvcrt, which dies with its
-    process; elsewhere: created exclusively, and taken over when the holder it names no longer runs on this
-    host). Opened only as a regular file with one name (:func:`_open_regular`): a link is refused, never followed
-    and emptied. ``(descriptor, taken)``."""
+    """Where folders cannot be locked, the lock file is the lock (Windows: msvcrt; elsewhere created exclusively, taken
+    over when its holder no longer runs on this host); a regular file with one name only. ``(descriptor, taken)``.
+    """
     if msvcrt is not None:
         fd = _open_regular(path, os.O_RDWR | os.O_CREAT)
         try:
@@ -946,7 +873,7 @@ def _lock_file(path: Path) -> tuple[int | None, bool]:
 
 
 def versions() -> dict[str, str]:
-    r"""Versions of the libraries a run's numbers depend on (read from the installed packages' metadata).
+    r"""Versions of the libraries a run's numbers depend on (the installed packages' metadata).
 
     >>> sorted(versions())
     ['python', 'qae_lab', 'torch', 'transformers', 'trl']
@@ -965,7 +892,7 @@ def versions() -> dict[str, str]:
 
 
 def save_config(output_dir: str | os.PathLike, data: dict) -> Path:
-    r"""Write a ``config.json`` dict atomically (strict JSON: NaN/inf as null), e.g. one updated by a resume.
+    r"""Write a ``config.json`` dict atomically (strict JSON: NaN/inf as null).
 
     >>> import tempfile
     >>> json.loads(save_config(tempfile.mkdtemp(), {"run": {"n": 1}, "x": float("nan")}).read_text())
@@ -975,9 +902,7 @@ def save_config(output_dir: str | os.PathLike, data: dict) -> Path:
 
 
 def write_config(output_dir: str | os.PathLike, args, *, preset: str | None = None, run: dict | None = None) -> Path:
-    r"""Write ``config.json`` (atomically): ``{"preset", "run", "trainer": args.to_dict(), "versions", "resumes"}``.
-
-    ``args``: anything with ``to_dict()`` (a ``QAEConfig``).
+    r"""Write ``config.json``: ``{"preset", "run", "trainer": args.to_dict(), "versions", "resumes"}``.
 
     >>> import tempfile, types
     >>> args = types.SimpleNamespace(to_dict=lambda: {"quantile_k": 0.4, "max_steps": 20})

@@ -1,7 +1,7 @@
 r"""Resuming a run: which checkpoints are complete, the rules of a resume, and the one plan that decides it.
 
-Checkpoints in a run folder, and the rules of a resume. Files and JSON; torch only loads a checkpoint's
-torch files to check them (:func:`checkpoint_problems` with ``load=True``).
+Files and JSON; torch only loads a checkpoint's torch files to check them (:func:`checkpoint_problems` with
+``load=True``).
 
 Implementer's notes: docs/implementation.md, section ``qae_lab.storage.resume``.
 
@@ -73,6 +73,7 @@ from qae_lab.storage.folder import (
 __all__ = [
     "SAFE_ON_RESUME",
     "checkpoint_problems",
+    "folder_problems",
     "safetensors_problem",
     "shard_problems",
     "checkpoints",
@@ -93,25 +94,21 @@ __all__ = [
 
 SAFE_ON_RESUME = {
     "max_steps": "may grow past the checkpoint's step (a schedule that decays over max_steps is stretched from there)",
-    "save_strategy": "when checkpoints are written",
-    "save_steps": "when checkpoints are written",
-    "save_total_limit": "how many checkpoints are kept",
-    "torch_threads": "speed only",
-    "dataloader_num_workers": "speed only",
+    **dict.fromkeys(("save_strategy", "save_steps", "save_total_limit"), "which checkpoints are written and kept"),
+    **dict.fromkeys(("torch_threads", "dataloader_num_workers"), "speed only"),
     "disable_tqdm": "display only",
     "report_to": "where metrics are also sent",
     "compile_generation": "speed only (the same sampling distribution, compiled or eager)",
-    "push_to_hub": "where the model is also sent",
-    "hub_strategy": "where the model is also sent",
-    "hub_private_repo": "where the model is also sent",
-    "hub_always_push": "where the model is also sent",
-    "hub_revision": "where the model is also sent",
+    **dict.fromkeys(
+        ("push_to_hub", "hub_strategy", "hub_private_repo", "hub_always_push", "hub_revision"),
+        "where the model is also sent",
+    ),
 }
 _NOT_SETTINGS = {"output_dir", "logging_dir", "run_name", "command", "build", "hub_model_id"}
 
 
 def _zip_problem(path: Path) -> str | None:
-    """torch.save writes a zip archive, whose directory sits at its end: a cut file has none. Cheap: reads no data."""
+    """torch.save writes a zip archive whose directory sits at its end: a cut file has none. Reads no data."""
     try:
         f = open_to_read(path)
     except (OSError, RunFolderError) as err:
@@ -129,8 +126,8 @@ def _zip_problem(path: Path) -> str | None:
 
 
 def safetensors_problem(path: Path) -> str | None:
-    r"""What is wrong with a safetensors file (None: its structure is whole): an 8-byte header length, a JSON
-    header naming each tensor's byte range, then exactly the tensors' bytes. Cheap: reads the header only.
+    r"""What is wrong with a safetensors file (None: its structure is whole): an 8-byte header length, a JSON header
+    naming each tensor's byte range, then exactly the tensors' bytes. Reads the header only.
 
     >>> import tempfile
     >>> p = Path(tempfile.mkdtemp()) / "model.safetensors"; _ = p.write_bytes(b"\x05" + bytes(7) + b"[1,2]")
@@ -172,19 +169,12 @@ def _is_rng_file(name: str) -> bool:
 def checkpoint_problems(checkpoint: str | os.PathLike, *, load: bool = False, resume: bool = True) -> list[str]:
     r"""What is missing or damaged in a Trainer checkpoint folder; empty when it can be resumed.
 
-    A checkpoint is complete when every file a resume needs is there and whole: ``trainer_state.json``
-    naming its step (and each row of its ``log_history``, which a resume restores into the log, its step), the
-    weights as safetensors (pickled ``pytorch_model.bin`` weights are never loaded), ``optimizer.pt``,
-    ``scheduler.pt`` and the RNG state (``rng_state.pth``, or one per process); and every JSON, torch
-    (``.pt``/``.pth``/``.bin``) and safetensors file in it is whole (their structure, read cheaply: a cut file is
-    caught, a bit flip inside the data is not). Each is a regular file of the checkpoint's own: a symbolic link
-    anywhere in the folder (or the folder itself a link) is named, and so is a folder under a file's name
-    (transformers would skip such an ``optimizer.pt`` without a word and train on with a fresh one). With
-    ``load=True`` each torch file is also loaded as the Trainer loads it (``torch.load(weights_only=True)``, its
-    numpy allow-list; memory-mapped, so a large optimizer state costs little), so that one holding anything but
-    tensors (a crafted pickle) or failing to load is named here, before a resume starts, instead of inside
-    ``torch.load`` halfway in. ``resume=False`` asks only for what an export reads: the state and whole weights,
-    no optimizer or RNG state.
+    Complete: ``trainer_state.json`` naming its step (and each ``log_history`` row's), safetensors weights (pickled
+    ``pytorch_model.bin`` is never loaded), ``optimizer.pt``, ``scheduler.pt`` and the RNG state; every JSON, torch and
+    safetensors file whole (its structure: a cut file is caught, a flipped bit is not) and a regular file of the
+    folder's own (no link anywhere; a folder under a file's name, which transformers would skip, named). ``load=True``
+    also loads each torch file as the Trainer does (``weights_only=True``, memory-mapped), so a crafted pickle is named
+    before a resume starts. ``resume=False``: only what an export reads (state and weights).
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()) / "checkpoint-4"; d.mkdir()
@@ -223,30 +213,55 @@ def checkpoint_problems(checkpoint: str | os.PathLike, *, load: bool = False, re
         problems.append(
             "no RNG state (rng_state.pth): the resumed run would draw other samples than an uninterrupted one"
         )
-    for name in sorted(regular - {"trainer_state.json"}):
+    return [p for p in problems + _file_problems(folder, regular - {"trainer_state.json"}, load=load) if p]
+
+
+def folder_problems(folder: str | os.PathLike, whose: str) -> list[str]:
+    r"""What is wrong in a saved model folder (``whose``: its owner, in words), checked as a checkpoint's files are
+    (:func:`checkpoint_problems`); empty when it can be loaded.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp()); _ = (d / "config.json").write_text("{"); folder_problems(d, "a model's")
+    ['config.json is damaged (not JSON: Expecting property name enclosed in double quotes: line 1 column 2 (char 1))']
+    """
+    folder = Path(folder)
+    modes = {p.name: p.lstat().st_mode for p in folder.iterdir()}
+    regular = {name for name, mode in modes.items() if stat.S_ISREG(mode)}
+    return [p for p in _not_its_own(folder, modes, whose) + _file_problems(folder, regular) if p]
+
+
+def _file_problems(folder: Path, names, *, load: bool = False) -> list[str | None]:
+    """Each JSON, torch (``load``: loaded too) and safetensors file of ``names`` that is not whole; then the shards
+    each weights index lists."""
+    problems = []
+    for name in sorted(names):
         path = folder / name
         if path.suffix == ".json":
-            try:
-                json.loads(read_text(path))
-            except RunFolderError as err:  # replaced by a link or a pipe since it was listed
-                problems.append(str(err))
-            except (json.JSONDecodeError, UnicodeDecodeError) as err:
-                problems.append(f"{path.name} is damaged (not JSON: {err})")
-            except RecursionError:
-                problems.append(f"{path.name} is damaged (nested too deep to read)")
+            problems.append(_json_content(path)[1])
         elif path.suffix in (".pt", ".pth", ".bin"):
             cut = _zip_problem(path)
             problems.append(cut if cut or not load or path.suffix == ".bin" else _load_problem(path))
         elif path.suffix == ".safetensors":
             problems.append(safetensors_problem(path))
-    if "model.safetensors.index.json" in regular:
-        problems += shard_problems(folder, "model.safetensors.index.json")
-    return [p for p in problems if p]
+    for name in sorted(n for n in names if n.endswith(".safetensors.index.json")):
+        problems += shard_problems(folder, name)
+    return problems
+
+
+def _json_content(path: Path) -> tuple[Any, str | None]:
+    """``(content, None)`` of a regular JSON file, else ``(None, what is wrong)``: never read through a link."""
+    try:
+        return json.loads(read_text(path)), None
+    except RunFolderError as err:  # replaced by a link or a pipe since it was listed
+        return None, str(err)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        return None, f"{path.name} is damaged (not JSON: {err})"
+    except RecursionError:
+        return None, f"{path.name} is damaged (nested too deep to read)"
 
 
 def _not_its_own(folder: Path, modes: dict[str, int], whose: str) -> list[str]:
-    """Every symbolic link in ``folder`` (sub-folders too), then each file a loader reads (JSON, torch,
-    safetensors, by name) that is not a regular file, named."""
+    """Every symbolic link in ``folder`` and below, then each file a loader reads that is no regular file."""
     problems = [
         f"{rel} is a symbolic link (to {target}): {whose} files are its own" for rel, target in symlinks(folder)
     ]
@@ -259,14 +274,9 @@ def _not_its_own(folder: Path, modes: dict[str, int], whose: str) -> list[str]:
 
 def _state_problems(state: Path) -> list[str]:
     """What is wrong with a checkpoint's ``trainer_state.json``: its ``global_step``, its ``log_history`` rows."""
-    try:
-        data = json.loads(read_text(state))
-    except RunFolderError as err:
-        return [str(err)]
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        return [f"trainer_state.json is damaged (not JSON: {err})"]
-    except RecursionError:
-        return ["trainer_state.json is damaged (nested too deep to read)"]
+    data, problem = _json_content(state)
+    if problem:
+        return [problem]
     step = data.get("global_step") if isinstance(data, dict) else None
     if not isinstance(step, int) or isinstance(step, bool) or step < 0:
         return ["trainer_state.json names no global_step (a whole number >= 0)"]
@@ -281,9 +291,8 @@ def _state_problems(state: Path) -> list[str]:
 
 
 def shard_problems(folder: str | os.PathLike, index: str) -> list[str]:
-    r"""What is wrong with the shards a weights index (``model.safetensors.index.json``) in ``folder`` lists: a
-    shard is a plain file name in the folder (no path: nothing is loaded from elsewhere) that is there.
-    An index that is no JSON map of weights is left to the JSON check that names it.
+    r"""What is wrong with the shards a weights index in ``folder`` lists: each must be a plain file name there. An
+    index that is no JSON map is left to the JSON check that names it.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()); index = "model.safetensors.index.json"
@@ -311,8 +320,9 @@ _NUMPY_GLOBALS = [_NUMPY_CORE.multiarray._reconstruct, np.ndarray, np.dtype, typ
 
 
 def _load_problem(path: Path) -> str | None:
-    """Load a torch file as transformers' Trainer loads a resume's optimizer, scheduler and RNG state
-    (``weights_only=True``, numpy's arrays allowed); None when it loads, else what went wrong."""
+    """Load a torch file as the Trainer loads a resume's state (``weights_only=True``, numpy's arrays allowed); None
+    when it loads, else what went wrong.
+    """
     try:
         with torch.serialization.safe_globals(_NUMPY_GLOBALS):
             torch.load(path, map_location="cpu", weights_only=True, mmap=True)
@@ -345,11 +355,8 @@ def checkpoints(folder: str | os.PathLike) -> list[tuple[int, Path]]:
 def latest_complete_checkpoint(
     folder: str | os.PathLike, *, load: bool = False, resume: bool = True
 ) -> tuple[Path | None, list[str]]:
-    r"""The run folder's latest checkpoint with no :func:`checkpoint_problems` (``load``: its torch files also
-    load; ``resume=False``: complete for an export), and a note per later one skipped, naming it and what is wrong.
-
-    Returns:
-        ``(path or None, notes)``.
+    r"""``(path or None, notes)``: the latest checkpoint with no :func:`checkpoint_problems` (``load``, ``resume`` as
+    there), and a note per later one skipped, naming what is wrong.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()); (d / "checkpoint-6").mkdir()
@@ -366,11 +373,8 @@ def latest_complete_checkpoint(
 
 
 def publish_dir(staged: str | os.PathLike, final: str | os.PathLike) -> Path:
-    r"""Make a fully written folder visible under its final name in one rename.
-
-    Every file in ``staged`` is ``fsync``-ed first, so the renamed folder never holds a file
-    whose data is still only in memory. A folder already at ``final`` is kept: renamed to
-    ``.replaced-<name>-<time>`` (nothing is deleted).
+    r"""Make a fully written folder visible under its final name in one rename, every file fsync-ed first. A folder
+    already at ``final`` is renamed to ``.replaced-<name>-<time>`` (nothing is deleted).
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()); staged = d / ".staging" / "checkpoint-2"; staged.mkdir(parents=True)
@@ -393,17 +397,10 @@ def publish_dir(staged: str | os.PathLike, final: str | os.PathLike) -> Path:
 
 
 def resume_changes(stored: dict, trainer: dict, run: dict, *, checkpoint_step: int) -> dict[str, list]:
-    r"""The settings a resume changes, ``{name: [old, new]}``; refuses any change not in :data:`SAFE_ON_RESUME`.
-
-    Args:
-        stored: the run folder's ``config.json`` (``{"trainer": ..., "run": ...}``).
-        trainer, run: the resume's settings in the same JSON form (``QAEConfig.to_dict()``, RunArgs fields).
-        checkpoint_step: the step the resume starts from (``max_steps`` must exceed it).
-
-    Fields present on one side only (another TRL version) are not compared.
-
-    Raises:
-        RunFolderError: listing every unsafe change (name, stored value, new value) and the safe fields.
+    r"""The settings a resume changes, ``{name: [old, new]}``, comparing ``stored`` (``config.json``) with the resume's
+    ``trainer`` and ``run`` settings; fields on one side only (another TRL version) are not compared. Any change not in
+    :data:`SAFE_ON_RESUME` is refused (:class:`RunFolderError` listing them), and so is a ``max_steps`` not past
+    ``checkpoint_step``.
 
     >>> stored = {"trainer": {"quantile_k": 0.4, "max_steps": 20, "seed": 1}, "run": {"n_train": 64}}
     >>> resume_changes(stored, {"quantile_k": 0.4, "max_steps": 40, "seed": 1}, {"n_train": 64}, checkpoint_step=20)
@@ -435,13 +432,9 @@ def resume_changes(stored: dict, trainer: dict, run: dict, *, checkpoint_step: i
 
 
 def check_resume_point(output_dir: str | os.PathLike, step: int, *, skipped=()) -> None:
-    r"""Refuse to resume a run folder from step ``step`` when that would train logged, kept steps again.
-
-    Allowed: the latest complete checkpoint of a run that was interrupted (steps logged after it
-    were never saved, so they are trained again and their old rows kept aside), or any step of a
-    finished run's last checkpoint. Refused: a checkpoint older than a later complete one (``skipped``: names of
-    later checkpoints already found incomplete, e.g. whose files do not load), or older than the end of a finished
-    run; the message says how to go on.
+    r"""Refuse to resume from ``step`` when that would train logged, kept steps again: allowed are the latest complete
+    checkpoint of an interrupted run and the last checkpoint of a finished one. ``skipped``: later checkpoints already
+    found incomplete.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp())
@@ -473,7 +466,7 @@ def check_resume_point(output_dir: str | os.PathLike, step: int, *, skipped=()) 
 
 
 def finished_step(output_dir: str | os.PathLike) -> int | None:
-    r"""The step at which the run in ``output_dir`` last finished training (its end-of-training log row), else None.
+    r"""The step at which the run in ``output_dir`` last finished training (its end-of-training row), else None.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp())
@@ -486,10 +479,8 @@ def finished_step(output_dir: str | os.PathLike) -> int | None:
 
 
 def resume_log(rows: list[dict], step: int, log_history: list[dict]) -> tuple[list[dict], list[dict], list[int]]:
-    r"""A log continued from a checkpoint at ``step``: ``(kept rows, superseded rows, restored steps)``.
-
-    Rows after ``step`` are superseded (trained again). Training steps up to ``step`` that the
-    log lacks are restored from the checkpoint's ``log_history`` (marked ``restored_from``).
+    r"""A log continued from a checkpoint at ``step``: ``(kept rows, superseded rows, restored steps)``. Rows after
+    ``step`` are trained again; steps up to ``step`` the log lacks are restored from ``log_history``.
 
     >>> rows = [{"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.2}, {"step": 3, "reward": 0.3}]
     >>> history = [{"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.2}]
@@ -521,22 +512,11 @@ Settings = dict | Callable[[dict, Path], dict] | None
 
 @dataclass(frozen=True)
 class ResumePlan:
-    r"""What a run does with its folder: start ``"fresh"``, ``"resume"`` a checkpoint, or ``"refuse"``.
-
-    Made by :func:`plan_run` only. Fields (the ``resume`` ones are None or empty otherwise):
-
-    * ``kind``, ``folder`` (the run folder), ``reason`` (``refuse``: why, and the ways on);
-    * ``overwrite`` (``fresh``: the previous run's files that :func:`claim` deletes);
-    * ``checkpoint``, ``step`` (``resume``: the checkpoint folder and its global step; training
-      continues at ``step + 1``);
-    * ``changes`` (``resume``: ``(name, old, new)`` of each setting that differs from ``config.json``,
-      every one in :data:`~qae_lab.storage.resume.SAFE_ON_RESUME`);
-    * ``finished_at`` (the step at which the run last finished, if it did) and ``trains_on``
-      (False: a finished run resumed as it was, with nothing left to train);
-    * ``superseded_steps`` (logged after the checkpoint: trained again, their rows moved aside),
-      ``restored_steps`` (missing from the log, restored from the checkpoint's state), ``cut_line``
-      (the log's last line was cut short);
-    * ``notes`` (later checkpoints skipped as damaged).
+    r"""What a run does with its folder: start ``"fresh"``, ``"resume"`` a checkpoint, or ``"refuse"`` (``reason``).
+    Made by :func:`plan_run` only. ``overwrite``: a fresh run's deleted files. A resume's: ``checkpoint``, ``step``,
+    ``changes`` ``(name, old, new)``, ``finished_at`` and ``trains_on`` (False: a finished run resumed as it was),
+    ``superseded_steps`` (trained again, rows moved aside), ``restored_steps``, ``cut_line``, ``notes`` (later
+    checkpoints skipped).
 
     >>> p = ResumePlan(RESUME, Path("runs/x"), checkpoint=Path("runs/x/checkpoint-4"), step=4,
     ...                changes=(("max_steps", 4, 8),))
@@ -576,12 +556,12 @@ class ResumePlan:
 
     @property
     def changed(self) -> dict[str, list]:
-        """``{name: [old, new]}`` of the settings the resume changes (what the log's resume event records)."""
+        """``{name: [old, new]}`` of the settings the resume changes."""
         return {name: [old, new] for name, old, new in self.changes}
 
     @property
     def summary(self) -> str:
-        """The plan in a few words: ``a new run``, ``the resume of <checkpoint> (step N)`` or ``refused: <reason>``."""
+        """The plan in a few words."""
         return {FRESH: "a new run", RESUME: f"the resume of {self.checkpoint} (step {self.step})"}.get(
             self.kind, f"refused: {self.reason}"
         )
@@ -597,7 +577,7 @@ class ResumePlan:
         return str(self.checkpoint) if self.kind == RESUME else None
 
     def require(self) -> ResumePlan:
-        """The plan itself; raises :class:`~qae_lab.storage.folder.RunFolderError` with the reason when refused."""
+        """The plan itself; raises :class:`RunFolderError` with the reason when refused."""
         if self.kind == REFUSE:
             raise RunFolderError(self.reason)
         return self
@@ -605,33 +585,21 @@ class ResumePlan:
     def lines(self) -> list[str]:
         """What the plan does, for people: the notes, then one line (none for a plain fresh start)."""
         if self.kind == FRESH:
-            return (
-                [f"--overwrite: deleting the previous run's {', '.join(self.overwrite)} in {self.folder}/"]
-                if self.overwrite
-                else []
-            )
+            said = f"--overwrite: deleting the previous run's {', '.join(self.overwrite)} in {self.folder}/"
+            return [said] if self.overwrite else []
         if self.kind == REFUSE:
             return [*self.notes, self.reason]
-        said = ", ".join(f"{k} {a} -> {b}" for k, a, b in self.changes)
-        steps = ", ".join(map(str, self.superseded_steps))
-        return [
-            *self.notes,
-            f"resuming {self.checkpoint} (step {self.step})"
-            + (f"; changed: {said}" if said else "")
-            + (
-                f"; steps {steps} were logged after the checkpoint and are trained again (their rows move to "
-                f"{SUPERSEDED_NAME})"
-                if steps
-                else ""
-            )
-            + (f"; the log's last line was cut short (moves to {SUPERSEDED_NAME})" if self.cut_line else "")
-            + (
-                f"; steps {', '.join(map(str, self.restored_steps))} missing from the log are restored from "
-                f"the checkpoint"
-                if self.restored_steps
-                else ""
-            ),
+        steps, restored = (", ".join(map(str, s)) for s in (self.superseded_steps, self.restored_steps))
+        parts = [
+            f"resuming {self.checkpoint} (step {self.step})",
+            self.changes and "changed: " + ", ".join(f"{k} {a} -> {b}" for k, a, b in self.changes),
+            steps
+            and f"steps {steps} were logged after the checkpoint and are trained again (their rows move to "
+            f"{SUPERSEDED_NAME})",
+            self.cut_line and f"the log's last line was cut short (moves to {SUPERSEDED_NAME})",
+            restored and f"steps {restored} missing from the log are restored from the checkpoint",
         ]
+        return [*self.notes, "; ".join(p for p in parts if p)]
 
 
 def plan_run(
@@ -644,20 +612,11 @@ def plan_run(
 ) -> ResumePlan:
     r"""The plan for a run in ``folder``: the one place that decides fresh, resume or refuse.
 
-    Args:
-        folder: the run folder (with ``resume`` a path, None means the checkpoint's own run folder).
-        resume: None or False: a new run. True: ``folder``'s latest complete checkpoint. A path: a
-            checkpoint folder (checked), or a run folder (its latest complete checkpoint). An int
-            ``N > 0``: the trainer has already loaded ``folder``'s step ``N`` (its log history in
-            ``history``), as :class:`~qae_lab.train.callbacks.RunLogger` sees it when training begins.
-        overwrite: a new run replaces the run in ``folder`` (its files are listed in ``overwrite``).
-        settings: the resume's settings in ``config.json``'s form, compared with the stored ones
-            (None: the run's own); or a function of the stored ``config.json`` and the run folder
-            returning them (the command line rebuilds the run's settings from its recipe; a missing
-            ``config.json`` is then refused).
-
-    A :class:`~qae_lab.storage.folder.RunFolderError` on the way (a damaged file, a refused change) becomes
-    a ``refuse`` plan with its message; other errors (a bad setting in ``settings``) are raised.
+    ``resume``: None/False a new run (``overwrite`` replaces the run there); True ``folder``'s latest complete
+    checkpoint; a path, a checkpoint or run folder (``folder`` None: its own); an int ``N``, the step the trainer has
+    loaded (its ``history``). ``settings``: the resume's settings in ``config.json``'s form (None: the stored ones), or
+    a function of the stored ``config.json`` and the folder returning them. A :class:`RunFolderError` on the way becomes
+    a ``refuse`` plan; other errors are raised.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp())
@@ -716,8 +675,7 @@ def _locate(folder, resume) -> tuple[Path, int, list[dict], list[str]]:
 
 
 def _linked_run_files(out: Path) -> list[str]:
-    """Each name of the run in ``out`` that is a symbolic link, and each link, named pipe or device inside its
-    trackers' folders (:data:`~qae_lab.storage.folder.TRACKER_FILES`, which the libraries write by name), said."""
+    """Each link among the run's names, and each link or special file inside its trackers' folders."""
     found = [
         f"{out / n} is a symbolic link (to {os.readlink(out / n)})" for n in run_files(out) if (out / n).is_symlink()
     ]
@@ -790,14 +748,10 @@ def _resume(folder, resume, settings: Settings, history) -> ResumePlan:
 
 
 def claim(plan: ResumePlan) -> RunLock:
-    r"""Carry out a plan's claim on its folder before anything loads, under the folder's lock; returns the
-    :class:`~qae_lab.storage.folder.RunLock`, held (the run lets go of it when it has written its last file).
-
-    A refused plan raises its reason. The lock is taken first (another process writing the folder is refused,
-    named), then the plan is checked again against the folder as it now is: a fresh one makes the folder,
-    deletes the run it overwrites and writes the new run's marker (:func:`qae_lab.storage.claim.claim_fresh`, which
-    refuses a run that appeared since the plan was made); a resume refuses a folder whose checkpoints or end
-    changed since (another process trained it on) and touches nothing.
+    r"""Carry out a plan's claim on its folder before anything loads; returns the held
+    :class:`~qae_lab.storage.folder.RunLock`. The lock is taken first, then the plan is checked again against the
+    folder: a fresh one claims it (:func:`qae_lab.storage.claim.claim_fresh`); a resume refuses a folder whose
+    checkpoints or end changed since, and touches nothing.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()) / "run"
