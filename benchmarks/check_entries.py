@@ -28,14 +28,14 @@ CHECKS_FILE = qae_lab._checks.__file__
 
 
 def count_entries(fn) -> collections.Counter:
-    """Calls into qae_lab._checks from outside it while ``fn()`` runs, by (calling module, check)."""
+    """Calls into qae_lab._checks from outside it while ``fn()`` runs, by (calling module, calling function, check)."""
     counts: collections.Counter = collections.Counter()
 
     def profile(frame, event, arg):
         if event == "call" and frame.f_code.co_filename == CHECKS_FILE:
             caller = frame.f_back
             if caller is not None and caller.f_code.co_filename != CHECKS_FILE:
-                counts[(Path(caller.f_code.co_filename).stem, frame.f_code.co_name)] += 1
+                counts[(Path(caller.f_code.co_filename).stem, caller.f_code.co_name, frame.f_code.co_name)] += 1
 
     sys.setprofile(profile)
     try:
@@ -109,8 +109,8 @@ def trainer_loss_entries(tmp: str) -> collections.Counter:
 
 def report(name: str, counts: collections.Counter) -> None:
     print(f"{name}: {sum(counts.values())} entries into qae_lab._checks")
-    for (module, check), n in sorted(counts.items()):
-        print(f"    {module:>18} -> {check}: {n}")
+    for (module, caller, check), n in sorted(counts.items()):
+        print(f"    {module + '.' + caller:>40} -> {check}: {n}")
 
 
 if __name__ == "__main__":

@@ -94,8 +94,9 @@ def value_checks(enabled: bool):
         _VALUE_CHECKS.reset(token)
 
 
-def as_real_tensor(x, name: str, *, ndim: int | None = None) -> torch.Tensor:
-    r"""Return ``x`` as a real floating tensor, or raise ``ValueError`` naming ``name``.
+def as_real_tensor(x, name: str, *, ndim: int | None = None, shape=None) -> torch.Tensor:
+    r"""Return ``x`` as a real floating tensor (of ``ndim`` dimensions, of ``shape``: a size None is any), or raise
+    ``ValueError`` naming ``name``.
 
     Python numbers, lists and numpy arrays become float64; bool and integer tensors float32;
     half/bfloat16 are upcast to float32 (quantiles and cumulative sums need it).
@@ -120,6 +121,9 @@ def as_real_tensor(x, name: str, *, ndim: int | None = None) -> torch.Tensor:
         x = x.float()
     if ndim is not None and x.dim() != ndim:
         raise ValueError(f"{name} must have {ndim} dimension(s), got shape {tuple(x.shape)}")
+    if shape is not None and (x.dim() != len(shape) or any(n not in (None, k) for n, k in zip(shape, x.shape))):
+        want = str(tuple(shape)).replace("None", "any")
+        raise ValueError(f"{name} must have shape {want}, got {tuple(x.shape)}")
     if x.numel() and checking_values() and not bool(torch.isfinite(x).all()):
         raise ValueError(f"{name} must be finite (no NaN or inf)")
     return x
