@@ -169,18 +169,10 @@ def _pad_token_id(processing_class) -> int:
 def entropy_token_sums(
     entropies: torch.Tensor, mask: torch.Tensor, advantages: torch.Tensor, hard_rows: torch.Tensor | None = None
 ) -> torch.Tensor:
-    r"""The token sums behind the entropy metrics of one micro-batch (or of some of its rows): by regime over every
-    row, then by regime over the updated rows (A_i != 0), each as :func:`qae_lab.regimes.regime_token_sums` gives them.
-
-    Args:
-        entropies: (B, T) the policy's token entropies H_t (any float dtype; summed in at least float32).
-        mask: (B, T) 0/1, the loss's token mask.
-        advantages: (B,) the advantages A_i that trained.
-        hard_rows: (B,) bool, each response's prompt in QAE's hard regime; None: every row counted as easy.
-
-    Returns:
-        (8,) ``[sum_hard, n_hard, sum_easy, n_easy]`` over every row, then the same over the rows with A_i != 0.
-        Sums of several parts of a micro-batch (rows kept and left out; processes) add: :func:`entropy_metrics`.
+    r"""The token sums behind the entropy metrics of one micro-batch (or of some of its rows), (8,):
+    ``[sum_hard, n_hard, sum_easy, n_easy]`` (:func:`qae_lab.regimes.regime_token_sums`) over every row, then over
+    the updated rows (A_i != 0). (B, T) entropies H_t (summed in at least float32) and mask, (B,) advantages that
+    trained, (B,) bool ``hard_rows`` (None: every row easy). Sums of parts (rows kept and left out; processes) add.
 
     >>> h = torch.tensor([[1.0, 3.0], [2.0, 9.0], [4.0, 4.0]])
     >>> m = torch.tensor([[1.0, 1.0], [1.0, 0.0], [1.0, 1.0]])
