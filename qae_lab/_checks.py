@@ -1,12 +1,12 @@
-r"""Input validation shared by the package.
+r"""Input validation shared by the package: generic helpers, importing nothing of qae_lab.
 
-Every public function of qae_lab checks its input with these helpers, so a bad call
-fails at once with a :class:`ValueError` that names the argument and the allowed range,
-instead of returning a silently wrong number. The checks on tensor *values* (finite,
-0/1 mask, ...) read one boolean back from the device (a host synchronisation on a GPU):
-``QAETrainer`` turns them off inside its loss step (:func:`value_checks`), whose tensors it built from
-inputs checked where the batch was made. :func:`credential_name` is the one rule for names that carry a secret
-(settings, environment variables), which nothing qae_lab writes may hold.
+Every public function of qae_lab checks its input with these helpers where it enters (once: an inner call of
+checked tensors goes to the unchecked core), so a bad call fails at once with a :class:`ValueError` that names the
+argument and the allowed range, instead of returning a silently wrong number. The checks on tensor *values* (finite,
+0/1 mask, ...) read one boolean back from the device (a host synchronisation on a GPU): ``QAETrainer`` turns them
+off inside its loss step (:func:`value_checks`), whose tensors it built from inputs checked where the batch was
+made. :func:`credential_name` is the one rule for names that carry a secret (settings, environment variables),
+which nothing qae_lab writes may hold.
 """
 
 from __future__ import annotations
@@ -76,12 +76,9 @@ def host_floats(values) -> list[float]:
 
 @contextlib.contextmanager
 def value_checks(enabled: bool):
-    r"""Within the block (in this thread or task), the checks on tensor *values* (finite, 0/1 masks, whole numbers)
-    run only if ``enabled``; shapes, dtypes and scalar arguments are checked either way.
-
-    Each value check reads a boolean back from the device, a host synchronisation on a GPU. ``QAETrainer`` turns them
-    off inside its loss step, whose tensors it built itself from inputs checked where the batch was made (the rewards
-    and advantages, once per generation); ``QAE_LAB_CHECK_VALUES=1`` in the environment keeps them on (debugging).
+    r"""Within the block or decorated function (this thread or task), the checks on tensor *values* (finite, 0/1
+    masks, whole numbers: each a read back to the host) run only if ``enabled``, or where ``QAE_LAB_CHECK_VALUES=1``
+    (debugging); shapes, dtypes and scalar arguments are checked either way.
 
     >>> with value_checks(False):
     ...     as_real_tensor([float("nan")], "x")
@@ -94,8 +91,9 @@ def value_checks(enabled: bool):
         _VALUE_CHECKS.reset(token)
 
 
-def as_real_tensor(x, name: str, *, ndim: int | None = None) -> torch.Tensor:
-    r"""Return ``x`` as a real floating tensor, or raise ``ValueError`` naming ``name``.
+def as_real_tensor(x, name: str, *, ndim: int | None = None, shape=None) -> torch.Tensor:
+    r"""Return ``x`` as a real floating tensor (of ``ndim`` dimensions, of ``shape``: a size None is any), or raise
+    ``ValueError`` naming ``name``.
 
     Python numbers, lists and numpy arrays become float64; bool and integer tensors float32;
     half/bfloat16 are upcast to float32 (quantiles and cumulative sums need it).
@@ -120,6 +118,9 @@ def as_real_tensor(x, name: str, *, ndim: int | None = None) -> torch.Tensor:
         x = x.float()
     if ndim is not None and x.dim() != ndim:
         raise ValueError(f"{name} must have {ndim} dimension(s), got shape {tuple(x.shape)}")
+    if shape is not None and (x.dim() != len(shape) or any(n not in (None, k) for n, k in zip(shape, x.shape))):
+        want = str(tuple(shape)).replace("None", "any")
+        raise ValueError(f"{name} must have shape {want}, got {tuple(x.shape)}")
     if x.numel() and checking_values() and not bool(torch.isfinite(x).all()):
         raise ValueError(f"{name} must be finite (no NaN or inf)")
     return x

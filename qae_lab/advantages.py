@@ -81,21 +81,13 @@ def _row_means(r: torch.Tensor) -> torch.Tensor:
 
 
 def quantile_rank(k: float, group_size: int) -> int:
-    r"""The rank r = ceil(K * G) (1-based) of the paper's K-quantile in a group of G.
+    r"""The rank r = ceil(K * G) in [1, G] (1-based) of the paper's K-quantile in a group of G (K, G checked by the
+    caller).
 
-    Paper: arXiv 2509.22611, b_K(q) = inf{x : F_q(x) >= K} is the r-th smallest of the
-    G rewards, r = ceil(K * G); :func:`quantile_baseline` takes that reward and
-    :func:`hard_regime` gates on it. The product K * G is computed in binary floating
-    point, which can land a hair above an integer (0.6 * 5 == 3.0000000000000004), and
-    ``math.ceil`` would then jump to the next rank. A product within 1e-9 (relative) of
-    an integer is taken as that integer.
-
-    Args:
-        k: the quantile level K in the open interval (0, 1) (validated by the caller).
-        group_size: G >= 2 (validated by the caller).
-
-    Returns:
-        the rank r as a Python int in [1, G].
+    Paper: arXiv 2509.22611, b_K(q) = inf{x : F_q(x) >= K} is the r-th smallest of the G rewards;
+    :func:`quantile_baseline` takes that reward and :func:`hard_regime` gates on it. K * G in binary floating point
+    can land a hair above an integer (0.6 * 5 == 3.0000000000000004), where ``math.ceil`` would jump to the next
+    rank: a product within 1e-9 (relative) of an integer is taken as that integer.
 
     >>> quantile_rank(0.6, 5), quantile_rank(0.4, 8), quantile_rank(0.4, 16), quantile_rank(0.01, 4)
     (3, 4, 7, 1)
@@ -107,22 +99,12 @@ def quantile_rank(k: float, group_size: int) -> int:
 
 
 def quantile_baseline(rewards, group_size: int, k: float, method: str = DEFAULT_QUANTILE_METHOD) -> torch.Tensor:
-    r"""QAE's per-prompt baseline b_K(q), the group K-quantile of the rewards.
+    r"""QAE's per-prompt baseline b_K(q), the group K-quantile of the rewards: (N,) -> (B,), N = B*G.
 
-    Paper: arXiv 2509.22611, eq. b_K(q) = inf{x : F_q(x) >= K} with the group's
-    empirical CDF F_q(x) = (1/G) #{j : R_j <= x}.
-
-    Args:
-        rewards: (N,) real tensor, N = B*G, the G responses of each prompt contiguous.
-            Binary or not; bool/int are accepted and treated as float.
-        group_size: G >= 2, must divide N.
-        k: the quantile level K in the open interval (0, 1).
-        method: ``"paper"`` (the ceil(K*G)-th smallest reward, robust to K*G landing a
-            hair off an integer in floating point) or ``"linear"`` (linear interpolation
-            at position K*(G-1), as ``torch.quantile`` in the official code).
-
-    Returns:
-        (B,) tensor of baselines, float32 (float64 if the rewards are float64).
+    Paper: arXiv 2509.22611, eq. Q3, b_K(q) = inf{x : F_q(x) >= K} with the group's empirical CDF
+    F_q(x) = (1/G) #{j : R_j <= x}. Each prompt's G responses contiguous; bool/int rewards count as float
+    (float32, or float64 kept). ``method``: ``"paper"`` (the ceil(K*G)-th smallest reward, :func:`quantile_rank`) or
+    ``"linear"`` (interpolation at position K*(G-1), as ``torch.quantile`` in the official code).
 
     >>> r = torch.tensor([1., 1, 1, 1, 1, 0, 0, 0])      # G=8, 5 of 8 correct
     >>> quantile_baseline(r, 8, 0.4), quantile_baseline(r, 8, 0.4, method="linear")
@@ -171,25 +153,12 @@ def group_advantages(
     scale: str = DEFAULT_SCALE,
     eps: float = 1e-6,
 ) -> torch.Tensor:
-    r"""Response-level advantages A_i = (R_i - b(q)) / (std + eps), one per response.
+    r"""Response-level advantages A_i = (R_i - b(q)) / (std + eps): (N,) rewards -> (N,), N = B*G.
 
-    GRPO/DAPO: ``baseline="mean", scale="group"``; Dr.GRPO: ``scale="none"``;
-    QAE (arXiv 2509.22611): ``baseline="quantile"`` (b = b_K, default K = 0.4).
-
-    Args:
-        rewards: (N,) real tensor, N = B*G, each prompt's G responses contiguous.
-        group_size: G >= 2, must divide N.
-        baseline: ``"mean"`` (GRPO) or ``"quantile"`` (QAE).
-        k: QAE's K in (0, 1); checked even when unused, so a typo never hides.
-        quantile_method: ``"paper"`` or ``"linear"``, see :func:`quantile_baseline`.
-        scale: divide by the group's std (``"group"``), the whole batch's std
-            (``"batch"``) or nothing (``"none"``, Dr.GRPO). std is Bessel-corrected.
-        eps: added to the std, finite and >= 0. With eps = 0 an all-equal group still
-            gets A = 0 (not 0/0).
-
-    Returns:
-        (N,) advantages, same float dtype as the (upcast) rewards. Responses whose
-        reward equals the baseline get exactly 0.
+    GRPO/DAPO: ``baseline="mean", scale="group"``; Dr.GRPO: ``scale="none"``; QAE (arXiv 2509.22611, eq. Q4):
+    ``baseline="quantile"`` (b = b_K, default K = 0.4; ``k`` is checked even when unused, so a typo never hides).
+    ``scale``: the group's std, the whole batch's (``"batch"``) or none (Dr.GRPO); Bessel-corrected; ``eps`` >= 0
+    (with 0 an all-equal group still gets A = 0, not 0/0). A reward equal to its baseline gets exactly 0.
 
     >>> r = torch.tensor([1., 0, 0, 0,   1, 1, 1, 0])     # a hard and an easy prompt, G=4
     >>> group_advantages(r, 4, baseline="quantile", k=0.4, scale="none")
@@ -253,17 +222,8 @@ def hard_regime(success_count, group_size: int, k: float) -> torch.Tensor:
     i.e. when #correct <= G - ceil(K*G), which is p <= 1 - K for p = #correct / G.
     Integer arithmetic here avoids the floating-point edge of comparing p with 1 - K.
     Hard prompts reinforce only their successes; the others ("easy") penalise only
-    their failures (arXiv 2509.22611, sec. on the two-regime gate).
-
-    Args:
-        success_count: counts of correct responses, any shape: an integer or float tensor,
-            a list or a number. Each must be a whole number in [0, G]; anything else
-            (2.5, -1, G + 1, NaN, a bool tensor) raises ``ValueError``.
-        group_size: G >= 2 (as everywhere in this module).
-        k: K in (0, 1).
-
-    Returns:
-        bool tensor, same shape as ``success_count``.
+    their failures (arXiv 2509.22611, eq. Q5). ``success_count``: any shape (tensor, list or number) of whole
+    numbers in [0, G] (2.5, -1, G + 1, NaN or a bool tensor raise ``ValueError``) -> bool of that shape.
 
     >>> hard_regime(torch.arange(9), 8, 0.4)    # G=8, K=0.4: hard while #correct <= 4
     tensor([ True,  True,  True,  True,  True, False, False, False, False])
@@ -282,14 +242,7 @@ def signal_groups(advantages, group_size: int) -> torch.Tensor:
     whose rewards are all equal has A_i = 0 for every response and moves nothing. Here a group carries
     signal when some A_i != 0, which is that rule for the mean baseline and for QAE's K-quantile alike
     (a group not all equal has a reward away from any baseline it can have, for every K), and which
-    also drops what a sign mask (POS-MASK, NEG-MASK) leaves without a response to train.
-
-    Args:
-        advantages: (N,) advantages as the update uses them, N = B*G, each group contiguous.
-        group_size: G >= 2, dividing N.
-
-    Returns:
-        (B,) bool: group b keeps at least one non-zero advantage.
+    also drops what a sign mask (POS-MASK, NEG-MASK) leaves without a response to train. (N,) -> (B,) bool.
 
     >>> signal_groups(torch.tensor([1., 0, 0, 0,   0, 0, 0, 0,   0, 0, 0, -1.]), 4)
     tensor([ True, False,  True])
@@ -307,30 +260,14 @@ def advantage_stats(
     success_threshold: float = DEFAULT_SUCCESS_THRESHOLD,
     success=None,
 ) -> dict[str, float]:
-    r"""Per-batch sparsity and regime statistics (the ``qae/*`` training metrics).
+    r"""Per-batch sparsity and regime statistics of (N,) rewards and their advantages (the ``qae/*`` metrics, eq. Q6).
 
-    Args:
-        rewards: (N,) rewards, N = B*G, each prompt's G responses contiguous.
-        advantages: (N,) advantages computed from them (any baseline).
-        group_size: G >= 2.
-        k: K in (0, 1), used to classify prompts into the two regimes.
-        success_threshold: a response counts as a success when its reward is
-            >= this value (0.5 suits 0/1 rewards; pass the correctness bonus for
-            composite rewards).
-        success: (N,) bool, whether each response is a success, when another score than
-            its reward decides it (the trainer's: the correctness reward's own verdict,
-            whatever its weight in ``rewards``); then ``success_threshold`` is not used.
-
-    Returns:
-        dict of Python floats:
-        ``zero_adv_frac``, ``pos_frac``, ``neg_frac`` (fractions of responses with
-        advantage exactly 0, > 0, < 0), ``hard_frac`` and ``easy_frac`` (fractions of
-        prompts with success rate p <= 1-K and p > 1-K; they sum to 1),
-        ``all_equal_frac`` (prompts whose rewards are all equal),
-        ``success_rate`` (mean of p over prompts), ``neg_correct`` (the number of successes
-        given a negative advantage: with non-binary rewards a competent answer below an
-        outlier-inflated group mean is punished, QAE paper sec. 1) and ``neg_correct_frac``
-        (that number over the number of successes; 0 when there is none).
+    A response is a success when its reward is >= ``success_threshold`` (0.5 for 0/1 rewards; the correctness bonus
+    for composite ones), or where ``success`` ((N,) bool: the trainer's, the correctness reward's own verdict) says.
+    Python floats: ``zero_adv_frac``, ``pos_frac``, ``neg_frac`` (responses with A = 0, > 0, < 0), ``hard_frac`` and
+    ``easy_frac`` (prompts with p <= 1-K and p > 1-K), ``all_equal_frac`` (prompts whose rewards are all equal),
+    ``success_rate`` (mean p), ``neg_correct`` (successes given A < 0: with non-binary rewards a competent answer
+    below an outlier-inflated mean is punished, QAE paper sec. 1) and ``neg_correct_frac`` (over the successes).
 
     >>> r = torch.tensor([1., 0, 0, 0,   1, 1, 1, 0])
     >>> a = group_advantages(r, 4, k=0.4)

@@ -9,8 +9,9 @@ Shape legend: N responses, T completion tokens.
 * Token covariance, Cui et al. 2025, "The Entropy Mechanism of Reinforcement Learning for
   Reasoning Language Models" (arXiv 2505.22617): the first-order entropy change of a
   softmax policy is driven by Cov(log pi(y_t), A(y_t)); per token of a batch it is estimated
-  by the centred product
+  by the centred product Cov_t (eq. P1), which Clip-Cov (P2) and KL-Cov (P3) select tokens by.
 
+Each public function checks its input and calls a private core that :func:`qae_lab.loss.grpo_loss` calls directly.
 Implementer's notes: docs/implementation.md, section ``qae_lab.entropy_controls``.
 """
 
@@ -37,13 +38,17 @@ COV_PENALTIES = ("none", "clip_cov", "kl_cov")
 
 
 def _token_advantages(advantages, shape, name: str = "advantages") -> torch.Tensor:
-    """(N,) response-level or (N, T) token-level advantages as (N, T)."""
-    a = as_real_tensor(advantages, name)
+    """(N,) response-level or (N, T) token-level advantages as (N, T), detached."""
+    a = as_real_tensor(advantages.detach() if isinstance(advantages, torch.Tensor) else advantages, name)
     if a.dim() == 1 and a.shape[0] == shape[0]:
         return a[:, None].expand(shape)
     if tuple(a.shape) != tuple(shape):
         raise ValueError(f"{name} must have shape ({shape[0]},) or {tuple(shape)}, got {tuple(a.shape)}")
     return a
+
+
+def _detached(x, name: str) -> torch.Tensor:
+    return as_real_tensor(x.detach() if isinstance(x, torch.Tensor) else x, name, ndim=2)
 
 
 def check_ratio(ratio, name: str = "ratio") -> float:
@@ -59,27 +64,23 @@ def check_ratio(ratio, name: str = "ratio") -> float:
 
 
 def token_covariance(logps, advantages, mask) -> torch.Tensor:
-    r"""Per-token centred product Cov_t = (log pi_t - mean log pi) (A_t - mean A) over a batch's tokens.
+    r"""Per-token centred product Cov_t = (log pi_t - mean log pi) (A_t - mean A) over a batch's valid tokens.
 
-    Cui et al. 2025 (arXiv 2505.22617), the covariance term of the entropy dynamics; the means are
-    taken over the valid tokens only. Detached (it selects tokens; it is not differentiated).
-
-    Args:
-        logps: (N, T) log-probabilities of the sampled tokens.
-        advantages: (N,) response-level or (N, T) token-level advantages.
-        mask: (N, T) 0/1 or bool: 1 on real completion tokens.
-
-    Returns:
-        (N, T) float tensor, 0 on masked positions (and everywhere when no token is valid).
+    Cui et al. 2025 (arXiv 2505.22617), the covariance term of the entropy dynamics (eq. P1). (N, T) log-probs,
+    (N,) or (N, T) advantages, (N, T) 0/1 mask -> (N, T), detached, 0 off the mask (everywhere when no token is).
 
     >>> lp = torch.tensor([[-1.0, -3.0], [-4.0, -2.0]])
     >>> token_covariance(lp, torch.tensor([1.0, -1.0]), torch.tensor([[1, 1], [1, 0]]))
     tensor([[ 1.1111, -0.2222],
             [ 1.7778,  0.0000]])
     """
-    lp = as_real_tensor(logps.detach() if isinstance(logps, torch.Tensor) else logps, "logps", ndim=2)
+    lp = _detached(logps, "logps")
     m = check_mask(mask, lp.shape).to(lp.device)
-    a = _token_advantages(advantages.detach() if isinstance(advantages, torch.Tensor) else advantages, lp.shape).to(lp)
+    return _token_covariance(lp, _token_advantages(advantages, lp.shape).to(lp), m)
+
+
+def _token_covariance(lp: torch.Tensor, a: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    """Cov_t of checked (N, T) log-probs, (N, T) or (N, 1) advantages and (N, T) mask."""
     n = m.sum()
     if n == 0:
         return torch.zeros_like(lp)
@@ -89,27 +90,22 @@ def token_covariance(logps, advantages, mask) -> torch.Tensor:
 
 
 def ppo_clip_active(log_ratio, advantages, epsilon_low: float, epsilon_high: float) -> torch.Tensor:
-    r"""Where PPO's clipped objective already stops the gradient: -A clip(r) > -A r (r = exp(log_ratio)).
+    r"""Where PPO's clipped objective already stops the gradient: -A clip(r) > -A r, r = exp(log_ratio): (N, T) bool.
 
-    PPO (Schulman et al. 2017), with DAPO's asymmetric range [1 - eps_low, 1 + eps_high]. Clip-Cov
-    draws its tokens among the others.
-
-    Args:
-        log_ratio: (N, T) log pi_theta - log pi_old.
-        advantages: (N,) or (N, T).
-        epsilon_low, epsilon_high: the clipping range, each >= 0.
-
-    Returns:
-        (N, T) bool.
+    PPO (Schulman et al. 2017) with DAPO's asymmetric range [1 - eps_low, 1 + eps_high] (eq. P5); Clip-Cov draws
+    its tokens among the others. ``log_ratio``: (N, T); ``advantages``: (N,) or (N, T).
 
     >>> ppo_clip_active(torch.tensor([[0.0, 0.5, -0.5]]), torch.tensor([1.0]), 0.2, 0.28)
     tensor([[False,  True, False]])
     """
-    lr = as_real_tensor(log_ratio.detach() if isinstance(log_ratio, torch.Tensor) else log_ratio, "log_ratio", ndim=2)
+    lr = _detached(log_ratio, "log_ratio")
     lo, hi = check_finite_scalar(epsilon_low, "epsilon_low"), check_finite_scalar(epsilon_high, "epsilon_high")
     if lo < 0 or hi < 0:
         raise ValueError(f"epsilon_low and epsilon_high must be >= 0, got {epsilon_low}, {epsilon_high}")
-    a = _token_advantages(advantages.detach() if isinstance(advantages, torch.Tensor) else advantages, lr.shape).to(lr)
+    return _clip_active(lr, _token_advantages(advantages, lr.shape).to(lr), lo, hi)
+
+
+def _clip_active(lr: torch.Tensor, a: torch.Tensor, lo: float, hi: float) -> torch.Tensor:
     r = lr.exp()
     return -a * r.clamp(1 - lo, 1 + hi) > -a * r
 
@@ -124,22 +120,12 @@ def clip_cov_select(
     exclude=None,
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
-    r"""Clip-Cov's tokens: a random draw of max(1, floor(ratio * #valid)) tokens with lb < Cov_t < ub.
+    r"""Clip-Cov's tokens: a random draw of max(1, floor(ratio * #valid)) valid tokens with lb < Cov_t < ub.
 
-    Cui et al. 2025 (arXiv 2505.22617), Clip-Cov: the drawn tokens' gradients are detached (their
-    loss terms are zeroed); their count is a fraction of all valid tokens, drawn among the
-    candidates without replacement (all candidates when there are fewer).
-
-    Args:
-        cov: (N, T) token covariances (:func:`token_covariance`).
-        mask: (N, T) 0/1 or bool valid-token mask.
-        ratio: fraction of valid tokens to clip, in (0, 1] (paper: 2e-4).
-        lb, ub: the covariance band, lb < ub (paper: 1 and 5).
-        exclude: optional (N, T) bool of tokens not to draw (PPO-clipped ones, :func:`ppo_clip_active`).
-        generator: a ``torch.Generator`` for the draw (reproducible runs).
-
-    Returns:
-        (N, T) bool, True on the clipped tokens.
+    Cui et al. 2025 (arXiv 2505.22617), Clip-Cov (eq. P2; paper: ratio 2e-4, lb 1, ub 5): the drawn tokens'
+    loss terms are zeroed. Drawn without replacement among the candidates (all of them when fewer), leaving out
+    ``exclude`` ((N, T) bool: the PPO-clipped tokens, :func:`ppo_clip_active`). ``cov``: (N, T)
+    (:func:`token_covariance`); ``mask``: (N, T) 0/1 -> (N, T) bool.
 
     >>> cov = torch.tensor([[0.5, 2.0, 3.0], [6.0, 1.5, 0.0]])
     >>> clip_cov_select(cov, torch.ones(2, 3), ratio=0.5).sum().item()  # 3 of the 3 candidates in (1, 5)
@@ -154,32 +140,30 @@ def clip_cov_select(
     lb, ub = check_finite_scalar(lb, "lb"), check_finite_scalar(ub, "ub")
     if not lb < ub:
         raise ValueError(f"lb must be < ub, got lb={lb}, ub={ub}")
+    out = None if exclude is None else check_mask(exclude, c.shape).to(c.device).bool()
+    return _clip_cov_select(c, m, r, lb, ub, out, generator)
+
+
+def _clip_cov_select(c, m, r, lb, ub, exclude, generator) -> torch.Tensor:
+    """:func:`clip_cov_select` of a checked (N, T) ``c``, bool ``m`` and ``exclude`` (or None)."""
     cand = m & (c > lb) & (c < ub)
     if exclude is not None:
-        cand &= ~check_mask(exclude, c.shape).to(c.device).bool()
+        cand &= ~exclude
     out = torch.zeros_like(m)
     n_valid = int(m.sum())
     idx = cand.flatten().nonzero().flatten()
     if n_valid == 0 or idx.numel() == 0:
         return out
-    n_clip = max(int(r * n_valid), 1)
-    pick = idx[torch.randperm(idx.numel(), generator=generator)[:n_clip].to(idx.device)]
+    pick = idx[torch.randperm(idx.numel(), generator=generator)[: max(int(r * n_valid), 1)].to(idx.device)]
     out.view(-1)[pick] = True
     return out
 
 
 def kl_cov_select(cov, mask, ratio: float = 2e-4) -> torch.Tensor:
-    r"""KL-Cov's tokens: the max(1, floor(ratio * #valid)) valid tokens of largest covariance.
+    r"""KL-Cov's tokens: the max(1, floor(ratio * #valid)) valid tokens of largest covariance, (N, T) bool.
 
-    Cui et al. 2025 (arXiv 2505.22617), KL-Cov: a KL penalty is applied on these tokens only.
-
-    Args:
-        cov: (N, T) token covariances (:func:`token_covariance`).
-        mask: (N, T) 0/1 or bool valid-token mask.
-        ratio: fraction of valid tokens to penalise, in (0, 1] (paper: 2e-4 to 2e-3).
-
-    Returns:
-        (N, T) bool, True on the selected tokens (ties broken by position, as ``torch.topk``).
+    Cui et al. 2025 (arXiv 2505.22617), KL-Cov (eq. P3; paper: ratio 2e-4 to 2e-3): the KL penalty acts on these
+    tokens only. Ties broken by position, as ``torch.topk``.
 
     >>> kl_cov_select(torch.tensor([[0.5, 2.0, 3.0], [6.0, 1.5, 9.0]]), torch.tensor([[1, 1, 1], [1, 1, 0]]), 0.4)
     tensor([[False, False,  True],
@@ -187,31 +171,24 @@ def kl_cov_select(cov, mask, ratio: float = 2e-4) -> torch.Tensor:
     """
     c = as_real_tensor(cov, "cov", ndim=2)
     m = check_mask(mask, c.shape).to(c.device).bool()
-    r = check_ratio(ratio, "ratio")
+    return _kl_cov_select(c, m, check_ratio(ratio, "ratio"))
+
+
+def _kl_cov_select(c: torch.Tensor, m: torch.Tensor, r: float) -> torch.Tensor:
     out = torch.zeros_like(m)
     n_valid = int(m.sum())
     if n_valid == 0:
         return out
-    k = max(int(r * n_valid), 1)
     scores = torch.where(m, c, torch.full_like(c, -torch.inf)).flatten()
-    out.view(-1)[torch.topk(scores, k).indices] = True
+    out.view(-1)[torch.topk(scores, max(int(r * n_valid), 1)).indices] = True
     return out
 
 
 def kl_cov_penalty(logps: torch.Tensor, old_logps, selected, coef: float = 1.0) -> torch.Tensor:
-    r"""KL-Cov's per-token penalty coef * |log pi_theta(y_t) - log pi_old(y_t)| on the selected tokens.
+    r"""KL-Cov's per-token penalty coef * |log pi_theta(y_t) - log pi_old(y_t)| on the selected tokens, (N, T).
 
-    Cui et al. 2025 (arXiv 2505.22617), KL-Cov; gradients flow through ``logps`` (the policy being
-    trained), not through ``old_logps``.
-
-    Args:
-        logps: (N, T) floating log-probabilities under the current policy.
-        old_logps: (N, T) under the sampling policy.
-        selected: (N, T) bool (:func:`kl_cov_select`).
-        coef: the penalty's weight, >= 0 (paper: 1).
-
-    Returns:
-        (N, T), 0 off the selected tokens.
+    Cui et al. 2025 (arXiv 2505.22617), KL-Cov (eq. P3; paper: coef 1); gradients flow through ``logps`` (the
+    policy being trained), not through ``old_logps``; 0 off ``selected`` (:func:`kl_cov_select`).
 
     >>> kl_cov_penalty(torch.tensor([[-1.0, -2.0]]), torch.tensor([[-1.5, -1.0]]), torch.tensor([[True, False]]), 2.0)
     tensor([[1., 0.]])
@@ -229,18 +206,11 @@ def kl_cov_penalty(logps: torch.Tensor, old_logps, selected, coef: float = 1.0) 
 
 
 def sign_masked_advantages(advantages, keep: str) -> torch.Tensor:
-    r"""POS-MASK / NEG-MASK: keep only the positive (``"pos"``) or negative (``"neg"``) advantages.
+    r"""POS-MASK / NEG-MASK: keep only the positive (``"pos"``) or negative (``"neg"``) (N,) advantages.
 
-    The sign ablations of the QAE paper's analysis (arXiv 2509.22611): the update from one side
-    of the baseline alone. The other side's advantages become exactly 0, so those responses add
-    nothing to the loss (and sparse updates skip them); ``"none"`` returns them unchanged.
-
-    Args:
-        advantages: (N,) response-level advantages.
-        keep: one of :data:`ADVANTAGE_MASKS`.
-
-    Returns:
-        (N,) tensor of the input's dtype.
+    The sign ablations of the QAE paper's analysis (arXiv 2509.22611; eq. P4): the update from one side of the
+    baseline alone. The other side's advantages become exactly 0, so those responses add nothing to the loss (and
+    sparse updates skip them); ``"none"`` returns them unchanged, in the input's dtype.
 
     >>> a = torch.tensor([1.5, -0.5, 0.0])
     >>> sign_masked_advantages(a, "pos"), sign_masked_advantages(a, "neg")

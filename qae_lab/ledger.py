@@ -6,16 +6,16 @@ the entropy of the state by, to first order,
 
     dH(s) ~= -Cov_{a~pi(.|s)}( log pi(a|s), dz_{s,a} )                          (Cui et al.'s Lemma 1)
 
+Each public function checks its input and calls a private core that :func:`qae_lab.loss.grpo_loss` calls directly.
 Implementer's notes: docs/implementation.md, section ``qae_lab.ledger``.
 """
 
 from __future__ import annotations
 
-
 import torch
 
 from qae_lab._checks import host_floats, as_real_tensor, check_choice, check_finite_scalar, check_mask, checking_values
-from qae_lab.entropy_controls import ppo_clip_active
+from qae_lab.entropy_controls import _clip_active
 from qae_lab.methods import LEDGER_PARTS
 
 __all__ = [
@@ -41,11 +41,19 @@ def _same_shape(x, shape, name: str) -> torch.Tensor:
     return t
 
 
-def square_sums(logits) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""sum_b pi_b^2 and sum_b pi_b^2 log pi_b of pi = softmax(logits) over the last dimension (eq. L3's sums).
+def _logps(logps) -> torch.Tensor:
+    return as_real_tensor(logps.detach() if isinstance(logps, torch.Tensor) else logps, "logps", ndim=2)
 
-    Args:
-        logits: (..., V). Returns: two (...) tensors.
+
+def _entropies(entropies, lp: torch.Tensor) -> torch.Tensor:
+    h = _same_shape(entropies, lp.shape, "entropies").to(lp)
+    if checking_values() and bool((h < 0).any()):
+        raise ValueError("entropies must be >= 0 (nats)")
+    return h
+
+
+def square_sums(logits) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""sum_b pi_b^2 and sum_b pi_b^2 log pi_b of pi = softmax(logits): (..., V) -> two (...) (eq. L3's sums).
 
     >>> q, ql = square_sums(torch.zeros(1, 4))   # uniform over 4: 4 (1/4)^2 = 1/4, and 1/4 log(1/4)
     >>> round(float(q), 4), round(float(ql), 4)
@@ -57,26 +65,19 @@ def square_sums(logits) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def entropy_change_terms(logps, entropies, advantages, *, form: str = "npg", sums=None) -> torch.Tensor:
-    r"""Each sampled token's share of the first-order entropy change, per unit step (eq. L1 / L2 / L3).
+    r"""Each sampled token's share of the first-order entropy change, per unit step (eq. L1 / L2 / L3): (N, T).
 
     Cui et al. 2025 (arXiv 2505.22617, Lemma 1 and its NPG / PG propositions), with the state's exact
-    centring E_{a~pi}[log pi] = -H(s) (module docstring):
+    centring E_{a~pi}[log pi] = -H(s):
 
-        npg:        d_t = -(log pi_t + H_t) A_t
-        pg:         d_t = -(log pi_t + H_t) pi_t A_t
-        reinforce:  d_t = -A_t [pi_t (log pi_t + H_t) - sum_b pi_b^2 (log pi_b + H_t)]
+        npg:        d_t = -(log pi_t + H_t) A_t                                   (logit step eta A)
+        pg:         d_t = -(log pi_t + H_t) pi_t A_t                              (eta pi A)
+        reinforce:  d_t = -A_t [pi_t (log pi_t + H_t) - sum_b pi_b^2 (log pi_b + H_t)]   (eta A (e_a - pi))
 
-    Args:
-        logps: (N, T) log-probabilities of the sampled tokens (detached here).
-        entropies: (N, T) entropy H(s_t) of the policy at each position, in nats.
-        advantages: (N,) response-level or (N, T) token-level advantages, as the loss applies them.
-        form: ``"npg"`` (logit step eta A), ``"pg"`` (eta pi A) or ``"reinforce"`` (eta A (e_a - pi)).
-        sums: ``"reinforce"`` only: (sum_b pi_b^2, sum_b pi_b^2 log pi_b), each (N, T) (:func:`square_sums`).
-
-    Returns:
-        (N, T) float tensor; positive where the token's update raises the entropy.
-
-    A likely token (log pi = -0.1 above -H = -0.5) rewarded lowers the entropy; punished, raises it:
+    ``logps``: (N, T) of the sampled tokens (detached); ``entropies``: (N, T) H(s_t) in nats; ``advantages``: (N,)
+    or (N, T), as the loss applies them; ``sums``: ``"reinforce"`` only, :func:`square_sums` of the logits.
+    Positive where the token's update raises the entropy. A likely token (log pi = -0.1 above -H = -0.5)
+    rewarded lowers the entropy; punished, raises it:
 
     >>> entropy_change_terms(torch.tensor([[-0.1, -2.0]]), torch.tensor([[0.5, 0.5]]), torch.tensor([1.0]))
     tensor([[-0.4000,  1.5000]])
@@ -91,39 +92,35 @@ def entropy_change_terms(logps, entropies, advantages, *, form: str = "npg", sum
     True
     """
     check_choice(form, "form", LEDGER_FORMS)
-    lp = as_real_tensor(logps.detach() if isinstance(logps, torch.Tensor) else logps, "logps", ndim=2)
-    h = _same_shape(entropies, lp.shape, "entropies").to(lp)
-    if checking_values() and bool((h < 0).any()):
-        raise ValueError("entropies must be >= 0 (nats)")
+    lp = _logps(logps)
+    h = _entropies(entropies, lp)
     a = _same_shape(advantages, lp.shape, "advantages").to(lp)
     if (sums is not None) != (form == "reinforce"):
         raise ValueError("sums must be given with form='reinforce' (square_sums of the logits), and only then")
-    # L1: d_t = -(log pi_t + H_t) A_t
-    if form == "npg":
+    if sums is not None:
+        sums = tuple(_same_shape(x, lp.shape, name).to(lp) for x, name in zip(sums, ("sums[0]", "sums[1]")))
+    return _change_terms(lp, h, a, form, sums)
+
+
+def _change_terms(lp, h, a, form: str = "npg", sums=None) -> torch.Tensor:
+    """:func:`entropy_change_terms` of checked (N, T) tensors."""
+    if form == "npg":  # L1: d_t = -(log pi_t + H_t) A_t
         return -(lp + h) * a
-    # L2: d_t = -(log pi_t + H_t) pi_t A_t
-    d = -(lp + h) * lp.exp() * a
+    d = -(lp + h) * lp.exp() * a  # L2: d_t = -(log pi_t + H_t) pi_t A_t
     if form == "pg":
         return d
-    q, ql = (_same_shape(x, lp.shape, name).to(lp) for x, name in zip(sums, ("sums[0]", "sums[1]")))
-    # L3: d_t = -A_t [pi_t (log pi_t + H_t) - (sum_b pi_b^2 log pi_b + H_t sum_b pi_b^2)]
+    q, ql = sums  # L3: d_t = -A_t [pi_t (log pi_t + H_t) - (sum_b pi_b^2 log pi_b + H_t sum_b pi_b^2)]
     return d + a * (ql + h * q)
 
 
 def update_advantages(advantages, log_ratio=None, clipped=None) -> torch.Tensor:
-    r"""The advantage each token's gradient actually carries: A_t r_t, and 0 where PPO's clip stops it.
+    r"""The advantage each token's gradient actually carries: A_t r_t, and 0 where PPO's clip stops it (eq. L4).
 
-    The clipped surrogate min(r A, clip(r, 1 - eps_low, 1 + eps_high) A) has gradient r_t A_t grad log pi_t
-    where the clip is inactive and 0 where it is active (:func:`qae_lab.entropy_controls.ppo_clip_active`).
-    On a step's first pass over its own samples r_t = 1 and nothing is clipped.
-
-    Args:
-        advantages: (N, T) per-token advantages (horizon weights and normaliser included).
-        log_ratio: None (r = 1), or (N, T) / (N, 1) log pi_theta - log pi_old (GSPO: per sequence).
-        clipped: None, or (N, T) / (N, 1) bool, True where the clip is active.
-
-    Returns:
-        (N, T) float tensor.
+    The clipped surrogate min(r A, clip(r, 1 - eps_low, 1 + eps_high) A) has gradient r_t A_t grad log pi_t where
+    the clip is inactive and 0 where it is active (:func:`qae_lab.entropy_controls.ppo_clip_active`); on a step's
+    first pass over its own samples r_t = 1 and nothing is clipped. ``advantages``: (N, T) (horizon weights and
+    normaliser included); ``log_ratio``: None (r = 1) or (N, T) / (N, 1) (GSPO); ``clipped``: None or (N, T) /
+    (N, 1) bool. Returns (N, T).
 
     >>> update_advantages(torch.tensor([[1.0, -1.0]]), torch.tensor([[0.1, 0.0]]), torch.tensor([[False, True]]))
     tensor([[1.1052, -0.0000]])
@@ -132,36 +129,35 @@ def update_advantages(advantages, log_ratio=None, clipped=None) -> torch.Tensor:
         advantages.detach() if isinstance(advantages, torch.Tensor) else advantages, "advantages", ndim=2
     )
     if log_ratio is not None:
-        lr = as_real_tensor(
+        log_ratio = as_real_tensor(
             log_ratio.detach() if isinstance(log_ratio, torch.Tensor) else log_ratio, "log_ratio", ndim=2
         )
-        a = a * lr.to(a).exp()  # (N, T) * (N, T) or (N, 1)
     if clipped is not None:
-        c = torch.as_tensor(clipped, device=a.device)
-        if c.dim() != 2 or c.shape[0] != a.shape[0] or c.shape[1] not in (1, a.shape[1]):
-            raise ValueError(f"clipped must have shape {tuple(a.shape)} or ({a.shape[0]}, 1), got {tuple(c.shape)}")
-        a = a * (~c.bool()).to(a)
-    return a
+        clipped = torch.as_tensor(clipped, device=a.device)
+        if clipped.dim() != 2 or clipped.shape[0] != a.shape[0] or clipped.shape[1] not in (1, a.shape[1]):
+            raise ValueError(
+                f"clipped must have shape {tuple(a.shape)} or ({a.shape[0]}, 1), got {tuple(clipped.shape)}"
+            )
+    return _update_advantages(a, log_ratio, clipped)
+
+
+def _update_advantages(a, log_ratio, clipped) -> torch.Tensor:
+    if log_ratio is not None:
+        a = a * log_ratio.to(a).exp()  # (N, T) * (N, T) or (N, 1)
+    return a if clipped is None else a * (~clipped.bool()).to(a)
 
 
 def ledger_parts(
     terms, advantages, weights, hard_rows=None, *, normaliser: float | None = None, added: float = 0.0
 ) -> dict[str, float]:
-    r"""The ledger: the weighted sum of the terms, split by the sign of A and by the prompt's regime.
+    r"""The ledger: the weighted sum of (N, T) terms, split by the sign of A and by the prompt's regime (eq. L5).
 
-    Args:
-        terms: (N, T) entropy-change shares (:func:`entropy_change_terms`).
-        advantages: (N,) or (N, T) the advantages the terms were computed with (their sign splits).
-        weights: (N, T) non-negative weights: the completion mask (a batch), or pi (a bandit's expectation).
-        hard_rows: None, or (N,) bool: the response's prompt is hard for QAE (p <= 1-K). None: every row
-            counts as neither, and the regime parts are 0.
-        normaliser: the sum is divided by this (> 0); None: by the weights' sum (the token count) plus ``added``
-            (tokens outside ``weights`` that count: the rows a sparse update left out).
-
-    Returns:
-        dict of Python floats over :data:`LEDGER_PARTS`: ``dh`` (total), ``dh_pos`` / ``dh_neg``
-        (A > 0 / A < 0), ``dh_hard`` / ``dh_easy`` and the four cells ``dh_hard_pos`` ... ``dh_easy_neg``.
-        ``dh = dh_pos + dh_neg`` always, and ``= dh_hard + dh_easy`` when ``hard_rows`` is given.
+    ``advantages``: (N,) or (N, T), those the terms were computed with (their sign splits); ``weights``: (N, T),
+    non-negative (the completion mask of a batch, or pi for a bandit's expectation); ``hard_rows``: (N,) bool, the
+    response's prompt hard for QAE (p <= 1-K), or None (the regime parts stay 0). The sum is divided by
+    ``normaliser`` (> 0), or by the weights' sum plus ``added`` (tokens outside ``weights`` that count: the rows a
+    sparse update left out). Returns Python floats over :data:`LEDGER_PARTS`: ``dh`` = ``dh_pos`` + ``dh_neg``
+    (A > 0 / A < 0) = ``dh_hard`` + ``dh_easy`` (with ``hard_rows``), and the four cells ``dh_hard_pos`` ...
 
     >>> terms = torch.tensor([[-0.4], [1.5], [0.2]])
     >>> hard = torch.tensor([True, True, False])
@@ -174,17 +170,19 @@ def ledger_parts(
     w = _same_shape(weights, d.shape, "weights").to(d)
     if checking_values() and bool((w < 0).any()):
         raise ValueError("weights must be >= 0")
-    if normaliser is not None:
-        check_finite_scalar(normaliser, "normaliser")
-        if normaliser <= 0:
-            raise ValueError(f"normaliser must be > 0, got {normaliser}")
+    if normaliser is not None and check_finite_scalar(normaliser, "normaliser") <= 0:
+        raise ValueError(f"normaliser must be > 0, got {normaliser}")
+    hard = None if hard_rows is None else check_mask(hard_rows, (d.shape[0],), "hard_rows").to(d.device) > 0
+    return _ledger_parts(d, a, w, hard, normaliser, added)
+
+
+def _ledger_parts(d, a, w, hard, normaliser=None, added=0.0) -> dict[str, float]:
+    """:func:`ledger_parts` of checked (N, T) tensors and (N,) bool ``hard`` (or None)."""
     wd = w * d  # (N, T)
-    if hard_rows is None:
-        hard = torch.zeros(d.shape[0], dtype=torch.bool, device=d.device)
-        easy = hard
+    if hard is None:
+        hard = easy = torch.zeros(d.shape[0], dtype=torch.bool, device=d.device)
     else:
-        hard = check_mask(hard_rows, (d.shape[0],), "hard_rows").to(d.device) > 0  # (N,)
-        easy = ~hard
+        hard, easy = hard.bool(), ~hard.bool()
     names, sums = [], []
     for sign, sel in (("pos", a > 0), ("neg", a < 0)):
         names.append(f"dh_{sign}")
@@ -220,17 +218,13 @@ def batch_ledger(
 ) -> dict[str, float]:
     r"""The ledger of one micro-batch of the loss, as :class:`qae_lab.train.trainer.QAETrainer` logs it (``ledger/*``).
 
-    The terms of eq. L1 (form "npg") with the advantages the update carries (:func:`update_advantages`: the
-    importance ratio against ``old_logps``, per token or per sequence as GSPO, and 0 where the clip
-    [1 - eps_low, 1 + eps_high] is active), summed by :func:`ledger_parts` and normalised as the loss
-    type normalises its tokens: by the token count (``bnpo``, ``dapo``), or per sequence and then over
-    the rows (``per_sequence``: ``grpo``). Rows left out of the forward (sparse updates: A = 0, no share)
-    still count in the normaliser through ``skipped_tokens`` / ``skipped_rows``.
-
-    Args:
-        logps, entropies: (N, T) from the loss's forward; advantages: (N,) or (N, T) as the loss applies
-        them; mask: (N, T) completion tokens; hard_rows: (N,) bool or None (:func:`ledger_parts`).
-        old_logps: (N, T) log-probs at sampling time, or None (the first pass: ratio 1, no clip).
+    The terms of eq. L1 (form "npg") with the advantages the update carries (eq. L4: the importance ratio against
+    ``old_logps``, per token or per sequence as GSPO, 0 where the clip [1 - eps_low, 1 + eps_high] is active),
+    split by :func:`ledger_parts` (eq. L5) and normalised as the loss type normalises its tokens: by the token count
+    (``bnpo``, ``dapo``), or per sequence and then over the rows (``per_sequence``: ``grpo``). Rows left out of the
+    forward (sparse updates: A = 0, no share) still count through ``skipped_tokens`` / ``skipped_rows``.
+    ``logps``, ``entropies``, ``mask``: (N, T); ``advantages``: (N,) or (N, T), as the loss applies them;
+    ``old_logps``: (N, T), or None (the first pass: ratio 1, no clip).
 
     >>> lp, h = torch.tensor([[-0.1, -2.0]]), torch.tensor([[0.5, 0.5]])
     >>> round(batch_ledger(lp, h, torch.tensor([1.0]), torch.ones(1, 2), torch.tensor([True]))["dh"], 6)
@@ -239,37 +233,45 @@ def batch_ledger(
     >>> batch_ledger(lp, h, torch.tensor([1.0]), torch.ones(1, 2), old_logps=far)["dh"]
     0.0
     """
-    lp = as_real_tensor(logps.detach() if isinstance(logps, torch.Tensor) else logps, "logps", ndim=2)
+    lp = _logps(logps)
     m = check_mask(mask, lp.shape).to(lp.device)
     a = _same_shape(advantages, lp.shape, "advantages").to(lp)
+    old = None if old_logps is None else _same_shape(old_logps, lp.shape, "old_logps").to(lp)
+    lo, hi = check_finite_scalar(epsilon_low, "epsilon_low"), check_finite_scalar(epsilon_high, "epsilon_high")
+    if lo < 0 or hi < 0:
+        raise ValueError(f"epsilon_low and epsilon_high must be >= 0, got {epsilon_low}, {epsilon_high}")
+    hard = None if hard_rows is None else check_mask(hard_rows, (lp.shape[0],), "hard_rows").to(lp.device) > 0
+    h = _entropies(entropies, lp)
+    return _batch_ledger(lp, h, a, m, hard, old, sequence_level, lo, hi, per_sequence, skipped_tokens, skipped_rows)
+
+
+def _batch_ledger(lp, h, a, m, hard, old, sequence_level, lo, hi, per_sequence, skipped_tokens=0.0, skipped_rows=0):
+    """:func:`batch_ledger` of checked, detached (N, T) tensors and (N,) bool ``hard`` (or None)."""
     log_ratio = clipped = None
-    if old_logps is not None:
-        log_ratio = (lp - _same_shape(old_logps, lp.shape, "old_logps").to(lp)) * m  # (N, T)
+    if old is not None:
+        log_ratio = (lp - old) * m  # (N, T)
         if sequence_level:  # GSPO: one ratio per response, the mean log-ratio over its tokens
             log_ratio = log_ratio.sum(-1, keepdim=True) / m.sum(-1, keepdim=True).clamp(min=1.0)  # (N, 1)
-        clipped = ppo_clip_active(log_ratio.expand(lp.shape), a, epsilon_low, epsilon_high)  # (N, T)
-    a_upd = update_advantages(a, log_ratio, clipped)  # (N, T)
-    terms = entropy_change_terms(lp, entropies, a_upd)  # (N, T)
+        clipped = _clip_active(log_ratio.expand(lp.shape), a, lo, hi)  # (N, T)
+    a_upd = _update_advantages(a, log_ratio, clipped)  # (N, T)
+    terms = _change_terms(lp, h, a_upd)  # (N, T)
     if per_sequence:
         weights = m / m.sum(-1, keepdim=True).clamp(min=1.0)  # each response's tokens weigh 1 / |y_i|
         normaliser = float(m.shape[0] + skipped_rows)
         if normaliser <= 0:
             return dict.fromkeys(LEDGER_PARTS, 0.0)
-        return ledger_parts(terms, a_upd, weights, hard_rows, normaliser=normaliser)
+        return _ledger_parts(terms, a_upd, weights, hard, normaliser=normaliser)
     # the token count, read back with the parts in one transfer; the rows left out still count in it
-    return ledger_parts(terms, a_upd, m, hard_rows, added=skipped_tokens)
+    return _ledger_parts(terms, a_upd, m, hard, added=skipped_tokens)
 
 
 def bandit_ledger(z, r, b, *, hard: bool | None = None) -> dict[str, float]:
     r"""The ledger of QAE's softmax bandit (arXiv 2509.22611, sec. 4): the identity's step dz = pi (r - b).
 
-    The expectation over actions y ~ pi of the "pg" shares (eq. L2) with A(y) = r(y) - b equals, per
-    unit step, the identity's first-order change -Cov_pi(log pi, pi (r - b))
-    (:func:`qae_lab.toys.bandit.identity_entropy_change` with eta = 1), split by the sign of r(y) - b.
-
-    Args:
-        z: (A,) logits; r: (A,) rewards; b: the baseline (a number).
-        hard: the prompt's regime, to fill the regime parts (None: left at 0).
+    The expectation over actions y ~ pi of the "pg" shares (eq. L2) with A(y) = r(y) - b equals, per unit step, the
+    identity's first-order change -Cov_pi(log pi, pi (r - b)) (:func:`qae_lab.toys.bandit.identity_entropy_change`
+    with eta = 1), split by the sign of r(y) - b. ``z``, ``r``: (A,) logits and rewards; ``b``: the baseline;
+    ``hard``: the prompt's regime, to fill the regime parts (None: left at 0).
 
     >>> from qae_lab.toys.bandit import identity_entropy_change
     >>> z, r = torch.tensor([2.0, 0.0, -1.0]), torch.tensor([0.0, 1.0, 0.0])   # the likely action is wrong
@@ -287,6 +289,6 @@ def bandit_ledger(z, r, b, *, hard: bool | None = None) -> dict[str, float]:
     log_pi = torch.log_softmax(z, -1)  # (A,)
     h = -(log_pi.exp() * log_pi).sum()
     a = (r - b)[:, None]  # (A, 1)
-    terms = entropy_change_terms(log_pi[:, None], h.expand(z.shape[0], 1), a, form="pg")  # (A, 1)
+    terms = _change_terms(log_pi[:, None], h.expand(z.shape[0], 1), a, form="pg")  # (A, 1)
     rows = None if hard is None else torch.full(z.shape, bool(hard))
-    return ledger_parts(terms, a, log_pi.exp()[:, None], rows, normaliser=1.0)
+    return _ledger_parts(terms, a, log_pi.exp()[:, None], rows, normaliser=1.0)

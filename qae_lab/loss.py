@@ -20,18 +20,18 @@ from typing import NamedTuple
 
 import torch
 
-from qae_lab._checks import check_choice, check_finite_scalar, check_int, check_mask
+from qae_lab._checks import as_real_tensor, check_choice, check_finite_scalar, check_int, check_mask, checking_values
+from qae_lab._checks import host_floats
 from qae_lab.entropy_controls import (
     COV_PENALTIES,
+    _clip_active,
+    _clip_cov_select,
+    _kl_cov_select,
+    _token_covariance,
     check_ratio,
-    clip_cov_select,
-    kl_cov_penalty,
-    kl_cov_select,
-    ppo_clip_active,
-    token_covariance,
 )
-from qae_lab.horizon import normaliser_factor, selective_horizon_weights, weight_stats
-from qae_lab.ledger import batch_ledger
+from qae_lab.horizon import _horizon_weights, _normaliser_factor, _select, _weight_stats, check_normalised_entropy
+from qae_lab.ledger import _batch_ledger
 from qae_lab import methods
 from qae_lab.methods import LOSS_TYPES, TOKEN_WEIGHTINGS
 from qae_lab.metric_names import (
@@ -196,19 +196,16 @@ def grpo_loss(
 ) -> LossOutput:
     r"""The loss of one micro-batch: QAE's advantages, SA-AH's horizon weights, PPO's clip, the entropy controls.
 
-    Args:
-        logps: (B, T) log pi_theta(y_t | y_<t) of the sampled tokens, differentiable.
-        advantages: (B,) response-level advantages A_i (QAE: R_i - b_K, over the group's std).
-        mask: (B, T) 1 on the completion tokens the loss counts.
-        settings: :class:`LossSettings`; scale: :class:`LossScale`.
-        old_logps: (B, T) log-probs at sampling time; None: the first pass over this batch (ratio 1).
-        entropies: (B, T) token entropies H_t (metrics, the ledger, the entropy bonus); needed
-            with ``entropy_coef`` > 0. h_norm: (B, T) H~_t in [0, 1], needed with token weighting.
-        ref_logps: (B, T) reference-policy log-probs, needed with ``beta`` > 0.
-        entropy_mask: (B, T) bool, the high-entropy (forking) tokens alone get gradient; None: all.
-        sampling_ratio: (B, T) or (B, 1) importance ratio of the sampler (vLLM), or None.
-        hard_rows: (B,) bool, each response's QAE regime (the ledger's split), or None.
-        generator: Clip-Cov's random draw.
+    Every input is checked here, once (:func:`_checked_inputs`); the steps below trust them. Shapes:
+
+    * ``logps``: (B, T) log pi_theta(y_t | y_<t) of the sampled tokens, differentiable; ``mask``: (B, T) 0/1, the
+      completion tokens the loss counts; ``advantages``: (B,) A_i (QAE: (R_i - b_K) / std, eq. Q1-Q5);
+    * ``old_logps``: (B, T) at sampling time (None: the first pass over the batch, ratio 1); ``ref_logps``: (B, T)
+      of the reference policy (needed with ``beta`` > 0); ``entropies``: (B, T) H_t (metrics, the ledger, the
+      entropy bonus: needed with ``entropy_coef`` > 0); ``h_norm``: (B, T) H~_t in [0, 1] (needed with token
+      weighting); ``entropy_mask``: (B, T) 0/1, the forking tokens that alone get gradient (None: all);
+      ``sampling_ratio``: (B, T) or (B, 1), the sampler's (vLLM's) importance ratio; ``hard_rows``: (B,) bool, each
+      response's QAE regime (the ledger's split); ``generator``: Clip-Cov's random draw.
 
     >>> lp = torch.log(torch.tensor([[0.5, 0.25], [0.5, 0.5]])).requires_grad_()
     >>> out = grpo_loss(lp, torch.tensor([1.0, -0.5]), torch.ones(2, 2), LossSettings(loss_type="bnpo"))
@@ -217,71 +214,34 @@ def grpo_loss(
     >>> out.loss.backward(); lp.grad    # d/dlogp_t of -A_i r_t / N_tok
     tensor([[-0.2500, -0.2500],
             [ 0.1250,  0.1250]])
+    >>> grpo_loss(lp, torch.tensor([1.0]), torch.ones(2, 2), LossSettings())
+    Traceback (most recent call last):
+    ValueError: advantages must have shape (2,), got (1,)
     """
     s = settings
-    # (B, T), in logps' dtype but never below float32: a bfloat16 / float16 mask would round its token counts (257 -> 256)
-    m = check_mask(mask, logps.shape).to(torch.promote_types(logps.dtype, torch.float32))
-    a = advantages  # (B,), kept in its own dtype, as TRL applies it
-    old = logps.detach() if old_logps is None else old_logps  # (B, T)
+    x = _checked_inputs(
+        logps, advantages, mask, s, old_logps, entropies, h_norm, ref_logps, entropy_mask, sampling_ratio, hard_rows
+    )
+    m, a, lp = x["mask"], x["advantages"], x["lp"]  # (B, T), (B,), (B, T) detached
+    old = lp if old_logps is None else x["old_logps"]  # (B, T)
     metrics: dict = {}
-
-    # SA-AH (S2, S3): w_t = exp(-alpha sum_{s<=t} H~_s) on responses with A_i < 0 (AH: every response), else 1;
-    # (S4) L = sum_t w_t l_t / sum_t w_t, as the loss type's token mean of c w_t l_t (c: normaliser_factor)
-    if s.token_weighting == "none":
-        a_t = a[:, None]  # (B, 1)
-    else:
-        metrics[SAAH_ALPHA] = s.alpha
-        w = selective_horizon_weights(h_norm, m, a, s.alpha, selective=s.token_weighting == "sa_ah")  # (B, T)
-        per_sequence = s.loss_type == "grpo"
-        c = normaliser_factor(
-            w, m, per_sequence=per_sequence, skipped_tokens=0.0 if per_sequence else scale.skipped_tokens
-        )  # () or (B, 1)
-        stats = weight_stats(w, m, a)
-        metrics[SAAH_W_MEAN_NEG], metrics[SAAH_EFFECTIVE_TOKENS_FRAC] = (
-            stats["w_mean_neg"],
-            stats["effective_tokens_frac"],
-        )
-        a_t = a[:, None] * (w * c).to(a.dtype)  # (B, T): A_i w_t c
-
-    # Clip-Cov / KL-Cov (P1-P3): Cov_t = (log pi_t - mean log pi)(A_i - mean A) over the micro-batch's tokens
+    a_t = a[:, None]  # (B, 1): A_i on every token
+    if s.token_weighting != "none":  # SA-AH (S2-S4): A_i w_t c
+        a_t = _horizon_advantages(a, x["h_norm"], m, s, scale.skipped_tokens, metrics)  # (B, T)
     cov_penalty = None
-    if s.cov_penalty != "none":
-        cov = token_covariance(logps, a, m)  # (B, T)
-        if s.cov_penalty == "clip_cov":  # a random draw of band tokens not already clipped: no gradient through them
-            clipped = ppo_clip_active(logps.detach() - old, a, s.epsilon_low, s.epsilon_high)
-            chosen = clip_cov_select(
-                cov, m, s.clip_cov_ratio, s.clip_cov_lb, s.clip_cov_ub, exclude=clipped, generator=generator
-            )
-            a_t = a_t.expand(m.shape).masked_fill(chosen, 0.0)
-        else:  # the top-covariance tokens: + coef |log pi_theta - log pi_old|
-            chosen = kl_cov_select(cov, m, s.kl_cov_ratio)
-            cov_penalty = kl_cov_penalty(logps, old, chosen, s.kl_cov_coef)  # (B, T)
-        n = m.sum().clamp(min=1)
-        metrics[COV_SELECTED_FRAC], metrics[COV_TOKEN_COV] = (chosen.sum() / n).item(), (cov.sum() / n).item()
-
-    # importance ratio r_t = pi_theta / pi_old, per token, or GSPO's (P6) s_i = exp(mean_t log(pi_theta / pi_old))
-    log_ratio = logps - old  # (B, T)
-    if s.sequence_ratio:
-        log_ratio = ((log_ratio * m).sum(-1) / m.sum(-1).clamp(min=1.0))[:, None]  # (B, 1)
-    ratio = torch.exp(log_ratio)
-
-    # PPO's clipped surrogate (P5: Clip-Higher widens eps_high): l_t = -min(r_t A~_t, clip(r_t, 1-eps_lo, 1+eps_hi) A~_t)
-    clipped_ratio = ratio.clamp(1 - s.epsilon_low, 1 + s.epsilon_high)
-    bounded = ratio if s.delta is None else ratio.clamp(max=s.delta)  # two-sided clipping bounds r_t from above
-    per_token = -torch.min(bounded * a_t, clipped_ratio * a_t)  # (B, T) or (B, 1)
+    if s.cov_penalty != "none":  # Clip-Cov / KL-Cov (P1-P3)
+        a_t, cov_penalty = _cov_control(logps, lp, old, a, a_t, m, s, generator, metrics)
+    # P5 / P6: the importance ratio and PPO's clipped surrogate, per token (B, T) or per response (B, 1)
+    per_token, ratio, bounded = _clipped_surrogate(logps, old, a_t, m, s)
     if entropy_mask is not None:  # forking tokens only
         per_token = per_token * entropy_mask
     if sampling_ratio is not None:  # the sampler's (vLLM's) importance correction
         per_token = per_token * sampling_ratio
-
-    # KL to the reference policy, k3 estimator: exp(ref - logp) - (ref - logp) - 1
     kl = None
-    if s.beta != 0.0:
+    if s.beta != 0.0:  # KL to the reference policy, k3 estimator: exp(ref - logp) - (ref - logp) - 1
         kl = torch.exp(ref_logps - logps) - (ref_logps - logps) - 1  # (B, T)
-        if s.kl_ratio_correction:
-            kl = kl * ratio
+        kl = kl * ratio if s.kl_ratio_correction else kl
         per_token = per_token + s.beta * kl
-
     # reduced as the loss type reduces tokens; rows / tokens left out by sparse updates stay in the denominators
     loss = reduce_token_loss(per_token, m, s.loss_type, scale, max_completion_length=s.max_completion_length)
     policy_loss = loss.detach() * (1 if s.loss_type == "dapo" else scale.accumulation)  # per micro-batch, unsplit
@@ -290,34 +250,105 @@ def grpo_loss(
     on = m if entropy_mask is None else m * entropy_mask  # the tokens the policy term acts on
     if s.entropy_coef:  # the bonus is a plain mean entropy over them, whatever the loss type
         loss = loss - s.entropy_coef * (entropies * on).sum() / on.sum().clamp(min=1.0) / scale.accumulation
-
-    # the entropy ledger (L1, L4, L5): each token's first-order entropy change under this update, by sign x regime
-    if entropies is not None:
-        ledger = batch_ledger(
-            logps,
-            entropies,
-            a_t.expand(m.shape),
-            on,
-            hard_rows,
-            old_logps=old_logps,
-            epsilon_low=s.epsilon_low,
-            epsilon_high=s.epsilon_high,
-            sequence_level=s.sequence_ratio,
-            per_sequence=s.loss_type == "grpo",
-            skipped_tokens=scale.skipped_tokens,
-            skipped_rows=0 if scale.rows is None else scale.rows - logps.shape[0],
+    if (
+        entropies is not None
+    ):  # the entropy ledger (L1, L4, L5): each token's first-order entropy change, by sign x regime
+        a_upd = a_t.detach().expand(m.shape).to(lp)
+        skipped_rows = 0 if scale.rows is None else scale.rows - lp.shape[0]
+        ledger = _batch_ledger(
+            *(lp, x["entropies"], a_upd, on.to(lp), x["hard_rows"], x.get("old_logps"), s.sequence_ratio),
+            *(s.epsilon_low, s.epsilon_high, s.loss_type == "grpo", scale.skipped_tokens, skipped_rows),
         )
         metrics.update({LEDGER_PREFIX + k: v for k, v in ledger.items()})
-
     # the clip's metrics by the sign of A_i (w_t c > 0): one per response with GSPO's ratio, as TRL counts them
     clip_low = (bounded < 1 - s.epsilon_low) & (a[:, None] < 0)
     clip_high = (bounded > 1 + s.epsilon_high) & (a[:, None] > 0)
-    token_stats = {
-        "entropy": entropies,
-        "kl": kl,
-        "clip_low": clip_low,
-        "clip_high": clip_high,
-        "clip_region": clip_low | clip_high,
-        "policy_loss": policy_loss,
-    }
-    return LossOutput(loss, metrics, token_stats)
+    stats = {"entropy": entropies, "kl": kl, "clip_low": clip_low, "clip_high": clip_high}
+    return LossOutput(loss, metrics, {**stats, "clip_region": clip_low | clip_high, "policy_loss": policy_loss})
+
+
+def _checked_inputs(logps, advantages, mask, s, old_logps, entropies, h_norm, ref, entropy_mask, ratio, hard_rows):
+    """:func:`grpo_loss`'s tensors checked, each error naming its argument, shape and range (values: where
+    :func:`qae_lab._checks.checking_values`): the mask in logps' dtype but never below float32 (a bfloat16 mask would
+    round its token counts, 257 -> 256), the others as given, and their detached, at-least-float32 copies."""
+    if not isinstance(logps, torch.Tensor) or not logps.is_floating_point() or logps.dim() != 2:
+        raise ValueError("logps must be a 2-dimensional floating-point tensor (B, T)")
+    (b, t), lp = logps.shape, logps.detach()
+    lp = lp.float() if lp.dtype in (torch.float16, torch.bfloat16) else lp
+    needed = {"h_norm": s.token_weighting != "none", "entropies": s.entropy_coef != 0, "ref_logps": s.beta != 0}
+    given = {"advantages": advantages, "old_logps": old_logps, "entropies": entropies, "ref_logps": ref}
+    out = {"mask": check_mask(mask, (b, t)).to(torch.promote_types(logps.dtype, torch.float32)), "lp": lp}
+    for name, x in {**given, "h_norm": h_norm, "sampling_ratio": ratio}.items():
+        if x is None and needed.get(name):
+            raise ValueError(f"{name} (a (B, T) tensor) is needed with these settings: {_needed_by[name]}")
+    for name, x in given.items():
+        if x is not None:
+            checked = as_real_tensor(x, name, shape=(b,) if name == "advantages" else (b, t))
+            out[name] = x if isinstance(x, torch.Tensor) and x.is_floating_point() else checked
+    if entropies is not None:
+        out["entropies"] = out["entropies"].detach().to(lp)
+        if checking_values() and bool((out["entropies"] < 0).any()):
+            raise ValueError("entropies must be >= 0 (nats)")
+    if old_logps is not None:
+        out["old_logps"] = out["old_logps"].detach().to(lp)
+    if s.token_weighting != "none":
+        out["h_norm"] = check_normalised_entropy(h_norm, (b, t))
+    if ratio is not None:
+        as_real_tensor(ratio, "sampling_ratio", shape=(b, None))
+    if entropy_mask is not None:
+        check_mask(entropy_mask, (b, t), "entropy_mask")
+    out["hard_rows"] = None if hard_rows is None else check_mask(hard_rows, (b,), "hard_rows").to(lp.device) > 0
+    return out
+
+
+_needed_by = {"h_norm": "token_weighting != 'none'", "entropies": "entropy_coef > 0", "ref_logps": "beta != 0"}
+
+
+def _horizon_advantages(a, h, m, s: LossSettings, skipped_tokens: float, metrics: dict) -> torch.Tensor:
+    r"""A_i w_t c, (B,) -> (B, T): SA-AH-GRPO (arXiv 2606.05434) eq. S2-S3, w_t = exp(-alpha sum_{s<=t} H~_s) on
+    responses with A_i < 0 (AH: on every response), else 1; eq. S4, L = sum_t w_t l_t / sum_t w_t as the loss type's
+    token mean of c w_t l_t (c: :func:`qae_lab.horizon.normaliser_factor`); the ``saah/*`` metrics (eq. S5)."""
+    mh = m.to(h.dtype)
+    w = _horizon_weights(h, mh, s.alpha)  # (B, T)
+    w = _select(w, mh, a) if s.token_weighting == "sa_ah" else w
+    per_sequence = s.loss_type == "grpo"
+    c = _normaliser_factor(w, mh, per_sequence, 0.0 if per_sequence else float(skipped_tokens))  # () or (B, 1)
+    stats = _weight_stats(w, mh, a)
+    metrics.update({SAAH_ALPHA: s.alpha, SAAH_W_MEAN_NEG: stats["w_mean_neg"]})
+    metrics[SAAH_EFFECTIVE_TOKENS_FRAC] = stats["effective_tokens_frac"]
+    return a[:, None] * (w * c).to(a.dtype)  # (B, T)
+
+
+def _cov_control(logps, lp, old, a, a_t, m, s: LossSettings, generator, metrics: dict):
+    r"""Clip-Cov / KL-Cov (Cui et al., arXiv 2505.22617; eq. P1-P3): Cov_t = (log pi_t - mean log pi)(A_i - mean A)
+    over the micro-batch's (B, T) tokens; Clip-Cov zeroes A~_t on a random draw of band tokens not already clipped,
+    KL-Cov adds coef |log pi_theta - log pi_old| on the top-covariance ones. Returns (A~_t, the penalty or None)."""
+    mb = m > 0
+    cov = _token_covariance(lp, a[:, None].to(lp), m.to(lp))  # (B, T)
+    penalty = None
+    if s.cov_penalty == "clip_cov":
+        clipped = _clip_active(_upcast(logps.detach() - old), a[:, None].to(lp), s.epsilon_low, s.epsilon_high)
+        chosen = _clip_cov_select(cov, mb, s.clip_cov_ratio, s.clip_cov_lb, s.clip_cov_ub, clipped, generator)
+        a_t = a_t.expand(m.shape).masked_fill(chosen, 0.0)
+    else:
+        chosen = _kl_cov_select(cov, mb, s.kl_cov_ratio)
+        penalty = s.kl_cov_coef * (logps - old.to(logps)).abs() * chosen.to(logps)  # (B, T)
+    n = m.sum().clamp(min=1)
+    metrics[COV_SELECTED_FRAC], metrics[COV_TOKEN_COV] = host_floats([chosen.sum() / n, cov.sum() / n])
+    return a_t, penalty
+
+
+def _upcast(x: torch.Tensor) -> torch.Tensor:
+    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+
+
+def _clipped_surrogate(logps, old, a_t, m, s: LossSettings):
+    r"""PPO's clipped surrogate l_t = -min(r_t A~_t, clip(r_t, 1 - eps_low, 1 + eps_high) A~_t) (eq. P5: Clip-Higher
+    widens eps_high), r_t = pi_theta / pi_old per token or GSPO's s_i = exp(mean_t log(pi_theta / pi_old)) (eq. P6),
+    bounded above by ``delta`` (two-sided clipping). Returns (l_t, r_t, the bounded r_t), (B, T) or (B, 1)."""
+    log_ratio = logps - old  # (B, T)
+    if s.sequence_ratio:
+        log_ratio = ((log_ratio * m).sum(-1) / m.sum(-1).clamp(min=1.0))[:, None]  # (B, 1)
+    ratio = torch.exp(log_ratio)
+    bounded = ratio if s.delta is None else ratio.clamp(max=s.delta)
+    return -torch.min(bounded * a_t, ratio.clamp(1 - s.epsilon_low, 1 + s.epsilon_high) * a_t), ratio, bounded

@@ -25,6 +25,7 @@ Implementer's notes: docs/implementation.md, section ``qae_lab.train.trainer``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import warnings
 
 import torch
@@ -168,18 +169,10 @@ def _pad_token_id(processing_class) -> int:
 def entropy_token_sums(
     entropies: torch.Tensor, mask: torch.Tensor, advantages: torch.Tensor, hard_rows: torch.Tensor | None = None
 ) -> torch.Tensor:
-    r"""The token sums behind the entropy metrics of one micro-batch (or of some of its rows): by regime over every
-    row, then by regime over the updated rows (A_i != 0), each as :func:`qae_lab.regimes.regime_token_sums` gives them.
-
-    Args:
-        entropies: (B, T) the policy's token entropies H_t (any float dtype; summed in at least float32).
-        mask: (B, T) 0/1, the loss's token mask.
-        advantages: (B,) the advantages A_i that trained.
-        hard_rows: (B,) bool, each response's prompt in QAE's hard regime; None: every row counted as easy.
-
-    Returns:
-        (8,) ``[sum_hard, n_hard, sum_easy, n_easy]`` over every row, then the same over the rows with A_i != 0.
-        Sums of several parts of a micro-batch (rows kept and left out; processes) add: :func:`entropy_metrics`.
+    r"""The token sums behind the entropy metrics of one micro-batch (or of some of its rows), (8,):
+    ``[sum_hard, n_hard, sum_easy, n_easy]`` (:func:`qae_lab.regimes.regime_token_sums`) over every row, then over
+    the updated rows (A_i != 0). (B, T) entropies H_t (summed in at least float32) and mask, (B,) advantages that
+    trained, (B,) bool ``hard_rows`` (None: every row easy). Sums of parts (rows kept and left out; processes) add.
 
     >>> h = torch.tensor([[1.0, 3.0], [2.0, 9.0], [4.0, 4.0]])
     >>> m = torch.tensor([[1.0, 1.0], [1.0, 0.0], [1.0, 1.0]])
@@ -242,6 +235,11 @@ def _check_dynamic_sampling(trainer) -> None:
             f"dynamic_sampling draws the refill prompts by row from the training set, but train_dataset is a "
             f"{type(trainer.train_dataset).__name__} without rows to index: pass a map-style dataset"
         )
+
+
+@functools.lru_cache(maxsize=16)
+def _loss_settings(**settings) -> LossSettings:
+    return LossSettings(**settings)  # frozen: one object may serve every micro-batch with these settings
 
 
 def _prompt_key(row: dict) -> str:
@@ -318,25 +316,8 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
     between steps (e.g. from a widget or callback); the next generation / loss reads it, and
     ``qae/k`` and ``saah/alpha`` log what was used.
 
-    Tested with trl 1.16.0 only (pyproject caps trl below 1.17): these TRL methods are
-    overridden (all private in TRL),
-
-    ====================================== ===============================================================
-    overridden TRL method                  what this class does there
-    ====================================== ===============================================================
-    ``_generate_single_turn``              wraps TRL's call in ``generation_policy`` (``fast_generation``)
-    ``_calculate_rewards``                 QAE's advantages and regimes from TRL's gathered rewards; ``qae/*``
-    ``_generate_and_score_completions``    returns TRL's batch with those advantages and ``prompt_hard``;
-                                           ``behaviour/*``
-    ``_compute_loss``                      TRL's own where QAE leaves the loss alone; else sparse rows, the
-                                           forward, :func:`qae_lab.loss.grpo_loss`, metrics
-    ``_get_per_token_logps_and_entropies`` TRL's, and inside TRL's loss a detached copy kept for the ledger
-    ``log`` (public)                       adds the token weighting used (a string) to TRL's training row
-    ====================================== ===============================================================
-
-    ``train``, ``_save_checkpoint`` and ``_get_output_dir`` (transformers) come from
-    :class:`~qae_lab.train.staged.StagedCheckpoints`,
-
+    Tested with trl 1.16.0 only (pyproject caps trl below 1.17); ``train``, ``_save_checkpoint`` and
+    ``_get_output_dir`` (transformers) come from :class:`~qae_lab.train.staged.StagedCheckpoints`;
     every private member of TRL and transformers it touches is in :data:`PRIVATE_MEMBERS`, with why (a missing one is
     named when the trainer is made); these public TRL attributes are read: ``epsilon_low``, ``epsilon_high``,
     ``importance_sampling_level``, ``current_gradient_accumulation_steps``, ``reward_weights``, ``num_generations``,
@@ -595,9 +576,10 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
 
     # ---------------------------------------------------------------- loss
     def loss_settings(self, knobs: Knobs | None = None) -> LossSettings:
-        """The :class:`qae_lab.loss.LossSettings` of this trainer's config with ``knobs`` (default: in force)."""
+        """The :class:`qae_lab.loss.LossSettings` of this trainer's config with ``knobs`` (default: in force), made
+        and checked once for each set of values (:func:`_loss_settings`), not at every micro-batch."""
         knobs, a = self.knobs if knobs is None else knobs, self.args
-        return LossSettings(
+        return _loss_settings(
             loss_type=self.loss_type,
             epsilon_low=self.epsilon_low,
             epsilon_high=self.epsilon_high,
@@ -639,6 +621,9 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
             self._weightings = []
         super().log(logs, start_time)
 
+    # the step's own tensors: their values were checked where the batch was made (the rewards and advantages, once per
+    # generation), so no value check reads back to the host inside it; grpo_loss still checks their shapes
+    @value_checks(False)
     def _compute_loss(self, model, inputs):
         if self.model.training:
             self._weightings.append(self.knobs.token_weighting)  # what this micro-batch's loss reads (loss_settings)
@@ -672,27 +657,25 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
             if self.top_entropy_quantile < 1.0
             else None
         )
-        # the step's own tensors: their values were checked where the batch was made (value_checks)
-        with value_checks(False):
-            out = grpo_loss(
-                logps,
-                batch["advantages"],
-                mask,
-                settings,
-                scale,
-                old_logps=batch.get("old_per_token_logps"),
-                entropies=entropies,
-                h_norm=h_norm,
-                ref_logps=batch.get("ref_per_token_logps"),
-                entropy_mask=forking,
-                sampling_ratio=batch.get("importance_sampling_ratio")
-                if self.use_vllm and self.vllm_importance_sampling_correction
-                else None,
-                hard_rows=batch.get("prompt_hard"),
-                generator=self._clip_cov_generator() if settings.cov_penalty == "clip_cov" else None,
-            )
-            self._log_loss(out, mask, settings, scale)
-            sums = entropy_token_sums(entropies.detach(), mask, batch["advantages"], batch.get("prompt_hard"))
+        out = grpo_loss(
+            logps,
+            batch["advantages"],
+            mask,
+            settings,
+            scale,
+            old_logps=batch.get("old_per_token_logps"),
+            entropies=entropies,
+            h_norm=h_norm,
+            ref_logps=batch.get("ref_per_token_logps"),
+            entropy_mask=forking,
+            sampling_ratio=batch.get("importance_sampling_ratio")
+            if self.use_vllm and self.vllm_importance_sampling_correction
+            else None,
+            hard_rows=batch.get("prompt_hard"),
+            generator=self._clip_cov_generator() if settings.cov_penalty == "clip_cov" else None,
+        )
+        self._log_loss(out, mask, settings, scale)
+        sums = entropy_token_sums(entropies.detach(), mask, batch["advantages"], batch.get("prompt_hard"))
         if keep is not None:  # the rows left out: their entropies from a no-grad forward, so `entropy` is TRL's
             sums = sums + self._left_out_entropy_sums(model, inputs, ~keep)
         self._log_entropy(sums, split="prompt_hard" in inputs)
@@ -717,26 +700,25 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
             self._loss_forward = None
         mask = self._loss_mask(inputs)
         metrics = self._metrics["train" if self.model.training else "eval"]
-        with value_checks(False):  # the step's own tensors, as in qae_lab's loss
-            if settings is not None:  # the PPO clip the ledger's update advantages assume
-                on = mask
-                if self.top_entropy_quantile < 1.0:  # the forking tokens TRL's loss acted on (its own mask, again)
-                    on = mask * self.get_high_entropy_mask(entropies, mask, 1 - self.top_entropy_quantile)
-                ledger = batch_ledger(
-                    logps,
-                    entropies,
-                    inputs["advantages"][:, None].expand(mask.shape),
-                    on,
-                    inputs.get("prompt_hard"),
-                    old_logps=inputs.get("old_per_token_logps"),
-                    epsilon_low=settings.epsilon_low,
-                    epsilon_high=settings.epsilon_high,
-                    sequence_level=settings.sequence_ratio,
-                    per_sequence=settings.loss_type == "grpo",
-                )
-                for name, value in ledger.items():
-                    metrics[LEDGER_PREFIX + name].append(value)
-            sums = entropy_token_sums(entropies, mask, inputs["advantages"], inputs.get("prompt_hard"))
+        if settings is not None:  # the PPO clip the ledger's update advantages assume
+            on = mask
+            if self.top_entropy_quantile < 1.0:  # the forking tokens TRL's loss acted on (its own mask, again)
+                on = mask * self.get_high_entropy_mask(entropies, mask, 1 - self.top_entropy_quantile)
+            ledger = batch_ledger(
+                logps,
+                entropies,
+                inputs["advantages"][:, None].expand(mask.shape),
+                on,
+                inputs.get("prompt_hard"),
+                old_logps=inputs.get("old_per_token_logps"),
+                epsilon_low=settings.epsilon_low,
+                epsilon_high=settings.epsilon_high,
+                sequence_level=settings.sequence_ratio,
+                per_sequence=settings.loss_type == "grpo",
+            )
+            for name, value in ledger.items():
+                metrics[LEDGER_PREFIX + name].append(value)
+        sums = entropy_token_sums(entropies, mask, inputs["advantages"], inputs.get("prompt_hard"))
         self._log_entropy(sums, split="prompt_hard" in inputs, trl_logged=True)
         return loss
 
@@ -786,10 +768,9 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
             h_norm = normalise_entropy(entropies.float(), vocab)
         elif top_k is not None:  # the hidden state at position p predicts token p + 1, as the fused head scores it
             head = self.accelerator.unwrap_model(model).get_output_embeddings()
-            with value_checks(False):  # the step's own forward: no finiteness check (a read back) inside the step
-                h_norm = head_normalised_entropy(
-                    torch.cat(hidden), head.weight, head.bias, temperature=self.temperature, top_k=top_k
-                ).float()
+            h_norm = head_normalised_entropy(
+                torch.cat(hidden), head.weight, head.bias, temperature=self.temperature, top_k=top_k
+            ).float()
         return logps, entropies, aux_loss, h_norm
 
     def _policy_forward(self, model, batch: dict, aux_loss: bool = False):
@@ -811,8 +792,7 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         rest = self._rows(inputs, rows)
         with torch.no_grad():
             _, entropies, _ = self._policy_forward(model, rest)
-        with value_checks(False):  # the step's own tensors, as in the loss
-            return entropy_token_sums(entropies, self._loss_mask(rest), rest["advantages"], rest.get("prompt_hard"))
+        return entropy_token_sums(entropies, self._loss_mask(rest), rest["advantages"], rest.get("prompt_hard"))
 
     def _log_entropy(self, sums: torch.Tensor, split: bool, trl_logged: bool = False) -> None:
         """TRL's ``entropy`` (every completion token of the micro-batch; ``trl_logged``: TRL's loss logged it),

@@ -65,7 +65,7 @@ def test_t4_precision_one_step(tmp_path, monkeypatch, top_k):
     assert (run.dtype, run.lora, cfg.bf16) == ("float16", True, False)  # the preset's combination, as built
 
     seen: dict[str, torch.Tensor] = {}
-    weights = qae_lab.loss.selective_horizon_weights
+    weights = qae_lab.loss._horizon_weights  # the loss calls the unchecked core of selective_horizon_weights
     loss_fn = qae_lab.train.trainer.grpo_loss
 
     def spy_weights(*args, **kwargs):
@@ -78,7 +78,7 @@ def test_t4_precision_one_step(tmp_path, monkeypatch, top_k):
         seen["loss"] = out.loss
         return out
 
-    monkeypatch.setattr(qae_lab.loss, "selective_horizon_weights", spy_weights)
+    monkeypatch.setattr(qae_lab.loss, "_horizon_weights", spy_weights)
     monkeypatch.setattr(qae_lab.train.trainer, "grpo_loss", spy_loss)
     trainer, _tok, _eval = make_trainer(run, cfg, preset=SMALL_GPU_PRESET)
     trainer.reward_funcs[0] = two_regime_reward  # rewards with signal in both regimes, whatever was generated

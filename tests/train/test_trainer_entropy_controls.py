@@ -56,8 +56,8 @@ def test_clip_cov_zeroes_drawn_band_tokens_only(tmp_path, tok, loss_type, monkey
     import qae_lab.loss as loss_module
 
     drawn = []
-    real = loss_module.clip_cov_select
-    monkeypatch.setattr(loss_module, "clip_cov_select", lambda *a, **k: drawn.append(real(*a, **k)) or drawn[-1])
+    real = loss_module._clip_cov_select  # the loss calls the unchecked core of clip_cov_select
+    monkeypatch.setattr(loss_module, "_clip_cov_select", lambda *a, **k: drawn.append(real(*a, **k)) or drawn[-1])
     trainer = make_trainer(
         tmp_path,
         tok,
