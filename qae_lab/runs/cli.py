@@ -71,8 +71,8 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument(
         "--config",
         metavar="FILE",
-        help="a YAML file of fields (the presets' form; `preset: NAME` "
-        "starts from a preset, `env:` sets environment variables); --NAME VALUE and --set override it",
+        help="a YAML file of fields (the presets' form; `preset: NAME` starts from a preset, `env:` sets environment "
+        "variables); --NAME VALUE and --set override it",
     )
     t.add_argument(
         "--method",
@@ -100,8 +100,8 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument(
         "--resume",
         metavar="PATH",
-        help="checkpoint folder, or run folder (its latest complete checkpoint)"
-        "; the run's settings come from its config.json",
+        help="checkpoint folder, or run folder (its latest complete checkpoint); the run's settings come from its "
+        "config.json",
     )
     t.add_argument("--dry-run", action="store_true", help="check everything, print the resolved configuration, exit")
     sub.add_parser("presets", help="list the presets")
@@ -109,22 +109,17 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_parser(
             "export",
             help="write a run's trained model as a stand-alone model folder",
-            description="The merged 16-bit model (or the LoRA adapter), tokenizer, "
-            "generation config and a model card, written to a new folder OUT.",
+            description="The merged 16-bit model (or the LoRA adapter), tokenizer, generation config and a model card, "
+            "written to a new folder OUT.",
         )
     )
     return p
 
 
 def main(argv: list[str] | None = None, *, report=None) -> int:
-    r"""The ``qae-lab`` / ``python -m qae_lab`` entry point; returns the exit status (130 when interrupted, 1 when the
-    run ended short of its steps on its own).
-
-    Every check (settings, data folder, run folder, checkpoint) runs before anything loads, with
-    ``--dry-run`` too: :func:`qae_lab.runs.run_plan.plan` makes the run folder's one
-    :class:`~qae_lab.storage.resume.ResumePlan` (fresh, resume checkpoint N, or refuse), which the run then
-    follows. A failed check prints ``qae-lab: error: ...`` and returns 2. ``report`` draws the run's ``report.html``
-    (:func:`qae_lab.runs.pipeline.train`'s; ``qae-lab`` and ``python -m qae_lab`` pass the lab's, :mod:`qae_lab.__main__`).
+    r"""The ``qae-lab`` / ``python -m qae_lab`` entry point; returns the exit status (module docstring). Every check
+    runs before anything loads (:func:`qae_lab.runs.run_plan.plan`), ``--dry-run`` too. ``report`` draws the run's
+    ``report.html`` (:func:`qae_lab.runs.pipeline.train`'s; :mod:`qae_lab.__main__` passes the lab's).
 
     >>> import contextlib, io
     >>> with contextlib.redirect_stderr(io.StringIO()) as err:
@@ -188,21 +183,11 @@ def main(argv: list[str] | None = None, *, report=None) -> int:
 
 
 def _resolved(plan: dict, run: RunArgs, cfg, command: str) -> dict[str, Any]:
-    """What a dry run prints (one JSON object): the command, the RunArgs, the resolved value of every overridden
-    QAEConfig field, the env the run sets, and the plan's notes (what the run would do to its folder)."""
+    """What a dry run prints: the command, the RunArgs, every overridden QAEConfig field's value, the env, the notes."""
     _, overrides = resolve(
         plan["preset"], plan["sets"], plan["method"], config=plan["config_values"], args=plan["flags"]
     )
     trainer = {k: getattr(cfg, k) for k in overrides if k in field_types(type(cfg))}
-    trainer.update(
-        output_dir=cfg.output_dir,
-        generation_batch_size=cfg.generation_batch_size,
-        steps_per_generation=cfg.steps_per_generation,
-    )
-    return {
-        "command": command,
-        "run": dataclasses.asdict(run),
-        "trainer": trainer,
-        "env": plan["env"],
-        "notes": plan["notes"],
-    }
+    for name in ("output_dir", "generation_batch_size", "steps_per_generation"):
+        trainer[name] = getattr(cfg, name)
+    return dict(command=command, run=dataclasses.asdict(run), trainer=trainer, env=plan["env"], notes=plan["notes"])

@@ -53,11 +53,8 @@ def _as_sets(values: dict[str, Any]) -> list[str]:
 
 
 def _main_process_folder(cfg) -> str:
-    r"""The main process's ``cfg.output_dir``, the run folder every process of a launch must share.
-
-    Each process builds its settings, and a new run's default folder is named from the clock
-    (``runs/<preset>-<timestamp>``): processes that reach it at different seconds would each plan a folder of
-    their own, and the others' checkpoint files would miss the main one's checkpoints. One process: its own.
+    r"""The main process's ``cfg.output_dir``, the run folder every process of a launch must share: a new run's
+    default folder is named from the clock, and processes that reach it at different seconds would each plan their own.
 
     >>> from qae_lab.runs.presets import build
     >>> _main_process_folder(build("cpu-demo", output_dir="/tmp/x")[1])
@@ -69,13 +66,11 @@ def _main_process_folder(cfg) -> str:
 
 
 def plan(args) -> dict[str, Any]:
-    r"""Everything ``train`` checks before anything loads, from the ``train`` command's ``args``: the settings (each
-    alone, and together: :func:`qae_lab.runs.pipeline.check_run`), the run folder's one
-    :class:`~qae_lab.storage.resume.ResumePlan` (``plan``; ``resume``: its checkpoint or None), a local data file.
-    A resume rebuilds the run's own settings from its ``config.json`` recipe, with this command's values on top.
-    Returns ``{"run", "cfg", "preset", "method", "sets", "config", "config_values", "flags", "plan", "resume", "notes",
-    "overwrite"}`` (``notes``: what it does, for people; ``config_values``: the config file's fields, as the run
-    records them); raises ValueError (a refused plan: :class:`~qae_lab.storage.folder.RunFolderError`).
+    r"""Everything ``train`` checks before anything loads, from its ``args``: the settings (alone, and together:
+    :func:`qae_lab.runs.pipeline.check_run`), the run folder's one :class:`~qae_lab.storage.resume.ResumePlan`
+    (``plan``; ``resume``: its checkpoint or None), a local data file; a resume rebuilds the run's own settings from
+    its ``config.json`` recipe, this command's values on top. ``notes``: what it does, for people; ``config_values``:
+    the config file's fields, as the run records them. A refused plan raises ``RunFolderError`` (a ValueError).
 
     >>> import argparse, tempfile
     >>> args = argparse.Namespace(preset=None, method="mean", sets=["quantile_k=0.6"], output_dir=tempfile.mkdtemp(),
@@ -195,12 +190,7 @@ def _outgoing_named_again(cfg, named: set[str], out: Path) -> None:
 
 
 # the value of each switch of qae_lab.runs.settings.outgoing that sends nothing
-_SENDS_NOTHING = {
-    "push_to_hub": "false",
-    "report_to": "none",
-    "log_completions_hub_repo": "none",
-    "vllm_mode": "colocate",
-}
+_SENDS_NOTHING = dict(push_to_hub="false", report_to="none", log_completions_hub_repo="none", vllm_mode="colocate")
 
 
 def _recipe(stored: dict, out: Path) -> dict[str, Any]:
@@ -209,14 +199,8 @@ def _recipe(stored: dict, out: Path) -> dict[str, Any]:
     where = f"{out / CONFIG_NAME}"
     if not isinstance(recipe, dict):
         raise RunFolderError(f"run config {where} is damaged (its run.build is not a mapping)")
-    kinds = {
-        "preset": (str, type(None)),
-        "method": (str, type(None)),
-        "sets": list,
-        "args": list,
-        "config": (dict, type(None)),
-        "env": (dict, type(None)),
-    }
+    none = type(None)
+    kinds = dict(preset=(str, none), method=(str, none), sets=list, args=list, config=(dict, none), env=(dict, none))
     for key, kind in kinds.items():
         if key in recipe and not isinstance(recipe[key], kind):
             raise RunFolderError(
