@@ -90,62 +90,35 @@ def _pad_multiple(v) -> bool:  # TRL reads "auto" (128 on Neuron, else None) and
     return v is None or v == "auto" or (isinstance(v, str) and v.strip().isdigit()) or _in(1, _INF)[0](v)
 
 
-# the fields neither transformers nor TRL range-checks: name -> (test, allowed). The sampling values are checked by
-# the generator's own code (_sampling_problems)
+# the fields neither transformers nor TRL range-checks, by range: name -> (test, allowed). The sampling values are
+# checked by the generator's own code (_sampling_problems)
 _SETTING_RANGES = {
-    "learning_rate": _in(0, _INF),
-    "max_completion_length": _in(1, _INF),
-    "num_generations": _in(2, _INF),
-    "num_generations_eval": _in(1, _INF, none=True),
-    "beta": _in(0, _INF),
-    "epsilon": _in(0, _INF),
-    "epsilon_high": _in(0, _INF, none=True),
-    "num_train_epochs": _in(0, _INF, lo_open=True),
-    "per_device_train_batch_size": _in(1, _INF),
-    "gradient_accumulation_steps": _in(1, MAX_REPEATS),
-    "num_iterations": _in(1, MAX_REPEATS),
-    "steps_per_generation": _in(1, _INF, none=True),
-    "save_steps": _in(0, _INF, lo_open=True),
-    "save_total_limit": _in(1, MAX_STEPS, none=True),
-    "weight_decay": _in(0, _INF),
-    "max_grad_norm": _in(0, _INF),
-    "seed": _in(0, 2**32 - 1),
-    "vllm_gpu_memory_utilization": _in(0, 1, lo_open=True),
-    "vllm_tensor_parallel_size": _in(1, _INF),
-    "adam_beta1": _in(0, 1, hi_open=True),
-    "adam_beta2": _in(0, 1, hi_open=True),
-    "adam_epsilon": _in(0, _INF),
-    "label_smoothing_factor": _in(0, 1, hi_open=True),
-    "logging_steps": _in(0, _INF, lo_open=True),
-    "eval_steps": _in(0, _INF, lo_open=True, none=True),
-    "eval_delay": _in(0, _INF),
-    "per_device_eval_batch_size": _in(1, _INF),
-    "eval_accumulation_steps": _in(1, _INF, none=True),
-    "generation_batch_size": _in(1, _INF, none=True),
-    "dataloader_num_workers": _in(0, MAX_WORKERS),
-    "dataloader_prefetch_factor": _in(1, MAX_REPEATS, none=True),
-    "pad_to_multiple_of": (_pad_multiple, "None, 'auto' or a whole number >= 1"),
-    "ddp_timeout": _in(1, _INF),
-    "neftune_noise_alpha": _in(0, _INF, none=True),
-    "delta": _in(1, _INF, lo_open=True, none=True),  # TRL's two-sided clip: an upper bound on the ratio, above 1
-    "top_entropy_quantile": _in(0, 1),
-    "ref_model_mixup_alpha": _in(0, 1),
-    "ref_model_sync_steps": _in(1, _INF),
-    "num_completions_to_print": _in(0, _INF, none=True),
-    "max_tool_calling_iterations": _in(0, _INF, none=True),
-    "vllm_importance_sampling_cap": _in(0, _INF, lo_open=True, none=True),
-    "vllm_max_model_length": _in(1, _INF, none=True),
-    "vllm_server_timeout": _in(0, _INF, lo_open=True),
-    "vllm_server_port": _in(1, 65535),
-    "vllm_group_port": _in(1, 65535),
-    # qae_lab's own, checked here with the rest
-    "advantage_eps": _in(0, _INF),
-    "entropy_top_k": _in(1, _INF, none=True),
-    "regime_eval_steps": _in(1, _INF, none=True),
-    "regime_eval_samples": _in(1, _INF),
-    "regime_eval_prompts": _in(2, _INF),
-    "dynamic_sampling_max_rounds": _in(1, MAX_REPEATS),
-    "dynamic_sampling_oversample": _in(1, MAX_REPEATS),
+    name: check
+    for check, names in {
+        _in(0, _INF): "learning_rate beta epsilon weight_decay max_grad_norm adam_epsilon eval_delay advantage_eps",
+        _in(0, _INF, none=True): "epsilon_high neftune_noise_alpha num_completions_to_print "
+        "max_tool_calling_iterations",
+        _in(0, _INF, lo_open=True): "num_train_epochs save_steps logging_steps vllm_server_timeout",
+        _in(0, _INF, lo_open=True, none=True): "eval_steps vllm_importance_sampling_cap",
+        _in(1, _INF): "max_completion_length per_device_train_batch_size per_device_eval_batch_size ddp_timeout "
+        "vllm_tensor_parallel_size ref_model_sync_steps regime_eval_samples",
+        _in(1, _INF, none=True): "num_generations_eval steps_per_generation eval_accumulation_steps "
+        "generation_batch_size vllm_max_model_length entropy_top_k regime_eval_steps",
+        _in(2, _INF): "num_generations regime_eval_prompts",
+        _in(1, MAX_REPEATS): "gradient_accumulation_steps num_iterations dynamic_sampling_max_rounds "
+        "dynamic_sampling_oversample",
+        _in(1, MAX_REPEATS, none=True): "dataloader_prefetch_factor",
+        _in(1, MAX_STEPS, none=True): "save_total_limit",
+        _in(0, MAX_WORKERS): "dataloader_num_workers",
+        _in(0, 2**32 - 1): "seed",
+        _in(0, 1): "top_entropy_quantile ref_model_mixup_alpha",
+        _in(0, 1, hi_open=True): "adam_beta1 adam_beta2 label_smoothing_factor",
+        _in(0, 1, lo_open=True): "vllm_gpu_memory_utilization",
+        _in(1, 65535): "vllm_server_port vllm_group_port",
+        _in(1, _INF, lo_open=True, none=True): "delta",  # TRL's two-sided clip: an upper bound on the ratio, above 1
+        (_pad_multiple, "None, 'auto' or a whole number >= 1"): "pad_to_multiple_of",
+    }.items()
+    for name in names.split()
 }
 _VLLM_MODES = ("colocate", "server")
 _VLLM_IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
