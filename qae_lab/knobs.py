@@ -97,8 +97,7 @@ class Knobs:
 
 
 def knob_field(name: str):
-    """A dataclass field with knob ``name``'s default and help, for a config that holds the knob
-    (:class:`~qae_lab.train.config.QAEConfig`).
+    """A dataclass field with knob ``name``'s default and help, for a config that holds it (``QAEConfig``).
 
     >>> knob_field("quantile_k").default
     0.4
@@ -107,9 +106,8 @@ def knob_field(name: str):
 
 
 def knob_changes(rows) -> list[dict]:
-    r"""The log rows where the knobs in force (:data:`KNOB_METRICS`) changed: ``{"step", each metric}`` for the first
-    row (a :func:`qae_lab.storage.folder.step_rows` row, in step order), then for each row that differs from the one
-    before (None where unlogged: ``saah/alpha`` without token weighting). A row without ``step`` is refused.
+    r"""``{"step", each of :data:`KNOB_METRICS`}`` for the first log row (in step order), then for each whose knobs in
+    force differ from the row before's (None where unlogged: ``saah/alpha`` without token weighting).
 
     >>> rows = [{"step": 1, "qae/k": 0.4}, {"step": 2, "qae/k": 0.4}, {"step": 3, "qae/k": 0.7}]
     >>> [(c["step"], c["qae/k"], c["saah/alpha"]) for c in knob_changes(rows)]

@@ -1,7 +1,5 @@
-r"""The method vocabulary: what a method is made of (a baseline, a token weighting, partners), the rules that combine
-them, and the one home of every default of the method's settings (``DEFAULT_*``); the live knobs are
-:mod:`qae_lab.knobs`, the metric names :mod:`qae_lab.metric_names`. Pure: it imports no TRL, transformers or torch,
-so every layer (and a notebook or an analysis script) can use it.
+r"""The method vocabulary: a method's parts (a baseline, a token weighting, partners), the rules that combine them, and
+the one home of every default of the method's settings (``DEFAULT_*``). It imports no TRL, transformers or torch.
 
 Implementer's notes: docs/implementation.md, section ``qae_lab.methods``.
 """
@@ -48,8 +46,7 @@ QUANTILE_METHODS = ("paper", "linear")  # the paper's inverse CDF; the official 
 # the entropy ledger's parts: the total, by sign of A, by regime, and the four cells
 LEDGER_PARTS = tuple("dh dh_pos dh_neg dh_hard dh_easy dh_hard_pos dh_hard_neg dh_easy_pos dh_easy_neg".split())
 TOKEN_WEIGHTINGS = ("none", "ah", "sa_ah")
-# the defaults of the method's settings, each written here once: qae_lab.knobs.Knobs, QAEConfig, qae_lab.loss and
-# every function's parameter read them (tests/test_defaults.py)
+# the defaults of the method's settings, each written here once (tests/test_defaults.py)
 DEFAULT_K = 0.4  # QAE's K (arXiv 2509.22611, the paper's setting)
 DEFAULT_ALPHA = 0.5  # SA-AH's alpha (arXiv 2606.05434, the paper's setting)
 DEFAULT_BASELINE = "quantile"  # QAE

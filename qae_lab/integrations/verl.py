@@ -10,7 +10,6 @@ Departures from verl's GRPO estimator, and why: docs/implementation.md, section 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -27,12 +26,7 @@ ESTIMATOR_NAME = "qae"
 
 def _config_value(config: Any, key: str, default: Any) -> Any:
     """Read ``key`` from a dict, an OmegaConf DictConfig or a verl config dataclass."""
-    if config is None:
-        return default
-    if isinstance(config, Mapping) or hasattr(config, "get"):
-        value = config.get(key, None)
-    else:
-        value = getattr(config, key, None)
+    value = config.get(key, None) if hasattr(config, "get") else getattr(config, key, None)  # None: no config
     return default if value is None else value
 
 

@@ -164,8 +164,7 @@ def compute_policy_loss_saah(
         config=config,
         rollout_is_weights=rollout_is_weights,
     )
-    # (S5) the saah/* metrics
-    stats = weight_stats(w, m, a_i)
+    stats = weight_stats(w, m, a_i)  # (S5) the saah/* metrics
     metrics = {
         **metrics,
         SAAH_ALPHA: alpha,
@@ -176,10 +175,9 @@ def compute_policy_loss_saah(
 
 
 def register(alpha: float = DEFAULT_ALPHA, *, vocab_size: int, name: str = LOSS_NAME):
-    r"""Register :func:`compute_policy_loss_saah`, with ``alpha`` and ``vocab_size`` (V >= 2) bound, as verl's
-    ``name``, in every process that computes the actor's loss; again: replaces the settings. A name verl uses for
-    another loss is refused (verl would silently overwrite it). ``alpha`` finite: 0 is ``vanilla``, < 0 amplifies
-    (the paper's ablation). Returns the registered :func:`functools.partial`; ImportError without verl.
+    r"""Register :func:`compute_policy_loss_saah`, ``alpha`` (0: ``vanilla``; < 0 amplifies, the paper's ablation) and
+    ``vocab_size`` (V >= 2) bound, as verl's ``name`` in every process computing the actor's loss; again: replaces the
+    settings; a name verl uses for another loss is refused. Returns the registered partial; ImportError without verl.
 
     >>> import sys
     >>> from unittest import mock

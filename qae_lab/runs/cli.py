@@ -24,7 +24,6 @@ import json
 import sys
 from typing import Any
 
-
 from qae_lab.runs import export
 from qae_lab.storage.resume import SAFE_ON_RESUME, latest_complete_checkpoint
 from qae_lab.methods import METHODS, PARTNERS, method_settings
@@ -56,11 +55,9 @@ def _parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
         usage="%(prog)s [--preset NAME] [--config FILE] [--method METHOD] [--NAME VALUE ...] "
         "[--set NAME=VALUE ...] [--output-dir DIR] [--overwrite] [--resume PATH] [--dry-run]",
-        description="Run a preset, a YAML config file, or both, with any field overridden as --NAME "
-        "VALUE (typed by TRL's parser, as TRL's own scripts take them). Fields of RunArgs: "
-        + ", ".join(field_types(RunArgs))
-        + "; and every field of qae_lab.train.config.QAEConfig (TRL's "
-        "GRPOConfig + QAE/SA-AH knobs), e.g. --quantile_k 0.6 --alpha 0.3 --report_to tensorboard.",
+        description="Run a preset, a YAML config file, or both, with any field overridden as --NAME VALUE (typed by "
+        f"TRL's parser, as TRL's own scripts take them). Fields of RunArgs: {', '.join(field_types(RunArgs))}; and "
+        "every field of qae_lab.train.config.QAEConfig, e.g. --quantile_k 0.6 --alpha 0.3 --report_to tensorboard.",
     )
     t.add_argument(
         "--preset",
@@ -165,16 +162,10 @@ def main(argv: list[str] | None = None, *, report=None) -> int:
         )
     except KeyboardInterrupt:  # outside the training loop (loading, evaluation, a save): say what is on disk
         latest, _ = latest_complete_checkpoint(cfg.output_dir)
-        print(
-            f"interrupted; run folder {cfg.output_dir}: "
-            + (
-                f"latest complete checkpoint {latest.name}, resume with: python -m qae_lab train --resume "
-                f"{cfg.output_dir}"
-                if latest
-                else "no checkpoint to resume"
-            ),
-            file=sys.stderr,
-        )
+        said = "no checkpoint to resume"
+        if latest:
+            said = f"latest complete checkpoint {latest.name}, resume with: python -m qae_lab train --resume {cfg.output_dir}"
+        print(f"interrupted; run folder {cfg.output_dir}: {said}", file=sys.stderr)
         return 130
     except RunFolderError as err:
         print(f"qae-lab: error: {err}", file=sys.stderr)

@@ -62,8 +62,7 @@ class RunArgs:
     model: str = "embedded"
     """'embedded', 'embedded-sums', 'qwen2.5-0.5b' | 'qwen2.5-1.5b' | 'qwen2.5-3b', a Hub id or a local folder"""
     task: str = "synthetic"
-    """'synthetic' (qae_lab.task.data.synthetic_task), 'sums' (qae_lab.task.sums.sums_task) or 'gsm8k'
-    (qae_lab.task.data.sa_ah_split)"""
+    """'synthetic' (qae_lab.task.data.synthetic_task), 'sums' (qae_lab.task.sums) or 'gsm8k' (qae_lab.task.data)"""
     levels: list[int] = (2, 3, 4, 5)
     """levels of the synthetic or sums task to train and evaluate on (1-5; held as a tuple)"""
     n_train: int = 2000
@@ -89,8 +88,7 @@ class RunArgs:
     save_model: bool = True
     """save the final weights (or adapters) to <output_dir>/model"""
     torch_threads: int | None = None
-    """CPU threads for the whole run (None: the lab's policy, qae_lab.threads: one outside training steps, the
-    count measured fastest for the steps)"""
+    """CPU threads for the whole run (None: the lab's policy, qae_lab.threads)"""
     dtype: str = "auto"
     """model weights: 'auto' (bf16 on a bf16-capable GPU, else float32), 'bfloat16', 'float16' or 'float32'"""
     reward: str = "strict"
@@ -323,8 +321,7 @@ def device_preset(
     'cpu-demo'
     """
     for preset in (gpu_preset, small_preset):
-        if preset not in PRESETS:
-            raise ValueError(f"unknown preset {preset!r}; presets: {sorted(PRESETS)}")
+        choose_preset(preset)  # refuses an unknown one
     if name is None:
         return "cpu-demo", (
             f"no GPU here, so the embedded tiny model on the synthetic task (cpu-demo)\ninstead of {gpu_preset}"

@@ -1,6 +1,5 @@
-r"""What a ``train`` command will do, decided before anything loads: its settings (a preset, a config file, ``--set``
-and ``--NAME VALUE``, or a resumed run's own recipe), its run folder's one resume plan, the env it sets, and the notes
-it prints. :mod:`qae_lab.runs.cli` parses the arguments and carries the plan out.
+r"""What a ``train`` command will do, decided before anything loads: its settings (or a resumed run's own recipe), its
+run folder's one resume plan, the env it sets, and its notes; :mod:`qae_lab.runs.cli` carries the plan out.
 """
 
 from __future__ import annotations
@@ -25,20 +24,15 @@ __all__ = ["plan"]
 
 
 def _sets_from_config(stored: dict, preset: str) -> list[str]:
-    r"""``--set`` values that rebuild a stored run's settings from its preset (for runs made without a recipe,
-    e.g. by :func:`train` from a notebook): every stored field that the preset alone sets otherwise."""
+    r"""``--set`` values that rebuild a stored run made without a recipe (from a notebook) from its preset."""
     run, cfg = build(preset, output_dir="unused")
     built = {"trainer": jsonable(cfg.to_dict()), "run": jsonable(dataclasses.asdict(run))}
-    settable = {"trainer": set(field_types(type(cfg))) - set(field_types(RunArgs)), "run": set(field_types(RunArgs))}
+    own = set(field_types(RunArgs))
+    settable = {"trainer": set(field_types(type(cfg))) - own - {"output_dir", "logging_dir", "run_name"}, "run": own}
     values = {}
     for section in ("trainer", "run"):
         for name, value in (stored.get(section) or {}).items():
-            if (
-                name in settable[section]
-                and name in built[section]
-                and value != built[section][name]
-                and name not in ("output_dir", "logging_dir", "run_name")
-            ):
+            if name in settable[section] and name in built[section] and value != built[section][name]:
                 values[name] = value
     return _as_sets(values)
 
@@ -162,8 +156,7 @@ def plan(args) -> dict[str, Any]:
 
 
 def _reuse_note(ready, cfg) -> list[str]:
-    """The note of a resume from a checkpoint inside a generation batch's reuse (``num_iterations``,
-    ``steps_per_generation``): what is left of that batch is in no checkpoint, so the first resumed step generates."""
+    """The note of a resume from a checkpoint inside a generation batch's reuse, whose rest no checkpoint holds."""
     every = cfg.steps_per_generation * cfg.num_iterations  # micro-batches a generation serves
     if ready.step is None or (ready.step * cfg.gradient_accumulation_steps) % every == 0:
         return []
@@ -175,8 +168,7 @@ def _reuse_note(ready, cfg) -> list[str]:
 
 
 def _outgoing_named_again(cfg, named: set[str], out: Path) -> None:
-    r"""A resume sends data out only on settings this command names: each outgoing setting in force
-    (:func:`qae_lab.runs.settings.outgoing`) that comes from the recorded run alone is refused, with the two ways on."""
+    r"""Refuse a resume's outgoing setting (:func:`qae_lab.runs.settings.outgoing`) this command does not name again."""
     unnamed = {k: v for k, v in outgoing(cfg).items() if k not in named}
     if unnamed:
         said = ", ".join(f"{k}={v!r}" for k, v in unnamed.items())

@@ -172,7 +172,6 @@ class FieldParser:
 
     @property
     def names(self) -> set[str]:
-        """Every settable field name."""
         return set(self.actions)
 
     def _boolean(self, name: str) -> bool:
@@ -188,7 +187,9 @@ class FieldParser:
         )
 
     def admit(self, name: str, source: str) -> str:
-        """The class of field ``name``; refuses, naming ``source`` (never the value), one :data:`FIELDS` refuses."""
+        """The class of field ``name``; an unknown one, or one :data:`FIELDS` refuses, refused naming ``source``."""
+        if name not in self.actions:
+            raise self._unknown(name, source)
         kind = self.classes.get(name)
         if kind is None:
             raise ValueError(
@@ -202,8 +203,6 @@ class FieldParser:
 
     def value(self, name: str, value, source: str):
         """One field's value, typed by the parser's action for it; errors name ``source`` and the field."""
-        if name not in self.actions:
-            raise self._unknown(name, source)
         self.admit(name, source)
         _refuse_credential(value, name, source)
         action, hint = self.actions[name], self.hints[name]
@@ -246,8 +245,7 @@ class FieldParser:
         return list(got) if lists else got
 
     def typed(self, values: dict[str, Any], source: str) -> dict[str, Any]:
-        """``{field: value}`` from a YAML file (or any mapping), each value typed as the command line would be;
-        ``source`` names where they come from (e.g. the file's path) in every error."""
+        """``{field: value}`` from a YAML file (or any mapping) typed as the command line would be, errors naming ``source``."""
         return {name: self.value(name, value, source) for name, value in values.items()}
 
     def sets(self, sets) -> dict[str, Any]:
@@ -258,8 +256,6 @@ class FieldParser:
             name = name.strip().replace("-", "_")
             if not sep or not name:
                 raise ValueError(f"--set needs name=value, got {item!r}")
-            if name not in self.actions:  # the value is never repeated: it may be a secret under a mistyped name
-                raise self._unknown(name, f"--set {name}")
             self.admit(name, f"--set {name}")  # before the value is read or repeated (it may be a secret)
             _refuse_credential(raw, name, f"--set {name}")
             value: Any = raw
@@ -272,8 +268,7 @@ class FieldParser:
         return out
 
     def arguments(self, tokens) -> dict[str, Any]:
-        """``["--name", "value", ...]`` as typed values (``--name=value`` too; a list field takes several
-        values, a boolean none for true, and ``--no_name`` is false)."""
+        """``["--name", "value", ...]`` as typed values (``--name=value`` too; ``--no_name``: a boolean false)."""
         out, name, values = {}, None, []
 
         def close() -> None:
@@ -291,8 +286,6 @@ class FieldParser:
                 if name.startswith("no_") and not sep and self._boolean(name[3:]):
                     self.admit(name[3:], "command line")
                     out[name[3:]], name = False, None  # --no_NAME, the parser's own form of NAME false
-                elif name not in self.actions:
-                    raise self._unknown(name, "command line")
                 else:
                     self.admit(name, "command line")
             elif name is None:
@@ -304,8 +297,7 @@ class FieldParser:
 
 
 def _refuse_credential(value, name: str, source: str) -> None:
-    """Refuse ``name``'s ``value`` where it holds a credential (:func:`qae_lab._checks.credential_in`), naming
-    ``source`` and the place, never the value."""
+    """Refuse ``name``'s ``value`` where it holds a credential anywhere, naming ``source`` and where, never the value."""
     found = credential_in(value, name)
     if found is not None:
         raise ValueError(
@@ -447,8 +439,7 @@ def read_config(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, str]
         raise ValueError(f"config file {path}: not valid YAML ({err})") from None
     except RecursionError:
         raise ValueError(f"config file {path}: nested too deep to read") from None
-    if loaded is None:
-        loaded = {}
+    loaded = {} if loaded is None else loaded  # an empty file
     if not isinstance(loaded, dict):
         raise ValueError(
             f"config file {path}: must hold a mapping of field names to values, got {type(loaded).__name__}"
@@ -495,16 +486,13 @@ ENV_ALLOWED = {
 """The variables a config file's ``env:`` may set, by exact name, with what reads each (after the settings are)."""
 ENV_SHELL_ONLY = {
     "HF_HOME": "huggingface_hub and transformers, when they are imported",
-    "HF_HUB_CACHE": "huggingface_hub, when it is imported",
-    "HF_HUB_OFFLINE": "huggingface_hub, when it is imported",
-    "HF_DATASETS_CACHE": "datasets, when it is imported",
-    "HF_DATASETS_OFFLINE": "datasets, when it is imported",
-    "HF_HUB_DISABLE_TELEMETRY": "huggingface_hub, when it is imported",
-    "TRANSFORMERS_OFFLINE": "transformers, when it is imported",
-    "TRANSFORMERS_VERBOSITY": "transformers, when it is imported",
+    **dict.fromkeys(
+        ("HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_HUB_DISABLE_TELEMETRY"), "huggingface_hub, when it is imported"
+    ),
+    **dict.fromkeys(("HF_DATASETS_CACHE", "HF_DATASETS_OFFLINE"), "datasets, when it is imported"),
+    **dict.fromkeys(("TRANSFORMERS_OFFLINE", "TRANSFORMERS_VERBOSITY"), "transformers, when it is imported"),
     "CUDA_VISIBLE_DEVICES": "CUDA, when it starts (importing the libraries may already start it)",
-    "OMP_NUM_THREADS": "torch's thread pools, when torch is imported",
-    "MKL_NUM_THREADS": "torch's thread pools, when torch is imported",
+    **dict.fromkeys(("OMP_NUM_THREADS", "MKL_NUM_THREADS"), "torch's thread pools, when torch is imported"),
     "XDG_CACHE_HOME": "the libraries' caches, when they are imported",
 }
 """Variables the libraries read when imported, before any config file: a file may only repeat the shell's value."""

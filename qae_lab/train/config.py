@@ -18,7 +18,6 @@ import types
 import typing
 import warnings
 from dataclasses import dataclass, field
-
 from pathlib import Path
 
 from transformers import GenerationConfig
@@ -185,9 +184,8 @@ _WARPERS = {
 
 
 def _sampling_problems(cfg) -> list[str]:
-    r"""The sampling values (the fields of :data:`_WARPERS`, or the same keys of ``generation_kwargs``) the generator
-    would refuse at its first step, in its own words, now: transformers' logits warpers as ``generate`` builds them, or
-    vLLM's ``SamplingParams`` where installed, and ``temperature`` > 0 (TRL divides the logits by it)."""
+    r"""The sampling values (:data:`_WARPERS`' fields, or ``generation_kwargs``') the generator would refuse at its
+    first step, in its own words (transformers' warpers, or vLLM's ``SamplingParams``), now."""
     kwargs = cfg.generation_kwargs if isinstance(cfg.generation_kwargs, dict) else {}
     values = {name: kwargs.get(name, getattr(cfg, name)) for name in _WARPERS}
     where = {name: f"generation_kwargs.{name}" if name in kwargs else name for name in _WARPERS}
@@ -677,8 +675,7 @@ class QAEConfig(GRPOConfig):
         check_choice(self.vllm_mode, "vllm_mode", _VLLM_MODES)
         check_choice(self.vllm_importance_sampling_mode, "vllm_importance_sampling_mode", _VLLM_IS_MODES)
         _vllm_generates(self)  # fast_generation / compile_generation / cache_implementation off when vLLM samples
-        # QAETrainer computes the loss itself (qae_lab.loss.grpo_loss) for LOSS_TYPES; for TRL's other loss types and
-        # loss options it hands QAE's advantages to TRL's own loss (uses_trl_loss), which has no token weighting
+        # LOSS_TYPES: qae_lab.loss.grpo_loss; TRL's others: TRL's own loss on QAE's advantages (uses_trl_loss)
         check_choice(self.loss_type, "loss_type", LOSS_TYPES + TRL_LOSS_TYPES)
         check_weighting_loss_type(self.token_weighting, self.loss_type)
         check_lab_loss_options(self)
@@ -697,9 +694,8 @@ class QAEConfig(GRPOConfig):
             )
         for name in ("clip_cov_ratio", "kl_cov_ratio"):
             check_ratio(getattr(self, name), name)
-        if not check_finite_scalar(self.clip_cov_lb, "clip_cov_lb") < check_finite_scalar(
-            self.clip_cov_ub, "clip_cov_ub"
-        ):
+        lb, ub = (check_finite_scalar(getattr(self, name), name) for name in ("clip_cov_lb", "clip_cov_ub"))
+        if not lb < ub:
             raise ValueError(f"clip_cov_lb must be < clip_cov_ub, got {self.clip_cov_lb} and {self.clip_cov_ub}")
         if not check_finite_scalar(self.kl_cov_coef, "kl_cov_coef") >= 0:
             raise ValueError(f"kl_cov_coef must be >= 0, got {self.kl_cov_coef}")
@@ -721,10 +717,8 @@ _QAE_DEFAULTS_SAID = (
 
 
 def as_qae_config(args, model) -> QAEConfig:
-    r"""The :class:`QAEConfig` that :class:`~qae_lab.train.trainer.QAETrainer` trains with, given what a
-    ``GRPOTrainer`` takes as ``args``: a QAEConfig as it is; a ``GRPOConfig`` as a QAEConfig with every field it set
-    and QAE's own fields at their defaults; None as TRL does (``GRPOConfig(f"{model_name}-GRPO")``), named
-    ``{model_name}-QAE``. The last two say so in one ``UserWarning`` naming what QAE adds.
+    r"""The :class:`QAEConfig` QAETrainer trains with, given ``GRPOTrainer``'s ``args``: a QAEConfig as it is; a
+    ``GRPOConfig``, or None (named ``{model_name}-QAE``), with QAE's fields at their defaults and a ``UserWarning``.
 
     >>> import warnings
     >>> with warnings.catch_warnings(record=True) as said:
