@@ -1,10 +1,9 @@
 r"""The live knobs: K, alpha, the baseline and the token weighting, checked, and held as one frozen value.
 
-:class:`Knobs`' fields say each knob's meaning (``QAEConfig``'s knob fields are :func:`knob_field` copies), and
-:func:`validate_knobs` its range; the defaults are :mod:`qae_lab.methods`' ``DEFAULT_*``. A knob is a setting the trainer reads at every step, so it may change while training runs (docs/glossary.md).
-:func:`validate_knobs` checks them wherever they are set; :class:`Knobs` is their value, swapped whole between steps
-by ``QAETrainer.set_knobs`` and the live controls, never edited; :func:`knob_changes` reads from a run's log where the
-knobs in force changed; :func:`resumed_knobs` decides which knobs a resumed run trains with.
+A knob is a setting the trainer reads at every step, so it may change while training runs (docs/glossary.md).
+:class:`Knobs`' fields say each knob's meaning (``QAEConfig``'s are :func:`knob_field` copies), :func:`validate_knobs`
+its range, :mod:`qae_lab.methods`' ``DEFAULT_*`` its default; :class:`Knobs` is their value, swapped whole between
+steps, never edited.
 """
 
 from __future__ import annotations
@@ -31,10 +30,7 @@ KNOBS = ("quantile_k", "alpha", "baseline", "token_weighting")
 
 
 def validate_knobs(**knobs) -> dict:
-    r"""The live knobs checked and cleaned.
-
-    ``knobs``: any of :data:`KNOBS`; returns them checked (numbers as floats). Raises ValueError naming an unknown
-    knob, or a value out of its range.
+    r"""Any of :data:`KNOBS`, checked (numbers as floats); an unknown knob or a value out of its range is refused.
 
     >>> validate_knobs(quantile_k=0.6, baseline="mean")
     {'quantile_k': 0.6, 'baseline': 'mean'}
@@ -55,13 +51,14 @@ def validate_knobs(**knobs) -> dict:
     return {name: checks[name](value) for name, value in knobs.items()}
 
 
+def _field(help: str, **kw):
+    return field(metadata={"help": help}, **kw)  # what --help prints
+
+
 @dataclasses.dataclass(frozen=True)
 class Knobs:
-    r"""The live knobs' values, one frozen value: K, alpha, baseline, token weighting (validated).
-
-    A change is a new value (:meth:`replace`), handed over as a whole: the trainer
-    (``QAETrainer.set_knobs``) and the live controls (:class:`qae_lab.lab.live.Controls`) swap
-    one reference, so a step reads either the old knobs or the new ones, never a mix.
+    r"""The live knobs' values, validated. A change is a new value (:meth:`replace`): ``QAETrainer.set_knobs`` and the
+    live controls swap one reference, so a step reads either the old knobs or the new ones, never a mix.
 
     >>> k = Knobs(quantile_k=0.4)
     >>> k.replace(alpha=1.5).as_dict()
@@ -71,27 +68,20 @@ class Knobs:
     ValueError: quantile_k must lie in the open interval (0, 1), got 1.0
     """
 
-    quantile_k: float = field(
-        default=DEFAULT_K,
-        metadata={"help": "QAE's K in (0, 1) (paper default 0.4): prompts with success rate p <= 1-K are 'hard'."},
+    quantile_k: float = _field(
+        "QAE's K in (0, 1), paper 0.4: prompts with success rate p <= 1-K are 'hard'.", default=DEFAULT_K
     )
-    alpha: float = field(
+    alpha: float = _field(
+        "SA-AH's alpha in w_t = exp(-alpha * cumulative normalised entropy); 0 is plain GRPO, the paper uses 0.5.",
         default=DEFAULT_ALPHA,
-        metadata={
-            "help": "SA-AH's entropy coefficient in w_t = exp(-alpha * cumulative normalised entropy); "
-            "0 is plain GRPO, the paper uses 0.5."
-        },
     )
-    baseline: str = field(
-        default=DEFAULT_BASELINE,
-        metadata={"help": "'mean' (GRPO) or 'quantile' (QAE, arXiv 2509.22611: the group's K-quantile)."},
+    baseline: str = _field(
+        "'mean' (GRPO) or 'quantile' (QAE, arXiv 2509.22611: the group's K-quantile).", default=DEFAULT_BASELINE
     )
-    token_weighting: str = field(
+    token_weighting: str = _field(
+        "'none', 'ah' (AH-GRPO: every rollout) or 'sa_ah' (SA-AH-GRPO, arXiv 2606.05434: negative-advantage rollouts "
+        "only).",
         default=DEFAULT_TOKEN_WEIGHTING,
-        metadata={
-            "help": "'none', 'ah' (AH-GRPO: every rollout) or 'sa_ah' (SA-AH-GRPO, arXiv 2606.05434: "
-            "negative-advantage rollouts only)."
-        },
     )
 
     def __post_init__(self):
@@ -107,8 +97,7 @@ class Knobs:
 
 
 def knob_field(name: str):
-    """A dataclass field with knob ``name``'s default and help, for a config that holds the knob
-    (:class:`~qae_lab.train.config.QAEConfig`).
+    """A dataclass field with knob ``name``'s default and help, for a config that holds it (``QAEConfig``).
 
     >>> knob_field("quantile_k").default
     0.4
@@ -117,9 +106,8 @@ def knob_field(name: str):
 
 
 def knob_changes(rows) -> list[dict]:
-    r"""The log rows where the knobs in force (:data:`KNOB_METRICS`) changed: ``{"step", each metric}`` for the first
-    row (a :func:`qae_lab.storage.folder.step_rows` row, in step order), then for each row that differs from the one
-    before (None where unlogged: ``saah/alpha`` without token weighting). A row without ``step`` is refused.
+    r"""``{"step", each of :data:`KNOB_METRICS`}`` for the first log row (in step order), then for each whose knobs in
+    force differ from the row before's (None where unlogged: ``saah/alpha`` without token weighting).
 
     >>> rows = [{"step": 1, "qae/k": 0.4}, {"step": 2, "qae/k": 0.4}, {"step": 3, "qae/k": 0.7}]
     >>> [(c["step"], c["qae/k"], c["saah/alpha"]) for c in knob_changes(rows)]
@@ -137,12 +125,8 @@ def knob_changes(rows) -> list[dict]:
 
 
 def resumed_knobs(saved: dict, configured: dict, config: Knobs) -> Knobs:
-    r"""The knobs a resumed run trains with, knob by knob: the value in force when its checkpoint was saved, unless
-    the resume's config gives that knob another value than the config of the run that saved it did (the resume
-    command changed it: that is how "explicitly" is known), then the resume's.
-
-    ``saved``: the knobs in force at the checkpoint (as it records them); ``configured``: those of the config the
-    saving run started with (recorded beside them); ``config``: the resumed run's config's.
+    r"""The knobs a resumed run trains with, knob by knob: ``saved`` (in force at the checkpoint), unless the resume's
+    ``config`` gives that knob another value than ``configured`` (the saving run's config's), then the resume's.
 
     >>> launched = Knobs(quantile_k=0.4).as_dict()
     >>> live = Knobs(quantile_k=0.8, token_weighting="sa_ah").as_dict()       # set while the run trained

@@ -1,7 +1,5 @@
-r"""The method vocabulary: what a method is made of (a baseline, a token weighting, partners), the rules that combine
-them, and the one home of every default of the method's settings (``DEFAULT_*``); the live knobs are
-:mod:`qae_lab.knobs`, the metric names :mod:`qae_lab.metric_names`. Pure: it imports no TRL, transformers or torch,
-so every layer (and a notebook or an analysis script) can use it.
+r"""The method vocabulary: a method's parts (a baseline, a token weighting, partners), the rules that combine them, and
+the one home of every default of the method's settings (``DEFAULT_*``). It imports no TRL, transformers or torch.
 
 Implementer's notes: docs/implementation.md, section ``qae_lab.methods``.
 """
@@ -46,20 +44,9 @@ __all__ = [
 BASELINES = ("mean", "quantile")
 QUANTILE_METHODS = ("paper", "linear")  # the paper's inverse CDF; the official code's linear interpolation
 # the entropy ledger's parts: the total, by sign of A, by regime, and the four cells
-LEDGER_PARTS = (
-    "dh",
-    "dh_pos",
-    "dh_neg",
-    "dh_hard",
-    "dh_easy",
-    "dh_hard_pos",
-    "dh_hard_neg",
-    "dh_easy_pos",
-    "dh_easy_neg",
-)
+LEDGER_PARTS = tuple("dh dh_pos dh_neg dh_hard dh_easy dh_hard_pos dh_hard_neg dh_easy_pos dh_easy_neg".split())
 TOKEN_WEIGHTINGS = ("none", "ah", "sa_ah")
-# the defaults of the method's settings, each written here once: qae_lab.knobs.Knobs, QAEConfig, qae_lab.loss and
-# every function's parameter read them (tests/test_defaults.py)
+# the defaults of the method's settings, each written here once (tests/test_defaults.py)
 DEFAULT_K = 0.4  # QAE's K (arXiv 2509.22611, the paper's setting)
 DEFAULT_ALPHA = 0.5  # SA-AH's alpha (arXiv 2606.05434, the paper's setting)
 DEFAULT_BASELINE = "quantile"  # QAE
@@ -107,9 +94,8 @@ RATIO_PARTNERS = ("clip_higher", "gspo")
 
 
 def can_weight_tokens(loss_type: str) -> bool:
-    r"""Whether QAETrainer can apply horizon weights under TRL's ``loss_type``: the weighted loss divides by the
-    effective token count sum(w) (arXiv 2606.05434), into which the trainer rescales the loss type's own token
-    normaliser, for :data:`WEIGHTED_LOSS_TYPES` only.
+    r"""Whether QAETrainer can apply horizon weights under ``loss_type``: whether its token normaliser can become the
+    effective token count sum(w) (arXiv 2606.05434), :data:`WEIGHTED_LOSS_TYPES`.
 
     >>> can_weight_tokens("bnpo"), can_weight_tokens("dr_grpo")
     (True, False)
@@ -118,9 +104,8 @@ def can_weight_tokens(loss_type: str) -> bool:
 
 
 def check_weighting_loss_type(token_weighting: str, loss_type: str) -> str:
-    r"""``token_weighting``, refused (naming both and the allowed loss types) where it is not ``"none"`` and
-    ``loss_type`` cannot weight tokens: the one statement of :func:`can_weight_tokens`' rule, which ``QAEConfig``,
-    ``QAETrainer.set_knobs`` and the live controls apply.
+    r"""``token_weighting``, refused where it is not ``"none"`` and ``loss_type`` cannot weight tokens: the one
+    statement of :func:`can_weight_tokens`' rule, for ``QAEConfig``, ``QAETrainer.set_knobs`` and the live controls.
 
     >>> check_weighting_loss_type("sa_ah", "dapo"), check_weighting_loss_type("none", "dr_grpo")
     ('sa_ah', 'none')
@@ -147,11 +132,9 @@ def method_of(baseline: str, token_weighting: str) -> str:
 
 
 def method_name(config) -> str:
-    r"""The method of a trainer configuration (an object with ``baseline`` and ``token_weighting``, a
-    :class:`~qae_lab.train.config.QAEConfig`) or of a run's ``config.json`` mapping (``{"run": {"method": ...},
-    "trainer": {...}}``, whose ``run.method`` wins when set): :func:`method_of`'s name followed by ``+partner`` for
-    each of :data:`PARTNERS` whose settings it holds. A mapping without ``run.method`` or both trainer fields is a
-    ValueError, another object without them a TypeError.
+    r"""The method of a trainer configuration (with ``baseline`` and ``token_weighting``) or of a run's ``config.json``
+    mapping (whose ``run.method`` wins when set): :func:`method_of`'s name, then ``+partner`` for each of
+    :data:`PARTNERS` whose settings it holds.
 
     >>> method_name({"run": {}, "trainer": {"baseline": "quantile", "token_weighting": "sa_ah"}})
     'qae_sa_ah'
@@ -187,9 +170,8 @@ def _with_partners(base: str, get) -> str:
 
 
 def method_settings(method: str) -> dict:
-    r"""The trainer settings (``{setting: value}``) of a method name: a :data:`METHODS` name's baseline and token
-    weighting, then the settings of each ``+partner`` (e.g. ``"qae_sa_ah+gspo"``). Refused: an unknown method or
-    partner, a partner named twice, two partners that set one setting differently (``gspo`` and ``clip_higher``).
+    r"""The trainer settings of a method name: a :data:`METHODS` name's, then each ``+partner``'s (``"qae_sa_ah+gspo"``);
+    an unknown name, a partner named twice, or two partners setting one setting differently are refused.
 
     >>> method_settings("qae+clip_higher")
     {'baseline': 'quantile', 'token_weighting': 'none', 'epsilon': 0.2, 'epsilon_high': 0.28}
@@ -222,11 +204,8 @@ def method_settings(method: str) -> dict:
 def check_ratio_partners(
     method: str, num_iterations: int, steps_per_generation: int, gradient_accumulation_steps: int
 ) -> None:
-    r"""Refuse a method whose :data:`RATIO_PARTNERS` would do nothing: every ratio is 1 on a single on-policy pass.
-
-    The ratio leaves 1 only when a generation feeds more than one optimizer step: ``num_iterations`` >= 2
-    (several passes over each generation) or ``steps_per_generation`` > ``gradient_accumulation_steps``
-    (a generation split over several optimizer steps).
+    r"""Refuse a method whose :data:`RATIO_PARTNERS` would do nothing: every ratio is 1 unless a generation feeds more
+    than one optimizer step.
 
     >>> check_ratio_partners("qae+clip_higher", 2, 1, 1)   # two passes: the clip range matters
     >>> check_ratio_partners("qae+clip_higher", 1, 1, 1)

@@ -1,19 +1,15 @@
 r"""QAE as a verl advantage estimator (``algorithm.adv_estimator=qae``).
 
-verl looks advantage estimators up by name in a registry filled by
-``verl.trainer.ppo.core_algos.register_adv_est``. :func:`compute_qae_outcome_advantage`
-has the signature verl calls estimators with; :func:`register` adds it under "qae".
-The maths is :func:`qae_lab.advantages.group_advantages` (arXiv 2509.22611):
-A_i = (R_i - b_K(q)) / (std_j R_j + eps), broadcast over the response's tokens.
+:func:`compute_qae_outcome_advantage` has the signature verl calls estimators with; :func:`register` adds it to
+verl's registry (``verl.trainer.ppo.core_algos.register_adv_est``) under "qae". The maths is
+:func:`qae_lab.advantages.group_advantages` (arXiv 2509.22611): A_i = (R_i - b_K(q)) / (std_j R_j + eps), broadcast
+over the response's tokens.
 
-Departures from verl's GRPO estimator, and why:
-
-Implementer's notes: docs/implementation.md, section ``qae_lab.integrations.verl``.
+Departures from verl's GRPO estimator, and why: docs/implementation.md, section ``qae_lab.integrations.verl``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -30,12 +26,7 @@ ESTIMATOR_NAME = "qae"
 
 def _config_value(config: Any, key: str, default: Any) -> Any:
     """Read ``key`` from a dict, an OmegaConf DictConfig or a verl config dataclass."""
-    if config is None:
-        return default
-    if isinstance(config, Mapping) or hasattr(config, "get"):
-        value = config.get(key, None)
-    else:
-        value = getattr(config, key, None)
+    value = config.get(key, None) if hasattr(config, "get") else getattr(config, key, None)  # None: no config
     return default if value is None else value
 
 
@@ -57,15 +48,12 @@ def compute_qae_outcome_advantage(
     config: Any = None,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""QAE outcome advantages with verl's estimator signature: ``(advantages, returns)``, both (bs, T), the
-    response's advantage on its tokens and 0 on padding (verl returns the same tensor twice for outcome estimators).
+    r"""QAE outcome advantages with verl's estimator signature: ``(advantages, returns)``, the same (bs, T) tensor
+    twice, the response's advantage on its tokens and 0 on padding.
 
-    ``token_level_rewards`` (bs, T): a response's score is their sum; ``response_mask`` (bs, T) 0/1; ``index`` (bs,)
-    prompt uids (a prompt's responses need not be contiguous); ``epsilon`` added to the group std;
-    ``norm_adv_by_std_in_grpo``: divide by the group std (GRPO) or not (Dr.GRPO), None (what verl leaves it at):
-    ``config["norm_adv_by_std_in_grpo"]``, else True. ``config``: a mapping or verl ``AlgoConfig`` with
-    ``quantile_k`` (default :data:`DEFAULT_K`) and optionally ``quantile_method`` (``"paper"``, the default, or
-    ``"linear"``). Other keyword arguments (verl passes extra ones to every estimator) are ignored.
+    A response's score is the sum of its ``token_level_rewards`` (bs, T); ``index`` (bs,): prompt uids, in any order.
+    ``norm_adv_by_std_in_grpo`` (divide by the group std, else Dr.GRPO) None: ``config``'s, else True. ``config``: a
+    mapping or verl ``AlgoConfig`` with ``quantile_k`` and ``quantile_method``; other keyword arguments are ignored.
 
     >>> r = torch.zeros(6, 3); r[[0, 3, 5], 2] = 1.0          # scores 1,0,0,1,0,1
     >>> uid = np.array(["a", "b", "a", "b", "a", "b"])        # interleaved: a = 1,0,0  b = 0,1,1
@@ -109,11 +97,7 @@ def compute_qae_outcome_advantage(
 
 
 def register() -> None:
-    r"""Register :func:`compute_qae_outcome_advantage` with verl under the name "qae" (again: a no-op). Raises
-    ImportError without verl (the function itself works without it), verl's ValueError where another function holds
-    the name.
-
-    Where verl cannot be imported (here made so by blocking its module):
+    r"""Register :func:`compute_qae_outcome_advantage` with verl as "qae" (again: a no-op); ImportError without verl.
 
     >>> import sys
     >>> from unittest import mock

@@ -1,15 +1,12 @@
 r"""SA-AH-GRPO as a verl policy loss (``actor_rollout_ref.actor.policy_loss.loss_mode=sa_ah``).
 
-verl looks policy losses up by name in a registry filled by
-``verl.trainer.ppo.core_algos.register_policy_loss``; its actor (``verl.workers.utils.losses.ppo_loss``)
-calls the one named by ``actor.policy_loss.loss_mode`` with exactly ``old_log_prob, log_prob,
-advantages, response_mask, loss_agg_mode, config, rollout_is_weights``, all (N, T), and adds the
-entropy bonus and the KL loss itself. :func:`compute_policy_loss_saah` has that signature;
-:func:`register` adds it under "sa_ah".
+verl's actor calls the policy loss named by ``actor.policy_loss.loss_mode`` (its registry:
+``verl.trainer.ppo.core_algos.register_policy_loss``) with ``old_log_prob, log_prob, advantages, response_mask,
+loss_agg_mode, config, rollout_is_weights``, all (N, T), and adds the entropy bonus and the KL loss itself.
+:func:`compute_policy_loss_saah` has that signature; :func:`register` adds it under "sa_ah".
 
-The maths is qae_lab's (SA-AH, arXiv 2606.05434; labels of ``docs/equations.md``):
-
-Implementer's notes: docs/implementation.md, section ``qae_lab.integrations.verl_saah``.
+The maths is qae_lab's (SA-AH, arXiv 2606.05434; labels of ``docs/equations.md``); how it maps onto verl's loss, and
+the departures from the paper: docs/implementation.md, section ``qae_lab.integrations.verl_saah``.
 """
 
 from __future__ import annotations
@@ -126,16 +123,12 @@ def compute_policy_loss_saah(
     vocab_size: int | None = None,
     entropy: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, Any]]:
-    r"""SA-AH-GRPO's policy loss with verl's policy-loss signature: ``vanilla`` on A_i w_t c.
+    r"""SA-AH-GRPO's policy loss with verl's policy-loss signature: verl's ``vanilla`` loss on A_i w_t c.
 
-    SA-AH (arXiv 2606.05434), S1-S5: H~_t from ``entropy`` (exact H_t in nats, (N, T)) if given, else from the
-    surprisal -log pi_old(y_t) (what verl passes), then :func:`saah_advantages`, then verl's
-    ``compute_policy_loss_vanilla`` (PPO's clipped surrogate, verl's ``agg_loss``) with ``config`` and
-    ``rollout_is_weights``. All tensors (N, T); ``alpha`` and ``vocab_size`` are bound by :func:`register`.
-    Returns ``vanilla``'s 0-dim loss and metrics, plus ``saah/alpha``, ``saah/w_mean_neg`` and
-    ``saah/effective_tokens_frac``; ImportError without verl (:func:`saah_advantages` works without it).
-
-    Where verl cannot be imported (here made so by blocking its module):
+    SA-AH (arXiv 2606.05434), S1-S5: H~_t from ``entropy`` (exact H_t in nats) if given, else from the surprisal
+    -log pi_old(y_t), then :func:`saah_advantages`, then ``compute_policy_loss_vanilla``. All tensors (N, T);
+    :func:`register` binds ``alpha`` and ``vocab_size``. Returns ``vanilla``'s loss and metrics plus the ``saah/*``
+    ones; ImportError without verl.
 
     >>> import sys
     >>> from unittest import mock
@@ -171,8 +164,7 @@ def compute_policy_loss_saah(
         config=config,
         rollout_is_weights=rollout_is_weights,
     )
-    # (S5) the saah/* metrics
-    stats = weight_stats(w, m, a_i)
+    stats = weight_stats(w, m, a_i)  # (S5) the saah/* metrics
     metrics = {
         **metrics,
         SAAH_ALPHA: alpha,
@@ -183,13 +175,9 @@ def compute_policy_loss_saah(
 
 
 def register(alpha: float = DEFAULT_ALPHA, *, vocab_size: int, name: str = LOSS_NAME):
-    r"""Register :func:`compute_policy_loss_saah`, with ``alpha`` and ``vocab_size`` bound, as verl's ``name``.
-
-    Select it with ``actor_rollout_ref.actor.policy_loss.loss_mode=sa_ah``, in every process that computes the
-    actor's loss (e.g. from a module named by ``VERL_USE_EXTERNAL_MODULES``). Calling it again replaces the settings;
-    a name verl already uses for another loss is refused (verl's registry would silently overwrite it). ``alpha``:
-    finite (0 is verl's ``vanilla``; < 0 amplifies, the paper's ablation); ``vocab_size``: V >= 2 (log V normalises
-    H~). Returns the registered :func:`functools.partial`; ImportError without verl.
+    r"""Register :func:`compute_policy_loss_saah`, ``alpha`` (0: ``vanilla``; < 0 amplifies, the paper's ablation) and
+    ``vocab_size`` (V >= 2) bound, as verl's ``name`` in every process computing the actor's loss; again: replaces the
+    settings; a name verl uses for another loss is refused. Returns the registered partial; ImportError without verl.
 
     >>> import sys
     >>> from unittest import mock

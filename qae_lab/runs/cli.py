@@ -24,7 +24,6 @@ import json
 import sys
 from typing import Any
 
-
 from qae_lab.runs import export
 from qae_lab.storage.resume import SAFE_ON_RESUME, latest_complete_checkpoint
 from qae_lab.methods import METHODS, PARTNERS, method_settings
@@ -56,11 +55,9 @@ def _parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
         usage="%(prog)s [--preset NAME] [--config FILE] [--method METHOD] [--NAME VALUE ...] "
         "[--set NAME=VALUE ...] [--output-dir DIR] [--overwrite] [--resume PATH] [--dry-run]",
-        description="Run a preset, a YAML config file, or both, with any field overridden as --NAME "
-        "VALUE (typed by TRL's parser, as TRL's own scripts take them). Fields of RunArgs: "
-        + ", ".join(field_types(RunArgs))
-        + "; and every field of qae_lab.train.config.QAEConfig (TRL's "
-        "GRPOConfig + QAE/SA-AH knobs), e.g. --quantile_k 0.6 --alpha 0.3 --report_to tensorboard.",
+        description="Run a preset, a YAML config file, or both, with any field overridden as --NAME VALUE (typed by "
+        f"TRL's parser, as TRL's own scripts take them). Fields of RunArgs: {', '.join(field_types(RunArgs))}; and "
+        "every field of qae_lab.train.config.QAEConfig, e.g. --quantile_k 0.6 --alpha 0.3 --report_to tensorboard.",
     )
     t.add_argument(
         "--preset",
@@ -71,8 +68,8 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument(
         "--config",
         metavar="FILE",
-        help="a YAML file of fields (the presets' form; `preset: NAME` "
-        "starts from a preset, `env:` sets environment variables); --NAME VALUE and --set override it",
+        help="a YAML file of fields (the presets' form; `preset: NAME` starts from a preset, `env:` sets environment "
+        "variables); --NAME VALUE and --set override it",
     )
     t.add_argument(
         "--method",
@@ -100,8 +97,8 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument(
         "--resume",
         metavar="PATH",
-        help="checkpoint folder, or run folder (its latest complete checkpoint)"
-        "; the run's settings come from its config.json",
+        help="checkpoint folder, or run folder (its latest complete checkpoint); the run's settings come from its "
+        "config.json",
     )
     t.add_argument("--dry-run", action="store_true", help="check everything, print the resolved configuration, exit")
     sub.add_parser("presets", help="list the presets")
@@ -109,22 +106,17 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_parser(
             "export",
             help="write a run's trained model as a stand-alone model folder",
-            description="The merged 16-bit model (or the LoRA adapter), tokenizer, "
-            "generation config and a model card, written to a new folder OUT.",
+            description="The merged 16-bit model (or the LoRA adapter), tokenizer, generation config and a model card, "
+            "written to a new folder OUT.",
         )
     )
     return p
 
 
 def main(argv: list[str] | None = None, *, report=None) -> int:
-    r"""The ``qae-lab`` / ``python -m qae_lab`` entry point; returns the exit status (130 when interrupted, 1 when the
-    run ended short of its steps on its own).
-
-    Every check (settings, data folder, run folder, checkpoint) runs before anything loads, with
-    ``--dry-run`` too: :func:`qae_lab.runs.run_plan.plan` makes the run folder's one
-    :class:`~qae_lab.storage.resume.ResumePlan` (fresh, resume checkpoint N, or refuse), which the run then
-    follows. A failed check prints ``qae-lab: error: ...`` and returns 2. ``report`` draws the run's ``report.html``
-    (:func:`qae_lab.runs.pipeline.train`'s; ``qae-lab`` and ``python -m qae_lab`` pass the lab's, :mod:`qae_lab.__main__`).
+    r"""The ``qae-lab`` / ``python -m qae_lab`` entry point; returns the exit status (module docstring). Every check
+    runs before anything loads (:func:`qae_lab.runs.run_plan.plan`), ``--dry-run`` too. ``report`` draws the run's
+    ``report.html`` (:func:`qae_lab.runs.pipeline.train`'s; :mod:`qae_lab.__main__` passes the lab's).
 
     >>> import contextlib, io
     >>> with contextlib.redirect_stderr(io.StringIO()) as err:
@@ -170,16 +162,10 @@ def main(argv: list[str] | None = None, *, report=None) -> int:
         )
     except KeyboardInterrupt:  # outside the training loop (loading, evaluation, a save): say what is on disk
         latest, _ = latest_complete_checkpoint(cfg.output_dir)
-        print(
-            f"interrupted; run folder {cfg.output_dir}: "
-            + (
-                f"latest complete checkpoint {latest.name}, resume with: python -m qae_lab train --resume "
-                f"{cfg.output_dir}"
-                if latest
-                else "no checkpoint to resume"
-            ),
-            file=sys.stderr,
-        )
+        said = "no checkpoint to resume"
+        if latest:
+            said = f"latest complete checkpoint {latest.name}, resume with: python -m qae_lab train --resume {cfg.output_dir}"
+        print(f"interrupted; run folder {cfg.output_dir}: {said}", file=sys.stderr)
         return 130
     except RunFolderError as err:
         print(f"qae-lab: error: {err}", file=sys.stderr)
@@ -188,21 +174,11 @@ def main(argv: list[str] | None = None, *, report=None) -> int:
 
 
 def _resolved(plan: dict, run: RunArgs, cfg, command: str) -> dict[str, Any]:
-    """What a dry run prints (one JSON object): the command, the RunArgs, the resolved value of every overridden
-    QAEConfig field, the env the run sets, and the plan's notes (what the run would do to its folder)."""
+    """What a dry run prints: the command, the RunArgs, every overridden QAEConfig field's value, the env, the notes."""
     _, overrides = resolve(
         plan["preset"], plan["sets"], plan["method"], config=plan["config_values"], args=plan["flags"]
     )
     trainer = {k: getattr(cfg, k) for k in overrides if k in field_types(type(cfg))}
-    trainer.update(
-        output_dir=cfg.output_dir,
-        generation_batch_size=cfg.generation_batch_size,
-        steps_per_generation=cfg.steps_per_generation,
-    )
-    return {
-        "command": command,
-        "run": dataclasses.asdict(run),
-        "trainer": trainer,
-        "env": plan["env"],
-        "notes": plan["notes"],
-    }
+    for name in ("output_dir", "generation_batch_size", "steps_per_generation"):
+        trainer[name] = getattr(cfg, name)
+    return dict(command=command, run=dataclasses.asdict(run), trainer=trainer, env=plan["env"], notes=plan["notes"])

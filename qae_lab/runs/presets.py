@@ -1,15 +1,10 @@
 r"""Run configurations: :class:`RunArgs`, the presets (YAML files), the methods, and overrides.
 
-A run is configured by two dataclasses: :class:`RunArgs` (model, data, evaluation: what
-``qae_lab.runs.cli`` needs beyond training) and :class:`qae_lab.train.config.QAEConfig` (TRL's
-``GRPOConfig`` plus the QAE / SA-AH knobs). A preset is a YAML file of fields of either,
-``qae_lab/runs/configs/<name>.yaml`` (:data:`PRESETS`), which may start from another preset
-(``preset: <name>``); a file of one's own (``--config run.yaml``) takes the same form.
-:func:`build` applies, in order, the defaults, the preset, the config file, a method
-(:func:`qae_lab.methods.method_settings`: ``baseline`` + ``token_weighting``, plus any ``+partner``
-such as ``qae+clip_higher``), ``--name value`` and ``--set name=value`` overrides, every value typed by
-TRL's parser (:mod:`qae_lab.runs.settings`). Nothing here loads a model or data, so a GPU preset's
-configuration can be built and checked on any machine.
+A run is configured by :class:`RunArgs` (model, data, evaluation) and :class:`qae_lab.train.config.QAEConfig`. A
+preset is a YAML file of fields of either (:data:`PRESETS`), which may start from another (``preset: <name>``); a
+``--config run.yaml`` takes the same form. :func:`build` layers the defaults, the preset, the config file, a method
+(:func:`qae_lab.methods.method_settings`), ``--name value`` and ``--set name=value``. Nothing here loads a model or
+data, so a GPU preset's configuration can be built and checked on any machine.
 
 Implementer's notes: docs/implementation.md, section ``qae_lab.runs.presets``.
 """
@@ -54,9 +49,7 @@ DTYPES = ("auto", "bfloat16", "float16", "float32")
 
 @dataclass
 class RunArgs:
-    r"""What a run needs beyond :class:`~qae_lab.train.config.QAEConfig`: model, data, evaluation.
-
-    Every field is checked when the object is made, so a bad value fails before anything loads.
+    r"""What a run needs beyond :class:`~qae_lab.train.config.QAEConfig`: model, data, evaluation, checked when made.
 
     >>> RunArgs(n_train=64, levels=[3, 4]).levels
     (3, 4)
@@ -69,8 +62,7 @@ class RunArgs:
     model: str = "embedded"
     """'embedded', 'embedded-sums', 'qwen2.5-0.5b' | 'qwen2.5-1.5b' | 'qwen2.5-3b', a Hub id or a local folder"""
     task: str = "synthetic"
-    """'synthetic' (qae_lab.task.data.synthetic_task), 'sums' (qae_lab.task.sums.sums_task) or 'gsm8k'
-    (qae_lab.task.data.sa_ah_split)"""
+    """'synthetic' (qae_lab.task.data.synthetic_task), 'sums' (qae_lab.task.sums) or 'gsm8k' (qae_lab.task.data)"""
     levels: list[int] = (2, 3, 4, 5)
     """levels of the synthetic or sums task to train and evaluate on (1-5; held as a tuple)"""
     n_train: int = 2000
@@ -96,8 +88,7 @@ class RunArgs:
     save_model: bool = True
     """save the final weights (or adapters) to <output_dir>/model"""
     torch_threads: int | None = None
-    """CPU threads for the whole run (None: the lab's policy, qae_lab.threads: one outside training steps, the
-    count measured fastest for the steps)"""
+    """CPU threads for the whole run (None: the lab's policy, qae_lab.threads)"""
     dtype: str = "auto"
     """model weights: 'auto' (bf16 on a bf16-capable GPU, else float32), 'bfloat16', 'float16' or 'float32'"""
     reward: str = "strict"
@@ -142,10 +133,8 @@ class RunArgs:
 
 
 def _checkpointing_field() -> str:
-    r"""The installed transformers' ``TrainingArguments`` name of activation checkpointing:
-    ``activation_checkpointing`` from 5.23 (the old name an alias there), ``gradient_checkpointing`` before, so that
-    every preset builds on every supported version. Read from the package metadata: importing transformers would add
-    seconds to every ``import qae_lab.runs.presets``.
+    r"""The installed transformers' name of activation checkpointing (``gradient_checkpointing`` before 5.23), read
+    from the package metadata: importing transformers would add seconds to every ``import qae_lab.runs.presets``.
 
     >>> _checkpointing_field() in ("activation_checkpointing", "gradient_checkpointing")
     True
@@ -215,8 +204,8 @@ def choose_preset(preset: str | None, named: str | None = None, source: str = "c
 
 @functools.cache
 def fields() -> FieldParser:
-    r"""The parser of a run's settings: TRL's, over :class:`~qae_lab.train.config.QAEConfig` and :class:`RunArgs`
-    (whose ``data_seed``, the problem draws, shadows ``TrainingArguments.data_seed``); built once.
+    r"""The parser of a run's settings, over :class:`~qae_lab.train.config.QAEConfig` and :class:`RunArgs` (whose
+    ``data_seed``, the problem draws, shadows ``TrainingArguments.data_seed``); built once.
 
     >>> fields().arguments(["--quantile_k", "0.6", "--levels", "3", "4"])
     {'quantile_k': 0.6, 'levels': [3, 4]}
@@ -229,11 +218,8 @@ def fields() -> FieldParser:
 def resolve(
     preset: str | None = None, sets=(), method: str | None = None, *, config=None, args=()
 ) -> tuple[str, dict[str, Any]]:
-    r"""``(preset name, {field: typed value})``: what a run's settings override, lowest first: the preset's file,
-    ``config`` (a YAML file, or the mapping one held: a run records it), ``method``
-    (:func:`qae_lab.methods.method_settings`), ``args`` (``--name value``) and ``sets`` (``name=value``). The preset
-    is ``preset``, else the file's ``preset:`` (both, and different: an error), else ``cpu-demo``. Every value is
-    typed by TRL's parser (:mod:`qae_lab.runs.settings`), errors naming the file or flag and the field.
+    r"""``(preset name, {field: typed value})``: the preset's file < ``config`` (a YAML file, or the mapping a run
+    recorded) < ``method`` < ``args`` (``--name value``) < ``sets`` (``name=value``); the preset: :func:`choose_preset`.
 
     >>> resolve("cpu-demo", ["quantile_k=0.6"], "qae_sa_ah")[1]["token_weighting"]
     'sa_ah'
@@ -265,11 +251,8 @@ def build(
     config=None,
     args=(),
 ):
-    r"""The run's :class:`RunArgs` and :class:`~qae_lab.train.config.QAEConfig`, without loading anything.
-
-    Order: defaults < the preset < ``config`` (a YAML file or its mapping) < ``method`` < ``args``
-    (``--name value``) < ``sets`` (``name=value``), as :func:`resolve` reads them. The output folder is
-    ``output_dir``, else the settings' ``output_dir``, else ``runs/<preset>-<timestamp>``.
+    r"""The run's :class:`RunArgs` and :class:`~qae_lab.train.config.QAEConfig` from :func:`resolve`'s settings, in
+    ``output_dir``, else the settings' ``output_dir``, else ``runs/<preset>-<timestamp>``; nothing loaded.
 
     >>> run, cfg = build("cpu-demo", ["quantile_k=0.6"], method="qae_sa_ah", output_dir="/tmp/x")
     >>> run.model, cfg.quantile_k, cfg.token_weighting, cfg.per_device_train_batch_size
@@ -326,11 +309,9 @@ def device_preset(
     bf16: bool = False,
     small_preset: str = SMALL_GPU_PRESET,
 ) -> tuple[str, str]:
-    r"""``(preset, reason)`` for a device: ``name`` None (no CUDA device) gives ``cpu-demo``; a GPU without bf16
-    and with less than :data:`SMALL_GPU_GIB` GiB (``total_memory`` in bytes: a T4, a 16 GB V100 or P100) gives
-    ``small_preset``, the 0.5B model in float16 (there ``gpu_preset``'s ``dtype="auto"`` means float32, and the
-    1.5B presets' estimated peak, :mod:`qae_lab.runs.costs`, exceeds such a card); any other GPU ``gpu_preset``.
-    Decided by capability and memory, not by the name, so every such card is covered; the name is reported.
+    r"""``(preset, reason)`` for a device: ``name`` None (no CUDA device) gives ``cpu-demo``; a GPU without bf16 and
+    with less than :data:`SMALL_GPU_GIB` GiB (``total_memory`` in bytes) ``small_preset``, the 0.5B model in float16
+    (float32, what ``dtype="auto"`` means there, would exceed such a card); any other GPU ``gpu_preset``.
 
     >>> device_preset("qwen2.5-1.5b-gsm8k-live", name="Tesla T4", total_memory=15 * 2**30)[0]
     'qwen2.5-0.5b-gsm8k-t4'
@@ -340,8 +321,7 @@ def device_preset(
     'cpu-demo'
     """
     for preset in (gpu_preset, small_preset):
-        if preset not in PRESETS:
-            raise ValueError(f"unknown preset {preset!r}; presets: {sorted(PRESETS)}")
+        choose_preset(preset)  # refuses an unknown one
     if name is None:
         return "cpu-demo", (
             f"no GPU here, so the embedded tiny model on the synthetic task (cpu-demo)\ninstead of {gpu_preset}"
@@ -350,9 +330,8 @@ def device_preset(
     found = f"GPU found ({name}, {gib:.1f} GiB, {'bf16' if bf16 else 'no bf16'})"
     if not bf16 and gib < SMALL_GPU_GIB:
         return small_preset, (
-            f"{found}: {small_preset}, the 0.5B model in float16, instead of {gpu_preset} "
-            f"(without bf16 it would train in float32: an estimated peak near or above this "
-            f"card's memory)"
+            f"{found}: {small_preset}, the 0.5B model in float16, instead of {gpu_preset} (without bf16 it would "
+            f"train in float32: an estimated peak near or above this card's memory)"
         )
     return gpu_preset, f"{found}: {gpu_preset}"
 

@@ -1,6 +1,5 @@
-r"""What a ``train`` command will do, decided before anything loads: its settings (a preset, a config file, ``--set``
-and ``--NAME VALUE``, or a resumed run's own recipe), its run folder's one resume plan, the env it sets, and the notes
-it prints. :mod:`qae_lab.runs.cli` parses the arguments and carries the plan out.
+r"""What a ``train`` command will do, decided before anything loads: its settings (or a resumed run's own recipe), its
+run folder's one resume plan, the env it sets, and its notes; :mod:`qae_lab.runs.cli` carries the plan out.
 """
 
 from __future__ import annotations
@@ -25,20 +24,15 @@ __all__ = ["plan"]
 
 
 def _sets_from_config(stored: dict, preset: str) -> list[str]:
-    r"""``--set`` values that rebuild a stored run's settings from its preset (for runs made without a recipe,
-    e.g. by :func:`train` from a notebook): every stored field that the preset alone sets otherwise."""
+    r"""``--set`` values that rebuild a stored run made without a recipe (from a notebook) from its preset."""
     run, cfg = build(preset, output_dir="unused")
     built = {"trainer": jsonable(cfg.to_dict()), "run": jsonable(dataclasses.asdict(run))}
-    settable = {"trainer": set(field_types(type(cfg))) - set(field_types(RunArgs)), "run": set(field_types(RunArgs))}
+    own = set(field_types(RunArgs))
+    settable = {"trainer": set(field_types(type(cfg))) - own - {"output_dir", "logging_dir", "run_name"}, "run": own}
     values = {}
     for section in ("trainer", "run"):
         for name, value in (stored.get(section) or {}).items():
-            if (
-                name in settable[section]
-                and name in built[section]
-                and value != built[section][name]
-                and name not in ("output_dir", "logging_dir", "run_name")
-            ):
+            if name in settable[section] and name in built[section] and value != built[section][name]:
                 values[name] = value
     return _as_sets(values)
 
@@ -53,11 +47,8 @@ def _as_sets(values: dict[str, Any]) -> list[str]:
 
 
 def _main_process_folder(cfg) -> str:
-    r"""The main process's ``cfg.output_dir``, the run folder every process of a launch must share.
-
-    Each process builds its settings, and a new run's default folder is named from the clock
-    (``runs/<preset>-<timestamp>``): processes that reach it at different seconds would each plan a folder of
-    their own, and the others' checkpoint files would miss the main one's checkpoints. One process: its own.
+    r"""The main process's ``cfg.output_dir``, the run folder every process of a launch must share: a new run's
+    default folder is named from the clock, and processes that reach it at different seconds would each plan their own.
 
     >>> from qae_lab.runs.presets import build
     >>> _main_process_folder(build("cpu-demo", output_dir="/tmp/x")[1])
@@ -69,13 +60,11 @@ def _main_process_folder(cfg) -> str:
 
 
 def plan(args) -> dict[str, Any]:
-    r"""Everything ``train`` checks before anything loads, from the ``train`` command's ``args``: the settings (each
-    alone, and together: :func:`qae_lab.runs.pipeline.check_run`), the run folder's one
-    :class:`~qae_lab.storage.resume.ResumePlan` (``plan``; ``resume``: its checkpoint or None), a local data file.
-    A resume rebuilds the run's own settings from its ``config.json`` recipe, with this command's values on top.
-    Returns ``{"run", "cfg", "preset", "method", "sets", "config", "config_values", "flags", "plan", "resume", "notes",
-    "overwrite"}`` (``notes``: what it does, for people; ``config_values``: the config file's fields, as the run
-    records them); raises ValueError (a refused plan: :class:`~qae_lab.storage.folder.RunFolderError`).
+    r"""Everything ``train`` checks before anything loads, from its ``args``: the settings (alone, and together:
+    :func:`qae_lab.runs.pipeline.check_run`), the run folder's one :class:`~qae_lab.storage.resume.ResumePlan`
+    (``plan``; ``resume``: its checkpoint or None), a local data file; a resume rebuilds the run's own settings from
+    its ``config.json`` recipe, this command's values on top. ``notes``: what it does, for people; ``config_values``:
+    the config file's fields, as the run records them. A refused plan raises ``RunFolderError`` (a ValueError).
 
     >>> import argparse, tempfile
     >>> args = argparse.Namespace(preset=None, method="mean", sets=["quantile_k=0.6"], output_dir=tempfile.mkdtemp(),
@@ -167,8 +156,7 @@ def plan(args) -> dict[str, Any]:
 
 
 def _reuse_note(ready, cfg) -> list[str]:
-    """The note of a resume from a checkpoint inside a generation batch's reuse (``num_iterations``,
-    ``steps_per_generation``): what is left of that batch is in no checkpoint, so the first resumed step generates."""
+    """The note of a resume from a checkpoint inside a generation batch's reuse, whose rest no checkpoint holds."""
     every = cfg.steps_per_generation * cfg.num_iterations  # micro-batches a generation serves
     if ready.step is None or (ready.step * cfg.gradient_accumulation_steps) % every == 0:
         return []
@@ -180,8 +168,7 @@ def _reuse_note(ready, cfg) -> list[str]:
 
 
 def _outgoing_named_again(cfg, named: set[str], out: Path) -> None:
-    r"""A resume sends data out only on settings this command names: each outgoing setting in force
-    (:func:`qae_lab.runs.settings.outgoing`) that comes from the recorded run alone is refused, with the two ways on."""
+    r"""Refuse a resume's outgoing setting (:func:`qae_lab.runs.settings.outgoing`) this command does not name again."""
     unnamed = {k: v for k, v in outgoing(cfg).items() if k not in named}
     if unnamed:
         said = ", ".join(f"{k}={v!r}" for k, v in unnamed.items())
@@ -195,12 +182,7 @@ def _outgoing_named_again(cfg, named: set[str], out: Path) -> None:
 
 
 # the value of each switch of qae_lab.runs.settings.outgoing that sends nothing
-_SENDS_NOTHING = {
-    "push_to_hub": "false",
-    "report_to": "none",
-    "log_completions_hub_repo": "none",
-    "vllm_mode": "colocate",
-}
+_SENDS_NOTHING = dict(push_to_hub="false", report_to="none", log_completions_hub_repo="none", vllm_mode="colocate")
 
 
 def _recipe(stored: dict, out: Path) -> dict[str, Any]:
@@ -209,14 +191,8 @@ def _recipe(stored: dict, out: Path) -> dict[str, Any]:
     where = f"{out / CONFIG_NAME}"
     if not isinstance(recipe, dict):
         raise RunFolderError(f"run config {where} is damaged (its run.build is not a mapping)")
-    kinds = {
-        "preset": (str, type(None)),
-        "method": (str, type(None)),
-        "sets": list,
-        "args": list,
-        "config": (dict, type(None)),
-        "env": (dict, type(None)),
-    }
+    none = type(None)
+    kinds = dict(preset=(str, none), method=(str, none), sets=list, args=list, config=(dict, none), env=(dict, none))
     for key, kind in kinds.items():
         if key in recipe and not isinstance(recipe[key], kind):
             raise RunFolderError(

@@ -1,10 +1,8 @@
 r"""Typed run settings from YAML files and the command line, read by TRL's own parser.
 
-A run's settings are fields of two dataclasses, :class:`qae_lab.runs.presets.RunArgs` and
-:class:`qae_lab.train.config.QAEConfig` (TRL's ``GRPOConfig`` plus the QAE / SA-AH knobs). Their values
-come in three forms, and every one is typed by the same parser, ``trl.TrlParser`` (an
-``transformers.HfArgumentParser`` over both dataclasses), so a value means in a file what it means
-on the command line:
+A run's settings are fields of :class:`qae_lab.runs.presets.RunArgs` and :class:`qae_lab.train.config.QAEConfig`.
+A YAML file, ``--name value`` and ``--set name=value`` are all typed by ``trl.TrlParser``, so a value means in a file
+what it means on the command line; :data:`FIELDS` classifies every field a run may be given.
 
 Implementer's notes: docs/implementation.md, section ``qae_lab.runs.settings``.
 
@@ -135,14 +133,9 @@ _REFUSED = {
 
 
 class FieldParser:
-    r"""Typed values for the fields of ``dataclass_types``, read by TRL's parser (``trl.TrlParser``).
-
-    A field of a later dataclass shadows one of the same name in an earlier one (argparse's
-    ``resolve``): :func:`qae_lab.runs.presets.fields` gives ``RunArgs.data_seed`` (the problem draws)
-    precedence over ``TrainingArguments.data_seed``, as :func:`qae_lab.runs.presets.build` does.
-
-    ``classes``: ``{field: class}`` (:data:`FIELDS` for a run): a field it lacks is refused by name, and so is one
-    of a refusing class (a credential, the command line's own).
+    r"""Typed values for the fields of ``dataclass_types``, read by ``trl.TrlParser``; a field of a later dataclass
+    shadows one of the same name in an earlier one. ``classes``: ``{field: class}`` (:data:`FIELDS`), a field it
+    lacks or one of a refusing class (a credential, the command line's own) refused by name.
 
     >>> from dataclasses import dataclass
     >>> @dataclass
@@ -179,7 +172,6 @@ class FieldParser:
 
     @property
     def names(self) -> set[str]:
-        """Every settable field name."""
         return set(self.actions)
 
     def _boolean(self, name: str) -> bool:
@@ -195,8 +187,9 @@ class FieldParser:
         )
 
     def admit(self, name: str, source: str) -> str:
-        """The class of field ``name`` (:data:`FIELDS`); refuses, naming ``source``, a field the table lacks or one
-        of a refusing class (a credential, the command line's own). Its value is never part of the message."""
+        """The class of field ``name``; an unknown one, or one :data:`FIELDS` refuses, refused naming ``source``."""
+        if name not in self.actions:
+            raise self._unknown(name, source)
         kind = self.classes.get(name)
         if kind is None:
             raise ValueError(
@@ -210,12 +203,8 @@ class FieldParser:
 
     def value(self, name: str, value, source: str):
         """One field's value, typed by the parser's action for it; errors name ``source`` and the field."""
-        if name not in self.actions:
-            raise self._unknown(name, source)
         self.admit(name, source)
-        refusal = _credential_refusal(value, name, source)
-        if refusal:
-            raise refusal
+        _refuse_credential(value, name, source)
         action, hint = self.actions[name], self.hints[name]
         if value is None or (
             isinstance(value, str)
@@ -256,8 +245,7 @@ class FieldParser:
         return list(got) if lists else got
 
     def typed(self, values: dict[str, Any], source: str) -> dict[str, Any]:
-        """``{field: value}`` from a YAML file (or any mapping), each value typed as the command line would be;
-        ``source`` names where they come from (e.g. the file's path) in every error."""
+        """``{field: value}`` from a YAML file (or any mapping) typed as the command line would be, errors naming ``source``."""
         return {name: self.value(name, value, source) for name, value in values.items()}
 
     def sets(self, sets) -> dict[str, Any]:
@@ -268,27 +256,19 @@ class FieldParser:
             name = name.strip().replace("-", "_")
             if not sep or not name:
                 raise ValueError(f"--set needs name=value, got {item!r}")
-            if name not in self.actions:  # the value is never repeated: it may be a secret under a mistyped name
-                raise self._unknown(name, f"--set {name}")
-            # before the value is read or repeated (it may be a secret)
-            self.admit(name, f"--set {name}")
-            refusal = _credential_refusal(raw, name, f"--set {name}")
-            if refusal:
-                raise refusal
+            self.admit(name, f"--set {name}")  # before the value is read or repeated (it may be a secret)
+            _refuse_credential(raw, name, f"--set {name}")
             value: Any = raw
             if raw.strip().startswith(("[", "{")):
                 value = json_value(raw, f"--set {name}")
             elif self.actions[name].nargs in ("+", "*"):
                 value = [part for part in raw.split(",") if part.strip()]
-            refusal = _credential_refusal(value, name, f"--set {name}")  # inside a list or a mapping, unrepeated too
-            if refusal:
-                raise refusal
+            _refuse_credential(value, name, f"--set {name}")  # inside a list or a mapping, unrepeated too
             out[name] = self.value(name, value, f"--set {item}")
         return out
 
     def arguments(self, tokens) -> dict[str, Any]:
-        """``["--name", "value", ...]`` as typed values (``--name=value`` too; a list field takes several
-        values, a boolean none for true, and ``--no_name`` is false)."""
+        """``["--name", "value", ...]`` as typed values (``--name=value`` too; ``--no_name``: a boolean false)."""
         out, name, values = {}, None, []
 
         def close() -> None:
@@ -306,8 +286,6 @@ class FieldParser:
                 if name.startswith("no_") and not sep and self._boolean(name[3:]):
                     self.admit(name[3:], "command line")
                     out[name[3:]], name = False, None  # --no_NAME, the parser's own form of NAME false
-                elif name not in self.actions:
-                    raise self._unknown(name, "command line")
                 else:
                     self.admit(name, "command line")
             elif name is None:
@@ -318,16 +296,14 @@ class FieldParser:
         return out
 
 
-def _credential_refusal(value, name: str, source: str) -> ValueError | None:
-    """The refusal of setting ``name``'s ``value`` when it holds a credential anywhere (an address with one, a mapping
-    key that names one: :func:`qae_lab._checks.credential_in`), naming ``source`` and the place, never the value."""
+def _refuse_credential(value, name: str, source: str) -> None:
+    """Refuse ``name``'s ``value`` where it holds a credential anywhere, naming ``source`` and where, never the value."""
     found = credential_in(value, name)
-    if found is None:
-        return None
-    return ValueError(
-        f"{source}: {found}, which a run would record (config.json, its checkpoints): give it without the credential, "
-        f"and the credential the way its client takes one from the shell's environment"
-    )
+    if found is not None:
+        raise ValueError(
+            f"{source}: {found}, which a run would record (config.json, its checkpoints): give it without the "
+            f"credential, and the credential the way its client takes one from the shell's environment"
+        )
 
 
 # trackers that write local files only: report_to with these sends nothing out
@@ -336,9 +312,7 @@ _LOCAL_TRACKERS = ("none", "tensorboard")
 
 def outgoing(cfg) -> dict[str, Any]:
     r"""The settings of ``cfg`` through which a run sends data out of the machine, ``{field: value}``, in the form
-    a resume names them again (:mod:`qae_lab.runs.cli`): ``push_to_hub`` (with ``hub_model_id``), trackers other
-    than TensorBoard (``report_to``), a Hub repository for the completions (``log_completions_hub_repo``) and a
-    vLLM server (``vllm_mode``). Every :data:`SENDS_OUT` field is one of these switches or says where one sends.
+    a resume names them again: every :data:`SENDS_OUT` field is one of these switches or says where one sends.
 
     >>> import types
     >>> cfg = types.SimpleNamespace(push_to_hub=False, report_to=["tensorboard", "wandb"], use_vllm=True,
@@ -390,10 +364,8 @@ MAX_CONFIG_BYTES = 1 << 20
 
 
 class _PlainLoader(yaml.SafeLoader):
-    """YAML's safe loader without aliases and without repeated keys. ``*name`` repeats an anchored value, and
-    aliases of aliases expand a few hundred bytes into billions of items ("billion laughs") once printed or saved;
-    a key given twice in one mapping would let the last silently win. A settings file needs neither, so the first
-    is refused where it stands (its line and column; a repeated key's both lines)."""
+    """YAML's safe loader refusing, where they stand, aliases (aliases of aliases expand a few hundred bytes into
+    billions of items, "billion laughs") and a key given twice (the last would silently win)."""
 
     def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
@@ -443,12 +415,8 @@ def _config_text(path: Path) -> str:
 
 
 def read_config(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, str]]:
-    r"""A YAML settings file: ``(its fields, untyped, with ``preset`` if it names one; its ``env`` mapping)``.
-
-    As in TRL's scripts, an ``env:`` mapping names environment variables for the run; only those of
-    :data:`ENV_ALLOWED` are taken (:func:`check_env`), and the command line sets them (:func:`apply_env`). A file
-    that is missing, larger than :data:`MAX_CONFIG_BYTES`, not UTF-8, not YAML, holds an alias (``*name``), or is
-    not a mapping of field names fails with its path (and the line, where one is to blame).
+    r"""A YAML settings file: ``(its fields, untyped, with ``preset`` if it names one; its ``env:``, checked by
+    :func:`check_env`)``. A file that cannot be read as one fails with its path (and the line to blame).
 
     >>> import tempfile
     >>> p = Path(tempfile.mkdtemp()) / "run.yaml"
@@ -471,8 +439,7 @@ def read_config(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, str]
         raise ValueError(f"config file {path}: not valid YAML ({err})") from None
     except RecursionError:
         raise ValueError(f"config file {path}: nested too deep to read") from None
-    if loaded is None:
-        loaded = {}
+    loaded = {} if loaded is None else loaded  # an empty file
     if not isinstance(loaded, dict):
         raise ValueError(
             f"config file {path}: must hold a mapping of field names to values, got {type(loaded).__name__}"
@@ -492,7 +459,6 @@ def read_config(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, str]
 
 # ---------------------------------------------------------------- env: the variables a config file may set
 
-# by exact name, what reads each after the settings are read (so that setting it then takes effect)
 ENV_ALLOWED = {
     "TOKENIZERS_PARALLELISM": "the tokenizers library, when it first encodes in parallel",
     "QAE_LAB_GSM8K_DIR": "qae_lab's GSM8K loader, when the data loads",
@@ -517,34 +483,25 @@ ENV_ALLOWED = {
     "CLEARML_TASK": "ClearML, when training starts: the task's name",
     "NEPTUNE_PROJECT": "Neptune (report_to: neptune), when training starts: the project",
 }
-"""The variables a config file's ``env:`` may set, by exact name, with what reads each."""
-# read when a library is imported or starts, which qae-lab does before it reads a config file: taken from a file
-# only when the shell already set that very value (it then changes nothing), else refused with the shell's way
+"""The variables a config file's ``env:`` may set, by exact name, with what reads each (after the settings are)."""
 ENV_SHELL_ONLY = {
     "HF_HOME": "huggingface_hub and transformers, when they are imported",
-    "HF_HUB_CACHE": "huggingface_hub, when it is imported",
-    "HF_HUB_OFFLINE": "huggingface_hub, when it is imported",
-    "HF_DATASETS_CACHE": "datasets, when it is imported",
-    "HF_DATASETS_OFFLINE": "datasets, when it is imported",
-    "HF_HUB_DISABLE_TELEMETRY": "huggingface_hub, when it is imported",
-    "TRANSFORMERS_OFFLINE": "transformers, when it is imported",
-    "TRANSFORMERS_VERBOSITY": "transformers, when it is imported",
+    **dict.fromkeys(
+        ("HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_HUB_DISABLE_TELEMETRY"), "huggingface_hub, when it is imported"
+    ),
+    **dict.fromkeys(("HF_DATASETS_CACHE", "HF_DATASETS_OFFLINE"), "datasets, when it is imported"),
+    **dict.fromkeys(("TRANSFORMERS_OFFLINE", "TRANSFORMERS_VERBOSITY"), "transformers, when it is imported"),
     "CUDA_VISIBLE_DEVICES": "CUDA, when it starts (importing the libraries may already start it)",
-    "OMP_NUM_THREADS": "torch's thread pools, when torch is imported",
-    "MKL_NUM_THREADS": "torch's thread pools, when torch is imported",
+    **dict.fromkeys(("OMP_NUM_THREADS", "MKL_NUM_THREADS"), "torch's thread pools, when torch is imported"),
     "XDG_CACHE_HOME": "the libraries' caches, when they are imported",
 }
-"""Variables the libraries read when imported, before any config file: only the shell can set them."""
+"""Variables the libraries read when imported, before any config file: a file may only repeat the shell's value."""
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def check_env(env: dict, source: str = "") -> dict[str, str]:
-    r"""An ``env:`` mapping checked against the allow-list, as ``{name: value}`` strings; the first variable that may
-    not be set this way is refused, the message starting with ``source``, then ``env:``, never repeating the value.
-
-    Allowed: :data:`ENV_ALLOWED`'s variables, read after the settings are. :data:`ENV_SHELL_ONLY`'s are read when
-    the libraries are imported: refused (set them in the shell) unless the environment already holds that very value.
-    Any other name is refused, credentials among them (a run records its env in ``config.json``).
+    r"""An ``env:`` mapping as ``{name: value}`` strings: :data:`ENV_ALLOWED`'s variables, and :data:`ENV_SHELL_ONLY`'s
+    where the shell already holds that very value; any other refused, naming ``source`` but never the value.
 
     >>> check_env({"TOKENIZERS_PARALLELISM": False, "WANDB_PROJECT": "qae"})
     {'TOKENIZERS_PARALLELISM': 'false', 'WANDB_PROJECT': 'qae'}
@@ -577,9 +534,7 @@ def check_env(env: dict, source: str = "") -> dict[str, str]:
         text = "true" if value is True else "false" if value is False else str(value)
         if "\x00" in text:
             raise ValueError(f"{where}: {name} holds a NUL byte, which no process environment takes")
-        refusal = _credential_refusal(text, name, where)
-        if refusal:
-            raise refusal
+        _refuse_credential(text, name, where)
         if name in ENV_SHELL_ONLY and os.environ.get(name) != text:
             raise ValueError(
                 f"{where}: {name} is read by {ENV_SHELL_ONLY[name]}, before a config file is read, so setting "
@@ -590,8 +545,7 @@ def check_env(env: dict, source: str = "") -> dict[str, str]:
 
 
 def apply_env(env: dict[str, str]) -> list[str]:
-    r"""Set the variables of a checked ``env:`` mapping (:func:`check_env`) in this process; returns one line per
-    variable, ``NAME=value (read by ...)``, for the run's notes.
+    r"""Set an ``env:`` mapping's variables (:func:`check_env`) in this process; one note line each, for the run.
 
     >>> apply_env(check_env({"TOKENIZERS_PARALLELISM": "false"}))
     ['TOKENIZERS_PARALLELISM=false (read by the tokenizers library, when it first encodes in parallel)']

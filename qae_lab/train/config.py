@@ -1,12 +1,8 @@
 r"""The trainer's configuration: TRL's ``GRPOConfig`` plus the knobs of QAE and SA-AH-GRPO.
 
-:class:`QAEConfig` adds the response-level baseline of QAE (arXiv 2509.22611: the group
-K-quantile b_K instead of the group mean) and the token weighting of SA-AH-GRPO (arXiv
-2606.05434: horizon weights w_t = exp(-alpha * sum_{s<=t} H~_s) on negative-advantage rollouts), each field's
-help citing the paper it comes from. :class:`qae_lab.train.trainer.QAETrainer` reads it.
-
-Every option TRL reads in the code :class:`~qae_lab.train.trainer.QAETrainer` replaces (the loss, the advantages) is in
-:data:`REPLACED_CODE_OPTIONS`, with how it is honoured or why a value is refused, and the tests that show it.
+:class:`QAEConfig` adds QAE's baseline (arXiv 2509.22611: the group K-quantile b_K instead of the mean) and SA-AH-GRPO's
+token weighting (arXiv 2606.05434: w_t = exp(-alpha * sum_{s<=t} H~_s) on negative-advantage rollouts). Every option
+TRL reads in the code :class:`~qae_lab.train.trainer.QAETrainer` replaces is in :data:`REPLACED_CODE_OPTIONS`.
 
 Implementer's notes: docs/implementation.md, section ``qae_lab.train.config``.
 """
@@ -22,7 +18,6 @@ import types
 import typing
 import warnings
 from dataclasses import dataclass, field
-
 from pathlib import Path
 
 from transformers import GenerationConfig
@@ -81,13 +76,11 @@ def _in(lo: float, hi: float, *, lo_open: bool = False, hi_open: bool = False, n
 
 _INF = math.inf
 MAX_STEPS = 100_000
-"""Optimizer steps a run takes, and checkpoints it keeps (``save_total_limit``): the Trainer keeps every logged step in
-memory (``state.log_history``) and writes them all into every checkpoint; ``log.jsonl`` grows about 1.2 KB a step at
-``logging_steps=1``. The papers' runs take hundreds of steps; 100,000 at a second a step is more than a day."""
+"""Optimizer steps a run takes, and checkpoints it keeps: the Trainer keeps every logged step in memory and in every
+checkpoint. The papers' runs take hundreds of steps; 100,000 at a second a step is more than a day."""
 MAX_REPEATS = 1_024
-"""Times a step repeats its work: micro-batches accumulated (``gradient_accumulation_steps``), passes over one
-generation batch (``num_iterations``), dynamic sampling's rounds, batches a loader process prefetches. The presets use
-1 to 4, verl's DAPO recipe 10 rounds."""
+"""Times a step repeats its work (``gradient_accumulation_steps``, ``num_iterations``, dynamic sampling's rounds, a
+loader's prefetch): the presets use 1 to 4, verl's DAPO recipe 10 rounds."""
 MAX_WORKERS = 1_024
 """Data-loading processes (``dataloader_num_workers``): more than the hardware threads of one machine."""
 
@@ -96,64 +89,35 @@ def _pad_multiple(v) -> bool:  # TRL reads "auto" (128 on Neuron, else None) and
     return v is None or v == "auto" or (isinstance(v, str) and v.strip().isdigit()) or _in(1, _INF)[0](v)
 
 
-# GRPOConfig / TrainingArguments fields neither transformers nor TRL range-checks (GRPOConfig.__post_init__ takes
-# each's out-of-range value): name -> (test, allowed). Not here: what theirs refuses with a message naming the field
-# (warmup_steps: TrainingArguments), and the sampling values (temperature, top_p, top_k, min_p, repetition_penalty),
-# which transformers' own logits warpers check (_sampling_problems) and vLLM's SamplingParams with use_vllm=True.
+# the fields neither transformers nor TRL range-checks, by range: name -> (test, allowed). The sampling values are
+# checked by the generator's own code (_sampling_problems)
 _SETTING_RANGES = {
-    "learning_rate": _in(0, _INF),
-    "max_completion_length": _in(1, _INF),
-    "num_generations": _in(2, _INF),
-    "num_generations_eval": _in(1, _INF, none=True),
-    "beta": _in(0, _INF),
-    "epsilon": _in(0, _INF),
-    "epsilon_high": _in(0, _INF, none=True),
-    "num_train_epochs": _in(0, _INF, lo_open=True),
-    "per_device_train_batch_size": _in(1, _INF),
-    "gradient_accumulation_steps": _in(1, MAX_REPEATS),
-    "num_iterations": _in(1, MAX_REPEATS),
-    "steps_per_generation": _in(1, _INF, none=True),
-    "save_steps": _in(0, _INF, lo_open=True),
-    "save_total_limit": _in(1, MAX_STEPS, none=True),
-    "weight_decay": _in(0, _INF),
-    "max_grad_norm": _in(0, _INF),
-    "seed": _in(0, 2**32 - 1),
-    "vllm_gpu_memory_utilization": _in(0, 1, lo_open=True),
-    "vllm_tensor_parallel_size": _in(1, _INF),
-    "adam_beta1": _in(0, 1, hi_open=True),
-    "adam_beta2": _in(0, 1, hi_open=True),
-    "adam_epsilon": _in(0, _INF),
-    "label_smoothing_factor": _in(0, 1, hi_open=True),
-    "logging_steps": _in(0, _INF, lo_open=True),
-    "eval_steps": _in(0, _INF, lo_open=True, none=True),
-    "eval_delay": _in(0, _INF),
-    "per_device_eval_batch_size": _in(1, _INF),
-    "eval_accumulation_steps": _in(1, _INF, none=True),
-    "generation_batch_size": _in(1, _INF, none=True),
-    "dataloader_num_workers": _in(0, MAX_WORKERS),
-    "dataloader_prefetch_factor": _in(1, MAX_REPEATS, none=True),
-    "pad_to_multiple_of": (_pad_multiple, "None, 'auto' or a whole number >= 1"),
-    "ddp_timeout": _in(1, _INF),
-    "neftune_noise_alpha": _in(0, _INF, none=True),
-    "delta": _in(1, _INF, lo_open=True, none=True),  # TRL's two-sided clip: an upper bound on the ratio, above 1
-    "top_entropy_quantile": _in(0, 1),
-    "ref_model_mixup_alpha": _in(0, 1),
-    "ref_model_sync_steps": _in(1, _INF),
-    "num_completions_to_print": _in(0, _INF, none=True),
-    "max_tool_calling_iterations": _in(0, _INF, none=True),
-    "vllm_importance_sampling_cap": _in(0, _INF, lo_open=True, none=True),
-    "vllm_max_model_length": _in(1, _INF, none=True),
-    "vllm_server_timeout": _in(0, _INF, lo_open=True),
-    "vllm_server_port": _in(1, 65535),
-    "vllm_group_port": _in(1, 65535),
-    # qae_lab's own, checked here with the rest
-    "advantage_eps": _in(0, _INF),
-    "entropy_top_k": _in(1, _INF, none=True),
-    "regime_eval_steps": _in(1, _INF, none=True),
-    "regime_eval_samples": _in(1, _INF),
-    "regime_eval_prompts": _in(2, _INF),
-    "dynamic_sampling_max_rounds": _in(1, MAX_REPEATS),
-    "dynamic_sampling_oversample": _in(1, MAX_REPEATS),
+    name: check
+    for check, names in {
+        _in(0, _INF): "learning_rate beta epsilon weight_decay max_grad_norm adam_epsilon eval_delay advantage_eps",
+        _in(0, _INF, none=True): "epsilon_high neftune_noise_alpha num_completions_to_print "
+        "max_tool_calling_iterations",
+        _in(0, _INF, lo_open=True): "num_train_epochs save_steps logging_steps vllm_server_timeout",
+        _in(0, _INF, lo_open=True, none=True): "eval_steps vllm_importance_sampling_cap",
+        _in(1, _INF): "max_completion_length per_device_train_batch_size per_device_eval_batch_size ddp_timeout "
+        "vllm_tensor_parallel_size ref_model_sync_steps regime_eval_samples",
+        _in(1, _INF, none=True): "num_generations_eval steps_per_generation eval_accumulation_steps "
+        "generation_batch_size vllm_max_model_length entropy_top_k regime_eval_steps",
+        _in(2, _INF): "num_generations regime_eval_prompts",
+        _in(1, MAX_REPEATS): "gradient_accumulation_steps num_iterations dynamic_sampling_max_rounds "
+        "dynamic_sampling_oversample",
+        _in(1, MAX_REPEATS, none=True): "dataloader_prefetch_factor",
+        _in(1, MAX_STEPS, none=True): "save_total_limit",
+        _in(0, MAX_WORKERS): "dataloader_num_workers",
+        _in(0, 2**32 - 1): "seed",
+        _in(0, 1): "top_entropy_quantile ref_model_mixup_alpha",
+        _in(0, 1, hi_open=True): "adam_beta1 adam_beta2 label_smoothing_factor",
+        _in(0, 1, lo_open=True): "vllm_gpu_memory_utilization",
+        _in(1, 65535): "vllm_server_port vllm_group_port",
+        _in(1, _INF, lo_open=True, none=True): "delta",  # TRL's two-sided clip: an upper bound on the ratio, above 1
+        (_pad_multiple, "None, 'auto' or a whole number >= 1"): "pad_to_multiple_of",
+    }.items()
+    for name in names.split()
 }
 _VLLM_MODES = ("colocate", "server")
 _VLLM_IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
@@ -220,12 +184,8 @@ _WARPERS = {
 
 
 def _sampling_problems(cfg) -> list[str]:
-    r"""The sampling values (``temperature``, ``top_k``, ``top_p``, ``min_p``, ``repetition_penalty``, or the same
-    keys of ``generation_kwargs``, which TRL applies after them) that the generator would refuse at its first step,
-    in its own words, now. transformers (``use_vllm=False``): its logits warpers' constructors, as ``generate``
-    builds them (``top_k=-1``, vLLM's old "no top-k", and ``temperature=0`` fail there: TRL samples). vLLM: its
-    ``SamplingParams`` where vLLM is installed, and ``temperature`` > 0 in any case: vLLM would decode greedily
-    (0), but TRL divides the logits by it for the log-probs the loss uses (0 gives NaN)."""
+    r"""The sampling values (:data:`_WARPERS`' fields, or ``generation_kwargs``') the generator would refuse at its
+    first step, in its own words (transformers' warpers, or vLLM's ``SamplingParams``), now."""
     kwargs = cfg.generation_kwargs if isinstance(cfg.generation_kwargs, dict) else {}
     values = {name: kwargs.get(name, getattr(cfg, name)) for name in _WARPERS}
     where = {name: f"generation_kwargs.{name}" if name in kwargs else name for name in _WARPERS}
@@ -270,12 +230,7 @@ def _options(hint) -> set:
 
 
 def _check_training_settings(cfg) -> None:
-    r"""Refuse the trainer settings that would fail late or train silently wrong, each named with its range.
-
-    ``max_steps`` must be -1 (train ``num_train_epochs`` epochs) or >= 1: 0 would run one step at
-    learning rate 0 and other negatives silently train by epochs. The sampling values are the generator's own
-    checks (:func:`_sampling_problems`).
-    """
+    """Refuse the trainer settings that would fail late or train silently wrong, each named with its range."""
     bad = []
     for name in _int_fields(type(cfg)):
         value = getattr(cfg, name, None)
@@ -304,11 +259,8 @@ def _check_training_settings(cfg) -> None:
         raise ValueError("; ".join(bad))
 
 
-# what model_init_kwargs may hold (TRL passes it to from_pretrained for the policy, the reference model and reward
-# models): every keyword transformers' PreTrainedModel.from_pretrained documents or reads (transformers 5.x: its
-# docstring and its kwargs.pop calls), and use_cache (a config attribute it forwards), less the internal ones
-# (_commit_hash, _from_auto, _from_pipeline) and those in MODEL_INIT_CODE, refused by name; attn_implementation and
-# experts_implementation: transformers' own only, trust_remote_code false only, weights_only true only (refuse_...)
+# what model_init_kwargs may hold (TRL hands it to from_pretrained): every keyword transformers 5.x's from_pretrained
+# documents or reads, and use_cache, less the internal ones and MODEL_INIT_CODE's, refused by name
 MODEL_INIT_CODE = {
     "use_kernels": "loads kernels from the Hub (the kernels package), code no one here wrote",
     "kernel_config": "maps layers to kernels from the Hub, code no one here wrote",
@@ -325,10 +277,8 @@ MODEL_INIT_KEYS = tuple(
     tp_plan tp_size trust_remote_code use_cache use_safetensors variant weights_only
     """.split()
 )
-# what generation_kwargs may hold: TRL hands it to transformers' GenerationConfig (use_vllm=False) or to vLLM's
-# SamplingParams (use_vllm=True), both as grpo_config.py's help says. The fields of GenerationConfig (the installed
-# transformers), and every input field of SamplingParams (vLLM 0.31, vllm/sampling_params.py: the range TRL 1.16's
-# vllm extra allows; n: 1 only); not the arguments of generate() that fetch or run code (custom_generate, ...)
+# what generation_kwargs may hold: the fields of transformers' GenerationConfig and every input of vLLM 0.31's
+# SamplingParams (TRL hands it to one or the other); not generate()'s arguments that fetch or run code (custom_generate)
 VLLM_SAMPLING_KEYS = tuple(
     """
     n presence_penalty frequency_penalty repetition_penalty temperature top_p top_k min_p seed stop
@@ -347,11 +297,9 @@ GENERATION_KEYS = tuple(
 )
 
 
-# Every GRPOConfig option that TRL reads in the code QAETrainer may replace (TRL's _compute_loss, replaced by
-# qae_lab.loss.grpo_loss under token weighting, Clip-Cov / KL-Cov or the sparse update, and the advantage computation of
-# _generate_and_score_completions), with how QAETrainer honours it or why it refuses a value, and the tests that show
-# it; tests/train/test_trl_options.py checks the list against TRL's source. Every other option is read by TRL code
-# that QAETrainer calls unchanged.
+# Every GRPOConfig option TRL reads in the code QAETrainer may replace (_compute_loss, the advantages of
+# _generate_and_score_completions), with how it is honoured or why a value is refused, and the tests that show it
+# (tests/train/test_trl_options.py checks the list against TRL's source). TRL reads every other option unchanged.
 _OFF = "tests/train/test_trl_options.py::test_each_loss_option_off_default_is_trls_and_changes_the_step"
 _TRL_LOSS = (
     "TRL's own loss of QAE's advantages (uses_trl_loss), unchanged: "
@@ -417,16 +365,10 @@ def _unknown_keys(mapping, name: str, allowed: tuple[str, ...]) -> str | None:
     return None
 
 
-# the mapping settings that TRL reads from a JSON string (TrainingArguments._VALID_DICT_FIELDS) and that must be a
-# mapping once it has: the others there (deepspeed, fsdp_config, accelerator_config) also take a file's path
-_MAPPINGS = (
-    "model_init_kwargs",
-    "generation_kwargs",
-    "chat_template_kwargs",
-    "transformers_continuous_batching_config",
-    "lr_scheduler_kwargs",
-    "activation_checkpointing_kwargs",
-    "gradient_checkpointing_kwargs",
+# the mapping settings TRL reads from a JSON string (TrainingArguments._VALID_DICT_FIELDS) that take no file's path
+_MAPPINGS = tuple(
+    """model_init_kwargs generation_kwargs chat_template_kwargs transformers_continuous_batching_config
+    lr_scheduler_kwargs activation_checkpointing_kwargs gradient_checkpointing_kwargs""".split()
 )
 _PATHS = ("output_dir", "logging_dir")  # the folders a run writes
 RUN_PATH_ROOM = 512
@@ -436,11 +378,9 @@ _FILES = ("deepspeed", "fsdp_config", "accelerator_config")  # JSON files transf
 
 
 def refuse_code_and_credentials(cfg, *, read: bool = True) -> None:
-    r"""Refuse the settings that would run code from elsewhere or hold a credential (module docstring): each
-    named, with what to do instead, never with a credential's value. ``read``: TRL's ``__post_init__`` has run, so a
-    mapping setting given as a JSON string is a mapping now, and one still a string is refused. QAEConfig calls it
-    before and after TRL's ``__post_init__``, and QAETrainer again on the config it is handed (a field can be
-    changed after the config is built)."""
+    r"""Refuse, each named with what to do instead, the settings that would run code from elsewhere or hold a
+    credential (never repeating its value). ``read``: TRL's ``__post_init__`` has run, so a mapping setting still a
+    string is refused. QAETrainer calls it again on its config (a field can change after the config is built)."""
     if read:
         for name in _MAPPINGS:
             value = getattr(cfg, name, None)
@@ -515,10 +455,8 @@ def _mapping_fields(cls) -> dict[str, bool]:
 
 
 def _normalise(cfg) -> None:
-    """Every setting in one form before any check: numbers as Python's own (:func:`qae_lab._checks.plain_value`:
-    numpy, torch and Decimal numbers, inside lists and mappings too), a mapping's JSON object string read as JSON
-    (:func:`qae_lab._checks.json_mapping`, as the command line and a file read it), a value among its field's choices
-    (transformers' ``choices``, which its own parser alone enforces), the run's folders as usable paths."""
+    """Every setting in one form before any check: numbers as Python's own (:func:`~qae_lab._checks.plain_value`), a
+    JSON object string read as a mapping, a value among its field's ``choices``, the run's folders as usable paths."""
     mappings = _mapping_fields(type(cfg))
     for f in dataclasses.fields(cfg):
         if not f.init:
@@ -552,8 +490,7 @@ def _normalise(cfg) -> None:
 
 
 def _check_tracker_folder(cfg) -> None:
-    """TensorBoard writes inside the run folder only under ``runs/`` (the run's own, which ``--overwrite`` deletes and
-    a resume keeps): a ``logging_dir`` (transformers 5.0) elsewhere in it would outlive the run it belongs to."""
+    """Refuse a ``logging_dir`` inside the run folder but outside its ``runs/``, which ``--overwrite`` would leave."""
     for name, logging_dir in (
         ("logging_dir", getattr(cfg, "logging_dir", None)),
         ("TENSORBOARD_LOGGING_DIR", os.environ.get("TENSORBOARD_LOGGING_DIR")),  # transformers' override (>= 5.1)
@@ -570,10 +507,8 @@ def _check_tracker_folder(cfg) -> None:
 
 
 def uses_trl_loss(cfg) -> bool:
-    r"""Whether QAETrainer computes ``cfg``'s loss with TRL's own ``_compute_loss`` (QAE's advantages in its batch):
-    for TRL's loss types that :mod:`qae_lab.loss` does not reduce (:data:`~qae_lab.methods.TRL_LOSS_TYPES`) and for
-    TRL's loss options it does not compute (``off_policy_mask_threshold``, ``use_adaptive_entropy``). QAE changes only
-    the advantages, so these compose with it; token weighting and the covariance penalties need qae_lab's loss.
+    r"""Whether QAETrainer computes ``cfg``'s loss with TRL's own ``_compute_loss`` on QAE's advantages: for
+    :data:`~qae_lab.methods.TRL_LOSS_TYPES` and the options :mod:`qae_lab.loss` does not compute.
 
     >>> import types
     >>> uses_trl_loss(types.SimpleNamespace(loss_type="cispo", off_policy_mask_threshold=None, use_adaptive_entropy=False))
@@ -612,8 +547,7 @@ def check_lab_loss_options(cfg, **values) -> None:
 
 
 def _vllm_generates(cfg) -> None:
-    r"""With ``use_vllm=True``, switch off the settings of transformers' ``generate`` (vLLM samples instead)
-    and say so in a ``UserWarning``, so that the config and its ``to_dict()`` hold what is in force."""
+    r"""With ``use_vllm=True``, switch off the settings of transformers' ``generate``, saying so in a ``UserWarning``."""
     on = {name: getattr(cfg, name) for name, off in _TRANSFORMERS_GENERATION.items() if getattr(cfg, name) != off}
     if not cfg.use_vllm or not on:
         return
@@ -629,12 +563,14 @@ def _vllm_generates(cfg) -> None:
     )
 
 
+def _field(help: str, **kw):
+    """A dataclass field with ``help``: what ``--help`` prints (transformers' parser reads ``metadata["help"]``)."""
+    return field(metadata={"help": help}, **kw)
+
+
 @dataclass
 class QAEConfig(GRPOConfig):
-    r"""``trl.GRPOConfig`` plus the knobs of QAE and SA-AH-GRPO. Std scaling is TRL's
-    ``scale_rewards`` ("group" | "batch" | "none"), read by the QAE estimator too.
-
-    Every setting is checked when the config is built; an error names the field and its range.
+    r"""``trl.GRPOConfig`` plus the knobs of QAE and SA-AH-GRPO, every setting checked when the config is built.
 
     >>> cfg = QAEConfig(output_dir="runs/doc", use_cpu=True, report_to=[], quantile_k=0.6, token_weighting="sa_ah")
     >>> cfg.baseline, cfg.quantile_k, cfg.token_weighting, cfg.alpha
@@ -647,111 +583,82 @@ class QAEConfig(GRPOConfig):
     # the live knobs: qae_lab.knobs.Knobs' fields (help, default) and validate_knobs (range)
     baseline: str = knob_field("baseline")
     quantile_k: float = knob_field("quantile_k")
-    quantile_method: str = field(
+    quantile_method: str = _field(
+        "'paper' (ceil(K*G)-th smallest reward) or 'linear' (torch.quantile, as QAE's code).",
         default=methods.DEFAULT_QUANTILE_METHOD,
-        metadata={"help": "'paper' (ceil(K*G)-th smallest reward) or 'linear' (torch.quantile, as QAE's code)."},
     )
-    advantage_eps: float = field(default=1e-4, metadata={"help": "Added to the std when scaling (TRL uses 1e-4)."})
+    advantage_eps: float = _field("Added to the std when scaling (TRL uses 1e-4).", default=1e-4)
     token_weighting: str = knob_field("token_weighting")
     alpha: float = knob_field("alpha")
-    entropy_top_k: int | None = field(
+    entropy_top_k: int | None = _field(
+        "H~_t of the horizon weights: None for the loss forward's exact entropy, k for SA-AH's top-k estimate "
+        "H_topk / log V (arXiv 2606.05434: k = 500; an extra no-grad LM-head projection).",
         default=None,
-        metadata={
-            "help": "H~_t of the horizon weights: None for the loss forward's exact entropy, k for SA-AH's top-k "
-            "estimate H_topk / log V (arXiv 2606.05434: k = 500; an extra no-grad LM-head projection)."
-        },
     )
-    sparse_update: bool = field(
+    sparse_update: bool = _field(
+        "Skip the forward/backward of responses with advantage exactly 0 (same gradient); dense when beta != 0 or "
+        "an entropy bonus is on.",
         default=True,
-        metadata={
-            "help": "Skip the forward/backward of responses with advantage exactly 0 (same gradient); dense "
-            "when beta != 0 or an entropy bonus is on."
-        },
     )
-    success_threshold: float = field(
+    success_threshold: float = _field(
+        "Score of success_reward at or above which a response is a success in the qae/* metrics (0.5 for a 0/1 "
+        "reward, 5.0 for SA-AH's composite one).",
         default=methods.DEFAULT_SUCCESS_THRESHOLD,
-        metadata={
-            "help": "Score of success_reward at or above which a response is a success in the qae/* metrics "
-            "(0.5 for a 0/1 reward, 5.0 for SA-AH's composite one)."
-        },
     )
-    success_reward: str | None = field(
+    success_reward: str | None = _field(
+        "The reward function (as TRL names it) whose own score decides a success. None: the only one; with "
+        "several, the weighted sum, and the trainer warns.",
         default=None,
-        metadata={
-            "help": "The reward function (as TRL names it) whose own score decides a success. None: the only "
-            "one; with several, the weighted sum, and the trainer warns."
-        },
     )
-    fast_generation: bool = field(
+    fast_generation: bool = _field(
+        "Sample in eval mode with LoRA merged, restored bit-exactly after (qae_lab.train.generation). "
+        "Transformers generation only.",
         default=False,
-        metadata={
-            "help": "Sample in eval mode with LoRA merged, restored bit-exactly after "
-            "(qae_lab.train.generation.generation_policy). Transformers generation only."
-        },
     )
-    compile_generation: bool = field(
+    compile_generation: bool = _field(
+        "Let transformers compile the decode step (TRL passes disable_compile=True); with "
+        "cache_implementation='static' on a GPU. Transformers generation only.",
         default=False,
-        metadata={
-            "help": "Let transformers compile the decode step (TRL passes disable_compile=True); with "
-            "cache_implementation='static' on a GPU. Transformers generation only."
-        },
     )
-    advantage_mask: str = field(
-        default="none",
-        metadata={"help": "'none', 'pos' (POS-MASK: only A > 0 responses train) or 'neg' (NEG-MASK: only A < 0)."},
+    advantage_mask: str = _field(
+        "'none', 'pos' (POS-MASK: only A > 0 responses train) or 'neg' (NEG-MASK: only A < 0).", default="none"
     )
     # Cui et al. 2025 (arXiv 2505.22617), qae_lab.entropy_controls
-    cov_penalty: str = field(
-        default=methods.DEFAULT_COV_PENALTY, metadata={"help": "'none', 'clip_cov' or 'kl_cov' (Cui et al. 2025)."}
-    )
-    clip_cov_ratio: float = field(
+    cov_penalty: str = _field("'none', 'clip_cov' or 'kl_cov'.", default=methods.DEFAULT_COV_PENALTY)
+    clip_cov_ratio: float = _field(
+        "Clip-Cov: fraction of tokens detached, in (0, 1] (paper 2e-4; at least one).",
         default=methods.DEFAULT_CLIP_COV_RATIO,
-        metadata={"help": "Clip-Cov: fraction of tokens detached, in (0, 1] (paper 2e-4; at least one)."},
     )
-    clip_cov_lb: float = field(
-        default=methods.DEFAULT_CLIP_COV_LB, metadata={"help": "Clip-Cov: covariance band's low end."}
-    )
-    clip_cov_ub: float = field(
-        default=methods.DEFAULT_CLIP_COV_UB, metadata={"help": "Clip-Cov: covariance band's top end."}
-    )
-    kl_cov_ratio: float = field(
+    clip_cov_lb: float = _field("Clip-Cov: covariance band's low end.", default=methods.DEFAULT_CLIP_COV_LB)
+    clip_cov_ub: float = _field("Clip-Cov: covariance band's top end.", default=methods.DEFAULT_CLIP_COV_UB)
+    kl_cov_ratio: float = _field(
+        "KL-Cov: fraction of tokens penalised, in (0, 1] (paper 2e-4 to 2e-3; at least one).",
         default=methods.DEFAULT_KL_COV_RATIO,
-        metadata={"help": "KL-Cov: fraction of tokens penalised, in (0, 1] (paper 2e-4 to 2e-3; at least one)."},
     )
-    kl_cov_coef: float = field(
-        default=methods.DEFAULT_KL_COV_COEF, metadata={"help": "KL-Cov: weight of |log pi - log pi_old|, >= 0."}
-    )
-    regime_eval_steps: int | None = field(
+    kl_cov_coef: float = _field("KL-Cov: weight of |log pi - log pi_old|, >= 0.", default=methods.DEFAULT_KL_COV_COEF)
+    regime_eval_steps: int | None = _field(
+        "Every this many steps (and before the first and after the last) log a fixed held-out prompt set's "
+        "entropy and success by start regime (regime_eval/*, qae_lab.train.regime_eval). None: off.",
         default=None,
-        metadata={
-            "help": "Every this many steps (and before the first and after the last) log a fixed held-out prompt "
-            "set's entropy and success by start regime (regime_eval/*, qae_lab.train.regime_eval). None: off."
-        },
     )
-    regime_eval_samples: int = field(
-        default=8, metadata={"help": "Completions per held-out prompt at each regime evaluation (the start split: 4x)."}
+    regime_eval_samples: int = _field(
+        "Completions per held-out prompt at each regime evaluation (the start split: 4x).", default=8
     )
-    regime_eval_prompts: int = field(
-        default=64, metadata={"help": "Held-out prompts of the regime evaluation (the first of the run's)."}
-    )
-    dynamic_sampling: bool = field(
+    regime_eval_prompts: int = _field("Held-out prompts of the regime evaluation (the first of the run's).", default=64)
+    dynamic_sampling: bool = _field(
+        "DAPO's dynamic sampling (arXiv 2503.14476, sec. 3.2): drop groups whose advantages are all 0 and refill "
+        "from the epoch's next prompts (qae_lab.train.dynamic_sampling). One process.",
         default=False,
-        metadata={
-            "help": "DAPO's dynamic sampling (arXiv 2503.14476, sec. 3.2): drop groups whose advantages are all 0 "
-            "and refill from the epoch's next prompts (qae_lab.train.dynamic_sampling). One process."
-        },
     )
-    dynamic_sampling_max_rounds: int = field(
-        default=10,
-        metadata={"help": "Generation rounds a batch may take (verl's DAPO: 10); then groups without signal fill it."},
+    dynamic_sampling_max_rounds: int = _field(
+        "Generation rounds a batch may take (verl's DAPO: 10); then groups without signal fill it.", default=10
     )
-    dynamic_sampling_oversample: float = field(
-        default=1.0,
-        metadata={"help": "Each refill generates for ceil(this x groups still needed) prompts (verl's DAPO: 3)."},
+    dynamic_sampling_oversample: float = _field(
+        "Each refill generates for ceil(this x groups still needed) prompts (verl's DAPO: 3).", default=1.0
     )
-    reflection_words: list[str] = field(
+    reflection_words: list[str] = _field(
+        "Words counted as reflective in the behaviour/reflect_* metrics (whole words, any case).",
         default_factory=lambda: list(REFLECTION_WORDS),
-        metadata={"help": "Words counted as reflective in the behaviour/reflect_* metrics (whole words, any case)."},
     )
 
     def __post_init__(self):
@@ -768,8 +675,7 @@ class QAEConfig(GRPOConfig):
         check_choice(self.vllm_mode, "vllm_mode", _VLLM_MODES)
         check_choice(self.vllm_importance_sampling_mode, "vllm_importance_sampling_mode", _VLLM_IS_MODES)
         _vllm_generates(self)  # fast_generation / compile_generation / cache_implementation off when vLLM samples
-        # QAETrainer computes the loss itself (qae_lab.loss.grpo_loss) for LOSS_TYPES; for TRL's other loss types and
-        # loss options it hands QAE's advantages to TRL's own loss (uses_trl_loss), which has no token weighting
+        # LOSS_TYPES: qae_lab.loss.grpo_loss; TRL's others: TRL's own loss on QAE's advantages (uses_trl_loss)
         check_choice(self.loss_type, "loss_type", LOSS_TYPES + TRL_LOSS_TYPES)
         check_weighting_loss_type(self.token_weighting, self.loss_type)
         check_lab_loss_options(self)
@@ -788,9 +694,8 @@ class QAEConfig(GRPOConfig):
             )
         for name in ("clip_cov_ratio", "kl_cov_ratio"):
             check_ratio(getattr(self, name), name)
-        if not check_finite_scalar(self.clip_cov_lb, "clip_cov_lb") < check_finite_scalar(
-            self.clip_cov_ub, "clip_cov_ub"
-        ):
+        lb, ub = (check_finite_scalar(getattr(self, name), name) for name in ("clip_cov_lb", "clip_cov_ub"))
+        if not lb < ub:
             raise ValueError(f"clip_cov_lb must be < clip_cov_ub, got {self.clip_cov_lb} and {self.clip_cov_ub}")
         if not check_finite_scalar(self.kl_cov_coef, "kl_cov_coef") >= 0:
             raise ValueError(f"kl_cov_coef must be >= 0, got {self.kl_cov_coef}")
@@ -812,10 +717,8 @@ _QAE_DEFAULTS_SAID = (
 
 
 def as_qae_config(args, model) -> QAEConfig:
-    r"""The :class:`QAEConfig` that :class:`~qae_lab.train.trainer.QAETrainer` trains with, given what a
-    ``GRPOTrainer`` takes as ``args``: a QAEConfig as it is; a ``GRPOConfig`` as a QAEConfig with every field it set
-    and QAE's own fields at their defaults; None as TRL does (``GRPOConfig(f"{model_name}-GRPO")``), named
-    ``{model_name}-QAE``. The last two say so in one ``UserWarning`` naming what QAE adds.
+    r"""The :class:`QAEConfig` QAETrainer trains with, given ``GRPOTrainer``'s ``args``: a QAEConfig as it is; a
+    ``GRPOConfig``, or None (named ``{model_name}-QAE``), with QAE's fields at their defaults and a ``UserWarning``.
 
     >>> import warnings
     >>> with warnings.catch_warnings(record=True) as said:

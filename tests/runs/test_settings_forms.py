@@ -564,7 +564,7 @@ _PW = "https://u:pw@h"
         # Planted: admit(name, None) in sets and in value -> fails
         (lambda p: p.sets(["hub_token=x"]), r"^--set hub_token: hub_token carries a credential"),
         (lambda p: p.typed({"hub_token": "x"}, "run.yaml"), r"^run\.yaml: hub_token carries a credential"),
-        # Planted: _credential_refusal(raw, None, ...) / (raw, name, None) in sets, (value, None / name, None) in
+        # Planted: _refuse_credential(raw, None, ...) / (raw, name, None) in sets, (value, None / name, None) in
         # value -> "None is an address" / "None: ..." -> fails
         (
             lambda p: p.sets([f"vllm_server_base_url={_PW}"]),
