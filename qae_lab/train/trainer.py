@@ -1,23 +1,18 @@
-r"""QAE and SA-AH-GRPO inside TRL's ``GRPOTrainer``: a thin subclass (its checkpoints staged by
-:class:`qae_lab.train.staged.StagedCheckpoints`).
+r"""QAE and SA-AH-GRPO inside TRL's ``GRPOTrainer``: a thin subclass (checkpoints staged by
+:class:`qae_lab.train.staged.StagedCheckpoints`); generation, vLLM, PEFT and accelerate/DeepSpeed stay TRL's.
 
-Where QAE leaves the loss alone (no token weighting, no covariance penalty, no sparse update in force) one update is
-TRL's own ``_compute_loss`` of QAE's advantages; otherwise it is :func:`qae_lab.loss.grpo_loss`, a pure function (read
-it first). This class only gathers tensors for it and logs what it returns; generation, vLLM, PEFT and
-accelerate/DeepSpeed stay TRL's:
-
-* advantages: :func:`qae_lab.advantages.group_advantages` on the rewards TRL gathered across
-  processes (POS/NEG-MASK: :func:`qae_lab.entropy_controls.sign_masked_advantages`), sliced per
-  process into the generation batch TRL returns, with each response's QAE regime (``prompt_hard``);
-  TRL's completion table's ``advantages`` column holds them (what trained), not TRL's mean-baseline ones;
-* TRL's loss (:meth:`QAETrainer._trl_loss_step`): TRL's code and metrics; ``ledger/*`` and ``entropy/*`` from
-  TRL's own forward. qae_lab's: TRL's forward, then :func:`qae_lab.loss.grpo_loss` with a
+* advantages: :func:`qae_lab.advantages.group_advantages` on the rewards TRL gathered across processes (POS/NEG-MASK:
+  :func:`qae_lab.entropy_controls.sign_masked_advantages`), sliced per process into TRL's generation batch with each
+  response's QAE regime (``prompt_hard``); the completion table's ``advantages`` column holds them (what trained);
+* the loss: where QAE leaves it alone (no token weighting, covariance penalty or sparse update) TRL's own
+  ``_compute_loss`` of QAE's advantages (:meth:`QAETrainer._trl_loss_step`; ``ledger/*`` and ``entropy/*`` from its
+  forward); otherwise TRL's forward, then :func:`qae_lab.loss.grpo_loss` (a pure function: read it first) with a
   :class:`qae_lab.loss.LossSettings` of the config and the knobs in force, TRL's metrics reduced as TRL reduces them;
 * sparse update: rows with A_i = 0 left out of the forward and backward, kept in the loss's denominators
   (:class:`qae_lab.loss.LossScale`) and in TRL's metrics, so gradient and readouts are a dense update's; one
   forward without a graph gives the left-out rows' entropies (``entropy``: every completion token);
-* the knobs in force travel with each checkpoint (:class:`KnobsCheckpoint`, in transformers'
-  ``trainer_state.json``) and come back on resume unless the resumed config changes them.
+* the knobs in force travel with each checkpoint (:class:`KnobsCheckpoint`) and come back on resume unless the
+  resumed config changes them.
 
 Implementer's notes: docs/implementation.md, section ``qae_lab.train.trainer``.
 """
@@ -46,11 +41,7 @@ from qae_lab.methods import check_weighting_loss_type
 from qae_lab.metric_names import (
     ADVANTAGE_STAT_METRICS,
     BEHAVIOUR_PREFIX,
-    DYNAMIC_SAMPLING_GENERATIONS,
-    DYNAMIC_SAMPLING_GROUPS_DROPPED,
-    DYNAMIC_SAMPLING_GROUPS_WITHOUT_SIGNAL,
-    DYNAMIC_SAMPLING_ROUNDS,
-    DYNAMIC_SAMPLING_ZERO_ADV_FRAC,
+    DYNAMIC_SAMPLING_METRICS,
     ENTROPY_EASY,
     ENTROPY_HARD,
     ENTROPY_UPDATED_EASY,
@@ -90,13 +81,8 @@ _TRIMMABLE = {
     "ref_per_token_logps",
     "importance_sampling_ratio",
 }
-_LOGIT_RESCALERS = (
-    "final_logit_softcapping",
-    "logit_scale",
-    "output_multiplier",
-    "lm_head_multiplier",
-    "logits_scaling",
-)
+# config fields by which a model rescales its logits after the LM head (entropy_top_k's projection would miss them)
+_LOGIT_RESCALERS = "final_logit_softcapping logit_scale output_multiplier lm_head_multiplier logits_scaling".split()
 # the multimodal inputs TRL 1.16's forward takes (None for text models)
 _FORWARD_EXTRAS = (
     "pixel_values",
@@ -311,15 +297,11 @@ class _Scoring:
 class QAETrainer(StagedCheckpoints, GRPOTrainer):
     r"""``GRPOTrainer`` with QAE advantages, SA-AH/AH horizon weights, sparse updates and fast generation.
 
-    The knobs (``quantile_k``, ``alpha``, ``baseline``, ``token_weighting``) are one frozen
-    :class:`qae_lab.knobs.Knobs` value, :attr:`knobs`; :meth:`set_knobs` swaps in a new one
-    between steps (e.g. from a widget or callback); the next generation / loss reads it, and
-    ``qae/k`` and ``saah/alpha`` log what was used.
+    The knobs (``quantile_k``, ``alpha``, ``baseline``, ``token_weighting``) are one frozen :class:`qae_lab.knobs.Knobs`,
+    :attr:`knobs`; :meth:`set_knobs` swaps in a new one between steps; ``qae/k`` and ``saah/alpha`` log what was used.
 
-    Tested with trl 1.16.0 only (pyproject caps trl below 1.17); ``train``, ``_save_checkpoint`` and
-    ``_get_output_dir`` (transformers) come from :class:`~qae_lab.train.staged.StagedCheckpoints`;
-    every private member of TRL and transformers it touches is in :data:`PRIVATE_MEMBERS`, with why (a missing one is
-    named when the trainer is made); these public TRL attributes are read: ``epsilon_low``, ``epsilon_high``,
+    Tested with trl 1.16.0 only; every private member of TRL and transformers it touches is in
+    :data:`PRIVATE_MEMBERS`, with why; these public TRL attributes are read: ``epsilon_low``, ``epsilon_high``,
     ``importance_sampling_level``, ``current_gradient_accumulation_steps``, ``reward_weights``, ``num_generations``,
     ``num_generations_eval``, ``scale_rewards``, ``loss_type``, ``beta``, ``temperature``, ``top_entropy_quantile``
     (and ``get_high_entropy_mask``), ``entropy_coef``, ``aux_loss_enabled``, ``router_aux_loss_coef``, ``use_vllm``,
@@ -333,10 +315,9 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
     @trl_deprecation_hidden()  # PEFT's wrapping reads a deprecated alias: that one warning, in here only
     def __init__(self, *args, **kwargs):
         _check_private_members(GRPOTrainer)  # the methods, before anything loads
-        # before TRL's __init__ loads anything: the config (again: a field may have changed since it was built) and a
-        # model given by name (its config.json may name a kernel from the Hub)
+        # before TRL's __init__ loads anything, checked: the config (a GRPOConfig or none becomes a QAEConfig of its
+        # settings and QAE's defaults) and a model given by name (its config.json may name a kernel from the Hub)
         args, kwargs = list(args), dict(kwargs)
-        # a GRPOConfig or none, as GRPOTrainer takes: a QAEConfig of its settings and QAE's defaults, said once
         config = as_qae_config(
             kwargs.get("args", args[2] if len(args) > 2 else None), args[0] if args else kwargs.get("model")
         )
@@ -405,11 +386,8 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
 
     # ---------------------------------------------------------------- live knobs
     def set_knobs(self, knobs: Knobs | None = None, **changes) -> Knobs:
-        r"""Put ``knobs`` (a :class:`~qae_lab.knobs.Knobs`, e.g. the live controls' value) and/or
-        ``changes`` to any of quantile_k, alpha, baseline, token_weighting in force from the next step.
-
-        Validated before anything changes; the swap is one reference, so a step reads the old
-        knobs or the new ones, never a mix. Returns the knobs now in force.
+        r"""Put ``knobs`` (e.g. the live controls' value) and/or ``changes`` to its fields in force from the next step,
+        validated first; the swap is one reference, so a step reads the old knobs or the new ones, never a mix.
 
         >>> import tempfile
         >>> from qae_lab.task import data, models, rewards
@@ -434,9 +412,9 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         return new
 
     def add_step_metrics(self, metrics: dict[str, float]) -> None:
-        r"""Log ``metrics`` in the row of the training step now running, beside TRL's and qae_lab's own (TRL
-        averages each over the logging window, as it does its own). For callbacks that measure between steps
-        (:class:`qae_lab.train.regime_eval.RegimeEval`); call it from ``on_step_begin`` or during the step.
+        r"""Log ``metrics`` in the row of the training step now running (TRL averages each over the logging window),
+        for callbacks that measure between steps (:class:`~qae_lab.train.regime_eval.RegimeEval`): call it from
+        ``on_step_begin`` or during the step.
 
         >>> import types
         >>> trainer = types.SimpleNamespace(_metrics={"train": {}})
@@ -489,12 +467,10 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
                 found += int(signal[-1].sum())
         batch, short = assemble(calls, signal, g, n_groups, _pad_token_id(self.processing_class))
         generated = sum(int(s.numel()) for s in signal)  # groups generated over all rounds
-        metrics = self._metrics["train"]
-        metrics[DYNAMIC_SAMPLING_ROUNDS].append(float(rounds))
-        metrics[DYNAMIC_SAMPLING_GENERATIONS].append(float(generated * g))
-        metrics[DYNAMIC_SAMPLING_GROUPS_DROPPED].append(float(generated - found))
-        metrics[DYNAMIC_SAMPLING_GROUPS_WITHOUT_SIGNAL].append(float(short))
-        metrics[DYNAMIC_SAMPLING_ZERO_ADV_FRAC].append(float((batch["advantages"] == 0).float().mean()))
+        # rounds, generations, groups dropped, groups without signal, zero-advantage share (DYNAMIC_SAMPLING_METRICS)
+        values = (rounds, generated * g, generated - found, short, (batch["advantages"] == 0).float().mean())
+        for name, value in zip(DYNAMIC_SAMPLING_METRICS, values):
+            self._metrics["train"][name].append(float(value))
         return batch
 
     def _generate_round(self, inputs, mode: str, g: int) -> dict:
@@ -509,12 +485,8 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         device = out["completion_ids"].device
         self._log_behaviour(out, scoring, self._metrics[mode])
         _replace_last(self._logs["advantages"], scoring.advantages.tolist())  # the completion table: what trained
-        # a new dict: TRL's own batch is not edited
-        return {
-            **out,
-            "advantages": scoring.advantages[local].to(device),
-            "prompt_hard": scoring.hard[local].to(device),
-        }
+        adv, hard = scoring.advantages[local].to(device), scoring.hard[local].to(device)
+        return {**out, "advantages": adv, "prompt_hard": hard}  # a new dict: TRL's own batch is not edited
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
