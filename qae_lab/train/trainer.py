@@ -155,10 +155,9 @@ def _pad_token_id(processing_class) -> int:
 def entropy_token_sums(
     entropies: torch.Tensor, mask: torch.Tensor, advantages: torch.Tensor, hard_rows: torch.Tensor | None = None
 ) -> torch.Tensor:
-    r"""The token sums behind the entropy metrics of one micro-batch (or of some of its rows), (8,):
-    ``[sum_hard, n_hard, sum_easy, n_easy]`` (:func:`qae_lab.regimes.regime_token_sums`) over every row, then over
-    the updated rows (A_i != 0). (B, T) entropies H_t (summed in at least float32) and mask, (B,) advantages that
-    trained, (B,) bool ``hard_rows`` (None: every row easy). Sums of parts (rows kept and left out; processes) add.
+    r"""The token sums behind one micro-batch's entropy metrics, (8,): :func:`qae_lab.regimes.regime_token_sums`
+    over every row, then over the updated rows (A_i != 0). (B, T) entropies H_t (summed in at least float32) and
+    mask, (B,) advantages, (B,) bool ``hard_rows`` (None: every row easy). Sums of parts and processes add.
 
     >>> h = torch.tensor([[1.0, 3.0], [2.0, 9.0], [4.0, 4.0]])
     >>> m = torch.tensor([[1.0, 1.0], [1.0, 0.0], [1.0, 1.0]])
@@ -173,11 +172,9 @@ def entropy_token_sums(
 
 
 def entropy_metrics(sums: torch.Tensor, split: bool = True) -> dict[str, float]:
-    r"""The entropy metrics from :func:`entropy_token_sums` (added over parts and processes).
-
-    ``entropy`` is TRL's: the mean over every completion token, the count clamped at 1 as TRL clamps it;
-    ``entropy/updated_rows`` the mean over the rows with A_i != 0 (NaN when there is none: TRL's ``log`` leaves
-    NaN out of its average); with ``split``, each regime's mean where the regime has tokens.
+    r"""The entropy metrics from :func:`entropy_token_sums`: TRL's ``entropy`` (every completion token, the count
+    clamped at 1 as TRL does); ``entropy/updated_rows`` (NaN without such rows: TRL's ``log`` averages NaN out); with
+    ``split``, each regime's mean where it has tokens.
 
     >>> entropy_metrics(torch.tensor([6.0, 3.0, 8.0, 2.0, 4.0, 2.0, 8.0, 2.0]))
     {'entropy': 2.8, 'entropy/updated_rows': 3.0, 'entropy/hard': 2.0, 'entropy/easy': 4.0, 'entropy/updated_rows/hard': 2.0, 'entropy/updated_rows/easy': 4.0}
@@ -195,8 +192,8 @@ def entropy_metrics(sums: torch.Tensor, split: bool = True) -> dict[str, float]:
 
 
 def _replace_last(logged, values: list) -> None:
-    r"""Replace the last ``len(values)`` entries of ``logged`` (a deque, perhaps bounded) by ``values``, in order: TRL
-    has just appended the gathered batch's mean-baseline advantages there; the table gets those that trained.
+    r"""Replace the last ``len(values)`` entries of ``logged`` (a deque, perhaps bounded) by ``values``: TRL has just
+    appended its mean-baseline advantages there; the completion table gets those that trained.
 
     >>> from collections import deque
     >>> d = deque([9.0, 1.0, 2.0], maxlen=3); _replace_last(d, [0.5, -0.5]); d
@@ -234,9 +231,8 @@ def _prompt_key(row: dict) -> str:
 
 
 class KnobsCheckpoint(transformers.TrainerCallback, ExportableState):
-    """Puts the knobs in force, and those of the trainer's config, in each checkpoint: transformers writes
-    :meth:`state` into ``trainer_state.json`` (``stateful_callbacks``); :class:`_StepFromState` reads them back when a
-    resumed run begins (:func:`qae_lab.knobs.resumed_knobs`)."""
+    """Puts the knobs in force, and the config's, in each checkpoint's ``trainer_state.json`` (``stateful_callbacks``);
+    :class:`_StepFromState` reads them back when a resumed run begins."""
 
     def __init__(self, trainer=None):
         self.trainer = trainer  # None only where transformers remakes it (restore_callback_states_from_checkpoint)
@@ -252,13 +248,10 @@ class KnobsCheckpoint(transformers.TrainerCallback, ExportableState):
 
 
 class _StepFromState(transformers.TrainerCallback):
-    """Sets TRL's micro-batch counter ``_step`` and the knobs from the trainer's state when training begins.
-
-    ``_step``: the micro-batches of the optimizer steps done (``global_step`` x accumulation). A new trainer starts it
-    at 0, so a resumed run would generate, reuse a generation batch (``num_iterations``, ``steps_per_generation``) and
-    seed dynamic sampling's refills at other steps than the uninterrupted run did; from its state it keeps their
-    schedule. The knobs: those the checkpoint recorded (:class:`KnobsCheckpoint`), but for a knob the resumed config
-    changes (:func:`qae_lab.knobs.resumed_knobs`), in force from the first resumed step."""
+    """Sets TRL's micro-batch counter ``_step`` (``global_step`` x accumulation: a new trainer starts it at 0, so a
+    resumed run would generate, reuse a generation batch and seed dynamic sampling's refills at other steps than the
+    uninterrupted run) and the knobs (those the checkpoint recorded, but where the resumed config changes one:
+    :func:`qae_lab.knobs.resumed_knobs`) from the trainer's state when training begins."""
 
     def __init__(self, trainer):
         self.trainer = trainer
@@ -660,10 +653,9 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         return loss
 
     def _trl_loss_step(self, model, inputs: dict, settings: LossSettings | None = None):
-        """TRL's own ``_compute_loss`` of the batch (QAE's advantages in it), unchanged: every loss option and metric
-        TRL's. Its forward's log-probs and entropies (kept by :meth:`_get_per_token_logps_and_entropies`) give what
-        TRL does not log: the entropy ledger (``ledger/*``, with ``settings``: the PPO-clip loss types qae_lab also
-        reduces) and the entropy by regime and of the updated rows (``entropy/*``; ``entropy`` itself is TRL's)."""
+        """TRL's own ``_compute_loss`` of the batch (QAE's advantages in it), unchanged; its forward's log-probs and
+        entropies give what TRL does not log: ``ledger/*`` (with ``settings``: the loss types qae_lab also reduces)
+        and ``entropy/*`` (``entropy`` itself is TRL's)."""
         self._loss_forward = []
         try:
             loss = super()._compute_loss(model, inputs)
@@ -782,10 +774,9 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         return torch.Generator().manual_seed(hash((self.args.seed, self.state.global_step, draw)) % 2**63)
 
     def _log_loss(self, out: LossOutput, mask: torch.Tensor, settings: LossSettings, scale: LossScale) -> None:
-        """The loss's metrics: ours (``saah/*``, ``cov/*``, ``ledger/*``) as computed on this process, TRL's
-        (``kl``, ``clip_ratio/*``, ``policy_loss``) reduced across processes as TRL reduces them, over every row of
-        the micro-batch: the rows a sparse update left out (``scale``) clip nothing and count (``entropy``:
-        :meth:`_log_entropy`)."""
+        """The loss's metrics: ours (``saah/*``, ``cov/*``, ``ledger/*``) as computed on this process; TRL's (``kl``,
+        ``clip_ratio/*``, ``policy_loss``) reduced across processes as TRL does, the rows a sparse update left out
+        (``scale``) counted as clipping nothing."""
         mode = "train" if self.model.training else "eval"
         metrics = self._metrics[mode]
         for name, value in out.metrics.items():
