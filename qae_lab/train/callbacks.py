@@ -204,9 +204,8 @@ class RunLogger(TrainerCallback):
 
 
 def _set_aside_completions(out: Path, step: int) -> dict:
-    """TRL's completion tables of the steps after ``step`` (``completions/completions_<step>.parquet``: a resume trains
-    them again, and TRL would write over them) renamed aside, ``...superseded.parquet``, as their log rows move to
-    log.superseded.jsonl; returns ``{"completions_set_aside": [names]}`` (empty: nothing moved)."""
+    """TRL's completion tables of the steps after ``step`` (a resume trains them again, and TRL would write over
+    them) renamed aside, ``...superseded.parquet``; returns ``{"completions_set_aside": [names]}`` or ``{}``."""
     folder, moved = out / COMPLETIONS_DIR, []
     if not folder.is_dir() or folder.is_symlink():
         return {}
@@ -310,12 +309,9 @@ def use_compact_progress(trainer) -> None:
 
 @dataclass
 class TrainOutcome:
-    r"""How :func:`train_resumable` ended.
-
-    ``interrupted``: stopped before ``max_steps``; ``checkpoint``: the checkpoint to resume from
-    (None when there is none); ``global_step``: the last finished step; ``note``: what happened
-    to the interruption's checkpoint when it is not the obvious one; ``asked``: the steps the run was asked for
-    (the Trainer's ``state.max_steps``). :attr:`finished`: it trained every one of them.
+    r"""How :func:`train_resumable` ended: ``checkpoint`` to resume from (or None), ``global_step`` the last finished
+    step, ``note`` what happened to the interruption's checkpoint when it is not the obvious one, ``asked`` the steps
+    the run was asked for (the Trainer's ``state.max_steps``).
 
     >>> TrainOutcome(True, "runs/x/checkpoint-4", 4, asked=8).finished, TrainOutcome(False, None, 8, asked=8).finished
     (False, True)
@@ -344,13 +340,10 @@ def steps_asked(trainer) -> int:
 def train_resumable(trainer, resume_from_checkpoint: str | None = None) -> TrainOutcome:
     r"""``trainer.train(...)``; on ``KeyboardInterrupt`` save a resumable checkpoint and return.
 
-    The checkpoint is ``<output_dir>/checkpoint-<global_step>``: the state after the last
-    *finished* optimizer step (the interrupted step's partial work is discarded). A second
-    Ctrl-C during that save abandons it; the outcome then names the run's latest complete
-    checkpoint (:func:`qae_lab.storage.resume.latest_complete_checkpoint`), which the abandoned save
-    cannot have touched (checkpoints are staged and renamed). Interrupted before any step
-    finished: nothing to save, ``checkpoint`` is None. Continue with
-    ``trainer.train(resume_from_checkpoint=outcome.checkpoint)`` (same config and data).
+    The checkpoint is ``<output_dir>/checkpoint-<global_step>``, the state after the last *finished* optimizer step
+    (none before the first). A second Ctrl-C during that save abandons it; the outcome then names the run's latest
+    complete checkpoint, which the abandoned save cannot have touched (checkpoints are staged and renamed). Continue
+    with ``trainer.train(resume_from_checkpoint=outcome.checkpoint)`` (same config and data).
 
     >>> import types
     >>> def ctrl_c(resume_from_checkpoint=None):
