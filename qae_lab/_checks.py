@@ -1,12 +1,10 @@
 r"""Input validation shared by the package: generic helpers, importing nothing of qae_lab.
 
-Every public function of qae_lab checks its input with these helpers where it enters (once: an inner call of
-checked tensors goes to the unchecked core), so a bad call fails at once with a :class:`ValueError` that names the
-argument and the allowed range, instead of returning a silently wrong number. The checks on tensor *values* (finite,
-0/1 mask, ...) read one boolean back from the device (a host synchronisation on a GPU): ``QAETrainer`` turns them
-off inside its loss step (:func:`value_checks`), whose tensors it built from inputs checked where the batch was
-made. :func:`credential_name` is the one rule for names that carry a secret (settings, environment variables),
-which nothing qae_lab writes may hold.
+Every public function of qae_lab checks its input with these where it enters (once: an inner call of checked
+tensors goes to the unchecked core), so a bad call fails at once with a :class:`ValueError` naming the argument and
+the allowed range. The checks on tensor *values* read one boolean back from the device (a host synchronisation on a
+GPU): ``QAETrainer`` turns them off inside its loss step (:func:`value_checks`). :func:`credential_name` is the one
+rule for names that carry a secret, which nothing qae_lab writes may hold.
 """
 
 from __future__ import annotations
@@ -63,8 +61,8 @@ def checking_values() -> bool:
 
 
 def host_floats(values) -> list[float]:
-    r"""Numbers on the device read back to the host in one transfer (one synchronisation on a GPU, where reading each
-    with ``.item()`` costs one apiece): a tensor's values, or a sequence of 0-dim tensors stacked first, as floats.
+    r"""A tensor's values, or a sequence of 0-dim tensors', as floats read back to the host in one transfer (one
+    synchronisation on a GPU, where ``.item()`` costs one apiece).
 
     >>> host_floats([torch.tensor(0.5), torch.tensor(2)])
     [0.5, 2.0]
@@ -76,9 +74,8 @@ def host_floats(values) -> list[float]:
 
 @contextlib.contextmanager
 def value_checks(enabled: bool):
-    r"""Within the block or decorated function (this thread or task), the checks on tensor *values* (finite, 0/1
-    masks, whole numbers: each a read back to the host) run only if ``enabled``, or where ``QAE_LAB_CHECK_VALUES=1``
-    (debugging); shapes, dtypes and scalar arguments are checked either way.
+    r"""Within the block or decorated function (this thread or task), the checks on tensor *values* (each a read back
+    to the host) run only if ``enabled``, or where ``QAE_LAB_CHECK_VALUES=1``; shapes, dtypes and scalars always.
 
     >>> with value_checks(False):
     ...     as_real_tensor([float("nan")], "x")
@@ -92,12 +89,9 @@ def value_checks(enabled: bool):
 
 
 def as_real_tensor(x, name: str, *, ndim: int | None = None, shape=None) -> torch.Tensor:
-    r"""Return ``x`` as a real floating tensor (of ``ndim`` dimensions, of ``shape``: a size None is any), or raise
-    ``ValueError`` naming ``name``.
-
-    Python numbers, lists and numpy arrays become float64; bool and integer tensors float32;
+    r"""``x`` as a finite real floating tensor (of ``ndim`` dimensions, of ``shape``: a size None is any), or raise
+    naming ``name``. Python numbers, lists and numpy arrays become float64; bool and integer tensors float32;
     half/bfloat16 are upcast to float32 (quantiles and cumulative sums need it).
-    Complex tensors and non-numeric input are rejected, as are NaN and +-inf.
 
     >>> as_real_tensor([1, 2], "r"), as_real_tensor(torch.tensor([True, False]), "mask").dtype
     (tensor([1., 2.], dtype=torch.float64), torch.float32)
@@ -127,11 +121,8 @@ def as_real_tensor(x, name: str, *, ndim: int | None = None, shape=None) -> torc
 
 
 def as_count_tensor(x, name: str, hi: int, hi_name: str) -> torch.Tensor:
-    r"""Return ``x`` (tensor, list or number) as a tensor of whole numbers in [0, hi], or raise.
-
-    Integer tensors keep their dtype; floating ones must hold whole numbers (3.0, not 2.5).
-    Bool and complex tensors are rejected: a count is not a success flag. ``hi_name`` says
-    where the upper bound comes from (e.g. ``"group_size=8"``).
+    r"""``x`` (tensor, list or number) as a tensor of whole numbers in [0, hi] (``hi_name``: where the bound comes
+    from), or raise. Integer tensors keep their dtype; bool tensors are refused: a count is not a success flag.
 
     >>> as_count_tensor([0, 3], "success_count", 8, "group_size=8")
     tensor([0, 3])
@@ -161,7 +152,7 @@ def as_count_tensor(x, name: str, hi: int, hi_name: str) -> torch.Tensor:
 
 
 def check_group_size(group_size, n: int, *, name: str = "group_size") -> int:
-    r"""Check that ``group_size`` is an int >= 2 that divides ``n`` (> 0); return it.
+    r"""``group_size``, checked: an int >= 2 that divides ``n`` (> 0).
 
     >>> check_group_size(4, 12)
     4
@@ -200,7 +191,7 @@ def check_int(x, name: str, lo: int, hi: int | None = None) -> int:
 
 
 def check_finite_scalar(x, name: str) -> float:
-    r"""Return ``x`` as a Python float, or raise if it is not a finite real number.
+    r"""``x`` as a Python float, refused unless a finite real number.
 
     >>> check_finite_scalar(3, "x"), check_finite_scalar(torch.tensor(0.5), "eta")
     (3.0, 0.5)
@@ -221,7 +212,7 @@ def check_finite_scalar(x, name: str) -> float:
 
 
 def check_positive(x, name: str) -> float:
-    r"""Return ``x`` as a float; it must be finite and > 0.
+    r"""``x`` as a float, refused unless finite and > 0.
 
     >>> check_positive(2, "eta")
     2.0
@@ -236,7 +227,7 @@ def check_positive(x, name: str) -> float:
 
 
 def check_k(k, name: str = "k") -> float:
-    r"""Return the quantile level ``k`` as a float; it must lie strictly inside (0, 1).
+    r"""The quantile level ``k`` as a float, refused outside the open interval (0, 1).
 
     >>> check_k(0.4)
     0.4
@@ -251,10 +242,8 @@ def check_k(k, name: str = "k") -> float:
 
 
 def check_k_list(ks, name: str = "ks") -> list[float]:
-    r"""A non-empty sequence of K values as Python floats, each in (0, 1).
-
-    A list like [0.2] is not turned into a float32 tensor first, which would make it
-    0.20000000298... and move quantile positions off their integers.
+    r"""A non-empty sequence of K values as Python floats, each in (0, 1); never through a float32 tensor, which
+    would make 0.2 0.20000000298... and move quantile positions off their integers.
 
     >>> check_k_list(torch.tensor([0.5, 0.25], dtype=torch.float64))
     [0.5, 0.25]
@@ -270,7 +259,7 @@ def check_k_list(ks, name: str = "ks") -> list[float]:
 
 
 def check_choice(value, name: str, allowed: tuple[str, ...]) -> str:
-    r"""Return ``value`` if it is one of ``allowed``; otherwise raise naming them.
+    r"""``value``, refused unless one of ``allowed``.
 
     >>> check_choice("mean", "baseline", ("mean", "quantile"))
     'mean'
@@ -284,7 +273,7 @@ def check_choice(value, name: str, allowed: tuple[str, ...]) -> str:
 
 
 def check_mask(mask, shape: torch.Size, name: str = "mask") -> torch.Tensor:
-    r"""Return a float 0/1 mask of ``shape``; reject other shapes and other values.
+    r"""``mask`` as a float 0/1 tensor of ``shape``; other shapes and values are refused.
 
     >>> check_mask(torch.tensor([True, False, True]), (3,))
     tensor([1., 0., 1.])

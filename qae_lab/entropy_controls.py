@@ -1,15 +1,13 @@
 r"""The token-level entropy controls QAE is combined with: Clip-Cov, KL-Cov, and the POS-MASK / NEG-MASK ablations.
 
-QAE (arXiv 2509.22611) changes the response-level baseline and is combined in that paper with
-token-level entropy controls. This module holds them as pure tensor functions (a method's other
-partners, Clip-Higher and GSPO, act on the ratio through TRL's settings: :data:`qae_lab.methods.PARTNERS`);
-:class:`qae_lab.train.trainer.QAETrainer` applies them in its loss (``cov_penalty``, ``advantage_mask``).
-Shape legend: N responses, T completion tokens.
+QAE (arXiv 2509.22611) changes the response-level baseline and is combined in that paper with token-level entropy
+controls, here as pure tensor functions (the other partners, Clip-Higher and GSPO, act on the ratio through TRL's
+settings: :data:`qae_lab.methods.PARTNERS`). Shapes: N responses, T completion tokens.
 
-* Token covariance, Cui et al. 2025, "The Entropy Mechanism of Reinforcement Learning for
-  Reasoning Language Models" (arXiv 2505.22617): the first-order entropy change of a
-  softmax policy is driven by Cov(log pi(y_t), A(y_t)); per token of a batch it is estimated
-  by the centred product Cov_t (eq. P1), which Clip-Cov (P2) and KL-Cov (P3) select tokens by.
+Token covariance, Cui et al. 2025, "The Entropy Mechanism of Reinforcement Learning for Reasoning Language Models"
+(arXiv 2505.22617): the first-order entropy change of a softmax policy is driven by Cov(log pi(y_t), A(y_t)); per
+token of a batch it is estimated by the centred product Cov_t (eq. P1), which Clip-Cov (P2) and KL-Cov (P3) select
+tokens by.
 
 Each public function checks its input and calls a private core that :func:`qae_lab.loss.grpo_loss` calls directly.
 Implementer's notes: docs/implementation.md, section ``qae_lab.entropy_controls``.

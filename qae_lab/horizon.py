@@ -1,19 +1,16 @@
 r"""The entropy-adaptive horizon of SA-AH-GRPO: normalised entropies, horizon weights, the weighted loss.
 
-Paper: "Selective-Advantage Entropy-Adaptive Horizon GRPO: Asymmetric Token-Level
-Discounting for Efficient RL of Language Models" (arXiv 2606.05434). Equations:
+Paper: "Selective-Advantage Entropy-Adaptive Horizon GRPO: Asymmetric Token-Level Discounting for Efficient RL of
+Language Models" (arXiv 2606.05434). Equations:
 
 * normalised entropy   H~_t = H(pi(. | y_<t)) / log V           (top-k estimate, k = 500)
 * per-step discount    g_t  = exp(-alpha * H~_t)
 * horizon weight       w_t  = prod_{s<=t} g_s = exp(-alpha * sum_{s<=t} H~_s)
-* AH-GRPO: every rollout weighted by w_t; SA-AH-GRPO: only rollouts with A_i < 0
-  (A_i >= 0 keep weight 1)
-* loss normalised by the effective token count: L = sum_t w_t l_t / sum_t w_t
-  (:func:`weighted_token_mean`; in training, TRL's mask-normalised loss gets there through
-  the rescaling factor of :func:`normaliser_factor`)
+* AH-GRPO: every rollout weighted by w_t; SA-AH-GRPO: only rollouts with A_i < 0 (A_i >= 0 keep weight 1)
+* loss normalised by the effective token count: L = sum_t w_t l_t / sum_t w_t (:func:`weighted_token_mean`; in
+  training, TRL's mask-normalised loss gets there through the factor of :func:`normaliser_factor`)
 
-Each public function checks its input and calls a private core of checked tensors, which
-:func:`qae_lab.loss.grpo_loss` calls directly with the tensors it checked once.
+Each public function checks its input and calls a private core that :func:`qae_lab.loss.grpo_loss` calls directly.
 Shapes: N responses, T completion tokens, V vocabulary.
 Implementer's notes: docs/implementation.md, section ``qae_lab.horizon``.
 """

@@ -48,23 +48,8 @@ __all__ = ["LOSS_TYPES", "LossSettings", "LossScale", "LossOutput", "grpo_loss",
 
 @dataclasses.dataclass(frozen=True)
 class LossSettings:
-    r"""Everything that decides the loss of a micro-batch besides its tensors; frozen, validated.
-
-    Built once per step by the trainer from its config and the live knobs (``alpha``,
-    ``token_weighting``); a change is a new object (:func:`dataclasses.replace`), never an edit.
-
-    Attributes:
-        loss_type: how per-token losses are reduced (:func:`reduce_token_loss`): one of :data:`LOSS_TYPES`.
-        epsilon_low, epsilon_high: the PPO clip range [1 - eps_low, 1 + eps_high] (Clip-Higher: 0.2, 0.28).
-        delta: an upper bound on the unclipped ratio (two-sided clipping), or None.
-        sequence_ratio: GSPO's one ratio per response, exp(mean_t log-ratio), instead of one per token.
-        beta: weight of the KL penalty to the reference policy (k3 estimator); 0 for none.
-        kl_ratio_correction: multiply the KL estimate by the importance ratio (TRL's ``use_bias_correction_kl``, on by default).
-        token_weighting: ``"none"``, ``"sa_ah"`` (horizon weights on A < 0 only) or ``"ah"`` (every response).
-        alpha: the horizon weights' strength, >= 0 (SA-AH paper: 0.5).
-        entropy_coef: an entropy bonus, loss - coef * mean entropy; 0 for none.
-        cov_penalty: ``"none"``, ``"clip_cov"`` or ``"kl_cov"`` (Cui et al.), with their ratios, band and coefficient.
-        max_completion_length: ``dr_grpo``'s constant token normaliser.
+    r"""Everything that decides the loss of a micro-batch besides its tensors; frozen, validated. The trainer builds
+    it from its config and the live knobs (``alpha``, ``token_weighting``); a change is a new object, never an edit.
 
     >>> LossSettings(loss_type="bnpo", token_weighting="sa_ah").alpha
     0.5
@@ -73,23 +58,23 @@ class LossSettings:
     ValueError: loss_type must be one of ('grpo', 'bnpo', 'dr_grpo', 'dapo'), got 'sapo'
     """
 
-    loss_type: str = "bnpo"
-    epsilon_low: float = 0.2
+    loss_type: str = "bnpo"  # how per-token losses are reduced (reduce_token_loss)
+    epsilon_low: float = 0.2  # the PPO clip range [1 - eps_low, 1 + eps_high] (Clip-Higher: 0.2, 0.28)
     epsilon_high: float = 0.2
-    delta: float | None = None
-    sequence_ratio: bool = False
-    beta: float = 0.0
-    kl_ratio_correction: bool = True
-    token_weighting: str = methods.DEFAULT_TOKEN_WEIGHTING
-    alpha: float = methods.DEFAULT_ALPHA
-    entropy_coef: float = 0.0
-    cov_penalty: str = methods.DEFAULT_COV_PENALTY
+    delta: float | None = None  # an upper bound on the unclipped ratio (two-sided clipping), or None
+    sequence_ratio: bool = False  # GSPO's one ratio per response, exp(mean_t log-ratio), instead of one per token
+    beta: float = 0.0  # weight of the KL penalty to the reference policy (k3 estimator)
+    kl_ratio_correction: bool = True  # the KL estimate times the importance ratio (TRL's use_bias_correction_kl)
+    token_weighting: str = methods.DEFAULT_TOKEN_WEIGHTING  # "sa_ah": horizon weights on A < 0 only; "ah": on all
+    alpha: float = methods.DEFAULT_ALPHA  # the horizon weights' strength, >= 0 (SA-AH paper: 0.5)
+    entropy_coef: float = 0.0  # an entropy bonus: loss - coef * mean entropy
+    cov_penalty: str = methods.DEFAULT_COV_PENALTY  # "clip_cov" or "kl_cov" (Cui et al.), with the fields below
     clip_cov_ratio: float = methods.DEFAULT_CLIP_COV_RATIO
     clip_cov_lb: float = methods.DEFAULT_CLIP_COV_LB
     clip_cov_ub: float = methods.DEFAULT_CLIP_COV_UB
     kl_cov_ratio: float = methods.DEFAULT_KL_COV_RATIO
     kl_cov_coef: float = methods.DEFAULT_KL_COV_COEF
-    max_completion_length: int | None = None
+    max_completion_length: int | None = None  # dr_grpo's constant token normaliser
 
     def __post_init__(self):
         check_choice(self.loss_type, "loss_type", LOSS_TYPES)
@@ -110,24 +95,15 @@ class LossSettings:
 
 @dataclasses.dataclass(frozen=True)
 class LossScale:
-    r"""What normalises this micro-batch's loss from outside it.
+    r"""What normalises this micro-batch's loss from outside it; the rows a sparse update left out of the forward
+    (A = 0: weight 1, loss 0 on each token) still count."""
 
-    Attributes:
-        accumulation: gradient-accumulation steps the loss is split over (1 in evaluation).
-        num_items: ``dapo``: the generation batch's token count (over every process).
-        num_processes: processes sharing ``num_items``; steps_per_generation: micro-batch steps per generation.
-        rows: responses of the whole micro-batch when sparse updates left some out of the forward
-            (their A = 0); None when every row is here.
-        skipped_tokens: the left-out rows' real tokens (weight 1 each, loss 0): they still count in
-            ``bnpo``'s and the horizon weights' token normalisers.
-    """
-
-    accumulation: int = 1
-    num_items: float | None = None
-    num_processes: int = 1
-    steps_per_generation: int = 1
-    rows: int | None = None
-    skipped_tokens: float = 0.0
+    accumulation: int = 1  # gradient-accumulation steps the loss is split over (1 in evaluation)
+    num_items: float | None = None  # dapo: the generation batch's token count (over every process)
+    num_processes: int = 1  # processes sharing num_items
+    steps_per_generation: int = 1  # micro-batch steps per generation
+    rows: int | None = None  # the whole micro-batch's responses when sparse updates left some out; None: all here
+    skipped_tokens: float = 0.0  # the left-out rows' real tokens, in bnpo's and the horizon weights' normalisers
 
 
 class LossOutput(NamedTuple):
@@ -250,9 +226,8 @@ def grpo_loss(
     on = m if entropy_mask is None else m * entropy_mask  # the tokens the policy term acts on
     if s.entropy_coef:  # the bonus is a plain mean entropy over them, whatever the loss type
         loss = loss - s.entropy_coef * (entropies * on).sum() / on.sum().clamp(min=1.0) / scale.accumulation
-    if (
-        entropies is not None
-    ):  # the entropy ledger (L1, L4, L5): each token's first-order entropy change, by sign x regime
+    # the entropy ledger (L1, L4, L5): each token's first-order entropy change, by sign x regime
+    if entropies is not None:
         a_upd = a_t.detach().expand(m.shape).to(lp)
         skipped_rows = 0 if scale.rows is None else scale.rows - lp.shape[0]
         ledger = _batch_ledger(

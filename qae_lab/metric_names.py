@@ -8,51 +8,6 @@ from __future__ import annotations
 
 from qae_lab.methods import LEDGER_PARTS
 
-__all__ = [
-    "ADVANTAGE_STAT_METRICS",
-    "BEHAVIOUR_PREFIX",
-    "COV_METRICS",
-    "COV_SELECTED_FRAC",
-    "COV_TOKEN_COV",
-    "DYNAMIC_SAMPLING_GENERATIONS",
-    "DYNAMIC_SAMPLING_GROUPS_DROPPED",
-    "DYNAMIC_SAMPLING_GROUPS_WITHOUT_SIGNAL",
-    "DYNAMIC_SAMPLING_METRICS",
-    "DYNAMIC_SAMPLING_ROUNDS",
-    "DYNAMIC_SAMPLING_ZERO_ADV_FRAC",
-    "ENTROPY_EASY",
-    "ENTROPY_HARD",
-    "ENTROPY_REGIME_METRICS",
-    "ENTROPY_UPDATED_EASY",
-    "ENTROPY_UPDATED_HARD",
-    "ENTROPY_UPDATED_ROWS",
-    "KNOB_METRICS",
-    "LEDGER_METRICS",
-    "LEDGER_PREFIX",
-    "QAE_ALL_EQUAL_FRAC",
-    "QAE_EASY_FRAC",
-    "QAE_HARD_FRAC",
-    "QAE_K",
-    "QAE_METRICS",
-    "QAE_NEG_CORRECT",
-    "QAE_NEG_CORRECT_FRAC",
-    "QAE_NEG_CORRECT_IF_MEAN",
-    "QAE_NEG_FRAC",
-    "QAE_POS_FRAC",
-    "QAE_QUANTILE_BASELINE",
-    "QAE_SUCCESS_RATE",
-    "QAE_ZERO_ADV_FRAC",
-    "REGIME_EVAL_METRICS",
-    "REGIME_EVAL_PREFIX",
-    "REGIME_GROUPS",
-    "SAAH_ALPHA",
-    "SAAH_EFFECTIVE_TOKENS_FRAC",
-    "SAAH_METRICS",
-    "SAAH_W_MEAN_NEG",
-    "TOKEN_WEIGHTING",
-    "regime_eval_metric",
-]
-
 # qae/*, behaviour/*: every step, by QAETrainer._score and QAETrainer._log_behaviour
 QAE_K = "qae/k"
 QAE_QUANTILE_BASELINE = "qae/quantile_baseline"
@@ -71,9 +26,8 @@ BEHAVIOUR_PREFIX = "behaviour/"  # + each key of qae_lab.task.behaviour.behaviou
 DYNAMIC_SAMPLING_ROUNDS = "dynamic_sampling/rounds"  # generation rounds spent (1: the first held enough)
 DYNAMIC_SAMPLING_GENERATIONS = "dynamic_sampling/generations"  # completions generated for the batch
 DYNAMIC_SAMPLING_GROUPS_DROPPED = "dynamic_sampling/groups_dropped"  # groups generated without signal
-DYNAMIC_SAMPLING_GROUPS_WITHOUT_SIGNAL = (
-    "dynamic_sampling/groups_without_signal"  # trained anyway: the cap on rounds came first
-)
+# groups trained without signal anyway: the cap on rounds came first
+DYNAMIC_SAMPLING_GROUPS_WITHOUT_SIGNAL = "dynamic_sampling/groups_without_signal"
 DYNAMIC_SAMPLING_ZERO_ADV_FRAC = "dynamic_sampling/zero_adv_frac"  # zero advantages in the batch trained
 # knobs/token_weighting: every training log row, by QAETrainer.log: the token weighting the row's steps trained with, a
 # string ("none", "ah", "sa_ah"; "none+sa_ah" where it changed within a logging window: each in the order first used)
@@ -144,3 +98,6 @@ def regime_eval_metric(quantity: str, group: str) -> str:
 
 
 REGIME_EVAL_METRICS = tuple(regime_eval_metric(q, g) for q in ("entropy", "success") for g in REGIME_GROUPS)
+
+# public: every name and group above (LEDGER_PARTS is qae_lab.methods'), and regime_eval_metric
+__all__ = sorted(name for name in globals() if name.isupper() and name != "LEDGER_PARTS") + ["regime_eval_metric"]

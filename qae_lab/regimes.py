@@ -3,15 +3,9 @@ r"""QAE's two regimes through training: token means split by regime, a held-out 
 QAE (arXiv 2509.22611), Prop. 4.2: on a hard prompt (success rate p <= 1-K) the quantile baseline's
 entropy change is at most the mean baseline's (no explosion); on an easy prompt (p > 1-K) at least (no
 collapse). In one batch the two halves pull opposite ways, so the net entropy of the two baselines can
-look alike; these functions split it.
-
-* :func:`regime_token_sums`: what one process adds to the per-regime token means of a training step
-  (``entropy/hard``, ``entropy/easy``): the sums and token counts over hard- and easy-prompt responses,
-  summed across processes before dividing (TRL's ``entropy`` is reduced that way), then
-  :func:`regime_token_means`.
-* :func:`start_split`: a fixed held-out prompt set ranked by the start model's success rate; its hardest
-  and easiest fraction (:class:`qae_lab.train.regime_eval.RegimeEval` takes quarters).
-* :func:`group_means`: the token mean (e.g. entropy) and success rate of each group of prompts.
+look alike; these functions split it: a training step's token means by regime (``entropy/hard``, ``entropy/easy``:
+:func:`regime_token_sums`, added across processes as TRL adds ``entropy``, then :func:`regime_token_means`), and a
+held-out prompt set by the start model's success rate (:func:`start_split`, :func:`group_means`).
 
 Implementer's notes: docs/implementation.md, section ``qae_lab.regimes``.
 """
@@ -30,11 +24,8 @@ __all__ = ["regime_token_sums", "regime_token_means", "start_split", "group_mean
 
 
 def regime_token_sums(x: torch.Tensor, mask: torch.Tensor, hard_rows: torch.Tensor) -> torch.Tensor:
-    r"""``[sum_hard, tokens_hard, sum_easy, tokens_easy]`` of a per-token quantity over a micro-batch.
-
-    Shapes: x (B, T) per-token values (the token entropies H_t), mask (B, T) 0/1 (the loss's completion mask),
-    hard_rows (B,) bool (the prompt is in QAE's hard regime, p <= 1-K) -> (4,) in ``x``'s dtype; add these over
-    processes (and micro-batches) before :func:`regime_token_means`.
+    r"""``[sum_hard, tokens_hard, sum_easy, tokens_easy]`` of a per-token quantity over a micro-batch: x (B, T) (the
+    token entropies H_t), mask (B, T) 0/1, hard_rows (B,) bool (QAE's hard regime, p <= 1-K) -> (4,) in ``x``'s dtype.
 
     >>> x = torch.tensor([[1.0, 3.0], [2.0, 9.0], [4.0, 4.0]])
     >>> m = torch.tensor([[1.0, 1.0], [1.0, 0.0], [1.0, 1.0]])

@@ -63,29 +63,18 @@ __all__ = [
 ]
 
 
-if typing.TYPE_CHECKING:
-    pass
-
-
 class RunLogger(TrainerCallback):
-    r"""Writes ``config.json`` when training begins and one ``log.jsonl`` line per ``on_log``.
+    r"""Writes ``config.json`` when training begins and one ``log.jsonl`` line per ``on_log`` (``step``, ``epoch``,
+    ``time`` in Unix seconds, ``elapsed_s`` since this process began training, every metric); main process only.
 
-    Args:
-        preset: the preset's name, recorded in ``config.json`` (None: none).
-        run: further run options to record (model, data, evaluation), JSON-able.
-        plan: the run's :class:`~qae_lab.storage.resume.ResumePlan` (:func:`qae_lab.runs.pipeline.make_trainer` gives it),
-            followed by the next start of training (``plan`` is then None and ``followed`` holds it).
-
-    Each line holds ``step``, ``epoch``, ``time`` (Unix seconds), ``elapsed_s`` (since this
-    process began training) and every metric of the log call. Only the main process writes.
-
-    When training begins the logger does what the plan says and decides nothing itself: a fresh
-    plan writes ``config.json``; a resume plan continues the log from its checkpoint
-    (:func:`~qae_lab.storage.resume.resume_log`) and records the plan's settings changes; a refused
-    plan, or one whose start step is not the trainer's, raises
-    :class:`~qae_lab.storage.folder.RunFolderError`. Without a plan (a logger used on its own, or a
-    second start) it plans from the trainer's state with :func:`qae_lab.storage.resume.plan_run`, so a
-    fresh start refuses a folder that holds a run. ``resume_event`` holds the event row it wrote.
+    ``preset`` and ``run`` (further JSON-able run options) are recorded in ``config.json``. When training begins the
+    logger follows ``plan`` (the run's :class:`~qae_lab.storage.resume.ResumePlan`, from
+    :func:`qae_lab.runs.pipeline.make_trainer`; then None, and ``followed`` holds it) and decides nothing itself: a
+    fresh plan writes ``config.json``; a resume plan continues the log from its checkpoint
+    (:func:`~qae_lab.storage.resume.resume_log`) and records its settings changes (``resume_event``: the row
+    written); a refused plan, or one whose start step is not the trainer's, raises
+    :class:`~qae_lab.storage.folder.RunFolderError`. Without a plan (a logger on its own, or a second start) it plans
+    from the trainer's state (:func:`qae_lab.storage.resume.plan_run`), so a fresh start refuses a folder with a run.
 
     >>> import tempfile, types
     >>> out = tempfile.mkdtemp()
@@ -106,9 +95,7 @@ class RunLogger(TrainerCallback):
     ):
         self.preset, self.run = preset, dict(run or {})
         self.plan, self.followed = plan, None
-        self.lock = (
-            lock  # the run folder's lock (qae_lab.storage.resume.claim took it); taken here for a start of its own
-        )
+        self.lock = lock  # the run folder's lock (qae_lab.storage.resume.claim took it), or taken at a start alone
         self.hold_lock = False  # True: whoever set it lets go (qae_lab.runs.pipeline.train, after the run's last write)
         self.start = None
         self.resume_event: dict | None = None
@@ -217,9 +204,8 @@ class RunLogger(TrainerCallback):
 
 
 def _set_aside_completions(out: Path, step: int) -> dict:
-    """TRL's completion tables of the steps after ``step`` (``completions/completions_<step>.parquet``: a resume trains
-    them again, and TRL would write over them) renamed aside, ``...superseded.parquet``, as their log rows move to
-    log.superseded.jsonl; returns ``{"completions_set_aside": [names]}`` (empty: nothing moved)."""
+    """TRL's completion tables of the steps after ``step`` (a resume trains them again, and TRL would write over
+    them) renamed aside, ``...superseded.parquet``; returns ``{"completions_set_aside": [names]}`` or ``{}``."""
     folder, moved = out / COMPLETIONS_DIR, []
     if not folder.is_dir() or folder.is_symlink():
         return {}
@@ -323,12 +309,9 @@ def use_compact_progress(trainer) -> None:
 
 @dataclass
 class TrainOutcome:
-    r"""How :func:`train_resumable` ended.
-
-    ``interrupted``: stopped before ``max_steps``; ``checkpoint``: the checkpoint to resume from
-    (None when there is none); ``global_step``: the last finished step; ``note``: what happened
-    to the interruption's checkpoint when it is not the obvious one; ``asked``: the steps the run was asked for
-    (the Trainer's ``state.max_steps``). :attr:`finished`: it trained every one of them.
+    r"""How :func:`train_resumable` ended: ``checkpoint`` to resume from (or None), ``global_step`` the last finished
+    step, ``note`` what happened to the interruption's checkpoint when it is not the obvious one, ``asked`` the steps
+    the run was asked for (the Trainer's ``state.max_steps``).
 
     >>> TrainOutcome(True, "runs/x/checkpoint-4", 4, asked=8).finished, TrainOutcome(False, None, 8, asked=8).finished
     (False, True)
@@ -357,13 +340,10 @@ def steps_asked(trainer) -> int:
 def train_resumable(trainer, resume_from_checkpoint: str | None = None) -> TrainOutcome:
     r"""``trainer.train(...)``; on ``KeyboardInterrupt`` save a resumable checkpoint and return.
 
-    The checkpoint is ``<output_dir>/checkpoint-<global_step>``: the state after the last
-    *finished* optimizer step (the interrupted step's partial work is discarded). A second
-    Ctrl-C during that save abandons it; the outcome then names the run's latest complete
-    checkpoint (:func:`qae_lab.storage.resume.latest_complete_checkpoint`), which the abandoned save
-    cannot have touched (checkpoints are staged and renamed). Interrupted before any step
-    finished: nothing to save, ``checkpoint`` is None. Continue with
-    ``trainer.train(resume_from_checkpoint=outcome.checkpoint)`` (same config and data).
+    The checkpoint is ``<output_dir>/checkpoint-<global_step>``, the state after the last *finished* optimizer step
+    (none before the first). A second Ctrl-C during that save abandons it; the outcome then names the run's latest
+    complete checkpoint, which the abandoned save cannot have touched (checkpoints are staged and renamed). Continue
+    with ``trainer.train(resume_from_checkpoint=outcome.checkpoint)`` (same config and data).
 
     >>> import types
     >>> def ctrl_c(resume_from_checkpoint=None):
@@ -386,17 +366,11 @@ def train_resumable(trainer, resume_from_checkpoint: str | None = None) -> Train
             return TrainOutcome(True, str(out / f"checkpoint-{step}"), step)
         except KeyboardInterrupt:
             latest, _ = latest_complete_checkpoint(out)
-            return TrainOutcome(
-                True,
-                str(latest) if latest else None,
-                step,
-                f"interrupted again while saving checkpoint-{step}: that save was abandoned; "
-                + (
-                    f"the latest complete checkpoint is {latest.name}"
-                    if latest
-                    else "the run has no complete checkpoint to resume"
-                ),
+            found = f"the latest complete checkpoint is {latest.name}" if latest else ""
+            note = f"interrupted again while saving checkpoint-{step}: that save was abandoned; " + (
+                found or "the run has no complete checkpoint to resume"
             )
+            return TrainOutcome(True, str(latest) if latest else None, step, note)
         finally:  # training ended without on_train_end: the run folder's lock goes here (unless held for longer)
             logger = run_logger(trainer) if hasattr(trainer, "callback_handler") else None
             if logger is not None:

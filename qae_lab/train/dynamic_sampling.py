@@ -58,14 +58,8 @@ def epoch_order(n_rows: int, epoch: int, *, seed: int, shuffle: bool = True) -> 
 def epoch_walk(n_rows: int, batch_size: int, generation: int, *, seed: int, shuffle: bool = True) -> Iterator[int]:
     r"""The rows TRL's sampler hands out after generation batch ``generation`` (from 0, counted over the run): the
     rest of its epoch, then the whole next epoch; each epoch's trailing ``n_rows % batch_size`` rows, which the
-    sampler drops, are left out here too.
-
-    Args:
-        n_rows: rows of the training set.
-        batch_size: B, prompts a generation batch holds (TRL's generation batch size / G).
-        generation: the generation batch whose refills are drawn (TRL's ``_step`` // (``steps_per_generation`` x
-            ``num_iterations``)).
-        seed, shuffle: TRL's sampler's (``args.seed``, ``shuffle_dataset``).
+    sampler drops, are left out here too. ``batch_size``: B, the prompts of a generation batch; ``seed``,
+    ``shuffle``: TRL's sampler's (``args.seed``, ``shuffle_dataset``).
 
     >>> list(epoch_walk(5, 2, 0, seed=0, shuffle=False))  # batch 0 held rows 0, 1; row 4 is dropped by the sampler
     [2, 3, 0, 1, 2, 3]
@@ -125,19 +119,10 @@ def assemble(
 ) -> tuple[dict, int]:
     r"""One generation batch of ``n_groups`` groups from the ``rounds`` TRL generated: the groups with signal
     first (round by round, in order), then, when the rounds hold too few, groups without signal from the
-    first round, in order, to keep TRL's batch size.
-
-    Args:
-        rounds: TRL's generation batches (QAETrainer's, with ``advantages`` and ``prompt_hard``), each of
-            G-row groups; their padded widths may differ.
-        signal: (B_r,) bool per round, :func:`qae_lab.advantages.signal_groups` of its advantages.
-        group_size: G.
-        n_groups: groups in the batch (TRL's generation batch size / G).
-        pad_token_id: the tokenizer's pad id (prompt and completion ids).
-
-    Returns:
-        The batch (the keys of :data:`PADDED_KEYS` and :data:`ROW_KEYS` it holds, padded to the widest
-        round; ``num_items_in_batch`` counted again over it) and how many of its groups carry no signal.
+    first round, in order, to keep TRL's batch size. ``rounds`` (QAETrainer's, of G-row groups) may differ in padded
+    width; ``signal``: (B_r,) bool per round (:func:`qae_lab.advantages.signal_groups`). Returns the batch (the keys
+    of :data:`PADDED_KEYS` and :data:`ROW_KEYS`, padded to the widest round, ``num_items_in_batch`` counted again)
+    and how many of its groups carry no signal.
 
     >>> r = {"prompt_ids": torch.tensor([[5], [5]]), "completion_ids": torch.tensor([[1, 2], [3, 0]]),
     ...      "completion_mask": torch.tensor([[1, 1], [1, 0]]), "advantages": torch.tensor([0., 0.])}

@@ -1,18 +1,12 @@
 r"""Fast in-loop sampling for GRPO: the policy in eval mode with its LoRA adapters merged.
 
-TRL's ``GRPOTrainer`` samples completions with the model exactly as it trains: in train mode,
-with PEFT's LoRA branches unmerged. Each adapted linear layer then runs, at every decode step,
-the base matmul plus dropout, ``lora_A``, ``lora_B``, a scale and an add, so a LoRA policy
-decodes with about twice the kernels of the bare model (``benchmarks/gpu_check.py --smoke``:
-4,965 vs 2,221 aten ops per decode step on a 28-layer Qwen2 with r = 16 on all seven
-projections, Qwen2.5-1.5B's layout). Decoding a 1.5B model for 64 sequences is bound by those
-launches, not by arithmetic, so they set the step time.
-
-:func:`generation_policy` removes them without a new inference engine: eval mode switches
-dropout off, PEFT's own ``merge_adapter`` folds W + (alpha/r) B A into the base weights for the
-duration of the ``generate`` call, and PEFT's wrapper layers step out of the module tree meanwhile
-(their Python runs at every layer of every decode step even when merged). Departures from TRL's
-default, and why:
+TRL's ``GRPOTrainer`` samples with the model as it trains: in train mode, LoRA branches unmerged, so each adapted
+layer runs the base matmul plus dropout, ``lora_A``, ``lora_B``, a scale and an add at every decode step, about twice
+the bare model's kernels (``benchmarks/gpu_check.py --smoke``: 4,965 vs 2,221 aten ops per decode step on
+Qwen2.5-1.5B's layout, r = 16 on all seven projections); decoding a 1.5B model for 64 sequences is bound by those
+launches, not by arithmetic. :func:`generation_policy` removes them without a new inference engine: eval mode (no
+dropout), PEFT's own ``merge_adapter`` folds W + (alpha/r) B A into the base weights for the ``generate`` call, and
+PEFT's wrapper layers step out of the module tree meanwhile (their Python runs at every decode step even when merged).
 
 Implementer's notes: docs/implementation.md, section ``qae_lab.train.generation``.
 """
@@ -30,14 +24,9 @@ __all__ = ["generation_policy", "keep_base_weights", "lora_base_params", "trl_de
 
 @contextmanager
 def trl_deprecation_hidden():
-    """Hide, inside the block only, the one FutureWarning that TRL's generation (``unwrap_model_for_generation``,
-    ``disable_gradient_checkpointing``) and PEFT's wrapping cause at every call.
-
-    They read transformers' deprecated ``is_gradient_checkpointing`` alias. The warning is addressed to
-    TRL, not to whoever trains: shown, it lands under a notebook's cell (or a live run's dashboard) as
-    if something were wrong. Only that message is filtered, and ``warnings.catch_warnings`` gives the process its
-    own filters back when the block ends. :class:`~qae_lab.train.trainer.QAETrainer` wraps its ``__init__`` and
-    ``_generate_and_score_completions`` in it (as a decorator: a fresh block per call).
+    """Hide, inside the block only, the one FutureWarning that TRL's generation and PEFT's wrapping cause at every call
+    (they read transformers' deprecated ``is_gradient_checkpointing``): addressed to TRL, not to whoever trains, it
+    would land under a notebook's cell as if something were wrong. Only that message is filtered, until the block ends.
     """
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r"`is_gradient_checkpointing` is deprecated", category=FutureWarning)
@@ -106,14 +95,10 @@ def _restored(params: list[torch.nn.Parameter]):
 def generation_policy(model: torch.nn.Module, merge_lora: bool = True):
     r"""Sample from the policy as it is, fast: eval mode (no dropout) and LoRA merged, restored after.
 
-    Inside the block ``model`` is in eval mode and, for a PEFT model with LoRA adapters, the
-    adapters are merged into the base weights (``merge_adapter``) and each LoRA layer is replaced
-    by its base layer in the module tree, so a decode step runs the bare model's kernels and
-    Python instead of base + dropout + A + B + PEFT's wrapper per adapted layer. On exit the
-    LoRA layers are put back, the adapters are unmerged and the base weights are then copied
-    back from a snapshot, so they are bit-identical to before (an unmerge alone leaves bf16
-    rounding in them, which would add up step after step), and the train/eval mode is
-    restored. Costs one copy of the adapted layers' weights while inside.
+    Inside the block, a PEFT model's adapters are merged (``merge_adapter``) and each LoRA layer is replaced by its
+    base layer in the module tree. On exit the LoRA layers are put back, the adapters unmerged and the base weights
+    copied back from a snapshot, bit-identical to before (an unmerge alone leaves bf16 rounding in them, which would
+    add up step after step; the snapshot costs one copy of the adapted layers' weights), and the mode restored.
 
     >>> net = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout(0.5)).train()
     >>> with generation_policy(net):

@@ -3,7 +3,7 @@ r"""QAE's Prop. 4.2 in training, by the regime a prompt starts in: a held-out pr
 QAE (arXiv 2509.22611), Prop. 4.2: on hard prompts (p <= 1-K) the quantile baseline raises the entropy
 at most as much as the mean baseline (no explosion), on easy ones (p > 1-K) at least as much (no collapse).
 A training batch mixes both, so its net ``entropy`` can hide the two. :class:`RegimeEval` follows a fixed
-held-out prompt set instead, grouped once by where the start model stands:
+held-out prompt set instead, grouped once by where the start model stands.
 
 Implementer's notes: docs/implementation.md, section ``qae_lab.train.regime_eval``.
 """
@@ -39,13 +39,9 @@ _SEED_STRIDE, _SPLIT_OFFSET = 10_000, 5_000  # measurement draws: seed * stride 
 
 @dataclass(frozen=True)
 class RegimeSplit:
-    r"""A held-out prompt set grouped by the start model's success rate.
-
-    Attributes:
-        prompts: each held-out prompt's ``id`` (its question when it has none), in order.
-        start_success: each prompt's success rate in the split's draw.
-        hard, easy: indices of the hardest and the easiest quarter.
-        seed, samples, frac: the run's seed, completions per prompt in the split's draw, the groups' share.
+    r"""A held-out prompt set grouped by the start model's success rate: each prompt's ``id`` (its question when it
+    has none) and ``start_success`` in the split's draw (``samples`` completions a prompt, the run's ``seed``); the
+    indices of the hardest and the easiest ``frac`` of them.
 
     >>> s = RegimeSplit(("a", "b", "c", "d"), (0.0, 0.5, 1.0, 0.25), (0,), (2,), 0, 4, 0.25)
     >>> s.groups(), RegimeSplit.from_json(s.to_json()) == s
@@ -96,16 +92,8 @@ def _draw(model, tokenizer, records, args, samples: int, seed: int, batch_size: 
 
 
 def regime_split(model, tokenizer, records, args, *, frac: float = REGIME_FRAC, batch_size: int = 16) -> RegimeSplit:
-    r"""Sample the held-out ``records`` with ``model`` (the start model) and group them by success rate.
-
-    Args:
-        model, tokenizer: the policy before training.
-        records: the held-out problems (``question``, ``gold``; ``id`` when they have one).
-        args: the run's :class:`~qae_lab.train.config.QAEConfig` (``seed``, ``regime_eval_samples``, ``temperature``,
-            ``top_p``, ``max_completion_length``).
-        frac: each group's share of the prompts (:func:`qae_lab.regimes.start_split`).
-        batch_size: prompts per ``generate`` call.
-    """
+    r"""Sample the held-out ``records`` (``question``, ``gold``, ``id`` if any) with the start model, at the run's
+    sampling settings ``args``, and group them by success rate (``frac``: :func:`qae_lab.regimes.start_split`)."""
     records = validate_records(records)
     samples = SPLIT_DRAWS * args.regime_eval_samples
     ro = _draw(model, tokenizer, records, args, samples, args.seed * _SEED_STRIDE + _SPLIT_OFFSET, batch_size)
@@ -160,22 +148,13 @@ def _read_split(path: Path, records, args) -> RegimeSplit:
 
 
 class RegimeEval(TrainerCallback):
-    r"""Measures a held-out prompt set, grouped by start difficulty, every ``regime_eval_steps`` steps (and before
-    the last).
+    r"""Measures the first ``regime_eval_prompts`` held-out ``records``, grouped by start difficulty, every
+    ``regime_eval_steps`` steps (and before the last), into the trainer's ``add_step_metrics``.
 
-    Args:
-        trainer: a :class:`~qae_lab.train.trainer.QAETrainer` (its ``args.regime_eval_steps`` set; the metrics go to
-            its ``add_step_metrics``).
-        records: held-out problems; the first ``args.regime_eval_prompts`` are used.
-        resume: the trainer will resume a checkpoint of its run folder (the run's
-            :class:`~qae_lab.storage.resume.ResumePlan` says so): the split is read back here, so that a missing or foreign
-            ``regime_split.json`` is refused before training begins and anything in the folder changes. Otherwise it
-            is made when training begins at step 0, or read back when it begins later.
-        batch_size: prompts per ``generate`` call.
-
-    ``split`` is the :class:`RegimeSplit` once training has begun; ``measured`` lists ``(step, metrics)``.
-    Add it after the run's :class:`~qae_lab.train.callbacks.RunLogger` (:func:`add_regime_eval` does), so that
-    the run folder's plan is checked before the split is written there.
+    The split (``split``) is made when training begins at step 0 and read back when it begins later; with ``resume``
+    (the run's plan resumes) it is read back here, so that a missing or foreign ``regime_split.json`` is refused
+    before training begins and anything in the folder changes. ``measured`` lists ``(step, metrics)``. Add it after
+    the run's :class:`~qae_lab.train.callbacks.RunLogger` (:func:`add_regime_eval` does): the plan is checked first.
     """
 
     def __init__(self, trainer, records, *, resume: bool = False, batch_size: int = 16):
@@ -215,9 +194,8 @@ class RegimeEval(TrainerCallback):
 
 
 def add_regime_eval(trainer, records, *, resume: bool = False, batch_size: int = 16) -> RegimeEval | None:
-    r"""Add a :class:`RegimeEval` on ``records`` to ``trainer`` when its config sets ``regime_eval_steps``
-    (else nothing); returns it. :func:`qae_lab.runs.pipeline.make_trainer` calls it with the run's evaluation problems and
-    whether its plan resumes (``resume``: :class:`RegimeEval`).
+    r"""Add a :class:`RegimeEval` on ``records`` to ``trainer`` when its config sets ``regime_eval_steps`` (else
+    nothing); returns it.
 
     >>> import types
     >>> add_regime_eval(types.SimpleNamespace(args=types.SimpleNamespace(regime_eval_steps=None)), []) is None

@@ -1,9 +1,7 @@
 r"""Checkpoints a run can always resume from: the transformers ``Trainer`` overrides that stage each save and check
-each resume, by the checkpoint rules of :mod:`qae_lab.storage.resume`.
-
-:class:`StagedCheckpoints` is a mixin placed before TRL's ``GRPOTrainer`` in ``QAETrainer``'s bases: a save is written
-into ``<output_dir>/.staging/`` and renamed into place when complete, so an interrupted save never leaves a half
-``checkpoint-N`` for a resume to pick; a resume names a missing or damaged file before ``torch.load`` meets it.
+each resume (the rules: :mod:`qae_lab.storage.resume`). A save is written into ``<output_dir>/.staging/`` and renamed
+into place when complete, so an interrupted save never leaves a half ``checkpoint-N``; a resume names a missing or
+damaged file before ``torch.load`` meets it.
 
 Implementer's notes: docs/implementation.md, section ``qae_lab.train.staged``.
 """
@@ -45,9 +43,7 @@ class _ArgsElsewhere:
 
 
 class StagedCheckpoints:
-    r"""Mixin for a transformers ``Trainer``: checked resumes and staged, renamed checkpoints.
-
-    Put it before the trainer class in the bases: ``class T(StagedCheckpoints, GRPOTrainer)``.
+    r"""Mixin for a transformers ``Trainer``, before it in the bases: ``class T(StagedCheckpoints, GRPOTrainer)``.
 
     >>> from qae_lab.train.trainer import QAETrainer
     >>> QAETrainer.__mro__[1].__name__, QAETrainer._save_checkpoint is StagedCheckpoints._save_checkpoint

@@ -1,23 +1,18 @@
-r"""QAE and SA-AH-GRPO inside TRL's ``GRPOTrainer``: a thin subclass (its checkpoints staged by
-:class:`qae_lab.train.staged.StagedCheckpoints`).
+r"""QAE and SA-AH-GRPO inside TRL's ``GRPOTrainer``: a thin subclass (checkpoints staged by
+:class:`qae_lab.train.staged.StagedCheckpoints`); generation, vLLM, PEFT and accelerate/DeepSpeed stay TRL's.
 
-Where QAE leaves the loss alone (no token weighting, no covariance penalty, no sparse update in force) one update is
-TRL's own ``_compute_loss`` of QAE's advantages; otherwise it is :func:`qae_lab.loss.grpo_loss`, a pure function (read
-it first). This class only gathers tensors for it and logs what it returns; generation, vLLM, PEFT and
-accelerate/DeepSpeed stay TRL's:
-
-* advantages: :func:`qae_lab.advantages.group_advantages` on the rewards TRL gathered across
-  processes (POS/NEG-MASK: :func:`qae_lab.entropy_controls.sign_masked_advantages`), sliced per
-  process into the generation batch TRL returns, with each response's QAE regime (``prompt_hard``);
-  TRL's completion table's ``advantages`` column holds them (what trained), not TRL's mean-baseline ones;
-* TRL's loss (:meth:`QAETrainer._trl_loss_step`): TRL's code and metrics; ``ledger/*`` and ``entropy/*`` from
-  TRL's own forward. qae_lab's: TRL's forward, then :func:`qae_lab.loss.grpo_loss` with a
+* advantages: :func:`qae_lab.advantages.group_advantages` on the rewards TRL gathered across processes (POS/NEG-MASK:
+  :func:`qae_lab.entropy_controls.sign_masked_advantages`), sliced per process into TRL's generation batch with each
+  response's QAE regime (``prompt_hard``); the completion table's ``advantages`` column holds them (what trained);
+* the loss: where QAE leaves it alone (no token weighting, covariance penalty or sparse update) TRL's own
+  ``_compute_loss`` of QAE's advantages (:meth:`QAETrainer._trl_loss_step`; ``ledger/*`` and ``entropy/*`` from its
+  forward); otherwise TRL's forward, then :func:`qae_lab.loss.grpo_loss` (a pure function: read it first) with a
   :class:`qae_lab.loss.LossSettings` of the config and the knobs in force, TRL's metrics reduced as TRL reduces them;
 * sparse update: rows with A_i = 0 left out of the forward and backward, kept in the loss's denominators
   (:class:`qae_lab.loss.LossScale`) and in TRL's metrics, so gradient and readouts are a dense update's; one
   forward without a graph gives the left-out rows' entropies (``entropy``: every completion token);
-* the knobs in force travel with each checkpoint (:class:`KnobsCheckpoint`, in transformers'
-  ``trainer_state.json``) and come back on resume unless the resumed config changes them.
+* the knobs in force travel with each checkpoint (:class:`KnobsCheckpoint`) and come back on resume unless the
+  resumed config changes them.
 
 Implementer's notes: docs/implementation.md, section ``qae_lab.train.trainer``.
 """
@@ -46,11 +41,7 @@ from qae_lab.methods import check_weighting_loss_type
 from qae_lab.metric_names import (
     ADVANTAGE_STAT_METRICS,
     BEHAVIOUR_PREFIX,
-    DYNAMIC_SAMPLING_GENERATIONS,
-    DYNAMIC_SAMPLING_GROUPS_DROPPED,
-    DYNAMIC_SAMPLING_GROUPS_WITHOUT_SIGNAL,
-    DYNAMIC_SAMPLING_ROUNDS,
-    DYNAMIC_SAMPLING_ZERO_ADV_FRAC,
+    DYNAMIC_SAMPLING_METRICS,
     ENTROPY_EASY,
     ENTROPY_HARD,
     ENTROPY_UPDATED_EASY,
@@ -90,13 +81,8 @@ _TRIMMABLE = {
     "ref_per_token_logps",
     "importance_sampling_ratio",
 }
-_LOGIT_RESCALERS = (
-    "final_logit_softcapping",
-    "logit_scale",
-    "output_multiplier",
-    "lm_head_multiplier",
-    "logits_scaling",
-)
+# config fields by which a model rescales its logits after the LM head (entropy_top_k's projection would miss them)
+_LOGIT_RESCALERS = "final_logit_softcapping logit_scale output_multiplier lm_head_multiplier logits_scaling".split()
 # the multimodal inputs TRL 1.16's forward takes (None for text models)
 _FORWARD_EXTRAS = (
     "pixel_values",
@@ -169,10 +155,9 @@ def _pad_token_id(processing_class) -> int:
 def entropy_token_sums(
     entropies: torch.Tensor, mask: torch.Tensor, advantages: torch.Tensor, hard_rows: torch.Tensor | None = None
 ) -> torch.Tensor:
-    r"""The token sums behind the entropy metrics of one micro-batch (or of some of its rows), (8,):
-    ``[sum_hard, n_hard, sum_easy, n_easy]`` (:func:`qae_lab.regimes.regime_token_sums`) over every row, then over
-    the updated rows (A_i != 0). (B, T) entropies H_t (summed in at least float32) and mask, (B,) advantages that
-    trained, (B,) bool ``hard_rows`` (None: every row easy). Sums of parts (rows kept and left out; processes) add.
+    r"""The token sums behind one micro-batch's entropy metrics, (8,): :func:`qae_lab.regimes.regime_token_sums`
+    over every row, then over the updated rows (A_i != 0). (B, T) entropies H_t (summed in at least float32) and
+    mask, (B,) advantages, (B,) bool ``hard_rows`` (None: every row easy). Sums of parts and processes add.
 
     >>> h = torch.tensor([[1.0, 3.0], [2.0, 9.0], [4.0, 4.0]])
     >>> m = torch.tensor([[1.0, 1.0], [1.0, 0.0], [1.0, 1.0]])
@@ -187,11 +172,9 @@ def entropy_token_sums(
 
 
 def entropy_metrics(sums: torch.Tensor, split: bool = True) -> dict[str, float]:
-    r"""The entropy metrics from :func:`entropy_token_sums` (added over parts and processes).
-
-    ``entropy`` is TRL's: the mean over every completion token, the count clamped at 1 as TRL clamps it;
-    ``entropy/updated_rows`` the mean over the rows with A_i != 0 (NaN when there is none: TRL's ``log`` leaves
-    NaN out of its average); with ``split``, each regime's mean where the regime has tokens.
+    r"""The entropy metrics from :func:`entropy_token_sums`: TRL's ``entropy`` (every completion token, the count
+    clamped at 1 as TRL does); ``entropy/updated_rows`` (NaN without such rows: TRL's ``log`` averages NaN out); with
+    ``split``, each regime's mean where it has tokens.
 
     >>> entropy_metrics(torch.tensor([6.0, 3.0, 8.0, 2.0, 4.0, 2.0, 8.0, 2.0]))
     {'entropy': 2.8, 'entropy/updated_rows': 3.0, 'entropy/hard': 2.0, 'entropy/easy': 4.0, 'entropy/updated_rows/hard': 2.0, 'entropy/updated_rows/easy': 4.0}
@@ -209,8 +192,8 @@ def entropy_metrics(sums: torch.Tensor, split: bool = True) -> dict[str, float]:
 
 
 def _replace_last(logged, values: list) -> None:
-    r"""Replace the last ``len(values)`` entries of ``logged`` (a deque, perhaps bounded) by ``values``, in order: TRL
-    has just appended the gathered batch's mean-baseline advantages there; the table gets those that trained.
+    r"""Replace the last ``len(values)`` entries of ``logged`` (a deque, perhaps bounded) by ``values``: TRL has just
+    appended its mean-baseline advantages there; the completion table gets those that trained.
 
     >>> from collections import deque
     >>> d = deque([9.0, 1.0, 2.0], maxlen=3); _replace_last(d, [0.5, -0.5]); d
@@ -248,9 +231,8 @@ def _prompt_key(row: dict) -> str:
 
 
 class KnobsCheckpoint(transformers.TrainerCallback, ExportableState):
-    """Puts the knobs in force, and those of the trainer's config, in each checkpoint: transformers writes
-    :meth:`state` into ``trainer_state.json`` (``stateful_callbacks``); :class:`_StepFromState` reads them back when a
-    resumed run begins (:func:`qae_lab.knobs.resumed_knobs`)."""
+    """Puts the knobs in force, and the config's, in each checkpoint's ``trainer_state.json`` (``stateful_callbacks``);
+    :class:`_StepFromState` reads them back when a resumed run begins."""
 
     def __init__(self, trainer=None):
         self.trainer = trainer  # None only where transformers remakes it (restore_callback_states_from_checkpoint)
@@ -266,13 +248,10 @@ class KnobsCheckpoint(transformers.TrainerCallback, ExportableState):
 
 
 class _StepFromState(transformers.TrainerCallback):
-    """Sets TRL's micro-batch counter ``_step`` and the knobs from the trainer's state when training begins.
-
-    ``_step``: the micro-batches of the optimizer steps done (``global_step`` x accumulation). A new trainer starts it
-    at 0, so a resumed run would generate, reuse a generation batch (``num_iterations``, ``steps_per_generation``) and
-    seed dynamic sampling's refills at other steps than the uninterrupted run did; from its state it keeps their
-    schedule. The knobs: those the checkpoint recorded (:class:`KnobsCheckpoint`), but for a knob the resumed config
-    changes (:func:`qae_lab.knobs.resumed_knobs`), in force from the first resumed step."""
+    """Sets TRL's micro-batch counter ``_step`` (``global_step`` x accumulation: a new trainer starts it at 0, so a
+    resumed run would generate, reuse a generation batch and seed dynamic sampling's refills at other steps than the
+    uninterrupted run) and the knobs (those the checkpoint recorded, but where the resumed config changes one:
+    :func:`qae_lab.knobs.resumed_knobs`) from the trainer's state when training begins."""
 
     def __init__(self, trainer):
         self.trainer = trainer
@@ -311,15 +290,11 @@ class _Scoring:
 class QAETrainer(StagedCheckpoints, GRPOTrainer):
     r"""``GRPOTrainer`` with QAE advantages, SA-AH/AH horizon weights, sparse updates and fast generation.
 
-    The knobs (``quantile_k``, ``alpha``, ``baseline``, ``token_weighting``) are one frozen
-    :class:`qae_lab.knobs.Knobs` value, :attr:`knobs`; :meth:`set_knobs` swaps in a new one
-    between steps (e.g. from a widget or callback); the next generation / loss reads it, and
-    ``qae/k`` and ``saah/alpha`` log what was used.
+    The knobs (``quantile_k``, ``alpha``, ``baseline``, ``token_weighting``) are one frozen :class:`qae_lab.knobs.Knobs`,
+    :attr:`knobs`; :meth:`set_knobs` swaps in a new one between steps; ``qae/k`` and ``saah/alpha`` log what was used.
 
-    Tested with trl 1.16.0 only (pyproject caps trl below 1.17); ``train``, ``_save_checkpoint`` and
-    ``_get_output_dir`` (transformers) come from :class:`~qae_lab.train.staged.StagedCheckpoints`;
-    every private member of TRL and transformers it touches is in :data:`PRIVATE_MEMBERS`, with why (a missing one is
-    named when the trainer is made); these public TRL attributes are read: ``epsilon_low``, ``epsilon_high``,
+    Tested with trl 1.16.0 only; every private member of TRL and transformers it touches is in
+    :data:`PRIVATE_MEMBERS`, with why; these public TRL attributes are read: ``epsilon_low``, ``epsilon_high``,
     ``importance_sampling_level``, ``current_gradient_accumulation_steps``, ``reward_weights``, ``num_generations``,
     ``num_generations_eval``, ``scale_rewards``, ``loss_type``, ``beta``, ``temperature``, ``top_entropy_quantile``
     (and ``get_high_entropy_mask``), ``entropy_coef``, ``aux_loss_enabled``, ``router_aux_loss_coef``, ``use_vllm``,
@@ -333,10 +308,9 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
     @trl_deprecation_hidden()  # PEFT's wrapping reads a deprecated alias: that one warning, in here only
     def __init__(self, *args, **kwargs):
         _check_private_members(GRPOTrainer)  # the methods, before anything loads
-        # before TRL's __init__ loads anything: the config (again: a field may have changed since it was built) and a
-        # model given by name (its config.json may name a kernel from the Hub)
+        # before TRL's __init__ loads anything, checked: the config (a GRPOConfig or none becomes a QAEConfig of its
+        # settings and QAE's defaults) and a model given by name (its config.json may name a kernel from the Hub)
         args, kwargs = list(args), dict(kwargs)
-        # a GRPOConfig or none, as GRPOTrainer takes: a QAEConfig of its settings and QAE's defaults, said once
         config = as_qae_config(
             kwargs.get("args", args[2] if len(args) > 2 else None), args[0] if args else kwargs.get("model")
         )
@@ -405,11 +379,8 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
 
     # ---------------------------------------------------------------- live knobs
     def set_knobs(self, knobs: Knobs | None = None, **changes) -> Knobs:
-        r"""Put ``knobs`` (a :class:`~qae_lab.knobs.Knobs`, e.g. the live controls' value) and/or
-        ``changes`` to any of quantile_k, alpha, baseline, token_weighting in force from the next step.
-
-        Validated before anything changes; the swap is one reference, so a step reads the old
-        knobs or the new ones, never a mix. Returns the knobs now in force.
+        r"""Put ``knobs`` (e.g. the live controls' value) and/or ``changes`` to its fields in force from the next step,
+        validated first; the swap is one reference, so a step reads the old knobs or the new ones, never a mix.
 
         >>> import tempfile
         >>> from qae_lab.task import data, models, rewards
@@ -434,9 +405,9 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         return new
 
     def add_step_metrics(self, metrics: dict[str, float]) -> None:
-        r"""Log ``metrics`` in the row of the training step now running, beside TRL's and qae_lab's own (TRL
-        averages each over the logging window, as it does its own). For callbacks that measure between steps
-        (:class:`qae_lab.train.regime_eval.RegimeEval`); call it from ``on_step_begin`` or during the step.
+        r"""Log ``metrics`` in the row of the training step now running (TRL averages each over the logging window),
+        for callbacks that measure between steps (:class:`~qae_lab.train.regime_eval.RegimeEval`): call it from
+        ``on_step_begin`` or during the step.
 
         >>> import types
         >>> trainer = types.SimpleNamespace(_metrics={"train": {}})
@@ -489,12 +460,10 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
                 found += int(signal[-1].sum())
         batch, short = assemble(calls, signal, g, n_groups, _pad_token_id(self.processing_class))
         generated = sum(int(s.numel()) for s in signal)  # groups generated over all rounds
-        metrics = self._metrics["train"]
-        metrics[DYNAMIC_SAMPLING_ROUNDS].append(float(rounds))
-        metrics[DYNAMIC_SAMPLING_GENERATIONS].append(float(generated * g))
-        metrics[DYNAMIC_SAMPLING_GROUPS_DROPPED].append(float(generated - found))
-        metrics[DYNAMIC_SAMPLING_GROUPS_WITHOUT_SIGNAL].append(float(short))
-        metrics[DYNAMIC_SAMPLING_ZERO_ADV_FRAC].append(float((batch["advantages"] == 0).float().mean()))
+        # rounds, generations, groups dropped, groups without signal, zero-advantage share (DYNAMIC_SAMPLING_METRICS)
+        values = (rounds, generated * g, generated - found, short, (batch["advantages"] == 0).float().mean())
+        for name, value in zip(DYNAMIC_SAMPLING_METRICS, values):
+            self._metrics["train"][name].append(float(value))
         return batch
 
     def _generate_round(self, inputs, mode: str, g: int) -> dict:
@@ -509,12 +478,8 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         device = out["completion_ids"].device
         self._log_behaviour(out, scoring, self._metrics[mode])
         _replace_last(self._logs["advantages"], scoring.advantages.tolist())  # the completion table: what trained
-        # a new dict: TRL's own batch is not edited
-        return {
-            **out,
-            "advantages": scoring.advantages[local].to(device),
-            "prompt_hard": scoring.hard[local].to(device),
-        }
+        adv, hard = scoring.advantages[local].to(device), scoring.hard[local].to(device)
+        return {**out, "advantages": adv, "prompt_hard": hard}  # a new dict: TRL's own batch is not edited
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
@@ -688,10 +653,9 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         return loss
 
     def _trl_loss_step(self, model, inputs: dict, settings: LossSettings | None = None):
-        """TRL's own ``_compute_loss`` of the batch (QAE's advantages in it), unchanged: every loss option and metric
-        TRL's. Its forward's log-probs and entropies (kept by :meth:`_get_per_token_logps_and_entropies`) give what
-        TRL does not log: the entropy ledger (``ledger/*``, with ``settings``: the PPO-clip loss types qae_lab also
-        reduces) and the entropy by regime and of the updated rows (``entropy/*``; ``entropy`` itself is TRL's)."""
+        """TRL's own ``_compute_loss`` of the batch (QAE's advantages in it), unchanged; its forward's log-probs and
+        entropies give what TRL does not log: ``ledger/*`` (with ``settings``: the loss types qae_lab also reduces)
+        and ``entropy/*`` (``entropy`` itself is TRL's)."""
         self._loss_forward = []
         try:
             loss = super()._compute_loss(model, inputs)
@@ -810,10 +774,9 @@ class QAETrainer(StagedCheckpoints, GRPOTrainer):
         return torch.Generator().manual_seed(hash((self.args.seed, self.state.global_step, draw)) % 2**63)
 
     def _log_loss(self, out: LossOutput, mask: torch.Tensor, settings: LossSettings, scale: LossScale) -> None:
-        """The loss's metrics: ours (``saah/*``, ``cov/*``, ``ledger/*``) as computed on this process, TRL's
-        (``kl``, ``clip_ratio/*``, ``policy_loss``) reduced across processes as TRL reduces them, over every row of
-        the micro-batch: the rows a sparse update left out (``scale``) clip nothing and count (``entropy``:
-        :meth:`_log_entropy`)."""
+        """The loss's metrics: ours (``saah/*``, ``cov/*``, ``ledger/*``) as computed on this process; TRL's (``kl``,
+        ``clip_ratio/*``, ``policy_loss``) reduced across processes as TRL does, the rows a sparse update left out
+        (``scale``) counted as clipping nothing."""
         mode = "train" if self.model.training else "eval"
         metrics = self._metrics[mode]
         for name, value in out.metrics.items():

@@ -78,7 +78,7 @@ def test_every_private_member_of_trl_or_transformers_the_trainer_touches_is_list
 
     trainer = tiny_trainer(tmp_path)
     assert trainer_module.missing_private_members(trainer) == []
-    from qae_lab.storage import staged  # the checkpoint overrides in QAETrainer's bases
+    from qae_lab.train import staged  # the checkpoint overrides in QAETrainer's bases
 
     source = Path(trainer_module.__file__).read_text() + Path(staged.__file__).read_text()
     used = set(re.findall(r"(?:self|super\(\))\.(_[a-z]\w*)", source))
