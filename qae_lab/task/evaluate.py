@@ -225,24 +225,10 @@ def evaluate(
     sampling_options(temperature, top_p, max_new_tokens, batch_size)
     check_int(seed, "seed", 0)
     prompts = [prompt_text(rec, tokenizer) for rec in records]
-    common = {
-        "max_new_tokens": max_new_tokens,
-        "batch_size": batch_size,
-        "seed": seed,
-        "progress": progress,
-        "pace": pace,
-    }
+    common = dict(max_new_tokens=max_new_tokens, batch_size=batch_size, seed=seed, progress=progress, pace=pace)
     greedy_out = generate(model, tokenizer, prompts, **common) if greedy else None
-    sampled = generate(
-        model,
-        tokenizer,
-        prompts,
-        num_samples=num_samples,
-        do_sample=True,
-        temperature=temperature,
-        top_p=top_p,
-        **common,
-    )
+    common.update(num_samples=num_samples, do_sample=True, temperature=temperature, top_p=top_p)
+    sampled = generate(model, tokenizer, prompts, **common)
     problems = []
     for i, rec in enumerate(records):
         gold = str(rec["gold"])

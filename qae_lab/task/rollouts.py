@@ -101,19 +101,11 @@ def sample_groups(
     records = validate_records(records)
     group_size = check_int(group_size, "group_size", 2)
     prompts = [prompt_text(r, tokenizer) for r in records]
+    options = dict(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, batch_size=batch_size)
+    # one (b*G, T_b) per batch, each prompt's G contiguous
     chunks = generate_ids(
-        model,
-        tokenizer,
-        prompts,
-        num_samples=group_size,
-        do_sample=True,
-        temperature=temperature,
-        top_p=top_p,
-        max_new_tokens=max_new_tokens,
-        batch_size=batch_size,
-        seed=seed,
-        progress=False,
-    )  # one (b*G, T_b) per batch, each prompt's G contiguous
+        model, tokenizer, prompts, num_samples=group_size, do_sample=True, seed=seed, progress=False, **options
+    )
     eos_ids, pad_id = eos_token_ids(model, tokenizer), tokenizer.pad_token_id
     width = max(c.shape[1] for c in chunks)
     ids = torch.cat([torch.nn.functional.pad(c, (0, width - c.shape[1]), value=pad_id) for c in chunks])  # (N, T)
