@@ -208,9 +208,6 @@ def math_verify_reward(completions, gold, **kwargs) -> list[float]:
     ...                    gold=["1000", "1000", "1000"])
     [1.0, 0.0, 0.0]
     """
-    if isinstance(completions, (str, bytes)) or not isinstance(completions, (list, tuple)):
-        raise ValueError(f"completions must be a list of completions, got {type(completions).__name__}")
-    if isinstance(gold, (str, bytes)) or not isinstance(gold, (list, tuple)) or len(gold) != len(completions):
-        raise ValueError(f"gold must be a list with one answer per completion ({len(completions)}), got {gold!r:.80}")
-    targets = [gold_value(g) for g in gold]  # every gold checked before anything is scored
-    return [1.0 if math_verify_is_correct(c, g) else 0.0 for c, g in zip(completions, targets)]
+    from qae_lab.task.rewards import _binary  # deferred: rewards imports this module
+
+    return _binary(completions, gold, math_verify_is_correct)
