@@ -264,11 +264,8 @@ def population_quantile(z, r, k: float) -> torch.Tensor:
 
 
 def check_proposition_42(z, r, k: float, eta: float, n_b: int = 101) -> dict[str, float | bool | str]:
-    r"""Check QAE's Prop. 4.2 (sec. 4) for one policy (A,) with binary rewards: dH(b_K) against ``n_b`` baselines
-    in [0, 1], to first order and exactly (model (a)). ``holds_*``: dH(b_K) <= dH(b) for all b if hard (p <= 1-K),
-    >= if easy, up to 1e-15.
-
-    pi = (0.1, 0.2, 0.3, 0.4), K = 0.4: one correct response of mass 0.1 is hard (b_K = 0), three of 0.9 easy:
+    r"""Check QAE's Prop. 4.2 (sec. 4) for one policy (A,), binary rewards, model (a): ``holds_*``, dH(b_K) <= dH(b)
+    for ``n_b`` baselines b in [0, 1] if hard (p <= 1-K), >= if easy, to first order and exactly, up to 1e-15.
 
     >>> z = torch.log(torch.tensor([0.1, 0.2, 0.3, 0.4]))
     >>> out = check_proposition_42(z, torch.tensor([1.0, 0, 0, 0]), 0.4, 0.1)
@@ -643,9 +640,8 @@ def mc_entropy_curve(
     eta: float = 0.5,
     seed: int = 0,
 ) -> dict[str, list[float]]:
-    r"""Monte-Carlo E[dH] of one sampled-group step, mean vs quantile baseline, per p in ``ps`` (lists over ``ps``),
-    one bandit per p from the same base logits and random stream; beside it model (b)'s exact dH, model (a)'s at
-    b = p and b = b_K, and :func:`sampled_entropy_change` (NaN for ``scale="batch"``, which it does not model).
+    r"""Monte-Carlo E[dH] of one sampled-group step, mean vs quantile baseline, per p in ``ps`` (same base logits),
+    beside model (b)'s exact dH, model (a)'s at b = p and b_K, and :func:`sampled_entropy_change` (NaN for "batch").
 
     >>> out = mc_entropy_curve([0.3, 0.7], group_size=8, n_groups=50)
     >>> len(out["mean"]), len(out["identity_quantile"])

@@ -265,11 +265,9 @@ def group_update(
 def simulate(logits, rewards, settings: UpdateSettings, *, steps: int, seed: int = 0) -> dict[str, torch.Tensor]:
     r"""Train S seeds' prompts by ``steps`` sampled group updates (eq. U1), recording the exact curves and ledgers.
 
-    The same seed and batch shape give the same random stream for any settings, so runs pair up seed by seed. A
-    step is many small tensor operations: run it on one thread (:func:`qae_lab.threads.use_threads`); on a busy
-    2-core machine two threads made it about 30 times slower. Returns ``entropy`` and ``success`` (S, steps + 1),
-    every :func:`group_update` metric (S, steps), ``{entropy,success}_curves`` per prompt (S, P, steps + 1) and
-    ``{entropy,success}_per_prompt`` (S, P, 2): start and end.
+    The same seed and batch shape pair runs up seed by seed. Run it on one thread (:func:`qae_lab.threads.use_threads`):
+    two made its many small operations 30 times slower. Returns ``entropy``, ``success`` (S, steps + 1), every
+    :func:`group_update` metric (S, steps), ``*_curves`` per prompt (S, P, steps + 1), ``*_per_prompt`` (S, P, 2).
 
     >>> from qae_lab.toys.seqpolicy import task_batch
     >>> t = task_batch(2, 4, 2, 3, start="peaked")
