@@ -5,11 +5,9 @@ Completions are asked for in the format ``<reasoning>\n...\n</reasoning>\n<answe
 number. The verdict of training rewards and of every pass@1, :func:`strict_is_correct`, also asks that the
 completion stop right after its closing ``</answer>`` tag, whitespace aside (:func:`ends_at_answer`).
 
-Why: ``is_correct`` reads the last ``<answer>`` block wherever it sits, so a tiny model rewarded by it alone can
-answer, run on to the length limit and stop emitting EOS while its reward holds and exact-match evaluation falls
-to zero. The check reads the decoded text (special tokens such as EOS stripped), so a completion cut by the length
-limit exactly after ``</answer>`` would pass. Evaluation also keeps the lenient verdict (``lenient_pass@1``), so
-any gap stays visible.
+Why: rewarded by ``is_correct`` alone (the last ``<answer>`` block wherever it sits), a tiny model learns to run on
+to the length limit without EOS. The check reads the decoded text, so a completion cut exactly after
+``</answer>`` passes; evaluation keeps the lenient verdict (``lenient_pass@1``) so any gap stays visible.
 
 Implementer's notes: docs/implementation.md, section ``qae_lab.task.answers``.
 """

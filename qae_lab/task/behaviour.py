@@ -1,17 +1,13 @@
 r"""Behaviour metrics of one training step, from the step's N completions.
 
-* Reflective "aha" words ("wait", "verify", "check", ...), which "Quantile Advantage Estimation
-  for Entropy-Safe Reasoning" (QAE, arXiv 2509.22611) tracks growing with accuracy.
+* Reflective "aha" words ("wait", "verify", "check", ...), which QAE (arXiv 2509.22611) tracks growing with
+  accuracy. The papers give no word list or matching rule: words match case-insensitively and whole ("checked" is
+  not "check"), the longest entry at a position ("re-check" counts once); a hyphen separates words.
 * Response length, whose mean SA-AH-GRPO (arXiv 2606.05434) reports falling 243 -> 171 tokens.
-* Diversity within a group (:func:`diversity_stats`): how many different correct texts a prompt's
-  group holds and how much of the group its most frequent text takes. RLVR's sharpening (pass@1 up,
-  pass@k at large k flat or down; QAE reports pass@16 kept) shows first as fewer distinct successes.
+* Diversity within a group (:func:`diversity_stats`): RLVR's sharpening (pass@1 up, pass@k at large k flat or
+  down; QAE reports pass@16 kept) shows first as fewer distinct correct texts.
 
-Where this departs from the papers, and why:
-
-* The papers give no word list or matching rule: words match case-insensitively and whole ("checked" is not
-  "check"), the longest entry at a position ("re-check" counts once); a hyphen separates words.
-* An undefined correlation (N < 2, or a constant vector) is left out of :func:`behaviour_stats`, not logged as NaN.
+An undefined correlation (N < 2, or a constant vector) is left out of :func:`behaviour_stats`, not logged as NaN.
 """
 
 from __future__ import annotations
@@ -64,10 +60,8 @@ MAX_WORDS, MAX_WORD_CHARS = 1_000, 100
 
 
 def reflection_pattern(words=REFLECTION_WORDS) -> re.Pattern:
-    r"""One compiled, case-insensitive regex matching any of ``words`` as a whole word.
-
-    No letter, digit or underscore may touch a match; a multi-word entry matches across any run of whitespace;
-    longer entries are tried first. Entries are escaped (model output is data, never a pattern).
+    r"""One compiled, case-insensitive regex matching any of ``words`` (escaped) as a whole word, longest first; a
+    multi-word entry matches across any run of whitespace.
 
     >>> [m.group() for m in reflection_pattern().finditer("Wait... LET  me re-check; checked.")]
     ['Wait', 'LET  me', 're-check']
@@ -102,9 +96,7 @@ def reflection_counts(texts, words=REFLECTION_WORDS) -> torch.Tensor:
 
 
 def length_stats(lengths, quantiles=(0.1, 0.5, 0.9)) -> dict[str, float]:
-    r"""Mean and quantiles of the completion lengths (SA-AH-GRPO, arXiv 2606.05434: 243 -> 171 tokens).
-
-    Quantiles by ``torch.quantile`` (linear), keys ``length_q{round(100 * q)}``, which must be distinct.
+    r"""Mean and ``torch.quantile`` (linear) quantiles of completion lengths, keys ``length_q{round(100 * q)}``.
 
     >>> length_stats([10, 20, 30, 40, 100])
     {'length_mean': 40.0, 'length_q10': 14.0, 'length_q50': 30.0, 'length_q90': 76.0}
@@ -128,10 +120,8 @@ def length_stats(lengths, quantiles=(0.1, 0.5, 0.9)) -> dict[str, float]:
 
 
 def pearson(x, y) -> float | None:
-    r"""Pearson correlation r = sum dx dy / sqrt(sum dx^2 sum dy^2), d = deviation from the mean.
-
-    Correlates reflective words with success (QAE, arXiv 2509.22611). Computed on x / max|x| and y / max|y| (r is
-    scale-free): no overflow. None when undefined: N < 2, or x or y constant.
+    r"""Pearson correlation r = sum dx dy / sqrt(sum dx^2 sum dy^2), d = deviation from the mean, of x / max|x| and
+    y / max|y| (no overflow); None when undefined: N < 2, or x or y constant.
 
     >>> round(pearson([1, 2, 3], [1, 2, 4]), 4), pearson([1, 2, 3], [5, 5, 5]), pearson([1], [2])
     (0.982, None, None)

@@ -46,10 +46,8 @@ _ANNOTATION = re.compile(r"<<[^<>]*>>")
 
 
 def gsm8k_gold(answer: str) -> str:
-    r"""The final answer of a GSM8K solution, after ``####``, as a canonical integer string.
-
-    The text after the first ``####`` is read by the rewards' own reader (:func:`qae_lab.task.answers.parse_number`),
-    so what loads here never fails inside a reward; it must be an integer (every GSM8K gold is one). Linear time.
+    r"""The final answer of a GSM8K solution, after ``####``, as a canonical integer string, read by the rewards' own
+    :func:`qae_lab.task.answers.parse_number` (what loads never fails inside a reward). Linear time.
 
     >>> gsm8k_gold("She pays 2 * 500 = <<2*500=1000>>1000.\n#### 1,000"), gsm8k_gold("#### -3")
     ('1000', '-3')
@@ -168,10 +166,8 @@ def load_gsm8k(
     split: str = "train", *, path: str | os.PathLike | None = None, n: int | None = None, seed: int = 0
 ) -> list[dict[str, Any]]:
     r"""GSM8K records of one split from the folder ``path`` (``train.jsonl`` / ``test.jsonl``; default
-    ``QAE_LAB_GSM8K_DIR``), else from the Hub; ``n``: a seeded subset (None: the whole split, in file order).
-
-    A bad row (not JSON, a field missing or not a str, an answer :func:`gsm8k_gold` refuses) raises ValueError
-    naming the file and line (or Hub row) and the field.
+    ``QAE_LAB_GSM8K_DIR``), else from the Hub; ``n``: a seeded subset (None: all, in file order). A bad row raises
+    ValueError naming the file and line (or Hub row) and the field.
 
     >>> import tempfile
     >>> row = {"question": "Ann has 2 pens and buys 3. How many?", "answer": "2 + 3 = <<2+3=5>>5\n#### 5"}
@@ -241,10 +237,8 @@ def _problem(level: int, rng: random.Random) -> tuple[str, list[str], int]:
 
 
 def synthetic_task(n: int, *, levels=LEVELS, seed: int = 0) -> list[dict[str, Any]]:
-    r"""``n`` synthetic arithmetic word problems in GSM8K's record shape, deterministic by ``seed``.
-
-    Levels: 1 one-digit addition, 2 two-digit plus one-digit, 3 two-digit minus one-digit, 4 one-digit
-    multiplication, 5 multiply then add; cycled.
+    r"""``n`` synthetic arithmetic word problems in GSM8K's record shape, deterministic by ``seed``, levels cycled: 1
+    one-digit addition, 2 two-digit plus one-digit, 3 two-digit minus one-digit, 4 one-digit product, 5 then add.
 
     >>> r = synthetic_task(2, levels=(1, 4), seed=3)
     >>> [x["level"] for x in r], r[0]["answer"].splitlines()[-1] == "#### " + r[0]["gold"]
@@ -254,8 +248,7 @@ def synthetic_task(n: int, *, levels=LEVELS, seed: int = 0) -> list[dict[str, An
 
 
 def cycled_records(n: int, levels, allowed, seed: int, source: str, problem) -> list[dict[str, Any]]:
-    r"""``n`` records of a synthetic task in GSM8K's record shape, levels cycled, deterministic by ``seed``.
-
+    r"""``n`` records of a synthetic task in GSM8K's record shape, levels cycled, deterministic by ``seed``, from
     ``problem(level, rng) -> (question, steps, answer value, extra fields)``; ``source``: also the id prefix.
 
     >>> one = lambda level, rng: (f"{level} + 1?", [f"{level} + 1 = {level + 1}"], level + 1, {"terms": [level, 1]})

@@ -1,14 +1,9 @@
 r"""Evaluation of a policy on verifiable problems: greedy pass@1, sampled pass@1 and pass@k.
 
-Two ways to score a model on a set of problems, both reported by :func:`evaluate`:
-
-* **Greedy pass@1**: the fraction of problems one greedy completion gets right (most papers' "accuracy").
-* **Sampled pass@1 and pass@k**: n completions per problem sampled at temperature T, c of them correct. Sampled
-  pass@1 is the mean of c/n, the expected success rate RL with verifiable rewards optimises; pass@k, that one of k
-  samples is right, is estimated without bias by Chen et al. 2021 (arXiv 2107.03374, eq. 1):
-  pass@k = E_problems[ 1 - C(n-c, k) / C(n, k) ]. An entropy collapse shows as pass@k falling towards pass@1.
-* **Diversity** of the n samples of a problem (:func:`qae_lab.task.behaviour.diversity_stats`): the mean number
-  of different correct texts (``distinct_correct``) and the share of the most frequent text (``top_share``).
+:func:`evaluate` reports greedy pass@1 (most papers' "accuracy"); sampled pass@1, the mean of c/n over n samples
+at temperature T, what RL with verifiable rewards optimises; pass@k by Chen et al. 2021's unbiased estimate
+(arXiv 2107.03374, eq. 1), pass@k = E_problems[ 1 - C(n-c, k) / C(n, k) ], which falls towards pass@1 in an
+entropy collapse; and the samples' diversity (:func:`qae_lab.task.behaviour.diversity_stats`).
 
 Implementer's notes: docs/implementation.md, section ``qae_lab.task.evaluate``.
 """
@@ -38,11 +33,8 @@ __all__ = ["pass_at_k", "evaluate", "EvalResult", "validate_records"]
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
-    r"""The unbiased pass@k estimate from n samples of which c are correct (Chen et al. 2021).
-
-    pass@k = 1 - C(n-c, k) / C(n, k): one minus the probability that k of the n samples, drawn without
-    replacement, are all wrong. The ratio of exact integers is rounded once; exactly 1.0 when n - c < k, 0.0 when
-    c = 0.
+    r"""The unbiased pass@k = 1 - C(n-c, k) / C(n, k) from n samples of which c are correct (Chen et al. 2021):
+    exact integers rounded once, so exactly 1.0 when n - c < k and 0.0 when c = 0.
 
     >>> pass_at_k(8, 0, 4), pass_at_k(8, 2, 1), pass_at_k(8, 5, 4)
     (0.0, 0.25, 1.0)
@@ -225,24 +217,10 @@ def evaluate(
     sampling_options(temperature, top_p, max_new_tokens, batch_size)
     check_int(seed, "seed", 0)
     prompts = [prompt_text(rec, tokenizer) for rec in records]
-    common = {
-        "max_new_tokens": max_new_tokens,
-        "batch_size": batch_size,
-        "seed": seed,
-        "progress": progress,
-        "pace": pace,
-    }
+    common = dict(max_new_tokens=max_new_tokens, batch_size=batch_size, seed=seed, progress=progress, pace=pace)
     greedy_out = generate(model, tokenizer, prompts, **common) if greedy else None
-    sampled = generate(
-        model,
-        tokenizer,
-        prompts,
-        num_samples=num_samples,
-        do_sample=True,
-        temperature=temperature,
-        top_p=top_p,
-        **common,
-    )
+    common.update(num_samples=num_samples, do_sample=True, temperature=temperature, top_p=top_p)
+    sampled = generate(model, tokenizer, prompts, **common)
     problems = []
     for i, rec in enumerate(records):
         gold = str(rec["gold"])

@@ -1,12 +1,9 @@
 r"""Policies to train: Qwen2.5-Instruct from the Hub, or the project's embedded tiny Qwen2, with LoRA.
 
-``load_policy(name_or_path)`` returns ``(model, tokenizer)``:
-
-* ``"embedded"``: the tiny Qwen2 trained by ``python -m tools.embedded_models`` and committed in
-  ``data/embedded/``; loads offline, runs on a CPU. ``"embedded-sums"``: its sibling for :mod:`qae_lab.task.sums`
-  (``--task sums``, ``data/embedded_sums/``).
-* ``"qwen2.5-0.5b"``, ``"qwen2.5-1.5b"``, ``"qwen2.5-3b"``: the SA-AH set-up's Qwen/Qwen2.5-*-Instruct.
-* any other Hub id or local folder of a causal LM with a chat template.
+``load_policy(name_or_path)`` returns ``(model, tokenizer)`` for ``"embedded"`` (the tiny Qwen2 that
+``python -m tools.embedded_models`` trains into ``data/embedded/``: offline, on a CPU), ``"embedded-sums"`` (its
+sibling for :mod:`qae_lab.task.sums`), ``"qwen2.5-0.5b"`` / ``"-1.5b"`` / ``"-3b"`` (the SA-AH set-up's
+Qwen/Qwen2.5-*-Instruct), or any Hub id or folder of a causal LM with a chat template.
 
 Weights load as safetensors only and never with ``trust_remote_code``: a model repository cannot run code here.
 LoRA (SA-AH: r = 16 on the attention and MLP projections) comes from :func:`lora_config`.
@@ -53,9 +50,8 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torc
 
 
 def embedded_dir(name: str = "embedded") -> Path:
-    r"""Where an embedded model's files are (:data:`EMBEDDED_MODELS`): its environment variable
-    (``$QAE_LAB_EMBEDDED_DIR`` for ``"embedded"``), else ``data/<folder>`` of a source checkout, else
-    the copy installed inside the package.
+    r"""Where an embedded model's files are (:data:`EMBEDDED_MODELS`): its environment variable, else
+    ``data/<folder>`` of a source checkout, else the copy installed inside the package.
 
     >>> (embedded_dir() / "config.json").is_file(), embedded_dir().name in ("embedded", "embedded_model")
     (True, True)
@@ -79,8 +75,7 @@ def embedded_dir(name: str = "embedded") -> Path:
 
 
 def resolve_name(name_or_path: str) -> str:
-    r"""The folder or Hub id behind a name: ``"embedded"`` / ``"embedded-sums"``, a :data:`QWEN_MODELS` alias,
-    or as given.
+    r"""The folder or Hub id behind a name: an embedded model's, a :data:`QWEN_MODELS` alias's, or as given.
 
     >>> resolve_name("qwen2.5-1.5b"), resolve_name("Qwen/Qwen2.5-3B-Instruct")
     ('Qwen/Qwen2.5-1.5B-Instruct', 'Qwen/Qwen2.5-3B-Instruct')
@@ -97,8 +92,7 @@ def resolve_name(name_or_path: str) -> str:
 
 
 def lora_config(r: int = 16, alpha: int | None = None, dropout: float = 0.05, targets=LORA_TARGETS):
-    r"""PEFT LoRA for a causal LM: rank ``r`` (SA-AH: 16) on the attention and MLP projections,
-    ``lora_alpha = 2 r`` unless given.
+    r"""PEFT LoRA: rank ``r`` (SA-AH: 16) on the attention and MLP projections, ``lora_alpha = 2 r`` unless given.
 
     >>> cfg = lora_config()
     >>> cfg.r, cfg.lora_alpha, cfg.lora_dropout, sorted(cfg.target_modules)[:3], lora_config(8, alpha=8).lora_alpha
@@ -189,12 +183,7 @@ def _dtype(dtype, device: str) -> torch.dtype:
 
 
 def load_policy(
-    name_or_path: str = "embedded",
-    *,
-    lora=None,
-    dtype="auto",
-    device: str | None = None,
-    gradient_checkpointing: bool = False,
+    name_or_path: str = "embedded", *, lora=None, dtype="auto", device: str | None = None, gradient_checkpointing=False
 ):
     r"""Load a causal LM and its tokenizer, optionally wrapped with LoRA.
 

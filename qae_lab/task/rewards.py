@@ -153,16 +153,11 @@ class CompositeWeights:
     (7.5, 1.0)
     """
 
-    correct: float = 5.0
-    """reward for a correct final answer (:func:`is_correct`)"""
-    format: float = 1.0
-    """XML format compliance: full weight for the strict format, half for only the soft one"""
-    tags: float = 0.5
-    """solution-tag presence: a quarter for each of the four tags occurring exactly once"""
-    steps: float = 1.0
-    """reasoning-step density: min(#calculation lines, max_steps) / max_steps"""
-    max_steps: int = 4
-    """number of calculation lines in the reasoning block that earns the full ``steps`` weight"""
+    correct: float = 5.0  # a correct final answer (the verdict)
+    format: float = 1.0  # XML format: full weight for the strict format, half for only the soft one
+    tags: float = 0.5  # a quarter for each of the four solution tags occurring exactly once
+    steps: float = 1.0  # reasoning-step density: min(#calculation lines, max_steps) / max_steps
+    max_steps: int = 4  # the calculation lines in the reasoning block that earn the full ``steps`` weight
 
     def __post_init__(self):
         for name in ("correct", "format", "tags", "steps"):

@@ -1,10 +1,9 @@
 r"""Rollouts of a real policy for the notebooks: sampled groups, their rewards, their token entropies.
 
-What SA-AH-GRPO (arXiv 2606.05434) needs from a policy, on data it sampled: G completions per prompt with ids,
-mask and binary rewards (:func:`sample_groups`); the normalised entropy H~_t = H(pi(. | x, y_<t)) / log V of each
-completion token's distribution, exact or the paper's top-k estimate, from one no-grad forward of prompt +
-completion (:func:`completion_entropies`, :func:`top_k_errors`); the differentiable log pi_theta(y_t | x, y_<t)
-that GRPO's loss is built from (:func:`completion_logps`).
+What SA-AH-GRPO (arXiv 2606.05434) needs from a policy on data it sampled: G completions per prompt with binary
+rewards (:func:`sample_groups`), each token's normalised entropy H~_t = H(pi(. | x, y_<t)) / log V, exact or
+top-k (:func:`completion_entropies`, :func:`top_k_errors`), and the differentiable log pi_theta(y_t | x, y_<t)
+(:func:`completion_logps`).
 
 Implementer's notes: docs/implementation.md, section ``qae_lab.task.rollouts``.
 """
@@ -87,10 +86,8 @@ def sample_groups(
     batch_size: int = 8,
     seed: int = 0,
 ) -> Rollouts:
-    r"""Sample G completions per record and judge them: the rollouts of one GRPO step.
-
-    Batch i is sampled after ``torch.manual_seed(seed + i)`` inside ``torch.random.fork_rng``: the same seed and
-    batch_size give the same rollouts, and the caller's random state is left alone.
+    r"""Sample G completions per record and judge them: the rollouts of one GRPO step, seeded as
+    :func:`qae_lab.task.sampling.generate_ids`.
 
     >>> from qae_lab.task.models import load_policy; from qae_lab.task.data import synthetic_task
     >>> model, tok = load_policy("embedded", device="cpu")
@@ -101,19 +98,11 @@ def sample_groups(
     records = validate_records(records)
     group_size = check_int(group_size, "group_size", 2)
     prompts = [prompt_text(r, tokenizer) for r in records]
+    options = dict(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, batch_size=batch_size)
+    # one (b*G, T_b) per batch, each prompt's G contiguous
     chunks = generate_ids(
-        model,
-        tokenizer,
-        prompts,
-        num_samples=group_size,
-        do_sample=True,
-        temperature=temperature,
-        top_p=top_p,
-        max_new_tokens=max_new_tokens,
-        batch_size=batch_size,
-        seed=seed,
-        progress=False,
-    )  # one (b*G, T_b) per batch, each prompt's G contiguous
+        model, tokenizer, prompts, num_samples=group_size, do_sample=True, seed=seed, progress=False, **options
+    )
     eos_ids, pad_id = eos_token_ids(model, tokenizer), tokenizer.pad_token_id
     width = max(c.shape[1] for c in chunks)
     ids = torch.cat([torch.nn.functional.pad(c, (0, width - c.shape[1]), value=pad_id) for c in chunks])  # (N, T)
@@ -197,11 +186,9 @@ def _logit_chunks(
 def completion_logits(
     model, tokenizer, prompts, completion_ids, mask, *, temperature: float = 1.0, batch_size: int = 16
 ) -> torch.Tensor:
-    r"""The logits z_t / T from which each completion token was sampled, all (N, T, V) of them.
-
-    For a small vocabulary; for Qwen2.5 (V = 151,936) use :func:`completion_entropies`, which reduces each batch to
-    (n, T). ``prompts``: B prompt strings or records (N / B contiguous completions each); ``mask``: right-padded
-    0/1 (N, T). Rows at masked positions are finite but meaningless.
+    r"""The logits z_t / T from which each completion token was sampled, (N, T, V): for a small vocabulary (Qwen2.5's
+    151,936: :func:`completion_entropies`). ``prompts``: B strings or records, N / B contiguous completions each;
+    ``mask``: right-padded 0/1 (N, T); masked rows are finite but meaningless.
 
     >>> from qae_lab.task.models import load_policy; from qae_lab.task.data import synthetic_task
     >>> model, tok = load_policy("embedded", device="cpu")
@@ -259,11 +246,9 @@ def completion_entropies(
 
 
 def completion_logps(model, tokenizer, prompts, completion_ids, mask, *, temperature: float = 1.0) -> torch.Tensor:
-    r"""log pi_theta(y_t | x, y_<t) of every sampled completion token, differentiable: what GRPO's loss is made of.
-
-    One forward of prompt + completion for all N rows, with gradient, in eval mode (no dropout: the function
-    differentiated is the one measured before and after an update), log softmax(z_t / T)[y_t] as TRL computes it,
-    for :func:`qae_lab.loss.grpo_loss`. (N, T) float32 on the model's device, 0 where ``mask`` is 0.
+    r"""log pi_theta(y_t | x, y_<t) = log softmax(z_t / T)[y_t] of every completion token, as TRL computes it, for
+    :func:`qae_lab.loss.grpo_loss`: one forward with gradient, in eval mode (no dropout: the function measured
+    before and after an update). (N, T) float32 on the model's device, 0 where ``mask`` is 0.
 
     >>> from qae_lab.task.models import load_policy; from qae_lab.task.data import synthetic_task
     >>> model, tok = load_policy("embedded", device="cpu")
@@ -285,11 +270,8 @@ def completion_logps(model, tokenizer, prompts, completion_ids, mask, *, tempera
 
 
 def top_k_errors(logits: torch.Tensor, mask, ks: Sequence[int]) -> dict[str, list[float]]:
-    r"""How far SA-AH's top-k entropy estimate is from the exact H~_t, over real tokens.
-
-    The estimate drops the tail mass 1 - sum_{top k} p_v and is never above the exact value (the renormalised
-    top-k distribution majorises p; entropy is Schur-concave). Lists per k of ``mean_abs``, ``max_abs``,
-    ``mean_signed`` (H~_topk - H~) and ``tail_mass``.
+    r"""How far SA-AH's top-k entropy estimate, never above the exact H~_t (the renormalised top-k distribution
+    majorises p), is from it over real tokens: per k, ``mean_abs``, ``max_abs``, ``mean_signed``, ``tail_mass``.
 
     >>> z = torch.log(torch.tensor([[[0.5, 0.25, 0.25]]]))
     >>> top_k_errors(z, torch.ones(1, 1), [1, 3])["tail_mass"]

@@ -135,30 +135,9 @@ def model_device(model) -> torch.device:
     return getattr(model, "device", None) or next(model.parameters()).device
 
 
-def generate(
-    model,
-    tokenizer,
-    prompts: list[str],
-    *,
-    num_samples: int = 1,
-    do_sample: bool = False,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    max_new_tokens: int = 256,
-    batch_size: int = 16,
-    seed: int = 0,
-    progress: bool = True,
-    pace=None,
-) -> list[list[str]]:
-    r"""Batched ``model.generate``: ``num_samples`` decoded completions for each prompt.
-
-    Prompts (through the chat template already) are left-padded and tokenized without extra special tokens;
-    generation stops at the tokenizer's or the model's EOS ids; only the new tokens are decoded, special tokens
-    skipped; the model runs in eval mode under ``torch.inference_mode``, its mode restored afterwards. Batch i
-    (``batch_size`` prompts) is sampled after ``torch.manual_seed(seed + i)`` inside ``torch.random.fork_rng``:
-    the same seed, batch_size, device and library versions give the same completions, and the caller's random
-    state is left alone. ``pace``: a :class:`qae_lab.threads.ThreadProbe` that sets torch's thread count batch by
-    batch, or None.
+def generate(model, tokenizer, prompts: list[str], *, num_samples: int = 1, **options) -> list[list[str]]:
+    r"""Batched ``model.generate``: ``num_samples`` decoded completions for each prompt (new tokens only, special
+    tokens skipped); ``options`` as :func:`generate_ids`.
 
     >>> from qae_lab.task.models import load_policy; from qae_lab.task.data import prompt_text, synthetic_task
     >>> model, tok = load_policy("embedded", device="cpu")
@@ -176,20 +155,7 @@ def generate(
     >>> len(out), [len(s) for s in out]
     (2, [3, 3])
     """
-    chunks = generate_ids(
-        model,
-        tokenizer,
-        prompts,
-        num_samples=num_samples,
-        do_sample=do_sample,
-        temperature=temperature,
-        top_p=top_p,
-        max_new_tokens=max_new_tokens,
-        batch_size=batch_size,
-        seed=seed,
-        progress=progress,
-        pace=pace,
-    )
+    chunks = generate_ids(model, tokenizer, prompts, num_samples=num_samples, **options)
     out: list[list[str]] = []
     for ids in chunks:  # (b * num_samples, T_b)
         texts = tokenizer.batch_decode(ids, skip_special_tokens=True)
@@ -215,6 +181,13 @@ def generate_ids(
 ) -> list[torch.Tensor]:
     r"""The token ids of :func:`generate` before decoding: one (b * num_samples, T_b) CPU tensor of new tokens per
     call of b prompts (EOS, then pad ids), each prompt's samples contiguous.
+
+    Prompts (through the chat template already) are left-padded and tokenized without extra special tokens;
+    generation stops at the tokenizer's or the model's EOS ids; the model runs in eval mode under
+    ``torch.inference_mode``, its mode restored afterwards. Batch i (``batch_size`` prompts) is sampled after
+    ``torch.manual_seed(seed + i)`` inside ``torch.random.fork_rng``: the same seed, batch_size, device and library
+    versions give the same completions, and the caller's random state is left alone. ``pace``: a
+    :class:`qae_lab.threads.ThreadProbe` that sets torch's thread count batch by batch, or None.
 
     >>> from qae_lab.task.models import load_policy; from qae_lab.task.data import prompt_text, synthetic_task
     >>> model, tok = load_policy("embedded", device="cpu")

@@ -1,8 +1,7 @@
 r"""The sums task: add a few numbers, in any order, with free wording; built so that RL has something to show.
 
-A second synthetic task in :func:`qae_lab.task.data.synthetic_task`'s record shape, for notebook 06's phenomena:
-the arithmetic task has one derivation per prompt, so its policy has little entropy to lose. Here a prompt is a
-list of 3-5 numbers, and a correct solution may:
+A second synthetic task in :func:`qae_lab.task.data.synthetic_task`'s record shape, for notebook 06 (the
+arithmetic task has one derivation per prompt, little entropy to lose). A prompt lists 3-5 numbers; a solution may:
 
 * add the terms in any order (3 terms: 3! = 6 orders; 5 terms: 120), one partial sum per line;
 * word each line one of several ways ("12 + 7 = 19", "Then 19 + 30 = 49.", "Add 4: 49 + 4 = 53.");
@@ -61,10 +60,8 @@ def _question(terms: list[int], rng: random.Random) -> str:
 
 
 def sums_task(n: int, *, levels=tuple(SUMS_LEVELS), seed: int = 0) -> list[dict[str, Any]]:
-    r"""``n`` sums problems in the record shape of :mod:`qae_lab.task.data`, deterministic by ``seed``.
-
-    Levels (:data:`SUMS_LEVELS`) cycle; ``steps`` is one correct chain (the terms left to right), ``terms`` the
-    numbers.
+    r"""``n`` sums problems in :mod:`qae_lab.task.data`'s record shape, deterministic by ``seed``, levels
+    (:data:`SUMS_LEVELS`) cycled; ``steps``: the chain left to right; ``terms``: the numbers.
 
     >>> r = sums_task(2, levels=(1, 5), seed=3)
     >>> [len(x["terms"]) for x in r], r[0]["gold"] == str(sum(r[0]["terms"])), r[1]["source"]

@@ -1,14 +1,11 @@
 r"""An independent verifier: math-verify's reading of a completion's answer, as a 0/1 training reward.
 
-:mod:`qae_lab.task.answers` reads answers with its own grammar (exact numbers, no guessing). Where the optional
-``math-verify`` package is installed (``pip install "qae-lab[verify]"``), :func:`math_verify_is_correct` asks its
-LaTeX reader and symbolic comparison for a second opinion, and :func:`math_verify_reward` is that verdict as the
-training reward ``"math_verify"``. ``benchmarks/bench_math_verify.py`` measures where the two readers agree on
-GSM8K. Importing qae_lab never imports math_verify.
-
-The verdict keeps the strict format: a completion scores only when it stops right after a closing ``</answer>``;
-only how the content of that block is read differs from ``"strict"``. Every block is first checked by
-:func:`safe_answer` (a whitelist of characters, a few tokens, shallow braces), which bounds math-verify's work.
+:mod:`qae_lab.task.answers` reads answers with its own grammar. Where the optional ``math-verify`` package is
+installed (``pip install "qae-lab[verify]"``), :func:`math_verify_is_correct` asks its LaTeX reader for a second
+opinion, and :func:`math_verify_reward` is that verdict as the training reward ``"math_verify"``
+(``benchmarks/bench_math_verify.py`` compares the two on GSM8K). Importing qae_lab never imports math_verify.
+As with ``"strict"``, a completion scores only when it stops right after ``</answer>``; every block is first
+checked by :func:`safe_answer` (whitelisted characters, few tokens, shallow braces), which bounds math-verify's work.
 
 Implementer's notes: docs/implementation.md, section ``qae_lab.task.verify``.
 """

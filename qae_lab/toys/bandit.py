@@ -126,9 +126,7 @@ def entropy_change_first_order(z, dz) -> torch.Tensor:
 
 
 def first_order_errors(z, direction, etas) -> torch.Tensor:
-    r"""|exact - first-order| entropy change for steps dz = eta * direction: (A,), (A,), (E,) -> (E,).
-
-    The first-order formula drops O(eta^2) terms, so the error shrinks as eta^2 (log-log slope 2).
+    r"""|exact - first-order| entropy change for steps dz = eta * direction: (A,), (A,), (E,) -> (E,); O(eta^2).
 
     >>> err = first_order_errors(torch.tensor([1.0, 0, -1]), torch.tensor([0.3, -0.2, 0.5]), [1e-2, 1e-3])
     >>> round(loglog_slope([1e-2, 1e-3], err), 1)
@@ -173,9 +171,7 @@ def identity_step(z, r, b, eta: float) -> torch.Tensor:
 
 
 def expected_pg_step(z, r, eta: float) -> torch.Tensor:
-    r"""Step model (b): the exact expected softmax policy gradient dz = eta pi (r - E_pi r).
-
-    Any constant baseline b cancels: E_pi[grad log pi (r - b)] = pi (r - E_pi r).
+    r"""Step model (b): the exact expected softmax policy gradient dz = eta pi (r - E_pi r); a constant b cancels.
 
     >>> expected_pg_step(torch.zeros(2), torch.tensor([1.0, 0.0]), 1.0)
     tensor([ 0.2500, -0.2500], dtype=torch.float64)
@@ -187,10 +183,8 @@ def expected_pg_step(z, r, eta: float) -> torch.Tensor:
 
 
 def baseline_pg_step(z, r, b, eta: float) -> torch.Tensor:
-    r"""Step model (b) with its baseline b written out: dz = eta sum_y pi(y) (r(y) - b) (e_y - pi).
-
-    b's cancellation is computed, not assumed (its term is eta b (pi - pi) = 0): :func:`expected_pg_step` for
-    every constant b, up to float64 rounding.
+    r"""Step model (b) with its baseline b written out, dz = eta sum_y pi(y) (r(y) - b) (e_y - pi): b's term
+    eta b (pi - pi) = 0 is computed, not assumed.
 
     >>> z, r = torch.tensor([1.0, 0.0, -1.0]), torch.tensor([0.0, 1.0, 1.0])
     >>> bool(torch.allclose(baseline_pg_step(z, r, 0.0, 0.5), baseline_pg_step(z, r, 1.0, 0.5)))
@@ -211,9 +205,8 @@ STEP_MODELS = ("identity", "expected")  # step model (a) and (b)
 
 
 def entropy_after_step(z, r, b, eta: float, *, model: str) -> torch.Tensor:
-    r"""H(softmax(z + dz)) after one step with baseline b of model (a) ``"identity"`` or (b) ``"expected"``.
-
-    Under (b) the baseline cancels; under (a) a higher b leaves a higher entropy (the linear knob):
+    r"""H(softmax(z + dz)) after one step with baseline b of model (a) ``"identity"`` (a higher b, a higher
+    entropy: the linear knob) or (b) ``"expected"`` (b cancels).
 
     >>> z, r = torch.tensor([1.0, 0.0, -1.0]), torch.tensor([0.0, 1.0, 1.0])
     >>> [round(entropy_after_step(z, r, b, 0.5, model="expected").item(), 6) for b in (0.0, 1.0)]
@@ -271,11 +264,8 @@ def population_quantile(z, r, k: float) -> torch.Tensor:
 
 
 def check_proposition_42(z, r, k: float, eta: float, n_b: int = 101) -> dict[str, float | bool | str]:
-    r"""Check QAE's Prop. 4.2 (sec. 4) for one policy (A,) with binary rewards: dH(b_K) against ``n_b`` baselines
-    in [0, 1], to first order and exactly (model (a)). ``holds_*``: dH(b_K) <= dH(b) for all b if hard (p <= 1-K),
-    >= if easy, up to 1e-15.
-
-    pi = (0.1, 0.2, 0.3, 0.4), K = 0.4: one correct response of mass 0.1 is hard (b_K = 0), three of 0.9 easy:
+    r"""Check QAE's Prop. 4.2 (sec. 4) for one policy (A,), binary rewards, model (a): ``holds_*``, dH(b_K) <= dH(b)
+    for ``n_b`` baselines b in [0, 1] if hard (p <= 1-K), >= if easy, to first order and exactly, up to 1e-15.
 
     >>> z = torch.log(torch.tensor([0.1, 0.2, 0.3, 0.4]))
     >>> out = check_proposition_42(z, torch.tensor([1.0, 0, 0, 0]), 0.4, 0.1)
@@ -334,10 +324,8 @@ def proposition_42_sweep(
 def make_bandits(
     p, n_actions: int, sharpness: float, generator: torch.Generator | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""Softmax bandits with exact success rates: z (P, A) logits and r (P, A) 0/1 rewards.
-
-    Half the actions (at least one) are correct; logits ``sharpness * N(0, 1)``, the correct ones shifted together
-    so that E_pi[r] = p exactly.
+    r"""Softmax bandits with exact success rates: z (P, A) logits ``sharpness * N(0, 1)``, r (P, A) 0/1 rewards,
+    half the actions (at least one) correct, their logits shifted together so that E_pi[r] = p exactly.
 
     >>> z, r = make_bandits(torch.tensor([0.1, 0.9]), 6, 1.0, torch.Generator().manual_seed(0))
     >>> (torch.softmax(z, -1) * r).sum(-1)
@@ -386,12 +374,8 @@ def knob_curve(
     (0.0, True, True, True)
     """
     check_int(n_baselines, "n_baselines", 2)
-    z, r = make_bandits(
-        torch.tensor([p], dtype=torch.float64),
-        n_actions,
-        sharpness,
-        torch.Generator().manual_seed(check_int(seed, "seed", 0)),
-    )
+    gen = torch.Generator().manual_seed(check_int(seed, "seed", 0))
+    z, r = make_bandits(torch.tensor([p], dtype=torch.float64), n_actions, sharpness, gen)
     b = torch.linspace(0, 1, n_baselines, dtype=torch.float64)  # (M,)
     return KnobCurve(
         b,
@@ -402,11 +386,14 @@ def knob_curve(
     )
 
 
-def _reinforce_step(pi: torch.Tensor, actions: torch.Tensor, adv: torch.Tensor, eta: float) -> torch.Tensor:
-    """dz = (eta/G) sum_i A_i (e_{y_i} - pi) for (M, A) pi, (M, G) actions and advantages."""
-    g = actions.shape[1]
+def _group_steps(pi: torch.Tensor, r: torch.Tensor, g: int, eta: float, generator, opts: dict) -> tuple:
+    """G responses y_i ~ pi per row of (M, A) pi and rewards r: (M, A) dz = (eta/G) sum_i A_i (e_{y_i} - pi), (M, G)
+    rewards and advantages."""
+    actions = torch.multinomial(pi, g, replacement=True, generator=generator)  # (M, G)
+    rewards = r.gather(1, actions)  # (M, G)
+    adv = group_advantages(rewards.reshape(-1), g, **opts).view(-1, g)
     dz = torch.zeros_like(pi).scatter_add_(1, actions, adv)  # (M, A): sum_i A_i e_{y_i}
-    return eta / g * (dz - pi * adv.sum(1, keepdim=True))  # (M, A)
+    return eta / g * (dz - pi * adv.sum(1, keepdim=True)), rewards, adv
 
 
 def sample_group_steps(
@@ -436,13 +423,9 @@ def sample_group_steps(
     r = _rewards_like(r, z)
     check_int(n_groups, "n_groups", 1)
     check_group_size(group_size, group_size)
-    pi = torch.softmax(z, -1)
-    actions = torch.multinomial(pi.expand(n_groups, -1), group_size, replacement=True, generator=generator)  # (M, G)
-    rewards = r[actions]  # (M, G)
-    adv = group_advantages(
-        rewards.reshape(-1), group_size, baseline=baseline, k=k, quantile_method=quantile_method, scale=scale
-    ).view(n_groups, group_size)
-    return _reinforce_step(pi.expand(n_groups, -1), actions, adv, check_positive(eta, "eta")), rewards
+    pi, eta = torch.softmax(z, -1).expand(n_groups, -1), check_positive(eta, "eta")
+    opts = {"baseline": baseline, "k": k, "quantile_method": quantile_method, "scale": scale}
+    return _group_steps(pi, r.expand(n_groups, -1), group_size, eta, generator, opts)[:2]
 
 
 def mc_entropy_change(
@@ -510,11 +493,8 @@ def scale_factor(
     quantile_method=DEFAULT_QUANTILE_METHOD,
     scale=DEFAULT_SCALE,
 ):
-    r"""The number that turns the exact expected step (b) into the expected sampled step (c): E[dz] = scale * (b).
-
-    A(x, S) is the advantage of a response with reward x when S of the other G - 1 succeed. With binary rewards
-    E[A_1 (e_{y_1} - pi)] = (h(1) - h(0)) pi (r - p), h(x) = E_S[A(x, S)], exact over S ~ Binomial(G - 1, p).
-    p: any shape in [0, 1]; scale ``"group"`` or ``"none"``.
+    r"""E[dz of step (c)] = scale * step (b): E[A_1 (e_{y_1} - pi)] = (h(1) - h(0)) pi (r - p), h(x) = E_S[A(x, S)]
+    the mean advantage of reward x when S ~ Binomial(G - 1, p) others succeed. p: any shape in [0, 1].
 
     Without the std: (G-1)/G for the mean, about 1 for QAE on a hard prompt:
 
@@ -528,8 +508,7 @@ def scale_factor(
 
 
 def mean_scale_factor(group_size: int) -> float:
-    r"""The mean baseline's :func:`scale_factor` without the std, whatever p: the group mean holds the response's own
-    reward with weight 1/G, so E[(r_i - p_hat)(e_{y_i} - pi)] = (1 - 1/G) pi (r - p).
+    r"""The mean baseline's :func:`scale_factor` without the std, 1 - 1/G whatever p (p_hat holds r_i with weight 1/G).
 
     >>> mean_scale_factor(8)
     0.875
@@ -540,11 +519,8 @@ def mean_scale_factor(group_size: int) -> float:
 
 
 def quantile_scale_factor(p, group_size: int, k: float) -> torch.Tensor:
-    r"""QAE's :func:`scale_factor` without the std, the paper's quantile: 1 - c with
-    c = P(b_K = 1 | own success) - P(b_K = 1 | own failure) = P(S = G - ceil(K G)), S ~ Binomial(G - 1, p).
-
-    b_K = 1 exactly when at least G - ceil(K G) + 1 of the G rewards are 1, so a response's own reward moves b_K only
-    when the others hold S = G - ceil(K G) successes. p: any shape, in [0, 1]; G >= 2; K in (0, 1).
+    r"""QAE's :func:`scale_factor` without the std, the paper's quantile: 1 - P(S = G - ceil(K G)),
+    S ~ Binomial(G - 1, p), the only S at which a response's own reward moves b_K. p: any shape, in [0, 1].
 
     >>> round(quantile_scale_factor(0.1, 8, 0.4).item(), 6)  # 1 - C(7, 4) 0.1^4 0.9^3
     0.997448
@@ -615,7 +591,7 @@ def sampled_entropy_change(z, r, group_size: int, eta: float, **kw) -> dict[str,
 
         E[dH] = grad H . E[dz] + 1/2 tr(hess H E[dz dz^T]) + O(eta^3)
 
-    ``first`` is ``scale`` times step (b)'s first-order dH; ``noise`` is Cov(dz)'s part of ``second``.
+    ``first`` = ``scale`` * step (b)'s first-order dH; ``noise``: Cov(dz)'s part of ``second``.
 
     >>> z, r = torch.tensor([2.0, 0.0, -1.0, 0.5]), torch.tensor([0.0, 1.0, 0.0, 0.0])
     >>> out = sampled_entropy_change(z, r, 8, 0.01, baseline="mean", scale="none")
@@ -634,12 +610,10 @@ def sampled_entropy_change(z, r, group_size: int, eta: float, **kw) -> dict[str,
 
 
 def rms_normalised_step(z, r, group_size: int, eta: float, **kw) -> torch.Tensor:
-    r"""dz_a = eta E[g_a] / sqrt(E[g_a^2]) for each logit a, g = dz / eta of step (c): where Adam's step tends once its
-    running moments have settled (m -> E[g], v -> E[g^2]; the momentum's own noise left out). A scalar factor of g
-    cancels, so the scale factor does not enter. (A,); 0 for a logit whose gradient is always 0.
+    r"""dz_a = eta E[g_a] / sqrt(E[g_a^2]), g = dz / eta of step (c): Adam's step once m -> E[g], v -> E[g^2] (its
+    momentum's noise left out; the scale factor cancels). (A,); 0 where g_a is always 0.
 
-    On a hard prompt (p = 0.1) QAE's zero-advantage side, the wrong responses, moves together; the mean baseline moves
-    them by their probability:
+    On a hard prompt QAE's zero-advantage side, the wrong responses, moves together; the mean moves them by pi:
 
     >>> z, r = torch.log(torch.tensor([0.7, 0.1, 0.05, 0.15])), torch.tensor([0.0, 1.0, 0.0, 0.0])
     >>> [[round(v, 2) for v in rms_normalised_step(z, r, 8, 1.0, baseline=b, scale="none").tolist()]
@@ -666,9 +640,8 @@ def mc_entropy_curve(
     eta: float = 0.5,
     seed: int = 0,
 ) -> dict[str, list[float]]:
-    r"""Monte-Carlo E[dH] of one sampled-group step, mean vs quantile baseline, per p in ``ps`` (lists over ``ps``),
-    one bandit per p from the same base logits and random stream; beside it model (b)'s exact dH, model (a)'s at
-    b = p and b = b_K, and :func:`sampled_entropy_change` (NaN for ``scale="batch"``, which it does not model).
+    r"""Monte-Carlo E[dH] of one sampled-group step, mean vs quantile baseline, per p in ``ps`` (same base logits),
+    beside model (b)'s exact dH, model (a)'s at b = p and b_K, and :func:`sampled_entropy_change` (NaN for "batch").
 
     >>> out = mc_entropy_curve([0.3, 0.7], group_size=8, n_groups=50)
     >>> len(out["mean"]), len(out["identity_quantile"])
@@ -734,13 +707,10 @@ def simulate_training(
     optimizer: str = "sgd",
     seed: int = 0,
 ) -> dict[str, list]:
-    r"""Train one softmax bandit per success rate in ``p0`` by sampled-group steps; track entropy and success.
-
-    Each step samples G responses per prompt, takes batch advantages and moves the logits up
-    g = (1/G) sum_i A_i (e_{y_i} - pi): ``"sgd"`` z + eta g, ``"adam"`` one Adam step, ``"adam_scalar"`` Adam with
-    one second moment per prompt (cancels the step's scale, not its spread). The same seed gives the same bandits
-    and random stream for every setting, so runs pair up. Lists per step 0..steps: ``entropy`` (mean H / log A),
-    ``success``, ``prompt_entropy`` (P each); per step 1..steps: ``zero_adv_frac``, ``hard_frac``.
+    r"""Train a softmax bandit per success rate in ``p0`` by sampled-group steps up g = (1/G) sum_i A_i (e_y_i - pi):
+    ``"sgd"`` z + eta g, ``"adam"``, or ``"adam_scalar"`` (one second moment per prompt). The same seed pairs runs
+    up. Per step 0..steps: ``entropy`` (mean H / log A), ``success``, ``prompt_entropy`` (P); per step 1..steps:
+    ``zero_adv_frac``, ``hard_frac``.
 
     >>> out = simulate_training(torch.tensor([0.2, 0.8]), steps=3, group_size=4, n_actions=8, optimizer="adam")
     >>> len(out["entropy"]), len(out["zero_adv_frac"]), len(out["prompt_entropy"][0])
@@ -756,7 +726,8 @@ def simulate_training(
     eta = check_positive(eta, "eta")
     gen = torch.Generator().manual_seed(seed)
     z, r = make_bandits(p0, n_actions, sharpness, gen)  # (P, A)
-    n, log_a, state = z.shape[0], math.log(n_actions), {}
+    log_a, state = math.log(n_actions), {}
+    opts = {"baseline": baseline, "k": k, "quantile_method": quantile_method, "scale": scale}
     out: dict[str, list] = {"entropy": [], "success": [], "prompt_entropy": [], "zero_adv_frac": [], "hard_frac": []}
     for step in range(steps + 1):
         pi = torch.softmax(z, -1)
@@ -766,14 +737,9 @@ def simulate_training(
         out["success"].append(float((pi * r).sum(-1).mean()))
         if step == steps:
             break
-        actions = torch.multinomial(pi, g, replacement=True, generator=gen)  # (P, G)
-        rewards = r.gather(1, actions)  # (P, G)
-        adv = group_advantages(
-            rewards.reshape(-1), g, baseline=baseline, k=k, quantile_method=quantile_method, scale=scale
-        ).view(n, g)
+        grad, rewards, adv = _group_steps(pi, r, g, 1.0, gen, opts)  # (P, A), (P, G), (P, G)
         out["zero_adv_frac"].append(float((adv == 0).double().mean()))
         out["hard_frac"].append(float(hard_regime(rewards.sum(1), g, k).double().mean()))
-        grad = _reinforce_step(pi, actions, adv, 1.0)  # (P, A)
         if optimizer == "sgd":
             z = z + eta * grad
         else:
@@ -782,8 +748,8 @@ def simulate_training(
 
 
 def entropy_by_start(prompt_entropy, p0, *, hard_max: float = 0.3, easy_min: float = 0.7) -> dict[str, torch.Tensor]:
-    r"""The mean entropy of the prompts that start hard (p0 <= ``hard_max``) and of those that start easy
-    (p0 >= ``easy_min``), per step, groups fixed at the start: (T+1, ..., P) entropies -> (T+1, ...) each.
+    r"""Mean entropy per step of the prompts that start hard (p0 <= ``hard_max``) and easy (p0 >= ``easy_min``):
+    (T+1, ..., P) -> (T+1, ...) each.
 
     >>> out = entropy_by_start([[0.9, 0.5, 0.7], [0.8, 0.6, 0.7]], [0.1, 0.9, 0.5])
     >>> out["hard"].tolist(), out["easy"].tolist()

@@ -1,9 +1,8 @@
-r"""An exact autoregressive softmax policy over short sequences, and its entropy ledger: realised, expected and estimated first-order changes.
+r"""An exact autoregressive softmax policy over short sequences, and its first-order entropy ledger.
 
-QAE's entropy argument (arXiv 2509.22611, sec. 4) and Cui et al. 2025 (arXiv 2505.22617) reduce a prompt
-to a one-step softmax bandit (:mod:`qae_lab.toys.bandit`). Training is autoregressive: a response y = (y_1..y_L)
-is drawn token by token from pi(y_t | y_<t). Here every prefix s = y_<t (a "state") has its own logit row
-z_s, so the policy is exact and small enough to enumerate:
+QAE (arXiv 2509.22611, sec. 4) and Cui et al. 2025 (arXiv 2505.22617) reduce a prompt to a one-step bandit
+(:mod:`qae_lab.toys.bandit`); here a response y = (y_1..y_L) is drawn token by token, every prefix s = y_<t (a
+"state") with its own logit row z_s, small enough to enumerate:
 
     pi(y) = prod_t softmax(z_{y_<t})[y_t]                                   (the sequence policy, S1)
     H(pi) = -sum_y pi(y) log pi(y) = sum_s rho(s) H(pi(.|s))                (entropy chain rule, S2)
@@ -140,9 +139,7 @@ def enumerate_sequences(vocab: int, length: int) -> tuple[torch.Tensor, torch.Te
 
 
 def path_sum(edge, length: int | None = None) -> torch.Tensor:
-    r"""sum_t edge[y_<t, y_t] for every sequence y: a per-(state, token) table summed along each path.
-
-    With edge = log pi(.|s) this is log pi(y) (eq. S1). (..., n, V) -> (..., Y), level by level; gradients flow.
+    r"""sum_t edge[y_<t, y_t] for every sequence y, (..., n, V) -> (..., Y); with edge = log pi(.|s), log pi(y) (S1).
 
     >>> path_sum(torch.tensor([[1.0, 2.0], [10.0, 20.0], [100.0, 200.0]]))   # V = 2, L = 2
     tensor([ 11.,  21., 102., 202.])
@@ -298,12 +295,9 @@ def make_tasks(
     sharpness: float = 3.0,
     n_candidates: int = 256,
 ) -> Tasks:
-    r"""P prompts, each its own logit table and its own verifiable reward, success rates spread over K = 0.4's regimes.
-
-    Each prompt's checksum rule (:func:`describe_rule`; a_t in [1, m-1], m in [2, 20]) is the one of
-    ``n_candidates`` random rules whose success rate under the initial policy lies closest to its target: one in
-    eight targets 0.05, the rest spread over 0.15..0.9. Every prompt has a correct and a wrong sequence.
-    ``start``: ``"flat"`` (uniform) or ``"peaked"`` (logits ``sharpness * N(0, 1)``, pretrained-like).
+    r"""P prompts, each its own logit table and checksum reward (:func:`describe_rule`): of ``n_candidates`` random
+    rules, the one whose success rate under the initial policy is closest to the prompt's target (one in eight 0.05,
+    the rest 0.15..0.9). ``start``: ``"flat"`` (uniform) or ``"peaked"`` (logits ``sharpness * N(0, 1)``).
 
     >>> t = make_tasks(8, 4, 5, start="peaked", seed=0)
     >>> p = success_rate(t.logits, t.rewards)
@@ -363,14 +357,11 @@ class Snapshot(NamedTuple):
 
 
 def snapshot(z) -> Snapshot:
-    r"""The :class:`Snapshot` of logits z (..., n, V): H = sum_s rho(s) H(s) (eq. S2) and its exact gradient.
-
-    The gradient is the entropy's own policy gradient (the "reward" of a token is -log pi, eq. LG4):
+    r"""The :class:`Snapshot` of logits z (..., n, V): H = sum_s rho(s) H(s) (eq. S2) and, by one backward sweep,
+    its gradient, the entropy's own policy gradient (a token's "reward" is -log pi, eq. LG4):
 
         grad_{z_{s,a}} H = rho(s) pi(a|s) (Q(s,a) - F(s)),   Q(s,a) = -log pi(a|s) + F(s a),
-        F(s) = sum_a pi(a|s) Q(s,a) (the entropy still to come after prefix s; F = 0 after L tokens),
-
-    computed by one backward sweep over the levels (tested against autograd).
+        F(s) = sum_a pi(a|s) Q(s,a) (the entropy still to come after prefix s; F = 0 after L tokens)
 
     >>> snap = snapshot(torch.tensor([[1.0, 0.0], [0.0, 0.0], [0.0, 2.0]]))
     >>> bool(torch.allclose(snap.h, sequence_entropy(torch.tensor([[1.0, 0.0], [0.0, 0.0], [0.0, 2.0]]))))
@@ -400,10 +391,8 @@ def _snapshot(z: torch.Tensor) -> Snapshot:
 
 
 def entropy_gradients(z) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    r"""H(pi), its gradient g = grad_z H, and the part of g through the states' own entropies.
-
-    H = sum_s rho(s) H(s) (eq. S2); g_state holds rho fixed, so g - g_state is the part through the visitation rho
-    (which the per-state ledger ignores). Shapes (...), (..., n, V), (..., n, V); detached.
+    r"""H(pi), g = grad_z H, and g_state, g with rho fixed in H = sum_s rho(s) H(s) (eq. S2; g - g_state goes through
+    the visitation rho, which the per-state ledger ignores): (...), (..., n, V), (..., n, V), detached.
 
     >>> h, g, g_state = entropy_gradients(torch.zeros(3, 2))      # uniform: H is at its maximum
     >>> round(float(h), 4), float(g.abs().max()) < 1e-12
@@ -435,10 +424,8 @@ def _score_dot(g: torch.Tensor, lp: torch.Tensor) -> torch.Tensor:
 
 
 def split_parts(shares, advantages, hard) -> dict[str, torch.Tensor]:
-    r"""The ledger's parts (:data:`qae_lab.ledger.LEDGER_PARTS`) of per-sample shares (S, N), summed per row: (S,).
-
-    :func:`qae_lab.ledger.ledger_parts` with weight and normaliser 1, for many batches at once; the advantages'
-    signs and ``hard`` (S, N) bool split the shares.
+    r"""The ledger's parts (:data:`qae_lab.ledger.LEDGER_PARTS`) of per-sample shares (S, N), split by the
+    advantages' signs and ``hard`` (S, N): :func:`qae_lab.ledger.ledger_parts` with weights 1, per row (S,).
 
     >>> parts = split_parts(torch.tensor([[-0.4, 1.5, 0.2]]), torch.tensor([[1.0, -1.0, -1.0]]),
     ...                     torch.tensor([[True, True, False]]))
@@ -476,9 +463,8 @@ def advantage_table(
     quantile_method: str = DEFAULT_QUANTILE_METHOD,
     scale: str = DEFAULT_SCALE,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""A1(c), A0(c): the advantage of a correct and of a wrong response in a group with c of G correct.
-
-    Two (G + 1,) tensors from the G + 1 groups (1,..,1, 0,..,0); 0 where the group has no such response.
+    r"""A1(c), A0(c): the advantage of a correct and of a wrong response in a group with c of G correct, two (G + 1,)
+    tensors, 0 where the group has no such response.
 
     >>> a1, a0 = advantage_table(4, baseline="quantile", k=0.4, scale="none")
     >>> a1.tolist(), a0.tolist()                  # G = 4, K = 0.4: hard while c <= 2
@@ -517,11 +503,9 @@ def expected_ledger(
     scale: str = DEFAULT_SCALE,
     snap: Snapshot | None = None,
 ) -> dict[str, torch.Tensor]:
-    r"""The exact expected first-order entropy change of one on-policy group update, split (eq. LG3).
-
-    One plain-SGD pass of the token-level (``bnpo``) loss without horizon weights: dz = eta/(P G L)
-    sum_i A_i grad log pi(y_i) per prompt, expected over the G sampled responses. z (..., P, n, V), rewards
-    (..., P, Y) -> (..., P) per ledger part; ``snap``: z's :func:`snapshot`, if already computed.
+    r"""The exact expected first-order entropy change of one on-policy group update, split (eq. LG3): one SGD pass
+    of the ``bnpo`` loss, no horizon weights, dz = eta/(P G L) sum_i A_i grad log pi(y_i), expected over the G
+    responses. z (..., P, n, V), rewards (..., P, Y) -> (..., P) per part; ``snap``: z's :func:`snapshot`.
 
     >>> z, r = torch.zeros(1, 3, 2), torch.tensor([[1.0, 0.0, 0.0, 0.0]])   # uniform: H is at its maximum
     >>> abs(float(expected_ledger(z, r, group_size=4, eta=1.0)["dh"][0])) < 1e-12

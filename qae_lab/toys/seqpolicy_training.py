@@ -62,30 +62,18 @@ class UpdateSettings:
     ValueError: k must lie in the open interval (0, 1), got 1.5
     """
 
-    group_size: int = 8
-    """G, responses sampled per prompt (>= 2)"""
-    baseline: str = DEFAULT_BASELINE
-    """'mean' (GRPO) or 'quantile' (QAE)"""
-    k: float = DEFAULT_K
-    """QAE's K in (0, 1); also the regime split of the ledgers for the mean baseline"""
-    quantile_method: str = DEFAULT_QUANTILE_METHOD
-    """'paper' or 'linear' (:func:`qae_lab.advantages.quantile_baseline`)"""
-    scale: str = DEFAULT_SCALE
-    """divide A by the group's std ('group'), the seed's batch std ('batch') or not ('none', Dr.GRPO)"""
-    eta: float = 10.0
-    """the SGD step size on the logits (Adam: its learning rate), > 0"""
-    optimizer: str = "sgd"
-    """'sgd' (plain) or 'adam' (betas 0.9, 0.999, eps 1e-8)"""
-    num_iterations: int = 1
-    """passes over each sampled batch (PPO epochs), >= 1; the ratio leaves 1 from the second"""
-    epsilon_low: float = 0.2
-    """PPO's lower clip range, >= 0"""
-    epsilon_high: float = 0.2
-    """the upper clip range, >= 0 (DAPO's Clip-Higher: 0.28)"""
-    alpha: float = 0.0
-    """the horizon weights' entropy coefficient (0: plain GRPO)"""
-    selective: bool = True
-    """True: SA-AH (only A < 0 rollouts weighted); False: AH (every rollout)"""
+    group_size: int = 8  # G, responses sampled per prompt (>= 2)
+    baseline: str = DEFAULT_BASELINE  # 'mean' (GRPO) or 'quantile' (QAE)
+    k: float = DEFAULT_K  # QAE's K in (0, 1); also the regime split of the ledgers for the mean baseline
+    quantile_method: str = DEFAULT_QUANTILE_METHOD  # 'paper' or 'linear' (qae_lab.advantages.quantile_baseline)
+    scale: str = DEFAULT_SCALE  # A / the group's std ('group'), the seed's batch std ('batch') or 1 ('none', Dr.GRPO)
+    eta: float = 10.0  # the SGD step size on the logits (Adam: its learning rate), > 0
+    optimizer: str = "sgd"  # 'sgd' (plain) or 'adam' (betas 0.9, 0.999, eps 1e-8)
+    num_iterations: int = 1  # passes over each sampled batch (PPO epochs), >= 1; the ratio leaves 1 from the second
+    epsilon_low: float = 0.2  # PPO's lower clip range, >= 0
+    epsilon_high: float = 0.2  # the upper clip range, >= 0 (DAPO's Clip-Higher: 0.28)
+    alpha: float = 0.0  # the horizon weights' entropy coefficient (0: plain GRPO)
+    selective: bool = True  # True: SA-AH (only A < 0 rollouts weighted); False: AH (every rollout)
 
     def __post_init__(self):
         check_group_size(self.group_size, self.group_size)
@@ -104,8 +92,8 @@ class UpdateSettings:
             raise ValueError(f"selective must be True (SA-AH) or False (AH), got {self.selective!r}")
 
 
-def _batch(logits, rewards) -> tuple[torch.Tensor, torch.Tensor]:
-    """Checked (S, P, n, V) logits and (S, P, Y) 0/1 rewards, float64."""
+def _batch(logits, rewards, settings) -> tuple[torch.Tensor, torch.Tensor]:
+    """Checked (S, P, n, V) logits and (S, P, Y) 0/1 rewards, float64, and settings."""
     z = _logits(logits)
     v, l = space_of(z)
     if z.dim() != 4:
@@ -113,6 +101,8 @@ def _batch(logits, rewards) -> tuple[torch.Tensor, torch.Tensor]:
     r = as_real_tensor(rewards, "rewards").to(z)
     if r.shape != z.shape[:2] + (v**l,) or not bool(((r == 0) | (r == 1)).all()):
         raise ValueError(f"rewards must be 0/1 of shape {tuple(z.shape[:2]) + (v**l,)}, got {tuple(r.shape)}")
+    if not isinstance(settings, UpdateSettings):
+        raise ValueError(f"settings must be an UpdateSettings, got {type(settings).__name__}")
     return z, r
 
 
@@ -267,9 +257,7 @@ def group_update(
     >>> z.shape, m["entropy"].shape, bool(torch.allclose(m["sampled/dh"], m["dh_first_order"]))
     (torch.Size([2, 4, 7, 2]), torch.Size([2]), True)
     """
-    z0, rewards = _batch(logits, rewards)
-    if not isinstance(settings, UpdateSettings):
-        raise ValueError(f"settings must be an UpdateSettings, got {type(settings).__name__}")
+    z0, rewards = _batch(logits, rewards, settings)
     z, out, state, _ = _update(z0, rewards, settings, generator, state, _snapshot(z0))
     return z.detach(), out, state
 
@@ -277,11 +265,9 @@ def group_update(
 def simulate(logits, rewards, settings: UpdateSettings, *, steps: int, seed: int = 0) -> dict[str, torch.Tensor]:
     r"""Train S seeds' prompts by ``steps`` sampled group updates (eq. U1), recording the exact curves and ledgers.
 
-    The same seed and batch shape give the same random stream for any settings, so runs pair up seed by seed. A
-    step is many small tensor operations: run it on one thread (:func:`qae_lab.threads.use_threads`); on a busy
-    2-core machine two threads made it about 30 times slower. Returns ``entropy`` and ``success`` (S, steps + 1),
-    every :func:`group_update` metric (S, steps), ``{entropy,success}_curves`` per prompt (S, P, steps + 1) and
-    ``{entropy,success}_per_prompt`` (S, P, 2): start and end.
+    The same seed and batch shape pair runs up seed by seed. Run it on one thread (:func:`qae_lab.threads.use_threads`):
+    two made its many small operations 30 times slower. Returns ``entropy``, ``success`` (S, steps + 1), every
+    :func:`group_update` metric (S, steps), ``*_curves`` per prompt (S, P, steps + 1), ``*_per_prompt`` (S, P, 2).
 
     >>> from qae_lab.toys.seqpolicy import task_batch
     >>> t = task_batch(2, 4, 2, 3, start="peaked")
@@ -291,10 +277,8 @@ def simulate(logits, rewards, settings: UpdateSettings, *, steps: int, seed: int
     >>> out["entropy_curves"].shape, bool(torch.allclose(out["entropy_curves"].mean(1), out["entropy"]))
     (torch.Size([2, 4, 6]), True)
     """
-    z, rewards = _batch(logits, rewards)
+    z, rewards = _batch(logits, rewards, settings)
     steps = check_int(steps, "steps", 0)
-    if not isinstance(settings, UpdateSettings):
-        raise ValueError(f"settings must be an UpdateSettings, got {type(settings).__name__}")
     gen = torch.Generator().manual_seed(check_int(seed, "seed", 0))
     snap, state = _snapshot(z), None
     curves = ([snap.h], [(snap.log_pi_y.exp() * rewards).sum(-1)])  # per prompt, (S, P) each step
@@ -340,7 +324,7 @@ def update_variance(
     >>> sorted(out), round(out["alpha = 0"]["cos_plain"], 6)
     (['AH, alpha = 0.5', 'SA-AH, alpha = 0.5', 'alpha = 0'], 1.0)
     """
-    z, rewards = _batch(torch.as_tensor(logits)[None], torch.as_tensor(rewards)[None])  # (1, P, n, V)
+    z, rewards = _batch(torch.as_tensor(logits)[None], torch.as_tensor(rewards)[None], settings)  # (1, P, n, V)
     n_draws, chunk = check_int(n_draws, "n_draws", 2), check_int(chunk, "chunk", 1)
     variants = _variants(settings, alphas)
     snap, gen = _snapshot(z), torch.Generator().manual_seed(check_int(seed, "seed", 0))

@@ -76,9 +76,7 @@ def convention_disagreements(group_size: int, ks) -> torch.Tensor:
 
 
 def gate_zero_counts(group_size: int, k: float, method: str = DEFAULT_QUANTILE_METHOD) -> torch.Tensor:
-    r"""How many of G binary responses get A = 0 under QAE, for each success count c = 0..G.
-
-    Paper convention: G - c if the prompt is hard (c <= G - ceil(K G)), else c.
+    r"""How many of G binary responses get A = 0 under QAE per success count c = 0..G: G - c if hard, else c.
 
     >>> gate_zero_counts(4, 0.4)       # hard while c <= 2: failures get 0; easy: successes get 0
     tensor([4, 3, 2, 3, 4])
@@ -90,10 +88,8 @@ def gate_zero_counts(group_size: int, k: float, method: str = DEFAULT_QUANTILE_M
 
 
 def gate_table(group_size: int, ks, method: str = DEFAULT_QUANTILE_METHOD) -> torch.Tensor:
-    r"""Which responses QAE moves, for each K (rows) and success count c = 0..G (columns).
-
-    +1: only successes get A != 0 (hard), -1: only failures (easy), 0: nobody (all-equal group), 2: both (the
-    linear convention's baseline can sit strictly between 0 and 1).
+    r"""Which responses QAE moves, per K (rows) and success count c = 0..G (columns): +1 only successes (hard), -1
+    only failures (easy), 0 nobody (all equal), 2 both (a linear-convention baseline strictly inside (0, 1)).
 
     >>> gate_table(4, [0.4, 0.8])
     tensor([[ 0,  1,  1, -1,  0],
@@ -121,14 +117,8 @@ def _zero_share(pmf: torch.Tensor, zeros: torch.Tensor, drop_all_equal: bool) ->
 
 
 def binomial_pmf(p, n: int) -> torch.Tensor:
-    r"""P(c) = C(n, c) p^c (1 - p)^(n - c), c = 0..n: how many of n independent responses succeed at rate p.
-
-    Args:
-        p: success rates, any shape (...), in [0, 1]; computed in float64 (gradients flow through a tensor's).
-        n: the number of responses, >= 0.
-
-    Returns:
-        (..., n + 1), with 0^0 = 1, so exact at p = 0 and p = 1.
+    r"""P(c) = C(n, c) p^c (1 - p)^(n - c), c = 0..n, for rates p (...) in [0, 1]: (..., n + 1) float64, with
+    0^0 = 1 (exact at p = 0 and 1); gradients flow through p.
 
     >>> binomial_pmf(torch.tensor([0.0, 0.5, 1.0]), 2).tolist()
     [[1.0, 0.0, 0.0], [0.25, 0.5, 0.25], [0.0, 0.0, 1.0]]
@@ -144,13 +134,9 @@ def binomial_pmf(p, n: int) -> torch.Tensor:
 def _beta_binomial_pmf(a: float, b: float, g: int) -> torch.Tensor:
     """(G+1,) P(c) = C(G, c) B(c + a, G - c + b) / B(a, b): the success count when p ~ Beta(a, b)."""
     c = torch.arange(g + 1, dtype=torch.float64)
-
-    def lbeta(x, y):
-        return torch.lgamma(x) - torch.lgamma(x + y) + torch.lgamma(y)
-
     log_comb = math.lgamma(g + 1) - torch.lgamma(c + 1) - torch.lgamma(g - c + 1)
-    av, bv = torch.tensor(a, dtype=torch.float64), torch.tensor(b, dtype=torch.float64)
-    return torch.exp(log_comb + lbeta(c + a, g - c + b) - lbeta(av, bv))
+    log_beta = torch.lgamma(c + a) + torch.lgamma(g - c + b) - math.lgamma(g + a + b)  # log B(c + a, G - c + b)
+    return torch.exp(log_comb + log_beta - (math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)))
 
 
 def _check_rates(p: torch.Tensor) -> None:
@@ -164,7 +150,6 @@ def expected_zero_fraction(
     p, group_size: int, k: float, method: str = DEFAULT_QUANTILE_METHOD, *, drop_all_equal: bool = False
 ) -> torch.Tensor:
     r"""Exact E[fraction of a group with A = 0] when the success count is Binomial(G, p); p's shape.
-
     ``drop_all_equal``: condition on mixed groups, as after DAPO's dynamic sampling (NaN for p in {0, 1}).
 
     >>> expected_zero_fraction(torch.tensor([0.0, 0.5, 1.0]), 16, 0.4)
@@ -212,10 +197,8 @@ def sampled_zero_fraction(
 def sampled_zero_fraction_beta(
     a: float, b: float, group_size: int, ks, method: str = DEFAULT_QUANTILE_METHOD, *, n_prompts: int
 ) -> list[float]:
-    r"""Sampled counterpart of :func:`expected_zero_fraction_beta` at each K of ``ks``: ``n_prompts`` success
-    rates drawn once from Beta(a, b), then :func:`sampled_zero_fraction` at the i-th K with ``seed=i``.
-
-    The Beta draw uses torch's global generator: seed it (``torch.manual_seed``) for repeatable figures.
+    r"""Sampled :func:`expected_zero_fraction_beta` at each K of ``ks``: ``n_prompts`` rates from Beta(a, b) (torch's
+    global generator: seed it), then :func:`sampled_zero_fraction` at the i-th K with ``seed=i``.
 
     >>> _ = torch.manual_seed(0)
     >>> [round(x, 1) for x in sampled_zero_fraction_beta(0.5, 0.5, 16, [0.4], n_prompts=4000)]
@@ -314,9 +297,8 @@ def advantage_extremes(
 
 
 def group_advantage_rows(group_size: int, k: float, counts, baselines=("mean", "quantile")) -> list[dict]:
-    r"""Each response's reward and advantage in a binary group with c correct responses (correct ones first), for
-    each c of ``counts`` and each baseline: one dict per (c, baseline) with ``c``, ``baseline``, ``rewards`` and
-    ``advantages`` (lists of G floats; the group's std scaling as in GRPO).
+    r"""Rewards and advantages (GRPO's std scaling) in a binary group with c correct, correct first: one dict
+    ``c``, ``baseline``, ``rewards``, ``advantages`` per c of ``counts`` and baseline.
 
     >>> [(row["baseline"], row["rewards"], [round(a, 4) for a in row["advantages"]])
     ...  for row in group_advantage_rows(2, 0.4, [1])]
@@ -327,15 +309,15 @@ def group_advantage_rows(group_size: int, k: float, counts, baselines=("mean", "
     rows = []
     for c in counts:
         r = groups[check_int(c, "c", 0, g)]
-        for base in baselines:
-            rows.append(
-                {
-                    "c": c,
-                    "baseline": base,
-                    "rewards": r.tolist(),
-                    "advantages": group_advantages(r, g, baseline=base, k=k).tolist(),
-                }
-            )
+        rows += [
+            {
+                "c": c,
+                "baseline": b,
+                "rewards": r.tolist(),
+                "advantages": group_advantages(r, g, baseline=b, k=k).tolist(),
+            }
+            for b in baselines
+        ]
     return rows
 
 
