@@ -28,7 +28,8 @@ from transformers.trainer_callback import PrinterCallback, ProgressCallback
 from transformers.utils.notebook import NotebookProgressCallback
 
 from qae_lab._checks import check_finite_scalar, check_positive
-from qae_lab.lab.plots import FigureView, run_curves_figure
+from qae_lab.lab.panels import run_curves_figure
+from qae_lab.lab.widgets import FigureView
 from qae_lab.labels import BASELINE_NAMES, LIVE_PANELS, REWARD_PANEL, SHARES_PANEL, WEIGHTING_NAMES, WEIGHTS_PANEL
 from qae_lab.methods import TOKEN_WEIGHTINGS, can_weight_tokens
 from qae_lab.metric_names import (
@@ -625,7 +626,7 @@ class Dashboard:
     Redraws are at least ``min_interval_s`` apart (:meth:`refresh` draws the last step; ``rows`` keeps every one),
     and after a redraw of ``c`` seconds the next waits ``c / max_draw_share``: a redraw is ~0.15 s of Python in the
     training thread, and on a CPU (~0.6 s a step) drawing every step made training 1.2x slower. ``prompts_per_step``
-    titles the shares' panel (:func:`live_panels`); ``mode`` is :class:`~qae_lab.lab.plots.FigureView`'s.
+    titles the shares' panel (:func:`live_panels`); ``mode`` is :class:`~qae_lab.lab.widgets.FigureView`'s.
 
     ``header`` (progress, status, knobs) and ``view.widget`` (the curves) are shown together as ``widget``;
     :class:`LiveRun` puts its messages between them.

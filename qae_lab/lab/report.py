@@ -1,7 +1,7 @@
 r"""The run's report page, ``report.html``: a view of a run folder, beside the notebooks' other views.
 
 One self-contained HTML file (plotly.js inlined, so it opens offline): the run's facts, the held-out
-pass@1 before and after, and the training curves (:func:`qae_lab.lab.plots.run_curves_figure`). It is the
+pass@1 before and after, and the training curves (:func:`qae_lab.lab.panels.run_curves_figure`). It is the
 only part of a command-line run that draws, and :mod:`qae_lab.runs.pipeline` imports it when the run ends, so that
 training and the run folder (:mod:`qae_lab.storage.folder`) load no plotting or widget module.
 """
@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from qae_lab.lab.plots import run_curves_figure
+from qae_lab.lab.panels import run_curves_figure
 from qae_lab.storage.folder import REPORT_NAME, atomic_write_text, step_rows
 
 __all__ = ["write_report"]

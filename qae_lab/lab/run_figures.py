@@ -1,5 +1,5 @@
 r"""Figures of training runs over seeds (the lab layer): notebooks 05 and 06 put them under their controls with
-:func:`qae_lab.lab.plots.interactive`, keyword arguments named as the controls.
+:func:`qae_lab.lab.widgets.interactive`, keyword arguments named as the controls.
 
 :func:`curves_figure` draws a logged metric of several runs, averaged over seeds, after a trailing average;
 :func:`pass_at_k_figure` pass@k against k before and after training and :func:`k_sweep_figure` a K sweep
@@ -9,7 +9,7 @@ hard / easy / mixed groups' entropy under the mean and the quantile baseline (:m
 :func:`completions_table` the
 completions of the same problems before and after training, side by side (notebook 04). The numbers come from
 :mod:`qae_lab.analysis.compare` and :mod:`qae_lab.analysis.stats`; the figures from
-:mod:`qae_lab.lab.plots`.
+:mod:`qae_lab.lab.figures`.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from plotly.subplots import make_subplots
 from qae_lab._checks import check_int
 from qae_lab.analysis.compare import metric_curves, series
 from qae_lab.task.evaluate import EvalResult
-from qae_lab.lab.plots import PALETTE, add_band, band_figure, bar_figure, line_figure, wrap_title
-from qae_lab.labels import GROUP_WORDS
+from qae_lab.lab.figures import add_band, band_figure, bar_figure, line_figure, wrap_title
+from qae_lab.labels import GROUP_WORDS, PALETTE
 from qae_lab.analysis.regime_runs import regime_eval_curves, regime_eval_numbers
 from qae_lab.analysis.stats import Stat, detrended_variance, moving_average, stat
 
@@ -55,7 +55,7 @@ BEFORE = "before (every method)"  # the one pass@k line before training: every m
 
 class Lines(NamedTuple):
     r"""Lines over one x axis: ``x`` (n values), ``y`` (name -> n means) and ``bands`` (name -> n stds; the lines
-    without a band are left out), as :func:`qae_lab.lab.plots.line_figure` takes them.
+    without a band are left out), as :func:`qae_lab.lab.figures.line_figure` takes them.
 
     >>> Lines([1, 2], {"a": [0.5, 0.6]}, {}).y["a"]
     [0.5, 0.6]
@@ -139,7 +139,7 @@ def curves_figure(
     stride: int = 1,
 ) -> go.Figure:
     r"""``metric`` of every group of ``runs`` per step, mean over seeds +- std, after a trailing ``window``-step
-    average (:func:`qae_lab.analysis.compare.metric_curves`, drawn by :func:`qae_lab.lab.plots.band_figure`).
+    average (:func:`qae_lab.analysis.compare.metric_curves`, drawn by :func:`qae_lab.lab.figures.band_figure`).
 
     Args:
         runs: :class:`~qae_lab.analysis.compare.Run` s, or the groups of :func:`qae_lab.analysis.grouping.group_runs`.

@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 import torch
 
 from qae_lab.analysis.claims import Verdict, verdict
-from qae_lab.lab.plots import line_figure
+from qae_lab.lab.figures import line_figure
 from qae_lab.labels import BASELINE_SHORT, OPTIMIZER_NAMES
 from qae_lab.toys.bandit import (
     entropy_by_start,

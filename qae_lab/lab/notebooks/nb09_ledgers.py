@@ -23,7 +23,7 @@ from qae_lab.analysis.seqpolicy_runs import (
     setting_name,
 )
 from qae_lab.labels import CELL_NAMES, SHOW
-from qae_lab.lab.plots import band_figure, bar_figure
+from qae_lab.lab.figures import band_figure, bar_figure
 from qae_lab.toys.seqpolicy import (
     prefix_reach,
     sequence_entropy,

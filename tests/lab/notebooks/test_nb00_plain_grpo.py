@@ -16,6 +16,7 @@ from qae_lab.entropy_controls import ppo_clip_active
 from qae_lab.loss import LossSettings, grpo_loss
 from qae_lab.task.models import load_policy
 from qae_lab.lab.notebooks.nb00_plain_grpo import (
+    change_figure,
     UpdateChange,
     advantage_rows,
     completion_rows,
@@ -174,3 +175,20 @@ def test_a_large_step_makes_even_the_rewarded_completions_less_likely():
     assert torch.equal(small.before, large.before)  # both steps start from the sampled weights
     with pytest.raises(ValueError, match="lr must be > 0"):
         sgd_update(model, tok, start, ro, a, 0.0, settings)
+
+
+def test_change_figure_one_bar_per_item_by_advantage_sign():
+    fig = change_figure(
+        ["y0", "y1", "y2", "y3"], [-1, -2, -3, -4], [-0.5, -2.5, -3, -3.5], [1, -1, 0, 2], title="t", y_title="change"
+    )
+    assert [(t.name, list(t.x), list(t.y)) for t in fig.data] == [
+        ("A > 0", ["y0", "y3"], [0.5, 0.5]),
+        ("A = 0", ["y2"], [0.0]),
+        ("A < 0", ["y1"], [-0.5]),
+    ]
+    assert list(fig.layout.xaxis.categoryarray) == ["y0", "y1", "y2", "y3"]  # the items' order, not the traces'
+    assert [list(c) for c in fig.data[2].customdata] == [[-2.0, -2.5, -1.0]]  # before, after, A on hover
+    with pytest.raises(ValueError, match="unique"):
+        change_figure(["y0", "y0"], [0, 0], [1, 1], [1, 1])
+    with pytest.raises(ValueError, match="one value per label"):
+        change_figure(["y0", "y1"], [0], [1, 1], [1, 1])
