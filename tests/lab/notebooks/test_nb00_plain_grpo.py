@@ -17,7 +17,6 @@ from qae_lab.loss import LossSettings, grpo_loss
 from qae_lab.task.models import load_policy
 from qae_lab.lab.notebooks.nb00_plain_grpo import (
     change_figure,
-    UpdateChange,
     advantage_rows,
     completion_rows,
     sequence_logps,
@@ -128,16 +127,6 @@ def test_the_first_pass_loss_is_minus_the_mean_advantage_per_token(correct):
                 assert loss == pytest.approx(0.0, abs=1e-6)
             if baseline == "quantile":  # hard (2 of 8): successes only, L < 0; easy (6 of 8): failures only, L > 0
                 assert (loss < 0) == (correct == 2) and abs(loss) > 0.1
-
-
-def test_direction_words():
-    none, one = torch.zeros(3, dtype=torch.long), torch.ones(3, dtype=torch.long)
-    c = UpdateChange(
-        ["a", "b", "c"], torch.zeros(3), torch.tensor([0.1, 0.0, -0.1]), torch.tensor([1.0, -1, -1]), none, one
-    )
-    assert (c.direction("A > 0"), c.direction("A < 0"), c.direction("A = 0")) == ("up", "mixed", None)
-    flat = UpdateChange(["a"], torch.zeros(1), torch.zeros(1), torch.tensor([-1.0]), none[:1], one[:1])
-    assert flat.direction("A < 0") == "unchanged"
 
 
 @pytest.mark.slow(seconds=8)
