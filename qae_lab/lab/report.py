@@ -39,17 +39,8 @@ def write_report(
 ) -> Path:
     r"""Write ``report.html``: a summary table, the pass@1 table and the training curves.
 
-    Args:
-        output_dir: the run folder.
-        title: the page title.
-        rows: the log rows (:func:`qae_lab.storage.folder.read_log`).
-        summary: key -> value facts of the run (preset, method, steps, wall time, ...).
-        evals: ``{"before": {...}, "after": {...}}``, each ``{"overall": metrics, "levels":
-            {level: metrics}}`` with metrics as in :attr:`qae_lab.task.evaluate.EvalResult.summary`.
-        notes: paragraphs of text under the title.
-
-    Returns:
-        the path. The page embeds plotly.js: one file that opens offline.
+    ``evals``: ``{"before" | "after": {"overall": metrics, "levels": {level: metrics}}}`` (metrics as
+    :attr:`qae_lab.task.evaluate.EvalResult.summary`). Returns the path; the page embeds plotly.js (opens offline).
 
     >>> import tempfile
     >>> rows = [{"step": s, "reward": 0.1 * s, "qae/k": 0.4} for s in (1, 2)]

@@ -76,10 +76,6 @@ def completion_rows(ro, advantages=None) -> list[dict]:
     r"""One row per completion of a :class:`qae_lab.task.rollouts.Rollouts`: ``completion`` (its label), ``answer``
     (the one extracted, None where there is none), ``R``, ``A`` (where ``advantages`` are given) and ``text``.
 
-    Args:
-        ro: the rollouts (``completions``, ``rewards``).
-        advantages: (N,) advantages to show beside the rewards, or None.
-
     >>> from types import SimpleNamespace as NS
     >>> ro = NS(completions=["<answer>\n4\n</answer>", "no answer"], rewards=torch.tensor([1., 0]))
     >>> completion_rows(ro, torch.tensor([0.5, -0.5]))[0]
@@ -108,9 +104,6 @@ def advantage_rows(rewards, advantages) -> list[dict]:
     many ``completions`` got it, the group's ``mean R`` and ``std R`` (Bessel-corrected, as ``torch.std``) and the
     advantage ``A`` they got.
 
-    Args:
-        rewards: (G,) one group's rewards. advantages: (G,) the advantages computed from them.
-
     >>> for row in advantage_rows(torch.tensor([1., 0, 0, 0]), torch.tensor([1.5, -0.5, -0.5, -0.5])):
     ...     print(row)
     {'R': 1.0, 'completions': 1, 'mean R': 0.25, 'std R': 0.5, 'A': 1.5}
@@ -131,17 +124,9 @@ def advantage_rows(rewards, advantages) -> list[dict]:
 def update_change(
     ro, advantages, before, after, *, epsilon_low: float = 0.2, epsilon_high: float = 0.2
 ) -> UpdateChange:
-    r"""Measure one update: each completion's log pi(y_i) before and after, next to its advantage.
-
-    Args:
-        ro: the :class:`qae_lab.task.rollouts.Rollouts` the step was computed on (its ``rewards``, ``mask``).
-        advantages: (N,) the advantages the step used.
-        before, after: (N, T) per-token log-probs of the same completions before and after the step
-            (:func:`qae_lab.task.rollouts.completion_logps`); detached here.
-        epsilon_low, epsilon_high: PPO's clip range, for :attr:`UpdateChange.clipped`.
-
-    Returns:
-        :class:`UpdateChange`.
+    r"""Measure one update (an :class:`UpdateChange`): each completion's log pi(y_i) before and after, next to its
+    advantage. ``before``, ``after``: (N, T) per-token log-probs (:func:`qae_lab.task.rollouts.completion_logps`);
+    ``epsilon_low``, ``epsilon_high``: PPO's clip range, for :attr:`UpdateChange.clipped`.
 
     >>> from types import SimpleNamespace as NS
     >>> ro = NS(rewards=torch.tensor([1., 0]), mask=torch.tensor([[1., 1], [1, 0]]))
@@ -180,11 +165,7 @@ def sgd_update(model, tokenizer, start: Mapping, ro, advantages, lr: float, sett
     r"""Notebook 00's update, run again: load the weights ``start``, take one SGD step of learning rate ``lr`` on
     GRPO's loss (:func:`qae_lab.loss.grpo_loss` with ``settings``) over the group ``ro`` with ``advantages``, and
     measure it (:func:`update_change`). The model keeps the stepped weights.
-
-    Args:
-        model, tokenizer: the policy and its tokenizer. start: a ``state_dict`` of the weights that sampled ``ro``.
-        ro: the :class:`qae_lab.task.rollouts.Rollouts`. advantages: (N,) the advantages of its completions.
-        lr: SGD's learning rate, > 0. settings: the loss's :class:`qae_lab.loss.LossSettings`.
+    ``start``: a ``state_dict`` of the weights that sampled ``ro``; ``lr`` > 0.
     """
     lr = check_finite_scalar(lr, "lr")
     if lr <= 0:

@@ -14,19 +14,10 @@ import torch
 from plotly.subplots import make_subplots
 
 from qae_lab._checks import as_real_tensor
-from qae_lab.analysis.seqpolicy_runs import (
-    REGIMES,
-    regime_setting_name,
-    start_groups,
-)
+from qae_lab.analysis.seqpolicy_runs import REGIMES, regime_setting_name, start_groups
 from qae_lab.lab.figures import add_band, bar_figure, finish_layout, wrap_title
 from qae_lab.labels import PALETTE
-from qae_lab.toys.seqpolicy import (
-    prefix_reach,
-    sequence_logprobs,
-    space_of,
-    state_entropies,
-)
+from qae_lab.toys.seqpolicy import prefix_reach, sequence_logprobs, space_of, state_entropies
 
 __all__ = [
     "prefix_table",
@@ -52,8 +43,7 @@ def prefix_table(z) -> list[str]:
     reach rho(s) and its entropy H(pi(.|s)); then H(pi) by the chain rule (eq. S2 of :mod:`qae_lab.toys.seqpolicy`,
     sum_s rho(s) H(pi(.|s))) against H(pi) by enumerating the V**L sequences. Tokens are the digits 0..V-1.
 
-    Args:
-        z: (n, V) logits of one prompt, V <= 4 and L <= 3 (a table to read, not to scroll).
+    ``z``: (n, V) logits of one prompt, V <= 4 and L <= 3 (a table to read, not to scroll).
 
     >>> import math
     >>> for line in prefix_table(torch.tensor([[0.0, math.log(3)], [0.0, 0.0], [0.0, 0.0]])):
@@ -92,8 +82,7 @@ def start_rates_figure(p0, n: int) -> go.Figure:
     panels (the groups of :func:`qae_lab.analysis.seqpolicy_runs.start_groups`: "hard" and "easy" here mean these
     groups, the figure's one notion of hard).
 
-    Args:
-        p0: (S, P) start success rates (:func:`qae_lab.toys.seqpolicy.success_rate` of S task sets). n: prompts per group.
+    ``p0``: (S, P) start success rates (:func:`qae_lab.toys.seqpolicy.success_rate` of S task sets).
 
     >>> fig = start_rates_figure([[0.1, 0.9, 0.5, 0.3], [0.2, 0.6, 0.8, 0.4]], 1)
     >>> [(t.name, list(t.x), [round(v, 2) for v in t.y]) for t in fig.data][::2]
