@@ -4,7 +4,7 @@ Both modes of one notebook run back to back in fresh kernels, headless (``QAE_LA
 04 waits for its background training run, 400 steps and two evaluations in full mode on a CPU). Of the full-mode run
 it counts what a participant reads: the words of the markdown cells, of the code cells, and of what the cells print
 or display as text (stream output, text/plain and text/markdown results; a figure is counted once, as one), and
-the live controls (``plots.interactive`` and ``lab.start``: each a minute of play in the plans). Usage:
+the live controls (``widgets.interactive`` and ``lab.start``: each a minute of play in the plans). Usage:
 
     python benchmarks/bench_notebooks.py [notebooks/01_*.ipynb ...] [--smoke-only] [--write]
 
@@ -34,7 +34,7 @@ from qae_lab.storage.folder import atomic_write_text
 TIMES = Path(__file__).resolve().parents[1] / "data" / "notebook_times.json"
 BUDGET_S = 60.0  # CI's budget per notebook in smoke mode on 2 cores
 MAX_LOAD_PER_CORE = 1.5  # above this the machine runs other work: the times would not be the notebooks'
-_CONTROLS = re.compile(r"\b(?:plots\.interactive|interactive|lab\.start)\(")
+_CONTROLS = re.compile(r"\b(?:widgets\.interactive|interactive|lab\.start)\(")
 
 
 def load_per_core() -> float:
@@ -51,7 +51,7 @@ def read_counts(nb) -> dict[str, int]:
     r"""What an executed notebook gives a participant to read: words of its markdown, its code and its text output
     (stream, text/plain and text/markdown; a figure's output is not text), its figures, and its live controls.
 
-    >>> cell = nbformat.v4.new_code_cell("x = plots.interactive(f, {})", outputs=[
+    >>> cell = nbformat.v4.new_code_cell("x = widgets.interactive(f, {})", outputs=[
     ...     nbformat.v4.new_output("stream", text="hello world"),
     ...     nbformat.v4.new_output("display_data", data={"application/vnd.plotly.v1+json": {}})])
     >>> read_counts(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("one two three"), cell]))

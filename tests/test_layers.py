@@ -174,7 +174,7 @@ def test_no_layer_below_the_lab_loads_plotting_or_widgets():
         if layer(m) not in ("lab", "notebooks") and m not in ("__init__", "__main__")
     ]
     assert _loaded_drawing(below) == "[]"
-    assert _loaded_drawing(["qae_lab.lab.plots"]) != "[]"  # the check sees a module that draws
+    assert _loaded_drawing(["qae_lab.lab.figures"]) != "[]"  # the check sees a module that draws
 
 
 def chains() -> dict[str, int]:

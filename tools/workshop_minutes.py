@@ -93,8 +93,8 @@ BREAK_MIN = 10
 QUESTIONS_MIN = 10
 # Notebooks whose run trains in the background while the room reads and moves its controls (04's live run).
 OVERLAP = ("04",)
-# A code cell draws a figure where it builds one with the lab's figure functions (qae_lab.lab.plots, run_figures and
-# the nbNN modules: every one is named *_figure or *_figures, called or handed to plots.interactive), or shows 04's
+# A code cell draws a figure where it builds one with the lab's figure functions (qae_lab.lab.figures, run_figures and
+# the nbNN modules: every one is named *_figure or *_figures, called or handed to widgets.interactive), or shows 04's
 # live dashboard (display(lab)); a cell counts once however many panels it draws.
 FIGURE_CELL = re.compile(r"\.\w+_figures?\s*[(,)]|\bdisplay\(lab\)")
 _MATHS = re.compile(r"\$\$.*?\$\$|\$[^$\n]+\$|```.*?```", re.DOTALL)  # display and inline LaTeX, fenced code

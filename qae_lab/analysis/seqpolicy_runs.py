@@ -7,7 +7,7 @@ per-token entropy-change estimator of :mod:`qae_lab.ledger` tracks the exact fir
 tables (:func:`sweep_rows`, :func:`cell_rows`, :func:`variance_rows`) compare two settings over the same seeds: each
 side's mean ± std and a - b with its 95% interval over the paired seeds
 (:func:`qae_lab.analysis.claims.comparison_row`). :func:`run_curves` (a simulate output) and :func:`findings_curves`
-(the committed runs) give :class:`qae_lab.analysis.compare.Curve` s for :func:`qae_lab.lab.plots.band_figure`.
+(the committed runs) give :class:`qae_lab.analysis.compare.Curve` s for :func:`qae_lab.lab.figures.band_figure`.
 
 Notebook 07's QAE Proposition 4.2 (arXiv 2509.22611) by regime, in training: :func:`regime_settings` names the grid
 ``benchmarks/seqpolicy_regimes.py`` runs; :func:`start_groups` groups each seed's prompts by their start success rate

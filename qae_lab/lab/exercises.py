@@ -549,14 +549,7 @@ def check_prediction(prediction, change: UpdateChange, *, sign: str = "A > 0") -
 
     Notebook 00 asks it of the rewarded completions (A > 0) after a step with a large learning rate.
 
-    Args:
-        prediction: ``"up"`` or ``"down"`` (did they become more or less likely?), or None before deciding.
-        change: the measured :class:`UpdateChange`.
-        sign: which completions: ``"A > 0"``, ``"A < 0"`` or ``"A = 0"``.
-
-    Returns:
-        the verdict: right, wrong, or partly (the completions moved both ways, named); what to do when no
-        prediction was set, or when the group has no completion with that sign.
+    ``prediction``: ``"up"``, ``"down"`` or None; the verdict says right, wrong or partly (moved both ways, named).
 
     >>> c = UpdateChange(["y0 ✓", "y1 ✗", "y2 ✗"], torch.tensor([-1., -2, -3]), torch.tensor([-1.5, -2.5, -3.5]),
     ...                  torch.tensor([1., -0.5, -0.5]), torch.tensor([0, 0, 0]), torch.tensor([3, 3, 3]))

@@ -28,30 +28,15 @@ from transformers.trainer_callback import PrinterCallback, ProgressCallback
 from transformers.utils.notebook import NotebookProgressCallback
 
 from qae_lab._checks import check_finite_scalar, check_positive
-from qae_lab.lab.plots import FigureView, run_curves_figure
+from qae_lab.lab.panels import run_curves_figure
+from qae_lab.lab.widgets import FigureView
 from qae_lab.labels import BASELINE_NAMES, LIVE_PANELS, REWARD_PANEL, SHARES_PANEL, WEIGHTING_NAMES, WEIGHTS_PANEL
-from qae_lab.methods import (
-    DEFAULT_ALPHA,
-    DEFAULT_BASELINE,
-    DEFAULT_K,
-    DEFAULT_TOKEN_WEIGHTING,
-    TOKEN_WEIGHTINGS,
-    can_weight_tokens,
-)
-from qae_lab.metric_names import (
-    QAE_K,
-    QAE_QUANTILE_BASELINE,
-    QAE_SUCCESS_RATE,
-    SAAH_ALPHA,
-    TOKEN_WEIGHTING,
-)
+from qae_lab.methods import DEFAULT_ALPHA, DEFAULT_BASELINE, DEFAULT_K, DEFAULT_TOKEN_WEIGHTING, TOKEN_WEIGHTINGS
+from qae_lab.methods import can_weight_tokens
+from qae_lab.metric_names import QAE_K, QAE_QUANTILE_BASELINE, QAE_SUCCESS_RATE, SAAH_ALPHA, TOKEN_WEIGHTING
 from qae_lab.knobs import KNOBS, Knobs, validate_knobs
 from qae_lab.runs.presets import device_preset
-from qae_lab.storage.folder import (
-    LOG_NAME,
-    read_log_lines,
-    step_rows,
-)
+from qae_lab.storage.folder import LOG_NAME, read_log_lines, step_rows
 from qae_lab.train.callbacks import TrainOutcome, pending_plan, run_logger, steps_asked
 
 __all__ = [
@@ -147,12 +132,6 @@ class KnobSlider(widgets.FloatSlider):
     It overrides the validators of ipywidgets' ``_BoundedFloat`` (``_validate_value``,
     ``_validate_min``, ``_validate_max``: the same names in ipywidgets 7.7, Colab's, and 8).
 
-    Args:
-        knob: ``"quantile_k"`` or ``"alpha"``.
-        value: the start value.
-        lo, hi: the range to show, widened to take in ``value``.
-        **kwargs: further ``FloatSlider`` options (description, style, ...).
-
     >>> s = KnobSlider("quantile_k", 0.99, *K_RANGE, description="K")   # K_RANGE is (0.05, 0.95)
     >>> s.value, (s.min, s.max), s.step, s.readout_format
     (0.99, (0.05, 0.99), 0.01, '.2f')
@@ -195,35 +174,30 @@ class KnobSlider(widgets.FloatSlider):
         self._fit_grid(value, self.min, self.max)
         return value
 
-    @validate("min")
-    def _validate_min(self, proposal):  # replaces ipywidgets' moving the value up to the new min
-        lo = proposal["value"]
-        if lo > self.value:
+    def _bound(self, name: str, bound: float, moves: bool) -> float:  # replaces ipywidgets' moving the value
+        if moves:
             raise TraitError(
-                f"{self.knob}: min {lo} would move the value {self.value} of the slider "
+                f"{self.knob}: {name} {bound} would move the value {self.value} of the slider "
                 f"{self.description!r}; set the value first"
             )
+        return bound
+
+    @validate("min")
+    def _validate_min(self, proposal):
+        lo = self._bound("min", proposal["value"], proposal["value"] > self.value)
         self._fit_grid(self.value, lo, self.max)
         return lo
 
     @validate("max")
-    def _validate_max(self, proposal):  # replaces ipywidgets' moving the value down to the new max
-        hi = proposal["value"]
-        if hi < self.value:
-            raise TraitError(
-                f"{self.knob}: max {hi} would move the value {self.value} of the slider "
-                f"{self.description!r}; set the value first"
-            )
-        return hi
+    def _validate_max(self, proposal):
+        return self._bound("max", proposal["value"], proposal["value"] < self.value)
 
 
 class Controls:
     r"""The knobs as widgets, and their value as one frozen :class:`~qae_lab.knobs.Knobs`.
 
-    Args:
-        quantile_k, alpha, baseline, token_weighting: starting values (validated as in
-            :class:`~qae_lab.train.config.QAEConfig`); the K and alpha sliders span :data:`K_RANGE` and
-            :data:`ALPHA_RANGE`, widened to take in their start value.
+    The start values are validated as in :class:`~qae_lab.train.config.QAEConfig`; the sliders span :data:`K_RANGE`
+    and :data:`ALPHA_RANGE`, widened to take in their start value.
 
     Attributes: ``k``, ``alpha`` (:class:`KnobSlider`), ``baseline``, ``token_weighting`` (the value
     widgets), ``stop_button``, ``widget`` (the box to display), ``changes``: every change the kernel
@@ -636,7 +610,7 @@ class Dashboard:
     Redraws are at least ``min_interval_s`` apart (:meth:`refresh` draws the last step; ``rows`` keeps every one),
     and after a redraw of ``c`` seconds the next waits ``c / max_draw_share``: a redraw is ~0.15 s of Python in the
     training thread, and on a CPU (~0.6 s a step) drawing every step made training 1.2x slower. ``prompts_per_step``
-    titles the shares' panel (:func:`live_panels`); ``mode`` is :class:`~qae_lab.lab.plots.FigureView`'s.
+    titles the shares' panel (:func:`live_panels`); ``mode`` is :class:`~qae_lab.lab.widgets.FigureView`'s.
 
     ``header`` (progress, status, knobs) and ``view.widget`` (the curves) are shown together as ``widget``;
     :class:`LiveRun` puts its messages between them.
@@ -784,13 +758,8 @@ def _thread_warnings_to(output: widgets.Output):
 class LiveRun:
     r"""A trainer with live :class:`~qae_lab.lab.live.Controls` and a :class:`Dashboard`, trained in a background thread.
 
-    Args:
-        trainer: a :class:`~qae_lab.train.trainer.QAETrainer` (its ``RunLogger`` keeps ``log.jsonl``).
-        controls, dashboard: made from the trainer when None.
-        resume_from_checkpoint: passed to ``trainer.train``. None: what the trainer's run plan says
-            (:func:`qae_lab.runs.pipeline.make_trainer`'s :class:`~qae_lab.storage.resume.ResumePlan`: its checkpoint
-            when it resumes one); a checkpoint that is not the plan's is refused here, before
-            anything starts.
+    ``resume_from_checkpoint`` None: the trainer's run plan's (:class:`~qae_lab.storage.resume.ResumePlan`); a
+    checkpoint that is not the plan's is refused before anything starts.
 
     ``display(run)`` (or the cell's last expression) shows controls, dashboard and a message
     area (``messages``: the training thread's warnings, errors and follow-up results); :meth:`start`
@@ -969,10 +938,6 @@ class LiveKnobs(TrainerCallback):
     step's generation and loss both read it (the trainer logs what it used as ``qae/k`` and ``saah/alpha``). After Stop,
     ``on_step_end`` asks the Trainer to save a checkpoint and stop, so the run ends at a step
     boundary with its log complete.
-
-    Args:
-        controls: the live :class:`~qae_lab.lab.live.Controls`.
-        trainer: a :class:`~qae_lab.train.trainer.QAETrainer` (anything with ``set_knobs(knobs)``).
 
     ``applied`` lists ``(step about to run, knobs set)``, one per step.
 

@@ -1,7 +1,7 @@
 r"""The run's report page, ``report.html``: a view of a run folder, beside the notebooks' other views.
 
 One self-contained HTML file (plotly.js inlined, so it opens offline): the run's facts, the held-out
-pass@1 before and after, and the training curves (:func:`qae_lab.lab.plots.run_curves_figure`). It is the
+pass@1 before and after, and the training curves (:func:`qae_lab.lab.panels.run_curves_figure`). It is the
 only part of a command-line run that draws, and :mod:`qae_lab.runs.pipeline` imports it when the run ends, so that
 training and the run folder (:mod:`qae_lab.storage.folder`) load no plotting or widget module.
 """
@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from qae_lab.lab.plots import run_curves_figure
+from qae_lab.lab.panels import run_curves_figure
 from qae_lab.storage.folder import REPORT_NAME, atomic_write_text, step_rows
 
 __all__ = ["write_report"]
@@ -39,17 +39,8 @@ def write_report(
 ) -> Path:
     r"""Write ``report.html``: a summary table, the pass@1 table and the training curves.
 
-    Args:
-        output_dir: the run folder.
-        title: the page title.
-        rows: the log rows (:func:`qae_lab.storage.folder.read_log`).
-        summary: key -> value facts of the run (preset, method, steps, wall time, ...).
-        evals: ``{"before": {...}, "after": {...}}``, each ``{"overall": metrics, "levels":
-            {level: metrics}}`` with metrics as in :attr:`qae_lab.task.evaluate.EvalResult.summary`.
-        notes: paragraphs of text under the title.
-
-    Returns:
-        the path. The page embeds plotly.js: one file that opens offline.
+    ``evals``: ``{"before" | "after": {"overall": metrics, "levels": {level: metrics}}}`` (metrics as
+    :attr:`qae_lab.task.evaluate.EvalResult.summary`). Returns the path; the page embeds plotly.js (opens offline).
 
     >>> import tempfile
     >>> rows = [{"step": s, "reward": 0.1 * s, "qae/k": 0.4} for s in (1, 2)]

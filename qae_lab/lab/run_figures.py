@@ -1,15 +1,9 @@
-r"""Figures of training runs over seeds (the lab layer): notebooks 05 and 06 put them under their controls with
-:func:`qae_lab.lab.plots.interactive`, keyword arguments named as the controls.
+r"""Figures of training runs over seeds (notebooks 04-06), put under controls with :func:`qae_lab.lab.widgets.interactive`.
 
-:func:`curves_figure` draws a logged metric of several runs, averaged over seeds, after a trailing average;
-:func:`pass_at_k_figure` pass@k against k before and after training and :func:`k_sweep_figure` a K sweep
-(notebook 06); :func:`before_after_figure` an evaluation figure before and after training and
-:func:`detrend_figure` one run's reward around its trailing average (notebook 05); :func:`regime_figure` the held-out
-hard / easy / mixed groups' entropy under the mean and the quantile baseline (:mod:`qae_lab.analysis.regime_runs`);
-:func:`completions_table` the
-completions of the same problems before and after training, side by side (notebook 04). The numbers come from
-:mod:`qae_lab.analysis.compare` and :mod:`qae_lab.analysis.stats`; the figures from
-:mod:`qae_lab.lab.plots`.
+Curves over seeds (:func:`curves_figure`), pass@k before and after training, a K sweep, an evaluation before and after,
+one run's reward around its trailing average, the held-out regime groups (:func:`regime_figure`), and completions
+before and after side by side (:func:`completions_table`); the numbers from :mod:`qae_lab.analysis.compare` and
+:mod:`qae_lab.analysis.stats`.
 """
 
 from __future__ import annotations
@@ -26,8 +20,8 @@ from plotly.subplots import make_subplots
 from qae_lab._checks import check_int
 from qae_lab.analysis.compare import metric_curves, series
 from qae_lab.task.evaluate import EvalResult
-from qae_lab.lab.plots import PALETTE, add_band, band_figure, bar_figure, line_figure, wrap_title
-from qae_lab.labels import GROUP_WORDS
+from qae_lab.lab.figures import add_band, band_figure, bar_figure, line_figure, wrap_title
+from qae_lab.labels import GROUP_WORDS, PALETTE
 from qae_lab.analysis.regime_runs import regime_eval_curves, regime_eval_numbers
 from qae_lab.analysis.stats import Stat, detrended_variance, moving_average, stat
 
@@ -55,7 +49,7 @@ BEFORE = "before (every method)"  # the one pass@k line before training: every m
 
 class Lines(NamedTuple):
     r"""Lines over one x axis: ``x`` (n values), ``y`` (name -> n means) and ``bands`` (name -> n stds; the lines
-    without a band are left out), as :func:`qae_lab.lab.plots.line_figure` takes them.
+    without a band are left out), as :func:`qae_lab.lab.figures.line_figure` takes them.
 
     >>> Lines([1, 2], {"a": [0.5, 0.6]}, {}).y["a"]
     [0.5, 0.6]
@@ -71,14 +65,8 @@ def pass_at_k_lines(table: Mapping[str, Mapping[str, Mapping[int, Stat]]]) -> Li
     band), then one line before training (:data:`BEFORE`, no band), all at the k of the first method's after-training
     evaluation.
 
-    Every method starts from the same model, evaluated on the same problems with the same sampling seeds, so the
-    before line is the first method's; a method whose before-training pass@k differs from it is an error.
-
-    Args:
-        table: :func:`qae_lab.analysis.phenomena.pass_at_k_table`: ``{method: {"before" | "after": {k: Stat}}}``.
-
-    Raises:
-        ValueError: an empty table, or methods whose pass@k before training differ.
+    ``table``: :func:`qae_lab.analysis.phenomena.pass_at_k_table`. Every method starts from the same model and
+    sampling seeds, so the before line is the first method's; an empty table, or befores that differ, raise.
 
     >>> from qae_lab.analysis.stats import stat
     >>> before = {1: stat([0.4, 0.4]), 2: stat([0.6, 0.6])}
@@ -107,9 +95,7 @@ def pass_at_k_lines(table: Mapping[str, Mapping[str, Mapping[int, Stat]]]) -> Li
 def k_sweep_lines(rows: Sequence[Mapping], quantity: str) -> Lines:
     r"""One quantity of a K sweep against K: the mean over seeds at each K with a +- std band.
 
-    Args:
-        rows: :func:`qae_lab.analysis.phenomena.k_sweep_rows` (one row per K, sorted by K).
-        quantity: one of :data:`K_SWEEP_QUANTITIES`.
+    ``rows``: :func:`qae_lab.analysis.phenomena.k_sweep_rows`; ``quantity``: one of :data:`K_SWEEP_QUANTITIES`.
 
     >>> from qae_lab.analysis.stats import stat
     >>> rows = [{"k": 0.2, "pass@1": stat([0.25, 0.75])}, {"k": 0.4, "pass@1": stat([0.5, 0.5])}]
@@ -139,14 +125,10 @@ def curves_figure(
     stride: int = 1,
 ) -> go.Figure:
     r"""``metric`` of every group of ``runs`` per step, mean over seeds +- std, after a trailing ``window``-step
-    average (:func:`qae_lab.analysis.compare.metric_curves`, drawn by :func:`qae_lab.lab.plots.band_figure`).
+    average (:func:`qae_lab.analysis.compare.metric_curves`, drawn by :func:`qae_lab.lab.figures.band_figure`).
 
-    Args:
-        runs: :class:`~qae_lab.analysis.compare.Run` s, or the groups of :func:`qae_lab.analysis.grouping.group_runs`.
-        metric: a key of ``labels``; ``labels[metric]`` is its name in words.
-        window: steps in the trailing average, >= 1.
-        title, y_title: templates filled with ``{metric}``, ``{label}`` and ``{window}``.
-        stride: draw every ``stride``-th step.
+    ``runs``: :class:`~qae_lab.analysis.compare.Run` s or :func:`qae_lab.analysis.grouping.group_runs`' groups;
+    ``labels[metric]``: the metric in words; ``title``, ``y_title``: templates of ``{metric}``, ``{label}``, ``{window}``.
 
     >>> from qae_lab.analysis.compare import Run
     >>> runs = [Run(f"qae-seed{s}", "qae", s, {}, [{"step": t, "reward": 0.1 * s} for t in (1, 2)], None, None)
@@ -168,9 +150,6 @@ def pass_at_k_figure(
 ) -> go.Figure:
     r"""pass@k against k (log axis, a tick per k) for each method after training, with a +- std band, and the
     dashed line before training (:func:`pass_at_k_lines`).
-
-    Args:
-        table: :func:`qae_lab.analysis.phenomena.pass_at_k_table`.
 
     >>> from qae_lab.analysis.stats import stat
     >>> table = {"qae": {"before": {1: stat([0.4]), 4: stat([0.7])}, "after": {1: stat([0.5]), 4: stat([0.8])}}}
@@ -277,10 +256,7 @@ def paired_completions(before, after, n: int = 4, sample: int | None = None) -> 
     ``question``, ``gold`` and, for ``before`` and ``after``, the greedy completion (``sample`` None) or the
     ``sample``-th sampled one (the same seed both times) with its verdict.
 
-    Args:
-        before, after: :class:`~qae_lab.task.evaluate.EvalResult` s (or paths of their JSON files) of the same problems.
-        n: problems to pair, >= 1 (fewer when there are fewer).
-        sample: None for the greedy completions, else the index of a sampled completion.
+    ``before``, ``after``: :class:`~qae_lab.task.evaluate.EvalResult` s or paths of their JSON files.
 
     >>> res = lambda ok: {"problems": [{"id": 0, "question": "1 + 1?", "gold": "2",
     ...     "greedy": {"completion": "2", "correct": ok}, "samples": [{"completion": "3", "correct": False}]}]}
@@ -379,12 +355,8 @@ def regime_figure(runs: Sequence, mean_method: str, quantile_method: str, quanti
     r"""QAE's Prop. 4.2 in training, by the regime a prompt starts in: three panels, hard | easy | mixed (the
     held-out groups of :mod:`qae_lab.train.regime_eval`), each the mean over seeds +- one std of ``regime_eval/<quantity>_*``
     against the number of updates, under the mean-baseline and the quantile-baseline method
-    (:func:`qae_lab.analysis.regime_runs.regime_eval_curves`). A plain ``go.Figure``.
-
-    Args:
-        runs: :class:`~qae_lab.analysis.compare.Run` s of the two methods (others are left out).
-        mean_method, quantile_method: their method names (``"mean+clip_higher"``, ``"qae+clip_higher"``).
-        quantity: ``"entropy"`` (token entropy, nats) or ``"success"`` (success rate).
+    (:func:`qae_lab.analysis.regime_runs.regime_eval_curves`); other methods' runs are left out. ``quantity``:
+    ``"entropy"`` (token entropy, nats) or ``"success"`` (success rate).
 
     >>> from qae_lab.analysis.compare import Run
     >>> rows = lambda v: [{"step": 1, **{f"regime_eval/entropy_{g}": 0.2 for g in ("hard", "easy", "all")},

@@ -760,3 +760,13 @@ def test_prediction_refuses_a_change_of_the_wrong_type_by_its_type():
     # Planted: type(change) -> type(None) in the message -> "got NoneType" -> fails
     with pytest.raises(ValueError, match="^change must be a .*UpdateChange, got dict$"):
         ex.check_prediction("up", {"delta": [0.1]})
+
+
+def test_direction_words():
+    none, one = torch.zeros(3, dtype=torch.long), torch.ones(3, dtype=torch.long)
+    c = UpdateChange(
+        ["a", "b", "c"], torch.zeros(3), torch.tensor([0.1, 0.0, -0.1]), torch.tensor([1.0, -1, -1]), none, one
+    )
+    assert (c.direction("A > 0"), c.direction("A < 0"), c.direction("A = 0")) == ("up", "mixed", None)
+    flat = UpdateChange(["a"], torch.zeros(1), torch.zeros(1), torch.tensor([-1.0]), none[:1], one[:1])
+    assert flat.direction("A < 0") == "unchanged"

@@ -10,7 +10,7 @@ import functools
 
 import ipywidgets as widgets
 
-from qae_lab.lab.plots import interactive
+from qae_lab.lab.widgets import interactive
 from qae_lab.lab.run_figures import (
     before_after_figure,
     curves_figure,

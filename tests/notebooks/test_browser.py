@@ -69,14 +69,14 @@ LIVE_STEPS = 5000
 # None: a notebook without controls (Run All, its figures and its spec's checks only).
 MOVES = {
     "00_plain_grpo.ipynb": None,
-    "01_two_regime_gating_and_sparsity.ipynb": ("zeros = plots.interactive", "K", "ArrowRight"),
-    "02_softmax_entropy_proofs.ipynb": ("mc = plots.interactive", "K", "ArrowRight"),
-    "03_token_entropy_horizon_weights.ipynb": ("weights = plots.interactive", "α", "ArrowRight"),
-    "05_compare_runs.ipynb": ("curves = plots.interactive", "metric", 1),
-    "06_phenomena_in_miniature.ipynb": ("entropy_view = plots.interactive", "smoothing", "ArrowRight"),
-    "07_sequence_policy.ipynb": ("regimes_view = plots.interactive", "optimizer", 1),
+    "01_two_regime_gating_and_sparsity.ipynb": ("zeros = widgets.interactive", "K", "ArrowRight"),
+    "02_softmax_entropy_proofs.ipynb": ("mc = widgets.interactive", "K", "ArrowRight"),
+    "03_token_entropy_horizon_weights.ipynb": ("weights = widgets.interactive", "α", "ArrowRight"),
+    "05_compare_runs.ipynb": ("curves = widgets.interactive", "metric", 1),
+    "06_phenomena_in_miniature.ipynb": ("entropy_view = widgets.interactive", "smoothing", "ArrowRight"),
+    "07_sequence_policy.ipynb": ("regimes_view = widgets.interactive", "optimizer", 1),
     "08_write_it_yourself.ipynb": None,  # no control: two training runs and their logs
-    "09_appendix_sequence_policy_ledgers.ipynb": ("ledger_view = plots.interactive", "K", "ArrowRight"),
+    "09_appendix_sequence_policy_ledgers.ipynb": ("ledger_view = widgets.interactive", "K", "ArrowRight"),
 }
 
 

@@ -3,7 +3,7 @@
 The one kind of ``def`` a notebook may hold is an exercise's stub (``def my_...`` whose body only
 returns None), which the reader fills in. A ``lambda`` may adapt a control's name to a library function (a widget
 callback) but computes nothing itself: its body is one call. Analysis lives in ``qae_lab`` with tests;
-figures in its lab layer (``plots``, ``views``, ``*_figures``).
+figures in its lab layer (``figures``, ``widgets``, ``*_figures``).
 
 One exception, by name: notebook 08 is the code a participant takes home (a reward function, a config, a trainer
 in plain TRL), so its cells tagged ``take-home`` may define functions. No other notebook has such cells.

@@ -361,7 +361,7 @@ _JS_FINGERPRINT = """(id) => {
 }"""
 
 # find the control labelled ``label`` in the cell whose source holds ``marker``; tag it and the
-# box it sits in (plots.interactive: a VBox of [HBox of controls, figure]) with data attributes
+# box it sits in (widgets.interactive: a VBox of [HBox of controls, figure]) with data attributes
 _JS_TAG_CONTROL = """([marker, label, id]) => {
     const cell = window.__qaeCell(marker);
     if (!cell) return `no cell holds ${marker}`;
@@ -516,7 +516,7 @@ class Notebook:
 
 
 class Control:
-    """One ipywidgets control above a figure (:func:`qae_lab.lab.plots.interactive`)."""
+    """One ipywidgets control above a figure (:func:`qae_lab.lab.widgets.interactive`)."""
 
     def __init__(self, notebook: Notebook, cid: str, label: str):
         self.notebook, self.id, self.label = notebook, cid, label

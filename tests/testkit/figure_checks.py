@@ -52,7 +52,7 @@ def lines(fig: Figure, names: list[str], n: int | None = None) -> dict[str, dict
 def band_lines(
     fig: Figure, methods: list[str], runs: int, y: str, lo: float = -math.inf, hi: float = math.inf
 ) -> dict[str, dict]:
-    """A :func:`qae_lab.lab.plots.band_figure` over training steps: one line per method, named with its
+    """A :func:`qae_lab.lab.figures.band_figure` over training steps: one line per method, named with its
     number of runs, each with its seed-spread band (twice the points: up, then back down), steps
     increasing, values in [lo, hi]."""
     axes(fig, "step", y)
@@ -67,7 +67,7 @@ def band_lines(
 
 
 def centred_bands(fig: Figure) -> int:
-    """Each band (plots._add_band: the upper edge forwards, the lower edge back) is the spread around the line
+    """Each band (figures.add_band: the upper edge forwards, the lower edge back) is the spread around the line
     drawn right after it: same steps, the line halfway between its edges. Returns how many bands there are."""
     pairs = [(a, b) for a, b in zip(fig.traces, fig.traces[1:]) if a.get("fill") == "toself" and b in fig.lines]
     assert len(pairs) == len(fig.bands), f"{fig.title!r}: a band not followed by its line"

@@ -26,7 +26,7 @@ from testkit.nbexec import Figure
 
 # ------------------------------------------------------------------ 00: plain GRPO in one update
 
-SIGN_TRACES = ["A > 0", "A = 0", "A < 0"]  # qae_lab.lab.plots.change_figure's traces, in this order where present
+SIGN_TRACES = ["A > 0", "A = 0", "A < 0"]  # nb00_plain_grpo.change_figure's traces, in this order where present
 
 
 def _one_step(fig: Figure) -> None:

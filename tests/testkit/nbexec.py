@@ -4,7 +4,7 @@
 link ``data -> <repo>/data`` (as tests/testkit/browser.py does), so that what a notebook writes (notebook
 04's ``runs/``) stays out of the repository and two notebooks run at once never share a file. A
 first, added cell wraps plotly's two display hooks so that each figure shown (a cell's plain figure,
-or one drawn into a view's ``Output``: :class:`qae_lab.lab.plots.FigureView`) is recorded with the
+or one drawn into a view's ``Output``: :class:`qae_lab.lab.widgets.FigureView`) is recorded with the
 cell that showed it; a last, added cell writes the records to a JSON file. An optional ``probe``
 cell runs before that one, in the notebook's kernel (a slider moved, its figure asserted).
 tests/notebooks/test_browser.py records a notebook run in a real browser the same way (:func:`collect`).

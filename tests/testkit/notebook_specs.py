@@ -28,7 +28,7 @@ NOTEBOOKS = {
 }
 
 
-# Run in a notebook's kernel after its probe: every view of qae_lab.lab.plots.interactive in the notebook, each of its
+# Run in a notebook's kernel after its probe: every view of qae_lab.lab.widgets.interactive in the notebook, each of its
 # controls moved one step as a person moves it (the next option, the box ticked or not, a slider one step on) and
 # back. After each move the figure shown and the table under it must both be what the view's functions make from the
 # controls' values at that moment (``make``): a figure redrawn while its table kept an older setting fails here.
@@ -55,7 +55,7 @@ def _qae_move(c):
 
 _qae_views = {n: v for n, v in list(globals().items())
               if isinstance(v, _qae_W.VBox) and hasattr(v, "make") and hasattr(v, "view")}
-_qae_made = sum(cell.count("plots.interactive(") for cell in In[:-1])  # the views the notebook's cells made
+_qae_made = sum(cell.count("widgets.interactive(") for cell in In[:-1])  # the views the notebook's cells made
 assert len(_qae_views) >= _qae_made, f"{_qae_made} views made, {sorted(_qae_views)} found"
 for _qae_name, _qae_box in _qae_views.items():
     for _qae_control, _qae_c in _qae_box.controls.items():

@@ -21,13 +21,15 @@ Implementer's notes: docs/implementation.md, section ``qae_lab.lab.notebooks.nb0
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
+import plotly.graph_objects as go
 import torch
 
 from qae_lab._checks import as_real_tensor, check_finite_scalar, check_mask
 from qae_lab.entropy_controls import ppo_clip_active
 from qae_lab.lab.exercises import SIGNS, UpdateChange
+from qae_lab.lab.figures import finish_layout
 from qae_lab.loss import LossSettings, grpo_loss
 from qae_lab.task.answers import extract_answer
 from qae_lab.task.rollouts import completion_logps
@@ -40,6 +42,7 @@ __all__ = [
     "update_change",
     "sgd_update",
     "SIGNS",
+    "change_figure",
 ]
 
 _TEXT_CHARS = 60  # a completion's text in a table cell: longer ones end in "…"
@@ -73,10 +76,6 @@ def completion_rows(ro, advantages=None) -> list[dict]:
     r"""One row per completion of a :class:`qae_lab.task.rollouts.Rollouts`: ``completion`` (its label), ``answer``
     (the one extracted, None where there is none), ``R``, ``A`` (where ``advantages`` are given) and ``text``.
 
-    Args:
-        ro: the rollouts (``completions``, ``rewards``).
-        advantages: (N,) advantages to show beside the rewards, or None.
-
     >>> from types import SimpleNamespace as NS
     >>> ro = NS(completions=["<answer>\n4\n</answer>", "no answer"], rewards=torch.tensor([1., 0]))
     >>> completion_rows(ro, torch.tensor([0.5, -0.5]))[0]
@@ -105,9 +104,6 @@ def advantage_rows(rewards, advantages) -> list[dict]:
     many ``completions`` got it, the group's ``mean R`` and ``std R`` (Bessel-corrected, as ``torch.std``) and the
     advantage ``A`` they got.
 
-    Args:
-        rewards: (G,) one group's rewards. advantages: (G,) the advantages computed from them.
-
     >>> for row in advantage_rows(torch.tensor([1., 0, 0, 0]), torch.tensor([1.5, -0.5, -0.5, -0.5])):
     ...     print(row)
     {'R': 1.0, 'completions': 1, 'mean R': 0.25, 'std R': 0.5, 'A': 1.5}
@@ -128,17 +124,9 @@ def advantage_rows(rewards, advantages) -> list[dict]:
 def update_change(
     ro, advantages, before, after, *, epsilon_low: float = 0.2, epsilon_high: float = 0.2
 ) -> UpdateChange:
-    r"""Measure one update: each completion's log pi(y_i) before and after, next to its advantage.
-
-    Args:
-        ro: the :class:`qae_lab.task.rollouts.Rollouts` the step was computed on (its ``rewards``, ``mask``).
-        advantages: (N,) the advantages the step used.
-        before, after: (N, T) per-token log-probs of the same completions before and after the step
-            (:func:`qae_lab.task.rollouts.completion_logps`); detached here.
-        epsilon_low, epsilon_high: PPO's clip range, for :attr:`UpdateChange.clipped`.
-
-    Returns:
-        :class:`UpdateChange`.
+    r"""Measure one update (an :class:`UpdateChange`): each completion's log pi(y_i) before and after, next to its
+    advantage. ``before``, ``after``: (N, T) per-token log-probs (:func:`qae_lab.task.rollouts.completion_logps`);
+    ``epsilon_low``, ``epsilon_high``: PPO's clip range, for :attr:`UpdateChange.clipped`.
 
     >>> from types import SimpleNamespace as NS
     >>> ro = NS(rewards=torch.tensor([1., 0]), mask=torch.tensor([[1., 1], [1, 0]]))
@@ -177,11 +165,7 @@ def sgd_update(model, tokenizer, start: Mapping, ro, advantages, lr: float, sett
     r"""Notebook 00's update, run again: load the weights ``start``, take one SGD step of learning rate ``lr`` on
     GRPO's loss (:func:`qae_lab.loss.grpo_loss` with ``settings``) over the group ``ro`` with ``advantages``, and
     measure it (:func:`update_change`). The model keeps the stepped weights.
-
-    Args:
-        model, tokenizer: the policy and its tokenizer. start: a ``state_dict`` of the weights that sampled ``ro``.
-        ro: the :class:`qae_lab.task.rollouts.Rollouts`. advantages: (N,) the advantages of its completions.
-        lr: SGD's learning rate, > 0. settings: the loss's :class:`qae_lab.loss.LossSettings`.
+    ``start``: a ``state_dict`` of the weights that sampled ``ro``; ``lr`` > 0.
     """
     lr = check_finite_scalar(lr, "lr")
     if lr <= 0:
@@ -198,3 +182,54 @@ def sgd_update(model, tokenizer, start: Mapping, ro, advantages, lr: float, sett
     return update_change(
         ro, advantages, logps, after, epsilon_low=settings.epsilon_low, epsilon_high=settings.epsilon_high
     )
+
+
+# the sign of an advantage -> legend name and colour: rewarded green, punished red, untouched grey
+ADVANTAGE_SIGNS = ((1, "A > 0", "#2ca02c"), (0, "A = 0", "#7f7f7f"), (-1, "A < 0", "#d62728"))
+
+
+def change_figure(
+    labels: Sequence[str],
+    before: Sequence[float],
+    after: Sequence[float],
+    advantages: Sequence[float],
+    *,
+    title: str = "",
+    x_title: str = "",
+    y_title: str = "",
+    height: int = 380,
+) -> go.Figure:
+    r"""One bar per item: its change ``after - before``, coloured by the sign of its advantage.
+
+    A trace per sign present (``A > 0`` green, ``A = 0`` grey, ``A < 0`` red), the items in the order given;
+    hovering a bar shows the values before and after. Labels must be unique (plotly merges equal categories).
+
+    >>> fig = change_figure(["y0", "y1", "y2"], [-1, -2, -3], [-0.5, -2.5, -3], [1, -1, 0])
+    >>> [(t.name, list(t.x), list(t.y)) for t in fig.data]
+    [('A > 0', ['y0'], [0.5]), ('A = 0', ['y2'], [0.0]), ('A < 0', ['y1'], [-0.5])]
+    """
+    labels = [str(x) for x in labels]
+    cols = [[float(v) for v in col] for col in (before, after, advantages)]
+    if len(set(labels)) != len(labels) or any(len(col) != len(labels) for col in cols):
+        raise ValueError(
+            f"labels must be unique and before, after, advantages hold one value per label: "
+            f"{len(set(labels))} unique of {len(labels)} labels, lengths {[len(c) for c in cols]}"
+        )
+    b, a, adv = cols
+    fig = go.Figure()
+    for sign, name, color in ADVANTAGE_SIGNS:
+        rows = [i for i, v in enumerate(adv) if (v > 0) - (v < 0) == sign]
+        if rows:
+            fig.add_trace(
+                go.Bar(
+                    x=[labels[i] for i in rows],
+                    y=[a[i] - b[i] for i in rows],
+                    name=name,
+                    marker_color=color,
+                    customdata=[[b[i], a[i], adv[i]] for i in rows],
+                    hovertemplate="%{x}: %{customdata[0]:.3f} -> %{customdata[1]:.3f}"
+                    "<br>A = %{customdata[2]:+.3f}<extra></extra>",
+                )
+            )
+    fig.update_xaxes(categoryorder="array", categoryarray=labels)
+    return finish_layout(fig, title, x_title, y_title, height)

@@ -1,8 +1,8 @@
 r"""Notebook 01's figures, and the table beside one: the gate's advantages, where the zero advantages come from,
 the gate and its sparsity.
 
-Each function draws numbers computed by :mod:`qae_lab.toys.sparsity` with :mod:`qae_lab.lab.plots`; the notebook
-puts them under sliders with :func:`qae_lab.lab.plots.interactive` (keyword arguments named as the sliders), with
+Each function draws numbers computed by :mod:`qae_lab.toys.sparsity` with :mod:`qae_lab.lab.figures`; the notebook
+puts them under sliders with :func:`qae_lab.lab.widgets.interactive` (keyword arguments named as the sliders), with
 :func:`zero_sources_table` under :func:`zero_sources_figure`, made from the same G and K at every move.
 """
 
@@ -15,7 +15,7 @@ import torch
 
 from qae_lab.labels import BASELINE_SHORT
 from qae_lab.methods import DEFAULT_K
-from qae_lab.lab.plots import gate_heatmap, heatmap_figure, line_figure, vline
+from qae_lab.lab.figures import heatmap_figure, line_figure, vline
 from qae_lab.toys.sparsity import (
     advantage_extremes,
     expected_zero_fraction_beta,
@@ -29,6 +29,7 @@ from qae_lab.toys.sparsity import (
 )
 
 __all__ = [
+    "gate_heatmap",
     "K_GRID",
     "gate_figure",
     "sparsity_figure",
@@ -194,3 +195,45 @@ def zero_sources_table(G: int, K: float, *, rates) -> list[dict]:
     ('uniform on (0, 1): Beta(1, 1)', 75.7)
     """
     return zero_share_rows(sampled_zero_sources(rates, G, K), len(rates), G, K)
+
+
+GATE_SYMBOLS = {-1: "−", 0: "0", 1: "+", 2: "±"}
+
+
+def gate_heatmap(table, ks: Sequence[float], *, title: str = "", height: int = 420) -> go.Figure:
+    r"""The two-regime gate as a heatmap: rows K, columns the success count c = 0..G.
+
+    ``table`` is :func:`qae_lab.toys.sparsity.gate_table`'s output: +1 only successes move (green),
+    -1 only failures (red), 0 nobody (grey), 2 both (purple, the linear convention only).
+
+    >>> import torch
+    >>> gate_heatmap(torch.tensor([[0, 1, -1, 0]]), [0.4]).data[0].text[0]
+    ['0', '+', '−', '0']
+    """
+    rows = [[int(v) for v in row] for row in table]
+    colorscale = [
+        [0.0, "#d62728"],
+        [0.25, "#d62728"],
+        [0.25, "#e5e5e5"],
+        [0.5, "#e5e5e5"],
+        [0.5, "#2ca02c"],
+        [0.75, "#2ca02c"],
+        [0.75, "#9467bd"],
+        [1.0, "#9467bd"],
+    ]
+    fig = heatmap_figure(
+        rows,
+        x=list(range(len(rows[0]))),
+        y=[f"K={k:g}" for k in ks],
+        title=title,
+        x_title="correct responses c in the group",
+        y_title="K",
+        text=[[GATE_SYMBOLS[v] for v in row] for row in rows],
+        colorscale=colorscale,
+        zmid=None,
+        zmin=-1.5,
+        zmax=2.5,
+        height=height,
+    )
+    fig.update_traces(showscale=False, selector={"type": "heatmap"})
+    return fig

@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 import torch
 
 from qae_lab.analysis.claims import Verdict, verdict
-from qae_lab.lab.plots import line_figure
+from qae_lab.lab.figures import line_figure
 from qae_lab.labels import BASELINE_SHORT, OPTIMIZER_NAMES
 from qae_lab.toys.bandit import (
     entropy_by_start,
@@ -102,8 +102,7 @@ def step_rows(z, r, *, group_size: int, k: float, eta: float) -> list[dict]:
     r"""One bandit's one step, a row per baseline: the scale factor and the entropy change under the identity's model
     (a), the exact expected step (b) and sampled groups in expectation (c) (std kept, the paper's quantile).
 
-    Args:
-        z: (A,) logits. r: (A,) rewards in {0, 1}. group_size: G. k: K. eta: the step size.
+    Shapes: ``z`` (A,) logits, ``r`` (A,) rewards in {0, 1}.
 
     >>> rows = step_rows(torch.tensor([2.0, 0.0, -1.0, 0.5]), torch.tensor([0.0, 1.0, 0.0, 0.0]),
     ...                  group_size=8, k=0.4, eta=0.5)

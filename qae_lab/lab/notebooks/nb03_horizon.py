@@ -13,7 +13,7 @@ sum_{s<=t} H~_s), on the rollouts with A < 0 only under SA-AH) and :mod:`qae_lab
 * the figures: one group's token entropies (:func:`entropy_figure`), SA-AH's weights beside AH's
   (:func:`weights_figure`, and under it :func:`weights_table`, made from the same alpha), each rollout's mean weight
   under a baseline (:func:`touched_figure`). The notebook puts them under its sliders with
-  :func:`qae_lab.lab.plots.interactive` (keyword arguments named as the sliders). A weight's colour scale is [0, 1]
+  :func:`qae_lab.lab.widgets.interactive` (keyword arguments named as the sliders). A weight's colour scale is [0, 1]
   at every alpha >= 0 (white: w = 1, untouched; red: discounted), so that two settings can be compared by colour.
 
 The numbers come as table rows (dicts) for :func:`qae_lab.analysis.tables.markdown_table`, never as sentences.
@@ -29,7 +29,7 @@ import torch
 from qae_lab.methods import DEFAULT_ALPHA, DEFAULT_K
 from qae_lab.advantages import group_advantages, hard_regime
 from qae_lab.horizon import selective_horizon_weights, weight_stats
-from qae_lab.lab.plots import heatmap_figure
+from qae_lab.lab.figures import heatmap_figure
 
 # w_t's colour scale at every alpha: dark red at 0 (discounted away), white at 1 (untouched)
 WEIGHT_COLOURS = "Reds_r"
@@ -365,7 +365,7 @@ def entropy_figure(
 ) -> go.Figure:
     r"""H~_t of each token of prompt ``prompt``'s G completions (rows y1..yG, ✓ correct); the tokens drawn at a step
     with H~_t >= ``label_above`` are written in their cells (all of them would overlap on a long completion), cut to
-    fit (:func:`qae_lab.lab.plots.fit_label`: the x axis opens on the first ``first_tokens`` tokens, a range slider under it
+    fit (:func:`qae_lab.lab.figures.fit_label`: the x axis opens on the first ``first_tokens`` tokens, a range slider under it
     for the rest), every token whole in its cell's hover text; the colour scale runs from 0 to the largest H~_t of
     all the rollouts.
 

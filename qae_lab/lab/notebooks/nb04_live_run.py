@@ -56,10 +56,7 @@ def first_last(rows: Sequence[Mapping], metric: str, share: float = 0.1) -> tupl
     r"""The mean of ``metric`` over the first and over the last ``share`` of the logged steps (at least one step
     each): where a run started and where it ended, without one noisy step deciding. None before any step logs it.
 
-    Args:
-        rows: training-step log rows in step order (``LiveRun.logged_steps()``).
-        metric: a logged metric (``"qae/hard_frac"``, ``"entropy"``, ...).
-        share: the fraction of the logged steps in each window, in (0, 0.5].
+    ``share``: the fraction of the logged steps in each window, in (0, 0.5].
 
     >>> rows = [{"step": s, "qae/hard_frac": s / 32} for s in range(1, 21)]
     >>> first_last(rows, "qae/hard_frac")   # steps 1-2 and 19-20
@@ -144,11 +141,7 @@ def summary_rows(
     zero-advantage share and, once the evaluation after training has run, pass@1 before and after. The knobs in force
     are :func:`knob_ranges`'s table.
 
-    Args:
-        rows: the run's training-step log rows so far (``LiveRun.logged_steps()``), in step order.
-        before: the evaluation before training (``EvalResult.summary``: ``pass@1``, ``greedy_pass@1``,
-            ``n_problems``); after: the one after training, None while it has not run.
-        steps: the run's ``max_steps`` (>= 1); running: whether training (or its evaluation) goes on.
+    ``before``, ``after``: ``EvalResult.summary`` s (``after`` None until it ran); ``steps``: ``max_steps`` (>= 1).
 
     >>> rows = [{"step": 1, "qae/zero_adv_frac": 0.75}, {"step": 2, "qae/zero_adv_frac": 0.5}]
     >>> b = {"pass@1": 0.25, "greedy_pass@1": 0.5, "n_problems": 8}

@@ -22,9 +22,6 @@ def first_last_rows(groups: Sequence, metric: str, window: int) -> list[dict]:
     r"""Per group that logged ``metric`` for at least ``window`` steps: its mean over seeds of the trailing
     ``window``-step average at step ``window`` (``first``) and at the last step (``last``), and ``last / first``.
 
-    Args:
-        groups: :func:`qae_lab.analysis.grouping.group_runs` groups (or runs, grouped by it).
-
     >>> runs = [Run("qae-seed0", "qae", 0, {}, [{"step": t, "entropy": 0.1 / t} for t in range(1, 5)], None, None)]
     >>> [(r["group"], round(r["first"], 4), round(r["last"], 4), round(r["last / first"], 3))
     ...  for r in first_last_rows(runs, "entropy", 2)]
@@ -72,10 +69,7 @@ def sampling_floor(runs: Iterable[Run]) -> float:
 
 def column_row(table: Sequence[Mapping], method: str, column: str) -> Mapping:
     r"""The :func:`qae_lab.analysis.compare.summary_table` row labelled ``method`` (the first), which has a value in
-    ``column`` (for :func:`qae_lab.analysis.compare.seed_difference`).
-
-    Raises:
-        ValueError: no row labelled ``method``, or that row has no value in ``column``.
+    ``column`` (for :func:`qae_lab.analysis.compare.seed_difference`); none such raises ValueError.
 
     >>> column_row([{"method": "qae", "x": stat([0.03, 0.05])}], "qae", "x")["method"]
     'qae'
@@ -91,9 +85,6 @@ def column_row(table: Sequence[Mapping], method: str, column: str) -> Mapping:
 def column_stat(table: Sequence[Mapping], method: str, column: str):
     r"""The :class:`~qae_lab.analysis.stats.Stat` over seeds (mean, std, range) of ``column`` in the
     :func:`qae_lab.analysis.compare.summary_table` row labelled ``method``.
-
-    Raises:
-        ValueError: as :func:`column_row`.
 
     >>> s = column_stat([{"method": "qae", "final entropy": stat([0.03, 0.05])}], "qae", "final entropy")
     >>> round(s.mean, 6), round(s.std, 6), s.n

@@ -7,25 +7,17 @@ The maths is :mod:`qae_lab.toys.seqpolicy`; notebook 09, 07's appendix, has :mod
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 import torch
 from plotly.subplots import make_subplots
 
 from qae_lab._checks import as_real_tensor
-from qae_lab.analysis.seqpolicy_runs import (
-    REGIMES,
-    regime_setting_name,
-    start_groups,
-)
-from qae_lab.lab.plots import PALETTE, add_band, bar_figure, differences_figure, wrap_title
-from qae_lab.toys.seqpolicy import (
-    prefix_reach,
-    sequence_logprobs,
-    space_of,
-    state_entropies,
-)
+from qae_lab.analysis.seqpolicy_runs import REGIMES, regime_setting_name, start_groups
+from qae_lab.lab.figures import add_band, bar_figure, finish_layout, wrap_title
+from qae_lab.labels import PALETTE
+from qae_lab.toys.seqpolicy import prefix_reach, sequence_logprobs, space_of, state_entropies
 
 __all__ = [
     "prefix_table",
@@ -33,6 +25,7 @@ __all__ = [
     "regimes_figure",
     "PROP42",
     "seed_differences_figure",
+    "differences_figure",
 ]
 
 
@@ -50,8 +43,7 @@ def prefix_table(z) -> list[str]:
     reach rho(s) and its entropy H(pi(.|s)); then H(pi) by the chain rule (eq. S2 of :mod:`qae_lab.toys.seqpolicy`,
     sum_s rho(s) H(pi(.|s))) against H(pi) by enumerating the V**L sequences. Tokens are the digits 0..V-1.
 
-    Args:
-        z: (n, V) logits of one prompt, V <= 4 and L <= 3 (a table to read, not to scroll).
+    ``z``: (n, V) logits of one prompt, V <= 4 and L <= 3 (a table to read, not to scroll).
 
     >>> import math
     >>> for line in prefix_table(torch.tensor([[0.0, math.log(3)], [0.0, 0.0], [0.0, 0.0]])):
@@ -90,8 +82,7 @@ def start_rates_figure(p0, n: int) -> go.Figure:
     panels (the groups of :func:`qae_lab.analysis.seqpolicy_runs.start_groups`: "hard" and "easy" here mean these
     groups, the figure's one notion of hard).
 
-    Args:
-        p0: (S, P) start success rates (:func:`qae_lab.toys.seqpolicy.success_rate` of S task sets). n: prompts per group.
+    ``p0``: (S, P) start success rates (:func:`qae_lab.toys.seqpolicy.success_rate` of S task sets).
 
     >>> fig = start_rates_figure([[0.1, 0.9, 0.5, 0.3], [0.2, 0.6, 0.8, 0.4]], 1)
     >>> [(t.name, list(t.x), [round(v, 2) for v in t.y]) for t in fig.data][::2]
@@ -216,7 +207,7 @@ PROP42 = {"hard_prop42": "hard prompts: entropy peak / start", "easy_prop42": "e
 def seed_differences_figure(judged: Mapping) -> go.Figure:
     r"""What carries notebook 07's verdicts: each seed's quantile - mean for both halves of Prop. 4.2 (:data:`PROP42`),
     under each optimizer of the committed runs, with the 95% interval of :func:`qae_lab.analysis.claims.verdict`
-    (:func:`qae_lab.lab.plots.differences_figure`). ``judged``: :func:`qae_lab.analysis.evidence.judge_all`'s.
+    (:func:`differences_figure`). ``judged``: :func:`qae_lab.analysis.evidence.judge_all`'s.
 
     >>> from qae_lab.analysis.evidence import judge_all
     >>> fig = seed_differences_figure(judge_all(["sequence policy"]))
@@ -236,3 +227,67 @@ def seed_differences_figure(judged: Mapping) -> go.Figure:
         title="Each seed's quantile minus mean baseline (same tasks, same start), with the 95% interval",
         x_title="quantile - mean",
     )
+
+
+# a verdict's colour (qae_lab.analysis.claims.VERDICTS): held green, reversed red, no difference grey
+VERDICT_COLOURS = {
+    "holds": "#2ca02c",
+    "reversed": "#d62728",
+    "no difference": "#7f7f7f",
+    "cannot be tested here": "#bbbbbb",
+}
+
+
+def differences_figure(
+    rows: Sequence[tuple[str, Sequence[float], str, float | None, float | None]],
+    *,
+    title: str = "",
+    x_title: str = "a - b, per seed",
+    height: int | None = None,
+) -> go.Figure:
+    r"""Paired seeds' differences, one row each: ``(label, differences, verdict, lo, hi)``, each seed's a - b a dot,
+    their 95% interval [lo, hi] a bar (:func:`qae_lab.analysis.claims.verdict`) coloured by the verdict, and a line at
+    zero: the seeds agree when every dot lies on one side of it.
+
+    >>> fig = differences_figure([("hard, Adam", [-0.2, -0.1], "holds", -0.3, -0.01)])
+    >>> [t.name for t in fig.data], list(fig.data[0].x)
+    (['each seed', 'holds: 95% interval'], [-0.2, -0.1])
+    """
+    fig = go.Figure()
+    shown: set[str] = set()
+    for i, (label, diffs, word, lo, hi) in enumerate(rows):
+        n = len(diffs)
+        jitter = [i + 0.25 * ((j % 5) - 2) / 2 for j in range(n)]  # seeds spread a little around their row
+        fig.add_trace(
+            go.Scatter(
+                x=[float(d) for d in diffs],
+                y=jitter,
+                mode="markers",
+                marker={"color": "#1f77b4", "size": 7, "opacity": 0.7},
+                name="each seed",
+                legendgroup="seeds",
+                showlegend=i == 0,
+            )
+        )
+        if lo is not None:
+            fig.add_trace(
+                go.Scatter(
+                    x=[lo, hi],
+                    y=[i + 0.4, i + 0.4],
+                    mode="lines+markers",
+                    line={"color": VERDICT_COLOURS.get(word, "#444"), "width": 5},
+                    marker={"symbol": "line-ns", "size": 12, "line": {"width": 2}},
+                    name=f"{word}: 95% interval",
+                    legendgroup=word,
+                    showlegend=word not in shown,
+                )
+            )
+            shown.add(word)
+    fig.add_vline(x=0, line_color="#444", line_width=1)
+    fig.update_yaxes(
+        tickvals=list(range(len(rows))),
+        ticktext=[r[0] for r in rows],
+        range=[-0.7, len(rows) - 0.3],
+        autorange="reversed",
+    )
+    return finish_layout(fig, title, x_title, "", height or 140 + 70 * len(rows))

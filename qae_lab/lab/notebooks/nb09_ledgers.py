@@ -15,22 +15,10 @@ import plotly.graph_objects as go
 import torch
 
 from qae_lab._checks import check_int
-from qae_lab.analysis.seqpolicy_runs import (
-    CELLS,
-    K_VALUES,
-    findings_curves,
-    run_curves,
-    setting_name,
-)
+from qae_lab.analysis.seqpolicy_runs import CELLS, K_VALUES, findings_curves, run_curves, setting_name
 from qae_lab.labels import CELL_NAMES, SHOW
-from qae_lab.lab.plots import band_figure, bar_figure
-from qae_lab.toys.seqpolicy import (
-    prefix_reach,
-    sequence_entropy,
-    state_entropies,
-    success_rate,
-    task_batch,
-)
+from qae_lab.lab.figures import band_figure, bar_figure
+from qae_lab.toys.seqpolicy import prefix_reach, sequence_entropy, state_entropies, success_rate, task_batch
 from qae_lab.toys.seqpolicy_training import UpdateSettings, group_update, simulate, update_variance
 
 __all__ = [

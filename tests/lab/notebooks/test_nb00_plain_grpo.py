@@ -16,7 +16,7 @@ from qae_lab.entropy_controls import ppo_clip_active
 from qae_lab.loss import LossSettings, grpo_loss
 from qae_lab.task.models import load_policy
 from qae_lab.lab.notebooks.nb00_plain_grpo import (
-    UpdateChange,
+    change_figure,
     advantage_rows,
     completion_rows,
     sequence_logps,
@@ -129,16 +129,6 @@ def test_the_first_pass_loss_is_minus_the_mean_advantage_per_token(correct):
                 assert (loss < 0) == (correct == 2) and abs(loss) > 0.1
 
 
-def test_direction_words():
-    none, one = torch.zeros(3, dtype=torch.long), torch.ones(3, dtype=torch.long)
-    c = UpdateChange(
-        ["a", "b", "c"], torch.zeros(3), torch.tensor([0.1, 0.0, -0.1]), torch.tensor([1.0, -1, -1]), none, one
-    )
-    assert (c.direction("A > 0"), c.direction("A < 0"), c.direction("A = 0")) == ("up", "mixed", None)
-    flat = UpdateChange(["a"], torch.zeros(1), torch.zeros(1), torch.tensor([-1.0]), none[:1], one[:1])
-    assert flat.direction("A < 0") == "unchanged"
-
-
 @pytest.mark.slow(seconds=8)
 def test_one_sgd_step_of_the_embedded_model_moves_the_weights_and_each_completion():
     # notebook 00 in a test: sample, score, advantages, loss, one step; small steps move along the advantage
@@ -174,3 +164,20 @@ def test_a_large_step_makes_even_the_rewarded_completions_less_likely():
     assert torch.equal(small.before, large.before)  # both steps start from the sampled weights
     with pytest.raises(ValueError, match="lr must be > 0"):
         sgd_update(model, tok, start, ro, a, 0.0, settings)
+
+
+def test_change_figure_one_bar_per_item_by_advantage_sign():
+    fig = change_figure(
+        ["y0", "y1", "y2", "y3"], [-1, -2, -3, -4], [-0.5, -2.5, -3, -3.5], [1, -1, 0, 2], title="t", y_title="change"
+    )
+    assert [(t.name, list(t.x), list(t.y)) for t in fig.data] == [
+        ("A > 0", ["y0", "y3"], [0.5, 0.5]),
+        ("A = 0", ["y2"], [0.0]),
+        ("A < 0", ["y1"], [-0.5]),
+    ]
+    assert list(fig.layout.xaxis.categoryarray) == ["y0", "y1", "y2", "y3"]  # the items' order, not the traces'
+    assert [list(c) for c in fig.data[2].customdata] == [[-2.0, -2.5, -1.0]]  # before, after, A on hover
+    with pytest.raises(ValueError, match="unique"):
+        change_figure(["y0", "y0"], [0, 0], [1, 1], [1, 1])
+    with pytest.raises(ValueError, match="one value per label"):
+        change_figure(["y0", "y1"], [0], [1, 1], [1, 1])

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from qae_lab.lab.notebooks.nb01_gate import (
+    gate_heatmap,
     K_GRID,
     advantages_figure,
     extremes_figure,
@@ -103,3 +104,22 @@ def test_advantages_figure_colour_bar_and_row_labels():
     fig = advantages_figure(8, 0.4, (1, 7))
     assert fig.data[0].colorbar.title.text == "advantage A"
     assert fig.layout.yaxis.ticklabelstandoff >= 4 and fig.layout.margin.l > 60  # "c=7 · QAE K=0.4" needs room
+
+
+def test_gate_heatmap_symbols_and_colours():
+    # G=8, linear convention: c = 5 (K=0.4) and c = 3 (K=0.6) move both sides (entry 2)
+    table = gate_table(8, [0.4, 0.6], "linear")
+    fig = gate_heatmap(table, [0.4, 0.6], title="gate")
+    hm, _ = fig.data
+    assert [list(row) for row in hm.z] == [[float(v) for v in row] for row in table.tolist()]
+    assert list(hm.y) == ["K=0.4", "K=0.6"] and list(hm.x) == list(range(9))
+    assert list(hm.text[0]) == ["0", "+", "+", "+", "+", "±", "−", "−", "0"]
+    assert hm.showscale is False and fig.layout.title.text == "gate"
+    # each entry falls in its own colour band: -1 red, 0 grey, +1 green, 2 purple
+
+    def colour(v):
+        x = (v - hm.zmin) / (hm.zmax - hm.zmin)
+        stops = hm.colorscale
+        return next(c for (lo, c), (hi, _) in zip(stops[:-1], stops[1:]) if lo <= x <= hi and lo < hi)
+
+    assert [colour(v) for v in (-1, 0, 1, 2)] == ["#d62728", "#e5e5e5", "#2ca02c", "#9467bd"]

@@ -1,6 +1,6 @@
-"""qae_lab.lab.notebooks.nb04_live_run: notebook 04's start-and-end reading of a logged quantity, its prediction checked on the
-committed CPU runs, the knobs in force by step range and their changes, the dashboard's title, the closing summary, and
-the table of completions."""
+"""qae_lab.lab.notebooks.nb04_live_run: notebook 04's start-and-end reading of a logged quantity, its prediction
+checked on the committed CPU runs, knobs switched mid-run as the log and the closing summary report them, and the
+table of completions (the knob tables themselves: tests/lab/test_live.py)."""
 
 from __future__ import annotations
 
@@ -13,20 +13,13 @@ import pytest
 
 from qae_lab.lab.notebooks.nb04_live_run import (
     HARD_SAME,
-    KNOB_COLUMNS,
     completions_html,
     first_last,
     hard_share_verdict,
-    knob_changes_table,
-    knob_number,
-    knob_ranges,
-    knob_title,
-    knobs_row,
     logged_mean,
     summary_rows,
 )
-from qae_lab.knobs import Knobs
-from qae_lab.lab.live import LiveRun
+from qae_lab.lab.live import LiveRun, knob_changes_table, knob_ranges, knob_title
 from qae_lab.storage.folder import read_log, step_rows
 from testkit.live_runs import Gate, cells, tiny_trainer, wait_gate
 
@@ -128,112 +121,6 @@ def test_summary_while_the_run_goes_on_or_after_it_failed():
 def test_summary_rejects_bad_steps():
     with pytest.raises(ValueError, match="steps must be an int >= 1"):
         summary_rows([{"step": 1}], BEFORE, AFTER, steps=0)
-
-
-# ---------------------------------------------------------------- the knobs in force, read from the log
-
-
-def _row(step, k=0.4, quantile=1.0, alpha=None):
-    row = {"step": step, "qae/k": k, "qae/quantile_baseline": quantile}
-    return row if alpha is None else {**row, "saah/alpha": alpha}
-
-
-QAE, GRPO = "K-quantile (QAE)", "mean (GRPO)"
-
-
-def test_knob_ranges_report_every_knob_including_the_switches():
-    # what the tester saw: SA-AH off for steps 1-8, then alpha 0.7 (the old summary said "0.70 at every logged step")
-    rows = [_row(s) for s in range(1, 9)] + [_row(s, k=0.6, alpha=0.7) for s in range(9, 13)]
-    rows += [_row(s, k=0.6, quantile=0.0, alpha=0.7) for s in (13, 14)]
-    weightings = {s: "none" if s < 9 else "sa_ah" for s in range(1, 15)}
-    assert knob_ranges(rows, weightings) == [
-        {"steps": "1-8", "K": "0.40", "baseline": QAE, "token weighting": "none", "α": "—"},
-        {"steps": "9-12", "K": "0.60", "baseline": QAE, "token weighting": "SA-AH", "α": "0.70"},
-        {"steps": "13-14", "K": "0.60", "baseline": GRPO, "token weighting": "SA-AH", "α": "0.70"},
-    ]
-    assert list(knob_ranges(rows)[0]) == list(KNOB_COLUMNS)
-    # a log written before knobs/token_weighting existed cannot say which
-    assert knob_ranges(rows)[1]["token weighting"] == "AH or SA-AH"
-    assert knob_changes_table(rows, weightings) == [
-        {"step": 9, "knob": "K", "before": "0.40", "after": "0.60"},
-        {"step": 9, "knob": "token weighting", "before": "none", "after": "SA-AH"},
-        {"step": 9, "knob": "α", "before": "—", "after": "0.70"},
-        {"step": 13, "knob": "baseline", "before": QAE, "after": GRPO},
-    ]
-
-
-def test_knob_ranges_name_the_weighting_each_log_row_names():
-    # a resumed run: steps 1-4 trained in an earlier session, whose controls nobody here recorded; the rows say
-    # which weighting each step used (the old tables wrote "AH or SA-AH" for them)
-    rows = [{**_row(s, alpha=0.7), "knobs/token_weighting": "sa_ah"} for s in (1, 2)]
-    rows += [{**_row(s, alpha=0.7), "knobs/token_weighting": "ah"} for s in (3, 4)]
-    rows += [{**_row(5, alpha=0.7), "knobs/token_weighting": "none+sa_ah"}]  # a change inside a logging window
-    assert [(r["steps"], r["token weighting"]) for r in knob_ranges(rows)] == [
-        ("1-2", "SA-AH"),
-        ("3-4", "AH"),
-        ("5", "none + SA-AH"),
-    ]
-    assert knob_ranges(rows, {1: "ah", 2: "ah"})[0]["token weighting"] == "SA-AH"  # the log wins over any record
-    assert [(c["step"], c["after"]) for c in knob_changes_table(rows) if c["knob"] == "token weighting"] == [
-        (3, "AH"),
-        (5, "none + SA-AH"),
-    ]
-
-
-def test_knob_ranges_edge_cases():
-    assert knob_ranges([]) == [] and knob_changes_table([]) == []
-    # a gap in the steps (a resumed run that lost a step) starts a new range, but no change
-    rows = [_row(1), _row(2), _row(4), _row(5, alpha=1.0), _row(6)]
-    assert [r["steps"] for r in knob_ranges(rows, {5: "ah"})] == ["1-2", "4", "5", "6"]
-    assert [(c["step"], c["knob"], c["after"]) for c in knob_changes_table(rows, {5: "ah"})] == [
-        (5, "token weighting", "AH"),
-        (5, "α", "1.00"),
-        (6, "token weighting", "none"),
-        (6, "α", "—"),
-    ]
-    # a weighting named "none" for a step whose log shows weighting on: the log wins, unnamed
-    assert knob_ranges([_row(1, alpha=0.5)], {1: "none"})[0]["token weighting"] == "AH or SA-AH"
-    assert knob_ranges([{"step": 1}])[0] == {
-        "steps": "1",
-        "K": "—",
-        "baseline": "—",
-        "token weighting": "none",
-        "α": "—",
-    }
-    with pytest.raises(ValueError, match="rows must be log rows with a 'step'"):
-        knob_ranges([{"event": "resume"}])
-
-
-def test_knob_number_and_the_controls_setting_as_a_row():
-    assert [knob_number(x) for x in (0.4, 0.123, 0.4567, 1.25, -0.5, 2.0, 0.1 + 0.2, None)] == [
-        "0.40", "0.123", "0.4567", "1.25", "-0.50", "2.00", "0.30", "—",
-    ]  # fmt: skip
-    assert knobs_row(Knobs(quantile_k=0.7, alpha=1.5, baseline="mean")) == {
-        "K": "0.70",
-        "baseline": GRPO,
-        "token weighting": "none",
-        "α": "—",  # alpha does nothing without a weighting: not shown as in force
-    }
-    # a setting reads as a logged step with the same knobs reads
-    logged = knob_ranges([_row(3, k=0.7, quantile=0.0, alpha=1.5)], {3: "ah"})[0]
-    assert knobs_row(Knobs(quantile_k=0.7, alpha=1.5, baseline="mean", token_weighting="ah")) == {
-        k: v for k, v in logged.items() if k != "steps"
-    }
-
-
-def test_knob_title_names_every_knob_of_the_last_ranges():
-    ranges = [{"steps": f"{s}", "K": f"0.{s}0", "baseline": QAE, "token weighting": "none", "α": "—"} for s in (1, 2)]
-    ranges += [{"steps": "3-9", "K": "0.30", "baseline": GRPO, "token weighting": "AH", "α": "1.00"}]
-    lines = knob_title(ranges, 9, 40).split("<br>")
-    assert lines == [
-        "step 9 of 40 · knobs in force:",
-        "step 1: K 0.10 · K-quantile (QAE) baseline · no token weighting",
-        "step 2: K 0.20 · K-quantile (QAE) baseline · no token weighting",
-        "steps 3-9: K 0.30 · mean (GRPO) baseline · AH, α 1.00",
-    ]
-    short = knob_title(ranges, 9, 40, last=1).split("<br>")
-    assert short == ["step 9 of 40 · knobs in force, the last 1 of 3 settings:", lines[-1]]
-    assert knob_title([], 0, 40) == "waiting for the first step... (40 steps to train)"
 
 
 # ---------------------------------------------------------------- the completions before and after

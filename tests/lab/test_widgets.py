@@ -1,4 +1,4 @@
-"""Tests for qae_lab.lab.plots: the widget/static choice, FigureView's in-place re-drawing, interactive controls."""
+"""Tests for qae_lab.lab.widgets: the widget/static choice, FigureView's in-place re-drawing, interactive controls."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import ipywidgets as widgets
 import plotly.graph_objects as go
 import pytest
 
-from qae_lab.lab import plots
-from qae_lab.lab.plots import bar_figure, line_figure
-from qae_lab.lab.plots import FigureView, figure_widget_supported, interactive
+from qae_lab.lab import widgets as views
+from qae_lab.lab.figures import bar_figure, line_figure
+from qae_lab.lab.widgets import FigureView, figure_widget_supported, interactive
 
 
 @pytest.fixture
@@ -68,7 +68,7 @@ def test_figure_widget_supported_auto_outside_colab(no_plots_env, monkeypatch, e
     def broken(*args, **kwargs):
         raise ImportError("no anywidget")
 
-    monkeypatch.setattr(plots.go, "FigureWidget", broken)
+    monkeypatch.setattr(views.go, "FigureWidget", broken)
     assert figure_widget_supported() is False
 
 
@@ -78,16 +78,16 @@ def test_auto_mode_draws_plain_figures_unless_widget_is_asked_for(no_plots_env, 
     # which fills the column, wherever a FigureWidget could be built
     if env is not None:
         monkeypatch.setenv("QAE_LAB_PLOTS", env)
-    assert plots.plot_mode() == "static"
+    assert views.plot_mode() == "static"
     view = FigureView(line_figure([0, 1], {"a": [0, 1]}))
     assert view.mode == "static" and isinstance(view.widget, widgets.Output)
 
 
 def test_widget_mode_needs_a_buildable_figure_widget(monkeypatch):
     monkeypatch.setenv("QAE_LAB_PLOTS", "widget")
-    assert plots.plot_mode() == "widget"
-    monkeypatch.setattr(plots, "figure_widget_supported", lambda: False)
-    assert plots.plot_mode() == "static"
+    assert views.plot_mode() == "widget"
+    monkeypatch.setattr(views, "figure_widget_supported", lambda: False)
+    assert views.plot_mode() == "static"
 
 
 def test_auto_mode_follows_the_env(monkeypatch):
