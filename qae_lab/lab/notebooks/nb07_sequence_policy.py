@@ -16,7 +16,7 @@ from plotly.subplots import make_subplots
 from qae_lab._checks import as_real_tensor
 from qae_lab.analysis.seqpolicy_runs import (
     REGIMES,
-    regime_setting_name,
+    setting_name,
     start_groups,
 )
 from qae_lab.lab.plots import PALETTE, add_band, bar_figure, differences_figure, wrap_title
@@ -157,10 +157,8 @@ def regimes_figure(regimes: Mapping, optimizer: str = "adam", clip_higher: bool 
     if optimizer not in ("adam", "sgd"):
         raise ValueError(f"optimizer must be 'adam' or 'sgd', got {optimizer!r}")
     names = {
-        "mean baseline": regime_setting_name(optimizer, "mean", meta["k"], bool(clip_higher)),
-        f"quantile baseline, K = {meta['k']:g}": regime_setting_name(
-            optimizer, "quantile", meta["k"], bool(clip_higher)
-        ),
+        "mean baseline": setting_name(optimizer, "mean", meta["k"], bool(clip_higher)),
+        f"quantile baseline, K = {meta['k']:g}": setting_name(optimizer, "quantile", meta["k"], bool(clip_higher)),
     }
     groups = {label: runs[name]["groups"] for label, name in names.items()}
     first = next(iter(groups.values()))
