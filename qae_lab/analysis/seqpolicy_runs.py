@@ -16,7 +16,9 @@ it trains, so the groups here are fixed by the start (what a prompt was, not wha
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 import os
 import statistics
 from collections.abc import Mapping, Sequence
@@ -106,20 +108,23 @@ def sweep_settings(*, eta: float, adam_eta: float, group_size: int = 8) -> dict[
         grid += [("quantile", k, True, True, "sgd") for k in K_VALUES if k != 0.4]
         grid += [(b, 0.4, True, True, "adam") for b in ("mean", "quantile")]
         for baseline, k, clip_higher, std, opt in grid:
-            out[setting_name(start, baseline, k, clip_higher, std, opt)] = (
-                start,
-                UpdateSettings(
-                    group_size=group_size,
-                    baseline=baseline,
-                    k=k,
-                    scale="group" if std else "none",
-                    num_iterations=2,
-                    eta=adam_eta if opt == "adam" else eta,
-                    optimizer=opt,
-                    epsilon_high=0.28 if clip_higher else 0.2,
-                ),
-            )
+            settings = _update(baseline, k, clip_higher, opt, adam_eta if opt == "adam" else eta, 2, group_size, std)
+            out[setting_name(start, baseline, k, clip_higher, std, opt)] = (start, settings)
     return out
+
+
+def _update(baseline, k, clip_higher, optimizer, eta, passes, group_size, std=True) -> UpdateSettings:
+    """One setting of either grid: Clip-Higher is eps_high 0.28 (else 0.2), the group std scale "group"."""
+    return UpdateSettings(
+        group_size=group_size,
+        baseline=baseline,
+        k=k,
+        scale="group" if std else "none",
+        num_iterations=passes,
+        eta=eta,
+        optimizer=optimizer,
+        epsilon_high=0.28 if clip_higher else 0.2,
+    )
 
 
 def _round(x: float, digits: int = 4) -> float | None:
@@ -354,10 +359,7 @@ SWEEP = (
 
 def _value(run: Mapping, quantity: str) -> list:
     """A per-seed list from a run's summary by a dotted path (``"ledger.sampled.dh_easy_neg"``)."""
-    node = run
-    for key in quantity.split("."):
-        node = node[key]
-    return node
+    return functools.reduce(operator.getitem, quantity.split("."), run)
 
 
 def _headline(start: str, baseline: str, optimizer: str = "sgd", k: float = 0.4) -> str:
@@ -463,14 +465,8 @@ def regime_settings(
     for opt, eta, passes in (("adam", adam_eta, adam_passes), ("sgd", sgd_eta, sgd_passes)):
         for baseline in ("mean", "quantile"):
             for clip_higher in (True, False):
-                out[setting_name(opt, baseline, k, clip_higher)] = UpdateSettings(
-                    group_size=group_size,
-                    baseline=baseline,
-                    k=k,
-                    eta=eta,
-                    optimizer=opt,
-                    num_iterations=passes,
-                    epsilon_high=0.28 if clip_higher else 0.2,
+                out[setting_name(opt, baseline, k, clip_higher)] = _update(
+                    baseline, k, clip_higher, opt, eta, passes, group_size
                 )
     return out
 
