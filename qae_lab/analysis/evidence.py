@@ -81,20 +81,15 @@ def _third(metric: str, part: int) -> Callable[[Run], float | None]:
     return number
 
 
-def _start_peak_final(run: Run, metric: str = "entropy") -> tuple[float, float, float] | None:
-    """A run's ``metric`` over its first steps, its highest trailing average, and over its last third."""
-    values = series(run, metric)[1]
+def _ratio(run: Run, which: int) -> float | None:
+    """A run's entropy peak (``which`` 1: its highest trailing average) or final (2: over its last third) over its
+    start (its first steps)."""
+    values = series(run, "entropy")[1]
     if len(values) < 2 * _START:
         return None
-    peak = max(moving_average(values, _START)[_START - 1 :])
     third = len(values) // 3
-    return sum(values[:_START]) / _START, peak, sum(values[-third:]) / third
-
-
-def _ratio(run: Run, which: int) -> float | None:
-    """A run's entropy peak / start (1) or final / start (2)."""
-    got = _start_peak_final(run)
-    return None if got is None else got[which] / got[0]
+    end = max(moving_average(values, _START)[_START - 1 :]) if which == 1 else sum(values[-third:]) / third
+    return end / (sum(values[:_START]) / _START)
 
 
 def _control(values: Sequence[float | None], explode: bool, where: str = "") -> str | None:
@@ -126,20 +121,10 @@ _CANCELS = "a constant baseline cancels in the exact expected gradient: E_pi[gra
 
 def _bandit(regime: str, step: str) -> Evidence:
     data = _prop42()[regime][step]
-    what = {
-        "expected_step": "entropy change of the exact expected step",
-        "sampled": "expected entropy change of sampled groups",
-    }
-    same = _CANCELS if step == "expected_step" else None
-    return Evidence(
-        f"{what[step]}, {regime} bandits",
-        "quantile",
-        "mean",
-        data["quantile"],
-        data["mean"],
-        digits=6,
-        equal_by_construction=same,
-    )
+    exact = step == "expected_step"
+    what = "entropy change of the exact expected step" if exact else "expected entropy change of sampled groups"
+    sides = ("quantile", "mean", data["quantile"], data["mean"])
+    return Evidence(f"{what}, {regime} bandits", *sides, digits=6, equal_by_construction=_CANCELS if exact else None)
 
 
 # ---------------------------------------------------------------- 07, 09: the sequence policy
