@@ -22,7 +22,7 @@ from qae_lab.analysis.committed_data import load_prop42
 from qae_lab.analysis.compare import Run, find_reference_runs, load_runs, series
 from qae_lab.analysis.phenomena import clipped_fraction, load_experiment, window_mean
 from qae_lab.analysis.regime_runs import regime_eval_numbers
-from qae_lab.analysis.seqpolicy_runs import load_findings, load_regimes
+from qae_lab.analysis.seqpolicy_runs import load_findings, load_regimes, setting_name
 from qae_lab.analysis.stats import moving_average, training_variance
 from qae_lab.metric_names import QAE_NEG_CORRECT, QAE_ZERO_ADV_FRAC, SAAH_W_MEAN_NEG
 
@@ -142,10 +142,12 @@ def _seqpolicy(group: str, key: str, what: str, optimizer: str = "adam") -> Evid
     return Evidence(what, "quantile", "mean", list(a), list(b), why=why)
 
 
-def _findings_runs(name_a: str, name_b: str | None, key: str, what: str, a: str, b: str) -> Evidence:
-    """Two settings of notebook 09's sweep (``name_b`` None: one setting against a claim's stated size)."""
+def _findings_runs(key: str, what: str, a: tuple[str, float], b: tuple[str, float | None]) -> Evidence:
+    """The quantile baseline at two K of notebook 09's sweep (peaked start, Clip-Higher, the std), each side a
+    (label, K); b's K None: against a claim's stated size."""
     runs = _findings()["runs"]
-    return Evidence(what, a, b, list(runs[name_a][key]), list(runs[name_b][key]) if name_b else [])
+    names = [None if k is None else setting_name("peaked", "quantile", k, True, True) for _, k in (a, b)]
+    return Evidence(what, a[0], b[0], *([] if n is None else list(runs[n][key]) for n in names))
 
 
 def _update_variance(start: str) -> Evidence:
@@ -227,6 +229,7 @@ def _total(metric: str) -> Callable[[Run], float]:
 _HARDEST, _EASIEST = "entropy peak / start, the 4 hardest prompts", "entropy at step 10, the 4 easiest prompts"
 _LENGTH, _WEIGHT = "mean completion length (tokens)", "mean horizon weight of failed rollouts"
 _VARIANCE, _PASS1 = "training variance of the reward", "pass@1 after training"
+_NEG_CORRECT = "correct answers given A < 0, summed over the steps"
 EVIDENCE: dict[tuple[str, str, str], Callable[[], Evidence]] = {
     ("hard_prop42", "expected step", ""): lambda: _bandit("hard", "expected_step"),
     ("hard_prop42", "sampled groups", ""): lambda: _bandit("hard", "sampled"),
@@ -247,22 +250,12 @@ EVIDENCE: dict[tuple[str, str, str], Callable[[], Evidence]] = {
     ("collapse", "sums model", ""): lambda: _trend(2, cpu=False),
     ("collapse", "CPU preset", ""): lambda: _trend(2, cpu=True),
     ("sparsity", "sequence policy", "SGD"): lambda: _findings_runs(
-        "peaked/quantile K=0.4/clip-higher/std",
-        None,
-        "zero_adv_frac",
-        "share of responses with zero advantage",
-        "quantile",
-        _STATED,
+        "zero_adv_frac", "share of responses with zero advantage", ("quantile", 0.4), (_STATED, None)
     ),
     ("sparsity", "sums model", ""): lambda: _share(_experiment("entropy")),
     ("sparsity", "CPU preset", ""): lambda: _share(_cpu_runs()),
     ("k_entropy", "sequence policy", "SGD"): lambda: _findings_runs(
-        "peaked/quantile K=0.8/clip-higher/std",
-        "peaked/quantile K=0.2/clip-higher/std",
-        "final_entropy",
-        "entropy at the last step",
-        "K = 0.8",
-        "K = 0.2",
+        "final_entropy", "entropy at the last step", ("K = 0.8", 0.8), ("K = 0.2", 0.2)
     ),
     ("k_entropy", "sums model", ""): lambda: Evidence(
         "entropy over the last third",
@@ -286,14 +279,7 @@ EVIDENCE: dict[tuple[str, str, str], Callable[[], Evidence]] = {
     ("saah_pass1", "sums model", ""): lambda: _saah(_experiment("composite"), _after("pass@1"), _PASS1),
     ("saah_pass1", "CPU preset", ""): lambda: _saah(_cpu_runs(), _after("pass@1"), _PASS1),
     ("neg_correct", "sums model", ""): lambda: _two(
-        _experiment("composite"),
-        "mean",
-        "qae",
-        _total(QAE_NEG_CORRECT),
-        "correct answers given A < 0, summed over the steps",
-        "mean",
-        "quantile",
-        1,
+        _experiment("composite"), "mean", "qae", _total(QAE_NEG_CORRECT), _NEG_CORRECT, "mean", "quantile", 1
     ),
 }
 """Each claim in each setting that measures it, by ``(claim, setting, variant)`` (a variant: the same setting
