@@ -152,13 +152,8 @@ def _findings_runs(key: str, what: str, a: tuple[str, float], b: tuple[str, floa
 
 def _update_variance(start: str) -> Evidence:
     per = _findings()["variance"]["per_start"][start]
-    return Evidence(
-        "trace of the update's covariance (1,000 sampled updates)",
-        "SA-AH",
-        "plain",
-        list(per["SA-AH, alpha = 0.5"]["trace_var"]),
-        list(per["alpha = 0"]["trace_var"]),
-    )
+    values = (list(per[v]["trace_var"]) for v in ("SA-AH, alpha = 0.5", "alpha = 0"))
+    return Evidence("trace of the update's covariance (1,000 sampled updates)", "SA-AH", "plain", *values)
 
 
 # ---------------------------------------------------------------- 06: the sums model; 05: the CPU preset

@@ -466,11 +466,7 @@ def search_row(run: Run) -> dict:
 
     e_first, e_last, e = ends("entropy")
     r_first, r_last, _ = ends("reward")
-    evals = {
-        f"{key}_{when}": (getattr(run, when) or {}).get(key)
-        for key in ("pass@1", "pass@32")
-        for when in ("before", "after")
-    }
+    evals = {f"{k}_{w}": (getattr(run, w) or {}).get(k) for k in ("pass@1", "pass@32") for w in ("before", "after")}
     return {
         "name": run.name,
         "sets": sets,

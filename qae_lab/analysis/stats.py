@@ -2,10 +2,10 @@ r"""Numbers of training runs: smoothing over steps, training variance, mean and 
 
 Pure Python on lists of floats (no torch): :mod:`qae_lab.analysis.compare` applies these to run folders.
 
-Training variance. SA-AH-GRPO (arXiv 2606.05434) reports a "training variance" (3B:
-0.0885 for GRPO, 0.0246 for SA-AH-GRPO) without a formula. Ours, :func:`training_variance`,
-is a decision, not the paper's definition: the population variance over training steps of
-the per-step mean reward x_t around its trailing moving average m_t over ``window`` steps,
+Training variance. SA-AH-GRPO (arXiv 2606.05434) reports a "training variance" (3B: 0.0885 for GRPO, 0.0246 for
+SA-AH-GRPO) without a formula. Ours, :func:`training_variance`, is a decision, not the paper's definition: the
+population variance over training steps of the per-step mean reward x_t around its trailing moving average m_t over
+``window`` steps (:func:`detrended_variance`).
 
 Implementer's notes: docs/implementation.md, section ``qae_lab.analysis.stats``.
 """

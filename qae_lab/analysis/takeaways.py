@@ -52,10 +52,6 @@ def _one_word(hard: Verdict, easy: Verdict, half: bool = False) -> str:
     return f"{say(hard)} on hard prompts and {say(easy)} on easy ones"
 
 
-def _lrs(lrs: list[float]) -> str:
-    return "lr " + " and ".join(f"{lr:g}" for lr in lrs)
-
-
 def sgd_sentence(data: Mapping | None = None) -> str:
     r"""What plain SGD gives, in one sentence: notebook 02's bandits per learning rate and 07's sequence policy.
 
@@ -67,7 +63,7 @@ def sgd_sentence(data: Mapping | None = None) -> str:
     for lr, hard, easy in bandit_training(data):
         by_word.setdefault(_one_word(hard, easy), []).append(lr)
         n = hard.n
-    bandits = " and ".join(f"{word} at {_lrs(lrs)}" for word, lrs in by_word.items())
+    bandits = " and ".join(f"{word} at lr " + " and ".join(f"{lr:g}" for lr in lrs) for word, lrs in by_word.items())
     hard, easy = (judge(claim, "sequence policy", "SGD")[1] for claim in ("hard_prop42", "easy_prop42"))
     return (
         f"Under plain SGD the quantile baseline's Prop. 4.2 direction does not appear: on notebook 02's trained "
