@@ -167,10 +167,8 @@ def run_names(experiment: str) -> list[tuple[str, str, list[str]]]:
     for seed in exp["seeds"]:
         for method in exp["methods"]:
             for k in exp.get("k_values", (None,)):
-                if k is None:
-                    out.append((f"{method}-seed{seed}", method, [f"seed={seed}"]))
-                else:
-                    out.append((f"{method}-k{k}-seed{seed}", method, [f"quantile_k={k}", f"seed={seed}"]))
+                tag, sets = ("", []) if k is None else (f"-k{k}", [f"quantile_k={k}"])
+                out.append((f"{method}{tag}-seed{seed}", method, [*sets, f"seed={seed}"]))
     return out
 
 

@@ -161,12 +161,8 @@ def tracking(out: Mapping[str, torch.Tensor]) -> dict:
     res = {}
     for form in LEDGER_FORMS:
         est = out[f"estimator_{form}/dh"].double()
-        agree = (est.sign() == exact.sign()).double().mean(-1)
-        res[form] = {
-            "corr": _seeds(_corr(est, exact)),
-            "sign_agree": _seeds(agree),
-            "ratio": _seeds(est.sum(-1) / exact.sum(-1)),
-        }
+        agree, ratio = (est.sign() == exact.sign()).double().mean(-1), est.sum(-1) / exact.sum(-1)
+        res[form] = {"corr": _seeds(_corr(est, exact)), "sign_agree": _seeds(agree), "ratio": _seeds(ratio)}
     state, visit = out["sampled/dh_state"].double().abs().sum(-1), out["sampled/dh_visit"].double().abs().sum(-1)
     res["visit_share"] = _seeds(visit / (state + visit))
     return res
