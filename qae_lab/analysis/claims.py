@@ -272,9 +272,8 @@ def _mean_sd(x: Sequence[float]) -> tuple[float, float]:
 
 
 class Difference(NamedTuple):
-    r"""a - b over seeds: the sides' means, ``diff`` = mean(a) - mean(b) and its 95% interval [``lo``, ``hi``] (Student's
-    t over the per-seed differences when ``paired``, else Welch's), ``n`` seeds (pairs, or the smaller side) and
-    ``higher`` the paired seeds with a > b (None unpaired)."""
+    r"""a - b over seeds: the sides' means, ``diff`` and its 95% interval [``lo``, ``hi``] (Student's t over the
+    per-seed differences when paired, else Welch's), ``n`` seeds and ``higher`` the paired seeds with a > b."""
 
     a: float
     b: float

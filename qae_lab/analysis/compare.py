@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 
-# ---------------------------------------------------------------- loading run folders
+# ---------------------------------------------------------------- loading run folders and their series
 
 
 @dataclass(frozen=True)
@@ -92,8 +92,7 @@ def load_run(path: str | os.PathLike) -> Run:
         )
     config = json.loads((path / "config.json").read_text(encoding="utf-8"))
     seed = (config.get("trainer") or {}).get("seed")
-    before, after = _evals(path)
-    return Run(path.name, method_name(config), seed, config, step_rows(read_log(path)), before, after)
+    return Run(path.name, method_name(config), seed, config, step_rows(read_log(path)), *_evals(path))
 
 
 def _order(run: Run) -> tuple:
@@ -130,9 +129,6 @@ def find_reference_runs(start: str | os.PathLike | None = None) -> Path:
     'reference_runs'
     """
     return data_dir("reference_runs", start)
-
-
-# ---------------------------------------------------------------- per-run numbers
 
 
 def series(run: Run, metric: str) -> tuple[list[int], list[float]]:

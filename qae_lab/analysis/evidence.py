@@ -182,8 +182,7 @@ _STATED = "the stated size"
 
 def _share(runs) -> Evidence:
     """The quantile baseline's share of zero advantages over the last third of each run, against the stated size."""
-    chosen = sorted(_by_seed(runs, "qae").items())
-    values = [_third(QAE_ZERO_ADV_FRAC, 2)(r) for _, r in chosen]
+    values = [_third(QAE_ZERO_ADV_FRAC, 2)(r) for _, r in sorted(_by_seed(runs, "qae").items())]
     return Evidence("share of responses with zero advantage (last third)", "quantile", _STATED, values, [])
 
 

@@ -46,10 +46,8 @@ def regime_eval_curves(runs: Sequence[Run], group: str, quantity: str = "entropy
     """
     out = {}
     for method, group_runs in group_by_method(runs).items():
-        points = [dict(zip(*regime_eval_curve(r, group, quantity))) for r in group_runs]
-        points = [p for p in points if p]
-        curve = Curve.over(points) if points else None
-        if curve and curve.steps:
+        points = [p for r in group_runs if (p := dict(zip(*regime_eval_curve(r, group, quantity))))]
+        if points and (curve := Curve.over(points)).steps:  # the steps every run measured
             out[method] = curve
     return out
 

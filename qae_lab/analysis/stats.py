@@ -73,9 +73,8 @@ def detrended_variance(values: Sequence[float], window: int) -> float:
 def training_variance(
     rows: Sequence[Mapping], metric: str = "reward", window: int = 20, *, detrend: bool = True
 ) -> float:
-    r"""Training variance of ``metric`` over the steps of a log (see the module docstring: our definition).
-
-    Rows without ``metric`` are skipped; ``detrend=False``: the plain population variance (``window`` unused).
+    r"""Training variance of ``metric`` over the steps of a log that hold it (the module docstring: our definition);
+    ``detrend=False``: the plain population variance.
 
     >>> rows = [{"step": t, "reward": x} for t, x in enumerate([0.0, 0.5, 0.0, 0.5, 0.0], 1)]
     >>> training_variance(rows, window=2), training_variance(rows, detrend=False)

@@ -45,9 +45,8 @@ def _said(v: Verdict) -> str:
 def _one_word(hard: Verdict, easy: Verdict, half: bool = False) -> str:
     """Both halves' word where they agree, else each half's (``half``: with a null's half-widths)."""
     if hard.word == easy.word:
-        return (
-            hard.word if not half or hard.word != "no difference" else f"{hard.word} (±{max(hard.half, easy.half):.2g})"
-        )
+        both = f" (±{max(hard.half, easy.half):.2g})" if half and hard.word == "no difference" else ""
+        return hard.word + both
     say = _said if half else (lambda v: v.word)
     return f"{say(hard)} on hard prompts and {say(easy)} on easy ones"
 
@@ -115,11 +114,8 @@ def qae_sentence() -> str:
     )
 
 
-_MOVED = {  # what SA-AH's weights did to one update's variance (the claim: lowered it), by verdict word
-    "holds": "lowered",
-    "reversed": "raised",
-    "no difference": "did not measurably change",
-}
+# what SA-AH's weights did to one update's variance (the claim: lowered it), by verdict word
+_MOVED = {"holds": "lowered", "reversed": "raised", "no difference": "did not measurably change"}
 
 
 def _on(v: Verdict, what: str = "") -> str:
