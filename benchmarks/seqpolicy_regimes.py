@@ -40,7 +40,7 @@ import torch
 from qae_lab.threads import use_threads
 from qae_lab.storage.folder import atomic_write_text
 from qae_lab.toys.seqpolicy import task_batch
-from qae_lab.analysis.seqpolicy_runs import load_regimes, regime_setting_name, regime_settings, summarise_regimes
+from qae_lab.analysis.seqpolicy_runs import load_regimes, regime_settings, setting_name, summarise_regimes
 from qae_lab.analysis.claims import comparison_row
 from qae_lab.analysis.tables import markdown_table
 from qae_lab.toys.seqpolicy_training import UpdateSettings, simulate
@@ -79,7 +79,7 @@ SMOKE_META = {
 }
 SMOKE_SEARCH = {**SEARCH, "n_seeds": 1, "sharpness": [3.0], "adam_eta": [0.05], "adam_passes": [1, 2]}
 # the search's runner-up is run too, on the reported seeds, with Clip-Higher: how much the verdicts depend on the choice
-RUNNER_UP = [regime_setting_name("adam", b, META["k"], True) for b in ("mean", "quantile")]
+RUNNER_UP = [setting_name("adam", b, META["k"], True) for b in ("mean", "quantile")]
 RULE = (
     "the try under which the mean baseline's hard prompts' entropy rises most above its start (largest "
     "peak/start, mean over the search seeds); the quantile baseline is not run in the search"

@@ -1,20 +1,12 @@
 r"""The papers' claims as data, and the one verdict on each in each setting the lab can test it in.
 
 Each claim of QAE (arXiv 2509.22611) and SA-AH-GRPO (arXiv 2606.05434) that the lab can measure is written
-once in :data:`CLAIMS` (paper, section, statement, side a against side b, the predicted direction or a size's
-band); :data:`SETTINGS` are where the lab measures it, from a softmax bandit's exact expected step (notebook 02)
-to the cpu-demo preset (notebook 05). :mod:`qae_lab.analysis.evidence` reads the numbers from the committed data;
-:func:`verdict` judges them in the one vocabulary of :data:`VERDICTS`, each word with one meaning:
-
-* **holds**: a - b has the predicted sign and its 95% interval over the seeds (Student's t, paired by seed where
-  they are, else Welch's) excludes zero; for a size (``expect="in"``), a's interval lies inside the band;
-* **reversed**: the interval excludes zero on the other side;
-* **outside the stated size**: a size whose interval lies wholly outside its band;
-* **no difference**: the interval includes zero; its half-width is shown beside it, with the paper's effect
-  where stated (an effect as large as the half-width is found only about half the time: no ceiling);
-* **at the band's edge**: a size whose interval reaches across an edge of its band;
-* **equal by construction**: the sides are one number by construction (the reason given) and agree to rounding;
-* **cannot be tested here**: the setting lacks what the claim is about, with the reason.
+once in :data:`CLAIMS`; :data:`SETTINGS` are where the lab measures it, from a softmax bandit's exact expected step
+(notebook 02) to the cpu-demo preset (notebook 05). :mod:`qae_lab.analysis.evidence` reads the numbers from the
+committed data; :func:`verdict` judges them in the one vocabulary of :data:`VERDICTS`, each word with one meaning,
+on a - b's 95% interval over the seeds (Student's t, paired by seed where they are, else Welch's) or, for a claim
+of a size, on a's interval against the stated band. A null's half-width is shown beside the paper's effect: an
+effect as large as the half-width is found only about half the time, so it is no ceiling.
 
 :func:`scoreboard` gives a row per claim and setting, :func:`matrix` the claims against the settings, and
 :func:`claim_card` the rows of :data:`CARD` in plain words for the 90-minute route.
@@ -238,9 +230,9 @@ _T975 = tuple(
 
 
 def t_quantile(df: float) -> float:
-    r"""The 0.975 quantile of Student's t with ``df`` degrees of freedom (a 95% interval's half-width in standard
-    errors): the table for df <= 30 (a fractional df rounded down: the wider interval), beyond it the
-    Cornish-Fisher expansion z + (z^3 + z) / (4 df) + (5 z^5 + 16 z^3 + 3 z) / (96 df^2), within 0.001 there.
+    r"""The 0.975 quantile of Student's t with ``df`` degrees of freedom: the table for df <= 30 (a fractional df
+    rounded down: the wider interval), beyond it Cornish-Fisher, z + (z^3 + z) / (4 df) + (5 z^5 + 16 z^3 + 3 z) /
+    (96 df^2), within 0.001.
 
     >>> t_quantile(2), t_quantile(2.7), round(t_quantile(60), 3)
     (4.303, 4.303, 2.0)
@@ -254,11 +246,9 @@ def t_quantile(df: float) -> float:
 
 
 class Verdict(NamedTuple):
-    r"""A verdict and the numbers behind it: ``word`` (one of :data:`VERDICTS`), the sides' means, the difference
-    ``diff`` = mean(a) - mean(b) with its 95% interval [``lo``, ``hi``] (a claim of a size: ``b`` and ``diff`` None,
-    [``lo``, ``hi``] the interval of a's mean), ``n`` seeds (pairs, or the smaller side), ``agree`` the paired seeds
-    whose difference has the predicted sign (None unpaired), ``why`` (cannot be tested here, equal by construction:
-    the reason)."""
+    r"""A verdict and its numbers: ``word`` (:data:`VERDICTS`), the sides' means, ``diff`` = mean(a) - mean(b) with
+    its 95% interval [``lo``, ``hi``] (a size: ``b``, ``diff`` None, the interval a's), ``n`` seeds (pairs, or the
+    smaller side), ``agree`` the paired seeds with the predicted sign (None unpaired), ``why`` the reason."""
 
     word: str
     a: float | None
@@ -282,9 +272,8 @@ def _mean_sd(x: Sequence[float]) -> tuple[float, float]:
 
 
 class Difference(NamedTuple):
-    r"""a - b over seeds: the sides' means, ``diff`` = mean(a) - mean(b) and its 95% interval [``lo``, ``hi``] (Student's
-    t over the per-seed differences when ``paired``, else Welch's), ``n`` seeds (pairs, or the smaller side) and
-    ``higher`` the paired seeds with a > b (None unpaired)."""
+    r"""a - b over seeds: the sides' means, ``diff`` and its 95% interval [``lo``, ``hi``] (Student's t over the
+    per-seed differences when paired, else Welch's), ``n`` seeds and ``higher`` the paired seeds with a > b."""
 
     a: float
     b: float
@@ -352,10 +341,9 @@ def verdict(
     equal_by_construction: str | None = None,
 ) -> Verdict:
     r"""The verdict on a claim that expects ``a - b`` ``expect`` (``">"``, ``"<"``, ``">="``), or a in ``band``
-    (``expect="in"``, ``b`` unused), from one number per seed on each side (None: that seed has none). ``paired``:
-    the i-th numbers of a and b come from the same seed (the interval is then over the per-seed differences,
-    :func:`difference`); ``why``: the setting cannot test the claim, and why; ``equal_by_construction``: why a and b
-    are one number (checked: they must agree to float rounding seed by seed).
+    (``expect="in"``, ``b`` unused), from one number per seed a side (None: none). ``paired``: the i-th numbers come
+    from one seed (:func:`difference`); ``why``: why the setting cannot test the claim; ``equal_by_construction``:
+    why a and b are one number (checked to float rounding, seed by seed).
 
     >>> verdict([0.40, 0.62, 0.52], [0.45, 0.55, 0.50], ">").word      # the seeds disagree: no difference
     'no difference'
@@ -428,8 +416,8 @@ def _size_verdict(a: Sequence[float | None], band: tuple[float, float], why: str
 
 
 def comparison_row(what: str, label_a: str, a: Sequence, label_b: str, b: Sequence, digits: int = 3) -> dict:
-    r"""A table row comparing two sides that no claim predicts a direction for: the quantity, each side's mean ± std
-    over seeds, a - b with its 95% interval (:func:`difference`, paired by seed) and the seeds with a > b.
+    r"""A table row comparing two sides no claim predicts a direction for: mean ± std a side, a - b with its 95%
+    interval (:func:`difference`, paired by seed) and the seeds with a > b.
 
     >>> comparison_row("final entropy", "quantile", [0.29, 0.27, 0.31], "mean", [0.34, 0.33, 0.36], 2)
     {'quantity': 'final entropy', 'a': 'quantile 0.29±0.02', 'b': 'mean 0.34±0.02', 'a - b': '-0.05 [-0.07, -0.04]', 'seeds a > b': '0/3'}
@@ -454,14 +442,10 @@ def scoreboard(
     judged: Mapping[tuple[str, str, str], tuple[Mapping, Verdict]], settings: Sequence[str] | None = None
 ) -> list[dict]:
     r"""One row per claim, setting and variant, in :data:`CLAIMS`'s and :data:`SETTINGS`' order, from ``judged``:
-    ``{(claim key, setting, variant): (evidence, Verdict)}`` (:func:`qae_lab.analysis.evidence.judge_all`; the
-    evidence a mapping with ``measured``, the quantity in words, ``a`` / ``b``, the sides' labels, and ``digits``).
-    ``settings``: only those (default: all).
-
-    Columns: claim, paper, section, setting (with its variant), measured, a, b (each side's label and mean over
-    seeds; a claim of a size: the band), a - b with its 95% interval (a size: a's own), seeds (agreeing / all, where
-    paired), verdict, why (the reason; for no difference, the 95% interval's half-width and the paper's effect where
-    it states one; for a size, the band's reason).
+    ``{(claim key, setting, variant): (evidence, Verdict)}`` (:func:`qae_lab.analysis.evidence.judge_all`).
+    ``settings``: only those (default: all). A claim of a size shows its band as b and a's own interval as a - b;
+    ``seeds`` is agreeing / all where paired; ``why`` the reason, a null's half-width beside the paper's effect, or
+    the band's reason.
 
     >>> v = verdict([0.61, 0.72, 0.55], [0.50, 0.60, 0.45], ">")
     >>> row = scoreboard({("qae_pass1", "CPU preset", ""): ({"measured": "pass@1", "a": "qae", "b": "mean"}, v)})[0]
@@ -501,20 +485,12 @@ def scoreboard(
     return rows
 
 
-def _half(v: Verdict) -> str:
-    """A null's 95% half-width, two significant digits (0.044, 27)."""
-    return f"±{v.half:.2g}"
-
-
 def _null(claim: Claim, v: Verdict) -> str:
-    """A null's 95% interval over its seeds, with the paper's effect where the claim states one: the interval is no
-    ceiling (an effect as large as its half-width is found only about half the time), so the two are shown side by
-    side, not as what the seeds "could miss"."""
-    return f"95% interval {_half(v)} ({v.n} seeds)" + (f", paper's effect {claim.effect}" if claim.effect else "")
+    """A null's 95% interval, beside the paper's effect (not as what the seeds "could miss": no ceiling)."""
+    return f"95% interval ±{v.half:.2g} ({v.n} seeds)" + (f", paper's effect {claim.effect}" if claim.effect else "")
 
 
 def _why(claim: Claim, v: Verdict) -> str:
-    """The scoreboard's why: the verdict's reason, a null's interval (and the paper's effect), or the band's reason."""
     if v.word == "no difference":
         return _null(claim, v)
     if v.word == "at the band's edge":
@@ -525,10 +501,8 @@ def _why(claim: Claim, v: Verdict) -> str:
 
 
 def matrix(judged: Mapping[tuple[str, str, str], tuple[Mapping, Verdict]]) -> list[dict]:
-    r"""The claims against the settings, one verdict a cell (a dash where a setting does not measure the claim; where it
-    measures it more ways, each variant's verdict): one row per claim of :data:`CLAIMS` that some setting measures,
-    one column per setting of :data:`SETTINGS`. A "no difference" cell carries its 95% interval's half-width (to read
-    beside the size the claim states), a claim of a size its measured value (at the band's edge: with its half-width).
+    r"""The claims against the settings, one verdict a cell (a dash where unmeasured; each variant's where several):
+    a row per claim some setting measures. A null carries its half-width, a size its measured value.
 
     >>> v = verdict([0.61, 0.72, 0.55], [0.50, 0.60, 0.45], ">")
     >>> row = matrix({("qae_pass1", "CPU preset", ""): ({}, v), ("qae_pass1", "sums model", "SGD"): ({}, v)})[0]
@@ -558,9 +532,9 @@ def matrix(judged: Mapping[tuple[str, str, str], tuple[Mapping, Verdict]]) -> li
 def _cell(claim: Claim, v: Verdict) -> str:
     """A verdict as a matrix cell: the word, with a null's half-width or a size's measured value."""
     if claim.band is not None and v.a is not None:
-        return f"{v.word} ({v.a:.2f}" + (f" {_half(v)}" if v.word == "at the band's edge" else "") + ")"
+        return f"{v.word} ({v.a:.2f}" + (f" ±{v.half:.2g}" if v.word == "at the band's edge" else "") + ")"
     if v.word == "no difference":
-        return f"{v.word} {_half(v)}"
+        return f"{v.word} ±{v.half:.2g}"
     return v.word
 
 
@@ -589,7 +563,6 @@ CARD: tuple[CardRow, ...] = (
 
 
 def _how_sure(claim: Claim, v: Verdict) -> str:
-    """The card's last column: how many seeds agree, a null's interval (and the paper's effect), or the measured size."""
     if v.word == "cannot be tested here":
         return v.why
     if claim.band is not None:
@@ -605,8 +578,7 @@ def claim_card(
     judged: Mapping[tuple[str, str, str], tuple[Mapping, Verdict]], rows: Sequence[CardRow] = CARD
 ) -> list[dict]:
     r"""The claim card: for each of ``rows`` (at most six), what the paper says, where the lab measured it, the verdict
-    and how sure (seeds agreeing, a null's 95% interval beside the paper's effect, a measured size), in plain words, from ``judged``
-    (:func:`qae_lab.analysis.evidence.judge_all`). The full matrix (:func:`matrix`) stays for researchers.
+    and how sure, in plain words, from ``judged`` (:func:`qae_lab.analysis.evidence.judge_all`).
 
     >>> v = verdict([0.61, 0.72, 0.55], [0.50, 0.60, 0.45], ">")
     >>> claim_card({("qae_pass1", "CPU preset", ""): ({}, v)}, [CARD[4]])

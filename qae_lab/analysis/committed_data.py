@@ -18,7 +18,7 @@ import json
 import os
 from pathlib import Path
 
-__all__ = ["DATA_FOLDERS", "find_up", "data_dir", "load_prop42"]
+__all__ = ["DATA_FOLDERS", "find_up", "data_dir", "load_json", "load_prop42"]
 
 # data/<name> -> the folder it installs as inside the package (pyproject's [tool.setuptools.package-dir])
 DATA_FOLDERS = {"reference_runs": "reference_runs", "seqpolicy": "seqpolicy_data", "bandit": "bandit_data"}
@@ -74,20 +74,23 @@ def load_prop42(path: str | os.PathLike | None = None) -> dict:
     r"""QAE's Prop. 4.2 on random softmax bandits, one step three ways (``benchmarks/bandit_prop42.py``): ``data/bandit/
     prop42.json`` as a dict, found by :func:`data_dir` (``path`` None) or read from ``path``.
 
-    ``meta`` holds the settings; ``hard`` and ``easy`` each hold ``p`` and, for ``"mean"`` and ``"quantile"``, the
-    entropy change of one step under the identity's model (``identity``), of the exact expected gradient
-    (``expected_step``, the same for both) and of sampled groups in expectation (``sampled``), and the scale factor
-    E[sampled step] / exact step (``scale``): one number per bandit, the bandits in the same order in every list.
-    ``details`` and ``training`` hold what notebook 02 adds (docs/notebook-notes.md, section 02).
+    ``hard`` and ``easy`` each hold ``p`` and, for ``"mean"`` and ``"quantile"``, the entropy change of one step
+    under the identity's model (``identity``), of the exact expected gradient (``expected_step``) and of sampled
+    groups in expectation (``sampled``), and ``scale`` = E[sampled step] / exact step: one number per bandit, in one
+    order in every list. ``details`` and ``training``: docs/notebook-notes.md, section 02.
 
     >>> data = load_prop42()
     >>> sorted(data["hard"]), sorted(data["hard"]["sampled"])
     (['expected_step', 'identity', 'p', 'sampled', 'scale'], ['mean', 'quantile'])
     """
-    path = data_dir("bandit") / "prop42.json" if path is None else Path(path)
+    return load_json(data_dir("bandit") / "prop42.json" if path is None else path, "bandit_prop42.py --write")
+
+
+def load_json(path: str | os.PathLike, script: str) -> dict:
+    """A committed JSON file, or ``ValueError`` naming ``path`` and the benchmark ``script`` that makes it."""
+    path = Path(path)
     if not path.is_file():
         raise ValueError(
-            f"path must be a prop42.json file; none found (make it with python benchmarks/bandit_prop42.py --write), "
-            f"got {path}"
+            f"path must be a {path.name} file; none found (make it with python benchmarks/{script}), got {path}"
         )
     return json.loads(path.read_text(encoding="utf-8"))

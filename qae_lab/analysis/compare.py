@@ -2,14 +2,10 @@ r"""Compare training runs: load run folders, average curves over seeds, a before
 
 A run folder is what ``python -m qae_lab train`` writes (``config.json``, ``log.jsonl``,
 ``eval_before.json`` / ``eval_after.json``) or a committed reference run under
-``data/reference_runs/<method>-seed<S>/`` (``config.json``, ``log.jsonl``, ``summary.json``).
-Both load into a :class:`Run`. Curves and tables average over the runs of one
-:class:`~qae_lab.analysis.grouping.Group` (:func:`~qae_lab.analysis.grouping.group_runs`: one method, the same
-settings and length, each seed once) and report mean and spread over its seeds;
-:func:`versus_baseline` judges a difference against the seed spread only between comparable groups.
-
-The numbers themselves (moving average, training variance, mean and spread over seeds, and
-where they depart from the usual conventions) are :mod:`qae_lab.analysis.stats`.
+``data/reference_runs/<method>-seed<S>/`` (``config.json``, ``log.jsonl``, ``summary.json``); both load into a
+:class:`Run`. Curves and tables average over the runs of one :class:`~qae_lab.analysis.grouping.Group` (one method,
+the same settings and length, each seed once); :func:`versus_baseline` judges a difference only between comparable
+groups. The numbers themselves are :mod:`qae_lab.analysis.stats`.
 """
 
 from __future__ import annotations
@@ -45,15 +41,14 @@ __all__ = [
 ]
 
 
-# ---------------------------------------------------------------- loading run folders
+# ---------------------------------------------------------------- loading run folders and their series
 
 
 @dataclass(frozen=True)
 class Run:
-    r"""One training run read from its folder: its ``name`` (the folder's), ``method``
-    (:func:`qae_lab.methods.method_name`), ``seed`` (None when the config does not say), ``config`` (``config.json``),
-    ``rows`` (:func:`qae_lab.storage.folder.step_rows` of ``log.jsonl``), and the evaluation summaries ``before`` and
-    ``after`` training (``pass@1``, ``greedy_pass@1``, ``pass@8``, ...; None when the run has none).
+    r"""One training run read from its folder: ``seed`` None when the config does not say, ``rows`` the
+    :func:`qae_lab.storage.folder.step_rows` of ``log.jsonl``, ``before`` and ``after`` the evaluation summaries
+    (``pass@1``, ``pass@8``, ...; None when the run has none).
 
     >>> run = Run("qae-seed0", "qae", 0, {}, [{"step": 1, "reward": 0.25}, {"step": 2, "reward": 0.5}], None, None)
     >>> run.method, len(run.rows), run.after
@@ -78,11 +73,8 @@ def _evals(path: Path) -> tuple[dict | None, dict | None]:
     if (path / "summary.json").is_file():
         data = json.loads((path / "summary.json").read_text(encoding="utf-8"))
         return tuple((data.get(when) or {}).get("summary") for when in ("before", "after"))
-    out = []
-    for when in ("before", "after"):
-        f = path / f"eval_{when}.json"
-        out.append(json.loads(f.read_text(encoding="utf-8"))["summary"] if f.is_file() else None)
-    return tuple(out)
+    files = (path / f"eval_{when}.json" for when in ("before", "after"))
+    return tuple(json.loads(f.read_text(encoding="utf-8"))["summary"] if f.is_file() else None for f in files)
 
 
 def load_run(path: str | os.PathLike) -> Run:
@@ -100,8 +92,7 @@ def load_run(path: str | os.PathLike) -> Run:
         )
     config = json.loads((path / "config.json").read_text(encoding="utf-8"))
     seed = (config.get("trainer") or {}).get("seed")
-    before, after = _evals(path)
-    return Run(path.name, method_name(config), seed, config, step_rows(read_log(path)), before, after)
+    return Run(path.name, method_name(config), seed, config, step_rows(read_log(path)), *_evals(path))
 
 
 def _order(run: Run) -> tuple:
@@ -111,11 +102,8 @@ def _order(run: Run) -> tuple:
 
 
 def load_runs(source: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Run]:
-    r"""Runs from a parent folder (every sub-folder that is a run), one run folder, or a list of run folders.
-
-    Sorted by method (in :data:`~qae_lab.methods.METHODS` order, others after), then seed.
-    Sub-folders of a parent that are not runs (checkpoints, notes) are skipped; a parent
-    with none, or a listed folder that is not a run, raises ``ValueError``.
+    r"""Runs from a parent folder (its sub-folders that are runs), one run folder, or a list of run folders, sorted
+    by method (in :data:`~qae_lab.methods.METHODS` order, others after), then seed.
 
     >>> [run.name for run in load_runs(find_reference_runs())][:4]
     ['mean-seed0', 'mean-seed1', 'mean-seed2', 'qae-seed0']
@@ -135,16 +123,12 @@ def load_runs(source: str | os.PathLike | Iterable[str | os.PathLike]) -> list[R
 
 
 def find_reference_runs(start: str | os.PathLike | None = None) -> Path:
-    r"""The committed ``data/reference_runs`` folder: :func:`qae_lab.analysis.committed_data.data_dir` ``("reference_runs", start)``
-    (a checkout's ``data/`` found from ``start``, default the cwd, upwards; else the copy the package carries).
+    r"""The committed ``data/reference_runs``: :func:`qae_lab.analysis.committed_data.data_dir` ``("reference_runs", start)``.
 
     >>> find_reference_runs().name
     'reference_runs'
     """
     return data_dir("reference_runs", start)
-
-
-# ---------------------------------------------------------------- per-run numbers
 
 
 def series(run: Run, metric: str) -> tuple[list[int], list[float]]:
@@ -161,10 +145,8 @@ def series(run: Run, metric: str) -> tuple[list[int], list[float]]:
 
 
 def group_by_method(runs: Iterable[Run]) -> dict[str, list[Run]]:
-    r"""Runs grouped by :attr:`Run.method`, in the order the methods first appear.
-
-    By method only: runs of other settings, lengths or repeated seeds stay together. To average or
-    compare, use :func:`~qae_lab.analysis.grouping.group_runs`.
+    r"""Runs grouped by :attr:`Run.method` only, in the order the methods first appear (to average or compare:
+    :func:`~qae_lab.analysis.grouping.group_runs`).
 
     >>> groups = group_by_method(load_runs(find_reference_runs()))
     >>> {method: [run.seed for run in group] for method, group in groups.items()}
@@ -188,9 +170,7 @@ def _groups(runs: Iterable[Run] | Iterable[Group]) -> list[Group]:
 
 @dataclass
 class Curve:
-    r"""A group's curve over seeds: per step the mean, population std and range over its runs.
-
-    All lists have one entry per step in ``steps`` (the steps every run of the group logged).
+    r"""A group's curve over seeds: per step every run of the group logged, the mean, population std and range.
 
     >>> curve = metric_curves(load_runs(find_reference_runs()), "reward", window=10)["qae"]
     >>> curve.n_runs, curve.steps[:3], len(curve.mean) == len(curve.steps)
@@ -213,11 +193,9 @@ class Curve:
 
 
 def metric_curves(runs: Iterable[Run] | Iterable[Group], metric: str, window: int = 1) -> dict[str, Curve]:
-    r"""Per group, ``metric`` smoothed per run (trailing average over ``window`` steps), then mean/spread over runs.
-
-    ``runs``: the :class:`~qae_lab.analysis.grouping.Group` s of :func:`~qae_lab.analysis.grouping.group_runs`, or runs,
-    grouped by it here. Keys are the groups' labels (the method, for the only reference group of a
-    method). Groups whose runs never logged ``metric`` (``saah/*`` without token weighting) are left out.
+    r"""Per group's label, ``metric`` smoothed per run (trailing average over ``window`` steps), then mean/spread
+    over runs; ``runs``: :class:`~qae_lab.analysis.grouping.Group` s, or runs grouped here. Groups that never logged
+    ``metric`` are left out.
 
     >>> runs = [Run(f"qae-seed{i}", "qae", i, {}, [{"step": 1, "reward": x}, {"step": 2, "reward": 2 * x}], None, None)
     ...         for i, x in enumerate([0.25, 0.5])]
@@ -243,22 +221,11 @@ def _mean_of(run: Run, metric: str, last: int | None = None) -> float | None:
     return statistics.fmean(xs) if xs else None
 
 
-def _eval(run: Run, when: str, key: str) -> float | None:
-    summary = getattr(run, when)
-    return None if summary is None else summary.get(key)
-
-
 def summary_table(runs: Iterable[Run] | Iterable[Group], window: int = 20) -> list[dict]:
-    r"""One row per group: ``method`` (the group's label), ``seeds`` (distinct), a ``Stat`` (or None) over seeds
-    for each column, and ``group`` (the :class:`~qae_lab.analysis.grouping.Group`, for :func:`versus_baseline`).
-
-    ``runs``: the groups of :func:`~qae_lab.analysis.grouping.group_runs`, or runs, grouped by it here.
-
-    Columns: sampled ``pass@1``, ``greedy pass@1`` and ``pass@8`` before and after
-    training; the mean over steps of ``zero-adv frac``, ``all-equal frac`` (prompts whose
-    rewards are all equal), ``hard frac``, ``easy frac`` and
-    ``w_mean_neg`` (SA-AH's mean weight on negative tokens); ``final entropy`` (mean of the
-    last ``window`` steps); ``train var`` (:func:`~qae_lab.analysis.stats.training_variance` of the reward, ``window``).
+    r"""One row per group (``runs``: groups, or runs grouped here): ``method`` (the group's label), ``seeds``, a
+    ``Stat`` (or None) over seeds a column, and ``group`` (for :func:`versus_baseline`). The fractions are means over
+    steps; ``final entropy`` over the last ``window``; ``train var``:
+    :func:`~qae_lab.analysis.stats.training_variance` of the reward.
 
     >>> row = summary_table(load_runs(find_reference_runs()))[1]
     >>> row["method"], row["seeds"], row["pass@1 after"].n, row["pass@1 after"].mean > row["pass@1 before"].mean
@@ -271,7 +238,7 @@ def summary_table(runs: Iterable[Run] | Iterable[Group], window: int = 20) -> li
         row = {"method": g.label, "seeds": len(group)}
         for label, key in (("pass@1", "pass@1"), ("greedy pass@1", "greedy_pass@1"), ("pass@8", "pass@8")):
             for when in ("before", "after"):
-                row[f"{label} {when}"] = stat(_eval(r, when, key) for r in group)
+                row[f"{label} {when}"] = stat((getattr(r, when) or {}).get(key) for r in group)
         for label, key in (
             ("zero-adv frac", QAE_ZERO_ADV_FRAC),
             ("all-equal frac", QAE_ALL_EQUAL_FRAC),
@@ -302,8 +269,7 @@ def _base_row(row: Mapping, bases: Sequence[Mapping], baseline: str) -> Mapping 
 
 def seed_difference(row: Mapping, base: Mapping, column: str):
     r"""``column``'s a - b between two rows of :func:`summary_table` with its 95% interval
-    (:func:`qae_lab.analysis.claims.difference`): paired by seed where both groups ran the same known seeds and each
-    has a value for every one (as the lab's claims are judged: :mod:`qae_lab.analysis.evidence`), else Welch's.
+    (:func:`qae_lab.analysis.claims.difference`): paired where both groups have a value for the same known seeds.
 
     >>> from qae_lab.analysis.grouping import group_runs
     >>> runs = [Run(f"{m}{s}", m, s, {}, [{"step": 4}], None, None) for m in ("mean", "qae") for s in (0, 1, 2)]
@@ -325,14 +291,12 @@ def seed_difference(row: Mapping, base: Mapping, column: str):
 
 
 def versus_baseline(table: Sequence[Mapping], column: str, baseline: str = "mean", digits: int = 3) -> list[dict]:
-    r"""Per row of :func:`summary_table`, ``column`` over seeds and its difference from a ``baseline`` group's, as table
-    rows: ``group``, the column's Stat (mean ± std), ``seeds`` and ``- <baseline>``: a - b with its 95% interval
-    (:func:`seed_difference`: paired by seed where both groups ran the same seeds, else Welch's) where one is honest, else
-    why not (the baseline itself, groups that are not comparable, fewer than two seeds).
+    r"""Per row of :func:`summary_table`, ``column`` and ``- <baseline>``: a - b with its 95% interval
+    (:func:`seed_difference`) where one is honest, else why not (the baseline itself, not comparable, one seed).
 
-    A row's baseline is, among the rows of method ``baseline``, the first comparable with it (no
-    :func:`~qae_lab.analysis.grouping.differences`), else the first reference one. Rows written by hand, without a
-    ``group``, are matched by ``method`` and taken as comparable.
+    A row's baseline is the first row of method ``baseline`` comparable with it (no
+    :func:`~qae_lab.analysis.grouping.differences`), else the first reference one; rows without a ``group`` (written
+    by hand) are matched by ``method``.
 
     >>> t = [{"method": "mean", "x": stat([0.5, 0.55, 0.6])}, {"method": "qae", "x": stat([0.62, 0.66, 0.7])}]
     >>> [r["- mean"] for r in versus_baseline(t, "x")]

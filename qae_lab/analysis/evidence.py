@@ -1,21 +1,14 @@
 r"""The numbers behind each claim in each setting, read from the committed data, and their verdicts.
 
-:data:`EVIDENCE` maps ``(claim key, setting)`` (:data:`qae_lab.analysis.claims.CLAIMS`,
+:data:`EVIDENCE` maps ``(claim key, setting, variant)`` (:data:`qae_lab.analysis.claims.CLAIMS`,
 :data:`~qae_lab.analysis.claims.SETTINGS`) to the function that reads that claim's two sides, one number per
-seed, from what the setting committed:
+seed, from what the setting committed: ``data/bandit/prop42.json`` (paired by bandit), ``data/seqpolicy/`` (by task
+seed), the runs of ``data/reference_runs/phenomena/`` and the cpu-demo runs of ``data/reference_runs/`` (by seed).
 
-* ``expected step``, ``sampled groups``: ``data/bandit/prop42.json`` (``benchmarks/bandit_prop42.py``), random
-  softmax bandits, paired by bandit;
-* ``sequence policy``: ``data/seqpolicy/regimes.json`` and ``findings.json`` (``benchmarks/seqpolicy_*.py``),
-  paired by task seed;
-* ``sums model``: the runs of ``data/reference_runs/phenomena/`` (:mod:`qae_lab.analysis.phenomena`), paired by seed;
-* ``CPU preset``: the cpu-demo runs of ``data/reference_runs/`` (``benchmarks/reference_runs.py``), paired by seed.
-
-Each function returns an :class:`Evidence`; a claim about preventing an explosion or a collapse is untestable where
-the control never explodes (peak below :data:`ROSE` x its start in every seed) or collapses (final above
-:data:`FELL` x its start in every seed), and a claim about Clip-Higher where the clip never acts. :func:`judge_all`
-gives every verdict (:func:`qae_lab.analysis.claims.verdict`), the input of
-:func:`~qae_lab.analysis.claims.scoreboard` and :func:`~qae_lab.analysis.claims.matrix`.
+A claim about preventing an explosion or a collapse is untestable where the control never explodes (peak below
+:data:`ROSE` x its start in every seed) or collapses (final above :data:`FELL` x its start in every seed), and a
+claim about Clip-Higher where the clip never acts. :func:`judge_all` gives every verdict
+(:func:`qae_lab.analysis.claims.verdict`), the input of :func:`~qae_lab.analysis.claims.scoreboard`.
 """
 
 from __future__ import annotations
@@ -29,7 +22,7 @@ from qae_lab.analysis.committed_data import load_prop42
 from qae_lab.analysis.compare import Run, find_reference_runs, load_runs, series
 from qae_lab.analysis.phenomena import clipped_fraction, load_experiment, window_mean
 from qae_lab.analysis.regime_runs import regime_eval_numbers
-from qae_lab.analysis.seqpolicy_runs import load_findings, load_regimes
+from qae_lab.analysis.seqpolicy_runs import load_findings, load_regimes, setting_name
 from qae_lab.analysis.stats import moving_average, training_variance
 from qae_lab.metric_names import QAE_NEG_CORRECT, QAE_ZERO_ADV_FRAC, SAAH_W_MEAN_NEG
 
@@ -42,10 +35,9 @@ _START = 10  # steps averaged for a run's start, and the trailing window of its 
 
 
 class Evidence(NamedTuple):
-    r"""One claim's two sides in one setting: ``measured`` (the quantity, in words), the sides' labels ``a`` and
-    ``b``, one number per seed on each (``values_a``, ``values_b``; the i-th of each from one seed where
-    ``paired``; a claim of a size: ``values_b`` empty), ``why`` the setting cannot test the claim (None: it can),
-    ``digits`` to show, ``equal_by_construction`` why the two sides are one number (None: they are not)."""
+    r"""One claim's two sides in one setting: ``measured`` (in words), the sides' labels, one number per seed a side
+    (a claim of a size: ``values_b`` empty), ``why`` the setting cannot test it, ``equal_by_construction`` why the
+    two sides are one number."""
 
     measured: str
     a: str
@@ -89,20 +81,15 @@ def _third(metric: str, part: int) -> Callable[[Run], float | None]:
     return number
 
 
-def _start_peak_final(run: Run, metric: str = "entropy") -> tuple[float, float, float] | None:
-    """A run's ``metric`` over its first steps, its highest trailing average, and over its last third."""
-    values = series(run, metric)[1]
+def _ratio(run: Run, which: int) -> float | None:
+    """A run's entropy peak (``which`` 1: its highest trailing average) or final (2: over its last third) over its
+    start (its first steps)."""
+    values = series(run, "entropy")[1]
     if len(values) < 2 * _START:
         return None
-    peak = max(moving_average(values, _START)[_START - 1 :])
     third = len(values) // 3
-    return sum(values[:_START]) / _START, peak, sum(values[-third:]) / third
-
-
-def _ratio(run: Run, which: int) -> float | None:
-    """A run's entropy peak / start (1) or final / start (2)."""
-    got = _start_peak_final(run)
-    return None if got is None else got[which] / got[0]
+    end = max(moving_average(values, _START)[_START - 1 :]) if which == 1 else sum(values[-third:]) / third
+    return end / (sum(values[:_START]) / _START)
 
 
 def _control(values: Sequence[float | None], explode: bool, where: str = "") -> str | None:
@@ -134,20 +121,10 @@ _CANCELS = "a constant baseline cancels in the exact expected gradient: E_pi[gra
 
 def _bandit(regime: str, step: str) -> Evidence:
     data = _prop42()[regime][step]
-    what = {
-        "expected_step": "entropy change of the exact expected step",
-        "sampled": "expected entropy change of sampled groups",
-    }
-    same = _CANCELS if step == "expected_step" else None
-    return Evidence(
-        f"{what[step]}, {regime} bandits",
-        "quantile",
-        "mean",
-        data["quantile"],
-        data["mean"],
-        digits=6,
-        equal_by_construction=same,
-    )
+    exact = step == "expected_step"
+    what = "entropy change of the exact expected step" if exact else "expected entropy change of sampled groups"
+    sides = ("quantile", "mean", data["quantile"], data["mean"])
+    return Evidence(f"{what}, {regime} bandits", *sides, digits=6, equal_by_construction=_CANCELS if exact else None)
 
 
 # ---------------------------------------------------------------- 07, 09: the sequence policy
@@ -165,38 +142,38 @@ def _seqpolicy(group: str, key: str, what: str, optimizer: str = "adam") -> Evid
     return Evidence(what, "quantile", "mean", list(a), list(b), why=why)
 
 
-def _findings_runs(name_a: str, name_b: str | None, key: str, what: str, a: str, b: str) -> Evidence:
-    """Two settings of notebook 09's sweep (``name_b`` None: one setting against a claim's stated size)."""
+def _findings_runs(key: str, what: str, a: tuple[str, float], b: tuple[str, float | None]) -> Evidence:
+    """The quantile baseline at two K of notebook 09's sweep (peaked start, Clip-Higher, the std), each side a
+    (label, K); b's K None: against a claim's stated size."""
     runs = _findings()["runs"]
-    return Evidence(what, a, b, list(runs[name_a][key]), list(runs[name_b][key]) if name_b else [])
+    names = [None if k is None else setting_name("peaked", "quantile", k, True, True) for _, k in (a, b)]
+    return Evidence(what, a[0], b[0], *([] if n is None else list(runs[n][key]) for n in names))
 
 
 def _update_variance(start: str) -> Evidence:
     per = _findings()["variance"]["per_start"][start]
-    return Evidence(
-        "trace of the update's covariance (1,000 sampled updates)",
-        "SA-AH",
-        "plain",
-        list(per["SA-AH, alpha = 0.5"]["trace_var"]),
-        list(per["alpha = 0"]["trace_var"]),
-    )
+    values = (list(per[v]["trace_var"]) for v in ("SA-AH, alpha = 0.5", "alpha = 0"))
+    return Evidence("trace of the update's covariance (1,000 sampled updates)", "SA-AH", "plain", *values)
 
 
 # ---------------------------------------------------------------- 06: the sums model; 05: the CPU preset
 
 
-def _held_out(group: str, key: str, what: str) -> Evidence:
+def _held_out(group: str, key: str) -> Evidence:
     runs = _experiment("regimes")
     a, b = _sides(runs, "qae+clip_higher", "mean+clip_higher", lambda r: (regime_eval_numbers(r, group) or {}).get(key))
-    explode = key == "peak/start"
-    why = _control(b, explode, " on the prompts that start " + ("hardest" if explode else "easiest"))
-    return Evidence(what, "quantile", "mean", a, b, why=why)
+    which = "hardest" if key == "peak/start" else "easiest"
+    why = _control(b, key == "peak/start", f" on the prompts that start {which}")
+    return Evidence(f"held-out entropy {key.replace('/', ' / ')}, {which} quarter", "quantile", "mean", a, b, why=why)
 
 
-def _trend(runs, method_a, method_b, which: int, what: str, clip: bool) -> Evidence:
-    """Entropy peak/start (``which`` 1) or final/start (2) of two methods, with the control's check."""
-    a, b = _sides(runs, method_a, method_b, lambda r: _ratio(r, which))
-    why = _control(b, which == 1) or (_clip(runs) if clip else None)
+def _trend(which: int, cpu: bool) -> Evidence:
+    """Entropy peak/start (``which`` 1) or final/start (2), quantile against mean, with the control's check: on the
+    CPU preset, or on the sums model with Clip-Higher (where the clip must act)."""
+    runs, clip = (_cpu_runs(), "") if cpu else (_experiment("entropy"), "+clip_higher")
+    a, b = _sides(runs, "qae" + clip, "mean" + clip, lambda r: _ratio(r, which))
+    why = _control(b, which == 1) or (None if cpu else _clip(runs))
+    what = "entropy peak / start (10-step averages)" if which == 1 else "entropy over the last third / start"
     return Evidence(what, "quantile", "mean", a, b, why=why)
 
 
@@ -205,8 +182,7 @@ _STATED = "the stated size"
 
 def _share(runs) -> Evidence:
     """The quantile baseline's share of zero advantages over the last third of each run, against the stated size."""
-    chosen = sorted(_by_seed(runs, "qae").items())
-    values = [_third(QAE_ZERO_ADV_FRAC, 2)(r) for _, r in chosen]
+    values = [_third(QAE_ZERO_ADV_FRAC, 2)(r) for _, r in sorted(_by_seed(runs, "qae").items())]
     return Evidence("share of responses with zero advantage (last third)", "quantile", _STATED, values, [])
 
 
@@ -215,14 +191,19 @@ def _two(runs, method_a, method_b, number, what, a, b, digits=3) -> Evidence:
     return Evidence(what, a, b, va, vb, digits=digits)
 
 
-def _clip_higher(number, what) -> Evidence:
-    """The sums model's entropy experiment: quantile against mean, both with Clip-Higher."""
-    return _two(_experiment("entropy"), "qae+clip_higher", "mean+clip_higher", number, what, "quantile", "mean")
+def _qae(number, what, cpu: bool = False) -> Evidence:
+    """Quantile against mean: on the CPU preset, or on the sums model's entropy experiment with Clip-Higher."""
+    runs, clip = (_cpu_runs(), "") if cpu else (_experiment("entropy"), "+clip_higher")
+    return _two(runs, "qae" + clip, "mean" + clip, number, what, "quantile", "mean")
 
 
-def _within(runs, method: str, metric: str, what: str, digits: int = 3) -> Evidence:
-    """A method's ``metric`` over the last third of each run against the first third of the same run."""
-    chosen = sorted(_by_seed(runs, method).items())
+def _saah(runs, number, what, digits=3) -> Evidence:
+    return _two(runs, "sa_ah", "mean", number, what, "SA-AH", "plain", digits)
+
+
+def _within(runs, metric: str, what: str, digits: int = 3) -> Evidence:
+    """SA-AH's ``metric`` over the last third of each run against the first third of the same run."""
+    chosen = sorted(_by_seed(runs, "sa_ah").items())
     last, first = ([_third(metric, p)(r) for _, r in chosen] for p in (2, 0))
     return Evidence(what, "last third", "first third", last, first, digits=digits)
 
@@ -239,53 +220,36 @@ def _total(metric: str) -> Callable[[Run], float]:
     return lambda run: sum(series(run, metric)[1])
 
 
-_ENTROPY_PEAK = "entropy peak / start (10-step averages)"
 _HARDEST, _EASIEST = "entropy peak / start, the 4 hardest prompts", "entropy at step 10, the 4 easiest prompts"
-_ENTROPY_FINAL = "entropy over the last third / start"
+_LENGTH, _WEIGHT = "mean completion length (tokens)", "mean horizon weight of failed rollouts"
+_VARIANCE, _PASS1 = "training variance of the reward", "pass@1 after training"
+_NEG_CORRECT = "correct answers given A < 0, summed over the steps"
 EVIDENCE: dict[tuple[str, str, str], Callable[[], Evidence]] = {
     ("hard_prop42", "expected step", ""): lambda: _bandit("hard", "expected_step"),
     ("hard_prop42", "sampled groups", ""): lambda: _bandit("hard", "sampled"),
     ("hard_prop42", "sequence policy", "Adam"): lambda: _seqpolicy("hard", "peak_ratio", _HARDEST),
     ("hard_prop42", "sequence policy", "SGD"): lambda: _seqpolicy("hard", "peak_ratio", _HARDEST, "sgd"),
-    ("hard_prop42", "sums model", ""): lambda: _held_out(
-        "hard", "peak/start", "held-out entropy peak / start, hardest quarter"
-    ),
+    ("hard_prop42", "sums model", ""): lambda: _held_out("hard", "peak/start"),
     ("easy_prop42", "expected step", ""): lambda: _bandit("easy", "expected_step"),
     ("easy_prop42", "sampled groups", ""): lambda: _bandit("easy", "sampled"),
     ("easy_prop42", "sequence policy", "Adam"): lambda: _seqpolicy("easy", "early_h", _EASIEST),
     ("easy_prop42", "sequence policy", "SGD"): lambda: _seqpolicy("easy", "early_h", _EASIEST, "sgd"),
-    ("easy_prop42", "sums model", ""): lambda: _held_out(
-        "easy", "final/start", "held-out entropy final / start, easiest quarter"
-    ),
+    ("easy_prop42", "sums model", ""): lambda: _held_out("easy", "final/start"),
     ("explosion", "sequence policy", "Adam"): lambda: _seqpolicy(
         "mixed", "peak_ratio", "entropy peak / start, all prompts"
     ),
-    ("explosion", "sums model", ""): lambda: _trend(
-        _experiment("entropy"), "qae+clip_higher", "mean+clip_higher", 1, _ENTROPY_PEAK, True
-    ),
-    ("explosion", "CPU preset", ""): lambda: _trend(_cpu_runs(), "qae", "mean", 1, _ENTROPY_PEAK, False),
+    ("explosion", "sums model", ""): lambda: _trend(1, cpu=False),
+    ("explosion", "CPU preset", ""): lambda: _trend(1, cpu=True),
     ("collapse", "sequence policy", "Adam"): lambda: _seqpolicy("mixed", "final_h", "entropy at step 200, all prompts"),
-    ("collapse", "sums model", ""): lambda: _trend(
-        _experiment("entropy"), "qae+clip_higher", "mean+clip_higher", 2, _ENTROPY_FINAL, True
-    ),
-    ("collapse", "CPU preset", ""): lambda: _trend(_cpu_runs(), "qae", "mean", 2, _ENTROPY_FINAL, False),
+    ("collapse", "sums model", ""): lambda: _trend(2, cpu=False),
+    ("collapse", "CPU preset", ""): lambda: _trend(2, cpu=True),
     ("sparsity", "sequence policy", "SGD"): lambda: _findings_runs(
-        "peaked/quantile K=0.4/clip-higher/std",
-        None,
-        "zero_adv_frac",
-        "share of responses with zero advantage",
-        "quantile",
-        _STATED,
+        "zero_adv_frac", "share of responses with zero advantage", ("quantile", 0.4), (_STATED, None)
     ),
     ("sparsity", "sums model", ""): lambda: _share(_experiment("entropy")),
     ("sparsity", "CPU preset", ""): lambda: _share(_cpu_runs()),
     ("k_entropy", "sequence policy", "SGD"): lambda: _findings_runs(
-        "peaked/quantile K=0.8/clip-higher/std",
-        "peaked/quantile K=0.2/clip-higher/std",
-        "final_entropy",
-        "entropy at the last step",
-        "K = 0.8",
-        "K = 0.2",
+        "final_entropy", "entropy at the last step", ("K = 0.8", 0.8), ("K = 0.2", 0.2)
     ),
     ("k_entropy", "sums model", ""): lambda: Evidence(
         "entropy over the last third",
@@ -294,49 +258,22 @@ EVIDENCE: dict[tuple[str, str, str], Callable[[], Evidence]] = {
         *_sides(_experiment("k_sweep"), "qae", "qae", _third("entropy", 2), 0.8, 0.2),
         digits=4,
     ),
-    ("qae_pass1", "sums model", ""): lambda: _clip_higher(_after("pass@1"), "pass@1 after training"),
-    ("qae_pass1", "CPU preset", ""): lambda: _two(
-        _cpu_runs(), "qae", "mean", _after("pass@1"), "pass@1 after training", "quantile", "mean"
-    ),
-    ("qae_passk", "sums model", ""): lambda: _clip_higher(_after("pass@16"), "pass@16 after training"),
-    ("qae_passk", "CPU preset", ""): lambda: _two(
-        _cpu_runs(), "qae", "mean", _after("pass@8"), "pass@8 after training", "quantile", "mean"
-    ),
+    ("qae_pass1", "sums model", ""): lambda: _qae(_after("pass@1"), _PASS1),
+    ("qae_pass1", "CPU preset", ""): lambda: _qae(_after("pass@1"), _PASS1, cpu=True),
+    ("qae_passk", "sums model", ""): lambda: _qae(_after("pass@16"), "pass@16 after training"),
+    ("qae_passk", "CPU preset", ""): lambda: _qae(_after("pass@8"), "pass@8 after training", cpu=True),
     ("saah_update_variance", "sequence policy", "flat start"): lambda: _update_variance("flat"),
     ("saah_update_variance", "sequence policy", "peaked start"): lambda: _update_variance("peaked"),
-    ("saah_variance", "sums model", ""): lambda: _two(
-        _experiment("composite"), "sa_ah", "mean", _variance, "training variance of the reward", "SA-AH", "plain", 4
-    ),
-    ("saah_variance", "CPU preset", ""): lambda: _two(
-        _cpu_runs(), "sa_ah", "mean", _variance, "training variance of the reward", "SA-AH", "plain", 4
-    ),
-    ("saah_length", "sums model", ""): lambda: _within(
-        _experiment("composite"), "sa_ah", "completions/mean_length", "mean completion length (tokens)", 1
-    ),
-    ("saah_length", "CPU preset", ""): lambda: _within(
-        _cpu_runs(), "sa_ah", "completions/mean_length", "mean completion length (tokens)", 1
-    ),
-    ("saah_curriculum", "sums model", ""): lambda: _within(
-        _experiment("composite"), "sa_ah", SAAH_W_MEAN_NEG, "mean horizon weight of failed rollouts"
-    ),
-    ("saah_curriculum", "CPU preset", ""): lambda: _within(
-        _cpu_runs(), "sa_ah", SAAH_W_MEAN_NEG, "mean horizon weight of failed rollouts"
-    ),
-    ("saah_pass1", "sums model", ""): lambda: _two(
-        _experiment("composite"), "sa_ah", "mean", _after("pass@1"), "pass@1 after training", "SA-AH", "plain"
-    ),
-    ("saah_pass1", "CPU preset", ""): lambda: _two(
-        _cpu_runs(), "sa_ah", "mean", _after("pass@1"), "pass@1 after training", "SA-AH", "plain"
-    ),
+    ("saah_variance", "sums model", ""): lambda: _saah(_experiment("composite"), _variance, _VARIANCE, 4),
+    ("saah_variance", "CPU preset", ""): lambda: _saah(_cpu_runs(), _variance, _VARIANCE, 4),
+    ("saah_length", "sums model", ""): lambda: _within(_experiment("composite"), "completions/mean_length", _LENGTH, 1),
+    ("saah_length", "CPU preset", ""): lambda: _within(_cpu_runs(), "completions/mean_length", _LENGTH, 1),
+    ("saah_curriculum", "sums model", ""): lambda: _within(_experiment("composite"), SAAH_W_MEAN_NEG, _WEIGHT),
+    ("saah_curriculum", "CPU preset", ""): lambda: _within(_cpu_runs(), SAAH_W_MEAN_NEG, _WEIGHT),
+    ("saah_pass1", "sums model", ""): lambda: _saah(_experiment("composite"), _after("pass@1"), _PASS1),
+    ("saah_pass1", "CPU preset", ""): lambda: _saah(_cpu_runs(), _after("pass@1"), _PASS1),
     ("neg_correct", "sums model", ""): lambda: _two(
-        _experiment("composite"),
-        "mean",
-        "qae",
-        _total(QAE_NEG_CORRECT),
-        "correct answers given A < 0, summed over the steps",
-        "mean",
-        "quantile",
-        1,
+        _experiment("composite"), "mean", "qae", _total(QAE_NEG_CORRECT), _NEG_CORRECT, "mean", "quantile", 1
     ),
 }
 """Each claim in each setting that measures it, by ``(claim, setting, variant)`` (a variant: the same setting
@@ -370,7 +307,7 @@ def judge(claim: str, setting: str, variant: str = "") -> tuple[Evidence, Verdic
 
 def judge_all(settings: Sequence[str] | None = None) -> dict[tuple[str, str, str], tuple[dict, Verdict]]:
     r"""Every verdict of :data:`EVIDENCE` (in ``settings`` only, when given), as
-    :func:`qae_lab.analysis.claims.scoreboard` and :func:`~qae_lab.analysis.claims.matrix` take them.
+    :func:`qae_lab.analysis.claims.scoreboard` takes them.
 
     >>> judged = judge_all(["CPU preset"]); judged["sparsity", "CPU preset", ""][1].word
     'holds'

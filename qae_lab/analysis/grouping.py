@@ -1,29 +1,22 @@
 r"""Which runs may be averaged and compared: the same settings, the same length, distinct seeds.
 
 A mean over seeds is a mean over repeats of one experiment, so :func:`group_runs` puts two runs
-(:class:`qae_lab.analysis.compare.Run`) in one :class:`Group` only when they have
+(:class:`qae_lab.analysis.compare.Run`) in one :class:`Group` only when they have the same method and come from the
+same place (the committed reference runs, or your own ``runs/``), the same settings (:func:`settings_of`: the
+``config.json`` fields that change the experiment, and whether a knob was steered live) and the same length
+(:func:`run_length`: a run stopped early is shorter than its ``max_steps``). Within a group a seed counts once: of
+runs that share a seed (a rerun) the newest is kept and the others are set aside, with the reason.
 
-* the same method (:attr:`Run.method <qae_lab.analysis.compare.Run>`) and come from the same place (the
-  committed reference runs, or your own ``runs/``),
-* the same settings (:func:`settings_of`: the ``config.json`` fields in :data:`SETTINGS` that change
-  the experiment, and whether a knob was steered live; the output folder, logging, saving and the
-  seed do not count),
-* the same length (:func:`run_length`: the last step trained; a run stopped early with Stop is
-  shorter than its ``max_steps``).
-
-Within a group a seed counts once: of runs that share a seed (a rerun) the newest is kept and the
-others are set aside, with the reason, so "n seeds" means n distinct seeds.
-
-:func:`differences` lists the settings two groups differ in (a method's own knobs left out when the
-methods differ: that difference is the comparison); :func:`qae_lab.analysis.compare.versus_baseline` compares
-only groups without differences.
+:func:`differences` lists the settings two groups differ in (a method's own knobs left out when the methods differ:
+that difference is the comparison); :func:`qae_lab.analysis.compare.versus_baseline` compares only groups without.
 """
 
 from __future__ import annotations
 
+import itertools
 import textwrap
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from qae_lab.knobs import knob_changes
 from qae_lab.methods import method_settings
@@ -78,10 +71,8 @@ def _frozen(value):
 
 
 def settings_of(run) -> dict[str, object]:
-    r"""The settings of a run that change its experiment: :data:`SETTINGS` read from its config, then
-    :data:`LIVE`, the knobs changed during training (None when they never changed).
-
-    In :data:`SETTINGS` order; a field missing from the config takes its default there, lists become tuples.
+    r"""The settings of a run that change its experiment: :data:`SETTINGS` read from its config (a missing field
+    takes its default there), then :data:`LIVE`, the knobs changed during training (None when they never changed).
 
     >>> from qae_lab.analysis.compare import Run
     >>> rows = [{"step": 1, "reward": 0.5, "qae/k": 0.4}, {"step": 2, "reward": 0.5, "qae/k": 0.6}]
@@ -106,7 +97,7 @@ def settings_of(run) -> dict[str, object]:
 
 
 def run_length(run) -> int:
-    r"""The last training step a run logged (0 for a run without steps): how long it actually trained.
+    r"""The last training step a run logged (0: none): how long it actually trained.
 
     >>> from qae_lab.analysis.compare import Run
     >>> run_length(Run("r", "qae", 0, {"trainer": {"max_steps": 400}}, [{"step": 1}, {"step": 48}], None, None))
@@ -118,24 +109,20 @@ def run_length(run) -> int:
 def _seeds_text(seeds: Sequence) -> str:
     """'seed 42', 'seeds 0-2', 'seeds 0, 5', 'seed ?' (unknown)."""
     known = sorted(s for s in seeds if s is not None)
-    parts, i = [], 0
-    while i < len(known):
-        j = i
-        while j + 1 < len(known) and known[j + 1] == known[j] + 1:
-            j += 1
-        parts.append(str(known[i]) if i == j else f"{known[i]}-{known[j]}")
-        i = j + 1
+    parts = []
+    for _, run in itertools.groupby(enumerate(known), lambda p: p[1] - p[0]):  # consecutive seeds: one run
+        run = [s for _, s in run]
+        parts.append(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}")
     parts += ["?"] * (len(seeds) - len(known))
     return ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(parts)
 
 
 @dataclass(frozen=True, eq=False)
 class Group:
-    r"""Runs of one method, settings and length, one per distinct seed: what a mean over seeds may average.
+    r"""Runs of one method, settings and length, one per distinct seed (in seed order): what a mean may average.
 
-    ``label``: the name in tables and legends (the method for a method's only reference group, else :attr:`title`,
-    with `` #2``... where titles coincide); ``mine``: your own runs (``runs/``); ``steps``: :func:`run_length`;
-    ``runs``: the counted runs, one per seed, in seed order; ``set_aside``: ``(run, why)`` for each run not counted.
+    ``label``: the name in tables and legends (the method for a method's only reference group, else :attr:`title`);
+    ``mine``: your own runs; ``set_aside``: ``(run, why)`` for each run not counted.
 
     >>> from qae_lab.analysis.compare import Run
     >>> [g] = group_runs([], [Run("a", "qae", 42, {}, [{"step": 48}], None, None)])
@@ -179,12 +166,9 @@ def _newest(run) -> tuple:
 
 
 def group_runs(runs: Iterable, mine: Iterable = ()) -> list[Group]:
-    r"""Reference ``runs`` and your own runs (``mine``) in :class:`Group` s of one method, settings and length.
-
-    Groups come in the order their first run appears, reference groups first. Within a group, of the
-    runs that share a seed the newest (the latest logged ``time``, then the name) is kept.
-
-    ``mine``: your own runs, labelled ``<method> (yours, <steps> steps, <seeds>)``.
+    r"""Reference ``runs`` and your own runs (``mine``) in :class:`Group` s of one method, settings and length, in
+    the order their first run appears, reference groups first; of runs that share a seed the newest (latest logged
+    ``time``, then name) is kept.
 
     >>> from qae_lab.analysis.compare import Run
     >>> run = lambda name, seed, n: Run(name, "qae", seed, {}, [{"step": s} for s in range(1, n + 1)], None, None)
@@ -227,15 +211,7 @@ def _labelled(groups: list[Group]) -> list[Group]:
             for i in same:
                 labels[i] = label[:-1] + "".join(f", {k}={groups[i].settings[k]}" for k in varying) + ")"
     return [
-        Group(
-            label + (f" #{labels[:i].count(label) + 1}" if labels[:i].count(label) else ""),
-            g.method,
-            g.mine,
-            g.steps,
-            g.settings,
-            g.runs,
-            g.set_aside,
-        )
+        replace(g, label=label + (f" #{labels[:i].count(label) + 1}" if labels[:i].count(label) else ""))
         for i, (g, label) in enumerate(zip(groups, labels))
     ]
 
@@ -261,12 +237,9 @@ def _own_knobs(a: Group, b: Group) -> set[str]:
 
 
 def differences(a: Group, b: Group) -> dict[str, tuple]:
-    r"""The settings two groups differ in, ``{name: (a's value, b's value)}``: their length first (``"steps"``),
-    then :func:`settings_of`'s fields in order. No differences: the groups are comparable.
-
-    When the methods differ, each method's own knobs (its baseline and token weighting, its
-    partners' settings, K unless both use the quantile baseline, alpha unless both weight tokens)
-    are not differences: they are what the comparison is about.
+    r"""The settings two groups differ in, ``{name: (a's value, b's value)}``, their length (``"steps"``) first; none:
+    comparable. When the methods differ, each one's own knobs (baseline, token weighting, K unless both use the
+    quantile baseline, alpha unless both weight tokens) are what the comparison is about, not differences.
 
     >>> from qae_lab.analysis.compare import Run
     >>> ref = Run("qae-seed0", "qae", 0, {"run": {"n_train": 2000}}, [{"step": 400}], None, None)
@@ -322,7 +295,7 @@ def describe_groups(groups: Sequence[Group]) -> str:
 
 def differences_report(groups: Sequence[Group]) -> str:
     r"""For each of your groups, how it differs from the nearest reference group (same method first, then the
-    fewest differences), or that it is comparable with it: every difference, wrapped at 100 characters.
+    fewest differences), or that it is comparable with it.
 
     >>> from qae_lab.analysis.compare import Run
     >>> ref = [Run(f"qae-seed{s}", "qae", s, {"run": {"n_train": 2000}}, [{"step": 400}], None, None) for s in (0, 1)]

@@ -69,43 +69,39 @@ def _dapo(steps: int, batch: int, per_generation: int, lr: str, every: int, *aft
 # methods unlearned (the tiny model's arithmetic breaks), and clipping stayed rare everywhere (<= 0.7% of tokens).
 BASE_SETS = _sets(120, "5e-5", "num_iterations=2")
 
-# Each experiment: what it shows, the settings its runs share, the methods compared, the seeds (fresh: the
-# search used SEARCH_SEED only). "k_values" (K sweep only): one run per K and seed with --set quantile_k=K.
+
+def _experiment(what: str, methods: tuple[str, ...], sets=BASE_SETS, seeds=(0, 1, 2), **more) -> dict:
+    """One experiment of cpu-sums: what it shows, the ``--set``s its runs share, the methods compared, the seeds."""
+    return {"what": what, "preset": "cpu-sums", "sets": list(sets), "methods": methods, "seeds": seeds, **more}
+
+
+# The seeds are fresh (the search used SEARCH_SEED only). "k_values" (K sweep only): one run per K and seed with
+# --set quantile_k=K; "with": another experiment's runs it shares.
 EXPERIMENTS: dict[str, dict] = {
-    "entropy": {
-        "what": "entropy, its ledger, diversity and pass@k under the mean and the quantile baseline, with and "
-        "without Clip-Higher (QAE, sec. 2)",
-        "preset": "cpu-sums",
-        "sets": list(BASE_SETS),
-        "methods": ("mean", "qae", "mean+clip_higher", "qae+clip_higher"),
-        "seeds": (0, 1, 2),
-    },
-    "composite": {
-        "what": "SA-AH's composite reward (r_max 7.5): correct answers with a negative advantage, SA-AH's training "
-        "variance, length and weights (sec. 3)",
-        "preset": "cpu-sums",
-        "sets": [*BASE_SETS, "reward=composite", "success_threshold=5.0"],
-        "methods": ("mean", "qae", "sa_ah"),
-        "seeds": (0, 1, 2),
-    },
-    "k_sweep": {
-        "what": "QAE at K = 0.2 ... 0.8: entropy, regimes, pass@1 and pass@32 (sec. 2); K = 0.4 is the entropy "
-        "experiment's qae runs (the same settings)",
-        "preset": "cpu-sums",
-        "sets": list(BASE_SETS),
-        "methods": ("qae",),
-        "k_values": (0.2, 0.6, 0.8),
-        "seeds": (0, 1, 2),
-        "with": ("entropy", "qae"),
-    },
-    "dynamic_sampling": {
-        "what": "QAE with and without DAPO's dynamic sampling (DAPO, sec. 3.2): groups dropped, generations spent, "
-        "pass@k and entropy; seeds no other experiment and no search used",
-        "preset": "cpu-sums",
-        "sets": list(BASE_SETS),
-        "methods": ("qae", "qae+dynamic_sampling"),
-        "seeds": (3, 4, 5),
-    },
+    "entropy": _experiment(
+        "entropy, its ledger, diversity and pass@k under the mean and the quantile baseline, with and without "
+        "Clip-Higher (QAE, sec. 2)",
+        ("mean", "qae", "mean+clip_higher", "qae+clip_higher"),
+    ),
+    "composite": _experiment(
+        "SA-AH's composite reward (r_max 7.5): correct answers with a negative advantage, SA-AH's training variance, "
+        "length and weights (sec. 3)",
+        ("mean", "qae", "sa_ah"),
+        [*BASE_SETS, "reward=composite", "success_threshold=5.0"],
+    ),
+    "k_sweep": _experiment(
+        "QAE at K = 0.2 ... 0.8: entropy, regimes, pass@1 and pass@32 (sec. 2); K = 0.4 is the entropy experiment's "
+        "qae runs (the same settings)",
+        ("qae",),
+        k_values=(0.2, 0.6, 0.8),
+    )
+    | {"with": ("entropy", "qae")},
+    "dynamic_sampling": _experiment(
+        "QAE with and without DAPO's dynamic sampling (DAPO, sec. 3.2): groups dropped, generations spent, pass@k "
+        "and entropy; seeds no other experiment and no search used",
+        ("qae", "qae+dynamic_sampling"),
+        seeds=(3, 4, 5),
+    ),
 }
 
 # The search that chose BASE_SETS, on one seed the reported runs never use: each entry a name, a method and the
@@ -124,12 +120,10 @@ SEARCH: tuple[tuple[str, str, list[str]], ...] = tuple(
     for method in ("mean+clip_higher", "qae+clip_higher")
 )
 
-# The search of the regimes experiment (QAE's Prop. 4.2 by the regime a prompt starts in), on SEARCH_SEED too: DAPO's
-# regime, where one generation of 8 prompts x 8 feeds several optimizer steps (steps_per_generation 8 or 16 times
-# gradient_accumulation_steps = 1, in mini-batches of 8 or 4 of its responses: TRL shuffles the generation and
-# slices it), so the ratio leaves 1 on every step but a generation's first and Clip-Higher's range can act; 60
-# generations each, a held-out regime evaluation nine times per run (64 prompts x 4 samples); pass@1 before and
-# after from 8 samples per problem instead of the preset's 32 (the search's CPU time went to training).
+# The search of the regimes experiment, on SEARCH_SEED too: DAPO's regime, one generation of 8 prompts x 8 feeding
+# 8 or 16 optimizer steps (TRL shuffles the generation and slices it into mini-batches), so the ratio leaves 1 and
+# Clip-Higher's range can act; a held-out regime evaluation nine times per run (64 prompts x 4 samples); pass@1 from
+# 8 samples per problem instead of the preset's 32 (the search's CPU time went to training).
 REGIME_SEARCH: tuple[tuple[str, str, list[str]], ...] = tuple(
     (f"{tag}-{method}", method, sets)
     for tag, sets in (
@@ -140,21 +134,18 @@ REGIME_SEARCH: tuple[tuple[str, str, list[str]], ...] = tuple(
     )
     for method in ("mean+clip_higher", "qae+clip_higher")
 )
-# What the regimes experiment's runs share beyond cpu-sums, chosen by REGIME_SEARCH (search_regimes.json): of the
-# tries, the one that clipped the most tokens while neither method's pass@1 fell below the start model's: 8 optimizer
-# steps per generation at lr 5e-5 clipped 0.12% (mean+clip_higher) and 0.03% (qae+clip_higher) of the tokens, pass@1
-# 0.440 -> 0.447 and 0.469; 16 steps per generation clipped 0.36% and 0.08% but qae+clip_higher fell to 0.395, and lr
-# 2e-5 clipped 0.01% and 0.00%. The reported runs evaluate with the preset's 32 samples per problem.
+# What the regimes experiment's runs share, chosen by REGIME_SEARCH (search_regimes.json): of the tries, the one
+# that clipped the most tokens while neither method's pass@1 fell below the start model's: 8 steps per generation at
+# lr 5e-5 clipped 0.12% (mean) and 0.03% (qae) of the tokens, pass@1 0.440 -> 0.447 and 0.469; 16 steps clipped 0.36%
+# and 0.08% but qae fell to 0.395; lr 2e-5 clipped 0.01% and 0.00%. The reported runs evaluate with 32 samples.
 REGIME_SETS = _dapo(480, 8, 8, "5e-5", 60)
-EXPERIMENTS["regimes"] = {
-    "what": "QAE's Prop. 4.2 by the regime a prompt starts in: a held-out set's hardest and easiest quarter at the "
-    "start, their entropy and success under the mean and the quantile baseline, with Clip-Higher in DAPO's "
-    "regime of several optimizer steps per generation (sec. 4)",
-    "preset": "cpu-sums",
-    "sets": list(REGIME_SETS),
-    "methods": ("mean+clip_higher", "qae+clip_higher"),
-    "seeds": (0, 1, 2),
-}
+EXPERIMENTS["regimes"] = _experiment(
+    "QAE's Prop. 4.2 by the regime a prompt starts in: a held-out set's hardest and easiest quarter at the start, "
+    "their entropy and success under the mean and the quantile baseline, with Clip-Higher in DAPO's regime of several "
+    "optimizer steps per generation (sec. 4)",
+    ("mean+clip_higher", "qae+clip_higher"),
+    REGIME_SETS,
+)
 
 # each search: its tries and the file under data/reference_runs/phenomena/ that summarises them
 SEARCHES: dict[str, tuple[tuple[tuple[str, str, list[str]], ...], str]] = {
@@ -164,7 +155,7 @@ SEARCHES: dict[str, tuple[tuple[tuple[str, str, list[str]], ...], str]] = {
 
 
 def run_names(experiment: str) -> list[tuple[str, str, list[str]]]:
-    r"""``(folder, method, sets)`` of every run of an experiment: its folder name, ``--method`` and own ``--set``s.
+    r"""``(folder, method, sets)`` of every run of an experiment (its own ``--set``s).
 
     >>> run_names("k_sweep")[:2]
     [('qae-k0.2-seed0', 'qae', ['quantile_k=0.2', 'seed=0']), ('qae-k0.6-seed0', 'qae', ['quantile_k=0.6', 'seed=0'])]
@@ -176,16 +167,13 @@ def run_names(experiment: str) -> list[tuple[str, str, list[str]]]:
     for seed in exp["seeds"]:
         for method in exp["methods"]:
             for k in exp.get("k_values", (None,)):
-                if k is None:
-                    out.append((f"{method}-seed{seed}", method, [f"seed={seed}"]))
-                else:
-                    out.append((f"{method}-k{k}-seed{seed}", method, [f"quantile_k={k}", f"seed={seed}"]))
+                tag, sets = ("", []) if k is None else (f"-k{k}", [f"quantile_k={k}"])
+                out.append((f"{method}{tag}-seed{seed}", method, [*sets, f"seed={seed}"]))
     return out
 
 
 def load_experiment(reference_runs: str | Path, experiment: str) -> list[Run]:
-    r"""The committed runs of one experiment, from ``<reference_runs>/phenomena/<experiment>/``, with the runs it
-    shares with another experiment (``"with"``: the K sweep's K = 0.4 runs are the entropy experiment's qae runs).
+    r"""The committed runs of one experiment, with those it shares with another (``"with"``).
 
     >>> from qae_lab.analysis.compare import find_reference_runs
     >>> sorted({r.method for r in load_experiment(find_reference_runs(), "composite")})
@@ -225,9 +213,8 @@ def window_mean(rows: Sequence[Mapping], metric: str, start: int = 1, stop: int 
 
 
 def peak(values: Sequence[float], window: int) -> float | None:
-    r"""The largest trailing ``window``-value average over the full windows (all values' mean when fewer); None if empty.
-
-    A single noisy value, or the first steps' shorter windows, cannot make the peak.
+    r"""The largest trailing ``window``-value average over the full windows (all values' mean when fewer; None if
+    empty): a single noisy value, or the first steps' shorter windows, cannot make the peak.
 
     >>> peak([0.9, 0.1, 0.1, 0.5, 0.5], 2), peak([0.2, 0.4], 5), peak([], 3)
     (0.5, 0.30000000000000004, None)
@@ -240,9 +227,8 @@ def peak(values: Sequence[float], window: int) -> float | None:
 
 
 def k_sweep_rows(runs: Sequence[Run], last: int = 20) -> list[dict]:
-    r"""One row per K of a K sweep: ``k``, ``seeds`` and a :class:`~qae_lab.analysis.stats.Stat` over seeds of the
-    final entropy and the final easy-prompt fraction (means of the last ``last`` steps that log them) and of
-    sampled pass@1 and pass@32 after training.
+    r"""One row per K of a K sweep: a :class:`~qae_lab.analysis.stats.Stat` over seeds of the final entropy and easy
+    fraction (means of the last ``last`` steps) and of pass@1 and pass@32 after training.
 
     >>> from qae_lab.analysis.compare import Run
     >>> run = lambda k, e: Run("r", "qae", 0, {"trainer": {"quantile_k": k}}, [{"step": 1, "entropy": e}], None,
@@ -256,34 +242,33 @@ def k_sweep_rows(runs: Sequence[Run], last: int = 20) -> list[dict]:
     for r in runs:
         by_k.setdefault(float(r.config["trainer"]["quantile_k"]), []).append(r)
 
-    def final(r: Run, metric: str) -> float | None:
-        return window_mean(r.rows, metric, max(1, r.rows[-1]["step"] - last + 1)) if r.rows else None
-
     return [
         {
             "k": k,
             "seeds": len(by_k[k]),
-            "final entropy": stat(final(r, "entropy") for r in by_k[k]),
-            "final easy fraction": stat(final(r, QAE_EASY_FRAC) for r in by_k[k]),
+            "final entropy": stat(_final(r, "entropy", last) for r in by_k[k]),
+            "final easy fraction": stat(_final(r, QAE_EASY_FRAC, last) for r in by_k[k]),
             **{key: stat((r.after or {}).get(key) for r in by_k[k]) for key in ("pass@1", "pass@32")},
         }
         for k in sorted(by_k)
     ]
 
 
+def _final(r: Run, metric: str, last: int) -> float | None:
+    """The mean of ``metric`` over a run's last ``last`` steps."""
+    return window_mean(r.rows, metric, max(1, r.rows[-1]["step"] - last + 1)) if r.rows else None
+
+
 _APART = {True: "no", False: "yes", None: None}  # within_spread (the seed ranges overlap) -> "seed ranges apart"
 
 
 def dynamic_sampling_rows(runs: Sequence[Run], last: int = 20) -> list[dict]:
-    r"""The dynamic-sampling comparison, one row per method (a :class:`~qae_lab.analysis.stats.Stat` over its seeds
-    in each column), then ``with - without``: the difference of the means, for every method ``M+dynamic_sampling``
-    beside its ``M``, and whether their seed ranges lie apart (``"yes"``: every seed of one beyond every seed of the
-    other; ``"no"``: the ranges overlap, a difference within the seed spread).
+    r"""The dynamic-sampling comparison: per method a :class:`~qae_lab.analysis.stats.Stat` over seeds a column, then
+    for each ``M+dynamic_sampling`` beside its ``M`` the difference of the means and whether their seed ranges lie
+    apart (``"no"``: they overlap, a difference within the seed spread).
 
-    Columns: sampled pass@1 before and after training and pass@32 after; the final entropy (mean of the last ``last``
-    steps); the share of groups without signal among those generated (TRL's ``frac_reward_zero_std``) and among
-    those trained (all that were generated without dynamic sampling; ``dynamic_sampling/groups_without_signal`` per
-    group with it); completions generated per generation batch; seconds to the last training step.
+    The share of groups without signal is given among those generated (TRL's ``frac_reward_zero_std``) and among
+    those trained (without dynamic sampling, all that were generated).
 
     >>> from qae_lab.analysis.compare import Run
     >>> cfg = {"trainer": {"generation_batch_size": 8, "num_generations": 4}}
@@ -299,9 +284,6 @@ def dynamic_sampling_rows(runs: Sequence[Run], last: int = 20) -> list[dict]:
     ('qae+dynamic_sampling - qae', 0.1, None)
     """
     last = check_int(last, "last", 1)
-
-    def final(r: Run) -> float | None:
-        return window_mean(r.rows, "entropy", max(1, r.rows[-1]["step"] - last + 1)) if r.rows else None
 
     def trained(r: Run) -> float | None:
         if r.method.endswith("+dynamic_sampling"):
@@ -319,7 +301,7 @@ def dynamic_sampling_rows(runs: Sequence[Run], last: int = 20) -> list[dict]:
         "pass@1 before": lambda r: (r.before or {}).get("pass@1"),
         "pass@1 after": lambda r: (r.after or {}).get("pass@1"),
         "pass@32 after": lambda r: (r.after or {}).get("pass@32"),
-        "final entropy": final,
+        "final entropy": lambda r: _final(r, "entropy", last),
         "no-signal share generated": lambda r: window_mean(r.rows, "frac_reward_zero_std"),
         "no-signal share trained": trained,
         "completions per batch": generated,
@@ -335,26 +317,11 @@ def dynamic_sampling_rows(runs: Sequence[Run], last: int = 20) -> list[dict]:
         base = by_method.get(m.removesuffix("+dynamic_sampling"))
         if m.endswith("+dynamic_sampling") and base is not None:
             with_ = by_method[m]
-            rows.append(
-                {
-                    "method": f"{m} - {base['method']}",
-                    "seeds": None,
-                    **{
-                        c: None if with_[c] is None or base[c] is None else with_[c].mean - base[c].mean
-                        for c in columns
-                    },
-                }
-            )
-            rows.append(
-                {
-                    "method": "seed ranges apart",
-                    "seeds": None,
-                    **{
-                        c: None if with_[c] is None or base[c] is None else _APART[within_spread(with_[c], base[c])]
-                        for c in columns
-                    },
-                }
-            )
+            both = [c for c in columns if with_[c] is not None and base[c] is not None]
+            diff = {c: with_[c].mean - base[c].mean for c in both}
+            apart = {c: _APART[within_spread(with_[c], base[c])] for c in both}
+            for name, got in ((f"{m} - {base['method']}", diff), ("seed ranges apart", apart)):
+                rows.append({"method": name, "seeds": None, **{c: got.get(c) for c in columns}})
     return rows
 
 
@@ -378,9 +345,8 @@ def pass_at_k_table(runs: Sequence[Run]) -> dict[str, dict[str, dict[int, Stat]]
 
 
 def clipped_fraction(run: Run, side: str = "region") -> float | None:
-    r"""Mean share of tokens PPO's clip stopped (``clip_ratio/region_mean``) over the steps that reuse a generation
-    (no ``reward`` logged): on a generation's first pass the ratio is 1 and nothing is clipped. ``side="high"``:
-    only the upper end, 1 + epsilon_high, the one Clip-Higher widens (``clip_ratio/high_mean``); ``"low"``: the lower.
+    r"""Mean share of tokens PPO's clip stopped over the steps that reuse a generation (no ``reward`` logged: on a
+    generation's first pass the ratio is 1). ``side="high"``: the end Clip-Higher widens; ``"low"``: the other.
 
     >>> from qae_lab.analysis.compare import Run
     >>> rows = [{"step": 1, "reward": 0.5, "clip_ratio/region_mean": 0.0}, {"step": 2, "clip_ratio/region_mean": 0.02}]
@@ -395,8 +361,7 @@ def clipped_fraction(run: Run, side: str = "region") -> float | None:
 
 
 def clipped_share(runs: Sequence[Run]) -> float | None:
-    r"""The share of tokens PPO's clip stopped on the passes that reuse a generation, averaged over the runs that
-    log it (:func:`clipped_fraction`); None where none does.
+    r""":func:`clipped_fraction` averaged over the runs that log it; None where none does.
 
     >>> from qae_lab.analysis.compare import Run
     >>> rows = lambda x: [{"step": 1, "reward": 0.5}, {"step": 2, "clip_ratio/region_mean": x}]
@@ -412,9 +377,8 @@ SHARPENING = ("pass@1", "pass@32", "distinct_correct")  # what RL sharpening mov
 
 
 def sharpening_rows(runs: Sequence[Run]) -> list[dict]:
-    r"""Per method and evaluation (before, after training): the :class:`~qae_lab.analysis.stats.Stat` over seeds of
-    pass@1, pass@32 and the distinct correct texts among 32 samples (:data:`SHARPENING`). Sharpening shows as pass@1
-    up while pass@32 does not rise and the distinct correct texts become fewer.
+    r"""Per method, before and after training: the :class:`~qae_lab.analysis.stats.Stat` over seeds of each of
+    :data:`SHARPENING` (the distinct correct texts among 32 samples).
 
     >>> from qae_lab.analysis.compare import Run
     >>> ev = lambda p1, d: {"pass@1": p1, "pass@32": 0.98, "distinct_correct": d}
@@ -434,10 +398,8 @@ def sharpening_rows(runs: Sequence[Run]) -> list[dict]:
 
 
 def sharpening_line(rows: Sequence[dict]) -> str:
-    r"""Which way pass@1, pass@32 and the distinct correct texts went from before to after training, read from
-    :func:`sharpening_rows` (the means over seeds, every method): the sentence under notebook 06's table, so that the
-    prose says what these runs show, sharpening or not. A quantity "rose" or "fell" when every method's mean moved
-    that way ("rose or stayed" where some stayed equal), "moved both ways" where methods disagree.
+    r"""Notebook 06's sentence on :func:`sharpening_rows`: which way each quantity's mean over seeds went in every
+    method ("rose or stayed" where some stayed equal, "moved both ways" where methods disagree).
 
     >>> from qae_lab.analysis.stats import stat
     >>> row = lambda m, w, p1, d: {"method": m, "when": w, "pass@1": stat([p1]), "pass@32": stat([1.0]),
@@ -477,11 +439,9 @@ _SEARCH_HIDDEN = ("sparse_update=false", "disable_tqdm=true", "save_model=false"
 
 
 def search_row(run: Run) -> dict:
-    r"""What notebook 06's "settings tried" table keeps of an exploratory run: its settings and figures.
-
-    ``sets``: the run's ``--method`` and ``--set`` overrides (``config.json``'s ``run.build``) less the bookkeeping
-    ones; entropy and reward over the first and last 20% of the steps, the entropy's 10-row :func:`peak`;
-    ``clipped`` and ``clipped_high``: :func:`clipped_fraction`; pass@1 and pass@32 before and after, if evaluated.
+    r"""What notebook 06's "settings tried" table keeps of an exploratory run: its ``--method`` and ``--set``s less
+    the bookkeeping ones; entropy and reward over the first and last 20% of the steps, the entropy's 10-row
+    :func:`peak`, :func:`clipped_fraction` and pass@k before and after.
 
     >>> from qae_lab.analysis.compare import Run
     >>> rows = [{"step": s, "entropy": 0.1 if s < 6 else 0.3, "reward": 0.5} for s in range(1, 11)]
@@ -504,11 +464,7 @@ def search_row(run: Run) -> dict:
 
     e_first, e_last, e = ends("entropy")
     r_first, r_last, _ = ends("reward")
-    evals = {
-        f"{key}_{when}": (getattr(run, when) or {}).get(key)
-        for key in ("pass@1", "pass@32")
-        for when in ("before", "after")
-    }
+    evals = {f"{k}_{w}": (getattr(run, w) or {}).get(k) for k in ("pass@1", "pass@32") for w in ("before", "after")}
     return {
         "name": run.name,
         "sets": sets,
@@ -525,8 +481,7 @@ def search_row(run: Run) -> dict:
 
 
 def search_table(rows: Sequence[Mapping]) -> str:
-    r"""A text table of :func:`search_row` rows: per run its entropy, reward and pass@1 at the start and the end,
-    its clipped share and, below, its settings.
+    r"""A text table of :func:`search_row` rows, each run's settings below its numbers.
 
     >>> print(search_table([{"name": "a", "sets": ["lr=1"], "steps": 9, "entropy_first": 0.2, "entropy_last": 0.1,
     ...                      "reward_first": 0.4, "reward_last": 0.5, "clipped": None, "pass@1_before": 0.4,

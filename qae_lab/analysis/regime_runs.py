@@ -4,13 +4,8 @@ The runs log ``regime_eval/*`` (:mod:`qae_lab.train.regime_eval`): a fixed held-
 start model's success rate into its hardest and easiest quarter, measured before step 1 and every few steps. QAE
 (arXiv 2509.22611), Prop. 4.2, for one softmax step on one prompt: on a hard prompt (p <= 1-K) the quantile
 baseline's entropy change is at most the mean baseline's (no explosion), on an easy one (p > 1-K) at least (no
-collapse). Here, per run and group: :func:`regime_eval_curve` (the measurements against the number of updates before
-each), :func:`regime_eval_curves` (those over seeds, per method: the figure's lines), :func:`regime_eval_numbers` (the start,
-the peak, the final value and their ratios to the start) and :func:`regime_eval_table` (those over seeds). The claims are
-judged on them by :mod:`qae_lab.analysis.evidence`.
-
-Pure Python on :class:`qae_lab.analysis.compare.Run` objects: no torch, no plotting (the figure:
-:func:`qae_lab.lab.run_figures.regime_figure`).
+collapse). Pure Python on :class:`qae_lab.analysis.compare.Run` objects (the figure:
+:func:`qae_lab.lab.run_figures.regime_figure`; the claims: :mod:`qae_lab.analysis.evidence`).
 """
 
 from __future__ import annotations
@@ -41,8 +36,8 @@ def regime_eval_curve(run: Run, group: str, quantity: str = "entropy") -> tuple[
 
 
 def regime_eval_curves(runs: Sequence[Run], group: str, quantity: str = "entropy") -> dict[str, Curve]:
-    r"""Per method, the held-out ``group``'s measurements over seeds: a :class:`qae_lab.analysis.compare.Curve` against the
-    number of updates (mean, population std and range at each measurement every run of the method made).
+    r"""Per method, the held-out ``group``'s measurements over seeds, a :class:`qae_lab.analysis.compare.Curve`
+    against the number of updates.
 
     >>> runs = [Run(f"r{s}", "qae", s, {}, [{"step": 1, "regime_eval/entropy_all": 0.2 + 0.1 * s}], None, None)
     ...         for s in (0, 1)]
@@ -51,18 +46,15 @@ def regime_eval_curves(runs: Sequence[Run], group: str, quantity: str = "entropy
     """
     out = {}
     for method, group_runs in group_by_method(runs).items():
-        points = [dict(zip(*regime_eval_curve(r, group, quantity))) for r in group_runs]
-        points = [p for p in points if p]
-        curve = Curve.over(points) if points else None
-        if curve and curve.steps:
+        points = [p for r in group_runs if (p := dict(zip(*regime_eval_curve(r, group, quantity))))]
+        if points and (curve := Curve.over(points)).steps:  # the steps every run measured
             out[method] = curve
     return out
 
 
 def regime_eval_numbers(run: Run, group: str, quantity: str = "entropy") -> dict[str, float | None] | None:
-    r"""A run's held-out ``group``: ``start`` (the measurement before any update), ``peak`` (the largest),
-    ``final`` (the last), ``peak/start`` and ``final/start`` (None when the start is 0); None when the run has
-    no measurement before its first update.
+    r"""A run's held-out ``group``: ``start`` (before any update), ``peak``, ``final`` and their ratios to the start
+    (None when it is 0); None when the run has no measurement before its first update.
 
     >>> run = Run("r", "qae", 0, {}, [{"step": s, "regime_eval/entropy_easy": v} for s, v in ((1, 0.2), (5, 0.3),
     ...                                                                                     (9, 0.1))], None, None)
@@ -73,18 +65,13 @@ def regime_eval_numbers(run: Run, group: str, quantity: str = "entropy") -> dict
     if not x or x[0] != 0:
         return None
     start, peak, final = y[0], max(y), y[-1]
-    return {
-        "start": start,
-        "peak": peak,
-        "final": final,
-        "peak/start": peak / start if start else None,
-        "final/start": final / start if start else None,
-    }
+    ratios = {f"{k}/start": v / start if start else None for k, v in (("peak", peak), ("final", final))}
+    return {"start": start, "peak": peak, "final": final, **ratios}
 
 
 def regime_eval_table(runs: Sequence[Run], quantity: str = "entropy") -> list[dict]:
-    r"""Per method (in the order they first appear) and group (hard, easy, mixed): ``seeds`` and a
-    :class:`~qae_lab.analysis.stats.Stat` over seeds of each of start, peak/start, final and final/start.
+    r"""Per method and group: ``seeds`` and a :class:`~qae_lab.analysis.stats.Stat` over seeds of each of start,
+    peak/start, final and final/start.
 
     >>> runs = [Run(f"r{s}", "mean", s, {}, [{"step": 1, "regime_eval/entropy_hard": 0.2},
     ...                                      {"step": 3, "regime_eval/entropy_hard": 0.2 + 0.1 * s}], None, None)

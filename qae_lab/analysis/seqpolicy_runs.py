@@ -1,29 +1,24 @@
 r"""The exact sequence policy's experiments (notebooks 07 and 09): settings, what each run keeps, the committed files.
 
-Notebook 09's sweep: :func:`sweep_settings` names its settings (``benchmarks/seqpolicy_findings.py`` runs them with
-:func:`qae_lab.toys.seqpolicy_training.simulate`); :func:`summarise_run` is what ``data/seqpolicy/findings.json``
-(:func:`load_findings`) keeps of each run, :func:`tracking` among it for the :func:`headline` settings: how each
-per-token entropy-change estimator of :mod:`qae_lab.ledger` tracks the exact first-order change step by step. Its
-tables (:func:`sweep_rows`, :func:`cell_rows`, :func:`variance_rows`) compare two settings over the same seeds: each
-side's mean ± std and a - b with its 95% interval over the paired seeds
-(:func:`qae_lab.analysis.claims.comparison_row`). :func:`run_curves` (a simulate output) and :func:`findings_curves`
-(the committed runs) give :class:`qae_lab.analysis.compare.Curve` s for :func:`qae_lab.lab.figures.band_figure`.
+Notebook 09's sweep: :func:`sweep_settings` names its settings (``benchmarks/seqpolicy_findings.py`` runs them);
+:func:`summarise_run` is what ``data/seqpolicy/findings.json`` (:func:`load_findings`) keeps of each run, with
+:func:`tracking`: how each per-token entropy-change estimator of :mod:`qae_lab.ledger` tracks the exact first-order
+change. Its tables compare two settings over the same seeds (:func:`qae_lab.analysis.claims.comparison_row`);
+:func:`run_curves` and :func:`findings_curves` give :class:`qae_lab.analysis.compare.Curve` s for :func:`qae_lab.lab.figures.band_figure`.
 
 Notebook 07's QAE Proposition 4.2 (arXiv 2509.22611) by regime, in training: :func:`regime_settings` names the grid
-``benchmarks/seqpolicy_regimes.py`` runs; :func:`start_groups` groups each seed's prompts by their start success rate
-(the n hardest, the n easiest, all of them: :data:`REGIMES`), :func:`start_group_curves` averages per-prompt curves
-over each group, :func:`curve_summary` reads a curve's start, peak/start, early and final values, and
-:func:`summarise_regimes` is what ``data/seqpolicy/regimes.json`` (:func:`load_regimes`; the claims judged on it:
-:mod:`qae_lab.analysis.evidence`) keeps of each run. :func:`seqpolicy_regime_curve` reads one committed curve back,
-:func:`first_move` its first move away from the start (the notebook's prediction). Departure: the proposition speaks
-of one prompt's one-step change in its current regime; a prompt's regime moves as it trains, so the groups here are
-fixed by the start (what a prompt was, not what it is at step t).
+``benchmarks/seqpolicy_regimes.py`` runs; :func:`start_groups` groups each seed's prompts by their start success
+rate (:data:`REGIMES`), :func:`start_group_curves` averages per-prompt curves over each group, and
+:func:`summarise_regimes` is what ``data/seqpolicy/regimes.json`` (:func:`load_regimes`) keeps of each run.
+Departure: the proposition speaks of one prompt's one-step change in its current regime; a prompt's regime moves as
+it trains, so the groups here are fixed by the start (what a prompt was, not what it is at step t).
 """
 
 from __future__ import annotations
 
-import json
+import functools
 import math
+import operator
 import os
 import statistics
 from collections.abc import Mapping, Sequence
@@ -35,7 +30,7 @@ import torch
 from qae_lab.methods import DEFAULT_K
 from qae_lab._checks import as_real_tensor, check_int
 from qae_lab.analysis.claims import comparison_row
-from qae_lab.analysis.committed_data import data_dir
+from qae_lab.analysis.committed_data import data_dir, load_json
 from qae_lab.analysis.compare import Curve
 from qae_lab.ledger import LEDGER_FORMS
 from qae_lab.toys.seqpolicy import STARTS
@@ -62,7 +57,6 @@ __all__ = [
     "VARIANCE_QUANTITIES",
     "variance_rows",
     "REGIMES",
-    "regime_setting_name",
     "regime_settings",
     "start_groups",
     "start_group_curves",
@@ -84,24 +78,27 @@ CELLS = {
 }
 
 
-def setting_name(start: str, baseline: str, k: float, clip_higher: bool, std: bool, optimizer: str = "sgd") -> str:
-    r"""The name of one sweep setting, e.g. ``"flat/quantile K=0.4/clip-higher/std"`` (Adam: ``".../adam"``).
+def setting_name(
+    start: str, baseline: str, k: float, clip_higher: bool, std: bool | None = None, optimizer: str = "sgd"
+) -> str:
+    r"""The name of one setting: of notebook 09's sweep, e.g. ``"flat/quantile K=0.4/clip-higher/std"`` (Adam:
+    ``".../adam"``); of notebook 07's regime grid (``start`` its optimizer, ``std`` None), ``"adam/mean/clip-0.2"``.
 
     >>> setting_name("peaked", "mean", 0.4, False, True), setting_name("flat", "mean", 0.4, True, True, "adam")
     ('peaked/mean/clip-0.2/std', 'flat/mean/clip-higher/std/adam')
+    >>> setting_name("sgd", "mean", 0.4, False), setting_name("adam", "quantile", 0.4, True)
+    ('sgd/mean/clip-0.2', 'adam/quantile K=0.4/clip-higher')
     """
     base = f"quantile K={k:g}" if baseline == "quantile" else "mean"
-    name = f"{start}/{base}/{'clip-higher' if clip_higher else 'clip-0.2'}/{'std' if std else 'no-std'}"
+    name = f"{start}/{base}/{'clip-higher' if clip_higher else 'clip-0.2'}"
+    name += "" if std is None else f"/{'std' if std else 'no-std'}"
     return name if optimizer == "sgd" else f"{name}/{optimizer}"
 
 
 def sweep_settings(*, eta: float, adam_eta: float, group_size: int = 8) -> dict[str, tuple[str, UpdateSettings]]:
-    r"""The sweep: name -> (start, :class:`~qae_lab.toys.seqpolicy_training.UpdateSettings`), two passes each.
-
-    Per start (flat, peaked), plain SGD with step ``eta``: mean and quantile (K = 0.4) baselines, each with and
-    without Clip-Higher (eps_high 0.28 against 0.2) and with and without the group std; the quantile baseline also
-    at K = 0.2, 0.6, 0.8 with Clip-Higher and the std. Then Adam with learning rate ``adam_eta``: mean and quantile
-    (K = 0.4) with Clip-Higher and the std. 13 settings per start.
+    r"""The sweep: name -> (start, :class:`~qae_lab.toys.seqpolicy_training.UpdateSettings`), two passes each; per
+    start, under SGD (step ``eta``) mean and quantile (K = 0.4) with and without Clip-Higher (eps_high 0.28 against
+    0.2) and the group std, the quantile also at the other K; under Adam (``adam_eta``) mean and quantile, K = 0.4.
 
     >>> names = list(sweep_settings(eta=40.0, adam_eta=0.02)); len(names), names[0], names[-1]
     (26, 'flat/mean/clip-higher/std', 'peaked/quantile K=0.4/clip-higher/std/adam')
@@ -112,20 +109,23 @@ def sweep_settings(*, eta: float, adam_eta: float, group_size: int = 8) -> dict[
         grid += [("quantile", k, True, True, "sgd") for k in K_VALUES if k != 0.4]
         grid += [(b, 0.4, True, True, "adam") for b in ("mean", "quantile")]
         for baseline, k, clip_higher, std, opt in grid:
-            out[setting_name(start, baseline, k, clip_higher, std, opt)] = (
-                start,
-                UpdateSettings(
-                    group_size=group_size,
-                    baseline=baseline,
-                    k=k,
-                    scale="group" if std else "none",
-                    num_iterations=2,
-                    eta=adam_eta if opt == "adam" else eta,
-                    optimizer=opt,
-                    epsilon_high=0.28 if clip_higher else 0.2,
-                ),
-            )
+            settings = _update(baseline, k, clip_higher, opt, adam_eta if opt == "adam" else eta, 2, group_size, std)
+            out[setting_name(start, baseline, k, clip_higher, std, opt)] = (start, settings)
     return out
+
+
+def _update(baseline, k, clip_higher, optimizer, eta, passes, group_size, std=True) -> UpdateSettings:
+    """One setting of either grid: Clip-Higher is eps_high 0.28 (else 0.2), the group std scale "group"."""
+    return UpdateSettings(
+        group_size=group_size,
+        baseline=baseline,
+        k=k,
+        scale="group" if std else "none",
+        num_iterations=passes,
+        eta=eta,
+        optimizer=optimizer,
+        epsilon_high=0.28 if clip_higher else 0.2,
+    )
 
 
 def _round(x: float, digits: int = 4) -> float | None:
@@ -144,13 +144,12 @@ def _corr(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def tracking(out: Mapping[str, torch.Tensor]) -> dict:
-    r"""How each per-token estimator's per-step total tracks the exact first-order change of the whole step, per seed.
+    r"""How each per-token estimator's per-step total tracks the exact first-order change of the step, per seed.
 
-    For each form of :data:`qae_lab.ledger.LEDGER_FORMS`, ``estimator_<form>/dh`` against ``dh_first_order``
-    (grad H . dz, every pass): ``corr``, the Pearson correlation over steps; ``sign_agree``, the share of steps
-    with the same sign; ``ratio``, the summed estimate over the summed exact change. ``visit_share``: sum |visitation
-    part| / (sum |state part| + sum |visitation part|) of the first passes, how much of the exact change the
-    per-state terms cannot see (None under Adam, where the change does not split by sample).
+    Per form of :data:`qae_lab.ledger.LEDGER_FORMS`, ``estimator_<form>/dh`` against ``dh_first_order`` (grad H .
+    dz): ``corr`` (Pearson, over steps), ``sign_agree`` (share of steps), ``ratio`` (summed over summed).
+    ``visit_share``: sum |visit| / (sum |state| + sum |visit|) of the first passes, what the per-state terms cannot
+    see (None under Adam, where the change does not split by sample).
 
     >>> x = lambda *v: torch.tensor([v])
     >>> out = {"dh_first_order": x(2.0, 4.0, 7.0), "sampled/dh_state": x(1.0, 3.0, 5.0),
@@ -163,20 +162,16 @@ def tracking(out: Mapping[str, torch.Tensor]) -> dict:
     res = {}
     for form in LEDGER_FORMS:
         est = out[f"estimator_{form}/dh"].double()
-        agree = (est.sign() == exact.sign()).double().mean(-1)
-        res[form] = {
-            "corr": _seeds(_corr(est, exact)),
-            "sign_agree": _seeds(agree),
-            "ratio": _seeds(est.sum(-1) / exact.sum(-1)),
-        }
+        agree, ratio = (est.sign() == exact.sign()).double().mean(-1), est.sum(-1) / exact.sum(-1)
+        res[form] = {"corr": _seeds(_corr(est, exact)), "sign_agree": _seeds(agree), "ratio": _seeds(ratio)}
     state, visit = out["sampled/dh_state"].double().abs().sum(-1), out["sampled/dh_visit"].double().abs().sum(-1)
     res["visit_share"] = _seeds(visit / (state + visit))
     return res
 
 
 def headline(settings: UpdateSettings) -> bool:
-    r"""Whether a sweep setting is a headline one, K = 0.4 with Clip-Higher and the group std (either baseline, either
-    optimizer): the runs whose summaries keep the per-token estimators (:func:`summarise_run`).
+    r"""Whether a sweep setting is a headline one (K = 0.4, Clip-Higher, the group std), whose summary keeps the
+    per-token estimators.
 
     >>> headline(UpdateSettings(epsilon_high=0.28)), headline(UpdateSettings(epsilon_high=0.28, k=0.6))
     (True, False)
@@ -199,15 +194,10 @@ def summarise_run(
 ) -> dict:
     r"""What the findings keep of one :func:`~qae_lab.toys.seqpolicy_training.simulate` run, per seed (JSON-ready).
 
-    ``early_entropy`` (at step ``early``, or the last) / ``final_entropy`` / ``final_success``; ``entropy_curve``
-    and ``success_curve`` every ``every`` steps from step 0, as mean, std and range over seeds (``steps``,
-    ``mean``, ``std``, ``lo``, ``hi``, ``n``); the ledgers summed over training (``ledger``: ``sampled``, the
-    first passes, -> ``dh``, the four cells and ``dh_state`` -> per seed; with ``estimators``, also
-    ``estimator_npg`` / ``_pg`` / ``_reinforce``, every pass, -> ``dh`` and the four cells; a ledger that is NaN,
-    as ``sampled`` under Adam, is left out); ``dh_exact`` and ``dh_first_order`` summed; the means over steps of
-    ``clip_frac``, ``hard_frac``, ``zero_adv_frac``, and of ``clip_frac`` over the first ``early`` steps
-    (``early_clip_frac``); ``final_entropy_hard0`` / ``_easy0`` and ``final_success_hard0`` / ``_easy0``, means
-    over the prompts hard (p <= 0.6, K = 0.4) / easy at the start; with ``estimators``, :func:`tracking`.
+    Curves every ``every`` steps as mean, std and range over seeds; ``early_*`` at step ``early``; ``ledger``: the
+    ledgers summed over training (``sampled``, the first passes; with ``estimators`` the per-token forms, every
+    pass; a NaN ledger, as ``sampled`` under Adam, left out); ``*_hard0`` / ``*_easy0``: means over the prompts hard
+    (p <= 0.6, K = 0.4) / easy at the start; with ``estimators``, :func:`tracking`.
 
     >>> from qae_lab.toys.seqpolicy import task_batch
     >>> from qae_lab.toys.seqpolicy_training import simulate
@@ -256,22 +246,15 @@ def seed_curve(per_seed: Sequence[Sequence[float]], steps: Sequence[int]) -> Cur
         raise ValueError(
             f"per_seed must hold one row of {len(steps)} values (one per step) per seed, got shape {tuple(x.shape)}"
         )
-    return Curve(
-        list(steps),
-        x.mean(0).tolist(),
-        x.std(0, correction=0).tolist(),
-        x.min(0).values.tolist(),
-        x.max(0).values.tolist(),
-        x.shape[0],
-    )
+    spread = (x.mean(0), x.std(0, correction=0), x.amin(0), x.amax(0))
+    return Curve(list(steps), *(t.tolist() for t in spread), x.shape[0])
 
 
 def run_curves(
     out: Mapping[str, torch.Tensor], keys: Mapping[str, str], *, cumulative: bool = False, stride: int = 1
 ) -> dict[str, Curve]:
-    r"""Curves over seeds of a simulate output: legend name -> key; ``cumulative`` sums per-step metrics over steps.
-
-    Per-step metrics start at step 1, ``entropy`` and ``success`` at step 0; every ``stride``-th step is kept.
+    r"""Curves over seeds of a simulate output: legend name -> key; ``cumulative`` sums per-step metrics over steps
+    (they start at step 1, ``entropy`` and ``success`` at 0); every ``stride``-th step is kept.
 
     >>> out = {"entropy": torch.tensor([[3.0, 2.0, 1.0]]), "sampled/dh": torch.tensor([[-1.0, -1.0]])}
     >>> c = run_curves(out, {"H": "entropy", "dH": "sampled/dh"}, cumulative=True)
@@ -302,8 +285,8 @@ def findings_curves(findings: Mapping, names: Mapping[str, str], key: str = "ent
 
 
 def tracking_table(findings: Mapping, metric: str = "corr") -> tuple[list[str], list[str], list[list[float]]]:
-    r"""The headline runs' :func:`tracking` as a table for a heatmap: row labels (start, optimizer, baseline), the
-    forms, and per row the mean over seeds of ``metric`` (``corr``, ``sign_agree`` or ``ratio``) of each form.
+    r"""The headline runs' :func:`tracking` for a heatmap: row labels (start, optimizer, baseline), the forms, and
+    per row the mean over seeds of ``metric`` of each form.
 
     >>> t = {f: {"corr": [0.5, 0.7]} for f in LEDGER_FORMS}
     >>> f = {"runs": {setting_name(s, b, 0.4, True, True, o): {"tracking": t} for s in STARTS for o in OPTIMIZERS
@@ -315,7 +298,7 @@ def tracking_table(findings: Mapping, metric: str = "corr") -> tuple[list[str], 
     for start in STARTS:
         for opt in OPTIMIZERS:
             for b in ("mean", "quantile"):
-                t = findings["runs"][setting_name(start, b, 0.4, True, True, opt)]["tracking"]
+                t = findings["runs"][_headline(start, b, opt)]["tracking"]
                 labels.append(f"{start}, {opt}, {b}")
                 z.append([statistics.fmean(v for v in t[f][metric] if v is not None) for f in LEDGER_FORMS])
     return labels, list(LEDGER_FORMS), z
@@ -324,18 +307,8 @@ def tracking_table(findings: Mapping, metric: str = "corr") -> tuple[list[str], 
 # ---------------------------------------------------------------- the committed files, notebook 09's tables
 
 
-def _load(path: Path, script: str) -> dict:
-    """A committed JSON file of ``data/seqpolicy``, or ``ValueError`` naming ``path`` and the script that makes it."""
-    if not path.is_file():
-        raise ValueError(
-            f"path must be a {path.name} file; none found (make it with python benchmarks/{script}), got {path}"
-        )
-    return json.loads(path.read_text())
-
-
 def find_regimes(start: str | os.PathLike | None = None) -> Path:
-    r"""The committed ``regimes.json``: :func:`qae_lab.analysis.committed_data.data_dir` ``("seqpolicy", start)`` (a
-    checkout's ``data/`` from ``start``, default the cwd, upwards; else the copy the package carries).
+    r"""The committed ``regimes.json``: :func:`qae_lab.analysis.committed_data.data_dir` ``("seqpolicy", start)``.
 
     >>> find_regimes().name
     'regimes.json'
@@ -344,25 +317,23 @@ def find_regimes(start: str | os.PathLike | None = None) -> Path:
 
 
 def load_findings(path: str | os.PathLike | None = None) -> dict:
-    r"""The findings as a dict (``meta``, ``runs``, ``variance``); ``path`` None: the committed one, found as
-    :func:`find_regimes` finds its file.
+    r"""The findings as a dict; ``path`` None: the committed one.
 
     >>> sorted(load_findings())
     ['meta', 'runs', 'variance']
     """
-    return _load(data_dir("seqpolicy") / "findings.json" if path is None else Path(path), "seqpolicy_findings.py")
+    return load_json(data_dir("seqpolicy") / "findings.json" if path is None else path, "seqpolicy_findings.py")
 
 
 def load_regimes(path: str | os.PathLike | None = None) -> dict:
-    r"""QAE's Proposition 4.2 by regime in training (``benchmarks/seqpolicy_regimes.py``) as a dict: ``meta``,
-    ``timing``, ``search`` (the tries that chose the settings), ``runs`` (setting name -> ``settings``, ``seconds``,
-    ``groups`` -> :func:`summarise_regimes`), ``runner_up`` (the search's runner-up's
-    ``settings`` and its Adam ``runs`` on the same seeds); ``path`` None: :func:`find_regimes`.
+    r"""QAE's Proposition 4.2 by regime in training as a dict: ``search`` the tries that chose the settings, ``runs``
+    setting name -> ``groups`` -> :func:`summarise_regimes`, ``runner_up`` the search's runner-up on the same seeds;
+    ``path`` None: :func:`find_regimes`.
 
     >>> sorted(load_regimes())
     ['meta', 'runner_up', 'runs', 'search', 'timing']
     """
-    return _load(find_regimes() if path is None else Path(path), "seqpolicy_regimes.py")
+    return load_json(find_regimes() if path is None else path, "seqpolicy_regimes.py")
 
 
 # quantile (K = 0.4) against mean, both with Clip-Higher and the std, SGD unless said: (quantity, what, digits); the
@@ -385,10 +356,7 @@ SWEEP = (
 
 def _value(run: Mapping, quantity: str) -> list:
     """A per-seed list from a run's summary by a dotted path (``"ledger.sampled.dh_easy_neg"``)."""
-    node = run
-    for key in quantity.split("."):
-        node = node[key]
-    return node
+    return functools.reduce(operator.getitem, quantity.split("."), run)
 
 
 def _headline(start: str, baseline: str, optimizer: str = "sgd", k: float = DEFAULT_K) -> str:
@@ -397,10 +365,9 @@ def _headline(start: str, baseline: str, optimizer: str = "sgd", k: float = DEFA
 
 
 def sweep_rows(findings: Mapping, *, every: bool = False) -> list[dict]:
-    r"""The committed sweep as table rows, quantile (K = 0.4) against mean over the paired seeds: per start and
-    optimizer the final entropy (the headlines); ``every``: each quantity of :data:`SWEEP` under SGD, the other K
-    against the mean, and Clip-Higher against the plain clip. Columns: start, setting, quantity, a, b, a - b
-    (its 95% interval), seeds a > b.
+    r"""The committed sweep as :func:`~qae_lab.analysis.claims.comparison_row` s, quantile (K = 0.4) against mean:
+    per start and optimizer the final entropy; ``every``: each quantity of :data:`SWEEP` under SGD, the other K
+    against the mean, and Clip-Higher against the plain clip.
 
     >>> rows = sweep_rows(load_findings())
     >>> [(r["start"], r["setting"]) for r in rows]
@@ -408,38 +375,30 @@ def sweep_rows(findings: Mapping, *, every: bool = False) -> list[dict]:
     """
     meta, runs, out = findings["meta"], findings["runs"], []
 
-    def row(start: str, setting: str, a: str, b: str, quantity: str, what: str, labels=("quantile", "mean"), digits=2):
+    def row(start, setting, a, b, quantity="final_entropy", what=SWEEP[0][1], labels=("quantile", "mean"), digits=2):
         values = (_value(runs[a], quantity), _value(runs[b], quantity))
         compared = comparison_row(what.format(**meta), labels[0], values[0], labels[1], values[1], digits)
         out.append({"start": start, "setting": setting, **compared})
 
     for start in STARTS:
+        quantile, mean = _headline(start, "quantile"), _headline(start, "mean")
         for opt in OPTIMIZERS:
-            name = {"sgd": "SGD", "adam": "Adam"}[opt]
-            row(
-                start,
-                name,
-                _headline(start, "quantile", opt),
-                _headline(start, "mean", opt),
-                "final_entropy",
-                SWEEP[0][1],
-            )
+            row(start, {"sgd": "SGD", "adam": "Adam"}[opt], *(_headline(start, b, opt) for b in ("quantile", "mean")))
         if not every:
             continue
         for quantity, what, digits in SWEEP[1:]:
-            row(start, "SGD", _headline(start, "quantile"), _headline(start, "mean"), quantity, what, digits=digits)
+            row(start, "SGD", quantile, mean, quantity, what, digits=digits)
         for k in (k for k in K_VALUES if k != 0.4):
-            a = _headline(start, "quantile", k=k)
-            row(start, "SGD", a, _headline(start, "mean"), "final_entropy", SWEEP[0][1], (f"K = {k:g}", "mean"))
+            row(start, "SGD", _headline(start, "quantile", k=k), mean, labels=(f"K = {k:g}", "mean"))
         for base in ("mean", "quantile"):
             a, b = (setting_name(start, base, 0.4, c, True) for c in (True, False))
-            row(start, f"SGD, {base}", a, b, "final_entropy", SWEEP[0][1], ("Clip-Higher", "clip 0.2"))
+            row(start, f"SGD, {base}", a, b, labels=("Clip-Higher", "clip 0.2"))
     return out
 
 
 def cell_rows(findings: Mapping) -> list[dict]:
-    r"""Under SGD, per start and baseline: the exact ledger's total and its four cells (first passes summed over
-    training, nats, mean over seeds): which samples moved the entropy.
+    r"""Under SGD, per start and baseline: the exact ledger's total and its four cells (first passes, summed over
+    training, mean over seeds): which samples moved the entropy.
 
     >>> rows = cell_rows(load_findings()); [(r["start"], r["baseline"]) for r in rows][:2], sorted(rows[0])[:2]
     ([('flat', 'mean'), ('flat', 'quantile')], ['baseline', 'dh'])
@@ -489,22 +448,11 @@ def variance_rows(findings: Mapping) -> list[dict]:
 REGIMES = ("hard", "easy", "mixed")  # the n hardest prompts at the start, the n easiest, all of them
 
 
-def regime_setting_name(optimizer: str, baseline: str, k: float, clip_higher: bool) -> str:
-    r"""The name of one run of the regime grid, e.g. ``"adam/quantile K=0.4/clip-higher"``.
-
-    >>> regime_setting_name("sgd", "mean", 0.4, False), regime_setting_name("adam", "quantile", 0.4, True)
-    ('sgd/mean/clip-0.2', 'adam/quantile K=0.4/clip-higher')
-    """
-    base = f"quantile K={k:g}" if baseline == "quantile" else "mean"
-    return f"{optimizer}/{base}/{'clip-higher' if clip_higher else 'clip-0.2'}"
-
-
 def regime_settings(
     *, adam_eta: float, adam_passes: int, sgd_eta: float, sgd_passes: int, k: float = DEFAULT_K, group_size: int = 8
 ) -> dict[str, UpdateSettings]:
     r"""The regime grid: name -> :class:`~qae_lab.toys.seqpolicy_training.UpdateSettings`, {mean, quantile at ``k``} x
-    {Adam (learning rate ``adam_eta``, ``adam_passes`` passes), SGD (step ``sgd_eta``, ``sgd_passes`` passes)} x
-    {Clip-Higher (eps_high 0.28), clip 0.2}; the group std kept (scale ``"group"``). 8 settings.
+    {Adam, SGD (each its step and passes)} x {Clip-Higher (eps_high 0.28), clip 0.2}, with the group std.
 
     >>> g = regime_settings(adam_eta=0.05, adam_passes=4, sgd_eta=40.0, sgd_passes=2)
     >>> len(g), g["adam/quantile K=0.4/clip-higher"].num_iterations, g["sgd/mean/clip-0.2"].epsilon_high
@@ -514,14 +462,8 @@ def regime_settings(
     for opt, eta, passes in (("adam", adam_eta, adam_passes), ("sgd", sgd_eta, sgd_passes)):
         for baseline in ("mean", "quantile"):
             for clip_higher in (True, False):
-                out[regime_setting_name(opt, baseline, k, clip_higher)] = UpdateSettings(
-                    group_size=group_size,
-                    baseline=baseline,
-                    k=k,
-                    eta=eta,
-                    optimizer=opt,
-                    num_iterations=passes,
-                    epsilon_high=0.28 if clip_higher else 0.2,
+                out[setting_name(opt, baseline, k, clip_higher)] = _update(
+                    baseline, k, clip_higher, opt, eta, passes, group_size
                 )
     return out
 
@@ -530,10 +472,9 @@ def start_groups(p0, n: int) -> dict[str, torch.Tensor]:
     r"""Per seed, the ``n`` hardest and the ``n`` easiest prompts by their start success rate p_0, as masks that never
     overlap (unlike :func:`qae_lab.regimes.start_split`, whose held-out groups share a prompt when every rate ties).
 
-    QAE's Proposition 4.2 (arXiv 2509.22611) is two claims, one per regime: hard prompts (p <= 1-K) change their
-    entropy by at most the mean baseline's under the quantile baseline, easy ones (p > 1-K) by at least. The groups
-    here are fixed at the start: each seed's prompts sorted by p_0 (a stable sort: of equal p_0 the lower prompt
-    index counts as harder), the first ``n`` are "hard", the last ``n`` "easy"; "mixed" is every prompt.
+    QAE's Proposition 4.2 (arXiv 2509.22611): under the quantile baseline hard prompts (p <= 1-K) change their
+    entropy by at most the mean baseline's, easy ones (p > 1-K) by at least. Each seed's prompts are sorted by p_0 (a
+    stable sort: of equal p_0 the lower index counts as harder); "mixed" is every prompt.
 
     Shapes: p0 (S, P), P >= 2, n in [1, P // 2] -> :data:`REGIMES` -> (S, P) bool, n (mixed: P) True per seed.
 
@@ -604,9 +545,8 @@ class Move(NamedTuple):
 
 
 def first_move(values: Sequence[float], steps: Sequence[int]) -> Move:
-    r"""Which way a curve goes first: from x_0, the first value that differs from it sets the direction, and the move
-    lasts while the curve stays on that side of x_0; its extreme (the peak of a rise, the trough of a fall) and step.
-    A curve that never leaves x_0 gives ``extreme = start`` at the first step.
+    r"""Which way a curve goes first: the first value unlike x_0 sets the direction; the move lasts while the curve
+    stays on that side of x_0 (a curve that never leaves x_0: ``extreme = start`` at the first step).
 
     >>> first_move([1.0, 1.3, 1.6, 1.2, 0.9, 1.7], [0, 5, 10, 15, 20, 25])   # up first: the peak before it falls back
     Move(start=1.0, extreme=1.6, step=10)
@@ -633,12 +573,9 @@ def first_move(values: Sequence[float], steps: Sequence[int]) -> Move:
 
 
 def summarise_regimes(out: Mapping[str, torch.Tensor], n: int, *, early: int, every: int) -> dict:
-    r"""What ``data/seqpolicy/regimes.json`` keeps of one :func:`~qae_lab.toys.seqpolicy_training.simulate` run (JSON-ready).
-
-    Per group of :func:`start_groups`, per seed, rounded to 4 significant digits: ``start_p`` and ``final_p`` (the group's mean success rate),
-    ``start_h``, ``peak_ratio``, ``early_h`` (at step ``early``) and ``final_h`` of its mean entropy curve
-    (:func:`curve_summary`); and ``entropy_curve`` every ``every`` steps from step 0, as mean, std and range over
-    seeds (``steps``, ``mean``, ``std``, ``lo``, ``hi``, ``n``).
+    r"""What ``data/seqpolicy/regimes.json`` keeps of one :func:`~qae_lab.toys.seqpolicy_training.simulate` run:
+    per group of :func:`start_groups`, per seed, the group's mean success rate at the start and the end, its mean
+    entropy curve's :func:`curve_summary`, and that curve every ``every`` steps as mean, std and range over seeds.
 
     >>> from qae_lab.toys.seqpolicy import task_batch
     >>> from qae_lab.toys.seqpolicy_training import simulate
@@ -671,8 +608,8 @@ def summarise_regimes(out: Mapping[str, torch.Tensor], n: int, *, early: int, ev
 def seqpolicy_regime_curve(
     regimes: Mapping, group: str, baseline: str, optimizer: str = "adam", clip_higher: bool = True
 ) -> dict:
-    r"""One committed entropy curve of :func:`load_regimes`: ``group`` (hard, easy, mixed) under ``baseline`` (mean,
-    quantile), ``optimizer`` and Clip-Higher: ``steps``, ``mean``, ``std``, ``lo``, ``hi`` over seeds, ``n`` seeds.
+    r"""One committed entropy curve of :func:`load_regimes`: ``group`` (:data:`REGIMES`) under ``baseline`` (mean,
+    quantile), ``optimizer`` and Clip-Higher.
 
     >>> c = seqpolicy_regime_curve(load_regimes(), "hard", "mean"); c["steps"][:3], c["n"]
     ([0, 5, 10], 16)
@@ -681,7 +618,7 @@ def seqpolicy_regime_curve(
         raise ValueError(f"baseline must be 'mean' or 'quantile', got {baseline!r}")
     if group not in REGIMES:
         raise ValueError(f"group must be one of {list(REGIMES)}, got {group!r}")
-    name = regime_setting_name(optimizer, baseline, regimes["meta"]["k"], bool(clip_higher))
+    name = setting_name(optimizer, baseline, regimes["meta"]["k"], bool(clip_higher))
     if name not in regimes["runs"]:
         raise ValueError(f"no committed run {name!r}; runs: {sorted(regimes['runs'])}")
     return regimes["runs"][name]["groups"][group]["entropy_curve"]

@@ -2,10 +2,10 @@ r"""Numbers of training runs: smoothing over steps, training variance, mean and 
 
 Pure Python on lists of floats (no torch): :mod:`qae_lab.analysis.compare` applies these to run folders.
 
-Training variance. SA-AH-GRPO (arXiv 2606.05434) reports a "training variance" (3B:
-0.0885 for GRPO, 0.0246 for SA-AH-GRPO) without a formula. Ours, :func:`training_variance`,
-is a decision, not the paper's definition: the population variance over training steps of
-the per-step mean reward x_t around its trailing moving average m_t over ``window`` steps,
+Training variance. SA-AH-GRPO (arXiv 2606.05434) reports a "training variance" (3B: 0.0885 for GRPO, 0.0246 for
+SA-AH-GRPO) without a formula. Ours, :func:`training_variance`, is a decision, not the paper's definition: the
+population variance over training steps of the per-step mean reward x_t around its trailing moving average m_t over
+``window`` steps (:func:`detrended_variance`).
 
 Implementer's notes: docs/implementation.md, section ``qae_lab.analysis.stats``.
 """
@@ -73,9 +73,8 @@ def detrended_variance(values: Sequence[float], window: int) -> float:
 def training_variance(
     rows: Sequence[Mapping], metric: str = "reward", window: int = 20, *, detrend: bool = True
 ) -> float:
-    r"""Training variance of ``metric`` over the steps of a log (see the module docstring: our definition).
-
-    Rows without ``metric`` are skipped; ``detrend=False``: the plain population variance (``window`` unused).
+    r"""Training variance of ``metric`` over the steps of a log that hold it (the module docstring: our definition);
+    ``detrend=False``: the plain population variance.
 
     >>> rows = [{"step": t, "reward": x} for t, x in enumerate([0.0, 0.5, 0.0, 0.5, 0.0], 1)]
     >>> training_variance(rows, window=2), training_variance(rows, detrend=False)

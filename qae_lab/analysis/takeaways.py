@@ -3,14 +3,6 @@ r"""The lab's results in sentences a participant can repeat, each written from t
 Every sentence here is assembled from :func:`qae_lab.analysis.claims.verdict`'s words on the committed numbers,
 never typed by hand, so that notebook 02's and 07's summaries, the README and the docs say one thing, and say what
 was measured. A test compares each place that states one with what these functions return.
-
-* :func:`bandit_training`: notebook 02's committed bandit training (``data/bandit/prop42.json``, ``training``),
-  QAE's Prop. 4.2 judged per optimiser and learning rate on the paired replicates: hard prompts' entropy peak /
-  start (predicted lower under the quantile baseline), easy prompts' entropy at ``easy_step`` / start (higher);
-* :func:`sgd_sentence`, :func:`sgd_short`: what plain SGD gives, on 02's bandits and 07's sequence policy;
-* :func:`qae_sentence`: QAE's effect in notebook 07 and its scope (the optimiser, the searched setting, why the
-  lab's language models cannot show it);
-* :func:`saah_sentence`: SA-AH-GRPO's result on everything the lab measured of it.
 """
 
 from __future__ import annotations
@@ -26,8 +18,8 @@ __all__ = ["bandit_training", "qae_sentence", "saah_sentence", "sgd_sentence", "
 
 def bandit_training(data: Mapping | None = None, optimizer: str = "sgd") -> list[tuple[float, Verdict, Verdict]]:
     r"""``(lr, hard verdict, easy verdict)`` per learning rate of ``optimizer`` in notebook 02's committed training
-    (``data``: :func:`~qae_lab.analysis.committed_data.load_prop42`'s dict, None: the committed file): Prop. 4.2's
-    two halves, quantile against mean, paired by replicate.
+    (``data``: :func:`~qae_lab.analysis.committed_data.load_prop42`'s dict): QAE's Prop. 4.2's two halves, quantile
+    against mean, paired by replicate: hard prompts' entropy peak / start lower, easy prompts' entropy higher.
 
     >>> [(lr, h.word, e.word) for lr, h, e in bandit_training()]
     [(0.2, 'reversed', 'reversed'), (0.5, 'reversed', 'reversed'), (1.0, 'no difference', 'no difference')]
@@ -53,20 +45,14 @@ def _said(v: Verdict) -> str:
 def _one_word(hard: Verdict, easy: Verdict, half: bool = False) -> str:
     """Both halves' word where they agree, else each half's (``half``: with a null's half-widths)."""
     if hard.word == easy.word:
-        return (
-            hard.word if not half or hard.word != "no difference" else f"{hard.word} (±{max(hard.half, easy.half):.2g})"
-        )
+        both = f" (±{max(hard.half, easy.half):.2g})" if half and hard.word == "no difference" else ""
+        return hard.word + both
     say = _said if half else (lambda v: v.word)
     return f"{say(hard)} on hard prompts and {say(easy)} on easy ones"
 
 
-def _lrs(lrs: list[float]) -> str:
-    return "lr " + " and ".join(f"{lr:g}" for lr in lrs)
-
-
 def sgd_sentence(data: Mapping | None = None) -> str:
-    r"""What plain SGD gives, in one sentence: notebook 02's bandits per learning rate (16 replicates each) and
-    notebook 07's sequence policy, Prop. 4.2's two halves judged by :func:`~qae_lab.analysis.claims.verdict`.
+    r"""What plain SGD gives, in one sentence: notebook 02's bandits per learning rate and 07's sequence policy.
 
     >>> sgd_sentence()[:60]
     "Under plain SGD the quantile baseline's Prop. 4.2 direction "
@@ -76,7 +62,7 @@ def sgd_sentence(data: Mapping | None = None) -> str:
     for lr, hard, easy in bandit_training(data):
         by_word.setdefault(_one_word(hard, easy), []).append(lr)
         n = hard.n
-    bandits = " and ".join(f"{word} at {_lrs(lrs)}" for word, lrs in by_word.items())
+    bandits = " and ".join(f"{word} at lr " + " and ".join(f"{lr:g}" for lr in lrs) for word, lrs in by_word.items())
     hard, easy = (judge(claim, "sequence policy", "SGD")[1] for claim in ("hard_prop42", "easy_prop42"))
     return (
         f"Under plain SGD the quantile baseline's Prop. 4.2 direction does not appear: on notebook 02's trained "
@@ -101,7 +87,8 @@ def _agree(v: Verdict) -> str:
 
 
 def qae_sentence() -> str:
-    r"""Notebook 07's "What you saw": QAE's effect on the exact sequence policy and its scope, in two sentences.
+    r"""Notebook 07's "What you saw": QAE's effect on the exact sequence policy and its scope (the optimiser, the
+    searched setting, why the lab's language models cannot show it), in two sentences.
 
     >>> qae_sentence()[:59]
     "Under Adam, QAE's quantile baseline kept the hard prompts' "
@@ -127,11 +114,8 @@ def qae_sentence() -> str:
     )
 
 
-_MOVED = {  # what SA-AH's weights did to one update's variance (the claim: lowered it), by verdict word
-    "holds": "lowered",
-    "reversed": "raised",
-    "no difference": "did not measurably change",
-}
+# what SA-AH's weights did to one update's variance (the claim: lowered it), by verdict word
+_MOVED = {"holds": "lowered", "reversed": "raised", "no difference": "did not measurably change"}
 
 
 def _on(v: Verdict, what: str = "") -> str:
@@ -140,10 +124,9 @@ def _on(v: Verdict, what: str = "") -> str:
 
 
 def saah_sentence() -> str:
-    r"""SA-AH-GRPO's result in one sentence: its training variance and pass@1 on the lab's two small language models
-    (3 seeds), and one update's variance at a fixed policy on the exact sequence policy. Where both are no difference
-    in both settings, each 95% half-width is given on the scale of plain GRPO's value in its setting (the settings'
-    scales differ some tenfold), with the paper's effect beside them.
+    r"""SA-AH-GRPO's result in one sentence: its training variance and pass@1 on the lab's two small language models,
+    and one update's variance on the exact sequence policy. Nulls give their half-width on the scale of plain
+    GRPO's value (the settings' scales differ some tenfold), beside the paper's effect.
 
     >>> saah_sentence()[:56]
     "On the lab's small language models SA-AH-GRPO's training"

@@ -14,7 +14,7 @@ import torch
 from plotly.subplots import make_subplots
 
 from qae_lab._checks import as_real_tensor
-from qae_lab.analysis.seqpolicy_runs import REGIMES, regime_setting_name, start_groups
+from qae_lab.analysis.seqpolicy_runs import REGIMES, setting_name, start_groups
 from qae_lab.lab.figures import add_band, bar_figure, finish_layout, wrap_title
 from qae_lab.labels import PALETTE
 from qae_lab.toys.seqpolicy import prefix_reach, sequence_logprobs, space_of, state_entropies
@@ -148,10 +148,8 @@ def regimes_figure(regimes: Mapping, optimizer: str = "adam", clip_higher: bool 
     if optimizer not in ("adam", "sgd"):
         raise ValueError(f"optimizer must be 'adam' or 'sgd', got {optimizer!r}")
     names = {
-        "mean baseline": regime_setting_name(optimizer, "mean", meta["k"], bool(clip_higher)),
-        f"quantile baseline, K = {meta['k']:g}": regime_setting_name(
-            optimizer, "quantile", meta["k"], bool(clip_higher)
-        ),
+        "mean baseline": setting_name(optimizer, "mean", meta["k"], bool(clip_higher)),
+        f"quantile baseline, K = {meta['k']:g}": setting_name(optimizer, "quantile", meta["k"], bool(clip_higher)),
     }
     groups = {label: runs[name]["groups"] for label, name in names.items()}
     first = next(iter(groups.values()))
