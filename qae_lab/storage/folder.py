@@ -670,15 +670,6 @@ def holder() -> dict[str, Any]:
     }
 
 
-def _read_holder(path: Path) -> dict | None:
-    """The holder a lock file names (None: none, or no regular file: never read through a link)."""
-    try:
-        h = json.loads(read_text(path, limit=4096))
-        return {"pid": int(h["pid"]), "host": str(h["host"]), "since": str(h["since"]), "command": str(h["command"])}
-    except (OSError, ValueError, TypeError, KeyError, RecursionError):  # RunFolderError is a ValueError
-        return None
-
-
 def _lock_problem(path: Path) -> str | None:
     """Why ``path`` cannot be a run folder's lock file (None: it can): a regular file with one name."""
     problem = irregular(path)
@@ -696,31 +687,24 @@ def _lock_problem(path: Path) -> str | None:
     )
 
 
-def _describe(path: Path) -> str:
-    """The holder a lock file names, in words."""
-    h = _read_holder(path)
-    if h is None:
-        return "another process (it has not written its name yet)"
-    mine = h["pid"] == os.getpid() and h["host"] == socket.gethostname()
-    return f"process {h['pid']} on {h['host']} since {h['since']} ({h['command']})" + (
-        ", this very process" if mine else ""
-    )
-
-
-def _alive(path: Path) -> bool:
-    """Whether the holder a lock file names still runs (where there is no flock: same host, its pid alive)."""
-    h = _read_holder(path)
-    if h is None:
-        return False
-    if h["host"] != socket.gethostname():
-        return True  # another machine's process: nothing here can tell, so it counts as running
+def _lock_folder(folder: Path) -> tuple[int | None, bool | None]:
+    """``(descriptor, taken)``: the exclusive flock on the folder; taken False when another holds it, None when it
+    cannot be had here (Windows, or no flock: descriptor None).
+    """
+    if fcntl is None:  # Windows: folders cannot be locked
+        return None, None
+    fd = os.open(folder, os.O_RDONLY)
     try:
-        os.kill(h["pid"], 0)  # POSIX only (this path never runs on Windows): signal 0 tests, sends nothing
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # it exists, under another user
-    return True
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None, False
+    except OSError as err:
+        os.close(fd)
+        if err.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL, errno.EBADF):
+            return None, None
+        raise
+    return fd, True
 
 
 class RunLock:
@@ -748,7 +732,6 @@ class RunLock:
         self.path = self.folder / LOCK_NAME
         self._fd: int | None = None  # the locked descriptor (the folder's, or the lock file's)
         self._pid: int | None = None  # the process that took it (a forked child's copy never lets go of it)
-        self._file_only = False  # no flock on this file system: the lock file is the lock
 
     @property
     def held(self) -> bool:
@@ -765,19 +748,71 @@ class RunLock:
         if problem:
             raise RunFolderError(problem)
         fd, taken = _lock_folder(self.folder)
-        if taken is None:  # this file system has no flock: the lock file decides
-            self._file_only = True
-            fd, taken = _lock_file(self.path)
+        file_only = taken is None  # this file system has no flock: the lock file decides
+        if file_only:
+            fd, taken = self._lock_file()
         if not taken:
             raise RunFolderError(self._held_elsewhere())
         try:
-            if not self._file_only:
+            if not file_only:
                 atomic_write_text(self.path, json.dumps(holder()) + "\n")
         except BaseException:
             os.close(fd)
             raise
         self._fd, self._pid = fd, os.getpid()
         return self
+
+    def _lock_file(self) -> tuple[int | None, bool]:
+        """``(descriptor, taken)`` of the lock file as the lock (Windows: msvcrt; elsewhere created exclusively, taken
+        over when its holder no longer runs on this host), the holder written through that descriptor."""
+        if msvcrt is not None:
+            fd = _open_regular(self.path, os.O_RDWR | os.O_CREAT)
+            try:
+                msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+            except OSError:
+                os.close(fd)
+                return None, False
+        else:
+            try:
+                fd = _open_regular(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
+            except FileExistsError:
+                if self._alive():
+                    return None, False
+                fd = _open_regular(self.path, os.O_RDWR)  # a dead holder's file: taken over (emptied below)
+        if os.fstat(fd).st_nlink != 1:  # another name of the same file (a hard link) would be rewritten too
+            os.close(fd)
+            raise RunFolderError(_lock_problem(self.path) or f"{self.path} has several names (hard links), not one")
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.ftruncate(fd, 0)
+        os.write(fd, (json.dumps(holder()) + "\n").encode())
+        os.fsync(fd)
+        return fd, True
+
+    def _holder(self) -> dict | None:
+        """The holder the lock file names (None: none, or no regular file: never read through a link)."""
+        try:
+            h = json.loads(read_text(self.path, limit=4096))
+            return {
+                "pid": int(h["pid"]),
+                "host": str(h["host"]),
+                "since": str(h["since"]),
+                "command": str(h["command"]),
+            }
+        except (OSError, ValueError, TypeError, KeyError, RecursionError):  # RunFolderError is a ValueError
+            return None
+
+    def _alive(self) -> bool:
+        """Whether the holder the lock file names still runs (where there is no flock: same host, its pid alive)."""
+        h = self._holder()
+        if h is None or h["host"] != socket.gethostname():
+            return h is not None  # another machine's process: nothing here can tell, so it counts as running
+        try:
+            os.kill(h["pid"], 0)  # POSIX only (never asked on Windows' acquire): signal 0 tests, sends nothing
+        except ProcessLookupError:
+            return False
+        except OSError:
+            pass  # it exists, under another user
+        return True
 
     def busy(self) -> str | None:
         """The refusal :meth:`acquire` would give now, else None; takes and writes nothing (for a dry run)."""
@@ -790,14 +825,21 @@ class RunLock:
         if fd is not None:
             os.close(fd)
         if taken is None:
-            taken = not (self.path.exists() and _alive(self.path))
+            taken = not (self.path.exists() and self._alive())
         return None if taken else self._held_elsewhere()
 
     def _held_elsewhere(self) -> str:
         """The one refusal of a folder another process holds, naming that process."""
+        h = self._holder()
+        who = (
+            f"process {h['pid']} on {h['host']} since {h['since']} ({h['command']})"
+            + (", this very process" if (h["pid"], h["host"]) == (os.getpid(), socket.gethostname()) else "")
+            if h
+            else "another process (it has not written its name yet)"
+        )
         return (
-            f"{self.folder}/ is being written by {_describe(self.path)}: one run folder takes one process at a "
-            f"time. Wait until that run ends, or choose another --output-dir."
+            f"{self.folder}/ is being written by {who}: one run folder takes one process at a time. Wait until that "
+            f"run ends, or choose another --output-dir."
         )
 
     def release(self) -> None:
@@ -822,54 +864,6 @@ class RunLock:
 
     def __repr__(self) -> str:
         return f"RunLock({str(self.folder)!r}, held={self.held})"
-
-
-def _lock_folder(folder: Path) -> tuple[int | None, bool | None]:
-    """``(descriptor, taken)``: the exclusive flock on the folder; taken False when another holds it, None when it
-    cannot be had here (Windows, or no flock: descriptor None).
-    """
-    if fcntl is None:  # Windows: folders cannot be locked
-        return None, None
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None, False
-    except OSError as err:
-        os.close(fd)
-        if err.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL, errno.EBADF):
-            return None, None
-        raise
-    return fd, True
-
-
-def _lock_file(path: Path) -> tuple[int | None, bool]:
-    """Where folders cannot be locked, the lock file is the lock (Windows: msvcrt; elsewhere created exclusively, taken
-    over when its holder no longer runs on this host); a regular file with one name only. ``(descriptor, taken)``.
-    """
-    if msvcrt is not None:
-        fd = _open_regular(path, os.O_RDWR | os.O_CREAT)
-        try:
-            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-        except OSError:
-            os.close(fd)
-            return None, False
-    else:
-        try:
-            fd = _open_regular(path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
-        except FileExistsError:
-            if _alive(path):
-                return None, False
-            fd = _open_regular(path, os.O_RDWR)  # a dead holder's file: taken over (emptied below, never followed)
-    if os.fstat(fd).st_nlink != 1:  # another name of the same file (a hard link) would be rewritten too
-        os.close(fd)
-        raise RunFolderError(_lock_problem(path) or f"{path} has several names (hard links), not one")
-    os.lseek(fd, 0, os.SEEK_SET)
-    os.ftruncate(fd, 0)
-    os.write(fd, (json.dumps(holder()) + "\n").encode())
-    os.fsync(fd)
-    return fd, True
 
 
 def versions() -> dict[str, str]:
