@@ -556,78 +556,61 @@ def check_folder(folder: str | os.PathLike, what: str = "output_dir") -> Path:
     ...
     qae_lab.storage.folder.RunFolderError: output_dir runs/x/.staging/y: .staging is a name the run folder uses for itself (where a checkpoint is written before it is renamed into place), so no run or export may be it or lie inside it: choose another folder (e.g. .../runs/x/staging-run/y)
     """
-    path = Path(folder)
-    where = path.resolve()
-    for full in (Path.cwd() / path, where):  # as written, and where it leads
-        parts = full.parts
+    path, made = Path(folder), "export" if what == "out" else "run"
+    where, full = path.resolve(), Path.cwd() / path
+    for whole in (full, where):  # as written, and where it leads
+        parts = whole.parts
         for i, name in enumerate(parts[1:], 1):
-            last, key = i == len(parts) - 1, name.casefold()  # MODEL is model where names ignore case (macOS, Windows)
-            parent = Path(*parts[:i])
+            key, parent = name.casefold(), Path(*parts[:i])  # MODEL is model where names ignore case (macOS, Windows)
             if (
                 _is_own_name(key)
-                or (key in _RUN_FILES and (last or _beside_a_run(parent, key)))
+                or (key in _RUN_FILES and (i == len(parts) - 1 or _beside_a_run(parent, key)))
                 or (key in TRACKER_FILES and _beside_a_run(parent, key, own=True))
             ):
-                instead = Path(
-                    *parts[:i], f"{name.lstrip('.')}-{'export' if what == 'out' else 'run'}", *parts[i + 1 :]
-                )
+                instead = Path(*parts[:i], f"{name.lstrip('.')}-{made}", *parts[i + 1 :])
                 raise RunFolderError(
                     f"{what} {folder}: {name} is a name the run folder uses for itself ({_role(key)}), so no run or "
                     f"export may be it or lie inside it: choose another folder (e.g. {instead})"
                 )
-    _check_kind(path, what)
-    why = (
-        "the file system's root"
-        if where == Path(where.anchor)
-        else "the home folder"
-        if where == Path.home().resolve()
-        else "a folder above the current one"
-        if Path.cwd().resolve().is_relative_to(where) and where != Path.cwd().resolve()
-        else None
-    )
-    if why:
-        writes = (
-            "an export writes model.safetensors, config.json and the tokenizer"
-            if what == "out"
-            else "a run writes config.json, log.jsonl, model/ and checkpoints"
-        )
-        raise RunFolderError(
-            f"{what} {folder} is {why}: {writes} straight into its folder; give it a folder of its own "
-            f"(e.g. {'exports/my-model' if what == 'out' else 'runs/my-run'})"
-        )
-    return path
-
-
-def _check_kind(path: Path, what: str) -> None:
-    """Refuse ``path`` when it, or the nearest of its parents that exists, is not a folder (or a link to one)."""
-    full = Path.cwd() / path  # not resolved: a link among the parts is judged as the link it is
-    for part in (full, *full.parents):
+    for part in (full, *full.parents):  # not resolved: a link among the parts is judged as the link it is
         try:
             mode = os.lstat(part).st_mode
         except (FileNotFoundError, NotADirectoryError):
             continue  # not there yet: its parent decides
         except OSError:
-            return  # cannot be looked at (permissions): making the folder will say so
-        if stat.S_ISLNK(mode):
-            try:
-                mode = os.stat(part).st_mode
-            except OSError:
-                kind = "a symbolic link to nothing"
-            else:
-                kind = None if stat.S_ISDIR(mode) else f"a symbolic link to {_kind(mode)}"
-        else:
-            kind = None if stat.S_ISDIR(mode) else _kind(mode)
-        if kind is None:
-            return
-        if part == full:
-            raise RunFolderError(
-                f"{what} {path} is {kind}, not a folder: give a folder for the "
-                f"{'export' if what == 'out' else 'run'} (a new one, e.g. {path.with_name(path.name + '-run')})"
-            )
+            break  # cannot be looked at (permissions): making the folder will say so
+        try:
+            kind = f"a symbolic link to {_kind(os.stat(part).st_mode)}" if stat.S_ISLNK(mode) else _kind(mode)
+        except OSError:
+            kind = "a symbolic link to nothing"
+        if kind.endswith("a folder"):  # a folder, or a link to one
+            break
         raise RunFolderError(
-            f"{what} {path}: {part} is {kind}, not a folder, so nothing can be made inside it: give a path whose "
+            f"{what} {path} is {kind}, not a folder: give a folder for the {made} (a new one, e.g. "
+            f"{path.with_name(path.name + '-run')})"
+            if part == full
+            else f"{what} {path}: {part} is {kind}, not a folder, so nothing can be made inside it: give a path whose "
             f"parts are folders (e.g. {part.parent / (part.name + '-runs') / full.relative_to(part)})"
         )
+    cwd = Path.cwd().resolve()
+    for why, wide in (
+        ("the file system's root", where == Path(where.anchor)),
+        ("the home folder", where == Path.home().resolve()),
+        ("a folder above the current one", cwd.is_relative_to(where) and where != cwd),
+    ):
+        if wide:
+            writes, example = _WRITES[made]
+            raise RunFolderError(
+                f"{what} {folder} is {why}: {writes} straight into its folder; give it a folder of its own "
+                f"(e.g. {example})"
+            )
+    return path
+
+
+_WRITES = {  # what a run and an export write into their folder, and a folder to give them
+    "run": ("a run writes config.json, log.jsonl, model/ and checkpoints", "runs/my-run"),
+    "export": ("an export writes model.safetensors, config.json and the tokenizer", "exports/my-model"),
+}
 
 
 def _beside_a_run(parent: Path, name: str, *, own: bool = False) -> bool:
