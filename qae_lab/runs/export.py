@@ -282,23 +282,47 @@ def export_run(
     return out
 
 
+_CARD = """\
+---
+{front}---
+
+# {base} + {method}: {name}
+
+`{base}` trained with RLVR (GRPO through TRL's `GRPOTrainer`) by [qae_lab]({url}), exported with \
+`python -m qae_lab export`.
+
+| | |
+| --- | --- |
+{facts}
+{sections}## How it was made
+
+```
+{command}
+```
+
+{versions}## Use
+
+```python
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+{load}
+tokenizer = AutoTokenizer.from_pretrained("<this folder or repo>")
+```
+
+Prompts as in training: the tokenizer's chat template over qae_lab's system prompt \
+(`qae_lab.task.data.prompt_text`); answers end with `</answer>`.
+"""
+
+
 def model_card(source: Source, *, dtype: str | None) -> str:
-    r"""The export's ``README.md``: front matter for the Hub, then what the run was and what it scored."""
+    r"""The export's ``README.md`` (:data:`_CARD`): front matter for the Hub, then what the run was and what it scored."""
     run, trainer = source.config.get("run") or {}, source.config.get("trainer") or {}
     hub_id = None if source.base in EMBEDDED_MODELS else resolve_name(source.base)
     hub_id = None if hub_id is None or Path(hub_id).exists() else hub_id  # a local folder is no Hub id
     method = method_name(source.config) if run.get("method") or "baseline" in trainer else "unknown"
     tags = [t for t in ("qae-lab", "grpo", "rlvr", "trl", method.replace("_", "-")) if t != "unknown"]
-    front = [
-        "---",
-        *([f"base_model: {hub_id}"] if hub_id else []),
-        f"library_name: {'transformers' if dtype else 'peft'}",
-        "pipeline_tag: text-generation",
-        "tags:",
-        *[f"- {t}" for t in tags],
-        "---",
-        "",
-    ]
+    front = [*([f"base_model: {hub_id}"] if hub_id else []), f"library_name: {'transformers' if dtype else 'peft'}"]
+    front += ["pipeline_tag: text-generation", "tags:", *[f"- {t}" for t in tags]]
     what = (
         f"{'LoRA merged into the base' if source.adapter else 'the full model'}, {dtype}"
         if dtype
@@ -317,51 +341,23 @@ def model_card(source: Source, *, dtype: str | None) -> str:
         "learning rate": _num(trainer.get("learning_rate")),
         "weights": f"{what}; from {source.weights.name}/ of the run folder",
     }
-    command = run.get("command") or (
-        f"made from Python (a notebook or a script), preset "
-        f"{source.config.get('preset') or '?'}; its settings: qae_lab_run.json"
-    )
     versions = ", ".join(f"{k} {v}" for k, v in (source.config.get("versions") or {}).items())
-    load = (
-        'model = AutoModelForCausalLM.from_pretrained("<this folder or repo>")'
+    return _CARD.format(
+        front="".join(line + "\n" for line in front),
+        base=source.base,
+        method=method,
+        name=source.run_dir.name,
+        url=REPOSITORY_URL,
+        facts="\n".join(f"| {k} | {v} |" for k, v in facts.items()),
+        sections="".join(line + "\n" for line in [""] + _knob_lines(source) + _eval_lines(source)),
+        command=run.get("command")
+        or f"made from Python (a notebook or a script), preset {source.config.get('preset') or '?'}; its settings: "
+        "qae_lab_run.json",
+        versions=f"Versions: {versions}.\n\n" if versions else "",
+        load='model = AutoModelForCausalLM.from_pretrained("<this folder or repo>")'
         if dtype
         else f'model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained("{resolve_name(source.base)}"), '
-        '"<this folder or repo>")  # from peft import PeftModel'
-    )
-    return "\n".join(
-        [
-            *front,
-            f"# {source.base} + {method}: {source.run_dir.name}",
-            "",
-            f"`{source.base}` trained with RLVR (GRPO through TRL's `GRPOTrainer`) by "
-            f"[qae_lab]({REPOSITORY_URL}), exported with `python -m qae_lab export`.",
-            "",
-            "| | |",
-            "| --- | --- |",
-            *[f"| {k} | {v} |" for k, v in facts.items()],
-            "",
-            *_knob_lines(source),
-            *_eval_lines(source),
-            "## How it was made",
-            "",
-            "```",
-            command,
-            "```",
-            "",
-            *([f"Versions: {versions}.", ""] if versions else []),
-            "## Use",
-            "",
-            "```python",
-            "from transformers import AutoModelForCausalLM, AutoTokenizer",
-            "",
-            load,
-            'tokenizer = AutoTokenizer.from_pretrained("<this folder or repo>")',
-            "```",
-            "",
-            "Prompts as in training: the tokenizer's chat template over qae_lab's system prompt "
-            "(`qae_lab.task.data.prompt_text`); answers end with `</answer>`.",
-            "",
-        ]
+        '"<this folder or repo>")  # from peft import PeftModel',
     )
 
 
