@@ -87,9 +87,8 @@ CONFIG_NAME, LOG_NAME, SUPERSEDED_NAME, REPORT_NAME = "config.json", "log.jsonl"
 EVAL_BEFORE, EVAL_AFTER, MODEL_DIR, STAGING_DIR = "eval_before.json", "eval_after.json", "model", ".staging"
 MARKER_NAME, LOCK_NAME = ".qae_lab-run.json", ".qae_lab-run.lock"
 REGIME_SPLIT_NAME = "regime_split.json"  # the held-out set's start split (qae_lab.train.regime_eval)
-# What the trackers and TRL write beside the run's files, by the libraries' default names (not set here): TensorBoard
-# runs/<date>_<host>/, codecarbon emissions.csv, TRL's completions/completions_<step>.parquet. They are the run's
-# (run_files): --overwrite deletes them with the run, a resume continues them.
+# the trackers' and TRL's default names beside a run's files (TensorBoard runs/<date>_<host>/, codecarbon's csv, TRL's
+# completions/*.parquet): the run's (run_files), deleted with it by --overwrite, continued by a resume
 TENSORBOARD_DIR, EMISSIONS_NAME, COMPLETIONS_DIR = "runs", "emissions.csv", "completions"
 TRACKER_FILES = (TENSORBOARD_DIR, EMISSIONS_NAME, COMPLETIONS_DIR)
 _RUN_FILES = (
@@ -128,8 +127,8 @@ def _kind(mode: int) -> str:
 
 
 def irregular(path: str | os.PathLike) -> str | None:
-    r"""``'<path> is a symbolic link (to <target>), not a regular file'`` (or a folder, a named pipe, ...); None when
-    ``path`` is a regular file or is missing. Opens nothing.
+    r"""``'<path> is a symbolic link (to <target>), not a regular file'`` (or a folder, ...); None for a regular file
+    or none.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()); (d / "log.jsonl").symlink_to("/elsewhere/log.jsonl")
@@ -215,8 +214,8 @@ def symlinks(folder: str | os.PathLike) -> list[tuple[str, str]]:
 
 
 def new_folder(path: str | os.PathLike) -> Path:
-    r"""An empty folder made anew at ``path`` for a staged write: a leftover there is removed (a link unlinked, never
-    followed), then ``os.mkdir``; its parent is made if missing and must not be a link.
+    r"""An empty folder made anew at ``path`` for a staged write (a leftover removed, a link unlinked, never followed);
+    its parent is made if missing and must not be a link.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()); (d / "x").symlink_to("/elsewhere"); new_folder(d / "x").is_symlink()
@@ -251,9 +250,8 @@ def fsync_dir(path: str | os.PathLike) -> None:
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    r"""Write ``text`` to ``path`` so that a reader (or a crash) sees the old file or the new one, never half: a
-    temporary file beside it, fsync-ed, then ``os.replace``. Only a regular file is replaced (else
-    :class:`RunFolderError`); the temporary file is created anew, a link planted under its name removed.
+    r"""Write ``text`` to ``path`` so that a reader (or a crash) sees the old file or the new one: a temporary file
+    beside it (created anew), fsync-ed, then ``os.replace``. Only a regular file is replaced.
 
     >>> import tempfile
     >>> p = Path(tempfile.mkdtemp()) / "a.json"
@@ -284,8 +282,8 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
 
 
 def read_json(path: str | os.PathLike, what: str = "file", *, expect: type | None = None) -> Any:
-    r"""A JSON file's content; a missing, damaged or irregular file raises :class:`RunFolderError` naming it.
-    ``expect``: the type the content must have (e.g. ``dict``); other content counts as damaged.
+    r"""A JSON file's content; a missing, damaged or irregular file (or content not of type ``expect``) raises
+    :class:`RunFolderError` naming it.
 
     >>> import tempfile
     >>> p = Path(tempfile.mkdtemp()) / "config.json"
@@ -338,8 +336,7 @@ def jsonable(x: Any) -> Any:
 
 
 def append_lines(path: str | os.PathLike, rows: list[dict]) -> None:
-    r"""JSON lines appended in one write, fsync-ed before the call returns (NaN/inf become null). Only a regular file is
-    appended to (created if missing); anything else is refused, named, and nothing is written.
+    r"""JSON lines (NaN/inf as null) appended in one fsync-ed write to a regular file (created if missing).
 
     >>> import tempfile
     >>> p = Path(tempfile.mkdtemp()) / "log.superseded.jsonl"
@@ -372,8 +369,7 @@ def append_line(path: str | os.PathLike, row: dict) -> None:
 
 
 def log_row_problem(row: Any) -> str | None:
-    r"""What is wrong with a row of a run's log (None: nothing): a row is a JSON object whose ``step`` is a whole number
-    >= 0; everything that reads a log indexes rows by it.
+    r"""What is wrong with a row of a run's log (None: nothing): a JSON object whose ``step`` is a whole number >= 0.
 
     >>> log_row_problem({"step": 3, "reward": 0.5}) is None
     True
@@ -394,11 +390,9 @@ def log_row_problem(row: Any) -> str | None:
 
 
 def read_log_lines(path: str | os.PathLike) -> tuple[list[dict], str | None]:
-    r"""``(rows, cut)``: the rows of a ``log.jsonl`` (a file or the run folder) and its cut last line, if any.
-
-    A last line that does not parse, or lacks its newline, was being written when the process died: it is ``cut``, not a
-    row. A bad line anywhere else (not JSON, or no whole ``step``: :func:`log_row_problem`) raises
-    :class:`RunFolderError` naming the line. A missing log has no rows; an irregular one is refused.
+    r"""``(rows, cut)``: the rows of a ``log.jsonl`` (a file or the run folder) and its cut last line, if any: one that
+    does not parse or lacks its newline (an interrupted write). A bad line anywhere else (:func:`log_row_problem`)
+    raises :class:`RunFolderError` naming it. A missing log has no rows.
 
     >>> import tempfile
     >>> p = Path(tempfile.mkdtemp()) / "log.jsonl"
@@ -439,8 +433,7 @@ def read_log_lines(path: str | os.PathLike) -> tuple[list[dict], str | None]:
 
 
 def read_log(path: str | os.PathLike, *, strict: bool = False) -> list[dict]:
-    r"""The rows of a ``log.jsonl`` (a file or the run folder), in order: a cut last line is dropped, or with ``strict``
-    raises; a missing file raises ``FileNotFoundError``.
+    r"""The rows of a ``log.jsonl`` (a file or the run folder): a cut last line dropped (``strict``: raises).
 
     >>> import tempfile
     >>> p = Path(tempfile.mkdtemp()) / "log.jsonl"
@@ -460,8 +453,8 @@ def read_log(path: str | os.PathLike, *, strict: bool = False) -> list[dict]:
 
 
 def step_rows(rows: list[dict]) -> list[dict]:
-    r"""The training-step rows of a log, one per optimizer step, without events or the end-of-training summary: a
-    ``reward`` or a ``loss`` (with ``num_iterations`` > 1 the steps that reuse a generation log no reward).
+    r"""The training-step rows of a log: a ``reward`` or a ``loss`` (steps that reuse a generation log no reward), no
+    events, no end-of-training summary.
 
     >>> step_rows([{"step": 1, "reward": 0.5, "loss": 0.1}, {"step": 2, "loss": 0.2}, {"step": 2, "train_runtime": 3.0},
     ...            {"step": 2, "event": "resume"}])
@@ -492,8 +485,8 @@ def run_files(folder: str | os.PathLike) -> list[str]:
 
 
 def is_run_name(name: str) -> bool:
-    r"""Whether a run folder uses ``name``: a file or folder a run or its trackers write, its staging folder, its lock,
-    or a ``finished-step<S>`` where a resume set a finished run's results aside.
+    r"""Whether a run folder uses ``name``: what a run or its trackers write, its staging folder, its lock, or a
+    ``finished-step<S>``.
 
     >>> [is_run_name(n) for n in ("model", "checkpoint-3", ".staging", "finished-step2-2", LOCK_NAME, "runs", "export")]
     [True, True, True, True, True, True, False]
@@ -511,9 +504,8 @@ def _is_own_name(name: str) -> bool:
 
 
 def run_owned(folder: str | os.PathLike) -> bool:
-    r"""Whether a qae_lab run wrote ``folder``'s run-named files: it holds the run's marker, or a run's ``config.json``
-    (``trainer`` settings and qae_lab among its ``versions``: a run from before markers), each a regular file. A model
-    folder's ``config.json`` is neither: ``--overwrite`` never deletes it.
+    r"""Whether a qae_lab run wrote ``folder``'s run-named files: its marker, or a run's ``config.json`` (``trainer``
+    settings and qae_lab among its ``versions``), each a regular file; a model folder's ``config.json`` is neither.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()); _ = (d / "config.json").write_text('{"model_type": "qwen2"}'); run_owned(d)
@@ -540,12 +532,10 @@ def check_folder(folder: str | os.PathLike, what: str = "output_dir") -> Path:
     r"""``folder`` as a run folder (``what``: ``output_dir``) or an export (``out``) may be; returns the path, or raises
     :class:`RunFolderError` naming what is wrong and the form allowed.
 
-    * A folder, or a path to make one: no file, and no parent a file; not the root, the home folder or a folder above
-      the current one (a run writes straight into its folder).
-    * No name a run folder uses for itself, nor inside one (links resolved): the names only a run uses may be no part of
-      the path; the common ones (``model``, ``config.json``, ...) not the folder's own name, nor a parent's beside a
-      run's files; the trackers' (``runs``, ``emissions.csv``) only beside a run's own names, so ``runs/my-run`` is
-      fine. Letter case is ignored.
+    * A folder or a path to make one (no part a file); not the root, the home folder or a folder above the current one.
+    * No name a run folder uses for itself, nor inside one (links resolved, case ignored): the names only a run uses
+      nowhere; the common ones (``model``, ``config.json``, ...) not the folder's own name, nor a parent's beside a
+      run's files; the trackers' (``runs``, ...) only beside a run's own names, so ``runs/my-run`` is fine.
 
     >>> check_folder("/")
     Traceback (most recent call last):
@@ -640,7 +630,7 @@ def _role(name: str) -> str:
 
 
 def holder() -> dict[str, Any]:
-    r"""Who takes a lock (or claims a folder): this process, its host, since when, its command line.
+    r"""Who takes a lock (or claims a folder): this process, its host, since when, its command.
 
     >>> sorted(holder())
     ['command', 'host', 'pid', 'since']
@@ -671,9 +661,7 @@ def _lock_problem(path: Path) -> str | None:
 
 
 def _lock_folder(folder: Path) -> tuple[int | None, bool | None]:
-    """``(descriptor, taken)``: the exclusive flock on the folder; taken False when another holds it, None when it
-    cannot be had here (Windows, or no flock: descriptor None).
-    """
+    """``(descriptor, taken)`` of the folder's flock; taken False: another holds it, None: no flock here."""
     if fcntl is None:  # Windows: folders cannot be locked
         return None, None
     fd = os.open(folder, os.O_RDONLY)
@@ -693,11 +681,10 @@ def _lock_folder(folder: Path) -> tuple[int | None, bool | None]:
 class RunLock:
     r"""The lock of a run folder: one process writes a run at a time.
 
-    :meth:`acquire` takes ``flock`` on the folder's descriptor, then writes the holder into
-    ``<folder>/.qae_lab-run.lock``; another taker is refused, the holder named. :meth:`release` deletes the file and
-    lets go, so a refused or failed run leaves the folder as it was. The operating system drops a killed process's lock.
-    Where ``flock`` is refused (some network and FUSE file systems) the file alone is the lock, and a dead holder on
-    this host is taken over; on Windows the file is locked with ``msvcrt.locking``.
+    :meth:`acquire` takes ``flock`` on the folder, then writes the holder into ``.qae_lab-run.lock``; another taker is
+    refused, the holder named. :meth:`release` deletes the file and lets go. The operating system drops a killed
+    process's lock. Where ``flock`` is refused (some network file systems) the file alone is the lock, a dead holder on
+    this host taken over; on Windows the file is locked with ``msvcrt.locking``.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp())
@@ -850,7 +837,8 @@ class RunLock:
 
 
 def versions() -> dict[str, str]:
-    r"""Versions of the libraries a run's numbers depend on (the installed packages' metadata).
+    r"""Versions of the libraries a run's numbers depend on.
+
 
     >>> sorted(versions())
     ['python', 'qae_lab', 'torch', 'transformers', 'trl']
