@@ -124,15 +124,8 @@ def projections(arch: Arch) -> dict[str, tuple[int, int]]:
     (896, 128)
     """
     h, kv, i = arch.hidden, arch.kv, arch.intermediate
-    return {
-        "q_proj": (h, h),
-        "k_proj": (h, kv),
-        "v_proj": (h, kv),
-        "o_proj": (h, h),
-        "gate_proj": (h, i),
-        "up_proj": (h, i),
-        "down_proj": (i, h),
-    }
+    attention = {"q_proj": (h, h), "k_proj": (h, kv), "v_proj": (h, kv), "o_proj": (h, h)}
+    return {**attention, "gate_proj": (h, i), "up_proj": (h, i), "down_proj": (i, h)}
 
 
 def _check_targets(arch: Arch, targets: Sequence[str]) -> list[str]:

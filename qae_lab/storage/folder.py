@@ -91,17 +91,8 @@ REGIME_SPLIT_NAME = "regime_split.json"  # the held-out set's start split (qae_l
 # completions/*.parquet): the run's (run_files), deleted with it by --overwrite, continued by a resume
 TENSORBOARD_DIR, EMISSIONS_NAME, COMPLETIONS_DIR = "runs", "emissions.csv", "completions"
 TRACKER_FILES = (TENSORBOARD_DIR, EMISSIONS_NAME, COMPLETIONS_DIR)
-_RUN_FILES = (
-    CONFIG_NAME,
-    LOG_NAME,
-    SUPERSEDED_NAME,
-    EVAL_BEFORE,
-    EVAL_AFTER,
-    REPORT_NAME,
-    MODEL_DIR,
-    MARKER_NAME,
-    REGIME_SPLIT_NAME,
-)
+_RUN_FILES = (CONFIG_NAME, LOG_NAME, SUPERSEDED_NAME, EVAL_BEFORE, EVAL_AFTER, REPORT_NAME, MODEL_DIR, MARKER_NAME)
+_RUN_FILES += (REGIME_SPLIT_NAME,)
 CHECKPOINT_NAME = re.compile(r"checkpoint-(\d+)\Z")  # a Trainer checkpoint folder (no "\n" after); group 1: its step
 _FINISHED_NAME = re.compile(r"^finished-step\d+(-\d+)?$")  # where a resume sets a finished run's results aside
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # POSIX: open the name itself, never the place a link names (Windows: lstat)
