@@ -2,14 +2,9 @@ r"""torch's CPU thread count: the lab's one policy, for the command line, every 
 benchmarks (docs/processes.md, "CPU threads", gives the measurements that chose it).
 
 On a CPU, unless a setting names a count (``torch_threads``, else ``$QAE_LAB_TORCH_THREADS``), repeated work (training
-steps, evaluation batches) runs on the count a :class:`ThreadProbe` times fastest, 1 or torch's default, among the
-counts the machine has free cores for (:class:`CpuRoom`); everything else runs on one thread (:func:`use_threads`). On a
-GPU nothing changes.
-
-Why: torch splits each CPU operation over OpenMP threads that wait for one another at its end, and the lab's tiny models
-make the waits most of the gain or loss. On an idle 2-core machine two threads are faster; beside a busy process one is
-several times faster (data/thread_policy.json). The load changes while a workshop runs, so the work's own times decide,
-and the cores other processes keep busy rule two threads out first.
+steps, evaluation batches) runs on the count a :class:`ThreadProbe` times fastest, 1 or torch's default, among those the
+machine has free cores for (:class:`CpuRoom`); everything else on one thread (:func:`use_threads`); a GPU's untouched.
+Why: the lab's tiny models make OpenMP's waits most of the gain or loss, and the load changes while a workshop runs.
 """
 
 from __future__ import annotations
@@ -70,8 +65,7 @@ def named_threads(torch_threads: int | None = None, *, environ=os.environ) -> in
 
 
 def policy_threads(torch_threads: int | None = None, *, device: str | torch.device = "cpu", environ=os.environ):
-    r"""The thread count for one-off work: the count a setting names (:func:`named_threads`), else one on a CPU and None
-    (torch's count left as it is) on any other device.
+    r"""The thread count for one-off work: the count a setting names, else one on a CPU and None (left) elsewhere.
 
     >>> policy_threads(environ={}), policy_threads(device="cuda", environ={}), policy_threads(3, device="cuda")
     (1, None, 3)
@@ -101,9 +95,8 @@ def use_threads(torch_threads: int | None = None, *, device: str | torch.device 
 def in_fresh_thread(fn: Callable, /, *args, **kwargs):
     r"""``fn(*args, **kwargs)`` run in a new thread that ends with it: its result, or its error re-raised here.
 
-    For torch work in a notebook beside a live run on several threads: OpenMP keeps a pool of worker threads for every
-    thread that ran parallel work while it lives, and a pool left in the kernel's main thread doubles the threads on the
-    cores (a ``cpu-demo`` step 0.85 s instead of 0.61 s on 2 cores). A thread that ends takes its pool with it.
+    For torch work in a notebook beside a live run: OpenMP keeps a worker pool for each thread that ran parallel work,
+    and one left in the kernel's main thread doubles the threads on the cores; a thread that ends takes its pool along.
 
     >>> in_fresh_thread(sum, [1, 2, 3])
     6
@@ -117,8 +110,8 @@ def in_fresh_thread(fn: Callable, /, *args, **kwargs):
 
 
 def thread_probe(torch_threads: int | None = None, *, device="cpu", environ=os.environ) -> ThreadProbe | None:
-    r"""The :class:`ThreadProbe` for repeated work on ``device``: one fixed count where a setting names it, else probing
-    1 and :data:`TORCH_DEFAULT` on a CPU within :class:`CpuRoom`; None on another device with no count named.
+    r"""The :class:`ThreadProbe` for repeated work: a named count, else 1 and :data:`TORCH_DEFAULT` on a CPU (None).
+
 
     >>> thread_probe(device="cuda", environ={}), thread_probe(3, device="cuda").counts
     (None, (3,))
@@ -133,14 +126,11 @@ def thread_probe(torch_threads: int | None = None, *, device="cpu", environ=os.e
 
 class ThreadProbe:
     r"""Picks torch's thread count for repeated units of work from their own times: a probe times up to ``probe`` units
-    at each of ``counts`` (interleaved) and keeps the count with the shortest median until the next probe. Call
-    :meth:`start`, :meth:`begin` and :meth:`end` around each unit, :meth:`stop` after.
-
-    A count whose fastest unit took more than ``clear`` times the other's slowest is dropped at once, and the wait to
-    the next probe (``period`` units) doubles, up to ``max_period``, each time a probe keeps the count in force. With
-    one count, it is set at :meth:`start`. ``room`` (:class:`CpuRoom`), asked before each unit, drops the counts the
-    machine has no cores for. ``chosen`` lists ``(unit, count)`` per probe; ``times``: the current probe's seconds by
-    count.
+    at each of ``counts`` (interleaved) and keeps the shortest median until the next probe; :meth:`start`, then
+    :meth:`begin` and :meth:`end` around each unit, :meth:`stop` after. A count whose fastest unit took over ``clear``
+    times another's slowest is dropped at once; the wait to the next probe (``period`` units) doubles, up to
+    ``max_period``, while probes keep the count. ``room`` (:class:`CpuRoom`) drops the counts with no cores free.
+    ``chosen``: ``(unit, count)`` per probe.
 
     >>> tuner, clock = ThreadProbe(counts=(1, 2), probe=2, period=2, max_period=4), [0.0]
     >>> tuner._clock = lambda: clock[0]          # a fake clock
@@ -244,13 +234,9 @@ def _cpu_lines() -> str:
 
 
 class CpuRoom:
-    r"""The thread counts the machine has cores for now: a count fits when it is at most the cores other processes left
-    free over the last ``window`` seconds, plus ``spare``; the smallest count always fits.
-
-    Other processes' time is the machine's busy time (Linux's ``/proc/stat``) less this process's own
-    (:func:`time.process_time`). Two threads need two free cores: beside a busy process each operation waits for the
-    thread the scheduler set aside. Without ``/proc/stat`` (macOS, Windows) every count fits. The first look waits
-    ``window`` seconds; looks closer together than ``window`` give the last answer again.
+    r"""The thread counts the machine has cores for now: at most the cores other processes left free over the last
+    ``window`` seconds (``/proc/stat``'s busy time less :func:`time.process_time`), plus ``spare``; the smallest always
+    fits, and every count without ``/proc/stat`` (macOS, Windows). Looks closer than ``window`` repeat the last answer.
 
     >>> ticks, own, clock = [1000], [0.0], [0.0]            # a fake 2-core machine at 100 ticks a second
     >>> room = CpuRoom(window=1.0, read=lambda: f"cpu  {ticks[0]} 0 0 0 0\ncpu0 0\ncpu1 0\n", tick=100,

@@ -1,8 +1,5 @@
-r"""What a LoRA GRPO run costs on a GPU, estimated from the architecture: the peak memory of a step, the time of a step
-and of a whole run (the largest settings a run accepts: :mod:`qae_lab.runs.limits`).
-
-Estimates, not measurements, written term by term so that every assumption can be checked; ``benchmarks/gpu_check.py``
-prints a measured step beside them.
+r"""What a LoRA GRPO run costs on a GPU, estimated term by term from the architecture (so that every assumption can be
+checked): the peak memory of a step, the time of a step and of a run; ``benchmarks/gpu_check.py`` measures a step.
 
 Implementer's notes: docs/implementation.md, section ``qae_lab.runs.costs``.
 
@@ -127,15 +124,8 @@ def projections(arch: Arch) -> dict[str, tuple[int, int]]:
     (896, 128)
     """
     h, kv, i = arch.hidden, arch.kv, arch.intermediate
-    return {
-        "q_proj": (h, h),
-        "k_proj": (h, kv),
-        "v_proj": (h, kv),
-        "o_proj": (h, h),
-        "gate_proj": (h, i),
-        "up_proj": (h, i),
-        "down_proj": (i, h),
-    }
+    attention = {"q_proj": (h, h), "k_proj": (h, kv), "v_proj": (h, kv), "o_proj": (h, h)}
+    return {**attention, "gate_proj": (h, i), "up_proj": (h, i), "down_proj": (i, h)}
 
 
 def _check_targets(arch: Arch, targets: Sequence[str]) -> list[str]:
@@ -200,12 +190,10 @@ def lora_grpo_memory(
 ) -> dict[str, int]:
     r"""Estimated peak GPU memory of one LoRA GRPO step, in bytes, term by term.
 
-    N = ``micro_batch`` completions per forward/backward, B = ``generation_batch`` per generate call, P and T =
-    ``prompt_len`` and ``completion_len``; ``dtype_bytes`` 2 or 4. ``fast_generation``: qae_lab's snapshot of the
-    adapted base weights while generating; ``fused_lm_head``: TRL's one logits tile instead of all float32 logits.
-    Returns ``weights``, ``lora``, ``optimizer``, ``kv_cache``, ``prefill``, ``sample_logits``, ``snapshot``,
-    ``gradients``, ``activations``, ``loss_logits``, the sums ``persistent``, ``generation``, ``training``, and ``peak =
-    persistent + max(generation, training)``.
+    ``micro_batch`` completions per forward/backward, ``generation_batch`` per generate call. ``fast_generation``:
+    qae_lab's snapshot of the adapted base weights while generating; ``fused_lm_head``: TRL's one logits tile instead of
+    all float32 logits. Each term, the sums ``persistent``, ``generation``, ``training``, and ``peak = persistent +
+    max(generation, training)``.
 
     >>> est = lora_grpo_memory(QWEN25["qwen2.5-0.5b"], dtype_bytes=2, lora_r=16, micro_batch=16,
     ...                        generation_batch=32, prompt_len=320, completion_len=256, fused_lm_head=False)
@@ -264,9 +252,8 @@ def run_memory(
 
 
 def run_shape(run, bf16_gpu: bool, prompt_len: int | None = None) -> tuple[Arch, int, int]:
-    r"""``(architecture, bytes per weight, prompt tokens)`` of a built run: the :data:`QWEN25` entry of ``run.model``;
-    ``run.dtype``'s bytes, ``"auto"`` bfloat16 where ``bf16_gpu`` else float32 (as
-    :func:`qae_lab.task.models.load_policy` decides); ``prompt_len``, else :data:`PROMPT_TOKENS` of ``run.task``.
+    r"""``(architecture, bytes per weight, prompt tokens)`` of a built run: ``"auto"`` is bfloat16 where ``bf16_gpu``
+    else float32 (as :func:`qae_lab.task.models.load_policy` decides); ``prompt_len``, else ``run.task``'s.
 
     >>> from types import SimpleNamespace as NS
     >>> arch, b, p = run_shape(NS(model="qwen2.5-1.5b", dtype="auto", task="gsm8k"), bf16_gpu=False)
@@ -283,8 +270,7 @@ def run_shape(run, bf16_gpu: bool, prompt_len: int | None = None) -> tuple[Arch,
 
 @dataclass(frozen=True)
 class GPU:
-    r"""A card's datasheet figures: dense half-precision tensor TFLOP/s (float32 accumulation, no sparsity) and memory
-    bandwidth in GB/s.
+    r"""A card's datasheet figures: dense half-precision tensor TFLOP/s (float32 accumulation) and bandwidth in GB/s.
 
     >>> GPUS["t4"].tflops, GPUS["t4"].bandwidth
     (65.0, 320.0)
@@ -442,10 +428,9 @@ def generation_time(
     sustained: float = 1.0,
     host_s: float = 0.0,
 ) -> float:
-    r"""Seconds for one ``generate`` call: a prefill (:func:`prefill_flops`, the weights read once), then ``new_tokens -
-    1`` decode steps (:func:`decode_flops`; the weights and the KV cache ``B c L 2 kv b`` read), each ``max(card,
-    host_s)``. Every sequence runs to the limit. ``lora_r = 0``: adapters merged (or none); else unmerged, their float32
-    weights read too.
+    r"""Seconds for one ``generate`` call: a prefill (the weights read once), then ``new_tokens - 1`` decode steps (the
+    weights and the KV cache ``B c L 2 kv b`` read), each ``max(card, host_s)``; every sequence runs to the limit.
+    ``lora_r = 0``: adapters merged (or none); else unmerged, their float32 weights read too.
 
     >>> q = QWEN25["qwen2.5-0.5b"]
     >>> round(generation_time(q, GPUS["t4"], batch=32, prompt_len=320, new_tokens=256, dtype_bytes=2), 3)
@@ -492,8 +477,8 @@ def training_time(
     checkpointing: bool = True,
     sustained: float = 1.0,
 ) -> float:
-    r"""Seconds for the update phase of one step: :func:`training_flops`, and the weights read once per pass in each
-    micro-batch of ``micro_batch`` sequences.
+    r"""Seconds for the update phase of one step: :func:`training_flops`, the weights read once a pass a micro-batch.
+
 
     >>> round(training_time(QWEN25["qwen2.5-0.5b"], GPUS["t4"], sequences=32, prompt_len=320, completion_len=256,
     ...                     micro_batch=16, dtype_bytes=2, lora_r=16), 3)
@@ -523,9 +508,8 @@ def lora_grpo_step_time(
     sustained: float = 1.0,
     host_s: float = 0.0,
 ) -> dict[str, float]:
-    r"""Seconds of one LoRA GRPO step: ``generation`` (:func:`generation_time` of ``generation_batch`` sequences,
-    adapters merged when ``merged_generation``), ``training`` (:func:`training_time`) and their sum ``step``.
-    ``host_s``: host seconds per decode step (0 for compiled decoding).
+    r"""Seconds of one LoRA GRPO step: ``generation`` (:func:`generation_time`), ``training`` (:func:`training_time`)
+    and their sum ``step``. ``host_s``: host seconds per decode step (0 for compiled decoding).
 
     >>> est = lora_grpo_step_time(QWEN25["qwen2.5-0.5b"], GPUS["t4"], dtype_bytes=2, lora_r=16, micro_batch=16,
     ...                           generation_batch=32, prompt_len=320, completion_len=256, sustained=0.5)
@@ -554,10 +538,9 @@ def run_time(
     r"""Seconds of a built run on ``gpu``: ``step``, ``steps`` (``max_steps`` of them), ``evaluation`` (one),
     ``evaluations`` (before and after, when ``run.evaluate``) and ``total``.
 
-    The decoding path is the run's: compiled costs the card's time only; eager merged (``fast_generation``) at least
-    ``host["merged"]`` seconds per decode step; TRL's own path and the evaluations at least ``host["unmerged"]``
-    (``benchmarks/host_costs.py``'s figures; None: the card's terms only). An evaluation decodes ``n_eval`` prompts
-    greedily and ``eval_samples`` times sampled, ``eval_batch_size`` prompts a call.
+    A decode step costs the card's time, and at least ``host["merged"]`` seconds eager merged (``fast_generation``),
+    ``host["unmerged"]`` on TRL's own path and in evaluations (``benchmarks/host_costs.py``; None: the card's only). An
+    evaluation decodes ``n_eval`` prompts greedily and ``eval_samples`` times sampled.
 
     >>> from types import SimpleNamespace as NS
     >>> run = NS(model="qwen2.5-0.5b", dtype="float16", lora=True, lora_r=16, task="gsm8k", evaluate=True,

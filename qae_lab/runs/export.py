@@ -1,12 +1,9 @@
 r"""``python -m qae_lab export RUN_DIR OUT``: a trained run's policy as a stand-alone Hugging Face model folder.
 
 OUT holds what ``AutoModelForCausalLM.from_pretrained(OUT)`` loads, with no qae_lab and no PEFT: the policy with its
-LoRA adapter merged (PEFT's ``merge_and_unload``: W + (lora_alpha / r) B A), the tokenizer and
-``generation_config.json``, a model card ``README.md`` (every number read from the run folder), and ``qae_lab_run.json``
-(the run's ``config.json``). ``adapter_only`` writes the LoRA adapter instead.
-
-Precision: the merge is computed in float32 and rounded once to ``dtype``: bfloat16 by default (Qwen2.5's release
-precision), float16 for GPUs without bf16, float32 bit for bit. An adapter is written as trained.
+LoRA adapter merged (W + (lora_alpha / r) B A, in float32, rounded once to ``dtype``: bfloat16 by default), the
+tokenizer, a model card ``README.md`` and ``qae_lab_run.json`` (the run's ``config.json``); ``adapter_only``: the
+adapter as trained.
 
 Implementer's notes: docs/implementation.md, section ``qae_lab.runs.export``.
 """
@@ -127,8 +124,7 @@ def _weights(run_dir: Path, checkpoint: int | str | None) -> Path:
 
 
 def model_problems(folder: Path) -> list[str]:
-    r"""What is cut short or damaged in a saved model folder (``model/``), checked as a checkpoint's files are; empty
-    when it can be loaded.
+    r"""What is cut short or damaged in a saved model folder (``model/``); empty when it can be loaded.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()); _ = (d / "model.safetensors").write_bytes(b"\x10" + bytes(7) + b"{}")
@@ -141,8 +137,8 @@ def model_problems(folder: Path) -> list[str]:
 
 
 def find_source(run_dir: str | os.PathLike, checkpoint: int | str | None = None) -> Source:
-    r"""The weights to export from a run folder (or one of its ``checkpoint-N``), and what the run recorded, checked
-    before anything loads. ``checkpoint``: None (``model/``), a step N, or ``"latest"`` (the latest complete one).
+    r"""The weights to export from a run folder (or a ``checkpoint-N``), checked before anything loads, and what the
+    run recorded. ``checkpoint``: None (``model/``), a step N, or ``"latest"`` (the latest complete one).
 
     >>> find_source("runs/nowhere")
     Traceback (most recent call last):
@@ -233,9 +229,8 @@ def export_run(
     push_to_hub: str | None = None,
     private: bool = False,
 ) -> Path:
-    r"""Export a run's trained policy to ``out`` (the module docstring says what it writes): written beside it, then
-    renamed into place. ``out`` must not exist or be empty, unless ``overwrite``; ``dtype`` (:data:`DTYPES`) is the
-    merged model's; ``push_to_hub``: then upload it (:func:`push`).
+    r"""Export a run's trained policy to ``out`` (empty or new, unless ``overwrite``), written beside it then renamed
+    into place; ``push_to_hub``: then upload it (:func:`push`).
     """
     if adapter_only and dtype is not None:
         raise ValueError(f"dtype={dtype!r} applies to a merged model: an adapter (adapter_only) is written as trained")
@@ -282,23 +277,47 @@ def export_run(
     return out
 
 
+_CARD = """\
+---
+{front}---
+
+# {base} + {method}: {name}
+
+`{base}` trained with RLVR (GRPO through TRL's `GRPOTrainer`) by [qae_lab]({url}), exported with \
+`python -m qae_lab export`.
+
+| | |
+| --- | --- |
+{facts}
+{sections}## How it was made
+
+```
+{command}
+```
+
+{versions}## Use
+
+```python
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+{load}
+tokenizer = AutoTokenizer.from_pretrained("<this folder or repo>")
+```
+
+Prompts as in training: the tokenizer's chat template over qae_lab's system prompt \
+(`qae_lab.task.data.prompt_text`); answers end with `</answer>`.
+"""
+
+
 def model_card(source: Source, *, dtype: str | None) -> str:
-    r"""The export's ``README.md``: front matter for the Hub, then what the run was and what it scored."""
+    r"""The export's ``README.md`` (:data:`_CARD`): front matter for the Hub, then what the run was and what it scored."""
     run, trainer = source.config.get("run") or {}, source.config.get("trainer") or {}
     hub_id = None if source.base in EMBEDDED_MODELS else resolve_name(source.base)
     hub_id = None if hub_id is None or Path(hub_id).exists() else hub_id  # a local folder is no Hub id
     method = method_name(source.config) if run.get("method") or "baseline" in trainer else "unknown"
     tags = [t for t in ("qae-lab", "grpo", "rlvr", "trl", method.replace("_", "-")) if t != "unknown"]
-    front = [
-        "---",
-        *([f"base_model: {hub_id}"] if hub_id else []),
-        f"library_name: {'transformers' if dtype else 'peft'}",
-        "pipeline_tag: text-generation",
-        "tags:",
-        *[f"- {t}" for t in tags],
-        "---",
-        "",
-    ]
+    front = [*([f"base_model: {hub_id}"] if hub_id else []), f"library_name: {'transformers' if dtype else 'peft'}"]
+    front += ["pipeline_tag: text-generation", "tags:", *[f"- {t}" for t in tags]]
     what = (
         f"{'LoRA merged into the base' if source.adapter else 'the full model'}, {dtype}"
         if dtype
@@ -317,51 +336,23 @@ def model_card(source: Source, *, dtype: str | None) -> str:
         "learning rate": _num(trainer.get("learning_rate")),
         "weights": f"{what}; from {source.weights.name}/ of the run folder",
     }
-    command = run.get("command") or (
-        f"made from Python (a notebook or a script), preset "
-        f"{source.config.get('preset') or '?'}; its settings: qae_lab_run.json"
-    )
     versions = ", ".join(f"{k} {v}" for k, v in (source.config.get("versions") or {}).items())
-    load = (
-        'model = AutoModelForCausalLM.from_pretrained("<this folder or repo>")'
+    return _CARD.format(
+        front="".join(line + "\n" for line in front),
+        base=source.base,
+        method=method,
+        name=source.run_dir.name,
+        url=REPOSITORY_URL,
+        facts="\n".join(f"| {k} | {v} |" for k, v in facts.items()),
+        sections="".join(line + "\n" for line in [""] + _knob_lines(source) + _eval_lines(source)),
+        command=run.get("command")
+        or f"made from Python (a notebook or a script), preset {source.config.get('preset') or '?'}; its settings: "
+        "qae_lab_run.json",
+        versions=f"Versions: {versions}.\n\n" if versions else "",
+        load='model = AutoModelForCausalLM.from_pretrained("<this folder or repo>")'
         if dtype
         else f'model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained("{resolve_name(source.base)}"), '
-        '"<this folder or repo>")  # from peft import PeftModel'
-    )
-    return "\n".join(
-        [
-            *front,
-            f"# {source.base} + {method}: {source.run_dir.name}",
-            "",
-            f"`{source.base}` trained with RLVR (GRPO through TRL's `GRPOTrainer`) by "
-            f"[qae_lab]({REPOSITORY_URL}), exported with `python -m qae_lab export`.",
-            "",
-            "| | |",
-            "| --- | --- |",
-            *[f"| {k} | {v} |" for k, v in facts.items()],
-            "",
-            *_knob_lines(source),
-            *_eval_lines(source),
-            "## How it was made",
-            "",
-            "```",
-            command,
-            "```",
-            "",
-            *([f"Versions: {versions}.", ""] if versions else []),
-            "## Use",
-            "",
-            "```python",
-            "from transformers import AutoModelForCausalLM, AutoTokenizer",
-            "",
-            load,
-            'tokenizer = AutoTokenizer.from_pretrained("<this folder or repo>")',
-            "```",
-            "",
-            "Prompts as in training: the tokenizer's chat template over qae_lab's system prompt "
-            "(`qae_lab.task.data.prompt_text`); answers end with `</answer>`.",
-            "",
-        ]
+        '"<this folder or repo>")  # from peft import PeftModel',
     )
 
 
@@ -433,9 +424,9 @@ def push(folder: str | os.PathLike, repo: str, *, private: bool = False) -> str:
 
 
 def save_model(trainer, run_dir: str | os.PathLike, *, replace: bool = False) -> Path:
-    r"""Write a trainer's model to the run folder's ``model/``, staged then renamed (a run's end, or afterwards for a
-    run with ``save_model=false``). An existing ``model/`` is refused, or with ``replace`` kept aside; a ``.staging`` no
-    trainer left is refused. Every process calls it; the main one writes.
+    r"""Write a trainer's model to the run folder's ``model/``, staged then renamed; an existing one is refused (with
+    ``replace``: kept aside). Every process calls it; the main one writes.
+
     """
     run_dir = Path(run_dir)
     final = run_dir / MODEL_DIR

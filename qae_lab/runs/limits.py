@@ -14,7 +14,7 @@ from pathlib import Path
 
 from qae_lab.runs.costs import (
     DTYPE_BYTES,
-    GIB,
+    GIB,  # noqa: F401 -- the doctests
     PROMPT_TOKENS,
     QWEN25,
     Arch,
@@ -57,9 +57,8 @@ _LARGEST = 2**62  # the top of the search for a memory-bound setting's largest v
 
 
 def model_arch(model: str) -> Arch | None:
-    r"""The architecture of a run's ``model``, read without loading anything: its :data:`QWEN25` entry, else the
-    ``config.json`` of the embedded model, a local folder or the Hub's local cache (never fetched); None when there is
-    none here or :class:`Arch` cannot read it.
+    r"""The architecture of a run's ``model`` without loading it: :data:`QWEN25`, else the ``config.json`` of the
+    embedded model, a local folder or the Hub's cache (never fetched); None when none here is readable.
 
     >>> model_arch("qwen2.5-1.5b").hidden, model_arch("embedded") == SMALLEST_ARCH, model_arch("no-such/model-here")
     (1536, True, None)
@@ -107,12 +106,10 @@ def _sizes(run, cfg) -> dict[str, int | None]:
 def run_peak(run, cfg, *, regime_batch: int, regime_draws: int, **sizes) -> dict[str, int]:
     r"""A lower estimate of a built run's peak memory in bytes, phase by phase, and ``peak``, the largest.
 
-    ``step``: :func:`lora_grpo_memory` of a process's generation batch and a micro-batch's update (padded to
-    ``pad_to_multiple_of``; ``entropy_top_k``'s float32 values and int64 indices); without LoRA no adapters, nor the
-    full model's gradients and optimizer state. ``evaluation``: one generate call of ``eval_batch_size * eval_samples``;
-    ``trl_evaluation``: ``per_device_eval_batch_size``; ``regime_eval``: ``min(regime_batch, regime_eval_prompts) *
-    regime_draws * regime_eval_samples`` sequences. Each phase counts whether or not the run turns it on. The model is
-    :func:`model_arch`'s, else :data:`SMALLEST_ARCH`. ``sizes``: values in place of the run's settings of those names.
+    ``step``: :func:`lora_grpo_memory` of a process's generation batch and a micro-batch's update (padded; with
+    ``entropy_top_k``'s values and indices; without LoRA no gradients nor optimizer state counted). ``evaluation``,
+    ``trl_evaluation``, ``regime_eval``: one generate call each, counted whether or not the run turns it on. The model
+    is :func:`model_arch`'s, else :data:`SMALLEST_ARCH`. ``sizes``: values in place of the run's settings.
 
     >>> from types import SimpleNamespace as NS
     >>> run = NS(model="qwen2.5-0.5b", dtype="float16", lora=True, lora_r=16, task="gsm8k", eval_batch_size=32,
@@ -219,14 +216,9 @@ def _drawable(run) -> dict[str, int]:
 
 
 def limits(run, cfg, *, regime_batch: int, regime_draws: int, memory: bool = True) -> dict[str, tuple[float, str]]:
-    r"""The largest value a built run accepts for each of its size settings, ``{field: (largest, why)}``, the run's
-    other settings as they are.
-
-    Bound by the model: ``lora_r`` (the hidden size), ``entropy_top_k`` (the vocabulary), and each setting
-    :func:`run_peak` counts, within :data:`MAX_PEAK` (by bisection); the generation batches by the largest generate
-    call. Bound by the task: the problems it draws (:data:`MAX_DRAWN`, :data:`GSM8K_SIZES`). With ``max_steps=-1``,
-    ``num_train_epochs`` within ``QAEConfig``'s ``MAX_STEPS``. ``memory=False`` leaves out the memory bounds (the
-    bisection is most of the cost).
+    r"""The largest value a built run accepts for each of its size settings, ``{field: (largest, why)}``, the others as
+    set: by the model (``lora_r``, ``entropy_top_k``, and each setting :func:`run_peak` counts within :data:`MAX_PEAK`,
+    by bisection, left out with ``memory=False``), by the task's problems, by ``QAEConfig``'s ``MAX_STEPS``.
 
     >>> from qae_lab.runs.presets import build
     >>> bounds = limits(*build("cpu-demo", output_dir="unused"), regime_batch=16, regime_draws=4)
@@ -293,8 +285,7 @@ def _memory_limits(run, cfg, arch: Arch, regime_batch: int, regime_draws: int) -
 
 
 def over_limits(run, cfg, *, regime_batch: int, regime_draws: int) -> list[str]:
-    r"""Each size setting of a built run above its largest (:func:`limits`), as ``"field=value (at most largest:
-    why)"``; when the estimated peak is over :data:`MAX_PEAK`, a last line says how far and in which phase.
+    r"""Each size setting of a built run above its largest (:func:`limits`), then how far the peak is over and where.
 
     >>> from qae_lab.runs.presets import build
     >>> run, cfg = build("cpu-demo", ["n_train=1000000000000", "per_device_train_batch_size=100000000"], output_dir="x")
@@ -306,9 +297,7 @@ def over_limits(run, cfg, *, regime_batch: int, regime_draws: int) -> list[str]:
     """
     said, named = [], set()
     peak = run_peak(run, cfg, regime_batch=regime_batch, regime_draws=regime_draws)
-    # the estimate grows with every size it counts, so a run whose own peak fits has each of them within its largest
-    # (found by bisection, the cost of this check): looked for only when the peak is over
-    over = peak["peak"] > MAX_PEAK
+    over = peak["peak"] > MAX_PEAK  # the peak grows with every size: each one's largest is needed only when over
     for name, (largest, why) in limits(
         run, cfg, regime_batch=regime_batch, regime_draws=regime_draws, memory=over
     ).items():
@@ -338,8 +327,7 @@ at a hundred a second on a GPU, more than a day."""
 
 
 def checkpoint_bytes(arch: Arch, *, lora_r: int | None, dtype_bytes: int) -> int:
-    r"""The bytes of one checkpoint, estimated: the trained weights (LoRA: the adapters, in float32) and AdamW's two
-    float32 moments of each.
+    r"""The bytes of one checkpoint: the trained weights (LoRA: the adapters, float32) and AdamW's two moments of each.
 
     >>> round(checkpoint_bytes(QWEN25["qwen2.5-1.5b"], lora_r=None, dtype_bytes=2) / GIB, 1)   # 1.5B x (2 + 8) bytes
     14.4
@@ -350,8 +338,8 @@ def checkpoint_bytes(arch: Arch, *, lora_r: int | None, dtype_bytes: int) -> int
 
 
 def saved_checkpoints(cfg, steps: int) -> int:
-    r"""How many checkpoints a run of ``steps`` steps keeps at its end: one every ``save_steps`` (a fraction: of the
-    steps) or one an epoch, at most ``save_total_limit``.
+    r"""How many checkpoints a run of ``steps`` steps keeps: one every ``save_steps`` or an epoch, ``save_total_limit``.
+
 
     >>> import types
     >>> saved_checkpoints(types.SimpleNamespace(save_strategy="steps", save_steps=50, save_total_limit=None), 200)

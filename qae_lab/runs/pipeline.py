@@ -1,10 +1,8 @@
 r"""A whole run: evaluate the policy on held-out problems, train it, evaluate again, write the run folder.
 
-:func:`train` is what ``python -m qae_lab train`` and notebook 04 run: :func:`make_trainer` builds
-:class:`qae_lab.train.trainer.QAETrainer` (model, data, reward, LoRA, :class:`~qae_lab.train.callbacks.RunLogger`, the
-regime evaluation), :func:`evaluate_run` measures pass@1 with the one verdict of :mod:`qae_lab.task.answers`, and the
-folder (:mod:`qae_lab.storage.folder`) then holds ``config.json``, ``log.jsonl``, ``eval_*.json``, ``report.html`` and
-``model/``. What the run does with its folder is its :class:`~qae_lab.storage.resume.ResumePlan`.
+:func:`train` is what ``python -m qae_lab train`` and notebook 04 run: :func:`make_trainer` builds the
+:class:`qae_lab.train.trainer.QAETrainer`, :func:`evaluate_run` measures pass@1 with the one verdict of
+:mod:`qae_lab.task.answers`; what the run does with its folder is its :class:`~qae_lab.storage.resume.ResumePlan`.
 """
 
 from __future__ import annotations
@@ -89,10 +87,7 @@ def reward_functions(run: RunArgs) -> list[Callable]:
 
 def check_run(run: RunArgs, cfg) -> None:
     r"""Refuse, before anything loads, a run that no machine could hold or that would train nothing, naming each setting
-    and what to change: a size above its largest (:func:`qae_lab.runs.limits.over_limits`), checkpoints past
-    ``MAX_DISK``, evaluations past ``MAX_EVAL_COMPLETIONS``, fewer training problems than one generation batch draws
-    (TRL's sampler drops an incomplete batch), ``reward_weights`` not one per reward function, fewer problems than
-    ``levels``.
+    and what to change (sizes past :mod:`qae_lab.runs.limits`' bounds, too few problems, mismatched reward settings).
 
     >>> check_run(*build("cpu-demo", ["n_train=4"], output_dir="unused"))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
@@ -174,9 +169,8 @@ def evaluate_run(
     reuse: bool = False,
     progress: bool | None = None,
 ):
-    """Strict-verdict evaluation of ``records`` as the run is configured, written to ``path`` when given (read back
-    instead when ``reuse`` and it exists). pass@k at k = 1, 2, 4, ... ``eval_samples``; the lenient verdict is kept
-    beside it (``correct_lenient``, ``lenient_pass@1``, ``lenient_greedy_pass@1``).
+    """Strict-verdict evaluation of ``records`` as the run is configured (pass@k at k = 1, 2, 4, ... ``eval_samples``,
+    the lenient verdict beside), written to ``path`` when given (read back instead when ``reuse`` and it exists).
 
     >>> from qae_lab.task.models import load_policy
     >>> run, cfg = build("cpu-demo", ["n_eval=2", "eval_samples=2", "disable_tqdm=true"], output_dir="unused")
@@ -251,11 +245,9 @@ def train(
     ``checkpoint``, ``global_step``, ``wall_s``, ``before`` / ``after`` (summaries or None) and ``report``.
 
     ``plan``: the run's :class:`~qae_lab.storage.resume.ResumePlan` (else made from ``resume_from_checkpoint``);
-    ``recipe`` (``{"preset", "method", "sets"}``) is recorded for ``--resume``; ``report`` draws ``report.html`` (the
-    command line passes :func:`qae_lab.lab.report.write_report`, which this layer may not import). torch's thread count
-    follows :mod:`qae_lab.threads` and is put back. Under several processes every one trains and the main one alone
-    evaluates, writes and reports, holding the folder's lock to its last write. A run that did not train every step
-    (Ctrl-C, an early end) writes no ``model/`` and no "after" evaluation, and a report only when it trained a step.
+    ``recipe`` is recorded for ``--resume``; ``report`` draws ``report.html`` (:func:`qae_lab.lab.report.write_report`,
+    which this layer may not import). Every process trains; the main one alone evaluates, writes and reports, holding
+    the folder's lock. A run that did not train every step writes no ``model/`` and no "after" evaluation.
 
     >>> import contextlib, io, tempfile
     >>> from qae_lab.storage.folder import step_rows
@@ -292,13 +284,9 @@ def make_trainer(
     plan: ResumePlan | None = None,
 ):
     r"""``(trainer, tokenizer, eval_records)``: the run's :class:`~qae_lab.train.trainer.QAETrainer` (model, data,
-    ``REWARDS[run.reward]``, LoRA, :class:`RunLogger`, and on a CPU the thread policy's tuner).
-
-    ``resume``: True (``cfg.output_dir``'s latest complete checkpoint) or a checkpoint or run folder; ``plan``: the
-    :class:`~qae_lab.storage.resume.ResumePlan` to follow (else made here). The plan is claimed before anything loads
-    (:func:`qae_lab.storage.resume.claim`, by the main process after every one has planned) and the :class:`RunLogger`
-    holds the folder's lock until training ends. The data is read before the model loads, so a bad data file fails in
-    seconds.
+    reward, LoRA, :class:`RunLogger`, on a CPU the thread policy's tuner). ``resume``: True or a checkpoint or run
+    folder; ``plan``: the :class:`~qae_lab.storage.resume.ResumePlan` to follow (else made here), claimed by the main
+    process before anything loads; the :class:`RunLogger` holds the folder's lock until training ends.
 
     >>> import tempfile
     >>> run, cfg = build("cpu-demo", ["n_train=16", "n_eval=4"], output_dir=tempfile.mkdtemp())
@@ -311,9 +299,8 @@ def make_trainer(
         plan = plan_run(cfg.output_dir, resume=resume or None, settings=run_settings(run, cfg))
     elif Path(plan.folder).resolve() != Path(cfg.output_dir).resolve():
         raise ValueError(f"the plan is for {plan.folder}/, the trainer writes to {cfg.output_dir}/")
-    # this process's device as the Trainer assigns it (cuda:<local rank>, or the CPU), never a fixed one; reading
-    # it sets up the processes (one, or a torchrun / accelerate launch), which PartialState then holds
-    device = str(cfg.device)
+    device = str(cfg.device)  # as the Trainer assigns it (cuda:<local rank>); reading it sets up the processes
+
     state = PartialState()
     state.wait_for_everyone()  # every process has planned from the folder as it was; then the main one claims it
     lock = None

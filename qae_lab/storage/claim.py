@@ -1,9 +1,7 @@
 r"""A new run in a folder: whether it may start there, what ``--overwrite`` may delete, and the claim itself.
 
-:func:`held_run` is the one test of "is this folder fresh"; ``--overwrite`` deletes a run's files only when a run wrote
-them (:func:`unowned_files`) and each may go (:func:`removal_problem`), all decided before anything is deleted
-(:func:`overwrite_refusal`). :func:`claim_fresh` carries a fresh plan out under the folder's lock;
-:func:`qae_lab.storage.resume.plan_run` asks the same questions first, so a dry run gives the same refusal.
+``--overwrite`` deletes a run's files only when a run wrote them and each may go, all decided before anything is
+deleted; :func:`qae_lab.storage.resume.plan_run` asks the same questions first, so a dry run gives the same refusal.
 """
 
 from __future__ import annotations
@@ -73,9 +71,8 @@ def unowned_files(folder: str | os.PathLike) -> str | None:
 
 
 def removal_problem(path: str | os.PathLike) -> str | None:
-    r"""Why qae_lab may not delete ``path``, one of a run folder's names (None: it may, or it is not there): a folder
-    that holds a run of its own (a marker or lock inside), or a ``.staging`` that holds more than a trainer stages there
-    (``checkpoint-N`` and ``model`` folders).
+    r"""Why qae_lab may not delete ``path``, one of a run folder's names (None: it may): a folder holding a run of its
+    own, or a ``.staging`` holding more than a trainer stages there.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()) / ".staging"; (d / "checkpoint-4").mkdir(parents=True)
@@ -136,8 +133,7 @@ def overwrite_refusal(folder: str | os.PathLike) -> str | None:
 
 
 def fresh_refusal(folder: str | os.PathLike, overwrite: bool = False) -> str | None:
-    r"""Why a new run may not start in ``folder`` (None: it may): it holds a run and ``overwrite`` is off, or
-    ``overwrite`` may not delete what it holds. Asked by the plan and again by the claim.
+    r"""Why a new run may not start in ``folder`` (None: it may): it holds a run, and ``overwrite`` is off or refused.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()); fresh_refusal(d) is None
@@ -152,9 +148,9 @@ def fresh_refusal(folder: str | os.PathLike, overwrite: bool = False) -> str | N
 
 
 def claim_fresh(folder: str | os.PathLike, *, overwrite: bool = False, lock: RunLock | None = None) -> list[str]:
-    r"""Make ``folder`` ready for a new run under its lock (``lock``, held; else taken here and let go on return):
-    refuse it as :func:`fresh_refusal` does, delete the previous run's files when ``overwrite``, write the run's marker.
-    Returns the names deleted; other files are left alone.
+    r"""Make ``folder`` ready for a new run under its lock (``lock``, held, else taken here): refuse it as
+    :func:`fresh_refusal` does, delete the previous run's files when ``overwrite``, write the marker; the names deleted.
+
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()); _ = (d / "log.jsonl").write_text('{"step": 1}\n')

@@ -87,22 +87,12 @@ CONFIG_NAME, LOG_NAME, SUPERSEDED_NAME, REPORT_NAME = "config.json", "log.jsonl"
 EVAL_BEFORE, EVAL_AFTER, MODEL_DIR, STAGING_DIR = "eval_before.json", "eval_after.json", "model", ".staging"
 MARKER_NAME, LOCK_NAME = ".qae_lab-run.json", ".qae_lab-run.lock"
 REGIME_SPLIT_NAME = "regime_split.json"  # the held-out set's start split (qae_lab.train.regime_eval)
-# What the trackers and TRL write beside the run's files, by the libraries' default names (not set here): TensorBoard
-# runs/<date>_<host>/, codecarbon emissions.csv, TRL's completions/completions_<step>.parquet. They are the run's
-# (run_files): --overwrite deletes them with the run, a resume continues them.
+# the trackers' and TRL's default names beside a run's files (TensorBoard runs/<date>_<host>/, codecarbon's csv, TRL's
+# completions/*.parquet): the run's (run_files), deleted with it by --overwrite, continued by a resume
 TENSORBOARD_DIR, EMISSIONS_NAME, COMPLETIONS_DIR = "runs", "emissions.csv", "completions"
 TRACKER_FILES = (TENSORBOARD_DIR, EMISSIONS_NAME, COMPLETIONS_DIR)
-_RUN_FILES = (
-    CONFIG_NAME,
-    LOG_NAME,
-    SUPERSEDED_NAME,
-    EVAL_BEFORE,
-    EVAL_AFTER,
-    REPORT_NAME,
-    MODEL_DIR,
-    MARKER_NAME,
-    REGIME_SPLIT_NAME,
-)
+_RUN_FILES = (CONFIG_NAME, LOG_NAME, SUPERSEDED_NAME, EVAL_BEFORE, EVAL_AFTER, REPORT_NAME, MODEL_DIR, MARKER_NAME)
+_RUN_FILES += (REGIME_SPLIT_NAME,)
 CHECKPOINT_NAME = re.compile(r"checkpoint-(\d+)\Z")  # a Trainer checkpoint folder (no "\n" after); group 1: its step
 _FINISHED_NAME = re.compile(r"^finished-step\d+(-\d+)?$")  # where a resume sets a finished run's results aside
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # POSIX: open the name itself, never the place a link names (Windows: lstat)
@@ -128,8 +118,8 @@ def _kind(mode: int) -> str:
 
 
 def irregular(path: str | os.PathLike) -> str | None:
-    r"""``'<path> is a symbolic link (to <target>), not a regular file'`` (or a folder, a named pipe, ...); None when
-    ``path`` is a regular file or is missing. Opens nothing.
+    r"""``'<path> is a symbolic link (to <target>), not a regular file'`` (or a folder, ...); None for a regular file
+    or none.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()); (d / "log.jsonl").symlink_to("/elsewhere/log.jsonl")
@@ -215,8 +205,8 @@ def symlinks(folder: str | os.PathLike) -> list[tuple[str, str]]:
 
 
 def new_folder(path: str | os.PathLike) -> Path:
-    r"""An empty folder made anew at ``path`` for a staged write: a leftover there is removed (a link unlinked, never
-    followed), then ``os.mkdir``; its parent is made if missing and must not be a link.
+    r"""An empty folder made anew at ``path`` for a staged write (a leftover removed, a link unlinked, never followed);
+    its parent is made if missing and must not be a link.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()); (d / "x").symlink_to("/elsewhere"); new_folder(d / "x").is_symlink()
@@ -251,9 +241,8 @@ def fsync_dir(path: str | os.PathLike) -> None:
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    r"""Write ``text`` to ``path`` so that a reader (or a crash) sees the old file or the new one, never half: a
-    temporary file beside it, fsync-ed, then ``os.replace``. Only a regular file is replaced (else
-    :class:`RunFolderError`); the temporary file is created anew, a link planted under its name removed.
+    r"""Write ``text`` to ``path`` so that a reader (or a crash) sees the old file or the new one: a temporary file
+    beside it (created anew), fsync-ed, then ``os.replace``. Only a regular file is replaced.
 
     >>> import tempfile
     >>> p = Path(tempfile.mkdtemp()) / "a.json"
@@ -284,8 +273,8 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
 
 
 def read_json(path: str | os.PathLike, what: str = "file", *, expect: type | None = None) -> Any:
-    r"""A JSON file's content; a missing, damaged or irregular file raises :class:`RunFolderError` naming it.
-    ``expect``: the type the content must have (e.g. ``dict``); other content counts as damaged.
+    r"""A JSON file's content; a missing, damaged or irregular file (or content not of type ``expect``) raises
+    :class:`RunFolderError` naming it.
 
     >>> import tempfile
     >>> p = Path(tempfile.mkdtemp()) / "config.json"
@@ -338,8 +327,7 @@ def jsonable(x: Any) -> Any:
 
 
 def append_lines(path: str | os.PathLike, rows: list[dict]) -> None:
-    r"""JSON lines appended in one write, fsync-ed before the call returns (NaN/inf become null). Only a regular file is
-    appended to (created if missing); anything else is refused, named, and nothing is written.
+    r"""JSON lines (NaN/inf as null) appended in one fsync-ed write to a regular file (created if missing).
 
     >>> import tempfile
     >>> p = Path(tempfile.mkdtemp()) / "log.superseded.jsonl"
@@ -372,8 +360,7 @@ def append_line(path: str | os.PathLike, row: dict) -> None:
 
 
 def log_row_problem(row: Any) -> str | None:
-    r"""What is wrong with a row of a run's log (None: nothing): a row is a JSON object whose ``step`` is a whole number
-    >= 0; everything that reads a log indexes rows by it.
+    r"""What is wrong with a row of a run's log (None: nothing): a JSON object whose ``step`` is a whole number >= 0.
 
     >>> log_row_problem({"step": 3, "reward": 0.5}) is None
     True
@@ -394,11 +381,9 @@ def log_row_problem(row: Any) -> str | None:
 
 
 def read_log_lines(path: str | os.PathLike) -> tuple[list[dict], str | None]:
-    r"""``(rows, cut)``: the rows of a ``log.jsonl`` (a file or the run folder) and its cut last line, if any.
-
-    A last line that does not parse, or lacks its newline, was being written when the process died: it is ``cut``, not a
-    row. A bad line anywhere else (not JSON, or no whole ``step``: :func:`log_row_problem`) raises
-    :class:`RunFolderError` naming the line. A missing log has no rows; an irregular one is refused.
+    r"""``(rows, cut)``: the rows of a ``log.jsonl`` (a file or the run folder) and its cut last line, if any: one that
+    does not parse or lacks its newline (an interrupted write). A bad line anywhere else (:func:`log_row_problem`)
+    raises :class:`RunFolderError` naming it. A missing log has no rows.
 
     >>> import tempfile
     >>> p = Path(tempfile.mkdtemp()) / "log.jsonl"
@@ -439,8 +424,7 @@ def read_log_lines(path: str | os.PathLike) -> tuple[list[dict], str | None]:
 
 
 def read_log(path: str | os.PathLike, *, strict: bool = False) -> list[dict]:
-    r"""The rows of a ``log.jsonl`` (a file or the run folder), in order: a cut last line is dropped, or with ``strict``
-    raises; a missing file raises ``FileNotFoundError``.
+    r"""The rows of a ``log.jsonl`` (a file or the run folder): a cut last line dropped (``strict``: raises).
 
     >>> import tempfile
     >>> p = Path(tempfile.mkdtemp()) / "log.jsonl"
@@ -460,8 +444,8 @@ def read_log(path: str | os.PathLike, *, strict: bool = False) -> list[dict]:
 
 
 def step_rows(rows: list[dict]) -> list[dict]:
-    r"""The training-step rows of a log, one per optimizer step, without events or the end-of-training summary: a
-    ``reward`` or a ``loss`` (with ``num_iterations`` > 1 the steps that reuse a generation log no reward).
+    r"""The training-step rows of a log: a ``reward`` or a ``loss`` (steps that reuse a generation log no reward), no
+    events, no end-of-training summary.
 
     >>> step_rows([{"step": 1, "reward": 0.5, "loss": 0.1}, {"step": 2, "loss": 0.2}, {"step": 2, "train_runtime": 3.0},
     ...            {"step": 2, "event": "resume"}])
@@ -492,8 +476,8 @@ def run_files(folder: str | os.PathLike) -> list[str]:
 
 
 def is_run_name(name: str) -> bool:
-    r"""Whether a run folder uses ``name``: a file or folder a run or its trackers write, its staging folder, its lock,
-    or a ``finished-step<S>`` where a resume set a finished run's results aside.
+    r"""Whether a run folder uses ``name``: what a run or its trackers write, its staging folder, its lock, or a
+    ``finished-step<S>``.
 
     >>> [is_run_name(n) for n in ("model", "checkpoint-3", ".staging", "finished-step2-2", LOCK_NAME, "runs", "export")]
     [True, True, True, True, True, True, False]
@@ -511,9 +495,8 @@ def _is_own_name(name: str) -> bool:
 
 
 def run_owned(folder: str | os.PathLike) -> bool:
-    r"""Whether a qae_lab run wrote ``folder``'s run-named files: it holds the run's marker, or a run's ``config.json``
-    (``trainer`` settings and qae_lab among its ``versions``: a run from before markers), each a regular file. A model
-    folder's ``config.json`` is neither: ``--overwrite`` never deletes it.
+    r"""Whether a qae_lab run wrote ``folder``'s run-named files: its marker, or a run's ``config.json`` (``trainer``
+    settings and qae_lab among its ``versions``), each a regular file; a model folder's ``config.json`` is neither.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()); _ = (d / "config.json").write_text('{"model_type": "qwen2"}'); run_owned(d)
@@ -540,12 +523,10 @@ def check_folder(folder: str | os.PathLike, what: str = "output_dir") -> Path:
     r"""``folder`` as a run folder (``what``: ``output_dir``) or an export (``out``) may be; returns the path, or raises
     :class:`RunFolderError` naming what is wrong and the form allowed.
 
-    * A folder, or a path to make one: no file, and no parent a file; not the root, the home folder or a folder above
-      the current one (a run writes straight into its folder).
-    * No name a run folder uses for itself, nor inside one (links resolved): the names only a run uses may be no part of
-      the path; the common ones (``model``, ``config.json``, ...) not the folder's own name, nor a parent's beside a
-      run's files; the trackers' (``runs``, ``emissions.csv``) only beside a run's own names, so ``runs/my-run`` is
-      fine. Letter case is ignored.
+    * A folder or a path to make one (no part a file); not the root, the home folder or a folder above the current one.
+    * No name a run folder uses for itself, nor inside one (links resolved, case ignored): the names only a run uses
+      nowhere; the common ones (``model``, ``config.json``, ...) not the folder's own name, nor a parent's beside a
+      run's files; the trackers' (``runs``, ...) only beside a run's own names, so ``runs/my-run`` is fine.
 
     >>> check_folder("/")
     Traceback (most recent call last):
@@ -556,78 +537,61 @@ def check_folder(folder: str | os.PathLike, what: str = "output_dir") -> Path:
     ...
     qae_lab.storage.folder.RunFolderError: output_dir runs/x/.staging/y: .staging is a name the run folder uses for itself (where a checkpoint is written before it is renamed into place), so no run or export may be it or lie inside it: choose another folder (e.g. .../runs/x/staging-run/y)
     """
-    path = Path(folder)
-    where = path.resolve()
-    for full in (Path.cwd() / path, where):  # as written, and where it leads
-        parts = full.parts
+    path, made = Path(folder), "export" if what == "out" else "run"
+    where, full = path.resolve(), Path.cwd() / path
+    for whole in (full, where):  # as written, and where it leads
+        parts = whole.parts
         for i, name in enumerate(parts[1:], 1):
-            last, key = i == len(parts) - 1, name.casefold()  # MODEL is model where names ignore case (macOS, Windows)
-            parent = Path(*parts[:i])
+            key, parent = name.casefold(), Path(*parts[:i])  # MODEL is model where names ignore case (macOS, Windows)
             if (
                 _is_own_name(key)
-                or (key in _RUN_FILES and (last or _beside_a_run(parent, key)))
+                or (key in _RUN_FILES and (i == len(parts) - 1 or _beside_a_run(parent, key)))
                 or (key in TRACKER_FILES and _beside_a_run(parent, key, own=True))
             ):
-                instead = Path(
-                    *parts[:i], f"{name.lstrip('.')}-{'export' if what == 'out' else 'run'}", *parts[i + 1 :]
-                )
+                instead = Path(*parts[:i], f"{name.lstrip('.')}-{made}", *parts[i + 1 :])
                 raise RunFolderError(
                     f"{what} {folder}: {name} is a name the run folder uses for itself ({_role(key)}), so no run or "
                     f"export may be it or lie inside it: choose another folder (e.g. {instead})"
                 )
-    _check_kind(path, what)
-    why = (
-        "the file system's root"
-        if where == Path(where.anchor)
-        else "the home folder"
-        if where == Path.home().resolve()
-        else "a folder above the current one"
-        if Path.cwd().resolve().is_relative_to(where) and where != Path.cwd().resolve()
-        else None
-    )
-    if why:
-        writes = (
-            "an export writes model.safetensors, config.json and the tokenizer"
-            if what == "out"
-            else "a run writes config.json, log.jsonl, model/ and checkpoints"
-        )
-        raise RunFolderError(
-            f"{what} {folder} is {why}: {writes} straight into its folder; give it a folder of its own "
-            f"(e.g. {'exports/my-model' if what == 'out' else 'runs/my-run'})"
-        )
-    return path
-
-
-def _check_kind(path: Path, what: str) -> None:
-    """Refuse ``path`` when it, or the nearest of its parents that exists, is not a folder (or a link to one)."""
-    full = Path.cwd() / path  # not resolved: a link among the parts is judged as the link it is
-    for part in (full, *full.parents):
+    for part in (full, *full.parents):  # not resolved: a link among the parts is judged as the link it is
         try:
             mode = os.lstat(part).st_mode
         except (FileNotFoundError, NotADirectoryError):
             continue  # not there yet: its parent decides
         except OSError:
-            return  # cannot be looked at (permissions): making the folder will say so
-        if stat.S_ISLNK(mode):
-            try:
-                mode = os.stat(part).st_mode
-            except OSError:
-                kind = "a symbolic link to nothing"
-            else:
-                kind = None if stat.S_ISDIR(mode) else f"a symbolic link to {_kind(mode)}"
-        else:
-            kind = None if stat.S_ISDIR(mode) else _kind(mode)
-        if kind is None:
-            return
-        if part == full:
-            raise RunFolderError(
-                f"{what} {path} is {kind}, not a folder: give a folder for the "
-                f"{'export' if what == 'out' else 'run'} (a new one, e.g. {path.with_name(path.name + '-run')})"
-            )
+            break  # cannot be looked at (permissions): making the folder will say so
+        try:
+            kind = f"a symbolic link to {_kind(os.stat(part).st_mode)}" if stat.S_ISLNK(mode) else _kind(mode)
+        except OSError:
+            kind = "a symbolic link to nothing"
+        if kind.endswith("a folder"):  # a folder, or a link to one
+            break
         raise RunFolderError(
-            f"{what} {path}: {part} is {kind}, not a folder, so nothing can be made inside it: give a path whose "
+            f"{what} {path} is {kind}, not a folder: give a folder for the {made} (a new one, e.g. "
+            f"{path.with_name(path.name + '-run')})"
+            if part == full
+            else f"{what} {path}: {part} is {kind}, not a folder, so nothing can be made inside it: give a path whose "
             f"parts are folders (e.g. {part.parent / (part.name + '-runs') / full.relative_to(part)})"
         )
+    cwd = Path.cwd().resolve()
+    for why, wide in (
+        ("the file system's root", where == Path(where.anchor)),
+        ("the home folder", where == Path.home().resolve()),
+        ("a folder above the current one", cwd.is_relative_to(where) and where != cwd),
+    ):
+        if wide:
+            writes, example = _WRITES[made]
+            raise RunFolderError(
+                f"{what} {folder} is {why}: {writes} straight into its folder; give it a folder of its own "
+                f"(e.g. {example})"
+            )
+    return path
+
+
+_WRITES = {  # what a run and an export write into their folder, and a folder to give them
+    "run": ("a run writes config.json, log.jsonl, model/ and checkpoints", "runs/my-run"),
+    "export": ("an export writes model.safetensors, config.json and the tokenizer", "exports/my-model"),
+}
 
 
 def _beside_a_run(parent: Path, name: str, *, own: bool = False) -> bool:
@@ -657,7 +621,7 @@ def _role(name: str) -> str:
 
 
 def holder() -> dict[str, Any]:
-    r"""Who takes a lock (or claims a folder): this process, its host, since when, its command line.
+    r"""Who takes a lock (or claims a folder): this process, its host, since when, its command.
 
     >>> sorted(holder())
     ['command', 'host', 'pid', 'since']
@@ -668,15 +632,6 @@ def holder() -> dict[str, Any]:
         "since": time.strftime("%Y-%m-%d %H:%M:%S"),
         "command": " ".join(sys.argv)[:300],
     }
-
-
-def _read_holder(path: Path) -> dict | None:
-    """The holder a lock file names (None: none, or no regular file: never read through a link)."""
-    try:
-        h = json.loads(read_text(path, limit=4096))
-        return {"pid": int(h["pid"]), "host": str(h["host"]), "since": str(h["since"]), "command": str(h["command"])}
-    except (OSError, ValueError, TypeError, KeyError, RecursionError):  # RunFolderError is a ValueError
-        return None
 
 
 def _lock_problem(path: Path) -> str | None:
@@ -696,41 +651,31 @@ def _lock_problem(path: Path) -> str | None:
     )
 
 
-def _describe(path: Path) -> str:
-    """The holder a lock file names, in words."""
-    h = _read_holder(path)
-    if h is None:
-        return "another process (it has not written its name yet)"
-    mine = h["pid"] == os.getpid() and h["host"] == socket.gethostname()
-    return f"process {h['pid']} on {h['host']} since {h['since']} ({h['command']})" + (
-        ", this very process" if mine else ""
-    )
-
-
-def _alive(path: Path) -> bool:
-    """Whether the holder a lock file names still runs (where there is no flock: same host, its pid alive)."""
-    h = _read_holder(path)
-    if h is None:
-        return False
-    if h["host"] != socket.gethostname():
-        return True  # another machine's process: nothing here can tell, so it counts as running
+def _lock_folder(folder: Path) -> tuple[int | None, bool | None]:
+    """``(descriptor, taken)`` of the folder's flock; taken False: another holds it, None: no flock here."""
+    if fcntl is None:  # Windows: folders cannot be locked
+        return None, None
+    fd = os.open(folder, os.O_RDONLY)
     try:
-        os.kill(h["pid"], 0)  # POSIX only (this path never runs on Windows): signal 0 tests, sends nothing
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # it exists, under another user
-    return True
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None, False
+    except OSError as err:
+        os.close(fd)
+        if err.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL, errno.EBADF):
+            return None, None
+        raise
+    return fd, True
 
 
 class RunLock:
     r"""The lock of a run folder: one process writes a run at a time.
 
-    :meth:`acquire` takes ``flock`` on the folder's descriptor, then writes the holder into
-    ``<folder>/.qae_lab-run.lock``; another taker is refused, the holder named. :meth:`release` deletes the file and
-    lets go, so a refused or failed run leaves the folder as it was. The operating system drops a killed process's lock.
-    Where ``flock`` is refused (some network and FUSE file systems) the file alone is the lock, and a dead holder on
-    this host is taken over; on Windows the file is locked with ``msvcrt.locking``.
+    :meth:`acquire` takes ``flock`` on the folder, then writes the holder into ``.qae_lab-run.lock``; another taker is
+    refused, the holder named. :meth:`release` deletes the file and lets go. The operating system drops a killed
+    process's lock. Where ``flock`` is refused (some network file systems) the file alone is the lock, a dead holder on
+    this host taken over; on Windows the file is locked with ``msvcrt.locking``.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp())
@@ -748,7 +693,6 @@ class RunLock:
         self.path = self.folder / LOCK_NAME
         self._fd: int | None = None  # the locked descriptor (the folder's, or the lock file's)
         self._pid: int | None = None  # the process that took it (a forked child's copy never lets go of it)
-        self._file_only = False  # no flock on this file system: the lock file is the lock
 
     @property
     def held(self) -> bool:
@@ -765,19 +709,71 @@ class RunLock:
         if problem:
             raise RunFolderError(problem)
         fd, taken = _lock_folder(self.folder)
-        if taken is None:  # this file system has no flock: the lock file decides
-            self._file_only = True
-            fd, taken = _lock_file(self.path)
+        file_only = taken is None  # this file system has no flock: the lock file decides
+        if file_only:
+            fd, taken = self._lock_file()
         if not taken:
             raise RunFolderError(self._held_elsewhere())
         try:
-            if not self._file_only:
+            if not file_only:
                 atomic_write_text(self.path, json.dumps(holder()) + "\n")
         except BaseException:
             os.close(fd)
             raise
         self._fd, self._pid = fd, os.getpid()
         return self
+
+    def _lock_file(self) -> tuple[int | None, bool]:
+        """``(descriptor, taken)`` of the lock file as the lock (Windows: msvcrt; elsewhere created exclusively, taken
+        over when its holder no longer runs on this host), the holder written through that descriptor."""
+        if msvcrt is not None:
+            fd = _open_regular(self.path, os.O_RDWR | os.O_CREAT)
+            try:
+                msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+            except OSError:
+                os.close(fd)
+                return None, False
+        else:
+            try:
+                fd = _open_regular(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
+            except FileExistsError:
+                if self._alive():
+                    return None, False
+                fd = _open_regular(self.path, os.O_RDWR)  # a dead holder's file: taken over (emptied below)
+        if os.fstat(fd).st_nlink != 1:  # another name of the same file (a hard link) would be rewritten too
+            os.close(fd)
+            raise RunFolderError(_lock_problem(self.path) or f"{self.path} has several names (hard links), not one")
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.ftruncate(fd, 0)
+        os.write(fd, (json.dumps(holder()) + "\n").encode())
+        os.fsync(fd)
+        return fd, True
+
+    def _holder(self) -> dict | None:
+        """The holder the lock file names (None: none, or no regular file: never read through a link)."""
+        try:
+            h = json.loads(read_text(self.path, limit=4096))
+            return {
+                "pid": int(h["pid"]),
+                "host": str(h["host"]),
+                "since": str(h["since"]),
+                "command": str(h["command"]),
+            }
+        except (OSError, ValueError, TypeError, KeyError, RecursionError):  # RunFolderError is a ValueError
+            return None
+
+    def _alive(self) -> bool:
+        """Whether the holder the lock file names still runs (where there is no flock: same host, its pid alive)."""
+        h = self._holder()
+        if h is None or h["host"] != socket.gethostname():
+            return h is not None  # another machine's process: nothing here can tell, so it counts as running
+        try:
+            os.kill(h["pid"], 0)  # POSIX only (never asked on Windows' acquire): signal 0 tests, sends nothing
+        except ProcessLookupError:
+            return False
+        except OSError:
+            pass  # it exists, under another user
+        return True
 
     def busy(self) -> str | None:
         """The refusal :meth:`acquire` would give now, else None; takes and writes nothing (for a dry run)."""
@@ -790,14 +786,21 @@ class RunLock:
         if fd is not None:
             os.close(fd)
         if taken is None:
-            taken = not (self.path.exists() and _alive(self.path))
+            taken = not (self.path.exists() and self._alive())
         return None if taken else self._held_elsewhere()
 
     def _held_elsewhere(self) -> str:
         """The one refusal of a folder another process holds, naming that process."""
+        h = self._holder()
+        who = (
+            f"process {h['pid']} on {h['host']} since {h['since']} ({h['command']})"
+            + (", this very process" if (h["pid"], h["host"]) == (os.getpid(), socket.gethostname()) else "")
+            if h
+            else "another process (it has not written its name yet)"
+        )
         return (
-            f"{self.folder}/ is being written by {_describe(self.path)}: one run folder takes one process at a "
-            f"time. Wait until that run ends, or choose another --output-dir."
+            f"{self.folder}/ is being written by {who}: one run folder takes one process at a time. Wait until that "
+            f"run ends, or choose another --output-dir."
         )
 
     def release(self) -> None:
@@ -824,56 +827,9 @@ class RunLock:
         return f"RunLock({str(self.folder)!r}, held={self.held})"
 
 
-def _lock_folder(folder: Path) -> tuple[int | None, bool | None]:
-    """``(descriptor, taken)``: the exclusive flock on the folder; taken False when another holds it, None when it
-    cannot be had here (Windows, or no flock: descriptor None).
-    """
-    if fcntl is None:  # Windows: folders cannot be locked
-        return None, None
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None, False
-    except OSError as err:
-        os.close(fd)
-        if err.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL, errno.EBADF):
-            return None, None
-        raise
-    return fd, True
-
-
-def _lock_file(path: Path) -> tuple[int | None, bool]:
-    """Where folders cannot be locked, the lock file is the lock (Windows: msvcrt; elsewhere created exclusively, taken
-    over when its holder no longer runs on this host); a regular file with one name only. ``(descriptor, taken)``.
-    """
-    if msvcrt is not None:
-        fd = _open_regular(path, os.O_RDWR | os.O_CREAT)
-        try:
-            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-        except OSError:
-            os.close(fd)
-            return None, False
-    else:
-        try:
-            fd = _open_regular(path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
-        except FileExistsError:
-            if _alive(path):
-                return None, False
-            fd = _open_regular(path, os.O_RDWR)  # a dead holder's file: taken over (emptied below, never followed)
-    if os.fstat(fd).st_nlink != 1:  # another name of the same file (a hard link) would be rewritten too
-        os.close(fd)
-        raise RunFolderError(_lock_problem(path) or f"{path} has several names (hard links), not one")
-    os.lseek(fd, 0, os.SEEK_SET)
-    os.ftruncate(fd, 0)
-    os.write(fd, (json.dumps(holder()) + "\n").encode())
-    os.fsync(fd)
-    return fd, True
-
-
 def versions() -> dict[str, str]:
-    r"""Versions of the libraries a run's numbers depend on (the installed packages' metadata).
+    r"""Versions of the libraries a run's numbers depend on.
+
 
     >>> sorted(versions())
     ['python', 'qae_lab', 'torch', 'transformers', 'trl']

@@ -1,7 +1,5 @@
-r"""Resuming a run: which checkpoints are complete, the rules of a resume, and the one plan that decides it.
-
-Files and JSON; torch only loads a checkpoint's torch files to check them (:func:`checkpoint_problems` with
-``load=True``).
+r"""Resuming a run: which checkpoints are complete, the rules of a resume, and the one plan that decides it (torch
+only loads a checkpoint's files to check them: :func:`checkpoint_problems` with ``load=True``).
 
 Implementer's notes: docs/implementation.md, section ``qae_lab.storage.resume``.
 
@@ -34,6 +32,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import re
 import stat
 import struct
 import time
@@ -162,19 +161,14 @@ _WEIGHTS = ("model.safetensors", "adapter_model.safetensors", "model.safetensors
 _PICKLED_WEIGHTS = ("pytorch_model.bin", "adapter_model.bin", "pytorch_model.bin.index.json")
 
 
-def _is_rng_file(name: str) -> bool:
-    return name == "rng_state.pth" or (name.startswith("rng_state_") and name.endswith(".pth"))
-
-
 def checkpoint_problems(checkpoint: str | os.PathLike, *, load: bool = False, resume: bool = True) -> list[str]:
     r"""What is missing or damaged in a Trainer checkpoint folder; empty when it can be resumed.
 
-    Complete: ``trainer_state.json`` naming its step (and each ``log_history`` row's), safetensors weights (pickled
-    ``pytorch_model.bin`` is never loaded), ``optimizer.pt``, ``scheduler.pt`` and the RNG state; every JSON, torch and
-    safetensors file whole (its structure: a cut file is caught, a flipped bit is not) and a regular file of the
-    folder's own (no link anywhere; a folder under a file's name, which transformers would skip, named). ``load=True``
-    also loads each torch file as the Trainer does (``weights_only=True``, memory-mapped), so a crafted pickle is named
-    before a resume starts. ``resume=False``: only what an export reads (state and weights).
+    Complete: ``trainer_state.json`` naming its step (and each ``log_history`` row's), safetensors weights (pickles are
+    never loaded), ``optimizer.pt``, ``scheduler.pt``, the RNG state; every JSON, torch and safetensors file whole in
+    structure (a cut file is caught, a flipped bit is not) and a regular file of the folder's own. ``load=True`` also
+    loads each torch file as the Trainer does (``weights_only=True``), naming a crafted pickle before a resume starts.
+    ``resume=False``: only what an export reads (state and weights).
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()) / "checkpoint-4"; d.mkdir()
@@ -209,7 +203,7 @@ def checkpoint_problems(checkpoint: str | os.PathLike, *, load: bool = False, re
     for name, what in _RESUME_STATE.items() if resume else ():
         if name not in modes:
             problems.append(f"{name} is missing ({what})")
-    if resume and not any(_is_rng_file(n) for n in modes):
+    if resume and not any(re.fullmatch(r"rng_state(_.+)?\.pth", n) for n in modes):
         problems.append(
             "no RNG state (rng_state.pth): the resumed run would draw other samples than an uninterrupted one"
         )
@@ -217,8 +211,7 @@ def checkpoint_problems(checkpoint: str | os.PathLike, *, load: bool = False, re
 
 
 def folder_problems(folder: str | os.PathLike, whose: str) -> list[str]:
-    r"""What is wrong in a saved model folder (``whose``: its owner, in words), checked as a checkpoint's files are
-    (:func:`checkpoint_problems`); empty when it can be loaded.
+    r"""What is wrong in a saved model folder (``whose``: its owner, in words), checked as a checkpoint's files are.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()); _ = (d / "config.json").write_text("{"); folder_problems(d, "a model's")
@@ -231,8 +224,7 @@ def folder_problems(folder: str | os.PathLike, whose: str) -> list[str]:
 
 
 def _file_problems(folder: Path, names, *, load: bool = False) -> list[str | None]:
-    """Each JSON, torch (``load``: loaded too) and safetensors file of ``names`` that is not whole; then the shards
-    each weights index lists."""
+    """Each JSON, torch (``load``: loaded too) and safetensors file of ``names`` not whole; then each index's shards."""
     problems = []
     for name in sorted(names):
         path = folder / name
@@ -249,7 +241,7 @@ def _file_problems(folder: Path, names, *, load: bool = False) -> list[str | Non
 
 
 def _json_content(path: Path) -> tuple[Any, str | None]:
-    """``(content, None)`` of a regular JSON file, else ``(None, what is wrong)``: never read through a link."""
+    """``(content, None)`` of a regular JSON file, else ``(None, what is wrong)``."""
     try:
         return json.loads(read_text(path)), None
     except RunFolderError as err:  # replaced by a link or a pipe since it was listed
@@ -291,8 +283,7 @@ def _state_problems(state: Path) -> list[str]:
 
 
 def shard_problems(folder: str | os.PathLike, index: str) -> list[str]:
-    r"""What is wrong with the shards a weights index in ``folder`` lists: each must be a plain file name there. An
-    index that is no JSON map is left to the JSON check that names it.
+    r"""What is wrong with the shards a weights index in ``folder`` lists: each must be a plain file name there.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()); index = "model.safetensors.index.json"
@@ -313,16 +304,13 @@ def shard_problems(folder: str | os.PathLike, index: str) -> list[str]:
     ]
 
 
-# what transformers' Trainer allows a resume's torch files beside tensors (its trainer_pt_utils.safe_globals): the
-# numpy arrays and dtypes of the RNG state
+# what transformers' Trainer allows beside tensors in a resume's torch files (its trainer_pt_utils.safe_globals)
 _NUMPY_CORE = getattr(np, "_core", None) or np.core
 _NUMPY_GLOBALS = [_NUMPY_CORE.multiarray._reconstruct, np.ndarray, np.dtype, type(np.dtype(np.uint32))]
 
 
 def _load_problem(path: Path) -> str | None:
-    """Load a torch file as the Trainer loads a resume's state (``weights_only=True``, numpy's arrays allowed); None
-    when it loads, else what went wrong.
-    """
+    """None when a torch file loads as the Trainer loads a resume's state, else what went wrong."""
     try:
         with torch.serialization.safe_globals(_NUMPY_GLOBALS):
             torch.load(path, map_location="cpu", weights_only=True, mmap=True)
@@ -355,8 +343,8 @@ def checkpoints(folder: str | os.PathLike) -> list[tuple[int, Path]]:
 def latest_complete_checkpoint(
     folder: str | os.PathLike, *, load: bool = False, resume: bool = True
 ) -> tuple[Path | None, list[str]]:
-    r"""``(path or None, notes)``: the latest checkpoint with no :func:`checkpoint_problems` (``load``, ``resume`` as
-    there), and a note per later one skipped, naming what is wrong.
+    r"""``(path or None, notes)``: the latest checkpoint with no :func:`checkpoint_problems`, and a note per later one
+    skipped, naming what is wrong.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()); (d / "checkpoint-6").mkdir()
@@ -373,8 +361,7 @@ def latest_complete_checkpoint(
 
 
 def publish_dir(staged: str | os.PathLike, final: str | os.PathLike) -> Path:
-    r"""Make a fully written folder visible under its final name in one rename, every file fsync-ed first. A folder
-    already at ``final`` is renamed to ``.replaced-<name>-<time>`` (nothing is deleted).
+    r"""Rename a fully written folder, every file fsync-ed, to ``final``; a folder there is renamed aside, not deleted.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()); staged = d / ".staging" / "checkpoint-2"; staged.mkdir(parents=True)
@@ -397,10 +384,9 @@ def publish_dir(staged: str | os.PathLike, final: str | os.PathLike) -> Path:
 
 
 def resume_changes(stored: dict, trainer: dict, run: dict, *, checkpoint_step: int) -> dict[str, list]:
-    r"""The settings a resume changes, ``{name: [old, new]}``, comparing ``stored`` (``config.json``) with the resume's
-    ``trainer`` and ``run`` settings; fields on one side only (another TRL version) are not compared. Any change not in
-    :data:`SAFE_ON_RESUME` is refused (:class:`RunFolderError` listing them), and so is a ``max_steps`` not past
-    ``checkpoint_step``.
+    r"""The settings a resume changes, ``{name: [old, new]}``, ``stored`` (``config.json``) against ``trainer`` and
+    ``run``; fields on one side only (another TRL version) are not compared. A change not in :data:`SAFE_ON_RESUME`, or
+    a ``max_steps`` not past ``checkpoint_step``, is refused.
 
     >>> stored = {"trainer": {"quantile_k": 0.4, "max_steps": 20, "seed": 1}, "run": {"n_train": 64}}
     >>> resume_changes(stored, {"quantile_k": 0.4, "max_steps": 40, "seed": 1}, {"n_train": 64}, checkpoint_step=20)
@@ -432,9 +418,8 @@ def resume_changes(stored: dict, trainer: dict, run: dict, *, checkpoint_step: i
 
 
 def check_resume_point(output_dir: str | os.PathLike, step: int, *, skipped=()) -> None:
-    r"""Refuse to resume from ``step`` when that would train logged, kept steps again: allowed are the latest complete
-    checkpoint of an interrupted run and the last checkpoint of a finished one. ``skipped``: later checkpoints already
-    found incomplete.
+    r"""Refuse to resume from ``step`` when that would train logged, kept steps again: only the latest complete
+    checkpoint of an interrupted run and the last of a finished one may be. ``skipped``: later ones found incomplete.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp())
@@ -479,8 +464,8 @@ def finished_step(output_dir: str | os.PathLike) -> int | None:
 
 
 def resume_log(rows: list[dict], step: int, log_history: list[dict]) -> tuple[list[dict], list[dict], list[int]]:
-    r"""A log continued from a checkpoint at ``step``: ``(kept rows, superseded rows, restored steps)``. Rows after
-    ``step`` are trained again; steps up to ``step`` the log lacks are restored from ``log_history``.
+    r"""``(kept rows, superseded rows, restored steps)`` of a log continued from a checkpoint at ``step``: rows after it
+    are trained again; steps up to it the log lacks are restored from ``log_history``.
 
     >>> rows = [{"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.2}, {"step": 3, "reward": 0.3}]
     >>> history = [{"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.2}]
@@ -505,18 +490,15 @@ def resume_log(rows: list[dict], step: int, log_history: list[dict]) -> tuple[li
 
 FRESH, RESUME, REFUSE = "fresh", "resume", "refuse"
 
-# the settings a run would train with, in config.json's form ({"trainer": {...}, "run": {...}}), or a function
-# of the stored config.json (and its run folder) that returns them (the command line rebuilds a run's own)
+# a run's settings in config.json's form ({"trainer", "run"}), or a function of the stored config.json and folder
 Settings = dict | Callable[[dict, Path], dict] | None
 
 
 @dataclass(frozen=True)
 class ResumePlan:
-    r"""What a run does with its folder: start ``"fresh"``, ``"resume"`` a checkpoint, or ``"refuse"`` (``reason``).
-    Made by :func:`plan_run` only. ``overwrite``: a fresh run's deleted files. A resume's: ``checkpoint``, ``step``,
-    ``changes`` ``(name, old, new)``, ``finished_at`` and ``trains_on`` (False: a finished run resumed as it was),
-    ``superseded_steps`` (trained again, rows moved aside), ``restored_steps``, ``cut_line``, ``notes`` (later
-    checkpoints skipped).
+    r"""What a run does with its folder: start ``"fresh"``, ``"resume"`` a checkpoint, or ``"refuse"`` (``reason``);
+    made by :func:`plan_run`. ``overwrite``: a fresh run's deleted files. ``trains_on`` False: a finished run resumed
+    as it was; ``superseded_steps``: trained again, their rows moved aside; ``notes``: later checkpoints skipped.
 
     >>> p = ResumePlan(RESUME, Path("runs/x"), checkpoint=Path("runs/x/checkpoint-4"), step=4,
     ...                changes=(("max_steps", 4, 8),))
@@ -613,10 +595,9 @@ def plan_run(
     r"""The plan for a run in ``folder``: the one place that decides fresh, resume or refuse.
 
     ``resume``: None/False a new run (``overwrite`` replaces the run there); True ``folder``'s latest complete
-    checkpoint; a path, a checkpoint or run folder (``folder`` None: its own); an int ``N``, the step the trainer has
-    loaded (its ``history``). ``settings``: the resume's settings in ``config.json``'s form (None: the stored ones), or
-    a function of the stored ``config.json`` and the folder returning them. A :class:`RunFolderError` on the way becomes
-    a ``refuse`` plan; other errors are raised.
+    checkpoint; a checkpoint or run folder; an int, the step the trainer has loaded (its ``history``). ``settings``:
+    the resume's in ``config.json``'s form (None: the stored ones), or a function of the stored ``config.json`` and the
+    folder. A :class:`RunFolderError` becomes a ``refuse`` plan; other errors are raised.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp())
@@ -634,9 +615,7 @@ def plan_run(
             if refused:
                 raise RunFolderError(refused)
             names = run_files(folder) if overwrite else []
-            # the previous run's files; a folder holding only a run's marker (a start that failed after its claim)
-            # is replaced too, its marker named
-            replaced = tuple(n for n in names if n != MARKER_NAME) or tuple(names)
+            replaced = tuple(n for n in names if n != MARKER_NAME) or tuple(names)  # or a failed start's marker
             return ResumePlan(FRESH, Path(folder), overwrite=replaced)
         if overwrite:
             raise RunFolderError("--overwrite starts a new run; --resume continues one: choose one")
@@ -748,10 +727,10 @@ def _resume(folder, resume, settings: Settings, history) -> ResumePlan:
 
 
 def claim(plan: ResumePlan) -> RunLock:
-    r"""Carry out a plan's claim on its folder before anything loads; returns the held
-    :class:`~qae_lab.storage.folder.RunLock`. The lock is taken first, then the plan is checked again against the
-    folder: a fresh one claims it (:func:`qae_lab.storage.claim.claim_fresh`); a resume refuses a folder whose
-    checkpoints or end changed since, and touches nothing.
+    r"""Carry out a plan's claim on its folder before anything loads; returns the held :class:`RunLock`. Under the lock
+    the plan is checked again: a fresh one claims the folder (:func:`~qae_lab.storage.claim.claim_fresh`); a resume
+    refuses a folder whose checkpoints or end changed since, and touches nothing.
+
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()) / "run"
