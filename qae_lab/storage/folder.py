@@ -765,15 +765,33 @@ class RunLock:
     def _alive(self) -> bool:
         """Whether the holder the lock file names still runs (where there is no flock: same host, its pid alive)."""
         h = self._holder()
+        if msvcrt is not None:  # Windows: os.kill(pid, 0) would send CTRL_C_EVENT; the file's own lock answers
+            return h is not None and self._file_locked()
         if h is None or h["host"] != socket.gethostname():
             return h is not None  # another machine's process: nothing here can tell, so it counts as running
         try:
-            os.kill(h["pid"], 0)  # POSIX only (never asked on Windows' acquire): signal 0 tests, sends nothing
+            os.kill(h["pid"], 0)  # POSIX: signal 0 tests, sends nothing
         except ProcessLookupError:
             return False
         except OSError:
             pass  # it exists, under another user
         return True
+
+    def _file_locked(self) -> bool:
+        """Windows: whether another descriptor holds the lock file's ``msvcrt`` lock (probed, let go at once)."""
+        try:
+            fd = _open_regular(self.path, os.O_RDWR)
+        except OSError:
+            return False
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        except OSError:
+            return True
+        else:
+            msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+            return False
+        finally:
+            os.close(fd)
 
     def busy(self) -> str | None:
         """The refusal :meth:`acquire` would give now, else None; takes and writes nothing (for a dry run)."""

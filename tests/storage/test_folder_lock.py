@@ -191,6 +191,31 @@ def test_on_windows_the_locked_file_stays_the_lock_file_and_a_second_lock_is_ref
     assert list(tmp_path.iterdir()) == []
 
 
+def test_on_windows_asking_whether_the_holder_runs_probes_the_file_lock_and_signals_nothing(tmp_path, monkeypatch):
+    # Windows has no signal 0: os.kill(pid, 0) sends CTRL_C_EVENT to the holder's console group, so a dry run's busy()
+    # would interrupt the very training it asks about. The file's msvcrt lock (played by flock) answers instead.
+    # Planted: `_alive` without its Windows branch (os.kill called) -> fails; `_file_locked` returning False while
+    # the lock is held -> fails.
+    def locking(fd, mode, nbytes):
+        fcntl.flock(fd, fcntl.LOCK_UN if mode == 0 else fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+    def kill(pid, sig):
+        raise AssertionError(f"os.kill({pid}, {sig}) on Windows")
+
+    monkeypatch.setattr(folder, "fcntl", None)
+    monkeypatch.setattr(folder, "msvcrt", SimpleNamespace(LK_UNLCK=0, LK_NBLCK=2, locking=locking))
+    monkeypatch.setattr(folder.os, "kill", kill)
+    first = RunLock(tmp_path).acquire()
+    try:
+        assert RunLock(tmp_path).busy().startswith(f"{tmp_path}/ is being written by process {os.getpid()}")
+    finally:
+        first.release()
+    assert RunLock(tmp_path).busy() is None
+    h = {"pid": 1, "host": socket.gethostname(), "since": "2024-05-06 07:08:09", "command": "qae-lab train"}
+    (tmp_path / LOCK_NAME).write_text(json.dumps(h) + "\n")  # a holder gone without letting go: not locked
+    assert RunLock(tmp_path).busy() is None
+
+
 _ALIVE = """
 import signal, sys
 signal.signal(signal.SIGHUP, signal.SIG_DFL)  # a parent started under nohup passes SIGHUP on ignored
