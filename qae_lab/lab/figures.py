@@ -143,6 +143,15 @@ def add_band(
     )
 
 
+def add_band_line(
+    fig: go.Figure, x: list, mean: list, std: list, color: str, name: str, group: str, col: int, mode: str = "lines"
+) -> None:
+    """A mean line over its +- std band in subplot (1, ``col``), legend-grouped by ``group``, in the legend once."""
+    add_band(fig, x, mean, std, color, legendgroup=group, row=1, col=col)
+    line = go.Scatter(x=x, y=mean, mode=mode, line={"color": color}, legendgroup=group, name=name, showlegend=col == 1)
+    fig.add_trace(line, row=1, col=col)
+
+
 def line_figure(
     x: Sequence,
     series: Mapping[str, Sequence],

@@ -16,7 +16,7 @@ from plotly.subplots import make_subplots
 from qae_lab._checks import check_int
 from qae_lab.analysis.compare import metric_curves, series
 from qae_lab.task.evaluate import EvalResult
-from qae_lab.lab.figures import add_band, band_figure, bar_figure, line_figure, wrap_title
+from qae_lab.lab.figures import add_band_line, band_figure, bar_figure, line_figure, wrap_title
 from qae_lab.labels import GROUP_WORDS, PALETTE
 from qae_lab.analysis.regime_runs import regime_eval_curves, regime_eval_numbers
 from qae_lab.analysis.stats import Stat, detrended_variance, moving_average, stat
@@ -364,20 +364,8 @@ def regime_figure(runs: Sequence, mean_method: str, quantile_method: str, quanti
             if c is None:
                 continue
             n_seeds = max(n_seeds, c.n_runs)
-            add_band(fig, c.steps, c.mean, c.std, color, legendgroup=method, row=1, col=col)
-            fig.add_trace(
-                go.Scatter(
-                    x=c.steps,
-                    y=c.mean,
-                    mode="lines+markers",
-                    line={"color": color},
-                    legendgroup=method,
-                    name=f"{method} ({c.n_runs} seed{'s' * (c.n_runs != 1)})",
-                    showlegend=col == 1,
-                ),
-                row=1,
-                col=col,
-            )
+            name = f"{method} ({c.n_runs} seed{'s' * (c.n_runs != 1)})"
+            add_band_line(fig, c.steps, c.mean, c.std, color, name, method, col, mode="lines+markers")
     words = {"entropy": "token entropy (nats)", "success": "success rate"}[quantity]
     title = (
         f"Held-out prompts grouped by start success: {words} under {mean_method} vs {quantile_method}; "
