@@ -4,7 +4,6 @@ the numbers from :mod:`qae_lab.analysis.compare` and :mod:`qae_lab.analysis.stat
 
 from __future__ import annotations
 
-import html
 import os
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
@@ -33,7 +32,6 @@ __all__ = [
     "before_after_figure",
     "detrend_figure",
     "paired_completions",
-    "completions_table",
     "regime_figure",
 ]
 
@@ -228,9 +226,6 @@ def detrend_figure(runs: Iterable, run: str, window: int, *, stride: int = 1) ->
     return fig
 
 
-MARKS = {True: "✓", False: "✗"}
-
-
 def _problems(result) -> list[dict]:
     """An evaluation's per-problem records: an :class:`~qae_lab.task.evaluate.EvalResult`, or the path of its JSON."""
     if isinstance(result, (str, os.PathLike)):
@@ -268,68 +263,6 @@ def paired_completions(before, after, n: int = 4, sample: int | None = None) -> 
             }
         )
     return rows
-
-
-def _shown(text: str, head: int = 420, tail: int = 180) -> str:
-    r"""A completion for a table cell: escaped, line breaks kept, a long one cut in the middle (its answer shows).
-
-    >>> _shown("<answer>\n42</answer>")
-    '&lt;answer&gt;<br>42&lt;/answer&gt;'
-    >>> _shown("a" * 10 + "b" * 10, head=4, tail=3)
-    'aaaa <i>[… 13 characters …]</i> bbb'
-    """
-    if len(text) > head + tail:
-        middle = f" <i>[… {len(text) - head - tail} characters …]</i> "
-        return html.escape(text[:head]).replace("\n", "<br>") + middle + html.escape(text[-tail:]).replace("\n", "<br>")
-    return html.escape(text).replace("\n", "<br>")
-
-
-def completions_table(before, after, n: int = 4, sample: int | None = None) -> go.Figure:
-    r"""A table of :func:`paired_completions`, each completion under its verdict and shaded; the title counts them.
-
-    >>> from types import SimpleNamespace as NS
-    >>> res = lambda ok: NS(problems=[{"id": 0, "question": "1 + 1?", "gold": "2",
-    ...     "greedy": {"completion": "<answer>2</answer>", "correct": ok}, "samples": []}])
-    >>> fig = completions_table(res(False), res(True))
-    >>> fig.layout.title.text
-    'Greedy completions before and after training, the first 1 held-out problems: 0/1 → 1/1 correct'
-    >>> [column[0] for column in fig.data[0].cells.values]
-    ['1', '1 + 1?<br><b>gold 2</b>', '✗<br>&lt;answer&gt;2&lt;/answer&gt;', '✓<br>&lt;answer&gt;2&lt;/answer&gt;']
-    """
-    rows = paired_completions(before, after, n, sample)
-    kind = "Greedy completions" if sample is None else f"Sampled completions (sample {sample}, the same seed)"
-    counts = {when: sum(r[f"{when}_correct"] for r in rows) for when in ("before", "after")}
-    columns = [
-        [str(i + 1) for i in range(len(rows))],
-        [f"{_shown(r['question'], 300, 0)}<br><b>gold {html.escape(r['gold'])}</b>" for r in rows],
-    ]
-    fills = [["white"] * len(rows), ["white"] * len(rows)]
-    for when in ("before", "after"):
-        columns.append([f"{MARKS[r[when + '_correct']]}<br>{_shown(r[when])}" for r in rows])
-        fills.append(["#e6f4ea" if r[when + "_correct"] else "#fdecea" for r in rows])
-    header = [
-        "#",
-        "question",
-        f"before training ({counts['before']}/{len(rows)} ✓)",
-        f"after training ({counts['after']}/{len(rows)} ✓)",
-    ]
-    table = go.Table(
-        columnwidth=[0.3, 2.2, 3.5, 3.5],
-        header={"values": header, "align": "left"},
-        cells={"values": columns, "align": "left", "fill_color": fills, "font": {"size": 11}},
-    )
-    title = (
-        f"{kind} before and after training, the first {len(rows)} held-out problems: "
-        f"{counts['before']}/{len(rows)} → {counts['after']}/{len(rows)} correct"
-    )
-    return go.Figure(
-        table,
-        layout={
-            "title": {"text": title},
-            "height": 260 + 260 * len(rows),
-            "margin": {"l": 10, "r": 10, "t": 60, "b": 10},
-        },
-    )
 
 
 def regime_figure(runs: Sequence, mean_method: str, quantile_method: str, quantity: str = "entropy") -> go.Figure:
