@@ -119,7 +119,7 @@ class UpdateChange:
 
     @property
     def title(self) -> str:
-        r"""The figure's title: what is drawn and the counts it shows."""
+        r"""The figure's title."""
         (up, _, n_pos), (_, down, n_neg) = self.moved("A > 0"), self.moved("A < 0")
         return (
             f"One GRPO step: change of log π(y_i) per completion · A > 0: {up} of {n_pos} up · "
@@ -560,6 +560,15 @@ def check_prediction(prediction, change: UpdateChange, *, sign: str = "A > 0") -
     )
 
 
+def _check_numbers(**values) -> None:
+    """``ValueError`` unless every value is a finite number and ``tolerance`` >= 0."""
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if values["tolerance"] < 0:
+        raise ValueError(f"tolerance must be >= 0, got {values['tolerance']}")
+
+
 def check_direction(
     prediction,
     before: float,
@@ -595,11 +604,7 @@ def check_direction(
         )
     if not isinstance(prediction, str) or prediction.strip().lower() not in words:
         return f'Not yet: write PREDICTION = "up", "down" or "same" (you wrote {prediction!r}), then run this again.'
-    for name, value in (("before", before), ("after", after), ("tolerance", tolerance)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ValueError(f"{name} must be a finite number, got {value!r}")
-    if tolerance < 0:
-        raise ValueError(f"tolerance must be >= 0, got {tolerance}")
+    _check_numbers(before=before, after=after, tolerance=tolerance)
     if interval is not None:
         lo, hi = interval
         if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi) or tolerance:
@@ -638,11 +643,7 @@ def check_estimate(prediction, measured: float, *, quantity: str, tolerance: flo
             f"Not yet: PREDICTION is in percent: {prediction:g} means {prediction:g}%; did you mean "
             f"{100 * prediction:g}? Write it in percent and run this again."
         )
-    for name, value in (("measured", measured), ("tolerance", tolerance)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ValueError(f"{name} must be a finite number, got {value!r}")
-    if tolerance < 0:
-        raise ValueError(f"tolerance must be >= 0, got {tolerance}")
+    _check_numbers(measured=measured, tolerance=tolerance)
     gap = measured - prediction
     if abs(gap) <= tolerance:
         return (

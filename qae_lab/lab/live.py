@@ -139,7 +139,7 @@ class KnobSlider(widgets.FloatSlider):
         super().__init__(value=value, min=lo, max=hi, step=step, readout_format=f".{_decimals(step)}f", **kwargs)
 
     def check(self, value) -> float:
-        """``value`` as the slider would hold it; ``ValueError`` naming the knob where it cannot."""
+        """``value`` as the slider would hold it, else ``ValueError``."""
         value = round(float(value), 6)
         if not self.min <= value <= self.max:
             raise ValueError(
@@ -270,8 +270,7 @@ class Controls:
         self._sync()
 
     def _sync(self) -> None:
-        """Disable each control that changes nothing now (:func:`inactive_knobs`, a lock, the run's end); its tooltip
-        and the note beside Stop say why."""
+        """Disable each control that changes nothing now; its tooltip and the note beside Stop say why."""
         why = {**inactive_knobs(self.snapshot()), **self._locked}
         if self._finished:
             why = dict.fromkeys(KNOBS, "training has ended: the controls no longer reach a run")
@@ -348,8 +347,7 @@ WAITING = "waiting for the first step..."
 
 
 def panel_notes(rows: list[dict]) -> dict[str, str]:
-    r"""Why a panel of :data:`LIVE_PANELS` may be empty, by panel: before the first step every panel waits; the token
-    weights are logged only while a weighting is on.
+    r"""Why a panel of :data:`LIVE_PANELS` is empty: before the first step; the token weights without a weighting.
 
     >>> panel_notes([])["entropy"]
     'waiting for the first step...'
@@ -433,9 +431,7 @@ def knobs_row(knobs) -> dict:
 
 
 def _knobs_of(row: Mapping, weighting: str | None) -> dict:
-    """The knobs a log row records, as the tables write them; the row's own ``knobs/token_weighting`` names its token
-    weighting ("none+sa_ah": a change within the row's logging window); in an older log without it, ``weighting``
-    names a weighting the row says was on."""
+    """The knobs a log row records, as the tables write them (``weighting``: for an older log that names none)."""
     alpha, quantile, logged = row.get(SAAH_ALPHA), row.get(QAE_QUANTILE_BASELINE), row.get(TOKEN_WEIGHTING)
     if isinstance(logged, str):
         named = " + ".join(WEIGHTING_NAMES.get(w, w) for w in logged.split("+"))
@@ -763,8 +759,7 @@ class LiveRun:
                 )
         self.resume_from_checkpoint = resume_from_checkpoint
         self.knobs = LiveKnobs(self.controls, trainer)
-        # progress bars or log printing from a thread would land in whichever cell runs: the dashboard replaces
-        # them (transformers picks NotebookProgressCallback inside a notebook, ProgressCallback elsewhere)
+        # progress bars or log printing from a thread would land in whichever cell runs: the dashboard replaces them
         for cls in (ProgressCallback, NotebookProgressCallback, PrinterCallback):
             while any(isinstance(cb, cls) for cb in trainer.callback_handler.callbacks):
                 trainer.remove_callback(cls)
