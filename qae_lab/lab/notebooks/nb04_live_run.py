@@ -40,7 +40,6 @@ __all__ = [
     "knob_ranges",
     "knob_title",
     "knobs_row",
-    "logged_mean",
     "summary_rows",
 ]
 
@@ -108,18 +107,6 @@ def hard_share_verdict(prediction, rows: Sequence[Mapping]) -> str:
     )
 
 
-def logged_mean(rows: Sequence[Mapping], metric: str) -> float | None:
-    r"""The mean of ``metric`` over the rows that logged it; None where none did.
-
-    >>> logged_mean([{"step": 1, "qae/zero_adv_frac": 0.5}, {"step": 2, "qae/zero_adv_frac": 1.0}, {"step": 3}],
-    ...             "qae/zero_adv_frac")
-    0.75
-    >>> logged_mean([{"step": 1}], "reward") is None
-    True
-    """
-    return window_mean(rows, metric)  # every step's window
-
-
 def _direction(before: float, after: float) -> str:
     return "rose" if after > before else "fell" if after < before else "unchanged"
 
@@ -145,7 +132,7 @@ def summary_rows(
         return [{"measure": "steps trained", "value": "none logged yet: run this cell again a little later"}]
     goes_on = " so far (training goes on: run this cell again once the run and its evaluation have ended)"
     table = [{"measure": "steps trained", "value": f"{len(rows)} of {steps}" + (goes_on if running else "")}]
-    zero = logged_mean(rows, QAE_ZERO_ADV_FRAC)
+    zero = window_mean(rows, QAE_ZERO_ADV_FRAC)
     if zero is not None:
         table.append({"measure": f"zero-advantage share, mean over the {len(rows)} steps", "value": f"{zero:.3f}"})
     if after is None:

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from qae_lab.analysis.compare import Run, metric_curves, series
 from qae_lab.analysis.stats import stat, training_variance
 
-__all__ = ["first_last_rows", "plain_variance_rows", "sampling_floor", "column_stat", "column_row"]
+__all__ = ["first_last_rows", "plain_variance_rows", "sampling_floor", "column_row"]
 
 
 def first_last_rows(groups: Sequence, metric: str, window: int) -> list[dict]:
@@ -74,13 +74,3 @@ def column_row(table: Sequence[Mapping], method: str, column: str) -> Mapping:
     if rows[0].get(column) is None:
         raise ValueError(f"column {column!r} has no value in the row of {method!r}")
     return rows[0]
-
-
-def column_stat(table: Sequence[Mapping], method: str, column: str):
-    r"""The Stat over seeds of ``column`` in the summary-table row labelled ``method``.
-
-    >>> s = column_stat([{"method": "qae", "final entropy": stat([0.03, 0.05])}], "qae", "final entropy")
-    >>> round(s.mean, 6), round(s.std, 6), s.n
-    (0.04, 0.01, 2)
-    """
-    return column_row(table, method, column)[column]
