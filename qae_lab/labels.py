@@ -17,8 +17,7 @@ from qae_lab.metric_names import (
     SAAH_W_MEAN_NEG,
 )
 
-# the baselines and token weightings (qae_lab.methods): in the controls and the knobs' tables, and the short names of
-# the tables that set the two baselines side by side
+# the baselines and token weightings (qae_lab.methods): full names, and short ones for side-by-side tables
 BASELINE_NAMES = {"mean": "mean (GRPO)", "quantile": "K-quantile (QAE)"}
 BASELINE_SHORT = {"mean": "mean", "quantile": "QAE"}
 WEIGHTING_NAMES = {"none": "none", "ah": "AH", "sa_ah": "SA-AH"}
@@ -29,8 +28,7 @@ GROUP_WORDS = {"hard": "hard", "easy": "easy", "all": "mixed"}
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#7f7f7f")
 
-# metric -> (its name in plain words, the unit of its axis, its colour). A metric keeps its colour in every panel and at
-# every redraw, and no two metrics share one; a metric not named here is drawn under its key, in a colour from its name.
+# metric -> (its name in plain words, the unit of its axis, its colour): one colour per metric, everywhere
 CURVES = {
     "reward": ("mean reward", "reward", "#1f77b4"),
     QAE_SUCCESS_RATE: ("pass rate", "share correct", "#17becf"),
@@ -62,8 +60,7 @@ RUN_CURVES = {
     "completion length (tokens)": ("completions/mean_length",),
 }
 
-# panel title -> logged metrics drawn in it (names: docs/metrics.md; their plain names, units and colours:
-# CURVES). First what notebook 04 asks people to watch as they move the controls.
+# the live dashboard's panel title -> logged metrics, first what notebook 04 asks people to watch
 WEIGHTS_PANEL = "token weight, failed completions"
 SHARES_PANEL, REWARD_PANEL = "easy and hard prompts (QAE)", "reward and pass rate"
 LIVE_PANELS = {
@@ -88,8 +85,7 @@ ENTROPY_CURVES: dict[str, str] = {
     "completions/mean_length": "completion length (tokens)",
 }
 
-# the ledger's parts notebook 06 shows (of qae_lab.ledger.LEDGER_PARTS): the whole update and the four cells of
-# Prop. 4.2 (regime x sign of the advantage), and their logged metrics ``ledger/<part>`` with their words
+# the ledger's parts notebook 06 shows: the whole update and Prop. 4.2's four cells (regime x sign of A)
 LEDGER_CELLS: tuple[str, ...] = ("dh", "dh_hard_pos", "dh_hard_neg", "dh_easy_pos", "dh_easy_neg")
 LEDGER_CURVES: dict[str, str] = {
     LEDGER_PREFIX + part: label
@@ -99,8 +95,7 @@ LEDGER_CURVES: dict[str, str] = {
     )
 }
 
-# correct answers given a negative advantage: under the run's baseline, and under the mean baseline on the same
-# rewards (named by the metric itself: the notebook's text explains both)
+# correct answers given A < 0, under the run's baseline and under the mean on the same rewards
 NEG_CORRECT_CURVES: dict[str, str] = {
     QAE_NEG_CORRECT: QAE_NEG_CORRECT,
     QAE_NEG_CORRECT_IF_MEAN: QAE_NEG_CORRECT_IF_MEAN,

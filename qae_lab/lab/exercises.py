@@ -1,14 +1,10 @@
 r"""Checkers for the notebooks' exercises, in the style of Spinning Up's ``# YOUR CODE HERE``.
 
-Each ``check_*`` takes the learner's function, runs it on fixed random cases and compares
-the result with qae_lab's own implementation, a float within :data:`ATOL`. A function that still
-returns ``None`` (the stub) is reported as not attempted rather than failed, so notebooks
-run top to bottom before anyone has written a line. A wrong answer is not an error either: the checker returns
-``"Not yet: "``, the likely mistake first, then the case that shows it; an exception raised inside the learner's
-function is reported the same way, by its type and message, so no traceback stands between the learner and the hint.
-
-A predict-then-run exercise (:func:`check_prediction`) is the other kind: the learner writes down
-what an update will do before running it, and the checker compares that with what was measured.
+Each ``check_*`` runs the learner's function on fixed random cases against qae_lab's own, a float within
+:data:`ATOL`. A stub returning ``None`` is not attempted rather than failed, so notebooks run top to bottom; a wrong
+answer or an exception inside the learner's function gives ``"Not yet: "``, the likely mistake, then the case, never
+a traceback. A predict-then-run verdict (:func:`check_prediction`, :func:`check_direction`, :func:`check_estimate`)
+compares what the learner wrote down before running with what was measured.
 """
 
 from __future__ import annotations
@@ -57,13 +53,9 @@ NO_PREDICTION = (
 )
 
 
-# How far a float answer may sit from qae_lab's. The answers here are of order 1, none above 10 (a lone success's
-# advantage (G - 1) / sqrt(G) = 3.75 in a group of 16, a horizon weight of at most exp(0.25 * 9) = 9.5 at
-# alpha = -0.25, an entropy of a few nats), and an answer computed in float32 rounds at 6e-8 of its size per
-# operation: written the plain way it lands within 2e-7 of the float64 reference on every case below
-# (tests/lab/test_exercises.py runs float32 answers). 1e-6 accepts that and refuses an error of 1e-5 (a wrong eps,
-# a term left out). No relative part: allclose's default rtol = 1e-5 would let an error of 1e-5 through on every
-# value above 1.
+# How far a float answer may sit from qae_lab's: the answers are below 10, a float32 answer lands within 2e-7 of the
+# float64 reference (tests/lab/test_exercises.py), and an error of 1e-5 (a wrong eps, a term left out) is refused.
+# No relative part: allclose's rtol = 1e-5 would let such an error through on every value above 1.
 ATOL = 1e-6
 
 
@@ -87,13 +79,7 @@ SIGNS = {"A > 0": 1, "A = 0": 0, "A < 0": -1}
 class UpdateChange:
     r"""What one update did to each completion of a group: log pi(y_i) before and after, beside A_i.
 
-    Attributes:
-        labels: N labels (``y0 ✓``: index, and ✓ where the reward was positive).
-        before, after: (N,) float64 log pi(y_i) before and after the step.
-        advantages: (N,) float64 A_i the step used.
-        clipped: (N,) int, each completion's tokens where PPO's clip would stop the gradient on a second pass
-            over the group (ratio pi_new / pi_old past [1 - eps_low, 1 + eps_high] on the side its advantage pushes).
-        lengths: (N,) int, each completion's real tokens.
+    Tensors are (N,); ``clipped``: each completion's tokens where PPO's clip would stop the gradient on a second pass.
 
     >>> c = UpdateChange(["y0 ✓", "y1 ✗", "y2 ✗"], torch.tensor([-1., -2, -3]), torch.tensor([-0.9, -2.5, -2.8]),
     ...                  torch.tensor([1., -0.5, -0.5]), torch.tensor([1, 0, 0]), torch.tensor([3, 3, 3]))
@@ -125,8 +111,7 @@ class UpdateChange:
         return int((d > 0).sum()), int((d < 0).sum()), d.numel()
 
     def direction(self, sign: str) -> str | None:
-        r"""How the ``sign`` rows moved: ``"up"`` or ``"down"`` (all of them), ``"mixed"``, ``"unchanged"``, or
-        None where there is no such row."""
+        r"""How the ``sign`` rows moved: ``"up"``, ``"down"`` (all), ``"mixed"``, ``"unchanged"``; None: no row."""
         up, down, n = self.moved(sign)
         if n == 0:
             return None
@@ -134,7 +119,7 @@ class UpdateChange:
 
     @property
     def title(self) -> str:
-        r"""The figure's title: what is drawn and the counts it shows."""
+        r"""The figure's title."""
         (up, _, n_pos), (_, down, n_neg) = self.moved("A > 0"), self.moved("A < 0")
         return (
             f"One GRPO step: change of log π(y_i) per completion · A > 0: {up} of {n_pos} up · "
@@ -142,9 +127,7 @@ class UpdateChange:
         )
 
     def summary_rows(self) -> list[dict]:
-        r"""A row per advantage sign present: how many completions have it, how many became ``more likely`` and
-        ``less likely``, their ``mean change`` of log pi(y), their ``tokens`` and how many of those PPO's clip
-        would stop on a second pass (``clipped``).
+        r"""A table row per advantage sign present: completions, how many moved each way, their mean change, tokens.
 
         >>> c = UpdateChange(["y0 ✓", "y1 ✗", "y2 ✗"], torch.tensor([-1., -2, -3]), torch.tensor([-0.5, -2.5, -2.8]),
         ...                  torch.tensor([1., -0.5, -0.5]), torch.tensor([2, 0, 1]), torch.tensor([3, 4, 5]))
@@ -193,8 +176,8 @@ def _not_yet(hint: str, case: str) -> str:
 
 
 def _checker(hint: str) -> Callable:
-    """A ``check_*(fn)`` as a notebook shows it: ``Correct: ...``, :data:`NOT_ATTEMPTED`, or :func:`_not_yet`'s
-    verdict, the case's own hint (``_NotYet.hint``) or else ``hint``, the checker's usual mistake, first."""
+    """A ``check_*(fn)`` returning ``Correct: ...``, :data:`NOT_ATTEMPTED`, or :func:`_not_yet` with the case's hint
+    or else ``hint``."""
 
     def wrap(check: Callable) -> Callable:
         @functools.wraps(check)
@@ -235,9 +218,8 @@ def _compare(got, want: torch.Tensor, what: str, hint: str = "") -> None:
         raise _NotYet(f"{what}: expected {want.tolist()}, got {shown}", hint)
 
 
-# (G, K) where K * G is an integer that floating point lands just above (0.28 * 25 = 7.000000000000001): a plain
-# ceil(K G) - 1 takes the next order statistic there. Every such K = 0.01 .. 0.99 with G <= 128 has G a multiple of
-# 25; these are four of the thirteen.
+# (G, K) where floating point lands just above the integer K * G (0.28 * 25 = 7.000000000000001): a plain
+# ceil(K G) - 1 takes the next order statistic there.
 FLOAT_TRAPS = ((25, 0.28), (25, 0.56), (50, 0.14), (100, 0.07))
 
 
@@ -249,9 +231,6 @@ def _naive_quantile(rewards: torch.Tensor, g: int, k: float) -> torch.Tensor:
 @_checker("the K-quantile of a group is its ceil(K G)-th smallest reward, read per group of G (sorted).")
 def check_quantile_baseline(fn: Callable) -> str:
     r"""Check ``fn(rewards, group_size, k) -> (B,)`` against the paper's K-quantile, the ceil(K G)-th smallest reward.
-
-    Random groups of G in {2, 4, 5, 8, 16} at six K, then the :data:`FLOAT_TRAPS`, where an index of
-    ``math.ceil(k * g) - 1`` is one too high; that answer is told so.
 
     >>> check_quantile_baseline(lambda r, g, k: None) == NOT_ATTEMPTED
     True
@@ -326,10 +305,7 @@ def check_zero_count(fn: Callable) -> str:
     "subtract each step's trailing mean of the last `window` values, keep only full windows, then take the population variance."
 )
 def check_training_variance(fn: Callable) -> str:
-    r"""Check ``fn(values, window) -> float``, the detrended training variance of a per-step series.
-
-    The population variance of r_t = x_t - m_t over the full windows t = w-1 .. n-1, m_t the
-    trailing mean of the last w values (:func:`qae_lab.analysis.stats.detrended_variance`).
+    r"""Check ``fn(values, window) -> float``: the population variance of x_t minus its trailing mean of w values.
 
     >>> check_training_variance(lambda values, window: None) == NOT_ATTEMPTED
     True
@@ -383,8 +359,7 @@ def check_horizon_weights(fn: Callable) -> str:
 
 @_checker("the first step always counts; after it, a step counts when its qae/k differs from the step just before.")
 def check_k_changes(fn: Callable) -> str:
-    r"""Check ``fn(rows) -> list[int]``: the steps of a run log whose ``qae/k`` differs from the step
-    before, the first step included (the K part of :func:`qae_lab.knobs.knob_changes`).
+    r"""Check ``fn(rows) -> list[int]``: the steps whose ``qae/k`` differs from the step before, the first included.
 
     >>> check_k_changes(lambda rows: None) == NOT_ATTEMPTED
     True
@@ -412,12 +387,8 @@ def check_k_changes(fn: Callable) -> str:
     "a correct answer has a reward of at least `threshold`; only those strictly below their own group's mean get A < 0."
 )
 def check_neg_correct(fn: Callable) -> str:
-    r"""Check ``fn(rewards, group_size, threshold) -> int``: the correct responses (reward >= threshold)
-    that GRPO's mean baseline gives a negative advantage (:func:`qae_lab.advantages.group_advantages`).
-
-    Hand-made batches first: a correct answer exactly at the threshold, and correct answers exactly at their group's
-    mean (A = 0, not negative); an answer that counts ``> threshold`` or ``<= mean`` is told which. Then 30 random
-    batches of composite rewards.
+    r"""Check ``fn(rewards, group_size, threshold) -> int``: the correct responses (reward >= threshold) that GRPO's
+    mean baseline gives A < 0; hand-made edge cases (at the threshold, at the mean) first.
 
     >>> check_neg_correct(lambda r, g, t: None) == NOT_ATTEMPTED
     True
@@ -470,9 +441,8 @@ def check_neg_correct(fn: Callable) -> str:
 def check_mean_advantages(fn: Callable) -> str:
     r"""Check ``fn(rewards) -> (G,)``: GRPO's advantages A_i = (R_i - mean R) / (std R + eps) of one group.
 
-    std is Bessel-corrected (``torch.std``); eps = 1e-6 (:func:`qae_lab.advantages.group_advantages`'s default)
-    or 0 both pass, each within :data:`ATOL` (they differ by |A| eps / std, up to 1.5e-5 on a lone success of 16).
-    A wrong answer that forgot the std, or took the population std, is told so.
+    std is Bessel-corrected (``torch.std``); eps = 1e-6 or 0 both pass (they differ by up to 1.5e-5 on a lone
+    success of 16).
 
     >>> check_mean_advantages(lambda r: None) == NOT_ATTEMPTED
     True
@@ -520,10 +490,8 @@ FORMAT_CASES = (  # completions as TRL hands them to a reward: a list of message
     "1.0 only where a <reasoning>...</reasoning> block is followed, after nothing but whitespace, by an <answer>...</answer> block."
 )
 def check_format_reward(fn: Callable) -> str:
-    r"""Check ``fn(completions, **kwargs) -> list[float]``, a format reward in TRL's signature, against
-    :func:`qae_lab.task.rewards.soft_format_reward`: 1.0 where a ``<reasoning>...</reasoning>`` block is followed, after
-    nothing but whitespace, by an ``<answer>...</answer>`` block, else 0.0. The completions come as TRL passes
-    conversational ones: each a list holding one assistant message.
+    r"""Check ``fn(completions, **kwargs) -> list[float]``, a format reward in TRL's signature (conversational
+    completions), against :func:`qae_lab.task.rewards.soft_format_reward`.
 
     >>> check_format_reward(lambda completions, **kwargs: None) == NOT_ATTEMPTED
     True
@@ -545,11 +513,7 @@ def check_format_reward(fn: Callable) -> str:
 
 
 def check_prediction(prediction, change: UpdateChange, *, sign: str = "A > 0") -> str:
-    r"""Compare a prediction with what one update measurably did to the completions whose advantage has ``sign``.
-
-    Notebook 00 asks it of the rewarded completions (A > 0) after a step with a large learning rate.
-
-    ``prediction``: ``"up"``, ``"down"`` or None; the verdict says right, wrong or partly (moved both ways, named).
+    r"""Compare a prediction (``"up"``, ``"down"``, None) with what one update did to the rows of advantage ``sign``.
 
     >>> c = UpdateChange(["y0 ✓", "y1 ✗", "y2 ✗"], torch.tensor([-1., -2, -3]), torch.tensor([-1.5, -2.5, -3.5]),
     ...                  torch.tensor([1., -0.5, -0.5]), torch.tensor([0, 0, 0]), torch.tensor([3, 3, 3]))
@@ -596,6 +560,15 @@ def check_prediction(prediction, change: UpdateChange, *, sign: str = "A > 0") -
     )
 
 
+def _check_numbers(**values) -> None:
+    """``ValueError`` unless every value is a finite number and ``tolerance`` >= 0."""
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if values["tolerance"] < 0:
+        raise ValueError(f"tolerance must be >= 0, got {values['tolerance']}")
+
+
 def check_direction(
     prediction,
     before: float,
@@ -608,11 +581,8 @@ def check_direction(
 ) -> str:
     r"""A predict-then-run verdict: did ``quantity`` move the way the participant predicted when ``change`` was made?
 
-    The participant records ``prediction`` ("up", "down" or "same"; None before deciding) in a cell, runs the
-    experiment, and this compares it with the measured ``before`` -> ``after``: a move within ``tolerance``
-    (absolute) counts as "same". Over seeds, pass ``interval``, the 95% interval of after - before
-    (:func:`qae_lab.analysis.claims.verdict`'s): "same" is then an interval that includes zero, the rule of the
-    lab's tables (its "no difference"), and the move's direction otherwise the interval's side.
+    A move within ``tolerance`` counts as "same"; over seeds, ``interval`` (the 95% interval of after - before,
+    :func:`qae_lab.analysis.claims.verdict`'s) decides instead: "same" where it includes zero, as the tables' rule.
 
     >>> check_direction("same", 0.50, 0.52, quantity="x", change="y", interval=(-0.01, 0.05))[:6]
     'Right:'
@@ -634,11 +604,7 @@ def check_direction(
         )
     if not isinstance(prediction, str) or prediction.strip().lower() not in words:
         return f'Not yet: write PREDICTION = "up", "down" or "same" (you wrote {prediction!r}), then run this again.'
-    for name, value in (("before", before), ("after", after), ("tolerance", tolerance)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ValueError(f"{name} must be a finite number, got {value!r}")
-    if tolerance < 0:
-        raise ValueError(f"tolerance must be >= 0, got {tolerance}")
+    _check_numbers(before=before, after=after, tolerance=tolerance)
     if interval is not None:
         lo, hi = interval
         if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi) or tolerance:
@@ -660,8 +626,7 @@ def check_direction(
 def check_estimate(prediction, measured: float, *, quantity: str, tolerance: float, unit: str = "") -> str:
     r"""A predict-then-run verdict on a number: is ``prediction`` within ``tolerance`` of what was ``measured``?
 
-    The participant writes a guess (a number; None before deciding) before running the measurement; the verdict
-    says how far off it was and in which direction, so that a wrong guess still teaches the size of the effect.
+    The verdict says how far off and in which direction, so that a wrong guess still teaches the effect's size.
 
     >>> print(check_estimate(60, 79.4, quantity="the zero-advantage share", tolerance=10, unit="%"))
     Off: you guessed 60%, the zero-advantage share measured 79.4% (19.4% higher than your guess;
@@ -678,11 +643,7 @@ def check_estimate(prediction, measured: float, *, quantity: str, tolerance: flo
             f"Not yet: PREDICTION is in percent: {prediction:g} means {prediction:g}%; did you mean "
             f"{100 * prediction:g}? Write it in percent and run this again."
         )
-    for name, value in (("measured", measured), ("tolerance", tolerance)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ValueError(f"{name} must be a finite number, got {value!r}")
-    if tolerance < 0:
-        raise ValueError(f"tolerance must be >= 0, got {tolerance}")
+    _check_numbers(measured=measured, tolerance=tolerance)
     gap = measured - prediction
     if abs(gap) <= tolerance:
         return (
@@ -698,10 +659,8 @@ def check_estimate(prediction, measured: float, *, quantity: str, tolerance: flo
 
 @_checker("dH ~= -Cov under pi of (log pi_a, dz_a): a covariance weighted by pi = softmax(z), over the last axis.")
 def check_entropy_change(fn: Callable) -> str:
-    r"""Check ``fn(z, dz) -> dH``: the first-order entropy change of one softmax state pi = softmax(z) when its logits
-    move by dz, dH ~= -Cov_{a~pi}(log pi_a, dz_a) (Cui et al. 2025), against
-    :func:`qae_lab.toys.bandit.entropy_change_first_order`. z and dz: (..., V) float64, V the state's vocabulary; dH:
-    (...). The steps are large (|dz| about 1), so the exact change is not an answer.
+    r"""Check ``fn(z, dz) -> dH``, (..., V) -> (...): the first-order entropy change of pi = softmax(z) when its logits
+    move by dz, dH ~= -Cov_{a~pi}(log pi_a, dz_a) (Cui et al. 2025). The steps are large, so the exact change fails.
 
     >>> check_entropy_change(lambda z, dz: None) == NOT_ATTEMPTED
     True

@@ -20,8 +20,7 @@ TITLE_SIZE = 15
 
 
 def wrap_title(title: str, width: int = TITLE_CHARS) -> str:
-    r"""``title`` broken into lines of at most ``width`` characters at spaces, joined with ``<br>``
-    (plotly.js neither wraps nor shrinks a title: a long one is cut at the figure's edge).
+    r"""``title`` broken at spaces into ``<br>``-joined lines of at most ``width`` characters.
 
     >>> wrap_title("w_t at alpha = 0.5, prompt 3 (top: SA-AH, bottom: AH)", width=30)
     'w_t at alpha = 0.5, prompt 3<br>(top: SA-AH, bottom: AH)'
@@ -57,8 +56,7 @@ def _legend_below(px: int, plot_h: int) -> dict:
 def finish_layout(fig: go.Figure, title: str, x_title: str, y_title: str, height: int) -> go.Figure:
     layout_title, top = title_layout(title)
     below = 92 if x_title else 40  # px under the plot area: tick labels (and the axis title), then the legend
-    # the bottom margin holds a row of legend too: were plotly to widen the margin for it, the plot area would
-    # shrink and the legend (placed in units of its height) would climb onto the axis title
+    # the bottom margin holds a legend row too: else plotly widens it and the legend climbs onto the axis title
     bottom = below + 30
     height += top - 60 + bottom - 50
     fig.update_layout(
@@ -74,8 +72,7 @@ def finish_layout(fig: go.Figure, title: str, x_title: str, y_title: str, height
 
 
 def line_styles(ys: Sequence[Sequence[float]]) -> list[dict]:
-    """Line styles that keep every series visible: a series equal to an earlier one is drawn dashed on
-    top of it, and the earlier one widened and paler underneath (otherwise one hides the other)."""
+    """Line styles that keep every series visible: one equal to an earlier one is dashed over it, widened and paler."""
     ys = [list(y) for y in ys]
     styles = [{} for _ in ys]
     for j, y in enumerate(ys):
@@ -87,12 +84,9 @@ def line_styles(ys: Sequence[Sequence[float]]) -> list[dict]:
 
 
 def vline(fig: go.Figure, x: float, text: str, dash: str = "dot", side: str = "right") -> go.Figure:
-    r"""A vertical line at data value ``x`` with ``text`` at its top, on the ``side`` of the line,
-    on a linear or a log x axis.
+    r"""A vertical line at data value ``x`` with ``text`` at its top, on the ``side`` of the line.
 
-    plotly takes a shape's x in data units but an annotation's x on a log axis in log10 units, so
-    ``fig.add_vline(x=2, annotation_text=...)`` on a log axis writes the label at 100 (or off the
-    chart). Here the label is placed at log10(x) on a log axis.
+    On a log axis plotly reads an annotation's x in log10 units (``add_vline``'s label would land at 10^x).
 
     >>> fig = vline(line_figure([1, 10, 100], {"a": [1, 2, 3]}, log_x=True), 2, "k = 2")
     >>> fig.layout.shapes[0].x0, round(fig.layout.annotations[0].x, 4)
@@ -130,8 +124,7 @@ def add_band(
     row: int | None = None,
     col: int | None = None,
 ) -> None:
-    """A shaded y +- half band behind a line: the upper edge forwards, the lower edge backwards, no legend entry
-    (in the line's ``legendgroup``, so that hiding the line hides its band; ``row``/``col``: a subplot's cell)."""
+    """A shaded y +- half band behind a line, without a legend entry (in the line's ``legendgroup``)."""
     upper, lower = [a + h for a, h in zip(y, half)], [a - h for a, h in zip(y, half)]
     fig.add_trace(
         go.Scatter(
@@ -150,6 +143,15 @@ def add_band(
     )
 
 
+def add_band_line(
+    fig: go.Figure, x: list, mean: list, std: list, color: str, name: str, group: str, col: int, mode: str = "lines"
+) -> None:
+    """A mean line over its +- std band in subplot (1, ``col``), legend-grouped by ``group``, in the legend once."""
+    add_band(fig, x, mean, std, color, legendgroup=group, row=1, col=col)
+    line = go.Scatter(x=x, y=mean, mode=mode, line={"color": color}, legendgroup=group, name=name, showlegend=col == 1)
+    fig.add_trace(line, row=1, col=col)
+
+
 def line_figure(
     x: Sequence,
     series: Mapping[str, Sequence],
@@ -163,17 +165,13 @@ def line_figure(
     bands: Mapping[str, Sequence] | None = None,
     height: int = 380,
 ) -> go.Figure:
-    r"""Lines sharing one x axis: ``series`` maps a legend name to its y values.
-
-    ``bands`` optionally maps a series name to a +- half-width per point (shaded band).
+    r"""Lines sharing one x axis: ``series`` maps a legend name to its y values, ``bands`` to a +- half-width.
 
     >>> fig = line_figure([1, 2, 3], {"a": [1, 4, 9]}, title="squares")
     >>> fig.data[0].name, list(fig.data[0].y)
     ('a', [1.0, 4.0, 9.0])
 
-    A series equal to an earlier one is drawn dashed on top of it (:func:`line_styles`), so neither hides.
-
-    >>> [t.line.dash for t in line_figure([0, 1], {"a": [1, 2], "b": [1, 2]}).data]
+    >>> [t.line.dash for t in line_figure([0, 1], {"a": [1, 2], "b": [1, 2]}).data]  # equal lines (line_styles)
     [None, 'dash']
     """
     fig = go.Figure()
@@ -209,16 +207,13 @@ def band_figure(
 ) -> go.Figure:
     r"""Each method's mean curve over seeds with a +- one-std band (:class:`qae_lab.analysis.compare.Curve`).
 
-    ``curves`` maps a legend name to an object with ``steps``, ``mean``, ``std`` and ``n_runs``
-    (:func:`qae_lab.analysis.compare.metric_curves`); each curve keeps its own steps, drawn every
-    ``stride``-th. A curve of one run has no band. The legend says how many runs each line averages.
+    ``curves`` (:func:`qae_lab.analysis.compare.metric_curves`): each drawn every ``stride``-th of its own steps; a
+    curve of one run has no band.
 
     >>> from types import SimpleNamespace as C
     >>> fig = band_figure({"qae": C(steps=[1, 2], mean=[0.5, 0.6], std=[0.1, 0.1], n_runs=3)})
     >>> [t.name for t in fig.data], list(fig.data[0].y)  # the band (hidden from the legend), then the line
     ([None, 'qae (3 runs)'], [0.6, 0.7, 0.5, 0.4])
-
-    A mean curve equal to an earlier one is drawn dashed over it, as in :func:`line_figure`.
     """
     fig = go.Figure()
     points = [list(zip(list(c.steps)[::stride], [float(v) for v in c.mean][::stride])) for c in curves.values()]
@@ -274,8 +269,7 @@ def relative_luminance(colour: str) -> float:
 
 
 def text_colour(background: str) -> str:
-    r"""The colour to write on ``background``: :data:`TEXT_DARK` or :data:`TEXT_LIGHT`, whichever has the higher WCAG
-    contrast ratio (L_light + 0.05) / (L_dark + 0.05) against it.
+    r""":data:`TEXT_DARK` or :data:`TEXT_LIGHT`, whichever has the higher WCAG contrast ratio on ``background``.
 
     >>> text_colour("#fde725"), text_colour("#440154"), text_colour("#808080"), text_colour("#767676")
     ('#1a1a1a', '#ffffff', '#1a1a1a', '#ffffff')
@@ -290,8 +284,7 @@ def text_colour(background: str) -> str:
 
 
 def scale_colour(colorscale: Sequence[Sequence], z: float, zmin: float, zmax: float) -> str:
-    r"""The colour a heatmap paints ``z`` with: ``colorscale`` (``(position, colour)`` stops, as plotly validates
-    them) interpolated linearly at (z - zmin) / (zmax - zmin), clipped to [0, 1].
+    r"""The colour a heatmap paints ``z`` with: ``colorscale``'s stops interpolated at (z - zmin) / (zmax - zmin).
 
     >>> scale_colour([(0.0, "#000000"), (1.0, "rgb(255, 255, 255)")], 0.25, 0.0, 1.0)
     'rgb(64, 64, 64)'
@@ -340,8 +333,7 @@ def _z_range(z: Sequence[Sequence[float]], zmid: float | None, zmin: float | Non
 
 
 def _cell_labels(fig: go.Figure, labels: list[list[str]], text_size: int) -> None:
-    """The heatmap's (``fig.data[0]``) non-empty cell ``labels`` drawn over it as one text trace, each in the colour
-    that reads on its cell (:func:`text_colour`; a blank cell shows the white plot behind it)."""
+    """Draw the heatmap's non-empty cell ``labels`` over it as one text trace, each in a colour that reads on it."""
     hm = fig.data[0]
     xs, ys, texts, colours = [], [], [], []
     for y, row, zs in zip(hm.y, labels, hm.z):
@@ -380,18 +372,12 @@ def heatmap_figure(
     text_size: int = 11,
     shown_cols: int | None = None,
 ) -> go.Figure:
-    r"""A heatmap of z[row][col] with rows labelled by ``y`` and columns by ``x``, its colour bar titled
-    ``colorbar_title`` over [zmin, zmax] (default: the cells' range, even about ``zmid``).
+    r"""A heatmap of z[row][col], rows labelled by ``y``, columns by ``x``, over [zmin, zmax] (default: the cells'
+    range, even about ``zmid``).
 
-    ``text`` (same shape as ``z``) is written in the cells at ``text_size`` px, each label fitted to its cell
-    (:func:`fit_label`, :func:`cell_chars`) in the colour that reads on it (:func:`text_colour`), as a text trace
-    over the heatmap; the heatmap's own ``text`` holds the same labels (its hover shows them). ``shown_cols``: the x
-    axis opens on the first ``shown_cols`` columns (their labels fitted to that width), a range slider under it for
-    the rest (the labels on a hidden twin of the x axis, which the slider leaves out). The left margin holds the
-    longest row label, set off from the cells.
-
-    Labels must be unique: plotly merges rows (or columns) that share a label into one, which would
-    hide data without a word.
+    ``text`` is written in the cells, fitted to them (:func:`fit_label`) in a colour that reads on each;
+    ``shown_cols``: the x axis opens on that many columns, a range slider under it. Labels must be unique: plotly
+    merges rows (or columns) that share one, hiding data without a word.
 
     >>> fig = heatmap_figure([[1, -1]], x=[0, 1], y=["K=0.4"], text=[["up", "down"]], colorbar_title="A")
     >>> [t.type for t in fig.data], (fig.data[0].zmin, fig.data[0].zmax), fig.data[0].colorbar.title.text

@@ -85,9 +85,8 @@ def _grid_step(*values: float) -> float:
 
 
 def inactive_knobs(knobs: Knobs) -> dict[str, str]:
-    r"""The knobs that change no update under ``knobs``' other settings, each with why: alpha while token weighting
-    is none (alpha is the exponent of AH's and SA-AH's weights), K under the mean baseline (K sets the K-quantile
-    baseline; under the mean it only sorts the logged prompts into hard and easy).
+    r"""The knobs that change no update under ``knobs``' other settings, each with why: alpha without token weighting,
+    K under the mean baseline (there it only sorts the logged prompts into hard and easy).
 
     >>> inactive_knobs(Knobs(baseline="mean"))["alpha"]
     'alpha does nothing while token weighting is none: choose AH or SA-AH to use it'
@@ -108,8 +107,7 @@ def inactive_knobs(knobs: Knobs) -> dict[str, str]:
 
 
 def _set_tooltip(widget, text: str) -> None:
-    """The hover text of ``widget``: ``tooltip`` in ipywidgets 8 (a ToggleButtons' ``tooltip`` too), else 7.7's
-    ``description_tooltip``."""
+    """Set the hover text: ``tooltip`` in ipywidgets 8, ``description_tooltip`` in 7.7."""
     if widget.has_trait("tooltip"):
         widget.tooltip = text or None
     else:
@@ -119,18 +117,10 @@ def _set_tooltip(widget, text: str) -> None:
 class KnobSlider(widgets.FloatSlider):
     r"""A ``FloatSlider`` for one live knob that shows exactly the value the trainer gets.
 
-    A plain ``FloatSlider`` clamps a value outside [min, max] silently, and its frontend snaps the
-    handle and the readout to ``min + n * step``: either way it can show another number than the
-    one the trainer uses. This one
-
-    * widens its range to take in the start value (validated by :func:`~qae_lab.knobs.validate_knobs`);
-    * refuses, with a ``TraitError`` naming the knob and the range, a value outside the range or
-      invalid for the knob, and a min or max that would move the value;
-    * rounds values to 6 decimals (a browser's float noise, 0.30000000000000004) and keeps its step
-      and readout fine enough for the value to sit on the step grid (0.123: step 0.001).
-
-    It overrides the validators of ipywidgets' ``_BoundedFloat`` (``_validate_value``,
-    ``_validate_min``, ``_validate_max``: the same names in ipywidgets 7.7, Colab's, and 8).
+    A plain ``FloatSlider`` silently clamps, and snaps its readout to ``min + n * step``. This one widens its range to
+    take in the start value, refuses (``TraitError``) a value outside the range and a min or max that would move the
+    value, rounds to 6 decimals, and refines its step until the value sits on the grid. It overrides
+    ``_BoundedFloat``'s validators (the same names in ipywidgets 7.7, Colab's, and 8).
 
     >>> s = KnobSlider("quantile_k", 0.99, *K_RANGE, description="K")   # K_RANGE is (0.05, 0.95)
     >>> s.value, (s.min, s.max), s.step, s.readout_format
@@ -149,7 +139,7 @@ class KnobSlider(widgets.FloatSlider):
         super().__init__(value=value, min=lo, max=hi, step=step, readout_format=f".{_decimals(step)}f", **kwargs)
 
     def check(self, value) -> float:
-        """``value`` as the slider would hold it; ``ValueError`` naming the knob where it cannot."""
+        """``value`` as the slider would hold it, else ``ValueError``."""
         value = round(float(value), 6)
         if not self.min <= value <= self.max:
             raise ValueError(
@@ -196,13 +186,7 @@ class KnobSlider(widgets.FloatSlider):
 class Controls:
     r"""The knobs as widgets, and their value as one frozen :class:`~qae_lab.knobs.Knobs`.
 
-    The start values are validated as in :class:`~qae_lab.train.config.QAEConfig`; the sliders span :data:`K_RANGE`
-    and :data:`ALPHA_RANGE`, widened to take in their start value.
-
-    Attributes: ``k``, ``alpha`` (:class:`KnobSlider`), ``baseline``, ``token_weighting`` (the value
-    widgets), ``stop_button``, ``widget`` (the box to display), ``changes``: every change the kernel
-    received, as ``(step, knob, value)`` where ``step`` is the step whose knobs were already fixed
-    when it arrived (:meth:`begin_step`; 0 before the first): the change applies from ``step + 1``.
+    The sliders span :data:`K_RANGE` and :data:`ALPHA_RANGE`, widened to take in their start value.
 
     >>> c = Controls(quantile_k=0.4, alpha=0.5)
     >>> c.k.value = 0.7                      # what a slider move does
@@ -286,8 +270,7 @@ class Controls:
         self._sync()
 
     def _sync(self) -> None:
-        """Disable each control that changes nothing now (:func:`inactive_knobs`, a lock, the run's end); its tooltip
-        and the note beside Stop say why."""
+        """Disable each control that changes nothing now; its tooltip and the note beside Stop say why."""
         why = {**inactive_knobs(self.snapshot()), **self._locked}
         if self._finished:
             why = dict.fromkeys(KNOBS, "training has ended: the controls no longer reach a run")
@@ -298,8 +281,7 @@ class Controls:
 
     @classmethod
     def for_trainer(cls, trainer) -> Controls:
-        """Controls starting at the trainer's current knobs; token weighting is locked where the
-        trainer's loss type cannot weight tokens."""
+        """Controls at the trainer's knobs; token weighting locked where its loss type cannot weight tokens."""
         controls = cls(**trainer.knobs.as_dict())
         if not can_weight_tokens(trainer.loss_type):
             controls.lock("token_weighting", f"token weighting: loss type {trainer.loss_type!r} cannot weight tokens")
@@ -313,9 +295,7 @@ class Controls:
 
     @property
     def changes(self) -> list[tuple[int, str, object]]:
-        """Every change received, as ``(step, knob, value)``: ``step`` is the last step that had already
-        taken its knobs (:meth:`begin_step`) when the change arrived, 0 before the first; the change is
-        in force from ``step + 1``."""
+        """Every change received, as ``(step, knob, value)``: in force from ``step + 1`` (:meth:`begin_step`)."""
         begun = list(self._begun)
         return [
             (max((s for s, v in begun if v < version), default=0), name, value)
@@ -323,16 +303,14 @@ class Controls:
         ]
 
     def set(self, **values) -> None:
-        """Move several controls at once, as one change: no snapshot sees some moved and others not.
-
-        Keys: quantile_k, alpha, baseline, token_weighting (validated)."""
+        """Move several controls at once, as one change: no snapshot sees some moved and others not."""
         clean = validate_knobs(**values)
         boxes = self._boxes()
         for name in ("quantile_k", "alpha"):  # checked before any control moves
             if name in clean:
                 clean[name] = boxes[name].check(clean[name])
         version, knobs = self._current
-        self._current = (version, knobs.replace(**clean))  # one swap: no snapshot sees some moved and others not
+        self._current = (version, knobs.replace(**clean))
         for name, value in clean.items():
             boxes[name].value = value  # its observer records the change (the value is already in force)
 
@@ -341,15 +319,13 @@ class Controls:
         return self._current[1]
 
     def begin_step(self, step: int) -> Knobs:
-        """The knobs for ``step`` (a :meth:`snapshot`), remembered with the version taken, so that
-        :attr:`changes` can say from which step each change is in force."""
+        """The knobs for ``step``, remembered so that :attr:`changes` can say from which step each is in force."""
         version, knobs = self._current
         self._begun.append((int(step), version))
         return knobs
 
     def finish(self, failed: bool = False) -> None:
-        """Training has ended: the Stop button is disabled and says how ("Stopped" after Stop, "Failed",
-        "Finished"), instead of "Stopping..." or a live "Stop"."""
+        """Training has ended: the Stop button is disabled and says how ("Stopped", "Failed", "Finished")."""
         self._finished = True
         self.stop_button.disabled = True
         self.stop_button.description = "Failed" if failed else "Stopped" if self.stop_requested else "Finished"
@@ -371,8 +347,7 @@ WAITING = "waiting for the first step..."
 
 
 def panel_notes(rows: list[dict]) -> dict[str, str]:
-    r"""Why a panel of :data:`LIVE_PANELS` may be empty, by panel: before the first step every panel waits; the token
-    weights are logged only while a weighting is on.
+    r"""Why a panel of :data:`LIVE_PANELS` is empty: before the first step; the token weights without a weighting.
 
     >>> panel_notes([])["entropy"]
     'waiting for the first step...'
@@ -391,10 +366,8 @@ FEW_PROMPTS = 4
 
 
 def live_panels(rows: list[dict], prompts_per_step: int | None = None) -> dict[str, tuple[str, ...]]:
-    r""":data:`LIVE_PANELS` as the rows so far can honestly be drawn: with ``prompts_per_step`` at most
-    :data:`FEW_PROMPTS`, the easy and hard shares' title says how many prompts a step holds (each share moves in steps
-    of 1 / prompts: with one prompt it is 0 or 1 at every step); where every logged step's mean reward equals its pass
-    rate (a 0/1 reward: one number twice), one line, titled so.
+    r""":data:`LIVE_PANELS` as the rows can honestly be drawn: the shares' title names a step's few prompts; a mean
+    reward equal to the pass rate at every step (a 0/1 reward) is one line.
 
     >>> panels = live_panels([{"step": 1, "reward": 0.5, "qae/success_rate": 0.5}], prompts_per_step=1)
     >>> list(panels)[:1], panels["mean reward = pass rate (a 0/1 reward)"]
@@ -458,9 +431,7 @@ def knobs_row(knobs) -> dict:
 
 
 def _knobs_of(row: Mapping, weighting: str | None) -> dict:
-    """The knobs a log row records, as the tables write them; the row's own ``knobs/token_weighting`` names its token
-    weighting ("none+sa_ah": a change within the row's logging window); in an older log without it, ``weighting``
-    names a weighting the row says was on."""
+    """The knobs a log row records, as the tables write them (``weighting``: for an older log that names none)."""
     alpha, quantile, logged = row.get(SAAH_ALPHA), row.get(QAE_QUANTILE_BASELINE), row.get(TOKEN_WEIGHTING)
     if isinstance(logged, str):
         named = " + ".join(WEIGHTING_NAMES.get(w, w) for w in logged.split("+"))
@@ -492,11 +463,8 @@ def _ranges(rows: Sequence[Mapping], weightings: Mapping[int, str] | None) -> li
 
 
 def knob_ranges(rows: Sequence[Mapping], weightings: Mapping[int, str] | None = None) -> list[dict]:
-    r"""The knobs in force by step range, read from the log: one row per run of consecutive steps that used the same
-    K, baseline, token weighting and alpha (:data:`KNOB_COLUMNS`), as a table shows them.
-
-    ``rows``: log rows in step order (``LiveRun.logged_steps()``); ``weightings`` (step -> weighting) names the
-    weighting of a step that a log older than ``knobs/token_weighting`` does not name (else "AH or SA-AH").
+    r"""The knobs in force by step range (:data:`KNOB_COLUMNS`), from log rows in step order; ``weightings`` (step ->
+    weighting) names a weighting that a log older than ``knobs/token_weighting`` does not (else "AH or SA-AH").
 
     >>> rows = [{"step": s, "qae/k": 0.4 if s < 3 else 0.6, "qae/quantile_baseline": 1.0,
     ...          "knobs/token_weighting": "none"} for s in (1, 2, 3)]
@@ -512,8 +480,7 @@ def knob_ranges(rows: Sequence[Mapping], weightings: Mapping[int, str] | None = 
 
 
 def knob_changes_table(rows: Sequence[Mapping], weightings: Mapping[int, str] | None = None) -> list[dict]:
-    r"""Where the knobs in force changed, one table row per knob that moved: the first step that used the new value,
-    the knob, its value before and after (read as :func:`knob_ranges` reads them).
+    r"""One row per knob that moved: the first step that used the new value, the knob, its value before and after.
 
     >>> rows = [{"step": 1, "qae/k": 0.4, "qae/quantile_baseline": 1.0, "knobs/token_weighting": "none"},
     ...         {"step": 2, "qae/k": 0.4, "qae/quantile_baseline": 0.0, "saah/alpha": 0.5, "knobs/token_weighting": "sa_ah"}]
@@ -539,8 +506,7 @@ def _range_text(r: Mapping) -> str:
 
 
 def knob_title(ranges: Sequence[Mapping], step: int, max_steps: int, last: int = 3) -> str:
-    r"""The live dashboard's title: the step reached, then the knobs in force by step range (:func:`knob_ranges`),
-    one line each, the ``last`` ones (the title says how many there are).
+    r"""The live dashboard's title: the step reached, then the ``last`` ranges of :func:`knob_ranges`, a line each.
 
     >>> ranges = [{"steps": "1-8", "K": "0.40", "baseline": "K-quantile (QAE)", "token weighting": "none", "α": "—"},
     ...           {"steps": "9-12", "K": "0.60", "baseline": "K-quantile (QAE)", "token weighting": "SA-AH", "α": "1.25"}]
@@ -559,9 +525,8 @@ def knob_title(ranges: Sequence[Mapping], step: int, max_steps: int, last: int =
 
 
 def knobs_html(ranges: list[dict], pending: tuple[int, dict] | None = None, last: int = 4) -> str:
-    r"""The dashboard's table of the knobs in force by step range (:func:`knob_ranges`: what
-    the log says each step used), the ``last`` ranges (the earlier ones counted), and ``pending``: ``(step, knobs row)``,
-    the controls' setting that applies from ``step`` on, shown while no logged step has used it.
+    r"""The table of the ``last`` ranges of :func:`knob_ranges`, and ``pending`` ``(step, knobs row)``, the controls'
+    setting from ``step`` on, while no logged step has used it.
 
     >>> from qae_lab.knobs import Knobs
     >>> page = knobs_html([], (1, knobs_row(Knobs())))
@@ -586,9 +551,7 @@ def knobs_html(ranges: list[dict], pending: tuple[int, dict] | None = None, last
 
 
 def auto_preset(gpu_preset: str = "qwen2.5-1.5b-gsm8k") -> tuple[str, str]:
-    r"""``(preset, reason)`` for this machine: ``gpu_preset`` on a GPU, the float16 0.5B preset
-    (``qwen2.5-0.5b-gsm8k-t4``) on a GPU without bf16 and with under 20 GiB (a T4), the CPU demo without a
-    GPU (:func:`qae_lab.runs.presets.device_preset` decides from the device's name, memory and bf16 support).
+    r"""``(preset, reason)`` for this machine (:func:`qae_lab.runs.presets.device_preset` on this device).
 
     >>> auto_preset("qwen2.5-1.5b-gsm8k")[0] in ("qwen2.5-1.5b-gsm8k", "qwen2.5-0.5b-gsm8k-t4", "cpu-demo")
     True
@@ -604,16 +567,11 @@ def auto_preset(gpu_preset: str = "qwen2.5-1.5b-gsm8k") -> tuple[str, str]:
 
 
 class Dashboard:
-    r"""What a participant watches: a progress bar and a status line, the knobs in force by step range
-    (:func:`knobs_html`), and the training curves of :data:`LIVE_PANELS`.
+    r"""What a participant watches: progress, status, the knobs in force (:func:`knobs_html`) and the curves.
 
-    Redraws are at least ``min_interval_s`` apart (:meth:`refresh` draws the last step; ``rows`` keeps every one),
-    and after a redraw of ``c`` seconds the next waits ``c / max_draw_share``: a redraw is ~0.15 s of Python in the
-    training thread, and on a CPU (~0.6 s a step) drawing every step made training 1.2x slower. ``prompts_per_step``
-    titles the shares' panel (:func:`live_panels`); ``mode`` is :class:`~qae_lab.lab.widgets.FigureView`'s.
-
-    ``header`` (progress, status, knobs) and ``view.widget`` (the curves) are shown together as ``widget``;
-    :class:`LiveRun` puts its messages between them.
+    Redraws are at least ``min_interval_s`` apart, and after a redraw of ``c`` seconds the next waits
+    ``c / max_draw_share``: a redraw is ~0.15 s in the training thread, and drawing every CPU step (~0.6 s) made
+    training 1.2x slower. :class:`LiveRun` puts its messages between ``header`` and ``view.widget``.
 
     >>> d = Dashboard(max_steps=4, mode="static")
     >>> d.view.figure.layout.title.text
@@ -657,8 +615,7 @@ class Dashboard:
         return run_curves_figure(rows, panels, title=title, notes=notes)
 
     def add(self, row: dict) -> None:
-        """Record one step's metrics (``row["step"]`` is the global step; the knobs it used among them, its token
-        weighting included); redraw when due."""
+        """Record one step's metrics (``row["step"]``: the global step); redraw when due."""
         with self._lock:
             self.rows.append(dict(row))
             self.progress.value = min(int(row["step"]), self.progress.max)
@@ -668,14 +625,13 @@ class Dashboard:
             self.refresh()
 
     def show_next(self, step: int, knobs: Knobs | None) -> None:
-        """Show ``knobs`` (the controls' setting) as applying from ``step`` on, until a logged step has used them;
-        None: nothing pending (the run has ended)."""
+        """Show ``knobs`` as applying from ``step`` on until a logged step has used them (None: nothing pending)."""
         with self._lock:
             self._pending = None if knobs is None else (int(step), knobs_row(knobs))
             self._show_knobs(list(self.rows))
 
     def _show_knobs(self, rows: list[dict]) -> list[dict]:
-        """The knobs table from ``rows``; returns their ranges (:func:`knob_ranges`), which the figure's title reads."""
+        """Redraw the knobs table from ``rows``; their :func:`knob_ranges`, which the figure's title reads too."""
         ranges = knob_ranges(rows)
         pending = self._pending
         if pending is not None and rows:  # a change applies from the step after the last logged one at the earliest
@@ -698,8 +654,7 @@ class Dashboard:
 
 
 class DashboardFeed(TrainerCallback):
-    r"""Sends every logged training step (a log with ``reward``) to a :class:`Dashboard`, with the token weighting
-    that :class:`LiveKnobs` gave that step (when given ``knobs``).
+    r"""Sends every logged training step (a log with ``reward``) to a :class:`Dashboard`.
 
     >>> import types
     >>> feed, state = DashboardFeed(Dashboard(max_steps=4, mode="static")), types.SimpleNamespace(global_step=0)
@@ -730,13 +685,10 @@ class DashboardFeed(TrainerCallback):
 
 @contextlib.contextmanager
 def _thread_warnings_to(output: widgets.Output):
-    r"""Show the warnings that the calling thread raises inside the block in ``output``; other threads'
-    warnings go where they went before.
+    r"""Show the calling thread's warnings in ``output`` during the block; other threads' go where they went.
 
-    A background thread's warnings otherwise land in whichever notebook cell happens to run.
-    ``warnings.catch_warnings`` cannot help: it swaps process-wide state (before Python 3.14), so
-    this wraps ``warnings.showwarning`` for the block and dispatches on the thread. Filters
-    (``-W error``, pytest's) apply as before.
+    ``warnings.catch_warnings`` swaps process-wide state (before Python 3.14), so this wraps ``warnings.showwarning``
+    and dispatches on the thread; filters apply as before.
     """
     thread, before, active = threading.get_ident(), warnings.showwarning, [True]
 
@@ -758,16 +710,8 @@ def _thread_warnings_to(output: widgets.Output):
 class LiveRun:
     r"""A trainer with live :class:`~qae_lab.lab.live.Controls` and a :class:`Dashboard`, trained in a background thread.
 
-    ``resume_from_checkpoint`` None: the trainer's run plan's (:class:`~qae_lab.storage.resume.ResumePlan`); a
-    checkpoint that is not the plan's is refused before anything starts.
-
-    ``display(run)`` (or the cell's last expression) shows controls, dashboard and a message
-    area (``messages``: the training thread's warnings, errors and follow-up results); :meth:`start`
-    returns at once; :meth:`logged_steps` reads the steps logged so far; :meth:`wait` blocks until
-    the thread ends and returns the :class:`~qae_lab.train.callbacks.TrainOutcome` (``interrupted`` is True
-    after Stop).
-
-    A stand-in for a trainer, with what LiveRun uses of one, that trains one step:
+    ``resume_from_checkpoint`` None: the trainer's run plan's; a checkpoint that is not the plan's is refused.
+    ``messages`` shows the training thread's warnings, errors and follow-up results. A stand-in trainer of one step:
 
     >>> import types
     >>> from qae_lab.knobs import Knobs
@@ -815,8 +759,7 @@ class LiveRun:
                 )
         self.resume_from_checkpoint = resume_from_checkpoint
         self.knobs = LiveKnobs(self.controls, trainer)
-        # progress bars or log printing from a thread would land in whichever cell runs: the dashboard replaces
-        # them (transformers picks NotebookProgressCallback inside a notebook, ProgressCallback elsewhere)
+        # progress bars or log printing from a thread would land in whichever cell runs: the dashboard replaces them
         for cls in (ProgressCallback, NotebookProgressCallback, PrinterCallback):
             while any(isinstance(cb, cls) for cb in trainer.callback_handler.callbacks):
                 trainer.remove_callback(cls)
@@ -842,10 +785,8 @@ class LiveRun:
         display(self.widget)
 
     def then(self, fn: Callable) -> LiveRun:
-        """Run ``fn(self)`` in the training thread after training ends (also after Stop, not after an
-        error); a returned string is shown under the dashboard, another non-None value displayed. ``self.outcome``
-        says whether the run finished (:attr:`~qae_lab.train.callbacks.TrainOutcome.finished`): a follow-up writes
-        what only a finished run writes (``eval_after.json``, ``model/``) only then."""
+        """Run ``fn(self)`` in the training thread after training ends (also after Stop, not after an error); a
+        returned string is shown under the dashboard, another non-None value displayed."""
         self._after.append(fn)
         return self
 
@@ -897,14 +838,11 @@ class LiveRun:
             self.messages.append_display_data(value)
 
     def logged_steps(self) -> list[dict]:
-        r"""The training-step rows (:func:`~qae_lab.storage.folder.step_rows`) of the run folder's ``log.jsonl``
-        so far, in step order: ``[]`` before the first step is written. Safe to call while training
-        goes on (a line being written is not read half)."""
+        r"""The training-step rows of the run's ``log.jsonl`` so far; safe to call while training goes on."""
         return step_rows(read_log_lines(Path(self.trainer.args.output_dir) / LOG_NAME)[0])
 
     def token_weightings(self) -> dict[int, str]:
-        r"""Step -> the token weighting (``"none"``, ``"ah"``, ``"sa_ah"``) it trained with, as its log row names it
-        (``knobs/token_weighting``: also the steps before a resume, which no control of this session set)."""
+        r"""Step -> the token weighting it trained with, as its log row names it (steps before a resume too)."""
         return {row["step"]: row[TOKEN_WEIGHTING] for row in self.logged_steps() if TOKEN_WEIGHTING in row}
 
     @property
@@ -916,10 +854,7 @@ class LiveRun:
         self.controls.request_stop()
 
     def wait(self, timeout: float | None = None):
-        """Block until the run ends; its TrainOutcome. Re-raises the training thread's error.
-
-        Blocking a notebook cell also blocks the widgets: call it only where nobody is using them
-        (scripts, tests, a headless notebook run)."""
+        """Block until the run ends; its TrainOutcome, or the training thread's error. Blocks the widgets too."""
         if self._thread is None:
             raise RuntimeError("not started: call start() first")
         self._thread.join(timeout)
@@ -931,15 +866,8 @@ class LiveRun:
 
 
 class LiveKnobs(TrainerCallback):
-    r"""Applies :meth:`Controls.snapshot <qae_lab.lab.live.Controls.snapshot>` to the trainer before every
-    step; ends training after Stop.
-
-    The snapshot, one frozen :class:`~qae_lab.knobs.Knobs`, goes to ``trainer.set_knobs`` whole; the
-    step's generation and loss both read it (the trainer logs what it used as ``qae/k`` and ``saah/alpha``). After Stop,
-    ``on_step_end`` asks the Trainer to save a checkpoint and stop, so the run ends at a step
-    boundary with its log complete.
-
-    ``applied`` lists ``(step about to run, knobs set)``, one per step.
+    r"""Hands the controls' knobs to ``trainer.set_knobs`` before every step (``applied``: ``(step, knobs)``); after
+    Stop, saves a checkpoint and stops at the step's end.
 
     >>> import types
     >>> from qae_lab.lab.live import Controls

@@ -1,14 +1,8 @@
 r"""Small helpers the notebooks share: smoke mode, Colab detection, the repository's address, a table shown.
 
-Notebooks run in two sizes. A workshop runs the full one; CI and quick checks set the
-environment variable ``QAE_LAB_SMOKE=1`` and every notebook shrinks its Monte-Carlo
-samples and training steps through :func:`pick`. ``QAE_LAB_HEADLESS=1`` (set by the test
-session for nbmake) says nobody is at the notebook: cells that would leave a background
-training run going wait for it instead (:func:`headless`).
-
-The repository's address is written once, as ``Repository`` under ``[project.urls]`` in
-``pyproject.toml``; :data:`REPOSITORY_URL` and :data:`REPO` derive from it (:mod:`qae_lab._project`),
-and ``python -m tools.install_cell`` writes it into every notebook's badge and install cell.
+``QAE_LAB_SMOKE=1`` shrinks every notebook's samples and steps through :func:`pick` (CI, quick checks);
+``QAE_LAB_HEADLESS=1`` says nobody is at the notebook: cells wait for a background training run
+(:func:`headless`). The repository's address is ``Repository`` under ``[project.urls]`` in ``pyproject.toml``.
 """
 
 from __future__ import annotations
@@ -51,9 +45,7 @@ def _flag(name: str, environ=None) -> bool:
 
 
 def smoke_mode(environ=None) -> bool:
-    r"""True when ``QAE_LAB_SMOKE`` is set to 1/true/yes (case-insensitive) in ``environ``.
-
-    ``environ`` defaults to ``os.environ``.
+    r"""True when ``QAE_LAB_SMOKE`` is 1/true/yes (any case) in ``environ`` (default ``os.environ``).
 
     >>> smoke_mode({SMOKE_ENV: "1"}), smoke_mode({SMOKE_ENV: "0"}), smoke_mode({})
     (True, False, False)
@@ -102,8 +94,7 @@ def colab_url(notebook: str) -> str:
 
 
 def show_table(rows, columns=None, *, digits=3) -> None:
-    r"""Show ``rows`` in the notebook as a Markdown table (:func:`qae_lab.analysis.tables.markdown_table`: ``columns``
-    in that order, default all; ``digits`` for every float, or per column).
+    r"""Show ``rows`` in the notebook as a Markdown table (:func:`qae_lab.analysis.tables.markdown_table`).
 
     >>> show_table([{"method": "qae", "pass@1": 0.5791}])
     <IPython.core.display.Markdown object>

@@ -16,8 +16,7 @@ LEGEND_PX = 24  # a panel's legend: one row of names between its title and its p
 
 
 def curve_style(metric: str) -> tuple[str, str, str]:
-    r"""``(name, unit, colour)`` of a logged metric (:data:`CURVES`); a metric not there: its key, no unit, and a
-    colour of :data:`PALETTE` chosen by its name (the same in every figure and every process).
+    r"""``(name, unit, colour)`` of a logged metric (:data:`CURVES`); else its key, no unit, a colour hashed from it.
 
     >>> curve_style("qae/easy_frac")
     ('easy share', 'share of prompts', '#2ca02c')
@@ -30,9 +29,7 @@ def curve_style(metric: str) -> tuple[str, str, str]:
 
 
 def _panel_traces(rows: Sequence[Mapping], keys: Sequence[str], legend: str) -> list[go.Scatter]:
-    """One line per metric of ``keys`` with a logged value, in its own colour and under its plain name in ``legend``;
-    none logged: a line of one missing point per metric (plotly.js names it in the legend, an empty one it leaves out),
-    so that the legend says what the panel will draw."""
+    """One line per logged metric of ``keys``; none logged: one missing point per metric, so the legend names them."""
     curves = [(key, [(row["step"], float(row[key])) for row in rows if row.get(key) is not None]) for key in keys]
     drawn = [(key, pts) for key, pts in curves if pts]
     styles = line_styles([pts for _, pts in drawn]) if drawn else [{} for _ in keys]
@@ -62,8 +59,7 @@ def _panel_unit(keys: Sequence[str]) -> str:
 
 
 def _add_panel(fig: go.Figure, i: int, keys: Sequence[str], rows: Sequence[Mapping], note: str) -> None:
-    """Panel ``i`` of a :func:`run_curves_figure`: its lines, its legend between its title and its plot, its axes'
-    titles (units) and, where nothing is logged, ``note`` centred on it."""
+    """Panel ``i`` of a :func:`run_curves_figure`: lines, legend, units and, where nothing is logged, ``note``."""
     r, c = i // 2 + 1, i % 2 + 1
     legend = "legend" if i == 0 else f"legend{i + 1}"
     traces = _panel_traces(rows, keys, legend)
@@ -105,10 +101,8 @@ def run_curves_figure(
 ) -> go.Figure:
     r"""Training curves from log rows (dicts with ``step`` and metrics), one panel per entry of ``panels``.
 
-    Each panel has its own legend, above its plot, naming its lines in plain words (:data:`CURVES`); a metric has
-    one colour in every panel and at every redraw. The y axes carry their metrics' units (shares span 0 to 1), the
-    x axes the training step. A panel with nothing logged shows its note from ``notes`` (why it is empty: "waiting
-    for the first step", "SA-AH off"), else "not logged in this run"; a row where a metric is None is skipped.
+    Each panel has its own legend in plain words (:data:`CURVES`), a metric one colour everywhere; a panel with
+    nothing logged shows its note from ``notes``, else "not logged in this run".
 
     >>> fig = run_curves_figure([{"step": 1, "reward": 0.2}, {"step": 2, "reward": 0.4}], {"reward": ("reward",)})
     >>> list(fig.data[0].x), list(fig.data[0].y), fig.data[0].name, fig.data[0].line.color
@@ -122,8 +116,7 @@ def run_curves_figure(
     top, bottom, gap = 12 + 22 * lines + 28 + LEGEND_PX, 50, 105
     height = height_per_row * n_rows + top + bottom
     plot_h = height - top - bottom
-    # the title's first line 10 px from the top, the others under it (plotly.js anchors a title of several lines by
-    # its first line: yanchor "bottom" puts that line's top 14 px above y, whatever the number of lines)
+    # the title's first line 10 px from the top (plotly.js anchors a title of several lines by its first line)
     layout_title.update(yref="container", y=1 - 24 / height, yanchor="bottom")
     fig = make_subplots(
         rows=n_rows,

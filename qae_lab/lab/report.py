@@ -1,9 +1,7 @@
 r"""The run's report page, ``report.html``: a view of a run folder, beside the notebooks' other views.
 
-One self-contained HTML file (plotly.js inlined, so it opens offline): the run's facts, the held-out
-pass@1 before and after, and the training curves (:func:`qae_lab.lab.panels.run_curves_figure`). It is the
-only part of a command-line run that draws, and :mod:`qae_lab.runs.pipeline` imports it when the run ends, so that
-training and the run folder (:mod:`qae_lab.storage.folder`) load no plotting or widget module.
+One self-contained HTML file (plotly.js inlined: it opens offline). The only part of a command-line run that draws:
+:mod:`qae_lab.runs.pipeline` imports it when the run ends, so that training loads no plotting module.
 """
 
 from __future__ import annotations
@@ -39,8 +37,7 @@ def write_report(
 ) -> Path:
     r"""Write ``report.html``: a summary table, the pass@1 table and the training curves.
 
-    ``evals``: ``{"before" | "after": {"overall": metrics, "levels": {level: metrics}}}`` (metrics as
-    :attr:`qae_lab.task.evaluate.EvalResult.summary`). Returns the path; the page embeds plotly.js (opens offline).
+    ``evals``: ``{"before" | "after": {"overall": metrics, "levels": {level: metrics}}}`` (``EvalResult.summary`` s).
 
     >>> import tempfile
     >>> rows = [{"step": s, "reward": 0.1 * s, "qae/k": 0.4} for s in (1, 2)]

@@ -1,14 +1,9 @@
-r"""Figures of training runs over seeds (notebooks 04-06), put under controls with :func:`qae_lab.lab.widgets.interactive`.
-
-Curves over seeds (:func:`curves_figure`), pass@k before and after training, a K sweep, an evaluation before and after,
-one run's reward around its trailing average, the held-out regime groups (:func:`regime_figure`), and completions
-before and after side by side (:func:`completions_table`); the numbers from :mod:`qae_lab.analysis.compare` and
-:mod:`qae_lab.analysis.stats`.
+r"""Figures of training runs over seeds (notebooks 04-06), put under controls with :func:`qae_lab.lab.widgets.interactive`;
+the numbers from :mod:`qae_lab.analysis.compare` and :mod:`qae_lab.analysis.stats`.
 """
 
 from __future__ import annotations
 
-import html
 import os
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
@@ -20,7 +15,7 @@ from plotly.subplots import make_subplots
 from qae_lab._checks import check_int
 from qae_lab.analysis.compare import metric_curves, series
 from qae_lab.task.evaluate import EvalResult
-from qae_lab.lab.figures import add_band, band_figure, bar_figure, line_figure, wrap_title
+from qae_lab.lab.figures import add_band_line, band_figure, bar_figure, line_figure, wrap_title
 from qae_lab.labels import GROUP_WORDS, PALETTE
 from qae_lab.analysis.regime_runs import regime_eval_curves, regime_eval_numbers
 from qae_lab.analysis.stats import Stat, detrended_variance, moving_average, stat
@@ -37,7 +32,6 @@ __all__ = [
     "before_after_figure",
     "detrend_figure",
     "paired_completions",
-    "completions_table",
     "regime_figure",
 ]
 
@@ -48,8 +42,7 @@ BEFORE = "before (every method)"  # the one pass@k line before training: every m
 
 
 class Lines(NamedTuple):
-    r"""Lines over one x axis: ``x`` (n values), ``y`` (name -> n means) and ``bands`` (name -> n stds; the lines
-    without a band are left out), as :func:`qae_lab.lab.figures.line_figure` takes them.
+    r"""Lines over one x axis, as :func:`qae_lab.lab.figures.line_figure` takes them: ``y`` means, ``bands`` stds.
 
     >>> Lines([1, 2], {"a": [0.5, 0.6]}, {}).y["a"]
     [0.5, 0.6]
@@ -61,12 +54,10 @@ class Lines(NamedTuple):
 
 
 def pass_at_k_lines(table: Mapping[str, Mapping[str, Mapping[int, Stat]]]) -> Lines:
-    r"""pass@k against k: one line per method after training (``"<method>, after"``, mean over seeds with a +- std
-    band), then one line before training (:data:`BEFORE`, no band), all at the k of the first method's after-training
-    evaluation.
+    r"""pass@k against k: a line per method after training (mean +- std), then one before training (:data:`BEFORE`).
 
-    ``table``: :func:`qae_lab.analysis.phenomena.pass_at_k_table`. Every method starts from the same model and
-    sampling seeds, so the before line is the first method's; an empty table, or befores that differ, raise.
+    ``table``: :func:`qae_lab.analysis.phenomena.pass_at_k_table`. Every method starts from the same model, so the
+    before line is the first method's; befores that differ raise.
 
     >>> from qae_lab.analysis.stats import stat
     >>> before = {1: stat([0.4, 0.4]), 2: stat([0.6, 0.6])}
@@ -93,9 +84,7 @@ def pass_at_k_lines(table: Mapping[str, Mapping[str, Mapping[int, Stat]]]) -> Li
 
 
 def k_sweep_lines(rows: Sequence[Mapping], quantity: str) -> Lines:
-    r"""One quantity of a K sweep against K: the mean over seeds at each K with a +- std band.
-
-    ``rows``: :func:`qae_lab.analysis.phenomena.k_sweep_rows`; ``quantity``: one of :data:`K_SWEEP_QUANTITIES`.
+    r"""One of :data:`K_SWEEP_QUANTITIES` of :func:`qae_lab.analysis.phenomena.k_sweep_rows` against K, mean +- std.
 
     >>> from qae_lab.analysis.stats import stat
     >>> rows = [{"k": 0.2, "pass@1": stat([0.25, 0.75])}, {"k": 0.4, "pass@1": stat([0.5, 0.5])}]
@@ -124,11 +113,9 @@ def curves_figure(
     y_title: str = "{label}",
     stride: int = 1,
 ) -> go.Figure:
-    r"""``metric`` of every group of ``runs`` per step, mean over seeds +- std, after a trailing ``window``-step
-    average (:func:`qae_lab.analysis.compare.metric_curves`, drawn by :func:`qae_lab.lab.figures.band_figure`).
-
-    ``runs``: :class:`~qae_lab.analysis.compare.Run` s or :func:`qae_lab.analysis.grouping.group_runs`' groups;
-    ``labels[metric]``: the metric in words; ``title``, ``y_title``: templates of ``{metric}``, ``{label}``, ``{window}``.
+    r"""``metric`` of every group of ``runs`` per step, mean +- std over seeds, after a trailing ``window``-step average
+    (:func:`qae_lab.analysis.compare.metric_curves`); ``title``, ``y_title``: templates of ``{metric}``, ``{label}``
+    (``labels[metric]``), ``{window}``.
 
     >>> from qae_lab.analysis.compare import Run
     >>> runs = [Run(f"qae-seed{s}", "qae", s, {}, [{"step": t, "reward": 0.1 * s} for t in (1, 2)], None, None)
@@ -148,8 +135,7 @@ def curves_figure(
 def pass_at_k_figure(
     table: Mapping, *, title: str = "pass@k before and after training, mean over seeds ± std"
 ) -> go.Figure:
-    r"""pass@k against k (log axis, a tick per k) for each method after training, with a +- std band, and the
-    dashed line before training (:func:`pass_at_k_lines`).
+    r""":func:`pass_at_k_lines` on a log axis, a tick per k, the line before training dashed.
 
     >>> from qae_lab.analysis.stats import stat
     >>> table = {"qae": {"before": {1: stat([0.4]), 4: stat([0.7])}, "after": {1: stat([0.5]), 4: stat([0.8])}}}
@@ -187,8 +173,8 @@ def k_sweep_figure(rows: Sequence[Mapping], quantity: str) -> go.Figure:
 
 
 def before_after_figure(table: Sequence[Mapping], metric: str) -> go.Figure:
-    r"""``metric`` before and after training for each row of :func:`qae_lab.analysis.compare.summary_table` evaluated both
-    times: grouped bars of the means over seeds with +- std error bars.
+    r"""``metric`` before and after training, mean +- std bars, for each :func:`qae_lab.analysis.compare.summary_table`
+    row evaluated both times.
 
     >>> from qae_lab.analysis.stats import stat
     >>> table = [{"method": "qae", "pass@1 before": stat([0.3]), "pass@1 after": stat([0.5, 0.7])},
@@ -211,9 +197,8 @@ def before_after_figure(table: Sequence[Mapping], metric: str) -> go.Figure:
 
 
 def detrend_figure(runs: Iterable, run: str, window: int, *, stride: int = 1) -> go.Figure:
-    r"""One run's reward per step with its trailing ``window``-step average, every ``stride``-th step drawn; the
-    title gives the detrended variance (:func:`qae_lab.analysis.stats.detrended_variance`) and the plain one when the run
-    is longer than the window.
+    r"""One run's reward per step with its trailing ``window``-step average; the title gives the detrended variance
+    (:func:`qae_lab.analysis.stats.detrended_variance`) and the plain one.
 
     >>> from qae_lab.analysis.compare import Run
     >>> rows = [{"step": t, "reward": x} for t, x in enumerate([0.0, 0.5, 0.0, 0.5], 1)]
@@ -241,9 +226,6 @@ def detrend_figure(runs: Iterable, run: str, window: int, *, stride: int = 1) ->
     return fig
 
 
-MARKS = {True: "✓", False: "✗"}
-
-
 def _problems(result) -> list[dict]:
     """An evaluation's per-problem records: an :class:`~qae_lab.task.evaluate.EvalResult`, or the path of its JSON."""
     if isinstance(result, (str, os.PathLike)):
@@ -252,11 +234,8 @@ def _problems(result) -> list[dict]:
 
 
 def paired_completions(before, after, n: int = 4, sample: int | None = None) -> list[dict]:
-    r"""The first ``n`` problems of two evaluations of the same problems (before and after training), paired:
-    ``question``, ``gold`` and, for ``before`` and ``after``, the greedy completion (``sample`` None) or the
-    ``sample``-th sampled one (the same seed both times) with its verdict.
-
-    ``before``, ``after``: :class:`~qae_lab.task.evaluate.EvalResult` s or paths of their JSON files.
+    r"""The first ``n`` problems of two evaluations (EvalResults or their JSON paths) paired, with the greedy (or the
+    ``sample``-th sampled) completion and verdict of each.
 
     >>> res = lambda ok: {"problems": [{"id": 0, "question": "1 + 1?", "gold": "2",
     ...     "greedy": {"completion": "2", "correct": ok}, "samples": [{"completion": "3", "correct": False}]}]}
@@ -286,77 +265,10 @@ def paired_completions(before, after, n: int = 4, sample: int | None = None) -> 
     return rows
 
 
-def _shown(text: str, head: int = 420, tail: int = 180) -> str:
-    r"""A completion for a table cell: escaped (``<answer>`` stays text), line breaks kept, and a long one cut in
-    the middle, so its start and its final answer both show.
-
-    >>> _shown("<answer>\n42</answer>")
-    '&lt;answer&gt;<br>42&lt;/answer&gt;'
-    >>> _shown("a" * 10 + "b" * 10, head=4, tail=3)
-    'aaaa <i>[… 13 characters …]</i> bbb'
-    """
-    if len(text) > head + tail:
-        middle = f" <i>[… {len(text) - head - tail} characters …]</i> "
-        return html.escape(text[:head]).replace("\n", "<br>") + middle + html.escape(text[-tail:]).replace("\n", "<br>")
-    return html.escape(text).replace("\n", "<br>")
-
-
-def completions_table(before, after, n: int = 4, sample: int | None = None) -> go.Figure:
-    r"""A table of :func:`paired_completions`: one row per problem (question and gold answer, then the completion
-    before and after training, each under its verdict ✓ / ✗ and shaded green / red); the title counts the correct
-    ones. Long completions are cut in the middle (:func:`_shown`), line breaks kept.
-
-    >>> from types import SimpleNamespace as NS
-    >>> res = lambda ok: NS(problems=[{"id": 0, "question": "1 + 1?", "gold": "2",
-    ...     "greedy": {"completion": "<answer>2</answer>", "correct": ok}, "samples": []}])
-    >>> fig = completions_table(res(False), res(True))
-    >>> fig.layout.title.text
-    'Greedy completions before and after training, the first 1 held-out problems: 0/1 → 1/1 correct'
-    >>> [column[0] for column in fig.data[0].cells.values]
-    ['1', '1 + 1?<br><b>gold 2</b>', '✗<br>&lt;answer&gt;2&lt;/answer&gt;', '✓<br>&lt;answer&gt;2&lt;/answer&gt;']
-    """
-    rows = paired_completions(before, after, n, sample)
-    kind = "Greedy completions" if sample is None else f"Sampled completions (sample {sample}, the same seed)"
-    counts = {when: sum(r[f"{when}_correct"] for r in rows) for when in ("before", "after")}
-    columns = [
-        [str(i + 1) for i in range(len(rows))],
-        [f"{_shown(r['question'], 300, 0)}<br><b>gold {html.escape(r['gold'])}</b>" for r in rows],
-    ]
-    fills = [["white"] * len(rows), ["white"] * len(rows)]
-    for when in ("before", "after"):
-        columns.append([f"{MARKS[r[when + '_correct']]}<br>{_shown(r[when])}" for r in rows])
-        fills.append(["#e6f4ea" if r[when + "_correct"] else "#fdecea" for r in rows])
-    header = [
-        "#",
-        "question",
-        f"before training ({counts['before']}/{len(rows)} ✓)",
-        f"after training ({counts['after']}/{len(rows)} ✓)",
-    ]
-    table = go.Table(
-        columnwidth=[0.3, 2.2, 3.5, 3.5],
-        header={"values": header, "align": "left"},
-        cells={"values": columns, "align": "left", "fill_color": fills, "font": {"size": 11}},
-    )
-    title = (
-        f"{kind} before and after training, the first {len(rows)} held-out problems: "
-        f"{counts['before']}/{len(rows)} → {counts['after']}/{len(rows)} correct"
-    )
-    return go.Figure(
-        table,
-        layout={
-            "title": {"text": title},
-            "height": 260 + 260 * len(rows),
-            "margin": {"l": 10, "r": 10, "t": 60, "b": 10},
-        },
-    )
-
-
 def regime_figure(runs: Sequence, mean_method: str, quantile_method: str, quantity: str = "entropy") -> go.Figure:
-    r"""QAE's Prop. 4.2 in training, by the regime a prompt starts in: three panels, hard | easy | mixed (the
-    held-out groups of :mod:`qae_lab.train.regime_eval`), each the mean over seeds +- one std of ``regime_eval/<quantity>_*``
-    against the number of updates, under the mean-baseline and the quantile-baseline method
-    (:func:`qae_lab.analysis.regime_runs.regime_eval_curves`); other methods' runs are left out. ``quantity``:
-    ``"entropy"`` (token entropy, nats) or ``"success"`` (success rate).
+    r"""QAE's Prop. 4.2 (arXiv 2509.22611) in training: hard | easy | mixed held-out groups
+    (:mod:`qae_lab.train.regime_eval`), ``regime_eval/<quantity>_*`` mean +- std over seeds against updates, under
+    the mean- and the quantile-baseline method; ``quantity``: ``"entropy"`` or ``"success"``.
 
     >>> from qae_lab.analysis.compare import Run
     >>> rows = lambda v: [{"step": 1, **{f"regime_eval/entropy_{g}": 0.2 for g in ("hard", "easy", "all")},
@@ -385,20 +297,8 @@ def regime_figure(runs: Sequence, mean_method: str, quantile_method: str, quanti
             if c is None:
                 continue
             n_seeds = max(n_seeds, c.n_runs)
-            add_band(fig, c.steps, c.mean, c.std, color, legendgroup=method, row=1, col=col)
-            fig.add_trace(
-                go.Scatter(
-                    x=c.steps,
-                    y=c.mean,
-                    mode="lines+markers",
-                    line={"color": color},
-                    legendgroup=method,
-                    name=f"{method} ({c.n_runs} seed{'s' * (c.n_runs != 1)})",
-                    showlegend=col == 1,
-                ),
-                row=1,
-                col=col,
-            )
+            name = f"{method} ({c.n_runs} seed{'s' * (c.n_runs != 1)})"
+            add_band_line(fig, c.steps, c.mean, c.std, color, name, method, col, mode="lines+markers")
     words = {"entropy": "token entropy (nats)", "success": "success rate"}[quantity]
     title = (
         f"Held-out prompts grouped by start success: {words} under {mean_method} vs {quantile_method}; "

@@ -26,11 +26,8 @@ def _env_mode() -> str:
 
 
 def figure_widget_supported() -> bool:
-    r"""Whether ``go.FigureWidget`` can be expected to render here.
-
-    False in Colab (its ipywidgets 7.7 front end shows no FigureWidget), where the
-    environment forces ``QAE_LAB_PLOTS=static``, or where building one fails (plotly 6
-    without anywidget). ``QAE_LAB_PLOTS=widget`` forces True.
+    r"""Whether ``go.FigureWidget`` can render here: not in Colab (ipywidgets 7.7), not where building one fails
+    (plotly 6 without anywidget); ``QAE_LAB_PLOTS`` forces the answer.
 
     >>> from unittest import mock
     >>> with mock.patch.dict(os.environ, {"QAE_LAB_PLOTS": "static"}):
@@ -53,8 +50,7 @@ def figure_widget_supported() -> bool:
 
 
 def plot_mode() -> str:
-    r"""What :class:`FigureView`'s ``mode="auto"`` picks: ``"widget"`` only where ``QAE_LAB_PLOTS=widget``
-    asks for a FigureWidget, ``"static"`` (a plain figure, sized to the column) otherwise.
+    r"""What ``mode="auto"`` picks: ``"widget"`` only where ``QAE_LAB_PLOTS=widget`` asks, else ``"static"``.
 
     >>> from unittest import mock
     >>> with mock.patch.dict(os.environ, {"QAE_LAB_PLOTS": "auto"}):
@@ -71,10 +67,7 @@ def plot_mode() -> str:
 class FigureView:
     r"""Shows a figure and replaces it in place when :meth:`update` is called.
 
-    Attributes:
-        widget: the ipywidgets object to display (a FigureWidget or an Output).
-        figure: the plain ``go.Figure`` shown last (what tests and exercises inspect).
-        mode: ``"widget"`` or ``"static"`` (``"auto"``: :func:`plot_mode`).
+    ``widget`` is what to display; ``figure`` the plain ``go.Figure`` shown last (what tests inspect).
 
     >>> from qae_lab.lab.figures import line_figure
     >>> view = FigureView(line_figure([0, 1], {"a": [0, 1]}), mode="static")
@@ -96,9 +89,7 @@ class FigureView:
     def _draw(self) -> None:
         if IPython.get_ipython() is None:  # plain Python (scripts, doctests): nothing to draw into
             return
-        # the Output's content replaced in one assignment, not with ``with output: display(...)``:
-        # no flicker, and safe from a background thread (a live training run's dashboard). The
-        # bundle is the default renderer's (Colab: HTML; Jupyter: plotly's mimetype + HTML).
+        # replaced in one assignment, not ``with output: display(...)``: no flicker, safe from a background thread
         data = dict(self.figure._repr_mimebundle_() or {})
         if not data:  # an external default renderer (a browser tab): embed the figure as HTML instead
             data["text/html"] = self.figure.to_html(include_plotlyjs="cdn", full_html=False)
@@ -125,15 +116,11 @@ def interactive(
     beside: Callable[..., Sequence[Mapping] | str] | None = None,
     digits: int = 3,
 ) -> widgets.VBox:
-    r"""Controls above a figure that ``build(**values)`` re-makes whenever a control changes, and under it what
-    ``beside(**values)`` makes, if given: a table's rows (:func:`qae_lab.analysis.tables.markdown_table`, ``digits``
-    per float) or Markdown. Both are made from the same values in the same refresh, so that a figure and the table
-    beside it never show two settings.
+    r"""Controls above a figure that ``build(**values)`` re-makes at every change, and under it ``beside(**values)``
+    (table rows or Markdown), made in the same refresh so that the two never show two settings.
 
-    Works without a browser: setting ``control.value`` in code re-builds the figure (and its table) too. The
-    returned box carries ``.view`` (its :class:`FigureView`), ``.controls``, ``.refresh``, ``.values`` (what the
-    figure and the table shown were made from), ``.text`` (the Markdown under the figure, or "") and ``.make``
-    (values -> the figure and the Markdown they give, as the box shows them).
+    Setting ``control.value`` in code re-builds too. The box carries ``.view``, ``.controls``, ``.refresh``,
+    ``.values``, ``.text`` (the Markdown shown) and ``.make`` (values -> figure and Markdown).
 
     >>> from qae_lab.lab.figures import line_figure
     >>> s = widgets.IntSlider(value=2, min=1, max=5, description="n")

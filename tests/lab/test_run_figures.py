@@ -161,40 +161,25 @@ def _evaluation(verdicts, text="<reasoning>\nstep\n</reasoning>\n<answer>{gold}<
     return EvalResult({}, {}, problems)
 
 
-def test_completions_table_pairs_the_same_problems_and_marks_them(tmp_path):
-    from qae_lab.lab.run_figures import completions_table, paired_completions
+def test_paired_completions_pair_the_same_problems(tmp_path):
+    from qae_lab.lab.run_figures import paired_completions
 
     before, after = _evaluation([False, True, False, False, True]), _evaluation([True, True, False, True, True])
     after.to_json(tmp_path / "eval_after.json")  # a path works as well as the result
-    fig = completions_table(before, tmp_path / "eval_after.json", n=4)
-    assert fig.layout.title.text.endswith("the first 4 held-out problems: 1/4 → 3/4 correct")
-    number, question, old, new = fig.data[0].cells.values
-    assert list(number) == ["1", "2", "3", "4"] and question[2].startswith("2 + 2?") and "gold 4" in question[2]
-    assert [c[0] for c in old] == ["✗", "✓", "✗", "✗"] and [c[0] for c in new] == ["✓", "✓", "✗", "✓"]
-    assert "&lt;answer&gt;6&lt;/answer&gt;" in old[3] and "<br>step<br>" in old[3]  # tags as text, lines kept
-    assert list(fig.data[0].cells.fill.color[2]) == ["#fdecea", "#e6f4ea", "#fdecea", "#fdecea"]  # red: wrong
-    assert "held-out problems: 1\\u002f4" in fig.to_html(include_plotlyjs=False, full_html=False)  # renders headless
+    rows = paired_completions(before, tmp_path / "eval_after.json", n=4)
+    assert [r["before_correct"] for r in rows] == [False, True, False, False]
+    assert [r["after_correct"] for r in rows] == [True, True, False, True] and rows[2]["question"] == "2 + 2?"
     sampled = paired_completions(before, after, n=2, sample=0)
     assert [r["before"] for r in sampled] == ["sample of 0", "sample of 1"] and sampled[0]["before_correct"]
     assert len(paired_completions(before, after, n=99)) == 5
 
 
-def test_a_long_completion_keeps_its_start_and_its_answer():
-    from qae_lab.lab.run_figures import completions_table
-
-    long = "x" * 2000 + "<answer>{gold}</answer>"
-    fig = completions_table(_evaluation([True], long), _evaluation([True], long), n=1)
-    cell = fig.data[0].cells.values[2][0]
-    assert len(cell) < 800 and cell.startswith("✓<br>xxx") and cell.endswith("&lt;answer&gt;0&lt;/answer&gt;")
-    assert "characters …]" in cell
-
-
-def test_completions_table_refuses_different_problems():
-    from qae_lab.lab.run_figures import completions_table, paired_completions
+def test_paired_completions_refuse_different_problems():
+    from qae_lab.lab.run_figures import paired_completions
 
     other = _evaluation([True, True])
     other.problems[1]["question"] = "something else?"
     with pytest.raises(ValueError, match="the same problems"):
-        completions_table(_evaluation([True, False]), other)
+        paired_completions(_evaluation([True, False]), other)
     with pytest.raises(ValueError, match="n must be an int >= 1"):
         paired_completions(other, other, n=0)

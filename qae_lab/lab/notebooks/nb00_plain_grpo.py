@@ -1,20 +1,8 @@
 r"""Plain GRPO's one update, measured: what notebook 00 shows about a group and about the step, as table rows.
 
-Notebook ``00_plain_grpo.ipynb`` runs one GRPO update on the embedded model in a few lines: a sampled
-group (:func:`qae_lab.task.rollouts.sample_groups`), its mean-baseline advantages
-(:func:`qae_lab.advantages.group_advantages`), the per-token log-probs
-(:func:`qae_lab.task.rollouts.completion_logps`), the loss (:func:`qae_lab.loss.grpo_loss`) and one
-optimizer step. This module reads what came out, so that every number the notebook shows is measured;
-each reading is a list of rows (dicts) that :func:`qae_lab.analysis.tables.markdown_table` renders:
-
-* :func:`completion_rows`: each completion with its extracted answer, its reward and its advantage;
-* :func:`advantage_rows`: the group's mean and std and the advantage each reward gets,
-  A_i = (R_i - mean_j R_j) / (std_j R_j + eps);
-* :func:`sequence_logps`: log pi(y_i) = sum_t log pi(y_t | x, y_<t), one number per completion;
-* :func:`update_change` -> :class:`UpdateChange`: each completion's log pi(y_i) before and after the
-  step beside its advantage; :meth:`UpdateChange.summary_rows` counts how many moved which way by
-  advantage sign, and how many tokens PPO's clip would stop on a second pass over the same group;
-* :func:`sgd_update`: the notebook's update, run again from the sampled weights at another learning rate.
+Notebook ``00_plain_grpo.ipynb`` runs one GRPO update on the embedded model (sampled group, mean-baseline
+advantages, per-token log-probs, :func:`qae_lab.loss.grpo_loss`, one optimizer step); this module reads what came
+out, so that every number the notebook shows is measured, as rows for :func:`qae_lab.analysis.tables.markdown_table`.
 
 Implementer's notes: docs/implementation.md, section ``qae_lab.lab.notebooks.nb00_plain_grpo``.
 """
@@ -66,15 +54,13 @@ def _labels(rewards: torch.Tensor) -> list[str]:
 
 
 def _text_cell(text: str) -> str:
-    """A completion as a table cell: one line (⏎ for a newline), cut to :data:`_TEXT_CHARS`, in a code span, so
-    that its ``<answer>`` tags show as written."""
+    """A completion as a one-line table cell in a code span (its ``<answer>`` tags show), cut to _TEXT_CHARS."""
     flat = text.replace("\n", "⏎").replace("`", "'")
     return f"`{flat if len(flat) <= _TEXT_CHARS else flat[: _TEXT_CHARS - 1] + '…'}`"
 
 
 def completion_rows(ro, advantages=None) -> list[dict]:
-    r"""One row per completion of a :class:`qae_lab.task.rollouts.Rollouts`: ``completion`` (its label), ``answer``
-    (the one extracted, None where there is none), ``R``, ``A`` (where ``advantages`` are given) and ``text``.
+    r"""One row per completion of a :class:`qae_lab.task.rollouts.Rollouts`: label, answer, R, A (if given), text.
 
     >>> from types import SimpleNamespace as NS
     >>> ro = NS(completions=["<answer>\n4\n</answer>", "no answer"], rewards=torch.tensor([1., 0]))
@@ -100,9 +86,7 @@ def completion_rows(ro, advantages=None) -> list[dict]:
 
 
 def advantage_rows(rewards, advantages) -> list[dict]:
-    r"""How one group's rewards became its advantages: a row per distinct reward ``R`` (highest first), with how
-    many ``completions`` got it, the group's ``mean R`` and ``std R`` (Bessel-corrected, as ``torch.std``) and the
-    advantage ``A`` they got.
+    r"""How one group's rewards became A_i = (R_i - mean R) / (std R + eps): a row per distinct reward, highest first.
 
     >>> for row in advantage_rows(torch.tensor([1., 0, 0, 0]), torch.tensor([1.5, -0.5, -0.5, -0.5])):
     ...     print(row)
@@ -124,9 +108,7 @@ def advantage_rows(rewards, advantages) -> list[dict]:
 def update_change(
     ro, advantages, before, after, *, epsilon_low: float = 0.2, epsilon_high: float = 0.2
 ) -> UpdateChange:
-    r"""Measure one update (an :class:`UpdateChange`): each completion's log pi(y_i) before and after, next to its
-    advantage. ``before``, ``after``: (N, T) per-token log-probs (:func:`qae_lab.task.rollouts.completion_logps`);
-    ``epsilon_low``, ``epsilon_high``: PPO's clip range, for :attr:`UpdateChange.clipped`.
+    r"""Measure one update from (N, T) per-token log-probs ``before`` and ``after``; ``epsilon_*``: PPO's clip range.
 
     >>> from types import SimpleNamespace as NS
     >>> ro = NS(rewards=torch.tensor([1., 0]), mask=torch.tensor([[1., 1], [1, 0]]))
@@ -162,11 +144,8 @@ def update_change(
 
 
 def sgd_update(model, tokenizer, start: Mapping, ro, advantages, lr: float, settings: LossSettings) -> UpdateChange:
-    r"""Notebook 00's update, run again: load the weights ``start``, take one SGD step of learning rate ``lr`` on
-    GRPO's loss (:func:`qae_lab.loss.grpo_loss` with ``settings``) over the group ``ro`` with ``advantages``, and
-    measure it (:func:`update_change`). The model keeps the stepped weights.
-    ``start``: a ``state_dict`` of the weights that sampled ``ro``; ``lr`` > 0.
-    """
+    r"""Notebook 00's update, run again: from the ``state_dict`` ``start``, one SGD step of ``lr`` on
+    :func:`qae_lab.loss.grpo_loss`, measured (:func:`update_change`). The model keeps the stepped weights."""
     lr = check_finite_scalar(lr, "lr")
     if lr <= 0:
         raise ValueError(f"lr must be > 0, got {lr}")
@@ -199,10 +178,7 @@ def change_figure(
     y_title: str = "",
     height: int = 380,
 ) -> go.Figure:
-    r"""One bar per item: its change ``after - before``, coloured by the sign of its advantage.
-
-    A trace per sign present (``A > 0`` green, ``A = 0`` grey, ``A < 0`` red), the items in the order given;
-    hovering a bar shows the values before and after. Labels must be unique (plotly merges equal categories).
+    r"""One bar per item: its change ``after - before``, a trace per sign of its advantage. Labels must be unique.
 
     >>> fig = change_figure(["y0", "y1", "y2"], [-1, -2, -3], [-0.5, -2.5, -3], [1, -1, 0])
     >>> [(t.name, list(t.x), list(t.y)) for t in fig.data]

@@ -1,9 +1,5 @@
 r"""Notebook 01's figures, and the table beside one: the gate's advantages, where the zero advantages come from,
-the gate and its sparsity.
-
-Each function draws numbers computed by :mod:`qae_lab.toys.sparsity` with :mod:`qae_lab.lab.figures`; the notebook
-puts them under sliders with :func:`qae_lab.lab.widgets.interactive` (keyword arguments named as the sliders), with
-:func:`zero_sources_table` under :func:`zero_sources_figure`, made from the same G and K at every move.
+the gate and its sparsity, drawn from :mod:`qae_lab.toys.sparsity`'s numbers.
 """
 
 from __future__ import annotations
@@ -52,8 +48,7 @@ _EXTREMES = (
 
 
 def gate_figure(G: int, method: str) -> go.Figure:
-    r"""Which responses get a non-zero advantage, for each K of :data:`K_GRID` (rows) and each success count c
-    (columns), under the ``"paper"`` or the ``"linear"`` quantile (:func:`qae_lab.toys.sparsity.gate_table`).
+    r"""Which responses get A != 0 per K of :data:`K_GRID` (rows) and success count c, under ``method``'s quantile.
 
     >>> fig = gate_figure(4, "paper")
     >>> len(fig.data[0].z), len(fig.data[0].z[0]), fig.layout.title.text
@@ -68,9 +63,8 @@ def gate_figure(G: int, method: str) -> go.Figure:
 
 
 def sparsity_figure(a: float, b: float, G: int, drop_all_equal: bool, *, n_prompts: int) -> go.Figure:
-    r"""The zero-advantage fraction against K for success rates p ~ Beta(a, b): exact
-    (:func:`qae_lab.toys.sparsity.expected_zero_fraction_beta`) and, over all groups, sampled from ``n_prompts`` prompts
-    (:func:`qae_lab.toys.sparsity.sampled_zero_fraction_beta`, torch's global generator), with the paper's 80% marked.
+    r"""The zero-advantage fraction against K for p ~ Beta(a, b): exact and (over all groups) sampled from
+    ``n_prompts`` prompts with torch's global generator, the paper's 80% marked.
 
     >>> fig = sparsity_figure(0.5, 0.5, 8, True, n_prompts=10)
     >>> [t.name for t in fig.data], fig.layout.title.text.endswith("(mixed groups only)")
@@ -93,8 +87,8 @@ def sparsity_figure(a: float, b: float, G: int, drop_all_equal: bool, *, n_promp
 
 
 def extremes_figure(G: int, K: float) -> go.Figure:
-    r"""The largest and the smallest advantage in a group against its number of correct responses c, under GRPO's
-    mean / std, QAE / std and QAE without std (:func:`qae_lab.toys.sparsity.advantage_extremes`).
+    r"""A group's largest and smallest advantage against its correct count c, under GRPO's mean / std, QAE / std and
+    QAE without std.
 
     >>> fig = extremes_figure(4, 0.4)
     >>> fig.data[4].name, list(fig.data[4].y)
@@ -116,8 +110,7 @@ def extremes_figure(G: int, K: float) -> go.Figure:
 
 
 def advantages_figure(G: int = 8, K: float = DEFAULT_K, counts: Sequence[int] = (1, 3, 5, 7)) -> go.Figure:
-    r"""Each response's advantage in groups of ``G`` with c correct responses (correct ones first), for each c of
-    ``counts``, under GRPO's mean and QAE's K-quantile baseline (:func:`qae_lab.toys.sparsity.group_advantage_rows`).
+    r"""Each response's advantage in groups of ``G`` with c of ``counts`` correct, under the mean and QAE's baseline.
 
     >>> fig = advantages_figure(4, 0.4, [1])
     >>> list(fig.data[0].y)
@@ -148,10 +141,8 @@ ZERO_SOURCES = ("all-equal groups: A = 0 under any baseline", "mixed groups: the
 
 
 def zero_sources_figure(G: int, K: float) -> go.Figure:
-    r"""Where QAE's zero advantages come from: the expected share of one prompt's ``G`` responses with A = 0 against
-    its success rate p (101 rates from 0 to 1), stacked by source (:func:`qae_lab.toys.sparsity.zero_sources`); with
-    the share of a batch whose success rates are uniform on (0, 1) (the curve's average over p,
-    :func:`qae_lab.toys.sparsity.zero_sources_beta`), the paper's ~80% and the regimes' boundary p = 1 - K.
+    r"""Where QAE's zero advantages come from: the expected share of one prompt's ``G`` responses with A = 0 against p,
+    stacked by source, beside a uniform batch's share, the paper's ~80% and the boundary p = 1 - K.
 
     >>> fig = zero_sources_figure(16, 0.4)
     >>> fig.layout.title.text
@@ -186,9 +177,8 @@ def zero_sources_figure(G: int, K: float) -> go.Figure:
 
 
 def zero_sources_table(G: int, K: float, *, rates) -> list[dict]:
-    r"""The table under :func:`zero_sources_figure` at the same ``G`` and ``K``: a batch of one group per success rate
-    of ``rates`` sampled (:func:`qae_lab.toys.sparsity.sampled_zero_sources`, seed 0), then the exact share of other
-    spreads of difficulty (:func:`qae_lab.toys.sparsity.zero_share_rows`); its uniform row is the figure's batch line.
+    r"""The table under :func:`zero_sources_figure`: a batch of one group per rate of ``rates`` sampled (seed 0), then
+    the exact share under other spreads of difficulty.
 
     >>> rows = zero_sources_table(16, 0.4, rates=torch.rand(2000, generator=torch.Generator().manual_seed(0)))
     >>> rows[1]["success rates"], round(rows[1]["A = 0 (%)"], 1)
@@ -201,10 +191,8 @@ GATE_SYMBOLS = {-1: "−", 0: "0", 1: "+", 2: "±"}
 
 
 def gate_heatmap(table, ks: Sequence[float], *, title: str = "", height: int = 420) -> go.Figure:
-    r"""The two-regime gate as a heatmap: rows K, columns the success count c = 0..G.
-
-    ``table`` is :func:`qae_lab.toys.sparsity.gate_table`'s output: +1 only successes move (green),
-    -1 only failures (red), 0 nobody (grey), 2 both (purple, the linear convention only).
+    r"""The two-regime gate (:func:`qae_lab.toys.sparsity.gate_table`) as a heatmap: rows K, columns c = 0..G; +1
+    only successes move (green), -1 only failures (red), 0 nobody (grey), 2 both (purple, linear convention only).
 
     >>> import torch
     >>> gate_heatmap(torch.tensor([[0, 1, -1, 0]]), [0.4]).data[0].text[0]

@@ -1,9 +1,7 @@
 r"""Notebook 02's figures and tables: the linear knob, one sampled step against the identity, and bandit training.
 
 The numbers come from :mod:`qae_lab.toys.bandit` (QAE, arXiv 2509.22611, sec. 4, Prop. 4.2; Cui et al.'s entropy
-identity) and from the committed ``data/bandit/prop42.json`` (:func:`qae_lab.analysis.committed_data.load_prop42`);
-this module only lays them out: figures, and table rows for :func:`qae_lab.analysis.tables.markdown_table`, so
-the notebook states its results as tables next to fixed sentences, never as generated prose.
+identity) and the committed ``data/bandit/prop42.json``; this module lays them out as figures and table rows.
 """
 
 from __future__ import annotations
@@ -29,7 +27,6 @@ from qae_lab.toys.bandit import (
 )
 
 __all__ = ["knob_figure", "mc_figure", "step_rows", "prop42_rows", "training_rows", "training_figures"]
-
 
 
 def knob_figure(eta: float, sharpness: float, p: float, K: float) -> go.Figure:
@@ -66,10 +63,8 @@ MC_LINES = {
 def mc_figure(
     K: float, G: int, eta: float, sharpness: float, *, n_groups: int, ps: Sequence[float] | None = None
 ) -> go.Figure:
-    r"""E[dH] after one step against the success rate (:func:`qae_lab.toys.bandit.mc_entropy_curve` with seed 3, at
-    ``ps``, default 13 rates from 0.05 to 0.95): sampled groups under each baseline by Monte Carlo (+- two standard
-    errors), the same computed (:func:`qae_lab.toys.bandit.sampled_entropy_change`: the scale factor times the exact
-    step, plus the eta^2 term; dashed, in the colour of its Monte Carlo), and the identity's predictions.
+    r"""E[dH] after one step against the success rate (:func:`qae_lab.toys.bandit.mc_entropy_curve`, seed 3): sampled
+    groups by Monte Carlo (+- 2 s.e.), the same computed (dashed, in its Monte Carlo's colour), and the identity's.
 
     >>> fig = mc_figure(0.4, 8, 0.5, 1.5, n_groups=20, ps=[0.3, 0.7])
     >>> [t.name for t in fig.data if t.name][:3], fig.layout.title.text
@@ -99,10 +94,8 @@ def mc_figure(
 
 
 def step_rows(z, r, *, group_size: int, k: float, eta: float) -> list[dict]:
-    r"""One bandit's one step, a row per baseline: the scale factor and the entropy change under the identity's model
-    (a), the exact expected step (b) and sampled groups in expectation (c) (std kept, the paper's quantile).
-
-    Shapes: ``z`` (A,) logits, ``r`` (A,) rewards in {0, 1}.
+    r"""One bandit's one step (``z``, ``r``: (A,) logits and 0/1 rewards), a row per baseline: the scale factor and
+    dH under the identity (a), the exact expected step (b) and sampled groups in expectation (c).
 
     >>> rows = step_rows(torch.tensor([2.0, 0.0, -1.0, 0.5]), torch.tensor([0.0, 1.0, 0.0, 0.0]),
     ...                  group_size=8, k=0.4, eta=0.5)
@@ -142,9 +135,8 @@ PROP42_STEPS = {  # row label -> (where in the file, a per-bandit value from a d
 
 
 def prop42_rows(data: Mapping) -> list[dict]:
-    r"""The committed one-step table (:func:`qae_lab.analysis.committed_data.load_prop42`): per step model, the mean
-    over the bandits of each baseline's dH / eta (or scale factor) on the hard and on the easy ones, and in how many
-    bandits QAE's value is below the mean baseline's (a dash where the two are the same step).
+    r"""The committed one-step table: per step model, each baseline's mean dH / eta (or scale factor) on the hard and
+    the easy bandits, and in how many QAE's is below the mean's.
 
     >>> rows = prop42_rows(_TINY)
     >>> rows[0]
@@ -170,11 +162,9 @@ def _judged(regime: str, v: Verdict) -> dict[str, str]:
 
 
 def training_rows(data: Mapping) -> list[dict]:
-    r"""The committed training table (``data["training"]``): per optimiser and learning rate, each baseline's mean over
-    the replicates of the hard prompts' peak entropy over its start and of the easy prompts' entropy at the file's
-    ``easy_step`` over its start, and in how many replicates QAE's is lower (hard) and higher (easy) than the mean
-    baseline's: the directions Prop. 4.2 predicts; then QAE - mean with its 95% interval over the paired replicates
-    and :func:`qae_lab.analysis.claims.verdict`'s word, as :func:`qae_lab.analysis.takeaways.bandit_training` judges.
+    r"""The committed training table: per optimiser and learning rate, the hard prompts' peak entropy and the easy
+    ones' late entropy (over their start) under each baseline, how many replicates go Prop. 4.2's way, and QAE - mean
+    with its 95% interval and :func:`qae_lab.analysis.claims.verdict`'s word.
 
     >>> training_rows(_TINY)[0]["hard: QAE lower in"], training_rows(_TINY)[0]["easy H(2) / H(0), QAE"]
     ('0 of 2', 0.4)
@@ -205,9 +195,7 @@ def training_rows(data: Mapping) -> list[dict]:
 def training_figures(
     p0, runs: Mapping[str, Mapping[str, list]], *, hard_max: float = 0.3, easy_min: float = 0.7
 ) -> list[go.Figure]:
-    r"""Two figures of :func:`qae_lab.toys.bandit.simulate_training` runs from the same ``p0``: the mean entropy
-    H / log A of the prompts that start hard, then of those that start easy (:func:`~qae_lab.toys.bandit.
-    entropy_by_start`), a line per run.
+    r"""The mean entropy H / log A of the prompts that start hard, then easy, a line per ``simulate_training`` run.
 
     >>> from qae_lab.toys.bandit import simulate_training
     >>> p0 = torch.tensor([0.1, 0.5, 0.9])

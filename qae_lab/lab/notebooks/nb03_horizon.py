@@ -5,18 +5,10 @@ contiguous) and the (N, T) normalised token entropies H~_t of its completions
 (:func:`qae_lab.task.rollouts.completion_entropies`); the maths is :mod:`qae_lab.horizon` (w_t = exp(-alpha *
 sum_{s<=t} H~_s), on the rollouts with A < 0 only under SA-AH) and :mod:`qae_lab.advantages`.
 
-* the group shown (:func:`pick_group`) and what the horizon weights do to it (:func:`group_weights`,
-  :func:`weights_rows`); the batch's least sure steps (:func:`uncertain_rows`);
-* the batch under AH, SA-AH with GRPO's mean baseline and SA-AH with QAE's (:func:`alpha_sweep` against alpha,
-  :func:`batch_rows` at one alpha), and which tokens each baseline discounts (:func:`discounted_tokens`,
-  :func:`discount_rows`, :func:`discounted`);
-* the figures: one group's token entropies (:func:`entropy_figure`), SA-AH's weights beside AH's
-  (:func:`weights_figure`, and under it :func:`weights_table`, made from the same alpha), each rollout's mean weight
-  under a baseline (:func:`touched_figure`). The notebook puts them under its sliders with
-  :func:`qae_lab.lab.widgets.interactive` (keyword arguments named as the sliders). A weight's colour scale is [0, 1]
-  at every alpha >= 0 (white: w = 1, untouched; red: discounted), so that two settings can be compared by colour.
-
-The numbers come as table rows (dicts) for :func:`qae_lab.analysis.tables.markdown_table`, never as sentences.
+The group shown (:func:`pick_group`), the batch under AH and SA-AH with either baseline, and the figures the
+notebook puts under its sliders. A weight's colour scale is [0, 1] at every alpha >= 0 (white: untouched; red:
+discounted), so that two settings compare by colour. Numbers come as table rows for
+:func:`qae_lab.analysis.tables.markdown_table`.
 """
 
 from __future__ import annotations
@@ -33,6 +25,7 @@ from qae_lab.lab.figures import heatmap_figure
 
 # w_t's colour scale at every alpha: dark red at 0 (discounted away), white at 1 (untouched)
 WEIGHT_COLOURS = "Reds_r"
+WEIGHT_SCALE = {"colorscale": WEIGHT_COLOURS, "zmid": None, "zmin": 0.0, "zmax": 1.0}
 
 __all__ = [
     "group_rows",
@@ -94,8 +87,7 @@ def token_texts(tokenizer, completion_ids: torch.Tensor, mask: torch.Tensor, row
 def both_weights(
     h: torch.Tensor, mask: torch.Tensor, advantages: torch.Tensor, alpha: float
 ) -> dict[str, tuple[torch.Tensor, dict[str, float]]]:
-    r"""SA-AH's horizon weights (only rollouts with A < 0) and AH's (every rollout) at ``alpha``: name -> ((N, T)
-    weights, :func:`qae_lab.horizon.weight_stats`).
+    r"""SA-AH's (A < 0 only) and AH's horizon weights at ``alpha``: name -> ((N, T) weights, their weight_stats).
 
     >>> out = both_weights(torch.full((2, 2), 0.5), torch.ones(2, 2), torch.tensor([1.0, -1.0]), 1.0)
     >>> out["SA-AH"][0][0].tolist(), round(out["AH"][1]["effective_tokens_frac"], 4)
@@ -115,10 +107,8 @@ def _mean_weight(w: torch.Tensor, mask: torch.Tensor, rows: torch.Tensor) -> flo
 
 
 def pick_group(ro, h: torch.Tensor, alpha: float = DEFAULT_ALPHA, clear_k: float = 0.6) -> int:
-    r"""The prompt notebook 03 shows: of the groups with both successes and failures that are hard even at
-    K = ``clear_k`` (so at the notebook's K = 0.4 with room to spare: which side of 1 - K the group lies on is never
-    a matter of one answer), the one whose failures' mean SA-AH horizon weight at ``alpha`` (GRPO's mean-baseline
-    advantages) is the median, the lower one of an even count: a typical hard group.
+    r"""A typical hard group: of the mixed groups hard even at K = ``clear_k`` (never one answer from 1 - K), the
+    one whose failures' mean SA-AH weight at ``alpha`` (mean baseline) is the (lower) median.
 
     >>> from types import SimpleNamespace
     >>> ro = SimpleNamespace(rewards=torch.tensor([1., 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0]), group_size=4,
@@ -150,9 +140,8 @@ def pick_group(ro, h: torch.Tensor, alpha: float = DEFAULT_ALPHA, clear_k: float
 def group_weights(
     h: torch.Tensor, mask: torch.Tensor, advantages: torch.Tensor, alpha: float, rows: Sequence[int]
 ) -> dict[str, dict[str, float]]:
-    r"""SA-AH's and AH's horizon weights at ``alpha`` on ``rows`` (one group): name -> ``neg`` (mean w over the
-    real tokens of its rollouts with A < 0), ``pos`` (the same for A >= 0), ``n_neg`` and ``n_pos`` (rollouts),
-    and ``last_neg`` (the mean weight of the last token of its rollouts with A < 0; 1.0 where there are none).
+    r"""SA-AH's and AH's weights at ``alpha`` on one group's ``rows``: name -> mean w on A < 0 (``neg``) and A >= 0
+    (``pos``) tokens, the rollout counts ``n_neg``, ``n_pos``, and ``last_neg``, the mean last-token w on A < 0.
 
     >>> out = group_weights(torch.full((2, 2), 0.5), torch.ones(2, 2), torch.tensor([1.0, -1.0]), 1.0, [0, 1])
     >>> out["SA-AH"]["pos"], round(out["AH"]["pos"], 4), out["AH"]["n_neg"], round(out["SA-AH"]["last_neg"], 4)
@@ -176,8 +165,7 @@ def group_weights(
 
 
 def weights_rows(stats: Mapping[str, Mapping[str, float]]) -> list[dict]:
-    r""":func:`group_weights` (``stats``) as table rows, one per weighting: its rollouts with A < 0, their mean
-    weight and their last token's, its other rollouts and their mean weight.
+    r""":func:`group_weights` as table rows, one per weighting.
 
     >>> stats = {"SA-AH": {"neg": 0.58, "pos": 1.0, "n_neg": 5, "n_pos": 3, "last_neg": 0.31},
     ...          "AH": {"neg": 0.58, "pos": 0.74, "n_neg": 5, "n_pos": 3, "last_neg": 0.31}}
@@ -199,8 +187,7 @@ def weights_rows(stats: Mapping[str, Mapping[str, float]]) -> list[dict]:
 
 
 def weights_table(ro, h: torch.Tensor, advantages: torch.Tensor, alpha: float, prompt: int) -> list[dict]:
-    r"""The table under :func:`weights_figure` (same arguments): prompt ``prompt``'s :func:`weights_rows` at ``alpha``,
-    each row led by its ``α``, from the numbers the figure's title gives (:func:`group_weights`).
+    r"""The table under :func:`weights_figure` (same arguments): its :func:`weights_rows`, each led by its ``α``.
 
     >>> from types import SimpleNamespace
     >>> ro = SimpleNamespace(rewards=torch.tensor([1., 0]), mask=torch.ones(2, 2), group_size=2)
@@ -213,8 +200,7 @@ def weights_table(ro, h: torch.Tensor, advantages: torch.Tensor, alpha: float, p
 
 
 def uncertain_rows(tokens: Sequence[tuple[str, float, int]]) -> list[dict]:
-    r""":func:`qae_lab.task.rollouts.uncertain_tokens` as table rows: each ``token`` (a newline shown as ⏎, in a code
-    span), the ``mean H~_t`` of the steps that drew it and how many ``times drawn``.
+    r""":func:`qae_lab.task.rollouts.uncertain_tokens` as table rows (a token in a code span, a newline as ⏎).
 
     >>> uncertain_rows([("First", 0.2764, 13), ("\n", 0.01, 90)])[1]
     {'token': '`⏎`', 'mean H~_t': 0.01, 'times drawn': 90}
@@ -253,10 +239,8 @@ def alpha_sweep(
 
 
 def batch_rows(ro, h: torch.Tensor, alpha: float = DEFAULT_ALPHA, k: float = DEFAULT_K) -> list[dict]:
-    r"""The whole batch at ``alpha`` under AH (every rollout weighted) and SA-AH (only A < 0) with GRPO's mean baseline,
-    and SA-AH with QAE's K-quantile at ``k``, as table rows: the ``rollouts discounted`` (a token with w_t < 1) and
-    ``tokens discounted`` (w_t < 1) of the batch's real tokens, and the ``effective token fraction`` sum(w) /
-    #tokens (:func:`qae_lab.horizon.weight_stats`), the loss's denominator against the plain token count.
+    r"""The batch at ``alpha`` under AH and SA-AH with the mean baseline, and SA-AH with QAE's at ``k``: the rollouts
+    and tokens discounted (w_t < 1) and the effective token fraction sum(w) / #tokens.
 
     >>> from types import SimpleNamespace
     >>> ro = SimpleNamespace(rewards=torch.tensor([1., 0, 0, 0, 1, 1, 1, 0]), mask=torch.ones(8, 2), group_size=4)
@@ -283,9 +267,8 @@ def batch_rows(ro, h: torch.Tensor, alpha: float = DEFAULT_ALPHA, k: float = DEF
 
 
 def discounted(ro, h: torch.Tensor, k: float, baseline: str, alpha: float) -> dict:
-    r"""Which rollouts SA-AH discounts under ``baseline`` (at K = ``k``): ``w_row`` (B, G) each rollout's mean
-    horizon weight, ``hard`` (B,) each prompt's QAE regime, ``touched`` the rows with A < 0 and ``in_hard`` those
-    in hard groups.
+    r"""Which rollouts SA-AH discounts under ``baseline``: ``w_row`` (B, G) mean weights, ``hard`` (B,) regimes,
+    ``touched`` the rows with A < 0 and ``in_hard`` those in hard groups.
 
     >>> from types import SimpleNamespace
     >>> ro = SimpleNamespace(rewards=torch.tensor([1., 0, 0, 0, 1, 1, 1, 0]), mask=torch.ones(8, 2), group_size=4,
@@ -308,9 +291,8 @@ def discounted(ro, h: torch.Tensor, k: float, baseline: str, alpha: float) -> di
 
 
 def discounted_tokens(ro, h: torch.Tensor, alpha: float = DEFAULT_ALPHA, k: float = DEFAULT_K) -> dict[str, list]:
-    r"""Per prompt, how many real tokens SA-AH discounts (horizon weight < 1) at ``alpha`` under GRPO's mean
-    baseline (``mean``) and under QAE's K-quantile (``quantile``), each prompt's ``correct`` count and whether it
-    is ``hard`` at K = ``k`` (p <= 1 - K): lists of B; and ``k``.
+    r"""Per prompt (lists of B): the tokens SA-AH discounts under the ``mean`` and ``quantile`` baselines, its
+    ``correct`` count and whether it is ``hard`` at ``k``.
 
     >>> from types import SimpleNamespace
     >>> ro = SimpleNamespace(rewards=torch.tensor([1., 0, 0, 0, 1, 1, 1, 0]), mask=torch.ones(8, 2), group_size=4,
@@ -331,9 +313,7 @@ def discounted_tokens(ro, h: torch.Tensor, alpha: float = DEFAULT_ALPHA, k: floa
 
 
 def discount_rows(counts: Mapping, group_size: int) -> list[dict]:
-    r""":func:`discounted_tokens` (``counts``) as table rows, one per group with both successes and failures: its
-    ``prompt``, how many were ``correct``, its regime at the counts' K, and the tokens SA-AH discounts under GRPO's
-    mean baseline and under QAE's.
+    r""":func:`discounted_tokens` as table rows, one per group with both successes and failures.
 
     >>> counts = {"mean": [6, 2, 0], "quantile": [0, 2, 0], "correct": [1, 3, 4], "hard": [True, False, False],
     ...           "k": 0.4}
@@ -363,11 +343,8 @@ def _marks(ro, rows) -> list[str]:
 def entropy_figure(
     ro, h: torch.Tensor, tokenizer, prompt: int, label_above: float = 0.1, first_tokens: int = 24
 ) -> go.Figure:
-    r"""H~_t of each token of prompt ``prompt``'s G completions (rows y1..yG, ✓ correct); the tokens drawn at a step
-    with H~_t >= ``label_above`` are written in their cells (all of them would overlap on a long completion), cut to
-    fit (:func:`qae_lab.lab.figures.fit_label`: the x axis opens on the first ``first_tokens`` tokens, a range slider under it
-    for the rest), every token whole in its cell's hover text; the colour scale runs from 0 to the largest H~_t of
-    all the rollouts.
+    r"""H~_t of each token of prompt ``prompt``'s G completions, the tokens with H~_t >= ``label_above`` written in
+    their cells (all would overlap), every token in the hover; the x axis opens on ``first_tokens`` tokens.
 
     >>> from types import SimpleNamespace
     >>> ro = SimpleNamespace(rewards=torch.tensor([1., 0]), mask=torch.tensor([[1., 1], [1, 0]]), group_size=2,
@@ -411,11 +388,8 @@ def entropy_figure(
 
 
 def weights_figure(ro, h: torch.Tensor, advantages: torch.Tensor, alpha: float, prompt: int) -> go.Figure:
-    r"""SA-AH's (top) and AH's (bottom) horizon weights w_t at ``alpha`` on prompt ``prompt``'s completions, each
-    row with its verdict and advantage, on the colour scale [0, 1] at every alpha; the title gives the group's
-    :func:`qae_lab.lab.notebooks.nb03_horizon.group_weights` (the mean weight on its rollouts with A < 0, the same under both,
-    and on the others under each), which ``layout.meta`` holds too (``alpha``, ``prompt``, ``saah``, ``ah``) and
-    :func:`weights_table` tabulates.
+    r"""SA-AH's (top) and AH's (bottom) w_t at ``alpha`` on prompt ``prompt``'s completions, each row with its verdict
+    and advantage; the title and ``layout.meta`` give the group's :func:`group_weights`.
 
     >>> from types import SimpleNamespace
     >>> ro = SimpleNamespace(rewards=torch.tensor([1., 0]), mask=torch.ones(2, 2), group_size=2)
@@ -441,10 +415,7 @@ def weights_figure(ro, h: torch.Tensor, advantages: torch.Tensor, alpha: float, 
         z,
         x=list(range(len(z[0]))),
         y=labels,
-        colorscale=WEIGHT_COLOURS,
-        zmid=None,
-        zmin=0.0,
-        zmax=1.0,
+        **WEIGHT_SCALE,
         colorbar_title="w_t",
         height=560,
         x_title="completion token t",
@@ -458,9 +429,8 @@ def weights_figure(ro, h: torch.Tensor, advantages: torch.Tensor, alpha: float, 
 
 
 def touched_figure(ro, h: torch.Tensor, K: float, baseline: str, alpha: float) -> go.Figure:
-    r"""Each rollout's mean horizon weight under ``baseline`` at ``K`` and ``alpha``, one row per prompt (its success
-    count and QAE regime), ✓ / ✗ in the cells, on the colour scale [0, 1] whatever the controls; ``layout.meta`` lists
-    the discounted rows (``touched``) and those in hard groups (``in_hard``) (:func:`qae_lab.lab.notebooks.nb03_horizon.discounted`).
+    r"""Each rollout's mean horizon weight under ``baseline`` at ``K`` and ``alpha``, a row per prompt; ``layout.meta``
+    holds :func:`discounted`'s ``touched`` and ``in_hard``.
 
     >>> from types import SimpleNamespace
     >>> ro = SimpleNamespace(rewards=torch.tensor([1., 0, 0, 0, 1, 1, 1, 0]), mask=torch.ones(8, 2), group_size=4,
@@ -482,10 +452,7 @@ def touched_figure(ro, h: torch.Tensor, K: float, baseline: str, alpha: float) -
         x=[f"y{j + 1}" for j in range(g)],
         y=labels,
         text=text,
-        colorscale=WEIGHT_COLOURS,
-        zmid=None,
-        zmin=0.0,
-        zmax=1.0,
+        **WEIGHT_SCALE,
         colorbar_title="mean w_t",
         height=260 + 18 * n_prompts,
         title=f"{baseline} baseline, K = {K:g}, α = {alpha:g}: {len(d['touched'])} of "

@@ -1,11 +1,8 @@
-r"""Notebook 04's numbers and tables from a live run's log: the knobs in force by step range and where they changed,
-where a logged quantity started and ended, its prediction (did the share of hard prompts move?), the closing summary
-of the run, and the completions before and after training as a table that wraps its text.
+r"""Notebook 04's numbers and tables from a live run's log: where a logged quantity started and ended, its prediction
+(did the share of hard prompts move?), the closing summary, and the completions before and after training.
 
-The knobs are read from the log (``qae/k``, ``qae/quantile_baseline``, ``saah/alpha``, ``knobs/token_weighting``: what
-each step used, not where the sliders were). A log written before ``knobs/token_weighting`` existed says only whether a
-step weighted tokens (``saah/alpha`` is logged only then): there the weighting is named from ``weightings`` if given,
-else written "AH or SA-AH". The knobs' tables themselves are :mod:`qae_lab.lab.live`'s, the dashboard's.
+The knobs are read from the log (what each step used, not where the sliders were); their tables are
+:mod:`qae_lab.lab.live`'s, the dashboard's.
 """
 
 from __future__ import annotations
@@ -43,20 +40,16 @@ __all__ = [
     "knob_ranges",
     "knob_title",
     "knobs_row",
-    "logged_mean",
     "summary_rows",
 ]
 
 GPU_RUN = {"max_steps": 200, "n_eval": 100}
-"""Notebook 04's run on a GPU: its training steps and its held-out problems, evaluated before and after (a shorter
-set than the presets' 500, so that the evaluations take minutes). docs/workshop.md's T4 time estimate reads them."""
+"""Notebook 04's run on a GPU: steps and held-out problems (fewer than the presets' 500: minutes to evaluate)."""
 
 
 def first_last(rows: Sequence[Mapping], metric: str, share: float = 0.1) -> tuple[float, float] | None:
-    r"""The mean of ``metric`` over the first and over the last ``share`` of the logged steps (at least one step
-    each): where a run started and where it ended, without one noisy step deciding. None before any step logs it.
-
-    ``share``: the fraction of the logged steps in each window, in (0, 0.5].
+    r"""The mean of ``metric`` over the first and the last ``share`` (in (0, 0.5]) of the logged steps, at least one
+    each; None before any step logs it.
 
     >>> rows = [{"step": s, "qae/hard_frac": s / 32} for s in range(1, 21)]
     >>> first_last(rows, "qae/hard_frac")   # steps 1-2 and 19-20
@@ -74,15 +67,13 @@ def first_last(rows: Sequence[Mapping], metric: str, share: float = 0.1) -> tupl
 
 
 HARD_SAME = 0.05
-"""How far the share of hard prompts may move and still count as "same" in notebook 04's prediction (absolute): a
-tenth of the CPU run's 400 steps averages 40 steps of 8 prompts, and such a mean of a share near one half scatters
+"""How far the share of hard prompts may move and still count as "same": a mean over 40 steps of 8 prompts scatters
 by about 0.03 from sampling alone."""
 
 
 def hard_share_verdict(prediction, rows: Sequence[Mapping]) -> str:
-    r"""Notebook 04's prediction checked: did the share of a step's prompts in QAE's hard regime (p <= 1 - K at the K
-    in force, logged as ``qae/hard_frac``) go ``"up"``, ``"down"`` or stay the ``"same"`` (within :data:`HARD_SAME`)
-    from the first to the last tenth of the logged steps (:func:`first_last`)?
+    r"""Notebook 04's prediction checked: did ``qae/hard_frac`` go up, down or stay the same (:data:`HARD_SAME`) from
+    the first to the last tenth of the logged steps?
 
     >>> rows = [{"step": s, "qae/hard_frac": 0.875 if s <= 10 else 0.375} for s in range(1, 21)]
     >>> print(hard_share_verdict("down", rows))
@@ -91,9 +82,7 @@ def hard_share_verdict(prediction, rows: Sequence[Mapping]) -> str:
     >>> hard_share_verdict("down", [])
     'no step logged yet: run this cell again a little later'
 
-    A prompt is hard at the K in force, so moving K moves the share by itself (a higher K, a lower threshold 1 - K:
-    fewer hard prompts at once). The prediction is about training, so it is judged on the steps trained at the first
-    step's K only (as logged, ``qae/k``), and the answer says so when K moved:
+    Moving K moves the share by itself, so only the steps at the first step's K are judged, and the answer says so:
 
     >>> rows += [{"step": s, "qae/k": 0.8, "qae/hard_frac": 0.0} for s in range(21, 31)]
     >>> print(hard_share_verdict("down", [{**r, "qae/k": r.get("qae/k", 0.4)} for r in rows]))
@@ -118,18 +107,6 @@ def hard_share_verdict(prediction, rows: Sequence[Mapping]) -> str:
     )
 
 
-def logged_mean(rows: Sequence[Mapping], metric: str) -> float | None:
-    r"""The mean of ``metric`` over the rows that logged it; None where none did.
-
-    >>> logged_mean([{"step": 1, "qae/zero_adv_frac": 0.5}, {"step": 2, "qae/zero_adv_frac": 1.0}, {"step": 3}],
-    ...             "qae/zero_adv_frac")
-    0.75
-    >>> logged_mean([{"step": 1}], "reward") is None
-    True
-    """
-    return window_mean(rows, metric)  # every step's window
-
-
 def _direction(before: float, after: float) -> str:
     return "rose" if after > before else "fell" if after < before else "unchanged"
 
@@ -137,11 +114,8 @@ def _direction(before: float, after: float) -> str:
 def summary_rows(
     rows: Sequence[Mapping], before: Mapping, after: Mapping | None = None, *, steps: int, running: bool = False
 ) -> list[dict]:
-    r"""Notebook 04's closing numbers as table rows (``measure``, ``value``): the steps trained, the logged
-    zero-advantage share and, once the evaluation after training has run, pass@1 before and after. The knobs in force
-    are :func:`knob_ranges`'s table.
-
-    ``before``, ``after``: ``EvalResult.summary`` s (``after`` None until it ran); ``steps``: ``max_steps`` (>= 1).
+    r"""Notebook 04's closing numbers as table rows: steps trained, the zero-advantage share and pass@1 before and
+    after (``EvalResult.summary`` s; ``after`` None until it ran).
 
     >>> rows = [{"step": 1, "qae/zero_adv_frac": 0.75}, {"step": 2, "qae/zero_adv_frac": 0.5}]
     >>> b = {"pass@1": 0.25, "greedy_pass@1": 0.5, "n_problems": 8}
@@ -158,7 +132,7 @@ def summary_rows(
         return [{"measure": "steps trained", "value": "none logged yet: run this cell again a little later"}]
     goes_on = " so far (training goes on: run this cell again once the run and its evaluation have ended)"
     table = [{"measure": "steps trained", "value": f"{len(rows)} of {steps}" + (goes_on if running else "")}]
-    zero = logged_mean(rows, QAE_ZERO_ADV_FRAC)
+    zero = window_mean(rows, QAE_ZERO_ADV_FRAC)
     if zero is not None:
         table.append({"measure": f"zero-advantage share, mean over the {len(rows)} steps", "value": f"{zero:.3f}"})
     if after is None:
@@ -185,10 +159,8 @@ _FILLS = {True: "#e6f4ea", False: "#fdecea"}
 
 
 def completions_html(pairs: Sequence[Mapping], kind: str = "Greedy completions") -> str:
-    r"""Completions before and after training, paired by problem (:func:`qae_lab.lab.run_figures.paired_completions`),
-    as an HTML table: a row per problem, the question with its gold answer, then each completion under its verdict
-    ✓ / ✗, shaded green / red, under a caption that counts them (``kind``: what the completions are). The text wraps
-    at spaces within its column (nothing is cut), and the table is as tall as its text.
+    r""":func:`qae_lab.lab.run_figures.paired_completions` as an HTML table whose text wraps (nothing is cut), each
+    completion under its verdict, shaded, under a caption that counts them.
 
     >>> pair = {"question": "1 + 1?", "gold": "2", "before": "<answer>3</answer>", "before_correct": False,
     ...         "after": "<answer>2</answer>", "after_correct": True}
@@ -221,11 +193,8 @@ def completions_html(pairs: Sequence[Mapping], kind: str = "Greedy completions")
 
 
 def evaluate_after(live, tok, records, run, cfg, out, keep: dict | None = None) -> str:
-    r"""The evaluation after training of a :class:`~qae_lab.lab.live.LiveRun` that has ended, as a line: written to
-    ``out/eval_after.json`` only when the run finished (trained every step asked for: a stopped run's evaluation is
-    shown, not saved as the run's result, as :func:`qae_lab.runs.pipeline.train` keeps it), and kept in
-    ``keep["result"]`` either way (the completions table reads it there). Nothing is evaluated when no step trained.
-    For ``LiveRun.then``."""
+    r"""For ``LiveRun.then``: the evaluation after training as a line, kept in ``keep["result"]``; saved to
+    ``out/eval_after.json`` only when the run finished (as :func:`qae_lab.runs.pipeline.train` does)."""
     done, step = live.outcome.finished, live.outcome.global_step
     if step == 0:
         return "no step trained: nothing to evaluate after training"

@@ -1,10 +1,8 @@
 r"""Notebook 05's tables about groups of runs: how a metric moved from the first to the last steps, the reward's
 plain variance, and what sampling alone gives a step's mean reward.
 
-The groups are :func:`qae_lab.analysis.grouping.group_runs`'; the numbers come from :mod:`qae_lab.analysis.compare`,
-:mod:`qae_lab.analysis.phenomena` and :mod:`qae_lab.analysis.stats`. Each function returns table rows
-(:func:`qae_lab.analysis.tables.markdown_table` renders them); nothing here imports plotly or ipywidgets (the figures
-are :mod:`qae_lab.lab.run_figures`).
+The groups are :func:`qae_lab.analysis.grouping.group_runs`'; each function returns table rows (the figures are
+:mod:`qae_lab.lab.run_figures`).
 """
 
 from __future__ import annotations
@@ -15,12 +13,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from qae_lab.analysis.compare import Run, metric_curves, series
 from qae_lab.analysis.stats import stat, training_variance
 
-__all__ = ["first_last_rows", "plain_variance_rows", "sampling_floor", "column_stat", "column_row"]
+__all__ = ["first_last_rows", "plain_variance_rows", "sampling_floor", "column_row"]
 
 
 def first_last_rows(groups: Sequence, metric: str, window: int) -> list[dict]:
-    r"""Per group that logged ``metric`` for at least ``window`` steps: its mean over seeds of the trailing
-    ``window``-step average at step ``window`` (``first``) and at the last step (``last``), and ``last / first``.
+    r"""Per group with ``window`` steps of ``metric``: the trailing ``window``-step average (mean over seeds) at step
+    ``window`` and at the last step, and their ratio.
 
     >>> runs = [Run("qae-seed0", "qae", 0, {}, [{"step": t, "entropy": 0.1 / t} for t in range(1, 5)], None, None)]
     >>> [(r["group"], round(r["first"], 4), round(r["last"], 4), round(r["last / first"], 3))
@@ -37,9 +35,7 @@ def first_last_rows(groups: Sequence, metric: str, window: int) -> list[dict]:
 
 
 def plain_variance_rows(groups: Sequence) -> list[dict]:
-    r"""Per group, the plain variance of the reward over all steps (the learning trend included), a
-    :class:`~qae_lab.analysis.stats.Stat` over seeds (:func:`qae_lab.analysis.stats.training_variance` with
-    ``detrend=False``).
+    r"""Per group, the plain variance of the reward over all steps (trend included), a Stat over seeds.
 
     >>> from qae_lab.analysis.grouping import group_runs
     >>> rows = [{"step": t, "reward": x} for t, x in enumerate([0.0, 0.5, 0.0, 0.5], 1)]
@@ -54,8 +50,7 @@ def plain_variance_rows(groups: Sequence) -> list[dict]:
 
 
 def sampling_floor(runs: Iterable[Run]) -> float:
-    r"""What sampling alone adds to a step's mean reward: p(1-p)/N for a step of N independent 0/1 rewards at
-    success rate p (the step's mean reward), averaged over every step of ``runs`` (N: ``generation_batch_size``).
+    r"""What sampling alone adds to a step's mean reward: p(1-p)/N (N 0/1 rewards at rate p), averaged over steps.
 
     >>> sampling_floor([Run("r", "qae", 0, {"trainer": {"generation_batch_size": 4}},
     ...                     [{"step": 1, "reward": 0.5}, {"step": 2, "reward": 1.0}], None, None)])
@@ -68,8 +63,7 @@ def sampling_floor(runs: Iterable[Run]) -> float:
 
 
 def column_row(table: Sequence[Mapping], method: str, column: str) -> Mapping:
-    r"""The :func:`qae_lab.analysis.compare.summary_table` row labelled ``method`` (the first), which has a value in
-    ``column`` (for :func:`qae_lab.analysis.compare.seed_difference`); none such raises ValueError.
+    r"""The first :func:`qae_lab.analysis.compare.summary_table` row labelled ``method``, which must have ``column``.
 
     >>> column_row([{"method": "qae", "x": stat([0.03, 0.05])}], "qae", "x")["method"]
     'qae'
@@ -80,14 +74,3 @@ def column_row(table: Sequence[Mapping], method: str, column: str) -> Mapping:
     if rows[0].get(column) is None:
         raise ValueError(f"column {column!r} has no value in the row of {method!r}")
     return rows[0]
-
-
-def column_stat(table: Sequence[Mapping], method: str, column: str):
-    r"""The :class:`~qae_lab.analysis.stats.Stat` over seeds (mean, std, range) of ``column`` in the
-    :func:`qae_lab.analysis.compare.summary_table` row labelled ``method``.
-
-    >>> s = column_stat([{"method": "qae", "final entropy": stat([0.03, 0.05])}], "qae", "final entropy")
-    >>> round(s.mean, 6), round(s.std, 6), s.n
-    (0.04, 0.01, 2)
-    """
-    return column_row(table, method, column)[column]

@@ -1,7 +1,5 @@
-r"""What notebook 06 draws: which logged metrics its views offer, in which words, and which runs each view shows.
-
-Notebook 06 (the papers' phenomena on the committed sums runs, :mod:`qae_lab.analysis.phenomena`) shows curves over
-training steps, pass@k against k and a K sweep, drawn by :mod:`qae_lab.lab.run_figures`.
+r"""What notebook 06 (the papers' phenomena on the committed sums runs) draws: which logged metrics its views offer,
+in which words, and which runs each view shows; the figures are :mod:`qae_lab.lab.run_figures`'.
 """
 
 from __future__ import annotations

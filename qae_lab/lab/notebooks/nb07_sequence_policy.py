@@ -15,7 +15,7 @@ from plotly.subplots import make_subplots
 
 from qae_lab._checks import as_real_tensor
 from qae_lab.analysis.seqpolicy_runs import REGIMES, setting_name, start_groups
-from qae_lab.lab.figures import add_band, bar_figure, finish_layout, wrap_title
+from qae_lab.lab.figures import add_band_line, bar_figure, finish_layout, wrap_title
 from qae_lab.labels import PALETTE
 from qae_lab.toys.seqpolicy import prefix_reach, sequence_logprobs, space_of, state_entropies
 
@@ -39,11 +39,8 @@ def _prefix_names(vocab: int, length: int) -> list[str]:
 
 
 def prefix_table(z) -> list[str]:
-    r"""One prompt's policy as a table, a row per prefix s (a state): its logits z_s, pi(.|s) = softmax(z_s), its
-    reach rho(s) and its entropy H(pi(.|s)); then H(pi) by the chain rule (eq. S2 of :mod:`qae_lab.toys.seqpolicy`,
-    sum_s rho(s) H(pi(.|s))) against H(pi) by enumerating the V**L sequences. Tokens are the digits 0..V-1.
-
-    ``z``: (n, V) logits of one prompt, V <= 4 and L <= 3 (a table to read, not to scroll).
+    r"""One prompt's (n, V) logits as a table, a row per prefix s: z_s, pi(.|s), reach rho(s), H(pi(.|s)); then H(pi)
+    by the chain rule (eq. S2 of :mod:`qae_lab.toys.seqpolicy`) against enumeration. V <= 4, L <= 3.
 
     >>> import math
     >>> for line in prefix_table(torch.tensor([[0.0, math.log(3)], [0.0, 0.0], [0.0, 0.0]])):
@@ -77,12 +74,8 @@ def prefix_table(z) -> list[str]:
 
 
 def start_rates_figure(p0, n: int) -> go.Figure:
-    r"""The prompts' start success rates, hardest to easiest: each seed's prompts sorted by p_0, then per rank the mean
-    over seeds; the ``n`` hardest and the ``n`` easiest in their own colours, named as :func:`regimes_figure` names its
-    panels (the groups of :func:`qae_lab.analysis.seqpolicy_runs.start_groups`: "hard" and "easy" here mean these
-    groups, the figure's one notion of hard).
-
-    ``p0``: (S, P) start success rates (:func:`qae_lab.toys.seqpolicy.success_rate` of S task sets).
+    r"""The (S, P) start success rates ``p0`` per rank, hardest first, mean over seeds; the ``n`` hardest and easiest
+    (:func:`qae_lab.analysis.seqpolicy_runs.start_groups`) coloured and named as :func:`regimes_figure`'s panels.
 
     >>> fig = start_rates_figure([[0.1, 0.9, 0.5, 0.3], [0.2, 0.6, 0.8, 0.4]], 1)
     >>> [(t.name, list(t.x), [round(v, 2) for v in t.y]) for t in fig.data][::2]
@@ -134,10 +127,8 @@ def _group_title(group: str, meta: Mapping, p0: float) -> str:
 
 
 def regimes_figure(regimes: Mapping, optimizer: str = "adam", clip_higher: bool = True) -> go.Figure:
-    r"""QAE's Proposition 4.2 by regime in training: three panels side by side, hard | easy | mixed (each seed's
-    prompts grouped by their start success rate, :func:`qae_lab.analysis.seqpolicy_runs.start_groups`), each the mean entropy
-    curve over seeds +- one std under the mean and the quantile baseline, for one ``optimizer`` and Clip-Higher
-    setting of the committed runs (:func:`qae_lab.analysis.seqpolicy_runs.load_regimes`). A plain ``go.Figure``.
+    r"""QAE's Proposition 4.2 by regime in training: hard | easy | mixed panels of the committed runs' entropy, mean
+    +- std over seeds, under the mean and the quantile baseline (:func:`qae_lab.analysis.seqpolicy_runs.load_regimes`).
 
     >>> from qae_lab.analysis.seqpolicy_runs import load_regimes
     >>> fig = regimes_figure(load_regimes(), "adam", True)
@@ -159,21 +150,7 @@ def regimes_figure(regimes: Mapping, optimizer: str = "adam", clip_higher: bool 
         color = PALETTE[i % len(PALETTE)]
         for col, group in enumerate(REGIMES, start=1):
             c = by_group[group]["entropy_curve"]
-            x, mean, std = c["steps"], c["mean"], c["std"]
-            add_band(fig, x, mean, std, color, legendgroup=label, row=1, col=col)
-            fig.add_trace(
-                go.Scatter(
-                    x=x,
-                    y=mean,
-                    mode="lines",
-                    line={"color": color},
-                    legendgroup=label,
-                    name=f"{label} ({c['n']} seeds)",
-                    showlegend=col == 1,
-                ),
-                row=1,
-                col=col,
-            )
+            add_band_line(fig, c["steps"], c["mean"], c["std"], color, f"{label} ({c['n']} seeds)", label, col)
     opt = {
         "adam": f"Adam, learning rate {meta['adam_eta']:g}, {meta['adam_passes']} passes",
         "sgd": f"SGD, learning rate {meta['sgd_eta']:g}, {meta['sgd_passes']} passes",
@@ -203,9 +180,8 @@ PROP42 = {"hard_prop42": "hard prompts: entropy peak / start", "easy_prop42": "e
 
 
 def seed_differences_figure(judged: Mapping) -> go.Figure:
-    r"""What carries notebook 07's verdicts: each seed's quantile - mean for both halves of Prop. 4.2 (:data:`PROP42`),
-    under each optimizer of the committed runs, with the 95% interval of :func:`qae_lab.analysis.claims.verdict`
-    (:func:`differences_figure`). ``judged``: :func:`qae_lab.analysis.evidence.judge_all`'s.
+    r"""Each seed's quantile - mean for both halves of Prop. 4.2 (:data:`PROP42`) under each optimizer, with the 95%
+    interval (:func:`differences_figure` of :func:`qae_lab.analysis.evidence.judge_all`'s ``judged``).
 
     >>> from qae_lab.analysis.evidence import judge_all
     >>> fig = seed_differences_figure(judge_all(["sequence policy"]))
@@ -243,9 +219,8 @@ def differences_figure(
     x_title: str = "a - b, per seed",
     height: int | None = None,
 ) -> go.Figure:
-    r"""Paired seeds' differences, one row each: ``(label, differences, verdict, lo, hi)``, each seed's a - b a dot,
-    their 95% interval [lo, hi] a bar (:func:`qae_lab.analysis.claims.verdict`) coloured by the verdict, and a line at
-    zero: the seeds agree when every dot lies on one side of it.
+    r"""Paired seeds' differences, a row per ``(label, differences, verdict, lo, hi)``: a dot per seed, the 95%
+    interval a bar coloured by the verdict, and a line at zero.
 
     >>> fig = differences_figure([("hard, Adam", [-0.2, -0.1], "holds", -0.3, -0.01)])
     >>> [t.name for t in fig.data], list(fig.data[0].x)

@@ -2,8 +2,7 @@ r"""Notebook 09's numbers and figures (notebook 07's appendix) on the exact sequ
 update's entropy ledgers, the sampled ledger against the expected one, training runs under the controls, the committed
 sweep's comparisons and SA-AH's update variance against GRPO's.
 
-The maths is :mod:`qae_lab.toys.seqpolicy` and :mod:`qae_lab.toys.seqpolicy_training`; this module runs it for the
-notebook and draws its figures. Implementer's notes: docs/implementation.md, section ``qae_lab.lab.notebooks.nb07_sequence_policy``.
+The maths is :mod:`qae_lab.toys.seqpolicy` and :mod:`qae_lab.toys.seqpolicy_training`.
 """
 
 from __future__ import annotations
@@ -79,9 +78,8 @@ COMPARISONS = {
 
 
 def task_rows(tasks: Mapping, vocab: int, length: int, hard_below: float = 0.6) -> list[dict]:
-    r"""Per start, a table row: the mean sequence entropy against its bound L log V, the chain rule's largest gap to
-    it (the states' entropies weighted by how often they are reached), the prompts that are hard (p <= ``hard_below``,
-    QAE's 1 - K at K = 0.4) and the lowest and highest success rate.
+    r"""Per start, a table row: the mean sequence entropy against L log V, the chain rule's largest gap to it, the
+    hard prompts (p <= ``hard_below``) and the lowest and highest success rate.
 
     >>> from qae_lab.toys.seqpolicy import make_tasks
     >>> row = task_rows({"flat": make_tasks(4, 2, 3, start="flat", seed=0)}, 2, 3)[0]
@@ -108,8 +106,7 @@ def task_rows(tasks: Mapping, vocab: int, length: int, hard_below: float = 0.6) 
 
 
 def one_update(task, settings: UpdateSettings, seed: int = 0) -> dict[str, float]:
-    r"""Every metric of one sampled group update of ``task``'s prompts (:func:`qae_lab.toys.seqpolicy_training.group_update`,
-    the groups drawn from ``seed``), as floats.
+    r"""Every metric of one sampled group update of ``task``'s prompts (``group_update``), as floats.
 
     >>> from qae_lab.toys.seqpolicy import make_tasks
     >>> m = one_update(make_tasks(4, 2, 3, start="peaked"), UpdateSettings(group_size=4))
@@ -126,8 +123,7 @@ def one_update(task, settings: UpdateSettings, seed: int = 0) -> dict[str, float
 
 
 def ledger_shares(metrics: Mapping[str, float], kind: str, parts: Sequence[str] = SHARE_PARTS) -> list[float]:
-    r"""Each part of one ledger (``kind``: a prefix of :data:`LEDGER_KINDS`) as a share of the ledger's summed |cells|
-    (the four cells: every part but the first).
+    r"""Each part of one ledger (``kind``: a prefix of :data:`LEDGER_KINDS`) as a share of its summed |cells|.
 
     >>> m = {"sampled/dh": -0.25, "sampled/dh_hard_pos": -0.125, "sampled/dh_hard_neg": 0.125,
     ...      "sampled/dh_easy_pos": -0.25, "sampled/dh_easy_neg": 0.0}
@@ -141,9 +137,8 @@ def ledger_shares(metrics: Mapping[str, float], kind: str, parts: Sequence[str] 
 
 
 def one_update_rows(metrics: Mapping[str, float], kinds: Mapping[str, str] = LEDGER_KINDS) -> list[dict]:
-    r"""One update's entropy change as table rows: the exact change, its first-order value and that split into the
-    states' own entropies and their visitation (nats, mean over prompts), then each per-token estimate summed (every
-    kind of ``kinds`` but the first, the exact one; eta / N_tok units).
+    r"""One update's entropy change as table rows: exact, first order, its state/visitation split, then each
+    per-token estimate summed (every kind of ``kinds`` but the first).
 
     >>> m = {"dh_exact": -0.01, "dh_first_order": -0.011, "sampled/dh_state": -0.008, "sampled/dh_visit": -0.003,
     ...      "estimator_npg/dh": -0.5}
@@ -171,8 +166,7 @@ def expected_vs_sampled_rows(
     seed: int = 1,
     parts: Sequence[str] = ("dh", "dh_hard_neg", "dh_easy_neg"),
 ) -> list[dict]:
-    r"""The expected ledger of one update against the average of ``n_groups`` sampled updates (each a fresh batch of
-    groups for the first ``prompts`` prompts), with two standard errors, one row for each of ``parts``.
+    r"""The expected ledger of one update against the mean of ``n_groups`` sampled ones, +- 2 s.e., a row per part.
 
     >>> from qae_lab.toys.seqpolicy import make_tasks
     >>> rows = expected_vs_sampled_rows(make_tasks(4, 2, 3, start="peaked"), UpdateSettings(group_size=4), 50)
@@ -199,11 +193,8 @@ def expected_vs_sampled_rows(
 
 
 class LiveRuns:
-    r"""Training runs of the live view, one per setting of the controls, each made once and kept.
-
-    Every run trains ``seeds`` task batches of ``prompts`` prompts (``vocab``, ``length``) from a ``start`` for
-    ``steps`` sampled group updates (:func:`qae_lab.toys.seqpolicy_training.simulate`, seed 0), with G = 8, two passes per
-    generation and SGD at ``eta`` or Adam at ``adam_eta``.
+    r"""Training runs of the live view (``simulate``: G = 8, two passes, SGD at ``eta`` or Adam at ``adam_eta``), one
+    per setting of the controls, each made once and kept.
 
     >>> live = LiveRuns(seeds=1, prompts=2, vocab=2, length=2, steps=3, eta=1.0, adam_eta=0.01)
     >>> out = live("quantile", 0.4, True, True, "flat", 0.0, "sgd")
@@ -254,8 +245,8 @@ class LiveRuns:
 
 
 def ledger_keys(show: str, optimizer: str) -> dict[str, str]:
-    r"""The curves of one choice of :data:`SHOW`: legend name -> metric of :func:`qae_lab.toys.seqpolicy_training.simulate`.
-    Under Adam the exact ledger has no split by sample, only the step's whole first-order change.
+    r"""The curves of one choice of :data:`SHOW`: legend name -> metric of ``simulate``. Under Adam the exact ledger
+    has no split by sample, only the step's whole first-order change.
 
     >>> ledger_keys("cumulative ledger, exact", "adam"), ledger_keys("entropy", "sgd")
     ({'all (grad H . dz, whole step)': 'dh_first_order'}, {'entropy': 'entropy'})
@@ -272,8 +263,7 @@ def ledger_keys(show: str, optimizer: str) -> dict[str, str]:
 
 
 def variance_ratios(out: Mapping[str, Mapping[str, float]], plain: str = "alpha = 0") -> dict[str, list[float]]:
-    r"""Each variant of :func:`qae_lab.toys.seqpolicy_training.update_variance` against GRPO's (``plain``):
-    ``[tr Cov(dz) / GRPO's, |E dz| / GRPO's]``.
+    r"""Each variant of ``update_variance`` against GRPO's: ``[tr Cov(dz) / GRPO's, |E dz| / GRPO's]``.
 
     >>> variance_ratios({"alpha = 0": {"trace_var": 2.0, "mean_norm": 4.0},
     ...                  "SA-AH, alpha = 0.5": {"trace_var": 1.0, "mean_norm": 3.0}})
@@ -286,8 +276,7 @@ def variance_ratios(out: Mapping[str, Mapping[str, float]], plain: str = "alpha 
 def ledger_shares_figure(
     metrics: Mapping[str, float], kinds: Mapping[str, str] = LEDGER_KINDS, *, title: str
 ) -> go.Figure:
-    r"""One update's ledgers by part (:data:`qae_lab.lab.notebooks.nb09_ledgers.SHARE_PARTS`), each as a share of its summed
-    |cells| (:func:`qae_lab.lab.notebooks.nb09_ledgers.ledger_shares`), grouped bars per ledger of ``kinds``.
+    r"""One update's :func:`ledger_shares`, grouped bars per ledger of ``kinds``.
 
     >>> m = {f"sampled/{p}": v for p, v in zip(SHARE_PARTS, [-0.2, -0.1, 0.1, -0.3, 0.1])}
     >>> fig = ledger_shares_figure(m, {"exact": "sampled"}, title="t")
@@ -314,8 +303,7 @@ def live_figure(
     optimizer: str,
     show: str,
 ) -> go.Figure:
-    r"""One of :data:`qae_lab.lab.notebooks.nb09_ledgers.SHOW` over the steps of the live run with these settings (``live``
-    makes it once), mean over seeds +- std; ledgers summed over the steps; about 100 points drawn.
+    r"""One of :data:`SHOW` over the steps of the live run with these settings, mean +- std over seeds.
 
     >>> live = LiveRuns(seeds=2, prompts=2, vocab=2, length=2, steps=3, eta=1.0, adam_eta=0.01)
     >>> fig = live_figure(live, "mean", 0.4, True, True, "flat", 0.0, "sgd", "success")
@@ -335,8 +323,7 @@ def live_figure(
 def findings_figure(
     findings: Mapping, comparisons: Mapping[str, Mapping[str, tuple]], start: str, group: str, curve: str
 ) -> go.Figure:
-    r"""One comparison of the committed sweep (``comparisons[group]``: legend name -> the setting's baseline, K,
-    Clip-Higher, std[, optimizer]) from one ``start``: its ``entropy`` or ``success`` curves, mean +- std over seeds.
+    r"""One comparison of the committed sweep from one ``start``: its ``curve`` curves, mean +- std over seeds.
 
     >>> from qae_lab.analysis.seqpolicy_runs import load_findings
     >>> from qae_lab.lab.notebooks.nb09_ledgers import COMPARISONS
@@ -353,9 +340,7 @@ def findings_figure(
 
 
 def variance_figure(tasks: Mapping, alpha: float, start: str, *, eta: float, n_draws: int) -> go.Figure:
-    r"""SA-AH's and AH's update at ``alpha`` against GRPO's (alpha = 0) on the same ``n_draws`` batches of the
-    ``start`` task: tr Cov(dz) and |E dz| as ratios to GRPO's (:func:`qae_lab.lab.notebooks.nb09_ledgers.variance_ratios` of
-    :func:`qae_lab.toys.seqpolicy_training.update_variance`, mean baseline, G = 8).
+    r"""SA-AH's and AH's update at ``alpha`` against GRPO's on the same ``n_draws`` batches: :func:`variance_ratios`.
 
     >>> from qae_lab.toys.seqpolicy import make_tasks
     >>> fig = variance_figure({"peaked": make_tasks(2, 2, 2, start="peaked")}, 0.5, "peaked", eta=1.0, n_draws=4)

@@ -16,7 +16,6 @@ from qae_lab.lab.notebooks.nb04_live_run import (
     completions_html,
     first_last,
     hard_share_verdict,
-    logged_mean,
     summary_rows,
 )
 from qae_lab.lab.live import LiveRun, knob_changes_table, knob_ranges, knob_title
@@ -87,9 +86,11 @@ def test_hard_share_verdict_by_hand():
     assert hard_share_verdict("down", [{"step": 1}]) == "no step logged yet: run this cell again a little later"
 
 
-def test_logged_mean():
-    assert logged_mean([{"step": 1, "reward": 1.0}, {"step": 2, "reward": 0.0}, {"step": 3}], "reward") == 0.5
-    assert logged_mean([], "reward") is None
+def test_the_summary_mean_is_the_whole_runs_window_mean():
+    from qae_lab.analysis.phenomena import window_mean
+
+    assert window_mean([{"step": 1, "reward": 1.0}, {"step": 2, "reward": 0.0}, {"step": 3}], "reward") == 0.5
+    assert window_mean([], "reward") is None
 
 
 def test_summary_of_a_finished_run_states_the_numbers():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from qae_lab.analysis.compare import Run, find_reference_runs, load_runs
-from qae_lab.lab.notebooks.nb05_compare import column_stat, first_last_rows, plain_variance_rows, sampling_floor
+from qae_lab.lab.notebooks.nb05_compare import column_row, first_last_rows, plain_variance_rows, sampling_floor
 from qae_lab.analysis.grouping import group_runs
 from qae_lab.analysis.stats import stat
 
@@ -61,11 +61,11 @@ def test_the_committed_reference_runs_sampling_floor():
     assert 0 < sampling_floor(runs) < 0.25 / 64  # a step's mean over 64 rewards varies by at most 0.25 / 64
 
 
-def test_column_stat_and_its_errors():
+def test_column_row_and_its_errors():
     table = [{"method": "mean", "train var": stat([0.01, 0.03])}, {"method": "qae", "train var": None}]
-    s = column_stat(table, "mean", "train var")
+    s = column_row(table, "mean", "train var")["train var"]
     assert (s.mean, s.n) == (pytest.approx(0.02), 2) and s.std == pytest.approx(0.01)
     with pytest.raises(ValueError, match="method must label a row of the table"):
-        column_stat(table, "sa_ah", "train var")
+        column_row(table, "sa_ah", "train var")
     with pytest.raises(ValueError, match="column 'train var' has no value in the row of 'qae'"):
-        column_stat(table, "qae", "train var")
+        column_row(table, "qae", "train var")
