@@ -145,6 +145,8 @@ def test_each_notebook_module_is_imported_by_its_notebook_and_its_tests_alone():
         cells = json.loads(path.read_text())["cells"]
         code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
         wrong += [(path.name, m) for m in _imported_notebook_modules(code) if m[2:4] != path.name[:2]]
+    for path in sorted([*(ROOT / "tools").rglob("*.py"), *(ROOT / "benchmarks").rglob("*.py")]):  # nor a script
+        wrong += [(str(path.relative_to(ROOT)), m) for m in _imported_notebook_modules(path.read_text())]
     for path in sorted((ROOT / "tests").rglob("*.py")):
         if ROOT / "tests" / "lab" / "notebooks" not in path.parents:
             wrong += [(str(path.relative_to(ROOT)), m) for m in _imported_notebook_modules(path.read_text())]

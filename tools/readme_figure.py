@@ -1,6 +1,6 @@
 r"""Render the README's picture: notebook 07's three-panel figure of QAE's Proposition 4.2 in training.
 
-The figure is :func:`qae_lab.lab.notebooks.nb07_sequence_policy.regimes_figure` on the committed runs
+The figure is :func:`qae_lab.lab.run_figures.regimes_figure` on the committed runs
 (:func:`qae_lab.analysis.seqpolicy_runs.load_regimes`, ``data/seqpolicy/regimes.json``) with the notebook's default
 controls (Adam, Clip-Higher on), written as a PNG to ``docs/images/regimes.png``::
 
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from qae_lab.lab.notebooks.nb07_sequence_policy import regimes_figure
+from qae_lab.lab.run_figures import regimes_figure
 from qae_lab.analysis.seqpolicy_runs import load_regimes
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -29,7 +29,7 @@ from qae_lab.analysis.phenomena import dynamic_sampling_rows, load_experiment, w
 from qae_lab.analysis.stats import stat
 from qae_lab.analysis.tables import markdown_table
 from qae_lab.analysis.takeaways import saah_sentence, sgd_sentence
-from qae_lab.lab.notebooks.nb04_live_run import GPU_RUN
+from qae_lab.runs.presets import GPU_RUN
 from qae_lab.metric_names import QAE_HARD_FRAC, QAE_ZERO_ADV_FRAC
 from qae_lab.runs.costs import GIB, GPUS, T4_MEMORY, run_memory, run_time
 from qae_lab.runs.presets import build
@@ -314,7 +314,7 @@ def gpu_memory_text(presets: Sequence[str] = _GPU_PRESETS) -> str:
 
 
 def t4_estimate(root: str | Path = ROOT) -> dict:
-    r"""Notebook 04's run on a free Colab T4 (the T4 preset with :data:`qae_lab.lab.notebooks.nb04_live_run.GPU_RUN`), estimated by
+    r"""Notebook 04's run on a free Colab T4 (the T4 preset with :data:`qae_lab.runs.presets.GPU_RUN`), estimated by
     :func:`qae_lab.runs.costs.run_time` at the datasheet peaks (``floor``, a lower bound) and at half of them
     (``half``), with the host's eager decode step from ``data/gpu_time/host_costs.json`` (``host``, seconds).
 

@@ -30,6 +30,7 @@ from qae_lab.task.rewards import SUCCESS_BANDS, check_reward
 from qae_lab.runs.settings import FIELDS, FieldParser, read_config
 
 __all__ = [
+    "GPU_RUN",
     "RunArgs",
     "PRESETS",
     "PRESET_DIR",
@@ -296,6 +297,9 @@ def build(
     return run, cfg
 
 
+# notebook 04's run on a GPU: steps and held-out problems (fewer than the presets' 500: minutes to evaluate); the
+# README estimates its minutes from these
+GPU_RUN = {"max_steps": 200, "n_eval": 100}
 SMALL_GPU_PRESET = "qwen2.5-0.5b-gsm8k-t4"
 SMALL_GPU_GIB = 20
 """A GPU without bf16 and with less memory than this (GiB) gets :data:`SMALL_GPU_PRESET` (a T4: 15 GiB)."""

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import copy
+
+import plotly.graph_objects as go
 import pytest
 
 from qae_lab.analysis.compare import Run
 from qae_lab.analysis.phenomena import pass_at_k_table
+from qae_lab.analysis.seqpolicy_runs import load_regimes
 import functools
 
 import ipywidgets as widgets
@@ -17,6 +21,7 @@ from qae_lab.lab.run_figures import (
     detrend_figure,
     k_sweep_figure,
     pass_at_k_figure,
+    regimes_figure,
 )
 from qae_lab.analysis.stats import stat
 
@@ -183,3 +188,75 @@ def test_paired_completions_refuse_different_problems():
         paired_completions(_evaluation([True, False]), other)
     with pytest.raises(ValueError, match="n must be an int >= 1"):
         paired_completions(other, other, n=0)
+
+
+def test_regimes_figure_draws_the_committed_curves_in_three_panels():
+    r = load_regimes()
+    meta = r["meta"]
+    fig = regimes_figure(r, "sgd", False)
+    assert type(fig) is go.Figure  # a plain figure, not a FigureWidget
+    titles = [a.text.replace("<br>", " ") for a in fig.layout.annotations]
+    start_p = lambda g: sum(r["runs"]["sgd/mean/clip-0.2"]["groups"][g]["start_p"]) / meta["n_seeds"]  # noqa: E731
+    assert titles == [
+        f"hard: the {meta['n_group']} hardest of {meta['n_prompts']} (start p {start_p('hard'):.2f})",
+        f"easy: the {meta['n_group']} easiest of {meta['n_prompts']} (start p {start_p('easy'):.2f})",
+        f"mixed: all {meta['n_prompts']} prompts (start p {start_p('mixed'):.2f})",
+    ]
+    title = fig.layout.title.text.replace("<br>", " ")
+    assert (
+        f"SGD, learning rate {meta['sgd_eta']:g}, {meta['sgd_passes']} passes, Clip-Higher off; mean ± std over "
+        f"{meta['n_seeds']} seeds"
+    ) in title
+    assert [fig.layout[f"xaxis{i}"].title.text for i in ("", "2", "3")] == ["step"] * 3
+    assert fig.layout.yaxis.title.text == "H(pi) (nats)"
+    # three panels side by side on one shared y axis
+    assert fig.layout.yaxis2.matches == "y" and fig.layout.yaxis3.matches == "y"
+    assert (
+        fig.layout.xaxis.domain[1]
+        < fig.layout.xaxis2.domain[0]
+        < fig.layout.xaxis2.domain[1]
+        < fig.layout.xaxis3.domain[0]
+    )
+    lines = [t for t in fig.data if t.fill != "toself"]
+    bands = [t for t in fig.data if t.fill == "toself"]
+    assert len(lines) == len(bands) == 6
+    assert [t.name for t in lines if t.showlegend] == [
+        f"mean baseline ({meta['n_seeds']} seeds)",
+        f"quantile baseline, K = 0.4 ({meta['n_seeds']} seeds)",
+    ]
+    for i, (band, line) in enumerate(zip(bands, lines)):
+        base = ("mean", "quantile K=0.4")[i // 3]
+        c = r["runs"][f"sgd/{base}/clip-0.2"]["groups"][("hard", "easy", "mixed")[i % 3]]["entropy_curve"]
+        assert line.xaxis == band.xaxis == ("x", "x2", "x3")[i % 3]
+        assert list(line.x) == c["steps"] and list(line.y) == c["mean"]
+        n = len(c["steps"])  # the band: mean + std forwards, mean - std backwards
+        assert list(band.y[:n]) == pytest.approx([m + s for m, s in zip(c["mean"], c["std"])])
+        assert list(band.y[n:][::-1]) == pytest.approx([m - s for m, s in zip(c["mean"], c["std"])])
+
+
+def test_regimes_figure_counts_follow_the_data():
+    r = copy.deepcopy(load_regimes())
+    r["meta"].update(n_group=2, n_prompts=6, k=0.6)
+    r["runs"] = {name.replace("K=0.4", "K=0.6"): run for name, run in r["runs"].items()}
+    for run in r["runs"].values():
+        for g in run["groups"].values():
+            g["entropy_curve"]["n"] = 3
+    fig = regimes_figure(r)
+    assert fig.layout.annotations[0].text.startswith("hard: the 2 hardest of 6")
+    assert fig.layout.annotations[2].text.startswith("mixed: all 6 prompts")
+    assert [t.name for t in fig.data if t.showlegend] == [
+        "mean baseline (3 seeds)",
+        "quantile baseline, K = 0.6 (3 seeds)",
+    ]
+    assert "Adam, learning rate" in fig.layout.title.text and "over 3 seeds" in fig.layout.title.text
+    with pytest.raises(ValueError, match="^optimizer must"):
+        regimes_figure(r, "lion")
+
+
+def test_regimes_figure_names_the_step_size_as_a_learning_rate():
+    # "SGD, step 40" read as a training step: both optimizers' step sizes are called learning rates
+    r = load_regimes()
+    for optimizer in ("sgd", "adam"):
+        title = regimes_figure(r, optimizer).layout.title.text.replace("<br>", " ")
+        eta = r["meta"][f"{optimizer}_eta"]
+        assert f"learning rate {eta:g}," in title and "step " not in title.split(";")[0], title

@@ -325,7 +325,7 @@ def test_the_t4_sentence_is_notebook_04s_and_comes_from_the_committed_host_costs
     assert {"unmerged", "merged"} <= measured["rows"].keys()
     est = t4_estimate(ROOT)
     assert est["host"]["unmerged"] == measured["rows"]["unmerged"]["ms_per_decode_step"] / 1e3
-    # the estimate is of notebook 04's GPU run: its steps and held-out problems (qae_lab.lab.notebooks.nb04_live_run.GPU_RUN)
+    # the estimate is of notebook 04's GPU run: its steps and held-out problems (qae_lab.runs.presets.GPU_RUN)
     assert (est["cfg"].max_steps, est["run"].n_eval) == (200, 100)
     assert est["floor"]["total"] < est["half"]["total"]
     line = t4_time_line(ROOT)

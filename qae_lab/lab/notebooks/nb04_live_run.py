@@ -28,7 +28,6 @@ from qae_lab.metric_names import (
 )
 
 __all__ = [
-    "GPU_RUN",
     "HARD_SAME",
     "KNOB_COLUMNS",
     "completions_html",
@@ -42,9 +41,6 @@ __all__ = [
     "knobs_row",
     "summary_rows",
 ]
-
-GPU_RUN = {"max_steps": 200, "n_eval": 100}
-"""Notebook 04's run on a GPU: steps and held-out problems (fewer than the presets' 500: minutes to evaluate)."""
 
 
 def first_last(rows: Sequence[Mapping], metric: str, share: float = 0.1) -> tuple[float, float] | None:

@@ -15,7 +15,8 @@ from plotly.subplots import make_subplots
 
 from qae_lab._checks import as_real_tensor
 from qae_lab.analysis.seqpolicy_runs import REGIMES, setting_name, start_groups
-from qae_lab.lab.figures import add_band_line, bar_figure, finish_layout, wrap_title
+from qae_lab.lab.figures import bar_figure, finish_layout, wrap_title
+from qae_lab.lab.run_figures import prompt_group_name, regimes_figure
 from qae_lab.labels import PALETTE
 from qae_lab.toys.seqpolicy import prefix_reach, sequence_logprobs, space_of, state_entropies
 
@@ -88,9 +89,9 @@ def start_rates_figure(p0, n: int) -> go.Figure:
     ranks = [str(i + 1) for i in range(p_count)]
     meta = {"n_group": n, "n_prompts": p_count}
     groups = {
-        _group_name("hard", meta): range(0, n),
+        prompt_group_name("hard", meta): range(0, n),
         f"the {p_count - 2 * n} in between": range(n, p_count - n),
-        _group_name("easy", meta): range(p_count - n, p_count),
+        prompt_group_name("easy", meta): range(p_count - n, p_count),
     }
     fig = bar_figure(
         ranks,
@@ -107,71 +108,6 @@ def start_rates_figure(p0, n: int) -> go.Figure:
                 go.Bar(x=[ranks[i] for i in idx], y=[float(mean[i]) for i in idx], name=name, marker_color=colour)
             )
     fig.update_layout(barmode="overlay", yaxis_range=[0, 1])
-    return fig
-
-
-def _group_name(group: str, meta: Mapping) -> str:
-    """A group of prompts by name and size, as both notebook 07 figures call it ("hard: the 4 hardest of 16")."""
-    n, n_prompts = meta["n_group"], meta["n_prompts"]
-    which = {
-        "hard": f"the {n} hardest of {n_prompts}",
-        "easy": f"the {n} easiest of {n_prompts}",
-        "mixed": f"all {n_prompts} prompts",
-    }[group]
-    return f"{group}: {which}"
-
-
-def _group_title(group: str, meta: Mapping, p0: float) -> str:
-    """A panel's title: which prompts, how many, their start success rate."""
-    return f"{_group_name(group, meta)}<br>(start p {p0:.2f})"
-
-
-def regimes_figure(regimes: Mapping, optimizer: str = "adam", clip_higher: bool = True) -> go.Figure:
-    r"""QAE's Proposition 4.2 by regime in training: hard | easy | mixed panels of the committed runs' entropy, mean
-    +- std over seeds, under the mean and the quantile baseline (:func:`qae_lab.analysis.seqpolicy_runs.load_regimes`).
-
-    >>> from qae_lab.analysis.seqpolicy_runs import load_regimes
-    >>> fig = regimes_figure(load_regimes(), "adam", True)
-    >>> [t.name for t in fig.data if t.showlegend is not False]
-    ['mean baseline (16 seeds)', 'quantile baseline, K = 0.4 (16 seeds)']
-    """
-    meta, runs = regimes["meta"], regimes["runs"]
-    if optimizer not in ("adam", "sgd"):
-        raise ValueError(f"optimizer must be 'adam' or 'sgd', got {optimizer!r}")
-    names = {
-        "mean baseline": setting_name(optimizer, "mean", meta["k"], bool(clip_higher)),
-        f"quantile baseline, K = {meta['k']:g}": setting_name(optimizer, "quantile", meta["k"], bool(clip_higher)),
-    }
-    groups = {label: runs[name]["groups"] for label, name in names.items()}
-    first = next(iter(groups.values()))
-    titles = [_group_title(g, meta, sum(first[g]["start_p"]) / len(first[g]["start_p"])) for g in REGIMES]
-    fig = make_subplots(rows=1, cols=len(REGIMES), shared_yaxes=True, subplot_titles=titles, horizontal_spacing=0.04)
-    for i, (label, by_group) in enumerate(groups.items()):
-        color = PALETTE[i % len(PALETTE)]
-        for col, group in enumerate(REGIMES, start=1):
-            c = by_group[group]["entropy_curve"]
-            add_band_line(fig, c["steps"], c["mean"], c["std"], color, f"{label} ({c['n']} seeds)", label, col)
-    opt = {
-        "adam": f"Adam, learning rate {meta['adam_eta']:g}, {meta['adam_passes']} passes",
-        "sgd": f"SGD, learning rate {meta['sgd_eta']:g}, {meta['sgd_passes']} passes",
-    }[optimizer]
-    n_seeds = first["mixed"]["entropy_curve"]["n"]
-    title = (
-        f"Entropy H(pi) of the prompts hard / easy at the start, mean vs quantile baseline<br>{opt}, Clip-Higher "
-        f"{'on' if clip_higher else 'off'}; mean ± std over {n_seeds} seeds"
-    )
-    fig.update_xaxes(title_text="step")
-    fig.update_yaxes(title_text="H(pi) (nats)", row=1, col=1)
-    # px: the title's lines at the top, the panels' two-line titles under it, "step" and the legend below the panels
-    top, bottom, plot_h = 125, 100, 300
-    height = top + plot_h + bottom
-    fig.update_layout(
-        title={"text": wrap_title(title, 100), "font": {"size": 15}, "y": 1 - 12 / height, "yanchor": "top"},
-        template="plotly_white",
-        height=height,
-        margin={"l": 60, "r": 20, "t": top, "b": bottom},
-        legend={"orientation": "h", "yanchor": "top", "y": -60 / plot_h},
-    )
     return fig
 
 
