@@ -48,16 +48,24 @@ CURVES = {
     "completions/mean_length": ("mean length", "tokens", "#7f7f7f"),
 }
 
+# a logged metric's words on an axis, in a menu or as a panel's title
+AXIS_WORDS = {
+    "entropy": "entropy (nats per token)",
+    "completions/mean_length": "completion length (tokens)",
+    SAAH_W_MEAN_NEG: "SA-AH mean weight, negative rollouts",
+    QAE_ZERO_ADV_FRAC: "zero-advantage fraction",
+}
+
 # panel title -> the logged metrics it draws (TRL's names and qae_lab's qae/*, saah/*)
 RUN_CURVES = {
     "reward": ("reward",),
     "entropy": ("entropy", "entropy/updated_rows"),
-    "zero-advantage fraction": (QAE_ZERO_ADV_FRAC,),
+    AXIS_WORDS[QAE_ZERO_ADV_FRAC]: (QAE_ZERO_ADV_FRAC,),
     "hard / easy prompt fractions": (QAE_HARD_FRAC, QAE_EASY_FRAC),
     "K": (QAE_K,),
     "alpha": (SAAH_ALPHA,),
-    "SA-AH mean weight, negative rollouts": (SAAH_W_MEAN_NEG,),
-    "completion length (tokens)": ("completions/mean_length",),
+    AXIS_WORDS[SAAH_W_MEAN_NEG]: (SAAH_W_MEAN_NEG,),
+    AXIS_WORDS["completions/mean_length"]: ("completions/mean_length",),
 }
 
 # the live dashboard's panel title -> logged metrics, first what notebook 04 asks people to watch
@@ -77,12 +85,12 @@ LIVE_PANELS = {
 
 # logged metric -> its words on the axis and in the menu: the entropy experiment's curves (notebook 06, sec. 2)
 ENTROPY_CURVES: dict[str, str] = {
-    "entropy": "entropy (nats per token)",
+    "entropy": AXIS_WORDS["entropy"],
     "reward": "mean reward per step",
-    QAE_ZERO_ADV_FRAC: "zero-advantage fraction",
+    QAE_ZERO_ADV_FRAC: AXIS_WORDS[QAE_ZERO_ADV_FRAC],
     "clip_ratio/region_mean": "share of tokens clipped (both passes)",
     "behaviour/distinct_correct": "distinct correct texts per group of 8",
-    "completions/mean_length": "completion length (tokens)",
+    "completions/mean_length": AXIS_WORDS["completions/mean_length"],
 }
 
 # the ledger's parts notebook 06 shows: the whole update and Prop. 4.2's four cells (regime x sign of A)
@@ -103,10 +111,10 @@ NEG_CORRECT_CURVES: dict[str, str] = {
 
 # SA-AH against GRPO under the composite reward (notebook 06, sec. 6): the curves offered
 SAAH_CURVES: dict[str, str] = {
-    "completions/mean_length": "completion length (tokens)",
-    SAAH_W_MEAN_NEG: "SA-AH mean weight, negative rollouts",
+    "completions/mean_length": AXIS_WORDS["completions/mean_length"],
+    SAAH_W_MEAN_NEG: AXIS_WORDS[SAAH_W_MEAN_NEG],
     "reward": "mean composite reward per step",
-    "entropy": "entropy (nats per token)",
+    "entropy": AXIS_WORDS["entropy"],
 }
 
 # the ledger's cells in the live view's legend
