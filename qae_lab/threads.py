@@ -9,9 +9,9 @@ Why: the lab's tiny models make OpenMP's waits most of the gain or loss, and the
 
 from __future__ import annotations
 
-import concurrent.futures
 import itertools
 import os
+import threading
 import time
 from collections.abc import Callable
 
@@ -105,13 +105,27 @@ def in_fresh_thread(fn: Callable, /, *args, **kwargs):
     ...
     ValueError: invalid literal for int() with base 10: 'x'
     """
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="qae_lab-fresh-thread") as pool:
-        return pool.submit(fn, *args, **kwargs).result()  # the pool's thread joined on leaving: its OpenMP pool gone
+    out: dict = {}
+
+    def call():
+        try:
+            out["value"] = fn(*args, **kwargs)
+        except BaseException as err:  # re-raised in the caller's thread
+            out["error"] = err
+
+    # a daemon thread, joined (not a pool, whose exit waits for fn even after an interrupt)
+    thread = threading.Thread(target=call, name="qae_lab-fresh-thread", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
 
 
 def thread_probe(torch_threads: int | None = None, *, device="cpu", environ=os.environ) -> ThreadProbe | None:
-    r"""The :class:`ThreadProbe` for repeated work: a named count, else 1 and :data:`TORCH_DEFAULT` on a CPU (None).
-
+    r"""The :class:`ThreadProbe` for repeated work on ``device``: one fixed count where a setting names it
+    (:func:`named_threads`), else probing 1 and :data:`TORCH_DEFAULT` on a CPU within the cores other processes leave
+    free (:class:`CpuRoom`); None (torch's count left as it is) on another device with no count named.
 
     >>> thread_probe(device="cuda", environ={}), thread_probe(3, device="cuda").counts
     (None, (3,))
