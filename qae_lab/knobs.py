@@ -22,7 +22,7 @@ from qae_lab.methods import (
 )
 from qae_lab.metric_names import KNOB_METRICS
 
-__all__ = ["KNOBS", "validate_knobs", "Knobs", "knob_field", "knob_changes", "resumed_knobs"]
+__all__ = ["KNOBS", "validate_knobs", "help_field", "Knobs", "knob_field", "knob_changes", "resumed_knobs"]
 
 
 # the live knobs: read by QAETrainer at every step, set with QAETrainer.set_knobs
@@ -51,8 +51,13 @@ def validate_knobs(**knobs) -> dict:
     return {name: checks[name](value) for name, value in knobs.items()}
 
 
-def _field(help: str, **kw):
-    return field(metadata={"help": help}, **kw)  # what --help prints
+def help_field(help: str, **kw):
+    """A dataclass field with ``help``: what ``--help`` prints (transformers' parser reads ``metadata["help"]``).
+
+    >>> help_field("K", default=0.4).metadata["help"]
+    'K'
+    """
+    return field(metadata={"help": help}, **kw)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,17 +73,17 @@ class Knobs:
     ValueError: quantile_k must lie in the open interval (0, 1), got 1.0
     """
 
-    quantile_k: float = _field(
+    quantile_k: float = help_field(
         "QAE's K in (0, 1), paper 0.4: prompts with success rate p <= 1-K are 'hard'.", default=DEFAULT_K
     )
-    alpha: float = _field(
+    alpha: float = help_field(
         "SA-AH's alpha in w_t = exp(-alpha * cumulative normalised entropy); 0 is plain GRPO, the paper uses 0.5.",
         default=DEFAULT_ALPHA,
     )
-    baseline: str = _field(
+    baseline: str = help_field(
         "'mean' (GRPO) or 'quantile' (QAE, arXiv 2509.22611: the group's K-quantile).", default=DEFAULT_BASELINE
     )
-    token_weighting: str = _field(
+    token_weighting: str = help_field(
         "'none', 'ah' (AH-GRPO: every rollout) or 'sa_ah' (SA-AH-GRPO, arXiv 2606.05434: negative-advantage rollouts "
         "only).",
         default=DEFAULT_TOKEN_WEIGHTING,

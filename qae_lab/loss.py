@@ -248,14 +248,17 @@ def _checked_inputs(logps, advantages, mask, s, old_logps, entropies, h_norm, re
     round its token counts, 257 -> 256), the others as given, and their detached, at-least-float32 copies."""
     if not isinstance(logps, torch.Tensor) or not logps.is_floating_point() or logps.dim() != 2:
         raise ValueError("logps must be a 2-dimensional floating-point tensor (B, T)")
-    (b, t), lp = logps.shape, logps.detach()
-    lp = lp.float() if lp.dtype in (torch.float16, torch.bfloat16) else lp
-    needed = {"h_norm": s.token_weighting != "none", "entropies": s.entropy_coef != 0, "ref_logps": s.beta != 0}
+    (b, t), lp = logps.shape, _upcast(logps.detach())
     given = {"advantages": advantages, "old_logps": old_logps, "entropies": entropies, "ref_logps": ref}
     out = {"mask": check_mask(mask, (b, t)).to(torch.promote_types(logps.dtype, torch.float32)), "lp": lp}
-    for name, x in {**given, "h_norm": h_norm, "sampling_ratio": ratio}.items():
-        if x is None and needed.get(name):
-            raise ValueError(f"{name} (a (B, T) tensor) is needed with these settings: {_needed_by[name]}")
+    needed = {  # name: (given, needed, by which setting)
+        "entropies": (entropies, s.entropy_coef != 0, "entropy_coef > 0"),
+        "ref_logps": (ref, s.beta != 0, "beta != 0"),
+        "h_norm": (h_norm, s.token_weighting != "none", "token_weighting != 'none'"),
+    }
+    for name, (x, wanted, by) in needed.items():
+        if x is None and wanted:
+            raise ValueError(f"{name} (a (B, T) tensor) is needed with these settings: {by}")
     for name, x in given.items():
         if x is not None:
             checked = as_real_tensor(x, name, shape=(b,) if name == "advantages" else (b, t))
@@ -274,9 +277,6 @@ def _checked_inputs(logps, advantages, mask, s, old_logps, entropies, h_norm, re
         check_mask(entropy_mask, (b, t), "entropy_mask")
     out["hard_rows"] = None if hard_rows is None else check_mask(hard_rows, (b,), "hard_rows").to(lp.device) > 0
     return out
-
-
-_needed_by = {"h_norm": "token_weighting != 'none'", "entropies": "entropy_coef > 0", "ref_logps": "beta != 0"}
 
 
 def _horizon_advantages(a, h, m, s: LossSettings, skipped_tokens: float, metrics: dict) -> torch.Tensor:

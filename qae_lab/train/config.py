@@ -17,7 +17,7 @@ import os
 import types
 import typing
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from transformers import GenerationConfig
@@ -40,7 +40,7 @@ from qae_lab.storage.folder import TENSORBOARD_DIR
 from qae_lab.task.behaviour import REFLECTION_WORDS, reflection_pattern
 from qae_lab.task.models import EXPERTS_IMPLEMENTATIONS, check_attention
 from qae_lab.entropy_controls import ADVANTAGE_MASKS, COV_PENALTIES, check_ratio
-from qae_lab.knobs import KNOBS, knob_field, validate_knobs
+from qae_lab.knobs import KNOBS, help_field, knob_field, validate_knobs
 from qae_lab import methods
 from qae_lab.methods import LOSS_TYPES, TRL_LOSS_TYPES, QUANTILE_METHODS, WEIGHTED_LOSS_TYPES, check_weighting_loss_type
 
@@ -563,11 +563,6 @@ def _vllm_generates(cfg) -> None:
     )
 
 
-def _field(help: str, **kw):
-    """A dataclass field with ``help``: what ``--help`` prints (transformers' parser reads ``metadata["help"]``)."""
-    return field(metadata={"help": help}, **kw)
-
-
 @dataclass
 class QAEConfig(GRPOConfig):
     r"""``trl.GRPOConfig`` plus the knobs of QAE and SA-AH-GRPO, every setting checked when the config is built.
@@ -583,80 +578,84 @@ class QAEConfig(GRPOConfig):
     # the live knobs: qae_lab.knobs.Knobs' fields (help, default) and validate_knobs (range)
     baseline: str = knob_field("baseline")
     quantile_k: float = knob_field("quantile_k")
-    quantile_method: str = _field(
+    quantile_method: str = help_field(
         "'paper' (ceil(K*G)-th smallest reward) or 'linear' (torch.quantile, as QAE's code).",
         default=methods.DEFAULT_QUANTILE_METHOD,
     )
-    advantage_eps: float = _field("Added to the std when scaling (TRL uses 1e-4).", default=1e-4)
+    advantage_eps: float = help_field("Added to the std when scaling (TRL uses 1e-4).", default=1e-4)
     token_weighting: str = knob_field("token_weighting")
     alpha: float = knob_field("alpha")
-    entropy_top_k: int | None = _field(
+    entropy_top_k: int | None = help_field(
         "H~_t of the horizon weights: None for the loss forward's exact entropy, k for SA-AH's top-k estimate "
         "H_topk / log V (arXiv 2606.05434: k = 500; an extra no-grad LM-head projection).",
         default=None,
     )
-    sparse_update: bool = _field(
+    sparse_update: bool = help_field(
         "Skip the forward/backward of responses with advantage exactly 0 (same gradient); dense when beta != 0 or "
         "an entropy bonus is on.",
         default=True,
     )
-    success_threshold: float = _field(
+    success_threshold: float = help_field(
         "Score of success_reward at or above which a response is a success in the qae/* metrics (0.5 for a 0/1 "
         "reward, 5.0 for SA-AH's composite one).",
         default=methods.DEFAULT_SUCCESS_THRESHOLD,
     )
-    success_reward: str | None = _field(
+    success_reward: str | None = help_field(
         "The reward function (as TRL names it) whose own score decides a success. None: the only one; with "
         "several, the weighted sum, and the trainer warns.",
         default=None,
     )
-    fast_generation: bool = _field(
+    fast_generation: bool = help_field(
         "Sample in eval mode with LoRA merged, restored bit-exactly after (qae_lab.train.generation). "
         "Transformers generation only.",
         default=False,
     )
-    compile_generation: bool = _field(
+    compile_generation: bool = help_field(
         "Let transformers compile the decode step (TRL passes disable_compile=True); with "
         "cache_implementation='static' on a GPU. Transformers generation only.",
         default=False,
     )
-    advantage_mask: str = _field(
+    advantage_mask: str = help_field(
         "'none', 'pos' (POS-MASK: only A > 0 responses train) or 'neg' (NEG-MASK: only A < 0).", default="none"
     )
     # Cui et al. 2025 (arXiv 2505.22617), qae_lab.entropy_controls
-    cov_penalty: str = _field("'none', 'clip_cov' or 'kl_cov'.", default=methods.DEFAULT_COV_PENALTY)
-    clip_cov_ratio: float = _field(
+    cov_penalty: str = help_field("'none', 'clip_cov' or 'kl_cov'.", default=methods.DEFAULT_COV_PENALTY)
+    clip_cov_ratio: float = help_field(
         "Clip-Cov: fraction of tokens detached, in (0, 1] (paper 2e-4; at least one).",
         default=methods.DEFAULT_CLIP_COV_RATIO,
     )
-    clip_cov_lb: float = _field("Clip-Cov: covariance band's low end.", default=methods.DEFAULT_CLIP_COV_LB)
-    clip_cov_ub: float = _field("Clip-Cov: covariance band's top end.", default=methods.DEFAULT_CLIP_COV_UB)
-    kl_cov_ratio: float = _field(
+    clip_cov_lb: float = help_field("Clip-Cov: covariance band's low end.", default=methods.DEFAULT_CLIP_COV_LB)
+    clip_cov_ub: float = help_field("Clip-Cov: covariance band's top end.", default=methods.DEFAULT_CLIP_COV_UB)
+    kl_cov_ratio: float = help_field(
         "KL-Cov: fraction of tokens penalised, in (0, 1] (paper 2e-4 to 2e-3; at least one).",
         default=methods.DEFAULT_KL_COV_RATIO,
     )
-    kl_cov_coef: float = _field("KL-Cov: weight of |log pi - log pi_old|, >= 0.", default=methods.DEFAULT_KL_COV_COEF)
-    regime_eval_steps: int | None = _field(
+    kl_cov_coef: float = help_field(
+        "KL-Cov: weight of |log pi - log pi_old|, >= 0.", default=methods.DEFAULT_KL_COV_COEF
+    )
+    regime_eval_steps: int | None = help_field(
         "Every this many steps (and before the first and after the last) log a fixed held-out prompt set's "
         "entropy and success by start regime (regime_eval/*, qae_lab.train.regime_eval). None: off.",
         default=None,
     )
-    regime_eval_samples: int = _field(
+    regime_eval_samples: int = help_field(
         "Completions per held-out prompt at each regime evaluation (the start split: 4x).", default=8
     )
-    regime_eval_prompts: int = _field("Held-out prompts of the regime evaluation (the first of the run's).", default=64)
-    dynamic_sampling: bool = _field(
+    regime_eval_prompts: int = help_field(
+        "Held-out prompts of the regime evaluation (the first of the run's).", default=64
+    )
+    dynamic_sampling: bool = help_field(
         "DAPO's dynamic sampling (arXiv 2503.14476, sec. 3.2): drop groups whose advantages are all 0 and refill "
         "from the epoch's next prompts (qae_lab.train.dynamic_sampling). One process.",
         default=False,
     )
-    dynamic_sampling_max_rounds: int = _field(
+    dynamic_sampling_max_rounds: int = help_field(
         "Generation rounds a batch may take (verl's DAPO: 10); then groups without signal fill it.", default=10
     )
-    dynamic_sampling_oversample: float = _field(
+    dynamic_sampling_oversample: float = help_field(
         "Each refill generates for ceil(this x groups still needed) prompts (verl's DAPO: 3).", default=1.0
     )
-    reflection_words: list[str] = _field(
+    reflection_words: list[str] = help_field(
         "Words counted as reflective in the behaviour/reflect_* metrics (whole words, any case).",
         default_factory=lambda: list(REFLECTION_WORDS),
     )
