@@ -9,6 +9,9 @@ per-problem completions).
     python benchmarks/phenomena_runs.py --search /tmp/phen/search          #    -> phenomena/search.json
     python benchmarks/phenomena_runs.py --search-run /tmp/phen --search-of regimes --jobs 2   # REGIME_SEARCH
     python benchmarks/phenomena_runs.py --search /tmp/phen/search-regimes --search-of regimes  # -> search_regimes.json
+    python benchmarks/phenomena_runs.py --search-run /tmp/phen --search-of phenomenon --jobs 2  # PHENOMENON_SEARCH
+    python benchmarks/phenomena_runs.py --search /tmp/phen/search-phenomenon --search-of phenomenon
+    python benchmarks/phenomena_runs.py --choose                           #    the setting it chose
     python benchmarks/phenomena_runs.py --work /tmp/phen --jobs 2          # 2. every experiment, fresh seeds
     python benchmarks/phenomena_runs.py --work /tmp/phen --only entropy --collect-only
 
@@ -19,13 +22,19 @@ per-problem completions).
    :data:`qae_lab.analysis.phenomena.BASE_SETS` is then set from it, by hand, with the reason in a comment.
    ``--search-of regimes`` does the same for the regimes experiment's search (:data:`qae_lab.analysis.phenomena.REGIME_SEARCH`,
    into ``DIR/search-regimes/`` and ``search_regimes.json``); each
-   search is one entry of :data:`qae_lab.analysis.phenomena.SEARCHES`.
+   search is one entry of :data:`qae_lab.analysis.phenomena.SEARCHES`. ``--search-of phenomenon``: the search
+   for the papers' entropy phenomenon (:data:`qae_lab.analysis.phenomena.PHENOMENON_SEARCH`, no pass@k evaluation:
+   entropy and reward only); ``--choose`` prints its tries and the setting
+   :func:`qae_lab.analysis.phenomena.choose_setting`'s rule takes from them
+   (:data:`qae_lab.analysis.phenomena.PHENOMENON_CHOSEN`, which the "phenomenon" experiment runs on fresh seeds).
 2. ``--work DIR`` runs every experiment of :data:`qae_lab.analysis.phenomena.EXPERIMENTS` (methods x seeds, and K for the
    K sweep) into ``DIR/<experiment>/`` and keeps each under ``data/reference_runs/phenomena/<experiment>/``.
 
 ``--jobs 2`` runs two at a time, each on one torch thread (two processes of two threads each on 2 cores run
-several times slower than one). A finished run (its ``eval_after.json`` exists) is not run again; an
-unfinished one is refused by the CLI (a run folder is never overwritten): delete it yourself to run it again.
+several times slower than one). A finished run (its ``eval_after.json`` exists; without evaluation, its log's
+closing row) is not run again, so a search or an experiment spreads over sittings: run the same command again. An
+unfinished one (a sitting ended inside it) is refused by the CLI (a run folder is never overwritten);
+``--retry-unfinished`` renames it to ``<name>.unfinished-<n>`` (nothing is deleted) and runs it again.
 """
 
 from __future__ import annotations
@@ -39,7 +48,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from qae_lab.analysis.compare import load_runs
-from qae_lab.analysis.phenomena import EXPERIMENTS, SEARCH_SEED, SEARCHES, run_names, search_row
+from qae_lab.analysis.phenomena import (
+    EXPERIMENTS,
+    PHENOMENON_CHOSEN,
+    SEARCH_SEED,
+    SEARCHES,
+    choose_setting,
+    load_search,
+    run_names,
+    search_row,
+)
 from qae_lab.storage.folder import REGIME_SPLIT_NAME, atomic_write_text, read_log
 from reference_runs import keep_run  # the sibling script: the same small part of each run folder
 
@@ -47,10 +65,35 @@ DEST = Path(__file__).resolve().parents[1] / "data" / "reference_runs" / "phenom
 _BOOKKEEPING = ["sparse_update=false", "disable_tqdm=true", "save_model=false"]
 
 
-def _job(preset: str, method: str, sets: list[str], out: Path, threads: int | None) -> list[str] | None:
-    """The command of one run, or None when it has finished already."""
+def finished(out: Path, sets: list[str]) -> bool:
+    """Whether the run in ``out`` has finished: its after-training evaluation is written, or, for a run that does
+    not evaluate (``evaluate=false``), its log ends with the trainer's closing row (``train_runtime``)."""
     if (out / "eval_after.json").is_file():
+        return True
+    if "evaluate=false" not in sets or not (out / "log.jsonl").is_file():
+        return False
+    rows = read_log(out / "log.jsonl")
+    return bool(rows) and "train_runtime" in rows[-1]
+
+
+def _set_aside(out: Path) -> None:
+    """Rename an unfinished run folder to ``<name>.unfinished-<n>`` (kept, never deleted): the run can start again."""
+    n = 1
+    while out.with_name(f"{out.name}.unfinished-{n}").exists():
+        n += 1
+    out.rename(out.with_name(f"{out.name}.unfinished-{n}"))
+    print(f"set aside: {out} -> {out.name}.unfinished-{n}", flush=True)
+
+
+def _job(
+    preset: str, method: str, sets: list[str], out: Path, threads: int | None, retry: bool = False
+) -> list[str] | None:
+    """The command of one run, or None when it has finished already; an unfinished folder is set aside when
+    ``retry`` (else the CLI refuses it: a run folder is never overwritten)."""
+    if finished(out, sets):
         return None
+    if retry and out.exists():
+        _set_aside(out)
     cmd = [sys.executable, "-m", "qae_lab", "train", "--preset", preset, "--method", method, "--output-dir", str(out)]
     for s in [*sets, *_BOOKKEEPING, *([f"torch_threads={threads}"] if threads else [])]:
         cmd += ["--set", s]
@@ -69,10 +112,17 @@ def _run_all(cmds: list[list[str]], jobs: int) -> None:
         list(pool.map(one, cmds))
 
 
-def run(work: Path, only: list[str], jobs: int) -> None:
+def run(work: Path, only: list[str], jobs: int, retry: bool = False) -> None:
     threads = 1 if jobs > 1 else None
     cmds = [
-        _job(EXPERIMENTS[name]["preset"], method, [*EXPERIMENTS[name]["sets"], *sets], work / name / folder, threads)
+        _job(
+            EXPERIMENTS[name]["preset"],
+            method,
+            [*EXPERIMENTS[name]["sets"], *sets],
+            work / name / folder,
+            threads,
+            retry,
+        )
         for name in only
         for folder, method, sets in run_names(name)
     ]
@@ -84,11 +134,11 @@ def search_folder(which: str) -> str:
     return "search" if which == "entropy" else f"search-{which}"
 
 
-def search_run(work: Path, jobs: int, which: str = "entropy") -> None:
+def search_run(work: Path, jobs: int, which: str = "entropy", retry: bool = False) -> None:
     threads = 1 if jobs > 1 else None
     tries, _ = SEARCHES[which]
-    cmds = [
-        _job("cpu-sums", method, [*sets, f"seed={SEARCH_SEED}"], work / search_folder(which) / name, threads)
+    cmds = [  # the search seed first: a try that names its own seed (a second seed of a setting) keeps it
+        _job("cpu-sums", method, [f"seed={SEARCH_SEED}", *sets], work / search_folder(which) / name, threads, retry)
         for name, method, sets in tries
     ]
     _run_all([c for c in cmds if c], jobs)
@@ -109,6 +159,30 @@ def collect(work: Path, only: list[str]) -> None:
             )
 
 
+def choose(which: str = "phenomenon") -> dict:
+    """Print the committed phenomenon search, a row per try (the mean baseline's entropy peak / start and final /
+    start, the reward, the clipped share, the training time), and the setting its rule chooses."""
+    rows = load_search(which, DEST.parent)
+    heads = ("try", "seed", "peak/start", "final/start", "reward first -> last", "clipped", "s")
+    widths = (16, 4, 10, 11, 21, 8, 5)
+    print(" ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(heads, widths))))
+    for r in rows:
+        cells = [
+            r["name"],
+            str(r["seed"]),
+            *(f"{r[k]:.3f}" if r.get(k) is not None else "—" for k in ("peak/start", "final/start")),
+            f"{r['reward_first']:.3f} -> {r['reward_last']:.3f}",
+            "—" if r.get("clipped") is None else f"{r['clipped']:.2%}",
+            f"{r['train_s']:.0f}",
+        ]
+        print(" ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))))
+    choice = choose_setting(rows)
+    hours = sum(r["train_s"] for r in rows) / 3600
+    print(json.dumps(choice, indent=1))
+    print(f"{len(rows)} runs, {hours:.2f} h of training (one torch thread each); declared: {PHENOMENON_CHOSEN}")
+    return choice
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--work", type=Path, help="folder for the experiments' full run folders")
@@ -122,10 +196,19 @@ def main() -> None:
     )
     p.add_argument("--only", nargs="*", choices=sorted(EXPERIMENTS), default=sorted(EXPERIMENTS))
     p.add_argument("--collect-only", action="store_true")
+    p.add_argument("--choose", action="store_true", help="print the phenomenon search and the setting it chooses")
+    p.add_argument(
+        "--retry-unfinished",
+        action="store_true",
+        help="set an unfinished run folder aside (<name>.unfinished-<n>, kept) and run it again (a later sitting)",
+    )
     p.add_argument("--jobs", type=int, default=1, help="runs at a time (each on one torch thread when > 1)")
     args = p.parse_args()
+    if args.choose:
+        choose()
+        return
     if args.search_run:
-        search_run(args.search_run, args.jobs, args.search_of)
+        search_run(args.search_run, args.jobs, args.search_of, args.retry_unfinished)
         return
     if args.search:
         rows = [search_row(r) for r in sorted(load_runs(args.search), key=lambda r: r.name)]
@@ -137,7 +220,7 @@ def main() -> None:
     if args.work is None:
         p.error("--work is required (unless --search-run or --search)")
     if not args.collect_only:
-        run(args.work, args.only, args.jobs)
+        run(args.work, args.only, args.jobs, args.retry_unfinished)
     collect(args.work, args.only)
 
 

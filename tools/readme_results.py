@@ -25,10 +25,17 @@ from pathlib import Path
 from qae_lab.analysis.claims import VERDICTS, claim_card, matrix
 from qae_lab.analysis.compare import Run, find_reference_runs, load_runs, summary_table, versus_baseline  # noqa: F401 -- find_reference_runs: the doctests
 from qae_lab.analysis.evidence import judge_all
-from qae_lab.analysis.phenomena import dynamic_sampling_rows, load_experiment, window_mean
+from qae_lab.analysis.phenomena import (
+    choose_setting,
+    dynamic_sampling_rows,
+    load_experiment,
+    load_search,
+    search_rows,
+    window_mean,
+)
 from qae_lab.analysis.stats import stat
 from qae_lab.analysis.tables import markdown_table
-from qae_lab.analysis.takeaways import saah_sentence, sgd_sentence
+from qae_lab.analysis.takeaways import phenomenon_sentence, saah_sentence, sgd_sentence
 from qae_lab.runs.presets import GPU_RUN
 from qae_lab.metric_names import QAE_HARD_FRAC, QAE_ZERO_ADV_FRAC
 from qae_lab.runs.costs import GIB, GPUS, T4_MEMORY, run_memory, run_time
@@ -48,6 +55,7 @@ __all__ = [
     "reference_text",
     "scoreboard_text",
     "claim_card_text",
+    "phenomenon_search_text",
     "sentence_text",
     "gpu_memory_text",
     "t4_estimate",
@@ -232,7 +240,7 @@ def scoreboard_text(root: str | Path = ROOT) -> str:
     test them, one verdict a cell (:func:`qae_lab.analysis.claims.matrix` of every committed setting,
     :func:`qae_lab.analysis.evidence.judge_all`), and what each verdict means (:data:`qae_lab.analysis.claims.VERDICTS`).
 
-    >>> "| claim | expected step | sampled groups | sequence policy | sums model | CPU preset |" in scoreboard_text()
+    >>> "| sequence policy | sums model | sums model, lr 3e-4 | CPU preset |" in scoreboard_text()
     True
     """
     judged = judge_all()
@@ -274,6 +282,24 @@ def dynamic_sampling_text(root: str | Path = ROOT) -> str:
     """
     rows = dynamic_sampling_rows(load_experiment(Path(root) / REFERENCE_RUNS, "dynamic_sampling"))
     return "\n".join(["", markdown_table(rows, digits={"completions per batch": 1, "train s": 0}), ""])
+
+
+def phenomenon_search_text(root: str | Path = ROOT) -> str:
+    r"""docs/notebook-notes.md's table of the entropy phenomenon search: every try of the mean baseline, what it
+    changed, its entropy ratios, reward, clipped share and time (:func:`qae_lab.analysis.phenomena.search_rows`), and
+    the setting :func:`~qae_lab.analysis.phenomena.choose_setting` takes.
+
+    >>> phenomenon_search_text().splitlines()[1].startswith("| try | changed | peak / start | final / start |")
+    True
+    """
+    rows = load_search("phenomenon", Path(root) / REFERENCE_RUNS)
+    choice = choose_setting(rows)
+    chosen = (
+        f"Chosen: **{choice['chosen']}**, an {choice['phenomenon']} in {choice['showed']} seeds."
+        if choice["chosen"]
+        else "Chosen: none (no setting showed it in most of three seeds)."
+    )
+    return "\n".join(["", markdown_table(search_rows(rows)), "", chosen, ""])
 
 
 _GPU_PRESETS = ("qwen2.5-0.5b-gsm8k-t4", "qwen2.5-1.5b-gsm8k-live", "qwen2.5-1.5b-gsm8k", "qwen2.5-3b-gsm8k")
@@ -634,6 +660,7 @@ BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {
         "claim-card": claim_card_text,
         "sgd": sentence_text(sgd_sentence),
         "saah": sentence_text(saah_sentence),
+        "phenomenon": sentence_text(phenomenon_sentence),
         "cpu-demo": lambda root: cpu_demo_text(root / REFERENCE_RUNS),
         "lenient": lambda root: lenient_text([r for r in _reference(root) if r.method == "qae"]),
         "workshop-routes": routes_text,
@@ -659,6 +686,8 @@ BLOCKS: dict[str, dict[str, Callable[[Path], str]]] = {
     },
     "docs/notebook-notes.md": {
         "sgd": sentence_text(sgd_sentence),
+        "phenomenon-search": phenomenon_search_text,
+        "phenomenon": sentence_text(phenomenon_sentence),
     },
     "docs/processes.md": {
         "thread-policy": thread_policy_text,

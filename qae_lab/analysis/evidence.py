@@ -17,10 +17,10 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from qae_lab.analysis.claims import CLAIMS, Verdict, verdict
+from qae_lab.analysis.claims import CLAIMS, FOUND, Verdict, verdict
 from qae_lab.analysis.committed_data import load_prop42
 from qae_lab.analysis.compare import Run, find_reference_runs, load_runs, series
-from qae_lab.analysis.phenomena import clipped_fraction, load_experiment, window_mean
+from qae_lab.analysis.phenomena import FELL, ROSE, clipped_fraction, entropy_ratio, load_experiment, window_mean
 from qae_lab.analysis.regime_runs import regime_eval_numbers
 from qae_lab.analysis.seqpolicy_runs import load_findings, load_regimes, setting_name
 from qae_lab.analysis.stats import moving_average, training_variance
@@ -28,10 +28,7 @@ from qae_lab.metric_names import QAE_NEG_CORRECT, QAE_ZERO_ADV_FRAC, SAAH_W_MEAN
 
 __all__ = ["ROSE", "FELL", "CLIPPED", "Evidence", "EVIDENCE", "judge", "judge_all"]
 
-ROSE = 1.1  # an explosion: the control's entropy peaks at least 1.1x its start in some seed
-FELL = 0.5  # a collapse: the control's entropy ends at most half its start in some seed
 CLIPPED = 0.001  # Clip-Higher can matter only where PPO's clip acts on at least 0.1% of the tokens
-_START = 10  # steps averaged for a run's start, and the trailing window of its peak
 
 
 class Evidence(NamedTuple):
@@ -79,17 +76,6 @@ def _third(metric: str, part: int) -> Callable[[Run], float | None]:
         return window_mean(run.rows, metric, part * n // 3 + 1, max(1, (part + 1) * n // 3)) if n else None
 
     return number
-
-
-def _ratio(run: Run, which: int) -> float | None:
-    """A run's entropy peak (``which`` 1: its highest trailing average) or final (2: over its last third) over its
-    start (its first steps)."""
-    values = series(run, "entropy")[1]
-    if len(values) < 2 * _START:
-        return None
-    third = len(values) // 3
-    end = max(moving_average(values, _START)[_START - 1 :]) if which == 1 else sum(values[-third:]) / third
-    return end / (sum(values[:_START]) / _START)
 
 
 def _control(values: Sequence[float | None], explode: bool, where: str = "") -> str | None:
@@ -159,30 +145,36 @@ def _update_variance(start: str) -> Evidence:
 # ---------------------------------------------------------------- 06: the sums model; 05: the CPU preset
 
 
-def _held_out(group: str, key: str) -> Evidence:
-    runs = _experiment("regimes")
+def _held_out(group: str, key: str, experiment: str = "regimes") -> Evidence:
+    runs = _experiment(experiment)
     a, b = _sides(runs, "qae+clip_higher", "mean+clip_higher", lambda r: (regime_eval_numbers(r, group) or {}).get(key))
     which = "hardest" if key == "peak/start" else "easiest"
     why = _control(b, key == "peak/start", f" on the prompts that start {which}")
     return Evidence(f"held-out entropy {key.replace('/', ' / ')}, {which} quarter", "quantile", "mean", a, b, why=why)
 
 
-def _trend(which: int, cpu: bool) -> Evidence:
-    """Entropy peak/start (``which`` 1) or final/start (2), quantile against mean, with the control's check: on the
-    CPU preset, or on the sums model with Clip-Higher (where the clip must act)."""
-    runs, clip = (_cpu_runs(), "") if cpu else (_experiment("entropy"), "+clip_higher")
-    a, b = _sides(runs, "qae" + clip, "mean" + clip, lambda r: _ratio(r, which))
-    why = _control(b, which == 1) or (None if cpu else _clip(runs))
-    what = "entropy peak / start (10-step averages)" if which == 1 else "entropy over the last third / start"
+def _runs(where: str) -> tuple[list[Run], str]:
+    """A setting's runs and the suffix of their methods: the CPU preset's (no partner), or a sums-model experiment's
+    (with Clip-Higher)."""
+    return (_cpu_runs(), "") if where == "cpu" else (_experiment(where), "+clip_higher")
+
+
+def _trend(end: str, where: str) -> Evidence:
+    """Entropy peak/start (``end`` "peak") or final/start ("final"), quantile against mean, with the control's check:
+    on the CPU preset (``where`` "cpu"), or on a sums-model experiment with Clip-Higher (where the clip must act)."""
+    runs, clip = _runs(where)
+    a, b = _sides(runs, "qae" + clip, "mean" + clip, lambda r: entropy_ratio(series(r, "entropy")[1], end))
+    why = _control(b, end == "peak") or (None if where == "cpu" else _clip(runs))
+    what = "entropy peak / start (10-step averages)" if end == "peak" else "entropy over the last third / start"
     return Evidence(what, "quantile", "mean", a, b, why=why)
 
 
 _STATED = "the stated size"
 
 
-def _share(runs) -> Evidence:
+def _share(runs, method: str) -> Evidence:
     """The quantile baseline's share of zero advantages over the last third of each run, against the stated size."""
-    values = [_third(QAE_ZERO_ADV_FRAC, 2)(r) for _, r in sorted(_by_seed(runs, "qae").items())]
+    values = [_third(QAE_ZERO_ADV_FRAC, 2)(r) for _, r in sorted(_by_seed(runs, method).items())]
     return Evidence("share of responses with zero advantage (last third)", "quantile", _STATED, values, [])
 
 
@@ -191,9 +183,9 @@ def _two(runs, method_a, method_b, number, what, a, b, digits=3) -> Evidence:
     return Evidence(what, a, b, va, vb, digits=digits)
 
 
-def _qae(number, what, cpu: bool = False) -> Evidence:
-    """Quantile against mean: on the CPU preset, or on the sums model's entropy experiment with Clip-Higher."""
-    runs, clip = (_cpu_runs(), "") if cpu else (_experiment("entropy"), "+clip_higher")
+def _qae(number, what, where: str = "entropy") -> Evidence:
+    """Quantile against mean: on the CPU preset (``where`` "cpu"), or on a sums-model experiment with Clip-Higher."""
+    runs, clip = _runs(where)
     return _two(runs, "qae" + clip, "mean" + clip, number, what, "quantile", "mean")
 
 
@@ -230,24 +222,29 @@ EVIDENCE: dict[tuple[str, str, str], Callable[[], Evidence]] = {
     ("hard_prop42", "sequence policy", "Adam"): lambda: _seqpolicy("hard", "peak_ratio", _HARDEST),
     ("hard_prop42", "sequence policy", "SGD"): lambda: _seqpolicy("hard", "peak_ratio", _HARDEST, "sgd"),
     ("hard_prop42", "sums model", ""): lambda: _held_out("hard", "peak/start"),
+    ("hard_prop42", FOUND, ""): lambda: _held_out("hard", "peak/start", "phenomenon"),
     ("easy_prop42", "expected step", ""): lambda: _bandit("easy", "expected_step"),
     ("easy_prop42", "sampled groups", ""): lambda: _bandit("easy", "sampled"),
     ("easy_prop42", "sequence policy", "Adam"): lambda: _seqpolicy("easy", "early_h", _EASIEST),
     ("easy_prop42", "sequence policy", "SGD"): lambda: _seqpolicy("easy", "early_h", _EASIEST, "sgd"),
     ("easy_prop42", "sums model", ""): lambda: _held_out("easy", "final/start"),
+    ("easy_prop42", FOUND, ""): lambda: _held_out("easy", "final/start", "phenomenon"),
     ("explosion", "sequence policy", "Adam"): lambda: _seqpolicy(
         "mixed", "peak_ratio", "entropy peak / start, all prompts"
     ),
-    ("explosion", "sums model", ""): lambda: _trend(1, cpu=False),
-    ("explosion", "CPU preset", ""): lambda: _trend(1, cpu=True),
+    ("explosion", "sums model", ""): lambda: _trend("peak", "entropy"),
+    ("explosion", "CPU preset", ""): lambda: _trend("peak", "cpu"),
+    ("explosion", FOUND, ""): lambda: _trend("peak", "phenomenon"),
     ("collapse", "sequence policy", "Adam"): lambda: _seqpolicy("mixed", "final_h", "entropy at step 200, all prompts"),
-    ("collapse", "sums model", ""): lambda: _trend(2, cpu=False),
-    ("collapse", "CPU preset", ""): lambda: _trend(2, cpu=True),
+    ("collapse", "sums model", ""): lambda: _trend("final", "entropy"),
+    ("collapse", "CPU preset", ""): lambda: _trend("final", "cpu"),
+    ("collapse", FOUND, ""): lambda: _trend("final", "phenomenon"),
     ("sparsity", "sequence policy", "SGD"): lambda: _findings_runs(
         "zero_adv_frac", "share of responses with zero advantage", ("quantile", 0.4), (_STATED, None)
     ),
-    ("sparsity", "sums model", ""): lambda: _share(_experiment("entropy")),
-    ("sparsity", "CPU preset", ""): lambda: _share(_cpu_runs()),
+    ("sparsity", "sums model", ""): lambda: _share(_experiment("entropy"), "qae"),
+    ("sparsity", "CPU preset", ""): lambda: _share(_cpu_runs(), "qae"),
+    ("sparsity", FOUND, ""): lambda: _share(_experiment("phenomenon"), "qae+clip_higher"),
     ("k_entropy", "sequence policy", "SGD"): lambda: _findings_runs(
         "final_entropy", "entropy at the last step", ("K = 0.8", 0.8), ("K = 0.2", 0.2)
     ),
@@ -259,9 +256,11 @@ EVIDENCE: dict[tuple[str, str, str], Callable[[], Evidence]] = {
         digits=4,
     ),
     ("qae_pass1", "sums model", ""): lambda: _qae(_after("pass@1"), _PASS1),
-    ("qae_pass1", "CPU preset", ""): lambda: _qae(_after("pass@1"), _PASS1, cpu=True),
+    ("qae_pass1", "CPU preset", ""): lambda: _qae(_after("pass@1"), _PASS1, "cpu"),
+    ("qae_pass1", FOUND, ""): lambda: _qae(_after("pass@1"), _PASS1, "phenomenon"),
     ("qae_passk", "sums model", ""): lambda: _qae(_after("pass@16"), "pass@16 after training"),
-    ("qae_passk", "CPU preset", ""): lambda: _qae(_after("pass@8"), "pass@8 after training", cpu=True),
+    ("qae_passk", "CPU preset", ""): lambda: _qae(_after("pass@8"), "pass@8 after training", "cpu"),
+    ("qae_passk", FOUND, ""): lambda: _qae(_after("pass@8"), "pass@8 after training", "phenomenon"),
     ("saah_update_variance", "sequence policy", "flat start"): lambda: _update_variance("flat"),
     ("saah_update_variance", "sequence policy", "peaked start"): lambda: _update_variance("peaked"),
     ("saah_variance", "sums model", ""): lambda: _saah(_experiment("composite"), _variance, _VARIANCE, 4),

@@ -10,13 +10,15 @@ window of steps (:func:`window_mean`); the claims are judged on them by :mod:`qa
 
 from __future__ import annotations
 
+import re
 import statistics
 import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from qae_lab._checks import check_int
-from qae_lab.analysis.compare import Run, group_by_method, load_runs
+from qae_lab.analysis.committed_data import load_json
+from qae_lab.analysis.compare import Run, find_reference_runs, group_by_method, load_runs
 from qae_lab.metric_names import (
     DYNAMIC_SAMPLING_GENERATIONS,
     DYNAMIC_SAMPLING_GROUPS_WITHOUT_SIGNAL,
@@ -32,11 +34,19 @@ __all__ = [
     "REGIME_SEARCH",
     "REGIME_SETS",
     "SEARCHES",
+    "PHENOMENON_SEARCH",
+    "PHENOMENON_CHOSEN",
+    "PHENOMENON_SETS",
     "PHENOMENA_DIR",
+    "load_search",
     "run_names",
     "load_experiment",
     "window_mean",
     "peak",
+    "START",
+    "ROSE",
+    "FELL",
+    "entropy_ratio",
     "k_sweep_rows",
     "dynamic_sampling_rows",
     "pass_at_k_table",
@@ -47,6 +57,8 @@ __all__ = [
     "sharpening_line",
     "search_row",
     "search_table",
+    "choose_setting",
+    "search_rows",
 ]
 
 PHENOMENA_DIR = "phenomena"  # under data/reference_runs/
@@ -147,11 +159,102 @@ EXPERIMENTS["regimes"] = _experiment(
     REGIME_SETS,
 )
 
+
+def _trains_like_dapo(*more: str, gens: int = 60, per_generation: int = 4, lr: str = "1e-4") -> list[str]:
+    """DAPO's way of training (DAPO, sec. 3): token-level loss, ``per_generation`` optimizer steps per generation of
+    64 completions, lr held constant, ``gens`` generations; entropy only (no pass@k evaluation), then ``more``."""
+    return [
+        f"max_steps={gens * per_generation}",
+        f"per_device_train_batch_size={64 // per_generation}",
+        f"steps_per_generation={per_generation}",
+        f"learning_rate={lr}",
+        "lr_scheduler_type=constant",
+        "loss_type=dapo",
+        "evaluate=false",
+        *more,
+    ]
+
+
+# The search for the papers' entropy phenomenon in a transformer (the control, the mean baseline, first): a setting in
+# which its entropy explodes (peak >= ROSE x start) or collapses (final <= FELL x start). From DAPO's way of
+# training (the base: Clip-Higher 0.28, token-level loss, 4 optimizer steps per generation, lr 1e-4, all five
+# levels, 8 samples per prompt, temperature 1) one axis at a time; why each could matter (docs/notebook-notes.md, notebook 06):
+#   levels     QAE Prop. 4.2: the mean baseline raises entropy on hard prompts (p <= 1-K), lowers it on easy ones
+#   lr         each step's entropy change is first order in the step size (QAE sec. 4, Cui et al.'s covariance)
+#   eps_high   Clip-Higher lets a rare token's probability grow further (DAPO sec. 3.1): QAE's fig. 1 explodes with it
+#   clip 0.2   without Clip-Higher DAPO's entropy collapses (DAPO fig. 2)
+#   grpo       sequence-level loss: a long response's tokens weigh less (DAPO sec. 3.3)
+#   spg16      16 optimizer steps per generation: the ratio leaves 1 further and the clip acts (DAPO, PPO's reuse)
+#   T 1.5      sampling rarer tokens: rewarded ones gain probability (the covariance's low-probability side)
+#   G 16       more samples per prompt: a hard prompt's rare success is drawn more often (QAE sec. 4's p)
+#   embedded   the other shipped model (synthetic arithmetic, one derivation per prompt: little entropy to lose)
+PHENOMENON_SEARCH: tuple[tuple[str, str, list[str]], ...] = tuple(
+    (tag, method, sets)
+    for tag, method, sets in (
+        ("base", "mean+clip_higher", _trains_like_dapo()),
+        ("hard45", "mean+clip_higher", _trains_like_dapo("levels=[4,5]")),
+        ("hard5", "mean+clip_higher", _trains_like_dapo("levels=[5]")),
+        ("easy12", "mean+clip_higher", _trains_like_dapo("levels=[1,2]")),
+        ("lr3e-4", "mean+clip_higher", _trains_like_dapo(lr="3e-4")),
+        ("eps-high0.5", "mean+clip_higher", _trains_like_dapo("epsilon_high=0.5")),
+        ("clip0.2", "mean", _trains_like_dapo("epsilon=0.2", "epsilon_high=0.2")),
+        ("grpo-loss", "mean+clip_higher", _trains_like_dapo("loss_type=grpo")),
+        ("spg16", "mean+clip_higher", _trains_like_dapo(per_generation=16)),
+        ("temp1.5", "mean+clip_higher", _trains_like_dapo("temperature=1.5")),
+        ("group16", "mean+clip_higher", _trains_like_dapo("num_generations=16")),
+        (
+            "embedded",
+            "mean+clip_higher",
+            _trains_like_dapo("model=embedded", "task=synthetic", "levels=[2,3,4,5]", "max_completion_length=48"),
+        ),
+        # the first twelve: only lr 3e-4 rose past 1.1x (peak/start 1.20, from step ~150, as the reward fell to 0);
+        # so lr 3e-4 on two more search seeds, and lr 2e-4 (between it and the base) on three
+        *(
+            (f"lr{lr}{tag}", "mean+clip_higher", _trains_like_dapo(*seed, lr=lr))
+            for lr in ("3e-4", "2e-4")
+            for tag, seed in (("", ()), ("-seed101", ("seed=101",)), ("-seed102", ("seed=102",)))
+            if (lr, tag) != ("3e-4", "")
+        ),
+    )
+)
+
 # each search: its tries and the file under data/reference_runs/phenomena/ that summarises them
 SEARCHES: dict[str, tuple[tuple[tuple[str, str, list[str]], ...], str]] = {
     "entropy": (SEARCH, "search.json"),
     "regimes": (REGIME_SEARCH, "search_regimes.json"),
+    "phenomenon": (PHENOMENON_SEARCH, "search_phenomenon.json"),
 }
+
+# The setting PHENOMENON_SEARCH chose by choose_setting's rule (benchmarks/phenomena_runs.py --choose; the test holds
+# the committed search_phenomenon.json to it); its test: mean against quantile baseline on eight seeds no search used,
+# with a held-out regime evaluation every 60 steps and pass@1 / pass@8 before and after (8 samples a problem)
+PHENOMENON_CHOSEN = "lr3e-4"
+PHENOMENON_SETS = [
+    *(s for s in {name: sets for name, _, sets in PHENOMENON_SEARCH}[PHENOMENON_CHOSEN] if s != "evaluate=false"),
+    "regime_eval_steps=60",
+    "regime_eval_samples=4",
+    "eval_samples=8",
+]
+EXPERIMENTS["phenomenon"] = _experiment(
+    "the entropy phenomenon the search found (the mean baseline's entropy rising past 1.1x its start, in DAPO's way of "
+    "training), mean against quantile baseline, with Clip-Higher: net and held-out entropy by start regime (QAE, "
+    "sec. 1 and Prop. 4.2)",
+    ("mean+clip_higher", "qae+clip_higher"),
+    PHENOMENON_SETS,
+    seeds=tuple(range(20, 28)),
+)
+
+
+def load_search(which: str, reference_runs: str | Path | None = None) -> list[dict]:
+    r"""The committed summary of search ``which`` (a key of :data:`SEARCHES`): a :func:`search_row` per try.
+
+    >>> len(load_search("entropy")) == len(SEARCH)
+    True
+    """
+    if which not in SEARCHES:
+        raise ValueError(f"which must be one of {sorted(SEARCHES)}, got {which!r}")
+    root = find_reference_runs() if reference_runs is None else Path(reference_runs)
+    return load_json(root / PHENOMENA_DIR / SEARCHES[which][1], "phenomena_runs.py --search <dir> --search-of " + which)
 
 
 def run_names(experiment: str) -> list[tuple[str, str, list[str]]]:
@@ -224,6 +327,30 @@ def peak(values: Sequence[float], window: int) -> float | None:
         return None
     averages = moving_average(list(values), window)
     return max(averages[window - 1 :]) if len(values) >= window else statistics.fmean(values)
+
+
+ROSE = 1.1  # an explosion: the control's entropy peaks at least 1.1x its start (entropy_ratio "peak")
+FELL = 0.5  # a collapse: the control's entropy ends at most half its start (entropy_ratio "final")
+START = 10  # logged entropies averaged for a run's start, and the trailing window of its peak
+
+
+def entropy_ratio(values: Sequence[float], end: str) -> float | None:
+    r"""A run's entropy against its start (the mean of its first :data:`START` logged values): ``end="peak"``, its
+    :func:`peak` (the highest trailing :data:`START`-value average); ``"final"``, the mean of its last third. The
+    numbers an explosion (peak >= 1.1x start) and a collapse (final <= 0.5x) are read from; None under
+    2 x :data:`START` values.
+
+    >>> values = [0.2] * 10 + [0.3] * 10 + [0.1] * 10
+    >>> round(entropy_ratio(values, "peak"), 6), round(entropy_ratio(values, "final"), 6), entropy_ratio([0.2], "peak")
+    (1.5, 0.5, None)
+    """
+    if end not in ("peak", "final"):
+        raise ValueError(f"end must be 'peak' or 'final', got {end!r}")
+    if len(values) < 2 * START:
+        return None
+    third = len(values) // 3
+    top = peak(values, START) if end == "peak" else statistics.fmean(values[-third:])
+    return top / statistics.fmean(values[:START])
 
 
 def k_sweep_rows(runs: Sequence[Run], last: int = 20) -> list[dict]:
@@ -441,7 +568,7 @@ _SEARCH_HIDDEN = ("sparse_update=false", "disable_tqdm=true", "save_model=false"
 def search_row(run: Run) -> dict:
     r"""What notebook 06's "settings tried" table keeps of an exploratory run: its ``--method`` and ``--set``s less
     the bookkeeping ones; entropy and reward over the first and last 20% of the steps, the entropy's 10-row
-    :func:`peak`, :func:`clipped_fraction` and pass@k before and after.
+    :func:`peak` and its :func:`entropy_ratio`\ s, :func:`clipped_fraction` and pass@k before and after.
 
     >>> from qae_lab.analysis.compare import Run
     >>> rows = [{"step": s, "entropy": 0.1 if s < 6 else 0.3, "reward": 0.5} for s in range(1, 11)]
@@ -467,13 +594,18 @@ def search_row(run: Run) -> dict:
     evals = {f"{k}_{w}": (getattr(run, w) or {}).get(k) for k in ("pass@1", "pass@32") for w in ("before", "after")}
     return {
         "name": run.name,
+        "method": build.get("method") or run.method,  # as asked (a changed epsilon_high reads back as another name)
+        "seed": run.seed,
         "sets": sets,
         "steps": run.rows[-1]["step"] if run.rows else 0,
         "entropy_first": e_first,
         "entropy_last": e_last,
         "entropy_peak": peak(e, 10),
+        "peak/start": entropy_ratio(e, "peak"),
+        "final/start": entropy_ratio(e, "final"),
         "reward_first": r_first,
         "reward_last": r_last,
+        "train_s": max((r.get("elapsed_s") or 0.0 for r in run.rows), default=None),
         "clipped": clipped_fraction(run),
         "clipped_high": clipped_fraction(run, "high"),
         **evals,
@@ -507,3 +639,97 @@ def search_table(rows: Sequence[Mapping]) -> str:
         out.append("  ".join([f"{r['name']:<{width}}", *(c.rjust(len(h)) for c, h in zip(cells, heads))]))
         out.append(f"{'':<{width}}  {', '.join(r['sets'])}, {r['steps']} steps")
     return "\n".join(line.rstrip() for line in out)
+
+
+def _setting(name: str) -> str:
+    """A search try's setting: its name less a ``-seed<S>`` suffix (a further seed of the same setting)."""
+    return re.sub(r"-seed\d+$", "", name)
+
+
+def choose_setting(rows: Sequence[Mapping], seeds: int = 3) -> dict:
+    r"""The setting a search for the entropy phenomenon chose, by the rule written before its runs: a setting (a try's
+    name less its ``-seed<S>``) shows the phenomenon where the mean baseline's entropy explodes (``peak/start`` >=
+    :data:`ROSE`) or collapses (``final/start`` <= :data:`FELL`) in more than half of its seeds, at least ``seeds``
+    of them. Of those, an explosion before a collapse (QAE's fig. 1 leads with it), then the largest median
+    peak/start (the smallest median final/start). ``candidates``: settings that showed it in more than half of
+    fewer seeds (run more seeds of them); ``extent``: what the search tried and the farthest each ratio went.
+    Rows: :func:`search_row`'s; those of other baselines than the mean are not the control and are skipped.
+
+    >>> row = lambda name, p, f: {"name": name, "method": "mean+clip_higher", "peak/start": p, "final/start": f}
+    >>> rows = [row("a", 1.02, 0.9), row("b", 1.3, 0.9), row("b-seed101", 1.2, 0.8), row("b-seed102", 1.05, 0.9)]
+    >>> c = choose_setting(rows); c["chosen"], c["phenomenon"], c["showed"], c["extent"]["largest peak/start"]
+    ('b', 'explosion', '2/3', [1.3, 'b'])
+    >>> c = choose_setting(rows[:2]); c["chosen"], c["candidates"]
+    (None, ['b'])
+    """
+    seeds = check_int(seeds, "seeds", 1)
+    control = [r for r in rows if str(r.get("method", "")).startswith("mean")]
+    by: dict[str, list[Mapping]] = {}
+    for r in control:
+        by.setdefault(_setting(r["name"]), []).append(r)
+
+    def shows(group: Sequence[Mapping], what: str) -> int:
+        key, hit = ("peak/start", lambda v: v >= ROSE) if what == "explosion" else ("final/start", lambda v: v <= FELL)
+        return sum(r.get(key) is not None and hit(r[key]) for r in group)
+
+    found, candidates = [], []
+    for name, group in by.items():
+        for what in ("explosion", "collapse"):
+            if 2 * shows(group, what) > len(group):
+                (found if len(group) >= seeds else candidates).append((what, name))
+    candidates = sorted({name for _, name in candidates} - {name for _, name in found})
+
+    def order(pick: tuple[str, str]):
+        what, name = pick
+        key = "peak/start" if what == "explosion" else "final/start"
+        middle = statistics.median(r[key] for r in by[name] if r.get(key) is not None)
+        return (what != "explosion", -middle if what == "explosion" else middle)
+
+    best = min(found, key=order) if found else None
+    peaks = [(r["peak/start"], r["name"]) for r in control if r.get("peak/start") is not None]
+    finals = [(r["final/start"], r["name"]) for r in control if r.get("final/start") is not None]
+    return {
+        "chosen": best and best[1],
+        "phenomenon": best and best[0],
+        "showed": best and f"{shows(by[best[1]], best[0])}/{len(by[best[1]])}",
+        "candidates": candidates,
+        "extent": {
+            "tries": len(control),
+            "settings": len(by),
+            "largest peak/start": list(max(peaks)) if peaks else None,
+            "smallest final/start": list(min(finals)) if finals else None,
+        },
+    }
+
+
+def search_rows(rows: Sequence[Mapping], base: str = "base") -> list[dict]:
+    r"""A table of a search's tries for the docs: what each changed from the try named ``base`` (its method and
+    ``--set``\ s, the search seed left out), the mean baseline's entropy peak / start and final / start
+    (:func:`entropy_ratio`), the reward over its first and last fifth, the clipped share and its training time.
+
+    >>> row = lambda name, sets, p: {"name": name, "seed": 100, "sets": ["--method mean", "seed=100", *sets],
+    ...     "peak/start": p, "final/start": 0.9, "reward_first": 0.4, "reward_last": 0.5, "clipped": 0.001,
+    ...     "train_s": 60.0}
+    >>> [(r["try"], r["changed"], r["peak / start"]) for r in search_rows([row("base", ["lr=1"], 1.0),
+    ...                                                                    row("fast", ["lr=3"], 1.2)])]
+    [('base', '—', '1.000'), ('fast', 'lr=3', '1.200')]
+    """
+    by = {r["name"]: r for r in rows}
+    if base not in by:
+        raise ValueError(f"base must name one of the rows, {sorted(by)}, got {base!r}")
+    first = set(by[base]["sets"])
+    num = lambda x, d=3: "—" if x is None else f"{x:.{d}f}"  # noqa: E731 -- a number as the table shows it
+    return [
+        {
+            "try": r["name"],
+            "changed": ", ".join(x for x in r["sets"] if x not in first and not x.startswith("seed="))
+            + (f" (seed {r['seed']})" if r["seed"] != by[base]["seed"] else "")
+            or "—",
+            "peak / start": num(r.get("peak/start")),
+            "final / start": num(r.get("final/start")),
+            "reward first → last": f"{num(r.get('reward_first'), 2)} → {num(r.get('reward_last'), 2)}",
+            "clipped": "—" if r.get("clipped") is None else f"{r['clipped']:.2%}",
+            "train s": num(r.get("train_s"), 0),
+        }
+        for r in rows
+    ]

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from qae_lab.analysis.claims import CLAIMS, Verdict, verdict
+from qae_lab.analysis.claims import CLAIMS, FOUND, Verdict, verdict
 from qae_lab.analysis.committed_data import load_prop42
 from qae_lab.analysis.evidence import judge
+from qae_lab.analysis.phenomena import FELL, ROSE, choose_setting, load_search, search_rows
 
-__all__ = ["bandit_training", "qae_sentence", "saah_sentence", "sgd_sentence", "sgd_short"]
+__all__ = ["bandit_training", "phenomenon_sentence", "qae_sentence", "saah_sentence", "sgd_sentence", "sgd_short"]
 
 
 def bandit_training(data: Mapping | None = None, optimizer: str = "sgd") -> list[tuple[float, Verdict, Verdict]]:
@@ -102,11 +103,12 @@ def qae_sentence() -> str:
     else:
         effect = f"Under Adam, Prop. 4.2 on the hard prompts: {hard.word}; on the easy ones: {easy.word}"
     sgd = _one_word(*(judge(c, "sequence policy", "SGD")[1] for c in ("hard_prop42", "easy_prop42")), half=True)
-    lm = judge("hard_prop42", "sums model")[1]
+    lm = judge("hard_prop42", FOUND)[1]
     lm_part = (
         f"the lab's language models cannot show it (on the sums model {lm.why})"
         if lm.word == "cannot be tested here"
-        else f"on the lab's sums model it is {_said(lm)}"
+        else f"on the sums model, where a search made the mean baseline's entropy explode (notebook 06), it is "
+        f"{_said(lm)} on the prompts that start hardest"
     )
     return (
         f"{effect}; under plain SGD, {sgd}. The setting is the favourable one a search chose (where the mean "
@@ -157,3 +159,49 @@ def saah_sentence() -> str:
         f"and {_MOVED.get(peaked.word, peaked.word)} it from a peaked one"
     )
     return f"On the lab's small language models SA-AH-GRPO's {models}; {update} (notebook 09)."
+
+
+def phenomenon_sentence(search: list[dict] | None = None) -> str:
+    r"""What the search for the entropy phenomenon on the sums model found (``search``: its rows, default the
+    committed ones), and, found, the verdicts of its test on fresh seeds: the net entropy's peak and the held-out
+    prompts by the regime they start in.
+
+    >>> phenomenon_sentence()[:42]
+    'A search of 17 runs of the mean baseline ('
+    """
+    rows = load_search("phenomenon") if search is None else search
+    choice = choose_setting(rows)
+    extent = choice["extent"]
+    hours = sum(r.get("train_s") or 0.0 for r in rows) / 3600
+    (top, top_name), (low, low_name) = extent["largest peak/start"], extent["smallest final/start"]
+    head = (
+        f"A search of {extent['tries']} runs of the mean baseline ({extent['settings']} settings of the sums model, "
+        f"{hours:.1f} hours of run time on a 2-core CPU) over DAPO's axes"
+    )
+    if choice["chosen"] is None:
+        return (
+            f"{head} found no setting where its entropy rose to {ROSE:.1f}x its start or fell to {FELL:.1f}x in most "
+            f"seeds (the farthest: peak / start {top:.2f} in {top_name}, final / start {low:.2f} in {low_name}): at "
+            f"this scale the explosion and the collapse that QAE prevents cannot be produced."
+        )
+    chosen = [r for r in rows if r["name"] == choice["chosen"] or r["name"].startswith(choice["chosen"] + "-seed")]
+    explosion = choice["phenomenon"] == "explosion"
+    key = "peak/start" if explosion else "final/start"
+    rest = [r[key] for r in rows if r not in chosen and r.get(key) is not None and r["method"].startswith("mean")]
+    changed = {r["try"]: r["changed"] for r in search_rows(rows)}[choice["chosen"]]
+    net = judge(choice["phenomenon"], FOUND)[1]
+    hard, easy = (judge(c, FOUND)[1] for c in ("hard_prop42", "easy_prop42"))
+    said = key.replace("/", " / ")
+    return (
+        f"{head} found it {'rose past' if explosion else 'fell to'} {ROSE if explosion else FELL:.1f}x its start "
+        f"in {choice['showed']} seeds only with {changed} ({said} {', '.join(f'{r[key]:.2f}' for r in chosen)}; "
+        f"every other setting {'at most' if explosion else 'at least'} {max(rest) if explosion else min(rest):.2f}), "
+        f"while its training reward went from {_mean(chosen, 'reward_first'):.2f} to {_mean(chosen, 'reward_last'):.2f}"
+        f" (first and last fifth of the steps). There, on "
+        f"{net.n} fresh seeds, the quantile baseline's {said} against the mean's is {_said(net)} ({net.a:.2f} vs "
+        f"{net.b:.2f}); on the held-out prompts that start hardest {_said(hard)}, on the easiest {_said(easy)}."
+    )
+
+
+def _mean(rows: list[dict], key: str) -> float:
+    return sum(r[key] for r in rows) / len(rows)

@@ -289,8 +289,8 @@ def test_a_null_is_worded_as_its_interval_beside_the_papers_effect_not_as_a_ceil
     [card] = claim_card(judged, [CARD[5]])
     assert card["how sure"] == "95% interval ±0.15 (3 seeds), paper's effect 3.6x lower"
     # a claim without a stated effect shows the interval alone
-    judged = {("hard_prop42", "sequence policy", "SGD"): ({"measured": "m", "a": "q", "b": "m"}, v)}
-    assert claim_card(judged, [CARD[2]])[0]["how sure"] == "95% interval ±0.15 (3 seeds)"
+    judged = {("hard_prop42", "sequence policy", "Adam"): ({"measured": "m", "a": "q", "b": "m"}, v)}
+    assert claim_card(judged, [CARD[0]])[0]["how sure"] == "95% interval ±0.15 (3 seeds)"
     assert not any("could miss" in text for text in (*VERDICTS.values(), row["why"], card["how sure"]))
 
 

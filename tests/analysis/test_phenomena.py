@@ -18,8 +18,15 @@ from qae_lab.analysis.phenomena import (
     SEARCH_SEED,
     SEARCHES,
     PHENOMENA_DIR,
+    PHENOMENON_CHOSEN,
+    PHENOMENON_SEARCH,
+    PHENOMENON_SETS,
+    choose_setting,
+    entropy_ratio,
     k_sweep_rows,
     load_experiment,
+    load_search,
+    search_rows,
     peak,
     run_names,
     search_row,
@@ -58,7 +65,8 @@ def test_committed_runs_are_the_declared_ones(name):
             "behaviour/distinct_correct" in row and "qae/neg_correct_if_mean" in row for row in generated
         )
         assert all("ledger/dh" in row for row in r.rows)
-        assert {"pass@1", "pass@32", "distinct_correct"} <= set(r.after) and r.before is not None
+        k = r.config["run"]["eval_samples"]  # pass@k up to the samples per problem (the preset's 32, or a run's own)
+        assert {"pass@1", f"pass@{k}", "distinct_correct"} <= set(r.after) and r.before is not None
 
 
 def test_search_summary_is_committed_and_complete():
@@ -248,3 +256,126 @@ def test_the_sharpening_line_calls_fewer_distinct_correct_texts_sharpening():
     line = " ".join(line.split())
     assert "pass@1 rose (0.400→0.500..0.600)" in line and "pass@32 fell or stayed (0.900→0.800..0.900)" in line, line
     assert "distinct correct texts fell or stayed (12.0→9.0..12.0): no clear sharpening" in line, line
+
+
+# ---------------------------------------------------------------- the entropy phenomenon: its ratios and the chooser
+
+
+def _ratios_by_hand(values, end):
+    """An independent reading of entropy_ratio: the start is the first 10 values' mean; the peak the largest mean of
+    10 consecutive values; the final the mean of the last third (a third of the count, rounded down)."""
+    start = sum(values[:10]) / 10
+    if end == "peak":
+        return max(sum(values[i : i + 10]) / 10 for i in range(len(values) - 9)) / start
+    k = len(values) // 3
+    return sum(values[-k:]) / k / start
+
+
+@pytest.mark.parametrize("n", [20, 31, 47])
+def test_entropy_ratio_against_a_reading_by_hand(n):
+    import random
+
+    rng = random.Random(n)
+    values = [0.2 + 0.1 * rng.random() + 0.002 * i for i in range(n)]
+    for end in ("peak", "final"):
+        # the sums of at most 47 values near 0.3 round at ~1e-16 each: 1e-12 relative is ample and still catches
+        # a window or a third off by one value (a change of >= 1e-4)
+        assert entropy_ratio(values, end) == pytest.approx(_ratios_by_hand(values, end), rel=1e-12)
+
+
+def test_entropy_ratio_by_hand():
+    values = [0.2] * 10 + [0.3] * 10 + [0.1] * 10  # start 0.2; the 10-value windows reach 0.3; last third 0.1
+    assert entropy_ratio(values, "peak") == pytest.approx(1.5)
+    assert entropy_ratio(values, "final") == pytest.approx(0.5)
+    # a lone high value cannot make the peak: one 0.9 among 0.2s lifts a 10-value window to 0.27 only
+    assert entropy_ratio([0.2] * 15 + [0.9] + [0.2] * 14, "peak") == pytest.approx(0.27 / 0.2)
+    assert entropy_ratio([0.2] * 19, "peak") is None  # under 2 x START values
+    with pytest.raises(ValueError, match="end must be 'peak' or 'final'"):
+        entropy_ratio(values, "max")
+
+
+def _row(name, peak_start, final_start, method="mean+clip_higher"):
+    return {"name": name, "method": method, "peak/start": peak_start, "final/start": final_start}
+
+
+def test_choose_setting_wants_most_of_at_least_three_seeds():
+    rows = [
+        _row("a", 1.3, 0.9),  # one seed only: a candidate, not chosen
+        _row("b", 1.0, 0.9),
+        _row("b-seed101", 1.12, 0.9),
+        _row("b-seed102", 1.11, 0.9),  # b: 2 of 3 seeds rose to 1.1x
+        _row("c", 1.0, 0.4),
+        _row("c-seed101", 1.0, 0.45),
+        _row("c-seed102", 1.0, 0.3),  # c: a collapse in 3 of 3
+        _row("d", 1.5, 0.9, method="qae+clip_higher"),  # not the control
+    ]
+    c = choose_setting(rows)
+    assert (c["chosen"], c["phenomenon"], c["showed"]) == ("b", "explosion", "2/3")  # an explosion before a collapse
+    assert c["candidates"] == ["a"]
+    assert c["extent"] == {
+        "tries": 7,
+        "settings": 3,
+        "largest peak/start": [1.3, "a"],
+        "smallest final/start": [0.3, "c-seed102"],
+    }
+    # half is not most: one seed of two (of the two asked for), nor one of three
+    c = choose_setting([_row("b", 1.2, 0.9), _row("b-seed101", 1.0, 0.9)], seeds=2)
+    assert c["chosen"] is None and c["candidates"] == []
+    c = choose_setting([_row("b", 1.2, 0.9), _row("b-seed101", 1.0, 0.9), _row("b-seed102", 1.0, 0.9)])
+    assert c["chosen"] is None and c["candidates"] == []
+    # at the thresholds exactly: an explosion at 1.1 and a collapse at 0.5 count
+    c = choose_setting([_row(f"e-seed{s}", 1.1, 0.5) for s in (1, 2, 3)])
+    assert (c["chosen"], c["phenomenon"], c["showed"]) == ("e", "explosion", "3/3")
+
+
+def test_choose_setting_orders_by_the_median_ratio():
+    rows = [_row(f"x-seed{s}", v, 0.9) for s, v in ((1, 1.4), (2, 1.12), (3, 1.11))]  # median 1.12
+    rows += [_row(f"y-seed{s}", v, 0.9) for s, v in ((1, 1.2), (2, 1.2), (3, 1.0))]  # median 1.2
+    assert choose_setting(rows)["chosen"] == "y"  # not x, whose largest single seed is larger
+    rows = [_row(f"p-seed{s}", 1.0, v) for s, v in ((1, 0.3), (2, 0.45), (3, 0.5))]  # median 0.45
+    rows += [_row(f"q-seed{s}", 1.0, v) for s, v in ((1, 0.2), (2, 0.4), (3, 0.9))]  # median 0.4
+    assert choose_setting(rows)["chosen"] == "q"
+
+
+def test_choose_setting_found_nothing():
+    c = choose_setting([_row("a", 1.05, 0.8), _row("b", None, None)])
+    assert (c["chosen"], c["phenomenon"], c["showed"], c["candidates"]) == (None, None, None, [])
+    assert c["extent"]["largest peak/start"] == [1.05, "a"] and c["extent"]["tries"] == 2
+
+
+def test_the_phenomenon_search_is_committed_and_chose_what_the_experiment_runs():
+    """search_phenomenon.json holds every try of PHENOMENON_SEARCH (the mean baseline, search seeds only), the rule
+    chooses PHENOMENON_CHOSEN from it, and the experiment runs that try's settings on seeds no search used."""
+    rows = load_search("phenomenon")
+    declared = {name: (method, sets) for name, method, sets in PHENOMENON_SEARCH}
+    assert sorted(r["name"] for r in rows) == sorted(declared)
+    search_seeds = set()
+    for r in rows:
+        method, sets = declared[r["name"]]
+        assert r["method"] == method and f"--method {method}" in r["sets"]
+        assert all(s in r["sets"] for s in sets if s != "evaluate=false")  # evaluate=false: hidden bookkeeping
+        search_seeds.add(r["seed"])
+        assert r["seed"] == int(next(s for s in reversed(r["sets"]) if s.startswith("seed=")).split("=")[1])
+        assert r["steps"] == int(next(s for s in sets if s.startswith("max_steps=")).split("=")[1])  # ran to its end
+        assert r["pass@1_after"] is None and 0 < r["train_s"]  # no evaluation: entropy and reward only
+    assert search_seeds == {SEARCH_SEED, SEARCH_SEED + 1, SEARCH_SEED + 2}
+    assert choose_setting(rows)["chosen"] == PHENOMENON_CHOSEN
+    exp = EXPERIMENTS["phenomenon"]
+    assert exp["sets"] == PHENOMENON_SETS and not set(exp["seeds"]) & search_seeds and len(exp["seeds"]) >= 8
+    chosen = [s for s in declared[PHENOMENON_CHOSEN][1] if s != "evaluate=false"]
+    assert PHENOMENON_SETS[: len(chosen)] == chosen  # then the held-out regime evaluation and pass@k's samples
+    other = {seed for name, e in EXPERIMENTS.items() if name != "phenomenon" for seed in e["seeds"]}
+    assert not set(exp["seeds"]) & other  # fresh: no other experiment's seeds either
+
+
+def test_search_rows_say_what_each_try_changed():
+    rows = load_search("phenomenon")
+    table = {r["try"]: r for r in search_rows(rows)}
+    assert table["base"]["changed"] == "—"
+    assert table["lr3e-4"]["changed"] == "learning_rate=3e-4"
+    assert table["lr3e-4-seed101"]["changed"] == "learning_rate=3e-4 (seed 101)"
+    assert table["clip0.2"]["changed"] == "--method mean, epsilon=0.2, epsilon_high=0.2"
+    by = {r["name"]: r for r in rows}
+    assert table["spg16"]["peak / start"] == f"{by['spg16']['peak/start']:.3f}"
+    with pytest.raises(ValueError, match="base must name one of the rows"):
+        search_rows(rows, base="nope")

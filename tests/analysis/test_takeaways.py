@@ -120,7 +120,10 @@ def test_the_qae_sentence_states_its_scope_from_the_data():
     hard = judge("hard_prop42", "sequence policy", "Adam")[1]
     assert hard.word == "holds" and f"({hard.agree} of {hard.n} seeds)" in sentence
     assert "under plain SGD, no difference" in sentence and "a search chose" in sentence
-    assert judge("hard_prop42", "sums model")[1].why in sentence  # why the language models cannot show it
+    from qae_lab.analysis.claims import FOUND
+
+    lm = judge("hard_prop42", FOUND)[1]  # the sums model where the search made the mean baseline's entropy explode
+    assert (lm.why if lm.word == "cannot be tested here" else f"it is {takeaways._said(lm)} on the prompts") in sentence
 
 
 def test_notebook_09_predicts_and_checks_the_update_variance_by_the_tables_rule():
@@ -162,3 +165,50 @@ def test_the_saah_sentence_gives_each_half_width_on_its_settings_scale_and_the_p
     assert f"±{cpu.half:.2g} on a variance of {cpu.b:.2g}" in sentence
     assert "3.6x lower" in sentence and "+0.018" in sentence
     assert "half-widths ±0.072 and ±0.053" not in sentence
+
+
+def _search_row(name, peak_start, final_start, seed=100, method="mean+clip_higher"):
+    sets = ["--method " + method, f"seed={seed}", *(["learning_rate=3e-4"] if name.startswith("fast") else [])]
+    return {
+        "name": name,
+        "method": method,
+        "seed": seed,
+        "sets": sets,
+        "peak/start": peak_start,
+        "final/start": final_start,
+        "reward_first": 0.4,
+        "reward_last": 0.1,
+        "train_s": 1800.0,
+    }
+
+
+def test_the_phenomenon_sentence_says_so_when_the_search_found_nothing():
+    rows = [_search_row("base", 1.02, 0.9), _search_row("fast", 1.3, 0.8), _search_row("fast-seed101", 1.0, 0.7, 101)]
+    rows.append(_search_row("fast-seed102", 1.05, 0.6, 102))  # fast: 1 of 3 seeds past 1.1x: not most
+    sentence = takeaways.phenomenon_sentence(rows)
+    assert sentence.startswith("A search of 4 runs of the mean baseline (2 settings of the sums model, 2.0 hours")
+    assert "found no setting where its entropy rose to 1.1x its start or fell to 0.5x in most seeds" in sentence
+    assert "(the farthest: peak / start 1.30 in fast, final / start 0.60 in fast-seed102)" in sentence
+    assert sentence.endswith("cannot be produced.")
+
+
+def test_the_phenomenon_sentence_reads_the_committed_search_and_the_fresh_seeds():
+    from qae_lab.analysis.claims import FOUND
+    from qae_lab.analysis.phenomena import PHENOMENON_CHOSEN, load_search
+
+    rows = load_search("phenomenon")
+    sentence = takeaways.phenomenon_sentence()
+    assert f"A search of {len(rows)} runs of the mean baseline" in sentence
+    chosen = sorted((r for r in rows if r["name"].split("-seed")[0] == PHENOMENON_CHOSEN), key=lambda r: r["seed"])
+    past = [r for r in chosen if r["peak/start"] >= 1.1]
+    assert 2 * len(past) > len(chosen) >= 3
+    assert f"rose past 1.1x its start in {len(past)}/{len(chosen)} seeds only with learning_rate=3e-4" in sentence
+    assert ", ".join(f"{r['peak/start']:.2f}" for r in chosen) in sentence
+    others = max(r["peak/start"] for r in rows if r not in chosen)
+    assert others < 1.1 and f"every other setting at most {others:.2f}" in sentence
+    net, hard, easy = (judge(c, FOUND)[1] for c in ("explosion", "hard_prop42", "easy_prop42"))
+    assert f"on {net.n} fresh seeds" in sentence and net.n >= 8
+    assert f"against the mean's is {takeaways._said(net)} ({net.a:.2f} vs {net.b:.2f})" in sentence
+    assert f"start hardest {takeaways._said(hard)}, on the easiest {takeaways._said(easy)}." in sentence
+    # where a participant and a researcher read it: the README and the notebooks' notes say the same
+    assert sentence in _doc("README.md") and sentence in _doc("docs/notebook-notes.md")

@@ -21,6 +21,8 @@ from qae_lab.lab.notebooks.nb06_phenomena import (
     SAAH_METHODS,
     k_sweep_lines,
     pass_at_k_lines,
+    phenomenon_figure,
+    relative_entropy,
     runs_of,
 )
 from qae_lab.analysis.stats import stat
@@ -121,3 +123,59 @@ def test_k_sweep_lines_on_the_committed_sweep():
     for quantity in K_SWEEP_QUANTITIES:
         lines = k_sweep_lines(rows, quantity)
         assert lines.x == [0.2, 0.4, 0.6, 0.8] and len(lines.y[quantity]) == len(lines.bands[quantity]) == 4
+
+
+# ---------------------------------------------------------------- section 1: the entropy phenomenon search and its test
+
+
+def _entropy_run(method, seed, values):
+    return Run(
+        f"{method}-seed{seed}",
+        method,
+        seed,
+        {},
+        [{"step": i + 1, "entropy": v} for i, v in enumerate(values)],
+        None,
+        None,
+    )
+
+
+def test_relative_entropy_by_hand():
+    run = _entropy_run("mean", 0, [0.2] * 10 + [0.4, 0.1])
+    assert relative_entropy(run, window=1) == pytest.approx({**{s: 1.0 for s in range(1, 11)}, 11: 2.0, 12: 0.5})
+    # a 2-step trailing average: step 11 averages 0.2 and 0.4 (0.3 / 0.2), step 12 0.4 and 0.1 (0.25 / 0.2)
+    smooth = relative_entropy(run, window=2)
+    assert (smooth[11], smooth[12]) == pytest.approx((1.5, 1.25))
+    assert relative_entropy(_entropy_run("mean", 0, [0.2] * 9)) == {}  # fewer values than the start needs
+
+
+def test_phenomenon_figure_draws_the_search_and_each_baseline():
+    search = [
+        {"name": "base", "method": "mean+clip_higher", "peak/start": 1.02},
+        {"name": "lr3e-4", "method": "mean+clip_higher", "peak/start": 1.2},
+        {"name": "q", "method": "qae+clip_higher", "peak/start": 1.5},  # not the control: not drawn
+    ]
+    runs = [
+        _entropy_run(m, s, [0.2] * 10 + [0.2 + 0.01 * s * (m == "mean")] * 10) for m in ("mean", "qae") for s in (1, 3)
+    ]
+    fig = phenomenon_figure(search, runs, window=1)
+    bars = fig.data[0]
+    assert list(bars.y) == ["base", "lr3e-4"] and list(bars.x) == [1.02, 1.2]
+    assert list(bars.marker.color) == ["#7f7f7f", "#d62728"]  # past ROSE: red
+    lines = {t.name: t for t in fig.data if t.showlegend}
+    assert sorted(lines) == ["mean (2 seeds)", "qae (2 seeds)"]
+    # the mean baseline's seeds end at 1.05 and 1.15 of their start: the mean line ends at 1.1
+    assert lines["mean (2 seeds)"].y[-1] == pytest.approx(1.1) and lines["qae (2 seeds)"].y[-1] == pytest.approx(1.0)
+    assert "2 fresh seeds" in fig.layout.title.text
+
+
+def test_phenomenon_figure_on_the_committed_search_and_runs():
+    from qae_lab.analysis.phenomena import load_search
+
+    search, runs = load_search("phenomenon"), load_experiment(REF, "phenomenon")
+    fig = phenomenon_figure(search, runs)
+    assert len(fig.data[0].y) == sum(r["method"].startswith("mean") for r in search)
+    assert sorted(t.name for t in fig.data if t.showlegend) == [
+        "mean+clip_higher (8 seeds)",
+        "qae+clip_higher (8 seeds)",
+    ]
