@@ -559,7 +559,9 @@ class CardRow(NamedTuple):
 CARD: tuple[CardRow, ...] = (
     CardRow("hard_prop42", "sequence policy", "Adam", "QAE: hard prompts' entropy rises less", "exact policy, Adam"),
     CardRow("easy_prop42", "sequence policy", "Adam", "QAE: easy prompts' entropy falls less", "exact policy, Adam"),
-    CardRow("explosion", FOUND, "", "QAE: entropy rises less where the mean's explodes", "sums model, where it explodes"),
+    CardRow(
+        "explosion", FOUND, "", "QAE: entropy rises less where the mean's explodes", "sums model, where it explodes"
+    ),
     CardRow("sparsity", "CPU preset", "", "QAE: about 80% of responses get zero advantage", "CPU demo model"),
     CardRow("qae_pass1", "CPU preset", "", "QAE raises pass@1", "CPU demo model"),
     CardRow("saah_variance", "CPU preset", "", "SA-AH lowers the training variance", "CPU demo model"),

@@ -23,7 +23,7 @@ from qae_lab.analysis.compare import Run, find_reference_runs, load_runs, series
 from qae_lab.analysis.phenomena import FELL, ROSE, clipped_fraction, entropy_ratio, load_experiment, window_mean
 from qae_lab.analysis.regime_runs import regime_eval_numbers
 from qae_lab.analysis.seqpolicy_runs import load_findings, load_regimes, setting_name
-from qae_lab.analysis.stats import moving_average, training_variance
+from qae_lab.analysis.stats import training_variance
 from qae_lab.metric_names import QAE_NEG_CORRECT, QAE_ZERO_ADV_FRAC, SAAH_W_MEAN_NEG
 
 __all__ = ["ROSE", "FELL", "CLIPPED", "Evidence", "EVIDENCE", "judge", "judge_all"]

@@ -178,7 +178,7 @@ def _trains_like_dapo(*more: str, gens: int = 60, per_generation: int = 4, lr: s
 # The search for the papers' entropy phenomenon in a transformer (the control, the mean baseline, first): a setting in
 # which its entropy explodes (peak >= ROSE x start) or collapses (final <= FELL x start). From DAPO's way of
 # training (the base: Clip-Higher 0.28, token-level loss, 4 optimizer steps per generation, lr 1e-4, all five
-# levels, 8 samples per prompt, temperature 1) one axis at a time; why each could matter (docs/notebook-notes.md, notebook 06):
+# levels, 8 samples per prompt, temperature 1) one axis at a time; why each could matter (docs/notebook-notes.md, 06):
 #   levels     QAE Prop. 4.2: the mean baseline raises entropy on hard prompts (p <= 1-K), lowers it on easy ones
 #   lr         each step's entropy change is first order in the step size (QAE sec. 4, Cui et al.'s covariance)
 #   eps_high   Clip-Higher lets a rare token's probability grow further (DAPO sec. 3.1): QAE's fig. 1 explodes with it
@@ -188,34 +188,31 @@ def _trains_like_dapo(*more: str, gens: int = 60, per_generation: int = 4, lr: s
 #   T 1.5      sampling rarer tokens: rewarded ones gain probability (the covariance's low-probability side)
 #   G 16       more samples per prompt: a hard prompt's rare success is drawn more often (QAE sec. 4's p)
 #   embedded   the other shipped model (synthetic arithmetic, one derivation per prompt: little entropy to lose)
-PHENOMENON_SEARCH: tuple[tuple[str, str, list[str]], ...] = tuple(
-    (tag, method, sets)
-    for tag, method, sets in (
-        ("base", "mean+clip_higher", _trains_like_dapo()),
-        ("hard45", "mean+clip_higher", _trains_like_dapo("levels=[4,5]")),
-        ("hard5", "mean+clip_higher", _trains_like_dapo("levels=[5]")),
-        ("easy12", "mean+clip_higher", _trains_like_dapo("levels=[1,2]")),
-        ("lr3e-4", "mean+clip_higher", _trains_like_dapo(lr="3e-4")),
-        ("eps-high0.5", "mean+clip_higher", _trains_like_dapo("epsilon_high=0.5")),
-        ("clip0.2", "mean", _trains_like_dapo("epsilon=0.2", "epsilon_high=0.2")),
-        ("grpo-loss", "mean+clip_higher", _trains_like_dapo("loss_type=grpo")),
-        ("spg16", "mean+clip_higher", _trains_like_dapo(per_generation=16)),
-        ("temp1.5", "mean+clip_higher", _trains_like_dapo("temperature=1.5")),
-        ("group16", "mean+clip_higher", _trains_like_dapo("num_generations=16")),
-        (
-            "embedded",
-            "mean+clip_higher",
-            _trains_like_dapo("model=embedded", "task=synthetic", "levels=[2,3,4,5]", "max_completion_length=48"),
-        ),
-        # the first twelve: only lr 3e-4 rose past 1.1x (peak/start 1.20, from step ~150, as the reward fell to 0);
-        # so lr 3e-4 on two more search seeds, and lr 2e-4 (between it and the base) on three
-        *(
-            (f"lr{lr}{tag}", "mean+clip_higher", _trains_like_dapo(*seed, lr=lr))
-            for lr in ("3e-4", "2e-4")
-            for tag, seed in (("", ()), ("-seed101", ("seed=101",)), ("-seed102", ("seed=102",)))
-            if (lr, tag) != ("3e-4", "")
-        ),
-    )
+PHENOMENON_SEARCH: tuple[tuple[str, str, list[str]], ...] = (
+    ("base", "mean+clip_higher", _trains_like_dapo()),
+    ("hard45", "mean+clip_higher", _trains_like_dapo("levels=[4,5]")),
+    ("hard5", "mean+clip_higher", _trains_like_dapo("levels=[5]")),
+    ("easy12", "mean+clip_higher", _trains_like_dapo("levels=[1,2]")),
+    ("lr3e-4", "mean+clip_higher", _trains_like_dapo(lr="3e-4")),
+    ("eps-high0.5", "mean+clip_higher", _trains_like_dapo("epsilon_high=0.5")),
+    ("clip0.2", "mean", _trains_like_dapo("epsilon=0.2", "epsilon_high=0.2")),
+    ("grpo-loss", "mean+clip_higher", _trains_like_dapo("loss_type=grpo")),
+    ("spg16", "mean+clip_higher", _trains_like_dapo(per_generation=16)),
+    ("temp1.5", "mean+clip_higher", _trains_like_dapo("temperature=1.5")),
+    ("group16", "mean+clip_higher", _trains_like_dapo("num_generations=16")),
+    (
+        "embedded",
+        "mean+clip_higher",
+        _trains_like_dapo("model=embedded", "task=synthetic", "levels=[2,3,4,5]", "max_completion_length=48"),
+    ),
+    # the first twelve: only lr 3e-4 rose past 1.1x (peak/start 1.20, from step ~150, as the reward fell to 0);
+    # so lr 3e-4 on two more search seeds, and lr 2e-4 (between it and the base) on three
+    *(
+        (f"lr{lr}{tag}", "mean+clip_higher", _trains_like_dapo(*seed, lr=lr))
+        for lr in ("3e-4", "2e-4")
+        for tag, seed in (("", ()), ("-seed101", ("seed=101",)), ("-seed102", ("seed=102",)))
+        if (lr, tag) != ("3e-4", "")
+    ),
 )
 
 # each search: its tries and the file under data/reference_runs/phenomena/ that summarises them
@@ -606,6 +603,10 @@ def search_row(run: Run) -> dict:
         "reward_first": r_first,
         "reward_last": r_last,
         "train_s": max((r.get("elapsed_s") or 0.0 for r in run.rows), default=None),
+        "length": window_mean(run.rows, "completions/mean_length"),  # tokens, over the run
+        "truncated": max(
+            (r["completions/clipped_ratio"] for r in run.rows if "completions/clipped_ratio" in r), default=None
+        ),
         "clipped": clipped_fraction(run),
         "clipped_high": clipped_fraction(run, "high"),
         **evals,
@@ -705,7 +706,8 @@ def choose_setting(rows: Sequence[Mapping], seeds: int = 3) -> dict:
 def search_rows(rows: Sequence[Mapping], base: str = "base") -> list[dict]:
     r"""A table of a search's tries for the docs: what each changed from the try named ``base`` (its method and
     ``--set``\ s, the search seed left out), the mean baseline's entropy peak / start and final / start
-    (:func:`entropy_ratio`), the reward over its first and last fifth, the clipped share and its training time.
+    (:func:`entropy_ratio`), the reward over its first and last fifth, the clipped share of tokens, the mean
+    completion length and the largest share of a step's completions cut at the length limit, and its time.
 
     >>> row = lambda name, sets, p: {"name": name, "seed": 100, "sets": ["--method mean", "seed=100", *sets],
     ...     "peak/start": p, "final/start": 0.9, "reward_first": 0.4, "reward_last": 0.5, "clipped": 0.001,
@@ -729,6 +731,8 @@ def search_rows(rows: Sequence[Mapping], base: str = "base") -> list[dict]:
             "final / start": num(r.get("final/start")),
             "reward first → last": f"{num(r.get('reward_first'), 2)} → {num(r.get('reward_last'), 2)}",
             "clipped": "—" if r.get("clipped") is None else f"{r['clipped']:.2%}",
+            "length": num(r.get("length"), 0),
+            "truncated": "—" if r.get("truncated") is None else f"{r['truncated']:.1%}",
             "train s": num(r.get("train_s"), 0),
         }
         for r in rows

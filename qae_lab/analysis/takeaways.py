@@ -193,13 +193,14 @@ def phenomenon_sentence(search: list[dict] | None = None) -> str:
     hard, easy = (judge(c, FOUND)[1] for c in ("hard_prop42", "easy_prop42"))
     said = key.replace("/", " / ")
     return (
-        f"{head} found it {'rose past' if explosion else 'fell to'} {ROSE if explosion else FELL:.1f}x its start "
-        f"in {choice['showed']} seeds only with {changed} ({said} {', '.join(f'{r[key]:.2f}' for r in chosen)}; "
-        f"every other setting {'at most' if explosion else 'at least'} {max(rest) if explosion else min(rest):.2f}), "
+        f"{head} found its entropy {'rising past' if explosion else 'falling to'} "
+        f"{ROSE if explosion else FELL:.1f}x its start "
+        f"in {choice['showed']} seeds only with {changed} ({said} {', '.join(f'{r[key]:.3f}' for r in chosen)}; "
+        f"every other setting {'at most' if explosion else 'at least'} {max(rest) if explosion else min(rest):.3f}), "
         f"while its training reward went from {_mean(chosen, 'reward_first'):.2f} to {_mean(chosen, 'reward_last'):.2f}"
-        f" (first and last fifth of the steps). There, on "
-        f"{net.n} fresh seeds, the quantile baseline's {said} against the mean's is {_said(net)} ({net.a:.2f} vs "
-        f"{net.b:.2f}); on the held-out prompts that start hardest {_said(hard)}, on the easiest {_said(easy)}."
+        f" (first and last fifth of the steps). There, on {net.n} fresh seeds, the quantile baseline's entropy "
+        f"{said} was {net.a:.2f} against the mean's {net.b:.2f}: {_said(net)}; on the held-out prompts that start "
+        f"hardest: {_said(hard)}; on the easiest: {_said(easy)}."
     )
 
 

@@ -164,8 +164,13 @@ def test_search_row_keeps_the_settings_and_the_figures():
             }
         }
     }
+    rows[0] |= {"completions/mean_length": 80.0, "completions/clipped_ratio": 0.0}
+    rows[4] |= {"completions/mean_length": 90.0, "completions/clipped_ratio": 0.25}
     r = search_row(Run("x", "mean", 0, config, rows, None, None))
     assert r["sets"] == ["--method mean", "learning_rate=3e-4"] and r["steps"] == 10
+    assert (r["length"], r["truncated"]) == (85.0, 0.25)  # the mean length over the run, the largest cut share
+    assert (r["peak/start"], r["final/start"]) == (None, None)  # 10 values: under the 2 x 10 a start and a peak need
+    assert r["method"] == "mean" and r["seed"] == 0
     assert (r["entropy_first"], r["entropy_last"]) == (1.5, 9.5)  # the first and last 2 of 10 steps
     assert r["entropy_peak"] == pytest.approx(5.5)  # the one full 10-step window
     assert r["reward_first"] == pytest.approx(0.85)

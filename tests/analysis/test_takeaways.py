@@ -202,13 +202,13 @@ def test_the_phenomenon_sentence_reads_the_committed_search_and_the_fresh_seeds(
     chosen = sorted((r for r in rows if r["name"].split("-seed")[0] == PHENOMENON_CHOSEN), key=lambda r: r["seed"])
     past = [r for r in chosen if r["peak/start"] >= 1.1]
     assert 2 * len(past) > len(chosen) >= 3
-    assert f"rose past 1.1x its start in {len(past)}/{len(chosen)} seeds only with learning_rate=3e-4" in sentence
-    assert ", ".join(f"{r['peak/start']:.2f}" for r in chosen) in sentence
+    assert f"rising past 1.1x its start in {len(past)}/{len(chosen)} seeds only with learning_rate=3e-4" in sentence
+    assert ", ".join(f"{r['peak/start']:.3f}" for r in chosen) in sentence
     others = max(r["peak/start"] for r in rows if r not in chosen)
-    assert others < 1.1 and f"every other setting at most {others:.2f}" in sentence
+    assert others < 1.1 and f"every other setting at most {others:.3f}" in sentence
     net, hard, easy = (judge(c, FOUND)[1] for c in ("explosion", "hard_prop42", "easy_prop42"))
     assert f"on {net.n} fresh seeds" in sentence and net.n >= 8
-    assert f"against the mean's is {takeaways._said(net)} ({net.a:.2f} vs {net.b:.2f})" in sentence
-    assert f"start hardest {takeaways._said(hard)}, on the easiest {takeaways._said(easy)}." in sentence
+    assert f"peak / start was {net.a:.2f} against the mean's {net.b:.2f}: {takeaways._said(net)};" in sentence
+    assert f"start hardest: {takeaways._said(hard)}; on the easiest: {takeaways._said(easy)}." in sentence
     # where a participant and a researcher read it: the README and the notebooks' notes say the same
     assert sentence in _doc("README.md") and sentence in _doc("docs/notebook-notes.md")

@@ -432,7 +432,7 @@ def _k_sweep(fig: Figure) -> None:
 
 
 def _regimes(fig: Figure) -> None:
-    methods = ["mean+clip_higher (3 seeds)", "qae+clip_higher (3 seeds)"]
+    methods = ["mean+clip_higher (8 seeds)", "qae+clip_higher (8 seeds)"]  # the phenomenon experiment's fresh seeds
     assert fig.names == methods * 3, fig.names  # hard | easy | mixed, each panel both methods (one legend entry each)
     assert sum(t.get("showlegend") is not False for t in fig.lines) == 2
     assert len(fig.bands) == 6  # each line's ± std band over seeds
@@ -441,8 +441,21 @@ def _regimes(fig: Figure) -> None:
         assert list(t["x"])[0] == 0, t["x"]  # measured before the first update
 
 
+def _phenomenon(fig: Figure) -> None:
+    bars = [t for t in fig.data if t["type"] == "bar"]
+    assert len(bars) == 1 and len(bars[0]["y"]) == 17, "a bar per search try of the mean baseline"
+    assert sum(v >= 1.1 for v in bars[0]["x"]) == 3  # the three seeds of lr 3e-4, past the explosion's line
+    curves = ["mean+clip_higher (8 seeds)", "qae+clip_higher (8 seeds)"]
+    assert fig.names == ["peak / start", *curves], fig.names
+    for t in fig.lines[1:]:
+        assert len(t["x"]) == len(t["y"]) >= 200, t["name"]  # a point per optimizer step
+        within(t["y"], 0.5, 3, t["name"])  # entropy over its start
+    assert centred_bands(fig) == 2
+
+
 NB06 = NotebookSpec(
     [
+        Shown(r"The mean baseline's entropy explodes where its peak passes 1\.1x its start .*", _phenomenon),
         Shown(r"Held-out prompts grouped by start success: .*", _regimes),
         Shown(
             r"entropy \(nats per token\), mean over seeds ± std \(trailing 10-step average\)",

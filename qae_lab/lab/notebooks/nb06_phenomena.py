@@ -14,13 +14,6 @@ from qae_lab.analysis.phenomena import ROSE, START
 from qae_lab.analysis.stats import moving_average
 from qae_lab.lab.figures import add_band_line, wrap_title
 from qae_lab.labels import PALETTE
-from qae_lab.metric_names import (
-    LEDGER_PREFIX,
-    QAE_NEG_CORRECT,
-    QAE_NEG_CORRECT_IF_MEAN,
-    QAE_ZERO_ADV_FRAC,
-    SAAH_W_MEAN_NEG,
-)
 from qae_lab.labels import ENTROPY_CURVES, LEDGER_CELLS, LEDGER_CURVES, NEG_CORRECT_CURVES, SAAH_CURVES
 from qae_lab.lab.run_figures import BEFORE, K_SWEEP_QUANTITIES, Lines, k_sweep_lines, pass_at_k_lines
 
@@ -55,6 +48,9 @@ def runs_of(runs: Iterable[Run], methods: Iterable[str]) -> list[Run]:
     """
     wanted = set(methods)
     return [r for r in runs if r.method in wanted]
+
+
+_PAST, _BELOW = "#444444", "#bbbbbb"  # a search try's bar: past the explosion's threshold, or not
 
 
 def relative_entropy(run: Run, window: int = START) -> dict[int, float]:
@@ -97,7 +93,7 @@ def phenomenon_figure(search: Sequence[Mapping], runs: Sequence[Run], window: in
         ),
     )
     ratios = [r["peak/start"] for r in control]
-    colours = ["#d62728" if v >= ROSE else "#7f7f7f" for v in ratios]
+    colours = [_PAST if v >= ROSE else _BELOW for v in ratios]
     names = [r["name"] for r in control]
     fig.add_trace(
         go.Bar(x=ratios, y=names, orientation="h", marker_color=colours, showlegend=False, name="peak / start"),
@@ -117,19 +113,22 @@ def phenomenon_figure(search: Sequence[Mapping], runs: Sequence[Run], window: in
     for col, axis in ((1, "x"), (2, "y")):
         line = {"line_dash": "dash", "line_color": "#444", "line_width": 1, "row": 1, "col": col}
         (fig.add_vline if axis == "x" else fig.add_hline)(ROSE, **line)
-    fig.update_xaxes(title_text="entropy peak / start (10-step averages)", row=1, col=1)
+    low = min([*ratios, 1.0]) - 0.05  # the bars start near 1, where the differences are
+    fig.update_xaxes(
+        title_text="entropy peak / start (10-step averages)", range=[low, max([*ratios, ROSE]) + 0.05], row=1, col=1
+    )
     fig.update_yaxes(autorange="reversed", row=1, col=1)
     fig.update_xaxes(title_text="optimizer steps", row=1, col=2)
     fig.update_yaxes(title_text=f"entropy / start ({window}-step average)", row=1, col=2)
     title = (
         f"The mean baseline's entropy explodes where its peak passes {ROSE:.1f}x its start (dashed): the tries of the "
-        f"search (red: past it), then the chosen setting, mean ± std over {n_seeds} fresh seeds"
+        f"search (dark: past it), then the chosen setting, mean ± std over {n_seeds} fresh seeds"
     )
     fig.update_layout(
         title={"text": wrap_title(title, 100), "font": {"size": 15}},
         template="plotly_white",
-        height=520,
-        margin={"l": 110, "r": 20, "t": 120, "b": 110},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.15},
+        height=500,
+        margin={"l": 110, "r": 20, "t": 120, "b": 90},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.18},
     )
     return fig

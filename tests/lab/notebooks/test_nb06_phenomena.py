@@ -161,7 +161,7 @@ def test_phenomenon_figure_draws_the_search_and_each_baseline():
     fig = phenomenon_figure(search, runs, window=1)
     bars = fig.data[0]
     assert list(bars.y) == ["base", "lr3e-4"] and list(bars.x) == [1.02, 1.2]
-    assert list(bars.marker.color) == ["#7f7f7f", "#d62728"]  # past ROSE: red
+    assert list(bars.marker.color) == ["#bbbbbb", "#444444"]  # past ROSE: dark
     lines = {t.name: t for t in fig.data if t.showlegend}
     assert sorted(lines) == ["mean (2 seeds)", "qae (2 seeds)"]
     # the mean baseline's seeds end at 1.05 and 1.15 of their start: the mean line ends at 1.1
