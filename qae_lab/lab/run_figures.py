@@ -312,8 +312,8 @@ def regime_figure(runs: Sequence, mean_method: str, quantile_method: str, quanti
     fig.update_layout(
         title={"text": wrap_title(title, 100), "font": {"size": 15}},
         template="plotly_white",
-        height=430,
-        margin={"l": 60, "r": 20, "t": 120, "b": 110},
+        height=460,
+        margin={"l": 60, "r": 20, "t": 150, "b": 110},  # a two-line title above two-line panel titles
         legend={"orientation": "h", "yanchor": "top", "y": -0.22},
     )
     return fig

@@ -442,7 +442,7 @@ def _regimes(fig: Figure) -> None:
 
 
 def _phenomenon(fig: Figure) -> None:
-    bars = [t for t in fig.data if t["type"] == "bar"]
+    bars = [t for t in fig.traces if t.get("type") == "bar"]
     assert len(bars) == 1 and len(bars[0]["y"]) == 17, "a bar per search try of the mean baseline"
     assert sum(v >= 1.1 for v in bars[0]["x"]) == 3  # the three seeds of lr 3e-4, past the explosion's line
     curves = ["mean+clip_higher (8 seeds)", "qae+clip_higher (8 seeds)"]

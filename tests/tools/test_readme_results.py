@@ -223,6 +223,8 @@ def _copy_checkout(tmp_path: Path) -> Path:
         shutil.copytree(run, root / readme_results.REFERENCE_RUNS / run.name)
     ds = readme_results.REFERENCE_RUNS / "phenomena" / "dynamic_sampling"  # docs/dynamic-sampling.md's runs
     shutil.copytree(ROOT / ds, root / ds)
+    search = readme_results.REFERENCE_RUNS / "phenomena" / "search_phenomenon.json"  # docs/notebook-notes.md's table
+    shutil.copy(ROOT / search, root / search)
     (root / readme_results.HOST_COSTS).parent.mkdir(parents=True)
     shutil.copy(ROOT / readme_results.HOST_COSTS, root / readme_results.HOST_COSTS)  # the T4 time estimate's input
     # docs/workshop.md's plans and answer key: the measured notebook times and the notebooks themselves
