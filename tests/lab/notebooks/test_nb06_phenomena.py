@@ -141,11 +141,13 @@ def _entropy_run(method, seed, values):
 
 
 def test_relative_entropy_by_hand():
-    run = _entropy_run("mean", 0, [0.2] * 10 + [0.4, 0.1])
-    assert relative_entropy(run, window=1) == pytest.approx({**{s: 1.0 for s in range(1, 11)}, 11: 2.0, 12: 0.5})
-    # a 2-step trailing average: step 11 averages 0.2 and 0.4 (0.3 / 0.2), step 12 0.4 and 0.1 (0.25 / 0.2)
+    run = _entropy_run("mean", 0, [0.1, 0.3] * 5 + [0.4, 0.1])  # the start: the first ten's mean, 0.2
+    assert relative_entropy(run, window=1) == pytest.approx(
+        {**{s: (0.5 if s % 2 else 1.5) for s in range(1, 11)}, 11: 2.0, 12: 0.5}
+    )
+    # a 2-step trailing average: step 11 averages 0.3 and 0.4 (0.35 / 0.2), step 12 0.4 and 0.1 (0.25 / 0.2)
     smooth = relative_entropy(run, window=2)
-    assert (smooth[11], smooth[12]) == pytest.approx((1.5, 1.25))
+    assert (smooth[11], smooth[12]) == pytest.approx((1.75, 1.25))
     assert relative_entropy(_entropy_run("mean", 0, [0.2] * 9)) == {}  # fewer values than the start needs
 
 
