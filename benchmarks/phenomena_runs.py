@@ -57,7 +57,9 @@ from qae_lab.analysis.phenomena import (
     load_search,
     run_names,
     search_row,
+    search_rows,
 )
+from qae_lab.analysis.tables import markdown_table
 from qae_lab.storage.folder import REGIME_SPLIT_NAME, atomic_write_text, read_log
 from reference_runs import keep_run  # the sibling script: the same small part of each run folder
 
@@ -160,22 +162,11 @@ def collect(work: Path, only: list[str]) -> None:
 
 
 def choose(which: str = "phenomenon") -> dict:
-    """Print the committed phenomenon search, a row per try (the mean baseline's entropy peak / start and final /
-    start, the reward, the clipped share, the training time), and the setting its rule chooses."""
+    """Print the committed phenomenon search, a row per try (:func:`qae_lab.analysis.phenomena.search_rows`: what it
+    changed, the mean baseline's entropy peak / start and final / start, reward, clipped share, length, time), and the
+    setting its rule chooses."""
     rows = load_search(which, DEST.parent)
-    heads = ("try", "seed", "peak/start", "final/start", "reward first -> last", "clipped", "s")
-    widths = (16, 4, 10, 11, 21, 8, 5)
-    print(" ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(heads, widths))))
-    for r in rows:
-        cells = [
-            r["name"],
-            str(r["seed"]),
-            *(f"{r[k]:.3f}" if r.get(k) is not None else "—" for k in ("peak/start", "final/start")),
-            f"{r['reward_first']:.3f} -> {r['reward_last']:.3f}",
-            "—" if r.get("clipped") is None else f"{r['clipped']:.2%}",
-            f"{r['train_s']:.0f}",
-        ]
-        print(" ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))))
+    print(markdown_table(search_rows(rows)))
     choice = choose_setting(rows)
     hours = sum(r["train_s"] for r in rows) / 3600
     print(json.dumps(choice, indent=1))

@@ -74,4 +74,4 @@ def test_choose_prints_the_committed_search_and_the_declared_choice(capsys):
     out = capsys.readouterr().out
     assert choice["chosen"] == runner.PHENOMENON_CHOSEN and f"declared: {runner.PHENOMENON_CHOSEN}" in out
     rows = runner.load_search("phenomenon", runner.DEST.parent)
-    assert all(f"{r['name']:<16} {r['seed']:>4}" in out for r in rows)  # a line per try
+    assert all(f"| {r['name']} |" in out for r in rows)  # a row per try
