@@ -57,6 +57,7 @@ __all__ = [
     "sharpening_line",
     "search_row",
     "search_table",
+    "setting_of",
     "choose_setting",
     "search_rows",
 ]
@@ -642,8 +643,12 @@ def search_table(rows: Sequence[Mapping]) -> str:
     return "\n".join(line.rstrip() for line in out)
 
 
-def _setting(name: str) -> str:
-    """A search try's setting: its name less a ``-seed<S>`` suffix (a further seed of the same setting)."""
+def setting_of(name: str) -> str:
+    """A search try's setting: its name less a ``-seed<S>`` suffix (a further seed of the same setting).
+
+    >>> setting_of("lr3e-4-seed101"), setting_of("lr3e-4")
+    ('lr3e-4', 'lr3e-4')
+    """
     return re.sub(r"-seed\d+$", "", name)
 
 
@@ -667,7 +672,7 @@ def choose_setting(rows: Sequence[Mapping], seeds: int = 3) -> dict:
     control = [r for r in rows if str(r.get("method", "")).startswith("mean")]
     by: dict[str, list[Mapping]] = {}
     for r in control:
-        by.setdefault(_setting(r["name"]), []).append(r)
+        by.setdefault(setting_of(r["name"]), []).append(r)
 
     def shows(group: Sequence[Mapping], what: str) -> int:
         key, hit = ("peak/start", lambda v: v >= ROSE) if what == "explosion" else ("final/start", lambda v: v <= FELL)

@@ -8,11 +8,12 @@ was measured. A test compares each place that states one with what these functio
 from __future__ import annotations
 
 from collections.abc import Mapping
+from statistics import fmean
 
 from qae_lab.analysis.claims import CLAIMS, FOUND, Verdict, verdict
 from qae_lab.analysis.committed_data import load_prop42
 from qae_lab.analysis.evidence import judge
-from qae_lab.analysis.phenomena import FELL, ROSE, choose_setting, load_search, search_rows
+from qae_lab.analysis.phenomena import FELL, ROSE, choose_setting, load_search, search_rows, setting_of
 
 __all__ = ["bandit_training", "phenomenon_sentence", "qae_sentence", "saah_sentence", "sgd_sentence", "sgd_short"]
 
@@ -184,7 +185,7 @@ def phenomenon_sentence(search: list[dict] | None = None) -> str:
             f"seeds (the farthest: peak / start {top:.2f} in {top_name}, final / start {low:.2f} in {low_name}): at "
             f"this scale the explosion and the collapse that QAE prevents cannot be produced."
         )
-    chosen = [r for r in rows if r["name"] == choice["chosen"] or r["name"].startswith(choice["chosen"] + "-seed")]
+    chosen = [r for r in rows if setting_of(r["name"]) == choice["chosen"]]
     explosion = choice["phenomenon"] == "explosion"
     key = "peak/start" if explosion else "final/start"
     rest = [r[key] for r in rows if r not in chosen and r.get(key) is not None and r["method"].startswith("mean")]
@@ -192,17 +193,14 @@ def phenomenon_sentence(search: list[dict] | None = None) -> str:
     net = judge(choice["phenomenon"], FOUND)[1]
     hard, easy = (judge(c, FOUND)[1] for c in ("hard_prop42", "easy_prop42"))
     said = key.replace("/", " / ")
+    first, last = (fmean(r[k] for r in chosen) for k in ("reward_first", "reward_last"))
     return (
         f"{head} found its entropy {'rising past' if explosion else 'falling to'} "
         f"{ROSE if explosion else FELL:.1f}x its start "
         f"in {choice['showed']} seeds only with {changed} ({said} {', '.join(f'{r[key]:.3f}' for r in chosen)}; "
         f"every other setting {'at most' if explosion else 'at least'} {max(rest) if explosion else min(rest):.3f}), "
-        f"while its training reward went from {_mean(chosen, 'reward_first'):.2f} to {_mean(chosen, 'reward_last'):.2f}"
+        f"while its training reward went from {first:.2f} to {last:.2f}"
         f" (first and last fifth of the steps). There, on {net.n} fresh seeds, the quantile baseline's entropy "
         f"{said} was {net.a:.2f} against the mean's {net.b:.2f}: {_said(net)}; on the held-out prompts that start "
         f"hardest: {_said(hard)}; on the easiest: {_said(easy)}."
     )
-
-
-def _mean(rows: list[dict], key: str) -> float:
-    return sum(r[key] for r in rows) / len(rows)

@@ -144,11 +144,22 @@ def add_band(
 
 
 def add_band_line(
-    fig: go.Figure, x: list, mean: list, std: list, color: str, name: str, group: str, col: int, mode: str = "lines"
+    fig: go.Figure,
+    x: list,
+    mean: list,
+    std: list,
+    color: str,
+    name: str,
+    group: str,
+    col: int,
+    mode: str = "lines",
+    legend: bool | None = None,
 ) -> None:
-    """A mean line over its +- std band in subplot (1, ``col``), legend-grouped by ``group``, in the legend once."""
+    """A mean line over its +- std band in subplot (1, ``col``), legend-grouped by ``group``, in the legend once:
+    from the first subplot (``legend`` None), or where ``legend`` says."""
     add_band(fig, x, mean, std, color, legendgroup=group, row=1, col=col)
-    line = go.Scatter(x=x, y=mean, mode=mode, line={"color": color}, legendgroup=group, name=name, showlegend=col == 1)
+    shown = col == 1 if legend is None else legend
+    line = go.Scatter(x=x, y=mean, mode=mode, line={"color": color}, legendgroup=group, name=name, showlegend=shown)
     fig.add_trace(line, row=1, col=col)
 
 

@@ -108,11 +108,10 @@ def phenomenon_figure(search: Sequence[Mapping], runs: Sequence[Run], window: in
         c = Curve.over(points)
         n_seeds = max(n_seeds, c.n_runs)
         name = f"{method} ({c.n_runs} seed{'s' * (c.n_runs != 1)})"
-        add_band_line(fig, c.steps, c.mean, c.std, PALETTE[i % len(PALETTE)], name, method, 2)
-        fig.data[-1].showlegend = True
-    for col, axis in ((1, "x"), (2, "y")):
-        line = {"line_dash": "dash", "line_color": "#444", "line_width": 1, "row": 1, "col": col}
-        (fig.add_vline if axis == "x" else fig.add_hline)(ROSE, **line)
+        add_band_line(fig, c.steps, c.mean, c.std, PALETTE[i % len(PALETTE)], name, method, 2, legend=True)
+    dashed = {"line_dash": "dash", "line_color": "#444", "line_width": 1, "row": 1}
+    fig.add_vline(ROSE, col=1, **dashed)  # the explosion's threshold, on the bars' axis
+    fig.add_hline(ROSE, col=2, **dashed)  # and on the curves'
     low = min([*ratios, 1.0]) - 0.05  # the bars start near 1, where the differences are
     fig.update_xaxes(
         title_text="entropy peak / start (10-step averages)", range=[low, max([*ratios, ROSE]) + 0.05], row=1, col=1
