@@ -176,7 +176,7 @@ def phenomenon_sentence(search: list[dict] | None = None) -> str:
     hours = sum(r.get("train_s") or 0.0 for r in rows) / 3600
     (top, top_name), (low, low_name) = extent["largest peak/start"], extent["smallest final/start"]
     head = (
-        f"A search of {extent['tries']} runs of the mean baseline ({extent['settings']} settings of the sums model, "
+        f"A search of {extent['tries']} runs of the mean baseline ({extent['settings']} settings, "
         f"{hours:.1f} hours of run time on a 2-core CPU) over DAPO's axes"
     )
     if choice["chosen"] is None:
@@ -197,7 +197,7 @@ def phenomenon_sentence(search: list[dict] | None = None) -> str:
     return (
         f"{head} found its entropy {'rising past' if explosion else 'falling to'} "
         f"{ROSE if explosion else FELL:.1f}x its start "
-        f"in {choice['showed']} seeds only with {changed} ({said} {', '.join(f'{r[key]:.3f}' for r in chosen)}; "
+        f"in {choice['showed']} seeds only with {changed} on the sums model ({said} {', '.join(f'{r[key]:.3f}' for r in chosen)}; "
         f"every other setting {'at most' if explosion else 'at least'} {max(rest) if explosion else min(rest):.3f}), "
         f"while its training reward went from {first:.2f} to {last:.2f}"
         f" (first and last fifth of the steps). There, on {net.n} fresh seeds, the quantile baseline's entropy "

@@ -186,7 +186,7 @@ def test_the_phenomenon_sentence_says_so_when_the_search_found_nothing():
     rows = [_search_row("base", 1.02, 0.9), _search_row("fast", 1.3, 0.8), _search_row("fast-seed101", 1.0, 0.7, 101)]
     rows.append(_search_row("fast-seed102", 1.05, 0.6, 102))  # fast: 1 of 3 seeds past 1.1x: not most
     sentence = takeaways.phenomenon_sentence(rows)
-    assert sentence.startswith("A search of 4 runs of the mean baseline (2 settings of the sums model, 2.0 hours")
+    assert sentence.startswith("A search of 4 runs of the mean baseline (2 settings, 2.0 hours")
     assert "found no setting where its entropy rose to 1.1x its start or fell to 0.5x in most seeds" in sentence
     assert "(the farthest: peak / start 1.30 in fast, final / start 0.60 in fast-seed102)" in sentence
     assert sentence.endswith("cannot be produced.")
@@ -202,7 +202,7 @@ def test_the_phenomenon_sentence_reads_the_committed_search_and_the_fresh_seeds(
     chosen = sorted((r for r in rows if r["name"].split("-seed")[0] == PHENOMENON_CHOSEN), key=lambda r: r["seed"])
     past = [r for r in chosen if r["peak/start"] >= 1.1]
     assert 2 * len(past) > len(chosen) >= 3
-    assert f"rising past 1.1x its start in {len(past)}/{len(chosen)} seeds only with learning_rate=3e-4" in sentence
+    assert f"rising past 1.1x its start in {len(past)}/{len(chosen)} seeds only with learning_rate=3e-4 on the sums model" in sentence
     assert ", ".join(f"{r['peak/start']:.3f}" for r in chosen) in sentence
     others = max(r["peak/start"] for r in rows if r not in chosen)
     assert others < 1.1 and f"every other setting at most {others:.3f}" in sentence
