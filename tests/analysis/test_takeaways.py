@@ -202,7 +202,10 @@ def test_the_phenomenon_sentence_reads_the_committed_search_and_the_fresh_seeds(
     chosen = sorted((r for r in rows if r["name"].split("-seed")[0] == PHENOMENON_CHOSEN), key=lambda r: r["seed"])
     past = [r for r in chosen if r["peak/start"] >= 1.1]
     assert 2 * len(past) > len(chosen) >= 3
-    assert f"rising past 1.1x its start in {len(past)}/{len(chosen)} seeds only with learning_rate=3e-4 on the sums model" in sentence
+    assert (
+        f"rising past 1.1x its start in {len(past)}/{len(chosen)} seeds only with learning_rate=3e-4 on the sums model"
+        in sentence
+    )
     assert ", ".join(f"{r['peak/start']:.3f}" for r in chosen) in sentence
     others = max(r["peak/start"] for r in rows if r not in chosen)
     assert others < 1.1 and f"every other setting at most {others:.3f}" in sentence
