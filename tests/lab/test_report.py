@@ -1,12 +1,8 @@
 """Tests for qae_lab.lab.report: the run's report page, one self-contained file; drawing it is the only
-plotting of a command-line run, and the training and run-folder path imports none."""
+plotting of a command-line run (that the training and run-folder path imports none: tests/test_layers.py)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
-import pytest
 
 from qae_lab.lab.report import write_report
 
@@ -34,15 +30,3 @@ def test_report_is_one_self_contained_file(tmp_path):
     assert "zero-advantage fraction" in html and "qae\\u002fzero_adv_frac" in html  # plotly escapes "/"
     assert "not logged in this run" in html  # the saah/* panels: no token weighting here
     assert "<script" in html and 'src="http' not in html  # plotly.js inlined: opens offline
-
-
-@pytest.mark.slow(seconds=12)
-def test_training_and_run_folder_code_load_no_plotting_or_widgets():
-    # a fresh interpreter: importing the command line, the run, the trainer and the run folder draws nothing
-    code = (
-        "import sys, qae_lab.runs.cli, qae_lab.runs.pipeline, qae_lab.train.trainer, qae_lab.train.callbacks, qae_lab.storage.resume, "
-        "qae_lab.storage.folder, qae_lab.task.evaluate\n"
-        "print(sorted({m.split('.')[0] for m in sys.modules} & {'plotly', 'ipywidgets', 'IPython'}))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
