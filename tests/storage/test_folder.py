@@ -195,14 +195,14 @@ def test_a_second_lock_in_the_same_process_is_refused_and_the_fallback_reads_the
 
 def test_bad_run_folders_are_named(tmp_path):
     (tmp_path / "a-file").write_text("x")
-    for folder, message in (
+    for where, message in (
         (tmp_path / "a-file", "is a file, not a folder"),
         ("/", "the file system's root"),
         (Path.home(), "the home folder"),
         (Path.cwd().parent, "a folder above the current one"),
     ):
         with pytest.raises(RunFolderError, match=message):
-            check_folder(folder)
+            check_folder(where)
     check_folder(tmp_path / "new")  # a new folder, or the current one, is fine
     check_folder(Path.cwd())
 
