@@ -284,10 +284,18 @@ def test_every_test_file_stays_within_1000_lines():
     assert long == {}, f"test files over 1,000 lines: {long}"
 
 
-def test_the_code_is_formatted():
+def test_the_code_is_formatted_and_passes_pyflakes():
     # ruff format at pyproject's 120 characters: one density everywhere, so no line count is met by cramming
     out = subprocess.run(
         [sys.executable, "-m", "ruff", "format", "--check", "qae_lab", "tools", "tests", "benchmarks"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    # and pyflakes' rules (F: unused or shadowed imports, undefined names, ...)
+    out = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--select", "F", "qae_lab", "tools", "tests", "benchmarks"],
         cwd=ROOT,
         capture_output=True,
         text=True,
