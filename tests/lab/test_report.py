@@ -3,7 +3,6 @@ plotting of a command-line run (that the training and run-folder path imports no
 
 from __future__ import annotations
 
-
 from qae_lab.lab.report import write_report
 
 
