@@ -285,22 +285,16 @@ def test_every_test_file_stays_within_1000_lines():
 
 
 def test_the_code_is_formatted_and_passes_pyflakes():
-    # ruff format at pyproject's 120 characters: one density everywhere, so no line count is met by cramming
-    out = subprocess.run(
-        [sys.executable, "-m", "ruff", "format", "--check", "qae_lab", "tools", "tests", "benchmarks"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
-    assert out.returncode == 0, out.stdout + out.stderr
+    # ruff format at pyproject's 120 characters: one density everywhere, so no line count is met by cramming;
     # and pyflakes' rules (F: unused or shadowed imports, undefined names, ...)
-    out = subprocess.run(
-        [sys.executable, "-m", "ruff", "check", "--select", "F", "qae_lab", "tools", "tests", "benchmarks"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
-    assert out.returncode == 0, out.stdout + out.stderr
+    for command in (["format", "--check"], ["check", "--select", "F"]):
+        out = subprocess.run(
+            [sys.executable, "-m", "ruff", *command, "qae_lab", "tools", "tests", "benchmarks"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
+        assert out.returncode == 0, out.stdout + out.stderr
 
 
 def test_no_module_under_tests_shadows_a_package_module_or_an_importable_one():
